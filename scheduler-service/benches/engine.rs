@@ -1,0 +1,226 @@
+//! Criterion benchmark of the scheduling engine on a synthetic cluster at Kubernetes' scalability
+//! envelope: 5,000 nodes and 150,000 bound pods (`synth::ClusterShape::default()`).
+//!
+//! Groups: `rank/<N>_nodes` (one Rank of a distinct pod, top 10), `schedule/distinct_pods` and
+//! `schedule/replica_pods` (batches of 256), `snapshot/full_build` and `snapshot/delta_one_node`.
+//! After them it times 2,000 Rank calls one by one and prints their latency percentiles.
+//!
+//! `PLACEMENT_BENCH_NODES` sets the node count (pods are 30 per node). It defaults to 5,000 for
+//! `cargo bench` and to 500 in criterion's test mode (`cargo bench -- --test`, `cargo test --benches`),
+//! which runs every benchmark once as a smoke test.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{BatchSize, Criterion, SamplingMode, Throughput};
+use placement_scheduler::engine::model::{NodeSpec, PodSpec};
+use placement_scheduler::engine::{Deadline, Decision, Delta, Evaluator, Policy, Profile, Snapshot};
+use placement_scheduler::grpc::convert;
+use placement_scheduler::proto;
+use placement_scheduler::synth::{self, ClusterShape};
+
+const SEED: u64 = 42;
+const BATCH: usize = 256;
+const TOP_K: usize = 10;
+const LATENCY_SAMPLES: usize = 2000;
+
+/// Everything the benchmarks share, built once.
+struct Fixture {
+    nodes: Vec<NodeSpec>,
+    pods: Vec<PodSpec>,
+    snapshot: Snapshot,
+    profile: Profile,
+    distinct: Vec<PodSpec>,
+    replicas: Vec<PodSpec>,
+    delta: Delta,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn convert_pods(pods: &[proto::Pod]) -> Vec<PodSpec> {
+    convert::list("pods", pods, convert::pod).expect("synthetic pods are valid")
+}
+
+impl Fixture {
+    fn new(node_count: usize) -> Self {
+        let shape = ClusterShape::with_nodes(node_count);
+        let t = Instant::now();
+        let cluster = synth::cluster(&shape, SEED);
+        let generated = t.elapsed();
+        let t = Instant::now();
+        let (nodes, pods) = convert::snapshot("snapshot", &cluster).expect("synthetic snapshot is valid");
+        let converted = t.elapsed();
+        let t = Instant::now();
+        let snapshot = Snapshot::build(nodes.clone(), pods.clone()).expect("synthetic snapshot builds");
+        let built = t.elapsed();
+        println!(
+            "setup: {} nodes, {} bound pods: generated in {:.0} ms, converted in {:.0} ms, Snapshot::build in {:.0} ms, \
+             approx_bytes {} ({:.1} MiB)",
+            snapshot.nodes().len(),
+            snapshot.pod_count(),
+            ms(generated),
+            ms(converted),
+            ms(built),
+            snapshot.approx_bytes(),
+            snapshot.approx_bytes() as f64 / (1 << 20) as f64,
+        );
+
+        // A delta like a watch event pair: one node relabelled, one pod moved to another node.
+        let mut node = cluster.nodes[node_count / 2].clone();
+        node.labels.insert("example.com/maintenance".into(), "scheduled".into());
+        let mut pod = cluster.pods[0].clone();
+        pod.node_name = cluster.nodes[node_count - 1].name.clone();
+        let delta = Delta {
+            upsert_nodes: vec![convert::node("node", &node).expect("valid node")],
+            upsert_pods: vec![convert::pod("pod", &pod).expect("valid pod")],
+            ..Default::default()
+        };
+
+        Self {
+            nodes,
+            pods,
+            snapshot,
+            profile: Profile::new(Policy::kube_default()),
+            distinct: convert_pods(&synth::distinct_pods(LATENCY_SAMPLES, SEED)),
+            replicas: convert_pods(&synth::replica_pods(BATCH, SEED)),
+            delta,
+        }
+    }
+
+    /// Prints how many pods of a batch found a node, so the numbers can be read in context.
+    fn report_batch(&self, what: &str, pods: &[PodSpec]) {
+        let decisions = Evaluator::new(&self.profile, &self.snapshot)
+            .schedule(pods, SEED, Deadline::none())
+            .expect("no deadline");
+        let placed = decisions.iter().filter(|d| matches!(d, Decision::Node { .. })).count();
+        println!("{what}: {placed} of {} pods placed", pods.len());
+    }
+}
+
+fn bench_rank(c: &mut Criterion, fx: &Fixture) {
+    let mut group = c.benchmark_group("rank");
+    group.throughput(Throughput::Elements(1));
+    let mut evaluator = Evaluator::new(&fx.profile, &fx.snapshot);
+    let mut i = 0usize;
+    group.bench_function(format!("{}_nodes", fx.snapshot.nodes().len()), |b| {
+        b.iter(|| {
+            let pod = &fx.distinct[i % fx.distinct.len()];
+            i += 1;
+            black_box(evaluator.rank(pod, TOP_K, SEED, Deadline::none()).expect("no deadline"))
+        })
+    });
+    group.finish();
+}
+
+fn bench_schedule(c: &mut Criterion, fx: &Fixture) {
+    let mut group = c.benchmark_group("schedule");
+    group.sampling_mode(SamplingMode::Flat);
+    group.measurement_time(Duration::from_secs(20));
+    group.throughput(Throughput::Elements(BATCH as u64));
+    let mut evaluator = Evaluator::new(&fx.profile, &fx.snapshot);
+    let distinct = &fx.distinct[..BATCH];
+    group.bench_function("distinct_pods", |b| {
+        b.iter(|| {
+            black_box(
+                evaluator
+                    .schedule(distinct, SEED, Deadline::none())
+                    .expect("no deadline"),
+            )
+        })
+    });
+    group.bench_function("replica_pods", |b| {
+        b.iter(|| {
+            black_box(
+                evaluator
+                    .schedule(&fx.replicas, SEED, Deadline::none())
+                    .expect("no deadline"),
+            )
+        })
+    });
+    group.finish();
+}
+
+fn bench_snapshot(c: &mut Criterion, fx: &Fixture) {
+    let mut group = c.benchmark_group("snapshot");
+    group.sampling_mode(SamplingMode::Flat);
+    group.measurement_time(Duration::from_secs(15));
+    group.bench_function("full_build", |b| {
+        b.iter_batched(
+            || (fx.nodes.clone(), fx.pods.clone()),
+            |(nodes, pods)| Snapshot::build(nodes, pods).expect("builds"),
+            BatchSize::PerIteration,
+        )
+    });
+    group.sampling_mode(SamplingMode::Auto);
+    group.measurement_time(Duration::from_secs(5));
+    group.bench_function("delta_one_node", |b| {
+        b.iter_batched(
+            || fx.delta.clone(),
+            |delta| fx.snapshot.apply(delta).expect("applies"),
+            BatchSize::SmallInput,
+        )
+    });
+    group.finish();
+}
+
+/// Times Rank calls one by one, one distinct pod each, and prints the latency distribution.
+fn rank_latency(fx: &Fixture) {
+    let mut evaluator = Evaluator::new(&fx.profile, &fx.snapshot);
+    let mut micros = Vec::with_capacity(LATENCY_SAMPLES);
+    let mut feasible = 0usize;
+    for pod in fx.distinct.iter().cycle().take(LATENCY_SAMPLES) {
+        let t = Instant::now();
+        let ranking = evaluator.rank(pod, TOP_K, SEED, Deadline::none()).expect("no deadline");
+        micros.push(t.elapsed().as_secs_f64() * 1e6);
+        feasible += ranking.feasible_count;
+        black_box(ranking);
+    }
+    micros.sort_by(f64::total_cmp);
+    let at = |q: f64| micros[((micros.len() - 1) as f64 * q).round() as usize];
+    let mean = micros.iter().sum::<f64>() / micros.len() as f64;
+    println!(
+        "rank latency, {} distinct pods timed one by one on {} nodes (top_k {TOP_K}): \
+         mean {mean:.0} µs, p50 {:.0} µs, p90 {:.0} µs, p99 {:.0} µs, max {:.0} µs; mean feasible nodes {}",
+        micros.len(),
+        fx.snapshot.nodes().len(),
+        at(0.50),
+        at(0.90),
+        at(0.99),
+        micros[micros.len() - 1],
+        feasible / micros.len(),
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    // Criterion's own rule: without --bench (cargo test) or with --test, run each benchmark once.
+    let test_mode = has("--test") || !has("--bench");
+    let nodes = match std::env::var("PLACEMENT_BENCH_NODES") {
+        Ok(v) => v.parse().expect("PLACEMENT_BENCH_NODES must be a node count"),
+        Err(_) if has("--list") => 10,
+        Err(_) if test_mode => 500,
+        Err(_) => 5000,
+    };
+    assert!(nodes >= 2, "PLACEMENT_BENCH_NODES must be at least 2");
+
+    let fx = Fixture::new(nodes);
+    fx.report_batch("schedule/distinct_pods batch", &fx.distinct[..BATCH]);
+    fx.report_batch("schedule/replica_pods batch", &fx.replicas);
+
+    let mut c = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(2))
+        .measurement_time(Duration::from_secs(5))
+        .configure_from_args();
+    bench_rank(&mut c, &fx);
+    bench_schedule(&mut c, &fx);
+    bench_snapshot(&mut c, &fx);
+    c.final_summary();
+
+    if !has("--list") {
+        rank_latency(&fx);
+    }
+}

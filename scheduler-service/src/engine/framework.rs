@@ -1,0 +1,823 @@
+//! The scheduling cycle: filter every node, score the feasible ones, normalize, weigh, pick.
+//!
+//! Each plugin follows kube-scheduler's implementation (`pkg/scheduler/framework/plugins`): the
+//! same feasibility rules, the same integer arithmetic for scores, the same normalization, and the
+//! same reason strings. A node fails at the first filter that rejects it, as in kube-scheduler's
+//! `RunFilterPlugins`, and NodeResourcesFit reports every insufficient resource.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::time::Instant;
+
+use super::model::{tolerated, HostPort, NodeSpec, PodSpec, Taint, TaintEffect, Toleration};
+use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
+use super::resources::ResourceName;
+use super::snapshot::{BoundPod, NodeEntry, NodeUsage, Snapshot};
+
+/// kube-scheduler's `MaxNodeScore`.
+pub const MAX_NODE_SCORE: i64 = 100;
+/// kube-scheduler's `MaxCustomPriorityScore` (the RequestedToCapacityRatio shape's scale).
+const MAX_CUSTOM_PRIORITY_SCORE: i64 = 10;
+/// The taint kube-scheduler checks for cordoned nodes.
+const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
+
+/// Why a node was rejected, in kube-scheduler's words.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Reason {
+    /// NodeUnschedulable: the node is cordoned.
+    NodeUnschedulable,
+    /// NodeName: the pod names another node.
+    NodeNameMismatch,
+    /// TaintToleration: a NoSchedule or NoExecute taint is not tolerated.
+    UntoleratedTaint,
+    /// NodeAffinity: nodeSelector or required affinity does not match.
+    NodeAffinityMismatch,
+    /// NodePorts: a requested host port is in use.
+    NodePortsConflict,
+    /// NodeResourcesFit: the node has no room for another pod.
+    TooManyPods,
+    /// NodeResourcesFit: not enough of a resource.
+    Insufficient(ResourceName),
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NodeUnschedulable => f.write_str("node(s) were unschedulable"),
+            Self::NodeNameMismatch => f.write_str("node(s) didn't match the requested node name"),
+            Self::UntoleratedTaint => f.write_str("node(s) had untolerated taint(s)"),
+            Self::NodeAffinityMismatch => f.write_str("node(s) didn't match Pod's node affinity/selector"),
+            Self::NodePortsConflict => f.write_str("node(s) didn't have free ports for the requested pod ports"),
+            Self::TooManyPods => f.write_str("Too many pods"),
+            Self::Insufficient(r) => write!(f, "Insufficient {r}"),
+        }
+    }
+}
+
+/// Counts of reasons over the rejected nodes, from which kube-scheduler's message is built.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Diagnosis {
+    /// Nodes in the snapshot.
+    pub node_count: usize,
+    /// How many nodes gave each reason.
+    pub reasons: HashMap<Reason, u32>,
+}
+
+impl Diagnosis {
+    /// kube-scheduler's `FitError.Error()`: `0/N nodes are available: <count> <reason>, ….` with
+    /// the "count reason" strings sorted, or its message for a cluster with no nodes.
+    pub fn message(&self) -> String {
+        if self.node_count == 0 {
+            return "no nodes available to schedule pods".to_string();
+        }
+        let mut parts: Vec<String> = self.reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
+        parts.sort();
+        let mut msg = format!("0/{} nodes are available:", self.node_count);
+        if !parts.is_empty() {
+            msg.push(' ');
+            msg.push_str(&parts.join(", "));
+            msg.push('.');
+        }
+        msg
+    }
+}
+
+/// Why evaluation stopped early.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EvalError {
+    /// The caller's deadline passed.
+    #[error("deadline exceeded after {done} of {total} pods")]
+    DeadlineExceeded {
+        /// Pods decided before the deadline.
+        done: usize,
+        /// Pods in the batch.
+        total: usize,
+    },
+}
+
+/// When to stop working: a caller's deadline, checked between pods and every few thousand nodes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Deadline(Option<Instant>);
+
+impl Deadline {
+    /// No deadline.
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    /// Stop at this instant.
+    pub fn at(instant: Instant) -> Self {
+        Self(Some(instant))
+    }
+
+    /// True once the deadline has passed.
+    pub fn passed(&self) -> bool {
+        self.0.is_some_and(|d| Instant::now() >= d)
+    }
+}
+
+/// A policy prepared for evaluation.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    policy: Policy,
+    score_plugins: Vec<(ScorePlugin, i64)>,
+    fit_resources: Vec<(ResourceName, i64)>,
+    balanced_resources: Vec<ResourceName>,
+    shape: Vec<ShapePoint>,
+}
+
+impl Profile {
+    /// Prepares a validated policy.
+    pub fn new(policy: Policy) -> Self {
+        let shape = match &policy.scoring_strategy {
+            ScoringStrategy::RequestedToCapacityRatio { shape } => shape
+                .iter()
+                .map(|p| ShapePoint {
+                    utilization: p.utilization,
+                    score: p.score * (MAX_NODE_SCORE / MAX_CUSTOM_PRIORITY_SCORE),
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        Self {
+            score_plugins: policy.scores.iter().map(|s| (s.plugin, s.weight)).collect(),
+            fit_resources: policy
+                .fit_resources
+                .iter()
+                .map(|r| (r.name.clone(), r.weight))
+                .collect(),
+            balanced_resources: policy.balanced_resources.iter().map(|r| r.name.clone()).collect(),
+            shape,
+            policy,
+        }
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The score plugins and weights, in the policy's order.
+    pub fn score_plugins(&self) -> &[(ScorePlugin, i64)] {
+        &self.score_plugins
+    }
+}
+
+/// Maximum number of score plugins (one slot per [`ScorePlugin`]).
+const MAX_SCORES: usize = 5;
+
+/// A feasible node's scores: raw while evaluating, normalized after.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    index: u32,
+    scores: [i64; MAX_SCORES],
+    total: i64,
+}
+
+/// What a pod needs, computed once per pod instead of once per node.
+struct PodPlan<'a> {
+    pod: &'a PodSpec,
+    /// NodeResourcesFit scoring request per fit resource (scoring defaults for cpu and memory).
+    fit_requests: Vec<i64>,
+    /// BalancedAllocation request per resource; `None` for a best-effort pod (plugin skipped).
+    balanced_requests: Option<Vec<i64>>,
+    /// Tolerations with effect PreferNoSchedule or empty, for TaintToleration's score.
+    prefer_tolerations: Vec<Toleration>,
+    /// The pod's images present on some node, with the count of nodes having each.
+    images: Vec<(&'a str, i64)>,
+    tolerates_unschedulable: bool,
+    tie_seed: u64,
+}
+
+/// splitmix64's finalizer: a fast, well-mixed 64-bit hash step.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+    z ^ (z >> 31)
+}
+
+impl<'a> PodPlan<'a> {
+    fn new(profile: &Profile, snapshot: &Snapshot, pod: &'a PodSpec, seed: u64) -> Self {
+        let fit_requests = profile
+            .fit_resources
+            .iter()
+            .map(|(r, _)| match r {
+                ResourceName::Cpu | ResourceName::Memory => pod.non_zero_requests.get(r),
+                _ => pod.requests.get(r),
+            })
+            .collect();
+        let balanced: Vec<i64> = profile.balanced_resources.iter().map(|r| pod.requests.get(r)).collect();
+        let balanced_requests = (!balanced.iter().all(|r| *r == 0)).then_some(balanced);
+        let images = pod
+            .images
+            .iter()
+            .filter_map(|name| {
+                let n = snapshot.image_node_count(name);
+                (n > 0).then_some((name.as_str(), i64::from(n)))
+            })
+            .collect();
+        let unschedulable_taint = Taint {
+            key: UNSCHEDULABLE_TAINT_KEY.into(),
+            value: String::new(),
+            effect: TaintEffect::NoSchedule,
+        };
+        let seed = seed ^ profile.policy.seed;
+        Self {
+            pod,
+            fit_requests,
+            balanced_requests,
+            prefer_tolerations: pod
+                .tolerations
+                .iter()
+                .filter(|t| t.effect.is_none() || t.effect == Some(TaintEffect::PreferNoSchedule))
+                .cloned()
+                .collect(),
+            images,
+            tolerates_unschedulable: tolerated(&pod.tolerations, &unschedulable_taint),
+            tie_seed: mix(seed ^ xxhash_rust::xxh3::xxh3_64(pod.uid.as_bytes())),
+        }
+    }
+
+    fn tie_break(&self, entry: &NodeEntry) -> u64 {
+        mix(self.tie_seed ^ entry.name_hash)
+    }
+}
+
+/// Runs one filter; reports its reasons and returns false when the node is rejected.
+fn run_filter(
+    plugin: FilterPlugin,
+    plan: &PodPlan<'_>,
+    node: &NodeSpec,
+    usage: &NodeUsage,
+    report: &mut impl FnMut(Reason),
+) -> bool {
+    let pod = plan.pod;
+    match plugin {
+        FilterPlugin::NodeUnschedulable => {
+            if node.unschedulable && !plan.tolerates_unschedulable {
+                report(Reason::NodeUnschedulable);
+                return false;
+            }
+        }
+        FilterPlugin::NodeName => {
+            if pod
+                .node_name
+                .as_deref()
+                .is_some_and(|n| !n.is_empty() && n != node.name)
+            {
+                report(Reason::NodeNameMismatch);
+                return false;
+            }
+        }
+        FilterPlugin::TaintToleration => {
+            let untolerated = node.taints.iter().any(|t| {
+                matches!(t.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute) && !tolerated(&pod.tolerations, t)
+            });
+            if untolerated {
+                report(Reason::UntoleratedTaint);
+                return false;
+            }
+        }
+        FilterPlugin::NodeAffinity => {
+            if !pod.matches_node_selector_and_affinity(node) {
+                report(Reason::NodeAffinityMismatch);
+                return false;
+            }
+        }
+        FilterPlugin::NodePorts => {
+            if ports_conflict(&pod.host_ports, &usage.host_ports) {
+                report(Reason::NodePortsConflict);
+                return false;
+            }
+        }
+        FilterPlugin::NodeResourcesFit => return fits(pod, node, usage, report),
+    }
+    true
+}
+
+fn ports_conflict(wanted: &[HostPort], used: &[HostPort]) -> bool {
+    !wanted.is_empty() && wanted.iter().any(|w| used.iter().any(|u| w.conflicts(u)))
+}
+
+/// kube-scheduler's `fitsRequest`: the pod count, then each requested resource.
+fn fits(pod: &PodSpec, node: &NodeSpec, usage: &NodeUsage, report: &mut impl FnMut(Reason)) -> bool {
+    let mut ok = true;
+    if usage.pod_count + 1 > node.allowed_pods {
+        report(Reason::TooManyPods);
+        ok = false;
+    }
+    let req = &pod.requests;
+    if req.is_zero() {
+        return ok;
+    }
+    let alloc = &node.allocatable;
+    let used = &usage.requested;
+    let mut check = |want: i64, have: i64, used: i64, name: &ResourceName| {
+        if want > 0 && want > have.saturating_sub(used) {
+            report(Reason::Insufficient(name.clone()));
+            ok = false;
+        }
+    };
+    check(req.milli_cpu, alloc.milli_cpu, used.milli_cpu, &ResourceName::Cpu);
+    check(req.memory, alloc.memory, used.memory, &ResourceName::Memory);
+    check(
+        req.ephemeral_storage,
+        alloc.ephemeral_storage,
+        used.ephemeral_storage,
+        &ResourceName::EphemeralStorage,
+    );
+    for (name, want) in &req.scalars {
+        check(
+            *want,
+            alloc.scalar(name),
+            used.scalar(name),
+            &ResourceName::Scalar(name.clone()),
+        );
+    }
+    ok
+}
+
+/// kube-scheduler's `calculateResourceAllocatableRequest`: (allocatable, requested after placing the pod).
+fn allocatable_and_requested(
+    resource: &ResourceName,
+    node: &NodeSpec,
+    usage: &NodeUsage,
+    pod_request: i64,
+    use_requested: bool,
+) -> (i64, i64) {
+    match resource {
+        ResourceName::Cpu => {
+            let used = if use_requested {
+                usage.requested.milli_cpu
+            } else {
+                usage.non_zero_cpu
+            };
+            (node.allocatable.milli_cpu, used.saturating_add(pod_request))
+        }
+        ResourceName::Memory => {
+            let used = if use_requested {
+                usage.requested.memory
+            } else {
+                usage.non_zero_memory
+            };
+            (node.allocatable.memory, used.saturating_add(pod_request))
+        }
+        ResourceName::EphemeralStorage => (
+            node.allocatable.ephemeral_storage,
+            usage.requested.ephemeral_storage.saturating_add(pod_request),
+        ),
+        ResourceName::Pods => (0, 0),
+        ResourceName::Scalar(name) => {
+            // An extended resource the pod does not request is left out of the score.
+            if pod_request == 0 {
+                return (0, 0);
+            }
+            let alloc = node.allocatable.scalar(name);
+            if alloc == 0 {
+                return (0, 0);
+            }
+            (alloc, usage.requested.scalar(name).saturating_add(pod_request))
+        }
+    }
+}
+
+fn least_requested_score(requested: i64, capacity: i64) -> i64 {
+    if capacity == 0 || requested > capacity {
+        return 0;
+    }
+    (capacity - requested) * MAX_NODE_SCORE / capacity
+}
+
+fn most_requested_score(requested: i64, capacity: i64) -> i64 {
+    if capacity == 0 {
+        return 0;
+    }
+    requested.min(capacity) * MAX_NODE_SCORE / capacity
+}
+
+/// kube-scheduler's `BuildBrokenLinearFunction` over a shape already scaled to 0..=100.
+fn broken_linear(shape: &[ShapePoint], p: i64) -> i64 {
+    for (i, point) in shape.iter().enumerate() {
+        if p <= point.utilization {
+            if i == 0 {
+                return point.score;
+            }
+            let prev = shape[i - 1];
+            return prev.score
+                + (point.score - prev.score) * (p - prev.utilization) / (point.utilization - prev.utilization);
+        }
+    }
+    shape.last().map_or(0, |p| p.score)
+}
+
+/// NodeResourcesFit's score with the profile's strategy.
+fn fit_score(profile: &Profile, plan: &PodPlan<'_>, node: &NodeSpec, usage: &NodeUsage) -> i64 {
+    let mut node_score = 0i64;
+    let mut weight_sum = 0i64;
+    let rtcr = matches!(
+        profile.policy.scoring_strategy,
+        ScoringStrategy::RequestedToCapacityRatio { .. }
+    );
+    for ((resource, weight), pod_request) in profile.fit_resources.iter().zip(&plan.fit_requests) {
+        let (alloc, req) = allocatable_and_requested(resource, node, usage, *pod_request, false);
+        if alloc == 0 {
+            continue;
+        }
+        let score = match profile.policy.scoring_strategy {
+            ScoringStrategy::LeastAllocated => least_requested_score(req, alloc),
+            ScoringStrategy::MostAllocated => most_requested_score(req, alloc),
+            ScoringStrategy::RequestedToCapacityRatio { .. } => {
+                let s = if req > alloc {
+                    broken_linear(&profile.shape, 100)
+                } else {
+                    broken_linear(&profile.shape, req * 100 / alloc)
+                };
+                // RequestedToCapacityRatio only counts the weights of resources that scored.
+                if s <= 0 {
+                    continue;
+                }
+                s
+            }
+        };
+        node_score += score * weight;
+        weight_sum += weight;
+    }
+    if weight_sum == 0 {
+        return 0;
+    }
+    if rtcr {
+        (node_score as f64 / weight_sum as f64).round() as i64
+    } else {
+        node_score / weight_sum
+    }
+}
+
+/// NodeResourcesBalancedAllocation's score: 100 × (1 − standard deviation of the fractions).
+fn balanced_score(profile: &Profile, requests: &[i64], node: &NodeSpec, usage: &NodeUsage) -> i64 {
+    let mut fractions = [0f64; 8];
+    let mut extra = Vec::new();
+    let mut n = 0usize;
+    let mut total = 0f64;
+    for (resource, pod_request) in profile.balanced_resources.iter().zip(requests) {
+        let (alloc, req) = allocatable_and_requested(resource, node, usage, *pod_request, true);
+        if alloc == 0 {
+            continue;
+        }
+        let f = (req as f64 / alloc as f64).min(1.0);
+        total += f;
+        if n < fractions.len() {
+            fractions[n] = f;
+        } else {
+            extra.push(f);
+        }
+        n += 1;
+    }
+    let all = fractions[..n.min(fractions.len())].iter().chain(&extra);
+    let std = match n {
+        0 | 1 => 0.0,
+        2 => ((fractions[0] - fractions[1]) / 2.0).abs(),
+        _ => {
+            let mean = total / n as f64;
+            (all.map(|f| (f - mean) * (f - mean)).sum::<f64>() / n as f64).sqrt()
+        }
+    };
+    ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
+}
+
+const MB: i64 = 1024 * 1024;
+const MIN_IMAGE_THRESHOLD: i64 = 23 * MB;
+const MAX_CONTAINER_IMAGE_THRESHOLD: i64 = 1000 * MB;
+
+/// ImageLocality's score: image sizes present on the node, scaled by how widely they are spread.
+fn image_score(plan: &PodPlan<'_>, node: &NodeSpec, total_nodes: i64) -> i64 {
+    let containers = plan.pod.images.len() as i64;
+    if plan.images.is_empty() || containers == 0 || total_nodes == 0 {
+        return 0;
+    }
+    let mut sum = 0i64;
+    for (image, num_nodes) in &plan.images {
+        if let Some(size) = node.images.get(*image) {
+            let spread = *num_nodes as f64 / total_nodes as f64;
+            sum = sum.saturating_add((*size as f64 * spread) as i64);
+        }
+    }
+    let max_threshold = MAX_CONTAINER_IMAGE_THRESHOLD * containers;
+    let clamped = sum.clamp(MIN_IMAGE_THRESHOLD, max_threshold);
+    MAX_NODE_SCORE * (clamped - MIN_IMAGE_THRESHOLD) / (max_threshold - MIN_IMAGE_THRESHOLD)
+}
+
+/// TaintToleration's raw score: PreferNoSchedule taints the pod does not tolerate.
+fn intolerable_prefer_taints(plan: &PodPlan<'_>, node: &NodeSpec) -> i64 {
+    node.taints
+        .iter()
+        .filter(|t| t.effect == TaintEffect::PreferNoSchedule && !tolerated(&plan.prefer_tolerations, t))
+        .count() as i64
+}
+
+/// NodeAffinity's raw score: the weights of the preferred terms the node matches.
+fn preferred_affinity_weight(pod: &PodSpec, node: &NodeSpec) -> i64 {
+    pod.preferred_affinity
+        .iter()
+        .filter(|p| p.term.matches(node))
+        .map(|p| p.weight)
+        .sum()
+}
+
+/// Usage of the nodes as a batch goes: the snapshot's, with the batch's placements on top.
+struct BatchUsage<'s> {
+    snapshot: &'s Snapshot,
+    /// For each node, the slot in `changed` or `u32::MAX` when unchanged.
+    slot: Vec<u32>,
+    changed: Vec<NodeUsage>,
+}
+
+impl<'s> BatchUsage<'s> {
+    fn new(snapshot: &'s Snapshot) -> Self {
+        Self {
+            snapshot,
+            slot: Vec::new(),
+            changed: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn get(&self, i: usize) -> &NodeUsage {
+        match self.slot.get(i) {
+            Some(&s) if s != u32::MAX => &self.changed[s as usize],
+            _ => &self.snapshot.nodes()[i].usage,
+        }
+    }
+
+    fn assume(&mut self, i: usize, pod: &PodSpec) {
+        if self.slot.is_empty() {
+            self.slot = vec![u32::MAX; self.snapshot.nodes().len()];
+        }
+        if self.slot[i] == u32::MAX {
+            self.slot[i] = self.changed.len() as u32;
+            self.changed.push(self.snapshot.nodes()[i].usage.clone());
+        }
+        let bound = BoundPod {
+            node_name: std::sync::Arc::from(""),
+            requests: pod.requests.clone(),
+            non_zero_cpu: pod.non_zero_requests.milli_cpu,
+            non_zero_memory: pod.non_zero_requests.memory,
+            host_ports: pod.host_ports.clone(),
+        };
+        self.changed[self.slot[i] as usize].add(&bound);
+    }
+}
+
+/// A feasible node with its per-plugin normalized scores.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankedNode {
+    /// Node name.
+    pub node: String,
+    /// Weighted total.
+    pub total: i64,
+    /// (plugin, normalized score, weight), in the policy's order.
+    pub scores: Vec<(ScorePlugin, i64, i64)>,
+}
+
+/// A node rejected by a filter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedNode {
+    /// Node name.
+    pub node: String,
+    /// The filter that rejected it.
+    pub plugin: FilterPlugin,
+    /// Its reasons.
+    pub reasons: Vec<Reason>,
+}
+
+/// The answer of [`rank`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ranking {
+    /// The best feasible nodes, best first.
+    pub feasible: Vec<RankedNode>,
+    /// All feasible nodes.
+    pub feasible_count: usize,
+    /// Every rejected node, in name order.
+    pub rejected: Vec<RejectedNode>,
+    /// The reason histogram.
+    pub diagnosis: Diagnosis,
+}
+
+/// The verdict for one pod of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Place the pod on this node.
+    Node {
+        /// Node name.
+        node: String,
+        /// Its total score.
+        score: i64,
+        /// How many nodes were feasible.
+        feasible: usize,
+    },
+    /// No node fits.
+    Unschedulable(Diagnosis),
+}
+
+/// Evaluates pods against one snapshot with one profile.
+pub struct Evaluator<'a> {
+    profile: &'a Profile,
+    snapshot: &'a Snapshot,
+    candidates: Vec<Candidate>,
+}
+
+impl<'a> Evaluator<'a> {
+    /// An evaluator of `snapshot` under `profile`.
+    pub fn new(profile: &'a Profile, snapshot: &'a Snapshot) -> Self {
+        Self {
+            profile,
+            snapshot,
+            candidates: Vec::with_capacity(snapshot.nodes().len()),
+        }
+    }
+
+    /// Filters and scores every node for one pod, leaving normalized candidates in `self.candidates`.
+    fn evaluate(
+        &mut self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        deadline: Deadline,
+        on_reject: &mut impl FnMut(usize, FilterPlugin, Reason),
+    ) -> Result<(), ()> {
+        self.candidates.clear();
+        let profile = self.profile;
+        let total_nodes = self.snapshot.nodes().len() as i64;
+        for (i, entry) in self.snapshot.nodes().iter().enumerate() {
+            if i % 4096 == 4095 && deadline.passed() {
+                return Err(());
+            }
+            let node = &*entry.spec;
+            let u = usage.get(i);
+            let mut feasible = true;
+            for &f in &profile.policy.filters {
+                if !run_filter(f, plan, node, u, &mut |r| on_reject(i, f, r)) {
+                    feasible = false;
+                    break;
+                }
+            }
+            if !feasible {
+                continue;
+            }
+            let mut scores = [0i64; MAX_SCORES];
+            for (slot, (plugin, _)) in profile.score_plugins.iter().enumerate().take(MAX_SCORES) {
+                scores[slot] = match plugin {
+                    ScorePlugin::NodeResourcesFit => fit_score(profile, plan, node, u),
+                    ScorePlugin::NodeResourcesBalancedAllocation => match &plan.balanced_requests {
+                        Some(req) => balanced_score(profile, req, node, u),
+                        None => 0,
+                    },
+                    ScorePlugin::NodeAffinity => preferred_affinity_weight(plan.pod, node),
+                    ScorePlugin::TaintToleration => intolerable_prefer_taints(plan, node),
+                    ScorePlugin::ImageLocality => image_score(plan, node, total_nodes),
+                };
+            }
+            self.candidates.push(Candidate {
+                index: i as u32,
+                scores,
+                total: 0,
+            });
+        }
+        self.normalize();
+        Ok(())
+    }
+
+    /// kube-scheduler's `DefaultNormalizeScore` for NodeAffinity and (reversed) TaintToleration,
+    /// then the weighted totals.
+    fn normalize(&mut self) {
+        for (slot, (plugin, _)) in self.profile.score_plugins.iter().enumerate().take(MAX_SCORES) {
+            let reverse = match plugin {
+                ScorePlugin::NodeAffinity => false,
+                ScorePlugin::TaintToleration => true,
+                _ => continue,
+            };
+            let max = self.candidates.iter().map(|c| c.scores[slot]).max().unwrap_or(0);
+            for c in &mut self.candidates {
+                let s = if max == 0 {
+                    if reverse {
+                        MAX_NODE_SCORE
+                    } else {
+                        c.scores[slot]
+                    }
+                } else {
+                    let s = MAX_NODE_SCORE * c.scores[slot] / max;
+                    if reverse {
+                        MAX_NODE_SCORE - s
+                    } else {
+                        s
+                    }
+                };
+                c.scores[slot] = s;
+            }
+        }
+        let weights: Vec<i64> = self.profile.score_plugins.iter().map(|(_, w)| *w).collect();
+        for c in &mut self.candidates {
+            c.total = c.scores.iter().zip(&weights).map(|(s, w)| s * w).sum();
+        }
+    }
+
+    /// Ranks every node for one pod: the `top_k` best feasible nodes (0 for all) and every rejected node.
+    pub fn rank(&mut self, pod: &PodSpec, top_k: usize, seed: u64, deadline: Deadline) -> Result<Ranking, EvalError> {
+        let plan = PodPlan::new(self.profile, self.snapshot, pod, seed);
+        let usage = BatchUsage::new(self.snapshot);
+        let mut rejected: Vec<RejectedNode> = Vec::new();
+        let mut diagnosis = Diagnosis {
+            node_count: self.snapshot.nodes().len(),
+            ..Default::default()
+        };
+        let nodes = self.snapshot.nodes();
+        self.evaluate(&plan, &usage, deadline, &mut |i, plugin, reason| {
+            *diagnosis.reasons.entry(reason.clone()).or_default() += 1;
+            match rejected.last_mut() {
+                Some(last) if last.node == nodes[i].spec.name => last.reasons.push(reason),
+                _ => rejected.push(RejectedNode {
+                    node: nodes[i].spec.name.clone(),
+                    plugin,
+                    reasons: vec![reason],
+                }),
+            }
+        })
+        .map_err(|()| EvalError::DeadlineExceeded { done: 0, total: 1 })?;
+        let feasible_count = self.candidates.len();
+        let k = if top_k == 0 {
+            feasible_count
+        } else {
+            top_k.min(feasible_count)
+        };
+        let key = |c: &Candidate| (c.total, plan.tie_break(&nodes[c.index as usize]));
+        let cmp = |a: &Candidate, b: &Candidate| key(b).cmp(&key(a));
+        if k > 0 && k < feasible_count {
+            self.candidates.select_nth_unstable_by(k - 1, cmp);
+            self.candidates.truncate(k);
+        }
+        self.candidates.sort_unstable_by(cmp);
+        let feasible = self
+            .candidates
+            .iter()
+            .map(|c| RankedNode {
+                node: nodes[c.index as usize].spec.name.clone(),
+                total: c.total,
+                scores: self
+                    .profile
+                    .score_plugins
+                    .iter()
+                    .zip(c.scores)
+                    .map(|((p, w), s)| (*p, s, *w))
+                    .collect(),
+            })
+            .collect();
+        Ok(Ranking {
+            feasible,
+            feasible_count,
+            rejected,
+            diagnosis,
+        })
+    }
+
+    /// Places a batch in order; each placement consumes its node's capacity for the pods after it.
+    pub fn schedule(&mut self, pods: &[PodSpec], seed: u64, deadline: Deadline) -> Result<Vec<Decision>, EvalError> {
+        let mut usage = BatchUsage::new(self.snapshot);
+        let mut out = Vec::with_capacity(pods.len());
+        let node_count = self.snapshot.nodes().len();
+        for (done, pod) in pods.iter().enumerate() {
+            let timeout = EvalError::DeadlineExceeded {
+                done,
+                total: pods.len(),
+            };
+            if deadline.passed() {
+                return Err(timeout);
+            }
+            let plan = PodPlan::new(self.profile, self.snapshot, pod, seed);
+            let mut reasons: HashMap<Reason, u32> = HashMap::new();
+            self.evaluate(&plan, &usage, deadline, &mut |_, _, r| {
+                *reasons.entry(r).or_default() += 1
+            })
+            .map_err(|()| timeout)?;
+            let nodes = self.snapshot.nodes();
+            let best = self
+                .candidates
+                .iter()
+                .max_by_key(|c| (c.total, plan.tie_break(&nodes[c.index as usize])));
+            match best {
+                Some(c) => {
+                    let i = c.index as usize;
+                    out.push(Decision::Node {
+                        node: nodes[i].spec.name.clone(),
+                        score: c.total,
+                        feasible: self.candidates.len(),
+                    });
+                    usage.assume(i, pod);
+                }
+                None => out.push(Decision::Unschedulable(Diagnosis { node_count, reasons })),
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+#[path = "framework_tests.rs"]
+mod tests;

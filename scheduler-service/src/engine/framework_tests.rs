@@ -1,0 +1,677 @@
+//! Plugin tests against kube-scheduler's documented behaviour; expected scores are the ones in
+//! kube-scheduler's own plugin tests (`pkg/scheduler/framework/plugins/*/…_test.go`), cited per test.
+
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::engine::model::{PreferredTerm, Protocol, Requirement, SelectorOp, SelectorTerm, TolerationOperator};
+use crate::engine::policy::{FilterPlugin as F, ScorePlugin as S, ShapePoint, WeightedScore};
+use crate::engine::resources::Resources;
+
+fn node(name: &str, milli_cpu: i64, memory: i64) -> NodeSpec {
+    NodeSpec {
+        name: name.into(),
+        allocatable: Resources {
+            milli_cpu,
+            memory,
+            ..Default::default()
+        },
+        allowed_pods: 110,
+        ..Default::default()
+    }
+}
+
+fn pod(uid: &str, milli_cpu: i64, memory: i64) -> PodSpec {
+    let requests = Resources {
+        milli_cpu,
+        memory,
+        ..Default::default()
+    };
+    PodSpec {
+        uid: Arc::from(uid),
+        namespace: "default".into(),
+        name: uid.into(),
+        non_zero_requests: requests.clone(),
+        requests,
+        ..Default::default()
+    }
+}
+
+fn snapshot(nodes: Vec<NodeSpec>) -> Snapshot {
+    Snapshot::build(nodes, vec![]).unwrap()
+}
+
+/// A policy with only the given score plugin (weight 1) and every filter.
+fn only(plugin: S, strategy: ScoringStrategy) -> Profile {
+    Profile::new(Policy {
+        scores: vec![WeightedScore { plugin, weight: 1 }],
+        scoring_strategy: strategy,
+        ..Policy::kube_default()
+    })
+}
+
+/// Scores of every feasible node, by node name.
+fn scores(profile: &Profile, snap: &Snapshot, p: &PodSpec) -> Vec<(String, i64)> {
+    let r = Evaluator::new(profile, snap).rank(p, 0, 0, Deadline::none()).unwrap();
+    let mut v: Vec<_> = r.feasible.into_iter().map(|n| (n.node, n.total)).collect();
+    v.sort();
+    v
+}
+
+fn rank(snap: &Snapshot, p: &PodSpec) -> Ranking {
+    let profile = Profile::new(Policy::kube_default());
+    Evaluator::new(&profile, snap).rank(p, 0, 0, Deadline::none()).unwrap()
+}
+
+fn taint(key: &str, value: &str, effect: TaintEffect) -> Taint {
+    Taint {
+        key: key.into(),
+        value: value.into(),
+        effect,
+    }
+}
+
+fn toleration(key: &str, value: &str, effect: Option<TaintEffect>) -> Toleration {
+    Toleration {
+        key: key.into(),
+        operator: TolerationOperator::Equal,
+        value: value.into(),
+        effect,
+    }
+}
+
+fn label_term(key: &str, op: SelectorOp) -> SelectorTerm {
+    SelectorTerm {
+        match_expressions: vec![Requirement { key: key.into(), op }],
+        match_fields: vec![],
+    }
+}
+
+// ---- Filters ----
+
+#[test]
+fn node_unschedulable_rejects_cordoned_nodes_unless_tolerated() {
+    let mut n = node("n1", 1000, 1000);
+    n.unschedulable = true;
+    let snap = snapshot(vec![n]);
+    let r = rank(&snap, &pod("p", 0, 0));
+    assert_eq!(r.rejected[0].plugin, F::NodeUnschedulable);
+    assert_eq!(
+        r.diagnosis.message(),
+        "0/1 nodes are available: 1 node(s) were unschedulable."
+    );
+    let mut tolerant = pod("p", 0, 0);
+    tolerant.tolerations = vec![Toleration {
+        key: "node.kubernetes.io/unschedulable".into(),
+        operator: TolerationOperator::Exists,
+        value: String::new(),
+        effect: Some(TaintEffect::NoSchedule),
+    }];
+    assert_eq!(rank(&snap, &tolerant).feasible_count, 1);
+}
+
+#[test]
+fn node_name_pins_the_pod() {
+    let snap = snapshot(vec![node("a", 1000, 1000), node("b", 1000, 1000)]);
+    let mut p = pod("p", 0, 0);
+    p.node_name = Some("b".into());
+    let r = rank(&snap, &p);
+    assert_eq!(r.feasible.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(), ["b"]);
+    assert_eq!(r.rejected[0].reasons, [Reason::NodeNameMismatch]);
+    assert_eq!(
+        r.rejected[0].reasons[0].to_string(),
+        "node(s) didn't match the requested node name"
+    );
+}
+
+#[test]
+fn every_taint_effect_follows_kube_scheduler() {
+    let mut no_schedule = node("no-schedule", 1000, 1000);
+    no_schedule.taints = vec![taint("dedicated", "gpu", TaintEffect::NoSchedule)];
+    let mut no_execute = node("no-execute", 1000, 1000);
+    no_execute.taints = vec![taint("dedicated", "gpu", TaintEffect::NoExecute)];
+    let mut prefer = node("prefer", 1000, 1000);
+    prefer.taints = vec![taint("dedicated", "gpu", TaintEffect::PreferNoSchedule)];
+    let snap = snapshot(vec![no_schedule, no_execute, prefer]);
+
+    // NoSchedule and NoExecute filter; PreferNoSchedule only scores.
+    let r = rank(&snap, &pod("p", 0, 0));
+    assert_eq!(
+        r.feasible.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(),
+        ["prefer"]
+    );
+    assert!(r.rejected.iter().all(|n| n.plugin == F::TaintToleration));
+    assert_eq!(
+        r.diagnosis.message(),
+        "0/3 nodes are available: 2 node(s) had untolerated taint(s)."
+    );
+
+    // A toleration with no effect tolerates every effect of the key.
+    let mut p = pod("p", 0, 0);
+    p.tolerations = vec![toleration("dedicated", "gpu", None)];
+    assert_eq!(rank(&snap, &p).feasible_count, 3);
+
+    // A NoSchedule toleration does not tolerate NoExecute.
+    p.tolerations = vec![toleration("dedicated", "gpu", Some(TaintEffect::NoSchedule))];
+    let r = rank(&snap, &p);
+    assert_eq!(
+        r.rejected.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(),
+        ["no-execute"]
+    );
+}
+
+#[test]
+fn node_affinity_filter_ands_selector_with_required_terms() {
+    let mut a = node("a", 1000, 1000);
+    a.labels.insert("zone".into(), "us-1".into());
+    a.labels.insert("cores".into(), "64".into());
+    let mut b = node("b", 1000, 1000);
+    b.labels.insert("zone".into(), "us-2".into());
+    b.labels.insert("cores".into(), "8".into());
+    let snap = snapshot(vec![a, b]);
+    let feasible = |p: &PodSpec| rank(&snap, p).feasible.into_iter().map(|n| n.node).collect::<Vec<_>>();
+    let mut p = pod("p", 0, 0);
+    p.required_affinity = Some(vec![label_term("cores", SelectorOp::Gt(16))]);
+    assert_eq!(feasible(&p), ["a"]);
+    p.required_affinity = Some(vec![label_term("cores", SelectorOp::Lt(16))]);
+    assert_eq!(feasible(&p), ["b"]);
+    p.required_affinity = Some(vec![label_term("zone", SelectorOp::NotIn(vec!["us-1".into()]))]);
+    assert_eq!(feasible(&p), ["b"]);
+    p.required_affinity = Some(vec![label_term("gpu", SelectorOp::DoesNotExist)]);
+    assert_eq!(feasible(&p).len(), 2);
+    p.required_affinity = Some(vec![label_term("gpu", SelectorOp::Exists)]);
+    let r = rank(&snap, &p);
+    assert_eq!(
+        r.diagnosis.message(),
+        "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+    );
+    // Terms are ORed; the nodeSelector is ANDed with them.
+    p.required_affinity = Some(vec![
+        label_term("gpu", SelectorOp::Exists),
+        label_term("zone", SelectorOp::In(vec!["us-1".into(), "us-2".into()])),
+    ]);
+    assert_eq!(feasible(&p).len(), 2);
+    p.node_selector = vec![("zone".into(), "us-2".into())];
+    assert_eq!(feasible(&p), ["b"]);
+}
+
+#[test]
+fn node_ports_conflict_with_used_ports() {
+    let n = node("n", 4000, 4000);
+    let mut existing = pod("old", 0, 0);
+    existing.node_name = Some("n".into());
+    let hp = |ip: &str, port| HostPort {
+        ip: Arc::from(ip),
+        protocol: Protocol::Tcp,
+        port,
+    };
+    existing.host_ports = vec![hp("0.0.0.0", 8080)];
+    let snap = Snapshot::build(vec![n], vec![existing]).unwrap();
+    let mut p = pod("p", 0, 0);
+    p.host_ports = vec![hp("10.0.0.1", 8080)];
+    let r = rank(&snap, &p);
+    assert_eq!(r.rejected[0].plugin, F::NodePorts);
+    assert_eq!(
+        r.diagnosis.message(),
+        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports."
+    );
+    p.host_ports = vec![hp("10.0.0.1", 8081)];
+    assert_eq!(rank(&snap, &p).feasible_count, 1);
+}
+
+#[test]
+fn resources_fit_reports_every_insufficient_resource() {
+    let mut n = node("n", 1000, 1000);
+    n.allocatable.set(&ResourceName::Scalar(Arc::from("nvidia.com/gpu")), 1);
+    n.allowed_pods = 1;
+    let mut existing = pod("old", 0, 0);
+    existing.node_name = Some("n".into());
+    let snap = Snapshot::build(vec![n.clone()], vec![existing]).unwrap();
+    let mut p = pod("p", 2000, 2000);
+    p.requests.set(&ResourceName::Scalar(Arc::from("nvidia.com/gpu")), 2);
+    let r = rank(&snap, &p);
+    assert_eq!(r.rejected[0].plugin, F::NodeResourcesFit);
+    assert_eq!(
+        r.diagnosis.message(),
+        "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory, 1 Insufficient nvidia.com/gpu, 1 Too many pods."
+    );
+    // A pod without requests is checked for the pod count only.
+    let empty = snapshot(vec![n]);
+    assert_eq!(rank(&empty, &pod("q", 0, 0)).feasible_count, 1);
+    // Extended resources the node lacks are insufficient.
+    let mut q = pod("q", 0, 0);
+    q.requests.set(&ResourceName::Scalar(Arc::from("example.com/fpga")), 1);
+    assert_eq!(
+        rank(&empty, &q).diagnosis.message(),
+        "0/1 nodes are available: 1 Insufficient example.com/fpga."
+    );
+}
+
+#[test]
+fn a_node_fails_at_the_first_rejecting_filter_only() {
+    // Cordoned AND too small: kube-scheduler stops at NodeUnschedulable, so only that reason counts.
+    let mut n = node("n", 100, 100);
+    n.unschedulable = true;
+    let r = rank(&snapshot(vec![n]), &pod("p", 1000, 0));
+    assert_eq!(
+        r.diagnosis.message(),
+        "0/1 nodes are available: 1 node(s) were unschedulable."
+    );
+}
+
+// ---- Scores ----
+
+#[test]
+fn least_allocated_matches_kube_scheduler() {
+    // least_allocated_test.go, "nothing scheduled, resources requested, differently sized nodes".
+    let snap = snapshot(vec![node("node1", 4000, 10000), node("node2", 6000, 10000)]);
+    let p = pod("p", 3000, 5000);
+    let prof = only(S::NodeResourcesFit, ScoringStrategy::LeastAllocated);
+    assert_eq!(scores(&prof, &snap, &p), [("node1".into(), 37), ("node2".into(), 50)]);
+}
+
+#[test]
+fn most_allocated_matches_kube_scheduler() {
+    // most_allocated_test.go, "nothing scheduled, resources requested, differently sized nodes".
+    let snap = snapshot(vec![node("node1", 4000, 10000), node("node2", 6000, 10000)]);
+    let p = pod("p", 3000, 5000);
+    let prof = only(S::NodeResourcesFit, ScoringStrategy::MostAllocated);
+    assert_eq!(scores(&prof, &snap, &p), [("node1".into(), 62), ("node2".into(), 50)]);
+}
+
+#[test]
+fn requested_to_capacity_ratio_matches_kube_scheduler() {
+    // requested_to_capacity_ratio_test.go: shape (0,10),(100,0), same pods and nodes: 38 and 50.
+    let snap = snapshot(vec![node("node1", 4000, 10000), node("node2", 6000, 10000)]);
+    let p = pod("p", 3000, 5000);
+    let shape = vec![
+        ShapePoint {
+            utilization: 0,
+            score: 10,
+        },
+        ShapePoint {
+            utilization: 100,
+            score: 0,
+        },
+    ];
+    let prof = only(S::NodeResourcesFit, ScoringStrategy::RequestedToCapacityRatio { shape });
+    assert_eq!(scores(&prof, &snap, &p), [("node1".into(), 38), ("node2".into(), 50)]);
+}
+
+#[test]
+fn fit_scoring_counts_missing_requests_as_defaults() {
+    // A pod with no requests scores as 100m cpu / 200Mi memory (kube-scheduler's non-zero defaults).
+    let snap = snapshot(vec![node("n", 1000, 1000 * 1024 * 1024)]);
+    let mut p = pod("p", 0, 0);
+    p.non_zero_requests = Resources {
+        milli_cpu: 100,
+        memory: 200 * 1024 * 1024,
+        ..Default::default()
+    };
+    let prof = only(S::NodeResourcesFit, ScoringStrategy::LeastAllocated);
+    // cpu (1000-100)*100/1000 = 90, memory (1000-200)*100/1000 = 80 → 85.
+    assert_eq!(scores(&prof, &snap, &p), [("n".into(), 85)]);
+}
+
+#[test]
+fn balanced_allocation_matches_kube_scheduler() {
+    // balanced_allocation_test.go: cpu fraction 3000/4000 = 0.75, memory 5000/10000 = 0.5,
+    // std = |0.75 - 0.5| / 2 = 0.125 → (1 - 0.125) × 100 = 87.
+    let snap = snapshot(vec![node("n", 4000, 10000)]);
+    let prof = only(S::NodeResourcesBalancedAllocation, ScoringStrategy::LeastAllocated);
+    assert_eq!(scores(&prof, &snap, &pod("p", 3000, 5000)), [("n".into(), 87)]);
+    // Best-effort pods skip the plugin (kubernetes#129138).
+    assert_eq!(scores(&prof, &snap, &pod("q", 0, 0)), [("n".into(), 0)]);
+}
+
+#[test]
+fn preferred_node_affinity_is_normalized_to_the_best_node() {
+    let mut a = node("a", 1000, 1000);
+    a.labels.insert("zone".into(), "z1".into());
+    a.labels.insert("disk".into(), "ssd".into());
+    let mut b = node("b", 1000, 1000);
+    b.labels.insert("zone".into(), "z1".into());
+    let c = node("c", 1000, 1000);
+    let snap = snapshot(vec![a, b, c]);
+    let mut p = pod("p", 0, 0);
+    p.preferred_affinity = vec![
+        PreferredTerm {
+            weight: 20,
+            term: label_term("zone", SelectorOp::In(vec!["z1".into()])),
+        },
+        PreferredTerm {
+            weight: 60,
+            term: label_term("disk", SelectorOp::Exists),
+        },
+    ];
+    // Raw 80, 20, 0 → 100 × raw / 80.
+    let prof = only(S::NodeAffinity, ScoringStrategy::LeastAllocated);
+    assert_eq!(
+        scores(&prof, &snap, &p),
+        [("a".into(), 100), ("b".into(), 25), ("c".into(), 0)]
+    );
+}
+
+#[test]
+fn prefer_no_schedule_taints_are_normalized_in_reverse() {
+    let mut one = node("one", 1000, 1000);
+    one.taints = vec![taint("a", "", TaintEffect::PreferNoSchedule)];
+    let mut two = node("two", 1000, 1000);
+    two.taints = vec![
+        taint("a", "", TaintEffect::PreferNoSchedule),
+        taint("b", "", TaintEffect::PreferNoSchedule),
+    ];
+    let snap = snapshot(vec![node("zero", 1000, 1000), one, two]);
+    let prof = only(S::TaintToleration, ScoringStrategy::LeastAllocated);
+    assert_eq!(
+        scores(&prof, &snap, &pod("p", 0, 0)),
+        [("one".into(), 50), ("two".into(), 0), ("zero".into(), 100)]
+    );
+    // Tolerating "a" (with no effect, so it counts for PreferNoSchedule) leaves "two" with one.
+    let mut p = pod("p", 0, 0);
+    p.tolerations = vec![toleration("a", "", None)];
+    assert_eq!(
+        scores(&prof, &snap, &p),
+        [("one".into(), 100), ("two".into(), 0), ("zero".into(), 100)]
+    );
+    // A NoSchedule toleration does not count for PreferNoSchedule taints.
+    p.tolerations = vec![toleration("a", "", Some(TaintEffect::NoSchedule))];
+    assert_eq!(
+        scores(&prof, &snap, &p),
+        [("one".into(), 50), ("two".into(), 0), ("zero".into(), 100)]
+    );
+}
+
+#[test]
+fn image_locality_matches_kube_scheduler() {
+    // image_locality_test.go "test-1": pod images gcr.io/40 and gcr.io/250; node1 has the 40MB
+    // image (20MB after spreading over 2 nodes, under the 23MB threshold → 0), node2 the 250MB one
+    // → 100 × (125MB − 23MB) / (2 × 1000MB − 23MB) = 5.
+    const MB: i64 = 1024 * 1024;
+    let mut n1 = node("node1", 1000, 1000);
+    n1.images.insert("gcr.io/40:latest".into(), 40 * MB);
+    n1.images.insert("gcr.io/300:latest".into(), 300 * MB);
+    n1.images.insert("gcr.io/2000:latest".into(), 2000 * MB);
+    let mut n2 = node("node2", 1000, 1000);
+    n2.images.insert("gcr.io/250:latest".into(), 250 * MB);
+    n2.images.insert("gcr.io/10:latest".into(), 10 * MB);
+    let snap = snapshot(vec![n1, n2]);
+    let mut p = pod("p", 0, 0);
+    p.images = vec!["gcr.io/40:latest".into(), "gcr.io/250:latest".into()];
+    let prof = only(S::ImageLocality, ScoringStrategy::LeastAllocated);
+    assert_eq!(scores(&prof, &snap, &p), [("node1".into(), 0), ("node2".into(), 5)]);
+}
+
+#[test]
+fn totals_weigh_each_plugin_with_the_default_weights() {
+    let mut tainted = node("tainted", 4000, 10000);
+    tainted.taints = vec![taint("a", "", TaintEffect::PreferNoSchedule)];
+    tainted.labels.insert("zone".into(), "z1".into());
+    let snap = snapshot(vec![node("plain", 4000, 10000), tainted]);
+    let mut p = pod("p", 3000, 5000);
+    p.preferred_affinity = vec![PreferredTerm {
+        weight: 10,
+        term: label_term("zone", SelectorOp::Exists),
+    }];
+    let r = rank(&snap, &p);
+    for n in &r.feasible {
+        let sum: i64 = n.scores.iter().map(|(_, s, w)| s * w).sum();
+        assert_eq!(n.total, sum);
+        let weights: Vec<(S, i64)> = n.scores.iter().map(|(p, _, w)| (*p, *w)).collect();
+        assert_eq!(
+            weights,
+            [
+                (S::TaintToleration, 3),
+                (S::NodeAffinity, 2),
+                (S::NodeResourcesFit, 1),
+                (S::NodeResourcesBalancedAllocation, 1),
+                (S::ImageLocality, 1)
+            ]
+        );
+    }
+    // plain: taint 100×3, affinity 0×2, fit 37, balanced 87, image 0 = 424.
+    // tainted: taint 0×3, affinity 100×2, fit 37, balanced 87, image 0 = 324.
+    let totals: Vec<(String, i64)> = r.feasible.iter().map(|n| (n.node.clone(), n.total)).collect();
+    assert_eq!(totals, [("plain".into(), 424), ("tainted".into(), 324)]);
+}
+
+// ---- Messages ----
+
+#[test]
+fn message_sorts_count_and_reason_strings_like_kube_scheduler() {
+    let mut d = Diagnosis {
+        node_count: 5,
+        ..Default::default()
+    };
+    d.reasons.insert(Reason::NodeAffinityMismatch, 3);
+    d.reasons.insert(Reason::Insufficient(ResourceName::Cpu), 2);
+    assert_eq!(
+        d.message(),
+        "0/5 nodes are available: 2 Insufficient cpu, 3 node(s) didn't match Pod's node affinity/selector."
+    );
+    // sort.Strings on "count reason": "10 …" sorts before "2 …".
+    let mut d = Diagnosis {
+        node_count: 12,
+        ..Default::default()
+    };
+    d.reasons.insert(Reason::Insufficient(ResourceName::Memory), 10);
+    d.reasons.insert(Reason::UntoleratedTaint, 2);
+    assert_eq!(
+        d.message(),
+        "0/12 nodes are available: 10 Insufficient memory, 2 node(s) had untolerated taint(s)."
+    );
+    assert_eq!(Diagnosis::default().message(), "no nodes available to schedule pods");
+}
+
+// ---- Schedule ----
+
+#[test]
+fn batch_placements_consume_capacity_in_order() {
+    let snap = snapshot(vec![node("a", 4000, 1 << 30), node("b", 4000, 1 << 30)]);
+    let profile = Profile::new(Policy::kube_default());
+    let pods: Vec<PodSpec> = (0..5).map(|i| pod(&format!("p{i}"), 2000, 0)).collect();
+    let out = Evaluator::new(&profile, &snap)
+        .schedule(&pods, 0, Deadline::none())
+        .unwrap();
+    let on = |n: &str| {
+        out.iter()
+            .filter(|d| matches!(d, Decision::Node { node, .. } if node == n))
+            .count()
+    };
+    assert_eq!((on("a"), on("b")), (2, 2));
+    match &out[4] {
+        Decision::Unschedulable(d) => assert_eq!(d.message(), "0/2 nodes are available: 2 Insufficient cpu."),
+        other => panic!("expected unschedulable, got {other:?}"),
+    }
+}
+
+#[test]
+fn ties_break_by_a_stable_seeded_hash() {
+    let nodes: Vec<NodeSpec> = (0..50).map(|i| node(&format!("n{i:02}"), 1000, 1000)).collect();
+    let snap = snapshot(nodes.clone());
+    let profile = Profile::new(Policy::kube_default());
+    let pods: Vec<PodSpec> = (0..20).map(|i| pod(&format!("p{i}"), 10, 10)).collect();
+    let first = Evaluator::new(&profile, &snap)
+        .schedule(&pods, 7, Deadline::none())
+        .unwrap();
+    let again = Evaluator::new(&profile, &snapshot(nodes))
+        .schedule(&pods, 7, Deadline::none())
+        .unwrap();
+    assert_eq!(
+        first, again,
+        "same snapshot, batch, policy and seed give the same answer"
+    );
+    let other = Evaluator::new(&profile, &snap)
+        .schedule(&pods, 8, Deadline::none())
+        .unwrap();
+    assert_ne!(first, other, "the seed changes tie-breaks among equal nodes");
+}
+
+#[test]
+fn a_passed_deadline_stops_work() {
+    let snap = snapshot(vec![node("a", 1000, 1000)]);
+    let profile = Profile::new(Policy::kube_default());
+    let past = Deadline::at(Instant::now());
+    let err = Evaluator::new(&profile, &snap)
+        .schedule(&[pod("p", 1, 1)], 0, past)
+        .unwrap_err();
+    assert_eq!(err, EvalError::DeadlineExceeded { done: 0, total: 1 });
+}
+
+#[test]
+fn rank_returns_top_k_but_counts_all_feasible() {
+    let nodes: Vec<NodeSpec> = (1..=10)
+        .map(|i| node(&format!("n{i:02}"), 3000 + i * 1000, 1 << 30))
+        .collect();
+    let snap = snapshot(nodes);
+    let profile = Profile::new(Policy::kube_default());
+    let r = Evaluator::new(&profile, &snap)
+        .rank(&pod("p", 3000, 0), 3, 0, Deadline::none())
+        .unwrap();
+    assert_eq!(r.feasible_count, 10);
+    assert_eq!(r.feasible.len(), 3);
+    assert!(r.feasible.windows(2).all(|w| w[0].total >= w[1].total));
+    assert_eq!(r.feasible[0].node, "n10", "LeastAllocated prefers the biggest node");
+}
+
+// ---- Property: no infeasible placement, no overcommit, no missed fit ----
+
+/// An independent, naive feasibility check (no shared code with the filters above).
+fn naive_fits(n: &NodeSpec, placed: &[&PodSpec], p: &PodSpec) -> bool {
+    if n.unschedulable
+        && !p.tolerations.iter().any(|t| {
+            t.key == "node.kubernetes.io/unschedulable"
+                || (t.key.is_empty() && t.operator == TolerationOperator::Exists)
+        })
+    {
+        return false;
+    }
+    for t in &n.taints {
+        if t.effect != TaintEffect::PreferNoSchedule
+            && !p.tolerations.iter().any(|tol| {
+                (tol.key.is_empty() || tol.key == t.key)
+                    && (tol.operator == TolerationOperator::Exists || tol.value == t.value)
+                    && tol.effect.is_none_or(|e| e == t.effect)
+            })
+        {
+            return false;
+        }
+    }
+    if !p.node_selector.iter().all(|(k, v)| n.labels.get(k) == Some(v)) {
+        return false;
+    }
+    if placed.len() as i64 + 1 > n.allowed_pods {
+        return false;
+    }
+    let cpu: i64 = placed.iter().map(|q| q.requests.milli_cpu).sum();
+    let mem: i64 = placed.iter().map(|q| q.requests.memory).sum();
+    if p.requests.milli_cpu > 0 && cpu + p.requests.milli_cpu > n.allocatable.milli_cpu {
+        return false;
+    }
+    if p.requests.memory > 0 && mem + p.requests.memory > n.allocatable.memory {
+        return false;
+    }
+    let used: Vec<u16> = placed
+        .iter()
+        .flat_map(|q| q.host_ports.iter().map(|h| h.port))
+        .collect();
+    !p.host_ports.iter().any(|h| used.contains(&h.port))
+}
+
+fn arb_node(i: usize) -> impl Strategy<Value = NodeSpec> {
+    (
+        0i64..4000,
+        0i64..4000,
+        1i64..6,
+        any::<bool>(),
+        0u8..4,
+        prop::bool::weighted(0.1),
+    )
+        .prop_map(move |(cpu, mem, pods, zone, taint_kind, cordoned)| {
+            let mut n = node(&format!("n{i}"), cpu, mem);
+            n.allowed_pods = pods;
+            n.unschedulable = cordoned;
+            n.labels.insert("zone".into(), if zone { "a" } else { "b" }.into());
+            if taint_kind == 1 {
+                n.taints.push(taint("dedicated", "x", TaintEffect::NoSchedule));
+            } else if taint_kind == 2 {
+                n.taints.push(taint("dedicated", "x", TaintEffect::PreferNoSchedule));
+            }
+            n
+        })
+}
+
+fn arb_pod(i: usize) -> impl Strategy<Value = PodSpec> {
+    (0i64..1500, 0i64..1500, 0u8..3, any::<bool>(), 0u8..4).prop_map(move |(cpu, mem, sel, tolerate, port)| {
+        let mut p = pod(&format!("p{i}"), cpu, mem);
+        if sel == 1 {
+            p.node_selector = vec![("zone".into(), "a".into())];
+        }
+        if tolerate {
+            p.tolerations = vec![toleration("dedicated", "x", None)];
+        }
+        if port > 0 {
+            p.host_ports = vec![HostPort {
+                ip: Arc::from("0.0.0.0"),
+                protocol: Protocol::Tcp,
+                port: 8000 + u16::from(port),
+            }];
+        }
+        p
+    })
+}
+
+fn arb_cluster() -> impl Strategy<Value = (Vec<NodeSpec>, Vec<PodSpec>)> {
+    (1usize..12, 0usize..30).prop_flat_map(|(n, p)| {
+        let nodes: Vec<_> = (0..n).map(arb_node).collect();
+        let pods: Vec<_> = (0..p).map(arb_pod).collect();
+        (nodes, pods)
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    #[test]
+    fn schedule_never_places_infeasibly_nor_overcommits((nodes, batch) in arb_cluster(), seed in any::<u64>(), bin_pack in any::<bool>()) {
+        let snap = snapshot(nodes.clone());
+        let policy = if bin_pack { Policy::bin_packing() } else { Policy::kube_default() };
+        let profile = Profile::new(policy);
+        let out = Evaluator::new(&profile, &snap).schedule(&batch, seed, Deadline::none()).unwrap();
+        prop_assert_eq!(out.len(), batch.len());
+        let mut placed: std::collections::HashMap<&str, Vec<&PodSpec>> = Default::default();
+        for (p, d) in batch.iter().zip(&out) {
+            match d {
+                Decision::Node { node: name, .. } => {
+                    let n = nodes.iter().find(|n| &n.name == name).unwrap();
+                    let on = placed.entry(n.name.as_str()).or_default();
+                    prop_assert!(naive_fits(n, on, p), "pod {} placed on infeasible node {}", p.uid, name);
+                    on.push(p);
+                }
+                Decision::Unschedulable(diag) => {
+                    // Nothing fitted: every node must really be infeasible at that point.
+                    for n in &nodes {
+                        let on = placed.get(n.name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+                        prop_assert!(!naive_fits(n, on, p), "pod {} left unschedulable but fits {}", p.uid, n.name);
+                    }
+                    let counted: u32 = diag.reasons.values().sum();
+                    prop_assert!(counted as usize >= nodes.len(), "every node gives at least one reason");
+                }
+            }
+        }
+        // No resource, pod count or host port is overcommitted on any node.
+        for n in &nodes {
+            let on = placed.get(n.name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+            let cpu: i64 = on.iter().map(|p| p.requests.milli_cpu).sum();
+            let mem: i64 = on.iter().map(|p| p.requests.memory).sum();
+            prop_assert!(cpu <= n.allocatable.milli_cpu && mem <= n.allocatable.memory);
+            prop_assert!(on.len() as i64 <= n.allowed_pods);
+            let mut ports: Vec<u16> = on.iter().flat_map(|p| p.host_ports.iter().map(|h| h.port)).collect();
+            let total = ports.len();
+            ports.sort_unstable();
+            ports.dedup();
+            prop_assert_eq!(ports.len(), total, "a host port is used twice on {}", n.name);
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! The scheduling engine: plain Rust with no I/O, so it can be tested and benchmarked alone.
+//!
+//! - [`quantity`] and [`resources`]: Kubernetes quantities and effective requests.
+//! - [`model`]: validated pods and nodes, and the matching rules on them.
+//! - [`snapshot`]: the cluster with per-node usage, copy-on-write deltas.
+//! - [`policy`]: which plugins run with which weights.
+//! - [`framework`]: filter, score, normalize and pick, as kube-scheduler does.
+
+pub mod framework;
+pub mod model;
+pub mod policy;
+pub mod quantity;
+pub mod resources;
+pub mod snapshot;
+
+pub use framework::{Deadline, Decision, Diagnosis, EvalError, Evaluator, Profile, Ranking, Reason};
+pub use policy::Policy;
+pub use snapshot::{Delta, Snapshot, SnapshotError};

@@ -1,0 +1,469 @@
+//! Plain domain types for pods and nodes, already validated and parsed, and the Kubernetes
+//! matching rules on them (label selectors, taints and tolerations, host ports).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use super::resources::Resources;
+
+/// Labels of a node or pod.
+pub type Labels = BTreeMap<String, String>;
+
+/// A taint's or toleration's effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TaintEffect {
+    /// Pods that do not tolerate the taint are not scheduled on the node.
+    NoSchedule,
+    /// The scheduler tries to avoid the node for pods that do not tolerate the taint.
+    PreferNoSchedule,
+    /// Like NoSchedule, and running pods that do not tolerate it are evicted.
+    NoExecute,
+}
+
+impl TaintEffect {
+    /// Parses Kubernetes' spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "NoSchedule" => Some(Self::NoSchedule),
+            "PreferNoSchedule" => Some(Self::PreferNoSchedule),
+            "NoExecute" => Some(Self::NoExecute),
+            _ => None,
+        }
+    }
+}
+
+/// A node taint.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Taint {
+    /// Key.
+    pub key: String,
+    /// Value (may be empty).
+    pub value: String,
+    /// Effect.
+    pub effect: TaintEffect,
+}
+
+/// How a toleration compares values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TolerationOperator {
+    /// Key and value must be equal.
+    Equal,
+    /// Any value matches (and an empty key matches every key).
+    Exists,
+}
+
+/// A pod toleration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Toleration {
+    /// Key; empty only with `Exists`.
+    pub key: String,
+    /// Operator.
+    pub operator: TolerationOperator,
+    /// Value for `Equal`.
+    pub value: String,
+    /// Effect to match; `None` matches every effect.
+    pub effect: Option<TaintEffect>,
+}
+
+impl Toleration {
+    /// Kubernetes' `Toleration.ToleratesTaint`.
+    pub fn tolerates(&self, taint: &Taint) -> bool {
+        if let Some(effect) = self.effect {
+            if effect != taint.effect {
+                return false;
+            }
+        }
+        if !self.key.is_empty() && self.key != taint.key {
+            return false;
+        }
+        match self.operator {
+            TolerationOperator::Exists => true,
+            TolerationOperator::Equal => self.value == taint.value,
+        }
+    }
+}
+
+/// True when some toleration tolerates the taint.
+pub fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
+    tolerations.iter().any(|t| t.tolerates(taint))
+}
+
+/// A node selector operator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SelectorOp {
+    /// The label's value is one of the values.
+    In(Vec<String>),
+    /// The label is absent or its value is none of the values.
+    NotIn(Vec<String>),
+    /// The label is present.
+    Exists,
+    /// The label is absent.
+    DoesNotExist,
+    /// The label's value, parsed as an integer, is greater.
+    Gt(i64),
+    /// The label's value, parsed as an integer, is less.
+    Lt(i64),
+}
+
+/// One requirement of a node selector term.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirement {
+    /// Label key (or field name).
+    pub key: String,
+    /// Operator and values.
+    pub op: SelectorOp,
+}
+
+impl Requirement {
+    /// Whether a value (or its absence) satisfies the requirement.
+    pub fn matches(&self, value: Option<&str>) -> bool {
+        match (&self.op, value) {
+            (SelectorOp::In(vals), Some(v)) => vals.iter().any(|x| x == v),
+            (SelectorOp::In(_), None) => false,
+            (SelectorOp::NotIn(vals), Some(v)) => !vals.iter().any(|x| x == v),
+            (SelectorOp::NotIn(_), None) => true,
+            (SelectorOp::Exists, v) => v.is_some(),
+            (SelectorOp::DoesNotExist, v) => v.is_none(),
+            (SelectorOp::Gt(n), Some(v)) => v.parse::<i64>().is_ok_and(|x| x > *n),
+            (SelectorOp::Lt(n), Some(v)) => v.parse::<i64>().is_ok_and(|x| x < *n),
+            (SelectorOp::Gt(_) | SelectorOp::Lt(_), None) => false,
+        }
+    }
+}
+
+/// A node selector term: all requirements must match. An empty term matches no node.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SelectorTerm {
+    /// Requirements on labels.
+    pub match_expressions: Vec<Requirement>,
+    /// Requirements on `metadata.name`.
+    pub match_fields: Vec<Requirement>,
+}
+
+impl SelectorTerm {
+    /// Kubernetes' `nodeaffinity` term matching.
+    pub fn matches(&self, node: &NodeSpec) -> bool {
+        if self.match_expressions.is_empty() && self.match_fields.is_empty() {
+            return false;
+        }
+        self.match_expressions
+            .iter()
+            .all(|r| r.matches(node.labels.get(&r.key).map(String::as_str)))
+            && self.match_fields.iter().all(|r| r.matches(Some(&node.name)))
+    }
+}
+
+/// A weighted preferred term.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreferredTerm {
+    /// 1 to 100.
+    pub weight: i64,
+    /// The term.
+    pub term: SelectorTerm,
+}
+
+/// Transport protocol of a host port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Protocol {
+    /// TCP (the default).
+    Tcp,
+    /// UDP.
+    Udp,
+    /// SCTP.
+    Sctp,
+}
+
+/// A host port a pod uses.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HostPort {
+    /// Host IP; "0.0.0.0" when unset (kube-scheduler's default).
+    pub ip: Arc<str>,
+    /// Protocol.
+    pub protocol: Protocol,
+    /// Port number (1 to 65535).
+    pub port: u16,
+}
+
+impl HostPort {
+    /// kube-scheduler's `HostPortInfo` conflict rule: same protocol and port, and the same IP or
+    /// either side bound to every address.
+    pub fn conflicts(&self, other: &HostPort) -> bool {
+        self.port == other.port
+            && self.protocol == other.protocol
+            && (self.ip == other.ip || &*self.ip == "0.0.0.0" || &*other.ip == "0.0.0.0")
+    }
+}
+
+/// A pod as the engine sees it: identity, effective requests and placement constraints.
+#[derive(Debug, Clone, Default)]
+pub struct PodSpec {
+    /// metadata.uid.
+    pub uid: Arc<str>,
+    /// metadata.namespace.
+    pub namespace: String,
+    /// metadata.name.
+    pub name: String,
+    /// metadata.labels.
+    pub labels: Labels,
+    /// spec.priority.
+    pub priority: i32,
+    /// Effective request (Kubernetes' `PodRequests`, with overhead), for filtering.
+    pub requests: Resources,
+    /// Effective request with the scoring defaults for missing cpu and memory requests.
+    pub non_zero_requests: Resources,
+    /// spec.nodeName, when set.
+    pub node_name: Option<String>,
+    /// spec.nodeSelector.
+    pub node_selector: Vec<(String, String)>,
+    /// Required node affinity terms (ORed); `None` means no requirement.
+    pub required_affinity: Option<Vec<SelectorTerm>>,
+    /// Preferred node affinity terms.
+    pub preferred_affinity: Vec<PreferredTerm>,
+    /// spec.tolerations.
+    pub tolerations: Vec<Toleration>,
+    /// Host ports of every container (init containers included), port 0 left out.
+    pub host_ports: Vec<HostPort>,
+    /// Normalized image names of init containers and containers, in order.
+    pub images: Vec<String>,
+}
+
+impl PodSpec {
+    /// Whether the node satisfies the pod's nodeSelector and required node affinity
+    /// (Kubernetes' `RequiredNodeAffinity.Match`).
+    pub fn matches_node_selector_and_affinity(&self, node: &NodeSpec) -> bool {
+        let selector_ok = self
+            .node_selector
+            .iter()
+            .all(|(k, v)| node.labels.get(k).is_some_and(|x| x == v));
+        selector_ok
+            && self
+                .required_affinity
+                .as_ref()
+                .is_none_or(|terms| terms.iter().any(|t| t.matches(node)))
+    }
+
+    /// `namespace/name`, as kube-scheduler names pods in messages.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A node as the engine sees it: identity, labels, taints, allocatable and images.
+#[derive(Debug, Clone, Default)]
+pub struct NodeSpec {
+    /// metadata.name.
+    pub name: String,
+    /// metadata.labels.
+    pub labels: HashMap<String, String>,
+    /// spec.taints.
+    pub taints: Vec<Taint>,
+    /// spec.unschedulable.
+    pub unschedulable: bool,
+    /// status.allocatable, without `pods`.
+    pub allocatable: Resources,
+    /// status.allocatable["pods"].
+    pub allowed_pods: i64,
+    /// Image name to size in bytes, one entry per name of each image.
+    pub images: HashMap<String, i64>,
+}
+
+impl NodeSpec {
+    /// Approximate size, for the snapshot cache's memory budget.
+    pub fn approx_bytes(&self) -> usize {
+        let labels: usize = self.labels.iter().map(|(k, v)| k.len() + v.len() + 48).sum();
+        let images: usize = self.images.keys().map(|k| k.len() + 40).sum();
+        let taints: usize = self.taints.iter().map(|t| t.key.len() + t.value.len() + 56).sum();
+        std::mem::size_of::<Self>() + self.name.len() + labels + images + taints + self.allocatable.approx_bytes()
+    }
+}
+
+/// kube-scheduler's `normalizedImageName`: an image without a tag gets `:latest`.
+pub fn normalized_image_name(name: &str) -> String {
+    let last_colon = name.rfind(':');
+    let last_slash = name.rfind('/');
+    let has_tag = match (last_colon, last_slash) {
+        (Some(c), Some(s)) => c > s,
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    if has_tag {
+        name.to_string()
+    } else {
+        format!("{name}:latest")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn taint(key: &str, value: &str, effect: TaintEffect) -> Taint {
+        Taint {
+            key: key.into(),
+            value: value.into(),
+            effect,
+        }
+    }
+
+    fn tol(key: &str, op: TolerationOperator, value: &str, effect: Option<TaintEffect>) -> Toleration {
+        Toleration {
+            key: key.into(),
+            operator: op,
+            value: value.into(),
+            effect,
+        }
+    }
+
+    #[test]
+    fn toleration_rules_match_kubernetes() {
+        use TaintEffect::*;
+        use TolerationOperator::*;
+        let t = taint("dedicated", "gpu", NoSchedule);
+        assert!(tol("dedicated", Equal, "gpu", Some(NoSchedule)).tolerates(&t));
+        assert!(
+            tol("dedicated", Equal, "gpu", None).tolerates(&t),
+            "empty effect matches all effects"
+        );
+        assert!(
+            !tol("dedicated", Equal, "cpu", None).tolerates(&t),
+            "value must be equal"
+        );
+        assert!(
+            !tol("dedicated", Equal, "gpu", Some(NoExecute)).tolerates(&t),
+            "effect must match"
+        );
+        assert!(
+            tol("dedicated", Exists, "", None).tolerates(&t),
+            "Exists ignores the value"
+        );
+        assert!(
+            tol("", Exists, "", None).tolerates(&t),
+            "empty key with Exists tolerates everything"
+        );
+        assert!(!tol("other", Exists, "", None).tolerates(&t));
+        assert!(tol("", Exists, "", Some(NoSchedule)).tolerates(&t));
+        assert!(!tol("", Exists, "", Some(PreferNoSchedule)).tolerates(&t));
+        // A taint with an empty value is tolerated by Equal with an empty value.
+        assert!(tol("k", Equal, "", None).tolerates(&taint("k", "", NoExecute)));
+    }
+
+    #[test]
+    fn every_operator_follows_kubernetes() {
+        let req = |op| Requirement { key: "k".into(), op };
+        let vals = || vec!["a".to_string(), "b".to_string()];
+        assert!(req(SelectorOp::In(vals())).matches(Some("a")));
+        assert!(!req(SelectorOp::In(vals())).matches(Some("c")));
+        assert!(!req(SelectorOp::In(vals())).matches(None));
+        assert!(req(SelectorOp::NotIn(vals())).matches(Some("c")));
+        assert!(!req(SelectorOp::NotIn(vals())).matches(Some("b")));
+        assert!(
+            req(SelectorOp::NotIn(vals())).matches(None),
+            "NotIn matches an absent label"
+        );
+        assert!(req(SelectorOp::Exists).matches(Some("")));
+        assert!(!req(SelectorOp::Exists).matches(None));
+        assert!(req(SelectorOp::DoesNotExist).matches(None));
+        assert!(!req(SelectorOp::DoesNotExist).matches(Some("x")));
+        assert!(req(SelectorOp::Gt(5)).matches(Some("6")));
+        assert!(!req(SelectorOp::Gt(5)).matches(Some("5")));
+        assert!(
+            !req(SelectorOp::Gt(5)).matches(Some("six")),
+            "non-integer label never matches Gt"
+        );
+        assert!(!req(SelectorOp::Gt(5)).matches(None));
+        assert!(req(SelectorOp::Lt(5)).matches(Some("-1")));
+        assert!(!req(SelectorOp::Lt(5)).matches(Some("5")));
+        assert!(!req(SelectorOp::Lt(5)).matches(None));
+    }
+
+    #[test]
+    fn terms_are_anded_inside_and_empty_terms_match_nothing() {
+        let mut node = NodeSpec {
+            name: "n1".into(),
+            ..Default::default()
+        };
+        node.labels.insert("zone".into(), "a".into());
+        node.labels.insert("disk".into(), "ssd".into());
+        let term = SelectorTerm {
+            match_expressions: vec![
+                Requirement {
+                    key: "zone".into(),
+                    op: SelectorOp::In(vec!["a".into()]),
+                },
+                Requirement {
+                    key: "disk".into(),
+                    op: SelectorOp::In(vec!["hdd".into()]),
+                },
+            ],
+            match_fields: vec![],
+        };
+        assert!(!term.matches(&node));
+        assert!(!SelectorTerm::default().matches(&node));
+        let by_name = SelectorTerm {
+            match_expressions: vec![],
+            match_fields: vec![Requirement {
+                key: "metadata.name".into(),
+                op: SelectorOp::In(vec!["n1".into()]),
+            }],
+        };
+        assert!(by_name.matches(&node));
+    }
+
+    #[test]
+    fn required_terms_are_ored_and_selector_is_anded() {
+        let mut node = NodeSpec::default();
+        node.labels.insert("zone".into(), "a".into());
+        let zone = |z: &str| SelectorTerm {
+            match_expressions: vec![Requirement {
+                key: "zone".into(),
+                op: SelectorOp::In(vec![z.into()]),
+            }],
+            match_fields: vec![],
+        };
+        let mut pod = PodSpec {
+            required_affinity: Some(vec![zone("b"), zone("a")]),
+            ..Default::default()
+        };
+        assert!(pod.matches_node_selector_and_affinity(&node));
+        pod.node_selector = vec![("zone".into(), "b".into())];
+        assert!(!pod.matches_node_selector_and_affinity(&node));
+        pod.node_selector.clear();
+        pod.required_affinity = Some(vec![]);
+        assert!(
+            !pod.matches_node_selector_and_affinity(&node),
+            "an empty term list matches nothing"
+        );
+    }
+
+    #[test]
+    fn host_port_conflicts_follow_wildcard_rules() {
+        let hp = |ip: &str, port| HostPort {
+            ip: Arc::from(ip),
+            protocol: Protocol::Tcp,
+            port,
+        };
+        assert!(hp("0.0.0.0", 80).conflicts(&hp("10.0.0.1", 80)));
+        assert!(hp("10.0.0.1", 80).conflicts(&hp("10.0.0.1", 80)));
+        assert!(!hp("10.0.0.1", 80).conflicts(&hp("10.0.0.2", 80)));
+        assert!(!hp("0.0.0.0", 80).conflicts(&hp("0.0.0.0", 81)));
+        let udp = HostPort {
+            protocol: Protocol::Udp,
+            ..hp("0.0.0.0", 80)
+        };
+        assert!(!udp.conflicts(&hp("0.0.0.0", 80)));
+    }
+
+    #[test]
+    fn image_names_get_latest_when_untagged() {
+        assert_eq!(normalized_image_name("nginx"), "nginx:latest");
+        assert_eq!(normalized_image_name("nginx:1.25"), "nginx:1.25");
+        assert_eq!(
+            normalized_image_name("localhost:5000/nginx"),
+            "localhost:5000/nginx:latest"
+        );
+        assert_eq!(
+            normalized_image_name("localhost:5000/nginx:1"),
+            "localhost:5000/nginx:1"
+        );
+    }
+}

@@ -1,0 +1,393 @@
+//! Scheduling policies: which filter and score plugins run, with which weights and strategy.
+//!
+//! A [`Policy`] is plain configuration (serde), so it can come from a file later; the built-in
+//! [`Policy::kube_default`] mirrors kube-scheduler v1's default profile for the plugins we implement.
+
+use serde::{Deserialize, Serialize};
+
+use super::resources::ResourceName;
+
+/// A filter plugin, named as kube-scheduler names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FilterPlugin {
+    /// Rejects cordoned nodes unless the pod tolerates `node.kubernetes.io/unschedulable:NoSchedule`.
+    NodeUnschedulable,
+    /// Rejects every node but `spec.nodeName` when it is set.
+    NodeName,
+    /// Rejects nodes with a NoSchedule or NoExecute taint the pod does not tolerate.
+    TaintToleration,
+    /// Rejects nodes that do not match nodeSelector and required node affinity.
+    NodeAffinity,
+    /// Rejects nodes where a requested host port is taken.
+    NodePorts,
+    /// Rejects nodes without room for the pod's requests or another pod.
+    NodeResourcesFit,
+}
+
+impl FilterPlugin {
+    /// kube-scheduler's name of the plugin.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::NodeUnschedulable => "NodeUnschedulable",
+            Self::NodeName => "NodeName",
+            Self::TaintToleration => "TaintToleration",
+            Self::NodeAffinity => "NodeAffinity",
+            Self::NodePorts => "NodePorts",
+            Self::NodeResourcesFit => "NodeResourcesFit",
+        }
+    }
+}
+
+/// A score plugin, named as kube-scheduler names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ScorePlugin {
+    /// Prefers nodes with fewer untolerated PreferNoSchedule taints.
+    TaintToleration,
+    /// Prefers nodes matching the pod's preferred node affinity terms.
+    NodeAffinity,
+    /// Scores by requested resources with the policy's [`ScoringStrategy`].
+    NodeResourcesFit,
+    /// Prefers nodes whose resource fractions stay balanced.
+    NodeResourcesBalancedAllocation,
+    /// Prefers nodes that already have the pod's images.
+    ImageLocality,
+}
+
+impl ScorePlugin {
+    /// kube-scheduler's name of the plugin.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::TaintToleration => "TaintToleration",
+            Self::NodeAffinity => "NodeAffinity",
+            Self::NodeResourcesFit => "NodeResourcesFit",
+            Self::NodeResourcesBalancedAllocation => "NodeResourcesBalancedAllocation",
+            Self::ImageLocality => "ImageLocality",
+        }
+    }
+}
+
+/// A resource and its weight in a scoring function.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceWeight {
+    /// Resource name.
+    pub name: ResourceName,
+    /// Weight (at least 1).
+    pub weight: i64,
+}
+
+/// One point of RequestedToCapacityRatio's utilization-to-score shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShapePoint {
+    /// Utilization in percent, 0 to 100, increasing along the shape.
+    pub utilization: i64,
+    /// Score, 0 to 10 (scaled to 0 to 100 as kube-scheduler does).
+    pub score: i64,
+}
+
+/// NodeResourcesFit's scoring strategy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ScoringStrategy {
+    /// Prefers the least requested nodes (spreads load); kube-scheduler's default.
+    LeastAllocated,
+    /// Prefers the most requested nodes (bin packing).
+    MostAllocated,
+    /// Scores by a piecewise-linear function of utilization.
+    RequestedToCapacityRatio {
+        /// The shape, sorted by utilization.
+        shape: Vec<ShapePoint>,
+    },
+}
+
+impl ScoringStrategy {
+    /// kube-scheduler's name of the strategy.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::LeastAllocated => "LeastAllocated",
+            Self::MostAllocated => "MostAllocated",
+            Self::RequestedToCapacityRatio { .. } => "RequestedToCapacityRatio",
+        }
+    }
+}
+
+/// A weighted score plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WeightedScore {
+    /// The plugin.
+    pub plugin: ScorePlugin,
+    /// Its weight.
+    pub weight: i64,
+}
+
+/// A named scheduling policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Policy {
+    /// Name used in requests.
+    pub name: String,
+    /// What the policy is for.
+    pub description: String,
+    /// Filters, in the order they run; a node fails at the first that rejects it.
+    pub filters: Vec<FilterPlugin>,
+    /// Score plugins and weights.
+    pub scores: Vec<WeightedScore>,
+    /// NodeResourcesFit's scoring strategy.
+    pub scoring_strategy: ScoringStrategy,
+    /// Resources NodeResourcesFit scores, with weights (default cpu 1, memory 1).
+    pub fit_resources: Vec<ResourceWeight>,
+    /// Resources NodeResourcesBalancedAllocation compares (default cpu, memory).
+    pub balanced_resources: Vec<ResourceWeight>,
+    /// Seed of the tie-break hash, mixed with the request's seed.
+    pub seed: u64,
+}
+
+/// Why a policy cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// The policy has no name.
+    #[error("policy name must not be empty")]
+    EmptyName,
+    /// A weight is zero or negative.
+    #[error("policy {policy}: weight of {what} must be positive, got {weight}")]
+    BadWeight {
+        /// Policy name.
+        policy: String,
+        /// What carries the weight.
+        what: String,
+        /// The weight given.
+        weight: i64,
+    },
+    /// The RequestedToCapacityRatio shape is malformed.
+    #[error("policy {policy}: RequestedToCapacityRatio shape {reason}")]
+    BadShape {
+        /// Policy name.
+        policy: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// A plugin is listed twice.
+    #[error("policy {policy}: plugin {plugin} is listed more than once")]
+    Duplicate {
+        /// Policy name.
+        policy: String,
+        /// Plugin name.
+        plugin: &'static str,
+    },
+}
+
+fn cpu_memory() -> Vec<ResourceWeight> {
+    vec![
+        ResourceWeight {
+            name: ResourceName::Cpu,
+            weight: 1,
+        },
+        ResourceWeight {
+            name: ResourceName::Memory,
+            weight: 1,
+        },
+    ]
+}
+
+impl Policy {
+    /// kube-scheduler v1's default profile, limited to the plugins this engine implements, with
+    /// its default weights (TaintToleration 3, NodeAffinity 2, NodeResourcesFit 1,
+    /// NodeResourcesBalancedAllocation 1, ImageLocality 1) and LeastAllocated.
+    pub fn kube_default() -> Self {
+        use FilterPlugin as F;
+        use ScorePlugin as S;
+        Self {
+            name: "default".into(),
+            description:
+                "kube-scheduler's default profile: spread load (LeastAllocated) with the default plugin weights".into(),
+            filters: vec![
+                F::NodeUnschedulable,
+                F::NodeName,
+                F::TaintToleration,
+                F::NodeAffinity,
+                F::NodePorts,
+                F::NodeResourcesFit,
+            ],
+            scores: vec![
+                WeightedScore {
+                    plugin: S::TaintToleration,
+                    weight: 3,
+                },
+                WeightedScore {
+                    plugin: S::NodeAffinity,
+                    weight: 2,
+                },
+                WeightedScore {
+                    plugin: S::NodeResourcesFit,
+                    weight: 1,
+                },
+                WeightedScore {
+                    plugin: S::NodeResourcesBalancedAllocation,
+                    weight: 1,
+                },
+                WeightedScore {
+                    plugin: S::ImageLocality,
+                    weight: 1,
+                },
+            ],
+            scoring_strategy: ScoringStrategy::LeastAllocated,
+            fit_resources: cpu_memory(),
+            balanced_resources: cpu_memory(),
+            seed: 0,
+        }
+    }
+
+    /// The default profile with MostAllocated: packs pods onto the fullest nodes.
+    pub fn bin_packing() -> Self {
+        Self {
+            name: "bin-packing".into(),
+            description: "the default profile with MostAllocated: pack pods onto the fullest feasible nodes".into(),
+            scoring_strategy: ScoringStrategy::MostAllocated,
+            ..Self::kube_default()
+        }
+    }
+
+    /// The default profile with RequestedToCapacityRatio favouring nodes near 100% utilization.
+    pub fn requested_to_capacity_ratio() -> Self {
+        Self {
+            name: "requested-to-capacity-ratio".into(),
+            description:
+                "the default profile with RequestedToCapacityRatio, shape (0%,0) to (100%,10): favour full nodes".into(),
+            scoring_strategy: ScoringStrategy::RequestedToCapacityRatio {
+                shape: vec![
+                    ShapePoint {
+                        utilization: 0,
+                        score: 0,
+                    },
+                    ShapePoint {
+                        utilization: 100,
+                        score: 10,
+                    },
+                ],
+            },
+            ..Self::kube_default()
+        }
+    }
+
+    /// The policies every replica has without configuration; the first is the default.
+    pub fn built_in() -> Vec<Self> {
+        vec![
+            Self::kube_default(),
+            Self::bin_packing(),
+            Self::requested_to_capacity_ratio(),
+        ]
+    }
+
+    /// Checks weights, the shape and duplicates.
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        if self.name.is_empty() {
+            return Err(PolicyError::EmptyName);
+        }
+        let bad_weight = |what: String, weight: i64| PolicyError::BadWeight {
+            policy: self.name.clone(),
+            what,
+            weight,
+        };
+        for (i, s) in self.scores.iter().enumerate() {
+            if s.weight <= 0 {
+                return Err(bad_weight(s.plugin.name().into(), s.weight));
+            }
+            if self.scores[..i].iter().any(|o| o.plugin == s.plugin) {
+                return Err(PolicyError::Duplicate {
+                    policy: self.name.clone(),
+                    plugin: s.plugin.name(),
+                });
+            }
+        }
+        for (i, f) in self.filters.iter().enumerate() {
+            if self.filters[..i].contains(f) {
+                return Err(PolicyError::Duplicate {
+                    policy: self.name.clone(),
+                    plugin: f.name(),
+                });
+            }
+        }
+        for r in self.fit_resources.iter().chain(&self.balanced_resources) {
+            if r.weight <= 0 {
+                return Err(bad_weight(format!("resource {}", r.name), r.weight));
+            }
+        }
+        if let ScoringStrategy::RequestedToCapacityRatio { shape } = &self.scoring_strategy {
+            let bad = |reason| PolicyError::BadShape {
+                policy: self.name.clone(),
+                reason,
+            };
+            if shape.is_empty() {
+                return Err(bad("must have at least one point"));
+            }
+            if shape.iter().any(|p| !(0..=100).contains(&p.utilization)) {
+                return Err(bad("utilization must be within 0..=100"));
+            }
+            if shape.iter().any(|p| !(0..=10).contains(&p.score)) {
+                return Err(bad("score must be within 0..=10"));
+            }
+            if shape.windows(2).any(|w| w[0].utilization >= w[1].utilization) {
+                return Err(bad("utilization must increase strictly"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Hex digest of the policy's configuration: equal digests mean equal behaviour.
+    pub fn digest(&self) -> String {
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        format!("{:032x}", xxhash_rust::xxh3::xxh3_128(&json))
+    }
+
+    /// The weight of a score plugin, if the policy runs it.
+    pub fn weight(&self, plugin: ScorePlugin) -> Option<i64> {
+        self.scores.iter().find(|s| s.plugin == plugin).map(|s| s.weight)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_weights_are_kube_schedulers() {
+        let p = Policy::kube_default();
+        assert_eq!(p.weight(ScorePlugin::TaintToleration), Some(3));
+        assert_eq!(p.weight(ScorePlugin::NodeAffinity), Some(2));
+        assert_eq!(p.weight(ScorePlugin::NodeResourcesFit), Some(1));
+        assert_eq!(p.weight(ScorePlugin::NodeResourcesBalancedAllocation), Some(1));
+        assert_eq!(p.weight(ScorePlugin::ImageLocality), Some(1));
+        assert_eq!(p.scoring_strategy, ScoringStrategy::LeastAllocated);
+    }
+
+    #[test]
+    fn built_ins_validate_and_digests_differ() {
+        let all = Policy::built_in();
+        for p in &all {
+            p.validate().unwrap();
+        }
+        assert_ne!(all[0].digest(), all[1].digest());
+        assert_eq!(all[0].digest(), Policy::kube_default().digest());
+    }
+
+    #[test]
+    fn invalid_policies_are_refused() {
+        let mut p = Policy::kube_default();
+        p.scores[0].weight = 0;
+        assert!(matches!(p.validate(), Err(PolicyError::BadWeight { .. })));
+        let mut p = Policy::requested_to_capacity_ratio();
+        p.scoring_strategy = ScoringStrategy::RequestedToCapacityRatio {
+            shape: vec![
+                ShapePoint {
+                    utilization: 50,
+                    score: 1,
+                },
+                ShapePoint {
+                    utilization: 50,
+                    score: 2,
+                },
+            ],
+        };
+        assert!(matches!(p.validate(), Err(PolicyError::BadShape { .. })));
+        let mut p = Policy::kube_default();
+        p.filters.push(FilterPlugin::NodePorts);
+        assert!(matches!(p.validate(), Err(PolicyError::Duplicate { .. })));
+    }
+}

@@ -1,0 +1,513 @@
+//! The cluster snapshot: nodes sorted by name, each with the usage of the pods bound to it.
+//!
+//! Usage is computed here, once, from the bound pods, the same way for every caller. A snapshot is
+//! immutable; [`Snapshot::apply`] makes a new one from a delta and shares every unchanged node and
+//! pod with its base (nodes are `Arc`s, the pod index is a persistent map), so a delta that touches
+//! one node costs in proportion to the change, not to the cluster.
+
+use std::sync::Arc;
+
+use super::model::{HostPort, NodeSpec, PodSpec};
+use super::resources::Resources;
+
+/// The resources that the pods bound to a node use.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeUsage {
+    /// Sum of the pods' effective requests.
+    pub requested: Resources,
+    /// Sum of the pods' cpu requests with scoring defaults for missing ones (millicores).
+    pub non_zero_cpu: i64,
+    /// Sum of the pods' memory requests with scoring defaults for missing ones (bytes).
+    pub non_zero_memory: i64,
+    /// Number of pods.
+    pub pod_count: i64,
+    /// Host ports in use (a multiset: one entry per pod and port).
+    pub host_ports: Vec<HostPort>,
+}
+
+impl NodeUsage {
+    /// Counts a pod against the node.
+    pub fn add(&mut self, pod: &BoundPod) {
+        self.requested.add(&pod.requests);
+        self.non_zero_cpu = self.non_zero_cpu.saturating_add(pod.non_zero_cpu);
+        self.non_zero_memory = self.non_zero_memory.saturating_add(pod.non_zero_memory);
+        self.pod_count += 1;
+        self.host_ports.extend(pod.host_ports.iter().cloned());
+    }
+
+    /// Takes a pod counted by [`NodeUsage::add`] back off the node.
+    pub fn remove(&mut self, pod: &BoundPod) {
+        self.requested.sub(&pod.requests);
+        self.non_zero_cpu = self.non_zero_cpu.saturating_sub(pod.non_zero_cpu);
+        self.non_zero_memory = self.non_zero_memory.saturating_sub(pod.non_zero_memory);
+        self.pod_count -= 1;
+        for hp in &pod.host_ports {
+            if let Some(i) = self.host_ports.iter().position(|x| x == hp) {
+                self.host_ports.swap_remove(i);
+            }
+        }
+    }
+
+    /// True when no pod is counted.
+    pub fn is_empty(&self) -> bool {
+        self.pod_count == 0
+    }
+}
+
+/// What the snapshot keeps of a bound pod: enough to count it and to take it off again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoundPod {
+    /// Node the pod is bound to.
+    pub node_name: Arc<str>,
+    /// Effective request.
+    pub requests: Resources,
+    /// Cpu with scoring defaults (millicores).
+    pub non_zero_cpu: i64,
+    /// Memory with scoring defaults (bytes).
+    pub non_zero_memory: i64,
+    /// Host ports.
+    pub host_ports: Vec<HostPort>,
+}
+
+impl BoundPod {
+    /// The part of a pod spec the snapshot keeps; `None` when the pod has no node.
+    pub fn from_spec(pod: &PodSpec) -> Option<Self> {
+        let node = pod.node_name.as_deref().filter(|n| !n.is_empty())?;
+        Some(Self {
+            node_name: Arc::from(node),
+            requests: pod.requests.clone(),
+            non_zero_cpu: pod.non_zero_requests.milli_cpu,
+            non_zero_memory: pod.non_zero_requests.memory,
+            host_ports: pod.host_ports.clone(),
+        })
+    }
+
+    fn approx_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + 64 + self.requests.approx_bytes() + self.host_ports.len() * 32
+    }
+}
+
+/// A node with the usage of its pods.
+#[derive(Debug, Clone)]
+pub struct NodeEntry {
+    /// The node.
+    pub spec: Arc<NodeSpec>,
+    /// Hash of the node name, for tie-breaking.
+    pub name_hash: u64,
+    /// Usage of the pods bound to it.
+    pub usage: NodeUsage,
+}
+
+/// Why a snapshot or delta cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SnapshotError {
+    /// Two nodes with the same name.
+    #[error("nodes[{index}]: duplicate node name {name:?}")]
+    DuplicateNode {
+        /// Index of the second occurrence.
+        index: usize,
+        /// The name.
+        name: String,
+    },
+    /// Two pods with the same uid.
+    #[error("pods[{index}]: duplicate pod uid {uid:?}")]
+    DuplicatePod {
+        /// Index of the second occurrence.
+        index: usize,
+        /// The uid.
+        uid: String,
+    },
+    /// A pod in a snapshot without a node.
+    #[error("pods[{index}].node_name: a snapshot holds bound pods only; node_name must be set")]
+    UnboundPod {
+        /// Index of the pod.
+        index: usize,
+    },
+}
+
+/// A change to a snapshot. Removals apply before upserts.
+#[derive(Debug, Clone, Default)]
+pub struct Delta {
+    /// Nodes added or replaced by name.
+    pub upsert_nodes: Vec<NodeSpec>,
+    /// Names of nodes removed (unknown names are ignored).
+    pub remove_nodes: Vec<String>,
+    /// Bound pods added or replaced by uid.
+    pub upsert_pods: Vec<PodSpec>,
+    /// Uids of pods removed (unknown uids are ignored).
+    pub remove_pod_uids: Vec<String>,
+}
+
+/// An immutable cluster snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    nodes: Vec<Arc<NodeEntry>>,
+    pods: imbl::HashMap<Arc<str>, Arc<BoundPod>>,
+    /// Usage of pods bound to nodes the snapshot does not (yet) have, by node name.
+    orphans: imbl::HashMap<Arc<str>, NodeUsage>,
+    /// Image name to the number of nodes that have it.
+    image_nodes: imbl::HashMap<Arc<str>, u32>,
+    approx_bytes: usize,
+}
+
+/// Hash of a node name used to break score ties; stable across processes and versions.
+pub fn name_hash(name: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(name.as_bytes())
+}
+
+impl Snapshot {
+    /// Builds a snapshot from nodes and bound pods.
+    pub fn build(nodes: Vec<NodeSpec>, pods: Vec<PodSpec>) -> Result<Self, SnapshotError> {
+        let mut seen = std::collections::HashSet::with_capacity(nodes.len());
+        for (index, n) in nodes.iter().enumerate() {
+            if !seen.insert(n.name.as_str()) {
+                return Err(SnapshotError::DuplicateNode {
+                    index,
+                    name: n.name.clone(),
+                });
+            }
+        }
+        drop(seen);
+        let mut snap = Snapshot::default();
+        let mut entries: Vec<NodeEntry> = nodes
+            .into_iter()
+            .map(|spec| {
+                snap.count_images(&spec, 1);
+                snap.approx_bytes += spec.approx_bytes() + std::mem::size_of::<NodeEntry>() + 16;
+                NodeEntry {
+                    name_hash: name_hash(&spec.name),
+                    spec: Arc::new(spec),
+                    usage: NodeUsage::default(),
+                }
+            })
+            .collect();
+        entries.sort_unstable_by(|a, b| a.spec.name.cmp(&b.spec.name));
+        let mut pod_index = imbl::HashMap::new();
+        for (index, pod) in pods.iter().enumerate() {
+            let bound = BoundPod::from_spec(pod).ok_or(SnapshotError::UnboundPod { index })?;
+            if pod_index.contains_key(&pod.uid) {
+                return Err(SnapshotError::DuplicatePod {
+                    index,
+                    uid: pod.uid.to_string(),
+                });
+            }
+            snap.approx_bytes += bound.approx_bytes() + pod.uid.len();
+            match entries.binary_search_by(|e| e.spec.name.as_str().cmp(&bound.node_name)) {
+                Ok(i) => entries[i].usage.add(&bound),
+                Err(_) => snap.orphans.entry(bound.node_name.clone()).or_default().add(&bound),
+            }
+            pod_index.insert(pod.uid.clone(), Arc::new(bound));
+        }
+        snap.nodes = entries.into_iter().map(Arc::new).collect();
+        snap.pods = pod_index;
+        Ok(snap)
+    }
+
+    /// A new snapshot: this one with the delta applied.
+    pub fn apply(&self, delta: Delta) -> Result<Self, SnapshotError> {
+        let mut seen = std::collections::HashSet::new();
+        for (index, n) in delta.upsert_nodes.iter().enumerate() {
+            if !seen.insert(n.name.as_str()) {
+                return Err(SnapshotError::DuplicateNode {
+                    index,
+                    name: n.name.clone(),
+                });
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (index, p) in delta.upsert_pods.iter().enumerate() {
+            if p.node_name.as_deref().is_none_or(str::is_empty) {
+                return Err(SnapshotError::UnboundPod { index });
+            }
+            if !seen.insert(&*p.uid) {
+                return Err(SnapshotError::DuplicatePod {
+                    index,
+                    uid: p.uid.to_string(),
+                });
+            }
+        }
+        let mut next = self.clone();
+        for uid in &delta.remove_pod_uids {
+            next.remove_pod(uid);
+        }
+        for name in &delta.remove_nodes {
+            next.remove_node(name);
+        }
+        let mut added = Vec::new();
+        for spec in delta.upsert_nodes {
+            next.count_images(&spec, 1);
+            next.approx_bytes += spec.approx_bytes() + std::mem::size_of::<NodeEntry>() + 16;
+            match next.position(&spec.name) {
+                Ok(i) => {
+                    let old = Arc::clone(&next.nodes[i].spec);
+                    next.count_images(&old, -1);
+                    next.approx_bytes = next
+                        .approx_bytes
+                        .saturating_sub(old.approx_bytes() + std::mem::size_of::<NodeEntry>() + 16);
+                    Arc::make_mut(&mut next.nodes[i]).spec = Arc::new(spec);
+                }
+                Err(_) => {
+                    let usage = next.orphans.remove(spec.name.as_str()).unwrap_or_default();
+                    added.push(Arc::new(NodeEntry {
+                        name_hash: name_hash(&spec.name),
+                        spec: Arc::new(spec),
+                        usage,
+                    }));
+                }
+            }
+        }
+        if !added.is_empty() {
+            next.nodes.extend(added);
+            next.nodes.sort_unstable_by(|a, b| a.spec.name.cmp(&b.spec.name));
+        }
+        for pod in &delta.upsert_pods {
+            next.remove_pod(&pod.uid);
+            if let Some(bound) = BoundPod::from_spec(pod) {
+                next.add_pod(pod.uid.clone(), bound);
+            }
+        }
+        Ok(next)
+    }
+
+    fn position(&self, name: &str) -> Result<usize, usize> {
+        self.nodes.binary_search_by(|e| e.spec.name.as_str().cmp(name))
+    }
+
+    fn add_pod(&mut self, uid: Arc<str>, bound: BoundPod) {
+        self.approx_bytes += bound.approx_bytes() + uid.len();
+        match self.position(&bound.node_name) {
+            Ok(i) => Arc::make_mut(&mut self.nodes[i]).usage.add(&bound),
+            Err(_) => self.orphans.entry(bound.node_name.clone()).or_default().add(&bound),
+        }
+        self.pods.insert(uid, Arc::new(bound));
+    }
+
+    fn remove_pod(&mut self, uid: &str) {
+        let Some(bound) = self.pods.remove(uid) else {
+            return;
+        };
+        self.approx_bytes = self.approx_bytes.saturating_sub(bound.approx_bytes() + uid.len());
+        match self.position(&bound.node_name) {
+            Ok(i) => Arc::make_mut(&mut self.nodes[i]).usage.remove(&bound),
+            Err(_) => {
+                if let Some(u) = self.orphans.get_mut(&bound.node_name) {
+                    u.remove(&bound);
+                    if u.is_empty() {
+                        self.orphans.remove(&bound.node_name);
+                    }
+                }
+            }
+        }
+    }
+
+    fn remove_node(&mut self, name: &str) {
+        let Ok(i) = self.position(name) else {
+            return;
+        };
+        let entry = self.nodes.remove(i);
+        self.count_images(&entry.spec, -1);
+        self.approx_bytes = self
+            .approx_bytes
+            .saturating_sub(entry.spec.approx_bytes() + std::mem::size_of::<NodeEntry>() + 16);
+        if !entry.usage.is_empty() {
+            // Pods stay bound to a deleted node until they are deleted too, as in kube-scheduler's cache.
+            self.orphans.insert(Arc::from(name), entry.usage.clone());
+        }
+    }
+
+    fn count_images(&mut self, spec: &NodeSpec, delta: i64) {
+        for name in spec.images.keys() {
+            let key: &str = name;
+            match self.image_nodes.get_mut(key) {
+                Some(c) => {
+                    *c = (*c as i64 + delta).max(0) as u32;
+                    if *c == 0 {
+                        self.image_nodes.remove(key);
+                    }
+                }
+                None if delta > 0 => {
+                    self.image_nodes.insert(Arc::from(key), delta as u32);
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// Nodes sorted by name.
+    pub fn nodes(&self) -> &[Arc<NodeEntry>] {
+        &self.nodes
+    }
+
+    /// Number of bound pods.
+    pub fn pod_count(&self) -> usize {
+        self.pods.len()
+    }
+
+    /// The node with this name, if present.
+    pub fn node(&self, name: &str) -> Option<&NodeEntry> {
+        self.position(name).ok().map(|i| &*self.nodes[i])
+    }
+
+    /// How many nodes have an image (kube-scheduler's `ImageStateSummary.NumNodes`).
+    pub fn image_node_count(&self, image: &str) -> u32 {
+        self.image_nodes.get(image).copied().unwrap_or(0)
+    }
+
+    /// Whether a pod with this uid is bound in the snapshot.
+    pub fn has_pod(&self, uid: &str) -> bool {
+        self.pods.contains_key(uid)
+    }
+
+    /// Approximate memory held by the snapshot (ignoring sharing with other snapshots).
+    pub fn approx_bytes(&self) -> usize {
+        self.approx_bytes + std::mem::size_of::<Self>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, cpu: i64) -> NodeSpec {
+        NodeSpec {
+            name: name.into(),
+            allocatable: Resources {
+                milli_cpu: cpu,
+                memory: 1 << 30,
+                ..Default::default()
+            },
+            allowed_pods: 110,
+            ..Default::default()
+        }
+    }
+
+    fn pod(uid: &str, node: &str, cpu: i64) -> PodSpec {
+        PodSpec {
+            uid: Arc::from(uid),
+            node_name: Some(node.into()),
+            requests: Resources {
+                milli_cpu: cpu,
+                ..Default::default()
+            },
+            non_zero_requests: Resources {
+                milli_cpu: cpu,
+                memory: 200 << 20,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn usage_is_summed_per_node_and_nodes_sorted() {
+        let s = Snapshot::build(
+            vec![node("b", 1000), node("a", 1000)],
+            vec![pod("p1", "a", 100), pod("p2", "a", 200), pod("p3", "b", 50)],
+        )
+        .unwrap();
+        assert_eq!(s.nodes()[0].spec.name, "a");
+        assert_eq!(s.node("a").unwrap().usage.requested.milli_cpu, 300);
+        assert_eq!(s.node("a").unwrap().usage.pod_count, 2);
+        assert_eq!(s.node("b").unwrap().usage.non_zero_memory, 200 << 20);
+    }
+
+    #[test]
+    fn delta_moves_pods_and_keeps_base_untouched() {
+        let base = Snapshot::build(vec![node("a", 1000), node("b", 1000)], vec![pod("p1", "a", 100)]).unwrap();
+        let next = base
+            .apply(Delta {
+                upsert_pods: vec![pod("p1", "b", 100), pod("p2", "b", 10)],
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(next.node("a").unwrap().usage.pod_count, 0);
+        assert_eq!(next.node("b").unwrap().usage.requested.milli_cpu, 110);
+        assert_eq!(base.node("a").unwrap().usage.pod_count, 1, "base is immutable");
+        assert!(
+            Arc::ptr_eq(&base.nodes()[0].spec, &next.nodes()[0].spec),
+            "specs are shared"
+        );
+    }
+
+    #[test]
+    fn pods_on_unknown_nodes_count_once_the_node_appears() {
+        let base = Snapshot::build(vec![node("a", 1000)], vec![pod("p1", "ghost", 300)]).unwrap();
+        assert!(base.node("ghost").is_none());
+        let next = base
+            .apply(Delta {
+                upsert_nodes: vec![node("ghost", 2000)],
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(next.node("ghost").unwrap().usage.requested.milli_cpu, 300);
+        // Removing the node and re-adding it keeps the pod's usage.
+        let gone = next
+            .apply(Delta {
+                remove_nodes: vec!["ghost".into()],
+                ..Default::default()
+            })
+            .unwrap();
+        let back = gone
+            .apply(Delta {
+                upsert_nodes: vec![node("ghost", 2000)],
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(back.node("ghost").unwrap().usage.requested.milli_cpu, 300);
+        let empty = back
+            .apply(Delta {
+                remove_pod_uids: vec!["p1".into()],
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(empty.node("ghost").unwrap().usage, NodeUsage::default());
+    }
+
+    #[test]
+    fn upserting_a_node_keeps_its_usage() {
+        let base = Snapshot::build(vec![node("a", 1000)], vec![pod("p1", "a", 300)]).unwrap();
+        let next = base
+            .apply(Delta {
+                upsert_nodes: vec![node("a", 4000)],
+                ..Default::default()
+            })
+            .unwrap();
+        let a = next.node("a").unwrap();
+        assert_eq!((a.spec.allocatable.milli_cpu, a.usage.requested.milli_cpu), (4000, 300));
+    }
+
+    #[test]
+    fn duplicates_and_unbound_pods_are_refused() {
+        assert!(matches!(
+            Snapshot::build(vec![node("a", 1), node("a", 1)], vec![]),
+            Err(SnapshotError::DuplicateNode { index: 1, .. })
+        ));
+        assert!(matches!(
+            Snapshot::build(vec![node("a", 1)], vec![pod("p", "a", 1), pod("p", "a", 1)]),
+            Err(SnapshotError::DuplicatePod { index: 1, .. })
+        ));
+        let mut unbound = pod("p", "a", 1);
+        unbound.node_name = None;
+        assert!(matches!(
+            Snapshot::build(vec![node("a", 1)], vec![unbound]),
+            Err(SnapshotError::UnboundPod { index: 0 })
+        ));
+    }
+
+    #[test]
+    fn image_counts_follow_node_changes() {
+        let mut n = node("a", 1);
+        n.images.insert("nginx:latest".into(), 100);
+        let mut m = node("b", 1);
+        m.images.insert("nginx:latest".into(), 100);
+        let s = Snapshot::build(vec![n, m], vec![]).unwrap();
+        assert_eq!(s.image_node_count("nginx:latest"), 2);
+        let s = s
+            .apply(Delta {
+                remove_nodes: vec!["a".into()],
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(s.image_node_count("nginx:latest"), 1);
+    }
+}

@@ -1,0 +1,554 @@
+//! Validation and conversion of API messages into engine types.
+//!
+//! Every check names the offending field with its full path, the way a caller wrote it, for example
+//! `pods[3].containers[0].requests["cpu"]: invalid quantity "1.2.3"`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::engine::model::{
+    normalized_image_name, HostPort, NodeSpec, PodSpec, PreferredTerm, Protocol, Requirement, SelectorOp, SelectorTerm,
+    Taint, TaintEffect, Toleration, TolerationOperator,
+};
+use crate::engine::quantity::Quantity;
+use crate::engine::resources::{effective_requests, ContainerRequests, ResourceName, Resources};
+use crate::engine::snapshot::Delta;
+use crate::proto;
+
+/// An invalid field: its path and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct FieldError {
+    /// Path of the field, e.g. `pods[3].containers[0].requests["cpu"]`.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Builds a [`FieldError`] for a path.
+pub fn field_error(field: impl fmt::Display, message: impl Into<String>) -> FieldError {
+    FieldError {
+        field: field.to_string(),
+        message: message.into(),
+    }
+}
+
+/// Parses one quantity for one resource in the resource's unit (millicores for cpu).
+fn quantity(path: &str, name: &ResourceName, value: &str) -> Result<i64, FieldError> {
+    let q = Quantity::parse(value).map_err(|e| field_error(path, format!("invalid quantity {value:?}: {e}")))?;
+    if q.is_negative() {
+        return Err(field_error(
+            path,
+            format!("must be greater than or equal to 0, got {value:?}"),
+        ));
+    }
+    Ok(if name.is_milli() { q.milli_value() } else { q.value() })
+}
+
+/// Parses a resource list; `pods` is allowed only when `allow_pods` (node allocatable).
+/// Returns the resources, the `pods` amount, and whether cpu and memory were present.
+fn resource_list(
+    path: &str,
+    list: &BTreeMap<String, String>,
+    allow_pods: bool,
+) -> Result<(Resources, Option<i64>, bool, bool), FieldError> {
+    let mut out = Resources::default();
+    let mut pods = None;
+    let (mut has_cpu, mut has_memory) = (false, false);
+    for (key, value) in list {
+        let p = format!("{path}[{key:?}]");
+        let name =
+            ResourceName::parse(key).map_err(|e| field_error(&p, format!("invalid resource name {key:?}: {e}")))?;
+        let amount = quantity(&p, &name, value)?;
+        match name {
+            ResourceName::Pods if allow_pods => pods = Some(amount),
+            ResourceName::Pods => return Err(field_error(&p, "pods is not a resource a pod can request")),
+            ResourceName::Cpu => has_cpu = true,
+            ResourceName::Memory => has_memory = true,
+            _ => {}
+        }
+        out.set(&name, amount);
+    }
+    Ok((out, pods, has_cpu, has_memory))
+}
+
+fn requirement(path: &str, r: &proto::NodeSelectorRequirement, field: bool) -> Result<Requirement, FieldError> {
+    if r.key.is_empty() {
+        return Err(field_error(format!("{path}.key"), "must not be empty"));
+    }
+    if field && r.key != "metadata.name" {
+        return Err(field_error(
+            format!("{path}.key"),
+            format!("unsupported field {:?}: only \"metadata.name\" is supported", r.key),
+        ));
+    }
+    let values = || {
+        if r.values.is_empty() {
+            Err(field_error(
+                format!("{path}.values"),
+                format!("must be non-empty for operator {:?}", r.operator),
+            ))
+        } else {
+            Ok(r.values.clone())
+        }
+    };
+    let no_values = |op: SelectorOp| {
+        if r.values.is_empty() {
+            Ok(op)
+        } else {
+            Err(field_error(
+                format!("{path}.values"),
+                format!("must be empty for operator {:?}", r.operator),
+            ))
+        }
+    };
+    let integer = || {
+        if r.values.len() != 1 {
+            return Err(field_error(
+                format!("{path}.values"),
+                format!("must have exactly one value for operator {:?}", r.operator),
+            ));
+        }
+        r.values[0].parse::<i64>().map_err(|_| {
+            field_error(
+                format!("{path}.values[0]"),
+                format!(
+                    "must be an integer for operator {:?}, got {:?}",
+                    r.operator, r.values[0]
+                ),
+            )
+        })
+    };
+    let op = match r.operator.as_str() {
+        "In" => SelectorOp::In(values()?),
+        "NotIn" => SelectorOp::NotIn(values()?),
+        "Exists" if !field => no_values(SelectorOp::Exists)?,
+        "DoesNotExist" if !field => no_values(SelectorOp::DoesNotExist)?,
+        "Gt" if !field => SelectorOp::Gt(integer()?),
+        "Lt" if !field => SelectorOp::Lt(integer()?),
+        other => {
+            let allowed = if field {
+                "In, NotIn"
+            } else {
+                "In, NotIn, Exists, DoesNotExist, Gt, Lt"
+            };
+            return Err(field_error(
+                format!("{path}.operator"),
+                format!("unsupported operator {other:?}: must be one of {allowed}"),
+            ));
+        }
+    };
+    Ok(Requirement { key: r.key.clone(), op })
+}
+
+fn term(path: &str, t: &proto::NodeSelectorTerm) -> Result<SelectorTerm, FieldError> {
+    Ok(SelectorTerm {
+        match_expressions: t
+            .match_expressions
+            .iter()
+            .enumerate()
+            .map(|(i, r)| requirement(&format!("{path}.match_expressions[{i}]"), r, false))
+            .collect::<Result<_, _>>()?,
+        match_fields: t
+            .match_fields
+            .iter()
+            .enumerate()
+            .map(|(i, r)| requirement(&format!("{path}.match_fields[{i}]"), r, true))
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+fn effect(path: &str, s: &str) -> Result<TaintEffect, FieldError> {
+    TaintEffect::parse(s).ok_or_else(|| {
+        field_error(
+            path,
+            format!("unsupported effect {s:?}: must be one of NoSchedule, PreferNoSchedule, NoExecute"),
+        )
+    })
+}
+
+fn toleration(path: &str, t: &proto::Toleration) -> Result<Toleration, FieldError> {
+    let operator = match t.operator.as_str() {
+        "" | "Equal" => TolerationOperator::Equal,
+        "Exists" => TolerationOperator::Exists,
+        other => {
+            return Err(field_error(
+                format!("{path}.operator"),
+                format!("unsupported operator {other:?}: must be Equal or Exists"),
+            ))
+        }
+    };
+    if operator == TolerationOperator::Exists && !t.value.is_empty() {
+        return Err(field_error(
+            format!("{path}.value"),
+            "must be empty when operator is Exists",
+        ));
+    }
+    if t.key.is_empty() && operator != TolerationOperator::Exists {
+        return Err(field_error(
+            format!("{path}.operator"),
+            "must be Exists when key is empty",
+        ));
+    }
+    let effect = match t.effect.as_str() {
+        "" => None,
+        s => Some(effect(&format!("{path}.effect"), s)?),
+    };
+    Ok(Toleration {
+        key: t.key.clone(),
+        operator,
+        value: t.value.clone(),
+        effect,
+    })
+}
+
+fn container(
+    path: &str,
+    c: &proto::Container,
+    init: bool,
+    ports: &mut Vec<HostPort>,
+) -> Result<ContainerRequests, FieldError> {
+    let (requests, _, has_cpu, has_memory) = resource_list(&format!("{path}.requests"), &c.requests, false)?;
+    let restartable = match c.restart_policy.as_str() {
+        "" => false,
+        "Always" => true,
+        "Never" | "OnFailure" if !init => false,
+        other => {
+            return Err(field_error(
+                format!("{path}.restart_policy"),
+                format!(
+                    "unsupported restart policy {other:?}: {}",
+                    if init {
+                        "an init container allows only \"Always\" (a sidecar) or none"
+                    } else {
+                        "must be Always, OnFailure or Never"
+                    }
+                ),
+            ))
+        }
+    };
+    for (i, p) in c.ports.iter().enumerate() {
+        let pp = format!("{path}.ports[{i}]");
+        if !(0..=65535).contains(&p.container_port) {
+            return Err(field_error(
+                format!("{pp}.container_port"),
+                format!("must be between 0 and 65535, got {}", p.container_port),
+            ));
+        }
+        if !(0..=65535).contains(&p.host_port) {
+            return Err(field_error(
+                format!("{pp}.host_port"),
+                format!("must be between 0 and 65535, got {}", p.host_port),
+            ));
+        }
+        let protocol = match p.protocol.as_str() {
+            "" | "TCP" => Protocol::Tcp,
+            "UDP" => Protocol::Udp,
+            "SCTP" => Protocol::Sctp,
+            other => {
+                return Err(field_error(
+                    format!("{pp}.protocol"),
+                    format!("unsupported protocol {other:?}: must be TCP, UDP or SCTP"),
+                ))
+            }
+        };
+        if p.host_port > 0 {
+            let ip = if p.host_ip.is_empty() {
+                "0.0.0.0"
+            } else {
+                p.host_ip.as_str()
+            };
+            ports.push(HostPort {
+                ip: Arc::from(ip),
+                protocol,
+                port: p.host_port as u16,
+            });
+        }
+    }
+    Ok(ContainerRequests {
+        requests,
+        has_cpu,
+        has_memory,
+        restartable: init && restartable,
+    })
+}
+
+/// Validates and converts a pod; `path` prefixes every field name.
+pub fn pod(path: &str, p: &proto::Pod) -> Result<PodSpec, FieldError> {
+    if p.uid.is_empty() {
+        return Err(field_error(format!("{path}.uid"), "must not be empty"));
+    }
+    let mut host_ports = Vec::new();
+    let mut images = Vec::with_capacity(p.init_containers.len() + p.containers.len());
+    let mut init = Vec::with_capacity(p.init_containers.len());
+    for (i, c) in p.init_containers.iter().enumerate() {
+        init.push(container(
+            &format!("{path}.init_containers[{i}]"),
+            c,
+            true,
+            &mut host_ports,
+        )?);
+        images.push(normalized_image_name(&c.image));
+    }
+    let mut containers = Vec::with_capacity(p.containers.len());
+    for (i, c) in p.containers.iter().enumerate() {
+        containers.push(container(
+            &format!("{path}.containers[{i}]"),
+            c,
+            false,
+            &mut host_ports,
+        )?);
+        images.push(normalized_image_name(&c.image));
+    }
+    let (overhead, _, _, _) = resource_list(&format!("{path}.overhead"), &p.overhead, false)?;
+    let (required_affinity, preferred_affinity) = match &p.node_affinity {
+        None => (None, Vec::new()),
+        Some(a) => {
+            let required = match &a.required {
+                None => None,
+                Some(sel) => Some(
+                    sel.terms
+                        .iter()
+                        .enumerate()
+                        .map(|(i, t)| term(&format!("{path}.node_affinity.required.terms[{i}]"), t))
+                        .collect::<Result<Vec<_>, _>>()?,
+                ),
+            };
+            let mut preferred = Vec::with_capacity(a.preferred.len());
+            for (i, pt) in a.preferred.iter().enumerate() {
+                let pp = format!("{path}.node_affinity.preferred[{i}]");
+                if !(1..=100).contains(&pt.weight) {
+                    return Err(field_error(
+                        format!("{pp}.weight"),
+                        format!("must be between 1 and 100, got {}", pt.weight),
+                    ));
+                }
+                let t = pt
+                    .preference
+                    .as_ref()
+                    .ok_or_else(|| field_error(format!("{pp}.preference"), "must be set"))?;
+                preferred.push(PreferredTerm {
+                    weight: i64::from(pt.weight),
+                    term: term(&format!("{pp}.preference"), t)?,
+                });
+            }
+            (required, preferred)
+        }
+    };
+    let tolerations = p
+        .tolerations
+        .iter()
+        .enumerate()
+        .map(|(i, t)| toleration(&format!("{path}.tolerations[{i}]"), t))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(PodSpec {
+        uid: Arc::from(p.uid.as_str()),
+        namespace: p.namespace.clone(),
+        name: p.name.clone(),
+        labels: p.labels.clone(),
+        priority: p.priority,
+        requests: effective_requests(&containers, &init, &overhead, false),
+        non_zero_requests: effective_requests(&containers, &init, &overhead, true),
+        node_name: (!p.node_name.is_empty()).then(|| p.node_name.clone()),
+        node_selector: p.node_selector.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        required_affinity,
+        preferred_affinity,
+        tolerations,
+        host_ports,
+        images,
+    })
+}
+
+/// Validates and converts a node; `path` prefixes every field name.
+pub fn node(path: &str, n: &proto::Node) -> Result<NodeSpec, FieldError> {
+    if n.name.is_empty() {
+        return Err(field_error(format!("{path}.name"), "must not be empty"));
+    }
+    let (allocatable, pods, _, _) = resource_list(&format!("{path}.allocatable"), &n.allocatable, true)?;
+    let mut taints = Vec::with_capacity(n.taints.len());
+    for (i, t) in n.taints.iter().enumerate() {
+        if t.key.is_empty() {
+            return Err(field_error(format!("{path}.taints[{i}].key"), "must not be empty"));
+        }
+        taints.push(Taint {
+            key: t.key.clone(),
+            value: t.value.clone(),
+            effect: effect(&format!("{path}.taints[{i}].effect"), &t.effect)?,
+        });
+    }
+    let mut images = std::collections::HashMap::new();
+    for (i, img) in n.images.iter().enumerate() {
+        if img.size_bytes < 0 {
+            return Err(field_error(
+                format!("{path}.images[{i}].size_bytes"),
+                "must not be negative",
+            ));
+        }
+        for name in &img.names {
+            images.insert(name.clone(), img.size_bytes);
+        }
+    }
+    Ok(NodeSpec {
+        name: n.name.clone(),
+        labels: n.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        taints,
+        unschedulable: n.unschedulable,
+        allocatable,
+        allowed_pods: pods.unwrap_or(0),
+        images,
+    })
+}
+
+/// Converts a list with an indexed path for each element.
+pub fn list<T, U>(
+    path: &str,
+    items: &[T],
+    f: impl Fn(&str, &T) -> Result<U, FieldError>,
+) -> Result<Vec<U>, FieldError> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, x)| f(&format!("{path}[{i}]"), x))
+        .collect()
+}
+
+/// Validates a full snapshot; `path` prefixes field names.
+pub fn snapshot(path: &str, s: &proto::Snapshot) -> Result<(Vec<NodeSpec>, Vec<PodSpec>), FieldError> {
+    let nodes = list(&format!("{path}.nodes"), &s.nodes, node)?;
+    let pods = list(&format!("{path}.pods"), &s.pods, pod)?;
+    Ok((nodes, pods))
+}
+
+/// Validates a delta (its base id is checked by the caller).
+pub fn delta(path: &str, d: &proto::SnapshotDelta) -> Result<Delta, FieldError> {
+    Ok(Delta {
+        upsert_nodes: list(&format!("{path}.upsert_nodes"), &d.upsert_nodes, node)?,
+        remove_nodes: d.remove_nodes.clone(),
+        upsert_pods: list(&format!("{path}.upsert_pods"), &d.upsert_pods, pod)?,
+        remove_pod_uids: d.remove_pod_uids.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn pod_with(containers: Vec<proto::Container>) -> proto::Pod {
+        proto::Pod {
+            uid: "u1".into(),
+            containers,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn bad_quantity_names_the_field() {
+        let p = pod_with(vec![proto::Container {
+            requests: req(&[("cpu", "1.2.3")]),
+            ..Default::default()
+        }]);
+        let err = pod("pods[3]", &p).unwrap_err();
+        assert_eq!(err.field, "pods[3].containers[0].requests[\"cpu\"]");
+        assert!(
+            err.to_string()
+                .starts_with("pods[3].containers[0].requests[\"cpu\"]: invalid quantity \"1.2.3\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn quantities_convert_in_kube_scheduler_units() {
+        let p = pod_with(vec![proto::Container {
+            requests: req(&[
+                ("cpu", "250m"),
+                ("memory", "1Gi"),
+                ("nvidia.com/gpu", "1e0"),
+                ("ephemeral-storage", "1e3"),
+            ]),
+            ..Default::default()
+        }]);
+        let spec = pod("pod", &p).unwrap();
+        assert_eq!(spec.requests.milli_cpu, 250);
+        assert_eq!(spec.requests.memory, 1 << 30);
+        assert_eq!(spec.requests.ephemeral_storage, 1000);
+        assert_eq!(spec.requests.scalar("nvidia.com/gpu"), 1);
+    }
+
+    #[test]
+    fn negative_and_unknown_resources_are_refused() {
+        let p = pod_with(vec![proto::Container {
+            requests: req(&[("memory", "-1Gi")]),
+            ..Default::default()
+        }]);
+        assert!(pod("pod", &p)
+            .unwrap_err()
+            .message
+            .contains("greater than or equal to 0"));
+        let p = pod_with(vec![proto::Container {
+            requests: req(&[("gpu", "1")]),
+            ..Default::default()
+        }]);
+        assert_eq!(pod("pod", &p).unwrap_err().field, "pod.containers[0].requests[\"gpu\"]");
+    }
+
+    #[test]
+    fn operators_are_checked() {
+        let mut p = pod_with(vec![]);
+        p.node_affinity = Some(proto::NodeAffinity {
+            required: Some(proto::NodeSelector {
+                terms: vec![proto::NodeSelectorTerm {
+                    match_expressions: vec![proto::NodeSelectorRequirement {
+                        key: "cores".into(),
+                        operator: "Gt".into(),
+                        values: vec!["many".into()],
+                    }],
+                    match_fields: vec![],
+                }],
+            }),
+            preferred: vec![],
+        });
+        let err = pod("pods[0]", &p).unwrap_err();
+        assert_eq!(
+            err.field,
+            "pods[0].node_affinity.required.terms[0].match_expressions[0].values[0]"
+        );
+    }
+
+    #[test]
+    fn toleration_and_taint_effects_are_checked() {
+        let mut p = pod_with(vec![]);
+        p.tolerations = vec![proto::Toleration {
+            key: "k".into(),
+            operator: "Exists".into(),
+            value: "v".into(),
+            ..Default::default()
+        }];
+        assert_eq!(pod("pod", &p).unwrap_err().field, "pod.tolerations[0].value");
+        let n = proto::Node {
+            name: "n".into(),
+            taints: vec![proto::Taint {
+                key: "k".into(),
+                value: String::new(),
+                effect: "Sometimes".into(),
+            }],
+            ..Default::default()
+        };
+        assert_eq!(node("nodes[0]", &n).unwrap_err().field, "nodes[0].taints[0].effect");
+    }
+
+    #[test]
+    fn node_allocatable_takes_pods() {
+        let n = proto::Node {
+            name: "n".into(),
+            allocatable: req(&[("cpu", "4"), ("memory", "16Gi"), ("pods", "110")]),
+            ..Default::default()
+        };
+        let spec = node("node", &n).unwrap();
+        assert_eq!((spec.allocatable.milli_cpu, spec.allowed_pods), (4000, 110));
+    }
+}

@@ -1,0 +1,146 @@
+//! Prometheus metrics of the decision service.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+/// Labels of a finished RPC.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// RPC name, e.g. `Schedule`.
+    pub rpc: &'static str,
+    /// Policy applied (empty for RPCs without one).
+    pub policy: String,
+    /// gRPC status code name, e.g. `Ok`, `InvalidArgument`.
+    pub code: String,
+}
+
+/// Labels of an RPC's latency.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LatencyLabels {
+    /// RPC name.
+    pub rpc: &'static str,
+    /// Policy applied.
+    pub policy: String,
+}
+
+/// Labels of a pod decision.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DecisionLabels {
+    /// Policy applied.
+    pub policy: String,
+    /// `scheduled` or `unschedulable`.
+    pub result: &'static str,
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 20))
+}
+
+/// Every metric the service exports.
+pub struct Metrics {
+    /// The registry they are encoded from.
+    pub registry: Registry,
+    /// `placement_requests_total{rpc,policy,code}`.
+    pub requests: Family<RequestLabels, Counter>,
+    /// `placement_request_duration_seconds{rpc,policy}`.
+    pub latency: Family<LatencyLabels, Histogram, fn() -> Histogram>,
+    /// `placement_nodes_evaluated_total`: node evaluations (nodes × pods).
+    pub nodes_evaluated: Counter,
+    /// `placement_pod_decisions_total{policy,result}`.
+    pub decisions: Family<DecisionLabels, Counter>,
+    /// `placement_snapshot_cache_hits_total`.
+    pub cache_hits: Counter,
+    /// `placement_snapshot_cache_misses_total`.
+    pub cache_misses: Counter,
+    /// `placement_snapshot_cache_evictions_total`.
+    pub cache_evictions: Counter,
+    /// `placement_snapshot_cache_bytes`.
+    pub cache_bytes: Gauge,
+    /// `placement_snapshot_cache_entries`.
+    pub cache_entries: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Creates and registers every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("placement");
+        let requests = Family::<RequestLabels, Counter>::default();
+        let latency = Family::<LatencyLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
+        let nodes_evaluated = Counter::default();
+        let decisions = Family::<DecisionLabels, Counter>::default();
+        let cache_hits = Counter::default();
+        let cache_misses = Counter::default();
+        let cache_evictions = Counter::default();
+        let cache_bytes = Gauge::default();
+        let cache_entries = Gauge::default();
+        registry.register(
+            "requests",
+            "gRPC requests by RPC, policy and status code",
+            requests.clone(),
+        );
+        registry.register(
+            "request_duration_seconds",
+            "gRPC request latency by RPC and policy",
+            latency.clone(),
+        );
+        registry.register(
+            "nodes_evaluated",
+            "Nodes evaluated (filtered and scored), summed over pods",
+            nodes_evaluated.clone(),
+        );
+        registry.register("pod_decisions", "Pod decisions by policy and result", decisions.clone());
+        registry.register(
+            "snapshot_cache_hits",
+            "Requests that found their snapshot id in the cache",
+            cache_hits.clone(),
+        );
+        registry.register(
+            "snapshot_cache_misses",
+            "Requests whose snapshot id was not in the cache",
+            cache_misses.clone(),
+        );
+        registry.register(
+            "snapshot_cache_evictions",
+            "Snapshots evicted to stay within the memory budget",
+            cache_evictions.clone(),
+        );
+        registry.register(
+            "snapshot_cache_bytes",
+            "Approximate bytes of cached snapshots",
+            cache_bytes.clone(),
+        );
+        registry.register("snapshot_cache_entries", "Cached snapshots", cache_entries.clone());
+        Self {
+            registry,
+            requests,
+            latency,
+            nodes_evaluated,
+            decisions,
+            cache_hits,
+            cache_misses,
+            cache_evictions,
+            cache_bytes,
+            cache_entries,
+        }
+    }
+
+    /// The metrics in the Prometheus text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}

@@ -1,0 +1,11 @@
+//! The gRPC layer: a thin adapter that maps `placement.v1` messages to the engine and back.
+
+pub mod cache;
+pub mod convert;
+pub mod metrics;
+pub mod server;
+pub mod service;
+
+pub use metrics::Metrics;
+pub use server::{serve, ServerConfig};
+pub use service::{PlacementApi, ServiceConfig, ERROR_DOMAIN, SNAPSHOT_NOT_FOUND};

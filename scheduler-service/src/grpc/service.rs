@@ -1,0 +1,524 @@
+//! `placement.v1.PlacementService`: validates requests, resolves snapshots, runs the engine off the
+//! async runtime, and maps the answers back to the API.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tonic::{Code, Request, Response, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+use tracing::Instrument;
+
+use super::cache::SnapshotCache;
+use super::convert::{self, FieldError};
+use super::metrics::{DecisionLabels, LatencyLabels, Metrics, RequestLabels};
+use crate::engine::{Deadline, Decision, EvalError, Evaluator, Policy, Profile, Snapshot, SnapshotError};
+use crate::proto;
+
+/// The `ErrorInfo.reason` of a `NOT_FOUND` for an unknown snapshot id.
+pub const SNAPSHOT_NOT_FOUND: &str = "SNAPSHOT_NOT_FOUND";
+/// The `ErrorInfo.domain` of this service's errors.
+pub const ERROR_DOMAIN: &str = "placement.v1";
+
+/// Limits and policies of a service instance.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// Most pods a Schedule request may carry.
+    pub max_batch_size: usize,
+    /// Memory budget of the snapshot cache in bytes.
+    pub snapshot_cache_bytes: usize,
+    /// Policies; the first is the default.
+    pub policies: Vec<Policy>,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        Self {
+            max_batch_size: 10_000,
+            snapshot_cache_bytes: 1 << 30,
+            policies: Policy::built_in(),
+        }
+    }
+}
+
+/// Why a service cannot be built from a configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// No policy was given.
+    #[error("at least one policy is required")]
+    NoPolicy,
+    /// A policy is invalid.
+    #[error(transparent)]
+    Policy(#[from] crate::engine::policy::PolicyError),
+    /// Two policies share a name.
+    #[error("policy name {0:?} is used twice")]
+    DuplicatePolicy(String),
+}
+
+struct Inner {
+    cache: SnapshotCache,
+    profiles: Vec<Arc<Profile>>,
+    metrics: Arc<Metrics>,
+    max_batch_size: usize,
+}
+
+/// The PlacementService implementation; cheap to clone.
+#[derive(Clone)]
+pub struct PlacementApi {
+    inner: Arc<Inner>,
+}
+
+fn invalid(e: FieldError) -> Status {
+    let details = ErrorDetails::with_bad_request_violation(e.field.clone(), e.message.clone());
+    Status::with_error_details(Code::InvalidArgument, e.to_string(), details)
+}
+
+fn invalid_field(field: impl std::fmt::Display, message: impl Into<String>) -> Status {
+    invalid(convert::field_error(field, message))
+}
+
+fn snapshot_not_found(field: &str, id: &str) -> Status {
+    let details = ErrorDetails::with_error_info(
+        SNAPSHOT_NOT_FOUND,
+        ERROR_DOMAIN,
+        HashMap::from([("snapshot_id".to_string(), id.to_string())]),
+    );
+    Status::with_error_details(
+        Code::NotFound,
+        format!("{field}: snapshot {id:?} is not in this replica's cache; send a full snapshot"),
+        details,
+    )
+}
+
+/// Maps a snapshot build error to the field path of the request that caused it.
+fn snapshot_error(prefix_nodes: &str, prefix_pods: &str, e: SnapshotError) -> Status {
+    match e {
+        SnapshotError::DuplicateNode { index, name } => invalid_field(
+            format!("{prefix_nodes}[{index}].name"),
+            format!("duplicate node name {name:?}"),
+        ),
+        SnapshotError::DuplicatePod { index, uid } => invalid_field(
+            format!("{prefix_pods}[{index}].uid"),
+            format!("duplicate pod uid {uid:?}"),
+        ),
+        SnapshotError::UnboundPod { index } => invalid_field(
+            format!("{prefix_pods}[{index}].node_name"),
+            "a snapshot holds bound pods only; node_name must be set",
+        ),
+    }
+}
+
+/// The caller's deadline from the `grpc-timeout` header, if any.
+fn request_deadline<T>(req: &Request<T>) -> Deadline {
+    let Some(value) = req.metadata().get("grpc-timeout").and_then(|v| v.to_str().ok()) else {
+        return Deadline::none();
+    };
+    if value.len() < 2 {
+        return Deadline::none();
+    }
+    let (digits, unit) = value.split_at(value.len() - 1);
+    let Ok(n) = digits.parse::<u64>() else {
+        return Deadline::none();
+    };
+    let d = match unit {
+        "H" => Duration::from_secs(n.saturating_mul(3600)),
+        "M" => Duration::from_secs(n.saturating_mul(60)),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return Deadline::none(),
+    };
+    Instant::now().checked_add(d).map_or(Deadline::none(), Deadline::at)
+}
+
+fn deadline_status(e: EvalError) -> Status {
+    Status::deadline_exceeded(e.to_string())
+}
+
+/// Hex id of content: the 128-bit xxh3 of the bytes.
+fn content_id(parts: &[&[u8]]) -> String {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for p in parts {
+        h.update(&(p.len() as u64).to_le_bytes());
+        h.update(p);
+    }
+    format!("{:032x}", h.digest128())
+}
+
+/// Runs CPU-bound work on the blocking pool so the async runtime keeps serving.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, Status> + Send + 'static) -> Result<T, Status> {
+    let span = tracing::Span::current();
+    tokio::task::spawn_blocking(move || span.in_scope(f))
+        .await
+        .map_err(|e| Status::internal(format!("evaluation task failed: {e}")))?
+}
+
+impl PlacementApi {
+    /// A service with the given configuration, reporting into `metrics`.
+    pub fn new(config: ServiceConfig, metrics: Arc<Metrics>) -> Result<Self, ConfigError> {
+        if config.policies.is_empty() {
+            return Err(ConfigError::NoPolicy);
+        }
+        let mut names = HashSet::new();
+        for p in &config.policies {
+            p.validate()?;
+            if !names.insert(p.name.clone()) {
+                return Err(ConfigError::DuplicatePolicy(p.name.clone()));
+            }
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                cache: SnapshotCache::new(config.snapshot_cache_bytes),
+                profiles: config.policies.into_iter().map(|p| Arc::new(Profile::new(p))).collect(),
+                metrics,
+                max_batch_size: config.max_batch_size,
+            }),
+        })
+    }
+
+    fn profile(&self, name: &str) -> Result<Arc<Profile>, Status> {
+        if name.is_empty() {
+            return Ok(Arc::clone(&self.inner.profiles[0]));
+        }
+        self.inner
+            .profiles
+            .iter()
+            .find(|p| p.policy().name == name)
+            .cloned()
+            .ok_or_else(|| {
+                let known: Vec<&str> = self.inner.profiles.iter().map(|p| p.policy().name.as_str()).collect();
+                invalid_field(
+                    "policy",
+                    format!("unknown policy {name:?}; known: {}", known.join(", ")),
+                )
+            })
+    }
+
+    fn cached(&self, field: &str, id: &str) -> Result<Arc<Snapshot>, Status> {
+        if id.is_empty() {
+            return Err(invalid_field(field, "must not be empty"));
+        }
+        match self.inner.cache.get(id) {
+            Some(s) => {
+                self.inner.metrics.cache_hits.inc();
+                Ok(s)
+            }
+            None => {
+                self.inner.metrics.cache_misses.inc();
+                Err(snapshot_not_found(field, id))
+            }
+        }
+    }
+
+    fn store(&self, id: String, snapshot: Arc<Snapshot>) {
+        let out = self.inner.cache.insert(id, snapshot);
+        let m = &self.inner.metrics;
+        m.cache_evictions.inc_by(out.evicted as u64);
+        m.cache_bytes.set(self.inner.cache.bytes() as i64);
+        m.cache_entries.set(self.inner.cache.len() as i64);
+    }
+
+    /// Resolves a SnapshotRef: a cached id, or an inline snapshot built for this request.
+    async fn resolve(&self, r: Option<proto::SnapshotRef>) -> Result<Arc<Snapshot>, Status> {
+        use proto::snapshot_ref::Source;
+        match r.and_then(|r| r.source) {
+            None => Err(invalid_field(
+                "snapshot",
+                "must be set: a snapshot_id or an inline snapshot",
+            )),
+            Some(Source::SnapshotId(id)) => self.cached("snapshot.snapshot_id", &id),
+            Some(Source::Inline(s)) => {
+                blocking(move || {
+                    let (nodes, pods) = convert::snapshot("snapshot.inline", &s).map_err(invalid)?;
+                    Snapshot::build(nodes, pods)
+                        .map(Arc::new)
+                        .map_err(|e| snapshot_error("snapshot.inline.nodes", "snapshot.inline.pods", e))
+                })
+                .await
+            }
+        }
+    }
+
+    fn observe<T>(&self, rpc: &'static str, policy: &str, start: Instant, result: &Result<T, Status>) {
+        let m = &self.inner.metrics;
+        let code = match result {
+            Ok(_) => Code::Ok,
+            Err(s) => s.code(),
+        };
+        m.requests
+            .get_or_create(&RequestLabels {
+                rpc,
+                policy: policy.to_string(),
+                code: format!("{code:?}"),
+            })
+            .inc();
+        m.latency
+            .get_or_create(&LatencyLabels {
+                rpc,
+                policy: policy.to_string(),
+            })
+            .observe(start.elapsed().as_secs_f64());
+        if let Err(s) = result {
+            tracing::debug!(code = ?s.code(), message = s.message(), "request failed");
+        }
+    }
+
+    async fn sync(&self, req: proto::SyncSnapshotRequest) -> Result<proto::SyncSnapshotResponse, Status> {
+        use proto::sync_snapshot_request::Kind;
+        let snapshot = match req.kind {
+            None => return Err(invalid_field("kind", "must be set: a full snapshot or a delta")),
+            Some(Kind::Full(full)) => {
+                blocking(move || {
+                    let id = content_id(&[b"full", &prost::Message::encode_to_vec(&full)]);
+                    let (nodes, pods) = convert::snapshot("full", &full).map_err(invalid)?;
+                    let s = Snapshot::build(nodes, pods).map_err(|e| snapshot_error("full.nodes", "full.pods", e))?;
+                    Ok((id, Arc::new(s)))
+                })
+                .await?
+            }
+            Some(Kind::Delta(delta)) => {
+                let base = self.cached("delta.base_snapshot_id", &delta.base_snapshot_id)?;
+                blocking(move || {
+                    let id = content_id(&[
+                        b"delta",
+                        delta.base_snapshot_id.as_bytes(),
+                        &prost::Message::encode_to_vec(&delta),
+                    ]);
+                    let d = convert::delta("delta", &delta).map_err(invalid)?;
+                    let s = base
+                        .apply(d)
+                        .map_err(|e| snapshot_error("delta.upsert_nodes", "delta.upsert_pods", e))?;
+                    Ok((id, Arc::new(s)))
+                })
+                .await?
+            }
+        };
+        let (id, snap) = snapshot;
+        let resp = proto::SyncSnapshotResponse {
+            snapshot_id: id.clone(),
+            node_count: snap.nodes().len() as u32,
+            pod_count: snap.pod_count() as u32,
+        };
+        tracing::Span::current().record("snapshot_id", id.as_str());
+        self.store(id, snap);
+        Ok(resp)
+    }
+
+    async fn rank_inner(
+        &self,
+        req: Request<proto::RankRequest>,
+        policy_name: &mut String,
+    ) -> Result<proto::RankResponse, Status> {
+        let deadline = request_deadline(&req);
+        let req = req.into_inner();
+        let profile = self.profile(&req.policy)?;
+        *policy_name = profile.policy().name.clone();
+        let pod = req.pod.as_ref().ok_or_else(|| invalid_field("pod", "must be set"))?;
+        let pod = convert::pod("pod", pod).map_err(invalid)?;
+        let snapshot = self.resolve(req.snapshot).await?;
+        self.inner.metrics.nodes_evaluated.inc_by(snapshot.nodes().len() as u64);
+        let (top_k, seed) = (req.top_k as usize, req.seed);
+        let ranking = blocking(move || {
+            Evaluator::new(&profile, &snapshot)
+                .rank(&pod, top_k, seed, deadline)
+                .map_err(deadline_status)
+        })
+        .await?;
+        let message = if ranking.feasible_count == 0 {
+            ranking.diagnosis.message()
+        } else {
+            String::new()
+        };
+        Ok(proto::RankResponse {
+            policy: policy_name.clone(),
+            feasible: ranking
+                .feasible
+                .into_iter()
+                .map(|n| proto::NodeScore {
+                    node: n.node,
+                    total: n.total,
+                    plugin_scores: n
+                        .scores
+                        .into_iter()
+                        .map(|(p, score, weight)| proto::PluginScore {
+                            plugin: p.name().to_string(),
+                            score,
+                            weight,
+                        })
+                        .collect(),
+                })
+                .collect(),
+            feasible_count: ranking.feasible_count as u32,
+            infeasible: ranking
+                .rejected
+                .into_iter()
+                .map(|r| proto::InfeasibleNode {
+                    node: r.node,
+                    plugin: r.plugin.name().to_string(),
+                    reasons: r.reasons.iter().map(ToString::to_string).collect(),
+                })
+                .collect(),
+            message,
+            node_count: ranking.diagnosis.node_count as u32,
+        })
+    }
+
+    async fn schedule_inner(
+        &self,
+        req: Request<proto::ScheduleRequest>,
+        policy_name: &mut String,
+    ) -> Result<proto::ScheduleResponse, Status> {
+        let deadline = request_deadline(&req);
+        let req = req.into_inner();
+        let profile = self.profile(&req.policy)?;
+        *policy_name = profile.policy().name.clone();
+        if req.pods.len() > self.inner.max_batch_size {
+            return Err(invalid_field(
+                "pods",
+                format!(
+                    "batch of {} pods exceeds the maximum of {}",
+                    req.pods.len(),
+                    self.inner.max_batch_size
+                ),
+            ));
+        }
+        tracing::Span::current().record("pods", req.pods.len());
+        let mut uids = HashSet::with_capacity(req.pods.len());
+        for (i, p) in req.pods.iter().enumerate() {
+            if !p.uid.is_empty() && !uids.insert(p.uid.as_str()) {
+                return Err(invalid_field(
+                    format!("pods[{i}].uid"),
+                    format!("duplicate pod uid {:?} in the batch", p.uid),
+                ));
+            }
+        }
+        let pods = convert::list("pods", &req.pods, convert::pod).map_err(invalid)?;
+        let snapshot = self.resolve(req.snapshot).await?;
+        self.inner
+            .metrics
+            .nodes_evaluated
+            .inc_by((snapshot.nodes().len() * pods.len()) as u64);
+        let seed = req.seed;
+        let decisions = blocking(move || {
+            let mut ev = Evaluator::new(&profile, &snapshot);
+            let d = ev.schedule(&pods, seed, deadline).map_err(deadline_status)?;
+            Ok(pods.into_iter().zip(d).collect::<Vec<_>>())
+        })
+        .await?;
+        let (mut scheduled, mut unschedulable) = (0u64, 0u64);
+        let placements = decisions
+            .into_iter()
+            .map(|(pod, d)| {
+                use proto::placement::Outcome;
+                match d {
+                    Decision::Node { node, score, feasible } => {
+                        scheduled += 1;
+                        proto::Placement {
+                            pod_uid: pod.uid.to_string(),
+                            outcome: Some(Outcome::NodeName(node)),
+                            score,
+                            feasible_nodes: feasible as u32,
+                        }
+                    }
+                    Decision::Unschedulable(diag) => {
+                        unschedulable += 1;
+                        proto::Placement {
+                            pod_uid: pod.uid.to_string(),
+                            outcome: Some(Outcome::Unschedulable(proto::Unschedulable {
+                                message: diag.message(),
+                                reasons: diag.reasons.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
+                            })),
+                            score: 0,
+                            feasible_nodes: 0,
+                        }
+                    }
+                }
+            })
+            .collect();
+        let m = &self.inner.metrics;
+        for (result, n) in [("scheduled", scheduled), ("unschedulable", unschedulable)] {
+            m.decisions
+                .get_or_create(&DecisionLabels {
+                    policy: policy_name.clone(),
+                    result,
+                })
+                .inc_by(n);
+        }
+        Ok(proto::ScheduleResponse {
+            policy: policy_name.clone(),
+            placements,
+        })
+    }
+}
+
+#[tonic::async_trait]
+impl proto::placement_service_server::PlacementService for PlacementApi {
+    async fn sync_snapshot(
+        &self,
+        request: Request<proto::SyncSnapshotRequest>,
+    ) -> Result<Response<proto::SyncSnapshotResponse>, Status> {
+        let start = Instant::now();
+        let span = tracing::info_span!("SyncSnapshot", snapshot_id = tracing::field::Empty);
+        let result = self.sync(request.into_inner()).instrument(span).await;
+        self.observe("SyncSnapshot", "", start, &result);
+        result.map(Response::new)
+    }
+
+    async fn rank(&self, request: Request<proto::RankRequest>) -> Result<Response<proto::RankResponse>, Status> {
+        let start = Instant::now();
+        let mut policy = String::new();
+        let span = tracing::info_span!("Rank");
+        let result = self.rank_inner(request, &mut policy).instrument(span).await;
+        self.observe("Rank", &policy, start, &result);
+        result.map(Response::new)
+    }
+
+    async fn schedule(
+        &self,
+        request: Request<proto::ScheduleRequest>,
+    ) -> Result<Response<proto::ScheduleResponse>, Status> {
+        let start = Instant::now();
+        let mut policy = String::new();
+        let span = tracing::info_span!("Schedule", pods = tracing::field::Empty);
+        let result = self.schedule_inner(request, &mut policy).instrument(span).await;
+        self.observe("Schedule", &policy, start, &result);
+        result.map(Response::new)
+    }
+
+    async fn list_policies(
+        &self,
+        _request: Request<proto::ListPoliciesRequest>,
+    ) -> Result<Response<proto::ListPoliciesResponse>, Status> {
+        let start = Instant::now();
+        let policies = self
+            .inner
+            .profiles
+            .iter()
+            .map(|p| {
+                let p = p.policy();
+                proto::PolicyInfo {
+                    name: p.name.clone(),
+                    description: p.description.clone(),
+                    digest: p.digest(),
+                    filters: p.filters.iter().map(|f| f.name().to_string()).collect(),
+                    scores: p
+                        .scores
+                        .iter()
+                        .map(|s| proto::PluginWeight {
+                            plugin: s.plugin.name().to_string(),
+                            weight: s.weight,
+                        })
+                        .collect(),
+                    scoring_strategy: p.scoring_strategy.name().to_string(),
+                }
+            })
+            .collect();
+        let result = Ok(proto::ListPoliciesResponse {
+            policies,
+            default_policy: self.inner.profiles[0].policy().name.clone(),
+        });
+        self.observe("ListPolicies", "", start, &result);
+        result.map(Response::new)
+    }
+}

@@ -1,0 +1,16 @@
+//! The placement decision service: a scheduling engine with no I/O ([`engine`]) and the thin gRPC
+//! layer around it ([`grpc`]).
+
+pub mod engine;
+pub mod grpc;
+/// Deterministic synthetic clusters and pending pods (API messages) for benchmarks and tests.
+pub mod synth;
+
+/// The `placement.v1` API, generated from `proto/` at build time.
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod proto {
+    tonic::include_proto!("placement.v1");
+
+    /// Encoded file descriptor set of the API, for server reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/placement_descriptor.bin"));
+}

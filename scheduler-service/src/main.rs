@@ -1,0 +1,161 @@
+//! `scheduler-service`: runs one stateless decision replica.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, ValueEnum};
+use placement_scheduler::grpc::{serve, Metrics, ServerConfig, ServiceConfig};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// A stateless gRPC decision replica of the placement scheduler.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// Address the gRPC API listens on.
+    #[arg(long, env = "PLACEMENT_LISTEN", default_value = "127.0.0.1:50051")]
+    listen: SocketAddr,
+    /// Address of the Prometheus /metrics endpoint (and /healthz); "off" disables it.
+    #[arg(long, env = "PLACEMENT_METRICS_LISTEN", default_value = "127.0.0.1:9464")]
+    metrics_listen: String,
+    /// Log format.
+    #[arg(long, env = "PLACEMENT_LOG_FORMAT", value_enum, default_value = "text")]
+    log_format: LogFormat,
+    /// Largest gRPC message accepted or sent, in bytes (a full snapshot of 5,000 nodes and
+    /// 150,000 pods is about 40 MiB).
+    #[arg(long, env = "PLACEMENT_MAX_MESSAGE_BYTES", default_value_t = 256 << 20)]
+    max_message_bytes: usize,
+    /// Most pods one Schedule request may carry.
+    #[arg(long, env = "PLACEMENT_MAX_BATCH_SIZE", default_value_t = 10_000)]
+    max_batch_size: usize,
+    /// Memory budget of the snapshot cache, in bytes; least recently used snapshots are evicted.
+    #[arg(long, env = "PLACEMENT_SNAPSHOT_CACHE_BYTES", default_value_t = 1 << 30)]
+    snapshot_cache_bytes: usize,
+    /// How long to wait for in-flight calls after SIGTERM before exiting anyway.
+    #[arg(long, env = "PLACEMENT_SHUTDOWN_GRACE_SECONDS", default_value_t = 30)]
+    shutdown_grace_seconds: u64,
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn terminated() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}
+
+async fn serve_metrics(addr: SocketAddr, metrics: Arc<Metrics>, mut stop: watch::Receiver<bool>) -> anyhow::Result<()> {
+    use axum::routing::get;
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let m = Arc::clone(&metrics);
+                async move {
+                    (
+                        [(
+                            "content-type",
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
+                        m.encode(),
+                    )
+                }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok" }));
+    let listener = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding metrics address {addr}"))?;
+    tracing::info!(%addr, "metrics listening");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            let _ = stop.wait_for(|s| *s).await;
+        })
+        .await
+        .context("serving metrics")
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    init_logging(args.log_format);
+    let metrics = Arc::new(Metrics::new());
+    let (stop_tx, stop_rx) = watch::channel(false);
+
+    let metrics_task = match args.metrics_listen.as_str() {
+        "off" | "" => None,
+        addr => {
+            let addr: SocketAddr = addr
+                .parse()
+                .with_context(|| format!("--metrics-listen: invalid address {addr:?}"))?;
+            Some(tokio::spawn(serve_metrics(addr, Arc::clone(&metrics), stop_rx.clone())))
+        }
+    };
+
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding gRPC address {}", args.listen))?;
+    tracing::info!(addr = %listener.local_addr()?, "placement decision service listening");
+    let config = ServerConfig {
+        service: ServiceConfig {
+            max_batch_size: args.max_batch_size,
+            snapshot_cache_bytes: args.snapshot_cache_bytes,
+            ..ServiceConfig::default()
+        },
+        max_message_bytes: args.max_message_bytes,
+    };
+    let mut grpc_stop = stop_rx.clone();
+    let mut server = tokio::spawn(serve(listener, config, Arc::clone(&metrics), async move {
+        let _ = grpc_stop.wait_for(|s| *s).await;
+    }));
+
+    tokio::select! {
+        () = terminated() => tracing::info!("signal received"),
+        r = &mut server => return r.context("gRPC server task")?.context("gRPC server"),
+    }
+    let _ = stop_tx.send(true);
+    let grace = Duration::from_secs(args.shutdown_grace_seconds);
+    match tokio::time::timeout(grace, server).await {
+        Ok(r) => r.context("gRPC server task")?.context("gRPC server")?,
+        Err(_) => tracing::warn!(?grace, "in-flight calls did not finish within the grace period"),
+    }
+    if let Some(t) = metrics_task {
+        let _ = tokio::time::timeout(Duration::from_secs(1), t).await;
+    }
+    tracing::info!("stopped");
+    Ok(())
+}

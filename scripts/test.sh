@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# THE one command that runs every test of the repository; README and CI (.ci/run) use it.
+# Steps run in order and the first failure stops the run, naming the step that failed.
+set -euo pipefail
+
+ROOT=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --show-toplevel)
+cd "$ROOT"
+
+STEP="start"
+step() { STEP=$*; printf '\n==> %s\n' "$STEP"; }
+trap 'rc=$?; [ "$rc" -eq 0 ] || echo "placement tests: FAILED at step \"$STEP\" (exit $rc)" >&2' EXIT
+
+step "install tools (scripts/install-tools.sh)"
+bash scripts/install-tools.sh
+# Rust tests find grpcurl through $GRPCURL (or PATH); buf is on PATH for the steps below.
+export PATH="$ROOT/.tools/bin:$PATH"
+export GRPCURL="$ROOT/.tools/bin/grpcurl"
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "buf lint"
+buf lint
+
+step "buf breaking"
+# Compares the proto files with a git ref through buf's git input (the ref's buf.yaml at the
+# root defines the module, as in the work tree, so no subdir= is needed). HEAD catches
+# uncommitted changes, HEAD~1 the last commit. A ref without proto/ or buf.yaml (no commit
+# yet, the first commit, a shallow clone) has nothing to break, so it is skipped.
+breaking_against() {
+  if git cat-file -e "$1:proto" 2>/dev/null && git cat-file -e "$1:buf.yaml" 2>/dev/null; then
+    echo "against $1"
+    buf breaking --against ".git#ref=$1"
+  else
+    echo "skipped against $1: no such commit, or no proto/ and buf.yaml in it"
+  fi
+}
+breaking_against HEAD
+breaking_against HEAD~1
+
+step "sample requests match the proto (scripts/sample/*.json)"
+# buf convert drops unknown fields, so a round trip that changes the JSON means a misspelled
+# or stale field in the samples that scripts/demo.sh sends.
+for pair in snapshot:SyncSnapshotRequest batch:ScheduleRequest rank:RankRequest; do
+  file="scripts/sample/${pair%%:*}.json"
+  buf convert proto --type "placement.v1.${pair#*:}" --from "$file" --to '-#format=json' |
+    python3 -c 'import json, sys
+if json.load(open(sys.argv[1])) != json.load(sys.stdin): sys.exit(sys.argv[1] + ": fields unknown to the proto")' "$file"
+  echo "$file ok"
+done
+
+step "cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo test"
+cargo test --workspace
+
+step "bench smoke (criterion --test: each benchmark runs once)"
+cargo bench -p scheduler-service --bench engine -- --test
+
+# --- Later steps go here (each as: step "..."; command) ---
+# step "Python client tests"   e.g. generated stubs + pytest against a started scheduler-service
+# step "Go client tests"       e.g. go test ./clients/go/...
+
+STEP="done"
+echo
+echo "placement tests: all steps passed"
