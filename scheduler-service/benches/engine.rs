@@ -57,7 +57,7 @@ impl Fixture {
         let built = t.elapsed();
         println!(
             "setup: {} nodes, {} bound pods: generated in {:.0} ms, converted in {:.0} ms, Snapshot::build in {:.0} ms, \
-             approx_bytes {} ({:.1} MiB)",
+             approx_bytes {} ({:.1} MiB), {} node classes",
             snapshot.nodes().len(),
             snapshot.pod_count(),
             ms(generated),
@@ -65,6 +65,7 @@ impl Fixture {
             ms(built),
             snapshot.approx_bytes(),
             snapshot.approx_bytes() as f64 / (1 << 20) as f64,
+            snapshot.classes().len(),
         );
 
         // A delta like a watch event pair: one node relabelled, one pod moved to another node.
@@ -222,5 +223,31 @@ fn main() {
 
     if !has("--list") {
         rank_latency(&fx);
+    }
+    if std::env::var("BREAKDOWN").is_ok() {
+        let mut ev = Evaluator::new(&fx.profile, &fx.snapshot);
+        let base: Vec<PodSpec> = fx.distinct[..400].to_vec();
+        type Edit = fn(&mut PodSpec);
+        let variants: [(&str, Edit); 6] = [
+            ("as generated", |_| {}),
+            ("no images", |p| p.images.clear()),
+            ("no preferred affinity", |p| p.preferred_affinity.clear()),
+            ("no nodeSelector/required", |p| { p.node_selector.clear(); p.required_affinity = None; }),
+            ("no constraints, no images", |p| { p.images.clear(); p.preferred_affinity.clear(); p.node_selector.clear(); p.required_affinity = None; p.tolerations.clear(); p.host_ports.clear(); }),
+            ("no constraints, no images, no tolerations (rank top_k)", |p| { p.images.clear(); p.preferred_affinity.clear(); p.node_selector.clear(); p.required_affinity = None; }),
+        ];
+        for (name, edit) in variants {
+            let pods: Vec<PodSpec> = base.iter().cloned().map(|mut p| { edit(&mut p); p }).collect();
+            for _ in 0..2 {
+                let t = Instant::now();
+                let mut rej = 0;
+                for p in &pods { rej += ev.rank(p, TOP_K, SEED, Deadline::none()).unwrap().rejected.len(); }
+                let r = t.elapsed().as_secs_f64() * 1e6 / pods.len() as f64;
+                let t = Instant::now();
+                black_box(ev.schedule(&pods, SEED, Deadline::none()).unwrap());
+                let s = t.elapsed().as_secs_f64() * 1e6 / pods.len() as f64;
+                println!("{name:55} rank {r:6.0} us/pod  schedule {s:6.0} us/pod  rejected/pod {}", rej / pods.len());
+            }
+        }
     }
 }

@@ -13,20 +13,6 @@ use std::collections::BTreeMap;
 
 use crate::proto;
 
-/// How quantity strings are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum QuantityStyle {
-    /// Kubernetes' notation: "250m", "4", "16Gi", "512Mi".
-    #[allow(dead_code)] // unused until the switch below
-    Kubernetes,
-    /// Plain integers only: whole cores for cpu, bytes for memory (for a parser that knows no suffixes).
-    PlainIntegers,
-}
-
-/// The notation every generated quantity uses.
-// TODO(quantity): switch to `QuantityStyle::Kubernetes` once `engine/quantity.rs` replaces the stub.
-const QUANTITY_STYLE: QuantityStyle = QuantityStyle::PlainIntegers;
-
 /// The unit of an amount to write as a quantity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Unit {
@@ -42,17 +28,16 @@ const KI: i64 = 1 << 10;
 const MI: i64 = 1 << 20;
 const GI: i64 = 1 << 30;
 
-/// Writes an amount as a quantity string in the active [`QUANTITY_STYLE`].
-fn quantity(amount: i64, unit: Unit) -> String {
-    quantity_in(QUANTITY_STYLE, amount, unit)
-}
+/// The smallest cpu amount generated quantities step by (millicores).
+const CPU_STEP: i64 = 10;
 
-fn quantity_in(style: QuantityStyle, amount: i64, unit: Unit) -> String {
-    match (style, unit) {
-        (_, Unit::Count) => amount.to_string(),
-        (QuantityStyle::Kubernetes, Unit::MilliCpu) if amount % 1000 == 0 => (amount / 1000).to_string(),
-        (QuantityStyle::Kubernetes, Unit::MilliCpu) => format!("{amount}m"),
-        (QuantityStyle::Kubernetes, Unit::Bytes) => {
+/// Writes an amount in Kubernetes' quantity notation: "250m", "4", "16Gi", "512Mi", "110".
+fn quantity(amount: i64, unit: Unit) -> String {
+    match unit {
+        Unit::Count => amount.to_string(),
+        Unit::MilliCpu if amount % 1000 == 0 => (amount / 1000).to_string(),
+        Unit::MilliCpu => format!("{amount}m"),
+        Unit::Bytes => {
             for (size, suffix) in [(GI, "Gi"), (MI, "Mi"), (KI, "Ki")] {
                 if amount != 0 && amount % size == 0 {
                     return format!("{}{suffix}", amount / size);
@@ -60,19 +45,6 @@ fn quantity_in(style: QuantityStyle, amount: i64, unit: Unit) -> String {
             }
             amount.to_string()
         }
-        (QuantityStyle::PlainIntegers, Unit::MilliCpu) => {
-            debug_assert_eq!(amount % 1000, 0, "plain integers hold whole cores only");
-            (amount / 1000).to_string()
-        }
-        (QuantityStyle::PlainIntegers, Unit::Bytes) => amount.to_string(),
-    }
-}
-
-/// The smallest cpu step the active style can write (millicores).
-fn cpu_step() -> i64 {
-    match QUANTITY_STYLE {
-        QuantityStyle::Kubernetes => 10,
-        QuantityStyle::PlainIntegers => 1000,
     }
 }
 
@@ -356,6 +328,14 @@ fn uid(seed: u64, kind: u64, index: u64) -> String {
 
 const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
+/// The `i`th of a sequence of 5-character name suffixes starting at `offset`: distinct for the
+/// first 27^5 values of `i`, and not in an obvious order.
+fn nth_suffix(offset: u64, i: u64) -> String {
+    const SPACE: u64 = 27u64.pow(5);
+    // 1,000,003 is prime to 27^5 = 3^15, so i -> i × 1,000,003 mod 27^5 is a bijection.
+    name_suffix(offset % SPACE + (i % SPACE) * 1_000_003 % SPACE, 5)
+}
+
 /// `len` characters of Kubernetes' generated-name alphabet, bijective in `n` below 27^len.
 fn name_suffix(n: u64, len: u32) -> String {
     let base = NAME_ALPHABET.len() as u64;
@@ -508,8 +488,7 @@ fn node(shape: &ClusterShape, seed: u64, index: usize) -> (proto::Node, NodePlan
     }
 
     // Allocatable: capacity less kube-reserved and the eviction threshold, as a cloud node reports it.
-    let step = cpu_step();
-    let cpu = (it.cpu_cores * 1000 - 80 - 10 * it.cpu_cores) / step * step;
+    let cpu = it.cpu_cores * 1000 - 80 - 10 * it.cpu_cores;
     let memory = (it.memory_gib * GI - (255 + 11 * shape.max_pods) * MI - 100 * MI) / KI * KI;
     let mut allocatable = BTreeMap::new();
     allocatable.insert("cpu".to_string(), quantity(cpu, Unit::MilliCpu));
@@ -578,7 +557,6 @@ fn bind_pods(shape: &ClusterShape, seed: u64, index: usize, plan: &NodePlan, out
         pod_index += 1;
         uid(seed, 1, (index * count) as u64 + pod_index - 1)
     };
-    let step = cpu_step();
 
     let mut system: Vec<_> = DAEMONSETS.to_vec();
     if plan.gpus > 0 {
@@ -586,7 +564,7 @@ fn bind_pods(shape: &ClusterShape, seed: u64, index: usize, plan: &NodePlan, out
     }
     system.truncate(count);
     for (name, image, cpu, memory, port) in &system {
-        let cpu = rng.round_to(*cpu as f64, step).min(plan.cpu - used_cpu);
+        let cpu = (*cpu).min(plan.cpu - used_cpu);
         let memory = (*memory).min(plan.memory - used_memory);
         used_cpu += cpu;
         used_memory += memory;
@@ -622,21 +600,22 @@ fn bind_pods(shape: &ClusterShape, seed: u64, index: usize, plan: &NodePlan, out
     for (j, w) in weights.iter().enumerate() {
         let share = w / total;
         let cpu = rng
-            .round_to(share * cpu_budget, step.max(50))
-            .min((plan.cpu - used_cpu) / step * step);
+            .round_to(share * cpu_budget, 50)
+            .min((plan.cpu - used_cpu) / CPU_STEP * CPU_STEP);
         let memory = rng
             .round_to(share * memory_budget, 64 * MI)
             .min((plan.memory - used_memory) / MI * MI);
         used_cpu += cpu;
         used_memory += memory;
-        let image = match plan.app_images.as_slice() {
-            [] => app_image(rng.popular(APP_IMAGES)).0,
-            imgs => app_image(*rng.pick(imgs)).0,
+        let image_index = match plan.app_images.as_slice() {
+            [] => rng.popular(APP_IMAGES),
+            imgs => *rng.pick(imgs),
         };
-        let app = APPS[rng.below(APPS.len())];
+        let image = app_image(image_index).0;
+        let app = APPS[image_index % APPS.len()];
         let mut containers = Vec::new();
-        if rng.chance(0.2) && cpu >= 2 * step.max(100) && memory >= 256 * MI {
-            let side_cpu = step.max(100);
+        if rng.chance(0.2) && cpu >= 200 && memory >= 256 * MI {
+            let side_cpu = 100;
             containers.push(container(app, &image, requests(cpu - side_cpu, memory - 128 * MI)));
             containers.push(container("istio-proxy", SIDECAR_IMAGE, requests(side_cpu, 128 * MI)));
         } else {
@@ -707,8 +686,9 @@ enum Flavor {
 fn pending_pod(rng: &mut Rng, flavor: Flavor) -> proto::Pod {
     let zones: Vec<String> = (0..ClusterShape::default().zones).map(zone_name).collect();
     let types = default_instance_types();
-    let step = cpu_step();
-    let app = *rng.pick(APPS);
+    let image_index = rng.popular(APP_IMAGES);
+    let image = app_image(image_index).0;
+    let app = APPS[image_index % APPS.len()];
     let team = *rng.pick(TEAMS);
 
     // Requests: a size class; some pods leave out a resource or request nothing at all.
@@ -721,8 +701,7 @@ fn pending_pod(rng: &mut Rng, flavor: Flavor) -> proto::Pod {
         }
         roll -= s.0;
     }
-    let cpu_choice = *rng.pick(size.1);
-    let mut cpu = rng.round_to(cpu_choice as f64, step);
+    let mut cpu = *rng.pick(size.1);
     let mut memory = *rng.pick(size.2);
     match rng.below(20) {
         0 => (cpu, memory) = (0, 0),
@@ -730,29 +709,24 @@ fn pending_pod(rng: &mut Rng, flavor: Flavor) -> proto::Pod {
         2 => memory = 0,
         _ => {}
     }
-    let image = app_image(rng.popular(APP_IMAGES)).0;
     let mut main = container(app, &image, requests(cpu, memory));
     let mut containers = Vec::new();
     let mut init_containers = Vec::new();
     if rng.chance(0.25) {
-        containers.push(container(
-            "istio-proxy",
-            SIDECAR_IMAGE,
-            requests(rng.round_to(100.0, step), 128 * MI),
-        ));
+        containers.push(container("istio-proxy", SIDECAR_IMAGE, requests(100, 128 * MI)));
     }
     if rng.chance(0.15) {
         init_containers.push(container(
             "migrate",
             &app_image(rng.popular(APP_IMAGES)).0,
-            requests(rng.round_to(500.0, step), 512 * MI),
+            requests(500, 512 * MI),
         ));
     }
     if rng.chance(0.05) {
         let mut log = container(
             "log-shipper",
             "cr.fluentbit.io/fluent/fluent-bit:3.1.9",
-            requests(rng.round_to(50.0, step), 64 * MI),
+            requests(50, 64 * MI),
         );
         log.restart_policy = "Always".into();
         init_containers.push(log);
@@ -772,7 +746,7 @@ fn pending_pod(rng: &mut Rng, flavor: Flavor) -> proto::Pod {
             .push(host_port(port, if port == 7946 { "UDP" } else { "TCP" }));
     }
     if rng.chance(0.02) {
-        overhead = requests(rng.round_to(250.0, step), 120 * MI);
+        overhead = requests(250, 120 * MI);
     }
     containers.insert(0, main);
 
@@ -858,7 +832,7 @@ pub fn distinct_pods(n: usize, seed: u64) -> Vec<proto::Pod> {
             let mut pod = pending_pod(&mut rng, Flavor::Any);
             pod.uid = uid(seed, 2, i as u64);
             let app = pod.labels.get("app").cloned().unwrap_or_default();
-            pod.name = format!("{app}-{}", name_suffix(mix(seed) ^ i as u64, 5));
+            pod.name = format!("{app}-{}", nth_suffix(mix(seed), i as u64));
             pod
         })
         .collect()
@@ -876,7 +850,7 @@ pub fn replica_pods(n: usize, template_seed: u64) -> Vec<proto::Pod> {
         .map(|i| {
             let mut pod = template.clone();
             pod.uid = uid(template_seed, 3, i as u64);
-            pod.name = format!("{app}-{hash}-{}", name_suffix(offset.wrapping_add(i as u64), 5));
+            pod.name = format!("{app}-{hash}-{}", nth_suffix(offset, i as u64));
             pod.labels.insert("pod-template-hash".into(), hash.clone());
             pod
         })
@@ -1041,33 +1015,48 @@ mod tests {
 
     #[test]
     fn quantities_are_written_in_kubernetes_notation() {
-        let k = |amount, unit| quantity_in(QuantityStyle::Kubernetes, amount, unit);
-        assert_eq!(k(250, Unit::MilliCpu), "250m");
-        assert_eq!(k(4000, Unit::MilliCpu), "4");
-        assert_eq!(k(16 * GI, Unit::Bytes), "16Gi");
-        assert_eq!(k(512 * MI, Unit::Bytes), "512Mi");
-        assert_eq!(k(1536 * KI, Unit::Bytes), "1536Ki");
-        assert_eq!(k(1000, Unit::Bytes), "1000");
-        assert_eq!(k(110, Unit::Count), "110");
-        let p = |amount, unit| quantity_in(QuantityStyle::PlainIntegers, amount, unit);
-        assert_eq!(p(4000, Unit::MilliCpu), "4");
-        assert_eq!(p(16 * GI, Unit::Bytes), (16 * GI).to_string());
+        assert_eq!(quantity(250, Unit::MilliCpu), "250m");
+        assert_eq!(quantity(4000, Unit::MilliCpu), "4");
+        assert_eq!(quantity(16 * GI, Unit::Bytes), "16Gi");
+        assert_eq!(quantity(512 * MI, Unit::Bytes), "512Mi");
+        assert_eq!(quantity(1536 * KI, Unit::Bytes), "1536Ki");
+        assert_eq!(quantity(1000, Unit::Bytes), "1000");
+        assert_eq!(quantity(0, Unit::Bytes), "0");
+        assert_eq!(quantity(110, Unit::Count), "110");
     }
 
     #[test]
     fn generated_quantities_parse_to_what_was_meant() {
-        let n = proto::Node {
-            name: "n".into(),
-            allocatable: BTreeMap::from([
-                ("cpu".to_string(), quantity(16 * cpu_step(), Unit::MilliCpu)),
-                ("memory".to_string(), quantity(64 * GI - 1465 * MI, Unit::Bytes)),
-                ("pods".to_string(), quantity(110, Unit::Count)),
-            ]),
-            ..Default::default()
-        };
-        let spec = convert::node("node", &n).unwrap();
-        assert_eq!(spec.allocatable.milli_cpu, 16 * cpu_step());
-        assert_eq!(spec.allocatable.memory, 64 * GI - 1465 * MI);
-        assert_eq!(spec.allowed_pods, 110);
+        for (cpu, memory) in [
+            (250, 512 * MI),
+            (15_760, 64 * GI - 1565 * MI),
+            (4000, 16 * GI),
+            (50, 1000),
+        ] {
+            let n = proto::Node {
+                name: "n".into(),
+                allocatable: BTreeMap::from([
+                    ("cpu".to_string(), quantity(cpu, Unit::MilliCpu)),
+                    ("memory".to_string(), quantity(memory, Unit::Bytes)),
+                    ("pods".to_string(), quantity(110, Unit::Count)),
+                ]),
+                ..Default::default()
+            };
+            let spec = convert::node("node", &n).unwrap();
+            assert_eq!((spec.allocatable.milli_cpu, spec.allocatable.memory), (cpu, memory));
+            assert_eq!(spec.allowed_pods, 110);
+        }
+        let s = cluster(&ClusterShape::with_nodes(20), 1);
+        let cpus: Vec<&String> = s
+            .pods
+            .iter()
+            .flat_map(|p| &p.containers)
+            .filter_map(|c| c.requests.get("cpu"))
+            .collect();
+        assert!(
+            cpus.iter().any(|q| q.ends_with('m')),
+            "millicore requests are written as such"
+        );
+        assert!(s.nodes.iter().all(|n| n.allocatable["memory"].ends_with("Mi")));
     }
 }

@@ -12,7 +12,7 @@ use std::time::Instant;
 use super::model::{tolerated, HostPort, NodeSpec, PodSpec, Taint, TaintEffect, Toleration};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
 use super::resources::ResourceName;
-use super::snapshot::{BoundPod, NodeEntry, NodeUsage, Snapshot};
+use super::snapshot::{image_hash, BoundPod, NodeEntry, NodeUsage, Snapshot, NODE_UNIQUE_LABELS};
 
 /// kube-scheduler's `MaxNodeScore`.
 pub const MAX_NODE_SCORE: i64 = 100;
@@ -174,6 +174,22 @@ struct Candidate {
     total: i64,
 }
 
+/// The static predicates of one pod on one node (or node class): they depend on labels, taints
+/// and cordon only, never on usage.
+#[derive(Debug, Clone, Copy, Default)]
+struct StaticEval {
+    /// NodeUnschedulable rejects.
+    cordoned: bool,
+    /// TaintToleration rejects.
+    untolerated: bool,
+    /// NodeAffinity rejects.
+    mismatched: bool,
+    /// NodeAffinity's raw score.
+    affinity_weight: i64,
+    /// TaintToleration's raw score.
+    prefer_taints: i64,
+}
+
 /// What a pod needs, computed once per pod instead of once per node.
 struct PodPlan<'a> {
     pod: &'a PodSpec,
@@ -183,10 +199,26 @@ struct PodPlan<'a> {
     balanced_requests: Option<Vec<i64>>,
     /// Tolerations with effect PreferNoSchedule or empty, for TaintToleration's score.
     prefer_tolerations: Vec<Toleration>,
-    /// The pod's images present on some node, with the count of nodes having each.
-    images: Vec<(&'a str, i64)>,
+    /// The pod's images present on some node: (hash of the name, count of nodes having it).
+    images: Vec<(u64, i64)>,
     tolerates_unschedulable: bool,
     tie_seed: u64,
+    /// The pod selects on a per-node label or field, so static predicates run node by node.
+    per_node: bool,
+    /// Static predicates per node class (empty when `per_node`).
+    class_evals: Vec<StaticEval>,
+}
+
+/// Whether a pod's node selection names a label unique to each node (or a node field), so node
+/// classes cannot stand for their nodes.
+fn needs_per_node(pod: &PodSpec) -> bool {
+    let unique = |k: &str| NODE_UNIQUE_LABELS.contains(&k);
+    let term_unique = |t: &super::model::SelectorTerm| {
+        !t.match_fields.is_empty() || t.match_expressions.iter().any(|r| unique(&r.key))
+    };
+    pod.node_selector.iter().any(|(k, _)| unique(k))
+        || pod.required_affinity.iter().flatten().any(term_unique)
+        || pod.preferred_affinity.iter().any(|p| term_unique(&p.term))
 }
 
 /// splitmix64's finalizer: a fast, well-mixed 64-bit hash step.
@@ -213,7 +245,7 @@ impl<'a> PodPlan<'a> {
             .iter()
             .filter_map(|name| {
                 let n = snapshot.image_node_count(name);
-                (n > 0).then_some((name.as_str(), i64::from(n)))
+                (n > 0).then_some((image_hash(name), i64::from(n)))
             })
             .collect();
         let unschedulable_taint = Taint {
@@ -222,7 +254,8 @@ impl<'a> PodPlan<'a> {
             effect: TaintEffect::NoSchedule,
         };
         let seed = seed ^ profile.policy.seed;
-        Self {
+        let per_node = needs_per_node(pod);
+        let mut plan = Self {
             pod,
             fit_requests,
             balanced_requests,
@@ -235,6 +268,26 @@ impl<'a> PodPlan<'a> {
             images,
             tolerates_unschedulable: tolerated(&pod.tolerations, &unschedulable_taint),
             tie_seed: mix(seed ^ xxhash_rust::xxh3::xxh3_64(pod.uid.as_bytes())),
+            per_node,
+            class_evals: Vec::new(),
+        };
+        if !per_node {
+            plan.class_evals = snapshot.classes().iter().map(|c| plan.static_eval(c)).collect();
+        }
+        plan
+    }
+
+    /// The static predicates on one node (or a node class's view of its nodes).
+    fn static_eval(&self, node: &NodeSpec) -> StaticEval {
+        let pod = self.pod;
+        StaticEval {
+            cordoned: node.unschedulable && !self.tolerates_unschedulable,
+            untolerated: node.taints.iter().any(|t| {
+                matches!(t.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute) && !tolerated(&pod.tolerations, t)
+            }),
+            mismatched: !pod.matches_node_selector_and_affinity(node),
+            affinity_weight: preferred_affinity_weight(pod, node),
+            prefer_taints: intolerable_prefer_taints(self, node),
         }
     }
 
@@ -247,6 +300,7 @@ impl<'a> PodPlan<'a> {
 fn run_filter(
     plugin: FilterPlugin,
     plan: &PodPlan<'_>,
+    se: &StaticEval,
     node: &NodeSpec,
     usage: &NodeUsage,
     report: &mut impl FnMut(Reason),
@@ -254,7 +308,7 @@ fn run_filter(
     let pod = plan.pod;
     match plugin {
         FilterPlugin::NodeUnschedulable => {
-            if node.unschedulable && !plan.tolerates_unschedulable {
+            if se.cordoned {
                 report(Reason::NodeUnschedulable);
                 return false;
             }
@@ -270,16 +324,13 @@ fn run_filter(
             }
         }
         FilterPlugin::TaintToleration => {
-            let untolerated = node.taints.iter().any(|t| {
-                matches!(t.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute) && !tolerated(&pod.tolerations, t)
-            });
-            if untolerated {
+            if se.untolerated {
                 report(Reason::UntoleratedTaint);
                 return false;
             }
         }
         FilterPlugin::NodeAffinity => {
-            if !pod.matches_node_selector_and_affinity(node) {
+            if se.mismatched {
                 report(Reason::NodeAffinityMismatch);
                 return false;
             }
@@ -488,18 +539,11 @@ const MB: i64 = 1024 * 1024;
 const MIN_IMAGE_THRESHOLD: i64 = 23 * MB;
 const MAX_CONTAINER_IMAGE_THRESHOLD: i64 = 1000 * MB;
 
-/// ImageLocality's score: image sizes present on the node, scaled by how widely they are spread.
-fn image_score(plan: &PodPlan<'_>, node: &NodeSpec, total_nodes: i64) -> i64 {
+/// ImageLocality's score from the node's sum of scaled image sizes (see [`Evaluator::image_sums`]).
+fn image_score(plan: &PodPlan<'_>, sum: i64) -> i64 {
     let containers = plan.pod.images.len() as i64;
-    if plan.images.is_empty() || containers == 0 || total_nodes == 0 {
+    if plan.images.is_empty() || containers == 0 {
         return 0;
-    }
-    let mut sum = 0i64;
-    for (image, num_nodes) in &plan.images {
-        if let Some(size) = node.images.get(*image) {
-            let spread = *num_nodes as f64 / total_nodes as f64;
-            sum = sum.saturating_add((*size as f64 * spread) as i64);
-        }
     }
     let max_threshold = MAX_CONTAINER_IMAGE_THRESHOLD * containers;
     let clamped = sum.clamp(MIN_IMAGE_THRESHOLD, max_threshold);
@@ -623,6 +667,8 @@ pub struct Evaluator<'a> {
     profile: &'a Profile,
     snapshot: &'a Snapshot,
     candidates: Vec<Candidate>,
+    /// Per node, the sum of the current pod's image sizes there, each scaled by its spread.
+    image_sums: Vec<i64>,
 }
 
 impl<'a> Evaluator<'a> {
@@ -632,6 +678,28 @@ impl<'a> Evaluator<'a> {
             profile,
             snapshot,
             candidates: Vec::with_capacity(snapshot.nodes().len()),
+            image_sums: Vec::new(),
+        }
+    }
+
+    /// Adds (or with `sign` −1 removes) the pod's scaled image sizes on the nodes that have them,
+    /// walking the snapshot's image index instead of looking images up node by node.
+    fn image_sums(&mut self, plan: &PodPlan<'_>, sign: i64) {
+        if plan.images.is_empty() || !self.profile.score_plugins.iter().any(|(p, _)| *p == ScorePlugin::ImageLocality) {
+            return;
+        }
+        let total_nodes = self.snapshot.nodes().len();
+        if self.image_sums.len() != total_nodes {
+            self.image_sums = vec![0; total_nodes];
+        }
+        let postings = self.snapshot.image_postings();
+        for (image, num_nodes) in &plan.images {
+            let spread = *num_nodes as f64 / total_nodes as f64;
+            for (i, size) in postings.get(image).map(Vec::as_slice).unwrap_or(&[]) {
+                let v = (*size as f64 * spread) as i64;
+                let slot = &mut self.image_sums[*i as usize];
+                *slot = if sign > 0 { slot.saturating_add(v) } else { 0 };
+            }
         }
     }
 
@@ -644,17 +712,24 @@ impl<'a> Evaluator<'a> {
         on_reject: &mut impl FnMut(usize, FilterPlugin, Reason),
     ) -> Result<(), ()> {
         self.candidates.clear();
+        self.image_sums(plan, 1);
         let profile = self.profile;
-        let total_nodes = self.snapshot.nodes().len() as i64;
-        for (i, entry) in self.snapshot.nodes().iter().enumerate() {
+        let snapshot = self.snapshot;
+        for (i, entry) in snapshot.nodes().iter().enumerate() {
             if i % 4096 == 4095 && deadline.passed() {
+                self.image_sums(plan, -1);
                 return Err(());
             }
             let node = &*entry.spec;
             let u = usage.get(i);
+            let se = if plan.per_node {
+                plan.static_eval(node)
+            } else {
+                plan.class_evals[entry.class as usize]
+            };
             let mut feasible = true;
             for &f in &profile.policy.filters {
-                if !run_filter(f, plan, node, u, &mut |r| on_reject(i, f, r)) {
+                if !run_filter(f, plan, &se, node, u, &mut |r| on_reject(i, f, r)) {
                     feasible = false;
                     break;
                 }
@@ -670,9 +745,9 @@ impl<'a> Evaluator<'a> {
                         Some(req) => balanced_score(profile, req, node, u),
                         None => 0,
                     },
-                    ScorePlugin::NodeAffinity => preferred_affinity_weight(plan.pod, node),
-                    ScorePlugin::TaintToleration => intolerable_prefer_taints(plan, node),
-                    ScorePlugin::ImageLocality => image_score(plan, node, total_nodes),
+                    ScorePlugin::NodeAffinity => se.affinity_weight,
+                    ScorePlugin::TaintToleration => se.prefer_taints,
+                    ScorePlugin::ImageLocality => image_score(plan, self.image_sums.get(i).copied().unwrap_or(0)),
                 };
             }
             self.candidates.push(Candidate {
@@ -681,6 +756,7 @@ impl<'a> Evaluator<'a> {
                 total: 0,
             });
         }
+        self.image_sums(plan, -1);
         self.normalize();
         Ok(())
     }
@@ -791,9 +867,11 @@ impl<'a> Evaluator<'a> {
                 return Err(timeout);
             }
             let plan = PodPlan::new(self.profile, self.snapshot, pod, seed);
-            let mut reasons: HashMap<Reason, u32> = HashMap::new();
-            self.evaluate(&plan, &usage, deadline, &mut |_, _, r| {
-                *reasons.entry(r).or_default() += 1
+            // Few distinct reasons occur: a short list beats hashing one per rejected node.
+            let mut reasons: Vec<(Reason, u32)> = Vec::new();
+            self.evaluate(&plan, &usage, deadline, &mut |_, _, r| match reasons.iter_mut().find(|(x, _)| *x == r) {
+                Some((_, n)) => *n += 1,
+                None => reasons.push((r, 1)),
             })
             .map_err(|()| timeout)?;
             let nodes = self.snapshot.nodes();
@@ -811,7 +889,10 @@ impl<'a> Evaluator<'a> {
                     });
                     usage.assume(i, pod);
                 }
-                None => out.push(Decision::Unschedulable(Diagnosis { node_count, reasons })),
+                None => out.push(Decision::Unschedulable(Diagnosis {
+                    node_count,
+                    reasons: reasons.into_iter().collect(),
+                })),
             }
         }
         Ok(out)

@@ -675,3 +675,45 @@ proptest! {
         }
     }
 }
+
+// ---- Node classes ----
+
+#[test]
+fn nodes_differing_only_by_hostname_share_a_class_yet_hostname_selection_works() {
+    let mk = |name: &str, zone: &str| {
+        let mut n = node(name, 1000, 1000);
+        n.labels.insert("kubernetes.io/hostname".into(), name.into());
+        n.labels.insert("zone".into(), zone.into());
+        n
+    };
+    let snap = snapshot(vec![mk("a", "z1"), mk("b", "z1"), mk("c", "z2")]);
+    assert_eq!(snap.classes().len(), 2, "a and b share a class; c has its own");
+    let mut p = pod("p", 0, 0);
+    p.node_selector = vec![("kubernetes.io/hostname".into(), "b".into())];
+    let r = rank(&snap, &p);
+    assert_eq!(r.feasible.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(), ["b"]);
+    let mut q = pod("q", 0, 0);
+    q.required_affinity = Some(vec![label_term("zone", SelectorOp::In(vec!["z1".into()]))]);
+    let r = rank(&snap, &q);
+    assert_eq!(r.feasible.len(), 2);
+    assert_eq!(r.rejected.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(), ["c"]);
+}
+
+#[test]
+fn a_delta_that_relabels_a_node_moves_it_to_another_class() {
+    let mut a = node("a", 1000, 1000);
+    a.labels.insert("zone".into(), "z1".into());
+    let snap = snapshot(vec![a.clone(), node("b", 1000, 1000)]);
+    let mut p = pod("p", 0, 0);
+    p.node_selector = vec![("zone".into(), "z2".into())];
+    assert_eq!(rank(&snap, &p).feasible_count, 0);
+    a.labels.insert("zone".into(), "z2".into());
+    let next = snap
+        .apply(crate::engine::snapshot::Delta {
+            upsert_nodes: vec![a],
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(rank(&next, &p).feasible.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(), ["a"]);
+    assert_eq!(rank(&snap, &p).feasible_count, 0, "the base snapshot is unchanged");
+}

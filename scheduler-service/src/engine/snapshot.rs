@@ -87,6 +87,10 @@ impl BoundPod {
     }
 }
 
+/// Label keys whose value is unique per node. They are left out of node classes; a pod whose
+/// selector or affinity names one is evaluated node by node instead of class by class.
+pub const NODE_UNIQUE_LABELS: &[&str] = &["kubernetes.io/hostname"];
+
 /// A node with the usage of its pods.
 #[derive(Debug, Clone)]
 pub struct NodeEntry {
@@ -94,6 +98,10 @@ pub struct NodeEntry {
     pub spec: Arc<NodeSpec>,
     /// Hash of the node name, for tie-breaking.
     pub name_hash: u64,
+    /// Index of the node's class in [`Snapshot::classes`].
+    pub class: u32,
+    /// The node's images as (hash of the name, size in bytes), sorted by hash.
+    pub images: Arc<[(u64, i64)]>,
     /// Usage of the pods bound to it.
     pub usage: NodeUsage,
 }
@@ -147,7 +155,61 @@ pub struct Snapshot {
     orphans: imbl::HashMap<Arc<str>, NodeUsage>,
     /// Image name to the number of nodes that have it.
     image_nodes: imbl::HashMap<Arc<str>, u32>,
+    /// Node classes (append-only within a lineage of deltas): the static view of a node.
+    classes: imbl::Vector<Arc<NodeSpec>>,
+    /// Class key hash to the classes with that hash.
+    class_index: imbl::HashMap<u64, Vec<u32>>,
+    /// Image hash to (node index, image size) for every node having it; built on first use,
+    /// because node indices change with every delta.
+    image_postings: std::sync::OnceLock<std::collections::HashMap<u64, Vec<(u32, i64)>>>,
     approx_bytes: usize,
+}
+
+/// Hash of an image name, for the per-node image index.
+pub fn image_hash(name: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(name.as_bytes())
+}
+
+/// The static view of a node that its class shares: labels but the unique ones, taints, cordon.
+fn class_view(spec: &NodeSpec) -> NodeSpec {
+    NodeSpec {
+        name: String::new(),
+        labels: spec
+            .labels
+            .iter()
+            .filter(|(k, _)| !NODE_UNIQUE_LABELS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        taints: spec.taints.clone(),
+        unschedulable: spec.unschedulable,
+        ..NodeSpec::default()
+    }
+}
+
+fn class_hash(view: &NodeSpec) -> u64 {
+    let mut labels: Vec<(&String, &String)> = view.labels.iter().collect();
+    labels.sort_unstable();
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for (k, v) in labels {
+        h.update(k.as_bytes());
+        h.update(&[0]);
+        h.update(v.as_bytes());
+        h.update(&[1]);
+    }
+    for t in &view.taints {
+        h.update(t.key.as_bytes());
+        h.update(&[0]);
+        h.update(t.value.as_bytes());
+        h.update(&[t.effect as u8 + 2]);
+    }
+    h.update(&[u8::from(view.unschedulable)]);
+    h.digest()
+}
+
+fn image_index(spec: &NodeSpec) -> Arc<[(u64, i64)]> {
+    let mut v: Vec<(u64, i64)> = spec.images.iter().map(|(n, s)| (image_hash(n), *s)).collect();
+    v.sort_unstable();
+    v.into()
 }
 
 /// Hash of a node name used to break score ties; stable across processes and versions.
@@ -174,11 +236,7 @@ impl Snapshot {
             .map(|spec| {
                 snap.count_images(&spec, 1);
                 snap.approx_bytes += spec.approx_bytes() + std::mem::size_of::<NodeEntry>() + 16;
-                NodeEntry {
-                    name_hash: name_hash(&spec.name),
-                    spec: Arc::new(spec),
-                    usage: NodeUsage::default(),
-                }
+                snap.entry(spec, NodeUsage::default())
             })
             .collect();
         entries.sort_unstable_by(|a, b| a.spec.name.cmp(&b.spec.name));
@@ -227,6 +285,7 @@ impl Snapshot {
             }
         }
         let mut next = self.clone();
+        next.image_postings = std::sync::OnceLock::new();
         for uid in &delta.remove_pod_uids {
             next.remove_pod(uid);
         }
@@ -244,15 +303,12 @@ impl Snapshot {
                     next.approx_bytes = next
                         .approx_bytes
                         .saturating_sub(old.approx_bytes() + std::mem::size_of::<NodeEntry>() + 16);
-                    Arc::make_mut(&mut next.nodes[i]).spec = Arc::new(spec);
+                    let usage = next.nodes[i].usage.clone();
+                    next.nodes[i] = Arc::new(next.entry(spec, usage));
                 }
                 Err(_) => {
                     let usage = next.orphans.remove(spec.name.as_str()).unwrap_or_default();
-                    added.push(Arc::new(NodeEntry {
-                        name_hash: name_hash(&spec.name),
-                        spec: Arc::new(spec),
-                        usage,
-                    }));
+                    added.push(Arc::new(next.entry(spec, usage)));
                 }
             }
         }
@@ -267,6 +323,45 @@ impl Snapshot {
             }
         }
         Ok(next)
+    }
+
+    /// A node entry, with its class found or added.
+    fn entry(&mut self, spec: NodeSpec, usage: NodeUsage) -> NodeEntry {
+        let view = class_view(&spec);
+        let hash = class_hash(&view);
+        let existing = self
+            .class_index
+            .get(&hash)
+            .and_then(|ids| {
+                ids.iter().copied().find(|&id| {
+                    let c = &self.classes[id as usize];
+                    c.labels == view.labels && c.taints == view.taints && c.unschedulable == view.unschedulable
+                })
+            });
+        let class = match existing {
+            Some(id) => id,
+            None => {
+                let id = self.classes.len() as u32;
+                self.approx_bytes += view.approx_bytes() + 16;
+                self.classes.push_back(Arc::new(view));
+                self.class_index.entry(hash).or_default().push(id);
+                id
+            }
+        };
+        NodeEntry {
+            name_hash: name_hash(&spec.name),
+            class,
+            images: image_index(&spec),
+            spec: Arc::new(spec),
+            usage,
+        }
+    }
+
+    /// Node classes: nodes with equal labels (but [`NODE_UNIQUE_LABELS`]), taints and cordon
+    /// share one, so static predicates are evaluated once per class. May hold classes no node
+    /// uses any more.
+    pub fn classes(&self) -> &imbl::Vector<Arc<NodeSpec>> {
+        &self.classes
     }
 
     fn position(&self, name: &str) -> Result<usize, usize> {
@@ -331,6 +426,19 @@ impl Snapshot {
                 None => {}
             }
         }
+    }
+
+    /// For each image (by hash), the nodes that have it, as (index in [`Snapshot::nodes`], size).
+    pub fn image_postings(&self) -> &std::collections::HashMap<u64, Vec<(u32, i64)>> {
+        self.image_postings.get_or_init(|| {
+            let mut m: std::collections::HashMap<u64, Vec<(u32, i64)>> = std::collections::HashMap::new();
+            for (i, e) in self.nodes.iter().enumerate() {
+                for (h, size) in e.images.iter() {
+                    m.entry(*h).or_default().push((i as u32, *size));
+                }
+            }
+            m
+        })
     }
 
     /// Nodes sorted by name.

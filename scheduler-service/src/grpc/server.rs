@@ -5,6 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
+use tonic::codegen::http;
 use tokio_stream::wrappers::TcpListenerStream;
 
 use super::metrics::Metrics;
@@ -44,6 +45,23 @@ pub enum ServeError {
     Transport(#[from] tonic::transport::Error),
 }
 
+/// Rewrites tonic's OUT_OF_RANGE for a request over the size limit to RESOURCE_EXHAUSTED, the code
+/// gRPC's own implementations (C++, Java, Go) answer, so every client sees the standard status.
+fn size_limit_status<B>(mut response: http::Response<B>) -> http::Response<B> {
+    let headers = response.headers();
+    let too_large = headers.get("grpc-status").is_some_and(|v| v == "11")
+        && headers
+            .get("grpc-message")
+            .and_then(|m| m.to_str().ok())
+            .is_some_and(|m| m.contains("message%20length%20too%20large") || m.contains("message length too large"));
+    if too_large {
+        response
+            .headers_mut()
+            .insert("grpc-status", http::HeaderValue::from_static("8"));
+    }
+    response
+}
+
 /// Serves PlacementService, health and reflection on `listener` until `shutdown` resolves, then
 /// stops accepting calls, reports NOT_SERVING and waits for in-flight calls to finish.
 pub async fn serve(
@@ -75,6 +93,7 @@ pub async fn serve(
             .await;
     };
     tonic::transport::Server::builder()
+        .layer(tower::util::MapResponseLayer::new(size_limit_status::<tonic::body::Body>))
         .add_service(health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
