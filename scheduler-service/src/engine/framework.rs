@@ -12,7 +12,7 @@ use std::time::Instant;
 use super::model::{tolerated, HostPort, NodeSpec, PodSpec, Taint, TaintEffect, Toleration};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
 use super::resources::ResourceName;
-use super::snapshot::{image_hash, BoundPod, NodeEntry, NodeUsage, Snapshot, NODE_UNIQUE_LABELS};
+use super::snapshot::{image_hash, BoundPod, NodeEntry, NodeHot, NodeUsage, Snapshot, NODE_UNIQUE_LABELS};
 
 /// kube-scheduler's `MaxNodeScore`.
 pub const MAX_NODE_SCORE: i64 = 100;
@@ -291,9 +291,17 @@ impl<'a> PodPlan<'a> {
         }
     }
 
-    fn tie_break(&self, entry: &NodeEntry) -> u64 {
-        mix(self.tie_seed ^ entry.name_hash)
+    fn tie_break(&self, name_hash: u64) -> u64 {
+        mix(self.tie_seed ^ name_hash)
     }
+}
+
+/// The node as one evaluation sees it: its hot fields, and the entry and detailed usage for the
+/// rare checks that need them (host ports, extended resources, a pinned node name).
+struct NodeView<'n> {
+    hot: &'n NodeHot,
+    entry: &'n NodeEntry,
+    usage: &'n NodeUsage,
 }
 
 /// Runs one filter; reports its reasons and returns false when the node is rejected.
@@ -301,8 +309,7 @@ fn run_filter(
     plugin: FilterPlugin,
     plan: &PodPlan<'_>,
     se: &StaticEval,
-    node: &NodeSpec,
-    usage: &NodeUsage,
+    node: &NodeView<'_>,
     report: &mut impl FnMut(Reason),
 ) -> bool {
     let pod = plan.pod;
@@ -317,7 +324,7 @@ fn run_filter(
             if pod
                 .node_name
                 .as_deref()
-                .is_some_and(|n| !n.is_empty() && n != node.name)
+                .is_some_and(|n| !n.is_empty() && n != node.entry.spec.name)
             {
                 report(Reason::NodeNameMismatch);
                 return false;
@@ -336,24 +343,24 @@ fn run_filter(
             }
         }
         FilterPlugin::NodePorts => {
-            if ports_conflict(&pod.host_ports, &usage.host_ports) {
+            if ports_conflict(&pod.host_ports, &node.usage.host_ports) {
                 report(Reason::NodePortsConflict);
                 return false;
             }
         }
-        FilterPlugin::NodeResourcesFit => return fits(pod, node, usage, report),
+        FilterPlugin::NodeResourcesFit => return fits(pod, node, report),
     }
     true
 }
-
 fn ports_conflict(wanted: &[HostPort], used: &[HostPort]) -> bool {
     !wanted.is_empty() && wanted.iter().any(|w| used.iter().any(|u| w.conflicts(u)))
 }
 
 /// kube-scheduler's `fitsRequest`: the pod count, then each requested resource.
-fn fits(pod: &PodSpec, node: &NodeSpec, usage: &NodeUsage, report: &mut impl FnMut(Reason)) -> bool {
+fn fits(pod: &PodSpec, node: &NodeView<'_>, report: &mut impl FnMut(Reason)) -> bool {
+    let h = node.hot;
     let mut ok = true;
-    if usage.pod_count + 1 > node.allowed_pods {
+    if h.pod_count + 1 > h.allowed_pods {
         report(Reason::TooManyPods);
         ok = false;
     }
@@ -361,77 +368,62 @@ fn fits(pod: &PodSpec, node: &NodeSpec, usage: &NodeUsage, report: &mut impl FnM
     if req.is_zero() {
         return ok;
     }
-    let alloc = &node.allocatable;
-    let used = &usage.requested;
     let mut check = |want: i64, have: i64, used: i64, name: &ResourceName| {
         if want > 0 && want > have.saturating_sub(used) {
             report(Reason::Insufficient(name.clone()));
             ok = false;
         }
     };
-    check(req.milli_cpu, alloc.milli_cpu, used.milli_cpu, &ResourceName::Cpu);
-    check(req.memory, alloc.memory, used.memory, &ResourceName::Memory);
+    check(req.milli_cpu, h.alloc_cpu, h.req_cpu, &ResourceName::Cpu);
+    check(req.memory, h.alloc_memory, h.req_memory, &ResourceName::Memory);
     check(
         req.ephemeral_storage,
-        alloc.ephemeral_storage,
-        used.ephemeral_storage,
+        h.alloc_ephemeral,
+        h.req_ephemeral,
         &ResourceName::EphemeralStorage,
     );
     for (name, want) in &req.scalars {
         check(
             *want,
-            alloc.scalar(name),
-            used.scalar(name),
+            node.entry.spec.allocatable.scalar(name),
+            node.usage.requested.scalar(name),
             &ResourceName::Scalar(name.clone()),
         );
     }
     ok
 }
-
 /// kube-scheduler's `calculateResourceAllocatableRequest`: (allocatable, requested after placing the pod).
 fn allocatable_and_requested(
     resource: &ResourceName,
-    node: &NodeSpec,
-    usage: &NodeUsage,
+    node: &NodeView<'_>,
     pod_request: i64,
     use_requested: bool,
 ) -> (i64, i64) {
+    let h = node.hot;
     match resource {
         ResourceName::Cpu => {
-            let used = if use_requested {
-                usage.requested.milli_cpu
-            } else {
-                usage.non_zero_cpu
-            };
-            (node.allocatable.milli_cpu, used.saturating_add(pod_request))
+            let used = if use_requested { h.req_cpu } else { h.non_zero_cpu };
+            (h.alloc_cpu, used.saturating_add(pod_request))
         }
         ResourceName::Memory => {
-            let used = if use_requested {
-                usage.requested.memory
-            } else {
-                usage.non_zero_memory
-            };
-            (node.allocatable.memory, used.saturating_add(pod_request))
+            let used = if use_requested { h.req_memory } else { h.non_zero_memory };
+            (h.alloc_memory, used.saturating_add(pod_request))
         }
-        ResourceName::EphemeralStorage => (
-            node.allocatable.ephemeral_storage,
-            usage.requested.ephemeral_storage.saturating_add(pod_request),
-        ),
+        ResourceName::EphemeralStorage => (h.alloc_ephemeral, h.req_ephemeral.saturating_add(pod_request)),
         ResourceName::Pods => (0, 0),
         ResourceName::Scalar(name) => {
             // An extended resource the pod does not request is left out of the score.
             if pod_request == 0 {
                 return (0, 0);
             }
-            let alloc = node.allocatable.scalar(name);
+            let alloc = node.entry.spec.allocatable.scalar(name);
             if alloc == 0 {
                 return (0, 0);
             }
-            (alloc, usage.requested.scalar(name).saturating_add(pod_request))
+            (alloc, node.usage.requested.scalar(name).saturating_add(pod_request))
         }
     }
 }
-
 fn least_requested_score(requested: i64, capacity: i64) -> i64 {
     if capacity == 0 || requested > capacity {
         return 0;
@@ -462,7 +454,7 @@ fn broken_linear(shape: &[ShapePoint], p: i64) -> i64 {
 }
 
 /// NodeResourcesFit's score with the profile's strategy.
-fn fit_score(profile: &Profile, plan: &PodPlan<'_>, node: &NodeSpec, usage: &NodeUsage) -> i64 {
+fn fit_score(profile: &Profile, plan: &PodPlan<'_>, node: &NodeView<'_>) -> i64 {
     let mut node_score = 0i64;
     let mut weight_sum = 0i64;
     let rtcr = matches!(
@@ -470,7 +462,7 @@ fn fit_score(profile: &Profile, plan: &PodPlan<'_>, node: &NodeSpec, usage: &Nod
         ScoringStrategy::RequestedToCapacityRatio { .. }
     );
     for ((resource, weight), pod_request) in profile.fit_resources.iter().zip(&plan.fit_requests) {
-        let (alloc, req) = allocatable_and_requested(resource, node, usage, *pod_request, false);
+        let (alloc, req) = allocatable_and_requested(resource, node, *pod_request, false);
         if alloc == 0 {
             continue;
         }
@@ -504,13 +496,13 @@ fn fit_score(profile: &Profile, plan: &PodPlan<'_>, node: &NodeSpec, usage: &Nod
 }
 
 /// NodeResourcesBalancedAllocation's score: 100 × (1 − standard deviation of the fractions).
-fn balanced_score(profile: &Profile, requests: &[i64], node: &NodeSpec, usage: &NodeUsage) -> i64 {
+fn balanced_score(profile: &Profile, requests: &[i64], node: &NodeView<'_>) -> i64 {
     let mut fractions = [0f64; 8];
     let mut extra = Vec::new();
     let mut n = 0usize;
     let mut total = 0f64;
     for (resource, pod_request) in profile.balanced_resources.iter().zip(requests) {
-        let (alloc, req) = allocatable_and_requested(resource, node, usage, *pod_request, true);
+        let (alloc, req) = allocatable_and_requested(resource, node, *pod_request, true);
         if alloc == 0 {
             continue;
         }
@@ -570,6 +562,8 @@ fn preferred_affinity_weight(pod: &PodSpec, node: &NodeSpec) -> i64 {
 /// Usage of the nodes as a batch goes: the snapshot's, with the batch's placements on top.
 struct BatchUsage<'s> {
     snapshot: &'s Snapshot,
+    /// Hot fields, copied from the snapshot on the first placement of the batch.
+    hot: std::borrow::Cow<'s, [NodeHot]>,
     /// For each node, the slot in `changed` or `u32::MAX` when unchanged.
     slot: Vec<u32>,
     changed: Vec<NodeUsage>,
@@ -579,6 +573,7 @@ impl<'s> BatchUsage<'s> {
     fn new(snapshot: &'s Snapshot) -> Self {
         Self {
             snapshot,
+            hot: std::borrow::Cow::Borrowed(snapshot.hot()),
             slot: Vec::new(),
             changed: Vec::new(),
         }
@@ -607,7 +602,10 @@ impl<'s> BatchUsage<'s> {
             non_zero_memory: pod.non_zero_requests.memory,
             host_ports: pod.host_ports.clone(),
         };
-        self.changed[self.slot[i] as usize].add(&bound);
+        let usage = &mut self.changed[self.slot[i] as usize];
+        usage.add(&bound);
+        let hot = NodeHot::of(&self.snapshot.nodes()[i], usage);
+        self.hot.to_mut()[i] = hot;
     }
 }
 
@@ -685,7 +683,13 @@ impl<'a> Evaluator<'a> {
     /// Adds (or with `sign` −1 removes) the pod's scaled image sizes on the nodes that have them,
     /// walking the snapshot's image index instead of looking images up node by node.
     fn image_sums(&mut self, plan: &PodPlan<'_>, sign: i64) {
-        if plan.images.is_empty() || !self.profile.score_plugins.iter().any(|(p, _)| *p == ScorePlugin::ImageLocality) {
+        if plan.images.is_empty()
+            || !self
+                .profile
+                .score_plugins
+                .iter()
+                .any(|(p, _)| *p == ScorePlugin::ImageLocality)
+        {
             return;
         }
         let total_nodes = self.snapshot.nodes().len();
@@ -715,21 +719,26 @@ impl<'a> Evaluator<'a> {
         self.image_sums(plan, 1);
         let profile = self.profile;
         let snapshot = self.snapshot;
+        let hot = &*usage.hot;
         for (i, entry) in snapshot.nodes().iter().enumerate() {
             if i % 4096 == 4095 && deadline.passed() {
                 self.image_sums(plan, -1);
                 return Err(());
             }
-            let node = &*entry.spec;
-            let u = usage.get(i);
+            let h = &hot[i];
             let se = if plan.per_node {
-                plan.static_eval(node)
+                plan.static_eval(&entry.spec)
             } else {
-                plan.class_evals[entry.class as usize]
+                plan.class_evals[h.class as usize]
+            };
+            let node = NodeView {
+                hot: h,
+                entry,
+                usage: usage.get(i),
             };
             let mut feasible = true;
             for &f in &profile.policy.filters {
-                if !run_filter(f, plan, &se, node, u, &mut |r| on_reject(i, f, r)) {
+                if !run_filter(f, plan, &se, &node, &mut |r| on_reject(i, f, r)) {
                     feasible = false;
                     break;
                 }
@@ -740,9 +749,9 @@ impl<'a> Evaluator<'a> {
             let mut scores = [0i64; MAX_SCORES];
             for (slot, (plugin, _)) in profile.score_plugins.iter().enumerate().take(MAX_SCORES) {
                 scores[slot] = match plugin {
-                    ScorePlugin::NodeResourcesFit => fit_score(profile, plan, node, u),
+                    ScorePlugin::NodeResourcesFit => fit_score(profile, plan, &node),
                     ScorePlugin::NodeResourcesBalancedAllocation => match &plan.balanced_requests {
-                        Some(req) => balanced_score(profile, req, node, u),
+                        Some(req) => balanced_score(profile, req, &node),
                         None => 0,
                     },
                     ScorePlugin::NodeAffinity => se.affinity_weight,
@@ -789,7 +798,10 @@ impl<'a> Evaluator<'a> {
                 c.scores[slot] = s;
             }
         }
-        let weights: Vec<i64> = self.profile.score_plugins.iter().map(|(_, w)| *w).collect();
+        let mut weights = [0i64; MAX_SCORES];
+        for (w, (_, weight)) in weights.iter_mut().zip(&self.profile.score_plugins) {
+            *w = *weight;
+        }
         for c in &mut self.candidates {
             c.total = c.scores.iter().zip(&weights).map(|(s, w)| s * w).sum();
         }
@@ -823,7 +835,8 @@ impl<'a> Evaluator<'a> {
         } else {
             top_k.min(feasible_count)
         };
-        let key = |c: &Candidate| (c.total, plan.tie_break(&nodes[c.index as usize]));
+        let hot = self.snapshot.hot();
+        let key = |c: &Candidate| (c.total, plan.tie_break(hot[c.index as usize].name_hash));
         let cmp = |a: &Candidate, b: &Candidate| key(b).cmp(&key(a));
         if k > 0 && k < feasible_count {
             self.candidates.select_nth_unstable_by(k - 1, cmp);
@@ -867,18 +880,29 @@ impl<'a> Evaluator<'a> {
                 return Err(timeout);
             }
             let plan = PodPlan::new(self.profile, self.snapshot, pod, seed);
-            // Few distinct reasons occur: a short list beats hashing one per rejected node.
+            // Most pods fit somewhere, so reasons are only gathered (in a second pass, from the
+            // same usage) for a pod that fits nowhere.
+            self.evaluate(&plan, &usage, deadline, &mut |_, _, _| {})
+                .map_err(|()| timeout.clone())?;
             let mut reasons: Vec<(Reason, u32)> = Vec::new();
-            self.evaluate(&plan, &usage, deadline, &mut |_, _, r| match reasons.iter_mut().find(|(x, _)| *x == r) {
-                Some((_, n)) => *n += 1,
-                None => reasons.push((r, 1)),
-            })
-            .map_err(|()| timeout)?;
+            if self.candidates.is_empty() {
+                // Few distinct reasons occur: a short list beats hashing one per rejected node.
+                self.evaluate(
+                    &plan,
+                    &usage,
+                    deadline,
+                    &mut |_, _, r| match reasons.iter_mut().find(|(x, _)| *x == r) {
+                        Some((_, n)) => *n += 1,
+                        None => reasons.push((r, 1)),
+                    },
+                )
+                .map_err(|()| timeout)?;
+            }
             let nodes = self.snapshot.nodes();
             let best = self
                 .candidates
                 .iter()
-                .max_by_key(|c| (c.total, plan.tie_break(&nodes[c.index as usize])));
+                .max_by_key(|c| (c.total, plan.tie_break(usage.hot[c.index as usize].name_hash)));
             match best {
                 Some(c) => {
                     let i = c.index as usize;

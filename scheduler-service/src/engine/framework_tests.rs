@@ -714,6 +714,13 @@ fn a_delta_that_relabels_a_node_moves_it_to_another_class() {
             ..Default::default()
         })
         .unwrap();
-    assert_eq!(rank(&next, &p).feasible.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(), ["a"]);
+    assert_eq!(
+        rank(&next, &p)
+            .feasible
+            .iter()
+            .map(|n| n.node.as_str())
+            .collect::<Vec<_>>(),
+        ["a"]
+    );
     assert_eq!(rank(&snap, &p).feasible_count, 0, "the base snapshot is unchanged");
 }

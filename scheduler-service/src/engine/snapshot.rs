@@ -91,6 +91,57 @@ impl BoundPod {
 /// selector or affinity names one is evaluated node by node instead of class by class.
 pub const NODE_UNIQUE_LABELS: &[&str] = &["kubernetes.io/hostname"];
 
+/// The fields of a node and its usage that every evaluation reads, packed so a pass over 5,000
+/// nodes stays in cache; the rest (scalars, host ports, names) is read only when a pod needs it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeHot {
+    /// Allocatable millicores.
+    pub alloc_cpu: i64,
+    /// Allocatable memory bytes.
+    pub alloc_memory: i64,
+    /// Allocatable ephemeral storage bytes.
+    pub alloc_ephemeral: i64,
+    /// Pods the node admits.
+    pub allowed_pods: i64,
+    /// Requested millicores.
+    pub req_cpu: i64,
+    /// Requested memory bytes.
+    pub req_memory: i64,
+    /// Requested ephemeral storage bytes.
+    pub req_ephemeral: i64,
+    /// Requested millicores with scoring defaults.
+    pub non_zero_cpu: i64,
+    /// Requested memory with scoring defaults.
+    pub non_zero_memory: i64,
+    /// Pods on the node.
+    pub pod_count: i64,
+    /// Hash of the node name (tie-breaks).
+    pub name_hash: u64,
+    /// Node class.
+    pub class: u32,
+}
+
+impl NodeHot {
+    /// The hot fields of an entry with the given usage.
+    pub fn of(entry: &NodeEntry, usage: &NodeUsage) -> Self {
+        let a = &entry.spec.allocatable;
+        Self {
+            alloc_cpu: a.milli_cpu,
+            alloc_memory: a.memory,
+            alloc_ephemeral: a.ephemeral_storage,
+            allowed_pods: entry.spec.allowed_pods,
+            req_cpu: usage.requested.milli_cpu,
+            req_memory: usage.requested.memory,
+            req_ephemeral: usage.requested.ephemeral_storage,
+            non_zero_cpu: usage.non_zero_cpu,
+            non_zero_memory: usage.non_zero_memory,
+            pod_count: usage.pod_count,
+            name_hash: entry.name_hash,
+            class: entry.class,
+        }
+    }
+}
+
 /// A node with the usage of its pods.
 #[derive(Debug, Clone)]
 pub struct NodeEntry {
@@ -162,6 +213,8 @@ pub struct Snapshot {
     /// Image hash to (node index, image size) for every node having it; built on first use,
     /// because node indices change with every delta.
     image_postings: std::sync::OnceLock<std::collections::HashMap<u64, Vec<(u32, i64)>>>,
+    /// The hot fields of every node, in node order; built on first use.
+    hot: std::sync::OnceLock<Vec<NodeHot>>,
     approx_bytes: usize,
 }
 
@@ -286,6 +339,7 @@ impl Snapshot {
         }
         let mut next = self.clone();
         next.image_postings = std::sync::OnceLock::new();
+        next.hot = std::sync::OnceLock::new();
         for uid in &delta.remove_pod_uids {
             next.remove_pod(uid);
         }
@@ -329,15 +383,12 @@ impl Snapshot {
     fn entry(&mut self, spec: NodeSpec, usage: NodeUsage) -> NodeEntry {
         let view = class_view(&spec);
         let hash = class_hash(&view);
-        let existing = self
-            .class_index
-            .get(&hash)
-            .and_then(|ids| {
-                ids.iter().copied().find(|&id| {
-                    let c = &self.classes[id as usize];
-                    c.labels == view.labels && c.taints == view.taints && c.unschedulable == view.unschedulable
-                })
-            });
+        let existing = self.class_index.get(&hash).and_then(|ids| {
+            ids.iter().copied().find(|&id| {
+                let c = &self.classes[id as usize];
+                c.labels == view.labels && c.taints == view.taints && c.unschedulable == view.unschedulable
+            })
+        });
         let class = match existing {
             Some(id) => id,
             None => {
@@ -439,6 +490,12 @@ impl Snapshot {
             }
             m
         })
+    }
+
+    /// The hot fields of every node, in the order of [`Snapshot::nodes`].
+    pub fn hot(&self) -> &[NodeHot] {
+        self.hot
+            .get_or_init(|| self.nodes.iter().map(|e| NodeHot::of(e, &e.usage)).collect())
     }
 
     /// Nodes sorted by name.

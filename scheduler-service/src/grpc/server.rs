@@ -5,8 +5,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tonic::codegen::http;
 use tokio_stream::wrappers::TcpListenerStream;
+use tonic::codegen::http;
 
 use super::metrics::Metrics;
 use super::service::{ConfigError, PlacementApi, ServiceConfig};
@@ -93,7 +93,9 @@ pub async fn serve(
             .await;
     };
     tonic::transport::Server::builder()
-        .layer(tower::util::MapResponseLayer::new(size_limit_status::<tonic::body::Body>))
+        .layer(tower::util::MapResponseLayer::new(
+            size_limit_status::<tonic::body::Body>,
+        ))
         .add_service(health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
