@@ -1,0 +1,58 @@
+//! What the binder writes to the cluster, behind a trait so the same scheduling loop drives a real
+//! API server ([`crate::kube_api`]) and the in-memory cluster of `simulate`.
+//!
+//! The objects and words are kube-scheduler's: a Binding; on success the Normal event `Scheduled`
+//! "Successfully assigned ns/pod to node"; when unschedulable the `PodScheduled=False` condition
+//! with reason `Unschedulable` and the decision service's message, and a Warning event
+//! `FailedScheduling` with the same message.
+
+use std::future::Future;
+
+/// Identity of a pod in API calls.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PodRef {
+    /// metadata.namespace.
+    pub namespace: String,
+    /// metadata.name.
+    pub name: String,
+    /// metadata.uid (a Binding carries it, so a recreated pod with the same name is not bound).
+    pub uid: String,
+}
+
+impl PodRef {
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Why a write failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    /// 409: the pod is already bound, or the uid does not match. Never retried.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// 404: the pod is gone. Never retried.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// Anything else (5xx, timeouts, throttling): retried with backoff.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// kube-scheduler's message of a successful binding.
+pub fn scheduled_message(pod: &PodRef, node: &str) -> String {
+    format!("Successfully assigned {}/{} to {}", pod.namespace, pod.name, node)
+}
+
+/// The cluster writes the binder makes.
+pub trait ClusterApi: Send + Sync + 'static {
+    /// `POST pods/{name}/binding` to `node`.
+    fn bind(&self, pod: &PodRef, node: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+
+    /// The Normal event `Scheduled` after a successful binding.
+    fn record_scheduled(&self, pod: &PodRef, node: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+
+    /// `PodScheduled=False` (reason `Unschedulable`, the message) and the Warning event `FailedScheduling`.
+    fn record_unschedulable(&self, pod: &PodRef, message: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+}

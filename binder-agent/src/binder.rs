@@ -1,0 +1,622 @@
+//! The scheduling loop: cluster events in, batches out to a decision replica, Bindings written.
+//!
+//! Decisions are serial (one batch at a time, so every batch sees the assumptions of the ones before
+//! it and no node is overcommitted), while binds run many at a time, bounded and rate limited.
+//! The same loop drives a real API server and the simulation; only the [`ClusterApi`] differs.
+
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use governor::{DefaultDirectRateLimiter, Quota};
+use parking_lot::Mutex;
+use placement_scheduler::grpc::SNAPSHOT_NOT_FOUND;
+use placement_scheduler::proto;
+use tokio::sync::{watch, Notify, Semaphore};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tonic::Code;
+use tonic_types::StatusExt;
+
+use crate::api::{ApiError, ClusterApi, PodRef};
+use crate::metrics::BinderMetrics;
+use crate::model::PodInfo;
+use crate::queue::{QueueConfig, QueuedPod, SchedulingQueue};
+use crate::replicas::{Replica, ReplicaPool};
+use crate::state::ClusterState;
+
+/// A change the watchers (or the simulation) saw.
+// Events are consumed as soon as they are made; boxing the pod would add an allocation per event.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone)]
+pub enum ClusterEvent {
+    /// A node was added or changed.
+    NodeApplied(proto::Node),
+    /// A node was deleted.
+    NodeDeleted(String),
+    /// A pod was added or changed (bound or not, ours or not).
+    PodApplied(PodInfo),
+    /// A pod was deleted.
+    PodDeleted {
+        /// metadata.uid.
+        uid: String,
+    },
+}
+
+/// How the binder batches and binds.
+#[derive(Debug, Clone)]
+pub struct BinderConfig {
+    /// Scheduler names whose pods this binder places.
+    pub scheduler_names: Vec<String>,
+    /// Most pods per decision call.
+    pub batch_size: usize,
+    /// How long to wait for a batch to fill once a pod is ready.
+    pub batch_window: Duration,
+    /// Binds in flight at once.
+    pub bind_concurrency: usize,
+    /// API writes per second (bindings, events, status patches); 0 for no limit.
+    pub api_qps: u32,
+    /// Burst above `api_qps`.
+    pub api_burst: u32,
+    /// Policy name sent with each batch (empty: the service's default).
+    pub policy: String,
+    /// Tie-break seed sent with each batch.
+    pub seed: u64,
+    /// Queue timing.
+    pub queue: QueueConfig,
+}
+
+impl Default for BinderConfig {
+    fn default() -> Self {
+        Self {
+            scheduler_names: vec!["placement-scheduler".into()],
+            batch_size: 256,
+            batch_window: Duration::from_millis(5),
+            bind_concurrency: 64,
+            api_qps: 0,
+            api_burst: 100,
+            policy: String::new(),
+            seed: 0,
+            queue: QueueConfig::default(),
+        }
+    }
+}
+
+/// Why a batch got no decision.
+#[derive(Debug, thiserror::Error)]
+pub enum DecideError {
+    /// No replica is configured or resolvable.
+    #[error("no decision replica available")]
+    NoReplica,
+    /// Every replica tried failed; the last error.
+    #[error("every decision replica failed; last error: {0}")]
+    AllFailed(String),
+}
+
+struct Shared<A> {
+    config: BinderConfig,
+    api: A,
+    replicas: Arc<ReplicaPool>,
+    metrics: Arc<BinderMetrics>,
+    state: Mutex<ClusterState>,
+    queue: Mutex<SchedulingQueue>,
+    wake: Notify,
+    leader: watch::Receiver<bool>,
+    binds: Arc<Semaphore>,
+    limiter: Option<DefaultDirectRateLimiter>,
+    synced: AtomicBool,
+}
+
+/// The binder: feed it events with [`Binder::handle`], drive it with [`Binder::run`].
+pub struct Binder<A> {
+    shared: Arc<Shared<A>>,
+}
+
+impl<A> Clone for Binder<A> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+fn pod_ref(p: &proto::Pod) -> PodRef {
+    PodRef {
+        namespace: p.namespace.clone(),
+        name: p.name.clone(),
+        uid: p.uid.clone(),
+    }
+}
+
+fn is_snapshot_not_found(status: &tonic::Status) -> bool {
+    status.code() == Code::NotFound
+        && status
+            .get_details_error_info()
+            .is_some_and(|i| i.reason == SNAPSHOT_NOT_FOUND)
+}
+
+/// The index of the pod named by an INVALID_ARGUMENT field path like `pods[3].containers…`.
+fn invalid_pod_index(status: &tonic::Status) -> Option<usize> {
+    if status.code() != Code::InvalidArgument {
+        return None;
+    }
+    let rest = status.message().strip_prefix("pods[")?;
+    rest[..rest.find(']')?].parse().ok()
+}
+
+impl<A: ClusterApi> Binder<A> {
+    /// A binder writing through `api`, deciding with `replicas`, binding only while `leader` is true.
+    pub fn new(
+        config: BinderConfig,
+        api: A,
+        replicas: Arc<ReplicaPool>,
+        metrics: Arc<BinderMetrics>,
+        leader: watch::Receiver<bool>,
+    ) -> Self {
+        let limiter = NonZeroU32::new(config.api_qps).map(|qps| {
+            let burst = NonZeroU32::new(config.api_burst).unwrap_or(qps);
+            governor::RateLimiter::direct(Quota::per_second(qps).allow_burst(burst))
+        });
+        Self {
+            shared: Arc::new(Shared {
+                binds: Arc::new(Semaphore::new(config.bind_concurrency.max(1))),
+                queue: Mutex::new(SchedulingQueue::new(config.queue.clone())),
+                config,
+                api,
+                replicas,
+                metrics,
+                state: Mutex::new(ClusterState::new()),
+                wake: Notify::new(),
+                leader,
+                limiter,
+                synced: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The writer (the API server client or the in-memory cluster).
+    pub fn api(&self) -> &A {
+        &self.shared.api
+    }
+
+    /// Metrics.
+    pub fn metrics(&self) -> &Arc<BinderMetrics> {
+        &self.shared.metrics
+    }
+
+    /// Marks the initial lists done: the binder is ready once it also has a replica.
+    pub fn set_synced(&self) {
+        self.shared.synced.store(true, Ordering::Relaxed);
+        self.shared.wake.notify_one();
+    }
+
+    /// Ready: caches synced and at least one decision replica in.
+    pub fn is_ready(&self) -> bool {
+        self.shared.synced.load(Ordering::Relaxed) && self.shared.replicas.ready_count() > 0
+    }
+
+    /// Pods pending anywhere in the queue (in flight included).
+    pub fn pending(&self) -> usize {
+        self.shared.queue.lock().len()
+    }
+
+    /// Queue sizes.
+    pub fn queue_counts(&self) -> crate::queue::QueueCounts {
+        self.shared.queue.lock().counts()
+    }
+
+    /// Assumed placements not yet seen bound.
+    pub fn assumed(&self) -> usize {
+        self.shared.state.lock().assumed_count()
+    }
+
+    fn ours(&self, info: &PodInfo) -> bool {
+        self.shared.config.scheduler_names.contains(&info.scheduler_name)
+    }
+
+    fn update_queue_gauges(&self, q: &SchedulingQueue) {
+        self.shared.metrics.set_pending(q.counts());
+    }
+
+    /// Applies one cluster event to the state and the queue.
+    pub fn handle(&self, event: ClusterEvent) {
+        let now = Instant::now();
+        let s = &self.shared;
+        match event {
+            ClusterEvent::NodeApplied(node) => {
+                let changed = {
+                    let mut st = s.state.lock();
+                    let before = st.version();
+                    st.apply_node(node);
+                    st.version() != before
+                };
+                if changed {
+                    let mut q = s.queue.lock();
+                    q.move_all_unschedulable(now);
+                    self.update_queue_gauges(&q);
+                }
+            }
+            ClusterEvent::NodeDeleted(name) => s.state.lock().delete_node(&name),
+            ClusterEvent::PodDeleted { uid } => {
+                let freed = s.state.lock().delete_pod(&uid);
+                let mut q = s.queue.lock();
+                q.remove(&uid);
+                if freed {
+                    q.move_all_unschedulable(now);
+                }
+                self.update_queue_gauges(&q);
+            }
+            ClusterEvent::PodApplied(info) => {
+                let uid = info.spec.uid.clone();
+                if info.terminal {
+                    // A finished pod no longer uses its node.
+                    let freed = s.state.lock().delete_pod(&uid);
+                    let mut q = s.queue.lock();
+                    q.remove(&uid);
+                    if freed {
+                        q.move_all_unschedulable(now);
+                    }
+                    self.update_queue_gauges(&q);
+                } else if info.node_name().is_some() {
+                    s.state.lock().apply_bound_pod(info.spec);
+                    let mut q = s.queue.lock();
+                    q.remove(&uid);
+                    self.update_queue_gauges(&q);
+                } else if self.ours(&info) && !info.deleting {
+                    // A stale unbound view of a pod we already decided is ignored until the watch
+                    // shows the binding or the bind fails.
+                    if s.state.lock().is_assumed(&uid) {
+                        return;
+                    }
+                    let mut q = s.queue.lock();
+                    q.add_or_update(info, now);
+                    self.update_queue_gauges(&q);
+                    drop(q);
+                    s.wake.notify_one();
+                } else {
+                    let mut q = s.queue.lock();
+                    q.remove(&uid);
+                    self.update_queue_gauges(&q);
+                }
+            }
+        }
+    }
+
+    /// Runs the loop until `shutdown` resolves, then stops taking work and waits for in-flight binds.
+    pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut tasks = JoinSet::new();
+        let mut leader = self.shared.leader.clone();
+        // Once the leader's sender is gone its value is final; stop waiting for changes to it.
+        let mut leader_open = true;
+        loop {
+            while tasks.try_join_next().is_some() {}
+            if !*leader.borrow_and_update() {
+                tokio::select! {
+                    () = &mut shutdown => break,
+                    r = leader.changed(), if leader_open => if r.is_err() { break } else { continue },
+                }
+            }
+            let ready = self.shared.queue.lock().ready(Instant::now());
+            if ready == 0 || !self.shared.synced.load(Ordering::Relaxed) {
+                let wakeup = self.shared.queue.lock().next_wakeup();
+                let sleep = tokio::time::sleep_until(wakeup.unwrap_or_else(|| Instant::now() + Duration::from_secs(1)));
+                tokio::select! {
+                    () = &mut shutdown => break,
+                    () = self.shared.wake.notified() => {},
+                    () = sleep => {},
+                    r = leader.changed(), if leader_open => leader_open = r.is_ok(),
+                }
+                continue;
+            }
+            if ready < self.shared.config.batch_size && !self.shared.config.batch_window.is_zero() {
+                tokio::select! {
+                    () = &mut shutdown => break,
+                    () = tokio::time::sleep(self.shared.config.batch_window) => {},
+                }
+            }
+            let batch = {
+                let mut q = self.shared.queue.lock();
+                let b = q.pop_batch(self.shared.config.batch_size, Instant::now());
+                self.update_queue_gauges(&q);
+                b
+            };
+            if !batch.is_empty() {
+                self.schedule_batch(batch, &mut tasks).await;
+            }
+        }
+        tracing::info!(in_flight = tasks.len(), "binder stopping: finishing in-flight binds");
+        while tasks.join_next().await.is_some() {}
+    }
+
+    /// Decides one batch and starts its binds.
+    async fn schedule_batch(&self, batch: Vec<QueuedPod>, tasks: &mut JoinSet<()>) {
+        let s = &self.shared;
+        let policy = if s.config.policy.is_empty() {
+            "default"
+        } else {
+            s.config.policy.as_str()
+        };
+        s.metrics.batch_size.observe(batch.len() as f64);
+        let mut pods: Vec<proto::Pod> = batch.iter().map(|p| p.info.spec.clone()).collect();
+        let mut rejected: Vec<(usize, String)> = Vec::new();
+        let started = Instant::now();
+        let response = loop {
+            match self.decide(&pods).await {
+                Ok(r) => break Some(r),
+                Err(Ok(status)) => {
+                    // One invalid pod must not block the batch: report it and decide the rest.
+                    if let Some(i) = invalid_pod_index(&status).filter(|i| *i < pods.len()) {
+                        let uid = pods.remove(i).uid;
+                        rejected.push((
+                            batch.iter().position(|p| p.info.spec.uid == uid).unwrap_or(0),
+                            status.message().to_string(),
+                        ));
+                        if pods.is_empty() {
+                            break None;
+                        }
+                        continue;
+                    }
+                    tracing::warn!(error = %status, "decision failed on every replica");
+                    break None;
+                }
+                Err(Err(e)) => {
+                    tracing::warn!(error = %e, "no decision");
+                    break None;
+                }
+            }
+        };
+        s.metrics.decision_duration.observe(started.elapsed().as_secs_f64());
+        let now = Instant::now();
+        for (i, message) in rejected {
+            let p = &batch[i];
+            s.queue.lock().unschedulable(&p.info.spec.uid, now);
+            s.metrics.attempt(policy, "error");
+            self.spawn_unschedulable(tasks, pod_ref(&p.info.spec), format!("invalid pod: {message}"));
+        }
+        let Some(response) = response else {
+            let mut q = s.queue.lock();
+            for p in &batch {
+                if q.place_of(&p.info.spec.uid) == Some(crate::queue::Place::InFlight) {
+                    q.backoff(&p.info.spec.uid, now);
+                    s.metrics.attempt(policy, "error");
+                }
+            }
+            self.update_queue_gauges(&q);
+            return;
+        };
+        let by_uid: std::collections::HashMap<&str, &QueuedPod> =
+            batch.iter().map(|p| (p.info.spec.uid.as_str(), p)).collect();
+        let mut answered = std::collections::HashSet::new();
+        for placement in response.placements {
+            let Some(qp) = by_uid.get(placement.pod_uid.as_str()) else {
+                continue;
+            };
+            answered.insert(placement.pod_uid.clone());
+            use proto::placement::Outcome;
+            match placement.outcome {
+                Some(Outcome::NodeName(node)) => {
+                    s.state.lock().assume(qp.info.spec.clone(), &node);
+                    self.spawn_bind(tasks, (*qp).clone(), node);
+                }
+                Some(Outcome::Unschedulable(u)) => {
+                    s.queue.lock().unschedulable(&qp.info.spec.uid, now);
+                    s.metrics.attempt(policy, "unschedulable");
+                    self.spawn_unschedulable(tasks, pod_ref(&qp.info.spec), u.message);
+                }
+                None => {
+                    s.queue.lock().backoff(&qp.info.spec.uid, now);
+                    s.metrics.attempt(policy, "error");
+                }
+            }
+        }
+        let mut q = s.queue.lock();
+        for p in &pods {
+            if !answered.contains(&p.uid) && q.place_of(&p.uid) == Some(crate::queue::Place::InFlight) {
+                q.backoff(&p.uid, now);
+            }
+        }
+        self.update_queue_gauges(&q);
+    }
+
+    /// Syncs the snapshot to a replica and asks it to place `pods`, failing over to other replicas.
+    /// `Err(Ok(status))` is a request the service refused (INVALID_ARGUMENT); `Err(Err(_))` means no
+    /// replica could answer.
+    async fn decide(&self, pods: &[proto::Pod]) -> Result<proto::ScheduleResponse, Result<tonic::Status, DecideError>> {
+        let s = &self.shared;
+        let mut tried: Vec<String> = Vec::new();
+        let mut last_error = None;
+        while let Some(replica) = s.replicas.pick(&tried) {
+            tried.push(replica.endpoint.clone());
+            match self.decide_on(&replica, pods).await {
+                Ok(r) => {
+                    replica.succeeded();
+                    return Ok(r);
+                }
+                Err(status) if status.code() == Code::InvalidArgument => return Err(Ok(status)),
+                Err(status) => {
+                    tracing::warn!(replica = %replica.endpoint, error = %status, "decision replica failed");
+                    s.metrics.replica_error(&replica.endpoint);
+                    replica.failed(&s.replicas.config);
+                    last_error = Some(status.to_string());
+                }
+            }
+        }
+        Err(Err(match last_error {
+            Some(e) => DecideError::AllFailed(e),
+            None => DecideError::NoReplica,
+        }))
+    }
+
+    async fn decide_on(
+        &self,
+        replica: &Arc<Replica>,
+        pods: &[proto::Pod],
+    ) -> Result<proto::ScheduleResponse, tonic::Status> {
+        let s = &self.shared;
+        let timeout = s.replicas.config.call_timeout;
+        for _ in 0..2 {
+            let snapshot_id = self.sync(replica).await?;
+            let (mut client, _inflight) = replica.client();
+            let mut req = tonic::Request::new(proto::ScheduleRequest {
+                snapshot: Some(proto::SnapshotRef {
+                    source: Some(proto::snapshot_ref::Source::SnapshotId(snapshot_id)),
+                }),
+                pods: pods.to_vec(),
+                policy: s.config.policy.clone(),
+                seed: s.config.seed,
+            });
+            req.set_timeout(timeout);
+            match client.schedule(req).await {
+                Ok(r) => return Ok(r.into_inner()),
+                Err(status) if is_snapshot_not_found(&status) => {
+                    // Evicted between the sync and the call: re-send a full snapshot once.
+                    *replica.synced.lock() = None;
+                }
+                Err(status) => return Err(status),
+            }
+        }
+        Err(tonic::Status::unavailable("snapshot evicted twice in a row"))
+    }
+
+    /// Brings a replica's snapshot up to date: a delta on what it holds, or a full snapshot.
+    async fn sync(&self, replica: &Arc<Replica>) -> Result<String, tonic::Status> {
+        let s = &self.shared;
+        let timeout = s.replicas.config.call_timeout;
+        let held = replica.synced.lock().clone();
+        let (request, version, full) = {
+            let st = s.state.lock();
+            let version = st.version();
+            match held.as_ref() {
+                Some((id, v)) if *v == version => return Ok(id.clone()),
+                Some((id, v)) => match st.delta_since(*v) {
+                    Some(mut d) => {
+                        d.base_snapshot_id = id.clone();
+                        (proto::sync_snapshot_request::Kind::Delta(d), version, false)
+                    }
+                    None => (proto::sync_snapshot_request::Kind::Full(st.full()), version, true),
+                },
+                None => (proto::sync_snapshot_request::Kind::Full(st.full()), version, true),
+            }
+        };
+        let (mut client, _inflight) = replica.client();
+        let mut req = tonic::Request::new(proto::SyncSnapshotRequest { kind: Some(request) });
+        req.set_timeout(timeout);
+        let bytes = prost::Message::encoded_len(req.get_ref());
+        let started = Instant::now();
+        let result = client.sync_snapshot(req).await;
+        s.metrics.sync(full, bytes, started.elapsed());
+        match result {
+            Ok(r) => {
+                let id = r.into_inner().snapshot_id;
+                *replica.synced.lock() = Some((id.clone(), version));
+                let min = s.replicas.min_synced_version();
+                s.state.lock().compact(min);
+                Ok(id)
+            }
+            Err(status) if !full && is_snapshot_not_found(&status) => {
+                *replica.synced.lock() = None;
+                let full = s.state.lock().full();
+                let (mut client, _inflight) = replica.client();
+                let mut req = tonic::Request::new(proto::SyncSnapshotRequest {
+                    kind: Some(proto::sync_snapshot_request::Kind::Full(full)),
+                });
+                req.set_timeout(timeout);
+                let id = client.sync_snapshot(req).await?.into_inner().snapshot_id;
+                *replica.synced.lock() = Some((id.clone(), version));
+                Ok(id)
+            }
+            Err(status) => Err(status),
+        }
+    }
+
+    async fn rate_limit(&self) {
+        if let Some(l) = &self.shared.limiter {
+            l.until_ready().await;
+        }
+    }
+
+    fn spawn_bind(&self, tasks: &mut JoinSet<()>, qp: QueuedPod, node: String) {
+        let this = self.clone();
+        tasks.spawn(async move {
+            let s = &this.shared;
+            let uid = qp.info.spec.uid.clone();
+            let Ok(_permit) = Arc::clone(&s.binds).acquire_owned().await else {
+                return;
+            };
+            // A binder that lost the lease binds nothing more; the pod goes back to the queue for
+            // whoever leads next (it will see the pod unbound, or bound if this one got through).
+            if !*s.leader.borrow() || !s.queue.lock().contains(&uid) {
+                s.state.lock().forget(&uid);
+                s.queue.lock().retry_now(&uid);
+                return;
+            }
+            this.rate_limit().await;
+            let pod = pod_ref(&qp.info.spec);
+            let started = Instant::now();
+            let result = s.api.bind(&pod, &node).await;
+            s.metrics.bind(&result, started.elapsed());
+            let policy = if s.config.policy.is_empty() {
+                "default"
+            } else {
+                s.config.policy.as_str()
+            };
+            match result {
+                Ok(()) => {
+                    s.queue.lock().remove(&uid);
+                    s.metrics.attempt(policy, "scheduled");
+                    s.metrics.e2e(policy, qp.first_seen.elapsed(), qp.attempts);
+                    this.rate_limit().await;
+                    if let Err(e) = s.api.record_scheduled(&pod, &node).await {
+                        tracing::debug!(pod = %pod.key(), error = %e, "recording Scheduled event failed");
+                    }
+                }
+                Err(ApiError::Conflict(msg) | ApiError::NotFound(msg)) => {
+                    // Already bound (the watch will show where) or gone (the watch will show the
+                    // deletion): never retried. The reservation stays until the watch says which,
+                    // so no batch in between can use the room the pod may already occupy.
+                    tracing::debug!(pod = %pod.key(), %node, %msg, "bind conflict");
+                    s.queue.lock().remove(&uid);
+                }
+                Err(ApiError::Other(msg)) => {
+                    // The write may have gone through (a timeout or 5xx after the fact), so the
+                    // reservation stays until the watch shows the pod or a new decision moves it.
+                    tracing::warn!(pod = %pod.key(), %node, %msg, "bind failed; retrying with backoff");
+                    s.queue.lock().backoff(&uid, Instant::now());
+                    s.metrics.attempt(policy, "error");
+                    s.wake.notify_one();
+                }
+            }
+        });
+    }
+
+    fn spawn_unschedulable(&self, tasks: &mut JoinSet<()>, pod: PodRef, message: String) {
+        let this = self.clone();
+        tasks.spawn(async move {
+            if !*this.shared.leader.borrow() {
+                return;
+            }
+            this.rate_limit().await;
+            if let Err(e) = this.shared.api.record_unschedulable(&pod, &message).await {
+                tracing::debug!(pod = %pod.key(), error = %e, "recording FailedScheduling failed");
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_pod_index_reads_the_field_path() {
+        let s = tonic::Status::invalid_argument("pods[12].containers[0].requests[\"cpu\"]: invalid quantity");
+        assert_eq!(invalid_pod_index(&s), Some(12));
+        assert_eq!(
+            invalid_pod_index(&tonic::Status::invalid_argument("policy: unknown")),
+            None
+        );
+        assert_eq!(invalid_pod_index(&tonic::Status::internal("pods[1]")), None);
+    }
+}

@@ -1,0 +1,710 @@
+//! [`ClusterApi`] over a real API server, writing what kube-scheduler writes:
+//!
+//! - bind: `POST /api/v1/namespaces/{ns}/pods/{name}/binding` with a `v1.Binding` whose metadata
+//!   carries the pod's name, namespace and uid (so a pod recreated under the same name is never
+//!   bound by a decision made for its predecessor: the API server answers 409) and whose target is
+//!   `{kind: Node, apiVersion: v1, name}`.
+//! - scheduled: an `events.k8s.io/v1` Event as the events/v1 recorder makes it (`Normal`,
+//!   reason `Scheduled`, action `Binding`, note "Successfully assigned ns/pod to node", `regarding`
+//!   the pod, name `{pod}.{hex unix nanos}`).
+//! - unschedulable: `PATCH pods/{name}/status` (strategic merge) setting the `PodScheduled`
+//!   condition to `False`/`Unschedulable` with the message (kube-scheduler's `updatePod`), then a
+//!   `Warning` event `FailedScheduling`, action `Scheduling`, note = the message truncated to the
+//!   API's 1024-byte limit as kube-scheduler's `truncateMessage` does.
+//!
+//! Like kube-scheduler, repeated identical failures do not rewrite the pod: a condition already
+//! written with the same message is not patched again (so its `lastTransitionTime` stays), and a
+//! repeated `FailedScheduling` event becomes an event series (`series.count`) on the first event
+//! instead of a new object, as the events/v1 broadcaster does.
+//!
+//! Status codes: 409 → [`ApiError::Conflict`], 404 → [`ApiError::NotFound`], everything else
+//! (5xx, 429, timeouts, transport) → [`ApiError::Other`]. Every request has a deadline.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::hash::Hash;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use k8s_openapi::api::events::v1::{Event, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::Client;
+use parking_lot::Mutex;
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::api::{scheduled_message, ApiError, ClusterApi, PodRef};
+
+/// The API's limit on an event's note (`NoteLengthLimit`).
+pub const NOTE_LENGTH_LIMIT: usize = 1024;
+
+/// How long an event series stays open without a new occurrence (events/v1 `finishTime`).
+const SERIES_FINISH: Duration = Duration::from_secs(6 * 60);
+
+/// Least time between two writes of the same series after its second occurrence.
+const SERIES_REFRESH: Duration = Duration::from_secs(30);
+
+/// How long a written `PodScheduled=False` condition is remembered without a new failure. Pods in
+/// the unschedulable pool are retried at least every 5 minutes, so live ones stay remembered.
+const CONDITION_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// How often the caches drop expired entries.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// Who the binder says it is in events, and how long a request may take.
+#[derive(Debug, Clone)]
+pub struct KubeApiConfig {
+    /// `reportingController` of events (kube-scheduler: its scheduler name).
+    pub reporting_controller: String,
+    /// `reportingInstance` of events (kube-scheduler: `{controller}-{hostname}`); at most 128 bytes.
+    pub reporting_instance: String,
+    /// Deadline of each request.
+    pub request_timeout: Duration,
+}
+
+impl Default for KubeApiConfig {
+    fn default() -> Self {
+        Self {
+            reporting_controller: "placement-scheduler".into(),
+            reporting_instance: "placement-scheduler".into(),
+            request_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A `FailedScheduling` series: the event first written and how often it happened since.
+#[derive(Debug, Clone)]
+struct Series {
+    namespace: String,
+    name: String,
+    count: i32,
+    last_observed: Instant,
+    last_written: Instant,
+}
+
+/// The condition last written on a pod.
+#[derive(Debug, Clone)]
+struct WrittenCondition {
+    message: String,
+    transition: Timestamp,
+    touched: Instant,
+}
+
+/// A map whose entries expire, pruned at most every [`PRUNE_EVERY`].
+#[derive(Debug)]
+struct Expiring<K, V> {
+    map: HashMap<K, V>,
+    pruned: Instant,
+}
+
+impl<K: Eq + Hash, V> Expiring<K, V> {
+    fn new() -> Self {
+        Self {
+            map: HashMap::new(),
+            pruned: Instant::now(),
+        }
+    }
+
+    fn prune(&mut self, now: Instant, keep: impl Fn(&V) -> bool) {
+        if now.duration_since(self.pruned) >= PRUNE_EVERY {
+            self.map.retain(|_, v| keep(v));
+            self.pruned = now;
+        }
+    }
+}
+
+/// Identity of a `FailedScheduling` occurrence: same pod, same message.
+type SeriesKey = (String, String);
+
+/// The binder's writes to a Kubernetes API server.
+pub struct KubeApi {
+    client: Client,
+    config: KubeApiConfig,
+    series: Mutex<Expiring<SeriesKey, Series>>,
+    conditions: Mutex<Expiring<String, WrittenCondition>>,
+}
+
+impl std::fmt::Debug for KubeApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeApi")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why one request failed, before it is classified as an [`ApiError`].
+enum Failure {
+    Timeout(Duration),
+    Kube(kube::Error),
+}
+
+impl From<Failure> for ApiError {
+    fn from(f: Failure) -> Self {
+        match f {
+            Failure::Timeout(d) => ApiError::Other(format!("request timed out after {d:?}")),
+            Failure::Kube(kube::Error::Api(status)) => {
+                let text = if status.message.is_empty() {
+                    format!("{} ({})", status.reason, status.code)
+                } else {
+                    status.message.clone()
+                };
+                match status.code {
+                    409 => ApiError::Conflict(text),
+                    404 => ApiError::NotFound(text),
+                    _ => ApiError::Other(text),
+                }
+            }
+            Failure::Kube(e) => ApiError::Other(e.to_string()),
+        }
+    }
+}
+
+/// kube-scheduler's `truncateMessage`: at most [`NOTE_LENGTH_LIMIT`] bytes, ending in " ..." when
+/// cut (on a character boundary, where Go cuts bytes).
+pub fn truncate_note(message: &str) -> String {
+    if message.len() <= NOTE_LENGTH_LIMIT {
+        return message.to_string();
+    }
+    const SUFFIX: &str = " ...";
+    let mut end = NOTE_LENGTH_LIMIT - SUFFIX.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{SUFFIX}", &message[..end])
+}
+
+fn truncate_bytes(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+/// The pod as an event's `regarding`.
+fn pod_reference(pod: &PodRef) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some(pod.name.clone()),
+        namespace: Some(pod.namespace.clone()),
+        uid: Some(pod.uid.clone()),
+        ..Default::default()
+    }
+}
+
+/// The Binding kube-scheduler's DefaultBinder posts.
+pub fn binding(pod: &PodRef, node: &str) -> Binding {
+    Binding {
+        metadata: ObjectMeta {
+            name: Some(pod.name.clone()),
+            namespace: Some(pod.namespace.clone()),
+            uid: Some(pod.uid.clone()),
+            ..Default::default()
+        },
+        target: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(node.to_string()),
+            ..Default::default()
+        },
+    }
+}
+
+/// The strategic merge patch of `pods/{name}/status` that marks a pod unschedulable.
+pub fn unschedulable_patch(message: &str, transition: Timestamp) -> serde_json::Value {
+    json!({
+        "status": {
+            "conditions": [{
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": message,
+                "lastTransitionTime": Time(transition),
+                "lastProbeTime": null,
+            }]
+        }
+    })
+}
+
+impl KubeApi {
+    /// Writes through `client`.
+    pub fn new(client: Client, mut config: KubeApiConfig) -> Self {
+        // API validation: reportingInstance is at most 128 bytes.
+        config.reporting_instance = truncate_bytes(&config.reporting_instance, 128);
+        Self {
+            client,
+            config,
+            series: Mutex::new(Expiring::new()),
+            conditions: Mutex::new(Expiring::new()),
+        }
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Runs one request under the deadline. A 2xx response whose body does not parse still means
+    /// the write happened (the request bodies are plain JSON and always serialize), so it is a
+    /// success: retrying a bind that went through would only earn a 409.
+    async fn timed<T>(&self, request: impl Future<Output = Result<T, kube::Error>>) -> Result<(), Failure> {
+        match tokio::time::timeout(self.config.request_timeout, request).await {
+            Err(_) => Err(Failure::Timeout(self.config.request_timeout)),
+            Ok(Ok(_) | Err(kube::Error::SerdeError(_))) => Ok(()),
+            Ok(Err(e)) => Err(Failure::Kube(e)),
+        }
+    }
+
+    /// An events/v1 Event about `pod`, as the events/v1 recorder builds it.
+    fn event(&self, pod: &PodRef, type_: &str, reason: &str, action: &str, note: &str) -> Event {
+        let now = Timestamp::now();
+        Event {
+            metadata: ObjectMeta {
+                name: Some(format!("{}.{:x}", pod.name, now.as_nanosecond())),
+                namespace: Some(pod.namespace.clone()),
+                ..Default::default()
+            },
+            event_time: Some(MicroTime(now)),
+            reporting_controller: Some(self.config.reporting_controller.clone()),
+            reporting_instance: Some(self.config.reporting_instance.clone()),
+            action: Some(action.into()),
+            reason: Some(reason.into()),
+            regarding: Some(pod_reference(pod)),
+            note: Some(truncate_note(note)),
+            type_: Some(type_.into()),
+            ..Default::default()
+        }
+    }
+
+    async fn create_event(&self, event: &Event) -> Result<(), ApiError> {
+        let namespace = event.metadata.namespace.as_deref().unwrap_or("default");
+        let events: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        Ok(self.timed(events.create(&PostParams::default(), event)).await?)
+    }
+
+    /// Records a `FailedScheduling` occurrence: a new event, or the next count of its series.
+    async fn record_failed_scheduling(&self, pod: &PodRef, message: &str) -> Result<(), ApiError> {
+        let now = Instant::now();
+        let key = (pod.uid.clone(), message.to_string());
+        let write = {
+            let mut cache = self.series.lock();
+            cache.prune(now, |s| now.duration_since(s.last_observed) < SERIES_FINISH);
+            match cache.map.get_mut(&key) {
+                Some(s) if now.duration_since(s.last_observed) < SERIES_FINISH => {
+                    s.count = s.count.saturating_add(1);
+                    s.last_observed = now;
+                    if s.count == 2 || now.duration_since(s.last_written) >= SERIES_REFRESH {
+                        s.last_written = now;
+                        Some(s.clone())
+                    } else {
+                        return Ok(());
+                    }
+                }
+                _ => None,
+            }
+        };
+        let Some(series) = write else {
+            let event = self.event(pod, "Warning", "FailedScheduling", "Scheduling", message);
+            self.create_event(&event).await?;
+            self.series.lock().map.insert(
+                key,
+                Series {
+                    namespace: pod.namespace.clone(),
+                    name: event.metadata.name.unwrap_or_default(),
+                    count: 1,
+                    last_observed: now,
+                    last_written: now,
+                },
+            );
+            return Ok(());
+        };
+        let observed = EventSeries {
+            count: series.count,
+            last_observed_time: MicroTime(Timestamp::now()),
+        };
+        let events: Api<Event> = Api::namespaced(self.client.clone(), &series.namespace);
+        let patch = Patch::Strategic(json!({ "series": observed }));
+        match self
+            .timed(events.patch(&series.name, &PatchParams::default(), &patch))
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(Failure::Kube(kube::Error::Api(s))) if s.code == 404 => {
+                // The first event expired or was deleted: write the series as a new event.
+                let mut event = self.event(pod, "Warning", "FailedScheduling", "Scheduling", message);
+                event.series = Some(observed);
+                self.create_event(&event).await?;
+                if let Some(s) = self.series.lock().map.get_mut(&key) {
+                    s.name = event.metadata.name.unwrap_or_default();
+                }
+                Ok(())
+            }
+            Err(f) => Err(f.into()),
+        }
+    }
+
+    /// Patches `PodScheduled=False` unless the same message is already written.
+    async fn patch_unschedulable(&self, pod: &PodRef, message: &str) -> Result<(), ApiError> {
+        let now = Instant::now();
+        let transition = {
+            let mut cache = self.conditions.lock();
+            cache.prune(now, |c| now.duration_since(c.touched) < CONDITION_TTL);
+            match cache.map.get_mut(&pod.uid) {
+                Some(c) if c.message == message => {
+                    c.touched = now;
+                    return Ok(());
+                }
+                // Still False: the transition time stays, as in kube-scheduler's UpdatePodCondition.
+                Some(c) => c.transition,
+                None => Timestamp::now(),
+            }
+        };
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+        let patch = Patch::Strategic(unschedulable_patch(message, transition));
+        self.timed(pods.patch_status(&pod.name, &PatchParams::default(), &patch))
+            .await?;
+        self.conditions.lock().map.insert(
+            pod.uid.clone(),
+            WrittenCondition {
+                message: message.to_string(),
+                transition,
+                touched: now,
+            },
+        );
+        Ok(())
+    }
+}
+
+impl ClusterApi for KubeApi {
+    async fn bind(&self, pod: &PodRef, node: &str) -> Result<(), ApiError> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+        let body = binding(pod, node);
+        let params = PostParams::default();
+        let request = pods.create_subresource::<_, serde_json::Value>("binding", &pod.name, &params, &body);
+        let result = self.timed(request).await.map_err(ApiError::from);
+        if result.is_ok() {
+            // A bound pod is never unschedulable again.
+            self.conditions.lock().map.remove(&pod.uid);
+        }
+        result
+    }
+
+    async fn record_scheduled(&self, pod: &PodRef, node: &str) -> Result<(), ApiError> {
+        let event = self.event(pod, "Normal", "Scheduled", "Binding", &scheduled_message(pod, node));
+        self.create_event(&event).await
+    }
+
+    async fn record_unschedulable(&self, pod: &PodRef, message: &str) -> Result<(), ApiError> {
+        let patched = self.patch_unschedulable(pod, message).await;
+        if let Err(ApiError::NotFound(_)) = patched {
+            // The pod is gone: nothing to report on.
+            return patched;
+        }
+        let recorded = self.record_failed_scheduling(pod, message).await;
+        patched.and(recorded)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::{Method, Request, Response, StatusCode};
+    use kube::client::Body;
+    use tower_test::mock::{self, Handle};
+
+    type ApiServer = Handle<Request<Body>, Response<Body>>;
+
+    fn api() -> (KubeApi, ApiServer) {
+        let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let config = KubeApiConfig {
+            reporting_controller: "placement-scheduler".into(),
+            reporting_instance: "placement-scheduler-binder-0".into(),
+            request_timeout: Duration::from_secs(5),
+        };
+        (KubeApi::new(client, config), handle)
+    }
+
+    fn pod() -> PodRef {
+        PodRef {
+            namespace: "shop".into(),
+            name: "web-1".into(),
+            uid: "0b7a-uid".into(),
+        }
+    }
+
+    /// The next request: method, path and query, content type, JSON body.
+    async fn next(
+        server: &mut ApiServer,
+    ) -> (
+        Method,
+        String,
+        String,
+        serde_json::Value,
+        mock::SendResponse<Response<Body>>,
+    ) {
+        let (request, send) = server.next_request().await.expect("a request");
+        let (parts, body) = request.into_parts();
+        let bytes = body.collect_bytes().await.expect("body");
+        let json = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+        let content_type = parts
+            .headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        (parts.method, parts.uri.to_string(), content_type, json, send)
+    }
+
+    fn respond(send: mock::SendResponse<Response<Body>>, code: u16, body: serde_json::Value) {
+        let mut response = Response::new(Body::from(serde_json::to_vec(&body).unwrap()));
+        *response.status_mut() = StatusCode::from_u16(code).unwrap();
+        send.send_response(response);
+    }
+
+    fn status(code: u16, reason: &str, message: &str) -> serde_json::Value {
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+               "message": message, "reason": reason, "code": code})
+    }
+
+    #[tokio::test]
+    async fn bind_posts_kube_schedulers_binding() {
+        let (api, mut server) = api();
+        let call = tokio::spawn(async move { api.bind(&pod(), "node-7").await });
+        let (method, uri, content_type, body, send) = next(&mut server).await;
+        assert_eq!(method, Method::POST);
+        assert_eq!(uri, "/api/v1/namespaces/shop/pods/web-1/binding?");
+        assert_eq!(content_type, "application/json");
+        assert_eq!(
+            body,
+            json!({
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": "web-1", "namespace": "shop", "uid": "0b7a-uid"},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": "node-7"}
+            })
+        );
+        respond(
+            send,
+            201,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+        );
+        assert_eq!(call.await.unwrap(), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn bind_maps_status_codes() {
+        for (code, reason) in [
+            (409, "Conflict"),
+            (404, "NotFound"),
+            (500, "InternalError"),
+            (429, "TooManyRequests"),
+        ] {
+            let (api, mut server) = api();
+            let call = tokio::spawn(async move { api.bind(&pod(), "node-7").await });
+            let (.., send) = next(&mut server).await;
+            respond(
+                send,
+                code,
+                status(code, reason, "pod web-1 is already assigned to node node-3"),
+            );
+            let result = call.await.unwrap();
+            match code {
+                409 => assert!(
+                    matches!(result, Err(ApiError::Conflict(ref m)) if m.contains("already assigned")),
+                    "{result:?}"
+                ),
+                404 => assert!(matches!(result, Err(ApiError::NotFound(_))), "{result:?}"),
+                _ => assert!(matches!(result, Err(ApiError::Other(_))), "{code}: {result:?}"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_non_status_error_body_is_other() {
+        let (api, mut server) = api();
+        let call = tokio::spawn(async move { api.bind(&pod(), "node-7").await });
+        let (.., send) = next(&mut server).await;
+        let mut response = Response::new(Body::from(b"upstream connect error".to_vec()));
+        *response.status_mut() = StatusCode::BAD_GATEWAY;
+        send.send_response(response);
+        assert!(matches!(call.await.unwrap(), Err(ApiError::Other(_))));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_past_its_deadline_is_other() {
+        let (api, mut server) = api();
+        let call = tokio::spawn(async move { api.bind(&pod(), "node-7").await });
+        let (.., _send) = next(&mut server).await;
+        tokio::time::advance(Duration::from_secs(6)).await;
+        let result = call.await.unwrap();
+        assert!(
+            matches!(result, Err(ApiError::Other(ref m)) if m.contains("timed out")),
+            "{result:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn scheduled_event_is_the_events_v1_recorders() {
+        let (api, mut server) = api();
+        let call = tokio::spawn(async move { api.record_scheduled(&pod(), "node-7").await });
+        let (method, uri, _, body, send) = next(&mut server).await;
+        assert_eq!(method, Method::POST);
+        assert_eq!(uri, "/apis/events.k8s.io/v1/namespaces/shop/events?");
+        assert_eq!(body["apiVersion"], "events.k8s.io/v1");
+        assert_eq!(body["kind"], "Event");
+        assert_eq!(body["type"], "Normal");
+        assert_eq!(body["reason"], "Scheduled");
+        assert_eq!(body["action"], "Binding");
+        assert_eq!(body["note"], "Successfully assigned shop/web-1 to node-7");
+        assert_eq!(body["reportingController"], "placement-scheduler");
+        assert_eq!(body["reportingInstance"], "placement-scheduler-binder-0");
+        assert_eq!(
+            body["regarding"],
+            json!({"apiVersion": "v1", "kind": "Pod", "name": "web-1", "namespace": "shop", "uid": "0b7a-uid"})
+        );
+        assert_eq!(body["metadata"]["namespace"], "shop");
+        let name = body["metadata"]["name"].as_str().unwrap();
+        let hex = name.strip_prefix("web-1.").expect("name is pod.<hex>");
+        assert!(
+            !hex.is_empty() && hex.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()),
+            "{name}"
+        );
+        // MicroTime: microseconds, UTC.
+        let t = body["eventTime"].as_str().unwrap();
+        assert!(
+            t.len() == "2026-01-02T03:04:05.123456Z".len() && t.ends_with('Z'),
+            "{t}"
+        );
+        assert!(body.get("series").is_none());
+        respond(send, 201, body.clone());
+        assert_eq!(call.await.unwrap(), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn unschedulable_patches_the_condition_then_warns() {
+        let (api, mut server) = api();
+        let message = "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.";
+        let call = tokio::spawn(async move { api.record_unschedulable(&pod(), message).await });
+
+        let (method, uri, content_type, body, send) = next(&mut server).await;
+        assert_eq!(method, Method::PATCH);
+        assert_eq!(uri, "/api/v1/namespaces/shop/pods/web-1/status?");
+        assert_eq!(content_type, "application/strategic-merge-patch+json");
+        let conditions = body["status"]["conditions"].as_array().unwrap();
+        assert_eq!(conditions.len(), 1);
+        let c = &conditions[0];
+        assert_eq!(c["type"], "PodScheduled");
+        assert_eq!(c["status"], "False");
+        assert_eq!(c["reason"], "Unschedulable");
+        assert_eq!(c["message"], message);
+        assert!(c["lastProbeTime"].is_null() && c.as_object().unwrap().contains_key("lastProbeTime"));
+        let t = c["lastTransitionTime"].as_str().unwrap();
+        assert!(t.len() == "2026-01-02T03:04:05Z".len() && t.ends_with('Z'), "{t}");
+        assert_eq!(body.as_object().unwrap().len(), 1, "only status is patched: {body}");
+        respond(
+            send,
+            200,
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-1", "namespace": "shop"}}),
+        );
+
+        let (method, uri, _, body, send) = next(&mut server).await;
+        assert_eq!(method, Method::POST);
+        assert_eq!(uri, "/apis/events.k8s.io/v1/namespaces/shop/events?");
+        assert_eq!(body["type"], "Warning");
+        assert_eq!(body["reason"], "FailedScheduling");
+        assert_eq!(body["action"], "Scheduling");
+        assert_eq!(body["note"], message);
+        assert_eq!(body["regarding"]["uid"], "0b7a-uid");
+        respond(send, 201, body.clone());
+        assert_eq!(call.await.unwrap(), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn repeated_failures_become_a_series_without_repatching() {
+        let (api, mut server) = api();
+        let api = std::sync::Arc::new(api);
+        let first = {
+            let api = api.clone();
+            tokio::spawn(async move {
+                api.record_unschedulable(&pod(), "0/1 nodes are available: 1 Too many pods.")
+                    .await
+            })
+        };
+        let (.., send) = next(&mut server).await; // status patch
+        respond(send, 200, json!({}));
+        let (_, _, _, event, send) = next(&mut server).await;
+        let name = event["metadata"]["name"].as_str().unwrap().to_string();
+        respond(send, 201, event.clone());
+        first.await.unwrap().unwrap();
+
+        // Same message again: no status patch, the first event's series count goes to 2.
+        let second = {
+            let api = api.clone();
+            tokio::spawn(async move {
+                api.record_unschedulable(&pod(), "0/1 nodes are available: 1 Too many pods.")
+                    .await
+            })
+        };
+        let (method, uri, content_type, body, send) = next(&mut server).await;
+        assert_eq!(method, Method::PATCH);
+        assert_eq!(uri, format!("/apis/events.k8s.io/v1/namespaces/shop/events/{name}?"));
+        assert_eq!(content_type, "application/strategic-merge-patch+json");
+        assert_eq!(body["series"]["count"], 2);
+        assert!(body["series"]["lastObservedTime"].is_string());
+        respond(send, 200, event.clone());
+        second.await.unwrap().unwrap();
+
+        // A third occurrence right away is counted, not written.
+        api.record_unschedulable(&pod(), "0/1 nodes are available: 1 Too many pods.")
+            .await
+            .unwrap();
+
+        // A new message: the condition is patched again, and a new event starts.
+        let third = {
+            let api = api.clone();
+            tokio::spawn(async move {
+                api.record_unschedulable(&pod(), "0/2 nodes are available: 2 Insufficient memory.")
+                    .await
+            })
+        };
+        let (method, uri, _, body, send) = next(&mut server).await;
+        assert_eq!(
+            (method, uri.as_str()),
+            (Method::PATCH, "/api/v1/namespaces/shop/pods/web-1/status?")
+        );
+        assert_eq!(
+            body["status"]["conditions"][0]["message"],
+            "0/2 nodes are available: 2 Insufficient memory."
+        );
+        respond(send, 200, json!({}));
+        let (method, _, _, body, send) = next(&mut server).await;
+        assert_eq!(method, Method::POST);
+        assert_eq!(body["note"], "0/2 nodes are available: 2 Insufficient memory.");
+        respond(send, 201, body.clone());
+        third.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn unschedulable_on_a_deleted_pod_writes_no_event() {
+        let (api, mut server) = api();
+        let call = tokio::spawn(async move { api.record_unschedulable(&pod(), "0/1 nodes are available").await });
+        let (.., send) = next(&mut server).await;
+        respond(send, 404, status(404, "NotFound", "pods \"web-1\" not found"));
+        assert!(matches!(call.await.unwrap(), Err(ApiError::NotFound(_))));
+    }
+
+    #[test]
+    fn notes_are_truncated_like_kube_scheduler() {
+        assert_eq!(truncate_note("short"), "short");
+        let long = "x".repeat(2000);
+        let t = truncate_note(&long);
+        assert_eq!(t.len(), NOTE_LENGTH_LIMIT);
+        assert!(t.ends_with("x ..."));
+        let multibyte = "é".repeat(1000);
+        assert!(truncate_note(&multibyte).len() <= NOTE_LENGTH_LIMIT);
+    }
+}

@@ -1,0 +1,27 @@
+//! The placement binder: watches the cluster, batches pending pods that name our scheduler, asks a
+//! decision replica where they go, and writes Bindings, never losing or double-binding a pod.
+//!
+//! - [`model`]: lean projections of pods and nodes.
+//! - [`state`]: nodes, bound and assumed pods, versioned for snapshot deltas.
+//! - [`queue`]: active, backoff and unschedulable queues, as kube-scheduler's.
+//! - [`replicas`]: decision replicas, balancing and ejection.
+//! - [`binder`]: the scheduling loop over a [`api::ClusterApi`].
+//! - [`kube_api`], [`watch`], [`leader`], [`http`]: the Kubernetes side (writes, watches, leader
+//!   election, health and metrics endpoints), wired together by [`run`].
+
+pub mod api;
+pub mod binder;
+pub mod http;
+pub mod kube_api;
+pub mod leader;
+pub mod metrics;
+pub mod model;
+pub mod queue;
+pub mod replicas;
+pub mod state;
+pub mod watch;
+
+pub use api::{ApiError, ClusterApi, PodRef};
+pub use binder::{Binder, BinderConfig, ClusterEvent};
+pub mod run;
+pub mod simulate;

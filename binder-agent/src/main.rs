@@ -1,0 +1,31 @@
+//! `binder-agent`: `run` binds pods on a real cluster; `simulate` runs the same code against an
+//! in-memory cluster and an in-process decision service.
+
+use clap::{Parser, Subcommand};
+use placement_binder::{run, simulate};
+
+/// The placement binder agent.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+// Parsed once at start-up; boxing a variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Watch a cluster and bind the pods that name our scheduler.
+    Run(run::RunArgs),
+    /// Schedule a synthetic or recorded cluster in memory, with no cluster needed.
+    Simulate(simulate::SimulateArgs),
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Run(args) => run::run(args).await,
+        Command::Simulate(args) => simulate::main(args).await,
+    }
+}

@@ -1,0 +1,256 @@
+//! Prometheus metrics of the binder: kube-scheduler's names where the meaning is the same
+//! (`scheduler_schedule_attempts_total`, `scheduler_pending_pods`,
+//! `scheduler_e2e_scheduling_duration_seconds`, `scheduler_pod_scheduling_attempts`), and the
+//! binder's own under `binder_`.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::api::ApiError;
+use crate::queue::QueueCounts;
+
+/// `{result, profile}` labels, as kube-scheduler's attempt metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AttemptLabels {
+    /// `scheduled`, `unschedulable` or `error`.
+    pub result: String,
+    /// Policy (kube-scheduler's profile).
+    pub profile: String,
+}
+
+/// `{queue}` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabel {
+    /// `active`, `backoff`, `unschedulable` or `in_flight`.
+    pub queue: &'static str,
+}
+
+/// `{result}` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    /// Outcome.
+    pub result: &'static str,
+}
+
+/// `{replica}` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReplicaLabel {
+    /// Replica endpoint.
+    pub replica: String,
+}
+
+/// `{kind}` label of snapshot syncs.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SyncLabel {
+    /// `full` or `delta`.
+    pub kind: &'static str,
+}
+
+type Hist = Family<AttemptLabels, Histogram, fn() -> Histogram>;
+
+fn latency() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_5, 2.0, 18))
+}
+
+fn attempts_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 2.0, 6))
+}
+
+/// Every binder metric.
+pub struct BinderMetrics {
+    /// The registry.
+    pub registry: Registry,
+    attempts: Family<AttemptLabels, Counter>,
+    pending: Family<QueueLabel, Gauge>,
+    e2e: Hist,
+    pod_attempts: Histogram,
+    /// `binder_batch_size`: pods per decision call.
+    pub batch_size: Histogram,
+    /// `binder_decision_duration_seconds`: sync plus Schedule, per batch.
+    pub decision_duration: Histogram,
+    bind_duration: Histogram,
+    binds: Family<ResultLabel, Counter>,
+    replica_errors: Family<ReplicaLabel, Counter>,
+    syncs: Family<SyncLabel, Counter>,
+    sync_bytes: Family<SyncLabel, Counter>,
+    sync_duration: Family<SyncLabel, Histogram, fn() -> Histogram>,
+    /// `binder_leader`: 1 while this binder holds the lease.
+    pub leader: Gauge,
+}
+
+impl Default for BinderMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl BinderMetrics {
+    /// Creates and registers every metric.
+    pub fn new() -> Self {
+        let mut r = Registry::default();
+        let m = Self {
+            attempts: Family::default(),
+            pending: Family::default(),
+            e2e: Family::new_with_constructor(latency as fn() -> Histogram),
+            pod_attempts: attempts_histogram(),
+            batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 14)),
+            decision_duration: latency(),
+            bind_duration: latency(),
+            binds: Family::default(),
+            replica_errors: Family::default(),
+            syncs: Family::default(),
+            sync_bytes: Family::default(),
+            sync_duration: Family::new_with_constructor(latency as fn() -> Histogram),
+            leader: Gauge::default(),
+            registry: Registry::default(),
+        };
+        r.register(
+            "scheduler_schedule_attempts",
+            "Scheduling attempts by result and profile",
+            m.attempts.clone(),
+        );
+        r.register("scheduler_pending_pods", "Pending pods by queue", m.pending.clone());
+        r.register(
+            "scheduler_e2e_scheduling_duration_seconds",
+            "From first seen to bound, by result and profile",
+            m.e2e.clone(),
+        );
+        r.register(
+            "scheduler_pod_scheduling_attempts",
+            "Attempts until a pod was bound",
+            m.pod_attempts.clone(),
+        );
+        r.register("binder_batch_size", "Pods per decision call", m.batch_size.clone());
+        r.register(
+            "binder_decision_duration_seconds",
+            "Snapshot sync plus Schedule, per batch",
+            m.decision_duration.clone(),
+        );
+        r.register(
+            "binder_bind_duration_seconds",
+            "Latency of Binding requests",
+            m.bind_duration.clone(),
+        );
+        r.register("binder_binds", "Binding requests by result", m.binds.clone());
+        r.register(
+            "binder_replica_errors",
+            "Failed calls by decision replica",
+            m.replica_errors.clone(),
+        );
+        r.register("binder_snapshot_syncs", "Snapshot syncs by kind", m.syncs.clone());
+        r.register(
+            "binder_snapshot_sync_bytes",
+            "Bytes of snapshot syncs by kind",
+            m.sync_bytes.clone(),
+        );
+        r.register(
+            "binder_snapshot_sync_duration_seconds",
+            "Latency of snapshot syncs by kind",
+            m.sync_duration.clone(),
+        );
+        r.register("binder_leader", "1 while this binder holds the lease", m.leader.clone());
+        Self { registry: r, ..m }
+    }
+
+    /// Counts one scheduling attempt.
+    pub fn attempt(&self, profile: &str, result: &str) {
+        self.attempts
+            .get_or_create(&AttemptLabels {
+                result: result.to_string(),
+                profile: profile.to_string(),
+            })
+            .inc();
+    }
+
+    /// Total attempts with a result, over all profiles.
+    pub fn attempts_total(&self, result: &str) -> u64 {
+        let mut total = 0;
+        for profile in ["default", "bin-packing", "requested-to-capacity-ratio"] {
+            total += self
+                .attempts
+                .get_or_create(&AttemptLabels {
+                    result: result.to_string(),
+                    profile: profile.to_string(),
+                })
+                .get();
+        }
+        total
+    }
+
+    /// Records a bound pod's end-to-end latency and attempts.
+    pub fn e2e(&self, profile: &str, latency: Duration, attempts: u32) {
+        self.e2e
+            .get_or_create(&AttemptLabels {
+                result: "scheduled".into(),
+                profile: profile.to_string(),
+            })
+            .observe(latency.as_secs_f64());
+        self.pod_attempts.observe(f64::from(attempts));
+    }
+
+    /// Sets the pending gauges.
+    pub fn set_pending(&self, c: QueueCounts) {
+        for (queue, n) in [
+            ("active", c.active),
+            ("backoff", c.backoff),
+            ("unschedulable", c.unschedulable),
+            ("in_flight", c.in_flight),
+        ] {
+            self.pending.get_or_create(&QueueLabel { queue }).set(n as i64);
+        }
+    }
+
+    /// Records a Binding request.
+    pub fn bind(&self, result: &Result<(), ApiError>, latency: Duration) {
+        self.bind_duration.observe(latency.as_secs_f64());
+        let result = match result {
+            Ok(()) => "ok",
+            Err(ApiError::Conflict(_)) => "conflict",
+            Err(ApiError::NotFound(_)) => "not_found",
+            Err(ApiError::Other(_)) => "error",
+        };
+        self.binds.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    /// Binding requests with a result (`ok`, `conflict`, `not_found`, `error`).
+    pub fn binds_total(&self, result: &'static str) -> u64 {
+        self.binds.get_or_create(&ResultLabel { result }).get()
+    }
+
+    /// Counts a failed call to a replica.
+    pub fn replica_error(&self, replica: &str) {
+        self.replica_errors
+            .get_or_create(&ReplicaLabel {
+                replica: replica.to_string(),
+            })
+            .inc();
+    }
+
+    /// Records a snapshot sync.
+    pub fn sync(&self, full: bool, bytes: usize, latency: Duration) {
+        let kind = if full { "full" } else { "delta" };
+        self.syncs.get_or_create(&SyncLabel { kind }).inc();
+        self.sync_bytes.get_or_create(&SyncLabel { kind }).inc_by(bytes as u64);
+        self.sync_duration
+            .get_or_create(&SyncLabel { kind })
+            .observe(latency.as_secs_f64());
+    }
+
+    /// Syncs of a kind (`full` or `delta`).
+    pub fn syncs_total(&self, kind: &'static str) -> u64 {
+        self.syncs.get_or_create(&SyncLabel { kind }).get()
+    }
+
+    /// The metrics in the Prometheus text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}

@@ -1,0 +1,246 @@
+//! Lean projections of Kubernetes objects: only what placement reads, as `placement.v1` messages.
+//!
+//! Watchers keep these instead of whole objects, so a 150,000-pod cluster costs a few hundred bytes
+//! per pod, and the same conversion feeds the decision service, the simulation and the tests.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, Node, NodeSelectorRequirement, NodeSelectorTerm, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use placement_scheduler::proto;
+
+/// A pod as the binder tracks it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodInfo {
+    /// What the decision service needs (node_name set when bound).
+    pub spec: proto::Pod,
+    /// spec.schedulerName.
+    pub scheduler_name: String,
+    /// metadata.creationTimestamp in milliseconds since the epoch (queue order).
+    pub created_ms: i64,
+    /// status.phase is Succeeded or Failed: the pod no longer uses its node.
+    pub terminal: bool,
+    /// metadata.deletionTimestamp is set.
+    pub deleting: bool,
+}
+
+impl PodInfo {
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.spec.namespace, self.spec.name)
+    }
+
+    /// The node the pod is bound to, if any.
+    pub fn node_name(&self) -> Option<&str> {
+        Some(self.spec.node_name.as_str()).filter(|n| !n.is_empty())
+    }
+}
+
+fn quantities(list: Option<&BTreeMap<String, Quantity>>) -> BTreeMap<String, String> {
+    list.map(|m| m.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect())
+        .unwrap_or_default()
+}
+
+fn container(c: &Container) -> proto::Container {
+    proto::Container {
+        name: c.name.clone(),
+        image: c.image.clone().unwrap_or_default(),
+        requests: quantities(c.resources.as_ref().and_then(|r| r.requests.as_ref())),
+        ports: c
+            .ports
+            .iter()
+            .flatten()
+            .filter(|p| p.host_port.is_some_and(|h| h > 0))
+            .map(|p| proto::ContainerPort {
+                container_port: p.container_port,
+                host_port: p.host_port.unwrap_or(0),
+                protocol: p.protocol.clone().unwrap_or_default(),
+                host_ip: p.host_ip.clone().unwrap_or_default(),
+            })
+            .collect(),
+        restart_policy: c.restart_policy.clone().unwrap_or_default(),
+    }
+}
+
+fn requirement(r: &NodeSelectorRequirement) -> proto::NodeSelectorRequirement {
+    proto::NodeSelectorRequirement {
+        key: r.key.clone(),
+        operator: r.operator.clone(),
+        values: r.values.clone().unwrap_or_default(),
+    }
+}
+
+fn term(t: &NodeSelectorTerm) -> proto::NodeSelectorTerm {
+    proto::NodeSelectorTerm {
+        match_expressions: t.match_expressions.iter().flatten().map(requirement).collect(),
+        match_fields: t.match_fields.iter().flatten().map(requirement).collect(),
+    }
+}
+
+fn millis(t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> i64 {
+    t.map(|t| t.0.as_millisecond()).unwrap_or(0)
+}
+
+/// Projects a Pod.
+pub fn pod_info(pod: &Pod) -> PodInfo {
+    let meta = &pod.metadata;
+    let spec = pod.spec.as_ref();
+    let affinity = spec
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref());
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    PodInfo {
+        spec: proto::Pod {
+            uid: meta.uid.clone().unwrap_or_default(),
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+            labels: meta.labels.clone().unwrap_or_default(),
+            priority: spec.and_then(|s| s.priority).unwrap_or(0),
+            containers: spec
+                .map(|s| s.containers.iter().map(container).collect())
+                .unwrap_or_default(),
+            init_containers: spec
+                .and_then(|s| s.init_containers.as_ref())
+                .map(|c| c.iter().map(container).collect())
+                .unwrap_or_default(),
+            overhead: quantities(spec.and_then(|s| s.overhead.as_ref())),
+            node_name: spec.and_then(|s| s.node_name.clone()).unwrap_or_default(),
+            node_selector: spec.and_then(|s| s.node_selector.clone()).unwrap_or_default(),
+            node_affinity: affinity.map(|a| proto::NodeAffinity {
+                required: a
+                    .required_during_scheduling_ignored_during_execution
+                    .as_ref()
+                    .map(|r| proto::NodeSelector {
+                        terms: r.node_selector_terms.iter().map(term).collect(),
+                    }),
+                preferred: a
+                    .preferred_during_scheduling_ignored_during_execution
+                    .iter()
+                    .flatten()
+                    .map(|p| proto::PreferredSchedulingTerm {
+                        weight: p.weight,
+                        preference: Some(term(&p.preference)),
+                    })
+                    .collect(),
+            }),
+            tolerations: spec
+                .and_then(|s| s.tolerations.as_ref())
+                .map(|ts| {
+                    ts.iter()
+                        .map(|t| proto::Toleration {
+                            key: t.key.clone().unwrap_or_default(),
+                            operator: t.operator.clone().unwrap_or_default(),
+                            value: t.value.clone().unwrap_or_default(),
+                            effect: t.effect.clone().unwrap_or_default(),
+                            toleration_seconds: t.toleration_seconds,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        },
+        scheduler_name: spec
+            .and_then(|s| s.scheduler_name.clone())
+            .unwrap_or_else(|| "default-scheduler".to_string()),
+        created_ms: millis(meta.creation_timestamp.as_ref()),
+        terminal: matches!(phase, Some("Succeeded" | "Failed")),
+        deleting: meta.deletion_timestamp.is_some(),
+    }
+}
+
+/// Projects a Node.
+pub fn node_info(node: &Node) -> proto::Node {
+    let spec = node.spec.as_ref();
+    let status = node.status.as_ref();
+    proto::Node {
+        name: node.metadata.name.clone().unwrap_or_default(),
+        labels: node.metadata.labels.clone().unwrap_or_default(),
+        taints: spec
+            .and_then(|s| s.taints.as_ref())
+            .map(|ts| {
+                ts.iter()
+                    .map(|t| proto::Taint {
+                        key: t.key.clone(),
+                        value: t.value.clone().unwrap_or_default(),
+                        effect: t.effect.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+        allocatable: quantities(status.and_then(|s| s.allocatable.as_ref())),
+        images: status
+            .and_then(|s| s.images.as_ref())
+            .map(|imgs| {
+                imgs.iter()
+                    .map(|i| proto::ContainerImage {
+                        names: i.names.clone().unwrap_or_default(),
+                        size_bytes: i.size_bytes.unwrap_or(0),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_projection_keeps_what_placement_reads() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web-1", "namespace": "shop", "uid": "u-1", "labels": {"app": "web"},
+                          "creationTimestamp": "2026-01-02T03:04:05Z"},
+            "spec": {
+                "schedulerName": "placement-scheduler",
+                "priority": 10,
+                "nodeSelector": {"disk": "ssd"},
+                "containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}},
+                                "ports": [{"containerPort": 80, "hostPort": 8080}, {"containerPort": 81}]}],
+                "initContainers": [{"name": "sidecar", "image": "envoy", "restartPolicy": "Always",
+                                    "resources": {"requests": {"cpu": "100m"}}}],
+                "overhead": {"cpu": "10m"},
+                "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}],
+                "affinity": {"nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]},
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 5, "preference": {"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["3"]}]}}]
+                }}
+            },
+            "status": {"phase": "Pending"}
+        }))
+        .unwrap();
+        let info = pod_info(&pod);
+        assert_eq!(info.scheduler_name, "placement-scheduler");
+        assert_eq!(info.key(), "shop/web-1");
+        assert_eq!(info.created_ms, 1_767_323_045_000);
+        assert!(!info.terminal && !info.deleting);
+        let s = &info.spec;
+        assert_eq!((s.uid.as_str(), s.priority), ("u-1", 10));
+        assert_eq!(s.containers[0].requests["cpu"], "250m");
+        assert_eq!(s.containers[0].ports.len(), 1, "only host ports matter");
+        assert_eq!(s.init_containers[0].restart_policy, "Always");
+        assert_eq!(s.overhead["cpu"], "10m");
+        assert_eq!(s.tolerations[0].effect, "NoSchedule");
+        let a = s.node_affinity.as_ref().unwrap();
+        assert_eq!(a.required.as_ref().unwrap().terms[0].match_expressions[0].values, ["a"]);
+        assert_eq!(a.preferred[0].weight, 5);
+    }
+
+    #[test]
+    fn node_projection_keeps_what_placement_reads() {
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1", "labels": {"zone": "a"}},
+            "spec": {"unschedulable": true, "taints": [{"key": "k", "effect": "NoExecute"}]},
+            "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                       "images": [{"names": ["nginx:latest"], "sizeBytes": 1000}]}
+        }))
+        .unwrap();
+        let n = node_info(&node);
+        assert!(n.unschedulable);
+        assert_eq!(n.taints[0].effect, "NoExecute");
+        assert_eq!(n.allocatable["pods"], "110");
+        assert_eq!(n.images[0].size_bytes, 1000);
+    }
+}

@@ -1,0 +1,447 @@
+//! The scheduling queue, shaped like kube-scheduler's: an active queue ordered by priority then age,
+//! a backoff queue for pods that failed, and an unschedulable pool whose pods move back when a
+//! cluster event could make them fit (a node added or changed, a pod deleted) or after a while.
+//!
+//! Every pending pod is in exactly one place: active, backoff, unschedulable or in flight (popped
+//! and not yet decided or bound). Heaps are cleaned lazily: an entry is valid only if its
+//! generation matches the pod's.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashMap};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::model::PodInfo;
+
+/// Queue timing.
+#[derive(Debug, Clone)]
+pub struct QueueConfig {
+    /// Backoff after the first failure (kube-scheduler: 1s).
+    pub initial_backoff: Duration,
+    /// Longest backoff (kube-scheduler: 10s).
+    pub max_backoff: Duration,
+    /// Longest stay in the unschedulable pool without a cluster event (kube-scheduler: 5m).
+    pub max_unschedulable: Duration,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        Self {
+            initial_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(10),
+            max_unschedulable: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Where a pending pod is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// Waiting to be scheduled.
+    Active,
+    /// Waiting out a backoff until the instant.
+    Backoff(Instant),
+    /// Found unschedulable at the instant; waiting for a cluster event.
+    Unschedulable(Instant),
+    /// Popped: being decided or bound.
+    InFlight,
+}
+
+/// A pending pod and its scheduling history.
+#[derive(Debug, Clone)]
+pub struct QueuedPod {
+    /// The pod.
+    pub info: PodInfo,
+    /// Scheduling attempts so far.
+    pub attempts: u32,
+    /// When the binder first saw it (for end-to-end latency).
+    pub first_seen: Instant,
+    generation: u64,
+    place: Place,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct ActiveKey {
+    priority: i32,
+    created_ms: i64,
+    seq: u64,
+    uid: String,
+    generation: u64,
+}
+
+impl Ord for ActiveKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Max-heap: higher priority first, then older, then first queued.
+        self.priority
+            .cmp(&other.priority)
+            .then(other.created_ms.cmp(&self.created_ms))
+            .then(other.seq.cmp(&self.seq))
+    }
+}
+
+impl PartialOrd for ActiveKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Sizes of the queue's parts, for `scheduler_pending_pods{queue}`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueCounts {
+    /// Active.
+    pub active: usize,
+    /// Backoff.
+    pub backoff: usize,
+    /// Unschedulable.
+    pub unschedulable: usize,
+    /// In flight.
+    pub in_flight: usize,
+}
+
+/// The scheduling queue.
+#[derive(Debug, Default)]
+pub struct SchedulingQueue {
+    config: QueueConfig,
+    pods: HashMap<String, QueuedPod>,
+    active: BinaryHeap<ActiveKey>,
+    backoff: BinaryHeap<Reverse<(Instant, u64, String)>>,
+    seq: u64,
+    counts: QueueCounts,
+}
+
+impl SchedulingQueue {
+    /// An empty queue.
+    pub fn new(config: QueueConfig) -> Self {
+        Self {
+            config,
+            ..Default::default()
+        }
+    }
+
+    fn count(&mut self, place: Place, delta: isize) {
+        let c = match place {
+            Place::Active => &mut self.counts.active,
+            Place::Backoff(_) => &mut self.counts.backoff,
+            Place::Unschedulable(_) => &mut self.counts.unschedulable,
+            Place::InFlight => &mut self.counts.in_flight,
+        };
+        *c = c.saturating_add_signed(delta);
+    }
+
+    fn place(&mut self, uid: &str, place: Place) {
+        self.seq += 1;
+        let seq = self.seq;
+        let Some(p) = self.pods.get_mut(uid) else {
+            return;
+        };
+        let old = p.place;
+        p.generation = seq;
+        p.place = place;
+        let key = match place {
+            Place::Active => Some(ActiveKey {
+                priority: p.info.spec.priority,
+                created_ms: p.info.created_ms,
+                seq,
+                uid: uid.to_string(),
+                generation: seq,
+            }),
+            _ => None,
+        };
+        self.count(old, -1);
+        self.count(place, 1);
+        if let Some(k) = key {
+            self.active.push(k);
+        }
+        if let Place::Backoff(until) = place {
+            self.backoff.push(Reverse((until, seq, uid.to_string())));
+        }
+    }
+
+    /// Adds a new pending pod, or updates one already queued. An update to a pod in the
+    /// unschedulable pool moves it to the active queue (it may fit now).
+    pub fn add_or_update(&mut self, info: PodInfo, now: Instant) {
+        let uid = info.spec.uid.clone();
+        match self.pods.get_mut(&uid) {
+            Some(p) => {
+                let changed = p.info.spec != info.spec;
+                p.info = info;
+                if changed && matches!(p.place, Place::Unschedulable(_)) {
+                    self.place(&uid, Place::Active);
+                }
+            }
+            None => {
+                self.pods.insert(
+                    uid.clone(),
+                    QueuedPod {
+                        info,
+                        attempts: 0,
+                        first_seen: now,
+                        generation: 0,
+                        place: Place::InFlight,
+                    },
+                );
+                self.counts.in_flight += 1;
+                self.place(&uid, Place::Active);
+            }
+        }
+    }
+
+    /// Forgets a pod (deleted, bound, or no longer ours). Returns it if it was queued.
+    pub fn remove(&mut self, uid: &str) -> Option<QueuedPod> {
+        let p = self.pods.remove(uid)?;
+        self.count(p.place, -1);
+        Some(p)
+    }
+
+    /// Whether the pod is queued anywhere (in flight included).
+    pub fn contains(&self, uid: &str) -> bool {
+        self.pods.contains_key(uid)
+    }
+
+    /// Where a pod is.
+    pub fn place_of(&self, uid: &str) -> Option<Place> {
+        self.pods.get(uid).map(|p| p.place)
+    }
+
+    /// Moves backoff pods whose time has come, and unschedulable pods that waited too long, to active.
+    fn flush(&mut self, now: Instant) {
+        while let Some(Reverse((until, generation, uid))) = self.backoff.peek().cloned() {
+            if until > now {
+                break;
+            }
+            self.backoff.pop();
+            if self.pods.get(&uid).is_some_and(|p| p.generation == generation) {
+                self.place(&uid, Place::Active);
+            }
+        }
+        let stale: Vec<String> = self
+            .pods
+            .iter()
+            .filter(|(_, p)| matches!(p.place, Place::Unschedulable(since) if now.duration_since(since) >= self.config.max_unschedulable))
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in stale {
+            self.place(&uid, Place::Active);
+        }
+    }
+
+    /// Pops up to `max` pods, highest priority then oldest first, and marks them in flight.
+    pub fn pop_batch(&mut self, max: usize, now: Instant) -> Vec<QueuedPod> {
+        self.flush(now);
+        let mut out = Vec::with_capacity(max.min(self.counts.active));
+        while out.len() < max {
+            let Some(k) = self.active.pop() else { break };
+            let valid = self
+                .pods
+                .get(&k.uid)
+                .is_some_and(|p| p.generation == k.generation && p.place == Place::Active);
+            if !valid {
+                continue;
+            }
+            self.place(&k.uid, Place::InFlight);
+            if let Some(p) = self.pods.get_mut(&k.uid) {
+                p.attempts += 1;
+                out.push(p.clone());
+            }
+        }
+        out
+    }
+
+    /// Active pods ready to pop now (after flushing due backoffs).
+    pub fn ready(&mut self, now: Instant) -> usize {
+        self.flush(now);
+        self.counts.active
+    }
+
+    fn backoff_for(&self, attempts: u32) -> Duration {
+        let shift = attempts.saturating_sub(1).min(20);
+        self.config
+            .initial_backoff
+            .saturating_mul(1u32 << shift)
+            .min(self.config.max_backoff)
+    }
+
+    /// Puts an in-flight pod in backoff after a failure (decision error, bind error).
+    pub fn backoff(&mut self, uid: &str, now: Instant) {
+        let Some(attempts) = self.pods.get(uid).map(|p| p.attempts) else {
+            return;
+        };
+        let until = now + self.backoff_for(attempts);
+        self.place(uid, Place::Backoff(until));
+    }
+
+    /// Returns an in-flight pod to the active queue at once (e.g. its batch never reached a replica).
+    pub fn retry_now(&mut self, uid: &str) {
+        if let Some(p) = self.pods.get_mut(uid) {
+            p.attempts = p.attempts.saturating_sub(1);
+            self.place(uid, Place::Active);
+        }
+    }
+
+    /// Parks an in-flight pod that fits no node until a cluster event.
+    pub fn unschedulable(&mut self, uid: &str, now: Instant) {
+        if self.pods.contains_key(uid) {
+            self.place(uid, Place::Unschedulable(now));
+        }
+    }
+
+    /// A cluster event that could make pods fit: every unschedulable pod goes to backoff, or to
+    /// active when its backoff has already passed (kube-scheduler's `MoveAllToActiveOrBackoffQueue`).
+    pub fn move_all_unschedulable(&mut self, now: Instant) {
+        let parked: Vec<(String, Instant, u32)> = self
+            .pods
+            .iter()
+            .filter_map(|(uid, p)| match p.place {
+                Place::Unschedulable(since) => Some((uid.clone(), since, p.attempts)),
+                _ => None,
+            })
+            .collect();
+        for (uid, since, attempts) in parked {
+            let until = since + self.backoff_for(attempts);
+            let place = if until <= now {
+                Place::Active
+            } else {
+                Place::Backoff(until)
+            };
+            self.place(&uid, place);
+        }
+    }
+
+    /// When the next backoff ends, if any pod is backing off.
+    pub fn next_wakeup(&self) -> Option<Instant> {
+        self.backoff
+            .iter()
+            .filter(|Reverse((_, g, uid))| self.pods.get(uid).is_some_and(|p| p.generation == *g))
+            .map(|Reverse((t, _, _))| *t)
+            .min()
+    }
+
+    /// Sizes of the queue's parts.
+    pub fn counts(&self) -> QueueCounts {
+        self.counts
+    }
+
+    /// Number of pods queued anywhere.
+    pub fn len(&self) -> usize {
+        self.pods.len()
+    }
+
+    /// True when nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.pods.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use placement_scheduler::proto;
+
+    fn info(uid: &str, priority: i32, created_ms: i64) -> PodInfo {
+        PodInfo {
+            spec: proto::Pod {
+                uid: uid.into(),
+                priority,
+                ..Default::default()
+            },
+            scheduler_name: "placement-scheduler".into(),
+            created_ms,
+            terminal: false,
+            deleting: false,
+        }
+    }
+
+    fn uids(pods: &[QueuedPod]) -> Vec<&str> {
+        pods.iter().map(|p| p.info.spec.uid.as_str()).collect()
+    }
+
+    #[test]
+    fn priority_then_age_order() {
+        let now = Instant::now();
+        let mut q = SchedulingQueue::new(QueueConfig::default());
+        q.add_or_update(info("low-old", 0, 1), now);
+        q.add_or_update(info("high-new", 10, 5), now);
+        q.add_or_update(info("low-new", 0, 3), now);
+        q.add_or_update(info("high-old", 10, 2), now);
+        assert_eq!(
+            uids(&q.pop_batch(10, now)),
+            ["high-old", "high-new", "low-old", "low-new"]
+        );
+        assert_eq!(q.counts().in_flight, 4);
+    }
+
+    #[test]
+    fn batches_are_cut_by_size() {
+        let now = Instant::now();
+        let mut q = SchedulingQueue::new(QueueConfig::default());
+        for i in 0..5 {
+            q.add_or_update(info(&format!("p{i}"), 0, i), now);
+        }
+        assert_eq!(q.pop_batch(2, now).len(), 2);
+        assert_eq!(q.pop_batch(2, now).len(), 2);
+        assert_eq!(q.pop_batch(2, now).len(), 1);
+        assert!(q.pop_batch(2, now).is_empty());
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_maximum() {
+        let t0 = Instant::now();
+        let mut q = SchedulingQueue::new(QueueConfig::default());
+        q.add_or_update(info("p", 0, 0), t0);
+        let mut now = t0;
+        for expected in [1u64, 2, 4, 8, 10, 10] {
+            assert_eq!(q.pop_batch(1, now).len(), 1);
+            q.backoff("p", now);
+            assert!(q
+                .pop_batch(1, now + Duration::from_millis(expected * 1000 - 1))
+                .is_empty());
+            now += Duration::from_secs(expected);
+            assert_eq!(q.ready(now), 1, "ready after {expected}s");
+        }
+    }
+
+    #[test]
+    fn unschedulable_pods_wait_for_a_cluster_event() {
+        let t0 = Instant::now();
+        let mut q = SchedulingQueue::new(QueueConfig::default());
+        q.add_or_update(info("p", 0, 0), t0);
+        q.pop_batch(1, t0);
+        q.unschedulable("p", t0);
+        let later = t0 + Duration::from_secs(60);
+        assert_eq!(q.ready(later), 0, "no event, no retry");
+        q.move_all_unschedulable(later);
+        assert_eq!(q.ready(later), 1, "a node event brings it back");
+        // Without events, it comes back after max_unschedulable.
+        q.pop_batch(1, later);
+        q.unschedulable("p", later);
+        assert_eq!(q.ready(later + Duration::from_secs(299)), 0);
+        assert_eq!(q.ready(later + Duration::from_secs(300)), 1);
+    }
+
+    #[test]
+    fn an_event_right_after_failure_waits_out_the_backoff() {
+        let t0 = Instant::now();
+        let mut q = SchedulingQueue::new(QueueConfig::default());
+        q.add_or_update(info("p", 0, 0), t0);
+        q.pop_batch(1, t0);
+        q.unschedulable("p", t0);
+        q.move_all_unschedulable(t0);
+        assert_eq!(q.place_of("p"), Some(Place::Backoff(t0 + Duration::from_secs(1))));
+        assert_eq!(q.next_wakeup(), Some(t0 + Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn removal_and_updates_never_duplicate_a_pod() {
+        let t0 = Instant::now();
+        let mut q = SchedulingQueue::new(QueueConfig::default());
+        q.add_or_update(info("p", 0, 0), t0);
+        q.add_or_update(info("p", 5, 0), t0);
+        assert_eq!(q.pop_batch(10, t0).len(), 1);
+        q.add_or_update(info("p", 5, 0), t0);
+        assert!(q.pop_batch(10, t0).is_empty(), "in flight pods are not popped twice");
+        q.remove("p");
+        assert!(q.is_empty());
+        assert_eq!(q.counts(), QueueCounts::default());
+    }
+}

@@ -1,0 +1,308 @@
+//! Decision replicas: endpoints from a static list or a DNS name (a headless Service), re-resolved;
+//! least-loaded of two random choices among ready replicas; failing replicas taken out for a while.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use placement_scheduler::proto::placement_service_client::PlacementServiceClient;
+use tokio::time::Instant;
+use tonic::transport::{Channel, Endpoint};
+
+/// Where decision replicas are found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndpointSource {
+    /// A fixed list of `http://host:port` URLs.
+    Static(Vec<String>),
+    /// A DNS name and port; every address it resolves to is a replica (a headless Service).
+    Dns {
+        /// Host name.
+        host: String,
+        /// gRPC port.
+        port: u16,
+    },
+}
+
+/// Timeouts and ejection of replicas.
+#[derive(Debug, Clone)]
+pub struct ReplicaConfig {
+    /// Deadline of each call to a replica.
+    pub call_timeout: Duration,
+    /// How long a replica that failed is taken out (doubled per consecutive failure, up to 8×).
+    pub eject_for: Duration,
+    /// Largest message sent or received (a full snapshot).
+    pub max_message_bytes: usize,
+}
+
+impl Default for ReplicaConfig {
+    fn default() -> Self {
+        Self {
+            call_timeout: Duration::from_secs(10),
+            eject_for: Duration::from_secs(2),
+            max_message_bytes: 256 << 20,
+        }
+    }
+}
+
+/// One decision replica.
+#[derive(Debug)]
+pub struct Replica {
+    /// Its URL.
+    pub endpoint: String,
+    client: PlacementServiceClient<Channel>,
+    inflight: AtomicUsize,
+    failures: AtomicU32,
+    ejected_until: Mutex<Option<Instant>>,
+    /// The snapshot id this replica holds and the state version it reflects.
+    pub synced: Mutex<Option<(String, u64)>>,
+    /// Calls that failed on this replica.
+    pub errors: AtomicU64,
+}
+
+impl Replica {
+    fn new(endpoint: String, config: &ReplicaConfig) -> Result<Self, tonic::transport::Error> {
+        let channel = Endpoint::from_shared(endpoint.clone())?
+            .connect_timeout(Duration::from_secs(2))
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(Duration::from_secs(30))
+            .connect_lazy();
+        Ok(Self {
+            client: PlacementServiceClient::new(channel)
+                .max_decoding_message_size(config.max_message_bytes)
+                .max_encoding_message_size(config.max_message_bytes),
+            endpoint,
+            inflight: AtomicUsize::new(0),
+            failures: AtomicU32::new(0),
+            ejected_until: Mutex::new(None),
+            synced: Mutex::new(None),
+            errors: AtomicU64::new(0),
+        })
+    }
+
+    /// A client for one call; the guard counts the call as in flight while it lives.
+    pub fn client(self: &Arc<Self>) -> (PlacementServiceClient<Channel>, InFlight) {
+        self.inflight.fetch_add(1, Ordering::Relaxed);
+        (self.client.clone(), InFlight(Arc::clone(self)))
+    }
+
+    fn ready(&self, now: Instant) -> bool {
+        self.ejected_until.lock().is_none_or(|t| now >= t)
+    }
+
+    /// Records a failed call: the replica is taken out for a while and its snapshot forgotten.
+    pub fn failed(&self, config: &ReplicaConfig) {
+        let n = self.failures.fetch_add(1, Ordering::Relaxed).min(3);
+        *self.ejected_until.lock() = Some(Instant::now() + config.eject_for * (1 << n));
+        *self.synced.lock() = None;
+        self.errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records a successful call.
+    pub fn succeeded(&self) {
+        self.failures.store(0, Ordering::Relaxed);
+        *self.ejected_until.lock() = None;
+    }
+}
+
+/// Counts a call as in flight on a replica until dropped.
+#[derive(Debug)]
+pub struct InFlight(Arc<Replica>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.inflight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The set of decision replicas.
+#[derive(Debug)]
+pub struct ReplicaPool {
+    source: EndpointSource,
+    /// Timeouts and ejection.
+    pub config: ReplicaConfig,
+    replicas: RwLock<Vec<Arc<Replica>>>,
+    rng: AtomicU64,
+}
+
+/// Why the replica set could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicaError {
+    /// An endpoint URL is invalid.
+    #[error("invalid decision endpoint {endpoint:?}: {source}")]
+    Endpoint {
+        /// The URL.
+        endpoint: String,
+        /// Why.
+        source: tonic::transport::Error,
+    },
+    /// The DNS name did not resolve.
+    #[error("resolving {host}: {source}")]
+    Resolve {
+        /// The name.
+        host: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl ReplicaPool {
+    /// A pool for `source`; call [`ReplicaPool::refresh`] to resolve a DNS source.
+    pub fn new(source: EndpointSource, config: ReplicaConfig) -> Result<Self, ReplicaError> {
+        let pool = Self {
+            source,
+            config,
+            replicas: RwLock::new(Vec::new()),
+            rng: AtomicU64::new(0x9e37_79b9_7f4a_7c15),
+        };
+        if let EndpointSource::Static(list) = &pool.source {
+            pool.set(list.clone())?;
+        }
+        Ok(pool)
+    }
+
+    fn set(&self, endpoints: Vec<String>) -> Result<(), ReplicaError> {
+        let wanted: HashSet<String> = endpoints.into_iter().collect();
+        let mut current = self.replicas.write();
+        current.retain(|r| wanted.contains(&r.endpoint));
+        let have: HashSet<String> = current.iter().map(|r| r.endpoint.clone()).collect();
+        let mut added: Vec<&String> = wanted.iter().filter(|e| !have.contains(*e)).collect();
+        added.sort();
+        for e in added {
+            let r = Replica::new(e.clone(), &self.config).map_err(|source| ReplicaError::Endpoint {
+                endpoint: e.clone(),
+                source,
+            })?;
+            current.push(Arc::new(r));
+        }
+        current.sort_by(|a, b| a.endpoint.cmp(&b.endpoint));
+        Ok(())
+    }
+
+    /// Re-resolves a DNS source (a no-op for a static list).
+    pub async fn refresh(&self) -> Result<(), ReplicaError> {
+        let EndpointSource::Dns { host, port } = &self.source else {
+            return Ok(());
+        };
+        let addrs = tokio::net::lookup_host((host.as_str(), *port))
+            .await
+            .map_err(|source| ReplicaError::Resolve {
+                host: host.clone(),
+                source,
+            })?;
+        let endpoints = addrs.map(|a| format!("http://{a}")).collect();
+        self.set(endpoints)
+    }
+
+    /// Every replica.
+    pub fn all(&self) -> Vec<Arc<Replica>> {
+        self.replicas.read().clone()
+    }
+
+    fn next_random(&self) -> u64 {
+        let x = self.rng.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Picks a ready replica not in `tried`: the less loaded of two random choices. When every
+    /// untried replica is out, the one whose ejection ends first is used rather than none.
+    pub fn pick(&self, tried: &[String]) -> Option<Arc<Replica>> {
+        let now = Instant::now();
+        let all = self.replicas.read();
+        let untried: Vec<&Arc<Replica>> = all.iter().filter(|r| !tried.contains(&r.endpoint)).collect();
+        let ready: Vec<&Arc<Replica>> = untried.iter().copied().filter(|r| r.ready(now)).collect();
+        let pool = if ready.is_empty() { untried } else { ready };
+        match pool.len() {
+            0 => None,
+            1 => Some(Arc::clone(pool[0])),
+            n => {
+                let a = pool[(self.next_random() % n as u64) as usize];
+                let b = pool[(self.next_random() % n as u64) as usize];
+                let load = |r: &Replica| r.inflight.load(Ordering::Relaxed);
+                Some(Arc::clone(if load(b) < load(a) { b } else { a }))
+            }
+        }
+    }
+
+    /// Number of replicas not currently taken out.
+    pub fn ready_count(&self) -> usize {
+        let now = Instant::now();
+        self.replicas.read().iter().filter(|r| r.ready(now)).count()
+    }
+
+    /// The lowest state version every replica has synced (0 if one never synced).
+    pub fn min_synced_version(&self) -> u64 {
+        self.replicas
+            .read()
+            .iter()
+            .map(|r| r.synced.lock().as_ref().map_or(0, |(_, v)| *v))
+            .min()
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(n: usize) -> ReplicaPool {
+        let list = (0..n).map(|i| format!("http://127.0.0.1:{}", 1000 + i)).collect();
+        ReplicaPool::new(EndpointSource::Static(list), ReplicaConfig::default()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn failed_replicas_are_skipped_while_others_are_ready() {
+        let p = pool(3);
+        let bad = p.all()[0].clone();
+        bad.failed(&p.config);
+        for _ in 0..50 {
+            assert_ne!(p.pick(&[]).unwrap().endpoint, bad.endpoint);
+        }
+        assert_eq!(p.ready_count(), 2);
+        bad.succeeded();
+        assert_eq!(p.ready_count(), 3);
+    }
+
+    #[tokio::test]
+    async fn tried_replicas_are_excluded_and_loads_balance() {
+        let p = pool(2);
+        let first = p.pick(&[]).unwrap();
+        let second = p.pick(std::slice::from_ref(&first.endpoint)).unwrap();
+        assert_ne!(first.endpoint, second.endpoint);
+        assert!(p.pick(&[first.endpoint.clone(), second.endpoint.clone()]).is_none());
+        // The busier replica loses the two-choice draw whenever both are drawn.
+        let _busy = (0..5).map(|_| first.client().1).collect::<Vec<_>>();
+        let picks = (0..100)
+            .filter(|_| p.pick(&[]).unwrap().endpoint == first.endpoint)
+            .count();
+        assert!(picks < 50, "busy replica picked {picks}/100 times");
+    }
+
+    #[tokio::test]
+    async fn when_all_are_out_one_is_still_tried() {
+        let p = pool(2);
+        for r in p.all() {
+            r.failed(&p.config);
+        }
+        assert!(p.pick(&[]).is_some());
+    }
+
+    #[tokio::test]
+    async fn dns_source_resolves_every_address() {
+        let p = ReplicaPool::new(
+            EndpointSource::Dns {
+                host: "localhost".into(),
+                port: 50051,
+            },
+            ReplicaConfig::default(),
+        )
+        .unwrap();
+        p.refresh().await.unwrap();
+        assert!(!p.all().is_empty());
+        assert!(p.all().iter().all(|r| r.endpoint.ends_with(":50051")));
+    }
+}

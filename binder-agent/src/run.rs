@@ -1,0 +1,461 @@
+//! `binder-agent run`: the in-cluster agent. Watches nodes and pods, asks decision replicas where
+//! pending pods go, writes Bindings while it holds the leader lease, and serves `/healthz`,
+//! `/readyz` and `/metrics`.
+//!
+//! Every flag also reads an environment variable (`BINDER_*`). `--http-listen` defaults to
+//! `0.0.0.0:10251`: the kubelet's httpGet probes and Prometheus reach a pod on its IP, not on
+//! loopback (use `127.0.0.1:10251` to keep the endpoints local).
+//!
+//! On SIGTERM or SIGINT the binder stops taking work, finishes the binds in flight, then releases
+//! the lease so a standby binder takes over at once.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::Client;
+use tokio::sync::watch;
+
+use crate::binder::{Binder, BinderConfig};
+use crate::kube_api::{KubeApi, KubeApiConfig};
+use crate::leader::{LeaderConfig, Leadership};
+use crate::metrics::BinderMetrics;
+use crate::replicas::{EndpointSource, ReplicaConfig, ReplicaPool};
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Flags of `binder-agent run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Kubeconfig file; without it, in-cluster config or $KUBECONFIG / ~/.kube/config.
+    #[arg(long, env = "BINDER_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// spec.schedulerName of the pods to place (repeatable, or comma-separated).
+    #[arg(
+        long = "scheduler-name",
+        env = "BINDER_SCHEDULER_NAME",
+        value_delimiter = ',',
+        default_value = "placement-scheduler"
+    )]
+    pub scheduler_names: Vec<String>,
+
+    /// Decision replicas as comma-separated URLs (`http://host:port`).
+    #[arg(
+        long,
+        env = "BINDER_DECISION_ENDPOINTS",
+        value_delimiter = ',',
+        conflicts_with = "decision_dns",
+        required_unless_present = "decision_dns"
+    )]
+    pub decision_endpoints: Vec<String>,
+
+    /// Decision replicas as `host:port` of a headless Service: every address is a replica.
+    #[arg(long, env = "BINDER_DECISION_DNS")]
+    pub decision_dns: Option<String>,
+
+    /// How often `--decision-dns` is resolved again, in seconds.
+    #[arg(long, env = "BINDER_DECISION_DNS_REFRESH_SECS", default_value_t = 10)]
+    pub decision_dns_refresh_secs: u64,
+
+    /// Deadline of each call to a decision replica, in milliseconds.
+    #[arg(long, env = "BINDER_DECISION_TIMEOUT_MS", default_value_t = 10_000)]
+    pub decision_timeout_ms: u64,
+
+    /// Most pods per decision call.
+    #[arg(long, env = "BINDER_BATCH_SIZE", default_value_t = 256)]
+    pub batch_size: usize,
+
+    /// How long a batch may wait to fill, in milliseconds.
+    #[arg(long, env = "BINDER_BATCH_WINDOW_MS", default_value_t = 5)]
+    pub batch_window_ms: u64,
+
+    /// Bindings in flight at once.
+    #[arg(long, env = "BINDER_BIND_CONCURRENCY", default_value_t = 64)]
+    pub bind_concurrency: usize,
+
+    /// API writes per second (bindings, events, status patches); 0 for no limit.
+    #[arg(long, env = "BINDER_API_QPS", default_value_t = 0)]
+    pub api_qps: u32,
+
+    /// Burst of API writes above `--api-qps`.
+    #[arg(long, env = "BINDER_API_BURST", default_value_t = 100)]
+    pub api_burst: u32,
+
+    /// Deadline of each API request, in milliseconds.
+    #[arg(long, env = "BINDER_API_TIMEOUT_MS", default_value_t = 10_000)]
+    pub api_timeout_ms: u64,
+
+    /// Placement policy sent with each batch (empty: the decision service's default).
+    #[arg(long, env = "BINDER_POLICY", default_value = "")]
+    pub policy: String,
+
+    /// Tie-break seed sent with each batch.
+    #[arg(long, env = "BINDER_SEED", default_value_t = 0)]
+    pub seed: u64,
+
+    /// Elect a leader among binders through a Lease (`--leader-elect=false` or
+    /// `--no-leader-elect` for a single binder).
+    #[arg(long, env = "BINDER_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub leader_elect: bool,
+
+    /// Always act as the leader (one binder only).
+    #[arg(long, overrides_with = "leader_elect")]
+    pub no_leader_elect: bool,
+
+    /// Namespace of the Lease (default: the client's namespace, in-cluster the pod's).
+    #[arg(long, env = "BINDER_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+
+    /// Name of the Lease.
+    #[arg(long, env = "BINDER_LEASE_NAME", default_value = "placement-binder")]
+    pub lease_name: String,
+
+    /// How long the lease is valid without renewal, in seconds.
+    #[arg(long, env = "BINDER_LEASE_DURATION_SECS", default_value_t = 15)]
+    pub lease_duration_secs: u64,
+
+    /// How long before expiry the leader renews, in seconds.
+    #[arg(long, env = "BINDER_LEASE_GRACE_SECS", default_value_t = 5)]
+    pub lease_grace_secs: u64,
+
+    /// This binder's identity in the Lease and in events (default: hostname, i.e. the pod name,
+    /// with a random suffix as kube-scheduler's).
+    #[arg(long, env = "BINDER_IDENTITY")]
+    pub identity: Option<String>,
+
+    /// `reportingController` of the events written.
+    #[arg(long, env = "BINDER_REPORTING_CONTROLLER", default_value = "placement-scheduler")]
+    pub reporting_controller: String,
+
+    /// Address of `/healthz`, `/readyz` and `/metrics`.
+    #[arg(long, env = "BINDER_HTTP_LISTEN", default_value = "0.0.0.0:10251")]
+    pub http_listen: std::net::SocketAddr,
+
+    /// Log format.
+    #[arg(long, env = "BINDER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+}
+
+fn hostname() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "placement-binder".to_string())
+}
+
+/// kube-scheduler's identity: `{hostname}_{unique}` (its unique part is a UUID).
+fn default_identity() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    format!("{}_{:016x}", hostname(), h.finish())
+}
+
+/// `host:port` of `--decision-dns`.
+fn parse_dns(s: &str) -> anyhow::Result<EndpointSource> {
+    let (host, port) = s
+        .rsplit_once(':')
+        .with_context(|| format!("--decision-dns {s:?}: expected host:port"))?;
+    let port = port
+        .parse()
+        .with_context(|| format!("--decision-dns {s:?}: bad port"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    anyhow::ensure!(!host.is_empty(), "--decision-dns {s:?}: empty host");
+    Ok(EndpointSource::Dns {
+        host: host.to_string(),
+        port,
+    })
+}
+
+async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
+    match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
+            let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("loading {}", path.display()))?;
+            Client::try_from(config).context("building the Kubernetes client")
+        }
+        None => Client::try_default()
+            .await
+            .context("configuring the Kubernetes client (in-cluster or KUBECONFIG)"),
+    }
+}
+
+/// Resolves when SIGTERM or SIGINT arrives.
+async fn signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+                    _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM; only SIGINT stops the binder");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// A shutdown signal many tasks can wait on.
+#[derive(Clone)]
+struct Shutdown(watch::Receiver<bool>);
+
+impl Shutdown {
+    async fn wait(mut self) {
+        let _ = self.0.wait_for(|stop| *stop).await;
+    }
+}
+
+/// Runs the agent until SIGTERM or SIGINT.
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    run_until(args, signal()).await
+}
+
+/// Runs the agent until `stop_signal` resolves, then shuts down gracefully.
+pub async fn run_until(args: RunArgs, stop_signal: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+    init_logging(args.log_format);
+    let client = client(args.kubeconfig.as_ref()).await?;
+    let identity = args.identity.clone().unwrap_or_else(default_identity);
+    let metrics = Arc::new(BinderMetrics::new());
+
+    let source = match &args.decision_dns {
+        Some(dns) => parse_dns(dns)?,
+        None => {
+            anyhow::ensure!(
+                !args.decision_endpoints.is_empty(),
+                "--decision-endpoints or --decision-dns is required"
+            );
+            EndpointSource::Static(args.decision_endpoints.clone())
+        }
+    };
+    let replica_config = ReplicaConfig {
+        call_timeout: Duration::from_millis(args.decision_timeout_ms),
+        ..ReplicaConfig::default()
+    };
+    let replicas = Arc::new(ReplicaPool::new(source.clone(), replica_config)?);
+
+    let leadership = if args.leader_elect && !args.no_leader_elect {
+        let config = LeaderConfig {
+            identity: identity.clone(),
+            namespace: args
+                .lease_namespace
+                .clone()
+                .unwrap_or_else(|| client.default_namespace().to_string()),
+            lease_name: args.lease_name.clone(),
+            duration_secs: args.lease_duration_secs,
+            grace_secs: args.lease_grace_secs,
+        };
+        tracing::info!(identity = %config.identity, namespace = %config.namespace, lease = %config.lease_name, "leader election on");
+        Leadership::elect(client.clone(), config, Arc::clone(&metrics))?
+    } else {
+        tracing::info!("leader election off: this binder always binds");
+        Leadership::always(&metrics)
+    };
+
+    let api = KubeApi::new(
+        client.clone(),
+        KubeApiConfig {
+            // kube-scheduler's events/v1 recorder: `{controller}-{hostname}`.
+            reporting_instance: format!("{}-{identity}", args.reporting_controller),
+            reporting_controller: args.reporting_controller.clone(),
+            request_timeout: Duration::from_millis(args.api_timeout_ms),
+        },
+    );
+    let config = BinderConfig {
+        scheduler_names: args.scheduler_names.clone(),
+        batch_size: args.batch_size.max(1),
+        batch_window: Duration::from_millis(args.batch_window_ms),
+        bind_concurrency: args.bind_concurrency.max(1),
+        api_qps: args.api_qps,
+        api_burst: args.api_burst,
+        policy: args.policy.clone(),
+        seed: args.seed,
+        ..BinderConfig::default()
+    };
+    let binder = Binder::new(
+        config,
+        api,
+        Arc::clone(&replicas),
+        Arc::clone(&metrics),
+        leadership.receiver(),
+    );
+
+    let (stop, stopped) = watch::channel(false);
+    let shutdown = Shutdown(stopped);
+    let mut tasks = tokio::task::JoinSet::new();
+
+    let listener = tokio::net::TcpListener::bind(args.http_listen)
+        .await
+        .with_context(|| format!("listening on {}", args.http_listen))?;
+    tracing::info!(addr = %args.http_listen, "serving /healthz, /readyz, /metrics");
+    {
+        let binder = binder.clone();
+        let shutdown = shutdown.clone();
+        tasks.spawn(async move {
+            if let Err(e) = crate::http::serve(listener, binder, shutdown.wait()).await {
+                tracing::error!(error = %e, "HTTP server failed");
+            }
+        });
+    }
+
+    if let EndpointSource::Dns { host, port } = &source {
+        let every = Duration::from_secs(args.decision_dns_refresh_secs.max(1));
+        let replicas = Arc::clone(&replicas);
+        let shutdown = shutdown.clone();
+        let name = format!("{host}:{port}");
+        tasks.spawn(async move {
+            let refresh = async {
+                loop {
+                    match replicas.refresh().await {
+                        Ok(()) => {
+                            tracing::debug!(dns = %name, replicas = replicas.all().len(), "decision replicas resolved")
+                        }
+                        Err(e) => tracing::warn!(error = %e, "resolving decision replicas failed"),
+                    }
+                    tokio::time::sleep(every).await;
+                }
+            };
+            tokio::select! {
+                () = shutdown.wait() => {}
+                () = refresh => {}
+            }
+        });
+    }
+
+    {
+        let binder = binder.clone();
+        let client = client.clone();
+        let shutdown = shutdown.clone();
+        tasks.spawn(crate::watch::run(client, binder, shutdown.wait()));
+    }
+
+    tracing::info!(
+        scheduler_names = ?args.scheduler_names,
+        identity = %identity,
+        "binder started"
+    );
+    binder.run(stop_signal).await;
+
+    // The binder took no more work and its binds are done: give the lease up, then stop the rest.
+    leadership.release().await;
+    let _ = stop.send(true);
+    while tasks.join_next().await.is_some() {}
+    tracing::info!("binder stopped");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: RunArgs,
+    }
+
+    #[test]
+    fn flags_parse_with_defaults() {
+        let cli = Cli::try_parse_from(["binder", "--decision-endpoints", "http://a:1,http://b:2"]).unwrap();
+        let a = cli.args;
+        assert_eq!(a.decision_endpoints, ["http://a:1", "http://b:2"]);
+        assert_eq!(a.scheduler_names, ["placement-scheduler"]);
+        assert_eq!(
+            (a.batch_size, a.batch_window_ms, a.bind_concurrency, a.api_qps),
+            (256, 5, 64, 0)
+        );
+        assert!(a.leader_elect && !a.no_leader_elect);
+        assert_eq!(a.lease_name, "placement-binder");
+        assert_eq!(a.http_listen.to_string(), "0.0.0.0:10251");
+        assert_eq!(a.log_format, LogFormat::Text);
+    }
+
+    #[test]
+    fn leader_election_can_be_turned_off() {
+        let a = Cli::try_parse_from(["binder", "--decision-dns", "placement:50051", "--no-leader-elect"])
+            .unwrap()
+            .args;
+        assert!(a.no_leader_elect);
+        let a = Cli::try_parse_from(["binder", "--decision-dns", "placement:50051", "--leader-elect=false"])
+            .unwrap()
+            .args;
+        assert!(!a.leader_elect);
+        let a = Cli::try_parse_from([
+            "binder",
+            "--decision-dns",
+            "placement:50051",
+            "--scheduler-name",
+            "a",
+            "--scheduler-name",
+            "b",
+        ])
+        .unwrap()
+        .args;
+        assert_eq!(a.scheduler_names, ["a", "b"]);
+    }
+
+    #[test]
+    fn a_decision_source_is_required_and_exclusive() {
+        assert!(Cli::try_parse_from(["binder"]).is_err());
+        assert!(
+            Cli::try_parse_from(["binder", "--decision-dns", "x:1", "--decision-endpoints", "http://a:1"]).is_err()
+        );
+    }
+
+    #[test]
+    fn dns_source_parses() {
+        assert_eq!(
+            parse_dns("placement.svc:50051").unwrap(),
+            EndpointSource::Dns {
+                host: "placement.svc".into(),
+                port: 50051
+            }
+        );
+        assert!(parse_dns("placement").is_err());
+        assert!(parse_dns(":1").is_err());
+    }
+
+    #[test]
+    fn identities_are_unique() {
+        assert_ne!(default_identity(), default_identity());
+    }
+}

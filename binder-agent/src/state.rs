@@ -1,0 +1,266 @@
+//! The binder's view of the cluster: nodes, bound pods and assumed placements, with a versioned
+//! change log from which each decision replica gets the delta since its last sync.
+//!
+//! An assumed placement counts against its node from the decision until the watch shows the binding
+//! (it becomes a bound pod under the same uid) or the bind fails (it is forgotten), so consecutive
+//! batches never overcommit a node.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use placement_scheduler::proto;
+
+/// What changed, by identity; the current value is read from the state when a delta is built.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Key {
+    Node(String),
+    Pod(String),
+}
+
+/// Nodes, bound pods and assumed pods, versioned.
+#[derive(Debug, Default)]
+pub struct ClusterState {
+    nodes: HashMap<String, proto::Node>,
+    bound: HashMap<String, proto::Pod>,
+    assumed: HashMap<String, proto::Pod>,
+    version: u64,
+    log: VecDeque<(u64, Key)>,
+    /// Changes at or below this version are no longer in the log.
+    compacted: u64,
+}
+
+/// Most log entries kept; a replica further behind gets a full snapshot.
+const MAX_LOG: usize = 1 << 20;
+
+impl ClusterState {
+    /// An empty state.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn record(&mut self, key: Key) {
+        self.version += 1;
+        self.log.push_back((self.version, key));
+        while self.log.len() > MAX_LOG {
+            if let Some((v, _)) = self.log.pop_front() {
+                self.compacted = v;
+            }
+        }
+    }
+
+    /// The current version: a snapshot synced now reflects every change up to it.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Adds or replaces a node.
+    pub fn apply_node(&mut self, node: proto::Node) {
+        if self.nodes.get(&node.name) == Some(&node) {
+            return;
+        }
+        let key = Key::Node(node.name.clone());
+        self.nodes.insert(node.name.clone(), node);
+        self.record(key);
+    }
+
+    /// Removes a node.
+    pub fn delete_node(&mut self, name: &str) {
+        if self.nodes.remove(name).is_some() {
+            self.record(Key::Node(name.to_string()));
+        }
+    }
+
+    /// Records a pod the API server shows bound; it replaces an assumption for the same uid.
+    pub fn apply_bound_pod(&mut self, pod: proto::Pod) {
+        let uid = pod.uid.clone();
+        let was_assumed = self.assumed.remove(&uid);
+        if self.bound.get(&uid) == Some(&pod) && was_assumed.is_none() {
+            return;
+        }
+        // An assumption on the same node with the same spec is already counted as it is.
+        let unchanged = was_assumed.as_ref() == Some(&pod);
+        self.bound.insert(uid.clone(), pod);
+        if !unchanged {
+            self.record(Key::Pod(uid));
+        }
+    }
+
+    /// Removes a pod (deleted, or finished so it no longer uses its node).
+    pub fn delete_pod(&mut self, uid: &str) -> bool {
+        let a = self.assumed.remove(uid).is_some();
+        let b = self.bound.remove(uid).is_some();
+        if a || b {
+            self.record(Key::Pod(uid.to_string()));
+        }
+        b
+    }
+
+    /// Counts a decided pod against its node until the binding is seen or fails.
+    pub fn assume(&mut self, mut pod: proto::Pod, node: &str) {
+        if self.bound.contains_key(&pod.uid) {
+            return;
+        }
+        pod.node_name = node.to_string();
+        let uid = pod.uid.clone();
+        self.assumed.insert(uid.clone(), pod);
+        self.record(Key::Pod(uid));
+    }
+
+    /// Drops an assumption (the bind failed or conflicted).
+    pub fn forget(&mut self, uid: &str) {
+        if self.assumed.remove(uid).is_some() && !self.bound.contains_key(uid) {
+            self.record(Key::Pod(uid.to_string()));
+        }
+    }
+
+    /// Whether a pod is assumed (decided, not yet seen bound).
+    pub fn is_assumed(&self, uid: &str) -> bool {
+        self.assumed.contains_key(uid)
+    }
+
+    /// Whether the API server shows the pod bound.
+    pub fn is_bound(&self, uid: &str) -> bool {
+        self.bound.contains_key(uid)
+    }
+
+    /// Number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Number of bound and assumed pods.
+    pub fn pod_count(&self) -> usize {
+        self.bound.len() + self.assumed.len()
+    }
+
+    /// Number of assumed pods.
+    pub fn assumed_count(&self) -> usize {
+        self.assumed.len()
+    }
+
+    /// Nodes by name.
+    pub fn nodes(&self) -> &HashMap<String, proto::Node> {
+        &self.nodes
+    }
+
+    /// Bound pods (as the API server shows them) and assumed pods, each once.
+    pub fn pods(&self) -> impl Iterator<Item = &proto::Pod> {
+        self.bound.values().chain(self.assumed.values())
+    }
+
+    fn pod(&self, uid: &str) -> Option<&proto::Pod> {
+        self.assumed.get(uid).or_else(|| self.bound.get(uid))
+    }
+
+    /// The whole cluster as a snapshot, with assumed pods counted on their nodes.
+    pub fn full(&self) -> proto::Snapshot {
+        let mut nodes: Vec<proto::Node> = self.nodes.values().cloned().collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut pods: Vec<proto::Pod> = self.pods().cloned().collect();
+        pods.sort_by(|a, b| a.uid.cmp(&b.uid));
+        proto::Snapshot { nodes, pods }
+    }
+
+    /// The changes after `since` as a delta (without its base id), or `None` when the log no longer
+    /// reaches back that far and a full snapshot is needed.
+    pub fn delta_since(&self, since: u64) -> Option<proto::SnapshotDelta> {
+        if since < self.compacted || since > self.version {
+            return None;
+        }
+        let start = self.log.partition_point(|(v, _)| *v <= since);
+        let keys: HashSet<&Key> = self.log.range(start..).map(|(_, k)| k).collect();
+        let mut delta = proto::SnapshotDelta::default();
+        let mut keys: Vec<&Key> = keys.into_iter().collect();
+        keys.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+        for key in keys {
+            match key {
+                Key::Node(name) => match self.nodes.get(name) {
+                    Some(n) => delta.upsert_nodes.push(n.clone()),
+                    None => delta.remove_nodes.push(name.clone()),
+                },
+                Key::Pod(uid) => match self.pod(uid) {
+                    Some(p) => delta.upsert_pods.push(p.clone()),
+                    None => delta.remove_pod_uids.push(uid.clone()),
+                },
+            }
+        }
+        Some(delta)
+    }
+
+    /// Forgets log entries every replica has synced past.
+    pub fn compact(&mut self, synced_by_all: u64) {
+        while let Some((v, _)) = self.log.front() {
+            if *v > synced_by_all {
+                break;
+            }
+            self.compacted = *v;
+            self.log.pop_front();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str) -> proto::Node {
+        proto::Node {
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+
+    fn pod(uid: &str, node: &str) -> proto::Pod {
+        proto::Pod {
+            uid: uid.into(),
+            node_name: node.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn delta_carries_latest_value_of_each_change() {
+        let mut s = ClusterState::new();
+        s.apply_node(node("a"));
+        let v = s.version();
+        s.apply_node(node("b"));
+        s.apply_bound_pod(pod("p1", "a"));
+        s.delete_node("a");
+        let d = s.delta_since(v).unwrap();
+        assert_eq!(
+            d.upsert_nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
+            ["b"]
+        );
+        assert_eq!(d.remove_nodes, ["a"]);
+        assert_eq!(d.upsert_pods.len(), 1);
+        assert!(s.delta_since(s.version()).unwrap().upsert_nodes.is_empty());
+    }
+
+    #[test]
+    fn assumptions_count_until_confirmed_or_forgotten() {
+        let mut s = ClusterState::new();
+        s.apply_node(node("a"));
+        s.assume(pod("p1", ""), "a");
+        assert_eq!(s.full().pods[0].node_name, "a");
+        let v = s.version();
+        // The watch shows the binding: same pod, no change for the replicas.
+        s.apply_bound_pod(pod("p1", "a"));
+        assert!(!s.is_assumed("p1") && s.is_bound("p1"));
+        assert_eq!(s.version(), v, "confirming an identical assumption changes nothing");
+        assert_eq!(s.pod_count(), 1);
+        // A failed bind forgets the assumption.
+        s.assume(pod("p2", ""), "a");
+        s.forget("p2");
+        assert_eq!(s.pod_count(), 1);
+        assert_eq!(s.delta_since(v).unwrap().remove_pod_uids, ["p2"]);
+    }
+
+    #[test]
+    fn compacted_history_forces_a_full_sync() {
+        let mut s = ClusterState::new();
+        s.apply_node(node("a"));
+        s.apply_node(node("b"));
+        s.compact(2);
+        assert!(s.delta_since(1).is_none());
+        assert!(s.delta_since(2).is_some());
+    }
+}

@@ -1,0 +1,346 @@
+//! Feeds a [`Binder`] from the API server with kube-runtime watchers: every node, and every pod
+//! that is not finished.
+//!
+//! Pods come from ONE watch over all namespaces with the field selector
+//! `status.phase!=Succeeded,status.phase!=Failed`, as kube-scheduler's own pod informer. Two
+//! watches (pending pods, bound pods) would race: a pod being bound would leave the first before
+//! it appears in the second, and the first's delete event would then wipe the usage the second
+//! just recorded (or the pod would count nowhere for a while, and a batch would overcommit its
+//! node). With one watch a binding is a single modification of one object, and the binder
+//! classifies each pod itself: ours and unbound → the queue, bound → node usage. A pod that
+//! finishes leaves the selector; the API server reports that as a deletion, which frees its node.
+//!
+//! A watcher restart relists (`Init`, `InitApply`…, `InitDone`); objects that vanished while the
+//! watch was down are not reported by the API server, so each watcher keeps the set of keys it has
+//! seen (node names, pod uids — not the objects) and reports the difference as deletions when the
+//! relist completes. The binder is marked synced once both initial lists are done. Lists use the
+//! default consistent (most recent) semantic, not `resourceVersion=0`: a stale list would make
+//! recently created bound pods look deleted and free their nodes for a moment.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::watcher::{self, watcher, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Api, Client};
+
+use crate::api::ClusterApi;
+use crate::binder::{Binder, ClusterEvent};
+use crate::model::{node_info, pod_info};
+
+/// kube-scheduler's pod field selector: every pod that may still use (or need) a node.
+pub const POD_FIELD_SELECTOR: &str = "status.phase!=Succeeded,status.phase!=Failed";
+
+/// The keys a watcher has seen, to turn a relist into deletions.
+#[derive(Debug, Default)]
+pub struct KnownKeys {
+    known: HashSet<String>,
+    relisting: Option<HashSet<String>>,
+}
+
+impl KnownKeys {
+    /// Keys currently known.
+    pub fn len(&self) -> usize {
+        self.known.len()
+    }
+
+    /// Whether no key is known.
+    pub fn is_empty(&self) -> bool {
+        self.known.is_empty()
+    }
+
+    /// A relist starts.
+    pub fn init(&mut self) {
+        self.relisting = Some(HashSet::new());
+    }
+
+    /// A relisted object.
+    pub fn init_apply(&mut self, key: &str) {
+        match &mut self.relisting {
+            Some(seen) => seen.insert(key.to_string()),
+            None => self.known.insert(key.to_string()),
+        };
+    }
+
+    /// An object added or changed.
+    pub fn apply(&mut self, key: &str) {
+        self.known.insert(key.to_string());
+    }
+
+    /// An object deleted.
+    pub fn delete(&mut self, key: &str) {
+        self.known.remove(key);
+    }
+
+    /// The relist is complete: returns the keys known before that it did not list (deleted while
+    /// the watch was down).
+    pub fn init_done(&mut self) -> Vec<String> {
+        let Some(seen) = self.relisting.take() else {
+            return Vec::new();
+        };
+        let mut gone: Vec<String> = self.known.difference(&seen).cloned().collect();
+        gone.sort();
+        self.known = seen;
+        gone
+    }
+}
+
+/// Turns node watch events into cluster events.
+#[derive(Debug, Default)]
+pub struct NodeTracker {
+    keys: KnownKeys,
+}
+
+impl NodeTracker {
+    /// The cluster events for one watch event; `true` with them when an initial list completed.
+    pub fn on_event(&mut self, event: Event<Node>) -> (Vec<ClusterEvent>, bool) {
+        match event {
+            Event::Init => {
+                self.keys.init();
+                (Vec::new(), false)
+            }
+            Event::InitApply(node) => {
+                let info = node_info(&node);
+                self.keys.init_apply(&info.name);
+                (vec![ClusterEvent::NodeApplied(info)], false)
+            }
+            Event::Apply(node) => {
+                let info = node_info(&node);
+                self.keys.apply(&info.name);
+                (vec![ClusterEvent::NodeApplied(info)], false)
+            }
+            Event::Delete(node) => {
+                let name = node.metadata.name.unwrap_or_default();
+                self.keys.delete(&name);
+                (vec![ClusterEvent::NodeDeleted(name)], false)
+            }
+            Event::InitDone => {
+                let gone = self
+                    .keys
+                    .init_done()
+                    .into_iter()
+                    .map(ClusterEvent::NodeDeleted)
+                    .collect();
+                (gone, true)
+            }
+        }
+    }
+
+    /// Nodes known.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether no node is known.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+/// Turns pod watch events into cluster events.
+#[derive(Debug, Default)]
+pub struct PodTracker {
+    keys: KnownKeys,
+}
+
+impl PodTracker {
+    /// The cluster events for one watch event; `true` with them when an initial list completed.
+    pub fn on_event(&mut self, event: Event<Pod>) -> (Vec<ClusterEvent>, bool) {
+        match event {
+            Event::Init => {
+                self.keys.init();
+                (Vec::new(), false)
+            }
+            Event::InitApply(pod) | Event::Apply(pod) if pod.metadata.uid.as_deref().unwrap_or("").is_empty() => {
+                tracing::debug!(pod = ?pod.metadata.name, "pod without uid ignored");
+                (Vec::new(), false)
+            }
+            Event::InitApply(pod) => {
+                let info = pod_info(&pod);
+                self.keys.init_apply(&info.spec.uid);
+                (vec![ClusterEvent::PodApplied(info)], false)
+            }
+            Event::Apply(pod) => {
+                let info = pod_info(&pod);
+                self.keys.apply(&info.spec.uid);
+                (vec![ClusterEvent::PodApplied(info)], false)
+            }
+            Event::Delete(pod) => {
+                let Some(uid) = pod.metadata.uid.filter(|u| !u.is_empty()) else {
+                    return (Vec::new(), false);
+                };
+                self.keys.delete(&uid);
+                (vec![ClusterEvent::PodDeleted { uid }], false)
+            }
+            Event::InitDone => {
+                let gone = self
+                    .keys
+                    .init_done()
+                    .into_iter()
+                    .map(|uid| ClusterEvent::PodDeleted { uid })
+                    .collect();
+                (gone, true)
+            }
+        }
+    }
+
+    /// Pods known.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether no pod is known.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+/// Marks the binder synced when every watcher finished its first list.
+struct SyncBarrier<A> {
+    remaining: AtomicUsize,
+    binder: Binder<A>,
+}
+
+impl<A: ClusterApi> SyncBarrier<A> {
+    fn done(&self) {
+        if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            tracing::info!("initial node and pod lists done: binder synced");
+            self.binder.set_synced();
+        }
+    }
+}
+
+async fn drive<K, T, A>(
+    what: &'static str,
+    stream: impl futures::Stream<Item = Result<Event<K>, watcher::Error>>,
+    mut tracker: T,
+    on_event: impl Fn(&mut T, Event<K>) -> (Vec<ClusterEvent>, bool),
+    barrier: Arc<SyncBarrier<A>>,
+) where
+    A: ClusterApi,
+{
+    let mut stream = std::pin::pin!(stream);
+    let mut synced = false;
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(event) => {
+                let (events, list_done) = on_event(&mut tracker, event);
+                for e in events {
+                    barrier.binder.handle(e);
+                }
+                if list_done && !synced {
+                    synced = true;
+                    barrier.done();
+                }
+            }
+            // The stream backs off and relists by itself.
+            Err(e) => tracing::warn!(watch = what, error = %e, "watch failed; retrying with backoff"),
+        }
+    }
+}
+
+/// Watches nodes and pods and feeds `binder` until `shutdown` resolves.
+pub async fn run<A: ClusterApi>(client: Client, binder: Binder<A>, shutdown: impl Future<Output = ()>) {
+    let barrier = Arc::new(SyncBarrier {
+        remaining: AtomicUsize::new(2),
+        binder,
+    });
+    let nodes = watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff();
+    let pods = watcher(
+        Api::<Pod>::all(client),
+        watcher::Config::default().fields(POD_FIELD_SELECTOR),
+    )
+    .default_backoff();
+    let nodes = drive(
+        "nodes",
+        nodes,
+        NodeTracker::default(),
+        NodeTracker::on_event,
+        Arc::clone(&barrier),
+    );
+    let pods = drive("pods", pods, PodTracker::default(), PodTracker::on_event, barrier);
+    tokio::select! {
+        () = shutdown => {}
+        _ = async { tokio::join!(nodes, pods) } => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(name: &str) -> Node {
+        serde_json::from_value(json!({"metadata": {"name": name}, "status": {"allocatable": {"cpu": "4"}}})).unwrap()
+    }
+
+    fn pod(name: &str, uid: &str, node: Option<&str>) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "uid": uid},
+            "spec": {"schedulerName": "placement-scheduler", "nodeName": node, "containers": [{"name": "c"}]},
+            "status": {"phase": "Pending"}
+        }))
+        .unwrap()
+    }
+
+    fn deleted_uids(events: &[ClusterEvent]) -> Vec<String> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                ClusterEvent::PodDeleted { uid } => Some(uid.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn relist_reports_pods_that_vanished() {
+        let mut t = PodTracker::default();
+        assert!(t.on_event(Event::Init).0.is_empty());
+        for (n, u) in [("a", "ua"), ("b", "ub"), ("c", "uc")] {
+            let (ev, done) = t.on_event(Event::InitApply(pod(n, u, None)));
+            assert!(matches!(ev.as_slice(), [ClusterEvent::PodApplied(_)]) && !done);
+        }
+        let (ev, done) = t.on_event(Event::InitDone);
+        assert!(ev.is_empty() && done);
+        t.on_event(Event::Apply(pod("d", "ud", Some("n1"))));
+        t.on_event(Event::Delete(pod("a", "ua", None)));
+        assert_eq!(t.len(), 3);
+
+        // The watch broke; meanwhile b was deleted and c recreated under a new uid.
+        t.on_event(Event::Init);
+        t.on_event(Event::InitApply(pod("c", "uc2", None)));
+        t.on_event(Event::InitApply(pod("d", "ud", Some("n1"))));
+        let (ev, done) = t.on_event(Event::InitDone);
+        assert!(done);
+        assert_eq!(deleted_uids(&ev), ["ub", "uc"]);
+        assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn pod_deletion_frees_by_uid() {
+        let mut t = PodTracker::default();
+        t.on_event(Event::Apply(pod("a", "ua", Some("n1"))));
+        let (ev, _) = t.on_event(Event::Delete(pod("a", "ua", Some("n1"))));
+        assert_eq!(deleted_uids(&ev), ["ua"]);
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn relist_reports_nodes_that_vanished() {
+        let mut t = NodeTracker::default();
+        t.on_event(Event::Init);
+        t.on_event(Event::InitApply(node("n1")));
+        t.on_event(Event::InitApply(node("n2")));
+        assert!(t.on_event(Event::InitDone).1);
+        t.on_event(Event::Init);
+        t.on_event(Event::InitApply(node("n2")));
+        let (ev, _) = t.on_event(Event::InitDone);
+        assert!(matches!(ev.as_slice(), [ClusterEvent::NodeDeleted(n)] if n == "n1"));
+        assert_eq!(t.len(), 1);
+    }
+}

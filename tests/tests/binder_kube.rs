@@ -1,0 +1,744 @@
+//! The binder against the fake API server over the real protocol: kube-runtime watchers feed it,
+//! an in-process decision replica places the pods, `KubeApi` writes Bindings, events and status
+//! patches, and a Lease elects it leader.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, Node, NodeSpec, NodeStatus, Pod, PodSpec, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, PostParams};
+use placement_binder::kube_api::{KubeApi, KubeApiConfig};
+use placement_binder::leader::{LeaderConfig, Leadership};
+use placement_binder::metrics::BinderMetrics;
+use placement_binder::replicas::{EndpointSource, ReplicaConfig, ReplicaPool};
+use placement_binder::run::{LogFormat, RunArgs};
+use placement_binder::{Binder, BinderConfig};
+use placement_scheduler::grpc::{serve, Metrics, ServerConfig};
+use placement_tests::fake_apiserver::{matcher, FakeApiServer};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+const WAIT: Duration = Duration::from_secs(30);
+const SCHEDULER: &str = "placement-scheduler";
+
+fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+        .collect()
+}
+
+fn node(name: &str, cpu: &str) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some([("kubernetes.io/hostname".to_string(), name.to_string())].into()),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec::default()),
+        status: Some(NodeStatus {
+            allocatable: Some(quantities(&[("cpu", cpu), ("memory", "8Gi"), ("pods", "110")])),
+            capacity: Some(quantities(&[("cpu", cpu), ("memory", "8Gi"), ("pods", "110")])),
+            ..Default::default()
+        }),
+    }
+}
+
+fn pod(name: &str, scheduler: &str, cpu: &str, node_name: Option<&str>) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            scheduler_name: Some(scheduler.into()),
+            node_name: node_name.map(str::to_string),
+            containers: vec![Container {
+                name: "app".into(),
+                image: Some("registry.example/app:1".into()),
+                resources: Some(ResourceRequirements {
+                    requests: Some(quantities(&[("cpu", cpu), ("memory", "64Mi")])),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// CPU in millicores of a pod's requests (the quantities used here: `250m`, `1500m`, `10`).
+fn millicpu(q: &str) -> i64 {
+    match q.strip_suffix('m') {
+        Some(m) => m.parse().unwrap(),
+        None => q.parse::<i64>().unwrap() * 1000,
+    }
+}
+
+fn pod_cpu(p: &Pod) -> i64 {
+    p.spec
+        .as_ref()
+        .map(|s| {
+            s.containers
+                .iter()
+                .filter_map(|c| c.resources.as_ref()?.requests.as_ref()?.get("cpu"))
+                .map(|q| millicpu(&q.0))
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+fn node_of(p: &Pod) -> Option<String> {
+    p.spec.as_ref().and_then(|s| s.node_name.clone())
+}
+
+fn scheduled_condition(p: &Pod) -> Option<(String, String, String)> {
+    let c = p
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "PodScheduled")?
+        .clone();
+    Some((c.status, c.reason.unwrap_or_default(), c.message.unwrap_or_default()))
+}
+
+/// A decision replica on a free port.
+async fn decision_service() -> (String, oneshot::Sender<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(serve(
+        listener,
+        ServerConfig::default(),
+        Arc::new(Metrics::new()),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    (format!("http://{addr}"), stop)
+}
+
+/// Polls `check` until it holds or [`WAIT`] passes.
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A binder running against the fake: watchers, the scheduling loop and (optionally) a Lease.
+struct Running {
+    binder: Binder<KubeApi>,
+    leadership: Leadership,
+    metrics: Arc<BinderMetrics>,
+    stop_binder: oneshot::Sender<()>,
+    run: JoinHandle<()>,
+    stop_watch: oneshot::Sender<()>,
+    watch: JoinHandle<()>,
+}
+
+struct Options {
+    identity: &'static str,
+    /// Lease duration and grace in seconds; `None` for `--no-leader-elect`.
+    lease: Option<(u64, u64)>,
+    request_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            identity: "binder-0",
+            lease: Some((15, 5)),
+            request_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+fn start_binder(server: &FakeApiServer, endpoint: &str, options: Options) -> Running {
+    let client = server.client();
+    let metrics = Arc::new(BinderMetrics::new());
+    let replicas = Arc::new(
+        ReplicaPool::new(
+            EndpointSource::Static(vec![endpoint.to_string()]),
+            ReplicaConfig::default(),
+        )
+        .unwrap(),
+    );
+    let leadership = match options.lease {
+        Some((duration_secs, grace_secs)) => Leadership::elect(
+            client.clone(),
+            LeaderConfig {
+                identity: options.identity.into(),
+                namespace: "kube-system".into(),
+                lease_name: "placement-binder".into(),
+                duration_secs,
+                grace_secs,
+            },
+            Arc::clone(&metrics),
+        )
+        .unwrap(),
+        None => Leadership::always(&metrics),
+    };
+    let api = KubeApi::new(
+        client.clone(),
+        KubeApiConfig {
+            reporting_controller: SCHEDULER.into(),
+            reporting_instance: format!("{SCHEDULER}-{}", options.identity),
+            request_timeout: options.request_timeout,
+        },
+    );
+    let binder = Binder::new(
+        BinderConfig::default(),
+        api,
+        replicas,
+        Arc::clone(&metrics),
+        leadership.receiver(),
+    );
+    let (stop_watch, watch_stopped) = oneshot::channel::<()>();
+    let watch = tokio::spawn(placement_binder::watch::run(client, binder.clone(), async {
+        let _ = watch_stopped.await;
+    }));
+    let (stop_binder, binder_stopped) = oneshot::channel::<()>();
+    let run = {
+        let binder = binder.clone();
+        tokio::spawn(async move {
+            binder
+                .run(async {
+                    let _ = binder_stopped.await;
+                })
+                .await
+        })
+    };
+    Running {
+        binder,
+        leadership,
+        metrics,
+        stop_binder,
+        run,
+        stop_watch,
+        watch,
+    }
+}
+
+impl Running {
+    /// Graceful shutdown as `run` does it: stop binding, release the lease, stop watching.
+    async fn stop(self) {
+        let _ = self.stop_binder.send(());
+        self.run.await.unwrap();
+        self.leadership.release().await;
+        let _ = self.stop_watch.send(());
+        self.watch.await.unwrap();
+    }
+}
+
+/// Names of the pods in `default` with a node.
+async fn bound(pods: &Api<Pod>) -> HashMap<String, String> {
+    pods.list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|p| Some((p.metadata.name.clone()?, node_of(&p)?)))
+        .collect()
+}
+
+/// Scheduled events written so far.
+fn scheduled_events(server: &FakeApiServer) -> usize {
+    server
+        .events_v1()
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Scheduled"))
+        .count()
+}
+
+/// The statuses of the Binding POSTs for one pod, sorted.
+fn binding_statuses(server: &FakeApiServer, pod: &str) -> Vec<u16> {
+    let mut s: Vec<u16> = server
+        .requests_matching(&matcher("POST", &format!("/pods/{pod}/binding")))
+        .iter()
+        .map(|r| r.status)
+        .collect();
+    s.sort_unstable();
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binder_binds_every_pod_once_over_the_kubernetes_api() {
+    let server = FakeApiServer::start().await;
+    let client = server.client();
+
+    // 3 nodes × 2 CPUs; a pod bound before the binder starts takes 1.5 CPUs of n1. 18 pods of 250m
+    // fill the remaining 4.5 CPUs exactly, so any overcommit would show; one 10-CPU pod fits nowhere.
+    for n in ["n1", "n2", "n3"] {
+        server.create_node(node(n, "2"));
+    }
+    server.create_pod(pod("already-running", "default-scheduler", "1500m", Some("n1")));
+    server.create_pod(pod("not-ours", "default-scheduler", "250m", None));
+    for i in 0..10 {
+        server.create_pod(pod(&format!("web-{i}"), SCHEDULER, "250m", None));
+    }
+    server.create_pod(pod("huge", SCHEDULER, "10", None));
+
+    let (endpoint, stop_decisions) = decision_service().await;
+    let running = start_binder(&server, &endpoint, Options::default());
+
+    // Pods created while the binder runs are placed too.
+    for i in 10..18 {
+        server.create_pod(pod(&format!("web-{i}"), SCHEDULER, "250m", None));
+    }
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    eventually("every web pod bound and huge marked unschedulable", || {
+        let pods = pods.clone();
+        async move {
+            let list = pods.list(&Default::default()).await.unwrap();
+            let bound = list
+                .items
+                .iter()
+                .filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with("web-")) && node_of(p).is_some())
+                .count();
+            let huge = list.items.iter().find(|p| p.metadata.name.as_deref() == Some("huge"));
+            bound == 18 && huge.and_then(scheduled_condition).is_some_and(|c| c.0 == "False")
+        }
+    })
+    .await;
+    assert!(running.leadership.is_leader());
+    assert!(running.binder.is_ready());
+    assert_eq!(
+        server
+            .get_lease("kube-system", "placement-binder")
+            .and_then(|l| l.spec?.holder_identity),
+        Some("binder-0".to_string())
+    );
+
+    let list = pods.list(&Default::default()).await.unwrap().items;
+    let by_name: HashMap<String, Pod> = list
+        .iter()
+        .map(|p| (p.metadata.name.clone().unwrap(), p.clone()))
+        .collect();
+
+    // Exactly one Binding per pod, none refused, and never one for a pod that is not ours.
+    let posts = server.requests_matching(&matcher("POST", "/binding"));
+    let mut per_pod: HashMap<String, usize> = HashMap::new();
+    for r in &posts {
+        let path = r.path_and_query.split('?').next().unwrap_or_default();
+        let name = path
+            .trim_end_matches("/binding")
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        *per_pod.entry(name).or_default() += 1;
+        let body = r.body.as_ref().expect("binding body");
+        assert_eq!(body["kind"], "Binding");
+        assert_eq!(body["target"]["kind"], "Node");
+        assert!(
+            body["metadata"]["uid"].is_string(),
+            "the binding carries the pod's uid: {body}"
+        );
+    }
+    assert_eq!(per_pod.len(), 18, "{per_pod:?}");
+    assert!(
+        per_pod.iter().all(|(name, n)| name.starts_with("web-") && *n == 1),
+        "{per_pod:?}"
+    );
+    assert_eq!(server.bindings_conflicted(), 0);
+    assert!(node_of(&by_name["not-ours"]).is_none());
+    assert!(node_of(&by_name["huge"]).is_none());
+
+    // No node overcommitted: the pod bound before the binder counts.
+    let mut used: HashMap<String, i64> = HashMap::new();
+    for p in &list {
+        if let Some(n) = node_of(p) {
+            *used.entry(n).or_default() += pod_cpu(p);
+        }
+    }
+    for (n, cpu) in &used {
+        assert!(*cpu <= 2000, "node {n} overcommitted: {cpu}m of 2000m ({used:?})");
+    }
+
+    // The events kube-scheduler writes (each follows its binding).
+    eventually("a Scheduled event per pod", || async {
+        scheduled_events(&server) == 18
+    })
+    .await;
+    eventually("a FailedScheduling event", || async {
+        server
+            .events_v1()
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("FailedScheduling"))
+    })
+    .await;
+    let events = server.events_v1();
+    for i in 0..18 {
+        let name = format!("web-{i}");
+        let node = node_of(&by_name[&name]).unwrap();
+        let scheduled: Vec<_> = events
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some("Scheduled"))
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str()))
+            .collect();
+        assert_eq!(scheduled.len(), 1, "one Scheduled event for {name}");
+        let e = scheduled[0];
+        assert_eq!(e.type_.as_deref(), Some("Normal"));
+        assert_eq!(e.action.as_deref(), Some("Binding"));
+        assert_eq!(
+            e.note.as_deref(),
+            Some(format!("Successfully assigned default/{name} to {node}").as_str())
+        );
+        assert_eq!(e.reporting_controller.as_deref(), Some(SCHEDULER));
+        assert_eq!(e.reporting_instance.as_deref(), Some("placement-scheduler-binder-0"));
+        assert_eq!(
+            e.regarding.as_ref().and_then(|r| r.uid.clone()),
+            by_name[&name].metadata.uid.clone()
+        );
+    }
+    let (status, reason, message) = scheduled_condition(&by_name["huge"]).unwrap();
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "Unschedulable"));
+    assert_eq!(message, "0/3 nodes are available: 3 Insufficient cpu.");
+    let failed: Vec<_> = events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("FailedScheduling"))
+        .collect();
+    assert!(!failed.is_empty());
+    for e in &failed {
+        assert_eq!(e.regarding.as_ref().and_then(|r| r.name.as_deref()), Some("huge"));
+        assert_eq!(e.type_.as_deref(), Some("Warning"));
+        assert_eq!(e.action.as_deref(), Some("Scheduling"));
+        assert_eq!(e.note.as_deref(), Some(message.as_str()));
+    }
+    assert!(events
+        .iter()
+        .all(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) != Some("not-ours")));
+
+    // Deleting a bound pod frees its node: a new pod takes its place.
+    let freed = node_of(&by_name["web-0"]).unwrap();
+    pods.delete("web-0", &DeleteParams::default()).await.unwrap();
+    pods.create(&PostParams::default(), &pod("late", SCHEDULER, "250m", None))
+        .await
+        .unwrap();
+    eventually("the late pod bound where web-0 was", || {
+        let pods = pods.clone();
+        let freed = freed.clone();
+        async move {
+            let late = pods.get("late").await.unwrap();
+            node_of(&late).is_some_and(|n| n == freed)
+        }
+    })
+    .await;
+    assert_eq!(server.count_requests(&matcher("POST", "/pods/late/binding")), 1);
+
+    // Shutdown: stop binding, then give the lease up.
+    let metrics = Arc::clone(&running.metrics);
+    running.stop().await;
+    assert_eq!(metrics.leader.get(), 0);
+    let holder = server
+        .get_lease("kube-system", "placement-binder")
+        .and_then(|l| l.spec?.holder_identity);
+    assert_eq!(holder, None, "the lease is released on shutdown");
+    let _ = stop_decisions.send(());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_and_timed_out_binds_are_retried_without_double_binding() {
+    let server = FakeApiServer::start().await;
+    server.create_node(node("n1", "4"));
+    server.create_node(node("n2", "4"));
+    for i in 0..6 {
+        server.create_pod(pod(&format!("web-{i}"), SCHEDULER, "250m", None));
+    }
+    // web-1: a 500; web-2: throttled; web-3: held past the client's deadline, yet it takes effect.
+    server.fail_next(1, matcher("POST", "/pods/web-1/binding"), 500);
+    server.fail_next(1, matcher("POST", "/pods/web-2/binding"), 429);
+    server.delay_next(1, matcher("POST", "/pods/web-3/binding"), Duration::from_millis(2_000));
+
+    let (endpoint, stop_decisions) = decision_service().await;
+    let running = start_binder(
+        &server,
+        &endpoint,
+        Options {
+            lease: None,
+            request_timeout: Duration::from_millis(300),
+            ..Options::default()
+        },
+    );
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    eventually("every pod bound", || {
+        let pods = pods.clone();
+        async move { bound(&pods).await.len() == 6 }
+    })
+    .await;
+    // Let the held request land.
+    eventually("the held binding answered", || async {
+        server.count_requests(&matcher("POST", "/pods/web-3/binding")) >= 1
+    })
+    .await;
+
+    assert_eq!(server.bindings_succeeded(), 6, "one successful Binding per pod");
+    assert_eq!(binding_statuses(&server, "web-1"), [201, 500]);
+    assert_eq!(binding_statuses(&server, "web-2"), [201, 429]);
+    // The held request bound the pod; a retry made meanwhile, if any, bound it first and the held
+    // one then conflicted: exactly one success either way.
+    let web3 = binding_statuses(&server, "web-3");
+    assert!(web3 == [201] || web3 == [201, 409], "{web3:?}");
+    for i in [0, 4, 5] {
+        assert_eq!(binding_statuses(&server, &format!("web-{i}")), [201]);
+    }
+    // The binder saw each pod bound once (by its own request, or as a 409 when its retry lost to
+    // the held request); the 500 and the timeout were errors it retried. The 429 never reached it:
+    // kube's client retries 429/503/504 itself, within the binder's per-request deadline.
+    let m = &running.metrics;
+    assert_eq!(m.binds_total("ok") + m.binds_total("conflict"), 6);
+    assert_eq!(m.binds_total("error"), 2, "the 500 and the timeout");
+    running.stop().await;
+    let _ = stop_decisions.send(());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_after_a_broken_watch_frees_pods_deleted_meanwhile() {
+    let server = FakeApiServer::start().await;
+    server.create_node(node("n1", "1"));
+    for i in 0..4 {
+        server.create_pod(pod(&format!("web-{i}"), SCHEDULER, "250m", None));
+    }
+    let (endpoint, stop_decisions) = decision_service().await;
+    let running = start_binder(
+        &server,
+        &endpoint,
+        Options {
+            lease: None,
+            ..Options::default()
+        },
+    );
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    eventually("the node filled", || {
+        let pods = pods.clone();
+        async move { bound(&pods).await.len() == 4 }
+    })
+    .await;
+
+    // The pod watch breaks and cannot come back; meanwhile a bound pod is deleted and the history
+    // compacted, so the binder only learns of it from the relist.
+    server.fail_next(1_000_000, matcher("GET", "/api/v1/pods"), 503);
+    server.drop_watches();
+    assert!(
+        server.wait_until(WAIT, |s| s.active_watches() == 1).await,
+        "only the node watch is back"
+    );
+    server.delete_pod("default", "web-0");
+    server.compact();
+    server.create_pod(pod("late", SCHEDULER, "250m", None));
+    server.clear_faults();
+
+    eventually("the late pod bound in the freed space", || async {
+        server.get_pod("default", "late").and_then(|p| node_of(&p)).is_some()
+    })
+    .await;
+    assert!(
+        server.count_requests(&matcher("GET", "/api/v1/pods").watch(false)) >= 2,
+        "the pods were relisted"
+    );
+    assert_eq!(server.bindings_succeeded(), 5);
+    running.stop().await;
+    let _ = stop_decisions.send(());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_lease_holder_binds_and_a_standby_takes_over() {
+    let server = FakeApiServer::start().await;
+    server.create_node(node("n1", "8"));
+    server.create_node(node("n2", "8"));
+    for i in 0..10 {
+        server.create_pod(pod(&format!("a-{i}"), SCHEDULER, "250m", None));
+    }
+    let (endpoint, stop_decisions) = decision_service().await;
+    let options = |identity| Options {
+        identity,
+        lease: Some((2, 1)),
+        ..Options::default()
+    };
+    let first = start_binder(&server, &endpoint, options("binder-a"));
+    let holder = || {
+        server
+            .get_lease("kube-system", "placement-binder")
+            .and_then(|l| l.spec?.holder_identity)
+    };
+    eventually("binder-a leads", || async { holder().as_deref() == Some("binder-a") }).await;
+    let second = start_binder(&server, &endpoint, options("binder-b"));
+
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    eventually("the first pods bound", || {
+        let pods = pods.clone();
+        async move { bound(&pods).await.len() == 10 }
+    })
+    .await;
+    assert!(first.leadership.is_leader() && !second.leadership.is_leader());
+    assert!(second.binder.is_ready(), "the standby keeps its caches warm");
+    assert_eq!(second.metrics.binds_total("ok"), 0, "the standby never binds");
+
+    // The leader shuts down; the standby takes over and binds what comes next.
+    first.stop().await;
+    for i in 0..10 {
+        server.create_pod(pod(&format!("b-{i}"), SCHEDULER, "250m", None));
+    }
+    eventually("every pod bound after the takeover", || {
+        let pods = pods.clone();
+        async move { bound(&pods).await.len() == 20 }
+    })
+    .await;
+    assert!(second.leadership.is_leader());
+    assert_eq!(holder().as_deref(), Some("binder-b"));
+    assert_eq!(server.bindings_succeeded(), 20);
+    assert_eq!(server.bindings_conflicted(), 0);
+    // Events follow the bindings.
+    eventually("a Scheduled event per pod", || async {
+        scheduled_events(&server) == 20
+    })
+    .await;
+    let instances: HashMap<String, String> = server
+        .events_v1()
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("Scheduled"))
+        .filter_map(|e| Some((e.regarding?.name?, e.reporting_instance?)))
+        .collect();
+    assert_eq!(instances.len(), 20);
+    for (pod, instance) in &instances {
+        let expected = if pod.starts_with("a-") {
+            "placement-scheduler-binder-a"
+        } else {
+            "placement-scheduler-binder-b"
+        };
+        assert_eq!(instance, expected, "{pod}");
+    }
+    second.stop().await;
+    let _ = stop_decisions.send(());
+}
+
+/// `GET path` on the binder's HTTP port: (status code, body).
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: binder\r\nconnection: close\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.ok()?;
+    let code = out.split_whitespace().nth(1)?.parse().ok()?;
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((code, body))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_runs_from_a_kubeconfig_and_shuts_down_gracefully() {
+    let server = FakeApiServer::start().await;
+    server.create_node(node("n1", "4"));
+    for i in 0..5 {
+        server.create_pod(pod(&format!("web-{i}"), SCHEDULER, "250m", None));
+    }
+    let (endpoint, stop_decisions) = decision_service().await;
+    let kubeconfig = std::env::temp_dir().join(format!(
+        "binder-kube-{}-{}.yaml",
+        std::process::id(),
+        server.addr().port()
+    ));
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\nusers:\n- name: binder\n  user: {{}}\n\
+             contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: binder\n    namespace: placement-system\n\
+             current-context: fake\n",
+            server.url()
+        ),
+    )
+    .unwrap();
+    let http = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let args = RunArgs {
+        kubeconfig: Some(kubeconfig.clone()),
+        scheduler_names: vec![SCHEDULER.into()],
+        decision_endpoints: vec![endpoint],
+        decision_dns: None,
+        decision_dns_refresh_secs: 10,
+        decision_timeout_ms: 10_000,
+        batch_size: 256,
+        batch_window_ms: 5,
+        bind_concurrency: 64,
+        api_qps: 0,
+        api_burst: 100,
+        api_timeout_ms: 5_000,
+        policy: String::new(),
+        seed: 0,
+        leader_elect: true,
+        no_leader_elect: false,
+        lease_namespace: None,
+        lease_name: "placement-binder".into(),
+        lease_duration_secs: 15,
+        lease_grace_secs: 5,
+        identity: Some("agent-0".into()),
+        reporting_controller: SCHEDULER.into(),
+        http_listen: http,
+        log_format: LogFormat::Text,
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    let agent = tokio::spawn(placement_binder::run::run_until(args, async {
+        let _ = stopped.await;
+    }));
+
+    eventually("the agent ready", || async {
+        http_get(http, "/readyz").await.is_some_and(|(c, _)| c == 200)
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    eventually("every pod bound", || {
+        let pods = pods.clone();
+        async move { bound(&pods).await.len() == 5 }
+    })
+    .await;
+    assert_eq!(http_get(http, "/healthz").await.map(|(c, _)| c), Some(200));
+    let (code, metrics) = http_get(http, "/metrics").await.unwrap();
+    assert_eq!(code, 200);
+    assert!(metrics.contains("binder_leader 1"), "{metrics}");
+    assert!(metrics.contains("binder_binds_total{result=\"ok\"} 5"), "{metrics}");
+    // The lease lives in the kubeconfig context's namespace when none is given.
+    let lease = server
+        .get_lease("placement-system", "placement-binder")
+        .and_then(|l| l.spec?.holder_identity);
+    assert_eq!(lease.as_deref(), Some("agent-0"));
+    eventually("a Scheduled event per pod", || async { scheduled_events(&server) == 5 }).await;
+    assert!(server
+        .events_v1()
+        .iter()
+        .all(|e| e.reporting_instance.as_deref() == Some("placement-scheduler-agent-0")));
+
+    let _ = stop.send(());
+    tokio::time::timeout(WAIT, agent)
+        .await
+        .expect("the agent stops")
+        .unwrap()
+        .unwrap();
+    let lease = server
+        .get_lease("placement-system", "placement-binder")
+        .and_then(|l| l.spec?.holder_identity);
+    assert_eq!(lease, None, "the lease is released on shutdown");
+    assert!(http_get(http, "/healthz").await.is_none(), "the HTTP server stopped");
+    let _ = std::fs::remove_file(kubeconfig);
+    let _ = stop_decisions.send(());
+}
