@@ -53,6 +53,11 @@ step "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 
 step "cargo test"
+if [ -n "${E2E_KUBECONFIG:-}" ]; then
+  echo "e2e: E2E_KUBECONFIG=$E2E_KUBECONFIG: tests/tests/e2e.rs runs against that cluster"
+else
+  echo "e2e: E2E_KUBECONFIG is not set: the end-to-end suite against a real cluster (tests/tests/e2e.rs) is skipped"
+fi
 cargo test --workspace
 
 step "bench smoke (criterion --test: each benchmark runs once)"
