@@ -63,6 +63,10 @@ pub struct BinderConfig {
     pub policy: String,
     /// Tie-break seed sent with each batch.
     pub seed: u64,
+    /// Tries of one Binding to its node before the pod is decided again (ambiguous errors only).
+    pub bind_attempts: u32,
+    /// Wait before the second try of a Binding; doubled per try, up to 5s.
+    pub bind_retry_backoff: Duration,
     /// Queue timing.
     pub queue: QueueConfig,
 }
@@ -78,6 +82,8 @@ impl Default for BinderConfig {
             api_burst: 100,
             policy: String::new(),
             seed: 0,
+            bind_attempts: 5,
+            bind_retry_backoff: Duration::from_millis(200),
             queue: QueueConfig::default(),
         }
     }
@@ -542,50 +548,70 @@ impl<A: ClusterApi> Binder<A> {
         tasks.spawn(async move {
             let s = &this.shared;
             let uid = qp.info.spec.uid.clone();
-            let Ok(_permit) = Arc::clone(&s.binds).acquire_owned().await else {
-                return;
-            };
-            // A binder that lost the lease binds nothing more; the pod goes back to the queue for
-            // whoever leads next (it will see the pod unbound, or bound if this one got through).
-            if !*s.leader.borrow() || !s.queue.lock().contains(&uid) {
-                s.state.lock().forget(&uid);
-                s.queue.lock().retry_now(&uid);
-                return;
-            }
-            this.rate_limit().await;
             let pod = pod_ref(&qp.info.spec);
-            let started = Instant::now();
-            let result = s.api.bind(&pod, &node).await;
-            s.metrics.bind(&result, started.elapsed());
             let policy = if s.config.policy.is_empty() {
                 "default"
             } else {
                 s.config.policy.as_str()
             };
-            match result {
-                Ok(()) => {
-                    s.queue.lock().remove(&uid);
-                    s.metrics.attempt(policy, "scheduled");
-                    s.metrics.e2e(policy, qp.first_seen.elapsed(), qp.attempts);
-                    this.rate_limit().await;
-                    if let Err(e) = s.api.record_scheduled(&pod, &node).await {
-                        tracing::debug!(pod = %pod.key(), error = %e, "recording Scheduled event failed");
+            let mut retry_in = s.config.bind_retry_backoff;
+            for attempt in 1..=s.config.bind_attempts.max(1) {
+                let Ok(permit) = Arc::clone(&s.binds).acquire_owned().await else {
+                    return;
+                };
+                // A binder that lost the lease binds nothing more; the pod goes back to the queue
+                // for whoever leads next (it will see the pod unbound, or bound if this one got
+                // through). A pod deleted or bound meanwhile is no longer queued.
+                if !*s.leader.borrow() || !s.queue.lock().contains(&uid) {
+                    if attempt == 1 {
+                        s.state.lock().forget(&uid);
                     }
+                    s.queue.lock().retry_now(&uid);
+                    return;
                 }
-                Err(ApiError::Conflict(msg) | ApiError::NotFound(msg)) => {
-                    // Already bound (the watch will show where) or gone (the watch will show the
-                    // deletion): never retried. The reservation stays until the watch says which,
-                    // so no batch in between can use the room the pod may already occupy.
-                    tracing::debug!(pod = %pod.key(), %node, %msg, "bind conflict");
-                    s.queue.lock().remove(&uid);
-                }
-                Err(ApiError::Other(msg)) => {
-                    // The write may have gone through (a timeout or 5xx after the fact), so the
-                    // reservation stays until the watch shows the pod or a new decision moves it.
-                    tracing::warn!(pod = %pod.key(), %node, %msg, "bind failed; retrying with backoff");
-                    s.queue.lock().backoff(&uid, Instant::now());
-                    s.metrics.attempt(policy, "error");
-                    s.wake.notify_one();
+                this.rate_limit().await;
+                let started = Instant::now();
+                let result = s.api.bind(&pod, &node).await;
+                s.metrics.bind(&result, started.elapsed());
+                drop(permit);
+                match result {
+                    Ok(()) => {
+                        s.queue.lock().remove(&uid);
+                        s.metrics.attempt(policy, "scheduled");
+                        s.metrics.e2e(policy, qp.first_seen.elapsed(), qp.attempts);
+                        this.rate_limit().await;
+                        if let Err(e) = s.api.record_scheduled(&pod, &node).await {
+                            tracing::debug!(pod = %pod.key(), error = %e, "recording Scheduled event failed");
+                        }
+                        return;
+                    }
+                    Err(ApiError::Conflict(msg) | ApiError::NotFound(msg)) => {
+                        // Already bound (the watch will show where; after an ambiguous failure
+                        // possibly by our own earlier attempt) or gone (the watch will show the
+                        // deletion): never retried. The reservation stays until the watch says
+                        // which, so no batch in between can use room the pod may occupy.
+                        tracing::debug!(pod = %pod.key(), %node, %msg, attempt, "bind conflict");
+                        s.queue.lock().remove(&uid);
+                        return;
+                    }
+                    Err(ApiError::Other(msg)) if attempt < s.config.bind_attempts => {
+                        // The write may have gone through (a timeout or 5xx after the fact): retry
+                        // the same node, keeping its reservation, so the pod is never counted on
+                        // two nodes nor on none.
+                        tracing::warn!(pod = %pod.key(), %node, %msg, attempt, "bind failed; retrying the same node");
+                        tokio::time::sleep(retry_in).await;
+                        retry_in = (retry_in * 2).min(Duration::from_secs(5));
+                    }
+                    Err(ApiError::Other(msg)) => {
+                        // Out of attempts: after this long the watch would have shown a binding
+                        // that went through, so the reservation goes and the pod is decided again.
+                        tracing::warn!(pod = %pod.key(), %node, %msg, attempt, "bind failed; deciding again after backoff");
+                        s.state.lock().forget(&uid);
+                        s.queue.lock().backoff(&uid, Instant::now());
+                        s.metrics.attempt(policy, "error");
+                        s.wake.notify_one();
+                        return;
+                    }
                 }
             }
         });

@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use placement_scheduler::proto;
 
 /// What changed, by identity; the current value is read from the state when a delta is built.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Key {
     Node(String),
     Pod(String),
@@ -170,7 +170,7 @@ impl ClusterState {
         let keys: HashSet<&Key> = self.log.range(start..).map(|(_, k)| k).collect();
         let mut delta = proto::SnapshotDelta::default();
         let mut keys: Vec<&Key> = keys.into_iter().collect();
-        keys.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+        keys.sort_unstable();
         for key in keys {
             match key {
                 Key::Node(name) => match self.nodes.get(name) {
