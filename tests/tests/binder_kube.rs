@@ -742,3 +742,67 @@ async fn the_agent_runs_from_a_kubeconfig_and_shuts_down_gracefully() {
     let _ = std::fs::remove_file(kubeconfig);
     let _ = stop_decisions.send(());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binder_killed_mid_run_and_restarted_binds_every_pod_exactly_once() {
+    let server = FakeApiServer::start().await;
+    // 2 nodes × 2 CPUs hold exactly 16 pods of 250m: any double count or overcommit would show.
+    for n in ["n1", "n2"] {
+        server.create_node(node(n, "2"));
+    }
+    for i in 0..16 {
+        server.create_pod(pod(&format!("job-{i}"), SCHEDULER, "250m", None));
+    }
+    // The first binds hang for a while (they still take effect later, as a slow API server's would).
+    server.delay_next(6, matcher("POST", "/binding"), Duration::from_millis(1500));
+    let (endpoint, stop_decisions) = decision_service().await;
+    let no_lease = || Options {
+        lease: None,
+        ..Options::default()
+    };
+    let first = start_binder(&server, &endpoint, no_lease());
+    let client = server.client();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    eventually("binds in flight", || {
+        let attempted = server.bindings_attempted();
+        async move { attempted >= 6 }
+    })
+    .await;
+
+    // Crash: no graceful stop, in-flight binds abandoned mid-request.
+    first.run.abort();
+    first.watch.abort();
+    drop(first.stop_binder);
+    drop(first.stop_watch);
+
+    let second = start_binder(&server, &endpoint, no_lease());
+    eventually("all 16 pods bound", || {
+        let pods = pods.clone();
+        async move { bound(&pods).await.len() == 16 }
+    })
+    .await;
+    // Let the delayed binds of the first binder land, then check nothing was bound twice.
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let placed = bound(&pods).await;
+    assert_eq!(placed.len(), 16);
+    for i in 0..16 {
+        let name = format!("job-{i}");
+        let ok = binding_statuses(&server, &name).iter().filter(|s| **s == 201).count();
+        assert_eq!(
+            ok,
+            1,
+            "{name} bound exactly once: {:?}",
+            binding_statuses(&server, &name)
+        );
+    }
+    let mut per_node: HashMap<&str, i64> = HashMap::new();
+    for n in placed.values() {
+        *per_node.entry(n.as_str()).or_default() += 250;
+    }
+    assert!(
+        per_node.values().all(|m| *m <= 2000),
+        "no node overcommitted: {per_node:?}"
+    );
+    second.stop().await;
+    let _ = stop_decisions.send(());
+}
