@@ -18,6 +18,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tonic::Code;
 use tonic_types::StatusExt;
+use tracing::Instrument;
 
 use crate::api::{ApiError, ClusterApi, PodRef};
 use crate::metrics::BinderMetrics;
@@ -329,7 +330,8 @@ impl<A: ClusterApi> Binder<A> {
                 b
             };
             if !batch.is_empty() {
-                self.schedule_batch(batch, &mut tasks).await;
+                let span = tracing::info_span!("batch", pods = batch.len());
+                self.schedule_batch(batch, &mut tasks).instrument(span).await;
             }
         }
         tracing::info!(in_flight = tasks.len(), "binder stopping: finishing in-flight binds");
@@ -474,6 +476,7 @@ impl<A: ClusterApi> Binder<A> {
                 seed: s.config.seed,
             });
             req.set_timeout(timeout);
+            placement_scheduler::telemetry::inject_current(req.metadata_mut());
             match client.schedule(req).await {
                 Ok(r) => return Ok(r.into_inner()),
                 Err(status) if is_snapshot_not_found(&status) => {
@@ -509,6 +512,7 @@ impl<A: ClusterApi> Binder<A> {
         let (mut client, _inflight) = replica.client();
         let mut req = tonic::Request::new(proto::SyncSnapshotRequest { kind: Some(request) });
         req.set_timeout(timeout);
+        placement_scheduler::telemetry::inject_current(req.metadata_mut());
         let bytes = prost::Message::encoded_len(req.get_ref());
         let started = Instant::now();
         let result = client.sync_snapshot(req).await;
@@ -529,6 +533,7 @@ impl<A: ClusterApi> Binder<A> {
                     kind: Some(proto::sync_snapshot_request::Kind::Full(full)),
                 });
                 req.set_timeout(timeout);
+                placement_scheduler::telemetry::inject_current(req.metadata_mut());
                 let id = client.sync_snapshot(req).await?.into_inner().snapshot_id;
                 *replica.synced.lock() = Some((id.clone(), version));
                 Ok(id)

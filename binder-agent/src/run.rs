@@ -146,16 +146,6 @@ pub struct RunArgs {
     pub log_format: LogFormat,
 }
 
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-    };
-}
-
 fn hostname() -> String {
     std::env::var("HOSTNAME")
         .ok()
@@ -251,7 +241,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 
 /// Runs the agent until `stop_signal` resolves, then shuts down gracefully.
 pub async fn run_until(args: RunArgs, stop_signal: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
-    init_logging(args.log_format);
+    let _telemetry =
+        placement_scheduler::telemetry::init_once("binder-agent", matches!(args.log_format, LogFormat::Json), "info")?;
     let client = client(args.kubeconfig.as_ref()).await?;
     let identity = args.identity.clone().unwrap_or_else(default_identity);
     let metrics = Arc::new(BinderMetrics::new());

@@ -1672,12 +1672,7 @@ impl SimulateArgs {
 
 /// Runs a simulation and prints its summary.
 pub async fn main(args: SimulateArgs) -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    let _telemetry = placement_scheduler::telemetry::init_once("binder-agent-simulate", false, "error")?;
     let summary = simulate(args.config()).await?;
     match args.output {
         OutputFormat::Text => print!("{summary}"),

@@ -5,6 +5,7 @@ pub mod engine;
 pub mod grpc;
 /// Deterministic synthetic clusters and pending pods (API messages) for benchmarks and tests.
 pub mod synth;
+pub mod telemetry;
 
 /// The `placement.v1` API, generated from `proto/` at build time.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]

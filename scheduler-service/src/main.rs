@@ -47,16 +47,6 @@ struct Args {
     shutdown_grace_seconds: u64,
 }
 
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
-}
-
 async fn terminated() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -112,7 +102,8 @@ async fn serve_metrics(addr: SocketAddr, metrics: Arc<Metrics>, mut stop: watch:
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    init_logging(args.log_format);
+    let _telemetry =
+        placement_scheduler::telemetry::init("scheduler-service", matches!(args.log_format, LogFormat::Json), "info")?;
     let metrics = Arc::new(Metrics::new());
     let (stop_tx, stop_rx) = watch::channel(false);
 

@@ -460,6 +460,7 @@ impl proto::placement_service_server::PlacementService for PlacementApi {
     ) -> Result<Response<proto::SyncSnapshotResponse>, Status> {
         let start = Instant::now();
         let span = tracing::info_span!("SyncSnapshot", snapshot_id = tracing::field::Empty);
+        crate::telemetry::set_remote_parent(&span, request.metadata());
         let result = self.sync(request.into_inner()).instrument(span).await;
         self.observe("SyncSnapshot", "", start, &result);
         result.map(Response::new)
@@ -469,6 +470,7 @@ impl proto::placement_service_server::PlacementService for PlacementApi {
         let start = Instant::now();
         let mut policy = String::new();
         let span = tracing::info_span!("Rank");
+        crate::telemetry::set_remote_parent(&span, request.metadata());
         let result = self.rank_inner(request, &mut policy).instrument(span).await;
         self.observe("Rank", &policy, start, &result);
         result.map(Response::new)
@@ -481,6 +483,7 @@ impl proto::placement_service_server::PlacementService for PlacementApi {
         let start = Instant::now();
         let mut policy = String::new();
         let span = tracing::info_span!("Schedule", pods = tracing::field::Empty);
+        crate::telemetry::set_remote_parent(&span, request.metadata());
         let result = self.schedule_inner(request, &mut policy).instrument(span).await;
         self.observe("Schedule", &policy, start, &result);
         result.map(Response::new)
