@@ -262,7 +262,7 @@ fn main() {
     bench_snapshot(&mut c, &fx);
     c.final_summary();
     println!(
-        "setup and benchmarks ran on CPU {} of the wall time (well below 100%: other processes competed, times are inflated)",
+        "setup and benchmarks ran on CPU {} of the wall time (if well below 100%, other processes competed for the cores and the times are inflated)",
         on_cpu_percent(start)
     );
 

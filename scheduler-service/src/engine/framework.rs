@@ -811,24 +811,36 @@ impl<'a> Evaluator<'a> {
     pub fn rank(&mut self, pod: &PodSpec, top_k: usize, seed: u64, deadline: Deadline) -> Result<Ranking, EvalError> {
         let plan = PodPlan::new(self.profile, self.snapshot, pod, seed);
         let usage = BatchUsage::new(self.snapshot);
-        let mut rejected: Vec<RejectedNode> = Vec::new();
-        let mut diagnosis = Diagnosis {
-            node_count: self.snapshot.nodes().len(),
-            ..Default::default()
-        };
-        let nodes = self.snapshot.nodes();
+        // Rejections are recorded by node index and reason; names are built once, at the end.
+        let mut rejected: Vec<(u32, FilterPlugin, Reason)> = Vec::new();
         self.evaluate(&plan, &usage, deadline, &mut |i, plugin, reason| {
-            *diagnosis.reasons.entry(reason.clone()).or_default() += 1;
-            match rejected.last_mut() {
-                Some(last) if last.node == nodes[i].spec.name => last.reasons.push(reason),
-                _ => rejected.push(RejectedNode {
-                    node: nodes[i].spec.name.clone(),
+            rejected.push((i as u32, plugin, reason));
+        })
+        .map_err(|()| EvalError::DeadlineExceeded { done: 0, total: 1 })?;
+        let nodes = self.snapshot.nodes();
+        let mut counts: Vec<(Reason, u32)> = Vec::new();
+        let mut rejected_nodes: Vec<RejectedNode> = Vec::new();
+        let mut last = u32::MAX;
+        for (i, plugin, reason) in rejected {
+            match counts.iter_mut().find(|(r, _)| *r == reason) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((reason.clone(), 1)),
+            }
+            match rejected_nodes.last_mut() {
+                Some(node) if i == last => node.reasons.push(reason),
+                _ => rejected_nodes.push(RejectedNode {
+                    node: nodes[i as usize].spec.name.clone(),
                     plugin,
                     reasons: vec![reason],
                 }),
             }
-        })
-        .map_err(|()| EvalError::DeadlineExceeded { done: 0, total: 1 })?;
+            last = i;
+        }
+        let rejected = rejected_nodes;
+        let diagnosis = Diagnosis {
+            node_count: nodes.len(),
+            reasons: counts.into_iter().collect(),
+        };
         let feasible_count = self.candidates.len();
         let k = if top_k == 0 {
             feasible_count

@@ -198,7 +198,7 @@ pub struct Delta {
 }
 
 /// An immutable cluster snapshot.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Snapshot {
     nodes: Vec<Arc<NodeEntry>>,
     pods: imbl::HashMap<Arc<str>, Arc<BoundPod>>,
@@ -337,9 +337,19 @@ impl Snapshot {
                 });
             }
         }
-        let mut next = self.clone();
-        next.image_postings = std::sync::OnceLock::new();
-        next.hot = std::sync::OnceLock::new();
+        // The lazily built caches index nodes by position, which the delta may shift: they are
+        // left behind, not copied.
+        let mut next = Snapshot {
+            nodes: self.nodes.clone(),
+            pods: self.pods.clone(),
+            orphans: self.orphans.clone(),
+            image_nodes: self.image_nodes.clone(),
+            classes: self.classes.clone(),
+            class_index: self.class_index.clone(),
+            image_postings: std::sync::OnceLock::new(),
+            hot: std::sync::OnceLock::new(),
+            approx_bytes: self.approx_bytes,
+        };
         for uid in &delta.remove_pod_uids {
             next.remove_pod(uid);
         }
