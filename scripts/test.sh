@@ -64,8 +64,7 @@ step "bench smoke (criterion --test: each benchmark runs once)"
 cargo bench -p scheduler-service --bench engine -- --test
 
 # --- Later steps go here (each as: step "..."; command) ---
-# step "Python client tests"   e.g. generated stubs + pytest against a started scheduler-service
-# step "Go client tests"       e.g. go test ./clients/go/...
+step "Go and Python client tests (scripts/clients-test.sh)"; bash scripts/clients-test.sh
 
 STEP="done"
 echo

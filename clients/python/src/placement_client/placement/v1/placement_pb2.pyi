@@ -1,0 +1,384 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SyncSnapshotRequest(_message.Message):
+    __slots__ = ("full", "delta")
+    FULL_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    full: Snapshot
+    delta: SnapshotDelta
+    def __init__(self, full: _Optional[_Union[Snapshot, _Mapping]] = ..., delta: _Optional[_Union[SnapshotDelta, _Mapping]] = ...) -> None: ...
+
+class SyncSnapshotResponse(_message.Message):
+    __slots__ = ("snapshot_id", "node_count", "pod_count")
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    POD_COUNT_FIELD_NUMBER: _ClassVar[int]
+    snapshot_id: str
+    node_count: int
+    pod_count: int
+    def __init__(self, snapshot_id: _Optional[str] = ..., node_count: _Optional[int] = ..., pod_count: _Optional[int] = ...) -> None: ...
+
+class Snapshot(_message.Message):
+    __slots__ = ("nodes", "pods")
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    PODS_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[Node]
+    pods: _containers.RepeatedCompositeFieldContainer[Pod]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ...) -> None: ...
+
+class SnapshotDelta(_message.Message):
+    __slots__ = ("base_snapshot_id", "upsert_nodes", "remove_nodes", "upsert_pods", "remove_pod_uids")
+    BASE_SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    UPSERT_NODES_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_NODES_FIELD_NUMBER: _ClassVar[int]
+    UPSERT_PODS_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_POD_UIDS_FIELD_NUMBER: _ClassVar[int]
+    base_snapshot_id: str
+    upsert_nodes: _containers.RepeatedCompositeFieldContainer[Node]
+    remove_nodes: _containers.RepeatedScalarFieldContainer[str]
+    upsert_pods: _containers.RepeatedCompositeFieldContainer[Pod]
+    remove_pod_uids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, base_snapshot_id: _Optional[str] = ..., upsert_nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., remove_nodes: _Optional[_Iterable[str]] = ..., upsert_pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., remove_pod_uids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SnapshotRef(_message.Message):
+    __slots__ = ("snapshot_id", "inline")
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    INLINE_FIELD_NUMBER: _ClassVar[int]
+    snapshot_id: str
+    inline: Snapshot
+    def __init__(self, snapshot_id: _Optional[str] = ..., inline: _Optional[_Union[Snapshot, _Mapping]] = ...) -> None: ...
+
+class RankRequest(_message.Message):
+    __slots__ = ("snapshot", "pod", "policy", "top_k", "seed")
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    POD_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    snapshot: SnapshotRef
+    pod: Pod
+    policy: str
+    top_k: int
+    seed: int
+    def __init__(self, snapshot: _Optional[_Union[SnapshotRef, _Mapping]] = ..., pod: _Optional[_Union[Pod, _Mapping]] = ..., policy: _Optional[str] = ..., top_k: _Optional[int] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class RankResponse(_message.Message):
+    __slots__ = ("policy", "feasible", "feasible_count", "infeasible", "message", "node_count")
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    FEASIBLE_FIELD_NUMBER: _ClassVar[int]
+    FEASIBLE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    INFEASIBLE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    NODE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    policy: str
+    feasible: _containers.RepeatedCompositeFieldContainer[NodeScore]
+    feasible_count: int
+    infeasible: _containers.RepeatedCompositeFieldContainer[InfeasibleNode]
+    message: str
+    node_count: int
+    def __init__(self, policy: _Optional[str] = ..., feasible: _Optional[_Iterable[_Union[NodeScore, _Mapping]]] = ..., feasible_count: _Optional[int] = ..., infeasible: _Optional[_Iterable[_Union[InfeasibleNode, _Mapping]]] = ..., message: _Optional[str] = ..., node_count: _Optional[int] = ...) -> None: ...
+
+class NodeScore(_message.Message):
+    __slots__ = ("node", "total", "plugin_scores")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    PLUGIN_SCORES_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    total: int
+    plugin_scores: _containers.RepeatedCompositeFieldContainer[PluginScore]
+    def __init__(self, node: _Optional[str] = ..., total: _Optional[int] = ..., plugin_scores: _Optional[_Iterable[_Union[PluginScore, _Mapping]]] = ...) -> None: ...
+
+class PluginScore(_message.Message):
+    __slots__ = ("plugin", "score", "weight")
+    PLUGIN_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    plugin: str
+    score: int
+    weight: int
+    def __init__(self, plugin: _Optional[str] = ..., score: _Optional[int] = ..., weight: _Optional[int] = ...) -> None: ...
+
+class InfeasibleNode(_message.Message):
+    __slots__ = ("node", "plugin", "reasons")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    PLUGIN_FIELD_NUMBER: _ClassVar[int]
+    REASONS_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    plugin: str
+    reasons: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, node: _Optional[str] = ..., plugin: _Optional[str] = ..., reasons: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ScheduleRequest(_message.Message):
+    __slots__ = ("snapshot", "pods", "policy", "seed")
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    PODS_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    snapshot: SnapshotRef
+    pods: _containers.RepeatedCompositeFieldContainer[Pod]
+    policy: str
+    seed: int
+    def __init__(self, snapshot: _Optional[_Union[SnapshotRef, _Mapping]] = ..., pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., policy: _Optional[str] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class ScheduleResponse(_message.Message):
+    __slots__ = ("policy", "placements")
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENTS_FIELD_NUMBER: _ClassVar[int]
+    policy: str
+    placements: _containers.RepeatedCompositeFieldContainer[Placement]
+    def __init__(self, policy: _Optional[str] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ...) -> None: ...
+
+class Placement(_message.Message):
+    __slots__ = ("pod_uid", "node_name", "unschedulable", "score", "feasible_nodes")
+    POD_UID_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    UNSCHEDULABLE_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    FEASIBLE_NODES_FIELD_NUMBER: _ClassVar[int]
+    pod_uid: str
+    node_name: str
+    unschedulable: Unschedulable
+    score: int
+    feasible_nodes: int
+    def __init__(self, pod_uid: _Optional[str] = ..., node_name: _Optional[str] = ..., unschedulable: _Optional[_Union[Unschedulable, _Mapping]] = ..., score: _Optional[int] = ..., feasible_nodes: _Optional[int] = ...) -> None: ...
+
+class Unschedulable(_message.Message):
+    __slots__ = ("message", "reasons")
+    class ReasonsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REASONS_FIELD_NUMBER: _ClassVar[int]
+    message: str
+    reasons: _containers.ScalarMap[str, int]
+    def __init__(self, message: _Optional[str] = ..., reasons: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class ListPoliciesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListPoliciesResponse(_message.Message):
+    __slots__ = ("policies", "default_policy")
+    POLICIES_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_POLICY_FIELD_NUMBER: _ClassVar[int]
+    policies: _containers.RepeatedCompositeFieldContainer[PolicyInfo]
+    default_policy: str
+    def __init__(self, policies: _Optional[_Iterable[_Union[PolicyInfo, _Mapping]]] = ..., default_policy: _Optional[str] = ...) -> None: ...
+
+class PolicyInfo(_message.Message):
+    __slots__ = ("name", "description", "digest", "filters", "scores", "scoring_strategy")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    SCORES_FIELD_NUMBER: _ClassVar[int]
+    SCORING_STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    digest: str
+    filters: _containers.RepeatedScalarFieldContainer[str]
+    scores: _containers.RepeatedCompositeFieldContainer[PluginWeight]
+    scoring_strategy: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., digest: _Optional[str] = ..., filters: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[_Union[PluginWeight, _Mapping]]] = ..., scoring_strategy: _Optional[str] = ...) -> None: ...
+
+class PluginWeight(_message.Message):
+    __slots__ = ("plugin", "weight")
+    PLUGIN_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    plugin: str
+    weight: int
+    def __init__(self, plugin: _Optional[str] = ..., weight: _Optional[int] = ...) -> None: ...
+
+class Pod(_message.Message):
+    __slots__ = ("uid", "namespace", "name", "labels", "priority", "containers", "init_containers", "overhead", "node_name", "node_selector", "node_affinity", "tolerations")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class OverheadEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class NodeSelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    UID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    CONTAINERS_FIELD_NUMBER: _ClassVar[int]
+    INIT_CONTAINERS_FIELD_NUMBER: _ClassVar[int]
+    OVERHEAD_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    NODE_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    NODE_AFFINITY_FIELD_NUMBER: _ClassVar[int]
+    TOLERATIONS_FIELD_NUMBER: _ClassVar[int]
+    uid: str
+    namespace: str
+    name: str
+    labels: _containers.ScalarMap[str, str]
+    priority: int
+    containers: _containers.RepeatedCompositeFieldContainer[Container]
+    init_containers: _containers.RepeatedCompositeFieldContainer[Container]
+    overhead: _containers.ScalarMap[str, str]
+    node_name: str
+    node_selector: _containers.ScalarMap[str, str]
+    node_affinity: NodeAffinity
+    tolerations: _containers.RepeatedCompositeFieldContainer[Toleration]
+    def __init__(self, uid: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., overhead: _Optional[_Mapping[str, str]] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_affinity: _Optional[_Union[NodeAffinity, _Mapping]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ...) -> None: ...
+
+class Container(_message.Message):
+    __slots__ = ("name", "image", "requests", "ports", "restart_policy")
+    class RequestsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    PORTS_FIELD_NUMBER: _ClassVar[int]
+    RESTART_POLICY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    image: str
+    requests: _containers.ScalarMap[str, str]
+    ports: _containers.RepeatedCompositeFieldContainer[ContainerPort]
+    restart_policy: str
+    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., requests: _Optional[_Mapping[str, str]] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., restart_policy: _Optional[str] = ...) -> None: ...
+
+class ContainerPort(_message.Message):
+    __slots__ = ("container_port", "host_port", "protocol", "host_ip")
+    CONTAINER_PORT_FIELD_NUMBER: _ClassVar[int]
+    HOST_PORT_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    HOST_IP_FIELD_NUMBER: _ClassVar[int]
+    container_port: int
+    host_port: int
+    protocol: str
+    host_ip: str
+    def __init__(self, container_port: _Optional[int] = ..., host_port: _Optional[int] = ..., protocol: _Optional[str] = ..., host_ip: _Optional[str] = ...) -> None: ...
+
+class NodeAffinity(_message.Message):
+    __slots__ = ("required", "preferred")
+    REQUIRED_FIELD_NUMBER: _ClassVar[int]
+    PREFERRED_FIELD_NUMBER: _ClassVar[int]
+    required: NodeSelector
+    preferred: _containers.RepeatedCompositeFieldContainer[PreferredSchedulingTerm]
+    def __init__(self, required: _Optional[_Union[NodeSelector, _Mapping]] = ..., preferred: _Optional[_Iterable[_Union[PreferredSchedulingTerm, _Mapping]]] = ...) -> None: ...
+
+class NodeSelector(_message.Message):
+    __slots__ = ("terms",)
+    TERMS_FIELD_NUMBER: _ClassVar[int]
+    terms: _containers.RepeatedCompositeFieldContainer[NodeSelectorTerm]
+    def __init__(self, terms: _Optional[_Iterable[_Union[NodeSelectorTerm, _Mapping]]] = ...) -> None: ...
+
+class NodeSelectorTerm(_message.Message):
+    __slots__ = ("match_expressions", "match_fields")
+    MATCH_EXPRESSIONS_FIELD_NUMBER: _ClassVar[int]
+    MATCH_FIELDS_FIELD_NUMBER: _ClassVar[int]
+    match_expressions: _containers.RepeatedCompositeFieldContainer[NodeSelectorRequirement]
+    match_fields: _containers.RepeatedCompositeFieldContainer[NodeSelectorRequirement]
+    def __init__(self, match_expressions: _Optional[_Iterable[_Union[NodeSelectorRequirement, _Mapping]]] = ..., match_fields: _Optional[_Iterable[_Union[NodeSelectorRequirement, _Mapping]]] = ...) -> None: ...
+
+class NodeSelectorRequirement(_message.Message):
+    __slots__ = ("key", "operator", "values")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    operator: str
+    values: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, key: _Optional[str] = ..., operator: _Optional[str] = ..., values: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PreferredSchedulingTerm(_message.Message):
+    __slots__ = ("weight", "preference")
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    PREFERENCE_FIELD_NUMBER: _ClassVar[int]
+    weight: int
+    preference: NodeSelectorTerm
+    def __init__(self, weight: _Optional[int] = ..., preference: _Optional[_Union[NodeSelectorTerm, _Mapping]] = ...) -> None: ...
+
+class Toleration(_message.Message):
+    __slots__ = ("key", "operator", "value", "effect", "toleration_seconds")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    TOLERATION_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    operator: str
+    value: str
+    effect: str
+    toleration_seconds: int
+    def __init__(self, key: _Optional[str] = ..., operator: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ..., toleration_seconds: _Optional[int] = ...) -> None: ...
+
+class Node(_message.Message):
+    __slots__ = ("name", "labels", "taints", "unschedulable", "allocatable", "images")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class AllocatableEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    TAINTS_FIELD_NUMBER: _ClassVar[int]
+    UNSCHEDULABLE_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATABLE_FIELD_NUMBER: _ClassVar[int]
+    IMAGES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    labels: _containers.ScalarMap[str, str]
+    taints: _containers.RepeatedCompositeFieldContainer[Taint]
+    unschedulable: bool
+    allocatable: _containers.ScalarMap[str, str]
+    images: _containers.RepeatedCompositeFieldContainer[ContainerImage]
+    def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., taints: _Optional[_Iterable[_Union[Taint, _Mapping]]] = ..., unschedulable: _Optional[bool] = ..., allocatable: _Optional[_Mapping[str, str]] = ..., images: _Optional[_Iterable[_Union[ContainerImage, _Mapping]]] = ...) -> None: ...
+
+class Taint(_message.Message):
+    __slots__ = ("key", "value", "effect")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: str
+    effect: str
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ...) -> None: ...
+
+class ContainerImage(_message.Message):
+    __slots__ = ("names", "size_bytes")
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    size_bytes: int
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., size_bytes: _Optional[int] = ...) -> None: ...

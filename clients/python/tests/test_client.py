@@ -1,0 +1,304 @@
+"""Tests of the placement-client package against the real scheduler-service binary.
+
+The binary comes from $SCHEDULER_SERVICE_BIN, else target/release/scheduler-service, else
+target/debug/scheduler-service (relative to the repository root); build it with
+`cargo build -p scheduler-service`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from kubernetes import client as k8s
+
+from placement_client import convert
+from placement_client import placement_pb2 as pb
+from placement_client import placement_pb2_grpc as pb_grpc
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[2]
+
+
+def _binary() -> Path:
+    env = os.environ.get("SCHEDULER_SERVICE_BIN")
+    if env:
+        return Path(env)
+    for profile in ("release", "debug"):
+        path = ROOT / "target" / profile / "scheduler-service"
+        if path.exists():
+            return path
+    pytest.fail("scheduler-service not built: run `cargo build -p scheduler-service` or set SCHEDULER_SERVICE_BIN")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def addr(tmp_path_factory):
+    binary = _binary()
+    assert binary.exists(), f"{binary} does not exist"
+    log = tmp_path_factory.mktemp("server") / "scheduler-service.log"
+    # A port taken between _free_port() and the bind makes the server exit: retry a few times.
+    for _ in range(3):
+        address = f"127.0.0.1:{_free_port()}"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                [str(binary), "--listen", address, "--metrics-listen", "off"], stdout=out, stderr=subprocess.STDOUT
+            )
+        channel = grpc.insecure_channel(address)
+        try:
+            deadline = time.monotonic() + 30
+            while proc.poll() is None and time.monotonic() < deadline:
+                try:
+                    grpc.channel_ready_future(channel).result(timeout=0.5)
+                    break
+                except grpc.FutureTimeoutError:
+                    continue
+            else:
+                proc.kill()
+                proc.wait()
+                continue
+        finally:
+            channel.close()
+        try:
+            yield address
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        return
+    pytest.fail(f"scheduler-service did not start; log:\n{log.read_text()}")
+
+
+@pytest.fixture
+def stub(addr):
+    with grpc.insecure_channel(addr) as channel:
+        yield pb_grpc.PlacementServiceStub(channel)
+
+
+def _node(name: str) -> pb.Node:
+    return pb.Node(name=name, allocatable={"cpu": "4", "memory": "8Gi", "pods": "110"})
+
+
+def _pod(name: str, cpu: str) -> pb.Pod:
+    return pb.Pod(
+        uid=f"uid-{name}",
+        namespace="default",
+        name=name,
+        containers=[pb.Container(name="main", requests={"cpu": cpu, "memory": "1Gi"})],
+    )
+
+
+def test_list_policies(stub):
+    resp = stub.ListPolicies(pb.ListPoliciesRequest(), timeout=10)
+    assert resp.default_policy
+    assert resp.policies[0].name == resp.default_policy
+
+
+def test_sync_and_schedule(stub):
+    synced = stub.SyncSnapshot(pb.SyncSnapshotRequest(full=pb.Snapshot(nodes=[_node("n1"), _node("n2")])), timeout=10)
+    assert synced.snapshot_id
+    assert (synced.node_count, synced.pod_count) == (2, 0)
+
+    resp = stub.Schedule(
+        pb.ScheduleRequest(
+            snapshot=pb.SnapshotRef(snapshot_id=synced.snapshot_id),
+            pods=[_pod("a", "1"), _pod("b", "2"), _pod("huge", "64")],
+        ),
+        timeout=10,
+    )
+    assert [p.pod_uid for p in resp.placements] == ["uid-a", "uid-b", "uid-huge"]
+    assert [p.WhichOneof("outcome") for p in resp.placements] == ["node_name", "node_name", "unschedulable"]
+    assert {resp.placements[0].node_name, resp.placements[1].node_name} <= {"n1", "n2"}
+    unsched = resp.placements[2].unschedulable
+    assert unsched.message.startswith("0/2 nodes are available:"), unsched.message
+    assert "Insufficient cpu" in unsched.message
+    assert unsched.reasons["Insufficient cpu"] == 2
+
+
+def test_unknown_snapshot_is_not_found(stub):
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Schedule(
+            pb.ScheduleRequest(snapshot=pb.SnapshotRef(snapshot_id="no-such-snapshot"), pods=[_pod("a", "1")]), timeout=10
+        )
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_example_script(addr):
+    result = subprocess.run(
+        [sys.executable, str(HERE.parent / "examples" / "schedule.py"), "--addr", addr],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "example: ok" in result.stdout
+
+
+# --- converters from kubernetes.client objects ---
+
+
+def _k8s_node(name: str, cpu: str = "4", taints=None, labels=None) -> k8s.V1Node:
+    return k8s.V1Node(
+        metadata=k8s.V1ObjectMeta(name=name, labels=labels or {"kubernetes.io/hostname": name}),
+        spec=k8s.V1NodeSpec(taints=taints),
+        status=k8s.V1NodeStatus(
+            allocatable={"cpu": cpu, "memory": "8Gi", "pods": "110"},
+            images=[k8s.V1ContainerImage(names=["registry.k8s.io/pause:3.9"], size_bytes=300000)],
+        ),
+    )
+
+
+def _k8s_pod(name: str, cpu: str, node_name=None, phase=None, host_port=None, **spec) -> k8s.V1Pod:
+    return k8s.V1Pod(
+        metadata=k8s.V1ObjectMeta(name=name, namespace="team-a", uid=f"uid-{name}", labels={"app": name}),
+        spec=k8s.V1PodSpec(
+            node_name=node_name,
+            containers=[
+                k8s.V1Container(
+                    name="main",
+                    image="nginx:1.27",
+                    resources=k8s.V1ResourceRequirements(requests={"cpu": cpu, "memory": "256Mi"}),
+                    ports=[k8s.V1ContainerPort(container_port=80, host_port=host_port, protocol="TCP")],
+                )
+            ],
+            **spec,
+        ),
+        status=k8s.V1PodStatus(phase=phase) if phase else None,
+    )
+
+
+def test_convert_pod():
+    kpod = _k8s_pod(
+        "web",
+        "250m",
+        host_port=8080,
+        priority=1000,
+        node_selector={"disktype": "ssd"},
+        overhead={"cpu": "10m"},
+        init_containers=[
+            k8s.V1Container(name="init", image="busybox", resources=k8s.V1ResourceRequirements(requests={"cpu": "1"}))
+        ],
+        tolerations=[
+            k8s.V1Toleration(key="dedicated", operator="Equal", value="web", effect="NoSchedule"),
+            k8s.V1Toleration(key="node.kubernetes.io/not-ready", operator="Exists", effect="NoExecute", toleration_seconds=300),
+        ],
+        affinity=k8s.V1Affinity(
+            node_affinity=k8s.V1NodeAffinity(
+                required_during_scheduling_ignored_during_execution=k8s.V1NodeSelector(
+                    node_selector_terms=[
+                        k8s.V1NodeSelectorTerm(
+                            match_expressions=[k8s.V1NodeSelectorRequirement(key="zone", operator="In", values=["a", "b"])],
+                            match_fields=[
+                                k8s.V1NodeSelectorRequirement(key="metadata.name", operator="NotIn", values=["n9"])
+                            ],
+                        )
+                    ]
+                ),
+                preferred_during_scheduling_ignored_during_execution=[
+                    k8s.V1PreferredSchedulingTerm(
+                        weight=20,
+                        preference=k8s.V1NodeSelectorTerm(
+                            match_expressions=[k8s.V1NodeSelectorRequirement(key="gpu", operator="Exists")]
+                        ),
+                    )
+                ],
+            )
+        ),
+    )
+    p = convert.pod_to_proto(kpod)
+    assert (p.uid, p.namespace, p.name, dict(p.labels)) == ("uid-web", "team-a", "web", {"app": "web"})
+    assert p.priority == 1000
+    assert dict(p.node_selector) == {"disktype": "ssd"}
+    assert dict(p.overhead) == {"cpu": "10m"}
+    assert p.node_name == ""
+    (c,) = p.containers
+    assert (c.name, c.image, dict(c.requests)) == ("main", "nginx:1.27", {"cpu": "250m", "memory": "256Mi"})
+    assert (c.ports[0].container_port, c.ports[0].host_port, c.ports[0].protocol) == (80, 8080, "TCP")
+    assert [(i.name, dict(i.requests)) for i in p.init_containers] == [("init", {"cpu": "1"})]
+    assert [(t.key, t.operator, t.value, t.effect) for t in p.tolerations] == [
+        ("dedicated", "Equal", "web", "NoSchedule"),
+        ("node.kubernetes.io/not-ready", "Exists", "", "NoExecute"),
+    ]
+    assert not p.tolerations[0].HasField("toleration_seconds")
+    assert p.tolerations[1].toleration_seconds == 300
+    (term,) = p.node_affinity.required.terms
+    assert [(r.key, r.operator, list(r.values)) for r in term.match_expressions] == [("zone", "In", ["a", "b"])]
+    assert [(r.key, r.operator, list(r.values)) for r in term.match_fields] == [("metadata.name", "NotIn", ["n9"])]
+    (pref,) = p.node_affinity.preferred
+    assert pref.weight == 20 and pref.preference.match_expressions[0].key == "gpu"
+
+
+def test_convert_minimal_pod_has_no_affinity():
+    p = convert.pod_to_proto(k8s.V1Pod(metadata=k8s.V1ObjectMeta(name="bare"), spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="c")])))
+    assert p.uid == "default/bare" and p.namespace == "default"
+    assert not p.HasField("node_affinity")
+    assert dict(p.containers[0].requests) == {}
+
+
+def test_convert_node():
+    knode = _k8s_node("n1", taints=[k8s.V1Taint(key="dedicated", value="web", effect="NoSchedule")])
+    knode.spec.unschedulable = True
+    n = convert.node_to_proto(knode)
+    assert n.name == "n1"
+    assert dict(n.labels) == {"kubernetes.io/hostname": "n1"}
+    assert dict(n.allocatable) == {"cpu": "4", "memory": "8Gi", "pods": "110"}
+    assert [(t.key, t.value, t.effect) for t in n.taints] == [("dedicated", "web", "NoSchedule")]
+    assert n.unschedulable
+    assert [(list(i.names), i.size_bytes) for i in n.images] == [(["registry.k8s.io/pause:3.9"], 300000)]
+
+
+def test_snapshot_from_keeps_bound_running_pods():
+    pods = [
+        _k8s_pod("running", "1", node_name="n1", phase="Running"),
+        _k8s_pod("pending", "1"),
+        _k8s_pod("done", "1", node_name="n1", phase="Succeeded"),
+    ]
+    snap = convert.snapshot_from([_k8s_node("n1")], pods)
+    assert [n.name for n in snap.nodes] == ["n1"]
+    assert [p.uid for p in snap.pods] == ["uid-running"]
+
+
+def test_converted_objects_schedule(stub):
+    """Kubernetes objects -> converters -> the real service: a taint, a bound pod and capacity."""
+    nodes = [
+        _k8s_node("n1", cpu="4"),
+        _k8s_node("n2", cpu="4", taints=[k8s.V1Taint(key="dedicated", value="db", effect="NoSchedule")]),
+    ]
+    bound = [_k8s_pod("existing", "3", node_name="n1", phase="Running")]
+    synced = stub.SyncSnapshot(pb.SyncSnapshotRequest(full=convert.snapshot_from(nodes, bound)), timeout=10)
+    assert (synced.node_count, synced.pod_count) == (2, 1)
+
+    pending = [
+        _k8s_pod("fits", "500m"),  # n1 has 1 cpu left, n2 is tainted
+        _k8s_pod(
+            "tolerates", "2", tolerations=[k8s.V1Toleration(key="dedicated", operator="Equal", value="db", effect="NoSchedule")]
+        ),
+        _k8s_pod("too-big", "2"),  # n1: 0.5 cpu left, n2: tainted
+    ]
+    resp = stub.Schedule(
+        pb.ScheduleRequest(
+            snapshot=pb.SnapshotRef(snapshot_id=synced.snapshot_id), pods=[convert.pod_to_proto(p) for p in pending]
+        ),
+        timeout=10,
+    )
+    fits, tolerates, too_big = resp.placements
+    assert fits.node_name == "n1"
+    assert tolerates.node_name == "n2"
+    assert too_big.WhichOneof("outcome") == "unschedulable"
+    msg = too_big.unschedulable.message
+    assert msg.startswith("0/2 nodes are available:"), msg
+    assert "Insufficient cpu" in msg and "untolerated taint" in msg, msg

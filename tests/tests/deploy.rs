@@ -1,0 +1,735 @@
+//! The operator-facing deploy package, `deploy/base`:
+//!
+//! - `kubectl kustomize deploy/base` renders, and every object survives a round trip through its
+//!   k8s-openapi type (a misspelled or misplaced field, which the API server would drop or
+//!   reject, fails here);
+//! - the binder's RBAC grants exactly what the binder uses: the real agent runs against the
+//!   recording fake API server with leader election on, each request becomes an
+//!   (apiGroup, resource[/subresource], verb) access, and the rendered ClusterRole and Role must
+//!   allow every one of them and grant nothing that none of them used.
+//!
+//! kubectl comes from `$KUBECTL` or `PATH`; `scripts/install-tools.sh` installs one when missing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Container, Namespace, Node, NodeSpec, NodeStatus, Pod, PodSpec, ResourceRequirements, Service,
+    ServiceAccount,
+};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use placement_binder::run::{LogFormat, RunArgs};
+use placement_scheduler::grpc::{serve, Metrics, ServerConfig};
+use placement_tests::fake_apiserver::{FakeApiServer, RequestRecord};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+const NAMESPACE: &str = "placement-system";
+const BINDER_SA: &str = "placement-binder";
+const DECISION_SA: &str = "placement-decision";
+const WAIT: Duration = Duration::from_secs(30);
+
+// ---------------------------------------------------------------------------------------------
+// Rendering and the typed round trip
+// ---------------------------------------------------------------------------------------------
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// `kubectl kustomize deploy/base`, or a failure saying how to get kubectl.
+fn render() -> String {
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let base = repo_root().join("deploy/base");
+    let out = match Command::new(&kubectl).arg("kustomize").arg(&base).output() {
+        Ok(out) => out,
+        Err(e) => panic!(
+            "cannot run kubectl ({kubectl:?}: {e}); run scripts/install-tools.sh and put .tools/bin on PATH, \
+             or set KUBECTL to a kubectl binary"
+        ),
+    };
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {} failed: {}",
+        base.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The objects of a YAML stream (empty documents dropped).
+fn documents(yaml: &str) -> Vec<Value> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("the rendered YAML parses");
+    docs.into_iter().filter(|d| !d.is_null()).collect()
+}
+
+fn rendered() -> Vec<Value> {
+    let docs = documents(&render());
+    assert!(!docs.is_empty(), "kubectl kustomize rendered nothing");
+    docs
+}
+
+fn kind(obj: &Value) -> &str {
+    obj["kind"].as_str().unwrap_or_default()
+}
+
+fn name(obj: &Value) -> &str {
+    obj["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+/// Where `after` differs from `before`, as JSON paths (fields dropped, changed or added).
+fn differences(path: &str, before: &Value, after: &Value, out: &mut Vec<String>) {
+    match (before, after) {
+        (Value::Object(b), Value::Object(a)) => {
+            for (k, bv) in b {
+                match a.get(k) {
+                    Some(av) => differences(&format!("{path}.{k}"), bv, av, out),
+                    None => out.push(format!("{path}.{k} was dropped")),
+                }
+            }
+            for k in a.keys().filter(|k| !b.contains_key(*k)) {
+                out.push(format!("{path}.{k} was added"));
+            }
+        }
+        (Value::Array(b), Value::Array(a)) if b.len() == a.len() => {
+            for (i, (bv, av)) in b.iter().zip(a).enumerate() {
+                differences(&format!("{path}[{i}]"), bv, av, out);
+            }
+        }
+        _ if before == after => {}
+        _ => out.push(format!("{path}: {before} became {after}")),
+    }
+}
+
+fn typed<T: DeserializeOwned + Serialize>(obj: &Value) -> Result<Value, String> {
+    let t: T = serde_json::from_value(obj.clone()).map_err(|e| e.to_string())?;
+    serde_json::to_value(&t).map_err(|e| e.to_string())
+}
+
+/// Deserializes `obj` into the k8s-openapi type of its kind and back; every field must survive.
+fn round_trip(obj: &Value) -> Result<(), String> {
+    let back = match kind(obj) {
+        "Namespace" => typed::<Namespace>(obj),
+        "ServiceAccount" => typed::<ServiceAccount>(obj),
+        "ClusterRole" => typed::<ClusterRole>(obj),
+        "ClusterRoleBinding" => typed::<ClusterRoleBinding>(obj),
+        "Role" => typed::<Role>(obj),
+        "RoleBinding" => typed::<RoleBinding>(obj),
+        "ConfigMap" => typed::<ConfigMap>(obj),
+        "Deployment" => typed::<Deployment>(obj),
+        "Service" => typed::<Service>(obj),
+        "PodDisruptionBudget" => typed::<PodDisruptionBudget>(obj),
+        "HorizontalPodAutoscaler" => typed::<HorizontalPodAutoscaler>(obj),
+        "NetworkPolicy" => typed::<NetworkPolicy>(obj),
+        other => return Err(format!("unexpected kind {other:?}")),
+    }?;
+    let mut diffs = Vec::new();
+    differences("", obj, &back, &mut diffs);
+    if diffs.is_empty() {
+        Ok(())
+    } else {
+        Err(diffs.join("; "))
+    }
+}
+
+fn the<'a>(docs: &'a [Value], kind_: &str, name_: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| kind(d) == kind_ && name(d) == name_)
+        .unwrap_or_else(|| panic!("no {kind_} {name_} rendered"))
+}
+
+fn parse<T: DeserializeOwned>(obj: &Value) -> T {
+    serde_json::from_value(obj.clone()).unwrap()
+}
+
+#[test]
+fn every_rendered_object_survives_a_round_trip_through_its_type() {
+    let docs = rendered();
+    let mut failures = Vec::new();
+    for d in &docs {
+        if let Err(e) = round_trip(d) {
+            failures.push(format!("{} {}: {e}", kind(d), name(d)));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+
+    let kinds: BTreeSet<&str> = docs.iter().map(kind).collect();
+    let expected = [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "Deployment",
+        "HorizontalPodAutoscaler",
+        "Namespace",
+        "NetworkPolicy",
+        "PodDisruptionBudget",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "ServiceAccount",
+    ];
+    assert_eq!(kinds, expected.into_iter().collect());
+    for d in docs
+        .iter()
+        .filter(|d| !matches!(kind(d), "Namespace" | "ClusterRole" | "ClusterRoleBinding"))
+    {
+        assert_eq!(d["metadata"]["namespace"], NAMESPACE, "{} {}", kind(d), name(d));
+    }
+}
+
+#[test]
+fn a_misspelled_field_fails_the_round_trip() {
+    let yaml = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: x\nspec:\n  replica: 3\n  selector: {}\n  \
+                template:\n    spec:\n      containers: []\n";
+    let docs = documents(yaml);
+    let err = round_trip(&docs[0]).unwrap_err();
+    assert!(err.contains(".spec.replica was dropped"), "{err}");
+    // Spelled right, the same object passes.
+    let docs = documents(&yaml.replace("replica:", "replicas:"));
+    round_trip(&docs[0]).unwrap();
+    // A field in the wrong place is caught as well.
+    let docs = documents(&yaml.replace("      containers: []", "      containers: []\n      image: x"));
+    assert!(round_trip(&docs[0])
+        .unwrap_err()
+        .contains(".spec.template.spec.image was dropped"));
+}
+
+#[test]
+fn the_workloads_are_locked_down_and_wired_together() {
+    let docs = rendered();
+    let decision: Deployment = parse(the(&docs, "Deployment", "placement-decision"));
+    let binder: Deployment = parse(the(&docs, "Deployment", "placement-binder"));
+    let spec = |d: &Deployment| d.spec.clone().unwrap();
+    assert_eq!(spec(&decision).replicas, Some(3));
+    assert_eq!(spec(&binder).replicas, Some(2));
+
+    for (d, image, sa) in [
+        (&decision, "ghcr.io/placement/scheduler-service:0.1.0", DECISION_SA),
+        (&binder, "ghcr.io/placement/binder-agent:0.1.0", BINDER_SA),
+    ] {
+        let pod = spec(d).template.spec.unwrap();
+        assert_eq!(pod.service_account_name.as_deref(), Some(sa));
+        let psc = pod.security_context.unwrap();
+        assert_eq!(psc.run_as_non_root, Some(true));
+        assert_eq!(psc.run_as_user, Some(65532));
+        assert_eq!(psc.seccomp_profile.unwrap().type_, "RuntimeDefault");
+        for c in &pod.containers {
+            assert_eq!(c.image.as_deref(), Some(image));
+            let sc = c.security_context.clone().unwrap();
+            assert_eq!(sc.run_as_non_root, Some(true));
+            assert_eq!(sc.run_as_user, Some(65532));
+            assert_eq!(sc.read_only_root_filesystem, Some(true));
+            assert_eq!(sc.allow_privilege_escalation, Some(false));
+            assert_eq!(sc.capabilities.unwrap().drop, Some(vec!["ALL".to_string()]));
+            assert_eq!(sc.seccomp_profile.unwrap().type_, "RuntimeDefault");
+            let r = c.resources.clone().unwrap();
+            assert!(r.requests.is_some() && r.limits.is_some(), "{} resources", c.name);
+            assert!(
+                c.liveness_probe.is_some() && c.readiness_probe.is_some(),
+                "{} probes",
+                c.name
+            );
+        }
+    }
+
+    // The decision service: no API access, gRPC probes, listening on the pod's address.
+    let pod = spec(&decision).template.spec.unwrap();
+    assert_eq!(pod.automount_service_account_token, Some(false));
+    let sa: ServiceAccount = parse(the(&docs, "ServiceAccount", DECISION_SA));
+    assert_eq!(sa.automount_service_account_token, Some(false));
+    let c = &pod.containers[0];
+    assert!(c.args.as_ref().unwrap().contains(&"--listen=0.0.0.0:50051".to_string()));
+    for probe in [&c.liveness_probe, &c.readiness_probe] {
+        assert_eq!(probe.clone().unwrap().grpc.unwrap().port, 50051);
+    }
+    assert!(pod.topology_spread_constraints.is_some());
+    let svc: Service = parse(the(&docs, "Service", "placement-decision"));
+    let svc = svc.spec.unwrap();
+    assert_eq!(svc.cluster_ip.as_deref(), Some("None"));
+    assert_eq!(
+        svc.selector,
+        spec(&decision)
+            .template
+            .metadata
+            .unwrap()
+            .labels
+            .map(|l| { l.into_iter().filter(|(k, _)| k == "app.kubernetes.io/name").collect() })
+    );
+
+    // The binder finds the decision replicas through the headless Service.
+    let config: ConfigMap = parse(docs.iter().find(|d| kind(d) == "ConfigMap").unwrap());
+    let data = config.data.unwrap();
+    assert_eq!(
+        data["BINDER_DECISION_DNS"],
+        format!("placement-decision.{NAMESPACE}.svc:50051")
+    );
+    let c = &spec(&binder).template.spec.unwrap().containers[0];
+    let from = c.env_from.clone().unwrap();
+    assert_eq!(
+        from[0].config_map_ref.as_ref().map(|r| r.name.as_str()),
+        config.metadata.name.as_deref()
+    );
+    let http = |p: &Option<k8s_openapi::api::core::v1::Probe>| p.clone().unwrap().http_get.unwrap().path;
+    assert_eq!(http(&c.liveness_probe).as_deref(), Some("/healthz"));
+    assert_eq!(http(&c.readiness_probe).as_deref(), Some("/readyz"));
+
+    // Only the binder reaches the gRPC port.
+    let np: NetworkPolicy = parse(the(&docs, "NetworkPolicy", "placement-decision"));
+    let ingress = np.spec.unwrap().ingress.unwrap();
+    let grpc: Vec<_> = ingress
+        .iter()
+        .filter(|r| {
+            r.ports
+                .iter()
+                .flatten()
+                .any(|p| p.port == Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(50051)))
+        })
+        .collect();
+    assert_eq!(grpc.len(), 1);
+    let peers = grpc[0].from.clone().unwrap();
+    assert_eq!(peers.len(), 1);
+    let labels = peers[0].pod_selector.clone().unwrap().match_labels.unwrap();
+    assert_eq!(labels["app.kubernetes.io/name"], "placement-binder");
+    assert!(
+        peers[0].namespace_selector.is_none(),
+        "binder pods of this namespace only"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// RBAC against the binder's real requests
+// ---------------------------------------------------------------------------------------------
+
+/// One API access as RBAC sees it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Access {
+    group: String,
+    /// `resource` or `resource/subresource`.
+    resource: String,
+    verb: &'static str,
+    namespace: Option<String>,
+    name: Option<String>,
+}
+
+/// A request's RBAC verb and resource, as the API server's request-info resolver derives them.
+fn access(method: &str, path: &str, watch: bool) -> Access {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, mut rest) = match segs.as_slice() {
+        ["api", _version, rest @ ..] => ("", rest),
+        ["apis", group, _version, rest @ ..] => (*group, rest),
+        _ => panic!("not a resource path: {path}"),
+    };
+    let mut namespace = None;
+    if rest.len() >= 3 && rest[0] == "namespaces" {
+        namespace = Some(rest[1].to_string());
+        rest = &rest[2..];
+    }
+    let name = rest.get(1).map(|s| s.to_string());
+    let resource = match rest.get(2) {
+        Some(sub) => format!("{}/{sub}", rest[0]),
+        None => rest[0].to_string(),
+    };
+    let verb = match (method, name.is_some(), watch) {
+        ("GET", _, true) => "watch",
+        ("GET", false, false) => "list",
+        ("GET", true, false) => "get",
+        ("POST", ..) => "create",
+        ("PUT", ..) => "update",
+        ("PATCH", ..) => "patch",
+        ("DELETE", true, _) => "delete",
+        ("DELETE", false, _) => "deletecollection",
+        _ => panic!("unexpected request {method} {path}"),
+    };
+    Access {
+        group: group.into(),
+        resource,
+        verb,
+        namespace,
+        name,
+    }
+}
+
+/// A rule together with where it applies (`None`: every namespace and cluster-scoped objects).
+struct Grant {
+    rule: PolicyRule,
+    namespace: Option<String>,
+    from: String,
+}
+
+impl Grant {
+    fn allows(&self, a: &Access) -> bool {
+        let has = |v: &Option<Vec<String>>, x: &str| v.iter().flatten().any(|s| s == x);
+        let names = self.rule.resource_names.clone().unwrap_or_default();
+        (self.namespace.is_none() || self.namespace == a.namespace)
+            && has(&self.rule.api_groups, &a.group)
+            && has(&self.rule.resources, &a.resource)
+            && self.rule.verbs.iter().any(|v| v == a.verb)
+            && (names.is_empty() || a.name.as_ref().is_some_and(|n| names.contains(n)))
+    }
+}
+
+fn binds_binder(subjects: &Option<Vec<k8s_openapi::api::rbac::v1::Subject>>) -> bool {
+    subjects
+        .iter()
+        .flatten()
+        .any(|s| s.kind == "ServiceAccount" && s.name == BINDER_SA && s.namespace.as_deref() == Some(NAMESPACE))
+}
+
+/// The rules the binder's ServiceAccount gets from the rendered bindings.
+fn binder_grants(docs: &[Value]) -> Vec<Grant> {
+    let mut grants = Vec::new();
+    for d in docs {
+        match kind(d) {
+            "ClusterRoleBinding" => {
+                let b: ClusterRoleBinding = parse(d);
+                assert!(!names_decision_sa(&b.subjects), "the decision service gets no role");
+                if binds_binder(&b.subjects) {
+                    assert_eq!(b.role_ref.kind, "ClusterRole");
+                    let role: ClusterRole = parse(the(docs, "ClusterRole", &b.role_ref.name));
+                    for rule in role.rules.unwrap_or_default() {
+                        grants.push(Grant {
+                            rule,
+                            namespace: None,
+                            from: format!("ClusterRole {}", b.role_ref.name),
+                        });
+                    }
+                }
+            }
+            "RoleBinding" => {
+                let b: RoleBinding = parse(d);
+                assert!(!names_decision_sa(&b.subjects), "the decision service gets no role");
+                if binds_binder(&b.subjects) {
+                    assert_eq!(
+                        b.role_ref.kind, "Role",
+                        "a RoleBinding of a ClusterRole is not expected"
+                    );
+                    let role: Role = parse(the(docs, "Role", &b.role_ref.name));
+                    assert_eq!(role.metadata.namespace, b.metadata.namespace);
+                    for rule in role.rules.unwrap_or_default() {
+                        grants.push(Grant {
+                            rule,
+                            namespace: b.metadata.namespace.clone(),
+                            from: format!("Role {}", b.role_ref.name),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    grants
+}
+
+fn names_decision_sa(subjects: &Option<Vec<k8s_openapi::api::rbac::v1::Subject>>) -> bool {
+    subjects.iter().flatten().any(|s| s.name == DECISION_SA)
+}
+
+fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+        .collect()
+}
+
+fn node(name: &str, cpu: &str) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some([("kubernetes.io/hostname".to_string(), name.to_string())].into()),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec::default()),
+        status: Some(NodeStatus {
+            allocatable: Some(quantities(&[("cpu", cpu), ("memory", "8Gi"), ("pods", "110")])),
+            capacity: Some(quantities(&[("cpu", cpu), ("memory", "8Gi"), ("pods", "110")])),
+            ..Default::default()
+        }),
+    }
+}
+
+fn pod(namespace: &str, name: &str, scheduler: &str, cpu: &str) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(namespace.into()),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            scheduler_name: Some(scheduler.into()),
+            containers: vec![Container {
+                name: "app".into(),
+                image: Some("registry.example/app:1".into()),
+                resources: Some(ResourceRequirements {
+                    requests: Some(quantities(&[("cpu", cpu), ("memory", "64Mi")])),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn failed_scheduling_events(server: &FakeApiServer) -> Vec<k8s_openapi::api::events::v1::Event> {
+    server
+        .events_v1()
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("FailedScheduling"))
+        .collect()
+}
+
+/// Runs `binder-agent run` as the Deployment configures it (the rendered ConfigMap's settings,
+/// leader election on, the lease in the pod's namespace) through every kind of write it makes:
+/// binds with Scheduled events, an unschedulable pod (status patch, FailedScheduling event, then
+/// the event series patch on a repeat), and the lease's create, renewals and release.
+async fn binder_requests(config: &BTreeMap<String, String>) -> Vec<RequestRecord> {
+    let server = FakeApiServer::start().await;
+    let scheduler = config["BINDER_SCHEDULER_NAME"].clone();
+    server.create_node(node("n1", "1"));
+    server.create_pod(pod("default", "web-0", &scheduler, "250m"));
+    server.create_pod(pod("shop", "web-1", &scheduler, "250m"));
+    server.create_pod(pod("shop", "huge", &scheduler, "10"));
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let (stop_decisions, decisions_stopped) = oneshot::channel::<()>();
+    tokio::spawn(serve(
+        listener,
+        ServerConfig::default(),
+        Arc::new(Metrics::new()),
+        async {
+            let _ = decisions_stopped.await;
+        },
+    ));
+
+    // In the pod, BINDER_LEASE_NAMESPACE is the pod's namespace; here the kubeconfig's.
+    let kubeconfig = std::env::temp_dir().join(format!(
+        "deploy-rbac-{}-{}.yaml",
+        std::process::id(),
+        server.addr().port()
+    ));
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\nusers:\n- name: binder\n  user: {{}}\n\
+             contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: binder\n    namespace: {NAMESPACE}\n\
+             current-context: fake\n",
+            server.url()
+        ),
+    )
+    .unwrap();
+    let http = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let num = |k: &str| config[k].parse::<u64>().unwrap();
+    let args = RunArgs {
+        kubeconfig: Some(kubeconfig.clone()),
+        scheduler_names: vec![scheduler.clone()],
+        decision_endpoints: vec![endpoint],
+        decision_dns: None,
+        decision_dns_refresh_secs: 10,
+        decision_timeout_ms: num("BINDER_DECISION_TIMEOUT_MS"),
+        batch_size: 256,
+        batch_window_ms: 5,
+        bind_concurrency: 64,
+        api_qps: 0,
+        api_burst: 100,
+        api_timeout_ms: 5_000,
+        policy: String::new(),
+        seed: 0,
+        leader_elect: config["BINDER_LEADER_ELECT"] == "true",
+        no_leader_elect: false,
+        lease_namespace: None,
+        lease_name: config["BINDER_LEASE_NAME"].clone(),
+        lease_duration_secs: num("BINDER_LEASE_DURATION_SECS"),
+        lease_grace_secs: num("BINDER_LEASE_GRACE_SECS"),
+        identity: Some("binder-0".into()),
+        reporting_controller: config["BINDER_REPORTING_CONTROLLER"].clone(),
+        http_listen: http,
+        log_format: LogFormat::Text,
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    let agent = tokio::spawn(placement_binder::run::run_until(args, async {
+        let _ = stopped.await;
+    }));
+
+    eventually("both small pods bound and the huge one reported", || async {
+        let bound = server
+            .pods()
+            .iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+            .count();
+        bound == 2 && failed_scheduling_events(&server).len() == 1
+    })
+    .await;
+    // A node change sends the huge pod round again: the same failure becomes an event series.
+    server.modify_node("n1", |n| {
+        n.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("tier".into(), "2".into());
+    });
+    eventually("the FailedScheduling event series", || async {
+        failed_scheduling_events(&server).iter().any(|e| e.series.is_some())
+    })
+    .await;
+
+    let _ = stop.send(());
+    tokio::time::timeout(WAIT, agent)
+        .await
+        .expect("the agent stops")
+        .unwrap()
+        .unwrap();
+    let lease = server
+        .get_lease(NAMESPACE, &config["BINDER_LEASE_NAME"])
+        .and_then(|l| l.spec?.holder_identity);
+    assert_eq!(lease, None, "the lease was released");
+    let _ = stop_decisions.send(());
+    let _ = std::fs::remove_file(kubeconfig);
+    let requests = server.requests();
+    server.shutdown().await;
+    requests
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binder_rbac_grants_exactly_the_calls_the_binder_makes() {
+    let docs = rendered();
+    let config: ConfigMap = parse(docs.iter().find(|d| kind(d) == "ConfigMap").unwrap());
+    let requests = binder_requests(&config.data.unwrap()).await;
+    let accesses: BTreeSet<Access> = requests.iter().map(|r| access(&r.method, &r.path, r.watch)).collect();
+
+    let grants = binder_grants(&docs);
+    for g in &grants {
+        let r = &g.rule;
+        assert!(r.non_resource_urls.is_none(), "{}: no non-resource URLs", g.from);
+        for list in [&r.api_groups, &r.resources, &Some(r.verbs.clone()), &r.resource_names] {
+            assert!(
+                !list.iter().flatten().any(|s| s.contains('*')),
+                "{}: no wildcards: {r:?}",
+                g.from
+            );
+        }
+    }
+
+    // Everything the binder did is allowed...
+    let denied: Vec<&Access> = accesses
+        .iter()
+        .filter(|a| !grants.iter().any(|g| g.allows(a)))
+        .collect();
+    assert!(denied.is_empty(), "the binder's RBAC denies {denied:#?}");
+
+    // ...and everything granted was used: each (group, resource, verb) of each rule by some access.
+    let mut unused = Vec::new();
+    for g in &grants {
+        for group in g.rule.api_groups.iter().flatten() {
+            for resource in g.rule.resources.iter().flatten() {
+                for verb in &g.rule.verbs {
+                    let used = accesses
+                        .iter()
+                        .any(|a| &a.group == group && &a.resource == resource && a.verb == verb && g.allows(a));
+                    if !used {
+                        unused.push(format!("{}: {group:?} {resource} {verb}", g.from));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        unused.is_empty(),
+        "granted but never used by the binder: {unused:#?}\nused: {accesses:#?}"
+    );
+
+    // The expected shape, to make a change of the binder's calls visible in review.
+    let used: BTreeSet<(String, String, &str)> = accesses
+        .iter()
+        .map(|a| (a.group.clone(), a.resource.clone(), a.verb))
+        .collect();
+    let expected: BTreeSet<(String, String, &str)> = [
+        ("", "nodes", "list"),
+        ("", "nodes", "watch"),
+        ("", "pods", "list"),
+        ("", "pods", "watch"),
+        ("", "pods/binding", "create"),
+        ("", "pods/status", "patch"),
+        ("events.k8s.io", "events", "create"),
+        ("events.k8s.io", "events", "patch"),
+        ("coordination.k8s.io", "leases", "get"),
+        ("coordination.k8s.io", "leases", "create"),
+        ("coordination.k8s.io", "leases", "patch"),
+    ]
+    .into_iter()
+    .map(|(g, r, v)| (g.to_string(), r.to_string(), v))
+    .collect();
+    assert_eq!(used, expected);
+    // Pods are watched across all namespaces, leases only in the binder's own.
+    assert!(accesses
+        .iter()
+        .any(|a| a.resource == "pods" && a.verb == "watch" && a.namespace.is_none()));
+    assert!(accesses
+        .iter()
+        .filter(|a| a.resource == "leases")
+        .all(|a| a.namespace.as_deref() == Some(NAMESPACE)));
+}
+
+#[test]
+fn requests_map_to_rbac_verbs() {
+    let a = access("GET", "/api/v1/pods", true);
+    assert_eq!(
+        (a.group.as_str(), a.resource.as_str(), a.verb, a.namespace),
+        ("", "pods", "watch", None)
+    );
+    let a = access("GET", "/api/v1/nodes", false);
+    assert_eq!((a.resource.as_str(), a.verb), ("nodes", "list"));
+    let a = access("POST", "/api/v1/namespaces/shop/pods/web-1/binding", false);
+    assert_eq!(
+        (a.resource.as_str(), a.verb, a.namespace.as_deref(), a.name.as_deref()),
+        ("pods/binding", "create", Some("shop"), Some("web-1"))
+    );
+    let a = access("PATCH", "/api/v1/namespaces/shop/pods/web-1/status", false);
+    assert_eq!((a.resource.as_str(), a.verb), ("pods/status", "patch"));
+    let a = access(
+        "GET",
+        "/apis/coordination.k8s.io/v1/namespaces/placement-system/leases/placement-binder",
+        false,
+    );
+    assert_eq!(
+        (a.group.as_str(), a.resource.as_str(), a.verb, a.name.as_deref()),
+        ("coordination.k8s.io", "leases", "get", Some("placement-binder"))
+    );
+    let a = access("POST", "/apis/events.k8s.io/v1/namespaces/shop/events", false);
+    assert_eq!(
+        (a.group.as_str(), a.resource.as_str(), a.verb, a.name),
+        ("events.k8s.io", "events", "create", None)
+    );
+    assert_eq!(access("PUT", "/api/v1/nodes/n1", false).verb, "update");
+    assert_eq!(
+        access("DELETE", "/api/v1/namespaces/a/pods", false).verb,
+        "deletecollection"
+    );
+}
