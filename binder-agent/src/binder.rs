@@ -226,6 +226,18 @@ impl<A: ClusterApi> Binder<A> {
         self.shared.metrics.set_pending(q.counts());
     }
 
+    /// A pod deleted or finished: it leaves the queue and its node; the room it frees may let
+    /// unschedulable pods fit (kube-scheduler's AssignedPodDelete event).
+    fn pod_gone(&self, uid: &str, now: Instant) {
+        let freed = self.shared.state.lock().delete_pod(uid);
+        let mut q = self.shared.queue.lock();
+        q.remove(uid);
+        if freed {
+            q.move_all_unschedulable(now);
+        }
+        self.update_queue_gauges(&q);
+    }
+
     /// Applies one cluster event to the state and the queue.
     pub fn handle(&self, event: ClusterEvent) {
         let now = Instant::now();
@@ -245,26 +257,12 @@ impl<A: ClusterApi> Binder<A> {
                 }
             }
             ClusterEvent::NodeDeleted(name) => s.state.lock().delete_node(&name),
-            ClusterEvent::PodDeleted { uid } => {
-                let freed = s.state.lock().delete_pod(&uid);
-                let mut q = s.queue.lock();
-                q.remove(&uid);
-                if freed {
-                    q.move_all_unschedulable(now);
-                }
-                self.update_queue_gauges(&q);
-            }
+            ClusterEvent::PodDeleted { uid } => self.pod_gone(&uid, now),
             ClusterEvent::PodApplied(info) => {
                 let uid = info.spec.uid.clone();
                 if info.terminal {
                     // A finished pod no longer uses its node.
-                    let freed = s.state.lock().delete_pod(&uid);
-                    let mut q = s.queue.lock();
-                    q.remove(&uid);
-                    if freed {
-                        q.move_all_unschedulable(now);
-                    }
-                    self.update_queue_gauges(&q);
+                    self.pod_gone(&uid, now);
                 } else if info.node_name().is_some() {
                     s.state.lock().apply_bound_pod(info.spec);
                     let mut q = s.queue.lock();
