@@ -124,6 +124,10 @@ pub struct Profile {
     fit_resources: Vec<(ResourceName, i64)>,
     balanced_resources: Vec<ResourceName>,
     shape: Vec<ShapePoint>,
+    /// Weights when NodeResourcesFit scores exactly cpu then memory with Least/MostAllocated.
+    fit_cpu_memory: Option<(i64, i64)>,
+    /// BalancedAllocation compares exactly cpu then memory.
+    balanced_cpu_memory: bool,
 }
 
 impl Profile {
@@ -139,7 +143,21 @@ impl Profile {
                 .collect(),
             _ => Vec::new(),
         };
+        let fit_cpu_memory = match (&policy.scoring_strategy, policy.fit_resources.as_slice()) {
+            (ScoringStrategy::LeastAllocated | ScoringStrategy::MostAllocated, [c, m])
+                if c.name == ResourceName::Cpu && m.name == ResourceName::Memory =>
+            {
+                Some((c.weight, m.weight))
+            }
+            _ => None,
+        };
+        let balanced_cpu_memory = matches!(
+            policy.balanced_resources.as_slice(),
+            [c, m] if c.name == ResourceName::Cpu && m.name == ResourceName::Memory
+        );
         Self {
+            fit_cpu_memory,
+            balanced_cpu_memory,
             score_plugins: policy.scores.iter().map(|s| (s.plugin, s.weight)).collect(),
             fit_resources: policy
                 .fit_resources
@@ -455,6 +473,24 @@ fn broken_linear(shape: &[ShapePoint], p: i64) -> i64 {
 
 /// NodeResourcesFit's score with the profile's strategy.
 fn fit_score(profile: &Profile, plan: &PodPlan<'_>, node: &NodeView<'_>) -> i64 {
+    if let Some((w_cpu, w_memory)) = profile.fit_cpu_memory {
+        // The default resources (cpu, memory): read the hot fields directly, same arithmetic.
+        let h = node.hot;
+        let score = |req: i64, alloc: i64| match profile.policy.scoring_strategy {
+            ScoringStrategy::MostAllocated => most_requested_score(req, alloc),
+            _ => least_requested_score(req, alloc),
+        };
+        let (mut node_score, mut weight_sum) = (0i64, 0i64);
+        if h.alloc_cpu != 0 {
+            node_score += score(h.non_zero_cpu.saturating_add(plan.fit_requests[0]), h.alloc_cpu) * w_cpu;
+            weight_sum += w_cpu;
+        }
+        if h.alloc_memory != 0 {
+            node_score += score(h.non_zero_memory.saturating_add(plan.fit_requests[1]), h.alloc_memory) * w_memory;
+            weight_sum += w_memory;
+        }
+        return if weight_sum == 0 { 0 } else { node_score / weight_sum };
+    }
     let mut node_score = 0i64;
     let mut weight_sum = 0i64;
     let rtcr = matches!(
@@ -497,6 +533,19 @@ fn fit_score(profile: &Profile, plan: &PodPlan<'_>, node: &NodeView<'_>) -> i64 
 
 /// NodeResourcesBalancedAllocation's score: 100 × (1 − standard deviation of the fractions).
 fn balanced_score(profile: &Profile, requests: &[i64], node: &NodeView<'_>) -> i64 {
+    if profile.balanced_cpu_memory {
+        // The default resources (cpu, memory): the two-fraction case, from the hot fields.
+        let h = node.hot;
+        let fraction = |used: i64, req: i64, alloc: i64| (used.saturating_add(req) as f64 / alloc as f64).min(1.0);
+        let std = if h.alloc_cpu != 0 && h.alloc_memory != 0 {
+            let fc = fraction(h.req_cpu, requests[0], h.alloc_cpu);
+            let fm = fraction(h.req_memory, requests[1], h.alloc_memory);
+            ((fc - fm) / 2.0).abs()
+        } else {
+            0.0
+        };
+        return ((1.0 - std) * MAX_NODE_SCORE as f64) as i64;
+    }
     let mut fractions = [0f64; 8];
     let mut extra = Vec::new();
     let mut n = 0usize;

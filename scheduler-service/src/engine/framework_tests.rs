@@ -724,3 +724,25 @@ fn a_delta_that_relabels_a_node_moves_it_to_another_class() {
     );
     assert_eq!(rank(&snap, &p).feasible_count, 0, "the base snapshot is unchanged");
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+    /// The cpu+memory fast paths of NodeResourcesFit and BalancedAllocation score exactly as the
+    /// generic per-resource code (taken when the same resources are listed memory first).
+    #[test]
+    fn cpu_memory_fast_paths_match_the_generic_scoring((nodes, batch) in arb_cluster(), most in any::<bool>()) {
+        let snap = snapshot(nodes);
+        let base = if most { Policy::bin_packing() } else { Policy::kube_default() };
+        let mut generic = base.clone();
+        generic.fit_resources.reverse();
+        generic.balanced_resources.reverse();
+        let (fast, slow) = (Profile::new(base), Profile::new(generic));
+        prop_assert!(fast.fit_cpu_memory.is_some() && slow.fit_cpu_memory.is_none());
+        for p in &batch {
+            let a = Evaluator::new(&fast, &snap).rank(p, 0, 1, Deadline::none()).unwrap();
+            let b = Evaluator::new(&slow, &snap).rank(p, 0, 1, Deadline::none()).unwrap();
+            let scores = |r: &Ranking| r.feasible.iter().map(|n| (n.node.clone(), n.total)).collect::<Vec<_>>();
+            prop_assert_eq!(scores(&a), scores(&b));
+        }
+    }
+}
