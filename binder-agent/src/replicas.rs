@@ -9,12 +9,12 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 use placement_scheduler::proto::placement_service_client::PlacementServiceClient;
 use tokio::time::Instant;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 /// Where decision replicas are found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EndpointSource {
-    /// A fixed list of `http://host:port` URLs.
+    /// A fixed list of `http://host:port` URLs (with TLS, `http://` is taken as `https://`).
     Static(Vec<String>),
     /// A DNS name and port; every address it resolves to is a replica (a headless Service).
     Dns {
@@ -34,6 +34,54 @@ pub struct ReplicaConfig {
     pub eject_for: Duration,
     /// Largest message sent or received (a full snapshot).
     pub max_message_bytes: usize,
+    /// TLS to the replicas; `None` speaks plaintext HTTP/2.
+    pub tls: Option<ClientTls>,
+}
+
+/// TLS to the decision replicas, as PEM.
+#[derive(Clone)]
+pub struct ClientTls {
+    /// CA certificates (PEM) the replicas' certificates must chain to.
+    pub ca_pem: Vec<u8>,
+    /// Client certificate chain (PEM) for mutual TLS; needs `key_pem`.
+    pub cert_pem: Option<Vec<u8>>,
+    /// Private key (PEM) of `cert_pem`.
+    pub key_pem: Option<Vec<u8>>,
+    /// The name the replicas' certificates are verified against. Needed with DNS discovery, which
+    /// connects to IP addresses; `None` verifies the host of each endpoint URL.
+    pub domain: Option<String>,
+}
+
+impl std::fmt::Debug for ClientTls {
+    // Never prints the private key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("ca_pem", &format_args!("{} bytes", self.ca_pem.len()))
+            .field("client_certificate", &self.cert_pem.is_some())
+            .field("domain", &self.domain)
+            .finish()
+    }
+}
+
+impl ClientTls {
+    fn to_tonic(&self) -> ClientTlsConfig {
+        let mut config = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&self.ca_pem));
+        if let (Some(cert), Some(key)) = (&self.cert_pem, &self.key_pem) {
+            config = config.identity(Identity::from_pem(cert, key));
+        }
+        if let Some(domain) = &self.domain {
+            config = config.domain_name(domain.clone());
+        }
+        config
+    }
+}
+
+/// `endpoint` with the scheme TLS needs: `http://` becomes `https://` when `tls` is set.
+fn with_scheme(endpoint: &str, tls: bool) -> String {
+    match endpoint.strip_prefix("http://") {
+        Some(rest) if tls => format!("https://{rest}"),
+        _ => endpoint.to_string(),
+    }
 }
 
 impl Default for ReplicaConfig {
@@ -42,6 +90,7 @@ impl Default for ReplicaConfig {
             call_timeout: Duration::from_secs(10),
             eject_for: Duration::from_secs(2),
             max_message_bytes: 256 << 20,
+            tls: None,
         }
     }
 }
@@ -49,7 +98,7 @@ impl Default for ReplicaConfig {
 /// One decision replica.
 #[derive(Debug)]
 pub struct Replica {
-    /// Its URL.
+    /// Its URL (`https://` with TLS).
     pub endpoint: String,
     client: PlacementServiceClient<Channel>,
     inflight: AtomicUsize,
@@ -63,11 +112,14 @@ pub struct Replica {
 
 impl Replica {
     fn new(endpoint: String, config: &ReplicaConfig) -> Result<Self, tonic::transport::Error> {
-        let channel = Endpoint::from_shared(endpoint.clone())?
+        let mut channel = Endpoint::from_shared(endpoint.clone())?
             .connect_timeout(Duration::from_secs(2))
             .tcp_nodelay(true)
-            .http2_keep_alive_interval(Duration::from_secs(30))
-            .connect_lazy();
+            .http2_keep_alive_interval(Duration::from_secs(30));
+        if let Some(tls) = &config.tls {
+            channel = channel.tls_config(tls.to_tonic())?;
+        }
+        let channel = channel.connect_lazy();
         Ok(Self {
             client: PlacementServiceClient::new(channel)
                 .max_decoding_message_size(config.max_message_bytes)
@@ -163,7 +215,8 @@ impl ReplicaPool {
     }
 
     fn set(&self, endpoints: Vec<String>) -> Result<(), ReplicaError> {
-        let wanted: HashSet<String> = endpoints.into_iter().collect();
+        let tls = self.config.tls.is_some();
+        let wanted: HashSet<String> = endpoints.iter().map(|e| with_scheme(e, tls)).collect();
         let mut current = self.replicas.write();
         current.retain(|r| wanted.contains(&r.endpoint));
         let have: HashSet<String> = current.iter().map(|r| r.endpoint.clone()).collect();
@@ -191,7 +244,8 @@ impl ReplicaPool {
                 host: host.clone(),
                 source,
             })?;
-        let endpoints = addrs.map(|a| format!("http://{a}")).collect();
+        let scheme = if self.config.tls.is_some() { "https" } else { "http" };
+        let endpoints = addrs.map(|a| format!("{scheme}://{a}")).collect();
         self.set(endpoints)
     }
 
@@ -289,6 +343,24 @@ mod tests {
             r.failed(&p.config);
         }
         assert!(p.pick(&[]).is_some());
+    }
+
+    #[tokio::test]
+    async fn tls_endpoints_use_https() {
+        let config = ReplicaConfig {
+            tls: Some(ClientTls {
+                ca_pem: Vec::new(),
+                cert_pem: None,
+                key_pem: None,
+                domain: Some("placement-decision".into()),
+            }),
+            ..ReplicaConfig::default()
+        };
+        let list = vec!["http://127.0.0.1:1".to_string(), "https://127.0.0.1:2".to_string()];
+        let p = ReplicaPool::new(EndpointSource::Static(list), config).unwrap();
+        let endpoints: Vec<String> = p.all().iter().map(|r| r.endpoint.clone()).collect();
+        assert_eq!(endpoints, ["https://127.0.0.1:1", "https://127.0.0.1:2"]);
+        assert_eq!(with_scheme("http://a:1", false), "http://a:1");
     }
 
     #[tokio::test]

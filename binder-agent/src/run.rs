@@ -22,7 +22,7 @@ use crate::binder::{Binder, BinderConfig};
 use crate::kube_api::{KubeApi, KubeApiConfig};
 use crate::leader::{LeaderConfig, Leadership};
 use crate::metrics::BinderMetrics;
-use crate::replicas::{EndpointSource, ReplicaConfig, ReplicaPool};
+use crate::replicas::{ClientTls, EndpointSource, ReplicaConfig, ReplicaPool};
 
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -70,6 +70,25 @@ pub struct RunArgs {
     /// Deadline of each call to a decision replica, in milliseconds.
     #[arg(long, env = "BINDER_DECISION_TIMEOUT_MS", default_value_t = 10_000)]
     pub decision_timeout_ms: u64,
+
+    /// Speak TLS to the decision replicas, trusting this CA (PEM); `http://` endpoints become
+    /// `https://`.
+    #[arg(long, env = "BINDER_DECISION_TLS_CA")]
+    pub decision_tls_ca: Option<PathBuf>,
+
+    /// Client certificate (PEM) for mutual TLS with the decision replicas; needs
+    /// `--decision-tls-key` and `--decision-tls-ca`.
+    #[arg(long, env = "BINDER_DECISION_TLS_CERT", requires_all = ["decision_tls_key", "decision_tls_ca"])]
+    pub decision_tls_cert: Option<PathBuf>,
+
+    /// Private key (PEM) of `--decision-tls-cert`.
+    #[arg(long, env = "BINDER_DECISION_TLS_KEY", requires = "decision_tls_cert")]
+    pub decision_tls_key: Option<PathBuf>,
+
+    /// Name the replicas' certificates are verified against (needed with `--decision-dns`, which
+    /// connects to pod IPs); default: the host of each endpoint URL.
+    #[arg(long, env = "BINDER_DECISION_TLS_SERVER_NAME", requires = "decision_tls_ca")]
+    pub decision_tls_server_name: Option<String>,
 
     /// Most pods per decision call.
     #[arg(long, env = "BINDER_BATCH_SIZE", default_value_t = 256)]
@@ -185,6 +204,41 @@ fn parse_dns(s: &str) -> anyhow::Result<EndpointSource> {
     })
 }
 
+fn read_pem(flag: &str, path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("{flag}: reading {}", path.display()))
+}
+
+/// TLS to the decision replicas from the `--decision-tls-*` flags, files read now.
+fn decision_tls(args: &RunArgs) -> anyhow::Result<Option<ClientTls>> {
+    let Some(ca) = &args.decision_tls_ca else {
+        anyhow::ensure!(
+            args.decision_tls_cert.is_none()
+                && args.decision_tls_key.is_none()
+                && args.decision_tls_server_name.is_none(),
+            "--decision-tls-cert, --decision-tls-key and --decision-tls-server-name need --decision-tls-ca"
+        );
+        return Ok(None);
+    };
+    anyhow::ensure!(
+        args.decision_tls_cert.is_some() == args.decision_tls_key.is_some(),
+        "--decision-tls-cert and --decision-tls-key go together"
+    );
+    Ok(Some(ClientTls {
+        ca_pem: read_pem("--decision-tls-ca", ca)?,
+        cert_pem: args
+            .decision_tls_cert
+            .as_deref()
+            .map(|p| read_pem("--decision-tls-cert", p))
+            .transpose()?,
+        key_pem: args
+            .decision_tls_key
+            .as_deref()
+            .map(|p| read_pem("--decision-tls-key", p))
+            .transpose()?,
+        domain: args.decision_tls_server_name.clone(),
+    }))
+}
+
 async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
     match kubeconfig {
         Some(path) => {
@@ -259,6 +313,7 @@ pub async fn run_until(args: RunArgs, stop_signal: impl std::future::Future<Outp
     };
     let replica_config = ReplicaConfig {
         call_timeout: Duration::from_millis(args.decision_timeout_ms),
+        tls: decision_tls(&args)?,
         ..ReplicaConfig::default()
     };
     let replicas = Arc::new(ReplicaPool::new(source.clone(), replica_config)?);
@@ -443,6 +498,31 @@ mod tests {
         );
         assert!(parse_dns("placement").is_err());
         assert!(parse_dns(":1").is_err());
+    }
+
+    #[test]
+    fn decision_tls_flags() {
+        let a = Cli::try_parse_from(["binder", "--decision-dns", "x:1"]).unwrap().args;
+        assert!(decision_tls(&a).unwrap().is_none());
+        // A client certificate needs its key and a CA.
+        assert!(Cli::try_parse_from(["binder", "--decision-dns", "x:1", "--decision-tls-cert", "c"]).is_err());
+        assert!(Cli::try_parse_from(["binder", "--decision-dns", "x:1", "--decision-tls-server-name", "s"]).is_err());
+        let a = Cli::try_parse_from([
+            "binder",
+            "--decision-dns",
+            "x:1",
+            "--decision-tls-ca",
+            "/nonexistent/ca.pem",
+            "--decision-tls-server-name",
+            "placement-decision",
+        ])
+        .unwrap()
+        .args;
+        let err = format!("{:#}", decision_tls(&a).unwrap_err());
+        assert!(
+            err.contains("--decision-tls-ca") && err.contains("/nonexistent/ca.pem"),
+            "{err}"
+        );
     }
 
     #[test]

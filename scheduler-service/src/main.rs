@@ -1,12 +1,13 @@
 //! `scheduler-service`: runs one stateless decision replica.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
-use placement_scheduler::grpc::{serve, Metrics, ServerConfig, ServiceConfig};
+use placement_scheduler::grpc::{serve, Metrics, ServerConfig, ServerTls, ServiceConfig};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -45,6 +46,40 @@ struct Args {
     /// How long to wait for in-flight calls after SIGTERM before exiting anyway.
     #[arg(long, env = "PLACEMENT_SHUTDOWN_GRACE_SECONDS", default_value_t = 30)]
     shutdown_grace_seconds: u64,
+    /// Serve gRPC over TLS with this certificate chain (PEM); needs `--tls-key`.
+    #[arg(long, env = "PLACEMENT_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// Private key (PEM) of `--tls-cert`.
+    #[arg(long, env = "PLACEMENT_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Require mutual TLS: clients must present a certificate signed by this CA (PEM); needs
+    /// `--tls-cert`.
+    #[arg(long, env = "PLACEMENT_TLS_CLIENT_CA", requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
+}
+
+fn read_pem(flag: &str, path: &Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("{flag}: reading {}", path.display()))
+}
+
+/// The TLS configuration of the flags, files read now so a bad path fails at start.
+fn tls_config(args: &Args) -> anyhow::Result<Option<ServerTls>> {
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
+        anyhow::ensure!(
+            args.tls_cert.is_none() && args.tls_key.is_none() && args.tls_client_ca.is_none(),
+            "--tls-cert and --tls-key go together (and --tls-client-ca needs both)"
+        );
+        return Ok(None);
+    };
+    Ok(Some(ServerTls {
+        cert_pem: read_pem("--tls-cert", cert)?,
+        key_pem: read_pem("--tls-key", key)?,
+        client_ca_pem: args
+            .tls_client_ca
+            .as_deref()
+            .map(|ca| read_pem("--tls-client-ca", ca))
+            .transpose()?,
+    }))
 }
 
 async fn terminated() {
@@ -102,6 +137,7 @@ async fn serve_metrics(addr: SocketAddr, metrics: Arc<Metrics>, mut stop: watch:
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    let tls = tls_config(&args)?;
     let _telemetry =
         placement_scheduler::telemetry::init("scheduler-service", matches!(args.log_format, LogFormat::Json), "info")?;
     let metrics = Arc::new(Metrics::new());
@@ -120,7 +156,11 @@ async fn main() -> anyhow::Result<()> {
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding gRPC address {}", args.listen))?;
-    tracing::info!(addr = %listener.local_addr()?, "placement decision service listening");
+    tracing::info!(
+        addr = %listener.local_addr()?,
+        tls = match &tls { None => "off", Some(t) if t.client_ca_pem.is_some() => "mutual", Some(_) => "on" },
+        "placement decision service listening"
+    );
     let config = ServerConfig {
         service: ServiceConfig {
             max_batch_size: args.max_batch_size,
@@ -128,6 +168,7 @@ async fn main() -> anyhow::Result<()> {
             ..ServiceConfig::default()
         },
         max_message_bytes: args.max_message_bytes,
+        tls,
     };
     let mut grpc_stop = stop_rx.clone();
     let mut server = tokio::spawn(serve(listener, config, Arc::clone(&metrics), async move {

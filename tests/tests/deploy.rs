@@ -1,8 +1,9 @@
-//! The operator-facing deploy package, `deploy/base`:
+//! The operator-facing deploy package, `deploy/base` and the overlay `deploy/overlays/tls`:
 //!
 //! - `kubectl kustomize deploy/base` renders, and every object survives a round trip through its
 //!   k8s-openapi type (a misspelled or misplaced field, which the API server would drop or
-//!   reject, fails here);
+//!   reject, fails here); the TLS overlay renders too, its built-in kinds round-trip the same way
+//!   and its cert-manager objects carry the fields cert-manager requires;
 //! - the binder's RBAC grants exactly what the binder uses: the real agent runs against the
 //!   recording fake API server with leader election on, each request becomes an
 //!   (apiGroup, resource[/subresource], verb) access, and the rendered ClusterRole and Role must
@@ -49,10 +50,10 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-/// `kubectl kustomize deploy/base`, or a failure saying how to get kubectl.
-fn render() -> String {
+/// `kubectl kustomize deploy/{dir}`, or a failure saying how to get kubectl.
+fn render(dir: &str) -> String {
     let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
-    let base = repo_root().join("deploy/base");
+    let base = repo_root().join("deploy").join(dir);
     let out = match Command::new(&kubectl).arg("kustomize").arg(&base).output() {
         Ok(out) => out,
         Err(e) => panic!(
@@ -76,7 +77,11 @@ fn documents(yaml: &str) -> Vec<Value> {
 }
 
 fn rendered() -> Vec<Value> {
-    let docs = documents(&render());
+    rendered_from("base")
+}
+
+fn rendered_from(dir: &str) -> Vec<Value> {
+    let docs = documents(&render(dir));
     assert!(!docs.is_empty(), "kubectl kustomize rendered nothing");
     docs
 }
@@ -187,6 +192,132 @@ fn every_rendered_object_survives_a_round_trip_through_its_type() {
     {
         assert_eq!(d["metadata"]["namespace"], NAMESPACE, "{} {}", kind(d), name(d));
     }
+}
+
+/// cert-manager kinds have no k8s-openapi type: their identity and the spec fields cert-manager
+/// requires are checked instead.
+fn check_cert_manager(obj: &Value) -> Result<(), String> {
+    if obj["apiVersion"] != "cert-manager.io/v1" {
+        return Err(format!("apiVersion {}", obj["apiVersion"]));
+    }
+    if name(obj).is_empty() {
+        return Err("no metadata.name".into());
+    }
+    let spec = &obj["spec"];
+    match kind(obj) {
+        "Certificate" => {
+            let issuer = &spec["issuerRef"];
+            if !spec["secretName"].is_string() || !issuer["name"].is_string() {
+                return Err("spec.secretName and spec.issuerRef.name are required".into());
+            }
+            if !matches!(issuer["kind"].as_str(), None | Some("Issuer" | "ClusterIssuer")) {
+                return Err(format!("issuerRef.kind {}", issuer["kind"]));
+            }
+            Ok(())
+        }
+        "Issuer" => match ["selfSigned", "ca", "acme", "vault", "venafi"]
+            .iter()
+            .filter(|k| spec.get(**k).is_some())
+            .count()
+        {
+            1 => Ok(()),
+            n => Err(format!("an Issuer needs exactly one issuer type, has {n}")),
+        },
+        other => Err(format!("unexpected cert-manager kind {other:?}")),
+    }
+}
+
+#[test]
+fn the_tls_overlay_renders_and_wires_certificates_into_both_workloads() {
+    let docs = rendered_from("overlays/tls");
+    let mut failures = Vec::new();
+    for d in &docs {
+        let checked = match d["apiVersion"].as_str().unwrap_or_default() {
+            v if v.starts_with("cert-manager.io/") => check_cert_manager(d),
+            _ => round_trip(d),
+        };
+        if let Err(e) = checked {
+            failures.push(format!("{} {}: {e}", kind(d), name(d)));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+    let kinds: BTreeSet<&str> = docs.iter().map(kind).collect();
+    assert!(kinds.contains("Certificate") && kinds.contains("Issuer"), "{kinds:?}");
+    let base: BTreeSet<String> = rendered().iter().map(|d| kind(d).to_string()).collect();
+    assert!(
+        base.iter().all(|k| kinds.contains(k.as_str())),
+        "a base kind is missing"
+    );
+
+    // Every Certificate is issued by an Issuer of the overlay.
+    for cert in docs.iter().filter(|d| kind(d) == "Certificate") {
+        the(&docs, "Issuer", cert["spec"]["issuerRef"]["name"].as_str().unwrap());
+    }
+    let server = the(&docs, "Certificate", "placement-decision-tls");
+    let client = the(&docs, "Certificate", "placement-binder-tls");
+    assert!(client["spec"]["usages"]
+        .as_array()
+        .unwrap()
+        .contains(&"client auth".into()));
+
+    // The decision service: mutual TLS from its Secret, TCP probes (kubelet gRPC probes are
+    // plaintext).
+    let decision: Deployment = parse(the(&docs, "Deployment", "placement-decision"));
+    let pod = decision.spec.unwrap().template.spec.unwrap();
+    let c = &pod.containers[0];
+    let env: BTreeMap<String, String> = c
+        .env
+        .iter()
+        .flatten()
+        .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
+        .collect();
+    let mount = |c: &Container, pod: &PodSpec, secret: &Value| {
+        let volume = pod
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.secret.as_ref().and_then(|s| s.secret_name.as_deref()) == secret["spec"]["secretName"].as_str())
+            .expect("the certificate's Secret is a volume");
+        let m = c
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.name == volume.name)
+            .expect("the Secret is mounted");
+        m.mount_path.clone()
+    };
+    let dir = mount(c, &pod, server);
+    for (var, file) in [
+        ("PLACEMENT_TLS_CERT", "tls.crt"),
+        ("PLACEMENT_TLS_KEY", "tls.key"),
+        ("PLACEMENT_TLS_CLIENT_CA", "ca.crt"),
+    ] {
+        assert_eq!(env[var], format!("{dir}/{file}"));
+    }
+    for probe in [&c.liveness_probe, &c.readiness_probe] {
+        let probe = probe.clone().unwrap();
+        assert!(probe.grpc.is_none() && probe.tcp_socket.is_some());
+    }
+
+    // The binder: its client certificate, and a server name the decision certificate carries.
+    let binder: Deployment = parse(the(&docs, "Deployment", "placement-binder"));
+    let pod = binder.spec.unwrap().template.spec.unwrap();
+    let dir = mount(&pod.containers[0], &pod, client);
+    let config: ConfigMap = parse(docs.iter().find(|d| kind(d) == "ConfigMap").unwrap());
+    let data = config.data.unwrap();
+    for (var, file) in [
+        ("BINDER_DECISION_TLS_CA", "ca.crt"),
+        ("BINDER_DECISION_TLS_CERT", "tls.crt"),
+        ("BINDER_DECISION_TLS_KEY", "tls.key"),
+    ] {
+        assert_eq!(data[var], format!("{dir}/{file}"));
+    }
+    let names = server["spec"]["dnsNames"].as_array().unwrap();
+    assert!(names.contains(&data["BINDER_DECISION_TLS_SERVER_NAME"].clone().into()));
+    assert_eq!(
+        data["BINDER_DECISION_DNS"],
+        format!("placement-decision.{NAMESPACE}.svc:50051")
+    );
 }
 
 #[test]
@@ -555,6 +686,10 @@ async fn binder_requests(config: &BTreeMap<String, String>) -> Vec<RequestRecord
         decision_dns: None,
         decision_dns_refresh_secs: 10,
         decision_timeout_ms: num("BINDER_DECISION_TIMEOUT_MS"),
+        decision_tls_ca: None,
+        decision_tls_cert: None,
+        decision_tls_key: None,
+        decision_tls_server_name: None,
         batch_size: 256,
         batch_window_ms: 5,
         bind_concurrency: 64,

@@ -7,5 +7,5 @@ pub mod server;
 pub mod service;
 
 pub use metrics::Metrics;
-pub use server::{serve, ServerConfig};
+pub use server::{serve, ServeError, ServerConfig, ServerTls};
 pub use service::{PlacementApi, ServiceConfig, ERROR_DOMAIN, SNAPSHOT_NOT_FOUND};

@@ -1,11 +1,12 @@
 //! The gRPC server: PlacementService, health, reflection (v1 and v1alpha), size limits, and
-//! graceful shutdown that drains in-flight calls.
+//! graceful shutdown that drains in-flight calls; optionally TLS or mutual TLS (rustls).
 
 use std::future::Future;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tonic::codegen::http;
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 use super::metrics::Metrics;
 use super::service::{ConfigError, PlacementApi, ServiceConfig};
@@ -19,6 +20,75 @@ pub struct ServerConfig {
     pub service: ServiceConfig,
     /// Largest request or response message in bytes.
     pub max_message_bytes: usize,
+    /// TLS of the gRPC port; `None` serves plaintext HTTP/2.
+    pub tls: Option<ServerTls>,
+}
+
+/// TLS of the gRPC port, as PEM. With a client CA the server requires mutual TLS: every client must
+/// present a certificate signed by that CA.
+#[derive(Clone)]
+pub struct ServerTls {
+    /// The server's certificate chain (PEM), leaf first.
+    pub cert_pem: Vec<u8>,
+    /// The server certificate's private key (PEM).
+    pub key_pem: Vec<u8>,
+    /// CA certificates (PEM) client certificates must chain to; `None` accepts any client.
+    pub client_ca_pem: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for ServerTls {
+    // Never prints the private key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerTls")
+            .field("cert_pem", &format_args!("{} bytes", self.cert_pem.len()))
+            .field("key_pem", &"<redacted>")
+            .field("mutual", &self.client_ca_pem.is_some())
+            .finish()
+    }
+}
+
+impl ServerTls {
+    /// tonic's configuration, after checking the PEM holds the blocks it must (tonic's own error
+    /// for a missing block does not say which file is wrong).
+    fn to_tonic(&self) -> Result<ServerTlsConfig, ServeError> {
+        if !pem_has(&self.cert_pem, "CERTIFICATE") {
+            return Err(ServeError::Tls(
+                "the server certificate holds no PEM CERTIFICATE block".into(),
+            ));
+        }
+        if !pem_has(&self.key_pem, "PRIVATE KEY") {
+            return Err(ServeError::Tls("the server key holds no PEM PRIVATE KEY block".into()));
+        }
+        let mut config = ServerTlsConfig::new().identity(Identity::from_pem(&self.cert_pem, &self.key_pem));
+        if let Some(ca) = &self.client_ca_pem {
+            if !pem_has(ca, "CERTIFICATE") {
+                return Err(ServeError::Tls("the client CA holds no PEM CERTIFICATE block".into()));
+            }
+            config = config.client_ca_root(Certificate::from_pem(ca));
+        }
+        Ok(config)
+    }
+}
+
+/// An error and its sources, `: `-separated (tonic's transport error alone says only "transport
+/// error").
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+/// Whether `pem` has a `-----BEGIN ...{label}-----` block (`PRIVATE KEY` matches the PKCS#8, RSA
+/// and EC forms).
+fn pem_has(pem: &[u8], label: &str) -> bool {
+    String::from_utf8_lossy(pem)
+        .lines()
+        .any(|l| l.starts_with("-----BEGIN ") && l.trim_end().ends_with(&format!("{label}-----")))
 }
 
 impl Default for ServerConfig {
@@ -26,6 +96,7 @@ impl Default for ServerConfig {
         Self {
             service: ServiceConfig::default(),
             max_message_bytes: 256 << 20,
+            tls: None,
         }
     }
 }
@@ -39,6 +110,9 @@ pub enum ServeError {
     /// Reflection could not be built from the descriptors.
     #[error("building reflection: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
+    /// The TLS configuration is invalid.
+    #[error("TLS configuration: {0}")]
+    Tls(String),
     /// The transport failed.
     #[error("serving gRPC: {0}")]
     Transport(#[from] tonic::transport::Error),
@@ -69,6 +143,7 @@ pub async fn serve(
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
+    let tls = config.tls.as_ref().map(ServerTls::to_tonic).transpose()?;
     let api = PlacementApi::new(config.service, metrics)?;
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_serving::<PlacementServiceServer<PlacementApi>>().await;
@@ -91,7 +166,11 @@ pub async fn serve(
             .set_not_serving::<PlacementServiceServer<PlacementApi>>()
             .await;
     };
-    tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls).map_err(|e| ServeError::Tls(error_chain(&e)))?;
+    }
+    builder
         .layer(tower::util::MapResponseLayer::new(
             size_limit_status::<tonic::body::Body>,
         ))
