@@ -54,7 +54,10 @@ say "$("$PY" -m pip list --disable-pip-version-check 2>/dev/null | grep -E '^(gr
 # --- 2. server ---
 say "cargo build -p scheduler-service"
 cargo build --quiet -p scheduler-service
-BIN="$ROOT/target/debug/scheduler-service"
+# Honour CARGO_TARGET_DIR (a relative one is relative to the workspace root, as cargo reads it).
+TARGET_DIR=${CARGO_TARGET_DIR:-target}
+case "$TARGET_DIR" in /*) ;; *) TARGET_DIR="$ROOT/$TARGET_DIR" ;; esac
+BIN="$TARGET_DIR/debug/scheduler-service"
 
 # --- 3. the checked-in stubs are what the generators produce ---
 say "reproducibility: buf generate + clients/python/generate.sh into $TMP/gen"
