@@ -188,6 +188,8 @@ const MAX_SCORES: usize = 5;
 #[derive(Debug, Clone, Copy)]
 struct Candidate {
     index: u32,
+    /// Raw plugin scores (before normalization), kept so normalization can be redone.
+    raw: [i64; MAX_SCORES],
     scores: [i64; MAX_SCORES],
     total: i64,
 }
@@ -225,6 +227,20 @@ struct PodPlan<'a> {
     per_node: bool,
     /// Static predicates per node class (empty when `per_node`).
     class_evals: Vec<StaticEval>,
+}
+
+/// Whether two pods ask the same of nodes: equal requests, node name, selectors, affinity,
+/// tolerations, host ports and images (identity and labels aside), so they filter and score alike.
+fn same_constraints(a: &PodSpec, b: &PodSpec) -> bool {
+    a.requests == b.requests
+        && a.non_zero_requests == b.non_zero_requests
+        && a.node_name == b.node_name
+        && a.node_selector == b.node_selector
+        && a.required_affinity == b.required_affinity
+        && a.preferred_affinity == b.preferred_affinity
+        && a.tolerations == b.tolerations
+        && a.host_ports == b.host_ports
+        && a.images == b.images
 }
 
 /// Whether a pod's node selection names a label unique to each node (or a node field), so node
@@ -285,7 +301,7 @@ impl<'a> PodPlan<'a> {
                 .collect(),
             images,
             tolerates_unschedulable: tolerated(&pod.tolerations, &unschedulable_taint),
-            tie_seed: mix(seed ^ xxhash_rust::xxh3::xxh3_64(pod.uid.as_bytes())),
+            tie_seed: Self::tie_seed_for(seed, pod),
             per_node,
             class_evals: Vec::new(),
         };
@@ -307,6 +323,11 @@ impl<'a> PodPlan<'a> {
             affinity_weight: preferred_affinity_weight(pod, node),
             prefer_taints: intolerable_prefer_taints(self, node),
         }
+    }
+
+    /// The tie-break seed of a pod (`seed` already mixed with the policy's).
+    fn tie_seed_for(seed: u64, pod: &PodSpec) -> u64 {
+        mix(seed ^ xxhash_rust::xxh3::xxh3_64(pod.uid.as_bytes()))
     }
 
     fn tie_break(&self, name_hash: u64) -> u64 {
@@ -716,6 +737,10 @@ pub struct Evaluator<'a> {
     candidates: Vec<Candidate>,
     /// Per node, the sum of the current pod's image sizes there, each scaled by its spread.
     image_sums: Vec<i64>,
+    /// The maxima the last normalization used, per score slot.
+    norm_max: [i64; MAX_SCORES],
+    /// Whether Schedule re-scores only the node that changed for a pod identical to the one before.
+    reuse: bool,
 }
 
 impl<'a> Evaluator<'a> {
@@ -726,6 +751,8 @@ impl<'a> Evaluator<'a> {
             snapshot,
             candidates: Vec::with_capacity(snapshot.nodes().len()),
             image_sums: Vec::new(),
+            norm_max: [0; MAX_SCORES],
+            reuse: true,
         }
     }
 
@@ -766,7 +793,6 @@ impl<'a> Evaluator<'a> {
     ) -> Result<(), ()> {
         self.candidates.clear();
         self.image_sums(plan, 1);
-        let profile = self.profile;
         let snapshot = self.snapshot;
         let hot = &*usage.hot;
         for (i, entry) in snapshot.nodes().iter().enumerate() {
@@ -774,86 +800,138 @@ impl<'a> Evaluator<'a> {
                 self.image_sums(plan, -1);
                 return Err(());
             }
-            let h = &hot[i];
-            let se = if plan.per_node {
-                plan.static_eval(&entry.spec)
-            } else {
-                plan.class_evals[h.class as usize]
-            };
-            let node = NodeView {
-                hot: h,
-                entry,
-                usage: usage.get(i),
-            };
-            let mut feasible = true;
-            for &f in &profile.policy.filters {
-                if !run_filter(f, plan, &se, &node, &mut |r| on_reject(i, f, r)) {
-                    feasible = false;
-                    break;
-                }
+            if let Some(c) = self.eval_node(plan, usage, i, entry, hot, &mut |f, r| on_reject(i, f, r)) {
+                self.candidates.push(c);
             }
-            if !feasible {
-                continue;
-            }
-            let mut scores = [0i64; MAX_SCORES];
-            for (slot, (plugin, _)) in profile.score_plugins.iter().enumerate().take(MAX_SCORES) {
-                scores[slot] = match plugin {
-                    ScorePlugin::NodeResourcesFit => fit_score(profile, plan, &node),
-                    ScorePlugin::NodeResourcesBalancedAllocation => match &plan.balanced_requests {
-                        Some(req) => balanced_score(profile, req, &node),
-                        None => 0,
-                    },
-                    ScorePlugin::NodeAffinity => se.affinity_weight,
-                    ScorePlugin::TaintToleration => se.prefer_taints,
-                    ScorePlugin::ImageLocality => image_score(plan, self.image_sums.get(i).copied().unwrap_or(0)),
-                };
-            }
-            self.candidates.push(Candidate {
-                index: i as u32,
-                scores,
-                total: 0,
-            });
         }
         self.image_sums(plan, -1);
         self.normalize();
         Ok(())
     }
 
-    /// kube-scheduler's `DefaultNormalizeScore` for NodeAffinity and (reversed) TaintToleration,
-    /// then the weighted totals.
-    fn normalize(&mut self) {
-        for (slot, (plugin, _)) in self.profile.score_plugins.iter().enumerate().take(MAX_SCORES) {
-            let reverse = match plugin {
-                ScorePlugin::NodeAffinity => false,
-                ScorePlugin::TaintToleration => true,
-                _ => continue,
+    /// Filters one node and computes its raw scores; `None` when a filter rejects it.
+    fn eval_node(
+        &self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        i: usize,
+        entry: &NodeEntry,
+        hot: &[NodeHot],
+        on_reject: &mut impl FnMut(FilterPlugin, Reason),
+    ) -> Option<Candidate> {
+        let profile = self.profile;
+        let h = &hot[i];
+        let se = if plan.per_node {
+            plan.static_eval(&entry.spec)
+        } else {
+            plan.class_evals[h.class as usize]
+        };
+        let node = NodeView {
+            hot: h,
+            entry,
+            usage: usage.get(i),
+        };
+        for &f in &profile.policy.filters {
+            if !run_filter(f, plan, &se, &node, &mut |r| on_reject(f, r)) {
+                return None;
+            }
+        }
+        let mut raw = [0i64; MAX_SCORES];
+        for (slot, (plugin, _)) in profile.score_plugins.iter().enumerate().take(MAX_SCORES) {
+            raw[slot] = match plugin {
+                ScorePlugin::NodeResourcesFit => fit_score(profile, plan, &node),
+                ScorePlugin::NodeResourcesBalancedAllocation => match &plan.balanced_requests {
+                    Some(req) => balanced_score(profile, req, &node),
+                    None => 0,
+                },
+                ScorePlugin::NodeAffinity => se.affinity_weight,
+                ScorePlugin::TaintToleration => se.prefer_taints,
+                ScorePlugin::ImageLocality => image_score(plan, self.image_sums.get(i).copied().unwrap_or(0)),
             };
-            let max = self.candidates.iter().map(|c| c.scores[slot]).max().unwrap_or(0);
-            for c in &mut self.candidates {
-                let s = if max == 0 {
-                    if reverse {
-                        MAX_NODE_SCORE
-                    } else {
-                        c.scores[slot]
+        }
+        Some(Candidate {
+            index: i as u32,
+            raw,
+            scores: raw,
+            total: 0,
+        })
+    }
+
+    /// After a pod identical to the one the candidates were computed for was placed on node `x`:
+    /// re-filters and re-scores that node only (every other node's scores are unchanged, and its
+    /// static and image scores are too), and redoes normalization only if its maxima moved.
+    fn update_placed(&mut self, plan: &PodPlan<'_>, usage: &BatchUsage<'_>, x: usize) {
+        let Some(pos) = self.candidates.iter().position(|c| c.index == x as u32) else {
+            return;
+        };
+        let entry = &self.snapshot.nodes()[x];
+        match self.eval_node(plan, usage, x, entry, &usage.hot, &mut |_, _| {}) {
+            Some(fresh) => {
+                let c = &mut self.candidates[pos];
+                for (slot, (plugin, _)) in self.profile.score_plugins.iter().enumerate().take(MAX_SCORES) {
+                    if matches!(
+                        plugin,
+                        ScorePlugin::NodeResourcesFit | ScorePlugin::NodeResourcesBalancedAllocation
+                    ) {
+                        c.raw[slot] = fresh.raw[slot];
                     }
-                } else {
-                    let s = MAX_NODE_SCORE * c.scores[slot] / max;
+                }
+                let mut c = *c;
+                self.normalize_one(&mut c);
+                self.candidates[pos] = c;
+            }
+            None => {
+                let gone = self.candidates.swap_remove(pos);
+                if gone.raw.iter().zip(&self.norm_max).any(|(r, m)| r == m) {
+                    self.normalize();
+                }
+            }
+        }
+    }
+
+    /// Normalizes one candidate with the maxima of the last [`Evaluator::normalize`], and weighs it.
+    fn normalize_one(&self, c: &mut Candidate) {
+        let mut total = 0;
+        for (slot, (plugin, weight)) in self.profile.score_plugins.iter().enumerate().take(MAX_SCORES) {
+            let reverse = match plugin {
+                ScorePlugin::NodeAffinity => Some(false),
+                ScorePlugin::TaintToleration => Some(true),
+                _ => None,
+            };
+            let max = self.norm_max[slot];
+            c.scores[slot] = match reverse {
+                None => c.raw[slot],
+                Some(true) if max == 0 => MAX_NODE_SCORE,
+                Some(false) if max == 0 => c.raw[slot],
+                Some(reverse) => {
+                    let s = MAX_NODE_SCORE * c.raw[slot] / max;
                     if reverse {
                         MAX_NODE_SCORE - s
                     } else {
                         s
                     }
-                };
-                c.scores[slot] = s;
+                }
+            };
+            total += c.scores[slot] * weight;
+        }
+        c.total = total;
+    }
+
+    /// kube-scheduler's `DefaultNormalizeScore` for NodeAffinity and (reversed) TaintToleration,
+    /// then the weighted totals.
+    fn normalize(&mut self) {
+        let mut max = [0i64; MAX_SCORES];
+        for (slot, (plugin, _)) in self.profile.score_plugins.iter().enumerate().take(MAX_SCORES) {
+            if matches!(plugin, ScorePlugin::NodeAffinity | ScorePlugin::TaintToleration) {
+                max[slot] = self.candidates.iter().map(|c| c.raw[slot]).max().unwrap_or(0);
             }
         }
-        let mut weights = [0i64; MAX_SCORES];
-        for (w, (_, weight)) in weights.iter_mut().zip(&self.profile.score_plugins) {
-            *w = *weight;
+        self.norm_max = max;
+        let mut candidates = std::mem::take(&mut self.candidates);
+        for c in &mut candidates {
+            self.normalize_one(c);
         }
-        for c in &mut self.candidates {
-            c.total = c.scores.iter().zip(&weights).map(|(s, w)| s * w).sum();
-        }
+        self.candidates = candidates;
     }
 
     /// Ranks every node for one pod: the `top_k` best feasible nodes (0 for all) and every rejected node.
@@ -932,6 +1010,11 @@ impl<'a> Evaluator<'a> {
         let mut usage = BatchUsage::new(self.snapshot);
         let mut out = Vec::with_capacity(pods.len());
         let node_count = self.snapshot.nodes().len();
+        // Replicas of one workload arrive together: for a pod whose constraints equal those the
+        // candidates were computed for, only the node that took the previous pod changed.
+        let mut plan: Option<(usize, PodPlan<'_>)> = None;
+        let mut changed: Option<usize> = None;
+        let policy_seed = seed ^ self.profile.policy.seed;
         for (done, pod) in pods.iter().enumerate() {
             let timeout = EvalError::DeadlineExceeded {
                 done,
@@ -940,16 +1023,33 @@ impl<'a> Evaluator<'a> {
             if deadline.passed() {
                 return Err(timeout);
             }
-            let plan = PodPlan::new(self.profile, self.snapshot, pod, seed);
-            // Most pods fit somewhere, so reasons are only gathered (in a second pass, from the
-            // same usage) for a pod that fits nowhere.
-            self.evaluate(&plan, &usage, deadline, &mut |_, _, _| {})
-                .map_err(|()| timeout.clone())?;
+            let reused = match plan.as_mut() {
+                Some((p, current)) if self.reuse && same_constraints(&pods[*p], pod) => {
+                    current.tie_seed = PodPlan::tie_seed_for(policy_seed, pod);
+                    if let Some(x) = changed.take() {
+                        self.update_placed(current, &usage, x);
+                    }
+                    true
+                }
+                _ => false,
+            };
+            if !reused {
+                let fresh = PodPlan::new(self.profile, self.snapshot, pod, seed);
+                // Most pods fit somewhere, so reasons are only gathered (in a second pass, from
+                // the same usage) for a pod that fits nowhere.
+                self.evaluate(&fresh, &usage, deadline, &mut |_, _, _| {})
+                    .map_err(|()| timeout.clone())?;
+                plan = Some((done, fresh));
+                changed = None;
+            }
+            let Some((_, plan)) = plan.as_ref() else {
+                continue;
+            };
             let mut reasons: Vec<(Reason, u32)> = Vec::new();
             if self.candidates.is_empty() {
                 // Few distinct reasons occur: a short list beats hashing one per rejected node.
                 self.evaluate(
-                    &plan,
+                    plan,
                     &usage,
                     deadline,
                     &mut |_, _, r| match reasons.iter_mut().find(|(x, _)| *x == r) {
@@ -973,6 +1073,7 @@ impl<'a> Evaluator<'a> {
                         feasible: self.candidates.len(),
                     });
                     usage.assume(i, pod);
+                    changed = Some(i);
                 }
                 None => out.push(Decision::Unschedulable(Diagnosis {
                     node_count,

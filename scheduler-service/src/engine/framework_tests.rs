@@ -746,3 +746,35 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+    /// Re-scoring only the node that took the previous identical pod gives exactly the decisions of
+    /// evaluating every node for every pod.
+    #[test]
+    fn replica_reuse_decides_exactly_as_full_evaluation(
+        (nodes, templates) in arb_cluster(),
+        copies in 1usize..6,
+        seed in any::<u64>(),
+        bin_pack in any::<bool>(),
+    ) {
+        let snap = snapshot(nodes);
+        let policy = if bin_pack { Policy::bin_packing() } else { Policy::kube_default() };
+        let profile = Profile::new(policy);
+        // Runs of replicas (same spec, new uid), as a Deployment's pods arrive.
+        let batch: Vec<PodSpec> = templates
+            .iter()
+            .flat_map(|t| {
+                (0..copies).map(move |k| PodSpec {
+                    uid: Arc::from(format!("{}-{k}", t.uid)),
+                    ..t.clone()
+                })
+            })
+            .collect();
+        let fast = Evaluator::new(&profile, &snap).schedule(&batch, seed, Deadline::none()).unwrap();
+        let mut full = Evaluator::new(&profile, &snap);
+        full.reuse = false;
+        let slow = full.schedule(&batch, seed, Deadline::none()).unwrap();
+        prop_assert_eq!(fast, slow);
+    }
+}
