@@ -749,6 +749,7 @@ async fn the_agent_runs_from_a_kubeconfig_and_shuts_down_gracefully() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_binder_killed_mid_run_and_restarted_binds_every_pod_exactly_once() {
+    const DELAY: Duration = Duration::from_millis(1500);
     let server = FakeApiServer::start().await;
     // 2 nodes × 2 CPUs hold exactly 16 pods of 250m: any double count or overcommit would show.
     for n in ["n1", "n2"] {
@@ -757,8 +758,9 @@ async fn a_binder_killed_mid_run_and_restarted_binds_every_pod_exactly_once() {
     for i in 0..16 {
         server.create_pod(pod(&format!("job-{i}"), SCHEDULER, "250m", None));
     }
-    // The first binds hang for a while (they still take effect later, as a slow API server's would).
-    server.delay_next(6, matcher("POST", "/binding"), Duration::from_millis(1500));
+    // Every Binding waits DELAY in the server before it takes effect (as a slow API server's would);
+    // one that arrived before the crash still lands afterwards.
+    server.delay_next(16, matcher("POST", "/binding"), DELAY);
     let (endpoint, stop_decisions) = decision_service().await;
     let no_lease = || Options {
         lease: None,
@@ -767,11 +769,18 @@ async fn a_binder_killed_mid_run_and_restarted_binds_every_pod_exactly_once() {
     let first = start_binder(&server, &endpoint, no_lease());
     let client = server.client();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    eventually("binds in flight", || {
-        let attempted = server.bindings_attempted();
-        async move { attempted >= 6 }
+    let binder = first.binder.clone();
+    eventually("the first binder's binds dispatched", || {
+        let assumed = binder.assumed();
+        async move { assumed >= 16 }
     })
     .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        server.bindings_attempted(),
+        0,
+        "the crash comes while every bind is still in flight"
+    );
 
     // Crash: no graceful stop, in-flight binds abandoned mid-request.
     first.run.abort();
@@ -785,8 +794,14 @@ async fn a_binder_killed_mid_run_and_restarted_binds_every_pod_exactly_once() {
         async move { bound(&pods).await.len() == 16 }
     })
     .await;
-    // Let the delayed binds of the first binder land, then check nothing was bound twice.
-    tokio::time::sleep(Duration::from_millis(2000)).await;
+    // Binds the first binder had sent finish at most DELAY after the crash (the server's own fixed
+    // delay, not a guess about this machine); then nothing may be bound twice.
+    tokio::time::sleep(DELAY + Duration::from_millis(500)).await;
+    assert!(
+        server.bindings_attempted() > 16,
+        "binds of both binders reached the server (the race was exercised): {}",
+        server.bindings_attempted()
+    );
     let placed = bound(&pods).await;
     assert_eq!(placed.len(), 16);
     for i in 0..16 {
