@@ -168,21 +168,6 @@ impl BinderMetrics {
             .inc();
     }
 
-    /// Total attempts with a result, over all profiles.
-    pub fn attempts_total(&self, result: &str) -> u64 {
-        let mut total = 0;
-        for profile in ["default", "bin-packing", "requested-to-capacity-ratio"] {
-            total += self
-                .attempts
-                .get_or_create(&AttemptLabels {
-                    result: result.to_string(),
-                    profile: profile.to_string(),
-                })
-                .get();
-        }
-        total
-    }
-
     /// Records a bound pod's end-to-end latency and attempts.
     pub fn e2e(&self, profile: &str, latency: Duration, attempts: u32) {
         self.e2e

@@ -7,3 +7,4 @@
 
 /// An in-memory fake Kubernetes API server that speaks the real HTTP/JSON wire protocol.
 pub mod fake_apiserver;
+pub mod fixtures;

@@ -2,13 +2,11 @@
 //! an in-process decision replica places the pods, `KubeApi` writes Bindings, events and status
 //! patches, and a Lease elects it leader.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Node, NodeSpec, NodeStatus, Pod, PodSpec, ResourceRequirements};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, PostParams};
 use placement_binder::kube_api::{KubeApi, KubeApiConfig};
 use placement_binder::leader::{LeaderConfig, Leadership};
@@ -18,6 +16,7 @@ use placement_binder::run::{LogFormat, RunArgs};
 use placement_binder::{Binder, BinderConfig};
 use placement_scheduler::grpc::{serve, Metrics, ServerConfig};
 use placement_tests::fake_apiserver::{matcher, FakeApiServer};
+use placement_tests::fixtures::{self, eventually, node};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -25,52 +24,9 @@ use tokio::task::JoinHandle;
 const WAIT: Duration = Duration::from_secs(30);
 const SCHEDULER: &str = "placement-scheduler";
 
-fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
-        .collect()
-}
-
-fn node(name: &str, cpu: &str) -> Node {
-    Node {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some([("kubernetes.io/hostname".to_string(), name.to_string())].into()),
-            ..Default::default()
-        },
-        spec: Some(NodeSpec::default()),
-        status: Some(NodeStatus {
-            allocatable: Some(quantities(&[("cpu", cpu), ("memory", "8Gi"), ("pods", "110")])),
-            capacity: Some(quantities(&[("cpu", cpu), ("memory", "8Gi"), ("pods", "110")])),
-            ..Default::default()
-        }),
-    }
-}
-
+/// A pod in `default` (see [`fixtures::pod`]).
 fn pod(name: &str, scheduler: &str, cpu: &str, node_name: Option<&str>) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("default".into()),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            scheduler_name: Some(scheduler.into()),
-            node_name: node_name.map(str::to_string),
-            containers: vec![Container {
-                name: "app".into(),
-                image: Some("registry.example/app:1".into()),
-                resources: Some(ResourceRequirements {
-                    requests: Some(quantities(&[("cpu", cpu), ("memory", "64Mi")])),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+    fixtures::pod("default", name, scheduler, cpu, node_name)
 }
 
 /// CPU in millicores of a pod's requests (the quantities used here: `250m`, `1500m`, `10`).
@@ -124,19 +80,6 @@ async fn decision_service() -> (String, oneshot::Sender<()>) {
         },
     ));
     (format!("http://{addr}"), stop)
-}
-
-/// Polls `check` until it holds or [`WAIT`] passes.
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !check().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// A binder running against the fake: watchers, the scheduling loop and (optionally) a Lease.
@@ -301,7 +244,7 @@ async fn binder_binds_every_pod_once_over_the_kubernetes_api() {
     }
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    eventually("every web pod bound and huge marked unschedulable", || {
+    eventually(WAIT, "every web pod bound and huge marked unschedulable", || {
         let pods = pods.clone();
         async move {
             let list = pods.list(&Default::default()).await.unwrap();
@@ -371,11 +314,11 @@ async fn binder_binds_every_pod_once_over_the_kubernetes_api() {
     }
 
     // The events kube-scheduler writes (each follows its binding).
-    eventually("a Scheduled event per pod", || async {
+    eventually(WAIT, "a Scheduled event per pod", || async {
         scheduled_events(&server) == 18
     })
     .await;
-    eventually("a FailedScheduling event", || async {
+    eventually(WAIT, "a FailedScheduling event", || async {
         server
             .events_v1()
             .iter()
@@ -430,7 +373,7 @@ async fn binder_binds_every_pod_once_over_the_kubernetes_api() {
     pods.create(&PostParams::default(), &pod("late", SCHEDULER, "250m", None))
         .await
         .unwrap();
-    eventually("the late pod bound where web-0 was", || {
+    eventually(WAIT, "the late pod bound where web-0 was", || {
         let pods = pods.clone();
         let freed = freed.clone();
         async move {
@@ -476,13 +419,13 @@ async fn failed_and_timed_out_binds_are_retried_without_double_binding() {
         },
     );
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
-    eventually("every pod bound", || {
+    eventually(WAIT, "every pod bound", || {
         let pods = pods.clone();
         async move { bound(&pods).await.len() == 6 }
     })
     .await;
     // Let the held request land.
-    eventually("the held binding answered", || async {
+    eventually(WAIT, "the held binding answered", || async {
         server.count_requests(&matcher("POST", "/pods/web-3/binding")) >= 1
     })
     .await;
@@ -524,7 +467,7 @@ async fn a_relist_after_a_broken_watch_frees_pods_deleted_meanwhile() {
         },
     );
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
-    eventually("the node filled", || {
+    eventually(WAIT, "the node filled", || {
         let pods = pods.clone();
         async move { bound(&pods).await.len() == 4 }
     })
@@ -543,7 +486,7 @@ async fn a_relist_after_a_broken_watch_frees_pods_deleted_meanwhile() {
     server.create_pod(pod("late", SCHEDULER, "250m", None));
     server.clear_faults();
 
-    eventually("the late pod bound in the freed space", || async {
+    eventually(WAIT, "the late pod bound in the freed space", || async {
         server.get_pod("default", "late").and_then(|p| node_of(&p)).is_some()
     })
     .await;
@@ -576,11 +519,14 @@ async fn only_the_lease_holder_binds_and_a_standby_takes_over() {
             .get_lease("kube-system", "placement-binder")
             .and_then(|l| l.spec?.holder_identity)
     };
-    eventually("binder-a leads", || async { holder().as_deref() == Some("binder-a") }).await;
+    eventually(WAIT, "binder-a leads", || async {
+        holder().as_deref() == Some("binder-a")
+    })
+    .await;
     let second = start_binder(&server, &endpoint, options("binder-b"));
 
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
-    eventually("the first pods bound", || {
+    eventually(WAIT, "the first pods bound", || {
         let pods = pods.clone();
         async move { bound(&pods).await.len() == 10 }
     })
@@ -594,7 +540,7 @@ async fn only_the_lease_holder_binds_and_a_standby_takes_over() {
     for i in 0..10 {
         server.create_pod(pod(&format!("b-{i}"), SCHEDULER, "250m", None));
     }
-    eventually("every pod bound after the takeover", || {
+    eventually(WAIT, "every pod bound after the takeover", || {
         let pods = pods.clone();
         async move { bound(&pods).await.len() == 20 }
     })
@@ -604,7 +550,7 @@ async fn only_the_lease_holder_binds_and_a_standby_takes_over() {
     assert_eq!(server.bindings_succeeded(), 20);
     assert_eq!(server.bindings_conflicted(), 0);
     // Events follow the bindings.
-    eventually("a Scheduled event per pod", || async {
+    eventually(WAIT, "a Scheduled event per pod", || async {
         scheduled_events(&server) == 20
     })
     .await;
@@ -706,12 +652,12 @@ async fn the_agent_runs_from_a_kubeconfig_and_shuts_down_gracefully() {
         let _ = stopped.await;
     }));
 
-    eventually("the agent ready", || async {
+    eventually(WAIT, "the agent ready", || async {
         http_get(http, "/readyz").await.is_some_and(|(c, _)| c == 200)
     })
     .await;
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
-    eventually("every pod bound", || {
+    eventually(WAIT, "every pod bound", || {
         let pods = pods.clone();
         async move { bound(&pods).await.len() == 5 }
     })
@@ -726,7 +672,10 @@ async fn the_agent_runs_from_a_kubeconfig_and_shuts_down_gracefully() {
         .get_lease("placement-system", "placement-binder")
         .and_then(|l| l.spec?.holder_identity);
     assert_eq!(lease.as_deref(), Some("agent-0"));
-    eventually("a Scheduled event per pod", || async { scheduled_events(&server) == 5 }).await;
+    eventually(WAIT, "a Scheduled event per pod", || async {
+        scheduled_events(&server) == 5
+    })
+    .await;
     assert!(server
         .events_v1()
         .iter()
@@ -770,7 +719,7 @@ async fn a_binder_killed_mid_run_and_restarted_binds_every_pod_exactly_once() {
     let client = server.client();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let binder = first.binder.clone();
-    eventually("the first binder's binds dispatched", || {
+    eventually(WAIT, "the first binder's binds dispatched", || {
         let assumed = binder.assumed();
         async move { assumed >= 16 }
     })
@@ -789,7 +738,7 @@ async fn a_binder_killed_mid_run_and_restarted_binds_every_pod_exactly_once() {
     drop(first.stop_watch);
 
     let second = start_binder(&server, &endpoint, no_lease());
-    eventually("all 16 pods bound", || {
+    eventually(WAIT, "all 16 pods bound", || {
         let pods = pods.clone();
         async move { bound(&pods).await.len() == 16 }
     })

@@ -19,18 +19,14 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{
-    ConfigMap, Container, Namespace, Node, NodeSpec, NodeStatus, Pod, PodSpec, ResourceRequirements, Service,
-    ServiceAccount,
-};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, PodSpec, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use placement_binder::run::{LogFormat, RunArgs};
 use placement_scheduler::grpc::{serve, Metrics, ServerConfig};
 use placement_tests::fake_apiserver::{FakeApiServer, RequestRecord};
+use placement_tests::fixtures::{eventually, node, pod};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -567,65 +563,6 @@ fn names_decision_sa(subjects: &Option<Vec<k8s_openapi::api::rbac::v1::Subject>>
     subjects.iter().flatten().any(|s| s.name == DECISION_SA)
 }
 
-fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
-        .collect()
-}
-
-fn node(name: &str, cpu: &str) -> Node {
-    Node {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some([("kubernetes.io/hostname".to_string(), name.to_string())].into()),
-            ..Default::default()
-        },
-        spec: Some(NodeSpec::default()),
-        status: Some(NodeStatus {
-            allocatable: Some(quantities(&[("cpu", cpu), ("memory", "8Gi"), ("pods", "110")])),
-            capacity: Some(quantities(&[("cpu", cpu), ("memory", "8Gi"), ("pods", "110")])),
-            ..Default::default()
-        }),
-    }
-}
-
-fn pod(namespace: &str, name: &str, scheduler: &str, cpu: &str) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some(namespace.into()),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            scheduler_name: Some(scheduler.into()),
-            containers: vec![Container {
-                name: "app".into(),
-                image: Some("registry.example/app:1".into()),
-                resources: Some(ResourceRequirements {
-                    requests: Some(quantities(&[("cpu", cpu), ("memory", "64Mi")])),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !check().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 fn failed_scheduling_events(server: &FakeApiServer) -> Vec<k8s_openapi::api::events::v1::Event> {
     server
         .events_v1()
@@ -642,9 +579,9 @@ async fn binder_requests(config: &BTreeMap<String, String>) -> Vec<RequestRecord
     let server = FakeApiServer::start().await;
     let scheduler = config["BINDER_SCHEDULER_NAME"].clone();
     server.create_node(node("n1", "1"));
-    server.create_pod(pod("default", "web-0", &scheduler, "250m"));
-    server.create_pod(pod("shop", "web-1", &scheduler, "250m"));
-    server.create_pod(pod("shop", "huge", &scheduler, "10"));
+    server.create_pod(pod("default", "web-0", &scheduler, "250m", None));
+    server.create_pod(pod("shop", "web-1", &scheduler, "250m", None));
+    server.create_pod(pod("shop", "huge", &scheduler, "10", None));
 
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
@@ -714,7 +651,7 @@ async fn binder_requests(config: &BTreeMap<String, String>) -> Vec<RequestRecord
         let _ = stopped.await;
     }));
 
-    eventually("both small pods bound and the huge one reported", || async {
+    eventually(WAIT, "both small pods bound and the huge one reported", || async {
         let bound = server
             .pods()
             .iter()
@@ -730,7 +667,7 @@ async fn binder_requests(config: &BTreeMap<String, String>) -> Vec<RequestRecord
             .get_or_insert_with(Default::default)
             .insert("tier".into(), "2".into());
     });
-    eventually("the FailedScheduling event series", || async {
+    eventually(WAIT, "the FailedScheduling event series", || async {
         failed_scheduling_events(&server).iter().any(|e| e.series.is_some())
     })
     .await;

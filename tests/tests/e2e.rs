@@ -9,13 +9,12 @@
 //!
 //! Without `E2E_KUBECONFIG` the test says it is skipped and returns.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, PodSpec, ResourceRequirements, Toleration};
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -25,18 +24,12 @@ use placement_binder::metrics::BinderMetrics;
 use placement_binder::replicas::{EndpointSource, ReplicaConfig, ReplicaPool};
 use placement_binder::{Binder, BinderConfig};
 use placement_scheduler::grpc::{serve, Metrics, ServerConfig};
+use placement_tests::fixtures::{eventually, quantities};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 const SCHEDULER: &str = "placement-scheduler";
 const WAIT: Duration = Duration::from_secs(120);
-
-fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
-        .collect()
-}
 
 /// Tolerations for the taints the node lifecycle controller puts on nodes without a kubelet.
 fn kubelet_less_tolerations() -> Vec<Toleration> {
@@ -72,18 +65,6 @@ fn pod(name: &str, run: &str, cpu: &str) -> Pod {
             ..Default::default()
         }),
         ..Default::default()
-    }
-}
-
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !check().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 
@@ -191,7 +172,7 @@ async fn binder_schedules_pods_on_a_real_cluster() {
         .await
         .expect("create pod");
 
-    eventually("every web pod bound and huge marked unschedulable", || {
+    eventually(WAIT, "every web pod bound and huge marked unschedulable", || {
         let pods = pods.clone();
         async move {
             let list = pods.list(&Default::default()).await.unwrap().items;
@@ -241,7 +222,7 @@ async fn binder_schedules_pods_on_a_real_cluster() {
     );
 
     let events: Api<Event> = Api::namespaced(client.clone(), &ns);
-    eventually("Scheduled and FailedScheduling events", || {
+    eventually(WAIT, "Scheduled and FailedScheduling events", || {
         let events = events.clone();
         async move {
             let list = events.list(&Default::default()).await.unwrap().items;
