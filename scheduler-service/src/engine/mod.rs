@@ -3,12 +3,14 @@
 //! - [`quantity`] and [`resources`]: Kubernetes quantities and effective requests.
 //! - [`model`]: validated pods and nodes, and the matching rules on them.
 //! - [`snapshot`]: the cluster with per-node usage, copy-on-write deltas.
-//! - [`policy`]: which plugins run with which weights.
+//! - [`policy`]: which plugins run with which weights; [`policy_config`]: policy files (ours and
+//!   kube-scheduler's `KubeSchedulerConfiguration`) mapped to policies.
 //! - [`framework`]: filter, score, normalize and pick, as kube-scheduler does.
 
 pub mod framework;
 pub mod model;
 pub mod policy;
+pub mod policy_config;
 pub mod quantity;
 pub mod resources;
 pub mod snapshot;

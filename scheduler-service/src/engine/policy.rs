@@ -25,6 +25,21 @@ pub enum FilterPlugin {
 }
 
 impl FilterPlugin {
+    /// Every filter plugin, in kube-scheduler's default order; name lookups go through this table.
+    pub const ALL: &'static [Self] = &[
+        Self::NodeUnschedulable,
+        Self::NodeName,
+        Self::TaintToleration,
+        Self::NodeAffinity,
+        Self::NodePorts,
+        Self::NodeResourcesFit,
+    ];
+
+    /// The plugin kube-scheduler calls `name`, if this engine implements it as a filter.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|p| p.name() == name)
+    }
+
     /// kube-scheduler's name of the plugin.
     pub fn name(self) -> &'static str {
         match self {
@@ -54,6 +69,20 @@ pub enum ScorePlugin {
 }
 
 impl ScorePlugin {
+    /// Every score plugin, in kube-scheduler's default order; name lookups go through this table.
+    pub const ALL: &'static [Self] = &[
+        Self::TaintToleration,
+        Self::NodeAffinity,
+        Self::NodeResourcesFit,
+        Self::NodeResourcesBalancedAllocation,
+        Self::ImageLocality,
+    ];
+
+    /// The plugin kube-scheduler calls `name`, if this engine implements it as a score plugin.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|p| p.name() == name)
+    }
+
     /// kube-scheduler's name of the plugin.
     pub fn name(self) -> &'static str {
         match self {

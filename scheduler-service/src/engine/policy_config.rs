@@ -1,0 +1,1055 @@
+//! Policy files: placement's own YAML format and kube-scheduler's `KubeSchedulerConfiguration`
+//! (`kubescheduler.config.k8s.io/v1`), parsed and mapped to [`Policy`]s. Plain Rust with no I/O:
+//! the caller reads the file and hands over its text.
+//!
+//! The format is detected by `apiVersion`/`kind`:
+//!
+//! - `placement/v1` `PolicyConfiguration`: a list of policies, each naming its filters, weighted
+//!   scores, NodeResourcesFit scoring strategy (the shape of kube-scheduler's
+//!   `NodeResourcesFitArgs.scoringStrategy`), balanced-allocation resources and tie-break seed.
+//! - `kubescheduler.config.k8s.io/v1` `KubeSchedulerConfiguration`: each profile becomes a policy
+//!   named by its `schedulerName`, with kube-scheduler's semantics: the default plugin set
+//!   (multiPoint, with the default weights), `plugins.<point>.enabled/disabled` merged into it
+//!   (`"*"` disables every default at that point), multiPoint expansion with per-point overrides,
+//!   score weights (0 or unset means 1), and `pluginConfig` args for NodeResourcesFit and
+//!   NodeResourcesBalancedAllocation with kube-scheduler's defaults and validation.
+//!
+//! Fields with no effect here (process settings such as `leaderElection`, and
+//! `percentageOfNodesToScore`, since every node is always evaluated) are accepted and listed in
+//! [`PolicyFile::ignored`]; settings that would change decisions in ways the engine cannot follow
+//! (an explicitly enabled plugin it does not implement, `extenders`, `ignoredResources`,
+//! `addedAffinity`) are errors naming the field. Unknown fields are errors, as kube-scheduler's
+//! strict decoding makes them.
+
+use std::collections::HashSet;
+
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::policy::{
+    FilterPlugin, Policy, PolicyError, ResourceWeight, ScorePlugin, ScoringStrategy, ShapePoint, WeightedScore,
+};
+use super::resources::ResourceName;
+
+/// `apiVersion` of placement's own policy file.
+pub const PLACEMENT_API_VERSION: &str = "placement/v1";
+/// `kind` of placement's own policy file.
+pub const PLACEMENT_KIND: &str = "PolicyConfiguration";
+/// `apiVersion` of the kube-scheduler configuration this module reads.
+pub const KUBE_SCHEDULER_API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
+/// `kind` of the kube-scheduler configuration.
+pub const KUBE_SCHEDULER_KIND: &str = "KubeSchedulerConfiguration";
+/// kube-scheduler's name of a profile when a configuration has one profile and names none.
+pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
+
+/// kube-scheduler v1.34's default plugins (`multiPoint`, in order) and their score weights, with
+/// the DynamicResourceAllocation feature on (its default). Plugins the engine does not implement
+/// are skipped when they are merely implied by this list.
+pub const KUBE_DEFAULT_PLUGINS: &[(&str, Option<i64>)] = &[
+    ("SchedulingGates", None),
+    ("PrioritySort", None),
+    ("NodeUnschedulable", None),
+    ("NodeName", None),
+    ("TaintToleration", Some(3)),
+    ("NodeAffinity", Some(2)),
+    ("NodePorts", None),
+    ("NodeResourcesFit", Some(1)),
+    ("VolumeRestrictions", None),
+    ("NodeVolumeLimits", None),
+    ("VolumeBinding", None),
+    ("VolumeZone", None),
+    ("PodTopologySpread", Some(2)),
+    ("InterPodAffinity", Some(2)),
+    ("DynamicResources", None),
+    ("DefaultPreemption", None),
+    ("NodeResourcesBalancedAllocation", Some(1)),
+    ("ImageLocality", Some(1)),
+    ("DefaultBinder", None),
+];
+
+/// Plugins whose job the binder does the same way, with the extension point they belong to: an
+/// operator's configuration may name them.
+const BINDER_PLUGINS: &[(&str, &str, &str)] = &[
+    (
+        "PrioritySort",
+        "queueSort",
+        "the binder's queue orders pods by priority, then age",
+    ),
+    ("DefaultBinder", "bind", "the binder writes the Binding"),
+];
+
+/// The format a policy file was written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileFormat {
+    /// `placement/v1` `PolicyConfiguration`.
+    Placement,
+    /// `kubescheduler.config.k8s.io/v1` `KubeSchedulerConfiguration`.
+    KubeSchedulerConfiguration,
+}
+
+impl FileFormat {
+    /// The `kind` of the format.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Self::Placement => PLACEMENT_KIND,
+            Self::KubeSchedulerConfiguration => KUBE_SCHEDULER_KIND,
+        }
+    }
+}
+
+/// The policies of a file, in file order (the first is the default), and what was ignored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyFile {
+    /// The detected format.
+    pub format: FileFormat,
+    /// The policies; validated, names unique, at least one.
+    pub policies: Vec<Policy>,
+    /// Settings accepted without effect, each `field: why`.
+    pub ignored: Vec<String>,
+}
+
+/// Why a policy file cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyConfigError {
+    /// The text is not YAML of the expected shape (the message carries the line and column).
+    #[error("{0}")]
+    Yaml(String),
+    /// The document is neither of the supported kinds.
+    #[error(
+        "apiVersion {api_version:?}, kind {kind:?}: not a policy file; expected apiVersion {PLACEMENT_API_VERSION} kind \
+         {PLACEMENT_KIND}, or apiVersion {KUBE_SCHEDULER_API_VERSION} kind {KUBE_SCHEDULER_KIND}"
+    )]
+    UnknownDocument {
+        /// The document's apiVersion.
+        api_version: String,
+        /// The document's kind.
+        kind: String,
+    },
+    /// A field has a value the service refuses.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// Path of the field, e.g. `profiles[0].pluginConfig[1].args.scoringStrategy.type`.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A plugin the engine does not implement is explicitly enabled.
+    #[error("{field}: plugin {plugin:?} of profile {profile:?} is not implemented by placement")]
+    NotImplemented {
+        /// The policy (profile) name.
+        profile: String,
+        /// The plugin name.
+        plugin: String,
+        /// Path of the field that enables it.
+        field: String,
+    },
+    /// A mapped policy fails the engine's own validation.
+    #[error("{field}: {source}")]
+    Policy {
+        /// Path of the policy in the file.
+        field: String,
+        /// The engine's reason.
+        source: PolicyError,
+    },
+}
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> PolicyConfigError {
+    PolicyConfigError::Invalid {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// serde-saphyr's message, first line only (`line L column C: what`); the source snippet it
+/// appends is left out of logs and metrics.
+fn yaml_error(e: impl std::fmt::Display) -> PolicyConfigError {
+    let text = e.to_string();
+    let first = text.lines().next().unwrap_or_default();
+    PolicyConfigError::Yaml(first.strip_prefix("error: ").unwrap_or(first).to_string())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared pieces: resource specs and the scoring strategy (NodeResourcesFitArgs.scoringStrategy)
+// ---------------------------------------------------------------------------------------------
+
+/// kube-scheduler's `ResourceSpec`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ResourceSpec {
+    name: String,
+    #[serde(default)]
+    weight: i64,
+}
+
+/// kube-scheduler's `UtilizationShapePoint`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ShapePointSpec {
+    #[serde(default)]
+    utilization: i64,
+    #[serde(default)]
+    score: i64,
+}
+
+/// kube-scheduler's `RequestedToCapacityRatioParam`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RequestedToCapacityRatioSpec {
+    #[serde(default)]
+    shape: Vec<ShapePointSpec>,
+}
+
+/// kube-scheduler's `ScoringStrategy`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ScoringStrategySpec {
+    #[serde(default, rename = "type")]
+    type_: String,
+    #[serde(default)]
+    resources: Vec<ResourceSpec>,
+    requested_to_capacity_ratio: Option<RequestedToCapacityRatioSpec>,
+}
+
+fn resource_name(field: &str, name: &str) -> Result<ResourceName, PolicyConfigError> {
+    ResourceName::parse(name).map_err(|e| invalid(field, format!("invalid resource name {name:?}: {e}")))
+}
+
+/// The cpu/memory weight-1 default of both resource lists.
+fn default_resources() -> Vec<ResourceWeight> {
+    [ResourceName::Cpu, ResourceName::Memory]
+        .into_iter()
+        .map(|name| ResourceWeight { name, weight: 1 })
+        .collect()
+}
+
+/// NodeResourcesFit's strategy and resources, with kube-scheduler's defaults (no resources means
+/// cpu and memory; weight 0 means 1) and validation (weights in (0, 100], the shape).
+fn scoring_strategy(
+    path: &str,
+    spec: Option<&ScoringStrategySpec>,
+) -> Result<(ScoringStrategy, Vec<ResourceWeight>), PolicyConfigError> {
+    let Some(spec) = spec else {
+        return Ok((ScoringStrategy::LeastAllocated, default_resources()));
+    };
+    let mut resources = Vec::with_capacity(spec.resources.len());
+    for (i, r) in spec.resources.iter().enumerate() {
+        let weight = if r.weight == 0 { 1 } else { r.weight };
+        if !(1..=100).contains(&weight) {
+            return Err(invalid(
+                format!("{path}.resources[{i}].weight"),
+                format!("resource weight of {} not in valid range (0, 100]: {weight}", r.name),
+            ));
+        }
+        resources.push(ResourceWeight {
+            name: resource_name(&format!("{path}.resources[{i}].name"), &r.name)?,
+            weight,
+        });
+    }
+    if resources.is_empty() {
+        resources = default_resources();
+    }
+    let ratio_path = format!("{path}.requestedToCapacityRatio");
+    let strategy = match spec.type_.as_str() {
+        "LeastAllocated" | "MostAllocated" if spec.requested_to_capacity_ratio.is_some() => {
+            return Err(invalid(
+                ratio_path,
+                "must be nil when type is not RequestedToCapacityRatio",
+            ))
+        }
+        "LeastAllocated" => ScoringStrategy::LeastAllocated,
+        "MostAllocated" => ScoringStrategy::MostAllocated,
+        "RequestedToCapacityRatio" => {
+            let Some(ratio) = &spec.requested_to_capacity_ratio else {
+                return Err(invalid(
+                    ratio_path,
+                    "must be specified when type is RequestedToCapacityRatio",
+                ));
+            };
+            let shape_path = format!("{ratio_path}.shape");
+            if ratio.shape.is_empty() {
+                return Err(invalid(shape_path, "at least one point must be specified"));
+            }
+            for (i, p) in ratio.shape.iter().enumerate() {
+                if i > 0 && ratio.shape[i - 1].utilization >= p.utilization {
+                    return Err(invalid(
+                        format!("{shape_path}[{i}].utilization"),
+                        "values must be sorted in increasing order",
+                    ));
+                }
+                if !(0..=100).contains(&p.utilization) {
+                    return Err(invalid(
+                        format!("{shape_path}[{i}].utilization"),
+                        format!("{} not in valid range [0, 100]", p.utilization),
+                    ));
+                }
+                if !(0..=10).contains(&p.score) {
+                    return Err(invalid(
+                        format!("{shape_path}[{i}].score"),
+                        format!("{} not in valid range [0, 10]", p.score),
+                    ));
+                }
+            }
+            ScoringStrategy::RequestedToCapacityRatio {
+                shape: ratio
+                    .shape
+                    .iter()
+                    .map(|p| ShapePoint {
+                        utilization: p.utilization,
+                        score: p.score,
+                    })
+                    .collect(),
+            }
+        }
+        other => {
+            return Err(invalid(
+                format!("{path}.type"),
+                format!(
+                    "unsupported value {other:?}: supported values are \"LeastAllocated\", \"MostAllocated\", \
+                     \"RequestedToCapacityRatio\""
+                ),
+            ))
+        }
+    };
+    Ok((strategy, resources))
+}
+
+/// NodeResourcesBalancedAllocation's resources: cpu and memory when empty; every weight must be 1
+/// (0 means 1), names unique, as kube-scheduler validates them.
+fn balanced_resources(path: &str, specs: &[ResourceSpec]) -> Result<Vec<ResourceWeight>, PolicyConfigError> {
+    if specs.is_empty() {
+        return Ok(default_resources());
+    }
+    let mut out: Vec<ResourceWeight> = Vec::with_capacity(specs.len());
+    for (i, r) in specs.iter().enumerate() {
+        let name = resource_name(&format!("{path}[{i}].name"), &r.name)?;
+        if out.iter().any(|o| o.name == name) {
+            return Err(invalid(
+                format!("{path}[{i}].name"),
+                format!("duplicate value {:?}", r.name),
+            ));
+        }
+        let weight = if r.weight == 0 { 1 } else { r.weight };
+        if weight != 1 {
+            return Err(invalid(
+                format!("{path}[{i}].weight"),
+                format!("must be 1, got {weight}"),
+            ));
+        }
+        out.push(ResourceWeight { name, weight });
+    }
+    Ok(out)
+}
+
+/// Whether kube-scheduler has a plugin of this name (in its default set).
+fn kube_knows(name: &str) -> bool {
+    KUBE_DEFAULT_PLUGINS.iter().any(|(n, _)| *n == name)
+}
+
+fn not_implemented(profile: &str, plugin: &str, field: String) -> PolicyConfigError {
+    PolicyConfigError::NotImplemented {
+        profile: profile.to_string(),
+        plugin: plugin.to_string(),
+        field,
+    }
+}
+
+fn check_policy(field: String, policy: &Policy) -> Result<(), PolicyConfigError> {
+    policy
+        .validate()
+        .map_err(|source| PolicyConfigError::Policy { field, source })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Detection
+// ---------------------------------------------------------------------------------------------
+
+/// The type fields every document has.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TypeMeta {
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+}
+
+/// Parses a policy file (either format), maps and validates every policy.
+pub fn parse_policy_file(text: &str) -> Result<PolicyFile, PolicyConfigError> {
+    let meta: Option<TypeMeta> = serde_saphyr::from_str(text).map_err(yaml_error)?;
+    let Some(meta) = meta else {
+        return Err(invalid("", "the file is empty"));
+    };
+    let file = match (meta.api_version.as_str(), meta.kind.as_str()) {
+        (PLACEMENT_API_VERSION, PLACEMENT_KIND) => placement_file(text)?,
+        (KUBE_SCHEDULER_API_VERSION, KUBE_SCHEDULER_KIND) => kube_scheduler_configuration(text)?,
+        (v, KUBE_SCHEDULER_KIND) if v.starts_with("kubescheduler.config.k8s.io/") => {
+            return Err(invalid(
+                "apiVersion",
+                format!("{v:?} is not supported; convert the configuration to {KUBE_SCHEDULER_API_VERSION}"),
+            ))
+        }
+        _ => {
+            return Err(PolicyConfigError::UnknownDocument {
+                api_version: meta.api_version,
+                kind: meta.kind,
+            })
+        }
+    };
+    let mut names = HashSet::new();
+    for (i, p) in file.policies.iter().enumerate() {
+        if !names.insert(p.name.as_str()) {
+            let field = match file.format {
+                FileFormat::Placement => format!("policies[{i}].name"),
+                FileFormat::KubeSchedulerConfiguration => format!("profiles[{i}].schedulerName"),
+            };
+            return Err(invalid(field, format!("duplicate value {:?}", p.name)));
+        }
+    }
+    Ok(file)
+}
+
+// ---------------------------------------------------------------------------------------------
+// placement/v1 PolicyConfiguration
+// ---------------------------------------------------------------------------------------------
+
+/// A score plugin with an optional weight (placement's format and kube-scheduler's `Plugin`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PluginSpec {
+    name: String,
+    weight: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PlacementFileSpec {
+    #[allow(dead_code)]
+    api_version: String,
+    #[allow(dead_code)]
+    kind: String,
+    #[serde(default)]
+    policies: Vec<PlacementPolicySpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PlacementPolicySpec {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    description: String,
+    filters: Option<Vec<String>>,
+    scores: Option<Vec<PluginSpec>>,
+    scoring_strategy: Option<ScoringStrategySpec>,
+    balanced_resources: Option<Vec<ResourceSpec>>,
+    #[serde(default)]
+    seed: u64,
+}
+
+fn placement_file(text: &str) -> Result<PolicyFile, PolicyConfigError> {
+    let spec: PlacementFileSpec = serde_saphyr::from_str(text).map_err(yaml_error)?;
+    if spec.policies.is_empty() {
+        return Err(invalid("policies", "at least one policy is required"));
+    }
+    let defaults = Policy::kube_default();
+    let mut policies = Vec::with_capacity(spec.policies.len());
+    for (i, p) in spec.policies.into_iter().enumerate() {
+        let path = format!("policies[{i}]");
+        if p.name.is_empty() {
+            return Err(invalid(format!("{path}.name"), "required"));
+        }
+        let filters = match &p.filters {
+            None => defaults.filters.clone(),
+            Some(names) => names
+                .iter()
+                .enumerate()
+                .map(|(j, n)| {
+                    FilterPlugin::from_name(n).ok_or_else(|| {
+                        let field = format!("{path}.filters[{j}]");
+                        if kube_knows(n) {
+                            not_implemented(&p.name, n, field)
+                        } else {
+                            let known: Vec<&str> = FilterPlugin::ALL.iter().map(|f| f.name()).collect();
+                            invalid(
+                                field,
+                                format!("unknown filter plugin {n:?}; known: {}", known.join(", ")),
+                            )
+                        }
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        let scores = match &p.scores {
+            None => defaults.scores.clone(),
+            Some(specs) => specs
+                .iter()
+                .enumerate()
+                .map(|(j, s)| {
+                    let field = format!("{path}.scores[{j}]");
+                    let plugin = ScorePlugin::from_name(&s.name).ok_or_else(|| {
+                        if kube_knows(&s.name) {
+                            not_implemented(&p.name, &s.name, format!("{field}.name"))
+                        } else {
+                            let known: Vec<&str> = ScorePlugin::ALL.iter().map(|f| f.name()).collect();
+                            invalid(
+                                format!("{field}.name"),
+                                format!("unknown score plugin {:?}; known: {}", s.name, known.join(", ")),
+                            )
+                        }
+                    })?;
+                    let weight = s.weight.unwrap_or_else(|| defaults.weight(plugin).unwrap_or(1));
+                    Ok(WeightedScore { plugin, weight })
+                })
+                .collect::<Result<_, PolicyConfigError>>()?,
+        };
+        let (scoring_strategy, fit_resources) =
+            scoring_strategy(&format!("{path}.scoringStrategy"), p.scoring_strategy.as_ref())?;
+        let balanced_resources = balanced_resources(
+            &format!("{path}.balancedResources"),
+            p.balanced_resources.as_deref().unwrap_or_default(),
+        )?;
+        // Fields this format does not set keep the default profile's values.
+        let mut policy = defaults.clone();
+        policy.name = p.name;
+        policy.description = p.description;
+        policy.filters = filters;
+        policy.scores = scores;
+        policy.scoring_strategy = scoring_strategy;
+        policy.fit_resources = fit_resources;
+        policy.balanced_resources = balanced_resources;
+        policy.seed = p.seed;
+        check_policy(path, &policy)?;
+        policies.push(policy);
+    }
+    Ok(PolicyFile {
+        format: FileFormat::Placement,
+        policies,
+        ignored: Vec::new(),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// kubescheduler.config.k8s.io/v1 KubeSchedulerConfiguration
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct KubeSchedulerConfigurationSpec {
+    #[allow(dead_code)]
+    api_version: String,
+    #[allow(dead_code)]
+    kind: String,
+    parallelism: Option<i64>,
+    leader_election: Option<IgnoredAny>,
+    client_connection: Option<IgnoredAny>,
+    enable_profiling: Option<bool>,
+    enable_contention_profiling: Option<bool>,
+    percentage_of_nodes_to_score: Option<i64>,
+    pod_initial_backoff_seconds: Option<i64>,
+    pod_max_backoff_seconds: Option<i64>,
+    #[serde(default)]
+    profiles: Vec<ProfileSpec>,
+    #[serde(default)]
+    extenders: Vec<IgnoredAny>,
+    delay_cache_until_active: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ProfileSpec {
+    scheduler_name: Option<String>,
+    percentage_of_nodes_to_score: Option<i64>,
+    plugins: Option<PluginsSpec>,
+    #[serde(default)]
+    plugin_config: Vec<PluginConfigSpec>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PluginSetSpec {
+    #[serde(default)]
+    enabled: Vec<PluginSpec>,
+    #[serde(default)]
+    disabled: Vec<PluginSpec>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PluginsSpec {
+    #[serde(default)]
+    pre_enqueue: PluginSetSpec,
+    #[serde(default)]
+    queue_sort: PluginSetSpec,
+    #[serde(default)]
+    pre_filter: PluginSetSpec,
+    #[serde(default)]
+    filter: PluginSetSpec,
+    #[serde(default)]
+    post_filter: PluginSetSpec,
+    #[serde(default)]
+    pre_score: PluginSetSpec,
+    #[serde(default)]
+    score: PluginSetSpec,
+    #[serde(default)]
+    reserve: PluginSetSpec,
+    #[serde(default)]
+    permit: PluginSetSpec,
+    #[serde(default)]
+    pre_bind: PluginSetSpec,
+    #[serde(default)]
+    bind: PluginSetSpec,
+    #[serde(default)]
+    post_bind: PluginSetSpec,
+    #[serde(default)]
+    multi_point: PluginSetSpec,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PluginConfigSpec {
+    name: String,
+    #[serde(default)]
+    args: Value,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NodeResourcesFitArgs {
+    #[serde(default)]
+    ignored_resources: Vec<String>,
+    #[serde(default)]
+    ignored_resource_groups: Vec<String>,
+    scoring_strategy: Option<ScoringStrategySpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NodeResourcesBalancedAllocationArgs {
+    #[serde(default)]
+    resources: Vec<ResourceSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NodeAffinityArgs {
+    #[serde(default)]
+    added_affinity: Value,
+}
+
+/// One enabled plugin after merging: where it came from and whether the operator wrote it.
+#[derive(Debug, Clone)]
+struct Entry {
+    name: String,
+    weight: Option<i64>,
+    /// Written in the file (not merely implied by kube-scheduler's defaults).
+    explicit: bool,
+    /// Path of the entry in the file (empty for implied defaults).
+    field: String,
+}
+
+fn entries(set: &[PluginSpec], path: &str) -> Vec<Entry> {
+    set.iter()
+        .enumerate()
+        .map(|(i, p)| Entry {
+            name: p.name.clone(),
+            weight: p.weight,
+            explicit: true,
+            field: format!("{path}.enabled[{i}]"),
+        })
+        .collect()
+}
+
+fn disabled_names(set: &PluginSetSpec) -> HashSet<&str> {
+    set.disabled.iter().map(|p| p.name.as_str()).collect()
+}
+
+/// kube-scheduler's `mergePluginSet`: defaults minus the disabled ones (all with `"*"`), a default
+/// the operator re-lists replaced in place (keeping its position), the rest of the operator's list
+/// appended in order.
+fn merge_plugin_set(defaults: Vec<Entry>, custom: &PluginSetSpec, path: &str) -> Vec<Entry> {
+    let disabled = disabled_names(custom);
+    let custom = entries(&custom.enabled, path);
+    let mut replaced = HashSet::new();
+    let mut out = Vec::new();
+    if !disabled.contains("*") {
+        for d in defaults {
+            if disabled.contains(d.name.as_str()) {
+                continue;
+            }
+            // The last custom entry of a name wins, as kube-scheduler's map does.
+            match custom.iter().enumerate().rev().find(|(_, c)| c.name == d.name) {
+                Some((i, c)) => {
+                    replaced.insert(i);
+                    out.push(c.clone());
+                }
+                None => out.push(d),
+            }
+        }
+    }
+    out.extend(
+        custom
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| !replaced.contains(i))
+            .map(|(_, c)| c),
+    );
+    out
+}
+
+/// kube-scheduler's multiPoint expansion for one extension point: plugins also listed at the point
+/// (overrides, in multiPoint order), then multiPoint plugins that implement the point and are not
+/// disabled there, then the point's other plugins. `"*"` at the point skips the expansion.
+fn expand(
+    multi_point: &[Entry],
+    point: &[Entry],
+    point_set: &PluginSetSpec,
+    implements: impl Fn(&str) -> bool,
+    point_path: &str,
+) -> Result<Vec<Entry>, PolicyConfigError> {
+    let disabled = disabled_names(point_set);
+    if disabled.contains("*") {
+        return Ok(point.to_vec());
+    }
+    let mut overrides: Vec<Entry> = Vec::new();
+    let mut from_multi: Vec<Entry> = Vec::new();
+    for e in multi_point {
+        if !implements(&e.name) || disabled.contains(e.name.as_str()) {
+            continue;
+        }
+        if let Some(o) = point.iter().find(|p| p.name == e.name) {
+            if !overrides.iter().any(|x| x.name == o.name) {
+                overrides.push(o.clone());
+            }
+            continue;
+        }
+        if from_multi.iter().any(|x| x.name == e.name) {
+            return Err(invalid(
+                e.field.clone(),
+                format!("plugin {:?} already registered at {point_path}", e.name),
+            ));
+        }
+        from_multi.push(e.clone());
+    }
+    let rest: Vec<Entry> = point
+        .iter()
+        .filter(|p| !overrides.iter().any(|o| o.name == p.name))
+        .cloned()
+        .collect();
+    Ok(overrides.into_iter().chain(from_multi).chain(rest).collect())
+}
+
+fn note_ignored(ignored: &mut Vec<String>, field: impl std::fmt::Display, why: &str) {
+    ignored.push(format!("{field}: {why}"));
+}
+
+fn kube_scheduler_configuration(text: &str) -> Result<PolicyFile, PolicyConfigError> {
+    let spec: KubeSchedulerConfigurationSpec = serde_saphyr::from_str(text).map_err(yaml_error)?;
+    let mut ignored = Vec::new();
+    if !spec.extenders.is_empty() {
+        return Err(invalid(
+            "extenders",
+            "scheduler extenders are not supported: placement does not call HTTP extenders",
+        ));
+    }
+    let process = "a kube-scheduler process setting; the binder and the decision service have their own flags";
+    for (present, field) in [
+        (spec.parallelism.is_some(), "parallelism"),
+        (spec.leader_election.is_some(), "leaderElection"),
+        (spec.client_connection.is_some(), "clientConnection"),
+        (spec.enable_profiling.is_some(), "enableProfiling"),
+        (spec.enable_contention_profiling.is_some(), "enableContentionProfiling"),
+        (spec.pod_initial_backoff_seconds.is_some(), "podInitialBackoffSeconds"),
+        (spec.pod_max_backoff_seconds.is_some(), "podMaxBackoffSeconds"),
+        (spec.delay_cache_until_active.is_some(), "delayCacheUntilActive"),
+    ] {
+        if present {
+            note_ignored(&mut ignored, field, process);
+        }
+    }
+    let every_node = "placement evaluates every node, as percentageOfNodesToScore 100 does";
+    if let Some(p) = spec.percentage_of_nodes_to_score {
+        check_percentage("percentageOfNodesToScore", p)?;
+        note_ignored(&mut ignored, "percentageOfNodesToScore", every_node);
+    }
+    let mut profiles = spec.profiles;
+    if profiles.is_empty() {
+        profiles.push(ProfileSpec::default());
+    }
+    let single = profiles.len() == 1;
+    let mut policies = Vec::with_capacity(profiles.len());
+    for (i, profile) in profiles.into_iter().enumerate() {
+        let path = format!("profiles[{i}]");
+        let name = match profile.scheduler_name.clone() {
+            Some(n) if !n.is_empty() => n,
+            None if single => DEFAULT_SCHEDULER_NAME.to_string(),
+            _ => return Err(invalid(format!("{path}.schedulerName"), "required")),
+        };
+        if let Some(p) = profile.percentage_of_nodes_to_score {
+            let field = format!("{path}.percentageOfNodesToScore");
+            check_percentage(&field, p)?;
+            note_ignored(&mut ignored, field, every_node);
+        }
+        let policy = kube_profile(&path, name, &profile, &mut ignored)?;
+        check_policy(path, &policy)?;
+        policies.push(policy);
+    }
+    Ok(PolicyFile {
+        format: FileFormat::KubeSchedulerConfiguration,
+        policies,
+        ignored,
+    })
+}
+
+fn check_percentage(field: &str, p: i64) -> Result<(), PolicyConfigError> {
+    if (0..=100).contains(&p) {
+        Ok(())
+    } else {
+        Err(invalid(field, format!("{p} not in valid range [0, 100]")))
+    }
+}
+
+/// Maps one kube-scheduler profile to a policy.
+fn kube_profile(
+    path: &str,
+    name: String,
+    profile: &ProfileSpec,
+    ignored: &mut Vec<String>,
+) -> Result<Policy, PolicyConfigError> {
+    let empty = PluginsSpec::default();
+    let plugins = profile.plugins.as_ref().unwrap_or(&empty);
+    let pp = format!("{path}.plugins");
+
+    // Every plugin the operator enables must be one placement runs (or one whose job the binder
+    // does); the other extension points have no counterpart and are noted as ignored.
+    let points: [(&str, &PluginSetSpec); 13] = [
+        ("multiPoint", &plugins.multi_point),
+        ("preEnqueue", &plugins.pre_enqueue),
+        ("queueSort", &plugins.queue_sort),
+        ("preFilter", &plugins.pre_filter),
+        ("filter", &plugins.filter),
+        ("postFilter", &plugins.post_filter),
+        ("preScore", &plugins.pre_score),
+        ("score", &plugins.score),
+        ("reserve", &plugins.reserve),
+        ("permit", &plugins.permit),
+        ("preBind", &plugins.pre_bind),
+        ("bind", &plugins.bind),
+        ("postBind", &plugins.post_bind),
+    ];
+    for (point, set) in points {
+        let ours = |n: &str| FilterPlugin::from_name(n).is_some() || ScorePlugin::from_name(n).is_some();
+        let mut seen = HashSet::new();
+        for (j, p) in set.enabled.iter().enumerate() {
+            let field = format!("{pp}.{point}.enabled[{j}]");
+            if !seen.insert(p.name.as_str()) {
+                return Err(invalid(
+                    format!("{field}.name"),
+                    format!("plugin {:?} is listed twice", p.name),
+                ));
+            }
+            if let Some((_, _, why)) = BINDER_PLUGINS
+                .iter()
+                .find(|(n, at, _)| *n == p.name && (point == "multiPoint" || point == *at))
+            {
+                note_ignored(ignored, format!("{field} ({})", p.name), why);
+                continue;
+            }
+            if !ours(&p.name) {
+                return Err(not_implemented(&name, &p.name, field));
+            }
+            match point {
+                "multiPoint" | "filter" | "score" => {}
+                "preFilter" | "preScore" => note_ignored(
+                    ignored,
+                    format!("{field} ({})", p.name),
+                    "placement's plugins have no separate pre-phase: the plugin's filter or score runs whole",
+                ),
+                _ => {
+                    return Err(invalid(
+                        format!("{field}.name"),
+                        format!("plugin {:?} does not extend {point}", p.name),
+                    ))
+                }
+            }
+        }
+        if !matches!(point, "multiPoint" | "filter" | "score") {
+            for (j, p) in set.disabled.iter().enumerate() {
+                note_ignored(
+                    ignored,
+                    format!("{pp}.{point}.disabled[{j}] ({})", p.name),
+                    "placement runs no plugins at this extension point",
+                );
+            }
+        }
+    }
+
+    let defaults: Vec<Entry> = KUBE_DEFAULT_PLUGINS
+        .iter()
+        .map(|(n, w)| Entry {
+            name: (*n).to_string(),
+            weight: *w,
+            explicit: false,
+            field: String::new(),
+        })
+        .collect();
+    let multi_point = merge_plugin_set(defaults, &plugins.multi_point, &format!("{pp}.multiPoint"));
+    let filter_point = merge_plugin_set(Vec::new(), &plugins.filter, &format!("{pp}.filter"));
+    let score_point = merge_plugin_set(Vec::new(), &plugins.score, &format!("{pp}.score"));
+    for e in &filter_point {
+        if FilterPlugin::from_name(&e.name).is_none() {
+            return Err(invalid(
+                format!("{}.name", e.field),
+                format!("plugin {:?} does not extend filter", e.name),
+            ));
+        }
+    }
+    for e in &score_point {
+        if ScorePlugin::from_name(&e.name).is_none() {
+            return Err(invalid(
+                format!("{}.name", e.field),
+                format!("plugin {:?} does not extend score", e.name),
+            ));
+        }
+    }
+    let filters = expand(
+        &multi_point,
+        &filter_point,
+        &plugins.filter,
+        |n| FilterPlugin::from_name(n).is_some(),
+        &format!("{pp}.filter"),
+    )?;
+    let scores = expand(
+        &multi_point,
+        &score_point,
+        &plugins.score,
+        |n| ScorePlugin::from_name(n).is_some(),
+        &format!("{pp}.score"),
+    )?;
+
+    // Args a profile does not set keep kube-scheduler's defaults, which the default policy has.
+    let mut policy = Policy::kube_default();
+    policy.name = name.clone();
+    policy.description = format!("{KUBE_SCHEDULER_KIND} profile {name:?}");
+    policy.filters = filters
+        .iter()
+        .filter_map(|e| FilterPlugin::from_name(&e.name))
+        .collect();
+    policy.scores = Vec::with_capacity(scores.len());
+    for e in &scores {
+        let Some(plugin) = ScorePlugin::from_name(&e.name) else {
+            continue;
+        };
+        let weight = match e.weight {
+            None | Some(0) => 1,
+            Some(w) if w < 0 => {
+                let field = if e.explicit { e.field.clone() } else { pp.clone() };
+                return Err(invalid(
+                    format!("{field}.weight"),
+                    format!("must not be negative, got {w}"),
+                ));
+            }
+            Some(w) => w,
+        };
+        policy.scores.push(WeightedScore { plugin, weight });
+    }
+
+    // pluginConfig: args of the plugins placement configures; others are noted.
+    let enabled: HashSet<&str> = filters.iter().chain(&scores).map(|e| e.name.as_str()).collect();
+    let mut seen = HashSet::new();
+    for (j, c) in profile.plugin_config.iter().enumerate() {
+        let field = format!("{path}.pluginConfig[{j}]");
+        if !seen.insert(c.name.as_str()) {
+            return Err(invalid(
+                format!("{field}.name"),
+                format!("duplicate value {:?}", c.name),
+            ));
+        }
+        let args_path = format!("{field}.args");
+        let args = strip_type_meta(&args_path, &c.name, &c.args)?;
+        match c.name.as_str() {
+            "NodeResourcesFit" => {
+                let a: NodeResourcesFitArgs = typed_args(&args_path, args)?;
+                if !a.ignored_resources.is_empty() {
+                    return Err(invalid(
+                        format!("{args_path}.ignoredResources"),
+                        "not supported: placement checks every requested resource",
+                    ));
+                }
+                if !a.ignored_resource_groups.is_empty() {
+                    return Err(invalid(
+                        format!("{args_path}.ignoredResourceGroups"),
+                        "not supported: placement checks every requested resource",
+                    ));
+                }
+                let (strategy, resources) =
+                    scoring_strategy(&format!("{args_path}.scoringStrategy"), a.scoring_strategy.as_ref())?;
+                policy.scoring_strategy = strategy;
+                policy.fit_resources = resources;
+            }
+            "NodeResourcesBalancedAllocation" => {
+                let a: NodeResourcesBalancedAllocationArgs = typed_args(&args_path, args)?;
+                policy.balanced_resources = balanced_resources(&format!("{args_path}.resources"), &a.resources)?;
+            }
+            "NodeAffinity" => {
+                let a: NodeAffinityArgs = typed_args(&args_path, args)?;
+                if !a.added_affinity.is_null() {
+                    return Err(invalid(
+                        format!("{args_path}.addedAffinity"),
+                        "not supported: placement applies only the pod's own node affinity",
+                    ));
+                }
+            }
+            other if enabled.contains(other) => {
+                note_ignored(
+                    ignored,
+                    format!("{field} ({other})"),
+                    "placement's plugin takes no args",
+                );
+            }
+            other => {
+                note_ignored(
+                    ignored,
+                    format!("{field} ({other})"),
+                    "placement does not run this plugin",
+                );
+            }
+        }
+    }
+    Ok(policy)
+}
+
+/// The args without `apiVersion`/`kind`, which must name `<plugin>Args` of v1 when present.
+fn strip_type_meta(path: &str, plugin: &str, args: &Value) -> Result<Value, PolicyConfigError> {
+    let mut args = match args {
+        Value::Null => return Ok(Value::Object(Default::default())),
+        Value::Object(m) => m.clone(),
+        _ => return Err(invalid(path, "must be a mapping")),
+    };
+    if let Some(kind) = args.remove("kind") {
+        let want = format!("{plugin}Args");
+        if kind.as_str() != Some(want.as_str()) {
+            return Err(invalid(
+                format!("{path}.kind"),
+                format!("has to match plugin args: want {want:?}, got {kind}"),
+            ));
+        }
+    }
+    if let Some(v) = args.remove("apiVersion") {
+        if v.as_str() != Some(KUBE_SCHEDULER_API_VERSION) {
+            return Err(invalid(
+                format!("{path}.apiVersion"),
+                format!("want {KUBE_SCHEDULER_API_VERSION:?}, got {v}"),
+            ));
+        }
+    }
+    Ok(Value::Object(args))
+}
+
+fn typed_args<T: serde::de::DeserializeOwned>(path: &str, args: Value) -> Result<T, PolicyConfigError> {
+    serde_json::from_value(args).map_err(|e| invalid(path, e.to_string()))
+}
+
+#[cfg(test)]
+#[path = "policy_config_tests.rs"]
+mod tests;

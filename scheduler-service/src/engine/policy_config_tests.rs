@@ -1,0 +1,586 @@
+//! Tests of policy files: placement's format and real `KubeSchedulerConfiguration` documents,
+//! checked against kube-scheduler v1's documented defaults (default plugins and weights:
+//! TaintToleration 3, NodeAffinity 2, PodTopologySpread 2, InterPodAffinity 2, NodeResourcesFit 1,
+//! NodeResourcesBalancedAllocation 1, ImageLocality 1; NodeResourcesFitArgs LeastAllocated on
+//! cpu and memory, weight 1).
+
+use std::collections::BTreeMap;
+
+use super::*;
+
+fn parse(text: &str) -> PolicyFile {
+    match parse_policy_file(text) {
+        Ok(f) => f,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn error(text: &str) -> PolicyConfigError {
+    match parse_policy_file(text) {
+        Ok(f) => panic!("expected an error, parsed {f:?}"),
+        Err(e) => e,
+    }
+}
+
+fn scores(p: &Policy) -> BTreeMap<&'static str, i64> {
+    p.scores.iter().map(|s| (s.plugin.name(), s.weight)).collect()
+}
+
+fn filters(p: &Policy) -> Vec<&'static str> {
+    p.filters.iter().map(|f| f.name()).collect()
+}
+
+fn resources(r: &[ResourceWeight]) -> Vec<(String, i64)> {
+    r.iter().map(|r| (r.name.to_string(), r.weight)).collect()
+}
+
+const KSC: &str = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
+
+#[test]
+fn a_configuration_without_profiles_is_kube_schedulers_default_profile() {
+    let file = parse(KSC);
+    assert_eq!(file.format, FileFormat::KubeSchedulerConfiguration);
+    assert_eq!(file.policies.len(), 1);
+    let p = &file.policies[0];
+    let default = Policy::kube_default();
+    assert_eq!(p.name, "default-scheduler");
+    assert_eq!(filters(p), filters(&default));
+    assert_eq!(scores(p), scores(&default));
+    assert_eq!(p.scoring_strategy, ScoringStrategy::LeastAllocated);
+    assert_eq!(resources(&p.fit_resources), [("cpu".into(), 1), ("memory".into(), 1)]);
+    assert_eq!(
+        resources(&p.balanced_resources),
+        [("cpu".into(), 1), ("memory".into(), 1)]
+    );
+    assert!(file.ignored.is_empty(), "{:?}", file.ignored);
+    // kube-scheduler's documented default weights for the plugins placement implements.
+    for (plugin, weight) in [
+        ("TaintToleration", 3),
+        ("NodeAffinity", 2),
+        ("NodeResourcesFit", 1),
+        ("NodeResourcesBalancedAllocation", 1),
+        ("ImageLocality", 1),
+    ] {
+        assert_eq!(scores(p)[plugin], weight, "{plugin}");
+    }
+    // Filters run in kube-scheduler's multiPoint order.
+    assert_eq!(
+        filters(p)[..6],
+        [
+            "NodeUnschedulable",
+            "NodeName",
+            "TaintToleration",
+            "NodeAffinity",
+            "NodePorts",
+            "NodeResourcesFit"
+        ]
+    );
+}
+
+/// A configuration as an operator would run it: several profiles, pluginConfig with typed args,
+/// disabled plugins at one point, a `"*"` disable, multiPoint overrides, process settings.
+const OPERATOR_CONFIG: &str = r#"
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: true
+  resourceNamespace: kube-system
+  resourceName: kube-scheduler
+clientConnection:
+  kubeconfig: /etc/kubernetes/scheduler.conf
+  qps: 100
+percentageOfNodesToScore: 50
+profiles:
+  - schedulerName: default-scheduler
+    plugins:
+      queueSort:
+        enabled:
+          - name: PrioritySort
+  - schedulerName: bin-packing-scheduler
+    plugins:
+      score:
+        disabled:
+          - name: ImageLocality
+        enabled:
+          - name: NodeResourcesFit
+            weight: 5
+    pluginConfig:
+      - name: NodeResourcesFit
+        args:
+          apiVersion: kubescheduler.config.k8s.io/v1
+          kind: NodeResourcesFitArgs
+          scoringStrategy:
+            type: MostAllocated
+            resources:
+              - name: cpu
+                weight: 2
+              - name: memory
+                weight: 1
+              - name: nvidia.com/gpu
+                weight: 3
+      - name: DefaultPreemption
+        args:
+          minCandidateNodesPercentage: 20
+  - schedulerName: gpu-scheduler
+    percentageOfNodesToScore: 100
+    plugins:
+      multiPoint:
+        enabled:
+          - name: NodeResourcesBalancedAllocation
+            weight: 4
+      filter:
+        disabled:
+          - name: NodePorts
+    pluginConfig:
+      - name: NodeResourcesFit
+        args:
+          scoringStrategy:
+            type: RequestedToCapacityRatio
+            resources:
+              - name: nvidia.com/gpu
+            requestedToCapacityRatio:
+              shape:
+                - utilization: 0
+                  score: 0
+                - utilization: 80
+                  score: 10
+                - utilization: 100
+                  score: 2
+      - name: NodeResourcesBalancedAllocation
+        args:
+          resources:
+            - name: cpu
+              weight: 1
+            - name: memory
+            - name: nvidia.com/gpu
+  - schedulerName: minimal-scheduler
+    plugins:
+      multiPoint:
+        disabled:
+          - name: "*"
+        enabled:
+          - name: NodeName
+          - name: NodeResourcesFit
+            weight: 2
+  - schedulerName: image-scheduler
+    plugins:
+      score:
+        disabled:
+          - name: "*"
+        enabled:
+          - name: ImageLocality
+            weight: 7
+          - name: TaintToleration
+"#;
+
+#[test]
+fn an_operators_configuration_maps_profile_by_profile() {
+    let file = parse(OPERATOR_CONFIG);
+    let names: Vec<&str> = file.policies.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "default-scheduler",
+            "bin-packing-scheduler",
+            "gpu-scheduler",
+            "minimal-scheduler",
+            "image-scheduler"
+        ]
+    );
+    let default = Policy::kube_default();
+    let [plain, packing, gpu, minimal, images] = &file.policies[..] else {
+        panic!("five policies")
+    };
+
+    // An explicit PrioritySort changes nothing: the profile is the default one.
+    assert_eq!(filters(plain), filters(&default));
+    assert_eq!(scores(plain), scores(&default));
+
+    // score.disabled drops ImageLocality; score.enabled overrides NodeResourcesFit's weight and,
+    // being an override, moves it first (kube-scheduler's expandMultiPointPlugins order).
+    assert_eq!(filters(packing), filters(&default));
+    let mut want = scores(&default);
+    want.remove("ImageLocality");
+    want.insert("NodeResourcesFit", 5);
+    assert_eq!(scores(packing), want);
+    assert_eq!(packing.scores[0].plugin, ScorePlugin::NodeResourcesFit);
+    assert_eq!(packing.scoring_strategy, ScoringStrategy::MostAllocated);
+    assert_eq!(
+        resources(&packing.fit_resources),
+        [("cpu".into(), 2), ("memory".into(), 1), ("nvidia.com/gpu".into(), 3)]
+    );
+
+    // multiPoint re-lists a default with a new weight (in place); filter.disabled drops NodePorts
+    // from the filters only.
+    let mut want = filters(&default);
+    want.retain(|f| *f != "NodePorts");
+    assert_eq!(filters(gpu), want);
+    let mut want = scores(&default);
+    want.insert("NodeResourcesBalancedAllocation", 4);
+    assert_eq!(scores(gpu), want);
+    assert_eq!(
+        gpu.scoring_strategy,
+        ScoringStrategy::RequestedToCapacityRatio {
+            shape: vec![
+                ShapePoint {
+                    utilization: 0,
+                    score: 0
+                },
+                ShapePoint {
+                    utilization: 80,
+                    score: 10
+                },
+                ShapePoint {
+                    utilization: 100,
+                    score: 2
+                },
+            ]
+        }
+    );
+    assert_eq!(resources(&gpu.fit_resources), [("nvidia.com/gpu".into(), 1)]);
+    assert_eq!(
+        resources(&gpu.balanced_resources),
+        [("cpu".into(), 1), ("memory".into(), 1), ("nvidia.com/gpu".into(), 1)]
+    );
+
+    // "*" in multiPoint.disabled: only what the profile lists runs, in its order.
+    assert_eq!(filters(minimal), ["NodeName", "NodeResourcesFit"]);
+    assert_eq!(scores(minimal), BTreeMap::from([("NodeResourcesFit", 2)]));
+
+    // "*" in score.disabled: the filters stay the defaults, the scores are only the listed ones;
+    // an unset weight is 1, not the default profile's 3.
+    assert_eq!(filters(images), filters(&default));
+    assert_eq!(
+        scores(images),
+        BTreeMap::from([("ImageLocality", 7), ("TaintToleration", 1)])
+    );
+
+    // Settings without effect are accepted and reported.
+    let ignored = file.ignored.join("\n");
+    for field in [
+        "leaderElection",
+        "clientConnection",
+        "percentageOfNodesToScore",
+        "profiles[2].percentageOfNodesToScore",
+        "profiles[0].plugins.queueSort.enabled[0] (PrioritySort)",
+        "profiles[1].pluginConfig[1] (DefaultPreemption)",
+    ] {
+        assert!(ignored.contains(&format!("{field}: ")), "{field} not in {ignored}");
+    }
+
+    // Every policy validates and each configuration has its own digest.
+    let digests: std::collections::HashSet<String> = file.policies.iter().map(Policy::digest).collect();
+    assert_eq!(digests.len(), file.policies.len());
+}
+
+#[test]
+fn implied_defaults_placement_lacks_are_skipped_but_explicit_ones_are_errors() {
+    // VolumeBinding is in kube-scheduler's defaults: implied, it is skipped (first test);
+    // disabling it is fine; enabling it is an error naming the plugin, the profile and the field.
+    let disabled = format!("{KSC}profiles:\n- schedulerName: a\n  plugins:\n    multiPoint:\n      disabled:\n      - name: VolumeBinding\n");
+    assert_eq!(filters(&parse(&disabled).policies[0]), filters(&Policy::kube_default()));
+
+    for (point, plugin) in [
+        ("filter", "VolumeBinding"),
+        ("multiPoint", "VolumeZone"),
+        ("score", "MyCustomScore"),
+        ("preFilter", "SomeOutOfTreePlugin"),
+        ("postFilter", "DefaultPreemption"),
+        ("multiPoint", "SchedulingGates"),
+    ] {
+        // NodeName first where it is valid, so the error's index is that of the culprit.
+        let (first, index) = match point {
+            "postFilter" => ("", 0),
+            _ => ("      - name: NodeName\n", 1),
+        };
+        let text = format!(
+            "{KSC}profiles:\n- schedulerName: a\n- schedulerName: gpu\n  plugins:\n    {point}:\n      enabled:\n{first}      - name: {plugin}\n"
+        );
+        let e = error(&text);
+        assert_eq!(
+            e,
+            PolicyConfigError::NotImplemented {
+                profile: "gpu".into(),
+                plugin: plugin.into(),
+                field: format!("profiles[1].plugins.{point}.enabled[{index}]"),
+            },
+            "{point}: {plugin}"
+        );
+        assert!(
+            e.to_string()
+                .contains(&format!("plugin {plugin:?} of profile \"gpu\" is not implemented")),
+            "{e}"
+        );
+    }
+}
+
+fn invalid_field(e: &PolicyConfigError) -> &str {
+    match e {
+        PolicyConfigError::Invalid { field, .. } => field,
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+}
+
+#[test]
+fn invalid_kube_scheduler_configurations_name_the_field() {
+    let fit = |args: &str| {
+        format!("{KSC}profiles:\n- schedulerName: a\n  pluginConfig:\n  - name: NodeResourcesFit\n    args:\n{args}")
+    };
+    let cases: Vec<(String, &str, &str)> = vec![
+        (
+            fit("      scoringStrategy:\n        type: Spread\n"),
+            "profiles[0].pluginConfig[0].args.scoringStrategy.type",
+            "unsupported value \"Spread\"",
+        ),
+        (
+            fit("      scoringStrategy:\n        type: RequestedToCapacityRatio\n"),
+            "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio",
+            "must be specified",
+        ),
+        (
+            fit("      scoringStrategy:\n        type: MostAllocated\n        requestedToCapacityRatio:\n          shape: []\n"),
+            "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio",
+            "must be nil",
+        ),
+        (
+            fit("      scoringStrategy:\n        type: RequestedToCapacityRatio\n        requestedToCapacityRatio:\n          shape:\n          - utilization: 50\n            score: 1\n          - utilization: 40\n            score: 2\n"),
+            "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio.shape[1].utilization",
+            "increasing order",
+        ),
+        (
+            fit("      scoringStrategy:\n        type: RequestedToCapacityRatio\n        requestedToCapacityRatio:\n          shape:\n          - utilization: 50\n            score: 11\n"),
+            "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio.shape[0].score",
+            "not in valid range [0, 10]",
+        ),
+        (
+            fit("      scoringStrategy:\n        type: LeastAllocated\n        resources:\n        - name: cpu\n          weight: 101\n"),
+            "profiles[0].pluginConfig[0].args.scoringStrategy.resources[0].weight",
+            "not in valid range (0, 100]",
+        ),
+        (
+            fit("      scoringStrategy:\n        type: LeastAllocated\n        resources:\n        - name: not a resource\n"),
+            "profiles[0].pluginConfig[0].args.scoringStrategy.resources[0].name",
+            "invalid resource name",
+        ),
+        (
+            fit("      ignoredResources: [example.com/foo]\n"),
+            "profiles[0].pluginConfig[0].args.ignoredResources",
+            "not supported",
+        ),
+        (
+            fit("      kind: NodeResourcesBalancedAllocationArgs\n"),
+            "profiles[0].pluginConfig[0].args.kind",
+            "has to match plugin args",
+        ),
+        (
+            fit("      scoringStrategy:\n        typ: MostAllocated\n"),
+            "profiles[0].pluginConfig[0].args",
+            "unknown field `typ`",
+        ),
+        (
+            format!("{KSC}profiles:\n- schedulerName: a\n  pluginConfig:\n  - name: NodeResourcesBalancedAllocation\n    args:\n      resources:\n      - name: cpu\n        weight: 2\n"),
+            "profiles[0].pluginConfig[0].args.resources[0].weight",
+            "must be 1",
+        ),
+        (
+            format!("{KSC}profiles:\n- schedulerName: a\n  pluginConfig:\n  - name: NodeAffinity\n    args:\n      addedAffinity:\n        requiredDuringSchedulingIgnoredDuringExecution: {{}}\n"),
+            "profiles[0].pluginConfig[0].args.addedAffinity",
+            "not supported",
+        ),
+        (
+            format!("{KSC}profiles:\n- schedulerName: a\n  pluginConfig:\n  - name: NodeResourcesFit\n  - name: NodeResourcesFit\n"),
+            "profiles[0].pluginConfig[1].name",
+            "duplicate value",
+        ),
+        (
+            format!("{KSC}profiles:\n- schedulerName: a\n- plugins: {{}}\n"),
+            "profiles[1].schedulerName",
+            "required",
+        ),
+        (
+            format!("{KSC}profiles:\n- schedulerName: a\n- schedulerName: a\n"),
+            "profiles[1].schedulerName",
+            "duplicate value \"a\"",
+        ),
+        (
+            format!("{KSC}profiles:\n- schedulerName: a\n  plugins:\n    score:\n      enabled:\n      - name: NodePorts\n"),
+            "profiles[0].plugins.score.enabled[0].name",
+            "does not extend score",
+        ),
+        (
+            format!("{KSC}profiles:\n- schedulerName: a\n  plugins:\n    filter:\n      enabled:\n      - name: ImageLocality\n"),
+            "profiles[0].plugins.filter.enabled[0].name",
+            "does not extend filter",
+        ),
+        (
+            format!("{KSC}profiles:\n- schedulerName: a\n  plugins:\n    score:\n      enabled:\n      - name: ImageLocality\n        weight: -1\n"),
+            "profiles[0].plugins.score.enabled[0].weight",
+            "must not be negative",
+        ),
+        (
+            format!("{KSC}profiles:\n- schedulerName: a\n  plugins:\n    multiPoint:\n      enabled:\n      - name: NodeName\n      - name: NodeName\n"),
+            "profiles[0].plugins.multiPoint.enabled[1].name",
+            "listed twice",
+        ),
+        (
+            format!("{KSC}percentageOfNodesToScore: 101\n"),
+            "percentageOfNodesToScore",
+            "not in valid range [0, 100]",
+        ),
+        (
+            format!("{KSC}extenders:\n- urlPrefix: http://extender\n  filterVerb: filter\n"),
+            "extenders",
+            "not supported",
+        ),
+        (
+            "apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\n".to_string(),
+            "apiVersion",
+            "convert the configuration to kubescheduler.config.k8s.io/v1",
+        ),
+    ];
+    for (text, field, message) in cases {
+        let e = error(&text);
+        assert_eq!(invalid_field(&e), field, "{e}\n{text}");
+        assert!(e.to_string().contains(message), "{e:?} lacks {message:?}\n{text}");
+        assert!(e.to_string().starts_with(&format!("{field}: ")), "{e}");
+    }
+}
+
+#[test]
+fn yaml_errors_carry_the_line_and_the_unknown_field() {
+    let e = error(&format!(
+        "{KSC}profiles:\n- schedulerName: a\n  plugin:\n    score: {{}}\n"
+    ));
+    let PolicyConfigError::Yaml(message) = &e else {
+        panic!("{e:?}")
+    };
+    assert!(message.contains("line 5"), "{message}");
+    assert!(message.contains("unknown field `plugin`"), "{message}");
+    assert!(!message.contains('\n'), "one line: {message}");
+
+    let e = error("apiVersion: v1\nkind: ConfigMap\n");
+    assert!(matches!(e, PolicyConfigError::UnknownDocument { .. }), "{e:?}");
+    assert!(e.to_string().contains("not a policy file"), "{e}");
+    assert!(matches!(error(""), PolicyConfigError::Invalid { .. }));
+    assert!(matches!(error("profiles: [unclosed"), PolicyConfigError::Yaml(_)));
+}
+
+const PLACEMENT_FILE: &str = r#"
+apiVersion: placement/v1
+kind: PolicyConfiguration
+policies:
+  - name: spread
+    description: kube-scheduler's defaults, with a seed
+    seed: 42
+  - name: gpu-packing
+    description: pack GPU nodes
+    filters: [NodeUnschedulable, NodeName, TaintToleration, NodeResourcesFit]
+    scores:
+      - name: NodeResourcesFit
+        weight: 10
+      - name: TaintToleration
+    scoringStrategy:
+      type: MostAllocated
+      resources:
+        - name: nvidia.com/gpu
+          weight: 5
+        - name: cpu
+    balancedResources:
+      - name: cpu
+      - name: nvidia.com/gpu
+"#;
+
+#[test]
+fn placement_files_set_filters_scores_strategy_resources_and_seed() {
+    let file = parse(PLACEMENT_FILE);
+    assert_eq!(file.format, FileFormat::Placement);
+    let [spread, gpu] = &file.policies[..] else {
+        panic!("two policies")
+    };
+    let default = Policy::kube_default();
+    assert_eq!(spread.name, "spread");
+    assert_eq!(spread.description, "kube-scheduler's defaults, with a seed");
+    assert_eq!(spread.seed, 42);
+    assert_eq!(filters(spread), filters(&default));
+    assert_eq!(scores(spread), scores(&default));
+    assert_eq!(spread.scoring_strategy, ScoringStrategy::LeastAllocated);
+
+    assert_eq!(
+        filters(gpu),
+        ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeResourcesFit"]
+    );
+    // An unset weight is the default profile's weight of the plugin.
+    assert_eq!(
+        scores(gpu),
+        BTreeMap::from([("NodeResourcesFit", 10), ("TaintToleration", 3)])
+    );
+    assert_eq!(gpu.scoring_strategy, ScoringStrategy::MostAllocated);
+    assert_eq!(
+        resources(&gpu.fit_resources),
+        [("nvidia.com/gpu".into(), 5), ("cpu".into(), 1)]
+    );
+    assert_eq!(
+        resources(&gpu.balanced_resources),
+        [("cpu".into(), 1), ("nvidia.com/gpu".into(), 1)]
+    );
+    assert_eq!(gpu.seed, 0);
+}
+
+#[test]
+fn invalid_placement_files_name_the_field() {
+    let file = |policy: &str| format!("apiVersion: placement/v1\nkind: PolicyConfiguration\npolicies:\n{policy}");
+    let cases = [
+        (file("- description: x\n"), "policies[0].name", "required"),
+        (file("- name: a\n- name: a\n"), "policies[1].name", "duplicate value"),
+        (file("- name: a\n  filters: [NodeNames]\n"), "policies[0].filters[0]", "unknown filter plugin \"NodeNames\""),
+        (file("- name: a\n  scores:\n  - name: Bogus\n"), "policies[0].scores[0].name", "unknown score plugin"),
+        (
+            file("- name: a\n  scoringStrategy:\n    type: MostAllocated\n    resources:\n    - name: cpu\n      weight: 0\n    - name: memory\n      weight: -3\n"),
+            "policies[0].scoringStrategy.resources[1].weight",
+            "not in valid range",
+        ),
+        (file("- name: a\n  balancedResources:\n  - name: cpu\n  - name: cpu\n"), "policies[0].balancedResources[1].name", "duplicate"),
+        ("apiVersion: placement/v1\nkind: PolicyConfiguration\n".to_string(), "policies", "at least one"),
+    ];
+    for (text, field, message) in cases {
+        let e = error(&text);
+        assert_eq!(invalid_field(&e), field, "{e}");
+        assert!(e.to_string().contains(message), "{e}");
+    }
+    // A kube-scheduler plugin placement does not implement, named as such.
+    assert!(matches!(
+        error(&file("- name: a\n  filters: [VolumeBinding]\n")),
+        PolicyConfigError::NotImplemented { plugin, field, .. } if plugin == "VolumeBinding" && field == "policies[0].filters[0]"
+    ));
+    // The engine's own validation still runs: a zero score weight.
+    assert!(matches!(
+        error(&file("- name: a\n  scores:\n  - name: ImageLocality\n    weight: 0\n")),
+        PolicyConfigError::Policy { field, source: PolicyError::BadWeight { .. } } if field == "policies[0]"
+    ));
+    // Unknown fields are refused with their line.
+    let e = error(&file("- name: a\n  weights: {}\n"));
+    assert!(
+        e.to_string().contains("unknown field `weights`") && e.to_string().contains("line 5"),
+        "{e}"
+    );
+}
+
+#[test]
+fn plugin_names_resolve_through_the_tables() {
+    for f in FilterPlugin::ALL {
+        assert_eq!(FilterPlugin::from_name(f.name()), Some(*f));
+    }
+    for s in ScorePlugin::ALL {
+        assert_eq!(ScorePlugin::from_name(s.name()), Some(*s));
+    }
+    assert_eq!(FilterPlugin::from_name("ImageLocality"), None);
+    assert_eq!(ScorePlugin::from_name("NodePorts"), None);
+    // Every plugin placement implements is one of kube-scheduler's defaults.
+    for name in FilterPlugin::ALL
+        .iter()
+        .map(|f| f.name())
+        .chain(ScorePlugin::ALL.iter().map(|s| s.name()))
+    {
+        assert!(kube_knows(name), "{name}");
+    }
+}
