@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
-use placement_scheduler::grpc::{serve, Metrics, ServerConfig, ServerTls, ServiceConfig};
+use placement_scheduler::grpc::{serve, Metrics, PolicyFileConfig, ServerConfig, ServerTls, ServiceConfig};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -56,6 +56,14 @@ struct Args {
     /// `--tls-cert`.
     #[arg(long, env = "PLACEMENT_TLS_CLIENT_CA", requires = "tls_cert")]
     tls_client_ca: Option<PathBuf>,
+    /// Policy file replacing the built-in policies: placement's `PolicyConfiguration` or
+    /// kube-scheduler's `KubeSchedulerConfiguration` (v1). Read at start (an invalid file stops
+    /// the service) and reloaded when it changes (an invalid change keeps the current policies).
+    #[arg(long, env = "PLACEMENT_POLICY_FILE")]
+    policy_file: Option<PathBuf>,
+    /// How often to check the policy file for changes, in seconds; 0 reads it only at start.
+    #[arg(long, env = "PLACEMENT_POLICY_RELOAD_SECONDS", default_value_t = 5)]
+    policy_reload_seconds: u64,
 }
 
 fn read_pem(flag: &str, path: &Path) -> anyhow::Result<Vec<u8>> {
@@ -169,6 +177,10 @@ async fn main() -> anyhow::Result<()> {
         },
         max_message_bytes: args.max_message_bytes,
         tls,
+        policy_file: args.policy_file.clone().map(|path| PolicyFileConfig {
+            path,
+            reload_interval: (args.policy_reload_seconds > 0).then(|| Duration::from_secs(args.policy_reload_seconds)),
+        }),
     };
     let mut grpc_stop = stop_rx.clone();
     let mut server = tokio::spawn(serve(listener, config, Arc::clone(&metrics), async move {

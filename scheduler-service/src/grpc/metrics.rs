@@ -36,6 +36,22 @@ pub struct DecisionLabels {
     pub result: &'static str,
 }
 
+/// Labels of a policy file load.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReloadLabels {
+    /// `ok` (the file's policies are in use) or `error` (rejected; the previous ones stay).
+    pub result: &'static str,
+}
+
+/// Labels of the policy configuration in use.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyConfigLabels {
+    /// Where the policies come from: `built-in` or the policy file's path.
+    pub source: String,
+    /// Hex digest of the configuration: the file's content, or `built-in`.
+    pub digest: String,
+}
+
 fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.000_05, 2.0, 20))
 }
@@ -62,6 +78,14 @@ pub struct Metrics {
     pub cache_bytes: Gauge,
     /// `placement_snapshot_cache_entries`.
     pub cache_entries: Gauge,
+    /// `placement_policy_reloads_total{result}`: policy file loads (at start and on change).
+    pub policy_reloads: Family<ReloadLabels, Counter>,
+    /// `placement_policy_config_info{source,digest}`: 1 for the configuration in use.
+    pub policy_config: Family<PolicyConfigLabels, Gauge>,
+    /// `placement_policy_config_last_success_timestamp_seconds`: when the policies in use were loaded.
+    pub policy_loaded_at: Gauge,
+    /// `placement_policies`: policies in use.
+    pub policies: Gauge,
 }
 
 impl Default for Metrics {
@@ -85,6 +109,10 @@ impl Metrics {
         let cache_evictions = Counter::default();
         let cache_bytes = Gauge::default();
         let cache_entries = Gauge::default();
+        let policy_reloads = Family::<ReloadLabels, Counter>::default();
+        let policy_config = Family::<PolicyConfigLabels, Gauge>::default();
+        let policy_loaded_at = Gauge::default();
+        let policies = Gauge::default();
         registry.register(
             "requests",
             "gRPC requests by RPC, policy and status code",
@@ -122,6 +150,22 @@ impl Metrics {
             cache_bytes.clone(),
         );
         registry.register("snapshot_cache_entries", "Cached snapshots", cache_entries.clone());
+        registry.register(
+            "policy_reloads",
+            "Policy file loads by result (ok: in use; error: rejected, the previous policies stay)",
+            policy_reloads.clone(),
+        );
+        registry.register(
+            "policy_config_info",
+            "The policy configuration in use (value 1), by source and digest",
+            policy_config.clone(),
+        );
+        registry.register(
+            "policy_config_last_success_timestamp_seconds",
+            "Unix time the policies in use were loaded",
+            policy_loaded_at.clone(),
+        );
+        registry.register("policies", "Policies in use", policies.clone());
         Self {
             registry,
             requests,
@@ -133,7 +177,27 @@ impl Metrics {
             cache_evictions,
             cache_bytes,
             cache_entries,
+            policy_reloads,
+            policy_config,
+            policy_loaded_at,
+            policies,
         }
+    }
+
+    /// Records the policy configuration now in use.
+    pub fn policy_config_in_use(&self, source: &str, digest: &str, policies: usize) {
+        self.policy_config.clear();
+        self.policy_config
+            .get_or_create(&PolicyConfigLabels {
+                source: source.to_string(),
+                digest: digest.to_string(),
+            })
+            .set(1);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        self.policy_loaded_at.set(now);
+        self.policies.set(policies as i64);
     }
 
     /// The metrics in the Prometheus text format.

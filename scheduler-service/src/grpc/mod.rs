@@ -3,9 +3,11 @@
 pub mod cache;
 pub mod convert;
 pub mod metrics;
+pub mod policy_file;
 pub mod server;
 pub mod service;
 
 pub use metrics::Metrics;
+pub use policy_file::{PolicyFileConfig, PolicyFileError, PolicyWatcher};
 pub use server::{serve, ServeError, ServerConfig, ServerTls};
-pub use service::{PlacementApi, ServiceConfig, ERROR_DOMAIN, SNAPSHOT_NOT_FOUND};
+pub use service::{PlacementApi, PolicySource, ServiceConfig, ERROR_DOMAIN, SNAPSHOT_NOT_FOUND};

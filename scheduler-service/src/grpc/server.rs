@@ -8,8 +8,9 @@ use tokio::net::TcpListener;
 use tonic::codegen::http;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
-use super::metrics::Metrics;
-use super::service::{ConfigError, PlacementApi, ServiceConfig};
+use super::metrics::{Metrics, ReloadLabels};
+use super::policy_file::{parse_policies, PolicyFileConfig, PolicyFileError, PolicyWatcher};
+use super::service::{ConfigError, PlacementApi, PolicySource, ServiceConfig};
 use crate::proto;
 use crate::proto::placement_service_server::PlacementServiceServer;
 
@@ -22,6 +23,8 @@ pub struct ServerConfig {
     pub max_message_bytes: usize,
     /// TLS of the gRPC port; `None` serves plaintext HTTP/2.
     pub tls: Option<ServerTls>,
+    /// A policy file replacing the service's policies, read at start and reloaded on change.
+    pub policy_file: Option<PolicyFileConfig>,
 }
 
 /// TLS of the gRPC port, as PEM. With a client CA the server requires mutual TLS: every client must
@@ -97,6 +100,7 @@ impl Default for ServerConfig {
             service: ServiceConfig::default(),
             max_message_bytes: 256 << 20,
             tls: None,
+            policy_file: None,
         }
     }
 }
@@ -107,6 +111,9 @@ pub enum ServeError {
     /// The configuration is invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The policy file cannot be used.
+    #[error(transparent)]
+    PolicyFile(#[from] PolicyFileError),
     /// Reflection could not be built from the descriptors.
     #[error("building reflection: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
@@ -144,7 +151,49 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let tls = config.tls.as_ref().map(ServerTls::to_tonic).transpose()?;
-    let api = PlacementApi::new(config.service, metrics)?;
+    let mut service = config.service;
+    let mut watcher = None;
+    match &config.policy_file {
+        None => metrics.policy_config_in_use("built-in", "built-in", service.policies.len()),
+        Some(file) => {
+            // Read once: what is validated is exactly what the watcher compares against.
+            let bytes = std::fs::read(&file.path).map_err(|source| PolicyFileError::Read {
+                path: file.path.display().to_string(),
+                source,
+            })?;
+            let loaded = parse_policies(&file.path, &bytes).inspect_err(|_| {
+                metrics
+                    .policy_reloads
+                    .get_or_create(&ReloadLabels { result: "error" })
+                    .inc();
+            })?;
+            let shown = file.path.display().to_string();
+            tracing::info!(
+                path = %shown,
+                format = loaded.format.kind(),
+                digest = %loaded.digest,
+                policies = ?loaded.policies.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+                ignored = ?loaded.ignored,
+                "policy file loaded"
+            );
+            metrics
+                .policy_reloads
+                .get_or_create(&ReloadLabels { result: "ok" })
+                .inc();
+            metrics.policy_config_in_use(&shown, &loaded.digest, loaded.policies.len());
+            service.policy_source = PolicySource::File {
+                path: shown,
+                format: loaded.format,
+            };
+            service.policies = loaded.policies;
+            watcher = file.reload_interval.map(|every| (file.path.clone(), bytes, every));
+        }
+    }
+    let api = PlacementApi::new(service, Arc::clone(&metrics))?;
+    let watcher = watcher.map(|(path, bytes, every)| {
+        let w = PolicyWatcher::new(api.clone(), Arc::clone(&metrics), path, Some(&bytes));
+        AbortOnDrop(tokio::spawn(w.run(every)))
+    });
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_serving::<PlacementServiceServer<PlacementApi>>().await;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
@@ -184,5 +233,15 @@ pub async fn serve(
             shutdown,
         )
         .await?;
+    drop(watcher);
     Ok(())
+}
+
+/// Stops the policy watcher when the server stops, however it stops.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

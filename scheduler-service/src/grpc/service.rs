@@ -12,6 +12,7 @@ use tracing::Instrument;
 use super::cache::SnapshotCache;
 use super::convert::{self, FieldError};
 use super::metrics::{DecisionLabels, LatencyLabels, Metrics, RequestLabels};
+use crate::engine::policy_config::FileFormat;
 use crate::engine::{Deadline, Decision, EvalError, Evaluator, Policy, Profile, Snapshot, SnapshotError};
 use crate::proto;
 
@@ -29,6 +30,40 @@ pub struct ServiceConfig {
     pub snapshot_cache_bytes: usize,
     /// Policies; the first is the default.
     pub policies: Vec<Policy>,
+    /// Where the policies come from, as ListPolicies reports it.
+    pub policy_source: PolicySource,
+}
+
+/// Where a service's policies come from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum PolicySource {
+    /// Compiled into the service ([`Policy::built_in`]).
+    #[default]
+    BuiltIn,
+    /// A policy file.
+    File {
+        /// The file's path as given.
+        path: String,
+        /// Its format.
+        format: FileFormat,
+    },
+}
+
+impl PolicySource {
+    /// ListPolicies' `source` of the `index`th policy: `built-in`, or the file, its format and the
+    /// entry, e.g. `/etc/placement/policies.yaml: KubeSchedulerConfiguration profiles[1]`.
+    pub fn describe(&self, index: usize) -> String {
+        match self {
+            Self::BuiltIn => "built-in".to_string(),
+            Self::File { path, format } => {
+                let list = match format {
+                    FileFormat::Placement => "policies",
+                    FileFormat::KubeSchedulerConfiguration => "profiles",
+                };
+                format!("{path}: {} {list}[{index}]", format.kind())
+            }
+        }
+    }
 }
 
 impl Default for ServiceConfig {
@@ -37,6 +72,7 @@ impl Default for ServiceConfig {
             max_batch_size: 10_000,
             snapshot_cache_bytes: 1 << 30,
             policies: Policy::built_in(),
+            policy_source: PolicySource::BuiltIn,
         }
     }
 }
@@ -55,9 +91,38 @@ pub enum ConfigError {
     DuplicatePolicy(String),
 }
 
+/// A validated set of policies, swapped whole: a request holds the set (or its profile) it started
+/// with, so a reload never changes a call in flight.
+struct PolicySet {
+    /// The prepared policies; the first is the default, never empty.
+    profiles: Vec<Arc<Profile>>,
+    /// Where they come from.
+    source: PolicySource,
+}
+
+impl PolicySet {
+    /// Validates the policies (each one, at least one, unique names) and prepares them.
+    fn new(policies: Vec<Policy>, source: PolicySource) -> Result<Self, ConfigError> {
+        if policies.is_empty() {
+            return Err(ConfigError::NoPolicy);
+        }
+        let mut names = HashSet::new();
+        for p in &policies {
+            p.validate()?;
+            if !names.insert(p.name.clone()) {
+                return Err(ConfigError::DuplicatePolicy(p.name.clone()));
+            }
+        }
+        Ok(Self {
+            profiles: policies.into_iter().map(|p| Arc::new(Profile::new(p))).collect(),
+            source,
+        })
+    }
+}
+
 struct Inner {
     cache: SnapshotCache,
-    profiles: Vec<Arc<Profile>>,
+    policies: parking_lot::RwLock<Arc<PolicySet>>,
     metrics: Arc<Metrics>,
     max_batch_size: usize,
 }
@@ -157,37 +222,45 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, Status> + Sen
 impl PlacementApi {
     /// A service with the given configuration, reporting into `metrics`.
     pub fn new(config: ServiceConfig, metrics: Arc<Metrics>) -> Result<Self, ConfigError> {
-        if config.policies.is_empty() {
-            return Err(ConfigError::NoPolicy);
-        }
-        let mut names = HashSet::new();
-        for p in &config.policies {
-            p.validate()?;
-            if !names.insert(p.name.clone()) {
-                return Err(ConfigError::DuplicatePolicy(p.name.clone()));
-            }
-        }
+        let policies = PolicySet::new(config.policies, config.policy_source)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 cache: SnapshotCache::new(config.snapshot_cache_bytes),
-                profiles: config.policies.into_iter().map(|p| Arc::new(Profile::new(p))).collect(),
+                policies: parking_lot::RwLock::new(Arc::new(policies)),
                 metrics,
                 max_batch_size: config.max_batch_size,
             }),
         })
     }
 
+    /// Replaces every policy at once, after validating the whole set; on error the current set
+    /// stays. Calls in flight finish with the set they started with.
+    pub fn set_policies(&self, policies: Vec<Policy>, source: PolicySource) -> Result<(), ConfigError> {
+        let set = PolicySet::new(policies, source)?;
+        *self.inner.policies.write() = Arc::new(set);
+        Ok(())
+    }
+
+    /// The current policies, the default first.
+    pub fn policies(&self) -> Vec<Policy> {
+        self.current().profiles.iter().map(|p| p.policy().clone()).collect()
+    }
+
+    fn current(&self) -> Arc<PolicySet> {
+        Arc::clone(&self.inner.policies.read())
+    }
+
     fn profile(&self, name: &str) -> Result<Arc<Profile>, Status> {
+        let set = self.current();
         if name.is_empty() {
-            return Ok(Arc::clone(&self.inner.profiles[0]));
+            return Ok(Arc::clone(&set.profiles[0]));
         }
-        self.inner
-            .profiles
+        set.profiles
             .iter()
             .find(|p| p.policy().name == name)
             .cloned()
             .ok_or_else(|| {
-                let known: Vec<&str> = self.inner.profiles.iter().map(|p| p.policy().name.as_str()).collect();
+                let known: Vec<&str> = set.profiles.iter().map(|p| p.policy().name.as_str()).collect();
                 invalid_field(
                     "policy",
                     format!("unknown policy {name:?}; known: {}", known.join(", ")),
@@ -494,11 +567,12 @@ impl proto::placement_service_server::PlacementService for PlacementApi {
         _request: Request<proto::ListPoliciesRequest>,
     ) -> Result<Response<proto::ListPoliciesResponse>, Status> {
         let start = Instant::now();
-        let policies = self
-            .inner
+        let set = self.current();
+        let policies = set
             .profiles
             .iter()
-            .map(|p| {
+            .enumerate()
+            .map(|(i, p)| {
                 let p = p.policy();
                 proto::PolicyInfo {
                     name: p.name.clone(),
@@ -514,12 +588,13 @@ impl proto::placement_service_server::PlacementService for PlacementApi {
                         })
                         .collect(),
                     scoring_strategy: p.scoring_strategy.name().to_string(),
+                    source: set.source.describe(i),
                 }
             })
             .collect();
         let result = Ok(proto::ListPoliciesResponse {
             policies,
-            default_policy: self.inner.profiles[0].policy().name.clone(),
+            default_policy: set.profiles[0].policy().name.clone(),
         });
         self.observe("ListPolicies", "", start, &result);
         result.map(Response::new)
