@@ -176,20 +176,22 @@ class ListPoliciesResponse(_message.Message):
     def __init__(self, policies: _Optional[_Iterable[_Union[PolicyInfo, _Mapping]]] = ..., default_policy: _Optional[str] = ...) -> None: ...
 
 class PolicyInfo(_message.Message):
-    __slots__ = ("name", "description", "digest", "filters", "scores", "scoring_strategy")
+    __slots__ = ("name", "description", "digest", "filters", "scores", "scoring_strategy", "source")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     DIGEST_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
     SCORES_FIELD_NUMBER: _ClassVar[int]
     SCORING_STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     digest: str
     filters: _containers.RepeatedScalarFieldContainer[str]
     scores: _containers.RepeatedCompositeFieldContainer[PluginWeight]
     scoring_strategy: str
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., digest: _Optional[str] = ..., filters: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[_Union[PluginWeight, _Mapping]]] = ..., scoring_strategy: _Optional[str] = ...) -> None: ...
+    source: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., digest: _Optional[str] = ..., filters: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[_Union[PluginWeight, _Mapping]]] = ..., scoring_strategy: _Optional[str] = ..., source: _Optional[str] = ...) -> None: ...
 
 class PluginWeight(_message.Message):
     __slots__ = ("plugin", "weight")
