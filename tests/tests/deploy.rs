@@ -24,6 +24,8 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use placement_binder::run::{LogFormat, RunArgs};
+use placement_scheduler::engine::policy_config::parse_policy_file;
+use placement_scheduler::engine::Policy;
 use placement_scheduler::grpc::{serve, Metrics, ServerConfig};
 use placement_tests::fake_apiserver::{FakeApiServer, RequestRecord};
 use placement_tests::fixtures::{eventually, node, pod};
@@ -153,6 +155,15 @@ fn the<'a>(docs: &'a [Value], kind_: &str, name_: &str) -> &'a Value {
 
 fn parse<T: DeserializeOwned>(obj: &Value) -> T {
     serde_json::from_value(obj.clone()).unwrap()
+}
+
+/// The binder's settings: the ConfigMap `binder-config-<hash>`.
+fn binder_config(docs: &[Value]) -> ConfigMap {
+    parse(
+        docs.iter()
+            .find(|d| kind(d) == "ConfigMap" && name(d).starts_with("binder-config"))
+            .expect("a binder-config ConfigMap"),
+    )
 }
 
 #[test]
@@ -299,7 +310,7 @@ fn the_tls_overlay_renders_and_wires_certificates_into_both_workloads() {
     let binder: Deployment = parse(the(&docs, "Deployment", "placement-binder"));
     let pod = binder.spec.unwrap().template.spec.unwrap();
     let dir = mount(&pod.containers[0], &pod, client);
-    let config: ConfigMap = parse(docs.iter().find(|d| kind(d) == "ConfigMap").unwrap());
+    let config: ConfigMap = binder_config(&docs);
     let data = config.data.unwrap();
     for (var, file) in [
         ("BINDER_DECISION_TLS_CA", "ca.crt"),
@@ -396,7 +407,7 @@ fn the_workloads_are_locked_down_and_wired_together() {
     );
 
     // The binder finds the decision replicas through the headless Service.
-    let config: ConfigMap = parse(docs.iter().find(|d| kind(d) == "ConfigMap").unwrap());
+    let config: ConfigMap = binder_config(&docs);
     let data = config.data.unwrap();
     assert_eq!(
         data["BINDER_DECISION_DNS"],
@@ -692,7 +703,7 @@ async fn binder_requests(config: &BTreeMap<String, String>) -> Vec<RequestRecord
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binder_rbac_grants_exactly_the_calls_the_binder_makes() {
     let docs = rendered();
-    let config: ConfigMap = parse(docs.iter().find(|d| kind(d) == "ConfigMap").unwrap());
+    let config: ConfigMap = binder_config(&docs);
     let requests = binder_requests(&config.data.unwrap()).await;
     let accesses: BTreeSet<Access> = requests.iter().map(|r| access(&r.method, &r.path, r.watch)).collect();
 
@@ -803,5 +814,60 @@ fn requests_map_to_rbac_verbs() {
     assert_eq!(
         access("DELETE", "/api/v1/namespaces/a/pods", false).verb,
         "deletecollection"
+    );
+}
+
+#[test]
+fn the_decision_service_reads_a_valid_policy_file_from_its_configmap() {
+    let docs = rendered();
+    // Not hashed: the replicas reload the mounted file in place.
+    let policies: ConfigMap = parse(the(&docs, "ConfigMap", "placement-policies"));
+    let data = policies.data.unwrap();
+
+    // --policy-file names a key of that ConfigMap, mounted as a directory (a subPath mount is
+    // never updated).
+    let decision: Deployment = parse(the(&docs, "Deployment", "placement-decision"));
+    let pod = decision.spec.unwrap().template.spec.unwrap();
+    let c = &pod.containers[0];
+    let file = c
+        .args
+        .iter()
+        .flatten()
+        .find_map(|a| a.strip_prefix("--policy-file="))
+        .expect("--policy-file is set");
+    let (dir, key) = file.rsplit_once('/').unwrap();
+    let mount = c
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.mount_path == dir)
+        .expect("the policy file's directory is a volume mount");
+    assert_eq!(mount.sub_path, None);
+    assert_eq!(mount.read_only, Some(true));
+    let volume = pod.volumes.iter().flatten().find(|v| v.name == mount.name).unwrap();
+    assert_eq!(volume.config_map.as_ref().unwrap().name, "placement-policies");
+    let text = data
+        .get(key)
+        .unwrap_or_else(|| panic!("the ConfigMap has no key {key}"));
+
+    // The shipped file is valid and reproduces the built-in policies.
+    let file = parse_policy_file(text).unwrap_or_else(|e| panic!("{e}"));
+    let built_in = Policy::built_in();
+    let names = |ps: &[Policy]| ps.iter().map(|p| p.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&file.policies), names(&built_in));
+    for (p, b) in file.policies.iter().zip(&built_in) {
+        assert_eq!(p.description, b.description);
+        assert_eq!(p.scoring_strategy, b.scoring_strategy, "{}", p.name);
+    }
+    assert_eq!(file.policies[0].digest(), built_in[0].digest());
+    assert_eq!(file.policies[1].digest(), built_in[1].digest());
+
+    // The example KubeSchedulerConfiguration is valid as well.
+    let example =
+        std::fs::read_to_string(repo_root().join("deploy/examples/kube-scheduler-configuration.yaml")).unwrap();
+    let file = parse_policy_file(&example).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        names(&file.policies),
+        ["default-scheduler", "placement-scheduler", "minimal-scheduler"]
     );
 }
