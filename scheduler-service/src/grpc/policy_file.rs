@@ -152,7 +152,8 @@ impl PolicyWatcher {
             .inc();
     }
 
-    /// Looks at the file once and applies a valid change.
+    /// Looks at the file once and applies a valid change. The read is synchronous: a policy file
+    /// is a few kilobytes, read once per interval.
     pub fn poll(&mut self) -> PollOutcome {
         let shown = self.path.display().to_string();
         let bytes = match std::fs::read(&self.path) {
