@@ -369,6 +369,10 @@ async fn an_invalid_or_missing_policy_file_stops_the_server_at_start() {
         "{err:?}"
     );
     assert!(err.to_string().contains("absent.yaml"), "{err}");
+    assert_eq!(
+        metric(&server.metrics, "placement_policy_reloads_total{result=\"error\"}"),
+        1.0
+    );
 }
 
 #[tokio::test]

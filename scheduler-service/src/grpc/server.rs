@@ -157,16 +157,19 @@ pub async fn serve(
         None => metrics.policy_config_in_use("built-in", "built-in", service.policies.len()),
         Some(file) => {
             // Read once: what is validated is exactly what the watcher compares against.
-            let bytes = std::fs::read(&file.path).map_err(|source| PolicyFileError::Read {
-                path: file.path.display().to_string(),
-                source,
-            })?;
-            let loaded = parse_policies(&file.path, &bytes).inspect_err(|_| {
-                metrics
-                    .policy_reloads
-                    .get_or_create(&ReloadLabels { result: "error" })
-                    .inc();
-            })?;
+            let loaded = std::fs::read(&file.path)
+                .map_err(|source| PolicyFileError::Read {
+                    path: file.path.display().to_string(),
+                    source,
+                })
+                .and_then(|bytes| Ok((parse_policies(&file.path, &bytes)?, bytes)))
+                .inspect_err(|_| {
+                    metrics
+                        .policy_reloads
+                        .get_or_create(&ReloadLabels { result: "error" })
+                        .inc();
+                });
+            let (loaded, bytes) = loaded?;
             let shown = file.path.display().to_string();
             tracing::info!(
                 path = %shown,
