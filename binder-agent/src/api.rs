@@ -6,6 +6,7 @@
 //! with reason `Unschedulable` and the decision service's message, and a Warning event
 //! `FailedScheduling` with the same message.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 
 /// Identity of a pod in API calls.
@@ -47,8 +48,14 @@ pub fn scheduled_message(pod: &PodRef, node: &str) -> String {
 
 /// The cluster writes the binder makes.
 pub trait ClusterApi: Send + Sync + 'static {
-    /// `POST pods/{name}/binding` to `node`.
-    fn bind(&self, pod: &PodRef, node: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// `POST pods/{name}/binding` to `node`; the API server copies the Binding's `annotations`
+    /// onto the pod (kube-apiserver's `setPodNodeAndMetadata`).
+    fn bind(
+        &self,
+        pod: &PodRef,
+        node: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
 
     /// The Normal event `Scheduled` after a successful binding.
     fn record_scheduled(&self, pod: &PodRef, node: &str) -> impl Future<Output = Result<(), ApiError>> + Send;

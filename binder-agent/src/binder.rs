@@ -25,6 +25,7 @@ use crate::metrics::BinderMetrics;
 use crate::model::PodInfo;
 use crate::queue::{QueueConfig, QueuedPod, SchedulingQueue};
 use crate::replicas::{Replica, ReplicaPool};
+use crate::routing::{Experiments, Route, Routing};
 use crate::state::ClusterState;
 
 /// A change the watchers (or the simulation) saw.
@@ -99,6 +100,10 @@ pub enum DecideError {
     /// Every replica tried failed; the last error.
     #[error("every decision replica failed; last error: {0}")]
     AllFailed(String),
+    /// Every replica of an experiment's or shadow's backend is out after failures: not called
+    /// until one is back in, so a dead backend costs the other arms nothing.
+    #[error("every replica of the backend is out after failures")]
+    BackendOut,
 }
 
 struct Shared<A> {
@@ -106,6 +111,7 @@ struct Shared<A> {
     api: A,
     replicas: Arc<ReplicaPool>,
     metrics: Arc<BinderMetrics>,
+    experiments: Arc<Experiments>,
     state: Mutex<ClusterState>,
     queue: Mutex<SchedulingQueue>,
     wake: Notify,
@@ -126,6 +132,14 @@ impl<A> Clone for Binder<A> {
             shared: Arc::clone(&self.shared),
         }
     }
+}
+
+/// What a bind task needs of its pod's route.
+struct Bind {
+    /// The Binding's annotations.
+    annotations: std::collections::BTreeMap<String, String>,
+    route: Route,
+    routing: Arc<Routing>,
 }
 
 fn pod_ref(p: &proto::Pod) -> PodRef {
@@ -171,6 +185,10 @@ impl<A: ClusterApi> Binder<A> {
                 queue: Mutex::new(SchedulingQueue::new(config.queue.clone())),
                 config,
                 api,
+                experiments: Arc::new(Experiments::new(
+                    Routing::none(Arc::clone(&replicas)),
+                    Arc::clone(&metrics),
+                )),
                 replicas,
                 metrics,
                 state: Mutex::new(ClusterState::new()),
@@ -190,6 +208,18 @@ impl<A: ClusterApi> Binder<A> {
     /// Metrics.
     pub fn metrics(&self) -> &Arc<BinderMetrics> {
         &self.shared.metrics
+    }
+
+    /// Experiments and shadows: make a file live with [`Experiments::replace`] or
+    /// [`Experiments::reload`], read the comparison with [`Binder::experiment_report`].
+    pub fn experiments(&self) -> &Arc<Experiments> {
+        &self.shared.experiments
+    }
+
+    /// The per-arm comparison now (node utilization from the binder's state).
+    pub fn experiment_report(&self) -> crate::routing::Report {
+        let st = self.shared.state.lock();
+        self.shared.experiments.report(&st)
     }
 
     /// Marks the initial lists done: the binder is ready once it also has a replica.
@@ -230,6 +260,7 @@ impl<A: ClusterApi> Binder<A> {
     /// unschedulable pods fit (kube-scheduler's AssignedPodDelete event).
     fn pod_gone(&self, uid: &str, now: Instant) {
         let freed = self.shared.state.lock().delete_pod(uid);
+        self.shared.experiments.pod_gone(uid);
         let mut q = self.shared.queue.lock();
         q.remove(uid);
         if freed {
@@ -336,20 +367,43 @@ impl<A: ClusterApi> Binder<A> {
         while tasks.join_next().await.is_some() {}
     }
 
-    /// Decides one batch and starts its binds.
+    /// Decides one batch and starts its binds: the batch is split by experiment arm, and each
+    /// group is decided in turn by its arm's policy and backend, so every group sees the
+    /// placements of the groups before it (one shared state: no node is overcommitted).
     async fn schedule_batch(&self, batch: Vec<QueuedPod>, tasks: &mut JoinSet<()>) {
         let s = &self.shared;
-        let policy = if s.config.policy.is_empty() {
-            "default"
-        } else {
-            s.config.policy.as_str()
-        };
         s.metrics.batch_size.observe(batch.len() as f64);
+        let routing = s.experiments.current();
+        if !routing.active() {
+            let route = routing.route(&batch[0].info, &s.config.policy);
+            self.schedule_group(&routing, route, batch, tasks).await;
+            return;
+        }
+        for (route, group) in routing.split(batch, &s.config.policy) {
+            let span = tracing::info_span!("arm", experiment = %route.experiment, arm = %route.arm, pods = group.len());
+            self.schedule_group(&routing, route, group, tasks)
+                .instrument(span)
+                .await;
+        }
+    }
+
+    /// Decides one group of pods with its route's policy and backend and starts their binds.
+    async fn schedule_group(
+        &self,
+        routing: &Arc<Routing>,
+        route: Route,
+        batch: Vec<QueuedPod>,
+        tasks: &mut JoinSet<()>,
+    ) {
+        let s = &self.shared;
+        let policy = route.policy_label().to_string();
+        let pool = &routing.backends[route.backend];
+        let fail_fast = route.backend != 0;
         let mut pods: Vec<proto::Pod> = batch.iter().map(|p| p.info.spec.clone()).collect();
         let mut rejected: Vec<(usize, String)> = Vec::new();
         let started = Instant::now();
         let response = loop {
-            match self.decide(&pods).await {
+            match self.decide(pool, &route.policy, &pods, fail_fast).await {
                 Ok(r) => break Some(r),
                 Err(Ok(status)) => {
                     // One invalid pod must not block the batch: report it and decide the rest.
@@ -364,34 +418,50 @@ impl<A: ClusterApi> Binder<A> {
                         }
                         continue;
                     }
-                    tracing::warn!(error = %status, "decision failed on every replica");
+                    tracing::warn!(error = %status, experiment = %route.experiment, arm = %route.arm, "decision failed on every replica");
                     break None;
                 }
                 Err(Err(e)) => {
-                    tracing::warn!(error = %e, "no decision");
+                    tracing::warn!(error = %e, experiment = %route.experiment, arm = %route.arm, "no decision");
                     break None;
                 }
             }
         };
-        s.metrics.decision_duration.observe(started.elapsed().as_secs_f64());
+        let took = started.elapsed();
+        s.metrics.decision_duration.observe(took.as_secs_f64());
+        if routing.active() {
+            s.experiments.decided(routing, &route, took);
+        }
         let now = Instant::now();
         for (i, message) in rejected {
             let p = &batch[i];
             s.queue.lock().unschedulable(&p.info.spec.uid, now);
-            s.metrics.attempt(policy, "error");
+            s.metrics.attempt(&policy, "error");
             self.spawn_unschedulable(tasks, pod_ref(&p.info.spec), format!("invalid pod: {message}"));
         }
         let Some(response) = response else {
             let mut q = s.queue.lock();
+            let mut failed = 0;
             for p in &batch {
                 if q.place_of(&p.info.spec.uid) == Some(crate::queue::Place::InFlight) {
                     q.backoff(&p.info.spec.uid, now);
-                    s.metrics.attempt(policy, "error");
+                    s.metrics.attempt(&policy, "error");
+                    failed += 1;
                 }
             }
             self.update_queue_gauges(&q);
+            drop(q);
+            if routing.active() {
+                s.experiments.decision_failed(routing, &route, failed);
+            }
             return;
         };
+        if !routing.shadows.is_empty() {
+            self.run_shadows(routing, &route, &pods, &response)
+                .instrument(tracing::info_span!("shadows"))
+                .await;
+        }
+        let applied_policy = response.policy.clone();
         let by_uid: std::collections::HashMap<&str, &QueuedPod> =
             batch.iter().map(|p| (p.info.spec.uid.as_str(), p)).collect();
         let mut answered = std::collections::HashSet::new();
@@ -404,16 +474,24 @@ impl<A: ClusterApi> Binder<A> {
             match placement.outcome {
                 Some(Outcome::NodeName(node)) => {
                     s.state.lock().assume(qp.info.spec.clone(), &node);
-                    self.spawn_bind(tasks, (*qp).clone(), node);
+                    let bind = Bind {
+                        annotations: route.annotations(&applied_policy),
+                        route: route.clone(),
+                        routing: Arc::clone(routing),
+                    };
+                    self.spawn_bind(tasks, (*qp).clone(), node, bind);
                 }
                 Some(Outcome::Unschedulable(u)) => {
                     s.queue.lock().unschedulable(&qp.info.spec.uid, now);
-                    s.metrics.attempt(policy, "unschedulable");
+                    s.metrics.attempt(&policy, "unschedulable");
+                    if routing.active() {
+                        s.experiments.unschedulable(routing, &route);
+                    }
                     self.spawn_unschedulable(tasks, pod_ref(&qp.info.spec), u.message);
                 }
                 None => {
                     s.queue.lock().backoff(&qp.info.spec.uid, now);
-                    s.metrics.attempt(policy, "error");
+                    s.metrics.attempt(&policy, "error");
                 }
             }
         }
@@ -426,16 +504,60 @@ impl<A: ClusterApi> Binder<A> {
         self.update_queue_gauges(&q);
     }
 
+    /// Evaluates the shadow policies on a decided group (before its placements are assumed, so
+    /// they see the same cluster) and records how they agree with the placements acted on.
+    async fn run_shadows(
+        &self,
+        routing: &Arc<Routing>,
+        route: &Route,
+        pods: &[proto::Pod],
+        response: &proto::ScheduleResponse,
+    ) {
+        let s = &self.shared;
+        let primary: std::collections::HashMap<&str, &proto::Placement> =
+            response.placements.iter().map(|p| (p.pod_uid.as_str(), p)).collect();
+        let verdicts = futures::future::join_all(routing.shadows.iter().map(|shadow| async move {
+            let pool = &routing.backends[shadow.backend];
+            (
+                shadow,
+                self.decide(pool, &shadow.policy, pods, shadow.backend != 0).await,
+            )
+        }))
+        .await;
+        for (shadow, verdict) in verdicts {
+            match verdict {
+                Ok(r) => s.experiments.shadow_compared(route, shadow, &primary, &r.placements),
+                Err(e) => {
+                    let error = match e {
+                        Ok(status) => status.to_string(),
+                        Err(e) => e.to_string(),
+                    };
+                    tracing::debug!(shadow = %shadow.name, %error, "shadow policy failed");
+                    s.experiments.shadow_failed(route, shadow, pods.len());
+                }
+            }
+        }
+    }
+
     /// Syncs the snapshot to a replica and asks it to place `pods`, failing over to other replicas.
     /// `Err(Ok(status))` is a request the service refused (INVALID_ARGUMENT); `Err(Err(_))` means no
     /// replica could answer.
-    async fn decide(&self, pods: &[proto::Pod]) -> Result<proto::ScheduleResponse, Result<tonic::Status, DecideError>> {
+    async fn decide(
+        &self,
+        pool: &Arc<ReplicaPool>,
+        policy: &str,
+        pods: &[proto::Pod],
+        fail_fast: bool,
+    ) -> Result<proto::ScheduleResponse, Result<tonic::Status, DecideError>> {
         let s = &self.shared;
+        if fail_fast && pool.ready_count() == 0 && !pool.all().is_empty() {
+            return Err(Err(DecideError::BackendOut));
+        }
         let mut tried: Vec<String> = Vec::new();
         let mut last_error = None;
-        while let Some(replica) = s.replicas.pick(&tried) {
+        while let Some(replica) = pool.pick(&tried) {
             tried.push(replica.endpoint.clone());
-            match self.decide_on(&replica, pods).await {
+            match self.decide_on(pool, &replica, policy, pods).await {
                 Ok(r) => {
                     replica.succeeded();
                     return Ok(r);
@@ -444,7 +566,7 @@ impl<A: ClusterApi> Binder<A> {
                 Err(status) => {
                     tracing::warn!(replica = %replica.endpoint, error = %status, "decision replica failed");
                     s.metrics.replica_error(&replica.endpoint);
-                    replica.failed(&s.replicas.config);
+                    replica.failed(&pool.config);
                     last_error = Some(status.to_string());
                 }
             }
@@ -457,20 +579,22 @@ impl<A: ClusterApi> Binder<A> {
 
     async fn decide_on(
         &self,
+        pool: &ReplicaPool,
         replica: &Arc<Replica>,
+        policy: &str,
         pods: &[proto::Pod],
     ) -> Result<proto::ScheduleResponse, tonic::Status> {
         let s = &self.shared;
-        let timeout = s.replicas.config.call_timeout;
+        let timeout = pool.config.call_timeout;
         for _ in 0..2 {
-            let snapshot_id = self.sync(replica).await?;
+            let snapshot_id = self.sync(pool, replica).await?;
             let (mut client, _inflight) = replica.client();
             let mut req = tonic::Request::new(proto::ScheduleRequest {
                 snapshot: Some(proto::SnapshotRef {
                     source: Some(proto::snapshot_ref::Source::SnapshotId(snapshot_id)),
                 }),
                 pods: pods.to_vec(),
-                policy: s.config.policy.clone(),
+                policy: policy.to_string(),
                 seed: s.config.seed,
             });
             req.set_timeout(timeout);
@@ -488,9 +612,9 @@ impl<A: ClusterApi> Binder<A> {
     }
 
     /// Brings a replica's snapshot up to date: a delta on what it holds, or a full snapshot.
-    async fn sync(&self, replica: &Arc<Replica>) -> Result<String, tonic::Status> {
+    async fn sync(&self, pool: &ReplicaPool, replica: &Arc<Replica>) -> Result<String, tonic::Status> {
         let s = &self.shared;
-        let timeout = s.replicas.config.call_timeout;
+        let timeout = pool.config.call_timeout;
         let held = replica.synced.lock().clone();
         let (request, version, full) = {
             let st = s.state.lock();
@@ -519,8 +643,10 @@ impl<A: ClusterApi> Binder<A> {
             Ok(r) => {
                 let id = r.into_inner().snapshot_id;
                 *replica.synced.lock() = Some((id.clone(), version));
-                let min = s.replicas.min_synced_version();
-                s.state.lock().compact(min);
+                // History every synced replica of every backend is past is no longer needed.
+                if let Some(min) = s.experiments.current().min_synced_version() {
+                    s.state.lock().compact(min);
+                }
                 Ok(id)
             }
             Err(status) if !full && is_snapshot_not_found(&status) => {
@@ -546,17 +672,14 @@ impl<A: ClusterApi> Binder<A> {
         }
     }
 
-    fn spawn_bind(&self, tasks: &mut JoinSet<()>, qp: QueuedPod, node: String) {
+    fn spawn_bind(&self, tasks: &mut JoinSet<()>, qp: QueuedPod, node: String, bind: Bind) {
         let this = self.clone();
         tasks.spawn(async move {
             let s = &this.shared;
             let uid = qp.info.spec.uid.clone();
             let pod = pod_ref(&qp.info.spec);
-            let policy = if s.config.policy.is_empty() {
-                "default"
-            } else {
-                s.config.policy.as_str()
-            };
+            let policy = bind.route.policy_label();
+            let record = bind.routing.active();
             let mut retry_in = s.config.bind_retry_backoff;
             for attempt in 1..=s.config.bind_attempts.max(1) {
                 let Ok(permit) = Arc::clone(&s.binds).acquire_owned().await else {
@@ -574,12 +697,18 @@ impl<A: ClusterApi> Binder<A> {
                 }
                 this.rate_limit().await;
                 let started = Instant::now();
-                let result = s.api.bind(&pod, &node).await;
+                let result = s.api.bind(&pod, &node, &bind.annotations).await;
                 s.metrics.bind(&result, started.elapsed());
                 drop(permit);
+                if record && matches!(result, Err(ApiError::Other(_))) {
+                    s.experiments.bind_failed(&bind.routing, &bind.route);
+                }
                 match result {
                     Ok(()) => {
                         s.queue.lock().remove(&uid);
+                        if record {
+                            s.experiments.bound(&bind.routing, &bind.route, &uid, &node);
+                        }
                         s.metrics.attempt(policy, "scheduled");
                         s.metrics.e2e(policy, qp.first_seen.elapsed(), qp.attempts);
                         this.rate_limit().await;

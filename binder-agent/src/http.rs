@@ -74,7 +74,12 @@ mod tests {
     struct NoApi;
 
     impl ClusterApi for NoApi {
-        async fn bind(&self, _: &PodRef, _: &str) -> Result<(), ApiError> {
+        async fn bind(
+            &self,
+            _: &PodRef,
+            _: &str,
+            _: &std::collections::BTreeMap<String, String>,
+        ) -> Result<(), ApiError> {
             Ok(())
         }
         async fn record_scheduled(&self, _: &PodRef, _: &str) -> Result<(), ApiError> {

@@ -20,7 +20,7 @@
 //! Status codes: 409 → [`ApiError::Conflict`], 404 → [`ApiError::NotFound`], everything else
 //! (5xx, 429, timeouts, transport) → [`ApiError::Other`]. Every request has a deadline.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::hash::Hash;
 use std::time::Duration;
@@ -195,13 +195,15 @@ fn pod_reference(pod: &PodRef) -> ObjectReference {
     }
 }
 
-/// The Binding kube-scheduler's DefaultBinder posts.
-pub fn binding(pod: &PodRef, node: &str) -> Binding {
+/// The Binding kube-scheduler's DefaultBinder posts, with `annotations` for the pod (none: no
+/// `annotations` field, exactly kube-scheduler's body).
+pub fn binding(pod: &PodRef, node: &str, annotations: &BTreeMap<String, String>) -> Binding {
     Binding {
         metadata: ObjectMeta {
             name: Some(pod.name.clone()),
             namespace: Some(pod.namespace.clone()),
             uid: Some(pod.uid.clone()),
+            annotations: (!annotations.is_empty()).then(|| annotations.clone()),
             ..Default::default()
         },
         target: ObjectReference {
@@ -379,9 +381,9 @@ impl KubeApi {
 }
 
 impl ClusterApi for KubeApi {
-    async fn bind(&self, pod: &PodRef, node: &str) -> Result<(), ApiError> {
+    async fn bind(&self, pod: &PodRef, node: &str, annotations: &BTreeMap<String, String>) -> Result<(), ApiError> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
-        let body = binding(pod, node);
+        let body = binding(pod, node, annotations);
         let params = PostParams::default();
         let request = pods.create_subresource::<_, serde_json::Value>("binding", &pod.name, &params, &body);
         let result = self.timed(request).await.map_err(ApiError::from);
@@ -473,7 +475,8 @@ mod tests {
     #[tokio::test]
     async fn bind_posts_kube_schedulers_binding() {
         let (api, mut server) = api();
-        let call = tokio::spawn(async move { api.bind(&pod(), "node-7").await });
+        let annotations = BTreeMap::from([("placement.dev/policy".to_string(), "bin-packing".to_string())]);
+        let call = tokio::spawn(async move { api.bind(&pod(), "node-7", &annotations).await });
         let (method, uri, content_type, body, send) = next(&mut server).await;
         assert_eq!(method, Method::POST);
         assert_eq!(uri, "/api/v1/namespaces/shop/pods/web-1/binding?");
@@ -483,7 +486,8 @@ mod tests {
             json!({
                 "apiVersion": "v1",
                 "kind": "Binding",
-                "metadata": {"name": "web-1", "namespace": "shop", "uid": "0b7a-uid"},
+                "metadata": {"name": "web-1", "namespace": "shop", "uid": "0b7a-uid",
+                             "annotations": {"placement.dev/policy": "bin-packing"}},
                 "target": {"apiVersion": "v1", "kind": "Node", "name": "node-7"}
             })
         );
@@ -504,7 +508,7 @@ mod tests {
             (429, "TooManyRequests"),
         ] {
             let (api, mut server) = api();
-            let call = tokio::spawn(async move { api.bind(&pod(), "node-7").await });
+            let call = tokio::spawn(async move { api.bind(&pod(), "node-7", &BTreeMap::new()).await });
             let (.., send) = next(&mut server).await;
             respond(
                 send,
@@ -526,7 +530,7 @@ mod tests {
     #[tokio::test]
     async fn a_non_status_error_body_is_other() {
         let (api, mut server) = api();
-        let call = tokio::spawn(async move { api.bind(&pod(), "node-7").await });
+        let call = tokio::spawn(async move { api.bind(&pod(), "node-7", &BTreeMap::new()).await });
         let (.., send) = next(&mut server).await;
         let mut response = Response::new(Body::from(b"upstream connect error".to_vec()));
         *response.status_mut() = StatusCode::BAD_GATEWAY;
@@ -537,7 +541,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_request_past_its_deadline_is_other() {
         let (api, mut server) = api();
-        let call = tokio::spawn(async move { api.bind(&pod(), "node-7").await });
+        let call = tokio::spawn(async move { api.bind(&pod(), "node-7", &BTreeMap::new()).await });
         let (.., _send) = next(&mut server).await;
         tokio::time::advance(Duration::from_secs(6)).await;
         let result = call.await.unwrap();

@@ -11,6 +11,7 @@
 
 pub mod api;
 pub mod binder;
+pub mod experiments;
 pub mod http;
 pub mod kube_api;
 pub mod leader;
@@ -18,6 +19,7 @@ pub mod metrics;
 pub mod model;
 pub mod queue;
 pub mod replicas;
+pub mod routing;
 pub mod state;
 pub mod watch;
 

@@ -54,6 +54,197 @@ pub struct SyncLabel {
 
 type Hist = Family<AttemptLabels, Histogram, fn() -> Histogram>;
 
+/// `{experiment, arm}` labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ArmLabels {
+    /// Experiment name (`-` outside experiments).
+    pub experiment: String,
+    /// Arm name (`-` outside experiments).
+    pub arm: String,
+}
+
+/// `{experiment, arm, result}` labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ArmResultLabels {
+    /// Experiment name.
+    pub experiment: String,
+    /// Arm name.
+    pub arm: String,
+    /// `scheduled`, `unschedulable` or `error` (no decision: the backend failed).
+    pub result: &'static str,
+}
+
+/// `{experiment, arm, shadow, result}` labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShadowLabels {
+    /// Experiment of the pods compared.
+    pub experiment: String,
+    /// Arm of the pods compared.
+    pub arm: String,
+    /// Shadow name.
+    pub shadow: String,
+    /// `same_node`, `different_node`, `both_unschedulable`, `feasibility_differs` or `error`.
+    pub result: &'static str,
+}
+
+/// `{experiment, arm, shadow}` labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShadowArmLabels {
+    /// Experiment of the pods compared.
+    pub experiment: String,
+    /// Arm of the pods compared.
+    pub arm: String,
+    /// Shadow name.
+    pub shadow: String,
+}
+
+/// `{experiment, arm, resource, stat}` labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UtilizationLabels {
+    /// Experiment name.
+    pub experiment: String,
+    /// Arm name.
+    pub arm: String,
+    /// `cpu` or `memory`.
+    pub resource: &'static str,
+    /// `mean` or `stddev`.
+    pub stat: &'static str,
+}
+
+type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
+/// Metrics per experiment and arm, and of shadow policies.
+#[derive(Debug)]
+pub struct ExperimentMetrics {
+    pods: Family<ArmResultLabels, Counter>,
+    bind_failures: Family<ArmLabels, Counter>,
+    decision_duration: Family<ArmLabels, Histogram, fn() -> Histogram>,
+    shadow: Family<ShadowLabels, Counter>,
+    shadow_score: Family<ShadowArmLabels, FloatGauge>,
+    nodes_used: Family<ArmLabels, Gauge>,
+    utilization: Family<UtilizationLabels, FloatGauge>,
+}
+
+fn arm(experiment: &str, arm: &str) -> ArmLabels {
+    ArmLabels {
+        experiment: experiment.to_string(),
+        arm: arm.to_string(),
+    }
+}
+
+impl ExperimentMetrics {
+    fn new() -> Self {
+        Self {
+            pods: Family::default(),
+            bind_failures: Family::default(),
+            decision_duration: Family::new_with_constructor(latency as fn() -> Histogram),
+            shadow: Family::default(),
+            shadow_score: Family::default(),
+            nodes_used: Family::default(),
+            utilization: Family::default(),
+        }
+    }
+
+    fn register(&self, r: &mut Registry) {
+        r.register(
+            "binder_experiment_pods",
+            "Pods by experiment, arm and result (scheduled, unschedulable, error: no decision)",
+            self.pods.clone(),
+        );
+        r.register(
+            "binder_experiment_bind_failures",
+            "Failed Binding requests by experiment and arm",
+            self.bind_failures.clone(),
+        );
+        r.register(
+            "binder_experiment_decision_duration_seconds",
+            "Snapshot sync plus Schedule per batch, by experiment and arm",
+            self.decision_duration.clone(),
+        );
+        r.register(
+            "binder_shadow_comparisons",
+            "Shadow verdicts compared with the placements acted on, by result",
+            self.shadow.clone(),
+        );
+        r.register(
+            "binder_shadow_score_difference_mean",
+            "Mean of shadow score minus acted-on score where both placed the pod",
+            self.shadow_score.clone(),
+        );
+        r.register(
+            "binder_experiment_nodes_used",
+            "Distinct nodes holding an arm's bound pods",
+            self.nodes_used.clone(),
+        );
+        r.register(
+            "binder_experiment_node_utilization_percent",
+            "Requested over allocatable of the nodes holding an arm's pods: mean and standard deviation",
+            self.utilization.clone(),
+        );
+    }
+
+    /// Pods of an arm with a result.
+    pub fn pods(&self, experiment: &str, arm: &str, result: &'static str) -> Counter {
+        self.pods
+            .get_or_create(&ArmResultLabels {
+                experiment: experiment.to_string(),
+                arm: arm.to_string(),
+                result,
+            })
+            .clone()
+    }
+
+    /// Failed Binding requests of an arm.
+    pub fn bind_failure(&self, experiment: &str, a: &str) -> Counter {
+        self.bind_failures.get_or_create(&arm(experiment, a)).clone()
+    }
+
+    /// Decision latency of an arm.
+    pub fn decision_duration(&self, experiment: &str, a: &str) -> Histogram {
+        self.decision_duration.get_or_create(&arm(experiment, a)).clone()
+    }
+
+    /// Shadow comparisons with a result.
+    pub fn shadow(&self, experiment: &str, arm: &str, shadow: &str, result: &'static str) -> Counter {
+        self.shadow
+            .get_or_create(&ShadowLabels {
+                experiment: experiment.to_string(),
+                arm: arm.to_string(),
+                shadow: shadow.to_string(),
+                result,
+            })
+            .clone()
+    }
+
+    /// Mean score difference of a shadow on an arm.
+    pub fn shadow_score_difference(&self, experiment: &str, arm: &str, shadow: &str) -> FloatGauge {
+        self.shadow_score
+            .get_or_create(&ShadowArmLabels {
+                experiment: experiment.to_string(),
+                arm: arm.to_string(),
+                shadow: shadow.to_string(),
+            })
+            .clone()
+    }
+
+    /// Nodes used by an arm.
+    pub fn nodes_used(&self, experiment: &str, a: &str) -> Gauge {
+        self.nodes_used.get_or_create(&arm(experiment, a)).clone()
+    }
+
+    /// Utilization statistic of an arm's nodes.
+    pub fn utilization(&self, experiment: &str, arm: &str, resource: &'static str, stat: &'static str) -> FloatGauge {
+        self.utilization
+            .get_or_create(&UtilizationLabels {
+                experiment: experiment.to_string(),
+                arm: arm.to_string(),
+                resource,
+                stat,
+            })
+            .clone()
+    }
+}
+
 fn latency() -> Histogram {
     Histogram::new(exponential_buckets(0.000_5, 2.0, 18))
 }
@@ -82,6 +273,8 @@ pub struct BinderMetrics {
     sync_duration: Family<SyncLabel, Histogram, fn() -> Histogram>,
     /// `binder_leader`: 1 while this binder holds the lease.
     pub leader: Gauge,
+    /// `binder_experiment_*` and `binder_shadow_*`.
+    pub experiments: ExperimentMetrics,
 }
 
 impl Default for BinderMetrics {
@@ -108,6 +301,7 @@ impl BinderMetrics {
             sync_bytes: Family::default(),
             sync_duration: Family::new_with_constructor(latency as fn() -> Histogram),
             leader: Gauge::default(),
+            experiments: ExperimentMetrics::new(),
             registry: Registry::default(),
         };
         r.register(
@@ -155,6 +349,7 @@ impl BinderMetrics {
             m.sync_duration.clone(),
         );
         r.register("binder_leader", "1 while this binder holds the lease", m.leader.clone());
+        m.experiments.register(&mut r);
         Self { registry: r, ..m }
     }
 

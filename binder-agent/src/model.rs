@@ -9,8 +9,11 @@ use k8s_openapi::api::core::v1::{Container, Node, NodeSelectorRequirement, NodeS
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use placement_scheduler::proto;
 
+pub use crate::experiments::Owner;
+use crate::experiments::ANNOTATION_PREFIX;
+
 /// A pod as the binder tracks it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PodInfo {
     /// What the decision service needs (node_name set when bound).
     pub spec: proto::Pod,
@@ -22,6 +25,10 @@ pub struct PodInfo {
     pub terminal: bool,
     /// metadata.deletionTimestamp is set.
     pub deleting: bool,
+    /// The controller owner reference (`controller: true`), for experiments' workload units.
+    pub owner: Option<Owner>,
+    /// metadata.annotations under `placement.dev/` (only those: the rest is not read).
+    pub annotations: BTreeMap<String, String>,
 }
 
 impl PodInfo {
@@ -144,6 +151,22 @@ pub fn pod_info(pod: &Pod) -> PodInfo {
         created_ms: millis(meta.creation_timestamp.as_ref()),
         terminal: matches!(phase, Some("Succeeded" | "Failed")),
         deleting: meta.deletion_timestamp.is_some(),
+        owner: meta
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .map(|o| Owner {
+                kind: o.kind.clone(),
+                name: o.name.clone(),
+            }),
+        annotations: meta
+            .annotations
+            .iter()
+            .flatten()
+            .filter(|(k, _)| k.starts_with(ANNOTATION_PREFIX))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
     }
 }
 
@@ -190,7 +213,11 @@ mod tests {
     fn pod_projection_keeps_what_placement_reads() {
         let pod: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "web-1", "namespace": "shop", "uid": "u-1", "labels": {"app": "web"},
-                          "creationTimestamp": "2026-01-02T03:04:05Z"},
+                          "creationTimestamp": "2026-01-02T03:04:05Z",
+                          "annotations": {"placement.dev/pin-arm": "candidate", "other.io/x": "y"},
+                          "ownerReferences": [
+                              {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "c"},
+                              {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d8", "uid": "r", "controller": true}]},
             "spec": {
                 "schedulerName": "placement-scheduler",
                 "priority": 10,
@@ -216,6 +243,18 @@ mod tests {
         assert_eq!(info.key(), "shop/web-1");
         assert_eq!(info.created_ms, 1_767_323_045_000);
         assert!(!info.terminal && !info.deleting);
+        assert_eq!(
+            info.owner,
+            Some(Owner {
+                kind: "ReplicaSet".into(),
+                name: "web-5d8".into()
+            })
+        );
+        assert_eq!(
+            info.annotations.keys().collect::<Vec<_>>(),
+            ["placement.dev/pin-arm"],
+            "only our annotations are kept"
+        );
         let s = &info.spec;
         assert_eq!((s.uid.as_str(), s.priority), ("u-1", 10));
         assert_eq!(s.containers[0].requests["cpu"], "250m");

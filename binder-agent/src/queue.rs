@@ -349,6 +349,7 @@ mod tests {
             created_ms,
             terminal: false,
             deleting: false,
+            ..PodInfo::default()
         }
     }
 

@@ -15,7 +15,7 @@
 //! unschedulable. The [`Summary`] has throughput, latencies, batching, snapshot syncs, node
 //! utilization and the consistency checks.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -174,6 +174,7 @@ impl Workload {
                 created_ms: SYNTHETIC_EPOCH_MS,
                 terminal: false,
                 deleting: false,
+                ..PodInfo::default()
             })
             .collect();
         let n = config.pending;
@@ -206,6 +207,7 @@ impl Workload {
                 created_ms: SYNTHETIC_EPOCH_MS + i as i64,
                 terminal: false,
                 deleting: false,
+                ..PodInfo::default()
             })
             .collect();
         Self {
@@ -590,7 +592,7 @@ impl SimCluster {
         ((x >> 11) as f64 / (1u64 << 53) as f64) < p
     }
 
-    fn bind_now(&self, pod: &PodRef, node: &str) -> Result<(), ApiError> {
+    fn bind_now(&self, pod: &PodRef, node: &str, annotations: &BTreeMap<String, String>) -> Result<(), ApiError> {
         let fail = self.chance(self.faults.bind_failure_rate);
         let lose = self.chance(self.faults.lost_reply_rate);
         let mut s = self.store.lock();
@@ -619,6 +621,11 @@ impl SimCluster {
         }
         let now = Instant::now();
         record.info.spec.node_name = node.to_string();
+        // As the API server does, the Binding's annotations land on the pod.
+        record
+            .info
+            .annotations
+            .extend(annotations.iter().map(|(k, v)| (k.clone(), v.clone())));
         record.binds_applied += 1;
         record.bound_at = Some(now);
         record.reply_lost = lose;
@@ -644,12 +651,12 @@ impl SimCluster {
 }
 
 impl ClusterApi for SimCluster {
-    async fn bind(&self, pod: &PodRef, node: &str) -> Result<(), ApiError> {
+    async fn bind(&self, pod: &PodRef, node: &str, annotations: &BTreeMap<String, String>) -> Result<(), ApiError> {
         let started = Instant::now();
         if !self.faults.bind_delay.is_zero() {
             tokio::time::sleep(self.faults.bind_delay).await;
         }
-        let result = self.bind_now(pod, node);
+        let result = self.bind_now(pod, node, annotations);
         self.bind_latency.record(started.elapsed());
         result
     }
