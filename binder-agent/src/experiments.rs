@@ -544,6 +544,20 @@ impl ExperimentSet {
         Ok(Self { experiments, shadows })
     }
 
+    /// The same file with only experiment `e`, reduced to its arm `arm` (all its units land
+    /// there), and the shadows: one run of a per-arm comparison.
+    pub fn only_arm(&self, e: usize, arm: usize) -> Option<Self> {
+        let mut exp = self.experiments.get(e)?.clone();
+        let mut a = exp.arms.get(arm)?.clone();
+        a.weight = 1;
+        exp.arms = vec![a];
+        exp.total_weight = 1;
+        Some(Self {
+            experiments: vec![exp],
+            shadows: self.shadows.clone(),
+        })
+    }
+
     /// Whether there is nothing to do (no experiment, no shadow).
     pub fn is_empty(&self) -> bool {
         self.experiments.is_empty() && self.shadows.is_empty()

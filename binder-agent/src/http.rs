@@ -1,6 +1,7 @@
 //! The binder's HTTP endpoints: `/healthz` (200 while the process serves), `/readyz` (200 once
-//! the initial lists are done and a decision replica is in, 503 before), and `/metrics` in the
-//! OpenMetrics text format.
+//! the initial lists are done and a decision replica is in, 503 before), `/metrics` in the
+//! OpenMetrics text format, and `/experiments`: the per-arm comparison of experiments and shadow
+//! policies (a text table; JSON with `?format=json`).
 
 use std::future::Future;
 
@@ -33,10 +34,30 @@ async fn readyz<A: ClusterApi>(State(binder): State<Binder<A>>) -> (StatusCode, 
 }
 
 async fn metrics<A: ClusterApi>(State(binder): State<Binder<A>>) -> impl IntoResponse {
+    // Refreshes the per-arm node gauges, computed from the binder's state.
+    let _ = binder.experiment_report();
     (
         [(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)],
         binder.metrics().encode(),
     )
+}
+
+/// `/experiments`: the per-arm comparison as a text table, or JSON with `?format=json`.
+async fn experiments<A: ClusterApi>(State(binder): State<Binder<A>>, uri: axum::http::Uri) -> axum::response::Response {
+    let report = binder.experiment_report();
+    let json = uri.query().is_some_and(|q| q.split('&').any(|kv| kv == "format=json"));
+    if json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+            Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        }
+    } else {
+        (
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            report.to_string(),
+        )
+            .into_response()
+    }
 }
 
 /// The routes.
@@ -46,6 +67,7 @@ pub fn router<A: ClusterApi>(binder: Binder<A>) -> Router {
         .route("/livez", get(healthz))
         .route("/readyz", get(readyz::<A>))
         .route("/metrics", get(metrics::<A>))
+        .route("/experiments", get(experiments::<A>))
         .with_state(binder)
 }
 

@@ -12,6 +12,7 @@
 pub mod api;
 pub mod binder;
 pub mod experiments;
+pub mod experiments_cli;
 pub mod http;
 pub mod kube_api;
 pub mod leader;

@@ -2,7 +2,7 @@
 //! in-memory cluster and an in-process decision service.
 
 use clap::{Parser, Subcommand};
-use placement_binder::{run, simulate};
+use placement_binder::{experiments_cli, run, simulate};
 
 /// The placement binder agent.
 #[derive(Debug, Parser)]
@@ -20,6 +20,9 @@ enum Command {
     Run(run::RunArgs),
     /// Schedule a synthetic or recorded cluster in memory, with no cluster needed.
     Simulate(simulate::SimulateArgs),
+    /// Print a running binder's per-arm comparison of experiments and shadows, or check an
+    /// experiments file.
+    Experiments(experiments_cli::ExperimentsArgs),
 }
 
 #[tokio::main]
@@ -27,5 +30,6 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Run(args) => run::run(args).await,
         Command::Simulate(args) => simulate::main(args).await,
+        Command::Experiments(args) => experiments_cli::main(args).await,
     }
 }

@@ -122,6 +122,16 @@ pub struct RunArgs {
     #[arg(long, env = "BINDER_SEED", default_value_t = 0)]
     pub seed: u64,
 
+    /// Experiments and shadow policies (YAML; see `binder-agent experiments --help`). Read at
+    /// start (an invalid file stops the binder) and re-read while running: a valid change goes
+    /// live without a restart, an invalid one is logged and the running version kept.
+    #[arg(long, env = "BINDER_EXPERIMENTS_FILE")]
+    pub experiments_file: Option<PathBuf>,
+
+    /// How often `--experiments-file` is re-read, in seconds.
+    #[arg(long, env = "BINDER_EXPERIMENTS_RELOAD_SECS", default_value_t = 10)]
+    pub experiments_reload_secs: u64,
+
     /// Elect a leader among binders through a Lease (`--leader-elect=false` or
     /// `--no-leader-elect` for a single binder).
     #[arg(long, env = "BINDER_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
@@ -278,6 +288,55 @@ async fn signal() {
     }
 }
 
+fn read_experiments(path: &std::path::Path) -> anyhow::Result<(String, crate::experiments::ExperimentSet)> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("--experiments-file: reading {}", path.display()))?;
+    let set = crate::experiments::ExperimentSet::parse(&text)
+        .and_then(|set| {
+            for (field, b) in set.backends() {
+                crate::experiments::client_tls(&field, b)?;
+            }
+            Ok(set)
+        })
+        .with_context(|| format!("--experiments-file {}", path.display()))?;
+    Ok((text, set))
+}
+
+/// Re-reads the experiments file every `every`; a changed, valid file goes live.
+async fn reload_experiments(
+    experiments: Arc<crate::routing::Experiments>,
+    path: PathBuf,
+    mut last: String,
+    every: Duration,
+    shutdown: Shutdown,
+) {
+    let reload = async {
+        loop {
+            tokio::time::sleep(every).await;
+            match std::fs::read_to_string(&path) {
+                Ok(text) if text == last => {}
+                Ok(text) => {
+                    let result = crate::experiments::ExperimentSet::parse(&text)
+                        .map_err(crate::routing::RoutingError::from)
+                        .and_then(|set| experiments.replace(set));
+                    match result {
+                        Ok(()) => tracing::info!(file = %path.display(), "experiments reloaded"),
+                        Err(e) => {
+                            tracing::error!(file = %path.display(), error = %e, "experiments file invalid; keeping the running version")
+                        }
+                    }
+                    last = text;
+                }
+                Err(e) => tracing::warn!(file = %path.display(), error = %e, "reading the experiments file failed"),
+            }
+        }
+    };
+    tokio::select! {
+        () = shutdown.wait() => {}
+        () = reload => {}
+    }
+}
+
 /// A shutdown signal many tasks can wait on.
 #[derive(Clone)]
 struct Shutdown(watch::Receiver<bool>);
@@ -367,6 +426,23 @@ pub async fn run_until(args: RunArgs, stop_signal: impl std::future::Future<Outp
     let (stop, stopped) = watch::channel(false);
     let shutdown = Shutdown(stopped);
     let mut tasks = tokio::task::JoinSet::new();
+
+    if let Some(path) = &args.experiments_file {
+        let (text, set) = read_experiments(path)?;
+        binder
+            .experiments()
+            .replace(set)
+            .with_context(|| format!("--experiments-file {}", path.display()))?;
+        tracing::info!(file = %path.display(), "experiments loaded");
+        let every = Duration::from_secs(args.experiments_reload_secs.max(1));
+        tasks.spawn(reload_experiments(
+            binder.experiments().clone(),
+            path.clone(),
+            text,
+            every,
+            shutdown.clone(),
+        ));
+    }
 
     let listener = tokio::net::TcpListener::bind(args.http_listen)
         .await

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context as _;
 use parking_lot::Mutex;
 use placement_scheduler::engine::resources::Resources;
 use placement_scheduler::grpc::convert;
@@ -36,10 +37,12 @@ use tokio::time::Instant;
 
 use crate::api::{scheduled_message, ApiError, ClusterApi, PodRef};
 use crate::binder::{Binder, BinderConfig, ClusterEvent};
+use crate::experiments::{ExperimentSet, Owner};
 use crate::metrics::BinderMetrics;
 use crate::model::{self, PodInfo};
 use crate::queue::QueueConfig;
 use crate::replicas::{EndpointSource, ReplicaConfig, ReplicaError, ReplicaPool};
+use crate::routing::{Report, RoutingError};
 
 // ---------------------------------------------------------------------------------------------
 // Configuration
@@ -72,6 +75,8 @@ pub struct SimConfig {
     pub progress_tx: Option<watch::Sender<Progress>>,
     /// List each pending pod's outcome in [`Summary::outcomes`].
     pub record_outcomes: bool,
+    /// Experiments and shadows, as the binder's `--experiments-file`.
+    pub experiments: Option<ExperimentSet>,
 }
 
 impl Default for SimConfig {
@@ -89,6 +94,7 @@ impl Default for SimConfig {
             progress: false,
             progress_tx: None,
             record_outcomes: false,
+            experiments: None,
         }
     }
 }
@@ -161,6 +167,17 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// A synthetic workload replica (`{app}-{hash}-{suffix}` with a `pod-template-hash` label) is
+/// owned by the ReplicaSet `{app}-{hash}`, as a Deployment's pods are.
+fn synthetic_owner(pod: &proto::Pod) -> Option<Owner> {
+    let hash = pod.labels.get("pod-template-hash")?;
+    let end = pod.name.find(&format!("-{hash}-"))? + hash.len() + 1;
+    Some(Owner {
+        kind: "ReplicaSet".into(),
+        name: pod.name[..end].to_string(),
+    })
+}
+
 impl Workload {
     /// Builds a synthetic cluster; pending pods name `scheduler_name` and arrive interleaved.
     pub fn synthetic(config: &SyntheticCluster, scheduler_name: &str) -> Self {
@@ -202,6 +219,7 @@ impl Workload {
             .into_iter()
             .enumerate()
             .map(|(i, spec)| PodInfo {
+                owner: synthetic_owner(&spec),
                 spec,
                 scheduler_name: scheduler_name.to_string(),
                 created_ms: SYNTHETIC_EPOCH_MS + i as i64,
@@ -361,6 +379,9 @@ pub enum SimError {
     /// An in-process decision replica could not start.
     #[error("starting an in-process decision replica: {0}")]
     Replica(String),
+    /// The experiments could not be made live.
+    #[error("experiments: {0}")]
+    Experiments(#[from] RoutingError),
 }
 
 /// How far a run has got.
@@ -847,6 +868,7 @@ pub async fn simulate(config: SimConfig) -> Result<Summary, SimError> {
         progress,
         progress_tx,
         record_outcomes,
+        experiments,
     } = config;
     let ours = binder_config
         .scheduler_names
@@ -887,6 +909,9 @@ pub async fn simulate(config: SimConfig) -> Result<Summary, SimError> {
     let (_leader, leader_rx) = watch::channel(true);
     let batch_size = binder_config.batch_size;
     let binder = Binder::new(binder_config, api, Arc::clone(&pool), Arc::clone(&metrics), leader_rx);
+    if let Some(set) = experiments {
+        binder.experiments().replace(set)?;
+    }
     let feeder = tokio::spawn(sim_watch.feed(binder.clone()));
 
     let node_count = workload.nodes.len();
@@ -1004,6 +1029,9 @@ pub async fn simulate(config: SimConfig) -> Result<Summary, SimError> {
         binds_conflict: metrics.binds_total("conflict") + metrics.binds_total("not_found"),
         ..Summary::default()
     };
+    if binder.experiments().current().active() {
+        s.experiments = Some(binder.experiment_report());
+    }
     let store = sim.store.lock();
     s.fill_from(&store, binder.queue_counts().unschedulable);
     if record_outcomes {
@@ -1216,6 +1244,9 @@ pub struct Summary {
     /// Each pending pod's outcome by `namespace/name` (with [`SimConfig::record_outcomes`]).
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub outcomes: std::collections::BTreeMap<String, Outcome>,
+    /// The per-arm comparison, when experiments or shadows ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub experiments: Option<Report>,
 }
 
 /// Usage per node, with the engine's parsing and effective-request rules.
@@ -1472,6 +1503,12 @@ impl fmt::Display for Summary {
             )?;
         }
         writeln!(o, "    counts add up: {}", yes(c.counts_add_up))?;
+        if let Some(r) = &self.experiments {
+            writeln!(o, "  experiments:")?;
+            for line in r.to_string().lines() {
+                writeln!(o, "    {line}")?;
+            }
+        }
         f.write_str(&o)
     }
 }
@@ -1603,6 +1640,14 @@ pub struct SimulateArgs {
     /// Backoff after a first failure (kube-scheduler: 1s).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub initial_backoff: Duration,
+    /// Experiments and shadow policies (the binder's `--experiments-file` format): pods are split
+    /// into arms as the binder would, and the summary ends with the per-arm table.
+    #[arg(long, value_name = "FILE")]
+    pub experiments_file: Option<PathBuf>,
+    /// With `--experiments-file`: run the whole workload once per arm of each experiment (every
+    /// selected pod in that arm, on a fresh copy of the cluster) and print one comparison table.
+    #[arg(long, requires = "experiments_file")]
+    pub compare_arms: bool,
     /// Summary format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
@@ -1677,10 +1722,147 @@ impl SimulateArgs {
     }
 }
 
+/// One arm's run of a per-arm comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ArmRun {
+    /// Experiment.
+    pub experiment: String,
+    /// Arm.
+    pub arm: String,
+    /// Policy.
+    pub policy: String,
+    /// Pods of the experiment (all in this arm for this run) bound.
+    pub arm_pods_bound: u64,
+    /// Distinct nodes holding them.
+    pub arm_nodes_used: usize,
+    /// The run's summary (every pending pod, the experiment's and the others).
+    pub summary: Summary,
+}
+
+/// Per-arm comparison: the same workload run once per arm.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Comparison {
+    /// One run per arm.
+    pub runs: Vec<ArmRun>,
+}
+
+impl Comparison {
+    /// The run of an arm.
+    pub fn run(&self, experiment: &str, arm: &str) -> Option<&ArmRun> {
+        self.runs.iter().find(|r| r.experiment == experiment && r.arm == arm)
+    }
+
+    /// Whether every run completed and passed its checks.
+    pub fn passed(&self) -> bool {
+        self.runs.iter().all(|r| r.summary.passed())
+    }
+}
+
+impl fmt::Display for Comparison {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut o = String::new();
+        if let Some(first) = self.runs.first() {
+            let s = &first.summary;
+            writeln!(
+                o,
+                "per-arm comparison: {} nodes, {} pods already bound, {} pending pods; the whole workload once per arm",
+                s.nodes, s.prebound_pods, s.pending_pods
+            )?;
+        }
+        writeln!(
+            o,
+            "{:<14} {:<12} {:<14} {:>8} {:>7} {:>8} {:>10} {:>7} {:>9} {:>7} {:>9} {:>7} {:>8} {:>7}",
+            "EXPERIMENT",
+            "ARM",
+            "POLICY",
+            "PLACED",
+            "UNSCHED",
+            "ARM-PODS",
+            "ARM-NODES",
+            "EMPTY",
+            "CPU-MEAN%",
+            "CPU-SD",
+            "MEM-MEAN%",
+            "MEM-SD",
+            "PODS/S",
+            "CHECKS"
+        )?;
+        for r in &self.runs {
+            let s = &r.summary;
+            writeln!(
+                o,
+                "{:<14} {:<12} {:<14} {:>8} {:>7} {:>8} {:>10} {:>7} {:>9.1} {:>7.1} {:>9.1} {:>7.1} {:>8.0} {:>7}",
+                r.experiment,
+                r.arm,
+                r.policy,
+                s.placed,
+                s.unschedulable,
+                r.arm_pods_bound,
+                r.arm_nodes_used,
+                s.utilization.empty_nodes,
+                s.utilization.cpu.mean,
+                s.utilization.cpu.stddev,
+                s.utilization.memory.mean,
+                s.utilization.memory.stddev,
+                s.pods_per_second,
+                if s.passed() { "ok" } else { "FAILED" }
+            )?;
+        }
+        f.write_str(&o)
+    }
+}
+
+/// Runs the workload `config` builds once per arm of every experiment of `set`.
+pub async fn compare_arms(config: impl Fn() -> SimConfig, set: &ExperimentSet) -> Result<Comparison, SimError> {
+    let mut out = Comparison::default();
+    for (i, e) in set.experiments.iter().enumerate() {
+        for (j, a) in e.arms.iter().enumerate() {
+            let mut c = config();
+            c.experiments = set.only_arm(i, j);
+            let summary = simulate(c).await?;
+            let row = summary
+                .experiments
+                .as_ref()
+                .and_then(|r| r.arms.iter().find(|r| r.experiment == e.name && r.arm == a.name));
+            out.runs.push(ArmRun {
+                experiment: e.name.clone(),
+                arm: a.name.clone(),
+                policy: if a.policy.is_empty() {
+                    "default".into()
+                } else {
+                    a.policy.clone()
+                },
+                arm_pods_bound: row.map_or(0, |r| r.pods_bound),
+                arm_nodes_used: row.map_or(0, |r| r.nodes_used),
+                summary,
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// Runs a simulation and prints its summary.
 pub async fn main(args: SimulateArgs) -> anyhow::Result<()> {
     let _telemetry = placement_scheduler::telemetry::init_once("binder-agent-simulate", false, "error")?;
-    let summary = simulate(args.config()).await?;
+    let set = match &args.experiments_file {
+        Some(path) => {
+            Some(ExperimentSet::load(path).with_context(|| format!("--experiments-file {}", path.display()))?)
+        }
+        None => None,
+    };
+    if args.compare_arms {
+        let set = set.unwrap_or_default();
+        let comparison = compare_arms(|| args.config(), &set).await?;
+        match args.output {
+            OutputFormat::Text => print!("{comparison}"),
+            OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&comparison)?),
+        }
+        anyhow::ensure!(comparison.passed(), "a run timed out or failed its consistency checks");
+        return Ok(());
+    }
+    let mut config = args.config();
+    config.experiments = set;
+    let summary = simulate(config).await?;
     match args.output {
         OutputFormat::Text => print!("{summary}"),
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&summary)?),

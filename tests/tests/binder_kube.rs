@@ -636,6 +636,8 @@ async fn the_agent_runs_from_a_kubeconfig_and_shuts_down_gracefully() {
         api_timeout_ms: 5_000,
         policy: String::new(),
         seed: 0,
+        experiments_file: None,
+        experiments_reload_secs: 10,
         leader_elect: true,
         no_leader_elect: false,
         lease_namespace: None,

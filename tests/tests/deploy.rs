@@ -153,6 +153,12 @@ fn the<'a>(docs: &'a [Value], kind_: &str, name_: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {kind_} {name_} rendered"))
 }
 
+/// The experiments file as rendered (ConfigMap `binder-experiments`).
+fn experiments_file(docs: &[Value]) -> String {
+    let cm: ConfigMap = parse(the(docs, "ConfigMap", "binder-experiments"));
+    cm.data.unwrap()["experiments.yaml"].clone()
+}
+
 fn parse<T: DeserializeOwned>(obj: &Value) -> T {
     serde_json::from_value(obj.clone()).unwrap()
 }
@@ -325,6 +331,40 @@ fn the_tls_overlay_renders_and_wires_certificates_into_both_workloads() {
         data["BINDER_DECISION_DNS"],
         format!("placement-decision.{NAMESPACE}.svc:50051")
     );
+}
+
+/// The experiments file is mounted where `BINDER_EXPERIMENTS_FILE` points, parses as the binder
+/// parses it, and so do the examples in `deploy/experiments/`.
+#[test]
+fn the_experiments_file_is_mounted_where_the_binder_reads_it() {
+    let docs = rendered();
+    let config: ConfigMap = binder_config(&docs);
+    let data = config.data.unwrap();
+    let file = std::path::Path::new(&data["BINDER_EXPERIMENTS_FILE"]);
+    let binder: Deployment = parse(the(&docs, "Deployment", "placement-binder"));
+    let pod = binder.spec.unwrap().template.spec.unwrap();
+    let volume = pod
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.config_map.as_ref().is_some_and(|c| c.name == "binder-experiments"))
+        .expect("the experiments ConfigMap is a volume");
+    let mount = pod.containers[0]
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.name == volume.name)
+        .expect("the binder mounts it");
+    assert_eq!(file.parent().unwrap(), std::path::Path::new(&mount.mount_path));
+    assert_eq!(mount.read_only, Some(true));
+    let text = experiments_file(&docs);
+    assert_eq!(file.file_name().unwrap(), "experiments.yaml");
+    placement_binder::experiments::ExperimentSet::parse(&text).expect("the base experiments file parses");
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/experiments");
+    for entry in std::fs::read_dir(&examples).unwrap() {
+        let path = entry.unwrap().path();
+        placement_binder::experiments::ExperimentSet::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
 }
 
 #[test]
@@ -586,7 +626,7 @@ fn failed_scheduling_events(server: &FakeApiServer) -> Vec<k8s_openapi::api::eve
 /// leader election on, the lease in the pod's namespace) through every kind of write it makes:
 /// binds with Scheduled events, an unschedulable pod (status patch, FailedScheduling event, then
 /// the event series patch on a repeat), and the lease's create, renewals and release.
-async fn binder_requests(config: &BTreeMap<String, String>) -> Vec<RequestRecord> {
+async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -> Vec<RequestRecord> {
     let server = FakeApiServer::start().await;
     let scheduler = config["BINDER_SCHEDULER_NAME"].clone();
     server.create_node(node("n1", "1"));
@@ -622,6 +662,9 @@ async fn binder_requests(config: &BTreeMap<String, String>) -> Vec<RequestRecord
         ),
     )
     .unwrap();
+    // The rendered experiments file, where the Deployment mounts it.
+    let experiments_path = kubeconfig.with_extension("experiments.yaml");
+    std::fs::write(&experiments_path, experiments).unwrap();
     let http = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -646,6 +689,8 @@ async fn binder_requests(config: &BTreeMap<String, String>) -> Vec<RequestRecord
         api_timeout_ms: 5_000,
         policy: String::new(),
         seed: 0,
+        experiments_file: Some(experiments_path.clone()),
+        experiments_reload_secs: num("BINDER_EXPERIMENTS_RELOAD_SECS"),
         leader_elect: config["BINDER_LEADER_ELECT"] == "true",
         no_leader_elect: false,
         lease_namespace: None,
@@ -695,6 +740,7 @@ async fn binder_requests(config: &BTreeMap<String, String>) -> Vec<RequestRecord
     assert_eq!(lease, None, "the lease was released");
     let _ = stop_decisions.send(());
     let _ = std::fs::remove_file(kubeconfig);
+    let _ = std::fs::remove_file(experiments_path);
     let requests = server.requests();
     server.shutdown().await;
     requests
@@ -704,7 +750,7 @@ async fn binder_requests(config: &BTreeMap<String, String>) -> Vec<RequestRecord
 async fn binder_rbac_grants_exactly_the_calls_the_binder_makes() {
     let docs = rendered();
     let config: ConfigMap = binder_config(&docs);
-    let requests = binder_requests(&config.data.unwrap()).await;
+    let requests = binder_requests(&config.data.unwrap(), &experiments_file(&docs)).await;
     let accesses: BTreeSet<Access> = requests.iter().map(|r| access(&r.method, &r.path, r.watch)).collect();
 
     let grants = binder_grants(&docs);
