@@ -855,6 +855,16 @@ async fn submit(binder: Binder<SimCluster>, pods: Vec<PodInfo>, rate: Option<f64
 
 /// Runs a simulation to the end (every pending pod bound or unschedulable) or the timeout.
 pub async fn simulate(config: SimConfig) -> Result<Summary, SimError> {
+    Ok(run(config, false).await?.0)
+}
+
+/// [`simulate`], also returning every pod of the in-memory cluster as it ended (its node and the
+/// annotations its Binding set).
+pub async fn simulate_with_pods(config: SimConfig) -> Result<(Summary, Vec<PodRecord>), SimError> {
+    run(config, true).await
+}
+
+async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, Vec<PodRecord>), SimError> {
     let SimConfig {
         cluster,
         decision,
@@ -1049,7 +1059,12 @@ pub async fn simulate(config: SimConfig) -> Result<Summary, SimError> {
             })
             .collect();
     }
-    Ok(s)
+    let pods = if keep_pods {
+        store.pods.values().cloned().collect()
+    } else {
+        Vec::new()
+    };
+    Ok((s, pods))
 }
 
 fn read(path: &Path) -> Result<String, SimError> {
