@@ -107,11 +107,17 @@ pub async fn main(args: ExperimentsArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let base = args.url.trim_end_matches('/');
-    let url = match args.output {
+    print!("{}", fetch(&args.url, args.output).await?);
+    Ok(())
+}
+
+/// The per-arm comparison of the binder serving at `base_url` (its `/experiments`), as a text
+/// table or JSON.
+pub async fn fetch(base_url: &str, output: OutputFormat) -> anyhow::Result<String> {
+    let base = base_url.trim_end_matches('/');
+    let url = match output {
         OutputFormat::Text => format!("{base}/experiments"),
         OutputFormat::Json => format!("{base}/experiments?format=json"),
     };
-    print!("{}", get(&url).await?);
-    Ok(())
+    get(&url).await
 }

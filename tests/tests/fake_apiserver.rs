@@ -217,6 +217,48 @@ async fn binding_succeeds_once_then_conflicts() {
     assert_eq!(posts[1].body.as_ref().unwrap()["target"]["name"], "n1");
 }
 
+/// kube-apiserver's binding subresource (`setPodNodeAndMetadata` in
+/// pkg/registry/core/pod/storage/storage.go) copies the Binding's annotations onto the pod,
+/// overwriting a key the pod already has and keeping the others; the fake does the same.
+#[tokio::test]
+async fn binding_annotations_are_copied_onto_the_pod() {
+    let server = FakeApiServer::start().await;
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    let mut p = pod("p", None);
+    p.metadata.annotations = Some(
+        [
+            ("keep.example/x".to_string(), "1".to_string()),
+            ("placement.dev/arm".to_string(), "stale".to_string()),
+        ]
+        .into(),
+    );
+    let created = pods.create(&PostParams::default(), &p).await.unwrap();
+    let mut b = binding("p", "n1", created.metadata.uid.as_deref());
+    b.metadata.annotations = Some(
+        [
+            ("placement.dev/arm".to_string(), "candidate".to_string()),
+            ("placement.dev/policy".to_string(), "bin-packing".to_string()),
+        ]
+        .into(),
+    );
+    let ok: Status = pods
+        .create_subresource("binding", "p", &PostParams::default(), &b)
+        .await
+        .unwrap();
+    assert_eq!(ok.code, 201);
+    let bound = pods.get("p").await.unwrap();
+    assert_eq!(bound.spec.unwrap().node_name.as_deref(), Some("n1"));
+    assert_eq!(
+        bound.metadata.annotations.unwrap(),
+        [
+            ("keep.example/x".to_string(), "1".to_string()),
+            ("placement.dev/arm".to_string(), "candidate".to_string()),
+            ("placement.dev/policy".to_string(), "bin-packing".to_string()),
+        ]
+        .into()
+    );
+}
+
 #[tokio::test]
 async fn racing_bindings_have_exactly_one_winner() {
     let server = FakeApiServer::start().await;
