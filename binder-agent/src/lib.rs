@@ -6,6 +6,8 @@
 //! - [`queue`]: active, backoff and unschedulable queues, as kube-scheduler's.
 //! - [`replicas`]: decision replicas, balancing and ejection.
 //! - [`binder`]: the scheduling loop over a [`api::ClusterApi`].
+//! - [`experiments`]: the experiments file, pod selection and stable arm assignment;
+//!   [`routing`]: arms and shadow policies at run time and the per-arm record.
 //! - [`kube_api`], [`watch`], [`leader`], [`http`]: the Kubernetes side (writes, watches, leader
 //!   election, health and metrics endpoints), wired together by [`run`].
 

@@ -123,6 +123,7 @@ pub struct ExperimentMetrics {
     shadow_score: Family<ShadowArmLabels, FloatGauge>,
     nodes_used: Family<ArmLabels, Gauge>,
     utilization: Family<UtilizationLabels, FloatGauge>,
+    reloads: Family<ResultLabel, Counter>,
 }
 
 fn arm(experiment: &str, arm: &str) -> ArmLabels {
@@ -142,6 +143,7 @@ impl ExperimentMetrics {
             shadow_score: Family::default(),
             nodes_used: Family::default(),
             utilization: Family::default(),
+            reloads: Family::default(),
         }
     }
 
@@ -181,6 +183,21 @@ impl ExperimentMetrics {
             "Requested over allocatable of the nodes holding an arm's pods: mean and standard deviation",
             self.utilization.clone(),
         );
+        r.register(
+            "binder_experiments_reloads",
+            "Changed experiments files read while running, by result (ok, invalid)",
+            self.reloads.clone(),
+        );
+    }
+
+    /// Counts a reload of a changed experiments file (`ok` or `invalid`).
+    pub fn reload(&self, result: &'static str) {
+        self.reloads.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    /// Reloads with a result.
+    pub fn reloads_total(&self, result: &'static str) -> u64 {
+        self.reloads.get_or_create(&ResultLabel { result }).get()
     }
 
     /// Pods of an arm with a result.

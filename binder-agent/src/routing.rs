@@ -393,6 +393,18 @@ impl Experiments {
         self.replace(set)
     }
 
+    /// Makes a changed file's text live, counting the reload (`binder_experiments_reloads_total`);
+    /// on error the current routing stays.
+    pub fn reload_text(&self, text: &str) -> Result<(), RoutingError> {
+        let result = ExperimentSet::parse(text)
+            .map_err(RoutingError::from)
+            .and_then(|set| self.replace(set));
+        self.metrics
+            .experiments
+            .reload(if result.is_ok() { "ok" } else { "invalid" });
+        result
+    }
+
     fn arm<'a>(record: &'a mut Record, route: &Route, routing: &Routing) -> &'a mut ArmStats {
         let s = record.arms.entry(route.key()).or_default();
         if s.policy.is_empty() {

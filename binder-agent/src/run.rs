@@ -316,10 +316,7 @@ async fn reload_experiments(
             match std::fs::read_to_string(&path) {
                 Ok(text) if text == last => {}
                 Ok(text) => {
-                    let result = crate::experiments::ExperimentSet::parse(&text)
-                        .map_err(crate::routing::RoutingError::from)
-                        .and_then(|set| experiments.replace(set));
-                    match result {
+                    match experiments.reload_text(&text) {
                         Ok(()) => tracing::info!(file = %path.display(), "experiments reloaded"),
                         Err(e) => {
                             tracing::error!(file = %path.display(), error = %e, "experiments file invalid; keeping the running version")
@@ -599,6 +596,67 @@ mod tests {
             err.contains("--decision-tls-ca") && err.contains("/nonexistent/ca.pem"),
             "{err}"
         );
+    }
+
+    /// Editing the experiments file rolls a change forward (and back) while running; an invalid
+    /// edit keeps the running version.
+    #[tokio::test(start_paused = true)]
+    async fn the_experiments_file_is_reloaded_while_running() {
+        let dir = std::env::temp_dir().join(format!("placement-reload-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("experiments.yaml");
+        let v1 = "experiments: [{name: e, arms: [{name: a, weight: 1, policy: default}]}]";
+        std::fs::write(&path, v1).unwrap();
+        let (text, set) = read_experiments(&path).unwrap();
+        let pool = Arc::new(
+            ReplicaPool::new(
+                EndpointSource::Static(vec!["http://127.0.0.1:1".into()]),
+                ReplicaConfig::default(),
+            )
+            .unwrap(),
+        );
+        let metrics = Arc::new(BinderMetrics::new());
+        let experiments = Arc::new(crate::routing::Experiments::new(
+            crate::routing::Routing::build(set, pool, None).unwrap(),
+            Arc::clone(&metrics),
+        ));
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(reload_experiments(
+            Arc::clone(&experiments),
+            path.clone(),
+            text,
+            Duration::from_secs(10),
+            Shutdown(stopped),
+        ));
+        let policy = |e: &crate::routing::Experiments| e.current().set.experiments[0].arms[0].policy.clone();
+        assert_eq!(policy(&experiments), "default");
+
+        std::fs::write(&path, v1.replace("default", "bin-packing")).unwrap();
+        tokio::time::sleep(Duration::from_secs(11)).await;
+        assert_eq!(policy(&experiments), "bin-packing", "rolled forward");
+
+        std::fs::write(&path, "experiments: [{name: e, arms: []}]").unwrap();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(
+            policy(&experiments),
+            "bin-packing",
+            "an invalid file keeps the running version"
+        );
+
+        std::fs::write(&path, v1).unwrap();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(policy(&experiments), "default", "rolled back");
+        assert_eq!(
+            (
+                metrics.experiments.reloads_total("ok"),
+                metrics.experiments.reloads_total("invalid")
+            ),
+            (2, 1)
+        );
+
+        stop.send(true).unwrap();
+        task.await.unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
