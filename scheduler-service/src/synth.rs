@@ -661,7 +661,11 @@ pub fn cluster(shape: &ClusterShape, seed: u64) -> proto::Snapshot {
         bind_pods(shape, seed, index, &plan, &mut pods);
         nodes.push(n);
     }
-    proto::Snapshot { nodes, pods }
+    proto::Snapshot {
+        nodes,
+        pods,
+        ..Default::default()
+    }
 }
 
 /// Size classes of pending pods: (odds, cpu choices in millicores, memory choices in bytes).
@@ -820,6 +824,7 @@ fn pending_pod(rng: &mut Rng, flavor: Flavor) -> proto::Pod {
         node_selector,
         node_affinity,
         tolerations,
+        ..Default::default()
     }
 }
 
@@ -872,7 +877,7 @@ mod tests {
     }
 
     fn build(s: &proto::Snapshot) -> Snapshot {
-        let (nodes, pods) = convert::snapshot("snapshot", s).expect("generated snapshot is valid");
+        let (nodes, pods, _) = convert::snapshot("snapshot", s).expect("generated snapshot is valid");
         Snapshot::build(nodes, pods).expect("generated snapshot builds")
     }
 

@@ -9,10 +9,13 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::Instant;
 
+use super::interpod::{self, InterPodFilter};
 use super::model::{tolerated, HostPort, NodeSpec, PodSpec, Taint, TaintEffect, Toleration};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
 use super::resources::ResourceName;
 use super::snapshot::{image_hash, BoundPod, NodeEntry, NodeHot, NodeUsage, Snapshot, NODE_UNIQUE_LABELS};
+use super::spread::{self, SpreadFilter, SpreadScore};
+use super::topology::{DomainCounts, Existing};
 
 /// kube-scheduler's `MaxNodeScore`.
 pub const MAX_NODE_SCORE: i64 = 100;
@@ -38,6 +41,10 @@ pub enum Reason {
     TooManyPods,
     /// NodeResourcesFit: not enough of a resource.
     Insufficient(ResourceName),
+    /// PodTopologySpread: a DoNotSchedule constraint.
+    TopologySpread(spread::Violation),
+    /// InterPodAffinity: required affinity or anti-affinity.
+    InterPodAffinity(interpod::Violation),
 }
 
 impl fmt::Display for Reason {
@@ -50,6 +57,13 @@ impl fmt::Display for Reason {
             Self::NodePortsConflict => f.write_str("node(s) didn't have free ports for the requested pod ports"),
             Self::TooManyPods => f.write_str("Too many pods"),
             Self::Insufficient(r) => write!(f, "Insufficient {r}"),
+            Self::TopologySpread(spread::Violation::MissingLabel) => f.write_str(spread::MISSING_LABEL_REASON),
+            Self::TopologySpread(spread::Violation::Skew) => f.write_str(spread::CONSTRAINTS_REASON),
+            Self::InterPodAffinity(interpod::Violation::Affinity) => f.write_str(interpod::AFFINITY_REASON),
+            Self::InterPodAffinity(interpod::Violation::AntiAffinity) => f.write_str(interpod::ANTI_AFFINITY_REASON),
+            Self::InterPodAffinity(interpod::Violation::ExistingAntiAffinity) => {
+                f.write_str(interpod::EXISTING_ANTI_AFFINITY_REASON)
+            }
         }
     }
 }
@@ -182,7 +196,7 @@ impl Profile {
 }
 
 /// Maximum number of score plugins (one slot per [`ScorePlugin`]).
-const MAX_SCORES: usize = 5;
+const MAX_SCORES: usize = 7;
 
 /// A feasible node's scores: raw while evaluating, normalized after.
 #[derive(Debug, Clone, Copy)]
@@ -227,6 +241,69 @@ struct PodPlan<'a> {
     per_node: bool,
     /// Static predicates per node class (empty when `per_node`).
     class_evals: Vec<StaticEval>,
+    /// InterPodAffinity's and PodTopologySpread's state; `None` when neither has work.
+    topo: Option<Box<TopoState>>,
+}
+
+/// The topology plugins' PreFilter and PreScore state for one pod.
+#[derive(Debug, Default)]
+struct TopoState {
+    spread_filter: Option<SpreadFilter>,
+    interpod_filter: Option<InterPodFilter>,
+    interpod_score: Option<DomainCounts>,
+    spread_score: Option<SpreadScore>,
+}
+
+/// Whether the pod itself has inter-pod affinity or spreading (explicit or default) to evaluate.
+fn has_topology_terms(pod: &PodSpec) -> bool {
+    pod.has_pod_affinity()
+        || !pod.spread_constraints.is_empty()
+        || pod.default_spread_selector.as_ref().is_some_and(|s| !s.requirements.is_empty())
+}
+
+impl TopoState {
+    /// PreFilter and PreScore of both plugins for `plan`'s pod, with `placed` already on their
+    /// nodes; `None` (at no cost) when neither the pod nor any existing pod has such terms.
+    fn build(profile: &Profile, snapshot: &Snapshot, placed: &[(usize, &PodSpec)], plan: &PodPlan<'_>) -> Option<Box<Self>> {
+        let pod = plan.pod;
+        let existing = Existing { snapshot, placed };
+        if !has_topology_terms(pod) && !existing.any_affinity() {
+            return None;
+        }
+        let policy = &profile.policy;
+        let statics = |i: usize| {
+            let se = plan.static_at(snapshot, i);
+            (se.mismatched, se.untolerated)
+        };
+        let scored = |p: ScorePlugin| profile.score_plugins.iter().any(|(x, _)| *x == p);
+        let state = TopoState {
+            spread_filter: if policy.filters.contains(&FilterPlugin::PodTopologySpread) {
+                SpreadFilter::new(&existing, pod, &policy.pod_topology_spread, &statics)
+            } else {
+                None
+            },
+            interpod_filter: if policy.filters.contains(&FilterPlugin::InterPodAffinity) {
+                InterPodFilter::new(&existing, pod)
+            } else {
+                None
+            },
+            interpod_score: if scored(ScorePlugin::InterPodAffinity) {
+                interpod::score_state(&existing, pod, &policy.inter_pod_affinity)
+            } else {
+                None
+            },
+            spread_score: if scored(ScorePlugin::PodTopologySpread) {
+                SpreadScore::new(pod, &policy.pod_topology_spread)
+            } else {
+                None
+            },
+        };
+        let idle = state.spread_filter.is_none()
+            && state.interpod_filter.is_none()
+            && state.interpod_score.is_none()
+            && state.spread_score.is_none();
+        (!idle).then(|| Box::new(state))
+    }
 }
 
 /// Whether two pods ask the same of nodes: equal requests, node name, selectors, affinity,
@@ -263,7 +340,13 @@ fn mix(mut z: u64) -> u64 {
 }
 
 impl<'a> PodPlan<'a> {
-    fn new(profile: &Profile, snapshot: &Snapshot, pod: &'a PodSpec, seed: u64) -> Self {
+    fn new(
+        profile: &Profile,
+        snapshot: &Snapshot,
+        pod: &'a PodSpec,
+        seed: u64,
+        placed: &[(usize, &PodSpec)],
+    ) -> Self {
         let fit_requests = profile
             .fit_resources
             .iter()
@@ -304,11 +387,22 @@ impl<'a> PodPlan<'a> {
             tie_seed: Self::tie_seed_for(seed, pod),
             per_node,
             class_evals: Vec::new(),
+            topo: None,
         };
         if !per_node {
             plan.class_evals = snapshot.classes().iter().map(|c| plan.static_eval(c)).collect();
         }
+        plan.topo = TopoState::build(profile, snapshot, placed, &plan);
         plan
+    }
+
+    /// The static predicates on the node at index `i` of the snapshot.
+    fn static_at(&self, snapshot: &Snapshot, i: usize) -> StaticEval {
+        if self.per_node {
+            self.static_eval(&snapshot.nodes()[i].spec)
+        } else {
+            self.class_evals[snapshot.hot()[i].class as usize]
+        }
     }
 
     /// The static predicates on one node (or a node class's view of its nodes).
@@ -338,6 +432,7 @@ impl<'a> PodPlan<'a> {
 /// The node as one evaluation sees it: its hot fields, and the entry and detailed usage for the
 /// rare checks that need them (host ports, extended resources, a pinned node name).
 struct NodeView<'n> {
+    index: usize,
     hot: &'n NodeHot,
     entry: &'n NodeEntry,
     usage: &'n NodeUsage,
@@ -388,6 +483,28 @@ fn run_filter(
             }
         }
         FilterPlugin::NodeResourcesFit => return fits(pod, node, report),
+        FilterPlugin::PodTopologySpread => {
+            if let Some(v) = plan
+                .topo
+                .as_ref()
+                .and_then(|t| t.spread_filter.as_ref())
+                .and_then(|f| f.check(node.index))
+            {
+                report(Reason::TopologySpread(v));
+                return false;
+            }
+        }
+        FilterPlugin::InterPodAffinity => {
+            if let Some(v) = plan
+                .topo
+                .as_ref()
+                .and_then(|t| t.interpod_filter.as_ref())
+                .and_then(|f| f.check(node.index))
+            {
+                report(Reason::InterPodAffinity(v));
+                return false;
+            }
+        }
     }
     true
 }
@@ -671,6 +788,9 @@ impl<'s> BatchUsage<'s> {
             non_zero_cpu: pod.non_zero_requests.milli_cpu,
             non_zero_memory: pod.non_zero_requests.memory,
             host_ports: pod.host_ports.clone(),
+            namespace: std::sync::Arc::from(""),
+            labels: Default::default(),
+            affinity: None,
         };
         let usage = &mut self.changed[self.slot[i] as usize];
         usage.add(&bound);
@@ -739,6 +859,10 @@ pub struct Evaluator<'a> {
     image_sums: Vec<i64>,
     /// The maxima the last normalization used, per score slot.
     norm_max: [i64; MAX_SCORES],
+    /// The minima the last normalization used, per score slot (InterPodAffinity, PodTopologySpread).
+    norm_min: [i64; MAX_SCORES],
+    /// Whether InterPodAffinity and PodTopologySpread scored the current pod (PreScore not skipped).
+    topo_active: (bool, bool),
     /// Whether Schedule re-scores only the node that changed for a pod identical to the one before.
     reuse: bool,
 }
@@ -752,6 +876,8 @@ impl<'a> Evaluator<'a> {
             candidates: Vec::with_capacity(snapshot.nodes().len()),
             image_sums: Vec::new(),
             norm_max: [0; MAX_SCORES],
+            norm_min: [0; MAX_SCORES],
+            topo_active: (false, false),
             reuse: true,
         }
     }
@@ -788,6 +914,7 @@ impl<'a> Evaluator<'a> {
         &mut self,
         plan: &PodPlan<'_>,
         usage: &BatchUsage<'_>,
+        placed: &[(usize, &PodSpec)],
         deadline: Deadline,
         on_reject: &mut impl FnMut(usize, FilterPlugin, Reason),
     ) -> Result<(), ()> {
@@ -805,8 +932,40 @@ impl<'a> Evaluator<'a> {
             }
         }
         self.image_sums(plan, -1);
+        self.topo_scores(plan, placed);
         self.normalize();
         Ok(())
+    }
+
+    /// PodTopologySpread's raw scores, which depend on the set of feasible nodes, and which of the
+    /// topology plugins score this pod.
+    fn topo_scores(&mut self, plan: &PodPlan<'_>, placed: &[(usize, &PodSpec)]) {
+        let topo = plan.topo.as_deref();
+        let interpod = topo.is_some_and(|t| t.interpod_score.is_some());
+        let spread_score = topo.and_then(|t| t.spread_score.as_ref());
+        self.topo_active = (interpod, spread_score.is_some() && !self.candidates.is_empty());
+        let (Some(score), Some(slot)) = (
+            spread_score,
+            self.profile
+                .score_plugins
+                .iter()
+                .position(|(p, _)| *p == ScorePlugin::PodTopologySpread),
+        ) else {
+            return;
+        };
+        if self.candidates.is_empty() || slot >= MAX_SCORES {
+            return;
+        }
+        let snapshot = self.snapshot;
+        let statics = |i: usize| {
+            let se = plan.static_at(snapshot, i);
+            (se.mismatched, se.untolerated)
+        };
+        let nodes: Vec<usize> = self.candidates.iter().map(|c| c.index as usize).collect();
+        let raw = score.scores(&Existing { snapshot, placed }, plan.pod, &nodes, &statics);
+        for (c, r) in self.candidates.iter_mut().zip(raw) {
+            c.raw[slot] = r;
+        }
     }
 
     /// Filters one node and computes its raw scores; `None` when a filter rejects it.
@@ -827,6 +986,7 @@ impl<'a> Evaluator<'a> {
             plan.class_evals[h.class as usize]
         };
         let node = NodeView {
+            index: i,
             hot: h,
             entry,
             usage: usage.get(i),
@@ -847,6 +1007,13 @@ impl<'a> Evaluator<'a> {
                 ScorePlugin::NodeAffinity => se.affinity_weight,
                 ScorePlugin::TaintToleration => se.prefer_taints,
                 ScorePlugin::ImageLocality => image_score(plan, self.image_sums.get(i).copied().unwrap_or(0)),
+                ScorePlugin::InterPodAffinity => plan
+                    .topo
+                    .as_ref()
+                    .and_then(|t| t.interpod_score.as_ref())
+                    .map_or(0, |s| s.sum(i)),
+                // Filled in after filtering: it depends on the feasible nodes.
+                ScorePlugin::PodTopologySpread => 0,
             };
         }
         Some(Candidate {
@@ -899,18 +1066,25 @@ impl<'a> Evaluator<'a> {
                 _ => None,
             };
             let max = self.norm_max[slot];
-            c.scores[slot] = match reverse {
+            let min = self.norm_min[slot];
+            c.scores[slot] = match plugin {
+                ScorePlugin::InterPodAffinity if self.topo_active.0 => interpod::normalize(c.raw[slot], min, max),
+                ScorePlugin::PodTopologySpread if self.topo_active.1 => spread::normalize(c.raw[slot], min, max),
+                ScorePlugin::InterPodAffinity => c.raw[slot],
+                ScorePlugin::PodTopologySpread => 0,
+                _ => match reverse {
                 None => c.raw[slot],
                 Some(true) if max == 0 => MAX_NODE_SCORE,
                 Some(false) if max == 0 => c.raw[slot],
-                Some(reverse) => {
-                    let s = MAX_NODE_SCORE * c.raw[slot] / max;
-                    if reverse {
-                        MAX_NODE_SCORE - s
-                    } else {
-                        s
+                    Some(reverse) => {
+                        let s = MAX_NODE_SCORE * c.raw[slot] / max;
+                        if reverse {
+                            MAX_NODE_SCORE - s
+                        } else {
+                            s
+                        }
                     }
-                }
+                },
             };
             total += c.scores[slot] * weight;
         }
@@ -921,12 +1095,26 @@ impl<'a> Evaluator<'a> {
     /// then the weighted totals.
     fn normalize(&mut self) {
         let mut max = [0i64; MAX_SCORES];
+        let mut min = [0i64; MAX_SCORES];
         for (slot, (plugin, _)) in self.profile.score_plugins.iter().enumerate().take(MAX_SCORES) {
-            if matches!(plugin, ScorePlugin::NodeAffinity | ScorePlugin::TaintToleration) {
-                max[slot] = self.candidates.iter().map(|c| c.raw[slot]).max().unwrap_or(0);
+            match plugin {
+                ScorePlugin::NodeAffinity | ScorePlugin::TaintToleration => {
+                    max[slot] = self.candidates.iter().map(|c| c.raw[slot]).max().unwrap_or(0);
+                }
+                ScorePlugin::InterPodAffinity if self.topo_active.0 => {
+                    max[slot] = self.candidates.iter().map(|c| c.raw[slot]).max().unwrap_or(0);
+                    min[slot] = self.candidates.iter().map(|c| c.raw[slot]).min().unwrap_or(0);
+                }
+                ScorePlugin::PodTopologySpread if self.topo_active.1 => {
+                    let kept = || self.candidates.iter().map(|c| c.raw[slot]).filter(|r| *r != spread::IGNORED);
+                    max[slot] = kept().max().unwrap_or(0).max(0);
+                    min[slot] = kept().min().unwrap_or(i64::MAX);
+                }
+                _ => {}
             }
         }
         self.norm_max = max;
+        self.norm_min = min;
         let mut candidates = std::mem::take(&mut self.candidates);
         for c in &mut candidates {
             self.normalize_one(c);
@@ -936,11 +1124,11 @@ impl<'a> Evaluator<'a> {
 
     /// Ranks every node for one pod: the `top_k` best feasible nodes (0 for all) and every rejected node.
     pub fn rank(&mut self, pod: &PodSpec, top_k: usize, seed: u64, deadline: Deadline) -> Result<Ranking, EvalError> {
-        let plan = PodPlan::new(self.profile, self.snapshot, pod, seed);
+        let plan = PodPlan::new(self.profile, self.snapshot, pod, seed, &[]);
         let usage = BatchUsage::new(self.snapshot);
         // Rejections are recorded by node index and reason; names are built once, at the end.
         let mut rejected: Vec<(u32, FilterPlugin, Reason)> = Vec::new();
-        self.evaluate(&plan, &usage, deadline, &mut |i, plugin, reason| {
+        self.evaluate(&plan, &usage, &[], deadline, &mut |i, plugin, reason| {
             rejected.push((i as u32, plugin, reason));
         })
         .map_err(|()| EvalError::DeadlineExceeded { done: 0, total: 1 })?;
@@ -1015,6 +1203,8 @@ impl<'a> Evaluator<'a> {
         let mut plan: Option<(usize, PodPlan<'_>)> = None;
         let mut changed: Option<usize> = None;
         let policy_seed = seed ^ self.profile.policy.seed;
+        // Pods placed so far in this batch, for the topology plugins.
+        let mut placed: Vec<(usize, &PodSpec)> = Vec::new();
         for (done, pod) in pods.iter().enumerate() {
             let timeout = EvalError::DeadlineExceeded {
                 done,
@@ -1026,7 +1216,16 @@ impl<'a> Evaluator<'a> {
             let reused = match plan.as_mut() {
                 Some((p, current)) if self.reuse && same_constraints(&pods[*p], pod) => {
                     current.tie_seed = PodPlan::tie_seed_for(policy_seed, pod);
-                    if let Some(x) = changed.take() {
+                    current.pod = pod;
+                    let had_topo = current.topo.is_some();
+                    current.topo = TopoState::build(self.profile, self.snapshot, &placed, current);
+                    if had_topo || current.topo.is_some() {
+                        // Inter-pod terms and spreading see every placement: evaluate afresh,
+                        // keeping the per-class static predicates.
+                        self.evaluate(current, &usage, &placed, deadline, &mut |_, _, _| {})
+                            .map_err(|()| timeout.clone())?;
+                        changed = None;
+                    } else if let Some(x) = changed.take() {
                         self.update_placed(current, &usage, x);
                     }
                     true
@@ -1034,10 +1233,10 @@ impl<'a> Evaluator<'a> {
                 _ => false,
             };
             if !reused {
-                let fresh = PodPlan::new(self.profile, self.snapshot, pod, seed);
+                let fresh = PodPlan::new(self.profile, self.snapshot, pod, seed, &placed);
                 // Most pods fit somewhere, so reasons are only gathered (in a second pass, from
                 // the same usage) for a pod that fits nowhere.
-                self.evaluate(&fresh, &usage, deadline, &mut |_, _, _| {})
+                self.evaluate(&fresh, &usage, &placed, deadline, &mut |_, _, _| {})
                     .map_err(|()| timeout.clone())?;
                 plan = Some((done, fresh));
                 changed = None;
@@ -1051,6 +1250,7 @@ impl<'a> Evaluator<'a> {
                 self.evaluate(
                     plan,
                     &usage,
+                    &placed,
                     deadline,
                     &mut |_, _, r| match reasons.iter_mut().find(|(x, _)| *x == r) {
                         Some((_, n)) => *n += 1,
@@ -1073,6 +1273,7 @@ impl<'a> Evaluator<'a> {
                         feasible: self.candidates.len(),
                     });
                     usage.assume(i, pod);
+                    placed.push((i, pod));
                     changed = Some(i);
                 }
                 None => out.push(Decision::Unschedulable(Diagnosis {

@@ -426,13 +426,15 @@ fn totals_weigh_each_plugin_with_the_default_weights() {
                 (S::TaintToleration, 3),
                 (S::NodeAffinity, 2),
                 (S::NodeResourcesFit, 1),
+                (S::PodTopologySpread, 2),
+                (S::InterPodAffinity, 2),
                 (S::NodeResourcesBalancedAllocation, 1),
                 (S::ImageLocality, 1)
             ]
         );
     }
-    // plain: taint 100×3, affinity 0×2, fit 37, balanced 87, image 0 = 424.
-    // tainted: taint 0×3, affinity 100×2, fit 37, balanced 87, image 0 = 324.
+    // plain: taint 100×3, affinity 0×2, fit 37, spread 0, inter-pod 0, balanced 87, image 0 = 424.
+    // tainted: taint 0×3, affinity 100×2, fit 37, spread 0, inter-pod 0, balanced 87, image 0 = 324.
     let totals: Vec<(String, i64)> = r.feasible.iter().map(|n| (n.node.clone(), n.total)).collect();
     assert_eq!(totals, [("plain".into(), 424), ("tainted".into(), 324)]);
 }

@@ -5,15 +5,19 @@
 //! - [`snapshot`]: the cluster with per-node usage, copy-on-write deltas.
 //! - [`policy`]: which plugins run with which weights; [`policy_config`]: policy files (ours and
 //!   kube-scheduler's `KubeSchedulerConfiguration`) mapped to policies.
+//! - [`interpod`], [`spread`] and [`topology`]: InterPodAffinity and PodTopologySpread.
 //! - [`framework`]: filter, score, normalize and pick, as kube-scheduler does.
 
 pub mod framework;
+pub mod interpod;
 pub mod model;
 pub mod policy;
 pub mod policy_config;
 pub mod quantity;
 pub mod resources;
 pub mod snapshot;
+pub mod spread;
+pub mod topology;
 
 pub use framework::{Deadline, Decision, Diagnosis, EvalError, Evaluator, Profile, Ranking, Reason};
 pub use policy::Policy;

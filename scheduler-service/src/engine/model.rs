@@ -194,6 +194,138 @@ impl HostPort {
     }
 }
 
+/// A Kubernetes label selector (`metav1.LabelSelector`): requirements ANDed, `matchLabels` as
+/// `In` with one value. An empty selector matches everything.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LabelSelector {
+    /// Requirements (only In, NotIn, Exists and DoesNotExist).
+    pub requirements: Vec<Requirement>,
+}
+
+impl LabelSelector {
+    /// A selector of exact label values (`matchLabels`).
+    pub fn from_labels<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        Self {
+            requirements: pairs
+                .into_iter()
+                .map(|(k, v)| Requirement {
+                    key: k.to_string(),
+                    op: SelectorOp::In(vec![v.to_string()]),
+                })
+                .collect(),
+        }
+    }
+
+    /// Whether the labels satisfy every requirement.
+    pub fn matches(&self, labels: &Labels) -> bool {
+        self.requirements
+            .iter()
+            .all(|r| r.matches(labels.get(&r.key).map(String::as_str)))
+    }
+}
+
+/// Whether an optional selector matches: `None` (a nil selector) matches nothing, as
+/// `metav1.LabelSelectorAsSelector(nil)` does.
+pub fn selector_matches(selector: Option<&LabelSelector>, labels: &Labels) -> bool {
+    selector.is_some_and(|s| s.matches(labels))
+}
+
+/// A pod (anti-)affinity term (`v1.PodAffinityTerm`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PodAffinityTerm {
+    /// labelSelector; `None` matches no pod.
+    pub selector: Option<LabelSelector>,
+    /// namespaces.
+    pub namespaces: Vec<String>,
+    /// namespaceSelector; `None` selects no namespace, an empty one every namespace.
+    pub namespace_selector: Option<LabelSelector>,
+    /// topologyKey.
+    pub topology_key: String,
+}
+
+impl PodAffinityTerm {
+    /// kube-scheduler's `AffinityTerm.Matches` for a term of a pod in `owner_ns`: the other pod's
+    /// namespace is one of the term's (the owner's own when none is named and there is no
+    /// namespace selector) or its labels `ns_labels` (`None`: unknown namespace) match the
+    /// namespace selector, and its labels match the label selector.
+    pub fn matches(&self, owner_ns: &str, pod_ns: &str, pod_labels: &Labels, ns_labels: Option<&Labels>) -> bool {
+        let in_list = if self.namespaces.is_empty() && self.namespace_selector.is_none() {
+            owner_ns == pod_ns
+        } else {
+            self.namespaces.iter().any(|n| n == pod_ns)
+        };
+        let by_selector = || match (&self.namespace_selector, ns_labels) {
+            (Some(sel), Some(labels)) => sel.matches(labels),
+            _ => false,
+        };
+        (in_list || by_selector()) && selector_matches(self.selector.as_ref(), pod_labels)
+    }
+}
+
+/// A weighted pod (anti-)affinity term.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WeightedPodAffinityTerm {
+    /// 1 to 100.
+    pub weight: i64,
+    /// The term.
+    pub term: PodAffinityTerm,
+}
+
+/// `spec.affinity.podAffinity` or `podAntiAffinity`: required and preferred terms.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PodAffinityTerms {
+    /// requiredDuringSchedulingIgnoredDuringExecution.
+    pub required: Vec<PodAffinityTerm>,
+    /// preferredDuringSchedulingIgnoredDuringExecution.
+    pub preferred: Vec<WeightedPodAffinityTerm>,
+}
+
+impl PodAffinityTerms {
+    /// True when there is no term.
+    pub fn is_empty(&self) -> bool {
+        self.required.is_empty() && self.preferred.is_empty()
+    }
+}
+
+/// What a topology spread constraint does when it cannot be satisfied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WhenUnsatisfiable {
+    /// A filter: nodes that would break maxSkew are rejected.
+    DoNotSchedule,
+    /// A score: nodes that reduce the skew are preferred.
+    ScheduleAnyway,
+}
+
+/// A topology spread constraint's node inclusion policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NodeInclusionPolicy {
+    /// Only nodes passing the pod's node affinity (or tolerating the taints) count.
+    Honor,
+    /// Every node counts.
+    Ignore,
+}
+
+/// A topology spread constraint (`v1.TopologySpreadConstraint`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpreadConstraint {
+    /// maxSkew (at least 1).
+    pub max_skew: i32,
+    /// topologyKey.
+    pub topology_key: String,
+    /// whenUnsatisfiable.
+    pub when_unsatisfiable: WhenUnsatisfiable,
+    /// labelSelector; `None` matches no pod.
+    pub selector: Option<LabelSelector>,
+    /// minDomains (1 when unset).
+    pub min_domains: i32,
+    /// nodeAffinityPolicy (Honor when unset).
+    pub node_affinity_policy: NodeInclusionPolicy,
+    /// nodeTaintsPolicy (Ignore when unset).
+    pub node_taints_policy: NodeInclusionPolicy,
+    /// matchLabelKeys.
+    pub match_label_keys: Vec<String>,
+}
+
 /// A pod as the engine sees it: identity, effective requests and placement constraints.
 #[derive(Debug, Clone, Default)]
 pub struct PodSpec {
@@ -225,6 +357,14 @@ pub struct PodSpec {
     pub host_ports: Vec<HostPort>,
     /// Normalized image names of init containers and containers, in order.
     pub images: Vec<String>,
+    /// spec.affinity.podAffinity.
+    pub pod_affinity: PodAffinityTerms,
+    /// spec.affinity.podAntiAffinity.
+    pub pod_anti_affinity: PodAffinityTerms,
+    /// spec.topologySpreadConstraints.
+    pub spread_constraints: Vec<SpreadConstraint>,
+    /// The selector of the default spreading (from the workloads selecting the pod), if any.
+    pub default_spread_selector: Option<LabelSelector>,
 }
 
 impl PodSpec {
@@ -240,6 +380,11 @@ impl PodSpec {
                 .required_affinity
                 .as_ref()
                 .is_none_or(|terms| terms.iter().any(|t| t.matches(node)))
+    }
+
+    /// Whether the pod has any pod affinity or anti-affinity term.
+    pub fn has_pod_affinity(&self) -> bool {
+        !self.pod_affinity.is_empty() || !self.pod_anti_affinity.is_empty()
     }
 
     /// `namespace/name`, as kube-scheduler names pods in messages.

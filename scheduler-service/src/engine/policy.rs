@@ -22,6 +22,10 @@ pub enum FilterPlugin {
     NodePorts,
     /// Rejects nodes without room for the pod's requests or another pod.
     NodeResourcesFit,
+    /// Rejects nodes that would break a DoNotSchedule topology spread constraint.
+    PodTopologySpread,
+    /// Rejects nodes breaking required pod affinity or anti-affinity (the pod's or existing pods').
+    InterPodAffinity,
 }
 
 impl FilterPlugin {
@@ -49,6 +53,8 @@ impl FilterPlugin {
             Self::NodeAffinity => "NodeAffinity",
             Self::NodePorts => "NodePorts",
             Self::NodeResourcesFit => "NodeResourcesFit",
+            Self::PodTopologySpread => "PodTopologySpread",
+            Self::InterPodAffinity => "InterPodAffinity",
         }
     }
 }
@@ -66,6 +72,10 @@ pub enum ScorePlugin {
     NodeResourcesBalancedAllocation,
     /// Prefers nodes that already have the pod's images.
     ImageLocality,
+    /// Prefers nodes whose domains have fewer pods matching ScheduleAnyway (or default) constraints.
+    PodTopologySpread,
+    /// Prefers nodes by preferred pod (anti-)affinity, both the pod's and existing pods'.
+    InterPodAffinity,
 }
 
 impl ScorePlugin {
@@ -91,6 +101,8 @@ impl ScorePlugin {
             Self::NodeResourcesFit => "NodeResourcesFit",
             Self::NodeResourcesBalancedAllocation => "NodeResourcesBalancedAllocation",
             Self::ImageLocality => "ImageLocality",
+            Self::PodTopologySpread => "PodTopologySpread",
+            Self::InterPodAffinity => "InterPodAffinity",
         }
     }
 }
@@ -147,6 +159,86 @@ pub struct WeightedScore {
     pub weight: i64,
 }
 
+/// kube-scheduler's `InterPodAffinityArgs`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct InterPodAffinityArgs {
+    /// Score weight of an existing pod's required affinity term the incoming pod matches (0 to 100).
+    pub hard_pod_affinity_weight: i64,
+    /// Skip existing pods' preferred terms when the incoming pod has no preferred terms.
+    pub ignore_preferred_terms_of_existing_pods: bool,
+}
+
+impl Default for InterPodAffinityArgs {
+    fn default() -> Self {
+        Self {
+            hard_pod_affinity_weight: 1,
+            ignore_preferred_terms_of_existing_pods: false,
+        }
+    }
+}
+
+/// How PodTopologySpread finds constraints for pods that have none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DefaultingType {
+    /// kube-scheduler's system defaults: zone maxSkew 5 and hostname maxSkew 3, ScheduleAnyway.
+    System,
+    /// The `default_constraints` of the args.
+    List,
+}
+
+/// A default topology spread constraint (no selector: the pod's workload selector is used).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DefaultConstraint {
+    /// maxSkew.
+    pub max_skew: i32,
+    /// topologyKey.
+    pub topology_key: String,
+    /// "DoNotSchedule" or "ScheduleAnyway".
+    pub when_unsatisfiable: String,
+}
+
+/// kube-scheduler's `PodTopologySpreadArgs`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PodTopologySpreadArgs {
+    /// Constraints for pods without any, when `defaulting_type` is List.
+    pub default_constraints: Vec<DefaultConstraint>,
+    /// System (kube-scheduler's default) or List.
+    pub defaulting_type: DefaultingType,
+}
+
+impl Default for PodTopologySpreadArgs {
+    fn default() -> Self {
+        Self {
+            default_constraints: Vec::new(),
+            defaulting_type: DefaultingType::System,
+        }
+    }
+}
+
+impl PodTopologySpreadArgs {
+    /// The default constraints in force: kube-scheduler's system ones or the listed ones.
+    pub fn effective_defaults(&self) -> Vec<DefaultConstraint> {
+        match self.defaulting_type {
+            DefaultingType::List => self.default_constraints.clone(),
+            DefaultingType::System => vec![
+                DefaultConstraint {
+                    max_skew: 3,
+                    topology_key: "kubernetes.io/hostname".into(),
+                    when_unsatisfiable: "ScheduleAnyway".into(),
+                },
+                DefaultConstraint {
+                    max_skew: 5,
+                    topology_key: "topology.kubernetes.io/zone".into(),
+                    when_unsatisfiable: "ScheduleAnyway".into(),
+                },
+            ],
+        }
+    }
+}
+
 /// A named scheduling policy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Policy {
@@ -166,6 +258,12 @@ pub struct Policy {
     pub balanced_resources: Vec<ResourceWeight>,
     /// Seed of the tie-break hash, mixed with the request's seed.
     pub seed: u64,
+    /// InterPodAffinity's arguments.
+    #[serde(default)]
+    pub inter_pod_affinity: InterPodAffinityArgs,
+    /// PodTopologySpread's arguments.
+    #[serde(default)]
+    pub pod_topology_spread: PodTopologySpreadArgs,
 }
 
 /// Why a policy cannot be used.
@@ -191,6 +289,16 @@ pub enum PolicyError {
         policy: String,
         /// What is wrong.
         reason: &'static str,
+    },
+    /// A plugin's arguments are invalid.
+    #[error("policy {policy}: {field}: {reason}")]
+    BadArgs {
+        /// Policy name.
+        policy: String,
+        /// The argument.
+        field: &'static str,
+        /// What is wrong.
+        reason: String,
     },
     /// A plugin is listed twice.
     #[error("policy {policy}: plugin {plugin} is listed more than once")]
@@ -218,7 +326,8 @@ fn cpu_memory() -> Vec<ResourceWeight> {
 impl Policy {
     /// kube-scheduler v1's default profile, limited to the plugins this engine implements, with
     /// its default weights (TaintToleration 3, NodeAffinity 2, NodeResourcesFit 1,
-    /// NodeResourcesBalancedAllocation 1, ImageLocality 1) and LeastAllocated.
+    /// PodTopologySpread 2, InterPodAffinity 2, NodeResourcesBalancedAllocation 1,
+    /// ImageLocality 1) and LeastAllocated.
     pub fn kube_default() -> Self {
         use FilterPlugin as F;
         use ScorePlugin as S;
@@ -233,6 +342,8 @@ impl Policy {
                 F::NodeAffinity,
                 F::NodePorts,
                 F::NodeResourcesFit,
+                F::PodTopologySpread,
+                F::InterPodAffinity,
             ],
             scores: vec![
                 WeightedScore {
@@ -248,6 +359,14 @@ impl Policy {
                     weight: 1,
                 },
                 WeightedScore {
+                    plugin: S::PodTopologySpread,
+                    weight: 2,
+                },
+                WeightedScore {
+                    plugin: S::InterPodAffinity,
+                    weight: 2,
+                },
+                WeightedScore {
                     plugin: S::NodeResourcesBalancedAllocation,
                     weight: 1,
                 },
@@ -260,6 +379,8 @@ impl Policy {
             fit_resources: cpu_memory(),
             balanced_resources: cpu_memory(),
             seed: 0,
+            inter_pod_affinity: InterPodAffinityArgs::default(),
+            pod_topology_spread: PodTopologySpreadArgs::default(),
         }
     }
 
@@ -338,6 +459,42 @@ impl Policy {
                 return Err(bad_weight(format!("resource {}", r.name), r.weight));
             }
         }
+        if !(0..=100).contains(&self.inter_pod_affinity.hard_pod_affinity_weight) {
+            return Err(PolicyError::BadArgs {
+                policy: self.name.clone(),
+                field: "interPodAffinity.hardPodAffinityWeight",
+                reason: "must be within 0..=100".into(),
+            });
+        }
+        let spread = &self.pod_topology_spread;
+        if spread.defaulting_type == DefaultingType::System && !spread.default_constraints.is_empty() {
+            return Err(PolicyError::BadArgs {
+                policy: self.name.clone(),
+                field: "podTopologySpread.defaultConstraints",
+                reason: "must be empty with defaultingType System".into(),
+            });
+        }
+        for c in &spread.default_constraints {
+            let reason = if c.max_skew < 1 {
+                Some(format!("maxSkew must be at least 1, got {}", c.max_skew))
+            } else if c.topology_key.is_empty() {
+                Some("topologyKey must not be empty".to_string())
+            } else if !matches!(c.when_unsatisfiable.as_str(), "DoNotSchedule" | "ScheduleAnyway") {
+                Some(format!(
+                    "whenUnsatisfiable must be DoNotSchedule or ScheduleAnyway, got {:?}",
+                    c.when_unsatisfiable
+                ))
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                return Err(PolicyError::BadArgs {
+                    policy: self.name.clone(),
+                    field: "podTopologySpread.defaultConstraints",
+                    reason,
+                });
+            }
+        }
         if let ScoringStrategy::RequestedToCapacityRatio { shape } = &self.scoring_strategy {
             let bad = |reason| PolicyError::BadShape {
                 policy: self.name.clone(),
@@ -383,6 +540,16 @@ mod tests {
         assert_eq!(p.weight(ScorePlugin::NodeResourcesFit), Some(1));
         assert_eq!(p.weight(ScorePlugin::NodeResourcesBalancedAllocation), Some(1));
         assert_eq!(p.weight(ScorePlugin::ImageLocality), Some(1));
+        assert_eq!(p.weight(ScorePlugin::PodTopologySpread), Some(2));
+        assert_eq!(p.weight(ScorePlugin::InterPodAffinity), Some(2));
+        assert_eq!(p.inter_pod_affinity.hard_pod_affinity_weight, 1);
+        assert!(!p.inter_pod_affinity.ignore_preferred_terms_of_existing_pods);
+        assert_eq!(p.pod_topology_spread.defaulting_type, DefaultingType::System);
+        assert_eq!(
+            p.filters[p.filters.len() - 2..],
+            [FilterPlugin::PodTopologySpread, FilterPlugin::InterPodAffinity],
+            "kube-scheduler runs them after NodeResourcesFit"
+        );
         assert_eq!(p.scoring_strategy, ScoringStrategy::LeastAllocated);
     }
 

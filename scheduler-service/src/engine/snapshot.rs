@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use super::model::{HostPort, NodeSpec, PodSpec};
+use super::model::{HostPort, Labels, NodeSpec, PodAffinityTerms, PodSpec};
 use super::resources::Resources;
 
 /// The resources that the pods bound to a node use.
@@ -67,6 +67,12 @@ pub struct BoundPod {
     pub non_zero_memory: i64,
     /// Host ports.
     pub host_ports: Vec<HostPort>,
+    /// metadata.namespace.
+    pub namespace: Arc<str>,
+    /// metadata.labels.
+    pub labels: Arc<Labels>,
+    /// Pod affinity and anti-affinity terms, when the pod has any.
+    pub affinity: Option<Arc<(PodAffinityTerms, PodAffinityTerms)>>,
 }
 
 impl BoundPod {
@@ -79,11 +85,23 @@ impl BoundPod {
             non_zero_cpu: pod.non_zero_requests.milli_cpu,
             non_zero_memory: pod.non_zero_requests.memory,
             host_ports: pod.host_ports.clone(),
+            namespace: Arc::from(pod.namespace.as_str()),
+            labels: Arc::new(pod.labels.clone()),
+            affinity: pod
+                .has_pod_affinity()
+                .then(|| Arc::new((pod.pod_affinity.clone(), pod.pod_anti_affinity.clone()))),
         })
     }
 
     fn approx_bytes(&self) -> usize {
-        std::mem::size_of::<Self>() + 64 + self.requests.approx_bytes() + self.host_ports.len() * 32
+        let labels: usize = self.labels.iter().map(|(k, v)| k.len() + v.len() + 48).sum();
+        std::mem::size_of::<Self>()
+            + 64
+            + self.requests.approx_bytes()
+            + self.host_ports.len() * 32
+            + self.namespace.len()
+            + labels
+            + if self.affinity.is_some() { 256 } else { 0 }
     }
 }
 
@@ -195,6 +213,70 @@ pub struct Delta {
     pub upsert_pods: Vec<PodSpec>,
     /// Uids of pods removed (unknown uids are ignored).
     pub remove_pod_uids: Vec<String>,
+    /// Namespaces (name, labels) added or replaced by name.
+    pub upsert_namespaces: Vec<(String, Labels)>,
+    /// Names of namespaces removed (unknown names are ignored).
+    pub remove_namespaces: Vec<String>,
+}
+
+/// The nodes of a snapshot grouped by the value of one label (a topology key).
+#[derive(Debug, Default)]
+pub struct Topology {
+    /// Per node (in [`Snapshot::nodes`] order), the index of its value in `values`, or
+    /// [`Topology::NONE`] when the node lacks the label.
+    pub node_domain: Vec<u32>,
+    /// The distinct values.
+    pub values: Vec<String>,
+}
+
+impl Topology {
+    /// The domain of a node without the label.
+    pub const NONE: u32 = u32::MAX;
+}
+
+/// The bound pods of a snapshot on known nodes, with a label index; built on first use.
+#[derive(Debug, Default)]
+pub struct PodIndex {
+    /// Each pod with the index of its node in [`Snapshot::nodes`].
+    pub pods: Vec<(u32, Arc<BoundPod>)>,
+    /// Hash of `key=value` to the positions in `pods` of the pods with that label.
+    by_label: std::collections::HashMap<u64, Vec<u32>>,
+}
+
+/// Hash of a label pair, for the label index.
+fn label_hash(key: &str, value: &str) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(key.as_bytes());
+    h.update(&[0]);
+    h.update(value.as_bytes());
+    h.digest()
+}
+
+impl PodIndex {
+    /// Positions in [`PodIndex::pods`] of every pod that may match the selector: the postings of
+    /// its most selective `In` requirement, or every pod when it has none. Callers still match.
+    pub fn candidates(&self, selector: &super::model::LabelSelector) -> Vec<u32> {
+        use super::model::SelectorOp;
+        let mut best: Option<Vec<u32>> = None;
+        for r in &selector.requirements {
+            if let SelectorOp::In(values) = &r.op {
+                let mut v: Vec<u32> = values
+                    .iter()
+                    .filter_map(|x| self.by_label.get(&label_hash(&r.key, x)))
+                    .flatten()
+                    .copied()
+                    .collect();
+                if best.as_ref().is_none_or(|b| v.len() < b.len()) {
+                    if values.len() > 1 {
+                        v.sort_unstable();
+                        v.dedup();
+                    }
+                    best = Some(v);
+                }
+            }
+        }
+        best.unwrap_or_else(|| (0..self.pods.len() as u32).collect())
+    }
 }
 
 /// An immutable cluster snapshot.
@@ -215,6 +297,14 @@ pub struct Snapshot {
     image_postings: std::sync::OnceLock<std::collections::HashMap<u64, Vec<(u32, i64)>>>,
     /// The hot fields of every node, in node order; built on first use.
     hot: std::sync::OnceLock<Vec<NodeHot>>,
+    /// Namespace labels by name (for namespace selectors).
+    namespaces: imbl::HashMap<Arc<str>, Arc<Labels>>,
+    /// Bound pods with pod affinity or anti-affinity terms, by uid.
+    affinity_pods: imbl::OrdMap<Arc<str>, Arc<BoundPod>>,
+    /// Bound pods by node with a label index; built on first use.
+    pod_index: std::sync::OnceLock<PodIndex>,
+    /// Topologies by key; built on first use of each key.
+    topologies: std::sync::Mutex<std::collections::HashMap<String, Arc<Topology>>>,
     approx_bytes: usize,
 }
 
@@ -265,6 +355,10 @@ fn image_index(spec: &NodeSpec) -> Arc<[(u64, i64)]> {
     v.into()
 }
 
+fn namespace_bytes(name: &str, labels: &Labels) -> usize {
+    name.len() + 64 + labels.iter().map(|(k, v)| k.len() + v.len() + 48).sum::<usize>()
+}
+
 /// Hash of a node name used to break score ties; stable across processes and versions.
 pub fn name_hash(name: &str) -> u64 {
     xxhash_rust::xxh3::xxh3_64(name.as_bytes())
@@ -273,6 +367,15 @@ pub fn name_hash(name: &str) -> u64 {
 impl Snapshot {
     /// Builds a snapshot from nodes and bound pods.
     pub fn build(nodes: Vec<NodeSpec>, pods: Vec<PodSpec>) -> Result<Self, SnapshotError> {
+        Self::build_with_namespaces(nodes, pods, Vec::new())
+    }
+
+    /// Builds a snapshot from nodes, bound pods and namespaces (name, labels).
+    pub fn build_with_namespaces(
+        nodes: Vec<NodeSpec>,
+        pods: Vec<PodSpec>,
+        namespaces: Vec<(String, Labels)>,
+    ) -> Result<Self, SnapshotError> {
         let mut seen = std::collections::HashSet::with_capacity(nodes.len());
         for (index, n) in nodes.iter().enumerate() {
             if !seen.insert(n.name.as_str()) {
@@ -307,7 +410,15 @@ impl Snapshot {
                 Ok(i) => entries[i].usage.add(&bound),
                 Err(_) => snap.orphans.entry(bound.node_name.clone()).or_default().add(&bound),
             }
-            pod_index.insert(pod.uid.clone(), Arc::new(bound));
+            let bound = Arc::new(bound);
+            if bound.affinity.is_some() {
+                snap.affinity_pods.insert(pod.uid.clone(), Arc::clone(&bound));
+            }
+            pod_index.insert(pod.uid.clone(), bound);
+        }
+        for (name, labels) in namespaces {
+            snap.approx_bytes += namespace_bytes(&name, &labels);
+            snap.namespaces.insert(Arc::from(name.as_str()), Arc::new(labels));
         }
         snap.nodes = entries.into_iter().map(Arc::new).collect();
         snap.pods = pod_index;
@@ -348,8 +459,23 @@ impl Snapshot {
             class_index: self.class_index.clone(),
             image_postings: std::sync::OnceLock::new(),
             hot: std::sync::OnceLock::new(),
+            namespaces: self.namespaces.clone(),
+            affinity_pods: self.affinity_pods.clone(),
+            pod_index: std::sync::OnceLock::new(),
+            topologies: Default::default(),
             approx_bytes: self.approx_bytes,
         };
+        for name in &delta.remove_namespaces {
+            if let Some(old) = next.namespaces.remove(name.as_str()) {
+                next.approx_bytes = next.approx_bytes.saturating_sub(namespace_bytes(name, &old));
+            }
+        }
+        for (name, labels) in delta.upsert_namespaces {
+            next.approx_bytes += namespace_bytes(&name, &labels);
+            if let Some(old) = next.namespaces.insert(Arc::from(name.as_str()), Arc::new(labels)) {
+                next.approx_bytes = next.approx_bytes.saturating_sub(namespace_bytes(&name, &old));
+            }
+        }
         for uid in &delta.remove_pod_uids {
             next.remove_pod(uid);
         }
@@ -435,13 +561,20 @@ impl Snapshot {
             Ok(i) => Arc::make_mut(&mut self.nodes[i]).usage.add(&bound),
             Err(_) => self.orphans.entry(bound.node_name.clone()).or_default().add(&bound),
         }
-        self.pods.insert(uid, Arc::new(bound));
+        let bound = Arc::new(bound);
+        if bound.affinity.is_some() {
+            self.affinity_pods.insert(uid.clone(), Arc::clone(&bound));
+        }
+        self.pods.insert(uid, bound);
     }
 
     fn remove_pod(&mut self, uid: &str) {
         let Some(bound) = self.pods.remove(uid) else {
             return;
         };
+        if bound.affinity.is_some() {
+            self.affinity_pods.remove(uid);
+        }
         self.approx_bytes = self.approx_bytes.saturating_sub(bound.approx_bytes() + uid.len());
         match self.position(&bound.node_name) {
             Ok(i) => Arc::make_mut(&mut self.nodes[i]).usage.remove(&bound),
@@ -506,6 +639,69 @@ impl Snapshot {
     pub fn hot(&self) -> &[NodeHot] {
         self.hot
             .get_or_init(|| self.nodes.iter().map(|e| NodeHot::of(e, &e.usage)).collect())
+    }
+
+    /// The labels of a namespace, `None` when the snapshot does not know it.
+    pub fn namespace_labels(&self, name: &str) -> Option<&Labels> {
+        self.namespaces.get(name).map(|l| &**l)
+    }
+
+    /// Bound pods with pod affinity or anti-affinity terms (on known nodes or not).
+    pub fn affinity_pods(&self) -> impl Iterator<Item = &Arc<BoundPod>> {
+        self.affinity_pods.values()
+    }
+
+    /// Whether some bound pod has pod affinity or anti-affinity terms.
+    pub fn has_affinity_pods(&self) -> bool {
+        !self.affinity_pods.is_empty()
+    }
+
+    /// The bound pods on known nodes with a label index.
+    pub fn pod_index(&self) -> &PodIndex {
+        self.pod_index.get_or_init(|| {
+            let mut index = PodIndex::default();
+            for (_, pod) in self.pods.iter() {
+                let Ok(node) = self.position(&pod.node_name) else {
+                    continue;
+                };
+                let at = index.pods.len() as u32;
+                for (k, v) in pod.labels.iter() {
+                    index.by_label.entry(label_hash(k, v)).or_default().push(at);
+                }
+                index.pods.push((node as u32, Arc::clone(pod)));
+            }
+            index
+        })
+    }
+
+    /// The nodes grouped by the value of the label `key`.
+    pub fn topology(&self, key: &str) -> Arc<Topology> {
+        let mut cache = self.topologies.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = cache.get(key) {
+            return Arc::clone(t);
+        }
+        let mut index: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+        let mut values = Vec::new();
+        let node_domain = self
+            .nodes
+            .iter()
+            .map(|e| match e.spec.labels.get(key) {
+                None => Topology::NONE,
+                Some(v) => *index.entry(v.as_str()).or_insert_with(|| {
+                    values.push(v.clone());
+                    (values.len() - 1) as u32
+                }),
+            })
+            .collect();
+        let topo = Topology { node_domain, values };
+        let topo = Arc::new(topo);
+        cache.insert(key.to_string(), Arc::clone(&topo));
+        topo
+    }
+
+    /// The index of the node with this name in [`Snapshot::nodes`].
+    pub fn node_index(&self, name: &str) -> Option<usize> {
+        self.position(name).ok()
     }
 
     /// Nodes sorted by name.

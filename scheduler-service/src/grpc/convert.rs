@@ -8,8 +8,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::engine::model::{
-    normalized_image_name, HostPort, NodeSpec, PodSpec, PreferredTerm, Protocol, Requirement, SelectorOp, SelectorTerm,
-    Taint, TaintEffect, Toleration, TolerationOperator,
+    normalized_image_name, HostPort, LabelSelector, Labels, NodeInclusionPolicy, NodeSpec, PodAffinityTerm,
+    PodAffinityTerms, PodSpec, PreferredTerm, Protocol, Requirement, SelectorOp, SelectorTerm, SpreadConstraint, Taint,
+    TaintEffect, Toleration, TolerationOperator, WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
 use crate::engine::quantity::Quantity;
 use crate::engine::resources::{effective_requests, ContainerRequests, ResourceName, Resources};
@@ -156,6 +157,173 @@ fn term(path: &str, t: &proto::NodeSelectorTerm) -> Result<SelectorTerm, FieldEr
             .enumerate()
             .map(|(i, r)| requirement(&format!("{path}.match_fields[{i}]"), r, true))
             .collect::<Result<_, _>>()?,
+    })
+}
+
+/// Validates and converts a `metav1.LabelSelector`.
+fn label_selector(path: &str, s: &proto::LabelSelector) -> Result<LabelSelector, FieldError> {
+    let mut requirements = Vec::with_capacity(s.match_labels.len() + s.match_expressions.len());
+    for (k, v) in &s.match_labels {
+        if k.is_empty() {
+            return Err(field_error(format!("{path}.match_labels"), "keys must not be empty"));
+        }
+        requirements.push(Requirement {
+            key: k.clone(),
+            op: SelectorOp::In(vec![v.clone()]),
+        });
+    }
+    for (i, r) in s.match_expressions.iter().enumerate() {
+        let rp = format!("{path}.match_expressions[{i}]");
+        if r.key.is_empty() {
+            return Err(field_error(format!("{rp}.key"), "must not be empty"));
+        }
+        let op = match r.operator.as_str() {
+            "In" | "NotIn" if r.values.is_empty() => {
+                return Err(field_error(
+                    format!("{rp}.values"),
+                    format!("must be non-empty for operator {:?}", r.operator),
+                ))
+            }
+            "In" => SelectorOp::In(r.values.clone()),
+            "NotIn" => SelectorOp::NotIn(r.values.clone()),
+            "Exists" | "DoesNotExist" if !r.values.is_empty() => {
+                return Err(field_error(
+                    format!("{rp}.values"),
+                    format!("must be empty for operator {:?}", r.operator),
+                ))
+            }
+            "Exists" => SelectorOp::Exists,
+            "DoesNotExist" => SelectorOp::DoesNotExist,
+            other => {
+                return Err(field_error(
+                    format!("{rp}.operator"),
+                    format!("unsupported operator {other:?}: must be one of In, NotIn, Exists, DoesNotExist"),
+                ))
+            }
+        };
+        requirements.push(Requirement { key: r.key.clone(), op });
+    }
+    Ok(LabelSelector { requirements })
+}
+
+fn affinity_term(path: &str, t: &proto::PodAffinityTerm) -> Result<PodAffinityTerm, FieldError> {
+    if t.topology_key.is_empty() {
+        return Err(field_error(format!("{path}.topology_key"), "must not be empty"));
+    }
+    Ok(PodAffinityTerm {
+        selector: t
+            .label_selector
+            .as_ref()
+            .map(|s| label_selector(&format!("{path}.label_selector"), s))
+            .transpose()?,
+        namespaces: t.namespaces.clone(),
+        namespace_selector: t
+            .namespace_selector
+            .as_ref()
+            .map(|s| label_selector(&format!("{path}.namespace_selector"), s))
+            .transpose()?,
+        topology_key: t.topology_key.clone(),
+    })
+}
+
+fn pod_affinity(path: &str, a: Option<&proto::PodAffinity>) -> Result<PodAffinityTerms, FieldError> {
+    let Some(a) = a else {
+        return Ok(PodAffinityTerms::default());
+    };
+    let required = list(&format!("{path}.required"), &a.required, affinity_term)?;
+    let mut preferred = Vec::with_capacity(a.preferred.len());
+    for (i, w) in a.preferred.iter().enumerate() {
+        let wp = format!("{path}.preferred[{i}]");
+        if !(1..=100).contains(&w.weight) {
+            return Err(field_error(
+                format!("{wp}.weight"),
+                format!("must be between 1 and 100, got {}", w.weight),
+            ));
+        }
+        let term = w
+            .term
+            .as_ref()
+            .ok_or_else(|| field_error(format!("{wp}.term"), "must be set"))?;
+        preferred.push(WeightedPodAffinityTerm {
+            weight: i64::from(w.weight),
+            term: affinity_term(&format!("{wp}.term"), term)?,
+        });
+    }
+    Ok(PodAffinityTerms { required, preferred })
+}
+
+fn inclusion_policy(path: &str, s: &str, default: NodeInclusionPolicy) -> Result<NodeInclusionPolicy, FieldError> {
+    match s {
+        "" => Ok(default),
+        "Honor" => Ok(NodeInclusionPolicy::Honor),
+        "Ignore" => Ok(NodeInclusionPolicy::Ignore),
+        other => Err(field_error(
+            path,
+            format!("unsupported policy {other:?}: must be Honor or Ignore"),
+        )),
+    }
+}
+
+fn spread_constraint(path: &str, c: &proto::TopologySpreadConstraint) -> Result<SpreadConstraint, FieldError> {
+    if c.max_skew < 1 {
+        return Err(field_error(
+            format!("{path}.max_skew"),
+            format!("must be greater than zero, got {}", c.max_skew),
+        ));
+    }
+    if c.topology_key.is_empty() {
+        return Err(field_error(format!("{path}.topology_key"), "must not be empty"));
+    }
+    let when_unsatisfiable = match c.when_unsatisfiable.as_str() {
+        "DoNotSchedule" => WhenUnsatisfiable::DoNotSchedule,
+        "ScheduleAnyway" => WhenUnsatisfiable::ScheduleAnyway,
+        other => {
+            return Err(field_error(
+                format!("{path}.when_unsatisfiable"),
+                format!("unsupported value {other:?}: must be DoNotSchedule or ScheduleAnyway"),
+            ))
+        }
+    };
+    if let Some(m) = c.min_domains {
+        if m < 1 {
+            return Err(field_error(
+                format!("{path}.min_domains"),
+                format!("must be greater than zero, got {m}"),
+            ));
+        }
+        if when_unsatisfiable != WhenUnsatisfiable::DoNotSchedule {
+            return Err(field_error(
+                format!("{path}.min_domains"),
+                "can only be set when when_unsatisfiable is DoNotSchedule",
+            ));
+        }
+    }
+    for (i, k) in c.match_label_keys.iter().enumerate() {
+        if k.is_empty() {
+            return Err(field_error(format!("{path}.match_label_keys[{i}]"), "must not be empty"));
+        }
+    }
+    Ok(SpreadConstraint {
+        max_skew: c.max_skew,
+        topology_key: c.topology_key.clone(),
+        when_unsatisfiable,
+        selector: c
+            .label_selector
+            .as_ref()
+            .map(|s| label_selector(&format!("{path}.label_selector"), s))
+            .transpose()?,
+        min_domains: c.min_domains.unwrap_or(1),
+        node_affinity_policy: inclusion_policy(
+            &format!("{path}.node_affinity_policy"),
+            &c.node_affinity_policy,
+            NodeInclusionPolicy::Honor,
+        )?,
+        node_taints_policy: inclusion_policy(
+            &format!("{path}.node_taints_policy"),
+            &c.node_taints_policy,
+            NodeInclusionPolicy::Ignore,
+        )?,
+        match_label_keys: c.match_label_keys.clone(),
     })
 }
 
@@ -342,6 +510,25 @@ pub fn pod(path: &str, p: &proto::Pod) -> Result<PodSpec, FieldError> {
         .enumerate()
         .map(|(i, t)| toleration(&format!("{path}.tolerations[{i}]"), t))
         .collect::<Result<Vec<_>, _>>()?;
+    let spread_constraints = list(
+        &format!("{path}.topology_spread_constraints"),
+        &p.topology_spread_constraints,
+        spread_constraint,
+    )?;
+    for (i, c) in spread_constraints.iter().enumerate() {
+        if spread_constraints[..i]
+            .iter()
+            .any(|o| o.topology_key == c.topology_key && o.when_unsatisfiable == c.when_unsatisfiable)
+        {
+            return Err(field_error(
+                format!("{path}.topology_spread_constraints[{i}]"),
+                format!(
+                    "duplicate constraint for topology_key {:?} and when_unsatisfiable {:?}",
+                    c.topology_key, p.topology_spread_constraints[i].when_unsatisfiable
+                ),
+            ));
+        }
+    }
     Ok(PodSpec {
         uid: Arc::from(p.uid.as_str()),
         namespace: p.namespace.clone(),
@@ -357,6 +544,14 @@ pub fn pod(path: &str, p: &proto::Pod) -> Result<PodSpec, FieldError> {
         tolerations,
         host_ports,
         images,
+        pod_affinity: pod_affinity(&format!("{path}.pod_affinity"), p.pod_affinity.as_ref())?,
+        pod_anti_affinity: pod_affinity(&format!("{path}.pod_anti_affinity"), p.pod_anti_affinity.as_ref())?,
+        spread_constraints,
+        default_spread_selector: p
+            .default_spread_selector
+            .as_ref()
+            .map(|s| label_selector(&format!("{path}.default_spread_selector"), s))
+            .transpose()?,
     })
 }
 
@@ -413,11 +608,33 @@ pub fn list<T, U>(
         .collect()
 }
 
+/// A validated snapshot: nodes, bound pods and namespaces (name, labels).
+pub type SnapshotParts = (Vec<NodeSpec>, Vec<PodSpec>, Vec<(String, Labels)>);
+
+fn namespace(path: &str, n: &proto::Namespace) -> Result<(String, Labels), FieldError> {
+    if n.name.is_empty() {
+        return Err(field_error(format!("{path}.name"), "must not be empty"));
+    }
+    Ok((n.name.clone(), n.labels.clone()))
+}
+
+fn namespaces(path: &str, items: &[proto::Namespace]) -> Result<Vec<(String, Labels)>, FieldError> {
+    let out = list(path, items, namespace)?;
+    let mut seen = std::collections::HashSet::with_capacity(out.len());
+    for (i, (name, _)) in out.iter().enumerate() {
+        if !seen.insert(name.as_str()) {
+            return Err(field_error(format!("{path}[{i}].name"), format!("duplicate namespace {name:?}")));
+        }
+    }
+    Ok(out)
+}
+
 /// Validates a full snapshot; `path` prefixes field names.
-pub fn snapshot(path: &str, s: &proto::Snapshot) -> Result<(Vec<NodeSpec>, Vec<PodSpec>), FieldError> {
+pub fn snapshot(path: &str, s: &proto::Snapshot) -> Result<SnapshotParts, FieldError> {
     let nodes = list(&format!("{path}.nodes"), &s.nodes, node)?;
     let pods = list(&format!("{path}.pods"), &s.pods, pod)?;
-    Ok((nodes, pods))
+    let namespaces = namespaces(&format!("{path}.namespaces"), &s.namespaces)?;
+    Ok((nodes, pods, namespaces))
 }
 
 /// Validates a delta (its base id is checked by the caller).
@@ -427,6 +644,8 @@ pub fn delta(path: &str, d: &proto::SnapshotDelta) -> Result<Delta, FieldError> 
         remove_nodes: d.remove_nodes.clone(),
         upsert_pods: list(&format!("{path}.upsert_pods"), &d.upsert_pods, pod)?,
         remove_pod_uids: d.remove_pod_uids.clone(),
+        upsert_namespaces: namespaces(&format!("{path}.upsert_namespaces"), &d.upsert_namespaces)?,
+        remove_namespaces: d.remove_namespaces.clone(),
     })
 }
 

@@ -303,8 +303,8 @@ impl PlacementApi {
             Some(Source::SnapshotId(id)) => self.cached("snapshot.snapshot_id", &id),
             Some(Source::Inline(s)) => {
                 blocking(move || {
-                    let (nodes, pods) = convert::snapshot("snapshot.inline", &s).map_err(invalid)?;
-                    Snapshot::build(nodes, pods)
+                    let (nodes, pods, namespaces) = convert::snapshot("snapshot.inline", &s).map_err(invalid)?;
+                    Snapshot::build_with_namespaces(nodes, pods, namespaces)
                         .map(Arc::new)
                         .map_err(|e| snapshot_error("snapshot.inline.nodes", "snapshot.inline.pods", e))
                 })
@@ -344,8 +344,8 @@ impl PlacementApi {
             Some(Kind::Full(full)) => {
                 blocking(move || {
                     let id = content_id(&[b"full", &prost::Message::encode_to_vec(&full)]);
-                    let (nodes, pods) = convert::snapshot("full", &full).map_err(invalid)?;
-                    let s = Snapshot::build(nodes, pods).map_err(|e| snapshot_error("full.nodes", "full.pods", e))?;
+                    let (nodes, pods, namespaces) = convert::snapshot("full", &full).map_err(invalid)?;
+                    let s = Snapshot::build_with_namespaces(nodes, pods, namespaces).map_err(|e| snapshot_error("full.nodes", "full.pods", e))?;
                     Ok((id, Arc::new(s)))
                 })
                 .await?
