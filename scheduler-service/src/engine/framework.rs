@@ -258,13 +258,21 @@ struct TopoState {
 fn has_topology_terms(pod: &PodSpec) -> bool {
     pod.has_pod_affinity()
         || !pod.spread_constraints.is_empty()
-        || pod.default_spread_selector.as_ref().is_some_and(|s| !s.requirements.is_empty())
+        || pod
+            .default_spread_selector
+            .as_ref()
+            .is_some_and(|s| !s.requirements.is_empty())
 }
 
 impl TopoState {
     /// PreFilter and PreScore of both plugins for `plan`'s pod, with `placed` already on their
     /// nodes; `None` (at no cost) when neither the pod nor any existing pod has such terms.
-    fn build(profile: &Profile, snapshot: &Snapshot, placed: &[(usize, &PodSpec)], plan: &PodPlan<'_>) -> Option<Box<Self>> {
+    fn build(
+        profile: &Profile,
+        snapshot: &Snapshot,
+        placed: &[(usize, &PodSpec)],
+        plan: &PodPlan<'_>,
+    ) -> Option<Box<Self>> {
         let pod = plan.pod;
         let existing = Existing { snapshot, placed };
         if !has_topology_terms(pod) && !existing.any_affinity() {
@@ -340,13 +348,7 @@ fn mix(mut z: u64) -> u64 {
 }
 
 impl<'a> PodPlan<'a> {
-    fn new(
-        profile: &Profile,
-        snapshot: &Snapshot,
-        pod: &'a PodSpec,
-        seed: u64,
-        placed: &[(usize, &PodSpec)],
-    ) -> Self {
+    fn new(profile: &Profile, snapshot: &Snapshot, pod: &'a PodSpec, seed: u64, placed: &[(usize, &PodSpec)]) -> Self {
         let fit_requests = profile
             .fit_resources
             .iter()
@@ -1073,9 +1075,9 @@ impl<'a> Evaluator<'a> {
                 ScorePlugin::InterPodAffinity => c.raw[slot],
                 ScorePlugin::PodTopologySpread => 0,
                 _ => match reverse {
-                None => c.raw[slot],
-                Some(true) if max == 0 => MAX_NODE_SCORE,
-                Some(false) if max == 0 => c.raw[slot],
+                    None => c.raw[slot],
+                    Some(true) if max == 0 => MAX_NODE_SCORE,
+                    Some(false) if max == 0 => c.raw[slot],
                     Some(reverse) => {
                         let s = MAX_NODE_SCORE * c.raw[slot] / max;
                         if reverse {
@@ -1106,7 +1108,12 @@ impl<'a> Evaluator<'a> {
                     min[slot] = self.candidates.iter().map(|c| c.raw[slot]).min().unwrap_or(0);
                 }
                 ScorePlugin::PodTopologySpread if self.topo_active.1 => {
-                    let kept = || self.candidates.iter().map(|c| c.raw[slot]).filter(|r| *r != spread::IGNORED);
+                    let kept = || {
+                        self.candidates
+                            .iter()
+                            .map(|c| c.raw[slot])
+                            .filter(|r| *r != spread::IGNORED)
+                    };
                     max[slot] = kept().max().unwrap_or(0).max(0);
                     min[slot] = kept().min().unwrap_or(i64::MAX);
                 }
@@ -1247,16 +1254,13 @@ impl<'a> Evaluator<'a> {
             let mut reasons: Vec<(Reason, u32)> = Vec::new();
             if self.candidates.is_empty() {
                 // Few distinct reasons occur: a short list beats hashing one per rejected node.
-                self.evaluate(
-                    plan,
-                    &usage,
-                    &placed,
-                    deadline,
-                    &mut |_, _, r| match reasons.iter_mut().find(|(x, _)| *x == r) {
-                        Some((_, n)) => *n += 1,
-                        None => reasons.push((r, 1)),
-                    },
-                )
+                self.evaluate(plan, &usage, &placed, deadline, &mut |_, _, r| match reasons
+                    .iter_mut()
+                    .find(|(x, _)| *x == r)
+                {
+                    Some((_, n)) => *n += 1,
+                    None => reasons.push((r, 1)),
+                })
                 .map_err(|()| timeout)?;
             }
             let nodes = self.snapshot.nodes();
@@ -1289,3 +1293,7 @@ impl<'a> Evaluator<'a> {
 #[cfg(test)]
 #[path = "framework_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "topology_tests.rs"]
+mod topology_tests;

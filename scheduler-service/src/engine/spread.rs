@@ -10,8 +10,9 @@
 
 use std::sync::Arc;
 
-use super::model::{LabelSelector, NodeInclusionPolicy, PodSpec, Requirement, SelectorOp, SpreadConstraint,
-    WhenUnsatisfiable};
+use super::model::{
+    LabelSelector, NodeInclusionPolicy, PodSpec, Requirement, SelectorOp, SpreadConstraint, WhenUnsatisfiable,
+};
 use super::policy::PodTopologySpreadArgs;
 use super::snapshot::{Snapshot, Topology};
 use super::topology::Existing;
@@ -85,7 +86,11 @@ fn explicit(pod: &PodSpec, action: WhenUnsatisfiable) -> Vec<Constraint> {
 /// kube-scheduler's `buildDefaultConstraints`: the default constraints with `action`, each with
 /// the pod's workload selector; none when the pod has no (or an empty) workload selector.
 fn defaults(pod: &PodSpec, args: &PodTopologySpreadArgs, action: WhenUnsatisfiable) -> Vec<Constraint> {
-    let Some(selector) = pod.default_spread_selector.as_ref().filter(|s| !s.requirements.is_empty()) else {
+    let Some(selector) = pod
+        .default_spread_selector
+        .as_ref()
+        .filter(|s| !s.requirements.is_empty())
+    else {
         return Vec::new();
     };
     let wanted = match action {
@@ -146,7 +151,12 @@ pub struct SpreadFilter {
 
 impl SpreadFilter {
     /// PreFilter; `None` when the pod has no DoNotSchedule constraint (kube-scheduler's Skip).
-    pub fn new(existing: &Existing<'_>, pod: &PodSpec, args: &PodTopologySpreadArgs, statics: NodeStatics<'_>) -> Option<Self> {
+    pub fn new(
+        existing: &Existing<'_>,
+        pod: &PodSpec,
+        args: &PodTopologySpreadArgs,
+        statics: NodeStatics<'_>,
+    ) -> Option<Self> {
         let cs = constraints(pod, args, WhenUnsatisfiable::DoNotSchedule);
         if cs.is_empty() {
             return None;

@@ -300,7 +300,10 @@ fn spread_constraint(path: &str, c: &proto::TopologySpreadConstraint) -> Result<
     }
     for (i, k) in c.match_label_keys.iter().enumerate() {
         if k.is_empty() {
-            return Err(field_error(format!("{path}.match_label_keys[{i}]"), "must not be empty"));
+            return Err(field_error(
+                format!("{path}.match_label_keys[{i}]"),
+                "must not be empty",
+            ));
         }
     }
     Ok(SpreadConstraint {
@@ -623,7 +626,10 @@ fn namespaces(path: &str, items: &[proto::Namespace]) -> Result<Vec<(String, Lab
     let mut seen = std::collections::HashSet::with_capacity(out.len());
     for (i, (name, _)) in out.iter().enumerate() {
         if !seen.insert(name.as_str()) {
-            return Err(field_error(format!("{path}[{i}].name"), format!("duplicate namespace {name:?}")));
+            return Err(field_error(
+                format!("{path}[{i}].name"),
+                format!("duplicate namespace {name:?}"),
+            ));
         }
     }
     Ok(out)

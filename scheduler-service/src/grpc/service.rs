@@ -345,7 +345,8 @@ impl PlacementApi {
                 blocking(move || {
                     let id = content_id(&[b"full", &prost::Message::encode_to_vec(&full)]);
                     let (nodes, pods, namespaces) = convert::snapshot("full", &full).map_err(invalid)?;
-                    let s = Snapshot::build_with_namespaces(nodes, pods, namespaces).map_err(|e| snapshot_error("full.nodes", "full.pods", e))?;
+                    let s = Snapshot::build_with_namespaces(nodes, pods, namespaces)
+                        .map_err(|e| snapshot_error("full.nodes", "full.pods", e))?;
                     Ok((id, Arc::new(s)))
                 })
                 .await?
