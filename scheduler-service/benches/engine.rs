@@ -1,9 +1,12 @@
 //! Criterion benchmark of the scheduling engine on a synthetic cluster at Kubernetes' scalability
 //! envelope: 5,000 nodes and 150,000 bound pods (`synth::ClusterShape::default()`).
 //!
-//! Groups: `rank/<N>_nodes` (one Rank of a distinct pod, top 10), `schedule/distinct_pods` and
-//! `schedule/replica_pods` (batches of 256), `snapshot/full_build` and `snapshot/delta_one_node`.
-//! After them it times 2,000 Rank calls one by one and prints their latency percentiles.
+//! Groups: `rank/<N>_nodes` (one Rank of a distinct pod, top 10), `rank/topology_pod` (a pod with
+//! required anti-affinity and zone spreading), `schedule/distinct_pods` and
+//! `schedule/replica_pods` (batches of 256 pods with neither), `schedule/topology_pods` (256 pods
+//! of 8-replica workloads with hostname anti-affinity and zone/hostname spreading),
+//! `snapshot/full_build` and `snapshot/delta_one_node`. After them it times 2,000 Rank calls one
+//! by one and prints their latency percentiles.
 //!
 //! `PLACEMENT_BENCH_NODES` sets the node count (pods are 30 per node). It defaults to 5,000 for
 //! `cargo bench` and to 500 in criterion's test mode (`cargo bench -- --test`, `cargo test --benches`),
@@ -32,6 +35,8 @@ struct Fixture {
     profile: Profile,
     distinct: Vec<PodSpec>,
     replicas: Vec<PodSpec>,
+    /// Pods with anti-affinity and spreading, 8 replicas per workload.
+    topology: Vec<PodSpec>,
     delta: Delta,
 }
 
@@ -50,7 +55,7 @@ impl Fixture {
         let cluster = synth::cluster(&shape, SEED);
         let generated = t.elapsed();
         let t = Instant::now();
-        let (nodes, pods) = convert::snapshot("snapshot", &cluster).expect("synthetic snapshot is valid");
+        let (nodes, pods, _) = convert::snapshot("snapshot", &cluster).expect("synthetic snapshot is valid");
         let converted = t.elapsed();
         let t = Instant::now();
         let snapshot = Snapshot::build(nodes.clone(), pods.clone()).expect("synthetic snapshot builds");
@@ -86,6 +91,7 @@ impl Fixture {
             profile: Profile::new(Policy::kube_default()),
             distinct: convert_pods(&synth::distinct_pods(LATENCY_SAMPLES, SEED)),
             replicas: convert_pods(&synth::replica_pods(BATCH, SEED)),
+            topology: convert_pods(&synth::topology_pods(BATCH, 8, SEED)),
             delta,
         }
     }
@@ -127,6 +133,14 @@ fn bench_rank(c: &mut Criterion, fx: &Fixture) {
             black_box(evaluator.rank(pod, TOP_K, SEED, Deadline::none()).expect("no deadline"))
         })
     });
+    let mut j = 0usize;
+    group.bench_function("topology_pod", |b| {
+        b.iter(|| {
+            let pod = &fx.topology[j % fx.topology.len()];
+            j += 1;
+            black_box(evaluator.rank(pod, TOP_K, SEED, Deadline::none()).expect("no deadline"))
+        })
+    });
     group.finish();
 }
 
@@ -151,6 +165,15 @@ fn bench_schedule(c: &mut Criterion, fx: &Fixture) {
             black_box(
                 evaluator
                     .schedule(&fx.replicas, SEED, Deadline::none())
+                    .expect("no deadline"),
+            )
+        })
+    });
+    group.bench_function("topology_pods", |b| {
+        b.iter(|| {
+            black_box(
+                evaluator
+                    .schedule(&fx.topology, SEED, Deadline::none())
                     .expect("no deadline"),
             )
         })
@@ -250,6 +273,7 @@ fn main() {
     let fx = Fixture::new(nodes);
     fx.report_batch("schedule/distinct_pods batch", &fx.distinct[..BATCH]);
     fx.report_batch("schedule/replica_pods batch", &fx.replicas);
+    fx.report_batch("schedule/topology_pods batch", &fx.topology);
     fx.report_first_rank_after_delta();
 
     let mut c = Criterion::default()

@@ -862,6 +862,55 @@ pub fn replica_pods(n: usize, template_seed: u64) -> Vec<proto::Pod> {
         .collect()
 }
 
+/// `n` pending pods of workloads of `replicas` pods each that use inter-pod anti-affinity and
+/// topology spreading, as highly available Deployments do: each workload's pods repel each other
+/// per node (required anti-affinity on `kubernetes.io/hostname`), spread over zones (DoNotSchedule,
+/// maxSkew 1) and prefer spreading over nodes (ScheduleAnyway, maxSkew 1). Requests and the rest
+/// come from a template per workload.
+pub fn topology_pods(n: usize, replicas: usize, seed: u64) -> Vec<proto::Pod> {
+    let replicas = replicas.max(1);
+    (0..n)
+        .map(|i| {
+            let workload = (i / replicas) as u64;
+            let mut rng = Rng::stream(seed, 6, workload);
+            let mut pod = pending_pod(&mut rng, Flavor::Template);
+            let app = format!("ha-{}", name_suffix(mix(seed ^ workload), 8));
+            pod.uid = uid(seed, 6, i as u64);
+            pod.name = format!("{app}-{}", nth_suffix(mix(seed ^ 0x51), i as u64));
+            pod.labels.insert("app".into(), app.clone());
+            let selector = || proto::LabelSelector {
+                match_labels: labels(&[("app", &app)]),
+                match_expressions: vec![],
+            };
+            pod.pod_anti_affinity = Some(proto::PodAffinity {
+                required: vec![proto::PodAffinityTerm {
+                    label_selector: Some(selector()),
+                    topology_key: "kubernetes.io/hostname".into(),
+                    ..Default::default()
+                }],
+                preferred: vec![],
+            });
+            pod.topology_spread_constraints = vec![
+                proto::TopologySpreadConstraint {
+                    max_skew: 1,
+                    topology_key: "topology.kubernetes.io/zone".into(),
+                    when_unsatisfiable: "DoNotSchedule".into(),
+                    label_selector: Some(selector()),
+                    ..Default::default()
+                },
+                proto::TopologySpreadConstraint {
+                    max_skew: 1,
+                    topology_key: "kubernetes.io/hostname".into(),
+                    when_unsatisfiable: "ScheduleAnyway".into(),
+                    label_selector: Some(selector()),
+                    ..Default::default()
+                },
+            ];
+            pod
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;

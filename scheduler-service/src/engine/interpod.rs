@@ -142,7 +142,9 @@ impl InterPodFilter {
                 Some(_) => {}
             }
         }
-        if !pods_exist && !(self.affinity.all_zero() && self.self_match) {
+        // The first pod of a group with affinity to itself may land where the keys exist.
+        let first_of_group = self.affinity.all_zero() && self.self_match;
+        if !(pods_exist || first_of_group) {
             return Some(Violation::Affinity);
         }
         if self

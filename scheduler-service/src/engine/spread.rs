@@ -128,7 +128,8 @@ impl Constraint {
     /// kube-scheduler's `matchNodeInclusionPolicies`.
     fn includes(&self, statics: (bool, bool)) -> bool {
         let (mismatched, untolerated) = statics;
-        !(self.honor_affinity && mismatched) && !(self.honor_taints && untolerated)
+        let excluded = (self.honor_affinity && mismatched) || (self.honor_taints && untolerated);
+        !excluded
     }
 }
 
