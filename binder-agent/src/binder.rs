@@ -44,6 +44,10 @@ pub enum ClusterEvent {
         /// metadata.uid.
         uid: String,
     },
+    /// A namespace was added or changed (its labels feed pod affinity namespace selectors).
+    NamespaceApplied(proto::Namespace),
+    /// A namespace was deleted.
+    NamespaceDeleted(String),
 }
 
 /// How the binder batches and binds.
@@ -288,6 +292,8 @@ impl<A: ClusterApi> Binder<A> {
                 }
             }
             ClusterEvent::NodeDeleted(name) => s.state.lock().delete_node(&name),
+            ClusterEvent::NamespaceApplied(ns) => s.state.lock().apply_namespace(ns),
+            ClusterEvent::NamespaceDeleted(name) => s.state.lock().delete_namespace(&name),
             ClusterEvent::PodDeleted { uid } => self.pod_gone(&uid, now),
             ClusterEvent::PodApplied(info) => {
                 let uid = info.spec.uid.clone();

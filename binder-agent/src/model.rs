@@ -5,8 +5,12 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, Node, NodeSelectorRequirement, NodeSelectorTerm, Pod};
+use k8s_openapi::api::core::v1::{
+    Container, Node, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodAffinityTerm, TopologySpreadConstraint,
+    WeightedPodAffinityTerm,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use placement_scheduler::proto;
 
 pub use crate::experiments::Owner;
@@ -84,6 +88,91 @@ fn term(t: &NodeSelectorTerm) -> proto::NodeSelectorTerm {
     }
 }
 
+fn label_selector(s: &LabelSelector) -> proto::LabelSelector {
+    proto::LabelSelector {
+        match_labels: s.match_labels.clone().unwrap_or_default(),
+        match_expressions: s
+            .match_expressions
+            .iter()
+            .flatten()
+            .map(|r| proto::LabelSelectorRequirement {
+                key: r.key.clone(),
+                operator: r.operator.clone(),
+                values: r.values.clone().unwrap_or_default(),
+            })
+            .collect(),
+    }
+}
+
+fn affinity_term(t: &PodAffinityTerm) -> proto::PodAffinityTerm {
+    proto::PodAffinityTerm {
+        label_selector: t.label_selector.as_ref().map(label_selector),
+        namespaces: t.namespaces.clone().unwrap_or_default(),
+        topology_key: t.topology_key.clone(),
+        namespace_selector: t.namespace_selector.as_ref().map(label_selector),
+    }
+}
+
+fn pod_affinity(
+    required: Option<&Vec<PodAffinityTerm>>,
+    preferred: Option<&Vec<WeightedPodAffinityTerm>>,
+) -> proto::PodAffinity {
+    proto::PodAffinity {
+        required: required.into_iter().flatten().map(affinity_term).collect(),
+        preferred: preferred
+            .into_iter()
+            .flatten()
+            .map(|w| proto::WeightedPodAffinityTerm {
+                weight: w.weight,
+                term: Some(affinity_term(&w.pod_affinity_term)),
+            })
+            .collect(),
+    }
+}
+
+fn spread_constraint(c: &TopologySpreadConstraint) -> proto::TopologySpreadConstraint {
+    proto::TopologySpreadConstraint {
+        max_skew: c.max_skew,
+        topology_key: c.topology_key.clone(),
+        when_unsatisfiable: c.when_unsatisfiable.clone(),
+        label_selector: c.label_selector.as_ref().map(label_selector),
+        min_domains: c.min_domains,
+        node_affinity_policy: c.node_affinity_policy.clone().unwrap_or_default(),
+        node_taints_policy: c.node_taints_policy.clone().unwrap_or_default(),
+        match_label_keys: c.match_label_keys.clone().unwrap_or_default(),
+    }
+}
+
+/// Labels a controller sets per pod, not shared by the pods of one workload.
+const PER_POD_LABELS: &[&str] = &[
+    "statefulset.kubernetes.io/pod-name",
+    "apps.kubernetes.io/pod-index",
+    "controller-revision-hash",
+];
+
+/// The selector of kube-scheduler's default spreading for a pod whose controller is a
+/// ReplicaSet, StatefulSet or ReplicationController (`helper.DefaultSelector` takes those
+/// controllers' selectors, and Services'). The binder does not watch those objects, so it uses the
+/// pod's own labels without the per-pod ones: the labels every pod of the workload shares, which
+/// the controller's selector is a subset of. Services are not considered.
+fn default_spread_selector(pod: &Pod) -> Option<proto::LabelSelector> {
+    let owned = pod.metadata.owner_references.iter().flatten().any(|o| {
+        o.controller == Some(true) && matches!(o.kind.as_str(), "ReplicaSet" | "StatefulSet" | "ReplicationController")
+    });
+    let labels: BTreeMap<String, String> = pod
+        .metadata
+        .labels
+        .iter()
+        .flatten()
+        .filter(|(k, _)| !PER_POD_LABELS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    (owned && !labels.is_empty()).then_some(proto::LabelSelector {
+        match_labels: labels,
+        match_expressions: vec![],
+    })
+}
+
 fn millis(t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> i64 {
     t.map(|t| t.0.as_millisecond()).unwrap_or(0)
 }
@@ -95,6 +184,16 @@ pub fn pod_info(pod: &Pod) -> PodInfo {
     let affinity = spec
         .and_then(|s| s.affinity.as_ref())
         .and_then(|a| a.node_affinity.as_ref());
+    let pod_aff = spec
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.pod_affinity.as_ref());
+    let pod_anti = spec
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.pod_anti_affinity.as_ref());
+    let spread: Vec<proto::TopologySpreadConstraint> = spec
+        .and_then(|s| s.topology_spread_constraints.as_ref())
+        .map(|cs| cs.iter().map(spread_constraint).collect())
+        .unwrap_or_default();
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     PodInfo {
         spec: proto::Pod {
@@ -144,6 +243,24 @@ pub fn pod_info(pod: &Pod) -> PodInfo {
                         .collect()
                 })
                 .unwrap_or_default(),
+            pod_affinity: pod_aff.map(|a| {
+                pod_affinity(
+                    a.required_during_scheduling_ignored_during_execution.as_ref(),
+                    a.preferred_during_scheduling_ignored_during_execution.as_ref(),
+                )
+            }),
+            pod_anti_affinity: pod_anti.map(|a| {
+                pod_affinity(
+                    a.required_during_scheduling_ignored_during_execution.as_ref(),
+                    a.preferred_during_scheduling_ignored_during_execution.as_ref(),
+                )
+            }),
+            default_spread_selector: if spread.is_empty() {
+                default_spread_selector(pod)
+            } else {
+                None
+            },
+            topology_spread_constraints: spread,
         },
         scheduler_name: spec
             .and_then(|s| s.scheduler_name.clone())
@@ -167,6 +284,14 @@ pub fn pod_info(pod: &Pod) -> PodInfo {
             .filter(|(k, _)| k.starts_with(ANNOTATION_PREFIX))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
+    }
+}
+
+/// Projects a Namespace: its name and labels.
+pub fn namespace_info(ns: &k8s_openapi::api::core::v1::Namespace) -> proto::Namespace {
+    proto::Namespace {
+        name: ns.metadata.name.clone().unwrap_or_default(),
+        labels: ns.metadata.labels.clone().unwrap_or_default(),
     }
 }
 

@@ -14,12 +14,15 @@ use placement_scheduler::proto;
 enum Key {
     Node(String),
     Pod(String),
+    Namespace(String),
 }
 
 /// Nodes, bound pods and assumed pods, versioned.
 #[derive(Debug, Default)]
 pub struct ClusterState {
     nodes: HashMap<String, proto::Node>,
+    /// Namespaces (for namespace selectors of pod affinity terms).
+    namespaces: HashMap<String, proto::Namespace>,
     bound: HashMap<String, proto::Pod>,
     assumed: HashMap<String, proto::Pod>,
     version: u64,
@@ -66,6 +69,23 @@ impl ClusterState {
     pub fn delete_node(&mut self, name: &str) {
         if self.nodes.remove(name).is_some() {
             self.record(Key::Node(name.to_string()));
+        }
+    }
+
+    /// Adds or replaces a namespace.
+    pub fn apply_namespace(&mut self, ns: proto::Namespace) {
+        if self.namespaces.get(&ns.name) == Some(&ns) {
+            return;
+        }
+        let key = Key::Namespace(ns.name.clone());
+        self.namespaces.insert(ns.name.clone(), ns);
+        self.record(key);
+    }
+
+    /// Removes a namespace.
+    pub fn delete_namespace(&mut self, name: &str) {
+        if self.namespaces.remove(name).is_some() {
+            self.record(Key::Namespace(name.to_string()));
         }
     }
 
@@ -157,7 +177,13 @@ impl ClusterState {
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
         let mut pods: Vec<proto::Pod> = self.pods().cloned().collect();
         pods.sort_by(|a, b| a.uid.cmp(&b.uid));
-        proto::Snapshot { nodes, pods }
+        let mut namespaces: Vec<proto::Namespace> = self.namespaces.values().cloned().collect();
+        namespaces.sort_by(|a, b| a.name.cmp(&b.name));
+        proto::Snapshot {
+            nodes,
+            pods,
+            namespaces,
+        }
     }
 
     /// The changes after `since` as a delta (without its base id), or `None` when the log no longer
@@ -180,6 +206,10 @@ impl ClusterState {
                 Key::Pod(uid) => match self.pod(uid) {
                     Some(p) => delta.upsert_pods.push(p.clone()),
                     None => delta.remove_pod_uids.push(uid.clone()),
+                },
+                Key::Namespace(name) => match self.namespaces.get(name) {
+                    Some(n) => delta.upsert_namespaces.push(n.clone()),
+                    None => delta.remove_namespaces.push(name.clone()),
                 },
             }
         }
@@ -252,6 +282,26 @@ mod tests {
         s.forget("p2");
         assert_eq!(s.pod_count(), 1);
         assert_eq!(s.delta_since(v).unwrap().remove_pod_uids, ["p2"]);
+    }
+
+    #[test]
+    fn namespaces_travel_in_full_snapshots_and_deltas() {
+        let mut s = ClusterState::new();
+        let ns = |name: &str, team: &str| proto::Namespace {
+            name: name.into(),
+            labels: [("team".to_string(), team.to_string())].into(),
+        };
+        s.apply_namespace(ns("a", "x"));
+        let v = s.version();
+        assert_eq!(s.full().namespaces, [ns("a", "x")]);
+        s.apply_namespace(ns("a", "x"));
+        assert_eq!(s.version(), v, "an unchanged namespace is not a change");
+        s.apply_namespace(ns("a", "y"));
+        s.apply_namespace(ns("b", "z"));
+        s.delete_namespace("b");
+        let d = s.delta_since(v).unwrap();
+        assert_eq!(d.upsert_namespaces, [ns("a", "y")]);
+        assert_eq!(d.remove_namespaces, ["b"]);
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Feeds a [`Binder`] from the API server with kube-runtime watchers: every node, and every pod
-//! that is not finished.
+//! Feeds a [`Binder`] from the API server with kube-runtime watchers: every node, every namespace
+//! (whose labels pod affinity namespace selectors read), and every pod that is not finished.
 //!
 //! Pods come from ONE watch over all namespaces with the field selector
 //! `status.phase!=Succeeded,status.phase!=Failed`, as kube-scheduler's own pod informer. Two
@@ -13,7 +13,7 @@
 //! A watcher restart relists (`Init`, `InitApply`…, `InitDone`); objects that vanished while the
 //! watch was down are not reported by the API server, so each watcher keeps the set of keys it has
 //! seen (node names, pod uids — not the objects) and reports the difference as deletions when the
-//! relist completes. The binder is marked synced once both initial lists are done. Lists use the
+//! relist completes. The binder is marked synced once every initial list is done. Lists use the
 //! default consistent (most recent) semantic, not `resourceVersion=0`: a stale list would make
 //! recently created bound pods look deleted and free their nodes for a moment.
 
@@ -23,14 +23,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::runtime::watcher::{self, watcher, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 
 use crate::api::ClusterApi;
 use crate::binder::{Binder, ClusterEvent};
-use crate::model::{node_info, pod_info};
+use crate::model::{namespace_info, node_info, pod_info};
 
 /// kube-scheduler's pod field selector: every pod that may still use (or need) a node.
 pub const POD_FIELD_SELECTOR: &str = "status.phase!=Succeeded,status.phase!=Failed";
@@ -141,6 +141,48 @@ impl NodeTracker {
     }
 }
 
+/// Turns namespace watch events into cluster events.
+#[derive(Debug, Default)]
+pub struct NamespaceTracker {
+    keys: KnownKeys,
+}
+
+impl NamespaceTracker {
+    /// The cluster events for one watch event; `true` with them when an initial list completed.
+    pub fn on_event(&mut self, event: Event<Namespace>) -> (Vec<ClusterEvent>, bool) {
+        match event {
+            Event::Init => {
+                self.keys.init();
+                (Vec::new(), false)
+            }
+            Event::InitApply(ns) => {
+                let info = namespace_info(&ns);
+                self.keys.init_apply(&info.name);
+                (vec![ClusterEvent::NamespaceApplied(info)], false)
+            }
+            Event::Apply(ns) => {
+                let info = namespace_info(&ns);
+                self.keys.apply(&info.name);
+                (vec![ClusterEvent::NamespaceApplied(info)], false)
+            }
+            Event::Delete(ns) => {
+                let name = ns.metadata.name.unwrap_or_default();
+                self.keys.delete(&name);
+                (vec![ClusterEvent::NamespaceDeleted(name)], false)
+            }
+            Event::InitDone => {
+                let gone = self
+                    .keys
+                    .init_done()
+                    .into_iter()
+                    .map(ClusterEvent::NamespaceDeleted)
+                    .collect();
+                (gone, true)
+            }
+        }
+    }
+}
+
 /// Turns pod watch events into cluster events.
 #[derive(Debug, Default)]
 pub struct PodTracker {
@@ -208,7 +250,7 @@ struct SyncBarrier<A> {
 impl<A: ClusterApi> SyncBarrier<A> {
     fn done(&self) {
         if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-            tracing::info!("initial node and pod lists done: binder synced");
+            tracing::info!("initial node, namespace and pod lists done: binder synced");
             self.binder.set_synced();
         }
     }
@@ -243,13 +285,14 @@ async fn drive<K, T, A>(
     }
 }
 
-/// Watches nodes and pods and feeds `binder` until `shutdown` resolves.
+/// Watches nodes, namespaces and pods and feeds `binder` until `shutdown` resolves.
 pub async fn run<A: ClusterApi>(client: Client, binder: Binder<A>, shutdown: impl Future<Output = ()>) {
     let barrier = Arc::new(SyncBarrier {
-        remaining: AtomicUsize::new(2),
+        remaining: AtomicUsize::new(3),
         binder,
     });
     let nodes = watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff();
+    let namespaces = watcher(Api::<Namespace>::all(client.clone()), watcher::Config::default()).default_backoff();
     let pods = watcher(
         Api::<Pod>::all(client),
         watcher::Config::default().fields(POD_FIELD_SELECTOR),
@@ -262,10 +305,17 @@ pub async fn run<A: ClusterApi>(client: Client, binder: Binder<A>, shutdown: imp
         NodeTracker::on_event,
         Arc::clone(&barrier),
     );
+    let namespaces = drive(
+        "namespaces",
+        namespaces,
+        NamespaceTracker::default(),
+        NamespaceTracker::on_event,
+        Arc::clone(&barrier),
+    );
     let pods = drive("pods", pods, PodTracker::default(), PodTracker::on_event, barrier);
     tokio::select! {
         () = shutdown => {}
-        _ = async { tokio::join!(nodes, pods) } => {}
+        _ = async { tokio::join!(nodes, namespaces, pods) } => {}
     }
 }
 

@@ -19,7 +19,7 @@
 //!   the main resource keep `status` and reject changes to immutable `spec` fields (422); the
 //!   `status` subresource changes only `status`. Node updates keep `status` likewise.
 //!
-//! Not modelled: authentication, namespaces as objects, graceful pod deletion (DELETE removes a
+//! Not modelled: authentication, namespaces as objects beyond storing them (no cascading deletion), graceful pod deletion (DELETE removes a
 //! pod at once unless it has finalizers), `dryRun`, protobuf, pagination, `managedFields` in
 //! returned objects (ownership is tracked on the side, see [`FakeApiServer::field_managers`]).
 //!
@@ -69,6 +69,8 @@ pub enum Kind {
     Event,
     /// coordination.k8s.io/v1 `leases` (namespaced).
     Lease,
+    /// core/v1 `namespaces` (cluster-scoped; only their labels matter to the binder).
+    Namespace,
 }
 
 /// Static description of a served resource.
@@ -132,6 +134,16 @@ const RESOURCES: &[ResourceInfo] = &[
         singular: "lease",
         kind_name: "Lease",
         namespaced: true,
+        subresources: &[],
+    },
+    ResourceInfo {
+        kind: Kind::Namespace,
+        group: "",
+        version: "v1",
+        plural: "namespaces",
+        singular: "namespace",
+        kind_name: "Namespace",
+        namespaced: false,
         subresources: &[],
     },
 ];
@@ -2307,6 +2319,11 @@ impl FakeApiServer {
     /// Deletes a pod at once (no grace period, finalizers ignored); returns its last state.
     pub fn delete_pod(&self, namespace: &str, name: &str) -> Option<Pod> {
         self.delete_raw(Kind::Pod, Some(namespace), name).map(typed)
+    }
+
+    /// Creates a namespace object (its labels feed pod affinity namespace selectors).
+    pub fn create_namespace(&self, ns: k8s_openapi::api::core::v1::Namespace) -> k8s_openapi::api::core::v1::Namespace {
+        self.create_typed(Kind::Namespace, &ns)
     }
 
     /// Creates a lease (namespace defaults to `default`); panics if it exists.

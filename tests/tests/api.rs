@@ -174,7 +174,11 @@ fn with_host_port(mut p: proto::Pod, port: i32, protocol: &str) -> proto::Pod {
 }
 
 fn snapshot(nodes: Vec<proto::Node>, pods: Vec<proto::Pod>) -> proto::Snapshot {
-    proto::Snapshot { nodes, pods }
+    proto::Snapshot {
+        nodes,
+        pods,
+        ..Default::default()
+    }
 }
 
 fn inline(s: proto::Snapshot) -> Option<proto::SnapshotRef> {
@@ -1892,5 +1896,195 @@ async fn grpcurl_ranks_through_reflection_only() {
     assert_eq!(feasible_names(&r), names);
 
     drop(c);
+    stop_server(tx, handle).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// InterPodAffinity and PodTopologySpread
+// ---------------------------------------------------------------------------------------------
+
+fn zoned(name: &str, zone: &str) -> proto::Node {
+    let mut n = node(name, 8, 16, 110);
+    n.labels = map(&[("kubernetes.io/hostname", name), ("topology.kubernetes.io/zone", zone)]);
+    n
+}
+
+fn app_selector(app: &str) -> Option<proto::LabelSelector> {
+    Some(proto::LabelSelector {
+        match_labels: map(&[("app", app)]),
+        match_expressions: vec![],
+    })
+}
+
+/// A replica of `app` that repels its siblings per node and spreads them over zones.
+fn ha_replica(uid: &str, app: &str) -> proto::Pod {
+    let mut p = pod(uid, 1);
+    p.labels = map(&[("app", app)]);
+    p.pod_anti_affinity = Some(proto::PodAffinity {
+        required: vec![proto::PodAffinityTerm {
+            label_selector: app_selector(app),
+            topology_key: "kubernetes.io/hostname".into(),
+            ..Default::default()
+        }],
+        preferred: vec![],
+    });
+    p.topology_spread_constraints = vec![proto::TopologySpreadConstraint {
+        max_skew: 1,
+        topology_key: "topology.kubernetes.io/zone".into(),
+        when_unsatisfiable: "DoNotSchedule".into(),
+        label_selector: app_selector(app),
+        ..Default::default()
+    }];
+    p
+}
+
+#[tokio::test]
+async fn schedule_honours_anti_affinity_and_spread_within_one_batch() {
+    let (addr, tx, handle) = start_server(ServerConfig::default()).await;
+    let mut c = client(addr).await;
+    let nodes = vec![
+        zoned("a1", "a"),
+        zoned("a2", "a"),
+        zoned("a3", "a"),
+        zoned("b1", "b"),
+        zoned("b2", "b"),
+    ];
+    // One replica already runs on a1; the batch brings five more.
+    let existing = bound(ha_replica("web-0", "web"), "a1");
+    let id = sync(&mut c, full(snapshot(nodes, vec![existing]))).await.snapshot_id;
+    let batch: Vec<proto::Pod> = (1..=5).map(|i| ha_replica(&format!("web-{i}"), "web")).collect();
+    let resp = schedule(&mut c, schedule_req(by_id(&id), batch)).await;
+    let nodes: Vec<Option<&str>> = resp.placements.iter().map(placed).collect();
+    // Zones alternate as maxSkew 1 demands (a has one already) and each node takes one replica;
+    // the fifth finds none: zone a would be two ahead, and b's nodes hold a replica each.
+    let placed_nodes: BTreeSet<&str> = nodes.iter().flatten().copied().collect();
+    assert_eq!(placed_nodes, BTreeSet::from(["a2", "a3", "b1", "b2"]), "{nodes:?}");
+    let u = unschedulable(&resp.placements[4]);
+    assert_eq!(
+        u.message,
+        "0/5 nodes are available: 2 node(s) didn't match pod anti-affinity rules, \
+         3 node(s) didn't match pod topology spread constraints."
+    );
+    stop_server(tx, handle).await;
+}
+
+#[tokio::test]
+async fn rank_reports_existing_pods_anti_affinity_and_namespace_selectors() {
+    let (addr, tx, handle) = start_server(ServerConfig::default()).await;
+    let mut c = client(addr).await;
+    // A pod in namespace "batch" (labelled tier=batch) that repels web pods of namespaces
+    // labelled tier=web, per zone.
+    let mut guard = bound(pod("guard", 1), "a1");
+    guard.namespace = "batch".into();
+    guard.pod_anti_affinity = Some(proto::PodAffinity {
+        required: vec![proto::PodAffinityTerm {
+            label_selector: app_selector("web"),
+            topology_key: "topology.kubernetes.io/zone".into(),
+            namespace_selector: Some(proto::LabelSelector {
+                match_labels: map(&[("tier", "web")]),
+                match_expressions: vec![],
+            }),
+            ..Default::default()
+        }],
+        preferred: vec![],
+    });
+    let mut s = snapshot(vec![zoned("a1", "a"), zoned("b1", "b")], vec![guard]);
+    s.namespaces = vec![
+        proto::Namespace {
+            name: "shop".into(),
+            labels: map(&[("tier", "web")]),
+        },
+        proto::Namespace {
+            name: "batch".into(),
+            labels: map(&[("tier", "batch")]),
+        },
+    ];
+    let id = sync(&mut c, full(s)).await.snapshot_id;
+    let mut web = pod("w", 1);
+    web.namespace = "shop".into();
+    web.labels = map(&[("app", "web")]);
+    let r = rank(&mut c, rank_req(by_id(&id), web.clone())).await;
+    assert_eq!(feasible_names(&r), ["b1"]);
+    assert_eq!(r.infeasible[0].plugin, "InterPodAffinity");
+    assert_eq!(
+        r.infeasible[0].reasons,
+        ["node(s) didn't satisfy existing pods anti-affinity rules"]
+    );
+    // Relabelling the namespace through a delta lifts the rule.
+    let next = sync(
+        &mut c,
+        delta(proto::SnapshotDelta {
+            base_snapshot_id: id,
+            upsert_namespaces: vec![proto::Namespace {
+                name: "shop".into(),
+                labels: map(&[("tier", "other")]),
+            }],
+            ..Default::default()
+        }),
+    )
+    .await
+    .snapshot_id;
+    let r = rank(&mut c, rank_req(by_id(&next), web)).await;
+    assert_eq!(r.feasible_count, 2);
+    let spread = r.feasible[0]
+        .plugin_scores
+        .iter()
+        .find(|p| p.plugin == "InterPodAffinity")
+        .expect("InterPodAffinity scores");
+    assert_eq!(spread.weight, 2);
+    stop_server(tx, handle).await;
+}
+
+#[tokio::test]
+async fn invalid_affinity_and_spread_fields_are_named() {
+    let (addr, tx, handle) = start_server(ServerConfig::default()).await;
+    let mut c = client(addr).await;
+    let s = snapshot(vec![zoned("a1", "a")], vec![]);
+    let mut p = ha_replica("p", "web");
+    p.pod_anti_affinity.as_mut().unwrap().required[0].topology_key.clear();
+    let err = c
+        .schedule(schedule_req(
+            inline(s.clone()),
+            vec![pod("ok", 1), pod("ok2", 1), pod("ok3", 1), p],
+        ))
+        .await
+        .unwrap_err();
+    assert_invalid_argument(
+        &err,
+        "pods[3].pod_anti_affinity.required[0].topology_key",
+        "must not be empty",
+    );
+    let mut p = ha_replica("p", "web");
+    p.topology_spread_constraints[0].max_skew = 0;
+    let err = c.rank(rank_req(inline(s.clone()), p)).await.unwrap_err();
+    assert_invalid_argument(
+        &err,
+        "pod.topology_spread_constraints[0].max_skew",
+        "must be greater than zero",
+    );
+    let mut p = ha_replica("p", "web");
+    p.topology_spread_constraints[0].when_unsatisfiable = "Sometimes".into();
+    let err = c.rank(rank_req(inline(s.clone()), p)).await.unwrap_err();
+    assert_invalid_argument(
+        &err,
+        "pod.topology_spread_constraints[0].when_unsatisfiable",
+        "unsupported value \"Sometimes\"",
+    );
+    let mut p = ha_replica("p", "web");
+    p.pod_anti_affinity.as_mut().unwrap().required[0]
+        .label_selector
+        .as_mut()
+        .unwrap()
+        .match_expressions = vec![proto::LabelSelectorRequirement {
+        key: "app".into(),
+        operator: "Gt".into(),
+        values: vec!["1".into()],
+    }];
+    let err = c.rank(rank_req(inline(s), p)).await.unwrap_err();
+    assert_invalid_argument(
+        &err,
+        "pod.pod_anti_affinity.required[0].label_selector.match_expressions[0].operator",
+        "unsupported operator \"Gt\"",
+    );
     stop_server(tx, handle).await;
 }

@@ -802,6 +802,8 @@ async fn binder_rbac_grants_exactly_the_calls_the_binder_makes() {
     let expected: BTreeSet<(String, String, &str)> = [
         ("", "nodes", "list"),
         ("", "nodes", "watch"),
+        ("", "namespaces", "list"),
+        ("", "namespaces", "watch"),
         ("", "pods", "list"),
         ("", "pods", "watch"),
         ("", "pods/binding", "create"),

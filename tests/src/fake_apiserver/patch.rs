@@ -56,7 +56,7 @@ fn list_strategy(kind: Kind, path: &str) -> Option<ListStrategy> {
             "spec.podCIDRs" => Some(Primitive),
             _ => None,
         },
-        Kind::Lease | Kind::CoreEvent | Kind::Event => None,
+        Kind::Lease | Kind::CoreEvent | Kind::Event | Kind::Namespace => None,
     }
 }
 
