@@ -393,6 +393,91 @@ mod tests {
     }
 
     #[test]
+    fn pod_affinity_and_spread_constraints_are_projected() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web-1", "namespace": "shop", "uid": "u-1",
+                          "labels": {"app": "web", "pod-template-hash": "abc"}},
+            "spec": {
+                "containers": [{"name": "c"}],
+                "affinity": {
+                    "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 7, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "cache"}},
+                                                          "topologyKey": "topology.kubernetes.io/zone"}}]},
+                    "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]},
+                         "namespaces": ["shop"], "namespaceSelector": {"matchLabels": {"tier": "web"}},
+                         "topologyKey": "kubernetes.io/hostname"}]}
+                },
+                "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                    "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}},
+                    "minDomains": 3, "nodeAffinityPolicy": "Ignore", "nodeTaintsPolicy": "Honor",
+                    "matchLabelKeys": ["pod-template-hash"]}]
+            }
+        }))
+        .unwrap();
+        let s = pod_info(&pod).spec;
+        let aff = s.pod_affinity.as_ref().unwrap();
+        assert_eq!(aff.preferred[0].weight, 7);
+        let t = aff.preferred[0].term.as_ref().unwrap();
+        assert_eq!(t.label_selector.as_ref().unwrap().match_labels["app"], "cache");
+        assert_eq!(t.topology_key, "topology.kubernetes.io/zone");
+        let anti = &s.pod_anti_affinity.as_ref().unwrap().required[0];
+        assert_eq!(
+            anti.label_selector.as_ref().unwrap().match_expressions[0].values,
+            ["web"]
+        );
+        assert_eq!(anti.namespaces, ["shop"]);
+        assert_eq!(anti.namespace_selector.as_ref().unwrap().match_labels["tier"], "web");
+        let c = &s.topology_spread_constraints[0];
+        assert_eq!((c.max_skew, c.min_domains), (1, Some(3)));
+        assert_eq!(
+            (c.node_affinity_policy.as_str(), c.node_taints_policy.as_str()),
+            ("Ignore", "Honor")
+        );
+        assert_eq!(c.match_label_keys, ["pod-template-hash"]);
+        assert!(
+            s.default_spread_selector.is_none(),
+            "explicit constraints replace the defaults"
+        );
+        // The result is valid input for the decision service.
+        placement_scheduler::grpc::convert::pod("pod", &s).unwrap();
+    }
+
+    #[test]
+    fn controller_owned_pods_get_a_default_spread_selector_without_per_pod_labels() {
+        let pod = |kind: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "db-0", "namespace": "shop", "uid": "u-1",
+                             "labels": {"app": "db", "statefulset.kubernetes.io/pod-name": "db-0",
+                                        "apps.kubernetes.io/pod-index": "0", "controller-revision-hash": "db-5d"},
+                             "ownerReferences": [{"apiVersion": "apps/v1", "kind": kind, "name": "db",
+                                                  "uid": "o-1", "controller": true}]},
+                "spec": {"containers": [{"name": "c"}]}
+            }))
+            .unwrap()
+        };
+        let sel = pod_info(&pod("StatefulSet")).spec.default_spread_selector.unwrap();
+        assert_eq!(
+            sel.match_labels,
+            BTreeMap::from([("app".to_string(), "db".to_string())])
+        );
+        assert!(pod_info(&pod("ReplicaSet")).spec.default_spread_selector.is_some());
+        assert!(
+            pod_info(&pod("Job")).spec.default_spread_selector.is_none(),
+            "kube-scheduler's default spreading covers Services, RCs, RSs and StatefulSets only"
+        );
+    }
+
+    #[test]
+    fn namespace_projection_keeps_its_labels() {
+        let ns: k8s_openapi::api::core::v1::Namespace =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "shop", "labels": {"tier": "web"}}}))
+                .unwrap();
+        let n = namespace_info(&ns);
+        assert_eq!((n.name.as_str(), n.labels["tier"].as_str()), ("shop", "web"));
+    }
+
+    #[test]
     fn node_projection_keeps_what_placement_reads() {
         let node: Node = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "n1", "labels": {"zone": "a"}},

@@ -126,6 +126,9 @@ pub struct SyntheticCluster {
     pub replicas_per_workload: usize,
     /// Share of the pending pods that are workload replicas when `replicas_per_workload > 1`.
     pub workload_share: f64,
+    /// Share of the pending pods that are replicas of highly available workloads (8 each) with
+    /// required per-node anti-affinity and zone spreading (`synth::topology_pods`).
+    pub topology_share: f64,
     /// Seed of every random choice.
     pub seed: u64,
 }
@@ -140,6 +143,7 @@ impl Default for SyntheticCluster {
             pending: 20_000,
             replicas_per_workload: 1,
             workload_share: 0.5,
+            topology_share: 0.0,
             seed: 1,
         }
     }
@@ -201,7 +205,10 @@ impl Workload {
         } else {
             0
         };
-        let mut specs = synth::distinct_pods(n - from_workloads, config.seed);
+        let from_topology =
+            ((n as f64 * config.topology_share.clamp(0.0, 1.0)).round() as usize).min(n - from_workloads);
+        let mut specs = synth::distinct_pods(n - from_workloads - from_topology, config.seed);
+        specs.extend(synth::topology_pods(from_topology, 8, mix(config.seed ^ 0x70_b0)));
         let mut workload = 0u64;
         let mut left = from_workloads;
         while left > 0 {
@@ -1187,6 +1194,15 @@ pub struct Checks {
     pub unparsable_pods: usize,
     /// placed + unschedulable + still pending = pending pods, and the binder's counters agree.
     pub counts_add_up: bool,
+    /// Pending pods with required per-node anti-affinity against their own app.
+    pub anti_affinity_pods: usize,
+    /// Of those, pods placed on a node holding another pod of their app (should be 0).
+    pub anti_affinity_broken: usize,
+    /// Apps whose pods spread over zones with DoNotSchedule maxSkew 1 and select no nodes by
+    /// affinity (those whose final spread is checked).
+    pub spread_apps: usize,
+    /// Of those, apps left more than one pod apart between two zones (should be 0).
+    pub spread_broken: usize,
 }
 
 /// The result of a simulation run.
@@ -1380,6 +1396,7 @@ impl Summary {
         self.utilization.memory = Spread::of(&mut memory);
         self.utilization.nodes_used = used_nodes.len();
 
+        self.check_topology(store, &mut c);
         c.every_pod_bound_once = c.double_bound == 0 && c.unexpected_rejections == 0 && c.bad_scheduled_events == 0;
         let lost: usize = store.pods.values().filter(|p| p.pending && p.reply_lost).count();
         c.counts_add_up = self.placed + self.unschedulable + self.still_pending == self.pending_pods
@@ -1388,10 +1405,80 @@ impl Summary {
         self.checks = c;
     }
 
+    /// Checks required per-node anti-affinity and zone spreading (maxSkew 1) among pending pods
+    /// that use them on their own app label, as `synth::topology_pods` makes them.
+    fn check_topology(&self, store: &Store, c: &mut Checks) {
+        let zone_key = "topology.kubernetes.io/zone";
+        let host_key = "kubernetes.io/hostname";
+        let own_app = |sel: Option<&proto::LabelSelector>, spec: &proto::Pod| {
+            sel.is_some_and(|s| s.match_expressions.is_empty() && s.match_labels.len() == 1)
+                && sel.and_then(|s| s.match_labels.get("app")) == spec.labels.get("app")
+        };
+        let mut per_node: HashMap<(&str, &str), usize> = HashMap::new();
+        let mut per_zone: HashMap<&str, HashMap<&str, usize>> = HashMap::new();
+        let zones: HashSet<&str> = store
+            .nodes
+            .values()
+            .filter_map(|n| n.labels.get(zone_key).map(String::as_str))
+            .collect();
+        for p in store.pods.values().filter(|p| p.pending) {
+            let spec = &p.info.spec;
+            let Some(app) = spec.labels.get("app").map(String::as_str) else {
+                continue;
+            };
+            let anti = spec.pod_anti_affinity.as_ref().is_some_and(|a| {
+                a.required
+                    .iter()
+                    .any(|t| t.topology_key == host_key && own_app(t.label_selector.as_ref(), spec))
+            });
+            let spread = spec.node_selector.is_empty()
+                && spec.node_affinity.as_ref().is_none_or(|a| a.required.is_none())
+                && spec.topology_spread_constraints.iter().any(|t| {
+                    t.topology_key == zone_key
+                        && t.max_skew == 1
+                        && t.when_unsatisfiable == "DoNotSchedule"
+                        && own_app(t.label_selector.as_ref(), spec)
+                });
+            if anti {
+                c.anti_affinity_pods += 1;
+            }
+            let Some(node) = p.info.node_name() else {
+                if spread {
+                    per_zone.entry(app).or_default();
+                }
+                continue;
+            };
+            if anti {
+                *per_node.entry((app, node)).or_default() += 1;
+            }
+            if spread {
+                let zone = store
+                    .nodes
+                    .get(node)
+                    .and_then(|n| n.labels.get(zone_key))
+                    .map_or("", String::as_str);
+                *per_zone.entry(app).or_default().entry(zone).or_default() += 1;
+            }
+        }
+        c.spread_apps = per_zone.len();
+        c.anti_affinity_broken = per_node.values().filter(|n| **n > 1).map(|n| *n).sum();
+        c.spread_broken = per_zone
+            .values()
+            .filter(|counts| {
+                let of = |z: &str| counts.get(z).copied().unwrap_or(0);
+                let max = zones.iter().map(|z| of(z)).max().unwrap_or(0);
+                let min = zones.iter().map(|z| of(z)).min().unwrap_or(0);
+                max > min + 1
+            })
+            .count();
+    }
+
     /// Whether the run completed and every check passed.
     pub fn passed(&self) -> bool {
         let c = &self.checks;
         self.completed
+            && c.anti_affinity_broken == 0
+            && c.spread_broken == 0
             && c.every_pod_bound_once
             && c.bound_to_unknown_node == 0
             && c.nodes_overcommitted <= c.nodes_overcommitted_before
@@ -1517,6 +1604,16 @@ impl fmt::Display for Summary {
                 c.bound_to_unknown_node, c.unparsable_pods
             )?;
         }
+        if c.anti_affinity_pods > 0 {
+            writeln!(
+                o,
+                "    pod anti-affinity and zone spreading honoured: {} ({} pods with anti-affinity; {} sharing a node, {} apps skewed)",
+                yes(c.anti_affinity_broken == 0 && c.spread_broken == 0),
+                c.anti_affinity_pods,
+                c.anti_affinity_broken,
+                c.spread_broken
+            )?;
+        }
         writeln!(o, "    counts add up: {}", yes(c.counts_add_up))?;
         if let Some(r) = &self.experiments {
             writeln!(o, "  experiments:")?;
@@ -1601,6 +1698,10 @@ pub struct SimulateArgs {
     /// Share of pending pods that are workload replicas when `--replicas-per-workload` > 1.
     #[arg(long, default_value_t = 0.5)]
     pub workload_share: f64,
+    /// Share of pending pods that are replicas of highly available workloads (8 each) with
+    /// required per-node pod anti-affinity and zone topology spreading (DoNotSchedule, maxSkew 1).
+    #[arg(long, default_value_t = 0.0)]
+    pub topology_share: f64,
     /// Seed of the synthetic cluster, the tie-breaks and the injected faults.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -1695,6 +1796,7 @@ impl SimulateArgs {
                 pending: self.pods,
                 replicas_per_workload: self.replicas_per_workload,
                 workload_share: self.workload_share,
+                topology_share: self.topology_share,
                 seed: self.seed,
             }),
         };

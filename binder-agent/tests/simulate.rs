@@ -22,6 +22,7 @@ fn synthetic(nodes: usize, pods: usize, seed: u64) -> ClusterSource {
         pending: pods,
         replicas_per_workload: 1,
         workload_share: 0.5,
+        topology_share: 0.0,
         seed,
     })
 }
@@ -338,6 +339,7 @@ async fn workload_replicas_mixed_with_distinct_pods() {
         pending: 600,
         replicas_per_workload: 50,
         workload_share: 0.5,
+        topology_share: 0.0,
         seed: 4,
     }));
     let s = simulate(c).await.unwrap();
@@ -345,4 +347,29 @@ async fn workload_replicas_mixed_with_distinct_pods() {
     assert_eq!(s.prebound_pods, 1_000);
     assert_eq!(s.pending_pods, 600);
     assert_kube_scheduler_messages(&s);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anti_affinity_and_zone_spreading_are_honoured_end_to_end() {
+    // 400 of 600 pending pods are 8-replica workloads that repel each other per node and spread
+    // over the 3 zones with maxSkew 1; the summary's checks verify both on the final bindings.
+    let c = config(ClusterSource::Synthetic(SyntheticCluster {
+        shape: ClusterShape {
+            pods_per_node: 10,
+            ..ClusterShape::with_nodes(60)
+        },
+        pending: 600,
+        replicas_per_workload: 1,
+        workload_share: 0.5,
+        topology_share: 0.67,
+        seed: 5,
+    }));
+    let s = simulate(c).await.unwrap();
+    assert_sound(&s);
+    let checks = &s.checks;
+    assert_eq!(checks.anti_affinity_pods, 402, "{s}");
+    assert_eq!(checks.anti_affinity_broken, 0, "{s}");
+    assert!(checks.spread_apps > 10, "{s}");
+    assert_eq!(checks.spread_broken, 0, "{s}");
+    assert!(s.placed > 300, "most replicas find a node: {s}");
 }

@@ -30,6 +30,7 @@ async fn decision_calls_are_children_of_the_binders_batch_span() {
             pending: 300,
             replicas_per_workload: 1,
             workload_share: 0.5,
+            topology_share: 0.0,
             seed: 7,
         }),
         timeout: Duration::from_secs(60),
