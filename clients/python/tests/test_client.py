@@ -249,6 +249,54 @@ def test_convert_minimal_pod_has_no_affinity():
     assert dict(p.containers[0].requests) == {}
 
 
+def test_convert_pod_affinity_and_spread():
+    sel = k8s.V1LabelSelector(match_labels={"app": "web"})
+    kpod = k8s.V1Pod(
+        metadata=k8s.V1ObjectMeta(name="web-1", namespace="shop", uid="u1", labels={"app": "web"}),
+        spec=k8s.V1PodSpec(
+            containers=[k8s.V1Container(name="c")],
+            affinity=k8s.V1Affinity(
+                pod_anti_affinity=k8s.V1PodAntiAffinity(
+                    required_during_scheduling_ignored_during_execution=[
+                        k8s.V1PodAffinityTerm(
+                            label_selector=sel,
+                            topology_key="kubernetes.io/hostname",
+                            namespace_selector=k8s.V1LabelSelector(match_labels={"tier": "web"}),
+                        )
+                    ]
+                ),
+                pod_affinity=k8s.V1PodAffinity(
+                    preferred_during_scheduling_ignored_during_execution=[
+                        k8s.V1WeightedPodAffinityTerm(
+                            weight=7,
+                            pod_affinity_term=k8s.V1PodAffinityTerm(label_selector=sel, topology_key="zone"),
+                        )
+                    ]
+                ),
+            ),
+            topology_spread_constraints=[
+                k8s.V1TopologySpreadConstraint(
+                    max_skew=1,
+                    topology_key="zone",
+                    when_unsatisfiable="DoNotSchedule",
+                    label_selector=sel,
+                    min_domains=2,
+                    match_label_keys=["pod-template-hash"],
+                )
+            ],
+        ),
+    )
+    p = convert.pod_to_proto(kpod)
+    anti = p.pod_anti_affinity.required[0]
+    assert anti.topology_key == "kubernetes.io/hostname"
+    assert dict(anti.label_selector.match_labels) == {"app": "web"}
+    assert dict(anti.namespace_selector.match_labels) == {"tier": "web"}
+    assert p.pod_affinity.preferred[0].weight == 7
+    c = p.topology_spread_constraints[0]
+    assert (c.max_skew, c.min_domains, list(c.match_label_keys)) == (1, 2, ["pod-template-hash"])
+    assert not p.HasField("default_spread_selector")
+
+
 def test_convert_node():
     knode = _k8s_node("n1", taints=[k8s.V1Taint(key="dedicated", value="web", effect="NoSchedule")])
     knode.spec.unschedulable = True

@@ -83,6 +83,56 @@ def _node_affinity(spec: Any) -> Optional[pb.NodeAffinity]:
     return out
 
 
+def _label_selector(s: Any) -> pb.LabelSelector:
+    return pb.LabelSelector(
+        match_labels=_str_map(getattr(s, "match_labels", None)),
+        match_expressions=[
+            pb.LabelSelectorRequirement(key=r.key or "", operator=r.operator or "", values=_list(r.values))
+            for r in _list(getattr(s, "match_expressions", None))
+        ],
+    )
+
+
+def _affinity_term(t: Any) -> pb.PodAffinityTerm:
+    out = pb.PodAffinityTerm(namespaces=_list(getattr(t, "namespaces", None)), topology_key=t.topology_key or "")
+    if getattr(t, "label_selector", None) is not None:
+        out.label_selector.CopyFrom(_label_selector(t.label_selector))
+    if getattr(t, "namespace_selector", None) is not None:
+        out.namespace_selector.CopyFrom(_label_selector(t.namespace_selector))
+    return out
+
+
+def _pod_affinity(a: Any) -> Optional[pb.PodAffinity]:
+    """``V1PodAffinity`` or ``V1PodAntiAffinity`` -> ``placement.v1.PodAffinity``."""
+    if a is None:
+        return None
+    return pb.PodAffinity(
+        required=[
+            _affinity_term(t) for t in _list(getattr(a, "required_during_scheduling_ignored_during_execution", None))
+        ],
+        preferred=[
+            pb.WeightedPodAffinityTerm(weight=w.weight or 0, term=_affinity_term(w.pod_affinity_term))
+            for w in _list(getattr(a, "preferred_during_scheduling_ignored_during_execution", None))
+        ],
+    )
+
+
+def _spread_constraint(c: Any) -> pb.TopologySpreadConstraint:
+    out = pb.TopologySpreadConstraint(
+        max_skew=c.max_skew or 0,
+        topology_key=c.topology_key or "",
+        when_unsatisfiable=c.when_unsatisfiable or "",
+        node_affinity_policy=getattr(c, "node_affinity_policy", None) or "",
+        node_taints_policy=getattr(c, "node_taints_policy", None) or "",
+        match_label_keys=_list(getattr(c, "match_label_keys", None)),
+    )
+    if getattr(c, "label_selector", None) is not None:
+        out.label_selector.CopyFrom(_label_selector(c.label_selector))
+    if getattr(c, "min_domains", None) is not None:
+        out.min_domains = int(c.min_domains)
+    return out
+
+
 def _toleration(t: Any) -> pb.Toleration:
     out = pb.Toleration(
         key=t.key or "",
@@ -99,7 +149,9 @@ def pod_to_proto(pod: Any) -> pb.Pod:
     """``V1Pod`` -> ``placement.v1.Pod``.
 
     Reads metadata.{uid,namespace,name,labels} and spec.{priority, containers,
-    init_containers, overhead, node_name, node_selector, affinity.node_affinity, tolerations}.
+    init_containers, overhead, node_name, node_selector, affinity.{node_affinity, pod_affinity,
+    pod_anti_affinity}, tolerations, topology_spread_constraints}. The default spreading selector
+    (``default_spread_selector``) is left unset: it comes from the pod's workload objects.
     A pod without metadata.uid gets "<namespace>/<name>" as uid (uids must be unique within a
     snapshot and a batch; objects read from the API server always have one).
     """
@@ -119,10 +171,20 @@ def pod_to_proto(pod: Any) -> pb.Pod:
         node_name=getattr(spec, "node_name", None) or "",
         node_selector=_str_map(getattr(spec, "node_selector", None)),
         tolerations=[_toleration(t) for t in _list(getattr(spec, "tolerations", None))],
+        topology_spread_constraints=[
+            _spread_constraint(c) for c in _list(getattr(spec, "topology_spread_constraints", None))
+        ],
     )
     affinity = _node_affinity(spec)
     if affinity is not None:
         out.node_affinity.CopyFrom(affinity)
+    spec_affinity = getattr(spec, "affinity", None)
+    pod_affinity = _pod_affinity(getattr(spec_affinity, "pod_affinity", None))
+    if pod_affinity is not None:
+        out.pod_affinity.CopyFrom(pod_affinity)
+    pod_anti_affinity = _pod_affinity(getattr(spec_affinity, "pod_anti_affinity", None))
+    if pod_anti_affinity is not None:
+        out.pod_anti_affinity.CopyFrom(pod_anti_affinity)
     return out
 
 
