@@ -381,6 +381,26 @@ mod tests {
     }
 
     #[test]
+    fn namespaces_are_applied_and_relists_report_the_vanished() {
+        let ns = |name: &str| -> Namespace {
+            serde_json::from_value(json!({"metadata": {"name": name, "labels": {"team": "a"}}})).unwrap()
+        };
+        let mut t = NamespaceTracker::default();
+        t.on_event(Event::Init);
+        let (events, _) = t.on_event(Event::InitApply(ns("shop")));
+        assert!(
+            matches!(&events[..], [ClusterEvent::NamespaceApplied(n)] if n.name == "shop" && n.labels["team"] == "a")
+        );
+        t.on_event(Event::InitApply(ns("batch")));
+        assert!(t.on_event(Event::InitDone).1);
+        t.on_event(Event::Init);
+        t.on_event(Event::InitApply(ns("shop")));
+        let (gone, done) = t.on_event(Event::InitDone);
+        assert!(done);
+        assert!(matches!(&gone[..], [ClusterEvent::NamespaceDeleted(n)] if n == "batch"));
+    }
+
+    #[test]
     fn relist_reports_nodes_that_vanished() {
         let mut t = NodeTracker::default();
         t.on_event(Event::Init);

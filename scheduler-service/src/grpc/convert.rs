@@ -767,6 +767,97 @@ mod tests {
     }
 
     #[test]
+    fn affinity_and_spread_convert_with_kubernetes_defaults() {
+        let sel = || proto::LabelSelector {
+            match_labels: req(&[("app", "web")]),
+            match_expressions: vec![],
+        };
+        let mut p = pod_with(vec![]);
+        p.pod_anti_affinity = Some(proto::PodAffinity {
+            required: vec![proto::PodAffinityTerm {
+                label_selector: Some(sel()),
+                topology_key: "kubernetes.io/hostname".into(),
+                ..Default::default()
+            }],
+            preferred: vec![],
+        });
+        p.topology_spread_constraints = vec![proto::TopologySpreadConstraint {
+            max_skew: 2,
+            topology_key: "zone".into(),
+            when_unsatisfiable: "DoNotSchedule".into(),
+            label_selector: Some(sel()),
+            ..Default::default()
+        }];
+        let spec = pod("pod", &p).unwrap();
+        let term = &spec.pod_anti_affinity.required[0];
+        assert_eq!(
+            term.selector.as_ref().unwrap().requirements[0].op,
+            SelectorOp::In(vec!["web".into()])
+        );
+        assert!(term.namespace_selector.is_none() && term.namespaces.is_empty());
+        let c = &spec.spread_constraints[0];
+        assert_eq!((c.max_skew, c.min_domains), (2, 1));
+        assert_eq!(c.node_affinity_policy, NodeInclusionPolicy::Honor);
+        assert_eq!(c.node_taints_policy, NodeInclusionPolicy::Ignore);
+    }
+
+    #[test]
+    fn invalid_affinity_and_spread_fields_are_named() {
+        let mut p = pod_with(vec![]);
+        p.pod_affinity = Some(proto::PodAffinity {
+            required: vec![],
+            preferred: vec![proto::WeightedPodAffinityTerm {
+                weight: 101,
+                term: Some(proto::PodAffinityTerm {
+                    topology_key: "zone".into(),
+                    ..Default::default()
+                }),
+            }],
+        });
+        assert_eq!(
+            pod("pods[3]", &p).unwrap_err().field,
+            "pods[3].pod_affinity.preferred[0].weight"
+        );
+        p.pod_affinity = None;
+        let c = proto::TopologySpreadConstraint {
+            max_skew: 1,
+            topology_key: "zone".into(),
+            when_unsatisfiable: "ScheduleAnyway".into(),
+            min_domains: Some(2),
+            ..Default::default()
+        };
+        p.topology_spread_constraints = vec![c.clone()];
+        assert_eq!(
+            pod("pod", &p).unwrap_err().field,
+            "pod.topology_spread_constraints[0].min_domains",
+            "minDomains only with DoNotSchedule"
+        );
+        let c = proto::TopologySpreadConstraint { min_domains: None, ..c };
+        p.topology_spread_constraints = vec![c.clone(), c];
+        assert_eq!(pod("pod", &p).unwrap_err().field, "pod.topology_spread_constraints[1]");
+        p.topology_spread_constraints[1].node_taints_policy = "Maybe".into();
+        p.topology_spread_constraints[1].when_unsatisfiable = "DoNotSchedule".into();
+        assert_eq!(
+            pod("pod", &p).unwrap_err().field,
+            "pod.topology_spread_constraints[1].node_taints_policy"
+        );
+        let s = proto::Snapshot {
+            namespaces: vec![
+                proto::Namespace {
+                    name: "a".into(),
+                    ..Default::default()
+                },
+                proto::Namespace {
+                    name: "a".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        assert_eq!(snapshot("full", &s).unwrap_err().field, "full.namespaces[1].name");
+    }
+
+    #[test]
     fn node_allocatable_takes_pods() {
         let n = proto::Node {
             name: "n".into(),
