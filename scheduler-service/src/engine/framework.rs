@@ -15,7 +15,7 @@ use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoi
 use super::resources::ResourceName;
 use super::snapshot::{image_hash, BoundPod, NodeEntry, NodeHot, NodeUsage, Snapshot, NODE_UNIQUE_LABELS};
 use super::spread::{self, SpreadFilter, SpreadScore};
-use super::topology::{DomainCounts, Existing};
+use super::topology::{DomainCounts, Existing, Placed};
 
 /// kube-scheduler's `MaxNodeScore`.
 pub const MAX_NODE_SCORE: i64 = 100;
@@ -267,12 +267,7 @@ fn has_topology_terms(pod: &PodSpec) -> bool {
 impl TopoState {
     /// PreFilter and PreScore of both plugins for `plan`'s pod, with `placed` already on their
     /// nodes; `None` (at no cost) when neither the pod nor any existing pod has such terms.
-    fn build(
-        profile: &Profile,
-        snapshot: &Snapshot,
-        placed: &[(usize, &PodSpec)],
-        plan: &PodPlan<'_>,
-    ) -> Option<Box<Self>> {
+    fn build(profile: &Profile, snapshot: &Snapshot, placed: &Placed<'_>, plan: &PodPlan<'_>) -> Option<Box<Self>> {
         let pod = plan.pod;
         let existing = Existing { snapshot, placed };
         if !has_topology_terms(pod) && !existing.any_affinity() {
@@ -348,7 +343,7 @@ fn mix(mut z: u64) -> u64 {
 }
 
 impl<'a> PodPlan<'a> {
-    fn new(profile: &Profile, snapshot: &Snapshot, pod: &'a PodSpec, seed: u64, placed: &[(usize, &PodSpec)]) -> Self {
+    fn new(profile: &Profile, snapshot: &Snapshot, pod: &'a PodSpec, seed: u64, placed: &Placed<'_>) -> Self {
         let fit_requests = profile
             .fit_resources
             .iter()
@@ -916,7 +911,7 @@ impl<'a> Evaluator<'a> {
         &mut self,
         plan: &PodPlan<'_>,
         usage: &BatchUsage<'_>,
-        placed: &[(usize, &PodSpec)],
+        placed: &Placed<'_>,
         deadline: Deadline,
         on_reject: &mut impl FnMut(usize, FilterPlugin, Reason),
     ) -> Result<(), ()> {
@@ -941,7 +936,7 @@ impl<'a> Evaluator<'a> {
 
     /// PodTopologySpread's raw scores, which depend on the set of feasible nodes, and which of the
     /// topology plugins score this pod.
-    fn topo_scores(&mut self, plan: &PodPlan<'_>, placed: &[(usize, &PodSpec)]) {
+    fn topo_scores(&mut self, plan: &PodPlan<'_>, placed: &Placed<'_>) {
         let topo = plan.topo.as_deref();
         let interpod = topo.is_some_and(|t| t.interpod_score.is_some());
         let spread_score = topo.and_then(|t| t.spread_score.as_ref());
@@ -1131,11 +1126,11 @@ impl<'a> Evaluator<'a> {
 
     /// Ranks every node for one pod: the `top_k` best feasible nodes (0 for all) and every rejected node.
     pub fn rank(&mut self, pod: &PodSpec, top_k: usize, seed: u64, deadline: Deadline) -> Result<Ranking, EvalError> {
-        let plan = PodPlan::new(self.profile, self.snapshot, pod, seed, &[]);
+        let plan = PodPlan::new(self.profile, self.snapshot, pod, seed, &Placed::default());
         let usage = BatchUsage::new(self.snapshot);
         // Rejections are recorded by node index and reason; names are built once, at the end.
         let mut rejected: Vec<(u32, FilterPlugin, Reason)> = Vec::new();
-        self.evaluate(&plan, &usage, &[], deadline, &mut |i, plugin, reason| {
+        self.evaluate(&plan, &usage, &Placed::default(), deadline, &mut |i, plugin, reason| {
             rejected.push((i as u32, plugin, reason));
         })
         .map_err(|()| EvalError::DeadlineExceeded { done: 0, total: 1 })?;
@@ -1211,7 +1206,7 @@ impl<'a> Evaluator<'a> {
         let mut changed: Option<usize> = None;
         let policy_seed = seed ^ self.profile.policy.seed;
         // Pods placed so far in this batch, for the topology plugins.
-        let mut placed: Vec<(usize, &PodSpec)> = Vec::new();
+        let mut placed = Placed::default();
         for (done, pod) in pods.iter().enumerate() {
             let timeout = EvalError::DeadlineExceeded {
                 done,
@@ -1277,7 +1272,7 @@ impl<'a> Evaluator<'a> {
                         feasible: self.candidates.len(),
                     });
                     usage.assume(i, pod);
-                    placed.push((i, pod));
+                    placed.push(i, pod);
                     changed = Some(i);
                 }
                 None => out.push(Decision::Unschedulable(Diagnosis {

@@ -21,14 +21,30 @@ pub struct PodRef<'a> {
     pub anti_affinity: Option<&'a PodAffinityTerms>,
 }
 
+/// The pods a batch has placed so far, as (node index, pod).
+#[derive(Debug, Default)]
+pub struct Placed<'p> {
+    pods: Vec<(usize, &'p PodSpec)>,
+    /// Some placed pod has pod affinity or anti-affinity terms.
+    affinity: bool,
+}
+
+impl<'p> Placed<'p> {
+    /// Records a placement.
+    pub fn push(&mut self, node: usize, pod: &'p PodSpec) {
+        self.affinity |= pod.has_pod_affinity();
+        self.pods.push((node, pod));
+    }
+}
+
 /// The pods already on nodes when a pod is evaluated: the snapshot's bound pods and the pods of
-/// the batch placed before it, as (node index, pod).
+/// the batch placed before it.
 #[derive(Clone, Copy)]
 pub struct Existing<'a> {
     /// The snapshot.
     pub snapshot: &'a Snapshot,
     /// Pods placed earlier in the batch.
-    pub placed: &'a [(usize, &'a PodSpec)],
+    pub placed: &'a Placed<'a>,
 }
 
 fn placed_ref<'a>(node: usize, p: &'a PodSpec) -> PodRef<'a> {
@@ -44,7 +60,7 @@ fn placed_ref<'a>(node: usize, p: &'a PodSpec) -> PodRef<'a> {
 impl<'a> Existing<'a> {
     /// Whether some existing pod has pod affinity or anti-affinity terms.
     pub fn any_affinity(&self) -> bool {
-        self.snapshot.has_affinity_pods() || self.placed.iter().any(|(_, p)| p.has_pod_affinity())
+        self.snapshot.has_affinity_pods() || self.placed.affinity
     }
 
     /// Calls `f` for every existing pod on a known node that has affinity or anti-affinity terms.
@@ -64,7 +80,7 @@ impl<'a> Existing<'a> {
                 anti_affinity: (!terms.1.is_empty()).then_some(&terms.1),
             });
         }
-        for (node, p) in self.placed {
+        for (node, p) in &self.placed.pods {
             if p.has_pod_affinity() {
                 f(placed_ref(*node, p));
             }
@@ -90,7 +106,7 @@ impl<'a> Existing<'a> {
                 });
             }
         }
-        for (node, p) in self.placed {
+        for (node, p) in &self.placed.pods {
             if selector.matches(&p.labels) {
                 f(placed_ref(*node, p));
             }
