@@ -478,8 +478,8 @@ async fn a_relist_after_a_broken_watch_frees_pods_deleted_meanwhile() {
     server.fail_next(1_000_000, matcher("GET", "/api/v1/pods"), 503);
     server.drop_watches();
     assert!(
-        server.wait_until(WAIT, |s| s.active_watches() == 1).await,
-        "only the node watch is back"
+        server.wait_until(WAIT, |s| s.active_watches() == 2).await,
+        "only the node and namespace watches are back"
     );
     server.delete_pod("default", "web-0");
     server.compact();
@@ -774,5 +774,69 @@ async fn a_binder_killed_mid_run_and_restarted_binds_every_pod_exactly_once() {
         "no node overcommitted: {per_node:?}"
     );
     second.stop().await;
+    let _ = stop_decisions.send(());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_labels_from_the_watch_reach_anti_affinity_namespace_selectors() {
+    use k8s_openapi::api::core::v1::{Affinity, Namespace, PodAffinityTerm, PodAntiAffinity};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+    let server = FakeApiServer::start().await;
+    // The big node attracts the web pod (LeastAllocated) unless the guard's anti-affinity holds.
+    server.create_node(node("big", "16"));
+    server.create_node(node("small", "1"));
+    for (name, tier) in [("shop", "web"), ("batch", "batch")] {
+        server.create_namespace(Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some([("tier".to_string(), tier.to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+    }
+    let mut guard = fixtures::pod("batch", "guard", SCHEDULER, "100m", Some("big"));
+    guard.spec.as_mut().unwrap().affinity = Some(Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
+                label_selector: Some(LabelSelector {
+                    match_labels: Some([("app".to_string(), "web".to_string())].into()),
+                    ..Default::default()
+                }),
+                namespace_selector: Some(LabelSelector {
+                    match_labels: Some([("tier".to_string(), "web".to_string())].into()),
+                    ..Default::default()
+                }),
+                topology_key: "kubernetes.io/hostname".into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    server.create_pod(guard);
+    let mut web = fixtures::pod("shop", "web", SCHEDULER, "250m", None);
+    web.metadata.labels = Some([("app".to_string(), "web".to_string())].into());
+    server.create_pod(web);
+    let (endpoint, stop_decisions) = decision_service().await;
+    let running = start_binder(
+        &server,
+        &endpoint,
+        Options {
+            lease: None,
+            ..Options::default()
+        },
+    );
+    eventually(WAIT, "the web pod bound", || async {
+        server.get_pod("shop", "web").and_then(|p| node_of(&p)).is_some()
+    })
+    .await;
+    let node = server.get_pod("shop", "web").and_then(|p| node_of(&p));
+    assert_eq!(
+        node.as_deref(),
+        Some("small"),
+        "the guard's namespace selector matched shop's labels"
+    );
+    running.stop().await;
     let _ = stop_decisions.send(());
 }
