@@ -198,13 +198,14 @@ impl Profile {
 /// Maximum number of score plugins (one slot per [`ScorePlugin`]).
 const MAX_SCORES: usize = 7;
 
-/// A feasible node's scores: raw while evaluating, normalized after.
+/// A feasible node's raw scores and, after normalization, its weighted total. The normalized
+/// per-plugin scores are recomputed from the raw ones for the nodes a Rank returns, which keeps
+/// candidates small for the passes Schedule makes over them.
 #[derive(Debug, Clone, Copy)]
 struct Candidate {
     index: u32,
     /// Raw plugin scores (before normalization), kept so normalization can be redone.
     raw: [i64; MAX_SCORES],
-    scores: [i64; MAX_SCORES],
     total: i64,
 }
 
@@ -1016,7 +1017,6 @@ impl<'a> Evaluator<'a> {
         Some(Candidate {
             index: i as u32,
             raw,
-            scores: raw,
             total: 0,
         })
     }
@@ -1053,37 +1053,29 @@ impl<'a> Evaluator<'a> {
         }
     }
 
-    /// Normalizes one candidate with the maxima of the last [`Evaluator::normalize`], and weighs it.
+    /// The normalized score of one plugin (at `slot`) from its raw score, with the extrema of the
+    /// last [`Evaluator::normalize`].
+    #[inline]
+    fn normalized(&self, plugin: ScorePlugin, slot: usize, raw: i64) -> i64 {
+        let max = self.norm_max[slot];
+        match plugin {
+            ScorePlugin::NodeAffinity if max == 0 => raw,
+            ScorePlugin::NodeAffinity => MAX_NODE_SCORE * raw / max,
+            ScorePlugin::TaintToleration if max == 0 => MAX_NODE_SCORE,
+            ScorePlugin::TaintToleration => MAX_NODE_SCORE - MAX_NODE_SCORE * raw / max,
+            ScorePlugin::InterPodAffinity if self.topo_active.0 => interpod::normalize(raw, self.norm_min[slot], max),
+            ScorePlugin::PodTopologySpread if self.topo_active.1 => spread::normalize(raw, self.norm_min[slot], max),
+            // PreScore skipped: the plugin gives every node 0.
+            ScorePlugin::PodTopologySpread => 0,
+            _ => raw,
+        }
+    }
+
+    /// Normalizes one candidate with the extrema of the last [`Evaluator::normalize`], and weighs it.
     fn normalize_one(&self, c: &mut Candidate) {
         let mut total = 0;
         for (slot, (plugin, weight)) in self.profile.score_plugins.iter().enumerate().take(MAX_SCORES) {
-            let reverse = match plugin {
-                ScorePlugin::NodeAffinity => Some(false),
-                ScorePlugin::TaintToleration => Some(true),
-                _ => None,
-            };
-            let max = self.norm_max[slot];
-            let min = self.norm_min[slot];
-            c.scores[slot] = match plugin {
-                ScorePlugin::InterPodAffinity if self.topo_active.0 => interpod::normalize(c.raw[slot], min, max),
-                ScorePlugin::PodTopologySpread if self.topo_active.1 => spread::normalize(c.raw[slot], min, max),
-                ScorePlugin::InterPodAffinity => c.raw[slot],
-                ScorePlugin::PodTopologySpread => 0,
-                _ => match reverse {
-                    None => c.raw[slot],
-                    Some(true) if max == 0 => MAX_NODE_SCORE,
-                    Some(false) if max == 0 => c.raw[slot],
-                    Some(reverse) => {
-                        let s = MAX_NODE_SCORE * c.raw[slot] / max;
-                        if reverse {
-                            MAX_NODE_SCORE - s
-                        } else {
-                            s
-                        }
-                    }
-                },
-            };
-            total += c.scores[slot] * weight;
+            total += self.normalized(*plugin, slot, c.raw[slot]) * weight;
         }
         c.total = total;
     }
@@ -1182,8 +1174,9 @@ impl<'a> Evaluator<'a> {
                     .profile
                     .score_plugins
                     .iter()
-                    .zip(c.scores)
-                    .map(|((p, w), s)| (*p, s, *w))
+                    .take(MAX_SCORES)
+                    .enumerate()
+                    .map(|(slot, (p, w))| (*p, self.normalized(*p, slot, c.raw[slot]), *w))
                     .collect(),
             })
             .collect();

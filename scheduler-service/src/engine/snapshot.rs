@@ -93,6 +93,35 @@ impl BoundPod {
         })
     }
 
+    /// Like [`BoundPod::from_spec`], moving the labels out of the spec instead of copying them and
+    /// sharing namespace names through `namespaces`.
+    fn take_from(pod: &mut PodSpec, namespaces: &mut std::collections::HashMap<String, Arc<str>>) -> Option<Self> {
+        let node = pod.node_name.as_deref().filter(|n| !n.is_empty())?;
+        let namespace = match namespaces.get(&pod.namespace) {
+            Some(ns) => Arc::clone(ns),
+            None => {
+                let ns: Arc<str> = Arc::from(pod.namespace.as_str());
+                namespaces.insert(pod.namespace.clone(), Arc::clone(&ns));
+                ns
+            }
+        };
+        Some(Self {
+            node_name: Arc::from(node),
+            requests: pod.requests.clone(),
+            non_zero_cpu: pod.non_zero_requests.milli_cpu,
+            non_zero_memory: pod.non_zero_requests.memory,
+            host_ports: std::mem::take(&mut pod.host_ports),
+            namespace,
+            labels: Arc::new(std::mem::take(&mut pod.labels)),
+            affinity: pod.has_pod_affinity().then(|| {
+                Arc::new((
+                    std::mem::take(&mut pod.pod_affinity),
+                    std::mem::take(&mut pod.pod_anti_affinity),
+                ))
+            }),
+        })
+    }
+
     fn approx_bytes(&self) -> usize {
         let labels: usize = self.labels.iter().map(|(k, v)| k.len() + v.len() + 48).sum();
         std::mem::size_of::<Self>()
@@ -397,8 +426,10 @@ impl Snapshot {
             .collect();
         entries.sort_unstable_by(|a, b| a.spec.name.cmp(&b.spec.name));
         let mut pod_index = imbl::HashMap::new();
-        for (index, pod) in pods.iter().enumerate() {
-            let bound = BoundPod::from_spec(pod).ok_or(SnapshotError::UnboundPod { index })?;
+        let mut namespace_names = std::collections::HashMap::new();
+        for (index, mut pod) in pods.into_iter().enumerate() {
+            let bound =
+                BoundPod::take_from(&mut pod, &mut namespace_names).ok_or(SnapshotError::UnboundPod { index })?;
             if pod_index.contains_key(&pod.uid) {
                 return Err(SnapshotError::DuplicatePod {
                     index,
@@ -506,9 +537,10 @@ impl Snapshot {
             next.nodes.extend(added);
             next.nodes.sort_unstable_by(|a, b| a.spec.name.cmp(&b.spec.name));
         }
-        for pod in &delta.upsert_pods {
+        let mut namespace_names = std::collections::HashMap::new();
+        for mut pod in delta.upsert_pods {
             next.remove_pod(&pod.uid);
-            if let Some(bound) = BoundPod::from_spec(pod) {
+            if let Some(bound) = BoundPod::take_from(&mut pod, &mut namespace_names) {
                 next.add_pod(pod.uid.clone(), bound);
             }
         }
