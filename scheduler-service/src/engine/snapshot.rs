@@ -94,15 +94,24 @@ impl BoundPod {
     }
 
     /// Like [`BoundPod::from_spec`], moving the labels out of the spec instead of copying them and
-    /// sharing namespace names through `namespaces`.
-    fn take_from(pod: &mut PodSpec, namespaces: &mut std::collections::HashMap<String, Arc<str>>) -> Option<Self> {
+    /// sharing namespace names and equal label maps (the pods of one workload have the same
+    /// labels) through `interner`, so a snapshot holds few small allocations per pod.
+    fn take_from(pod: &mut PodSpec, interner: &mut Interner) -> Option<Self> {
         let node = pod.node_name.as_deref().filter(|n| !n.is_empty())?;
-        let namespace = match namespaces.get(&pod.namespace) {
+        let namespace = match interner.namespaces.get(&pod.namespace) {
             Some(ns) => Arc::clone(ns),
             None => {
                 let ns: Arc<str> = Arc::from(pod.namespace.as_str());
-                namespaces.insert(pod.namespace.clone(), Arc::clone(&ns));
+                interner.namespaces.insert(pod.namespace.clone(), Arc::clone(&ns));
                 ns
+            }
+        };
+        let labels = match interner.labels.get(&pod.labels) {
+            Some(l) => Arc::clone(l),
+            None => {
+                let l = Arc::new(std::mem::take(&mut pod.labels));
+                interner.labels.insert((*l).clone(), Arc::clone(&l));
+                l
             }
         };
         Some(Self {
@@ -112,7 +121,7 @@ impl BoundPod {
             non_zero_memory: pod.non_zero_requests.memory,
             host_ports: std::mem::take(&mut pod.host_ports),
             namespace,
-            labels: Arc::new(std::mem::take(&mut pod.labels)),
+            labels,
             affinity: pod.has_pod_affinity().then(|| {
                 Arc::new((
                     std::mem::take(&mut pod.pod_affinity),
@@ -122,16 +131,21 @@ impl BoundPod {
         })
     }
 
+    /// Approximate size; label maps and namespace names are shared between pods and left out.
     fn approx_bytes(&self) -> usize {
-        let labels: usize = self.labels.iter().map(|(k, v)| k.len() + v.len() + 48).sum();
         std::mem::size_of::<Self>()
             + 64
             + self.requests.approx_bytes()
             + self.host_ports.len() * 32
-            + self.namespace.len()
-            + labels
             + if self.affinity.is_some() { 256 } else { 0 }
     }
+}
+
+/// Shares namespace names and label maps between the pods of a snapshot being built.
+#[derive(Default)]
+struct Interner {
+    namespaces: std::collections::HashMap<String, Arc<str>>,
+    labels: std::collections::HashMap<Labels, Arc<Labels>>,
 }
 
 /// Label keys whose value is unique per node. They are left out of node classes; a pod whose
@@ -426,10 +440,9 @@ impl Snapshot {
             .collect();
         entries.sort_unstable_by(|a, b| a.spec.name.cmp(&b.spec.name));
         let mut pod_index = imbl::HashMap::new();
-        let mut namespace_names = std::collections::HashMap::new();
+        let mut interner = Interner::default();
         for (index, mut pod) in pods.into_iter().enumerate() {
-            let bound =
-                BoundPod::take_from(&mut pod, &mut namespace_names).ok_or(SnapshotError::UnboundPod { index })?;
+            let bound = BoundPod::take_from(&mut pod, &mut interner).ok_or(SnapshotError::UnboundPod { index })?;
             if pod_index.contains_key(&pod.uid) {
                 return Err(SnapshotError::DuplicatePod {
                     index,
@@ -447,6 +460,11 @@ impl Snapshot {
             }
             pod_index.insert(pod.uid.clone(), bound);
         }
+        snap.approx_bytes += interner
+            .labels
+            .keys()
+            .map(|l| 48 + l.iter().map(|(k, v)| k.len() + v.len() + 48).sum::<usize>())
+            .sum::<usize>();
         for (name, labels) in namespaces {
             snap.approx_bytes += namespace_bytes(&name, &labels);
             snap.namespaces.insert(Arc::from(name.as_str()), Arc::new(labels));
@@ -537,10 +555,10 @@ impl Snapshot {
             next.nodes.extend(added);
             next.nodes.sort_unstable_by(|a, b| a.spec.name.cmp(&b.spec.name));
         }
-        let mut namespace_names = std::collections::HashMap::new();
+        let mut interner = Interner::default();
         for mut pod in delta.upsert_pods {
             next.remove_pod(&pod.uid);
-            if let Some(bound) = BoundPod::take_from(&mut pod, &mut namespace_names) {
+            if let Some(bound) = BoundPod::take_from(&mut pod, &mut interner) {
                 next.add_pod(pod.uid.clone(), bound);
             }
         }
