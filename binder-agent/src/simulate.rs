@@ -1461,7 +1461,7 @@ impl Summary {
             }
         }
         c.spread_apps = per_zone.len();
-        c.anti_affinity_broken = per_node.values().filter(|n| **n > 1).map(|n| *n).sum();
+        c.anti_affinity_broken = per_node.values().filter(|n| **n > 1).copied().sum();
         c.spread_broken = per_zone
             .values()
             .filter(|counts| {
