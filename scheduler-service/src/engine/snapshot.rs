@@ -441,8 +441,11 @@ impl Snapshot {
         entries.sort_unstable_by(|a, b| a.spec.name.cmp(&b.spec.name));
         let mut pod_index = imbl::HashMap::new();
         let mut interner = Interner::default();
-        for (index, mut pod) in pods.into_iter().enumerate() {
-            let bound = BoundPod::take_from(&mut pod, &mut interner).ok_or(SnapshotError::UnboundPod { index })?;
+        // The specs stay alive until the end and are freed together (freeing them one by one
+        // between the allocations of the snapshot fragments the heap for every later evaluation).
+        let mut pods = pods;
+        for (index, pod) in pods.iter_mut().enumerate() {
+            let bound = BoundPod::take_from(pod, &mut interner).ok_or(SnapshotError::UnboundPod { index })?;
             if pod_index.contains_key(&pod.uid) {
                 return Err(SnapshotError::DuplicatePod {
                     index,
