@@ -37,6 +37,8 @@ impl FilterPlugin {
         Self::NodeAffinity,
         Self::NodePorts,
         Self::NodeResourcesFit,
+        Self::PodTopologySpread,
+        Self::InterPodAffinity,
     ];
 
     /// The plugin kube-scheduler calls `name`, if this engine implements it as a filter.
@@ -84,6 +86,8 @@ impl ScorePlugin {
         Self::TaintToleration,
         Self::NodeAffinity,
         Self::NodeResourcesFit,
+        Self::PodTopologySpread,
+        Self::InterPodAffinity,
         Self::NodeResourcesBalancedAllocation,
         Self::ImageLocality,
     ];
@@ -161,7 +165,7 @@ pub struct WeightedScore {
 
 /// kube-scheduler's `InterPodAffinityArgs`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct InterPodAffinityArgs {
     /// Score weight of an existing pod's required affinity term the incoming pod matches (0 to 100).
     pub hard_pod_affinity_weight: i64,
@@ -189,7 +193,7 @@ pub enum DefaultingType {
 
 /// A default topology spread constraint (no selector: the pod's workload selector is used).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DefaultConstraint {
     /// maxSkew.
     pub max_skew: i32,
@@ -201,7 +205,7 @@ pub struct DefaultConstraint {
 
 /// kube-scheduler's `PodTopologySpreadArgs`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct PodTopologySpreadArgs {
     /// Constraints for pods without any, when `defaulting_type` is List.
     pub default_constraints: Vec<DefaultConstraint>,
@@ -219,6 +223,17 @@ impl Default for PodTopologySpreadArgs {
 }
 
 impl PodTopologySpreadArgs {
+    /// Parses kube-scheduler's `PodTopologySpreadArgs` (v1) with its defaulting: without
+    /// `defaultingType`, List when `defaultConstraints` is given, else System.
+    pub fn from_json(args: serde_json::Value) -> Result<Self, serde_json::Error> {
+        let explicit_type = args.get("defaultingType").is_some();
+        let mut parsed: Self = serde_json::from_value(args)?;
+        if !explicit_type && !parsed.default_constraints.is_empty() {
+            parsed.defaulting_type = DefaultingType::List;
+        }
+        Ok(parsed)
+    }
+
     /// The default constraints in force: kube-scheduler's system ones or the listed ones.
     pub fn effective_defaults(&self) -> Vec<DefaultConstraint> {
         match self.defaulting_type {

@@ -6,13 +6,15 @@
 //!
 //! - `placement/v1` `PolicyConfiguration`: a list of policies, each naming its filters, weighted
 //!   scores, NodeResourcesFit scoring strategy (the shape of kube-scheduler's
-//!   `NodeResourcesFitArgs.scoringStrategy`), balanced-allocation resources and tie-break seed.
+//!   `NodeResourcesFitArgs.scoringStrategy`), balanced-allocation resources, tie-break seed, and
+//!   `interPodAffinity`/`podTopologySpread` args (the fields of kube-scheduler's args).
 //! - `kubescheduler.config.k8s.io/v1` `KubeSchedulerConfiguration`: each profile becomes a policy
 //!   named by its `schedulerName`, with kube-scheduler's semantics: the default plugin set
 //!   (multiPoint, with the default weights), `plugins.<point>.enabled/disabled` merged into it
 //!   (`"*"` disables every default at that point), multiPoint expansion with per-point overrides,
-//!   score weights (0 or unset means 1), and `pluginConfig` args for NodeResourcesFit and
-//!   NodeResourcesBalancedAllocation with kube-scheduler's defaults and validation.
+//!   score weights (0 or unset means 1), and `pluginConfig` args for NodeResourcesFit,
+//!   NodeResourcesBalancedAllocation, InterPodAffinity and PodTopologySpread with
+//!   kube-scheduler's defaults and validation.
 //!
 //! Fields with no effect here (process settings such as `leaderElection`, and
 //! `percentageOfNodesToScore`, since every node is always evaluated) are accepted and listed in
@@ -28,7 +30,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::policy::{
-    FilterPlugin, Policy, PolicyError, ResourceWeight, ScorePlugin, ScoringStrategy, ShapePoint, WeightedScore,
+    FilterPlugin, InterPodAffinityArgs, PodTopologySpreadArgs, Policy, PolicyError, ResourceWeight, ScorePlugin,
+    ScoringStrategy, ShapePoint, WeightedScore,
 };
 use super::resources::ResourceName;
 
@@ -445,6 +448,10 @@ struct PlacementPolicySpec {
     balanced_resources: Option<Vec<ResourceSpec>>,
     #[serde(default)]
     seed: u64,
+    /// InterPodAffinity's args (kube-scheduler's `InterPodAffinityArgs` fields).
+    inter_pod_affinity: Option<Value>,
+    /// PodTopologySpread's args (kube-scheduler's `PodTopologySpreadArgs` fields).
+    pod_topology_spread: Option<Value>,
 }
 
 fn placement_file(text: &str) -> Result<PolicyFile, PolicyConfigError> {
@@ -519,6 +526,12 @@ fn placement_file(text: &str) -> Result<PolicyFile, PolicyConfigError> {
         policy.fit_resources = fit_resources;
         policy.balanced_resources = balanced_resources;
         policy.seed = p.seed;
+        if let Some(args) = p.inter_pod_affinity {
+            policy.inter_pod_affinity = typed_args(&format!("{path}.interPodAffinity"), args)?;
+        }
+        if let Some(args) = p.pod_topology_spread {
+            policy.pod_topology_spread = spread_args(&format!("{path}.podTopologySpread"), args)?;
+        }
         check_policy(path, &policy)?;
         policies.push(policy);
     }
@@ -991,6 +1004,12 @@ fn kube_profile(
                 let a: NodeResourcesBalancedAllocationArgs = typed_args(&args_path, args)?;
                 policy.balanced_resources = balanced_resources(&format!("{args_path}.resources"), &a.resources)?;
             }
+            "InterPodAffinity" => {
+                policy.inter_pod_affinity = typed_args::<InterPodAffinityArgs>(&args_path, args)?;
+            }
+            "PodTopologySpread" => {
+                policy.pod_topology_spread = spread_args(&args_path, args)?;
+            }
             "NodeAffinity" => {
                 let a: NodeAffinityArgs = typed_args(&args_path, args)?;
                 if !a.added_affinity.is_null() {
@@ -1048,6 +1067,11 @@ fn strip_type_meta(path: &str, plugin: &str, args: &Value) -> Result<Value, Poli
 
 fn typed_args<T: serde::de::DeserializeOwned>(path: &str, args: Value) -> Result<T, PolicyConfigError> {
     serde_json::from_value(args).map_err(|e| invalid(path, e.to_string()))
+}
+
+/// PodTopologySpread's args with kube-scheduler's defaulting of `defaultingType`.
+fn spread_args(path: &str, args: Value) -> Result<PodTopologySpreadArgs, PolicyConfigError> {
+    PodTopologySpreadArgs::from_json(args).map_err(|e| invalid(path, e.to_string()))
 }
 
 #[cfg(test)]

@@ -584,3 +584,64 @@ fn plugin_names_resolve_through_the_tables() {
         assert!(kube_knows(name), "{name}");
     }
 }
+
+#[test]
+fn inter_pod_affinity_and_spread_are_default_plugins_with_their_args() {
+    let p = &parse(KSC).policies[0];
+    assert_eq!(scores(p)["PodTopologySpread"], 2);
+    assert_eq!(scores(p)["InterPodAffinity"], 2);
+    assert_eq!(filters(p)[6..], ["PodTopologySpread", "InterPodAffinity"]);
+    assert_eq!(p.inter_pod_affinity, InterPodAffinityArgs::default());
+    assert_eq!(p.pod_topology_spread, PodTopologySpreadArgs::default());
+
+    let text = format!(
+        "{KSC}profiles:\n- schedulerName: a\n  pluginConfig:\n  - name: InterPodAffinity\n    args:\n      hardPodAffinityWeight: 7\n      ignorePreferredTermsOfExistingPods: true\n  - name: PodTopologySpread\n    args:\n      defaultConstraints:\n      - maxSkew: 2\n        topologyKey: topology.kubernetes.io/zone\n        whenUnsatisfiable: DoNotSchedule\n"
+    );
+    let p = &parse(&text).policies[0];
+    assert_eq!(p.inter_pod_affinity.hard_pod_affinity_weight, 7);
+    assert!(p.inter_pod_affinity.ignore_preferred_terms_of_existing_pods);
+    // kube-scheduler defaults defaultingType to List when defaultConstraints is given.
+    assert_eq!(
+        p.pod_topology_spread.defaulting_type,
+        crate::engine::policy::DefaultingType::List
+    );
+    assert_eq!(p.pod_topology_spread.effective_defaults()[0].max_skew, 2);
+
+    for (args, field) in [
+        (
+            "  - name: InterPodAffinity\n    args:\n      hardPodAffinityWeight: 101\n",
+            "profiles[0]",
+        ),
+        (
+            "  - name: InterPodAffinity\n    args:\n      hardPodAffinityWeigh: 1\n",
+            "profiles[0].pluginConfig[0].args",
+        ),
+        (
+            "  - name: PodTopologySpread\n    args:\n      defaultingType: System\n      defaultConstraints:\n      - maxSkew: 1\n        topologyKey: zone\n        whenUnsatisfiable: DoNotSchedule\n",
+            "profiles[0]",
+        ),
+        (
+            "  - name: PodTopologySpread\n    args:\n      defaultConstraints:\n      - maxSkew: 0\n        topologyKey: zone\n        whenUnsatisfiable: DoNotSchedule\n",
+            "profiles[0]",
+        ),
+    ] {
+        let text = format!("{KSC}profiles:\n- schedulerName: a\n  pluginConfig:\n{args}");
+        let e = error(&text);
+        let got = match &e {
+            PolicyConfigError::Invalid { field, .. } | PolicyConfigError::Policy { field, .. } => field.as_str(),
+            other => panic!("unexpected {other:?}"),
+        };
+        assert_eq!(got, field, "{e}");
+    }
+}
+
+#[test]
+fn placement_files_take_inter_pod_affinity_and_spread_args() {
+    let text = "apiVersion: placement/v1\nkind: PolicyConfiguration\npolicies:\n- name: strict\n  interPodAffinity:\n    hardPodAffinityWeight: 0\n  podTopologySpread:\n    defaultingType: List\n";
+    let p = &parse(text).policies[0];
+    assert_eq!(p.inter_pod_affinity.hard_pod_affinity_weight, 0);
+    assert!(
+        p.pod_topology_spread.effective_defaults().is_empty(),
+        "List without constraints: none"
+    );
+}
