@@ -199,6 +199,7 @@ async fn best_node(c: &mut PlacementServiceClient<Channel>, policy: &str) -> Res
     let snapshot = proto::Snapshot {
         nodes: vec![node("empty"), node("busy")],
         pods: vec![pod("bound", "2", "busy")],
+        ..Default::default()
     };
     let r = c
         .rank(proto::RankRequest {
