@@ -169,6 +169,7 @@ fn cluster(nodes: usize, pending: usize) -> SyntheticCluster {
         pending,
         replicas_per_workload: 10,
         workload_share: 0.8,
+        topology_share: 0.0,
         seed: 7,
     }
 }
