@@ -11,6 +11,9 @@ use placement_scheduler::grpc::{serve, Metrics, PolicyFileConfig, ServerConfig, 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Log output format.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum LogFormat {
