@@ -60,8 +60,14 @@ else
 fi
 cargo test --workspace
 
-step "bench smoke (criterion --test: each benchmark runs once)"
+step "bench smoke (criterion --test: each benchmark runs once; the load tools, tiny)"
+# Checks that the benchmarks still run; no timing is judged. README "Performance" has the full runs.
 cargo bench -p scheduler-service --bench engine -- --test
+cargo build -q -p scheduler-service -p binder-agent -p placement-tests --bins
+BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug"
+"$BIN/placement-load" --replicas 2 --nodes 200 --pods 2000 --batch-size 32 --batches 6 \
+  --rank-samples 20 --delta-samples 3 --in-flight 2
+"$BIN/binder-memory" --nodes 100 --pods 1000 --pending 50 --timeout-secs 120
 
 # --- Later steps go here (each as: step "..."; command) ---
 step "Go and Python client tests (scripts/clients-test.sh)"; bash scripts/clients-test.sh

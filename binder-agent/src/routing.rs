@@ -657,16 +657,16 @@ fn pct(part: u64, whole: u64) -> Option<f64> {
 
 /// Nodes with no pod at all (bound or assumed).
 fn empty_node_count(state: &ClusterState) -> usize {
-    let used: HashSet<&str> = state.pods().map(|p| p.node_name.as_str()).collect();
+    let used: HashSet<String> = state.pods().map(|p| p.node_name).collect();
     state.nodes().keys().filter(|n| !used.contains(n.as_str())).count()
 }
 
 /// Requested over allocatable per node, in percent (cpu, memory), with the engine's rules.
 fn node_usage(state: &ClusterState) -> HashMap<String, (Option<f64>, Option<f64>)> {
-    let mut used: HashMap<&str, Resources> = HashMap::new();
+    let mut used: HashMap<String, Resources> = HashMap::new();
     for p in state.pods() {
-        if let Ok(spec) = convert::pod("pod", p) {
-            used.entry(p.node_name.as_str()).or_default().add(&spec.requests);
+        if let Ok(spec) = convert::pod("pod", &p) {
+            used.entry(p.node_name).or_default().add(&spec.requests);
         }
     }
     let ratio = |u: i64, a: i64| (a > 0).then(|| u as f64 * 100.0 / a as f64);

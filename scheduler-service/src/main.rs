@@ -11,6 +11,8 @@ use placement_scheduler::grpc::{serve, Metrics, PolicyFileConfig, ServerConfig, 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+// mimalloc returns freed memory to the OS: with glibc malloc a replica stayed near 600 MiB after
+// a full sync of 5,000 nodes and 150,000 pods with ~73 MiB live (README "Performance").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -67,7 +67,8 @@ fn a_small_run_reports_every_measurement() {
     );
     assert_eq!(deltas[0]["latency"]["samples"], 2, "the first delta is reported apart");
 
-    assert_eq!(report["rank"]["samples"], 20);
+    assert_eq!(report["rank"]["latency"]["samples"], 20);
+    assert!(report["rank"]["mean_response_bytes"].as_u64().unwrap_or(0) > 0);
 
     // Sequential distinct and replica batches on one replica, then 1 and 2 replicas.
     let runs = report["schedule"].as_array().expect("schedule");

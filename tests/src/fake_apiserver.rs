@@ -6,8 +6,7 @@
 //! `leases`, with one global, monotonically increasing resourceVersion like etcd.
 //!
 //! Supported, with the API server's semantics:
-//! - GET/LIST (label and field selectors; `limit`/`continue` are ignored and everything is
-//!   returned), WATCH (replay from an in-memory history, then live; selector transitions become
+//! - GET/LIST (label and field selectors; pages with `limit`/`continue`), WATCH (replay from an in-memory history, then live; selector transitions become
 //!   ADDED/DELETED; periodic BOOKMARKs; `timeoutSeconds`; `sendInitialEvents` streaming lists;
 //!   410 `Expired` ERROR events for compacted resourceVersions), POST, PUT (optimistic
 //!   concurrency on `metadata.resourceVersion`), PATCH (merge, strategic merge, JSON patch and
@@ -20,7 +19,7 @@
 //!   `status` subresource changes only `status`. Node updates keep `status` likewise.
 //!
 //! Not modelled: authentication, namespaces as objects beyond storing them (no cascading deletion), graceful pod deletion (DELETE removes a
-//! pod at once unless it has finalizers), `dryRun`, protobuf, pagination, `managedFields` in
+//! pod at once unless it has finalizers), `dryRun`, protobuf, consistent snapshots across list pages, `managedFields` in
 //! returned objects (ownership is tracked on the side, see [`FakeApiServer::field_managers`]).
 //!
 //! Note that `kube::Client` retries 429, 503 and 504 answers on its own (up to 15 times), so
@@ -1501,19 +1500,62 @@ impl Inner {
         Ok(success_status(201))
     }
 
-    fn list(&self, filter: &Filter) -> Value {
+    /// A list, in pages of `limit` when the query sets it (as kube-rs' watcher does, 500 by
+    /// default). `continue` is `<resourceVersion>:<namespace>/<name>` of the last item served;
+    /// every page reports the first page's resourceVersion. Unlike etcd, a later page shows
+    /// objects as they are now, not as of that version; a watch from that version replays the
+    /// changes in between, so a lister and watcher still converge.
+    fn list(&self, filter: &Filter, q: &Query) -> Result<Value, ApiError> {
+        let limit = match q.get("limit") {
+            None | Some("") => None,
+            Some(l) => Some(
+                l.parse::<usize>()
+                    .map_err(|_| ApiError::new(400, "BadRequest", format!("limit: invalid value {l:?}")))?,
+            ),
+        }
+        .filter(|l| *l > 0);
+        let cont = q.get("continue").filter(|c| !c.is_empty());
         let st = self.state.lock();
-        let items: Vec<Value> = st
+        let (rv, after) = match cont {
+            None => (st.rv, None),
+            Some(c) => {
+                let invalid = || ApiError::new(400, "BadRequest", format!("continue key is not valid: {c:?}"));
+                let (rv, key) = c.split_once(':').ok_or_else(invalid)?;
+                let (namespace, name) = key.split_once('/').ok_or_else(invalid)?;
+                let rv = rv.parse::<u64>().map_err(|_| invalid())?;
+                let key = Key {
+                    kind: filter.kind,
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                };
+                (rv, Some(key))
+            }
+        };
+        let matching = st
             .of_kind(filter.kind)
-            .filter(|(_, s)| filter.matches(&s.obj))
-            .map(|(_, s)| strip_type_meta(s.obj.clone()))
-            .collect();
-        json!({
+            .filter(|(k, _)| after.as_ref().is_none_or(|a| *k > a))
+            .filter(|(_, s)| filter.matches(&s.obj));
+        let mut items = Vec::new();
+        let mut last = None;
+        let mut more = false;
+        for (k, s) in matching {
+            if limit.is_some_and(|l| items.len() == l) {
+                more = true;
+                break;
+            }
+            items.push(strip_type_meta(s.obj.clone()));
+            last = Some(k);
+        }
+        let mut metadata = json!({"resourceVersion": rv.to_string()});
+        if let (true, Some(k)) = (more, last) {
+            metadata["continue"] = json!(format!("{rv}:{}/{}", k.namespace, k.name));
+        }
+        Ok(json!({
             "kind": format!("{}List", filter.kind.kind_name()),
             "apiVersion": filter.kind.api_version(),
-            "metadata": {"resourceVersion": st.rv.to_string()},
+            "metadata": metadata,
             "items": items,
-        })
+        }))
     }
 
     fn delete_collection(&self, filter: &Filter) -> Value {
@@ -2006,7 +2048,7 @@ impl Inner {
                 let filter = Filter::from_query(kind, namespace.clone(), q)?;
                 match req.method.as_str() {
                     "GET" if is_watch => self.open_watch(filter, q, req.metadata_only),
-                    "GET" => ok(200, self.list(&filter)),
+                    "GET" => ok(200, self.list(&filter, q)?),
                     "POST" => {
                         if kind.namespaced() && namespace.is_none() {
                             return Err(method_not_allowed());

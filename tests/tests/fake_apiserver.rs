@@ -166,6 +166,54 @@ async fn watcher_lists_then_sees_added_nodes() {
 }
 
 #[tokio::test]
+async fn lists_come_in_pages_and_the_watcher_reads_them_all() {
+    let server = FakeApiServer::start().await;
+    for i in 0..7 {
+        server.create_node(node(&format!("n{i}")));
+    }
+    let nodes: Api<Node> = Api::all(server.client());
+    let rv = server.resource_version().to_string();
+    let mut names = Vec::new();
+    let mut params = ListParams::default().limit(3);
+    let mut pages = 0;
+    loop {
+        let page = nodes.list(&params).await.unwrap();
+        pages += 1;
+        assert!(page.items.len() <= 3);
+        assert_eq!(
+            page.metadata.resource_version.as_deref(),
+            Some(rv.as_str()),
+            "every page has the first page's version"
+        );
+        names.extend(page.items.iter().map(|n| n.name_any()));
+        match page.metadata.continue_ {
+            Some(c) if !c.is_empty() => params = ListParams::default().limit(3).continue_token(&c),
+            _ => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(names, (0..7).map(|i| format!("n{i}")).collect::<Vec<_>>());
+
+    // A bad continue token is a 400, as the API server answers.
+    match nodes
+        .list(&ListParams::default().limit(3).continue_token("nonsense"))
+        .await
+    {
+        Err(kube::Error::Api(e)) => assert_eq!(e.code, 400),
+        other => panic!("expected a 400, got {other:?}"),
+    }
+
+    // kube-rs' watcher pages its initial list (2 per page here) and still sees every node.
+    let mut stream = spawn_watcher(nodes, watcher::Config::default().page_size(2));
+    assert_eq!(initial_names(&mut stream).await.len(), 7);
+    let lists = server.requests_matching(&matcher("GET", "/api/v1/nodes?").watch(false));
+    assert!(
+        lists.iter().any(|r| r.path_and_query.contains("continue=")),
+        "the watcher followed continue tokens"
+    );
+}
+
+#[tokio::test]
 async fn binding_succeeds_once_then_conflicts() {
     let server = FakeApiServer::start().await;
     let pods: Api<Pod> = Api::default_namespaced(server.client());

@@ -318,6 +318,16 @@ struct DeltaSync {
     latency: Latency,
 }
 
+/// Rank calls one at a time.
+#[derive(Debug, Clone, Serialize)]
+struct RankRun {
+    latency: Latency,
+    /// Mean encoded size of an answer: the top nodes and every infeasible node with its reasons.
+    mean_response_bytes: usize,
+    /// Mean number of infeasible nodes listed per answer.
+    mean_infeasible_nodes: usize,
+}
+
 /// One Schedule measurement.
 #[derive(Debug, Clone, Serialize)]
 struct ScheduleRun {
@@ -353,7 +363,7 @@ struct Report {
     machine: BTreeMap<String, String>,
     full_sync: Vec<FullSync>,
     deltas: Vec<DeltaSync>,
-    rank: Latency,
+    rank: RankRun,
     schedule: Vec<ScheduleRun>,
     memory: Vec<ReplicaMemory>,
 }
@@ -673,6 +683,7 @@ async fn run(args: Args) -> anyhow::Result<Report> {
     // Rank, one call at a time, on the first replica.
     let rank_pods = synth::distinct_pods(args.rank_samples.max(1), args.seed ^ 0x7a4c);
     let mut latencies = Vec::with_capacity(rank_pods.len());
+    let (mut rank_bytes, mut rank_infeasible) = (0, 0);
     let mut client = replicas[0].client.clone();
     for (i, pod) in rank_pods.into_iter().enumerate() {
         let req = proto::RankRequest {
@@ -683,11 +694,18 @@ async fn run(args: Args) -> anyhow::Result<Report> {
             seed: i as u64,
         };
         let t = Instant::now();
-        client.rank(req).await.context("Rank")?;
+        let resp = client.rank(req).await.context("Rank")?.into_inner();
         latencies.push(t.elapsed());
+        rank_bytes += resp.encoded_len();
+        rank_infeasible += resp.infeasible.len();
     }
-    let rank = Latency::of(&mut latencies);
-    say(quiet, format!("rank p99 {:.3} ms", rank.p99_ms));
+    let calls = latencies.len().max(1);
+    let rank = RankRun {
+        latency: Latency::of(&mut latencies),
+        mean_response_bytes: rank_bytes / calls,
+        mean_infeasible_nodes: rank_infeasible / calls,
+    };
+    say(quiet, format!("rank p99 {:.3} ms", rank.latency.p99_ms));
 
     // Schedule batches.
     let pool_batches = args.batches.min(DISTINCT_POOL_BATCHES);
@@ -799,7 +817,11 @@ fn print_table(r: &Report) {
     println!();
     println!(
         "Rank over gRPC, one at a time, top {RANK_TOP_K}: {} calls, mean {:.3} ms, p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
-        r.rank.samples, r.rank.mean_ms, r.rank.p50_ms, r.rank.p99_ms, r.rank.max_ms
+        r.rank.latency.samples, r.rank.latency.mean_ms, r.rank.latency.p50_ms, r.rank.latency.p99_ms, r.rank.latency.max_ms
+    );
+    println!(
+        "  answers: {} bytes and {} infeasible nodes listed on average",
+        r.rank.mean_response_bytes, r.rank.mean_infeasible_nodes
     );
     println!();
     println!(
