@@ -199,7 +199,8 @@ async fn connect(endpoint: &str) -> anyhow::Result<PlacementServiceClient<Channe
 /// Starts `scheduler-service` on a free loopback port: it binds 127.0.0.1:0 and the port is read
 /// from its JSON "listening" log line; the rest of its log is drained and dropped.
 async fn start_replica(bin: &PathBuf) -> anyhow::Result<Replica> {
-    let mut child = Command::new(bin)
+    let mut command = Command::new(bin);
+    command
         .args([
             "--listen",
             "127.0.0.1:0",
@@ -210,9 +211,22 @@ async fn start_replica(bin: &PathBuf) -> anyhow::Result<Replica> {
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting {}", bin.display()))?;
+        .stderr(Stdio::piped());
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: prctl is async-signal-safe; it has the kernel kill the replica when this tool
+        // dies, even by a signal that skips `Drop`.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut child = command.spawn().with_context(|| format!("starting {}", bin.display()))?;
     let stderr = child.stderr.take().context("scheduler-service stderr")?;
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::spawn(move || {
