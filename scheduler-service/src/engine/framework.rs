@@ -142,6 +142,8 @@ pub struct Profile {
     fit_cpu_memory: Option<(i64, i64)>,
     /// BalancedAllocation compares exactly cpu then memory.
     balanced_cpu_memory: bool,
+    /// The filters without PodTopologySpread and InterPodAffinity, for pods neither has work for.
+    plain_filters: Vec<FilterPlugin>,
 }
 
 impl Profile {
@@ -171,6 +173,12 @@ impl Profile {
         );
         Self {
             fit_cpu_memory,
+            plain_filters: policy
+                .filters
+                .iter()
+                .copied()
+                .filter(|f| !matches!(f, FilterPlugin::PodTopologySpread | FilterPlugin::InterPodAffinity))
+                .collect(),
             balanced_cpu_memory,
             score_plugins: policy.scores.iter().map(|s| (s.plugin, s.weight)).collect(),
             fit_resources: policy
@@ -989,7 +997,13 @@ impl<'a> Evaluator<'a> {
             entry,
             usage: usage.get(i),
         };
-        for &f in &profile.policy.filters {
+        // Without topology state both topology filters pass every node: skip them.
+        let filters = if plan.topo.is_some() {
+            &profile.policy.filters
+        } else {
+            &profile.plain_filters
+        };
+        for &f in filters {
             if !run_filter(f, plan, &se, &node, &mut |r| on_reject(f, r)) {
                 return None;
             }
