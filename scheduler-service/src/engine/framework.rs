@@ -144,6 +144,11 @@ pub struct Profile {
     balanced_cpu_memory: bool,
     /// The filters without PodTopologySpread and InterPodAffinity, for pods neither has work for.
     plain_filters: Vec<FilterPlugin>,
+    /// (slot, plugin, weight) of every score plugin.
+    all_slots: Vec<(usize, ScorePlugin, i64)>,
+    /// The same without PodTopologySpread and InterPodAffinity, which give 0 to every node of a
+    /// pod they have no work for.
+    plain_slots: Vec<(usize, ScorePlugin, i64)>,
 }
 
 impl Profile {
@@ -173,6 +178,21 @@ impl Profile {
         );
         Self {
             fit_cpu_memory,
+            all_slots: policy
+                .scores
+                .iter()
+                .take(MAX_SCORES)
+                .enumerate()
+                .map(|(slot, s)| (slot, s.plugin, s.weight))
+                .collect(),
+            plain_slots: policy
+                .scores
+                .iter()
+                .take(MAX_SCORES)
+                .enumerate()
+                .filter(|(_, s)| !matches!(s.plugin, ScorePlugin::PodTopologySpread | ScorePlugin::InterPodAffinity))
+                .map(|(slot, s)| (slot, s.plugin, s.weight))
+                .collect(),
             plain_filters: policy
                 .filters
                 .iter()
@@ -1009,7 +1029,12 @@ impl<'a> Evaluator<'a> {
             }
         }
         let mut raw = [0i64; MAX_SCORES];
-        for (slot, (plugin, _)) in profile.score_plugins.iter().enumerate().take(MAX_SCORES) {
+        let slots = if plan.topo.is_some() {
+            &profile.all_slots
+        } else {
+            &profile.plain_slots
+        };
+        for &(slot, plugin, _) in slots {
             raw[slot] = match plugin {
                 ScorePlugin::NodeResourcesFit => fit_score(profile, plan, &node),
                 ScorePlugin::NodeResourcesBalancedAllocation => match &plan.balanced_requests {
@@ -1088,8 +1113,14 @@ impl<'a> Evaluator<'a> {
     /// Normalizes one candidate with the extrema of the last [`Evaluator::normalize`], and weighs it.
     fn normalize_one(&self, c: &mut Candidate) {
         let mut total = 0;
-        for (slot, (plugin, weight)) in self.profile.score_plugins.iter().enumerate().take(MAX_SCORES) {
-            total += self.normalized(*plugin, slot, c.raw[slot]) * weight;
+        // Inactive topology plugins give every node 0.
+        let slots = if self.topo_active.0 || self.topo_active.1 {
+            &self.profile.all_slots
+        } else {
+            &self.profile.plain_slots
+        };
+        for &(slot, plugin, weight) in slots {
+            total += self.normalized(plugin, slot, c.raw[slot]) * weight;
         }
         c.total = total;
     }
