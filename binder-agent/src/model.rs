@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+pub use placement_scheduler::engine::gang::{GANG_LABEL, GANG_MIN_MEMBERS_ANNOTATION};
 use placement_scheduler::proto;
 
 pub use crate::experiments::Owner;
@@ -177,6 +178,34 @@ fn millis(t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> i
     t.map(|t| t.0.as_millisecond()).unwrap_or(0)
 }
 
+/// The pod's gang: the label [`GANG_LABEL`] names it, the annotation
+/// [`GANG_MIN_MEMBERS_ANNOTATION`] gives its minimum size. A missing or malformed minimum is kept as
+/// 0, which [`gang_problem`] reports instead of asking the decision service.
+fn gang(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<proto::Gang> {
+    let name = meta.labels.as_ref()?.get(GANG_LABEL)?;
+    let min_members = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(GANG_MIN_MEMBERS_ANNOTATION))
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .unwrap_or(0);
+    Some(proto::Gang {
+        name: name.clone(),
+        min_members,
+    })
+}
+
+/// Why a pod's gang declaration is unusable, in words for its `FailedScheduling` event.
+pub fn gang_problem(pod: &proto::Pod) -> Option<String> {
+    let g = pod.gang.as_ref()?;
+    if g.name.is_empty() {
+        return Some(format!("label {GANG_LABEL} must name the gang, it is empty"));
+    }
+    (g.min_members == 0).then(|| {
+        format!("annotation {GANG_MIN_MEMBERS_ANNOTATION} must be a positive integer (the gang {:?} declares a label {GANG_LABEL})", g.name)
+    })
+}
+
 /// Projects a Pod.
 pub fn pod_info(pod: &Pod) -> PodInfo {
     let meta = &pod.metadata;
@@ -261,6 +290,13 @@ pub fn pod_info(pod: &Pod) -> PodInfo {
                 None
             },
             topology_spread_constraints: spread,
+            preemption_policy: spec.and_then(|s| s.preemption_policy.clone()).unwrap_or_default(),
+            start_time_seconds: pod
+                .status
+                .as_ref()
+                .and_then(|s| s.start_time.as_ref())
+                .map_or(0, |t| t.0.as_second()),
+            gang: gang(meta),
         },
         scheduler_name: spec
             .and_then(|s| s.scheduler_name.clone())

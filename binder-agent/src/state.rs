@@ -197,6 +197,7 @@ impl ClusterState {
             nodes,
             pods,
             namespaces,
+            ..Default::default()
         }
     }
 

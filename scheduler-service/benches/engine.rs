@@ -55,7 +55,7 @@ impl Fixture {
         let cluster = synth::cluster(&shape, SEED);
         let generated = t.elapsed();
         let t = Instant::now();
-        let (nodes, pods, _) = convert::snapshot("snapshot", &cluster).expect("synthetic snapshot is valid");
+        let (nodes, pods, _, _) = convert::snapshot("snapshot", &cluster).expect("synthetic snapshot is valid");
         let converted = t.elapsed();
         let t = Instant::now();
         let snapshot = Snapshot::build(nodes.clone(), pods.clone()).expect("synthetic snapshot builds");

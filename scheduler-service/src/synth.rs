@@ -926,7 +926,7 @@ mod tests {
     }
 
     fn build(s: &proto::Snapshot) -> Snapshot {
-        let (nodes, pods, _) = convert::snapshot("snapshot", s).expect("generated snapshot is valid");
+        let (nodes, pods, _, _) = convert::snapshot("snapshot", s).expect("generated snapshot is valid");
         Snapshot::build(nodes, pods).expect("generated snapshot builds")
     }
 

@@ -389,7 +389,7 @@ async fn delta_sync_upserts_and_removes_nodes_and_pods_and_keeps_the_base() {
     assert_eq!((d2.node_count, d2.pod_count), (2, 1));
     let r = rank(&mut c, rank_req(by_id(&d2.snapshot_id), pod("big", 6))).await;
     assert_eq!(r.feasible_count, 0);
-    assert_eq!(r.message, "0/2 nodes are available: 2 Insufficient cpu.");
+    assert_eq!(r.message, "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling.");
     let s = schedule(
         &mut c,
         schedule_req(by_id(&d2.snapshot_id), vec![pod("big", 6), pod("fits-on-c", 4)]),
@@ -397,7 +397,7 @@ async fn delta_sync_upserts_and_removes_nodes_and_pods_and_keeps_the_base() {
     .await;
     assert_eq!(
         unschedulable(&s.placements[0]).message,
-        "0/2 nodes are available: 2 Insufficient cpu."
+        "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling."
     );
     assert_eq!(
         placed(&s.placements[1]),
@@ -472,7 +472,7 @@ async fn pods_bound_to_an_absent_node_count_once_the_node_appears() {
     assert_eq!((with_later.node_count, with_later.pod_count), (2, 2));
     let r = rank(&mut c, rank_req(by_id(&with_later.snapshot_id), pod("p", 2))).await;
     assert_eq!(
-        r.message, "0/2 nodes are available: 2 Insufficient cpu.",
+        r.message, "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.",
         "y's 3 cpu count on later"
     );
 
@@ -689,7 +689,7 @@ async fn rank_explains_infeasible_nodes_in_kube_scheduler_format() {
     assert!(r.feasible.is_empty());
     assert_eq!(
         r.message,
-        "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable."
+        "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     );
     let infeasible: Vec<(&str, &str, Vec<&str>)> = r
         .infeasible
@@ -727,7 +727,7 @@ async fn rank_explains_infeasible_nodes_in_kube_scheduler_format() {
     );
     assert_eq!(
         r.message,
-        "0/3 nodes are available: 1 Insufficient cpu, 1 Insufficient example.com/gpu, 1 Insufficient memory, 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable."
+        "0/3 nodes are available: 1 Insufficient cpu, 1 Insufficient example.com/gpu, 1 Insufficient memory, 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     );
 
     // A pod that tolerates the taint and the cordon (as DaemonSet pods do) fits both big nodes.
@@ -855,7 +855,7 @@ async fn schedule_consumes_capacity_in_batch_order() {
     assert_eq!(s.placements[0].feasible_nodes, 2);
 
     let u = unschedulable(&s.placements[4]);
-    assert_eq!(u.message, "0/2 nodes are available: 2 Insufficient cpu.");
+    assert_eq!(u.message, "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.");
     assert_eq!(u.reasons, BTreeMap::from([("Insufficient cpu".to_string(), 2)]));
     assert_eq!((s.placements[4].score, s.placements[4].feasible_nodes), (0, 0));
 
@@ -905,7 +905,7 @@ async fn schedule_never_puts_two_pods_with_the_same_host_port_on_one_node() {
     let u = unschedulable(&s.placements[3]);
     assert_eq!(
         u.message,
-        "0/3 nodes are available: 3 node(s) didn't have free ports for the requested pod ports."
+        "0/3 nodes are available: 3 node(s) didn't have free ports for the requested pod ports. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
     );
     assert!(
         placed(&s.placements[4]).is_some(),
@@ -948,7 +948,7 @@ async fn schedule_consumes_the_pod_count_limit() {
         BTreeMap::from([("a".to_string(), 1), ("b".to_string(), 1)])
     );
     let u = unschedulable(&s.placements[2]);
-    assert_eq!(u.message, "0/2 nodes are available: 2 Too many pods.");
+    assert_eq!(u.message, "0/2 nodes are available: 2 Too many pods. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.");
     assert_eq!(u.reasons, BTreeMap::from([("Too many pods".to_string(), 2)]));
 
     // Rank sees the snapshot only: both nodes have a free slot.
@@ -1003,7 +1003,7 @@ async fn schedule_is_deterministic_and_seed_changes_only_tie_breaks() {
         );
         assert_eq!(
             unschedulable(&s.placements[8]).message,
-            "0/6 nodes are available: 1 node(s) had untolerated taint(s), 5 Insufficient cpu.",
+            "0/6 nodes are available: 1 node(s) had untolerated taint(s), 5 Insufficient cpu. preemption: 0/6 nodes are available: 2 Preemption is not helpful for scheduling, 4 No preemption victims found for incoming pod.",
             "seed {seed}"
         );
         distinct.insert(
@@ -1745,11 +1745,11 @@ async fn kubernetes_quantities_are_parsed_with_suffixes_and_millis() {
     assert!(s.placements[..3].iter().all(|p| placed(p) == Some("n")), "{s:?}");
     assert_eq!(
         unschedulable(&s.placements[3]).message,
-        "0/1 nodes are available: 1 Insufficient memory."
+        "0/1 nodes are available: 1 Insufficient memory. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     );
     // 1.1 cpu is more than the 1 cpu left; 1000m is exactly what is left.
     let r = rank(&mut c, rank_req(by_id(&id), pod_with("big", &[("cpu", "1.1")]))).await;
-    assert_eq!(r.message, "0/1 nodes are available: 1 Insufficient cpu.");
+    assert_eq!(r.message, "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.");
     let r = rank(
         &mut c,
         rank_req(by_id(&id), pod_with("exact", &[("cpu", "1000m"), ("memory", "768Mi")])),
@@ -2092,4 +2092,223 @@ async fn invalid_affinity_and_spread_fields_are_named() {
         "unsupported operator \"Gt\"",
     );
     stop_server(tx, handle).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Preemption and gangs
+// ---------------------------------------------------------------------------------------------
+
+fn prioritized(mut p: proto::Pod, priority: i32) -> proto::Pod {
+    p.priority = priority;
+    p
+}
+
+fn labelled(mut p: proto::Pod, app: &str) -> proto::Pod {
+    p.labels.insert("app".to_string(), app.to_string());
+    p
+}
+
+fn member(uid: &str, cpu: u32, gang: &str, min_members: u32) -> proto::Pod {
+    let mut p = pod(uid, cpu);
+    p.gang = Some(proto::Gang {
+        name: gang.to_string(),
+        min_members,
+    });
+    p
+}
+
+fn pdb(app: &str, disruptions_allowed: i32) -> proto::PodDisruptionBudget {
+    proto::PodDisruptionBudget {
+        namespace: "default".to_string(),
+        name: format!("pdb-{app}"),
+        selector: Some(proto::LabelSelector {
+            match_labels: map(&[("app", app)]),
+            ..Default::default()
+        }),
+        disruptions_allowed,
+    }
+}
+
+#[tokio::test]
+async fn schedule_nominates_a_node_with_victims_and_respects_pod_disruption_budgets() {
+    let (addr, tx, handle) = start_server(ServerConfig::default()).await;
+    let mut c = client(addr).await;
+    // n1 runs a low-priority "db" pod covered by a budget that allows no disruption; n2 runs a
+    // slightly more important pod with no budget. Both nodes are full.
+    let mut cluster = snapshot(
+        vec![node("n1", 4, 8, 110), node("n2", 4, 8, 110)],
+        vec![
+            bound(labelled(prioritized(pod("db-0", 4), 1), "db"), "n1"),
+            bound(prioritized(pod("batch-0", 4), 5), "n2"),
+        ],
+    );
+    cluster.pod_disruption_budgets = vec![pdb("db", 0)];
+    let id = sync(&mut c, full(cluster)).await.snapshot_id;
+    let batch = vec![
+        prioritized(pod("urgent", 4), 100),
+        prioritized(pod("also-urgent", 4), 100),
+        {
+            let mut p = prioritized(pod("polite", 4), 100);
+            p.preemption_policy = "Never".to_string();
+            p
+        },
+    ];
+    let s = schedule(&mut c, schedule_req(by_id(&id), batch.clone())).await;
+    let u = unschedulable(&s.placements[0]);
+    assert_eq!(
+        u.nominated_node_name, "n2",
+        "the node without a budget violation: {u:?}"
+    );
+    assert_eq!(u.victim_uids, ["batch-0"]);
+    assert_eq!(u.message, "0/2 nodes are available: 2 Insufficient cpu.");
+    // The second preemptor cannot reuse n2's room: it is nominated to n1 and breaks the budget,
+    // the only way left.
+    let u = unschedulable(&s.placements[1]);
+    assert_eq!(
+        (u.nominated_node_name.as_str(), u.victim_uids.as_slice()),
+        ("n1", &["db-0".to_string()][..])
+    );
+    let u = unschedulable(&s.placements[2]);
+    assert!(u.nominated_node_name.is_empty() && u.victim_uids.is_empty());
+    assert_eq!(
+        u.message,
+        "0/2 nodes are available: 2 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never."
+    );
+    // A delta that lifts the budget: the first preemptor now evicts the least important pod.
+    let next = sync(
+        &mut c,
+        delta(proto::SnapshotDelta {
+            base_snapshot_id: id.clone(),
+            remove_pod_disruption_budgets: vec!["default/pdb-db".to_string()],
+            ..Default::default()
+        }),
+    )
+    .await
+    .snapshot_id;
+    assert_ne!(next, id);
+    let s = schedule(&mut c, schedule_req(by_id(&next), batch[..1].to_vec())).await;
+    let u = unschedulable(&s.placements[0]);
+    assert_eq!(
+        (u.nominated_node_name.as_str(), u.victim_uids.as_slice()),
+        ("n1", &["db-0".to_string()][..])
+    );
+    // Rank answers the same nomination for one pod.
+    let r = rank(&mut c, rank_req(by_id(&next), batch[0].clone())).await;
+    assert_eq!(
+        (r.nominated_node_name.as_str(), r.victim_uids.as_slice()),
+        ("n1", &["db-0".to_string()][..])
+    );
+    // Nobody of lower priority: kube-scheduler's message for a preemption that cannot help.
+    let r = rank(&mut c, rank_req(by_id(&next), pod("nobody", 4))).await;
+    assert!(r.nominated_node_name.is_empty());
+    assert_eq!(
+        r.message,
+        "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: \
+         2 No preemption victims found for incoming pod."
+    );
+    drop(c);
+    stop_server(tx, handle).await;
+}
+
+#[tokio::test]
+async fn schedule_places_a_gang_whole_or_not_at_all() {
+    let (addr, tx, handle) = start_server(ServerConfig::default()).await;
+    let mut c = client(addr).await;
+    let cluster = inline(snapshot(vec![node("n1", 4, 8, 110), node("n2", 2, 8, 110)], vec![]));
+    // "train" needs 4 workers of 2 cores: only 3 fit, so none is placed, and the pod after them
+    // gets the room. "serve" needs 2 of its 3 members and gets them.
+    let batch = vec![
+        member("train-0", 2, "train", 4),
+        member("train-1", 2, "train", 4),
+        member("train-2", 2, "train", 4),
+        member("train-3", 2, "train", 4),
+        pod("web", 4),
+        member("serve-0", 1, "serve", 2),
+        member("serve-1", 1, "serve", 2),
+        member("serve-2", 9, "serve", 2),
+    ];
+    let s = schedule(&mut c, schedule_req(cluster, batch)).await;
+    for p in &s.placements[..4] {
+        let u = unschedulable(p);
+        assert_eq!(u.gang, "default/train");
+        assert!(
+            u.message
+                .starts_with("gang \"default/train\" is not placed: it needs 4 members placed together, and 3 fit"),
+            "{}",
+            u.message
+        );
+    }
+    assert_eq!(placed(&s.placements[4]), Some("n1"));
+    assert!(placed(&s.placements[5]).is_some() && placed(&s.placements[6]).is_some());
+    let u = unschedulable(&s.placements[7]);
+    assert!(u.gang.is_empty(), "serve is placed; serve-2 alone does not fit: {u:?}");
+    drop(c);
+    stop_server(tx, handle).await;
+}
+
+fn bad_preemption_policy() -> BadInput {
+    let mut p = pod("p", 1);
+    p.preemption_policy = "Sometimes".to_string();
+    BadInput {
+        call: rank_pod(p),
+        field: "pod.preemption_policy",
+        description: r#"unsupported preemption policy "Sometimes""#,
+    }
+}
+
+fn gang_without_members() -> BadInput {
+    BadInput {
+        call: Call::Schedule(schedule_req(small_cluster(), vec![pod("a", 1), member("b", 1, "g", 0)])),
+        field: "pods[1].gang.min_members",
+        description: "must be at least 1",
+    }
+}
+
+fn bad_pdb_selector() -> BadInput {
+    let mut budget = pdb("db", 0);
+    budget.selector = Some(proto::LabelSelector {
+        match_expressions: vec![proto::LabelSelectorRequirement {
+            key: "app".to_string(),
+            operator: "Gt".to_string(),
+            values: vec!["1".to_string()],
+        }],
+        ..Default::default()
+    });
+    let mut s = snapshot(vec![node("n1", 1, 1, 10)], vec![]);
+    s.pod_disruption_budgets = vec![pdb("web", 1), budget];
+    BadInput {
+        call: Call::Sync(full(s)),
+        field: "full.pod_disruption_budgets[1].selector.match_expressions[0].operator",
+        description: r#"unsupported operator "Gt""#,
+    }
+}
+
+fn duplicate_pdb() -> BadInput {
+    let mut s = snapshot(vec![node("n1", 1, 1, 10)], vec![]);
+    s.pod_disruption_budgets = vec![pdb("web", 1), pdb("web", 2)];
+    BadInput {
+        call: Call::Sync(full(s)),
+        field: "full.pod_disruption_budgets[1].name",
+        description: r#"duplicate PodDisruptionBudget "default/pdb-web""#,
+    }
+}
+
+#[tokio::test]
+async fn bad_preemption_policy_is_refused() {
+    check_refused(bad_preemption_policy()).await;
+}
+
+#[tokio::test]
+async fn gang_with_zero_min_members_is_refused() {
+    check_refused(gang_without_members()).await;
+}
+
+#[tokio::test]
+async fn bad_pod_disruption_budget_selector_is_refused() {
+    check_refused(bad_pdb_selector()).await;
+}
+
+#[tokio::test]
+async fn duplicate_pod_disruption_budget_is_refused() {
+    check_refused(duplicate_pdb()).await;
 }

@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::interpod::{self, InterPodFilter};
@@ -75,12 +76,47 @@ pub struct Diagnosis {
     pub node_count: usize,
     /// How many nodes gave each reason.
     pub reasons: HashMap<Reason, u32>,
+    /// kube-scheduler's `PostFilterMsg`: what preemption said, e.g. `preemption: not eligible due to
+    /// preemptionPolicy=Never.`; empty when preemption found victims or did not run.
+    pub post_filter: String,
+    /// Where preemption would make room, and whom it would evict.
+    pub nomination: Option<Nomination>,
+    /// Set when the pod's gang could not be placed whole: why.
+    pub gang: Option<GangFailure>,
+}
+
+/// A preemption's outcome: the node the pod is nominated to and the pods to evict there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Nomination {
+    /// The nominated node.
+    pub node: String,
+    /// Uids of the victims, most important first.
+    pub victims: Vec<Arc<str>>,
+}
+
+/// Why a gang member is not placed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GangFailure {
+    /// The gang, "namespace/name".
+    pub gang: Arc<str>,
+    /// The explanation shown to users.
+    pub message: String,
 }
 
 impl Diagnosis {
     /// kube-scheduler's `FitError.Error()`: `0/N nodes are available: <count> <reason>, ….` with
     /// the "count reason" strings sorted, or its message for a cluster with no nodes.
     pub fn message(&self) -> String {
+        let own = self.fit_message();
+        match &self.gang {
+            Some(g) if self.reasons.is_empty() => g.message.clone(),
+            Some(g) => format!("{} This pod: {own}", g.message),
+            None => own,
+        }
+    }
+
+    /// The message of the pod's own scheduling attempt, with preemption's part.
+    fn fit_message(&self) -> String {
         if self.node_count == 0 {
             return "no nodes available to schedule pods".to_string();
         }
@@ -91,6 +127,10 @@ impl Diagnosis {
             msg.push(' ');
             msg.push_str(&parts.join(", "));
             msg.push('.');
+        }
+        if !self.post_filter.is_empty() {
+            msg.push(' ');
+            msg.push_str(&self.post_filter);
         }
         msg
     }
@@ -254,8 +294,8 @@ struct StaticEval {
 }
 
 /// What a pod needs, computed once per pod instead of once per node.
-struct PodPlan<'a> {
-    pod: &'a PodSpec,
+pub(super) struct PodPlan<'a> {
+    pub(super) pod: &'a PodSpec,
     /// NodeResourcesFit scoring request per fit resource (scoring defaults for cpu and memory).
     fit_requests: Vec<i64>,
     /// BalancedAllocation request per resource; `None` for a best-effort pod (plugin skipped).
@@ -372,7 +412,13 @@ fn mix(mut z: u64) -> u64 {
 }
 
 impl<'a> PodPlan<'a> {
-    fn new(profile: &Profile, snapshot: &Snapshot, pod: &'a PodSpec, seed: u64, placed: &Placed<'_>) -> Self {
+    pub(super) fn new(
+        profile: &Profile,
+        snapshot: &Snapshot,
+        pod: &'a PodSpec,
+        seed: u64,
+        placed: &Placed<'_>,
+    ) -> Self {
         let fit_requests = profile
             .fit_resources
             .iter()
@@ -534,6 +580,36 @@ fn run_filter(
     }
     true
 }
+
+/// Runs every filter of the profile for the pod on node `i` with the given usage (preemption's
+/// dry runs); reports each rejection and returns whether the node passes.
+pub(super) fn filter_node(
+    profile: &Profile,
+    plan: &PodPlan<'_>,
+    index: usize,
+    entry: &NodeEntry,
+    usage: &NodeUsage,
+    report: &mut impl FnMut(FilterPlugin, Reason),
+) -> bool {
+    let hot = NodeHot::of(entry, usage);
+    let se = if plan.per_node {
+        plan.static_eval(&entry.spec)
+    } else {
+        plan.class_evals[entry.class as usize]
+    };
+    let node = NodeView {
+        index,
+        hot: &hot,
+        entry,
+        usage,
+    };
+    profile
+        .policy
+        .filters
+        .iter()
+        .all(|&f| run_filter(f, plan, &se, &node, &mut |r| report(f, r)))
+}
+
 fn ports_conflict(wanted: &[HostPort], used: &[HostPort]) -> bool {
     !wanted.is_empty() && wanted.iter().any(|w| used.iter().any(|u| w.conflicts(u)))
 }
@@ -773,7 +849,7 @@ fn preferred_affinity_weight(pod: &PodSpec, node: &NodeSpec) -> i64 {
 }
 
 /// Usage of the nodes as a batch goes: the snapshot's, with the batch's placements on top.
-struct BatchUsage<'s> {
+pub(super) struct BatchUsage<'s> {
     snapshot: &'s Snapshot,
     /// Hot fields, copied from the snapshot on the first placement of the batch.
     hot: std::borrow::Cow<'s, [NodeHot]>,
@@ -783,7 +859,7 @@ struct BatchUsage<'s> {
 }
 
 impl<'s> BatchUsage<'s> {
-    fn new(snapshot: &'s Snapshot) -> Self {
+    pub(super) fn new(snapshot: &'s Snapshot) -> Self {
         Self {
             snapshot,
             hot: std::borrow::Cow::Borrowed(snapshot.hot()),
@@ -793,14 +869,14 @@ impl<'s> BatchUsage<'s> {
     }
 
     #[inline]
-    fn get(&self, i: usize) -> &NodeUsage {
+    pub(super) fn get(&self, i: usize) -> &NodeUsage {
         match self.slot.get(i) {
             Some(&s) if s != u32::MAX => &self.changed[s as usize],
             _ => &self.snapshot.nodes()[i].usage,
         }
     }
 
-    fn assume(&mut self, i: usize, pod: &PodSpec) {
+    pub(super) fn assume(&mut self, i: usize, pod: &PodSpec) {
         if self.slot.is_empty() {
             self.slot = vec![u32::MAX; self.snapshot.nodes().len()];
         }
@@ -817,6 +893,7 @@ impl<'s> BatchUsage<'s> {
             namespace: std::sync::Arc::from(""),
             labels: Default::default(),
             affinity: None,
+            meta: None,
         };
         let usage = &mut self.changed[self.slot[i] as usize];
         usage.add(&bound);
@@ -906,6 +983,11 @@ impl<'a> Evaluator<'a> {
             topo_active: (false, false),
             reuse: true,
         }
+    }
+
+    /// The snapshot evaluated.
+    pub fn snapshot(&self) -> &'a Snapshot {
+        self.snapshot
     }
 
     /// Adds (or with `sign` −1 removes) the pod's scaled image sizes on the nodes that have them,
@@ -1191,11 +1273,15 @@ impl<'a> Evaluator<'a> {
             last = i;
         }
         let rejected = rejected_nodes;
-        let diagnosis = Diagnosis {
+        let mut diagnosis = Diagnosis {
             node_count: nodes.len(),
             reasons: counts.into_iter().collect(),
+            ..Diagnosis::default()
         };
         let feasible_count = self.candidates.len();
+        if feasible_count == 0 && !nodes.is_empty() {
+            super::preemption::post_filter(self.profile, self.snapshot, &plan, pod, &usage, &mut diagnosis);
+        }
         let k = if top_k == 0 {
             feasible_count
         } else {
@@ -1234,7 +1320,22 @@ impl<'a> Evaluator<'a> {
     }
 
     /// Places a batch in order; each placement consumes its node's capacity for the pods after it.
+    /// A pod that fits nowhere may be nominated to a node where preemption makes room (the
+    /// nomination reserves the pod's room for the pods after it); a gang is placed whole or not at
+    /// all (see [`super::gang`]).
     pub fn schedule(&mut self, pods: &[PodSpec], seed: u64, deadline: Deadline) -> Result<Vec<Decision>, EvalError> {
+        super::gang::schedule(self, pods, seed, deadline)
+    }
+
+    /// One pass over the batch in order; pods for which `skip` holds are left out (their decision is
+    /// a placeholder the caller replaces) and take no room.
+    pub(super) fn schedule_pass(
+        &mut self,
+        pods: &[PodSpec],
+        seed: u64,
+        deadline: Deadline,
+        skip: &dyn Fn(&PodSpec) -> bool,
+    ) -> Result<Vec<Decision>, EvalError> {
         let mut usage = BatchUsage::new(self.snapshot);
         let mut out = Vec::with_capacity(pods.len());
         let node_count = self.snapshot.nodes().len();
@@ -1252,6 +1353,10 @@ impl<'a> Evaluator<'a> {
             };
             if deadline.passed() {
                 return Err(timeout);
+            }
+            if skip(pod) {
+                out.push(Decision::Unschedulable(Diagnosis::default()));
+                continue;
             }
             let reused = match plan.as_mut() {
                 Some((p, current)) if self.reuse && same_constraints(&pods[*p], pod) => {
@@ -1313,10 +1418,29 @@ impl<'a> Evaluator<'a> {
                     placed.push(i, pod);
                     changed = Some(i);
                 }
-                None => out.push(Decision::Unschedulable(Diagnosis {
-                    node_count,
-                    reasons: reasons.into_iter().collect(),
-                })),
+                None => {
+                    let mut diagnosis = Diagnosis {
+                        node_count,
+                        reasons: reasons.into_iter().collect(),
+                        ..Diagnosis::default()
+                    };
+                    // Gang members do not preempt: a gang's victims would be evicted even when the
+                    // gang as a whole cannot be placed.
+                    if node_count > 0 && pod.gang.is_none() {
+                        super::preemption::post_filter(self.profile, self.snapshot, plan, pod, &usage, &mut diagnosis);
+                    }
+                    if let Some(i) = diagnosis
+                        .nomination
+                        .as_ref()
+                        .and_then(|n| self.snapshot.position_of(&n.node))
+                    {
+                        // kube-scheduler counts a nominated pod on its node for the pods after it:
+                        // the victims' room is the preemptor's, not theirs.
+                        usage.assume(i, pod);
+                        changed = Some(i);
+                    }
+                    out.push(Decision::Unschedulable(diagnosis));
+                }
             }
         }
         Ok(out)

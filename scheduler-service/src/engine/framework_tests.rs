@@ -100,7 +100,7 @@ fn node_unschedulable_rejects_cordoned_nodes_unless_tolerated() {
     assert_eq!(r.rejected[0].plugin, F::NodeUnschedulable);
     assert_eq!(
         r.diagnosis.message(),
-        "0/1 nodes are available: 1 node(s) were unschedulable."
+        "0/1 nodes are available: 1 node(s) were unschedulable. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
     );
     let mut tolerant = pod("p", 0, 0);
     tolerant.tolerations = vec![Toleration {
@@ -185,7 +185,7 @@ fn node_affinity_filter_ands_selector_with_required_terms() {
     let r = rank(&snap, &p);
     assert_eq!(
         r.diagnosis.message(),
-        "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+        "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     );
     // Terms are ORed; the nodeSelector is ANDed with them.
     p.required_affinity = Some(vec![
@@ -215,7 +215,7 @@ fn node_ports_conflict_with_used_ports() {
     assert_eq!(r.rejected[0].plugin, F::NodePorts);
     assert_eq!(
         r.diagnosis.message(),
-        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports."
+        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     );
     p.host_ports = vec![hp("10.0.0.1", 8081)];
     assert_eq!(rank(&snap, &p).feasible_count, 1);
@@ -235,7 +235,7 @@ fn resources_fit_reports_every_insufficient_resource() {
     assert_eq!(r.rejected[0].plugin, F::NodeResourcesFit);
     assert_eq!(
         r.diagnosis.message(),
-        "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory, 1 Insufficient nvidia.com/gpu, 1 Too many pods."
+        "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory, 1 Insufficient nvidia.com/gpu, 1 Too many pods. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
     );
     // A pod without requests is checked for the pod count only.
     let empty = snapshot(vec![n]);
@@ -245,7 +245,7 @@ fn resources_fit_reports_every_insufficient_resource() {
     q.requests.set(&ResourceName::Scalar(Arc::from("example.com/fpga")), 1);
     assert_eq!(
         rank(&empty, &q).diagnosis.message(),
-        "0/1 nodes are available: 1 Insufficient example.com/fpga."
+        "0/1 nodes are available: 1 Insufficient example.com/fpga. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
     );
 }
 
@@ -257,7 +257,7 @@ fn a_node_fails_at_the_first_rejecting_filter_only() {
     let r = rank(&snapshot(vec![n]), &pod("p", 1000, 0));
     assert_eq!(
         r.diagnosis.message(),
-        "0/1 nodes are available: 1 node(s) were unschedulable."
+        "0/1 nodes are available: 1 node(s) were unschedulable. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
     );
 }
 
@@ -484,7 +484,7 @@ fn batch_placements_consume_capacity_in_order() {
     };
     assert_eq!((on("a"), on("b")), (2, 2));
     match &out[4] {
-        Decision::Unschedulable(d) => assert_eq!(d.message(), "0/2 nodes are available: 2 Insufficient cpu."),
+        Decision::Unschedulable(d) => assert_eq!(d.message(), "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."),
         other => panic!("expected unschedulable, got {other:?}"),
     }
 }

@@ -7,12 +7,16 @@
 //!   kube-scheduler's `KubeSchedulerConfiguration`) mapped to policies.
 //! - [`interpod`], [`spread`] and [`topology`]: InterPodAffinity and PodTopologySpread.
 //! - [`framework`]: filter, score, normalize and pick, as kube-scheduler does.
+//! - [`preemption`]: kube-scheduler's DefaultPreemption: victims, PodDisruptionBudgets, the node.
+//! - [`gang`]: gangs placed all together or not at all within a batch.
 
 pub mod framework;
+pub mod gang;
 pub mod interpod;
 pub mod model;
 pub mod policy;
 pub mod policy_config;
+pub mod preemption;
 pub mod quantity;
 pub mod resources;
 pub mod snapshot;

@@ -365,6 +365,12 @@ pub struct PodSpec {
     pub spread_constraints: Vec<SpreadConstraint>,
     /// The selector of the default spreading (from the workloads selecting the pod), if any.
     pub default_spread_selector: Option<LabelSelector>,
+    /// spec.preemptionPolicy.
+    pub preemption_policy: super::preemption::PreemptionPolicy,
+    /// status.startTime in Unix seconds; 0 when the pod has not started.
+    pub start_time: i64,
+    /// The gang the pod belongs to, if any.
+    pub gang: Option<super::gang::Gang>,
 }
 
 impl PodSpec {

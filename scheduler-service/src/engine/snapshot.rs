@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use super::model::{HostPort, Labels, NodeSpec, PodAffinityTerms, PodSpec};
+use super::preemption::Pdb;
 use super::resources::Resources;
 
 /// The resources that the pods bound to a node use.
@@ -73,6 +74,33 @@ pub struct BoundPod {
     pub labels: Arc<Labels>,
     /// Pod affinity and anti-affinity terms, when the pod has any.
     pub affinity: Option<Arc<(PodAffinityTerms, PodAffinityTerms)>>,
+    /// Priority, start time and gang, for preemption and gangs; `None` for a pod a batch placed.
+    pub meta: Option<Arc<PodMeta>>,
+}
+
+/// What preemption and gangs read of a bound pod (besides its namespace and labels).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodMeta {
+    /// metadata.uid.
+    pub uid: Arc<str>,
+    /// spec.priority.
+    pub priority: i32,
+    /// status.startTime in Unix seconds; 0 when unknown.
+    pub start_time: i64,
+    /// The gang's key ("namespace/name"), if the pod belongs to one.
+    pub gang: Option<Arc<str>>,
+}
+
+impl PodMeta {
+    /// The meta of a pod spec.
+    pub fn of(pod: &PodSpec) -> Arc<Self> {
+        Arc::new(Self {
+            uid: pod.uid.clone(),
+            priority: pod.priority,
+            start_time: pod.start_time,
+            gang: pod.gang.as_ref().map(|g| g.key.clone()),
+        })
+    }
 }
 
 impl BoundPod {
@@ -90,6 +118,7 @@ impl BoundPod {
             affinity: pod
                 .has_pod_affinity()
                 .then(|| Arc::new((pod.pod_affinity.clone(), pod.pod_anti_affinity.clone()))),
+            meta: Some(PodMeta::of(pod)),
         })
     }
 
@@ -114,7 +143,9 @@ impl BoundPod {
                 l
             }
         };
+        let meta = Some(PodMeta::of(pod));
         Some(Self {
+            meta,
             node_name: Arc::from(node),
             requests: pod.requests.clone(),
             non_zero_cpu: pod.non_zero_requests.milli_cpu,
@@ -138,6 +169,11 @@ impl BoundPod {
             + self.requests.approx_bytes()
             + self.host_ports.len() * 32
             + if self.affinity.is_some() { 256 } else { 0 }
+            + if self.meta.is_some() {
+                std::mem::size_of::<PodMeta>() + 16
+            } else {
+                0
+            }
     }
 }
 
@@ -237,6 +273,14 @@ pub enum SnapshotError {
         /// The uid.
         uid: String,
     },
+    /// Two PodDisruptionBudgets with the same namespace and name.
+    #[error("pod_disruption_budgets[{index}]: duplicate PodDisruptionBudget {key:?}")]
+    DuplicatePdb {
+        /// Index of the second occurrence.
+        index: usize,
+        /// "namespace/name".
+        key: String,
+    },
     /// A pod in a snapshot without a node.
     #[error("pods[{index}].node_name: a snapshot holds bound pods only; node_name must be set")]
     UnboundPod {
@@ -260,6 +304,10 @@ pub struct Delta {
     pub upsert_namespaces: Vec<(String, Labels)>,
     /// Names of namespaces removed (unknown names are ignored).
     pub remove_namespaces: Vec<String>,
+    /// PodDisruptionBudgets added or replaced by namespace and name.
+    pub upsert_pdbs: Vec<Pdb>,
+    /// PodDisruptionBudgets removed, as "namespace/name" (unknown ones are ignored).
+    pub remove_pdbs: Vec<String>,
 }
 
 /// The nodes of a snapshot grouped by the value of one label (a topology key).
@@ -348,6 +396,13 @@ pub struct Snapshot {
     pod_index: std::sync::OnceLock<PodIndex>,
     /// Topologies by key; built on first use of each key.
     topologies: std::sync::Mutex<std::collections::HashMap<String, Arc<Topology>>>,
+    /// PodDisruptionBudgets by "namespace/name".
+    pdbs: imbl::OrdMap<String, Arc<Pdb>>,
+    /// The pods bound to each node, in node order, lowest priority first; built on first use
+    /// (by preemption only).
+    node_pods: std::sync::OnceLock<Vec<Vec<Arc<BoundPod>>>>,
+    /// Bound members per gang key; built on first use.
+    gang_members: std::sync::OnceLock<std::collections::HashMap<Arc<str>, u32>>,
     approx_bytes: usize,
 }
 
@@ -515,6 +570,9 @@ impl Snapshot {
             affinity_pods: self.affinity_pods.clone(),
             pod_index: std::sync::OnceLock::new(),
             topologies: Default::default(),
+            pdbs: self.pdbs.clone(),
+            node_pods: std::sync::OnceLock::new(),
+            gang_members: std::sync::OnceLock::new(),
             approx_bytes: self.approx_bytes,
         };
         for name in &delta.remove_namespaces {
@@ -528,6 +586,12 @@ impl Snapshot {
                 next.approx_bytes = next.approx_bytes.saturating_sub(namespace_bytes(&name, &old));
             }
         }
+        for key in &delta.remove_pdbs {
+            if let Some(old) = next.pdbs.remove(key) {
+                next.approx_bytes = next.approx_bytes.saturating_sub(old.approx_bytes());
+            }
+        }
+        next.insert_pdbs(delta.upsert_pdbs)?;
         for uid in &delta.remove_pod_uids {
             next.remove_pod(uid);
         }
@@ -566,6 +630,65 @@ impl Snapshot {
             }
         }
         Ok(next)
+    }
+
+    /// This snapshot with these PodDisruptionBudgets (replacing any with the same namespace and name).
+    pub fn with_pdbs(mut self, pdbs: Vec<Pdb>) -> Result<Self, SnapshotError> {
+        self.insert_pdbs(pdbs)?;
+        Ok(self)
+    }
+
+    fn insert_pdbs(&mut self, pdbs: Vec<Pdb>) -> Result<(), SnapshotError> {
+        let mut seen = std::collections::HashSet::new();
+        for (index, pdb) in pdbs.into_iter().enumerate() {
+            let key = pdb.key();
+            if !seen.insert(key.clone()) {
+                return Err(SnapshotError::DuplicatePdb { index, key });
+            }
+            self.approx_bytes += pdb.approx_bytes();
+            if let Some(old) = self.pdbs.insert(key, Arc::new(pdb)) {
+                self.approx_bytes = self.approx_bytes.saturating_sub(old.approx_bytes());
+            }
+        }
+        Ok(())
+    }
+
+    /// The PodDisruptionBudgets, ordered by namespace and name.
+    pub fn pdbs(&self) -> impl Iterator<Item = &Arc<Pdb>> {
+        self.pdbs.values()
+    }
+
+    /// The pods bound to each node (in the order of [`Snapshot::nodes`]), lowest priority first.
+    pub fn node_pods(&self) -> &[Vec<Arc<BoundPod>>] {
+        self.node_pods.get_or_init(|| {
+            let mut out = vec![Vec::new(); self.nodes.len()];
+            for (_, pod) in self.pods.iter() {
+                if let Ok(i) = self.position(&pod.node_name) {
+                    out[i].push(Arc::clone(pod));
+                }
+            }
+            for pods in &mut out {
+                pods.sort_by(|a, b| {
+                    let key = |p: &BoundPod| p.meta.as_ref().map(|m| (m.priority, m.uid.clone()));
+                    key(a).cmp(&key(b))
+                });
+            }
+            out
+        })
+    }
+
+    /// How many pods of the gang `key` ("namespace/name") are bound.
+    pub fn gang_members(&self, key: &str) -> u32 {
+        let counts = self.gang_members.get_or_init(|| {
+            let mut m = std::collections::HashMap::new();
+            for (_, pod) in self.pods.iter() {
+                if let Some(g) = pod.meta.as_ref().and_then(|m| m.gang.clone()) {
+                    *m.entry(g).or_insert(0) += 1;
+                }
+            }
+            m
+        });
+        counts.get(key).copied().unwrap_or(0)
     }
 
     /// A node entry, with its class found or added.
@@ -765,6 +888,11 @@ impl Snapshot {
     /// Number of bound pods.
     pub fn pod_count(&self) -> usize {
         self.pods.len()
+    }
+
+    /// The index in [`Snapshot::nodes`] of the node with this name, if present.
+    pub fn position_of(&self, name: &str) -> Option<usize> {
+        self.position(name).ok()
     }
 
     /// The node with this name, if present.

@@ -7,11 +7,13 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::engine::gang::Gang;
 use crate::engine::model::{
     normalized_image_name, HostPort, LabelSelector, Labels, NodeInclusionPolicy, NodeSpec, PodAffinityTerm,
     PodAffinityTerms, PodSpec, PreferredTerm, Protocol, Requirement, SelectorOp, SelectorTerm, SpreadConstraint, Taint,
     TaintEffect, Toleration, TolerationOperator, WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
+use crate::engine::preemption::{LabelSelector as PdbSelector, Pdb, PreemptionPolicy};
 use crate::engine::quantity::Quantity;
 use crate::engine::resources::{effective_requests, ContainerRequests, ResourceName, Resources};
 use crate::engine::snapshot::Delta;
@@ -532,6 +534,37 @@ pub fn pod(path: &str, p: &proto::Pod) -> Result<PodSpec, FieldError> {
             ));
         }
     }
+    let preemption_policy = match p.preemption_policy.as_str() {
+        "" | "PreemptLowerPriority" => PreemptionPolicy::PreemptLowerPriority,
+        "Never" => PreemptionPolicy::Never,
+        other => {
+            return Err(field_error(
+                format!("{path}.preemption_policy"),
+                format!("unsupported preemption policy {other:?}: must be PreemptLowerPriority or Never"),
+            ))
+        }
+    };
+    if p.start_time_seconds < 0 {
+        return Err(field_error(
+            format!("{path}.start_time_seconds"),
+            format!("must not be negative, got {}", p.start_time_seconds),
+        ));
+    }
+    let gang = match &p.gang {
+        None => None,
+        Some(g) => {
+            if g.name.is_empty() {
+                return Err(field_error(format!("{path}.gang.name"), "must not be empty"));
+            }
+            if g.min_members == 0 {
+                return Err(field_error(format!("{path}.gang.min_members"), "must be at least 1"));
+            }
+            Some(Gang {
+                key: Arc::from(format!("{}/{}", p.namespace, g.name)),
+                min_members: g.min_members,
+            })
+        }
+    };
     Ok(PodSpec {
         uid: Arc::from(p.uid.as_str()),
         namespace: p.namespace.clone(),
@@ -555,6 +588,72 @@ pub fn pod(path: &str, p: &proto::Pod) -> Result<PodSpec, FieldError> {
             .as_ref()
             .map(|s| label_selector(&format!("{path}.default_spread_selector"), s))
             .transpose()?,
+        preemption_policy,
+        start_time: p.start_time_seconds,
+        gang,
+    })
+}
+
+/// Validates and converts a metav1.LabelSelector.
+fn pdb_selector(path: &str, s: &proto::LabelSelector) -> Result<PdbSelector, FieldError> {
+    let mut match_expressions = Vec::with_capacity(s.match_expressions.len());
+    for (i, r) in s.match_expressions.iter().enumerate() {
+        let rp = format!("{path}.match_expressions[{i}]");
+        if r.key.is_empty() {
+            return Err(field_error(format!("{rp}.key"), "must not be empty"));
+        }
+        if !matches!(r.operator.as_str(), "In" | "NotIn" | "Exists" | "DoesNotExist") {
+            return Err(field_error(
+                format!("{rp}.operator"),
+                format!(
+                    "unsupported operator {:?}: must be one of In, NotIn, Exists, DoesNotExist",
+                    r.operator
+                ),
+            ));
+        }
+        let with_values = matches!(r.operator.as_str(), "In" | "NotIn");
+        if with_values == r.values.is_empty() {
+            let want = if with_values {
+                "must be non-empty"
+            } else {
+                "must be empty"
+            };
+            return Err(field_error(
+                format!("{rp}.values"),
+                format!("{want} for operator {:?}", r.operator),
+            ));
+        }
+        let op = match r.operator.as_str() {
+            "In" => SelectorOp::In(r.values.clone()),
+            "NotIn" => SelectorOp::NotIn(r.values.clone()),
+            "Exists" => SelectorOp::Exists,
+            _ => SelectorOp::DoesNotExist,
+        };
+        match_expressions.push(Requirement { key: r.key.clone(), op });
+    }
+    Ok(PdbSelector {
+        match_labels: s.match_labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        match_expressions,
+    })
+}
+
+/// Validates and converts a PodDisruptionBudget; `path` prefixes every field name.
+pub fn pdb(path: &str, p: &proto::PodDisruptionBudget) -> Result<Pdb, FieldError> {
+    if p.namespace.is_empty() {
+        return Err(field_error(format!("{path}.namespace"), "must not be empty"));
+    }
+    if p.name.is_empty() {
+        return Err(field_error(format!("{path}.name"), "must not be empty"));
+    }
+    Ok(Pdb {
+        namespace: p.namespace.clone(),
+        name: p.name.clone(),
+        selector: p
+            .selector
+            .as_ref()
+            .map(|s| pdb_selector(&format!("{path}.selector"), s))
+            .transpose()?,
+        disruptions_allowed: p.disruptions_allowed,
     })
 }
 
@@ -611,8 +710,8 @@ pub fn list<T, U>(
         .collect()
 }
 
-/// A validated snapshot: nodes, bound pods and namespaces (name, labels).
-pub type SnapshotParts = (Vec<NodeSpec>, Vec<PodSpec>, Vec<(String, Labels)>);
+/// A validated snapshot: nodes, bound pods, namespaces (name, labels) and PodDisruptionBudgets.
+pub type SnapshotParts = (Vec<NodeSpec>, Vec<PodSpec>, Vec<(String, Labels)>, Vec<Pdb>);
 
 fn namespace(path: &str, n: &proto::Namespace) -> Result<(String, Labels), FieldError> {
     if n.name.is_empty() {
@@ -640,7 +739,12 @@ pub fn snapshot(path: &str, s: &proto::Snapshot) -> Result<SnapshotParts, FieldE
     let nodes = list(&format!("{path}.nodes"), &s.nodes, node)?;
     let pods = list(&format!("{path}.pods"), &s.pods, pod)?;
     let namespaces = namespaces(&format!("{path}.namespaces"), &s.namespaces)?;
-    Ok((nodes, pods, namespaces))
+    let pdbs = list(
+        &format!("{path}.pod_disruption_budgets"),
+        &s.pod_disruption_budgets,
+        pdb,
+    )?;
+    Ok((nodes, pods, namespaces, pdbs))
 }
 
 /// Validates a delta (its base id is checked by the caller).
@@ -652,6 +756,12 @@ pub fn delta(path: &str, d: &proto::SnapshotDelta) -> Result<Delta, FieldError> 
         remove_pod_uids: d.remove_pod_uids.clone(),
         upsert_namespaces: namespaces(&format!("{path}.upsert_namespaces"), &d.upsert_namespaces)?,
         remove_namespaces: d.remove_namespaces.clone(),
+        upsert_pdbs: list(
+            &format!("{path}.upsert_pod_disruption_budgets"),
+            &d.upsert_pod_disruption_budgets,
+            pdb,
+        )?,
+        remove_pdbs: d.remove_pod_disruption_budgets.clone(),
     })
 }
 

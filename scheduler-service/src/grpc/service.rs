@@ -156,8 +156,12 @@ fn snapshot_not_found(field: &str, id: &str) -> Status {
 }
 
 /// Maps a snapshot build error to the field path of the request that caused it.
-fn snapshot_error(prefix_nodes: &str, prefix_pods: &str, e: SnapshotError) -> Status {
+fn snapshot_error(prefix_nodes: &str, prefix_pods: &str, prefix_pdbs: &str, e: SnapshotError) -> Status {
     match e {
+        SnapshotError::DuplicatePdb { index, key } => invalid_field(
+            format!("{prefix_pdbs}[{index}].name"),
+            format!("duplicate PodDisruptionBudget {key:?}"),
+        ),
         SnapshotError::DuplicateNode { index, name } => invalid_field(
             format!("{prefix_nodes}[{index}].name"),
             format!("duplicate node name {name:?}"),
@@ -303,10 +307,18 @@ impl PlacementApi {
             Some(Source::SnapshotId(id)) => self.cached("snapshot.snapshot_id", &id),
             Some(Source::Inline(s)) => {
                 blocking(move || {
-                    let (nodes, pods, namespaces) = convert::snapshot("snapshot.inline", &s).map_err(invalid)?;
+                    let (nodes, pods, namespaces, pdbs) = convert::snapshot("snapshot.inline", &s).map_err(invalid)?;
                     Snapshot::build_with_namespaces(nodes, pods, namespaces)
+                        .and_then(|s| s.with_pdbs(pdbs))
                         .map(Arc::new)
-                        .map_err(|e| snapshot_error("snapshot.inline.nodes", "snapshot.inline.pods", e))
+                        .map_err(|e| {
+                            snapshot_error(
+                                "snapshot.inline.nodes",
+                                "snapshot.inline.pods",
+                                "snapshot.inline.pod_disruption_budgets",
+                                e,
+                            )
+                        })
                 })
                 .await
             }
@@ -344,9 +356,10 @@ impl PlacementApi {
             Some(Kind::Full(full)) => {
                 blocking(move || {
                     let id = content_id(&[b"full", &prost::Message::encode_to_vec(&full)]);
-                    let (nodes, pods, namespaces) = convert::snapshot("full", &full).map_err(invalid)?;
+                    let (nodes, pods, namespaces, pdbs) = convert::snapshot("full", &full).map_err(invalid)?;
                     let s = Snapshot::build_with_namespaces(nodes, pods, namespaces)
-                        .map_err(|e| snapshot_error("full.nodes", "full.pods", e))?;
+                        .and_then(|s| s.with_pdbs(pdbs))
+                        .map_err(|e| snapshot_error("full.nodes", "full.pods", "full.pod_disruption_budgets", e))?;
                     Ok((id, Arc::new(s)))
                 })
                 .await?
@@ -360,9 +373,14 @@ impl PlacementApi {
                         &prost::Message::encode_to_vec(&delta),
                     ]);
                     let d = convert::delta("delta", &delta).map_err(invalid)?;
-                    let s = base
-                        .apply(d)
-                        .map_err(|e| snapshot_error("delta.upsert_nodes", "delta.upsert_pods", e))?;
+                    let s = base.apply(d).map_err(|e| {
+                        snapshot_error(
+                            "delta.upsert_nodes",
+                            "delta.upsert_pods",
+                            "delta.upsert_pod_disruption_budgets",
+                            e,
+                        )
+                    })?;
                     Ok((id, Arc::new(s)))
                 })
                 .await?
@@ -404,6 +422,7 @@ impl PlacementApi {
         } else {
             String::new()
         };
+        let nomination = ranking.diagnosis.nomination.clone();
         Ok(proto::RankResponse {
             policy: policy_name.clone(),
             feasible: ranking
@@ -435,6 +454,10 @@ impl PlacementApi {
                 .collect(),
             message,
             node_count: ranking.diagnosis.node_count as u32,
+            nominated_node_name: nomination.as_ref().map(|n| n.node.clone()).unwrap_or_default(),
+            victim_uids: nomination
+                .map(|n| n.victims.iter().map(ToString::to_string).collect())
+                .unwrap_or_default(),
         })
     }
 
@@ -502,6 +525,17 @@ impl PlacementApi {
                             outcome: Some(Outcome::Unschedulable(proto::Unschedulable {
                                 message: diag.message(),
                                 reasons: diag.reasons.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
+                                nominated_node_name: diag
+                                    .nomination
+                                    .as_ref()
+                                    .map(|n| n.node.clone())
+                                    .unwrap_or_default(),
+                                victim_uids: diag
+                                    .nomination
+                                    .as_ref()
+                                    .map(|n| n.victims.iter().map(ToString::to_string).collect())
+                                    .unwrap_or_default(),
+                                gang: diag.gang.as_ref().map(|g| g.gang.to_string()).unwrap_or_default(),
                             })),
                             score: 0,
                             feasible_nodes: 0,

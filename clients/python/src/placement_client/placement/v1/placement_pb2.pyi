@@ -25,14 +25,16 @@ class SyncSnapshotResponse(_message.Message):
     def __init__(self, snapshot_id: _Optional[str] = ..., node_count: _Optional[int] = ..., pod_count: _Optional[int] = ...) -> None: ...
 
 class Snapshot(_message.Message):
-    __slots__ = ("nodes", "pods", "namespaces")
+    __slots__ = ("nodes", "pods", "namespaces", "pod_disruption_budgets")
     NODES_FIELD_NUMBER: _ClassVar[int]
     PODS_FIELD_NUMBER: _ClassVar[int]
     NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    POD_DISRUPTION_BUDGETS_FIELD_NUMBER: _ClassVar[int]
     nodes: _containers.RepeatedCompositeFieldContainer[Node]
     pods: _containers.RepeatedCompositeFieldContainer[Pod]
     namespaces: _containers.RepeatedCompositeFieldContainer[Namespace]
-    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ...) -> None: ...
+    pod_disruption_budgets: _containers.RepeatedCompositeFieldContainer[PodDisruptionBudget]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., pod_disruption_budgets: _Optional[_Iterable[_Union[PodDisruptionBudget, _Mapping]]] = ...) -> None: ...
 
 class Namespace(_message.Message):
     __slots__ = ("name", "labels")
@@ -50,7 +52,7 @@ class Namespace(_message.Message):
     def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class SnapshotDelta(_message.Message):
-    __slots__ = ("base_snapshot_id", "upsert_nodes", "remove_nodes", "upsert_pods", "remove_pod_uids", "upsert_namespaces", "remove_namespaces")
+    __slots__ = ("base_snapshot_id", "upsert_nodes", "remove_nodes", "upsert_pods", "remove_pod_uids", "upsert_namespaces", "remove_namespaces", "upsert_pod_disruption_budgets", "remove_pod_disruption_budgets")
     BASE_SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
     UPSERT_NODES_FIELD_NUMBER: _ClassVar[int]
     REMOVE_NODES_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +60,8 @@ class SnapshotDelta(_message.Message):
     REMOVE_POD_UIDS_FIELD_NUMBER: _ClassVar[int]
     UPSERT_NAMESPACES_FIELD_NUMBER: _ClassVar[int]
     REMOVE_NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    UPSERT_POD_DISRUPTION_BUDGETS_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_POD_DISRUPTION_BUDGETS_FIELD_NUMBER: _ClassVar[int]
     base_snapshot_id: str
     upsert_nodes: _containers.RepeatedCompositeFieldContainer[Node]
     remove_nodes: _containers.RepeatedScalarFieldContainer[str]
@@ -65,7 +69,9 @@ class SnapshotDelta(_message.Message):
     remove_pod_uids: _containers.RepeatedScalarFieldContainer[str]
     upsert_namespaces: _containers.RepeatedCompositeFieldContainer[Namespace]
     remove_namespaces: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, base_snapshot_id: _Optional[str] = ..., upsert_nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., remove_nodes: _Optional[_Iterable[str]] = ..., upsert_pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., remove_pod_uids: _Optional[_Iterable[str]] = ..., upsert_namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., remove_namespaces: _Optional[_Iterable[str]] = ...) -> None: ...
+    upsert_pod_disruption_budgets: _containers.RepeatedCompositeFieldContainer[PodDisruptionBudget]
+    remove_pod_disruption_budgets: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, base_snapshot_id: _Optional[str] = ..., upsert_nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., remove_nodes: _Optional[_Iterable[str]] = ..., upsert_pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., remove_pod_uids: _Optional[_Iterable[str]] = ..., upsert_namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., remove_namespaces: _Optional[_Iterable[str]] = ..., upsert_pod_disruption_budgets: _Optional[_Iterable[_Union[PodDisruptionBudget, _Mapping]]] = ..., remove_pod_disruption_budgets: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SnapshotRef(_message.Message):
     __slots__ = ("snapshot_id", "inline")
@@ -90,20 +96,24 @@ class RankRequest(_message.Message):
     def __init__(self, snapshot: _Optional[_Union[SnapshotRef, _Mapping]] = ..., pod: _Optional[_Union[Pod, _Mapping]] = ..., policy: _Optional[str] = ..., top_k: _Optional[int] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class RankResponse(_message.Message):
-    __slots__ = ("policy", "feasible", "feasible_count", "infeasible", "message", "node_count")
+    __slots__ = ("policy", "feasible", "feasible_count", "infeasible", "message", "node_count", "nominated_node_name", "victim_uids")
     POLICY_FIELD_NUMBER: _ClassVar[int]
     FEASIBLE_FIELD_NUMBER: _ClassVar[int]
     FEASIBLE_COUNT_FIELD_NUMBER: _ClassVar[int]
     INFEASIBLE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     NODE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    NOMINATED_NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    VICTIM_UIDS_FIELD_NUMBER: _ClassVar[int]
     policy: str
     feasible: _containers.RepeatedCompositeFieldContainer[NodeScore]
     feasible_count: int
     infeasible: _containers.RepeatedCompositeFieldContainer[InfeasibleNode]
     message: str
     node_count: int
-    def __init__(self, policy: _Optional[str] = ..., feasible: _Optional[_Iterable[_Union[NodeScore, _Mapping]]] = ..., feasible_count: _Optional[int] = ..., infeasible: _Optional[_Iterable[_Union[InfeasibleNode, _Mapping]]] = ..., message: _Optional[str] = ..., node_count: _Optional[int] = ...) -> None: ...
+    nominated_node_name: str
+    victim_uids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, policy: _Optional[str] = ..., feasible: _Optional[_Iterable[_Union[NodeScore, _Mapping]]] = ..., feasible_count: _Optional[int] = ..., infeasible: _Optional[_Iterable[_Union[InfeasibleNode, _Mapping]]] = ..., message: _Optional[str] = ..., node_count: _Optional[int] = ..., nominated_node_name: _Optional[str] = ..., victim_uids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class NodeScore(_message.Message):
     __slots__ = ("node", "total", "plugin_scores")
@@ -170,7 +180,7 @@ class Placement(_message.Message):
     def __init__(self, pod_uid: _Optional[str] = ..., node_name: _Optional[str] = ..., unschedulable: _Optional[_Union[Unschedulable, _Mapping]] = ..., score: _Optional[int] = ..., feasible_nodes: _Optional[int] = ...) -> None: ...
 
 class Unschedulable(_message.Message):
-    __slots__ = ("message", "reasons")
+    __slots__ = ("message", "reasons", "nominated_node_name", "victim_uids", "gang")
     class ReasonsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -180,9 +190,15 @@ class Unschedulable(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     REASONS_FIELD_NUMBER: _ClassVar[int]
+    NOMINATED_NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    VICTIM_UIDS_FIELD_NUMBER: _ClassVar[int]
+    GANG_FIELD_NUMBER: _ClassVar[int]
     message: str
     reasons: _containers.ScalarMap[str, int]
-    def __init__(self, message: _Optional[str] = ..., reasons: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    nominated_node_name: str
+    victim_uids: _containers.RepeatedScalarFieldContainer[str]
+    gang: str
+    def __init__(self, message: _Optional[str] = ..., reasons: _Optional[_Mapping[str, int]] = ..., nominated_node_name: _Optional[str] = ..., victim_uids: _Optional[_Iterable[str]] = ..., gang: _Optional[str] = ...) -> None: ...
 
 class ListPoliciesRequest(_message.Message):
     __slots__ = ()
@@ -223,7 +239,7 @@ class PluginWeight(_message.Message):
     def __init__(self, plugin: _Optional[str] = ..., weight: _Optional[int] = ...) -> None: ...
 
 class Pod(_message.Message):
-    __slots__ = ("uid", "namespace", "name", "labels", "priority", "containers", "init_containers", "overhead", "node_name", "node_selector", "node_affinity", "tolerations", "pod_affinity", "pod_anti_affinity", "topology_spread_constraints", "default_spread_selector")
+    __slots__ = ("uid", "namespace", "name", "labels", "priority", "containers", "init_containers", "overhead", "node_name", "node_selector", "node_affinity", "tolerations", "pod_affinity", "pod_anti_affinity", "topology_spread_constraints", "default_spread_selector", "preemption_policy", "start_time_seconds", "gang")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -261,6 +277,9 @@ class Pod(_message.Message):
     POD_ANTI_AFFINITY_FIELD_NUMBER: _ClassVar[int]
     TOPOLOGY_SPREAD_CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_SPREAD_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTION_POLICY_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    GANG_FIELD_NUMBER: _ClassVar[int]
     uid: str
     namespace: str
     name: str
@@ -277,7 +296,10 @@ class Pod(_message.Message):
     pod_anti_affinity: PodAffinity
     topology_spread_constraints: _containers.RepeatedCompositeFieldContainer[TopologySpreadConstraint]
     default_spread_selector: LabelSelector
-    def __init__(self, uid: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., overhead: _Optional[_Mapping[str, str]] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_affinity: _Optional[_Union[NodeAffinity, _Mapping]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., pod_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., pod_anti_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., topology_spread_constraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., default_spread_selector: _Optional[_Union[LabelSelector, _Mapping]] = ...) -> None: ...
+    preemption_policy: str
+    start_time_seconds: int
+    gang: Gang
+    def __init__(self, uid: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., overhead: _Optional[_Mapping[str, str]] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_affinity: _Optional[_Union[NodeAffinity, _Mapping]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., pod_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., pod_anti_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., topology_spread_constraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., default_spread_selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., preemption_policy: _Optional[str] = ..., start_time_seconds: _Optional[int] = ..., gang: _Optional[_Union[Gang, _Mapping]] = ...) -> None: ...
 
 class PodAffinity(_message.Message):
     __slots__ = ("required", "preferred")
@@ -306,6 +328,26 @@ class WeightedPodAffinityTerm(_message.Message):
     weight: int
     term: PodAffinityTerm
     def __init__(self, weight: _Optional[int] = ..., term: _Optional[_Union[PodAffinityTerm, _Mapping]] = ...) -> None: ...
+
+class Gang(_message.Message):
+    __slots__ = ("name", "min_members")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MIN_MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    min_members: int
+    def __init__(self, name: _Optional[str] = ..., min_members: _Optional[int] = ...) -> None: ...
+
+class PodDisruptionBudget(_message.Message):
+    __slots__ = ("namespace", "name", "selector", "disruptions_allowed")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    DISRUPTIONS_ALLOWED_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    name: str
+    selector: LabelSelector
+    disruptions_allowed: int
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., disruptions_allowed: _Optional[int] = ...) -> None: ...
 
 class LabelSelector(_message.Message):
     __slots__ = ("match_labels", "match_expressions")

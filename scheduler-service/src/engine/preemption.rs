@@ -1,0 +1,372 @@
+//! kube-scheduler's DefaultPreemption (`pkg/scheduler/framework/preemption/preemption.go` and
+//! `plugins/defaultpreemption/default_preemption.go`, v1.34): when a pod fits nowhere, find the node
+//! where evicting the fewest, least important lower-priority pods makes room.
+//!
+//! - Eligibility: a pod with `preemptionPolicy: Never` never preempts.
+//! - Candidate nodes: only nodes that failed with a resolvable status (NodePorts, NodeResourcesFit
+//!   short of room); a node failing NodeUnschedulable, NodeName, TaintToleration or NodeAffinity, or
+//!   too small for the pod even when empty, is UnschedulableAndUnresolvable.
+//! - Victims on a node (`SelectVictimsOnNode`): remove every lower-priority pod; if the pod still
+//!   does not fit, the node is no candidate. Otherwise reprieve pods, most important first,
+//!   PodDisruptionBudget-violating ones before the others, keeping each one that still lets the
+//!   pod fit.
+//! - The node (`pickOneNodeForPreemption`): fewest PDB violations, then the lowest highest victim
+//!   priority, the smallest sum of priorities, the fewest victims, the latest start time of the
+//!   highest-priority victims, then the first node by name.
+//!
+//! One deliberate difference: kube-scheduler dry-runs a random sample of the candidate nodes (at
+//! least 100 or 10 %); this engine dry-runs every candidate node, so the answer is deterministic.
+//! Only pods bound in the snapshot are victims; pods placed earlier in the same batch are not.
+
+use std::sync::Arc;
+
+use super::framework::{filter_node, BatchUsage, Diagnosis, Nomination, PodPlan, Profile, Reason};
+use super::model::{Labels, PodSpec, Requirement};
+use super::policy::FilterPlugin;
+use super::resources::ResourceName;
+use super::snapshot::{BoundPod, NodeEntry, Snapshot};
+
+/// spec.preemptionPolicy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PreemptionPolicy {
+    /// May preempt lower-priority pods (Kubernetes' default).
+    #[default]
+    PreemptLowerPriority,
+    /// Never preempts.
+    Never,
+}
+
+/// A metav1.LabelSelector: every label pair and every requirement must match.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LabelSelector {
+    /// matchLabels.
+    pub match_labels: Vec<(String, String)>,
+    /// matchExpressions (In, NotIn, Exists, DoesNotExist).
+    pub match_expressions: Vec<Requirement>,
+}
+
+impl LabelSelector {
+    /// True when the selector has no requirement (kube-scheduler's PDB check then matches nothing).
+    pub fn is_empty(&self) -> bool {
+        self.match_labels.is_empty() && self.match_expressions.is_empty()
+    }
+
+    /// Whether the labels satisfy every requirement.
+    pub fn matches(&self, labels: &Labels) -> bool {
+        self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+            && self
+                .match_expressions
+                .iter()
+                .all(|r| r.matches(labels.get(&r.key).map(String::as_str)))
+    }
+}
+
+/// A PodDisruptionBudget as preemption reads it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pdb {
+    /// metadata.namespace.
+    pub namespace: String,
+    /// metadata.name.
+    pub name: String,
+    /// spec.selector; `None` (or empty) matches no pod.
+    pub selector: Option<LabelSelector>,
+    /// status.disruptionsAllowed.
+    pub disruptions_allowed: i32,
+}
+
+impl Pdb {
+    /// "namespace/name".
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// Approximate size, for the snapshot cache's memory budget.
+    pub fn approx_bytes(&self) -> usize {
+        let sel = self.selector.as_ref().map_or(0, |s| {
+            s.match_labels
+                .iter()
+                .map(|(k, v)| k.len() + v.len() + 48)
+                .sum::<usize>()
+                + s.match_expressions.len() * 96
+        });
+        std::mem::size_of::<Self>() + self.namespace.len() + self.name.len() + sel + 32
+    }
+
+    /// kube-scheduler's match in `filterPodsWithPDBViolation`: same namespace, a non-empty
+    /// selector matching the pod's labels.
+    fn covers(&self, namespace: &str, labels: &Labels) -> bool {
+        !labels.is_empty()
+            && self.namespace == namespace
+            && self
+                .selector
+                .as_ref()
+                .is_some_and(|s| !s.is_empty() && s.matches(labels))
+    }
+}
+
+/// kube-scheduler's reason for a node whose pods cannot be preempted.
+const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
+/// kube-scheduler's reason for the nodes preemption cannot help.
+const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
+
+/// A node where preemption makes room, with its victims (most important first).
+struct Candidate {
+    node: usize,
+    victims: Vec<Arc<BoundPod>>,
+    pdb_violations: usize,
+}
+
+fn priority(p: &BoundPod) -> i32 {
+    p.meta.as_ref().map_or(0, |m| m.priority)
+}
+
+/// kube-scheduler's `GetPodStartTime`: a pod not started yet counts as starting now (the latest).
+fn start_time(p: &BoundPod) -> i64 {
+    match p.meta.as_ref().map_or(0, |m| m.start_time) {
+        0 => i64::MAX,
+        t => t,
+    }
+}
+
+fn uid(p: &BoundPod) -> Arc<str> {
+    p.meta.as_ref().map_or_else(|| Arc::from(""), |m| m.uid.clone())
+}
+
+/// kube-scheduler's `MoreImportantPod` as an ordering (most important first): higher priority,
+/// then earlier start; the uid makes the order total.
+fn importance(a: &BoundPod, b: &BoundPod) -> std::cmp::Ordering {
+    priority(b)
+        .cmp(&priority(a))
+        .then(start_time(a).cmp(&start_time(b)))
+        .then_with(|| uid(a).cmp(&uid(b)))
+}
+
+/// Whether a filter rejection can be resolved by evicting pods (kube-scheduler's `Unschedulable`
+/// as opposed to `UnschedulableAndUnresolvable`).
+fn resolvable(pod_requests: &super::resources::Resources, entry: &NodeEntry, plugin: FilterPlugin, r: &Reason) -> bool {
+    match (plugin, r) {
+        (FilterPlugin::NodePorts, _) => true,
+        (FilterPlugin::NodeResourcesFit, Reason::TooManyPods) => true,
+        // NodeResourcesFit marks a request larger than the node's whole allocatable unresolvable.
+        (FilterPlugin::NodeResourcesFit, Reason::Insufficient(name)) => {
+            let alloc = match name {
+                ResourceName::Cpu => entry.spec.allocatable.milli_cpu,
+                ResourceName::Memory => entry.spec.allocatable.memory,
+                ResourceName::EphemeralStorage => entry.spec.allocatable.ephemeral_storage,
+                ResourceName::Pods => entry.spec.allowed_pods,
+                ResourceName::Scalar(s) => entry.spec.allocatable.scalar(s),
+            };
+            pod_requests.get(name) <= alloc
+        }
+        _ => false,
+    }
+}
+
+/// kube-scheduler's PostFilter with DefaultPreemption, for a pod no node fits under `usage`: sets
+/// `diag.nomination` when some node can make room, else `diag.post_filter` to kube-scheduler's
+/// `preemption: …` message.
+///
+/// `plan` may have been made for an earlier pod of the batch with the same constraints; identity,
+/// priority and preemption policy are read from `pod`.
+pub(super) fn post_filter(
+    profile: &Profile,
+    snapshot: &Snapshot,
+    plan: &PodPlan<'_>,
+    pod: &PodSpec,
+    usage: &BatchUsage<'_>,
+    diag: &mut Diagnosis,
+) {
+    if pod.preemption_policy == PreemptionPolicy::Never {
+        diag.post_filter = "preemption: not eligible due to preemptionPolicy=Never.".to_string();
+        return;
+    }
+    let nodes = snapshot.nodes();
+    let node_pods = snapshot.node_pods();
+    let pdbs: Vec<&Pdb> = snapshot.pdbs().map(|p| &**p).collect();
+    let mut candidates = Vec::new();
+    // Statuses of the nodes the dry run tried; every other node is "not helpful".
+    let mut statuses: Vec<(String, u32)> = Vec::new();
+    let mut tried = 0u32;
+    let mut count = |reason: String| match statuses.iter_mut().find(|(r, _)| *r == reason) {
+        Some((_, n)) => *n += 1,
+        None => statuses.push((reason, 1)),
+    };
+    for (i, entry) in nodes.iter().enumerate() {
+        let mut potential = true;
+        let mut rejected = false;
+        filter_node(profile, plan, i, entry, usage.get(i), &mut |plugin, r| {
+            rejected = true;
+            potential &= resolvable(&pod.requests, entry, plugin, &r);
+        });
+        if !rejected || !potential {
+            continue;
+        }
+        tried += 1;
+        match select_victims(profile, plan, pod.priority, entry, usage, i, &node_pods[i], &pdbs) {
+            Ok(c) => candidates.push(c),
+            Err(reasons) => reasons.into_iter().for_each(&mut count),
+        }
+    }
+    let Some(best) = pick_one(candidates) else {
+        let not_helpful = nodes.len() as u32 - tried;
+        if not_helpful > 0 {
+            count(NOT_HELPFUL.to_string());
+        }
+        let mut parts: Vec<String> = statuses
+            .into_iter()
+            .map(|(r, n)| {
+                let n = if r == NOT_HELPFUL { not_helpful } else { n };
+                format!("{n} {r}")
+            })
+            .collect();
+        parts.sort();
+        diag.post_filter = format!(
+            "preemption: 0/{} nodes are available: {}.",
+            nodes.len(),
+            parts.join(", ")
+        );
+        return;
+    };
+    diag.nomination = Some(Nomination {
+        node: nodes[best.node].spec.name.clone(),
+        victims: best.victims.iter().map(|v| uid(v)).collect(),
+    });
+}
+
+/// kube-scheduler's `SelectVictimsOnNode`: the fewest, least important lower-priority pods whose
+/// eviction lets the pod fit on node `i`, or the reasons the node is no candidate.
+#[allow(clippy::too_many_arguments)]
+fn select_victims(
+    profile: &Profile,
+    plan: &PodPlan<'_>,
+    preemptor_priority: i32,
+    entry: &NodeEntry,
+    usage: &BatchUsage<'_>,
+    i: usize,
+    pods: &[Arc<BoundPod>],
+    pdbs: &[&Pdb],
+) -> Result<Candidate, Vec<String>> {
+    // `pods` is sorted by priority, lowest first.
+    let mut potential: Vec<Arc<BoundPod>> = pods
+        .iter()
+        .take_while(|p| priority(p) < preemptor_priority)
+        .cloned()
+        .collect();
+    if potential.is_empty() {
+        return Err(vec![NO_VICTIMS.to_string()]);
+    }
+    let mut node_usage = usage.get(i).clone();
+    for p in &potential {
+        node_usage.remove(p);
+    }
+    let mut reasons = Vec::new();
+    if !filter_node(profile, plan, i, entry, &node_usage, &mut |_, r| {
+        reasons.push(r.to_string())
+    }) {
+        return Err(reasons);
+    }
+    potential.sort_by(|a, b| importance(a, b));
+    let (violating, non_violating) = split_by_pdb_violation(&potential, pdbs);
+    let mut victims = Vec::new();
+    let mut pdb_violations = 0;
+    let mut reprieve = |p: &Arc<BoundPod>, node_usage: &mut super::snapshot::NodeUsage| {
+        node_usage.add(p);
+        if filter_node(profile, plan, i, entry, node_usage, &mut |_, _| {}) {
+            true
+        } else {
+            node_usage.remove(p);
+            victims.push(Arc::clone(p));
+            false
+        }
+    };
+    for p in &violating {
+        if !reprieve(p, &mut node_usage) {
+            pdb_violations += 1;
+        }
+    }
+    for p in &non_violating {
+        reprieve(p, &mut node_usage);
+    }
+    if !violating.is_empty() && !non_violating.is_empty() {
+        victims.sort_by(|a, b| importance(a, b));
+    }
+    if victims.is_empty() {
+        // The pod fits with every pod reprieved: not a preemption (kube-scheduler reports an error).
+        return Err(vec![NO_VICTIMS.to_string()]);
+    }
+    Ok(Candidate {
+        node: i,
+        victims,
+        pdb_violations,
+    })
+}
+
+/// kube-scheduler's `filterPodsWithPDBViolation`: splits the pods (keeping their order) into those
+/// whose eviction would exceed some PDB's disruptionsAllowed, counting the pods before them, and
+/// the others.
+fn split_by_pdb_violation(pods: &[Arc<BoundPod>], pdbs: &[&Pdb]) -> (Vec<Arc<BoundPod>>, Vec<Arc<BoundPod>>) {
+    let mut allowed: Vec<i32> = pdbs.iter().map(|p| p.disruptions_allowed).collect();
+    let (mut violating, mut non_violating) = (Vec::new(), Vec::new());
+    for p in pods {
+        let mut violated = false;
+        if p.meta.is_some() {
+            for (j, pdb) in pdbs.iter().enumerate() {
+                if pdb.covers(&p.namespace, &p.labels) {
+                    allowed[j] -= 1;
+                    if allowed[j] < 0 {
+                        violated = true;
+                    }
+                }
+            }
+        }
+        if violated {
+            violating.push(Arc::clone(p));
+        } else {
+            non_violating.push(Arc::clone(p));
+        }
+    }
+    (violating, non_violating)
+}
+
+/// kube-scheduler's `pickOneNodeForPreemption`: each rule in turn keeps the best-scoring
+/// candidates; the first left (lowest node name) wins.
+fn pick_one(mut candidates: Vec<Candidate>) -> Option<Candidate> {
+    type Score = fn(&Candidate) -> i64;
+    let rules: [Score; 5] = [
+        // Fewest PDB violations.
+        |c| -(c.pdb_violations as i64),
+        // The lowest highest-priority victim.
+        |c| -i64::from(priority(&c.victims[0])),
+        // The smallest sum of priorities (each shifted to be non-negative).
+        |c| {
+            -c.victims
+                .iter()
+                .map(|v| i64::from(priority(v)) + i64::from(i32::MAX) + 1)
+                .sum::<i64>()
+        },
+        // The fewest victims.
+        |c| -(c.victims.len() as i64),
+        // The latest start time of the highest-priority victims (`GetEarliestPodStartTime`).
+        |c| {
+            let top = c.victims.iter().map(|v| priority(v)).max().unwrap_or(0);
+            c.victims
+                .iter()
+                .filter(|v| priority(v) == top)
+                .map(|v| start_time(v))
+                .min()
+                .unwrap_or(i64::MIN)
+        },
+    ];
+    for rule in rules {
+        if candidates.len() <= 1 {
+            break;
+        }
+        let best = candidates.iter().map(rule).max()?;
+        candidates.retain(|c| rule(c) == best);
+    }
+    candidates.into_iter().next()
+}
+
+#[cfg(test)]
+#[path = "preemption_tests.rs"]
+mod tests;
