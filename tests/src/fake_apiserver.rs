@@ -18,8 +18,13 @@
 //!   the main resource keep `status` and reject changes to immutable `spec` fields (422); the
 //!   `status` subresource changes only `status`. Node updates keep `status` likewise.
 //!
-//! Not modelled: authentication, namespaces as objects beyond storing them (no cascading deletion), graceful pod deletion (DELETE removes a
-//! pod at once unless it has finalizers), `dryRun`, protobuf, consistent snapshots across list pages, `managedFields` in
+//! - Graceful pod deletion: DELETE of a pod scheduled to a node sets `deletionTimestamp` (now +
+//!   grace) and `deletionGracePeriodSeconds` (the request's `gracePeriodSeconds`, else the pod's
+//!   `terminationGracePeriodSeconds`, else 30) and keeps the pod, as the API server does until the
+//!   kubelet deletes it again with grace 0 (tests play the kubelet); an unscheduled pod or a grace
+//!   of 0 is removed at once (after its finalizers).
+//!
+//! Not modelled: authentication, namespaces as objects beyond storing them (no cascading deletion), `dryRun`, protobuf, consistent snapshots across list pages, `managedFields` in
 //! returned objects (ownership is tracked on the side, see [`FakeApiServer::field_managers`]).
 //!
 //! Note that `kube::Client` retries 429, 503 and 504 answers on its own (up to 15 times), so
@@ -1386,6 +1391,34 @@ impl Inner {
             .pointer("/metadata/finalizers")
             .and_then(Value::as_array)
             .is_some_and(|f| !f.is_empty());
+        // Graceful pod deletion (the pod strategy's CheckGracefulDelete): a pod scheduled to a node
+        // is only marked, with deletionTimestamp = now + grace, for its kubelet to stop it and
+        // delete it again with grace 0; an unscheduled pod, or a grace of 0, goes at once.
+        if kind == Kind::Pod && old.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty()) {
+            let grace = opts
+                .get("gracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .or_else(|| old.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
+                .unwrap_or(30)
+                .max(0);
+            let marked_grace = old.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64);
+            if grace > 0 && marked_grace.is_none_or(|g| grace < g) {
+                let owners = st.get(&key).map(|s| s.owners.clone()).unwrap_or_default();
+                let mut marked = old;
+                let until = k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_secs(grace);
+                let meta = meta_mut(&mut marked);
+                meta.insert(
+                    "deletionTimestamp".into(),
+                    serde_json::to_value(Time(until)).expect("Time serializes"),
+                );
+                meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
+                return Ok((200, st.put(key, marked, owners, limit)));
+            }
+            if grace > 0 {
+                // Already terminating with a grace no longer than this one: nothing changes.
+                return Ok((200, old));
+            }
+        }
         if has_finalizers {
             if meta_str(&old, "deletionTimestamp").is_some() {
                 return Ok((202, old));

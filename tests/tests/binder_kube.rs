@@ -369,7 +369,7 @@ async fn binder_binds_every_pod_once_over_the_kubernetes_api() {
 
     // Deleting a bound pod frees its node: a new pod takes its place.
     let freed = node_of(&by_name["web-0"]).unwrap();
-    pods.delete("web-0", &DeleteParams::default()).await.unwrap();
+    pods.delete("web-0", &DeleteParams::default().grace_period(0)).await.unwrap();
     pods.create(&PostParams::default(), &pod("late", SCHEDULER, "250m", None))
         .await
         .unwrap();

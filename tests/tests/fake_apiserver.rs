@@ -907,7 +907,7 @@ async fn many_writers_and_watchers_converge() {
                     bind(&api, &name, "n1", None).await.unwrap();
                 }
                 if i % 5 == 0 {
-                    api.delete(&name, &DeleteParams::default()).await.unwrap();
+                    api.delete(&name, &DeleteParams::default().grace_period(0)).await.unwrap();
                 }
             }
         }));
@@ -960,4 +960,54 @@ async fn shutdown_stops_serving() {
         .await
         .expect("fails fast");
     assert!(err.is_err());
+}
+
+#[tokio::test]
+async fn deleting_a_scheduled_pod_is_graceful_until_the_kubelet_deletes_it_again() {
+    let server = FakeApiServer::start().await;
+    let mut running = pod("running", Some("n1"));
+    if let Some(spec) = running.spec.as_mut() {
+        spec.termination_grace_period_seconds = Some(20);
+    }
+    server.create_pod(running);
+    server.create_pod(pod("pending", None));
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    let mut rx = spawn_watcher(pods.clone(), watcher::Config::default());
+    assert_eq!(initial_names(&mut rx).await.len(), 2);
+
+    // A pod on a node: marked with the pod's grace period, kept, and seen modified.
+    let uid = pods.get("running").await.unwrap().metadata.uid.unwrap();
+    let marked = pods
+        .delete("running", &DeleteParams::default().preconditions(kube::api::Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }))
+        .await
+        .unwrap()
+        .left()
+        .expect("a graceful delete returns the pod");
+    assert_eq!(marked.metadata.deletion_grace_period_seconds, Some(20));
+    let ts = marked.metadata.deletion_timestamp.expect("deletionTimestamp set").0;
+    let ahead = ts.duration_since(k8s_openapi::jiff::Timestamp::now()).as_secs();
+    assert!((15..=20).contains(&ahead), "deletionTimestamp is now + grace, {ahead}s ahead");
+    match next_event(&mut rx).await {
+        Event::Apply(p) => assert!(p.metadata.deletion_timestamp.is_some()),
+        other => panic!("expected the marked pod, got {other:?}"),
+    }
+    assert!(pods.get("running").await.is_ok(), "still there while terminating");
+    // Deleting again with a longer grace changes nothing; the kubelet's grace 0 removes it.
+    pods.delete("running", &DeleteParams::default().grace_period(25)).await.unwrap();
+    pods.delete("running", &DeleteParams::default().grace_period(0)).await.unwrap();
+    match next_event(&mut rx).await {
+        Event::Delete(p) => assert_eq!(p.metadata.name.as_deref(), Some("running")),
+        other => panic!("expected the deletion, got {other:?}"),
+    }
+    // An unscheduled pod goes at once.
+    pods.delete("pending", &DeleteParams::default()).await.unwrap();
+    match next_event(&mut rx).await {
+        Event::Delete(p) => assert_eq!(p.metadata.name.as_deref(), Some("pending")),
+        other => panic!("expected the deletion, got {other:?}"),
+    }
+    let err = pods.get("running").await.unwrap_err();
+    assert_eq!(api_code(&err).0, 404);
 }
