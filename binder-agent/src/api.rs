@@ -4,7 +4,9 @@
 //! The objects and words are kube-scheduler's: a Binding; on success the Normal event `Scheduled`
 //! "Successfully assigned ns/pod to node"; when unschedulable the `PodScheduled=False` condition
 //! with reason `Unschedulable` and the decision service's message, and a Warning event
-//! `FailedScheduling` with the same message.
+//! `FailedScheduling` with the same message; for preemption, the preemptor's
+//! `status.nominatedNodeName`, and on each victim the `DisruptionTarget` condition, a graceful
+//! delete and the Normal event `Preempted`.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -46,6 +48,16 @@ pub fn scheduled_message(pod: &PodRef, node: &str) -> String {
     format!("Successfully assigned {}/{} to {}", pod.namespace, pod.name, node)
 }
 
+/// kube-scheduler's note on a victim's Normal event `Preempted` (action `Preempting`).
+pub fn preempted_message(preemptor_uid: &str, node: &str) -> String {
+    format!("Preempted by pod {preemptor_uid} on node {node}")
+}
+
+/// kube-scheduler's message on a victim's `DisruptionTarget` condition (reason `PreemptionByScheduler`).
+pub fn preemption_condition_message(scheduler_name: &str) -> String {
+    format!("{scheduler_name}: preempting to accommodate a higher priority pod")
+}
+
 /// The cluster writes the binder makes.
 pub trait ClusterApi: Send + Sync + 'static {
     /// `POST pods/{name}/binding` to `node`; the API server copies the Binding's `annotations`
@@ -62,4 +74,19 @@ pub trait ClusterApi: Send + Sync + 'static {
 
     /// `PodScheduled=False` (reason `Unschedulable`, the message) and the Warning event `FailedScheduling`.
     fn record_unschedulable(&self, pod: &PodRef, message: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+
+    /// Sets the preemptor's `status.nominatedNodeName`.
+    fn nominate(&self, pod: &PodRef, node: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+
+    /// Preempts `victim` for `preemptor` as kube-scheduler's `PreemptPod` does: the condition
+    /// `DisruptionTarget=True` (reason `PreemptionByScheduler`), a graceful delete (the victim's own
+    /// grace period, only if its uid still matches), and the Normal event `Preempted` on the victim.
+    /// A victim already gone is not an error.
+    fn preempt(
+        &self,
+        victim: &PodRef,
+        preemptor: &PodRef,
+        node: &str,
+        scheduler_name: &str,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
 }

@@ -4,6 +4,7 @@
 //! it and no node is overcommitted), while binds run many at a time, bounded and rate limited.
 //! The same loop drives a real API server and the simulation; only the [`ClusterApi`] differs.
 
+use std::collections::HashSet;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -21,8 +22,9 @@ use tonic_types::StatusExt;
 use tracing::Instrument;
 
 use crate::api::{ApiError, ClusterApi, PodRef};
+use crate::groups::{gang_key, gang_verdict, is_member, GangVerdict, Nominations};
 use crate::metrics::BinderMetrics;
-use crate::model::PodInfo;
+use crate::model::{gang_problem, PodInfo};
 use crate::queue::{QueueConfig, QueuedPod, SchedulingQueue};
 use crate::replicas::{Replica, ReplicaPool};
 use crate::routing::{Experiments, Route, Routing};
@@ -75,6 +77,8 @@ pub struct BinderConfig {
     pub bind_retry_backoff: Duration,
     /// Queue timing.
     pub queue: QueueConfig,
+    /// How long a gang's members wait for the rest before they are reported unschedulable.
+    pub gang_timeout: Duration,
 }
 
 impl Default for BinderConfig {
@@ -91,6 +95,7 @@ impl Default for BinderConfig {
             bind_attempts: 5,
             bind_retry_backoff: Duration::from_millis(200),
             queue: QueueConfig::default(),
+            gang_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -123,6 +128,7 @@ struct Shared<A> {
     binds: Arc<Semaphore>,
     limiter: Option<DefaultDirectRateLimiter>,
     synced: AtomicBool,
+    nominations: Mutex<Nominations<Bind>>,
 }
 
 /// The binder: feed it events with [`Binder::handle`], drive it with [`Binder::run`].
@@ -200,6 +206,7 @@ impl<A: ClusterApi> Binder<A> {
                 leader,
                 limiter,
                 synced: AtomicBool::new(false),
+                nominations: Mutex::new(Nominations::default()),
             }),
         }
     }
@@ -263,6 +270,9 @@ impl<A: ClusterApi> Binder<A> {
     /// A pod deleted or finished: it leaves the queue and its node; the room it frees may let
     /// unschedulable pods fit (kube-scheduler's AssignedPodDelete event).
     fn pod_gone(&self, uid: &str, now: Instant) {
+        if self.shared.nominations.lock().pod_gone(uid) {
+            self.shared.wake.notify_one();
+        }
         let freed = self.shared.state.lock().delete_pod(uid);
         self.shared.experiments.pod_gone(uid);
         let mut q = self.shared.queue.lock();
@@ -311,8 +321,14 @@ impl<A: ClusterApi> Binder<A> {
                     if s.state.lock().is_assumed(&uid) {
                         return;
                     }
+                    let gang = gang_key(&info.spec);
                     let mut q = s.queue.lock();
+                    let new = !q.contains(&uid);
                     q.add_or_update(info, now);
+                    if let Some(key) = gang.filter(|_| new) {
+                        // A new member may complete its gang: release the ones held for it.
+                        q.activate_where(|i| is_member(i, &key));
+                    }
                     self.update_queue_gauges(&q);
                     drop(q);
                     s.wake.notify_one();
@@ -334,6 +350,10 @@ impl<A: ClusterApi> Binder<A> {
         let mut leader_open = true;
         loop {
             while tasks.try_join_next().is_some() {}
+            for (qp, node, bind) in self.shared.nominations.lock().take_ready() {
+                // Every victim is gone: the reserved room is the preemptor's.
+                self.spawn_bind(&mut tasks, qp, node, bind);
+            }
             if !*leader.borrow_and_update() {
                 tokio::select! {
                     () = &mut shutdown => break,
@@ -378,6 +398,10 @@ impl<A: ClusterApi> Binder<A> {
     /// placements of the groups before it (one shared state: no node is overcommitted).
     async fn schedule_batch(&self, batch: Vec<QueuedPod>, tasks: &mut JoinSet<()>) {
         let s = &self.shared;
+        let batch = self.gate_gangs(batch, tasks, Instant::now());
+        if batch.is_empty() {
+            return;
+        }
         s.metrics.batch_size.observe(batch.len() as f64);
         let routing = s.experiments.current();
         if !routing.active() {
@@ -486,6 +510,18 @@ impl<A: ClusterApi> Binder<A> {
                         routing: Arc::clone(routing),
                     };
                     self.spawn_bind(tasks, (*qp).clone(), node, bind);
+                }
+                Some(Outcome::Unschedulable(u)) if !u.nominated_node_name.is_empty() => {
+                    s.metrics.attempt(&policy, "unschedulable");
+                    if routing.active() {
+                        s.experiments.unschedulable(routing, &route);
+                    }
+                    let bind = Bind {
+                        annotations: route.annotations(&applied_policy),
+                        route: route.clone(),
+                        routing: Arc::clone(routing),
+                    };
+                    self.start_preemption(tasks, (*qp).clone(), u, bind);
                 }
                 Some(Outcome::Unschedulable(u)) => {
                     s.queue.lock().unschedulable(&qp.info.spec.uid, now);
@@ -751,6 +787,143 @@ impl<A: ClusterApi> Binder<A> {
                         return;
                     }
                 }
+            }
+        });
+    }
+
+    /// Holds back gang members whose gang is short, pulls the waiting members of gangs that are
+    /// complete into the batch, reports gangs that waited too long and invalid gang declarations.
+    fn gate_gangs(&self, mut batch: Vec<QueuedPod>, tasks: &mut JoinSet<()>, now: Instant) -> Vec<QueuedPod> {
+        let s = &self.shared;
+        if batch.iter().all(|p| p.info.spec.gang.is_none()) {
+            return batch;
+        }
+        let mut report: Vec<(PodRef, String)> = Vec::new();
+        batch.retain(|p| match gang_problem(&p.info.spec) {
+            Some(problem) => {
+                report.push((pod_ref(&p.info.spec), problem));
+                false
+            }
+            None => true,
+        });
+        let mut keys: Vec<String> = batch.iter().filter_map(|p| gang_key(&p.info.spec)).collect();
+        keys.sort();
+        keys.dedup();
+        let mut q = s.queue.lock();
+        for (pod, _) in &report {
+            q.unschedulable(&pod.uid, now);
+        }
+        for key in keys {
+            let in_batch: HashSet<String> = batch
+                .iter()
+                .filter(|p| is_member(&p.info, &key))
+                .map(|p| p.info.spec.uid.clone())
+                .collect();
+            let min_members = batch
+                .iter()
+                .filter(|p| in_batch.contains(&p.info.spec.uid))
+                .filter_map(|p| p.info.spec.gang.as_ref().map(|g| g.min_members))
+                .max()
+                .unwrap_or(1);
+            let queued = q.find(|i| is_member(i, &key));
+            let waiting: Vec<String> = queued
+                .iter()
+                .filter(|(uid, place, _)| !in_batch.contains(uid) && *place != crate::queue::Place::InFlight)
+                .map(|(uid, ..)| uid.clone())
+                .collect();
+            let in_flight = queued
+                .iter()
+                .filter(|(uid, place, _)| !in_batch.contains(uid) && *place == crate::queue::Place::InFlight)
+                .count();
+            // Members bound or assumed (and not also still queued, as an assumed one is).
+            let queued_uids: HashSet<&str> = queued.iter().map(|(uid, ..)| uid.as_str()).collect();
+            let scheduled = s
+                .state
+                .lock()
+                .pods()
+                .filter(|p| gang_key(p).is_some_and(|k| k == key) && !queued_uids.contains(p.uid.as_str()))
+                .count();
+            let first_seen = queued.iter().map(|(.., seen)| *seen).min().unwrap_or(now);
+            match gang_verdict(
+                &key,
+                min_members,
+                in_batch.len(),
+                &waiting,
+                in_flight,
+                scheduled,
+                first_seen,
+                now,
+                s.config.gang_timeout,
+            ) {
+                GangVerdict::Send(pull) => batch.extend(pull.iter().filter_map(|uid| q.take(uid))),
+                GangVerdict::Hold(until) => {
+                    for uid in &in_batch {
+                        q.hold(uid, until);
+                    }
+                    batch.retain(|p| !in_batch.contains(&p.info.spec.uid));
+                }
+                GangVerdict::GiveUp(message) => {
+                    for p in batch.iter().filter(|p| in_batch.contains(&p.info.spec.uid)) {
+                        q.unschedulable(&p.info.spec.uid, now);
+                        report.push((pod_ref(&p.info.spec), message.clone()));
+                    }
+                    batch.retain(|p| !in_batch.contains(&p.info.spec.uid));
+                }
+            }
+        }
+        self.update_queue_gauges(&q);
+        drop(q);
+        for (pod, message) in report {
+            self.spawn_unschedulable(tasks, pod, message);
+        }
+        batch
+    }
+
+    /// Acts on a nomination (see [`crate::groups`]): reserve the node, nominate, preempt the
+    /// victims, report FailedScheduling; the bind follows once the victims are gone.
+    fn start_preemption(&self, tasks: &mut JoinSet<()>, qp: QueuedPod, u: proto::Unschedulable, bind: Bind) {
+        let s = &self.shared;
+        let node = u.nominated_node_name.clone();
+        let preemptor = pod_ref(&qp.info.spec);
+        let victims: Vec<PodRef> = {
+            let mut st = s.state.lock();
+            st.assume(qp.info.spec.clone(), &node);
+            u.victim_uids
+                .iter()
+                .filter_map(|uid| st.pods().find(|p| &p.uid == uid).map(pod_ref))
+                .collect()
+        };
+        tracing::info!(pod = %preemptor.key(), %node, victims = victims.len(), "preempting");
+        s.nominations
+            .lock()
+            .add(qp.clone(), node.clone(), victims.iter().map(|v| v.uid.clone()), bind);
+        let scheduler_name = qp.info.scheduler_name.clone();
+        let this = self.clone();
+        tasks.spawn(async move {
+            let s = &this.shared;
+            if !*s.leader.borrow() {
+                return;
+            }
+            this.rate_limit().await;
+            if let Err(e) = s.api.nominate(&preemptor, &node).await {
+                tracing::debug!(pod = %preemptor.key(), error = %e, "setting nominatedNodeName failed");
+            }
+            for victim in &victims {
+                this.rate_limit().await;
+                if let Err(e) = s.api.preempt(victim, &preemptor, &node, &scheduler_name).await {
+                    // The room cannot be made: give the reservation up and decide the pod again.
+                    tracing::warn!(pod = %preemptor.key(), victim = %victim.key(), error = %e, "preemption failed");
+                    if s.nominations.lock().cancel(&preemptor.uid).is_some() {
+                        s.state.lock().forget(&preemptor.uid);
+                        s.queue.lock().backoff(&preemptor.uid, Instant::now());
+                        s.wake.notify_one();
+                    }
+                    break;
+                }
+            }
+            this.rate_limit().await;
+            if let Err(e) = s.api.record_unschedulable(&preemptor, &u.message).await {
+                tracing::debug!(pod = %preemptor.key(), error = %e, "recording FailedScheduling failed");
             }
         });
     }

@@ -110,6 +110,12 @@ mod tests {
         async fn record_unschedulable(&self, _: &PodRef, _: &str) -> Result<(), ApiError> {
             Ok(())
         }
+        async fn nominate(&self, _: &PodRef, _: &str) -> Result<(), ApiError> {
+            Ok(())
+        }
+        async fn preempt(&self, _: &PodRef, _: &PodRef, _: &str, _: &str) -> Result<(), ApiError> {
+            Ok(())
+        }
     }
 
     async fn get(addr: std::net::SocketAddr, path: &str) -> String {

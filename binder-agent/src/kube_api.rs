@@ -29,13 +29,13 @@ use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::Client;
 use parking_lot::Mutex;
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::api::{scheduled_message, ApiError, ClusterApi, PodRef};
+use crate::api::{preempted_message, preemption_condition_message, scheduled_message, ApiError, ClusterApi, PodRef};
 
 /// The API's limit on an event's note (`NoteLengthLimit`).
 pub const NOTE_LENGTH_LIMIT: usize = 1024;
@@ -408,6 +408,83 @@ impl ClusterApi for KubeApi {
         let recorded = self.record_failed_scheduling(pod, message).await;
         patched.and(recorded)
     }
+
+    async fn nominate(&self, pod: &PodRef, node: &str) -> Result<(), ApiError> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+        let patch = Patch::Strategic(nominated_patch(node));
+        Ok(self
+            .timed(pods.patch_status(&pod.name, &PatchParams::default(), &patch))
+            .await?)
+    }
+
+    async fn preempt(
+        &self,
+        victim: &PodRef,
+        preemptor: &PodRef,
+        node: &str,
+        scheduler_name: &str,
+    ) -> Result<(), ApiError> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &victim.namespace);
+        let patch = Patch::Strategic(disruption_target_patch(scheduler_name, Timestamp::now()));
+        let gone = |r: Result<(), ApiError>| match r {
+            Err(ApiError::NotFound(_)) => Ok(true),
+            Err(e) => Err(e),
+            Ok(()) => Ok(false),
+        };
+        if gone(
+            self.timed(pods.patch_status(&victim.name, &PatchParams::default(), &patch))
+                .await
+                .map_err(ApiError::from),
+        )? {
+            return Ok(());
+        }
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(victim.uid.clone()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match self
+            .timed(pods.delete(&victim.name, &params))
+            .await
+            .map_err(ApiError::from)
+        {
+            // Gone already, or a new pod under the same name (the precondition failed).
+            Err(ApiError::NotFound(_) | ApiError::Conflict(_)) => return Ok(()),
+            Err(e) => return Err(e),
+            Ok(()) => {}
+        }
+        let mut event = self.event(
+            victim,
+            "Normal",
+            "Preempted",
+            "Preempting",
+            &preempted_message(&preemptor.uid, node),
+        );
+        event.related = Some(pod_reference(preemptor));
+        self.create_event(&event).await
+    }
+}
+
+/// The strategic merge patch of `pods/{name}/status` that nominates a node.
+pub fn nominated_patch(node: &str) -> serde_json::Value {
+    json!({ "status": { "nominatedNodeName": node } })
+}
+
+/// The strategic merge patch of a victim's status: kube-scheduler's `DisruptionTarget` condition.
+pub fn disruption_target_patch(scheduler_name: &str, transition: Timestamp) -> serde_json::Value {
+    json!({
+        "status": {
+            "conditions": [{
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "PreemptionByScheduler",
+                "message": preemption_condition_message(scheduler_name),
+                "lastTransitionTime": Time(transition),
+            }]
+        }
+    })
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ pub mod api;
 pub mod binder;
 pub mod experiments;
 pub mod experiments_cli;
+pub mod groups;
 pub mod http;
 pub mod kube_api;
 pub mod leader;

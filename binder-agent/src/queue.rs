@@ -279,6 +279,50 @@ impl SchedulingQueue {
         }
     }
 
+    /// Holds an in-flight pod, without counting an attempt, until `until` or until
+    /// [`SchedulingQueue::activate_where`] releases it (a gang waiting for its members).
+    pub fn hold(&mut self, uid: &str, until: Instant) {
+        if let Some(p) = self.pods.get_mut(uid) {
+            p.attempts = p.attempts.saturating_sub(1);
+            self.place(uid, Place::Backoff(until));
+        }
+    }
+
+    /// Moves the waiting (backoff or unschedulable) pods that match to the active queue.
+    pub fn activate_where(&mut self, matches: impl Fn(&PodInfo) -> bool) {
+        let waiting: Vec<String> = self
+            .pods
+            .iter()
+            .filter(|(_, p)| matches!(p.place, Place::Backoff(_) | Place::Unschedulable(_)) && matches(&p.info))
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in waiting {
+            self.place(&uid, Place::Active);
+        }
+    }
+
+    /// The queued pods that match, with where they are.
+    pub fn find(&self, matches: impl Fn(&PodInfo) -> bool) -> Vec<(String, Place, Instant)> {
+        self.pods
+            .iter()
+            .filter(|(_, p)| matches(&p.info))
+            .map(|(uid, p)| (uid.clone(), p.place, p.first_seen))
+            .collect()
+    }
+
+    /// Pops one waiting (active, backoff or unschedulable) pod out of turn, in flight, to join a
+    /// batch (a gang's member).
+    pub fn take(&mut self, uid: &str) -> Option<QueuedPod> {
+        let place = self.pods.get(uid)?.place;
+        if place == Place::InFlight {
+            return None;
+        }
+        self.place(uid, Place::InFlight);
+        let p = self.pods.get_mut(uid)?;
+        p.attempts += 1;
+        Some(p.clone())
+    }
+
     /// Parks an in-flight pod that fits no node until a cluster event.
     pub fn unschedulable(&mut self, uid: &str, now: Instant) {
         if self.pods.contains_key(uid) {

@@ -98,6 +98,11 @@ pub struct RunArgs {
     #[arg(long, env = "BINDER_BATCH_WINDOW_MS", default_value_t = 5)]
     pub batch_window_ms: u64,
 
+    /// How long a gang's members wait for the rest of the gang (label `placement.dev/gang`,
+    /// annotation `placement.dev/gang-min-members`) before they are reported unschedulable.
+    #[arg(long, env = "BINDER_GANG_TIMEOUT_SECONDS", default_value_t = 60)]
+    pub gang_timeout_seconds: u64,
+
     /// Bindings in flight at once.
     #[arg(long, env = "BINDER_BIND_CONCURRENCY", default_value_t = 64)]
     pub bind_concurrency: usize,
@@ -405,6 +410,7 @@ pub async fn run_until(args: RunArgs, stop_signal: impl std::future::Future<Outp
         scheduler_names: args.scheduler_names.clone(),
         batch_size: args.batch_size.max(1),
         batch_window: Duration::from_millis(args.batch_window_ms),
+        gang_timeout: Duration::from_secs(args.gang_timeout_seconds),
         bind_concurrency: args.bind_concurrency.max(1),
         api_qps: args.api_qps,
         api_burst: args.api_burst,

@@ -490,6 +490,8 @@ pub struct PodRecord {
     pub wrong_scheduled_message: bool,
     /// The latest `PodScheduled=False` message.
     pub unschedulable_message: Option<String>,
+    /// The latest `status.nominatedNodeName`.
+    pub nominated_node: Option<String>,
     /// FailedScheduling events recorded.
     pub failed_scheduling_events: u32,
     /// When the pod was submitted.
@@ -502,15 +504,18 @@ pub struct PodRecord {
 struct Store {
     nodes: HashMap<String, proto::Node>,
     pods: HashMap<String, PodRecord>,
+    /// Pods deleted by preemption: (victim, preemptor uid, node).
+    preempted: Vec<(PodRecord, String, String)>,
     /// `namespace/name` → uid.
     by_name: HashMap<(String, String), String>,
 }
 
-/// A binding on its way to the binder through the simulated watch.
+/// A binding (or a deletion) on its way to the binder through the simulated watch.
 #[derive(Debug)]
 struct WatchEvent {
     deliver_at: Instant,
     pod: PodInfo,
+    deleted: bool,
 }
 
 /// The in-memory API server: pods and nodes, Bindings, events and conditions.
@@ -539,7 +544,11 @@ impl SimWatch {
             if ev.deliver_at > Instant::now() {
                 tokio::time::sleep_until(ev.deliver_at).await;
             }
-            binder.handle(ClusterEvent::PodApplied(ev.pod));
+            if ev.deleted {
+                binder.handle(ClusterEvent::PodDeleted { uid: ev.pod.spec.uid });
+            } else {
+                binder.handle(ClusterEvent::PodApplied(ev.pod));
+            }
         }
     }
 }
@@ -589,6 +598,7 @@ impl SimCluster {
                 scheduled_events: 0,
                 wrong_scheduled_message: false,
                 unschedulable_message: None,
+                nominated_node: None,
                 failed_scheduling_events: 0,
                 arrived: pending.then(Instant::now),
                 bound_at: None,
@@ -668,6 +678,7 @@ impl SimCluster {
         let _ = self.watch_tx.send(WatchEvent {
             deliver_at: now + self.watch_latency,
             pod: bound,
+            deleted: false,
         });
         if lose {
             return Err(ApiError::Other(
@@ -711,6 +722,47 @@ impl ClusterApi for SimCluster {
             .ok_or_else(|| ApiError::NotFound(format!("pods \"{}\" not found", pod.name)))?;
         record.unschedulable_message = Some(message.to_string());
         record.failed_scheduling_events += 1;
+        Ok(())
+    }
+
+    async fn nominate(&self, pod: &PodRef, node: &str) -> Result<(), ApiError> {
+        let mut s = self.store.lock();
+        let record = s
+            .pods
+            .get_mut(&pod.uid)
+            .ok_or_else(|| ApiError::NotFound(format!("pods \"{}\" not found", pod.name)))?;
+        record.nominated_node = Some(node.to_string());
+        Ok(())
+    }
+
+    /// Deletes the victim at once (the simulation has no kubelet and no grace period) and delivers
+    /// the deletion through the watch.
+    async fn preempt(
+        &self,
+        victim: &PodRef,
+        preemptor: &PodRef,
+        node: &str,
+        _scheduler_name: &str,
+    ) -> Result<(), ApiError> {
+        let mut s = self.store.lock();
+        let Some(record) = s.pods.remove(&victim.uid) else {
+            return Ok(());
+        };
+        let key = (record.info.spec.namespace.clone(), record.info.spec.name.clone());
+        if s.by_name.get(&key) == Some(&victim.uid) {
+            s.by_name.remove(&key);
+        }
+        if record.pending && record.info.node_name().is_some() {
+            self.bound_pending.fetch_sub(1, Ordering::Relaxed);
+        }
+        let info = record.info.clone();
+        s.preempted.push((record, preemptor.uid.clone(), node.to_string()));
+        drop(s);
+        let _ = self.watch_tx.send(WatchEvent {
+            deliver_at: Instant::now() + self.watch_latency,
+            pod: info,
+            deleted: true,
+        });
         Ok(())
     }
 }

@@ -1394,14 +1394,24 @@ impl Inner {
         // Graceful pod deletion (the pod strategy's CheckGracefulDelete): a pod scheduled to a node
         // is only marked, with deletionTimestamp = now + grace, for its kubelet to stop it and
         // delete it again with grace 0; an unscheduled pod, or a grace of 0, goes at once.
-        if kind == Kind::Pod && old.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty()) {
+        if kind == Kind::Pod
+            && old
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .is_some_and(|n| !n.is_empty())
+        {
             let grace = opts
                 .get("gracePeriodSeconds")
                 .and_then(Value::as_i64)
-                .or_else(|| old.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
+                .or_else(|| {
+                    old.pointer("/spec/terminationGracePeriodSeconds")
+                        .and_then(Value::as_i64)
+                })
                 .unwrap_or(30)
                 .max(0);
-            let marked_grace = old.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64);
+            let marked_grace = old
+                .pointer("/metadata/deletionGracePeriodSeconds")
+                .and_then(Value::as_i64);
             if grace > 0 && marked_grace.is_none_or(|g| grace < g) {
                 let owners = st.get(&key).map(|s| s.owners.clone()).unwrap_or_default();
                 let mut marked = old;

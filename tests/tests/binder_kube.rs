@@ -98,6 +98,7 @@ struct Options {
     /// Lease duration and grace in seconds; `None` for `--no-leader-elect`.
     lease: Option<(u64, u64)>,
     request_timeout: Duration,
+    gang_timeout: Duration,
 }
 
 impl Default for Options {
@@ -106,6 +107,7 @@ impl Default for Options {
             identity: "binder-0",
             lease: Some((15, 5)),
             request_timeout: Duration::from_secs(5),
+            gang_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -144,7 +146,10 @@ fn start_binder(server: &FakeApiServer, endpoint: &str, options: Options) -> Run
         },
     );
     let binder = Binder::new(
-        BinderConfig::default(),
+        BinderConfig {
+            gang_timeout: options.gang_timeout,
+            ..BinderConfig::default()
+        },
         api,
         replicas,
         Arc::clone(&metrics),
@@ -369,7 +374,9 @@ async fn binder_binds_every_pod_once_over_the_kubernetes_api() {
 
     // Deleting a bound pod frees its node: a new pod takes its place.
     let freed = node_of(&by_name["web-0"]).unwrap();
-    pods.delete("web-0", &DeleteParams::default().grace_period(0)).await.unwrap();
+    pods.delete("web-0", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
     pods.create(&PostParams::default(), &pod("late", SCHEDULER, "250m", None))
         .await
         .unwrap();
@@ -630,6 +637,7 @@ async fn the_agent_runs_from_a_kubeconfig_and_shuts_down_gracefully() {
         decision_tls_server_name: None,
         batch_size: 256,
         batch_window_ms: 5,
+        gang_timeout_seconds: 60,
         bind_concurrency: 64,
         api_qps: 0,
         api_burst: 100,
@@ -837,6 +845,214 @@ async fn namespace_labels_from_the_watch_reach_anti_affinity_namespace_selectors
         Some("small"),
         "the guard's namespace selector matched shop's labels"
     );
+    running.stop().await;
+    let _ = stop_decisions.send(());
+}
+
+fn with_priority(mut p: Pod, priority: i32) -> Pod {
+    p.spec.as_mut().unwrap().priority = Some(priority);
+    p
+}
+
+fn condition(p: &Pod, type_: &str) -> Option<(String, String, String)> {
+    let c = p
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)?
+        .clone();
+    Some((c.status, c.reason.unwrap_or_default(), c.message.unwrap_or_default()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preemption_nominates_deletes_victims_gracefully_then_binds() {
+    let server = FakeApiServer::start().await;
+    let client = server.client();
+    server.create_node(node("n1", "2"));
+    // A low-priority pod fills n1; a more important one cannot fit without evicting it.
+    server.create_pod(with_priority(pod("low", "default-scheduler", "1500m", Some("n1")), 0));
+    server.create_pod(with_priority(
+        pod("keeper", "default-scheduler", "250m", Some("n1")),
+        2000,
+    ));
+    let (endpoint, stop_decisions) = decision_service().await;
+    let running = start_binder(&server, &endpoint, Options::default());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    eventually(WAIT, "the binder has seen the bound pods", || {
+        let b = running.binder.clone();
+        async move { b.is_ready() }
+    })
+    .await;
+    pods.create(
+        &PostParams::default(),
+        &with_priority(pod("urgent", SCHEDULER, "1500m", None), 1000),
+    )
+    .await
+    .unwrap();
+
+    eventually(WAIT, "the victim terminating and the preemptor nominated", || {
+        let pods = pods.clone();
+        async move {
+            let low = pods.get("low").await.unwrap();
+            let urgent = pods.get("urgent").await.unwrap();
+            low.metadata.deletion_timestamp.is_some()
+                && urgent.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()) == Some("n1")
+        }
+    })
+    .await;
+    let low = pods.get("low").await.unwrap();
+    assert_eq!(
+        condition(&low, "DisruptionTarget"),
+        Some((
+            "True".into(),
+            "PreemptionByScheduler".into(),
+            format!("{SCHEDULER}: preempting to accommodate a higher priority pod")
+        ))
+    );
+    assert_eq!(
+        low.metadata.deletion_grace_period_seconds,
+        Some(30),
+        "the victim's own grace period"
+    );
+    let urgent = pods.get("urgent").await.unwrap();
+    let urgent_uid = urgent.metadata.uid.clone().unwrap();
+    assert_eq!(node_of(&urgent), None, "not bound while the victim is still there");
+    assert!(pods.get("keeper").await.unwrap().metadata.deletion_timestamp.is_none());
+    eventually(WAIT, "the Preempted and FailedScheduling events", || {
+        let server = &server;
+        async move {
+            let ev = server.events_v1();
+            ev.iter().any(|e| e.reason.as_deref() == Some("Preempted"))
+                && ev.iter().any(|e| e.reason.as_deref() == Some("FailedScheduling"))
+        }
+    })
+    .await;
+    let events = server.events_v1();
+    let preempted = events
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("Preempted"))
+        .unwrap();
+    assert_eq!(
+        preempted.regarding.as_ref().and_then(|r| r.name.as_deref()),
+        Some("low")
+    );
+    assert_eq!(
+        preempted.related.as_ref().and_then(|r| r.name.as_deref()),
+        Some("urgent")
+    );
+    assert_eq!(
+        (preempted.type_.as_deref(), preempted.action.as_deref()),
+        (Some("Normal"), Some("Preempting"))
+    );
+    assert_eq!(
+        preempted.note.as_deref(),
+        Some(format!("Preempted by pod {urgent_uid} on node n1").as_str())
+    );
+    let failed = events
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("FailedScheduling"))
+        .unwrap();
+    assert_eq!(
+        failed.note.as_deref(),
+        Some("0/1 nodes are available: 1 Insufficient cpu.")
+    );
+    assert_eq!(server.count_requests(&matcher("POST", "/pods/urgent/binding")), 0);
+
+    // The kubelet stops the victim and deletes it for good: the preemptor is bound to n1.
+    pods.delete("low", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    eventually(WAIT, "the preemptor bound to the nominated node", || {
+        let pods = pods.clone();
+        async move { node_of(&pods.get("urgent").await.unwrap()).as_deref() == Some("n1") }
+    })
+    .await;
+    assert_eq!(binding_statuses(&server, "urgent"), [201]);
+    running.stop().await;
+    let _ = stop_decisions.send(());
+}
+
+fn member(name: &str, gang: &str, min: &str, cpu: &str) -> Pod {
+    let mut p = pod(name, SCHEDULER, cpu, None);
+    p.metadata.labels = Some([("placement.dev/gang".to_string(), gang.to_string())].into());
+    p.metadata.annotations = Some([("placement.dev/gang-min-members".to_string(), min.to_string())].into());
+    p
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_is_held_then_placed_whole_and_never_partly_bound() {
+    let server = FakeApiServer::start().await;
+    let client = server.client();
+    server.create_node(node("n1", "2"));
+    let (endpoint, stop_decisions) = decision_service().await;
+    let running = start_binder(
+        &server,
+        &endpoint,
+        Options {
+            gang_timeout: Duration::from_secs(2),
+            ..Options::default()
+        },
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    // Two of three members: held, then reported once the gang timeout passes. Nothing is bound.
+    for i in 0..2 {
+        pods.create(
+            &PostParams::default(),
+            &member(&format!("train-{i}"), "train", "3", "1"),
+        )
+        .await
+        .unwrap();
+    }
+    let waited = "gang \"default/train\" is not placed: it needs 3 members placed together, and only 2 exist \
+                  (2 pending, 0 scheduled) after waiting 2s for the rest.";
+    eventually(WAIT, "both members reported after the gang timeout", || {
+        let pods = pods.clone();
+        async move {
+            let mut ok = true;
+            for i in 0..2 {
+                let p = pods.get(&format!("train-{i}")).await.unwrap();
+                ok &= scheduled_condition(&p).is_some_and(|c| c.2 == waited);
+            }
+            ok
+        }
+    })
+    .await;
+    let train_bindings = |server: &FakeApiServer| server.count_requests(&matcher("POST", "/pods/train-"));
+    assert_eq!(train_bindings(&server), 0);
+
+    // The third member arrives: the gang is complete but only two of its 1-CPU members fit on the
+    // 2-CPU node, so none is placed.
+    pods.create(&PostParams::default(), &member("train-2", "train", "3", "1"))
+        .await
+        .unwrap();
+    eventually(WAIT, "every member refused as a gang", || {
+        let pods = pods.clone();
+        async move {
+            let mut ok = true;
+            for i in 0..3 {
+                let p = pods.get(&format!("train-{i}")).await.unwrap();
+                ok &= scheduled_condition(&p).is_some_and(|c| {
+                    c.2.starts_with(
+                        "gang \"default/train\" is not placed: it needs 3 members placed together, and 2 fit",
+                    )
+                });
+            }
+            ok
+        }
+    })
+    .await;
+    assert_eq!(train_bindings(&server), 0, "a partial gang is never bound");
+
+    // Room for all three: they are bound together.
+    server.create_node(node("n2", "2"));
+    eventually(WAIT, "the whole gang bound", || {
+        let pods = pods.clone();
+        async move { bound(&pods).await.keys().filter(|n| n.starts_with("train-")).count() == 3 }
+    })
+    .await;
+    assert_eq!(train_bindings(&server), 3);
     running.stop().await;
     let _ = stop_decisions.send(());
 }

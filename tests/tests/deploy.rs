@@ -683,6 +683,7 @@ async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -
         decision_tls_server_name: None,
         batch_size: 256,
         batch_window_ms: 5,
+        gang_timeout_seconds: 60,
         bind_concurrency: 64,
         api_qps: 0,
         api_burst: 100,

@@ -907,7 +907,9 @@ async fn many_writers_and_watchers_converge() {
                     bind(&api, &name, "n1", None).await.unwrap();
                 }
                 if i % 5 == 0 {
-                    api.delete(&name, &DeleteParams::default().grace_period(0)).await.unwrap();
+                    api.delete(&name, &DeleteParams::default().grace_period(0))
+                        .await
+                        .unwrap();
                 }
             }
         }));
@@ -978,10 +980,13 @@ async fn deleting_a_scheduled_pod_is_graceful_until_the_kubelet_deletes_it_again
     // A pod on a node: marked with the pod's grace period, kept, and seen modified.
     let uid = pods.get("running").await.unwrap().metadata.uid.unwrap();
     let marked = pods
-        .delete("running", &DeleteParams::default().preconditions(kube::api::Preconditions {
-            uid: Some(uid),
-            resource_version: None,
-        }))
+        .delete(
+            "running",
+            &DeleteParams::default().preconditions(kube::api::Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+        )
         .await
         .unwrap()
         .left()
@@ -989,15 +994,22 @@ async fn deleting_a_scheduled_pod_is_graceful_until_the_kubelet_deletes_it_again
     assert_eq!(marked.metadata.deletion_grace_period_seconds, Some(20));
     let ts = marked.metadata.deletion_timestamp.expect("deletionTimestamp set").0;
     let ahead = ts.duration_since(k8s_openapi::jiff::Timestamp::now()).as_secs();
-    assert!((15..=20).contains(&ahead), "deletionTimestamp is now + grace, {ahead}s ahead");
+    assert!(
+        (15..=20).contains(&ahead),
+        "deletionTimestamp is now + grace, {ahead}s ahead"
+    );
     match next_event(&mut rx).await {
         Event::Apply(p) => assert!(p.metadata.deletion_timestamp.is_some()),
         other => panic!("expected the marked pod, got {other:?}"),
     }
     assert!(pods.get("running").await.is_ok(), "still there while terminating");
     // Deleting again with a longer grace changes nothing; the kubelet's grace 0 removes it.
-    pods.delete("running", &DeleteParams::default().grace_period(25)).await.unwrap();
-    pods.delete("running", &DeleteParams::default().grace_period(0)).await.unwrap();
+    pods.delete("running", &DeleteParams::default().grace_period(25))
+        .await
+        .unwrap();
+    pods.delete("running", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
     match next_event(&mut rx).await {
         Event::Delete(p) => assert_eq!(p.metadata.name.as_deref(), Some("running")),
         other => panic!("expected the deletion, got {other:?}"),
