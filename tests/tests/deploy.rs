@@ -625,7 +625,9 @@ fn failed_scheduling_events(server: &FakeApiServer) -> Vec<k8s_openapi::api::eve
 /// Runs `binder-agent run` as the Deployment configures it (the rendered ConfigMap's settings,
 /// leader election on, the lease in the pod's namespace) through every kind of write it makes:
 /// binds with Scheduled events, an unschedulable pod (status patch, FailedScheduling event, then
-/// the event series patch on a repeat), and the lease's create, renewals and release.
+/// the event series patch on a repeat), a preemption (nominatedNodeName and DisruptionTarget status
+/// patches, a victim's graceful delete, the Preempted event), and the lease's create, renewals and
+/// release.
 async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -> Vec<RequestRecord> {
     let server = FakeApiServer::start().await;
     let scheduler = config["BINDER_SCHEDULER_NAME"].clone();
@@ -728,6 +730,17 @@ async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -
         failed_scheduling_events(&server).iter().any(|e| e.series.is_some())
     })
     .await;
+    // Preemption: a low-priority pod fills n1; a more important pod evicts (deletes) a victim.
+    let mut filler = pod("shop", "batch", "default-scheduler", "500m", Some("n1"));
+    filler.spec.as_mut().unwrap().priority = Some(0);
+    server.create_pod(filler);
+    let mut urgent = pod("shop", "urgent", &scheduler, "500m", None);
+    urgent.spec.as_mut().unwrap().priority = Some(1000);
+    server.create_pod(urgent);
+    eventually(WAIT, "a victim terminating", || async {
+        server.pods().iter().any(|p| p.metadata.deletion_timestamp.is_some())
+    })
+    .await;
 
     let _ = stop.send(());
     tokio::time::timeout(WAIT, agent)
@@ -807,6 +820,7 @@ async fn binder_rbac_grants_exactly_the_calls_the_binder_makes() {
         ("", "namespaces", "watch"),
         ("", "pods", "list"),
         ("", "pods", "watch"),
+        ("", "pods", "delete"),
         ("", "pods/binding", "create"),
         ("", "pods/status", "patch"),
         ("events.k8s.io", "events", "create"),
