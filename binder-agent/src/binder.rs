@@ -4,7 +4,7 @@
 //! it and no node is overcommitted), while binds run many at a time, bounded and rate limited.
 //! The same loop drives a real API server and the simulation; only the [`ClusterApi`] differs.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -809,6 +809,14 @@ impl<A: ClusterApi> Binder<A> {
         let mut keys: Vec<String> = batch.iter().filter_map(|p| gang_key(&p.info.spec)).collect();
         keys.sort();
         keys.dedup();
+        // Members bound or assumed, by gang (the state is read before the queue is locked, the
+        // order every other path takes).
+        let mut placed: HashMap<String, Vec<String>> = HashMap::new();
+        for p in s.state.lock().pods() {
+            if let Some(k) = gang_key(p).filter(|k| keys.binary_search(k).is_ok()) {
+                placed.entry(k).or_default().push(p.uid.clone());
+            }
+        }
         let mut q = s.queue.lock();
         for (pod, _) in &report {
             q.unschedulable(&pod.uid, now);
@@ -837,12 +845,9 @@ impl<A: ClusterApi> Binder<A> {
                 .count();
             // Members bound or assumed (and not also still queued, as an assumed one is).
             let queued_uids: HashSet<&str> = queued.iter().map(|(uid, ..)| uid.as_str()).collect();
-            let scheduled = s
-                .state
-                .lock()
-                .pods()
-                .filter(|p| gang_key(p).is_some_and(|k| k == key) && !queued_uids.contains(p.uid.as_str()))
-                .count();
+            let scheduled = placed.get(&key).map_or(0, |uids| {
+                uids.iter().filter(|u| !queued_uids.contains(u.as_str())).count()
+            });
             let first_seen = queued.iter().map(|(.., seen)| *seen).min().unwrap_or(now);
             match gang_verdict(
                 &key,
@@ -888,9 +893,21 @@ impl<A: ClusterApi> Binder<A> {
         let victims: Vec<PodRef> = {
             let mut st = s.state.lock();
             st.assume(qp.info.spec.clone(), &node);
+            let mut nominations = s.nominations.lock();
+            let mut q = s.queue.lock();
             u.victim_uids
                 .iter()
-                .filter_map(|uid| st.pods().find(|p| &p.uid == uid).map(pod_ref))
+                .filter_map(|uid| {
+                    // A victim that is itself a preemptor waiting for its room is not deleted: its
+                    // nomination is cleared and it is decided again, as kube-scheduler clears the
+                    // nominations of lower-priority pods.
+                    if nominations.cancel(uid).is_some() {
+                        st.forget(uid);
+                        q.backoff(uid, Instant::now());
+                        return None;
+                    }
+                    st.pods().find(|p| &p.uid == uid).map(pod_ref)
+                })
                 .collect()
         };
         tracing::info!(pod = %preemptor.key(), %node, victims = victims.len(), "preempting");

@@ -151,7 +151,7 @@ pub fn gang_verdict(
         "gang {key:?} is not placed: it needs {min_members} members placed together, and only {present} \
          exist ({} pending, {scheduled} scheduled) after waiting {}s for the rest.",
         in_batch + waiting.len() + in_flight,
-        timeout.as_secs()
+        timeout.as_secs_f64()
     ))
 }
 

@@ -1280,6 +1280,12 @@ pub struct Summary {
     pub unschedulable: usize,
     /// Pending pods neither bound nor unschedulable (only when the run timed out).
     pub still_pending: usize,
+    /// Pods deleted by preemption (to make room for more important pending pods).
+    pub preempted: usize,
+    /// Of those, pods that were pending in this run (decided, then preempted, bound or not yet).
+    pub preempted_pending: usize,
+    /// Of those, pods whose binding had been applied before they were preempted.
+    pub preempted_after_bind: usize,
     /// The most frequent unschedulable messages (up to 3).
     pub top_unschedulable: Vec<MessageCount>,
     /// Distinct unschedulable messages.
@@ -1450,9 +1456,22 @@ impl Summary {
 
         self.check_topology(store, &mut c);
         c.every_pod_bound_once = c.double_bound == 0 && c.unexpected_rejections == 0 && c.bad_scheduled_events == 0;
-        let lost: usize = store.pods.values().filter(|p| p.pending && p.reply_lost).count();
-        c.counts_add_up = self.placed + self.unschedulable + self.still_pending == self.pending_pods
-            && self.binds_ok as usize + lost == self.placed
+        self.preempted = store.preempted.len();
+        self.preempted_pending = store.preempted.iter().filter(|(p, ..)| p.pending).count();
+        self.preempted_after_bind = store
+            .preempted
+            .iter()
+            .filter(|(p, ..)| p.pending && p.binds_applied > 0)
+            .count();
+        let lost: usize = store.pods.values().filter(|p| p.pending && p.reply_lost).count()
+            + store
+                .preempted
+                .iter()
+                .filter(|(p, ..)| p.pending && p.reply_lost)
+                .count();
+        c.counts_add_up = self.placed + self.unschedulable + self.still_pending + self.preempted_pending
+            == self.pending_pods
+            && self.binds_ok as usize + lost == self.placed + self.preempted_after_bind
             && (!self.completed || (self.still_pending == 0 && self.unschedulable == binder_unschedulable));
         self.checks = c;
     }
@@ -1575,6 +1594,13 @@ impl fmt::Display for Summary {
             writeln!(o, "  TIMED OUT before every pod was bound or found unschedulable")?;
         }
         writeln!(o, "  {:<20} {}", "pods placed", self.placed)?;
+        if self.preempted > 0 {
+            writeln!(
+                o,
+                "  {:<20} {} ({} of them pending pods bound earlier in the run)",
+                "pods preempted", self.preempted, self.preempted_pending
+            )?;
+        }
         writeln!(
             o,
             "  {:<20} {} ({} distinct messages)",

@@ -57,7 +57,8 @@ fn assert_sound(s: &Summary) {
     assert_eq!(s.checks.bound_to_unknown_node, 0, "{s}");
     assert_eq!(s.checks.unparsable_pods, 0, "{s}");
     assert!(s.checks.counts_add_up, "{s}");
-    assert_eq!(s.placed + s.unschedulable, s.pending_pods, "{s}");
+    // A pending pod bound early may be preempted later by a more important one (as in kube-scheduler).
+    assert_eq!(s.placed + s.unschedulable + s.preempted_pending, s.pending_pods, "{s}");
     assert_eq!(s.still_pending, 0, "{s}");
     assert!(s.passed(), "{s}");
 }
@@ -79,14 +80,14 @@ async fn synthetic_cluster_binds_every_pod_exactly_once() {
     assert_sound(&s);
     assert_eq!((s.nodes, s.pending_pods), (200, 2_000));
     assert!(s.placed > 1_800, "most synthetic pods fit:\n{s}");
-    assert_eq!(s.binds_ok as usize, s.placed);
+    assert_eq!(s.binds_ok as usize, s.placed + s.preempted_after_bind);
     assert_eq!(s.binds_failed + s.binds_conflict, 0);
     assert!(s.batches >= 8, "{s}");
     assert!(s.mean_batch_size > 0.0 && s.mean_batch_size <= 256.0);
     assert_eq!(s.syncs_full, 1, "one replica, one full sync, deltas after:\n{s}");
     assert!(s.syncs_delta < s.batches, "{s}");
     assert_eq!(s.decision.unwrap().count as u64, s.batches);
-    assert_eq!(s.bind.unwrap().count, s.placed);
+    assert_eq!(s.bind.unwrap().count, s.placed + s.preempted_after_bind);
     assert!(s.utilization.cpu.max <= 100.0 && s.utilization.memory.max <= 100.0);
     assert!(s.unschedulable > 0, "the synthetic mix has pods that fit nowhere:\n{s}");
     assert_eq!(
@@ -109,7 +110,7 @@ async fn failed_binds_are_retried_until_every_pod_is_bound_once() {
     let s = simulate(c).await.unwrap();
     assert_sound(&s);
     assert!(s.binds_failed > 100, "about a fifth of binds fail:\n{s}");
-    assert_eq!(s.binds_ok as usize, s.placed);
+    assert_eq!(s.binds_ok as usize, s.placed + s.preempted_after_bind);
     assert!(s.placed > 900, "{s}");
 }
 
@@ -129,7 +130,7 @@ async fn lost_replies_and_slow_watches_never_double_bind() {
     assert!(s.checks.every_pod_bound_once, "{s}");
     assert_eq!(s.checks.double_bound, 0, "{s}");
     assert!(s.checks.counts_add_up, "{s}");
-    assert_eq!(s.placed + s.unschedulable, s.pending_pods, "{s}");
+    assert_eq!(s.placed + s.unschedulable + s.preempted_pending, s.pending_pods, "{s}");
     assert!(s.binds_failed > 50, "{s}");
     assert!(s.binds_conflict > 0, "retries after lost replies meet 409s:\n{s}");
 }
@@ -372,4 +373,111 @@ async fn anti_affinity_and_zone_spreading_are_honoured_end_to_end() {
     assert!(checks.spread_apps > 10, "{s}");
     assert_eq!(checks.spread_broken, 0, "{s}");
     assert!(s.placed > 300, "most replicas find a node: {s}");
+}
+
+fn node2(name: &str, cpu: &str) -> placement_scheduler::proto::Node {
+    placement_scheduler::proto::Node {
+        name: name.into(),
+        allocatable: [("cpu", cpu), ("memory", "8Gi"), ("pods", "110")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn info(uid: &str, cpu: &str, priority: i32, node: Option<&str>, created_ms: i64) -> placement_binder::model::PodInfo {
+    placement_binder::model::PodInfo {
+        spec: placement_scheduler::proto::Pod {
+            uid: uid.into(),
+            namespace: "sim".into(),
+            name: uid.into(),
+            priority,
+            node_name: node.unwrap_or_default().into(),
+            containers: vec![placement_scheduler::proto::Container {
+                name: "c".into(),
+                requests: [("cpu".to_string(), cpu.to_string())].into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+        scheduler_name: "placement-scheduler".into(),
+        created_ms,
+        terminal: false,
+        deleting: false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn higher_priority_pods_preempt_in_the_simulation() {
+    // Two 2-CPU nodes full of low-priority pods; two important pods preempt one victim each, a
+    // third with preemptionPolicy Never is left unschedulable with kube-scheduler's message.
+    let bound = (0..4)
+        .map(|i| info(&format!("low-{i}"), "1", 0, Some(if i < 2 { "a" } else { "b" }), 0))
+        .collect();
+    let mut never = info("polite", "1", 1000, None, 3);
+    never.spec.preemption_policy = "Never".into();
+    let workload = Workload {
+        nodes: vec![node2("a", "2"), node2("b", "2")],
+        bound,
+        pending: vec![
+            info("urgent-0", "1", 1000, None, 1),
+            info("urgent-1", "1", 1000, None, 2),
+            never,
+        ],
+        ignored: 0,
+    };
+    let s = simulate(config(ClusterSource::Workload(workload))).await.unwrap();
+    assert_sound(&s);
+    assert_eq!(
+        (s.placed, s.unschedulable, s.preempted, s.preempted_pending),
+        (2, 1, 2, 0),
+        "{s}"
+    );
+    assert_eq!(
+        s.top_unschedulable[0].message,
+        "0/2 nodes are available: 2 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never."
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gangs_are_bound_whole_or_not_at_all_in_the_simulation() {
+    let member = |uid: &str, gang: &str, min: u32, created: i64| {
+        let mut p = info(uid, "2", 0, None, created);
+        p.spec.gang = Some(placement_scheduler::proto::Gang {
+            name: gang.into(),
+            min_members: min,
+        });
+        p
+    };
+    // 8 CPUs: "fits" (3 × 2) is placed; "big" (4 × 2) no longer fits beside it and is refused as a
+    // whole; "short" has 2 of its 3 members and is reported after the gang timeout.
+    let mut pending: Vec<_> = (0..3).map(|i| member(&format!("fits-{i}"), "fits", 3, i)).collect();
+    pending.extend((0..4).map(|i| member(&format!("big-{i}"), "big", 4, 10 + i)));
+    pending.extend((0..2).map(|i| member(&format!("short-{i}"), "short", 3, 20 + i)));
+    let workload = Workload {
+        nodes: vec![node2("a", "4"), node2("b", "4")],
+        bound: vec![],
+        pending,
+        ignored: 0,
+    };
+    let mut c = config(ClusterSource::Workload(workload));
+    c.binder.gang_timeout = Duration::from_millis(300);
+    let s = simulate(c).await.unwrap();
+    assert_sound(&s);
+    assert_eq!((s.placed, s.unschedulable), (3, 6), "{s}");
+    let messages: Vec<&str> = s.top_unschedulable.iter().map(|m| m.message.as_str()).collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.starts_with("gang \"sim/big\" is not placed: it needs 4 members placed together, and 1 fit")),
+        "{s}"
+    );
+    assert!(
+        messages.contains(
+            &"gang \"sim/short\" is not placed: it needs 3 members placed together, and only 2 exist \
+              (2 pending, 0 scheduled) after waiting 0.3s for the rest."
+        ),
+        "{s}"
+    );
 }

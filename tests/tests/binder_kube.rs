@@ -356,7 +356,7 @@ async fn binder_binds_every_pod_once_over_the_kubernetes_api() {
     }
     let (status, reason, message) = scheduled_condition(&by_name["huge"]).unwrap();
     assert_eq!((status.as_str(), reason.as_str()), ("False", "Unschedulable"));
-    assert_eq!(message, "0/3 nodes are available: 3 Insufficient cpu.");
+    assert_eq!(message, "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.");
     let failed: Vec<_> = events
         .iter()
         .filter(|e| e.reason.as_deref() == Some("FailedScheduling"))
