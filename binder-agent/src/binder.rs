@@ -860,14 +860,19 @@ impl<A: ClusterApi> Binder<A> {
                 now,
                 s.config.gang_timeout,
             ) {
-                GangVerdict::Send(pull) => batch.extend(pull.iter().filter_map(|uid| q.take(uid))),
+                GangVerdict::Send(pull) => {
+                    s.metrics.gang("sent");
+                    batch.extend(pull.iter().filter_map(|uid| q.take(uid)));
+                }
                 GangVerdict::Hold(until) => {
+                    s.metrics.gang("held");
                     for uid in &in_batch {
                         q.hold(uid, until);
                     }
                     batch.retain(|p| !in_batch.contains(&p.info.spec.uid));
                 }
                 GangVerdict::GiveUp(message) => {
+                    s.metrics.gang("timed_out");
                     for p in batch.iter().filter(|p| in_batch.contains(&p.info.spec.uid)) {
                         q.unschedulable(&p.info.spec.uid, now);
                         report.push((pod_ref(&p.info.spec), message.clone()));
@@ -911,6 +916,8 @@ impl<A: ClusterApi> Binder<A> {
                 .collect()
         };
         tracing::info!(pod = %preemptor.key(), %node, victims = victims.len(), "preempting");
+        s.metrics.preemptions.inc();
+        s.metrics.preemption_victims.observe(victims.len() as f64);
         s.nominations
             .lock()
             .add(qp.clone(), node.clone(), victims.iter().map(|v| v.uid.clone()), bind);

@@ -1,7 +1,7 @@
 //! Prometheus metrics of the binder: kube-scheduler's names where the meaning is the same
 //! (`scheduler_schedule_attempts_total`, `scheduler_pending_pods`,
-//! `scheduler_e2e_scheduling_duration_seconds`, `scheduler_pod_scheduling_attempts`), and the
-//! binder's own under `binder_`.
+//! `scheduler_e2e_scheduling_duration_seconds`, `scheduler_pod_scheduling_attempts`,
+//! `scheduler_preemption_victims`), and the binder's own under `binder_`.
 
 use std::time::Duration;
 
@@ -292,6 +292,11 @@ pub struct BinderMetrics {
     pub leader: Gauge,
     /// `binder_experiment_*` and `binder_shadow_*`.
     pub experiments: ExperimentMetrics,
+    /// `binder_preemptions_total`: nominations acted on (victims preempted for a pod).
+    pub preemptions: Counter,
+    /// `scheduler_preemption_victims`: victims per preemption, as kube-scheduler's.
+    pub preemption_victims: Histogram,
+    gangs: Family<ResultLabel, Counter>,
 }
 
 impl Default for BinderMetrics {
@@ -319,6 +324,9 @@ impl BinderMetrics {
             sync_duration: Family::new_with_constructor(latency as fn() -> Histogram),
             leader: Gauge::default(),
             experiments: ExperimentMetrics::new(),
+            preemptions: Counter::default(),
+            preemption_victims: Histogram::new(exponential_buckets(1.0, 2.0, 7)),
+            gangs: Family::default(),
             registry: Registry::default(),
         };
         r.register(
@@ -367,6 +375,21 @@ impl BinderMetrics {
         );
         r.register("binder_leader", "1 while this binder holds the lease", m.leader.clone());
         m.experiments.register(&mut r);
+        r.register(
+            "binder_preemptions",
+            "Nominations acted on: victims preempted for a pod",
+            m.preemptions.clone(),
+        );
+        r.register(
+            "scheduler_preemption_victims",
+            "Number of selected preemption victims",
+            m.preemption_victims.clone(),
+        );
+        r.register(
+            "binder_gang_decisions",
+            "Gangs popped in a batch: sent whole, held for members, or given up after the timeout",
+            m.gangs.clone(),
+        );
         Self { registry: r, ..m }
     }
 
@@ -442,6 +465,16 @@ impl BinderMetrics {
     /// Syncs of a kind (`full` or `delta`).
     pub fn syncs_total(&self, kind: &'static str) -> u64 {
         self.syncs.get_or_create(&SyncLabel { kind }).get()
+    }
+
+    /// Counts one gang verdict: `sent`, `held` or `timed_out`.
+    pub fn gang(&self, result: &'static str) {
+        self.gangs.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    /// Gang verdicts of a kind so far.
+    pub fn gangs_total(&self, result: &'static str) -> u64 {
+        self.gangs.get_or_create(&ResultLabel { result }).get()
     }
 
     /// The metrics in the Prometheus text format.

@@ -970,6 +970,9 @@ async fn preemption_nominates_deletes_victims_gracefully_then_binds() {
     })
     .await;
     assert_eq!(binding_statuses(&server, "urgent"), [201]);
+    let metrics = running.metrics.encode();
+    assert!(metrics.contains("binder_preemptions_total 1"), "{metrics}");
+    assert!(metrics.contains("scheduler_preemption_victims_count 1"), "{metrics}");
     running.stop().await;
     let _ = stop_decisions.send(());
 }
@@ -1053,6 +1056,8 @@ async fn a_gang_is_held_then_placed_whole_and_never_partly_bound() {
     })
     .await;
     assert_eq!(train_bindings(&server), 3);
+    let m = &running.metrics;
+    assert!(m.gangs_total("held") >= 1 && m.gangs_total("timed_out") >= 1 && m.gangs_total("sent") >= 1);
     running.stop().await;
     let _ = stop_decisions.send(());
 }
