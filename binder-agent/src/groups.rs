@@ -175,6 +175,8 @@ mod tests {
             created_ms: 0,
             terminal: false,
             deleting: false,
+            owner: None,
+            annotations: Default::default(),
         };
         q.add_or_update(info, Instant::now());
         q.pop_batch(1, Instant::now()).remove(0)

@@ -405,6 +405,8 @@ fn info(uid: &str, cpu: &str, priority: i32, node: Option<&str>, created_ms: i64
         created_ms,
         terminal: false,
         deleting: false,
+        owner: None,
+        annotations: Default::default(),
     }
 }
 

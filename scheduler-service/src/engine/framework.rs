@@ -1437,6 +1437,7 @@ impl<'a> Evaluator<'a> {
                         // kube-scheduler counts a nominated pod on its node for the pods after it:
                         // the victims' room is the preemptor's, not theirs.
                         usage.assume(i, pod);
+                        placed.push(i, pod);
                         changed = Some(i);
                     }
                     out.push(Decision::Unschedulable(diagnosis));
