@@ -189,7 +189,7 @@ fn affinity_without_a_matching_pod_rejects_unless_the_pod_matches_itself() {
     assert_eq!(r.feasible_count, 0);
     assert_eq!(
         r.diagnosis.message(),
-        "0/3 nodes are available: 3 node(s) didn't match pod affinity rules."
+        "0/3 nodes are available: 3 node(s) didn't match pod affinity rules. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     );
     let mut first = pod("p", &[("service", "securityscan")]);
     first.pod_affinity = p.pod_affinity.clone();
@@ -521,7 +521,9 @@ fn a_node_missing_the_topology_key_is_rejected_with_its_own_reason() {
     assert_eq!(
         rank_in(&snap, &p).diagnosis.message(),
         "0/4 nodes are available: 1 Too many pods, 1 node(s) didn't match pod topology spread constraints \
-         (missing required label), 2 node(s) didn't match pod topology spread constraints."
+         (missing required label), 2 node(s) didn't match pod topology spread constraints. preemption: \
+         0/4 nodes are available: 1 No preemption victims found for incoming pod, 3 Preemption is not \
+         helpful for scheduling."
     );
 }
 
@@ -738,7 +740,7 @@ fn a_batch_honours_anti_affinity_between_its_own_pods() {
     match &out[4] {
         Decision::Unschedulable(d) => assert_eq!(
             d.message(),
-            "0/4 nodes are available: 4 node(s) didn't match pod anti-affinity rules."
+            "0/4 nodes are available: 4 node(s) didn't match pod anti-affinity rules. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
         ),
         other => panic!("the fifth replica has no node left: {other:?}"),
     }
