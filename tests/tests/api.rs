@@ -1968,7 +1968,8 @@ async fn schedule_honours_anti_affinity_and_spread_within_one_batch() {
     assert_eq!(
         u.message,
         "0/5 nodes are available: 2 node(s) didn't match pod anti-affinity rules, \
-         3 node(s) didn't match pod topology spread constraints."
+         3 node(s) didn't match pod topology spread constraints. preemption: 0/5 nodes are available: \
+         5 Preemption is not helpful for scheduling."
     );
     stop_server(tx, handle).await;
 }
