@@ -813,7 +813,7 @@ impl<A: ClusterApi> Binder<A> {
         // order every other path takes).
         let mut placed: HashMap<String, Vec<String>> = HashMap::new();
         for p in s.state.lock().pods() {
-            if let Some(k) = gang_key(p).filter(|k| keys.binary_search(k).is_ok()) {
+            if let Some(k) = gang_key(&p).filter(|k| keys.binary_search(k).is_ok()) {
                 placed.entry(k).or_default().push(p.uid.clone());
             }
         }
@@ -911,7 +911,7 @@ impl<A: ClusterApi> Binder<A> {
                         q.backoff(uid, Instant::now());
                         return None;
                     }
-                    st.pods().find(|p| &p.uid == uid).map(pod_ref)
+                    st.pod(uid).as_ref().map(pod_ref)
                 })
                 .collect()
         };

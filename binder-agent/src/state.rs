@@ -178,7 +178,8 @@ impl ClusterState {
             .chain(self.assumed.values().cloned())
     }
 
-    fn pod(&self, uid: &str) -> Option<proto::Pod> {
+    /// The bound or assumed pod with this uid.
+    pub fn pod(&self, uid: &str) -> Option<proto::Pod> {
         match self.assumed.get(uid) {
             Some(p) => Some(p.clone()),
             None => self.bound.get(uid).and_then(|b| decode(b)),
