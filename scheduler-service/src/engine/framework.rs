@@ -720,6 +720,12 @@ fn fit_score(profile: &Profile, plan: &PodPlan<'_>, node: &NodeView<'_>) -> i64 
             ScoringStrategy::MostAllocated => most_requested_score(req, alloc),
             _ => least_requested_score(req, alloc),
         };
+        if h.alloc_cpu != 0 && h.alloc_memory != 0 && w_cpu == w_memory {
+            // (a·w + b·w) / 2w is exactly (a + b) / 2 for w > 0: no division by a run-time value.
+            let cpu = score(h.non_zero_cpu.saturating_add(plan.fit_requests[0]), h.alloc_cpu);
+            let memory = score(h.non_zero_memory.saturating_add(plan.fit_requests[1]), h.alloc_memory);
+            return (cpu + memory) / 2;
+        }
         let (mut node_score, mut weight_sum) = (0i64, 0i64);
         if h.alloc_cpu != 0 {
             node_score += score(h.non_zero_cpu.saturating_add(plan.fit_requests[0]), h.alloc_cpu) * w_cpu;
@@ -846,6 +852,28 @@ fn preferred_affinity_weight(pod: &PodSpec, node: &NodeSpec) -> i64 {
         .filter(|p| p.term.matches(node))
         .map(|p| p.weight)
         .sum()
+}
+
+/// The candidate with the highest (total, tie-break), the last of equals as `max_by_key` picks,
+/// in one pass that hashes only candidates tied with the best total so far.
+fn best_candidate(candidates: &[Candidate], tie_break: impl Fn(&Candidate) -> u64) -> Option<&Candidate> {
+    let mut iter = candidates.iter();
+    let mut best = iter.next()?;
+    let mut best_hash: Option<u64> = None;
+    for c in iter {
+        if c.total > best.total {
+            best = c;
+            best_hash = None;
+        } else if c.total == best.total {
+            let bh = *best_hash.get_or_insert_with(|| tie_break(best));
+            let ch = tie_break(c);
+            if ch >= bh {
+                best = c;
+                best_hash = Some(ch);
+            }
+        }
+    }
+    Some(best)
 }
 
 /// Usage of the nodes as a batch goes: the snapshot's, with the batch's placements on top.
@@ -1146,7 +1174,8 @@ impl<'a> Evaluator<'a> {
     /// re-filters and re-scores that node only (every other node's scores are unchanged, and its
     /// static and image scores are too), and redoes normalization only if its maxima moved.
     fn update_placed(&mut self, plan: &PodPlan<'_>, usage: &BatchUsage<'_>, x: usize) {
-        let Some(pos) = self.candidates.iter().position(|c| c.index == x as u32) else {
+        // Candidates stay in node order (evaluation pushes them so, removal keeps it).
+        let Ok(pos) = self.candidates.binary_search_by_key(&(x as u32), |c| c.index) else {
             return;
         };
         let entry = &self.snapshot.nodes()[x];
@@ -1166,7 +1195,7 @@ impl<'a> Evaluator<'a> {
                 self.candidates[pos] = c;
             }
             None => {
-                let gone = self.candidates.swap_remove(pos);
+                let gone = self.candidates.remove(pos);
                 if gone.raw.iter().zip(&self.norm_max).any(|(r, m)| r == m) {
                     self.normalize();
                 }
@@ -1210,29 +1239,58 @@ impl<'a> Evaluator<'a> {
     /// kube-scheduler's `DefaultNormalizeScore` for NodeAffinity and (reversed) TaintToleration,
     /// then the weighted totals.
     fn normalize(&mut self) {
-        let mut max = [0i64; MAX_SCORES];
-        let mut min = [0i64; MAX_SCORES];
+        /// What normalization needs of a slot's raw scores.
+        #[derive(Clone, Copy, PartialEq)]
+        enum Need {
+            Nothing,
+            Max,
+            MaxMin,
+            /// PodTopologySpread: max (at least 0) and min over the scores that are not ignored.
+            Spread,
+        }
+        let mut need = [Need::Nothing; MAX_SCORES];
         for (slot, (plugin, _)) in self.profile.score_plugins.iter().enumerate().take(MAX_SCORES) {
-            match plugin {
-                ScorePlugin::NodeAffinity | ScorePlugin::TaintToleration => {
-                    max[slot] = self.candidates.iter().map(|c| c.raw[slot]).max().unwrap_or(0);
+            need[slot] = match plugin {
+                ScorePlugin::NodeAffinity | ScorePlugin::TaintToleration => Need::Max,
+                ScorePlugin::InterPodAffinity if self.topo_active.0 => Need::MaxMin,
+                ScorePlugin::PodTopologySpread if self.topo_active.1 => Need::Spread,
+                _ => Need::Nothing,
+            };
+        }
+        // One pass over the candidates for every slot's extrema.
+        let mut max = [i64::MIN; MAX_SCORES];
+        let mut min = [i64::MAX; MAX_SCORES];
+        if need.iter().any(|n| *n != Need::Nothing) {
+            for c in &self.candidates {
+                for slot in 0..MAX_SCORES {
+                    let r = c.raw[slot];
+                    match need[slot] {
+                        Need::Nothing => {}
+                        Need::Max => max[slot] = max[slot].max(r),
+                        Need::MaxMin => {
+                            max[slot] = max[slot].max(r);
+                            min[slot] = min[slot].min(r);
+                        }
+                        Need::Spread if r != spread::IGNORED => {
+                            max[slot] = max[slot].max(r);
+                            min[slot] = min[slot].min(r);
+                        }
+                        Need::Spread => {}
+                    }
                 }
-                ScorePlugin::InterPodAffinity if self.topo_active.0 => {
-                    max[slot] = self.candidates.iter().map(|c| c.raw[slot]).max().unwrap_or(0);
-                    min[slot] = self.candidates.iter().map(|c| c.raw[slot]).min().unwrap_or(0);
-                }
-                ScorePlugin::PodTopologySpread if self.topo_active.1 => {
-                    let kept = || {
-                        self.candidates
-                            .iter()
-                            .map(|c| c.raw[slot])
-                            .filter(|r| *r != spread::IGNORED)
-                    };
-                    max[slot] = kept().max().unwrap_or(0).max(0);
-                    min[slot] = kept().min().unwrap_or(i64::MAX);
-                }
-                _ => {}
             }
+        }
+        for slot in 0..MAX_SCORES {
+            let any = max[slot] != i64::MIN;
+            (max[slot], min[slot]) = match need[slot] {
+                Need::Nothing => (0, 0),
+                Need::Max if any => (max[slot], 0),
+                Need::Max => (0, 0),
+                Need::MaxMin if any => (max[slot], min[slot]),
+                Need::MaxMin => (0, 0),
+                // No kept score: max 0 and min i64::MAX, as before.
+                Need::Spread => (max[slot].max(0), min[slot]),
+            };
         }
         self.norm_max = max;
         self.norm_min = min;
@@ -1402,10 +1460,9 @@ impl<'a> Evaluator<'a> {
                 .map_err(|()| timeout)?;
             }
             let nodes = self.snapshot.nodes();
-            let best = self
-                .candidates
-                .iter()
-                .max_by_key(|c| (c.total, plan.tie_break(usage.hot[c.index as usize].name_hash)));
+            let best = best_candidate(&self.candidates, |c| {
+                plan.tie_break(usage.hot[c.index as usize].name_hash)
+            });
             match best {
                 Some(c) => {
                     let i = c.index as usize;
