@@ -766,7 +766,7 @@ pub struct ShadowRow {
     pub feasibility_differs: u64,
     /// Pods the shadow could not evaluate.
     pub errors: u64,
-    /// Same node, percent of compared.
+    /// Same node, percent of compared (pods both found unschedulable count against it).
     pub same_node_pct: Option<f64>,
     /// Same feasibility, percent of compared.
     pub same_feasibility_pct: Option<f64>,
