@@ -109,6 +109,21 @@ impl Fixture {
     /// first pays for whatever the engine builds lazily per snapshot, which `delta_one_node` omits.
     fn report_first_rank_after_delta(&self) {
         let next = self.snapshot.apply(self.delta.clone()).expect("applies");
+        let t = Instant::now();
+        black_box(next.hot());
+        let hot = t.elapsed();
+        let t = Instant::now();
+        black_box(next.image_postings());
+        let postings = t.elapsed();
+        let t = Instant::now();
+        black_box(next.pod_index());
+        let pod_index = t.elapsed();
+        println!(
+            "after delta_one_node, lazily built: hot {:.1} ms, image postings {:.1} ms, pod index {:.1} ms",
+            ms(hot),
+            ms(postings),
+            ms(pod_index)
+        );
         let mut evaluator = Evaluator::new(&self.profile, &next);
         let pod = &self.distinct[0];
         let mut time = || {

@@ -181,7 +181,6 @@ pub(super) fn post_filter(
         return;
     }
     let nodes = snapshot.nodes();
-    let node_pods = snapshot.node_pods();
     let pdbs: Vec<&Pdb> = snapshot.pdbs().map(|p| &**p).collect();
     let mut candidates = Vec::new();
     // Statuses of the nodes the dry run tried; every other node is "not helpful".
@@ -202,7 +201,7 @@ pub(super) fn post_filter(
             continue;
         }
         tried += 1;
-        match select_victims(profile, plan, pod.priority, entry, usage, i, &node_pods[i], &pdbs) {
+        match select_victims(profile, plan, pod.priority, entry, usage, i, &entry.usage.pods, &pdbs) {
             Ok(c) => candidates.push(c),
             Err(reasons) => reasons.into_iter().for_each(&mut count),
         }

@@ -24,6 +24,14 @@ pub struct NodeUsage {
     pub pod_count: i64,
     /// Host ports in use (a multiset: one entry per pod and port).
     pub host_ports: Vec<HostPort>,
+    /// The bound pods themselves, lowest priority first (then by uid): preemption's order. Only
+    /// [`NodeUsage::bind`] and [`NodeUsage::unbind`] keep it; [`NodeUsage::add`] counts a pod only.
+    pub pods: Vec<Arc<BoundPod>>,
+}
+
+/// The order of a node's pods for preemption: lowest priority first, then by uid.
+fn victim_order(p: &BoundPod) -> Option<(i32, &str)> {
+    p.meta.as_ref().map(|m| (m.priority, &*m.uid))
 }
 
 impl NodeUsage {
@@ -46,6 +54,22 @@ impl NodeUsage {
             if let Some(i) = self.host_ports.iter().position(|x| x == hp) {
                 self.host_ports.swap_remove(i);
             }
+        }
+    }
+
+    /// Counts a bound pod and keeps it in [`NodeUsage::pods`], in order.
+    pub fn bind(&mut self, pod: Arc<BoundPod>) {
+        self.add(&pod);
+        let key = victim_order(&pod);
+        let at = self.pods.partition_point(|p| victim_order(p) <= key);
+        self.pods.insert(at, pod);
+    }
+
+    /// Takes a pod counted by [`NodeUsage::bind`] back off the node and out of its list.
+    pub fn unbind(&mut self, pod: &Arc<BoundPod>) {
+        self.remove(pod);
+        if let Some(i) = self.pods.iter().position(|p| Arc::ptr_eq(p, pod)) {
+            self.pods.remove(i);
         }
     }
 
@@ -398,9 +422,6 @@ pub struct Snapshot {
     topologies: std::sync::Mutex<std::collections::HashMap<String, Arc<Topology>>>,
     /// PodDisruptionBudgets by "namespace/name".
     pdbs: imbl::OrdMap<String, Arc<Pdb>>,
-    /// The pods bound to each node, in node order, lowest priority first; built on first use
-    /// (by preemption only).
-    node_pods: std::sync::OnceLock<Vec<Vec<Arc<BoundPod>>>>,
     /// Bound members per gang key; built on first use.
     gang_members: std::sync::OnceLock<std::collections::HashMap<Arc<str>, u32>>,
     approx_bytes: usize,
@@ -508,11 +529,15 @@ impl Snapshot {
                 });
             }
             snap.approx_bytes += bound.approx_bytes() + pod.uid.len();
-            match entries.binary_search_by(|e| e.spec.name.as_str().cmp(&bound.node_name)) {
-                Ok(i) => entries[i].usage.add(&bound),
-                Err(_) => snap.orphans.entry(bound.node_name.clone()).or_default().add(&bound),
-            }
             let bound = Arc::new(bound);
+            match entries.binary_search_by(|e| e.spec.name.as_str().cmp(&bound.node_name)) {
+                Ok(i) => entries[i].usage.bind(Arc::clone(&bound)),
+                Err(_) => snap
+                    .orphans
+                    .entry(bound.node_name.clone())
+                    .or_default()
+                    .bind(Arc::clone(&bound)),
+            }
             if bound.affinity.is_some() {
                 snap.affinity_pods.insert(pod.uid.clone(), Arc::clone(&bound));
             }
@@ -571,7 +596,6 @@ impl Snapshot {
             pod_index: std::sync::OnceLock::new(),
             topologies: Default::default(),
             pdbs: self.pdbs.clone(),
-            node_pods: std::sync::OnceLock::new(),
             gang_members: std::sync::OnceLock::new(),
             approx_bytes: self.approx_bytes,
         };
@@ -658,25 +682,6 @@ impl Snapshot {
         self.pdbs.values()
     }
 
-    /// The pods bound to each node (in the order of [`Snapshot::nodes`]), lowest priority first.
-    pub fn node_pods(&self) -> &[Vec<Arc<BoundPod>>] {
-        self.node_pods.get_or_init(|| {
-            let mut out = vec![Vec::new(); self.nodes.len()];
-            for (_, pod) in self.pods.iter() {
-                if let Ok(i) = self.position(&pod.node_name) {
-                    out[i].push(Arc::clone(pod));
-                }
-            }
-            for pods in &mut out {
-                pods.sort_by(|a, b| {
-                    let key = |p: &BoundPod| p.meta.as_ref().map(|m| (m.priority, m.uid.clone()));
-                    key(a).cmp(&key(b))
-                });
-            }
-            out
-        })
-    }
-
     /// How many pods of the gang `key` ("namespace/name") are bound.
     pub fn gang_members(&self, key: &str) -> u32 {
         let counts = self.gang_members.get_or_init(|| {
@@ -733,11 +738,15 @@ impl Snapshot {
 
     fn add_pod(&mut self, uid: Arc<str>, bound: BoundPod) {
         self.approx_bytes += bound.approx_bytes() + uid.len();
-        match self.position(&bound.node_name) {
-            Ok(i) => Arc::make_mut(&mut self.nodes[i]).usage.add(&bound),
-            Err(_) => self.orphans.entry(bound.node_name.clone()).or_default().add(&bound),
-        }
         let bound = Arc::new(bound);
+        match self.position(&bound.node_name) {
+            Ok(i) => Arc::make_mut(&mut self.nodes[i]).usage.bind(Arc::clone(&bound)),
+            Err(_) => self
+                .orphans
+                .entry(bound.node_name.clone())
+                .or_default()
+                .bind(Arc::clone(&bound)),
+        }
         if bound.affinity.is_some() {
             self.affinity_pods.insert(uid.clone(), Arc::clone(&bound));
         }
@@ -753,10 +762,10 @@ impl Snapshot {
         }
         self.approx_bytes = self.approx_bytes.saturating_sub(bound.approx_bytes() + uid.len());
         match self.position(&bound.node_name) {
-            Ok(i) => Arc::make_mut(&mut self.nodes[i]).usage.remove(&bound),
+            Ok(i) => Arc::make_mut(&mut self.nodes[i]).usage.unbind(&bound),
             Err(_) => {
                 if let Some(u) = self.orphans.get_mut(&bound.node_name) {
-                    u.remove(&bound);
+                    u.unbind(&bound);
                     if u.is_empty() {
                         self.orphans.remove(&bound.node_name);
                     }
@@ -836,15 +845,19 @@ impl Snapshot {
     pub fn pod_index(&self) -> &PodIndex {
         self.pod_index.get_or_init(|| {
             let mut index = PodIndex::default();
-            for (_, pod) in self.pods.iter() {
-                let Ok(node) = self.position(&pod.node_name) else {
-                    continue;
-                };
-                let at = index.pods.len() as u32;
-                for (k, v) in pod.labels.iter() {
-                    index.by_label.entry(label_hash(k, v)).or_default().push(at);
+            // Pods share their label sets (interned): hash each set once.
+            let mut hashed: std::collections::HashMap<*const Labels, Vec<u64>> = std::collections::HashMap::new();
+            for (node, entry) in self.nodes.iter().enumerate() {
+                for pod in &entry.usage.pods {
+                    let at = index.pods.len() as u32;
+                    let hashes = hashed
+                        .entry(Arc::as_ptr(&pod.labels))
+                        .or_insert_with(|| pod.labels.iter().map(|(k, v)| label_hash(k, v)).collect());
+                    for h in hashes.iter() {
+                        index.by_label.entry(*h).or_default().push(at);
+                    }
+                    index.pods.push((node as u32, Arc::clone(pod)));
                 }
-                index.pods.push((node as u32, Arc::clone(pod)));
             }
             index
         })
@@ -1013,6 +1026,68 @@ mod tests {
             })
             .unwrap();
         assert_eq!(empty.node("ghost").unwrap().usage, NodeUsage::default());
+    }
+
+    /// The uids of a node's pods in the snapshot's order.
+    fn uids_on(s: &Snapshot, node: &str) -> Vec<String> {
+        s.node(node)
+            .unwrap()
+            .usage
+            .pods
+            .iter()
+            .map(|p| p.meta.as_ref().unwrap().uid.to_string())
+            .collect()
+    }
+
+    fn with_priority(mut p: PodSpec, priority: i32) -> PodSpec {
+        p.priority = priority;
+        p
+    }
+
+    #[test]
+    fn each_node_lists_its_pods_lowest_priority_first_through_deltas() {
+        let base = Snapshot::build(
+            vec![node("a", 1000)],
+            vec![
+                with_priority(pod("p3", "a", 1), 10),
+                with_priority(pod("p1", "a", 1), 100),
+                with_priority(pod("p2", "a", 1), 10),
+                with_priority(pod("g1", "ghost", 1), 5),
+            ],
+        )
+        .unwrap();
+        assert_eq!(uids_on(&base, "a"), ["p2", "p3", "p1"], "priority, then uid");
+        let next = base
+            .apply(Delta {
+                upsert_pods: vec![
+                    with_priority(pod("p0", "a", 1), 50),
+                    with_priority(pod("p3", "ghost", 1), 10),
+                ],
+                remove_pod_uids: vec!["p2".into()],
+                upsert_nodes: vec![node("ghost", 1000)],
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(uids_on(&next, "a"), ["p0", "p1"]);
+        assert_eq!(
+            uids_on(&next, "ghost"),
+            ["g1", "p3"],
+            "orphans keep their list until the node appears"
+        );
+        assert_eq!(uids_on(&base, "a"), ["p2", "p3", "p1"], "base is immutable");
+        let gone = next
+            .apply(Delta {
+                remove_nodes: vec!["ghost".into()],
+                ..Default::default()
+            })
+            .unwrap();
+        let back = gone
+            .apply(Delta {
+                upsert_nodes: vec![node("ghost", 1000)],
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(uids_on(&back, "ghost"), ["g1", "p3"]);
     }
 
     #[test]
