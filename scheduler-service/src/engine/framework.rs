@@ -189,6 +189,22 @@ pub struct Profile {
     /// The same without PodTopologySpread and InterPodAffinity, which give 0 to every node of a
     /// pod they have no work for.
     plain_slots: Vec<(usize, ScorePlugin, i64)>,
+    /// The score slot of each plugin the plain pass computes per node, if the policy scores it.
+    slot_of: PlainSlots,
+    /// Whether the filters reading node classes (cordon, taints, node affinity) are enabled, in
+    /// that order.
+    static_filters: (bool, bool, bool),
+}
+
+/// Score slots the plain pass (see [`Evaluator::evaluate_plain`]) fills in per node.
+#[derive(Debug, Clone, Copy, Default)]
+struct PlainSlots {
+    fit: Option<usize>,
+    balanced: Option<usize>,
+    image: Option<usize>,
+    /// NodeAffinity and TaintToleration, whose raw scores come from the node's class.
+    affinity: Option<usize>,
+    taints: Option<usize>,
 }
 
 impl Profile {
@@ -216,7 +232,23 @@ impl Profile {
             policy.balanced_resources.as_slice(),
             [c, m] if c.name == ResourceName::Cpu && m.name == ResourceName::Memory
         );
+        let slot = |p: ScorePlugin| policy.scores.iter().take(MAX_SCORES).position(|s| s.plugin == p);
+        let slot_of = PlainSlots {
+            fit: slot(ScorePlugin::NodeResourcesFit),
+            balanced: slot(ScorePlugin::NodeResourcesBalancedAllocation),
+            image: slot(ScorePlugin::ImageLocality),
+            affinity: slot(ScorePlugin::NodeAffinity),
+            taints: slot(ScorePlugin::TaintToleration),
+        };
+        let has = |f: FilterPlugin| policy.filters.contains(&f);
+        let static_filters = (
+            has(FilterPlugin::NodeUnschedulable),
+            has(FilterPlugin::TaintToleration),
+            has(FilterPlugin::NodeAffinity),
+        );
         Self {
+            slot_of,
+            static_filters,
             fit_cpu_memory,
             all_slots: policy
                 .scores
@@ -291,6 +323,8 @@ struct StaticEval {
     affinity_weight: i64,
     /// TaintToleration's raw score.
     prefer_taints: i64,
+    /// Some enabled filter among NodeUnschedulable, TaintToleration and NodeAffinity rejects.
+    rejected: bool,
 }
 
 /// What a pod needs, computed once per pod instead of once per node.
@@ -308,8 +342,14 @@ pub(super) struct PodPlan<'a> {
     tie_seed: u64,
     /// The pod selects on a per-node label or field, so static predicates run node by node.
     per_node: bool,
-    /// Static predicates per node class (empty when `per_node`).
-    class_evals: Vec<StaticEval>,
+    /// Static predicates per node class (empty when `per_node`), shared by pods that select and
+    /// tolerate alike.
+    class_evals: Arc<[StaticEval]>,
+    /// The plain pass applies when, besides, the pod has no topology state: see
+    /// [`Evaluator::evaluate_plain`].
+    plain: bool,
+    /// The profile's [`Profile::static_filters`].
+    static_filters: (bool, bool, bool),
     /// InterPodAffinity's and PodTopologySpread's state; `None` when neither has work.
     topo: Option<Box<TopoState>>,
 }
@@ -411,13 +451,65 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// What a pod's static predicates depend on: its node selection and its tolerations.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct StaticKey {
+    node_selector: Vec<(String, String)>,
+    required_affinity: Option<Vec<super::model::SelectorTerm>>,
+    preferred_affinity: Vec<super::model::PreferredTerm>,
+    tolerations: Vec<Toleration>,
+}
+
+impl StaticKey {
+    fn hash_of(pod: &PodSpec) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        pod.node_selector.hash(&mut h);
+        pod.required_affinity.hash(&mut h);
+        pod.preferred_affinity.hash(&mut h);
+        pod.tolerations.hash(&mut h);
+        h.finish()
+    }
+
+    fn is_of(&self, pod: &PodSpec) -> bool {
+        self.node_selector == pod.node_selector
+            && self.required_affinity == pod.required_affinity
+            && self.preferred_affinity == pod.preferred_affinity
+            && self.tolerations == pod.tolerations
+    }
+
+    fn of(pod: &PodSpec) -> Self {
+        Self {
+            node_selector: pod.node_selector.clone(),
+            required_affinity: pod.required_affinity.clone(),
+            preferred_affinity: pod.preferred_affinity.clone(),
+            tolerations: pod.tolerations.clone(),
+        }
+    }
+}
+
+/// The per-class static predicates of the pods one evaluator has seen, by what they depend on:
+/// pods that differ in requests or identity but select and tolerate alike share them.
+#[derive(Debug, Default)]
+pub(super) struct StaticCache {
+    by_hash: HashMap<u64, (StaticKey, Arc<[StaticEval]>)>,
+}
+
+impl StaticCache {
+    /// Entries kept at most; the cache starts over beyond (distinct pods keep coming).
+    const LIMIT: usize = 4096;
+}
+
 impl<'a> PodPlan<'a> {
+    /// What `pod` needs of every node; with a `cache`, per-class static predicates are reused
+    /// from (and added to) it.
     pub(super) fn new(
         profile: &Profile,
         snapshot: &Snapshot,
         pod: &'a PodSpec,
         seed: u64,
         placed: &Placed<'_>,
+        cache: Option<&mut StaticCache>,
     ) -> Self {
         let fit_requests = profile
             .fit_resources
@@ -458,12 +550,54 @@ impl<'a> PodPlan<'a> {
             tolerates_unschedulable: tolerated(&pod.tolerations, &unschedulable_taint),
             tie_seed: Self::tie_seed_for(seed, pod),
             per_node,
-            class_evals: Vec::new(),
+            class_evals: Arc::from(Vec::new()),
+            plain: false,
+            static_filters: profile.static_filters,
             topo: None,
         };
         if !per_node {
-            plan.class_evals = snapshot.classes().iter().map(|c| plan.static_eval(c)).collect();
+            let compute =
+                |plan: &Self| -> Arc<[StaticEval]> { snapshot.classes().iter().map(|c| plan.static_eval(c)).collect() };
+            plan.class_evals = match cache {
+                None => compute(&plan),
+                Some(cache) => {
+                    let hash = StaticKey::hash_of(pod);
+                    match cache.by_hash.get(&hash) {
+                        Some((key, evals)) if key.is_of(pod) && evals.len() == snapshot.classes().len() => {
+                            Arc::clone(evals)
+                        }
+                        _ => {
+                            let evals = compute(&plan);
+                            if cache.by_hash.len() >= StaticCache::LIMIT {
+                                cache.by_hash.clear();
+                            }
+                            cache.by_hash.insert(hash, (StaticKey::of(pod), Arc::clone(&evals)));
+                            evals
+                        }
+                    }
+                }
+            };
         }
+        let has = |f: FilterPlugin| profile.policy.filters.contains(&f);
+        let slots = profile.slot_of;
+        plan.plain = !per_node
+            && (pod.host_ports.is_empty() || !has(FilterPlugin::NodePorts))
+            && (pod.node_name.as_deref().is_none_or(str::is_empty) || !has(FilterPlugin::NodeName))
+            && pod.requests.scalars.is_empty()
+            && (slots.fit.is_none() || profile.fit_cpu_memory.is_some())
+            && (slots.balanced.is_none() || profile.balanced_cpu_memory || plan.balanced_requests.is_none())
+            && profile.score_plugins.iter().take(MAX_SCORES).all(|(p, _)| {
+                matches!(
+                    p,
+                    ScorePlugin::NodeResourcesFit
+                        | ScorePlugin::NodeResourcesBalancedAllocation
+                        | ScorePlugin::ImageLocality
+                        | ScorePlugin::NodeAffinity
+                        | ScorePlugin::TaintToleration
+                        | ScorePlugin::InterPodAffinity
+                        | ScorePlugin::PodTopologySpread
+                )
+            });
         plan.topo = TopoState::build(profile, snapshot, placed, &plan);
         plan
     }
@@ -480,14 +614,19 @@ impl<'a> PodPlan<'a> {
     /// The static predicates on one node (or a node class's view of its nodes).
     fn static_eval(&self, node: &NodeSpec) -> StaticEval {
         let pod = self.pod;
+        let cordoned = node.unschedulable && !self.tolerates_unschedulable;
+        let untolerated = node.taints.iter().any(|t| {
+            matches!(t.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute) && !tolerated(&pod.tolerations, t)
+        });
+        let mismatched = !pod.matches_node_selector_and_affinity(node);
+        let (f_cordon, f_taints, f_affinity) = self.static_filters;
         StaticEval {
-            cordoned: node.unschedulable && !self.tolerates_unschedulable,
-            untolerated: node.taints.iter().any(|t| {
-                matches!(t.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute) && !tolerated(&pod.tolerations, t)
-            }),
-            mismatched: !pod.matches_node_selector_and_affinity(node),
+            cordoned,
+            untolerated,
+            mismatched,
             affinity_weight: preferred_affinity_weight(pod, node),
             prefer_taints: intolerable_prefer_taints(self, node),
+            rejected: (cordoned && f_cordon) || (untolerated && f_taints) || (mismatched && f_affinity),
         }
     }
 
@@ -713,30 +852,46 @@ fn broken_linear(shape: &[ShapePoint], p: i64) -> i64 {
 
 /// NodeResourcesFit's score with the profile's strategy.
 fn fit_score(profile: &Profile, plan: &PodPlan<'_>, node: &NodeView<'_>) -> i64 {
-    if let Some((w_cpu, w_memory)) = profile.fit_cpu_memory {
-        // The default resources (cpu, memory): read the hot fields directly, same arithmetic.
-        let h = node.hot;
+    if let Some(weights) = profile.fit_cpu_memory {
+        return fit_score_cpu_memory(profile, weights, &plan.fit_requests, node.hot);
+    }
+    fit_score_general(profile, plan, node)
+}
+
+/// NodeResourcesFit's score when it weighs exactly cpu then memory with Least/MostAllocated:
+/// the same arithmetic as [`fit_score_general`], from the node's hot fields.
+#[inline]
+fn fit_score_cpu_memory(profile: &Profile, (w_cpu, w_memory): (i64, i64), requests: &[i64], h: &NodeHot) -> i64 {
+    {
         let score = |req: i64, alloc: i64| match profile.policy.scoring_strategy {
             ScoringStrategy::MostAllocated => most_requested_score(req, alloc),
             _ => least_requested_score(req, alloc),
         };
         if h.alloc_cpu != 0 && h.alloc_memory != 0 && w_cpu == w_memory {
             // (a·w + b·w) / 2w is exactly (a + b) / 2 for w > 0: no division by a run-time value.
-            let cpu = score(h.non_zero_cpu.saturating_add(plan.fit_requests[0]), h.alloc_cpu);
-            let memory = score(h.non_zero_memory.saturating_add(plan.fit_requests[1]), h.alloc_memory);
+            let cpu = score(h.non_zero_cpu.saturating_add(requests[0]), h.alloc_cpu);
+            let memory = score(h.non_zero_memory.saturating_add(requests[1]), h.alloc_memory);
             return (cpu + memory) / 2;
         }
         let (mut node_score, mut weight_sum) = (0i64, 0i64);
         if h.alloc_cpu != 0 {
-            node_score += score(h.non_zero_cpu.saturating_add(plan.fit_requests[0]), h.alloc_cpu) * w_cpu;
+            node_score += score(h.non_zero_cpu.saturating_add(requests[0]), h.alloc_cpu) * w_cpu;
             weight_sum += w_cpu;
         }
         if h.alloc_memory != 0 {
-            node_score += score(h.non_zero_memory.saturating_add(plan.fit_requests[1]), h.alloc_memory) * w_memory;
+            node_score += score(h.non_zero_memory.saturating_add(requests[1]), h.alloc_memory) * w_memory;
             weight_sum += w_memory;
         }
-        return if weight_sum == 0 { 0 } else { node_score / weight_sum };
+        if weight_sum == 0 {
+            0
+        } else {
+            node_score / weight_sum
+        }
     }
+}
+
+/// NodeResourcesFit's score for any resources and strategy.
+fn fit_score_general(profile: &Profile, plan: &PodPlan<'_>, node: &NodeView<'_>) -> i64 {
     let mut node_score = 0i64;
     let mut weight_sum = 0i64;
     let rtcr = matches!(
@@ -780,8 +935,15 @@ fn fit_score(profile: &Profile, plan: &PodPlan<'_>, node: &NodeView<'_>) -> i64 
 /// NodeResourcesBalancedAllocation's score: 100 × (1 − standard deviation of the fractions).
 fn balanced_score(profile: &Profile, requests: &[i64], node: &NodeView<'_>) -> i64 {
     if profile.balanced_cpu_memory {
-        // The default resources (cpu, memory): the two-fraction case, from the hot fields.
-        let h = node.hot;
+        return balanced_score_cpu_memory(requests, node.hot);
+    }
+    balanced_score_general(profile, requests, node)
+}
+
+/// BalancedAllocation over exactly cpu and memory: the two-fraction case, from the hot fields.
+#[inline]
+fn balanced_score_cpu_memory(requests: &[i64], h: &NodeHot) -> i64 {
+    {
         let fraction = |used: i64, req: i64, alloc: i64| (used.saturating_add(req) as f64 / alloc as f64).min(1.0);
         let std = if h.alloc_cpu != 0 && h.alloc_memory != 0 {
             let fc = fraction(h.req_cpu, requests[0], h.alloc_cpu);
@@ -790,8 +952,12 @@ fn balanced_score(profile: &Profile, requests: &[i64], node: &NodeView<'_>) -> i
         } else {
             0.0
         };
-        return ((1.0 - std) * MAX_NODE_SCORE as f64) as i64;
+        ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
     }
+}
+
+/// BalancedAllocation over any resources.
+fn balanced_score_general(profile: &Profile, requests: &[i64], node: &NodeView<'_>) -> i64 {
     let mut fractions = [0f64; 8];
     let mut extra = Vec::new();
     let mut n = 0usize;
@@ -996,6 +1162,10 @@ pub struct Evaluator<'a> {
     topo_active: (bool, bool),
     /// Whether Schedule re-scores only the node that changed for a pod identical to the one before.
     reuse: bool,
+    /// Per-class static predicates of the pods seen, shared by pods that select and tolerate alike.
+    static_cache: StaticCache,
+    /// Whether Schedule may take the plain pass (tests turn it off to compare with the general one).
+    allow_plain: bool,
 }
 
 impl<'a> Evaluator<'a> {
@@ -1010,6 +1180,8 @@ impl<'a> Evaluator<'a> {
             norm_min: [0; MAX_SCORES],
             topo_active: (false, false),
             reuse: true,
+            static_cache: StaticCache::default(),
+            allow_plain: true,
         }
     }
 
@@ -1070,6 +1242,136 @@ impl<'a> Evaluator<'a> {
         self.image_sums(plan, -1);
         self.topo_scores(plan, placed);
         self.normalize();
+        Ok(())
+    }
+
+    /// [`Evaluator::evaluate`] without reasons: the plain pass when it applies.
+    fn evaluate_quiet(
+        &mut self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        placed: &Placed<'_>,
+        deadline: Deadline,
+    ) -> Result<(), ()> {
+        if self.allow_plain && plan.plain && plan.topo.is_none() {
+            self.evaluate_plain(plan, usage, deadline)
+        } else {
+            self.evaluate(plan, usage, placed, deadline, &mut |_, _, _| {})
+        }
+    }
+
+    /// [`Evaluator::evaluate`] for the common pod, when no reasons are wanted: no topology state,
+    /// no host ports, no node name, no extended resources, not selecting per node, under a policy
+    /// whose resource scores read cpu and memory only. Every filter then reads the node's hot
+    /// fields or its class, and NodeAffinity's and TaintToleration's scores are per class, so they
+    /// are normalized once per class instead of once per node. Bit for bit the same candidates,
+    /// extrema and totals as the general pass (`plain_pass_equals_the_general_one`).
+    fn evaluate_plain(&mut self, plan: &PodPlan<'_>, usage: &BatchUsage<'_>, deadline: Deadline) -> Result<(), ()> {
+        self.candidates.clear();
+        self.image_sums(plan, 1);
+        let profile = self.profile;
+        let slots = profile.slot_of;
+        let hot = &*usage.hot;
+        let evals = &*plan.class_evals;
+        let req = &plan.pod.requests;
+        let (want_cpu, want_memory, want_ephemeral) = (req.milli_cpu, req.memory, req.ephemeral_storage);
+        let check_fit = profile.policy.filters.contains(&FilterPlugin::NodeResourcesFit);
+        let fit = slots.fit.zip(profile.fit_cpu_memory);
+        let balanced = slots.balanced.zip(plan.balanced_requests.as_deref());
+        let image = slots.image.filter(|_| !plan.images.is_empty());
+        let (mut max_affinity, mut max_taints) = (i64::MIN, i64::MIN);
+        for (i, h) in hot.iter().enumerate() {
+            if i % 4096 == 4095 && deadline.passed() {
+                self.image_sums(plan, -1);
+                return Err(());
+            }
+            let se = &evals[h.class as usize];
+            if se.rejected {
+                continue;
+            }
+            if check_fit
+                && (h.pod_count + 1 > h.allowed_pods
+                    || (want_cpu > 0 && want_cpu > h.alloc_cpu.saturating_sub(h.req_cpu))
+                    || (want_memory > 0 && want_memory > h.alloc_memory.saturating_sub(h.req_memory))
+                    || (want_ephemeral > 0 && want_ephemeral > h.alloc_ephemeral.saturating_sub(h.req_ephemeral)))
+            {
+                continue;
+            }
+            let mut raw = [0i64; MAX_SCORES];
+            if let Some((slot, weights)) = fit {
+                raw[slot] = fit_score_cpu_memory(profile, weights, &plan.fit_requests, h);
+            }
+            if let Some((slot, requests)) = balanced {
+                raw[slot] = balanced_score_cpu_memory(requests, h);
+            }
+            if let Some(slot) = image {
+                raw[slot] = image_score(plan, self.image_sums[i]);
+            }
+            if let Some(slot) = slots.affinity {
+                raw[slot] = se.affinity_weight;
+                max_affinity = max_affinity.max(se.affinity_weight);
+            }
+            if let Some(slot) = slots.taints {
+                raw[slot] = se.prefer_taints;
+                max_taints = max_taints.max(se.prefer_taints);
+            }
+            self.candidates.push(Candidate {
+                index: i as u32,
+                raw,
+                total: 0,
+            });
+        }
+        self.image_sums(plan, -1);
+        self.topo_active = (false, false);
+        // The extrema the general normalization finds: NodeAffinity's and TaintToleration's
+        // maxima over the feasible nodes (0 when none), nothing else.
+        self.norm_max = [0; MAX_SCORES];
+        self.norm_min = [0; MAX_SCORES];
+        if !self.candidates.is_empty() {
+            if let Some(slot) = slots.affinity {
+                self.norm_max[slot] = max_affinity;
+            }
+            if let Some(slot) = slots.taints {
+                self.norm_max[slot] = max_taints;
+            }
+        }
+        // Weighted normalized scores: per class for the class-wide plugins, per node for the rest.
+        let mut per_node = [(0usize, 0i64); MAX_SCORES];
+        let mut n = 0;
+        let mut per_class: [(usize, ScorePlugin, i64); 2] = [(0, ScorePlugin::NodeAffinity, 0); 2];
+        let mut m = 0;
+        for &(slot, plugin, weight) in &profile.plain_slots {
+            if matches!(plugin, ScorePlugin::NodeAffinity | ScorePlugin::TaintToleration) {
+                per_class[m] = (slot, plugin, weight);
+                m += 1;
+            } else {
+                per_node[n] = (slot, weight);
+                n += 1;
+            }
+        }
+        let class_part: Vec<i64> = evals
+            .iter()
+            .map(|se| {
+                per_class[..m]
+                    .iter()
+                    .map(|&(slot, plugin, weight)| {
+                        let raw = match plugin {
+                            ScorePlugin::NodeAffinity => se.affinity_weight,
+                            _ => se.prefer_taints,
+                        };
+                        self.normalized(plugin, slot, raw) * weight
+                    })
+                    .sum()
+            })
+            .collect();
+        let per_node = &per_node[..n];
+        for c in &mut self.candidates {
+            let mut total = class_part[hot[c.index as usize].class as usize];
+            for &(slot, weight) in per_node {
+                total += c.raw[slot] * weight;
+            }
+            c.total = total;
+        }
         Ok(())
     }
 
@@ -1303,7 +1605,14 @@ impl<'a> Evaluator<'a> {
 
     /// Ranks every node for one pod: the `top_k` best feasible nodes (0 for all) and every rejected node.
     pub fn rank(&mut self, pod: &PodSpec, top_k: usize, seed: u64, deadline: Deadline) -> Result<Ranking, EvalError> {
-        let plan = PodPlan::new(self.profile, self.snapshot, pod, seed, &Placed::default());
+        let plan = PodPlan::new(
+            self.profile,
+            self.snapshot,
+            pod,
+            seed,
+            &Placed::default(),
+            Some(&mut self.static_cache),
+        );
         let usage = BatchUsage::new(self.snapshot);
         // Rejections are recorded by node index and reason; names are built once, at the end.
         let mut rejected: Vec<(u32, FilterPlugin, Reason)> = Vec::new();
@@ -1425,7 +1734,7 @@ impl<'a> Evaluator<'a> {
                     if had_topo || current.topo.is_some() {
                         // Inter-pod terms and spreading see every placement: evaluate afresh,
                         // keeping the per-class static predicates.
-                        self.evaluate(current, &usage, &placed, deadline, &mut |_, _, _| {})
+                        self.evaluate_quiet(current, &usage, &placed, deadline)
                             .map_err(|()| timeout.clone())?;
                         changed = None;
                     } else if let Some(x) = changed.take() {
@@ -1436,10 +1745,17 @@ impl<'a> Evaluator<'a> {
                 _ => false,
             };
             if !reused {
-                let fresh = PodPlan::new(self.profile, self.snapshot, pod, seed, &placed);
+                let fresh = PodPlan::new(
+                    self.profile,
+                    self.snapshot,
+                    pod,
+                    seed,
+                    &placed,
+                    Some(&mut self.static_cache),
+                );
                 // Most pods fit somewhere, so reasons are only gathered (in a second pass, from
                 // the same usage) for a pod that fits nowhere.
-                self.evaluate(&fresh, &usage, &placed, deadline, &mut |_, _, _| {})
+                self.evaluate_quiet(&fresh, &usage, &placed, deadline)
                     .map_err(|()| timeout.clone())?;
                 plan = Some((done, fresh));
                 changed = None;

@@ -780,3 +780,93 @@ proptest! {
         prop_assert_eq!(fast, slow);
     }
 }
+
+// ---- The plain pass ----
+
+/// A batch scheduled with the plain pass allowed and with it turned off.
+fn plain_and_general(
+    profile: &Profile,
+    snap: &Snapshot,
+    batch: &[PodSpec],
+    seed: u64,
+) -> (Vec<Decision>, Vec<Decision>) {
+    let plain = Evaluator::new(profile, snap)
+        .schedule(batch, seed, Deadline::none())
+        .unwrap();
+    let mut general = Evaluator::new(profile, snap);
+    general.allow_plain = false;
+    (plain, general.schedule(batch, seed, Deadline::none()).unwrap())
+}
+
+/// Policies whose weights make every plugin count differently.
+fn weighted_policies() -> Vec<Policy> {
+    let mut skewed = Policy::kube_default();
+    for s in &mut skewed.scores {
+        s.weight = match s.plugin {
+            S::NodeAffinity => 5,
+            S::TaintToleration => 1,
+            S::NodeResourcesFit => 3,
+            _ => s.weight,
+        };
+    }
+    let mut uneven = Policy::kube_default();
+    if let Some(r) = uneven.fit_resources.get_mut(1) {
+        r.weight = 4;
+    }
+    vec![Policy::kube_default(), Policy::bin_packing(), skewed, uneven]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+    /// The plain pass decides exactly as the general one: same nodes, scores and feasible counts,
+    /// including for replicas re-scored from its candidates.
+    #[test]
+    fn plain_pass_equals_the_general_one(
+        (nodes, mut batch) in arb_cluster(),
+        prefer in prop::collection::vec((any::<bool>(), 1i64..100), 30),
+        copies in 1usize..3,
+        policy in 0usize..4,
+        seed in any::<u64>(),
+    ) {
+        for (p, (zone_a, weight)) in batch.iter_mut().zip(prefer) {
+            p.preferred_affinity = vec![PreferredTerm {
+                weight,
+                term: label_term("zone", SelectorOp::In(vec![if zone_a { "a" } else { "b" }.into()])),
+            }];
+        }
+        let batch: Vec<PodSpec> = batch
+            .iter()
+            .flat_map(|t| (0..copies).map(move |k| PodSpec { uid: Arc::from(format!("{}-{k}", t.uid)), ..t.clone() }))
+            .collect();
+        let snap = snapshot(nodes);
+        let profile = Profile::new(weighted_policies().swap_remove(policy));
+        let (plain, general) = plain_and_general(&profile, &snap, &batch, seed);
+        prop_assert_eq!(plain, general);
+    }
+}
+
+/// The same on the synthetic cluster's pods (images, ephemeral storage, overhead, every kind of
+/// selector and toleration), which the plain pass takes for most of them.
+#[test]
+fn plain_pass_equals_the_general_one_on_the_synthetic_cluster() {
+    use crate::grpc::convert;
+    use crate::synth;
+    let cluster = synth::cluster(&synth::ClusterShape::with_nodes(300), 7);
+    let (nodes, pods, _, _) = convert::snapshot("snapshot", &cluster).unwrap();
+    let snap = Snapshot::build(nodes, pods).unwrap();
+    let batch = convert::list("pods", &synth::distinct_pods(400, 7), convert::pod).unwrap();
+    let profile = Profile::new(Policy::kube_default());
+    let plain_count = batch
+        .iter()
+        .filter(|p| PodPlan::new(&profile, &snap, p, 0, &Placed::default(), None).plain)
+        .count();
+    assert!(
+        plain_count > batch.len() / 2,
+        "most synthetic pods take the plain pass: {plain_count}"
+    );
+    for policy in weighted_policies() {
+        let profile = Profile::new(policy);
+        let (plain, general) = plain_and_general(&profile, &snap, &batch, 7);
+        assert_eq!(plain, general);
+    }
+}

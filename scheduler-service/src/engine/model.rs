@@ -44,7 +44,7 @@ pub struct Taint {
 }
 
 /// How a toleration compares values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TolerationOperator {
     /// Key and value must be equal.
     Equal,
@@ -53,7 +53,7 @@ pub enum TolerationOperator {
 }
 
 /// A pod toleration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Toleration {
     /// Key; empty only with `Exists`.
     pub key: String,
@@ -89,7 +89,7 @@ pub fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
 }
 
 /// A node selector operator.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum SelectorOp {
     /// The label's value is one of the values.
     In(Vec<String>),
@@ -106,7 +106,7 @@ pub enum SelectorOp {
 }
 
 /// One requirement of a node selector term.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Requirement {
     /// Label key (or field name).
     pub key: String,
@@ -132,7 +132,7 @@ impl Requirement {
 }
 
 /// A node selector term: all requirements must match. An empty term matches no node.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct SelectorTerm {
     /// Requirements on labels.
     pub match_expressions: Vec<Requirement>,
@@ -154,7 +154,7 @@ impl SelectorTerm {
 }
 
 /// A weighted preferred term.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PreferredTerm {
     /// 1 to 100.
     pub weight: i64,
