@@ -760,6 +760,55 @@ async fn rank_explains_infeasible_nodes_in_kube_scheduler_format() {
 }
 
 #[tokio::test]
+async fn rank_lists_at_most_infeasible_limit_nodes_and_still_counts_every_node() {
+    let (addr, tx, handle) = start_server(ServerConfig::default()).await;
+    let mut c = client(addr).await;
+    let cluster = snapshot(
+        vec![
+            cordoned(node("a-cordoned", 8, 8, 110)),
+            node("b-fits", 8, 8, 110),
+            tainted(node("c-tainted", 8, 8, 110), "dedicated", "NoSchedule"),
+            node("d-small", 1, 1, 110),
+            node("e-small", 1, 1, 110),
+        ],
+        vec![],
+    );
+    let p = pod_mem("p", 2, 4);
+    let unlimited = rank(&mut c, rank_req(inline(cluster.clone()), p.clone())).await;
+    let names = |r: &proto::RankResponse| r.infeasible.iter().map(|n| n.node.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&unlimited), ["a-cordoned", "c-tainted", "d-small", "e-small"]);
+    for (limit, listed) in [(0u32, 0usize), (3, 3), (4, 4), (9, 4)] {
+        let mut req = rank_req(inline(cluster.clone()), p.clone());
+        req.infeasible_limit = Some(limit);
+        let r = rank(&mut c, req).await;
+        assert_eq!(names(&r), names(&unlimited)[..listed], "limit {limit}");
+        // The listed nodes keep every reason (d-small lacks cpu and memory).
+        assert_eq!(r.infeasible, unlimited.infeasible[..listed], "limit {limit}");
+        assert_eq!(
+            (r.node_count, r.feasible_count, feasible_names(&r)),
+            (5, 1, vec!["b-fits"]),
+            "limit {limit}"
+        );
+    }
+    // With no node feasible, the message still counts every node.
+    let big = pod("big", 16);
+    let all = rank(&mut c, rank_req(inline(cluster.clone()), big.clone())).await;
+    let mut req = rank_req(inline(cluster), big);
+    req.infeasible_limit = Some(1);
+    let one = rank(&mut c, req).await;
+    assert_eq!(one.infeasible.len(), 1);
+    assert_eq!(all.infeasible.len(), 5);
+    assert_eq!(one.message, all.message);
+    assert_eq!(
+        one.message,
+        "0/5 nodes are available: 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable, 3 Insufficient cpu. \
+         preemption: 0/5 nodes are available: 5 Preemption is not helpful for scheduling."
+    );
+    drop(c);
+    stop_server(tx, handle).await;
+}
+
+#[tokio::test]
 async fn rank_applies_node_affinity_and_selector() {
     let (addr, tx, handle) = start_server(ServerConfig::default()).await;
     let mut c = client(addr).await;

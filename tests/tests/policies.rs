@@ -210,6 +210,7 @@ async fn best_node(c: &mut PlacementServiceClient<Channel>, policy: &str) -> Res
             policy: policy.to_string(),
             top_k: 1,
             seed: 0,
+            infeasible_limit: None,
         })
         .await?
         .into_inner();

@@ -332,6 +332,40 @@ struct DeltaSync {
     latency: Latency,
 }
 
+/// Times `args.rank_samples` Rank calls of distinct pods one at a time on `replica`.
+async fn measure_rank(
+    replica: &Replica,
+    snapshot_id: &str,
+    args: &Args,
+    infeasible_limit: Option<u32>,
+) -> anyhow::Result<RankRun> {
+    let rank_pods = synth::distinct_pods(args.rank_samples.max(1), args.seed ^ 0x7a4c);
+    let mut latencies = Vec::with_capacity(rank_pods.len());
+    let (mut rank_bytes, mut rank_infeasible) = (0, 0);
+    let mut client = replica.client.clone();
+    for (i, pod) in rank_pods.into_iter().enumerate() {
+        let req = proto::RankRequest {
+            snapshot: snapshot_ref(snapshot_id),
+            pod: Some(pod),
+            policy: String::new(),
+            top_k: RANK_TOP_K,
+            seed: i as u64,
+            infeasible_limit,
+        };
+        let t = Instant::now();
+        let resp = client.rank(req).await.context("Rank")?.into_inner();
+        latencies.push(t.elapsed());
+        rank_bytes += resp.encoded_len();
+        rank_infeasible += resp.infeasible.len();
+    }
+    let calls = latencies.len().max(1);
+    Ok(RankRun {
+        latency: Latency::of(&mut latencies),
+        mean_response_bytes: rank_bytes / calls,
+        mean_infeasible_nodes: rank_infeasible / calls,
+    })
+}
+
 /// Rank calls one at a time.
 #[derive(Debug, Clone, Serialize)]
 struct RankRun {
@@ -378,6 +412,8 @@ struct Report {
     full_sync: Vec<FullSync>,
     deltas: Vec<DeltaSync>,
     rank: RankRun,
+    /// The same calls with `infeasible_limit: 0` (only the best nodes in the answer).
+    rank_best_only: RankRun,
     schedule: Vec<ScheduleRun>,
     memory: Vec<ReplicaMemory>,
 }
@@ -694,32 +730,15 @@ async fn run(args: Args) -> anyhow::Result<Report> {
     }
     say(quiet, "deltas timed");
 
-    // Rank, one call at a time, on the first replica.
-    let rank_pods = synth::distinct_pods(args.rank_samples.max(1), args.seed ^ 0x7a4c);
-    let mut latencies = Vec::with_capacity(rank_pods.len());
-    let (mut rank_bytes, mut rank_infeasible) = (0, 0);
-    let mut client = replicas[0].client.clone();
-    for (i, pod) in rank_pods.into_iter().enumerate() {
-        let req = proto::RankRequest {
-            snapshot: snapshot_ref(&snapshot_id),
-            pod: Some(pod),
-            policy: String::new(),
-            top_k: RANK_TOP_K,
-            seed: i as u64,
-        };
-        let t = Instant::now();
-        let resp = client.rank(req).await.context("Rank")?.into_inner();
-        latencies.push(t.elapsed());
-        rank_bytes += resp.encoded_len();
-        rank_infeasible += resp.infeasible.len();
-    }
-    let calls = latencies.len().max(1);
-    let rank = RankRun {
-        latency: Latency::of(&mut latencies),
-        mean_response_bytes: rank_bytes / calls,
-        mean_infeasible_nodes: rank_infeasible / calls,
-    };
+    // Rank, one call at a time, on the first replica: with every infeasible node listed, then
+    // with none.
+    let rank = measure_rank(&replicas[0], &snapshot_id, &args, None).await?;
     say(quiet, format!("rank p99 {:.3} ms", rank.latency.p99_ms));
+    let rank_best_only = measure_rank(&replicas[0], &snapshot_id, &args, Some(0)).await?;
+    say(
+        quiet,
+        format!("rank (infeasible_limit 0) p99 {:.3} ms", rank_best_only.latency.p99_ms),
+    );
 
     // Schedule batches.
     let pool_batches = args.batches.min(DISTINCT_POOL_BATCHES);
@@ -786,6 +805,7 @@ async fn run(args: Args) -> anyhow::Result<Report> {
         full_sync,
         deltas,
         rank,
+        rank_best_only,
         schedule,
         memory,
     })
@@ -836,6 +856,11 @@ fn print_table(r: &Report) {
     println!(
         "  answers: {} bytes and {} infeasible nodes listed on average",
         r.rank.mean_response_bytes, r.rank.mean_infeasible_nodes
+    );
+    let b = &r.rank_best_only;
+    println!(
+        "Rank with infeasible_limit 0: mean {:.3} ms, p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms; answers {} bytes",
+        b.latency.mean_ms, b.latency.p50_ms, b.latency.p99_ms, b.latency.max_ms, b.mean_response_bytes
     );
     println!();
     println!(

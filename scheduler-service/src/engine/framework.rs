@@ -1125,7 +1125,7 @@ pub struct Ranking {
     pub feasible: Vec<RankedNode>,
     /// All feasible nodes.
     pub feasible_count: usize,
-    /// Every rejected node, in name order.
+    /// The rejected nodes, in name order: all, or the first [`Evaluator::with_rejected_limit`].
     pub rejected: Vec<RejectedNode>,
     /// The reason histogram.
     pub diagnosis: Diagnosis,
@@ -1166,6 +1166,8 @@ pub struct Evaluator<'a> {
     static_cache: StaticCache,
     /// Whether Schedule may take the plain pass (tests turn it off to compare with the general one).
     allow_plain: bool,
+    /// How many rejected nodes Rank lists; `None` lists all.
+    rejected_limit: Option<usize>,
 }
 
 impl<'a> Evaluator<'a> {
@@ -1182,7 +1184,15 @@ impl<'a> Evaluator<'a> {
             reuse: true,
             static_cache: StaticCache::default(),
             allow_plain: true,
+            rejected_limit: None,
         }
+    }
+
+    /// Lists at most `limit` rejected nodes (in name order) in each [`Ranking`]; the diagnosis
+    /// still counts every node. `None` (the default) lists all.
+    pub fn with_rejected_limit(mut self, limit: Option<usize>) -> Self {
+        self.rejected_limit = limit;
+        self
     }
 
     /// The snapshot evaluated.
@@ -1623,21 +1633,25 @@ impl<'a> Evaluator<'a> {
         let nodes = self.snapshot.nodes();
         let mut counts: Vec<(Reason, u32)> = Vec::new();
         let mut rejected_nodes: Vec<RejectedNode> = Vec::new();
-        let mut last = u32::MAX;
+        // The node whose reasons are being listed (a node's reasons are consecutive).
+        let mut listing = u32::MAX;
         for (i, plugin, reason) in rejected {
             match counts.iter_mut().find(|(r, _)| *r == reason) {
                 Some((_, n)) => *n += 1,
                 None => counts.push((reason.clone(), 1)),
             }
-            match rejected_nodes.last_mut() {
-                Some(node) if i == last => node.reasons.push(reason),
-                _ => rejected_nodes.push(RejectedNode {
+            if i == listing {
+                if let Some(node) = rejected_nodes.last_mut() {
+                    node.reasons.push(reason);
+                }
+            } else if self.rejected_limit.is_none_or(|limit| rejected_nodes.len() < limit) {
+                rejected_nodes.push(RejectedNode {
                     node: nodes[i as usize].spec.name.clone(),
                     plugin,
                     reasons: vec![reason],
-                }),
+                });
+                listing = i;
             }
-            last = i;
         }
         let rejected = rejected_nodes;
         let mut diagnosis = Diagnosis {

@@ -411,8 +411,10 @@ impl PlacementApi {
         let snapshot = self.resolve(req.snapshot).await?;
         self.inner.metrics.nodes_evaluated.inc_by(snapshot.nodes().len() as u64);
         let (top_k, seed) = (req.top_k as usize, req.seed);
+        let limit = req.infeasible_limit.map(|n| n as usize);
         let ranking = blocking(move || {
             Evaluator::new(&profile, &snapshot)
+                .with_rejected_limit(limit)
                 .rank(&pod, top_k, seed, deadline)
                 .map_err(deadline_status)
         })

@@ -82,18 +82,20 @@ class SnapshotRef(_message.Message):
     def __init__(self, snapshot_id: _Optional[str] = ..., inline: _Optional[_Union[Snapshot, _Mapping]] = ...) -> None: ...
 
 class RankRequest(_message.Message):
-    __slots__ = ("snapshot", "pod", "policy", "top_k", "seed")
+    __slots__ = ("snapshot", "pod", "policy", "top_k", "seed", "infeasible_limit")
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     POD_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    INFEASIBLE_LIMIT_FIELD_NUMBER: _ClassVar[int]
     snapshot: SnapshotRef
     pod: Pod
     policy: str
     top_k: int
     seed: int
-    def __init__(self, snapshot: _Optional[_Union[SnapshotRef, _Mapping]] = ..., pod: _Optional[_Union[Pod, _Mapping]] = ..., policy: _Optional[str] = ..., top_k: _Optional[int] = ..., seed: _Optional[int] = ...) -> None: ...
+    infeasible_limit: int
+    def __init__(self, snapshot: _Optional[_Union[SnapshotRef, _Mapping]] = ..., pod: _Optional[_Union[Pod, _Mapping]] = ..., policy: _Optional[str] = ..., top_k: _Optional[int] = ..., seed: _Optional[int] = ..., infeasible_limit: _Optional[int] = ...) -> None: ...
 
 class RankResponse(_message.Message):
     __slots__ = ("policy", "feasible", "feasible_count", "infeasible", "message", "node_count", "nominated_node_name", "victim_uids")
