@@ -635,6 +635,11 @@ impl<'a> PodPlan<'a> {
         mix(seed ^ xxhash_rust::xxh3::xxh3_64(pod.uid.as_bytes()))
     }
 
+    /// The pod's tie-break seed (the policy's and the request's seed mixed with the pod's uid).
+    pub(super) fn tie_seed(&self) -> u64 {
+        self.tie_seed
+    }
+
     fn tie_break(&self, name_hash: u64) -> u64 {
         mix(self.tie_seed ^ name_hash)
     }

@@ -14,8 +14,11 @@
 //!   priority, the smallest sum of priorities, the fewest victims, the latest start time of the
 //!   highest-priority victims, then the first node by name.
 //!
-//! One deliberate difference: kube-scheduler dry-runs a random sample of the candidate nodes (at
-//! least 100 or 10 %); this engine dry-runs every candidate node, so the answer is deterministic.
+//! - Sampling (`DryRunPreemption`): like kube-scheduler, the dry run walks the potential nodes from
+//!   an offset and stops once it has found `max(10 % of them, 100)` candidates, at least one of them
+//!   without PDB violations (DefaultPreemptionArgs' defaults). kube-scheduler draws the offset at
+//!   random; here it comes from the pod's tie-break seed, so a decision can be replayed.
+//!
 //! Only pods bound in the snapshot are victims; pods placed earlier in the same batch are not.
 
 use std::sync::Arc;
@@ -190,22 +193,39 @@ pub(super) fn post_filter(
         Some((_, n)) => *n += 1,
         None => statuses.push((reason, 1)),
     };
-    for (i, entry) in nodes.iter().enumerate() {
-        let mut potential = true;
-        let mut rejected = false;
-        filter_node(profile, plan, i, entry, usage.get(i), &mut |plugin, r| {
-            rejected = true;
-            potential &= resolvable(&pod.requests, entry, plugin, &r);
-        });
-        if !rejected || !potential {
-            continue;
-        }
+    let potential: Vec<usize> = nodes
+        .iter()
+        .enumerate()
+        .filter(|&(i, entry)| {
+            let mut potential = true;
+            let mut rejected = false;
+            filter_node(profile, plan, i, entry, usage.get(i), &mut |plugin, r| {
+                rejected = true;
+                potential &= resolvable(&pod.requests, entry, plugin, &r);
+            });
+            rejected && potential
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let (offset, wanted) = dry_run_window(potential.len(), plan.tie_seed());
+    let mut without_violations = 0usize;
+    for k in 0..potential.len() {
+        let i = potential[(offset + k) % potential.len()];
+        let entry = &nodes[i];
         tried += 1;
         match select_victims(profile, plan, pod.priority, entry, usage, i, &entry.usage.pods, &pdbs) {
-            Ok(c) => candidates.push(c),
+            Ok(c) => {
+                without_violations += usize::from(c.pdb_violations == 0);
+                candidates.push(c);
+                if without_violations > 0 && candidates.len() >= wanted {
+                    break;
+                }
+            }
             Err(reasons) => reasons.into_iter().for_each(&mut count),
         }
     }
+    // The last tie-break is the node name: candidates in node order.
+    candidates.sort_by_key(|c| c.node);
     let Some(best) = pick_one(candidates) else {
         let not_helpful = nodes.len() as u32 - tried;
         if not_helpful > 0 {
@@ -230,6 +250,24 @@ pub(super) fn post_filter(
         node: nodes[best.node].spec.name.clone(),
         victims: best.victims.iter().map(|v| uid(v)).collect(),
     });
+}
+
+/// DefaultPreemptionArgs' defaults: the dry run looks for at least this share of the potential
+/// nodes (percent) ...
+const MIN_CANDIDATE_NODES_PERCENTAGE: usize = 10;
+/// ... and at least this many.
+const MIN_CANDIDATE_NODES_ABSOLUTE: usize = 100;
+
+/// Where the dry run over `potential` nodes starts and how many candidates it looks for
+/// (kube-scheduler's `GetOffsetAndNumCandidates`, the offset drawn from `seed` instead of at random).
+pub(super) fn dry_run_window(potential: usize, seed: u64) -> (usize, usize) {
+    if potential == 0 {
+        return (0, 0);
+    }
+    let wanted = (potential * MIN_CANDIDATE_NODES_PERCENTAGE / 100)
+        .max(MIN_CANDIDATE_NODES_ABSOLUTE)
+        .min(potential);
+    ((seed % potential as u64) as usize, wanted)
 }
 
 /// kube-scheduler's `SelectVictimsOnNode`: the fewest, least important lower-priority pods whose

@@ -540,3 +540,66 @@ fn rank_nominates_too() {
         "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient memory."
     );
 }
+
+// ---- Sampling the potential nodes (DryRunPreemption) ----
+
+#[test]
+fn the_dry_run_looks_for_ten_percent_of_the_potential_nodes_and_at_least_a_hundred() {
+    // kube-scheduler's calculateNumCandidates with MinCandidateNodesPercentage 10 and
+    // MinCandidateNodesAbsolute 100.
+    for (potential, wanted) in [
+        (0, 0),
+        (1, 1),
+        (50, 50),
+        (100, 100),
+        (999, 100),
+        (1000, 100),
+        (1234, 123),
+        (5000, 500),
+    ] {
+        let (offset, n) = dry_run_window(potential, 12_345);
+        assert_eq!(n, wanted, "{potential} potential nodes");
+        assert!(offset < potential.max(1), "offset {offset} within {potential}");
+    }
+    assert_ne!(
+        dry_run_window(1000, 1).0,
+        dry_run_window(1000, 2).0,
+        "the offset follows the seed"
+    );
+}
+
+/// 300 equal nodes, each freed by evicting its one low-priority pod: every node is a candidate and
+/// all tie, so the nominated node is the first by name among those the dry run looked at — the
+/// 100 potential nodes from the seed's offset on — not always the first of all.
+#[test]
+fn the_dry_run_stops_after_enough_candidates_from_the_seeded_offset() {
+    let names: Vec<String> = (0..300).map(|i| format!("n{i:03}")).collect();
+    let nodes: Vec<NodeSpec> = names.iter().map(|n| machine(n)).collect();
+    let bound: Vec<PodSpec> = names
+        .iter()
+        .map(|n| on(n, &format!("{n}-low"), VERY_LARGE, LOW, T))
+        .collect();
+    let snap = Snapshot::build(nodes, bound).unwrap();
+    let profile = Profile::new(Policy::kube_default());
+    let mut chosen = std::collections::BTreeSet::new();
+    for seed in 0..8u64 {
+        let pod = sized(&format!("preemptor-{seed}"), LARGE, HIGH);
+        let plan = PodPlan::new(&profile, &snap, &pod, seed, &Default::default(), None);
+        let (offset, wanted) = dry_run_window(300, plan.tie_seed());
+        assert_eq!(wanted, 100);
+        let window: Vec<usize> = (0..wanted).map(|k| (offset + k) % 300).collect();
+        let expected = &names[*window.iter().min().unwrap()];
+        let decision = Evaluator::new(&profile, &snap)
+            .schedule(std::slice::from_ref(&pod), seed, Deadline::none())
+            .unwrap()
+            .remove(0);
+        let Decision::Unschedulable(d) = decision else {
+            panic!("seed {seed}: the pod fits nowhere without preemption");
+        };
+        let nomination = d.nomination.expect("a nomination");
+        assert_eq!(&nomination.node, expected, "seed {seed}: offset {offset}");
+        assert_eq!(nomination.victims, vec![Arc::<str>::from(format!("{expected}-low"))]);
+        chosen.insert(nomination.node);
+    }
+    assert!(chosen.len() > 1, "different seeds start elsewhere: {chosen:?}");
+}
