@@ -3,7 +3,8 @@
 //!
 //! Groups: `rank/<N>_nodes` (one Rank of a distinct pod, top 10), `rank/topology_pod` (a pod with
 //! required anti-affinity and zone spreading), `schedule/distinct_pods` and
-//! `schedule/replica_pods` (batches of 256 pods with neither), `schedule/topology_pods` (256 pods
+//! `schedule/replica_pods` (batches of 256 pods with neither; `schedule/distinct_pods_without_topology_plugins`
+//! the same distinct batch under a policy without the two topology plugins), `schedule/topology_pods` (256 pods
 //! of 8-replica workloads with hostname anti-affinity and zone/hostname spreading),
 //! `snapshot/full_build` and `snapshot/delta_one_node`. After them it times 2,000 Rank calls one
 //! by one and prints their latency percentiles.
@@ -33,6 +34,9 @@ struct Fixture {
     pods: Vec<PodSpec>,
     snapshot: Snapshot,
     profile: Profile,
+    /// kube's default policy without InterPodAffinity and PodTopologySpread, to show what they
+    /// cost pods that do not use them.
+    without_topology: Profile,
     distinct: Vec<PodSpec>,
     replicas: Vec<PodSpec>,
     /// Pods with anti-affinity and spreading, 8 replicas per workload.
@@ -89,6 +93,7 @@ impl Fixture {
             pods,
             snapshot,
             profile: Profile::new(Policy::kube_default()),
+            without_topology: Profile::new(without_topology_plugins()),
             distinct: convert_pods(&synth::distinct_pods(LATENCY_SAMPLES, SEED)),
             replicas: convert_pods(&synth::replica_pods(BATCH, SEED)),
             topology: convert_pods(&synth::topology_pods(BATCH, 8, SEED)),
@@ -136,6 +141,19 @@ impl Fixture {
     }
 }
 
+/// kube's default policy without the two topology plugins.
+fn without_topology_plugins() -> Policy {
+    use placement_scheduler::engine::policy::{FilterPlugin, ScorePlugin};
+    let mut policy = Policy::kube_default();
+    policy
+        .filters
+        .retain(|f| !matches!(f, FilterPlugin::InterPodAffinity | FilterPlugin::PodTopologySpread));
+    policy
+        .scores
+        .retain(|s| !matches!(s.plugin, ScorePlugin::InterPodAffinity | ScorePlugin::PodTopologySpread));
+    policy
+}
+
 fn bench_rank(c: &mut Criterion, fx: &Fixture) {
     let mut group = c.benchmark_group("rank");
     group.throughput(Throughput::Elements(1));
@@ -174,6 +192,10 @@ fn bench_schedule(c: &mut Criterion, fx: &Fixture) {
                     .expect("no deadline"),
             )
         })
+    });
+    let mut plain = Evaluator::new(&fx.without_topology, &fx.snapshot);
+    group.bench_function("distinct_pods_without_topology_plugins", |b| {
+        b.iter(|| black_box(plain.schedule(distinct, SEED, Deadline::none()).expect("no deadline")))
     });
     group.bench_function("replica_pods", |b| {
         b.iter(|| {
