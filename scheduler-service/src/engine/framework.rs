@@ -1194,7 +1194,8 @@ impl<'a> Evaluator<'a> {
     }
 
     /// Lists at most `limit` rejected nodes (in name order) in each [`Ranking`]; the diagnosis
-    /// still counts every node. `None` (the default) lists all.
+    /// still counts every node, except that with `Some(0)` and some node feasible no reasons are
+    /// gathered at all (nothing would show them). `None` (the default) lists all.
     pub fn with_rejected_limit(mut self, limit: Option<usize>) -> Self {
         self.rejected_limit = limit;
         self
@@ -1631,10 +1632,28 @@ impl<'a> Evaluator<'a> {
         let usage = BatchUsage::new(self.snapshot);
         // Rejections are recorded by node index and reason; names are built once, at the end.
         let mut rejected: Vec<(u32, FilterPlugin, Reason)> = Vec::new();
-        self.evaluate(&plan, &usage, &Placed::default(), deadline, &mut |i, plugin, reason| {
-            rejected.push((i as u32, plugin, reason));
-        })
-        .map_err(|()| EvalError::DeadlineExceeded { done: 0, total: 1 })?;
+        let timeout = || EvalError::DeadlineExceeded { done: 0, total: 1 };
+        if self.allow_plain && plan.plain && plan.topo.is_none() {
+            // The plain pass scores; the nodes it left out are filtered again for their reasons,
+            // unless nothing would show them (no list wanted and some node feasible).
+            self.evaluate_plain(&plan, &usage, deadline).map_err(|()| timeout())?;
+            if self.candidates.is_empty() || self.rejected_limit != Some(0) {
+                let mut feasible = self.candidates.iter().map(|c| c.index as usize).peekable();
+                for (i, entry) in self.snapshot.nodes().iter().enumerate() {
+                    if feasible.next_if_eq(&i).is_some() {
+                        continue;
+                    }
+                    filter_node(self.profile, &plan, i, entry, usage.get(i), &mut |plugin, reason| {
+                        rejected.push((i as u32, plugin, reason))
+                    });
+                }
+            }
+        } else {
+            self.evaluate(&plan, &usage, &Placed::default(), deadline, &mut |i, plugin, reason| {
+                rejected.push((i as u32, plugin, reason));
+            })
+            .map_err(|()| timeout())?;
+        }
         let nodes = self.snapshot.nodes();
         let mut counts: Vec<(Reason, u32)> = Vec::new();
         let mut rejected_nodes: Vec<RejectedNode> = Vec::new();

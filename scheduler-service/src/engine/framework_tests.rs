@@ -870,3 +870,25 @@ fn plain_pass_equals_the_general_one_on_the_synthetic_cluster() {
         assert_eq!(plain, general);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+    /// Rank through the plain pass (and the reasons of the nodes it left out) answers exactly as
+    /// the general pass: the same ranking, rejected nodes with their reasons, and diagnosis.
+    #[test]
+    fn rank_with_the_plain_pass_equals_the_general_one(
+        (nodes, batch) in arb_cluster(),
+        policy in 0usize..4,
+        top_k in 0usize..4,
+        seed in any::<u64>(),
+    ) {
+        let snap = snapshot(nodes);
+        let profile = Profile::new(weighted_policies().swap_remove(policy));
+        for p in &batch {
+            let plain = Evaluator::new(&profile, &snap).rank(p, top_k, seed, Deadline::none()).unwrap();
+            let mut general = Evaluator::new(&profile, &snap);
+            general.allow_plain = false;
+            prop_assert_eq!(plain, general.rank(p, top_k, seed, Deadline::none()).unwrap());
+        }
+    }
+}
