@@ -14,7 +14,7 @@ use super::interpod::{self, InterPodFilter};
 use super::model::{tolerated, HostPort, NodeSpec, PodSpec, Taint, TaintEffect, Toleration};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
 use super::resources::ResourceName;
-use super::snapshot::{image_hash, BoundPod, NodeEntry, NodeHot, NodeUsage, Snapshot, NODE_UNIQUE_LABELS};
+use super::snapshot::{image_hash, port_bits, BoundPod, NodeEntry, NodeHot, NodeUsage, Snapshot, NODE_UNIQUE_LABELS};
 use super::spread::{self, SpreadFilter, SpreadScore};
 use super::topology::{DomainCounts, Existing, Placed};
 
@@ -339,6 +339,8 @@ pub(super) struct PodPlan<'a> {
     /// The pod's images present on some node: (hash of the name, count of nodes having it).
     images: Vec<(u64, i64)>,
     tolerates_unschedulable: bool,
+    /// [`port_bits`] of the pod's host ports (0 without any).
+    port_bits: u64,
     tie_seed: u64,
     /// The pod selects on a per-node label or field, so static predicates run node by node.
     per_node: bool,
@@ -548,6 +550,7 @@ impl<'a> PodPlan<'a> {
                 .collect(),
             images,
             tolerates_unschedulable: tolerated(&pod.tolerations, &unschedulable_taint),
+            port_bits: port_bits(&pod.host_ports),
             tie_seed: Self::tie_seed_for(seed, pod),
             per_node,
             class_evals: Arc::from(Vec::new()),
@@ -581,7 +584,6 @@ impl<'a> PodPlan<'a> {
         let has = |f: FilterPlugin| profile.policy.filters.contains(&f);
         let slots = profile.slot_of;
         plan.plain = !per_node
-            && (pod.host_ports.is_empty() || !has(FilterPlugin::NodePorts))
             && (pod.node_name.as_deref().is_none_or(str::is_empty) || !has(FilterPlugin::NodeName))
             && pod.requests.scalars.is_empty()
             && (slots.fit.is_none() || profile.fit_cpu_memory.is_some())
@@ -693,7 +695,7 @@ fn run_filter(
             }
         }
         FilterPlugin::NodePorts => {
-            if ports_conflict(&pod.host_ports, &node.usage.host_ports) {
+            if plan.port_bits & node.hot.port_bits != 0 && ports_conflict(&pod.host_ports, &node.usage.host_ports) {
                 report(Reason::NodePortsConflict);
                 return false;
             }
@@ -1277,7 +1279,7 @@ impl<'a> Evaluator<'a> {
     }
 
     /// [`Evaluator::evaluate`] for the common pod, when no reasons are wanted: no topology state,
-    /// no host ports, no node name, no extended resources, not selecting per node, under a policy
+    /// no node name, no extended resources, not selecting per node, under a policy
     /// whose resource scores read cpu and memory only. Every filter then reads the node's hot
     /// fields or its class, and NodeAffinity's and TaintToleration's scores are per class, so they
     /// are normalized once per class instead of once per node. Bit for bit the same candidates,
@@ -1292,6 +1294,11 @@ impl<'a> Evaluator<'a> {
         let req = &plan.pod.requests;
         let (want_cpu, want_memory, want_ephemeral) = (req.milli_cpu, req.memory, req.ephemeral_storage);
         let check_fit = profile.policy.filters.contains(&FilterPlugin::NodeResourcesFit);
+        let ports = if profile.policy.filters.contains(&FilterPlugin::NodePorts) {
+            plan.port_bits
+        } else {
+            0
+        };
         let fit = slots.fit.zip(profile.fit_cpu_memory);
         let balanced = slots.balanced.zip(plan.balanced_requests.as_deref());
         let image = slots.image.filter(|_| !plan.images.is_empty());
@@ -1303,6 +1310,9 @@ impl<'a> Evaluator<'a> {
             }
             let se = &evals[h.class as usize];
             if se.rejected {
+                continue;
+            }
+            if ports & h.port_bits != 0 && ports_conflict(&plan.pod.host_ports, &usage.get(i).host_ports) {
                 continue;
             }
             if check_fit

@@ -238,8 +238,16 @@ pub struct NodeHot {
     pub pod_count: i64,
     /// Hash of the node name (tie-breaks).
     pub name_hash: u64,
+    /// [`port_bits`] of the host ports in use: a pod whose bits miss these conflicts with none.
+    pub port_bits: u64,
     /// Node class.
     pub class: u32,
+}
+
+/// A 64-bit summary of host ports (bit `port % 64` each): two lists can only conflict if their
+/// summaries share a bit, since conflicting ports are equal.
+pub fn port_bits(ports: &[HostPort]) -> u64 {
+    ports.iter().fold(0, |bits, p| bits | 1u64 << (p.port % 64))
 }
 
 impl NodeHot {
@@ -258,6 +266,7 @@ impl NodeHot {
             non_zero_memory: usage.non_zero_memory,
             pod_count: usage.pod_count,
             name_hash: entry.name_hash,
+            port_bits: port_bits(&usage.host_ports),
             class: entry.class,
         }
     }
