@@ -2018,7 +2018,7 @@ async fn schedule_honours_anti_affinity_and_spread_within_one_batch() {
         u.message,
         "0/5 nodes are available: 2 node(s) didn't match pod anti-affinity rules, \
          3 node(s) didn't match pod topology spread constraints. preemption: 0/5 nodes are available: \
-         5 Preemption is not helpful for scheduling."
+         5 No preemption victims found for incoming pod."
     );
     stop_server(tx, handle).await;
 }

@@ -353,12 +353,12 @@ pub(super) struct PodPlan<'a> {
     /// The profile's [`Profile::static_filters`].
     static_filters: (bool, bool, bool),
     /// InterPodAffinity's and PodTopologySpread's state; `None` when neither has work.
-    topo: Option<Box<TopoState>>,
+    pub(super) topo: Option<Box<TopoState>>,
 }
 
 /// The topology plugins' PreFilter and PreScore state for one pod.
 #[derive(Debug, Default)]
-struct TopoState {
+pub(super) struct TopoState {
     spread_filter: Option<SpreadFilter>,
     interpod_filter: Option<InterPodFilter>,
     interpod_score: Option<DomainCounts>,
@@ -376,6 +376,51 @@ fn has_topology_terms(pod: &PodSpec) -> bool {
 }
 
 impl TopoState {
+    /// A copy of the filters' state alone, for a preemption dry run to update.
+    pub(super) fn filters(&self) -> Self {
+        Self {
+            spread_filter: self.spread_filter.clone(),
+            interpod_filter: self.interpod_filter.clone(),
+            interpod_score: None,
+            spread_score: None,
+        }
+    }
+
+    /// kube-scheduler's PreFilterExtensions AddPod (`delta` 1) / RemovePod (−1) for both topology
+    /// filters: counts the bound pod `other`, on node `node`, in or out for the incoming `pod`.
+    pub(super) fn update_filters(
+        &mut self,
+        snapshot: &Snapshot,
+        pod: &PodSpec,
+        other: &BoundPod,
+        node: usize,
+        delta: i64,
+    ) {
+        if let Some(f) = self.spread_filter.as_mut() {
+            f.update(&pod.namespace, &other.namespace, &other.labels, node, delta);
+        }
+        if let Some(f) = self.interpod_filter.as_mut() {
+            let terms = other.affinity.as_deref();
+            let other = super::topology::PodRef {
+                node,
+                namespace: &other.namespace,
+                labels: &other.labels,
+                affinity: terms.map(|t| &t.0).filter(|t| !t.is_empty()),
+                anti_affinity: terms.map(|t| &t.1).filter(|t| !t.is_empty()),
+            };
+            let placed = Placed::default();
+            f.update(
+                &Existing {
+                    snapshot,
+                    placed: &placed,
+                },
+                pod,
+                &other,
+                delta,
+            );
+        }
+    }
+
     /// PreFilter and PreScore of both plugins for `plan`'s pod, with `placed` already on their
     /// nodes; `None` (at no cost) when neither the pod nor any existing pod has such terms.
     fn build(profile: &Profile, snapshot: &Snapshot, placed: &Placed<'_>, plan: &PodPlan<'_>) -> Option<Box<Self>> {
@@ -660,6 +705,7 @@ struct NodeView<'n> {
 fn run_filter(
     plugin: FilterPlugin,
     plan: &PodPlan<'_>,
+    topo: Option<&TopoState>,
     se: &StaticEval,
     node: &NodeView<'_>,
     report: &mut impl FnMut(Reason),
@@ -702,9 +748,7 @@ fn run_filter(
         }
         FilterPlugin::NodeResourcesFit => return fits(pod, node, report),
         FilterPlugin::PodTopologySpread => {
-            if let Some(v) = plan
-                .topo
-                .as_ref()
+            if let Some(v) = topo
                 .and_then(|t| t.spread_filter.as_ref())
                 .and_then(|f| f.check(node.index))
             {
@@ -713,9 +757,7 @@ fn run_filter(
             }
         }
         FilterPlugin::InterPodAffinity => {
-            if let Some(v) = plan
-                .topo
-                .as_ref()
+            if let Some(v) = topo
                 .and_then(|t| t.interpod_filter.as_ref())
                 .and_then(|f| f.check(node.index))
             {
@@ -727,11 +769,13 @@ fn run_filter(
     true
 }
 
-/// Runs every filter of the profile for the pod on node `i` with the given usage (preemption's
-/// dry runs); reports each rejection and returns whether the node passes.
+/// Runs every filter of the profile for the pod on node `i` with the given usage and topology
+/// state (preemption's dry runs pass theirs; otherwise the plan's); reports each rejection and
+/// returns whether the node passes.
 pub(super) fn filter_node(
     profile: &Profile,
     plan: &PodPlan<'_>,
+    topo: Option<&TopoState>,
     index: usize,
     entry: &NodeEntry,
     usage: &NodeUsage,
@@ -753,7 +797,7 @@ pub(super) fn filter_node(
         .policy
         .filters
         .iter()
-        .all(|&f| run_filter(f, plan, &se, &node, &mut |r| report(f, r)))
+        .all(|&f| run_filter(f, plan, topo, &se, &node, &mut |r| report(f, r)))
 }
 
 fn ports_conflict(wanted: &[HostPort], used: &[HostPort]) -> bool {
@@ -1462,7 +1506,7 @@ impl<'a> Evaluator<'a> {
             &profile.plain_filters
         };
         for &f in filters {
-            if !run_filter(f, plan, &se, &node, &mut |r| on_reject(f, r)) {
+            if !run_filter(f, plan, plan.topo.as_deref(), &se, &node, &mut |r| on_reject(f, r)) {
                 return None;
             }
         }
@@ -1653,9 +1697,15 @@ impl<'a> Evaluator<'a> {
                     if feasible.next_if_eq(&i).is_some() {
                         continue;
                     }
-                    filter_node(self.profile, &plan, i, entry, usage.get(i), &mut |plugin, reason| {
-                        rejected.push((i as u32, plugin, reason))
-                    });
+                    filter_node(
+                        self.profile,
+                        &plan,
+                        None,
+                        i,
+                        entry,
+                        usage.get(i),
+                        &mut |plugin, reason| rejected.push((i as u32, plugin, reason)),
+                    );
                 }
             }
         } else {

@@ -55,7 +55,7 @@ fn namespace_labels<'a>(existing: &Existing<'a>, pod: &PodSpec) -> &'a Labels {
 }
 
 /// InterPodAffinity's PreFilter state for one pod.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct InterPodFilter {
     affinity: DomainCounts,
     affinity_slots: Vec<usize>,
@@ -130,6 +130,36 @@ impl InterPodFilter {
             anti_slots,
             existing_anti,
         })
+    }
+
+    /// kube-scheduler's PreFilterExtensions AddPod (`delta` 1) and RemovePod (−1,
+    /// `updateWithPod`): counts `other` in or out of the state for the incoming `pod`, exactly as
+    /// [`InterPodFilter::new`] counted each existing pod.
+    pub fn update(&mut self, existing: &Existing<'_>, pod: &PodSpec, other: &PodRef<'_>, delta: i64) {
+        let snapshot = existing.snapshot;
+        let ns_labels = namespace_labels(existing, pod);
+        for term in other.anti_affinity.map(|t| t.required.as_slice()).unwrap_or(&[]) {
+            if their_term_matches(term, other, pod, ns_labels) {
+                let slot = self.existing_anti.slot(snapshot, &term.topology_key);
+                self.existing_anti.add(slot, other.node, delta);
+            }
+        }
+        let required = &pod.pod_affinity.required;
+        if required.first().is_some_and(|first| {
+            first.selector.as_ref().is_some_and(|s| s.matches(other.labels))
+                && required.iter().all(|t| own_term_matches(existing, pod, t, other))
+        }) {
+            for &slot in &self.affinity_slots {
+                self.affinity.add(slot, other.node, delta);
+            }
+        }
+        for (term, &slot) in pod.pod_anti_affinity.required.iter().zip(&self.anti_slots) {
+            if term.selector.as_ref().is_some_and(|s| s.matches(other.labels))
+                && own_term_matches(existing, pod, term, other)
+            {
+                self.anti.add(slot, other.node, delta);
+            }
+        }
     }
 
     /// Filter: the first rule the node breaks, in kube-scheduler's order.

@@ -4,8 +4,13 @@
 //!
 //! - Eligibility: a pod with `preemptionPolicy: Never` never preempts.
 //! - Candidate nodes: only nodes that failed with a resolvable status (NodePorts, NodeResourcesFit
-//!   short of room); a node failing NodeUnschedulable, NodeName, TaintToleration or NodeAffinity, or
-//!   too small for the pod even when empty, is UnschedulableAndUnresolvable.
+//!   short of room, PodTopologySpread's skew, InterPodAffinity's anti-affinity rules, the pod's or
+//!   existing pods'); a node failing NodeUnschedulable, NodeName, TaintToleration or NodeAffinity,
+//!   too small for the pod even when empty, lacking a spread constraint's topology label, or failing
+//!   the pod's own required affinity is UnschedulableAndUnresolvable.
+//! - The dry run keeps the topology filters' state in step with the pods it removes and reprieves
+//!   (kube-scheduler's PreFilterExtensions `RemovePod`/`AddPod`), so evicting a pod that an
+//!   anti-affinity rule or a skew counts can make room.
 //! - Victims on a node (`SelectVictimsOnNode`): remove every lower-priority pod; if the pod still
 //!   does not fit, the node is no candidate. Otherwise reprieve pods, most important first,
 //!   PodDisruptionBudget-violating ones before the others, keeping each one that still lets the
@@ -23,7 +28,7 @@
 
 use std::sync::Arc;
 
-use super::framework::{filter_node, BatchUsage, Diagnosis, Nomination, PodPlan, Profile, Reason};
+use super::framework::{filter_node, BatchUsage, Diagnosis, Nomination, PodPlan, Profile, Reason, TopoState};
 use super::model::{Labels, PodSpec, Requirement};
 use super::policy::FilterPlugin;
 use super::resources::ResourceName;
@@ -161,6 +166,11 @@ fn resolvable(pod_requests: &super::resources::Resources, entry: &NodeEntry, plu
             };
             pod_requests.get(name) <= alloc
         }
+        // PodTopologySpread's skew and InterPodAffinity's anti-affinity rules may clear when pods
+        // go (kube-scheduler's Unschedulable); a missing topology label and the pod's own
+        // affinity may not (UnschedulableAndUnresolvable).
+        (FilterPlugin::PodTopologySpread, Reason::TopologySpread(v)) => *v == super::spread::Violation::Skew,
+        (FilterPlugin::InterPodAffinity, Reason::InterPodAffinity(v)) => *v != super::interpod::Violation::Affinity,
         _ => false,
     }
 }
@@ -199,10 +209,18 @@ pub(super) fn post_filter(
         .filter(|&(i, entry)| {
             let mut potential = true;
             let mut rejected = false;
-            filter_node(profile, plan, i, entry, usage.get(i), &mut |plugin, r| {
-                rejected = true;
-                potential &= resolvable(&pod.requests, entry, plugin, &r);
-            });
+            filter_node(
+                profile,
+                plan,
+                plan.topo.as_deref(),
+                i,
+                entry,
+                usage.get(i),
+                &mut |plugin, r| {
+                    rejected = true;
+                    potential &= resolvable(&pod.requests, entry, plugin, &r);
+                },
+            );
             rejected && potential
         })
         .map(|(i, _)| i)
@@ -211,9 +229,8 @@ pub(super) fn post_filter(
     let mut without_violations = 0usize;
     for k in 0..potential.len() {
         let i = potential[(offset + k) % potential.len()];
-        let entry = &nodes[i];
         tried += 1;
-        match select_victims(profile, plan, pod.priority, entry, usage, i, &entry.usage.pods, &pdbs) {
+        match select_victims(profile, snapshot, plan, pod.priority, usage, i, &pdbs) {
             Ok(c) => {
                 without_violations += usize::from(c.pdb_violations == 0);
                 candidates.push(c);
@@ -275,16 +292,18 @@ pub(super) fn dry_run_window(potential: usize, seed: u64) -> (usize, usize) {
 #[allow(clippy::too_many_arguments)]
 fn select_victims(
     profile: &Profile,
+    snapshot: &Snapshot,
     plan: &PodPlan<'_>,
     preemptor_priority: i32,
-    entry: &NodeEntry,
     usage: &BatchUsage<'_>,
     i: usize,
-    pods: &[Arc<BoundPod>],
     pdbs: &[&Pdb],
 ) -> Result<Candidate, Vec<String>> {
-    // `pods` is sorted by priority, lowest first.
-    let mut potential: Vec<Arc<BoundPod>> = pods
+    let entry = &snapshot.nodes()[i];
+    // The node's pods are sorted by priority, lowest first.
+    let mut potential: Vec<Arc<BoundPod>> = entry
+        .usage
+        .pods
         .iter()
         .take_while(|p| priority(p) < preemptor_priority)
         .cloned()
@@ -293,11 +312,16 @@ fn select_victims(
         return Err(vec![NO_VICTIMS.to_string()]);
     }
     let mut node_usage = usage.get(i).clone();
+    // The topology filters' state follows the pods removed and reprieved (RemovePod / AddPod).
+    let mut topo = plan.topo.as_deref().map(TopoState::filters);
     for p in &potential {
         node_usage.remove(p);
+        if let Some(t) = topo.as_mut() {
+            t.update_filters(snapshot, plan.pod, p, i, -1);
+        }
     }
     let mut reasons = Vec::new();
-    if !filter_node(profile, plan, i, entry, &node_usage, &mut |_, r| {
+    if !filter_node(profile, plan, topo.as_ref(), i, entry, &node_usage, &mut |_, r| {
         reasons.push(r.to_string())
     }) {
         return Err(reasons);
@@ -308,10 +332,16 @@ fn select_victims(
     let mut pdb_violations = 0;
     let mut reprieve = |p: &Arc<BoundPod>, node_usage: &mut super::snapshot::NodeUsage| {
         node_usage.add(p);
-        if filter_node(profile, plan, i, entry, node_usage, &mut |_, _| {}) {
+        if let Some(t) = topo.as_mut() {
+            t.update_filters(snapshot, plan.pod, p, i, 1);
+        }
+        if filter_node(profile, plan, topo.as_ref(), i, entry, node_usage, &mut |_, _| {}) {
             true
         } else {
             node_usage.remove(p);
+            if let Some(t) = topo.as_mut() {
+                t.update_filters(snapshot, plan.pod, p, i, -1);
+            }
             victims.push(Arc::clone(p));
             false
         }

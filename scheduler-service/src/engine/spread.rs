@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use super::model::{
-    LabelSelector, NodeInclusionPolicy, PodSpec, Requirement, SelectorOp, SpreadConstraint, WhenUnsatisfiable,
+    LabelSelector, Labels, NodeInclusionPolicy, PodSpec, Requirement, SelectorOp, SpreadConstraint, WhenUnsatisfiable,
 };
 use super::policy::PodTopologySpreadArgs;
 use super::snapshot::{Snapshot, Topology};
@@ -133,7 +133,7 @@ impl Constraint {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct FilterConstraint {
     topo: Arc<Topology>,
     max_skew: i64,
@@ -142,10 +142,34 @@ struct FilterConstraint {
     counts: Vec<i64>,
     /// The global minimum (0 while fewer than minDomains domains exist).
     min_match: i64,
+    /// The selector, for [`SpreadFilter::update`].
+    selector: Option<LabelSelector>,
+    /// Per node, whether it counts (has every key, passes the node policies).
+    eligible: Arc<[bool]>,
+    /// Per domain, whether some eligible node is in it.
+    present: Arc<[bool]>,
+    /// Fewer domains than minDomains: the global minimum stays 0.
+    short_of_domains: bool,
+}
+
+impl FilterConstraint {
+    /// The global minimum over the domains present, from the counts.
+    fn min_of(counts: &[i64], present: &[bool], short_of_domains: bool) -> i64 {
+        if short_of_domains {
+            return 0;
+        }
+        counts
+            .iter()
+            .zip(present)
+            .filter(|(_, p)| **p)
+            .map(|(c, _)| *c)
+            .min()
+            .unwrap_or(i64::from(i32::MAX))
+    }
 }
 
 /// PodTopologySpread's PreFilter state for one pod.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct SpreadFilter {
     constraints: Vec<FilterConstraint>,
 }
@@ -192,23 +216,43 @@ impl SpreadFilter {
                     }
                 });
                 let domains = present[i].iter().filter(|p| **p).count() as i64;
-                let min = counts
-                    .iter()
-                    .zip(&present[i])
-                    .filter(|(_, p)| **p)
-                    .map(|(c, _)| *c)
-                    .min()
-                    .unwrap_or(i64::from(i32::MAX));
+                let short_of_domains = domains < c.min_domains;
                 FilterConstraint {
                     topo: Arc::clone(topo),
                     max_skew: c.max_skew,
                     self_match: c.selector.as_ref().is_some_and(|s| s.matches(&pod.labels)),
+                    min_match: FilterConstraint::min_of(&counts, &present[i], short_of_domains),
                     counts,
-                    min_match: if domains < c.min_domains { 0 } else { min },
+                    selector: c.selector.clone(),
+                    eligible: Arc::from(std::mem::take(&mut eligible[i])),
+                    present: Arc::from(present[i].as_slice()),
+                    short_of_domains,
                 }
             })
             .collect();
         Some(Self { constraints })
+    }
+
+    /// kube-scheduler's PreFilterExtensions AddPod (`delta` 1) and RemovePod (−1): counts a pod
+    /// of namespace `namespace` with `labels` on `node` in or out, for the incoming pod of
+    /// namespace `own_namespace`.
+    pub fn update(&mut self, own_namespace: &str, namespace: &str, labels: &Labels, node: usize, delta: i64) {
+        if namespace != own_namespace {
+            return;
+        }
+        for c in &mut self.constraints {
+            if !c.eligible.get(node).copied().unwrap_or(false)
+                || !c.selector.as_ref().is_some_and(|s| s.matches(labels))
+            {
+                continue;
+            }
+            let d = c.topo.node_domain[node];
+            if d == Topology::NONE {
+                continue;
+            }
+            c.counts[d as usize] += delta;
+            c.min_match = FilterConstraint::min_of(&c.counts, &c.present, c.short_of_domains);
+        }
     }
 
     /// Filter: the first constraint the node breaks.

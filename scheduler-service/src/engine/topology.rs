@@ -115,7 +115,7 @@ impl<'a> Existing<'a> {
 }
 
 /// Counts per (topology key, value) pair, as kube-scheduler's `topologyToMatchedTermCount`.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct DomainCounts {
     keys: Vec<(String, Arc<Topology>, Vec<i64>)>,
 }

@@ -522,8 +522,8 @@ fn a_node_missing_the_topology_key_is_rejected_with_its_own_reason() {
         rank_in(&snap, &p).diagnosis.message(),
         "0/4 nodes are available: 1 Too many pods, 1 node(s) didn't match pod topology spread constraints \
          (missing required label), 2 node(s) didn't match pod topology spread constraints. preemption: \
-         0/4 nodes are available: 1 No preemption victims found for incoming pod, 3 Preemption is not \
-         helpful for scheduling."
+         0/4 nodes are available: 1 Preemption is not helpful for scheduling, 3 No preemption victims \
+         found for incoming pod."
     );
 }
 
@@ -740,7 +740,7 @@ fn a_batch_honours_anti_affinity_between_its_own_pods() {
     match &out[4] {
         Decision::Unschedulable(d) => assert_eq!(
             d.message(),
-            "0/4 nodes are available: 4 node(s) didn't match pod anti-affinity rules. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
+            "0/4 nodes are available: 4 node(s) didn't match pod anti-affinity rules. preemption: 0/4 nodes are available: 4 No preemption victims found for incoming pod."
         ),
         other => panic!("the fifth replica has no node left: {other:?}"),
     }
@@ -935,4 +935,120 @@ proptest! {
             }
         }
     }
+}
+
+// ---- Preemption through the topology filters (kube's PreFilterExtensions RemovePod/AddPod) ----
+
+/// A priority-`p` copy of a pod.
+fn prio(mut p: PodSpec, priority: i32) -> PodSpec {
+    p.priority = priority;
+    p
+}
+
+/// The single decision for `p` on a snapshot of `nodes` with `bound` pods.
+fn decide_one(nodes: Vec<NodeSpec>, bound: Vec<PodSpec>, p: &PodSpec) -> Decision {
+    let snap = Snapshot::build(nodes, bound).unwrap();
+    let profile = Profile::new(Policy::kube_default());
+    Evaluator::new(&profile, &snap)
+        .schedule(std::slice::from_ref(p), 0, Deadline::none())
+        .unwrap()
+        .remove(0)
+}
+
+/// The nominated node and victims, or the preemption message.
+fn preemption(d: Decision) -> Result<(String, Vec<String>), String> {
+    match d {
+        Decision::Unschedulable(diag) => match diag.nomination {
+            Some(n) => Ok((n.node, n.victims.iter().map(|v| v.to_string()).collect())),
+            None => Err(diag.message()),
+        },
+        Decision::Node { node, .. } => Err(format!("placed on {node}")),
+    }
+}
+
+#[test]
+fn preemption_evicts_the_lower_priority_pod_the_incoming_anti_affinity_repels() {
+    let nodes = vec![node("n1", &[(HOST, "n1")]), node("n2", &[(HOST, "n2")])];
+    let bound = vec![
+        prio(bound("web-low", "n1", &[("app", "web")]), 0),
+        prio(bound("web-high", "n2", &[("app", "web")]), 1000),
+    ];
+    let mut p = prio(pod("p", &[("app", "api")]), 100);
+    p.pod_anti_affinity = required(vec![term(is_in("app", &["web"]), HOST)]);
+    assert_eq!(
+        preemption(decide_one(nodes.clone(), bound.clone(), &p)),
+        Ok(("n1".to_string(), vec!["web-low".to_string()]))
+    );
+    // Below both web pods' priority, nothing can be evicted.
+    p.priority = -1;
+    let message = preemption(decide_one(nodes, bound, &p)).unwrap_err();
+    assert!(
+        message.ends_with("preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."),
+        "{message}"
+    );
+}
+
+#[test]
+fn preemption_evicts_the_lower_priority_pod_whose_anti_affinity_repels_the_incoming_one() {
+    let nodes = vec![node("n1", &[(HOST, "n1")])];
+    let mut low = prio(bound("loner", "n1", &[("app", "loner")]), 0);
+    low.pod_anti_affinity = required(vec![term(is_in("app", &["db"]), HOST)]);
+    // A bystander that does not matter to the rule stays.
+    let bystander = prio(bound("other", "n1", &[("app", "other")]), 0);
+    let p = prio(pod("db-0", &[("app", "db")]), 100);
+    assert_eq!(
+        preemption(decide_one(nodes, vec![low, bystander], &p)),
+        Ok(("n1".to_string(), vec!["loner".to_string()]))
+    );
+}
+
+#[test]
+fn preemption_lowers_a_domain_count_until_the_skew_allows_the_pod() {
+    // Hostname spreading with maxSkew 1: n1 has two matching low pods, n2 one matching pod of
+    // higher priority and no room. Evicting one pod on n1 brings its skew to 1.
+    let mut n2 = node("n2", &[(HOST, "n2")]);
+    n2.allocatable.milli_cpu = 1000;
+    let nodes = vec![node("n1", &[(HOST, "n1")]), n2];
+    let mut big = prio(bound("x-high", "n2", &[("app", "x")]), 1000);
+    big.requests.milli_cpu = 1000;
+    let bound = vec![
+        prio(bound("x-low-a", "n1", &[("app", "x")]), 0),
+        prio(bound("x-low-b", "n1", &[("app", "x")]), 0),
+        big,
+    ];
+    let mut p = prio(pod("x-new", &[("app", "x")]), 100);
+    p.requests.milli_cpu = 500;
+    p.spread_constraints = vec![spread(1, HOST, WhenUnsatisfiable::DoNotSchedule, is_in("app", &["x"]))];
+    let (node, victims) = preemption(decide_one(nodes, bound, &p)).unwrap();
+    assert_eq!(node, "n1");
+    assert_eq!(victims.len(), 1, "one eviction is enough: {victims:?}");
+    assert!(victims[0].starts_with("x-low-"));
+}
+
+#[test]
+fn own_affinity_and_missing_topology_labels_are_not_resolved_by_preemption() {
+    // Required affinity to pods that do not exist: UnschedulableAndUnresolvable in kube.
+    let nodes = vec![node("n1", &[(HOST, "n1")])];
+    let bound_pods = vec![prio(bound("low", "n1", &[("app", "other")]), 0)];
+    let mut p = prio(pod("p", &[("app", "api")]), 100);
+    p.pod_affinity = required(vec![term(is_in("app", &["db"]), HOST)]);
+    let message = preemption(decide_one(nodes, bound_pods.clone(), &p)).unwrap_err();
+    assert!(
+        message.ends_with("preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."),
+        "{message}"
+    );
+    // A node without the constraint's key.
+    let unlabelled = vec![node("n1", &[])];
+    let mut q = prio(pod("q", &[("app", "api")]), 100);
+    q.spread_constraints = vec![spread(
+        1,
+        "zone",
+        WhenUnsatisfiable::DoNotSchedule,
+        is_in("app", &["api"]),
+    )];
+    let message = preemption(decide_one(unlabelled, bound_pods, &q)).unwrap_err();
+    assert!(
+        message.ends_with("preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."),
+        "{message}"
+    );
 }
