@@ -501,6 +501,8 @@ fn mix(mut z: u64) -> u64 {
 /// What a pod's static predicates depend on: its node selection and its tolerations.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct StaticKey {
+    /// The profile's [`Profile::static_filters`], which [`StaticEval::rejected`] depends on.
+    static_filters: (bool, bool, bool),
     node_selector: Vec<(String, String)>,
     required_affinity: Option<Vec<super::model::SelectorTerm>>,
     preferred_affinity: Vec<super::model::PreferredTerm>,
@@ -508,9 +510,10 @@ struct StaticKey {
 }
 
 impl StaticKey {
-    fn hash_of(pod: &PodSpec) -> u64 {
+    fn hash_of(pod: &PodSpec, static_filters: (bool, bool, bool)) -> u64 {
         use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        static_filters.hash(&mut h);
         pod.node_selector.hash(&mut h);
         pod.required_affinity.hash(&mut h);
         pod.preferred_affinity.hash(&mut h);
@@ -518,15 +521,17 @@ impl StaticKey {
         h.finish()
     }
 
-    fn is_of(&self, pod: &PodSpec) -> bool {
-        self.node_selector == pod.node_selector
+    fn is_of(&self, pod: &PodSpec, static_filters: (bool, bool, bool)) -> bool {
+        self.static_filters == static_filters
+            && self.node_selector == pod.node_selector
             && self.required_affinity == pod.required_affinity
             && self.preferred_affinity == pod.preferred_affinity
             && self.tolerations == pod.tolerations
     }
 
-    fn of(pod: &PodSpec) -> Self {
+    fn of(pod: &PodSpec, static_filters: (bool, bool, bool)) -> Self {
         Self {
+            static_filters,
             node_selector: pod.node_selector.clone(),
             required_affinity: pod.required_affinity.clone(),
             preferred_affinity: pod.preferred_affinity.clone(),
@@ -535,28 +540,30 @@ impl StaticKey {
     }
 }
 
-/// The per-class static predicates of the pods one evaluator has seen, by what they depend on:
-/// pods that differ in requests or identity but select and tolerate alike share them.
+/// The per-class static predicates of the pods evaluated against a lineage of snapshots (one
+/// full snapshot and those derived from it by deltas), by what they depend on: pods that differ
+/// in requests or identity but select and tolerate alike share them. Node classes are append-only
+/// within a lineage, so an entry stays valid; one made before new classes appeared is extended.
 #[derive(Debug, Default)]
-pub(super) struct StaticCache {
+pub struct StaticCache {
     by_hash: HashMap<u64, (StaticKey, Arc<[StaticEval]>)>,
 }
 
 impl StaticCache {
-    /// Entries kept at most; the cache starts over beyond (distinct pods keep coming).
-    const LIMIT: usize = 4096;
+    /// Entries kept at most (about 9 KB each at 376 classes); the cache starts over beyond.
+    const LIMIT: usize = 512;
 }
 
 impl<'a> PodPlan<'a> {
-    /// What `pod` needs of every node; with a `cache`, per-class static predicates are reused
-    /// from (and added to) it.
+    /// What `pod` needs of every node; with `cached`, per-class static predicates are reused
+    /// from (and added to) the snapshot lineage's [`StaticCache`].
     pub(super) fn new(
         profile: &Profile,
         snapshot: &Snapshot,
         pod: &'a PodSpec,
         seed: u64,
         placed: &Placed<'_>,
-        cache: Option<&mut StaticCache>,
+        cached: bool,
     ) -> Self {
         let fit_requests = profile
             .fit_resources
@@ -604,26 +611,40 @@ impl<'a> PodPlan<'a> {
             topo: None,
         };
         if !per_node {
-            let compute =
-                |plan: &Self| -> Arc<[StaticEval]> { snapshot.classes().iter().map(|c| plan.static_eval(c)).collect() };
-            plan.class_evals = match cache {
-                None => compute(&plan),
-                Some(cache) => {
-                    let hash = StaticKey::hash_of(pod);
-                    match cache.by_hash.get(&hash) {
-                        Some((key, evals)) if key.is_of(pod) && evals.len() == snapshot.classes().len() => {
-                            Arc::clone(evals)
+            let classes = snapshot.classes();
+            // Every class's static predicates: those in `known` (evaluated earlier), then the rest.
+            let compute = |plan: &Self, known: &[StaticEval]| -> Arc<[StaticEval]> {
+                known
+                    .iter()
+                    .copied()
+                    .chain(classes.iter().skip(known.len()).map(|c| plan.static_eval(c)))
+                    .collect()
+            };
+            plan.class_evals = if cached {
+                let filters = profile.static_filters;
+                let hash = StaticKey::hash_of(pod, filters);
+                let lock = || snapshot.static_cache().lock().unwrap_or_else(|e| e.into_inner());
+                let hit = match lock().by_hash.get(&hash) {
+                    Some((key, evals)) if key.is_of(pod, filters) => Some(Arc::clone(evals)),
+                    _ => None,
+                };
+                match hit {
+                    Some(evals) if evals.len() >= classes.len() => evals,
+                    hit => {
+                        // Evaluated outside the lock; an entry from before new classes is extended.
+                        let evals = compute(&plan, hit.as_deref().unwrap_or(&[]));
+                        let mut cache = lock();
+                        if cache.by_hash.len() >= StaticCache::LIMIT {
+                            cache.by_hash.clear();
                         }
-                        _ => {
-                            let evals = compute(&plan);
-                            if cache.by_hash.len() >= StaticCache::LIMIT {
-                                cache.by_hash.clear();
-                            }
-                            cache.by_hash.insert(hash, (StaticKey::of(pod), Arc::clone(&evals)));
-                            evals
-                        }
+                        cache
+                            .by_hash
+                            .insert(hash, (StaticKey::of(pod, filters), Arc::clone(&evals)));
+                        evals
                     }
                 }
+            } else {
+                compute(&plan, &[])
             };
         }
         let has = |f: FilterPlugin| profile.policy.filters.contains(&f);
@@ -1213,8 +1234,6 @@ pub struct Evaluator<'a> {
     topo_active: (bool, bool),
     /// Whether Schedule re-scores only the node that changed for a pod identical to the one before.
     reuse: bool,
-    /// Per-class static predicates of the pods seen, shared by pods that select and tolerate alike.
-    static_cache: StaticCache,
     /// Whether Schedule may take the plain pass (tests turn it off to compare with the general one).
     allow_plain: bool,
     /// How many rejected nodes Rank lists; `None` lists all.
@@ -1233,7 +1252,6 @@ impl<'a> Evaluator<'a> {
             norm_min: [0; MAX_SCORES],
             topo_active: (false, false),
             reuse: true,
-            static_cache: StaticCache::default(),
             allow_plain: true,
             rejected_limit: None,
         }
@@ -1675,14 +1693,7 @@ impl<'a> Evaluator<'a> {
 
     /// Ranks every node for one pod: the `top_k` best feasible nodes (0 for all) and every rejected node.
     pub fn rank(&mut self, pod: &PodSpec, top_k: usize, seed: u64, deadline: Deadline) -> Result<Ranking, EvalError> {
-        let plan = PodPlan::new(
-            self.profile,
-            self.snapshot,
-            pod,
-            seed,
-            &Placed::default(),
-            Some(&mut self.static_cache),
-        );
+        let plan = PodPlan::new(self.profile, self.snapshot, pod, seed, &Placed::default(), true);
         let usage = BatchUsage::new(self.snapshot);
         // Rejections are recorded by node index and reason; names are built once, at the end.
         let mut rejected: Vec<(u32, FilterPlugin, Reason)> = Vec::new();
@@ -1843,14 +1854,7 @@ impl<'a> Evaluator<'a> {
                 _ => false,
             };
             if !reused {
-                let fresh = PodPlan::new(
-                    self.profile,
-                    self.snapshot,
-                    pod,
-                    seed,
-                    &placed,
-                    Some(&mut self.static_cache),
-                );
+                let fresh = PodPlan::new(self.profile, self.snapshot, pod, seed, &placed, true);
                 // Most pods fit somewhere, so reasons are only gathered (in a second pass, from
                 // the same usage) for a pod that fits nowhere.
                 self.evaluate_quiet(&fresh, &usage, &placed, deadline)

@@ -701,6 +701,8 @@ fn nodes_differing_only_by_hostname_share_a_class_yet_hostname_selection_works()
     assert_eq!(r.rejected.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(), ["c"]);
 }
 
+/// Also the static predicates cache a lineage shares: the pod's entry, made on the base with two
+/// classes, is extended for the class the delta adds, and still serves the base.
 #[test]
 fn a_delta_that_relabels_a_node_moves_it_to_another_class() {
     let mut a = node("a", 1000, 1000);
@@ -858,7 +860,7 @@ fn plain_pass_equals_the_general_one_on_the_synthetic_cluster() {
     let profile = Profile::new(Policy::kube_default());
     let plain_count = batch
         .iter()
-        .filter(|p| PodPlan::new(&profile, &snap, p, 0, &Placed::default(), None).plain)
+        .filter(|p| PodPlan::new(&profile, &snap, p, 0, &Placed::default(), false).plain)
         .count();
     assert!(
         plain_count > batch.len() / 2,

@@ -584,7 +584,7 @@ fn the_dry_run_stops_after_enough_candidates_from_the_seeded_offset() {
     let mut chosen = std::collections::BTreeSet::new();
     for seed in 0..8u64 {
         let pod = sized(&format!("preemptor-{seed}"), LARGE, HIGH);
-        let plan = PodPlan::new(&profile, &snap, &pod, seed, &Default::default(), None);
+        let plan = PodPlan::new(&profile, &snap, &pod, seed, &Default::default(), false);
         let (offset, wanted) = dry_run_window(300, plan.tie_seed());
         assert_eq!(wanted, 100);
         let window: Vec<usize> = (0..wanted).map(|k| (offset + k) % 300).collect();

@@ -403,6 +403,9 @@ impl PodIndex {
     }
 }
 
+/// Image hash to (node index, image size) of every node having the image.
+pub type ImagePostings = std::collections::HashMap<u64, Vec<(u32, i64)>>;
+
 /// An immutable cluster snapshot.
 #[derive(Debug, Default)]
 pub struct Snapshot {
@@ -417,8 +420,9 @@ pub struct Snapshot {
     /// Class key hash to the classes with that hash.
     class_index: imbl::HashMap<u64, Vec<u32>>,
     /// Image hash to (node index, image size) for every node having it; built on first use,
-    /// because node indices change with every delta.
-    image_postings: std::sync::OnceLock<std::collections::HashMap<u64, Vec<(u32, i64)>>>,
+    /// because node indices change with deltas that add or remove nodes (a delta that changes no
+    /// node shares its base's).
+    image_postings: std::sync::OnceLock<Arc<ImagePostings>>,
     /// The hot fields of every node, in node order; built on first use.
     hot: std::sync::OnceLock<Vec<NodeHot>>,
     /// Namespace labels by name (for namespace selectors).
@@ -433,6 +437,9 @@ pub struct Snapshot {
     pdbs: imbl::OrdMap<String, Arc<Pdb>>,
     /// Bound members per gang key; built on first use.
     gang_members: std::sync::OnceLock<std::collections::HashMap<Arc<str>, u32>>,
+    /// Static predicates per node class of the pods evaluated so far, shared by the snapshots
+    /// derived from one full snapshot by deltas (their classes only grow).
+    static_cache: Arc<std::sync::Mutex<super::framework::StaticCache>>,
     approx_bytes: usize,
 }
 
@@ -590,7 +597,12 @@ impl Snapshot {
             }
         }
         // The lazily built caches index nodes by position, which the delta may shift: they are
-        // left behind, not copied.
+        // left behind, not copied, but for the image postings when no node changes.
+        let nodes_unchanged = delta.upsert_nodes.is_empty() && delta.remove_nodes.is_empty();
+        let image_postings = std::sync::OnceLock::new();
+        if let Some(p) = self.image_postings.get().filter(|_| nodes_unchanged) {
+            let _ = image_postings.set(Arc::clone(p));
+        }
         let mut next = Snapshot {
             nodes: self.nodes.clone(),
             pods: self.pods.clone(),
@@ -598,7 +610,7 @@ impl Snapshot {
             image_nodes: self.image_nodes.clone(),
             classes: self.classes.clone(),
             class_index: self.class_index.clone(),
-            image_postings: std::sync::OnceLock::new(),
+            image_postings,
             hot: std::sync::OnceLock::new(),
             namespaces: self.namespaces.clone(),
             affinity_pods: self.affinity_pods.clone(),
@@ -606,6 +618,7 @@ impl Snapshot {
             topologies: Default::default(),
             pdbs: self.pdbs.clone(),
             gang_members: std::sync::OnceLock::new(),
+            static_cache: Arc::clone(&self.static_cache),
             approx_bytes: self.approx_bytes,
         };
         for name in &delta.remove_namespaces {
@@ -817,7 +830,7 @@ impl Snapshot {
     }
 
     /// For each image (by hash), the nodes that have it, as (index in [`Snapshot::nodes`], size).
-    pub fn image_postings(&self) -> &std::collections::HashMap<u64, Vec<(u32, i64)>> {
+    pub fn image_postings(&self) -> &ImagePostings {
         self.image_postings.get_or_init(|| {
             let mut m: std::collections::HashMap<u64, Vec<(u32, i64)>> = std::collections::HashMap::new();
             for (i, e) in self.nodes.iter().enumerate() {
@@ -825,8 +838,13 @@ impl Snapshot {
                     m.entry(*h).or_default().push((i as u32, *size));
                 }
             }
-            m
+            Arc::new(m)
         })
+    }
+
+    /// The static predicates cache of this snapshot's lineage (see [`super::framework::StaticCache`]).
+    pub(super) fn static_cache(&self) -> &std::sync::Mutex<super::framework::StaticCache> {
+        &self.static_cache
     }
 
     /// The hot fields of every node, in the order of [`Snapshot::nodes`].
@@ -1097,6 +1115,39 @@ mod tests {
             })
             .unwrap();
         assert_eq!(uids_on(&back, "ghost"), ["g1", "p3"]);
+    }
+
+    #[test]
+    fn image_postings_are_shared_by_a_delta_that_changes_no_node_and_rebuilt_otherwise() {
+        let mut a = node("a", 1000);
+        a.images.insert("img".into(), 5 << 20);
+        let base = Snapshot::build(vec![a, node("c", 1000)], vec![]).unwrap();
+        let h = image_hash("img");
+        assert_eq!(base.image_postings()[&h], [(0, 5 << 20)]);
+        let pods_only = base
+            .apply(Delta {
+                upsert_pods: vec![pod("p1", "a", 100)],
+                ..Default::default()
+            })
+            .unwrap();
+        assert!(
+            std::ptr::eq(pods_only.image_postings(), base.image_postings()),
+            "shared"
+        );
+        let mut b = node("b", 1000);
+        b.images.insert("img".into(), 7 << 20);
+        let with_b = pods_only
+            .apply(Delta {
+                upsert_nodes: vec![b],
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(
+            with_b.image_postings()[&h],
+            [(0, 5 << 20), (1, 7 << 20)],
+            "b sorts before c"
+        );
+        assert_eq!(base.image_postings()[&h], [(0, 5 << 20)]);
     }
 
     #[test]
