@@ -1730,7 +1730,14 @@ impl<'a> Evaluator<'a> {
         let mut rejected_nodes: Vec<RejectedNode> = Vec::new();
         // The node whose reasons are being listed (a node's reasons are consecutive).
         let mut listing = u32::MAX;
+        // For preemption, when no node is feasible: the nodes some reason marks unresolvable.
+        let mut unresolvable = vec![false; if self.candidates.is_empty() { nodes.len() } else { 0 }];
         for (i, plugin, reason) in rejected {
+            if let Some(u) = unresolvable.get_mut(i as usize) {
+                if !super::preemption::resolvable(&pod.requests, &nodes[i as usize], plugin, &reason) {
+                    *u = true;
+                }
+            }
             match counts.iter_mut().find(|(r, _)| *r == reason) {
                 Some((_, n)) => *n += 1,
                 None => counts.push((reason.clone(), 1)),
@@ -1756,7 +1763,16 @@ impl<'a> Evaluator<'a> {
         };
         let feasible_count = self.candidates.len();
         if feasible_count == 0 && !nodes.is_empty() {
-            super::preemption::post_filter(self.profile, self.snapshot, &plan, pod, &usage, &mut diagnosis);
+            let potential = (0..nodes.len()).filter(|&i| !unresolvable[i]).collect();
+            super::preemption::post_filter(
+                self.profile,
+                self.snapshot,
+                &plan,
+                pod,
+                &usage,
+                &mut diagnosis,
+                potential,
+            );
         }
         let k = if top_k == 0 {
             feasible_count
@@ -1866,14 +1882,20 @@ impl<'a> Evaluator<'a> {
                 continue;
             };
             let mut reasons: Vec<(Reason, u32)> = Vec::new();
+            // For preemption: the nodes some reason marks unresolvable.
+            let mut unresolvable: Vec<bool> = Vec::new();
             if self.candidates.is_empty() {
+                let nodes = self.snapshot.nodes();
+                unresolvable = vec![false; node_count];
                 // Few distinct reasons occur: a short list beats hashing one per rejected node.
-                self.evaluate(plan, &usage, &placed, deadline, &mut |_, _, r| match reasons
-                    .iter_mut()
-                    .find(|(x, _)| *x == r)
-                {
-                    Some((_, n)) => *n += 1,
-                    None => reasons.push((r, 1)),
+                self.evaluate(plan, &usage, &placed, deadline, &mut |i, plugin, r| {
+                    if !super::preemption::resolvable(&pod.requests, &nodes[i], plugin, &r) {
+                        unresolvable[i] = true;
+                    }
+                    match reasons.iter_mut().find(|(x, _)| *x == r) {
+                        Some((_, n)) => *n += 1,
+                        None => reasons.push((r, 1)),
+                    }
                 })
                 .map_err(|()| timeout)?;
             }
@@ -1902,7 +1924,17 @@ impl<'a> Evaluator<'a> {
                     // Gang members do not preempt: a gang's victims would be evicted even when the
                     // gang as a whole cannot be placed.
                     if node_count > 0 && pod.gang.is_none() {
-                        super::preemption::post_filter(self.profile, self.snapshot, plan, pod, &usage, &mut diagnosis);
+                        // Every node was rejected: those with only resolvable reasons may be helped.
+                        let potential = (0..node_count).filter(|&i| !unresolvable[i]).collect();
+                        super::preemption::post_filter(
+                            self.profile,
+                            self.snapshot,
+                            plan,
+                            pod,
+                            &usage,
+                            &mut diagnosis,
+                            potential,
+                        );
                     }
                     if let Some(i) = diagnosis
                         .nomination

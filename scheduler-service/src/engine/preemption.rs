@@ -151,7 +151,12 @@ fn importance(a: &BoundPod, b: &BoundPod) -> std::cmp::Ordering {
 
 /// Whether a filter rejection can be resolved by evicting pods (kube-scheduler's `Unschedulable`
 /// as opposed to `UnschedulableAndUnresolvable`).
-fn resolvable(pod_requests: &super::resources::Resources, entry: &NodeEntry, plugin: FilterPlugin, r: &Reason) -> bool {
+pub(super) fn resolvable(
+    pod_requests: &super::resources::Resources,
+    entry: &NodeEntry,
+    plugin: FilterPlugin,
+    r: &Reason,
+) -> bool {
     match (plugin, r) {
         (FilterPlugin::NodePorts, _) => true,
         (FilterPlugin::NodeResourcesFit, Reason::TooManyPods) => true,
@@ -180,7 +185,8 @@ fn resolvable(pod_requests: &super::resources::Resources, entry: &NodeEntry, plu
 /// `preemption: …` message.
 ///
 /// `plan` may have been made for an earlier pod of the batch with the same constraints; identity,
-/// priority and preemption policy are read from `pod`.
+/// priority and preemption policy are read from `pod`. `potential` are the nodes whose every
+/// reason is [`resolvable`], in node order: the caller knows them from filtering every node.
 pub(super) fn post_filter(
     profile: &Profile,
     snapshot: &Snapshot,
@@ -188,6 +194,7 @@ pub(super) fn post_filter(
     pod: &PodSpec,
     usage: &BatchUsage<'_>,
     diag: &mut Diagnosis,
+    potential: Vec<usize>,
 ) {
     if pod.preemption_policy == PreemptionPolicy::Never {
         diag.post_filter = "preemption: not eligible due to preemptionPolicy=Never.".to_string();
@@ -203,28 +210,6 @@ pub(super) fn post_filter(
         Some((_, n)) => *n += 1,
         None => statuses.push((reason, 1)),
     };
-    let potential: Vec<usize> = nodes
-        .iter()
-        .enumerate()
-        .filter(|&(i, entry)| {
-            let mut potential = true;
-            let mut rejected = false;
-            filter_node(
-                profile,
-                plan,
-                plan.topo.as_deref(),
-                i,
-                entry,
-                usage.get(i),
-                &mut |plugin, r| {
-                    rejected = true;
-                    potential &= resolvable(&pod.requests, entry, plugin, &r);
-                },
-            );
-            rejected && potential
-        })
-        .map(|(i, _)| i)
-        .collect();
     let (offset, wanted) = dry_run_window(potential.len(), plan.tie_seed());
     let mut without_violations = 0usize;
     for k in 0..potential.len() {
