@@ -80,6 +80,9 @@ pub struct Pdb {
     pub selector: Option<LabelSelector>,
     /// status.disruptionsAllowed.
     pub disruptions_allowed: i32,
+    /// Uids of the pods in status.disruptedPods: already counted in `disruptions_allowed`, so
+    /// neither counted again nor a violation.
+    pub disrupted_pod_uids: Vec<String>,
 }
 
 impl Pdb {
@@ -97,7 +100,13 @@ impl Pdb {
                 .sum::<usize>()
                 + s.match_expressions.len() * 96
         });
-        std::mem::size_of::<Self>() + self.namespace.len() + self.name.len() + sel + 32
+        let disrupted = self.disrupted_pod_uids.iter().map(|u| u.len() + 24).sum::<usize>();
+        std::mem::size_of::<Self>() + self.namespace.len() + self.name.len() + sel + disrupted + 32
+    }
+
+    /// Whether the pod is listed in status.disruptedPods (its eviction is already counted).
+    fn already_disrupted(&self, uid: &str) -> bool {
+        self.disrupted_pod_uids.iter().any(|u| u == uid)
     }
 
     /// kube-scheduler's match in `filterPodsWithPDBViolation`: same namespace, a non-empty
@@ -355,15 +364,17 @@ fn select_victims(
 
 /// kube-scheduler's `filterPodsWithPDBViolation`: splits the pods (keeping their order) into those
 /// whose eviction would exceed some PDB's disruptionsAllowed, counting the pods before them, and
-/// the others.
+/// the others; a pod in a budget's disruptedPods uses none of it.
 fn split_by_pdb_violation(pods: &[Arc<BoundPod>], pdbs: &[&Pdb]) -> (Vec<Arc<BoundPod>>, Vec<Arc<BoundPod>>) {
     let mut allowed: Vec<i32> = pdbs.iter().map(|p| p.disruptions_allowed).collect();
     let (mut violating, mut non_violating) = (Vec::new(), Vec::new());
     for p in pods {
         let mut violated = false;
-        if p.meta.is_some() {
+        if let Some(meta) = &p.meta {
             for (j, pdb) in pdbs.iter().enumerate() {
-                if pdb.covers(&p.namespace, &p.labels) {
+                // A pod in the budget's disruptedPods was processed by the API server already: it
+                // is not counted again and its eviction is no violation.
+                if pdb.covers(&p.namespace, &p.labels) && !pdb.already_disrupted(&meta.uid) {
                     allowed[j] -= 1;
                     if allowed[j] < 0 {
                         violated = true;

@@ -340,6 +340,7 @@ fn pdb(namespace: &str, app: &str, allowed: i32) -> Pdb {
             match_expressions: vec![],
         }),
         disruptions_allowed: allowed,
+        disrupted_pod_uids: vec![],
     }
 }
 
@@ -409,6 +410,59 @@ fn a_pdb_is_violated_when_nothing_else_makes_room() {
         vec![pdb("default", "db", 1)],
         sized("p", VERY_LARGE, HIGH),
     );
+    assert_eq!(node, "machine1");
+    assert_eq!(victims, ["a", "b"]);
+}
+
+#[test]
+fn a_pod_in_disrupted_pods_uses_no_budget_and_violates_nothing() {
+    // The API server already admitted a's eviction and counted it (disruptionsAllowed 0 now), so
+    // a is no violation; without disruptedPods it is, and the node with an unprotected victim wins.
+    let bound = vec![
+        labelled(on("machine1", "a", VERY_LARGE, LOW, T), "db"),
+        on("machine2", "b", VERY_LARGE, MID, T),
+    ];
+    let (node, _) = nominate(
+        machines(2),
+        bound.clone(),
+        vec![pdb("default", "db", 0)],
+        sized("p", VERY_LARGE, HIGH),
+    );
+    assert_eq!(node, "machine2", "a is protected");
+    let disrupted = Pdb {
+        disrupted_pod_uids: vec!["a".into()],
+        ..pdb("default", "db", 0)
+    };
+    let (node, victims) = nominate(machines(2), bound, vec![disrupted], sized("p", VERY_LARGE, HIGH));
+    assert_eq!(
+        (node.as_str(), victims.as_slice()),
+        ("machine1", &["a".to_string()][..]),
+        "a is already disrupted: no violation, and a lower priority than b"
+    );
+}
+
+#[test]
+fn a_disrupted_pod_does_not_use_the_budget_of_its_neighbours() {
+    // Two covered victims on one node, one allowed disruption: a is already in disruptedPods, so b
+    // takes the one disruption left and nothing is violated (kube-scheduler does not decrement
+    // for a disrupted pod). Without disruptedPods, b would be the violating one.
+    let bound = vec![
+        labelled(on("machine1", "a", MEDIUM, LOW, T), "db"),
+        labelled(on("machine1", "b", MEDIUM, LOW, T + DAY), "db"),
+        on("machine2", "c", VERY_LARGE, MID, T),
+    ];
+    let (node, _) = nominate(
+        machines(2),
+        bound.clone(),
+        vec![pdb("default", "db", 1)],
+        sized("p", VERY_LARGE, HIGH),
+    );
+    assert_eq!(node, "machine2", "machine1 would violate the budget with b");
+    let disrupted = Pdb {
+        disrupted_pod_uids: vec!["a".into()],
+        ..pdb("default", "db", 1)
+    };
+    let (node, victims) = nominate(machines(2), bound, vec![disrupted], sized("p", VERY_LARGE, HIGH));
     assert_eq!(node, "machine1");
     assert_eq!(victims, ["a", "b"]);
 }

@@ -654,6 +654,7 @@ pub fn pdb(path: &str, p: &proto::PodDisruptionBudget) -> Result<Pdb, FieldError
             .map(|s| pdb_selector(&format!("{path}.selector"), s))
             .transpose()?,
         disruptions_allowed: p.disruptions_allowed,
+        disrupted_pod_uids: p.disrupted_pod_uids.clone(),
     })
 }
 

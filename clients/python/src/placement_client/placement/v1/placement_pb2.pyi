@@ -340,16 +340,18 @@ class Gang(_message.Message):
     def __init__(self, name: _Optional[str] = ..., min_members: _Optional[int] = ...) -> None: ...
 
 class PodDisruptionBudget(_message.Message):
-    __slots__ = ("namespace", "name", "selector", "disruptions_allowed")
+    __slots__ = ("namespace", "name", "selector", "disruptions_allowed", "disrupted_pod_uids")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     SELECTOR_FIELD_NUMBER: _ClassVar[int]
     DISRUPTIONS_ALLOWED_FIELD_NUMBER: _ClassVar[int]
+    DISRUPTED_POD_UIDS_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     name: str
     selector: LabelSelector
     disruptions_allowed: int
-    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., disruptions_allowed: _Optional[int] = ...) -> None: ...
+    disrupted_pod_uids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., disruptions_allowed: _Optional[int] = ..., disrupted_pod_uids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LabelSelector(_message.Message):
     __slots__ = ("match_labels", "match_expressions")
