@@ -78,6 +78,9 @@ pub trait ClusterApi: Send + Sync + 'static {
     /// Sets the preemptor's `status.nominatedNodeName`.
     fn nominate(&self, pod: &PodRef, node: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
 
+    /// Clears `status.nominatedNodeName` (the pod was placed elsewhere, or its reservation given up).
+    fn clear_nomination(&self, pod: &PodRef) -> impl Future<Output = Result<(), ApiError>> + Send;
+
     /// Preempts `victim` for `preemptor` as kube-scheduler's `PreemptPod` does: the condition
     /// `DisruptionTarget=True` (reason `PreemptionByScheduler`), a graceful delete (the victim's own
     /// grace period, only if its uid still matches), and the Normal event `Preempted` on the victim.

@@ -22,7 +22,9 @@ use tonic_types::StatusExt;
 use tracing::Instrument;
 
 use crate::api::{ApiError, ClusterApi, PodRef};
-use crate::groups::{gang_key, gang_verdict, is_member, GangVerdict, Nominations};
+use crate::groups::{
+    gang_key, gang_verdict, is_member, GangVerdict, Nomination, NominationTiming, Nominations, RetryEnd,
+};
 use crate::metrics::BinderMetrics;
 use crate::model::{gang_problem, PodInfo};
 use crate::queue::{QueueConfig, QueuedPod, SchedulingQueue};
@@ -50,6 +52,10 @@ pub enum ClusterEvent {
     NamespaceApplied(proto::Namespace),
     /// A namespace was deleted.
     NamespaceDeleted(String),
+    /// A PodDisruptionBudget was added or changed (preemption tries not to violate it).
+    PdbApplied(crate::model::PdbInfo),
+    /// A PodDisruptionBudget was deleted (`namespace/name`).
+    PdbDeleted(String),
 }
 
 /// How the binder batches and binds.
@@ -79,6 +85,9 @@ pub struct BinderConfig {
     pub queue: QueueConfig,
     /// How long a gang's members wait for the rest before they are reported unschedulable.
     pub gang_timeout: Duration,
+    /// How long a preemptor keeps its reservation on the nominated node while its victims
+    /// terminate; then the reservation and `nominatedNodeName` are given up.
+    pub nomination_timeout: Duration,
 }
 
 impl Default for BinderConfig {
@@ -96,6 +105,7 @@ impl Default for BinderConfig {
             bind_retry_backoff: Duration::from_millis(200),
             queue: QueueConfig::default(),
             gang_timeout: Duration::from_secs(60),
+            nomination_timeout: Duration::from_secs(90),
         }
     }
 }
@@ -189,6 +199,11 @@ impl<A: ClusterApi> Binder<A> {
             let burst = NonZeroU32::new(config.api_burst).unwrap_or(qps);
             governor::RateLimiter::direct(Quota::per_second(qps).allow_burst(burst))
         });
+        let timing = NominationTiming {
+            timeout: config.nomination_timeout,
+            initial_retry: config.queue.initial_backoff,
+            max_retry: config.queue.max_backoff,
+        };
         Self {
             shared: Arc::new(Shared {
                 binds: Arc::new(Semaphore::new(config.bind_concurrency.max(1))),
@@ -206,7 +221,7 @@ impl<A: ClusterApi> Binder<A> {
                 leader,
                 limiter,
                 synced: AtomicBool::new(false),
-                nominations: Mutex::new(Nominations::default()),
+                nominations: Mutex::new(Nominations::new(timing)),
             }),
         }
     }
@@ -254,6 +269,16 @@ impl<A: ClusterApi> Binder<A> {
         self.shared.queue.lock().counts()
     }
 
+    /// The PodDisruptionBudgets as the decision service gets them (disruptedPods resolved to uids).
+    pub fn pod_disruption_budgets(&self) -> Vec<proto::PodDisruptionBudget> {
+        self.shared.state.lock().pod_disruption_budgets()
+    }
+
+    /// Preemptors waiting for their victims (with a reservation on their nominated node).
+    pub fn nominations_waiting(&self) -> usize {
+        self.shared.nominations.lock().waiting()
+    }
+
     /// Assumed placements not yet seen bound.
     pub fn assumed(&self) -> usize {
         self.shared.state.lock().assumed_count()
@@ -270,10 +295,18 @@ impl<A: ClusterApi> Binder<A> {
     /// A pod deleted or finished: it leaves the queue and its node; the room it frees may let
     /// unschedulable pods fit (kube-scheduler's AssignedPodDelete event).
     fn pod_gone(&self, uid: &str, now: Instant) {
-        if self.shared.nominations.lock().pod_gone(uid) {
-            self.shared.wake.notify_one();
-        }
         let freed = self.shared.state.lock().delete_pod(uid);
+        {
+            let mut nominations = self.shared.nominations.lock();
+            if nominations.pod_gone(uid) {
+                self.shared.wake.notify_one();
+            }
+            if freed && nominations.waiting() > 0 {
+                // Room freed anywhere may fit a waiting preemptor elsewhere.
+                nominations.retry_all_now(now);
+                self.shared.wake.notify_one();
+            }
+        }
         self.shared.experiments.pod_gone(uid);
         let mut q = self.shared.queue.lock();
         q.remove(uid);
@@ -299,11 +332,21 @@ impl<A: ClusterApi> Binder<A> {
                     let mut q = s.queue.lock();
                     q.move_all_unschedulable(now);
                     self.update_queue_gauges(&q);
+                    drop(q);
+                    s.nominations.lock().retry_all_now(now);
+                    s.wake.notify_one();
                 }
             }
-            ClusterEvent::NodeDeleted(name) => s.state.lock().delete_node(&name),
+            ClusterEvent::NodeDeleted(name) => {
+                s.state.lock().delete_node(&name);
+                // The room a preemptor waits for on that node never comes.
+                s.nominations.lock().node_gone(&name, now);
+                s.wake.notify_one();
+            }
             ClusterEvent::NamespaceApplied(ns) => s.state.lock().apply_namespace(ns),
             ClusterEvent::NamespaceDeleted(name) => s.state.lock().delete_namespace(&name),
+            ClusterEvent::PdbApplied(pdb) => s.state.lock().apply_pdb(pdb),
+            ClusterEvent::PdbDeleted(key) => s.state.lock().delete_pdb(&key),
             ClusterEvent::PodDeleted { uid } => self.pod_gone(&uid, now),
             ClusterEvent::PodApplied(info) => {
                 let uid = info.spec.uid.clone();
@@ -311,6 +354,10 @@ impl<A: ClusterApi> Binder<A> {
                     // A finished pod no longer uses its node.
                     self.pod_gone(&uid, now);
                 } else if info.node_name().is_some() {
+                    // A preemptor bound by someone else (a previous leader) waits for nothing.
+                    if s.nominations.lock().cancel(&uid).is_some() {
+                        s.metrics.nomination_ended("cancelled");
+                    }
                     s.state.lock().apply_bound_pod(info.spec);
                     let mut q = s.queue.lock();
                     q.remove(&uid);
@@ -350,8 +397,10 @@ impl<A: ClusterApi> Binder<A> {
         let mut leader_open = true;
         loop {
             while tasks.try_join_next().is_some() {}
-            for (qp, node, bind) in self.shared.nominations.lock().take_ready() {
+            let ready = self.shared.nominations.lock().take_ready();
+            for (qp, node, bind) in ready {
                 // Every victim is gone: the reserved room is the preemptor's.
+                self.shared.metrics.nomination_ended("victims_gone");
                 self.spawn_bind(&mut tasks, qp, node, bind);
             }
             if !*leader.borrow_and_update() {
@@ -360,9 +409,17 @@ impl<A: ClusterApi> Binder<A> {
                     r = leader.changed(), if leader_open => if r.is_err() { break } else { continue },
                 }
             }
+            if self.shared.synced.load(Ordering::Relaxed) && self.tend_nominations(&mut tasks).await {
+                continue;
+            }
             let ready = self.shared.queue.lock().ready(Instant::now());
             if ready == 0 || !self.shared.synced.load(Ordering::Relaxed) {
-                let wakeup = self.shared.queue.lock().next_wakeup();
+                let queue_wakeup = self.shared.queue.lock().next_wakeup();
+                let nomination_wakeup = self.shared.nominations.lock().next_wakeup();
+                let wakeup = match (queue_wakeup, nomination_wakeup) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
                 let sleep = tokio::time::sleep_until(wakeup.unwrap_or_else(|| Instant::now() + Duration::from_secs(1)));
                 tokio::select! {
                     () = &mut shutdown => break,
@@ -465,6 +522,9 @@ impl<A: ClusterApi> Binder<A> {
         let now = Instant::now();
         for (i, message) in rejected {
             let p = &batch[i];
+            if self.is_retrying(&p.info.spec.uid) {
+                continue;
+            }
             s.queue.lock().unschedulable(&p.info.spec.uid, now);
             s.metrics.attempt(&policy, "error");
             self.spawn_unschedulable(tasks, pod_ref(&p.info.spec), format!("invalid pod: {message}"));
@@ -473,7 +533,9 @@ impl<A: ClusterApi> Binder<A> {
             let mut q = s.queue.lock();
             let mut failed = 0;
             for p in &batch {
-                if q.place_of(&p.info.spec.uid) == Some(crate::queue::Place::InFlight) {
+                if q.place_of(&p.info.spec.uid) == Some(crate::queue::Place::InFlight)
+                    && !self.is_retrying(&p.info.spec.uid)
+                {
                     q.backoff(&p.info.spec.uid, now);
                     s.metrics.attempt(&policy, "error");
                     failed += 1;
@@ -501,8 +563,20 @@ impl<A: ClusterApi> Binder<A> {
             };
             answered.insert(placement.pod_uid.clone());
             use proto::placement::Outcome;
+            let retrying = self.is_retrying(&placement.pod_uid);
             match placement.outcome {
                 Some(Outcome::NodeName(node)) => {
+                    if retrying {
+                        // A waiting preemptor fits now: it binds here; a nomination elsewhere is
+                        // cleared, as its reservation is.
+                        if let Some(n) = s.nominations.lock().cancel(&placement.pod_uid) {
+                            s.metrics.nomination_ended("placed_on_retry");
+                            tracing::info!(pod = %qp.info.key(), nominated = %n.node, %node, "nominated pod fits on retry");
+                            if n.node != node {
+                                self.spawn_clear_nomination(tasks, pod_ref(&qp.info.spec));
+                            }
+                        }
+                    }
                     s.state.lock().assume(qp.info.spec.clone(), &node);
                     let bind = Bind {
                         annotations: route.annotations(&applied_policy),
@@ -511,6 +585,12 @@ impl<A: ClusterApi> Binder<A> {
                     };
                     self.spawn_bind(tasks, (*qp).clone(), node, bind);
                 }
+                Some(Outcome::Unschedulable(u)) if retrying => {
+                    // Still no room: no new preemption while its victims terminate.
+                    s.metrics.attempt(&policy, "unschedulable");
+                    self.keep_waiting(tasks, &placement.pod_uid, Some(&u.message), now);
+                }
+                None if retrying => {}
                 Some(Outcome::Unschedulable(u)) if !u.nominated_node_name.is_empty() => {
                     s.metrics.attempt(&policy, "unschedulable");
                     if routing.active() {
@@ -539,7 +619,10 @@ impl<A: ClusterApi> Binder<A> {
         }
         let mut q = s.queue.lock();
         for p in &pods {
-            if !answered.contains(&p.uid) && q.place_of(&p.uid) == Some(crate::queue::Place::InFlight) {
+            if !answered.contains(&p.uid)
+                && q.place_of(&p.uid) == Some(crate::queue::Place::InFlight)
+                && !self.is_retrying(&p.uid)
+            {
                 q.backoff(&p.uid, now);
             }
         }
@@ -889,39 +972,115 @@ impl<A: ClusterApi> Binder<A> {
         batch
     }
 
-    /// Acts on a nomination (see [`crate::groups`]): reserve the node, nominate, preempt the
-    /// victims, report FailedScheduling; the bind follows once the victims are gone.
-    fn start_preemption(&self, tasks: &mut JoinSet<()>, qp: QueuedPod, u: proto::Unschedulable, bind: Bind) {
+    /// Gives up the nominations past their deadline and decides again, one at a time, the waiting
+    /// preemptors whose retry is due. Returns whether it decided any (the loop then looks again).
+    async fn tend_nominations(&self, tasks: &mut JoinSet<()>) -> bool {
         let s = &self.shared;
-        let node = u.nominated_node_name.clone();
-        let preemptor = pod_ref(&qp.info.spec);
-        let victims: Vec<PodRef> = {
-            let mut st = s.state.lock();
-            st.assume(qp.info.spec.clone(), &node);
-            let mut nominations = s.nominations.lock();
-            let mut q = s.queue.lock();
-            u.victim_uids
-                .iter()
-                .filter_map(|uid| {
-                    // A victim that is itself a preemptor waiting for its room is not deleted: its
-                    // nomination is cleared and it is decided again, as kube-scheduler clears the
-                    // nominations of lower-priority pods.
-                    if nominations.cancel(uid).is_some() {
-                        st.forget(uid);
-                        q.backoff(uid, Instant::now());
-                        return None;
-                    }
-                    st.pod(uid).as_ref().map(pod_ref)
-                })
-                .collect()
+        let now = Instant::now();
+        let expired = s.nominations.lock().take_expired(now);
+        for n in expired {
+            self.give_up_nomination(tasks, n, now);
+        }
+        let due = s.nominations.lock().take_due(now);
+        if due.is_empty() {
+            return false;
+        }
+        for qp in due {
+            // Alone in its batch and without its own reservation: it may fit elsewhere now, or on
+            // its node if room was made. Every other pod's assumptions still count.
+            let uid = qp.info.spec.uid.clone();
+            s.state.lock().forget(&uid);
+            let span = tracing::info_span!("nominated_retry", pod = %qp.info.key());
+            self.schedule_batch(vec![qp], tasks).instrument(span).await;
+            // An outcome that did not settle it (no answer at all) keeps it waiting.
+            self.keep_waiting(tasks, &uid, None, Instant::now());
+        }
+        true
+    }
+
+    /// A preemptor decided again that fits nowhere else keeps its reservation on its node and its
+    /// nomination, and preempts nobody else while its victims terminate; `message` (the service's)
+    /// is reported as kube-scheduler reports a pod not eligible to preempt again.
+    fn keep_waiting(&self, tasks: &mut JoinSet<()>, uid: &str, message: Option<&str>, now: Instant) {
+        let s = &self.shared;
+        let (spec, node) = {
+            let nominations = s.nominations.lock();
+            if !nominations.is_retrying(uid) {
+                return;
+            }
+            match nominations.get(uid) {
+                Some(n) => (n.pod.info.spec.clone(), n.node.clone()),
+                None => return,
+            }
         };
-        tracing::info!(pod = %preemptor.key(), %node, victims = victims.len(), "preempting");
-        s.metrics.preemptions.inc();
-        s.metrics.preemption_victims.observe(victims.len() as f64);
-        s.nominations
-            .lock()
-            .add(qp.clone(), node.clone(), victims.iter().map(|v| v.uid.clone()), bind);
-        let scheduler_name = qp.info.scheduler_name.clone();
+        if !s.queue.lock().contains(uid) {
+            // Deleted or bound meanwhile: the nomination ends with it.
+            if s.nominations.lock().cancel(uid).is_some() {
+                s.metrics.nomination_ended("cancelled");
+            }
+            return;
+        }
+        s.state.lock().assume(spec.clone(), &node);
+        match s.nominations.lock().retry_failed(uid, now) {
+            RetryEnd::Ready => s.wake.notify_one(),
+            RetryEnd::Gone => s.state.lock().forget(uid),
+            RetryEnd::Waiting => {
+                if let Some(message) = message {
+                    let fit = message.split(" preemption: ").next().unwrap_or(message);
+                    let message =
+                        format!("{fit} preemption: not eligible due to a terminating pod on the nominated node.");
+                    self.spawn_unschedulable(tasks, pod_ref(&spec), message);
+                }
+            }
+        }
+    }
+
+    /// Gives a nomination up (its deadline passed, or its node is gone): the reservation goes,
+    /// `nominatedNodeName` is cleared, FailedScheduling says why, and the pod waits as
+    /// unschedulable for the next cluster event.
+    fn give_up_nomination(&self, tasks: &mut JoinSet<()>, n: Nomination<Bind>, now: Instant) {
+        let s = &self.shared;
+        let uid = n.pod.info.spec.uid.clone();
+        let node_exists = s.state.lock().nodes().contains_key(&n.node);
+        let still_there: Vec<String> = {
+            let st = s.state.lock();
+            let mut v: Vec<String> = n
+                .waiting_for
+                .iter()
+                .map(|v| {
+                    st.pod(v)
+                        .map_or_else(|| v.clone(), |p| format!("{}/{}", p.namespace, p.name))
+                })
+                .collect();
+            v.sort();
+            v
+        };
+        s.state.lock().forget(&uid);
+        {
+            let mut q = s.queue.lock();
+            q.unschedulable(&uid, now);
+            self.update_queue_gauges(&q);
+        }
+        let (result, message) = if node_exists {
+            (
+                "timed_out",
+                format!(
+                    "preemption: gave up the nominated node {} after {}s: {} victim(s) still terminating ({}).",
+                    n.node,
+                    now.duration_since(n.since).as_secs(),
+                    still_there.len(),
+                    still_there.join(", ")
+                ),
+            )
+        } else {
+            (
+                "node_gone",
+                format!("preemption: the nominated node {} was deleted.", n.node),
+            )
+        };
+        tracing::warn!(pod = %n.pod.info.key(), node = %n.node, victims = ?still_there, reason = result, "nomination given up");
+        s.metrics.nomination_ended(result);
+        let pod = pod_ref(&n.pod.info.spec);
         let this = self.clone();
         tasks.spawn(async move {
             let s = &this.shared;
@@ -929,18 +1088,115 @@ impl<A: ClusterApi> Binder<A> {
                 return;
             }
             this.rate_limit().await;
+            if let Err(e) = s.api.clear_nomination(&pod).await {
+                tracing::debug!(pod = %pod.key(), error = %e, "clearing nominatedNodeName failed");
+            }
+            this.rate_limit().await;
+            if let Err(e) = s.api.record_unschedulable(&pod, &message).await {
+                tracing::debug!(pod = %pod.key(), error = %e, "recording FailedScheduling failed");
+            }
+        });
+    }
+
+    /// Whether the pod is a waiting preemptor being decided again.
+    fn is_retrying(&self, uid: &str) -> bool {
+        self.shared.nominations.lock().is_retrying(uid)
+    }
+
+    fn spawn_clear_nomination(&self, tasks: &mut JoinSet<()>, pod: PodRef) {
+        let this = self.clone();
+        tasks.spawn(async move {
+            if !*this.shared.leader.borrow() {
+                return;
+            }
+            this.rate_limit().await;
+            if let Err(e) = this.shared.api.clear_nomination(&pod).await {
+                tracing::debug!(pod = %pod.key(), error = %e, "clearing nominatedNodeName failed");
+            }
+        });
+    }
+
+    /// Acts on a nomination (see [`crate::groups`]): reserve the node, nominate, preempt the
+    /// victims, report FailedScheduling; the bind follows once the victims are gone.
+    fn start_preemption(&self, tasks: &mut JoinSet<()>, qp: QueuedPod, u: proto::Unschedulable, bind: Bind) {
+        let s = &self.shared;
+        let node = u.nominated_node_name.clone();
+        let preemptor = pod_ref(&qp.info.spec);
+        let now = Instant::now();
+        let mut lost_nomination: Vec<PodRef> = Vec::new();
+        // Victims to delete, and every victim to wait for (those whose deletion an earlier
+        // nomination already asked for are waited for, never deleted twice).
+        let (to_delete, waiting_for): (Vec<PodRef>, Vec<String>) = {
+            let mut st = s.state.lock();
+            st.assume(qp.info.spec.clone(), &node);
+            let mut nominations = s.nominations.lock();
+            let mut q = s.queue.lock();
+            let mut to_delete = Vec::new();
+            let mut waiting_for = Vec::new();
+            for uid in &u.victim_uids {
+                // A victim that is itself a preemptor waiting for its room is not deleted: its
+                // nomination is cleared and it is decided again, as kube-scheduler clears the
+                // nominations of lower-priority pods.
+                if let Some(lost) = nominations.cancel(uid) {
+                    st.forget(uid);
+                    q.backoff(uid, now);
+                    s.metrics.nomination_ended("cancelled");
+                    lost_nomination.push(pod_ref(&lost.pod.info.spec));
+                    continue;
+                }
+                let Some(victim) = st.pod(uid) else { continue };
+                waiting_for.push(uid.clone());
+                if nominations.mark_preempted(uid) {
+                    to_delete.push(pod_ref(&victim));
+                }
+            }
+            (to_delete, waiting_for)
+        };
+        tracing::info!(pod = %preemptor.key(), %node, victims = waiting_for.len(), deleting = to_delete.len(), "preempting");
+        s.metrics.preemptions.inc();
+        s.metrics.preemption_victims.observe(waiting_for.len() as f64);
+        s.nominations
+            .lock()
+            .add(qp.clone(), node.clone(), waiting_for, bind, now);
+        for pod in lost_nomination {
+            self.spawn_clear_nomination(tasks, pod);
+        }
+        let scheduler_name = qp.info.scheduler_name.clone();
+        let this = self.clone();
+        tasks.spawn(async move {
+            let s = &this.shared;
+            if !*s.leader.borrow() {
+                let mut nominations = s.nominations.lock();
+                for v in &to_delete {
+                    nominations.unmark_preempted(&v.uid);
+                }
+                return;
+            }
+            this.rate_limit().await;
             if let Err(e) = s.api.nominate(&preemptor, &node).await {
                 tracing::debug!(pod = %preemptor.key(), error = %e, "setting nominatedNodeName failed");
             }
-            for victim in &victims {
+            for (i, victim) in to_delete.iter().enumerate() {
                 this.rate_limit().await;
                 if let Err(e) = s.api.preempt(victim, &preemptor, &node, &scheduler_name).await {
                     // The room cannot be made: give the reservation up and decide the pod again.
                     tracing::warn!(pod = %preemptor.key(), victim = %victim.key(), error = %e, "preemption failed");
-                    if s.nominations.lock().cancel(&preemptor.uid).is_some() {
+                    {
+                        let mut nominations = s.nominations.lock();
+                        for v in &to_delete[i..] {
+                            nominations.unmark_preempted(&v.uid);
+                        }
+                    }
+                    let cancelled = s.nominations.lock().cancel(&preemptor.uid).is_some();
+                    if cancelled {
+                        s.metrics.nomination_ended("preemption_failed");
                         s.state.lock().forget(&preemptor.uid);
                         s.queue.lock().backoff(&preemptor.uid, Instant::now());
                         s.wake.notify_one();
+                        this.rate_limit().await;
+                        if let Err(e) = s.api.clear_nomination(&preemptor).await {
+                            tracing::debug!(pod = %preemptor.key(), error = %e, "clearing nominatedNodeName failed");
+                        }
                     }
                     break;
                 }

@@ -113,6 +113,9 @@ mod tests {
         async fn nominate(&self, _: &PodRef, _: &str) -> Result<(), ApiError> {
             Ok(())
         }
+        async fn clear_nomination(&self, _: &PodRef) -> Result<(), ApiError> {
+            Ok(())
+        }
         async fn preempt(&self, _: &PodRef, _: &PodRef, _: &str, _: &str) -> Result<(), ApiError> {
             Ok(())
         }

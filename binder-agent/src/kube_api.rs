@@ -417,6 +417,14 @@ impl ClusterApi for KubeApi {
             .await?)
     }
 
+    async fn clear_nomination(&self, pod: &PodRef) -> Result<(), ApiError> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+        let patch = Patch::Strategic(cleared_nomination_patch());
+        Ok(self
+            .timed(pods.patch_status(&pod.name, &PatchParams::default(), &patch))
+            .await?)
+    }
+
     async fn preempt(
         &self,
         victim: &PodRef,
@@ -470,6 +478,11 @@ impl ClusterApi for KubeApi {
 /// The strategic merge patch of `pods/{name}/status` that nominates a node.
 pub fn nominated_patch(node: &str) -> serde_json::Value {
     json!({ "status": { "nominatedNodeName": node } })
+}
+
+/// The strategic merge patch of `pods/{name}/status` that clears the nominated node.
+pub fn cleared_nomination_patch() -> serde_json::Value {
+    json!({ "status": { "nominatedNodeName": null } })
 }
 
 /// The strategic merge patch of a victim's status: kube-scheduler's `DisruptionTarget` condition.

@@ -297,6 +297,7 @@ pub struct BinderMetrics {
     /// `scheduler_preemption_victims`: victims per preemption, as kube-scheduler's.
     pub preemption_victims: Histogram,
     gangs: Family<ResultLabel, Counter>,
+    nominations: Family<ResultLabel, Counter>,
 }
 
 impl Default for BinderMetrics {
@@ -327,6 +328,7 @@ impl BinderMetrics {
             preemptions: Counter::default(),
             preemption_victims: Histogram::new(exponential_buckets(1.0, 2.0, 7)),
             gangs: Family::default(),
+            nominations: Family::default(),
             registry: Registry::default(),
         };
         r.register(
@@ -389,6 +391,12 @@ impl BinderMetrics {
             "binder_gang_decisions",
             "Gangs popped in a batch: sent whole, held for members, or given up after the timeout",
             m.gangs.clone(),
+        );
+        r.register(
+            "binder_nominations",
+            "Nominations ended, by how: victims_gone (bound to the nominated node), placed_on_retry (fit \
+             when decided again), timed_out and node_gone (reservation given up), preemption_failed, cancelled",
+            m.nominations.clone(),
         );
         Self { registry: r, ..m }
     }
@@ -470,6 +478,16 @@ impl BinderMetrics {
     /// Counts one gang verdict: `sent`, `held` or `timed_out`.
     pub fn gang(&self, result: &'static str) {
         self.gangs.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    /// Counts a nomination ended (see `binder_nominations_total`).
+    pub fn nomination_ended(&self, result: &'static str) {
+        self.nominations.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    /// Nominations ended a given way so far.
+    pub fn nominations_total(&self, result: &'static str) -> u64 {
+        self.nominations.get_or_create(&ResultLabel { result }).get()
     }
 
     /// Gang verdicts of a kind so far.

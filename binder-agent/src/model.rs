@@ -331,6 +331,49 @@ pub fn namespace_info(ns: &k8s_openapi::api::core::v1::Namespace) -> proto::Name
     }
 }
 
+/// A PodDisruptionBudget as the binder tracks it: the message preemption reads (its
+/// `disrupted_pod_uids` still empty) and the names in status.disruptedPods, which the binder's
+/// state resolves to uids against the pods it knows.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PdbInfo {
+    /// namespace, name, selector and disruptionsAllowed.
+    pub pdb: proto::PodDisruptionBudget,
+    /// The keys of status.disruptedPods (pod names), sorted.
+    pub disrupted_pods: Vec<String>,
+}
+
+impl PdbInfo {
+    /// `namespace/name`, the key deltas remove budgets by.
+    pub fn key(&self) -> String {
+        pdb_key(&self.pdb.namespace, &self.pdb.name)
+    }
+}
+
+/// `namespace/name` of a PodDisruptionBudget.
+pub fn pdb_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+/// Projects a policy/v1 PodDisruptionBudget: spec.selector, status.disruptionsAllowed and the names
+/// in status.disruptedPods. A budget without status yet allows no disruption, as the API server's
+/// eviction check treats it.
+pub fn pdb_info(pdb: &k8s_openapi::api::policy::v1::PodDisruptionBudget) -> PdbInfo {
+    let status = pdb.status.as_ref();
+    PdbInfo {
+        pdb: proto::PodDisruptionBudget {
+            namespace: pdb.metadata.namespace.clone().unwrap_or_default(),
+            name: pdb.metadata.name.clone().unwrap_or_default(),
+            selector: pdb.spec.as_ref().and_then(|s| s.selector.as_ref()).map(label_selector),
+            disruptions_allowed: status.map_or(0, |s| s.disruptions_allowed),
+            disrupted_pod_uids: Vec::new(),
+        },
+        disrupted_pods: status
+            .and_then(|s| s.disrupted_pods.as_ref())
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default(),
+    }
+}
+
 /// Projects a Node.
 pub fn node_info(node: &Node) -> proto::Node {
     let spec = node.spec.as_ref();
@@ -511,6 +554,32 @@ mod tests {
                 .unwrap();
         let n = namespace_info(&ns);
         assert_eq!((n.name.as_str(), n.labels["tier"].as_str()), ("shop", "web"));
+    }
+
+    #[test]
+    fn pdb_projection_keeps_selector_budget_and_disrupted_names() {
+        let pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "db", "namespace": "shop"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "db"},
+                     "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a"]}]}},
+            "status": {"disruptionsAllowed": 1, "currentHealthy": 3, "desiredHealthy": 2, "expectedPods": 3,
+                       "disruptedPods": {"db-1": "2026-11-21T10:00:00Z", "db-0": "2026-11-21T10:00:01Z"}}
+        }))
+        .unwrap();
+        let p = pdb_info(&pdb);
+        assert_eq!(p.key(), "shop/db");
+        assert_eq!(p.pdb.disruptions_allowed, 1);
+        let sel = p.pdb.selector.as_ref().unwrap();
+        assert_eq!(sel.match_labels["app"], "db");
+        assert_eq!(sel.match_expressions[0].values, ["a"]);
+        assert_eq!(p.disrupted_pods, ["db-0", "db-1"]);
+        assert!(p.pdb.disrupted_pod_uids.is_empty(), "uids are the state's to resolve");
+        // No status yet: no disruption allowed; no selector: none (matches no pod).
+        let bare: k8s_openapi::api::policy::v1::PodDisruptionBudget =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "x", "namespace": "shop"}, "spec": {}}))
+                .unwrap();
+        let p = pdb_info(&bare);
+        assert_eq!((p.pdb.disruptions_allowed, p.pdb.selector.is_none()), (0, true));
     }
 
     #[test]

@@ -103,6 +103,13 @@ pub struct RunArgs {
     #[arg(long, env = "BINDER_GANG_TIMEOUT_SECONDS", default_value_t = 60)]
     pub gang_timeout_seconds: u64,
 
+    /// How long a preemptor keeps its reservation on the nominated node while its victims
+    /// terminate (default: twice the default 30s grace period plus 30s). Meanwhile it is decided
+    /// again with backoff and bound wherever it fits first; after this, nominatedNodeName is
+    /// cleared and it waits as unschedulable.
+    #[arg(long, env = "BINDER_NOMINATION_TIMEOUT_SECONDS", default_value_t = 90)]
+    pub nomination_timeout_seconds: u64,
+
     /// Bindings in flight at once.
     #[arg(long, env = "BINDER_BIND_CONCURRENCY", default_value_t = 64)]
     pub bind_concurrency: usize,
@@ -411,6 +418,7 @@ pub async fn run_until(args: RunArgs, stop_signal: impl std::future::Future<Outp
         batch_size: args.batch_size.max(1),
         batch_window: Duration::from_millis(args.batch_window_ms),
         gang_timeout: Duration::from_secs(args.gang_timeout_seconds),
+        nomination_timeout: Duration::from_secs(args.nomination_timeout_seconds.max(1)),
         bind_concurrency: args.bind_concurrency.max(1),
         api_qps: args.api_qps,
         api_burst: args.api_burst,

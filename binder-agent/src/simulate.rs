@@ -735,6 +735,16 @@ impl ClusterApi for SimCluster {
         Ok(())
     }
 
+    async fn clear_nomination(&self, pod: &PodRef) -> Result<(), ApiError> {
+        let mut s = self.store.lock();
+        let record = s
+            .pods
+            .get_mut(&pod.uid)
+            .ok_or_else(|| ApiError::NotFound(format!("pods \"{}\" not found", pod.name)))?;
+        record.nominated_node = None;
+        Ok(())
+    }
+
     /// Deletes the victim at once (the simulation has no kubelet and no grace period) and delivers
     /// the deletion through the watch.
     async fn preempt(

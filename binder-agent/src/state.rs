@@ -9,11 +9,20 @@
 //! 2 KiB as `proto::Pod` with its strings and maps): at 150,000 bound pods that is the difference
 //! between about 50 MiB and 340 MiB resident. They are decoded only to go into a delta or a full
 //! snapshot.
+//!
+//! PodDisruptionBudgets travel with the snapshot for preemption. The API lists a budget's
+//! already-admitted evictions (status.disruptedPods) by pod name; the decision service matches
+//! pods by uid, so the state resolves each name to the uid of the pod of that name it holds (by
+//! one pass over the stored pods when a budget names pods it has not resolved yet, and as pods
+//! arrive for names still unresolved). A name whose pod is gone stays unresolved: it covers no
+//! pod, and one recreated under the name later is not taken for the evicted one.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use placement_scheduler::proto;
 use prost::Message;
+
+use crate::model::PdbInfo;
 
 /// What changed, by identity; the current value is read from the state when a delta is built.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -21,6 +30,43 @@ enum Key {
     Node(String),
     Pod(String),
     Namespace(String),
+    Pdb(String),
+}
+
+/// A PodDisruptionBudget and how far its disruptedPods names are resolved.
+#[derive(Debug, Clone, PartialEq)]
+struct PdbEntry {
+    /// The budget as sent, `disrupted_pod_uids` filled with the resolved names' uids.
+    pdb: proto::PodDisruptionBudget,
+    /// status.disruptedPods (names), sorted.
+    names: Vec<String>,
+    /// Resolved names and their uids.
+    resolved: Vec<(String, String)>,
+}
+
+impl PdbEntry {
+    fn unresolved(&self) -> impl Iterator<Item = &String> {
+        self.names
+            .iter()
+            .filter(|n| !self.resolved.iter().any(|(r, _)| r == *n))
+    }
+
+    fn set_uids(&mut self) {
+        let mut uids: Vec<String> = self.resolved.iter().map(|(_, u)| u.clone()).collect();
+        uids.sort();
+        self.pdb.disrupted_pod_uids = uids;
+    }
+}
+
+/// The identity fields of an encoded `proto::Pod` (same tags), decoded without the rest.
+#[derive(Clone, PartialEq, prost::Message)]
+struct PodIdentity {
+    #[prost(string, tag = "1")]
+    uid: String,
+    #[prost(string, tag = "2")]
+    namespace: String,
+    #[prost(string, tag = "3")]
+    name: String,
 }
 
 /// Nodes, bound pods and assumed pods, versioned.
@@ -29,6 +75,10 @@ pub struct ClusterState {
     nodes: HashMap<String, proto::Node>,
     /// Namespaces (for namespace selectors of pod affinity terms).
     namespaces: HashMap<String, proto::Namespace>,
+    /// PodDisruptionBudgets by `namespace/name`.
+    pdbs: HashMap<String, PdbEntry>,
+    /// Budgets with disruptedPods names not resolved to a pod yet.
+    unresolved_pdbs: usize,
     /// Bound pods by uid, protobuf-encoded.
     bound: HashMap<String, Box<[u8]>>,
     assumed: HashMap<String, proto::Pod>,
@@ -96,8 +146,94 @@ impl ClusterState {
         }
     }
 
+    /// Adds or replaces a PodDisruptionBudget, resolving its disruptedPods names to uids.
+    pub fn apply_pdb(&mut self, info: PdbInfo) {
+        let key = info.key();
+        let mut entry = PdbEntry {
+            pdb: info.pdb,
+            names: info.disrupted_pods,
+            resolved: Vec::new(),
+        };
+        entry.names.sort();
+        entry.names.dedup();
+        if let Some(old) = self.pdbs.get(&key) {
+            // Names resolved before keep their uid (the pod may be gone by now).
+            entry.resolved = old
+                .resolved
+                .iter()
+                .filter(|(n, _)| entry.names.binary_search(n).is_ok())
+                .cloned()
+                .collect();
+        }
+        let wanted: HashSet<String> = entry.unresolved().cloned().collect();
+        if !wanted.is_empty() {
+            let namespace = entry.pdb.namespace.clone();
+            entry.resolved.extend(self.find_pods(&namespace, &wanted));
+        }
+        entry.set_uids();
+        let before = self.pdbs.get(&key);
+        if before == Some(&entry) {
+            return;
+        }
+        let was_unresolved = before.is_some_and(|e| e.unresolved().next().is_some());
+        let is_unresolved = entry.unresolved().next().is_some();
+        self.unresolved_pdbs = self.unresolved_pdbs + usize::from(is_unresolved) - usize::from(was_unresolved);
+        self.pdbs.insert(key.clone(), entry);
+        self.record(Key::Pdb(key));
+    }
+
+    /// Removes a PodDisruptionBudget by `namespace/name`.
+    pub fn delete_pdb(&mut self, key: &str) {
+        let key = key.to_string();
+        if let Some(old) = self.pdbs.remove(&key) {
+            if old.unresolved().next().is_some() {
+                self.unresolved_pdbs -= 1;
+            }
+            self.record(Key::Pdb(key));
+        }
+    }
+
+    /// The (name, uid) of the stored pods of `namespace` named in `names`: one pass that decodes
+    /// only the identity of each bound pod.
+    fn find_pods(&self, namespace: &str, names: &HashSet<String>) -> Vec<(String, String)> {
+        let bound = self.bound.values().filter_map(|b| PodIdentity::decode(&b[..]).ok());
+        let assumed = self.assumed.values().map(|p| PodIdentity {
+            uid: p.uid.clone(),
+            namespace: p.namespace.clone(),
+            name: p.name.clone(),
+        });
+        bound
+            .chain(assumed)
+            .filter(|p| p.namespace == namespace && names.contains(&p.name))
+            .map(|p| (p.name, p.uid))
+            .collect()
+    }
+
+    /// A pod arrived: it resolves the disruptedPods names that name it.
+    fn resolve_disrupted(&mut self, pod: &proto::Pod) {
+        if self.unresolved_pdbs == 0 {
+            return;
+        }
+        let mut changed = Vec::new();
+        for (key, entry) in self.pdbs.iter_mut() {
+            if entry.pdb.namespace != pod.namespace || !entry.unresolved().any(|n| *n == pod.name) {
+                continue;
+            }
+            entry.resolved.push((pod.name.clone(), pod.uid.clone()));
+            entry.set_uids();
+            if entry.unresolved().next().is_none() {
+                self.unresolved_pdbs -= 1;
+            }
+            changed.push(key.clone());
+        }
+        for key in changed {
+            self.record(Key::Pdb(key));
+        }
+    }
+
     /// Records a pod the API server shows bound; it replaces an assumption for the same uid.
     pub fn apply_bound_pod(&mut self, pod: proto::Pod) {
+        self.resolve_disrupted(&pod);
         let uid = pod.uid.clone();
         let was_assumed = self.assumed.remove(&uid);
         let encoded = pod.encode_to_vec().into_boxed_slice();
@@ -186,6 +322,13 @@ impl ClusterState {
         }
     }
 
+    /// The PodDisruptionBudgets, by namespace and name.
+    pub fn pod_disruption_budgets(&self) -> Vec<proto::PodDisruptionBudget> {
+        let mut pdbs: Vec<(&String, &PdbEntry)> = self.pdbs.iter().collect();
+        pdbs.sort_by(|a, b| a.0.cmp(b.0));
+        pdbs.into_iter().map(|(_, e)| e.pdb.clone()).collect()
+    }
+
     /// The whole cluster as a snapshot, with assumed pods counted on their nodes.
     pub fn full(&self) -> proto::Snapshot {
         let mut nodes: Vec<proto::Node> = self.nodes.values().cloned().collect();
@@ -198,7 +341,7 @@ impl ClusterState {
             nodes,
             pods,
             namespaces,
-            ..Default::default()
+            pod_disruption_budgets: self.pod_disruption_budgets(),
         }
     }
 
@@ -226,6 +369,10 @@ impl ClusterState {
                 Key::Namespace(name) => match self.namespaces.get(name) {
                     Some(n) => delta.upsert_namespaces.push(n.clone()),
                     None => delta.remove_namespaces.push(name.clone()),
+                },
+                Key::Pdb(key) => match self.pdbs.get(key) {
+                    Some(e) => delta.upsert_pod_disruption_budgets.push(e.pdb.clone()),
+                    None => delta.remove_pod_disruption_budgets.push(key.clone()),
                 },
             }
         }
@@ -330,6 +477,78 @@ mod tests {
         let d = s.delta_since(v).unwrap();
         assert_eq!(d.upsert_namespaces, [ns("a", "y")]);
         assert_eq!(d.remove_namespaces, ["b"]);
+    }
+
+    fn pdb(name: &str, allowed: i32, disrupted: &[&str]) -> PdbInfo {
+        PdbInfo {
+            pdb: proto::PodDisruptionBudget {
+                namespace: "shop".into(),
+                name: name.into(),
+                selector: Some(proto::LabelSelector {
+                    match_labels: [("app".to_string(), "db".to_string())].into(),
+                    ..Default::default()
+                }),
+                disruptions_allowed: allowed,
+                disrupted_pod_uids: vec![],
+            },
+            disrupted_pods: disrupted.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn named(uid: &str, namespace: &str, name: &str) -> proto::Pod {
+        proto::Pod {
+            namespace: namespace.into(),
+            name: name.into(),
+            ..pod(uid, "a")
+        }
+    }
+
+    #[test]
+    fn pdbs_travel_in_full_snapshots_and_deltas() {
+        let mut s = ClusterState::new();
+        let v = s.version();
+        s.apply_pdb(pdb("db", 0, &[]));
+        assert_eq!(s.full().pod_disruption_budgets.len(), 1);
+        assert_eq!(s.full().pod_disruption_budgets[0].disruptions_allowed, 0);
+        let d = s.delta_since(v).unwrap();
+        assert_eq!(d.upsert_pod_disruption_budgets[0].name, "db");
+        let v = s.version();
+        s.apply_pdb(pdb("db", 0, &[]));
+        assert_eq!(s.version(), v, "an unchanged budget is not a change");
+        s.apply_pdb(pdb("db", 1, &[]));
+        assert_eq!(
+            s.delta_since(v).unwrap().upsert_pod_disruption_budgets[0].disruptions_allowed,
+            1
+        );
+        let v = s.version();
+        s.delete_pdb("shop/db");
+        assert!(s.full().pod_disruption_budgets.is_empty());
+        assert_eq!(s.delta_since(v).unwrap().remove_pod_disruption_budgets, ["shop/db"]);
+    }
+
+    #[test]
+    fn disrupted_pod_names_resolve_to_the_uids_of_the_namespaces_pods() {
+        let mut s = ClusterState::new();
+        s.apply_bound_pod(named("u0", "shop", "db-0"));
+        s.apply_bound_pod(named("x0", "other", "db-1"));
+        // db-0 is known; db-1 exists only in another namespace, so it waits for its pod.
+        s.apply_pdb(pdb("db", 0, &["db-1", "db-0"]));
+        assert_eq!(s.full().pod_disruption_budgets[0].disrupted_pod_uids, ["u0"]);
+        let v = s.version();
+        s.apply_bound_pod(named("u1", "shop", "db-1"));
+        let d = s.delta_since(v).unwrap();
+        assert_eq!(d.upsert_pod_disruption_budgets[0].disrupted_pod_uids, ["u0", "u1"]);
+        // Once the pod is gone, the resolved uid stays until the disruption controller drops the
+        // name; a pod recreated under the name is not taken for the evicted one.
+        s.delete_pod("u0");
+        s.apply_pdb(pdb("db", 0, &["db-1", "db-0"]));
+        s.apply_bound_pod(named("u0b", "shop", "db-0"));
+        assert_eq!(s.full().pod_disruption_budgets[0].disrupted_pod_uids, ["u0", "u1"]);
+        // The controller clears the list.
+        s.apply_pdb(pdb("db", 2, &[]));
+        assert!(s.full().pod_disruption_budgets[0].disrupted_pod_uids.is_empty());
+        s.apply_bound_pod(named("u9", "shop", "db-9"));
+        assert_eq!(s.unresolved_pdbs, 0);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Feeds a [`Binder`] from the API server with kube-runtime watchers: every node, every namespace
-//! (whose labels pod affinity namespace selectors read), and every pod that is not finished.
+//! (whose labels pod affinity namespace selectors read), every policy/v1 PodDisruptionBudget
+//! (which preemption tries not to violate), and every pod that is not finished.
 //!
 //! Pods come from ONE watch over all namespaces with the field selector
 //! `status.phase!=Succeeded,status.phase!=Failed`, as kube-scheduler's own pod informer. Two
@@ -24,13 +25,14 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::watcher::{self, watcher, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 
 use crate::api::ClusterApi;
 use crate::binder::{Binder, ClusterEvent};
-use crate::model::{namespace_info, node_info, pod_info};
+use crate::model::{namespace_info, node_info, pdb_info, pdb_key, pod_info};
 
 /// kube-scheduler's pod field selector: every pod that may still use (or need) a node.
 pub const POD_FIELD_SELECTOR: &str = "status.phase!=Succeeded,status.phase!=Failed";
@@ -183,6 +185,51 @@ impl NamespaceTracker {
     }
 }
 
+/// Turns PodDisruptionBudget watch events into cluster events.
+#[derive(Debug, Default)]
+pub struct PdbTracker {
+    keys: KnownKeys,
+}
+
+impl PdbTracker {
+    /// The cluster events for one watch event; `true` with them when an initial list completed.
+    pub fn on_event(&mut self, event: Event<PodDisruptionBudget>) -> (Vec<ClusterEvent>, bool) {
+        match event {
+            Event::Init => {
+                self.keys.init();
+                (Vec::new(), false)
+            }
+            Event::InitApply(pdb) => {
+                let info = pdb_info(&pdb);
+                self.keys.init_apply(&info.key());
+                (vec![ClusterEvent::PdbApplied(info)], false)
+            }
+            Event::Apply(pdb) => {
+                let info = pdb_info(&pdb);
+                self.keys.apply(&info.key());
+                (vec![ClusterEvent::PdbApplied(info)], false)
+            }
+            Event::Delete(pdb) => {
+                let key = pdb_key(
+                    pdb.metadata.namespace.as_deref().unwrap_or_default(),
+                    pdb.metadata.name.as_deref().unwrap_or_default(),
+                );
+                self.keys.delete(&key);
+                (vec![ClusterEvent::PdbDeleted(key)], false)
+            }
+            Event::InitDone => {
+                let gone = self
+                    .keys
+                    .init_done()
+                    .into_iter()
+                    .map(ClusterEvent::PdbDeleted)
+                    .collect();
+                (gone, true)
+            }
+        }
+    }
+}
+
 /// Turns pod watch events into cluster events.
 #[derive(Debug, Default)]
 pub struct PodTracker {
@@ -250,7 +297,7 @@ struct SyncBarrier<A> {
 impl<A: ClusterApi> SyncBarrier<A> {
     fn done(&self) {
         if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-            tracing::info!("initial node, namespace and pod lists done: binder synced");
+            tracing::info!("initial node, namespace, PodDisruptionBudget and pod lists done: binder synced");
             self.binder.set_synced();
         }
     }
@@ -285,14 +332,20 @@ async fn drive<K, T, A>(
     }
 }
 
-/// Watches nodes, namespaces and pods and feeds `binder` until `shutdown` resolves.
+/// Watches nodes, namespaces, PodDisruptionBudgets and pods and feeds `binder` until `shutdown`
+/// resolves.
 pub async fn run<A: ClusterApi>(client: Client, binder: Binder<A>, shutdown: impl Future<Output = ()>) {
     let barrier = Arc::new(SyncBarrier {
-        remaining: AtomicUsize::new(3),
+        remaining: AtomicUsize::new(4),
         binder,
     });
     let nodes = watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff();
     let namespaces = watcher(Api::<Namespace>::all(client.clone()), watcher::Config::default()).default_backoff();
+    let pdbs = watcher(
+        Api::<PodDisruptionBudget>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff();
     let pods = watcher(
         Api::<Pod>::all(client),
         watcher::Config::default().fields(POD_FIELD_SELECTOR),
@@ -312,10 +365,17 @@ pub async fn run<A: ClusterApi>(client: Client, binder: Binder<A>, shutdown: imp
         NamespaceTracker::on_event,
         Arc::clone(&barrier),
     );
+    let pdbs = drive(
+        "poddisruptionbudgets",
+        pdbs,
+        PdbTracker::default(),
+        PdbTracker::on_event,
+        Arc::clone(&barrier),
+    );
     let pods = drive("pods", pods, PodTracker::default(), PodTracker::on_event, barrier);
     tokio::select! {
         () = shutdown => {}
-        _ = async { tokio::join!(nodes, namespaces, pods) } => {}
+        _ = async { tokio::join!(nodes, namespaces, pdbs, pods) } => {}
     }
 }
 
@@ -398,6 +458,32 @@ mod tests {
         let (gone, done) = t.on_event(Event::InitDone);
         assert!(done);
         assert!(matches!(&gone[..], [ClusterEvent::NamespaceDeleted(n)] if n == "batch"));
+    }
+
+    #[test]
+    fn pdbs_are_applied_deleted_and_relists_report_the_vanished() {
+        let pdb = |name: &str, allowed: i32| -> PodDisruptionBudget {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "shop"},
+                "spec": {"selector": {"matchLabels": {"app": name}}},
+                "status": {"disruptionsAllowed": allowed, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}
+            }))
+            .unwrap()
+        };
+        let mut t = PdbTracker::default();
+        t.on_event(Event::Init);
+        let (events, _) = t.on_event(Event::InitApply(pdb("db", 0)));
+        assert!(matches!(&events[..], [ClusterEvent::PdbApplied(p)] if p.key() == "shop/db"));
+        t.on_event(Event::InitApply(pdb("cache", 1)));
+        assert!(t.on_event(Event::InitDone).1);
+        let (events, _) = t.on_event(Event::Apply(pdb("db", 1)));
+        assert!(matches!(&events[..], [ClusterEvent::PdbApplied(p)] if p.pdb.disruptions_allowed == 1));
+        let (events, _) = t.on_event(Event::Delete(pdb("db", 1)));
+        assert!(matches!(&events[..], [ClusterEvent::PdbDeleted(k)] if k == "shop/db"));
+        t.on_event(Event::Init);
+        let (gone, done) = t.on_event(Event::InitDone);
+        assert!(done);
+        assert!(matches!(&gone[..], [ClusterEvent::PdbDeleted(k)] if k == "shop/cache"));
     }
 
     #[test]

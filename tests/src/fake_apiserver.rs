@@ -2,8 +2,9 @@
 //!
 //! Real `kube::Client` code (typed `Api`s, `kube::runtime::watcher`, lease managers, event
 //! recorders) runs against it unmodified. It serves core/v1 `nodes`, `pods` (with the `status`
-//! and `binding` subresources) and `events`, events.k8s.io/v1 `events` and coordination.k8s.io/v1
-//! `leases`, with one global, monotonically increasing resourceVersion like etcd.
+//! and `binding` subresources), `events` and `namespaces`, events.k8s.io/v1 `events`,
+//! coordination.k8s.io/v1 `leases` and policy/v1 `poddisruptionbudgets` (with the `status`
+//! subresource), with one global, monotonically increasing resourceVersion like etcd.
 //!
 //! Supported, with the API server's semantics:
 //! - GET/LIST (label and field selectors; pages with `limit`/`continue`), WATCH (replay from an in-memory history, then live; selector transitions become
@@ -75,6 +76,9 @@ pub enum Kind {
     Lease,
     /// core/v1 `namespaces` (cluster-scoped; only their labels matter to the binder).
     Namespace,
+    /// policy/v1 `poddisruptionbudgets` (namespaced; tests play the disruption controller and
+    /// write `status`).
+    PodDisruptionBudget,
 }
 
 /// Static description of a served resource.
@@ -149,6 +153,16 @@ const RESOURCES: &[ResourceInfo] = &[
         kind_name: "Namespace",
         namespaced: false,
         subresources: &[],
+    },
+    ResourceInfo {
+        kind: Kind::PodDisruptionBudget,
+        group: "policy",
+        version: "v1",
+        plural: "poddisruptionbudgets",
+        singular: "poddisruptionbudget",
+        kind_name: "PodDisruptionBudget",
+        namespaced: true,
+        subresources: &["status"],
     },
 ];
 
@@ -1208,7 +1222,7 @@ impl Inner {
         }
         set_type_meta(kind, &mut new);
         match kind {
-            Kind::Pod | Kind::Node => {
+            Kind::Pod | Kind::Node | Kind::PodDisruptionBudget => {
                 let m = new.as_object_mut().expect("object");
                 match old.get("status") {
                     Some(s) => m.insert("status".into(), s.clone()),
@@ -2409,6 +2423,24 @@ impl FakeApiServer {
     /// Creates a namespace object (its labels feed pod affinity namespace selectors).
     pub fn create_namespace(&self, ns: k8s_openapi::api::core::v1::Namespace) -> k8s_openapi::api::core::v1::Namespace {
         self.create_typed(Kind::Namespace, &ns)
+    }
+
+    /// Creates a PodDisruptionBudget with its `status` as given (the test plays the disruption
+    /// controller); panics if it exists.
+    pub fn create_pdb(
+        &self,
+        pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget,
+    ) -> k8s_openapi::api::policy::v1::PodDisruptionBudget {
+        self.create_typed(Kind::PodDisruptionBudget, &pdb)
+    }
+
+    /// Replaces a PodDisruptionBudget whole, `status` included, as the disruption controller's
+    /// status update does; panics if it does not exist.
+    pub fn update_pdb(
+        &self,
+        pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget,
+    ) -> k8s_openapi::api::policy::v1::PodDisruptionBudget {
+        typed(self.replace_raw(Kind::PodDisruptionBudget, untyped(&pdb)))
     }
 
     /// Creates a lease (namespace defaults to `default`); panics if it exists.

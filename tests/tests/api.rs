@@ -2176,6 +2176,7 @@ fn pdb(app: &str, disruptions_allowed: i32) -> proto::PodDisruptionBudget {
             ..Default::default()
         }),
         disruptions_allowed,
+        disrupted_pod_uids: vec![],
     }
 }
 
@@ -2223,6 +2224,27 @@ async fn schedule_nominates_a_node_with_victims_and_respects_pod_disruption_budg
     assert_eq!(
         u.message,
         "0/2 nodes are available: 2 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never."
+    );
+    // A delta listing db-0 in the budget's disruptedPods (an eviction already admitted): it uses no
+    // budget and violates nothing, so the least important pod goes.
+    let disrupted = sync(
+        &mut c,
+        delta(proto::SnapshotDelta {
+            base_snapshot_id: id.clone(),
+            upsert_pod_disruption_budgets: vec![proto::PodDisruptionBudget {
+                disrupted_pod_uids: vec!["db-0".to_string()],
+                ..pdb("db", 0)
+            }],
+            ..Default::default()
+        }),
+    )
+    .await
+    .snapshot_id;
+    let s = schedule(&mut c, schedule_req(by_id(&disrupted), batch[..1].to_vec())).await;
+    let u = unschedulable(&s.placements[0]);
+    assert_eq!(
+        (u.nominated_node_name.as_str(), u.victim_uids.as_slice()),
+        ("n1", &["db-0".to_string()][..])
     );
     // A delta that lifts the budget: the first preemptor now evicts the least important pod.
     let next = sync(

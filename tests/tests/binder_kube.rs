@@ -99,6 +99,7 @@ struct Options {
     lease: Option<(u64, u64)>,
     request_timeout: Duration,
     gang_timeout: Duration,
+    nomination_timeout: Duration,
 }
 
 impl Default for Options {
@@ -108,6 +109,7 @@ impl Default for Options {
             lease: Some((15, 5)),
             request_timeout: Duration::from_secs(5),
             gang_timeout: Duration::from_secs(60),
+            nomination_timeout: Duration::from_secs(90),
         }
     }
 }
@@ -148,6 +150,7 @@ fn start_binder(server: &FakeApiServer, endpoint: &str, options: Options) -> Run
     let binder = Binder::new(
         BinderConfig {
             gang_timeout: options.gang_timeout,
+            nomination_timeout: options.nomination_timeout,
             ..BinderConfig::default()
         },
         api,
@@ -485,8 +488,8 @@ async fn a_relist_after_a_broken_watch_frees_pods_deleted_meanwhile() {
     server.fail_next(1_000_000, matcher("GET", "/api/v1/pods"), 503);
     server.drop_watches();
     assert!(
-        server.wait_until(WAIT, |s| s.active_watches() == 2).await,
-        "only the node and namespace watches are back"
+        server.wait_until(WAIT, |s| s.active_watches() == 3).await,
+        "only the node, namespace and PodDisruptionBudget watches are back"
     );
     server.delete_pod("default", "web-0");
     server.compact();
@@ -638,6 +641,7 @@ async fn the_agent_runs_from_a_kubeconfig_and_shuts_down_gracefully() {
         batch_size: 256,
         batch_window_ms: 5,
         gang_timeout_seconds: 60,
+        nomination_timeout_seconds: 90,
         bind_concurrency: 64,
         api_qps: 0,
         api_burst: 100,
@@ -973,6 +977,295 @@ async fn preemption_nominates_deletes_victims_gracefully_then_binds() {
     let metrics = running.metrics.encode();
     assert!(metrics.contains("binder_preemptions_total 1"), "{metrics}");
     assert!(metrics.contains("scheduler_preemption_victims_count 1"), "{metrics}");
+    running.stop().await;
+    let _ = stop_decisions.send(());
+}
+
+/// A PodDisruptionBudget over `app=<app>` in `default` with the disruption controller's status.
+fn pdb(app: &str, disruptions_allowed: i32) -> k8s_openapi::api::policy::v1::PodDisruptionBudget {
+    use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+    PodDisruptionBudget {
+        metadata: ObjectMeta {
+            name: Some(format!("{app}-pdb")),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        spec: Some(PodDisruptionBudgetSpec {
+            selector: Some(LabelSelector {
+                match_labels: Some([("app".to_string(), app.to_string())].into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        status: Some(PodDisruptionBudgetStatus {
+            disruptions_allowed,
+            current_healthy: 1,
+            desired_healthy: 1 - disruptions_allowed,
+            expected_pods: 1,
+            ..Default::default()
+        }),
+    }
+}
+
+fn labelled(mut p: Pod, app: &str) -> Pod {
+    p.metadata.labels = Some([("app".to_string(), app.to_string())].into());
+    p
+}
+
+/// Whether the pod is terminating (its deletion was asked for).
+async fn terminating(pods: &Api<Pod>, name: &str) -> bool {
+    pods.get(name).await.unwrap().metadata.deletion_timestamp.is_some()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preemption_spares_a_pod_its_disruption_budget_protects_until_the_budget_allows_it() {
+    let server = FakeApiServer::start().await;
+    let client = server.client();
+    // Three full nodes, one low-priority pod each. Without budgets, the candidates tie and the
+    // first node by name (n1, the db pod) is chosen.
+    for n in ["n1", "n2", "n3"] {
+        server.create_node(node(n, "2"));
+    }
+    server.create_pod(with_priority(
+        labelled(pod("db", "default-scheduler", "1500m", Some("n1")), "db"),
+        0,
+    ));
+    server.create_pod(with_priority(pod("web", "default-scheduler", "1500m", Some("n2")), 0));
+    server.create_pod(with_priority(pod("web2", "default-scheduler", "1500m", Some("n3")), 0));
+    server.create_pdb(pdb("db", 0));
+    let (endpoint, stop_decisions) = decision_service().await;
+    let running = start_binder(&server, &endpoint, Options::default());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    eventually(WAIT, "the binder synced, with the budget", || {
+        let b = running.binder.clone();
+        async move {
+            b.is_ready()
+                && b.pod_disruption_budgets()
+                    .first()
+                    .is_some_and(|p| p.disruptions_allowed == 0)
+        }
+    })
+    .await;
+
+    pods.create(
+        &PostParams::default(),
+        &with_priority(pod("urgent", SCHEDULER, "1500m", None), 1000),
+    )
+    .await
+    .unwrap();
+    eventually(WAIT, "an unprotected victim terminating", || {
+        let pods = pods.clone();
+        async move { terminating(&pods, "web").await }
+    })
+    .await;
+    assert!(
+        !terminating(&pods, "db").await,
+        "the budget (0 disruptions allowed) protects db"
+    );
+    assert!(!terminating(&pods, "web2").await, "one victim is enough");
+    let urgent = pods.get("urgent").await.unwrap();
+    assert_eq!(
+        urgent.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()),
+        Some("n2")
+    );
+    // The kubelet removes the victim: the preemptor is bound.
+    pods.delete("web", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    eventually(WAIT, "urgent bound to n2", || {
+        let pods = pods.clone();
+        async move { node_of(&pods.get("urgent").await.unwrap()).as_deref() == Some("n2") }
+    })
+    .await;
+
+    // The disruption controller now allows one disruption of db: the tie goes to n1 again.
+    server.update_pdb(pdb("db", 1));
+    eventually(WAIT, "the binder sees the budget allow a disruption", || {
+        let b = running.binder.clone();
+        async move {
+            b.pod_disruption_budgets()
+                .first()
+                .is_some_and(|p| p.disruptions_allowed == 1)
+        }
+    })
+    .await;
+    pods.create(
+        &PostParams::default(),
+        &with_priority(pod("urgent2", SCHEDULER, "1500m", None), 1000),
+    )
+    .await
+    .unwrap();
+    eventually(WAIT, "db preempted now that its budget allows it", || {
+        let pods = pods.clone();
+        async move { terminating(&pods, "db").await }
+    })
+    .await;
+    assert!(!terminating(&pods, "web2").await);
+    assert_eq!(server.count_requests(&matcher("DELETE", "/pods/db")), 1);
+    assert_eq!(server.count_requests(&matcher("DELETE", "/pods/web2")), 0);
+    running.stop().await;
+    let _ = stop_decisions.send(());
+}
+
+/// A low-priority pod on `node` whose finalizer keeps it terminating for ever once deleted.
+fn stuck_pod(name: &str, node: &str) -> Pod {
+    let mut p = with_priority(pod(name, "default-scheduler", "1500m", Some(node)), 0);
+    p.metadata.finalizers = Some(vec!["example.com/never-done".into()]);
+    p
+}
+
+fn nominated(p: &Pod) -> Option<String> {
+    p.status.as_ref().and_then(|s| s.nominated_node_name.clone())
+}
+
+fn failed_scheduling_notes(server: &FakeApiServer, pod: &str) -> Vec<String> {
+    server
+        .events_v1()
+        .iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("FailedScheduling")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod)
+        })
+        .filter_map(|e| e.note.clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preemptor_whose_victim_never_goes_binds_where_room_appears() {
+    let server = FakeApiServer::start().await;
+    let client = server.client();
+    server.create_node(node("n1", "2"));
+    server.create_pod(stuck_pod("stuck", "n1"));
+    let (endpoint, stop_decisions) = decision_service().await;
+    let running = start_binder(
+        &server,
+        &endpoint,
+        Options {
+            nomination_timeout: Duration::from_secs(600),
+            ..Options::default()
+        },
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    eventually(WAIT, "the binder synced", || {
+        let b = running.binder.clone();
+        async move { b.is_ready() }
+    })
+    .await;
+    pods.create(
+        &PostParams::default(),
+        &with_priority(pod("urgent", SCHEDULER, "1500m", None), 1000),
+    )
+    .await
+    .unwrap();
+    eventually(WAIT, "the victim terminating and urgent nominated to n1", || {
+        let pods = pods.clone();
+        async move {
+            terminating(&pods, "stuck").await && nominated(&pods.get("urgent").await.unwrap()).as_deref() == Some("n1")
+        }
+    })
+    .await;
+    // Decided again while the victim terminates: no second preemption, kube-scheduler's words.
+    eventually(WAIT, "a retry reported as not eligible to preempt again", || async {
+        failed_scheduling_notes(&server, "urgent").iter().any(|n| {
+            n == "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to a terminating pod on the nominated node."
+        })
+    })
+    .await;
+    assert_eq!(running.binder.nominations_waiting(), 1);
+    assert_eq!(node_of(&pods.get("urgent").await.unwrap()), None);
+
+    // Room appears elsewhere: the nominated pod is bound there at once, its nomination cleared.
+    server.create_node(node("n2", "2"));
+    eventually(WAIT, "urgent bound to n2 with no nominated node", || {
+        let pods = pods.clone();
+        async move {
+            let p = pods.get("urgent").await.unwrap();
+            node_of(&p).as_deref() == Some("n2") && nominated(&p).is_none()
+        }
+    })
+    .await;
+    assert_eq!(binding_statuses(&server, "urgent"), [201]);
+    assert_eq!(
+        server.count_requests(&matcher("DELETE", "/pods/stuck")),
+        1,
+        "the victim is deleted once"
+    );
+    assert_eq!(running.binder.nominations_waiting(), 0);
+    assert_eq!(running.metrics.nominations_total("placed_on_retry"), 1);
+    assert!(terminating(&pods, "stuck").await, "the finalizer still holds it");
+    running.stop().await;
+    let _ = stop_decisions.send(());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nomination_whose_victim_never_goes_is_given_up_after_the_timeout() {
+    let server = FakeApiServer::start().await;
+    let client = server.client();
+    server.create_node(node("n1", "2"));
+    server.create_pod(stuck_pod("stuck", "n1"));
+    let (endpoint, stop_decisions) = decision_service().await;
+    let running = start_binder(
+        &server,
+        &endpoint,
+        Options {
+            nomination_timeout: Duration::from_secs(2),
+            ..Options::default()
+        },
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    eventually(WAIT, "the binder synced", || {
+        let b = running.binder.clone();
+        async move { b.is_ready() }
+    })
+    .await;
+    pods.create(
+        &PostParams::default(),
+        &with_priority(pod("urgent", SCHEDULER, "1500m", None), 1000),
+    )
+    .await
+    .unwrap();
+    eventually(WAIT, "the victim terminating", || {
+        let pods = pods.clone();
+        async move { terminating(&pods, "stuck").await }
+    })
+    .await;
+    let gave_up = "preemption: gave up the nominated node n1 after 2s: 1 victim(s) still terminating (default/stuck).";
+    eventually(WAIT, "the nomination given up, cleared and reported", || {
+        let (pods, server) = (pods.clone(), &server);
+        async move {
+            nominated(&pods.get("urgent").await.unwrap()).is_none()
+                && failed_scheduling_notes(server, "urgent").iter().any(|n| n == gave_up)
+        }
+    })
+    .await;
+    let urgent = pods.get("urgent").await.unwrap();
+    assert_eq!(node_of(&urgent), None, "never bound without room");
+    assert_eq!(
+        condition(&urgent, "PodScheduled"),
+        Some(("False".into(), "Unschedulable".into(), gave_up.into()))
+    );
+    assert_eq!(running.metrics.nominations_total("timed_out"), 1);
+    assert_eq!(running.binder.nominations_waiting(), 0);
+
+    // A cluster event decides it again: the same victim is chosen and waited for, not deleted again.
+    server.modify_node("n1", |n| {
+        n.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("touched".into(), "yes".into());
+    });
+    eventually(WAIT, "urgent nominated again", || {
+        let pods = pods.clone();
+        async move { nominated(&pods.get("urgent").await.unwrap()).as_deref() == Some("n1") }
+    })
+    .await;
+    assert_eq!(
+        server.count_requests(&matcher("DELETE", "/pods/stuck")),
+        1,
+        "the victim is deleted once"
+    );
+    assert_eq!(binding_statuses(&server, "urgent"), Vec::<u16>::new());
     running.stop().await;
     let _ = stop_decisions.send(());
 }

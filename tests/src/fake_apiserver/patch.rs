@@ -56,6 +56,10 @@ fn list_strategy(kind: Kind, path: &str) -> Option<ListStrategy> {
             "spec.podCIDRs" => Some(Primitive),
             _ => None,
         },
+        Kind::PodDisruptionBudget => match path {
+            "status.conditions" => Some(MergeKey("type")),
+            _ => None,
+        },
         Kind::Lease | Kind::CoreEvent | Kind::Event | Kind::Namespace => None,
     }
 }

@@ -218,7 +218,7 @@ fn supported_fields(kind: Kind) -> Option<&'static [&'static str]> {
             "status.nominatedNodeName",
         ]),
         Kind::Node => Some(&["metadata.name", "spec.unschedulable"]),
-        Kind::Lease => Some(&["metadata.name", "metadata.namespace"]),
+        Kind::Lease | Kind::PodDisruptionBudget => Some(&["metadata.name", "metadata.namespace"]),
         Kind::Namespace => Some(&["metadata.name"]),
         Kind::CoreEvent | Kind::Event => None,
     }
