@@ -160,6 +160,8 @@ pub struct Workload {
     pub pending: Vec<PodInfo>,
     /// Pods left out: finished, being deleted, or unbound for another scheduler.
     pub ignored: usize,
+    /// PodDisruptionBudgets (preemption spares the pods they protect where it can).
+    pub pdbs: Vec<model::PdbInfo>,
 }
 
 /// First creation timestamp given to synthetic pending pods (ms since the epoch).
@@ -240,11 +242,13 @@ impl Workload {
             bound,
             pending,
             ignored: 0,
+            pdbs: Vec::new(),
         }
     }
 
     /// Reads `kubectl get nodes,pods -A -o json` output (a `v1 List` of Nodes and Pods; nested
-    /// lists and `NodeList`/`PodList` are accepted too). Bound pods count against their nodes;
+    /// lists and `NodeList`/`PodList` are accepted too, and PodDisruptionBudgets, as
+    /// `kubectl get nodes,pods,pdb -A -o json` lists them). Bound pods count against their nodes;
     /// unbound pods naming one of `scheduler_names` (or every unbound pod with `all_pending`) are
     /// pending, in creation order.
     pub fn from_kubectl_json(text: &str, scheduler_names: &[String], all_pending: bool) -> Result<Self, SimError> {
@@ -273,6 +277,11 @@ impl Workload {
                 let node: k8s_openapi::api::core::v1::Node =
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a Node: {e}")))?;
                 self.nodes.push(model::node_info(&node));
+            }
+            "PodDisruptionBudget" => {
+                let pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget =
+                    serde_json::from_value(value).map_err(|e| SimError::Json(format!("a PodDisruptionBudget: {e}")))?;
+                self.pdbs.push(model::pdb_info(&pdb));
             }
             "Pod" => {
                 let pod: k8s_openapi::api::core::v1::Pod =
@@ -998,6 +1007,9 @@ async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, Vec<PodReco
     let ignored = workload.ignored;
     for n in workload.nodes {
         binder.handle(ClusterEvent::NodeApplied(n));
+    }
+    for pdb in workload.pdbs {
+        binder.handle(ClusterEvent::PdbApplied(pdb));
     }
     for p in workload.bound {
         binder.handle(ClusterEvent::PodApplied(p));
@@ -1793,7 +1805,8 @@ pub struct SimulateArgs {
     /// Seed of the synthetic cluster, the tie-breaks and the injected faults.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Load the cluster from `kubectl get nodes,pods -A -o json` output instead of synthesizing it.
+    /// Load the cluster from `kubectl get nodes,pods -A -o json` output instead of synthesizing it
+    /// (`kubectl get nodes,pods,pdb -A -o json` includes the PodDisruptionBudgets preemption honours).
     #[arg(long, value_name = "FILE")]
     pub from_file: Option<PathBuf>,
     /// With `--from-file`, schedule every unbound pod, whatever scheduler it names.

@@ -268,6 +268,10 @@ fn kubectl_json() -> serde_json::Value {
             pod("web", "placement-scheduler", "2", None, "Pending"),
             pod("huge", "placement-scheduler", "16", None, "Pending"),
             pod("other", "default-scheduler", "1", None, "Pending"),
+            {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+             "metadata": {"name": "web", "namespace": "default"},
+             "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+             "status": {"disruptionsAllowed": 1, "currentHealthy": 1, "desiredHealthy": 0, "expectedPods": 1}},
         ]
     })
 }
@@ -288,6 +292,13 @@ fn kubectl_output_is_split_into_nodes_bound_and_pending_pods() {
     assert_eq!(pending.len(), 2);
     assert!(pending.contains(&"web") && pending.contains(&"huge"));
     assert_eq!(w.ignored, 2, "finished pod and another scheduler's pod");
+    assert_eq!(
+        w.pdbs
+            .iter()
+            .map(|p| (p.key(), p.pdb.disruptions_allowed))
+            .collect::<Vec<_>>(),
+        [("default/web".to_string(), 1)]
+    );
     let all = Workload::from_kubectl_json(&text, &["placement-scheduler".into()], true).unwrap();
     assert_eq!(all.pending.len(), 3);
     assert!(all.pending.iter().all(|p| p.scheduler_name == "placement-scheduler"));
@@ -428,6 +439,7 @@ async fn higher_priority_pods_preempt_in_the_simulation() {
             never,
         ],
         ignored: 0,
+        pdbs: vec![],
     };
     let s = simulate(config(ClusterSource::Workload(workload))).await.unwrap();
     assert_sound(&s);
@@ -440,6 +452,48 @@ async fn higher_priority_pods_preempt_in_the_simulation() {
         s.top_unschedulable[0].message,
         "0/2 nodes are available: 2 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never."
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulation_spares_pods_a_disruption_budget_protects() {
+    // Node a holds one 2-CPU pod "db", node b two 1-CPU pods, all priority 0. Without a budget the
+    // fewest victims win (db alone); with db protected (no disruption allowed), node b's two go.
+    let mut db = info("db", "2", 0, Some("a"), 0);
+    db.spec.labels.insert("app".into(), "db".into());
+    let workload = |pdbs: Vec<placement_binder::model::PdbInfo>| Workload {
+        nodes: vec![node2("a", "2"), node2("b", "2")],
+        bound: vec![
+            db.clone(),
+            info("b-0", "1", 0, Some("b"), 0),
+            info("b-1", "1", 0, Some("b"), 0),
+        ],
+        pending: vec![info("urgent", "2", 1000, None, 1)],
+        ignored: 0,
+        pdbs,
+    };
+    let s = simulate(config(ClusterSource::Workload(workload(vec![]))))
+        .await
+        .unwrap();
+    assert_sound(&s);
+    assert_eq!((s.placed, s.preempted), (1, 1), "{s}");
+    let budget = placement_binder::model::PdbInfo {
+        pdb: placement_scheduler::proto::PodDisruptionBudget {
+            namespace: db.spec.namespace.clone(),
+            name: "db".into(),
+            selector: Some(placement_scheduler::proto::LabelSelector {
+                match_labels: [("app".to_string(), "db".to_string())].into(),
+                ..Default::default()
+            }),
+            disruptions_allowed: 0,
+            disrupted_pod_uids: vec![],
+        },
+        disrupted_pods: vec![],
+    };
+    let s = simulate(config(ClusterSource::Workload(workload(vec![budget]))))
+        .await
+        .unwrap();
+    assert_sound(&s);
+    assert_eq!((s.placed, s.preempted), (1, 2), "{s}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -462,6 +516,7 @@ async fn gangs_are_bound_whole_or_not_at_all_in_the_simulation() {
         bound: vec![],
         pending,
         ignored: 0,
+        pdbs: vec![],
     };
     let mut c = config(ClusterSource::Workload(workload));
     c.binder.gang_timeout = Duration::from_millis(300);
