@@ -170,6 +170,16 @@ fn pod_ref(p: &proto::Pod) -> PodRef {
     }
 }
 
+/// Whether any of the pod's affinity or anti-affinity terms selects namespaces by label.
+fn uses_namespace_selector(p: &proto::Pod) -> bool {
+    [&p.pod_affinity, &p.pod_anti_affinity].into_iter().flatten().any(|a| {
+        a.required.iter().any(|t| t.namespace_selector.is_some())
+            || a.preferred
+                .iter()
+                .any(|w| w.term.as_ref().is_some_and(|t| t.namespace_selector.is_some()))
+    })
+}
+
 fn is_snapshot_not_found(status: &tonic::Status) -> bool {
     status.code() == Code::NotFound
         && status
@@ -343,7 +353,23 @@ impl<A: ClusterApi> Binder<A> {
                 s.nominations.lock().node_gone(&name, now);
                 s.wake.notify_one();
             }
-            ClusterEvent::NamespaceApplied(ns) => s.state.lock().apply_namespace(ns),
+            ClusterEvent::NamespaceApplied(ns) => {
+                let changed = {
+                    let mut st = s.state.lock();
+                    let before = st.version();
+                    st.apply_namespace(ns);
+                    st.version() != before
+                };
+                if changed {
+                    // New namespace labels may now match (or stop matching) the namespaceSelector
+                    // of an unschedulable pod's affinity terms.
+                    let mut q = s.queue.lock();
+                    q.move_unschedulable_where(now, |i| uses_namespace_selector(&i.spec));
+                    self.update_queue_gauges(&q);
+                    drop(q);
+                    s.wake.notify_one();
+                }
+            }
             ClusterEvent::NamespaceDeleted(name) => s.state.lock().delete_namespace(&name),
             ClusterEvent::PdbApplied(pdb) => s.state.lock().apply_pdb(pdb),
             ClusterEvent::PdbDeleted(key) => s.state.lock().delete_pdb(&key),
@@ -1067,7 +1093,7 @@ impl<A: ClusterApi> Binder<A> {
                 format!(
                     "preemption: gave up the nominated node {} after {}s: {} victim(s) still terminating ({}).",
                     n.node,
-                    now.duration_since(n.since).as_secs(),
+                    n.deadline.duration_since(n.since).as_secs(),
                     still_there.len(),
                     still_there.join(", ")
                 ),

@@ -333,11 +333,17 @@ impl SchedulingQueue {
     /// A cluster event that could make pods fit: every unschedulable pod goes to backoff, or to
     /// active when its backoff has already passed (kube-scheduler's `MoveAllToActiveOrBackoffQueue`).
     pub fn move_all_unschedulable(&mut self, now: Instant) {
+        self.move_unschedulable_where(now, |_| true);
+    }
+
+    /// [`SchedulingQueue::move_all_unschedulable`] for the unschedulable pods that match only (an
+    /// event that can only make those fit).
+    pub fn move_unschedulable_where(&mut self, now: Instant, matches: impl Fn(&PodInfo) -> bool) {
         let parked: Vec<(String, Instant, u32)> = self
             .pods
             .iter()
             .filter_map(|(uid, p)| match p.place {
-                Place::Unschedulable(since) => Some((uid.clone(), since, p.attempts)),
+                Place::Unschedulable(since) if matches(&p.info) => Some((uid.clone(), since, p.attempts)),
                 _ => None,
             })
             .collect();
@@ -474,6 +480,21 @@ mod tests {
         q.move_all_unschedulable(t0);
         assert_eq!(q.place_of("p"), Some(Place::Backoff(t0 + Duration::from_secs(1))));
         assert_eq!(q.next_wakeup(), Some(t0 + Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn a_selective_event_moves_only_the_matching_unschedulable_pods() {
+        let t0 = Instant::now();
+        let mut q = SchedulingQueue::new(QueueConfig::default());
+        q.add_or_update(info("a", 0, 0), t0);
+        q.add_or_update(info("b", 0, 1), t0);
+        q.pop_batch(2, t0);
+        q.unschedulable("a", t0);
+        q.unschedulable("b", t0);
+        let later = t0 + Duration::from_secs(5);
+        q.move_unschedulable_where(later, |i| i.spec.uid == "a");
+        assert_eq!(q.place_of("a"), Some(Place::Active));
+        assert_eq!(q.place_of("b"), Some(Place::Unschedulable(t0)));
     }
 
     #[test]

@@ -2443,6 +2443,11 @@ impl FakeApiServer {
         typed(self.replace_raw(Kind::PodDisruptionBudget, untyped(&pdb)))
     }
 
+    /// Replaces a namespace object (its labels); panics if it does not exist.
+    pub fn update_namespace(&self, ns: k8s_openapi::api::core::v1::Namespace) -> k8s_openapi::api::core::v1::Namespace {
+        typed(self.replace_raw(Kind::Namespace, untyped(&ns)))
+    }
+
     /// Creates a lease (namespace defaults to `default`); panics if it exists.
     pub fn create_lease(&self, lease: Lease) -> Lease {
         self.create_typed(Kind::Lease, &lease)

@@ -853,6 +853,80 @@ async fn namespace_labels_from_the_watch_reach_anti_affinity_namespace_selectors
     let _ = stop_decisions.send(());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_label_change_requeues_pods_whose_affinity_selects_namespaces() {
+    use k8s_openapi::api::core::v1::{Affinity, Namespace, PodAffinity, PodAffinityTerm};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+    let server = FakeApiServer::start().await;
+    server.create_node(node("n1", "4"));
+    let ns = |name: &str, tier: &str| Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some([("tier".to_string(), tier.to_string())].into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    server.create_namespace(ns("batch", "other"));
+    server.create_namespace(ns("shop", "web"));
+    let mut guard = fixtures::pod("batch", "guard", "default-scheduler", "100m", Some("n1"));
+    guard.metadata.labels = Some([("app".to_string(), "guard".to_string())].into());
+    server.create_pod(guard);
+    // web must run beside a guard pod of a namespace labelled tier=batch: none is, yet.
+    let mut web = fixtures::pod("shop", "web", SCHEDULER, "250m", None);
+    web.spec.as_mut().unwrap().affinity = Some(Affinity {
+        pod_affinity: Some(PodAffinity {
+            required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
+                label_selector: Some(LabelSelector {
+                    match_labels: Some([("app".to_string(), "guard".to_string())].into()),
+                    ..Default::default()
+                }),
+                namespace_selector: Some(LabelSelector {
+                    match_labels: Some([("tier".to_string(), "batch".to_string())].into()),
+                    ..Default::default()
+                }),
+                topology_key: "kubernetes.io/hostname".into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    server.create_pod(web);
+    let (endpoint, stop_decisions) = decision_service().await;
+    let running = start_binder(
+        &server,
+        &endpoint,
+        Options {
+            lease: None,
+            ..Options::default()
+        },
+    );
+    eventually(WAIT, "web reported unschedulable", || async {
+        server
+            .get_pod("shop", "web")
+            .and_then(|p| condition(&p, "PodScheduled"))
+            .is_some_and(|c| {
+                c == (
+                    "False".into(),
+                    "Unschedulable".into(),
+                    "0/1 nodes are available: 1 node(s) didn't match pod affinity rules. preemption: 0/1 nodes \
+                 are available: 1 Preemption is not helpful for scheduling."
+                        .into(),
+                )
+            })
+    })
+    .await;
+    // The namespace gets the label: web is decided again at once (not after the 5-minute flush).
+    server.update_namespace(ns("batch", "batch"));
+    eventually(WAIT, "web bound beside the guard", || async {
+        server.get_pod("shop", "web").and_then(|p| node_of(&p)).as_deref() == Some("n1")
+    })
+    .await;
+    running.stop().await;
+    let _ = stop_decisions.send(());
+}
+
 fn with_priority(mut p: Pod, priority: i32) -> Pod {
     p.spec.as_mut().unwrap().priority = Some(priority);
     p
