@@ -590,6 +590,12 @@ impl<A: ClusterApi> Binder<A> {
             answered.insert(placement.pod_uid.clone());
             use proto::placement::Outcome;
             let retrying = self.is_retrying(&placement.pod_uid);
+            if let Some(Outcome::Unschedulable(u)) = &placement.outcome {
+                // The service ran DefaultPreemption's PostFilter for the pod (gangs do not preempt).
+                if u.gang.is_empty() {
+                    s.metrics.preemption_attempts.inc();
+                }
+            }
             match placement.outcome {
                 Some(Outcome::NodeName(node)) => {
                     if retrying {

@@ -296,6 +296,9 @@ pub struct BinderMetrics {
     pub preemptions: Counter,
     /// `scheduler_preemption_victims`: victims per preemption, as kube-scheduler's.
     pub preemption_victims: Histogram,
+    /// `scheduler_preemption_attempts_total`: pods found unschedulable, for which the service
+    /// looked for victims (kube-scheduler counts each run of its PostFilter the same way).
+    pub preemption_attempts: Counter,
     gangs: Family<ResultLabel, Counter>,
     nominations: Family<ResultLabel, Counter>,
 }
@@ -327,6 +330,7 @@ impl BinderMetrics {
             experiments: ExperimentMetrics::new(),
             preemptions: Counter::default(),
             preemption_victims: Histogram::new(exponential_buckets(1.0, 2.0, 7)),
+            preemption_attempts: Counter::default(),
             gangs: Family::default(),
             nominations: Family::default(),
             registry: Registry::default(),
@@ -381,6 +385,11 @@ impl BinderMetrics {
             "binder_preemptions",
             "Nominations acted on: victims preempted for a pod",
             m.preemptions.clone(),
+        );
+        r.register(
+            "scheduler_preemption_attempts",
+            "Total preemption attempts in the cluster till now",
+            m.preemption_attempts.clone(),
         );
         r.register(
             "scheduler_preemption_victims",

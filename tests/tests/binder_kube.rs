@@ -1051,6 +1051,19 @@ async fn preemption_nominates_deletes_victims_gracefully_then_binds() {
     let metrics = running.metrics.encode();
     assert!(metrics.contains("binder_preemptions_total 1"), "{metrics}");
     assert!(metrics.contains("scheduler_preemption_victims_count 1"), "{metrics}");
+    // One attempt per decision that found it unschedulable: the first, and any retry made while
+    // the victim was still terminating.
+    let attempts: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("scheduler_preemption_attempts_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(attempts >= 1, "{metrics}");
+    // Bound once the victim went, by the watch or by a retry that found the room first.
+    assert_eq!(
+        running.metrics.nominations_total("victims_gone") + running.metrics.nominations_total("placed_on_retry"),
+        1
+    );
     running.stop().await;
     let _ = stop_decisions.send(());
 }
