@@ -1021,6 +1021,10 @@ impl<A: ClusterApi> Binder<A> {
             // Alone in its batch and without its own reservation: it may fit elsewhere now, or on
             // its node if room was made. Every other pod's assumptions still count.
             let uid = qp.info.spec.uid.clone();
+            if !s.nominations.lock().is_retrying(&uid) {
+                // Deleted, bound or cancelled while the ones before it were decided.
+                continue;
+            }
             s.state.lock().forget(&uid);
             let span = tracing::info_span!("nominated_retry", pod = %qp.info.key());
             self.schedule_batch(vec![qp], tasks).instrument(span).await;
