@@ -1708,15 +1708,11 @@ impl<'a> Evaluator<'a> {
                     if feasible.next_if_eq(&i).is_some() {
                         continue;
                     }
-                    filter_node(
-                        self.profile,
-                        &plan,
-                        None,
-                        i,
-                        entry,
-                        usage.get(i),
-                        &mut |plugin, reason| rejected.push((i as u32, plugin, reason)),
-                    );
+                    // Rejected by the plain pass, so no candidate comes back: only its reasons,
+                    // read from the hot fields as the general pass reads them.
+                    let _ = self.eval_node(&plan, &usage, i, entry, &usage.hot, &mut |plugin, reason| {
+                        rejected.push((i as u32, plugin, reason))
+                    });
                 }
             }
         } else {
