@@ -1779,8 +1779,24 @@ impl<'a> Evaluator<'a> {
         let key = |c: &Candidate| (c.total, plan.tie_break(hot[c.index as usize].name_hash));
         let cmp = |a: &Candidate, b: &Candidate| key(b).cmp(&key(a));
         if k > 0 && k < feasible_count {
-            self.candidates.select_nth_unstable_by(k - 1, cmp);
-            self.candidates.truncate(k);
+            // The k best by (total, tie-break): partition on the total alone (no hashing), keep
+            // every node above the k-th total, and break ties only among the nodes equal to it.
+            self.candidates
+                .select_nth_unstable_by(k - 1, |a, b| b.total.cmp(&a.total));
+            let threshold = self.candidates[k - 1].total;
+            let mut tied: Vec<Candidate> = self
+                .candidates
+                .iter()
+                .filter(|c| c.total == threshold)
+                .copied()
+                .collect();
+            self.candidates.retain(|c| c.total > threshold);
+            let need = k - self.candidates.len();
+            if need < tied.len() {
+                tied.select_nth_unstable_by(need - 1, cmp);
+                tied.truncate(need);
+            }
+            self.candidates.extend(tied);
         }
         self.candidates.sort_unstable_by(cmp);
         let feasible = self

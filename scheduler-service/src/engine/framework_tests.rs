@@ -894,3 +894,19 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+    /// Rank's top k are the first k of the full ranking, ties broken alike.
+    #[test]
+    fn rank_top_k_is_the_head_of_the_full_ranking((nodes, batch) in arb_cluster(), k in 1usize..6, seed in any::<u64>()) {
+        let snap = snapshot(nodes);
+        let profile = Profile::new(Policy::kube_default());
+        for p in &batch {
+            let all = Evaluator::new(&profile, &snap).rank(p, 0, seed, Deadline::none()).unwrap();
+            let top = Evaluator::new(&profile, &snap).rank(p, k, seed, Deadline::none()).unwrap();
+            prop_assert_eq!(&top.feasible[..], &all.feasible[..k.min(all.feasible.len())]);
+            prop_assert_eq!(top.feasible_count, all.feasible_count);
+        }
+    }
+}
