@@ -606,8 +606,13 @@ impl ExperimentSet {
 }
 
 impl Experiment {
-    /// The unit a pod belongs to, as hashed.
+    /// The unit a pod belongs to, as hashed. A gang's members (label [`crate::model::GANG_LABEL`])
+    /// are one unit whatever the experiment's unit, so the gang is placed by one arm: split
+    /// across arms, no arm would ever see enough members to place it.
     pub fn unit_key(&self, pod: &PodFacts<'_>) -> String {
+        if let Some(gang) = pod.labels.get(crate::model::GANG_LABEL).filter(|g| !g.is_empty()) {
+            return format!("gang/{}/{gang}", pod.namespace);
+        }
         match self.unit {
             Unit::Pod => format!("pod/{}/{}", pod.namespace, pod.name),
             Unit::Namespace => format!("namespace/{}", pod.namespace),
@@ -736,6 +741,28 @@ shadows:
             owner: None,
             pin: None,
         }
+    }
+
+    #[test]
+    fn a_gangs_members_are_one_unit_whatever_the_experiments_unit() {
+        let set = ExperimentSet::parse(FILE).unwrap();
+        let e = &set.experiments[0];
+        let gang = labels(&[(crate::model::GANG_LABEL, "train")]);
+        let keys: std::collections::BTreeSet<String> = (0..50)
+            .map(|i| e.unit_key(&facts("ml", &format!("worker-{i}"), &gang)))
+            .collect();
+        assert_eq!(keys.into_iter().collect::<Vec<_>>(), ["gang/ml/train"]);
+        // The same names outside the gang are units of their own (no owner: each pod).
+        let plain = labels(&[]);
+        assert_ne!(
+            e.unit_key(&facts("ml", "worker-0", &plain)),
+            e.unit_key(&facts("ml", "worker-1", &plain))
+        );
+        // Another namespace's gang of the same name is another unit.
+        assert_ne!(
+            e.unit_key(&facts("ml", "w", &gang)),
+            e.unit_key(&facts("other", "w", &gang))
+        );
     }
 
     #[test]
