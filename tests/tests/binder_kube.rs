@@ -789,39 +789,50 @@ async fn a_binder_killed_mid_run_and_restarted_binds_every_pod_exactly_once() {
     let _ = stop_decisions.send(());
 }
 
+/// A namespace labelled `tier: <tier>`.
+fn tiered_namespace(name: &str, tier: &str) -> k8s_openapi::api::core::v1::Namespace {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    k8s_openapi::api::core::v1::Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some([("tier".to_string(), tier.to_string())].into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// A hostname pod affinity term for pods labelled `app: <app>` in namespaces labelled `tier: <tier>`.
+fn namespace_selecting_term(app: &str, tier: &str) -> k8s_openapi::api::core::v1::PodAffinityTerm {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    k8s_openapi::api::core::v1::PodAffinityTerm {
+        label_selector: Some(LabelSelector {
+            match_labels: Some([("app".to_string(), app.to_string())].into()),
+            ..Default::default()
+        }),
+        namespace_selector: Some(LabelSelector {
+            match_labels: Some([("tier".to_string(), tier.to_string())].into()),
+            ..Default::default()
+        }),
+        topology_key: "kubernetes.io/hostname".into(),
+        ..Default::default()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespace_labels_from_the_watch_reach_anti_affinity_namespace_selectors() {
-    use k8s_openapi::api::core::v1::{Affinity, Namespace, PodAffinityTerm, PodAntiAffinity};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+    use k8s_openapi::api::core::v1::{Affinity, PodAntiAffinity};
     let server = FakeApiServer::start().await;
     // The big node attracts the web pod (LeastAllocated) unless the guard's anti-affinity holds.
     server.create_node(node("big", "16"));
     server.create_node(node("small", "1"));
     for (name, tier) in [("shop", "web"), ("batch", "batch")] {
-        server.create_namespace(Namespace {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                labels: Some([("tier".to_string(), tier.to_string())].into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        });
+        server.create_namespace(tiered_namespace(name, tier));
     }
     let mut guard = fixtures::pod("batch", "guard", SCHEDULER, "100m", Some("big"));
     guard.spec.as_mut().unwrap().affinity = Some(Affinity {
         pod_anti_affinity: Some(PodAntiAffinity {
-            required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
-                label_selector: Some(LabelSelector {
-                    match_labels: Some([("app".to_string(), "web".to_string())].into()),
-                    ..Default::default()
-                }),
-                namespace_selector: Some(LabelSelector {
-                    match_labels: Some([("tier".to_string(), "web".to_string())].into()),
-                    ..Default::default()
-                }),
-                topology_key: "kubernetes.io/hostname".into(),
-                ..Default::default()
-            }]),
+            required_during_scheduling_ignored_during_execution: Some(vec![namespace_selecting_term("web", "web")]),
             ..Default::default()
         }),
         ..Default::default()
@@ -855,20 +866,11 @@ async fn namespace_labels_from_the_watch_reach_anti_affinity_namespace_selectors
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_namespace_label_change_requeues_pods_whose_affinity_selects_namespaces() {
-    use k8s_openapi::api::core::v1::{Affinity, Namespace, PodAffinity, PodAffinityTerm};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+    use k8s_openapi::api::core::v1::{Affinity, PodAffinity};
     let server = FakeApiServer::start().await;
     server.create_node(node("n1", "4"));
-    let ns = |name: &str, tier: &str| Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some([("tier".to_string(), tier.to_string())].into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    server.create_namespace(ns("batch", "other"));
-    server.create_namespace(ns("shop", "web"));
+    server.create_namespace(tiered_namespace("batch", "other"));
+    server.create_namespace(tiered_namespace("shop", "web"));
     let mut guard = fixtures::pod("batch", "guard", "default-scheduler", "100m", Some("n1"));
     guard.metadata.labels = Some([("app".to_string(), "guard".to_string())].into());
     server.create_pod(guard);
@@ -876,18 +878,7 @@ async fn a_namespace_label_change_requeues_pods_whose_affinity_selects_namespace
     let mut web = fixtures::pod("shop", "web", SCHEDULER, "250m", None);
     web.spec.as_mut().unwrap().affinity = Some(Affinity {
         pod_affinity: Some(PodAffinity {
-            required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
-                label_selector: Some(LabelSelector {
-                    match_labels: Some([("app".to_string(), "guard".to_string())].into()),
-                    ..Default::default()
-                }),
-                namespace_selector: Some(LabelSelector {
-                    match_labels: Some([("tier".to_string(), "batch".to_string())].into()),
-                    ..Default::default()
-                }),
-                topology_key: "kubernetes.io/hostname".into(),
-                ..Default::default()
-            }]),
+            required_during_scheduling_ignored_during_execution: Some(vec![namespace_selecting_term("guard", "batch")]),
             ..Default::default()
         }),
         ..Default::default()
@@ -918,7 +909,7 @@ async fn a_namespace_label_change_requeues_pods_whose_affinity_selects_namespace
     })
     .await;
     // The namespace gets the label: web is decided again at once (not after the 5-minute flush).
-    server.update_namespace(ns("batch", "batch"));
+    server.update_namespace(tiered_namespace("batch", "batch"));
     eventually(WAIT, "web bound beside the guard", || async {
         server.get_pod("shop", "web").and_then(|p| node_of(&p)).as_deref() == Some("n1")
     })
@@ -963,12 +954,7 @@ async fn preemption_nominates_deletes_victims_gracefully_then_binds() {
         async move { b.is_ready() }
     })
     .await;
-    pods.create(
-        &PostParams::default(),
-        &with_priority(pod("urgent", SCHEDULER, "1500m", None), 1000),
-    )
-    .await
-    .unwrap();
+    create_preemptor(&pods, "urgent").await;
 
     eventually(WAIT, "the victim terminating and the preemptor nominated", || {
         let pods = pods.clone();
@@ -1135,17 +1121,8 @@ async fn preemption_spares_a_pod_its_disruption_budget_protects_until_the_budget
     })
     .await;
 
-    pods.create(
-        &PostParams::default(),
-        &with_priority(pod("urgent", SCHEDULER, "1500m", None), 1000),
-    )
-    .await
-    .unwrap();
-    eventually(WAIT, "an unprotected victim terminating", || {
-        let pods = pods.clone();
-        async move { terminating(&pods, "web").await }
-    })
-    .await;
+    create_preemptor(&pods, "urgent").await;
+    until_terminating(&pods, "web", "an unprotected victim terminating").await;
     assert!(
         !terminating(&pods, "db").await,
         "the budget (0 disruptions allowed) protects db"
@@ -1177,17 +1154,8 @@ async fn preemption_spares_a_pod_its_disruption_budget_protects_until_the_budget
         }
     })
     .await;
-    pods.create(
-        &PostParams::default(),
-        &with_priority(pod("urgent2", SCHEDULER, "1500m", None), 1000),
-    )
-    .await
-    .unwrap();
-    eventually(WAIT, "db preempted now that its budget allows it", || {
-        let pods = pods.clone();
-        async move { terminating(&pods, "db").await }
-    })
-    .await;
+    create_preemptor(&pods, "urgent2").await;
+    until_terminating(&pods, "db", "db preempted now that its budget allows it").await;
     assert!(!terminating(&pods, "web2").await);
     assert_eq!(server.count_requests(&matcher("DELETE", "/pods/db")), 1);
     assert_eq!(server.count_requests(&matcher("DELETE", "/pods/web2")), 0);
@@ -1218,10 +1186,32 @@ fn failed_scheduling_notes(server: &FakeApiServer, pod: &str) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_preemptor_whose_victim_never_goes_binds_where_room_appears() {
+/// Creates the pending pod `name` (1.5 cpu, priority 1000) that has to preempt.
+async fn create_preemptor(pods: &Api<Pod>, name: &str) {
+    pods.create(
+        &PostParams::default(),
+        &with_priority(pod(name, SCHEDULER, "1500m", None), 1000),
+    )
+    .await
+    .unwrap();
+}
+
+/// Waits until the pod `name` is terminating (`what` names the wait in a timeout).
+async fn until_terminating(pods: &Api<Pod>, name: &str, what: &str) {
+    eventually(WAIT, what, || {
+        let pods = pods.clone();
+        async move { terminating(&pods, name).await }
+    })
+    .await;
+}
+
+/// Node n1 (2 cpu) full with a low-priority pod that a finalizer keeps from going, a binder with
+/// this nomination timeout, synced, and the pending high-priority pod `urgent` (1.5 cpu) that
+/// must preempt it: (API server, binder, the pods API, the decision service's stop).
+async fn urgent_pod_behind_a_stuck_victim(
+    nomination_timeout: Duration,
+) -> (FakeApiServer, Running, Api<Pod>, oneshot::Sender<()>) {
     let server = FakeApiServer::start().await;
-    let client = server.client();
     server.create_node(node("n1", "2"));
     server.create_pod(stuck_pod("stuck", "n1"));
     let (endpoint, stop_decisions) = decision_service().await;
@@ -1229,22 +1219,23 @@ async fn a_preemptor_whose_victim_never_goes_binds_where_room_appears() {
         &server,
         &endpoint,
         Options {
-            nomination_timeout: Duration::from_secs(600),
+            nomination_timeout,
             ..Options::default()
         },
     );
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     eventually(WAIT, "the binder synced", || {
         let b = running.binder.clone();
         async move { b.is_ready() }
     })
     .await;
-    pods.create(
-        &PostParams::default(),
-        &with_priority(pod("urgent", SCHEDULER, "1500m", None), 1000),
-    )
-    .await
-    .unwrap();
+    create_preemptor(&pods, "urgent").await;
+    (server, running, pods, stop_decisions)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preemptor_whose_victim_never_goes_binds_where_room_appears() {
+    let (server, running, pods, stop_decisions) = urgent_pod_behind_a_stuck_victim(Duration::from_secs(600)).await;
     eventually(WAIT, "the victim terminating and urgent nominated to n1", || {
         let pods = pods.clone();
         async move {
@@ -1287,36 +1278,8 @@ async fn a_preemptor_whose_victim_never_goes_binds_where_room_appears() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nomination_whose_victim_never_goes_is_given_up_after_the_timeout() {
-    let server = FakeApiServer::start().await;
-    let client = server.client();
-    server.create_node(node("n1", "2"));
-    server.create_pod(stuck_pod("stuck", "n1"));
-    let (endpoint, stop_decisions) = decision_service().await;
-    let running = start_binder(
-        &server,
-        &endpoint,
-        Options {
-            nomination_timeout: Duration::from_secs(2),
-            ..Options::default()
-        },
-    );
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    eventually(WAIT, "the binder synced", || {
-        let b = running.binder.clone();
-        async move { b.is_ready() }
-    })
-    .await;
-    pods.create(
-        &PostParams::default(),
-        &with_priority(pod("urgent", SCHEDULER, "1500m", None), 1000),
-    )
-    .await
-    .unwrap();
-    eventually(WAIT, "the victim terminating", || {
-        let pods = pods.clone();
-        async move { terminating(&pods, "stuck").await }
-    })
-    .await;
+    let (server, running, pods, stop_decisions) = urgent_pod_behind_a_stuck_victim(Duration::from_secs(2)).await;
+    until_terminating(&pods, "stuck", "the victim terminating").await;
     let gave_up = "preemption: gave up the nominated node n1 after 2s: 1 victim(s) still terminating (default/stuck).";
     eventually(WAIT, "the nomination given up, cleared and reported", || {
         let (pods, server) = (pods.clone(), &server);

@@ -990,6 +990,21 @@ mod tests {
         }
     }
 
+    /// `s` after one delta removing node `name` and another adding it again with `cpu`.
+    fn removed_and_added_again(s: &Snapshot, name: &str, cpu: i64) -> Snapshot {
+        let gone = s
+            .apply(Delta {
+                remove_nodes: vec![name.into()],
+                ..Default::default()
+            })
+            .unwrap();
+        gone.apply(Delta {
+            upsert_nodes: vec![node(name, cpu)],
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
     #[test]
     fn usage_is_summed_per_node_and_nodes_sorted() {
         let s = Snapshot::build(
@@ -1033,18 +1048,7 @@ mod tests {
             .unwrap();
         assert_eq!(next.node("ghost").unwrap().usage.requested.milli_cpu, 300);
         // Removing the node and re-adding it keeps the pod's usage.
-        let gone = next
-            .apply(Delta {
-                remove_nodes: vec!["ghost".into()],
-                ..Default::default()
-            })
-            .unwrap();
-        let back = gone
-            .apply(Delta {
-                upsert_nodes: vec![node("ghost", 2000)],
-                ..Default::default()
-            })
-            .unwrap();
+        let back = removed_and_added_again(&next, "ghost", 2000);
         assert_eq!(back.node("ghost").unwrap().usage.requested.milli_cpu, 300);
         let empty = back
             .apply(Delta {
@@ -1102,18 +1106,7 @@ mod tests {
             "orphans keep their list until the node appears"
         );
         assert_eq!(uids_on(&base, "a"), ["p2", "p3", "p1"], "base is immutable");
-        let gone = next
-            .apply(Delta {
-                remove_nodes: vec!["ghost".into()],
-                ..Default::default()
-            })
-            .unwrap();
-        let back = gone
-            .apply(Delta {
-                upsert_nodes: vec![node("ghost", 1000)],
-                ..Default::default()
-            })
-            .unwrap();
+        let back = removed_and_added_again(&next, "ghost", 1000);
         assert_eq!(uids_on(&back, "ghost"), ["g1", "p3"]);
     }
 
