@@ -910,3 +910,40 @@ proptest! {
         }
     }
 }
+
+/// Evaluators reuse their thread's spare buffers: a Rank after others (including one cut short by
+/// its deadline) answers as the same Rank on a fresh thread, image locality included.
+#[test]
+fn reused_evaluator_buffers_answer_as_fresh_ones() {
+    use crate::grpc::convert;
+    use crate::synth;
+    let cluster = synth::cluster(&synth::ClusterShape::with_nodes(200), 3);
+    let (nodes, pods, _, _) = convert::snapshot("snapshot", &cluster).unwrap();
+    let snap = Snapshot::build(nodes, pods).unwrap();
+    let batch = convert::list("pods", &synth::distinct_pods(40, 3), convert::pod).unwrap();
+    let profile = Profile::new(Policy::kube_default());
+    let with_images: Vec<&PodSpec> = batch.iter().filter(|p| !p.images.is_empty()).collect();
+    assert!(with_images.len() > 10, "the synthetic pods name images");
+    let fresh: Vec<Ranking> = std::thread::scope(|s| {
+        s.spawn(|| {
+            with_images
+                .iter()
+                .map(|p| Evaluator::new(&profile, &snap).rank(p, 5, 1, Deadline::none()).unwrap())
+                .collect()
+        })
+        .join()
+        .unwrap()
+    });
+    // Warm this thread's spares, once with an evaluation stopped by its deadline.
+    let past = Deadline::at(std::time::Instant::now() - std::time::Duration::from_secs(1));
+    let _ = Evaluator::new(&profile, &snap).schedule(&batch, 1, past);
+    Evaluator::new(&profile, &snap)
+        .schedule(&batch, 1, Deadline::none())
+        .unwrap();
+    for (p, want) in with_images.iter().zip(&fresh) {
+        assert_eq!(
+            &Evaluator::new(&profile, &snap).rank(p, 5, 1, Deadline::none()).unwrap(),
+            want
+        );
+    }
+}
