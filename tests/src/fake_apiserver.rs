@@ -772,6 +772,8 @@ struct Counters {
     watches_opened: AtomicU64,
     watches_expired: AtomicU64,
     active_watches: AtomicU64,
+    /// Requests held by an injected delay and not yet processed.
+    delayed: AtomicU64,
 }
 
 struct Inner {
@@ -1966,6 +1968,7 @@ impl Inner {
         let target = req.path_and_query();
         let (delay, failure) = self.take_faults(&req.method, &target, is_watch);
         if let Some(d) = delay {
+            self.counters.delayed.fetch_add(1, Ordering::SeqCst);
             let mut shutdown = self.shutdown_tx.subscribe();
             tokio::select! {
                 () = tokio::time::sleep(d) => {}
@@ -1992,6 +1995,9 @@ impl Inner {
                 Err(e) => error_response(&e),
             },
         };
+        if delay.is_some() {
+            self.counters.delayed.fetch_sub(1, Ordering::SeqCst);
+        }
         self.log.lock().push(RequestRecord {
             method: req.method.clone(),
             path: req.path.clone(),
@@ -2557,6 +2563,11 @@ impl FakeApiServer {
             matcher: m,
             action: FaultAction::Delay(d),
         });
+    }
+
+    /// How many requests an injected delay holds right now (arrived, not yet processed).
+    pub fn requests_delayed(&self) -> u64 {
+        self.inner.counters.delayed.load(Ordering::SeqCst)
     }
 
     /// Removes every pending injected failure and delay.

@@ -738,7 +738,10 @@ async fn a_binder_killed_mid_run_and_restarted_binds_every_pod_exactly_once() {
         async move { assumed >= 16 }
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    eventually(WAIT, "all 16 binds arrived and held by the server's delay", || async {
+        server.requests_delayed() == 16
+    })
+    .await;
     assert_eq!(
         server.bindings_attempted(),
         0,
@@ -757,9 +760,12 @@ async fn a_binder_killed_mid_run_and_restarted_binds_every_pod_exactly_once() {
         async move { bound(&pods).await.len() == 16 }
     })
     .await;
-    // Binds the first binder had sent finish at most DELAY after the crash (the server's own fixed
-    // delay, not a guess about this machine); then nothing may be bound twice.
-    tokio::time::sleep(DELAY + Duration::from_millis(500)).await;
+    // The binds the first binder had sent land once the server's delay ends (they take effect
+    // though their client is gone); then nothing may be bound twice.
+    eventually(WAIT, "the abandoned binds processed", || async {
+        server.requests_delayed() == 0
+    })
+    .await;
     assert!(
         server.bindings_attempted() > 16,
         "binds of both binders reached the server (the race was exercised): {}",
