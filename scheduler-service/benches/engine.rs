@@ -241,13 +241,9 @@ fn bench_snapshot(c: &mut Criterion, fx: &Fixture) {
     group.finish();
 }
 
-/// CPU time this process has used (user + system), from `/proc/self/stat`; `None` off Linux.
+/// This process's CPU time so far.
 fn cpu_time() -> Option<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name: state is field 3, utime 14 and stime 15 (in USER_HZ = 1/100 s).
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    Some(Duration::from_millis(ticks * 10))
+    placement_scheduler::procstat::Proc::Myself.cpu()
 }
 
 /// How much of the wall time since `(wall, cpu)` this process spent on a CPU, as a percentage.

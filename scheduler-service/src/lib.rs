@@ -3,6 +3,7 @@
 
 pub mod engine;
 pub mod grpc;
+pub mod procstat;
 /// Deterministic synthetic clusters and pending pods (API messages) for benchmarks and tests.
 pub mod synth;
 pub mod telemetry;

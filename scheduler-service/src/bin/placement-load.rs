@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
 use clap::Parser;
+use placement_scheduler::procstat::{Memory, Proc};
 use placement_scheduler::proto::placement_service_client::PlacementServiceClient;
 use placement_scheduler::proto::{self, snapshot_ref, sync_snapshot_request};
 use placement_scheduler::synth::{self, ClusterShape};
@@ -83,73 +84,6 @@ struct Args {
     /// Print the results as JSON instead of a table.
     #[arg(long)]
     json: bool,
-}
-
-/// Resident memory of a process, from `/proc/<pid>/status`.
-#[derive(Debug, Clone, Copy, Serialize)]
-struct Memory {
-    /// VmRSS in MiB: resident now.
-    rss_mib: f64,
-    /// VmHWM in MiB: the most that was ever resident.
-    hwm_mib: f64,
-}
-
-/// Which process's `/proc` entry to read.
-#[derive(Debug, Clone, Copy)]
-enum Proc {
-    /// This process.
-    Myself,
-    /// Another process.
-    Pid(u32),
-}
-
-impl Proc {
-    fn path(self, file: &str) -> PathBuf {
-        match self {
-            Proc::Myself => PathBuf::from(format!("/proc/self/{file}")),
-            Proc::Pid(pid) => PathBuf::from(format!("/proc/{pid}/{file}")),
-        }
-    }
-
-    /// VmRSS and VmHWM, if the platform has `/proc`.
-    fn memory(self) -> Option<Memory> {
-        let status = std::fs::read_to_string(self.path("status")).ok()?;
-        let kib = |key: &str| -> Option<f64> {
-            let line = status.lines().find(|l| l.starts_with(key))?;
-            line[key.len()..]
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<f64>()
-                .ok()
-        };
-        Some(Memory {
-            rss_mib: kib("VmRSS:")? / 1024.0,
-            hwm_mib: kib("VmHWM:")? / 1024.0,
-        })
-    }
-
-    /// CPU time used so far (utime + stime), if the platform has `/proc`.
-    fn cpu(self) -> Option<Duration> {
-        let stat = std::fs::read_to_string(self.path("stat")).ok()?;
-        // The command name (field 2) may hold spaces; the fields after its closing ')' start at 3.
-        let rest = &stat[stat.rfind(')')? + 1..];
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let utime: u64 = fields.get(11)?.parse().ok()?;
-        let stime: u64 = fields.get(12)?.parse().ok()?;
-        Some(Duration::from_secs_f64((utime + stime) as f64 / clock_ticks()))
-    }
-}
-
-/// Clock ticks per second of `/proc/<pid>/stat` times.
-fn clock_ticks() -> f64 {
-    // SAFETY: sysconf only reads a system constant.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 {
-        ticks as f64
-    } else {
-        100.0
-    }
 }
 
 /// One decision replica under load.

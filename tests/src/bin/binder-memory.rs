@@ -23,6 +23,7 @@ use k8s_openapi::api::core::v1 as k8s;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use placement_scheduler::grpc::{serve, Metrics, ServerConfig};
+use placement_scheduler::procstat::{Memory, Proc};
 use placement_scheduler::proto;
 use placement_scheduler::synth::{self, ClusterShape};
 use placement_tests::fake_apiserver::FakeApiServer;
@@ -55,30 +56,6 @@ struct Args {
     /// Print the results as JSON instead of lines.
     #[arg(long)]
     json: bool,
-}
-
-/// VmRSS and VmHWM of a process, in MiB.
-#[derive(Debug, Clone, Copy, Serialize)]
-struct Memory {
-    rss_mib: f64,
-    hwm_mib: f64,
-}
-
-fn memory(pid: u32) -> Option<Memory> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib = |key: &str| -> Option<f64> {
-        let line = status.lines().find(|l| l.starts_with(key))?;
-        line[key.len()..]
-            .trim()
-            .trim_end_matches("kB")
-            .trim()
-            .parse::<f64>()
-            .ok()
-    };
-    Some(Memory {
-        rss_mib: kib("VmRSS:")? / 1024.0,
-        hwm_mib: kib("VmHWM:")? / 1024.0,
-    })
 }
 
 /// What was measured.
@@ -382,7 +359,7 @@ async fn run(args: Args) -> anyhow::Result<Report> {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let ready_s = t.elapsed().as_secs_f64();
-    let ready_memory = memory(pid);
+    let ready_memory = Proc::Pid(pid).memory();
     say(format!("binder ready after {ready_s:.1} s: {ready_memory:?}"));
 
     let pending: Vec<k8s::Pod> = synth::distinct_pods(args.pending, args.seed ^ 0xb1d)
@@ -425,7 +402,7 @@ async fn run(args: Args) -> anyhow::Result<Report> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let bind_s = t.elapsed().as_secs_f64();
-    let bound_memory = memory(pid);
+    let bound_memory = Proc::Pid(pid).memory();
     say(format!(
         "{} pending pods settled in {bind_s:.1} s: {bound_memory:?}",
         pending.len()
