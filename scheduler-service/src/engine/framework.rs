@@ -1453,7 +1453,16 @@ impl<'a> Evaluator<'a> {
             {
                 continue;
             }
-            let mut raw = [0i64; MAX_SCORES];
+            // Written in place: a raw array built on the stack and then copied is reloaded wider
+            // than it was stored, which stalls store forwarding on every node.
+            self.candidates.push(Candidate {
+                index: i as u32,
+                raw: [0; MAX_SCORES],
+                total: 0,
+            });
+            let Some(Candidate { raw, .. }) = self.candidates.last_mut() else {
+                continue;
+            };
             if let Some((slot, weights)) = fit {
                 raw[slot] = fit_score_cpu_memory(profile, weights, &plan.fit_requests, h);
             }
@@ -1461,7 +1470,11 @@ impl<'a> Evaluator<'a> {
                 raw[slot] = balanced_score_cpu_memory(requests, h);
             }
             if let Some(slot) = image {
-                raw[slot] = image_score(plan, self.image_sums[i]);
+                // A node without the pod's images scores 0 (a sum under the minimum threshold).
+                let sum = self.image_sums[i];
+                if sum != 0 {
+                    raw[slot] = image_score(plan, sum);
+                }
             }
             if let Some(slot) = slots.affinity {
                 raw[slot] = se.affinity_weight;
@@ -1471,11 +1484,6 @@ impl<'a> Evaluator<'a> {
                 raw[slot] = se.prefer_taints;
                 max_taints = max_taints.max(se.prefer_taints);
             }
-            self.candidates.push(Candidate {
-                index: i as u32,
-                raw,
-                total: 0,
-            });
         }
         self.image_sums(plan, -1);
         self.topo_active = (false, false);
