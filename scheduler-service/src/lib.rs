@@ -1,6 +1,7 @@
 //! The placement decision service: a scheduling engine with no I/O ([`engine`]) and the thin gRPC
 //! layer around it ([`grpc`]).
 
+pub mod allocator;
 pub mod engine;
 pub mod grpc;
 pub mod procstat;
