@@ -300,6 +300,22 @@ async fn measure_rank(
     })
 }
 
+/// Times `samples` ListPolicies calls one at a time: an RPC whose handler does no work, so its
+/// latency is the loopback transport's floor (client, HTTP/2, server runtime) under every Rank.
+async fn measure_floor(replica: &Replica, samples: usize) -> anyhow::Result<Latency> {
+    let mut client = replica.client.clone();
+    let mut latencies = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let t = Instant::now();
+        client
+            .list_policies(proto::ListPoliciesRequest {})
+            .await
+            .context("ListPolicies")?;
+        latencies.push(t.elapsed());
+    }
+    Ok(Latency::of(&mut latencies))
+}
+
 /// Rank calls one at a time.
 #[derive(Debug, Clone, Serialize)]
 struct RankRun {
@@ -348,6 +364,8 @@ struct Report {
     rank: RankRun,
     /// The same calls with `infeasible_limit: 0` (only the best nodes in the answer).
     rank_best_only: RankRun,
+    /// ListPolicies one at a time, as many calls as Rank: the RPC floor under each Rank.
+    rpc_floor: Latency,
     schedule: Vec<ScheduleRun>,
     memory: Vec<ReplicaMemory>,
 }
@@ -669,6 +687,7 @@ async fn run(args: Args) -> anyhow::Result<Report> {
     let rank = measure_rank(&replicas[0], &snapshot_id, &args, None).await?;
     say(quiet, format!("rank p99 {:.3} ms", rank.latency.p99_ms));
     let rank_best_only = measure_rank(&replicas[0], &snapshot_id, &args, Some(0)).await?;
+    let rpc_floor = measure_floor(&replicas[0], args.rank_samples.max(1)).await?;
     say(
         quiet,
         format!("rank (infeasible_limit 0) p99 {:.3} ms", rank_best_only.latency.p99_ms),
@@ -740,6 +759,7 @@ async fn run(args: Args) -> anyhow::Result<Report> {
         deltas,
         rank,
         rank_best_only,
+        rpc_floor,
         schedule,
         memory,
     })
@@ -795,6 +815,11 @@ fn print_table(r: &Report) {
     println!(
         "Rank with infeasible_limit 0: mean {:.3} ms, p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms; answers {} bytes",
         b.latency.mean_ms, b.latency.p50_ms, b.latency.p99_ms, b.latency.max_ms, b.mean_response_bytes
+    );
+    let f = &r.rpc_floor;
+    println!(
+        "RPC floor (ListPolicies, no work): mean {:.3} ms, p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+        f.mean_ms, f.p50_ms, f.p99_ms, f.max_ms
     );
     println!();
     println!(
