@@ -962,6 +962,68 @@ fn fit_score_cpu_memory(profile: &Profile, (w_cpu, w_memory): (i64, i64), reques
     }
 }
 
+/// Capacities at or above this are scored by the integer path in [`plain_resource_scores`].
+const EXACT_CAPACITY: i64 = 1 << 46;
+
+/// NodeResourcesFit's cpu and memory scores (unweighted) and BalancedAllocation's score on one
+/// node, as [`fit_score_cpu_memory`] and [`balanced_score_cpu_memory`] compute them, with their
+/// four divisions all in floating point (two of them were integer divisions, several times slower).
+///
+/// Exact: the integer quotient `n · 100 / c` (0 ≤ n ≤ c) is the truncated float quotient, since
+/// both convert exactly (below 2⁵³) and a true quotient that is not an integer lies at least
+/// `1 / (101 · c)` below the next one, more than the rounding error when `c < 2⁴⁶`. `None` (the
+/// caller takes the integer path) for a capacity out of that range or a negative request.
+#[inline(always)]
+fn plain_resource_scores(h: &NodeHot, fit: [i64; 2], balanced: [i64; 2], most: bool) -> Option<(i64, i64, i64)> {
+    let in_range = |c: i64| c > 0 && c < EXACT_CAPACITY;
+    if !(in_range(h.alloc_cpu) && in_range(h.alloc_memory)) {
+        return None;
+    }
+    let requested = [
+        h.non_zero_cpu.saturating_add(fit[0]),
+        h.non_zero_memory.saturating_add(fit[1]),
+    ];
+    if requested[0] < 0 || requested[1] < 0 {
+        return None;
+    }
+    let alloc = [h.alloc_cpu, h.alloc_memory];
+    let capped = [requested[0].min(alloc[0]), requested[1].min(alloc[1])];
+    let numerator = if most {
+        capped
+    } else {
+        [alloc[0] - capped[0], alloc[1] - capped[1]]
+    };
+    let alloc = [alloc[0] as f64, alloc[1] as f64];
+    let n = [
+        (numerator[0] * MAX_NODE_SCORE) as f64,
+        (numerator[1] * MAX_NODE_SCORE) as f64,
+    ];
+    let q = [n[0] / alloc[0], n[1] / alloc[1]];
+    // BalancedAllocation, operation for operation as `balanced_score_cpu_memory`.
+    let used = [
+        h.req_cpu.saturating_add(balanced[0]) as f64,
+        h.req_memory.saturating_add(balanced[1]) as f64,
+    ];
+    let f = [(used[0] / alloc[0]).min(1.0), (used[1] / alloc[1]).min(1.0)];
+    let std = ((f[0] - f[1]) / 2.0).abs();
+    Some((q[0] as i64, q[1] as i64, ((1.0 - std) * MAX_NODE_SCORE as f64) as i64))
+}
+
+/// NodeResourcesFit's weighted score from its cpu and memory scores on a node whose cpu and
+/// memory capacities are both non-zero, as [`fit_score_cpu_memory`] weighs them there.
+#[inline(always)]
+fn weigh_fit(cpu: i64, memory: i64, (w_cpu, w_memory): (i64, i64)) -> i64 {
+    if w_cpu == w_memory {
+        return (cpu + memory) / 2;
+    }
+    let weight_sum = w_cpu + w_memory;
+    if weight_sum == 0 {
+        0
+    } else {
+        (cpu * w_cpu + memory * w_memory) / weight_sum
+    }
+}
+
 /// NodeResourcesFit's score for any resources and strategy.
 fn fit_score_general(profile: &Profile, plan: &PodPlan<'_>, node: &NodeView<'_>) -> i64 {
     let mut node_score = 0i64;
@@ -1433,6 +1495,11 @@ impl<'a> Evaluator<'a> {
         let balanced = slots.balanced.zip(plan.balanced_requests.as_deref());
         let image = slots.image.filter(|_| !plan.images.is_empty());
         let (mut max_affinity, mut max_taints) = (i64::MIN, i64::MIN);
+        // The pair of requests each resource score reads (see `plain_resource_scores`).
+        let pair = |r: &[i64]| [r.first().copied().unwrap_or(0), r.get(1).copied().unwrap_or(0)];
+        let fit_requests = pair(&plan.fit_requests);
+        let balanced_requests = balanced.map_or([0, 0], |(_, r)| pair(r));
+        let most_allocated = matches!(profile.policy.scoring_strategy, ScoringStrategy::MostAllocated);
         for (i, h) in hot.iter().enumerate() {
             if i % 4096 == 4095 && deadline.passed() {
                 self.image_sums(plan, -1);
@@ -1463,11 +1530,25 @@ impl<'a> Evaluator<'a> {
             let Some(Candidate { raw, .. }) = self.candidates.last_mut() else {
                 continue;
             };
-            if let Some((slot, weights)) = fit {
-                raw[slot] = fit_score_cpu_memory(profile, weights, &plan.fit_requests, h);
-            }
-            if let Some((slot, requests)) = balanced {
-                raw[slot] = balanced_score_cpu_memory(requests, h);
+            let paired = match (fit, balanced) {
+                (Some((_, weights)), Some((_, _))) => {
+                    plain_resource_scores(h, fit_requests, balanced_requests, most_allocated)
+                        .map(|(cpu, memory, b)| (weigh_fit(cpu, memory, weights), b))
+                }
+                _ => None,
+            };
+            if let Some((fit_slot, balanced_slot, (f, b))) =
+                fit.zip(balanced).zip(paired).map(|((f, b), p)| (f.0, b.0, p))
+            {
+                raw[fit_slot] = f;
+                raw[balanced_slot] = b;
+            } else {
+                if let Some((slot, weights)) = fit {
+                    raw[slot] = fit_score_cpu_memory(profile, weights, &plan.fit_requests, h);
+                }
+                if let Some((slot, requests)) = balanced {
+                    raw[slot] = balanced_score_cpu_memory(requests, h);
+                }
             }
             if let Some(slot) = image {
                 // A node without the pod's images scores 0 (a sum under the minimum threshold).

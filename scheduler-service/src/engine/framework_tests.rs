@@ -947,3 +947,74 @@ fn reused_evaluator_buffers_answer_as_fresh_ones() {
         );
     }
 }
+
+/// Capacities up to the exact range's edge, and requests around them.
+fn arb_capacity() -> impl Strategy<Value = i64> {
+    prop_oneof![
+        1i64..4_000,
+        1i64..(1 << 40),
+        ((1i64 << 46) - 5_000)..(1 << 46),
+        (1i64 << 46)..(1 << 50)
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+    /// The float arithmetic of the plain pass equals the integer and float functions the general
+    /// pass uses, on every capacity it accepts (up to 2⁴⁶) and with requests at, below and above
+    /// the capacity; out of range it declines.
+    #[test]
+    fn plain_resource_scores_equal_the_node_by_node_functions(
+        alloc_cpu in arb_capacity(),
+        alloc_memory in arb_capacity(),
+        used in (0.0f64..1.3, 0.0f64..1.3, 0.0f64..1.3, 0.0f64..1.3),
+        requests in (0i64..(1 << 20), 0i64..(1 << 40)),
+        weights in prop_oneof![Just((1i64, 1i64)), (0i64..10, 0i64..10)],
+        most in any::<bool>(),
+    ) {
+        let at = |f: f64, c: i64| ((c as f64) * f) as i64;
+        let h = NodeHot {
+            alloc_cpu,
+            alloc_memory,
+            req_cpu: at(used.0, alloc_cpu),
+            req_memory: at(used.1, alloc_memory),
+            non_zero_cpu: at(used.2, alloc_cpu),
+            non_zero_memory: at(used.3, alloc_memory),
+            ..Default::default()
+        };
+        let mut policy = if most { Policy::bin_packing() } else { Policy::kube_default() };
+        policy.fit_resources[0].weight = weights.0;
+        policy.fit_resources[1].weight = weights.1;
+        let profile = Profile::new(policy);
+        prop_assert_eq!(profile.fit_cpu_memory, Some(weights));
+        let reqs = [requests.0, requests.1];
+        match plain_resource_scores(&h, reqs, reqs, most) {
+            Some((cpu, memory, balanced)) => {
+                prop_assert!(alloc_cpu < 1 << 46 && alloc_memory < 1 << 46);
+                prop_assert_eq!(weigh_fit(cpu, memory, weights), fit_score_cpu_memory(&profile, weights, &reqs, &h));
+                prop_assert_eq!(balanced, balanced_score_cpu_memory(&reqs, &h));
+            }
+            None => prop_assert!(alloc_cpu >= 1 << 46 || alloc_memory >= 1 << 46),
+        }
+    }
+}
+
+/// A node whose capacity is past the exact range is scored by the integer path, as the general
+/// pass scores it.
+#[test]
+fn the_plain_pass_scores_huge_nodes_as_the_general_one() {
+    let nodes = vec![
+        node("huge", 1 << 47, 1 << 50),
+        node("edge", (1 << 46) - 1, (1 << 46) - 1),
+        node("small", 4_000, 16 << 30),
+    ];
+    let snap = Snapshot::build(nodes, vec![]).unwrap();
+    let batch: Vec<PodSpec> = (0..6)
+        .map(|i| pod(&format!("p{i}"), 100 + 997 * i, (1 << 28) * (i + 1)))
+        .collect();
+    for policy in weighted_policies() {
+        let profile = Profile::new(policy);
+        let (plain, general) = plain_and_general(&profile, &snap, &batch, 3);
+        assert_eq!(plain, general);
+    }
+}
