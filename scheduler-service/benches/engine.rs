@@ -11,7 +11,7 @@
 //!
 //! `PLACEMENT_BENCH_NODES` sets the node count (pods are 30 per node). It defaults to 5,000 for
 //! `cargo bench` and to 500 in criterion's test mode (`cargo bench -- --test`, `cargo test --benches`),
-//! which runs every benchmark once as a smoke test.
+//! which runs every benchmark once as a smoke test. It allocates with mimalloc, as the service does.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -22,6 +22,11 @@ use placement_scheduler::engine::{Deadline, Decision, Delta, Evaluator, Policy, 
 use placement_scheduler::grpc::convert;
 use placement_scheduler::proto;
 use placement_scheduler::synth::{self, ClusterShape};
+
+// The allocator the service binary runs with, set up as it does (`src/main.rs`), so allocation
+// costs are the service's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const SEED: u64 = 42;
 const BATCH: usize = 256;
@@ -292,6 +297,7 @@ fn rank_latency(fx: &Fixture, rejected_limit: Option<usize>) {
 }
 
 fn main() {
+    placement_scheduler::allocator::purge_freed_memory_at_once();
     let args: Vec<String> = std::env::args().collect();
     let has = |flag: &str| args.iter().any(|a| a == flag);
     // Criterion's own rule: without --bench (cargo test) or with --test, run each benchmark once.
