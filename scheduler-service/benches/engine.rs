@@ -269,21 +269,37 @@ fn rank_latency(fx: &Fixture, rejected_limit: Option<usize>) {
     let start = (Instant::now(), cpu_time());
     let mut evaluator = Evaluator::new(&fx.profile, &fx.snapshot).with_rejected_limit(rejected_limit);
     let mut micros = Vec::with_capacity(LATENCY_SAMPLES);
+    // Apart: the pods that fit nowhere (every node's reasons, then preemption's dry run) and the rest.
+    let (mut nowhere, mut placed) = (Vec::new(), Vec::new());
     let mut feasible = 0usize;
     for pod in fx.distinct.iter().cycle().take(LATENCY_SAMPLES) {
         let t = Instant::now();
         let ranking = evaluator.rank(pod, TOP_K, SEED, Deadline::none()).expect("no deadline");
-        micros.push(t.elapsed().as_secs_f64() * 1e6);
+        let us = t.elapsed().as_secs_f64() * 1e6;
+        micros.push(us);
+        if ranking.feasible_count == 0 {
+            nowhere.push(us);
+        } else {
+            placed.push(us);
+        }
         feasible += ranking.feasible_count;
         black_box(ranking);
     }
+    let quantile = |v: &mut Vec<f64>, q: f64| {
+        v.sort_by(f64::total_cmp);
+        v.get(((v.len().max(1) - 1) as f64 * q).round() as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let (placed_p99, nowhere_p50) = (quantile(&mut placed, 0.99), quantile(&mut nowhere, 0.5));
     micros.sort_by(f64::total_cmp);
     let at = |q: f64| micros[((micros.len() - 1) as f64 * q).round() as usize];
     let mean = micros.iter().sum::<f64>() / micros.len() as f64;
     println!(
         "rank latency, {} distinct pods timed one by one on {} nodes (top_k {TOP_K}, rejected nodes listed: {}): \
          mean {mean:.0} µs, p50 {:.0} µs, p90 {:.0} µs, p99 {:.0} µs, max {:.0} µs; mean feasible nodes {}; \
-         on CPU {} of the time",
+         on CPU {} of the time; the {} pods with a feasible node p99 {placed_p99:.0} µs, the {} that fit nowhere p50 \
+         {nowhere_p50:.0} µs",
         micros.len(),
         fx.snapshot.nodes().len(),
         rejected_limit.map_or("all".to_string(), |n| format!("at most {n}")),
@@ -293,6 +309,8 @@ fn rank_latency(fx: &Fixture, rejected_limit: Option<usize>) {
         micros[micros.len() - 1],
         feasible / micros.len(),
         on_cpu_percent(start),
+        placed.len(),
+        nowhere.len(),
     );
 }
 
