@@ -651,7 +651,6 @@ impl<'a> PodPlan<'a> {
         let slots = profile.slot_of;
         plan.plain = !per_node
             && (pod.node_name.as_deref().is_none_or(str::is_empty) || !has(FilterPlugin::NodeName))
-            && pod.requests.scalars.is_empty()
             && (slots.fit.is_none() || profile.fit_cpu_memory.is_some())
             && (slots.balanced.is_none() || profile.balanced_cpu_memory || plan.balanced_requests.is_none())
             && profile.score_plugins.iter().take(MAX_SCORES).all(|(p, _)| {
@@ -861,6 +860,18 @@ fn fits(pod: &PodSpec, node: &NodeView<'_>, report: &mut impl FnMut(Reason)) -> 
     }
     ok
 }
+/// NodeResourcesFit's check of the extended resources alone (as [`fits`] makes it).
+fn fits_scalars(wanted: &[(Arc<str>, i64)], node: &NodeSpec, usage: &NodeUsage) -> bool {
+    wanted.iter().all(|(name, want)| {
+        *want <= 0
+            || *want
+                <= node
+                    .allocatable
+                    .scalar(name)
+                    .saturating_sub(usage.requested.scalar(name))
+    })
+}
+
 /// kube-scheduler's `calculateResourceAllocatableRequest`: (allocatable, requested after placing the pod).
 fn allocatable_and_requested(
     resource: &ResourceName,
@@ -1471,7 +1482,7 @@ impl<'a> Evaluator<'a> {
     }
 
     /// [`Evaluator::evaluate`] for the common pod, when no reasons are wanted: no topology state,
-    /// no node name, no extended resources, not selecting per node, under a policy
+    /// no node name, not selecting per node, under a policy
     /// whose resource scores read cpu and memory only. Every filter then reads the node's hot
     /// fields or its class, and NodeAffinity's and TaintToleration's scores are per class, so they
     /// are normalized once per class instead of once per node. Bit for bit the same candidates,
@@ -1485,6 +1496,9 @@ impl<'a> Evaluator<'a> {
         let evals = &*plan.class_evals;
         let req = &plan.pod.requests;
         let (want_cpu, want_memory, want_ephemeral) = (req.milli_cpu, req.memory, req.ephemeral_storage);
+        // Extended resources: only nodes that have some can fit; those are checked one by one.
+        let want_scalars = req.scalars.iter().any(|(_, want)| *want > 0);
+        let nodes = self.snapshot.nodes();
         let check_fit = profile.policy.filters.contains(&FilterPlugin::NodeResourcesFit);
         let ports = if profile.policy.filters.contains(&FilterPlugin::NodePorts) {
             plan.port_bits
@@ -1516,7 +1530,8 @@ impl<'a> Evaluator<'a> {
                 && (h.pod_count + 1 > h.allowed_pods
                     || (want_cpu > 0 && want_cpu > h.alloc_cpu.saturating_sub(h.req_cpu))
                     || (want_memory > 0 && want_memory > h.alloc_memory.saturating_sub(h.req_memory))
-                    || (want_ephemeral > 0 && want_ephemeral > h.alloc_ephemeral.saturating_sub(h.req_ephemeral)))
+                    || (want_ephemeral > 0 && want_ephemeral > h.alloc_ephemeral.saturating_sub(h.req_ephemeral))
+                    || (want_scalars && !(h.has_scalars && fits_scalars(&req.scalars, &nodes[i].spec, usage.get(i)))))
             {
                 continue;
             }

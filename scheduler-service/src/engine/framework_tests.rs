@@ -1018,3 +1018,58 @@ fn the_plain_pass_scores_huge_nodes_as_the_general_one() {
         assert_eq!(plain, general);
     }
 }
+
+/// Pods requesting extended resources take the plain pass: it fits them where the general pass
+/// does (nodes without the resource, with too little left, or with other resources only, reject
+/// them) and scores alike.
+#[test]
+fn the_plain_pass_fits_extended_resources_as_the_general_one() {
+    let gpu: Arc<str> = Arc::from("nvidia.com/gpu");
+    let fpga: Arc<str> = Arc::from("example.com/fpga");
+    let with = |name: &str, scalars: Vec<(Arc<str>, i64)>| {
+        let mut n = node(name, 8_000, 32 << 30);
+        n.allocatable.scalars = scalars;
+        n
+    };
+    let nodes = vec![
+        with("a-gpu-4", vec![(Arc::clone(&gpu), 4)]),
+        with("b-gpu-1", vec![(Arc::clone(&gpu), 1)]),
+        with("c-fpga", vec![(Arc::clone(&fpga), 2)]),
+        with("d-plain", vec![]),
+        with("e-both", vec![(Arc::clone(&fpga), 1), (Arc::clone(&gpu), 2)]),
+    ];
+    let mut using = pod("existing", 500, 1 << 30);
+    using.node_name = Some("a-gpu-4".into());
+    using.requests.scalars = vec![(Arc::clone(&gpu), 3)];
+    let snap = Snapshot::build(nodes, vec![using]).unwrap();
+    let mut batch = Vec::new();
+    for (i, wants) in [
+        vec![(Arc::clone(&gpu), 1)],
+        vec![(Arc::clone(&gpu), 2)],
+        vec![(Arc::clone(&fpga), 1), (Arc::clone(&gpu), 1)],
+        vec![(Arc::clone(&gpu), 1)],
+        vec![(Arc::clone(&gpu), 1)],
+        vec![(Arc::clone(&fpga), 1)],
+        vec![(Arc::clone(&gpu), 5)],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut p = pod(&format!("p{i}"), 200 * (i as i64 + 1), 1 << 29);
+        p.requests.scalars = wants;
+        batch.push(p);
+    }
+    batch.push(pod("no-scalars", 100, 1 << 20));
+    let profile = Profile::new(Policy::kube_default());
+    assert!(batch
+        .iter()
+        .all(|p| PodPlan::new(&profile, &snap, p, 0, &Placed::default(), false).plain));
+    for policy in weighted_policies() {
+        let profile = Profile::new(policy);
+        let (plain, general) = plain_and_general(&profile, &snap, &batch, 5);
+        assert_eq!(plain, general);
+        // Some pods found a GPU node and the one asking for 5 GPUs fit nowhere.
+        assert!(matches!(&plain[0], Decision::Node { .. }));
+        assert!(matches!(&plain[6], Decision::Unschedulable(_)));
+    }
+}

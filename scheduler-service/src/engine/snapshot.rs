@@ -242,6 +242,8 @@ pub struct NodeHot {
     pub port_bits: u64,
     /// Node class.
     pub class: u32,
+    /// The node has some extended resource allocatable: a pod requesting one fits no other node.
+    pub has_scalars: bool,
 }
 
 /// A 64-bit summary of host ports (bit `port % 64` each): two lists can only conflict if their
@@ -268,6 +270,7 @@ impl NodeHot {
             name_hash: entry.name_hash,
             port_bits: port_bits(&usage.host_ports),
             class: entry.class,
+            has_scalars: !a.scalars.is_empty(),
         }
     }
 }
