@@ -30,8 +30,16 @@ enum Command {
     Experiments(experiments_cli::ExperimentsArgs),
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    // mimalloc's settings, as the decision service's (`placement_scheduler::allocator`).
+    placement_scheduler::allocator::configure();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run_command())
+}
+
+async fn run_command() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Run(args) => run::run(args).await,
         Command::Simulate(args) => simulate::main(args).await,

@@ -315,7 +315,7 @@ fn rank_latency(fx: &Fixture, rejected_limit: Option<usize>) {
 }
 
 fn main() {
-    placement_scheduler::allocator::purge_freed_memory_at_once();
+    placement_scheduler::allocator::configure();
     let args: Vec<String> = std::env::args().collect();
     let has = |flag: &str| args.iter().any(|a| a == flag);
     // Criterion's own rule: without --bench (cargo test) or with --test, run each benchmark once.

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 // mimalloc returns freed memory to the OS: with glibc malloc a replica stayed near 600 MiB after
 // a full sync of 5,000 nodes and 150,000 pods with ~73 MiB live (README "Performance"); `main`
-// makes it do so at once (`allocator::purge_freed_memory_at_once`).
+// makes it do so at once (`allocator::configure`).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -149,7 +149,7 @@ async fn serve_metrics(addr: SocketAddr, metrics: Arc<Metrics>, mut stop: watch:
 }
 
 fn main() -> anyhow::Result<()> {
-    placement_scheduler::allocator::purge_freed_memory_at_once();
+    placement_scheduler::allocator::configure();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
