@@ -860,6 +860,7 @@ fn fits(pod: &PodSpec, node: &NodeView<'_>, report: &mut impl FnMut(Reason)) -> 
     }
     ok
 }
+
 /// NodeResourcesFit's check of the extended resources alone (as [`fits`] makes it).
 fn fits_scalars(wanted: &[(Arc<str>, i64)], node: &NodeSpec, usage: &NodeUsage) -> bool {
     wanted.iter().all(|(name, want)| {
@@ -1545,16 +1546,11 @@ impl<'a> Evaluator<'a> {
             let Some(Candidate { raw, .. }) = self.candidates.last_mut() else {
                 continue;
             };
-            let paired = match (fit, balanced) {
-                (Some((_, weights)), Some((_, _))) => {
-                    plain_resource_scores(h, fit_requests, balanced_requests, most_allocated)
-                        .map(|(cpu, memory, b)| (weigh_fit(cpu, memory, weights), b))
-                }
-                _ => None,
-            };
-            if let Some((fit_slot, balanced_slot, (f, b))) =
-                fit.zip(balanced).zip(paired).map(|((f, b), p)| (f.0, b.0, p))
-            {
+            let paired = fit.zip(balanced).and_then(|((fit_slot, weights), (balanced_slot, _))| {
+                plain_resource_scores(h, fit_requests, balanced_requests, most_allocated)
+                    .map(|(cpu, memory, b)| (fit_slot, weigh_fit(cpu, memory, weights), balanced_slot, b))
+            });
+            if let Some((fit_slot, f, balanced_slot, b)) = paired {
                 raw[fit_slot] = f;
                 raw[balanced_slot] = b;
             } else {
