@@ -1071,5 +1071,21 @@ fn the_plain_pass_fits_extended_resources_as_the_general_one() {
         // Some pods found a GPU node and the one asking for 5 GPUs fit nowhere.
         assert!(matches!(&plain[0], Decision::Node { .. }));
         assert!(matches!(&plain[6], Decision::Unschedulable(_)));
+        // Rank alike: the ranking, each rejected node's reasons (`Insufficient nvidia.com/gpu`
+        // from the nodes the plain pass left out) and the diagnosis.
+        for p in &batch {
+            let fast = Evaluator::new(&profile, &snap).rank(p, 0, 5, Deadline::none()).unwrap();
+            let mut general = Evaluator::new(&profile, &snap);
+            general.allow_plain = false;
+            assert_eq!(fast, general.rank(p, 0, 5, Deadline::none()).unwrap());
+        }
     }
+    let ranking = Evaluator::new(&profile, &snap)
+        .rank(&batch[6], 0, 5, Deadline::none())
+        .unwrap();
+    assert!(
+        ranking.diagnosis.message().contains("Insufficient nvidia.com/gpu"),
+        "{}",
+        ranking.diagnosis.message()
+    );
 }
