@@ -946,31 +946,29 @@ fn fit_score(profile: &Profile, plan: &PodPlan<'_>, node: &NodeView<'_>) -> i64 
 /// the same arithmetic as [`fit_score_general`], from the node's hot fields.
 #[inline]
 fn fit_score_cpu_memory(profile: &Profile, (w_cpu, w_memory): (i64, i64), requests: &[i64], h: &NodeHot) -> i64 {
-    {
-        let score = |req: i64, alloc: i64| match profile.policy.scoring_strategy {
-            ScoringStrategy::MostAllocated => most_requested_score(req, alloc),
-            _ => least_requested_score(req, alloc),
-        };
-        if h.alloc_cpu != 0 && h.alloc_memory != 0 && w_cpu == w_memory {
-            // (a·w + b·w) / 2w is exactly (a + b) / 2 for w > 0: no division by a run-time value.
-            let cpu = score(h.non_zero_cpu.saturating_add(requests[0]), h.alloc_cpu);
-            let memory = score(h.non_zero_memory.saturating_add(requests[1]), h.alloc_memory);
-            return (cpu + memory) / 2;
-        }
-        let (mut node_score, mut weight_sum) = (0i64, 0i64);
-        if h.alloc_cpu != 0 {
-            node_score += score(h.non_zero_cpu.saturating_add(requests[0]), h.alloc_cpu) * w_cpu;
-            weight_sum += w_cpu;
-        }
-        if h.alloc_memory != 0 {
-            node_score += score(h.non_zero_memory.saturating_add(requests[1]), h.alloc_memory) * w_memory;
-            weight_sum += w_memory;
-        }
-        if weight_sum == 0 {
-            0
-        } else {
-            node_score / weight_sum
-        }
+    let score = |req: i64, alloc: i64| match profile.policy.scoring_strategy {
+        ScoringStrategy::MostAllocated => most_requested_score(req, alloc),
+        _ => least_requested_score(req, alloc),
+    };
+    if h.alloc_cpu != 0 && h.alloc_memory != 0 {
+        let cpu = score(h.non_zero_cpu.saturating_add(requests[0]), h.alloc_cpu);
+        let memory = score(h.non_zero_memory.saturating_add(requests[1]), h.alloc_memory);
+        return weigh_fit(cpu, memory, (w_cpu, w_memory));
+    }
+    // A resource the node has none of is left out, weight included.
+    let (mut node_score, mut weight_sum) = (0i64, 0i64);
+    if h.alloc_cpu != 0 {
+        node_score += score(h.non_zero_cpu.saturating_add(requests[0]), h.alloc_cpu) * w_cpu;
+        weight_sum += w_cpu;
+    }
+    if h.alloc_memory != 0 {
+        node_score += score(h.non_zero_memory.saturating_add(requests[1]), h.alloc_memory) * w_memory;
+        weight_sum += w_memory;
+    }
+    if weight_sum == 0 {
+        0
+    } else {
+        node_score / weight_sum
     }
 }
 
@@ -1022,10 +1020,11 @@ fn plain_resource_scores(h: &NodeHot, fit: [i64; 2], balanced: [i64; 2], most: b
 }
 
 /// NodeResourcesFit's weighted score from its cpu and memory scores on a node whose cpu and
-/// memory capacities are both non-zero, as [`fit_score_cpu_memory`] weighs them there.
+/// memory capacities are both non-zero (both passes weigh with it).
 #[inline(always)]
 fn weigh_fit(cpu: i64, memory: i64, (w_cpu, w_memory): (i64, i64)) -> i64 {
     if w_cpu == w_memory {
+        // (a·w + b·w) / 2w is exactly (a + b) / 2 for w > 0: no division by a run-time value.
         return (cpu + memory) / 2;
     }
     let weight_sum = w_cpu + w_memory;

@@ -847,16 +847,21 @@ proptest! {
     }
 }
 
+/// The synthetic cluster of `nodes` nodes and `pods` distinct pending pods from `seed`.
+fn synthetic(nodes: usize, pods: usize, seed: u64) -> (Snapshot, Vec<PodSpec>) {
+    use crate::grpc::convert;
+    use crate::synth;
+    let cluster = synth::cluster(&synth::ClusterShape::with_nodes(nodes), seed);
+    let (nodes, bound, _, _) = convert::snapshot("snapshot", &cluster).unwrap();
+    let batch = convert::list("pods", &synth::distinct_pods(pods, seed), convert::pod).unwrap();
+    (Snapshot::build(nodes, bound).unwrap(), batch)
+}
+
 /// The same on the synthetic cluster's pods (images, ephemeral storage, overhead, every kind of
 /// selector and toleration), which the plain pass takes for most of them.
 #[test]
 fn plain_pass_equals_the_general_one_on_the_synthetic_cluster() {
-    use crate::grpc::convert;
-    use crate::synth;
-    let cluster = synth::cluster(&synth::ClusterShape::with_nodes(300), 7);
-    let (nodes, pods, _, _) = convert::snapshot("snapshot", &cluster).unwrap();
-    let snap = Snapshot::build(nodes, pods).unwrap();
-    let batch = convert::list("pods", &synth::distinct_pods(400, 7), convert::pod).unwrap();
+    let (snap, batch) = synthetic(300, 400, 7);
     let profile = Profile::new(Policy::kube_default());
     let plain_count = batch
         .iter()
@@ -915,12 +920,7 @@ proptest! {
 /// its deadline) answers as the same Rank on a fresh thread, image locality included.
 #[test]
 fn reused_evaluator_buffers_answer_as_fresh_ones() {
-    use crate::grpc::convert;
-    use crate::synth;
-    let cluster = synth::cluster(&synth::ClusterShape::with_nodes(200), 3);
-    let (nodes, pods, _, _) = convert::snapshot("snapshot", &cluster).unwrap();
-    let snap = Snapshot::build(nodes, pods).unwrap();
-    let batch = convert::list("pods", &synth::distinct_pods(40, 3), convert::pod).unwrap();
+    let (snap, batch) = synthetic(200, 40, 3);
     let profile = Profile::new(Policy::kube_default());
     let with_images: Vec<&PodSpec> = batch.iter().filter(|p| !p.images.is_empty()).collect();
     assert!(with_images.len() > 10, "the synthetic pods name images");
