@@ -541,17 +541,39 @@ impl StaticKey {
 }
 
 /// The per-class static predicates of the pods evaluated against a lineage of snapshots (one
-/// full snapshot and those derived from it by deltas), by what they depend on: pods that differ
-/// in requests or identity but select and tolerate alike share them. Node classes are append-only
-/// within a lineage, so an entry stays valid; one made before new classes appeared is extended.
+/// full snapshot and those derived from it by deltas that each extend the latest class list),
+/// by what they depend on: pods that differ in requests or identity but select and tolerate alike
+/// share them. Node classes are append-only within a lineage, so an entry stays valid; one made
+/// before new classes appeared is extended.
 #[derive(Debug, Default)]
 pub struct StaticCache {
     by_hash: HashMap<u64, (StaticKey, Arc<[StaticEval]>)>,
+    /// Classes of the lineage's latest class list: a delta that adds classes to a snapshot with
+    /// fewer (a branch from an older snapshot) starts a lineage of its own.
+    classes: usize,
 }
 
 impl StaticCache {
     /// Entries kept at most (about 9 KB each at 376 classes); the cache starts over beyond.
     const LIMIT: usize = 512;
+
+    /// An empty cache for a lineage whose class list has `classes` classes.
+    pub(super) fn with_classes(classes: usize) -> Self {
+        Self {
+            by_hash: HashMap::new(),
+            classes,
+        }
+    }
+
+    /// Whether a snapshot with `from` classes, extended to `to`, continues this lineage (its
+    /// classes are the latest list); if so the lineage's list is now `to` long.
+    pub(super) fn extend(&mut self, from: usize, to: usize) -> bool {
+        let continues = self.classes == from;
+        if continues {
+            self.classes = to;
+        }
+        continues
+    }
 }
 
 impl<'a> PodPlan<'a> {

@@ -1089,3 +1089,29 @@ fn the_plain_pass_fits_extended_resources_as_the_general_one() {
         ranking.diagnosis.message()
     );
 }
+
+/// Two deltas from one base that add different classes (a retried delta, a binder that lost track
+/// of what a replica applied) must not share static predicates for the class index they both use.
+#[test]
+fn deltas_branching_from_one_base_keep_their_own_classes() {
+    let mut a = node("a", 1000, 1000);
+    a.labels.insert("zone".into(), "z1".into());
+    let snap = snapshot(vec![a.clone(), node("b", 1000, 1000)]);
+    let mut p = pod("p", 0, 0);
+    p.node_selector = vec![("zone".into(), "z2".into())];
+    assert_eq!(rank(&snap, &p).feasible_count, 0);
+    let relabel = |zone: &str| {
+        let mut n = a.clone();
+        n.labels.insert("zone".into(), zone.into());
+        snap.apply(crate::engine::snapshot::Delta {
+            upsert_nodes: vec![n],
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let (to_z2, to_z3) = (relabel("z2"), relabel("z3"));
+    let feasible = |s: &Snapshot| rank(s, &p).feasible.iter().map(|n| n.node.clone()).collect::<Vec<_>>();
+    assert_eq!(feasible(&to_z2), ["a"]);
+    assert_eq!(feasible(&to_z3), Vec::<String>::new(), "z3 is not z2");
+    assert_eq!(feasible(&to_z2), ["a"]);
+}

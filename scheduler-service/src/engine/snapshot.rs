@@ -573,6 +573,9 @@ impl Snapshot {
         }
         snap.nodes = entries.into_iter().map(Arc::new).collect();
         snap.pods = pod_index;
+        snap.static_cache = Arc::new(std::sync::Mutex::new(super::framework::StaticCache::with_classes(
+            snap.classes.len(),
+        )));
         Ok(snap)
     }
 
@@ -676,6 +679,16 @@ impl Snapshot {
             next.remove_pod(&pod.uid);
             if let Some(bound) = BoundPod::take_from(&mut pod, &mut interner) {
                 next.add_pod(pod.uid.clone(), bound);
+            }
+        }
+        if next.classes.len() > self.classes.len() {
+            // Class ids index the static predicates cache: only one delta may extend a class list.
+            let mut cache = self.static_cache.lock().unwrap_or_else(|e| e.into_inner());
+            if !cache.extend(self.classes.len(), next.classes.len()) {
+                drop(cache);
+                next.static_cache = Arc::new(std::sync::Mutex::new(super::framework::StaticCache::with_classes(
+                    next.classes.len(),
+                )));
             }
         }
         Ok(next)
