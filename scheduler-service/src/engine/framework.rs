@@ -10,6 +10,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::class_labels::ClassLabels;
 use super::interpod::{self, InterPodFilter};
 use super::model::{tolerated, HostPort, NodeSpec, PodSpec, Taint, TaintEffect, Toleration};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
@@ -311,7 +312,7 @@ struct Candidate {
 
 /// The static predicates of one pod on one node (or node class): they depend on labels, taints
 /// and cordon only, never on usage.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct StaticEval {
     /// NodeUnschedulable rejects.
     cordoned: bool,
@@ -544,13 +545,15 @@ impl StaticKey {
 /// full snapshot and those derived from it by deltas that each extend the latest class list),
 /// by what they depend on: pods that differ in requests or identity but select and tolerate alike
 /// share them. Node classes are append-only within a lineage, so an entry stays valid; one made
-/// before new classes appeared is extended.
+/// before new classes appeared is redone for them all (through the label columns, cheaply).
 #[derive(Debug, Default)]
 pub struct StaticCache {
     by_hash: HashMap<u64, (StaticKey, Arc<[StaticEval]>)>,
     /// Classes of the lineage's latest class list: a delta that adds classes to a snapshot with
     /// fewer (a branch from an older snapshot) starts a lineage of its own.
     classes: usize,
+    /// The label columns of the lineage's classes, extended as evaluations meet new classes.
+    labels: Arc<ClassLabels>,
 }
 
 impl StaticCache {
@@ -562,7 +565,18 @@ impl StaticCache {
         Self {
             by_hash: HashMap::new(),
             classes,
+            labels: Arc::default(),
         }
+    }
+
+    /// The label columns of (at least) these classes of the lineage.
+    fn labels_of(&mut self, classes: &imbl::Vector<Arc<NodeSpec>>) -> Arc<ClassLabels> {
+        if self.labels.len() < classes.len() {
+            let labels = Arc::make_mut(&mut self.labels);
+            let from = labels.len();
+            labels.extend(classes.iter().skip(from).map(|c| &**c));
+        }
+        Arc::clone(&self.labels)
     }
 
     /// Whether a snapshot with `from` classes, extended to `to`, continues this lineage (its
@@ -634,27 +648,27 @@ impl<'a> PodPlan<'a> {
         };
         if !per_node {
             let classes = snapshot.classes();
-            // Every class's static predicates: those in `known` (evaluated earlier), then the rest.
-            let compute = |plan: &Self, known: &[StaticEval]| -> Arc<[StaticEval]> {
-                known
-                    .iter()
-                    .copied()
-                    .chain(classes.iter().skip(known.len()).map(|c| plan.static_eval(c)))
-                    .collect()
-            };
             plan.class_evals = if cached {
                 let filters = profile.static_filters;
                 let hash = StaticKey::hash_of(pod, filters);
                 let lock = || snapshot.static_cache().lock().unwrap_or_else(|e| e.into_inner());
-                let hit = match lock().by_hash.get(&hash) {
-                    Some((key, evals)) if key.is_of(pod, filters) => Some(Arc::clone(evals)),
-                    _ => None,
+                let (hit, labels) = {
+                    let mut cache = lock();
+                    let hit = match cache.by_hash.get(&hash) {
+                        Some((key, evals)) if key.is_of(pod, filters) => Some(Arc::clone(evals)),
+                        _ => None,
+                    };
+                    let labels = hit
+                        .as_ref()
+                        .is_none_or(|evals| evals.len() < classes.len())
+                        .then(|| cache.labels_of(classes));
+                    (hit, labels)
                 };
-                match hit {
-                    Some(evals) if evals.len() >= classes.len() => evals,
-                    hit => {
-                        // Evaluated outside the lock; an entry from before new classes is extended.
-                        let evals = compute(&plan, hit.as_deref().unwrap_or(&[]));
+                match (hit, labels) {
+                    (Some(evals), None) => evals,
+                    (_, labels) => {
+                        // Evaluated outside the lock (an entry from before new classes is redone).
+                        let evals = plan.class_statics(classes, &labels.unwrap_or_default());
                         let mut cache = lock();
                         if cache.by_hash.len() >= StaticCache::LIMIT {
                             cache.by_hash.clear();
@@ -666,7 +680,7 @@ impl<'a> PodPlan<'a> {
                     }
                 }
             } else {
-                compute(&plan, &[])
+                classes.iter().map(|c| plan.static_eval(c)).collect()
             };
         }
         let has = |f: FilterPlugin| profile.policy.filters.contains(&f);
@@ -703,20 +717,72 @@ impl<'a> PodPlan<'a> {
     /// The static predicates on one node (or a node class's view of its nodes).
     fn static_eval(&self, node: &NodeSpec) -> StaticEval {
         let pod = self.pod;
+        let mismatched = !pod.matches_node_selector_and_affinity(node);
+        self.static_eval_with(node, mismatched, preferred_affinity_weight(pod, node))
+    }
+
+    /// [`PodPlan::static_eval`] given NodeAffinity's verdict and raw score on the node.
+    fn static_eval_with(&self, node: &NodeSpec, mismatched: bool, affinity_weight: i64) -> StaticEval {
         let cordoned = node.unschedulable && !self.tolerates_unschedulable;
         let untolerated = node.taints.iter().any(|t| {
-            matches!(t.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute) && !tolerated(&pod.tolerations, t)
+            matches!(t.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute) && !tolerated(&self.pod.tolerations, t)
         });
-        let mismatched = !pod.matches_node_selector_and_affinity(node);
         let (f_cordon, f_taints, f_affinity) = self.static_filters;
         StaticEval {
             cordoned,
             untolerated,
             mismatched,
-            affinity_weight: preferred_affinity_weight(pod, node),
+            affinity_weight,
             prefer_taints: intolerable_prefer_taints(self, node),
             rejected: (cordoned && f_cordon) || (untolerated && f_taints) || (mismatched && f_affinity),
         }
+    }
+
+    /// [`PodPlan::static_eval`] of every class, with each label requirement of the pod matched
+    /// once per distinct value of its key (`labels`: the columns of these classes) rather than
+    /// looked up class by class.
+    fn class_statics(&self, classes: &imbl::Vector<Arc<NodeSpec>>, labels: &ClassLabels) -> Arc<[StaticEval]> {
+        let pod = self.pod;
+        let n = classes.len();
+        // A term over every class, as `SelectorTerm::matches` on each class (whose name is empty).
+        let term = |t: &super::model::SelectorTerm, out: &mut Vec<bool>| {
+            out.clear();
+            let empty = t.match_expressions.is_empty() && t.match_fields.is_empty();
+            let fields = t.match_fields.iter().all(|r| r.matches(Some("")));
+            out.resize(n, !empty && fields);
+            for r in &t.match_expressions {
+                labels.retain_requirement(r, out);
+            }
+        };
+        let mut selected = vec![true; n];
+        for (k, v) in &pod.node_selector {
+            labels.retain_label(k, v, &mut selected);
+        }
+        let mut matched = Vec::with_capacity(n);
+        if let Some(terms) = &pod.required_affinity {
+            let mut any = vec![false; n];
+            for t in terms {
+                term(t, &mut matched);
+                for (a, m) in any.iter_mut().zip(&matched) {
+                    *a |= *m;
+                }
+            }
+            for (s, a) in selected.iter_mut().zip(&any) {
+                *s &= *a;
+            }
+        }
+        let mut weights = vec![0i64; n];
+        for p in &pod.preferred_affinity {
+            term(&p.term, &mut matched);
+            for (w, m) in weights.iter_mut().zip(&matched) {
+                *w += if *m { p.weight } else { 0 };
+            }
+        }
+        classes
+            .iter()
+            .zip(selected.iter().zip(&weights))
+            .map(|(c, (s, w))| self.static_eval_with(c, !s, *w))
+            .collect()
     }
 
     /// The tie-break seed of a pod (`seed` already mixed with the policy's).

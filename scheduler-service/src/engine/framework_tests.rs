@@ -702,7 +702,7 @@ fn nodes_differing_only_by_hostname_share_a_class_yet_hostname_selection_works()
 }
 
 /// Also the static predicates cache a lineage shares: the pod's entry, made on the base with two
-/// classes, is extended for the class the delta adds, and still serves the base.
+/// classes, is redone with the class the delta adds, and still serves the base.
 #[test]
 fn a_delta_that_relabels_a_node_moves_it_to_another_class() {
     let mut a = node("a", 1000, 1000);
@@ -855,6 +855,25 @@ fn synthetic(nodes: usize, pods: usize, seed: u64) -> (Snapshot, Vec<PodSpec>) {
     let (nodes, bound, _, _) = convert::snapshot("snapshot", &cluster).unwrap();
     let batch = convert::list("pods", &synth::distinct_pods(pods, seed), convert::pod).unwrap();
     (Snapshot::build(nodes, bound).unwrap(), batch)
+}
+
+/// The static predicates of every class computed through the lineage's label columns (what
+/// Schedule and Rank use) equal those evaluated class by class on the class's labels.
+#[test]
+fn class_statics_through_label_columns_equal_the_class_by_class_ones() {
+    let (snap, batch) = synthetic(300, 400, 11);
+    assert!(snap.classes().len() > 20, "classes: {}", snap.classes().len());
+    for policy in [Policy::kube_default(), Policy::bin_packing()] {
+        let profile = Profile::new(policy);
+        let mut compared = 0;
+        for p in &batch {
+            let columns = PodPlan::new(&profile, &snap, p, 0, &Placed::default(), true);
+            let one_by_one = PodPlan::new(&profile, &snap, p, 0, &Placed::default(), false);
+            assert_eq!(columns.class_evals, one_by_one.class_evals, "pod {}", p.name);
+            compared += usize::from(!columns.class_evals.is_empty());
+        }
+        assert!(compared > batch.len() / 2, "pods evaluated per class: {compared}");
+    }
 }
 
 /// The same on the synthetic cluster's pods (images, ephemeral storage, overhead, every kind of

@@ -10,6 +10,7 @@
 //! - [`preemption`]: kube-scheduler's DefaultPreemption: victims, PodDisruptionBudgets, the node.
 //! - [`gang`]: gangs placed all together or not at all within a batch.
 
+pub mod class_labels;
 pub mod framework;
 pub mod gang;
 pub mod interpod;
