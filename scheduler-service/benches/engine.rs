@@ -32,6 +32,8 @@ const SEED: u64 = 42;
 const BATCH: usize = 256;
 const TOP_K: usize = 10;
 const LATENCY_SAMPLES: usize = 2000;
+/// Batches of never-repeated-lately distinct pods (`schedule/distinct_pods_first_seen`).
+const FRESH_BATCHES: usize = 40;
 
 /// Everything the benchmarks share, built once.
 struct Fixture {
@@ -43,6 +45,8 @@ struct Fixture {
     /// cost pods that do not use them.
     without_topology: Profile,
     distinct: Vec<PodSpec>,
+    /// Other distinct pods, for batches whose constraints are not in the static cache.
+    fresh: Vec<PodSpec>,
     replicas: Vec<PodSpec>,
     /// Pods with anti-affinity and spreading, 8 replicas per workload.
     topology: Vec<PodSpec>,
@@ -100,6 +104,7 @@ impl Fixture {
             profile: Profile::new(Policy::kube_default()),
             without_topology: Profile::new(without_topology_plugins()),
             distinct: convert_pods(&synth::distinct_pods(LATENCY_SAMPLES, SEED)),
+            fresh: convert_pods(&synth::distinct_pods(FRESH_BATCHES * BATCH, SEED + 1)),
             replicas: convert_pods(&synth::replica_pods(BATCH, SEED)),
             topology: convert_pods(&synth::topology_pods(BATCH, 8, SEED)),
             delta,
@@ -196,6 +201,20 @@ fn bench_schedule(c: &mut Criterion, fx: &Fixture) {
                     .schedule(distinct, SEED, Deadline::none())
                     .expect("no deadline"),
             )
+        })
+    });
+    // Batches from 10,240 other distinct pods in turn: constraints the replica has not met lately,
+    // as every pod of a real stream (the batch above repeats, so its static predicates are cached).
+    let mut next = 0usize;
+    group.bench_function("distinct_pods_first_seen", |b| {
+        b.iter(|| {
+            let batch = fx
+                .fresh
+                .chunks(BATCH)
+                .nth(next % (fx.fresh.len() / BATCH))
+                .unwrap_or(distinct);
+            next += 1;
+            black_box(evaluator.schedule(batch, SEED, Deadline::none()).expect("no deadline"))
         })
     });
     let mut plain = Evaluator::new(&fx.without_topology, &fx.snapshot);
