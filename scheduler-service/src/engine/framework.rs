@@ -15,7 +15,7 @@ use super::interpod::{self, InterPodFilter};
 use super::model::{tolerated, HostPort, NodeSpec, PodSpec, Taint, TaintEffect, Toleration};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
 use super::resources::ResourceName;
-use super::snapshot::{image_hash, port_bits, BoundPod, NodeEntry, NodeHot, NodeUsage, Snapshot, NODE_UNIQUE_LABELS};
+use super::snapshot::{image_hash, port_mask, BoundPod, NodeEntry, NodeHot, NodeUsage, Snapshot, NODE_UNIQUE_LABELS};
 use super::spread::{self, SpreadFilter, SpreadScore};
 use super::topology::{DomainCounts, Existing, Placed};
 
@@ -340,8 +340,8 @@ pub(super) struct PodPlan<'a> {
     /// The pod's images present on some node: (hash of the name, count of nodes having it).
     images: Vec<(u64, i64)>,
     tolerates_unschedulable: bool,
-    /// [`port_bits`] of the pod's host ports (0 without any).
-    port_bits: u64,
+    /// [`port_mask`] of each of the pod's host ports.
+    port_masks: Vec<u64>,
     tie_seed: u64,
     /// The pod selects on a per-node label or field, so static predicates run node by node.
     per_node: bool,
@@ -638,7 +638,7 @@ impl<'a> PodPlan<'a> {
                 .collect(),
             images,
             tolerates_unschedulable: tolerated(&pod.tolerations, &unschedulable_taint),
-            port_bits: port_bits(&pod.host_ports),
+            port_masks: pod.host_ports.iter().map(port_mask).collect(),
             tie_seed: Self::tie_seed_for(seed, pod),
             per_node,
             class_evals: Arc::from(Vec::new()),
@@ -785,6 +785,13 @@ impl<'a> PodPlan<'a> {
             .collect()
     }
 
+    /// Whether one of the pod's host ports may conflict with the ports in use on a node whose
+    /// [`super::snapshot::port_bits`] are `bits` (if so, the port lists are compared).
+    #[inline]
+    fn may_conflict(&self, bits: u64) -> bool {
+        self.port_masks.iter().any(|m| bits & m == *m)
+    }
+
     /// The tie-break seed of a pod (`seed` already mixed with the policy's).
     fn tie_seed_for(seed: u64, pod: &PodSpec) -> u64 {
         mix(seed ^ xxhash_rust::xxh3::xxh3_64(pod.uid.as_bytes()))
@@ -849,7 +856,7 @@ fn run_filter(
             }
         }
         FilterPlugin::NodePorts => {
-            if plan.port_bits & node.hot.port_bits != 0 && ports_conflict(&pod.host_ports, &node.usage.host_ports) {
+            if plan.may_conflict(node.hot.port_bits) && ports_conflict(&pod.host_ports, &node.usage.host_ports) {
                 report(Reason::NodePortsConflict);
                 return false;
             }
@@ -1588,11 +1595,7 @@ impl<'a> Evaluator<'a> {
         let want_scalars = req.scalars.iter().any(|(_, want)| *want > 0);
         let nodes = self.snapshot.nodes();
         let check_fit = profile.policy.filters.contains(&FilterPlugin::NodeResourcesFit);
-        let ports = if profile.policy.filters.contains(&FilterPlugin::NodePorts) {
-            plan.port_bits
-        } else {
-            0
-        };
+        let check_ports = profile.policy.filters.contains(&FilterPlugin::NodePorts) && !plan.port_masks.is_empty();
         let fit = slots.fit.zip(profile.fit_cpu_memory);
         let balanced = slots.balanced.zip(plan.balanced_requests.as_deref());
         let image = slots.image.filter(|_| !plan.images.is_empty());
@@ -1611,7 +1614,10 @@ impl<'a> Evaluator<'a> {
             if se.rejected {
                 continue;
             }
-            if ports & h.port_bits != 0 && ports_conflict(&plan.pod.host_ports, &usage.get(i).host_ports) {
+            if check_ports
+                && plan.may_conflict(h.port_bits)
+                && ports_conflict(&plan.pod.host_ports, &usage.get(i).host_ports)
+            {
                 continue;
             }
             if check_fit

@@ -221,6 +221,56 @@ fn node_ports_conflict_with_used_ports() {
     assert_eq!(rank(&snap, &p).feasible_count, 1);
 }
 
+fn arb_host_ports() -> impl Strategy<Value = Vec<HostPort>> {
+    let port = (
+        prop_oneof![Just("0.0.0.0"), Just("10.0.0.1"), Just("10.0.0.2")],
+        prop_oneof![Just(Protocol::Tcp), Just(Protocol::Udp), Just(Protocol::Sctp)],
+        prop_oneof![Just(80u16), Just(443), Just(8080), Just(9100), 1u16..200],
+    )
+        .prop_map(|(ip, protocol, port)| HostPort {
+            ip: Arc::from(ip),
+            protocol,
+            port,
+        });
+    proptest::collection::vec(port, 0..5)
+}
+
+proptest! {
+    /// The host-port summaries never rule out a real conflict: every port that conflicts with a
+    /// port in use has its whole mask in the summary of the ports in use.
+    #[test]
+    fn port_summaries_never_hide_a_conflict(wanted in arb_host_ports(), used in arb_host_ports()) {
+        let bits = crate::engine::snapshot::port_bits(&used);
+        for w in &wanted {
+            if used.iter().any(|u| w.conflicts(u)) {
+                let mask = crate::engine::snapshot::port_mask(w);
+                prop_assert_eq!(bits & mask, mask, "{:?} in use {:?}", w, used);
+            }
+        }
+    }
+}
+
+/// A node running node-exporter (9100) and a pod on 8080 leaves almost every other port ruled out
+/// by the summary alone (port 80 shared 8080's bit when the summary was `port % 64`).
+#[test]
+fn port_summaries_rule_out_most_other_ports() {
+    let tcp = |port| HostPort {
+        ip: Arc::from("0.0.0.0"),
+        protocol: Protocol::Tcp,
+        port,
+    };
+    let bits = crate::engine::snapshot::port_bits(&[tcp(9100), tcp(8080)]);
+    let maybe = (1..=1024)
+        .filter(|p| {
+            let mask = crate::engine::snapshot::port_mask(&tcp(*p));
+            bits & mask == mask
+        })
+        .count();
+    assert!(maybe <= 20, "{maybe} of 1,024 ports need their lists compared");
+    let mask = crate::engine::snapshot::port_mask(&tcp(80));
+    assert_ne!(bits & mask, mask, "port 80 is ruled out by the summary");
+}
+
 #[test]
 fn resources_fit_reports_every_insufficient_resource() {
     let mut n = node("n", 1000, 1000);

@@ -246,10 +246,22 @@ pub struct NodeHot {
     pub has_scalars: bool,
 }
 
-/// A 64-bit summary of host ports (bit `port % 64` each): two lists can only conflict if their
-/// summaries share a bit, since conflicting ports are equal.
+/// The bits one host port sets in a [`port_bits`] summary: two, from a hash of its port and
+/// protocol, which every port it conflicts with shares (the address is left out: `0.0.0.0`
+/// conflicts with any). A summary missing either bit rules out a conflict with the port.
+pub fn port_mask(port: &HostPort) -> u64 {
+    let mut key = [0u8; 3];
+    key[..2].copy_from_slice(&port.port.to_le_bytes());
+    key[2] = port.protocol as u8;
+    let h = xxhash_rust::xxh3::xxh3_64(&key);
+    (1u64 << (h & 63)) | (1u64 << ((h >> 6) & 63))
+}
+
+/// A 64-bit summary of host ports in use (a Bloom filter of their [`port_mask`]s): a port whose
+/// mask is not all in it conflicts with none of them. With `port % 64` as the summary, 80 and
+/// 8080 shared a bit, and a pod asking for port 80 checked most nodes' port lists one by one.
 pub fn port_bits(ports: &[HostPort]) -> u64 {
-    ports.iter().fold(0, |bits, p| bits | 1u64 << (p.port % 64))
+    ports.iter().fold(0, |bits, p| bits | port_mask(p))
 }
 
 impl NodeHot {
