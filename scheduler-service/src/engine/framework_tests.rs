@@ -751,23 +751,35 @@ fn nodes_differing_only_by_hostname_share_a_class_yet_hostname_selection_works()
     assert_eq!(r.rejected.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(), ["c"]);
 }
 
+/// Node `a` in zone z1 and an unlabelled `b`, and a pod selecting zone z2 (so fitting nowhere,
+/// which the returned snapshot's static cache has seen).
+fn zone_z2_pod_on_z1_cluster() -> (Snapshot, PodSpec) {
+    let mut a = node("a", 1000, 1000);
+    a.labels.insert("zone".into(), "z1".into());
+    let snap = snapshot(vec![a, node("b", 1000, 1000)]);
+    let mut p = pod("p", 0, 0);
+    p.node_selector = vec![("zone".into(), "z2".into())];
+    assert_eq!(rank(&snap, &p).feasible_count, 0);
+    (snap, p)
+}
+
+/// `snap` with node `a` (1,000 millicores and bytes) moved to `zone`.
+fn with_a_in_zone(snap: &Snapshot, zone: &str) -> Snapshot {
+    let mut a = node("a", 1000, 1000);
+    a.labels.insert("zone".into(), zone.into());
+    snap.apply(crate::engine::snapshot::Delta {
+        upsert_nodes: vec![a],
+        ..Default::default()
+    })
+    .unwrap()
+}
+
 /// Also the static predicates cache a lineage shares: the pod's entry, made on the base with two
 /// classes, is redone with the class the delta adds, and still serves the base.
 #[test]
 fn a_delta_that_relabels_a_node_moves_it_to_another_class() {
-    let mut a = node("a", 1000, 1000);
-    a.labels.insert("zone".into(), "z1".into());
-    let snap = snapshot(vec![a.clone(), node("b", 1000, 1000)]);
-    let mut p = pod("p", 0, 0);
-    p.node_selector = vec![("zone".into(), "z2".into())];
-    assert_eq!(rank(&snap, &p).feasible_count, 0);
-    a.labels.insert("zone".into(), "z2".into());
-    let next = snap
-        .apply(crate::engine::snapshot::Delta {
-            upsert_nodes: vec![a],
-            ..Default::default()
-        })
-        .unwrap();
+    let (snap, p) = zone_z2_pod_on_z1_cluster();
+    let next = with_a_in_zone(&snap, "z2");
     assert_eq!(
         rank(&next, &p)
             .feasible
@@ -1163,22 +1175,8 @@ fn the_plain_pass_fits_extended_resources_as_the_general_one() {
 /// of what a replica applied) must not share static predicates for the class index they both use.
 #[test]
 fn deltas_branching_from_one_base_keep_their_own_classes() {
-    let mut a = node("a", 1000, 1000);
-    a.labels.insert("zone".into(), "z1".into());
-    let snap = snapshot(vec![a.clone(), node("b", 1000, 1000)]);
-    let mut p = pod("p", 0, 0);
-    p.node_selector = vec![("zone".into(), "z2".into())];
-    assert_eq!(rank(&snap, &p).feasible_count, 0);
-    let relabel = |zone: &str| {
-        let mut n = a.clone();
-        n.labels.insert("zone".into(), zone.into());
-        snap.apply(crate::engine::snapshot::Delta {
-            upsert_nodes: vec![n],
-            ..Default::default()
-        })
-        .unwrap()
-    };
-    let (to_z2, to_z3) = (relabel("z2"), relabel("z3"));
+    let (snap, p) = zone_z2_pod_on_z1_cluster();
+    let (to_z2, to_z3) = (with_a_in_zone(&snap, "z2"), with_a_in_zone(&snap, "z3"));
     let feasible = |s: &Snapshot| rank(s, &p).feasible.iter().map(|n| n.node.clone()).collect::<Vec<_>>();
     assert_eq!(feasible(&to_z2), ["a"]);
     assert_eq!(feasible(&to_z3), Vec::<String>::new(), "z3 is not z2");

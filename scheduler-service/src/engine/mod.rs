@@ -6,7 +6,8 @@
 //! - [`policy`]: which plugins run with which weights; [`policy_config`]: policy files (ours and
 //!   kube-scheduler's `KubeSchedulerConfiguration`) mapped to policies.
 //! - [`interpod`], [`spread`] and [`topology`]: InterPodAffinity and PodTopologySpread.
-//! - [`framework`]: filter, score, normalize and pick, as kube-scheduler does.
+//! - [`framework`]: filter, score, normalize and pick, as kube-scheduler does; [`class_labels`]:
+//!   the node classes' labels by column, so selectors are matched once per distinct value.
 //! - [`preemption`]: kube-scheduler's DefaultPreemption: victims, PodDisruptionBudgets, the node.
 //! - [`gang`]: gangs placed all together or not at all within a batch.
 
