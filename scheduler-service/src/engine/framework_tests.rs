@@ -1207,3 +1207,62 @@ fn a_full_static_cache_evicts_its_oldest_entry() {
     assert!(!cache.by_hash.contains_key(&0), "the oldest entry went");
     assert!(cache.by_hash.contains_key(&1) && cache.by_hash.contains_key(&9_999));
 }
+
+/// Host ports in a batch through the plain pass (port summaries, then the port lists where a
+/// summary cannot rule a conflict out) decide as the general pass: addresses, protocols, and ports
+/// taken by earlier pods of the batch.
+#[test]
+fn the_plain_pass_checks_host_ports_as_the_general_one() {
+    let hp = |ip: &str, protocol, port| HostPort {
+        ip: Arc::from(ip),
+        protocol,
+        port,
+    };
+    let nodes: Vec<NodeSpec> = (0..6).map(|i| node(&format!("n{i}"), 64_000, 64 << 30)).collect();
+    let used = [
+        ("n0", hp("0.0.0.0", Protocol::Tcp, 8080)),
+        ("n1", hp("10.0.0.1", Protocol::Tcp, 8080)),
+        ("n2", hp("0.0.0.0", Protocol::Udp, 8080)),
+        ("n3", hp("0.0.0.0", Protocol::Tcp, 80)),
+    ];
+    let bound: Vec<PodSpec> = used
+        .iter()
+        .map(|(n, port)| {
+            let mut p = pod(&format!("on-{n}"), 100, 100);
+            p.node_name = Some((*n).into());
+            p.host_ports = vec![port.clone()];
+            p
+        })
+        .collect();
+    let snap = Snapshot::build(nodes, bound).unwrap();
+    let mut batch = Vec::new();
+    let mut specific = pod("specific", 100, 100);
+    specific.host_ports = vec![hp("10.0.0.2", Protocol::Tcp, 8080)];
+    batch.push(specific);
+    for i in 0..6 {
+        let mut p = pod(&format!("any-{i}"), 100, 100);
+        p.host_ports = vec![hp("0.0.0.0", Protocol::Tcp, 8080)];
+        batch.push(p);
+    }
+    let profile = Profile::new(Policy::kube_default());
+    assert!(batch
+        .iter()
+        .all(|p| PodPlan::new(&profile, &snap, p, 0, &Placed::default(), false).plain));
+    let (plain, general) = plain_and_general(&profile, &snap, &batch, 3);
+    assert_eq!(plain, general);
+    let placed: Vec<&str> = plain
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Node { node, .. } => Some(node.as_str()),
+            Decision::Unschedulable(_) => None,
+        })
+        .collect();
+    // 8080/TCP on every address is free on n2, n3, n4, n5 only, and `specific` takes one of them
+    // unless it goes to n1 (another address): 4 or 5 pods placed, never twice on one node.
+    assert!(!placed.contains(&"n0"), "{placed:?}");
+    assert!(placed.len() == 4 || placed.len() == 5, "{placed:?}");
+    let mut distinct = placed.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), placed.len(), "{placed:?}");
+}
