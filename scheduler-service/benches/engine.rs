@@ -208,12 +208,9 @@ fn bench_schedule(c: &mut Criterion, fx: &Fixture) {
     let mut next = 0usize;
     group.bench_function("distinct_pods_first_seen", |b| {
         b.iter(|| {
-            let batch = fx
-                .fresh
-                .chunks(BATCH)
-                .nth(next % (fx.fresh.len() / BATCH))
-                .unwrap_or(distinct);
+            let at = next % FRESH_BATCHES * BATCH;
             next += 1;
+            let batch = &fx.fresh[at..at + BATCH];
             black_box(evaluator.schedule(batch, SEED, Deadline::none()).expect("no deadline"))
         })
     });

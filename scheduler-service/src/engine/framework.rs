@@ -575,14 +575,12 @@ impl StaticCache {
         }
     }
 
-    /// An empty cache for a lineage whose class list has `classes` classes.
-    pub(super) fn with_classes(classes: usize) -> Self {
-        Self {
-            by_hash: HashMap::new(),
-            order: std::collections::VecDeque::new(),
+    /// An empty cache, to be shared by the snapshots of a lineage whose class list has `classes` classes.
+    pub(super) fn shared(classes: usize) -> Arc<std::sync::Mutex<Self>> {
+        Arc::new(std::sync::Mutex::new(Self {
             classes,
-            labels: Arc::default(),
-        }
+            ..Self::default()
+        }))
     }
 
     /// The label columns of (at least) these classes of the lineage.
@@ -668,23 +666,22 @@ impl<'a> PodPlan<'a> {
                 let filters = profile.static_filters;
                 let hash = StaticKey::hash_of(pod, filters);
                 let lock = || snapshot.static_cache().lock().unwrap_or_else(|e| e.into_inner());
-                let (hit, labels) = {
+                // A usable entry, or else the label columns to evaluate with (an entry from
+                // before new classes appeared is redone).
+                let found = {
                     let mut cache = lock();
-                    let hit = match cache.by_hash.get(&hash) {
-                        Some((key, evals)) if key.is_of(pod, filters) => Some(Arc::clone(evals)),
-                        _ => None,
-                    };
-                    let labels = hit
-                        .as_ref()
-                        .is_none_or(|evals| evals.len() < classes.len())
-                        .then(|| cache.labels_of(classes));
-                    (hit, labels)
+                    match cache.by_hash.get(&hash) {
+                        Some((key, evals)) if key.is_of(pod, filters) && evals.len() >= classes.len() => {
+                            Ok(Arc::clone(evals))
+                        }
+                        _ => Err(cache.labels_of(classes)),
+                    }
                 };
-                match (hit, labels) {
-                    (Some(evals), None) => evals,
-                    (_, labels) => {
-                        // Evaluated outside the lock (an entry from before new classes is redone).
-                        let evals = plan.class_statics(classes, &labels.unwrap_or_default());
+                match found {
+                    Ok(evals) => evals,
+                    Err(labels) => {
+                        // Evaluated outside the lock.
+                        let evals = plan.class_statics(classes, &labels);
                         lock().insert(hash, StaticKey::of(pod, filters), Arc::clone(&evals));
                         evals
                     }

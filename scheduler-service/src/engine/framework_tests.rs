@@ -1195,7 +1195,7 @@ fn a_full_static_cache_evicts_its_oldest_entry() {
         tolerations: Vec::new(),
     };
     let evals: Arc<[StaticEval]> = Arc::from(vec![StaticEval::default(); 3]);
-    let mut cache = StaticCache::with_classes(3);
+    let mut cache = StaticCache::default();
     for i in 0..StaticCache::LIMIT {
         cache.insert(i as u64, key(i), Arc::clone(&evals));
     }

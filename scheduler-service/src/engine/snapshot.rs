@@ -585,9 +585,7 @@ impl Snapshot {
         }
         snap.nodes = entries.into_iter().map(Arc::new).collect();
         snap.pods = pod_index;
-        snap.static_cache = Arc::new(std::sync::Mutex::new(super::framework::StaticCache::with_classes(
-            snap.classes.len(),
-        )));
+        snap.static_cache = super::framework::StaticCache::shared(snap.classes.len());
         Ok(snap)
     }
 
@@ -698,9 +696,7 @@ impl Snapshot {
             let mut cache = self.static_cache.lock().unwrap_or_else(|e| e.into_inner());
             if !cache.extend(self.classes.len(), next.classes.len()) {
                 drop(cache);
-                next.static_cache = Arc::new(std::sync::Mutex::new(super::framework::StaticCache::with_classes(
-                    next.classes.len(),
-                )));
+                next.static_cache = super::framework::StaticCache::shared(next.classes.len());
             }
         }
         Ok(next)
