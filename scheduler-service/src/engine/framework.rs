@@ -1289,6 +1289,126 @@ fn best_candidate(candidates: &[Candidate], tie_break: impl Fn(&Candidate) -> u6
     Some(best)
 }
 
+/// The raw per-node scores of one feasible node in the plain pass (0 for a plugin not scored).
+#[derive(Debug, Clone, Copy, Default)]
+struct NodeScores {
+    /// NodeResourcesFit's weighted cpu and memory score.
+    fit: i64,
+    /// BalancedAllocation's score.
+    balanced: i64,
+    /// ImageLocality's score.
+    image: i64,
+}
+
+/// What the plain pass does with each feasible node (see [`Evaluator::plain_pass`]).
+trait PlainSink {
+    /// Takes feasible node `i`, its hot fields, its class's static predicates and its scores.
+    fn feasible(&mut self, i: usize, h: &NodeHot, se: &StaticEval, scores: NodeScores);
+}
+
+/// Keeps every feasible node as a candidate with its raw scores, and the class-wide maxima.
+struct KeepAll {
+    candidates: Vec<Candidate>,
+    slots: PlainSlots,
+    max_affinity: i64,
+    max_taints: i64,
+}
+
+impl PlainSink for KeepAll {
+    #[inline(always)]
+    fn feasible(&mut self, i: usize, _: &NodeHot, se: &StaticEval, scores: NodeScores) {
+        // Written in place: a raw array built on the stack and then copied is reloaded wider
+        // than it was stored, which stalls store forwarding on every node.
+        self.candidates.push(Candidate {
+            index: i as u32,
+            raw: [0; MAX_SCORES],
+            total: 0,
+        });
+        let Some(Candidate { raw, .. }) = self.candidates.last_mut() else {
+            return;
+        };
+        let slots = self.slots;
+        if let Some(slot) = slots.fit {
+            raw[slot] = scores.fit;
+        }
+        if let Some(slot) = slots.balanced {
+            raw[slot] = scores.balanced;
+        }
+        if let Some(slot) = slots.image {
+            raw[slot] = scores.image;
+        }
+        if let Some(slot) = slots.affinity {
+            raw[slot] = se.affinity_weight;
+            self.max_affinity = self.max_affinity.max(se.affinity_weight);
+        }
+        if let Some(slot) = slots.taints {
+            raw[slot] = se.prefer_taints;
+            self.max_taints = self.max_taints.max(se.prefer_taints);
+        }
+    }
+}
+
+/// The best node of one class so far in [`Evaluator::evaluate_best`].
+#[derive(Debug, Clone, Copy)]
+struct ClassBest {
+    /// The per-node part of its total (weighted fit, balanced and image scores).
+    part: i64,
+    /// Its index, `u32::MAX` while the class has no feasible node.
+    index: u32,
+}
+
+impl ClassBest {
+    /// No feasible node yet.
+    const NONE: Self = Self {
+        part: i64::MIN,
+        index: u32::MAX,
+    };
+}
+
+/// Keeps, per node class, the feasible node with the best per-node score, and counts them all.
+struct KeepBest<'b, 'p> {
+    winners: Vec<ClassBest>,
+    /// The weights of the fit, balanced and image scores.
+    weights: [i64; 3],
+    hot: &'b [NodeHot],
+    plan: &'b PodPlan<'p>,
+    feasible: usize,
+}
+
+impl PlainSink for KeepBest<'_, '_> {
+    #[inline(always)]
+    fn feasible(&mut self, i: usize, h: &NodeHot, _: &StaticEval, scores: NodeScores) {
+        self.feasible += 1;
+        let [wf, wb, wi] = self.weights;
+        let part = scores.fit * wf + scores.balanced * wb + scores.image * wi;
+        let Some(w) = self.winners.get_mut(h.class as usize) else {
+            return;
+        };
+        // Equal parts: the higher tie-break wins, then the later node (as in `best_candidate`).
+        let replace = w.index == u32::MAX
+            || part > w.part
+            || (part == w.part
+                && self.plan.tie_break(h.name_hash) >= self.plan.tie_break(self.hot[w.index as usize].name_hash));
+        if replace {
+            *w = ClassBest { part, index: i as u32 };
+        }
+    }
+}
+
+/// The node [`Evaluator::evaluate_best`] picked (index and total) and how many were feasible.
+#[derive(Debug, Clone, Copy)]
+struct BestNode {
+    best: Option<(usize, i64)>,
+    feasible: usize,
+}
+
+/// The per-node score slots of the plain pass and their weights.
+#[derive(Debug, Clone, Copy)]
+struct PerNodeSlots {
+    slots: [(usize, i64); MAX_SCORES],
+    len: usize,
+}
+
 /// Usage of the nodes as a batch goes: the snapshot's, with the batch's placements on top.
 pub(super) struct BatchUsage<'s> {
     snapshot: &'s Snapshot,
@@ -1413,6 +1533,8 @@ pub struct Evaluator<'a> {
     allow_plain: bool,
     /// How many rejected nodes Rank lists; `None` lists all.
     rejected_limit: Option<usize>,
+    /// Per node class, the best node so far of [`Evaluator::evaluate_best`] (kept for its buffer).
+    class_best: Vec<ClassBest>,
 }
 
 /// A buffer that goes back to its thread's spare slot when dropped, so the next evaluator on the
@@ -1497,6 +1619,7 @@ impl<'a> Evaluator<'a> {
             reuse: true,
             allow_plain: true,
             rejected_limit: None,
+            class_best: Vec::new(),
         }
     }
 
@@ -1590,8 +1713,196 @@ impl<'a> Evaluator<'a> {
     /// are normalized once per class instead of once per node. Bit for bit the same candidates,
     /// extrema and totals as the general pass (`plain_pass_equals_the_general_one`).
     fn evaluate_plain(&mut self, plan: &PodPlan<'_>, usage: &BatchUsage<'_>, deadline: Deadline) -> Result<(), ()> {
+        let slots = self.profile.slot_of;
+        let mut sink = KeepAll {
+            candidates: std::mem::take(&mut *self.candidates),
+            slots,
+            max_affinity: i64::MIN,
+            max_taints: i64::MIN,
+        };
+        sink.candidates.clear();
+        let passed = self.plain_pass(plan, usage, deadline, &mut sink);
+        let KeepAll {
+            candidates,
+            max_affinity,
+            max_taints,
+            ..
+        } = sink;
+        *self.candidates = candidates;
+        passed?;
+        // The extrema the general normalization finds: NodeAffinity's and TaintToleration's
+        // maxima over the feasible nodes (0 when none), nothing else.
+        self.set_class_extrema(!self.candidates.is_empty(), max_affinity, max_taints);
+        let (class_part, per_node) = self.plain_weights(&plan.class_evals);
+        let per_node = &per_node.slots[..per_node.len];
+        let hot = &*usage.hot;
+        for c in self.candidates.iter_mut() {
+            let mut total = class_part[hot[c.index as usize].class as usize];
+            for &(slot, weight) in per_node {
+                total += c.raw[slot] * weight;
+            }
+            c.total = total;
+        }
+        Ok(())
+    }
+
+    /// The plain pass keeping only the best feasible node and the count of feasible ones: what
+    /// Schedule needs of a pod whose candidates no later pod re-scores. Per node class it keeps
+    /// the node with the best per-node part of the total (the class-wide part is the same for all
+    /// of a class's nodes, and known only once every node is filtered); the best of those winners
+    /// is the node [`best_candidate`] picks from the full list, ties broken alike
+    /// (`plain_pass_equals_the_general_one`). `None` when the plain pass does not apply.
+    fn evaluate_best(
+        &mut self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        deadline: Deadline,
+    ) -> Option<Result<BestNode, ()>> {
+        if !(self.allow_plain && plan.plain && plan.topo.is_none()) {
+            return None;
+        }
         self.candidates.clear();
+        let (_, per_node) = self.plain_weights(&[]);
+        let weight_of = |slot: Option<usize>| {
+            slot.and_then(|s| per_node.slots[..per_node.len].iter().find(|(x, _)| *x == s))
+                .map_or(0, |(_, w)| *w)
+        };
+        let slots = self.profile.slot_of;
+        let mut winners = std::mem::take(&mut self.class_best);
+        winners.clear();
+        winners.resize(plan.class_evals.len(), ClassBest::NONE);
+        let mut sink = KeepBest {
+            winners,
+            weights: [weight_of(slots.fit), weight_of(slots.balanced), weight_of(slots.image)],
+            hot: &usage.hot,
+            plan,
+            feasible: 0,
+        };
+        let passed = self.plain_pass(plan, usage, deadline, &mut sink);
+        let KeepBest { winners, feasible, .. } = sink;
+        if passed.is_err() {
+            self.class_best = winners;
+            return Some(Err(()));
+        }
+        let evals = &*plan.class_evals;
+        let (mut max_affinity, mut max_taints) = (i64::MIN, i64::MIN);
+        for (w, se) in winners.iter().zip(evals) {
+            if w.index != u32::MAX {
+                max_affinity = max_affinity.max(se.affinity_weight);
+                max_taints = max_taints.max(se.prefer_taints);
+            }
+        }
+        self.set_class_extrema(feasible > 0, max_affinity, max_taints);
+        let (class_part, _) = self.plain_weights(evals);
+        let hot = &*usage.hot;
+        let mut best: Option<(i64, u32)> = None;
+        let mut best_hash: Option<u64> = None;
+        for (w, part) in winners.iter().zip(&class_part) {
+            if w.index == u32::MAX {
+                continue;
+            }
+            let total = w.part + part;
+            let Some((best_total, best_index)) = best else {
+                best = Some((total, w.index));
+                continue;
+            };
+            let replace = total > best_total
+                || (total == best_total && {
+                    let bh = *best_hash.get_or_insert_with(|| plan.tie_break(hot[best_index as usize].name_hash));
+                    let wh = plan.tie_break(hot[w.index as usize].name_hash);
+                    // The later node of equal keys, as the list's order would have it.
+                    (wh, w.index) > (bh, best_index)
+                });
+            if replace {
+                best = Some((total, w.index));
+                best_hash = None;
+            }
+        }
+        self.class_best = winners;
+        Some(Ok(BestNode {
+            best: best.map(|(total, index)| (index as usize, total)),
+            feasible,
+        }))
+    }
+
+    /// Sets the extrema the plain pass normalizes with: NodeAffinity's and TaintToleration's
+    /// maxima over the feasible nodes (0 when none is feasible), nothing else.
+    fn set_class_extrema(&mut self, any_feasible: bool, max_affinity: i64, max_taints: i64) {
+        let slots = self.profile.slot_of;
+        self.topo_active = (false, false);
+        self.norm_max = [0; MAX_SCORES];
+        self.norm_min = [0; MAX_SCORES];
+        if any_feasible {
+            if let Some(slot) = slots.affinity {
+                self.norm_max[slot] = max_affinity;
+            }
+            if let Some(slot) = slots.taints {
+                self.norm_max[slot] = max_taints;
+            }
+        }
+    }
+
+    /// The plain pass's weights: per class, the weighted normalized NodeAffinity and
+    /// TaintToleration scores (with the extrema set last); per node, the other slots and weights.
+    fn plain_weights(&self, evals: &[StaticEval]) -> (Vec<i64>, PerNodeSlots) {
+        let mut per_node = PerNodeSlots {
+            slots: [(0, 0); MAX_SCORES],
+            len: 0,
+        };
+        let mut per_class: [(usize, ScorePlugin, i64); 2] = [(0, ScorePlugin::NodeAffinity, 0); 2];
+        let mut m = 0;
+        for &(slot, plugin, weight) in &self.profile.plain_slots {
+            if matches!(plugin, ScorePlugin::NodeAffinity | ScorePlugin::TaintToleration) {
+                per_class[m] = (slot, plugin, weight);
+                m += 1;
+            } else {
+                per_node.slots[per_node.len] = (slot, weight);
+                per_node.len += 1;
+            }
+        }
+        let class_part = evals
+            .iter()
+            .map(|se| {
+                per_class[..m]
+                    .iter()
+                    .map(|&(slot, plugin, weight)| {
+                        let raw = match plugin {
+                            ScorePlugin::NodeAffinity => se.affinity_weight,
+                            _ => se.prefer_taints,
+                        };
+                        self.normalized(plugin, slot, raw) * weight
+                    })
+                    .sum()
+            })
+            .collect();
+        (class_part, per_node)
+    }
+
+    /// Filters every node through the hot fields and the class's static predicates, and hands
+    /// each feasible node's raw per-node scores to `sink` (see [`Evaluator::evaluate_plain`]).
+    #[inline(always)]
+    fn plain_pass(
+        &mut self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        deadline: Deadline,
+        sink: &mut impl PlainSink,
+    ) -> Result<(), ()> {
         self.image_sums(plan, 1);
+        let passed = self.plain_nodes(plan, usage, deadline, sink);
+        self.image_sums(plan, -1);
+        passed
+    }
+
+    /// The loop of [`Evaluator::plain_pass`], between adding and removing the pod's image sums.
+    #[inline(always)]
+    fn plain_nodes(
+        &self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        deadline: Deadline,
+        sink: &mut impl PlainSink,
+    ) -> Result<(), ()> {
         let profile = self.profile;
         let slots = profile.slot_of;
         let hot = &*usage.hot;
@@ -1605,8 +1916,7 @@ impl<'a> Evaluator<'a> {
         let check_ports = profile.policy.filters.contains(&FilterPlugin::NodePorts) && !plan.port_masks.is_empty();
         let fit = slots.fit.zip(profile.fit_cpu_memory);
         let balanced = slots.balanced.zip(plan.balanced_requests.as_deref());
-        let image = slots.image.filter(|_| !plan.images.is_empty());
-        let (mut max_affinity, mut max_taints) = (i64::MIN, i64::MIN);
+        let image = slots.image.is_some() && !plan.images.is_empty();
         // The pair of requests each resource score reads (see `plain_resource_scores`).
         let pair = |r: &[i64]| [r.first().copied().unwrap_or(0), r.get(1).copied().unwrap_or(0)];
         let fit_requests = pair(&plan.fit_requests);
@@ -1614,7 +1924,6 @@ impl<'a> Evaluator<'a> {
         let most_allocated = matches!(profile.policy.scoring_strategy, ScoringStrategy::MostAllocated);
         for (i, h) in hot.iter().enumerate() {
             if i % 4096 == 4095 && deadline.passed() {
-                self.image_sums(plan, -1);
                 return Err(());
             }
             let se = &evals[h.class as usize];
@@ -1636,97 +1945,30 @@ impl<'a> Evaluator<'a> {
             {
                 continue;
             }
-            // Written in place: a raw array built on the stack and then copied is reloaded wider
-            // than it was stored, which stalls store forwarding on every node.
-            self.candidates.push(Candidate {
-                index: i as u32,
-                raw: [0; MAX_SCORES],
-                total: 0,
-            });
-            let Some(Candidate { raw, .. }) = self.candidates.last_mut() else {
-                continue;
-            };
-            let paired = fit.zip(balanced).and_then(|((fit_slot, weights), (balanced_slot, _))| {
+            let mut scores = NodeScores::default();
+            let paired = fit.zip(balanced).and_then(|((_, weights), _)| {
                 plain_resource_scores(h, fit_requests, balanced_requests, most_allocated)
-                    .map(|(cpu, memory, b)| (fit_slot, weigh_fit(cpu, memory, weights), balanced_slot, b))
+                    .map(|(cpu, memory, b)| (weigh_fit(cpu, memory, weights), b))
             });
-            if let Some((fit_slot, f, balanced_slot, b)) = paired {
-                raw[fit_slot] = f;
-                raw[balanced_slot] = b;
+            if let Some((f, b)) = paired {
+                scores.fit = f;
+                scores.balanced = b;
             } else {
-                if let Some((slot, weights)) = fit {
-                    raw[slot] = fit_score_cpu_memory(profile, weights, &plan.fit_requests, h);
+                if let Some((_, weights)) = fit {
+                    scores.fit = fit_score_cpu_memory(profile, weights, &plan.fit_requests, h);
                 }
-                if let Some((slot, requests)) = balanced {
-                    raw[slot] = balanced_score_cpu_memory(requests, h);
+                if let Some((_, requests)) = balanced {
+                    scores.balanced = balanced_score_cpu_memory(requests, h);
                 }
             }
-            if let Some(slot) = image {
+            if image {
                 // A node without the pod's images scores 0 (a sum under the minimum threshold).
                 let sum = self.image_sums[i];
                 if sum != 0 {
-                    raw[slot] = image_score(plan, sum);
+                    scores.image = image_score(plan, sum);
                 }
             }
-            if let Some(slot) = slots.affinity {
-                raw[slot] = se.affinity_weight;
-                max_affinity = max_affinity.max(se.affinity_weight);
-            }
-            if let Some(slot) = slots.taints {
-                raw[slot] = se.prefer_taints;
-                max_taints = max_taints.max(se.prefer_taints);
-            }
-        }
-        self.image_sums(plan, -1);
-        self.topo_active = (false, false);
-        // The extrema the general normalization finds: NodeAffinity's and TaintToleration's
-        // maxima over the feasible nodes (0 when none), nothing else.
-        self.norm_max = [0; MAX_SCORES];
-        self.norm_min = [0; MAX_SCORES];
-        if !self.candidates.is_empty() {
-            if let Some(slot) = slots.affinity {
-                self.norm_max[slot] = max_affinity;
-            }
-            if let Some(slot) = slots.taints {
-                self.norm_max[slot] = max_taints;
-            }
-        }
-        // Weighted normalized scores: per class for the class-wide plugins, per node for the rest.
-        let mut per_node = [(0usize, 0i64); MAX_SCORES];
-        let mut n = 0;
-        let mut per_class: [(usize, ScorePlugin, i64); 2] = [(0, ScorePlugin::NodeAffinity, 0); 2];
-        let mut m = 0;
-        for &(slot, plugin, weight) in &profile.plain_slots {
-            if matches!(plugin, ScorePlugin::NodeAffinity | ScorePlugin::TaintToleration) {
-                per_class[m] = (slot, plugin, weight);
-                m += 1;
-            } else {
-                per_node[n] = (slot, weight);
-                n += 1;
-            }
-        }
-        let class_part: Vec<i64> = evals
-            .iter()
-            .map(|se| {
-                per_class[..m]
-                    .iter()
-                    .map(|&(slot, plugin, weight)| {
-                        let raw = match plugin {
-                            ScorePlugin::NodeAffinity => se.affinity_weight,
-                            _ => se.prefer_taints,
-                        };
-                        self.normalized(plugin, slot, raw) * weight
-                    })
-                    .sum()
-            })
-            .collect();
-        let per_node = &per_node[..n];
-        for c in self.candidates.iter_mut() {
-            let mut total = class_part[hot[c.index as usize].class as usize];
-            for &(slot, weight) in per_node {
-                total += c.raw[slot] * weight;
-            }
-            c.total = total;
+            sink.feasible(i, h, se, scores);
         }
         Ok(())
     }
@@ -2115,6 +2357,7 @@ impl<'a> Evaluator<'a> {
         // candidates were computed for, only the node that took the previous pod changed.
         let mut plan: Option<(usize, PodPlan<'_>)> = None;
         let mut changed: Option<usize> = None;
+        let mut reusable = false;
         let policy_seed = seed ^ self.profile.policy.seed;
         // Pods placed so far in this batch, for the topology plugins.
         let mut placed = Placed::default();
@@ -2130,8 +2373,9 @@ impl<'a> Evaluator<'a> {
                 out.push(Decision::Unschedulable(Diagnosis::default()));
                 continue;
             }
+            // After `evaluate_best` no candidates are left for a replica to re-score.
             let reused = match plan.as_mut() {
-                Some((p, current)) if self.reuse && same_constraints(&pods[*p], pod) => {
+                Some((p, current)) if self.reuse && reusable && same_constraints(&pods[*p], pod) => {
                     current.tie_seed = PodPlan::tie_seed_for(policy_seed, pod);
                     current.pod = pod;
                     let had_topo = current.topo.is_some();
@@ -2149,22 +2393,45 @@ impl<'a> Evaluator<'a> {
                 }
                 _ => false,
             };
+            let mut quick = None;
             if !reused {
                 let fresh = PodPlan::new(self.profile, self.snapshot, pod, seed, &placed, true);
+                // A pod the next one will not re-score from needs only the best node: the plain
+                // pass keeps no candidate list for it when it applies.
+                let next_reuses = self.reuse && pods.get(done + 1).is_some_and(|next| same_constraints(pod, next));
+                if !next_reuses {
+                    quick = self
+                        .evaluate_best(&fresh, &usage, deadline)
+                        .transpose()
+                        .map_err(|()| timeout.clone())?;
+                }
                 // Most pods fit somewhere, so reasons are only gathered (in a second pass, from
                 // the same usage) for a pod that fits nowhere.
-                self.evaluate_quiet(&fresh, &usage, &placed, deadline)
-                    .map_err(|()| timeout.clone())?;
+                if quick.is_none() {
+                    self.evaluate_quiet(&fresh, &usage, &placed, deadline)
+                        .map_err(|()| timeout.clone())?;
+                }
+                reusable = quick.is_none();
                 plan = Some((done, fresh));
                 changed = None;
             }
             let Some((_, plan)) = plan.as_ref() else {
                 continue;
             };
+            let (chosen, feasible) = match quick {
+                Some(q) => (q.best, q.feasible),
+                None => (
+                    best_candidate(&self.candidates, |c| {
+                        plan.tie_break(usage.hot[c.index as usize].name_hash)
+                    })
+                    .map(|c| (c.index as usize, c.total)),
+                    self.candidates.len(),
+                ),
+            };
             let mut reasons: Vec<(Reason, u32)> = Vec::new();
             // For preemption: the nodes some reason marks unresolvable.
             let mut unresolvable: Vec<bool> = Vec::new();
-            if self.candidates.is_empty() {
+            if feasible == 0 {
                 let nodes = self.snapshot.nodes();
                 unresolvable = vec![false; node_count];
                 // Few distinct reasons occur: a short list beats hashing one per rejected node.
@@ -2180,16 +2447,12 @@ impl<'a> Evaluator<'a> {
                 .map_err(|()| timeout)?;
             }
             let nodes = self.snapshot.nodes();
-            let best = best_candidate(&self.candidates, |c| {
-                plan.tie_break(usage.hot[c.index as usize].name_hash)
-            });
-            match best {
-                Some(c) => {
-                    let i = c.index as usize;
+            match chosen {
+                Some((i, score)) => {
                     out.push(Decision::Node {
                         node: nodes[i].spec.name.clone(),
-                        score: c.total,
-                        feasible: self.candidates.len(),
+                        score,
+                        feasible,
                     });
                     usage.assume(i, pod);
                     placed.push(i, pod);
