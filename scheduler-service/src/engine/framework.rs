@@ -1348,6 +1348,59 @@ impl PlainSink for KeepAll {
     }
 }
 
+/// A feasible node's index and total (Rank's compact candidate).
+#[derive(Debug, Clone, Copy)]
+struct Scored {
+    index: u32,
+    total: i64,
+}
+
+/// Keeps every feasible node's index and per-node part of the total, and the class-wide maxima.
+struct KeepTotals {
+    totals: Vec<Scored>,
+    /// The weights of the fit, balanced and image scores.
+    weights: [i64; 3],
+    max_affinity: i64,
+    max_taints: i64,
+}
+
+impl PlainSink for KeepTotals {
+    #[inline(always)]
+    fn feasible(&mut self, i: usize, _: &NodeHot, se: &StaticEval, scores: NodeScores) {
+        let [wf, wb, wi] = self.weights;
+        self.totals.push(Scored {
+            index: i as u32,
+            total: scores.fit * wf + scores.balanced * wb + scores.image * wi,
+        });
+        self.max_affinity = self.max_affinity.max(se.affinity_weight);
+        self.max_taints = self.max_taints.max(se.prefer_taints);
+    }
+}
+
+/// Keeps the `k` best of `items` by `cmp` (best first in `cmp`'s order), in no particular
+/// order: partitions on the total alone (no hashing), keeps every item above the k-th total, and
+/// breaks ties only among the items equal to it. Keeps all when `k` is 0 or covers them.
+fn keep_top_k<T: Copy>(
+    items: &mut Vec<T>,
+    k: usize,
+    total: impl Fn(&T) -> i64,
+    cmp: impl Fn(&T, &T) -> std::cmp::Ordering,
+) {
+    if k == 0 || k >= items.len() {
+        return;
+    }
+    items.select_nth_unstable_by(k - 1, |a, b| total(b).cmp(&total(a)));
+    let threshold = total(&items[k - 1]);
+    let mut tied: Vec<T> = items.iter().filter(|c| total(c) == threshold).copied().collect();
+    items.retain(|c| total(c) > threshold);
+    let need = k - items.len();
+    if need < tied.len() {
+        tied.select_nth_unstable_by(need - 1, cmp);
+        tied.truncate(need);
+    }
+    items.extend(tied);
+}
+
 /// The best node of one class so far in [`Evaluator::evaluate_best`].
 #[derive(Debug, Clone, Copy)]
 struct ClassBest {
@@ -1762,18 +1815,13 @@ impl<'a> Evaluator<'a> {
             return None;
         }
         self.candidates.clear();
-        let (_, per_node) = self.plain_weights(&[]);
-        let weight_of = |slot: Option<usize>| {
-            slot.and_then(|s| per_node.slots[..per_node.len].iter().find(|(x, _)| *x == s))
-                .map_or(0, |(_, w)| *w)
-        };
-        let slots = self.profile.slot_of;
+        let weights = self.per_node_weights();
         let mut winners = std::mem::take(&mut self.class_best);
         winners.clear();
         winners.resize(plan.class_evals.len(), ClassBest::NONE);
         let mut sink = KeepBest {
             winners,
-            weights: [weight_of(slots.fit), weight_of(slots.balanced), weight_of(slots.image)],
+            weights,
             hot: &usage.hot,
             plan,
             feasible: 0,
@@ -1823,6 +1871,48 @@ impl<'a> Evaluator<'a> {
             best: best.map(|(total, index)| (index as usize, total)),
             feasible,
         }))
+    }
+
+    /// The plain pass keeping each feasible node's index and total, in node order: Rank's list to
+    /// pick the top k from, a fifth of the bytes of the candidates `evaluate_plain` writes.
+    fn evaluate_totals(
+        &mut self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        deadline: Deadline,
+    ) -> Result<Vec<Scored>, ()> {
+        self.candidates.clear();
+        let mut sink = KeepTotals {
+            totals: Vec::with_capacity(usage.hot.len()),
+            weights: self.per_node_weights(),
+            max_affinity: i64::MIN,
+            max_taints: i64::MIN,
+        };
+        self.plain_pass(plan, usage, deadline, &mut sink)?;
+        let KeepTotals {
+            mut totals,
+            max_affinity,
+            max_taints,
+            ..
+        } = sink;
+        self.set_class_extrema(!totals.is_empty(), max_affinity, max_taints);
+        let (class_part, _) = self.plain_weights(&plan.class_evals);
+        let hot = &*usage.hot;
+        for s in &mut totals {
+            s.total += class_part[hot[s.index as usize].class as usize];
+        }
+        Ok(totals)
+    }
+
+    /// The weights of the fit, balanced and image scores in the plain pass (0 when not scored).
+    fn per_node_weights(&self) -> [i64; 3] {
+        let (_, per_node) = self.plain_weights(&[]);
+        let weight_of = |slot: Option<usize>| {
+            slot.and_then(|s| per_node.slots[..per_node.len].iter().find(|(x, _)| *x == s))
+                .map_or(0, |(_, w)| *w)
+        };
+        let slots = self.profile.slot_of;
+        [weight_of(slots.fit), weight_of(slots.balanced), weight_of(slots.image)]
     }
 
     /// Sets the extrema the plain pass normalizes with: NodeAffinity's and TaintToleration's
@@ -2208,14 +2298,25 @@ impl<'a> Evaluator<'a> {
         // Rejections are recorded by node index and reason; names are built once, at the end.
         let mut rejected: Vec<(u32, FilterPlugin, Reason)> = Vec::new();
         let timeout = || EvalError::DeadlineExceeded { done: 0, total: 1 };
+        // With a top k wanted, the plain pass keeps each feasible node's index and total only;
+        // the k best are scored plugin by plugin afterwards (see `Evaluator::evaluate_totals`).
+        let mut totals: Option<Vec<Scored>> = None;
         if self.allow_plain && plan.plain && plan.topo.is_none() {
             // The plain pass scores; the nodes it left out are filtered again for their reasons,
             // unless nothing would show them (no list wanted and some node feasible).
-            self.evaluate_plain(&plan, &usage, deadline).map_err(|()| timeout())?;
-            if self.candidates.is_empty() || self.rejected_limit != Some(0) {
-                let mut feasible = self.candidates.iter().map(|c| c.index as usize).peekable();
+            if top_k > 0 {
+                totals = Some(self.evaluate_totals(&plan, &usage, deadline).map_err(|()| timeout())?);
+            } else {
+                self.evaluate_plain(&plan, &usage, deadline).map_err(|()| timeout())?;
+            }
+            let feasible: Vec<u32> = match &totals {
+                Some(t) => t.iter().map(|s| s.index).collect(),
+                None => self.candidates.iter().map(|c| c.index).collect(),
+            };
+            if feasible.is_empty() || self.rejected_limit != Some(0) {
+                let mut feasible = feasible.into_iter().peekable();
                 for (i, entry) in self.snapshot.nodes().iter().enumerate() {
-                    if feasible.next_if_eq(&i).is_some() {
+                    if feasible.next_if_eq(&(i as u32)).is_some() {
                         continue;
                     }
                     // Rejected by the plain pass, so no candidate comes back: only its reasons,
@@ -2231,13 +2332,14 @@ impl<'a> Evaluator<'a> {
             })
             .map_err(|()| timeout())?;
         }
+        let feasible_count = totals.as_ref().map_or(self.candidates.len(), Vec::len);
         let nodes = self.snapshot.nodes();
         let mut counts: Vec<(Reason, u32)> = Vec::new();
         let mut rejected_nodes: Vec<RejectedNode> = Vec::new();
         // The node whose reasons are being listed (a node's reasons are consecutive).
         let mut listing = u32::MAX;
         // For preemption, when no node is feasible: the nodes some reason marks unresolvable.
-        let mut unresolvable = vec![false; if self.candidates.is_empty() { nodes.len() } else { 0 }];
+        let mut unresolvable = vec![false; if feasible_count == 0 { nodes.len() } else { 0 }];
         for (i, plugin, reason) in rejected {
             if let Some(u) = unresolvable.get_mut(i as usize) {
                 if !super::preemption::resolvable(&pod.requests, &nodes[i as usize], plugin, &reason) {
@@ -2267,7 +2369,6 @@ impl<'a> Evaluator<'a> {
             reasons: counts.into_iter().collect(),
             ..Diagnosis::default()
         };
-        let feasible_count = self.candidates.len();
         if feasible_count == 0 && !nodes.is_empty() {
             let potential = (0..nodes.len()).filter(|&i| !unresolvable[i]).collect();
             super::preemption::post_filter(
@@ -2286,27 +2387,29 @@ impl<'a> Evaluator<'a> {
             top_k.min(feasible_count)
         };
         let hot = self.snapshot.hot();
-        let key = |c: &Candidate| (c.total, plan.tie_break(hot[c.index as usize].name_hash));
-        let cmp = |a: &Candidate, b: &Candidate| key(b).cmp(&key(a));
-        if k > 0 && k < feasible_count {
-            // The k best by (total, tie-break): partition on the total alone (no hashing), keep
-            // every node above the k-th total, and break ties only among the nodes equal to it.
-            self.candidates
-                .select_nth_unstable_by(k - 1, |a, b| b.total.cmp(&a.total));
-            let threshold = self.candidates[k - 1].total;
-            let mut tied: Vec<Candidate> = self
-                .candidates
-                .iter()
-                .filter(|c| c.total == threshold)
-                .copied()
-                .collect();
-            self.candidates.retain(|c| c.total > threshold);
-            let need = k - self.candidates.len();
-            if need < tied.len() {
-                tied.select_nth_unstable_by(need - 1, cmp);
-                tied.truncate(need);
+        let key = |index: u32, total: i64| (total, plan.tie_break(hot[index as usize].name_hash));
+        let cmp = |a: &Candidate, b: &Candidate| key(b.index, b.total).cmp(&key(a.index, a.total));
+        if let Some(mut totals) = totals {
+            keep_top_k(
+                &mut totals,
+                k,
+                |s| s.total,
+                |a, b| key(b.index, b.total).cmp(&key(a.index, a.total)),
+            );
+            // The k best, scored plugin by plugin as the general pass scores them (the image
+            // sums are back for ImageLocality).
+            self.candidates.clear();
+            self.image_sums(&plan, 1);
+            for s in &totals {
+                let i = s.index as usize;
+                let entry = &nodes[i];
+                if let Some(c) = self.eval_node(&plan, &usage, i, entry, &usage.hot, &mut |_, _| {}) {
+                    self.candidates.push(Candidate { total: s.total, ..c });
+                }
             }
-            self.candidates.extend(tied);
+            self.image_sums(&plan, -1);
+        } else {
+            keep_top_k(&mut self.candidates, k, |c| c.total, cmp);
         }
         self.candidates.sort_unstable_by(cmp);
         let feasible = self

@@ -981,6 +981,38 @@ proptest! {
     }
 }
 
+/// Rank through the plain pass on the synthetic cluster's pods (images, so ImageLocality scores
+/// the top k it re-scores plugin by plugin) answers exactly as the general pass, for a top k and
+/// for the full list.
+#[test]
+fn rank_with_the_plain_pass_equals_the_general_one_on_the_synthetic_cluster() {
+    let (snap, batch) = synthetic(300, 150, 9);
+    let mut imaged = 0;
+    for policy in weighted_policies() {
+        let profile = Profile::new(policy);
+        for (n, p) in batch.iter().enumerate() {
+            let top_k = [1, 3, 10, 0][n % 4];
+            let plain = Evaluator::new(&profile, &snap)
+                .rank(p, top_k, 9, Deadline::none())
+                .unwrap();
+            let mut general = Evaluator::new(&profile, &snap);
+            general.allow_plain = false;
+            assert_eq!(
+                plain,
+                general.rank(p, top_k, 9, Deadline::none()).unwrap(),
+                "pod {}",
+                p.name
+            );
+            imaged += plain
+                .feasible
+                .iter()
+                .filter(|r| r.scores.iter().any(|(s, v, _)| *s == S::ImageLocality && *v > 0))
+                .count();
+        }
+    }
+    assert!(imaged > 0, "some ranked node scores ImageLocality");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
     /// Rank's top k are the first k of the full ranking, ties broken alike.
