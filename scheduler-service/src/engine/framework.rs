@@ -1300,6 +1300,14 @@ struct NodeScores {
     image: i64,
 }
 
+impl NodeScores {
+    /// The per-node part of the node's total: the scores weighed by `[fit, balanced, image]`.
+    #[inline(always)]
+    fn weighed(&self, [fit, balanced, image]: [i64; 3]) -> i64 {
+        self.fit * fit + self.balanced * balanced + self.image * image
+    }
+}
+
 /// What the plain pass does with each feasible node (see [`Evaluator::plain_pass`]).
 trait PlainSink {
     /// Takes feasible node `i`, its hot fields, its class's static predicates and its scores.
@@ -1367,10 +1375,9 @@ struct KeepTotals {
 impl PlainSink for KeepTotals {
     #[inline(always)]
     fn feasible(&mut self, i: usize, _: &NodeHot, se: &StaticEval, scores: NodeScores) {
-        let [wf, wb, wi] = self.weights;
         self.totals.push(Scored {
             index: i as u32,
-            total: scores.fit * wf + scores.balanced * wb + scores.image * wi,
+            total: scores.weighed(self.weights),
         });
         self.max_affinity = self.max_affinity.max(se.affinity_weight);
         self.max_taints = self.max_taints.max(se.prefer_taints);
@@ -1432,8 +1439,7 @@ impl PlainSink for KeepBest<'_, '_> {
     #[inline(always)]
     fn feasible(&mut self, i: usize, h: &NodeHot, _: &StaticEval, scores: NodeScores) {
         self.feasible += 1;
-        let [wf, wb, wi] = self.weights;
-        let part = scores.fit * wf + scores.balanced * wb + scores.image * wi;
+        let part = scores.weighed(self.weights);
         let Some(w) = self.winners.get_mut(h.class as usize) else {
             return;
         };
@@ -1906,10 +1912,9 @@ impl<'a> Evaluator<'a> {
 
     /// The weights of the fit, balanced and image scores in the plain pass (0 when not scored).
     fn per_node_weights(&self) -> [i64; 3] {
-        let (_, per_node) = self.plain_weights(&[]);
         let weight_of = |slot: Option<usize>| {
-            slot.and_then(|s| per_node.slots[..per_node.len].iter().find(|(x, _)| *x == s))
-                .map_or(0, |(_, w)| *w)
+            slot.and_then(|s| self.profile.plain_slots.iter().find(|(x, _, _)| *x == s))
+                .map_or(0, |(_, _, w)| *w)
         };
         let slots = self.profile.slot_of;
         [weight_of(slots.fit), weight_of(slots.balanced), weight_of(slots.image)]
@@ -2309,11 +2314,12 @@ impl<'a> Evaluator<'a> {
             } else {
                 self.evaluate_plain(&plan, &usage, deadline).map_err(|()| timeout())?;
             }
-            let feasible: Vec<u32> = match &totals {
-                Some(t) => t.iter().map(|s| s.index).collect(),
-                None => self.candidates.iter().map(|c| c.index).collect(),
-            };
-            if feasible.is_empty() || self.rejected_limit != Some(0) {
+            let none_feasible = totals.as_ref().map_or(self.candidates.is_empty(), Vec::is_empty);
+            if none_feasible || self.rejected_limit != Some(0) {
+                let feasible: Vec<u32> = match &totals {
+                    Some(t) => t.iter().map(|s| s.index).collect(),
+                    None => self.candidates.iter().map(|c| c.index).collect(),
+                };
                 let mut feasible = feasible.into_iter().peekable();
                 for (i, entry) in self.snapshot.nodes().iter().enumerate() {
                     if feasible.next_if_eq(&(i as u32)).is_some() {
