@@ -1314,12 +1314,34 @@ trait PlainSink {
     fn feasible(&mut self, i: usize, h: &NodeHot, se: &StaticEval, scores: NodeScores);
 }
 
+/// NodeAffinity's and TaintToleration's raw scores at their highest over the feasible nodes seen:
+/// the plain pass normalizes the class-wide scores with them.
+#[derive(Debug, Clone, Copy)]
+struct ClassMaxima {
+    affinity: i64,
+    taints: i64,
+}
+
+impl ClassMaxima {
+    /// No feasible node seen yet.
+    const NONE: Self = Self {
+        affinity: i64::MIN,
+        taints: i64::MIN,
+    };
+
+    /// Counts a feasible node of a class with these static predicates.
+    #[inline(always)]
+    fn see(&mut self, se: &StaticEval) {
+        self.affinity = self.affinity.max(se.affinity_weight);
+        self.taints = self.taints.max(se.prefer_taints);
+    }
+}
+
 /// Keeps every feasible node as a candidate with its raw scores, and the class-wide maxima.
 struct KeepAll {
     candidates: Vec<Candidate>,
     slots: PlainSlots,
-    max_affinity: i64,
-    max_taints: i64,
+    maxima: ClassMaxima,
 }
 
 impl PlainSink for KeepAll {
@@ -1347,12 +1369,11 @@ impl PlainSink for KeepAll {
         }
         if let Some(slot) = slots.affinity {
             raw[slot] = se.affinity_weight;
-            self.max_affinity = self.max_affinity.max(se.affinity_weight);
         }
         if let Some(slot) = slots.taints {
             raw[slot] = se.prefer_taints;
-            self.max_taints = self.max_taints.max(se.prefer_taints);
         }
+        self.maxima.see(se);
     }
 }
 
@@ -1368,8 +1389,7 @@ struct KeepTotals {
     totals: Vec<Scored>,
     /// The weights of the fit, balanced and image scores.
     weights: [i64; 3],
-    max_affinity: i64,
-    max_taints: i64,
+    maxima: ClassMaxima,
 }
 
 impl PlainSink for KeepTotals {
@@ -1379,8 +1399,7 @@ impl PlainSink for KeepTotals {
             index: i as u32,
             total: scores.weighed(self.weights),
         });
-        self.max_affinity = self.max_affinity.max(se.affinity_weight);
-        self.max_taints = self.max_taints.max(se.prefer_taints);
+        self.maxima.see(se);
     }
 }
 
@@ -1776,22 +1795,16 @@ impl<'a> Evaluator<'a> {
         let mut sink = KeepAll {
             candidates: std::mem::take(&mut *self.candidates),
             slots,
-            max_affinity: i64::MIN,
-            max_taints: i64::MIN,
+            maxima: ClassMaxima::NONE,
         };
         sink.candidates.clear();
         let passed = self.plain_pass(plan, usage, deadline, &mut sink);
-        let KeepAll {
-            candidates,
-            max_affinity,
-            max_taints,
-            ..
-        } = sink;
+        let KeepAll { candidates, maxima, .. } = sink;
         *self.candidates = candidates;
         passed?;
         // The extrema the general normalization finds: NodeAffinity's and TaintToleration's
         // maxima over the feasible nodes (0 when none), nothing else.
-        self.set_class_extrema(!self.candidates.is_empty(), max_affinity, max_taints);
+        self.set_class_extrema(!self.candidates.is_empty(), maxima);
         let (class_part, per_node) = self.plain_weights(&plan.class_evals);
         let per_node = &per_node.slots[..per_node.len];
         let hot = &*usage.hot;
@@ -1839,14 +1852,13 @@ impl<'a> Evaluator<'a> {
             return Some(Err(()));
         }
         let evals = &*plan.class_evals;
-        let (mut max_affinity, mut max_taints) = (i64::MIN, i64::MIN);
+        let mut maxima = ClassMaxima::NONE;
         for (w, se) in winners.iter().zip(evals) {
             if w.index != u32::MAX {
-                max_affinity = max_affinity.max(se.affinity_weight);
-                max_taints = max_taints.max(se.prefer_taints);
+                maxima.see(se);
             }
         }
-        self.set_class_extrema(feasible > 0, max_affinity, max_taints);
+        self.set_class_extrema(feasible > 0, maxima);
         let (class_part, _) = self.plain_weights(evals);
         let hot = &*usage.hot;
         let mut best: Option<(i64, u32)> = None;
@@ -1891,17 +1903,11 @@ impl<'a> Evaluator<'a> {
         let mut sink = KeepTotals {
             totals: Vec::with_capacity(usage.hot.len()),
             weights: self.per_node_weights(),
-            max_affinity: i64::MIN,
-            max_taints: i64::MIN,
+            maxima: ClassMaxima::NONE,
         };
         self.plain_pass(plan, usage, deadline, &mut sink)?;
-        let KeepTotals {
-            mut totals,
-            max_affinity,
-            max_taints,
-            ..
-        } = sink;
-        self.set_class_extrema(!totals.is_empty(), max_affinity, max_taints);
+        let KeepTotals { mut totals, maxima, .. } = sink;
+        self.set_class_extrema(!totals.is_empty(), maxima);
         let (class_part, _) = self.plain_weights(&plan.class_evals);
         let hot = &*usage.hot;
         for s in &mut totals {
@@ -1922,17 +1928,17 @@ impl<'a> Evaluator<'a> {
 
     /// Sets the extrema the plain pass normalizes with: NodeAffinity's and TaintToleration's
     /// maxima over the feasible nodes (0 when none is feasible), nothing else.
-    fn set_class_extrema(&mut self, any_feasible: bool, max_affinity: i64, max_taints: i64) {
+    fn set_class_extrema(&mut self, any_feasible: bool, maxima: ClassMaxima) {
         let slots = self.profile.slot_of;
         self.topo_active = (false, false);
         self.norm_max = [0; MAX_SCORES];
         self.norm_min = [0; MAX_SCORES];
         if any_feasible {
             if let Some(slot) = slots.affinity {
-                self.norm_max[slot] = max_affinity;
+                self.norm_max[slot] = maxima.affinity;
             }
             if let Some(slot) = slots.taints {
-                self.norm_max[slot] = max_taints;
+                self.norm_max[slot] = maxima.taints;
             }
         }
     }
