@@ -1267,20 +1267,22 @@ fn preferred_affinity_weight(pod: &PodSpec, node: &NodeSpec) -> i64 {
         .sum()
 }
 
-/// The candidate with the highest (total, tie-break), the last of equals as `max_by_key` picks,
-/// in one pass that hashes only candidates tied with the best total so far.
-fn best_candidate(candidates: &[Candidate], tie_break: impl Fn(&Candidate) -> u64) -> Option<&Candidate> {
-    let mut iter = candidates.iter();
+/// The item with the highest (total, tie-break, node index) by `key` (total and index), in one
+/// pass that hashes only items tied with the best total so far. For a list in node order, the
+/// last of equals, as `max_by_key` picks.
+fn best_candidate<T>(items: &[T], key: impl Fn(&T) -> (i64, u32), tie_break: impl Fn(&T) -> u64) -> Option<&T> {
+    let mut iter = items.iter();
     let mut best = iter.next()?;
     let mut best_hash: Option<u64> = None;
     for c in iter {
-        if c.total > best.total {
+        let ((total, index), (best_total, best_index)) = (key(c), key(best));
+        if total > best_total {
             best = c;
             best_hash = None;
-        } else if c.total == best.total {
+        } else if total == best_total {
             let bh = *best_hash.get_or_insert_with(|| tie_break(best));
             let ch = tie_break(c);
-            if ch >= bh {
+            if (ch, index) > (bh, best_index) {
                 best = c;
                 best_hash = Some(ch);
             }
@@ -1861,32 +1863,24 @@ impl<'a> Evaluator<'a> {
         self.set_class_extrema(feasible > 0, maxima);
         let (class_part, _) = self.plain_weights(evals);
         let hot = &*usage.hot;
-        let mut best: Option<(i64, u32)> = None;
-        let mut best_hash: Option<u64> = None;
-        for (w, part) in winners.iter().zip(&class_part) {
-            if w.index == u32::MAX {
-                continue;
-            }
-            let total = w.part + part;
-            let Some((best_total, best_index)) = best else {
-                best = Some((total, w.index));
-                continue;
-            };
-            let replace = total > best_total
-                || (total == best_total && {
-                    let bh = *best_hash.get_or_insert_with(|| plan.tie_break(hot[best_index as usize].name_hash));
-                    let wh = plan.tie_break(hot[w.index as usize].name_hash);
-                    // The later node of equal keys, as the list's order would have it.
-                    (wh, w.index) > (bh, best_index)
-                });
-            if replace {
-                best = Some((total, w.index));
-                best_hash = None;
-            }
-        }
+        // Each class's winner with its class-wide part added: the best of them is the best node.
+        let finalists: Vec<Scored> = winners
+            .iter()
+            .zip(&class_part)
+            .filter(|(w, _)| w.index != u32::MAX)
+            .map(|(w, part)| Scored {
+                index: w.index,
+                total: w.part + part,
+            })
+            .collect();
+        let best = best_candidate(
+            &finalists,
+            |s| (s.total, s.index),
+            |s| plan.tie_break(hot[s.index as usize].name_hash),
+        );
         self.class_best = winners;
         Some(Ok(BestNode {
-            best: best.map(|(total, index)| (index as usize, total)),
+            best: best.map(|s| (s.index as usize, s.total)),
             feasible,
         }))
     }
@@ -2536,9 +2530,11 @@ impl<'a> Evaluator<'a> {
             let (chosen, feasible) = match quick {
                 Some(q) => (q.best, q.feasible),
                 None => (
-                    best_candidate(&self.candidates, |c| {
-                        plan.tie_break(usage.hot[c.index as usize].name_hash)
-                    })
+                    best_candidate(
+                        &self.candidates,
+                        |c| (c.total, c.index),
+                        |c| plan.tie_break(usage.hot[c.index as usize].name_hash),
+                    )
                     .map(|c| (c.index as usize, c.total)),
                     self.candidates.len(),
                 ),
