@@ -110,6 +110,16 @@ impl Default for BinderConfig {
     }
 }
 
+/// A decision and where it was made.
+struct Decided {
+    /// The replica's answer.
+    response: proto::ScheduleResponse,
+    /// The replica that answered.
+    replica: Arc<Replica>,
+    /// The state version of the snapshot it decided on.
+    version: u64,
+}
+
 /// Why a batch got no decision.
 #[derive(Debug, thiserror::Error)]
 pub enum DecideError {
@@ -516,7 +526,7 @@ impl<A: ClusterApi> Binder<A> {
         let mut rejected: Vec<(usize, String)> = Vec::new();
         let started = Instant::now();
         let response = loop {
-            match self.decide(pool, &route.policy, &pods, fail_fast).await {
+            match self.decide(pool, &route.policy, &pods, fail_fast, true).await {
                 Ok(r) => break Some(r),
                 Err(Ok(status)) => {
                     // One invalid pod must not block the batch: report it and decide the rest.
@@ -555,7 +565,12 @@ impl<A: ClusterApi> Binder<A> {
             s.metrics.attempt(&policy, "error");
             self.spawn_unschedulable(tasks, pod_ref(&p.info.spec), format!("invalid pod: {message}"));
         }
-        let Some(response) = response else {
+        let Some(Decided {
+            response,
+            replica,
+            version,
+        }) = response
+        else {
             let mut q = s.queue.lock();
             let mut failed = 0;
             for p in &batch {
@@ -582,6 +597,7 @@ impl<A: ClusterApi> Binder<A> {
         let applied_policy = response.policy.clone();
         let by_uid: std::collections::HashMap<&str, &QueuedPod> =
             batch.iter().map(|p| (p.info.spec.uid.as_str(), p)).collect();
+        self.assume_placed(&response, &by_uid, &replica, version);
         let mut answered = std::collections::HashSet::new();
         for placement in response.placements {
             let Some(qp) = by_uid.get(placement.pod_uid.as_str()) else {
@@ -609,7 +625,7 @@ impl<A: ClusterApi> Binder<A> {
                             }
                         }
                     }
-                    s.state.lock().assume(qp.info.spec.clone(), &node);
+                    // Assumed by `assume_placed` above.
                     let bind = Bind {
                         annotations: route.annotations(&applied_policy),
                         route: route.clone(),
@@ -677,7 +693,9 @@ impl<A: ClusterApi> Binder<A> {
             let pool = &routing.backends[shadow.backend];
             (
                 shadow,
-                self.decide(pool, &shadow.policy, pods, shadow.backend != 0).await,
+                self.decide(pool, &shadow.policy, pods, shadow.backend != 0, false)
+                    .await
+                    .map(|d| d.response),
             )
         }))
         .await;
@@ -696,7 +714,8 @@ impl<A: ClusterApi> Binder<A> {
         }
     }
 
-    /// Syncs the snapshot to a replica and asks it to place `pods`, failing over to other replicas.
+    /// Syncs the snapshot to a replica and asks it to place `pods`, failing over to other replicas;
+    /// with `assume`, the replica also stores its snapshot with the placements assumed.
     /// `Err(Ok(status))` is a request the service refused (INVALID_ARGUMENT); `Err(Err(_))` means no
     /// replica could answer.
     async fn decide(
@@ -705,7 +724,8 @@ impl<A: ClusterApi> Binder<A> {
         policy: &str,
         pods: &[proto::Pod],
         fail_fast: bool,
-    ) -> Result<proto::ScheduleResponse, Result<tonic::Status, DecideError>> {
+        assume: bool,
+    ) -> Result<Decided, Result<tonic::Status, DecideError>> {
         let s = &self.shared;
         if fail_fast && pool.ready_count() == 0 && !pool.all().is_empty() {
             return Err(Err(DecideError::BackendOut));
@@ -714,10 +734,14 @@ impl<A: ClusterApi> Binder<A> {
         let mut last_error = None;
         while let Some(replica) = pool.pick(&tried) {
             tried.push(replica.endpoint.clone());
-            match self.decide_on(pool, &replica, policy, pods).await {
-                Ok(r) => {
+            match self.decide_on(pool, &replica, policy, pods, assume).await {
+                Ok((response, version)) => {
                     replica.succeeded();
-                    return Ok(r);
+                    return Ok(Decided {
+                        response,
+                        replica,
+                        version,
+                    });
                 }
                 Err(status) if status.code() == Code::InvalidArgument => return Err(Ok(status)),
                 Err(status) => {
@@ -734,17 +758,19 @@ impl<A: ClusterApi> Binder<A> {
         }))
     }
 
+    /// One replica's decision, and the state version of the snapshot it was made on.
     async fn decide_on(
         &self,
         pool: &ReplicaPool,
         replica: &Arc<Replica>,
         policy: &str,
         pods: &[proto::Pod],
-    ) -> Result<proto::ScheduleResponse, tonic::Status> {
+        assume: bool,
+    ) -> Result<(proto::ScheduleResponse, u64), tonic::Status> {
         let s = &self.shared;
         let timeout = pool.config.call_timeout;
         for _ in 0..2 {
-            let snapshot_id = self.sync(pool, replica).await?;
+            let (snapshot_id, version) = self.sync(pool, replica).await?;
             let (mut client, _inflight) = replica.client();
             let mut req = tonic::Request::new(proto::ScheduleRequest {
                 snapshot: Some(proto::SnapshotRef {
@@ -753,11 +779,12 @@ impl<A: ClusterApi> Binder<A> {
                 pods: pods.to_vec(),
                 policy: policy.to_string(),
                 seed: s.config.seed,
+                assume,
             });
             req.set_timeout(timeout);
             placement_scheduler::telemetry::inject_current(req.metadata_mut());
             match client.schedule(req).await {
-                Ok(r) => return Ok(r.into_inner()),
+                Ok(r) => return Ok((r.into_inner(), version)),
                 Err(status) if is_snapshot_not_found(&status) => {
                     // Evicted between the sync and the call: re-send a full snapshot once.
                     *replica.synced.lock() = None;
@@ -768,8 +795,9 @@ impl<A: ClusterApi> Binder<A> {
         Err(tonic::Status::unavailable("snapshot evicted twice in a row"))
     }
 
-    /// Brings a replica's snapshot up to date: a delta on what it holds, or a full snapshot.
-    async fn sync(&self, pool: &ReplicaPool, replica: &Arc<Replica>) -> Result<String, tonic::Status> {
+    /// Brings a replica's snapshot up to date (a delta on what it holds, or a full snapshot) and
+    /// returns its id and the state version it reflects.
+    async fn sync(&self, pool: &ReplicaPool, replica: &Arc<Replica>) -> Result<(String, u64), tonic::Status> {
         let s = &self.shared;
         let timeout = pool.config.call_timeout;
         let held = replica.synced.lock().clone();
@@ -777,7 +805,7 @@ impl<A: ClusterApi> Binder<A> {
             let st = s.state.lock();
             let version = st.version();
             match held.as_ref() {
-                Some((id, v)) if *v == version => return Ok(id.clone()),
+                Some((id, v)) if *v == version => return Ok((id.clone(), version)),
                 Some((id, v)) => match st.delta_since(*v) {
                     Some(mut d) => {
                         d.base_snapshot_id = id.clone();
@@ -804,7 +832,7 @@ impl<A: ClusterApi> Binder<A> {
                 if let Some(min) = s.experiments.current().min_synced_version() {
                     s.state.lock().compact(min);
                 }
-                Ok(id)
+                Ok((id, version))
             }
             Err(status) if !full && is_snapshot_not_found(&status) => {
                 *replica.synced.lock() = None;
@@ -817,10 +845,55 @@ impl<A: ClusterApi> Binder<A> {
                 placement_scheduler::telemetry::inject_current(req.metadata_mut());
                 let id = client.sync_snapshot(req).await?.into_inner().snapshot_id;
                 *replica.synced.lock() = Some((id.clone(), version));
-                Ok(id)
+                Ok((id, version))
             }
             Err(status) => Err(status),
         }
+    }
+
+    /// Assumes every placed pod of a decision, at once under the state lock. When the replica
+    /// stored its snapshot with the same placements assumed and nothing else changed since the
+    /// version it decided on, that snapshot is the state now: the replica is marked as holding
+    /// it, so the next batch needs no delta carrying these pods back to it.
+    fn assume_placed(
+        &self,
+        response: &proto::ScheduleResponse,
+        by_uid: &HashMap<&str, &QueuedPod>,
+        replica: &Arc<Replica>,
+        version: u64,
+    ) {
+        let s = &self.shared;
+        let mut placed: HashMap<&str, &str> = HashMap::new();
+        let adopted = {
+            let mut st = s.state.lock();
+            for p in &response.placements {
+                if let Some(proto::placement::Outcome::NodeName(node)) = &p.outcome {
+                    if let Some(qp) = by_uid.get(p.pod_uid.as_str()) {
+                        st.assume(qp.info.spec.clone(), node);
+                    }
+                    placed.insert(&p.pod_uid, node);
+                }
+            }
+            let assumed = &response.assumed_snapshot_id;
+            (!assumed.is_empty() && st.only_assumed_since(version, &placed)).then(|| (assumed.clone(), st.version()))
+        };
+        if response.assumed_snapshot_id.is_empty() {
+            return;
+        }
+        let result = match adopted {
+            Some((id, now)) => {
+                let mut held = replica.synced.lock();
+                // Unless another sync moved the replica on meanwhile.
+                if held.as_ref().is_some_and(|(_, v)| *v == version) {
+                    *held = Some((id, now));
+                    "adopted"
+                } else {
+                    "stale"
+                }
+            }
+            None => "stale",
+        };
+        s.metrics.assumed_snapshot(result);
     }
 
     async fn rate_limit(&self) {

@@ -301,6 +301,7 @@ pub struct BinderMetrics {
     pub preemption_attempts: Counter,
     gangs: Family<ResultLabel, Counter>,
     nominations: Family<ResultLabel, Counter>,
+    assumed_snapshots: Family<ResultLabel, Counter>,
 }
 
 impl Default for BinderMetrics {
@@ -333,6 +334,7 @@ impl BinderMetrics {
             preemption_attempts: Counter::default(),
             gangs: Family::default(),
             nominations: Family::default(),
+            assumed_snapshots: Family::default(),
             registry: Registry::default(),
         };
         r.register(
@@ -378,6 +380,11 @@ impl BinderMetrics {
             "binder_snapshot_sync_duration_seconds",
             "Latency of snapshot syncs by kind",
             m.sync_duration.clone(),
+        );
+        r.register(
+            "binder_assumed_snapshots",
+            "Snapshots a replica returned with a batch assumed: adopted (the replica needs no sync for it) or stale (the state changed otherwise meanwhile; the next sync sends the delta)",
+            m.assumed_snapshots.clone(),
         );
         r.register("binder_leader", "1 while this binder holds the lease", m.leader.clone());
         m.experiments.register(&mut r);
@@ -477,6 +484,16 @@ impl BinderMetrics {
         self.sync_duration
             .get_or_create(&SyncLabel { kind })
             .observe(latency.as_secs_f64());
+    }
+
+    /// Counts a snapshot a replica returned with a batch assumed: `adopted` or `stale`.
+    pub fn assumed_snapshot(&self, result: &'static str) {
+        self.assumed_snapshots.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    /// Assumed snapshots with a result (`adopted` or `stale`).
+    pub fn assumed_snapshots_total(&self, result: &'static str) -> u64 {
+        self.assumed_snapshots.get_or_create(&ResultLabel { result }).get()
     }
 
     /// Syncs of a kind (`full` or `delta`).

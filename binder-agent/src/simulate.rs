@@ -1114,6 +1114,8 @@ async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, Vec<PodReco
         .map_or(0.0, |ms| ms / 1e3),
         syncs_full: metrics.syncs_total("full"),
         syncs_delta: metrics.syncs_total("delta"),
+        assumed_adopted: metrics.assumed_snapshots_total("adopted"),
+        assumed_stale: metrics.assumed_snapshots_total("stale"),
         replica_errors,
         binds_ok: metrics.binds_total("ok"),
         binds_failed: metrics.binds_total("error"),
@@ -1340,6 +1342,11 @@ pub struct Summary {
     pub syncs_full: u64,
     /// Delta snapshot syncs.
     pub syncs_delta: u64,
+    /// Batches whose assumed snapshot the replica kept was the binder's state after them, so the
+    /// next batch needed no sync to carry their placements back.
+    pub assumed_adopted: u64,
+    /// Batches whose assumed snapshot was not the state (something else changed meanwhile).
+    pub assumed_stale: u64,
     /// Failed calls to decision replicas.
     pub replica_errors: u64,
     /// Binding requests answered OK.
@@ -1663,8 +1670,8 @@ impl fmt::Display for Summary {
         )?;
         writeln!(
             o,
-            "  {:<20} {} full, {} delta",
-            "snapshot syncs", self.syncs_full, self.syncs_delta
+            "  {:<20} {} full, {} delta; {} batches assumed on the replica (its snapshot then needs no sync), {} stale",
+            "snapshot syncs", self.syncs_full, self.syncs_delta, self.assumed_adopted, self.assumed_stale
         )?;
         writeln!(
             o,

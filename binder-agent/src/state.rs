@@ -379,6 +379,25 @@ impl ClusterState {
         Some(delta)
     }
 
+    /// Whether every change after `since` is the assumption of a pod in `placed` (uid → node),
+    /// and every pod of `placed` is assumed on its node now: then the state is the one at `since`
+    /// plus exactly those assumptions, which is what a decision replica stored when it assumed
+    /// the same placements on its snapshot of `since`.
+    pub fn only_assumed_since(&self, since: u64, placed: &HashMap<&str, &str>) -> bool {
+        if since < self.compacted || since > self.version {
+            return false;
+        }
+        let start = self.log.partition_point(|(v, _)| *v <= since);
+        let only_placed = self
+            .log
+            .range(start..)
+            .all(|(_, k)| matches!(k, Key::Pod(uid) if placed.contains_key(uid.as_str())));
+        only_placed
+            && placed
+                .iter()
+                .all(|(uid, node)| self.assumed.get(*uid).is_some_and(|p| p.node_name == *node))
+    }
+
     /// Forgets log entries every replica has synced past.
     pub fn compact(&mut self, synced_by_all: u64) {
         while let Some((v, _)) = self.log.front() {
@@ -574,6 +593,44 @@ mod tests {
         p.labels.insert("tier".into(), "web".into());
         s.apply_bound_pod(p.clone());
         assert_eq!(s.delta_since(v).unwrap().upsert_pods, [p]);
+    }
+
+    #[test]
+    fn only_the_assumed_placements_since_a_version_match_the_replicas_assumed_snapshot() {
+        let mut s = ClusterState::new();
+        s.apply_node(node("a"));
+        s.apply_node(node("b"));
+        let v = s.version();
+        let placed: HashMap<&str, &str> = [("p1", "a"), ("p2", "b")].into();
+        assert!(!s.only_assumed_since(v, &placed), "nothing assumed yet");
+        s.assume(pod("p1", ""), "a");
+        assert!(!s.only_assumed_since(v, &placed), "p2 is not assumed");
+        s.assume(pod("p2", ""), "b");
+        assert!(s.only_assumed_since(v, &placed));
+        assert!(s.only_assumed_since(v, &placed), "the check changes nothing");
+        // Assumed on another node than the replica placed it.
+        let elsewhere: HashMap<&str, &str> = [("p1", "a"), ("p2", "a")].into();
+        assert!(!s.only_assumed_since(v, &elsewhere));
+        // A placement the binder did not assume, or another change since, and the replica's
+        // snapshot is not the state.
+        let more: HashMap<&str, &str> = [("p1", "a"), ("p2", "b"), ("p3", "a")].into();
+        assert!(!s.only_assumed_since(v, &more));
+        let fewer: HashMap<&str, &str> = [("p1", "a")].into();
+        assert!(
+            !s.only_assumed_since(v, &fewer),
+            "p2's assumption is a change the replica lacks"
+        );
+        s.apply_node(node("c"));
+        assert!(!s.only_assumed_since(v, &placed), "a node changed meanwhile");
+        // A failed bind forgets an assumption: no longer what the replica holds.
+        let v = s.version();
+        s.forget("p1");
+        assert!(!s.only_assumed_since(v, &[("p2", "b")].into()));
+        // A version the log no longer reaches, or one not reached yet.
+        s.compact(s.version());
+        assert!(!s.only_assumed_since(v, &HashMap::new()));
+        assert!(s.only_assumed_since(s.version(), &HashMap::new()));
+        assert!(!s.only_assumed_since(s.version() + 1, &HashMap::new()));
     }
 
     #[test]

@@ -920,6 +920,88 @@ async fn schedule_consumes_capacity_in_batch_order() {
     stop_server(tx, handle).await;
 }
 
+/// `assume` stores the request's snapshot plus the batch's placed pods, under an id derived from
+/// the content (equal across replicas), equal in effect to a delta upserting those pods bound.
+#[tokio::test]
+async fn schedule_with_assume_stores_the_batch_placed_as_a_delta_would() {
+    let (addr_a, tx_a, h_a) = start_server(ServerConfig::default()).await;
+    let (addr_b, tx_b, h_b) = start_server(ServerConfig::default()).await;
+    let mut a = client(addr_a).await;
+    let mut b = client(addr_b).await;
+    let cluster = || full(snapshot(vec![node("n1", 4, 8, 110), node("n2", 4, 8, 110)], vec![]));
+    let base = sync(&mut a, cluster()).await.snapshot_id;
+    assert_eq!(sync(&mut b, cluster()).await.snapshot_id, base);
+    let batch = |uids: &[&str]| uids.iter().map(|u| pod(u, 2)).collect::<Vec<_>>();
+
+    let plain = schedule(&mut a, schedule_req(by_id(&base), batch(&["p1", "p2", "p3"]))).await;
+    assert_eq!(plain.assumed_snapshot_id, "", "nothing is stored without assume");
+    let mut req = schedule_req(by_id(&base), batch(&["p1", "p2", "p3"]));
+    req.assume = true;
+    let s = schedule(&mut a, req.clone()).await;
+    assert_is_content_id(&s.assumed_snapshot_id);
+    assert_ne!(s.assumed_snapshot_id, base);
+    assert_eq!(s.placements, plain.placements, "assume changes no decision");
+    assert!(s.placements.iter().all(|p| placed(p).is_some()), "{s:?}");
+    // Another replica making the same decisions on the same snapshot names the result alike.
+    assert_eq!(schedule(&mut b, req).await, s);
+
+    // The base is untouched: the same batch on it gives the same answer.
+    let again = schedule(&mut a, schedule_req(by_id(&base), batch(&["p1", "p2", "p3"]))).await;
+    assert_eq!(again.placements, s.placements);
+
+    // The assumed snapshot is what a delta upserting the placed pods, bound, gives.
+    let upserts: Vec<proto::Pod> = s
+        .placements
+        .iter()
+        .map(|p| bound(pod(&p.pod_uid, 2), placed(p).expect("placed")))
+        .collect();
+    let synced = sync(
+        &mut a,
+        delta(proto::SnapshotDelta {
+            base_snapshot_id: base.clone(),
+            upsert_pods: upserts,
+            ..Default::default()
+        }),
+    )
+    .await;
+    assert_eq!(synced.pod_count, 3);
+    let probe = |id: &str| rank_req(by_id(id), pod("probe", 2));
+    let on_assumed = rank(&mut a, probe(&s.assumed_snapshot_id)).await;
+    assert_eq!(on_assumed, rank(&mut a, probe(&synced.snapshot_id)).await);
+    assert_eq!(on_assumed.feasible_count, 1, "6 of 8 cpus are taken: {on_assumed:?}");
+
+    // The next batch is placed on the assumed snapshot, and assumed on it in turn: only the
+    // pods placed count (p5 fits nowhere).
+    let mut next = schedule_req(by_id(&s.assumed_snapshot_id), batch(&["p4", "p5"]));
+    next.assume = true;
+    let n = schedule(&mut a, next).await;
+    assert!(placed(&n.placements[0]).is_some(), "{n:?}");
+    assert_eq!(
+        unschedulable(&n.placements[1]).message,
+        "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+    );
+    assert_is_content_id(&n.assumed_snapshot_id);
+    let full_now = rank(&mut a, probe(&n.assumed_snapshot_id)).await;
+    assert_eq!(full_now.feasible_count, 0, "{full_now:?}");
+    assert_eq!(
+        sync(
+            &mut a,
+            delta(proto::SnapshotDelta {
+                base_snapshot_id: n.assumed_snapshot_id.clone(),
+                ..Default::default()
+            })
+        )
+        .await
+        .pod_count,
+        4,
+        "p1..p4 are bound in the assumed snapshot, p5 is not"
+    );
+
+    drop((a, b));
+    stop_server(tx_a, h_a).await;
+    stop_server(tx_b, h_b).await;
+}
+
 #[tokio::test]
 async fn schedule_never_puts_two_pods_with_the_same_host_port_on_one_node() {
     let (addr, tx, handle) = start_server(ServerConfig::default()).await;
@@ -1464,6 +1546,16 @@ fn missing_snapshot_ref() -> BadInput {
     }
 }
 
+fn assume_on_an_inline_snapshot() -> BadInput {
+    let mut req = schedule_req(small_cluster(), vec![pod("p", 1)]);
+    req.assume = true;
+    BadInput {
+        call: Call::Schedule(req),
+        field: "assume",
+        description: "needs snapshot.snapshot_id: an inline snapshot is not stored",
+    }
+}
+
 fn missing_sync_kind() -> BadInput {
     BadInput {
         call: Call::Sync(proto::SyncSnapshotRequest { kind: None }),
@@ -1608,6 +1700,11 @@ async fn missing_snapshot_ref_is_refused() {
 }
 
 #[tokio::test]
+async fn assume_on_an_inline_snapshot_is_refused() {
+    check_refused(assume_on_an_inline_snapshot()).await;
+}
+
+#[tokio::test]
 async fn missing_sync_kind_is_refused() {
     check_refused(missing_sync_kind()).await;
 }
@@ -1666,6 +1763,7 @@ async fn server_survives_every_bad_input_in_a_row() {
         batch_over_max_size(),
         unknown_policy(),
         missing_snapshot_ref(),
+        assume_on_an_inline_snapshot(),
         missing_sync_kind(),
         bad_affinity_operator(),
         gt_with_non_integer(),

@@ -42,6 +42,7 @@ async fn shutdown_drains_the_call_in_flight_then_stops() {
                 pods,
                 policy: String::new(),
                 seed: 0,
+                assume: false,
             })
             .await
     });

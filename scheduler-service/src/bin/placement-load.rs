@@ -706,6 +706,8 @@ async fn run(args: Args) -> anyhow::Result<Report> {
                 pods: pods.to_vec(),
                 policy: String::new(),
                 seed: i as u64,
+                // Every batch is decided on the same synced snapshot; nothing is kept.
+                assume: false,
             })
             .collect(),
     );
@@ -716,6 +718,8 @@ async fn run(args: Args) -> anyhow::Result<Report> {
                 pods: synth::replica_pods(args.batch_size, args.seed ^ (0x3e91 + i as u64)),
                 policy: String::new(),
                 seed: i as u64,
+                // Every batch is decided on the same synced snapshot; nothing is kept.
+                assume: false,
             })
             .collect(),
     );

@@ -492,6 +492,22 @@ impl PlacementApi {
                 ));
             }
         }
+        // The snapshot a batch is assumed on is stored, so it must be one that is (not inline).
+        let assume_on = match (&req.snapshot, req.assume) {
+            (_, false) => None,
+            (
+                Some(proto::SnapshotRef {
+                    source: Some(proto::snapshot_ref::Source::SnapshotId(id)),
+                }),
+                true,
+            ) => Some(id.clone()),
+            (_, true) => {
+                return Err(invalid_field(
+                    "assume",
+                    "needs snapshot.snapshot_id: an inline snapshot is not stored, so nothing can be assumed on it",
+                ))
+            }
+        };
         let pods = convert::list("pods", &req.pods, convert::pod).map_err(invalid)?;
         let snapshot = self.resolve(req.snapshot).await?;
         self.inner
@@ -499,12 +515,24 @@ impl PlacementApi {
             .nodes_evaluated
             .inc_by((snapshot.nodes().len() * pods.len()) as u64);
         let seed = req.seed;
-        let decisions = blocking(move || {
+        let (decisions, assumed) = blocking(move || {
             let mut ev = Evaluator::new(&profile, &snapshot);
             let d = ev.schedule(&pods, seed, deadline).map_err(deadline_status)?;
-            Ok(pods.into_iter().zip(d).collect::<Vec<_>>())
+            let assumed = match assume_on {
+                Some(base_id) => Some(assume(&snapshot, &base_id, &pods, &d)?),
+                None => None,
+            };
+            Ok((pods.into_iter().zip(d).collect::<Vec<_>>(), assumed))
         })
         .await?;
+        let assumed_snapshot_id = match assumed {
+            Some((id, snap)) => {
+                tracing::Span::current().record("assumed_snapshot_id", id.as_str());
+                self.store(id.clone(), snap);
+                id
+            }
+            None => String::new(),
+        };
         let (mut scheduled, mut unschedulable) = (0u64, 0u64);
         let placements = decisions
             .into_iter()
@@ -558,8 +586,41 @@ impl PlacementApi {
         Ok(proto::ScheduleResponse {
             policy: policy_name.clone(),
             placements,
+            assumed_snapshot_id,
         })
     }
+}
+
+/// The snapshot `base` (stored as `base_id`) with every pod `decisions` placed bound to its
+/// node, and its id: the content hash of the base id and the (uid, node) pairs, so two replicas
+/// that made the same decisions on the same snapshot name the result alike.
+fn assume(
+    base: &Snapshot,
+    base_id: &str,
+    pods: &[crate::engine::model::PodSpec],
+    decisions: &[Decision],
+) -> Result<(String, Arc<Snapshot>), Status> {
+    let mut upsert_pods = Vec::new();
+    let mut parts: Vec<&[u8]> = vec![b"assume", base_id.as_bytes()];
+    for (pod, d) in pods.iter().zip(decisions) {
+        if let Decision::Node { node, .. } = d {
+            let mut placed = pod.clone();
+            placed.node_name = Some(node.clone());
+            upsert_pods.push(placed);
+            parts.push(pod.uid.as_bytes());
+            parts.push(node.as_bytes());
+        }
+    }
+    let id = content_id(&parts);
+    let delta = crate::engine::Delta {
+        upsert_pods,
+        ..Default::default()
+    };
+    // The uids were checked present and distinct, and every pod has a node: nothing to refuse.
+    let next = base
+        .apply(delta)
+        .map_err(|e| Status::internal(format!("assuming the batch's placements failed: {e}")))?;
+    Ok((id, Arc::new(next)))
 }
 
 #[tonic::async_trait]
@@ -592,7 +653,11 @@ impl proto::placement_service_server::PlacementService for PlacementApi {
     ) -> Result<Response<proto::ScheduleResponse>, Status> {
         let start = Instant::now();
         let mut policy = String::new();
-        let span = tracing::info_span!("Schedule", pods = tracing::field::Empty);
+        let span = tracing::info_span!(
+            "Schedule",
+            pods = tracing::field::Empty,
+            assumed_snapshot_id = tracing::field::Empty
+        );
         crate::telemetry::set_remote_parent(&span, request.metadata());
         let result = self.schedule_inner(request, &mut policy).instrument(span).await;
         self.observe("Schedule", &policy, start, &result);

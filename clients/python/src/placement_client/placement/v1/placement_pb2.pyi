@@ -148,24 +148,28 @@ class InfeasibleNode(_message.Message):
     def __init__(self, node: _Optional[str] = ..., plugin: _Optional[str] = ..., reasons: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ScheduleRequest(_message.Message):
-    __slots__ = ("snapshot", "pods", "policy", "seed")
+    __slots__ = ("snapshot", "pods", "policy", "seed", "assume")
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     PODS_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    ASSUME_FIELD_NUMBER: _ClassVar[int]
     snapshot: SnapshotRef
     pods: _containers.RepeatedCompositeFieldContainer[Pod]
     policy: str
     seed: int
-    def __init__(self, snapshot: _Optional[_Union[SnapshotRef, _Mapping]] = ..., pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., policy: _Optional[str] = ..., seed: _Optional[int] = ...) -> None: ...
+    assume: bool
+    def __init__(self, snapshot: _Optional[_Union[SnapshotRef, _Mapping]] = ..., pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., policy: _Optional[str] = ..., seed: _Optional[int] = ..., assume: _Optional[bool] = ...) -> None: ...
 
 class ScheduleResponse(_message.Message):
-    __slots__ = ("policy", "placements")
+    __slots__ = ("policy", "placements", "assumed_snapshot_id")
     POLICY_FIELD_NUMBER: _ClassVar[int]
     PLACEMENTS_FIELD_NUMBER: _ClassVar[int]
+    ASSUMED_SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
     policy: str
     placements: _containers.RepeatedCompositeFieldContainer[Placement]
-    def __init__(self, policy: _Optional[str] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ...) -> None: ...
+    assumed_snapshot_id: str
+    def __init__(self, policy: _Optional[str] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., assumed_snapshot_id: _Optional[str] = ...) -> None: ...
 
 class Placement(_message.Message):
     __slots__ = ("pod_uid", "node_name", "unschedulable", "score", "feasible_nodes")
