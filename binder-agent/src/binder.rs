@@ -828,10 +828,7 @@ impl<A: ClusterApi> Binder<A> {
             Ok(r) => {
                 let id = r.into_inner().snapshot_id;
                 *replica.synced.lock() = Some((id.clone(), version));
-                // History every synced replica of every backend is past is no longer needed.
-                if let Some(min) = s.experiments.current().min_synced_version() {
-                    s.state.lock().compact(min);
-                }
+                self.compact_log();
                 Ok((id, version))
             }
             Err(status) if !full && is_snapshot_not_found(&status) => {
@@ -893,7 +890,18 @@ impl<A: ClusterApi> Binder<A> {
             }
             None => "stale",
         };
+        if result == "adopted" {
+            self.compact_log();
+        }
         s.metrics.assumed_snapshot(result);
+    }
+
+    /// Drops the change log every synced replica of every backend is past: no delta needs it.
+    fn compact_log(&self) {
+        let s = &self.shared;
+        if let Some(min) = s.experiments.current().min_synced_version() {
+            s.state.lock().compact(min);
+        }
     }
 
     async fn rate_limit(&self) {
