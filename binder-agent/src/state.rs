@@ -348,11 +348,7 @@ impl ClusterState {
     /// The changes after `since` as a delta (without its base id), or `None` when the log no longer
     /// reaches back that far and a full snapshot is needed.
     pub fn delta_since(&self, since: u64) -> Option<proto::SnapshotDelta> {
-        if since < self.compacted || since > self.version {
-            return None;
-        }
-        let start = self.log.partition_point(|(v, _)| *v <= since);
-        let keys: HashSet<&Key> = self.log.range(start..).map(|(_, k)| k).collect();
+        let keys: HashSet<&Key> = self.changes_since(since)?.collect();
         let mut delta = proto::SnapshotDelta::default();
         let mut keys: Vec<&Key> = keys.into_iter().collect();
         keys.sort_unstable();
@@ -384,18 +380,23 @@ impl ClusterState {
     /// plus exactly those assumptions, which is what a decision replica stored when it assumed
     /// the same placements on its snapshot of `since`.
     pub fn only_assumed_since(&self, since: u64, placed: &HashMap<&str, &str>) -> bool {
-        if since < self.compacted || since > self.version {
+        let Some(mut changes) = self.changes_since(since) else {
             return false;
-        }
-        let start = self.log.partition_point(|(v, _)| *v <= since);
-        let only_placed = self
-            .log
-            .range(start..)
-            .all(|(_, k)| matches!(k, Key::Pod(uid) if placed.contains_key(uid.as_str())));
-        only_placed
+        };
+        changes.all(|k| matches!(k, Key::Pod(uid) if placed.contains_key(uid.as_str())))
             && placed
                 .iter()
                 .all(|(uid, node)| self.assumed.get(*uid).is_some_and(|p| p.node_name == *node))
+    }
+
+    /// What changed after `since`, oldest first (a key may repeat), or `None` when the log no
+    /// longer reaches back that far or `since` is ahead of the state.
+    fn changes_since(&self, since: u64) -> Option<impl Iterator<Item = &Key>> {
+        if since < self.compacted || since > self.version {
+            return None;
+        }
+        let start = self.log.partition_point(|(v, _)| *v <= since);
+        Some(self.log.range(start..).map(|(_, k)| k))
     }
 
     /// Forgets log entries every replica has synced past.
