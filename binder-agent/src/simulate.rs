@@ -854,11 +854,13 @@ impl PlacementService for TimedApi {
     }
 }
 
-/// A decision replica serving on a local port.
+/// A decision replica serving on a local port, on a runtime of its own (its own worker threads),
+/// as a replica in its own process would: its connection tasks do not queue behind the binder's.
 struct LocalReplica {
     url: String,
     shutdown: oneshot::Sender<()>,
     task: JoinHandle<Result<(), tonic::transport::Error>>,
+    runtime: tokio::runtime::Runtime,
 }
 
 impl LocalReplica {
@@ -872,12 +874,31 @@ impl LocalReplica {
         })
         .max_decoding_message_size(config.max_message_bytes)
         .max_encoding_message_size(config.max_message_bytes);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| SimError::Replica(e.to_string()))?;
+        listener
+            .set_nonblocking(true)
             .map_err(|e| SimError::Replica(e.to_string()))?;
         let addr = listener.local_addr().map_err(|e| SimError::Replica(e.to_string()))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("sim-replica")
+            .enable_all()
+            .build()
+            .map_err(|e| SimError::Replica(e.to_string()))?;
+        let registered = {
+            let _in_runtime = runtime.enter();
+            tokio::net::TcpListener::from_std(listener)
+        };
+        let listener = match registered {
+            Ok(l) => l,
+            Err(e) => {
+                // Dropping a runtime blocks, which an async context must not do.
+                runtime.shutdown_background();
+                return Err(SimError::Replica(e.to_string()));
+            }
+        };
         let (shutdown, stop) = oneshot::channel::<()>();
-        let task = tokio::spawn(
+        let task = runtime.spawn(
             tonic::transport::Server::builder()
                 .add_service(service)
                 // TCP_NODELAY on accepted connections: without it, responses larger than a segment
@@ -893,6 +914,7 @@ impl LocalReplica {
             url: format!("http://{addr}"),
             shutdown,
             task,
+            runtime,
         })
     }
 
@@ -901,12 +923,17 @@ impl LocalReplica {
         if let Ok(Ok(Err(e))) = tokio::time::timeout(Duration::from_secs(5), self.task).await {
             tracing::warn!(error = %e, "in-process decision replica failed");
         }
+        // Dropping a runtime blocks, which an async context must not do.
+        self.runtime.shutdown_background();
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // The run
 // ---------------------------------------------------------------------------------------------
+
+/// Pods submitted between two yields to the runtime.
+const SUBMIT_CHUNK: usize = 500;
 
 /// Submits pending pods to the cluster and the binder, all at once or at `rate` per second.
 async fn submit(binder: Binder<SimCluster>, pods: Vec<PodInfo>, rate: Option<f64>, submitted: Arc<AtomicUsize>) {
@@ -924,6 +951,12 @@ async fn submit(binder: Binder<SimCluster>, pods: Vec<PodInfo>, rate: Option<f64
             binder.handle(ClusterEvent::PodApplied(info));
             done += 1;
             submitted.store(done, Ordering::Relaxed);
+            if done % SUBMIT_CHUNK == 0 {
+                // Let the binder run meanwhile, as a watch delivers events while pods are created:
+                // without a yield the binder's loop, woken from this task (so queued in this
+                // worker's LIFO slot, which no other worker steals), starts only after the last pod.
+                tokio::task::yield_now().await;
+            }
         }
         if done < total {
             tokio::time::sleep(Duration::from_millis(5)).await;
