@@ -522,7 +522,7 @@ impl<A: ClusterApi> Binder<A> {
         let policy = route.policy_label().to_string();
         let pool = &routing.backends[route.backend];
         let fail_fast = route.backend != 0;
-        let mut pods: Vec<proto::Pod> = batch.iter().map(|p| p.info.spec.clone()).collect();
+        let mut pods: Vec<&proto::Pod> = batch.iter().map(|p| &p.info.spec).collect();
         let mut rejected: Vec<(usize, String)> = Vec::new();
         let started = Instant::now();
         let response = loop {
@@ -531,9 +531,9 @@ impl<A: ClusterApi> Binder<A> {
                 Err(Ok(status)) => {
                     // One invalid pod must not block the batch: report it and decide the rest.
                     if let Some(i) = invalid_pod_index(&status).filter(|i| *i < pods.len()) {
-                        let uid = pods.remove(i).uid;
+                        let uid = &pods.remove(i).uid;
                         rejected.push((
-                            batch.iter().position(|p| p.info.spec.uid == uid).unwrap_or(0),
+                            batch.iter().position(|p| &p.info.spec.uid == uid).unwrap_or(0),
                             status.message().to_string(),
                         ));
                         if pods.is_empty() {
@@ -556,6 +556,7 @@ impl<A: ClusterApi> Binder<A> {
             s.experiments.decided(routing, &route, took);
         }
         let now = Instant::now();
+        let refused: Vec<usize> = rejected.iter().map(|(i, _)| *i).collect();
         for (i, message) in rejected {
             let p = &batch[i];
             if self.is_retrying(&p.info.spec.uid) {
@@ -595,15 +596,19 @@ impl<A: ClusterApi> Binder<A> {
                 .await;
         }
         let applied_policy = response.policy.clone();
-        let by_uid: std::collections::HashMap<&str, &QueuedPod> =
-            batch.iter().map(|p| (p.info.spec.uid.as_str(), p)).collect();
+        // The decided pods (not those the service refused), each taken out as its placement is
+        // acted on: what is left at the end had no answer.
+        let mut by_uid: HashMap<String, QueuedPod> = batch
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| !refused.contains(i))
+            .map(|(_, p)| (p.info.spec.uid.clone(), p))
+            .collect();
         self.assume_placed(&response, &by_uid, &replica, version);
-        let mut answered = std::collections::HashSet::new();
         for placement in response.placements {
-            let Some(qp) = by_uid.get(placement.pod_uid.as_str()) else {
+            let Some(qp) = by_uid.remove(placement.pod_uid.as_str()) else {
                 continue;
             };
-            answered.insert(placement.pod_uid.clone());
             use proto::placement::Outcome;
             let retrying = self.is_retrying(&placement.pod_uid);
             if let Some(Outcome::Unschedulable(u)) = &placement.outcome {
@@ -631,7 +636,7 @@ impl<A: ClusterApi> Binder<A> {
                         route: route.clone(),
                         routing: Arc::clone(routing),
                     };
-                    self.spawn_bind(tasks, (*qp).clone(), node, bind);
+                    self.spawn_bind(tasks, qp, node, bind);
                 }
                 Some(Outcome::Unschedulable(u)) if retrying => {
                     // Still no room: no new preemption while its victims terminate.
@@ -649,7 +654,7 @@ impl<A: ClusterApi> Binder<A> {
                         route: route.clone(),
                         routing: Arc::clone(routing),
                     };
-                    self.start_preemption(tasks, (*qp).clone(), u, bind);
+                    self.start_preemption(tasks, qp, u, bind);
                 }
                 Some(Outcome::Unschedulable(u)) => {
                     s.queue.lock().unschedulable(&qp.info.spec.uid, now);
@@ -666,12 +671,9 @@ impl<A: ClusterApi> Binder<A> {
             }
         }
         let mut q = s.queue.lock();
-        for p in &pods {
-            if !answered.contains(&p.uid)
-                && q.place_of(&p.uid) == Some(crate::queue::Place::InFlight)
-                && !self.is_retrying(&p.uid)
-            {
-                q.backoff(&p.uid, now);
+        for uid in by_uid.keys() {
+            if q.place_of(uid) == Some(crate::queue::Place::InFlight) && !self.is_retrying(uid) {
+                q.backoff(uid, now);
             }
         }
         self.update_queue_gauges(&q);
@@ -683,7 +685,7 @@ impl<A: ClusterApi> Binder<A> {
         &self,
         routing: &Arc<Routing>,
         route: &Route,
-        pods: &[proto::Pod],
+        pods: &[&proto::Pod],
         response: &proto::ScheduleResponse,
     ) {
         let s = &self.shared;
@@ -722,7 +724,7 @@ impl<A: ClusterApi> Binder<A> {
         &self,
         pool: &Arc<ReplicaPool>,
         policy: &str,
-        pods: &[proto::Pod],
+        pods: &[&proto::Pod],
         fail_fast: bool,
         assume: bool,
     ) -> Result<Decided, Result<tonic::Status, DecideError>> {
@@ -764,7 +766,7 @@ impl<A: ClusterApi> Binder<A> {
         pool: &ReplicaPool,
         replica: &Arc<Replica>,
         policy: &str,
-        pods: &[proto::Pod],
+        pods: &[&proto::Pod],
         assume: bool,
     ) -> Result<(proto::ScheduleResponse, u64), tonic::Status> {
         let s = &self.shared;
@@ -776,7 +778,7 @@ impl<A: ClusterApi> Binder<A> {
                 snapshot: Some(proto::SnapshotRef {
                     source: Some(proto::snapshot_ref::Source::SnapshotId(snapshot_id)),
                 }),
-                pods: pods.to_vec(),
+                pods: pods.iter().map(|p| (*p).clone()).collect(),
                 policy: policy.to_string(),
                 seed: s.config.seed,
                 assume,
@@ -855,7 +857,7 @@ impl<A: ClusterApi> Binder<A> {
     fn assume_placed(
         &self,
         response: &proto::ScheduleResponse,
-        by_uid: &HashMap<&str, &QueuedPod>,
+        by_uid: &HashMap<String, QueuedPod>,
         replica: &Arc<Replica>,
         version: u64,
     ) {

@@ -951,7 +951,7 @@ async fn submit(binder: Binder<SimCluster>, pods: Vec<PodInfo>, rate: Option<f64
             binder.handle(ClusterEvent::PodApplied(info));
             done += 1;
             submitted.store(done, Ordering::Relaxed);
-            if done % SUBMIT_CHUNK == 0 {
+            if done.is_multiple_of(SUBMIT_CHUNK) {
                 // Let the binder run meanwhile, as a watch delivers events while pods are created:
                 // without a yield the binder's loop, woken from this task (so queued in this
                 // worker's LIFO slot, which no other worker steals), starts only after the last pod.
