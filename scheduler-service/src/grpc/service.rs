@@ -122,6 +122,9 @@ impl PolicySet {
 
 struct Inner {
     cache: SnapshotCache,
+    /// Assumed snapshots still being built (see [`PlacementApi::assume_in_background`]), by id:
+    /// each receiver turns true once its snapshot is stored, or failed.
+    assuming: parking_lot::Mutex<HashMap<String, tokio::sync::watch::Receiver<bool>>>,
     policies: parking_lot::RwLock<Arc<PolicySet>>,
     metrics: Arc<Metrics>,
     max_batch_size: usize,
@@ -230,6 +233,7 @@ impl PlacementApi {
         Ok(Self {
             inner: Arc::new(Inner {
                 cache: SnapshotCache::new(config.snapshot_cache_bytes),
+                assuming: parking_lot::Mutex::new(HashMap::new()),
                 policies: parking_lot::RwLock::new(Arc::new(policies)),
                 metrics,
                 max_batch_size: config.max_batch_size,
@@ -272,11 +276,22 @@ impl PlacementApi {
             })
     }
 
-    fn cached(&self, field: &str, id: &str) -> Result<Arc<Snapshot>, Status> {
+    /// The cached snapshot `id`; one an earlier Schedule is still assuming is waited for.
+    async fn cached(&self, field: &str, id: &str) -> Result<Arc<Snapshot>, Status> {
         if id.is_empty() {
             return Err(invalid_field(field, "must not be empty"));
         }
-        match self.inner.cache.get(id) {
+        let mut found = self.inner.cache.get(id);
+        if found.is_none() {
+            let pending = self.inner.assuming.lock().get(id).cloned();
+            if let Some(mut done) = pending {
+                // Err: the build ended without saying so (it panicked); the cache tells.
+                let _ = done.wait_for(|d| *d).await;
+            }
+            // The builder stores before it deregisters: this sees what it stored.
+            found = self.inner.cache.get(id);
+        }
+        match found {
             Some(s) => {
                 self.inner.metrics.cache_hits.inc();
                 Ok(s)
@@ -286,6 +301,54 @@ impl PlacementApi {
                 Err(snapshot_not_found(field, id))
             }
         }
+    }
+
+    /// Stores `base` with `placed` bound (each pod carries its node) as `id`, on the blocking
+    /// pool while the Schedule that decided them answers: the caller's next request, usually on
+    /// `id`, waits for it in [`PlacementApi::cached`] only if it comes sooner. A build that fails
+    /// stores nothing (logged): a request on `id` then finds it missing and the caller re-syncs.
+    fn assume_in_background(&self, id: String, base: Arc<Snapshot>, placed: Vec<crate::engine::model::PodSpec>) {
+        let (done, wait) = tokio::sync::watch::channel(false);
+        {
+            let mut assuming = self.inner.assuming.lock();
+            // The same decisions on the same snapshot: stored or being stored already.
+            if assuming.contains_key(&id) || self.inner.cache.get(&id).is_some() {
+                return;
+            }
+            assuming.insert(id.clone(), wait);
+        }
+        /// Deregisters the build and wakes its waiters however it ends.
+        struct Registered {
+            api: PlacementApi,
+            id: String,
+            done: tokio::sync::watch::Sender<bool>,
+        }
+        impl Drop for Registered {
+            fn drop(&mut self) {
+                self.api.inner.assuming.lock().remove(&self.id);
+                let _ = self.done.send(true);
+            }
+        }
+        let registered = Registered {
+            api: self.clone(),
+            id,
+            done,
+        };
+        let span = tracing::Span::current();
+        tokio::task::spawn_blocking(move || {
+            let _in_span = span.enter();
+            let delta = crate::engine::Delta {
+                upsert_pods: placed,
+                ..Default::default()
+            };
+            match base.apply(delta) {
+                Ok(next) => registered.api.store(registered.id.clone(), Arc::new(next)),
+                Err(e) => {
+                    tracing::error!(snapshot_id = %registered.id, error = %e, "assuming a batch's placements failed")
+                }
+            }
+            drop(registered);
+        });
     }
 
     fn store(&self, id: String, snapshot: Arc<Snapshot>) {
@@ -304,7 +367,7 @@ impl PlacementApi {
                 "snapshot",
                 "must be set: a snapshot_id or an inline snapshot",
             )),
-            Some(Source::SnapshotId(id)) => self.cached("snapshot.snapshot_id", &id),
+            Some(Source::SnapshotId(id)) => self.cached("snapshot.snapshot_id", &id).await,
             Some(Source::Inline(s)) => {
                 blocking(move || {
                     let (nodes, pods, namespaces, pdbs) = convert::snapshot("snapshot.inline", &s).map_err(invalid)?;
@@ -365,7 +428,7 @@ impl PlacementApi {
                 .await?
             }
             Some(Kind::Delta(delta)) => {
-                let base = self.cached("delta.base_snapshot_id", &delta.base_snapshot_id)?;
+                let base = self.cached("delta.base_snapshot_id", &delta.base_snapshot_id).await?;
                 blocking(move || {
                     let id = content_id(&[
                         b"delta",
@@ -515,34 +578,35 @@ impl PlacementApi {
             .nodes_evaluated
             .inc_by((snapshot.nodes().len() * pods.len()) as u64);
         let seed = req.seed;
-        let (decisions, assumed) = blocking(move || {
+        let (decisions, pods, snapshot) = blocking(move || {
             let mut ev = Evaluator::new(&profile, &snapshot);
             let d = ev.schedule(&pods, seed, deadline).map_err(deadline_status)?;
-            let assumed = match assume_on {
-                Some(base_id) => Some(assume(&snapshot, &base_id, &pods, &d)?),
-                None => None,
-            };
-            Ok((pods.into_iter().zip(d).collect::<Vec<_>>(), assumed))
+            drop(ev);
+            Ok((d, pods, snapshot))
         })
         .await?;
-        let assumed_snapshot_id = match assumed {
-            Some((id, snap)) => {
+        let uids: Vec<Arc<str>> = pods.iter().map(|p| p.uid.clone()).collect();
+        let assumed_snapshot_id = match assume_on {
+            Some(base_id) => {
+                let placed = placed_pods(pods, &decisions);
+                let id = assumed_id(&base_id, &placed);
                 tracing::Span::current().record("assumed_snapshot_id", id.as_str());
-                self.store(id.clone(), snap);
+                self.assume_in_background(id.clone(), snapshot, placed);
                 id
             }
             None => String::new(),
         };
         let (mut scheduled, mut unschedulable) = (0u64, 0u64);
-        let placements = decisions
+        let placements = uids
             .into_iter()
-            .map(|(pod, d)| {
+            .zip(decisions)
+            .map(|(uid, d)| {
                 use proto::placement::Outcome;
                 match d {
                     Decision::Node { node, score, feasible } => {
                         scheduled += 1;
                         proto::Placement {
-                            pod_uid: pod.uid.to_string(),
+                            pod_uid: uid.to_string(),
                             outcome: Some(Outcome::NodeName(node)),
                             score,
                             feasible_nodes: feasible as u32,
@@ -551,7 +615,7 @@ impl PlacementApi {
                     Decision::Unschedulable(diag) => {
                         unschedulable += 1;
                         proto::Placement {
-                            pod_uid: pod.uid.to_string(),
+                            pod_uid: uid.to_string(),
                             outcome: Some(Outcome::Unschedulable(proto::Unschedulable {
                                 message: diag.message(),
                                 reasons: diag.reasons.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
@@ -591,36 +655,30 @@ impl PlacementApi {
     }
 }
 
-/// The snapshot `base` (stored as `base_id`) with every pod `decisions` placed bound to its
-/// node, and its id: the content hash of the base id and the (uid, node) pairs, so two replicas
-/// that made the same decisions on the same snapshot name the result alike.
-fn assume(
-    base: &Snapshot,
-    base_id: &str,
-    pods: &[crate::engine::model::PodSpec],
-    decisions: &[Decision],
-) -> Result<(String, Arc<Snapshot>), Status> {
-    let mut upsert_pods = Vec::new();
+/// The pods `decisions` placed, each bound to its node.
+fn placed_pods(pods: Vec<crate::engine::model::PodSpec>, decisions: &[Decision]) -> Vec<crate::engine::model::PodSpec> {
+    pods.into_iter()
+        .zip(decisions)
+        .filter_map(|(mut pod, d)| match d {
+            Decision::Node { node, .. } => {
+                pod.node_name = Some(node.clone());
+                Some(pod)
+            }
+            Decision::Unschedulable(_) => None,
+        })
+        .collect()
+}
+
+/// The id of the snapshot stored as `base_id` with `placed` bound: the content hash of the base
+/// id and the (uid, node) pairs, so two replicas that made the same decisions on the same
+/// snapshot name the result alike.
+fn assumed_id(base_id: &str, placed: &[crate::engine::model::PodSpec]) -> String {
     let mut parts: Vec<&[u8]> = vec![b"assume", base_id.as_bytes()];
-    for (pod, d) in pods.iter().zip(decisions) {
-        if let Decision::Node { node, .. } = d {
-            let mut placed = pod.clone();
-            placed.node_name = Some(node.clone());
-            upsert_pods.push(placed);
-            parts.push(pod.uid.as_bytes());
-            parts.push(node.as_bytes());
-        }
+    for pod in placed {
+        parts.push(pod.uid.as_bytes());
+        parts.push(pod.node_name.as_deref().unwrap_or_default().as_bytes());
     }
-    let id = content_id(&parts);
-    let delta = crate::engine::Delta {
-        upsert_pods,
-        ..Default::default()
-    };
-    // The uids were checked present and distinct, and every pod has a node: nothing to refuse.
-    let next = base
-        .apply(delta)
-        .map_err(|e| Status::internal(format!("assuming the batch's placements failed: {e}")))?;
-    Ok((id, Arc::new(next)))
+    content_id(&parts)
 }
 
 #[tonic::async_trait]
