@@ -776,16 +776,19 @@ mod tests {
         done
     }
 
+    /// A request on snapshot `id`, asked from another task.
+    fn ask(api: &PlacementApi, id: &'static str) -> tokio::task::JoinHandle<Result<Arc<Snapshot>, Status>> {
+        let api = api.clone();
+        tokio::spawn(async move { api.cached("snapshot.snapshot_id", id).await })
+    }
+
     /// A request on an assumed snapshot still being built waits for it instead of answering
     /// NOT_FOUND (which would cost the caller a full sync).
     #[tokio::test]
     async fn a_snapshot_being_assumed_is_waited_for() {
         let api = api();
         let done = register(&api, "assumed");
-        let waiter = tokio::spawn({
-            let api = api.clone();
-            async move { api.cached("snapshot.snapshot_id", "assumed").await }
-        });
+        let waiter = ask(&api, "assumed");
         for _ in 0..10 {
             tokio::task::yield_now().await;
         }
@@ -803,10 +806,7 @@ mod tests {
     async fn an_assume_that_stored_nothing_is_not_found() {
         let api = api();
         let done = register(&api, "failed");
-        let waiter = tokio::spawn({
-            let api = api.clone();
-            async move { api.cached("snapshot.snapshot_id", "failed").await }
-        });
+        let waiter = ask(&api, "failed");
         tokio::task::yield_now().await;
         drop(done);
         let status = waiter.await.expect("no panic").expect_err("nothing was stored");
