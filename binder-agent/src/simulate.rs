@@ -860,7 +860,20 @@ struct LocalReplica {
     url: String,
     shutdown: oneshot::Sender<()>,
     task: JoinHandle<Result<(), tonic::transport::Error>>,
-    runtime: tokio::runtime::Runtime,
+    _runtime: OwnRuntime,
+}
+
+/// A runtime that may be dropped anywhere: dropping a [`tokio::runtime::Runtime`] blocks, which
+/// an async context must not do (it panics), so this one shuts down in the background, also when
+/// a simulation ends early with an error.
+struct OwnRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for OwnRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl LocalReplica {
@@ -885,20 +898,14 @@ impl LocalReplica {
             .enable_all()
             .build()
             .map_err(|e| SimError::Replica(e.to_string()))?;
-        let registered = {
-            let _in_runtime = runtime.enter();
-            tokio::net::TcpListener::from_std(listener)
-        };
-        let listener = match registered {
-            Ok(l) => l,
-            Err(e) => {
-                // Dropping a runtime blocks, which an async context must not do.
-                runtime.shutdown_background();
-                return Err(SimError::Replica(e.to_string()));
-            }
+        let handle = runtime.handle().clone();
+        let runtime = OwnRuntime(Some(runtime));
+        let listener = {
+            let _in_runtime = handle.enter();
+            tokio::net::TcpListener::from_std(listener).map_err(|e| SimError::Replica(e.to_string()))?
         };
         let (shutdown, stop) = oneshot::channel::<()>();
-        let task = runtime.spawn(
+        let task = handle.spawn(
             tonic::transport::Server::builder()
                 .add_service(service)
                 // TCP_NODELAY on accepted connections: without it, responses larger than a segment
@@ -914,7 +921,7 @@ impl LocalReplica {
             url: format!("http://{addr}"),
             shutdown,
             task,
-            runtime,
+            _runtime: runtime,
         })
     }
 
@@ -923,8 +930,6 @@ impl LocalReplica {
         if let Ok(Ok(Err(e))) = tokio::time::timeout(Duration::from_secs(5), self.task).await {
             tracing::warn!(error = %e, "in-process decision replica failed");
         }
-        // Dropping a runtime blocks, which an async context must not do.
-        self.runtime.shutdown_background();
     }
 }
 
