@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::class_labels::ClassLabels;
+use super::columns::{BlockScores, HotColumns, Kernel, PodAsk, BLOCK};
 use super::interpod::{self, InterPodFilter};
 use super::model::{tolerated, HostPort, NodeSpec, PodSpec, Taint, TaintEffect, Toleration};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
@@ -1489,11 +1490,200 @@ struct PerNodeSlots {
     len: usize,
 }
 
+/// One pod's plain pass over the nodes (see [`Evaluator::plain_nodes`]): what it reads, worked
+/// out once per pod.
+struct PlainNodes<'e, 'p> {
+    profile: &'e Profile,
+    plan: &'e PodPlan<'p>,
+    usage: &'e BatchUsage<'e>,
+    hot: &'e [NodeHot],
+    evals: &'e [StaticEval],
+    nodes: &'e [Arc<NodeEntry>],
+    image_sums: &'e [i64],
+    /// Some extended resource is requested: only nodes that have some can fit.
+    want_scalars: bool,
+    check_fit: bool,
+    check_ports: bool,
+    /// NodeResourcesFit's slot and cpu and memory weights, when it is scored.
+    fit: Option<(usize, (i64, i64))>,
+    /// BalancedAllocation's slot and the pod's requests, when it is scored.
+    balanced: Option<(usize, &'e [i64])>,
+    image: bool,
+    /// The pair of requests each resource score reads (see `plain_resource_scores`).
+    fit_requests: [i64; 2],
+    balanced_requests: [i64; 2],
+    most_allocated: bool,
+}
+
+impl<'e, 'p> PlainNodes<'e, 'p> {
+    #[inline(always)]
+    fn new(ev: &'e Evaluator<'_>, plan: &'e PodPlan<'p>, usage: &'e BatchUsage<'e>) -> Self {
+        let profile = ev.profile;
+        let slots = profile.slot_of;
+        let req = &plan.pod.requests;
+        let balanced = slots.balanced.zip(plan.balanced_requests.as_deref());
+        let pair = |r: &[i64]| [r.first().copied().unwrap_or(0), r.get(1).copied().unwrap_or(0)];
+        Self {
+            profile,
+            plan,
+            usage,
+            hot: &usage.hot,
+            evals: &plan.class_evals,
+            nodes: ev.snapshot.nodes(),
+            image_sums: &ev.image_sums,
+            want_scalars: req.scalars.iter().any(|(_, want)| *want > 0),
+            check_fit: profile.policy.filters.contains(&FilterPlugin::NodeResourcesFit),
+            check_ports: profile.policy.filters.contains(&FilterPlugin::NodePorts) && !plan.port_masks.is_empty(),
+            fit: slots.fit.zip(profile.fit_cpu_memory),
+            balanced,
+            image: slots.image.is_some() && !plan.images.is_empty(),
+            fit_requests: pair(&plan.fit_requests),
+            balanced_requests: balanced.map_or([0, 0], |(_, r)| pair(r)),
+            most_allocated: matches!(profile.policy.scoring_strategy, ScoringStrategy::MostAllocated),
+        }
+    }
+
+    /// The kernel's view of the pod, when the kernel can take it: NodeResourcesFit filters and
+    /// both resource scores are on (what the kernel computes), with requests in its exact range.
+    fn ask(&self) -> Option<PodAsk> {
+        if !(self.check_fit && self.fit.is_some() && self.balanced.is_some()) || self.usage.cols.len() != self.hot.len()
+        {
+            return None;
+        }
+        let req = &self.plan.pod.requests;
+        PodAsk::new(
+            [req.milli_cpu, req.memory, req.ephemeral_storage],
+            self.fit_requests,
+            self.balanced_requests,
+            self.most_allocated,
+        )
+    }
+
+    /// The nodes block by block: the kernel filters on resources and scores them, the class and
+    /// the rest are checked on the nodes it passed, in node order; a node it flags as out of its
+    /// range goes through [`PlainNodes::node`].
+    #[inline(always)]
+    fn blocks(&self, kernel: Kernel, ask: &PodAsk, deadline: Deadline, sink: &mut impl PlainSink) -> Result<(), ()> {
+        let cols = &*self.usage.cols;
+        let mut out = BlockScores::default();
+        let weights = self.fit.map_or((0, 0), |(_, w)| w);
+        for base in (0..cols.len()).step_by(BLOCK) {
+            if base % 4096 == 0 && base > 0 && deadline.passed() {
+                return Err(());
+            }
+            let masks = kernel.block(cols, base, ask, &mut out);
+            if masks.fast | masks.slow == 0 {
+                continue;
+            }
+            // Nodes of a class the pod's static predicates allow.
+            let mut allowed = 0u64;
+            for (j, &class) in cols.block_classes(base).iter().enumerate() {
+                let ok = self.evals.get(class as usize).is_some_and(|se| !se.rejected);
+                allowed |= u64::from(ok) << j;
+            }
+            let mut todo = (masks.fast | masks.slow) & allowed;
+            while todo != 0 {
+                let j = todo.trailing_zeros() as usize;
+                todo &= todo - 1;
+                let i = base + j;
+                if masks.slow & (1 << j) != 0 {
+                    self.node(i, sink);
+                    continue;
+                }
+                let h = &self.hot[i];
+                if !self.fits_rest(i, h) {
+                    continue;
+                }
+                let mut scores = NodeScores {
+                    fit: weigh_fit(i64::from(out.cpu[j]), i64::from(out.memory[j]), weights),
+                    balanced: i64::from(out.balanced[j]),
+                    image: 0,
+                };
+                self.image(i, &mut scores);
+                sink.feasible(i, h, &self.evals[h.class as usize], scores);
+            }
+        }
+        Ok(())
+    }
+
+    /// The filters the kernel leaves to the node: host ports and extended resources.
+    #[inline(always)]
+    fn fits_rest(&self, i: usize, h: &NodeHot) -> bool {
+        let plan = self.plan;
+        if self.check_ports
+            && plan.may_conflict(h.port_bits)
+            && ports_conflict(&plan.pod.host_ports, &self.usage.get(i).host_ports)
+        {
+            return false;
+        }
+        !(self.check_fit
+            && self.want_scalars
+            && !(h.has_scalars && fits_scalars(&plan.pod.requests.scalars, &self.nodes[i].spec, self.usage.get(i))))
+    }
+
+    /// Adds ImageLocality's score of node `i`.
+    #[inline(always)]
+    fn image(&self, i: usize, scores: &mut NodeScores) {
+        if self.image {
+            // A node without the pod's images scores 0 (a sum under the minimum threshold).
+            let sum = self.image_sums[i];
+            if sum != 0 {
+                scores.image = image_score(self.plan, sum);
+            }
+        }
+    }
+
+    /// Filters and scores node `i` alone, handing it to `sink` when feasible.
+    #[inline(always)]
+    fn node(&self, i: usize, sink: &mut impl PlainSink) {
+        let h = &self.hot[i];
+        let Some(se) = self.evals.get(h.class as usize) else {
+            return;
+        };
+        if se.rejected {
+            return;
+        }
+        let req = &self.plan.pod.requests;
+        let (want_cpu, want_memory, want_ephemeral) = (req.milli_cpu, req.memory, req.ephemeral_storage);
+        if self.check_fit
+            && (h.pod_count + 1 > h.allowed_pods
+                || (want_cpu > 0 && want_cpu > h.alloc_cpu.saturating_sub(h.req_cpu))
+                || (want_memory > 0 && want_memory > h.alloc_memory.saturating_sub(h.req_memory))
+                || (want_ephemeral > 0 && want_ephemeral > h.alloc_ephemeral.saturating_sub(h.req_ephemeral)))
+        {
+            return;
+        }
+        if !self.fits_rest(i, h) {
+            return;
+        }
+        let mut scores = NodeScores::default();
+        let paired = self.fit.zip(self.balanced).and_then(|((_, weights), _)| {
+            plain_resource_scores(h, self.fit_requests, self.balanced_requests, self.most_allocated)
+                .map(|(cpu, memory, b)| (weigh_fit(cpu, memory, weights), b))
+        });
+        if let Some((f, b)) = paired {
+            scores.fit = f;
+            scores.balanced = b;
+        } else {
+            if let Some((_, weights)) = self.fit {
+                scores.fit = fit_score_cpu_memory(self.profile, weights, &self.plan.fit_requests, h);
+            }
+            if let Some((_, requests)) = self.balanced {
+                scores.balanced = balanced_score_cpu_memory(requests, h);
+            }
+        }
+        self.image(i, &mut scores);
+        sink.feasible(i, h, se, scores);
+    }
+}
+
 /// Usage of the nodes as a batch goes: the snapshot's, with the batch's placements on top.
 pub(super) struct BatchUsage<'s> {
     snapshot: &'s Snapshot,
     /// Hot fields, copied from the snapshot on the first placement of the batch.
     hot: std::borrow::Cow<'s, [NodeHot]>,
+    /// The same by column, copied with them.
+    cols: std::borrow::Cow<'s, HotColumns>,
     /// For each node, the slot in `changed` or `u32::MAX` when unchanged.
     slot: Vec<u32>,
     changed: Vec<NodeUsage>,
@@ -1504,6 +1694,7 @@ impl<'s> BatchUsage<'s> {
         Self {
             snapshot,
             hot: std::borrow::Cow::Borrowed(snapshot.hot()),
+            cols: std::borrow::Cow::Borrowed(snapshot.columns()),
             slot: Vec::new(),
             changed: Vec::new(),
         }
@@ -1539,6 +1730,7 @@ impl<'s> BatchUsage<'s> {
         let usage = &mut self.changed[self.slot[i] as usize];
         usage.add(&bound);
         let hot = NodeHot::of(&self.snapshot.nodes()[i], usage);
+        self.cols.to_mut().set(i, &hot);
         self.hot.to_mut()[i] = hot;
     }
 }
@@ -1611,6 +1803,8 @@ pub struct Evaluator<'a> {
     reuse: bool,
     /// Whether Schedule may take the plain pass (tests turn it off to compare with the general one).
     allow_plain: bool,
+    /// The plain pass's vector kernel, `None` on a CPU without one (and when tests turn it off).
+    kernel: Option<Kernel>,
     /// How many rejected nodes Rank lists; `None` lists all.
     rejected_limit: Option<usize>,
     /// Per node class, the best node so far of [`Evaluator::evaluate_best`] (kept for its buffer).
@@ -1698,6 +1892,7 @@ impl<'a> Evaluator<'a> {
             topo_active: (false, false),
             reuse: true,
             allow_plain: true,
+            kernel: Kernel::detect(),
             rejected_limit: None,
             class_best: Vec::new(),
         }
@@ -1989,7 +2184,8 @@ impl<'a> Evaluator<'a> {
         passed
     }
 
-    /// The loop of [`Evaluator::plain_pass`], between adding and removing the pod's image sums.
+    /// The loop of [`Evaluator::plain_pass`], between adding and removing the pod's image sums:
+    /// through the vector kernel block by block where it applies, node by node otherwise.
     #[inline(always)]
     fn plain_nodes(
         &self,
@@ -1998,72 +2194,15 @@ impl<'a> Evaluator<'a> {
         deadline: Deadline,
         sink: &mut impl PlainSink,
     ) -> Result<(), ()> {
-        let profile = self.profile;
-        let slots = profile.slot_of;
-        let hot = &*usage.hot;
-        let evals = &*plan.class_evals;
-        let req = &plan.pod.requests;
-        let (want_cpu, want_memory, want_ephemeral) = (req.milli_cpu, req.memory, req.ephemeral_storage);
-        // Extended resources: only nodes that have some can fit; those are checked one by one.
-        let want_scalars = req.scalars.iter().any(|(_, want)| *want > 0);
-        let nodes = self.snapshot.nodes();
-        let check_fit = profile.policy.filters.contains(&FilterPlugin::NodeResourcesFit);
-        let check_ports = profile.policy.filters.contains(&FilterPlugin::NodePorts) && !plan.port_masks.is_empty();
-        let fit = slots.fit.zip(profile.fit_cpu_memory);
-        let balanced = slots.balanced.zip(plan.balanced_requests.as_deref());
-        let image = slots.image.is_some() && !plan.images.is_empty();
-        // The pair of requests each resource score reads (see `plain_resource_scores`).
-        let pair = |r: &[i64]| [r.first().copied().unwrap_or(0), r.get(1).copied().unwrap_or(0)];
-        let fit_requests = pair(&plan.fit_requests);
-        let balanced_requests = balanced.map_or([0, 0], |(_, r)| pair(r));
-        let most_allocated = matches!(profile.policy.scoring_strategy, ScoringStrategy::MostAllocated);
-        for (i, h) in hot.iter().enumerate() {
+        let pass = PlainNodes::new(self, plan, usage);
+        if let (Some(kernel), Some(ask)) = (self.kernel, pass.ask()) {
+            return pass.blocks(kernel, &ask, deadline, sink);
+        }
+        for i in 0..pass.hot.len() {
             if i % 4096 == 4095 && deadline.passed() {
                 return Err(());
             }
-            let se = &evals[h.class as usize];
-            if se.rejected {
-                continue;
-            }
-            if check_ports
-                && plan.may_conflict(h.port_bits)
-                && ports_conflict(&plan.pod.host_ports, &usage.get(i).host_ports)
-            {
-                continue;
-            }
-            if check_fit
-                && (h.pod_count + 1 > h.allowed_pods
-                    || (want_cpu > 0 && want_cpu > h.alloc_cpu.saturating_sub(h.req_cpu))
-                    || (want_memory > 0 && want_memory > h.alloc_memory.saturating_sub(h.req_memory))
-                    || (want_ephemeral > 0 && want_ephemeral > h.alloc_ephemeral.saturating_sub(h.req_ephemeral))
-                    || (want_scalars && !(h.has_scalars && fits_scalars(&req.scalars, &nodes[i].spec, usage.get(i)))))
-            {
-                continue;
-            }
-            let mut scores = NodeScores::default();
-            let paired = fit.zip(balanced).and_then(|((_, weights), _)| {
-                plain_resource_scores(h, fit_requests, balanced_requests, most_allocated)
-                    .map(|(cpu, memory, b)| (weigh_fit(cpu, memory, weights), b))
-            });
-            if let Some((f, b)) = paired {
-                scores.fit = f;
-                scores.balanced = b;
-            } else {
-                if let Some((_, weights)) = fit {
-                    scores.fit = fit_score_cpu_memory(profile, weights, &plan.fit_requests, h);
-                }
-                if let Some((_, requests)) = balanced {
-                    scores.balanced = balanced_score_cpu_memory(requests, h);
-                }
-            }
-            if image {
-                // A node without the pod's images scores 0 (a sum under the minimum threshold).
-                let sum = self.image_sums[i];
-                if sum != 0 {
-                    scores.image = image_score(plan, sum);
-                }
-            }
-            sink.feasible(i, h, se, scores);
+            pass.node(i, sink);
         }
         Ok(())
     }

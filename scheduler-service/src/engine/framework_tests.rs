@@ -1298,3 +1298,95 @@ fn the_plain_pass_checks_host_ports_as_the_general_one() {
     distinct.dedup();
     assert_eq!(distinct.len(), placed.len(), "{placed:?}");
 }
+
+/// A cpu or memory amount for the kernel test: mostly realistic, sometimes at or past the edges of
+/// the kernel's exact range (0, just below and at [`EXACT`](crate::engine::columns::EXACT), the
+/// extremes, negative).
+fn arb_amount() -> impl Strategy<Value = i64> {
+    use crate::engine::columns::EXACT;
+    prop_oneof![
+        6 => 0i64..64_000,
+        3 => 0i64..(1 << 40),
+        1 => prop::sample::select(vec![0, 1, EXACT - 1, EXACT, i64::MAX, i64::MIN, -1]),
+    ]
+}
+
+/// Hot fields for the kernel test: usage sometimes over the capacity, a node sometimes full.
+fn arb_hot() -> impl Strategy<Value = NodeHot> {
+    (
+        (arb_amount(), arb_amount(), arb_amount()),
+        (arb_amount(), arb_amount(), arb_amount()),
+        (arb_amount(), arb_amount()),
+        (0i64..4, 0i64..4, any::<u32>()),
+    )
+        .prop_map(
+            |((ac, am, ae), (rc, rm, re), (nc, nm), (pods, allowed, class))| NodeHot {
+                alloc_cpu: ac,
+                alloc_memory: am,
+                alloc_ephemeral: ae,
+                allowed_pods: allowed,
+                req_cpu: rc,
+                req_memory: rm,
+                req_ephemeral: re,
+                non_zero_cpu: nc,
+                non_zero_memory: nm,
+                pod_count: pods,
+                name_hash: 0,
+                port_bits: 0,
+                class,
+                has_scalars: false,
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    /// The vector kernel passes exactly the nodes the scalar filter passes on resources and room,
+    /// scores each of them bit for bit as `plain_resource_scores` does, and flags every node
+    /// outside its exact range (and only those) for the scalar path; padding is neither.
+    #[test]
+    fn kernel_filters_and_scores_as_the_scalar_pass(
+        hot in prop::collection::vec(arb_hot(), 1..140),
+        want in (arb_amount(), arb_amount(), arb_amount()),
+        fit in (arb_amount(), arb_amount()),
+        balanced in (arb_amount(), arb_amount()),
+        most in any::<bool>(),
+    ) {
+        use crate::engine::columns::{BlockScores, HotColumns, Kernel, PodAsk, BLOCK, EXACT};
+        let Some(kernel) = Kernel::detect() else {
+            eprintln!("skipped: this CPU has no AVX2, so the plain pass runs node by node");
+            return Ok(());
+        };
+        let (fit, balanced) = ([fit.0, fit.1], [balanced.0, balanced.1]);
+        let Some(ask) = PodAsk::new([want.0, want.1, want.2], fit, balanced, most) else {
+            prop_assert!(fit.iter().chain(&balanced).any(|r| !(0..EXACT).contains(r)));
+            return Ok(());
+        };
+        let cols = HotColumns::of(&hot);
+        let mut out = BlockScores::default();
+        for base in (0..hot.len().div_ceil(BLOCK) * BLOCK).step_by(BLOCK) {
+            let masks = kernel.block(&cols, base, &ask, &mut out);
+            for j in 0..BLOCK {
+                let (fast, slow) = (masks.fast >> j & 1 == 1, masks.slow >> j & 1 == 1);
+                let Some(h) = hot.get(base + j) else {
+                    prop_assert!(!fast && !slow, "padding lane {}", base + j);
+                    continue;
+                };
+                let reference = plain_resource_scores(h, fit, balanced, most);
+                let in_range = |u: i64| (0..EXACT).contains(&u);
+                let exact = [h.alloc_cpu, h.alloc_memory].iter().all(|&c| c > 0 && c < EXACT)
+                    && [h.non_zero_cpu, h.non_zero_memory, h.req_cpu, h.req_memory].iter().all(|&u| in_range(u));
+                prop_assert_eq!(slow, !exact, "node {:?}", h);
+                let fits = !(h.pod_count + 1 > h.allowed_pods
+                    || (want.0 > 0 && want.0 > h.alloc_cpu.saturating_sub(h.req_cpu))
+                    || (want.1 > 0 && want.1 > h.alloc_memory.saturating_sub(h.req_memory))
+                    || (want.2 > 0 && want.2 > h.alloc_ephemeral.saturating_sub(h.req_ephemeral)));
+                prop_assert_eq!(fast, exact && fits, "node {:?}", h);
+                if fast {
+                    let scores = (i64::from(out.cpu[j]), i64::from(out.memory[j]), i64::from(out.balanced[j]));
+                    prop_assert_eq!(Some(scores), reference, "node {:?}", h);
+                }
+            }
+        }
+    }
+}

@@ -2,7 +2,8 @@
 //!
 //! - [`quantity`] and [`resources`]: Kubernetes quantities and effective requests.
 //! - [`model`]: validated pods and nodes, and the matching rules on them.
-//! - [`snapshot`]: the cluster with per-node usage, copy-on-write deltas.
+//! - [`snapshot`]: the cluster with per-node usage, copy-on-write deltas; [`columns`]: its hot
+//!   fields by column, and the plain pass's vector kernel.
 //! - [`policy`]: which plugins run with which weights; [`policy_config`]: policy files (ours and
 //!   kube-scheduler's `KubeSchedulerConfiguration`) mapped to policies.
 //! - [`interpod`], [`spread`] and [`topology`]: InterPodAffinity and PodTopologySpread.
@@ -12,6 +13,7 @@
 //! - [`gang`]: gangs placed all together or not at all within a batch.
 
 pub mod class_labels;
+pub mod columns;
 pub mod framework;
 pub mod gang;
 pub mod interpod;

@@ -440,6 +440,8 @@ pub struct Snapshot {
     image_postings: std::sync::OnceLock<Arc<ImagePostings>>,
     /// The hot fields of every node, in node order; built on first use.
     hot: std::sync::OnceLock<Vec<NodeHot>>,
+    /// The same by column, for the plain pass's vector kernel; built on first use.
+    columns: std::sync::OnceLock<super::columns::HotColumns>,
     /// Namespace labels by name (for namespace selectors).
     namespaces: imbl::HashMap<Arc<str>, Arc<Labels>>,
     /// Bound pods with pod affinity or anti-affinity terms, by uid.
@@ -628,6 +630,7 @@ impl Snapshot {
             class_index: self.class_index.clone(),
             image_postings,
             hot: std::sync::OnceLock::new(),
+            columns: std::sync::OnceLock::new(),
             namespaces: self.namespaces.clone(),
             affinity_pods: self.affinity_pods.clone(),
             pod_index: std::sync::OnceLock::new(),
@@ -875,6 +878,11 @@ impl Snapshot {
     pub fn hot(&self) -> &[NodeHot] {
         self.hot
             .get_or_init(|| self.nodes.iter().map(|e| NodeHot::of(e, &e.usage)).collect())
+    }
+
+    /// [`Snapshot::hot`] by column (see [`super::columns`]).
+    pub fn columns(&self) -> &super::columns::HotColumns {
+        self.columns.get_or_init(|| super::columns::HotColumns::of(self.hot()))
     }
 
     /// The labels of a namespace, `None` when the snapshot does not know it.

@@ -1,0 +1,309 @@
+//! The nodes' hot fields by column, and the vector kernel of the plain pass that filters and
+//! scores them four at a time.
+//!
+//! The plain pass (`Evaluator::plain_nodes`) reads, per node, the free cpu, memory and ephemeral
+//! storage, whether one more pod fits, and the four numbers NodeResourcesFit's and
+//! BalancedAllocation's scores divide. Node by node that is a chain of unpredictable branches and
+//! four scalar divisions. Here those fields sit in columns (padded to whole [`BLOCK`]s), and
+//! [`Kernel::block`] handles a block of 64 nodes with AVX2: four nodes per instruction, the
+//! feasibility of each as a bit, the divisions packed four to an instruction. The arithmetic is
+//! operation for operation that of `plain_resource_scores`, on values where it is exact (see
+//! [`EXACT`]), so the scores are bit for bit the same; a node outside that range is flagged and
+//! taken node by node as before.
+
+use super::snapshot::NodeHot;
+
+/// Nodes per block: one bit each in a `u64`.
+pub const BLOCK: usize = 64;
+
+/// Capacities, usages and requests below this are exact in `f64` through every step of the
+/// resource scores (sums below 2⁴⁷, a difference times 100 below 2⁵³): the same bound as the
+/// scalar path's.
+pub const EXACT: i64 = 1 << 46;
+
+/// [`HotColumns::gate`] bit: the node admits one more pod.
+const GATE_ROOM: i64 = 1;
+/// [`HotColumns::gate`] bit: some cpu or memory field is outside `[0, EXACT)` (or a capacity is
+/// 0), so the node is taken by the scalar path.
+const GATE_INEXACT: i64 = 2;
+
+/// The hot fields the vector kernel reads, one column per field, in node order, each padded with
+/// nodes that are neither feasible nor inexact to a whole number of [`BLOCK`]s.
+#[derive(Debug, Clone, Default)]
+pub struct HotColumns {
+    /// Nodes (without the padding).
+    len: usize,
+    /// Allocatable minus requested millicores (saturating).
+    free_cpu: Vec<i64>,
+    /// Allocatable minus requested memory (saturating).
+    free_memory: Vec<i64>,
+    /// Allocatable minus requested ephemeral storage (saturating).
+    free_ephemeral: Vec<i64>,
+    /// [`GATE_ROOM`] and [`GATE_INEXACT`] bits.
+    gate: Vec<i64>,
+    /// Allocatable millicores.
+    alloc_cpu: Vec<f64>,
+    /// Allocatable memory.
+    alloc_memory: Vec<f64>,
+    /// Requested millicores with scoring defaults (NodeResourcesFit).
+    non_zero_cpu: Vec<f64>,
+    /// Requested memory with scoring defaults (NodeResourcesFit).
+    non_zero_memory: Vec<f64>,
+    /// Requested millicores (BalancedAllocation).
+    req_cpu: Vec<f64>,
+    /// Requested memory (BalancedAllocation).
+    req_memory: Vec<f64>,
+    /// Node class.
+    class: Vec<u32>,
+}
+
+impl HotColumns {
+    /// The columns of these hot fields.
+    pub fn of(hot: &[NodeHot]) -> Self {
+        let padded = hot.len().div_ceil(BLOCK) * BLOCK;
+        let mut c = Self {
+            len: hot.len(),
+            free_cpu: vec![0; padded],
+            free_memory: vec![0; padded],
+            free_ephemeral: vec![0; padded],
+            gate: vec![0; padded],
+            alloc_cpu: vec![0.0; padded],
+            alloc_memory: vec![0.0; padded],
+            non_zero_cpu: vec![0.0; padded],
+            non_zero_memory: vec![0.0; padded],
+            req_cpu: vec![0.0; padded],
+            req_memory: vec![0.0; padded],
+            class: vec![0; padded],
+        };
+        for (i, h) in hot.iter().enumerate() {
+            c.set(i, h);
+        }
+        c
+    }
+
+    /// Nodes in the columns.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Sets node `i`'s fields from its hot fields.
+    pub fn set(&mut self, i: usize, h: &NodeHot) {
+        let in_capacity = |c: i64| c > 0 && c < EXACT;
+        let in_usage = |u: i64| (0..EXACT).contains(&u);
+        let exact = in_capacity(h.alloc_cpu)
+            && in_capacity(h.alloc_memory)
+            && in_usage(h.non_zero_cpu)
+            && in_usage(h.non_zero_memory)
+            && in_usage(h.req_cpu)
+            && in_usage(h.req_memory);
+        // As the scalar filter has it: `pod_count + 1 > allowed_pods` rejects.
+        let room = h.pod_count.saturating_add(1) <= h.allowed_pods;
+        self.free_cpu[i] = h.alloc_cpu.saturating_sub(h.req_cpu);
+        self.free_memory[i] = h.alloc_memory.saturating_sub(h.req_memory);
+        self.free_ephemeral[i] = h.alloc_ephemeral.saturating_sub(h.req_ephemeral);
+        self.gate[i] = if room { GATE_ROOM } else { 0 } | if exact { 0 } else { GATE_INEXACT };
+        self.alloc_cpu[i] = h.alloc_cpu as f64;
+        self.alloc_memory[i] = h.alloc_memory as f64;
+        self.non_zero_cpu[i] = h.non_zero_cpu as f64;
+        self.non_zero_memory[i] = h.non_zero_memory as f64;
+        self.req_cpu[i] = h.req_cpu as f64;
+        self.req_memory[i] = h.req_memory as f64;
+        self.class[i] = h.class;
+    }
+
+    /// The class of each node of the block starting at `base` (padding reads class 0).
+    pub fn block_classes(&self, base: usize) -> &[u32] {
+        &self.class[base..base + BLOCK]
+    }
+}
+
+/// One pod's side of the kernel: what it asks and how its resources are scored.
+#[derive(Debug, Clone, Copy)]
+pub struct PodAsk {
+    /// cpu, memory and ephemeral storage requested; `i64::MIN` for a resource not asked for
+    /// (no node lacks it).
+    want: [i64; 3],
+    /// NodeResourcesFit's scoring requests (cpu, memory).
+    fit: [f64; 2],
+    /// BalancedAllocation's requests (cpu, memory).
+    balanced: [f64; 2],
+    /// MostAllocated instead of LeastAllocated.
+    most: bool,
+}
+
+impl PodAsk {
+    /// The ask of a pod requesting `want` (cpu, memory, ephemeral storage) and scored with these
+    /// requests; `None` when a scoring request is outside `[0, EXACT)` (the scalar path takes it).
+    pub fn new(want: [i64; 3], fit: [i64; 2], balanced: [i64; 2], most: bool) -> Option<Self> {
+        let in_range = |r: i64| (0..EXACT).contains(&r);
+        if !(fit.iter().chain(&balanced).all(|&r| in_range(r))) {
+            return None;
+        }
+        Some(Self {
+            want: want.map(|w| if w > 0 { w } else { i64::MIN }),
+            fit: fit.map(|r| r as f64),
+            balanced: balanced.map(|r| r as f64),
+            most,
+        })
+    }
+}
+
+/// The kernel's output for one block: per node, the unweighted cpu and memory scores of
+/// NodeResourcesFit and BalancedAllocation's score (meaningful for the `fast` nodes only).
+#[derive(Debug, Clone)]
+pub struct BlockScores {
+    /// NodeResourcesFit's cpu score.
+    pub cpu: [i32; BLOCK],
+    /// NodeResourcesFit's memory score.
+    pub memory: [i32; BLOCK],
+    /// BalancedAllocation's score.
+    pub balanced: [i32; BLOCK],
+}
+
+impl Default for BlockScores {
+    fn default() -> Self {
+        Self {
+            cpu: [0; BLOCK],
+            memory: [0; BLOCK],
+            balanced: [0; BLOCK],
+        }
+    }
+}
+
+/// Which nodes of a block the kernel passed, one bit each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockMasks {
+    /// In the exact range, one more pod fits, and cpu, memory and ephemeral storage fit: scored.
+    pub fast: u64,
+    /// Outside the exact range: filter and score them node by node.
+    pub slow: u64,
+}
+
+/// The vector kernel, when this CPU has what it needs (AVX2).
+#[derive(Debug, Clone, Copy)]
+pub struct Kernel(());
+
+impl Kernel {
+    /// The kernel, `None` on a CPU without AVX2 (the scalar pass runs instead).
+    pub fn detect() -> Option<Self> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                return Some(Self(()));
+            }
+        }
+        None
+    }
+
+    /// Filters and scores the block of nodes starting at `base` (a multiple of [`BLOCK`]) for
+    /// `ask`, writing the scores of the `fast` nodes into `out`.
+    #[inline]
+    pub fn block(self, cols: &HotColumns, base: usize, ask: &PodAsk, out: &mut BlockScores) -> BlockMasks {
+        assert!(
+            base.is_multiple_of(BLOCK) && base + BLOCK <= cols.gate.len(),
+            "block {base} out of the columns"
+        );
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: `Kernel` exists only where AVX2 was detected, and the assertion keeps every
+            // load within the columns (each padded to whole blocks).
+            unsafe { avx2::block(cols, base, ask, out) }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (cols, base, ask, out);
+            unreachable!("no kernel is detected off x86_64")
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{BlockMasks, BlockScores, HotColumns, PodAsk, BLOCK};
+    use std::arch::x86_64::*;
+
+    /// See [`super::Kernel::block`]; the caller guarantees AVX2 and `base + BLOCK` within the
+    /// columns.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn block(cols: &HotColumns, base: usize, ask: &PodAsk, out: &mut BlockScores) -> BlockMasks {
+        let want_cpu = _mm256_set1_epi64x(ask.want[0]);
+        let want_memory = _mm256_set1_epi64x(ask.want[1]);
+        let want_ephemeral = _mm256_set1_epi64x(ask.want[2]);
+        let fit_cpu = _mm256_set1_pd(ask.fit[0]);
+        let fit_memory = _mm256_set1_pd(ask.fit[1]);
+        let bal_cpu = _mm256_set1_pd(ask.balanced[0]);
+        let bal_memory = _mm256_set1_pd(ask.balanced[1]);
+        let hundred = _mm256_set1_pd(super::super::framework::MAX_NODE_SCORE as f64);
+        let one = _mm256_set1_pd(1.0);
+        let sign = _mm256_set1_pd(-0.0);
+        let (mut fast, mut slow) = (0u64, 0u64);
+        let half = _mm256_set1_pd(0.5);
+        // Macros, not closures: the loads stay inside this function's AVX2 code.
+        macro_rules! ld_i {
+            ($v:expr, $i:expr) => {
+                _mm256_loadu_si256($v.as_ptr().add($i).cast())
+            };
+        }
+        macro_rules! ld_f {
+            ($v:expr, $i:expr) => {
+                _mm256_loadu_pd($v.as_ptr().add($i))
+            };
+        }
+        for k in (0..BLOCK).step_by(4) {
+            let i = base + k;
+            // Feasibility: a resource asked for and more than the free amount rejects.
+            let short = _mm256_or_si256(
+                _mm256_or_si256(
+                    _mm256_cmpgt_epi64(want_cpu, ld_i!(cols.free_cpu, i)),
+                    _mm256_cmpgt_epi64(want_memory, ld_i!(cols.free_memory, i)),
+                ),
+                _mm256_cmpgt_epi64(want_ephemeral, ld_i!(cols.free_ephemeral, i)),
+            );
+            let gate = ld_i!(cols.gate, i);
+            let room = _mm256_slli_epi64::<63>(gate);
+            let inexact = _mm256_slli_epi64::<62>(gate);
+            // Sign bits: room, not inexact, not short.
+            let ok = _mm256_andnot_si256(_mm256_or_si256(inexact, short), room);
+            fast |= (_mm256_movemask_pd(_mm256_castsi256_pd(ok)) as u64) << k;
+            slow |= (_mm256_movemask_pd(_mm256_castsi256_pd(inexact)) as u64) << k;
+
+            let alloc_cpu = ld_f!(cols.alloc_cpu, i);
+            let alloc_memory = ld_f!(cols.alloc_memory, i);
+            // NodeResourcesFit, as `plain_resource_scores`: the requested amount capped at the
+            // capacity, then (capacity − it) or it, times 100, over the capacity.
+            let capped_cpu = _mm256_min_pd(_mm256_add_pd(ld_f!(cols.non_zero_cpu, i), fit_cpu), alloc_cpu);
+            let capped_memory = _mm256_min_pd(_mm256_add_pd(ld_f!(cols.non_zero_memory, i), fit_memory), alloc_memory);
+            let (n_cpu, n_memory) = if ask.most {
+                (capped_cpu, capped_memory)
+            } else {
+                (
+                    _mm256_sub_pd(alloc_cpu, capped_cpu),
+                    _mm256_sub_pd(alloc_memory, capped_memory),
+                )
+            };
+            let q_cpu = _mm256_div_pd(_mm256_mul_pd(n_cpu, hundred), alloc_cpu);
+            let q_memory = _mm256_div_pd(_mm256_mul_pd(n_memory, hundred), alloc_memory);
+            // BalancedAllocation: 100 × (1 − |f_cpu − f_memory| / 2), each fraction capped at 1.
+            let f_cpu = _mm256_min_pd(
+                _mm256_div_pd(_mm256_add_pd(ld_f!(cols.req_cpu, i), bal_cpu), alloc_cpu),
+                one,
+            );
+            let f_memory = _mm256_min_pd(
+                _mm256_div_pd(_mm256_add_pd(ld_f!(cols.req_memory, i), bal_memory), alloc_memory),
+                one,
+            );
+            // Halving by a multiplication: x · 0.5 and x / 2 are the same correctly rounded x / 2.
+            let std = _mm256_andnot_pd(sign, _mm256_mul_pd(_mm256_sub_pd(f_cpu, f_memory), half));
+            let b = _mm256_mul_pd(_mm256_sub_pd(one, std), hundred);
+            _mm_storeu_si128(out.cpu.as_mut_ptr().add(k).cast(), _mm256_cvttpd_epi32(q_cpu));
+            _mm_storeu_si128(out.memory.as_mut_ptr().add(k).cast(), _mm256_cvttpd_epi32(q_memory));
+            _mm_storeu_si128(out.balanced.as_mut_ptr().add(k).cast(), _mm256_cvttpd_epi32(b));
+        }
+        BlockMasks { fast, slow }
+    }
+}
