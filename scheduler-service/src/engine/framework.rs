@@ -1313,8 +1313,8 @@ impl NodeScores {
 
 /// What the plain pass does with each feasible node (see [`Evaluator::plain_pass`]).
 trait PlainSink {
-    /// Takes feasible node `i`, its hot fields, its class's static predicates and its scores.
-    fn feasible(&mut self, i: usize, h: &NodeHot, se: &StaticEval, scores: NodeScores);
+    /// Takes feasible node `i`, its class, the class's static predicates and the node's scores.
+    fn feasible(&mut self, i: usize, class: u32, se: &StaticEval, scores: NodeScores);
 }
 
 /// NodeAffinity's and TaintToleration's raw scores at their highest over the feasible nodes seen:
@@ -1349,7 +1349,7 @@ struct KeepAll {
 
 impl PlainSink for KeepAll {
     #[inline(always)]
-    fn feasible(&mut self, i: usize, _: &NodeHot, se: &StaticEval, scores: NodeScores) {
+    fn feasible(&mut self, i: usize, _: u32, se: &StaticEval, scores: NodeScores) {
         // Written in place: a raw array built on the stack and then copied is reloaded wider
         // than it was stored, which stalls store forwarding on every node.
         self.candidates.push(Candidate {
@@ -1397,7 +1397,7 @@ struct KeepTotals {
 
 impl PlainSink for KeepTotals {
     #[inline(always)]
-    fn feasible(&mut self, i: usize, _: &NodeHot, se: &StaticEval, scores: NodeScores) {
+    fn feasible(&mut self, i: usize, _: u32, se: &StaticEval, scores: NodeScores) {
         self.totals.push(Scored {
             index: i as u32,
             total: scores.weighed(self.weights),
@@ -1459,17 +1459,18 @@ struct KeepBest<'b, 'p> {
 
 impl PlainSink for KeepBest<'_, '_> {
     #[inline(always)]
-    fn feasible(&mut self, i: usize, h: &NodeHot, _: &StaticEval, scores: NodeScores) {
+    fn feasible(&mut self, i: usize, class: u32, _: &StaticEval, scores: NodeScores) {
         self.feasible += 1;
         let part = scores.weighed(self.weights);
-        let Some(w) = self.winners.get_mut(h.class as usize) else {
+        let Some(w) = self.winners.get_mut(class as usize) else {
             return;
         };
         // Equal parts: the higher tie-break wins, then the later node (as in `best_candidate`).
         let replace = w.index == u32::MAX
             || part > w.part
             || (part == w.part
-                && self.plan.tie_break(h.name_hash) >= self.plan.tie_break(self.hot[w.index as usize].name_hash));
+                && self.plan.tie_break(self.hot[i].name_hash)
+                    >= self.plan.tie_break(self.hot[w.index as usize].name_hash));
         if replace {
             *w = ClassBest { part, index: i as u32 };
         }
@@ -1567,6 +1568,8 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
         let cols = &*self.usage.cols;
         let mut out = BlockScores::default();
         let weights = self.fit.map_or((0, 0), |(_, w)| w);
+        // 1 for a class the pod's static predicates allow, 0 for one they reject.
+        let allowed_classes: Vec<u8> = self.evals.iter().map(|se| u8::from(!se.rejected)).collect();
         for base in (0..cols.len()).step_by(BLOCK) {
             if base % 4096 == 0 && base > 0 && deadline.passed() {
                 return Err(());
@@ -1576,9 +1579,10 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
                 continue;
             }
             // Nodes of a class the pod's static predicates allow.
+            let classes = cols.block_classes(base);
             let mut allowed = 0u64;
-            for (j, &class) in cols.block_classes(base).iter().enumerate() {
-                let ok = self.evals.get(class as usize).is_some_and(|se| !se.rejected);
+            for (j, &class) in classes.iter().enumerate() {
+                let ok = allowed_classes.get(class as usize).copied().unwrap_or(0);
                 allowed |= u64::from(ok) << j;
             }
             let mut todo = (masks.fast | masks.slow) & allowed;
@@ -1590,8 +1594,7 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
                     self.node(i, sink);
                     continue;
                 }
-                let h = &self.hot[i];
-                if !self.fits_rest(i, h) {
+                if !self.fits_rest(i) {
                     continue;
                 }
                 let mut scores = NodeScores {
@@ -1600,16 +1603,22 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
                     image: 0,
                 };
                 self.image(i, &mut scores);
-                sink.feasible(i, h, &self.evals[h.class as usize], scores);
+                let class = classes[j];
+                sink.feasible(i, class, &self.evals[class as usize], scores);
             }
         }
         Ok(())
     }
 
-    /// The filters the kernel leaves to the node: host ports and extended resources.
+    /// The filters the kernel leaves to the node: host ports and extended resources (the node's
+    /// hot fields are read only for a pod that has either).
     #[inline(always)]
-    fn fits_rest(&self, i: usize, h: &NodeHot) -> bool {
+    fn fits_rest(&self, i: usize) -> bool {
         let plan = self.plan;
+        if !(self.check_ports || (self.check_fit && self.want_scalars)) {
+            return true;
+        }
+        let h = &self.hot[i];
         if self.check_ports
             && plan.may_conflict(h.port_bits)
             && ports_conflict(&plan.pod.host_ports, &self.usage.get(i).host_ports)
@@ -1653,7 +1662,7 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
         {
             return;
         }
-        if !self.fits_rest(i, h) {
+        if !self.fits_rest(i) {
             return;
         }
         let mut scores = NodeScores::default();
@@ -1673,7 +1682,7 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
             }
         }
         self.image(i, &mut scores);
-        sink.feasible(i, h, se, scores);
+        sink.feasible(i, h.class, se, scores);
     }
 }
 
