@@ -55,6 +55,10 @@ pub struct HotColumns {
     req_memory: Vec<f64>,
     /// Node class.
     class: Vec<u32>,
+    /// Hash of the node name (tie-breaks).
+    name_hash: Vec<u64>,
+    /// The highest class any node has had (an upper bound on those in `class`).
+    max_class: u32,
 }
 
 impl HotColumns {
@@ -74,6 +78,8 @@ impl HotColumns {
             req_cpu: vec![0.0; padded],
             req_memory: vec![0.0; padded],
             class: vec![0; padded],
+            name_hash: vec![0; padded],
+            max_class: 0,
         };
         for (i, h) in hot.iter().enumerate() {
             c.set(i, h);
@@ -114,11 +120,25 @@ impl HotColumns {
         self.req_cpu[i] = h.req_cpu as f64;
         self.req_memory[i] = h.req_memory as f64;
         self.class[i] = h.class;
+        self.name_hash[i] = h.name_hash;
+        self.max_class = self.max_class.max(h.class);
     }
 
-    /// The class of each node of the block starting at `base` (padding reads class 0).
-    pub fn block_classes(&self, base: usize) -> &[u32] {
-        &self.class[base..base + BLOCK]
+    /// Node `i`'s class.
+    #[inline(always)]
+    pub fn class(&self, i: usize) -> u32 {
+        self.class[i]
+    }
+
+    /// Hash of node `i`'s name.
+    #[inline(always)]
+    pub fn name_hash(&self, i: usize) -> u64 {
+        self.name_hash[i]
+    }
+
+    /// The highest class a node may have: a class table for [`Kernel::block`] needs one entry more.
+    pub fn max_class(&self) -> u32 {
+        self.max_class
     }
 }
 
@@ -134,6 +154,19 @@ pub struct PodAsk {
     balanced: [f64; 2],
     /// MostAllocated instead of LeastAllocated.
     most: bool,
+    /// ImageLocality, when the kernel scores it.
+    image: Option<ImageAsk>,
+}
+
+/// ImageLocality's scale for the kernel: a node's sum of scaled image sizes is clamped to
+/// `[min, max]`, and `100 · (clamped − min) / (max − min)` truncated, all exact in `f64` because
+/// `100 · (max − min)` is below 2⁵³ (see `ImageScale` in the framework).
+#[derive(Debug, Clone, Copy)]
+pub struct ImageAsk {
+    /// The lower threshold.
+    pub min: i64,
+    /// The upper threshold.
+    pub max: i64,
 }
 
 impl PodAsk {
@@ -149,7 +182,25 @@ impl PodAsk {
             fit: fit.map(|r| r as f64),
             balanced: balanced.map(|r| r as f64),
             most,
+            image: None,
         })
+    }
+
+    /// Has the kernel score ImageLocality too, from the sums passed to [`Kernel::block`];
+    /// unchanged unless `0 < min < max` and `100 · (max − min)` is below 2⁵³.
+    pub fn with_image(mut self, image: ImageAsk) -> Self {
+        let exact = image.min > 0
+            && image.max > image.min
+            && (image.max - image.min).checked_mul(100).is_some_and(|n| n < 1 << 53);
+        if exact {
+            self.image = Some(image);
+        }
+        self
+    }
+
+    /// Whether the kernel scores ImageLocality.
+    pub fn scores_image(&self) -> bool {
+        self.image.is_some()
     }
 }
 
@@ -163,6 +214,8 @@ pub struct BlockScores {
     pub memory: [i32; BLOCK],
     /// BalancedAllocation's score.
     pub balanced: [i32; BLOCK],
+    /// ImageLocality's score (when the ask has it).
+    pub image: [i32; BLOCK],
 }
 
 impl Default for BlockScores {
@@ -171,6 +224,7 @@ impl Default for BlockScores {
             cpu: [0; BLOCK],
             memory: [0; BLOCK],
             balanced: [0; BLOCK],
+            image: [0; BLOCK],
         }
     }
 }
@@ -178,9 +232,10 @@ impl Default for BlockScores {
 /// Which nodes of a block the kernel passed, one bit each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockMasks {
-    /// In the exact range, one more pod fits, and cpu, memory and ephemeral storage fit: scored.
+    /// Of an allowed class, in the exact range, with room for one more pod and enough cpu, memory
+    /// and ephemeral storage: scored.
     pub fast: u64,
-    /// Outside the exact range: filter and score them node by node.
+    /// Of an allowed class, outside the exact range: filter and score them node by node.
     pub slow: u64,
 }
 
@@ -201,22 +256,42 @@ impl Kernel {
     }
 
     /// Filters and scores the block of nodes starting at `base` (a multiple of [`BLOCK`]) for
-    /// `ask`, writing the scores of the `fast` nodes into `out`.
+    /// `ask`, writing the scores of the `fast` nodes into `out`. `allowed` has, per class, -1 when
+    /// the pod's static predicates allow it and 0 when they reject it (nodes of a rejected class
+    /// are in neither mask); it must cover [`HotColumns::max_class`]. `image_sums` has each node's
+    /// sum of scaled image sizes (padded like the columns) when the ask scores ImageLocality.
     #[inline]
-    pub fn block(self, cols: &HotColumns, base: usize, ask: &PodAsk, out: &mut BlockScores) -> BlockMasks {
+    pub fn block(
+        self,
+        cols: &HotColumns,
+        base: usize,
+        ask: &PodAsk,
+        allowed: &[i32],
+        image_sums: &[i64],
+        out: &mut BlockScores,
+    ) -> BlockMasks {
         assert!(
             base.is_multiple_of(BLOCK) && base + BLOCK <= cols.gate.len(),
             "block {base} out of the columns"
         );
+        assert!(
+            allowed.len() > cols.max_class as usize,
+            "class table shorter than the classes"
+        );
+        assert!(
+            ask.image.is_none() || base + BLOCK <= image_sums.len(),
+            "image sums shorter than the columns"
+        );
         #[cfg(target_arch = "x86_64")]
         {
-            // SAFETY: `Kernel` exists only where AVX2 was detected, and the assertion keeps every
-            // load within the columns (each padded to whole blocks).
-            unsafe { avx2::block(cols, base, ask, out) }
+            // SAFETY: `Kernel` exists only where AVX2 was detected, and the assertions keep every
+            // load within the columns (each padded to whole blocks), the image sums, and the class
+            // table (every class is at most `max_class`, below 2³¹ since the table is that long).
+            unsafe { avx2::block(cols, base, ask, allowed, image_sums, out) }
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            let _ = (cols, base, ask, out);
+            let _ = (cols, base, ask, allowed, image_sums, out);
             unreachable!("no kernel is detected off x86_64")
         }
     }
@@ -224,13 +299,45 @@ impl Kernel {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{BlockMasks, BlockScores, HotColumns, PodAsk, BLOCK};
+    use super::{BlockMasks, BlockScores, HotColumns, ImageAsk, PodAsk, BLOCK};
     use std::arch::x86_64::*;
+
+    /// ImageLocality's scores of a block from its sums: clamp in integers, then the exact `f64`
+    /// division of [`ImageAsk`] (the clamped excess is below 2⁴⁷, so it converts exactly through
+    /// the 2⁵² bias).
+    #[target_feature(enable = "avx2")]
+    unsafe fn image_scores(image: ImageAsk, sums: &[i64], out: &mut [i32; BLOCK]) {
+        let min = _mm256_set1_epi64x(image.min);
+        let max = _mm256_set1_epi64x(image.max);
+        let span = _mm256_set1_pd((image.max - image.min) as f64);
+        let hundred = _mm256_set1_pd(super::super::framework::MAX_NODE_SCORE as f64);
+        let bias_bits = _mm256_set1_epi64x(0x4330_0000_0000_0000);
+        let bias = _mm256_set1_pd(4_503_599_627_370_496.0);
+        for k in (0..BLOCK).step_by(4) {
+            let sum = _mm256_loadu_si256(sums.as_ptr().add(k).cast());
+            let low = _mm256_blendv_epi8(sum, min, _mm256_cmpgt_epi64(min, sum));
+            let clamped = _mm256_blendv_epi8(low, max, _mm256_cmpgt_epi64(low, max));
+            let excess = _mm256_sub_epi64(clamped, min);
+            let excess = _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(excess, bias_bits)), bias);
+            let q = _mm256_div_pd(_mm256_mul_pd(excess, hundred), span);
+            _mm_storeu_si128(out.as_mut_ptr().add(k).cast(), _mm256_cvttpd_epi32(q));
+        }
+    }
 
     /// See [`super::Kernel::block`]; the caller guarantees AVX2 and `base + BLOCK` within the
     /// columns.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn block(cols: &HotColumns, base: usize, ask: &PodAsk, out: &mut BlockScores) -> BlockMasks {
+    pub(super) unsafe fn block(
+        cols: &HotColumns,
+        base: usize,
+        ask: &PodAsk,
+        allowed: &[i32],
+        image_sums: &[i64],
+        out: &mut BlockScores,
+    ) -> BlockMasks {
+        if let Some(image) = ask.image {
+            image_scores(image, &image_sums[base..base + BLOCK], &mut out.image);
+        }
         let want_cpu = _mm256_set1_epi64x(ask.want[0]);
         let want_memory = _mm256_set1_epi64x(ask.want[1]);
         let want_ephemeral = _mm256_set1_epi64x(ask.want[2]);
@@ -304,6 +411,16 @@ mod avx2 {
             _mm_storeu_si128(out.memory.as_mut_ptr().add(k).cast(), _mm256_cvttpd_epi32(q_memory));
             _mm_storeu_si128(out.balanced.as_mut_ptr().add(k).cast(), _mm256_cvttpd_epi32(b));
         }
-        BlockMasks { fast, slow }
+        // Nodes of a class the pod's static predicates allow, eight classes per gather.
+        let mut classes_ok = 0u64;
+        for k in (0..BLOCK).step_by(8) {
+            let class = _mm256_loadu_si256(cols.class.as_ptr().add(base + k).cast());
+            let ok = _mm256_i32gather_epi32::<4>(allowed.as_ptr(), class);
+            classes_ok |= (_mm256_movemask_ps(_mm256_castsi256_ps(ok)) as u32 as u64) << k;
+        }
+        BlockMasks {
+            fast: fast & classes_ok,
+            slow: slow & classes_ok,
+        }
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::class_labels::ClassLabels;
-use super::columns::{BlockScores, HotColumns, Kernel, PodAsk, BLOCK};
+use super::columns::{BlockScores, HotColumns, ImageAsk, Kernel, PodAsk, BLOCK};
 use super::interpod::{self, InterPodFilter};
 use super::model::{tolerated, HostPort, NodeSpec, PodSpec, Taint, TaintEffect, Toleration};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
@@ -1242,13 +1242,56 @@ const MAX_CONTAINER_IMAGE_THRESHOLD: i64 = 1000 * MB;
 
 /// ImageLocality's score from the node's sum of scaled image sizes (see [`Evaluator::image_sums`]).
 fn image_score(plan: &PodPlan<'_>, sum: i64) -> i64 {
-    let containers = plan.pod.images.len() as i64;
-    if plan.images.is_empty() || containers == 0 {
+    if plan.images.is_empty() {
         return 0;
     }
-    let max_threshold = MAX_CONTAINER_IMAGE_THRESHOLD * containers;
-    let clamped = sum.clamp(MIN_IMAGE_THRESHOLD, max_threshold);
-    MAX_NODE_SCORE * (clamped - MIN_IMAGE_THRESHOLD) / (max_threshold - MIN_IMAGE_THRESHOLD)
+    ImageScale::of(plan.pod.images.len()).score(sum)
+}
+
+/// ImageLocality's scale for a pod with some number of containers: sums are clamped to
+/// `[MIN_IMAGE_THRESHOLD, max]` and mapped linearly onto `[0, MAX_NODE_SCORE]`.
+#[derive(Debug, Clone, Copy)]
+struct ImageScale {
+    /// The upper threshold, [`MAX_CONTAINER_IMAGE_THRESHOLD`] per container; 0 for no container.
+    max: i64,
+    /// Whether the division is exact in `f64`: `MAX_NODE_SCORE · (max − MIN_IMAGE_THRESHOLD)`
+    /// below 2⁵³.
+    exact_f64: bool,
+}
+
+impl ImageScale {
+    /// The scale for `containers` containers.
+    fn of(containers: usize) -> Self {
+        let max = MAX_CONTAINER_IMAGE_THRESHOLD.saturating_mul(containers as i64);
+        let exact_f64 = (max - MIN_IMAGE_THRESHOLD)
+            .checked_mul(MAX_NODE_SCORE)
+            .is_some_and(|n| n < 1 << 53);
+        Self { max, exact_f64 }
+    }
+
+    /// The score of a node whose sum is `sum`: kube-scheduler's integer arithmetic,
+    /// `MAX_NODE_SCORE · (clamped − min) / (max − min)`. Its division is done in `f64` when that
+    /// is exact (an integer quotient in `[0, 100]` of numerators below 2⁵³: a true quotient that
+    /// is not an integer lies at least `1 / (max − min)` below the next, more than the rounding
+    /// error), an integer division being several times slower.
+    #[inline(always)]
+    fn score(self, sum: i64) -> i64 {
+        if self.max == 0 {
+            return 0;
+        }
+        let clamped = sum.clamp(MIN_IMAGE_THRESHOLD, self.max);
+        let (n, d) = (
+            MAX_NODE_SCORE * (clamped - MIN_IMAGE_THRESHOLD),
+            self.max - MIN_IMAGE_THRESHOLD,
+        );
+        if n == 0 {
+            0
+        } else if self.exact_f64 {
+            (n as f64 / d as f64) as i64
+        } else {
+            n / d
+        }
+    }
 }
 
 /// TaintToleration's raw score: PreferNoSchedule taints the pod does not tolerate.
@@ -1435,14 +1478,17 @@ fn keep_top_k<T: Copy>(
 struct ClassBest {
     /// The per-node part of its total (weighted fit, balanced and image scores).
     part: i64,
+    /// Its tie-break key (see [`PodPlan::tie_break`]).
+    tie: u64,
     /// Its index, `u32::MAX` while the class has no feasible node.
     index: u32,
 }
 
 impl ClassBest {
-    /// No feasible node yet.
+    /// No feasible node yet: any node replaces it (no part is below `i64::MIN`, no key below 0).
     const NONE: Self = Self {
         part: i64::MIN,
+        tie: 0,
         index: u32::MAX,
     };
 }
@@ -1452,7 +1498,7 @@ struct KeepBest<'b, 'p> {
     winners: Vec<ClassBest>,
     /// The weights of the fit, balanced and image scores.
     weights: [i64; 3],
-    hot: &'b [NodeHot],
+    cols: &'b HotColumns,
     plan: &'b PodPlan<'p>,
     feasible: usize,
 }
@@ -1466,13 +1512,16 @@ impl PlainSink for KeepBest<'_, '_> {
             return;
         };
         // Equal parts: the higher tie-break wins, then the later node (as in `best_candidate`).
-        let replace = w.index == u32::MAX
-            || part > w.part
-            || (part == w.part
-                && self.plan.tie_break(self.hot[i].name_hash)
-                    >= self.plan.tie_break(self.hot[w.index as usize].name_hash));
-        if replace {
-            *w = ClassBest { part, index: i as u32 };
+        if part < w.part {
+            return;
+        }
+        let tie = self.plan.tie_break(self.cols.name_hash(i));
+        if part > w.part || tie >= w.tie {
+            *w = ClassBest {
+                part,
+                tie,
+                index: i as u32,
+            };
         }
     }
 }
@@ -1510,6 +1559,8 @@ struct PlainNodes<'e, 'p> {
     /// BalancedAllocation's slot and the pod's requests, when it is scored.
     balanced: Option<(usize, &'e [i64])>,
     image: bool,
+    /// ImageLocality's scale for the pod.
+    image_scale: ImageScale,
     /// The pair of requests each resource score reads (see `plain_resource_scores`).
     fit_requests: [i64; 2],
     balanced_requests: [i64; 2],
@@ -1538,6 +1589,7 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
             fit: slots.fit.zip(profile.fit_cpu_memory),
             balanced,
             image: slots.image.is_some() && !plan.images.is_empty(),
+            image_scale: ImageScale::of(plan.pod.images.len()),
             fit_requests: pair(&plan.fit_requests),
             balanced_requests: balanced.map_or([0, 0], |(_, r)| pair(r)),
             most_allocated: matches!(profile.policy.scoring_strategy, ScoringStrategy::MostAllocated),
@@ -1552,12 +1604,19 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
             return None;
         }
         let req = &self.plan.pod.requests;
-        PodAsk::new(
+        let ask = PodAsk::new(
             [req.milli_cpu, req.memory, req.ephemeral_storage],
             self.fit_requests,
             self.balanced_requests,
             self.most_allocated,
-        )
+        )?;
+        if !self.image || self.image_sums.len() < self.usage.cols.len().div_ceil(BLOCK) * BLOCK {
+            return Some(ask);
+        }
+        Some(ask.with_image(ImageAsk {
+            min: MIN_IMAGE_THRESHOLD,
+            max: self.image_scale.max,
+        }))
     }
 
     /// The nodes block by block: the kernel filters on resources and scores them, the class and
@@ -1568,24 +1627,15 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
         let cols = &*self.usage.cols;
         let mut out = BlockScores::default();
         let weights = self.fit.map_or((0, 0), |(_, w)| w);
-        // 1 for a class the pod's static predicates allow, 0 for one they reject.
-        let allowed_classes: Vec<u8> = self.evals.iter().map(|se| u8::from(!se.rejected)).collect();
+        // -1 for a class the pod's static predicates allow, 0 for one they reject (or unknown).
+        let mut allowed: Vec<i32> = self.evals.iter().map(|se| -i32::from(!se.rejected)).collect();
+        allowed.resize(allowed.len().max(cols.max_class() as usize + 1), 0);
         for base in (0..cols.len()).step_by(BLOCK) {
             if base % 4096 == 0 && base > 0 && deadline.passed() {
                 return Err(());
             }
-            let masks = kernel.block(cols, base, ask, &mut out);
-            if masks.fast | masks.slow == 0 {
-                continue;
-            }
-            // Nodes of a class the pod's static predicates allow.
-            let classes = cols.block_classes(base);
-            let mut allowed = 0u64;
-            for (j, &class) in classes.iter().enumerate() {
-                let ok = allowed_classes.get(class as usize).copied().unwrap_or(0);
-                allowed |= u64::from(ok) << j;
-            }
-            let mut todo = (masks.fast | masks.slow) & allowed;
+            let masks = kernel.block(cols, base, ask, &allowed, self.image_sums, &mut out);
+            let mut todo = masks.fast | masks.slow;
             while todo != 0 {
                 let j = todo.trailing_zeros() as usize;
                 todo &= todo - 1;
@@ -1602,8 +1652,12 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
                     balanced: i64::from(out.balanced[j]),
                     image: 0,
                 };
-                self.image(i, &mut scores);
-                let class = classes[j];
+                if ask.scores_image() {
+                    scores.image = i64::from(out.image[j]);
+                } else {
+                    self.image(i, &mut scores);
+                }
+                let class = cols.class(i);
                 sink.feasible(i, class, &self.evals[class as usize], scores);
             }
         }
@@ -1637,7 +1691,7 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
             // A node without the pod's images scores 0 (a sum under the minimum threshold).
             let sum = self.image_sums[i];
             if sum != 0 {
-                scores.image = image_score(self.plan, sum);
+                scores.image = self.image_scale.score(sum);
             }
         }
     }
@@ -1933,8 +1987,10 @@ impl<'a> Evaluator<'a> {
             return;
         }
         let total_nodes = self.snapshot.nodes().len();
-        if self.image_sums.len() != total_nodes {
-            self.image_sums = ImageSumBuffer(vec![0; total_nodes]);
+        // Padded to whole blocks for the plain pass's kernel (the padding stays 0).
+        let padded = total_nodes.div_ceil(BLOCK) * BLOCK;
+        if self.image_sums.len() != padded {
+            self.image_sums = ImageSumBuffer(vec![0; padded]);
         }
         let postings = self.snapshot.image_postings();
         for (image, num_nodes) in &plan.images {
@@ -2047,7 +2103,7 @@ impl<'a> Evaluator<'a> {
         let mut sink = KeepBest {
             winners,
             weights,
-            hot: &usage.hot,
+            cols: &usage.cols,
             plan,
             feasible: 0,
         };

@@ -1317,7 +1317,7 @@ fn arb_hot() -> impl Strategy<Value = NodeHot> {
         (arb_amount(), arb_amount(), arb_amount()),
         (arb_amount(), arb_amount(), arb_amount()),
         (arb_amount(), arb_amount()),
-        (0i64..4, 0i64..4, any::<u32>()),
+        (0i64..4, 0i64..4, 0u32..6),
     )
         .prop_map(
             |((ac, am, ae), (rc, rm, re), (nc, nm), (pods, allowed, class))| NodeHot {
@@ -1341,9 +1341,10 @@ fn arb_hot() -> impl Strategy<Value = NodeHot> {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
-    /// The vector kernel passes exactly the nodes the scalar filter passes on resources and room,
-    /// scores each of them bit for bit as `plain_resource_scores` does, and flags every node
-    /// outside its exact range (and only those) for the scalar path; padding is neither.
+    /// The vector kernel passes exactly the nodes of allowed classes the scalar filter passes on
+    /// resources and room, scores each of them bit for bit as `plain_resource_scores` does, and
+    /// flags every node of an allowed class outside its exact range (and only those) for the
+    /// scalar path; padding is neither. ImageLocality's scores equal [`ImageScale`]'s.
     #[test]
     fn kernel_filters_and_scores_as_the_scalar_pass(
         hot in prop::collection::vec(arb_hot(), 1..140),
@@ -1351,21 +1352,31 @@ proptest! {
         fit in (arb_amount(), arb_amount()),
         balanced in (arb_amount(), arb_amount()),
         most in any::<bool>(),
+        classes in prop::collection::vec(any::<bool>(), 6),
+        image in prop::option::of((1usize..5, prop::collection::vec(prop_oneof![0i64..(3 << 30), any::<i64>()], 192))),
     ) {
-        use crate::engine::columns::{BlockScores, HotColumns, Kernel, PodAsk, BLOCK, EXACT};
+        use crate::engine::columns::{BlockScores, HotColumns, ImageAsk, Kernel, PodAsk, BLOCK, EXACT};
         let Some(kernel) = Kernel::detect() else {
             eprintln!("skipped: this CPU has no AVX2, so the plain pass runs node by node");
             return Ok(());
         };
         let (fit, balanced) = ([fit.0, fit.1], [balanced.0, balanced.1]);
-        let Some(ask) = PodAsk::new([want.0, want.1, want.2], fit, balanced, most) else {
+        let Some(mut ask) = PodAsk::new([want.0, want.1, want.2], fit, balanced, most) else {
             prop_assert!(fit.iter().chain(&balanced).any(|r| !(0..EXACT).contains(r)));
             return Ok(());
         };
+        let mut sums = vec![];
+        if let Some((containers, s)) = &image {
+            let scale = ImageScale::of(*containers);
+            ask = ask.with_image(ImageAsk { min: MIN_IMAGE_THRESHOLD, max: scale.max });
+            prop_assert!(ask.scores_image());
+            sums.clone_from(s);
+        }
         let cols = HotColumns::of(&hot);
+        let table: Vec<i32> = classes.iter().map(|&ok| -i32::from(ok)).collect();
         let mut out = BlockScores::default();
         for base in (0..hot.len().div_ceil(BLOCK) * BLOCK).step_by(BLOCK) {
-            let masks = kernel.block(&cols, base, &ask, &mut out);
+            let masks = kernel.block(&cols, base, &ask, &table, &sums, &mut out);
             for j in 0..BLOCK {
                 let (fast, slow) = (masks.fast >> j & 1 == 1, masks.slow >> j & 1 == 1);
                 let Some(h) = hot.get(base + j) else {
@@ -1376,17 +1387,38 @@ proptest! {
                 let in_range = |u: i64| (0..EXACT).contains(&u);
                 let exact = [h.alloc_cpu, h.alloc_memory].iter().all(|&c| c > 0 && c < EXACT)
                     && [h.non_zero_cpu, h.non_zero_memory, h.req_cpu, h.req_memory].iter().all(|&u| in_range(u));
-                prop_assert_eq!(slow, !exact, "node {:?}", h);
+                let allowed = classes[h.class as usize];
+                prop_assert_eq!(slow, allowed && !exact, "node {:?}", h);
                 let fits = !(h.pod_count + 1 > h.allowed_pods
                     || (want.0 > 0 && want.0 > h.alloc_cpu.saturating_sub(h.req_cpu))
                     || (want.1 > 0 && want.1 > h.alloc_memory.saturating_sub(h.req_memory))
                     || (want.2 > 0 && want.2 > h.alloc_ephemeral.saturating_sub(h.req_ephemeral)));
-                prop_assert_eq!(fast, exact && fits, "node {:?}", h);
+                prop_assert_eq!(fast, allowed && exact && fits, "node {:?}", h);
                 if fast {
                     let scores = (i64::from(out.cpu[j]), i64::from(out.memory[j]), i64::from(out.balanced[j]));
                     prop_assert_eq!(Some(scores), reference, "node {:?}", h);
+                    if let Some((containers, _)) = &image {
+                        let sum = sums[base + j];
+                        prop_assert_eq!(i64::from(out.image[j]), ImageScale::of(*containers).score(sum), "sum {}", sum);
+                    }
                 }
             }
         }
+    }
+}
+
+proptest! {
+    /// ImageLocality's score through [`ImageScale`] (its division in `f64` where exact) equals
+    /// kube-scheduler's integer arithmetic for any sum and container count.
+    #[test]
+    fn image_scale_equals_the_integer_arithmetic(
+        sum in prop_oneof![0i64..(3 << 30), 0i64..(1 << 45), any::<i64>()],
+        containers in prop_oneof![1usize..12, 1usize..(1 << 20)],
+    ) {
+        let max_threshold = MAX_CONTAINER_IMAGE_THRESHOLD.saturating_mul(containers as i64);
+        let clamped = sum.clamp(MIN_IMAGE_THRESHOLD, max_threshold);
+        let expected = MAX_NODE_SCORE * (clamped - MIN_IMAGE_THRESHOLD) / (max_threshold - MIN_IMAGE_THRESHOLD);
+        prop_assert_eq!(ImageScale::of(containers).score(sum), expected);
+        prop_assert_eq!(ImageScale::of(0).score(sum), 0);
     }
 }
