@@ -1356,6 +1356,19 @@ impl NodeScores {
 
 /// What the plain pass does with each feasible node (see [`Evaluator::plain_pass`]).
 trait PlainSink {
+    /// Whether [`PlainSink::may_keep`] rules nodes out (the pass then asks it first, and counts
+    /// the nodes it rules out with [`PlainSink::skip`] instead of handing them over).
+    const RULES_OUT: bool = false;
+
+    /// Whether a feasible node of `class` with these scores could change what the sink keeps; a
+    /// node that could not stays unable to for the rest of the pass.
+    fn may_keep(&self, _class: u32, _scores: &NodeScores) -> bool {
+        true
+    }
+
+    /// Counts `n` feasible nodes that [`PlainSink::may_keep`] ruled out.
+    fn skip(&mut self, _n: usize) {}
+
     /// Takes feasible node `i`, its class, the class's static predicates and the node's scores.
     fn feasible(&mut self, i: usize, class: u32, se: &StaticEval, scores: NodeScores);
 }
@@ -1504,6 +1517,21 @@ struct KeepBest<'b, 'p> {
 }
 
 impl PlainSink for KeepBest<'_, '_> {
+    const RULES_OUT: bool = true;
+
+    /// A node below its class's best part cannot win (the best part only grows).
+    #[inline(always)]
+    fn may_keep(&self, class: u32, scores: &NodeScores) -> bool {
+        self.winners
+            .get(class as usize)
+            .is_none_or(|w| scores.weighed(self.weights) >= w.part)
+    }
+
+    #[inline(always)]
+    fn skip(&mut self, n: usize) {
+        self.feasible += n;
+    }
+
     #[inline(always)]
     fn feasible(&mut self, i: usize, class: u32, _: &StaticEval, scores: NodeScores) {
         self.feasible += 1;
@@ -1623,19 +1651,48 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
     /// the rest are checked on the nodes it passed, in node order; a node it flags as out of its
     /// range goes through [`PlainNodes::node`].
     #[inline(always)]
-    fn blocks(&self, kernel: Kernel, ask: &PodAsk, deadline: Deadline, sink: &mut impl PlainSink) -> Result<(), ()> {
+    fn blocks<S: PlainSink>(&self, kernel: Kernel, ask: &PodAsk, deadline: Deadline, sink: &mut S) -> Result<(), ()> {
         let cols = &*self.usage.cols;
         let mut out = BlockScores::default();
         let weights = self.fit.map_or((0, 0), |(_, w)| w);
         // -1 for a class the pod's static predicates allow, 0 for one they reject (or unknown).
         let mut allowed: Vec<i32> = self.evals.iter().map(|se| -i32::from(!se.rejected)).collect();
         allowed.resize(allowed.len().max(cols.max_class() as usize + 1), 0);
+        // A sink that rules nodes out is asked first, block by block, as data rather than as a
+        // branch per node; only when every node the kernel passes is feasible (no host ports, no
+        // extended resources), so that the nodes it rules out can be counted as feasible.
+        let rule_out = S::RULES_OUT && !self.has_rest();
+        let scores_of = |out: &BlockScores, j: usize, i: usize| {
+            let mut scores = NodeScores {
+                fit: weigh_fit(i64::from(out.cpu[j]), i64::from(out.memory[j]), weights),
+                balanced: i64::from(out.balanced[j]),
+                image: 0,
+            };
+            if ask.scores_image() {
+                scores.image = i64::from(out.image[j]);
+            } else {
+                self.image(i, &mut scores);
+            }
+            scores
+        };
         for base in (0..cols.len()).step_by(BLOCK) {
             if base % 4096 == 0 && base > 0 && deadline.passed() {
                 return Err(());
             }
             let masks = kernel.block(cols, base, ask, &allowed, self.image_sums, &mut out);
-            let mut todo = masks.fast | masks.slow;
+            let mut fast = masks.fast;
+            if rule_out {
+                let (mut m, mut keep) = (fast, 0u64);
+                while m != 0 {
+                    let j = m.trailing_zeros() as usize;
+                    m &= m - 1;
+                    let i = base + j;
+                    keep |= u64::from(sink.may_keep(cols.class(i), &scores_of(&out, j, i))) << j;
+                }
+                sink.skip((fast & !keep).count_ones() as usize);
+                fast = keep;
+            }
+            let mut todo = fast | masks.slow;
             while todo != 0 {
                 let j = todo.trailing_zeros() as usize;
                 todo &= todo - 1;
@@ -1647,21 +1704,17 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
                 if !self.fits_rest(i) {
                     continue;
                 }
-                let mut scores = NodeScores {
-                    fit: weigh_fit(i64::from(out.cpu[j]), i64::from(out.memory[j]), weights),
-                    balanced: i64::from(out.balanced[j]),
-                    image: 0,
-                };
-                if ask.scores_image() {
-                    scores.image = i64::from(out.image[j]);
-                } else {
-                    self.image(i, &mut scores);
-                }
                 let class = cols.class(i);
-                sink.feasible(i, class, &self.evals[class as usize], scores);
+                sink.feasible(i, class, &self.evals[class as usize], scores_of(&out, j, i));
             }
         }
         Ok(())
+    }
+
+    /// Whether the pod has filters the kernel leaves to the node (host ports, extended resources).
+    #[inline(always)]
+    fn has_rest(&self) -> bool {
+        self.check_ports || (self.check_fit && self.want_scalars)
     }
 
     /// The filters the kernel leaves to the node: host ports and extended resources (the node's
@@ -1669,7 +1722,7 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
     #[inline(always)]
     fn fits_rest(&self, i: usize) -> bool {
         let plan = self.plan;
-        if !(self.check_ports || (self.check_fit && self.want_scalars)) {
+        if !self.has_rest() {
             return true;
         }
         let h = &self.hot[i];
