@@ -342,7 +342,12 @@ impl PlacementApi {
                 ..Default::default()
             };
             match base.apply(delta) {
-                Ok(next) => registered.api.store(registered.id.clone(), Arc::new(next)),
+                Ok(next) => {
+                    // The plain pass's columns (and the hot fields under them) are built here, off
+                    // the next Schedule's path, instead of by its first pod.
+                    next.columns();
+                    registered.api.store(registered.id.clone(), Arc::new(next))
+                }
                 Err(e) => {
                     tracing::error!(snapshot_id = %registered.id, error = %e, "assuming a batch's placements failed")
                 }
