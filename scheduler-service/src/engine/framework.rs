@@ -2174,16 +2174,15 @@ impl<'a> Evaluator<'a> {
             }
         }
         self.set_class_extrema(feasible > 0, maxima);
-        let (class_part, _) = self.plain_weights(evals);
         let hot = &*usage.hot;
         // Each class's winner with its class-wide part added: the best of them is the best node.
         let finalists: Vec<Scored> = winners
             .iter()
-            .zip(&class_part)
+            .zip(evals)
             .filter(|(w, _)| w.index != u32::MAX)
-            .map(|(w, part)| Scored {
+            .map(|(w, se)| Scored {
                 index: w.index,
-                total: w.part + part,
+                total: w.part + self.class_part(se),
             })
             .collect();
         let best = best_candidate(
@@ -2257,33 +2256,30 @@ impl<'a> Evaluator<'a> {
             slots: [(0, 0); MAX_SCORES],
             len: 0,
         };
-        let mut per_class: [(usize, ScorePlugin, i64); 2] = [(0, ScorePlugin::NodeAffinity, 0); 2];
-        let mut m = 0;
         for &(slot, plugin, weight) in &self.profile.plain_slots {
-            if matches!(plugin, ScorePlugin::NodeAffinity | ScorePlugin::TaintToleration) {
-                per_class[m] = (slot, plugin, weight);
-                m += 1;
-            } else {
+            if !matches!(plugin, ScorePlugin::NodeAffinity | ScorePlugin::TaintToleration) {
                 per_node.slots[per_node.len] = (slot, weight);
                 per_node.len += 1;
             }
         }
-        let class_part = evals
-            .iter()
-            .map(|se| {
-                per_class[..m]
-                    .iter()
-                    .map(|&(slot, plugin, weight)| {
-                        let raw = match plugin {
-                            ScorePlugin::NodeAffinity => se.affinity_weight,
-                            _ => se.prefer_taints,
-                        };
-                        self.normalized(plugin, slot, raw) * weight
-                    })
-                    .sum()
-            })
-            .collect();
+        let class_part = evals.iter().map(|se| self.class_part(se)).collect();
         (class_part, per_node)
+    }
+
+    /// The class-wide part of the total of a node of a class with these static predicates: its
+    /// weighted normalized NodeAffinity and TaintToleration scores (with the extrema set last).
+    #[inline]
+    fn class_part(&self, se: &StaticEval) -> i64 {
+        let mut part = 0;
+        for &(slot, plugin, weight) in &self.profile.plain_slots {
+            let raw = match plugin {
+                ScorePlugin::NodeAffinity => se.affinity_weight,
+                ScorePlugin::TaintToleration => se.prefer_taints,
+                _ => continue,
+            };
+            part += self.normalized(plugin, slot, raw) * weight;
+        }
+        part
     }
 
     /// Filters every node through the hot fields and the class's static predicates, and hands
