@@ -239,6 +239,39 @@ pub struct BlockMasks {
     pub slow: u64,
 }
 
+/// The weights of a node's per-node part: NodeResourcesFit's cpu and memory weights, then the
+/// weights of its fit, balanced and image scores (see `NodeScores::weighed` in the framework).
+#[derive(Debug, Clone, Copy)]
+pub struct PartWeights {
+    cpu: f64,
+    memory: f64,
+    /// Equal cpu and memory weights: the fit score is `(cpu + memory) / 2`.
+    equal: bool,
+    fit: f64,
+    balanced: f64,
+    image: f64,
+}
+
+impl PartWeights {
+    /// Below this every weight keeps the part exact in `f64` and within `i32`.
+    const LIMIT: i64 = 1 << 20;
+
+    /// The weights, `None` when one is outside `[0, 2²⁰)`.
+    pub fn new((cpu, memory): (i64, i64), [fit, balanced, image]: [i64; 3]) -> Option<Self> {
+        let ok = [cpu, memory, fit, balanced, image]
+            .iter()
+            .all(|w| (0..Self::LIMIT).contains(w));
+        ok.then_some(Self {
+            cpu: cpu as f64,
+            memory: memory as f64,
+            equal: cpu == memory,
+            fit: fit as f64,
+            balanced: balanced as f64,
+            image: image as f64,
+        })
+    }
+}
+
 /// The vector kernel, when this CPU has what it needs (AVX2).
 #[derive(Debug, Clone, Copy)]
 pub struct Kernel(());
@@ -297,10 +330,91 @@ impl Kernel {
     }
 }
 
+impl Kernel {
+    /// Of the block at `base` whose scores [`Kernel::block`] wrote into `out`, the nodes whose
+    /// per-node part reaches `bars` of their class (bit set when `part >= bars[class]`); only
+    /// the bits of the block's `fast` nodes mean anything. `bars` must cover
+    /// [`HotColumns::max_class`].
+    #[inline]
+    pub fn reaching(self, cols: &HotColumns, base: usize, out: &BlockScores, w: &PartWeights, bars: &[i64]) -> u64 {
+        assert!(
+            base.is_multiple_of(BLOCK) && base + BLOCK <= cols.class.len(),
+            "block {base} out of the columns"
+        );
+        assert!(bars.len() > cols.max_class as usize, "bars shorter than the classes");
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: as in `block`: AVX2 was detected, and the assertions keep every load within
+            // the class column and the bars (every class is at most `max_class`).
+            unsafe { avx2::reaching(cols, base, out, w, bars) }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (cols, base, out, w, bars);
+            unreachable!("no kernel is detected off x86_64")
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{BlockMasks, BlockScores, HotColumns, ImageAsk, PodAsk, BLOCK};
+    use super::{BlockMasks, BlockScores, HotColumns, ImageAsk, PartWeights, PodAsk, BLOCK};
     use std::arch::x86_64::*;
+
+    /// See [`super::Kernel::reaching`]. Every score is a small non-negative integer and every
+    /// weight below 2²⁰, so each step is exact in `f64`: the fit score `(cpu + memory) / 2`, or
+    /// `(cpu · w_cpu + memory · w_memory) / (w_cpu + w_memory)` truncated (an integer quotient of
+    /// at most 100 of a numerator below 2⁵³), then the weighted sum, below 2³¹.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn reaching(
+        cols: &HotColumns,
+        base: usize,
+        out: &BlockScores,
+        w: &PartWeights,
+        bars: &[i64],
+    ) -> u64 {
+        let (w_cpu, w_memory) = (_mm256_set1_pd(w.cpu), _mm256_set1_pd(w.memory));
+        let weight_sum = _mm256_set1_pd(w.cpu + w.memory);
+        let (w_fit, w_balanced, w_image) = (
+            _mm256_set1_pd(w.fit),
+            _mm256_set1_pd(w.balanced),
+            _mm256_set1_pd(w.image),
+        );
+        let half = _mm256_set1_pd(0.5);
+        let mut reach = 0u64;
+        macro_rules! ld {
+            ($v:expr, $k:expr) => {
+                _mm256_cvtepi32_pd(_mm_loadu_si128($v.as_ptr().add($k).cast()))
+            };
+        }
+        for k in (0..BLOCK).step_by(4) {
+            let (cpu, memory) = (ld!(out.cpu, k), ld!(out.memory, k));
+            let fit = if w.equal {
+                _mm256_round_pd::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(_mm256_mul_pd(
+                    _mm256_add_pd(cpu, memory),
+                    half,
+                ))
+            } else if w.cpu + w.memory == 0.0 {
+                _mm256_setzero_pd()
+            } else {
+                let n = _mm256_add_pd(_mm256_mul_pd(cpu, w_cpu), _mm256_mul_pd(memory, w_memory));
+                _mm256_round_pd::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(_mm256_div_pd(n, weight_sum))
+            };
+            let part = _mm256_add_pd(
+                _mm256_add_pd(
+                    _mm256_mul_pd(fit, w_fit),
+                    _mm256_mul_pd(ld!(out.balanced, k), w_balanced),
+                ),
+                _mm256_mul_pd(ld!(out.image, k), w_image),
+            );
+            let part = _mm256_cvtepi32_epi64(_mm256_cvttpd_epi32(part));
+            let class = _mm_loadu_si128(cols.class.as_ptr().add(base + k).cast());
+            let bar = _mm256_i32gather_epi64::<8>(bars.as_ptr(), class);
+            let below = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(bar, part))) as u64;
+            reach |= (!below & 0xf) << k;
+        }
+        reach
+    }
 
     /// ImageLocality's scores of a block from its sums: clamp in integers, then the exact `f64`
     /// division of [`ImageAsk`] (the clamped excess is below 2⁴⁷, so it converts exactly through

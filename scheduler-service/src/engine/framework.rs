@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::class_labels::ClassLabels;
-use super::columns::{BlockScores, HotColumns, ImageAsk, Kernel, PodAsk, BLOCK};
+use super::columns::{BlockScores, HotColumns, ImageAsk, Kernel, PartWeights, PodAsk, BLOCK};
 use super::interpod::{self, InterPodFilter};
 use super::model::{tolerated, HostPort, NodeSpec, PodSpec, Taint, TaintEffect, Toleration};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
@@ -1356,17 +1356,23 @@ impl NodeScores {
 
 /// What the plain pass does with each feasible node (see [`Evaluator::plain_pass`]).
 trait PlainSink {
-    /// Whether [`PlainSink::may_keep`] rules nodes out (the pass then asks it first, and counts
-    /// the nodes it rules out with [`PlainSink::skip`] instead of handing them over).
+    /// Whether [`PlainSink::bars`] rules nodes out (the pass then checks them first, and counts
+    /// the nodes ruled out with [`PlainSink::skip`] instead of handing them over).
     const RULES_OUT: bool = false;
 
-    /// Whether a feasible node of `class` with these scores could change what the sink keeps; a
-    /// node that could not stays unable to for the rest of the pass.
-    fn may_keep(&self, _class: u32, _scores: &NodeScores) -> bool {
-        true
+    /// Per class, the per-node part (weighed by [`PlainSink::part_weights`]) a feasible node must
+    /// reach to change what the sink keeps; a node below its class's bar stays below it for the
+    /// rest of the pass. Covers every class a node may have (see `HotColumns::max_class`).
+    fn bars(&self) -> &[i64] {
+        &[]
     }
 
-    /// Counts `n` feasible nodes that [`PlainSink::may_keep`] ruled out.
+    /// The weights of the fit, balanced and image scores in the part [`PlainSink::bars`] bars.
+    fn part_weights(&self) -> [i64; 3] {
+        [0; 3]
+    }
+
+    /// Counts `n` feasible nodes that [`PlainSink::bars`] ruled out.
     fn skip(&mut self, _n: usize) {}
 
     /// Takes feasible node `i`, its class, the class's static predicates and the node's scores.
@@ -1509,6 +1515,9 @@ impl ClassBest {
 /// Keeps, per node class, the feasible node with the best per-node score, and counts them all.
 struct KeepBest<'b, 'p> {
     winners: Vec<ClassBest>,
+    /// Per class (padded to every class a node may have), the part of its best node so far;
+    /// `i64::MIN` while it has none.
+    bars: Vec<i64>,
     /// The weights of the fit, balanced and image scores.
     weights: [i64; 3],
     cols: &'b HotColumns,
@@ -1520,11 +1529,12 @@ impl PlainSink for KeepBest<'_, '_> {
     const RULES_OUT: bool = true;
 
     /// A node below its class's best part cannot win (the best part only grows).
-    #[inline(always)]
-    fn may_keep(&self, class: u32, scores: &NodeScores) -> bool {
-        self.winners
-            .get(class as usize)
-            .is_none_or(|w| scores.weighed(self.weights) >= w.part)
+    fn bars(&self) -> &[i64] {
+        &self.bars
+    }
+
+    fn part_weights(&self) -> [i64; 3] {
+        self.weights
     }
 
     #[inline(always)]
@@ -1550,6 +1560,9 @@ impl PlainSink for KeepBest<'_, '_> {
                 tie,
                 index: i as u32,
             };
+            if let Some(bar) = self.bars.get_mut(class as usize) {
+                *bar = part;
+            }
         }
     }
 }
@@ -1658,10 +1671,12 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
         // -1 for a class the pod's static predicates allow, 0 for one they reject (or unknown).
         let mut allowed: Vec<i32> = self.evals.iter().map(|se| -i32::from(!se.rejected)).collect();
         allowed.resize(allowed.len().max(cols.max_class() as usize + 1), 0);
-        // A sink that rules nodes out is asked first, block by block, as data rather than as a
-        // branch per node; only when every node the kernel passes is feasible (no host ports, no
-        // extended resources), so that the nodes it rules out can be counted as feasible.
-        let rule_out = S::RULES_OUT && !self.has_rest();
+        // A sink that rules nodes out is asked first, block by block, by the kernel (its bars
+        // gathered by class) rather than by a branch per node; only when every node the kernel
+        // passes is feasible (no host ports, no extended resources), so that the nodes ruled out
+        // can be counted as feasible, and when the kernel has every score of the part.
+        let part_weights = PartWeights::new(weights, sink.part_weights())
+            .filter(|_| S::RULES_OUT && !self.has_rest() && (ask.scores_image() || !self.image));
         let scores_of = |out: &BlockScores, j: usize, i: usize| {
             let mut scores = NodeScores {
                 fit: weigh_fit(i64::from(out.cpu[j]), i64::from(out.memory[j]), weights),
@@ -1681,14 +1696,8 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
             }
             let masks = kernel.block(cols, base, ask, &allowed, self.image_sums, &mut out);
             let mut fast = masks.fast;
-            if rule_out {
-                let (mut m, mut keep) = (fast, 0u64);
-                while m != 0 {
-                    let j = m.trailing_zeros() as usize;
-                    m &= m - 1;
-                    let i = base + j;
-                    keep |= u64::from(sink.may_keep(cols.class(i), &scores_of(&out, j, i))) << j;
-                }
+            if let Some(w) = &part_weights {
+                let keep = fast & kernel.reaching(cols, base, &out, w, sink.bars());
                 sink.skip((fast & !keep).count_ones() as usize);
                 fast = keep;
             }
@@ -1925,6 +1934,8 @@ pub struct Evaluator<'a> {
     rejected_limit: Option<usize>,
     /// Per node class, the best node so far of [`Evaluator::evaluate_best`] (kept for its buffer).
     class_best: Vec<ClassBest>,
+    /// Per node class, the part of that node (kept for its buffer).
+    class_bars: Vec<i64>,
 }
 
 /// A buffer that goes back to its thread's spare slot when dropped, so the next evaluator on the
@@ -2011,6 +2022,7 @@ impl<'a> Evaluator<'a> {
             kernel: Kernel::detect(),
             rejected_limit: None,
             class_best: Vec::new(),
+            class_bars: Vec::new(),
         }
     }
 
@@ -2153,15 +2165,25 @@ impl<'a> Evaluator<'a> {
         let mut winners = std::mem::take(&mut self.class_best);
         winners.clear();
         winners.resize(plan.class_evals.len(), ClassBest::NONE);
+        let mut bars = std::mem::take(&mut self.class_bars);
+        bars.clear();
+        bars.resize(winners.len().max(usage.cols.max_class() as usize + 1), i64::MIN);
         let mut sink = KeepBest {
             winners,
+            bars,
             weights,
             cols: &usage.cols,
             plan,
             feasible: 0,
         };
         let passed = self.plain_pass(plan, usage, deadline, &mut sink);
-        let KeepBest { winners, feasible, .. } = sink;
+        let KeepBest {
+            winners,
+            bars,
+            feasible,
+            ..
+        } = sink;
+        self.class_bars = bars;
         if passed.is_err() {
             self.class_best = winners;
             return Some(Err(()));

@@ -1422,3 +1422,41 @@ proptest! {
         prop_assert_eq!(ImageScale::of(0).score(sum), 0);
     }
 }
+
+proptest! {
+    /// The kernel's rule-out computes each node's per-node part exactly as `weigh_fit` and
+    /// `NodeScores::weighed` do, and compares it with its class's bar.
+    #[test]
+    fn kernel_parts_reach_the_bars_as_the_scalar_parts_do(
+        scores in prop::collection::vec((0i32..=100, 0i32..=100, 50i32..=100, 0i32..=100), 64),
+        classes in prop::collection::vec(0u32..5, 64),
+        bars in prop::collection::vec(prop_oneof![Just(i64::MIN), 0i64..40_000], 5),
+        fit_weights in prop_oneof![(0i64..4).prop_map(|w| (w, w)), (0i64..100, 0i64..100)],
+        weights in (0i64..100, 0i64..100, 0i64..100),
+    ) {
+        use crate::engine::columns::{BlockScores, HotColumns, Kernel, PartWeights, BLOCK};
+        let Some(kernel) = Kernel::detect() else {
+            eprintln!("skipped: this CPU has no AVX2, so the plain pass runs node by node");
+            return Ok(());
+        };
+        let hot: Vec<NodeHot> = classes.iter().map(|&class| NodeHot { class, ..Default::default() }).collect();
+        let cols = HotColumns::of(&hot);
+        let mut out = BlockScores::default();
+        for (j, &(c, m, b, i)) in scores.iter().enumerate() {
+            (out.cpu[j], out.memory[j], out.balanced[j], out.image[j]) = (c, m, b, i);
+        }
+        let w = [weights.0, weights.1, weights.2];
+        let part_weights = PartWeights::new(fit_weights, w).unwrap();
+        let reach = kernel.reaching(&cols, 0, &out, &part_weights, &bars);
+        for j in 0..BLOCK {
+            let (c, m, b, i) = scores[j];
+            let part = NodeScores {
+                fit: weigh_fit(i64::from(c), i64::from(m), fit_weights),
+                balanced: i64::from(b),
+                image: i64::from(i),
+            }
+            .weighed(w);
+            prop_assert_eq!(reach >> j & 1 == 1, part >= bars[classes[j] as usize], "node {} part {}", j, part);
+        }
+    }
+}
