@@ -1492,11 +1492,10 @@ fn keep_top_k<T: Copy>(
     items.extend(tied);
 }
 
-/// The best node of one class so far in [`Evaluator::evaluate_best`].
+/// The best node of one class so far in [`Evaluator::evaluate_best`] (its per-node part is the
+/// class's entry in [`KeepBest::bars`]).
 #[derive(Debug, Clone, Copy)]
 struct ClassBest {
-    /// The per-node part of its total (weighted fit, balanced and image scores).
-    part: i64,
     /// Its tie-break key (see [`PodPlan::tie_break`]).
     tie: u64,
     /// Its index, `u32::MAX` while the class has no feasible node.
@@ -1504,9 +1503,8 @@ struct ClassBest {
 }
 
 impl ClassBest {
-    /// No feasible node yet: any node replaces it (no part is below `i64::MIN`, no key below 0).
+    /// No feasible node yet: any node replaces it (its bar is `i64::MIN`, no key is below 0).
     const NONE: Self = Self {
-        part: i64::MIN,
         tie: 0,
         index: u32::MAX,
     };
@@ -1515,8 +1513,8 @@ impl ClassBest {
 /// Keeps, per node class, the feasible node with the best per-node score, and counts them all.
 struct KeepBest<'b, 'p> {
     winners: Vec<ClassBest>,
-    /// Per class (padded to every class a node may have), the part of its best node so far;
-    /// `i64::MIN` while it has none.
+    /// Per class (padded to every class a node may have), the per-node part of its best node so
+    /// far (weighted fit, balanced and image scores); `i64::MIN` while it has none.
     bars: Vec<i64>,
     /// The weights of the fit, balanced and image scores.
     weights: [i64; 3],
@@ -1546,23 +1544,17 @@ impl PlainSink for KeepBest<'_, '_> {
     fn feasible(&mut self, i: usize, class: u32, _: &StaticEval, scores: NodeScores) {
         self.feasible += 1;
         let part = scores.weighed(self.weights);
-        let Some(w) = self.winners.get_mut(class as usize) else {
+        let (Some(w), Some(bar)) = (self.winners.get_mut(class as usize), self.bars.get_mut(class as usize)) else {
             return;
         };
         // Equal parts: the higher tie-break wins, then the later node (as in `best_candidate`).
-        if part < w.part {
+        if part < *bar {
             return;
         }
         let tie = self.plan.tie_break(self.cols.name_hash(i));
-        if part > w.part || tie >= w.tie {
-            *w = ClassBest {
-                part,
-                tie,
-                index: i as u32,
-            };
-            if let Some(bar) = self.bars.get_mut(class as usize) {
-                *bar = part;
-            }
+        if part > *bar || tie >= w.tie {
+            *w = ClassBest { tie, index: i as u32 };
+            *bar = part;
         }
     }
 }
@@ -2183,9 +2175,9 @@ impl<'a> Evaluator<'a> {
             feasible,
             ..
         } = sink;
-        self.class_bars = bars;
         if passed.is_err() {
             self.class_best = winners;
+            self.class_bars = bars;
             return Some(Err(()));
         }
         let evals = &*plan.class_evals;
@@ -2201,12 +2193,14 @@ impl<'a> Evaluator<'a> {
         let finalists: Vec<Scored> = winners
             .iter()
             .zip(evals)
-            .filter(|(w, _)| w.index != u32::MAX)
-            .map(|(w, se)| Scored {
+            .zip(&bars)
+            .filter(|((w, _), _)| w.index != u32::MAX)
+            .map(|((w, se), part)| Scored {
                 index: w.index,
-                total: w.part + self.class_part(se),
+                total: part + self.class_part(se),
             })
             .collect();
+        self.class_bars = bars;
         let best = best_candidate(
             &finalists,
             |s| (s.total, s.index),
