@@ -449,9 +449,6 @@ mod avx2 {
         image_sums: &[i64],
         out: &mut BlockScores,
     ) -> BlockMasks {
-        if let Some(image) = ask.image {
-            image_scores(image, &image_sums[base..base + BLOCK], &mut out.image);
-        }
         let want_cpu = _mm256_set1_epi64x(ask.want[0]);
         let want_memory = _mm256_set1_epi64x(ask.want[1]);
         let want_ephemeral = _mm256_set1_epi64x(ask.want[2]);
@@ -462,7 +459,6 @@ mod avx2 {
         let hundred = _mm256_set1_pd(super::super::framework::MAX_NODE_SCORE as f64);
         let one = _mm256_set1_pd(1.0);
         let sign = _mm256_set1_pd(-0.0);
-        let (mut fast, mut slow) = (0u64, 0u64);
         let half = _mm256_set1_pd(0.5);
         // Macros, not closures: the loads stay inside this function's AVX2 code.
         macro_rules! ld_i {
@@ -475,6 +471,14 @@ mod avx2 {
                 _mm256_loadu_pd($v.as_ptr().add($i))
             };
         }
+        // Nodes of a class the pod's static predicates allow, eight classes per gather.
+        let mut classes_ok = 0u64;
+        for k in (0..BLOCK).step_by(8) {
+            let class = _mm256_loadu_si256(cols.class.as_ptr().add(base + k).cast());
+            let ok = _mm256_i32gather_epi32::<4>(allowed.as_ptr(), class);
+            classes_ok |= (_mm256_movemask_ps(_mm256_castsi256_ps(ok)) as u32 as u64) << k;
+        }
+        let (mut fast, mut slow) = (0u64, 0u64);
         for k in (0..BLOCK).step_by(4) {
             let i = base + k;
             // Feasibility: a resource asked for and more than the free amount rejects.
@@ -492,7 +496,20 @@ mod avx2 {
             let ok = _mm256_andnot_si256(_mm256_or_si256(inexact, short), room);
             fast |= (_mm256_movemask_pd(_mm256_castsi256_pd(ok)) as u64) << k;
             slow |= (_mm256_movemask_pd(_mm256_castsi256_pd(inexact)) as u64) << k;
-
+        }
+        let masks = BlockMasks {
+            fast: fast & classes_ok,
+            slow: slow & classes_ok,
+        };
+        // A block with no node to score (a rejected class, nodes full) is left at its masks.
+        if masks.fast == 0 {
+            return masks;
+        }
+        if let Some(image) = ask.image {
+            image_scores(image, &image_sums[base..base + BLOCK], &mut out.image);
+        }
+        for k in (0..BLOCK).step_by(4) {
+            let i = base + k;
             let alloc_cpu = ld_f!(cols.alloc_cpu, i);
             let alloc_memory = ld_f!(cols.alloc_memory, i);
             // NodeResourcesFit, as `plain_resource_scores`: the requested amount capped at the
@@ -525,16 +542,6 @@ mod avx2 {
             _mm_storeu_si128(out.memory.as_mut_ptr().add(k).cast(), _mm256_cvttpd_epi32(q_memory));
             _mm_storeu_si128(out.balanced.as_mut_ptr().add(k).cast(), _mm256_cvttpd_epi32(b));
         }
-        // Nodes of a class the pod's static predicates allow, eight classes per gather.
-        let mut classes_ok = 0u64;
-        for k in (0..BLOCK).step_by(8) {
-            let class = _mm256_loadu_si256(cols.class.as_ptr().add(base + k).cast());
-            let ok = _mm256_i32gather_epi32::<4>(allowed.as_ptr(), class);
-            classes_ok |= (_mm256_movemask_ps(_mm256_castsi256_ps(ok)) as u32 as u64) << k;
-        }
-        BlockMasks {
-            fast: fast & classes_ok,
-            slow: slow & classes_ok,
-        }
+        masks
     }
 }

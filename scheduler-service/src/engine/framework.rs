@@ -1496,16 +1496,17 @@ fn keep_top_k<T: Copy>(
 /// class's entry in [`KeepBest::bars`]).
 #[derive(Debug, Clone, Copy)]
 struct ClassBest {
-    /// Its tie-break key (see [`PodPlan::tie_break`]).
-    tie: u64,
+    /// Its tie-break key (see [`PodPlan::tie_break`]), once a node of equal part needed it: most
+    /// nodes that reach the bar pass it, and their keys are never compared.
+    tie: Option<u64>,
     /// Its index, `u32::MAX` while the class has no feasible node.
     index: u32,
 }
 
 impl ClassBest {
-    /// No feasible node yet: any node replaces it (its bar is `i64::MIN`, no key is below 0).
+    /// No feasible node yet: any node replaces it (its bar is `i64::MIN`, no part is below).
     const NONE: Self = Self {
-        tie: 0,
+        tie: None,
         index: u32::MAX,
     };
 }
@@ -1551,11 +1552,27 @@ impl PlainSink for KeepBest<'_, '_> {
         if part < *bar {
             return;
         }
-        let tie = self.plan.tie_break(self.cols.name_hash(i));
-        if part > *bar || tie >= w.tie {
-            *w = ClassBest { tie, index: i as u32 };
+        if part > *bar || w.index == u32::MAX {
+            *w = ClassBest {
+                tie: None,
+                index: i as u32,
+            };
             *bar = part;
+            return;
         }
+        let key = |i: usize| self.plan.tie_break(self.cols.name_hash(i));
+        let (tie, held) = (key(i), w.tie.unwrap_or_else(|| key(w.index as usize)));
+        *w = if tie >= held {
+            ClassBest {
+                tie: Some(tie),
+                index: i as u32,
+            }
+        } else {
+            ClassBest {
+                tie: Some(held),
+                index: w.index,
+            }
+        };
     }
 }
 
@@ -1688,7 +1705,7 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
             }
             let masks = kernel.block(cols, base, ask, &allowed, self.image_sums, &mut out);
             let mut fast = masks.fast;
-            if let Some(w) = &part_weights {
+            if let Some(w) = part_weights.as_ref().filter(|_| fast != 0) {
                 let keep = fast & kernel.reaching(cols, base, &out, w, sink.bars());
                 sink.skip((fast & !keep).count_ones() as usize);
                 fast = keep;
