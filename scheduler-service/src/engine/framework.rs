@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use super::class_labels::ClassLabels;
 use super::columns::{BlockScores, HotColumns, ImageAsk, Kernel, PartWeights, PodAsk, BLOCK};
+use super::image_sums::ImageSums;
 use super::interpod::{self, InterPodFilter};
 use super::model::{tolerated, HostPort, NodeSpec, PodSpec, Taint, TaintEffect, Toleration};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
@@ -1632,7 +1633,7 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
             hot: &usage.hot,
             evals: &plan.class_evals,
             nodes: ev.snapshot.nodes(),
-            image_sums: &ev.image_sums,
+            image_sums: ev.image_sums.get(),
             want_scalars: req.scalars.iter().any(|(_, want)| *want > 0),
             check_fit: profile.policy.filters.contains(&FilterPlugin::NodeResourcesFit),
             check_ports: profile.policy.filters.contains(&FilterPlugin::NodePorts) && !plan.port_masks.is_empty(),
@@ -1925,8 +1926,9 @@ pub struct Evaluator<'a> {
     profile: &'a Profile,
     snapshot: &'a Snapshot,
     candidates: CandidateBuffer,
-    /// Per node, the sum of the current pod's image sizes there, each scaled by its spread.
-    image_sums: ImageSumBuffer,
+    /// Per node, the sum of the current pod's image sizes there, each scaled by its spread
+    /// (kept per set of images for the pods to come).
+    image_sums: ImageSums,
     /// The maxima the last normalization used, per score slot.
     norm_max: [i64; MAX_SCORES],
     /// The minima the last normalization used, per score slot (InterPodAffinity, PodTopologySpread).
@@ -2004,12 +2006,6 @@ pooled_buffer!(
     SPARE_CANDIDATES,
     "An evaluator's candidate list (cleared before each use)."
 );
-pooled_buffer!(
-    ImageSumBuffer,
-    i64,
-    SPARE_IMAGE_SUMS,
-    "An evaluator's per-node image sums: all zeros between pods (see `Evaluator::image_sums`)."
-);
 
 impl<'a> Evaluator<'a> {
     /// An evaluator of `snapshot` under `profile`.
@@ -2021,8 +2017,7 @@ impl<'a> Evaluator<'a> {
             profile,
             snapshot,
             candidates,
-            // Sized for this snapshot on first use (a spare of another size is replaced).
-            image_sums: ImageSumBuffer::take_spare(),
+            image_sums: ImageSums::new(),
             norm_max: [0; MAX_SCORES],
             norm_min: [0; MAX_SCORES],
             topo_active: (false, false),
@@ -2048,9 +2043,10 @@ impl<'a> Evaluator<'a> {
         self.snapshot
     }
 
-    /// Adds (or with `sign` −1 removes) the pod's scaled image sizes on the nodes that have them,
-    /// walking the snapshot's image index instead of looking images up node by node.
-    fn image_sums(&mut self, plan: &PodPlan<'_>, sign: i64) {
+    /// Makes the pod's per-node sums of scaled image sizes current (see [`ImageSums`]), unless
+    /// it has no image on any node or ImageLocality does not score; [`ImageSums::deactivate`]
+    /// after the pod.
+    fn image_sums(&mut self, plan: &PodPlan<'_>) {
         if plan.images.is_empty()
             || !self
                 .profile
@@ -2063,18 +2059,8 @@ impl<'a> Evaluator<'a> {
         let total_nodes = self.snapshot.nodes().len();
         // Padded to whole blocks for the plain pass's kernel (the padding stays 0).
         let padded = total_nodes.div_ceil(BLOCK) * BLOCK;
-        if self.image_sums.len() != padded {
-            self.image_sums = ImageSumBuffer(vec![0; padded]);
-        }
-        let postings = self.snapshot.image_postings();
-        for (image, num_nodes) in &plan.images {
-            let spread = *num_nodes as f64 / total_nodes as f64;
-            for (i, size) in postings.get(image).map(Vec::as_slice).unwrap_or(&[]) {
-                let v = (*size as f64 * spread) as i64;
-                let slot = &mut self.image_sums[*i as usize];
-                *slot = if sign > 0 { slot.saturating_add(v) } else { 0 };
-            }
-        }
+        self.image_sums
+            .activate(&plan.images, self.snapshot.image_postings(), total_nodes, padded);
     }
 
     /// Filters and scores every node for one pod, leaving normalized candidates in `self.candidates`.
@@ -2087,19 +2073,19 @@ impl<'a> Evaluator<'a> {
         on_reject: &mut impl FnMut(usize, FilterPlugin, Reason),
     ) -> Result<(), ()> {
         self.candidates.clear();
-        self.image_sums(plan, 1);
+        self.image_sums(plan);
         let snapshot = self.snapshot;
         let hot = &*usage.hot;
         for (i, entry) in snapshot.nodes().iter().enumerate() {
             if i % 4096 == 4095 && deadline.passed() {
-                self.image_sums(plan, -1);
+                self.image_sums.deactivate();
                 return Err(());
             }
             if let Some(c) = self.eval_node(plan, usage, i, entry, hot, &mut |f, r| on_reject(i, f, r)) {
                 self.candidates.push(c);
             }
         }
-        self.image_sums(plan, -1);
+        self.image_sums.deactivate();
         self.topo_scores(plan, placed);
         self.normalize();
         Ok(())
@@ -2325,9 +2311,9 @@ impl<'a> Evaluator<'a> {
         deadline: Deadline,
         sink: &mut impl PlainSink,
     ) -> Result<(), ()> {
-        self.image_sums(plan, 1);
+        self.image_sums(plan);
         let passed = self.plain_nodes(plan, usage, deadline, sink);
-        self.image_sums(plan, -1);
+        self.image_sums.deactivate();
         passed
     }
 
@@ -2434,7 +2420,7 @@ impl<'a> Evaluator<'a> {
                 },
                 ScorePlugin::NodeAffinity => se.affinity_weight,
                 ScorePlugin::TaintToleration => se.prefer_taints,
-                ScorePlugin::ImageLocality => image_score(plan, self.image_sums.get(i).copied().unwrap_or(0)),
+                ScorePlugin::ImageLocality => image_score(plan, self.image_sums.get().get(i).copied().unwrap_or(0)),
                 ScorePlugin::InterPodAffinity => plan
                     .topo
                     .as_ref()
@@ -2584,6 +2570,7 @@ impl<'a> Evaluator<'a> {
 
     /// Ranks every node for one pod: the `top_k` best feasible nodes (0 for all) and every rejected node.
     pub fn rank(&mut self, pod: &PodSpec, top_k: usize, seed: u64, deadline: Deadline) -> Result<Ranking, EvalError> {
+        self.image_sums.forget();
         let plan = PodPlan::new(self.profile, self.snapshot, pod, seed, &Placed::default(), true);
         let usage = BatchUsage::new(self.snapshot);
         // Rejections are recorded by node index and reason; names are built once, at the end.
@@ -2691,7 +2678,7 @@ impl<'a> Evaluator<'a> {
             // The k best, scored plugin by plugin as the general pass scores them (the image
             // sums are back for ImageLocality).
             self.candidates.clear();
-            self.image_sums(&plan, 1);
+            self.image_sums(&plan);
             for s in &totals {
                 let i = s.index as usize;
                 let entry = &nodes[i];
@@ -2699,7 +2686,7 @@ impl<'a> Evaluator<'a> {
                     self.candidates.push(Candidate { total: s.total, ..c });
                 }
             }
-            self.image_sums(&plan, -1);
+            self.image_sums.deactivate();
         } else {
             keep_top_k(&mut self.candidates, k, |c| c.total, cmp);
         }
@@ -2733,6 +2720,7 @@ impl<'a> Evaluator<'a> {
     /// nomination reserves the pod's room for the pods after it); a gang is placed whole or not at
     /// all (see [`super::gang`]).
     pub fn schedule(&mut self, pods: &[PodSpec], seed: u64, deadline: Deadline) -> Result<Vec<Decision>, EvalError> {
+        self.image_sums.forget();
         super::gang::schedule(self, pods, seed, deadline)
     }
 

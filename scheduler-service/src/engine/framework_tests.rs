@@ -455,6 +455,64 @@ fn image_locality_matches_kube_scheduler() {
 }
 
 #[test]
+fn a_batch_places_each_pod_by_its_own_images() {
+    // ImageLocality's sums are kept per set of images for the batch: pods alternating between two
+    // images, and one with both, each go where their own images are.
+    const MB: i64 = 1024 * 1024;
+    let mut a = node("has-a", 64_000, 64 << 30);
+    a.images.insert("example.com/a:1".into(), 900 * MB);
+    let mut b = node("has-b", 64_000, 64 << 30);
+    b.images.insert("example.com/b:1".into(), 900 * MB);
+    let mut both = node("has-both", 64_000, 64 << 30);
+    both.images.insert("example.com/a:1".into(), 900 * MB);
+    both.images.insert("example.com/b:1".into(), 900 * MB);
+    let snap = snapshot(vec![a, b, both, node("has-none", 64_000, 64 << 30)]);
+    let prof = only(S::ImageLocality, ScoringStrategy::LeastAllocated);
+    let with = |uid: &str, images: &[&str]| {
+        let mut p = pod(uid, 100, 0);
+        p.images = images.iter().map(|i| i.to_string()).collect();
+        p
+    };
+    let batch = [
+        with("a1", &["example.com/a:1"]),
+        with("b1", &["example.com/b:1"]),
+        with("a2", &["example.com/a:1"]),
+        with("none", &[]),
+        with("ab", &["example.com/a:1", "example.com/b:1"]),
+        with("b2", &["example.com/b:1"]),
+    ];
+    let decisions = Evaluator::new(&prof, &snap)
+        .schedule(&batch, 7, Deadline::none())
+        .unwrap();
+    let scores: Vec<(&str, i64)> = decisions
+        .iter()
+        .map(|d| match d {
+            Decision::Node { node, score, .. } => (node.as_str(), *score),
+            Decision::Unschedulable(d) => panic!("unschedulable: {}", d.message()),
+        })
+        .collect();
+    // 900 MB on 2 of 4 nodes: 450 MB scaled, 100 × (450 − 23) / (1000 − 23) = 43; both: 87 of
+    // 2 × 1000 MB, 100 × (900 − 23) / (2000 − 23) = 44.
+    let image_score = |sum: i64, containers: i64| 100 * (sum - 23 * MB) / (containers * 1000 * MB - 23 * MB);
+    let one = image_score(450 * MB, 1);
+    assert!(one > 0);
+    for (i, (node, score)) in scores.iter().enumerate() {
+        match &*batch[i].uid {
+            "a1" | "a2" => {
+                assert!(["has-a", "has-both"].contains(node), "{i}: {scores:?}");
+                assert_eq!(*score, one, "{scores:?}");
+            }
+            "b1" | "b2" => {
+                assert!(["has-b", "has-both"].contains(node), "{i}: {scores:?}");
+                assert_eq!(*score, one, "{scores:?}");
+            }
+            "ab" => assert_eq!((*node, *score), ("has-both", image_score(900 * MB, 2)), "{scores:?}"),
+            _ => assert_eq!(*score, 0, "{scores:?}"),
+        }
+    }
+}
+
+#[test]
 fn totals_weigh_each_plugin_with_the_default_weights() {
     let mut tainted = node("tainted", 4000, 10000);
     tainted.taints = vec![taint("a", "", TaintEffect::PreferNoSchedule)];

@@ -16,6 +16,7 @@ pub mod class_labels;
 pub mod columns;
 pub mod framework;
 pub mod gang;
+mod image_sums;
 pub mod interpod;
 pub mod model;
 pub mod policy;
