@@ -2007,6 +2007,121 @@ pooled_buffer!(
     "An evaluator's candidate list (cleared before each use)."
 );
 
+/// Rank's rejections, taken as the filters report them in node order: counted by reason, listed
+/// by node up to a limit, and marked unresolvable for preemption.
+struct Rejections<'r> {
+    nodes: &'r [Arc<NodeEntry>],
+    pod: &'r PodSpec,
+    /// At most this many nodes listed (`None`: all).
+    limit: Option<usize>,
+    /// How many nodes gave each reason.
+    counts: Vec<(Reason, u32)>,
+    /// The rejected nodes listed, each with its reasons.
+    listed: Vec<RejectedNode>,
+    /// The node whose reasons are being listed (a node's reasons are consecutive).
+    listing: usize,
+    /// Per node, whether some reason is one evicting pods cannot resolve.
+    unresolvable: Vec<bool>,
+}
+
+impl<'r> Rejections<'r> {
+    /// None yet, for `pod` on `nodes`.
+    fn new(nodes: &'r [Arc<NodeEntry>], pod: &'r PodSpec, limit: Option<usize>) -> Self {
+        Self {
+            nodes,
+            pod,
+            limit,
+            counts: Vec::new(),
+            listed: Vec::new(),
+            listing: usize::MAX,
+            unresolvable: vec![false; nodes.len()],
+        }
+    }
+
+    /// Takes one reason `plugin` gave for rejecting node `i`.
+    fn add(&mut self, i: usize, plugin: FilterPlugin, reason: Reason) {
+        if let Some(u) = self.unresolvable.get_mut(i) {
+            if !*u && !super::preemption::resolvable(&self.pod.requests, &self.nodes[i], plugin, &reason) {
+                *u = true;
+            }
+        }
+        match self.counts.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, n)) => *n += 1,
+            None => self.counts.push((reason.clone(), 1)),
+        }
+        self.list(i, plugin, reason);
+    }
+
+    /// Counts `n` more nodes rejected for `reason`.
+    fn count(&mut self, reason: Reason, n: u32) {
+        if n == 0 {
+            return;
+        }
+        match self.counts.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, c)) => *c += n,
+            None => self.counts.push((reason, n)),
+        }
+    }
+
+    /// Whether a reason for node `i` would be listed.
+    fn lists_more(&self, i: usize) -> bool {
+        i == self.listing || self.limit.is_none_or(|limit| self.listed.len() < limit)
+    }
+
+    /// Lists one reason `plugin` gave for rejecting node `i` (unless the list is full).
+    fn list(&mut self, i: usize, plugin: FilterPlugin, reason: Reason) {
+        if i == self.listing {
+            if let Some(node) = self.listed.last_mut() {
+                node.reasons.push(reason);
+            }
+        } else if self.limit.is_none_or(|limit| self.listed.len() < limit) {
+            self.listed.push(RejectedNode {
+                node: self.nodes[i].spec.name.clone(),
+                plugin,
+                reasons: vec![reason],
+            });
+            self.listing = i;
+        }
+    }
+}
+
+/// What Rank's reasons pass knows of a class's nodes.
+#[derive(Debug, Clone)]
+enum ClassReasons {
+    /// No node of the class filtered yet.
+    Unknown,
+    /// Every node of the class is rejected by `plugin` with `reasons` (whether evicting pods
+    /// cannot resolve them: `unresolvable`); `more` nodes after the first so far.
+    Known {
+        plugin: FilterPlugin,
+        reasons: Vec<Reason>,
+        unresolvable: bool,
+        more: u32,
+    },
+    /// Its nodes are filtered one by one.
+    NodeByNode,
+}
+
+/// Whether a node's rejection by `failed` is its class's: `failed` and every filter before it in
+/// the profile decide by the class's static predicates alone (NodeUnschedulable, TaintToleration,
+/// NodeAffinity, with static predicates per class), or pass every node (NodeName, when the pod
+/// names none). Filters stop at the first that fails, so every node of the class fails the same.
+fn class_decides(profile: &Profile, plan: &PodPlan<'_>, failed: FilterPlugin) -> bool {
+    let by_class = |f: FilterPlugin| match f {
+        FilterPlugin::NodeUnschedulable | FilterPlugin::TaintToleration | FilterPlugin::NodeAffinity => !plan.per_node,
+        FilterPlugin::NodeName => plan.pod.node_name.as_deref().is_none_or(str::is_empty),
+        _ => false,
+    };
+    failed != FilterPlugin::NodeName
+        && profile
+            .plain_filters
+            .iter()
+            .take_while(|&&f| f != failed)
+            .chain([&failed])
+            .all(|&f| by_class(f))
+        && profile.plain_filters.contains(&failed)
+}
+
 impl<'a> Evaluator<'a> {
     /// An evaluator of `snapshot` under `profile`.
     pub fn new(profile: &'a Profile, snapshot: &'a Snapshot) -> Self {
@@ -2573,8 +2688,8 @@ impl<'a> Evaluator<'a> {
         self.image_sums.forget();
         let plan = PodPlan::new(self.profile, self.snapshot, pod, seed, &Placed::default(), true);
         let usage = BatchUsage::new(self.snapshot);
-        // Rejections are recorded by node index and reason; names are built once, at the end.
-        let mut rejected: Vec<(u32, FilterPlugin, Reason)> = Vec::new();
+        // Rejections are counted as they come, in node order (see `Rejections`).
+        let mut rejections = Rejections::new(self.snapshot.nodes(), pod, self.rejected_limit);
         let timeout = || EvalError::DeadlineExceeded { done: 0, total: 1 };
         // With a top k wanted, the plain pass keeps each feasible node's index and total only;
         // the k best are scored plugin by plugin afterwards (see `Evaluator::evaluate_totals`).
@@ -2594,55 +2709,78 @@ impl<'a> Evaluator<'a> {
                     None => self.candidates.iter().map(|c| c.index).collect(),
                 };
                 let mut feasible = feasible.into_iter().peekable();
+                // Per class, its nodes' reasons when the class alone decides them (see
+                // `class_decides`): most nodes a pod fits nowhere on are rejected by their
+                // class's taints or affinity, and those are not filtered node by node again.
+                let mut class_reasons: Vec<ClassReasons> = Vec::new();
                 for (i, entry) in self.snapshot.nodes().iter().enumerate() {
                     if feasible.next_if_eq(&(i as u32)).is_some() {
                         continue;
                     }
+                    let class = usage.cols.class(i) as usize;
+                    if !plan.per_node && class_reasons.len() <= class {
+                        class_reasons.resize(class + 1, ClassReasons::Unknown);
+                    }
+                    if let Some(ClassReasons::Known {
+                        plugin,
+                        reasons,
+                        unresolvable,
+                        more,
+                    }) = class_reasons.get_mut(class)
+                    {
+                        // Counted in bulk below; listed while the list takes more.
+                        *more += 1;
+                        rejections.unresolvable[i] = *unresolvable;
+                        if rejections.lists_more(i) {
+                            for reason in reasons.iter() {
+                                rejections.list(i, *plugin, reason.clone());
+                            }
+                        }
+                        continue;
+                    }
                     // Rejected by the plain pass, so no candidate comes back: only its reasons,
                     // read from the hot fields as the general pass reads them.
+                    let mut seen: Option<(FilterPlugin, Vec<Reason>)> = None;
                     let _ = self.eval_node(&plan, &usage, i, entry, &usage.hot, &mut |plugin, reason| {
-                        rejected.push((i as u32, plugin, reason))
+                        seen.get_or_insert_with(|| (plugin, Vec::new())).1.push(reason.clone());
+                        rejections.add(i, plugin, reason);
                     });
+                    if let Some(slot @ ClassReasons::Unknown) = class_reasons.get_mut(class) {
+                        *slot = match seen {
+                            Some((plugin, reasons)) if class_decides(self.profile, &plan, plugin) => {
+                                ClassReasons::Known {
+                                    plugin,
+                                    reasons,
+                                    unresolvable: rejections.unresolvable[i],
+                                    more: 0,
+                                }
+                            }
+                            _ => ClassReasons::NodeByNode,
+                        };
+                    }
+                }
+                for class in class_reasons {
+                    if let ClassReasons::Known { reasons, more, .. } = class {
+                        for reason in reasons {
+                            rejections.count(reason, more);
+                        }
+                    }
                 }
             }
         } else {
             self.evaluate(&plan, &usage, &Placed::default(), deadline, &mut |i, plugin, reason| {
-                rejected.push((i as u32, plugin, reason));
+                rejections.add(i, plugin, reason);
             })
             .map_err(|()| timeout())?;
         }
         let feasible_count = totals.as_ref().map_or(self.candidates.len(), Vec::len);
         let nodes = self.snapshot.nodes();
-        let mut counts: Vec<(Reason, u32)> = Vec::new();
-        let mut rejected_nodes: Vec<RejectedNode> = Vec::new();
-        // The node whose reasons are being listed (a node's reasons are consecutive).
-        let mut listing = u32::MAX;
-        // For preemption, when no node is feasible: the nodes some reason marks unresolvable.
-        let mut unresolvable = vec![false; if feasible_count == 0 { nodes.len() } else { 0 }];
-        for (i, plugin, reason) in rejected {
-            if let Some(u) = unresolvable.get_mut(i as usize) {
-                if !super::preemption::resolvable(&pod.requests, &nodes[i as usize], plugin, &reason) {
-                    *u = true;
-                }
-            }
-            match counts.iter_mut().find(|(r, _)| *r == reason) {
-                Some((_, n)) => *n += 1,
-                None => counts.push((reason.clone(), 1)),
-            }
-            if i == listing {
-                if let Some(node) = rejected_nodes.last_mut() {
-                    node.reasons.push(reason);
-                }
-            } else if self.rejected_limit.is_none_or(|limit| rejected_nodes.len() < limit) {
-                rejected_nodes.push(RejectedNode {
-                    node: nodes[i as usize].spec.name.clone(),
-                    plugin,
-                    reasons: vec![reason],
-                });
-                listing = i;
-            }
-        }
-        let rejected = rejected_nodes;
+        let Rejections {
+            counts,
+            listed: rejected,
+            unresolvable,
+            ..
+        } = rejections;
         let mut diagnosis = Diagnosis {
             node_count: nodes.len(),
             reasons: counts.into_iter().collect(),
