@@ -1315,18 +1315,22 @@ fn preferred_affinity_weight(pod: &PodSpec, node: &NodeSpec) -> i64 {
 /// The item with the highest (total, tie-break, node index) by `key` (total and index), in one
 /// pass that hashes only items tied with the best total so far. For a list in node order, the
 /// last of equals, as `max_by_key` picks.
-fn best_candidate<T>(items: &[T], key: impl Fn(&T) -> (i64, u32), tie_break: impl Fn(&T) -> u64) -> Option<&T> {
-    let mut iter = items.iter();
+fn best_candidate<T>(
+    items: impl IntoIterator<Item = T>,
+    key: impl Fn(&T) -> (i64, u32),
+    tie_break: impl Fn(&T) -> u64,
+) -> Option<T> {
+    let mut iter = items.into_iter();
     let mut best = iter.next()?;
     let mut best_hash: Option<u64> = None;
     for c in iter {
-        let ((total, index), (best_total, best_index)) = (key(c), key(best));
+        let ((total, index), (best_total, best_index)) = (key(&c), key(&best));
         if total > best_total {
             best = c;
             best_hash = None;
         } else if total == best_total {
-            let bh = *best_hash.get_or_insert_with(|| tie_break(best));
-            let ch = tie_break(c);
+            let bh = *best_hash.get_or_insert_with(|| tie_break(&best));
+            let ch = tie_break(&c);
             if (ch, index) > (bh, best_index) {
                 best = c;
                 best_hash = Some(ch);
@@ -2308,22 +2312,34 @@ impl<'a> Evaluator<'a> {
         self.set_class_extrema(feasible > 0, maxima);
         let hot = &*usage.hot;
         // Each class's winner with its class-wide part added: the best of them is the best node.
-        let finalists: Vec<Scored> = winners
+        // The part depends on two raw scores most classes share: the last one is remembered.
+        let mut last_part: Option<((i64, i64), i64)> = None;
+        let finalists = winners
             .iter()
             .zip(evals)
             .zip(&bars)
             .filter(|((w, _), _)| w.index != u32::MAX)
-            .map(|((w, se), part)| Scored {
-                index: w.index,
-                total: part + self.class_part(se),
-            })
-            .collect();
-        self.class_bars = bars;
+            .map(|((w, se), part)| {
+                let raw = (se.affinity_weight, se.prefer_taints);
+                let class_part = match last_part {
+                    Some((r, p)) if r == raw => p,
+                    _ => {
+                        let p = self.class_part(se);
+                        last_part = Some((raw, p));
+                        p
+                    }
+                };
+                Scored {
+                    index: w.index,
+                    total: part + class_part,
+                }
+            });
         let best = best_candidate(
-            &finalists,
+            finalists,
             |s| (s.total, s.index),
             |s| plan.tie_break(hot[s.index as usize].name_hash),
         );
+        self.class_bars = bars;
         self.class_best = winners;
         Some(Ok(BestNode {
             best: best.map(|s| (s.index as usize, s.total)),
@@ -2943,7 +2959,7 @@ impl<'a> Evaluator<'a> {
                 Some(q) => (q.best, q.feasible),
                 None => (
                     best_candidate(
-                        &self.candidates,
+                        self.candidates.iter(),
                         |c| (c.total, c.index),
                         |c| plan.tie_break(usage.hot[c.index as usize].name_hash),
                     )
