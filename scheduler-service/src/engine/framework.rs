@@ -1943,6 +1943,9 @@ pub struct Evaluator<'a> {
     reuse: bool,
     /// Whether Schedule may take the plain pass (tests turn it off to compare with the general one).
     allow_plain: bool,
+    /// Whether the reasons pass answers a class's nodes from its first one where the class alone
+    /// rejects them (see `ClassReplay`); tests turn it off to compare with every node filtered.
+    class_replay: bool,
     /// The plain pass's vector kernel, `None` on a CPU without one (and when tests turn it off).
     kernel: Option<Kernel>,
     /// How many rejected nodes Rank lists; `None` lists all.
@@ -2089,7 +2092,73 @@ impl<'r> Rejections<'r> {
     }
 }
 
-/// What Rank's reasons pass knows of a class's nodes.
+/// What the reasons pass has learned of each class's nodes (index: class), so that a class's
+/// nodes are not filtered one by one when the class alone rejects them (see `class_decides`):
+/// most nodes a pod fits nowhere on are rejected by their class's taints or affinity.
+#[derive(Debug, Default)]
+struct ClassReplay(Vec<ClassReasons>);
+
+impl ClassReplay {
+    /// Takes node `i`'s reasons from its class when they are known: counted in bulk by
+    /// [`ClassReplay::count`], listed while the list takes more. False when it must be filtered.
+    fn replay(&mut self, class: usize, i: usize, rejections: &mut Rejections<'_>) -> bool {
+        let Some(ClassReasons::Known {
+            plugin,
+            reasons,
+            unresolvable,
+            more,
+        }) = self.0.get_mut(class)
+        else {
+            return false;
+        };
+        *more += 1;
+        rejections.unresolvable[i] = *unresolvable;
+        if rejections.lists_more(i) {
+            for reason in reasons.iter() {
+                rejections.list(i, *plugin, reason.clone());
+            }
+        }
+        true
+    }
+
+    /// Learns from a class's first node filtered: the first filter that rejected it and its
+    /// reasons (`None`: it passed), `by_class` whether that filter's verdict is the class's, and
+    /// whether the node was marked unresolvable.
+    fn learn(&mut self, class: usize, seen: Option<(FilterPlugin, Vec<Reason>)>, by_class: bool, unresolvable: bool) {
+        if self.0.len() <= class {
+            self.0.resize(class + 1, ClassReasons::Unknown);
+        }
+        if let ClassReasons::Unknown = self.0[class] {
+            self.0[class] = match seen {
+                Some((plugin, reasons)) if by_class => ClassReasons::Known {
+                    plugin,
+                    reasons,
+                    unresolvable,
+                    more: 0,
+                },
+                _ => ClassReasons::NodeByNode,
+            };
+        }
+    }
+
+    /// Whether the class's nodes after its first are filtered one by one.
+    fn node_by_node(&self, class: usize) -> bool {
+        matches!(self.0.get(class), Some(ClassReasons::NodeByNode))
+    }
+
+    /// Counts the reasons of the nodes replayed.
+    fn count(self, rejections: &mut Rejections<'_>) {
+        for class in self.0 {
+            if let ClassReasons::Known { reasons, more, .. } = class {
+                for reason in reasons {
+                    rejections.count(reason, more);
+                }
+            }
+        }
+    }
+}
+
+/// What the reasons pass knows of a class's nodes.
 #[derive(Debug, Clone)]
 enum ClassReasons {
     /// No node of the class filtered yet.
@@ -2107,23 +2176,22 @@ enum ClassReasons {
 }
 
 /// Whether a node's rejection by `failed` is its class's: `failed` and every filter before it in
-/// the profile decide by the class's static predicates alone (NodeUnschedulable, TaintToleration,
+/// `filters` decide by the class's static predicates alone (NodeUnschedulable, TaintToleration,
 /// NodeAffinity, with static predicates per class), or pass every node (NodeName, when the pod
 /// names none). Filters stop at the first that fails, so every node of the class fails the same.
-fn class_decides(profile: &Profile, plan: &PodPlan<'_>, failed: FilterPlugin) -> bool {
+fn class_decides(filters: &[FilterPlugin], plan: &PodPlan<'_>, failed: FilterPlugin) -> bool {
     let by_class = |f: FilterPlugin| match f {
         FilterPlugin::NodeUnschedulable | FilterPlugin::TaintToleration | FilterPlugin::NodeAffinity => !plan.per_node,
         FilterPlugin::NodeName => plan.pod.node_name.as_deref().is_none_or(str::is_empty),
         _ => false,
     };
     failed != FilterPlugin::NodeName
-        && profile
-            .plain_filters
+        && filters
             .iter()
             .take_while(|&&f| f != failed)
             .chain([&failed])
             .all(|&f| by_class(f))
-        && profile.plain_filters.contains(&failed)
+        && filters.contains(&failed)
 }
 
 impl<'a> Evaluator<'a> {
@@ -2142,6 +2210,7 @@ impl<'a> Evaluator<'a> {
             topo_active: (false, false),
             reuse: true,
             allow_plain: true,
+            class_replay: true,
             kernel: Kernel::detect(),
             rejected_limit: None,
             class_best: Vec::new(),
@@ -2189,25 +2258,69 @@ impl<'a> Evaluator<'a> {
         usage: &BatchUsage<'_>,
         placed: &Placed<'_>,
         deadline: Deadline,
-        on_reject: &mut impl FnMut(usize, FilterPlugin, Reason),
+        mut rejections: Option<&mut Rejections<'_>>,
     ) -> Result<(), ()> {
         self.candidates.clear();
         self.image_sums(plan);
         let snapshot = self.snapshot;
         let hot = &*usage.hot;
+        let mut replay = ClassReplay::default();
         for (i, entry) in snapshot.nodes().iter().enumerate() {
             if i % 4096 == 4095 && deadline.passed() {
                 self.image_sums.deactivate();
                 return Err(());
             }
-            if let Some(c) = self.eval_node(plan, usage, i, entry, hot, &mut |f, r| on_reject(i, f, r)) {
+            let candidate = match rejections.as_deref_mut() {
+                Some(rejections) => self.filter_with_reasons(plan, usage, i, entry, &mut replay, rejections),
+                None => self.eval_node(plan, usage, i, entry, hot, &mut |_, _| {}),
+            };
+            if let Some(c) = candidate {
                 self.candidates.push(c);
             }
+        }
+        if let Some(rejections) = rejections {
+            replay.count(rejections);
         }
         self.image_sums.deactivate();
         self.topo_scores(plan, placed);
         self.normalize();
         Ok(())
+    }
+
+    /// Filters and scores node `i` as [`Evaluator::eval_node`] does, its reasons taken by
+    /// `rejections`, or only those from its class when `replay` knows them.
+    fn filter_with_reasons(
+        &self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        i: usize,
+        entry: &NodeEntry,
+        replay: &mut ClassReplay,
+        rejections: &mut Rejections<'_>,
+    ) -> Option<Candidate> {
+        let class = usage.cols.class(i) as usize;
+        if plan.per_node || !self.class_replay || replay.node_by_node(class) {
+            return self.eval_node(plan, usage, i, entry, &usage.hot, &mut |plugin, reason| {
+                rejections.add(i, plugin, reason)
+            });
+        }
+        if replay.replay(class, i, rejections) {
+            return None;
+        }
+        let mut seen: Option<(FilterPlugin, Vec<Reason>)> = None;
+        let candidate = self.eval_node(plan, usage, i, entry, &usage.hot, &mut |plugin, reason| {
+            seen.get_or_insert_with(|| (plugin, Vec::new())).1.push(reason.clone());
+            rejections.add(i, plugin, reason);
+        });
+        // The filters `eval_node` ran (see there).
+        let filters = if plan.topo.is_some() {
+            &self.profile.policy.filters
+        } else {
+            &self.profile.plain_filters
+        };
+        let by_class = seen.as_ref().is_some_and(|(f, _)| class_decides(filters, plan, *f));
+        replay.learn(class, seen, by_class, rejections.unresolvable[i]);
+        candidate
     }
 
     /// [`Evaluator::evaluate`] without reasons: the plain pass when it applies.
@@ -2221,7 +2334,7 @@ impl<'a> Evaluator<'a> {
         if self.allow_plain && plan.plain && plan.topo.is_none() {
             self.evaluate_plain(plan, usage, deadline)
         } else {
-            self.evaluate(plan, usage, placed, deadline, &mut |_, _, _| {})
+            self.evaluate(plan, usage, placed, deadline, None)
         }
     }
 
@@ -2725,69 +2838,20 @@ impl<'a> Evaluator<'a> {
                     None => self.candidates.iter().map(|c| c.index).collect(),
                 };
                 let mut feasible = feasible.into_iter().peekable();
-                // Per class, its nodes' reasons when the class alone decides them (see
-                // `class_decides`): most nodes a pod fits nowhere on are rejected by their
-                // class's taints or affinity, and those are not filtered node by node again.
-                let mut class_reasons: Vec<ClassReasons> = Vec::new();
+                let mut replay = ClassReplay::default();
                 for (i, entry) in self.snapshot.nodes().iter().enumerate() {
                     if feasible.next_if_eq(&(i as u32)).is_some() {
                         continue;
                     }
-                    let class = usage.cols.class(i) as usize;
-                    if !plan.per_node && class_reasons.len() <= class {
-                        class_reasons.resize(class + 1, ClassReasons::Unknown);
-                    }
-                    if let Some(ClassReasons::Known {
-                        plugin,
-                        reasons,
-                        unresolvable,
-                        more,
-                    }) = class_reasons.get_mut(class)
-                    {
-                        // Counted in bulk below; listed while the list takes more.
-                        *more += 1;
-                        rejections.unresolvable[i] = *unresolvable;
-                        if rejections.lists_more(i) {
-                            for reason in reasons.iter() {
-                                rejections.list(i, *plugin, reason.clone());
-                            }
-                        }
-                        continue;
-                    }
                     // Rejected by the plain pass, so no candidate comes back: only its reasons,
                     // read from the hot fields as the general pass reads them.
-                    let mut seen: Option<(FilterPlugin, Vec<Reason>)> = None;
-                    let _ = self.eval_node(&plan, &usage, i, entry, &usage.hot, &mut |plugin, reason| {
-                        seen.get_or_insert_with(|| (plugin, Vec::new())).1.push(reason.clone());
-                        rejections.add(i, plugin, reason);
-                    });
-                    if let Some(slot @ ClassReasons::Unknown) = class_reasons.get_mut(class) {
-                        *slot = match seen {
-                            Some((plugin, reasons)) if class_decides(self.profile, &plan, plugin) => {
-                                ClassReasons::Known {
-                                    plugin,
-                                    reasons,
-                                    unresolvable: rejections.unresolvable[i],
-                                    more: 0,
-                                }
-                            }
-                            _ => ClassReasons::NodeByNode,
-                        };
-                    }
+                    let _ = self.filter_with_reasons(&plan, &usage, i, entry, &mut replay, &mut rejections);
                 }
-                for class in class_reasons {
-                    if let ClassReasons::Known { reasons, more, .. } = class {
-                        for reason in reasons {
-                            rejections.count(reason, more);
-                        }
-                    }
-                }
+                replay.count(&mut rejections);
             }
         } else {
-            self.evaluate(&plan, &usage, &Placed::default(), deadline, &mut |i, plugin, reason| {
-                rejections.add(i, plugin, reason);
-            })
-            .map_err(|()| timeout())?;
+            self.evaluate(&plan, &usage, &Placed::default(), deadline, Some(&mut rejections))
+                .map_err(|()| timeout())?;
         }
         let feasible_count = totals.as_ref().map_or(self.candidates.len(), Vec::len);
         let nodes = self.snapshot.nodes();
@@ -2971,19 +3035,10 @@ impl<'a> Evaluator<'a> {
             // For preemption: the nodes some reason marks unresolvable.
             let mut unresolvable: Vec<bool> = Vec::new();
             if feasible == 0 {
-                let nodes = self.snapshot.nodes();
-                unresolvable = vec![false; node_count];
-                // Few distinct reasons occur: a short list beats hashing one per rejected node.
-                self.evaluate(plan, &usage, &placed, deadline, &mut |i, plugin, r| {
-                    if !super::preemption::resolvable(&pod.requests, &nodes[i], plugin, &r) {
-                        unresolvable[i] = true;
-                    }
-                    match reasons.iter_mut().find(|(x, _)| *x == r) {
-                        Some((_, n)) => *n += 1,
-                        None => reasons.push((r, 1)),
-                    }
-                })
-                .map_err(|()| timeout)?;
+                let mut rejections = Rejections::new(self.snapshot.nodes(), pod, Some(0));
+                self.evaluate(plan, &usage, &placed, deadline, Some(&mut rejections))
+                    .map_err(|()| timeout)?;
+                (reasons, unresolvable) = (rejections.counts, rejections.unresolvable);
             }
             let nodes = self.snapshot.nodes();
             match chosen {

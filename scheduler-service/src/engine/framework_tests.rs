@@ -1056,6 +1056,46 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+    /// The reasons pass answering a class's nodes from its first one gives exactly what filtering
+    /// every node gives: Schedule's diagnoses and nominations, Rank's rejected nodes and diagnosis,
+    /// through the plain pass and the general one.
+    #[test]
+    fn reasons_from_the_class_equal_reasons_node_by_node(
+        (nodes, batch) in arb_cluster(),
+        copies in 1usize..4,
+        named in prop::option::of(0usize..12),
+        limit in prop::option::of(1usize..3),
+        plain in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let nodes: Vec<NodeSpec> = (0..copies)
+            .flat_map(|k| nodes.iter().map(move |n| NodeSpec { name: format!("{}-{k}", n.name), ..n.clone() }))
+            .collect();
+        let mut batch = batch;
+        // One pod naming a node: NodeName then rejects node by node.
+        if let (Some(n), Some(p)) = (named, batch.first_mut()) {
+            p.node_name = Some(format!("n{n}-0"));
+        }
+        let snap = snapshot(nodes);
+        let profile = Profile::new(Policy::kube_default());
+        let evaluator = |replay: bool| {
+            let mut e = Evaluator::new(&profile, &snap).with_rejected_limit(limit);
+            e.allow_plain = plain;
+            e.class_replay = replay;
+            e
+        };
+        let (with, without) = (evaluator(true).schedule(&batch, seed, Deadline::none()).unwrap(),
+            evaluator(false).schedule(&batch, seed, Deadline::none()).unwrap());
+        prop_assert_eq!(with, without);
+        for p in &batch {
+            let with = evaluator(true).rank(p, 2, seed, Deadline::none()).unwrap();
+            prop_assert_eq!(with, evaluator(false).rank(p, 2, seed, Deadline::none()).unwrap());
+        }
+    }
+}
+
 /// Rank through the plain pass on the synthetic cluster's pods (images, so ImageLocality scores
 /// the top k it re-scores plugin by plugin) answers exactly as the general pass, for a top k and
 /// for the full list.
