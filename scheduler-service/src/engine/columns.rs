@@ -57,6 +57,8 @@ pub struct HotColumns {
     class: Vec<u32>,
     /// Hash of the node name (tie-breaks).
     name_hash: Vec<u64>,
+    /// The host ports in use, as `port_bits` summarizes them (NodePorts).
+    port_bits: Vec<u64>,
     /// The highest class any node has had (an upper bound on those in `class`).
     max_class: u32,
 }
@@ -79,6 +81,7 @@ impl HotColumns {
             req_memory: vec![0.0; padded],
             class: vec![0; padded],
             name_hash: vec![0; padded],
+            port_bits: vec![0; padded],
             max_class: 0,
         };
         for (i, h) in hot.iter().enumerate() {
@@ -121,6 +124,7 @@ impl HotColumns {
         self.req_memory[i] = h.req_memory as f64;
         self.class[i] = h.class;
         self.name_hash[i] = h.name_hash;
+        self.port_bits[i] = h.port_bits;
         self.max_class = self.max_class.max(h.class);
     }
 
@@ -134,6 +138,12 @@ impl HotColumns {
     #[inline(always)]
     pub fn name_hash(&self, i: usize) -> u64 {
         self.name_hash[i]
+    }
+
+    /// Node `i`'s summary of the host ports in use.
+    #[inline(always)]
+    pub fn port_bits(&self, i: usize) -> u64 {
+        self.port_bits[i]
     }
 
     /// The highest class a node may have: a class table for [`Kernel::block`] needs one entry more.

@@ -1686,11 +1686,12 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
         let mut allowed: Vec<i32> = self.evals.iter().map(|se| -i32::from(!se.rejected)).collect();
         allowed.resize(allowed.len().max(cols.max_class() as usize + 1), 0);
         // A sink that rules nodes out is asked first, block by block, by the kernel (its bars
-        // gathered by class) rather than by a branch per node; only when every node the kernel
-        // passes is feasible (no host ports, no extended resources), so that the nodes ruled out
-        // can be counted as feasible, and when the kernel has every score of the part.
+        // gathered by class) rather than by a branch per node; only the nodes the kernel passes
+        // that are surely feasible are ruled out (and counted as feasible): not with extended
+        // resources to check node by node, nor a node where a host port of the pod may be in
+        // use; and only when the kernel has every score of the part.
         let part_weights = PartWeights::new(weights, sink.part_weights())
-            .filter(|_| S::RULES_OUT && !self.has_rest() && (ask.scores_image() || !self.image));
+            .filter(|_| S::RULES_OUT && !(self.check_fit && self.want_scalars) && (ask.scores_image() || !self.image));
         let scores_of = |out: &BlockScores, j: usize, i: usize| {
             let mut scores = NodeScores {
                 fit: weigh_fit(i64::from(out.cpu[j]), i64::from(out.memory[j]), weights),
@@ -1711,9 +1712,14 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
             let masks = kernel.block(cols, base, ask, &allowed, self.image_sums, &mut out);
             let mut fast = masks.fast;
             if let Some(w) = part_weights.as_ref().filter(|_| fast != 0) {
-                let keep = fast & kernel.reaching(cols, base, &out, w, sink.bars());
-                sink.skip((fast & !keep).count_ones() as usize);
-                fast = keep;
+                let sure = if self.check_ports {
+                    fast & !self.ports_maybe(base, fast)
+                } else {
+                    fast
+                };
+                let keep = sure & kernel.reaching(cols, base, &out, w, sink.bars());
+                sink.skip((sure & !keep).count_ones() as usize);
+                fast &= keep | !sure;
             }
             let mut todo = fast | masks.slow;
             while todo != 0 {
@@ -1748,16 +1754,30 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
         if !self.has_rest() {
             return true;
         }
-        let h = &self.hot[i];
         if self.check_ports
-            && plan.may_conflict(h.port_bits)
+            && plan.may_conflict(self.usage.cols.port_bits(i))
             && ports_conflict(&plan.pod.host_ports, &self.usage.get(i).host_ports)
         {
             return false;
         }
         !(self.check_fit
             && self.want_scalars
-            && !(h.has_scalars && fits_scalars(&plan.pod.requests.scalars, &self.nodes[i].spec, self.usage.get(i))))
+            && !(self.hot[i].has_scalars
+                && fits_scalars(&plan.pod.requests.scalars, &self.nodes[i].spec, self.usage.get(i))))
+    }
+
+    /// Of the `nodes` of the block at `base`, those on which a host port of the pod may be in use
+    /// (the others have none of its ports in use).
+    fn ports_maybe(&self, base: usize, nodes: u64) -> u64 {
+        let (mut maybe, mut left) = (0u64, nodes);
+        while left != 0 {
+            let j = left.trailing_zeros() as usize;
+            left &= left - 1;
+            if self.plan.may_conflict(self.usage.cols.port_bits(base + j)) {
+                maybe |= 1 << j;
+            }
+        }
+        maybe
     }
 
     /// Adds ImageLocality's score of node `i`.
