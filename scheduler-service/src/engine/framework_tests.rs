@@ -905,6 +905,19 @@ proptest! {
 
 // ---- The plain pass ----
 
+/// `copies` of each node under other names (`<name>-<k>`): the same class, so that the passes
+/// that answer a class's nodes from its first one have classes of several nodes.
+fn in_copies(nodes: &[NodeSpec], copies: usize) -> Vec<NodeSpec> {
+    (0..copies)
+        .flat_map(|k| {
+            nodes.iter().map(move |n| NodeSpec {
+                name: format!("{}-{k}", n.name),
+                ..n.clone()
+            })
+        })
+        .collect()
+}
+
 /// A batch scheduled with the plain pass allowed and with it turned off.
 fn plain_and_general(
     profile: &Profile,
@@ -1033,9 +1046,7 @@ proptest! {
     ) {
         // Copies of each node (another name, the same class): the reasons pass answers a class's
         // nodes from its first one where the class alone decides.
-        let nodes: Vec<NodeSpec> = (0..copies)
-            .flat_map(|k| nodes.iter().map(move |n| NodeSpec { name: format!("{}-{k}", n.name), ..n.clone() }))
-            .collect();
+        let nodes = in_copies(&nodes, copies);
         let snap = snapshot(nodes);
         let profile = Profile::new(weighted_policies().swap_remove(policy));
         for p in &batch {
@@ -1070,9 +1081,7 @@ proptest! {
         plain in any::<bool>(),
         seed in any::<u64>(),
     ) {
-        let nodes: Vec<NodeSpec> = (0..copies)
-            .flat_map(|k| nodes.iter().map(move |n| NodeSpec { name: format!("{}-{k}", n.name), ..n.clone() }))
-            .collect();
+        let nodes = in_copies(&nodes, copies);
         let mut batch = batch;
         // One pod naming a node: NodeName then rejects node by node.
         if let (Some(n), Some(p)) = (named, batch.first_mut()) {
