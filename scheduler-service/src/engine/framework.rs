@@ -2037,7 +2037,9 @@ pooled_buffer!(
 /// Rank's rejections, taken as the filters report them in node order: counted by reason, listed
 /// by node up to a limit, and marked unresolvable for preemption.
 struct Rejections<'r> {
+    /// The snapshot's nodes (names for the list, allocatable for `preemption::resolvable`).
     nodes: &'r [Arc<NodeEntry>],
+    /// The pod being placed (its requests, for `preemption::resolvable`).
     pod: &'r PodSpec,
     /// At most this many nodes listed (`None`: all).
     limit: Option<usize>,
