@@ -2034,8 +2034,9 @@ pooled_buffer!(
     "An evaluator's candidate list (cleared before each use)."
 );
 
-/// Rank's rejections, taken as the filters report them in node order: counted by reason, listed
-/// by node up to a limit, and marked unresolvable for preemption.
+/// The rejections of a reasons pass (Rank's, and Schedule's for a pod that fits nowhere), taken as
+/// the filters report them in node order: counted by reason, listed by node up to a limit, and
+/// marked unresolvable for preemption.
 struct Rejections<'r> {
     /// The snapshot's nodes (names for the list, allocatable for `preemption::resolvable`).
     nodes: &'r [Arc<NodeEntry>],
@@ -2074,21 +2075,19 @@ impl<'r> Rejections<'r> {
                 *u = true;
             }
         }
-        match self.counts.iter_mut().find(|(r, _)| *r == reason) {
-            Some((_, n)) => *n += 1,
-            None => self.counts.push((reason.clone(), 1)),
-        }
+        self.count(&reason, 1);
         self.list(i, plugin, reason);
     }
 
-    /// Counts `n` more nodes rejected for `reason`.
-    fn count(&mut self, reason: Reason, n: u32) {
+    /// Counts `n` more nodes rejected for `reason` (few distinct reasons occur: a short list
+    /// beats hashing one per rejected node).
+    fn count(&mut self, reason: &Reason, n: u32) {
         if n == 0 {
             return;
         }
-        match self.counts.iter_mut().find(|(r, _)| *r == reason) {
+        match self.counts.iter_mut().find(|(r, _)| r == reason) {
             Some((_, c)) => *c += n,
-            None => self.counts.push((reason, n)),
+            None => self.counts.push((reason.clone(), n)),
         }
     }
 
@@ -2099,11 +2098,14 @@ impl<'r> Rejections<'r> {
 
     /// Lists one reason `plugin` gave for rejecting node `i` (unless the list is full).
     fn list(&mut self, i: usize, plugin: FilterPlugin, reason: Reason) {
+        if !self.lists_more(i) {
+            return;
+        }
         if i == self.listing {
             if let Some(node) = self.listed.last_mut() {
                 node.reasons.push(reason);
             }
-        } else if self.limit.is_none_or(|limit| self.listed.len() < limit) {
+        } else {
             self.listed.push(RejectedNode {
                 node: self.nodes[i].spec.name.clone(),
                 plugin,
@@ -2172,7 +2174,7 @@ impl ClassReplay {
     fn count(self, rejections: &mut Rejections<'_>) {
         for class in self.0 {
             if let ClassReasons::Known { reasons, more, .. } = class {
-                for reason in reasons {
+                for reason in &reasons {
                     rejections.count(reason, more);
                 }
             }
@@ -2210,10 +2212,8 @@ fn class_decides(filters: &[FilterPlugin], plan: &PodPlan<'_>, failed: FilterPlu
     failed != FilterPlugin::NodeName
         && filters
             .iter()
-            .take_while(|&&f| f != failed)
-            .chain([&failed])
-            .all(|&f| by_class(f))
-        && filters.contains(&failed)
+            .position(|&f| f == failed)
+            .is_some_and(|k| filters[..=k].iter().all(|&f| by_class(f)))
 }
 
 impl<'a> Evaluator<'a> {
