@@ -1456,7 +1456,7 @@ struct Scored {
 
 /// Keeps every feasible node's index and per-node part of the total, and the class-wide maxima.
 struct KeepTotals {
-    totals: Vec<Scored>,
+    totals: TotalsBuffer,
     /// The weights of the fit, balanced and image scores.
     weights: [i64; 3],
     maxima: ClassMaxima,
@@ -1683,8 +1683,11 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
         let mut out = BlockScores::default();
         let weights = self.fit.map_or((0, 0), |(_, w)| w);
         // -1 for a class the pod's static predicates allow, 0 for one they reject (or unknown).
-        let mut allowed: Vec<i32> = self.evals.iter().map(|se| -i32::from(!se.rejected)).collect();
-        allowed.resize(allowed.len().max(cols.max_class() as usize + 1), 0);
+        let mut allowed = ClassAllowed::take_spare();
+        allowed.clear();
+        allowed.extend(self.evals.iter().map(|se| -i32::from(!se.rejected)));
+        let classes = allowed.len().max(cols.max_class() as usize + 1);
+        allowed.resize(classes, 0);
         // A sink that rules nodes out is asked first, block by block, by the kernel (its bars
         // gathered by class) rather than by a branch per node; only the nodes the kernel passes
         // that are surely feasible are ruled out (and counted as feasible): not with extended
@@ -2020,7 +2023,8 @@ macro_rules! pooled_buffer {
                 if std::thread::panicking() || self.0.capacity() == 0 {
                     return;
                 }
-                let buffer = std::mem::take(&mut self.0);
+                let mut buffer = std::mem::take(&mut self.0);
+                buffer.clear();
                 let _ = $spare.try_with(|s| *s.borrow_mut() = buffer);
             }
         }
@@ -2032,6 +2036,41 @@ pooled_buffer!(
     Candidate,
     SPARE_CANDIDATES,
     "An evaluator's candidate list (cleared before each use)."
+);
+
+pooled_buffer!(
+    TotalsBuffer,
+    Scored,
+    SPARE_TOTALS,
+    "Rank's list of feasible nodes and their totals (see [`Evaluator::evaluate_totals`])."
+);
+
+pooled_buffer!(
+    FlagBuffer,
+    bool,
+    SPARE_FLAGS,
+    "A flag per node: [`Rejections::unresolvable`]."
+);
+
+pooled_buffer!(
+    ClassAllowed,
+    i32,
+    SPARE_CLASS_ALLOWED,
+    "Per node class, whether the pod's static predicates allow it, as the kernel reads it."
+);
+
+pooled_buffer!(
+    ClassStates,
+    ClassReasons,
+    SPARE_CLASS_STATES,
+    "[`ClassReplay`]'s state per class."
+);
+
+pooled_buffer!(
+    ReasonArena,
+    Reason,
+    SPARE_REASONS,
+    "[`ClassReplay`]'s reasons of every class it knows, one run per class."
 );
 
 /// The rejections of a reasons pass (Rank's, and Schedule's for a pod that fits nowhere), taken as
@@ -2051,7 +2090,7 @@ struct Rejections<'r> {
     /// The node whose reasons are being listed (a node's reasons are consecutive).
     listing: usize,
     /// Per node, whether some reason is one evicting pods cannot resolve.
-    unresolvable: Vec<bool>,
+    unresolvable: FlagBuffer,
 }
 
 impl<'r> Rejections<'r> {
@@ -2064,7 +2103,12 @@ impl<'r> Rejections<'r> {
             counts: Vec::new(),
             listed: Vec::new(),
             listing: usize::MAX,
-            unresolvable: vec![false; nodes.len()],
+            unresolvable: {
+                let mut flags = FlagBuffer::take_spare();
+                flags.clear();
+                flags.resize(nodes.len(), false);
+                flags
+            },
         }
     }
 
@@ -2119,8 +2163,13 @@ impl<'r> Rejections<'r> {
 /// What the reasons pass has learned of each class's nodes (index: class), so that a class's
 /// nodes are not filtered one by one when the class alone rejects them (see `class_decides`):
 /// most nodes a pod fits nowhere on are rejected by their class's taints or affinity.
-#[derive(Debug, Default)]
-struct ClassReplay(Vec<ClassReasons>);
+#[derive(Debug)]
+struct ClassReplay {
+    /// Per class, what is known of its nodes.
+    classes: ClassStates,
+    /// The reasons of the classes known, each class's run at its `reasons` range.
+    reasons: ReasonArena,
+}
 
 impl ClassReplay {
     /// Takes node `i`'s reasons from its class when they are known: counted in bulk by
@@ -2131,51 +2180,63 @@ impl ClassReplay {
             reasons,
             unresolvable,
             more,
-        }) = self.0.get_mut(class)
+        }) = self.classes.get_mut(class)
         else {
             return false;
         };
         *more += 1;
         rejections.unresolvable[i] = *unresolvable;
         if rejections.lists_more(i) {
-            for reason in reasons.iter() {
+            for reason in &self.reasons[reasons.start as usize..reasons.end as usize] {
                 rejections.list(i, *plugin, reason.clone());
             }
         }
         true
     }
 
-    /// Learns from a class's first node filtered: the first filter that rejected it and its
-    /// reasons (`None`: it passed), `by_class` whether that filter's verdict is the class's, and
-    /// whether the node was marked unresolvable.
-    fn learn(&mut self, class: usize, seen: Option<(FilterPlugin, Vec<Reason>)>, by_class: bool, unresolvable: bool) {
-        if self.0.len() <= class {
-            self.0.resize(class + 1, ClassReasons::Unknown);
+    /// None known yet (its buffers from the thread's spares).
+    fn new() -> Self {
+        let mut classes = ClassStates::take_spare();
+        classes.clear();
+        let mut reasons = ReasonArena::take_spare();
+        reasons.clear();
+        Self { classes, reasons }
+    }
+
+    /// Learns from a class's first node filtered: the first filter that rejected it (`None`: it
+    /// passed), whose reasons are the arena's from `start` on, `by_class` whether that filter's
+    /// verdict is the class's, and whether the node was marked unresolvable.
+    fn learn(&mut self, class: usize, seen: Option<FilterPlugin>, start: usize, by_class: bool, unresolvable: bool) {
+        if self.classes.len() <= class {
+            self.classes.resize(class + 1, ClassReasons::Unknown);
         }
-        if let ClassReasons::Unknown = self.0[class] {
-            self.0[class] = match seen {
-                Some((plugin, reasons)) if by_class => ClassReasons::Known {
-                    plugin,
-                    reasons,
-                    unresolvable,
-                    more: 0,
-                },
-                _ => ClassReasons::NodeByNode,
-            };
+        let known = match (seen, &self.classes[class]) {
+            (Some(plugin), ClassReasons::Unknown) if by_class => ClassReasons::Known {
+                plugin,
+                reasons: start as u32..self.reasons.len() as u32,
+                unresolvable,
+                more: 0,
+            },
+            (_, ClassReasons::Unknown) => ClassReasons::NodeByNode,
+            _ => return self.reasons.truncate(start),
+        };
+        if !matches!(known, ClassReasons::Known { .. }) {
+            self.reasons.truncate(start);
         }
+        self.classes[class] = known;
     }
 
     /// Whether the class's nodes after its first are filtered one by one.
     fn node_by_node(&self, class: usize) -> bool {
-        matches!(self.0.get(class), Some(ClassReasons::NodeByNode))
+        matches!(self.classes.get(class), Some(ClassReasons::NodeByNode))
     }
 
     /// Counts the reasons of the nodes replayed.
     fn count(self, rejections: &mut Rejections<'_>) {
-        for class in self.0 {
+        for class in self.classes.iter() {
             if let ClassReasons::Known { reasons, more, .. } = class {
-                for reason in &reasons {
-                    rejections.count(reason, more);
+                for reason in &self.reasons[reasons.start as usize..reasons.end as usize] {
+                    rejections.count(reason, *more);
                 }
             }
         }
@@ -2187,11 +2248,12 @@ impl ClassReplay {
 enum ClassReasons {
     /// No node of the class filtered yet.
     Unknown,
-    /// Every node of the class is rejected by `plugin` with `reasons` (whether evicting pods
-    /// cannot resolve them: `unresolvable`); `more` nodes after the first so far.
+    /// Every node of the class is rejected by `plugin` with the reasons at `reasons` in
+    /// [`ClassReplay::reasons`] (whether evicting pods cannot resolve them: `unresolvable`);
+    /// `more` nodes after the first so far.
     Known {
         plugin: FilterPlugin,
-        reasons: Vec<Reason>,
+        reasons: std::ops::Range<u32>,
         unresolvable: bool,
         more: u32,
     },
@@ -2286,7 +2348,7 @@ impl<'a> Evaluator<'a> {
         self.image_sums(plan);
         let snapshot = self.snapshot;
         let hot = &*usage.hot;
-        let mut replay = ClassReplay::default();
+        let mut replay = ClassReplay::new();
         for (i, entry) in snapshot.nodes().iter().enumerate() {
             if i % 4096 == 4095 && deadline.passed() {
                 self.image_sums.deactivate();
@@ -2329,9 +2391,12 @@ impl<'a> Evaluator<'a> {
         if replay.replay(class, i, rejections) {
             return None;
         }
-        let mut seen: Option<(FilterPlugin, Vec<Reason>)> = None;
+        // The first filter that rejected the node; its reasons go to the arena from `start` on.
+        let mut seen: Option<FilterPlugin> = None;
+        let start = replay.reasons.len();
         let candidate = self.eval_node(plan, usage, i, entry, &usage.hot, &mut |plugin, reason| {
-            seen.get_or_insert_with(|| (plugin, Vec::new())).1.push(reason.clone());
+            seen.get_or_insert(plugin);
+            replay.reasons.push(reason.clone());
             rejections.add(i, plugin, reason);
         });
         // The filters `eval_node` ran (see there).
@@ -2340,8 +2405,8 @@ impl<'a> Evaluator<'a> {
         } else {
             &self.profile.plain_filters
         };
-        let by_class = seen.as_ref().is_some_and(|(f, _)| class_decides(filters, plan, *f));
-        replay.learn(class, seen, by_class, rejections.unresolvable[i]);
+        let by_class = seen.is_some_and(|f| class_decides(filters, plan, f));
+        replay.learn(class, seen, start, by_class, rejections.unresolvable[i]);
         candidate
     }
 
@@ -2489,10 +2554,13 @@ impl<'a> Evaluator<'a> {
         plan: &PodPlan<'_>,
         usage: &BatchUsage<'_>,
         deadline: Deadline,
-    ) -> Result<Vec<Scored>, ()> {
+    ) -> Result<TotalsBuffer, ()> {
         self.candidates.clear();
+        let mut totals = TotalsBuffer::take_spare();
+        totals.clear();
+        totals.reserve(usage.hot.len());
         let mut sink = KeepTotals {
-            totals: Vec::with_capacity(usage.hot.len()),
+            totals,
             weights: self.per_node_weights(),
             maxima: ClassMaxima::NONE,
         };
@@ -2501,7 +2569,7 @@ impl<'a> Evaluator<'a> {
         self.set_class_extrema(!totals.is_empty(), maxima);
         let (class_part, _) = self.plain_weights(&plan.class_evals);
         let hot = &*usage.hot;
-        for s in &mut totals {
+        for s in totals.iter_mut() {
             s.total += class_part[hot[s.index as usize].class as usize];
         }
         Ok(totals)
@@ -2844,7 +2912,7 @@ impl<'a> Evaluator<'a> {
         let timeout = || EvalError::DeadlineExceeded { done: 0, total: 1 };
         // With a top k wanted, the plain pass keeps each feasible node's index and total only;
         // the k best are scored plugin by plugin afterwards (see `Evaluator::evaluate_totals`).
-        let mut totals: Option<Vec<Scored>> = None;
+        let mut totals: Option<TotalsBuffer> = None;
         if self.allow_plain && plan.plain && plan.topo.is_none() {
             // The plain pass scores; the nodes it left out are filtered again for their reasons,
             // unless nothing would show them (no list wanted and some node feasible).
@@ -2853,14 +2921,14 @@ impl<'a> Evaluator<'a> {
             } else {
                 self.evaluate_plain(&plan, &usage, deadline).map_err(|()| timeout())?;
             }
-            let none_feasible = totals.as_ref().map_or(self.candidates.is_empty(), Vec::is_empty);
+            let none_feasible = totals.as_ref().map_or(self.candidates.is_empty(), |t| t.is_empty());
             if none_feasible || self.rejected_limit != Some(0) {
                 let feasible: Vec<u32> = match &totals {
                     Some(t) => t.iter().map(|s| s.index).collect(),
                     None => self.candidates.iter().map(|c| c.index).collect(),
                 };
                 let mut feasible = feasible.into_iter().peekable();
-                let mut replay = ClassReplay::default();
+                let mut replay = ClassReplay::new();
                 for (i, entry) in self.snapshot.nodes().iter().enumerate() {
                     if feasible.next_if_eq(&(i as u32)).is_some() {
                         continue;
@@ -2875,7 +2943,7 @@ impl<'a> Evaluator<'a> {
             self.evaluate(&plan, &usage, &Placed::default(), deadline, Some(&mut rejections))
                 .map_err(|()| timeout())?;
         }
-        let feasible_count = totals.as_ref().map_or(self.candidates.len(), Vec::len);
+        let feasible_count = totals.as_ref().map_or(self.candidates.len(), |t| t.len());
         let nodes = self.snapshot.nodes();
         let Rejections {
             counts,
@@ -2919,7 +2987,7 @@ impl<'a> Evaluator<'a> {
             // sums are back for ImageLocality).
             self.candidates.clear();
             self.image_sums(&plan);
-            for s in &totals {
+            for s in totals.iter() {
                 let i = s.index as usize;
                 let entry = &nodes[i];
                 if let Some(c) = self.eval_node(&plan, &usage, i, entry, &usage.hot, &mut |_, _| {}) {
@@ -3055,7 +3123,7 @@ impl<'a> Evaluator<'a> {
             };
             let mut reasons: Vec<(Reason, u32)> = Vec::new();
             // For preemption: the nodes some reason marks unresolvable.
-            let mut unresolvable: Vec<bool> = Vec::new();
+            let mut unresolvable = FlagBuffer::default();
             if feasible == 0 {
                 let mut rejections = Rejections::new(self.snapshot.nodes(), pod, Some(0));
                 self.evaluate(plan, &usage, &placed, deadline, Some(&mut rejections))
