@@ -11,7 +11,7 @@
 //! [`EXACT`]), so the scores are bit for bit the same; a node outside that range is flagged and
 //! taken node by node as before.
 
-use super::snapshot::NodeHot;
+use super::snapshot::{NodeHot, PortKeys};
 
 /// Nodes per block: one bit each in a `u64`.
 pub const BLOCK: usize = 64;
@@ -59,6 +59,8 @@ pub struct HotColumns {
     name_hash: Vec<u64>,
     /// The host ports in use, as `port_bits` summarizes them (NodePorts).
     port_bits: Vec<u64>,
+    /// The host ports in use, as `PortKeys` holds them (NodePorts).
+    port_keys: Vec<PortKeys>,
     /// The highest class any node has had (an upper bound on those in `class`).
     max_class: u32,
 }
@@ -82,6 +84,7 @@ impl HotColumns {
             class: vec![0; padded],
             name_hash: vec![0; padded],
             port_bits: vec![0; padded],
+            port_keys: vec![PortKeys::default(); padded],
             max_class: 0,
         };
         for (i, h) in hot.iter().enumerate() {
@@ -125,6 +128,7 @@ impl HotColumns {
         self.class[i] = h.class;
         self.name_hash[i] = h.name_hash;
         self.port_bits[i] = h.port_bits;
+        self.port_keys[i] = h.port_keys;
         self.max_class = self.max_class.max(h.class);
     }
 
@@ -144,6 +148,12 @@ impl HotColumns {
     #[inline(always)]
     pub fn port_bits(&self, i: usize) -> u64 {
         self.port_bits[i]
+    }
+
+    /// Node `i`'s keys of the host ports in use.
+    #[inline(always)]
+    pub fn port_keys(&self, i: usize) -> PortKeys {
+        self.port_keys[i]
     }
 
     /// The highest class a node may have: a class table for [`Kernel::block`] needs one entry more.

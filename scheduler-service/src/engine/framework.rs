@@ -17,7 +17,9 @@ use super::interpod::{self, InterPodFilter};
 use super::model::{tolerated, HostPort, NodeSpec, PodSpec, Taint, TaintEffect, Toleration};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
 use super::resources::ResourceName;
-use super::snapshot::{image_hash, port_mask, BoundPod, NodeEntry, NodeHot, NodeUsage, Snapshot, NODE_UNIQUE_LABELS};
+use super::snapshot::{
+    image_hash, port_key, port_mask, BoundPod, NodeEntry, NodeHot, NodeUsage, PortKeys, Snapshot, NODE_UNIQUE_LABELS,
+};
 use super::spread::{self, SpreadFilter, SpreadScore};
 use super::topology::{DomainCounts, Existing, Placed};
 
@@ -344,6 +346,8 @@ pub(super) struct PodPlan<'a> {
     tolerates_unschedulable: bool,
     /// [`port_mask`] of each of the pod's host ports.
     port_masks: Vec<u64>,
+    /// [`port_key`] of each of the pod's host ports; `None` when one has none.
+    port_keys: Option<Vec<u64>>,
     tie_seed: u64,
     /// The pod selects on a per-node label or field, so static predicates run node by node.
     per_node: bool,
@@ -655,6 +659,7 @@ impl<'a> PodPlan<'a> {
             images,
             tolerates_unschedulable: tolerated(&pod.tolerations, &unschedulable_taint),
             port_masks: pod.host_ports.iter().map(port_mask).collect(),
+            port_keys: pod.host_ports.iter().map(port_key).collect(),
             tie_seed: Self::tie_seed_for(seed, pod),
             per_node,
             class_evals: Arc::from(Vec::new()),
@@ -799,6 +804,13 @@ impl<'a> PodPlan<'a> {
     #[inline]
     fn may_conflict(&self, bits: u64) -> bool {
         self.port_masks.iter().any(|m| bits & m == *m)
+    }
+
+    /// Whether one of the pod's host ports conflicts with the ports in use on a node whose
+    /// [`PortKeys`] are `keys`: `None` when the keys do not say (the port lists are compared).
+    #[inline(always)]
+    fn keyed_conflict(&self, keys: PortKeys) -> Option<bool> {
+        keys.conflict(self.port_keys.as_deref()?)
     }
 
     /// The tie-break seed of a pod (`seed` already mixed with the policy's).
@@ -1757,9 +1769,12 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
         if !self.has_rest() {
             return true;
         }
+        // The node's port list (behind two pointers) only when its keys do not say.
         if self.check_ports
             && plan.may_conflict(self.usage.cols.port_bits(i))
-            && ports_conflict(&plan.pod.host_ports, &self.usage.get(i).host_ports)
+            && plan
+                .keyed_conflict(self.usage.cols.port_keys(i))
+                .unwrap_or_else(|| ports_conflict(&plan.pod.host_ports, &self.usage.get(i).host_ports))
         {
             return false;
         }
@@ -1773,10 +1788,13 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
     /// (the others have none of its ports in use).
     fn ports_maybe(&self, base: usize, nodes: u64) -> u64 {
         let (mut maybe, mut left) = (0u64, nodes);
+        let cols = &self.usage.cols;
         while left != 0 {
             let j = left.trailing_zeros() as usize;
             left &= left - 1;
-            if self.plan.may_conflict(self.usage.cols.port_bits(base + j)) {
+            if self.plan.may_conflict(cols.port_bits(base + j))
+                && self.plan.keyed_conflict(cols.port_keys(base + j)) != Some(false)
+            {
                 maybe |= 1 << j;
             }
         }

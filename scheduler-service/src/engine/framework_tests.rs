@@ -250,6 +250,64 @@ proptest! {
     }
 }
 
+fn arb_any_address_ports() -> impl Strategy<Value = Vec<HostPort>> {
+    let port = (
+        // Mostly addresses with keys on the same few ports, so that keys meet often.
+        prop_oneof![
+            4 => Just("0.0.0.0"),
+            4 => Just("10.0.0.1"),
+            4 => Just("10.0.0.2"),
+            1 => Just("010.0.0.1"),
+            1 => Just("::"),
+            1 => Just("::1"),
+            1 => Just("fe80::1"),
+            1 => Just("not-an-ip"),
+        ],
+        prop_oneof![4 => Just(Protocol::Tcp), 1 => Just(Protocol::Udp), 1 => Just(Protocol::Sctp)],
+        prop_oneof![4 => Just(80u16), 2 => Just(8080), 1 => 1u16..5, 1 => Just(u16::MAX)],
+    )
+        .prop_map(|(ip, protocol, port)| HostPort {
+            ip: Arc::from(ip),
+            protocol,
+            port,
+        });
+    proptest::collection::vec(port, 0..4)
+}
+
+proptest! {
+    /// A node's port keys, when they say, say what comparing the port lists says: for every set
+    /// of ports in use and every pod's ports (any address: IPv4, IPv6, non-canonical, not one).
+    #[test]
+    fn port_keys_answer_as_the_port_lists(wanted in arb_any_address_ports(), used in arb_any_address_ports()) {
+        use crate::engine::snapshot::{port_key, PortKeys};
+        let keys = PortKeys::of(&used);
+        prop_assert_eq!(keys == PortKeys::UNKNOWN, used.len() > 2 || used.iter().any(|u| port_key(u).is_none()));
+        let Some(wanted_keys) = wanted.iter().map(port_key).collect::<Option<Vec<u64>>>() else {
+            return Ok(());
+        };
+        if let Some(conflict) = keys.conflict(&wanted_keys) {
+            let listed = wanted.iter().any(|w| used.iter().any(|u| w.conflicts(u)));
+            prop_assert_eq!(conflict, listed, "{:?} in use {:?}", wanted, used);
+        }
+    }
+}
+
+/// Only an IPv4 address in its canonical form has a port key; `0.0.0.0` has the address 0.
+#[test]
+fn port_keys_take_canonical_ipv4_addresses_only() {
+    use crate::engine::snapshot::port_key;
+    let port = |ip: &str| HostPort {
+        ip: Arc::from(ip),
+        protocol: Protocol::Tcp,
+        port: 8080,
+    };
+    assert_eq!(port_key(&port("0.0.0.0")).map(|k| k & 0xff_ffff_ffff), Some(0));
+    assert!(port_key(&port("10.0.0.1")).is_some());
+    for ip in ["010.0.0.1", "::", "::1", "", "10.0.0.1 "] {
+        assert_eq!(port_key(&port(ip)), None, "{ip:?}");
+    }
+}
+
 /// A node running node-exporter (9100) and a pod on 8080 leaves almost every other port ruled out
 /// by the summary alone (port 80 shared 8080's bit when the summary was `port % 64`).
 #[test]
@@ -1457,6 +1515,7 @@ fn arb_hot() -> impl Strategy<Value = NodeHot> {
                 pod_count: pods,
                 name_hash: 0,
                 port_bits: 0,
+                port_keys: Default::default(),
                 class,
                 has_scalars: false,
             },

@@ -240,6 +240,9 @@ pub struct NodeHot {
     pub name_hash: u64,
     /// [`port_bits`] of the host ports in use: a pod whose bits miss these conflicts with none.
     pub port_bits: u64,
+    /// [`port_keys`] of the host ports in use: whether a pod's ports conflict with them, read
+    /// without the node's port list when both sides have keys.
+    pub port_keys: PortKeys,
     /// Node class.
     pub class: u32,
     /// The node has some extended resource allocatable: a pod requesting one fits no other node.
@@ -264,6 +267,74 @@ pub fn port_bits(ports: &[HostPort]) -> u64 {
     ports.iter().fold(0, |bits, p| bits | port_mask(p))
 }
 
+/// The low bits of a [`port_key`] that hold the address.
+const KEY_ADDRESS: u64 = (1 << 40) - 1;
+
+/// A host port as one integer, exact for [`HostPort::conflicts`]: the port in bits 48–63, the
+/// protocol in bits 40–47, the address in bits 0–39 (0 for `0.0.0.0`, else `1 << 32` plus the
+/// IPv4 address). `None` for an address that is not an IPv4 address written in its one canonical
+/// form (`HostPort::conflicts` compares addresses as strings; such a port is checked on the list).
+pub fn port_key(port: &HostPort) -> Option<u64> {
+    let ip: std::net::Ipv4Addr = port.ip.parse().ok()?;
+    if ip.to_string() != *port.ip {
+        return None;
+    }
+    let address = if ip.is_unspecified() {
+        0
+    } else {
+        1 << 32 | u64::from(ip.to_bits())
+    };
+    Some(u64::from(port.port) << 48 | (port.protocol as u64) << 40 | address)
+}
+
+/// Whether two [`port_key`]s' ports conflict, as [`HostPort::conflicts`] has it: same port and
+/// protocol, and the same address or either bound to every address. An empty slot (0) conflicts
+/// with nothing (no port is 0).
+#[inline(always)]
+pub fn keys_conflict(a: u64, b: u64) -> bool {
+    let (x, y) = (a & KEY_ADDRESS, b & KEY_ADDRESS);
+    a >> 40 == b >> 40 && a != 0 && (x == y || x == 0 || y == 0)
+}
+
+/// The [`port_key`]s of the host ports in use on a node, when there are at most two and each has
+/// one (the rest of the slots 0); otherwise [`PortKeys::UNKNOWN`] (the list decides).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortKeys(pub [u64; 2]);
+
+impl PortKeys {
+    /// The keys do not say: check the node's port list.
+    pub const UNKNOWN: Self = Self([u64::MAX; 2]);
+
+    /// The keys of `ports`.
+    pub fn of(ports: &[HostPort]) -> Self {
+        let mut keys = [0; 2];
+        if ports.len() > keys.len() {
+            return Self::UNKNOWN;
+        }
+        for (slot, port) in keys.iter_mut().zip(ports) {
+            match port_key(port) {
+                Some(key) => *slot = key,
+                None => return Self::UNKNOWN,
+            }
+        }
+        Self(keys)
+    }
+
+    /// Whether a pod whose ports have these `wanted` keys conflicts with the ports in use:
+    /// `None` when the node's keys do not say.
+    #[inline(always)]
+    pub fn conflict(self, wanted: &[u64]) -> Option<bool> {
+        if self == Self::UNKNOWN {
+            return None;
+        }
+        Some(
+            wanted
+                .iter()
+                .any(|&w| keys_conflict(w, self.0[0]) || keys_conflict(w, self.0[1])),
+        )
+    }
+}
+
 impl NodeHot {
     /// The hot fields of an entry with the given usage.
     pub fn of(entry: &NodeEntry, usage: &NodeUsage) -> Self {
@@ -281,6 +352,7 @@ impl NodeHot {
             pod_count: usage.pod_count,
             name_hash: entry.name_hash,
             port_bits: port_bits(&usage.host_ports),
+            port_keys: PortKeys::of(&usage.host_ports),
             class: entry.class,
             has_scalars: !a.scalars.is_empty(),
         }
