@@ -61,6 +61,8 @@ pub struct HotColumns {
     port_bits: Vec<u64>,
     /// The host ports in use, as `PortKeys` holds them (NodePorts).
     port_keys: Vec<PortKeys>,
+    /// Per block, a bit per node with some extended resource allocatable (`NodeHot::has_scalars`).
+    scalar_nodes: Vec<u64>,
     /// The highest class any node has had (an upper bound on those in `class`).
     max_class: u32,
 }
@@ -85,6 +87,7 @@ impl HotColumns {
             name_hash: vec![0; padded],
             port_bits: vec![0; padded],
             port_keys: vec![PortKeys::default(); padded],
+            scalar_nodes: vec![0; padded / BLOCK],
             max_class: 0,
         };
         for (i, h) in hot.iter().enumerate() {
@@ -129,6 +132,12 @@ impl HotColumns {
         self.name_hash[i] = h.name_hash;
         self.port_bits[i] = h.port_bits;
         self.port_keys[i] = h.port_keys;
+        let bit = 1u64 << (i % BLOCK);
+        if h.has_scalars {
+            self.scalar_nodes[i / BLOCK] |= bit;
+        } else {
+            self.scalar_nodes[i / BLOCK] &= !bit;
+        }
         self.max_class = self.max_class.max(h.class);
     }
 
@@ -148,6 +157,13 @@ impl HotColumns {
     #[inline(always)]
     pub fn port_bits(&self, i: usize) -> u64 {
         self.port_bits[i]
+    }
+
+    /// Of the block at `base`, the nodes with some extended resource allocatable (a bit each):
+    /// the only ones a pod requesting one may fit.
+    #[inline(always)]
+    pub fn scalar_nodes(&self, base: usize) -> u64 {
+        self.scalar_nodes[base / BLOCK]
     }
 
     /// Node `i`'s keys of the host ports in use.

@@ -1726,6 +1726,10 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
             }
             let masks = kernel.block(cols, base, ask, &allowed, self.image_sums, &mut out);
             let mut fast = masks.fast;
+            if self.check_fit && self.want_scalars {
+                // A pod requesting an extended resource fits only nodes that have some.
+                fast &= cols.scalar_nodes(base);
+            }
             if let Some(w) = part_weights.as_ref().filter(|_| fast != 0) {
                 let sure = if self.check_ports {
                     fast & !self.ports_maybe(base, fast)

@@ -1643,3 +1643,22 @@ proptest! {
         }
     }
 }
+
+/// The columns' per-block mask of nodes with extended resources follows `has_scalars` both ways
+/// (a node that loses its last one leaves the mask), block by block.
+#[test]
+fn scalar_node_masks_follow_the_hot_fields() {
+    use crate::engine::columns::{HotColumns, BLOCK};
+    let mut hot = vec![NodeHot::default(); BLOCK + 3];
+    hot[1].has_scalars = true;
+    hot[BLOCK + 2].has_scalars = true;
+    let mut cols = HotColumns::of(&hot);
+    assert_eq!(cols.scalar_nodes(0), 1 << 1);
+    assert_eq!(cols.scalar_nodes(BLOCK), 1 << 2);
+    hot[1].has_scalars = false;
+    hot[5].has_scalars = true;
+    cols.set(1, &hot[1]);
+    cols.set(5, &hot[5]);
+    assert_eq!(cols.scalar_nodes(0), 1 << 5);
+    assert_eq!(cols.scalar_nodes(BLOCK), 1 << 2);
+}
