@@ -1459,10 +1459,12 @@ impl PlainSink for KeepAll {
     }
 }
 
-/// A feasible node's index and total (Rank's compact candidate).
+/// A feasible node's index, class and total (Rank's compact candidate).
 #[derive(Debug, Clone, Copy)]
 struct Scored {
     index: u32,
+    /// Its class (where the class-wide part of its total is read, without the node's hot row).
+    class: u32,
     total: i64,
 }
 
@@ -1476,9 +1478,10 @@ struct KeepTotals {
 
 impl PlainSink for KeepTotals {
     #[inline(always)]
-    fn feasible(&mut self, i: usize, _: u32, se: &StaticEval, scores: NodeScores) {
+    fn feasible(&mut self, i: usize, class: u32, se: &StaticEval, scores: NodeScores) {
         self.totals.push(Scored {
             index: i as u32,
+            class,
             total: scores.weighed(self.weights),
         });
         self.maxima.see(se);
@@ -2540,8 +2543,9 @@ impl<'a> Evaluator<'a> {
             .iter()
             .zip(evals)
             .zip(&bars)
-            .filter(|((w, _), _)| w.index != u32::MAX)
-            .map(|((w, se), part)| {
+            .enumerate()
+            .filter(|(_, ((w, _), _))| w.index != u32::MAX)
+            .map(|(class, ((w, se), part))| {
                 let raw = (se.affinity_weight, se.prefer_taints);
                 let class_part = match last_part {
                     Some((r, p)) if r == raw => p,
@@ -2553,6 +2557,7 @@ impl<'a> Evaluator<'a> {
                 };
                 Scored {
                     index: w.index,
+                    class: class as u32,
                     total: part + class_part,
                 }
             });
@@ -2590,9 +2595,8 @@ impl<'a> Evaluator<'a> {
         let KeepTotals { mut totals, maxima, .. } = sink;
         self.set_class_extrema(!totals.is_empty(), maxima);
         let (class_part, _) = self.plain_weights(&plan.class_evals);
-        let hot = &*usage.hot;
         for s in totals.iter_mut() {
-            s.total += class_part[hot[s.index as usize].class as usize];
+            s.total += class_part[s.class as usize];
         }
         Ok(totals)
     }
