@@ -29,7 +29,7 @@ const GATE_INEXACT: i64 = 2;
 
 /// The hot fields the vector kernel reads, one column per field, in node order, each padded with
 /// nodes that are neither feasible nor inexact to a whole number of [`BLOCK`]s.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct HotColumns {
     /// Nodes (without the padding).
     len: usize,
@@ -65,6 +65,55 @@ pub struct HotColumns {
     scalar_nodes: Vec<u64>,
     /// The highest class any node has had (an upper bound on those in `class`).
     max_class: u32,
+}
+
+impl Clone for HotColumns {
+    fn clone(&self) -> Self {
+        let mut copy = Self::default();
+        copy.clone_from(self);
+        copy
+    }
+
+    /// Copies into the columns' own buffers (a batch copies the snapshot's into last batch's).
+    /// Every field is named, so a new one cannot be left out.
+    fn clone_from(&mut self, source: &Self) {
+        let Self {
+            len,
+            free_cpu,
+            free_memory,
+            free_ephemeral,
+            gate,
+            alloc_cpu,
+            alloc_memory,
+            non_zero_cpu,
+            non_zero_memory,
+            req_cpu,
+            req_memory,
+            class,
+            name_hash,
+            port_bits,
+            port_keys,
+            scalar_nodes,
+            max_class,
+        } = self;
+        *len = source.len;
+        *max_class = source.max_class;
+        free_cpu.clone_from(&source.free_cpu);
+        free_memory.clone_from(&source.free_memory);
+        free_ephemeral.clone_from(&source.free_ephemeral);
+        gate.clone_from(&source.gate);
+        alloc_cpu.clone_from(&source.alloc_cpu);
+        alloc_memory.clone_from(&source.alloc_memory);
+        non_zero_cpu.clone_from(&source.non_zero_cpu);
+        non_zero_memory.clone_from(&source.non_zero_memory);
+        req_cpu.clone_from(&source.req_cpu);
+        req_memory.clone_from(&source.req_memory);
+        class.clone_from(&source.class);
+        name_hash.clone_from(&source.name_hash);
+        port_bits.clone_from(&source.port_bits);
+        port_keys.clone_from(&source.port_keys);
+        scalar_nodes.clone_from(&source.scalar_nodes);
+    }
 }
 
 impl HotColumns {

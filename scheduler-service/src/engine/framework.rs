@@ -1864,6 +1864,21 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
     }
 }
 
+/// A batch's copies of the hot fields and columns and its slot list, kept per thread when the
+/// batch ends so the next batch copies into the same memory (fresh copies are ~1.3 MB of newly
+/// mapped pages per batch at 5,000 nodes).
+#[derive(Default)]
+struct UsageCopies {
+    hot: Vec<NodeHot>,
+    cols: Option<HotColumns>,
+    slot: Vec<u32>,
+}
+
+thread_local! {
+    /// This thread's spare [`UsageCopies`].
+    static SPARE_COPIES: std::cell::RefCell<UsageCopies> = std::cell::RefCell::new(UsageCopies::default());
+}
+
 /// Usage of the nodes as a batch goes: the snapshot's, with the batch's placements on top.
 pub(super) struct BatchUsage<'s> {
     snapshot: &'s Snapshot,
@@ -1887,6 +1902,30 @@ impl<'s> BatchUsage<'s> {
         }
     }
 
+    /// Copies the hot fields and columns, and starts the slot list, into this thread's spare
+    /// buffers (see [`UsageCopies`]).
+    fn copy_on_first_placement(&mut self) {
+        use std::borrow::Cow;
+        let spare = SPARE_COPIES
+            .try_with(|s| std::mem::take(&mut *s.borrow_mut()))
+            .unwrap_or_default();
+        let mut slot = spare.slot;
+        slot.clear();
+        slot.resize(self.snapshot.nodes().len(), u32::MAX);
+        self.slot = slot;
+        if let Cow::Borrowed(hot) = self.hot {
+            let mut copy = spare.hot;
+            copy.clear();
+            copy.extend_from_slice(hot);
+            self.hot = Cow::Owned(copy);
+        }
+        if let Cow::Borrowed(cols) = self.cols {
+            let mut copy = spare.cols.unwrap_or_default();
+            copy.clone_from(cols);
+            self.cols = Cow::Owned(copy);
+        }
+    }
+
     #[inline]
     pub(super) fn get(&self, i: usize) -> &NodeUsage {
         match self.slot.get(i) {
@@ -1897,7 +1936,7 @@ impl<'s> BatchUsage<'s> {
 
     pub(super) fn assume(&mut self, i: usize, pod: &PodSpec) {
         if self.slot.is_empty() {
-            self.slot = vec![u32::MAX; self.snapshot.nodes().len()];
+            self.copy_on_first_placement();
         }
         if self.slot[i] == u32::MAX {
             self.slot[i] = self.changed.len() as u32;
@@ -1919,6 +1958,29 @@ impl<'s> BatchUsage<'s> {
         let hot = NodeHot::of(&self.snapshot.nodes()[i], usage);
         self.cols.to_mut().set(i, &hot);
         self.hot.to_mut()[i] = hot;
+    }
+}
+
+impl Drop for BatchUsage<'_> {
+    /// Gives the batch's copies back to the thread's spares (not after a panic: they may be half
+    /// written, and a spare is overwritten whole anyway, but nothing is kept that a panic touched).
+    fn drop(&mut self) {
+        use std::borrow::Cow;
+        if std::thread::panicking() || self.slot.capacity() == 0 {
+            return;
+        }
+        let copies = UsageCopies {
+            hot: match std::mem::take(&mut self.hot) {
+                Cow::Owned(hot) => hot,
+                Cow::Borrowed(_) => Vec::new(),
+            },
+            cols: match std::mem::replace(&mut self.cols, Cow::Owned(HotColumns::default())) {
+                Cow::Owned(cols) => Some(cols),
+                Cow::Borrowed(_) => None,
+            },
+            slot: std::mem::take(&mut self.slot),
+        };
+        let _ = SPARE_COPIES.try_with(|s| *s.borrow_mut() = copies);
     }
 }
 

@@ -1662,3 +1662,39 @@ fn scalar_node_masks_follow_the_hot_fields() {
     assert_eq!(cols.scalar_nodes(0), 1 << 5);
     assert_eq!(cols.scalar_nodes(BLOCK), 1 << 2);
 }
+
+/// Batches on one thread reuse that thread's spare buffers (the batch's copies of the hot fields
+/// and columns, candidates, totals, image sums): batches on clusters of other sizes in between
+/// change no decision and no ranking from those a thread without spares makes.
+#[test]
+fn spare_buffers_carry_nothing_from_one_batch_to_the_next() {
+    let (large, large_pods) = synthetic(300, 120, 5);
+    let (small, small_pods) = synthetic(70, 120, 6);
+    let profile = Profile::new(Policy::kube_default());
+    let run = |snap: &Snapshot, pods: &[PodSpec]| {
+        let decisions = Evaluator::new(&profile, snap)
+            .schedule(pods, 3, Deadline::none())
+            .unwrap();
+        let ranking = rank(snap, &pods[0]);
+        (decisions, ranking)
+    };
+    // A fresh thread has no spares.
+    let fresh = |snap: &Snapshot, pods: &[PodSpec]| std::thread::scope(|s| s.spawn(|| run(snap, pods)).join().unwrap());
+    let (want_large, want_small) = (fresh(&large, &large_pods), fresh(&small, &small_pods));
+    // Each cluster twice in a row (a spare of the same size), then after the other.
+    for (snap, pods, want) in [
+        (&large, &large_pods, &want_large),
+        (&large, &large_pods, &want_large),
+        (&small, &small_pods, &want_small),
+        (&small, &small_pods, &want_small),
+        (&large, &large_pods, &want_large),
+    ] {
+        assert_eq!(&run(snap, pods), want);
+    }
+    let placed = want_small
+        .0
+        .iter()
+        .filter(|d| matches!(d, Decision::Node { .. }))
+        .count();
+    assert!(placed > 10, "{placed} of the small cluster's pods placed");
+}
