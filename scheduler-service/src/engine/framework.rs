@@ -1500,8 +1500,13 @@ fn keep_top_k<T: Copy>(
     if k == 0 || k >= items.len() {
         return;
     }
-    items.select_nth_unstable_by(k - 1, |a, b| total(b).cmp(&total(a)));
-    let threshold = total(&items[k - 1]);
+    let threshold = match kth_total_small(items, k, &total) {
+        Some(t) => t,
+        None => {
+            items.select_nth_unstable_by(k - 1, |a, b| total(b).cmp(&total(a)));
+            total(&items[k - 1])
+        }
+    };
     let mut tied: Vec<T> = items.iter().filter(|c| total(c) == threshold).copied().collect();
     items.retain(|c| total(c) > threshold);
     let need = k - items.len();
@@ -1511,6 +1516,36 @@ fn keep_top_k<T: Copy>(
     }
     items.extend(tied);
 }
+
+/// The `k`-th largest total of `items` (counting equal totals apart), for a `k` of at most
+/// [`SMALL_K`] (`None` beyond): one pass keeping the `k` largest so far in order, where most
+/// items fail the first comparison (Rank's usual top 10 of ~3,000 feasible nodes), instead of a
+/// selection that moves every item.
+fn kth_total_small<T>(items: &[T], k: usize, total: impl Fn(&T) -> i64) -> Option<i64> {
+    if k == 0 || k > SMALL_K || k > items.len() {
+        return None;
+    }
+    let mut best = [i64::MIN; SMALL_K];
+    let mut len = 0;
+    for item in items {
+        let t = total(item);
+        if len == k && t <= best[k - 1] {
+            continue;
+        }
+        // Insert in descending order, dropping the smallest when full.
+        let mut at = len.min(k - 1);
+        while at > 0 && best[at - 1] < t {
+            best[at] = best[at - 1];
+            at -= 1;
+        }
+        best[at] = t;
+        len = (len + 1).min(k);
+    }
+    Some(best[k - 1])
+}
+
+/// The largest `k` that [`kth_total_small`] takes.
+const SMALL_K: usize = 32;
 
 /// The best node of one class so far in [`Evaluator::evaluate_best`] (its per-node part is the
 /// class's entry in [`KeepBest::bars`]).

@@ -1698,3 +1698,15 @@ fn spare_buffers_carry_nothing_from_one_batch_to_the_next() {
         .count();
     assert!(placed > 10, "{placed} of the small cluster's pods placed");
 }
+
+proptest! {
+    /// The one-pass k-th largest total equals the k-th of the totals sorted in descending order
+    /// (equal totals counted apart), and declines a k it does not take.
+    #[test]
+    fn kth_total_small_equals_the_sorted_one(totals in proptest::collection::vec(-5i64..5, 0..80), k in 0usize..40) {
+        let mut sorted = totals.clone();
+        sorted.sort_unstable_by(|a, b| b.cmp(a));
+        let want = (k >= 1 && k <= super::SMALL_K && k <= totals.len()).then(|| sorted[k - 1]);
+        prop_assert_eq!(super::kth_total_small(&totals, k, |t| *t), want);
+    }
+}
