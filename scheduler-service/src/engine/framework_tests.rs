@@ -1706,7 +1706,7 @@ proptest! {
     fn kth_total_small_equals_the_sorted_one(totals in proptest::collection::vec(-5i64..5, 0..80), k in 0usize..40) {
         let mut sorted = totals.clone();
         sorted.sort_unstable_by(|a, b| b.cmp(a));
-        let want = (k >= 1 && k <= super::SMALL_K && k <= totals.len()).then(|| sorted[k - 1]);
+        let want = ((1..=super::SMALL_K).contains(&k) && k <= totals.len()).then(|| sorted[k - 1]);
         prop_assert_eq!(super::kth_total_small(&totals, k, |t| *t), want);
     }
 }
