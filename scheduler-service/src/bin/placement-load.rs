@@ -45,7 +45,7 @@ const DISTINCT_POOL_BATCHES: usize = 64;
 
 /// Load test of placement decision replicas over gRPC.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version)]
 struct Args {
     /// Decision replicas to start; horizontal scale is measured with 1, 2, … this many.
     #[arg(long, default_value_t = 3)]

@@ -33,7 +33,6 @@ const SCHEDULER: &str = "placement-scheduler";
 
 /// Resident memory of a binder watching a large (fake) cluster.
 #[derive(Debug, Parser)]
-#[command(about)]
 struct Args {
     /// Nodes in the synthetic cluster.
     #[arg(long, default_value_t = 5000)]
