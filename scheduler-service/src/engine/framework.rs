@@ -2033,12 +2033,21 @@ pub struct RankedNode {
 /// A node rejected by a filter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RejectedNode {
-    /// Node name.
-    pub node: String,
+    /// The node's index in the ranked snapshot's [`Snapshot::nodes`] (its name:
+    /// [`RejectedNode::name`]). An index, not a name, so that ranking allocates nothing per
+    /// rejected node: the caller copies the names it answers with.
+    pub node: usize,
     /// The filter that rejected it.
     pub plugin: FilterPlugin,
     /// Its reasons.
     pub reasons: Vec<Reason>,
+}
+
+impl RejectedNode {
+    /// The node's name in `snapshot`, the snapshot that was ranked.
+    pub fn name<'s>(&self, snapshot: &'s Snapshot) -> &'s str {
+        snapshot.nodes().get(self.node).map_or("", |n| n.spec.name.as_str())
+    }
 }
 
 /// The answer of [`rank`].
@@ -2273,7 +2282,7 @@ impl<'r> Rejections<'r> {
             }
         } else {
             self.listed.push(RejectedNode {
-                node: self.nodes[i].spec.name.clone(),
+                node: i,
                 plugin,
                 reasons: vec![reason],
             });

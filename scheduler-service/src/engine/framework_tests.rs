@@ -157,7 +157,7 @@ fn every_taint_effect_follows_kube_scheduler() {
     p.tolerations = vec![toleration("dedicated", "gpu", Some(TaintEffect::NoSchedule))];
     let r = rank(&snap, &p);
     assert_eq!(
-        r.rejected.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(),
+        r.rejected.iter().map(|n| n.name(&snap)).collect::<Vec<_>>(),
         ["no-execute"]
     );
 }
@@ -864,7 +864,7 @@ fn nodes_differing_only_by_hostname_share_a_class_yet_hostname_selection_works()
     q.required_affinity = Some(vec![label_term("zone", SelectorOp::In(vec!["z1".into()]))]);
     let r = rank(&snap, &q);
     assert_eq!(r.feasible.len(), 2);
-    assert_eq!(r.rejected.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(), ["c"]);
+    assert_eq!(r.rejected.iter().map(|n| n.name(&snap)).collect::<Vec<_>>(), ["c"]);
 }
 
 /// Node `a` in zone z1 and an unlabelled `b`, and a pod selecting zone z2 (so fitting nowhere,

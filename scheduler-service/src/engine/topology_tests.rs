@@ -127,7 +127,7 @@ fn rejection(snap: &Snapshot, p: &PodSpec, name: &str) -> Option<(F, Vec<String>
     rank_in(snap, p)
         .rejected
         .into_iter()
-        .find(|r| r.node == name)
+        .find(|r| r.name(snap) == name)
         .map(|r| (r.plugin, r.reasons.iter().map(ToString::to_string).collect()))
 }
 

@@ -480,6 +480,7 @@ impl PlacementApi {
         self.inner.metrics.nodes_evaluated.inc_by(snapshot.nodes().len() as u64);
         let (top_k, seed) = (req.top_k as usize, req.seed);
         let limit = req.infeasible_limit.map(|n| n as usize);
+        let ranked = Arc::clone(&snapshot);
         let ranking = blocking(move || {
             Evaluator::new(&profile, &snapshot)
                 .with_rejected_limit(limit)
@@ -517,7 +518,7 @@ impl PlacementApi {
                 .rejected
                 .into_iter()
                 .map(|r| proto::InfeasibleNode {
-                    node: r.node,
+                    node: r.name(&ranked).to_string(),
                     plugin: r.plugin.name().to_string(),
                     reasons: r.reasons.iter().map(ToString::to_string).collect(),
                 })
