@@ -227,11 +227,7 @@ fn arb_host_ports() -> impl Strategy<Value = Vec<HostPort>> {
         prop_oneof![Just(Protocol::Tcp), Just(Protocol::Udp), Just(Protocol::Sctp)],
         prop_oneof![Just(80u16), Just(443), Just(8080), Just(9100), 1u16..200],
     )
-        .prop_map(|(ip, protocol, port)| HostPort {
-            ip: Arc::from(ip),
-            protocol,
-            port,
-        });
+        .prop_map(host_port);
     proptest::collection::vec(port, 0..5)
 }
 
@@ -247,6 +243,15 @@ proptest! {
                 prop_assert_eq!(bits & mask, mask, "{:?} in use {:?}", w, used);
             }
         }
+    }
+}
+
+/// The host port of a generated (address, protocol, port).
+fn host_port((ip, protocol, port): (&str, Protocol, u16)) -> HostPort {
+    HostPort {
+        ip: Arc::from(ip),
+        protocol,
+        port,
     }
 }
 
@@ -266,11 +271,7 @@ fn arb_any_address_ports() -> impl Strategy<Value = Vec<HostPort>> {
         prop_oneof![4 => Just(Protocol::Tcp), 1 => Just(Protocol::Udp), 1 => Just(Protocol::Sctp)],
         prop_oneof![4 => Just(80u16), 2 => Just(8080), 1 => 1u16..5, 1 => Just(u16::MAX)],
     )
-        .prop_map(|(ip, protocol, port)| HostPort {
-            ip: Arc::from(ip),
-            protocol,
-            port,
-        });
+        .prop_map(host_port);
     proptest::collection::vec(port, 0..4)
 }
 
