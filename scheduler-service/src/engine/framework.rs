@@ -2034,8 +2034,8 @@ pub struct RankedNode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RejectedNode {
     /// The node's index in the ranked snapshot's [`Snapshot::nodes`] (its name:
-    /// [`RejectedNode::name`]). An index, not a name, so that ranking allocates nothing per
-    /// rejected node: the caller copies the names it answers with.
+    /// [`RejectedNode::name`]). An index, not a name, so that ranking copies no node name: the
+    /// caller copies the names it answers with.
     pub node: usize,
     /// The filter that rejected it.
     pub plugin: FilterPlugin,
@@ -2044,7 +2044,8 @@ pub struct RejectedNode {
 }
 
 impl RejectedNode {
-    /// The node's name in `snapshot`, the snapshot that was ranked.
+    /// The node's name in `snapshot`, the snapshot that was ranked (empty for an index that
+    /// snapshot does not have, as from another snapshot's ranking).
     pub fn name<'s>(&self, snapshot: &'s Snapshot) -> &'s str {
         snapshot.nodes().get(self.node).map_or("", |n| n.spec.name.as_str())
     }
