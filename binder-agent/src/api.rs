@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::time::SystemTime;
 
 /// Identity of a pod in API calls.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -69,8 +70,14 @@ pub trait ClusterApi: Send + Sync + 'static {
         annotations: &BTreeMap<String, String>,
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
 
-    /// The Normal event `Scheduled` after a successful binding.
-    fn record_scheduled(&self, pod: &PodRef, node: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// The Normal event `Scheduled` after a successful binding made `at` (its `eventTime`: the
+    /// event may be written later than the binding).
+    fn record_scheduled(
+        &self,
+        pod: &PodRef,
+        node: &str,
+        at: SystemTime,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
 
     /// `PodScheduled=False` (reason `Unschedulable`, the message) and the Warning event `FailedScheduling`.
     fn record_unschedulable(&self, pod: &PodRef, message: &str) -> impl Future<Output = Result<(), ApiError>> + Send;

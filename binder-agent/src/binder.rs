@@ -69,6 +69,10 @@ pub struct BinderConfig {
     pub batch_window: Duration,
     /// Binds in flight at once.
     pub bind_concurrency: usize,
+    /// `Scheduled` events in flight at once. Binds have the rest of the API server: in a burst
+    /// the events trail the binds (each keeps its binding's time) instead of taking every other
+    /// write from them.
+    pub event_concurrency: usize,
     /// API writes per second (bindings, events, status patches); 0 for no limit.
     pub api_qps: u32,
     /// Burst above `api_qps`.
@@ -97,6 +101,7 @@ impl Default for BinderConfig {
             batch_size: 256,
             batch_window: Duration::from_millis(5),
             bind_concurrency: 64,
+            event_concurrency: 8,
             api_qps: 0,
             api_burst: 100,
             policy: String::new(),
@@ -146,6 +151,7 @@ struct Shared<A> {
     wake: Notify,
     leader: watch::Receiver<bool>,
     binds: Arc<Semaphore>,
+    events: Arc<Semaphore>,
     limiter: Option<DefaultDirectRateLimiter>,
     synced: AtomicBool,
     nominations: Mutex<Nominations<Bind>>,
@@ -227,6 +233,7 @@ impl<A: ClusterApi> Binder<A> {
         Self {
             shared: Arc::new(Shared {
                 binds: Arc::new(Semaphore::new(config.bind_concurrency.max(1))),
+                events: Arc::new(Semaphore::new(config.event_concurrency.max(1))),
                 queue: Mutex::new(SchedulingQueue::new(config.queue.clone())),
                 config,
                 api,
@@ -945,14 +952,19 @@ impl<A: ClusterApi> Binder<A> {
                 }
                 match result {
                     Ok(()) => {
+                        let bound_at = std::time::SystemTime::now();
                         s.queue.lock().remove(&uid);
                         if record {
                             s.experiments.bound(&bind.routing, &bind.route, &uid, &node);
                         }
                         s.metrics.attempt(policy, "scheduled");
                         s.metrics.e2e(policy, qp.first_seen.elapsed(), qp.attempts);
+                        // The event waits for one of the few event slots (in bind order).
+                        let Ok(_event) = Arc::clone(&s.events).acquire_owned().await else {
+                            return;
+                        };
                         this.rate_limit().await;
-                        if let Err(e) = s.api.record_scheduled(&pod, &node).await {
+                        if let Err(e) = s.api.record_scheduled(&pod, &node, bound_at).await {
                             tracing::debug!(pod = %pod.key(), error = %e, "recording Scheduled event failed");
                         }
                         return;

@@ -104,7 +104,7 @@ mod tests {
         ) -> Result<(), ApiError> {
             Ok(())
         }
-        async fn record_scheduled(&self, _: &PodRef, _: &str) -> Result<(), ApiError> {
+        async fn record_scheduled(&self, _: &PodRef, _: &str, _: std::time::SystemTime) -> Result<(), ApiError> {
             Ok(())
         }
         async fn record_unschedulable(&self, _: &PodRef, _: &str) -> Result<(), ApiError> {

@@ -23,7 +23,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::hash::Hash;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use k8s_openapi::api::events::v1::{Event, EventSeries};
@@ -260,9 +260,13 @@ impl KubeApi {
         }
     }
 
-    /// An events/v1 Event about `pod`, as the events/v1 recorder builds it.
+    /// An events/v1 Event about `pod` happening now, as the events/v1 recorder builds it.
     fn event(&self, pod: &PodRef, type_: &str, reason: &str, action: &str, note: &str) -> Event {
-        let now = Timestamp::now();
+        self.event_at(Timestamp::now(), pod, type_, reason, action, note)
+    }
+
+    /// An events/v1 Event about `pod` that happened at `now`.
+    fn event_at(&self, now: Timestamp, pod: &PodRef, type_: &str, reason: &str, action: &str, note: &str) -> Event {
         Event {
             metadata: ObjectMeta {
                 name: Some(format!("{}.{:x}", pod.name, now.as_nanosecond())),
@@ -394,8 +398,9 @@ impl ClusterApi for KubeApi {
         result
     }
 
-    async fn record_scheduled(&self, pod: &PodRef, node: &str) -> Result<(), ApiError> {
-        let event = self.event(pod, "Normal", "Scheduled", "Binding", &scheduled_message(pod, node));
+    async fn record_scheduled(&self, pod: &PodRef, node: &str, at: SystemTime) -> Result<(), ApiError> {
+        let at = Timestamp::try_from(at).unwrap_or_else(|_| Timestamp::now());
+        let event = self.event_at(at, pod, "Normal", "Scheduled", "Binding", &scheduled_message(pod, node));
         self.create_event(&event).await
     }
 
@@ -644,7 +649,9 @@ mod tests {
     #[tokio::test]
     async fn scheduled_event_is_the_events_v1_recorders() {
         let (api, mut server) = api();
-        let call = tokio::spawn(async move { api.record_scheduled(&pod(), "node-7").await });
+        // Written later than the binding, the event keeps the binding's time.
+        let bound_at = std::time::UNIX_EPOCH + Duration::new(1_767_323_045, 123_456_000);
+        let call = tokio::spawn(async move { api.record_scheduled(&pod(), "node-7", bound_at).await });
         let (method, uri, _, body, send) = next(&mut server).await;
         assert_eq!(method, Method::POST);
         assert_eq!(uri, "/apis/events.k8s.io/v1/namespaces/shop/events?");
@@ -661,18 +668,9 @@ mod tests {
             json!({"apiVersion": "v1", "kind": "Pod", "name": "web-1", "namespace": "shop", "uid": "0b7a-uid"})
         );
         assert_eq!(body["metadata"]["namespace"], "shop");
-        let name = body["metadata"]["name"].as_str().unwrap();
-        let hex = name.strip_prefix("web-1.").expect("name is pod.<hex>");
-        assert!(
-            !hex.is_empty() && hex.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()),
-            "{name}"
-        );
-        // MicroTime: microseconds, UTC.
-        let t = body["eventTime"].as_str().unwrap();
-        assert!(
-            t.len() == "2026-01-02T03:04:05.123456Z".len() && t.ends_with('Z'),
-            "{t}"
-        );
+        // Named `{pod}.{hex unix nanos}` of its time; MicroTime: microseconds, UTC.
+        assert_eq!(body["metadata"]["name"], "web-1.1886caf223f1fc00");
+        assert_eq!(body["eventTime"], "2026-01-02T03:04:05.123456Z");
         assert!(body.get("series").is_none());
         respond(send, 201, body.clone());
         assert_eq!(call.await.unwrap(), Ok(()));

@@ -114,6 +114,11 @@ pub struct RunArgs {
     #[arg(long, env = "BINDER_BIND_CONCURRENCY", default_value_t = 64)]
     pub bind_concurrency: usize,
 
+    /// `Scheduled` events in flight at once; in a burst they trail the bindings, which get the
+    /// rest of the API server.
+    #[arg(long, env = "BINDER_EVENT_CONCURRENCY", default_value_t = 8)]
+    pub event_concurrency: usize,
+
     /// API writes per second (bindings, events, status patches); 0 for no limit.
     #[arg(long, env = "BINDER_API_QPS", default_value_t = 0)]
     pub api_qps: u32,
@@ -420,6 +425,7 @@ pub async fn run_until(args: RunArgs, stop_signal: impl std::future::Future<Outp
         gang_timeout: Duration::from_secs(args.gang_timeout_seconds),
         nomination_timeout: Duration::from_secs(args.nomination_timeout_seconds.max(1)),
         bind_concurrency: args.bind_concurrency.max(1),
+        event_concurrency: args.event_concurrency.max(1),
         api_qps: args.api_qps,
         api_burst: args.api_burst,
         policy: args.policy.clone(),
@@ -533,8 +539,14 @@ mod tests {
         assert_eq!(a.decision_endpoints, ["http://a:1", "http://b:2"]);
         assert_eq!(a.scheduler_names, ["placement-scheduler"]);
         assert_eq!(
-            (a.batch_size, a.batch_window_ms, a.bind_concurrency, a.api_qps),
-            (256, 5, 64, 0)
+            (
+                a.batch_size,
+                a.batch_window_ms,
+                a.bind_concurrency,
+                a.event_concurrency,
+                a.api_qps
+            ),
+            (256, 5, 64, 8, 0)
         );
         assert!(a.leader_elect && !a.no_leader_elect);
         assert_eq!(a.lease_name, "placement-binder");

@@ -365,6 +365,8 @@ pub struct Faults {
     pub lost_reply_rate: f64,
     /// Added latency of every bind.
     pub bind_delay: Duration,
+    /// Added latency of every `Scheduled` event write.
+    pub event_delay: Duration,
     /// Seed of the fault draws.
     pub seed: u64,
 }
@@ -538,6 +540,8 @@ pub struct SimCluster {
     bound_pending: AtomicUsize,
     bind_latency: Recorder,
     e2e_latency: Recorder,
+    events_in_flight: AtomicUsize,
+    max_events_in_flight: AtomicUsize,
 }
 
 /// The watch stream of a [`SimCluster`]: run [`SimWatch::feed`] to deliver bindings to a binder.
@@ -575,6 +579,8 @@ impl SimCluster {
             bound_pending: AtomicUsize::new(0),
             bind_latency: Recorder::default(),
             e2e_latency: Recorder::default(),
+            events_in_flight: AtomicUsize::new(0),
+            max_events_in_flight: AtomicUsize::new(0),
         };
         (cluster, SimWatch { rx })
     }
@@ -709,7 +715,13 @@ impl ClusterApi for SimCluster {
         result
     }
 
-    async fn record_scheduled(&self, pod: &PodRef, node: &str) -> Result<(), ApiError> {
+    async fn record_scheduled(&self, pod: &PodRef, node: &str, _at: std::time::SystemTime) -> Result<(), ApiError> {
+        let now = self.events_in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        self.max_events_in_flight.fetch_max(now, Ordering::Relaxed);
+        if !self.faults.event_delay.is_zero() {
+            tokio::time::sleep(self.faults.event_delay).await;
+        }
+        self.events_in_flight.fetch_sub(1, Ordering::Relaxed);
         let mut s = self.store.lock();
         let record = s
             .pods
@@ -1158,6 +1170,7 @@ async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, Vec<PodReco
         binds_ok: metrics.binds_total("ok"),
         binds_failed: metrics.binds_total("error"),
         binds_conflict: metrics.binds_total("conflict") + metrics.binds_total("not_found"),
+        max_events_in_flight: sim.max_events_in_flight.load(Ordering::Relaxed),
         ..Summary::default()
     };
     if binder.experiments().current().active() {
@@ -1393,6 +1406,8 @@ pub struct Summary {
     pub binds_failed: u64,
     /// Binding requests answered 409 or 404.
     pub binds_conflict: u64,
+    /// Most `Scheduled` event writes in flight at once.
+    pub max_events_in_flight: usize,
     /// Node utilization after the run.
     pub utilization: Utilization,
     /// Consistency checks.
@@ -1977,6 +1992,7 @@ impl SimulateArgs {
                 bind_failure_rate: self.bind_failure_rate,
                 lost_reply_rate: self.lost_reply_rate,
                 bind_delay: self.bind_delay,
+                event_delay: Duration::ZERO,
                 seed: self.seed,
             },
             progress: !self.quiet,

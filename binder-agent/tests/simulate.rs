@@ -156,6 +156,27 @@ async fn lost_replies_in_a_full_cluster_never_overcommit() {
     assert_eq!(s.checks.nodes_overcommitted, 0, "{s}");
 }
 
+/// Slow `Scheduled` events never hold up bindings' slots and are never dropped: at most
+/// `event_concurrency` are written at once, and every bound pod gets exactly one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduled_events_are_bounded_apart_from_binds_and_all_written() {
+    let mut c = config(synthetic(50, 300, 13));
+    c.binder.event_concurrency = 2;
+    c.faults = Faults {
+        event_delay: Duration::from_millis(5),
+        bind_delay: Duration::from_millis(1),
+        ..Faults::default()
+    };
+    let s = simulate(c).await.unwrap();
+    assert_sound(&s);
+    assert!(s.placed > 250, "{s}");
+    assert!(
+        (1..=2).contains(&s.max_events_in_flight),
+        "at most event_concurrency events at once: {}",
+        s.max_events_in_flight
+    );
+}
+
 struct TestReplica {
     url: String,
     metrics: Arc<Metrics>,

@@ -643,6 +643,7 @@ async fn the_agent_runs_from_a_kubeconfig_and_shuts_down_gracefully() {
         gang_timeout_seconds: 60,
         nomination_timeout_seconds: 90,
         bind_concurrency: 64,
+        event_concurrency: 8,
         api_qps: 0,
         api_burst: 100,
         api_timeout_ms: 5_000,

@@ -688,6 +688,7 @@ async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -
         gang_timeout_seconds: 60,
         nomination_timeout_seconds: num("BINDER_NOMINATION_TIMEOUT_SECONDS"),
         bind_concurrency: 64,
+        event_concurrency: 8,
         api_qps: 0,
         api_burst: 100,
         api_timeout_ms: 5_000,
