@@ -154,7 +154,8 @@ pub enum EvalError {
     },
 }
 
-/// When to stop working: a caller's deadline, checked between pods and every few thousand nodes.
+/// When to stop working: a caller's deadline, checked between pods and every few hundred nodes, or
+/// the end of the call the work belongs to ([`super::cancel`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Deadline(Option<Instant>);
 
@@ -169,9 +170,9 @@ impl Deadline {
         Self(Some(instant))
     }
 
-    /// True once the deadline has passed.
+    /// True once the deadline has passed or the call has ended.
     pub fn passed(&self) -> bool {
-        self.0.is_some_and(|d| Instant::now() >= d)
+        self.0.is_some_and(|d| Instant::now() >= d) || super::cancel::requested()
     }
 }
 
@@ -536,6 +537,32 @@ impl StaticKey {
             && self.tolerations == pod.tolerations
     }
 
+    /// Approximate bytes, inline and heap.
+    fn approx_bytes(&self) -> usize {
+        use super::model::string_bytes;
+        let term = |t: &super::model::SelectorTerm| {
+            48 + t
+                .match_expressions
+                .iter()
+                .chain(&t.match_fields)
+                .map(super::model::Requirement::approx_bytes)
+                .sum::<usize>()
+        };
+        std::mem::size_of::<Self>()
+            + self
+                .node_selector
+                .iter()
+                .map(|(k, v)| 48 + string_bytes(k) + string_bytes(v))
+                .sum::<usize>()
+            + self.required_affinity.iter().flatten().map(term).sum::<usize>()
+            + self.preferred_affinity.iter().map(|p| 8 + term(&p.term)).sum::<usize>()
+            + self
+                .tolerations
+                .iter()
+                .map(|t| std::mem::size_of::<Toleration>() + string_bytes(&t.key) + string_bytes(&t.value))
+                .sum::<usize>()
+    }
+
     fn of(pod: &PodSpec, static_filters: (bool, bool, bool)) -> Self {
         Self {
             static_filters,
@@ -555,6 +582,8 @@ impl StaticKey {
 #[derive(Debug, Default)]
 pub struct StaticCache {
     by_hash: HashMap<u64, (StaticKey, Arc<[StaticEval]>)>,
+    /// Approximate bytes of the entries.
+    bytes: usize,
     /// The keys of `by_hash`, oldest first: the oldest entry goes when the cache is full.
     order: std::collections::VecDeque<u64>,
     /// Classes of the lineage's latest class list: a delta that adds classes to a snapshot with
@@ -571,14 +600,29 @@ impl StaticCache {
 
     /// Adds (or replaces) an entry, evicting the oldest when the cache is full.
     fn insert(&mut self, hash: u64, key: StaticKey, evals: Arc<[StaticEval]>) {
-        if self.by_hash.insert(hash, (key, evals)).is_none() {
-            self.order.push_back(hash);
-            if self.order.len() > Self::LIMIT {
-                if let Some(oldest) = self.order.pop_front() {
-                    self.by_hash.remove(&oldest);
+        self.bytes += Self::entry_bytes(&key, &evals);
+        match self.by_hash.insert(hash, (key, evals)) {
+            Some((old_key, old_evals)) => {
+                self.bytes = self.bytes.saturating_sub(Self::entry_bytes(&old_key, &old_evals));
+            }
+            None => {
+                self.order.push_back(hash);
+                if self.order.len() > Self::LIMIT {
+                    if let Some((key, evals)) = self.order.pop_front().and_then(|oldest| self.by_hash.remove(&oldest)) {
+                        self.bytes = self.bytes.saturating_sub(Self::entry_bytes(&key, &evals));
+                    }
                 }
             }
         }
+    }
+
+    fn entry_bytes(key: &StaticKey, evals: &[StaticEval]) -> usize {
+        96 + key.approx_bytes() + std::mem::size_of_val(evals)
+    }
+
+    /// Approximate bytes held: the entries and the lineage's label columns.
+    pub(super) fn approx_bytes(&self) -> usize {
+        self.bytes + self.labels.approx_bytes()
     }
 
     /// An empty cache, to be shared by the snapshots of a lineage whose class list has `classes` classes.
@@ -687,14 +731,27 @@ impl<'a> PodPlan<'a> {
                 match found {
                     Ok(evals) => evals,
                     Err(labels) => {
-                        // Evaluated outside the lock.
+                        // Evaluated outside the lock; an evaluation cut short by the call's end is
+                        // incomplete and never cached.
                         let evals = plan.class_statics(classes, &labels);
-                        lock().insert(hash, StaticKey::of(pod, filters), Arc::clone(&evals));
+                        if !super::cancel::requested() {
+                            lock().insert(hash, StaticKey::of(pod, filters), Arc::clone(&evals));
+                        }
                         evals
                     }
                 }
             } else {
-                classes.iter().map(|c| plan.static_eval(c)).collect()
+                classes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        if super::cancel::requested_at(i) {
+                            StaticEval::default()
+                        } else {
+                            plan.static_eval(c)
+                        }
+                    })
+                    .collect()
             };
         }
         let has = |f: FilterPlugin| profile.policy.filters.contains(&f);
@@ -765,17 +822,28 @@ impl<'a> PodPlan<'a> {
             let fields = t.match_fields.iter().all(|r| r.matches(Some("")));
             out.resize(n, !empty && fields);
             for r in &t.match_expressions {
+                if super::cancel::requested() {
+                    break;
+                }
                 labels.retain_requirement(r, out);
             }
         };
+        // Each selector part costs a pass over the classes: the call's end is polled between them
+        // (what is left then is incomplete, and the caller does not cache it).
         let mut selected = vec![true; n];
         for (k, v) in &pod.node_selector {
+            if super::cancel::requested() {
+                break;
+            }
             labels.retain_label(k, v, &mut selected);
         }
         let mut matched = Vec::with_capacity(n);
         if let Some(terms) = &pod.required_affinity {
             let mut any = vec![false; n];
             for t in terms {
+                if super::cancel::requested() {
+                    break;
+                }
                 term(t, &mut matched);
                 for (a, m) in any.iter_mut().zip(&matched) {
                     *a |= *m;
@@ -787,6 +855,9 @@ impl<'a> PodPlan<'a> {
         }
         let mut weights = vec![0i64; n];
         for p in &pod.preferred_affinity {
+            if super::cancel::requested() {
+                break;
+            }
             term(&p.term, &mut matched);
             for (w, m) in weights.iter_mut().zip(&matched) {
                 *w += if *m { p.weight } else { 0 };
@@ -1021,18 +1092,29 @@ fn allocatable_and_requested(
         }
     }
 }
+/// `n · MAX_NODE_SCORE / d` for `0 ≤ n ≤ d`: kube-scheduler's int64 arithmetic where it does not
+/// overflow (`n` below 2⁶³ / 100), and the exact quotient, always in `[0, 100]`, where Go's would
+/// wrap (capacities the API accepts reach 2⁶³ − 1).
+#[inline]
+fn scaled(n: i64, d: i64) -> i64 {
+    match n.checked_mul(MAX_NODE_SCORE) {
+        Some(p) => p / d,
+        None => (i128::from(n) * i128::from(MAX_NODE_SCORE) / i128::from(d)) as i64,
+    }
+}
+
 fn least_requested_score(requested: i64, capacity: i64) -> i64 {
-    if capacity == 0 || requested > capacity {
+    if capacity <= 0 || requested > capacity {
         return 0;
     }
-    (capacity - requested) * MAX_NODE_SCORE / capacity
+    scaled(capacity - requested.max(0), capacity)
 }
 
 fn most_requested_score(requested: i64, capacity: i64) -> i64 {
-    if capacity == 0 {
+    if capacity <= 0 {
         return 0;
     }
-    requested.min(capacity) * MAX_NODE_SCORE / capacity
+    scaled(requested.clamp(0, capacity), capacity)
 }
 
 /// kube-scheduler's `BuildBrokenLinearFunction` over a shape already scaled to 0..=100.
@@ -1171,7 +1253,7 @@ fn fit_score_general(profile: &Profile, plan: &PodPlan<'_>, node: &NodeView<'_>)
                 let s = if req > alloc {
                     broken_linear(&profile.shape, 100)
                 } else {
-                    broken_linear(&profile.shape, req * 100 / alloc)
+                    broken_linear(&profile.shape, scaled(req.max(0), alloc))
                 };
                 // RequestedToCapacityRatio only counts the weights of resources that scored.
                 if s <= 0 {
@@ -1293,16 +1375,13 @@ impl ImageScale {
             return 0;
         }
         let clamped = sum.clamp(MIN_IMAGE_THRESHOLD, self.max);
-        let (n, d) = (
-            MAX_NODE_SCORE * (clamped - MIN_IMAGE_THRESHOLD),
-            self.max - MIN_IMAGE_THRESHOLD,
-        );
+        let (n, d) = (clamped - MIN_IMAGE_THRESHOLD, self.max - MIN_IMAGE_THRESHOLD);
         if n == 0 {
             0
         } else if self.exact_f64 {
-            (n as f64 / d as f64) as i64
+            ((MAX_NODE_SCORE * n) as f64 / d as f64) as i64
         } else {
-            n / d
+            scaled(n, d)
         }
     }
 }
@@ -2482,7 +2561,9 @@ impl<'a> Evaluator<'a> {
         let hot = &*usage.hot;
         let mut replay = ClassReplay::new();
         for (i, entry) in snapshot.nodes().iter().enumerate() {
-            if i % 4096 == 4095 && deadline.passed() {
+            // A node of the general pass may cost much (per-node selectors, topology terms): poll
+            // often enough that a deadline or a cancelled call stops it promptly.
+            if i % 256 == 255 && deadline.passed() {
                 self.image_sums.deactivate();
                 return Err(());
             }

@@ -11,7 +11,9 @@
 //!   the node classes' labels by column, so selectors are matched once per distinct value.
 //! - [`preemption`]: kube-scheduler's DefaultPreemption: victims, PodDisruptionBudgets, the node.
 //! - [`gang`]: gangs placed all together or not at all within a batch.
+//! - [`cancel`]: stopping the work of a call that has ended.
 
+pub mod cancel;
 pub mod class_labels;
 pub mod columns;
 pub mod framework;

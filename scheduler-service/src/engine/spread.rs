@@ -193,6 +193,9 @@ impl SpreadFilter {
         let mut eligible = vec![vec![false; n]; cs.len()];
         let mut present: Vec<Vec<bool>> = topos.iter().map(|t| vec![false; t.values.len()]).collect();
         for node in 0..n {
+            if super::cancel::requested_at(node) {
+                break;
+            }
             if topos.iter().any(|t| t.node_domain[node] == Topology::NONE) {
                 continue;
             }

@@ -63,9 +63,13 @@ impl<'a> Existing<'a> {
         self.snapshot.has_affinity_pods() || self.placed.affinity
     }
 
-    /// Calls `f` for every existing pod on a known node that has affinity or anti-affinity terms.
+    /// Calls `f` for every existing pod on a known node that has affinity or anti-affinity terms
+    /// (stopping early once the call has ended, [`super::cancel`]).
     pub fn with_affinity(&self, mut f: impl FnMut(PodRef<'_>)) {
-        for pod in self.snapshot.affinity_pods() {
+        for (k, pod) in self.snapshot.affinity_pods().enumerate() {
+            if super::cancel::requested_at(k) {
+                return;
+            }
             let Some(node) = self.snapshot.node_index(&pod.node_name) else {
                 continue;
             };
@@ -87,13 +91,17 @@ impl<'a> Existing<'a> {
         }
     }
 
-    /// Calls `f` for every existing pod whose labels match `selector` (none for `None`).
+    /// Calls `f` for every existing pod whose labels match `selector` (none for `None`; stopping
+    /// early once the call has ended, [`super::cancel`]).
     pub fn matching(&self, selector: Option<&LabelSelector>, mut f: impl FnMut(PodRef<'_>)) {
         let Some(selector) = selector else {
             return;
         };
         let index = self.snapshot.pod_index();
-        for at in index.candidates(selector) {
+        for (k, at) in index.candidates(selector).into_iter().enumerate() {
+            if super::cancel::requested_at(k) {
+                return;
+            }
             let (node, pod) = &index.pods[at as usize];
             if selector.matches(&pod.labels) {
                 let terms = pod.affinity.as_deref();
