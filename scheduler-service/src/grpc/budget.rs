@@ -14,6 +14,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
+use prometheus_client::metrics::{counter::Counter, gauge::Gauge};
 use tonic::body::Body;
 use tonic::codegen::http;
 use tonic::Status;
@@ -26,6 +27,8 @@ use super::wire::{Part, Weight, Weights, WireSchema};
 pub struct RequestBudget {
     capacity: usize,
     used: AtomicUsize,
+    /// `placement_request_memory_bytes` and `placement_request_budget_refusals_total`.
+    metrics: Option<(Gauge, Counter)>,
 }
 
 impl RequestBudget {
@@ -34,7 +37,29 @@ impl RequestBudget {
         Arc::new(Self {
             capacity,
             used: AtomicUsize::new(0),
+            metrics: None,
         })
+    }
+
+    /// A budget of `capacity` bytes reporting into `metrics`.
+    pub fn with_metrics(capacity: usize, metrics: &super::Metrics) -> Arc<Self> {
+        Arc::new(Self {
+            capacity,
+            used: AtomicUsize::new(0),
+            metrics: Some((metrics.request_memory.clone(), metrics.budget_refusals.clone())),
+        })
+    }
+
+    fn report(&self, used: usize) {
+        if let Some((gauge, _)) = &self.metrics {
+            gauge.set(used as i64);
+        }
+    }
+
+    fn refused(&self) {
+        if let Some((_, refusals)) = &self.metrics {
+            refusals.inc();
+        }
     }
 
     /// The budget's size.
@@ -61,15 +86,18 @@ impl RequestBudget {
         } else {
             self.large_capacity()
         };
-        self.used
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-                used.checked_add(n).filter(|t| *t <= capacity)
-            })
-            .is_ok()
+        let taken = self.used.fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+            used.checked_add(n).filter(|t| *t <= capacity)
+        });
+        if let Ok(before) = taken {
+            self.report(before + n);
+        }
+        taken.is_ok()
     }
 
     fn give(&self, n: usize) {
-        self.used.fetch_sub(n, Ordering::AcqRel);
+        let before = self.used.fetch_sub(n, Ordering::AcqRel);
+        self.report(before.saturating_sub(n));
     }
 }
 
@@ -116,6 +144,11 @@ impl Reservation {
         self.budget.capacity()
     }
 
+    /// Counts a refusal for want of budget decided elsewhere (the codec's scan).
+    pub fn refused(&self) {
+        self.budget.refused();
+    }
+
     /// Bytes this call holds.
     pub fn held(&self) -> usize {
         self.held.load(Ordering::Relaxed)
@@ -131,6 +164,7 @@ impl Reservation {
         let capacity = self.budget.large_capacity();
         let total = self.held().saturating_add(n);
         if total > capacity && total > SMALL_CALL_BYTES {
+            self.budget.refused();
             return Err(Status::resource_exhausted(format!(
                 "{what} would take about {} MiB, more than this replica's whole request budget of {} MiB \
                  (--request-memory-bytes); send less per request",
@@ -139,6 +173,7 @@ impl Reservation {
             )));
         }
         if !self.budget.try_take(n, total) {
+            self.budget.refused();
             return Err(Status::resource_exhausted(format!(
                 "{what} would take about {} MiB and the requests in flight hold {} of this replica's {} MiB \
                  request budget (--request-memory-bytes); retry later",

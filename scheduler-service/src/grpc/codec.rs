@@ -138,8 +138,13 @@ where
         let len = buf.remaining();
         let work = |buf: &mut DecodeBuf<'_>| -> Result<U, Status> {
             if let Some(call) = &call {
-                let cost = wire::scan_limited::<U>(buf.chunk(), budget::weights(), &scan_limits::<U>(call))
-                    .map_err(|e| refused::<U>(e, call))?;
+                let cost =
+                    wire::scan_limited::<U>(buf.chunk(), budget::weights(), &scan_limits::<U>(call)).map_err(|e| {
+                        if matches!(e, wire::WireError::OverWork { .. }) {
+                            call.reservation.refused();
+                        }
+                        refused::<U>(e, call)
+                    })?;
                 call.reservation
                     .charge(cost.work_bytes, &format!("decoding and serving this {}", U::NAME))?;
             }

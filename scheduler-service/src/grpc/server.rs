@@ -207,7 +207,7 @@ pub async fn serve(
     let limits = DecodeLimits {
         max_batch_size: service.max_batch_size,
     };
-    let budget = RequestBudget::new(config.request_memory_bytes);
+    let budget = RequestBudget::with_metrics(config.request_memory_bytes, &metrics);
     let mut watcher = None;
     match &config.policy_file {
         None => metrics.policy_config_in_use("built-in", "built-in", service.policies.len()),
