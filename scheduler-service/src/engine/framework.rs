@@ -392,6 +392,9 @@ pub(super) struct PodPlan<'a> {
     pub(super) topo: Option<Box<TopoState>>,
     /// The pod as the policy's CEL rules read it; `None` when the policy has none.
     rule_pod: Option<cel::Value>,
+    /// The outcomes of the rules that read only what a node class shares, per class and rule
+    /// (filters first, then scores; a filter's passing outcome is 0), evaluated on first use.
+    rule_classes: RefCell<Vec<Option<Result<i64, Arc<str>>>>>,
 }
 
 /// The topology plugins' PreFilter and PreScore state for one pod.
@@ -698,6 +701,7 @@ impl<'a> PodPlan<'a> {
             static_filters: profile.static_filters,
             topo: None,
             rule_pod: profile.rules.is_some().then(|| cel_rules::pod_value(pod)),
+            rule_classes: RefCell::new(Vec::new()),
         };
         if !per_node {
             let classes = snapshot.classes();
@@ -2980,16 +2984,47 @@ impl<'a> Evaluator<'a> {
         let Some(pod) = &plan.rule_pod else {
             return Ok(());
         };
-        let node = {
+        // The node's context, built when a rule reads the node itself.
+        let node_context = || {
             let mut statics = self.node_statics.borrow_mut();
-            match statics.get_mut(i) {
-                Some(slot) => {
-                    let node = slot.get_or_insert_with(|| NodeStatic::of(&entry.spec));
-                    cel_rules::node_value(node, usage)
-                }
+            let node = match statics.get_mut(i) {
+                Some(slot) => cel_rules::node_value(slot.get_or_insert_with(|| NodeStatic::of(&entry.spec)), usage),
                 None => cel_rules::node_value(&NodeStatic::of(&entry.spec), usage),
-            }
+            };
+            rules.context(pod, node)
         };
+        // The class's context (its labels but the per-node ones, taints, cordon), for the rules
+        // that read nothing else: their outcome is kept per class for the pod.
+        let class = entry.class as usize;
+        let class_context = || {
+            let spec = self
+                .snapshot
+                .classes()
+                .get(class)
+                .map_or_else(|| NodeStatic::of(&entry.spec), |c| NodeStatic::of(c));
+            rules.context(pod, cel_rules::node_value(&spec, &NodeUsage::default()))
+        };
+        let filters = rules.filters.len();
+        let width = filters + rules.scores.len();
+        let mut cache = plan.rule_classes.borrow_mut();
+        if cache.len() < (class + 1) * width {
+            cache.resize(self.snapshot.classes().len().max(class + 1) * width, None);
+        }
+        let mut node_ctx = None;
+        let mut class_ctx = None;
+        for (k, f) in rules.filters.iter().enumerate() {
+            if f.class_level {
+                let slot = &mut cache[class * width + k];
+                let outcome = slot.get_or_insert_with(|| {
+                    let ctx = class_ctx.get_or_insert_with(class_context);
+                    rules.filter(k, ctx).map(|()| 0).map_err(|r| r.0)
+                });
+                outcome.clone()?;
+            } else {
+                let ctx = node_ctx.get_or_insert_with(node_context);
+                rules.filter(k, ctx).map_err(|r| r.0)?;
+            }
+        }
         let n = rules.scores.len();
         let mut raw = self.rule_raw.borrow_mut();
         let mut spare = [0i64; cel_rules::MAX_RULES];
@@ -2997,7 +3032,20 @@ impl<'a> Evaluator<'a> {
             Some(out) => out,
             None => &mut spare[..n],
         };
-        rules.evaluate(pod, node, out).map_err(|r| r.0)
+        for ((k, s), out) in rules.scores.iter().enumerate().zip(out.iter_mut()) {
+            *out = if s.class_level {
+                let slot = &mut cache[class * width + filters + k];
+                slot.get_or_insert_with(|| {
+                    let ctx = class_ctx.get_or_insert_with(class_context);
+                    rules.score(k, ctx).map_err(|r| r.0)
+                })
+                .clone()?
+            } else {
+                let ctx = node_ctx.get_or_insert_with(node_context);
+                rules.score(k, ctx).map_err(|r| r.0)?
+            };
+        }
+        Ok(())
     }
 
     /// The weighted, normalized scores of the score rules for node `i`: each raw score min-max

@@ -1861,3 +1861,54 @@ fn pods_under_policies_without_rules_keep_the_plain_pass() {
     let ruled = with_rules(&[("t", "true", "")], &[]);
     assert!(!PodPlan::new(&ruled, &snap, &p, 0, &Placed::default(), true).plain);
 }
+
+#[test]
+fn class_level_rules_answer_as_rules_evaluated_node_by_node() {
+    // The same rules, once reading only shared labels (evaluated per class) and once also
+    // reading the name (evaluated per node): equal rankings and reasons.
+    let nodes: Vec<NodeSpec> = (0..40)
+        .map(|k| {
+            let mut n = node(&format!("n{k:02}"), 4000, 1 << 30);
+            n.labels.insert("zone".into(), ["a", "b", "c"][k % 3].into());
+            if k % 4 == 0 {
+                n.labels.insert("test/test".into(), String::new());
+            }
+            n.labels.insert("kubernetes.io/hostname".into(), n.name.clone());
+            n
+        })
+        .collect();
+    let snap = snapshot(nodes);
+    let by_class = with_rules(
+        &[NGINX_RULE],
+        &[("zone-a", "node.metadata.labels['zone'] == 'a' ? 10 : 0", 2)],
+    );
+    let by_node = with_rules(
+        &[(
+            NGINX_RULE.0,
+            "node.metadata.name != '' && (pod.metadata.labels['workload_name'] != 'nginx' || 'test/test' in node.metadata.labels)",
+            NGINX_RULE.2,
+        )],
+        &[("zone-a", "node.metadata.name != '' && node.metadata.labels['zone'] == 'a' ? 10 : 0", 2)],
+    );
+    let Some(Ok(compiled)) = &by_class.rules else { panic!() };
+    assert!(compiled.filters[0].class_level && compiled.scores[0].class_level);
+    let Some(Ok(compiled)) = &by_node.rules else { panic!() };
+    assert!(!compiled.filters[0].class_level && !compiled.scores[0].class_level);
+    let mut nginx = pod("nginx", 100, 100);
+    nginx.labels.insert("workload_name".into(), "nginx".into());
+    for p in [nginx, pod("other", 100, 100)] {
+        let a = Evaluator::new(&by_class, &snap)
+            .rank(&p, 0, 0, Deadline::none())
+            .unwrap();
+        let b = Evaluator::new(&by_node, &snap)
+            .rank(&p, 0, 0, Deadline::none())
+            .unwrap();
+        let view = |r: &Ranking| {
+            (
+                r.feasible.iter().map(|n| (n.node.clone(), n.total)).collect::<Vec<_>>(),
+                r.diagnosis.message(),
+            )
+        };
+        assert_eq!(view(&a), view(&b));
+    }
+}

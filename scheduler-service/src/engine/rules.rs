@@ -13,13 +13,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cel::common::ast::{EntryExpr, Expr};
+use cel::common::ast::{EntryExpr, Expr, LiteralValue};
 use cel::{Context, Env, IdedExpr, Program, Value};
 use serde::{Deserialize, Serialize};
 
 use super::model::{NodeSpec, PodSpec, TaintEffect};
 use super::resources::Resources;
-use super::snapshot::NodeUsage;
+use super::snapshot::{NodeUsage, NODE_UNIQUE_LABELS};
 
 /// Longest expression source accepted, in bytes.
 pub const MAX_EXPRESSION_BYTES: usize = 2048;
@@ -162,6 +162,7 @@ impl Rules {
             };
             filters.push(CompiledFilter {
                 name: Arc::from(r.name.as_str()),
+                class_level: reads_only_class(program.expression()),
                 program,
                 reason: Arc::from(reason),
             });
@@ -177,6 +178,7 @@ impl Rules {
             let program = compile(&env, &r.expression).map_err(|m| err(format!("rules.scores[{i}].expression"), m))?;
             scores.push(CompiledScore {
                 name: Arc::from(r.name.as_str()),
+                class_level: reads_only_class(program.expression()),
                 program,
                 weight: r.weight,
             });
@@ -289,11 +291,81 @@ impl Size {
     }
 }
 
+/// Whether `e` reads of `node` only what a node class shares: `node.metadata.labels` by a
+/// literal key that is not per node (`labels['k']`, `labels.k`, `'k' in labels`, `has(labels.k)`)
+/// and `node.spec.taints` / `node.spec.unschedulable`. Such a rule's verdict is the same on every
+/// node of a class, so it is evaluated once per class and pod.
+pub fn reads_only_class(e: &IdedExpr) -> bool {
+    fn is_ident(e: &IdedExpr, name: &str) -> bool {
+        matches!(&e.expr, Expr::Ident(n) if n == name)
+    }
+    fn select<'e>(e: &'e IdedExpr, field: &str) -> Option<&'e IdedExpr> {
+        match &e.expr {
+            Expr::Select(s) if !s.test && s.field == field => Some(&s.operand),
+            _ => None,
+        }
+    }
+    fn node_labels(e: &IdedExpr) -> bool {
+        select(e, "labels")
+            .and_then(|m| select(m, "metadata"))
+            .is_some_and(|n| is_ident(n, "node"))
+    }
+    fn shared_key(e: &IdedExpr) -> bool {
+        matches!(&e.expr, Expr::Literal(LiteralValue::String(k)) if !NODE_UNIQUE_LABELS.contains(&k.inner()))
+    }
+    fn ok(e: &IdedExpr) -> bool {
+        match &e.expr {
+            Expr::Ident(n) => n != "node",
+            Expr::Literal(_) | Expr::Unspecified => true,
+            // node.spec.taints and node.spec.unschedulable: the class's own.
+            Expr::Select(s)
+                if !s.test
+                    && matches!(s.field.as_str(), "taints" | "unschedulable")
+                    && select(&s.operand, "spec").is_some_and(|n| is_ident(n, "node")) =>
+            {
+                true
+            }
+            // node.metadata.labels.k and has(node.metadata.labels.k).
+            Expr::Select(s) if node_labels(&s.operand) => !NODE_UNIQUE_LABELS.contains(&s.field.as_str()),
+            Expr::Select(s) => ok(&s.operand),
+            Expr::Call(c) => {
+                match (c.func_name.as_str(), c.target.as_deref(), c.args.as_slice()) {
+                    ("_[_]", None, [m, k]) if node_labels(m) => return shared_key(k),
+                    ("@in", None, [k, m]) if node_labels(m) => return shared_key(k),
+                    _ => {}
+                }
+                c.target.as_deref().is_none_or(ok) && c.args.iter().all(ok)
+            }
+            Expr::Comprehension(c) => {
+                // A loop variable named `node` hides the node: refused, to stay simple.
+                c.iter_var != "node"
+                    && c.iter_var2.as_deref() != Some("node")
+                    && c.accu_var != "node"
+                    && [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result]
+                        .into_iter()
+                        .all(ok)
+            }
+            Expr::List(l) => l.elements.iter().all(ok),
+            Expr::Map(m) => m.entries.iter().all(|e| entry_ok(&e.expr)),
+            Expr::Struct(s) => s.entries.iter().all(|e| entry_ok(&e.expr)),
+        }
+    }
+    fn entry_ok(e: &EntryExpr) -> bool {
+        match e {
+            EntryExpr::StructField(f) => ok(&f.value),
+            EntryExpr::MapEntry(m) => ok(&m.key) && ok(&m.value),
+        }
+    }
+    ok(e)
+}
+
 /// A compiled filter rule.
 #[derive(Debug)]
 pub struct CompiledFilter {
     /// The rule's name.
     pub name: Arc<str>,
+    /// Whether it reads only what a node class shares (see [`reads_only_class`]).
+    pub class_level: bool,
     program: Program,
     /// The reason shown for the nodes it rejects.
     pub reason: Arc<str>,
@@ -304,6 +376,8 @@ pub struct CompiledFilter {
 pub struct CompiledScore {
     /// The rule's name.
     pub name: Arc<str>,
+    /// Whether it reads only what a node class shares (see [`reads_only_class`]).
+    pub class_level: bool,
     program: Program,
     /// The weight of its normalized score.
     pub weight: i64,
@@ -341,38 +415,56 @@ impl CompiledRules {
     /// of each score rule, written to `scores`, or the reason the node is rejected (a filter rule
     /// false, or an evaluation error of any rule).
     pub fn evaluate(&self, pod: &Value, node: Value, scores: &mut [i64]) -> Result<(), RuleRejection> {
+        let context = self.context(pod, node);
+        for k in 0..self.filters.len() {
+            self.filter(k, &context)?;
+        }
+        for (k, out) in scores.iter_mut().enumerate().take(self.scores.len()) {
+            *out = self.score(k, &context)?;
+        }
+        Ok(())
+    }
+
+    /// The evaluation context of `pod` on `node`.
+    pub fn context(&self, pod: &Value, node: Value) -> Context<'static, 'static> {
         let mut context = Context::with_env(Arc::clone(&self.env));
         context.add_variable_from_value("pod", pod.clone());
         context.add_variable_from_value("node", node);
-        for f in &self.filters {
-            match f.program.execute(&context) {
-                Ok(Value::Bool(true)) => {}
-                Ok(Value::Bool(false)) => return Err(RuleRejection(Arc::clone(&f.reason))),
-                Ok(other) => {
-                    return Err(RuleRejection(Arc::from(format!(
-                        "rule {} returned {}, not bool",
-                        f.name,
-                        other.type_of()
-                    ))))
-                }
-                Err(e) => return Err(RuleRejection(Arc::from(format!("rule {} failed: {e}", f.name)))),
-            }
+        context
+    }
+
+    /// Runs filter rule `k`: `Ok` when it keeps the node.
+    pub fn filter(&self, k: usize, context: &Context<'_, '_>) -> Result<(), RuleRejection> {
+        let Some(f) = self.filters.get(k) else {
+            return Ok(());
+        };
+        match f.program.execute(context) {
+            Ok(Value::Bool(true)) => Ok(()),
+            Ok(Value::Bool(false)) => Err(RuleRejection(Arc::clone(&f.reason))),
+            Ok(other) => Err(RuleRejection(Arc::from(format!(
+                "rule {} returned {}, not bool",
+                f.name,
+                other.type_of()
+            )))),
+            Err(e) => Err(RuleRejection(Arc::from(format!("rule {} failed: {e}", f.name)))),
         }
-        for (s, out) in self.scores.iter().zip(scores.iter_mut()) {
-            *out = match s.program.execute(&context) {
-                Ok(Value::Int(n)) => n,
-                Ok(Value::UInt(n)) => i64::try_from(n).unwrap_or(i64::MAX),
-                Ok(other) => {
-                    return Err(RuleRejection(Arc::from(format!(
-                        "rule {} returned {}, not int",
-                        s.name,
-                        other.type_of()
-                    ))))
-                }
-                Err(e) => return Err(RuleRejection(Arc::from(format!("rule {} failed: {e}", s.name)))),
-            };
+    }
+
+    /// Runs score rule `k`: its raw score.
+    pub fn score(&self, k: usize, context: &Context<'_, '_>) -> Result<i64, RuleRejection> {
+        let Some(s) = self.scores.get(k) else {
+            return Ok(0);
+        };
+        match s.program.execute(context) {
+            Ok(Value::Int(n)) => Ok(n),
+            Ok(Value::UInt(n)) => Ok(i64::try_from(n).unwrap_or(i64::MAX)),
+            Ok(other) => Err(RuleRejection(Arc::from(format!(
+                "rule {} returned {}, not int",
+                s.name,
+                other.type_of()
+            )))),
+            Err(e) => Err(RuleRejection(Arc::from(format!("rule {} failed: {e}", s.name)))),
         }
-        Ok(())
     }
 }
 
@@ -677,6 +769,33 @@ mod tests {
             .evaluate(&pv, node_value(&NodeStatic::of(&node), &usage), &mut scores)
             .unwrap_err();
         assert_eq!(&*e.0, "node(s) didn't match rule label");
+    }
+
+    #[test]
+    fn rules_reading_only_shared_labels_and_taints_are_class_level() {
+        let class = |e: &str| reads_only_class(Program::compile(e).unwrap().expression());
+        assert!(class(
+            "pod.metadata.labels['workload_name'] != 'nginx' || 'test/test' in node.metadata.labels"
+        ));
+        assert!(class("node.metadata.labels['zone'] == pod.metadata.labels['zone']"));
+        assert!(class(
+            "has(node.metadata.labels.zone) && node.metadata.labels.zone == 'a'"
+        ));
+        assert!(class(
+            "!node.spec.taints.exists(t, t.effect == 'NoExecute') && !node.spec.unschedulable"
+        ));
+        assert!(!class("node.metadata.name == 'a'"), "the name is per node");
+        assert!(
+            !class("node.metadata.labels['kubernetes.io/hostname'] == 'a'"),
+            "a per-node label"
+        );
+        assert!(
+            !class("node.metadata.labels[pod.metadata.labels['k']] == 'a'"),
+            "a computed key"
+        );
+        assert!(!class("node.metadata.labels.exists(k, k == 'x')"), "every label");
+        assert!(!class("node.status.requested.cpu < 1000"));
+        assert!(!class("size(node) > 0"));
     }
 
     #[test]
