@@ -1414,6 +1414,10 @@ type PolicyInfo struct {
 	// Where the policy comes from: "built-in", or the policy file's path, format and entry, for
 	// example "/etc/placement/policies.yaml: KubeSchedulerConfiguration profiles[1]".
 	Source string `protobuf:"bytes,10,opt,name=source,proto3" json:"source,omitempty"`
+	// The policy's CEL filter rules, run in order after the filter plugins.
+	FilterRules []*FilterRule `protobuf:"bytes,11,rep,name=filter_rules,json=filterRules,proto3" json:"filter_rules,omitempty"`
+	// The policy's CEL score rules, added to the score plugins' weighted scores.
+	ScoreRules []*ScoreRule `protobuf:"bytes,12,rep,name=score_rules,json=scoreRules,proto3" json:"score_rules,omitempty"`
 }
 
 func (x *PolicyInfo) Reset() {
@@ -1497,6 +1501,154 @@ func (x *PolicyInfo) GetSource() string {
 	return ""
 }
 
+func (x *PolicyInfo) GetFilterRules() []*FilterRule {
+	if x != nil {
+		return x.FilterRules
+	}
+	return nil
+}
+
+func (x *PolicyInfo) GetScoreRules() []*ScoreRule {
+	if x != nil {
+		return x.ScoreRules
+	}
+	return nil
+}
+
+// FilterRule is a policy's CEL filter rule: a node passes when the expression is true.
+type FilterRule struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// The rule's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The CEL expression (bool) over `pod` and `node`.
+	Expression string `protobuf:"bytes,2,opt,name=expression,proto3" json:"expression,omitempty"`
+	// What the unschedulable message says of the nodes it rejects.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+}
+
+func (x *FilterRule) Reset() {
+	*x = FilterRule{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_placement_v1_placement_proto_msgTypes[18]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *FilterRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FilterRule) ProtoMessage() {}
+
+func (x *FilterRule) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[18]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FilterRule.ProtoReflect.Descriptor instead.
+func (*FilterRule) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *FilterRule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FilterRule) GetExpression() string {
+	if x != nil {
+		return x.Expression
+	}
+	return ""
+}
+
+func (x *FilterRule) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ScoreRule is a policy's CEL score rule: an integer per node, normalized to 0..100 and weighed.
+type ScoreRule struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// The rule's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The CEL expression (int) over `pod` and `node`.
+	Expression string `protobuf:"bytes,2,opt,name=expression,proto3" json:"expression,omitempty"`
+	// Weight multiplied into the normalized score.
+	Weight int64 `protobuf:"varint,3,opt,name=weight,proto3" json:"weight,omitempty"`
+}
+
+func (x *ScoreRule) Reset() {
+	*x = ScoreRule{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_placement_v1_placement_proto_msgTypes[19]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *ScoreRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScoreRule) ProtoMessage() {}
+
+func (x *ScoreRule) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[19]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScoreRule.ProtoReflect.Descriptor instead.
+func (*ScoreRule) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ScoreRule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ScoreRule) GetExpression() string {
+	if x != nil {
+		return x.Expression
+	}
+	return ""
+}
+
+func (x *ScoreRule) GetWeight() int64 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
 // PluginWeight is a score plugin and its weight.
 type PluginWeight struct {
 	state         protoimpl.MessageState
@@ -1512,7 +1664,7 @@ type PluginWeight struct {
 func (x *PluginWeight) Reset() {
 	*x = PluginWeight{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_placement_v1_placement_proto_msgTypes[18]
+		mi := &file_placement_v1_placement_proto_msgTypes[20]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -1525,7 +1677,7 @@ func (x *PluginWeight) String() string {
 func (*PluginWeight) ProtoMessage() {}
 
 func (x *PluginWeight) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[18]
+	mi := &file_placement_v1_placement_proto_msgTypes[20]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1538,7 +1690,7 @@ func (x *PluginWeight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PluginWeight.ProtoReflect.Descriptor instead.
 func (*PluginWeight) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{18}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PluginWeight) GetPlugin() string {
@@ -1604,12 +1756,14 @@ type Pod struct {
 	StartTimeSeconds int64 `protobuf:"varint,21,opt,name=start_time_seconds,json=startTimeSeconds,proto3" json:"start_time_seconds,omitempty"`
 	// The gang the pod belongs to; unset for a pod placed on its own.
 	Gang *Gang `protobuf:"bytes,22,opt,name=gang,proto3" json:"gang,omitempty"`
+	// metadata.annotations; read only by a policy's rules (CEL `pod.metadata.annotations`).
+	Annotations map[string]string `protobuf:"bytes,23,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key,proto3" protobuf_val:"bytes,2,opt,name=value,proto3"`
 }
 
 func (x *Pod) Reset() {
 	*x = Pod{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_placement_v1_placement_proto_msgTypes[19]
+		mi := &file_placement_v1_placement_proto_msgTypes[21]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -1622,7 +1776,7 @@ func (x *Pod) String() string {
 func (*Pod) ProtoMessage() {}
 
 func (x *Pod) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[19]
+	mi := &file_placement_v1_placement_proto_msgTypes[21]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1635,7 +1789,7 @@ func (x *Pod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pod.ProtoReflect.Descriptor instead.
 func (*Pod) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{19}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Pod) GetUid() string {
@@ -1771,6 +1925,13 @@ func (x *Pod) GetGang() *Gang {
 	return nil
 }
 
+func (x *Pod) GetAnnotations() map[string]string {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
 // PodAffinity is spec.affinity.podAffinity or spec.affinity.podAntiAffinity
 // (both have this shape).
 type PodAffinity struct {
@@ -1787,7 +1948,7 @@ type PodAffinity struct {
 func (x *PodAffinity) Reset() {
 	*x = PodAffinity{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_placement_v1_placement_proto_msgTypes[20]
+		mi := &file_placement_v1_placement_proto_msgTypes[22]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -1800,7 +1961,7 @@ func (x *PodAffinity) String() string {
 func (*PodAffinity) ProtoMessage() {}
 
 func (x *PodAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[20]
+	mi := &file_placement_v1_placement_proto_msgTypes[22]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +1974,7 @@ func (x *PodAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodAffinity.ProtoReflect.Descriptor instead.
 func (*PodAffinity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{20}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PodAffinity) GetRequired() []*PodAffinityTerm {
@@ -1850,7 +2011,7 @@ type PodAffinityTerm struct {
 func (x *PodAffinityTerm) Reset() {
 	*x = PodAffinityTerm{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_placement_v1_placement_proto_msgTypes[21]
+		mi := &file_placement_v1_placement_proto_msgTypes[23]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -1863,7 +2024,7 @@ func (x *PodAffinityTerm) String() string {
 func (*PodAffinityTerm) ProtoMessage() {}
 
 func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[21]
+	mi := &file_placement_v1_placement_proto_msgTypes[23]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1876,7 +2037,7 @@ func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodAffinityTerm.ProtoReflect.Descriptor instead.
 func (*PodAffinityTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{21}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PodAffinityTerm) GetLabelSelector() *LabelSelector {
@@ -1922,7 +2083,7 @@ type WeightedPodAffinityTerm struct {
 func (x *WeightedPodAffinityTerm) Reset() {
 	*x = WeightedPodAffinityTerm{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_placement_v1_placement_proto_msgTypes[22]
+		mi := &file_placement_v1_placement_proto_msgTypes[24]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -1935,7 +2096,7 @@ func (x *WeightedPodAffinityTerm) String() string {
 func (*WeightedPodAffinityTerm) ProtoMessage() {}
 
 func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	mi := &file_placement_v1_placement_proto_msgTypes[24]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1948,7 +2109,7 @@ func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedPodAffinityTerm.ProtoReflect.Descriptor instead.
 func (*WeightedPodAffinityTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{22}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WeightedPodAffinityTerm) GetWeight() int32 {
@@ -1983,7 +2144,7 @@ type Gang struct {
 func (x *Gang) Reset() {
 	*x = Gang{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_placement_v1_placement_proto_msgTypes[23]
+		mi := &file_placement_v1_placement_proto_msgTypes[25]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -1996,7 +2157,7 @@ func (x *Gang) String() string {
 func (*Gang) ProtoMessage() {}
 
 func (x *Gang) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[23]
+	mi := &file_placement_v1_placement_proto_msgTypes[25]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2009,7 +2170,7 @@ func (x *Gang) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gang.ProtoReflect.Descriptor instead.
 func (*Gang) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{23}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Gang) GetName() string {
@@ -2052,7 +2213,7 @@ type PodDisruptionBudget struct {
 func (x *PodDisruptionBudget) Reset() {
 	*x = PodDisruptionBudget{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_placement_v1_placement_proto_msgTypes[24]
+		mi := &file_placement_v1_placement_proto_msgTypes[26]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -2065,7 +2226,7 @@ func (x *PodDisruptionBudget) String() string {
 func (*PodDisruptionBudget) ProtoMessage() {}
 
 func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	mi := &file_placement_v1_placement_proto_msgTypes[26]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2078,7 +2239,7 @@ func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodDisruptionBudget.ProtoReflect.Descriptor instead.
 func (*PodDisruptionBudget) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{24}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PodDisruptionBudget) GetNamespace() string {
@@ -2131,7 +2292,7 @@ type LabelSelector struct {
 func (x *LabelSelector) Reset() {
 	*x = LabelSelector{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_placement_v1_placement_proto_msgTypes[25]
+		mi := &file_placement_v1_placement_proto_msgTypes[27]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -2144,7 +2305,7 @@ func (x *LabelSelector) String() string {
 func (*LabelSelector) ProtoMessage() {}
 
 func (x *LabelSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[25]
+	mi := &file_placement_v1_placement_proto_msgTypes[27]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2157,7 +2318,7 @@ func (x *LabelSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelector.ProtoReflect.Descriptor instead.
 func (*LabelSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{25}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *LabelSelector) GetMatchLabels() map[string]string {
@@ -2191,7 +2352,7 @@ type LabelSelectorRequirement struct {
 func (x *LabelSelectorRequirement) Reset() {
 	*x = LabelSelectorRequirement{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_placement_v1_placement_proto_msgTypes[26]
+		mi := &file_placement_v1_placement_proto_msgTypes[28]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -2204,7 +2365,7 @@ func (x *LabelSelectorRequirement) String() string {
 func (*LabelSelectorRequirement) ProtoMessage() {}
 
 func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[26]
+	mi := &file_placement_v1_placement_proto_msgTypes[28]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2217,7 +2378,7 @@ func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*LabelSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{26}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *LabelSelectorRequirement) GetKey() string {
@@ -2268,7 +2429,7 @@ type TopologySpreadConstraint struct {
 func (x *TopologySpreadConstraint) Reset() {
 	*x = TopologySpreadConstraint{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_placement_v1_placement_proto_msgTypes[27]
+		mi := &file_placement_v1_placement_proto_msgTypes[29]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -2281,7 +2442,7 @@ func (x *TopologySpreadConstraint) String() string {
 func (*TopologySpreadConstraint) ProtoMessage() {}
 
 func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[27]
+	mi := &file_placement_v1_placement_proto_msgTypes[29]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2294,7 +2455,7 @@ func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySpreadConstraint.ProtoReflect.Descriptor instead.
 func (*TopologySpreadConstraint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{27}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TopologySpreadConstraint) GetMaxSkew() int32 {
@@ -2374,7 +2535,7 @@ type Container struct {
 func (x *Container) Reset() {
 	*x = Container{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_placement_v1_placement_proto_msgTypes[28]
+		mi := &file_placement_v1_placement_proto_msgTypes[30]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -2387,7 +2548,7 @@ func (x *Container) String() string {
 func (*Container) ProtoMessage() {}
 
 func (x *Container) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[28]
+	mi := &file_placement_v1_placement_proto_msgTypes[30]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2400,7 +2561,7 @@ func (x *Container) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Container.ProtoReflect.Descriptor instead.
 func (*Container) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{28}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Container) GetName() string {
@@ -2457,7 +2618,7 @@ type ContainerPort struct {
 func (x *ContainerPort) Reset() {
 	*x = ContainerPort{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_placement_v1_placement_proto_msgTypes[29]
+		mi := &file_placement_v1_placement_proto_msgTypes[31]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -2470,7 +2631,7 @@ func (x *ContainerPort) String() string {
 func (*ContainerPort) ProtoMessage() {}
 
 func (x *ContainerPort) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[29]
+	mi := &file_placement_v1_placement_proto_msgTypes[31]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2483,7 +2644,7 @@ func (x *ContainerPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerPort.ProtoReflect.Descriptor instead.
 func (*ContainerPort) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{29}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ContainerPort) GetContainerPort() int32 {
@@ -2529,7 +2690,7 @@ type NodeAffinity struct {
 func (x *NodeAffinity) Reset() {
 	*x = NodeAffinity{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_placement_v1_placement_proto_msgTypes[30]
+		mi := &file_placement_v1_placement_proto_msgTypes[32]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -2542,7 +2703,7 @@ func (x *NodeAffinity) String() string {
 func (*NodeAffinity) ProtoMessage() {}
 
 func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[30]
+	mi := &file_placement_v1_placement_proto_msgTypes[32]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2555,7 +2716,7 @@ func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAffinity.ProtoReflect.Descriptor instead.
 func (*NodeAffinity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{30}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *NodeAffinity) GetRequired() *NodeSelector {
@@ -2585,7 +2746,7 @@ type NodeSelector struct {
 func (x *NodeSelector) Reset() {
 	*x = NodeSelector{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_placement_v1_placement_proto_msgTypes[31]
+		mi := &file_placement_v1_placement_proto_msgTypes[33]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -2598,7 +2759,7 @@ func (x *NodeSelector) String() string {
 func (*NodeSelector) ProtoMessage() {}
 
 func (x *NodeSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[31]
+	mi := &file_placement_v1_placement_proto_msgTypes[33]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2611,7 +2772,7 @@ func (x *NodeSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelector.ProtoReflect.Descriptor instead.
 func (*NodeSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{31}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *NodeSelector) GetTerms() []*NodeSelectorTerm {
@@ -2636,7 +2797,7 @@ type NodeSelectorTerm struct {
 func (x *NodeSelectorTerm) Reset() {
 	*x = NodeSelectorTerm{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_placement_v1_placement_proto_msgTypes[32]
+		mi := &file_placement_v1_placement_proto_msgTypes[34]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -2649,7 +2810,7 @@ func (x *NodeSelectorTerm) String() string {
 func (*NodeSelectorTerm) ProtoMessage() {}
 
 func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	mi := &file_placement_v1_placement_proto_msgTypes[34]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2662,7 +2823,7 @@ func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorTerm.ProtoReflect.Descriptor instead.
 func (*NodeSelectorTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{32}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *NodeSelectorTerm) GetMatchExpressions() []*NodeSelectorRequirement {
@@ -2696,7 +2857,7 @@ type NodeSelectorRequirement struct {
 func (x *NodeSelectorRequirement) Reset() {
 	*x = NodeSelectorRequirement{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_placement_v1_placement_proto_msgTypes[33]
+		mi := &file_placement_v1_placement_proto_msgTypes[35]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -2709,7 +2870,7 @@ func (x *NodeSelectorRequirement) String() string {
 func (*NodeSelectorRequirement) ProtoMessage() {}
 
 func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	mi := &file_placement_v1_placement_proto_msgTypes[35]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2722,7 +2883,7 @@ func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*NodeSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{33}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *NodeSelectorRequirement) GetKey() string {
@@ -2761,7 +2922,7 @@ type PreferredSchedulingTerm struct {
 func (x *PreferredSchedulingTerm) Reset() {
 	*x = PreferredSchedulingTerm{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_placement_v1_placement_proto_msgTypes[34]
+		mi := &file_placement_v1_placement_proto_msgTypes[36]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -2774,7 +2935,7 @@ func (x *PreferredSchedulingTerm) String() string {
 func (*PreferredSchedulingTerm) ProtoMessage() {}
 
 func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[34]
+	mi := &file_placement_v1_placement_proto_msgTypes[36]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2787,7 +2948,7 @@ func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreferredSchedulingTerm.ProtoReflect.Descriptor instead.
 func (*PreferredSchedulingTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{34}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PreferredSchedulingTerm) GetWeight() int32 {
@@ -2825,7 +2986,7 @@ type Toleration struct {
 func (x *Toleration) Reset() {
 	*x = Toleration{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_placement_v1_placement_proto_msgTypes[35]
+		mi := &file_placement_v1_placement_proto_msgTypes[37]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -2838,7 +2999,7 @@ func (x *Toleration) String() string {
 func (*Toleration) ProtoMessage() {}
 
 func (x *Toleration) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[35]
+	mi := &file_placement_v1_placement_proto_msgTypes[37]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2851,7 +3012,7 @@ func (x *Toleration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Toleration.ProtoReflect.Descriptor instead.
 func (*Toleration) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{35}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Toleration) GetKey() string {
@@ -2912,7 +3073,7 @@ type Node struct {
 func (x *Node) Reset() {
 	*x = Node{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_placement_v1_placement_proto_msgTypes[36]
+		mi := &file_placement_v1_placement_proto_msgTypes[38]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -2925,7 +3086,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[36]
+	mi := &file_placement_v1_placement_proto_msgTypes[38]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2938,7 +3099,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{36}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Node) GetName() string {
@@ -3000,7 +3161,7 @@ type Taint struct {
 func (x *Taint) Reset() {
 	*x = Taint{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_placement_v1_placement_proto_msgTypes[37]
+		mi := &file_placement_v1_placement_proto_msgTypes[39]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -3013,7 +3174,7 @@ func (x *Taint) String() string {
 func (*Taint) ProtoMessage() {}
 
 func (x *Taint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[37]
+	mi := &file_placement_v1_placement_proto_msgTypes[39]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3026,7 +3187,7 @@ func (x *Taint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Taint.ProtoReflect.Descriptor instead.
 func (*Taint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{37}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Taint) GetKey() string {
@@ -3065,7 +3226,7 @@ type ContainerImage struct {
 func (x *ContainerImage) Reset() {
 	*x = ContainerImage{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_placement_v1_placement_proto_msgTypes[38]
+		mi := &file_placement_v1_placement_proto_msgTypes[40]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -3078,7 +3239,7 @@ func (x *ContainerImage) String() string {
 func (*ContainerImage) ProtoMessage() {}
 
 func (x *ContainerImage) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[38]
+	mi := &file_placement_v1_placement_proto_msgTypes[40]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3091,7 +3252,7 @@ func (x *ContainerImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerImage.ProtoReflect.Descriptor instead.
 func (*ContainerImage) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{38}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ContainerImage) GetNames() []string {
@@ -3307,7 +3468,7 @@ var file_placement_v1_placement_proto_rawDesc = []byte{
 	0x6c, 0x69, 0x63, 0x79, 0x49, 0x6e, 0x66, 0x6f, 0x52, 0x08, 0x70, 0x6f, 0x6c, 0x69, 0x63, 0x69,
 	0x65, 0x73, 0x12, 0x25, 0x0a, 0x0e, 0x64, 0x65, 0x66, 0x61, 0x75, 0x6c, 0x74, 0x5f, 0x70, 0x6f,
 	0x6c, 0x69, 0x63, 0x79, 0x18, 0x02, 0x20, 0x01, 0x28, 0x09, 0x52, 0x0d, 0x64, 0x65, 0x66, 0x61,
-	0x75, 0x6c, 0x74, 0x50, 0x6f, 0x6c, 0x69, 0x63, 0x79, 0x22, 0xeb, 0x01, 0x0a, 0x0a, 0x50, 0x6f,
+	0x75, 0x6c, 0x74, 0x50, 0x6f, 0x6c, 0x69, 0x63, 0x79, 0x22, 0xe2, 0x02, 0x0a, 0x0a, 0x50, 0x6f,
 	0x6c, 0x69, 0x63, 0x79, 0x49, 0x6e, 0x66, 0x6f, 0x12, 0x12, 0x0a, 0x04, 0x6e, 0x61, 0x6d, 0x65,
 	0x18, 0x01, 0x20, 0x01, 0x28, 0x09, 0x52, 0x04, 0x6e, 0x61, 0x6d, 0x65, 0x12, 0x20, 0x0a, 0x0b,
 	0x64, 0x65, 0x73, 0x63, 0x72, 0x69, 0x70, 0x74, 0x69, 0x6f, 0x6e, 0x18, 0x02, 0x20, 0x01, 0x28,
@@ -3322,75 +3483,98 @@ var file_placement_v1_placement_proto_rawDesc = []byte{
 	0x73, 0x74, 0x72, 0x61, 0x74, 0x65, 0x67, 0x79, 0x18, 0x06, 0x20, 0x01, 0x28, 0x09, 0x52, 0x0f,
 	0x73, 0x63, 0x6f, 0x72, 0x69, 0x6e, 0x67, 0x53, 0x74, 0x72, 0x61, 0x74, 0x65, 0x67, 0x79, 0x12,
 	0x16, 0x0a, 0x06, 0x73, 0x6f, 0x75, 0x72, 0x63, 0x65, 0x18, 0x0a, 0x20, 0x01, 0x28, 0x09, 0x52,
-	0x06, 0x73, 0x6f, 0x75, 0x72, 0x63, 0x65, 0x22, 0x3e, 0x0a, 0x0c, 0x50, 0x6c, 0x75, 0x67, 0x69,
-	0x6e, 0x57, 0x65, 0x69, 0x67, 0x68, 0x74, 0x12, 0x16, 0x0a, 0x06, 0x70, 0x6c, 0x75, 0x67, 0x69,
-	0x6e, 0x18, 0x01, 0x20, 0x01, 0x28, 0x09, 0x52, 0x06, 0x70, 0x6c, 0x75, 0x67, 0x69, 0x6e, 0x12,
-	0x16, 0x0a, 0x06, 0x77, 0x65, 0x69, 0x67, 0x68, 0x74, 0x18, 0x02, 0x20, 0x01, 0x28, 0x03, 0x52,
-	0x06, 0x77, 0x65, 0x69, 0x67, 0x68, 0x74, 0x22, 0xb6, 0x09, 0x0a, 0x03, 0x50, 0x6f, 0x64, 0x12,
-	0x10, 0x0a, 0x03, 0x75, 0x69, 0x64, 0x18, 0x01, 0x20, 0x01, 0x28, 0x09, 0x52, 0x03, 0x75, 0x69,
-	0x64, 0x12, 0x1c, 0x0a, 0x09, 0x6e, 0x61, 0x6d, 0x65, 0x73, 0x70, 0x61, 0x63, 0x65, 0x18, 0x02,
-	0x20, 0x01, 0x28, 0x09, 0x52, 0x09, 0x6e, 0x61, 0x6d, 0x65, 0x73, 0x70, 0x61, 0x63, 0x65, 0x12,
-	0x12, 0x0a, 0x04, 0x6e, 0x61, 0x6d, 0x65, 0x18, 0x03, 0x20, 0x01, 0x28, 0x09, 0x52, 0x04, 0x6e,
-	0x61, 0x6d, 0x65, 0x12, 0x35, 0x0a, 0x06, 0x6c, 0x61, 0x62, 0x65, 0x6c, 0x73, 0x18, 0x04, 0x20,
-	0x03, 0x28, 0x0b, 0x32, 0x1d, 0x2e, 0x70, 0x6c, 0x61, 0x63, 0x65, 0x6d, 0x65, 0x6e, 0x74, 0x2e,
-	0x76, 0x31, 0x2e, 0x50, 0x6f, 0x64, 0x2e, 0x4c, 0x61, 0x62, 0x65, 0x6c, 0x73, 0x45, 0x6e, 0x74,
-	0x72, 0x79, 0x52, 0x06, 0x6c, 0x61, 0x62, 0x65, 0x6c, 0x73, 0x12, 0x1a, 0x0a, 0x08, 0x70, 0x72,
-	0x69, 0x6f, 0x72, 0x69, 0x74, 0x79, 0x18, 0x05, 0x20, 0x01, 0x28, 0x05, 0x52, 0x08, 0x70, 0x72,
-	0x69, 0x6f, 0x72, 0x69, 0x74, 0x79, 0x12, 0x37, 0x0a, 0x0a, 0x63, 0x6f, 0x6e, 0x74, 0x61, 0x69,
-	0x6e, 0x65, 0x72, 0x73, 0x18, 0x06, 0x20, 0x03, 0x28, 0x0b, 0x32, 0x17, 0x2e, 0x70, 0x6c, 0x61,
-	0x63, 0x65, 0x6d, 0x65, 0x6e, 0x74, 0x2e, 0x76, 0x31, 0x2e, 0x43, 0x6f, 0x6e, 0x74, 0x61, 0x69,
-	0x6e, 0x65, 0x72, 0x52, 0x0a, 0x63, 0x6f, 0x6e, 0x74, 0x61, 0x69, 0x6e, 0x65, 0x72, 0x73, 0x12,
-	0x40, 0x0a, 0x0f, 0x69, 0x6e, 0x69, 0x74, 0x5f, 0x63, 0x6f, 0x6e, 0x74, 0x61, 0x69, 0x6e, 0x65,
-	0x72, 0x73, 0x18, 0x07, 0x20, 0x03, 0x28, 0x0b, 0x32, 0x17, 0x2e, 0x70, 0x6c, 0x61, 0x63, 0x65,
-	0x6d, 0x65, 0x6e, 0x74, 0x2e, 0x76, 0x31, 0x2e, 0x43, 0x6f, 0x6e, 0x74, 0x61, 0x69, 0x6e, 0x65,
-	0x72, 0x52, 0x0e, 0x69, 0x6e, 0x69, 0x74, 0x43, 0x6f, 0x6e, 0x74, 0x61, 0x69, 0x6e, 0x65, 0x72,
-	0x73, 0x12, 0x3b, 0x0a, 0x08, 0x6f, 0x76, 0x65, 0x72, 0x68, 0x65, 0x61, 0x64, 0x18, 0x08, 0x20,
-	0x03, 0x28, 0x0b, 0x32, 0x1f, 0x2e, 0x70, 0x6c, 0x61, 0x63, 0x65, 0x6d, 0x65, 0x6e, 0x74, 0x2e,
-	0x76, 0x31, 0x2e, 0x50, 0x6f, 0x64, 0x2e, 0x4f, 0x76, 0x65, 0x72, 0x68, 0x65, 0x61, 0x64, 0x45,
-	0x6e, 0x74, 0x72, 0x79, 0x52, 0x08, 0x6f, 0x76, 0x65, 0x72, 0x68, 0x65, 0x61, 0x64, 0x12, 0x1b,
-	0x0a, 0x09, 0x6e, 0x6f, 0x64, 0x65, 0x5f, 0x6e, 0x61, 0x6d, 0x65, 0x18, 0x09, 0x20, 0x01, 0x28,
-	0x09, 0x52, 0x08, 0x6e, 0x6f, 0x64, 0x65, 0x4e, 0x61, 0x6d, 0x65, 0x12, 0x48, 0x0a, 0x0d, 0x6e,
-	0x6f, 0x64, 0x65, 0x5f, 0x73, 0x65, 0x6c, 0x65, 0x63, 0x74, 0x6f, 0x72, 0x18, 0x0a, 0x20, 0x03,
-	0x28, 0x0b, 0x32, 0x23, 0x2e, 0x70, 0x6c, 0x61, 0x63, 0x65, 0x6d, 0x65, 0x6e, 0x74, 0x2e, 0x76,
-	0x31, 0x2e, 0x50, 0x6f, 0x64, 0x2e, 0x4e, 0x6f, 0x64, 0x65, 0x53, 0x65, 0x6c, 0x65, 0x63, 0x74,
-	0x6f, 0x72, 0x45, 0x6e, 0x74, 0x72, 0x79, 0x52, 0x0c, 0x6e, 0x6f, 0x64, 0x65, 0x53, 0x65, 0x6c,
-	0x65, 0x63, 0x74, 0x6f, 0x72, 0x12, 0x3f, 0x0a, 0x0d, 0x6e, 0x6f, 0x64, 0x65, 0x5f, 0x61, 0x66,
-	0x66, 0x69, 0x6e, 0x69, 0x74, 0x79, 0x18, 0x0b, 0x20, 0x01, 0x28, 0x0b, 0x32, 0x1a, 0x2e, 0x70,
-	0x6c, 0x61, 0x63, 0x65, 0x6d, 0x65, 0x6e, 0x74, 0x2e, 0x76, 0x31, 0x2e, 0x4e, 0x6f, 0x64, 0x65,
-	0x41, 0x66, 0x66, 0x69, 0x6e, 0x69, 0x74, 0x79, 0x52, 0x0c, 0x6e, 0x6f, 0x64, 0x65, 0x41, 0x66,
-	0x66, 0x69, 0x6e, 0x69, 0x74, 0x79, 0x12, 0x3a, 0x0a, 0x0b, 0x74, 0x6f, 0x6c, 0x65, 0x72, 0x61,
-	0x74, 0x69, 0x6f, 0x6e, 0x73, 0x18, 0x0c, 0x20, 0x03, 0x28, 0x0b, 0x32, 0x18, 0x2e, 0x70, 0x6c,
-	0x61, 0x63, 0x65, 0x6d, 0x65, 0x6e, 0x74, 0x2e, 0x76, 0x31, 0x2e, 0x54, 0x6f, 0x6c, 0x65, 0x72,
-	0x61, 0x74, 0x69, 0x6f, 0x6e, 0x52, 0x0b, 0x74, 0x6f, 0x6c, 0x65, 0x72, 0x61, 0x74, 0x69, 0x6f,
-	0x6e, 0x73, 0x12, 0x3c, 0x0a, 0x0c, 0x70, 0x6f, 0x64, 0x5f, 0x61, 0x66, 0x66, 0x69, 0x6e, 0x69,
-	0x74, 0x79, 0x18, 0x0d, 0x20, 0x01, 0x28, 0x0b, 0x32, 0x19, 0x2e, 0x70, 0x6c, 0x61, 0x63, 0x65,
-	0x6d, 0x65, 0x6e, 0x74, 0x2e, 0x76, 0x31, 0x2e, 0x50, 0x6f, 0x64, 0x41, 0x66, 0x66, 0x69, 0x6e,
-	0x69, 0x74, 0x79, 0x52, 0x0b, 0x70, 0x6f, 0x64, 0x41, 0x66, 0x66, 0x69, 0x6e, 0x69, 0x74, 0x79,
-	0x12, 0x45, 0x0a, 0x11, 0x70, 0x6f, 0x64, 0x5f, 0x61, 0x6e, 0x74, 0x69, 0x5f, 0x61, 0x66, 0x66,
-	0x69, 0x6e, 0x69, 0x74, 0x79, 0x18, 0x0e, 0x20, 0x01, 0x28, 0x0b, 0x32, 0x19, 0x2e, 0x70, 0x6c,
-	0x61, 0x63, 0x65, 0x6d, 0x65, 0x6e, 0x74, 0x2e, 0x76, 0x31, 0x2e, 0x50, 0x6f, 0x64, 0x41, 0x66,
-	0x66, 0x69, 0x6e, 0x69, 0x74, 0x79, 0x52, 0x0f, 0x70, 0x6f, 0x64, 0x41, 0x6e, 0x74, 0x69, 0x41,
-	0x66, 0x66, 0x69, 0x6e, 0x69, 0x74, 0x79, 0x12, 0x66, 0x0a, 0x1b, 0x74, 0x6f, 0x70, 0x6f, 0x6c,
-	0x6f, 0x67, 0x79, 0x5f, 0x73, 0x70, 0x72, 0x65, 0x61, 0x64, 0x5f, 0x63, 0x6f, 0x6e, 0x73, 0x74,
-	0x72, 0x61, 0x69, 0x6e, 0x74, 0x73, 0x18, 0x0f, 0x20, 0x03, 0x28, 0x0b, 0x32, 0x26, 0x2e, 0x70,
-	0x6c, 0x61, 0x63, 0x65, 0x6d, 0x65, 0x6e, 0x74, 0x2e, 0x76, 0x31, 0x2e, 0x54, 0x6f, 0x70, 0x6f,
-	0x6c, 0x6f, 0x67, 0x79, 0x53, 0x70, 0x72, 0x65, 0x61, 0x64, 0x43, 0x6f, 0x6e, 0x73, 0x74, 0x72,
-	0x61, 0x69, 0x6e, 0x74, 0x52, 0x19, 0x74, 0x6f, 0x70, 0x6f, 0x6c, 0x6f, 0x67, 0x79, 0x53, 0x70,
-	0x72, 0x65, 0x61, 0x64, 0x43, 0x6f, 0x6e, 0x73, 0x74, 0x72, 0x61, 0x69, 0x6e, 0x74, 0x73, 0x12,
-	0x53, 0x0a, 0x17, 0x64, 0x65, 0x66, 0x61, 0x75, 0x6c, 0x74, 0x5f, 0x73, 0x70, 0x72, 0x65, 0x61,
-	0x64, 0x5f, 0x73, 0x65, 0x6c, 0x65, 0x63, 0x74, 0x6f, 0x72, 0x18, 0x10, 0x20, 0x01, 0x28, 0x0b,
-	0x32, 0x1b, 0x2e, 0x70, 0x6c, 0x61, 0x63, 0x65, 0x6d, 0x65, 0x6e, 0x74, 0x2e, 0x76, 0x31, 0x2e,
-	0x4c, 0x61, 0x62, 0x65, 0x6c, 0x53, 0x65, 0x6c, 0x65, 0x63, 0x74, 0x6f, 0x72, 0x52, 0x15, 0x64,
-	0x65, 0x66, 0x61, 0x75, 0x6c, 0x74, 0x53, 0x70, 0x72, 0x65, 0x61, 0x64, 0x53, 0x65, 0x6c, 0x65,
-	0x63, 0x74, 0x6f, 0x72, 0x12, 0x2b, 0x0a, 0x11, 0x70, 0x72, 0x65, 0x65, 0x6d, 0x70, 0x74, 0x69,
-	0x6f, 0x6e, 0x5f, 0x70, 0x6f, 0x6c, 0x69, 0x63, 0x79, 0x18, 0x14, 0x20, 0x01, 0x28, 0x09, 0x52,
-	0x10, 0x70, 0x72, 0x65, 0x65, 0x6d, 0x70, 0x74, 0x69, 0x6f, 0x6e, 0x50, 0x6f, 0x6c, 0x69, 0x63,
-	0x79, 0x12, 0x2c, 0x0a, 0x12, 0x73, 0x74, 0x61, 0x72, 0x74, 0x5f, 0x74, 0x69, 0x6d, 0x65, 0x5f,
-	0x73, 0x65, 0x63, 0x6f, 0x6e, 0x64, 0x73, 0x18, 0x15, 0x20, 0x01, 0x28, 0x03, 0x52, 0x10, 0x73,
-	0x74, 0x61, 0x72, 0x74, 0x54, 0x69, 0x6d, 0x65, 0x53, 0x65, 0x63, 0x6f, 0x6e, 0x64, 0x73, 0x12,
-	0x26, 0x0a, 0x04, 0x67, 0x61, 0x6e, 0x67, 0x18, 0x16, 0x20, 0x01, 0x28, 0x0b, 0x32, 0x12, 0x2e,
-	0x70, 0x6c, 0x61, 0x63, 0x65, 0x6d, 0x65, 0x6e, 0x74, 0x2e, 0x76, 0x31, 0x2e, 0x47, 0x61, 0x6e,
-	0x67, 0x52, 0x04, 0x67, 0x61, 0x6e, 0x67, 0x1a, 0x39, 0x0a, 0x0b, 0x4c, 0x61, 0x62, 0x65, 0x6c,
+	0x06, 0x73, 0x6f, 0x75, 0x72, 0x63, 0x65, 0x12, 0x3b, 0x0a, 0x0c, 0x66, 0x69, 0x6c, 0x74, 0x65,
+	0x72, 0x5f, 0x72, 0x75, 0x6c, 0x65, 0x73, 0x18, 0x0b, 0x20, 0x03, 0x28, 0x0b, 0x32, 0x18, 0x2e,
+	0x70, 0x6c, 0x61, 0x63, 0x65, 0x6d, 0x65, 0x6e, 0x74, 0x2e, 0x76, 0x31, 0x2e, 0x46, 0x69, 0x6c,
+	0x74, 0x65, 0x72, 0x52, 0x75, 0x6c, 0x65, 0x52, 0x0b, 0x66, 0x69, 0x6c, 0x74, 0x65, 0x72, 0x52,
+	0x75, 0x6c, 0x65, 0x73, 0x12, 0x38, 0x0a, 0x0b, 0x73, 0x63, 0x6f, 0x72, 0x65, 0x5f, 0x72, 0x75,
+	0x6c, 0x65, 0x73, 0x18, 0x0c, 0x20, 0x03, 0x28, 0x0b, 0x32, 0x17, 0x2e, 0x70, 0x6c, 0x61, 0x63,
+	0x65, 0x6d, 0x65, 0x6e, 0x74, 0x2e, 0x76, 0x31, 0x2e, 0x53, 0x63, 0x6f, 0x72, 0x65, 0x52, 0x75,
+	0x6c, 0x65, 0x52, 0x0a, 0x73, 0x63, 0x6f, 0x72, 0x65, 0x52, 0x75, 0x6c, 0x65, 0x73, 0x22, 0x58,
+	0x0a, 0x0a, 0x46, 0x69, 0x6c, 0x74, 0x65, 0x72, 0x52, 0x75, 0x6c, 0x65, 0x12, 0x12, 0x0a, 0x04,
+	0x6e, 0x61, 0x6d, 0x65, 0x18, 0x01, 0x20, 0x01, 0x28, 0x09, 0x52, 0x04, 0x6e, 0x61, 0x6d, 0x65,
+	0x12, 0x1e, 0x0a, 0x0a, 0x65, 0x78, 0x70, 0x72, 0x65, 0x73, 0x73, 0x69, 0x6f, 0x6e, 0x18, 0x02,
+	0x20, 0x01, 0x28, 0x09, 0x52, 0x0a, 0x65, 0x78, 0x70, 0x72, 0x65, 0x73, 0x73, 0x69, 0x6f, 0x6e,
+	0x12, 0x16, 0x0a, 0x06, 0x72, 0x65, 0x61, 0x73, 0x6f, 0x6e, 0x18, 0x03, 0x20, 0x01, 0x28, 0x09,
+	0x52, 0x06, 0x72, 0x65, 0x61, 0x73, 0x6f, 0x6e, 0x22, 0x57, 0x0a, 0x09, 0x53, 0x63, 0x6f, 0x72,
+	0x65, 0x52, 0x75, 0x6c, 0x65, 0x12, 0x12, 0x0a, 0x04, 0x6e, 0x61, 0x6d, 0x65, 0x18, 0x01, 0x20,
+	0x01, 0x28, 0x09, 0x52, 0x04, 0x6e, 0x61, 0x6d, 0x65, 0x12, 0x1e, 0x0a, 0x0a, 0x65, 0x78, 0x70,
+	0x72, 0x65, 0x73, 0x73, 0x69, 0x6f, 0x6e, 0x18, 0x02, 0x20, 0x01, 0x28, 0x09, 0x52, 0x0a, 0x65,
+	0x78, 0x70, 0x72, 0x65, 0x73, 0x73, 0x69, 0x6f, 0x6e, 0x12, 0x16, 0x0a, 0x06, 0x77, 0x65, 0x69,
+	0x67, 0x68, 0x74, 0x18, 0x03, 0x20, 0x01, 0x28, 0x03, 0x52, 0x06, 0x77, 0x65, 0x69, 0x67, 0x68,
+	0x74, 0x22, 0x3e, 0x0a, 0x0c, 0x50, 0x6c, 0x75, 0x67, 0x69, 0x6e, 0x57, 0x65, 0x69, 0x67, 0x68,
+	0x74, 0x12, 0x16, 0x0a, 0x06, 0x70, 0x6c, 0x75, 0x67, 0x69, 0x6e, 0x18, 0x01, 0x20, 0x01, 0x28,
+	0x09, 0x52, 0x06, 0x70, 0x6c, 0x75, 0x67, 0x69, 0x6e, 0x12, 0x16, 0x0a, 0x06, 0x77, 0x65, 0x69,
+	0x67, 0x68, 0x74, 0x18, 0x02, 0x20, 0x01, 0x28, 0x03, 0x52, 0x06, 0x77, 0x65, 0x69, 0x67, 0x68,
+	0x74, 0x22, 0xbc, 0x0a, 0x0a, 0x03, 0x50, 0x6f, 0x64, 0x12, 0x10, 0x0a, 0x03, 0x75, 0x69, 0x64,
+	0x18, 0x01, 0x20, 0x01, 0x28, 0x09, 0x52, 0x03, 0x75, 0x69, 0x64, 0x12, 0x1c, 0x0a, 0x09, 0x6e,
+	0x61, 0x6d, 0x65, 0x73, 0x70, 0x61, 0x63, 0x65, 0x18, 0x02, 0x20, 0x01, 0x28, 0x09, 0x52, 0x09,
+	0x6e, 0x61, 0x6d, 0x65, 0x73, 0x70, 0x61, 0x63, 0x65, 0x12, 0x12, 0x0a, 0x04, 0x6e, 0x61, 0x6d,
+	0x65, 0x18, 0x03, 0x20, 0x01, 0x28, 0x09, 0x52, 0x04, 0x6e, 0x61, 0x6d, 0x65, 0x12, 0x35, 0x0a,
+	0x06, 0x6c, 0x61, 0x62, 0x65, 0x6c, 0x73, 0x18, 0x04, 0x20, 0x03, 0x28, 0x0b, 0x32, 0x1d, 0x2e,
+	0x70, 0x6c, 0x61, 0x63, 0x65, 0x6d, 0x65, 0x6e, 0x74, 0x2e, 0x76, 0x31, 0x2e, 0x50, 0x6f, 0x64,
+	0x2e, 0x4c, 0x61, 0x62, 0x65, 0x6c, 0x73, 0x45, 0x6e, 0x74, 0x72, 0x79, 0x52, 0x06, 0x6c, 0x61,
+	0x62, 0x65, 0x6c, 0x73, 0x12, 0x1a, 0x0a, 0x08, 0x70, 0x72, 0x69, 0x6f, 0x72, 0x69, 0x74, 0x79,
+	0x18, 0x05, 0x20, 0x01, 0x28, 0x05, 0x52, 0x08, 0x70, 0x72, 0x69, 0x6f, 0x72, 0x69, 0x74, 0x79,
+	0x12, 0x37, 0x0a, 0x0a, 0x63, 0x6f, 0x6e, 0x74, 0x61, 0x69, 0x6e, 0x65, 0x72, 0x73, 0x18, 0x06,
+	0x20, 0x03, 0x28, 0x0b, 0x32, 0x17, 0x2e, 0x70, 0x6c, 0x61, 0x63, 0x65, 0x6d, 0x65, 0x6e, 0x74,
+	0x2e, 0x76, 0x31, 0x2e, 0x43, 0x6f, 0x6e, 0x74, 0x61, 0x69, 0x6e, 0x65, 0x72, 0x52, 0x0a, 0x63,
+	0x6f, 0x6e, 0x74, 0x61, 0x69, 0x6e, 0x65, 0x72, 0x73, 0x12, 0x40, 0x0a, 0x0f, 0x69, 0x6e, 0x69,
+	0x74, 0x5f, 0x63, 0x6f, 0x6e, 0x74, 0x61, 0x69, 0x6e, 0x65, 0x72, 0x73, 0x18, 0x07, 0x20, 0x03,
+	0x28, 0x0b, 0x32, 0x17, 0x2e, 0x70, 0x6c, 0x61, 0x63, 0x65, 0x6d, 0x65, 0x6e, 0x74, 0x2e, 0x76,
+	0x31, 0x2e, 0x43, 0x6f, 0x6e, 0x74, 0x61, 0x69, 0x6e, 0x65, 0x72, 0x52, 0x0e, 0x69, 0x6e, 0x69,
+	0x74, 0x43, 0x6f, 0x6e, 0x74, 0x61, 0x69, 0x6e, 0x65, 0x72, 0x73, 0x12, 0x3b, 0x0a, 0x08, 0x6f,
+	0x76, 0x65, 0x72, 0x68, 0x65, 0x61, 0x64, 0x18, 0x08, 0x20, 0x03, 0x28, 0x0b, 0x32, 0x1f, 0x2e,
+	0x70, 0x6c, 0x61, 0x63, 0x65, 0x6d, 0x65, 0x6e, 0x74, 0x2e, 0x76, 0x31, 0x2e, 0x50, 0x6f, 0x64,
+	0x2e, 0x4f, 0x76, 0x65, 0x72, 0x68, 0x65, 0x61, 0x64, 0x45, 0x6e, 0x74, 0x72, 0x79, 0x52, 0x08,
+	0x6f, 0x76, 0x65, 0x72, 0x68, 0x65, 0x61, 0x64, 0x12, 0x1b, 0x0a, 0x09, 0x6e, 0x6f, 0x64, 0x65,
+	0x5f, 0x6e, 0x61, 0x6d, 0x65, 0x18, 0x09, 0x20, 0x01, 0x28, 0x09, 0x52, 0x08, 0x6e, 0x6f, 0x64,
+	0x65, 0x4e, 0x61, 0x6d, 0x65, 0x12, 0x48, 0x0a, 0x0d, 0x6e, 0x6f, 0x64, 0x65, 0x5f, 0x73, 0x65,
+	0x6c, 0x65, 0x63, 0x74, 0x6f, 0x72, 0x18, 0x0a, 0x20, 0x03, 0x28, 0x0b, 0x32, 0x23, 0x2e, 0x70,
+	0x6c, 0x61, 0x63, 0x65, 0x6d, 0x65, 0x6e, 0x74, 0x2e, 0x76, 0x31, 0x2e, 0x50, 0x6f, 0x64, 0x2e,
+	0x4e, 0x6f, 0x64, 0x65, 0x53, 0x65, 0x6c, 0x65, 0x63, 0x74, 0x6f, 0x72, 0x45, 0x6e, 0x74, 0x72,
+	0x79, 0x52, 0x0c, 0x6e, 0x6f, 0x64, 0x65, 0x53, 0x65, 0x6c, 0x65, 0x63, 0x74, 0x6f, 0x72, 0x12,
+	0x3f, 0x0a, 0x0d, 0x6e, 0x6f, 0x64, 0x65, 0x5f, 0x61, 0x66, 0x66, 0x69, 0x6e, 0x69, 0x74, 0x79,
+	0x18, 0x0b, 0x20, 0x01, 0x28, 0x0b, 0x32, 0x1a, 0x2e, 0x70, 0x6c, 0x61, 0x63, 0x65, 0x6d, 0x65,
+	0x6e, 0x74, 0x2e, 0x76, 0x31, 0x2e, 0x4e, 0x6f, 0x64, 0x65, 0x41, 0x66, 0x66, 0x69, 0x6e, 0x69,
+	0x74, 0x79, 0x52, 0x0c, 0x6e, 0x6f, 0x64, 0x65, 0x41, 0x66, 0x66, 0x69, 0x6e, 0x69, 0x74, 0x79,
+	0x12, 0x3a, 0x0a, 0x0b, 0x74, 0x6f, 0x6c, 0x65, 0x72, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x73, 0x18,
+	0x0c, 0x20, 0x03, 0x28, 0x0b, 0x32, 0x18, 0x2e, 0x70, 0x6c, 0x61, 0x63, 0x65, 0x6d, 0x65, 0x6e,
+	0x74, 0x2e, 0x76, 0x31, 0x2e, 0x54, 0x6f, 0x6c, 0x65, 0x72, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x52,
+	0x0b, 0x74, 0x6f, 0x6c, 0x65, 0x72, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x73, 0x12, 0x3c, 0x0a, 0x0c,
+	0x70, 0x6f, 0x64, 0x5f, 0x61, 0x66, 0x66, 0x69, 0x6e, 0x69, 0x74, 0x79, 0x18, 0x0d, 0x20, 0x01,
+	0x28, 0x0b, 0x32, 0x19, 0x2e, 0x70, 0x6c, 0x61, 0x63, 0x65, 0x6d, 0x65, 0x6e, 0x74, 0x2e, 0x76,
+	0x31, 0x2e, 0x50, 0x6f, 0x64, 0x41, 0x66, 0x66, 0x69, 0x6e, 0x69, 0x74, 0x79, 0x52, 0x0b, 0x70,
+	0x6f, 0x64, 0x41, 0x66, 0x66, 0x69, 0x6e, 0x69, 0x74, 0x79, 0x12, 0x45, 0x0a, 0x11, 0x70, 0x6f,
+	0x64, 0x5f, 0x61, 0x6e, 0x74, 0x69, 0x5f, 0x61, 0x66, 0x66, 0x69, 0x6e, 0x69, 0x74, 0x79, 0x18,
+	0x0e, 0x20, 0x01, 0x28, 0x0b, 0x32, 0x19, 0x2e, 0x70, 0x6c, 0x61, 0x63, 0x65, 0x6d, 0x65, 0x6e,
+	0x74, 0x2e, 0x76, 0x31, 0x2e, 0x50, 0x6f, 0x64, 0x41, 0x66, 0x66, 0x69, 0x6e, 0x69, 0x74, 0x79,
+	0x52, 0x0f, 0x70, 0x6f, 0x64, 0x41, 0x6e, 0x74, 0x69, 0x41, 0x66, 0x66, 0x69, 0x6e, 0x69, 0x74,
+	0x79, 0x12, 0x66, 0x0a, 0x1b, 0x74, 0x6f, 0x70, 0x6f, 0x6c, 0x6f, 0x67, 0x79, 0x5f, 0x73, 0x70,
+	0x72, 0x65, 0x61, 0x64, 0x5f, 0x63, 0x6f, 0x6e, 0x73, 0x74, 0x72, 0x61, 0x69, 0x6e, 0x74, 0x73,
+	0x18, 0x0f, 0x20, 0x03, 0x28, 0x0b, 0x32, 0x26, 0x2e, 0x70, 0x6c, 0x61, 0x63, 0x65, 0x6d, 0x65,
+	0x6e, 0x74, 0x2e, 0x76, 0x31, 0x2e, 0x54, 0x6f, 0x70, 0x6f, 0x6c, 0x6f, 0x67, 0x79, 0x53, 0x70,
+	0x72, 0x65, 0x61, 0x64, 0x43, 0x6f, 0x6e, 0x73, 0x74, 0x72, 0x61, 0x69, 0x6e, 0x74, 0x52, 0x19,
+	0x74, 0x6f, 0x70, 0x6f, 0x6c, 0x6f, 0x67, 0x79, 0x53, 0x70, 0x72, 0x65, 0x61, 0x64, 0x43, 0x6f,
+	0x6e, 0x73, 0x74, 0x72, 0x61, 0x69, 0x6e, 0x74, 0x73, 0x12, 0x53, 0x0a, 0x17, 0x64, 0x65, 0x66,
+	0x61, 0x75, 0x6c, 0x74, 0x5f, 0x73, 0x70, 0x72, 0x65, 0x61, 0x64, 0x5f, 0x73, 0x65, 0x6c, 0x65,
+	0x63, 0x74, 0x6f, 0x72, 0x18, 0x10, 0x20, 0x01, 0x28, 0x0b, 0x32, 0x1b, 0x2e, 0x70, 0x6c, 0x61,
+	0x63, 0x65, 0x6d, 0x65, 0x6e, 0x74, 0x2e, 0x76, 0x31, 0x2e, 0x4c, 0x61, 0x62, 0x65, 0x6c, 0x53,
+	0x65, 0x6c, 0x65, 0x63, 0x74, 0x6f, 0x72, 0x52, 0x15, 0x64, 0x65, 0x66, 0x61, 0x75, 0x6c, 0x74,
+	0x53, 0x70, 0x72, 0x65, 0x61, 0x64, 0x53, 0x65, 0x6c, 0x65, 0x63, 0x74, 0x6f, 0x72, 0x12, 0x2b,
+	0x0a, 0x11, 0x70, 0x72, 0x65, 0x65, 0x6d, 0x70, 0x74, 0x69, 0x6f, 0x6e, 0x5f, 0x70, 0x6f, 0x6c,
+	0x69, 0x63, 0x79, 0x18, 0x14, 0x20, 0x01, 0x28, 0x09, 0x52, 0x10, 0x70, 0x72, 0x65, 0x65, 0x6d,
+	0x70, 0x74, 0x69, 0x6f, 0x6e, 0x50, 0x6f, 0x6c, 0x69, 0x63, 0x79, 0x12, 0x2c, 0x0a, 0x12, 0x73,
+	0x74, 0x61, 0x72, 0x74, 0x5f, 0x74, 0x69, 0x6d, 0x65, 0x5f, 0x73, 0x65, 0x63, 0x6f, 0x6e, 0x64,
+	0x73, 0x18, 0x15, 0x20, 0x01, 0x28, 0x03, 0x52, 0x10, 0x73, 0x74, 0x61, 0x72, 0x74, 0x54, 0x69,
+	0x6d, 0x65, 0x53, 0x65, 0x63, 0x6f, 0x6e, 0x64, 0x73, 0x12, 0x26, 0x0a, 0x04, 0x67, 0x61, 0x6e,
+	0x67, 0x18, 0x16, 0x20, 0x01, 0x28, 0x0b, 0x32, 0x12, 0x2e, 0x70, 0x6c, 0x61, 0x63, 0x65, 0x6d,
+	0x65, 0x6e, 0x74, 0x2e, 0x76, 0x31, 0x2e, 0x47, 0x61, 0x6e, 0x67, 0x52, 0x04, 0x67, 0x61, 0x6e,
+	0x67, 0x12, 0x44, 0x0a, 0x0b, 0x61, 0x6e, 0x6e, 0x6f, 0x74, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x73,
+	0x18, 0x17, 0x20, 0x03, 0x28, 0x0b, 0x32, 0x22, 0x2e, 0x70, 0x6c, 0x61, 0x63, 0x65, 0x6d, 0x65,
+	0x6e, 0x74, 0x2e, 0x76, 0x31, 0x2e, 0x50, 0x6f, 0x64, 0x2e, 0x41, 0x6e, 0x6e, 0x6f, 0x74, 0x61,
+	0x74, 0x69, 0x6f, 0x6e, 0x73, 0x45, 0x6e, 0x74, 0x72, 0x79, 0x52, 0x0b, 0x61, 0x6e, 0x6e, 0x6f,
+	0x74, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x73, 0x1a, 0x39, 0x0a, 0x0b, 0x4c, 0x61, 0x62, 0x65, 0x6c,
 	0x73, 0x45, 0x6e, 0x74, 0x72, 0x79, 0x12, 0x10, 0x0a, 0x03, 0x6b, 0x65, 0x79, 0x18, 0x01, 0x20,
 	0x01, 0x28, 0x09, 0x52, 0x03, 0x6b, 0x65, 0x79, 0x12, 0x14, 0x0a, 0x05, 0x76, 0x61, 0x6c, 0x75,
 	0x65, 0x18, 0x02, 0x20, 0x01, 0x28, 0x09, 0x52, 0x05, 0x76, 0x61, 0x6c, 0x75, 0x65, 0x3a, 0x02,
@@ -3399,6 +3583,10 @@ var file_placement_v1_placement_proto_rawDesc = []byte{
 	0x52, 0x03, 0x6b, 0x65, 0x79, 0x12, 0x14, 0x0a, 0x05, 0x76, 0x61, 0x6c, 0x75, 0x65, 0x18, 0x02,
 	0x20, 0x01, 0x28, 0x09, 0x52, 0x05, 0x76, 0x61, 0x6c, 0x75, 0x65, 0x3a, 0x02, 0x38, 0x01, 0x1a,
 	0x3f, 0x0a, 0x11, 0x4e, 0x6f, 0x64, 0x65, 0x53, 0x65, 0x6c, 0x65, 0x63, 0x74, 0x6f, 0x72, 0x45,
+	0x6e, 0x74, 0x72, 0x79, 0x12, 0x10, 0x0a, 0x03, 0x6b, 0x65, 0x79, 0x18, 0x01, 0x20, 0x01, 0x28,
+	0x09, 0x52, 0x03, 0x6b, 0x65, 0x79, 0x12, 0x14, 0x0a, 0x05, 0x76, 0x61, 0x6c, 0x75, 0x65, 0x18,
+	0x02, 0x20, 0x01, 0x28, 0x09, 0x52, 0x05, 0x76, 0x61, 0x6c, 0x75, 0x65, 0x3a, 0x02, 0x38, 0x01,
+	0x1a, 0x3e, 0x0a, 0x10, 0x41, 0x6e, 0x6e, 0x6f, 0x74, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x73, 0x45,
 	0x6e, 0x74, 0x72, 0x79, 0x12, 0x10, 0x0a, 0x03, 0x6b, 0x65, 0x79, 0x18, 0x01, 0x20, 0x01, 0x28,
 	0x09, 0x52, 0x03, 0x6b, 0x65, 0x79, 0x12, 0x14, 0x0a, 0x05, 0x76, 0x61, 0x6c, 0x75, 0x65, 0x18,
 	0x02, 0x20, 0x01, 0x28, 0x09, 0x52, 0x05, 0x76, 0x61, 0x6c, 0x75, 0x65, 0x3a, 0x02, 0x38, 0x01,
@@ -3646,7 +3834,7 @@ func file_placement_v1_placement_proto_rawDescGZIP() []byte {
 	return file_placement_v1_placement_proto_rawDescData
 }
 
-var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_placement_v1_placement_proto_goTypes = []interface{}{
 	(*SyncSnapshotRequest)(nil),      // 0: placement.v1.SyncSnapshotRequest
 	(*SyncSnapshotResponse)(nil),     // 1: placement.v1.SyncSnapshotResponse
@@ -3666,108 +3854,114 @@ var file_placement_v1_placement_proto_goTypes = []interface{}{
 	(*ListPoliciesRequest)(nil),      // 15: placement.v1.ListPoliciesRequest
 	(*ListPoliciesResponse)(nil),     // 16: placement.v1.ListPoliciesResponse
 	(*PolicyInfo)(nil),               // 17: placement.v1.PolicyInfo
-	(*PluginWeight)(nil),             // 18: placement.v1.PluginWeight
-	(*Pod)(nil),                      // 19: placement.v1.Pod
-	(*PodAffinity)(nil),              // 20: placement.v1.PodAffinity
-	(*PodAffinityTerm)(nil),          // 21: placement.v1.PodAffinityTerm
-	(*WeightedPodAffinityTerm)(nil),  // 22: placement.v1.WeightedPodAffinityTerm
-	(*Gang)(nil),                     // 23: placement.v1.Gang
-	(*PodDisruptionBudget)(nil),      // 24: placement.v1.PodDisruptionBudget
-	(*LabelSelector)(nil),            // 25: placement.v1.LabelSelector
-	(*LabelSelectorRequirement)(nil), // 26: placement.v1.LabelSelectorRequirement
-	(*TopologySpreadConstraint)(nil), // 27: placement.v1.TopologySpreadConstraint
-	(*Container)(nil),                // 28: placement.v1.Container
-	(*ContainerPort)(nil),            // 29: placement.v1.ContainerPort
-	(*NodeAffinity)(nil),             // 30: placement.v1.NodeAffinity
-	(*NodeSelector)(nil),             // 31: placement.v1.NodeSelector
-	(*NodeSelectorTerm)(nil),         // 32: placement.v1.NodeSelectorTerm
-	(*NodeSelectorRequirement)(nil),  // 33: placement.v1.NodeSelectorRequirement
-	(*PreferredSchedulingTerm)(nil),  // 34: placement.v1.PreferredSchedulingTerm
-	(*Toleration)(nil),               // 35: placement.v1.Toleration
-	(*Node)(nil),                     // 36: placement.v1.Node
-	(*Taint)(nil),                    // 37: placement.v1.Taint
-	(*ContainerImage)(nil),           // 38: placement.v1.ContainerImage
-	nil,                              // 39: placement.v1.Namespace.LabelsEntry
-	nil,                              // 40: placement.v1.Unschedulable.ReasonsEntry
-	nil,                              // 41: placement.v1.Pod.LabelsEntry
-	nil,                              // 42: placement.v1.Pod.OverheadEntry
-	nil,                              // 43: placement.v1.Pod.NodeSelectorEntry
-	nil,                              // 44: placement.v1.LabelSelector.MatchLabelsEntry
-	nil,                              // 45: placement.v1.Container.RequestsEntry
-	nil,                              // 46: placement.v1.Node.LabelsEntry
-	nil,                              // 47: placement.v1.Node.AllocatableEntry
+	(*FilterRule)(nil),               // 18: placement.v1.FilterRule
+	(*ScoreRule)(nil),                // 19: placement.v1.ScoreRule
+	(*PluginWeight)(nil),             // 20: placement.v1.PluginWeight
+	(*Pod)(nil),                      // 21: placement.v1.Pod
+	(*PodAffinity)(nil),              // 22: placement.v1.PodAffinity
+	(*PodAffinityTerm)(nil),          // 23: placement.v1.PodAffinityTerm
+	(*WeightedPodAffinityTerm)(nil),  // 24: placement.v1.WeightedPodAffinityTerm
+	(*Gang)(nil),                     // 25: placement.v1.Gang
+	(*PodDisruptionBudget)(nil),      // 26: placement.v1.PodDisruptionBudget
+	(*LabelSelector)(nil),            // 27: placement.v1.LabelSelector
+	(*LabelSelectorRequirement)(nil), // 28: placement.v1.LabelSelectorRequirement
+	(*TopologySpreadConstraint)(nil), // 29: placement.v1.TopologySpreadConstraint
+	(*Container)(nil),                // 30: placement.v1.Container
+	(*ContainerPort)(nil),            // 31: placement.v1.ContainerPort
+	(*NodeAffinity)(nil),             // 32: placement.v1.NodeAffinity
+	(*NodeSelector)(nil),             // 33: placement.v1.NodeSelector
+	(*NodeSelectorTerm)(nil),         // 34: placement.v1.NodeSelectorTerm
+	(*NodeSelectorRequirement)(nil),  // 35: placement.v1.NodeSelectorRequirement
+	(*PreferredSchedulingTerm)(nil),  // 36: placement.v1.PreferredSchedulingTerm
+	(*Toleration)(nil),               // 37: placement.v1.Toleration
+	(*Node)(nil),                     // 38: placement.v1.Node
+	(*Taint)(nil),                    // 39: placement.v1.Taint
+	(*ContainerImage)(nil),           // 40: placement.v1.ContainerImage
+	nil,                              // 41: placement.v1.Namespace.LabelsEntry
+	nil,                              // 42: placement.v1.Unschedulable.ReasonsEntry
+	nil,                              // 43: placement.v1.Pod.LabelsEntry
+	nil,                              // 44: placement.v1.Pod.OverheadEntry
+	nil,                              // 45: placement.v1.Pod.NodeSelectorEntry
+	nil,                              // 46: placement.v1.Pod.AnnotationsEntry
+	nil,                              // 47: placement.v1.LabelSelector.MatchLabelsEntry
+	nil,                              // 48: placement.v1.Container.RequestsEntry
+	nil,                              // 49: placement.v1.Node.LabelsEntry
+	nil,                              // 50: placement.v1.Node.AllocatableEntry
 }
 var file_placement_v1_placement_proto_depIdxs = []int32{
 	2,  // 0: placement.v1.SyncSnapshotRequest.full:type_name -> placement.v1.Snapshot
 	4,  // 1: placement.v1.SyncSnapshotRequest.delta:type_name -> placement.v1.SnapshotDelta
-	36, // 2: placement.v1.Snapshot.nodes:type_name -> placement.v1.Node
-	19, // 3: placement.v1.Snapshot.pods:type_name -> placement.v1.Pod
+	38, // 2: placement.v1.Snapshot.nodes:type_name -> placement.v1.Node
+	21, // 3: placement.v1.Snapshot.pods:type_name -> placement.v1.Pod
 	3,  // 4: placement.v1.Snapshot.namespaces:type_name -> placement.v1.Namespace
-	24, // 5: placement.v1.Snapshot.pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
-	39, // 6: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
-	36, // 7: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
-	19, // 8: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
+	26, // 5: placement.v1.Snapshot.pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	41, // 6: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
+	38, // 7: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
+	21, // 8: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
 	3,  // 9: placement.v1.SnapshotDelta.upsert_namespaces:type_name -> placement.v1.Namespace
-	24, // 10: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	26, // 10: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
 	2,  // 11: placement.v1.SnapshotRef.inline:type_name -> placement.v1.Snapshot
 	5,  // 12: placement.v1.RankRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	19, // 13: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
+	21, // 13: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
 	8,  // 14: placement.v1.RankResponse.feasible:type_name -> placement.v1.NodeScore
 	10, // 15: placement.v1.RankResponse.infeasible:type_name -> placement.v1.InfeasibleNode
 	9,  // 16: placement.v1.NodeScore.plugin_scores:type_name -> placement.v1.PluginScore
 	5,  // 17: placement.v1.ScheduleRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	19, // 18: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
+	21, // 18: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
 	13, // 19: placement.v1.ScheduleResponse.placements:type_name -> placement.v1.Placement
 	14, // 20: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
-	40, // 21: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
+	42, // 21: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
 	17, // 22: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
-	18, // 23: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
-	41, // 24: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
-	28, // 25: placement.v1.Pod.containers:type_name -> placement.v1.Container
-	28, // 26: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
-	42, // 27: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
-	43, // 28: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
-	30, // 29: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
-	35, // 30: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
-	20, // 31: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
-	20, // 32: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
-	27, // 33: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
-	25, // 34: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
-	23, // 35: placement.v1.Pod.gang:type_name -> placement.v1.Gang
-	21, // 36: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
-	22, // 37: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
-	25, // 38: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
-	25, // 39: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
-	21, // 40: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
-	25, // 41: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
-	44, // 42: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
-	26, // 43: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
-	25, // 44: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
-	45, // 45: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
-	29, // 46: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
-	31, // 47: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
-	34, // 48: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
-	32, // 49: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
-	33, // 50: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
-	33, // 51: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
-	32, // 52: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
-	46, // 53: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
-	37, // 54: placement.v1.Node.taints:type_name -> placement.v1.Taint
-	47, // 55: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
-	38, // 56: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
-	0,  // 57: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
-	6,  // 58: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
-	11, // 59: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
-	15, // 60: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
-	1,  // 61: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
-	7,  // 62: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
-	12, // 63: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
-	16, // 64: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
-	61, // [61:65] is the sub-list for method output_type
-	57, // [57:61] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	20, // 23: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
+	18, // 24: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
+	19, // 25: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
+	43, // 26: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
+	30, // 27: placement.v1.Pod.containers:type_name -> placement.v1.Container
+	30, // 28: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
+	44, // 29: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
+	45, // 30: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
+	32, // 31: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
+	37, // 32: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
+	22, // 33: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
+	22, // 34: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
+	29, // 35: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
+	27, // 36: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
+	25, // 37: placement.v1.Pod.gang:type_name -> placement.v1.Gang
+	46, // 38: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
+	23, // 39: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
+	24, // 40: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
+	27, // 41: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
+	27, // 42: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
+	23, // 43: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
+	27, // 44: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
+	47, // 45: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
+	28, // 46: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
+	27, // 47: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
+	48, // 48: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
+	31, // 49: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
+	33, // 50: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
+	36, // 51: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
+	34, // 52: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
+	35, // 53: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
+	35, // 54: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
+	34, // 55: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
+	49, // 56: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
+	39, // 57: placement.v1.Node.taints:type_name -> placement.v1.Taint
+	50, // 58: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
+	40, // 59: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
+	0,  // 60: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
+	6,  // 61: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
+	11, // 62: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
+	15, // 63: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
+	1,  // 64: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
+	7,  // 65: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
+	12, // 66: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
+	16, // 67: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
+	64, // [64:68] is the sub-list for method output_type
+	60, // [60:64] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_placement_v1_placement_proto_init() }
@@ -3993,7 +4187,7 @@ func file_placement_v1_placement_proto_init() {
 			}
 		}
 		file_placement_v1_placement_proto_msgTypes[18].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*PluginWeight); i {
+			switch v := v.(*FilterRule); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -4005,7 +4199,7 @@ func file_placement_v1_placement_proto_init() {
 			}
 		}
 		file_placement_v1_placement_proto_msgTypes[19].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*Pod); i {
+			switch v := v.(*ScoreRule); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -4017,7 +4211,7 @@ func file_placement_v1_placement_proto_init() {
 			}
 		}
 		file_placement_v1_placement_proto_msgTypes[20].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*PodAffinity); i {
+			switch v := v.(*PluginWeight); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -4029,7 +4223,7 @@ func file_placement_v1_placement_proto_init() {
 			}
 		}
 		file_placement_v1_placement_proto_msgTypes[21].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*PodAffinityTerm); i {
+			switch v := v.(*Pod); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -4041,7 +4235,7 @@ func file_placement_v1_placement_proto_init() {
 			}
 		}
 		file_placement_v1_placement_proto_msgTypes[22].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*WeightedPodAffinityTerm); i {
+			switch v := v.(*PodAffinity); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -4053,7 +4247,7 @@ func file_placement_v1_placement_proto_init() {
 			}
 		}
 		file_placement_v1_placement_proto_msgTypes[23].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*Gang); i {
+			switch v := v.(*PodAffinityTerm); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -4065,7 +4259,7 @@ func file_placement_v1_placement_proto_init() {
 			}
 		}
 		file_placement_v1_placement_proto_msgTypes[24].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*PodDisruptionBudget); i {
+			switch v := v.(*WeightedPodAffinityTerm); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -4077,7 +4271,7 @@ func file_placement_v1_placement_proto_init() {
 			}
 		}
 		file_placement_v1_placement_proto_msgTypes[25].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*LabelSelector); i {
+			switch v := v.(*Gang); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -4089,7 +4283,7 @@ func file_placement_v1_placement_proto_init() {
 			}
 		}
 		file_placement_v1_placement_proto_msgTypes[26].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*LabelSelectorRequirement); i {
+			switch v := v.(*PodDisruptionBudget); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -4101,7 +4295,7 @@ func file_placement_v1_placement_proto_init() {
 			}
 		}
 		file_placement_v1_placement_proto_msgTypes[27].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*TopologySpreadConstraint); i {
+			switch v := v.(*LabelSelector); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -4113,7 +4307,7 @@ func file_placement_v1_placement_proto_init() {
 			}
 		}
 		file_placement_v1_placement_proto_msgTypes[28].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*Container); i {
+			switch v := v.(*LabelSelectorRequirement); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -4125,7 +4319,7 @@ func file_placement_v1_placement_proto_init() {
 			}
 		}
 		file_placement_v1_placement_proto_msgTypes[29].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*ContainerPort); i {
+			switch v := v.(*TopologySpreadConstraint); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -4137,7 +4331,7 @@ func file_placement_v1_placement_proto_init() {
 			}
 		}
 		file_placement_v1_placement_proto_msgTypes[30].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*NodeAffinity); i {
+			switch v := v.(*Container); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -4149,7 +4343,7 @@ func file_placement_v1_placement_proto_init() {
 			}
 		}
 		file_placement_v1_placement_proto_msgTypes[31].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*NodeSelector); i {
+			switch v := v.(*ContainerPort); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -4161,7 +4355,7 @@ func file_placement_v1_placement_proto_init() {
 			}
 		}
 		file_placement_v1_placement_proto_msgTypes[32].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*NodeSelectorTerm); i {
+			switch v := v.(*NodeAffinity); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -4173,7 +4367,7 @@ func file_placement_v1_placement_proto_init() {
 			}
 		}
 		file_placement_v1_placement_proto_msgTypes[33].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*NodeSelectorRequirement); i {
+			switch v := v.(*NodeSelector); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -4185,7 +4379,7 @@ func file_placement_v1_placement_proto_init() {
 			}
 		}
 		file_placement_v1_placement_proto_msgTypes[34].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*PreferredSchedulingTerm); i {
+			switch v := v.(*NodeSelectorTerm); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -4197,7 +4391,7 @@ func file_placement_v1_placement_proto_init() {
 			}
 		}
 		file_placement_v1_placement_proto_msgTypes[35].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*Toleration); i {
+			switch v := v.(*NodeSelectorRequirement); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -4209,7 +4403,7 @@ func file_placement_v1_placement_proto_init() {
 			}
 		}
 		file_placement_v1_placement_proto_msgTypes[36].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*Node); i {
+			switch v := v.(*PreferredSchedulingTerm); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -4221,7 +4415,7 @@ func file_placement_v1_placement_proto_init() {
 			}
 		}
 		file_placement_v1_placement_proto_msgTypes[37].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*Taint); i {
+			switch v := v.(*Toleration); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -4233,6 +4427,30 @@ func file_placement_v1_placement_proto_init() {
 			}
 		}
 		file_placement_v1_placement_proto_msgTypes[38].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*Node); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_placement_v1_placement_proto_msgTypes[39].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*Taint); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_placement_v1_placement_proto_msgTypes[40].Exporter = func(v interface{}, i int) interface{} {
 			switch v := v.(*ContainerImage); i {
 			case 0:
 				return &v.state
@@ -4258,15 +4476,15 @@ func file_placement_v1_placement_proto_init() {
 		(*Placement_NodeName)(nil),
 		(*Placement_Unschedulable)(nil),
 	}
-	file_placement_v1_placement_proto_msgTypes[27].OneofWrappers = []interface{}{}
-	file_placement_v1_placement_proto_msgTypes[35].OneofWrappers = []interface{}{}
+	file_placement_v1_placement_proto_msgTypes[29].OneofWrappers = []interface{}{}
+	file_placement_v1_placement_proto_msgTypes[37].OneofWrappers = []interface{}{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: file_placement_v1_placement_proto_rawDesc,
 			NumEnums:      0,
-			NumMessages:   48,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
