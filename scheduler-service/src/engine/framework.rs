@@ -394,8 +394,12 @@ pub(super) struct PodPlan<'a> {
     rule_pod: Option<cel::Value>,
     /// The outcomes of the rules that read only what a node class shares, per class and rule
     /// (filters first, then scores; a filter's passing outcome is 0), evaluated on first use.
-    rule_classes: RefCell<Vec<Option<Result<i64, Arc<str>>>>>,
+    rule_classes: RefCell<Vec<Option<RuleOutcome>>>,
 }
+
+/// A rule's outcome on a node: a score rule's raw score (0 for a filter rule that keeps the
+/// node), or the reason the node is rejected.
+type RuleOutcome = Result<i64, Arc<str>>;
 
 /// The topology plugins' PreFilter and PreScore state for one pod.
 #[derive(Debug, Default)]
