@@ -414,6 +414,7 @@ impl TopoState {
                 labels: &other.labels,
                 affinity: terms.map(|t| &t.0).filter(|t| !t.is_empty()),
                 anti_affinity: terms.map(|t| &t.1).filter(|t| !t.is_empty()),
+                terminating: other.terminating,
             };
             let placed = Placed::default();
             f.update(
@@ -1987,6 +1988,7 @@ impl<'s> BatchUsage<'s> {
             labels: Default::default(),
             affinity: None,
             meta: None,
+            terminating: pod.terminating,
         };
         let usage = &mut self.changed[self.slot[i] as usize];
         usage.add(&bound);
