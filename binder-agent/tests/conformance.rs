@@ -66,9 +66,12 @@ fn corpus() -> Vec<(String, Object)> {
         .collect()
 }
 
-/// What the binder makes of the corpus: each object's message (type name, prost bytes) and the
-/// snapshot its state sends, fed the objects as the watches would.
-fn convert(corpus: &[(String, Object)]) -> (Vec<(String, &'static str, Vec<u8>)>, Vec<u8>) {
+/// One converted object: (file stem, message type name, prost bytes).
+type Converted = (String, &'static str, Vec<u8>);
+
+/// What the binder makes of the corpus: each object's message and the prost bytes of the snapshot
+/// its state sends, fed the objects as the watches would.
+fn convert(corpus: &[(String, Object)]) -> (Vec<Converted>, Vec<u8>) {
     let mut state = ClusterState::new();
     for (_, object) in corpus {
         match object {
