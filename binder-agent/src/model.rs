@@ -316,6 +316,7 @@ pub fn pod_info(pod: &Pod) -> PodInfo {
                 .and_then(|s| s.start_time.as_ref())
                 .map_or(0, |t| t.0.as_second()),
             gang: gang(meta),
+            terminating: meta.deletion_timestamp.is_some(),
         },
         scheduler_name: spec
             .and_then(|s| s.scheduler_name.clone())

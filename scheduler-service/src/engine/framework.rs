@@ -452,6 +452,7 @@ impl TopoState {
                 labels: &other.labels,
                 affinity: terms.map(|t| &t.0).filter(|t| !t.is_empty()),
                 anti_affinity: terms.map(|t| &t.1).filter(|t| !t.is_empty()),
+                terminating: other.terminating,
             };
             let placed = Placed::default();
             f.update(
@@ -2030,6 +2031,7 @@ impl<'s> BatchUsage<'s> {
             labels: Default::default(),
             affinity: None,
             meta: None,
+            terminating: pod.terminating,
         };
         let usage = &mut self.changed[self.slot[i] as usize];
         usage.add(&bound);

@@ -386,6 +386,8 @@ pub struct PodSpec {
     pub start_time: i64,
     /// The gang the pod belongs to, if any.
     pub gang: Option<super::gang::Gang>,
+    /// metadata.deletionTimestamp is set: PodTopologySpread does not count the pod.
+    pub terminating: bool,
 }
 
 impl PodSpec {

@@ -595,6 +595,7 @@ pub fn pod(path: &str, p: &proto::Pod) -> Result<PodSpec, FieldError> {
         preemption_policy,
         start_time: p.start_time_seconds,
         gang,
+        terminating: p.terminating,
     })
 }
 
