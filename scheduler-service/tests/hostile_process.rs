@@ -418,7 +418,6 @@ async fn a_replica_survives_the_worst_requests_within_the_message_limit() {
     };
 
     let room = MESSAGE_LIMIT - 64;
-    let t0 = Instant::now();
     let mut outcomes = Vec::new();
     // Empty pods up to the message limit, on Schedule and on a full snapshot; empty nodes.
     outcomes.push((
@@ -444,7 +443,6 @@ async fn a_replica_survives_the_worst_requests_within_the_message_limit() {
         }),
         ..Default::default()
     };
-    eprintln!("empties done {:?}", t0.elapsed());
     outcomes.push((
         "one huge string",
         raw_unary(r.channel().await, "Rank", huge_uid.encode_to_vec().into()).await,
@@ -464,9 +462,7 @@ async fn a_replica_survives_the_worst_requests_within_the_message_limit() {
         .encode_to_vec()
         .into()
     };
-    eprintln!("string done {:?}", t0.elapsed());
     let bodies: Vec<Bytes> = (0..4).map(labelled).collect();
-    eprintln!("bodies built {:?}", t0.elapsed());
     let mut calls = Vec::new();
     for body in bodies {
         let channel = r.channel().await;
@@ -477,7 +473,6 @@ async fn a_replica_survives_the_worst_requests_within_the_message_limit() {
     for call in calls {
         outcomes.push(("labelled nodes, four at once", call.await.expect("no panic")));
     }
-    eprintln!("labelled done {:?}", t0.elapsed());
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let (calls, slowest) = watcher.await.expect("the other caller");
 

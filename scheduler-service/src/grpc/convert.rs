@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::engine::gang::Gang;
 use crate::engine::model::{
-    normalized_image_name, HostPort, LabelSelector, Labels, NodeInclusionPolicy, NodeSpec, PodAffinityTerm,
+    normalized_image_name, Container, HostPort, LabelSelector, Labels, NodeInclusionPolicy, NodeSpec, PodAffinityTerm,
     PodAffinityTerms, PodSpec, PreferredTerm, Protocol, Requirement, SelectorOp, SelectorTerm, SpreadConstraint, Taint,
     TaintEffect, Toleration, TolerationOperator, WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
@@ -94,6 +94,9 @@ pub const MAX_NAMESPACE_BYTES: usize = 63;
 pub const MAX_LABEL_KEY_BYTES: usize = 317;
 /// Longest label value.
 pub const MAX_LABEL_VALUE_BYTES: usize = 63;
+/// Most bytes of an object's annotations, keys and values together (Kubernetes'
+/// `TotalAnnotationSizeLimitB`).
+pub const MAX_ANNOTATIONS_BYTES: usize = 256 << 10;
 
 /// Refuses a value longer than Kubernetes allows for the field.
 fn at_most(path: impl fmt::Display, value: &str, max: usize) -> Result<(), FieldError> {
@@ -600,6 +603,13 @@ pub fn pod(path: &str, p: &proto::Pod) -> Result<PodSpec, FieldError> {
     at_most(format!("{path}.namespace"), &p.namespace, MAX_NAMESPACE_BYTES)?;
     at_most(format!("{path}.node_name"), &p.node_name, MAX_NAME_BYTES)?;
     labels_within(&format!("{path}.labels"), &p.labels)?;
+    let annotations: usize = p.annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if annotations > MAX_ANNOTATIONS_BYTES {
+        return Err(field_error(
+            format!("{path}.annotations"),
+            format!("must total at most {MAX_ANNOTATIONS_BYTES} bytes (Kubernetes' limit), got {annotations}"),
+        ));
+    }
     let mut host_ports = Vec::new();
     let mut images = Vec::with_capacity(p.init_containers.len() + p.containers.len());
     let mut init = Vec::with_capacity(p.init_containers.len());
@@ -615,14 +625,15 @@ pub fn pod(path: &str, p: &proto::Pod) -> Result<PodSpec, FieldError> {
     }
     let mut containers = Vec::with_capacity(p.containers.len());
     let mut seen = PortKeys::new();
+    let mut seen_containers = Vec::with_capacity(p.containers.len());
     for (i, c) in p.containers.iter().enumerate() {
-        containers.push(container(
-            &format!("{path}.containers[{i}]"),
-            c,
-            false,
-            &mut host_ports,
-            &mut seen,
-        )?);
+        let parsed = container(&format!("{path}.containers[{i}]"), c, false, &mut host_ports, &mut seen)?;
+        seen_containers.push(Container {
+            name: c.name.clone(),
+            image: c.image.clone(),
+            requests: parsed.requests.clone(),
+        });
+        containers.push(parsed);
         images.push(normalized_image_name(&c.image));
     }
     let (overhead, _, _, _) = resource_list(&format!("{path}.overhead"), &p.overhead, false)?;
@@ -731,6 +742,8 @@ pub fn pod(path: &str, p: &proto::Pod) -> Result<PodSpec, FieldError> {
         namespace: p.namespace.clone(),
         name: p.name.clone(),
         labels: p.labels.clone(),
+        annotations: p.annotations.clone(),
+        containers: seen_containers,
         priority: p.priority,
         requests: effective_requests(&containers, &init, &overhead, false),
         non_zero_requests: effective_requests(&containers, &init, &overhead, true),
@@ -752,6 +765,7 @@ pub fn pod(path: &str, p: &proto::Pod) -> Result<PodSpec, FieldError> {
         preemption_policy,
         start_time: p.start_time_seconds,
         gang,
+        terminating: p.terminating,
     })
 }
 
