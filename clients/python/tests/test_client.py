@@ -138,6 +138,22 @@ def test_unknown_snapshot_is_not_found(stub):
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
 
+def test_errors_about_huge_values_keep_their_code(stub):
+    """gRPC's C core (this client) refuses a status over its metadata limit (8 KiB) and reports
+    RESOURCE_EXHAUSTED instead: the service quotes only a short prefix of a caller's value, so the
+    caller sees INVALID_ARGUMENT, and NOT_FOUND for an unknown snapshot id of any length (which the
+    re-send-a-full-snapshot protocol relies on)."""
+    huge = "x" * 20000
+    bad = _pod("bad", huge)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Rank(pb.RankRequest(snapshot=pb.SnapshotRef(inline=pb.Snapshot(nodes=[_node("n1")])), pod=bad), timeout=10)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
+    assert "(20000 bytes)" in err.value.details()
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Schedule(pb.ScheduleRequest(snapshot=pb.SnapshotRef(snapshot_id=huge), pods=[_pod("a", "1")]), timeout=10)
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND, err.value.details()
+
+
 def test_example_script(addr):
     result = subprocess.run(
         [sys.executable, str(HERE.parent / "examples" / "schedule.py"), "--addr", addr],
