@@ -6,7 +6,7 @@ use clap::{Parser, Subcommand};
 use placement_binder::{experiments_cli, explain, run, simulate};
 
 // mimalloc returns freed memory to the OS; glibc malloc kept the binder's resident size near its
-// peak (README "Performance").
+// peak (docs/performance.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 // mimalloc returns freed memory to the OS: with glibc malloc a replica stayed near 600 MiB after
-// a full sync of 5,000 nodes and 150,000 pods with ~73 MiB live (README "Performance"); `main`
+// a full sync of 5,000 nodes and 150,000 pods with ~73 MiB live (docs/performance.md); `main`
 // makes it do so at once (`allocator::configure`).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
