@@ -331,6 +331,12 @@ fn node_detail(out: &mut String, style: Style, d: &NodeVerdict, o: &Outcome) {
         &[Align::Left, Align::Right, Align::Right, Align::Right, Align::Right],
         &rows,
     );
+    if me.total == other.total {
+        let _ = writeln!(
+            out,
+            "  Equal totals: the tie-break, a stable hash of the seed, the pod's uid and the node's name, decides."
+        );
+    }
 }
 
 fn ordinal_entry(o: &Outcome, i: usize) -> String {
@@ -607,6 +613,33 @@ Node a: feasible, rank 2 of 2 (score 70).
   TOTAL                     70  80   -10
 ";
         assert!(text.contains(expected), "{text}");
+        assert!(!text.contains("Equal totals"));
+    }
+
+    #[test]
+    fn equal_totals_say_the_tie_break_decided() {
+        let mut o = outcome(
+            "default",
+            vec![
+                scored(1, "b", &[("NodeResourcesFit", 80, 1)]),
+                scored(2, "a", &[("NodeResourcesFit", 80, 1)]),
+            ],
+        );
+        o.node_detail = Some(NodeVerdict {
+            node: "a".into(),
+            feasible: true,
+            rank: Some(2),
+            scores: Some(o.best[1].clone()),
+            compared_with: Some(o.best[0].clone()),
+            filter: None,
+            reasons: vec![],
+            blockers: vec![],
+        });
+        let text = text(&explanation(o), Style::default());
+        assert!(
+            text.contains("  TOTAL                     80  80     0\n  Equal totals: the tie-break"),
+            "{text}"
+        );
     }
 
     #[test]
