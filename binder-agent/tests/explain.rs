@@ -573,6 +573,16 @@ async fn a_decision_replica_can_answer_instead_of_the_engine_in_process() {
     f.stop().await;
 }
 
+#[test]
+fn the_plugin_introduces_itself_as_kubectl_placement() {
+    let out = std::process::Command::new(BIN).arg("--help").output().unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success());
+    assert!(help.starts_with("Ask the placement scheduler about pods"), "{help}");
+    assert!(help.contains("Usage: kubectl placement <COMMAND>"), "{help}");
+    assert!(help.contains("explain  Why a pod is pending"), "{help}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_are_clear() {
     let f = Fixture::start().await;

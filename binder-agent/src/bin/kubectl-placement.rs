@@ -6,7 +6,7 @@ use placement_binder::explain;
 
 /// Ask the placement scheduler about pods.
 #[derive(Debug, Parser)]
-#[command(name = "kubectl-placement", bin_name = "kubectl placement", version, about)]
+#[command(name = "kubectl-placement", bin_name = "kubectl placement", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
