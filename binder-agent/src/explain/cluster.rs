@@ -57,19 +57,19 @@ pub struct ClusterView {
     pub notes: Vec<String>,
 }
 
-/// Lists every object of `api` matching `params`, page by page.
-async fn list_all<K>(api: &Api<K>, params: ListParams) -> kube::Result<Vec<K>>
+/// Hands every object of `api` matching `params` to `each`, page by page, so that no more than a
+/// page of whole objects is held at once (the projections kept are a fraction of their size).
+async fn list_each<K>(api: &Api<K>, params: ListParams, mut each: impl FnMut(K)) -> kube::Result<()>
 where
     K: Clone + DeserializeOwned + std::fmt::Debug,
 {
     let mut params = params.limit(PAGE);
-    let mut out = Vec::new();
     loop {
         let page = api.list(&params).await?;
-        out.extend(page.items);
+        page.items.into_iter().for_each(&mut each);
         match page.metadata.continue_ {
             Some(token) if !token.is_empty() => params = params.continue_token(&token),
-            _ => return Ok(out),
+            _ => return Ok(()),
         }
     }
 }
@@ -111,43 +111,50 @@ pub async fn read(client: &Client, namespace: &str, name: &str) -> Result<Cluste
 
     let mut state = ClusterState::new();
     let mut notes = Vec::new();
-    let nodes = list_all(&Api::<Node>::all(client.clone()), ListParams::default())
-        .await
-        .map_err(api_error("listing nodes"))?;
-    for n in &nodes {
-        state.apply_node(node_info(n));
-    }
-    match list_all(&Api::<Namespace>::all(client.clone()), ListParams::default()).await {
-        Ok(list) => list.iter().for_each(|ns| state.apply_namespace(namespace_info(ns))),
+    list_each(&Api::<Node>::all(client.clone()), ListParams::default(), |n| {
+        state.apply_node(node_info(&n))
+    })
+    .await
+    .map_err(api_error("listing nodes"))?;
+    let namespaces = list_each(&Api::<Namespace>::all(client.clone()), ListParams::default(), |ns| {
+        state.apply_namespace(namespace_info(&ns))
+    })
+    .await;
+    match namespaces {
+        Ok(()) => {}
         Err(e) if forbidden(&e) => notes.push(format!(
             "namespaces could not be listed ({e}): pod affinity terms with a namespaceSelector match no namespace"
         )),
         Err(e) => return Err(api_error("listing namespaces")(e)),
     }
-    match list_all(&Api::<PodDisruptionBudget>::all(client.clone()), ListParams::default()).await {
-        Ok(list) => list.iter().for_each(|p| state.apply_pdb(pdb_info(p))),
+    let pdbs = list_each(
+        &Api::<PodDisruptionBudget>::all(client.clone()),
+        ListParams::default(),
+        |p| state.apply_pdb(pdb_info(&p)),
+    )
+    .await;
+    match pdbs {
+        Ok(()) => {}
         Err(e) if forbidden(&e) => notes.push(format!(
             "PodDisruptionBudgets could not be listed ({e}): preemption is explained without them"
         )),
         Err(e) => return Err(api_error("listing poddisruptionbudgets")(e)),
     }
-    let all_pods = list_all(
+    // As the binder: a bound pod that has not finished uses its node (even while it is being
+    // deleted); pending pods use nothing.
+    list_each(
         &Api::<Pod>::all(client.clone()),
         ListParams::default().fields(POD_FIELD_SELECTOR),
+        |p| {
+            let other = pod_info(&p);
+            let skip = other.spec.uid == info.spec.uid || other.spec.uid.is_empty() || other.terminal;
+            if !skip && other.node_name().is_some() {
+                state.apply_bound_pod(other.spec);
+            }
+        },
     )
     .await
     .map_err(api_error("listing pods"))?;
-    // As the binder: a bound pod that has not finished uses its node (even while it is being
-    // deleted); pending pods use nothing.
-    for p in &all_pods {
-        let other = pod_info(p);
-        if other.spec.uid == info.spec.uid || other.spec.uid.is_empty() || other.terminal {
-            continue;
-        }
-        if other.node_name().is_some() {
-            state.apply_bound_pod(other.spec);
-        }
-    }
     Ok(ClusterView {
         pod: info,
         phase,
