@@ -20,10 +20,12 @@ CLUSTER_SH=${CLUSTER_SH:-$ROOT/../shared/k8s/cluster.sh}
 
 if [ "$1" = restart-apiserver ]; then
   # Used through E2E_RESTART_APISERVER: stop kube-apiserver, wait for it to exit, start it again.
+  # kube-apiserver's graceful termination waits for open watches; after 10 s it is killed.
   pid=$(cat "$K8S_STATE/run/kube-apiserver.pid")
   kill -TERM "$pid"
-  for _ in $(seq 1 80); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+  for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
   kill -KILL "$pid" 2>/dev/null || true
+  while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
   exec bash "$CLUSTER_SH" up --controller-manager --scheduler
 fi
 

@@ -6,6 +6,7 @@
 //!   fields by column, and the plain pass's vector kernel.
 //! - [`policy`]: which plugins run with which weights; [`policy_config`]: policy files (ours and
 //!   kube-scheduler's `KubeSchedulerConfiguration`) mapped to policies.
+//! - [`rules`]: CEL filter and score rules in policies.
 //! - [`interpod`], [`spread`] and [`topology`]: InterPodAffinity and PodTopologySpread.
 //! - [`framework`]: filter, score, normalize and pick, as kube-scheduler does; [`class_labels`]:
 //!   the node classes' labels by column, so selectors are matched once per distinct value.
@@ -24,6 +25,7 @@ pub mod policy_config;
 pub mod preemption;
 pub mod quantity;
 pub mod resources;
+pub mod rules;
 pub mod snapshot;
 pub mod spread;
 pub mod topology;

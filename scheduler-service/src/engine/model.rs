@@ -326,6 +326,17 @@ pub struct SpreadConstraint {
     pub match_label_keys: Vec<String>,
 }
 
+/// A container of a pod, as rules see it.
+#[derive(Debug, Clone, Default)]
+pub struct Container {
+    /// Container name.
+    pub name: String,
+    /// Image reference.
+    pub image: String,
+    /// resources.requests.
+    pub requests: super::resources::Resources,
+}
+
 /// A pod as the engine sees it: identity, effective requests and placement constraints.
 #[derive(Debug, Clone, Default)]
 pub struct PodSpec {
@@ -337,6 +348,10 @@ pub struct PodSpec {
     pub name: String,
     /// metadata.labels.
     pub labels: Labels,
+    /// metadata.annotations (read by rules only).
+    pub annotations: Labels,
+    /// spec.containers as rules see them (the scheduler itself reads `requests`).
+    pub containers: Vec<Container>,
     /// spec.priority.
     pub priority: i32,
     /// Effective request (Kubernetes' `PodRequests`, with overhead), for filtering.
@@ -371,6 +386,8 @@ pub struct PodSpec {
     pub start_time: i64,
     /// The gang the pod belongs to, if any.
     pub gang: Option<super::gang::Gang>,
+    /// metadata.deletionTimestamp is set: PodTopologySpread does not count the pod.
+    pub terminating: bool,
 }
 
 impl PodSpec {

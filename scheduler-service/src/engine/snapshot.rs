@@ -100,6 +100,9 @@ pub struct BoundPod {
     pub affinity: Option<Arc<(PodAffinityTerms, PodAffinityTerms)>>,
     /// Priority, start time and gang, for preemption and gangs; `None` for a pod a batch placed.
     pub meta: Option<Arc<PodMeta>>,
+    /// metadata.deletionTimestamp is set: still counted against its node (resources, ports,
+    /// affinity), but not by PodTopologySpread.
+    pub terminating: bool,
 }
 
 /// What preemption and gangs read of a bound pod (besides its namespace and labels).
@@ -143,6 +146,7 @@ impl BoundPod {
                 .has_pod_affinity()
                 .then(|| Arc::new((pod.pod_affinity.clone(), pod.pod_anti_affinity.clone()))),
             meta: Some(PodMeta::of(pod)),
+            terminating: pod.terminating,
         })
     }
 
@@ -170,6 +174,7 @@ impl BoundPod {
         let meta = Some(PodMeta::of(pod));
         Some(Self {
             meta,
+            terminating: pod.terminating,
             node_name: Arc::from(node),
             requests: pod.requests.clone(),
             non_zero_cpu: pod.non_zero_requests.milli_cpu,

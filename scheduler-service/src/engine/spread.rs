@@ -211,7 +211,8 @@ impl SpreadFilter {
                 let topo = &topos[i];
                 let mut counts = vec![0i64; topo.values.len()];
                 existing.matching(c.selector.as_ref(), |other| {
-                    if other.namespace == pod.namespace && eligible[i][other.node] {
+                    // kube-scheduler's countPodsMatchSelector bypasses terminating pods.
+                    if !other.terminating && other.namespace == pod.namespace && eligible[i][other.node] {
                         counts[topo.node_domain[other.node] as usize] += 1;
                     }
                 });
@@ -235,7 +236,9 @@ impl SpreadFilter {
 
     /// kube-scheduler's PreFilterExtensions AddPod (`delta` 1) and RemovePod (−1): counts a pod
     /// of namespace `namespace` with `labels` on `node` in or out, for the incoming pod of
-    /// namespace `own_namespace`.
+    /// namespace `own_namespace`. Like kube-scheduler's `updateWithPod`, this does not look at
+    /// whether the pod is terminating: preemption's dry run that removes a terminating victim
+    /// takes it off its domain's count although PreFilter never counted it.
     pub fn update(&mut self, own_namespace: &str, namespace: &str, labels: &Labels, node: usize, delta: i64) {
         if namespace != own_namespace {
             return;
@@ -340,7 +343,8 @@ impl SpreadScore {
             // Matching pods per domain (per node for hostname).
             let mut counts = vec![0i64; if hostname { n } else { size }];
             existing.matching(c.selector.as_ref(), |other| {
-                if other.namespace != pod.namespace {
+                // kube-scheduler's countPodsMatchSelector bypasses terminating pods.
+                if other.terminating || other.namespace != pod.namespace {
                     return;
                 }
                 if hostname {

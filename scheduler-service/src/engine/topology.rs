@@ -19,6 +19,9 @@ pub struct PodRef<'a> {
     pub affinity: Option<&'a PodAffinityTerms>,
     /// Pod anti-affinity terms, if any.
     pub anti_affinity: Option<&'a PodAffinityTerms>,
+    /// metadata.deletionTimestamp is set. InterPodAffinity counts such a pod like any other;
+    /// PodTopologySpread skips it (kube-scheduler's `countPodsMatchSelector`).
+    pub terminating: bool,
 }
 
 /// The pods a batch has placed so far, as (node index, pod).
@@ -54,6 +57,7 @@ fn placed_ref<'a>(node: usize, p: &'a PodSpec) -> PodRef<'a> {
         labels: &p.labels,
         affinity: (!p.pod_affinity.is_empty()).then_some(&p.pod_affinity),
         anti_affinity: (!p.pod_anti_affinity.is_empty()).then_some(&p.pod_anti_affinity),
+        terminating: p.terminating,
     }
 }
 
@@ -78,6 +82,7 @@ impl<'a> Existing<'a> {
                 labels: &pod.labels,
                 affinity: (!terms.0.is_empty()).then_some(&terms.0),
                 anti_affinity: (!terms.1.is_empty()).then_some(&terms.1),
+                terminating: pod.terminating,
             });
         }
         for (node, p) in &self.placed.pods {
@@ -103,6 +108,7 @@ impl<'a> Existing<'a> {
                     labels: &pod.labels,
                     affinity: terms.map(|t| &t.0).filter(|t| !t.is_empty()),
                     anti_affinity: terms.map(|t| &t.1).filter(|t| !t.is_empty()),
+                    terminating: pod.terminating,
                 });
             }
         }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::engine::gang::Gang;
 use crate::engine::model::{
-    normalized_image_name, HostPort, LabelSelector, Labels, NodeInclusionPolicy, NodeSpec, PodAffinityTerm,
+    normalized_image_name, Container, HostPort, LabelSelector, Labels, NodeInclusionPolicy, NodeSpec, PodAffinityTerm,
     PodAffinityTerms, PodSpec, PreferredTerm, Protocol, Requirement, SelectorOp, SelectorTerm, SpreadConstraint, Taint,
     TaintEffect, Toleration, TolerationOperator, WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
@@ -465,13 +465,15 @@ pub fn pod(path: &str, p: &proto::Pod) -> Result<PodSpec, FieldError> {
         images.push(normalized_image_name(&c.image));
     }
     let mut containers = Vec::with_capacity(p.containers.len());
+    let mut seen_containers = Vec::with_capacity(p.containers.len());
     for (i, c) in p.containers.iter().enumerate() {
-        containers.push(container(
-            &format!("{path}.containers[{i}]"),
-            c,
-            false,
-            &mut host_ports,
-        )?);
+        let parsed = container(&format!("{path}.containers[{i}]"), c, false, &mut host_ports)?;
+        seen_containers.push(Container {
+            name: c.name.clone(),
+            image: c.image.clone(),
+            requests: parsed.requests.clone(),
+        });
+        containers.push(parsed);
         images.push(normalized_image_name(&c.image));
     }
     let (overhead, _, _, _) = resource_list(&format!("{path}.overhead"), &p.overhead, false)?;
@@ -570,6 +572,8 @@ pub fn pod(path: &str, p: &proto::Pod) -> Result<PodSpec, FieldError> {
         namespace: p.namespace.clone(),
         name: p.name.clone(),
         labels: p.labels.clone(),
+        annotations: p.annotations.clone(),
+        containers: seen_containers,
         priority: p.priority,
         requests: effective_requests(&containers, &init, &overhead, false),
         non_zero_requests: effective_requests(&containers, &init, &overhead, true),
@@ -591,6 +595,7 @@ pub fn pod(path: &str, p: &proto::Pod) -> Result<PodSpec, FieldError> {
         preemption_policy,
         start_time: p.start_time_seconds,
         gang,
+        terminating: p.terminating,
     })
 }
 

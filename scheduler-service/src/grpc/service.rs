@@ -755,6 +755,26 @@ impl proto::placement_service_server::PlacementService for PlacementApi {
                         .collect(),
                     scoring_strategy: p.scoring_strategy.name().to_string(),
                     source: set.source.describe(i),
+                    filter_rules: p
+                        .rules
+                        .filters
+                        .iter()
+                        .map(|r| proto::FilterRule {
+                            name: r.name.clone(),
+                            expression: r.expression.clone(),
+                            reason: r.reason.clone(),
+                        })
+                        .collect(),
+                    score_rules: p
+                        .rules
+                        .scores
+                        .iter()
+                        .map(|r| proto::ScoreRule {
+                            name: r.name.clone(),
+                            expression: r.expression.clone(),
+                            weight: r.weight,
+                        })
+                        .collect(),
                 }
             })
             .collect();
