@@ -29,6 +29,8 @@ const (
 	GangLabel = "placement.dev/gang"
 	// GangMinMembersAnnotation gives the gang's minimum size.
 	GangMinMembersAnnotation = "placement.dev/gang-min-members"
+	// LastAppliedAnnotation is kubectl's copy of the whole object; never sent to the service.
+	LastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 )
 
 // perPodLabels are set by controllers per pod, not shared by the pods of one workload.
@@ -201,7 +203,7 @@ func gang(meta *metav1.ObjectMeta) *placementv1.Gang {
 // containers and overhead, nodeName, node selector and affinity, tolerations, pod
 // (anti-)affinity, topology spread constraints (or, without any, the default spreading selector
 // of a ReplicaSet, StatefulSet or ReplicationController pod), status.startTime, the gang and
-// whether the pod is terminating (metadata.deletionTimestamp set).
+// whether the pod is terminating (metadata.deletionTimestamp set), and a pending pod's annotations.
 func Pod(p *corev1.Pod) *placementv1.Pod {
 	meta, spec := &p.ObjectMeta, &p.Spec
 	out := &placementv1.Pod{
@@ -217,6 +219,19 @@ func Pod(p *corev1.Pod) *placementv1.Pod {
 	}
 	if spec.Priority != nil {
 		out.Priority = *spec.Priority
+	}
+	// A pending pod's annotations, for the decision service's CEL rules (none for a bound pod,
+	// never kubectl's last-applied copy of the object), as the binder sends them.
+	if spec.NodeName == "" {
+		for k, v := range meta.Annotations {
+			if k == LastAppliedAnnotation {
+				continue
+			}
+			if out.Annotations == nil {
+				out.Annotations = map[string]string{}
+			}
+			out.Annotations[k] = v
+		}
 	}
 	for i := range spec.Containers {
 		out.Containers = append(out.Containers, Container(&spec.Containers[i]))

@@ -45,6 +45,8 @@ _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 GANG_LABEL = "placement.dev/gang"
 #: The annotation giving a gang's minimum size.
 GANG_MIN_MEMBERS_ANNOTATION = "placement.dev/gang-min-members"
+#: The annotation kubectl writes with a copy of the whole object; never sent to the service.
+LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
 
 # Labels a controller sets per pod, not shared by the pods of one workload.
 _PER_POD_LABELS = frozenset(
@@ -265,6 +267,12 @@ def pod_to_proto(pod: Any) -> pb.Pod:
     gang = _gang(meta)
     if gang is not None:
         out.gang.CopyFrom(gang)
+    # A pending pod's annotations, for the decision service's CEL rules (the binder sends none for
+    # a bound pod, and never kubectl's last-applied copy of the object).
+    if not out.node_name:
+        for key, value in (getattr(meta, "annotations", None) or {}).items():
+            if key != LAST_APPLIED_ANNOTATION:
+                out.annotations[key] = str(value)
     return out
 
 
