@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Tests the generated gRPC clients (clients/go, clients/python); scripts/test.sh calls it.
-#   1. installs what is missing: Debian Go packages (go, protoc-gen-go, protoc-gen-go-grpc and
-#      the grpc/protobuf Go libraries under /usr/share/gocode) and a venv .tools/pyclients with
+#   1. installs what is missing: Go >= 1.26 is needed on PATH (/usr/local/go/bin is added when
+#      present); protoc-gen-go and protoc-gen-go-grpc at pinned versions into .tools/bin
+#      (`go install` from the Go module proxy); a venv .tools/pyclients with
 #      clients/python/requirements-dev.txt plus placement-client in editable mode
 #   2. builds scheduler-service (debug)
 #   3. regenerates the stubs into a temp dir (buf generate, clients/python/generate.sh) and fails
 #      if they differ from the checked-in ones
-#   4. builds the Go client offline (GOPATH mode against /usr/share/gocode) and runs
-#      clients/go/cmd/example against a started scheduler-service
+#   4. Go, in module mode (clients/go/go.mod and go.sum; modules come from the Go module proxy
+#      into the default module cache): gofmt, go vet, go build, the example against a started
+#      scheduler-service, then go test ./... (the conversion conformance test; the controller
+#      against a real cluster when E2E_KUBECONFIG is set, skipped otherwise)
 #   5. runs the Python tests (pytest clients/python/tests; they start their own server)
 set -euo pipefail
 
@@ -27,19 +30,19 @@ cleanup() {
 trap cleanup EXIT
 
 # --- 1. tools ---
-# Debian 12 packages. golang-github-golang-protobuf-1-5-dev replaces the default 1-3-dev: grpc
-# 1.33's codec marshals through github.com/golang/protobuf, and 1.3.x cannot marshal the
-# APIv2 messages protoc-gen-go 1.28 generates (nil-pointer panic in table_marshal.go).
-DEB_PKGS=(golang-go protoc-gen-go protoc-gen-go-grpc golang-google-grpc-dev golang-google-protobuf-dev golang-github-golang-protobuf-1-5-dev)
-missing=()
-for p in "${DEB_PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  say "apt-get install ${missing[*]}"
-  SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+PROTOC_GEN_GO_VERSION=v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION=v1.6.2
+[ -x /usr/local/go/bin/go ] && export PATH="/usr/local/go/bin:$PATH"
+command -v go >/dev/null || die "Go >= 1.26 is needed on PATH (https://go.dev/doc/install; /usr/local/go/bin is looked at)"
+go_minor=$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')
+[ "${go_minor:-0}" -ge 26 ] 2>/dev/null || die "Go >= 1.26 is needed (clients/go/go.mod), found $(go env GOVERSION)"
+if [ "$(protoc-gen-go --version 2>/dev/null)" != "protoc-gen-go $PROTOC_GEN_GO_VERSION" ]; then
+  say "go install protoc-gen-go@$PROTOC_GEN_GO_VERSION"
+  GOBIN="$TOOLS/bin" go install "google.golang.org/protobuf/cmd/protoc-gen-go@$PROTOC_GEN_GO_VERSION"
+fi
+if [ "$(protoc-gen-go-grpc --version 2>/dev/null)" != "protoc-gen-go-grpc ${PROTOC_GEN_GO_GRPC_VERSION#v}" ]; then
+  say "go install protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC_VERSION"
+  GOBIN="$TOOLS/bin" go install "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC_VERSION"
 fi
 bash scripts/install-tools.sh >/dev/null # buf (idempotent; already done when run from scripts/test.sh)
 
@@ -69,26 +72,27 @@ diff -r -x __pycache__ "$TMP/gen/python/placement" clients/python/src/placement_
   die "clients/python stubs differ from clients/python/generate.sh output: run it and commit"
 
 # --- 4. Go ---
-# Offline build: GOPATH mode with Debian's libraries in /usr/share/gocode; the module is linked
-# into a throwaway GOPATH at its import path (module mode would need the network or a vendor/).
-GOPATH_TMP="$TMP/gopath"
-mkdir -p "$GOPATH_TMP/src/github.com/placement/placement/clients"
-ln -s "$ROOT/clients/go" "$GOPATH_TMP/src/github.com/placement/placement/clients/go"
-export GO111MODULE=off GOPATH="$GOPATH_TMP:/usr/share/gocode" GOCACHE="$TOOLS/gocache" GOFLAGS= GOPROXY=off
-GOPKGS=(github.com/placement/placement/clients/go/placement/v1 github.com/placement/placement/clients/go/cmd/example)
+# Module mode. GOFLAGS=-mod=readonly: go.mod and go.sum are committed and must already be
+# complete (a missing entry fails here instead of being written).
+export GOFLAGS=-mod=readonly
 unformatted=$(gofmt -l clients/go)
 [ -z "$unformatted" ] || die "gofmt needed: $unformatted"
-say "go vet + go build (GO111MODULE=off, GOPATH=/usr/share/gocode)"
-go vet "${GOPKGS[@]}"
-go build -o "$TMP/placement-example" github.com/placement/placement/clients/go/cmd/example
+say "go vet ./... + go build ./... (clients/go, module mode)"
+(cd clients/go && go vet ./... && go build ./... && go build -o "$TMP/placement-example" ./cmd/example)
 
 free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 PORT=$(free_port)
 "$BIN" --listen "127.0.0.1:$PORT" --metrics-listen off >"$TMP/server.log" 2>&1 &
 SERVER_PID=$!
 say "Go example against scheduler-service on 127.0.0.1:$PORT"
-# The example waits for the server itself (blocking dial with a deadline).
+# The example waits for the server itself (its first call waits for readiness within its deadline).
 "$TMP/placement-example" -addr "127.0.0.1:$PORT" -timeout 30s || { cat "$TMP/server.log" >&2; die "Go example failed"; }
+if [ -n "${E2E_KUBECONFIG:-}" ]; then
+  say "go test ./... (clients/go): the controller runs against E2E_KUBECONFIG=$E2E_KUBECONFIG"
+else
+  say "go test ./... (clients/go): E2E_KUBECONFIG is not set, the controller test against a real cluster is skipped"
+fi
+(cd clients/go && PLACEMENT_ADDR="127.0.0.1:$PORT" go test -count=1 ./...) || { cat "$TMP/server.log" >&2; die "go test failed"; }
 kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=
 
 # --- 5. Python ---

@@ -61,7 +61,7 @@ fi
 cargo test --workspace
 
 step "bench smoke (criterion --test: each benchmark runs once; the load tools, tiny)"
-# Checks that the benchmarks still run; no timing is judged. README "Performance" has the full runs.
+# Checks that the benchmarks still run; no timing is judged. docs/performance.md has the full runs.
 cargo bench -p scheduler-service --bench engine -- --test
 cargo build -q -p scheduler-service -p binder-agent -p placement-tests --bins
 BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug"

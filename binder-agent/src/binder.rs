@@ -1277,7 +1277,9 @@ impl<A: ClusterApi> Binder<A> {
                 }
                 let Some(victim) = st.pod(uid) else { continue };
                 waiting_for.push(uid.clone());
-                if nominations.mark_preempted(uid) {
+                // A victim already being deleted is waited for, not deleted again, as
+                // kube-scheduler skips the API call for such a victim.
+                if !victim.terminating && nominations.mark_preempted(uid) {
                     to_delete.push(pod_ref(&victim));
                 }
             }

@@ -8,6 +8,7 @@
 //! - [`binder`]: the scheduling loop over a [`api::ClusterApi`].
 //! - [`experiments`]: the experiments file, pod selection and stable arm assignment;
 //!   [`routing`]: arms and shadow policies at run time and the per-arm record.
+//! - [`explain`]: `kubectl placement explain`, why a pod is pending or where it landed.
 //! - [`kube_api`], [`watch`], [`leader`], [`http`]: the Kubernetes side (writes, watches, leader
 //!   election, health and metrics endpoints), wired together by [`run`].
 
@@ -15,6 +16,7 @@ pub mod api;
 pub mod binder;
 pub mod experiments;
 pub mod experiments_cli;
+pub mod explain;
 pub mod groups;
 pub mod http;
 pub mod kube_api;

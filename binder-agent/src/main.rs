@@ -1,11 +1,12 @@
 //! `binder-agent`: `run` binds pods on a real cluster; `simulate` runs the same code against an
-//! in-memory cluster and an in-process decision service.
+//! in-memory cluster and an in-process decision service; `explain` says why a pod is pending or
+//! where it landed (also the kubectl plugin `kubectl-placement`).
 
 use clap::{Parser, Subcommand};
-use placement_binder::{experiments_cli, run, simulate};
+use placement_binder::{experiments_cli, explain, run, simulate};
 
 // mimalloc returns freed memory to the OS; glibc malloc kept the binder's resident size near its
-// peak (README "Performance").
+// peak (docs/performance.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -28,6 +29,9 @@ enum Command {
     /// Print a running binder's per-arm comparison of experiments and shadows, or check an
     /// experiments file.
     Experiments(experiments_cli::ExperimentsArgs),
+    /// Why a pod is pending, or why it landed where it did (also the kubectl plugin
+    /// `kubectl placement explain`).
+    Explain(explain::ExplainArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -44,5 +48,6 @@ async fn run_command() -> anyhow::Result<()> {
         Command::Run(args) => run::run(args).await,
         Command::Simulate(args) => simulate::main(args).await,
         Command::Experiments(args) => experiments_cli::main(args).await,
+        Command::Explain(args) => explain::main(args).await,
     }
 }

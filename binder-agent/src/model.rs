@@ -206,6 +206,24 @@ pub fn gang_problem(pod: &proto::Pod) -> Option<String> {
     })
 }
 
+/// The annotations a pending pod carries for the decision service's CEL rules
+/// (`pod.metadata.annotations`): none for a bound pod (rules read the pod being placed only), and
+/// never `kubectl.kubernetes.io/last-applied-configuration`, a copy of the whole object.
+fn rule_annotations(
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+    node_name: Option<&str>,
+) -> std::collections::BTreeMap<String, String> {
+    if node_name.is_some_and(|n| !n.is_empty()) {
+        return Default::default();
+    }
+    annotations
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| k.as_str() != "kubectl.kubernetes.io/last-applied-configuration")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 /// Projects a Pod.
 pub fn pod_info(pod: &Pod) -> PodInfo {
     let meta = &pod.metadata;
@@ -230,6 +248,7 @@ pub fn pod_info(pod: &Pod) -> PodInfo {
             namespace: meta.namespace.clone().unwrap_or_default(),
             name: meta.name.clone().unwrap_or_default(),
             labels: meta.labels.clone().unwrap_or_default(),
+            annotations: rule_annotations(meta.annotations.as_ref(), spec.and_then(|s| s.node_name.as_deref())),
             priority: spec.and_then(|s| s.priority).unwrap_or(0),
             containers: spec
                 .map(|s| s.containers.iter().map(container).collect())
@@ -297,6 +316,7 @@ pub fn pod_info(pod: &Pod) -> PodInfo {
                 .and_then(|s| s.start_time.as_ref())
                 .map_or(0, |t| t.0.as_second()),
             gang: gang(meta),
+            terminating: meta.deletion_timestamp.is_some(),
         },
         scheduler_name: spec
             .and_then(|s| s.scheduler_name.clone())

@@ -64,7 +64,8 @@ impl std::fmt::Debug for ClientTls {
 }
 
 impl ClientTls {
-    fn to_tonic(&self) -> ClientTlsConfig {
+    /// The TLS settings for tonic.
+    pub(crate) fn to_tonic(&self) -> ClientTlsConfig {
         let mut config = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&self.ca_pem));
         if let (Some(cert), Some(key)) = (&self.cert_pem, &self.key_pem) {
             config = config.identity(Identity::from_pem(cert, key));
@@ -77,7 +78,7 @@ impl ClientTls {
 }
 
 /// `endpoint` with the scheme TLS needs: `http://` becomes `https://` when `tls` is set.
-fn with_scheme(endpoint: &str, tls: bool) -> String {
+pub(crate) fn with_scheme(endpoint: &str, tls: bool) -> String {
     match endpoint.strip_prefix("http://") {
         Some(rest) if tls => format!("https://{rest}"),
         _ => endpoint.to_string(),

@@ -237,32 +237,38 @@ fn read_pem(flag: &str, path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
 
 /// TLS to the decision replicas from the `--decision-tls-*` flags, files read now.
 fn decision_tls(args: &RunArgs) -> anyhow::Result<Option<ClientTls>> {
-    let Some(ca) = &args.decision_tls_ca else {
+    client_tls(
+        args.decision_tls_ca.as_deref(),
+        args.decision_tls_cert.as_deref(),
+        args.decision_tls_key.as_deref(),
+        args.decision_tls_server_name.as_deref(),
+    )
+}
+
+/// TLS to decision replicas from a CA, an optional client certificate and key, and an optional
+/// server name (the `--decision-tls-*` flags), files read now.
+pub(crate) fn client_tls(
+    ca: Option<&std::path::Path>,
+    cert: Option<&std::path::Path>,
+    key: Option<&std::path::Path>,
+    server_name: Option<&str>,
+) -> anyhow::Result<Option<ClientTls>> {
+    let Some(ca) = ca else {
         anyhow::ensure!(
-            args.decision_tls_cert.is_none()
-                && args.decision_tls_key.is_none()
-                && args.decision_tls_server_name.is_none(),
+            cert.is_none() && key.is_none() && server_name.is_none(),
             "--decision-tls-cert, --decision-tls-key and --decision-tls-server-name need --decision-tls-ca"
         );
         return Ok(None);
     };
     anyhow::ensure!(
-        args.decision_tls_cert.is_some() == args.decision_tls_key.is_some(),
+        cert.is_some() == key.is_some(),
         "--decision-tls-cert and --decision-tls-key go together"
     );
     Ok(Some(ClientTls {
         ca_pem: read_pem("--decision-tls-ca", ca)?,
-        cert_pem: args
-            .decision_tls_cert
-            .as_deref()
-            .map(|p| read_pem("--decision-tls-cert", p))
-            .transpose()?,
-        key_pem: args
-            .decision_tls_key
-            .as_deref()
-            .map(|p| read_pem("--decision-tls-key", p))
-            .transpose()?,
-        domain: args.decision_tls_server_name.clone(),
+        cert_pem: cert.map(|p| read_pem("--decision-tls-cert", p)).transpose()?,
+        key_pem: key.map(|p| read_pem("--decision-tls-key", p)).transpose()?,
+        domain: server_name.map(str::to_string),
     }))
 }
 

@@ -4,7 +4,8 @@
 //! Groups: `rank/<N>_nodes` (one Rank of a distinct pod, top 10), `rank/topology_pod` (a pod with
 //! required anti-affinity and zone spreading), `schedule/distinct_pods` and
 //! `schedule/replica_pods` (batches of 256 pods with neither; `schedule/distinct_pods_without_topology_plugins`
-//! the same distinct batch under a policy without the two topology plugins), `schedule/topology_pods` (256 pods
+//! the same distinct batch under a policy without the two topology plugins; `schedule/distinct_pods_with_cel_rules`
+//! under the default policy plus one CEL filter and one CEL score rule), `schedule/topology_pods` (256 pods
 //! of 8-replica workloads with hostname anti-affinity and zone/hostname spreading),
 //! `snapshot/full_build` and `snapshot/delta_one_node`. After them it times 2,000 Rank calls one
 //! by one and prints their latency percentiles.
@@ -44,6 +45,8 @@ struct Fixture {
     /// kube's default policy without InterPodAffinity and PodTopologySpread, to show what they
     /// cost pods that do not use them.
     without_topology: Profile,
+    /// kube's default policy with one CEL filter rule and one CEL score rule.
+    with_rules: Profile,
     distinct: Vec<PodSpec>,
     /// Other distinct pods, for batches whose constraints are not in the static cache.
     fresh: Vec<PodSpec>,
@@ -103,6 +106,7 @@ impl Fixture {
             snapshot,
             profile: Profile::new(Policy::kube_default()),
             without_topology: Profile::new(without_topology_plugins()),
+            with_rules: Profile::new(with_cel_rules()),
             distinct: convert_pods(&synth::distinct_pods(LATENCY_SAMPLES, SEED)),
             fresh: convert_pods(&synth::distinct_pods(FRESH_BATCHES * BATCH, SEED + 1)),
             replicas: convert_pods(&synth::replica_pods(BATCH, SEED)),
@@ -164,6 +168,30 @@ fn without_topology_plugins() -> Policy {
     policy
 }
 
+/// kube's default policy with a CEL filter rule on a label and a CEL score rule on free cpu.
+fn with_cel_rules() -> Policy {
+    use placement_scheduler::engine::rules::{FilterRule, Rules, ScoreRule};
+    let policy = Policy {
+        name: "with-rules".into(),
+        rules: Rules {
+            filters: vec![FilterRule {
+                name: "nginx-needs-test-label".into(),
+                expression: "pod.metadata.labels['workload_name'] != 'nginx' || 'test/test' in node.metadata.labels"
+                    .into(),
+                reason: "node(s) didn't have label test/test".into(),
+            }],
+            scores: vec![ScoreRule {
+                name: "free-cpu".into(),
+                expression: "node.status.allocatable.cpu - node.status.requested.cpu".into(),
+                weight: 1,
+            }],
+        },
+        ..Policy::kube_default()
+    };
+    policy.validate().expect("the rules compile");
+    policy
+}
+
 fn bench_rank(c: &mut Criterion, fx: &Fixture) {
     let mut group = c.benchmark_group("rank");
     group.throughput(Throughput::Elements(1));
@@ -217,6 +245,12 @@ fn bench_schedule(c: &mut Criterion, fx: &Fixture) {
     let mut plain = Evaluator::new(&fx.without_topology, &fx.snapshot);
     group.bench_function("distinct_pods_without_topology_plugins", |b| {
         b.iter(|| black_box(plain.schedule(distinct, SEED, Deadline::none()).expect("no deadline")))
+    });
+    // One CEL filter rule and one CEL score rule (see `with_cel_rules`): pods under a policy with
+    // rules take the general pass, every rule evaluated per feasible node.
+    let mut ruled = Evaluator::new(&fx.with_rules, &fx.snapshot);
+    group.bench_function("distinct_pods_with_cel_rules", |b| {
+        b.iter(|| black_box(ruled.schedule(distinct, SEED, Deadline::none()).expect("no deadline")))
     });
     group.bench_function("replica_pods", |b| {
         b.iter(|| {

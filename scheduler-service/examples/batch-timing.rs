@@ -1,7 +1,7 @@
 //! Times one batch of 256 distinct pods at 5,000 nodes / 150,000 pods, as the engine bench's
 //! `schedule/distinct_pods` does, 300 times over, and prints the minimum, first quartile and median
 //! per batch. On a noisy VM the minimum moves least, so alternating two builds of this example is
-//! how the engine's changes were compared (README "What limits each number").
+//! how the engine's changes were compared (docs/performance.md, "What limits each number").
 //!
 //! `cargo run --release -p scheduler-service --example batch-timing`
 

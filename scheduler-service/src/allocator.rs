@@ -1,4 +1,4 @@
-//! Settings of mimalloc, the global allocator of the binaries (see README "Performance").
+//! Settings of mimalloc, the global allocator of the binaries (see docs/performance.md).
 
 /// One mimalloc option this crate sets: its position in `mi_option_e` of the mimalloc v3 that
 /// `libmimalloc-sys` builds (checked by `each_option_index_names_the_option_set`), the environment

@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 // mimalloc returns freed memory to the OS: with glibc malloc a replica stayed near 600 MiB after
-// a full sync of 5,000 nodes and 150,000 pods with ~73 MiB live (README "Performance"); `main`
+// a full sync of 5,000 nodes and 150,000 pods with ~73 MiB live (docs/performance.md); `main`
 // makes it do so at once (`allocator::configure`).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -43,11 +43,24 @@ struct Args {
     /// 150,000 pods is about 40 MiB).
     #[arg(long, env = "PLACEMENT_MAX_MESSAGE_BYTES", default_value_t = 256 << 20)]
     max_message_bytes: usize,
+    /// Memory the requests in flight may take together, in bytes: each request's bytes and what
+    /// decoding and serving it will take, bounded before it is decoded; a request that does not
+    /// fit answers RESOURCE_EXHAUSTED.
+    #[arg(long, env = "PLACEMENT_REQUEST_MEMORY_BYTES", default_value_t = placement_scheduler::grpc::server::DEFAULT_REQUEST_MEMORY_BYTES)]
+    request_memory_bytes: usize,
+    /// Seconds a new connection has to send the HTTP/2 preface (or a TLS client hello) before it
+    /// is closed.
+    #[arg(long, env = "PLACEMENT_CONNECTION_HANDSHAKE_SECONDS", default_value_t = 20)]
+    connection_handshake_seconds: u64,
+    /// Seconds a connection may stay with no call in flight and no bytes exchanged before it is
+    /// closed (clients reconnect).
+    #[arg(long, env = "PLACEMENT_CONNECTION_IDLE_SECONDS", default_value_t = 300)]
+    connection_idle_seconds: u64,
     /// Most pods one Schedule request may carry.
     #[arg(long, env = "PLACEMENT_MAX_BATCH_SIZE", default_value_t = 10_000)]
     max_batch_size: usize,
     /// Memory budget of the snapshot cache, in bytes; least recently used snapshots are evicted.
-    #[arg(long, env = "PLACEMENT_SNAPSHOT_CACHE_BYTES", default_value_t = 1 << 30)]
+    #[arg(long, env = "PLACEMENT_SNAPSHOT_CACHE_BYTES", default_value_t = placement_scheduler::grpc::service::DEFAULT_SNAPSHOT_CACHE_BYTES)]
     snapshot_cache_bytes: usize,
     /// How long to wait for in-flight calls after SIGTERM before exiting anyway.
     #[arg(long, env = "PLACEMENT_SHUTDOWN_GRACE_SECONDS", default_value_t = 30)]
@@ -139,7 +152,9 @@ async fn serve_metrics(addr: SocketAddr, metrics: Arc<Metrics>, mut stop: watch:
     let listener = TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding metrics address {addr}"))?;
-    tracing::info!(%addr, "metrics listening");
+    // The bound address, so port 0 tells which port it got.
+    let bound = listener.local_addr().unwrap_or(addr);
+    tracing::info!(addr = %bound, "metrics listening");
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             let _ = stop.wait_for(|s| *s).await;
@@ -190,6 +205,11 @@ async fn run() -> anyhow::Result<()> {
             ..ServiceConfig::default()
         },
         max_message_bytes: args.max_message_bytes,
+        request_memory_bytes: args.request_memory_bytes,
+        connections: placement_scheduler::grpc::conn::ConnLimits {
+            handshake: Duration::from_secs(args.connection_handshake_seconds),
+            idle: Duration::from_secs(args.connection_idle_seconds),
+        },
         tls,
         policy_file: args.policy_file.clone().map(|path| PolicyFileConfig {
             path,

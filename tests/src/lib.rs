@@ -5,6 +5,7 @@
 
 #![warn(missing_docs)]
 
+pub mod e2e;
 /// An in-memory fake Kubernetes API server that speaks the real HTTP/JSON wire protocol.
 pub mod fake_apiserver;
 pub mod fixtures;

@@ -184,7 +184,16 @@ shadows:
             assert_eq!(node_of(&p), None, "a remote pod was bound with its backend down");
         }
     }
-    assert_eq!(binder.pending(), 6, "the remote arm's pods are still queued");
+    // The local pods leave the queue once their binds complete (in flight until then); the
+    // remote arm's six stay.
+    eventually(WAIT, "only the remote arm's pods left in the queue", || async {
+        binder.pending() == 6
+    })
+    .await;
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(binder.pending(), 6, "the remote arm's pods are still queued");
+    }
     for p in server.pods() {
         if p.metadata.name.as_deref().is_some_and(|n| n.starts_with("local-")) {
             assert_eq!(annotation(&p, "placement.dev/experiment").as_deref(), Some("rollout"));

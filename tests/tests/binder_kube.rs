@@ -1061,6 +1061,58 @@ async fn preemption_nominates_deletes_victims_gracefully_then_binds() {
     let _ = stop_decisions.send(());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_victim_already_terminating_is_waited_for_not_deleted_again() {
+    let server = FakeApiServer::start().await;
+    let client = server.client();
+    server.create_node(node("n1", "2"));
+    server.create_pod(with_priority(pod("low", "default-scheduler", "1500m", Some("n1")), 0));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    // Someone else (a rollout, a user) deleted it: it terminates within its grace period.
+    pods.delete("low", &DeleteParams::default()).await.unwrap();
+    until_terminating(&pods, "low", "the pod terminating").await;
+    let (endpoint, stop_decisions) = decision_service().await;
+    let running = start_binder(&server, &endpoint, Options::default());
+    eventually(WAIT, "the binder has seen the bound pods", || {
+        let b = running.binder.clone();
+        async move { b.is_ready() }
+    })
+    .await;
+    create_preemptor(&pods, "urgent").await;
+    // Its cpu still counts, so urgent is nominated to n1 with it as the victim; kube-scheduler
+    // sends no second deletion (nor a DisruptionTarget condition) for a victim being deleted.
+    eventually(WAIT, "urgent nominated to n1", || {
+        let pods = pods.clone();
+        async move {
+            let urgent = pods.get("urgent").await.unwrap();
+            urgent.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()) == Some("n1")
+        }
+    })
+    .await;
+    assert_eq!(
+        server.count_requests(&matcher("DELETE", "/pods/low")),
+        1,
+        "only the first deletion"
+    );
+    assert_eq!(condition(&pods.get("low").await.unwrap(), "DisruptionTarget"), None);
+    assert_eq!(
+        node_of(&pods.get("urgent").await.unwrap()),
+        None,
+        "not bound while it is there"
+    );
+    pods.delete("low", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    eventually(WAIT, "the preemptor bound to the nominated node", || {
+        let pods = pods.clone();
+        async move { node_of(&pods.get("urgent").await.unwrap()).as_deref() == Some("n1") }
+    })
+    .await;
+    assert_eq!(server.count_requests(&matcher("DELETE", "/pods/low")), 2, "ours, twice");
+    running.stop().await;
+    let _ = stop_decisions.send(());
+}
+
 /// A PodDisruptionBudget over `app=<app>` in `default` with the disruption controller's status.
 fn pdb(app: &str, disruptions_allowed: i32) -> k8s_openapi::api::policy::v1::PodDisruptionBudget {
     use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus};

@@ -1,219 +1,267 @@
 //! End to end against a real cluster: set `E2E_KUBECONFIG` to a kubeconfig file (kind, minikube,
-//! any conformant cluster where you may create Nodes, Pods, Namespaces, Events and Leases).
+//! any conformant cluster where you may create Nodes, Pods, Namespaces, Events, Leases,
+//! PriorityClasses, PodDisruptionBudgets and RBAC objects). `scripts/e2e-cluster.sh` starts a
+//! local control plane and sets it (CI does).
 //!
-//! The test creates three Node objects (no kubelet needed: only their status is set), a namespace
-//! and pods naming `placement-scheduler`, runs a decision service and the binder in-process against
-//! the cluster, and checks the Bindings, the `Scheduled` events, and for a pod that fits nowhere the
-//! `PodScheduled=False`/`Unschedulable` condition and the `FailedScheduling` event with
-//! kube-scheduler's message. Everything it created is deleted at the end.
+//! Each test creates kubelet-less Nodes (only their status is set) carrying a label of its own, a
+//! namespace and pods that select those nodes and name a scheduler of the test's own, runs the
+//! decision service and the binder (in-process, or as real `binder-agent run` processes where a
+//! test kills or restarts one), checks what lands in the cluster, and deletes what it created.
+//! Where no kubelet exists to confirm a graceful deletion, the test confirms it (deletes the pod
+//! with grace period 0), as the kubelet would.
 //!
-//! Without `E2E_KUBECONFIG` the test says it is skipped and returns.
+//! Tests that need more than a kubeconfig say they are skipped without it:
+//! `E2E_KUBE_SCHEDULER=1` when the cluster's kube-scheduler serves `default-scheduler` (the
+//! field-by-field comparison), `E2E_RESTART_APISERVER` a command that restarts the API server.
+//! Without `E2E_KUBECONFIG` every test says it is skipped and returns.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, PodSpec, ResourceRequirements, Toleration};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::discovery::Discovery;
+use kube::ResourceExt;
 use placement_binder::kube_api::{KubeApi, KubeApiConfig};
 use placement_binder::leader::Leadership;
 use placement_binder::metrics::BinderMetrics;
 use placement_binder::replicas::{EndpointSource, ReplicaConfig, ReplicaPool};
 use placement_binder::{Binder, BinderConfig};
-use placement_scheduler::grpc::{serve, Metrics, ServerConfig};
-use placement_tests::fixtures::{eventually, quantities};
-use tokio::net::TcpListener;
+use placement_tests::e2e::{
+    cluster, marked_unschedulable, node_of, pod_for, scheduled_condition, serial, BinderProcess, Cluster, Scope,
+    Service, WAIT,
+};
+use placement_tests::fixtures::eventually;
 use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
-const SCHEDULER: &str = "placement-scheduler";
-const WAIT: Duration = Duration::from_secs(120);
+/// The binder's loop and watch in this process, for `scope.scheduler`, stopped by [`stop`].
+struct InProcessBinder {
+    stops: Vec<oneshot::Sender<()>>,
+    tasks: Vec<JoinHandle<()>>,
+    _service: Service,
+}
 
-/// Tolerations for the taints the node lifecycle controller puts on nodes without a kubelet.
-fn kubelet_less_tolerations() -> Vec<Toleration> {
-    ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"]
-        .iter()
-        .map(|k| Toleration {
-            key: Some(k.to_string()),
-            operator: Some("Exists".into()),
-            ..Default::default()
+impl InProcessBinder {
+    async fn start(cluster: &Cluster, scope: &Scope) -> InProcessBinder {
+        let service = Service::start().await;
+        let metrics = Arc::new(BinderMetrics::new());
+        let leadership = Leadership::always(&metrics);
+        let config = BinderConfig {
+            scheduler_names: vec![scope.scheduler.clone()],
+            ..BinderConfig::default()
+        };
+        let binder = Binder::new(
+            config,
+            KubeApi::new(
+                cluster.client.clone(),
+                KubeApiConfig {
+                    reporting_controller: scope.scheduler.clone(),
+                    reporting_instance: format!("{}-e2e", scope.scheduler),
+                    request_timeout: Duration::from_secs(10),
+                },
+            ),
+            Arc::new(
+                ReplicaPool::new(
+                    EndpointSource::Static(vec![service.endpoint.clone()]),
+                    ReplicaConfig::default(),
+                )
+                .expect("a replica pool"),
+            ),
+            metrics,
+            leadership.receiver(),
+        );
+        let (stop_watch, watch_stopped) = oneshot::channel::<()>();
+        let watch = tokio::spawn({
+            let (client, binder) = (cluster.client.clone(), binder.clone());
+            async move {
+                let _ = placement_binder::watch::run(client, binder, async {
+                    let _ = watch_stopped.await;
+                })
+                .await;
+            }
+        });
+        let (stop_loop, loop_stopped) = oneshot::channel::<()>();
+        let looping = tokio::spawn(async move {
+            let _ = binder
+                .run(async {
+                    let _ = loop_stopped.await;
+                })
+                .await;
+            drop(leadership);
+        });
+        InProcessBinder {
+            stops: vec![stop_loop, stop_watch],
+            tasks: vec![looping, watch],
+            _service: service,
+        }
+    }
+
+    async fn stop(self) {
+        for s in self.stops {
+            let _ = s.send(());
+        }
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+/// Every pod of the test's namespace.
+async fn list_pods(scope: &Scope) -> Vec<Pod> {
+    scope
+        .pods()
+        .list(&ListParams::default())
+        .await
+        .expect("list pods")
+        .items
+}
+
+/// Events of the test's namespace about `pod`, with `reason`.
+async fn events_for(scope: &Scope, pod: &str, reason: &str) -> Vec<Event> {
+    let events: Api<Event> = Api::namespaced(scope.client.clone(), &scope.ns);
+    events
+        .list(&ListParams::default())
+        .await
+        .expect("list events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod) && e.reason.as_deref() == Some(reason)
         })
         .collect()
 }
 
-fn pod(name: &str, run: &str, cpu: &str) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            scheduler_name: Some(SCHEDULER.into()),
-            node_selector: Some([("placement-e2e".to_string(), run.to_string())].into()),
-            tolerations: Some(kubelet_less_tolerations()),
-            containers: vec![Container {
-                name: "app".into(),
-                image: Some("registry.k8s.io/pause:3.10".into()),
-                resources: Some(ResourceRequirements {
-                    requests: Some(quantities(&[("cpu", cpu), ("memory", "64Mi")])),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        ..Default::default()
+/// Millicores requested by a pod's containers.
+fn cpu_millis(pod: &Pod) -> u64 {
+    let spec = pod.spec.as_ref().expect("a pod spec");
+    spec.containers
+        .iter()
+        .filter_map(|c| c.resources.as_ref()?.requests.as_ref()?.get("cpu"))
+        .map(|q| {
+            let s = &q.0;
+            match s.strip_suffix('m') {
+                Some(m) => m.parse::<u64>().expect("millicores"),
+                None => s.parse::<u64>().expect("cores") * 1000,
+            }
+        })
+        .sum()
+}
+
+/// Panics unless every node's bound pods request at most `capacity_millis` of cpu, and every
+/// pod has at most one `Scheduled` event (one successful bind).
+async fn assert_no_overcommit_no_double_bind(scope: &Scope, capacity_millis: u64) {
+    let pods = list_pods(scope).await;
+    let mut per_node: HashMap<String, u64> = HashMap::new();
+    for p in &pods {
+        if let Some(n) = node_of(p) {
+            assert!(
+                scope.nodes.iter().any(|m| m == n),
+                "pod bound outside the test's nodes: {n}"
+            );
+            *per_node.entry(n.to_string()).or_default() += cpu_millis(p);
+        }
     }
+    for (node, used) in &per_node {
+        assert!(
+            *used <= capacity_millis,
+            "node {node} overcommitted: {used}m of {capacity_millis}m"
+        );
+    }
+    let events: Api<Event> = Api::namespaced(scope.client.clone(), &scope.ns);
+    let mut scheduled: HashMap<String, usize> = HashMap::new();
+    for e in events.list(&ListParams::default()).await.expect("list events").items {
+        if e.reason.as_deref() == Some("Scheduled") {
+            let name = e.regarding.and_then(|r| r.name).unwrap_or_default();
+            *scheduled.entry(name).or_default() += 1;
+        }
+    }
+    for (pod, n) in &scheduled {
+        assert!(*n <= 1, "pod {pod} has {n} Scheduled events: bound twice?");
+    }
+}
+
+/// Creates `count` pods `<prefix>-<i>` of `cpu`, `per_second` of them a second, retrying a
+/// creation the API server refuses (while it restarts, say) until [`WAIT`] has passed.
+fn stream_pods(scope: &Scope, prefix: &str, count: usize, cpu: &str, per_second: u64) -> JoinHandle<()> {
+    let pods = scope.pods();
+    let (ns, scheduler, run) = (scope.ns.clone(), scope.scheduler.clone(), scope.run.clone());
+    let (prefix, cpu) = (prefix.to_string(), cpu.to_string());
+    tokio::spawn(async move {
+        let gap = Duration::from_millis(1000 / per_second.max(1));
+        for i in 0..count {
+            let pod = pod_for(&ns, &format!("{prefix}-{i}"), &scheduler, &run, &cpu);
+            let deadline = tokio::time::Instant::now() + WAIT;
+            loop {
+                match pods.create(&PostParams::default(), &pod).await {
+                    Ok(_) => break,
+                    Err(kube::Error::Api(e)) if e.code == 409 => break, // created before a lost reply
+                    Err(e) => {
+                        assert!(tokio::time::Instant::now() < deadline, "create pod {prefix}-{i}: {e}");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                }
+            }
+            tokio::time::sleep(gap).await;
+        }
+    })
+}
+
+/// Waits until every pod of the namespace whose name starts with `prefix` (`count` of them) is
+/// bound.
+async fn wait_bound(scope: &Scope, prefix: &str, count: usize) {
+    eventually(WAIT, &format!("{count} pods {prefix}-* bound"), || async {
+        match scope.pods().list(&ListParams::default()).await {
+            Ok(list) => {
+                list.items
+                    .iter()
+                    .filter(|p| p.name_any().starts_with(&format!("{prefix}-")) && node_of(p).is_some())
+                    .count()
+                    == count
+            }
+            Err(_) => false, // the API server may be restarting
+        }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binder_schedules_pods_on_a_real_cluster() {
-    let Ok(path) = std::env::var("E2E_KUBECONFIG") else {
-        eprintln!(
-            "e2e skipped: set E2E_KUBECONFIG to a kubeconfig file to run the end-to-end suite against a real cluster"
-        );
+    let Some(cluster) = cluster("binder_schedules_pods_on_a_real_cluster").await else {
         return;
     };
-    let kubeconfig = Kubeconfig::read_from(&path).expect("E2E_KUBECONFIG is a readable kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .expect("kubeconfig is usable");
-    let client = kube::Client::try_from(config).expect("client from kubeconfig");
-    let run = format!("{:x}", std::process::id() as u64 ^ 0x5eed_0000);
-    let ns = format!("placement-e2e-{run}");
-    let nodes: Api<Node> = Api::all(client.clone());
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-
-    namespaces
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(ns.clone()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("create namespace");
-    let node_names: Vec<String> = (1..=3).map(|i| format!("placement-e2e-{run}-n{i}")).collect();
-    for name in &node_names {
-        let node: Node = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": name, "labels": {"placement-e2e": run, "kubernetes.io/hostname": name}},
-            "spec": {}
-        }))
-        .unwrap();
-        nodes.create(&PostParams::default(), &node).await.expect("create node");
-        let status = serde_json::json!({"status": {
-            "allocatable": {"cpu": "2", "memory": "8Gi", "pods": "110"},
-            "capacity": {"cpu": "2", "memory": "8Gi", "pods": "110"}
-        }});
-        nodes
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .expect("set node status");
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "binds").await;
+    for i in 1..=3 {
+        scope.add_node(&format!("n{i}"), "2", &[]).await;
     }
-
-    // A decision replica and the binder, in-process, against the cluster.
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let endpoint = format!("http://{}", listener.local_addr().unwrap());
-    let (stop_service, service_stopped) = oneshot::channel::<()>();
-    tokio::spawn(serve(
-        listener,
-        ServerConfig::default(),
-        Arc::new(Metrics::new()),
-        async {
-            let _ = service_stopped.await;
-        },
-    ));
-    let metrics = Arc::new(BinderMetrics::new());
-    let leadership = Leadership::always(&metrics);
-    let binder = Binder::new(
-        BinderConfig::default(),
-        KubeApi::new(
-            client.clone(),
-            KubeApiConfig {
-                reporting_controller: SCHEDULER.into(),
-                reporting_instance: format!("{SCHEDULER}-e2e"),
-                request_timeout: Duration::from_secs(10),
-            },
-        ),
-        Arc::new(ReplicaPool::new(EndpointSource::Static(vec![endpoint]), ReplicaConfig::default()).unwrap()),
-        metrics,
-        leadership.receiver(),
-    );
-    let (stop_watch, watch_stopped) = oneshot::channel::<()>();
-    let watch = tokio::spawn(placement_binder::watch::run(client.clone(), binder.clone(), async {
-        let _ = watch_stopped.await;
-    }));
-    let (stop_binder, binder_stopped) = oneshot::channel::<()>();
-    let looping = {
-        let binder = binder.clone();
-        tokio::spawn(async move {
-            binder
-                .run(async {
-                    let _ = binder_stopped.await;
-                })
-                .await
-        })
-    };
+    let binder = InProcessBinder::start(&cluster, &scope).await;
 
     // 3 nodes × 2 CPUs: 20 pods of 250m fit (5 CPUs), one of 10 CPUs fits nowhere.
     for i in 0..20 {
-        pods.create(&PostParams::default(), &pod(&format!("web-{i}"), &run, "250m"))
-            .await
-            .expect("create pod");
+        scope.create(&scope.pod(&format!("web-{i}"), "250m")).await;
     }
-    pods.create(&PostParams::default(), &pod("huge", &run, "10"))
-        .await
-        .expect("create pod");
+    scope.create(&scope.pod("huge", "10")).await;
 
-    eventually(WAIT, "every web pod bound and huge marked unschedulable", || {
-        let pods = pods.clone();
-        async move {
-            let list = pods.list(&Default::default()).await.unwrap().items;
-            let bound = list
-                .iter()
-                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
-                .count();
-            let huge_marked = list.iter().any(|p| {
-                p.metadata.name.as_deref() == Some("huge")
-                    && p.status
-                        .as_ref()
-                        .and_then(|s| s.conditions.as_ref())
-                        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "PodScheduled" && c.status == "False"))
-            });
-            bound == 20 && huge_marked
-        }
+    eventually(WAIT, "every web pod bound and huge marked unschedulable", || async {
+        let list = list_pods(&scope).await;
+        let bound = list.iter().filter(|p| node_of(p).is_some()).count();
+        let huge_marked = list.iter().any(|p| p.name_any() == "huge" && marked_unschedulable(p));
+        bound == 20 && huge_marked
     })
     .await;
-
-    let list = pods.list(&Default::default()).await.unwrap().items;
-    let mut per_node: HashMap<String, usize> = HashMap::new();
-    for p in &list {
-        if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.clone()) {
-            assert!(node_names.contains(&n), "pod bound to a node outside the test: {n}");
-            *per_node.entry(n).or_default() += 1;
-        }
-    }
-    assert!(
-        per_node.values().all(|n| *n <= 8),
-        "no node holds more than 2 CPUs of 250m pods: {per_node:?}"
-    );
-    let huge = list
-        .iter()
-        .find(|p| p.metadata.name.as_deref() == Some("huge"))
-        .unwrap();
-    let cond = huge
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"))
-        .unwrap();
+    assert_no_overcommit_no_double_bind(&scope, 2000).await;
+    let list = list_pods(&scope).await;
+    let huge = list.iter().find(|p| p.name_any() == "huge").expect("the huge pod");
+    let cond = scheduled_condition(huge).expect("a PodScheduled condition");
     assert_eq!(cond.reason.as_deref(), Some("Unschedulable"));
     assert!(
         cond.message.as_deref().unwrap_or("").contains("3 Insufficient cpu"),
@@ -221,51 +269,774 @@ async fn binder_schedules_pods_on_a_real_cluster() {
         cond.message
     );
 
-    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
-    eventually(WAIT, "Scheduled and FailedScheduling events", || {
-        let events = events.clone();
-        async move {
-            let list = events.list(&Default::default()).await.unwrap().items;
-            let scheduled = list.iter().filter(|e| e.reason.as_deref() == Some("Scheduled")).count();
-            let failed = list.iter().any(|e| {
-                e.reason.as_deref() == Some("FailedScheduling")
-                    && e.note.as_deref().is_some_and(|n| n.starts_with("0/"))
-            });
-            scheduled >= 20 && failed
-        }
+    let events: Api<Event> = Api::namespaced(cluster.client.clone(), &scope.ns);
+    eventually(WAIT, "Scheduled and FailedScheduling events", || async {
+        let list = events.list(&Default::default()).await.expect("list events").items;
+        let scheduled = list.iter().filter(|e| e.reason.as_deref() == Some("Scheduled")).count();
+        let failed = list.iter().any(|e| {
+            e.reason.as_deref() == Some("FailedScheduling") && e.note.as_deref().is_some_and(|n| n.starts_with("0/"))
+        });
+        scheduled >= 20 && failed
     })
     .await;
-    let list = events.list(&Default::default()).await.unwrap().items;
+    let list = events.list(&Default::default()).await.expect("list events").items;
+    let prefix = format!("Successfully assigned {}/", scope.ns);
     assert!(list
         .iter()
         .filter(|e| e.reason.as_deref() == Some("Scheduled"))
-        .all(|e| e
-            .note
-            .as_deref()
-            .is_some_and(|n| n.starts_with(&format!("Successfully assigned {ns}/")))));
+        .all(|e| e.note.as_deref().is_some_and(|n| n.starts_with(&prefix))));
 
-    // Stop, then clean up everything the test made.
-    let _ = stop_binder.send(());
-    looping.await.unwrap();
-    let _ = stop_watch.send(());
-    watch.await.unwrap();
-    let _ = stop_service.send(());
+    binder.stop().await;
+    scope.cleanup().await;
+}
+
+/// A scheduling message in the wording of the oldest Kubernetes the suite runs against (the
+/// control plane of `scripts/e2e-cluster.sh` is 1.24): placement writes kube-scheduler 1.34's
+/// messages, and the one difference its tests meet is that 1.24 does not append DefaultPreemption's
+/// `preemption: …` sentence. Applied to both sides, so a 1.34 cluster compares the same way.
+fn in_1_24_wording(message: &str) -> String {
+    match message.split_once(" preemption: ") {
+        Some((head, _)) => head.to_string(),
+        None => message.to_string(),
+    }
+}
+
+/// The fields of an event a user reads, with the scheduler's own name replaced by `SCHEDULER`.
+fn event_view(e: &Event, scheduler: &str) -> BTreeMap<&'static str, String> {
+    let r = e.regarding.clone().unwrap_or_default();
+    let mut v = BTreeMap::new();
+    v.insert("type", e.type_.clone().unwrap_or_default());
+    v.insert("reason", e.reason.clone().unwrap_or_default());
+    v.insert("action", e.action.clone().unwrap_or_default());
+    v.insert("note", in_1_24_wording(e.note.as_deref().unwrap_or_default()));
+    v.insert(
+        "reportingController",
+        e.reporting_controller
+            .clone()
+            .unwrap_or_default()
+            .replace(scheduler, "SCHEDULER"),
+    );
+    v.insert(
+        "reportingInstance starts with the controller",
+        e.reporting_instance
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with(&format!("{scheduler}-"))
+            .to_string(),
+    );
+    v.insert("eventTime set", e.event_time.is_some().to_string());
+    v.insert("regarding.kind", r.kind.unwrap_or_default());
+    v.insert("regarding.apiVersion", r.api_version.unwrap_or_default());
+    v.insert("regarding.namespace", r.namespace.unwrap_or_default());
+    v.insert("regarding.uid set", r.uid.is_some().to_string());
+    v.insert("related set", e.related.is_some().to_string());
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_and_conditions_match_kube_scheduler() {
+    let Some(cluster) = cluster("events_and_conditions_match_kube_scheduler").await else {
+        return;
+    };
+    if std::env::var("E2E_KUBE_SCHEDULER").as_deref() != Ok("1") {
+        eprintln!("e2e events_and_conditions_match_kube_scheduler: skipped: set E2E_KUBE_SCHEDULER=1 when the cluster's kube-scheduler serves default-scheduler");
+        return;
+    }
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "versus-kube").await;
+    for i in 1..=3 {
+        scope.add_node(&format!("n{i}"), "2", &[]).await;
+    }
+    let binder = InProcessBinder::start(&cluster, &scope).await;
+
+    // The same pods for both schedulers: one fits, one asks for more cpu than any node has, one
+    // selects a label no node has.
+    let shapes = [
+        ("fits", "500m", None),
+        ("huge", "10", None),
+        ("nowhere", "100m", Some(("disk", "ssd"))),
+    ];
+    for (who, scheduler) in [
+        ("ours", scope.scheduler.clone()),
+        ("kube", "default-scheduler".to_string()),
+    ] {
+        for (name, cpu, label) in shapes {
+            let mut pod = pod_for(&scope.ns, &format!("{name}-{who}"), &scheduler, &scope.run, cpu);
+            if let Some((k, v)) = label {
+                let spec = pod.spec.as_mut().expect("a pod spec");
+                spec.node_selector.get_or_insert_default().insert(k.into(), v.into());
+            }
+            scope.create(&pod).await;
+        }
+    }
+    eventually(WAIT, "both schedulers decided every pod", || async {
+        let pods = list_pods(&scope).await;
+        let decided = |p: &Pod| node_of(p).is_some() || marked_unschedulable(p);
+        pods.iter().filter(|p| decided(p)).count() == 6
+    })
+    .await;
+    eventually(WAIT, "both schedulers wrote their events", || async {
+        let mut all = true;
+        for who in ["ours", "kube"] {
+            all &= !events_for(&scope, &format!("fits-{who}"), "Scheduled").await.is_empty();
+            for name in ["huge", "nowhere"] {
+                all &= !events_for(&scope, &format!("{name}-{who}"), "FailedScheduling")
+                    .await
+                    .is_empty();
+            }
+        }
+        all
+    })
+    .await;
+
+    let pods = list_pods(&scope).await;
+    let pod = |name: &str| pods.iter().find(|p| p.name_any() == name).cloned().expect("a test pod");
+    assert!(node_of(&pod("fits-ours")).is_some() && node_of(&pod("fits-kube")).is_some());
+    for (ours, theirs) in [
+        ("fits-ours", "fits-kube"),
+        ("huge-ours", "huge-kube"),
+        ("nowhere-ours", "nowhere-kube"),
+    ] {
+        let (a, b) = (pod(ours), pod(theirs));
+        let (ca, cb) = (scheduled_condition(&a), scheduled_condition(&b));
+        let view = |c: Option<&k8s_openapi::api::core::v1::PodCondition>| {
+            c.map(|c| {
+                (
+                    c.status.clone(),
+                    c.reason.clone(),
+                    c.message.as_deref().map(in_1_24_wording),
+                    c.last_transition_time.is_some(),
+                )
+            })
+        };
+        assert_eq!(
+            view(ca),
+            view(cb),
+            "PodScheduled condition of {ours} against kube-scheduler's {theirs}"
+        );
+        let reason = if node_of(&a).is_some() {
+            "Scheduled"
+        } else {
+            "FailedScheduling"
+        };
+        let ea = events_for(&scope, ours, reason).await;
+        let eb = events_for(&scope, theirs, reason).await;
+        let (va, vb) = (
+            event_view(&ea[0], &scope.scheduler),
+            event_view(&eb[0], "default-scheduler"),
+        );
+        let mut va_cmp = va.clone();
+        // The note of a Scheduled event names the pod and node: compare it with the names swapped.
+        if reason == "Scheduled" {
+            let note = format!(
+                "Successfully assigned {}/{} to {}",
+                scope.ns,
+                theirs,
+                node_of(&b).unwrap_or_default()
+            );
+            assert_eq!(
+                va["note"],
+                format!(
+                    "Successfully assigned {}/{} to {}",
+                    scope.ns,
+                    ours,
+                    node_of(&a).unwrap_or_default()
+                )
+            );
+            va_cmp.insert("note", note);
+        }
+        assert_eq!(va_cmp, vb, "{reason} event of {ours} against kube-scheduler's {theirs}");
+    }
+
+    binder.stop().await;
+    scope.cleanup().await;
+}
+
+/// Creates a PriorityClass `<prefix>-<run>` of `value`, owned by the scope.
+async fn priority_class(scope: &mut Scope, prefix: &str, value: i32) -> String {
+    let name = format!("{prefix}-{}", scope.run);
+    let classes: Api<PriorityClass> = Api::all(scope.client.clone());
+    let pc = PriorityClass {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            ..Default::default()
+        },
+        value,
+        ..Default::default()
+    };
+    classes
+        .create(&PostParams::default(), &pc)
+        .await
+        .expect("create a PriorityClass");
+    scope.owns("priorityclasses", &name);
+    name
+}
+
+/// A pod of `scope` with a priority class, labels and, for pods bound at creation, a node.
+fn prioritized(scope: &Scope, name: &str, cpu: &str, class: &str, app: &str, node: Option<&str>) -> Pod {
+    let mut pod = scope.pod(name, cpu);
+    pod.metadata.labels = Some([("app".to_string(), app.to_string())].into());
+    let spec = pod.spec.as_mut().expect("a pod spec");
+    spec.priority_class_name = Some(class.into());
+    spec.node_name = node.map(str::to_string);
+    pod
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preemption_evicts_unprotected_victims_and_binds_on_the_nominated_node() {
+    let Some(cluster) = cluster("preemption_evicts_unprotected_victims_and_binds_on_the_nominated_node").await else {
+        return;
+    };
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "preemption").await;
+    let guarded = scope.add_node("guarded", "1", &[]).await;
+    let free = scope.add_node("free", "1", &[]).await;
+    let low = priority_class(&mut scope, "placement-e2e-low", 10).await;
+    let high = priority_class(&mut scope, "placement-e2e-high", 1000).await;
+    // Two low-priority pods fill each node; a PodDisruptionBudget protects those on `guarded`.
+    for (node, app) in [(&guarded, "guarded"), (&free, "free")] {
+        for i in 0..2 {
+            scope
+                .create(&prioritized(
+                    &scope,
+                    &format!("{app}-{i}"),
+                    "500m",
+                    &low,
+                    app,
+                    Some(node),
+                ))
+                .await;
+        }
+    }
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(cluster.client.clone(), &scope.ns);
+    let pdb: PodDisruptionBudget = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "guarded"},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "guarded"}}}
+    }))
+    .expect("a PodDisruptionBudget");
+    pdbs.create(&PostParams::default(), &pdb)
+        .await
+        .expect("create the PodDisruptionBudget");
+    // The disruption controller (kube-controller-manager) computes the budget: no disruption
+    // allowed, since two pods must stay available.
+    eventually(WAIT, "the budget's status from the disruption controller", || async {
+        pdbs.get("guarded")
+            .await
+            .ok()
+            .and_then(|p| p.status)
+            .is_some_and(|s| s.observed_generation.is_some() && s.disruptions_allowed == 0)
+    })
+    .await;
+
+    let binder = InProcessBinder::start(&cluster, &scope).await;
+    scope
+        .create(&prioritized(&scope, "important", "1", &high, "important", None))
+        .await;
+
+    // The preemptor is nominated on the node whose victims no budget protects; both victims are
+    // marked and deleted gracefully (no kubelet here to finish the deletion).
+    eventually(WAIT, "nominatedNodeName and both victims terminating", || async {
+        let pods = list_pods(&scope).await;
+        let nominated = pods.iter().any(|p| {
+            p.name_any() == "important"
+                && p.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()) == Some(free.as_str())
+        });
+        let terminating = pods
+            .iter()
+            .filter(|p| p.name_any().starts_with("free-") && p.metadata.deletion_timestamp.is_some())
+            .count();
+        nominated && terminating == 2
+    })
+    .await;
+    let pods = list_pods(&scope).await;
+    for p in pods.iter().filter(|p| p.name_any().starts_with("free-")) {
+        let target = p
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "DisruptionTarget"));
+        assert_eq!(
+            target.map(|c| c.reason.clone()),
+            Some(Some("PreemptionByScheduler".into())),
+            "{}",
+            p.name_any()
+        );
+        assert!(
+            !events_for(&scope, &p.name_any(), "Preempted").await.is_empty(),
+            "Preempted event on {}",
+            p.name_any()
+        );
+    }
+    for p in pods.iter().filter(|p| p.name_any().starts_with("guarded-")) {
+        assert!(
+            p.metadata.deletion_timestamp.is_none(),
+            "the budget protects {}",
+            p.name_any()
+        );
+    }
+    let important = pods
+        .iter()
+        .find(|p| p.name_any() == "important")
+        .expect("the preemptor");
+    assert!(node_of(important).is_none(), "not bound while its victims terminate");
+    let failed = events_for(&scope, "important", "FailedScheduling").await;
+    assert!(
+        !failed.is_empty(),
+        "the preemptor gets FailedScheduling with the service's message"
+    );
+
+    // The kubelet's part: the victims' containers stopped, their deletion completes.
     let force = DeleteParams {
         grace_period_seconds: Some(0),
         ..Default::default()
     };
-    for p in &list_names(&pods).await {
-        let _ = pods.delete(p, &force).await;
+    for i in 0..2 {
+        let _ = scope.pods().delete(&format!("free-{i}"), &force).await;
     }
-    let _ = namespaces.delete(&ns, &DeleteParams::default()).await;
-    for n in &node_names {
-        let _ = nodes.delete(n, &DeleteParams::default()).await;
-    }
+    eventually(WAIT, "the preemptor bound on its nominated node", || async {
+        scope
+            .pods()
+            .get("important")
+            .await
+            .ok()
+            .is_some_and(|p| node_of(&p) == Some(free.as_str()))
+    })
+    .await;
+
+    binder.stop().await;
+    scope.cleanup().await;
 }
 
-async fn list_names(pods: &Api<Pod>) -> Vec<String> {
-    pods.list(&Default::default())
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_is_bound_whole_once_its_last_member_exists() {
+    let Some(cluster) = cluster("a_gang_is_bound_whole_once_its_last_member_exists").await else {
+        return;
+    };
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "gang").await;
+    for i in 1..=2 {
+        scope.add_node(&format!("n{i}"), "2", &[]).await;
+    }
+    let binder = InProcessBinder::start(&cluster, &scope).await;
+    let member = |i: usize| {
+        let mut pod = scope.pod(&format!("train-{i}"), "500m");
+        pod.metadata.labels = Some([("placement.dev/gang".to_string(), "train".to_string())].into());
+        pod.metadata.annotations = Some([("placement.dev/gang-min-members".to_string(), "3".to_string())].into());
+        pod
+    };
+    scope.create(&member(0)).await;
+    scope.create(&member(1)).await;
+    // Two of three: held, none bound (a second binder pass would have bound them by now).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        list_pods(&scope).await.iter().all(|p| node_of(p).is_none()),
+        "no member of a short gang is bound"
+    );
+    scope.create(&member(2)).await;
+    wait_bound(&scope, "train", 3).await;
+    binder.stop().await;
+    scope.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_killed_mid_run_loses_no_pod_and_binds_none_twice() {
+    let Some(cluster) = cluster("the_leader_killed_mid_run_loses_no_pod_and_binds_none_twice").await else {
+        return;
+    };
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "leader").await;
+    for i in 1..=3 {
+        scope.add_node(&format!("n{i}"), "2", &[]).await;
+    }
+    let service = Service::start().await;
+    let lease = (scope.ns.as_str(), "placement-binder");
+    let mut binders: Vec<BinderProcess> = ["a", "b"]
+        .iter()
+        .map(|id| {
+            BinderProcess::start(
+                &cluster.kubeconfig,
+                &scope.scheduler,
+                &service.endpoint,
+                &format!("{}-{id}", scope.run),
+                Some(lease),
+            )
+        })
+        .collect();
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), &scope.ns);
+    let holder = || async {
+        leases
+            .get("placement-binder")
+            .await
+            .ok()
+            .and_then(|l| l.spec?.holder_identity)
+    };
+    eventually(WAIT, "a leader", || async { holder().await.is_some() }).await;
+
+    // 120 pods of 50m fill the three nodes' 6 CPUs exactly: any overcommit leaves one out.
+    let creating = stream_pods(&scope, "p", 120, "50m", 40);
+    eventually(WAIT, "some pods bound", || async {
+        list_pods(&scope).await.iter().filter(|p| node_of(p).is_some()).count() >= 20
+    })
+    .await;
+    let first = holder().await.expect("a leader");
+    let killed = binders
+        .iter()
+        .position(|b| b.identity == first)
+        .expect("the leader is one of ours");
+    binders[killed].kill();
+    eventually(WAIT, "the other binder takes the lease", || async {
+        holder().await.is_some_and(|h| h != first)
+    })
+    .await;
+    creating.await.expect("pods created");
+    wait_bound(&scope, "p", 120).await;
+    assert_no_overcommit_no_double_bind(&scope, 2000).await;
+
+    drop(binders);
+    drop(service);
+    scope.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binder_restarted_mid_run_loses_no_pod_and_binds_none_twice() {
+    let Some(cluster) = cluster("a_binder_restarted_mid_run_loses_no_pod_and_binds_none_twice").await else {
+        return;
+    };
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "restart").await;
+    for i in 1..=3 {
+        scope.add_node(&format!("n{i}"), "2", &[]).await;
+    }
+    let service = Service::start().await;
+    let identity = format!("{}-single", scope.run);
+    let mut binder = BinderProcess::start(
+        &cluster.kubeconfig,
+        &scope.scheduler,
+        &service.endpoint,
+        &identity,
+        None,
+    );
+    let creating = stream_pods(&scope, "p", 120, "50m", 40);
+    eventually(WAIT, "some pods bound", || async {
+        list_pods(&scope).await.iter().filter(|p| node_of(p).is_some()).count() >= 20
+    })
+    .await;
+    binder.kill();
+    let _restarted = BinderProcess::start(
+        &cluster.kubeconfig,
+        &scope.scheduler,
+        &service.endpoint,
+        &identity,
+        None,
+    );
+    creating.await.expect("pods created");
+    wait_bound(&scope, "p", 120).await;
+    assert_no_overcommit_no_double_bind(&scope, 2000).await;
+    drop(service);
+    scope.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_restarted_mid_run_loses_no_pod() {
+    let Some(cluster) = cluster("the_api_server_restarted_mid_run_loses_no_pod").await else {
+        return;
+    };
+    let Ok(restart) = std::env::var("E2E_RESTART_APISERVER") else {
+        eprintln!("e2e the_api_server_restarted_mid_run_loses_no_pod: skipped: set E2E_RESTART_APISERVER to a command that restarts the cluster's API server (scripts/e2e-cluster.sh does)");
+        return;
+    };
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "apiserver").await;
+    for i in 1..=3 {
+        scope.add_node(&format!("n{i}"), "2", &[]).await;
+    }
+    let binder = InProcessBinder::start(&cluster, &scope).await;
+    let creating = stream_pods(&scope, "p", 120, "50m", 40);
+    eventually(WAIT, "some pods bound", || async {
+        list_pods(&scope).await.iter().filter(|p| node_of(p).is_some()).count() >= 20
+    })
+    .await;
+    let status =
+        tokio::task::spawn_blocking(move || std::process::Command::new("bash").args(["-c", &restart]).status())
+            .await
+            .expect("the restart command's thread")
+            .expect("run E2E_RESTART_APISERVER");
+    assert!(status.success(), "E2E_RESTART_APISERVER failed: {status}");
+    creating.await.expect("pods created");
+    wait_bound(&scope, "p", 120).await;
+    assert_no_overcommit_no_double_bind(&scope, 2000).await;
+    binder.stop().await;
+    scope.cleanup().await;
+}
+
+/// `deploy/base/<file>`'s YAML documents as JSON.
+fn manifest(file: &str) -> Vec<serde_json::Value> {
+    let path = format!("{}/../deploy/base/{file}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}"));
+    serde_saphyr::from_multiple::<serde_json::Value>(&text)
+        .unwrap_or_else(|e| panic!("parse {path}: {e}"))
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binder_runs_with_a_service_account_token_under_deploy_rbac() {
+    let Some(cluster) = cluster("the_binder_runs_with_a_service_account_token_under_deploy_rbac").await else {
+        return;
+    };
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "rbac").await;
+    let client = cluster.client.clone();
+    // deploy/base/rbac.yaml as kustomize would apply it, in this test's namespace and with
+    // cluster-scoped names of this test's own.
+    let suffix = format!("-{}", scope.run);
+    for mut doc in manifest("rbac.yaml") {
+        let kind = doc["kind"].as_str().unwrap_or_default().to_string();
+        doc["metadata"]["namespace"] = scope.ns.clone().into();
+        if let Some(subjects) = doc["subjects"].as_array_mut() {
+            for s in subjects {
+                s["namespace"] = scope.ns.clone().into();
+            }
+        }
+        let pp = PostParams::default();
+        match kind.as_str() {
+            "ServiceAccount" => {
+                let sa: ServiceAccount = serde_json::from_value(doc).expect("a ServiceAccount");
+                Api::<ServiceAccount>::namespaced(client.clone(), &scope.ns)
+                    .create(&pp, &sa)
+                    .await
+                    .expect("create");
+            }
+            "ClusterRole" => {
+                let name = format!("{}{suffix}", doc["metadata"]["name"].as_str().unwrap_or_default());
+                doc["metadata"]["name"] = name.clone().into();
+                let role: ClusterRole = serde_json::from_value(doc).expect("a ClusterRole");
+                Api::<ClusterRole>::all(client.clone())
+                    .create(&pp, &role)
+                    .await
+                    .expect("create");
+                scope.owns("clusterroles", &name);
+            }
+            "ClusterRoleBinding" => {
+                let name = format!("{}{suffix}", doc["metadata"]["name"].as_str().unwrap_or_default());
+                doc["metadata"]["name"] = name.clone().into();
+                let role = format!("{}{suffix}", doc["roleRef"]["name"].as_str().unwrap_or_default());
+                doc["roleRef"]["name"] = role.into();
+                let binding: ClusterRoleBinding = serde_json::from_value(doc).expect("a ClusterRoleBinding");
+                Api::<ClusterRoleBinding>::all(client.clone())
+                    .create(&pp, &binding)
+                    .await
+                    .expect("create");
+                scope.owns("clusterrolebindings", &name);
+            }
+            "Role" => {
+                let role: Role = serde_json::from_value(doc).expect("a Role");
+                Api::<Role>::namespaced(client.clone(), &scope.ns)
+                    .create(&pp, &role)
+                    .await
+                    .expect("create");
+            }
+            "RoleBinding" => {
+                let binding: RoleBinding = serde_json::from_value(doc).expect("a RoleBinding");
+                Api::<RoleBinding>::namespaced(client.clone(), &scope.ns)
+                    .create(&pp, &binding)
+                    .await
+                    .expect("create");
+            }
+            other => panic!("rbac.yaml holds an unexpected {other}"),
+        }
+    }
+    // A token for the binder's ServiceAccount (TokenRequest API), in a kubeconfig of its own.
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &scope.ns);
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let token = accounts
+        .create_token_request("placement-binder", &PostParams::default(), &request)
         .await
-        .map(|l| l.items.into_iter().filter_map(|p| p.metadata.name).collect())
-        .unwrap_or_default()
+        .expect("a token for placement-binder")
+        .status
+        .expect("a token")
+        .token;
+    let admin = kube::config::Kubeconfig::read_from(&cluster.kubeconfig).expect("the admin kubeconfig");
+    let context = admin.current_context.clone().unwrap_or_default();
+    let cluster_name = admin
+        .contexts
+        .iter()
+        .find(|c| c.name == context)
+        .and_then(|c| c.context.as_ref())
+        .map(|c| c.cluster.clone())
+        .unwrap_or_default();
+    let named_cluster = admin
+        .clusters
+        .iter()
+        .find(|c| c.name == cluster_name)
+        .expect("the admin context's cluster");
+    let config = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [serde_json::to_value(named_cluster).expect("the cluster entry as JSON")],
+        "users": [{"name": "binder", "user": {"token": token}}],
+        "contexts": [{"name": "binder", "context": {"cluster": cluster_name, "user": "binder", "namespace": scope.ns}}],
+        "current-context": "binder",
+    });
+    let kubeconfig = std::env::temp_dir().join(format!("placement-e2e-binder-{}.kubeconfig", scope.run));
+    std::fs::write(&kubeconfig, serde_json::to_string(&config).expect("kubeconfig as JSON")).expect("write it");
+
+    // Work that uses every grant: binds (pods/binding, events create), a pod that fits nowhere
+    // (pods/status), decided again after a node change (events patch: a series), a preemption
+    // (pods delete, pods/status), the Lease (create, get, patch), the watches.
+    let node = scope.add_node("n1", "1", &[]).await;
+    let low = priority_class(&mut scope, "placement-e2e-low", 10).await;
+    let high = priority_class(&mut scope, "placement-e2e-high", 1000).await;
+    scope
+        .create(&prioritized(&scope, "victim", "1", &low, "victim", Some(&node)))
+        .await;
+    let service = Service::start().await;
+    let binder = BinderProcess::start(
+        &kubeconfig,
+        &scope.scheduler,
+        &service.endpoint,
+        &format!("{}-sa", scope.run),
+        Some((scope.ns.as_str(), "placement-binder")),
+    );
+    scope.create(&scope.pod("huge", "64")).await;
+    scope
+        .create(&prioritized(&scope, "preemptor", "1", &high, "preemptor", None))
+        .await;
+    eventually(WAIT, "the victim deleted and the huge pod reported", || async {
+        let pods = list_pods(&scope).await;
+        let victim_going = pods
+            .iter()
+            .any(|p| p.name_any() == "victim" && p.metadata.deletion_timestamp.is_some());
+        let huge = pods.iter().any(|p| p.name_any() == "huge" && marked_unschedulable(p));
+        victim_going && huge
+    })
+    .await;
+    let force = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    let _ = scope.pods().delete("victim", &force).await;
+    eventually(WAIT, "the preemptor bound", || async {
+        scope
+            .pods()
+            .get("preemptor")
+            .await
+            .ok()
+            .is_some_and(|p| node_of(&p) == Some(node.as_str()))
+    })
+    .await;
+    // A node change sends the huge pod round again; the same message makes its FailedScheduling
+    // a series.
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let relabel = serde_json::json!({"metadata": {"labels": {"placement-e2e-touched": "yes"}}});
+    nodes
+        .patch(
+            &node,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&relabel),
+        )
+        .await
+        .expect("relabel the node");
+    eventually(WAIT, "a FailedScheduling series for the huge pod", || async {
+        events_for(&scope, "huge", "FailedScheduling")
+            .await
+            .iter()
+            .any(|e| e.series.as_ref().is_some_and(|s| s.count >= 2))
+    })
+    .await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &scope.ns);
+    let holder = leases
+        .get("placement-binder")
+        .await
+        .expect("the Lease")
+        .spec
+        .and_then(|s| s.holder_identity);
+    assert_eq!(holder, Some(format!("{}-sa", scope.run)));
+    let log = binder.log_text();
+    for refused in ["forbidden", "Forbidden", "403"] {
+        assert!(
+            !log.contains(refused),
+            "the binder was refused a call ({refused}):\n{log}"
+        );
+    }
+    drop(binder);
+    drop(service);
+    let _ = std::fs::remove_file(&kubeconfig);
+    scope.cleanup().await;
+}
+
+/// The Kubernetes minor version each manifest of `deploy/base` needs (README "Running it on a
+/// cluster").
+const MANIFEST_MINIMUM: &[(&str, u32)] = &[
+    ("namespace.yaml", 0),
+    ("rbac.yaml", 19),
+    ("binder.yaml", 21),
+    ("networkpolicy.yaml", 21),
+    ("decision.yaml", 27),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deploy_base_passes_a_server_side_dry_run() {
+    let Some(cluster) = cluster("deploy_base_passes_a_server_side_dry_run").await else {
+        return;
+    };
+    let _serial = serial().await;
+    let scope = Scope::new(&cluster, "deploy").await;
+    let version = cluster.client.apiserver_version().await.expect("the server's version");
+    let minor: u32 = version
+        .minor
+        .trim_end_matches('+')
+        .parse()
+        .expect("a numeric minor version");
+    let discovery = Discovery::new(cluster.client.clone())
+        .run()
+        .await
+        .expect("API discovery");
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let mut checked = 0;
+    for (file, needs) in MANIFEST_MINIMUM {
+        if minor < *needs {
+            eprintln!("e2e deploy_base_passes_a_server_side_dry_run: {file} skipped: it needs Kubernetes 1.{needs}, the cluster is {}.{}", version.major, version.minor);
+            continue;
+        }
+        for mut doc in manifest(file) {
+            // In this test's namespace (placement-system may exist on the cluster).
+            if doc["kind"] == "Namespace" {
+                doc["metadata"]["name"] = format!("{}-dry", scope.ns).into();
+            } else {
+                doc["metadata"]["namespace"] = scope.ns.clone().into();
+            }
+            let obj: DynamicObject = serde_json::from_value(doc.clone()).expect("an object");
+            let types = obj.types.clone().expect("apiVersion and kind");
+            let (group, version) = types.api_version.split_once('/').unwrap_or(("", &types.api_version));
+            let gvk = kube::api::GroupVersionKind::gvk(group, version, &types.kind);
+            let (resource, caps) = discovery
+                .resolve_gvk(&gvk)
+                .unwrap_or_else(|| panic!("{file}: the cluster does not serve {}", types.api_version));
+            let api: Api<DynamicObject> = if caps.scope == kube::discovery::Scope::Namespaced {
+                Api::namespaced_with(cluster.client.clone(), &scope.ns, &resource)
+            } else {
+                Api::all_with(cluster.client.clone(), &resource)
+            };
+            api.create(&dry_run, &obj)
+                .await
+                .unwrap_or_else(|e| panic!("{file}: {} {} refused: {e}", types.kind, obj.name_any()));
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 8,
+        "every object of the supported manifests was sent ({checked})"
+    );
+    scope.cleanup().await;
 }

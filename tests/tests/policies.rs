@@ -391,3 +391,116 @@ async fn without_a_policy_file_the_built_in_policies_are_reported_as_such() {
     assert_eq!(server.metric("placement_policies"), 3.0);
     server.stop().await;
 }
+
+const RULES_FILE: &str = r#"
+apiVersion: placement/v1
+kind: PolicyConfiguration
+policies:
+  - name: nginx-on-test-nodes
+    rules:
+      filters:
+        - name: nginx-needs-test-label
+          expression: "pod.metadata.labels['workload_name'] != 'nginx' || 'test/test' in node.metadata.labels"
+          reason: node(s) didn't have label test/test
+      scores:
+        - name: short-names
+          expression: "20 - size(node.metadata.name)"
+          weight: 3
+"#;
+
+/// Ranks an nginx pod (or another one) on `nodes` under the file's default policy.
+async fn rank_on(
+    c: &mut PlacementServiceClient<Channel>,
+    nodes: Vec<proto::Node>,
+    workload: &str,
+) -> proto::RankResponse {
+    let mut p = pod("web-1", "1", "");
+    p.labels.insert("workload_name".to_string(), workload.to_string());
+    c.rank(proto::RankRequest {
+        snapshot: Some(proto::SnapshotRef {
+            source: Some(Source::Inline(proto::Snapshot {
+                nodes,
+                ..Default::default()
+            })),
+        }),
+        pod: Some(p),
+        policy: String::new(),
+        top_k: 0,
+        seed: 0,
+        infeasible_limit: None,
+    })
+    .await
+    .expect("Rank")
+    .into_inner()
+}
+
+#[tokio::test]
+async fn cel_rules_filter_and_score_over_grpc_and_reload_with_the_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("policies.yaml");
+    write(&path, RULES_FILE);
+    let server = start(Some(path.clone())).await;
+    let mut c = server.client().await;
+
+    // ListPolicies shows the rules.
+    let r = list(&mut c).await;
+    let info = &r.policies[0];
+    assert_eq!(info.filter_rules.len(), 1);
+    assert_eq!(info.filter_rules[0].name, "nginx-needs-test-label");
+    assert_eq!(info.filter_rules[0].reason, "node(s) didn't have label test/test");
+    assert_eq!(info.score_rules[0].expression, "20 - size(node.metadata.name)");
+    assert_eq!(info.score_rules[0].weight, 3);
+
+    // The issue's example: nginx pods only on nodes labelled test/test.
+    let mut labelled = node("labelled");
+    labelled.labels.insert("test/test".to_string(), String::new());
+    let nodes = vec![node("a"), labelled.clone(), node("b")];
+    let ranked = rank_on(&mut c, nodes.clone(), "nginx").await;
+    let feasible: Vec<&str> = ranked.feasible.iter().map(|n| n.node.as_str()).collect();
+    assert_eq!(feasible, ["labelled"]);
+    assert_eq!(ranked.infeasible.len(), 2);
+    let refused = rank_on(&mut c, vec![node("a"), node("b")], "nginx").await;
+    assert!(
+        refused
+            .message
+            .starts_with("0/2 nodes are available: 2 node(s) didn't have label test/test."),
+        "{}",
+        refused.message
+    );
+    // Another workload goes anywhere; the score rule ranks the shortest name first.
+    let other = rank_on(&mut c, nodes.clone(), "redis").await;
+    let order: Vec<&str> = other.feasible.iter().map(|n| n.node.as_str()).collect();
+    assert_eq!(order.len(), 3);
+    assert_eq!(order[2], "labelled", "the longest name scores lowest: {order:?}");
+
+    // A bad expression on reload: refused, the current rules stay.
+    write(
+        &path,
+        &RULES_FILE.replace("20 - size(node.metadata.name)", "20 - size(node.metadata.name"),
+    );
+    eventually(WAIT, "the bad rule to be rejected", || async {
+        server.metric("placement_policy_reloads_total{result=\"error\"}") == 1.0
+    })
+    .await;
+    let parse_error =
+        parse_policy_file(&RULES_FILE.replace("20 - size(node.metadata.name)", "20 - size(node.metadata.name"))
+            .expect_err("the expression does not compile")
+            .to_string();
+    assert!(
+        parse_error.starts_with("policies[0].rules.scores[0].expression: line 1 column "),
+        "{parse_error}"
+    );
+    assert_eq!(rank_on(&mut c, nodes.clone(), "nginx").await.feasible.len(), 1);
+
+    // A valid change is applied: the rule now asks for another label.
+    write(&path, &RULES_FILE.replace("'test/test' in", "'other' in"));
+    let c2 = c.clone();
+    let nodes2 = nodes.clone();
+    eventually(WAIT, "the changed rule to apply", || {
+        let mut c = c2.clone();
+        let nodes = nodes2.clone();
+        async move { rank_on(&mut c, nodes, "nginx").await.feasible.is_empty() }
+    })
+    .await;
+    server.stop().await;
+}

@@ -7,6 +7,7 @@ target/debug/scheduler-service (relative to the repository root); build it with
 
 from __future__ import annotations
 
+import datetime
 import os
 import socket
 import subprocess
@@ -135,6 +136,22 @@ def test_unknown_snapshot_is_not_found(stub):
             pb.ScheduleRequest(snapshot=pb.SnapshotRef(snapshot_id="no-such-snapshot"), pods=[_pod("a", "1")]), timeout=10
         )
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_errors_about_huge_values_keep_their_code(stub):
+    """gRPC's C core (this client) refuses a status over its metadata limit (8 KiB) and reports
+    RESOURCE_EXHAUSTED instead: the service quotes only a short prefix of a caller's value, so the
+    caller sees INVALID_ARGUMENT, and NOT_FOUND for an unknown snapshot id of any length (which the
+    re-send-a-full-snapshot protocol relies on)."""
+    huge = "x" * 20000
+    bad = _pod("bad", huge)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Rank(pb.RankRequest(snapshot=pb.SnapshotRef(inline=pb.Snapshot(nodes=[_node("n1")])), pod=bad), timeout=10)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
+    assert "(20000 bytes)" in err.value.details()
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Schedule(pb.ScheduleRequest(snapshot=pb.SnapshotRef(snapshot_id=huge), pods=[_pod("a", "1")]), timeout=10)
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND, err.value.details()
 
 
 def test_example_script(addr):
@@ -350,3 +367,140 @@ def test_converted_objects_schedule(stub):
     msg = too_big.unschedulable.message
     assert msg.startswith("0/2 nodes are available:"), msg
     assert "Insufficient cpu" in msg and "untolerated taint" in msg, msg
+
+
+# --- what the converters carry, through the real service ---
+
+
+def _hosts(*names: str, cpu: str = "4") -> list:
+    return [_k8s_node(n, cpu=cpu) for n in names]
+
+
+def _schedule(stub, snapshot, pods):
+    synced = stub.SyncSnapshot(pb.SyncSnapshotRequest(full=snapshot), timeout=10)
+    return stub.Schedule(
+        pb.ScheduleRequest(snapshot=pb.SnapshotRef(snapshot_id=synced.snapshot_id), pods=[convert.pod_to_proto(p) for p in pods]),
+        timeout=10,
+    ).placements
+
+
+def _web(name, node=None, deleting=False, labels=None, **spec):
+    pod = _k8s_pod(name, "100m", node_name=node, phase="Running" if node else None, **spec)
+    pod.metadata.labels = labels or {"app": "web"}
+    if deleting:
+        pod.metadata.deletion_timestamp = datetime.datetime(2026, 11, 26, 3, 4, 41, tzinfo=datetime.timezone.utc)
+    return pod
+
+
+def _spread(when: str):
+    return [
+        k8s.V1TopologySpreadConstraint(
+            max_skew=1,
+            topology_key="kubernetes.io/hostname",
+            when_unsatisfiable=when,
+            label_selector=k8s.V1LabelSelector(match_labels={"app": "web"}),
+        )
+    ]
+
+
+def test_terminating_pods_do_not_count_for_topology_spread(stub):
+    """Two terminating app=web pods on node-a, one running on node-b: kube-scheduler skips the
+    terminating ones, so the next app=web pod goes to node-a (DoNotSchedule) or ranks it first."""
+    bound = [_web("old-1", "node-a", deleting=True), _web("old-2", "node-a", deleting=True), _web("new-1", "node-b")]
+    snapshot = convert.snapshot_from(_hosts("node-a", "node-b"), bound)
+    assert [p.terminating for p in snapshot.pods] == [False, True, True]  # sorted by uid: new-1, old-1, old-2
+    (placed,) = _schedule(stub, snapshot, [_web("new-2", topology_spread_constraints=_spread("DoNotSchedule"))])
+    assert placed.node_name == "node-a"
+    assert placed.feasible_nodes == 1
+
+    synced = stub.SyncSnapshot(pb.SyncSnapshotRequest(full=snapshot), timeout=10)
+    ranked = stub.Rank(
+        pb.RankRequest(
+            snapshot=pb.SnapshotRef(snapshot_id=synced.snapshot_id),
+            pod=convert.pod_to_proto(_web("new-2", topology_spread_constraints=_spread("ScheduleAnyway"))),
+        ),
+        timeout=10,
+    )
+    assert [n.node for n in ranked.feasible] == ["node-a", "node-b"]
+
+
+def test_preemption_policy_never_is_carried(stub):
+    """A pod with preemptionPolicy Never that fits nowhere gets no nomination and no victim."""
+    low = _k8s_pod("low", "4", node_name="n1", phase="Running", priority=0)
+    urgent = _k8s_pod("urgent", "2", priority=1000, preemption_policy="Never")
+    assert convert.pod_to_proto(urgent).preemption_policy == "Never"
+    (placement,) = _schedule(stub, convert.snapshot_from(_hosts("n1"), [low]), [urgent])
+    u = placement.unschedulable
+    assert u.nominated_node_name == "" and list(u.victim_uids) == []
+    assert u.message.endswith("preemption: not eligible due to preemptionPolicy=Never."), u.message
+    # The same pod allowed to preempt evicts the low one.
+    urgent.spec.preemption_policy = "PreemptLowerPriority"
+    (placement,) = _schedule(stub, convert.snapshot_from(_hosts("n1"), [low]), [urgent])
+    assert (placement.unschedulable.nominated_node_name, list(placement.unschedulable.victim_uids)) == ("n1", ["uid-low"])
+
+
+def test_start_time_picks_the_victim_that_started_last(stub):
+    """Preemption prefers the node whose victims started last; the start time must be carried."""
+    early = _k8s_pod("early", "4", node_name="n1", phase="Running", priority=0)
+    late = _k8s_pod("late", "4", node_name="n2", phase="Running", priority=0)
+    early.status.start_time = datetime.datetime(2026, 11, 1, tzinfo=datetime.timezone.utc)
+    late.status.start_time = datetime.datetime(2026, 11, 20, tzinfo=datetime.timezone.utc)
+    assert convert.pod_to_proto(late).start_time_seconds == 1795132800
+    urgent = _k8s_pod("urgent", "2", priority=1000)
+    (placement,) = _schedule(stub, convert.snapshot_from(_hosts("n1", "n2"), [early, late]), [urgent])
+    assert (placement.unschedulable.nominated_node_name, list(placement.unschedulable.victim_uids)) == ("n2", ["uid-late"])
+
+
+def test_namespace_selectors_match_the_converted_namespaces(stub):
+    """A pod affinity term with a namespaceSelector matches pods of the namespaces given to
+    snapshot_from; without them it matches none, as kube-scheduler with no such namespace."""
+    db = _k8s_pod("db", "100m", node_name="n1", phase="Running")
+    db.metadata.namespace = "data"
+    db.metadata.labels = {"app": "db"}
+    namespaces = [
+        k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name="data", labels={"team": "data"})),
+        k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name="team-a", labels={"team": "a"})),
+    ]
+    near_db = _k8s_pod(
+        "api",
+        "100m",
+        affinity=k8s.V1Affinity(
+            pod_affinity=k8s.V1PodAffinity(
+                required_during_scheduling_ignored_during_execution=[
+                    k8s.V1PodAffinityTerm(
+                        label_selector=k8s.V1LabelSelector(match_labels={"app": "db"}),
+                        namespace_selector=k8s.V1LabelSelector(match_labels={"team": "data"}),
+                        topology_key="kubernetes.io/hostname",
+                    )
+                ]
+            )
+        ),
+    )
+    snapshot = convert.snapshot_from(_hosts("n1", "n2"), [db], namespaces=namespaces)
+    assert [n.name for n in snapshot.namespaces] == ["data", "team-a"]
+    (placement,) = _schedule(stub, snapshot, [near_db])
+    assert placement.node_name == "n1"
+    (placement,) = _schedule(stub, convert.snapshot_from(_hosts("n1", "n2"), [db]), [near_db])
+    assert placement.WhichOneof("outcome") == "unschedulable"
+
+
+def test_convert_pdb_resolves_disrupted_pods_to_uids():
+    pods = [_k8s_pod("web-1", "1", node_name="n1", phase="Running"), _k8s_pod("web-2", "1", node_name="n1", phase="Running")]
+    pdb = k8s.V1PodDisruptionBudget(
+        metadata=k8s.V1ObjectMeta(name="web", namespace="team-a"),
+        spec=k8s.V1PodDisruptionBudgetSpec(selector=k8s.V1LabelSelector(match_labels={"app": "web"})),
+        status=k8s.V1PodDisruptionBudgetStatus(
+            current_healthy=2,
+            desired_healthy=1,
+            expected_pods=2,
+            disruptions_allowed=1,
+            disrupted_pods={"web-2": datetime.datetime(2026, 11, 26, tzinfo=datetime.timezone.utc), "gone": datetime.datetime(2026, 11, 26, tzinfo=datetime.timezone.utc)},
+        ),
+    )
+    b = convert.pdb_to_proto(pdb, pods)
+    assert (b.namespace, b.name, b.disruptions_allowed, list(b.disrupted_pod_uids)) == ("team-a", "web", 1, ["uid-web-2"])
+    assert dict(b.selector.match_labels) == {"app": "web"}
+    bare = convert.pdb_to_proto(k8s.V1PodDisruptionBudget(metadata=k8s.V1ObjectMeta(name="x", namespace="team-a")))
+    assert not bare.HasField("selector") and bare.disruptions_allowed == 0
+    snap = convert.snapshot_from([_k8s_node("n1")], pods, pdbs=[pdb])
+    assert list(snap.pod_disruption_budgets[0].disrupted_pod_uids) == ["uid-web-2"]

@@ -13,7 +13,14 @@ pub struct ClassLabels {
     columns: Vec<Column>,
     /// Classes indexed (a prefix of the lineage's class list).
     classes: usize,
+    /// Approximate heap bytes held.
+    bytes: usize,
 }
+
+/// A column is kept per class (dense) while at least one class in this many has its key; a
+/// rarer key keeps only the classes that have it (sparse), so classes with keys of their own do
+/// not make the columns grow as keys × classes.
+const DENSE_ONE_IN: usize = 16;
 
 /// One label key's values over the classes.
 #[derive(Debug, Clone, Default)]
@@ -21,8 +28,104 @@ struct Column {
     /// Distinct values, in order of first appearance.
     values: Vec<String>,
     ids: HashMap<String, u32>,
-    /// Per class: 0 when the class lacks the label, else 1 + the index of its value.
-    of_class: Vec<u32>,
+    /// The classes' values: 0 when a class lacks the label, else 1 + the index of its value.
+    of_class: Values,
+    /// Classes that have the label.
+    count: usize,
+}
+
+/// A column's values by class.
+#[derive(Debug, Clone)]
+enum Values {
+    /// One per class.
+    Dense(Vec<u32>),
+    /// `(class, value)` of the classes that have the label, by class.
+    Sparse(Vec<(u32, u32)>),
+}
+
+impl Default for Values {
+    fn default() -> Self {
+        Self::Sparse(Vec::new())
+    }
+}
+
+impl Column {
+    /// Records `id` (1 + the value's index) for `class`, the newest class.
+    fn push(&mut self, class: usize, id: u32) {
+        self.count += 1;
+        match &mut self.of_class {
+            Values::Dense(v) => {
+                v.resize(class, 0);
+                v.push(id);
+            }
+            Values::Sparse(v) => v.push((class as u32, id)),
+        }
+    }
+
+    /// Picks the representation for `classes` classes; returns the change in bytes held.
+    fn settle(&mut self, classes: usize) -> isize {
+        let before = self.heap_bytes();
+        let dense = self.count * DENSE_ONE_IN >= classes;
+        match (&mut self.of_class, dense) {
+            (Values::Dense(v), true) => v.resize(classes, 0),
+            (Values::Sparse(v), true) => {
+                let mut d = vec![0; classes];
+                for &(c, id) in v.iter() {
+                    d[c as usize] = id;
+                }
+                self.of_class = Values::Dense(d);
+            }
+            (Values::Dense(v), false) => {
+                let s = v
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, id)| **id != 0)
+                    .map(|(c, id)| (c as u32, *id))
+                    .collect();
+                self.of_class = Values::Sparse(s);
+            }
+            (Values::Sparse(_), false) => {}
+        }
+        self.heap_bytes() as isize - before as isize
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match &self.of_class {
+            Values::Dense(v) => v.capacity() * 4,
+            Values::Sparse(v) => v.capacity() * 8,
+        }
+    }
+
+    /// Clears `keep[c]` for every class whose value id `v` has `ok[v]` false (id 0: no label).
+    fn retain(&self, ok: impl Fn(u32) -> bool, keep: &mut [bool]) {
+        match &self.of_class {
+            Values::Dense(v) => {
+                for (k, id) in keep.iter_mut().zip(v) {
+                    *k &= ok(*id);
+                }
+            }
+            Values::Sparse(v) => {
+                if !ok(0) {
+                    let mut next = v.iter().peekable();
+                    for (c, k) in keep.iter_mut().enumerate() {
+                        match next.peek() {
+                            Some(&&(at, id)) if at as usize == c => {
+                                *k &= ok(id);
+                                next.next();
+                            }
+                            _ => *k = false,
+                        }
+                    }
+                } else {
+                    for &(c, id) in v {
+                        if let Some(k) = keep.get_mut(c as usize) {
+                            *k &= ok(id);
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 impl ClassLabels {
@@ -36,13 +139,20 @@ impl ClassLabels {
         self.classes == 0
     }
 
+    /// Approximate heap bytes held (for the snapshot cache's budget).
+    pub fn approx_bytes(&self) -> usize {
+        self.bytes
+    }
+
     /// Indexes the next classes of the lineage (those after the [`ClassLabels::len`] first).
     pub fn extend<'a>(&mut self, classes: impl IntoIterator<Item = &'a NodeSpec>) {
+        let mut added = 0isize;
         for class in classes {
             for (key, value) in &class.labels {
                 let columns = &mut self.columns;
                 let at = *self.keys.entry(key.clone()).or_insert_with(|| {
                     columns.push(Column::default());
+                    added += (key.len() + 96) as isize;
                     columns.len() - 1
                 });
                 let column = &mut self.columns[at];
@@ -50,15 +160,16 @@ impl ClassLabels {
                 let id = *column.ids.entry(value.clone()).or_insert(next);
                 if id == next {
                     column.values.push(value.clone());
+                    added += (2 * value.len() + 64) as isize;
                 }
-                column.of_class.resize(self.classes, 0);
-                column.of_class.push(id + 1);
+                column.push(self.classes, id + 1);
             }
             self.classes += 1;
         }
         for column in &mut self.columns {
-            column.of_class.resize(self.classes, 0);
+            added += column.settle(self.classes);
         }
+        self.bytes = (self.bytes as isize + added).max(0) as usize;
     }
 
     /// Clears `keep[c]` for every class `c` whose label value (or its absence) fails the
@@ -73,9 +184,7 @@ impl ClassLabels {
         let mut verdict = Vec::with_capacity(column.values.len() + 1);
         verdict.push(requirement.matches(None));
         verdict.extend(column.values.iter().map(|v| requirement.matches(Some(v))));
-        for (k, id) in keep.iter_mut().zip(&column.of_class) {
-            *k &= verdict[*id as usize];
-        }
+        column.retain(|id| verdict[id as usize], keep);
     }
 
     /// Clears `keep[c]` for every class `c` whose label `key` is not `value` (a nodeSelector pair).
@@ -86,11 +195,7 @@ impl ClassLabels {
             .map(|&at| &self.columns[at])
             .and_then(|column| Some((column, *column.ids.get(value)? + 1)));
         match id {
-            Some((column, id)) => {
-                for (k, of) in keep.iter_mut().zip(&column.of_class) {
-                    *k &= *of == id;
-                }
-            }
+            Some((column, id)) => column.retain(|of| of == id, keep),
             None => keep.fill(false),
         }
     }
@@ -103,7 +208,7 @@ mod tests {
     use super::*;
     use crate::engine::model::SelectorOp;
 
-    const KEYS: &[&str] = &["zone", "type", "cores", "team"];
+    const KEYS: &[&str] = &["zone", "type", "cores", "team", "rare-a", "rare-b", "rare-c", "rare-d"];
     const VALUES: &[&str] = &["a", "b", "c", "8", "16", "32", ""];
 
     fn arb_class() -> impl Strategy<Value = NodeSpec> {
@@ -129,6 +234,40 @@ mod tests {
             (0i64..40).prop_map(SelectorOp::Lt),
         ];
         (proptest::sample::select(KEYS).prop_map(String::from), op).prop_map(|(key, op)| Requirement { key, op })
+    }
+
+    /// Classes with keys of their own keep columns that grow with the labels, not with keys ×
+    /// classes (20,000 of them would take 1.6 GB dense), and still match as the labels do.
+    #[test]
+    fn rare_keys_stay_sparse() {
+        let classes: Vec<NodeSpec> = (0..20_000)
+            .map(|i| NodeSpec {
+                labels: [
+                    (format!("own-{i}"), "x".to_string()),
+                    ("zone".to_string(), format!("z{}", i % 3)),
+                ]
+                .into_iter()
+                .collect(),
+                ..NodeSpec::default()
+            })
+            .collect();
+        let mut labels = ClassLabels::default();
+        labels.extend(&classes[..5]);
+        labels.extend(&classes[5..]);
+        assert!(labels.approx_bytes() < 20_000 * 400, "{} bytes", labels.approx_bytes());
+        let mut keep = vec![true; classes.len()];
+        labels.retain_requirement(
+            &Requirement {
+                key: "own-7".into(),
+                op: SelectorOp::Exists,
+            },
+            &mut keep,
+        );
+        assert_eq!(keep.iter().filter(|k| **k).count(), 1);
+        assert!(keep[7]);
+        let mut keep = vec![true; classes.len()];
+        labels.retain_label("zone", "z1", &mut keep);
+        assert_eq!(keep.iter().filter(|k| **k).count(), 6667);
     }
 
     proptest! {

@@ -150,6 +150,12 @@ impl HotColumns {
         self.len
     }
 
+    /// Approximate heap bytes held.
+    pub fn approx_bytes(&self) -> usize {
+        let padded = self.free_cpu.len();
+        padded * (12 * 8 + 4 + std::mem::size_of::<PortKeys>()) + self.scalar_nodes.len() * 8
+    }
+
     /// Whether there are no nodes.
     pub fn is_empty(&self) -> bool {
         self.len == 0

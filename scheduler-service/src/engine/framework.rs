@@ -5,6 +5,7 @@
 //! same reason strings. A node fails at the first filter that rejects it, as in kube-scheduler's
 //! `RunFilterPlugins`, and NodeResourcesFit reports every insufficient resource.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use super::interpod::{self, InterPodFilter};
 use super::model::{tolerated, HostPort, NodeSpec, PodSpec, Taint, TaintEffect, Toleration};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
 use super::resources::ResourceName;
+use super::rules::{self as cel_rules, CompiledRules, NodeStatic};
 use super::snapshot::{
     image_hash, port_key, port_mask, BoundPod, NodeEntry, NodeHot, NodeUsage, PortKeys, Snapshot, NODE_UNIQUE_LABELS,
 };
@@ -51,6 +53,8 @@ pub enum Reason {
     TopologySpread(spread::Violation),
     /// InterPodAffinity: required affinity or anti-affinity.
     InterPodAffinity(interpod::Violation),
+    /// A policy's CEL rule: the filter rule's reason, or what went wrong evaluating a rule.
+    Rule(Arc<str>),
 }
 
 impl fmt::Display for Reason {
@@ -70,6 +74,7 @@ impl fmt::Display for Reason {
             Self::InterPodAffinity(interpod::Violation::ExistingAntiAffinity) => {
                 f.write_str(interpod::EXISTING_ANTI_AFFINITY_REASON)
             }
+            Self::Rule(reason) => f.write_str(reason),
         }
     }
 }
@@ -154,7 +159,8 @@ pub enum EvalError {
     },
 }
 
-/// When to stop working: a caller's deadline, checked between pods and every few thousand nodes.
+/// When to stop working: a caller's deadline, checked between pods and every few hundred nodes, or
+/// the end of the call the work belongs to ([`super::cancel`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Deadline(Option<Instant>);
 
@@ -169,9 +175,9 @@ impl Deadline {
         Self(Some(instant))
     }
 
-    /// True once the deadline has passed.
+    /// True once the deadline has passed or the call has ended.
     pub fn passed(&self) -> bool {
-        self.0.is_some_and(|d| Instant::now() >= d)
+        self.0.is_some_and(|d| Instant::now() >= d) || super::cancel::requested()
     }
 }
 
@@ -199,6 +205,9 @@ pub struct Profile {
     /// Whether the filters reading node classes (cordon, taints, node affinity) are enabled, in
     /// that order.
     static_filters: (bool, bool, bool),
+    /// The policy's CEL rules, compiled; `None` without rules (the plain pass stays open), or
+    /// the compile error (every node is then rejected with it).
+    rules: Option<Result<Arc<CompiledRules>, Arc<str>>>,
 }
 
 /// Score slots the plain pass (see [`Evaluator::evaluate_plain`]) fills in per node.
@@ -251,7 +260,15 @@ impl Profile {
             has(FilterPlugin::TaintToleration),
             has(FilterPlugin::NodeAffinity),
         );
+        let rules = (!policy.rules.is_empty()).then(|| {
+            policy
+                .rules
+                .compile()
+                .map(Arc::new)
+                .map_err(|e| Arc::from(format!("policy rules do not compile: {e}")))
+        });
         Self {
+            rules,
             slot_of,
             static_filters,
             fit_cpu_memory,
@@ -297,6 +314,19 @@ impl Profile {
     /// The score plugins and weights, in the policy's order.
     pub fn score_plugins(&self) -> &[(ScorePlugin, i64)] {
         &self.score_plugins
+    }
+
+    /// Whether the policy has CEL rules (its pods then take the general pass).
+    pub fn has_rules(&self) -> bool {
+        self.rules.is_some()
+    }
+
+    /// The number of score rules.
+    fn score_rules(&self) -> usize {
+        match &self.rules {
+            Some(Ok(r)) => r.scores.len(),
+            _ => 0,
+        }
     }
 }
 
@@ -361,7 +391,16 @@ pub(super) struct PodPlan<'a> {
     static_filters: (bool, bool, bool),
     /// InterPodAffinity's and PodTopologySpread's state; `None` when neither has work.
     pub(super) topo: Option<Box<TopoState>>,
+    /// The pod as the policy's CEL rules read it; `None` when the policy has none.
+    rule_pod: Option<cel::Value>,
+    /// The outcomes of the rules that read only what a node class shares, per class and rule
+    /// (filters first, then scores; a filter's passing outcome is 0), evaluated on first use.
+    rule_classes: RefCell<Vec<Option<RuleOutcome>>>,
 }
+
+/// A rule's outcome on a node: a score rule's raw score (0 for a filter rule that keeps the
+/// node), or the reason the node is rejected.
+type RuleOutcome = Result<i64, Arc<str>>;
 
 /// The topology plugins' PreFilter and PreScore state for one pod.
 #[derive(Debug, Default)]
@@ -414,6 +453,7 @@ impl TopoState {
                 labels: &other.labels,
                 affinity: terms.map(|t| &t.0).filter(|t| !t.is_empty()),
                 anti_affinity: terms.map(|t| &t.1).filter(|t| !t.is_empty()),
+                terminating: other.terminating,
             };
             let placed = Placed::default();
             f.update(
@@ -536,6 +576,32 @@ impl StaticKey {
             && self.tolerations == pod.tolerations
     }
 
+    /// Approximate bytes, inline and heap.
+    fn approx_bytes(&self) -> usize {
+        use super::model::string_bytes;
+        let term = |t: &super::model::SelectorTerm| {
+            48 + t
+                .match_expressions
+                .iter()
+                .chain(&t.match_fields)
+                .map(super::model::Requirement::approx_bytes)
+                .sum::<usize>()
+        };
+        std::mem::size_of::<Self>()
+            + self
+                .node_selector
+                .iter()
+                .map(|(k, v)| 48 + string_bytes(k) + string_bytes(v))
+                .sum::<usize>()
+            + self.required_affinity.iter().flatten().map(term).sum::<usize>()
+            + self.preferred_affinity.iter().map(|p| 8 + term(&p.term)).sum::<usize>()
+            + self
+                .tolerations
+                .iter()
+                .map(|t| std::mem::size_of::<Toleration>() + string_bytes(&t.key) + string_bytes(&t.value))
+                .sum::<usize>()
+    }
+
     fn of(pod: &PodSpec, static_filters: (bool, bool, bool)) -> Self {
         Self {
             static_filters,
@@ -555,6 +621,8 @@ impl StaticKey {
 #[derive(Debug, Default)]
 pub struct StaticCache {
     by_hash: HashMap<u64, (StaticKey, Arc<[StaticEval]>)>,
+    /// Approximate bytes of the entries.
+    bytes: usize,
     /// The keys of `by_hash`, oldest first: the oldest entry goes when the cache is full.
     order: std::collections::VecDeque<u64>,
     /// Classes of the lineage's latest class list: a delta that adds classes to a snapshot with
@@ -571,14 +639,29 @@ impl StaticCache {
 
     /// Adds (or replaces) an entry, evicting the oldest when the cache is full.
     fn insert(&mut self, hash: u64, key: StaticKey, evals: Arc<[StaticEval]>) {
-        if self.by_hash.insert(hash, (key, evals)).is_none() {
-            self.order.push_back(hash);
-            if self.order.len() > Self::LIMIT {
-                if let Some(oldest) = self.order.pop_front() {
-                    self.by_hash.remove(&oldest);
+        self.bytes += Self::entry_bytes(&key, &evals);
+        match self.by_hash.insert(hash, (key, evals)) {
+            Some((old_key, old_evals)) => {
+                self.bytes = self.bytes.saturating_sub(Self::entry_bytes(&old_key, &old_evals));
+            }
+            None => {
+                self.order.push_back(hash);
+                if self.order.len() > Self::LIMIT {
+                    if let Some((key, evals)) = self.order.pop_front().and_then(|oldest| self.by_hash.remove(&oldest)) {
+                        self.bytes = self.bytes.saturating_sub(Self::entry_bytes(&key, &evals));
+                    }
                 }
             }
         }
+    }
+
+    fn entry_bytes(key: &StaticKey, evals: &[StaticEval]) -> usize {
+        96 + key.approx_bytes() + std::mem::size_of_val(evals)
+    }
+
+    /// Approximate bytes held: the entries and the lineage's label columns.
+    pub(super) fn approx_bytes(&self) -> usize {
+        self.bytes + self.labels.approx_bytes()
     }
 
     /// An empty cache, to be shared by the snapshots of a lineage whose class list has `classes` classes.
@@ -666,6 +749,8 @@ impl<'a> PodPlan<'a> {
             plain: false,
             static_filters: profile.static_filters,
             topo: None,
+            rule_pod: profile.rules.is_some().then(|| cel_rules::pod_value(pod)),
+            rule_classes: RefCell::new(Vec::new()),
         };
         if !per_node {
             let classes = snapshot.classes();
@@ -687,19 +772,33 @@ impl<'a> PodPlan<'a> {
                 match found {
                     Ok(evals) => evals,
                     Err(labels) => {
-                        // Evaluated outside the lock.
+                        // Evaluated outside the lock; an evaluation cut short by the call's end is
+                        // incomplete and never cached.
                         let evals = plan.class_statics(classes, &labels);
-                        lock().insert(hash, StaticKey::of(pod, filters), Arc::clone(&evals));
+                        if !super::cancel::requested() {
+                            lock().insert(hash, StaticKey::of(pod, filters), Arc::clone(&evals));
+                        }
                         evals
                     }
                 }
             } else {
-                classes.iter().map(|c| plan.static_eval(c)).collect()
+                classes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        if super::cancel::requested_at(i) {
+                            StaticEval::default()
+                        } else {
+                            plan.static_eval(c)
+                        }
+                    })
+                    .collect()
             };
         }
         let has = |f: FilterPlugin| profile.policy.filters.contains(&f);
         let slots = profile.slot_of;
         plan.plain = !per_node
+            && profile.rules.is_none()
             && (pod.node_name.as_deref().is_none_or(str::is_empty) || !has(FilterPlugin::NodeName))
             && (slots.fit.is_none() || profile.fit_cpu_memory.is_some())
             && (slots.balanced.is_none() || profile.balanced_cpu_memory || plan.balanced_requests.is_none())
@@ -765,17 +864,28 @@ impl<'a> PodPlan<'a> {
             let fields = t.match_fields.iter().all(|r| r.matches(Some("")));
             out.resize(n, !empty && fields);
             for r in &t.match_expressions {
+                if super::cancel::requested() {
+                    break;
+                }
                 labels.retain_requirement(r, out);
             }
         };
+        // Each selector part costs a pass over the classes: the call's end is polled between them
+        // (what is left then is incomplete, and the caller does not cache it).
         let mut selected = vec![true; n];
         for (k, v) in &pod.node_selector {
+            if super::cancel::requested() {
+                break;
+            }
             labels.retain_label(k, v, &mut selected);
         }
         let mut matched = Vec::with_capacity(n);
         if let Some(terms) = &pod.required_affinity {
             let mut any = vec![false; n];
             for t in terms {
+                if super::cancel::requested() {
+                    break;
+                }
                 term(t, &mut matched);
                 for (a, m) in any.iter_mut().zip(&matched) {
                     *a |= *m;
@@ -787,6 +897,9 @@ impl<'a> PodPlan<'a> {
         }
         let mut weights = vec![0i64; n];
         for p in &pod.preferred_affinity {
+            if super::cancel::requested() {
+                break;
+            }
             term(&p.term, &mut matched);
             for (w, m) in weights.iter_mut().zip(&matched) {
                 *w += if *m { p.weight } else { 0 };
@@ -901,6 +1014,8 @@ fn run_filter(
                 return false;
             }
         }
+        // Never in a policy's filter list: rules run after the filters (see `Evaluator::eval_node`).
+        FilterPlugin::Rules => {}
     }
     true
 }
@@ -1021,18 +1136,29 @@ fn allocatable_and_requested(
         }
     }
 }
+/// `n · MAX_NODE_SCORE / d` for `0 ≤ n ≤ d`: kube-scheduler's int64 arithmetic where it does not
+/// overflow (`n` below 2⁶³ / 100), and the exact quotient, always in `[0, 100]`, where Go's would
+/// wrap (capacities the API accepts reach 2⁶³ − 1).
+#[inline]
+fn scaled(n: i64, d: i64) -> i64 {
+    match n.checked_mul(MAX_NODE_SCORE) {
+        Some(p) => p / d,
+        None => (i128::from(n) * i128::from(MAX_NODE_SCORE) / i128::from(d)) as i64,
+    }
+}
+
 fn least_requested_score(requested: i64, capacity: i64) -> i64 {
-    if capacity == 0 || requested > capacity {
+    if capacity <= 0 || requested > capacity {
         return 0;
     }
-    (capacity - requested) * MAX_NODE_SCORE / capacity
+    scaled(capacity - requested.max(0), capacity)
 }
 
 fn most_requested_score(requested: i64, capacity: i64) -> i64 {
-    if capacity == 0 {
+    if capacity <= 0 {
         return 0;
     }
-    requested.min(capacity) * MAX_NODE_SCORE / capacity
+    scaled(requested.clamp(0, capacity), capacity)
 }
 
 /// kube-scheduler's `BuildBrokenLinearFunction` over a shape already scaled to 0..=100.
@@ -1171,7 +1297,7 @@ fn fit_score_general(profile: &Profile, plan: &PodPlan<'_>, node: &NodeView<'_>)
                 let s = if req > alloc {
                     broken_linear(&profile.shape, 100)
                 } else {
-                    broken_linear(&profile.shape, req * 100 / alloc)
+                    broken_linear(&profile.shape, scaled(req.max(0), alloc))
                 };
                 // RequestedToCapacityRatio only counts the weights of resources that scored.
                 if s <= 0 {
@@ -1293,16 +1419,13 @@ impl ImageScale {
             return 0;
         }
         let clamped = sum.clamp(MIN_IMAGE_THRESHOLD, self.max);
-        let (n, d) = (
-            MAX_NODE_SCORE * (clamped - MIN_IMAGE_THRESHOLD),
-            self.max - MIN_IMAGE_THRESHOLD,
-        );
+        let (n, d) = (clamped - MIN_IMAGE_THRESHOLD, self.max - MIN_IMAGE_THRESHOLD);
         if n == 0 {
             0
         } else if self.exact_f64 {
-            (n as f64 / d as f64) as i64
+            ((MAX_NODE_SCORE * n) as f64 / d as f64) as i64
         } else {
-            n / d
+            scaled(n, d)
         }
     }
 }
@@ -1987,6 +2110,7 @@ impl<'s> BatchUsage<'s> {
             labels: Default::default(),
             affinity: None,
             meta: None,
+            terminating: pod.terminating,
         };
         let usage = &mut self.changed[self.slot[i] as usize];
         usage.add(&bound);
@@ -2109,6 +2233,12 @@ pub struct Evaluator<'a> {
     class_best: Vec<ClassBest>,
     /// Per node class, the part of that node (kept for its buffer).
     class_bars: Vec<i64>,
+    /// Raw scores of the policy's score rules, per node (`score_rules` per node, node order).
+    rule_raw: RefCell<Vec<i64>>,
+    /// Per score rule, the minimum and maximum raw score over the feasible nodes.
+    rule_extrema: Vec<(i64, i64)>,
+    /// Per node, the parts of its CEL value that do not change with usage, built on first use.
+    node_statics: RefCell<Vec<Option<NodeStatic>>>,
 }
 
 /// A buffer that goes back to its thread's spare slot when dropped, so the next evaluator on the
@@ -2431,7 +2561,22 @@ impl<'a> Evaluator<'a> {
             rejected_limit: None,
             class_best: Vec::new(),
             class_bars: Vec::new(),
+            rule_raw: RefCell::new(vec![0; snapshot.nodes().len() * profile.score_rules()]),
+            rule_extrema: vec![(0, 0); profile.score_rules()],
+            node_statics: RefCell::new(if profile.has_rules() {
+                vec![None; snapshot.nodes().len()]
+            } else {
+                Vec::new()
+            }),
         }
+        .reusing(!profile.has_rules())
+    }
+
+    /// Whether Schedule re-scores only the changed node for a pod like the one before (rules
+    /// may read any field of the pod, its name included, so not under a policy with rules).
+    fn reusing(mut self, reuse: bool) -> Self {
+        self.reuse = reuse;
+        self
     }
 
     /// Lists at most `limit` rejected nodes (in name order) in each [`Ranking`]; the diagnosis
@@ -2482,7 +2627,9 @@ impl<'a> Evaluator<'a> {
         let hot = &*usage.hot;
         let mut replay = ClassReplay::new();
         for (i, entry) in snapshot.nodes().iter().enumerate() {
-            if i % 4096 == 4095 && deadline.passed() {
+            // A node of the general pass may cost much (per-node selectors, topology terms): poll
+            // often enough that a deadline or a cancelled call stops it promptly.
+            if i % 256 == 255 && deadline.passed() {
                 self.image_sums.deactivate();
                 return Err(());
             }
@@ -2872,6 +3019,12 @@ impl<'a> Evaluator<'a> {
                 return None;
             }
         }
+        if let Some(rules) = &profile.rules {
+            if let Err(reason) = self.eval_rules(rules, plan, i, entry, node.usage) {
+                on_reject(FilterPlugin::Rules, Reason::Rule(reason));
+                return None;
+            }
+        }
         let mut raw = [0i64; MAX_SCORES];
         let slots = if plan.topo.is_some() {
             &profile.all_slots
@@ -2902,6 +3055,133 @@ impl<'a> Evaluator<'a> {
             raw,
             total: 0,
         })
+    }
+
+    /// Runs the policy's CEL rules on node `i` after the filter plugins passed it: its score
+    /// rules' raw scores go to `rule_raw`; the reason when a rule rejects it or fails.
+    fn eval_rules(
+        &self,
+        rules: &Result<Arc<CompiledRules>, Arc<str>>,
+        plan: &PodPlan<'_>,
+        i: usize,
+        entry: &NodeEntry,
+        usage: &NodeUsage,
+    ) -> Result<(), Arc<str>> {
+        let rules = rules.as_ref().map_err(Arc::clone)?;
+        let Some(pod) = &plan.rule_pod else {
+            return Ok(());
+        };
+        // The node's context, built when a rule reads the node itself.
+        let node_context = || {
+            let mut statics = self.node_statics.borrow_mut();
+            let node = match statics.get_mut(i) {
+                Some(slot) => cel_rules::node_value(slot.get_or_insert_with(|| NodeStatic::of(&entry.spec)), usage),
+                None => cel_rules::node_value(&NodeStatic::of(&entry.spec), usage),
+            };
+            rules.context(pod, node)
+        };
+        // The class's context (its labels but the per-node ones, taints, cordon), for the rules
+        // that read nothing else: their outcome is kept per class for the pod.
+        let class = entry.class as usize;
+        let class_context = || {
+            let spec = self
+                .snapshot
+                .classes()
+                .get(class)
+                .map_or_else(|| NodeStatic::of(&entry.spec), |c| NodeStatic::of(c));
+            rules.context(pod, cel_rules::node_value(&spec, &NodeUsage::default()))
+        };
+        let filters = rules.filters.len();
+        let width = filters + rules.scores.len();
+        let mut cache = plan.rule_classes.borrow_mut();
+        if cache.len() < (class + 1) * width {
+            cache.resize(self.snapshot.classes().len().max(class + 1) * width, None);
+        }
+        let mut node_ctx = None;
+        let mut class_ctx = None;
+        for (k, f) in rules.filters.iter().enumerate() {
+            if f.class_level {
+                let slot = &mut cache[class * width + k];
+                let outcome = slot.get_or_insert_with(|| {
+                    let ctx = class_ctx.get_or_insert_with(class_context);
+                    rules.filter(k, ctx).map(|()| 0).map_err(|r| r.0)
+                });
+                outcome.clone()?;
+            } else {
+                let ctx = node_ctx.get_or_insert_with(node_context);
+                rules.filter(k, ctx).map_err(|r| r.0)?;
+            }
+        }
+        let n = rules.scores.len();
+        let mut raw = self.rule_raw.borrow_mut();
+        let mut spare = [0i64; cel_rules::MAX_RULES];
+        let out = match raw.get_mut(i * n..(i + 1) * n) {
+            Some(out) => out,
+            None => &mut spare[..n],
+        };
+        for ((k, s), out) in rules.scores.iter().enumerate().zip(out.iter_mut()) {
+            *out = if s.class_level {
+                let slot = &mut cache[class * width + filters + k];
+                slot.get_or_insert_with(|| {
+                    let ctx = class_ctx.get_or_insert_with(class_context);
+                    rules.score(k, ctx).map_err(|r| r.0)
+                })
+                .clone()?
+            } else {
+                let ctx = node_ctx.get_or_insert_with(node_context);
+                rules.score(k, ctx).map_err(|r| r.0)?
+            };
+        }
+        Ok(())
+    }
+
+    /// The weighted, normalized scores of the score rules for node `i`: each raw score min-max
+    /// scaled to 0..=100 over the feasible nodes (0 when they all score alike).
+    fn rules_part(&self, i: usize) -> i64 {
+        let Some(Ok(rules)) = &self.profile.rules else {
+            return 0;
+        };
+        let n = rules.scores.len();
+        let raw = self.rule_raw.borrow();
+        let Some(scores) = raw.get(i * n..(i + 1) * n) else {
+            return 0;
+        };
+        let mut total = 0i64;
+        for ((rule, &r), &(min, max)) in rules.scores.iter().zip(scores).zip(&self.rule_extrema) {
+            let normalized = if max > min {
+                let span = i128::from(max) - i128::from(min);
+                (i128::from(MAX_NODE_SCORE) * (i128::from(r) - i128::from(min)) / span) as i64
+            } else {
+                0
+            };
+            total += normalized * rule.weight;
+        }
+        total
+    }
+
+    /// The extrema of each score rule's raw scores over the candidates.
+    fn rule_extrema_of_candidates(&mut self) {
+        let n = self.profile.score_rules();
+        if n == 0 {
+            return;
+        }
+        let raw = self.rule_raw.borrow();
+        let mut extrema = vec![(i64::MAX, i64::MIN); n];
+        for c in self.candidates.iter() {
+            let i = c.index as usize;
+            if let Some(scores) = raw.get(i * n..(i + 1) * n) {
+                for (e, &r) in extrema.iter_mut().zip(scores) {
+                    *e = (e.0.min(r), e.1.max(r));
+                }
+            }
+        }
+        drop(raw);
+        for e in &mut extrema {
+            if e.0 > e.1 {
+                *e = (0, 0);
+            }
+        }
+        self.rule_extrema = extrema;
     }
 
     /// After a pod identical to the one the candidates were computed for was placed on node `x`:
@@ -2967,6 +3247,9 @@ impl<'a> Evaluator<'a> {
         for &(slot, plugin, weight) in slots {
             total += self.normalized(plugin, slot, c.raw[slot]) * weight;
         }
+        if self.profile.rules.is_some() {
+            total += self.rules_part(c.index as usize);
+        }
         c.total = total;
     }
 
@@ -3028,6 +3311,7 @@ impl<'a> Evaluator<'a> {
         }
         self.norm_max = max;
         self.norm_min = min;
+        self.rule_extrema_of_candidates();
         let mut candidates = std::mem::take(&mut self.candidates);
         for c in candidates.iter_mut() {
             self.normalize_one(c);

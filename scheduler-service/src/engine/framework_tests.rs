@@ -1711,3 +1711,204 @@ proptest! {
         prop_assert_eq!(super::kth_total_small(&totals, k, |t| *t), want);
     }
 }
+
+/// A policy with the given CEL rules on top of the default one.
+fn with_rules(filters: &[(&str, &str, &str)], scores: &[(&str, &str, i64)]) -> Profile {
+    use crate::engine::rules::{FilterRule, Rules, ScoreRule};
+    let policy = Policy {
+        name: "rules".into(),
+        rules: Rules {
+            filters: filters
+                .iter()
+                .map(|(name, expression, reason)| FilterRule {
+                    name: name.to_string(),
+                    expression: expression.to_string(),
+                    reason: reason.to_string(),
+                })
+                .collect(),
+            scores: scores
+                .iter()
+                .map(|(name, expression, weight)| ScoreRule {
+                    name: name.to_string(),
+                    expression: expression.to_string(),
+                    weight: *weight,
+                })
+                .collect(),
+        },
+        ..Policy::kube_default()
+    };
+    policy.validate().unwrap();
+    Profile::new(policy)
+}
+
+const NGINX_RULE: (&str, &str, &str) = (
+    "nginx-needs-test-label",
+    "pod.metadata.labels['workload_name'] != 'nginx' || 'test/test' in node.metadata.labels",
+    "node(s) didn't have label test/test",
+);
+
+#[test]
+fn a_filter_rule_rejects_nodes_with_its_reason_in_the_message() {
+    let mut labelled = node("labelled", 4000, 1 << 30);
+    labelled.labels.insert("test/test".into(), String::new());
+    let snap = snapshot(vec![node("a", 4000, 1 << 30), labelled, node("b", 4000, 1 << 30)]);
+    let profile = with_rules(&[NGINX_RULE], &[]);
+    let mut nginx = pod("nginx-1", 100, 100);
+    nginx.labels.insert("workload_name".into(), "nginx".into());
+    let r = Evaluator::new(&profile, &snap)
+        .rank(&nginx, 0, 0, Deadline::none())
+        .unwrap();
+    assert_eq!(
+        r.feasible.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(),
+        ["labelled"]
+    );
+    assert_eq!(r.rejected.len(), 2);
+    assert!(r.rejected.iter().all(|n| n.plugin == F::Rules));
+    // Schedule places every nginx pod on the labelled node, other pods anywhere.
+    let other = pod("other", 100, 100);
+    let decisions = Evaluator::new(&profile, &snap)
+        .schedule(&[nginx.clone(), other.clone(), nginx.clone()], 0, Deadline::none())
+        .unwrap();
+    let nodes: Vec<_> = decisions
+        .iter()
+        .map(|d| match d {
+            Decision::Node { node, .. } => node.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(nodes[0], "labelled");
+    assert_eq!(nodes[2], "labelled");
+    // Without the labelled node the message aggregates the rule's reason as kube-scheduler does.
+    let snap = snapshot(vec![node("a", 4000, 1 << 30), node("b", 4000, 1 << 30)]);
+    let decisions = Evaluator::new(&profile, &snap)
+        .schedule(std::slice::from_ref(&nginx), 0, Deadline::none())
+        .unwrap();
+    let Decision::Unschedulable(d) = &decisions[0] else {
+        panic!("{decisions:?}")
+    };
+    assert!(
+        d.message()
+            .starts_with("0/2 nodes are available: 2 node(s) didn't have label test/test."),
+        "{}",
+        d.message()
+    );
+}
+
+#[test]
+fn a_score_rule_changes_the_ranking() {
+    // Equal nodes: without the rule the tie-break decides; with it the shortest name wins.
+    let snap = snapshot(vec![
+        node("node-long-name", 4000, 1 << 30),
+        node("n", 4000, 1 << 30),
+        node("node-mid", 4000, 1 << 30),
+    ]);
+    let profile = with_rules(&[], &[("short-names", "20 - size(node.metadata.name)", 5)]);
+    let r = Evaluator::new(&profile, &snap)
+        .rank(&pod("p", 100, 100), 0, 0, Deadline::none())
+        .unwrap();
+    let order: Vec<_> = r.feasible.iter().map(|n| n.node.as_str()).collect();
+    assert_eq!(order, ["n", "node-mid", "node-long-name"]);
+    let plain = Evaluator::new(&Profile::new(Policy::kube_default()), &snap)
+        .rank(&pod("p", 100, 100), 0, 0, Deadline::none())
+        .unwrap();
+    let total = |r: &Ranking, name: &str| r.feasible.iter().find(|n| n.node == name).unwrap().total;
+    // Min-max normalized: the best node gets 100 × weight more, the worst nothing more.
+    assert_eq!(total(&r, "n"), total(&plain, "n") + 500);
+    assert_eq!(total(&r, "node-long-name"), total(&plain, "node-long-name"));
+    // The rule reads what the node already has requested: pods pile up elsewhere.
+    let profile = with_rules(&[], &[("emptiest", "-node.status.requested.pods", 100)]);
+    let decisions = Evaluator::new(&profile, &snap)
+        .schedule(
+            &[pod("p1", 1, 1), pod("p2", 1, 1), pod("p3", 1, 1)],
+            0,
+            Deadline::none(),
+        )
+        .unwrap();
+    let mut nodes: Vec<_> = decisions
+        .iter()
+        .map(|d| match d {
+            Decision::Node { node, .. } => node.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    nodes.sort();
+    nodes.dedup();
+    assert_eq!(nodes.len(), 3, "each pod on another node");
+}
+
+#[test]
+fn an_evaluation_error_rejects_the_node_with_a_clear_reason() {
+    let mut labelled = node("labelled", 4000, 1 << 30);
+    labelled.labels.insert("zone".into(), "a".into());
+    let snap = snapshot(vec![node("bare", 4000, 1 << 30), labelled]);
+    let profile = with_rules(&[("zone-a", "node.metadata.labels.zone == 'a'", "not in zone a")], &[]);
+    let r = Evaluator::new(&profile, &snap)
+        .rank(&pod("p", 1, 1), 0, 0, Deadline::none())
+        .unwrap();
+    assert_eq!(r.feasible.len(), 1);
+    let Reason::Rule(reason) = &r.rejected[0].reasons[0] else {
+        panic!("{:?}", r.rejected)
+    };
+    assert!(reason.starts_with("rule zone-a failed: "), "{reason}");
+}
+
+#[test]
+fn pods_under_policies_without_rules_keep_the_plain_pass() {
+    let snap = snapshot(vec![node("a", 4000, 1 << 30)]);
+    let plain = Profile::new(Policy::kube_default());
+    let p = pod("p", 1, 1);
+    assert!(PodPlan::new(&plain, &snap, &p, 0, &Placed::default(), true).plain);
+    let ruled = with_rules(&[("t", "true", "")], &[]);
+    assert!(!PodPlan::new(&ruled, &snap, &p, 0, &Placed::default(), true).plain);
+}
+
+#[test]
+fn class_level_rules_answer_as_rules_evaluated_node_by_node() {
+    // The same rules, once reading only shared labels (evaluated per class) and once also
+    // reading the name (evaluated per node): equal rankings and reasons.
+    let nodes: Vec<NodeSpec> = (0..40)
+        .map(|k| {
+            let mut n = node(&format!("n{k:02}"), 4000, 1 << 30);
+            n.labels.insert("zone".into(), ["a", "b", "c"][k % 3].into());
+            if k % 4 == 0 {
+                n.labels.insert("test/test".into(), String::new());
+            }
+            n.labels.insert("kubernetes.io/hostname".into(), n.name.clone());
+            n
+        })
+        .collect();
+    let snap = snapshot(nodes);
+    let by_class = with_rules(
+        &[NGINX_RULE],
+        &[("zone-a", "node.metadata.labels['zone'] == 'a' ? 10 : 0", 2)],
+    );
+    let by_node = with_rules(
+        &[(
+            NGINX_RULE.0,
+            "node.metadata.name != '' && (pod.metadata.labels['workload_name'] != 'nginx' || 'test/test' in node.metadata.labels)",
+            NGINX_RULE.2,
+        )],
+        &[("zone-a", "node.metadata.name != '' && node.metadata.labels['zone'] == 'a' ? 10 : 0", 2)],
+    );
+    let Some(Ok(compiled)) = &by_class.rules else { panic!() };
+    assert!(compiled.filters[0].class_level && compiled.scores[0].class_level);
+    let Some(Ok(compiled)) = &by_node.rules else { panic!() };
+    assert!(!compiled.filters[0].class_level && !compiled.scores[0].class_level);
+    let mut nginx = pod("nginx", 100, 100);
+    nginx.labels.insert("workload_name".into(), "nginx".into());
+    for p in [nginx, pod("other", 100, 100)] {
+        let a = Evaluator::new(&by_class, &snap)
+            .rank(&p, 0, 0, Deadline::none())
+            .unwrap();
+        let b = Evaluator::new(&by_node, &snap)
+            .rank(&p, 0, 0, Deadline::none())
+            .unwrap();
+        let view = |r: &Ranking| {
+            (
+                r.feasible.iter().map(|n| (n.node.clone(), n.total)).collect::<Vec<_>>(),
+                r.diagnosis.message(),
+            )
+        };
+        assert_eq!(view(&a), view(&b));
+    }
+}

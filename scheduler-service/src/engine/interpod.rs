@@ -120,6 +120,7 @@ impl InterPodFilter {
             labels: &pod.labels,
             affinity: None,
             anti_affinity: None,
+            terminating: pod.terminating,
         };
         let self_match = required.iter().all(|t| own_term_matches(existing, pod, t, &me));
         Some(Self {

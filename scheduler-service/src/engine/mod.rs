@@ -6,12 +6,15 @@
 //!   fields by column, and the plain pass's vector kernel.
 //! - [`policy`]: which plugins run with which weights; [`policy_config`]: policy files (ours and
 //!   kube-scheduler's `KubeSchedulerConfiguration`) mapped to policies.
+//! - [`rules`]: CEL filter and score rules in policies.
 //! - [`interpod`], [`spread`] and [`topology`]: InterPodAffinity and PodTopologySpread.
 //! - [`framework`]: filter, score, normalize and pick, as kube-scheduler does; [`class_labels`]:
 //!   the node classes' labels by column, so selectors are matched once per distinct value.
 //! - [`preemption`]: kube-scheduler's DefaultPreemption: victims, PodDisruptionBudgets, the node.
 //! - [`gang`]: gangs placed all together or not at all within a batch.
+//! - [`cancel`]: stopping the work of a call that has ended.
 
+pub mod cancel;
 pub mod class_labels;
 pub mod columns;
 pub mod framework;
@@ -24,6 +27,7 @@ pub mod policy_config;
 pub mod preemption;
 pub mod quantity;
 pub mod resources;
+pub mod rules;
 pub mod snapshot;
 pub mod spread;
 pub mod topology;

@@ -173,6 +173,17 @@ pub enum Protocol {
     Sctp,
 }
 
+impl Protocol {
+    /// The name Kubernetes gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Tcp => "TCP",
+            Self::Udp => "UDP",
+            Self::Sctp => "SCTP",
+        }
+    }
+}
+
 /// A host port a pod uses.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct HostPort {
@@ -285,6 +296,65 @@ impl PodAffinityTerms {
     pub fn is_empty(&self) -> bool {
         self.required.is_empty() && self.preferred.is_empty()
     }
+
+    /// Approximate heap bytes, for the snapshot cache's memory budget.
+    pub fn approx_bytes(&self) -> usize {
+        let required: usize = self.required.iter().map(PodAffinityTerm::approx_bytes).sum();
+        let preferred: usize = self.preferred.iter().map(|w| 8 + w.term.approx_bytes()).sum();
+        required + preferred
+    }
+}
+
+/// Heap bytes of a string (allocator rounding included).
+pub fn string_bytes(s: &str) -> usize {
+    if s.is_empty() {
+        0
+    } else {
+        s.len() + 16
+    }
+}
+
+/// Approximate heap bytes of a label map (a B-tree of string pairs).
+pub fn labels_bytes(labels: &Labels) -> usize {
+    labels
+        .iter()
+        .map(|(k, v)| 2 * std::mem::size_of::<String>() + 16 + string_bytes(k) + string_bytes(v))
+        .sum()
+}
+
+impl Requirement {
+    /// Approximate bytes, inline and heap.
+    pub fn approx_bytes(&self) -> usize {
+        let values = match &self.op {
+            SelectorOp::In(v) | SelectorOp::NotIn(v) => {
+                v.iter().map(|x| std::mem::size_of::<String>() + string_bytes(x)).sum()
+            }
+            _ => 0,
+        };
+        std::mem::size_of::<Self>() + string_bytes(&self.key) + values
+    }
+}
+
+impl LabelSelector {
+    /// Approximate bytes, inline and heap.
+    pub fn approx_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.requirements.iter().map(Requirement::approx_bytes).sum::<usize>()
+    }
+}
+
+impl PodAffinityTerm {
+    /// Approximate bytes, inline and heap.
+    pub fn approx_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.selector.as_ref().map_or(0, LabelSelector::approx_bytes)
+            + self.namespace_selector.as_ref().map_or(0, LabelSelector::approx_bytes)
+            + self
+                .namespaces
+                .iter()
+                .map(|n| std::mem::size_of::<String>() + string_bytes(n))
+                .sum::<usize>()
+            + string_bytes(&self.topology_key)
+    }
 }
 
 /// What a topology spread constraint does when it cannot be satisfied.
@@ -326,6 +396,17 @@ pub struct SpreadConstraint {
     pub match_label_keys: Vec<String>,
 }
 
+/// A container of a pod, as rules see it.
+#[derive(Debug, Clone, Default)]
+pub struct Container {
+    /// Container name.
+    pub name: String,
+    /// Image reference.
+    pub image: String,
+    /// resources.requests.
+    pub requests: super::resources::Resources,
+}
+
 /// A pod as the engine sees it: identity, effective requests and placement constraints.
 #[derive(Debug, Clone, Default)]
 pub struct PodSpec {
@@ -337,6 +418,10 @@ pub struct PodSpec {
     pub name: String,
     /// metadata.labels.
     pub labels: Labels,
+    /// metadata.annotations (read by rules only).
+    pub annotations: Labels,
+    /// spec.containers as rules see them (the scheduler itself reads `requests`).
+    pub containers: Vec<Container>,
     /// spec.priority.
     pub priority: i32,
     /// Effective request (Kubernetes' `PodRequests`, with overhead), for filtering.
@@ -371,6 +456,8 @@ pub struct PodSpec {
     pub start_time: i64,
     /// The gang the pod belongs to, if any.
     pub gang: Option<super::gang::Gang>,
+    /// metadata.deletionTimestamp is set: PodTopologySpread does not count the pod.
+    pub terminating: bool,
 }
 
 impl PodSpec {
@@ -421,10 +508,25 @@ pub struct NodeSpec {
 impl NodeSpec {
     /// Approximate size, for the snapshot cache's memory budget.
     pub fn approx_bytes(&self) -> usize {
-        let labels: usize = self.labels.iter().map(|(k, v)| k.len() + v.len() + 48).sum();
-        let images: usize = self.images.keys().map(|k| k.len() + 40).sum();
-        let taints: usize = self.taints.iter().map(|t| t.key.len() + t.value.len() + 56).sum();
-        std::mem::size_of::<Self>() + self.name.len() + labels + images + taints + self.allocatable.approx_bytes()
+        // Hash map entries: the pair, its control byte, and the table's spare capacity.
+        let entry = |k: &str, v: usize| 2 * (std::mem::size_of::<String>() + v) + string_bytes(k);
+        let labels: usize = self
+            .labels
+            .iter()
+            .map(|(k, v)| entry(k, std::mem::size_of::<String>()) + string_bytes(v))
+            .sum();
+        let images: usize = self.images.keys().map(|k| entry(k, 8)).sum();
+        let taints: usize = self
+            .taints
+            .iter()
+            .map(|t| std::mem::size_of::<Taint>() + string_bytes(&t.key) + string_bytes(&t.value))
+            .sum();
+        std::mem::size_of::<Self>()
+            + string_bytes(&self.name)
+            + labels
+            + images
+            + taints
+            + self.allocatable.approx_bytes()
     }
 }
 

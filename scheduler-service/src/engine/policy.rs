@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::resources::ResourceName;
+use super::rules::{RuleError, Rules};
 
 /// A filter plugin, named as kube-scheduler names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -26,6 +27,9 @@ pub enum FilterPlugin {
     PodTopologySpread,
     /// Rejects nodes breaking required pod affinity or anti-affinity (the pod's or existing pods').
     InterPodAffinity,
+    /// The policy's CEL filter rules (and a score rule's evaluation error): not configurable as
+    /// a filter plugin, they run after every plugin when the policy has rules.
+    Rules,
 }
 
 impl FilterPlugin {
@@ -57,6 +61,7 @@ impl FilterPlugin {
             Self::NodeResourcesFit => "NodeResourcesFit",
             Self::PodTopologySpread => "PodTopologySpread",
             Self::InterPodAffinity => "InterPodAffinity",
+            Self::Rules => "Rules",
         }
     }
 }
@@ -279,6 +284,9 @@ pub struct Policy {
     /// PodTopologySpread's arguments.
     #[serde(default)]
     pub pod_topology_spread: PodTopologySpreadArgs,
+    /// CEL filter and score rules (see [`super::rules`]); none in the built-in policies.
+    #[serde(default, skip_serializing_if = "Rules::is_empty")]
+    pub rules: Rules,
 }
 
 /// Why a policy cannot be used.
@@ -314,6 +322,14 @@ pub enum PolicyError {
         field: &'static str,
         /// What is wrong.
         reason: String,
+    },
+    /// A rule is invalid (its expression does not compile, breaks a limit, …).
+    #[error("policy {policy}: {source}")]
+    Rule {
+        /// Policy name.
+        policy: String,
+        /// The field and what is wrong.
+        source: RuleError,
     },
     /// A plugin is listed twice.
     #[error("policy {policy}: plugin {plugin} is listed more than once")]
@@ -396,6 +412,7 @@ impl Policy {
             seed: 0,
             inter_pod_affinity: InterPodAffinityArgs::default(),
             pod_topology_spread: PodTopologySpreadArgs::default(),
+            rules: Rules::default(),
         }
     }
 
@@ -510,6 +527,10 @@ impl Policy {
                 });
             }
         }
+        self.rules.validate().map_err(|source| PolicyError::Rule {
+            policy: self.name.clone(),
+            source,
+        })?;
         if let ScoringStrategy::RequestedToCapacityRatio { shape } = &self.scoring_strategy {
             let bad = |reason| PolicyError::BadShape {
                 policy: self.name.clone(),

@@ -34,6 +34,7 @@ use super::policy::{
     ScoringStrategy, ShapePoint, WeightedScore,
 };
 use super::resources::ResourceName;
+use super::rules::Rules;
 
 /// `apiVersion` of placement's own policy file.
 pub const PLACEMENT_API_VERSION: &str = "placement/v1";
@@ -452,6 +453,9 @@ struct PlacementPolicySpec {
     inter_pod_affinity: Option<Value>,
     /// PodTopologySpread's args (kube-scheduler's `PodTopologySpreadArgs` fields).
     pod_topology_spread: Option<Value>,
+    /// CEL filter and score rules.
+    #[serde(default)]
+    rules: Rules,
 }
 
 fn placement_file(text: &str) -> Result<PolicyFile, PolicyConfigError> {
@@ -532,6 +536,11 @@ fn placement_file(text: &str) -> Result<PolicyFile, PolicyConfigError> {
         if let Some(args) = p.pod_topology_spread {
             policy.pod_topology_spread = spread_args(&format!("{path}.podTopologySpread"), args)?;
         }
+        // Rules are compiled here, so a bad expression names its field in the file.
+        p.rules
+            .validate()
+            .map_err(|e| invalid(format!("{path}.{}", e.field), e.message))?;
+        policy.rules = p.rules;
         check_policy(path, &policy)?;
         policies.push(policy);
     }

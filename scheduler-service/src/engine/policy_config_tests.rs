@@ -645,3 +645,52 @@ fn placement_files_take_inter_pod_affinity_and_spread_args() {
         "List without constraints: none"
     );
 }
+
+const RULES_FILE: &str = r#"
+apiVersion: placement/v1
+kind: PolicyConfiguration
+policies:
+  - name: nginx-on-test-nodes
+    rules:
+      filters:
+        - name: nginx-needs-test-label
+          expression: "pod.metadata.labels['workload_name'] != 'nginx' || 'test/test' in node.metadata.labels"
+          reason: node(s) didn't have label test/test
+      scores:
+        - name: short-names
+          expression: "20 - size(node.metadata.name)"
+          weight: 3
+"#;
+
+#[test]
+fn rules_are_read_with_their_reason_and_weight() {
+    let file = parse(RULES_FILE);
+    let rules = &file.policies[0].rules;
+    assert_eq!(rules.filters[0].name, "nginx-needs-test-label");
+    assert_eq!(rules.filters[0].reason, "node(s) didn't have label test/test");
+    assert_eq!(rules.scores[0].weight, 3);
+    assert!(
+        Policy::kube_default().rules.is_empty(),
+        "the built-in policies have no rules"
+    );
+}
+
+#[test]
+fn a_bad_rule_expression_names_its_field_line_and_column() {
+    let text = RULES_FILE.replace("20 - size(node.metadata.name)", "20 - size(node.metadata.name");
+    let e = error(&text);
+    let PolicyConfigError::Invalid { field, message } = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(field, "policies[0].rules.scores[0].expression");
+    assert!(message.starts_with("line 1 column "), "{message}");
+    let text = RULES_FILE.replace("weight: 3", "weight: 0");
+    assert!(error(&text)
+        .to_string()
+        .starts_with("policies[0].rules.scores[0].weight: "));
+    let text = RULES_FILE.replace("reason:", "because:");
+    assert!(
+        error(&text).to_string().contains("because"),
+        "unknown fields are errors"
+    );
+}

@@ -222,6 +222,11 @@ pub(super) fn post_filter(
     let (offset, wanted) = dry_run_window(potential.len(), plan.tie_seed());
     let mut without_violations = 0usize;
     for k in 0..potential.len() {
+        // Each dry run filters a node again, at the cost of the pod's terms: the call's end is
+        // polled between them.
+        if super::cancel::requested() {
+            break;
+        }
         let i = potential[(offset + k) % potential.len()];
         tried += 1;
         match select_victims(profile, snapshot, plan, pod.priority, usage, i, &pdbs) {

@@ -29,8 +29,46 @@ pub enum ResourceName {
 
 /// Why a resource name is not one the scheduler can account for.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("must be a standard resource name (cpu, memory, ephemeral-storage, pods, hugepages-<size>) or a fully qualified extended resource name (example.com/foo)")]
-pub struct ResourceNameError;
+pub enum ResourceNameError {
+    /// Not a Kubernetes qualified name (Kubernetes' `IsQualifiedName`).
+    #[error("must be a qualified name: an optional DNS subdomain prefix and '/', then 1 to 63 characters, alphanumeric, '-', '_' or '.', starting and ending with an alphanumeric character (e.g. 'example.com/MyName')")]
+    NotQualified,
+    /// Qualified, but not a resource the scheduler accounts for.
+    #[error("must be a standard resource name (cpu, memory, ephemeral-storage, pods, hugepages-<size>) or a fully qualified extended resource name (example.com/foo)")]
+    Unknown,
+}
+
+/// Kubernetes' `IsQualifiedName`: `[prefix/]name`, the prefix a DNS-1123 subdomain (at most 253
+/// characters), the name 1 to 63 characters of `[A-Za-z0-9_.-]`, alphanumeric at both ends.
+pub fn is_qualified_name(value: &str) -> bool {
+    let (prefix, name) = match value.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, value),
+    };
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && name.as_bytes()[0].is_ascii_alphanumeric()
+        && name.as_bytes()[name.len() - 1].is_ascii_alphanumeric();
+    name_ok && prefix.is_none_or(is_dns1123_subdomain)
+}
+
+/// Kubernetes' `IsDNS1123Subdomain`: at most 253 characters, dot-separated labels of lowercase
+/// alphanumerics and '-', each starting and ending with an alphanumeric.
+pub fn is_dns1123_subdomain(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= 253
+        && value.split('.').all(|label| {
+            let b = label.as_bytes();
+            !b.is_empty()
+                && b.iter()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+                && b[0] != b'-'
+                && b[b.len() - 1] != b'-'
+        })
+}
 
 impl ResourceName {
     /// Parses a Kubernetes resource name.
@@ -40,8 +78,9 @@ impl ResourceName {
             "memory" => Self::Memory,
             "ephemeral-storage" => Self::EphemeralStorage,
             "pods" => Self::Pods,
+            _ if !is_qualified_name(name) => return Err(ResourceNameError::NotQualified),
             _ if is_scalar_resource_name(name) => Self::Scalar(Arc::from(name)),
-            _ => return Err(ResourceNameError),
+            _ => return Err(ResourceNameError::Unknown),
         })
     }
 
@@ -188,7 +227,12 @@ impl Resources {
 
     /// Approximate heap and inline size, for the snapshot cache's memory budget.
     pub fn approx_bytes(&self) -> usize {
-        std::mem::size_of::<Self>() + self.scalars.len() * 32
+        std::mem::size_of::<Self>()
+            + self
+                .scalars
+                .iter()
+                .map(|(name, _)| std::mem::size_of::<(Arc<str>, i64)>() + name.len() + 16)
+                .sum::<usize>()
     }
 }
 

@@ -100,6 +100,9 @@ pub struct BoundPod {
     pub affinity: Option<Arc<(PodAffinityTerms, PodAffinityTerms)>>,
     /// Priority, start time and gang, for preemption and gangs; `None` for a pod a batch placed.
     pub meta: Option<Arc<PodMeta>>,
+    /// metadata.deletionTimestamp is set: still counted against its node (resources, ports,
+    /// affinity), but not by PodTopologySpread.
+    pub terminating: bool,
 }
 
 /// What preemption and gangs read of a bound pod (besides its namespace and labels).
@@ -143,6 +146,7 @@ impl BoundPod {
                 .has_pod_affinity()
                 .then(|| Arc::new((pod.pod_affinity.clone(), pod.pod_anti_affinity.clone()))),
             meta: Some(PodMeta::of(pod)),
+            terminating: pod.terminating,
         })
     }
 
@@ -170,6 +174,7 @@ impl BoundPod {
         let meta = Some(PodMeta::of(pod));
         Some(Self {
             meta,
+            terminating: pod.terminating,
             node_name: Arc::from(node),
             requests: pod.requests.clone(),
             non_zero_cpu: pod.non_zero_requests.milli_cpu,
@@ -186,18 +191,32 @@ impl BoundPod {
         })
     }
 
-    /// Approximate size; label maps and namespace names are shared between pods and left out.
+    /// Approximate bytes a snapshot holds for the pod: its own, its entries in the pod map and
+    /// its node's lists, its host ports (kept by its node too), its labels and terms. Label maps
+    /// and namespace names shared between pods are counted for each (an upper bound).
     fn approx_bytes(&self) -> usize {
+        use super::model::{labels_bytes, string_bytes};
+        let ports: usize = self
+            .host_ports
+            .iter()
+            .map(|p| std::mem::size_of::<HostPort>() + string_bytes(&p.ip))
+            .sum();
         std::mem::size_of::<Self>()
-            + 64
+            + 96
+            + string_bytes(&self.node_name)
+            + string_bytes(&self.namespace)
             + self.requests.approx_bytes()
-            + self.host_ports.len() * 32
-            + if self.affinity.is_some() { 256 } else { 0 }
-            + if self.meta.is_some() {
-                std::mem::size_of::<PodMeta>() + 16
-            } else {
-                0
-            }
+            + 2 * ports
+            + 16
+            + labels_bytes(&self.labels)
+            + self.affinity.as_ref().map_or(0, |a| {
+                96 + std::mem::size_of::<(PodAffinityTerms, PodAffinityTerms)>()
+                    + a.0.approx_bytes()
+                    + a.1.approx_bytes()
+            })
+            + self.meta.as_ref().map_or(0, |m| {
+                std::mem::size_of::<PodMeta>() + 16 + m.gang.as_deref().map_or(0, string_bytes)
+            })
     }
 }
 
@@ -407,6 +426,9 @@ pub enum SnapshotError {
         /// Index of the pod.
         index: usize,
     },
+    /// The call building the snapshot ended before it was built ([`super::cancel`]).
+    #[error("the call ended before the snapshot was built")]
+    Cancelled,
 }
 
 /// A change to a snapshot. Removals apply before upserts.
@@ -530,6 +552,16 @@ pub struct Snapshot {
     /// derived from one full snapshot by deltas (their classes only grow).
     static_cache: Arc<std::sync::Mutex<super::framework::StaticCache>>,
     approx_bytes: usize,
+    /// Bytes of the parts built on first use (hot fields, columns, indexes, topologies).
+    derived: std::sync::atomic::AtomicUsize,
+}
+
+/// Topology keys a snapshot keeps the [`Topology`] of.
+const MAX_CACHED_TOPOLOGIES: usize = 64;
+
+/// Bytes of an image postings index.
+fn postings_bytes(p: &ImagePostings) -> usize {
+    p.values().map(|v| 64 + 16 * v.capacity()).sum()
 }
 
 /// Hash of an image name, for the per-node image index.
@@ -611,14 +643,15 @@ impl Snapshot {
         }
         drop(seen);
         let mut snap = Snapshot::default();
-        let mut entries: Vec<NodeEntry> = nodes
-            .into_iter()
-            .map(|spec| {
-                snap.count_images(&spec, 1);
-                snap.approx_bytes += spec.approx_bytes() + std::mem::size_of::<NodeEntry>() + 16;
-                snap.entry(spec, NodeUsage::default())
-            })
-            .collect();
+        let mut entries: Vec<NodeEntry> = Vec::with_capacity(nodes.len());
+        for (i, spec) in nodes.into_iter().enumerate() {
+            if super::cancel::requested_at(i) {
+                return Err(SnapshotError::Cancelled);
+            }
+            snap.count_images(&spec, 1);
+            snap.approx_bytes += spec.approx_bytes() + std::mem::size_of::<NodeEntry>() + 16;
+            entries.push(snap.entry(spec, NodeUsage::default()));
+        }
         entries.sort_unstable_by(|a, b| a.spec.name.cmp(&b.spec.name));
         let mut pod_index = imbl::HashMap::new();
         let mut interner = Interner::default();
@@ -626,6 +659,9 @@ impl Snapshot {
         // between the allocations of the snapshot fragments the heap for every later evaluation).
         let mut pods = pods;
         for (index, pod) in pods.iter_mut().enumerate() {
+            if super::cancel::requested_at(index) {
+                return Err(SnapshotError::Cancelled);
+            }
             let bound = BoundPod::take_from(pod, &mut interner).ok_or(SnapshotError::UnboundPod { index })?;
             if pod_index.contains_key(&pod.uid) {
                 return Err(SnapshotError::DuplicatePod {
@@ -648,11 +684,6 @@ impl Snapshot {
             }
             pod_index.insert(pod.uid.clone(), bound);
         }
-        snap.approx_bytes += interner
-            .labels
-            .keys()
-            .map(|l| 48 + l.iter().map(|(k, v)| k.len() + v.len() + 48).sum::<usize>())
-            .sum::<usize>();
         for (name, labels) in namespaces {
             snap.approx_bytes += namespace_bytes(&name, &labels);
             snap.namespaces.insert(Arc::from(name.as_str()), Arc::new(labels));
@@ -711,7 +742,11 @@ impl Snapshot {
             gang_members: std::sync::OnceLock::new(),
             static_cache: Arc::clone(&self.static_cache),
             approx_bytes: self.approx_bytes,
+            derived: std::sync::atomic::AtomicUsize::new(0),
         };
+        if let Some(p) = next.image_postings.get() {
+            next.add_derived(postings_bytes(p));
+        }
         for name in &delta.remove_namespaces {
             if let Some(old) = next.namespaces.remove(name.as_str()) {
                 next.approx_bytes = next.approx_bytes.saturating_sub(namespace_bytes(name, &old));
@@ -760,7 +795,10 @@ impl Snapshot {
             next.nodes.sort_unstable_by(|a, b| a.spec.name.cmp(&b.spec.name));
         }
         let mut interner = Interner::default();
-        for mut pod in delta.upsert_pods {
+        for (i, mut pod) in delta.upsert_pods.into_iter().enumerate() {
+            if super::cancel::requested_at(i) {
+                return Err(SnapshotError::Cancelled);
+            }
             next.remove_pod(&pod.uid);
             if let Some(bound) = BoundPod::take_from(&mut pod, &mut interner) {
                 next.add_pod(pod.uid.clone(), bound);
@@ -812,6 +850,7 @@ impl Snapshot {
                     *m.entry(g).or_insert(0) += 1;
                 }
             }
+            self.add_derived(m.capacity() * 32);
             m
         });
         counts.get(key).copied().unwrap_or(0)
@@ -937,6 +976,7 @@ impl Snapshot {
                     m.entry(*h).or_default().push((i as u32, *size));
                 }
             }
+            self.add_derived(postings_bytes(&m));
             Arc::new(m)
         })
     }
@@ -948,13 +988,19 @@ impl Snapshot {
 
     /// The hot fields of every node, in the order of [`Snapshot::nodes`].
     pub fn hot(&self) -> &[NodeHot] {
-        self.hot
-            .get_or_init(|| self.nodes.iter().map(|e| NodeHot::of(e, &e.usage)).collect())
+        self.hot.get_or_init(|| {
+            self.add_derived(self.nodes.len() * std::mem::size_of::<NodeHot>());
+            self.nodes.iter().map(|e| NodeHot::of(e, &e.usage)).collect()
+        })
     }
 
     /// [`Snapshot::hot`] by column (see [`super::columns`]).
     pub fn columns(&self) -> &super::columns::HotColumns {
-        self.columns.get_or_init(|| super::columns::HotColumns::of(self.hot()))
+        self.columns.get_or_init(|| {
+            let columns = super::columns::HotColumns::of(self.hot());
+            self.add_derived(columns.approx_bytes());
+            columns
+        })
     }
 
     /// The labels of a namespace, `None` when the snapshot does not know it.
@@ -990,6 +1036,8 @@ impl Snapshot {
                     index.pods.push((node as u32, Arc::clone(pod)));
                 }
             }
+            let postings: usize = index.by_label.values().map(|v| 64 + 4 * v.capacity()).sum();
+            self.add_derived(index.pods.capacity() * std::mem::size_of::<(u32, Arc<BoundPod>)>() + postings);
             index
         })
     }
@@ -1015,7 +1063,16 @@ impl Snapshot {
             .collect();
         let topo = Topology { node_domain, values };
         let topo = Arc::new(topo);
-        cache.insert(key.to_string(), Arc::clone(&topo));
+        // Pods name topology keys freely: past a few dozen, one is built for each use instead of
+        // kept, so a snapshot holds at most that many.
+        if cache.len() < MAX_CACHED_TOPOLOGIES {
+            let bytes = 4 * topo.node_domain.len()
+                + topo.values.iter().map(|v| 24 + v.len() + 16).sum::<usize>()
+                + 2 * key.len()
+                + 96;
+            self.add_derived(bytes);
+            cache.insert(key.to_string(), Arc::clone(&topo));
+        }
         topo
     }
 
@@ -1054,9 +1111,23 @@ impl Snapshot {
         self.pods.contains_key(uid)
     }
 
-    /// Approximate memory held by the snapshot (ignoring sharing with other snapshots).
+    /// Approximate memory held by the snapshot (ignoring sharing with other snapshots): its
+    /// nodes, pods, namespaces and budgets, the parts built since on first use, and its lineage's
+    /// static predicates cache. It grows as evaluations build those parts.
     pub fn approx_bytes(&self) -> usize {
-        self.approx_bytes + std::mem::size_of::<Self>()
+        let statics = self
+            .static_cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .approx_bytes();
+        self.approx_bytes
+            + std::mem::size_of::<Self>()
+            + self.derived.load(std::sync::atomic::Ordering::Relaxed)
+            + statics
+    }
+
+    fn add_derived(&self, bytes: usize) {
+        self.derived.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

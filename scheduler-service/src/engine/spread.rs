@@ -193,6 +193,9 @@ impl SpreadFilter {
         let mut eligible = vec![vec![false; n]; cs.len()];
         let mut present: Vec<Vec<bool>> = topos.iter().map(|t| vec![false; t.values.len()]).collect();
         for node in 0..n {
+            if super::cancel::requested_at(node) {
+                break;
+            }
             if topos.iter().any(|t| t.node_domain[node] == Topology::NONE) {
                 continue;
             }
@@ -211,7 +214,8 @@ impl SpreadFilter {
                 let topo = &topos[i];
                 let mut counts = vec![0i64; topo.values.len()];
                 existing.matching(c.selector.as_ref(), |other| {
-                    if other.namespace == pod.namespace && eligible[i][other.node] {
+                    // kube-scheduler's countPodsMatchSelector bypasses terminating pods.
+                    if !other.terminating && other.namespace == pod.namespace && eligible[i][other.node] {
                         counts[topo.node_domain[other.node] as usize] += 1;
                     }
                 });
@@ -235,7 +239,9 @@ impl SpreadFilter {
 
     /// kube-scheduler's PreFilterExtensions AddPod (`delta` 1) and RemovePod (−1): counts a pod
     /// of namespace `namespace` with `labels` on `node` in or out, for the incoming pod of
-    /// namespace `own_namespace`.
+    /// namespace `own_namespace`. Like kube-scheduler's `updateWithPod`, this does not look at
+    /// whether the pod is terminating: preemption's dry run that removes a terminating victim
+    /// takes it off its domain's count although PreFilter never counted it.
     pub fn update(&mut self, own_namespace: &str, namespace: &str, labels: &Labels, node: usize, delta: i64) {
         if namespace != own_namespace {
             return;
@@ -340,7 +346,8 @@ impl SpreadScore {
             // Matching pods per domain (per node for hostname).
             let mut counts = vec![0i64; if hostname { n } else { size }];
             existing.matching(c.selector.as_ref(), |other| {
-                if other.namespace != pod.namespace {
+                // kube-scheduler's countPodsMatchSelector bypasses terminating pods.
+                if other.terminating || other.namespace != pod.namespace {
                     return;
                 }
                 if hostname {

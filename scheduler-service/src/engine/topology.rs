@@ -19,6 +19,9 @@ pub struct PodRef<'a> {
     pub affinity: Option<&'a PodAffinityTerms>,
     /// Pod anti-affinity terms, if any.
     pub anti_affinity: Option<&'a PodAffinityTerms>,
+    /// metadata.deletionTimestamp is set. InterPodAffinity counts such a pod like any other;
+    /// PodTopologySpread skips it (kube-scheduler's `countPodsMatchSelector`).
+    pub terminating: bool,
 }
 
 /// The pods a batch has placed so far, as (node index, pod).
@@ -54,6 +57,7 @@ fn placed_ref<'a>(node: usize, p: &'a PodSpec) -> PodRef<'a> {
         labels: &p.labels,
         affinity: (!p.pod_affinity.is_empty()).then_some(&p.pod_affinity),
         anti_affinity: (!p.pod_anti_affinity.is_empty()).then_some(&p.pod_anti_affinity),
+        terminating: p.terminating,
     }
 }
 
@@ -63,9 +67,13 @@ impl<'a> Existing<'a> {
         self.snapshot.has_affinity_pods() || self.placed.affinity
     }
 
-    /// Calls `f` for every existing pod on a known node that has affinity or anti-affinity terms.
+    /// Calls `f` for every existing pod on a known node that has affinity or anti-affinity terms
+    /// (stopping early once the call has ended, [`super::cancel`]).
     pub fn with_affinity(&self, mut f: impl FnMut(PodRef<'_>)) {
-        for pod in self.snapshot.affinity_pods() {
+        for (k, pod) in self.snapshot.affinity_pods().enumerate() {
+            if super::cancel::requested_at(k) {
+                return;
+            }
             let Some(node) = self.snapshot.node_index(&pod.node_name) else {
                 continue;
             };
@@ -78,6 +86,7 @@ impl<'a> Existing<'a> {
                 labels: &pod.labels,
                 affinity: (!terms.0.is_empty()).then_some(&terms.0),
                 anti_affinity: (!terms.1.is_empty()).then_some(&terms.1),
+                terminating: pod.terminating,
             });
         }
         for (node, p) in &self.placed.pods {
@@ -87,13 +96,17 @@ impl<'a> Existing<'a> {
         }
     }
 
-    /// Calls `f` for every existing pod whose labels match `selector` (none for `None`).
+    /// Calls `f` for every existing pod whose labels match `selector` (none for `None`; stopping
+    /// early once the call has ended, [`super::cancel`]).
     pub fn matching(&self, selector: Option<&LabelSelector>, mut f: impl FnMut(PodRef<'_>)) {
         let Some(selector) = selector else {
             return;
         };
         let index = self.snapshot.pod_index();
-        for at in index.candidates(selector) {
+        for (k, at) in index.candidates(selector).into_iter().enumerate() {
+            if super::cancel::requested_at(k) {
+                return;
+            }
             let (node, pod) = &index.pods[at as usize];
             if selector.matches(&pod.labels) {
                 let terms = pod.affinity.as_deref();
@@ -103,6 +116,7 @@ impl<'a> Existing<'a> {
                     labels: &pod.labels,
                     affinity: terms.map(|t| &t.0).filter(|t| !t.is_empty()),
                     anti_affinity: terms.map(|t| &t.1).filter(|t| !t.is_empty()),
+                    terminating: pod.terminating,
                 });
             }
         }

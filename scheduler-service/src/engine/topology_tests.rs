@@ -1052,3 +1052,104 @@ fn own_affinity_and_missing_topology_labels_are_not_resolved_by_preemption() {
         "{message}"
     );
 }
+
+// ---- Terminating pods (metadata.deletionTimestamp set) ----
+
+/// A bound pod that is being deleted.
+fn terminating(mut p: PodSpec) -> PodSpec {
+    p.terminating = true;
+    p
+}
+
+/// Two terminating `app=web` pods on node-a and one running on node-b: kube-scheduler's
+/// `countPodsMatchSelector` bypasses terminating pods, so node-a counts 0 and node-b 1.
+fn rolling_update() -> (Vec<NodeSpec>, Vec<PodSpec>) {
+    let nodes = host_nodes(&["node-a", "node-b"]);
+    let pods = vec![
+        terminating(bound("web-old-1", "node-a", &[("app", "web")])),
+        terminating(bound("web-old-2", "node-a", &[("app", "web")])),
+        bound("web-new-1", "node-b", &[("app", "web")]),
+    ];
+    (nodes, pods)
+}
+
+#[test]
+fn spread_filter_does_not_count_terminating_pods() {
+    let (nodes, pods) = rolling_update();
+    let snap = Snapshot::build(nodes, pods).unwrap();
+    let mut p = pod("web-new-2", &[("app", "web")]);
+    p.spread_constraints = vec![spread(
+        1,
+        HOST,
+        WhenUnsatisfiable::DoNotSchedule,
+        is_in("app", &["web"]),
+    )];
+    // node-a: 0 + 1 − 0 = 1 ≤ 1; node-b: 1 + 1 − 0 = 2 > 1.
+    assert_eq!(feasible(&snap, &p), ["node-a"]);
+    assert_eq!(rejection(&snap, &p, "node-b").map(|r| r.0), Some(F::PodTopologySpread));
+    // The same pods, running: node-a holds 2, so only node-b fits.
+    let (nodes, mut pods) = rolling_update();
+    for q in &mut pods {
+        q.terminating = false;
+    }
+    let snap = Snapshot::build(nodes, pods).unwrap();
+    assert_eq!(feasible(&snap, &p), ["node-b"]);
+}
+
+#[test]
+fn spread_score_does_not_count_terminating_pods() {
+    let (nodes, pods) = rolling_update();
+    let snap = Snapshot::build(nodes, pods).unwrap();
+    let mut p = pod("web-new-2", &[("app", "web")]);
+    p.spread_constraints = vec![soft(1, HOST, is_in("app", &["web"]))];
+    assert_eq!(
+        plugin_scores(S::PodTopologySpread, &snap, &p),
+        named(&[("node-a", 100), ("node-b", 0)])
+    );
+    assert_eq!(rank_in(&snap, &p).feasible[0].node, "node-a", "node-a ranks first");
+    // The default spreading (a ReplicaSet's pods) skips them too: hostname maxSkew 3 gives raw
+    // scores 0·ln 4 + 2 = 2 and 1·ln 4 + 2 ≈ 3 (the nodes have no zone), normalized 100 and 66;
+    // counting the terminating pods would give node-a 2·ln 4 + 2 ≈ 5 and rank it last.
+    let mut d = pod("web-new-2", &[("app", "web")]);
+    d.default_spread_selector = Some(LabelSelector::from_labels([("app", "web")]));
+    assert_eq!(
+        plugin_scores(S::PodTopologySpread, &snap, &d),
+        named(&[("node-a", 100), ("node-b", 66)])
+    );
+}
+
+#[test]
+fn inter_pod_affinity_still_counts_terminating_pods() {
+    // kube-scheduler's InterPodAffinity reads every pod of the node, terminating or not.
+    let (nodes, pods) = rolling_update();
+    let snap = Snapshot::build(nodes, pods).unwrap();
+    let mut anti = pod("api", &[("app", "api")]);
+    anti.pod_anti_affinity = required(vec![term(is_in("app", &["web"]), HOST)]);
+    assert!(feasible(&snap, &anti).is_empty());
+    let mut near = pod("cache", &[("app", "cache")]);
+    near.pod_affinity = required(vec![term(is_in("app", &["web"]), HOST)]);
+    assert_eq!(feasible(&snap, &near), ["node-a", "node-b"]);
+}
+
+#[test]
+fn terminating_pods_keep_their_resources_and_may_be_preempted() {
+    let mut small = node("n1", &[(HOST, "n1")]);
+    small.allocatable.milli_cpu = 1000;
+    let mut old = terminating(bound("old", "n1", &[("app", "web")]));
+    old.requests.milli_cpu = 800;
+    let mut p = pod("new", &[("app", "web")]);
+    p.requests.milli_cpu = 500;
+    // The terminating pod's cpu still counts: the node is full for the new pod.
+    let snap = Snapshot::build(vec![small.clone()], vec![old.clone()]).unwrap();
+    assert_eq!(
+        rejection(&snap, &p, "n1").map(|r| r.1),
+        Some(vec!["Insufficient cpu".to_string()])
+    );
+    // A higher-priority pod may still choose it as a victim (kube-scheduler only skips the
+    // deletion call for a victim already being deleted).
+    let p = prio(p, 100);
+    assert_eq!(
+        preemption(decide_one(vec![small], vec![prio(old, 0)], &p)),
+        Ok(("n1".to_string(), vec!["old".to_string()]))
+    );
+}

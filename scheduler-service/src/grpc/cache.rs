@@ -72,6 +72,30 @@ impl SnapshotCache {
         }
     }
 
+    /// Measures every snapshot again (evaluations build parts of a snapshot on first use: its
+    /// hot fields, indexes, topologies, static predicates), then evicts least recently used
+    /// entries over the budget, keeping the most recently used one.
+    pub fn refresh(&self) -> InsertOutcome {
+        let mut total = 0usize;
+        let mut newest: Option<(u64, String)> = None;
+        for mut e in self.entries.iter_mut() {
+            let bytes = e.snapshot.approx_bytes();
+            e.bytes = bytes;
+            total += bytes;
+            let used = e.last_used.load(Ordering::Relaxed);
+            if newest.as_ref().is_none_or(|(at, _)| used > *at) {
+                newest = Some((used, e.key().clone()));
+            }
+        }
+        self.bytes.store(total, Ordering::Relaxed);
+        let Some((_, keep)) = newest else {
+            return InsertOutcome::default();
+        };
+        InsertOutcome {
+            evicted: self.evict(&keep),
+        }
+    }
+
     fn evict(&self, keep: &str) -> usize {
         if self.bytes.load(Ordering::Relaxed) <= self.budget {
             return 0;

@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use crate::engine::gang::Gang;
 use crate::engine::model::{
-    normalized_image_name, HostPort, LabelSelector, Labels, NodeInclusionPolicy, NodeSpec, PodAffinityTerm,
+    normalized_image_name, Container, HostPort, LabelSelector, Labels, NodeInclusionPolicy, NodeSpec, PodAffinityTerm,
     PodAffinityTerms, PodSpec, PreferredTerm, Protocol, Requirement, SelectorOp, SelectorTerm, SpreadConstraint, Taint,
     TaintEffect, Toleration, TolerationOperator, WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
 use crate::engine::preemption::{LabelSelector as PdbSelector, Pdb, PreemptionPolicy};
 use crate::engine::quantity::Quantity;
-use crate::engine::resources::{effective_requests, ContainerRequests, ResourceName, Resources};
+use crate::engine::resources::{effective_requests, is_qualified_name, ContainerRequests, ResourceName, Resources};
 use crate::engine::snapshot::Delta;
 use crate::proto;
 
@@ -29,6 +29,100 @@ pub struct FieldError {
     pub message: String,
 }
 
+/// Characters of a caller's value an error message repeats at most: a status must stay small (gRPC
+/// implementations refuse metadata over 8 KiB, and C-core clients then see RESOURCE_EXHAUSTED
+/// instead of the error).
+pub const ECHO_CHARS: usize = 64;
+
+/// A caller's value as an error quotes it: Debug-quoted, and past [`ECHO_CHARS`] characters cut to
+/// that prefix with its length in bytes, e.g. `"aaaa…" (5000 bytes)`.
+pub fn shown(value: &str) -> String {
+    if value.len() <= ECHO_CHARS {
+        return format!("{value:?}");
+    }
+    match value.char_indices().nth(ECHO_CHARS) {
+        None => format!("{value:?}"),
+        Some((cut, _)) => format!("{:?}… ({} bytes)", &value[..cut], value.len()),
+    }
+}
+
+/// Kubernetes' `ValidateLabelName`: a label key (or topology key) must be a qualified name.
+fn label_key(path: impl fmt::Display, key: &str) -> Result<(), FieldError> {
+    if is_qualified_name(key) {
+        Ok(())
+    } else {
+        Err(field_error(
+            path,
+            format!(
+                "invalid label key {}: must be a qualified name: an optional DNS subdomain prefix and '/', then 1 to \
+                 63 characters, alphanumeric, '-', '_' or '.', starting and ending with an alphanumeric character",
+                shown(key)
+            ),
+        ))
+    }
+}
+
+/// Kubernetes' `ValidateLabelValue`: at most 63 characters, empty or alphanumeric at both ends with
+/// '-', '_' and '.' between.
+fn label_value(path: impl fmt::Display, value: &str) -> Result<(), FieldError> {
+    let b = value.as_bytes();
+    let ok = b.len() <= 63
+        && (b.is_empty()
+            || (b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && b.iter()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))));
+    if ok {
+        Ok(())
+    } else {
+        Err(field_error(
+            path,
+            format!(
+                "invalid label value {}: must be at most 63 characters, empty or alphanumeric at both ends with \
+                 '-', '_' or '.' between",
+                shown(value)
+            ),
+        ))
+    }
+}
+
+/// Longest object name Kubernetes accepts (a DNS subdomain); uids are held to it too.
+pub const MAX_NAME_BYTES: usize = 253;
+/// Longest namespace name (a DNS label).
+pub const MAX_NAMESPACE_BYTES: usize = 63;
+/// Longest label key: a 253-character prefix, '/', a 63-character name.
+pub const MAX_LABEL_KEY_BYTES: usize = 317;
+/// Longest label value.
+pub const MAX_LABEL_VALUE_BYTES: usize = 63;
+/// Most bytes of an object's annotations, keys and values together (Kubernetes'
+/// `TotalAnnotationSizeLimitB`).
+pub const MAX_ANNOTATIONS_BYTES: usize = 256 << 10;
+
+/// Refuses a value longer than Kubernetes allows for the field.
+fn at_most(path: impl fmt::Display, value: &str, max: usize) -> Result<(), FieldError> {
+    if value.len() <= max {
+        Ok(())
+    } else {
+        Err(field_error(
+            path,
+            format!("must be at most {max} bytes, got {}: {}", value.len(), shown(value)),
+        ))
+    }
+}
+
+/// Checks an object's labels have keys and values no longer than Kubernetes allows (lengths
+/// only: the API server checked their form when it stored the object).
+fn labels_within(path: &str, labels: &BTreeMap<String, String>) -> Result<(), FieldError> {
+    for (k, v) in labels {
+        if k.len() > MAX_LABEL_KEY_BYTES || v.len() > MAX_LABEL_VALUE_BYTES {
+            let kp = format!("{path}[{}]", shown(k));
+            at_most(&kp, k, MAX_LABEL_KEY_BYTES)?;
+            at_most(&kp, v, MAX_LABEL_VALUE_BYTES)?;
+        }
+    }
+    Ok(())
+}
+
 /// Builds a [`FieldError`] for a path.
 pub fn field_error(field: impl fmt::Display, message: impl Into<String>) -> FieldError {
     FieldError {
@@ -39,11 +133,11 @@ pub fn field_error(field: impl fmt::Display, message: impl Into<String>) -> Fiel
 
 /// Parses one quantity for one resource in the resource's unit (millicores for cpu).
 fn quantity(path: &str, name: &ResourceName, value: &str) -> Result<i64, FieldError> {
-    let q = Quantity::parse(value).map_err(|e| field_error(path, format!("invalid quantity {value:?}: {e}")))?;
+    let q = Quantity::parse(value).map_err(|e| field_error(path, format!("invalid quantity {}: {e}", shown(value))))?;
     if q.is_negative() {
         return Err(field_error(
             path,
-            format!("must be greater than or equal to 0, got {value:?}"),
+            format!("must be greater than or equal to 0, got {}", shown(value)),
         ));
     }
     Ok(if name.is_milli() { q.milli_value() } else { q.value() })
@@ -60,9 +154,9 @@ fn resource_list(
     let mut pods = None;
     let (mut has_cpu, mut has_memory) = (false, false);
     for (key, value) in list {
-        let p = format!("{path}[{key:?}]");
-        let name =
-            ResourceName::parse(key).map_err(|e| field_error(&p, format!("invalid resource name {key:?}: {e}")))?;
+        let p = format!("{path}[{}]", shown(key));
+        let name = ResourceName::parse(key)
+            .map_err(|e| field_error(&p, format!("invalid resource name {}: {e}", shown(key))))?;
         let amount = quantity(&p, &name, value)?;
         match name {
             ResourceName::Pods if allow_pods => pods = Some(amount),
@@ -80,17 +174,23 @@ fn requirement(path: &str, r: &proto::NodeSelectorRequirement, field: bool) -> R
     if r.key.is_empty() {
         return Err(field_error(format!("{path}.key"), "must not be empty"));
     }
+    if !field {
+        label_key(format!("{path}.key"), &r.key)?;
+    }
     if field && r.key != "metadata.name" {
         return Err(field_error(
             format!("{path}.key"),
-            format!("unsupported field {:?}: only \"metadata.name\" is supported", r.key),
+            format!(
+                "unsupported field {}: only \"metadata.name\" is supported",
+                shown(&r.key)
+            ),
         ));
     }
     let values = || {
         if r.values.is_empty() {
             Err(field_error(
                 format!("{path}.values"),
-                format!("must be non-empty for operator {:?}", r.operator),
+                format!("must be non-empty for operator {}", shown(&r.operator)),
             ))
         } else {
             Ok(r.values.clone())
@@ -102,7 +202,7 @@ fn requirement(path: &str, r: &proto::NodeSelectorRequirement, field: bool) -> R
         } else {
             Err(field_error(
                 format!("{path}.values"),
-                format!("must be empty for operator {:?}", r.operator),
+                format!("must be empty for operator {}", shown(&r.operator)),
             ))
         }
     };
@@ -110,15 +210,16 @@ fn requirement(path: &str, r: &proto::NodeSelectorRequirement, field: bool) -> R
         if r.values.len() != 1 {
             return Err(field_error(
                 format!("{path}.values"),
-                format!("must have exactly one value for operator {:?}", r.operator),
+                format!("must have exactly one value for operator {}", shown(&r.operator)),
             ));
         }
         r.values[0].parse::<i64>().map_err(|_| {
             field_error(
                 format!("{path}.values[0]"),
                 format!(
-                    "must be an integer for operator {:?}, got {:?}",
-                    r.operator, r.values[0]
+                    "must be an integer for operator {}, got {}",
+                    shown(&r.operator),
+                    shown(&r.values[0])
                 ),
             )
         })
@@ -138,7 +239,7 @@ fn requirement(path: &str, r: &proto::NodeSelectorRequirement, field: bool) -> R
             };
             return Err(field_error(
                 format!("{path}.operator"),
-                format!("unsupported operator {other:?}: must be one of {allowed}"),
+                format!("unsupported operator {}: must be one of {allowed}", shown(other)),
             ));
         }
     };
@@ -169,6 +270,9 @@ fn label_selector(path: &str, s: &proto::LabelSelector) -> Result<LabelSelector,
         if k.is_empty() {
             return Err(field_error(format!("{path}.match_labels"), "keys must not be empty"));
         }
+        let kp = format!("{path}.match_labels[{}]", shown(k));
+        label_key(&kp, k)?;
+        label_value(&kp, v)?;
         requirements.push(Requirement {
             key: k.clone(),
             op: SelectorOp::In(vec![v.clone()]),
@@ -179,11 +283,15 @@ fn label_selector(path: &str, s: &proto::LabelSelector) -> Result<LabelSelector,
         if r.key.is_empty() {
             return Err(field_error(format!("{rp}.key"), "must not be empty"));
         }
+        label_key(format!("{rp}.key"), &r.key)?;
+        for (j, v) in r.values.iter().enumerate() {
+            label_value(format!("{rp}.values[{j}]"), v)?;
+        }
         let op = match r.operator.as_str() {
             "In" | "NotIn" if r.values.is_empty() => {
                 return Err(field_error(
                     format!("{rp}.values"),
-                    format!("must be non-empty for operator {:?}", r.operator),
+                    format!("must be non-empty for operator {}", shown(&r.operator)),
                 ))
             }
             "In" => SelectorOp::In(r.values.clone()),
@@ -191,7 +299,7 @@ fn label_selector(path: &str, s: &proto::LabelSelector) -> Result<LabelSelector,
             "Exists" | "DoesNotExist" if !r.values.is_empty() => {
                 return Err(field_error(
                     format!("{rp}.values"),
-                    format!("must be empty for operator {:?}", r.operator),
+                    format!("must be empty for operator {}", shown(&r.operator)),
                 ))
             }
             "Exists" => SelectorOp::Exists,
@@ -199,7 +307,10 @@ fn label_selector(path: &str, s: &proto::LabelSelector) -> Result<LabelSelector,
             other => {
                 return Err(field_error(
                     format!("{rp}.operator"),
-                    format!("unsupported operator {other:?}: must be one of In, NotIn, Exists, DoesNotExist"),
+                    format!(
+                        "unsupported operator {}: must be one of In, NotIn, Exists, DoesNotExist",
+                        shown(other)
+                    ),
                 ))
             }
         };
@@ -212,6 +323,7 @@ fn affinity_term(path: &str, t: &proto::PodAffinityTerm) -> Result<PodAffinityTe
     if t.topology_key.is_empty() {
         return Err(field_error(format!("{path}.topology_key"), "must not be empty"));
     }
+    label_key(format!("{path}.topology_key"), &t.topology_key)?;
     Ok(PodAffinityTerm {
         selector: t
             .label_selector
@@ -261,7 +373,7 @@ fn inclusion_policy(path: &str, s: &str, default: NodeInclusionPolicy) -> Result
         "Ignore" => Ok(NodeInclusionPolicy::Ignore),
         other => Err(field_error(
             path,
-            format!("unsupported policy {other:?}: must be Honor or Ignore"),
+            format!("unsupported policy {}: must be Honor or Ignore", shown(other)),
         )),
     }
 }
@@ -276,13 +388,17 @@ fn spread_constraint(path: &str, c: &proto::TopologySpreadConstraint) -> Result<
     if c.topology_key.is_empty() {
         return Err(field_error(format!("{path}.topology_key"), "must not be empty"));
     }
+    label_key(format!("{path}.topology_key"), &c.topology_key)?;
     let when_unsatisfiable = match c.when_unsatisfiable.as_str() {
         "DoNotSchedule" => WhenUnsatisfiable::DoNotSchedule,
         "ScheduleAnyway" => WhenUnsatisfiable::ScheduleAnyway,
         other => {
             return Err(field_error(
                 format!("{path}.when_unsatisfiable"),
-                format!("unsupported value {other:?}: must be DoNotSchedule or ScheduleAnyway"),
+                format!(
+                    "unsupported value {}: must be DoNotSchedule or ScheduleAnyway",
+                    shown(other)
+                ),
             ))
         }
     };
@@ -307,6 +423,7 @@ fn spread_constraint(path: &str, c: &proto::TopologySpreadConstraint) -> Result<
                 "must not be empty",
             ));
         }
+        label_key(format!("{path}.match_label_keys[{i}]"), k)?;
     }
     Ok(SpreadConstraint {
         max_skew: c.max_skew,
@@ -336,7 +453,10 @@ fn effect(path: &str, s: &str) -> Result<TaintEffect, FieldError> {
     TaintEffect::parse(s).ok_or_else(|| {
         field_error(
             path,
-            format!("unsupported effect {s:?}: must be one of NoSchedule, PreferNoSchedule, NoExecute"),
+            format!(
+                "unsupported effect {}: must be one of NoSchedule, PreferNoSchedule, NoExecute",
+                shown(s)
+            ),
         )
     })
 }
@@ -348,7 +468,7 @@ fn toleration(path: &str, t: &proto::Toleration) -> Result<Toleration, FieldErro
         other => {
             return Err(field_error(
                 format!("{path}.operator"),
-                format!("unsupported operator {other:?}: must be Equal or Exists"),
+                format!("unsupported operator {}: must be Equal or Exists", shown(other)),
             ))
         }
     };
@@ -376,11 +496,16 @@ fn toleration(path: &str, t: &proto::Toleration) -> Result<Toleration, FieldErro
     })
 }
 
-fn container(
+/// The host ports a pod's containers use so far, as Kubernetes keys them to refuse one used twice:
+/// `protocol/hostIP/port`.
+type PortKeys<'a> = std::collections::HashSet<(Protocol, &'a str, i32)>;
+
+fn container<'a>(
     path: &str,
-    c: &proto::Container,
+    c: &'a proto::Container,
     init: bool,
     ports: &mut Vec<HostPort>,
+    seen: &mut PortKeys<'a>,
 ) -> Result<ContainerRequests, FieldError> {
     let (requests, _, has_cpu, has_memory) = resource_list(&format!("{path}.requests"), &c.requests, false)?;
     let restartable = match c.restart_policy.as_str() {
@@ -391,7 +516,8 @@ fn container(
             return Err(field_error(
                 format!("{path}.restart_policy"),
                 format!(
-                    "unsupported restart policy {other:?}: {}",
+                    "unsupported restart policy {}: {}",
+                    shown(other),
                     if init {
                         "an init container allows only \"Always\" (a sidecar) or none"
                     } else {
@@ -422,10 +548,30 @@ fn container(
             other => {
                 return Err(field_error(
                     format!("{pp}.protocol"),
-                    format!("unsupported protocol {other:?}: must be TCP, UDP or SCTP"),
+                    format!("unsupported protocol {}: must be TCP, UDP or SCTP", shown(other)),
                 ))
             }
         };
+        if !p.host_ip.is_empty() && p.host_ip.parse::<std::net::IpAddr>().is_err() {
+            return Err(field_error(
+                format!("{pp}.host_ip"),
+                format!(
+                    "must be a valid IP address (e.g. 10.9.8.7 or 2001:db8::ffff), got {}",
+                    shown(&p.host_ip)
+                ),
+            ));
+        }
+        if p.host_port > 0 && !seen.insert((protocol, p.host_ip.as_str(), p.host_port)) {
+            // Kubernetes' checkHostPortConflicts: across the regular containers, and within each init
+            // container (they run one at a time).
+            return Err(field_error(
+                format!("{pp}.host_port"),
+                format!(
+                    "duplicate value {}: the pod uses this protocol, host IP and host port twice",
+                    shown(&format!("{}/{}/{}", protocol.name(), p.host_ip, p.host_port))
+                ),
+            ));
+        }
         if p.host_port > 0 {
             let ip = if p.host_ip.is_empty() {
                 "0.0.0.0"
@@ -452,6 +598,18 @@ pub fn pod(path: &str, p: &proto::Pod) -> Result<PodSpec, FieldError> {
     if p.uid.is_empty() {
         return Err(field_error(format!("{path}.uid"), "must not be empty"));
     }
+    at_most(format!("{path}.uid"), &p.uid, MAX_NAME_BYTES)?;
+    at_most(format!("{path}.name"), &p.name, MAX_NAME_BYTES)?;
+    at_most(format!("{path}.namespace"), &p.namespace, MAX_NAMESPACE_BYTES)?;
+    at_most(format!("{path}.node_name"), &p.node_name, MAX_NAME_BYTES)?;
+    labels_within(&format!("{path}.labels"), &p.labels)?;
+    let annotations: usize = p.annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if annotations > MAX_ANNOTATIONS_BYTES {
+        return Err(field_error(
+            format!("{path}.annotations"),
+            format!("must total at most {MAX_ANNOTATIONS_BYTES} bytes (Kubernetes' limit), got {annotations}"),
+        ));
+    }
     let mut host_ports = Vec::new();
     let mut images = Vec::with_capacity(p.init_containers.len() + p.containers.len());
     let mut init = Vec::with_capacity(p.init_containers.len());
@@ -461,17 +619,21 @@ pub fn pod(path: &str, p: &proto::Pod) -> Result<PodSpec, FieldError> {
             c,
             true,
             &mut host_ports,
+            &mut PortKeys::new(),
         )?);
         images.push(normalized_image_name(&c.image));
     }
     let mut containers = Vec::with_capacity(p.containers.len());
+    let mut seen = PortKeys::new();
+    let mut seen_containers = Vec::with_capacity(p.containers.len());
     for (i, c) in p.containers.iter().enumerate() {
-        containers.push(container(
-            &format!("{path}.containers[{i}]"),
-            c,
-            false,
-            &mut host_ports,
-        )?);
+        let parsed = container(&format!("{path}.containers[{i}]"), c, false, &mut host_ports, &mut seen)?;
+        seen_containers.push(Container {
+            name: c.name.clone(),
+            image: c.image.clone(),
+            requests: parsed.requests.clone(),
+        });
+        containers.push(parsed);
         images.push(normalized_image_name(&c.image));
     }
     let (overhead, _, _, _) = resource_list(&format!("{path}.overhead"), &p.overhead, false)?;
@@ -528,19 +690,29 @@ pub fn pod(path: &str, p: &proto::Pod) -> Result<PodSpec, FieldError> {
             return Err(field_error(
                 format!("{path}.topology_spread_constraints[{i}]"),
                 format!(
-                    "duplicate constraint for topology_key {:?} and when_unsatisfiable {:?}",
-                    c.topology_key, p.topology_spread_constraints[i].when_unsatisfiable
+                    "duplicate constraint for topology_key {} and when_unsatisfiable {}",
+                    shown(&c.topology_key),
+                    shown(&p.topology_spread_constraints[i].when_unsatisfiable)
                 ),
             ));
         }
     }
+    for (k, v) in &p.node_selector {
+        let kp = format!("{path}.node_selector[{}]", shown(k));
+        label_key(&kp, k)?;
+        label_value(&kp, v)?;
+    }
+    let node_selector = p.node_selector.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     let preemption_policy = match p.preemption_policy.as_str() {
         "" | "PreemptLowerPriority" => PreemptionPolicy::PreemptLowerPriority,
         "Never" => PreemptionPolicy::Never,
         other => {
             return Err(field_error(
                 format!("{path}.preemption_policy"),
-                format!("unsupported preemption policy {other:?}: must be PreemptLowerPriority or Never"),
+                format!(
+                    "unsupported preemption policy {}: must be PreemptLowerPriority or Never",
+                    shown(other)
+                ),
             ))
         }
     };
@@ -570,11 +742,13 @@ pub fn pod(path: &str, p: &proto::Pod) -> Result<PodSpec, FieldError> {
         namespace: p.namespace.clone(),
         name: p.name.clone(),
         labels: p.labels.clone(),
+        annotations: p.annotations.clone(),
+        containers: seen_containers,
         priority: p.priority,
         requests: effective_requests(&containers, &init, &overhead, false),
         non_zero_requests: effective_requests(&containers, &init, &overhead, true),
         node_name: (!p.node_name.is_empty()).then(|| p.node_name.clone()),
-        node_selector: p.node_selector.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        node_selector,
         required_affinity,
         preferred_affinity,
         tolerations,
@@ -591,6 +765,7 @@ pub fn pod(path: &str, p: &proto::Pod) -> Result<PodSpec, FieldError> {
         preemption_policy,
         start_time: p.start_time_seconds,
         gang,
+        terminating: p.terminating,
     })
 }
 
@@ -602,12 +777,13 @@ fn pdb_selector(path: &str, s: &proto::LabelSelector) -> Result<PdbSelector, Fie
         if r.key.is_empty() {
             return Err(field_error(format!("{rp}.key"), "must not be empty"));
         }
+        label_key(format!("{rp}.key"), &r.key)?;
         if !matches!(r.operator.as_str(), "In" | "NotIn" | "Exists" | "DoesNotExist") {
             return Err(field_error(
                 format!("{rp}.operator"),
                 format!(
-                    "unsupported operator {:?}: must be one of In, NotIn, Exists, DoesNotExist",
-                    r.operator
+                    "unsupported operator {}: must be one of In, NotIn, Exists, DoesNotExist",
+                    shown(&r.operator)
                 ),
             ));
         }
@@ -620,7 +796,7 @@ fn pdb_selector(path: &str, s: &proto::LabelSelector) -> Result<PdbSelector, Fie
             };
             return Err(field_error(
                 format!("{rp}.values"),
-                format!("{want} for operator {:?}", r.operator),
+                format!("{want} for operator {}", shown(&r.operator)),
             ));
         }
         let op = match r.operator.as_str() {
@@ -645,6 +821,8 @@ pub fn pdb(path: &str, p: &proto::PodDisruptionBudget) -> Result<Pdb, FieldError
     if p.name.is_empty() {
         return Err(field_error(format!("{path}.name"), "must not be empty"));
     }
+    at_most(format!("{path}.namespace"), &p.namespace, MAX_NAMESPACE_BYTES)?;
+    at_most(format!("{path}.name"), &p.name, MAX_NAME_BYTES)?;
     Ok(Pdb {
         namespace: p.namespace.clone(),
         name: p.name.clone(),
@@ -663,6 +841,8 @@ pub fn node(path: &str, n: &proto::Node) -> Result<NodeSpec, FieldError> {
     if n.name.is_empty() {
         return Err(field_error(format!("{path}.name"), "must not be empty"));
     }
+    at_most(format!("{path}.name"), &n.name, MAX_NAME_BYTES)?;
+    labels_within(&format!("{path}.labels"), &n.labels)?;
     let (allocatable, pods, _, _) = resource_list(&format!("{path}.allocatable"), &n.allocatable, true)?;
     let mut taints = Vec::with_capacity(n.taints.len());
     for (i, t) in n.taints.iter().enumerate() {
@@ -698,7 +878,8 @@ pub fn node(path: &str, n: &proto::Node) -> Result<NodeSpec, FieldError> {
     })
 }
 
-/// Converts a list with an indexed path for each element.
+/// Converts a list with an indexed path for each element; stops once the call has ended
+/// ([`crate::engine::cancel`]; the caller discards the result).
 pub fn list<T, U>(
     path: &str,
     items: &[T],
@@ -707,7 +888,12 @@ pub fn list<T, U>(
     items
         .iter()
         .enumerate()
-        .map(|(i, x)| f(&format!("{path}[{i}]"), x))
+        .map(|(i, x)| {
+            if crate::engine::cancel::requested_at(i) {
+                return Err(field_error(path, "the call ended before it was validated"));
+            }
+            f(&format!("{path}[{i}]"), x)
+        })
         .collect()
 }
 
@@ -718,6 +904,8 @@ fn namespace(path: &str, n: &proto::Namespace) -> Result<(String, Labels), Field
     if n.name.is_empty() {
         return Err(field_error(format!("{path}.name"), "must not be empty"));
     }
+    at_most(format!("{path}.name"), &n.name, MAX_NAMESPACE_BYTES)?;
+    labels_within(&format!("{path}.labels"), &n.labels)?;
     Ok((n.name.clone(), n.labels.clone()))
 }
 
@@ -728,7 +916,7 @@ fn namespaces(path: &str, items: &[proto::Namespace]) -> Result<Vec<(String, Lab
         if !seen.insert(name.as_str()) {
             return Err(field_error(
                 format!("{path}[{i}].name"),
-                format!("duplicate namespace {name:?}"),
+                format!("duplicate namespace {}", shown(name)),
             ));
         }
     }

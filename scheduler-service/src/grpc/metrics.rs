@@ -78,6 +78,11 @@ pub struct Metrics {
     pub cache_bytes: Gauge,
     /// `placement_snapshot_cache_entries`.
     pub cache_entries: Gauge,
+    /// `placement_request_memory_bytes`: what the calls in flight hold of the request budget.
+    pub request_memory: Gauge,
+    /// `placement_request_budget_refusals_total`: calls refused RESOURCE_EXHAUSTED for want of
+    /// request budget (before they were decoded).
+    pub budget_refusals: Counter,
     /// `placement_policy_reloads_total{result}`: policy file loads (at start and on change).
     pub policy_reloads: Family<ReloadLabels, Counter>,
     /// `placement_policy_config_info{source,digest}`: 1 for the configuration in use.
@@ -109,6 +114,8 @@ impl Metrics {
         let cache_evictions = Counter::default();
         let cache_bytes = Gauge::default();
         let cache_entries = Gauge::default();
+        let request_memory = Gauge::default();
+        let budget_refusals = Counter::default();
         let policy_reloads = Family::<ReloadLabels, Counter>::default();
         let policy_config = Family::<PolicyConfigLabels, Gauge>::default();
         let policy_loaded_at = Gauge::default();
@@ -151,6 +158,16 @@ impl Metrics {
         );
         registry.register("snapshot_cache_entries", "Cached snapshots", cache_entries.clone());
         registry.register(
+            "request_memory_bytes",
+            "Bytes of the request budget (--request-memory-bytes) the calls in flight hold",
+            request_memory.clone(),
+        );
+        registry.register(
+            "request_budget_refusals",
+            "Calls refused with RESOURCE_EXHAUSTED before decoding, for want of request budget",
+            budget_refusals.clone(),
+        );
+        registry.register(
             "policy_reloads",
             "Policy file loads by result (ok: in use; error: rejected, the previous policies stay)",
             policy_reloads.clone(),
@@ -177,6 +194,8 @@ impl Metrics {
             cache_evictions,
             cache_bytes,
             cache_entries,
+            request_memory,
+            budget_refusals,
             policy_reloads,
             policy_config,
             policy_loaded_at,

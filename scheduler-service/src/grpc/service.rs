@@ -9,9 +9,11 @@ use tonic::{Code, Request, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 use tracing::Instrument;
 
+use super::budget;
 use super::cache::SnapshotCache;
-use super::convert::{self, FieldError};
+use super::convert::{self, shown, FieldError};
 use super::metrics::{DecisionLabels, LatencyLabels, Metrics, RequestLabels};
+use crate::engine::cancel;
 use crate::engine::policy_config::FileFormat;
 use crate::engine::{Deadline, Decision, EvalError, Evaluator, Policy, Profile, Snapshot, SnapshotError};
 use crate::proto;
@@ -66,11 +68,15 @@ impl PolicySource {
     }
 }
 
+/// [`ServiceConfig::snapshot_cache_bytes`]'s default (see `DEFAULT_REQUEST_MEMORY_BYTES` in
+/// `grpc::server` for how the two fit a replica's memory limit).
+pub const DEFAULT_SNAPSHOT_CACHE_BYTES: usize = 512 << 20;
+
 impl Default for ServiceConfig {
     fn default() -> Self {
         Self {
             max_batch_size: 10_000,
-            snapshot_cache_bytes: 1 << 30,
+            snapshot_cache_bytes: DEFAULT_SNAPSHOT_CACHE_BYTES,
             policies: Policy::built_in(),
             policy_source: PolicySource::BuiltIn,
         }
@@ -136,12 +142,14 @@ pub struct PlacementApi {
     inner: Arc<Inner>,
 }
 
-fn invalid(e: FieldError) -> Status {
+/// `INVALID_ARGUMENT` for an invalid field, with a `google.rpc.BadRequest` naming it.
+pub(crate) fn invalid(e: FieldError) -> Status {
     let details = ErrorDetails::with_bad_request_violation(e.field.clone(), e.message.clone());
     Status::with_error_details(Code::InvalidArgument, e.to_string(), details)
 }
 
-fn invalid_field(field: impl std::fmt::Display, message: impl Into<String>) -> Status {
+/// [`invalid`] of a field and what is wrong with it.
+pub(crate) fn invalid_field(field: impl std::fmt::Display, message: impl Into<String>) -> Status {
     invalid(convert::field_error(field, message))
 }
 
@@ -149,11 +157,17 @@ fn snapshot_not_found(field: &str, id: &str) -> Status {
     let details = ErrorDetails::with_error_info(
         SNAPSHOT_NOT_FOUND,
         ERROR_DOMAIN,
-        HashMap::from([("snapshot_id".to_string(), id.to_string())]),
+        HashMap::from([(
+            "snapshot_id".to_string(),
+            id.chars().take(convert::ECHO_CHARS).collect::<String>(),
+        )]),
     );
     Status::with_error_details(
         Code::NotFound,
-        format!("{field}: snapshot {id:?} is not in this replica's cache; send a full snapshot"),
+        format!(
+            "{field}: snapshot {} is not in this replica's cache; send a full snapshot",
+            shown(id)
+        ),
         details,
     )
 }
@@ -163,20 +177,21 @@ fn snapshot_error(prefix_nodes: &str, prefix_pods: &str, prefix_pdbs: &str, e: S
     match e {
         SnapshotError::DuplicatePdb { index, key } => invalid_field(
             format!("{prefix_pdbs}[{index}].name"),
-            format!("duplicate PodDisruptionBudget {key:?}"),
+            format!("duplicate PodDisruptionBudget {}", shown(&key)),
         ),
         SnapshotError::DuplicateNode { index, name } => invalid_field(
             format!("{prefix_nodes}[{index}].name"),
-            format!("duplicate node name {name:?}"),
+            format!("duplicate node name {}", shown(&name)),
         ),
         SnapshotError::DuplicatePod { index, uid } => invalid_field(
             format!("{prefix_pods}[{index}].uid"),
-            format!("duplicate pod uid {uid:?}"),
+            format!("duplicate pod uid {}", shown(&uid)),
         ),
         SnapshotError::UnboundPod { index } => invalid_field(
             format!("{prefix_pods}[{index}].node_name"),
             "a snapshot holds bound pods only; node_name must be set",
         ),
+        SnapshotError::Cancelled => ended(),
     }
 }
 
@@ -218,12 +233,33 @@ fn content_id(parts: &[&[u8]]) -> String {
     format!("{:032x}", h.digest128())
 }
 
-/// Runs CPU-bound work on the blocking pool so the async runtime keeps serving.
+/// The status of a call whose work stopped because the call had ended (no one reads it).
+fn ended() -> Status {
+    Status::cancelled("the call ended (cancelled, past its deadline or disconnected) before its work was done")
+}
+
+/// Runs CPU-bound work on the blocking pool so the async runtime keeps serving. The work belongs
+/// to the current call ([`crate::engine::cancel`]): once the call ends (cancelled, past its
+/// deadline, disconnected), the engine's loops stop early, and what they return is discarded.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, Status> + Send + 'static) -> Result<T, Status> {
     let span = tracing::Span::current();
-    tokio::task::spawn_blocking(move || span.in_scope(f))
-        .await
-        .map_err(|e| Status::internal(format!("evaluation task failed: {e}")))?
+    let flag = budget::current().map(|call| call.reservation.cancel_flag());
+    tokio::task::spawn_blocking(move || {
+        let Some(flag) = flag else {
+            return span.in_scope(f);
+        };
+        if flag.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(ended());
+        }
+        let _scope = cancel::Scope::enter(std::sync::Arc::clone(&flag));
+        let out = span.in_scope(f);
+        if flag.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(ended());
+        }
+        out
+    })
+    .await
+    .map_err(|e| Status::internal(format!("evaluation task failed: {e}")))?
 }
 
 impl PlacementApi {
@@ -271,7 +307,7 @@ impl PlacementApi {
                 let known: Vec<&str> = set.profiles.iter().map(|p| p.policy().name.as_str()).collect();
                 invalid_field(
                     "policy",
-                    format!("unknown policy {name:?}; known: {}", known.join(", ")),
+                    format!("unknown policy {}; known: {}", shown(name), known.join(", ")),
                 )
             })
     }
@@ -358,6 +394,17 @@ impl PlacementApi {
 
     fn store(&self, id: String, snapshot: Arc<Snapshot>) {
         let out = self.inner.cache.insert(id, snapshot);
+        self.cache_changed(out);
+    }
+
+    /// Measures the cached snapshots again after a call that may have built parts of one, and
+    /// evicts over the budget (see [`SnapshotCache::refresh`]).
+    fn refresh_cache(&self) {
+        let out = self.inner.cache.refresh();
+        self.cache_changed(out);
+    }
+
+    fn cache_changed(&self, out: super::cache::InsertOutcome) {
         let m = &self.inner.metrics;
         m.cache_evictions.inc_by(out.evicted as u64);
         m.cache_bytes.set(self.inner.cache.bytes() as i64);
@@ -477,6 +524,9 @@ impl PlacementApi {
         let pod = req.pod.as_ref().ok_or_else(|| invalid_field("pod", "must be set"))?;
         let pod = convert::pod("pod", pod).map_err(invalid)?;
         let snapshot = self.resolve(req.snapshot).await?;
+        if snapshot.has_pod(&pod.uid) {
+            return Err(bound_uid("pod.uid", &pod.uid));
+        }
         self.inner.metrics.nodes_evaluated.inc_by(snapshot.nodes().len() as u64);
         let (top_k, seed) = (req.top_k as usize, req.seed);
         let limit = req.infeasible_limit.map(|n| n as usize);
@@ -538,7 +588,7 @@ impl PlacementApi {
         policy_name: &mut String,
     ) -> Result<proto::ScheduleResponse, Status> {
         let deadline = request_deadline(&req);
-        let req = req.into_inner();
+        let mut req = req.into_inner();
         let profile = self.profile(&req.policy)?;
         *policy_name = profile.policy().name.clone();
         if req.pods.len() > self.inner.max_batch_size {
@@ -552,15 +602,6 @@ impl PlacementApi {
             ));
         }
         tracing::Span::current().record("pods", req.pods.len());
-        let mut uids = HashSet::with_capacity(req.pods.len());
-        for (i, p) in req.pods.iter().enumerate() {
-            if !p.uid.is_empty() && !uids.insert(p.uid.as_str()) {
-                return Err(invalid_field(
-                    format!("pods[{i}].uid"),
-                    format!("duplicate pod uid {:?} in the batch", p.uid),
-                ));
-            }
-        }
         // The snapshot a batch is assumed on is stored, so it must be one that is (not inline).
         let assume_on = match (&req.snapshot, req.assume) {
             (_, false) => None,
@@ -577,8 +618,17 @@ impl PlacementApi {
                 ))
             }
         };
-        let pods = convert::list("pods", &req.pods, convert::pod).map_err(invalid)?;
+        let batch = std::mem::take(&mut req.pods);
+        let pods = blocking(move || {
+            let pods = convert::list("pods", &batch, convert::pod).map_err(invalid)?;
+            check_batch(&pods)?;
+            Ok(pods)
+        })
+        .await?;
         let snapshot = self.resolve(req.snapshot).await?;
+        if let Some((i, p)) = pods.iter().enumerate().find(|(_, p)| snapshot.has_pod(&p.uid)) {
+            return Err(bound_uid(&format!("pods[{i}].uid"), &p.uid));
+        }
         self.inner
             .metrics
             .nodes_evaluated
@@ -661,6 +711,46 @@ impl PlacementApi {
     }
 }
 
+/// `INVALID_ARGUMENT` for a pending pod whose uid is a bound pod's in the snapshot: the same pod
+/// cannot be both (Kubernetes' uids are unique).
+fn bound_uid(field: &str, uid: &str) -> Status {
+    invalid_field(
+        field,
+        format!(
+            "pod uid {} is bound in the snapshot: a pending pod must not share a bound pod's uid",
+            shown(uid)
+        ),
+    )
+}
+
+/// What a batch must hold as a whole: unique uids, and one `min_members` per gang.
+fn check_batch(pods: &[crate::engine::model::PodSpec]) -> Result<(), Status> {
+    let mut uids = HashSet::with_capacity(pods.len());
+    let mut gangs: HashMap<&str, (usize, u32)> = HashMap::new();
+    for (i, p) in pods.iter().enumerate() {
+        if !uids.insert(&*p.uid) {
+            return Err(invalid_field(
+                format!("pods[{i}].uid"),
+                format!("duplicate pod uid {} in the batch", shown(&p.uid)),
+            ));
+        }
+        if let Some(g) = &p.gang {
+            let (first, min) = *gangs.entry(&g.key).or_insert((i, g.min_members));
+            if min != g.min_members {
+                return Err(invalid_field(
+                    format!("pods[{i}].gang.min_members"),
+                    format!(
+                        "gang {} needs {min} members in pods[{first}] and {} here: a gang's members must agree",
+                        shown(&g.key),
+                        g.min_members
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The pods `decisions` placed, each bound to its node.
 fn placed_pods(pods: Vec<crate::engine::model::PodSpec>, decisions: &[Decision]) -> Vec<crate::engine::model::PodSpec> {
     pods.into_iter()
@@ -707,6 +797,7 @@ impl proto::placement_service_server::PlacementService for PlacementApi {
         let span = tracing::info_span!("Rank");
         crate::telemetry::set_remote_parent(&span, request.metadata());
         let result = self.rank_inner(request, &mut policy).instrument(span).await;
+        self.refresh_cache();
         self.observe("Rank", &policy, start, &result);
         result.map(Response::new)
     }
@@ -724,6 +815,7 @@ impl proto::placement_service_server::PlacementService for PlacementApi {
         );
         crate::telemetry::set_remote_parent(&span, request.metadata());
         let result = self.schedule_inner(request, &mut policy).instrument(span).await;
+        self.refresh_cache();
         self.observe("Schedule", &policy, start, &result);
         result.map(Response::new)
     }
@@ -755,6 +847,26 @@ impl proto::placement_service_server::PlacementService for PlacementApi {
                         .collect(),
                     scoring_strategy: p.scoring_strategy.name().to_string(),
                     source: set.source.describe(i),
+                    filter_rules: p
+                        .rules
+                        .filters
+                        .iter()
+                        .map(|r| proto::FilterRule {
+                            name: r.name.clone(),
+                            expression: r.expression.clone(),
+                            reason: r.reason.clone(),
+                        })
+                        .collect(),
+                    score_rules: p
+                        .rules
+                        .scores
+                        .iter()
+                        .map(|r| proto::ScoreRule {
+                            name: r.name.clone(),
+                            expression: r.expression.clone(),
+                            weight: r.weight,
+                        })
+                        .collect(),
                 }
             })
             .collect();

@@ -315,10 +315,8 @@ async fn run(args: Args) -> anyhow::Result<Report> {
     let decision = listener.local_addr()?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let config = ServerConfig {
-        service: Default::default(),
         max_message_bytes: 256 << 20,
-        tls: None,
-        policy_file: None,
+        ..ServerConfig::default()
     };
     let service = tokio::spawn(serve(listener, config, Arc::new(Metrics::new()), async move {
         let _ = stop_rx.await;

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	placementv1 "github.com/placement/placement/clients/go/placement/v1"
 )
@@ -42,19 +43,19 @@ func pod(name, cpu, memory string) *placementv1.Pod {
 func run(addr string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	// grpc 1.33 (Debian 12): WithInsecure is the plaintext option of that release.
-	conn, err := grpc.DialContext(ctx, addr, grpc.WithInsecure(), grpc.WithBlock())
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", addr, err)
 	}
 	defer conn.Close()
 	client := placementv1.NewPlacementServiceClient(conn)
 
+	// WaitForReady: the first call waits (within ctx) for a server that is still starting.
 	synced, err := client.SyncSnapshot(ctx, &placementv1.SyncSnapshotRequest{
 		Kind: &placementv1.SyncSnapshotRequest_Full{Full: &placementv1.Snapshot{
 			Nodes: []*placementv1.Node{node("node-a"), node("node-b")},
 		}},
-	})
+	}, grpc.WaitForReady(true))
 	if err != nil {
 		return fmt.Errorf("SyncSnapshot: %w", err)
 	}

@@ -1,16 +1,27 @@
 """Converters from the official ``kubernetes`` client's objects to placement.v1 messages.
 
 Written against the attribute names of ``kubernetes.client`` models (``V1Pod``, ``V1Node``,
-``V1Container``, ...), i.e. snake_case Python attributes such as ``pod.spec.init_containers``
-or ``node.status.allocatable``, as returned by ``CoreV1Api().list_pod_for_all_namespaces()``
-or built by hand. The ``kubernetes`` package itself is not imported: any object with the
-same attributes works. Missing (``None``) fields map to the proto defaults.
+``V1Namespace``, ``V1PodDisruptionBudget``, ...), i.e. snake_case Python attributes such as
+``pod.spec.init_containers`` or ``node.status.allocatable``, as returned by
+``CoreV1Api().list_pod_for_all_namespaces()`` or built by hand. The ``kubernetes`` package itself
+is not imported: any object with the same attributes works. Missing (``None``) fields map to the
+proto defaults.
+
+These are the same conversions as the binder's (``binder-agent/src/model.rs``): for every object
+of the corpus in ``tests/conformance/corpus`` they give byte-identical messages
+(``SerializeToString(deterministic=True)``), which ``tests/test_conformance.py`` checks. Convert
+the objects as the API server stores them (read them back, or take them from a watch): admission
+fills spec.priority from the PriorityClass, spec.overhead from the RuntimeClass and the default
+not-ready/unreachable tolerations, and a pod built by hand lacks them.
 
 Resource quantities are passed through as strings ("250m", "8Gi"); the service parses them.
 """
 
 from __future__ import annotations
 
+import calendar
+import datetime
+import re
 from typing import Any, Iterable, Mapping, Optional
 
 from placement_client.placement.v1 import placement_pb2 as pb
@@ -18,13 +29,33 @@ from placement_client.placement.v1 import placement_pb2 as pb
 __all__ = [
     "pod_to_proto",
     "node_to_proto",
+    "namespace_to_proto",
+    "pdb_to_proto",
     "container_to_proto",
     "snapshot_from",
     "is_bound",
+    "GANG_LABEL",
+    "GANG_MIN_MEMBERS_ANNOTATION",
 ]
 
 # Phases of pods that no longer hold resources; kube-scheduler does not count them.
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+#: The label naming a pod's gang (a group placed all together or not at all).
+GANG_LABEL = "placement.dev/gang"
+#: The annotation giving a gang's minimum size.
+GANG_MIN_MEMBERS_ANNOTATION = "placement.dev/gang-min-members"
+#: The annotation kubectl writes with a copy of the whole object; never sent to the service.
+LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
+
+# Labels a controller sets per pod, not shared by the pods of one workload.
+_PER_POD_LABELS = frozenset(
+    {"statefulset.kubernetes.io/pod-name", "apps.kubernetes.io/pod-index", "controller-revision-hash"}
+)
+# Controllers whose selectors kube-scheduler's default spreading uses (Services aside).
+_DEFAULT_SPREAD_KINDS = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController"})
+_U32_MAX = 2**32 - 1
+_UNSIGNED = re.compile(r"\+?[0-9]+")
 
 
 def _str_map(m: Optional[Mapping[str, Any]]) -> dict:
@@ -36,8 +67,22 @@ def _list(xs: Optional[Iterable[Any]]) -> list:
     return list(xs or [])
 
 
+def _seconds(t: Any) -> int:
+    """A metav1.Time (``datetime``, or an RFC 3339 string) as whole seconds since the epoch."""
+    if t is None:
+        return 0
+    if isinstance(t, str):
+        t = datetime.datetime.fromisoformat(t.replace("Z", "+00:00"))
+    if t.tzinfo is None:
+        return calendar.timegm(t.timetuple())
+    return int(t.timestamp() // 1)
+
+
 def container_to_proto(c: Any) -> pb.Container:
-    """``V1Container`` -> ``placement.v1.Container`` (name, image, resources.requests, ports, restart_policy)."""
+    """``V1Container`` -> ``placement.v1.Container`` (name, image, resources.requests, host ports, restart_policy).
+
+    Only ports with a host port are kept: the others do not matter to placement.
+    """
     resources = getattr(c, "resources", None)
     requests = getattr(resources, "requests", None) if resources is not None else None
     return pb.Container(
@@ -47,11 +92,12 @@ def container_to_proto(c: Any) -> pb.Container:
         ports=[
             pb.ContainerPort(
                 container_port=p.container_port or 0,
-                host_port=getattr(p, "host_port", None) or 0,
+                host_port=p.host_port,
                 protocol=getattr(p, "protocol", None) or "",
                 host_ip=getattr(p, "host_ip", None) or "",
             )
             for p in _list(getattr(c, "ports", None))
+            if (getattr(p, "host_port", None) or 0) > 0
         ],
         # V1Container.restart_policy exists in kubernetes client >= 29 (sidecar containers).
         restart_policy=getattr(c, "restart_policy", None) or "",
@@ -145,20 +191,48 @@ def _toleration(t: Any) -> pb.Toleration:
     return out
 
 
+def _default_spread_selector(meta: Any) -> Optional[pb.LabelSelector]:
+    """The selector of kube-scheduler's default spreading for a pod owned by a ReplicaSet,
+    StatefulSet or ReplicationController: its labels without the per-pod ones (as the binder
+    derives it; Services are not considered)."""
+    owned = any(
+        getattr(o, "controller", None) is True and getattr(o, "kind", None) in _DEFAULT_SPREAD_KINDS
+        for o in _list(getattr(meta, "owner_references", None))
+    )
+    labels = {k: v for k, v in _str_map(getattr(meta, "labels", None)).items() if k not in _PER_POD_LABELS}
+    if not owned or not labels:
+        return None
+    return pb.LabelSelector(match_labels=labels)
+
+
+def _gang(meta: Any) -> Optional[pb.Gang]:
+    """The gang named by the label ``placement.dev/gang``; a missing or malformed
+    ``placement.dev/gang-min-members`` annotation gives min_members 0 (the service refuses it)."""
+    labels = getattr(meta, "labels", None) or {}
+    if GANG_LABEL not in labels:
+        return None
+    raw = str((getattr(meta, "annotations", None) or {}).get(GANG_MIN_MEMBERS_ANNOTATION, "")).strip()
+    min_members = int(raw) if _UNSIGNED.fullmatch(raw) and int(raw) <= _U32_MAX else 0
+    return pb.Gang(name=str(labels[GANG_LABEL]), min_members=min_members)
+
+
 def pod_to_proto(pod: Any) -> pb.Pod:
     """``V1Pod`` -> ``placement.v1.Pod``.
 
-    Reads metadata.{uid,namespace,name,labels} and spec.{priority, containers,
-    init_containers, overhead, node_name, node_selector, affinity.{node_affinity, pod_affinity,
-    pod_anti_affinity}, tolerations, topology_spread_constraints}. The default spreading selector
-    (``default_spread_selector``) is left unset: it comes from the pod's workload objects.
-    A pod without metadata.uid gets "<namespace>/<name>" as uid (uids must be unique within a
-    snapshot and a batch; objects read from the API server always have one).
+    Reads metadata.{uid, namespace, name, labels, annotations, owner_references,
+    deletion_timestamp}, spec.{priority, preemption_policy, containers, init_containers,
+    overhead, node_name, node_selector, affinity, tolerations, topology_spread_constraints} and
+    status.start_time. A pod owned by a ReplicaSet, StatefulSet or ReplicationController and
+    without explicit spread constraints gets ``default_spread_selector`` from its labels, as the
+    binder does. A pod without metadata.uid gets "<namespace>/<name>" as uid and one without
+    metadata.namespace "default" (objects read from the API server always have both).
     """
     meta = pod.metadata
     spec = pod.spec
+    status = getattr(pod, "status", None)
     namespace = getattr(meta, "namespace", None) or "default"
     uid = getattr(meta, "uid", None) or f"{namespace}/{meta.name}"
+    spread = [_spread_constraint(c) for c in _list(getattr(spec, "topology_spread_constraints", None))]
     out = pb.Pod(
         uid=uid,
         namespace=namespace,
@@ -171,9 +245,10 @@ def pod_to_proto(pod: Any) -> pb.Pod:
         node_name=getattr(spec, "node_name", None) or "",
         node_selector=_str_map(getattr(spec, "node_selector", None)),
         tolerations=[_toleration(t) for t in _list(getattr(spec, "tolerations", None))],
-        topology_spread_constraints=[
-            _spread_constraint(c) for c in _list(getattr(spec, "topology_spread_constraints", None))
-        ],
+        topology_spread_constraints=spread,
+        preemption_policy=getattr(spec, "preemption_policy", None) or "",
+        start_time_seconds=_seconds(getattr(status, "start_time", None)),
+        terminating=getattr(meta, "deletion_timestamp", None) is not None,
     )
     affinity = _node_affinity(spec)
     if affinity is not None:
@@ -185,6 +260,19 @@ def pod_to_proto(pod: Any) -> pb.Pod:
     pod_anti_affinity = _pod_affinity(getattr(spec_affinity, "pod_anti_affinity", None))
     if pod_anti_affinity is not None:
         out.pod_anti_affinity.CopyFrom(pod_anti_affinity)
+    if not spread:
+        selector = _default_spread_selector(meta)
+        if selector is not None:
+            out.default_spread_selector.CopyFrom(selector)
+    gang = _gang(meta)
+    if gang is not None:
+        out.gang.CopyFrom(gang)
+    # A pending pod's annotations, for the decision service's CEL rules (the binder sends none for
+    # a bound pod, and never kubectl's last-applied copy of the object).
+    if not out.node_name:
+        for key, value in (getattr(meta, "annotations", None) or {}).items():
+            if key != LAST_APPLIED_ANNOTATION:
+                out.annotations[key] = str(value)
     return out
 
 
@@ -212,19 +300,81 @@ def node_to_proto(node: Any) -> pb.Node:
     )
 
 
+def namespace_to_proto(ns: Any) -> pb.Namespace:
+    """``V1Namespace`` -> ``placement.v1.Namespace`` (metadata.name and metadata.labels), for the
+    namespaceSelector of pod (anti-)affinity terms."""
+    meta = ns.metadata
+    return pb.Namespace(name=meta.name or "", labels=_str_map(getattr(meta, "labels", None)))
+
+
+def pdb_to_proto(pdb: Any, pods: Iterable[Any] = ()) -> pb.PodDisruptionBudget:
+    """``V1PodDisruptionBudget`` (policy/v1) -> ``placement.v1.PodDisruptionBudget``.
+
+    Reads metadata.{namespace,name}, spec.selector, status.disruptions_allowed (0 without a
+    status yet, as the API server's eviction check treats it) and status.disrupted_pods. The API
+    names disrupted pods; the message carries uids: each name is resolved against ``pods``
+    (``V1Pod`` objects, e.g. the bound pods of a snapshot) of the budget's namespace, and a name
+    with no such pod is left out. The uids are sorted.
+    """
+    meta = pdb.metadata
+    namespace = getattr(meta, "namespace", None) or ""
+    spec = getattr(pdb, "spec", None)
+    status = getattr(pdb, "status", None)
+    disrupted = set((getattr(status, "disrupted_pods", None) or {}).keys())
+    uids = sorted(
+        {
+            str(p.metadata.uid)
+            for p in pods
+            if disrupted
+            and (getattr(p.metadata, "namespace", None) or "default") == namespace
+            and p.metadata.name in disrupted
+            and getattr(p.metadata, "uid", None)
+        }
+    )
+    out = pb.PodDisruptionBudget(
+        namespace=namespace,
+        name=meta.name or "",
+        disruptions_allowed=(getattr(status, "disruptions_allowed", None) or 0) if status is not None else 0,
+        disrupted_pod_uids=uids,
+    )
+    selector = getattr(spec, "selector", None) if spec is not None else None
+    if selector is not None:
+        out.selector.CopyFrom(_label_selector(selector))
+    return out
+
+
 def is_bound(pod: Any) -> bool:
-    """True for a ``V1Pod`` that occupies node capacity: spec.node_name set and not terminated."""
+    """True for a ``V1Pod`` that occupies node capacity: spec.node_name set and not terminated.
+
+    A terminating pod (metadata.deletion_timestamp set) is still bound: it holds its node until
+    it is gone, and its message says it is terminating.
+    """
     phase = getattr(getattr(pod, "status", None), "phase", None)
     return bool(getattr(pod.spec, "node_name", None)) and phase not in _TERMINAL_PHASES
 
 
-def snapshot_from(nodes: Iterable[Any], pods: Iterable[Any] = ()) -> pb.Snapshot:
-    """A full ``placement.v1.Snapshot`` from ``V1Node`` objects and ``V1Pod`` objects.
+def snapshot_from(
+    nodes: Iterable[Any],
+    pods: Iterable[Any] = (),
+    namespaces: Iterable[Any] = (),
+    pdbs: Iterable[Any] = (),
+) -> pb.Snapshot:
+    """A full ``placement.v1.Snapshot`` from ``V1Node``, ``V1Pod``, ``V1Namespace`` and
+    ``V1PodDisruptionBudget`` objects, as the binder builds it.
 
     Only bound, non-terminated pods are kept (see :func:`is_bound`); pending pods belong in a
-    ScheduleRequest / RankRequest instead.
+    ScheduleRequest / RankRequest instead. Budgets' disrupted pods resolve against the kept pods.
+    Without namespaces, a pod affinity term's namespaceSelector matches no namespace. Nodes and
+    namespaces are sorted by name, pods by uid and budgets by namespace and name.
     """
+    bound = [p for p in pods if is_bound(p)]
+    out_pods = sorted((pod_to_proto(p) for p in bound), key=lambda p: p.uid.encode())
+    out_pdbs = sorted(
+        (pdb_to_proto(b, bound) for b in pdbs), key=lambda b: f"{b.namespace}/{b.name}".encode()
+    )
     return pb.Snapshot(
-        nodes=[node_to_proto(n) for n in nodes],
-        pods=[pod_to_proto(p) for p in pods if is_bound(p)],
+        nodes=sorted((node_to_proto(n) for n in nodes), key=lambda n: n.name.encode()),
+        pods=out_pods,
+        namespaces=sorted((namespace_to_proto(n) for n in namespaces), key=lambda n: n.name.encode()),
+        pod_disruption_budgets=out_pdbs,
     )

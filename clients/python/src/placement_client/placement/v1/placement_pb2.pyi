@@ -219,7 +219,7 @@ class ListPoliciesResponse(_message.Message):
     def __init__(self, policies: _Optional[_Iterable[_Union[PolicyInfo, _Mapping]]] = ..., default_policy: _Optional[str] = ...) -> None: ...
 
 class PolicyInfo(_message.Message):
-    __slots__ = ("name", "description", "digest", "filters", "scores", "scoring_strategy", "source")
+    __slots__ = ("name", "description", "digest", "filters", "scores", "scoring_strategy", "source", "filter_rules", "score_rules")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     DIGEST_FIELD_NUMBER: _ClassVar[int]
@@ -227,6 +227,8 @@ class PolicyInfo(_message.Message):
     SCORES_FIELD_NUMBER: _ClassVar[int]
     SCORING_STRATEGY_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
+    FILTER_RULES_FIELD_NUMBER: _ClassVar[int]
+    SCORE_RULES_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     digest: str
@@ -234,7 +236,29 @@ class PolicyInfo(_message.Message):
     scores: _containers.RepeatedCompositeFieldContainer[PluginWeight]
     scoring_strategy: str
     source: str
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., digest: _Optional[str] = ..., filters: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[_Union[PluginWeight, _Mapping]]] = ..., scoring_strategy: _Optional[str] = ..., source: _Optional[str] = ...) -> None: ...
+    filter_rules: _containers.RepeatedCompositeFieldContainer[FilterRule]
+    score_rules: _containers.RepeatedCompositeFieldContainer[ScoreRule]
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., digest: _Optional[str] = ..., filters: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[_Union[PluginWeight, _Mapping]]] = ..., scoring_strategy: _Optional[str] = ..., source: _Optional[str] = ..., filter_rules: _Optional[_Iterable[_Union[FilterRule, _Mapping]]] = ..., score_rules: _Optional[_Iterable[_Union[ScoreRule, _Mapping]]] = ...) -> None: ...
+
+class FilterRule(_message.Message):
+    __slots__ = ("name", "expression", "reason")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    EXPRESSION_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    expression: str
+    reason: str
+    def __init__(self, name: _Optional[str] = ..., expression: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ScoreRule(_message.Message):
+    __slots__ = ("name", "expression", "weight")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    EXPRESSION_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    expression: str
+    weight: int
+    def __init__(self, name: _Optional[str] = ..., expression: _Optional[str] = ..., weight: _Optional[int] = ...) -> None: ...
 
 class PluginWeight(_message.Message):
     __slots__ = ("plugin", "weight")
@@ -245,7 +269,7 @@ class PluginWeight(_message.Message):
     def __init__(self, plugin: _Optional[str] = ..., weight: _Optional[int] = ...) -> None: ...
 
 class Pod(_message.Message):
-    __slots__ = ("uid", "namespace", "name", "labels", "priority", "containers", "init_containers", "overhead", "node_name", "node_selector", "node_affinity", "tolerations", "pod_affinity", "pod_anti_affinity", "topology_spread_constraints", "default_spread_selector", "preemption_policy", "start_time_seconds", "gang")
+    __slots__ = ("uid", "namespace", "name", "labels", "priority", "containers", "init_containers", "overhead", "node_name", "node_selector", "node_affinity", "tolerations", "pod_affinity", "pod_anti_affinity", "topology_spread_constraints", "default_spread_selector", "preemption_policy", "start_time_seconds", "gang", "terminating", "annotations")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -261,6 +285,13 @@ class Pod(_message.Message):
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     class NodeSelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class AnnotationsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -286,6 +317,8 @@ class Pod(_message.Message):
     PREEMPTION_POLICY_FIELD_NUMBER: _ClassVar[int]
     START_TIME_SECONDS_FIELD_NUMBER: _ClassVar[int]
     GANG_FIELD_NUMBER: _ClassVar[int]
+    TERMINATING_FIELD_NUMBER: _ClassVar[int]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
     uid: str
     namespace: str
     name: str
@@ -305,7 +338,9 @@ class Pod(_message.Message):
     preemption_policy: str
     start_time_seconds: int
     gang: Gang
-    def __init__(self, uid: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., overhead: _Optional[_Mapping[str, str]] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_affinity: _Optional[_Union[NodeAffinity, _Mapping]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., pod_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., pod_anti_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., topology_spread_constraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., default_spread_selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., preemption_policy: _Optional[str] = ..., start_time_seconds: _Optional[int] = ..., gang: _Optional[_Union[Gang, _Mapping]] = ...) -> None: ...
+    terminating: bool
+    annotations: _containers.ScalarMap[str, str]
+    def __init__(self, uid: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., overhead: _Optional[_Mapping[str, str]] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_affinity: _Optional[_Union[NodeAffinity, _Mapping]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., pod_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., pod_anti_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., topology_spread_constraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., default_spread_selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., preemption_policy: _Optional[str] = ..., start_time_seconds: _Optional[int] = ..., gang: _Optional[_Union[Gang, _Mapping]] = ..., terminating: _Optional[bool] = ..., annotations: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class PodAffinity(_message.Message):
     __slots__ = ("required", "preferred")

@@ -1,0 +1,165 @@
+//! Reads the live cluster as the binder sees it: the same lists (every node, namespace and
+//! PodDisruptionBudget, and every pod that has not finished, through kube-scheduler's field
+//! selector), the same projections ([`crate::model`]) and the same [`ClusterState`], whose full
+//! snapshot is what the binder would send a decision replica. The explained pod itself is left
+//! out of it: a bound pod is explained against the cluster as it is now, as if it were pending.
+
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::ListParams;
+use kube::{Api, Client};
+use placement_scheduler::proto;
+use serde::de::DeserializeOwned;
+
+use crate::model::{namespace_info, node_info, pdb_info, pod_info, PodInfo};
+use crate::state::ClusterState;
+use crate::watch::POD_FIELD_SELECTOR;
+
+/// Objects per list page.
+const PAGE: u32 = 500;
+
+/// Why the cluster could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The pod does not exist.
+    #[error("pod {namespace}/{name} not found")]
+    PodNotFound {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// The pod has no uid (the API server always sets one).
+    #[error("pod {0} has no metadata.uid")]
+    NoUid(String),
+    /// A request to the API server failed.
+    #[error("{what}: {source}")]
+    Api {
+        /// What was being read.
+        what: String,
+        /// The client's error.
+        source: kube::Error,
+    },
+}
+
+/// The pod and the cluster around it.
+#[derive(Debug, Clone)]
+pub struct ClusterView {
+    /// The pod, projected as the binder projects pods (`node_name` as the API server has it).
+    pub pod: PodInfo,
+    /// status.phase.
+    pub phase: String,
+    /// status.nominatedNodeName.
+    pub nominated_node: Option<String>,
+    /// The cluster without the pod: nodes, the pods bound to them, namespaces, budgets.
+    pub snapshot: proto::Snapshot,
+    /// Lists that could not be read and what that leaves out.
+    pub notes: Vec<String>,
+}
+
+/// Hands every object of `api` matching `params` to `each`, page by page, so that no more than a
+/// page of whole objects is held at once (the projections kept are a fraction of their size).
+async fn list_each<K>(api: &Api<K>, params: ListParams, mut each: impl FnMut(K)) -> kube::Result<()>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let mut params = params.limit(PAGE);
+    loop {
+        let page = api.list(&params).await?;
+        page.items.into_iter().for_each(&mut each);
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(()),
+        }
+    }
+}
+
+fn api_error(what: &str) -> impl FnOnce(kube::Error) -> ReadError + '_ {
+    move |source| ReadError::Api {
+        what: what.to_string(),
+        source,
+    }
+}
+
+/// Whether an error is the API server refusing access (401 or 403), which leaves an optional
+/// list out instead of stopping the explanation.
+fn forbidden(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 401 || s.code == 403)
+}
+
+/// Reads the pod `namespace/name` and the cluster it is placed in.
+pub async fn read(client: &Client, namespace: &str, name: &str) -> Result<ClusterView, ReadError> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let what = format!("reading pod {namespace}/{name}");
+    let pod = pods
+        .get_opt(name)
+        .await
+        .map_err(api_error(&what))?
+        .ok_or_else(|| ReadError::PodNotFound {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        })?;
+    let info = pod_info(&pod);
+    if info.spec.uid.is_empty() {
+        return Err(ReadError::NoUid(info.key()));
+    }
+    let status = pod.status.as_ref();
+    let phase = status.and_then(|s| s.phase.clone()).unwrap_or_default();
+    let nominated_node = status
+        .and_then(|s| s.nominated_node_name.clone())
+        .filter(|n| !n.is_empty());
+
+    let mut state = ClusterState::new();
+    let mut notes = Vec::new();
+    list_each(&Api::<Node>::all(client.clone()), ListParams::default(), |n| {
+        state.apply_node(node_info(&n))
+    })
+    .await
+    .map_err(api_error("listing nodes"))?;
+    let namespaces = list_each(&Api::<Namespace>::all(client.clone()), ListParams::default(), |ns| {
+        state.apply_namespace(namespace_info(&ns))
+    })
+    .await;
+    match namespaces {
+        Ok(()) => {}
+        Err(e) if forbidden(&e) => notes.push(format!(
+            "namespaces could not be listed ({e}): pod affinity terms with a namespaceSelector match no namespace"
+        )),
+        Err(e) => return Err(api_error("listing namespaces")(e)),
+    }
+    let pdbs = list_each(
+        &Api::<PodDisruptionBudget>::all(client.clone()),
+        ListParams::default(),
+        |p| state.apply_pdb(pdb_info(&p)),
+    )
+    .await;
+    match pdbs {
+        Ok(()) => {}
+        Err(e) if forbidden(&e) => notes.push(format!(
+            "PodDisruptionBudgets could not be listed ({e}): preemption is explained without them"
+        )),
+        Err(e) => return Err(api_error("listing poddisruptionbudgets")(e)),
+    }
+    // As the binder: a bound pod that has not finished uses its node (even while it is being
+    // deleted); pending pods use nothing.
+    list_each(
+        &Api::<Pod>::all(client.clone()),
+        ListParams::default().fields(POD_FIELD_SELECTOR),
+        |p| {
+            let other = pod_info(&p);
+            let skip = other.spec.uid == info.spec.uid || other.spec.uid.is_empty() || other.terminal;
+            if !skip && other.node_name().is_some() {
+                state.apply_bound_pod(other.spec);
+            }
+        },
+    )
+    .await
+    .map_err(api_error("listing pods"))?;
+    Ok(ClusterView {
+        pod: info,
+        phase,
+        nominated_node,
+        snapshot: state.full(),
+        notes,
+    })
+}

@@ -1,0 +1,489 @@
+//! `kubectl placement explain POD`: why a pod is pending, or why it landed where it did.
+//!
+//! The command reads the live cluster through the kubeconfig exactly as the binder does
+//! ([`cluster`]), asks a decision replica or the decision service's implementation in this process
+//! ([`decide`]) to Rank the pod, and prints the verdict with kube-scheduler's message, the best
+//! nodes with each plugin's weighted score, the refused nodes grouped by filter and reason, and for
+//! a pod that fits nowhere what would make it fit ([`report`], [`blockers`]); `--node` explains
+//! one node, `--policy` / `--policy-file` put another policy beside the current one. Text for a
+//! terminal ([`render`]), or `-o json`.
+//!
+//! The same command is `kubectl-placement explain` (a kubectl plugin: `kubectl placement explain`)
+//! and `binder-agent explain`. docs/explain.md is the user's guide.
+
+pub mod blockers;
+pub mod cluster;
+pub mod decide;
+pub mod render;
+pub mod report;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::Client;
+use placement_scheduler::engine::Snapshot;
+use placement_scheduler::grpc::policy_file::load_policies;
+use placement_scheduler::grpc::{convert, PolicySource, ServiceConfig};
+use placement_scheduler::proto;
+
+use crate::api::PodRef;
+use blockers::quantity;
+use decide::Decider;
+use report::{ClusterSize, Explanation, Limits, PodSummary, Subject};
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// Text for a person.
+    Text,
+    /// The explanation as one JSON document.
+    Json,
+}
+
+/// When to colour text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// On a terminal, unless NO_COLOR is set.
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+/// Flags of `explain`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExplainArgs {
+    /// The pod: NAME or pod/NAME.
+    pub pod: String,
+
+    /// Namespace of the pod (default: the kubeconfig context's).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+
+    /// Kubeconfig file (default: $KUBECONFIG or ~/.kube/config, or the in-cluster config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Kubeconfig context (default: the current context).
+    #[arg(long)]
+    pub context: Option<String>,
+
+    /// Ask this decision replica (`http://host:port`) instead of the engine in this process.
+    #[arg(long, value_name = "URL")]
+    pub decision_address: Option<String>,
+
+    /// Speak TLS to `--decision-address`, trusting this CA (PEM).
+    #[arg(long, requires = "decision_address")]
+    pub decision_tls_ca: Option<PathBuf>,
+
+    /// Client certificate (PEM) for mutual TLS; needs `--decision-tls-key` and `--decision-tls-ca`.
+    #[arg(long, requires_all = ["decision_tls_key", "decision_tls_ca"])]
+    pub decision_tls_cert: Option<PathBuf>,
+
+    /// Private key (PEM) of `--decision-tls-cert`.
+    #[arg(long, requires = "decision_tls_cert")]
+    pub decision_tls_key: Option<PathBuf>,
+
+    /// Name the replica's certificate is verified against (default: the host of the URL).
+    #[arg(long, requires = "decision_tls_ca")]
+    pub decision_tls_server_name: Option<String>,
+
+    /// The policy in use, as the binder's `--policy` (empty: the decision service's default).
+    #[arg(long, default_value = "")]
+    pub baseline_policy: String,
+
+    /// What if: also rank under this policy (of the decision service, or of `--policy-file`), beside
+    /// the one in use.
+    #[arg(long)]
+    pub policy: Option<String>,
+
+    /// What if: also rank under a policy of this file (placement's policy file or a
+    /// KubeSchedulerConfiguration), in this process: `--policy` names it, default the file's first.
+    #[arg(long, value_name = "FILE")]
+    pub policy_file: Option<PathBuf>,
+
+    /// Explain this node: its verdict, the filter that refused it and why, or its scores beside the
+    /// best node's.
+    #[arg(long, value_name = "NAME")]
+    pub node: Option<String>,
+
+    /// How many of the best nodes to list.
+    #[arg(long, default_value_t = 5)]
+    pub top: usize,
+
+    /// How many node names to list per group of refused nodes and per hint.
+    #[arg(long, default_value_t = 3)]
+    pub examples: usize,
+
+    /// Schedulers the binder places pods for (a pod naming another is explained all the same, with
+    /// a note).
+    #[arg(
+        long = "scheduler-name",
+        value_delimiter = ',',
+        default_value = "placement-scheduler"
+    )]
+    pub scheduler_names: Vec<String>,
+
+    /// Tie-break seed, as the binder's `--seed`.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 60)]
+    pub timeout_seconds: u64,
+
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+
+    /// Colour: auto (on a terminal, unless NO_COLOR is set), always or never.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+}
+
+/// A Kubernetes client from `--kubeconfig` and `--context`, else as kubectl finds one.
+async fn kube_client(kubeconfig: Option<&Path>, context: Option<&str>) -> anyhow::Result<Client> {
+    let options = KubeConfigOptions {
+        context: context.map(str::to_string),
+        ..KubeConfigOptions::default()
+    };
+    let config = match (kubeconfig, context) {
+        (Some(path), _) => {
+            let kc = Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &options)
+                .await
+                .with_context(|| format!("loading {}", path.display()))?
+        }
+        (None, Some(c)) => kube::Config::from_kubeconfig(&options)
+            .await
+            .with_context(|| format!("loading context {c:?} of the kubeconfig"))?,
+        (None, None) => kube::Config::infer()
+            .await
+            .context("configuring the Kubernetes client (KUBECONFIG, ~/.kube/config or in-cluster)")?,
+    };
+    Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// `pod/NAME` or `pods/NAME` as kubectl accepts them, else the name itself.
+fn pod_name(arg: &str) -> anyhow::Result<&str> {
+    let name = match arg.split_once('/') {
+        Some(("pod" | "pods" | "po", name)) => name,
+        Some((kind, _)) => anyhow::bail!("{arg:?}: only pods can be explained, not {kind}"),
+        None => arg,
+    };
+    anyhow::ensure!(!name.is_empty(), "the pod name is empty");
+    Ok(name)
+}
+
+/// The decider of the policy in use: the replica at `--decision-address`, or the engine here.
+fn baseline_decider(args: &ExplainArgs) -> anyhow::Result<Decider> {
+    Ok(match &args.decision_address {
+        Some(address) => {
+            let tls = crate::run::client_tls(
+                args.decision_tls_ca.as_deref(),
+                args.decision_tls_cert.as_deref(),
+                args.decision_tls_key.as_deref(),
+                args.decision_tls_server_name.as_deref(),
+            )?;
+            Decider::remote(address, tls.as_ref(), Duration::from_secs(args.timeout_seconds.max(1)))?
+        }
+        None => Decider::in_process(ServiceConfig::default(), "in-process engine")?,
+    })
+}
+
+/// The engine in this process with the policies of `path`.
+fn file_decider(path: &Path) -> anyhow::Result<Decider> {
+    let loaded = load_policies(path)?;
+    let config = ServiceConfig {
+        policies: loaded.policies,
+        policy_source: PolicySource::File {
+            path: path.display().to_string(),
+            format: loaded.format,
+        },
+        ..ServiceConfig::default()
+    };
+    Ok(Decider::in_process(
+        config,
+        format!("in-process engine, policy file {}", path.display()),
+    )?)
+}
+
+/// Ranks `pod` on the snapshot stored as `id` under `policy`: every infeasible node, and every
+/// feasible one when a node is asked about (else the best `top`).
+async fn rank(
+    decider: &Decider,
+    id: &str,
+    pod: &proto::Pod,
+    policy: &str,
+    args: &ExplainArgs,
+    all_feasible: bool,
+) -> anyhow::Result<proto::RankResponse> {
+    let req = proto::RankRequest {
+        snapshot: Some(proto::SnapshotRef {
+            source: Some(proto::snapshot_ref::Source::SnapshotId(id.to_string())),
+        }),
+        pod: Some(pod.clone()),
+        policy: policy.to_string(),
+        top_k: if all_feasible { 0 } else { args.top.max(1) as u32 },
+        seed: args.seed,
+        infeasible_limit: None,
+    };
+    decider
+        .rank(req)
+        .await
+        .map_err(|s| anyhow::anyhow!("{} answered {:?}: {}", decider.describe(), s.code(), s.message()))
+}
+
+/// Stores `snapshot` with `decider`; returns the id.
+async fn sync(decider: &Decider, snapshot: &proto::Snapshot) -> anyhow::Result<String> {
+    decider
+        .sync(snapshot.clone())
+        .await
+        .map_err(|s| anyhow::anyhow!("{} answered {:?}: {}", decider.describe(), s.code(), s.message()))
+}
+
+/// Reads the cluster, asks for the verdicts and builds the explanation.
+pub async fn explain(args: &ExplainArgs) -> anyhow::Result<Explanation> {
+    let name = pod_name(&args.pod)?;
+    let client = kube_client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let namespace = args
+        .namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_string());
+    let view = cluster::read(&client, &namespace, name).await?;
+
+    let info = &view.pod;
+    let bound_to = info.node_name().map(str::to_string);
+    let mut pod = info.spec.clone();
+    pod.node_name.clear();
+    let spec = convert::pod("pod", &pod).map_err(|e| anyhow::anyhow!("the pod cannot be placed: {e}"))?;
+    let (nodes, pods, namespaces, _) = convert::snapshot("snapshot", &view.snapshot)
+        .map_err(|e| anyhow::anyhow!("the cluster does not convert as the binder sends it: {e}"))?;
+    let engine_snapshot = Snapshot::build_with_namespaces(nodes, pods, namespaces)
+        .map_err(|e| anyhow::anyhow!("the cluster does not convert as the binder sends it: {e}"))?;
+
+    let asked_node = match (&args.node, &bound_to) {
+        (Some(n), _) => {
+            anyhow::ensure!(
+                engine_snapshot.node(n).is_some(),
+                "node {n:?} is not in the cluster ({} nodes)",
+                engine_snapshot.nodes().len()
+            );
+            Some(n.clone())
+        }
+        // A bound pod: how its node fares now.
+        (None, Some(n)) if engine_snapshot.node(n).is_some() => Some(n.clone()),
+        _ => None,
+    };
+
+    let mut notes = view.notes.clone();
+    if let Some(n) = &bound_to {
+        notes.insert(
+            0,
+            format!(
+                "the pod is bound to {n}; it is explained against the cluster as it is now, without itself, as if it were pending again"
+            ),
+        );
+        if engine_snapshot.node(n).is_none() {
+            notes.push(format!("its node {n} is no longer in the cluster"));
+        }
+    }
+    if !args.scheduler_names.contains(&info.scheduler_name) {
+        notes.push(format!(
+            "spec.schedulerName is {:?}: placement's binder places pods naming {}; this is where placement would put it",
+            info.scheduler_name,
+            args.scheduler_names.join(", ")
+        ));
+    }
+    if info.terminal {
+        notes.push(format!(
+            "the pod has finished (phase {}); it is explained as if it were pending",
+            view.phase
+        ));
+    }
+    if info.deleting {
+        notes.push("the pod is being deleted".into());
+    }
+    if let Some(n) = &view.nominated_node {
+        notes.push(format!(
+            "status.nominatedNodeName is {n}: a preemption for this pod is under way"
+        ));
+    }
+    if let Some(g) = &pod.gang {
+        notes.push(format!(
+            "the pod belongs to gang {}/{}: Rank evaluates it alone, the binder places the gang's members together",
+            pod.namespace, g.name
+        ));
+    }
+
+    let baseline = baseline_decider(args)?;
+    let all_feasible = asked_node.is_some();
+    let id = sync(&baseline, &view.snapshot).await?;
+    let current = rank(&baseline, &id, &pod, &args.baseline_policy, args, all_feasible).await?;
+    let what_if = match (&args.policy_file, &args.policy) {
+        (Some(path), policy) => {
+            let decider = file_decider(path)?;
+            let id = sync(&decider, &view.snapshot).await?;
+            let policy = policy.clone().unwrap_or_default();
+            let r = rank(&decider, &id, &pod, &policy, args, all_feasible).await?;
+            Some((r, decider.describe()))
+        }
+        (None, Some(policy)) => {
+            let r = rank(&baseline, &id, &pod, policy, args, all_feasible).await?;
+            Some((r, baseline.describe()))
+        }
+        (None, None) => None,
+    };
+
+    // The names of the pods preemption would evict.
+    let victims: HashSet<&str> = current
+        .victim_uids
+        .iter()
+        .chain(what_if.iter().flat_map(|(r, _)| r.victim_uids.iter()))
+        .map(String::as_str)
+        .collect();
+    let pod_names: HashMap<String, String> = view
+        .snapshot
+        .pods
+        .iter()
+        .filter(|p| victims.contains(p.uid.as_str()))
+        .map(|p| (p.uid.clone(), format!("{}/{}", p.namespace, p.name)))
+        .collect();
+
+    let subject = Subject {
+        pod: &spec,
+        cluster: &engine_snapshot,
+        pod_names: &pod_names,
+    };
+    let limits = Limits {
+        top: args.top.max(1),
+        examples: args.examples.max(1),
+        node: asked_node,
+    };
+    let pod_ref = PodRef {
+        namespace: pod.namespace.clone(),
+        name: pod.name.clone(),
+        uid: pod.uid.clone(),
+    };
+    let requests: BTreeMap<String, String> = {
+        let r = &spec.requests;
+        let mut m = BTreeMap::new();
+        for (name, amount) in [
+            ("cpu", r.milli_cpu),
+            ("memory", r.memory),
+            ("ephemeral-storage", r.ephemeral_storage),
+        ] {
+            if amount > 0 {
+                m.insert(name.to_string(), quantity(name, amount));
+            }
+        }
+        for (name, amount) in &r.scalars {
+            m.insert(name.to_string(), quantity(name, *amount));
+        }
+        m
+    };
+    Ok(Explanation {
+        pod: PodSummary {
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            uid: pod.uid.clone(),
+            scheduler_name: info.scheduler_name.clone(),
+            phase: view.phase.clone(),
+            bound_to,
+            requests,
+        },
+        notes,
+        cluster: ClusterSize {
+            nodes: view.snapshot.nodes.len(),
+            bound_pods: view.snapshot.pods.len(),
+        },
+        current: report::outcome(&current, &baseline.describe(), &pod_ref, &subject, &limits),
+        what_if: what_if.map(|(r, by)| report::outcome(&r, &by, &pod_ref, &subject, &limits)),
+    })
+}
+
+/// Whether to colour output written to stdout.
+fn use_color(choice: ColorChoice) -> bool {
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                && std::env::var("TERM").map_or(true, |t| t != "dumb")
+        }
+    }
+}
+
+/// The explanation in the format `args` asks for.
+pub fn format(e: &Explanation, args: &ExplainArgs) -> anyhow::Result<String> {
+    Ok(match args.output {
+        Output::Json => {
+            let mut s = serde_json::to_string_pretty(e)?;
+            s.push('\n');
+            s
+        }
+        Output::Text => render::text(
+            e,
+            render::Style {
+                color: use_color(args.color),
+            },
+        ),
+    })
+}
+
+/// Runs `explain` and prints the result on stdout.
+pub async fn main(args: ExplainArgs) -> anyhow::Result<()> {
+    let timeout = Duration::from_secs(args.timeout_seconds.max(1));
+    let e = tokio::time::timeout(timeout, explain(&args))
+        .await
+        .map_err(|_| anyhow::anyhow!("gave up after {}s (--timeout-seconds)", timeout.as_secs()))??;
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    out.write_all(format(&e, &args)?.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ExplainArgs,
+    }
+
+    #[test]
+    fn flags_parse_as_kubectl_passes_them() {
+        let a = Cli::try_parse_from(["explain", "web-1", "-n", "shop", "-o", "json", "--node", "n1"])
+            .unwrap()
+            .args;
+        assert_eq!((a.pod.as_str(), a.namespace.as_deref()), ("web-1", Some("shop")));
+        assert_eq!(a.output, Output::Json);
+        assert_eq!(a.node.as_deref(), Some("n1"));
+        assert_eq!((a.top, a.examples, a.seed), (5, 3, 0));
+        assert_eq!(a.scheduler_names, ["placement-scheduler"]);
+        assert!(Cli::try_parse_from(["explain"]).is_err(), "the pod is required");
+        assert!(
+            Cli::try_parse_from(["explain", "p", "--decision-tls-ca", "ca.pem"]).is_err(),
+            "TLS needs an address"
+        );
+    }
+
+    #[test]
+    fn pod_names_take_kubectl_forms() {
+        assert_eq!(pod_name("web").unwrap(), "web");
+        assert_eq!(pod_name("pod/web").unwrap(), "web");
+        assert_eq!(pod_name("pods/web").unwrap(), "web");
+        assert!(pod_name("deploy/web").unwrap_err().to_string().contains("only pods"));
+        assert!(pod_name("pod/").is_err());
+    }
+}

@@ -1,0 +1,697 @@
+//! The explanation as text for a person: aligned tables, coloured on a terminal and plain when
+//! piped. Pure functions of an [`Explanation`].
+
+use std::fmt::Write as _;
+
+use super::report::{Explanation, NodeVerdict, Outcome, ScoredNode};
+
+/// How text is styled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Style {
+    /// ANSI colours and bold.
+    pub color: bool,
+}
+
+/// An ANSI style.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Paint {
+    Bold,
+    Green,
+    Red,
+    Yellow,
+    Cyan,
+    Dim,
+}
+
+impl Style {
+    fn paint(self, p: Paint, s: &str) -> String {
+        if !self.color || s.is_empty() {
+            return s.to_string();
+        }
+        let code = match p {
+            Paint::Bold => "1",
+            Paint::Green => "1;32",
+            Paint::Red => "1;31",
+            Paint::Yellow => "33",
+            Paint::Cyan => "36",
+            Paint::Dim => "2",
+        };
+        format!("\x1b[{code}m{s}\x1b[0m")
+    }
+}
+
+/// A column's alignment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Align {
+    Left,
+    Right,
+}
+
+/// A table cell: text and how to paint it once padded.
+#[derive(Debug, Clone)]
+struct Cell(String, Option<Paint>);
+
+fn cell(s: impl Into<String>) -> Cell {
+    Cell(s.into(), None)
+}
+
+fn painted(s: impl Into<String>, p: Paint) -> Cell {
+    Cell(s.into(), Some(p))
+}
+
+/// Rows aligned in columns, two spaces apart, indented by two; the last column is not padded.
+fn table(out: &mut String, style: Style, align: &[Align], rows: &[Vec<Cell>]) {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut widths = vec![0usize; cols];
+    for row in rows {
+        for (i, c) in row.iter().enumerate() {
+            widths[i] = widths[i].max(c.0.chars().count());
+        }
+    }
+    for row in rows {
+        let mut line = String::from(" ");
+        for (i, c) in row.iter().enumerate() {
+            let pad = widths[i] - c.0.chars().count();
+            let last = i + 1 == row.len();
+            let right = align.get(i).copied().unwrap_or(Align::Left) == Align::Right;
+            line.push(' ');
+            if right {
+                line.push_str(&" ".repeat(pad));
+            }
+            line.push_str(&match c.1 {
+                Some(p) => style.paint(p, &c.0),
+                None => c.0.clone(),
+            });
+            if !right && !last {
+                line.push_str(&" ".repeat(pad));
+            }
+            if !last {
+                line.push(' ');
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+}
+
+/// A short column header for a score plugin.
+fn short_plugin(name: &str) -> &str {
+    match name {
+        "TaintToleration" => "Taint",
+        "NodeAffinity" => "NodeAff",
+        "NodeResourcesFit" => "Fit",
+        "PodTopologySpread" => "Spread",
+        "InterPodAffinity" => "PodAff",
+        "NodeResourcesBalancedAllocation" => "Balanced",
+        "ImageLocality" => "Image",
+        other => other,
+    }
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+fn verdict(out: &mut String, style: Style, o: &Outcome) {
+    if o.schedulable {
+        let _ = writeln!(
+            out,
+            "{} best node {} (score {}); {} of {} fit.",
+            style.paint(Paint::Green, "SCHEDULABLE:"),
+            style.paint(Paint::Cyan, o.node.as_deref().unwrap_or("")),
+            o.score.unwrap_or(0),
+            o.feasible_count,
+            plural(o.node_count as usize, "node", "nodes"),
+        );
+    } else {
+        let _ = writeln!(out, "{} no node fits.", style.paint(Paint::Red, "UNSCHEDULABLE:"));
+    }
+    let _ = writeln!(out, "  kube-scheduler: {}", o.message);
+    if let Some(n) = &o.nominated_node {
+        let victims = if o.victims.is_empty() {
+            String::new()
+        } else {
+            format!(", evicting {}", o.victims.join(", "))
+        };
+        let _ = writeln!(
+            out,
+            "  preemption: would nominate {}{victims}",
+            style.paint(Paint::Cyan, n)
+        );
+    }
+}
+
+/// The plugins of a set of scored nodes, in the order the first lists them.
+fn plugin_columns<'a>(nodes: impl IntoIterator<Item = &'a ScoredNode>) -> Vec<(String, i64)> {
+    let mut cols: Vec<(String, i64)> = Vec::new();
+    for n in nodes {
+        for p in &n.plugins {
+            if !cols.iter().any(|(name, _)| *name == p.plugin) {
+                cols.push((p.plugin.clone(), p.weight));
+            }
+        }
+    }
+    cols
+}
+
+fn weighted(n: &ScoredNode, plugin: &str) -> Option<i64> {
+    n.plugins.iter().find(|p| p.plugin == plugin).map(|p| p.weighted)
+}
+
+fn best_nodes(out: &mut String, style: Style, o: &Outcome) {
+    if o.best.is_empty() {
+        return;
+    }
+    let shown = if (o.best.len() as u32) < o.feasible_count {
+        format!(", the best {} of {}", o.best.len(), o.feasible_count)
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "\n{} (weighted scores: plugin score 0-100 x weight{shown}):",
+        style.paint(Paint::Bold, "Best nodes")
+    );
+    let cols = plugin_columns(&o.best);
+    let mut header = vec![
+        painted("#", Paint::Bold),
+        painted("NODE", Paint::Bold),
+        painted("TOTAL", Paint::Bold),
+    ];
+    header.extend(cols.iter().map(|(p, _)| painted(short_plugin(p), Paint::Bold)));
+    let mut weights = vec![cell(""), cell(""), cell("")];
+    weights.extend(cols.iter().map(|(_, w)| painted(format!("x{w}"), Paint::Dim)));
+    let mut rows = vec![header, weights];
+    for n in &o.best {
+        let mut row = vec![
+            cell(n.rank.to_string()),
+            painted(&n.node, Paint::Cyan),
+            painted(n.total.to_string(), Paint::Bold),
+        ];
+        row.extend(
+            cols.iter()
+                .map(|(p, _)| cell(weighted(n, p).map_or("-".to_string(), |w| w.to_string()))),
+        );
+        rows.push(row);
+    }
+    let mut align = vec![Align::Right, Align::Left];
+    align.extend(std::iter::repeat_n(Align::Right, cols.len() + 1));
+    table(out, style, &align, &rows);
+}
+
+fn refused(out: &mut String, style: Style, o: &Outcome) {
+    if o.refused.is_empty() {
+        return;
+    }
+    let count = (o.node_count - o.feasible_count) as usize;
+    let _ = writeln!(
+        out,
+        "\n{}: {count} of {} (by the first filter that refused each):",
+        style.paint(Paint::Bold, "Refused nodes"),
+        plural(o.node_count as usize, "node", "nodes")
+    );
+    let mut rows = vec![vec![
+        painted("FILTER", Paint::Bold),
+        painted("REASON", Paint::Bold),
+        painted("NODES", Paint::Bold),
+        painted("FIRST NODES", Paint::Bold),
+    ]];
+    for g in &o.refused {
+        let more = g.count > g.nodes.len();
+        rows.push(vec![
+            painted(&g.filter, Paint::Yellow),
+            cell(&g.reason),
+            cell(g.count.to_string()),
+            cell(format!("{}{}", g.nodes.join(", "), if more { ", …" } else { "" })),
+        ]);
+    }
+    table(
+        out,
+        style,
+        &[Align::Left, Align::Left, Align::Right, Align::Left],
+        &rows,
+    );
+}
+
+fn hints(out: &mut String, style: Style, o: &Outcome) {
+    if o.hints.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n{}:", style.paint(Paint::Bold, "What would make it fit"));
+    for h in &o.hints {
+        let _ = writeln!(out, "  - {}", h.text);
+    }
+    if let Some(c) = &o.hints_caveat {
+        let _ = writeln!(out, "  {}", style.paint(Paint::Dim, &format!("({c})")));
+    }
+}
+
+fn node_detail(out: &mut String, style: Style, d: &NodeVerdict, o: &Outcome) {
+    let name = style.paint(Paint::Cyan, &d.node);
+    if !d.feasible {
+        let by = match &d.filter {
+            Some(f) => format!(" by {}: {}", style.paint(Paint::Yellow, f), d.reasons.join(", ")),
+            None => String::new(),
+        };
+        let _ = writeln!(out, "\nNode {name}: {}{by}", style.paint(Paint::Red, "REFUSED"));
+        for b in &d.blockers {
+            let _ = writeln!(out, "  - {}: {}", b.filter(), b.describe());
+        }
+        if d.blockers.is_empty() {
+            let _ = writeln!(
+                out,
+                "  (nothing the cordon, taint, label, port and resource checks see: the refusal comes from {})",
+                d.filter.as_deref().unwrap_or("a filter not re-checked here")
+            );
+        }
+        return;
+    }
+    let (Some(me), Some(rank)) = (&d.scores, d.rank) else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "\nNode {name}: {}, rank {rank} of {} (score {}).",
+        style.paint(Paint::Green, "feasible"),
+        o.feasible_count,
+        me.total
+    );
+    let Some(other) = &d.compared_with else {
+        return;
+    };
+    let why = if rank == 1 {
+        format!("why {} and not {}", d.node, other.node)
+    } else {
+        format!("why {} and not {}", other.node, d.node)
+    };
+    let _ = writeln!(
+        out,
+        "  Against {} (rank {}, score {}), {why}, weighted scores:",
+        style.paint(Paint::Cyan, &other.node),
+        other.rank,
+        other.total
+    );
+    let cols = plugin_columns([me, other]);
+    let mut rows = vec![vec![
+        painted("PLUGIN", Paint::Bold),
+        painted("WEIGHT", Paint::Bold),
+        painted(&d.node, Paint::Bold),
+        painted(&other.node, Paint::Bold),
+        painted("DIFF", Paint::Bold),
+    ]];
+    let diff_cell = |diff: i64| {
+        let text = if diff > 0 { format!("+{diff}") } else { diff.to_string() };
+        match diff.signum() {
+            1 => painted(text, Paint::Green),
+            -1 => painted(text, Paint::Red),
+            _ => cell(text),
+        }
+    };
+    for (p, w) in &cols {
+        let a = weighted(me, p).unwrap_or(0);
+        let b = weighted(other, p).unwrap_or(0);
+        rows.push(vec![
+            cell(p.as_str()),
+            cell(w.to_string()),
+            cell(a.to_string()),
+            cell(b.to_string()),
+            diff_cell(a - b),
+        ]);
+    }
+    rows.push(vec![
+        painted("TOTAL", Paint::Bold),
+        cell(""),
+        painted(me.total.to_string(), Paint::Bold),
+        painted(other.total.to_string(), Paint::Bold),
+        diff_cell(me.total - other.total),
+    ]);
+    table(
+        out,
+        style,
+        &[Align::Left, Align::Right, Align::Right, Align::Right, Align::Right],
+        &rows,
+    );
+    if me.total == other.total {
+        let _ = writeln!(
+            out,
+            "  Equal totals: the tie-break, a stable hash of the seed, the pod's uid and the node's name, decides."
+        );
+    }
+}
+
+fn ordinal_entry(o: &Outcome, i: usize) -> String {
+    o.best
+        .get(i)
+        .map(|n| format!("{}  {}", n.node, n.total))
+        .unwrap_or_default()
+}
+
+fn node_summary(d: &NodeVerdict) -> String {
+    match (&d.scores, d.rank) {
+        (Some(s), Some(r)) => format!("rank {r}, score {}", s.total),
+        _ => format!("refused by {}", d.filter.as_deref().unwrap_or("?")),
+    }
+}
+
+fn what_if(out: &mut String, style: Style, current: &Outcome, w: &Outcome) {
+    let _ = writeln!(
+        out,
+        "\n{} policy {} ({}) beside {}:",
+        style.paint(Paint::Bold, "What if:"),
+        style.paint(Paint::Bold, &w.policy),
+        w.decided_by,
+        current.policy
+    );
+    let verdict_of = |o: &Outcome| -> Cell {
+        match (&o.node, o.score) {
+            (Some(n), Some(s)) => painted(format!("{n} ({s})"), Paint::Green),
+            _ => painted("unschedulable", Paint::Red),
+        }
+    };
+    let mut rows = vec![
+        vec![
+            cell(""),
+            painted(&current.policy, Paint::Bold),
+            painted(&w.policy, Paint::Bold),
+        ],
+        vec![cell("verdict"), verdict_of(current), verdict_of(w)],
+        vec![
+            cell("feasible"),
+            cell(format!("{} of {}", current.feasible_count, current.node_count)),
+            cell(format!("{} of {}", w.feasible_count, w.node_count)),
+        ],
+    ];
+    for i in 0..current.best.len().max(w.best.len()) {
+        rows.push(vec![
+            cell(format!("#{}", i + 1)),
+            cell(ordinal_entry(current, i)),
+            cell(ordinal_entry(w, i)),
+        ]);
+    }
+    if let (Some(a), Some(b)) = (&current.node_detail, &w.node_detail) {
+        rows.push(vec![
+            cell(format!("node {}", a.node)),
+            cell(node_summary(a)),
+            cell(node_summary(b)),
+        ]);
+    }
+    table(out, style, &[Align::Left, Align::Left, Align::Left], &rows);
+    for o in [current, w] {
+        if !o.schedulable {
+            let _ = writeln!(out, "  {}: {}", o.policy, o.message);
+        }
+    }
+}
+
+/// The explanation as text.
+pub fn text(e: &Explanation, style: Style) -> String {
+    let mut out = String::new();
+    let p = &e.pod;
+    let state = match &p.bound_to {
+        Some(n) => format!("bound to {}", style.paint(Paint::Cyan, n)),
+        None => "pending".to_string(),
+    };
+    let requests: Vec<String> = p.requests.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let requests = if requests.is_empty() {
+        "no requests".to_string()
+    } else {
+        format!("requests {}", requests.join(", "))
+    };
+    let _ = writeln!(
+        out,
+        "{} {}/{}: {state}, scheduler {}, {requests}",
+        style.paint(Paint::Bold, "Pod"),
+        p.namespace,
+        p.name,
+        p.scheduler_name
+    );
+    let _ = writeln!(
+        out,
+        "Cluster: {}, {}; asked the {}, policy {}",
+        plural(e.cluster.nodes, "node", "nodes"),
+        plural(e.cluster.bound_pods, "bound pod", "bound pods"),
+        e.current.decided_by,
+        e.current.policy
+    );
+    for n in &e.notes {
+        let _ = writeln!(out, "{} {n}", style.paint(Paint::Yellow, "Note:"));
+    }
+    out.push('\n');
+    let o = &e.current;
+    verdict(&mut out, style, o);
+    if let Some(d) = &o.node_detail {
+        node_detail(&mut out, style, d, o);
+    }
+    best_nodes(&mut out, style, o);
+    refused(&mut out, style, o);
+    hints(&mut out, style, o);
+    if let Some(w) = &e.what_if {
+        what_if(&mut out, style, o, w);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::blockers::Blocker;
+    use super::super::report::{ClusterSize, Hint, HintOut, PluginPart, PodSummary, RefusedGroup};
+    use super::*;
+
+    fn scored(rank: usize, node: &str, parts: &[(&str, i64, i64)]) -> ScoredNode {
+        ScoredNode {
+            rank,
+            node: node.into(),
+            total: parts.iter().map(|(_, s, w)| s * w).sum(),
+            plugins: parts
+                .iter()
+                .map(|(p, s, w)| PluginPart {
+                    plugin: p.to_string(),
+                    score: *s,
+                    weight: *w,
+                    weighted: s * w,
+                })
+                .collect(),
+        }
+    }
+
+    fn outcome(policy: &str, best: Vec<ScoredNode>) -> Outcome {
+        Outcome {
+            policy: policy.into(),
+            decided_by: "in-process engine".into(),
+            schedulable: !best.is_empty(),
+            node: best.first().map(|b| b.node.clone()),
+            score: best.first().map(|b| b.total),
+            message: match best.first() {
+                Some(b) => format!("Successfully assigned shop/web to {}", b.node),
+                None => "0/3 nodes are available: 3 Insufficient cpu.".into(),
+            },
+            feasible_count: best.len() as u32,
+            node_count: 3,
+            nominated_node: None,
+            victims: vec![],
+            best,
+            refused: vec![],
+            hints: vec![],
+            hints_caveat: None,
+            node_detail: None,
+        }
+    }
+
+    fn explanation(current: Outcome) -> Explanation {
+        Explanation {
+            pod: PodSummary {
+                namespace: "shop".into(),
+                name: "web".into(),
+                uid: "u".into(),
+                scheduler_name: "placement-scheduler".into(),
+                phase: "Pending".into(),
+                bound_to: None,
+                requests: [("cpu".to_string(), "2".to_string())].into(),
+            },
+            notes: vec![],
+            cluster: ClusterSize {
+                nodes: 3,
+                bound_pods: 1,
+            },
+            current,
+            what_if: None,
+        }
+    }
+
+    #[test]
+    fn a_schedulable_pod_reads_as_a_verdict_and_an_aligned_table() {
+        let mut o = outcome(
+            "default",
+            vec![
+                scored(1, "node-b", &[("NodeResourcesFit", 80, 1), ("TaintToleration", 100, 3)]),
+                scored(2, "a", &[("NodeResourcesFit", 7, 1), ("TaintToleration", 100, 3)]),
+            ],
+        );
+        o.refused = vec![RefusedGroup {
+            filter: "TaintToleration".into(),
+            reason: "node(s) had untolerated taint(s)".into(),
+            count: 4,
+            nodes: vec!["c".into(), "d".into()],
+        }];
+        o.node_count = 6;
+        let text = text(&explanation(o), Style::default());
+        let expected = "\
+Pod shop/web: pending, scheduler placement-scheduler, requests cpu 2
+Cluster: 3 nodes, 1 bound pod; asked the in-process engine, policy default
+
+SCHEDULABLE: best node node-b (score 380); 2 of 6 nodes fit.
+  kube-scheduler: Successfully assigned shop/web to node-b
+
+Best nodes (weighted scores: plugin score 0-100 x weight):
+  #  NODE    TOTAL  Fit  Taint
+                     x1     x3
+  1  node-b    380   80    300
+  2  a         307    7    300
+
+Refused nodes: 4 of 6 nodes (by the first filter that refused each):
+  FILTER           REASON                            NODES  FIRST NODES
+  TaintToleration  node(s) had untolerated taint(s)      4  c, d, …
+";
+        assert_eq!(text, expected);
+        assert!(!text.contains('\x1b'), "plain when not a terminal");
+    }
+
+    #[test]
+    fn colour_wraps_cells_after_alignment() {
+        let o = outcome("default", vec![scored(1, "n1", &[("NodeResourcesFit", 80, 1)])]);
+        let text = text(&explanation(o), Style { color: true });
+        assert!(text.contains("\x1b[1;32mSCHEDULABLE:\x1b[0m"), "{text}");
+        // The padding is outside the escape codes: the node column still lines up.
+        assert!(text.contains("  1  \x1b[36mn1\x1b[0m  "), "{text:?}");
+    }
+
+    #[test]
+    fn an_unschedulable_pod_shows_the_message_preemption_and_hints() {
+        let mut o = outcome("default", vec![]);
+        o.nominated_node = Some("a".into());
+        o.victims = vec!["shop/low".into()];
+        o.hints = vec![HintOut {
+            hint: Hint::Cordoned {
+                nodes: vec!["c".into()],
+                count: 1,
+            },
+            text: "only being cordoned keeps the pod off 1 node (c)".into(),
+        }];
+        o.hints_caveat = Some("spread not re-checked".into());
+        let text = text(&explanation(o), Style::default());
+        assert!(text.contains("UNSCHEDULABLE: no node fits.\n  kube-scheduler: 0/3 nodes are available: 3 Insufficient cpu.\n  preemption: would nominate a, evicting shop/low\n"), "{text}");
+        assert!(text.contains("\nWhat would make it fit:\n  - only being cordoned keeps the pod off 1 node (c)\n  (spread not re-checked)\n"), "{text}");
+        assert!(!text.contains("Best nodes"));
+    }
+
+    #[test]
+    fn a_feasible_node_is_compared_plugin_by_plugin_with_the_winner() {
+        let mut o = outcome(
+            "default",
+            vec![
+                scored(1, "b", &[("NodeResourcesFit", 80, 1), ("ImageLocality", 0, 1)]),
+                scored(2, "a", &[("NodeResourcesFit", 60, 1), ("ImageLocality", 10, 1)]),
+            ],
+        );
+        o.node_detail = Some(NodeVerdict {
+            node: "a".into(),
+            feasible: true,
+            rank: Some(2),
+            scores: Some(o.best[1].clone()),
+            compared_with: Some(o.best[0].clone()),
+            filter: None,
+            reasons: vec![],
+            blockers: vec![],
+        });
+        let text = text(&explanation(o), Style::default());
+        let expected = "
+Node a: feasible, rank 2 of 2 (score 70).
+  Against b (rank 1, score 80), why b and not a, weighted scores:
+  PLUGIN            WEIGHT   a   b  DIFF
+  NodeResourcesFit       1  60  80   -20
+  ImageLocality          1  10   0   +10
+  TOTAL                     70  80   -10
+";
+        assert!(text.contains(expected), "{text}");
+        assert!(!text.contains("Equal totals"));
+    }
+
+    #[test]
+    fn equal_totals_say_the_tie_break_decided() {
+        let mut o = outcome(
+            "default",
+            vec![
+                scored(1, "b", &[("NodeResourcesFit", 80, 1)]),
+                scored(2, "a", &[("NodeResourcesFit", 80, 1)]),
+            ],
+        );
+        o.node_detail = Some(NodeVerdict {
+            node: "a".into(),
+            feasible: true,
+            rank: Some(2),
+            scores: Some(o.best[1].clone()),
+            compared_with: Some(o.best[0].clone()),
+            filter: None,
+            reasons: vec![],
+            blockers: vec![],
+        });
+        let text = text(&explanation(o), Style::default());
+        assert!(
+            text.contains("  TOTAL                     80  80     0\n  Equal totals: the tie-break"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_refused_node_lists_everything_in_its_way() {
+        let mut o = outcome("default", vec![]);
+        o.node_detail = Some(NodeVerdict {
+            node: "c".into(),
+            feasible: false,
+            rank: None,
+            scores: None,
+            compared_with: None,
+            filter: Some("TaintToleration".into()),
+            reasons: vec!["node(s) had untolerated taint(s)".into()],
+            blockers: vec![
+                Blocker::TaintToleration {
+                    taints: vec!["gpu=true:NoSchedule".into()],
+                },
+                Blocker::NodeUnschedulable,
+            ],
+        });
+        let text = text(&explanation(o), Style::default());
+        assert!(
+            text.contains(
+                "\nNode c: REFUSED by TaintToleration: node(s) had untolerated taint(s)\n  - TaintToleration: untolerated taint gpu=true:NoSchedule\n  - NodeUnschedulable: cordoned"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn what_if_sits_beside_the_current_policy() {
+        let current = outcome(
+            "default",
+            vec![
+                scored(1, "a", &[("NodeResourcesFit", 80, 1)]),
+                scored(2, "b", &[("NodeResourcesFit", 60, 1)]),
+            ],
+        );
+        let mut e = explanation(current);
+        e.what_if = Some(outcome(
+            "bin-packing",
+            vec![scored(1, "b", &[("NodeResourcesFit", 90, 1)])],
+        ));
+        let text = text(&e, Style::default());
+        let expected = "
+What if: policy bin-packing (in-process engine) beside default:
+            default  bin-packing
+  verdict   a (80)   b (90)
+  feasible  2 of 3   1 of 3
+  #1        a  80    b  90
+  #2        b  60
+";
+        assert!(text.contains(expected), "{text}");
+    }
+}

@@ -1,0 +1,894 @@
+//! The explanation as data: built from Rank answers (and, for what would make a pod fit, the
+//! snapshot that was ranked) by pure functions, serialized as-is for `-o json` and rendered for a
+//! terminal by [`super::render`].
+
+use std::collections::{BTreeMap, HashMap};
+
+use placement_scheduler::engine::model::PodSpec;
+use placement_scheduler::engine::Snapshot;
+use placement_scheduler::proto;
+use serde::Serialize;
+
+use super::blockers::{blockers, Blocker, Shortfall};
+use crate::api::{scheduled_message, PodRef};
+
+/// The whole explanation of one pod.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Explanation {
+    /// The pod.
+    pub pod: PodSummary,
+    /// Remarks on how the pod was explained (bound pod, other scheduler, lists that failed, …).
+    pub notes: Vec<String>,
+    /// The cluster the pod was explained against.
+    pub cluster: ClusterSize,
+    /// The answer under the policy in use.
+    pub current: Outcome,
+    /// The answer under `--policy` / `--policy-file`, when asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub what_if: Option<Outcome>,
+}
+
+/// The pod, as explained.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PodSummary {
+    /// metadata.namespace.
+    pub namespace: String,
+    /// metadata.name.
+    pub name: String,
+    /// metadata.uid.
+    pub uid: String,
+    /// spec.schedulerName.
+    pub scheduler_name: String,
+    /// status.phase.
+    pub phase: String,
+    /// spec.nodeName, when the pod is bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound_to: Option<String>,
+    /// The pod's effective requests (what the filters compare), as quantities.
+    pub requests: BTreeMap<String, String>,
+}
+
+/// How big the explained cluster is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ClusterSize {
+    /// Nodes.
+    pub nodes: usize,
+    /// Pods bound to them (the explained pod left out).
+    pub bound_pods: usize,
+}
+
+/// The verdict under one policy, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Outcome {
+    /// The policy applied.
+    pub policy: String,
+    /// Who decided: the in-process engine or a decision replica.
+    pub decided_by: String,
+    /// Whether some node fits.
+    pub schedulable: bool,
+    /// The best node, when some node fits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Its total score.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<i64>,
+    /// kube-scheduler's message: `Successfully assigned …` or `0/N nodes are available: …`.
+    pub message: String,
+    /// Nodes that pass every filter.
+    pub feasible_count: u32,
+    /// Nodes in the cluster.
+    pub node_count: u32,
+    /// When no node fits and preemption would make room: the node the pod would be nominated to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nominated_node: Option<String>,
+    /// The pods preemption would evict there (`namespace/name`, or the uid when unknown).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub victims: Vec<String>,
+    /// The best nodes, best first, with each plugin's part.
+    pub best: Vec<ScoredNode>,
+    /// The refused nodes, grouped by filter and reason, most common first.
+    pub refused: Vec<RefusedGroup>,
+    /// For a pod that fits nowhere: what would make it fit, where that is cheap to tell.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hints: Vec<HintOut>,
+    /// Why the hints may not be the whole story (filters they do not re-check).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hints_caveat: Option<String>,
+    /// The node asked about with `--node` (or the node a bound pod is on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_detail: Option<NodeVerdict>,
+}
+
+/// A feasible node and its score, plugin by plugin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScoredNode {
+    /// 1 for the best node.
+    pub rank: usize,
+    /// Node name.
+    pub node: String,
+    /// Sum of the weighted scores.
+    pub total: i64,
+    /// Each score plugin's part.
+    pub plugins: Vec<PluginPart>,
+}
+
+/// One score plugin's part of a node's total.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PluginPart {
+    /// Plugin name, as kube-scheduler names it.
+    pub plugin: String,
+    /// Normalized score, 0 to 100.
+    pub score: i64,
+    /// The plugin's weight in the policy.
+    pub weight: i64,
+    /// `score × weight`, this plugin's part of the total.
+    pub weighted: i64,
+}
+
+/// Refused nodes that share a filter and a reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RefusedGroup {
+    /// The filter that refused them (the first that did, in the policy's order).
+    pub filter: String,
+    /// The reason, in kube-scheduler's words.
+    pub reason: String,
+    /// How many nodes.
+    pub count: usize,
+    /// The first few of them, in name order.
+    pub nodes: Vec<String>,
+}
+
+/// One node's verdict for the pod.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeVerdict {
+    /// Node name.
+    pub node: String,
+    /// Whether it passes every filter.
+    pub feasible: bool,
+    /// Its place among the feasible nodes (1 is the best).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<usize>,
+    /// Its scores, when feasible.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scores: Option<ScoredNode>,
+    /// The node it is compared with: the best node, or the runner-up when it is the best.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compared_with: Option<ScoredNode>,
+    /// The filter that refused it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
+    /// That filter's reasons, in kube-scheduler's words.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+    /// Everything the cheap filters find in the way on this node (see [`super::blockers`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blockers: Vec<Blocker>,
+}
+
+/// What would make a pod fit somewhere.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Hint {
+    /// Resources alone keep the pod off `count` nodes; `closest` is the nearest to fitting.
+    Resources {
+        /// The node that lacks the least (relative to its size).
+        closest: String,
+        /// What it lacks.
+        shortfalls: Vec<Shortfall>,
+        /// Nodes refused for resources only.
+        count: usize,
+    },
+    /// The same untolerated taints alone keep the pod off `count` nodes.
+    Taints {
+        /// The taints, `key=value:Effect`.
+        taints: Vec<String>,
+        /// The first few nodes.
+        nodes: Vec<String>,
+        /// How many.
+        count: usize,
+    },
+    /// The same unmet node selector or required affinity alone keeps the pod off `count` nodes.
+    Labels {
+        /// The requirements, e.g. `nodeSelector disk=ssd`.
+        requirements: Vec<String>,
+        /// The first few nodes.
+        nodes: Vec<String>,
+        /// How many.
+        count: usize,
+    },
+    /// Being cordoned alone keeps the pod off `count` nodes.
+    Cordoned {
+        /// The first few nodes.
+        nodes: Vec<String>,
+        /// How many.
+        count: usize,
+    },
+    /// Host ports in use alone keep the pod off `count` nodes.
+    Ports {
+        /// The ports.
+        ports: Vec<String>,
+        /// The first few nodes.
+        nodes: Vec<String>,
+        /// How many.
+        count: usize,
+    },
+    /// No node is kept off by one kind of thing only: the node with the fewest in the way.
+    Closest {
+        /// The node.
+        node: String,
+        /// What is in its way.
+        blockers: Vec<Blocker>,
+    },
+}
+
+/// A hint and its sentence.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HintOut {
+    /// The hint.
+    #[serde(flatten)]
+    pub hint: Hint,
+    /// In words.
+    pub text: String,
+}
+
+fn nodes_text(nodes: &[String], count: usize) -> String {
+    let more = count.saturating_sub(nodes.len());
+    let s = if count == 1 { "" } else { "s" };
+    if more > 0 {
+        format!("{count} node{s} ({}, and {more} more)", nodes.join(", "))
+    } else {
+        format!("{count} node{s} ({})", nodes.join(", "))
+    }
+}
+
+impl Hint {
+    /// The hint in one sentence.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Resources {
+                closest,
+                shortfalls,
+                count,
+            } => {
+                let parts: Vec<String> = shortfalls.iter().map(Shortfall::describe).collect();
+                let s = if *count == 1 { "" } else { "s" };
+                format!(
+                    "closest to fitting: {closest}, short of {}; resources alone keep the pod off {count} node{s}",
+                    parts.join(", ")
+                )
+            }
+            Self::Taints { taints, nodes, count } => {
+                let s = if taints.len() == 1 { "" } else { "s" };
+                format!(
+                    "only the untolerated taint{s} {} keep{} the pod off {}",
+                    taints.join(", "),
+                    if taints.len() == 1 { "s" } else { "" },
+                    nodes_text(nodes, *count)
+                )
+            }
+            Self::Labels {
+                requirements,
+                nodes,
+                count,
+            } => format!(
+                "only the unmet {} keep{} the pod off {}",
+                requirements.join(" and "),
+                if requirements.len() == 1 { "s" } else { "" },
+                nodes_text(nodes, *count)
+            ),
+            Self::Cordoned { nodes, count } => {
+                format!("only being cordoned keeps the pod off {}", nodes_text(nodes, *count))
+            }
+            Self::Ports { ports, nodes, count } => format!(
+                "only host port {} in use keeps the pod off {}",
+                ports.join(", "),
+                nodes_text(nodes, *count)
+            ),
+            Self::Closest { node, blockers } => {
+                let parts: Vec<String> = blockers.iter().map(Blocker::describe).collect();
+                format!("closest node: {node}: {}", parts.join("; "))
+            }
+        }
+    }
+}
+
+/// What an [`Outcome`] is built from besides the Rank answer.
+pub struct Subject<'a> {
+    /// The pod as it was ranked, in the engine's terms.
+    pub pod: &'a PodSpec,
+    /// The snapshot that was ranked, in the engine's terms (for the hints and `--node`).
+    pub cluster: &'a Snapshot,
+    /// `namespace/name` of pods by uid (at least of the victims preemption names).
+    pub pod_names: &'a HashMap<String, String>,
+}
+
+/// How much to show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Best nodes listed.
+    pub top: usize,
+    /// Node names listed per group of refused nodes and per hint.
+    pub examples: usize,
+    /// The node to explain on its own, if any.
+    pub node: Option<String>,
+}
+
+fn scored(rank: usize, n: &proto::NodeScore) -> ScoredNode {
+    ScoredNode {
+        rank,
+        node: n.node.clone(),
+        total: n.total,
+        plugins: n
+            .plugin_scores
+            .iter()
+            .map(|p| PluginPart {
+                plugin: p.plugin.clone(),
+                score: p.score,
+                weight: p.weight,
+                weighted: p.score.saturating_mul(p.weight),
+            })
+            .collect(),
+    }
+}
+
+/// The refused nodes grouped by (filter, reason), most nodes first; a node with several reasons
+/// counts in each, as in kube-scheduler's message.
+pub fn refused_groups(infeasible: &[proto::InfeasibleNode], examples: usize) -> Vec<RefusedGroup> {
+    let mut groups: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
+    for n in infeasible {
+        for r in &n.reasons {
+            groups.entry((&n.plugin, r)).or_default().push(&n.node);
+        }
+        if n.reasons.is_empty() {
+            groups.entry((&n.plugin, "")).or_default().push(&n.node);
+        }
+    }
+    let mut out: Vec<RefusedGroup> = groups
+        .into_iter()
+        .map(|((filter, reason), mut nodes)| {
+            nodes.sort_unstable();
+            RefusedGroup {
+                filter: filter.to_string(),
+                reason: reason.to_string(),
+                count: nodes.len(),
+                nodes: nodes.iter().take(examples).map(|n| n.to_string()).collect(),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.filter.cmp(&b.filter)));
+    out
+}
+
+/// The blockers of one node of the snapshot (empty for a node it does not have).
+fn node_blockers(subject: &Subject<'_>, node: &str) -> Vec<Blocker> {
+    subject
+        .cluster
+        .node(node)
+        .map(|e| blockers(subject.pod, &e.spec, &e.usage))
+        .unwrap_or_default()
+}
+
+/// One node's verdict from a Rank answer that lists every feasible and infeasible node.
+pub fn node_verdict(rank: &proto::RankResponse, subject: &Subject<'_>, node: &str) -> NodeVerdict {
+    if let Some(i) = rank.feasible.iter().position(|n| n.node == node) {
+        let other = if i == 0 {
+            rank.feasible.get(1).map(|n| (2, n))
+        } else {
+            Some((1, &rank.feasible[0]))
+        };
+        return NodeVerdict {
+            node: node.to_string(),
+            feasible: true,
+            rank: Some(i + 1),
+            scores: Some(scored(i + 1, &rank.feasible[i])),
+            compared_with: other.map(|(r, n)| scored(r, n)),
+            filter: None,
+            reasons: Vec::new(),
+            blockers: Vec::new(),
+        };
+    }
+    let refused = rank.infeasible.iter().find(|n| n.node == node);
+    NodeVerdict {
+        node: node.to_string(),
+        feasible: false,
+        rank: None,
+        scores: None,
+        compared_with: None,
+        filter: refused.map(|n| n.plugin.clone()),
+        reasons: refused.map(|n| n.reasons.clone()).unwrap_or_default(),
+        blockers: node_blockers(subject, node),
+    }
+}
+
+/// Whether filters the hints do not re-check may refuse nodes for this pod.
+fn hints_caveat(subject: &Subject<'_>) -> Option<String> {
+    let p = subject.pod;
+    let unchecked = !p.spread_constraints.is_empty()
+        || p.default_spread_selector.is_some()
+        || !p.pod_affinity.required.is_empty()
+        || !p.pod_anti_affinity.required.is_empty()
+        || subject.cluster.has_affinity_pods();
+    unchecked.then(|| {
+        "these re-check cordons, taints, node labels, host ports and resources only; \
+         PodTopologySpread and InterPodAffinity may still refuse the nodes named"
+            .to_string()
+    })
+}
+
+/// Label keys that name one node: a requirement on them pins the pod, and relabelling other nodes
+/// is no fix worth suggesting.
+const PINNING_KEYS: &[&str] = &["kubernetes.io/hostname", "metadata.name"];
+
+/// What would make the pod fit, from the refused nodes of a Rank answer: the nodes kept off by one
+/// kind of thing only, grouped (not the nodes a pod pinned by name to another node lacks the name
+/// of), and the closest on resources; when there are none, the node with the fewest things in its
+/// way.
+pub fn hints(rank: &proto::RankResponse, subject: &Subject<'_>, examples: usize) -> Vec<HintOut> {
+    let mut resources: Vec<(&str, Vec<Shortfall>)> = Vec::new();
+    let mut taints: BTreeMap<Vec<String>, Vec<&str>> = BTreeMap::new();
+    let mut labels: BTreeMap<Vec<String>, Vec<&str>> = BTreeMap::new();
+    let mut ports: BTreeMap<Vec<String>, Vec<&str>> = BTreeMap::new();
+    let mut cordoned: Vec<&str> = Vec::new();
+    let mut mixed: Option<(&str, Vec<Blocker>)> = None;
+    for n in &rank.infeasible {
+        let b = node_blockers(subject, &n.node);
+        match &b[..] {
+            [] | [Blocker::NodeName { .. }] => {}
+            [Blocker::NodeUnschedulable] => cordoned.push(&n.node),
+            [Blocker::TaintToleration { taints: t }] => taints.entry(t.clone()).or_default().push(&n.node),
+            // A pod pinned to a node by name (hostname label or metadata.name) is not helped
+            // by relabelling the others.
+            [Blocker::NodeAffinity { unmet }] if unmet.iter().any(|m| PINNING_KEYS.contains(&m.key.as_str())) => {}
+            [Blocker::NodeAffinity { unmet }] => labels
+                .entry(unmet.iter().map(|m| m.requirement.clone()).collect())
+                .or_default()
+                .push(&n.node),
+            [Blocker::NodePorts { ports: p }] => ports.entry(p.clone()).or_default().push(&n.node),
+            [Blocker::NodeResourcesFit { shortfalls }] => resources.push((&n.node, shortfalls.clone())),
+            _ => {
+                let fewer = mixed.as_ref().is_none_or(|(_, m)| b.len() < m.len());
+                if fewer {
+                    mixed = Some((&n.node, b));
+                }
+            }
+        }
+    }
+    let examples_of = |nodes: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
+        v.sort();
+        v.truncate(examples);
+        v
+    };
+    // The largest groups first; two of each kind at most.
+    let biggest = |groups: BTreeMap<Vec<String>, Vec<&str>>| -> Vec<(Vec<String>, Vec<String>, usize)> {
+        let mut g: Vec<(Vec<String>, Vec<&str>)> = groups.into_iter().collect();
+        g.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(&b.0)));
+        g.into_iter()
+            .take(2)
+            .map(|(k, nodes)| (k, examples_of(&nodes), nodes.len()))
+            .collect()
+    };
+    let mut out = Vec::new();
+    if !cordoned.is_empty() {
+        out.push(Hint::Cordoned {
+            nodes: examples_of(&cordoned),
+            count: cordoned.len(),
+        });
+    }
+    for (t, nodes, count) in biggest(taints) {
+        out.push(Hint::Taints {
+            taints: t,
+            nodes,
+            count,
+        });
+    }
+    for (requirements, nodes, count) in biggest(labels) {
+        out.push(Hint::Labels {
+            requirements,
+            nodes,
+            count,
+        });
+    }
+    for (p, nodes, count) in biggest(ports) {
+        out.push(Hint::Ports { ports: p, nodes, count });
+    }
+    let distance = |s: &[Shortfall]| s.iter().map(|x| x.fraction).sum::<f64>();
+    if let Some((closest, shortfalls)) = resources
+        .iter()
+        .min_by(|a, b| distance(&a.1).total_cmp(&distance(&b.1)).then_with(|| a.0.cmp(b.0)))
+    {
+        out.push(Hint::Resources {
+            closest: closest.to_string(),
+            shortfalls: shortfalls.clone(),
+            count: resources.len(),
+        });
+    }
+    if out.is_empty() {
+        if let Some((node, blockers)) = mixed {
+            out.push(Hint::Closest {
+                node: node.to_string(),
+                blockers,
+            });
+        }
+    }
+    out.into_iter()
+        .map(|hint| HintOut {
+            text: hint.describe(),
+            hint,
+        })
+        .collect()
+}
+
+/// The outcome of one Rank answer for the pod of `subject`.
+pub fn outcome(
+    rank: &proto::RankResponse,
+    decided_by: &str,
+    pod: &PodRef,
+    subject: &Subject<'_>,
+    limits: &Limits,
+) -> Outcome {
+    let best = rank.feasible.first();
+    let schedulable = rank.feasible_count > 0;
+    let message = match best {
+        Some(b) => scheduled_message(pod, &b.node),
+        None => rank.message.clone(),
+    };
+    let hints = if schedulable {
+        Vec::new()
+    } else {
+        hints(rank, subject, limits.examples)
+    };
+    Outcome {
+        policy: rank.policy.clone(),
+        decided_by: decided_by.to_string(),
+        schedulable,
+        node: best.map(|b| b.node.clone()),
+        score: best.map(|b| b.total),
+        message,
+        feasible_count: rank.feasible_count,
+        node_count: rank.node_count,
+        nominated_node: Some(rank.nominated_node_name.clone()).filter(|n| !n.is_empty()),
+        victims: rank
+            .victim_uids
+            .iter()
+            .map(|u| subject.pod_names.get(u).cloned().unwrap_or_else(|| u.clone()))
+            .collect(),
+        best: rank
+            .feasible
+            .iter()
+            .take(limits.top)
+            .enumerate()
+            .map(|(i, n)| scored(i + 1, n))
+            .collect(),
+        refused: refused_groups(&rank.infeasible, limits.examples),
+        hints_caveat: if hints.is_empty() { None } else { hints_caveat(subject) },
+        hints,
+        node_detail: limits.node.as_deref().map(|n| node_verdict(rank, subject, n)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use placement_scheduler::grpc::convert;
+
+    fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn node(name: &str, cpu: &str) -> proto::Node {
+        proto::Node {
+            name: name.into(),
+            allocatable: quantities(&[("cpu", cpu), ("memory", "8Gi"), ("pods", "110")]),
+            ..Default::default()
+        }
+    }
+
+    fn pod(uid: &str, cpu: &str, node: &str) -> proto::Pod {
+        proto::Pod {
+            uid: uid.into(),
+            namespace: "shop".into(),
+            name: uid.into(),
+            node_name: node.into(),
+            containers: vec![proto::Container {
+                name: "c".into(),
+                requests: quantities(&[("cpu", cpu), ("memory", "64Mi")]),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn cluster(nodes: Vec<proto::Node>, pods: Vec<proto::Pod>) -> Snapshot {
+        let (nodes, pods, namespaces, _) = convert::snapshot(
+            "s",
+            &proto::Snapshot {
+                nodes,
+                pods,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        Snapshot::build_with_namespaces(nodes, pods, namespaces).unwrap()
+    }
+
+    fn infeasible(node: &str, plugin: &str, reasons: &[&str]) -> proto::InfeasibleNode {
+        proto::InfeasibleNode {
+            node: node.into(),
+            plugin: plugin.into(),
+            reasons: reasons.iter().map(|r| r.to_string()).collect(),
+        }
+    }
+
+    fn score(node: &str, parts: &[(&str, i64, i64)]) -> proto::NodeScore {
+        proto::NodeScore {
+            node: node.into(),
+            total: parts.iter().map(|(_, s, w)| s * w).sum(),
+            plugin_scores: parts
+                .iter()
+                .map(|(p, s, w)| proto::PluginScore {
+                    plugin: p.to_string(),
+                    score: *s,
+                    weight: *w,
+                })
+                .collect(),
+        }
+    }
+
+    fn pod_ref() -> PodRef {
+        PodRef {
+            namespace: "shop".into(),
+            name: "web".into(),
+            uid: "u-web".into(),
+        }
+    }
+
+    #[test]
+    fn refused_nodes_are_grouped_by_filter_and_reason_most_first() {
+        let groups = refused_groups(
+            &[
+                infeasible("c", "NodeResourcesFit", &["Insufficient cpu", "Insufficient memory"]),
+                infeasible("a", "NodeResourcesFit", &["Insufficient cpu"]),
+                infeasible("b", "TaintToleration", &["node(s) had untolerated taint(s)"]),
+                infeasible("d", "NodeResourcesFit", &["Insufficient cpu"]),
+            ],
+            2,
+        );
+        let flat: Vec<(&str, &str, usize, Vec<&str>)> = groups
+            .iter()
+            .map(|g| {
+                (
+                    g.filter.as_str(),
+                    g.reason.as_str(),
+                    g.count,
+                    g.nodes.iter().map(String::as_str).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            flat,
+            [
+                ("NodeResourcesFit", "Insufficient cpu", 3, vec!["a", "c"]),
+                ("NodeResourcesFit", "Insufficient memory", 1, vec!["c"]),
+                ("TaintToleration", "node(s) had untolerated taint(s)", 1, vec!["b"]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_schedulable_outcome_has_the_best_nodes_with_weighted_parts() {
+        let snap = cluster(vec![node("a", "4"), node("b", "4")], vec![]);
+        let spec = convert::pod("pod", &pod("u-web", "1", "")).unwrap();
+        let names = HashMap::new();
+        let subject = Subject {
+            pod: &spec,
+            cluster: &snap,
+            pod_names: &names,
+        };
+        let rank = proto::RankResponse {
+            policy: "default".into(),
+            feasible: vec![
+                score("b", &[("NodeResourcesFit", 80, 1), ("TaintToleration", 100, 3)]),
+                score("a", &[("NodeResourcesFit", 70, 1), ("TaintToleration", 100, 3)]),
+            ],
+            feasible_count: 2,
+            node_count: 2,
+            ..Default::default()
+        };
+        let limits = Limits {
+            top: 1,
+            examples: 3,
+            node: Some("a".into()),
+        };
+        let o = outcome(&rank, "in-process engine", &pod_ref(), &subject, &limits);
+        assert!(o.schedulable);
+        assert_eq!((o.node.as_deref(), o.score), (Some("b"), Some(380)));
+        assert_eq!(o.message, "Successfully assigned shop/web to b");
+        assert_eq!(o.best.len(), 1, "--top 1");
+        assert_eq!(o.best[0].plugins[1].weighted, 300);
+        assert!(o.hints.is_empty() && o.refused.is_empty());
+        let d = o.node_detail.unwrap();
+        assert!(d.feasible);
+        assert_eq!(d.rank, Some(2));
+        assert_eq!(d.scores.unwrap().total, 370);
+        assert_eq!(d.compared_with.unwrap().node, "b", "compared with the winner");
+    }
+
+    #[test]
+    fn the_best_node_is_compared_with_the_runner_up() {
+        let snap = cluster(vec![node("a", "4"), node("b", "4")], vec![]);
+        let spec = convert::pod("pod", &pod("u-web", "1", "")).unwrap();
+        let names = HashMap::new();
+        let subject = Subject {
+            pod: &spec,
+            cluster: &snap,
+            pod_names: &names,
+        };
+        let rank = proto::RankResponse {
+            feasible: vec![
+                score("b", &[("NodeResourcesFit", 80, 1)]),
+                score("a", &[("NodeResourcesFit", 70, 1)]),
+            ],
+            feasible_count: 2,
+            node_count: 2,
+            ..Default::default()
+        };
+        let v = node_verdict(&rank, &subject, "b");
+        assert_eq!(v.rank, Some(1));
+        assert_eq!(v.compared_with.map(|c| (c.rank, c.node)), Some((2, "a".to_string())));
+    }
+
+    /// A pod that fits nowhere: each kind of refusal that is cheap to undo gets its hint.
+    #[test]
+    fn hints_name_what_keeps_the_pod_off_each_kind_of_node() {
+        let labelled = |name: &str, cpu: &str, f: &dyn Fn(&mut proto::Node)| {
+            let mut n = node(name, cpu);
+            n.labels = [("disk".to_string(), "hdd".to_string())].into();
+            f(&mut n);
+            n
+        };
+        let snap = cluster(
+            vec![
+                labelled("cordoned", "8", &|n| n.unschedulable = true),
+                labelled("tainted", "8", &|n| {
+                    n.taints = vec![proto::Taint {
+                        key: "gpu".into(),
+                        value: "true".into(),
+                        effect: "NoSchedule".into(),
+                    }]
+                }),
+                labelled("small", "1500m", &|_| {}),
+                labelled("full", "4", &|_| {}),
+                node("nolabel", "8"),
+                {
+                    let mut b = node("both", "1");
+                    b.unschedulable = true;
+                    b
+                },
+            ],
+            vec![pod("x", "3", "full")],
+        );
+        let mut p = pod("u-web", "2", "");
+        p.node_selector = [("disk".to_string(), "hdd".to_string())].into();
+        let spec = convert::pod("pod", &p).unwrap();
+        let names = HashMap::new();
+        let subject = Subject {
+            pod: &spec,
+            cluster: &snap,
+            pod_names: &names,
+        };
+        let rank = proto::RankResponse {
+            infeasible: vec![
+                infeasible("both", "NodeUnschedulable", &["node(s) were unschedulable"]),
+                infeasible("cordoned", "NodeUnschedulable", &["node(s) were unschedulable"]),
+                infeasible("full", "NodeResourcesFit", &["Insufficient cpu"]),
+                infeasible(
+                    "nolabel",
+                    "NodeAffinity",
+                    &["node(s) didn't match Pod's node affinity/selector"],
+                ),
+                infeasible("small", "NodeResourcesFit", &["Insufficient cpu"]),
+                infeasible("tainted", "TaintToleration", &["node(s) had untolerated taint(s)"]),
+            ],
+            node_count: 6,
+            message: "0/6 nodes are available: …".into(),
+            ..Default::default()
+        };
+        let o = outcome(
+            &rank,
+            "in-process engine",
+            &pod_ref(),
+            &subject,
+            &Limits {
+                top: 5,
+                examples: 3,
+                node: Some("both".into()),
+            },
+        );
+        assert!(!o.schedulable);
+        assert_eq!(o.message, "0/6 nodes are available: …");
+        let texts: Vec<&str> = o.hints.iter().map(|h| h.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            [
+                "only being cordoned keeps the pod off 1 node (cordoned)",
+                "only the untolerated taint gpu=true:NoSchedule keeps the pod off 1 node (tainted)",
+                "only the unmet nodeSelector disk=hdd keeps the pod off 1 node (nolabel)",
+                "closest to fitting: full, short of 1 cpu (free 1 of 4, requested 2); resources alone keep the pod off 2 nodes",
+            ]
+        );
+        assert!(
+            o.hints_caveat.is_none(),
+            "the pod has no spread or affinity constraints"
+        );
+        // The refused node asked about: its filter, and everything in its way.
+        let d = o.node_detail.unwrap();
+        assert!(!d.feasible);
+        assert_eq!(d.filter.as_deref(), Some("NodeUnschedulable"));
+        let filters: Vec<&str> = d.blockers.iter().map(Blocker::filter).collect();
+        assert_eq!(filters, ["NodeUnschedulable", "NodeAffinity", "NodeResourcesFit"]);
+    }
+
+    #[test]
+    fn without_single_cause_nodes_the_closest_node_is_named() {
+        let mut n = node("n1", "1");
+        n.unschedulable = true;
+        let snap = cluster(vec![n], vec![]);
+        let spec = convert::pod("pod", &pod("u-web", "2", "")).unwrap();
+        let names = HashMap::new();
+        let subject = Subject {
+            pod: &spec,
+            cluster: &snap,
+            pod_names: &names,
+        };
+        let rank = proto::RankResponse {
+            infeasible: vec![infeasible("n1", "NodeUnschedulable", &["node(s) were unschedulable"])],
+            node_count: 1,
+            ..Default::default()
+        };
+        let h = hints(&rank, &subject, 3);
+        assert_eq!(h.len(), 1);
+        assert!(matches!(&h[0].hint, Hint::Closest { node, blockers } if node == "n1" && blockers.len() == 2));
+        assert!(h[0].text.starts_with("closest node: n1: cordoned"), "{}", h[0].text);
+    }
+
+    #[test]
+    fn victims_are_named_and_serialize_with_the_verdict() {
+        let snap = cluster(vec![node("a", "1")], vec![pod("low", "1", "a")]);
+        let spec = convert::pod("pod", &pod("u-web", "1", "")).unwrap();
+        let names = HashMap::from([("low".to_string(), "shop/low".to_string())]);
+        let subject = Subject {
+            pod: &spec,
+            cluster: &snap,
+            pod_names: &names,
+        };
+        let rank = proto::RankResponse {
+            policy: "default".into(),
+            infeasible: vec![infeasible("a", "NodeResourcesFit", &["Insufficient cpu"])],
+            node_count: 1,
+            message: "0/1 nodes are available: 1 Insufficient cpu.".into(),
+            nominated_node_name: "a".into(),
+            victim_uids: vec!["low".into()],
+            ..Default::default()
+        };
+        let limits = Limits {
+            top: 5,
+            examples: 3,
+            node: None,
+        };
+        let o = outcome(&rank, "in-process engine", &pod_ref(), &subject, &limits);
+        assert_eq!(o.victims, ["shop/low"]);
+        let json = serde_json::to_value(&o).unwrap();
+        assert_eq!(json["schedulable"], false);
+        assert_eq!(json["nominated_node"], "a");
+        assert_eq!(json["refused"][0]["filter"], "NodeResourcesFit");
+        assert_eq!(json["hints"][0]["kind"], "resources");
+        assert_eq!(json["hints"][0]["closest"], "a");
+        assert_eq!(json["hints"][0]["shortfalls"][0]["short"], "1");
+        assert!(json["hints"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("closest to fitting: a"));
+        assert!(json.get("node_detail").is_none());
+    }
+}

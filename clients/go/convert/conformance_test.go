@@ -1,0 +1,156 @@
+package convert
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+
+	placementv1 "github.com/placement/placement/clients/go/placement/v1"
+)
+
+// The conversion contract (tests/conformance/README.md): every object of the corpus converts to
+// the bytes of tests/conformance/expected, which the binder's conversion wrote
+// (binder-agent/tests/conformance.rs keeps them current).
+
+var conformanceDir = filepath.Join("..", "..", "..", "tests", "conformance")
+
+type corpusObject struct {
+	name string
+	kind string
+	obj  any
+}
+
+type corpus struct {
+	objects    []corpusObject
+	pods       []*corev1.Pod
+	nodes      []*corev1.Node
+	namespaces []*corev1.Namespace
+	pdbs       []*policyv1.PodDisruptionBudget
+}
+
+func loadCorpus(t *testing.T) *corpus {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(conformanceDir, "corpus", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no corpus in %s: %v", conformanceDir, err)
+	}
+	sort.Strings(files)
+	c := &corpus{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var head struct{ Kind string }
+		if err := json.Unmarshal(data, &head); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		var obj any
+		switch head.Kind {
+		case "Pod":
+			p := &corev1.Pod{}
+			obj = p
+			c.pods = append(c.pods, p)
+		case "Node":
+			n := &corev1.Node{}
+			obj = n
+			c.nodes = append(c.nodes, n)
+		case "Namespace":
+			ns := &corev1.Namespace{}
+			obj = ns
+			c.namespaces = append(c.namespaces, ns)
+		case "PodDisruptionBudget":
+			b := &policyv1.PodDisruptionBudget{}
+			obj = b
+			c.pdbs = append(c.pdbs, b)
+		default:
+			t.Fatalf("%s: kind %q is not part of the contract", f, head.Kind)
+		}
+		if err := json.Unmarshal(data, obj); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		c.objects = append(c.objects, corpusObject{name: name, kind: head.Kind, obj: obj})
+	}
+	return c
+}
+
+func (c *corpus) boundPods() []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range c.pods {
+		if IsBound(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func checkExpected(t *testing.T, name string, msg proto.Message) {
+	t.Helper()
+	want, err := os.ReadFile(filepath.Join(conformanceDir, "expected", name+".binpb"))
+	if err != nil {
+		t.Fatalf("%s: %v (run PLACEMENT_UPDATE_GOLDEN=1 cargo test -p binder-agent --test conformance)", name, err)
+	}
+	have, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
+	if err != nil {
+		t.Fatalf("%s: marshal: %v", name, err)
+	}
+	if !bytes.Equal(have, want) {
+		expected := msg.ProtoReflect().New().Interface()
+		if err := proto.Unmarshal(want, expected); err != nil {
+			t.Fatalf("%s: expected file does not decode: %v", name, err)
+		}
+		t.Errorf("%s: the Go conversion differs from the binder's\n--- binder\n%s\n--- go\n%s",
+			name, prototext.Format(expected), prototext.Format(msg))
+	}
+}
+
+func TestEachObjectConvertsToTheBindersBytes(t *testing.T) {
+	c := loadCorpus(t)
+	for _, o := range c.objects {
+		t.Run(o.name, func(t *testing.T) {
+			var msg proto.Message
+			switch obj := o.obj.(type) {
+			case *corev1.Pod:
+				msg = Pod(obj)
+			case *corev1.Node:
+				msg = Node(obj)
+			case *corev1.Namespace:
+				msg = Namespace(obj)
+			case *policyv1.PodDisruptionBudget:
+				// Budgets resolve disruptedPods against the snapshot's pods, as the binder does.
+				msg = PodDisruptionBudget(obj, c.boundPods())
+			}
+			checkExpected(t, o.name, msg)
+		})
+	}
+}
+
+func TestTheSnapshotIsTheBindersBytes(t *testing.T) {
+	c := loadCorpus(t)
+	var snap *placementv1.Snapshot = Snapshot(c.nodes, c.pods, c.namespaces, c.pdbs)
+	checkExpected(t, "snapshot", snap)
+}
+
+func TestNoExpectedFileLacksItsCorpusObject(t *testing.T) {
+	c := loadCorpus(t)
+	names := map[string]bool{"snapshot": true}
+	for _, o := range c.objects {
+		names[o.name] = true
+	}
+	files, _ := filepath.Glob(filepath.Join(conformanceDir, "expected", "*.binpb"))
+	for _, f := range files {
+		if n := strings.TrimSuffix(filepath.Base(f), ".binpb"); !names[n] {
+			t.Errorf("expected file %s has no corpus object", f)
+		}
+	}
+}

@@ -1,0 +1,375 @@
+// Package convert turns Kubernetes core objects (k8s.io/api: Pods, Nodes, Namespaces,
+// policy/v1 PodDisruptionBudgets) into placement.v1 messages.
+//
+// These are the binder's conversions (binder-agent/src/model.rs) in Go: for every object of the
+// corpus in tests/conformance/corpus they give the same bytes as the binder and the Python client
+// (proto.MarshalOptions{Deterministic: true}), which conformance_test.go checks. Convert objects
+// as the API server stores them (from an informer or a Get): admission fills spec.priority from
+// the PriorityClass, spec.overhead from the RuntimeClass and the default not-ready/unreachable
+// tolerations, which a pod built by hand lacks.
+//
+// Resource quantities are written with resource.Quantity's String, the canonical form the API
+// server stores them in ("500m", "1Gi"); the service parses them.
+package convert
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	placementv1 "github.com/placement/placement/clients/go/placement/v1"
+)
+
+const (
+	// GangLabel names the gang a pod belongs to (placed all together or not at all).
+	GangLabel = "placement.dev/gang"
+	// GangMinMembersAnnotation gives the gang's minimum size.
+	GangMinMembersAnnotation = "placement.dev/gang-min-members"
+	// LastAppliedAnnotation is kubectl's copy of the whole object; never sent to the service.
+	LastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+)
+
+// perPodLabels are set by controllers per pod, not shared by the pods of one workload.
+var perPodLabels = map[string]bool{
+	"statefulset.kubernetes.io/pod-name": true,
+	"apps.kubernetes.io/pod-index":       true,
+	"controller-revision-hash":           true,
+}
+
+// defaultSpreadKinds are the controllers whose selectors kube-scheduler's default spreading uses
+// (Services aside).
+var defaultSpreadKinds = map[string]bool{"ReplicaSet": true, "StatefulSet": true, "ReplicationController": true}
+
+func quantities(list corev1.ResourceList) map[string]string {
+	if len(list) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(list))
+	for name, q := range list {
+		out[string(name)] = q.String()
+	}
+	return out
+}
+
+func copyMap(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// Container converts a container: name, image, resources.requests, the ports with a host port
+// (the others do not matter to placement) and restartPolicy ("Always" makes an init container a
+// sidecar).
+func Container(c *corev1.Container) *placementv1.Container {
+	out := &placementv1.Container{
+		Name:     c.Name,
+		Image:    c.Image,
+		Requests: quantities(c.Resources.Requests),
+	}
+	for _, p := range c.Ports {
+		if p.HostPort <= 0 {
+			continue
+		}
+		out.Ports = append(out.Ports, &placementv1.ContainerPort{
+			ContainerPort: p.ContainerPort,
+			HostPort:      p.HostPort,
+			Protocol:      string(p.Protocol),
+			HostIp:        p.HostIP,
+		})
+	}
+	if c.RestartPolicy != nil {
+		out.RestartPolicy = string(*c.RestartPolicy)
+	}
+	return out
+}
+
+func requirement(r *corev1.NodeSelectorRequirement) *placementv1.NodeSelectorRequirement {
+	return &placementv1.NodeSelectorRequirement{Key: r.Key, Operator: string(r.Operator), Values: r.Values}
+}
+
+func term(t *corev1.NodeSelectorTerm) *placementv1.NodeSelectorTerm {
+	out := &placementv1.NodeSelectorTerm{}
+	for i := range t.MatchExpressions {
+		out.MatchExpressions = append(out.MatchExpressions, requirement(&t.MatchExpressions[i]))
+	}
+	for i := range t.MatchFields {
+		out.MatchFields = append(out.MatchFields, requirement(&t.MatchFields[i]))
+	}
+	return out
+}
+
+func labelSelector(s *metav1.LabelSelector) *placementv1.LabelSelector {
+	if s == nil {
+		return nil
+	}
+	out := &placementv1.LabelSelector{MatchLabels: copyMap(s.MatchLabels)}
+	for _, r := range s.MatchExpressions {
+		out.MatchExpressions = append(out.MatchExpressions, &placementv1.LabelSelectorRequirement{
+			Key: r.Key, Operator: string(r.Operator), Values: r.Values,
+		})
+	}
+	return out
+}
+
+func affinityTerm(t *corev1.PodAffinityTerm) *placementv1.PodAffinityTerm {
+	return &placementv1.PodAffinityTerm{
+		LabelSelector:     labelSelector(t.LabelSelector),
+		Namespaces:        t.Namespaces,
+		TopologyKey:       t.TopologyKey,
+		NamespaceSelector: labelSelector(t.NamespaceSelector),
+	}
+}
+
+func podAffinity(required []corev1.PodAffinityTerm, preferred []corev1.WeightedPodAffinityTerm) *placementv1.PodAffinity {
+	out := &placementv1.PodAffinity{}
+	for i := range required {
+		out.Required = append(out.Required, affinityTerm(&required[i]))
+	}
+	for i := range preferred {
+		out.Preferred = append(out.Preferred, &placementv1.WeightedPodAffinityTerm{
+			Weight: preferred[i].Weight,
+			Term:   affinityTerm(&preferred[i].PodAffinityTerm),
+		})
+	}
+	return out
+}
+
+func spreadConstraint(c *corev1.TopologySpreadConstraint) *placementv1.TopologySpreadConstraint {
+	out := &placementv1.TopologySpreadConstraint{
+		MaxSkew:           c.MaxSkew,
+		TopologyKey:       c.TopologyKey,
+		WhenUnsatisfiable: string(c.WhenUnsatisfiable),
+		LabelSelector:     labelSelector(c.LabelSelector),
+		MinDomains:        c.MinDomains,
+		MatchLabelKeys:    c.MatchLabelKeys,
+	}
+	if c.NodeAffinityPolicy != nil {
+		out.NodeAffinityPolicy = string(*c.NodeAffinityPolicy)
+	}
+	if c.NodeTaintsPolicy != nil {
+		out.NodeTaintsPolicy = string(*c.NodeTaintsPolicy)
+	}
+	return out
+}
+
+// defaultSpreadSelector is the selector of kube-scheduler's default spreading for a pod owned by
+// a ReplicaSet, StatefulSet or ReplicationController: its labels without the per-pod ones, as
+// the binder derives it (Services are not considered).
+func defaultSpreadSelector(meta *metav1.ObjectMeta) *placementv1.LabelSelector {
+	owned := false
+	for _, o := range meta.OwnerReferences {
+		if o.Controller != nil && *o.Controller && defaultSpreadKinds[o.Kind] {
+			owned = true
+		}
+	}
+	labels := map[string]string{}
+	for k, v := range meta.Labels {
+		if !perPodLabels[k] {
+			labels[k] = v
+		}
+	}
+	if !owned || len(labels) == 0 {
+		return nil
+	}
+	return &placementv1.LabelSelector{MatchLabels: labels}
+}
+
+// gang is the gang named by GangLabel; a missing or malformed GangMinMembersAnnotation gives
+// MinMembers 0 (the service refuses it).
+func gang(meta *metav1.ObjectMeta) *placementv1.Gang {
+	name, ok := meta.Labels[GangLabel]
+	if !ok {
+		return nil
+	}
+	raw := strings.TrimSpace(meta.Annotations[GangMinMembersAnnotation])
+	// Rust's u32 parsing, which the binder uses, takes one leading '+'.
+	min, err := strconv.ParseUint(strings.TrimPrefix(raw, "+"), 10, 32)
+	if err != nil {
+		min = 0
+	}
+	return &placementv1.Gang{Name: name, MinMembers: uint32(min)}
+}
+
+// Pod converts a pod: identity and labels, priority and preemptionPolicy, containers, init
+// containers and overhead, nodeName, node selector and affinity, tolerations, pod
+// (anti-)affinity, topology spread constraints (or, without any, the default spreading selector
+// of a ReplicaSet, StatefulSet or ReplicationController pod), status.startTime, the gang and
+// whether the pod is terminating (metadata.deletionTimestamp set), and a pending pod's annotations.
+func Pod(p *corev1.Pod) *placementv1.Pod {
+	meta, spec := &p.ObjectMeta, &p.Spec
+	out := &placementv1.Pod{
+		Uid:          string(meta.UID),
+		Namespace:    meta.Namespace,
+		Name:         meta.Name,
+		Labels:       copyMap(meta.Labels),
+		Overhead:     quantities(spec.Overhead),
+		NodeName:     spec.NodeName,
+		NodeSelector: copyMap(spec.NodeSelector),
+		Gang:         gang(meta),
+		Terminating:  meta.DeletionTimestamp != nil,
+	}
+	if spec.Priority != nil {
+		out.Priority = *spec.Priority
+	}
+	// A pending pod's annotations, for the decision service's CEL rules (none for a bound pod,
+	// never kubectl's last-applied copy of the object), as the binder sends them.
+	if spec.NodeName == "" {
+		for k, v := range meta.Annotations {
+			if k == LastAppliedAnnotation {
+				continue
+			}
+			if out.Annotations == nil {
+				out.Annotations = map[string]string{}
+			}
+			out.Annotations[k] = v
+		}
+	}
+	for i := range spec.Containers {
+		out.Containers = append(out.Containers, Container(&spec.Containers[i]))
+	}
+	for i := range spec.InitContainers {
+		out.InitContainers = append(out.InitContainers, Container(&spec.InitContainers[i]))
+	}
+	if a := spec.Affinity; a != nil {
+		if na := a.NodeAffinity; na != nil {
+			out.NodeAffinity = &placementv1.NodeAffinity{}
+			if r := na.RequiredDuringSchedulingIgnoredDuringExecution; r != nil {
+				sel := &placementv1.NodeSelector{}
+				for i := range r.NodeSelectorTerms {
+					sel.Terms = append(sel.Terms, term(&r.NodeSelectorTerms[i]))
+				}
+				out.NodeAffinity.Required = sel
+			}
+			for i := range na.PreferredDuringSchedulingIgnoredDuringExecution {
+				pt := &na.PreferredDuringSchedulingIgnoredDuringExecution[i]
+				out.NodeAffinity.Preferred = append(out.NodeAffinity.Preferred, &placementv1.PreferredSchedulingTerm{
+					Weight: pt.Weight, Preference: term(&pt.Preference),
+				})
+			}
+		}
+		if pa := a.PodAffinity; pa != nil {
+			out.PodAffinity = podAffinity(pa.RequiredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution)
+		}
+		if pa := a.PodAntiAffinity; pa != nil {
+			out.PodAntiAffinity = podAffinity(pa.RequiredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution)
+		}
+	}
+	for _, t := range spec.Tolerations {
+		out.Tolerations = append(out.Tolerations, &placementv1.Toleration{
+			Key:               t.Key,
+			Operator:          string(t.Operator),
+			Value:             t.Value,
+			Effect:            string(t.Effect),
+			TolerationSeconds: t.TolerationSeconds,
+		})
+	}
+	for i := range spec.TopologySpreadConstraints {
+		out.TopologySpreadConstraints = append(out.TopologySpreadConstraints, spreadConstraint(&spec.TopologySpreadConstraints[i]))
+	}
+	if len(out.TopologySpreadConstraints) == 0 {
+		out.DefaultSpreadSelector = defaultSpreadSelector(meta)
+	}
+	if spec.PreemptionPolicy != nil {
+		out.PreemptionPolicy = string(*spec.PreemptionPolicy)
+	}
+	if p.Status.StartTime != nil {
+		out.StartTimeSeconds = p.Status.StartTime.Unix()
+	}
+	return out
+}
+
+// Node converts a node: name, labels, taints, spec.unschedulable, status.allocatable and
+// status.images.
+func Node(n *corev1.Node) *placementv1.Node {
+	out := &placementv1.Node{
+		Name:          n.Name,
+		Labels:        copyMap(n.Labels),
+		Unschedulable: n.Spec.Unschedulable,
+		Allocatable:   quantities(n.Status.Allocatable),
+	}
+	for _, t := range n.Spec.Taints {
+		out.Taints = append(out.Taints, &placementv1.Taint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)})
+	}
+	for _, i := range n.Status.Images {
+		out.Images = append(out.Images, &placementv1.ContainerImage{Names: i.Names, SizeBytes: i.SizeBytes})
+	}
+	return out
+}
+
+// Namespace converts a namespace: its name and labels, for the namespaceSelector of pod
+// (anti-)affinity terms.
+func Namespace(ns *corev1.Namespace) *placementv1.Namespace {
+	return &placementv1.Namespace{Name: ns.Name, Labels: copyMap(ns.Labels)}
+}
+
+// PodDisruptionBudget converts a policy/v1 budget: namespace, name, spec.selector,
+// status.disruptionsAllowed (0 without a status yet) and status.disruptedPods. The API names
+// disrupted pods; the message carries uids: each name resolves against pods (e.g. the bound pods
+// of a snapshot) of the budget's namespace, a name with no such pod is left out, and the uids
+// are sorted.
+func PodDisruptionBudget(b *policyv1.PodDisruptionBudget, pods []*corev1.Pod) *placementv1.PodDisruptionBudget {
+	out := &placementv1.PodDisruptionBudget{
+		Namespace:          b.Namespace,
+		Name:               b.Name,
+		Selector:           labelSelector(b.Spec.Selector),
+		DisruptionsAllowed: b.Status.DisruptionsAllowed,
+	}
+	if len(b.Status.DisruptedPods) > 0 {
+		seen := map[string]bool{}
+		for _, p := range pods {
+			if _, ok := b.Status.DisruptedPods[p.Name]; ok && p.Namespace == b.Namespace && p.UID != "" && !seen[string(p.UID)] {
+				seen[string(p.UID)] = true
+				out.DisruptedPodUids = append(out.DisruptedPodUids, string(p.UID))
+			}
+		}
+		sort.Strings(out.DisruptedPodUids)
+	}
+	return out
+}
+
+// IsBound reports whether a pod holds node capacity: spec.nodeName set and not finished
+// (Succeeded or Failed). A terminating pod is still bound until it is gone.
+func IsBound(p *corev1.Pod) bool {
+	return p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+// Snapshot builds a full snapshot as the binder does: every node, the bound pods (IsBound), the
+// namespaces and the budgets (their disrupted pods resolved against the bound pods); nodes and
+// namespaces sorted by name, pods by uid, budgets by namespace and name. Pending pods belong in
+// a Schedule or Rank request instead.
+func Snapshot(nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Namespace, pdbs []*policyv1.PodDisruptionBudget) *placementv1.Snapshot {
+	out := &placementv1.Snapshot{}
+	for _, n := range nodes {
+		out.Nodes = append(out.Nodes, Node(n))
+	}
+	sort.Slice(out.Nodes, func(i, j int) bool { return out.Nodes[i].Name < out.Nodes[j].Name })
+	var bound []*corev1.Pod
+	for _, p := range pods {
+		if IsBound(p) {
+			bound = append(bound, p)
+			out.Pods = append(out.Pods, Pod(p))
+		}
+	}
+	sort.Slice(out.Pods, func(i, j int) bool { return out.Pods[i].Uid < out.Pods[j].Uid })
+	for _, ns := range namespaces {
+		out.Namespaces = append(out.Namespaces, Namespace(ns))
+	}
+	sort.Slice(out.Namespaces, func(i, j int) bool { return out.Namespaces[i].Name < out.Namespaces[j].Name })
+	for _, b := range pdbs {
+		out.PodDisruptionBudgets = append(out.PodDisruptionBudgets, PodDisruptionBudget(b, bound))
+	}
+	sort.Slice(out.PodDisruptionBudgets, func(i, j int) bool {
+		a, b := out.PodDisruptionBudgets[i], out.PodDisruptionBudgets[j]
+		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	})
+	return out
+}

@@ -1,0 +1,845 @@
+//! Rules in policies, written in CEL (the Common Expression Language Kubernetes uses for
+//! ValidatingAdmissionPolicy and CRD validation): filter rules (a boolean expression and the
+//! reason shown when it rejects a node) and score rules (an integer expression and a weight),
+//! over `pod` and `node` in Kubernetes' object shape. See `docs/custom-logic.md`.
+//!
+//! Expressions are compiled when the policy loads, and refused there when they break a limit:
+//! [`MAX_EXPRESSION_BYTES`] of source, [`MAX_NESTING`] levels of nesting, [`MAX_AST_NODES`]
+//! nodes and [`MAX_COMPREHENSION_NESTING`] comprehensions (`all`, `exists`, `map`, `filter`, …)
+//! inside one another. CEL has no loops but comprehensions over the input's lists and maps, so
+//! these bound the work of one evaluation by the expression's size times the largest list's
+//! size to the power of the comprehension nesting.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cel::common::ast::{EntryExpr, Expr, LiteralValue};
+use cel::{Context, Env, IdedExpr, Program, Value};
+use serde::{Deserialize, Serialize};
+
+use super::model::{NodeSpec, PodSpec, TaintEffect};
+use super::resources::Resources;
+use super::snapshot::{NodeUsage, NODE_UNIQUE_LABELS};
+
+/// Longest expression source accepted, in bytes.
+pub const MAX_EXPRESSION_BYTES: usize = 2048;
+/// Deepest nesting of the expression's syntax accepted (the parser's recursion limit).
+pub const MAX_NESTING: u16 = 32;
+/// Most nodes of an expression's syntax tree accepted (macros expanded).
+pub const MAX_AST_NODES: usize = 1000;
+/// Most comprehensions (macros iterating a list or map) nested inside one another.
+pub const MAX_COMPREHENSION_NESTING: usize = 2;
+/// Stack of the thread that compiles rules.
+pub const COMPILE_STACK_BYTES: usize = 64 << 20;
+/// Most rules of each kind (filters, scores) in one policy.
+pub const MAX_RULES: usize = 16;
+/// Largest weight of a score rule (as kube-scheduler's plugin weights in a profile, 1 to 100).
+pub const MAX_RULE_WEIGHT: i64 = 100;
+
+/// A filter rule: a node passes when `expression` is true.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FilterRule {
+    /// The rule's name, unique among the policy's rules.
+    pub name: String,
+    /// A CEL expression of type bool over `pod` and `node`.
+    pub expression: String,
+    /// What `0/N nodes are available: K <reason>` says of the nodes it rejects.
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// A score rule: an integer per feasible node, normalized to 0..100 and weighed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScoreRule {
+    /// The rule's name, unique among the policy's rules.
+    pub name: String,
+    /// A CEL expression of type int over `pod` and `node`.
+    pub expression: String,
+    /// The weight of the normalized score (1 to 100; 1 when omitted).
+    #[serde(default = "one")]
+    pub weight: i64,
+}
+
+fn one() -> i64 {
+    1
+}
+
+/// A policy's rules.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct Rules {
+    /// Filter rules, run in order after the built-in filters.
+    pub filters: Vec<FilterRule>,
+    /// Score rules, added to the built-in plugins' weighted scores.
+    pub scores: Vec<ScoreRule>,
+}
+
+/// Why a rule cannot be used: the field (relative to the policy, e.g.
+/// `rules.filters[1].expression`) and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct RuleError {
+    /// Path of the field within the policy.
+    pub field: String,
+    /// What is wrong, with the line and column for a syntax error.
+    pub message: String,
+}
+
+impl Rules {
+    /// Whether the policy has no rule.
+    pub fn is_empty(&self) -> bool {
+        self.filters.is_empty() && self.scores.is_empty()
+    }
+
+    /// Checks names, weights and limits, and compiles every expression.
+    pub fn validate(&self) -> Result<(), RuleError> {
+        self.compile().map(|_| ())
+    }
+
+    /// Compiles every rule (see [`Rules::validate`] for what is refused). The parser recurses
+    /// once per level of nesting with large frames, so it runs on a thread of its own with a
+    /// stack ([`COMPILE_STACK_BYTES`]) that holds [`MAX_NESTING`] levels and the parser's refusal
+    /// of the next one.
+    pub fn compile(&self) -> Result<CompiledRules, RuleError> {
+        std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .name("cel-compile".into())
+                .stack_size(COMPILE_STACK_BYTES)
+                .spawn_scoped(s, || self.compile_here())
+                .map_err(|e| RuleError {
+                    field: "rules".into(),
+                    message: format!("cannot start the compiler thread: {e}"),
+                })?
+                .join()
+                .unwrap_or_else(|_| {
+                    Err(RuleError {
+                        field: "rules".into(),
+                        message: "the expression compiler failed".into(),
+                    })
+                })
+        })
+    }
+
+    fn compile_here(&self) -> Result<CompiledRules, RuleError> {
+        let err = |field: String, message: String| RuleError { field, message };
+        for (kind, n) in [("filters", self.filters.len()), ("scores", self.scores.len())] {
+            if n > MAX_RULES {
+                return Err(err(
+                    format!("rules.{kind}"),
+                    format!("at most {MAX_RULES} rules, got {n}"),
+                ));
+            }
+        }
+        let names = self
+            .filters
+            .iter()
+            .map(|r| ("filters", &r.name))
+            .chain(self.scores.iter().map(|r| ("scores", &r.name)));
+        let mut seen: Vec<&str> = Vec::new();
+        let mut counts = HashMap::<&str, usize>::new();
+        for (kind, name) in names {
+            let i = counts.entry(kind).or_default();
+            let field = format!("rules.{kind}[{i}].name");
+            *i += 1;
+            if name.is_empty() {
+                return Err(err(field, "required".into()));
+            }
+            if seen.contains(&name.as_str()) {
+                return Err(err(field, format!("duplicate value {name:?}")));
+            }
+            seen.push(name);
+        }
+        let env = Arc::new(Env::stdlib());
+        let mut filters = Vec::with_capacity(self.filters.len());
+        for (i, r) in self.filters.iter().enumerate() {
+            let program = compile(&env, &r.expression).map_err(|m| err(format!("rules.filters[{i}].expression"), m))?;
+            let reason = if r.reason.is_empty() {
+                format!("node(s) didn't match rule {}", r.name)
+            } else {
+                r.reason.clone()
+            };
+            filters.push(CompiledFilter {
+                name: Arc::from(r.name.as_str()),
+                class_level: reads_only_class(program.expression()),
+                program,
+                reason: Arc::from(reason),
+            });
+        }
+        let mut scores = Vec::with_capacity(self.scores.len());
+        for (i, r) in self.scores.iter().enumerate() {
+            if !(1..=MAX_RULE_WEIGHT).contains(&r.weight) {
+                return Err(err(
+                    format!("rules.scores[{i}].weight"),
+                    format!("must be within 1..={MAX_RULE_WEIGHT}, got {}", r.weight),
+                ));
+            }
+            let program = compile(&env, &r.expression).map_err(|m| err(format!("rules.scores[{i}].expression"), m))?;
+            scores.push(CompiledScore {
+                name: Arc::from(r.name.as_str()),
+                class_level: reads_only_class(program.expression()),
+                program,
+                weight: r.weight,
+            });
+        }
+        Ok(CompiledRules { env, filters, scores })
+    }
+}
+
+/// Compiles one expression within the limits; the error names the line and column.
+fn compile(env: &Env, source: &str) -> Result<Program, String> {
+    if source.trim().is_empty() {
+        return Err("required".into());
+    }
+    if source.len() > MAX_EXPRESSION_BYTES {
+        return Err(format!(
+            "expression is {} bytes, over the limit of {MAX_EXPRESSION_BYTES}",
+            source.len()
+        ));
+    }
+    let syntax = |e: cel::ParseErrors| match e.errors.first() {
+        Some(first) if first.msg.contains("Recursion limit") => {
+            format!("expression nests deeper than the limit of {MAX_NESTING} levels")
+        }
+        Some(first) if first.pos.0 > 0 => format!(
+            "line {} column {}: {}",
+            first.pos.0,
+            first.pos.1,
+            first.msg.lines().next().unwrap_or_default()
+        ),
+        Some(first) => first.msg.lines().next().unwrap_or_default().to_string(),
+        None => "invalid expression".to_string(),
+    };
+    // The parser's recursion limit bounds the nesting; the program is then compiled with the
+    // standard macros.
+    cel::parser::Parser::new()
+        .max_recursion_depth(MAX_NESTING)
+        .parse(source)
+        .map_err(syntax)?;
+    let program = env.compile(source).map_err(syntax)?;
+    let mut size = Size::default();
+    size.walk(program.expression(), 0);
+    if size.nodes > MAX_AST_NODES {
+        return Err(format!(
+            "expression has {} syntax nodes, over the limit of {MAX_AST_NODES}",
+            size.nodes
+        ));
+    }
+    if size.comprehension_depth > MAX_COMPREHENSION_NESTING {
+        return Err(format!(
+            "expression nests {} comprehensions (all, exists, exists_one, map, filter), over the limit of \
+             {MAX_COMPREHENSION_NESTING}",
+            size.comprehension_depth
+        ));
+    }
+    Ok(program)
+}
+
+/// The size of an expression: its nodes and its deepest nesting of comprehensions.
+#[derive(Default)]
+struct Size {
+    nodes: usize,
+    comprehension_depth: usize,
+}
+
+impl Size {
+    fn walk(&mut self, e: &IdedExpr, depth: usize) {
+        self.nodes += 1;
+        if self.nodes > MAX_AST_NODES {
+            return;
+        }
+        match &e.expr {
+            Expr::Unspecified | Expr::Ident(_) | Expr::Literal(_) => {}
+            Expr::Call(c) => {
+                if let Some(t) = &c.target {
+                    self.walk(t, depth);
+                }
+                for a in &c.args {
+                    self.walk(a, depth);
+                }
+            }
+            Expr::Comprehension(c) => {
+                let inner = depth + 1;
+                self.comprehension_depth = self.comprehension_depth.max(inner);
+                self.walk(&c.iter_range, depth);
+                for part in [&c.accu_init, &c.loop_cond, &c.loop_step, &c.result] {
+                    self.walk(part, inner);
+                }
+            }
+            Expr::List(l) => {
+                for x in &l.elements {
+                    self.walk(x, depth);
+                }
+            }
+            Expr::Map(m) => self.entries(m.entries.iter().map(|e| &e.expr), depth),
+            Expr::Struct(s) => self.entries(s.entries.iter().map(|e| &e.expr), depth),
+            Expr::Select(s) => self.walk(&s.operand, depth),
+        }
+    }
+
+    fn entries<'e>(&mut self, entries: impl Iterator<Item = &'e EntryExpr>, depth: usize) {
+        for e in entries {
+            match e {
+                EntryExpr::StructField(f) => self.walk(&f.value, depth),
+                EntryExpr::MapEntry(m) => {
+                    self.walk(&m.key, depth);
+                    self.walk(&m.value, depth);
+                }
+            }
+        }
+    }
+}
+
+/// Whether `e` reads of `node` only what a node class shares: `node.metadata.labels` by a
+/// literal key that is not per node (`labels['k']`, `labels.k`, `'k' in labels`, `has(labels.k)`)
+/// and `node.spec.taints` / `node.spec.unschedulable`. Such a rule's verdict is the same on every
+/// node of a class, so it is evaluated once per class and pod.
+pub fn reads_only_class(e: &IdedExpr) -> bool {
+    fn is_ident(e: &IdedExpr, name: &str) -> bool {
+        matches!(&e.expr, Expr::Ident(n) if n == name)
+    }
+    fn select<'e>(e: &'e IdedExpr, field: &str) -> Option<&'e IdedExpr> {
+        match &e.expr {
+            Expr::Select(s) if !s.test && s.field == field => Some(&s.operand),
+            _ => None,
+        }
+    }
+    fn node_labels(e: &IdedExpr) -> bool {
+        select(e, "labels")
+            .and_then(|m| select(m, "metadata"))
+            .is_some_and(|n| is_ident(n, "node"))
+    }
+    fn shared_key(e: &IdedExpr) -> bool {
+        matches!(&e.expr, Expr::Literal(LiteralValue::String(k)) if !NODE_UNIQUE_LABELS.contains(&k.inner()))
+    }
+    fn ok(e: &IdedExpr) -> bool {
+        match &e.expr {
+            Expr::Ident(n) => n != "node",
+            Expr::Literal(_) | Expr::Unspecified => true,
+            // node.spec.taints and node.spec.unschedulable: the class's own.
+            Expr::Select(s)
+                if !s.test
+                    && matches!(s.field.as_str(), "taints" | "unschedulable")
+                    && select(&s.operand, "spec").is_some_and(|n| is_ident(n, "node")) =>
+            {
+                true
+            }
+            // node.metadata.labels.k and has(node.metadata.labels.k).
+            Expr::Select(s) if node_labels(&s.operand) => !NODE_UNIQUE_LABELS.contains(&s.field.as_str()),
+            Expr::Select(s) => ok(&s.operand),
+            Expr::Call(c) => {
+                match (c.func_name.as_str(), c.target.as_deref(), c.args.as_slice()) {
+                    ("_[_]", None, [m, k]) if node_labels(m) => return shared_key(k),
+                    ("@in", None, [k, m]) if node_labels(m) => return shared_key(k),
+                    _ => {}
+                }
+                c.target.as_deref().is_none_or(ok) && c.args.iter().all(ok)
+            }
+            Expr::Comprehension(c) => {
+                // A loop variable named `node` hides the node: refused, to stay simple.
+                c.iter_var != "node"
+                    && c.iter_var2.as_deref() != Some("node")
+                    && c.accu_var != "node"
+                    && [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result]
+                        .into_iter()
+                        .all(ok)
+            }
+            Expr::List(l) => l.elements.iter().all(ok),
+            Expr::Map(m) => m.entries.iter().all(|e| entry_ok(&e.expr)),
+            Expr::Struct(s) => s.entries.iter().all(|e| entry_ok(&e.expr)),
+        }
+    }
+    fn entry_ok(e: &EntryExpr) -> bool {
+        match e {
+            EntryExpr::StructField(f) => ok(&f.value),
+            EntryExpr::MapEntry(m) => ok(&m.key) && ok(&m.value),
+        }
+    }
+    ok(e)
+}
+
+/// A compiled filter rule.
+#[derive(Debug)]
+pub struct CompiledFilter {
+    /// The rule's name.
+    pub name: Arc<str>,
+    /// Whether it reads only what a node class shares (see [`reads_only_class`]).
+    pub class_level: bool,
+    program: Program,
+    /// The reason shown for the nodes it rejects.
+    pub reason: Arc<str>,
+}
+
+/// A compiled score rule.
+#[derive(Debug)]
+pub struct CompiledScore {
+    /// The rule's name.
+    pub name: Arc<str>,
+    /// Whether it reads only what a node class shares (see [`reads_only_class`]).
+    pub class_level: bool,
+    program: Program,
+    /// The weight of its normalized score.
+    pub weight: i64,
+}
+
+/// A policy's rules, compiled.
+pub struct CompiledRules {
+    env: Arc<Env>,
+    /// The filter rules, in order.
+    pub filters: Vec<CompiledFilter>,
+    /// The score rules, in order.
+    pub scores: Vec<CompiledScore>,
+}
+
+impl std::fmt::Debug for CompiledRules {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledRules")
+            .field("filters", &self.filters)
+            .field("scores", &self.scores)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the rules turned a node down: the reason shown in the pod's message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleRejection(pub Arc<str>);
+
+impl CompiledRules {
+    /// Whether there is no rule.
+    pub fn is_empty(&self) -> bool {
+        self.filters.is_empty() && self.scores.is_empty()
+    }
+
+    /// Runs the rules for `pod` (its [`pod_value`]) on a node (its [`node_value`]): the raw score
+    /// of each score rule, written to `scores`, or the reason the node is rejected (a filter rule
+    /// false, or an evaluation error of any rule).
+    pub fn evaluate(&self, pod: &Value, node: Value, scores: &mut [i64]) -> Result<(), RuleRejection> {
+        let context = self.context(pod, node);
+        for k in 0..self.filters.len() {
+            self.filter(k, &context)?;
+        }
+        for (k, out) in scores.iter_mut().enumerate().take(self.scores.len()) {
+            *out = self.score(k, &context)?;
+        }
+        Ok(())
+    }
+
+    /// The evaluation context of `pod` on `node`.
+    pub fn context(&self, pod: &Value, node: Value) -> Context<'static, 'static> {
+        let mut context = Context::with_env(Arc::clone(&self.env));
+        context.add_variable_from_value("pod", pod.clone());
+        context.add_variable_from_value("node", node);
+        context
+    }
+
+    /// Runs filter rule `k`: `Ok` when it keeps the node.
+    pub fn filter(&self, k: usize, context: &Context<'_, '_>) -> Result<(), RuleRejection> {
+        let Some(f) = self.filters.get(k) else {
+            return Ok(());
+        };
+        match f.program.execute(context) {
+            Ok(Value::Bool(true)) => Ok(()),
+            Ok(Value::Bool(false)) => Err(RuleRejection(Arc::clone(&f.reason))),
+            Ok(other) => Err(RuleRejection(Arc::from(format!(
+                "rule {} returned {}, not bool",
+                f.name,
+                other.type_of()
+            )))),
+            Err(e) => Err(RuleRejection(Arc::from(format!("rule {} failed: {e}", f.name)))),
+        }
+    }
+
+    /// Runs score rule `k`: its raw score.
+    pub fn score(&self, k: usize, context: &Context<'_, '_>) -> Result<i64, RuleRejection> {
+        let Some(s) = self.scores.get(k) else {
+            return Ok(0);
+        };
+        match s.program.execute(context) {
+            Ok(Value::Int(n)) => Ok(n),
+            Ok(Value::UInt(n)) => Ok(i64::try_from(n).unwrap_or(i64::MAX)),
+            Ok(other) => Err(RuleRejection(Arc::from(format!(
+                "rule {} returned {}, not int",
+                s.name,
+                other.type_of()
+            )))),
+            Err(e) => Err(RuleRejection(Arc::from(format!("rule {} failed: {e}", s.name)))),
+        }
+    }
+}
+
+/// Resources as a CEL map: `cpu` in millicores, `memory` and `ephemeral-storage` in bytes
+/// (always present, 0 when none), extended resources in their units (present when not 0).
+fn resources_value(r: &Resources) -> Value {
+    let mut map: HashMap<String, Value> = HashMap::new();
+    for (name, v) in [
+        ("cpu", r.milli_cpu),
+        ("memory", r.memory),
+        ("ephemeral-storage", r.ephemeral_storage),
+    ] {
+        map.insert(name.into(), Value::Int(v));
+    }
+    for (name, v) in &r.scalars {
+        map.insert(name.to_string(), Value::Int(*v));
+    }
+    Value::from(map)
+}
+
+fn string_map<'s>(pairs: impl Iterator<Item = (&'s String, &'s String)>) -> Value {
+    Value::from(
+        pairs
+            .map(|(k, v)| (k.clone(), Value::from(v.clone())))
+            .collect::<HashMap<String, Value>>(),
+    )
+}
+
+fn object(fields: Vec<(&str, Value)>) -> Value {
+    Value::from(
+        fields
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect::<HashMap<String, Value>>(),
+    )
+}
+
+/// The pod as CEL sees it: `metadata` (`name`, `namespace`, `uid`, `labels`, `annotations`) and
+/// `spec` (`priority`, `nodeName`, `nodeSelector`, `containers` with `name`, `image` and
+/// `resources.requests`), plus `requests`: the effective requests the scheduler counts.
+pub fn pod_value(pod: &PodSpec) -> Value {
+    let containers: Vec<Value> = pod
+        .containers
+        .iter()
+        .map(|c| {
+            object(vec![
+                ("name", Value::from(c.name.clone())),
+                ("image", Value::from(c.image.clone())),
+                ("resources", object(vec![("requests", resources_value(&c.requests))])),
+            ])
+        })
+        .collect();
+    object(vec![
+        (
+            "metadata",
+            object(vec![
+                ("name", Value::from(pod.name.clone())),
+                ("namespace", Value::from(pod.namespace.clone())),
+                ("uid", Value::from(pod.uid.to_string())),
+                ("labels", string_map(pod.labels.iter())),
+                ("annotations", string_map(pod.annotations.iter())),
+            ]),
+        ),
+        (
+            "spec",
+            object(vec![
+                ("priority", Value::Int(i64::from(pod.priority))),
+                ("nodeName", Value::from(pod.node_name.clone().unwrap_or_default())),
+                (
+                    "nodeSelector",
+                    string_map(pod.node_selector.iter().map(|(k, v)| (k, v))),
+                ),
+                ("containers", Value::from(containers)),
+            ]),
+        ),
+        ("requests", resources_value(&pod.requests)),
+    ])
+}
+
+/// The parts of a node's CEL value that do not change with its usage.
+#[derive(Debug, Clone)]
+pub struct NodeStatic {
+    metadata: Value,
+    spec: Value,
+    allocatable: Value,
+}
+
+impl NodeStatic {
+    /// The node's `metadata` (`name`, `labels`), `spec` (`taints`, `unschedulable`) and
+    /// `status.allocatable` (with `pods`).
+    pub fn of(node: &NodeSpec) -> Self {
+        let taints: Vec<Value> = node
+            .taints
+            .iter()
+            .map(|t| {
+                let effect = match t.effect {
+                    TaintEffect::NoSchedule => "NoSchedule",
+                    TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+                    TaintEffect::NoExecute => "NoExecute",
+                };
+                object(vec![
+                    ("key", Value::from(t.key.clone())),
+                    ("value", Value::from(t.value.clone())),
+                    ("effect", Value::from(effect)),
+                ])
+            })
+            .collect();
+        let mut allocatable = resources_value(&node.allocatable);
+        if let Value::Map(m) = &mut allocatable {
+            Arc::make_mut(&mut m.map).insert("pods".to_string().into(), Value::Int(node.allowed_pods));
+        }
+        Self {
+            metadata: object(vec![
+                ("name", Value::from(node.name.clone())),
+                (
+                    "labels",
+                    Value::from(
+                        node.labels
+                            .iter()
+                            .map(|(k, v)| (k.clone(), Value::from(v.clone())))
+                            .collect::<HashMap<String, Value>>(),
+                    ),
+                ),
+            ]),
+            spec: object(vec![
+                ("taints", Value::from(taints)),
+                ("unschedulable", Value::Bool(node.unschedulable)),
+            ]),
+            allocatable,
+        }
+    }
+}
+
+/// The node as CEL sees it: [`NodeStatic`]'s fields and `status.requested` (what its pods,
+/// those placed earlier in the batch included, request, with `pods`: their count).
+pub fn node_value(node: &NodeStatic, usage: &NodeUsage) -> Value {
+    let mut requested = resources_value(&usage.requested);
+    if let Value::Map(m) = &mut requested {
+        Arc::make_mut(&mut m.map).insert("pods".to_string().into(), Value::Int(usage.pod_count));
+    }
+    object(vec![
+        ("metadata", node.metadata.clone()),
+        ("spec", node.spec.clone()),
+        (
+            "status",
+            object(vec![
+                ("allocatable", node.allocatable.clone()),
+                ("requested", requested),
+            ]),
+        ),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(filters: &[(&str, &str)], scores: &[(&str, &str)]) -> Rules {
+        Rules {
+            filters: filters
+                .iter()
+                .map(|(n, e)| FilterRule {
+                    name: n.to_string(),
+                    expression: e.to_string(),
+                    reason: String::new(),
+                })
+                .collect(),
+            scores: scores
+                .iter()
+                .map(|(n, e)| ScoreRule {
+                    name: n.to_string(),
+                    expression: e.to_string(),
+                    weight: 1,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn syntax_errors_name_the_field_line_and_column() {
+        let e = rules(&[("ok", "true"), ("bad", "pod.metadata.name ==\n  )")], &[])
+            .validate()
+            .unwrap_err();
+        assert_eq!(e.field, "rules.filters[1].expression");
+        assert!(e.message.starts_with("line 2 column 3: "), "{}", e.message);
+        let e = rules(&[], &[("s", "1 +")]).validate().unwrap_err();
+        assert_eq!(e.field, "rules.scores[0].expression");
+        assert!(e.message.starts_with("line 1 column "), "{}", e.message);
+    }
+
+    #[test]
+    fn limits_are_refused_at_compile_time() {
+        let long = format!("'{}' == ''", "a".repeat(MAX_EXPRESSION_BYTES));
+        let e = rules(&[("long", &long)], &[]).validate().unwrap_err();
+        assert!(e.message.contains("over the limit of 2048"), "{}", e.message);
+        let deep = format!("{}true{}", "(".repeat(60), ")".repeat(60));
+        let e = rules(&[("deep", &deep)], &[]).validate().unwrap_err();
+        assert_eq!(e.message, "expression nests deeper than the limit of 32 levels");
+        // Within the limit the expression compiles and evaluates (on a test thread's stack).
+        let ok = format!("{}true{}", "(".repeat(20), ")".repeat(20));
+        let compiled = rules(&[("ok", &ok)], &[]).compile().unwrap();
+        let node = NodeStatic::of(&NodeSpec::default());
+        compiled
+            .evaluate(
+                &pod_value(&PodSpec::default()),
+                node_value(&node, &NodeUsage::default()),
+                &mut [],
+            )
+            .unwrap();
+        let nested = "[1].all(a, [2].all(b, [3].all(c, a < b + c)))";
+        let e = rules(&[("nested", nested)], &[]).validate().unwrap_err();
+        assert!(e.message.contains("nests 3 comprehensions"), "{}", e.message);
+        rules(&[("two", "[1].all(a, [2].all(b, a < b))")], &[])
+            .validate()
+            .unwrap();
+        let many = (0..=MAX_RULES).map(|i| (format!("r{i}"), "true")).collect::<Vec<_>>();
+        let many: Vec<(&str, &str)> = many.iter().map(|(n, e)| (n.as_str(), *e)).collect();
+        assert_eq!(rules(&many, &[]).validate().unwrap_err().field, "rules.filters");
+    }
+
+    #[test]
+    fn names_and_weights_are_checked() {
+        assert_eq!(
+            rules(&[("a", "true")], &[("a", "1")]).validate().unwrap_err().field,
+            "rules.scores[0].name"
+        );
+        assert_eq!(
+            rules(&[("", "true")], &[]).validate().unwrap_err().field,
+            "rules.filters[0].name"
+        );
+        let mut r = rules(&[], &[("s", "1")]);
+        r.scores[0].weight = 0;
+        assert_eq!(r.validate().unwrap_err().field, "rules.scores[0].weight");
+    }
+
+    #[test]
+    fn rules_read_pod_and_node_in_kubernetes_shape() {
+        let mut pod = PodSpec {
+            name: "web-1".into(),
+            namespace: "shop".into(),
+            requests: Resources {
+                milli_cpu: 250,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        pod.labels.insert("workload_name".into(), "nginx".into());
+        pod.annotations.insert("team".into(), "a".into());
+        pod.containers.push(super::super::model::Container {
+            name: "c".into(),
+            image: "nginx".into(),
+            requests: Resources {
+                milli_cpu: 250,
+                ..Default::default()
+            },
+        });
+        let mut node = NodeSpec {
+            name: "n1".into(),
+            allowed_pods: 110,
+            allocatable: Resources {
+                milli_cpu: 4000,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        node.labels.insert("test/test".into(), "".into());
+        let usage = NodeUsage {
+            pod_count: 3,
+            requested: Resources {
+                milli_cpu: 1000,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let compiled = rules(
+            &[
+                (
+                    "label",
+                    "pod.metadata.labels['workload_name'] != 'nginx' || 'test/test' in node.metadata.labels",
+                ),
+                ("annotation", "pod.metadata.annotations.team == 'a'"),
+                (
+                    "containers",
+                    "pod.spec.containers.all(c, c.resources.requests.cpu <= node.status.allocatable.cpu)",
+                ),
+            ],
+            &[(
+                "free",
+                "node.status.allocatable.cpu - node.status.requested.cpu - pod.requests.cpu",
+            )],
+        )
+        .compile()
+        .unwrap();
+        let mut scores = [0];
+        let pv = pod_value(&pod);
+        compiled
+            .evaluate(&pv, node_value(&NodeStatic::of(&node), &usage), &mut scores)
+            .unwrap();
+        assert_eq!(scores, [4000 - 1000 - 250]);
+        node.labels.clear();
+        let e = compiled
+            .evaluate(&pv, node_value(&NodeStatic::of(&node), &usage), &mut scores)
+            .unwrap_err();
+        assert_eq!(&*e.0, "node(s) didn't match rule label");
+    }
+
+    #[test]
+    fn rules_reading_only_shared_labels_and_taints_are_class_level() {
+        let class = |e: &str| reads_only_class(Program::compile(e).unwrap().expression());
+        assert!(class(
+            "pod.metadata.labels['workload_name'] != 'nginx' || 'test/test' in node.metadata.labels"
+        ));
+        assert!(class("node.metadata.labels['zone'] == pod.metadata.labels['zone']"));
+        assert!(class(
+            "has(node.metadata.labels.zone) && node.metadata.labels.zone == 'a'"
+        ));
+        assert!(class(
+            "!node.spec.taints.exists(t, t.effect == 'NoExecute') && !node.spec.unschedulable"
+        ));
+        assert!(!class("node.metadata.name == 'a'"), "the name is per node");
+        assert!(
+            !class("node.metadata.labels['kubernetes.io/hostname'] == 'a'"),
+            "a per-node label"
+        );
+        assert!(
+            !class("node.metadata.labels[pod.metadata.labels['k']] == 'a'"),
+            "a computed key"
+        );
+        assert!(!class("node.metadata.labels.exists(k, k == 'x')"), "every label");
+        assert!(!class("node.status.requested.cpu < 1000"));
+        assert!(!class("size(node) > 0"));
+    }
+
+    #[test]
+    fn evaluation_errors_reject_with_the_rules_name() {
+        let compiled = rules(&[("missing", "node.metadata.labels['absent'] == 'x'")], &[])
+            .compile()
+            .unwrap();
+        let empty = NodeStatic::of(&NodeSpec::default());
+        let on_empty = rules(
+            &[(
+                "room",
+                "node.status.requested.cpu + pod.requests.cpu <= node.status.allocatable.cpu",
+            )],
+            &[],
+        )
+        .compile()
+        .unwrap();
+        assert!(
+            on_empty
+                .evaluate(
+                    &pod_value(&PodSpec::default()),
+                    node_value(&empty, &NodeUsage::default()),
+                    &mut []
+                )
+                .is_ok(),
+            "cpu, memory and ephemeral-storage are present at 0"
+        );
+        let node = NodeStatic::of(&NodeSpec::default());
+        let e = compiled
+            .evaluate(
+                &pod_value(&PodSpec::default()),
+                node_value(&node, &NodeUsage::default()),
+                &mut [],
+            )
+            .unwrap_err();
+        assert!(e.0.starts_with("rule missing failed: "), "{}", e.0);
+        let compiled = rules(&[], &[("text", "'a'")]).compile().unwrap();
+        let e = compiled
+            .evaluate(
+                &pod_value(&PodSpec::default()),
+                node_value(&node, &NodeUsage::default()),
+                &mut [0],
+            )
+            .unwrap_err();
+        assert_eq!(&*e.0, "rule text returned string, not int");
+    }
+}
