@@ -10,7 +10,8 @@
 #   KUBE_SCHEDULER_BIN  kube-scheduler binary; default: the one ../shared/k8s/cluster.sh unpacked
 #                       (${K8S_STATE:-${TMPDIR:-/tmp}/placement-k8s}/bin/kube-scheduler) if present;
 #                       without one the kube-scheduler contender is left out (said so)
-#   ETCD_METRICS_URL    etcd's plain-HTTP /metrics (e.g. http://127.0.0.1:2379/metrics) for its CPU
+#   ETCD_METRICS_URL    etcd's plain-HTTP /metrics for its CPU time; default with K8S_STATE set (a
+#                       cluster.sh control plane): http://127.0.0.1:${ETCD_PORT:-2379}/metrics
 #   PROFILE             cargo profile of the binaries: release (default) or debug (--smoke's default)
 set -euo pipefail
 
@@ -46,11 +47,14 @@ else
   echo "cluster-bench: no kube-scheduler binary at $KUBE_SCHEDULER_BIN (set KUBE_SCHEDULER_BIN): kube-scheduler left out" >&2
   contenders=raw,placement
 fi
+if [[ -z ${ETCD_METRICS_URL:-} && -n ${K8S_STATE:-} && -f $K8S_STATE/run/etcd.pid ]]; then
+  ETCD_METRICS_URL=http://127.0.0.1:${ETCD_PORT:-2379}/metrics
+fi
 [[ -n ${ETCD_METRICS_URL:-} ]] && args+=(--etcd-metrics-url "$ETCD_METRICS_URL")
 
 if [[ $smoke == 1 ]]; then
   # Own names, so it can run beside other users of the cluster; every pod must be bound.
   exec "$BIN/cluster-bench" run "${args[@]}" --contenders "$contenders" --nodes 20 --pods 50 \
-    --paced-pods 20 --paced-rate 20 --prefix "bench-smoke-$$" --timeout-secs 300 "$@"
+    --paced-pods 20 --paced-rate 20 --idle-window-secs 0 --prefix "bench-smoke-$$" --timeout-secs 300 "$@"
 fi
 exec "$BIN/cluster-bench" run "${args[@]}" --contenders "$contenders" "$@"

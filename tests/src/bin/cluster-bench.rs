@@ -163,6 +163,10 @@ struct RunArgs {
     /// Pods per second of the paced phase.
     #[arg(long, default_value_t = 100.0)]
     paced_rate: f64,
+    /// Length of each of the three windows in which the API server's and etcd's idle CPU is
+    /// measured before the first contender (the least is subtracted); 0: not measured.
+    #[arg(long, default_value_t = 4)]
+    idle_window_secs: u64,
     /// Prefix of the nodes' and namespaces' names (and value of their `placement-bench` label).
     #[arg(long, default_value = "bench")]
     prefix: String,
@@ -1336,13 +1340,21 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         t.elapsed().as_secs_f64(),
         log_dir.display()
     );
-    let idle = measure_idle(
-        &client,
-        args.etcd_metrics_url.as_deref(),
-        Duration::from_secs(5),
-        Duration::from_secs(4),
-    )
-    .await?;
+    let idle = if args.idle_window_secs > 0 {
+        eprintln!("cluster-bench: measuring the idle CPU of the API server and etcd");
+        measure_idle(
+            &client,
+            args.etcd_metrics_url.as_deref(),
+            Duration::from_secs(5),
+            Duration::from_secs(args.idle_window_secs),
+        )
+        .await?
+    } else {
+        Idle {
+            apiserver: 0.0,
+            etcd: args.etcd_metrics_url.as_ref().map(|_| 0.0),
+        }
+    };
     eprintln!(
         "cluster-bench: idle CPU: API server {:.3}, etcd {} cores",
         idle.apiserver,
@@ -1400,11 +1412,15 @@ fn print_table(args: &RunArgs, idle: Idle, outcomes: &[Outcome]) {
         "{} nodes, {} pending pods per contender (created before it starts; timed from its start)",
         args.nodes, args.pods
     );
-    println!(
-        "idle CPU before the first contender: API server {:.3} cores, etcd {} (subtracted below)",
-        idle.apiserver,
-        opt(idle.etcd, 3)
-    );
+    if args.idle_window_secs > 0 {
+        println!(
+            "idle CPU before the first contender: API server {:.3} cores, etcd {} (subtracted below)",
+            idle.apiserver,
+            opt(idle.etcd, 3)
+        );
+    } else {
+        println!("idle CPU not measured (--idle-window-secs 0): nothing subtracted");
+    }
     println!(
         "{:<15} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9}",
         "contender",
