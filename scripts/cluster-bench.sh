@@ -57,4 +57,6 @@ if [[ $smoke == 1 ]]; then
   exec "$BIN/cluster-bench" run "${args[@]}" --contenders "$contenders" --nodes 20 --pods 50 \
     --paced-pods 20 --paced-rate 20 --idle-window-secs 0 --prefix "bench-smoke-$$" --timeout-secs 300 "$@"
 fi
-exec "$BIN/cluster-bench" run "${args[@]}" --contenders "$contenders" "$@"
+# Your --contenders replace the default list.
+[[ " $* " == *" --contenders"* ]] || args+=(--contenders "$contenders")
+exec "$BIN/cluster-bench" run "${args[@]}" "$@"
