@@ -68,6 +68,12 @@ BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug"
 "$BIN/placement-load" --replicas 2 --nodes 200 --pods 2000 --batch-size 32 --batches 6 \
   --rank-samples 20 --delta-samples 3 --in-flight 2
 "$BIN/binder-memory" --nodes 100 --pods 1000 --pending 50 --timeout-secs 120
+if [ -n "${E2E_KUBECONFIG:-}" ]; then
+  # placement, kube-scheduler (when its binary is found) and raw Bindings on the real cluster, tiny.
+  KUBECONFIG="$E2E_KUBECONFIG" bash scripts/cluster-bench.sh --smoke
+else
+  echo "cluster-bench smoke skipped: E2E_KUBECONFIG is not set"
+fi
 
 # --- Later steps go here (each as: step "..."; command) ---
 step "Go and Python client tests (scripts/clients-test.sh)"; bash scripts/clients-test.sh
