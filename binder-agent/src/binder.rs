@@ -412,11 +412,14 @@ impl<A: ClusterApi> Binder<A> {
                         return;
                     }
                     let gang = gang_key(&info.spec);
+                    if info.is_gated() {
+                        tracing::debug!(pod = %info.key(), "{}", info.gated_message());
+                    }
                     let mut q = s.queue.lock();
-                    let new = !q.contains(&uid);
-                    q.add_or_update(info, now);
-                    if let Some(key) = gang.filter(|_| new) {
-                        // A new member may complete its gang: release the ones held for it.
+                    let schedulable = q.add_or_update(info, now);
+                    if let Some(key) = gang.filter(|_| schedulable) {
+                        // A new (or ungated) member may complete its gang: release the ones held
+                        // for it.
                         q.activate_where(|i| is_member(i, &key));
                     }
                     self.update_queue_gauges(&q);
@@ -1044,9 +1047,13 @@ impl<A: ClusterApi> Binder<A> {
                 .max()
                 .unwrap_or(1);
             let queued = q.find(|i| is_member(i, &key));
+            // Gated members are not there yet: the gang waits for their gates to go.
             let waiting: Vec<String> = queued
                 .iter()
-                .filter(|(uid, place, _)| !in_batch.contains(uid) && *place != crate::queue::Place::InFlight)
+                .filter(|(uid, place, _)| {
+                    !in_batch.contains(uid)
+                        && !matches!(place, crate::queue::Place::InFlight | crate::queue::Place::Gated)
+                })
                 .map(|(uid, ..)| uid.clone())
                 .collect();
             let in_flight = queued
@@ -1058,7 +1065,12 @@ impl<A: ClusterApi> Binder<A> {
             let scheduled = placed.get(&key).map_or(0, |uids| {
                 uids.iter().filter(|u| !queued_uids.contains(u.as_str())).count()
             });
-            let first_seen = queued.iter().map(|(.., seen)| *seen).min().unwrap_or(now);
+            let first_seen = queued
+                .iter()
+                .filter(|(_, place, _)| *place != crate::queue::Place::Gated)
+                .map(|(.., seen)| *seen)
+                .min()
+                .unwrap_or(now);
             match gang_verdict(
                 &key,
                 min_members,

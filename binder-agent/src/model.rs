@@ -34,6 +34,9 @@ pub struct PodInfo {
     pub owner: Option<Owner>,
     /// metadata.annotations under `placement.dev/` (only those: the rest is not read).
     pub annotations: BTreeMap<String, String>,
+    /// The names of spec.schedulingGates: while any is left the pod is not scheduled (an API
+    /// server older than 1.26 has no such field, and every pod there is ungated).
+    pub scheduling_gates: Vec<String>,
 }
 
 impl PodInfo {
@@ -45,6 +48,18 @@ impl PodInfo {
     /// The node the pod is bound to, if any.
     pub fn node_name(&self) -> Option<&str> {
         Some(self.spec.node_name.as_str()).filter(|n| !n.is_empty())
+    }
+
+    /// Whether spec.schedulingGates holds any gate (kube-scheduler's `SchedulingGates` PreEnqueue
+    /// plugin keeps such a pod out of scheduling).
+    pub fn is_gated(&self) -> bool {
+        !self.scheduling_gates.is_empty()
+    }
+
+    /// kube-scheduler's `SchedulingGates` status message, `waiting for scheduling gates: [a b]`
+    /// (Go's `%v` of the names).
+    pub fn gated_message(&self) -> String {
+        format!("waiting for scheduling gates: [{}]", self.scheduling_gates.join(" "))
     }
 }
 
@@ -340,6 +355,10 @@ pub fn pod_info(pod: &Pod) -> PodInfo {
             .filter(|(k, _)| k.starts_with(ANNOTATION_PREFIX))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
+        scheduling_gates: spec
+            .and_then(|s| s.scheduling_gates.as_ref())
+            .map(|gates| gates.iter().map(|g| g.name.clone()).collect())
+            .unwrap_or_default(),
     }
 }
 
@@ -489,6 +508,33 @@ mod tests {
         let a = s.node_affinity.as_ref().unwrap();
         assert_eq!(a.required.as_ref().unwrap().terms[0].match_expressions[0].values, ["a"]);
         assert_eq!(a.preferred[0].weight, 5);
+    }
+
+    #[test]
+    fn scheduling_gates_are_read_and_absent_on_an_older_api_server() {
+        let gated: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "g", "namespace": "shop", "uid": "u-g"},
+            "spec": {"containers": [{"name": "c"}],
+                     "schedulingGates": [{"name": "example.com/quota"}, {"name": "example.com/data"}]}
+        }))
+        .unwrap();
+        let info = pod_info(&gated);
+        assert!(info.is_gated());
+        assert_eq!(info.scheduling_gates, ["example.com/quota", "example.com/data"]);
+        assert_eq!(
+            info.gated_message(),
+            "waiting for scheduling gates: [example.com/quota example.com/data]"
+        );
+        // A 1.24 API server neither stores nor returns the field; an emptied list is ungated too.
+        for spec in [
+            serde_json::json!({"containers": [{"name": "c"}]}),
+            serde_json::json!({"containers": [{"name": "c"}], "schedulingGates": []}),
+        ] {
+            let pod: Pod =
+                serde_json::from_value(serde_json::json!({"metadata": {"name": "p", "uid": "u"}, "spec": spec}))
+                    .unwrap();
+            assert!(!pod_info(&pod).is_gated());
+        }
     }
 
     #[test]

@@ -1463,3 +1463,108 @@ async fn a_gang_is_held_then_placed_whole_and_never_partly_bound() {
     running.stop().await;
     let _ = stop_decisions.send(());
 }
+
+fn with_gates(mut p: Pod, gates: &[&str]) -> Pod {
+    p.spec.as_mut().unwrap().scheduling_gates = Some(
+        gates
+            .iter()
+            .map(|g| k8s_openapi::api::core::v1::PodSchedulingGate { name: g.to_string() })
+            .collect(),
+    );
+    p
+}
+
+/// kube-scheduler's `SchedulingGates` PreEnqueue plugin: a gated pod is never sent for a decision
+/// nor bound, and the binder writes nothing on it (the API server gave it `PodScheduled=False`,
+/// reason `SchedulingGated`, at creation); it is scheduled once an update removes its last gate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gated_pod_is_scheduled_once_its_last_gate_is_removed() {
+    use kube::api::{Patch, PatchParams};
+    let server = FakeApiServer::start().await;
+    server.create_node(node("n1", "4"));
+    server.create_pod(with_gates(
+        pod("gated", SCHEDULER, "250m", None),
+        &["example.com/a", "example.com/b"],
+    ));
+    server.create_pod(pod("free", SCHEDULER, "250m", None));
+    let (endpoint, stop_decisions) = decision_service().await;
+    let running = start_binder(
+        &server,
+        &endpoint,
+        Options {
+            lease: None,
+            ..Options::default()
+        },
+    );
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    eventually(WAIT, "the ungated pod bound", || async {
+        bound(&pods).await.contains_key("free")
+    })
+    .await;
+    let gated_gauge = "scheduler_pending_pods{queue=\"gated\"} 1";
+    eventually(WAIT, "the gated pod counted as gated", || async {
+        running.metrics.encode().contains(gated_gauge)
+    })
+    .await;
+    let untouched = |server: &FakeApiServer| {
+        let p = server.get_pod("default", "gated").unwrap();
+        assert_eq!(node_of(&p), None);
+        assert_eq!(
+            scheduled_condition(&p),
+            Some((
+                "False".into(),
+                "SchedulingGated".into(),
+                "Scheduling is blocked due to non-empty scheduling gates".into()
+            )),
+            "the API server's condition is left as it is"
+        );
+        assert!(
+            binding_statuses(server, "gated").is_empty(),
+            "a gated pod is never bound"
+        );
+        assert!(
+            !server
+                .events()
+                .iter()
+                .any(|e| e.regarding_name.as_deref() == Some("gated")),
+            "kube-scheduler writes no event on a gated pod"
+        );
+    };
+    untouched(&server);
+
+    // One gate of two removed: still gated. A pod created after the update and bound shows the
+    // binder has seen it.
+    let one_left = serde_json::json!({"spec": {"schedulingGates": [{"name": "example.com/b"}]}});
+    pods.patch("gated", &PatchParams::default(), &Patch::Merge(&one_left))
+        .await
+        .unwrap();
+    server.create_pod(pod("later", SCHEDULER, "250m", None));
+    eventually(WAIT, "the later pod bound", || async {
+        bound(&pods).await.contains_key("later")
+    })
+    .await;
+    untouched(&server);
+    assert!(running.metrics.encode().contains(gated_gauge));
+
+    // The last gate removed: scheduled at once.
+    let none_left = serde_json::json!({"spec": {"schedulingGates": null}});
+    pods.patch("gated", &PatchParams::default(), &Patch::Merge(&none_left))
+        .await
+        .unwrap();
+    eventually(WAIT, "the ungated pod bound", || async {
+        bound(&pods).await.contains_key("gated")
+    })
+    .await;
+    assert_eq!(binding_statuses(&server, "gated"), [201]);
+    let p = server.get_pod("default", "gated").unwrap();
+    assert_eq!(scheduled_condition(&p).map(|c| c.0).as_deref(), Some("True"));
+    eventually(WAIT, "the gated gauge back to 0", || async {
+        running
+            .metrics
+            .encode()
+            .contains("scheduler_pending_pods{queue=\"gated\"} 0")
+    })
+    .await;
+    running.stop().await;
+    let _ = stop_decisions.send(());
+}
