@@ -56,6 +56,10 @@ pub enum ClusterEvent {
     PdbApplied(crate::model::PdbInfo),
     /// A PodDisruptionBudget was deleted (`namespace/name`).
     PdbDeleted(String),
+    /// A PersistentVolumeClaim, PersistentVolume, StorageClass or CSINode was added or changed.
+    StorageApplied(crate::model::StorageObject),
+    /// A PersistentVolumeClaim, PersistentVolume, StorageClass or CSINode was deleted.
+    StorageDeleted(crate::model::StorageKey),
 }
 
 /// How the binder batches and binds.
@@ -296,6 +300,19 @@ impl<A: ClusterApi> Binder<A> {
         self.shared.queue.lock().counts()
     }
 
+    /// The claims, volumes, storage classes and CSINodes the binder knows, as a full snapshot
+    /// carries them (the snapshot's other lists left empty).
+    pub fn storage_snapshot(&self) -> proto::Snapshot {
+        let full = self.shared.state.lock().full();
+        proto::Snapshot {
+            persistent_volume_claims: full.persistent_volume_claims,
+            persistent_volumes: full.persistent_volumes,
+            storage_classes: full.storage_classes,
+            csi_nodes: full.csi_nodes,
+            ..Default::default()
+        }
+    }
+
     /// The PodDisruptionBudgets as the decision service gets them (disruptedPods resolved to uids).
     pub fn pod_disruption_budgets(&self) -> Vec<proto::PodDisruptionBudget> {
         self.shared.state.lock().pod_disruption_budgets()
@@ -341,6 +358,19 @@ impl<A: ClusterApi> Binder<A> {
             q.move_all_unschedulable(now);
         }
         self.update_queue_gauges(&q);
+    }
+
+    /// A claim, volume, storage class or CSINode changed: the unschedulable pods with volumes may
+    /// fit now (kube-scheduler requeues the pods its volume plugins rejected on these events).
+    fn storage_changed(&self, changed: bool, now: Instant) {
+        if !changed {
+            return;
+        }
+        let mut q = self.shared.queue.lock();
+        q.move_unschedulable_where(now, |i| !i.spec.volumes.is_empty());
+        self.update_queue_gauges(&q);
+        drop(q);
+        self.shared.wake.notify_one();
     }
 
     /// Applies one cluster event to the state and the queue.
@@ -390,6 +420,14 @@ impl<A: ClusterApi> Binder<A> {
             ClusterEvent::NamespaceDeleted(name) => s.state.lock().delete_namespace(&name),
             ClusterEvent::PdbApplied(pdb) => s.state.lock().apply_pdb(pdb),
             ClusterEvent::PdbDeleted(key) => s.state.lock().delete_pdb(&key),
+            ClusterEvent::StorageApplied(obj) => {
+                let changed = s.state.lock().apply_storage(obj);
+                self.storage_changed(changed, now);
+            }
+            ClusterEvent::StorageDeleted(key) => {
+                let changed = s.state.lock().delete_storage(&key);
+                self.storage_changed(changed, now);
+            }
             ClusterEvent::PodDeleted { uid } => self.pod_gone(&uid, now),
             ClusterEvent::PodApplied(info) => {
                 let uid = info.spec.uid.clone();

@@ -3,8 +3,10 @@
 //! Real `kube::Client` code (typed `Api`s, `kube::runtime::watcher`, lease managers, event
 //! recorders) runs against it unmodified. It serves core/v1 `nodes`, `pods` (with the `status`
 //! and `binding` subresources), `events` and `namespaces`, events.k8s.io/v1 `events`,
-//! coordination.k8s.io/v1 `leases` and policy/v1 `poddisruptionbudgets` (with the `status`
-//! subresource), with one global, monotonically increasing resourceVersion like etcd.
+//! coordination.k8s.io/v1 `leases`, policy/v1 `poddisruptionbudgets`, core/v1
+//! `persistentvolumeclaims` and `persistentvolumes` (with the `status` subresource), and
+//! storage.k8s.io/v1 `storageclasses` and `csinodes`, with one global, monotonically increasing
+//! resourceVersion like etcd.
 //!
 //! Supported, with the API server's semantics:
 //! - GET/LIST (label and field selectors; pages with `limit`/`continue`), WATCH (replay from an in-memory history, then live; selector transitions become
@@ -82,6 +84,14 @@ pub enum Kind {
     /// policy/v1 `poddisruptionbudgets` (namespaced; tests play the disruption controller and
     /// write `status`).
     PodDisruptionBudget,
+    /// core/v1 `persistentvolumeclaims` (namespaced; tests play the PV controller).
+    PersistentVolumeClaim,
+    /// core/v1 `persistentvolumes` (cluster-scoped).
+    PersistentVolume,
+    /// storage.k8s.io/v1 `storageclasses` (cluster-scoped).
+    StorageClass,
+    /// storage.k8s.io/v1 `csinodes` (cluster-scoped).
+    CsiNode,
 }
 
 /// Static description of a served resource.
@@ -166,6 +176,46 @@ const RESOURCES: &[ResourceInfo] = &[
         kind_name: "PodDisruptionBudget",
         namespaced: true,
         subresources: &["status"],
+    },
+    ResourceInfo {
+        kind: Kind::PersistentVolumeClaim,
+        group: "",
+        version: "v1",
+        plural: "persistentvolumeclaims",
+        singular: "persistentvolumeclaim",
+        kind_name: "PersistentVolumeClaim",
+        namespaced: true,
+        subresources: &["status"],
+    },
+    ResourceInfo {
+        kind: Kind::PersistentVolume,
+        group: "",
+        version: "v1",
+        plural: "persistentvolumes",
+        singular: "persistentvolume",
+        kind_name: "PersistentVolume",
+        namespaced: false,
+        subresources: &["status"],
+    },
+    ResourceInfo {
+        kind: Kind::StorageClass,
+        group: "storage.k8s.io",
+        version: "v1",
+        plural: "storageclasses",
+        singular: "storageclass",
+        kind_name: "StorageClass",
+        namespaced: false,
+        subresources: &[],
+    },
+    ResourceInfo {
+        kind: Kind::CsiNode,
+        group: "storage.k8s.io",
+        version: "v1",
+        plural: "csinodes",
+        singular: "csinode",
+        kind_name: "CSINode",
+        namespaced: false,
+        subresources: &[],
     },
 ];
 
@@ -1268,7 +1318,11 @@ impl Inner {
         }
         set_type_meta(kind, &mut new);
         match kind {
-            Kind::Pod | Kind::Node | Kind::PodDisruptionBudget => {
+            Kind::Pod
+            | Kind::Node
+            | Kind::PodDisruptionBudget
+            | Kind::PersistentVolumeClaim
+            | Kind::PersistentVolume => {
                 let m = new.as_object_mut().expect("object");
                 match old.get("status") {
                     Some(s) => m.insert("status".into(), s.clone()),

@@ -2111,6 +2111,7 @@ impl<'s> BatchUsage<'s> {
             affinity: None,
             meta: None,
             terminating: pod.terminating,
+            volumes: None,
         };
         let usage = &mut self.changed[self.slot[i] as usize];
         usage.add(&bound);
