@@ -1310,6 +1310,10 @@ async fn list_policies_names_the_default_first_with_distinct_digests() {
             "NodeAffinity",
             "NodePorts",
             "NodeResourcesFit",
+            "VolumeRestrictions",
+            "NodeVolumeLimits",
+            "VolumeBinding",
+            "VolumeZone",
             "PodTopologySpread",
             "InterPodAffinity"
         ]

@@ -34,6 +34,9 @@ pub mod spread;
 pub mod topology;
 pub mod volumes;
 
+#[cfg(test)]
+mod volumes_tests;
+
 pub use framework::{Deadline, Decision, Diagnosis, EvalError, Evaluator, Profile, Ranking, Reason};
 pub use policy::Policy;
 pub use snapshot::{Delta, Snapshot, SnapshotError};

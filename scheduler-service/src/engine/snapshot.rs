@@ -24,6 +24,9 @@ pub struct NodeUsage {
     pub pod_count: i64,
     /// Host ports in use (a multiset: one entry per pod and port).
     pub host_ports: Vec<HostPort>,
+    /// The volumes of the node's pods the volume filters read, with each pod's namespace (a
+    /// multiset, like `host_ports`).
+    pub volumes: Vec<(Arc<str>, super::volumes::PodVolume)>,
     /// The bound pods themselves, lowest priority first (then by uid): preemption's order. Only
     /// [`NodeUsage::bind`] and [`NodeUsage::unbind`] keep it; [`NodeUsage::add`] counts a pod only.
     pub pods: Vec<Arc<BoundPod>>,
@@ -42,6 +45,10 @@ impl NodeUsage {
         self.non_zero_memory = self.non_zero_memory.saturating_add(pod.non_zero_memory);
         self.pod_count += 1;
         self.host_ports.extend(pod.host_ports.iter().cloned());
+        if let Some(volumes) = &pod.volumes {
+            self.volumes
+                .extend(volumes.iter().map(|v| (Arc::clone(&pod.namespace), v.clone())));
+        }
     }
 
     /// Takes a pod counted by [`NodeUsage::add`] back off the node.
@@ -53,6 +60,11 @@ impl NodeUsage {
         for hp in &pod.host_ports {
             if let Some(i) = self.host_ports.iter().position(|x| x == hp) {
                 self.host_ports.swap_remove(i);
+            }
+        }
+        for v in pod.volumes.iter().flat_map(|v| v.iter()) {
+            if let Some(i) = self.volumes.iter().position(|(ns, x)| x == v && **ns == *pod.namespace) {
+                self.volumes.swap_remove(i);
             }
         }
     }
