@@ -768,8 +768,9 @@ impl<'a> PodPlan<'a> {
                 .map(|k| {
                     rules.class_level(k).then(|| match rules.pod_key(k, value) {
                         Some(key) => {
-                            let (outcomes, bytes) = kept.class_outcomes(k, key);
-                            snapshot.add_derived(bytes);
+                            let (outcomes, added, freed) = kept.class_outcomes(k, key);
+                            snapshot.add_derived(added);
+                            snapshot.sub_derived(freed);
                             outcomes
                         }
                         None => Arc::new(ClassOutcomes::new(snapshot.classes().len())),
