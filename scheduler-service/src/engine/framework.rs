@@ -3041,7 +3041,7 @@ impl<'a> Evaluator<'a> {
             rejections.add(i, plugin, reason);
         });
         // The filters `eval_node` ran (see there).
-        let filters = if plan.topo.is_some() {
+        let filters = if plan.topo.is_some() || plan.volumes.is_some() {
             &self.profile.policy.filters
         } else {
             &self.profile.plain_filters
