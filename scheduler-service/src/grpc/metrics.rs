@@ -91,6 +91,8 @@ pub struct Metrics {
     pub policy_loaded_at: Gauge,
     /// `placement_policies`: policies in use.
     pub policies: Gauge,
+    /// Calls to scheduler extenders, their errors and latency, per extender and verb.
+    pub extenders: crate::extender::ExtenderMetrics,
 }
 
 impl Default for Metrics {
@@ -183,7 +185,10 @@ impl Metrics {
             policy_loaded_at.clone(),
         );
         registry.register("policies", "Policies in use", policies.clone());
+        let extenders = crate::extender::ExtenderMetrics::default();
+        extenders.register(&mut registry);
         Self {
+            extenders,
             registry,
             requests,
             latency,
