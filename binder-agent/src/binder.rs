@@ -92,6 +92,10 @@ pub struct BinderConfig {
     /// How long a preemptor keeps its reservation on the nominated node while its victims
     /// terminate; then the reservation and `nominatedNodeName` are given up.
     pub nomination_timeout: Duration,
+    /// The extenders of the scheduler configuration, read for their `bindVerb`: a pod one of
+    /// them is interested in is bound by asking that extender (kube-scheduler's
+    /// `ExtenderBindingArgs`) instead of writing the Binding.
+    pub extenders: Option<Arc<placement_scheduler::extender::ExtenderSet>>,
 }
 
 impl Default for BinderConfig {
@@ -111,6 +115,7 @@ impl Default for BinderConfig {
             queue: QueueConfig::default(),
             gang_timeout: Duration::from_secs(60),
             nomination_timeout: Duration::from_secs(90),
+            extenders: None,
         }
     }
 }
@@ -944,7 +949,25 @@ impl<A: ClusterApi> Binder<A> {
                 }
                 this.rate_limit().await;
                 let started = Instant::now();
-                let result = s.api.bind(&pod, &node, &bind.annotations).await;
+                let extender = s.config.extenders.as_deref().and_then(|set| {
+                    let spec = &qp.info.spec;
+                    set.binder_for_names(
+                        spec.containers
+                            .iter()
+                            .chain(&spec.init_containers)
+                            .flat_map(|c| c.requests.keys().map(String::as_str)),
+                    )
+                });
+                let result = match extender {
+                    // The extender writes the Binding; an error (its own, or no answer) is retried
+                    // on the same node like a failed write: the API server refuses a second
+                    // Binding, and the watch drops the pod from the queue once it shows it bound.
+                    Some(e) => e
+                        .bind(&pod.namespace, &pod.name, &pod.uid, &node)
+                        .await
+                        .map_err(|err| ApiError::Other(format!("extender {}: {err}", e.config().url_prefix))),
+                    None => s.api.bind(&pod, &node, &bind.annotations).await,
+                };
                 s.metrics.bind(&result, started.elapsed());
                 drop(permit);
                 if record && matches!(result, Err(ApiError::Other(_))) {

@@ -1902,6 +1902,11 @@ pub struct SimulateArgs {
     /// Scheduling policy (empty: the service's default).
     #[arg(long, default_value = "")]
     pub policy: String,
+    /// Policy file of the in-process decision replicas (the service's `--policy-file`: a
+    /// KubeSchedulerConfiguration or placement's PolicyConfiguration), extenders included. An
+    /// extender with a `bindVerb` is refused: it would bind in a real cluster, not this one.
+    #[arg(long, value_name = "FILE")]
+    pub policy_file: Option<PathBuf>,
     /// Delay before the binder sees a binding through the watch.
     #[arg(long, default_value = "0ms", value_parser = parse_duration)]
     pub watch_latency: Duration,
@@ -2123,6 +2128,33 @@ pub async fn compare_arms(config: impl Fn() -> SimConfig, set: &ExperimentSet) -
 /// Runs a simulation and prints its summary.
 pub async fn main(args: SimulateArgs) -> anyhow::Result<()> {
     let _telemetry = placement_scheduler::telemetry::init_once("binder-agent-simulate", false, "error")?;
+    let policies = match &args.policy_file {
+        None => None,
+        Some(path) => Some((path, placement_scheduler::grpc::policy_file::load_policies(path)?)),
+    };
+    if let Some((path, loaded)) = &policies {
+        anyhow::ensure!(
+            !loaded
+                .policies
+                .iter()
+                .any(|p| p.extenders.iter().any(|e| e.is_binder())),
+            "--policy-file {}: an extender with a bindVerb would bind in a real cluster; simulate's cluster is in \
+             memory, so bindVerb is not supported here",
+            path.display()
+        );
+    }
+    // The in-process replicas serve the file's policies (and call its extenders).
+    let config = || {
+        let mut config = args.config();
+        if let Some((path, loaded)) = &policies {
+            config.server.service.policies = loaded.policies.clone();
+            config.server.service.policy_source = placement_scheduler::grpc::PolicySource::File {
+                path: path.display().to_string(),
+                format: loaded.format,
+            };
+        }
+        config
+    };
     let set = match &args.experiments_file {
         Some(path) => {
             Some(ExperimentSet::load(path).with_context(|| format!("--experiments-file {}", path.display()))?)
@@ -2131,7 +2163,7 @@ pub async fn main(args: SimulateArgs) -> anyhow::Result<()> {
     };
     if args.compare_arms {
         let set = set.unwrap_or_default();
-        let comparison = compare_arms(|| args.config(), &set).await?;
+        let comparison = compare_arms(config, &set).await?;
         match args.output {
             OutputFormat::Text => print!("{comparison}"),
             OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&comparison)?),
@@ -2139,7 +2171,7 @@ pub async fn main(args: SimulateArgs) -> anyhow::Result<()> {
         anyhow::ensure!(comparison.passed(), "a run timed out or failed its consistency checks");
         return Ok(());
     }
-    let mut config = args.config();
+    let mut config = config();
     config.experiments = set;
     let summary = simulate(config).await?;
     match args.output {

@@ -689,6 +689,19 @@ impl ExtenderSet {
             .find(|e| e.config.is_binder() && e.config.interested_in(requests))
     }
 
+    /// [`ExtenderSet::binder_for`] from the names of the resources the pod's containers and
+    /// init containers request (kube-scheduler's `IsInterested` reads them so).
+    pub fn binder_for_names<'n>(&self, names: impl Iterator<Item = &'n str> + Clone) -> Option<&Extender> {
+        self.extenders
+            .iter()
+            .find(|e| e.config.is_binder() && e.config.interested_in_names(names.clone()))
+    }
+
+    /// Whether some extender binds.
+    pub fn has_binder(&self) -> bool {
+        self.extenders.iter().any(|e| e.config.is_binder())
+    }
+
     /// The hook for one request over `snapshot`: calls block the current (blocking) thread on
     /// `runtime`.
     pub fn hook<'s>(&'s self, runtime: tokio::runtime::Handle, snapshot: &'s Snapshot) -> HttpExtenders<'s> {

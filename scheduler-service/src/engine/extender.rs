@@ -74,6 +74,12 @@ impl ExtenderConfig {
                 .any(|(name, amount)| *amount != 0 && self.managed_resources.iter().any(|m| **m == **name))
     }
 
+    /// [`ExtenderConfig::is_interested`] from the names of the resources the pod's containers
+    /// and init containers request.
+    pub fn interested_in_names<'n>(&self, mut names: impl Iterator<Item = &'n str>) -> bool {
+        self.managed_resources.is_empty() || names.any(|n| self.managed_resources.iter().any(|m| m == n))
+    }
+
     /// Whether the extender filters.
     pub fn is_filter(&self) -> bool {
         !self.filter_verb.is_empty()
