@@ -1938,7 +1938,43 @@ pub struct SimulateArgs {
     pub quiet: bool,
 }
 
+/// The policies of `--policy-file`, where they come from, and the file's format.
+pub type LoadedPolicyFile = (PathBuf, placement_scheduler::grpc::policy_file::LoadedPolicies);
+
 impl SimulateArgs {
+    /// Reads `--policy-file` (when given); an extender with a `bindVerb` is refused, since
+    /// simulate's cluster is in memory and an extender binds in a real one.
+    pub fn policies(&self) -> anyhow::Result<Option<LoadedPolicyFile>> {
+        let Some(path) = &self.policy_file else {
+            return Ok(None);
+        };
+        let loaded = placement_scheduler::grpc::policy_file::load_policies(path)?;
+        anyhow::ensure!(
+            !loaded
+                .policies
+                .iter()
+                .any(|p| p.extenders.iter().any(|e| e.is_binder())),
+            "--policy-file {}: an extender with a bindVerb would bind in a real cluster; simulate's cluster is in \
+             memory, so bindVerb is not supported here",
+            path.display()
+        );
+        Ok(Some((path.clone(), loaded)))
+    }
+
+    /// [`SimulateArgs::config`] with the in-process replicas serving `policies` (from
+    /// [`SimulateArgs::policies`]).
+    pub fn config_with(&self, policies: Option<&LoadedPolicyFile>) -> SimConfig {
+        let mut config = self.config();
+        if let Some((path, loaded)) = policies {
+            config.server.service.policies = loaded.policies.clone();
+            config.server.service.policy_source = placement_scheduler::grpc::PolicySource::File {
+                path: path.display().to_string(),
+                format: loaded.format,
+            };
+        }
+        config
+    }
+
     /// The run these flags describe.
     pub fn config(&self) -> SimConfig {
         let cluster = match &self.from_file {
@@ -2128,33 +2164,9 @@ pub async fn compare_arms(config: impl Fn() -> SimConfig, set: &ExperimentSet) -
 /// Runs a simulation and prints its summary.
 pub async fn main(args: SimulateArgs) -> anyhow::Result<()> {
     let _telemetry = placement_scheduler::telemetry::init_once("binder-agent-simulate", false, "error")?;
-    let policies = match &args.policy_file {
-        None => None,
-        Some(path) => Some((path, placement_scheduler::grpc::policy_file::load_policies(path)?)),
-    };
-    if let Some((path, loaded)) = &policies {
-        anyhow::ensure!(
-            !loaded
-                .policies
-                .iter()
-                .any(|p| p.extenders.iter().any(|e| e.is_binder())),
-            "--policy-file {}: an extender with a bindVerb would bind in a real cluster; simulate's cluster is in \
-             memory, so bindVerb is not supported here",
-            path.display()
-        );
-    }
+    let policies = args.policies()?;
     // The in-process replicas serve the file's policies (and call its extenders).
-    let config = || {
-        let mut config = args.config();
-        if let Some((path, loaded)) = &policies {
-            config.server.service.policies = loaded.policies.clone();
-            config.server.service.policy_source = placement_scheduler::grpc::PolicySource::File {
-                path: path.display().to_string(),
-                format: loaded.format,
-            };
-        }
-        config
-    };
+    let config = || args.config_with(policies.as_ref());
     let set = match &args.experiments_file {
         Some(path) => {
             Some(ExperimentSet::load(path).with_context(|| format!("--experiments-file {}", path.display()))?)

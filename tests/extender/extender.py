@@ -5,7 +5,7 @@ It is the extender of the "Custom logic" example: its filter rejects pods by nam
 prioritize scores nodes by name (20 - len(node name)), and its bind writes the Binding to the
 API server itself. Used by placement's tests; run it with:
 
-    python3 extender.py --port 0 [--reject-prefix reject-] [--mode ok|garbage|500|slow]
+    python3 extender.py --port 0 [--reject-prefix reject-] [--resolvable] [--mode ok|garbage|500|slow]
                         [--api-server URL] [--token TOKEN] [--port-file FILE]
 
 It prints `listening on <port>` (and writes the port to --port-file) once it serves.
@@ -40,13 +40,17 @@ def node_names(args):
 def filter_(args):
     pod = args["Pod"]["metadata"]["name"]
     names = node_names(args)
+    failed, unresolvable = {}, {}
     if pod.startswith(ARGS.reject_prefix):
-        failed = {n: "extender rejects pods named %s*" % ARGS.reject_prefix for n in names}
+        # A pod's name does not change when pods are evicted: unresolvable, so preemption skips
+        # these nodes (--resolvable reports them in FailedNodes instead).
+        message = "extender rejects pods named %s*" % ARGS.reject_prefix
+        target = failed if ARGS.resolvable else unresolvable
+        target.update({n: message for n in names})
         keep = []
     else:
-        failed = {}
         keep = names
-    result = {"FailedNodes": failed, "FailedAndUnresolvableNodes": {}, "Error": ""}
+    result = {"FailedNodes": failed, "FailedAndUnresolvableNodes": unresolvable, "Error": ""}
     if args.get("NodeNames") is not None:
         result["NodeNames"] = keep
         result["Nodes"] = None
@@ -91,6 +95,9 @@ VERBS = {"filter": filter_, "prioritize": prioritize, "bind": bind}
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes: without TCP_NODELAY the body waits for the
+    # client's delayed ACK (40 ms a call on Linux).
+    disable_nagle_algorithm = True
 
     def log_message(self, *_):
         pass
@@ -135,6 +142,7 @@ def main():
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--port-file")
     p.add_argument("--reject-prefix", default="reject-")
+    p.add_argument("--resolvable", action="store_true")
     p.add_argument("--mode", choices=["ok", "garbage", "500", "slow"], default="ok")
     p.add_argument("--delay", type=float, default=5.0)
     p.add_argument("--api-server")

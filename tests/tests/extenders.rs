@@ -178,13 +178,12 @@ async fn the_example_extender_filters_by_pod_name_and_scores_by_node_name() {
     // of three empty nodes are equal, so the tie-break picks between those two, never the long name.
     let placed = out[0].as_ref().expect("nginx-1 is placed");
     assert!(placed == "n1" || placed == "node-22", "placed on {placed}");
-    // FailedNodes are resolvable: preemption looks at them (and finds no victims on empty nodes),
-    // as kube-scheduler's does.
+    // FailedAndUnresolvableNodes: preemption does not look at them, as kube-scheduler's.
     assert_eq!(
         out[1],
         Err(
             "0/3 nodes are available: 3 extender rejects pods named reject-*. preemption: 0/3 nodes are \
-             available: 3 No preemption victims found for incoming pod."
+             available: 3 Preemption is not helpful for scheduling."
                 .to_string()
         ),
         "the extender's failed nodes are counted as kube-scheduler counts them"
@@ -208,6 +207,23 @@ async fn the_example_extender_filters_by_pod_name_and_scores_by_node_name() {
         extender.url()
     );
     assert_eq!(server.metric(&filter_calls), 2.0);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_nodes_are_left_to_preemption_as_kube_scheduler_leaves_them() {
+    let extender = ExtenderProcess::start(&["--resolvable"]);
+    let server = start(&ksc(&extender.url(), "")).await;
+    let out = schedule(&server, vec![pod("reject-me")]).await;
+    // FailedNodes are resolvable: preemption looks at them (and finds no victims on empty nodes).
+    assert_eq!(
+        out[0],
+        Err(
+            "0/3 nodes are available: 3 extender rejects pods named reject-*. preemption: 0/3 nodes are \
+             available: 3 No preemption victims found for incoming pod."
+                .to_string()
+        )
+    );
     server.stop().await;
 }
 
@@ -388,4 +404,61 @@ async fn an_https_extender_is_verified_with_the_configured_ca() {
     let message = out[0].as_ref().expect_err("the certificate is not trusted");
     assert!(message.starts_with(&format!("Post \"{url}/filter\": ")), "{message}");
     server.stop().await;
+}
+
+/// `binder-agent simulate --policy-file` with the example's KubeSchedulerConfiguration: the
+/// in-process replicas call the extender, which turns down the synthetic `auth-*` pods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulate_with_a_policy_file_calls_the_extender() {
+    use clap::Parser as _;
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: placement_binder::simulate::SimulateArgs,
+    }
+    let extender = ExtenderProcess::start(&["--reject-prefix", "auth-"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("scheduler-config.yaml");
+    std::fs::write(&path, ksc(&extender.url(), "    nodeCacheCapable: true\n")).unwrap();
+    let cli = Cli::parse_from([
+        "simulate",
+        "--nodes",
+        "40",
+        "--pods",
+        "300",
+        "--quiet",
+        "--timeout",
+        "60s",
+        "--policy-file",
+        path.to_str().unwrap(),
+    ]);
+    let policies = cli.args.policies().expect("the file loads");
+    let mut config = cli.args.config_with(policies.as_ref());
+    config.record_outcomes = true;
+    let summary = placement_binder::simulate::simulate(config)
+        .await
+        .expect("simulate runs");
+    assert!(summary.completed, "{summary}");
+    assert!(summary.unschedulable > 0, "some auth-* pods: {summary}");
+    assert_eq!(summary.placed + summary.unschedulable, 300, "{summary}");
+    assert!(
+        summary
+            .top_unschedulable
+            .iter()
+            .any(|m| m.message.contains("extender rejects pods named auth-*")),
+        "{summary}"
+    );
+    let filtered = extender.requests().iter().filter(|(v, _)| v == "filter").count();
+    // Every placed pod went through the extender's filter (a pod the filters leave no node is
+    // not sent, as kube-scheduler sends none).
+    assert!(
+        filtered >= summary.placed,
+        "{filtered} filter calls for {} placed pods",
+        summary.placed
+    );
+
+    // A bindVerb has nothing to bind in simulate's in-memory cluster: refused.
+    std::fs::write(&path, ksc(&extender.url(), "    bindVerb: bind\n")).unwrap();
+    let err = cli.args.policies().unwrap_err().to_string();
+    assert!(err.contains("bindVerb is not supported here"), "{err}");
 }
