@@ -625,7 +625,7 @@ impl<A: ClusterApi> Binder<A> {
             let retrying = self.is_retrying(&placement.pod_uid);
             if let Some(Outcome::Unschedulable(u)) = &placement.outcome {
                 // The service ran DefaultPreemption's PostFilter for the pod (gangs do not preempt).
-                if u.gang.is_empty() {
+                if u.gang.is_empty() && !u.error {
                     s.metrics.preemption_attempts.inc();
                 }
             }
@@ -656,6 +656,14 @@ impl<A: ClusterApi> Binder<A> {
                     self.keep_waiting(tasks, &placement.pod_uid, Some(&u.message), now);
                 }
                 None if retrying => {}
+                Some(Outcome::Unschedulable(u)) if u.error => {
+                    // Scheduling failed with an error (an extender that is not ignorable): as
+                    // kube-scheduler, the pod is retried after its backoff, not left for a
+                    // cluster event, and its condition's reason is SchedulerError.
+                    s.queue.lock().backoff(&qp.info.spec.uid, now);
+                    s.metrics.attempt(&policy, "error");
+                    self.spawn_scheduler_error(tasks, pod_ref(&qp.info.spec), u.message);
+                }
                 Some(Outcome::Unschedulable(u)) if !u.nominated_node_name.is_empty() => {
                     s.metrics.attempt(&policy, "unschedulable");
                     if routing.active() {
@@ -1360,6 +1368,19 @@ impl<A: ClusterApi> Binder<A> {
             this.rate_limit().await;
             if let Err(e) = s.api.record_unschedulable(&preemptor, &u.message).await {
                 tracing::debug!(pod = %preemptor.key(), error = %e, "recording FailedScheduling failed");
+            }
+        });
+    }
+
+    fn spawn_scheduler_error(&self, tasks: &mut JoinSet<()>, pod: PodRef, message: String) {
+        let this = self.clone();
+        tasks.spawn(async move {
+            if !*this.shared.leader.borrow() {
+                return;
+            }
+            this.rate_limit().await;
+            if let Err(e) = this.shared.api.record_scheduler_error(&pod, &message).await {
+                tracing::debug!(pod = %pod.key(), error = %e, "recording FailedScheduling failed");
             }
         });
     }

@@ -299,7 +299,7 @@ impl Extender {
                     &"context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
                 ))
             }
-            Ok(Err(e)) => return Err(go_error(&error_chain(&e))),
+            Ok(Err(e)) => return Err(go_error(&transport_error(&e, &url))),
             Ok(Ok(r)) => r,
         };
         let status = response.status();
@@ -485,6 +485,29 @@ pub fn go_field<'v>(v: &'v Value, name: &str) -> Option<&'v Value> {
     let map = v.as_object()?;
     map.get(name)
         .or_else(|| map.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v))
+}
+
+/// A failed connection in Go's words (`dial tcp 127.0.0.1:8888: connect: connection refused`)
+/// when the cause is one Go names so; the error chain otherwise.
+fn transport_error(e: &(dyn std::error::Error + 'static), url: &str) -> String {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            let addr = url
+                .split_once("://")
+                .map(|(_, rest)| rest.split('/').next().unwrap_or(rest))
+                .unwrap_or(url);
+            match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => {
+                    return format!("dial tcp {addr}: connect: connection refused")
+                }
+                std::io::ErrorKind::ConnectionReset => return format!("read tcp {addr}: connection reset by peer"),
+                _ => {}
+            }
+        }
+        source = s.source();
+    }
+    error_chain(e)
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

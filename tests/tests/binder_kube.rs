@@ -1583,3 +1583,82 @@ extenders:
     running.stop().await;
     let _ = stop_decisions.send(());
 }
+
+/// An extender that cannot be reached fails the pod with kube-scheduler's error text and the
+/// condition reason `SchedulerError`; the binder retries it after its backoff (no cluster event
+/// needed), and once the extender answers the pod is placed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_extender_fails_the_pod_with_an_error_retried_with_backoff() {
+    let server = FakeApiServer::start().await;
+    server.create_node(node("n1", "4"));
+    server.create_pod(pod("nginx-1", SCHEDULER, "250m", None));
+    // A port nothing listens on yet.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("scheduler-config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+  - schedulerName: {SCHEDULER}
+extenders:
+  - urlPrefix: http://127.0.0.1:{port}
+    filterVerb: filter
+"
+        ),
+    )
+    .unwrap();
+    let (endpoint, stop_decisions) = decision_service_with(ServerConfig {
+        policy_file: Some(placement_scheduler::grpc::PolicyFileConfig {
+            path: config.clone(),
+            reload_interval: None,
+        }),
+        ..ServerConfig::default()
+    })
+    .await;
+    let running = start_binder(
+        &server,
+        &endpoint,
+        Options {
+            lease: None,
+            policy_file: Some(config),
+            ..Options::default()
+        },
+    );
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    eventually(WAIT, "nginx-1 failed with the extender's error", || {
+        let pods = pods.clone();
+        async move {
+            let p = pods.get("nginx-1").await.unwrap();
+            scheduled_condition(&p).is_some_and(|c| c.1 == "SchedulerError")
+        }
+    })
+    .await;
+    let (status, _, message) = scheduled_condition(&pods.get("nginx-1").await.unwrap()).unwrap();
+    assert_eq!(status, "False");
+    assert!(
+        message.starts_with(&format!("Post \"http://127.0.0.1:{port}/filter\": ")),
+        "{message}"
+    );
+    let m = running.metrics.encode();
+    assert!(
+        m.lines()
+            .any(|l| l.starts_with("scheduler_schedule_attempts_total{") && l.contains("result=\"error\"")),
+        "counted as an error attempt:\n{m}"
+    );
+    let _extender = placement_tests::extender::ExtenderProcess::start(&["--port", &port.to_string()]);
+    eventually(WAIT, "nginx-1 bound once the extender answers", || {
+        let pods = pods.clone();
+        async move { bound(&pods).await.contains_key("nginx-1") }
+    })
+    .await;
+    assert_eq!(server.bindings_succeeded(), 1);
+    running.stop().await;
+    let _ = stop_decisions.send(());
+}

@@ -144,7 +144,8 @@ fn snapshot() -> proto::Snapshot {
     }
 }
 
-/// Schedules `pods` in one batch; each pod's node, or its unschedulable message.
+/// Schedules `pods` in one batch; each pod's node, or its unschedulable message (prefixed with
+/// `error: ` when the answer says scheduling failed with an error).
 async fn schedule(server: &Server, pods: Vec<proto::Pod>) -> Vec<Result<String, String>> {
     let mut c = server.client().await;
     let r = c
@@ -163,6 +164,7 @@ async fn schedule(server: &Server, pods: Vec<proto::Pod>) -> Vec<Result<String, 
         .into_iter()
         .map(|p| match p.outcome {
             Some(Outcome::NodeName(n)) => Ok(n),
+            Some(Outcome::Unschedulable(u)) if u.error => Err(format!("error: {}", u.message)),
             Some(Outcome::Unschedulable(u)) => Err(u.message),
             None => Err("no outcome".to_string()),
         })
@@ -250,7 +252,7 @@ async fn a_failing_extender_makes_the_pod_fail_with_kube_schedulers_error_text()
     assert_eq!(
         out[0],
         Err(format!(
-            "failed filter with extender at URL {}/filter, code 500",
+            "error: failed filter with extender at URL {}/filter, code 500",
             failing_500.url()
         ))
     );
@@ -266,7 +268,7 @@ async fn a_failing_extender_makes_the_pod_fail_with_kube_schedulers_error_text()
     let out = schedule(&server, vec![pod("nginx-1")]).await;
     assert_eq!(
         out[0],
-        Err("invalid character 'g' looking for beginning of value".to_string())
+        Err("error: invalid character 'g' looking for beginning of value".to_string())
     );
     server.stop().await;
 
@@ -277,7 +279,7 @@ async fn a_failing_extender_makes_the_pod_fail_with_kube_schedulers_error_text()
     assert_eq!(
         out[0],
         Err(format!(
-            "Post \"{}/filter\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
+            "error: Post \"{}/filter\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
             slow.url()
         ))
     );
@@ -296,8 +298,12 @@ async fn a_failing_extender_makes_the_pod_fail_with_kube_schedulers_error_text()
     let url = format!("http://127.0.0.1:{port}");
     let server = start(&ksc(&url, "")).await;
     let out = schedule(&server, vec![pod("nginx-1")]).await;
-    let message = out[0].as_ref().expect_err("unschedulable");
-    assert!(message.starts_with(&format!("Post \"{url}/filter\": ")), "{message}");
+    assert_eq!(
+        out[0],
+        Err(format!(
+            "error: Post \"{url}/filter\": dial tcp 127.0.0.1:{port}: connect: connection refused"
+        ))
+    );
     server.stop().await;
 }
 
@@ -402,7 +408,10 @@ async fn an_https_extender_is_verified_with_the_configured_ca() {
     .await;
     let out = schedule(&server, vec![pod("nginx-1")]).await;
     let message = out[0].as_ref().expect_err("the certificate is not trusted");
-    assert!(message.starts_with(&format!("Post \"{url}/filter\": ")), "{message}");
+    assert!(
+        message.starts_with(&format!("error: Post \"{url}/filter\": ")),
+        "{message}"
+    );
     server.stop().await;
 }
 

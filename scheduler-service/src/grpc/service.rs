@@ -709,6 +709,7 @@ impl PlacementApi {
                                     .map(|n| n.victims.iter().map(ToString::to_string).collect())
                                     .unwrap_or_default(),
                                 gang: diag.gang.as_ref().map(|g| g.gang.to_string()).unwrap_or_default(),
+                                error: diag.error.is_some(),
                             })),
                             score: 0,
                             feasible_nodes: 0,
