@@ -889,8 +889,12 @@ impl Drop for OwnRuntime {
 }
 
 impl LocalReplica {
-    async fn start(config: &ServerConfig, timings: Arc<DecisionTimings>) -> Result<Self, SimError> {
-        let inner = PlacementApi::new(config.service.clone(), Arc::new(ServiceMetrics::new()))
+    async fn start(
+        config: &ServerConfig,
+        timings: Arc<DecisionTimings>,
+        metrics: Arc<ServiceMetrics>,
+    ) -> Result<Self, SimError> {
+        let inner = PlacementApi::new(config.service.clone(), metrics)
             .map_err(|e| SimError::Replica(e.to_string()))?;
         let service = PlacementServiceServer::new(TimedApi {
             inner,
@@ -1024,11 +1028,13 @@ async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, Vec<PodReco
     workload.validate()?;
 
     let timings = Arc::new(DecisionTimings::default());
+    // The in-process replicas' metrics, each pod's time in extender calls kept.
+    let service_metrics = Arc::new(ServiceMetrics::new().keeping_extender_samples());
     let mut local = Vec::new();
     let (endpoints, in_process) = match decision {
         DecisionSource::InProcess { replicas } => {
             for _ in 0..replicas.max(1) {
-                local.push(LocalReplica::start(&server, Arc::clone(&timings)).await?);
+                local.push(LocalReplica::start(&server, Arc::clone(&timings), Arc::clone(&service_metrics)).await?);
             }
             (local.iter().map(|r| r.url.clone()).collect(), true)
         }
@@ -1145,6 +1151,7 @@ async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, Vec<PodReco
         decision: timings.decisions.summary(),
         schedule_call: timings.schedule.summary(),
         sync_call: timings.syncs.summary(),
+        extender_per_pod: LatencySummary::of(&service_metrics.extenders.samples()),
         decision_client_mean_ms: mean_ms(
             exposed(&exposition, "binder_decision_duration_seconds_sum"),
             exposed(&exposition, "binder_decision_duration_seconds_count"),
@@ -1379,6 +1386,9 @@ pub struct Summary {
     pub decision_client_mean_ms: Option<f64>,
     /// Mean SyncSnapshot latency as the binder measured it.
     pub sync_client_mean_ms: Option<f64>,
+    /// Per pod sent to an extender, the time its extender calls took (filter and prioritize,
+    /// in-process replicas only).
+    pub extender_per_pod: Option<LatencySummary>,
     /// Binding requests (in the in-memory cluster, injected delay included).
     pub bind: Option<LatencySummary>,
     /// From submission to binding, per placed pod.
@@ -1713,6 +1723,14 @@ impl fmt::Display for Summary {
                 write!(o, "; SyncSnapshot mean {s:.3} ms")?;
             }
             writeln!(o, ")")?;
+        }
+        if self.extender_per_pod.is_some() {
+            latency_line(
+                &mut o,
+                "extenders per pod",
+                self.extender_per_pod.as_ref(),
+                "; filter + prioritize calls",
+            )?;
         }
         latency_line(&mut o, "bind", self.bind.as_ref(), "")?;
         latency_line(&mut o, "arrival → bound", self.arrival_to_bound.as_ref(), "")?;

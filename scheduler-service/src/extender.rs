@@ -63,7 +63,8 @@ pub struct ExtenderLabels {
     pub verb: &'static str,
 }
 
-/// Per-extender metrics: calls, errors and latency by verb.
+/// Per-extender metrics: calls, errors and latency by verb; and the time each pod's scheduling
+/// spent in extender calls.
 #[derive(Debug, Clone)]
 pub struct ExtenderMetrics {
     /// Calls made.
@@ -72,6 +73,11 @@ pub struct ExtenderMetrics {
     pub errors: Family<ExtenderLabels, Counter>,
     /// Call latency, seconds.
     pub latency: Family<ExtenderLabels, Histogram>,
+    /// Per pod sent to an extender: the time its filter and prioritize calls took, seconds.
+    pub pod_seconds: Histogram,
+    /// The same durations, each kept, when [`ExtenderMetrics::keeping_samples`] asked for them
+    /// (`binder-agent simulate` reports their percentiles).
+    samples: Option<Arc<parking_lot::Mutex<Vec<Duration>>>>,
 }
 
 impl Default for ExtenderMetrics {
@@ -80,13 +86,33 @@ impl Default for ExtenderMetrics {
             calls: Family::default(),
             errors: Family::default(),
             latency: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.000_1, 2.0, 18))),
+            pod_seconds: Histogram::new(exponential_buckets(0.000_1, 2.0, 18)),
+            samples: None,
         }
     }
 }
 
 impl ExtenderMetrics {
-    /// Registers the metrics (`extender_calls`, `extender_errors`, `extender_call_seconds`) in
-    /// `registry`.
+    /// Also keeps every per-pod duration (see [`ExtenderMetrics::samples`]).
+    pub fn keeping_samples(mut self) -> Self {
+        self.samples = Some(Arc::default());
+        self
+    }
+
+    /// The per-pod durations kept so far (empty unless [`ExtenderMetrics::keeping_samples`]).
+    pub fn samples(&self) -> Vec<Duration> {
+        self.samples.as_ref().map(|s| s.lock().clone()).unwrap_or_default()
+    }
+
+    fn observe_pod(&self, took: Duration) {
+        self.pod_seconds.observe(took.as_secs_f64());
+        if let Some(s) = &self.samples {
+            s.lock().push(took);
+        }
+    }
+
+    /// Registers the metrics (`extender_calls`, `extender_errors`, `extender_call_seconds`,
+    /// `extender_pod_seconds`) in `registry`.
     pub fn register(&self, registry: &mut Registry) {
         registry.register("extender_calls", "Calls to scheduler extenders", self.calls.clone());
         registry.register(
@@ -98,6 +124,11 @@ impl ExtenderMetrics {
             "extender_call_seconds",
             "Latency of calls to scheduler extenders",
             self.latency.clone(),
+        );
+        registry.register(
+            "extender_pod_seconds",
+            "Time a pod's scheduling spent in extender calls (filter and prioritize)",
+            self.pod_seconds.clone(),
         );
     }
 }
@@ -681,6 +712,7 @@ pub fn node_object(node: &crate::engine::model::NodeSpec) -> Value {
 #[derive(Debug, Clone, Default)]
 pub struct ExtenderSet {
     extenders: Vec<Extender>,
+    metrics: ExtenderMetrics,
 }
 
 impl ExtenderSet {
@@ -691,6 +723,7 @@ impl ExtenderSet {
                 .iter()
                 .map(|c| Extender::new(c.clone(), metrics.clone()))
                 .collect::<Result<_, _>>()?,
+            metrics: metrics.clone(),
         })
     }
 
@@ -734,6 +767,7 @@ impl ExtenderSet {
             runtime,
             names: OnceLock::new(),
             node_json: (0..snapshot.nodes().len()).map(|_| OnceLock::new()).collect(),
+            pod_time: parking_lot::Mutex::new(None),
         }
     }
 }
@@ -745,6 +779,32 @@ pub struct HttpExtenders<'s> {
     runtime: tokio::runtime::Handle,
     names: OnceLock<HashMap<&'s str, usize>>,
     node_json: Vec<OnceLock<String>>,
+    /// The pod whose extender calls are being timed, and their time so far (observed when the
+    /// next pod's calls begin, or when the hook is dropped).
+    pod_time: parking_lot::Mutex<Option<(Arc<str>, Duration)>>,
+}
+
+impl HttpExtenders<'_> {
+    /// Adds `took` to `pod`'s time in extender calls.
+    fn add_time(&self, pod: &PodSpec, took: Duration) {
+        let mut current = self.pod_time.lock();
+        match current.as_mut() {
+            Some((uid, total)) if *uid == pod.uid => *total += took,
+            _ => {
+                if let Some((_, total)) = current.replace((pod.uid.clone(), took)) {
+                    self.set.metrics.observe_pod(total);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for HttpExtenders<'_> {
+    fn drop(&mut self) {
+        if let Some((_, total)) = self.pod_time.get_mut().take() {
+            self.set.metrics.observe_pod(total);
+        }
+    }
 }
 
 impl<'s> HttpExtenders<'s> {
@@ -797,6 +857,24 @@ impl ExtenderHook for HttpExtenders<'_> {
 
     fn filter(&self, snapshot: &Snapshot, pod: &PodSpec, nodes: &[usize]) -> Result<ExtenderFiltered, String> {
         debug_assert!(std::ptr::eq(snapshot, self.snapshot), "the hook's own snapshot");
+        let started = Instant::now();
+        let out = self.filter_all(pod, nodes);
+        self.add_time(pod, started.elapsed());
+        out
+    }
+
+    fn prioritize(&self, snapshot: &Snapshot, pod: &PodSpec, nodes: &[usize]) -> Vec<(usize, i64)> {
+        debug_assert!(std::ptr::eq(snapshot, self.snapshot), "the hook's own snapshot");
+        let started = Instant::now();
+        let out = self.prioritize_all(pod, nodes);
+        self.add_time(pod, started.elapsed());
+        out
+    }
+}
+
+impl HttpExtenders<'_> {
+    /// [`ExtenderHook::filter`]: every interested filter in order, each on what the one before kept.
+    fn filter_all(&self, pod: &PodSpec, nodes: &[usize]) -> Result<ExtenderFiltered, String> {
         let names = self.names();
         let pod_json = pod_object(pod).to_string();
         let mut feasible = nodes.to_vec();
@@ -826,8 +904,8 @@ impl ExtenderHook for HttpExtenders<'_> {
         Ok(out)
     }
 
-    fn prioritize(&self, snapshot: &Snapshot, pod: &PodSpec, nodes: &[usize]) -> Vec<(usize, i64)> {
-        debug_assert!(std::ptr::eq(snapshot, self.snapshot), "the hook's own snapshot");
+    /// [`ExtenderHook::prioritize`]: every interested prioritizer, scores scaled and summed.
+    fn prioritize_all(&self, pod: &PodSpec, nodes: &[usize]) -> Vec<(usize, i64)> {
         let names = self.names();
         let pod_json = pod_object(pod).to_string();
         let mut out = Vec::new();

@@ -457,6 +457,8 @@ async fn simulate_with_a_policy_file_calls_the_extender() {
             .any(|m| m.message.contains("extender rejects pods named auth-*")),
         "{summary}"
     );
+    let per_pod = summary.extender_per_pod.expect("each pod's time in extender calls");
+    assert!(per_pod.count >= summary.placed && per_pod.p50_ms > 0.0, "{per_pod:?}");
     let filtered = extender.requests().iter().filter(|(v, _)| v == "filter").count();
     // Every placed pod went through the extender's filter (a pod the filters leave no node is
     // not sent, as kube-scheduler sends none).

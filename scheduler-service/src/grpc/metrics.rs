@@ -102,6 +102,13 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Also keeps each pod's time in extender calls (see
+    /// [`crate::extender::ExtenderMetrics::samples`]), for `binder-agent simulate`.
+    pub fn keeping_extender_samples(mut self) -> Self {
+        self.extenders = self.extenders.keeping_samples();
+        self
+    }
+
     /// Creates and registers every metric.
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("placement");
