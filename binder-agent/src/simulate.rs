@@ -894,8 +894,7 @@ impl LocalReplica {
         timings: Arc<DecisionTimings>,
         metrics: Arc<ServiceMetrics>,
     ) -> Result<Self, SimError> {
-        let inner = PlacementApi::new(config.service.clone(), metrics)
-            .map_err(|e| SimError::Replica(e.to_string()))?;
+        let inner = PlacementApi::new(config.service.clone(), metrics).map_err(|e| SimError::Replica(e.to_string()))?;
         let service = PlacementServiceServer::new(TimedApi {
             inner,
             timings,
