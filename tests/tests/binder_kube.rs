@@ -1662,3 +1662,85 @@ extenders:
     running.stop().await;
     let _ = stop_decisions.send(());
 }
+
+/// The CEL label rule of the custom-logic example through the binder: the decision replica's
+/// policy file (placement's format) sends `workload_name: nginx` pods only to nodes labelled
+/// `test/test`; a pod that fits no such node gets the rule's reason in kube-scheduler's message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cel_filter_rule_keeps_nginx_pods_on_the_labelled_nodes() {
+    let server = FakeApiServer::start().await;
+    server.create_node(node("big", "8"));
+    let mut labelled = node("small-test", "2");
+    labelled
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("test/test".into(), String::new());
+    server.create_node(labelled);
+    let nginx = |name: &str, cpu: &str| {
+        let mut p = pod(name, SCHEDULER, cpu, None);
+        p.metadata
+            .labels
+            .get_or_insert_default()
+            .insert("workload_name".into(), "nginx".into());
+        p
+    };
+    server.create_pod(nginx("nginx-1", "250m"));
+    server.create_pod(nginx("nginx-huge", "4"));
+    server.create_pod(pod("other-1", SCHEDULER, "250m", None));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("policies.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: placement/v1
+kind: PolicyConfiguration
+policies:
+  - name: nginx-on-test-nodes
+    rules:
+      filters:
+        - name: nginx-needs-test-label
+          expression: >-
+            pod.metadata.labels['workload_name'] != 'nginx'
+            || 'test/test' in node.metadata.labels
+          reason: node(s) didn't have label test/test
+",
+    )
+    .unwrap();
+    let (endpoint, stop_decisions) = decision_service_with(ServerConfig {
+        policy_file: Some(placement_scheduler::grpc::PolicyFileConfig {
+            path: config,
+            reload_interval: None,
+        }),
+        ..ServerConfig::default()
+    })
+    .await;
+    let running = start_binder(
+        &server,
+        &endpoint,
+        Options {
+            lease: None,
+            ..Options::default()
+        },
+    );
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    eventually(WAIT, "nginx-1 and other-1 bound, nginx-huge unschedulable", || {
+        let pods = pods.clone();
+        async move {
+            let huge = pods.get("nginx-huge").await.ok().and_then(|p| scheduled_condition(&p));
+            bound(&pods).await.len() == 2 && huge.is_some_and(|c| c.0 == "False")
+        }
+    })
+    .await;
+    let bound = bound(&pods).await;
+    // The rule keeps nginx on the labelled node; other pods go anywhere.
+    assert_eq!(bound.get("nginx-1").map(String::as_str), Some("small-test"));
+    assert!(bound.contains_key("other-1"));
+    let (_, reason, message) = scheduled_condition(&pods.get("nginx-huge").await.unwrap()).unwrap();
+    assert_eq!(reason, "Unschedulable");
+    assert!(
+        message.starts_with("0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't have label test/test."),
+        "{message}"
+    );
+    running.stop().await;
+    let _ = stop_decisions.send(());
+}

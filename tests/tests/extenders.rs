@@ -473,3 +473,60 @@ async fn simulate_with_a_policy_file_calls_the_extender() {
     let err = cli.args.policies().unwrap_err().to_string();
     assert!(err.contains("bindVerb is not supported here"), "{err}");
 }
+
+/// `binder-agent simulate --policy-file` with a CEL filter rule of the custom-logic example's
+/// kind (here over the synthetic pods' `app` label, since they carry no `workload_name`): the
+/// `auth` pods find no node labelled `test/test` and are refused with the rule's reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulate_with_a_policy_file_applies_its_cel_rules() {
+    use clap::Parser as _;
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: placement_binder::simulate::SimulateArgs,
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("policies.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: placement/v1
+kind: PolicyConfiguration
+policies:
+  - name: auth-on-test-nodes
+    rules:
+      filters:
+        - name: auth-needs-test-label
+          expression: >-
+            !('app' in pod.metadata.labels) || pod.metadata.labels['app'] != 'auth'
+            || 'test/test' in node.metadata.labels
+          reason: node(s) didn't have label test/test
+",
+    )
+    .unwrap();
+    let cli = Cli::parse_from([
+        "simulate",
+        "--nodes",
+        "40",
+        "--pods",
+        "300",
+        "--quiet",
+        "--timeout",
+        "60s",
+        "--policy-file",
+        path.to_str().unwrap(),
+    ]);
+    let policies = cli.args.policies().expect("the file loads");
+    let summary = placement_binder::simulate::simulate(cli.args.config_with(policies.as_ref()))
+        .await
+        .expect("simulate runs");
+    assert!(summary.completed && summary.passed(), "{summary}");
+    assert!(summary.unschedulable > 0, "the auth pods: {summary}");
+    assert!(
+        summary
+            .top_unschedulable
+            .iter()
+            .any(|m| m.message.starts_with("0/40 nodes are available:")
+                && m.message.contains("node(s) didn't have label test/test")),
+        "{summary}"
+    );
+}
