@@ -19,7 +19,7 @@ use super::interpod::{self, InterPodFilter};
 use super::model::{tolerated, HostPort, NodeSpec, PodSpec, Taint, TaintEffect, Toleration};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
 use super::resources::ResourceName;
-use super::rules::{self as cel_rules, CompiledRules, NodeStatic};
+use super::rules::{self as cel_rules, ClassOutcomes, CompiledRules, NodeStatic, RuleOutcome, SnapshotRules};
 use super::snapshot::{
     image_hash, port_key, port_mask, BoundPod, NodeEntry, NodeHot, NodeUsage, PortKeys, Snapshot, NODE_UNIQUE_LABELS,
 };
@@ -325,9 +325,18 @@ impl Profile {
         &self.score_plugins
     }
 
-    /// Whether the policy has CEL rules (its pods then take the general pass).
+    /// Whether the policy has CEL rules.
     pub fn has_rules(&self) -> bool {
         self.rules.is_some()
+    }
+
+    /// The rules, when the plain pass must run some of them node by node or keep score rules'
+    /// raw scores (see [`RuleSink`]).
+    fn rules_in_sink(&self) -> Option<&CompiledRules> {
+        match &self.rules {
+            Some(Ok(r)) if !r.scores.is_empty() || r.filters.iter().any(|f| !f.class_level) => Some(r),
+            _ => None,
+        }
     }
 
     /// The number of score rules.
@@ -402,14 +411,14 @@ pub(super) struct PodPlan<'a> {
     pub(super) topo: Option<Box<TopoState>>,
     /// The pod as the policy's CEL rules read it; `None` when the policy has none.
     rule_pod: Option<cel::Value>,
-    /// The outcomes of the rules that read only what a node class shares, per class and rule
-    /// (filters first, then scores; a filter's passing outcome is 0), evaluated on first use.
-    rule_classes: RefCell<Vec<Option<RuleOutcome>>>,
+    /// Per rule (filters first, then scores), for those that read only what a node class
+    /// shares: their outcomes per class (a filter's passing outcome is 0), evaluated on first
+    /// use and shared with the pods that read alike (see [`CompiledRules::pod_key`]).
+    rule_classes: Vec<Option<Arc<ClassOutcomes>>>,
+    /// For the plain pass under a policy with rules read per class: `class_evals` with the
+    /// classes those rules reject (or fail on) marked rejected.
+    plain_evals: Option<Arc<[StaticEval]>>,
 }
-
-/// A rule's outcome on a node: a score rule's raw score (0 for a filter rule that keeps the
-/// node), or the reason the node is rejected.
-type RuleOutcome = Result<i64, Arc<str>>;
 
 /// The topology plugins' PreFilter and PreScore state for one pod.
 #[derive(Debug, Default)]
@@ -759,8 +768,24 @@ impl<'a> PodPlan<'a> {
             static_filters: profile.static_filters,
             topo: None,
             rule_pod: profile.rules.is_some().then(|| cel_rules::pod_value(pod)),
-            rule_classes: RefCell::new(Vec::new()),
+            rule_classes: Vec::new(),
+            plain_evals: None,
         };
+        if let (Some(Ok(rules)), Some(value)) = (&profile.rules, &plan.rule_pod) {
+            let kept = snapshot.rule_values(rules);
+            plan.rule_classes = (0..rules.width())
+                .map(|k| {
+                    rules.class_level(k).then(|| match rules.pod_key(k, value) {
+                        Some(key) => {
+                            let (outcomes, bytes) = kept.class_outcomes(k, key);
+                            snapshot.add_derived(bytes);
+                            outcomes
+                        }
+                        None => Arc::new(ClassOutcomes::new(snapshot.classes().len())),
+                    })
+                })
+                .collect();
+        }
         if !per_node {
             let classes = snapshot.classes();
             plan.class_evals = if cached {
@@ -807,7 +832,10 @@ impl<'a> PodPlan<'a> {
         let has = |f: FilterPlugin| profile.policy.filters.contains(&f);
         let slots = profile.slot_of;
         plan.plain = !per_node
-            && profile.rules.is_none()
+            && profile
+                .rules
+                .as_ref()
+                .is_none_or(|r| r.as_ref().is_ok_and(|r| r.plain()))
             && (pod.node_name.as_deref().is_none_or(str::is_empty) || !has(FilterPlugin::NodeName))
             && (slots.fit.is_none() || profile.fit_cpu_memory.is_some())
             && (slots.balanced.is_none() || profile.balanced_cpu_memory || plan.balanced_requests.is_none())
@@ -823,8 +851,66 @@ impl<'a> PodPlan<'a> {
                         | ScorePlugin::PodTopologySpread
                 )
             });
+        if plan.plain {
+            if let Some(Ok(rules)) = &profile.rules {
+                if (0..rules.width()).any(|k| rules.class_level(k)) {
+                    plan.plain_evals = Some(plan.fold_class_rules(rules, snapshot));
+                }
+            }
+        }
         plan.topo = TopoState::build(profile, snapshot, placed, &plan);
         plan
+    }
+
+    /// `class_evals` with the classes the policy's class-level rules reject (or fail on) marked
+    /// rejected: the plain pass, which gathers no reasons, then skips their nodes as the general
+    /// pass rejects them (the reasons pass runs the rules again, node by node).
+    fn fold_class_rules(&self, rules: &CompiledRules, snapshot: &Snapshot) -> Arc<[StaticEval]> {
+        let mut evals = self.class_evals.to_vec();
+        for (class, se) in evals.iter_mut().enumerate() {
+            if se.rejected {
+                continue;
+            }
+            self.class_rule_outcomes(rules, snapshot, class);
+            se.rejected = (0..rules.width()).any(|k| self.class_outcome(k, class).is_err());
+        }
+        Arc::from(evals)
+    }
+
+    /// Evaluates, for the pod, the policy's class-level rules on node class `class` (its shared
+    /// labels, taints and cordon) where not done yet (by this pod or one reading alike).
+    fn class_rule_outcomes(&self, rules: &CompiledRules, snapshot: &Snapshot, class: usize) {
+        let Some(pod) = &self.rule_pod else {
+            return;
+        };
+        let mut context = None;
+        for (k, outcomes) in self.rule_classes.iter().enumerate() {
+            let Some(outcomes) = outcomes else {
+                continue;
+            };
+            if outcomes.get(class).is_some() {
+                continue;
+            }
+            let _ = outcomes.get_or_eval(class, || {
+                let context = context.get_or_insert_with(|| {
+                    let spec = snapshot.classes().get(class).map(|c| NodeStatic::of(c));
+                    let spec = spec.unwrap_or_else(|| NodeStatic::of(&NodeSpec::default()));
+                    rules.context(pod, cel_rules::node_value(&spec, &NodeUsage::default()))
+                });
+                rules.run(k, context)
+            });
+        }
+    }
+
+    /// Class-level rule `k`'s outcome on class `class`, once [`PodPlan::class_rule_outcomes`]
+    /// evaluated it (`Ok(0)` for another rule).
+    fn class_outcome(&self, k: usize, class: usize) -> RuleOutcome {
+        self.rule_classes
+            .get(k)
+            .and_then(Option::as_ref)
+            .and_then(|o| o.get(class))
+            .cloned()
+            .unwrap_or(Ok(0))
     }
 
     /// The static predicates on the node at index `i` of the snapshot.
@@ -1620,6 +1706,132 @@ impl PlainSink for KeepTotals {
     }
 }
 
+/// Each score rule's extrema over the feasible nodes and weight: what turns its raw scores into
+/// the node's part of the total (see [`Evaluator::rules_part`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct RuleScaling {
+    rules: [(i64, i64, i64); cel_rules::MAX_RULES],
+    len: usize,
+}
+
+impl RuleScaling {
+    /// The weighted sum of `scores` (one per score rule), each min-max scaled to 0..=100 (0 when
+    /// every feasible node scores alike); 64-bit arithmetic where it cannot overflow.
+    #[inline]
+    fn part(&self, scores: &[i64]) -> i64 {
+        let mut total = 0i64;
+        for (&(min, max, weight), &r) in self.rules[..self.len].iter().zip(scores) {
+            if max <= min {
+                continue;
+            }
+            let normalized = match (max.checked_sub(min), r.checked_sub(min)) {
+                (Some(span), Some(d)) if (0..=i64::MAX / MAX_NODE_SCORE).contains(&d) => MAX_NODE_SCORE * d / span,
+                _ => {
+                    let span = i128::from(max) - i128::from(min);
+                    (i128::from(MAX_NODE_SCORE) * (i128::from(r) - i128::from(min)) / span) as i64
+                }
+            };
+            total += normalized * weight;
+        }
+        total
+    }
+}
+
+/// The policy's CEL rules in the plain pass (under a policy whose rules [`CompiledRules::plain`]
+/// takes): the class-level ones were folded into the class predicates (see
+/// [`PodPlan::fold_class_rules`]); this runs the pod-free node rules on each node the pass finds
+/// feasible, from the snapshot's kept outcomes or the batch's, writes the score rules' raw scores
+/// to `raw`, and hands the nodes no rule rejects to `inner`. Never used with a sink that
+/// [`PlainSink::RULES_OUT`]: a node it bars would skip the rules.
+struct RuleSink<'e, 'p, S> {
+    inner: S,
+    rules: &'e CompiledRules,
+    plan: &'e PodPlan<'p>,
+    usage: &'e BatchUsage<'e>,
+    nodes: &'e [Arc<NodeEntry>],
+    kept: Option<&'e SnapshotRules>,
+    changed: &'e mut std::collections::HashMap<(u32, u32), (u64, RuleOutcome)>,
+    statics: &'e mut Vec<Option<NodeStatic>>,
+    /// Score rules' raw scores per node (`rules.scores.len()` per node).
+    raw: &'e mut Vec<i64>,
+    /// The filter rules evaluated node by node (the others were folded into the classes).
+    node_filters: Vec<usize>,
+    /// Each score rule's index among the rules (after the filters) and whether it is read per
+    /// class.
+    score_rules: Vec<(usize, bool)>,
+}
+
+impl<S: PlainSink> RuleSink<'_, '_, S> {
+    /// Rule `k`'s value on node `i` (a pod-free node rule, or a class-level one): a score rule's
+    /// raw score, 0 for a filter rule that keeps the node, `None` when the rule rejects it.
+    #[inline]
+    fn value(&mut self, i: usize, k: usize, class_level: bool) -> Option<i64> {
+        let entry = &self.nodes[i];
+        if class_level {
+            return self.plan.class_outcome(k, entry.class as usize).ok();
+        }
+        let stamp = self.usage.stamp(i);
+        if stamp == 0 {
+            if let Some(kept) = self.kept {
+                if let Some(outcome) = kept.nodes.get(i, k) {
+                    return outcome.as_ref().ok().copied();
+                }
+            }
+        }
+        let (rules, plan, usage) = (self.rules, self.plan, self.usage);
+        let Some(pod) = &plan.rule_pod else {
+            return Some(0);
+        };
+        let statics = &mut *self.statics;
+        let mut eval = || {
+            let node = match statics.get_mut(i) {
+                Some(slot) => {
+                    cel_rules::node_value(slot.get_or_insert_with(|| NodeStatic::of(&entry.spec)), usage.get(i))
+                }
+                None => cel_rules::node_value(&NodeStatic::of(&entry.spec), usage.get(i)),
+            };
+            rules.run(k, &rules.context(pod, node))
+        };
+        let outcome = match self.kept {
+            Some(kept) if stamp == 0 => kept.nodes.get_or_eval(i, k, eval),
+            _ => match self.changed.get(&(i as u32, k as u32)) {
+                Some((s, outcome)) if *s == stamp => outcome.clone(),
+                _ => {
+                    let outcome = eval();
+                    self.changed.insert((i as u32, k as u32), (stamp, outcome.clone()));
+                    outcome
+                }
+            },
+        };
+        outcome.ok()
+    }
+}
+
+impl<S: PlainSink> PlainSink for RuleSink<'_, '_, S> {
+    #[inline]
+    fn feasible(&mut self, i: usize, class: u32, se: &StaticEval, scores: NodeScores) {
+        for j in 0..self.node_filters.len() {
+            let k = self.node_filters[j];
+            if self.value(i, k, false).is_none() {
+                return;
+            }
+        }
+        let n = self.score_rules.len();
+        let mut values = [0i64; cel_rules::MAX_RULES];
+        for (j, value) in values.iter_mut().enumerate().take(n) {
+            let (k, class_level) = self.score_rules[j];
+            match self.value(i, k, class_level) {
+                Some(v) => *value = v,
+                None => return,
+            }
+        }
+        if let Some(out) = self.raw.get_mut(i * n..(i + 1) * n) {
+            out.copy_from_slice(&values[..n]);
+        }
+        self.inner.feasible(i, class, se, scores);
+    }
+}
+
 /// Keeps the `k` best of `items` by `cmp` (best first in `cmp`'s order), in no particular
 /// order: partitions on the total alone (no hashing), keeps every item above the k-th total, and
 /// breaks ties only among the items equal to it. Keeps all when `k` is 0 or covers them.
@@ -1817,7 +2029,7 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
             plan,
             usage,
             hot: &usage.hot,
-            evals: &plan.class_evals,
+            evals: plan.plain_evals.as_deref().unwrap_or(&plan.class_evals),
             nodes: ev.snapshot.nodes(),
             image_sums: ev.image_sums.get(),
             want_scalars: req.scalars.iter().any(|(_, want)| *want > 0),
@@ -2056,7 +2268,13 @@ pub(super) struct BatchUsage<'s> {
     /// For each node, the slot in `changed` or `u32::MAX` when unchanged.
     slot: Vec<u32>,
     changed: Vec<NodeUsage>,
+    /// For each entry of `changed`, a number no other usage of the process had (see
+    /// [`BatchUsage::stamp`]).
+    stamps: Vec<u64>,
 }
+
+/// The last number [`BatchUsage::assume`] stamped a changed usage with.
+static USAGE_STAMP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl<'s> BatchUsage<'s> {
     pub(super) fn new(snapshot: &'s Snapshot) -> Self {
@@ -2066,6 +2284,18 @@ impl<'s> BatchUsage<'s> {
             cols: std::borrow::Cow::Borrowed(snapshot.columns()),
             slot: Vec::new(),
             changed: Vec::new(),
+            stamps: Vec::new(),
+        }
+    }
+
+    /// 0 while node `i`'s usage is the snapshot's; after the batch changed it, a number that
+    /// changes with each change and that no other usage had: what the outcomes of the rules
+    /// reading the usage are kept under.
+    #[inline]
+    fn stamp(&self, i: usize) -> u64 {
+        match self.slot.get(i) {
+            Some(&s) if s != u32::MAX => self.stamps[s as usize],
+            _ => 0,
         }
     }
 
@@ -2108,7 +2338,9 @@ impl<'s> BatchUsage<'s> {
         if self.slot[i] == u32::MAX {
             self.slot[i] = self.changed.len() as u32;
             self.changed.push(self.snapshot.nodes()[i].usage.clone());
+            self.stamps.push(0);
         }
+        self.stamps[self.slot[i] as usize] = USAGE_STAMP.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         let bound = BoundPod {
             node_name: std::sync::Arc::from(""),
             requests: pod.requests.clone(),
@@ -2248,6 +2480,11 @@ pub struct Evaluator<'a> {
     rule_extrema: Vec<(i64, i64)>,
     /// Per node, the parts of its CEL value that do not change with usage, built on first use.
     node_statics: RefCell<Vec<Option<NodeStatic>>>,
+    /// What the snapshot keeps of the policy's rules (the pod-free node rules' outcomes on its
+    /// nodes among them: see [`SnapshotRules`]); `None` without rules.
+    node_rules: Option<Arc<SnapshotRules>>,
+    /// The same on the nodes a batch changed, by node and rule, under the usage's stamp.
+    changed_rules: std::collections::HashMap<(u32, u32), (u64, RuleOutcome)>,
     /// The policy's extenders, called by Schedule for the pods they are interested in.
     extenders: Option<&'a dyn ExtenderHook>,
 }
@@ -2579,6 +2816,11 @@ impl<'a> Evaluator<'a> {
             } else {
                 Vec::new()
             }),
+            node_rules: match &profile.rules {
+                Some(Ok(rules)) => Some(snapshot.rule_values(rules)),
+                _ => None,
+            },
+            changed_rules: std::collections::HashMap::new(),
             extenders: None,
         }
         .reusing(!profile.has_rules())
@@ -2737,24 +2979,78 @@ impl<'a> Evaluator<'a> {
             maxima: ClassMaxima::NONE,
         };
         sink.candidates.clear();
-        let passed = self.plain_pass(plan, usage, deadline, &mut sink);
+        let (sink, passed) = self.plain_pass_ruled(plan, usage, deadline, sink);
         let KeepAll { candidates, maxima, .. } = sink;
         *self.candidates = candidates;
         passed?;
         // The extrema the general normalization finds: NodeAffinity's and TaintToleration's
-        // maxima over the feasible nodes (0 when none), nothing else.
+        // maxima over the feasible nodes (0 when none), and the score rules' extrema.
         self.set_class_extrema(!self.candidates.is_empty(), maxima);
+        self.rule_extrema_of_candidates();
+        let ruled = self.profile.score_rules() > 0;
         let (class_part, per_node) = self.plain_weights(&plan.class_evals);
         let per_node = &per_node.slots[..per_node.len];
         let hot = &*usage.hot;
+        let scaling = self.rule_scaling();
+        let n = self.profile.score_rules();
+        let rule_raw = self.rule_raw.borrow();
         for c in self.candidates.iter_mut() {
             let mut total = class_part[hot[c.index as usize].class as usize];
             for &(slot, weight) in per_node {
                 total += c.raw[slot] * weight;
             }
+            if ruled {
+                let i = c.index as usize;
+                if let Some(scores) = rule_raw.get(i * n..(i + 1) * n) {
+                    total += scaling.part(scores);
+                }
+            }
             c.total = total;
         }
         Ok(())
+    }
+
+    /// [`Evaluator::plain_pass`] with `sink`, through a [`RuleSink`] when the policy's rules
+    /// need one; gives the sink back.
+    fn plain_pass_ruled<S: PlainSink>(
+        &mut self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        deadline: Deadline,
+        mut sink: S,
+    ) -> (S, Result<(), ()>) {
+        let profile = self.profile;
+        let Some(rules) = profile.rules_in_sink() else {
+            let passed = self.plain_pass(plan, usage, deadline, &mut sink);
+            return (sink, passed);
+        };
+        debug_assert!(!S::RULES_OUT, "a sink that bars nodes would skip the rules");
+        let mut raw = std::mem::take(self.rule_raw.get_mut());
+        let mut statics = std::mem::take(self.node_statics.get_mut());
+        let mut changed = std::mem::take(&mut self.changed_rules);
+        let kept = self.node_rules.clone();
+        let snapshot = self.snapshot;
+        let mut ruled = RuleSink {
+            inner: sink,
+            rules,
+            plan,
+            usage,
+            nodes: snapshot.nodes(),
+            kept: kept.as_deref(),
+            changed: &mut changed,
+            statics: &mut statics,
+            raw: &mut raw,
+            node_filters: (0..rules.filters.len()).filter(|&k| !rules.class_level(k)).collect(),
+            score_rules: (rules.filters.len()..rules.width())
+                .map(|k| (k, rules.class_level(k)))
+                .collect(),
+        };
+        let passed = self.plain_pass(plan, usage, deadline, &mut ruled);
+        let sink = ruled.inner;
+        *self.rule_raw.get_mut() = raw;
+        *self.node_statics.get_mut() = statics;
+        self.changed_rules = changed;
+        (sink, passed)
     }
 
     /// The plain pass keeping only the best feasible node and the count of feasible ones: what
@@ -2769,7 +3065,9 @@ impl<'a> Evaluator<'a> {
         usage: &BatchUsage<'_>,
         deadline: Deadline,
     ) -> Option<Result<BestNode, ()>> {
-        if !(self.allow_plain && plan.plain && plan.topo.is_none()) {
+        // Score rules are normalized over the feasible nodes, and node rules would have to run
+        // before the bars: those pods keep every candidate.
+        if !(self.allow_plain && plan.plain && plan.topo.is_none()) || self.profile.rules_in_sink().is_some() {
             return None;
         }
         self.candidates.clear();
@@ -2859,18 +3157,35 @@ impl<'a> Evaluator<'a> {
         let mut totals = TotalsBuffer::take_spare();
         totals.clear();
         totals.reserve(usage.hot.len());
-        let mut sink = KeepTotals {
+        let sink = KeepTotals {
             totals,
             weights: self.per_node_weights(),
             maxima: ClassMaxima::NONE,
         };
-        self.plain_pass(plan, usage, deadline, &mut sink)?;
+        let (sink, passed) = self.plain_pass_ruled(plan, usage, deadline, sink);
         let KeepTotals { mut totals, maxima, .. } = sink;
+        if passed.is_err() {
+            return Err(());
+        }
         self.set_class_extrema(!totals.is_empty(), maxima);
+        let ruled = self.profile.score_rules() > 0;
+        if ruled {
+            self.rule_extrema_of(totals.iter().map(|s| s.index as usize));
+        }
         let (class_part, _) = self.plain_weights(&plan.class_evals);
+        let scaling = self.rule_scaling();
+        let n = self.profile.score_rules();
+        let rule_raw = self.rule_raw.borrow();
         for s in totals.iter_mut() {
             s.total += class_part[s.class as usize];
+            if ruled {
+                let i = s.index as usize;
+                if let Some(scores) = rule_raw.get(i * n..(i + 1) * n) {
+                    s.total += scaling.part(scores);
+                }
+            }
         }
+        drop(rule_raw);
         Ok(totals)
     }
 
@@ -3099,37 +3414,21 @@ impl<'a> Evaluator<'a> {
             };
             rules.context(pod, node)
         };
-        // The class's context (its labels but the per-node ones, taints, cordon), for the rules
-        // that read nothing else: their outcome is kept per class for the pod.
+        // The rules that read only what the node's class shares: evaluated once per class for
+        // the pod (see `PodPlan::class_rule_outcomes`).
         let class = entry.class as usize;
-        let class_context = || {
-            let spec = self
-                .snapshot
-                .classes()
-                .get(class)
-                .map_or_else(|| NodeStatic::of(&entry.spec), |c| NodeStatic::of(c));
-            rules.context(pod, cel_rules::node_value(&spec, &NodeUsage::default()))
-        };
         let filters = rules.filters.len();
-        let width = filters + rules.scores.len();
-        let mut cache = plan.rule_classes.borrow_mut();
-        if cache.len() < (class + 1) * width {
-            cache.resize(self.snapshot.classes().len().max(class + 1) * width, None);
-        }
+        plan.class_rule_outcomes(rules, self.snapshot, class);
         let mut node_ctx = None;
-        let mut class_ctx = None;
-        for (k, f) in rules.filters.iter().enumerate() {
-            if f.class_level {
-                let slot = &mut cache[class * width + k];
-                let outcome = slot.get_or_insert_with(|| {
-                    let ctx = class_ctx.get_or_insert_with(class_context);
-                    rules.filter(k, ctx).map(|()| 0).map_err(|r| r.0)
-                });
-                outcome.clone()?;
+        let mut outcome = |k: usize| {
+            if rules.class_level(k) {
+                plan.class_outcome(k, class)
             } else {
-                let ctx = node_ctx.get_or_insert_with(node_context);
-                rules.filter(k, ctx).map_err(|r| r.0)?;
+                rules.run(k, node_ctx.get_or_insert_with(node_context))
             }
+        };
+        for k in 0..filters {
+            outcome(k)?;
         }
         let n = rules.scores.len();
         let mut raw = self.rule_raw.borrow_mut();
@@ -3138,18 +3437,8 @@ impl<'a> Evaluator<'a> {
             Some(out) => out,
             None => &mut spare[..n],
         };
-        for ((k, s), out) in rules.scores.iter().enumerate().zip(out.iter_mut()) {
-            *out = if s.class_level {
-                let slot = &mut cache[class * width + filters + k];
-                slot.get_or_insert_with(|| {
-                    let ctx = class_ctx.get_or_insert_with(class_context);
-                    rules.score(k, ctx).map_err(|r| r.0)
-                })
-                .clone()?
-            } else {
-                let ctx = node_ctx.get_or_insert_with(node_context);
-                rules.score(k, ctx).map_err(|r| r.0)?
-            };
+        for (k, out) in out.iter_mut().enumerate() {
+            *out = outcome(filters + k)?;
         }
         Ok(())
     }
@@ -3157,37 +3446,45 @@ impl<'a> Evaluator<'a> {
     /// The weighted, normalized scores of the score rules for node `i`: each raw score min-max
     /// scaled to 0..=100 over the feasible nodes (0 when they all score alike).
     fn rules_part(&self, i: usize) -> i64 {
-        let Some(Ok(rules)) = &self.profile.rules else {
-            return 0;
-        };
-        let n = rules.scores.len();
+        let n = self.profile.score_rules();
         let raw = self.rule_raw.borrow();
-        let Some(scores) = raw.get(i * n..(i + 1) * n) else {
-            return 0;
-        };
-        let mut total = 0i64;
-        for ((rule, &r), &(min, max)) in rules.scores.iter().zip(scores).zip(&self.rule_extrema) {
-            let normalized = if max > min {
-                let span = i128::from(max) - i128::from(min);
-                (i128::from(MAX_NODE_SCORE) * (i128::from(r) - i128::from(min)) / span) as i64
-            } else {
-                0
-            };
-            total += normalized * rule.weight;
+        match raw.get(i * n..(i + 1) * n) {
+            Some(scores) => self.rule_scaling().part(scores),
+            None => 0,
         }
-        total
+    }
+
+    /// How [`Evaluator::rules_part`] scales each score rule with the extrema set last.
+    fn rule_scaling(&self) -> RuleScaling {
+        let mut scaling = RuleScaling::default();
+        if let Some(Ok(rules)) = &self.profile.rules {
+            for (rule, &(min, max)) in rules.scores.iter().zip(&self.rule_extrema) {
+                scaling.rules[scaling.len] = (min, max, rule.weight);
+                scaling.len += 1;
+            }
+        }
+        scaling
     }
 
     /// The extrema of each score rule's raw scores over the candidates.
     fn rule_extrema_of_candidates(&mut self) {
+        if self.profile.score_rules() == 0 {
+            return;
+        }
+        let candidates = std::mem::take(&mut *self.candidates);
+        self.rule_extrema_of(candidates.iter().map(|c| c.index as usize));
+        *self.candidates = candidates;
+    }
+
+    /// The extrema of each score rule's raw scores over the nodes `feasible`.
+    fn rule_extrema_of(&mut self, feasible: impl Iterator<Item = usize>) {
         let n = self.profile.score_rules();
         if n == 0 {
             return;
         }
         let raw = self.rule_raw.borrow();
         let mut extrema = vec![(i64::MAX, i64::MIN); n];
-        for c in self.candidates.iter() {
-            let i = c.index as usize;
+        for i in feasible {
             if let Some(scores) = raw.get(i * n..(i + 1) * n) {
                 for (e, &r) in extrema.iter_mut().zip(scores) {
                     *e = (e.0.min(r), e.1.max(r));

@@ -992,8 +992,15 @@ fn plain_and_general(
     (plain, general.schedule(batch, seed, Deadline::none()).unwrap())
 }
 
-/// Policies whose weights make every plugin count differently.
+/// Policies whose weights make every plugin count differently, then [`rule_policies`].
 fn weighted_policies() -> Vec<Policy> {
+    let mut policies = builtin_policies();
+    policies.extend(rule_policies());
+    policies
+}
+
+/// Policies whose weights make every plugin count differently, without rules.
+fn builtin_policies() -> Vec<Policy> {
     let mut skewed = Policy::kube_default();
     for s in &mut skewed.scores {
         s.weight = match s.plugin {
@@ -1010,6 +1017,77 @@ fn weighted_policies() -> Vec<Policy> {
     vec![Policy::kube_default(), Policy::bin_packing(), skewed, uneven]
 }
 
+/// Policies with CEL rules of every kind the plain pass takes: read per class (reading the pod
+/// or not), read per node without the pod (from the snapshot's kept outcomes and the batch's),
+/// failing on some nodes; and one reading the pod per node, which the plain pass leaves alone.
+fn rule_policies() -> Vec<Policy> {
+    use crate::engine::rules::{FilterRule, Rules, ScoreRule};
+    let filter = |name: &str, expression: &str| FilterRule {
+        name: name.into(),
+        expression: expression.into(),
+        reason: format!("node(s) refused by {name}"),
+    };
+    let score = |name: &str, expression: &str, weight: i64| ScoreRule {
+        name: name.into(),
+        expression: expression.into(),
+        weight,
+    };
+    let with = |name: &str, filters: Vec<FilterRule>, scores: Vec<ScoreRule>| {
+        let policy = Policy {
+            name: name.into(),
+            rules: Rules { filters, scores },
+            ..Policy::kube_default()
+        };
+        assert!(policy.validate().is_ok(), "{name} compiles");
+        policy
+    };
+    vec![
+        // Every kind at once.
+        with(
+            "ruled",
+            vec![
+                filter(
+                    "small-or-zone-a",
+                    "pod.requests.cpu < 700 || node.metadata.labels['zone'] == 'a'",
+                ),
+                filter("few-pods", "node.status.requested.pods < 3"),
+            ],
+            vec![
+                score(
+                    "zone",
+                    "node.metadata.labels['zone'] == 'a' ? pod.requests.cpu % 7 : 3",
+                    2,
+                ),
+                score("free-cpu", "node.status.allocatable.cpu - node.status.requested.cpu", 1),
+            ],
+        ),
+        // Class-level filters only: the plain pass keeps only the best node.
+        with(
+            "class-filter",
+            vec![filter(
+                "zone-b-for-big",
+                "pod.requests.memory < 900 || node.metadata.labels['zone'] == 'b'",
+            )],
+            vec![],
+        ),
+        // A node rule failing on the nodes with one pod, a score rule reading the pod per node.
+        with(
+            "failing",
+            vec![filter("divides", "100 / (node.status.requested.pods - 1) > -1000")],
+            vec![score("cpu-on-busy", "pod.requests.cpu * node.status.requested.pods", 3)],
+        ),
+        with(
+            "pod-free",
+            vec![filter("divides", "100 / (node.status.requested.pods - 1) > -1000")],
+            vec![score(
+                "free-memory",
+                "node.status.allocatable.memory - node.status.requested.memory",
+                5,
+            )],
+        ),
+    ]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
     /// The plain pass decides exactly as the general one: same nodes, scores and feasible counts,
@@ -1019,7 +1097,7 @@ proptest! {
         (nodes, mut batch) in arb_cluster(),
         prefer in prop::collection::vec((any::<bool>(), 1i64..100), 30),
         copies in 1usize..3,
-        policy in 0usize..4,
+        policy in 0usize..8,
         seed in any::<u64>(),
     ) {
         for (p, (zone_a, weight)) in batch.iter_mut().zip(prefer) {
@@ -1089,6 +1167,58 @@ fn plain_pass_equals_the_general_one_on_the_synthetic_cluster() {
     }
 }
 
+/// Pods under a policy with a class-level filter rule and a pod-free score rule (the engine
+/// bench's rules) take the plain pass on the synthetic cluster and are placed exactly as the
+/// general pass places them, batch after batch on one evaluator (the kept node outcomes of the
+/// first batch serve the next), and ranked alike.
+#[test]
+fn rules_take_the_plain_pass_on_the_synthetic_cluster() {
+    use crate::engine::rules::{FilterRule, Rules, ScoreRule};
+    let (snap, batch) = synthetic(300, 400, 13);
+    let policy = Policy {
+        name: "bench-rules".into(),
+        rules: Rules {
+            filters: vec![FilterRule {
+                name: "ml-needs-ssd".into(),
+                expression: "pod.metadata.labels['team'] != 'ml' || ('disktype' in node.metadata.labels && node.metadata.labels['disktype'] == 'ssd')"
+                    .into(),
+                reason: "node(s) didn't have an ssd".into(),
+            }],
+            scores: vec![ScoreRule {
+                name: "free-cpu".into(),
+                expression: "node.status.allocatable.cpu - node.status.requested.cpu".into(),
+                weight: 1,
+            }],
+        },
+        ..Policy::kube_default()
+    };
+    let profile = Profile::new(policy);
+    let plain_count = batch
+        .iter()
+        .filter(|p| PodPlan::new(&profile, &snap, p, 0, &Placed::default(), false).plain)
+        .count();
+    assert!(
+        plain_count > batch.len() / 2,
+        "pods taking the plain pass: {plain_count}"
+    );
+    let mut plain = Evaluator::new(&profile, &snap);
+    let mut general = Evaluator::new(&profile, &snap);
+    general.allow_plain = false;
+    let mut placed = 0;
+    for chunk in batch.chunks(100) {
+        let fast = plain.schedule(chunk, 3, Deadline::none()).unwrap();
+        assert_eq!(fast, general.schedule(chunk, 3, Deadline::none()).unwrap());
+        placed += fast.iter().filter(|d| matches!(d, Decision::Node { .. })).count();
+    }
+    assert!(placed > batch.len() / 2, "placed: {placed}");
+    for p in batch.iter().take(40) {
+        assert_eq!(
+            plain.rank(p, 5, 3, Deadline::none()).unwrap(),
+            general.rank(p, 5, 3, Deadline::none()).unwrap()
+        );
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
     /// Rank through the plain pass (and the reasons of the nodes it left out) answers exactly as
@@ -1097,7 +1227,7 @@ proptest! {
     #[test]
     fn rank_with_the_plain_pass_equals_the_general_one(
         (nodes, batch) in arb_cluster(),
-        policy in 0usize..4,
+        policy in 0usize..8,
         top_k in 0usize..4,
         seed in any::<u64>(),
         copies in 1usize..4,
@@ -1116,7 +1246,8 @@ proptest! {
             let mut general = Evaluator::new(&profile, &snap).with_rejected_limit(limit);
             general.allow_plain = false;
             let mut general = general.rank(p, top_k, seed, Deadline::none()).unwrap();
-            if limit == Some(0) && plain.feasible_count > 0 {
+            let took_plain = PodPlan::new(&profile, &snap, p, seed, &Placed::default(), true).plain;
+            if limit == Some(0) && plain.feasible_count > 0 && took_plain {
                 // Nothing would show them: the plain pass gathers no reasons at all then.
                 prop_assert!(plain.diagnosis.reasons.is_empty());
                 general.diagnosis.reasons.clear();
@@ -1360,7 +1491,7 @@ fn the_plain_pass_fits_extended_resources_as_the_general_one() {
     assert!(batch
         .iter()
         .all(|p| PodPlan::new(&profile, &snap, p, 0, &Placed::default(), false).plain));
-    for policy in weighted_policies() {
+    for policy in builtin_policies() {
         let profile = Profile::new(policy);
         let (plain, general) = plain_and_general(&profile, &snap, &batch, 5);
         assert_eq!(plain, general);
@@ -1853,13 +1984,28 @@ fn an_evaluation_error_rejects_the_node_with_a_clear_reason() {
 }
 
 #[test]
-fn pods_under_policies_without_rules_keep_the_plain_pass() {
+fn the_plain_pass_takes_rules_read_per_class_or_without_the_pod() {
     let snap = snapshot(vec![node("a", 4000, 1 << 30)]);
-    let plain = Profile::new(Policy::kube_default());
-    let p = pod("p", 1, 1);
-    assert!(PodPlan::new(&plain, &snap, &p, 0, &Placed::default(), true).plain);
-    let ruled = with_rules(&[("t", "true", "")], &[]);
-    assert!(!PodPlan::new(&ruled, &snap, &p, 0, &Placed::default(), true).plain);
+    let plain = |profile: &Profile| PodPlan::new(profile, &snap, &pod("p", 1, 1), 0, &Placed::default(), true).plain;
+    assert!(plain(&Profile::new(Policy::kube_default())));
+    assert!(plain(&with_rules(&[("t", "true", "")], &[])));
+    assert!(plain(&with_rules(
+        &[(
+            "zone",
+            "pod.requests.cpu < 10 || node.metadata.labels['zone'] == 'a'",
+            ""
+        )],
+        &[("free", "node.status.allocatable.cpu - node.status.requested.cpu", 1)],
+    )));
+    // Read per node and per pod: every pod-node pair evaluated, in the general pass.
+    assert!(!plain(&with_rules(
+        &[("named", "pod.metadata.name != node.metadata.name", "")],
+        &[]
+    )));
+    assert!(!plain(&with_rules(
+        &[],
+        &[("busy", "pod.requests.cpu * node.status.requested.pods", 1)]
+    )));
 }
 
 #[test]

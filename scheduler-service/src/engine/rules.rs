@@ -163,6 +163,8 @@ impl Rules {
             filters.push(CompiledFilter {
                 name: Arc::from(r.name.as_str()),
                 class_level: reads_only_class(program.expression()),
+                reads_pod: reads_pod(program.expression()),
+                pod_paths: pod_paths(program.expression()),
                 program,
                 reason: Arc::from(reason),
             });
@@ -179,6 +181,8 @@ impl Rules {
             scores.push(CompiledScore {
                 name: Arc::from(r.name.as_str()),
                 class_level: reads_only_class(program.expression()),
+                reads_pod: reads_pod(program.expression()),
+                pod_paths: pod_paths(program.expression()),
                 program,
                 weight: r.weight,
             });
@@ -359,6 +363,135 @@ pub fn reads_only_class(e: &IdedExpr) -> bool {
     ok(e)
 }
 
+/// Whether `e` mentions `pod` anywhere (a comprehension variable of that name included: the
+/// answer errs towards "reads the pod"). A rule that does not is the same for every pod, so its
+/// outcome on a node is kept until the node's usage changes.
+pub fn reads_pod(e: &IdedExpr) -> bool {
+    fn any(e: &IdedExpr) -> bool {
+        match &e.expr {
+            Expr::Ident(n) => n == "pod",
+            Expr::Literal(_) | Expr::Unspecified => false,
+            Expr::Select(s) => any(&s.operand),
+            Expr::Call(c) => c.target.as_deref().is_some_and(any) || c.args.iter().any(any),
+            Expr::Comprehension(c) => {
+                c.iter_var == "pod"
+                    || c.iter_var2.as_deref() == Some("pod")
+                    || c.accu_var == "pod"
+                    || [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result]
+                        .into_iter()
+                        .any(any)
+            }
+            Expr::List(l) => l.elements.iter().any(any),
+            Expr::Map(m) => m.entries.iter().any(|e| entry(&e.expr)),
+            Expr::Struct(s) => s.entries.iter().any(|e| entry(&e.expr)),
+        }
+    }
+    fn entry(e: &EntryExpr) -> bool {
+        match e {
+            EntryExpr::StructField(f) => any(&f.value),
+            EntryExpr::MapEntry(m) => any(&m.key) || any(&m.value),
+        }
+    }
+    any(e)
+}
+
+/// The paths into `pod` that `e` reads (`pod.metadata.labels['team']` is `metadata`, `labels`,
+/// `team`), when it reads the pod only through such paths of literal names and keys, one at
+/// least a field deep; `None` when it reads the pod another way (whole, or a comprehension
+/// variable named `pod`). A class-level rule's outcome for a pod depends on the pod only
+/// through the values at these paths, so pods agreeing on them share its outcomes per class.
+pub fn pod_paths(e: &IdedExpr) -> Option<Vec<Vec<String>>> {
+    fn path(e: &IdedExpr) -> Option<Vec<String>> {
+        match &e.expr {
+            Expr::Ident(n) if n == "pod" => Some(Vec::new()),
+            Expr::Select(s) => path(&s.operand).map(|mut p| {
+                p.push(s.field.clone());
+                p
+            }),
+            Expr::Call(c) if c.func_name == "_[_]" && c.target.is_none() => match c.args.as_slice() {
+                [m, k] => match &k.expr {
+                    Expr::Literal(LiteralValue::String(k)) => path(m).map(|mut p| {
+                        p.push(k.inner().to_string());
+                        p
+                    }),
+                    _ => None,
+                },
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+    fn walk(e: &IdedExpr, out: &mut Vec<Vec<String>>) -> Option<()> {
+        if let Some(p) = path(e) {
+            if p.is_empty() {
+                return None;
+            }
+            out.push(p);
+            return Some(());
+        }
+        match &e.expr {
+            Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Some(()),
+            Expr::Select(s) => walk(&s.operand, out),
+            Expr::Call(c) => {
+                if let Some(t) = c.target.as_deref() {
+                    walk(t, out)?;
+                }
+                c.args.iter().try_for_each(|a| walk(a, out))
+            }
+            Expr::Comprehension(c) => {
+                if c.iter_var == "pod" || c.iter_var2.as_deref() == Some("pod") || c.accu_var == "pod" {
+                    return None;
+                }
+                [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result]
+                    .into_iter()
+                    .try_for_each(|x| walk(x, out))
+            }
+            Expr::List(l) => l.elements.iter().try_for_each(|x| walk(x, out)),
+            Expr::Map(m) => m.entries.iter().try_for_each(|x| entry(&x.expr, out)),
+            Expr::Struct(s) => s.entries.iter().try_for_each(|x| entry(&x.expr, out)),
+        }
+    }
+    fn entry(e: &EntryExpr, out: &mut Vec<Vec<String>>) -> Option<()> {
+        match e {
+            EntryExpr::StructField(f) => walk(&f.value, out),
+            EntryExpr::MapEntry(m) => {
+                walk(&m.key, out)?;
+                walk(&m.value, out)
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(e, &mut out)?;
+    out.sort();
+    out.dedup();
+    Some(out)
+}
+
+/// The values of `pod` at `paths` (see [`pod_paths`]), written out: pods with equal keys read
+/// alike through those paths.
+fn pod_key(pod: &Value, paths: &[Vec<String>]) -> String {
+    use std::fmt::Write;
+    let mut key = String::new();
+    for p in paths {
+        let mut at = Some(pod);
+        for step in p {
+            at = match at {
+                Some(Value::Map(m)) => m.get(&cel::objects::KeyRef::String(step.as_str())),
+                _ => None,
+            };
+        }
+        match at {
+            // Maps print in no fixed order: equal maps may give other keys (and share less),
+            // never unequal ones the same key.
+            Some(v) => {
+                let _ = write!(key, "{v:?};");
+            }
+            None => key.push_str("-;"),
+        }
+    }
+    key
+}
+
 /// A compiled filter rule.
 #[derive(Debug)]
 pub struct CompiledFilter {
@@ -366,6 +499,10 @@ pub struct CompiledFilter {
     pub name: Arc<str>,
     /// Whether it reads only what a node class shares (see [`reads_only_class`]).
     pub class_level: bool,
+    /// Whether it reads the pod (see [`reads_pod`]).
+    pub reads_pod: bool,
+    /// The paths into the pod it reads (see [`pod_paths`]).
+    pod_paths: Option<Vec<Vec<String>>>,
     program: Program,
     /// The reason shown for the nodes it rejects.
     pub reason: Arc<str>,
@@ -378,6 +515,10 @@ pub struct CompiledScore {
     pub name: Arc<str>,
     /// Whether it reads only what a node class shares (see [`reads_only_class`]).
     pub class_level: bool,
+    /// Whether it reads the pod (see [`reads_pod`]).
+    pub reads_pod: bool,
+    /// The paths into the pod it reads (see [`pod_paths`]).
+    pod_paths: Option<Vec<Vec<String>>>,
     program: Program,
     /// The weight of its normalized score.
     pub weight: i64,
@@ -409,6 +550,44 @@ impl CompiledRules {
     /// Whether there is no rule.
     pub fn is_empty(&self) -> bool {
         self.filters.is_empty() && self.scores.is_empty()
+    }
+
+    /// Whether every rule is evaluated once per node class and pod, or once per node for every
+    /// pod (it does not read the pod): the engine's plain pass then applies to the policy's pods.
+    pub fn plain(&self) -> bool {
+        self.filters.iter().all(|f| f.class_level || !f.reads_pod)
+            && self.scores.iter().all(|s| s.class_level || !s.reads_pod)
+    }
+
+    /// Whether some rule is evaluated node by node and does not read the pod (its outcomes are
+    /// kept in [`NodeRuleValues`]).
+    pub fn pod_free_per_node(&self) -> bool {
+        self.filters.iter().any(|f| !f.class_level && !f.reads_pod)
+            || self.scores.iter().any(|s| !s.class_level && !s.reads_pod)
+    }
+
+    /// Whether rule `k` (filters first, then scores) is evaluated once per node class.
+    pub fn class_level(&self, k: usize) -> bool {
+        match self.filters.get(k) {
+            Some(f) => f.class_level,
+            None => self.scores.get(k - self.filters.len()).is_some_and(|s| s.class_level),
+        }
+    }
+
+    /// For rule `k` (filters first, then scores), the key under which a pod shares the rule's
+    /// outcomes per class with the pods that read alike (see [`pod_paths`]); `None` when the
+    /// rule reads the pod whole.
+    pub fn pod_key(&self, k: usize, pod: &Value) -> Option<String> {
+        let paths = match self.filters.get(k) {
+            Some(f) => f.pod_paths.as_deref(),
+            None => self.scores.get(k - self.filters.len())?.pod_paths.as_deref(),
+        }?;
+        Some(pod_key(pod, paths))
+    }
+
+    /// The number of rules: filters and scores.
+    pub fn width(&self) -> usize {
+        self.filters.len() + self.scores.len()
     }
 
     /// Runs the rules for `pod` (its [`pod_value`]) on a node (its [`node_value`]): the raw score
@@ -450,6 +629,16 @@ impl CompiledRules {
         }
     }
 
+    /// Runs rule `k` counting the filter rules first, then the score rules: its
+    /// [`RuleOutcome`].
+    pub fn run(&self, k: usize, context: &Context<'_, '_>) -> RuleOutcome {
+        if k < self.filters.len() {
+            self.filter(k, context).map(|()| 0).map_err(|r| r.0)
+        } else {
+            self.score(k - self.filters.len(), context).map_err(|r| r.0)
+        }
+    }
+
     /// Runs score rule `k`: its raw score.
     pub fn score(&self, k: usize, context: &Context<'_, '_>) -> Result<i64, RuleRejection> {
         let Some(s) = self.scores.get(k) else {
@@ -465,6 +654,126 @@ impl CompiledRules {
             )))),
             Err(e) => Err(RuleRejection(Arc::from(format!("rule {} failed: {e}", s.name)))),
         }
+    }
+}
+
+/// A rule's outcome on a node: a score rule's raw score (0 for a filter rule that keeps the
+/// node), or the reason the node is rejected.
+pub type RuleOutcome = Result<i64, Arc<str>>;
+
+/// The outcomes, on every node of one snapshot as it stands, of a policy's rules that are
+/// evaluated node by node but do not read the pod: the same for every pod, so each is evaluated
+/// once per snapshot (on first use), and again only for a node whose usage a batch changed.
+#[derive(Debug)]
+pub struct NodeRuleValues {
+    /// Rules per node: the policy's filter rules, then its score rules.
+    width: usize,
+    values: Vec<std::sync::OnceLock<RuleOutcome>>,
+}
+
+impl NodeRuleValues {
+    /// Room for `nodes` nodes and `width` rules each, none evaluated yet.
+    pub fn new(nodes: usize, width: usize) -> Self {
+        Self {
+            width,
+            values: (0..nodes * width).map(|_| std::sync::OnceLock::new()).collect(),
+        }
+    }
+
+    /// Rule `k`'s outcome on node `i`, evaluated by `eval` the first time.
+    pub fn get_or_eval(&self, i: usize, k: usize, eval: impl FnOnce() -> RuleOutcome) -> RuleOutcome {
+        match self.values.get(i * self.width + k) {
+            Some(cell) => cell.get_or_init(eval).clone(),
+            None => eval(),
+        }
+    }
+
+    /// Rule `k`'s outcome on node `i`, if evaluated.
+    #[inline]
+    pub fn get(&self, i: usize, k: usize) -> Option<&RuleOutcome> {
+        self.values.get(i * self.width + k).and_then(std::sync::OnceLock::get)
+    }
+
+    /// Bytes this holds (reasons are shared with the compiled rules or short).
+    pub fn bytes(&self) -> usize {
+        self.values.len() * std::mem::size_of::<std::sync::OnceLock<RuleOutcome>>()
+    }
+}
+
+/// A class-level rule's outcomes for one pod (or the pods reading alike) per node class of a
+/// snapshot, each evaluated on first use.
+#[derive(Debug)]
+pub struct ClassOutcomes(Vec<std::sync::OnceLock<RuleOutcome>>);
+
+impl ClassOutcomes {
+    /// Room for `classes` classes, none evaluated yet.
+    pub fn new(classes: usize) -> Self {
+        Self((0..classes).map(|_| std::sync::OnceLock::new()).collect())
+    }
+
+    /// The outcome on class `class`, evaluated by `eval` the first time.
+    pub fn get_or_eval(&self, class: usize, eval: impl FnOnce() -> RuleOutcome) -> RuleOutcome {
+        match self.0.get(class) {
+            Some(cell) => cell.get_or_init(eval).clone(),
+            None => eval(),
+        }
+    }
+
+    /// The outcome on class `class` if evaluated.
+    pub fn get(&self, class: usize) -> Option<&RuleOutcome> {
+        self.0.get(class).and_then(std::sync::OnceLock::get)
+    }
+
+    /// Bytes this holds.
+    pub fn bytes(&self) -> usize {
+        self.0.len() * std::mem::size_of::<std::sync::OnceLock<RuleOutcome>>()
+    }
+}
+
+/// Most pod keys a snapshot keeps class outcomes for, per policy (then it starts over).
+pub const MAX_POD_KEYS: usize = 512;
+
+/// What one snapshot keeps of a policy's rules: the pod-free node rules' outcomes per node, and
+/// the class-level rules' outcomes per class for each pod key (see [`CompiledRules::pod_key`]).
+#[derive(Debug)]
+pub struct SnapshotRules {
+    /// The pod-free node rules' outcomes.
+    pub nodes: NodeRuleValues,
+    classes: usize,
+    by_key: std::sync::Mutex<HashMap<(u32, String), Arc<ClassOutcomes>>>,
+}
+
+impl SnapshotRules {
+    /// Room for a snapshot of `nodes` nodes and `classes` classes under `rules`.
+    pub fn new(rules: &CompiledRules, nodes: usize, classes: usize) -> Self {
+        let pod_free = rules.pod_free_per_node();
+        Self {
+            nodes: NodeRuleValues::new(if pod_free { nodes } else { 0 }, rules.width()),
+            classes,
+            by_key: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Rule `k`'s outcomes per class for the pods of key `key`, and the bytes newly held (0 when
+    /// they were kept already).
+    pub fn class_outcomes(&self, k: usize, key: String) -> (Arc<ClassOutcomes>, usize) {
+        let mut kept = self.by_key.lock().unwrap_or_else(|e| e.into_inner());
+        let id = (k as u32, key);
+        if let Some(o) = kept.get(&id) {
+            return (Arc::clone(o), 0);
+        }
+        if kept.len() >= MAX_POD_KEYS {
+            kept.clear();
+        }
+        let outcomes = Arc::new(ClassOutcomes::new(self.classes));
+        let bytes = outcomes.bytes() + id.1.len();
+        kept.insert(id, Arc::clone(&outcomes));
+        (outcomes, bytes)
+    }
+
+    /// Bytes held when made.
+    pub fn bytes(&self) -> usize {
+        self.nodes.bytes()
     }
 }
 

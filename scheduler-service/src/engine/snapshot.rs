@@ -551,10 +551,19 @@ pub struct Snapshot {
     /// Static predicates per node class of the pods evaluated so far, shared by the snapshots
     /// derived from one full snapshot by deltas (their classes only grow).
     static_cache: Arc<std::sync::Mutex<super::framework::StaticCache>>,
+    /// What this snapshot keeps of the rules of the policies that asked (see
+    /// [`super::rules::SnapshotRules`]), the most recent [`MAX_RULE_VALUES`] policies.
+    rule_values: std::sync::Mutex<Vec<RuleValuesEntry>>,
     approx_bytes: usize,
     /// Bytes of the parts built on first use (hot fields, columns, indexes, topologies).
     derived: std::sync::atomic::AtomicUsize,
 }
+
+/// A policy's compiled rules (kept, so the entry is found by pointer) and their node outcomes.
+type RuleValuesEntry = (Arc<super::rules::CompiledRules>, Arc<super::rules::SnapshotRules>);
+
+/// Policies a snapshot keeps the node rule outcomes of.
+const MAX_RULE_VALUES: usize = 8;
 
 /// Topology keys a snapshot keeps the [`Topology`] of.
 const MAX_CACHED_TOPOLOGIES: usize = 64;
@@ -741,6 +750,7 @@ impl Snapshot {
             pdbs: self.pdbs.clone(),
             gang_members: std::sync::OnceLock::new(),
             static_cache: Arc::clone(&self.static_cache),
+            rule_values: Default::default(),
             approx_bytes: self.approx_bytes,
             derived: std::sync::atomic::AtomicUsize::new(0),
         };
@@ -1126,7 +1136,28 @@ impl Snapshot {
             + statics
     }
 
-    fn add_derived(&self, bytes: usize) {
+    /// What this snapshot keeps of `rules` (see [`super::rules::SnapshotRules`]), made on first
+    /// use (its bytes counted with the derived parts).
+    pub(super) fn rule_values(&self, rules: &Arc<super::rules::CompiledRules>) -> Arc<super::rules::SnapshotRules> {
+        let mut kept = self.rule_values.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, values)) = kept.iter().find(|(r, _)| Arc::ptr_eq(r, rules)) {
+            return Arc::clone(values);
+        }
+        let values = Arc::new(super::rules::SnapshotRules::new(
+            rules,
+            self.nodes.len(),
+            self.classes.len(),
+        ));
+        if kept.len() >= MAX_RULE_VALUES {
+            kept.remove(0);
+        }
+        self.add_derived(values.bytes());
+        kept.push((Arc::clone(rules), Arc::clone(&values)));
+        values
+    }
+
+    /// Counts `bytes` more of the parts built on first use.
+    pub(super) fn add_derived(&self, bytes: usize) {
         self.derived.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
     }
 }
