@@ -777,8 +777,9 @@ impl<'a> PodPlan<'a> {
                 .map(|k| {
                     rules.class_level(k).then(|| match rules.pod_key(k, value) {
                         Some(key) => {
-                            let (outcomes, bytes) = kept.class_outcomes(k, key);
-                            snapshot.add_derived(bytes);
+                            let (outcomes, added, freed) = kept.class_outcomes(k, key);
+                            snapshot.add_derived(added);
+                            snapshot.sub_derived(freed);
                             outcomes
                         }
                         None => Arc::new(ClassOutcomes::new(snapshot.classes().len())),
@@ -1759,25 +1760,32 @@ struct RuleSink<'e, 'p, S> {
     /// Each score rule's index among the rules (after the filters) and whether it is read per
     /// class.
     score_rules: Vec<(usize, bool)>,
+    /// Each score rule's least and greatest raw score over the nodes handed to `inner`.
+    extrema: Vec<(i64, i64)>,
 }
 
 impl<S: PlainSink> RuleSink<'_, '_, S> {
     /// Rule `k`'s value on node `i` (a pod-free node rule, or a class-level one): a score rule's
     /// raw score, 0 for a filter rule that keeps the node, `None` when the rule rejects it.
-    #[inline]
+    #[inline(always)]
     fn value(&mut self, i: usize, k: usize, class_level: bool) -> Option<i64> {
-        let entry = &self.nodes[i];
         if class_level {
-            return self.plan.class_outcome(k, entry.class as usize).ok();
+            return self.plan.class_outcome(k, self.nodes[i].class as usize).ok();
         }
         let stamp = self.usage.stamp(i);
         if stamp == 0 {
-            if let Some(kept) = self.kept {
-                if let Some(outcome) = kept.nodes.get(i, k) {
-                    return outcome.as_ref().ok().copied();
-                }
+            if let Some(outcome) = self.kept.and_then(|kept| kept.nodes.get(i, k)) {
+                return outcome.as_ref().ok().copied();
             }
         }
+        self.evaluate(i, k, stamp)
+    }
+
+    /// [`RuleSink::value`] of a pod-free node rule not kept yet: evaluated, and kept.
+    #[cold]
+    #[inline(never)]
+    fn evaluate(&mut self, i: usize, k: usize, stamp: u64) -> Option<i64> {
+        let entry = &self.nodes[i];
         let (rules, plan, usage) = (self.rules, self.plan, self.usage);
         let Some(pod) = &plan.rule_pod else {
             return Some(0);
@@ -1827,6 +1835,9 @@ impl<S: PlainSink> PlainSink for RuleSink<'_, '_, S> {
         }
         if let Some(out) = self.raw.get_mut(i * n..(i + 1) * n) {
             out.copy_from_slice(&values[..n]);
+        }
+        for (e, &v) in self.extrema.iter_mut().zip(&values[..n]) {
+            *e = (e.0.min(v), e.1.max(v));
         }
         self.inner.feasible(i, class, se, scores);
     }
@@ -2985,8 +2996,8 @@ impl<'a> Evaluator<'a> {
         passed?;
         // The extrema the general normalization finds: NodeAffinity's and TaintToleration's
         // maxima over the feasible nodes (0 when none), and the score rules' extrema.
+        // (The score rules' extrema were set by the pass: see `plain_pass_ruled`.)
         self.set_class_extrema(!self.candidates.is_empty(), maxima);
-        self.rule_extrema_of_candidates();
         let ruled = self.profile.score_rules() > 0;
         let (class_part, per_node) = self.plain_weights(&plan.class_evals);
         let per_node = &per_node.slots[..per_node.len];
@@ -3044,9 +3055,16 @@ impl<'a> Evaluator<'a> {
             score_rules: (rules.filters.len()..rules.width())
                 .map(|k| (k, rules.class_level(k)))
                 .collect(),
+            extrema: vec![(i64::MAX, i64::MIN); rules.scores.len()],
         };
         let passed = self.plain_pass(plan, usage, deadline, &mut ruled);
+        let extrema = std::mem::take(&mut ruled.extrema);
         let sink = ruled.inner;
+        // As `rule_extrema_of` sets them: (0, 0) for a rule no node was scored by.
+        self.rule_extrema = extrema
+            .into_iter()
+            .map(|e| if e.0 > e.1 { (0, 0) } else { e })
+            .collect();
         *self.rule_raw.get_mut() = raw;
         *self.node_statics.get_mut() = statics;
         self.changed_rules = changed;
@@ -3065,10 +3083,28 @@ impl<'a> Evaluator<'a> {
         usage: &BatchUsage<'_>,
         deadline: Deadline,
     ) -> Option<Result<BestNode, ()>> {
-        // Score rules are normalized over the feasible nodes, and node rules would have to run
-        // before the bars: those pods keep every candidate.
-        if !(self.allow_plain && plan.plain && plan.topo.is_none()) || self.profile.rules_in_sink().is_some() {
+        if !(self.allow_plain && plan.plain && plan.topo.is_none()) {
             return None;
+        }
+        // Score rules are normalized over the feasible nodes, and node rules would have to run
+        // before the bars: those pods keep each feasible node's total (16 bytes, not a
+        // candidate) and the best is picked from them as from the candidates.
+        if self.profile.rules_in_sink().is_some() {
+            let totals = match self.evaluate_totals(plan, usage, deadline) {
+                Ok(t) => t,
+                Err(()) => return Some(Err(())),
+            };
+            let hot = &*usage.hot;
+            let best = best_candidate(
+                totals.iter(),
+                |s| (s.total, s.index),
+                |s| plan.tie_break(hot[s.index as usize].name_hash),
+            )
+            .map(|s| (s.index as usize, s.total));
+            return Some(Ok(BestNode {
+                best,
+                feasible: totals.len(),
+            }));
         }
         self.candidates.clear();
         let weights = self.per_node_weights();
@@ -3168,10 +3204,8 @@ impl<'a> Evaluator<'a> {
             return Err(());
         }
         self.set_class_extrema(!totals.is_empty(), maxima);
+        // (The score rules' extrema were set by the pass: see `plain_pass_ruled`.)
         let ruled = self.profile.score_rules() > 0;
-        if ruled {
-            self.rule_extrema_of(totals.iter().map(|s| s.index as usize));
-        }
         let (class_part, _) = self.plain_weights(&plan.class_evals);
         let scaling = self.rule_scaling();
         let n = self.profile.score_rules();

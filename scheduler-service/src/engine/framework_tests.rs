@@ -2267,3 +2267,51 @@ fn replicas_of_a_workload_each_ask_the_extender_against_the_assumed_usage() {
         .collect();
     assert_eq!(filters, [vec!["a", "b", "c"], vec!["b", "c"], vec!["c"]]);
 }
+
+#[test]
+fn extenders_see_the_nodes_the_rules_kept_and_add_to_the_rules_scores() {
+    // The label rule keeps nginx on the labelled nodes; a score rule prefers short names; the
+    // extender then turns one labelled node down and prefers another.
+    let mut nodes = vec![node("a", 4000, 1 << 30)];
+    for name in ["t1", "t-long", "t-longer"] {
+        let mut n = node(name, 4000, 1 << 30);
+        n.labels.insert("test/test".into(), String::new());
+        nodes.push(n);
+    }
+    let snap = snapshot(nodes);
+    let profile = with_rules(&[NGINX_RULE], &[("short", "20 - size(node.metadata.name)", 1)]);
+    let mut hook = ScriptedExtender::new();
+    hook.fail = vec![("t1", "t1 is drained", false)];
+    hook.scores = vec![("t-longer", 10)];
+    let mut nginx = pod("nginx-1", 100, 100);
+    nginx.labels.insert("workload_name".into(), "nginx".into());
+    let d = Evaluator::new(&profile, &snap)
+        .with_extenders(&hook)
+        .schedule(std::slice::from_ref(&nginx), 0, Deadline::none())
+        .unwrap();
+    // The score rule, normalized over the rule's survivors (t1 18, t-long 14, t-longer 12): t1
+    // 100, t-long 33, t-longer 0. Without the extender t1 wins; with it t1 is out and t-longer
+    // gets 10 × 10 more than t-long's 33.
+    assert!(
+        matches!(&d[0], Decision::Node { node, feasible: 2, .. } if node == "t-longer"),
+        "{d:?}"
+    );
+    let plain = Evaluator::new(&profile, &snap)
+        .schedule(std::slice::from_ref(&nginx), 0, Deadline::none())
+        .unwrap();
+    assert!(
+        matches!(&plain[0], Decision::Node { node, feasible: 3, .. } if node == "t1"),
+        "{plain:?}"
+    );
+    let calls = hook.calls.lock().clone();
+    assert_eq!(
+        calls[0].2,
+        vec!["t-long", "t-longer", "t1"],
+        "the rule's survivors only"
+    );
+    assert_eq!(
+        calls[1].2,
+        vec!["t-long", "t-longer"],
+        "prioritize on the extender's survivors"
+    );
+}

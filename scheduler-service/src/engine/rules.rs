@@ -754,26 +754,29 @@ impl SnapshotRules {
         }
     }
 
-    /// Rule `k`'s outcomes per class for the pods of key `key`, and the bytes newly held (0 when
-    /// they were kept already).
-    pub fn class_outcomes(&self, k: usize, key: String) -> (Arc<ClassOutcomes>, usize) {
+    /// Rule `k`'s outcomes per class for the pods of key `key`, the bytes newly held and the
+    /// bytes let go (the kept keys start over past [`MAX_POD_KEYS`]).
+    pub fn class_outcomes(&self, k: usize, key: String) -> (Arc<ClassOutcomes>, usize, usize) {
         let mut kept = self.by_key.lock().unwrap_or_else(|e| e.into_inner());
         let id = (k as u32, key);
         if let Some(o) = kept.get(&id) {
-            return (Arc::clone(o), 0);
+            return (Arc::clone(o), 0, 0);
         }
+        let mut freed = 0;
         if kept.len() >= MAX_POD_KEYS {
+            freed = kept.iter().map(|((_, key), o)| o.bytes() + key.len()).sum();
             kept.clear();
         }
         let outcomes = Arc::new(ClassOutcomes::new(self.classes));
         let bytes = outcomes.bytes() + id.1.len();
         kept.insert(id, Arc::clone(&outcomes));
-        (outcomes, bytes)
+        (outcomes, bytes, freed)
     }
 
-    /// Bytes held when made.
+    /// Bytes held: the node outcomes and the class outcomes kept.
     pub fn bytes(&self) -> usize {
-        self.nodes.bytes()
+        let kept = self.by_key.lock().unwrap_or_else(|e| e.into_inner());
+        self.nodes.bytes() + kept.iter().map(|((_, key), o)| o.bytes() + key.len()).sum::<usize>()
     }
 }
 
@@ -1105,6 +1108,63 @@ mod tests {
         assert!(!class("node.metadata.labels.exists(k, k == 'x')"), "every label");
         assert!(!class("node.status.requested.cpu < 1000"));
         assert!(!class("size(node) > 0"));
+    }
+
+    #[test]
+    fn pods_reading_alike_share_a_key() {
+        let paths = |e: &str| pod_paths(Program::compile(e).unwrap().expression());
+        let path = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            paths("pod.metadata.labels['team'] != 'ml' || 'ssd' in node.metadata.labels"),
+            Some(vec![path(&["metadata", "labels", "team"])])
+        );
+        assert_eq!(
+            paths("has(pod.metadata.labels.team) && pod.requests.cpu > 100"),
+            Some(vec![path(&["metadata", "labels", "team"]), path(&["requests", "cpu"])])
+        );
+        assert_eq!(
+            paths("pod.spec.containers.all(c, c.image != '')"),
+            Some(vec![path(&["spec", "containers"])])
+        );
+        // A computed key reads the whole map; the whole pod, or a variable named pod, no path.
+        assert_eq!(
+            paths("node.metadata.labels[pod.metadata.labels['k']] == 'a'"),
+            Some(vec![path(&["metadata", "labels", "k"])])
+        );
+        assert_eq!(
+            paths("pod.metadata.labels[node.metadata.labels['k']] == 'a'"),
+            Some(vec![path(&["metadata", "labels"])])
+        );
+        assert_eq!(paths("size(pod) > 0"), None);
+        assert_eq!(paths("[1].all(pod, pod > 0)"), None);
+        assert_eq!(paths("node.metadata.labels['zone'] == 'a'"), Some(vec![]));
+
+        let compiled = rules(
+            &[(
+                "team",
+                "pod.metadata.labels['team'] != 'ml' || 'ssd' in node.metadata.labels",
+            )],
+            &[],
+        )
+        .compile()
+        .unwrap();
+        let with = |name: &str, team: Option<&str>| {
+            let mut p = PodSpec {
+                name: name.into(),
+                ..Default::default()
+            };
+            if let Some(t) = team {
+                p.labels.insert("team".into(), t.into());
+            }
+            compiled.pod_key(0, &pod_value(&p))
+        };
+        assert_eq!(with("a", Some("ml")), with("b", Some("ml")), "names are not read");
+        assert_ne!(with("a", Some("ml")), with("a", Some("data")));
+        assert_ne!(
+            with("a", Some("")),
+            with("a", None),
+            "an empty label is not a missing one"
+        );
     }
 
     #[test]

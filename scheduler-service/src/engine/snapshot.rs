@@ -1149,11 +1149,23 @@ impl Snapshot {
             self.classes.len(),
         ));
         if kept.len() >= MAX_RULE_VALUES {
-            kept.remove(0);
+            let (_, gone) = kept.remove(0);
+            self.sub_derived(gone.bytes());
         }
         self.add_derived(values.bytes());
         kept.push((Arc::clone(rules), Arc::clone(&values)));
         values
+    }
+
+    /// Counts `bytes` fewer of the parts built on first use (let go since).
+    pub(super) fn sub_derived(&self, bytes: usize) {
+        if bytes > 0 {
+            let _ = self.derived.fetch_update(
+                std::sync::atomic::Ordering::Relaxed,
+                std::sync::atomic::Ordering::Relaxed,
+                |d| Some(d.saturating_sub(bytes)),
+            );
+        }
     }
 
     /// Counts `bytes` more of the parts built on first use.
