@@ -189,6 +189,49 @@ impl rustls::client::danger::ServerCertVerifier for NoVerification {
     }
 }
 
+/// Verifies the server's certificate for `tlsConfig.serverName` instead of the URL's host.
+#[derive(Debug)]
+struct NamedVerification {
+    inner: Arc<rustls::client::WebPkiServerVerifier>,
+    name: rustls_pki_types::ServerName<'static>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for NamedVerification {
+    fn verify_server_cert(
+        &self,
+        end_entity: &rustls_pki_types::CertificateDer<'_>,
+        intermediates: &[rustls_pki_types::CertificateDer<'_>],
+        _server_name: &rustls_pki_types::ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        self.inner
+            .verify_server_cert(end_entity, intermediates, &self.name, ocsp_response, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls_pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls_pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
 /// The bytes of a `tlsConfig` PEM: its `…Data` when set, else its `…File`'s content.
 fn material(
     config: &ExtenderConfig,
@@ -213,8 +256,9 @@ fn material(
 }
 
 /// The rustls configuration of kube-scheduler's `makeTransport`: the CA of `tlsConfig` when
-/// given; no verification when `insecure`, or for `enableHTTPS` without a CA; a client
-/// certificate when given.
+/// given, else the system's roots; no verification when `insecure`, or for `enableHTTPS`
+/// without a CA; the certificate checked for `serverName` when given; a client certificate
+/// when given.
 fn tls_config(config: &ExtenderConfig) -> Result<rustls::ClientConfig, ExtenderSetupError> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
@@ -235,16 +279,32 @@ fn tls_config(config: &ExtenderConfig) -> Result<rustls::ClientConfig, ExtenderS
             .with_custom_certificate_verifier(Arc::new(NoVerification(provider)))
     } else {
         let mut roots = rustls::RootCertStore::empty();
-        if let Some(pem) = &ca {
-            for cert in CertificateDer::pem_slice_iter(pem) {
-                let cert = cert.map_err(|e| bad(format!("caData: {e}")))?;
-                roots.add(cert).map_err(|e| bad(format!("caData: {e}")))?;
+        match &ca {
+            Some(pem) => {
+                for cert in CertificateDer::pem_slice_iter(pem) {
+                    let cert = cert.map_err(|e| bad(format!("caData: {e}")))?;
+                    roots.add(cert).map_err(|e| bad(format!("caData: {e}")))?;
+                }
+                if roots.is_empty() {
+                    return Err(bad("caData: no certificate".into()));
+                }
             }
-            if roots.is_empty() {
-                return Err(bad("caData: no certificate".into()));
+            // No CA: the system's roots, as Go's default transport uses them.
+            None => {
+                roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
             }
         }
-        builder.with_root_certificates(roots)
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+            .build()
+            .map_err(|e| bad(e.to_string()))?;
+        let verifier: Arc<dyn rustls::client::danger::ServerCertVerifier> = if tls.server_name.is_empty() {
+            verifier
+        } else {
+            let name = rustls_pki_types::ServerName::try_from(tls.server_name.clone())
+                .map_err(|e| bad(format!("serverName {:?}: {e}", tls.server_name)))?;
+            Arc::new(NamedVerification { inner: verifier, name })
+        };
+        builder.dangerous().with_custom_certificate_verifier(verifier)
     };
     let cert = material(config, &tls.cert_data, &tls.cert_file, "certFile")?;
     let key = material(config, &tls.key_data, &tls.key_file, "keyFile")?;

@@ -361,7 +361,7 @@ async fn managed_resources_send_only_the_pods_requesting_them() {
 }
 
 /// rcgen: a CA and a server certificate for 127.0.0.1 signed by it, PEM, written to `dir`.
-fn certificates(dir: &Path) -> (String, std::path::PathBuf, std::path::PathBuf) {
+fn certificates(dir: &Path, names: &[&str]) -> (String, std::path::PathBuf, std::path::PathBuf) {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
     let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca.distinguished_name.push(DnType::CommonName, "extender test CA");
@@ -370,7 +370,7 @@ fn certificates(dir: &Path) -> (String, std::path::PathBuf, std::path::PathBuf) 
     let ca_key = KeyPair::generate().unwrap();
     let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
     let issuer = Issuer::new(ca, ca_key);
-    let mut leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
+    let mut leaf = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
     leaf.distinguished_name.push(DnType::CommonName, "extender");
     let key = KeyPair::generate().unwrap();
     let cert = leaf.signed_by(&key, &issuer).unwrap();
@@ -384,7 +384,7 @@ fn certificates(dir: &Path) -> (String, std::path::PathBuf, std::path::PathBuf) 
 async fn an_https_extender_is_verified_with_the_configured_ca() {
     use base64::Engine as _;
     let dir = tempfile::tempdir().unwrap();
-    let (ca_pem, cert, key) = certificates(dir.path());
+    let (ca_pem, cert, key) = certificates(dir.path(), &["127.0.0.1", "localhost"]);
     let extender = ExtenderProcess::start(&["--cert", cert.to_str().unwrap(), "--key", key.to_str().unwrap()]);
     let url = format!("https://127.0.0.1:{}", extender.port);
     let ca_data = base64::engine::general_purpose::STANDARD.encode(&ca_pem);
@@ -399,7 +399,7 @@ async fn an_https_extender_is_verified_with_the_configured_ca() {
     server.stop().await;
 
     // A CA that did not sign the extender's certificate: the handshake fails, the pod too.
-    let other = certificates(tempfile::tempdir().unwrap().path()).0;
+    let other = certificates(tempfile::tempdir().unwrap().path(), &["127.0.0.1"]).0;
     let other = base64::engine::general_purpose::STANDARD.encode(&other);
     let server = start(&ksc(
         &url,
@@ -529,4 +529,30 @@ policies:
                 && m.message.contains("node(s) didn't have label test/test")),
         "{summary}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_config_server_name_names_the_certificate_checked() {
+    use base64::Engine as _;
+    let dir = tempfile::tempdir().unwrap();
+    // A certificate for a DNS name only, served on 127.0.0.1.
+    let (ca_pem, cert, key) = certificates(dir.path(), &["extender.test"]);
+    let extender = ExtenderProcess::start(&["--cert", cert.to_str().unwrap(), "--key", key.to_str().unwrap()]);
+    let url = format!("https://127.0.0.1:{}", extender.port);
+    let ca_data = base64::engine::general_purpose::STANDARD.encode(&ca_pem);
+    let tls =
+        |server_name: &str| format!("    enableHTTPS: true\n    tlsConfig:\n      caData: {ca_data}\n{server_name}");
+    let server = start(&ksc(&url, &tls("      serverName: extender.test\n"))).await;
+    let out = schedule(&server, vec![pod("nginx-1")]).await;
+    assert!(out[0].is_ok(), "{out:?}");
+    server.stop().await;
+
+    let server = start(&ksc(&url, &tls(""))).await;
+    let out = schedule(&server, vec![pod("nginx-1")]).await;
+    let message = out[0].as_ref().expect_err("127.0.0.1 is not the certificate's name");
+    assert!(
+        message.starts_with(&format!("error: Post \"{url}/filter\": ")),
+        "{message}"
+    );
+    server.stop().await;
 }
