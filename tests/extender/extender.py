@@ -150,12 +150,16 @@ def main():
     p.add_argument("--log")
     p.add_argument("--cert")
     p.add_argument("--key")
+    p.add_argument("--client-ca", help="require a client certificate signed by this CA (PEM file)")
     ARGS = p.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", ARGS.port), Handler)
     server.daemon_threads = True
     if ARGS.cert:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(ARGS.cert, ARGS.key)
+        if ARGS.client_ca:
+            ctx.verify_mode = ssl.CERT_REQUIRED
+            ctx.load_verify_locations(ARGS.client_ca)
         server.socket = ctx.wrap_socket(server.socket, server_side=True)
     port = server.server_address[1]
     if ARGS.port_file:

@@ -556,3 +556,54 @@ async fn tls_config_server_name_names_the_certificate_checked() {
     );
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_config_client_certificates_authenticate_placement_to_the_extender() {
+    use base64::Engine as _;
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+    let dir = tempfile::tempdir().unwrap();
+    let (ca_pem, cert, key) = certificates(dir.path(), &["127.0.0.1"]);
+    // The extender trusts client certificates of its own CA only.
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.distinguished_name.push(DnType::CommonName, "client CA");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+    let ca_key = KeyPair::generate().unwrap();
+    let client_ca = dir.path().join("client-ca.crt");
+    std::fs::write(&client_ca, ca.self_signed(&ca_key).unwrap().pem()).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let mut leaf = CertificateParams::new(vec!["placement".to_string()]).unwrap();
+    leaf.distinguished_name.push(DnType::CommonName, "placement");
+    let leaf_key = KeyPair::generate().unwrap();
+    let leaf_cert = leaf.signed_by(&leaf_key, &issuer).unwrap();
+    let extender = ExtenderProcess::start(&[
+        "--cert",
+        cert.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+        "--client-ca",
+        client_ca.to_str().unwrap(),
+    ]);
+    let url = format!("https://127.0.0.1:{}", extender.port);
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let ca_data = b64(ca_pem.as_bytes());
+    let with_client = format!(
+        "    enableHTTPS: true\n    tlsConfig:\n      caData: {ca_data}\n      certData: {}\n      keyData: {}\n",
+        b64(leaf_cert.pem().as_bytes()),
+        b64(leaf_key.serialize_pem().as_bytes())
+    );
+    let server = start(&ksc(&url, &with_client)).await;
+    let out = schedule(&server, vec![pod("nginx-1"), pod("reject-me")]).await;
+    assert!(out[0].is_ok() && out[1].is_err(), "{out:?}");
+    server.stop().await;
+
+    let without = format!("    enableHTTPS: true\n    tlsConfig:\n      caData: {ca_data}\n");
+    let server = start(&ksc(&url, &without)).await;
+    let out = schedule(&server, vec![pod("nginx-1")]).await;
+    let message = out[0].as_ref().expect_err("no client certificate");
+    assert!(
+        message.starts_with(&format!("error: Post \"{url}/filter\": ")),
+        "{message}"
+    );
+    server.stop().await;
+}
