@@ -968,13 +968,20 @@ impl HttpExtenders<'_> {
     fn prioritize_all(&self, pod: &PodSpec, nodes: &[usize]) -> Vec<(usize, i64)> {
         let names = self.names();
         let pod_json = pod_object(pod).to_string();
+        // All at once, as kube-scheduler calls its prioritizers (a goroutine each).
+        let calls: Vec<_> = self
+            .set
+            .extenders
+            .iter()
+            .filter(|e| e.config.is_prioritizer() && e.config.is_interested(pod))
+            .map(|e| {
+                let body = self.args(&e.config, &pod_json, nodes);
+                async move { (e, e.prioritize(body, names).await) }
+            })
+            .collect();
         let mut out = Vec::new();
-        for e in &self.set.extenders {
-            if !e.config.is_prioritizer() || !e.config.is_interested(pod) {
-                continue;
-            }
-            let body = self.args(&e.config, &pod_json, nodes);
-            match self.runtime.block_on(e.prioritize(body, names)) {
+        for (e, answer) in self.runtime.block_on(futures::future::join_all(calls)) {
+            match answer {
                 Ok(scores) => out.extend(scores.into_iter().map(|(i, score)| {
                     (
                         i,

@@ -607,3 +607,34 @@ async fn tls_config_client_certificates_authenticate_placement_to_the_extender()
     );
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_prioritizer_interested_in_the_pod_scores_it() {
+    let a = ExtenderProcess::start(&[]);
+    let b = ExtenderProcess::start(&[]);
+    let config = format!(
+        "apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+  - schedulerName: placement-scheduler
+extenders:
+  - urlPrefix: {}
+    prioritizeVerb: prioritize
+    weight: 1
+  - urlPrefix: {}
+    prioritizeVerb: prioritize
+    weight: 2
+",
+        a.url(),
+        b.url()
+    );
+    let server = start(&config).await;
+    let out = schedule(&server, vec![pod("nginx-1")]).await;
+    // The long name scores 4, the others 10: (10 - 4) × (1 + 2) × 10 = 180 points ahead.
+    assert!(matches!(out[0].as_deref(), Ok("n1") | Ok("node-22")), "{out:?}");
+    for e in [&a, &b] {
+        let verbs: Vec<String> = e.requests().into_iter().map(|(v, _)| v).collect();
+        assert_eq!(verbs, ["prioritize"], "no filterVerb: only prioritize is called");
+    }
+    server.stop().await;
+}
