@@ -82,6 +82,13 @@ pub trait ClusterApi: Send + Sync + 'static {
     /// `PodScheduled=False` (reason `Unschedulable`, the message) and the Warning event `FailedScheduling`.
     fn record_unschedulable(&self, pod: &PodRef, message: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
 
+    /// `PodScheduled=False` with reason `SchedulerError` and the Warning event `FailedScheduling`:
+    /// scheduling failed with an error (an extender that is not ignorable failed), not for want
+    /// of a node. By default recorded as [`ClusterApi::record_unschedulable`] records it.
+    fn record_scheduler_error(&self, pod: &PodRef, message: &str) -> impl Future<Output = Result<(), ApiError>> + Send {
+        self.record_unschedulable(pod, message)
+    }
+
     /// Sets the preemptor's `status.nominatedNodeName`.
     fn nominate(&self, pod: &PodRef, node: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
 

@@ -96,6 +96,10 @@ pub struct BinderConfig {
     /// How long a preemptor keeps its reservation on the nominated node while its victims
     /// terminate; then the reservation and `nominatedNodeName` are given up.
     pub nomination_timeout: Duration,
+    /// The extenders of the scheduler configuration, read for their `bindVerb`: a pod one of
+    /// them is interested in is bound by asking that extender (kube-scheduler's
+    /// `ExtenderBindingArgs`) instead of writing the Binding.
+    pub extenders: Option<Arc<placement_scheduler::extender::ExtenderSet>>,
 }
 
 impl Default for BinderConfig {
@@ -115,6 +119,7 @@ impl Default for BinderConfig {
             queue: QueueConfig::default(),
             gang_timeout: Duration::from_secs(60),
             nomination_timeout: Duration::from_secs(90),
+            extenders: None,
         }
     }
 }
@@ -661,7 +666,7 @@ impl<A: ClusterApi> Binder<A> {
             let retrying = self.is_retrying(&placement.pod_uid);
             if let Some(Outcome::Unschedulable(u)) = &placement.outcome {
                 // The service ran DefaultPreemption's PostFilter for the pod (gangs do not preempt).
-                if u.gang.is_empty() {
+                if u.gang.is_empty() && !u.error {
                     s.metrics.preemption_attempts.inc();
                 }
             }
@@ -692,6 +697,14 @@ impl<A: ClusterApi> Binder<A> {
                     self.keep_waiting(tasks, &placement.pod_uid, Some(&u.message), now);
                 }
                 None if retrying => {}
+                Some(Outcome::Unschedulable(u)) if u.error => {
+                    // Scheduling failed with an error (an extender that is not ignorable): as
+                    // kube-scheduler, the pod is retried after its backoff, not left for a
+                    // cluster event, and its condition's reason is SchedulerError.
+                    s.queue.lock().backoff(&qp.info.spec.uid, now);
+                    s.metrics.attempt(&policy, "error");
+                    self.spawn_scheduler_error(tasks, pod_ref(&qp.info.spec), u.message);
+                }
                 Some(Outcome::Unschedulable(u)) if !u.nominated_node_name.is_empty() => {
                     s.metrics.attempt(&policy, "unschedulable");
                     if routing.active() {
@@ -985,7 +998,25 @@ impl<A: ClusterApi> Binder<A> {
                 }
                 this.rate_limit().await;
                 let started = Instant::now();
-                let result = s.api.bind(&pod, &node, &bind.annotations).await;
+                let extender = s.config.extenders.as_deref().and_then(|set| {
+                    let spec = &qp.info.spec;
+                    set.binder_for_names(
+                        spec.containers
+                            .iter()
+                            .chain(&spec.init_containers)
+                            .flat_map(|c| c.requests.keys().map(String::as_str)),
+                    )
+                });
+                let result = match extender {
+                    // The extender writes the Binding; an error (its own, or no answer) is retried
+                    // on the same node like a failed write: the API server refuses a second
+                    // Binding, and the watch drops the pod from the queue once it shows it bound.
+                    Some(e) => e
+                        .bind(&pod.namespace, &pod.name, &pod.uid, &node)
+                        .await
+                        .map_err(|err| ApiError::Other(format!("extender {}: {err}", e.config().url_prefix))),
+                    None => s.api.bind(&pod, &node, &bind.annotations).await,
+                };
                 s.metrics.bind(&result, started.elapsed());
                 drop(permit);
                 if record && matches!(result, Err(ApiError::Other(_))) {
@@ -1387,6 +1418,19 @@ impl<A: ClusterApi> Binder<A> {
             this.rate_limit().await;
             if let Err(e) = s.api.record_unschedulable(&preemptor, &u.message).await {
                 tracing::debug!(pod = %preemptor.key(), error = %e, "recording FailedScheduling failed");
+            }
+        });
+    }
+
+    fn spawn_scheduler_error(&self, tasks: &mut JoinSet<()>, pod: PodRef, message: String) {
+        let this = self.clone();
+        tasks.spawn(async move {
+            if !*this.shared.leader.borrow() {
+                return;
+            }
+            this.rate_limit().await;
+            if let Err(e) = this.shared.api.record_scheduler_error(&pod, &message).await {
+                tracing::debug!(pod = %pod.key(), error = %e, "recording FailedScheduling failed");
             }
         });
     }

@@ -217,12 +217,18 @@ pub fn binding(pod: &PodRef, node: &str, annotations: &BTreeMap<String, String>)
 
 /// The strategic merge patch of `pods/{name}/status` that marks a pod unschedulable.
 pub fn unschedulable_patch(message: &str, transition: Timestamp) -> serde_json::Value {
+    scheduling_failed_patch("Unschedulable", message, transition)
+}
+
+/// The strategic merge patch of `pods/{name}/status` setting `PodScheduled=False` with `reason`
+/// (kube-scheduler's `Unschedulable`, or `SchedulerError` when scheduling failed with an error).
+pub fn scheduling_failed_patch(reason: &str, message: &str, transition: Timestamp) -> serde_json::Value {
     json!({
         "status": {
             "conditions": [{
                 "type": "PodScheduled",
                 "status": "False",
-                "reason": "Unschedulable",
+                "reason": reason,
                 "message": message,
                 "lastTransitionTime": Time(transition),
                 "lastProbeTime": null,
@@ -352,8 +358,20 @@ impl KubeApi {
         }
     }
 
+    /// The condition `PodScheduled=False` with `reason`, then the Warning event `FailedScheduling`
+    /// (not when the pod is gone).
+    async fn record_scheduling_failure(&self, pod: &PodRef, reason: &str, message: &str) -> Result<(), ApiError> {
+        let patched = self.patch_unschedulable(pod, reason, message).await;
+        if let Err(ApiError::NotFound(_)) = patched {
+            // The pod is gone: nothing to report on.
+            return patched;
+        }
+        let recorded = self.record_failed_scheduling(pod, message).await;
+        patched.and(recorded)
+    }
+
     /// Patches `PodScheduled=False` unless the same message is already written.
-    async fn patch_unschedulable(&self, pod: &PodRef, message: &str) -> Result<(), ApiError> {
+    async fn patch_unschedulable(&self, pod: &PodRef, reason: &str, message: &str) -> Result<(), ApiError> {
         let now = Instant::now();
         let transition = {
             let mut cache = self.conditions.lock();
@@ -369,7 +387,7 @@ impl KubeApi {
             }
         };
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
-        let patch = Patch::Strategic(unschedulable_patch(message, transition));
+        let patch = Patch::Strategic(scheduling_failed_patch(reason, message, transition));
         self.timed(pods.patch_status(&pod.name, &PatchParams::default(), &patch))
             .await?;
         self.conditions.lock().map.insert(
@@ -405,13 +423,11 @@ impl ClusterApi for KubeApi {
     }
 
     async fn record_unschedulable(&self, pod: &PodRef, message: &str) -> Result<(), ApiError> {
-        let patched = self.patch_unschedulable(pod, message).await;
-        if let Err(ApiError::NotFound(_)) = patched {
-            // The pod is gone: nothing to report on.
-            return patched;
-        }
-        let recorded = self.record_failed_scheduling(pod, message).await;
-        patched.and(recorded)
+        self.record_scheduling_failure(pod, "Unschedulable", message).await
+    }
+
+    async fn record_scheduler_error(&self, pod: &PodRef, message: &str) -> Result<(), ApiError> {
+        self.record_scheduling_failure(pod, "SchedulerError", message).await
     }
 
     async fn nominate(&self, pod: &PodRef, node: &str) -> Result<(), ApiError> {

@@ -302,6 +302,8 @@ pub struct BinderMetrics {
     gangs: Family<ResultLabel, Counter>,
     nominations: Family<ResultLabel, Counter>,
     assumed_snapshots: Family<ResultLabel, Counter>,
+    /// `binder_extender_*`: the bindVerb calls to a scheduler extender.
+    pub extenders: placement_scheduler::extender::ExtenderMetrics,
 }
 
 impl Default for BinderMetrics {
@@ -335,8 +337,10 @@ impl BinderMetrics {
             gangs: Family::default(),
             nominations: Family::default(),
             assumed_snapshots: Family::default(),
+            extenders: placement_scheduler::extender::ExtenderMetrics::default(),
             registry: Registry::default(),
         };
+        m.extenders.register(r.sub_registry_with_prefix("binder"));
         r.register(
             "scheduler_schedule_attempts",
             "Scheduling attempts by result and profile",

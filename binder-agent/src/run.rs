@@ -135,6 +135,13 @@ pub struct RunArgs {
     #[arg(long, env = "BINDER_POLICY", default_value = "")]
     pub policy: String,
 
+    /// The scheduler configuration the decision replicas serve (a KubeSchedulerConfiguration or
+    /// placement's PolicyConfiguration, as their `--policy-file`), read at start for its
+    /// `extenders`: a pod an extender with a `bindVerb` is interested in is bound by that
+    /// extender. The binder takes extender URLs from this file only, never from a decision reply.
+    #[arg(long, env = "BINDER_POLICY_FILE")]
+    pub policy_file: Option<PathBuf>,
+
     /// Tie-break seed sent with each batch.
     #[arg(long, env = "BINDER_SEED", default_value_t = 0)]
     pub seed: u64,
@@ -436,6 +443,10 @@ pub async fn run_until(args: RunArgs, stop_signal: impl std::future::Future<Outp
         api_burst: args.api_burst,
         policy: args.policy.clone(),
         seed: args.seed,
+        extenders: match &args.policy_file {
+            Some(path) => bind_extenders(path, &metrics.extenders)?,
+            None => None,
+        },
         ..BinderConfig::default()
     };
     let binder = Binder::new(
@@ -525,6 +536,23 @@ pub async fn run_until(args: RunArgs, stop_signal: impl std::future::Future<Outp
     while tasks.join_next().await.is_some() {}
     tracing::info!("binder stopped");
     Ok(())
+}
+
+/// The extenders of a policy file (every policy of a file has the file's extenders), when one
+/// of them binds: the binder asks it to bind the pods it is interested in.
+pub fn bind_extenders(
+    path: &std::path::Path,
+    metrics: &placement_scheduler::extender::ExtenderMetrics,
+) -> anyhow::Result<Option<Arc<placement_scheduler::extender::ExtenderSet>>> {
+    let loaded = placement_scheduler::grpc::policy_file::load_policies(path)?;
+    let configs = loaded.policies.first().map(|p| p.extenders.clone()).unwrap_or_default();
+    let set = placement_scheduler::extender::ExtenderSet::new(&configs, metrics)
+        .with_context(|| format!("--policy-file {}", path.display()))?;
+    if !set.has_binder() {
+        return Ok(None);
+    }
+    tracing::info!(path = %path.display(), "binding through the extender with a bindVerb for the pods it is interested in");
+    Ok(Some(Arc::new(set)))
 }
 
 #[cfg(test)]

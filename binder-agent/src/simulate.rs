@@ -889,9 +889,12 @@ impl Drop for OwnRuntime {
 }
 
 impl LocalReplica {
-    async fn start(config: &ServerConfig, timings: Arc<DecisionTimings>) -> Result<Self, SimError> {
-        let inner = PlacementApi::new(config.service.clone(), Arc::new(ServiceMetrics::new()))
-            .map_err(|e| SimError::Replica(e.to_string()))?;
+    async fn start(
+        config: &ServerConfig,
+        timings: Arc<DecisionTimings>,
+        metrics: Arc<ServiceMetrics>,
+    ) -> Result<Self, SimError> {
+        let inner = PlacementApi::new(config.service.clone(), metrics).map_err(|e| SimError::Replica(e.to_string()))?;
         let service = PlacementServiceServer::new(TimedApi {
             inner,
             timings,
@@ -1024,11 +1027,13 @@ async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, Vec<PodReco
     workload.validate()?;
 
     let timings = Arc::new(DecisionTimings::default());
+    // The in-process replicas' metrics, each pod's time in extender calls kept.
+    let service_metrics = Arc::new(ServiceMetrics::new().keeping_extender_samples());
     let mut local = Vec::new();
     let (endpoints, in_process) = match decision {
         DecisionSource::InProcess { replicas } => {
             for _ in 0..replicas.max(1) {
-                local.push(LocalReplica::start(&server, Arc::clone(&timings)).await?);
+                local.push(LocalReplica::start(&server, Arc::clone(&timings), Arc::clone(&service_metrics)).await?);
             }
             (local.iter().map(|r| r.url.clone()).collect(), true)
         }
@@ -1145,6 +1150,7 @@ async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, Vec<PodReco
         decision: timings.decisions.summary(),
         schedule_call: timings.schedule.summary(),
         sync_call: timings.syncs.summary(),
+        extender_per_pod: LatencySummary::of(&service_metrics.extenders.samples()),
         decision_client_mean_ms: mean_ms(
             exposed(&exposition, "binder_decision_duration_seconds_sum"),
             exposed(&exposition, "binder_decision_duration_seconds_count"),
@@ -1379,6 +1385,9 @@ pub struct Summary {
     pub decision_client_mean_ms: Option<f64>,
     /// Mean SyncSnapshot latency as the binder measured it.
     pub sync_client_mean_ms: Option<f64>,
+    /// Per pod sent to an extender, the time its extender calls took (filter and prioritize,
+    /// in-process replicas only).
+    pub extender_per_pod: Option<LatencySummary>,
     /// Binding requests (in the in-memory cluster, injected delay included).
     pub bind: Option<LatencySummary>,
     /// From submission to binding, per placed pod.
@@ -1714,6 +1723,14 @@ impl fmt::Display for Summary {
             }
             writeln!(o, ")")?;
         }
+        if self.extender_per_pod.is_some() {
+            latency_line(
+                &mut o,
+                "extenders per pod",
+                self.extender_per_pod.as_ref(),
+                "; filter + prioritize calls",
+            )?;
+        }
         latency_line(&mut o, "bind", self.bind.as_ref(), "")?;
         latency_line(&mut o, "arrival → bound", self.arrival_to_bound.as_ref(), "")?;
         writeln!(
@@ -1902,6 +1919,11 @@ pub struct SimulateArgs {
     /// Scheduling policy (empty: the service's default).
     #[arg(long, default_value = "")]
     pub policy: String,
+    /// Policy file of the in-process decision replicas (the service's `--policy-file`: a
+    /// KubeSchedulerConfiguration or placement's PolicyConfiguration), extenders included. An
+    /// extender with a `bindVerb` is refused: it would bind in a real cluster, not this one.
+    #[arg(long, value_name = "FILE")]
+    pub policy_file: Option<PathBuf>,
     /// Delay before the binder sees a binding through the watch.
     #[arg(long, default_value = "0ms", value_parser = parse_duration)]
     pub watch_latency: Duration,
@@ -1933,7 +1955,43 @@ pub struct SimulateArgs {
     pub quiet: bool,
 }
 
+/// The policies of `--policy-file`, where they come from, and the file's format.
+pub type LoadedPolicyFile = (PathBuf, placement_scheduler::grpc::policy_file::LoadedPolicies);
+
 impl SimulateArgs {
+    /// Reads `--policy-file` (when given); an extender with a `bindVerb` is refused, since
+    /// simulate's cluster is in memory and an extender binds in a real one.
+    pub fn policies(&self) -> anyhow::Result<Option<LoadedPolicyFile>> {
+        let Some(path) = &self.policy_file else {
+            return Ok(None);
+        };
+        let loaded = placement_scheduler::grpc::policy_file::load_policies(path)?;
+        anyhow::ensure!(
+            !loaded
+                .policies
+                .iter()
+                .any(|p| p.extenders.iter().any(|e| e.is_binder())),
+            "--policy-file {}: an extender with a bindVerb would bind in a real cluster; simulate's cluster is in \
+             memory, so bindVerb is not supported here",
+            path.display()
+        );
+        Ok(Some((path.clone(), loaded)))
+    }
+
+    /// [`SimulateArgs::config`] with the in-process replicas serving `policies` (from
+    /// [`SimulateArgs::policies`]).
+    pub fn config_with(&self, policies: Option<&LoadedPolicyFile>) -> SimConfig {
+        let mut config = self.config();
+        if let Some((path, loaded)) = policies {
+            config.server.service.policies = loaded.policies.clone();
+            config.server.service.policy_source = placement_scheduler::grpc::PolicySource::File {
+                path: path.display().to_string(),
+                format: loaded.format,
+            };
+        }
+        config
+    }
+
     /// The run these flags describe.
     pub fn config(&self) -> SimConfig {
         let cluster = match &self.from_file {
@@ -2123,6 +2181,9 @@ pub async fn compare_arms(config: impl Fn() -> SimConfig, set: &ExperimentSet) -
 /// Runs a simulation and prints its summary.
 pub async fn main(args: SimulateArgs) -> anyhow::Result<()> {
     let _telemetry = placement_scheduler::telemetry::init_once("binder-agent-simulate", false, "error")?;
+    let policies = args.policies()?;
+    // The in-process replicas serve the file's policies (and call its extenders).
+    let config = || args.config_with(policies.as_ref());
     let set = match &args.experiments_file {
         Some(path) => {
             Some(ExperimentSet::load(path).with_context(|| format!("--experiments-file {}", path.display()))?)
@@ -2131,7 +2192,7 @@ pub async fn main(args: SimulateArgs) -> anyhow::Result<()> {
     };
     if args.compare_arms {
         let set = set.unwrap_or_default();
-        let comparison = compare_arms(|| args.config(), &set).await?;
+        let comparison = compare_arms(config, &set).await?;
         match args.output {
             OutputFormat::Text => print!("{comparison}"),
             OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&comparison)?),
@@ -2139,7 +2200,7 @@ pub async fn main(args: SimulateArgs) -> anyhow::Result<()> {
         anyhow::ensure!(comparison.passed(), "a run timed out or failed its consistency checks");
         return Ok(());
     }
-    let mut config = args.config();
+    let mut config = config();
     config.experiments = set;
     let summary = simulate(config).await?;
     match args.output {

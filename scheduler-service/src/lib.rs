@@ -3,6 +3,7 @@
 
 pub mod allocator;
 pub mod engine;
+pub mod extender;
 pub mod grpc;
 pub mod procstat;
 /// Deterministic synthetic clusters and pending pods (API messages) for benchmarks and tests.

@@ -295,17 +295,17 @@ pub struct Service {
 impl Service {
     /// Starts the service on a runtime of the caller's.
     pub async fn start() -> Service {
+        Self::start_with(ServerConfig::default()).await
+    }
+
+    /// Starts the service with this configuration on a runtime of the caller's.
+    pub async fn start_with(config: ServerConfig) -> Service {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a free port");
         let endpoint = format!("http://{}", listener.local_addr().expect("a local address"));
         let (stop, stopped) = oneshot::channel::<()>();
-        tokio::spawn(serve(
-            listener,
-            ServerConfig::default(),
-            Arc::new(Metrics::new()),
-            async {
-                let _ = stopped.await;
-            },
-        ));
+        tokio::spawn(serve(listener, config, Arc::new(Metrics::new()), async {
+            let _ = stopped.await;
+        }));
         Service {
             endpoint,
             stop: Some(stop),

@@ -68,17 +68,17 @@ fn scheduled_condition(p: &Pod) -> Option<(String, String, String)> {
 
 /// A decision replica on a free port.
 async fn decision_service() -> (String, oneshot::Sender<()>) {
+    decision_service_with(ServerConfig::default()).await
+}
+
+/// A decision replica on a free port with this configuration.
+async fn decision_service_with(config: ServerConfig) -> (String, oneshot::Sender<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(serve(
-        listener,
-        ServerConfig::default(),
-        Arc::new(Metrics::new()),
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    tokio::spawn(serve(listener, config, Arc::new(Metrics::new()), async {
+        let _ = stopped.await;
+    }));
     (format!("http://{addr}"), stop)
 }
 
@@ -100,6 +100,8 @@ struct Options {
     request_timeout: Duration,
     gang_timeout: Duration,
     nomination_timeout: Duration,
+    /// The policy file whose bindVerb extender binds (the binder's `--policy-file`).
+    policy_file: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -110,6 +112,7 @@ impl Default for Options {
             request_timeout: Duration::from_secs(5),
             gang_timeout: Duration::from_secs(60),
             nomination_timeout: Duration::from_secs(90),
+            policy_file: None,
         }
     }
 }
@@ -151,6 +154,10 @@ fn start_binder(server: &FakeApiServer, endpoint: &str, options: Options) -> Run
         BinderConfig {
             gang_timeout: options.gang_timeout,
             nomination_timeout: options.nomination_timeout,
+            extenders: options
+                .policy_file
+                .as_deref()
+                .and_then(|path| placement_binder::run::bind_extenders(path, &metrics.extenders).unwrap()),
             ..BinderConfig::default()
         },
         api,
@@ -648,6 +655,7 @@ async fn the_agent_runs_from_a_kubeconfig_and_shuts_down_gracefully() {
         api_burst: 100,
         api_timeout_ms: 5_000,
         policy: String::new(),
+        policy_file: None,
         seed: 0,
         experiments_file: None,
         experiments_reload_secs: 10,
@@ -1460,6 +1468,279 @@ async fn a_gang_is_held_then_placed_whole_and_never_partly_bound() {
     assert_eq!(train_bindings(&server), 3);
     let m = &running.metrics;
     assert!(m.gangs_total("held") >= 1 && m.gangs_total("timed_out") >= 1 && m.gangs_total("sent") >= 1);
+    running.stop().await;
+    let _ = stop_decisions.send(());
+}
+
+/// The example extender (a Python process) filters, scores and binds, configured by a
+/// KubeSchedulerConfiguration given to the decision replica and to the binder: nginx pods are
+/// bound by the extender (a Binding it failed to write is asked for again, never written twice),
+/// a pod the extender rejects gets kube-scheduler's message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extender_with_a_bind_verb_binds_the_pods_and_its_filter_rejects_others() {
+    let server = FakeApiServer::start().await;
+    server.create_node(node("n1", "4"));
+    server.create_node(node("a-long-node-name", "4"));
+    for name in ["nginx-1", "nginx-2", "reject-me"] {
+        server.create_pod(pod(name, SCHEDULER, "250m", None));
+    }
+    // The extender's first Binding for nginx-2 fails: it answers an Error, the binder asks again.
+    server.fail_next(1, matcher("POST", "/pods/nginx-2/binding"), 500);
+    let extender = placement_tests::extender::ExtenderProcess::start(&["--api-server", &server.url()]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("scheduler-config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+  - schedulerName: {SCHEDULER}
+extenders:
+  - urlPrefix: {}
+    filterVerb: filter
+    prioritizeVerb: prioritize
+    bindVerb: bind
+    weight: 1
+    nodeCacheCapable: true
+",
+            extender.url()
+        ),
+    )
+    .unwrap();
+    let (endpoint, stop_decisions) = decision_service_with(ServerConfig {
+        policy_file: Some(placement_scheduler::grpc::PolicyFileConfig {
+            path: config.clone(),
+            reload_interval: None,
+        }),
+        ..ServerConfig::default()
+    })
+    .await;
+    let running = start_binder(
+        &server,
+        &endpoint,
+        Options {
+            lease: None,
+            policy_file: Some(config),
+            ..Options::default()
+        },
+    );
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    eventually(WAIT, "the nginx pods bound and reject-me unschedulable", || {
+        let pods = pods.clone();
+        async move {
+            let bound = bound(&pods).await;
+            let rejected = pods.get("reject-me").await.ok().and_then(|p| scheduled_condition(&p));
+            bound.len() == 2 && rejected.is_some_and(|c| c.0 == "False")
+        }
+    })
+    .await;
+    let bound = bound(&pods).await;
+    // The extender's prioritize (20 - len(name)) outweighs the equal built-in scores.
+    assert_eq!(bound.get("nginx-1").map(String::as_str), Some("n1"));
+    let rejected = pods.get("reject-me").await.unwrap();
+    let (_, reason, message) = scheduled_condition(&rejected).unwrap();
+    assert_eq!(reason, "Unschedulable");
+    assert!(
+        message.starts_with("0/2 nodes are available: 2 extender rejects pods named reject-*."),
+        "{message}"
+    );
+    // Every Binding came from the extender, one success per pod.
+    assert_eq!(server.bindings_succeeded(), 2);
+    assert_eq!(binding_statuses(&server, "nginx-1"), [201]);
+    assert_eq!(binding_statuses(&server, "nginx-2"), [201, 500]);
+    let binds: Vec<(String, String)> = extender
+        .requests()
+        .into_iter()
+        .filter(|(verb, _)| verb == "bind")
+        .map(|(_, a)| {
+            assert_eq!(a["PodNamespace"], "default");
+            assert!(a["PodUID"].as_str().is_some_and(|u| !u.is_empty()));
+            (
+                a["PodName"].as_str().unwrap_or_default().to_string(),
+                a["Node"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let mut names: Vec<&str> = binds.iter().map(|(p, _)| p.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["nginx-1", "nginx-2", "nginx-2"],
+        "nginx-2 asked again after the extender's error"
+    );
+    let m = running.metrics.encode();
+    let calls = format!(
+        "binder_extender_calls_total{{extender=\"{}\",verb=\"bind\"}} 3",
+        extender.url()
+    );
+    let errors = format!(
+        "binder_extender_errors_total{{extender=\"{}\",verb=\"bind\"}} 1",
+        extender.url()
+    );
+    assert!(m.lines().any(|l| l == calls), "{calls} in\n{m}");
+    assert!(m.lines().any(|l| l == errors), "{errors}");
+    running.stop().await;
+    let _ = stop_decisions.send(());
+}
+
+/// An extender that cannot be reached fails the pod with kube-scheduler's error text and the
+/// condition reason `SchedulerError`; the binder retries it after its backoff (no cluster event
+/// needed), and once the extender answers the pod is placed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_extender_fails_the_pod_with_an_error_retried_with_backoff() {
+    let server = FakeApiServer::start().await;
+    server.create_node(node("n1", "4"));
+    server.create_pod(pod("nginx-1", SCHEDULER, "250m", None));
+    // A port nothing listens on yet.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("scheduler-config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+  - schedulerName: {SCHEDULER}
+extenders:
+  - urlPrefix: http://127.0.0.1:{port}
+    filterVerb: filter
+"
+        ),
+    )
+    .unwrap();
+    let (endpoint, stop_decisions) = decision_service_with(ServerConfig {
+        policy_file: Some(placement_scheduler::grpc::PolicyFileConfig {
+            path: config.clone(),
+            reload_interval: None,
+        }),
+        ..ServerConfig::default()
+    })
+    .await;
+    let running = start_binder(
+        &server,
+        &endpoint,
+        Options {
+            lease: None,
+            policy_file: Some(config),
+            ..Options::default()
+        },
+    );
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    eventually(WAIT, "nginx-1 failed with the extender's error", || {
+        let pods = pods.clone();
+        async move {
+            let p = pods.get("nginx-1").await.unwrap();
+            scheduled_condition(&p).is_some_and(|c| c.1 == "SchedulerError")
+        }
+    })
+    .await;
+    let (status, _, message) = scheduled_condition(&pods.get("nginx-1").await.unwrap()).unwrap();
+    assert_eq!(status, "False");
+    assert!(
+        message.starts_with(&format!("Post \"http://127.0.0.1:{port}/filter\": ")),
+        "{message}"
+    );
+    let m = running.metrics.encode();
+    assert!(
+        m.lines()
+            .any(|l| l.starts_with("scheduler_schedule_attempts_total{") && l.contains("result=\"error\"")),
+        "counted as an error attempt:\n{m}"
+    );
+    let _extender = placement_tests::extender::ExtenderProcess::start(&["--port", &port.to_string()]);
+    eventually(WAIT, "nginx-1 bound once the extender answers", || {
+        let pods = pods.clone();
+        async move { bound(&pods).await.contains_key("nginx-1") }
+    })
+    .await;
+    assert_eq!(server.bindings_succeeded(), 1);
+    running.stop().await;
+    let _ = stop_decisions.send(());
+}
+
+/// The CEL label rule of the custom-logic example through the binder: the decision replica's
+/// policy file (placement's format) sends `workload_name: nginx` pods only to nodes labelled
+/// `test/test`; a pod that fits no such node gets the rule's reason in kube-scheduler's message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cel_filter_rule_keeps_nginx_pods_on_the_labelled_nodes() {
+    let server = FakeApiServer::start().await;
+    server.create_node(node("big", "8"));
+    let mut labelled = node("small-test", "2");
+    labelled
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("test/test".into(), String::new());
+    server.create_node(labelled);
+    let nginx = |name: &str, cpu: &str| {
+        let mut p = pod(name, SCHEDULER, cpu, None);
+        p.metadata
+            .labels
+            .get_or_insert_default()
+            .insert("workload_name".into(), "nginx".into());
+        p
+    };
+    server.create_pod(nginx("nginx-1", "250m"));
+    server.create_pod(nginx("nginx-huge", "4"));
+    server.create_pod(pod("other-1", SCHEDULER, "250m", None));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("policies.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: placement/v1
+kind: PolicyConfiguration
+policies:
+  - name: nginx-on-test-nodes
+    rules:
+      filters:
+        - name: nginx-needs-test-label
+          expression: >-
+            pod.metadata.labels['workload_name'] != 'nginx'
+            || 'test/test' in node.metadata.labels
+          reason: node(s) didn't have label test/test
+",
+    )
+    .unwrap();
+    let (endpoint, stop_decisions) = decision_service_with(ServerConfig {
+        policy_file: Some(placement_scheduler::grpc::PolicyFileConfig {
+            path: config,
+            reload_interval: None,
+        }),
+        ..ServerConfig::default()
+    })
+    .await;
+    let running = start_binder(
+        &server,
+        &endpoint,
+        Options {
+            lease: None,
+            ..Options::default()
+        },
+    );
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    eventually(WAIT, "nginx-1 and other-1 bound, nginx-huge unschedulable", || {
+        let pods = pods.clone();
+        async move {
+            let huge = pods.get("nginx-huge").await.ok().and_then(|p| scheduled_condition(&p));
+            bound(&pods).await.len() == 2 && huge.is_some_and(|c| c.0 == "False")
+        }
+    })
+    .await;
+    let bound = bound(&pods).await;
+    // The rule keeps nginx on the labelled node; other pods go anywhere.
+    assert_eq!(bound.get("nginx-1").map(String::as_str), Some("small-test"));
+    assert!(bound.contains_key("other-1"));
+    let (_, reason, message) = scheduled_condition(&pods.get("nginx-huge").await.unwrap()).unwrap();
+    assert_eq!(reason, "Unschedulable");
+    assert!(
+        message.starts_with("0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't have label test/test."),
+        "{message}"
+    );
     running.stop().await;
     let _ = stop_decisions.send(());
 }

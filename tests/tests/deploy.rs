@@ -693,6 +693,7 @@ async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -
         api_burst: 100,
         api_timeout_ms: 5_000,
         policy: String::new(),
+        policy_file: None,
         seed: 0,
         experiments_file: Some(experiments_path.clone()),
         experiments_reload_secs: num("BINDER_EXPERIMENTS_RELOAD_SECS"),

@@ -52,7 +52,11 @@ struct InProcessBinder {
 
 impl InProcessBinder {
     async fn start(cluster: &Cluster, scope: &Scope) -> InProcessBinder {
-        let service = Service::start().await;
+        Self::start_with(cluster, scope, Service::start().await).await
+    }
+
+    /// A binder for `scope` deciding with `service`.
+    async fn start_with(cluster: &Cluster, scope: &Scope, service: Service) -> InProcessBinder {
         let metrics = Arc::new(BinderMetrics::new());
         let leadership = Leadership::always(&metrics);
         let config = BinderConfig {
@@ -1089,4 +1093,222 @@ async fn deploy_base_passes_a_server_side_dry_run() {
         "every object of the supported manifests was sent ({checked})"
     );
     scope.cleanup().await;
+}
+
+/// A kube-scheduler of the cluster's version started by the test with `config` (its
+/// `--config`), stopped when dropped.
+struct KubeSchedulerProcess(std::process::Child);
+
+impl Drop for KubeSchedulerProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The same pods scheduled by placement and by a kube-scheduler the test starts, both with the
+/// example extender (started with `extender_args`) in their KubeSchedulerConfiguration.
+struct VersusKube {
+    scope: Scope,
+    binder: InProcessBinder,
+    extender: placement_tests::extender::ExtenderProcess,
+    _kube: KubeSchedulerProcess,
+    _dir: tempfile::TempDir,
+}
+
+impl VersusKube {
+    /// `None` (the test skipped, saying why) without a cluster or kube-scheduler's binary.
+    async fn start(test: &str, extender_args: &[&str]) -> Option<(VersusKube, Cluster)> {
+        let cluster = cluster(test).await?;
+        let binary = std::env::var("K8S_STATE")
+            .map(|state| std::path::PathBuf::from(state).join("bin/kube-scheduler"))
+            .ok()
+            .filter(|p| p.is_file());
+        let (Ok("1"), Some(binary)) = (std::env::var("E2E_KUBE_SCHEDULER").as_deref(), binary) else {
+            eprintln!(
+                "e2e {test}: skipped: set E2E_KUBE_SCHEDULER=1 and K8S_STATE to a cluster.sh state folder holding \
+                 bin/kube-scheduler"
+            );
+            return None;
+        };
+        let mut scope = Scope::new(&cluster, &test.replace('_', "-")).await;
+        for i in 1..=3 {
+            scope.add_node(&format!("n{i}"), "2", &[]).await;
+        }
+        let extender = placement_tests::extender::ExtenderProcess::start(extender_args);
+        let extenders = format!(
+            "extenders:\n  - urlPrefix: {}\n    filterVerb: filter\n    prioritizeVerb: prioritize\n    weight: 1\n",
+            extender.url()
+        );
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let ours = dir.path().join("placement.yaml");
+        std::fs::write(
+            &ours,
+            format!(
+                "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n  - \
+                 schedulerName: {}\n{extenders}",
+                scope.scheduler
+            ),
+        )
+        .expect("write placement's configuration");
+        let theirs = dir.path().join("kube-scheduler.yaml");
+        // kube-scheduler 1.24 reads v1beta3, whose extender fields are v1's.
+        std::fs::write(
+            &theirs,
+            format!(
+                "apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\nclientConnection:\n  \
+                 kubeconfig: {}\nleaderElection:\n  leaderElect: false\nprofiles:\n  - schedulerName: {}-kube\n{extenders}",
+                cluster.kubeconfig.display(),
+                scope.scheduler
+            ),
+        )
+        .expect("write kube-scheduler's configuration");
+        let log = std::fs::File::create(dir.path().join("kube-scheduler.log")).expect("a log file");
+        let kube = KubeSchedulerProcess(
+            std::process::Command::new(&binary)
+                .arg("--config")
+                .arg(&theirs)
+                .args(["--secure-port", "0"])
+                .stdout(log.try_clone().expect("the log file"))
+                .stderr(log)
+                .spawn()
+                .expect("kube-scheduler starts"),
+        );
+        let service = Service::start_with(placement_scheduler::grpc::ServerConfig {
+            policy_file: Some(placement_scheduler::grpc::PolicyFileConfig {
+                path: ours,
+                reload_interval: None,
+            }),
+            ..Default::default()
+        })
+        .await;
+        let binder = InProcessBinder::start_with(&cluster, &scope, service).await;
+        Some((
+            VersusKube {
+                scope,
+                binder,
+                extender,
+                _kube: kube,
+                _dir: dir,
+            },
+            cluster,
+        ))
+    }
+
+    /// Creates `names` for both schedulers (`<name>-ours`, `<name>-kube`) and waits until each is
+    /// bound or has `PodScheduled=False`; the pods by name.
+    async fn schedule(&self, names: &[&str]) -> HashMap<String, Pod> {
+        let scope = &self.scope;
+        for (who, scheduler) in [
+            ("ours", scope.scheduler.clone()),
+            ("kube", format!("{}-kube", scope.scheduler)),
+        ] {
+            for name in names {
+                let pod = pod_for(&scope.ns, &format!("{name}-{who}"), &scheduler, &scope.run, "100m");
+                scope.create(&pod).await;
+            }
+        }
+        let decided = |p: &Pod| node_of(p).is_some() || scheduled_condition(p).is_some_and(|c| c.status == "False");
+        eventually(WAIT, "both schedulers decided every pod", || async {
+            let pods = list_pods(scope).await;
+            pods.iter().filter(|p| decided(p)).count() == 2 * names.len()
+        })
+        .await;
+        list_pods(scope).await.into_iter().map(|p| (p.name_any(), p)).collect()
+    }
+
+    async fn stop(self) {
+        self.binder.stop().await;
+        self.scope.cleanup().await;
+    }
+}
+
+/// A pod's PodScheduled condition as a user reads it (kube-scheduler 1.24's message has no
+/// preemption part).
+fn condition_view(p: &Pod) -> Option<(String, Option<String>, Option<String>)> {
+    scheduled_condition(p).map(|c| {
+        (
+            c.status.clone(),
+            c.reason.clone(),
+            c.message.as_deref().map(in_1_24_wording),
+        )
+    })
+}
+
+/// The example extender under placement and under a kube-scheduler of the cluster's version,
+/// both configured by a KubeSchedulerConfiguration with the same `extenders:`: the pod it accepts
+/// is bound by both, the pod it rejects gets the same PodScheduled condition from both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_extender_behaves_as_under_kube_scheduler() {
+    let test = "the_example_extender_behaves_as_under_kube_scheduler";
+    let _serial = serial().await;
+    let Some((run, _cluster)) = VersusKube::start(test, &[]).await else {
+        return;
+    };
+    let pods = run.schedule(&["nginx", "reject"]).await;
+    assert!(
+        node_of(&pods["nginx-ours"]).is_some(),
+        "placement bound the pod the extender accepts"
+    );
+    assert!(node_of(&pods["nginx-kube"]).is_some(), "kube-scheduler bound it too");
+    let (a, b) = (
+        condition_view(&pods["reject-ours"]),
+        condition_view(&pods["reject-kube"]),
+    );
+    assert_eq!(
+        a, b,
+        "PodScheduled of the rejected pod: placement against kube-scheduler"
+    );
+    eprintln!("e2e {test}: both wrote {a:?}");
+    assert!(
+        a.as_ref()
+            .and_then(|c| c.2.as_deref())
+            .is_some_and(|m| m.contains("3 extender rejects pods named reject-*")),
+        "{a:?}"
+    );
+    let filtered: Vec<String> = run
+        .extender
+        .requests()
+        .into_iter()
+        .filter(|(verb, _)| verb == "filter")
+        .filter_map(|(_, args)| args["Pod"]["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    for name in ["nginx-ours", "reject-ours", "nginx-kube", "reject-kube"] {
+        assert!(filtered.iter().any(|n| n == name), "{name} in {filtered:?}");
+    }
+    run.stop().await;
+}
+
+/// An extender answering 500 under placement and under kube-scheduler: the same status and
+/// message (kube-scheduler's error text). The reason is 1.34's `SchedulerError`; kube-scheduler
+/// 1.24, the cluster's, still wrote `Unschedulable` for an error (its `handleSchedulingFailure`
+/// distinguishes them since 1.26).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_extender_fails_the_pod_as_under_kube_scheduler() {
+    let test = "a_failing_extender_fails_the_pod_as_under_kube_scheduler";
+    let _serial = serial().await;
+    let Some((run, _cluster)) = VersusKube::start(test, &["--mode", "500"]).await else {
+        return;
+    };
+    let pods = run.schedule(&["nginx"]).await;
+    let (a, b) = (condition_view(&pods["nginx-ours"]), condition_view(&pods["nginx-kube"]));
+    eprintln!("e2e {test}: placement wrote {a:?}, kube-scheduler {b:?}");
+    let (a, b) = (
+        a.expect("placement's condition"),
+        b.expect("kube-scheduler's condition"),
+    );
+    assert_eq!(
+        (&a.0, &a.2),
+        (&b.0, &b.2),
+        "status and message: placement against kube-scheduler"
+    );
+    assert_eq!(a.1.as_deref(), Some("SchedulerError"));
+    assert_eq!(
+        a.2,
+        Some(format!(
+            "failed filter with extender at URL {}/filter, code 500",
+            run.extender.url()
+        ))
+    );
+    run.stop().await;
 }

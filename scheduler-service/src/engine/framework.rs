@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use super::class_labels::ClassLabels;
 use super::columns::{BlockScores, HotColumns, ImageAsk, Kernel, PartWeights, PodAsk, BLOCK};
+use super::extender::ExtenderHook;
 use super::image_sums::ImageSums;
 use super::interpod::{self, InterPodFilter};
 use super::model::{tolerated, HostPort, NodeSpec, PodSpec, Taint, TaintEffect, Toleration};
@@ -60,6 +61,8 @@ pub enum Reason {
     /// A volume plugin's PreFilter rejected the pod (every node gets it): its message, which
     /// kube-scheduler's `FitError` shows alone instead of counting nodes.
     VolumePreFilter(Arc<str>),
+    /// An extender's message for a node in `FailedNodes` or `FailedAndUnresolvableNodes`.
+    Extender(Arc<str>),
 }
 
 impl fmt::Display for Reason {
@@ -79,7 +82,7 @@ impl fmt::Display for Reason {
             Self::InterPodAffinity(interpod::Violation::ExistingAntiAffinity) => {
                 f.write_str(interpod::EXISTING_ANTI_AFFINITY_REASON)
             }
-            Self::Rule(reason) => f.write_str(reason),
+            Self::Rule(reason) | Self::Extender(reason) => f.write_str(reason),
             Self::Volume(v) => v.fmt(f),
             Self::VolumePreFilter(m) => f.write_str(m),
         }
@@ -100,6 +103,9 @@ pub struct Diagnosis {
     pub nomination: Option<Nomination>,
     /// Set when the pod's gang could not be placed whole: why.
     pub gang: Option<GangFailure>,
+    /// Set when scheduling failed with an error rather than for want of a node (an extender that
+    /// is not ignorable failed): kube-scheduler's error text, shown instead of the fit message.
+    pub error: Option<String>,
 }
 
 /// A preemption's outcome: the node the pod is nominated to and the pods to evict there.
@@ -124,6 +130,9 @@ impl Diagnosis {
     /// kube-scheduler's `FitError.Error()`: `0/N nodes are available: <count> <reason>, ….` with
     /// the "count reason" strings sorted, or its message for a cluster with no nodes.
     pub fn message(&self) -> String {
+        if let Some(e) = &self.error {
+            return e.clone();
+        }
         let own = self.fit_message();
         match &self.gang {
             Some(g) if self.reasons.is_empty() => g.message.clone(),
@@ -2596,6 +2605,8 @@ pub struct Evaluator<'a> {
     node_rules: Option<Arc<SnapshotRules>>,
     /// The same on the nodes a batch changed, by node and rule, under the usage's stamp.
     changed_rules: std::collections::HashMap<(u32, u32), (u64, RuleOutcome)>,
+    /// The policy's extenders, called by Schedule for the pods they are interested in.
+    extenders: Option<&'a dyn ExtenderHook>,
 }
 
 /// A buffer that goes back to its thread's spare slot when dropped, so the next evaluator on the
@@ -2930,6 +2941,7 @@ impl<'a> Evaluator<'a> {
                 _ => None,
             },
             changed_rules: std::collections::HashMap::new(),
+            extenders: None,
         }
         .reusing(!profile.has_rules())
     }
@@ -2946,6 +2958,13 @@ impl<'a> Evaluator<'a> {
     /// gathered at all (nothing would show them). `None` (the default) lists all.
     pub fn with_rejected_limit(mut self, limit: Option<usize>) -> Self {
         self.rejected_limit = limit;
+        self
+    }
+
+    /// Calls `hook` in Schedule, after the filters and rules, for the pods it is interested in
+    /// (see [`super::extender`]).
+    pub fn with_extenders(mut self, hook: &'a dyn ExtenderHook) -> Self {
+        self.extenders = Some(hook);
         self
     }
 
@@ -3948,13 +3967,15 @@ impl<'a> Evaluator<'a> {
                 }
                 _ => false,
             };
+            // Extenders need every feasible node of a pod they are interested in.
+            let extended = self.extenders.filter(|h| h.interested(pod));
             let mut quick = None;
             if !reused {
                 let fresh = PodPlan::new(self.profile, self.snapshot, pod, seed, &placed, true);
                 // A pod the next one will not re-score from needs only the best node: the plain
                 // pass keeps no candidate list for it when it applies.
                 let next_reuses = self.reuse && pods.get(done + 1).is_some_and(|next| same_constraints(pod, next));
-                if !next_reuses {
+                if !next_reuses && extended.is_none() {
                     quick = self
                         .evaluate_best(&fresh, &usage, deadline)
                         .transpose()
@@ -3985,6 +4006,24 @@ impl<'a> Evaluator<'a> {
                     self.candidates.len(),
                 ),
             };
+            let mut outcome = None;
+            let (chosen, feasible) = match extended {
+                Some(hook) if feasible > 0 => {
+                    let o = self.call_extenders(hook, plan, pod, &usage);
+                    let kept = (o.best, o.feasible);
+                    outcome = Some(o);
+                    kept
+                }
+                _ => (chosen, feasible),
+            };
+            if let Some(error) = outcome.as_mut().and_then(|o| o.error.take()) {
+                out.push(Decision::Unschedulable(Diagnosis {
+                    node_count,
+                    error: Some(error),
+                    ..Diagnosis::default()
+                }));
+                continue;
+            }
             let mut reasons: Vec<(Reason, u32)> = Vec::new();
             // For preemption: the nodes some reason marks unresolvable.
             let mut unresolvable = FlagBuffer::default();
@@ -3992,6 +4031,22 @@ impl<'a> Evaluator<'a> {
                 let mut rejections = Rejections::new(self.snapshot.nodes(), pod, Some(0));
                 self.evaluate(plan, &usage, &placed, deadline, Some(&mut rejections))
                     .map_err(|()| timeout)?;
+                if let Some(o) = outcome.take() {
+                    // Every node the filters kept, the extenders turned down: with their message
+                    // (resolvable or not, as they said), or silently (unresolvable, as a node with
+                    // no status is to kube-scheduler's preemption).
+                    for c in self.candidates.iter() {
+                        rejections.unresolvable[c.index as usize] = true;
+                    }
+                    for (i, message) in o.failed {
+                        rejections.unresolvable[i] = false;
+                        rejections.count(&Reason::Extender(message), 1);
+                    }
+                    for (i, message) in o.failed_unresolvable {
+                        rejections.unresolvable[i] = true;
+                        rejections.count(&Reason::Extender(message), 1);
+                    }
+                }
                 (reasons, unresolvable) = (rejections.counts, rejections.unresolvable);
             }
             let nodes = self.snapshot.nodes();
@@ -4048,6 +4103,84 @@ impl<'a> Evaluator<'a> {
             }
         }
         Ok(out)
+    }
+}
+
+/// What the extenders made of one pod's feasible nodes.
+struct ExtenderOutcome {
+    /// The best node left and its total (extenders' scores added).
+    best: Option<(usize, i64)>,
+    /// How many nodes are left.
+    feasible: usize,
+    /// Nodes turned down with a message, evicting pods might help.
+    failed: Vec<(usize, Arc<str>)>,
+    /// Nodes turned down with a message, for good.
+    failed_unresolvable: Vec<(usize, Arc<str>)>,
+    /// A failed extender that is not ignorable: the pod's scheduling fails with this.
+    error: Option<String>,
+}
+
+impl Evaluator<'_> {
+    /// kube-scheduler's `findNodesThatPassExtenders` and the extenders' part of
+    /// `prioritizeNodes`, over the candidates of `plan` (left as they are: the next pod may
+    /// re-score from them). Prioritize runs only when more than one node is left, as
+    /// kube-scheduler scores nothing then.
+    fn call_extenders(
+        &self,
+        hook: &dyn ExtenderHook,
+        plan: &PodPlan<'_>,
+        pod: &PodSpec,
+        usage: &BatchUsage,
+    ) -> ExtenderOutcome {
+        let nodes: Vec<usize> = self.candidates.iter().map(|c| c.index as usize).collect();
+        let mut outcome = ExtenderOutcome {
+            best: None,
+            feasible: 0,
+            failed: Vec::new(),
+            failed_unresolvable: Vec::new(),
+            error: None,
+        };
+        let filtered = match hook.filter(self.snapshot, pod, &nodes) {
+            Ok(f) => f,
+            Err(e) => {
+                outcome.error = Some(e);
+                return outcome;
+            }
+        };
+        let mut keep = vec![false; self.snapshot.nodes().len()];
+        for &i in &filtered.feasible {
+            if let Some(k) = keep.get_mut(i) {
+                *k = true;
+            }
+        }
+        let mut kept: Vec<(u32, i64)> = self
+            .candidates
+            .iter()
+            .filter(|c| keep[c.index as usize])
+            .map(|c| (c.index, c.total))
+            .collect();
+        if kept.len() > 1 {
+            let indices: Vec<usize> = kept.iter().map(|(i, _)| *i as usize).collect();
+            let mut added = vec![0i64; self.snapshot.nodes().len()];
+            for (i, score) in hook.prioritize(self.snapshot, pod, &indices) {
+                if let Some(a) = added.get_mut(i) {
+                    *a = a.saturating_add(score);
+                }
+            }
+            for (i, total) in kept.iter_mut() {
+                *total = total.saturating_add(added[*i as usize]);
+            }
+        }
+        outcome.feasible = kept.len();
+        outcome.best = best_candidate(
+            kept.iter(),
+            |(i, total)| (*total, *i),
+            |(i, _)| plan.tie_break(usage.hot[*i as usize].name_hash),
+        )
+        .map(|(i, total)| (*i as usize, *total));
+        outcome.failed = filtered.failed;
+        outcome.failed_unresolvable = filtered.failed_unresolvable;
+        outcome
     }
 }
 

@@ -2058,3 +2058,260 @@ fn class_level_rules_answer_as_rules_evaluated_node_by_node() {
         assert_eq!(view(&a), view(&b));
     }
 }
+
+/// An extender hook answering from a script: nodes it fails (by name, with the message and
+/// whether unresolvable), raw scores by node name (scaled as kube-scheduler scales them with
+/// weight 1), or an error. Records the nodes each call was given.
+struct ScriptedExtender {
+    fail: Vec<(&'static str, &'static str, bool)>,
+    scores: Vec<(&'static str, i64)>,
+    error: Option<&'static str>,
+    /// Pods whose name starts with this are not sent (managedResources' role).
+    skip_prefix: &'static str,
+    calls: parking_lot::Mutex<Vec<(&'static str, String, Vec<String>)>>,
+}
+
+impl ScriptedExtender {
+    fn new() -> Self {
+        Self {
+            fail: vec![],
+            scores: vec![],
+            error: None,
+            skip_prefix: "\u{0}",
+            calls: parking_lot::Mutex::new(vec![]),
+        }
+    }
+
+    fn record(&self, verb: &'static str, snapshot: &Snapshot, pod: &PodSpec, nodes: &[usize]) {
+        let names = nodes.iter().map(|&i| snapshot.nodes()[i].spec.name.clone()).collect();
+        self.calls.lock().push((verb, pod.name.clone(), names));
+    }
+}
+
+impl crate::engine::extender::ExtenderHook for ScriptedExtender {
+    fn interested(&self, pod: &PodSpec) -> bool {
+        !pod.name.starts_with(self.skip_prefix)
+    }
+
+    fn filter(
+        &self,
+        snapshot: &Snapshot,
+        pod: &PodSpec,
+        nodes: &[usize],
+    ) -> Result<crate::engine::extender::ExtenderFiltered, String> {
+        self.record("filter", snapshot, pod, nodes);
+        if let Some(e) = self.error {
+            return Err(e.to_string());
+        }
+        let mut out = crate::engine::extender::ExtenderFiltered::default();
+        for &i in nodes {
+            let name = snapshot.nodes()[i].spec.name.as_str();
+            match self.fail.iter().find(|(n, ..)| *n == name) {
+                Some((_, message, true)) => out.failed_unresolvable.push((i, Arc::from(*message))),
+                Some((_, message, false)) => out.failed.push((i, Arc::from(*message))),
+                None => out.feasible.push(i),
+            }
+        }
+        Ok(out)
+    }
+
+    fn prioritize(&self, snapshot: &Snapshot, pod: &PodSpec, nodes: &[usize]) -> Vec<(usize, i64)> {
+        self.record("prioritize", snapshot, pod, nodes);
+        nodes
+            .iter()
+            .filter_map(|&i| {
+                let name = snapshot.nodes()[i].spec.name.as_str();
+                let score = self.scores.iter().find(|(n, _)| *n == name)?.1;
+                Some((
+                    i,
+                    score * MAX_NODE_SCORE / crate::engine::extender::MAX_EXTENDER_PRIORITY,
+                ))
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn extenders_filter_after_the_plugins_and_their_scores_decide_ties() {
+    // c is too small for the pod: the filters reject it before the extender sees it.
+    let snap = snapshot(vec![
+        node("a", 4000, 8 << 30),
+        node("b", 4000, 8 << 30),
+        node("c", 100, 8 << 30),
+        node("d", 4000, 8 << 30),
+    ]);
+    let profile = Profile::new(Policy::kube_default());
+    let mut hook = ScriptedExtender::new();
+    hook.fail = vec![("a", "a is reserved", false), ("b", "b is broken", true)];
+    hook.scores = vec![("d", 3)];
+    let p = pod("p", 1000, 1 << 30);
+    let d = Evaluator::new(&profile, &snap)
+        .with_extenders(&hook)
+        .schedule(std::slice::from_ref(&p), 0, Deadline::none())
+        .unwrap();
+    // One node left after the extender: kube-scheduler scores nothing then.
+    assert!(
+        matches!(&d[0], Decision::Node { node, feasible: 1, .. } if node == "d"),
+        "{d:?}"
+    );
+    let calls = hook.calls.lock().clone();
+    assert_eq!(calls.len(), 1, "no prioritize with one node left: {calls:?}");
+    assert_eq!(calls[0].2, vec!["a", "b", "d"], "the filters' survivors only");
+
+    // Every node turned down: the extender's messages are counted with the filters' reasons.
+    hook.fail.push(("d", "a is reserved", false));
+    let d = Evaluator::new(&profile, &snap)
+        .with_extenders(&hook)
+        .schedule(std::slice::from_ref(&p), 0, Deadline::none())
+        .unwrap();
+    let Decision::Unschedulable(diag) = &d[0] else {
+        panic!("{d:?}")
+    };
+    assert_eq!(diag.error, None);
+    assert!(
+        diag.message()
+            .starts_with("0/4 nodes are available: 1 Insufficient cpu, 1 b is broken, 2 a is reserved. preemption: "),
+        "{}",
+        diag.message()
+    );
+}
+
+#[test]
+fn extender_scores_are_added_to_the_plugins_totals() {
+    let snap = snapshot(vec![node("a", 4000, 8 << 30), node("b", 4000, 8 << 30)]);
+    let profile = Profile::new(Policy::kube_default());
+    let p = pod("p", 1000, 1 << 30);
+    let plain = Evaluator::new(&profile, &snap)
+        .schedule(std::slice::from_ref(&p), 0, Deadline::none())
+        .unwrap();
+    let Decision::Node {
+        node: plain_node,
+        score: plain_score,
+        ..
+    } = &plain[0]
+    else {
+        panic!("{plain:?}")
+    };
+    // The extender prefers the node the plugins did not pick, by 5 × 10 points.
+    let other: &'static str = if plain_node == "a" { "b" } else { "a" };
+    let mut hook = ScriptedExtender::new();
+    hook.scores = vec![(other, 5)];
+    let d = Evaluator::new(&profile, &snap)
+        .with_extenders(&hook)
+        .schedule(std::slice::from_ref(&p), 0, Deadline::none())
+        .unwrap();
+    assert!(
+        matches!(&d[0], Decision::Node { node, score, feasible: 2 } if node == other && *score == plain_score + 50),
+        "{d:?} vs {plain:?}"
+    );
+}
+
+#[test]
+fn a_failed_extender_fails_the_pod_with_its_error_and_uninterested_pods_pass_by() {
+    let snap = snapshot(vec![node("a", 4000, 8 << 30), node("b", 4000, 8 << 30)]);
+    let profile = Profile::new(Policy::kube_default());
+    let mut hook = ScriptedExtender::new();
+    hook.error = Some("failed filter with extender at URL http://e/filter, code 500");
+    hook.skip_prefix = "other-";
+    let pods = [pod("p", 1000, 1 << 30), pod("other-q", 1000, 1 << 30)];
+    let d = Evaluator::new(&profile, &snap)
+        .with_extenders(&hook)
+        .schedule(&pods, 0, Deadline::none())
+        .unwrap();
+    let Decision::Unschedulable(diag) = &d[0] else {
+        panic!("{d:?}")
+    };
+    assert_eq!(
+        diag.message(),
+        "failed filter with extender at URL http://e/filter, code 500"
+    );
+    assert!(diag.reasons.is_empty() && diag.nomination.is_none());
+    assert!(
+        matches!(&d[1], Decision::Node { .. }),
+        "not sent to the extender: {d:?}"
+    );
+    assert_eq!(hook.calls.lock().len(), 1);
+}
+
+#[test]
+fn replicas_of_a_workload_each_ask_the_extender_against_the_assumed_usage() {
+    // Room for one pod per node; the extender prefers a, then b, then c.
+    let snap = snapshot(vec![
+        node("a", 1000, 8 << 30),
+        node("b", 1000, 8 << 30),
+        node("c", 1000, 8 << 30),
+    ]);
+    let profile = Profile::new(Policy::kube_default());
+    let mut hook = ScriptedExtender::new();
+    hook.scores = vec![("a", 10), ("b", 5), ("c", 1)];
+    // Identical constraints: the engine re-scores only the node the previous replica took.
+    let pods: Vec<PodSpec> = (0..3).map(|i| pod(&format!("web-{i}"), 1000, 1 << 30)).collect();
+    let d = Evaluator::new(&profile, &snap)
+        .with_extenders(&hook)
+        .schedule(&pods, 0, Deadline::none())
+        .unwrap();
+    let placed: Vec<&str> = d
+        .iter()
+        .map(|d| match d {
+            Decision::Node { node, .. } => node.as_str(),
+            Decision::Unschedulable(_) => "-",
+        })
+        .collect();
+    assert_eq!(placed, ["a", "b", "c"]);
+    let filters: Vec<Vec<String>> = hook
+        .calls
+        .lock()
+        .iter()
+        .filter(|c| c.0 == "filter")
+        .map(|c| c.2.clone())
+        .collect();
+    assert_eq!(filters, [vec!["a", "b", "c"], vec!["b", "c"], vec!["c"]]);
+}
+
+#[test]
+fn extenders_see_the_nodes_the_rules_kept_and_add_to_the_rules_scores() {
+    // The label rule keeps nginx on the labelled nodes; a score rule prefers short names; the
+    // extender then turns one labelled node down and prefers another.
+    let mut nodes = vec![node("a", 4000, 1 << 30)];
+    for name in ["t1", "t-long", "t-longer"] {
+        let mut n = node(name, 4000, 1 << 30);
+        n.labels.insert("test/test".into(), String::new());
+        nodes.push(n);
+    }
+    let snap = snapshot(nodes);
+    let profile = with_rules(&[NGINX_RULE], &[("short", "20 - size(node.metadata.name)", 1)]);
+    let mut hook = ScriptedExtender::new();
+    hook.fail = vec![("t1", "t1 is drained", false)];
+    hook.scores = vec![("t-longer", 10)];
+    let mut nginx = pod("nginx-1", 100, 100);
+    nginx.labels.insert("workload_name".into(), "nginx".into());
+    let d = Evaluator::new(&profile, &snap)
+        .with_extenders(&hook)
+        .schedule(std::slice::from_ref(&nginx), 0, Deadline::none())
+        .unwrap();
+    // The score rule, normalized over the rule's survivors (t1 18, t-long 14, t-longer 12): t1
+    // 100, t-long 33, t-longer 0. Without the extender t1 wins; with it t1 is out and t-longer
+    // gets 10 × 10 more than t-long's 33.
+    assert!(
+        matches!(&d[0], Decision::Node { node, feasible: 2, .. } if node == "t-longer"),
+        "{d:?}"
+    );
+    let plain = Evaluator::new(&profile, &snap)
+        .schedule(std::slice::from_ref(&nginx), 0, Deadline::none())
+        .unwrap();
+    assert!(
+        matches!(&plain[0], Decision::Node { node, feasible: 3, .. } if node == "t1"),
+        "{plain:?}"
+    );
+    let calls = hook.calls.lock().clone();
+    assert_eq!(
+        calls[0].2,
+        vec!["t-long", "t-longer", "t1"],
+        "the rule's survivors only"
+    );
+    assert_eq!(
+        calls[1].2,
+        vec!["t-long", "t-longer"],
+        "prioritize on the extender's survivors"
+    );
+}

@@ -18,6 +18,7 @@
 pub mod cancel;
 pub mod class_labels;
 pub mod columns;
+pub mod extender;
 pub mod framework;
 pub mod gang;
 mod image_sums;

@@ -305,6 +305,10 @@ pub struct Policy {
     /// CEL filter and score rules (see [`super::rules`]); none in the built-in policies.
     #[serde(default, skip_serializing_if = "Rules::is_empty")]
     pub rules: Rules,
+    /// kube-scheduler extenders called for the policy's pods (see [`super::extender`]); a
+    /// KubeSchedulerConfiguration's `extenders` apply to every profile, as in kube-scheduler.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extenders: Vec<super::extender::ExtenderConfig>,
 }
 
 /// Why a policy cannot be used.
@@ -435,6 +439,7 @@ impl Policy {
             inter_pod_affinity: InterPodAffinityArgs::default(),
             pod_topology_spread: PodTopologySpreadArgs::default(),
             rules: Rules::default(),
+            extenders: Vec::new(),
         }
     }
 

@@ -19,8 +19,10 @@
 //! Fields with no effect here (process settings such as `leaderElection`, and
 //! `percentageOfNodesToScore`, since every node is always evaluated) are accepted and listed in
 //! [`PolicyFile::ignored`]; settings that would change decisions in ways the engine cannot follow
-//! (an explicitly enabled plugin it does not implement, `extenders`, `ignoredResources`,
-//! `addedAffinity`) are errors naming the field. Unknown fields are errors, as kube-scheduler's
+//! (an explicitly enabled plugin it does not implement, an extender's `preemptVerb`,
+//! `ignoredResources`, `addedAffinity`) are errors naming the field. `extenders` (kube-scheduler's
+//! HTTP extenders, see [`super::extender`]) are read with kube-scheduler's defaulting and
+//! validation from either format and apply to every policy of the file. Unknown fields are errors, as kube-scheduler's
 //! strict decoding makes them.
 
 use std::collections::HashSet;
@@ -29,6 +31,7 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::extender::{extenders_from_specs, ExtenderConfig, ExtenderSpec};
 use super::policy::{
     FilterPlugin, InterPodAffinityArgs, PodTopologySpreadArgs, Policy, PolicyError, ResourceWeight, ScorePlugin,
     ScoringStrategy, ShapePoint, WeightedScore,
@@ -434,6 +437,9 @@ struct PlacementFileSpec {
     kind: String,
     #[serde(default)]
     policies: Vec<PlacementPolicySpec>,
+    /// kube-scheduler extenders (its `Extender` fields), called for every policy's pods.
+    #[serde(default)]
+    extenders: Vec<ExtenderSpec>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -464,6 +470,7 @@ fn placement_file(text: &str) -> Result<PolicyFile, PolicyConfigError> {
         return Err(invalid("policies", "at least one policy is required"));
     }
     let defaults = Policy::kube_default();
+    let extenders = extenders("extenders", &spec.extenders)?;
     let mut policies = Vec::with_capacity(spec.policies.len());
     for (i, p) in spec.policies.into_iter().enumerate() {
         let path = format!("policies[{i}]");
@@ -541,6 +548,7 @@ fn placement_file(text: &str) -> Result<PolicyFile, PolicyConfigError> {
             .validate()
             .map_err(|e| invalid(format!("{path}.{}", e.field), e.message))?;
         policy.rules = p.rules;
+        policy.extenders = extenders.clone();
         check_policy(path, &policy)?;
         policies.push(policy);
     }
@@ -573,7 +581,7 @@ struct KubeSchedulerConfigurationSpec {
     #[serde(default)]
     profiles: Vec<ProfileSpec>,
     #[serde(default)]
-    extenders: Vec<IgnoredAny>,
+    extenders: Vec<ExtenderSpec>,
     delay_cache_until_active: Option<bool>,
 }
 
@@ -768,12 +776,7 @@ fn note_ignored(ignored: &mut Vec<String>, field: impl std::fmt::Display, why: &
 fn kube_scheduler_configuration(text: &str) -> Result<PolicyFile, PolicyConfigError> {
     let spec: KubeSchedulerConfigurationSpec = serde_saphyr::from_str(text).map_err(yaml_error)?;
     let mut ignored = Vec::new();
-    if !spec.extenders.is_empty() {
-        return Err(invalid(
-            "extenders",
-            "scheduler extenders are not supported: placement does not call HTTP extenders",
-        ));
-    }
+    let extenders = extenders("extenders", &spec.extenders)?;
     let process = "a kube-scheduler process setting; the binder and the decision service have their own flags";
     for (present, field) in [
         (spec.parallelism.is_some(), "parallelism"),
@@ -812,7 +815,8 @@ fn kube_scheduler_configuration(text: &str) -> Result<PolicyFile, PolicyConfigEr
             check_percentage(&field, p)?;
             note_ignored(&mut ignored, field, every_node);
         }
-        let policy = kube_profile(&path, name, &profile, &mut ignored)?;
+        let mut policy = kube_profile(&path, name, &profile, &mut ignored)?;
+        policy.extenders = extenders.clone();
         check_policy(path, &policy)?;
         policies.push(policy);
     }
@@ -821,6 +825,11 @@ fn kube_scheduler_configuration(text: &str) -> Result<PolicyFile, PolicyConfigEr
         policies,
         ignored,
     })
+}
+
+/// The file's extenders, mapped and validated (see [`extenders_from_specs`]).
+fn extenders(path: &str, specs: &[ExtenderSpec]) -> Result<Vec<ExtenderConfig>, PolicyConfigError> {
+    extenders_from_specs(path, specs).map_err(|e| invalid(e.field, e.message))
 }
 
 fn check_percentage(field: &str, p: i64) -> Result<(), PolicyConfigError> {

@@ -433,9 +433,39 @@ fn invalid_kube_scheduler_configurations_name_the_field() {
             "not in valid range [0, 100]",
         ),
         (
-            format!("{KSC}extenders:\n- urlPrefix: http://extender\n  filterVerb: filter\n"),
+            format!("{KSC}extenders:\n- urlPrefix: http://extender\n  prioritizeVerb: prioritize\n"),
+            "extenders[0].weight",
+            "must have a positive weight applied to it",
+        ),
+        (
+            format!("{KSC}extenders:\n- urlPrefix: http://a\n  bindVerb: bind\n- urlPrefix: http://b\n  bindVerb: bind\n"),
             "extenders",
+            "only one extender can implement bind",
+        ),
+        (
+            format!("{KSC}extenders:\n- urlPrefix: http://a\n  managedResources:\n  - name: cpu\n"),
+            "extenders[0].managedResources[0].name",
+            "a domain prefix is required",
+        ),
+        (
+            format!("{KSC}extenders:\n- urlPrefix: http://a\n  managedResources:\n  - name: example.com/x\n- urlPrefix: http://b\n  managedResources:\n  - name: example.com/x\n"),
+            "extenders[1].managedResources[0].name",
+            "duplicate extender managed resource name",
+        ),
+        (
+            format!("{KSC}extenders:\n- urlPrefix: http://a\n  httpTimeout: 30\n"),
+            "extenders[0].httpTimeout",
+            "missing unit",
+        ),
+        (
+            format!("{KSC}extenders:\n- urlPrefix: http://a\n  preemptVerb: preempt\n"),
+            "extenders[0].preemptVerb",
             "not supported",
+        ),
+        (
+            format!("{KSC}extenders:\n- filterVerb: filter\n"),
+            "extenders[0].urlPrefix",
+            "required",
         ),
         (
             "apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\n".to_string(),
@@ -708,4 +738,36 @@ fn a_bad_rule_expression_names_its_field_line_and_column() {
         error(&text).to_string().contains("because"),
         "unknown fields are errors"
     );
+}
+
+#[test]
+fn extenders_load_from_both_formats_with_kube_defaults() {
+    let ksc = format!(
+        "{KSC}profiles:\n- schedulerName: a\n- schedulerName: b\nextenders:\n- urlPrefix: http://ignorable\n  filterVerb: filter\n  ignorable: true\n- urlPrefix: http://127.0.0.1:8888/\n  filterVerb: filter\n  prioritizeVerb: prioritize\n  weight: 2\n  nodeCacheCapable: true\n  httpTimeout: 1m30s\n  managedResources:\n  - name: example.com/gpu\n"
+    );
+    let file = parse_policy_file(&ksc).expect("loads");
+    assert_eq!(file.policies.len(), 2);
+    for p in &file.policies {
+        assert_eq!(p.extenders.len(), 2, "every profile calls the file's extenders");
+        // Ignorable extenders go last, as kube-scheduler orders them.
+        assert_eq!(p.extenders[0].url_prefix, "http://127.0.0.1:8888/");
+        assert_eq!(p.extenders[0].weight, 2);
+        assert_eq!(p.extenders[0].http_timeout, std::time::Duration::from_secs(90));
+        assert!(p.extenders[0].node_cache_capable);
+        assert_eq!(p.extenders[0].managed_resources, vec!["example.com/gpu".to_string()]);
+        assert_eq!(p.extenders[1].url_prefix, "http://ignorable");
+        assert_eq!(
+            p.extenders[1].http_timeout,
+            crate::engine::extender::DEFAULT_EXTENDER_TIMEOUT,
+            "httpTimeout 0 or unset is 5s"
+        );
+    }
+    let placement = "apiVersion: placement/v1\nkind: PolicyConfiguration\npolicies:\n- name: a\nextenders:\n- urlPrefix: https://e\n  bindVerb: bind\n  enableHTTPS: true\n  tlsConfig:\n    caData: aGVsbG8=\n";
+    let file = parse_policy_file(placement).expect("loads");
+    let e = &file.policies[0].extenders[0];
+    assert!(e.is_binder() && e.enable_https);
+    assert_eq!(e.tls.as_ref().map(|t| t.ca_data.as_slice()), Some(&b"hello"[..]));
+    let bad = "apiVersion: placement/v1\nkind: PolicyConfiguration\npolicies:\n- name: a\nextenders:\n- urlPrefix: http://e\n  tlsConfig:\n    caData: '%%'\n";
+    let err = parse_policy_file(bad).unwrap_err().to_string();
+    assert!(err.starts_with("extenders[0].tlsConfig.caData: not base64"), "{err}");
 }

@@ -91,6 +91,8 @@ pub struct Metrics {
     pub policy_loaded_at: Gauge,
     /// `placement_policies`: policies in use.
     pub policies: Gauge,
+    /// Calls to scheduler extenders, their errors and latency, per extender and verb.
+    pub extenders: crate::extender::ExtenderMetrics,
 }
 
 impl Default for Metrics {
@@ -100,6 +102,13 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Also keeps each pod's time in extender calls (see
+    /// [`crate::extender::ExtenderMetrics::samples`]), for `binder-agent simulate`.
+    pub fn keeping_extender_samples(mut self) -> Self {
+        self.extenders = self.extenders.keeping_samples();
+        self
+    }
+
     /// Creates and registers every metric.
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("placement");
@@ -183,7 +192,10 @@ impl Metrics {
             policy_loaded_at.clone(),
         );
         registry.register("policies", "Policies in use", policies.clone());
+        let extenders = crate::extender::ExtenderMetrics::default();
+        extenders.register(&mut registry);
         Self {
+            extenders,
             registry,
             requests,
             latency,

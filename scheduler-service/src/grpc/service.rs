@@ -16,6 +16,7 @@ use super::metrics::{DecisionLabels, LatencyLabels, Metrics, RequestLabels};
 use crate::engine::cancel;
 use crate::engine::policy_config::FileFormat;
 use crate::engine::{Deadline, Decision, EvalError, Evaluator, Policy, Profile, Snapshot, SnapshotError};
+use crate::extender::{ExtenderMetrics, ExtenderSet};
 use crate::proto;
 
 /// The `ErrorInfo.reason` of a `NOT_FOUND` for an unknown snapshot id.
@@ -95,6 +96,9 @@ pub enum ConfigError {
     /// Two policies share a name.
     #[error("policy name {0:?} is used twice")]
     DuplicatePolicy(String),
+    /// An extender cannot be set up (its TLS material).
+    #[error(transparent)]
+    Extender(#[from] crate::extender::ExtenderSetupError),
 }
 
 /// A validated set of policies, swapped whole: a request holds the set (or its profile) it started
@@ -102,13 +106,15 @@ pub enum ConfigError {
 struct PolicySet {
     /// The prepared policies; the first is the default, never empty.
     profiles: Vec<Arc<Profile>>,
+    /// Each policy's extenders (same index as `profiles`).
+    extenders: Vec<Arc<ExtenderSet>>,
     /// Where they come from.
     source: PolicySource,
 }
 
 impl PolicySet {
     /// Validates the policies (each one, at least one, unique names) and prepares them.
-    fn new(policies: Vec<Policy>, source: PolicySource) -> Result<Self, ConfigError> {
+    fn new(policies: Vec<Policy>, source: PolicySource, metrics: &ExtenderMetrics) -> Result<Self, ConfigError> {
         if policies.is_empty() {
             return Err(ConfigError::NoPolicy);
         }
@@ -119,8 +125,13 @@ impl PolicySet {
                 return Err(ConfigError::DuplicatePolicy(p.name.clone()));
             }
         }
+        let extenders = policies
+            .iter()
+            .map(|p| ExtenderSet::new(&p.extenders, metrics).map(Arc::new))
+            .collect::<Result<_, _>>()?;
         Ok(Self {
             profiles: policies.into_iter().map(|p| Arc::new(Profile::new(p))).collect(),
+            extenders,
             source,
         })
     }
@@ -272,7 +283,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, Status> + Sen
 impl PlacementApi {
     /// A service with the given configuration, reporting into `metrics`.
     pub fn new(config: ServiceConfig, metrics: Arc<Metrics>) -> Result<Self, ConfigError> {
-        let policies = PolicySet::new(config.policies, config.policy_source)?;
+        let policies = PolicySet::new(config.policies, config.policy_source, &metrics.extenders)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 cache: SnapshotCache::new(config.snapshot_cache_bytes),
@@ -287,7 +298,7 @@ impl PlacementApi {
     /// Replaces every policy at once, after validating the whole set; on error the current set
     /// stays. Calls in flight finish with the set they started with.
     pub fn set_policies(&self, policies: Vec<Policy>, source: PolicySource) -> Result<(), ConfigError> {
-        let set = PolicySet::new(policies, source)?;
+        let set = PolicySet::new(policies, source, &self.inner.metrics.extenders)?;
         *self.inner.policies.write() = Arc::new(set);
         Ok(())
     }
@@ -302,14 +313,19 @@ impl PlacementApi {
     }
 
     fn profile(&self, name: &str) -> Result<Arc<Profile>, Status> {
+        self.profile_and_extenders(name).map(|(p, _)| p)
+    }
+
+    /// The policy `name` (empty: the default) and its extenders, from the same set.
+    fn profile_and_extenders(&self, name: &str) -> Result<(Arc<Profile>, Arc<ExtenderSet>), Status> {
         let set = self.current();
         if name.is_empty() {
-            return Ok(Arc::clone(&set.profiles[0]));
+            return Ok((Arc::clone(&set.profiles[0]), Arc::clone(&set.extenders[0])));
         }
         set.profiles
             .iter()
-            .find(|p| p.policy().name == name)
-            .cloned()
+            .position(|p| p.policy().name == name)
+            .map(|i| (Arc::clone(&set.profiles[i]), Arc::clone(&set.extenders[i])))
             .ok_or_else(|| {
                 let known: Vec<&str> = set.profiles.iter().map(|p| p.policy().name.as_str()).collect();
                 invalid_field(
@@ -600,7 +616,7 @@ impl PlacementApi {
     ) -> Result<proto::ScheduleResponse, Status> {
         let deadline = request_deadline(&req);
         let mut req = req.into_inner();
-        let profile = self.profile(&req.policy)?;
+        let (profile, extenders) = self.profile_and_extenders(&req.policy)?;
         *policy_name = profile.policy().name.clone();
         if req.pods.len() > self.inner.max_batch_size {
             return Err(invalid_field(
@@ -645,10 +661,17 @@ impl PlacementApi {
             .nodes_evaluated
             .inc_by((snapshot.nodes().len() * pods.len()) as u64);
         let seed = req.seed;
+        let runtime = tokio::runtime::Handle::current();
         let (decisions, pods, snapshot) = blocking(move || {
+            // Extenders are called from this blocking thread, each call waiting on the runtime.
+            let hook = (!extenders.is_empty()).then(|| extenders.hook(runtime, &snapshot));
             let mut ev = Evaluator::new(&profile, &snapshot);
+            if let Some(hook) = &hook {
+                ev = ev.with_extenders(hook);
+            }
             let d = ev.schedule(&pods, seed, deadline).map_err(deadline_status)?;
             drop(ev);
+            drop(hook);
             Ok((d, pods, snapshot))
         })
         .await?;
@@ -697,6 +720,7 @@ impl PlacementApi {
                                     .map(|n| n.victims.iter().map(ToString::to_string).collect())
                                     .unwrap_or_default(),
                                 gang: diag.gang.as_ref().map(|g| g.gang.to_string()).unwrap_or_default(),
+                                error: diag.error.is_some(),
                             })),
                             score: 0,
                             feasible_nodes: 0,

@@ -1303,7 +1303,12 @@ type Unschedulable struct {
 	VictimUids []string `protobuf:"bytes,4,rep,name=victim_uids,json=victimUids,proto3" json:"victim_uids,omitempty"`
 	// Set when the pod belongs to a gang that could not be placed whole: the
 	// gang as "namespace/name".
-	Gang          string `protobuf:"bytes,5,opt,name=gang,proto3" json:"gang,omitempty"`
+	Gang string `protobuf:"bytes,5,opt,name=gang,proto3" json:"gang,omitempty"`
+	// Set when scheduling failed with an error rather than for want of a node: a
+	// scheduler extender that is not ignorable failed. The message is
+	// kube-scheduler's error text; kube-scheduler gives the pod the condition reason
+	// "SchedulerError" and retries it with backoff (no nomination, no reasons).
+	Error         bool `protobuf:"varint,6,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1371,6 +1376,13 @@ func (x *Unschedulable) GetGang() string {
 		return x.Gang
 	}
 	return ""
+}
+
+func (x *Unschedulable) GetError() bool {
+	if x != nil {
+		return x.Error
+	}
+	return false
 }
 
 // ListPoliciesRequest takes no arguments.
@@ -4221,14 +4233,15 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\runschedulable\x18\x03 \x01(\v2\x1b.placement.v1.UnschedulableH\x00R\runschedulable\x12\x14\n" +
 	"\x05score\x18\x04 \x01(\x03R\x05score\x12%\n" +
 	"\x0efeasible_nodes\x18\x05 \x01(\rR\rfeasibleNodesB\t\n" +
-	"\aoutcome\"\x8e\x02\n" +
+	"\aoutcome\"\xa4\x02\n" +
 	"\rUnschedulable\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12B\n" +
 	"\areasons\x18\x02 \x03(\v2(.placement.v1.Unschedulable.ReasonsEntryR\areasons\x12.\n" +
 	"\x13nominated_node_name\x18\x03 \x01(\tR\x11nominatedNodeName\x12\x1f\n" +
 	"\vvictim_uids\x18\x04 \x03(\tR\n" +
 	"victimUids\x12\x12\n" +
-	"\x04gang\x18\x05 \x01(\tR\x04gang\x1a:\n" +
+	"\x04gang\x18\x05 \x01(\tR\x04gang\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\bR\x05error\x1a:\n" +
 	"\fReasonsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\x15\n" +

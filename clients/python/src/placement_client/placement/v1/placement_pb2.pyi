@@ -210,7 +210,7 @@ class Placement(_message.Message):
     def __init__(self, pod_uid: _Optional[str] = ..., node_name: _Optional[str] = ..., unschedulable: _Optional[_Union[Unschedulable, _Mapping]] = ..., score: _Optional[int] = ..., feasible_nodes: _Optional[int] = ...) -> None: ...
 
 class Unschedulable(_message.Message):
-    __slots__ = ("message", "reasons", "nominated_node_name", "victim_uids", "gang")
+    __slots__ = ("message", "reasons", "nominated_node_name", "victim_uids", "gang", "error")
     class ReasonsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -223,12 +223,14 @@ class Unschedulable(_message.Message):
     NOMINATED_NODE_NAME_FIELD_NUMBER: _ClassVar[int]
     VICTIM_UIDS_FIELD_NUMBER: _ClassVar[int]
     GANG_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     message: str
     reasons: _containers.ScalarMap[str, int]
     nominated_node_name: str
     victim_uids: _containers.RepeatedScalarFieldContainer[str]
     gang: str
-    def __init__(self, message: _Optional[str] = ..., reasons: _Optional[_Mapping[str, int]] = ..., nominated_node_name: _Optional[str] = ..., victim_uids: _Optional[_Iterable[str]] = ..., gang: _Optional[str] = ...) -> None: ...
+    error: bool
+    def __init__(self, message: _Optional[str] = ..., reasons: _Optional[_Mapping[str, int]] = ..., nominated_node_name: _Optional[str] = ..., victim_uids: _Optional[_Iterable[str]] = ..., gang: _Optional[str] = ..., error: _Optional[bool] = ...) -> None: ...
 
 class ListPoliciesRequest(_message.Message):
     __slots__ = ()
