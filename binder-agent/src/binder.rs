@@ -56,6 +56,10 @@ pub enum ClusterEvent {
     PdbApplied(crate::model::PdbInfo),
     /// A PodDisruptionBudget was deleted (`namespace/name`).
     PdbDeleted(String),
+    /// A PersistentVolumeClaim, PersistentVolume, StorageClass or CSINode was added or changed.
+    StorageApplied(crate::model::StorageObject),
+    /// A PersistentVolumeClaim, PersistentVolume, StorageClass or CSINode was deleted.
+    StorageDeleted(crate::model::StorageKey),
 }
 
 /// How the binder batches and binds.
@@ -301,6 +305,19 @@ impl<A: ClusterApi> Binder<A> {
         self.shared.queue.lock().counts()
     }
 
+    /// The claims, volumes, storage classes and CSINodes the binder knows, as a full snapshot
+    /// carries them (the snapshot's other lists left empty).
+    pub fn storage_snapshot(&self) -> proto::Snapshot {
+        let full = self.shared.state.lock().full();
+        proto::Snapshot {
+            persistent_volume_claims: full.persistent_volume_claims,
+            persistent_volumes: full.persistent_volumes,
+            storage_classes: full.storage_classes,
+            csi_nodes: full.csi_nodes,
+            ..Default::default()
+        }
+    }
+
     /// The PodDisruptionBudgets as the decision service gets them (disruptedPods resolved to uids).
     pub fn pod_disruption_budgets(&self) -> Vec<proto::PodDisruptionBudget> {
         self.shared.state.lock().pod_disruption_budgets()
@@ -346,6 +363,19 @@ impl<A: ClusterApi> Binder<A> {
             q.move_all_unschedulable(now);
         }
         self.update_queue_gauges(&q);
+    }
+
+    /// A claim, volume, storage class or CSINode changed: the unschedulable pods with volumes may
+    /// fit now (kube-scheduler requeues the pods its volume plugins rejected on these events).
+    fn storage_changed(&self, changed: bool, now: Instant) {
+        if !changed {
+            return;
+        }
+        let mut q = self.shared.queue.lock();
+        q.move_unschedulable_where(now, |i| !i.spec.volumes.is_empty());
+        self.update_queue_gauges(&q);
+        drop(q);
+        self.shared.wake.notify_one();
     }
 
     /// Applies one cluster event to the state and the queue.
@@ -395,6 +425,14 @@ impl<A: ClusterApi> Binder<A> {
             ClusterEvent::NamespaceDeleted(name) => s.state.lock().delete_namespace(&name),
             ClusterEvent::PdbApplied(pdb) => s.state.lock().apply_pdb(pdb),
             ClusterEvent::PdbDeleted(key) => s.state.lock().delete_pdb(&key),
+            ClusterEvent::StorageApplied(obj) => {
+                let changed = s.state.lock().apply_storage(obj);
+                self.storage_changed(changed, now);
+            }
+            ClusterEvent::StorageDeleted(key) => {
+                let changed = s.state.lock().delete_storage(&key);
+                self.storage_changed(changed, now);
+            }
             ClusterEvent::PodDeleted { uid } => self.pod_gone(&uid, now),
             ClusterEvent::PodApplied(info) => {
                 let uid = info.spec.uid.clone();
@@ -417,11 +455,14 @@ impl<A: ClusterApi> Binder<A> {
                         return;
                     }
                     let gang = gang_key(&info.spec);
+                    if info.is_gated() {
+                        tracing::debug!(pod = %info.key(), "{}", info.gated_message());
+                    }
                     let mut q = s.queue.lock();
-                    let new = !q.contains(&uid);
-                    q.add_or_update(info, now);
-                    if let Some(key) = gang.filter(|_| new) {
-                        // A new member may complete its gang: release the ones held for it.
+                    let schedulable = q.add_or_update(info, now);
+                    if let Some(key) = gang.filter(|_| schedulable) {
+                        // A new (or ungated) member may complete its gang: release the ones held
+                        // for it.
                         q.activate_where(|i| is_member(i, &key));
                     }
                     self.update_queue_gauges(&q);
@@ -1075,9 +1116,13 @@ impl<A: ClusterApi> Binder<A> {
                 .max()
                 .unwrap_or(1);
             let queued = q.find(|i| is_member(i, &key));
+            // Gated members are not there yet: the gang waits for their gates to go.
             let waiting: Vec<String> = queued
                 .iter()
-                .filter(|(uid, place, _)| !in_batch.contains(uid) && *place != crate::queue::Place::InFlight)
+                .filter(|(uid, place, _)| {
+                    !in_batch.contains(uid)
+                        && !matches!(place, crate::queue::Place::InFlight | crate::queue::Place::Gated)
+                })
                 .map(|(uid, ..)| uid.clone())
                 .collect();
             let in_flight = queued
@@ -1089,7 +1134,12 @@ impl<A: ClusterApi> Binder<A> {
             let scheduled = placed.get(&key).map_or(0, |uids| {
                 uids.iter().filter(|u| !queued_uids.contains(u.as_str())).count()
             });
-            let first_seen = queued.iter().map(|(.., seen)| *seen).min().unwrap_or(now);
+            let first_seen = queued
+                .iter()
+                .filter(|(_, place, _)| *place != crate::queue::Place::Gated)
+                .map(|(.., seen)| *seen)
+                .min()
+                .unwrap_or(now);
             match gang_verdict(
                 &key,
                 min_members,

@@ -358,6 +358,7 @@ mod tests {
             deleting: false,
             owner: None,
             annotations: Default::default(),
+            scheduling_gates: Vec::new(),
         };
         q.add_or_update(info, Instant::now());
         q.pop_batch(1, Instant::now()).remove(0)

@@ -449,6 +449,7 @@ impl BinderMetrics {
             ("backoff", c.backoff),
             ("unschedulable", c.unschedulable),
             ("in_flight", c.in_flight),
+            ("gated", c.gated),
         ] {
             self.pending.get_or_create(&QueueLabel { queue }).set(n as i64);
         }

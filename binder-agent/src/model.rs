@@ -34,6 +34,9 @@ pub struct PodInfo {
     pub owner: Option<Owner>,
     /// metadata.annotations under `placement.dev/` (only those: the rest is not read).
     pub annotations: BTreeMap<String, String>,
+    /// The names of spec.schedulingGates: while any is left the pod is not scheduled (an API
+    /// server older than 1.26 has no such field, and every pod there is ungated).
+    pub scheduling_gates: Vec<String>,
 }
 
 impl PodInfo {
@@ -45,6 +48,18 @@ impl PodInfo {
     /// The node the pod is bound to, if any.
     pub fn node_name(&self) -> Option<&str> {
         Some(self.spec.node_name.as_str()).filter(|n| !n.is_empty())
+    }
+
+    /// Whether spec.schedulingGates holds any gate (kube-scheduler's `SchedulingGates` PreEnqueue
+    /// plugin keeps such a pod out of scheduling).
+    pub fn is_gated(&self) -> bool {
+        !self.scheduling_gates.is_empty()
+    }
+
+    /// kube-scheduler's `SchedulingGates` status message, `waiting for scheduling gates: [a b]`
+    /// (Go's `%v` of the names).
+    pub fn gated_message(&self) -> String {
+        format!("waiting for scheduling gates: [{}]", self.scheduling_gates.join(" "))
     }
 }
 
@@ -317,6 +332,7 @@ pub fn pod_info(pod: &Pod) -> PodInfo {
                 .map_or(0, |t| t.0.as_second()),
             gang: gang(meta),
             terminating: meta.deletion_timestamp.is_some(),
+            volumes: pod_volumes(pod),
         },
         scheduler_name: spec
             .and_then(|s| s.scheduler_name.clone())
@@ -340,6 +356,10 @@ pub fn pod_info(pod: &Pod) -> PodInfo {
             .filter(|(k, _)| k.starts_with(ANNOTATION_PREFIX))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
+        scheduling_gates: spec
+            .and_then(|s| s.scheduling_gates.as_ref())
+            .map(|gates| gates.iter().map(|g| g.name.clone()).collect())
+            .unwrap_or_default(),
     }
 }
 
@@ -391,6 +411,220 @@ pub fn pdb_info(pdb: &k8s_openapi::api::policy::v1::PodDisruptionBudget) -> PdbI
             .and_then(|s| s.disrupted_pods.as_ref())
             .map(|m| m.keys().cloned().collect())
             .unwrap_or_default(),
+    }
+}
+
+/// The annotation that names a claim's or a volume's class before `storageClassName` (still read
+/// first by Kubernetes' `GetPersistentVolumeClaimClass` and `GetPersistentVolumeClass`).
+pub const ANN_STORAGE_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
+/// The PV controller's mark of a claim whose binding it completed.
+pub const ANN_BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
+/// The node the scheduler chose to provision a WaitForFirstConsumer claim's volume on.
+pub const ANN_SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+
+/// The volumes of a pod the volume filters read: claims (a generic ephemeral volume's is named
+/// `<pod>-<volume>`, as `ephemeral.VolumeClaimName`), and the in-tree GCE PD, AWS EBS, iSCSI and
+/// RBD volumes VolumeRestrictions compares. Other kinds are left out.
+fn pod_volumes(pod: &Pod) -> Vec<proto::Volume> {
+    let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+    let Some(volumes) = pod.spec.as_ref().and_then(|s| s.volumes.as_ref()) else {
+        return Vec::new();
+    };
+    volumes
+        .iter()
+        .filter_map(|v| {
+            let mut out = proto::Volume {
+                name: v.name.clone(),
+                ..Default::default()
+            };
+            if let Some(c) = &v.persistent_volume_claim {
+                out.claim_name = c.claim_name.clone();
+            } else if v.ephemeral.is_some() {
+                out.claim_name = format!("{pod_name}-{}", v.name);
+                out.ephemeral = true;
+            } else if let Some(d) = &v.gce_persistent_disk {
+                out.gce_pd_name = d.pd_name.clone();
+                out.read_only = d.read_only.unwrap_or(false);
+            } else if let Some(d) = &v.aws_elastic_block_store {
+                out.aws_volume_id = d.volume_id.clone();
+            } else if let Some(d) = &v.iscsi {
+                out.iscsi_iqn = d.iqn.clone();
+                out.read_only = d.read_only.unwrap_or(false);
+            } else if let Some(d) = &v.rbd {
+                out.rbd_monitors = d.monitors.clone();
+                out.rbd_pool = d.pool.clone().unwrap_or_else(|| "rbd".to_string());
+                out.rbd_image = d.image.clone();
+                out.read_only = d.read_only.unwrap_or(false);
+            } else {
+                return None;
+            }
+            Some(out)
+        })
+        .collect()
+}
+
+fn class_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, spec_class: Option<&String>) -> String {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(ANN_STORAGE_CLASS))
+        .or(spec_class)
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn annotation(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, key: &str) -> Option<String> {
+    meta.annotations.as_ref().and_then(|a| a.get(key)).cloned()
+}
+
+/// Projects a PersistentVolumeClaim.
+pub fn claim_info(pvc: &k8s_openapi::api::core::v1::PersistentVolumeClaim) -> proto::PersistentVolumeClaim {
+    let meta = &pvc.metadata;
+    let spec = pvc.spec.as_ref();
+    proto::PersistentVolumeClaim {
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone().unwrap_or_default(),
+        storage_class_name: class_of(meta, spec.and_then(|s| s.storage_class_name.as_ref())),
+        volume_name: spec.and_then(|s| s.volume_name.clone()).unwrap_or_default(),
+        bind_completed: annotation(meta, ANN_BIND_COMPLETED).is_some(),
+        access_modes: spec.and_then(|s| s.access_modes.clone()).unwrap_or_default(),
+        storage_request: spec
+            .and_then(|s| s.resources.as_ref())
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|r| r.get("storage"))
+            .map(|q| q.0.clone())
+            .unwrap_or_default(),
+        selector: spec.and_then(|s| s.selector.as_ref()).map(label_selector),
+        volume_mode: spec.and_then(|s| s.volume_mode.clone()).unwrap_or_default(),
+        phase: pvc.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default(),
+        deleting: meta.deletion_timestamp.is_some(),
+        selected_node: annotation(meta, ANN_SELECTED_NODE).unwrap_or_default(),
+        volume_attributes_class_name: spec
+            .and_then(|s| s.volume_attributes_class_name.clone())
+            .unwrap_or_default(),
+        controller_uid: meta
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .map(|o| o.uid.clone())
+            .unwrap_or_default(),
+    }
+}
+
+/// Projects a PersistentVolume.
+pub fn volume_info(pv: &k8s_openapi::api::core::v1::PersistentVolume) -> proto::PersistentVolume {
+    let meta = &pv.metadata;
+    let spec = pv.spec.as_ref();
+    let csi = spec.and_then(|s| s.csi.as_ref());
+    proto::PersistentVolume {
+        name: meta.name.clone().unwrap_or_default(),
+        labels: meta.labels.clone().unwrap_or_default(),
+        storage_class_name: class_of(meta, spec.and_then(|s| s.storage_class_name.as_ref())),
+        capacity: spec
+            .and_then(|s| s.capacity.as_ref())
+            .and_then(|c| c.get("storage"))
+            .map(|q| q.0.clone())
+            .unwrap_or_default(),
+        access_modes: spec.and_then(|s| s.access_modes.clone()).unwrap_or_default(),
+        volume_mode: spec.and_then(|s| s.volume_mode.clone()).unwrap_or_default(),
+        node_affinity: spec
+            .and_then(|s| s.node_affinity.as_ref())
+            .and_then(|a| a.required.as_ref())
+            .map(|r| proto::NodeSelector {
+                terms: r.node_selector_terms.iter().map(term).collect(),
+            }),
+        claim_ref: spec.and_then(|s| s.claim_ref.as_ref()).map(|r| proto::VolumeClaimRef {
+            namespace: r.namespace.clone().unwrap_or_default(),
+            name: r.name.clone().unwrap_or_default(),
+            uid: r.uid.clone().unwrap_or_default(),
+        }),
+        phase: pv.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default(),
+        deleting: meta.deletion_timestamp.is_some(),
+        csi_driver: csi.map(|c| c.driver.clone()).unwrap_or_default(),
+        csi_volume_handle: csi.map(|c| c.volume_handle.clone()).unwrap_or_default(),
+        volume_attributes_class_name: spec
+            .and_then(|s| s.volume_attributes_class_name.clone())
+            .unwrap_or_default(),
+    }
+}
+
+/// Projects a StorageClass.
+pub fn storage_class_info(sc: &k8s_openapi::api::storage::v1::StorageClass) -> proto::StorageClass {
+    proto::StorageClass {
+        name: sc.metadata.name.clone().unwrap_or_default(),
+        provisioner: sc.provisioner.clone(),
+        volume_binding_mode: sc.volume_binding_mode.clone().unwrap_or_default(),
+        allowed_topologies: sc
+            .allowed_topologies
+            .iter()
+            .flatten()
+            .map(|t| proto::TopologySelectorTerm {
+                match_label_expressions: t
+                    .match_label_expressions
+                    .iter()
+                    .flatten()
+                    .map(|r| proto::TopologySelectorRequirement {
+                        key: r.key.clone(),
+                        values: r.values.clone(),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+/// Projects a CSINode: each driver's attach limit.
+pub fn csi_node_info(n: &k8s_openapi::api::storage::v1::CSINode) -> proto::CsiNode {
+    proto::CsiNode {
+        name: n.metadata.name.clone().unwrap_or_default(),
+        drivers: n
+            .spec
+            .drivers
+            .iter()
+            .map(|d| proto::CsiNodeDriver {
+                name: d.name.clone(),
+                allocatable_count: d.allocatable.as_ref().and_then(|a| a.count),
+            })
+            .collect(),
+    }
+}
+
+/// A storage object as the binder tracks it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StorageObject {
+    /// A PersistentVolumeClaim.
+    Claim(proto::PersistentVolumeClaim),
+    /// A PersistentVolume.
+    Volume(proto::PersistentVolume),
+    /// A StorageClass.
+    Class(proto::StorageClass),
+    /// A CSINode.
+    CsiNode(proto::CsiNode),
+}
+
+/// The identity of a storage object: a claim by `namespace/name`, the others by name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum StorageKey {
+    /// A PersistentVolumeClaim, `namespace/name`.
+    Claim(String),
+    /// A PersistentVolume.
+    Volume(String),
+    /// A StorageClass.
+    Class(String),
+    /// A CSINode.
+    CsiNode(String),
+}
+
+impl StorageObject {
+    /// Its identity.
+    pub fn key(&self) -> StorageKey {
+        match self {
+            Self::Claim(c) => StorageKey::Claim(format!("{}/{}", c.namespace, c.name)),
+            Self::Volume(v) => StorageKey::Volume(v.name.clone()),
+            Self::Class(c) => StorageKey::Class(c.name.clone()),
+            Self::CsiNode(n) => StorageKey::CsiNode(n.name.clone()),
+        }
     }
 }
 
@@ -489,6 +723,33 @@ mod tests {
         let a = s.node_affinity.as_ref().unwrap();
         assert_eq!(a.required.as_ref().unwrap().terms[0].match_expressions[0].values, ["a"]);
         assert_eq!(a.preferred[0].weight, 5);
+    }
+
+    #[test]
+    fn scheduling_gates_are_read_and_absent_on_an_older_api_server() {
+        let gated: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "g", "namespace": "shop", "uid": "u-g"},
+            "spec": {"containers": [{"name": "c"}],
+                     "schedulingGates": [{"name": "example.com/quota"}, {"name": "example.com/data"}]}
+        }))
+        .unwrap();
+        let info = pod_info(&gated);
+        assert!(info.is_gated());
+        assert_eq!(info.scheduling_gates, ["example.com/quota", "example.com/data"]);
+        assert_eq!(
+            info.gated_message(),
+            "waiting for scheduling gates: [example.com/quota example.com/data]"
+        );
+        // A 1.24 API server neither stores nor returns the field; an emptied list is ungated too.
+        for spec in [
+            serde_json::json!({"containers": [{"name": "c"}]}),
+            serde_json::json!({"containers": [{"name": "c"}], "schedulingGates": []}),
+        ] {
+            let pod: Pod =
+                serde_json::from_value(serde_json::json!({"metadata": {"name": "p", "uid": "u"}, "spec": spec}))
+                    .unwrap();
+            assert!(!pod_info(&pod).is_gated());
+        }
     }
 
     #[test]

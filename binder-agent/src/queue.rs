@@ -2,8 +2,10 @@
 //! a backoff queue for pods that failed, and an unschedulable pool whose pods move back when a
 //! cluster event could make them fit (a node added or changed, a pod deleted) or after a while.
 //!
-//! Every pending pod is in exactly one place: active, backoff, unschedulable or in flight (popped
-//! and not yet decided or bound). Heaps are cleaned lazily: an entry is valid only if its
+//! Every pending pod is in exactly one place: active, backoff, unschedulable, gated or in flight
+//! (popped and not yet decided or bound). A gated pod (non-empty `spec.schedulingGates`) waits,
+//! as behind kube-scheduler's `SchedulingGates` PreEnqueue plugin, for the update that removes its
+//! last gate; no other cluster event and no timeout moves it. Heaps are cleaned lazily: an entry is valid only if its
 //! generation matches the pod's.
 
 use std::cmp::{Ordering, Reverse};
@@ -46,6 +48,8 @@ pub enum Place {
     Unschedulable(Instant),
     /// Popped: being decided or bound.
     InFlight,
+    /// Held by scheduling gates until an update removes the last one.
+    Gated,
 }
 
 /// A pending pod and its scheduling history.
@@ -97,6 +101,8 @@ pub struct QueueCounts {
     pub unschedulable: usize,
     /// In flight.
     pub in_flight: usize,
+    /// Gated (kube-scheduler's `gated` queue label).
+    pub gated: usize,
 }
 
 /// The scheduling queue.
@@ -125,6 +131,7 @@ impl SchedulingQueue {
             Place::Backoff(_) => &mut self.counts.backoff,
             Place::Unschedulable(_) => &mut self.counts.unschedulable,
             Place::InFlight => &mut self.counts.in_flight,
+            Place::Gated => &mut self.counts.gated,
         };
         *c = c.saturating_add_signed(delta);
     }
@@ -159,15 +166,35 @@ impl SchedulingQueue {
     }
 
     /// Adds a new pending pod, or updates one already queued. An update to a pod in the
-    /// unschedulable pool moves it to the active queue (it may fit now).
-    pub fn add_or_update(&mut self, info: PodInfo, now: Instant) {
+    /// unschedulable pool moves it to the active queue (it may fit now). A pod with scheduling
+    /// gates is parked as gated; the update that removes its last gate makes it active (and
+    /// its end-to-end latency starts then, as kube-scheduler's scheduling SLI excludes gated
+    /// time). Returns whether the pod became schedulable: new and ungated, or ungated now.
+    pub fn add_or_update(&mut self, info: PodInfo, now: Instant) -> bool {
         let uid = info.spec.uid.clone();
+        let gated = info.is_gated();
         match self.pods.get_mut(&uid) {
             Some(p) => {
                 let changed = p.info.spec != info.spec;
                 p.info = info;
-                if changed && matches!(p.place, Place::Unschedulable(_)) {
-                    self.place(&uid, Place::Active);
+                match p.place {
+                    Place::Gated if !gated => {
+                        p.first_seen = now;
+                        self.place(&uid, Place::Active);
+                        true
+                    }
+                    // The API server refuses to add gates to a pod; a view that shows gates again
+                    // is stale, and a pod in flight is not pulled back.
+                    Place::Gated | Place::InFlight => false,
+                    _ if gated => {
+                        self.place(&uid, Place::Gated);
+                        false
+                    }
+                    Place::Unschedulable(_) if changed => {
+                        self.place(&uid, Place::Active);
+                        false
+                    }
+                    _ => false,
                 }
             }
             None => {
@@ -182,7 +209,8 @@ impl SchedulingQueue {
                     },
                 );
                 self.counts.in_flight += 1;
-                self.place(&uid, Place::Active);
+                self.place(&uid, if gated { Place::Gated } else { Place::Active });
+                !gated
             }
         }
     }
@@ -311,10 +339,10 @@ impl SchedulingQueue {
     }
 
     /// Pops one waiting (active, backoff or unschedulable) pod out of turn, in flight, to join a
-    /// batch (a gang's member).
+    /// batch (a gang's member). A gated or in-flight pod is not taken.
     pub fn take(&mut self, uid: &str) -> Option<QueuedPod> {
         let place = self.pods.get(uid)?.place;
-        if place == Place::InFlight {
+        if matches!(place, Place::InFlight | Place::Gated) {
             return None;
         }
         self.place(uid, Place::InFlight);
@@ -495,6 +523,47 @@ mod tests {
         q.move_unschedulable_where(later, |i| i.spec.uid == "a");
         assert_eq!(q.place_of("a"), Some(Place::Active));
         assert_eq!(q.place_of("b"), Some(Place::Unschedulable(t0)));
+    }
+
+    fn gated(uid: &str, gates: &[&str]) -> PodInfo {
+        PodInfo {
+            scheduling_gates: gates.iter().map(|g| g.to_string()).collect(),
+            ..info(uid, 0, 0)
+        }
+    }
+
+    #[test]
+    fn a_gated_pod_waits_for_the_update_that_removes_its_last_gate() {
+        let t0 = Instant::now();
+        let mut q = SchedulingQueue::new(QueueConfig::default());
+        assert!(!q.add_or_update(gated("g", &["a", "b"]), t0), "gated on arrival");
+        assert!(
+            q.add_or_update(info("free", 0, 1), t0),
+            "an ungated pod is schedulable at once"
+        );
+        assert_eq!(q.place_of("g"), Some(Place::Gated));
+        assert_eq!(q.counts().gated, 1);
+        assert_eq!(uids(&q.pop_batch(10, t0)), ["free"]);
+        // No cluster event, no timeout and no gang pull moves a gated pod.
+        let later = t0 + Duration::from_secs(3600);
+        q.move_all_unschedulable(later);
+        q.activate_where(|_| true);
+        assert!(q.take("g").is_none());
+        assert!(q.pop_batch(10, later).is_empty());
+        // One gate of two removed: still gated.
+        assert!(!q.add_or_update(gated("g", &["b"]), later));
+        assert_eq!(q.place_of("g"), Some(Place::Gated));
+        // The last gate removed: active, its latency counted from now.
+        assert!(q.add_or_update(gated("g", &[]), later));
+        assert_eq!(q.counts().gated, 0);
+        let popped = q.pop_batch(10, later);
+        assert_eq!(uids(&popped), ["g"]);
+        assert_eq!(popped[0].first_seen, later);
+        assert_eq!(popped[0].attempts, 1);
+        // Removed while gated, nothing is left behind.
+        q.add_or_update(gated("h", &["a"]), later);
+        q.remove("h");
+        assert_eq!(q.counts().gated, 0);
     }
 
     #[test]

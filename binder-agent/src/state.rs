@@ -22,7 +22,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use placement_scheduler::proto;
 use prost::Message;
 
-use crate::model::PdbInfo;
+use crate::model::{PdbInfo, StorageKey, StorageObject};
 
 /// What changed, by identity; the current value is read from the state when a delta is built.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -31,6 +31,7 @@ enum Key {
     Pod(String),
     Namespace(String),
     Pdb(String),
+    Storage(StorageKey),
 }
 
 /// A PodDisruptionBudget and how far its disruptedPods names are resolved.
@@ -79,6 +80,8 @@ pub struct ClusterState {
     pdbs: HashMap<String, PdbEntry>,
     /// Budgets with disruptedPods names not resolved to a pod yet.
     unresolved_pdbs: usize,
+    /// PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes.
+    storage: HashMap<StorageKey, StorageObject>,
     /// Bound pods by uid, protobuf-encoded.
     bound: HashMap<String, Box<[u8]>>,
     assumed: HashMap<String, proto::Pod>,
@@ -144,6 +147,31 @@ impl ClusterState {
         if self.namespaces.remove(name).is_some() {
             self.record(Key::Namespace(name.to_string()));
         }
+    }
+
+    /// Adds or replaces a claim, volume, storage class or CSINode; returns whether it changed.
+    pub fn apply_storage(&mut self, obj: StorageObject) -> bool {
+        let key = obj.key();
+        if self.storage.get(&key) == Some(&obj) {
+            return false;
+        }
+        self.storage.insert(key.clone(), obj);
+        self.record(Key::Storage(key));
+        true
+    }
+
+    /// Removes a claim, volume, storage class or CSINode; returns whether it was known.
+    pub fn delete_storage(&mut self, key: &StorageKey) -> bool {
+        if self.storage.remove(key).is_some() {
+            self.record(Key::Storage(key.clone()));
+            return true;
+        }
+        false
+    }
+
+    /// The storage object with this identity.
+    pub fn storage_object(&self, key: &StorageKey) -> Option<&StorageObject> {
+        self.storage.get(key)
     }
 
     /// Adds or replaces a PodDisruptionBudget, resolving its disruptedPods names to uids.
@@ -337,12 +365,24 @@ impl ClusterState {
         pods.sort_by(|a, b| a.uid.cmp(&b.uid));
         let mut namespaces: Vec<proto::Namespace> = self.namespaces.values().cloned().collect();
         namespaces.sort_by(|a, b| a.name.cmp(&b.name));
-        proto::Snapshot {
+        let mut storage: Vec<(&StorageKey, &StorageObject)> = self.storage.iter().collect();
+        storage.sort_by(|a, b| a.0.cmp(b.0));
+        let mut snapshot = proto::Snapshot {
             nodes,
             pods,
             namespaces,
             pod_disruption_budgets: self.pod_disruption_budgets(),
+            ..Default::default()
+        };
+        for (_, obj) in storage {
+            match obj.clone() {
+                StorageObject::Claim(c) => snapshot.persistent_volume_claims.push(c),
+                StorageObject::Volume(v) => snapshot.persistent_volumes.push(v),
+                StorageObject::Class(c) => snapshot.storage_classes.push(c),
+                StorageObject::CsiNode(n) => snapshot.csi_nodes.push(n),
+            }
         }
+        snapshot
     }
 
     /// The changes after `since` as a delta (without its base id), or `None` when the log no longer
@@ -369,6 +409,16 @@ impl ClusterState {
                 Key::Pdb(key) => match self.pdbs.get(key) {
                     Some(e) => delta.upsert_pod_disruption_budgets.push(e.pdb.clone()),
                     None => delta.remove_pod_disruption_budgets.push(key.clone()),
+                },
+                Key::Storage(key) => match (self.storage.get(key).cloned(), key) {
+                    (Some(StorageObject::Claim(c)), _) => delta.upsert_persistent_volume_claims.push(c),
+                    (Some(StorageObject::Volume(v)), _) => delta.upsert_persistent_volumes.push(v),
+                    (Some(StorageObject::Class(c)), _) => delta.upsert_storage_classes.push(c),
+                    (Some(StorageObject::CsiNode(n)), _) => delta.upsert_csi_nodes.push(n),
+                    (None, StorageKey::Claim(k)) => delta.remove_persistent_volume_claims.push(k.clone()),
+                    (None, StorageKey::Volume(k)) => delta.remove_persistent_volumes.push(k.clone()),
+                    (None, StorageKey::Class(k)) => delta.remove_storage_classes.push(k.clone()),
+                    (None, StorageKey::CsiNode(k)) => delta.remove_csi_nodes.push(k.clone()),
                 },
             }
         }
@@ -632,6 +682,48 @@ mod tests {
         assert!(!s.only_assumed_since(v, &HashMap::new()));
         assert!(s.only_assumed_since(s.version(), &HashMap::new()));
         assert!(!s.only_assumed_since(s.version() + 1, &HashMap::new()));
+    }
+
+    #[test]
+    fn storage_objects_travel_in_full_snapshots_and_deltas() {
+        let claim = |volume: &str| {
+            StorageObject::Claim(proto::PersistentVolumeClaim {
+                namespace: "shop".into(),
+                name: "data-db-0".into(),
+                volume_name: volume.into(),
+                ..Default::default()
+            })
+        };
+        let class = StorageObject::Class(proto::StorageClass {
+            name: "local".into(),
+            provisioner: "kubernetes.io/no-provisioner".into(),
+            volume_binding_mode: "WaitForFirstConsumer".into(),
+            ..Default::default()
+        });
+        let mut s = ClusterState::new();
+        assert!(s.apply_storage(claim("")));
+        assert!(s.apply_storage(class.clone()));
+        let v = s.version();
+        assert!(!s.apply_storage(claim("")), "an unchanged object is not a change");
+        assert_eq!(s.version(), v);
+        let full = s.full();
+        assert_eq!(full.persistent_volume_claims.len(), 1);
+        assert_eq!(full.storage_classes[0].name, "local");
+        s.apply_storage(claim("pv-1"));
+        s.apply_storage(StorageObject::CsiNode(proto::CsiNode {
+            name: "n1".into(),
+            drivers: vec![proto::CsiNodeDriver {
+                name: "ebs.csi.aws.com".into(),
+                allocatable_count: Some(25),
+            }],
+        }));
+        assert!(s.delete_storage(&StorageKey::Class("local".into())));
+        assert!(!s.delete_storage(&StorageKey::Volume("nowhere".into())));
+        let d = s.delta_since(v).unwrap();
+        assert_eq!(d.upsert_persistent_volume_claims[0].volume_name, "pv-1");
+        assert_eq!(d.upsert_csi_nodes[0].drivers[0].allocatable_count, Some(25));
+        assert_eq!(d.remove_storage_classes, ["local"]);
+        assert!(s.full().storage_classes.is_empty());
     }
 
     #[test]

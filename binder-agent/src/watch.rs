@@ -1,6 +1,7 @@
 //! Feeds a [`Binder`] from the API server with kube-runtime watchers: every node, every namespace
 //! (whose labels pod affinity namespace selectors read), every policy/v1 PodDisruptionBudget
-//! (which preemption tries not to violate), and every pod that is not finished.
+//! (which preemption tries not to violate), every PersistentVolumeClaim, PersistentVolume,
+//! StorageClass and CSINode (which the volume filters read), and every pod that is not finished.
 //!
 //! Pods come from ONE watch over all namespaces with the field selector
 //! `status.phase!=Succeeded,status.phase!=Failed`, as kube-scheduler's own pod informer. Two
@@ -24,15 +25,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::runtime::watcher::{self, watcher, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 
 use crate::api::ClusterApi;
 use crate::binder::{Binder, ClusterEvent};
-use crate::model::{namespace_info, node_info, pdb_info, pdb_key, pod_info};
+use crate::model::{
+    claim_info, csi_node_info, namespace_info, node_info, pdb_info, pdb_key, pod_info, storage_class_info, volume_info,
+    StorageKey, StorageObject,
+};
 
 /// kube-scheduler's pod field selector: every pod that may still use (or need) a node.
 pub const POD_FIELD_SELECTOR: &str = "status.phase!=Succeeded,status.phase!=Failed";
@@ -230,6 +235,111 @@ impl PdbTracker {
     }
 }
 
+/// A storage kind the binder watches: how an object is projected and identified.
+pub trait StorageKind: Sized {
+    /// The object as the binder tracks it.
+    fn project(&self) -> StorageObject;
+    /// The identity of a deleted object.
+    fn deleted_key(&self) -> StorageKey;
+}
+
+fn name_of(meta: &kube::api::ObjectMeta) -> String {
+    meta.name.clone().unwrap_or_default()
+}
+
+impl StorageKind for PersistentVolumeClaim {
+    fn project(&self) -> StorageObject {
+        StorageObject::Claim(claim_info(self))
+    }
+    fn deleted_key(&self) -> StorageKey {
+        StorageKey::Claim(format!(
+            "{}/{}",
+            self.metadata.namespace.as_deref().unwrap_or_default(),
+            name_of(&self.metadata)
+        ))
+    }
+}
+
+impl StorageKind for PersistentVolume {
+    fn project(&self) -> StorageObject {
+        StorageObject::Volume(volume_info(self))
+    }
+    fn deleted_key(&self) -> StorageKey {
+        StorageKey::Volume(name_of(&self.metadata))
+    }
+}
+
+impl StorageKind for StorageClass {
+    fn project(&self) -> StorageObject {
+        StorageObject::Class(storage_class_info(self))
+    }
+    fn deleted_key(&self) -> StorageKey {
+        StorageKey::Class(name_of(&self.metadata))
+    }
+}
+
+impl StorageKind for CSINode {
+    fn project(&self) -> StorageObject {
+        StorageObject::CsiNode(csi_node_info(self))
+    }
+    fn deleted_key(&self) -> StorageKey {
+        StorageKey::CsiNode(name_of(&self.metadata))
+    }
+}
+
+/// Turns watch events of one storage kind into cluster events.
+#[derive(Debug, Default)]
+pub struct StorageTracker {
+    keys: std::collections::HashMap<String, StorageKey>,
+    relisting: Option<HashSet<String>>,
+}
+
+fn key_string(k: &StorageKey) -> String {
+    format!("{k:?}")
+}
+
+impl StorageTracker {
+    /// The cluster events for one watch event; `true` with them when an initial list completed.
+    pub fn on_event<K: StorageKind>(&mut self, event: Event<K>) -> (Vec<ClusterEvent>, bool) {
+        match event {
+            Event::Init => {
+                self.relisting = Some(HashSet::new());
+                (Vec::new(), false)
+            }
+            Event::InitApply(obj) | Event::Apply(obj) => {
+                let projected = obj.project();
+                let key = projected.key();
+                let s = key_string(&key);
+                if let Some(seen) = &mut self.relisting {
+                    seen.insert(s.clone());
+                }
+                self.keys.insert(s, key);
+                (vec![ClusterEvent::StorageApplied(projected)], false)
+            }
+            Event::Delete(obj) => {
+                let key = obj.deleted_key();
+                self.keys.remove(&key_string(&key));
+                (vec![ClusterEvent::StorageDeleted(key)], false)
+            }
+            Event::InitDone => {
+                let Some(seen) = self.relisting.take() else {
+                    return (Vec::new(), true);
+                };
+                let mut gone: Vec<StorageKey> = Vec::new();
+                self.keys.retain(|s, k| {
+                    let keep = seen.contains(s);
+                    if !keep {
+                        gone.push(k.clone());
+                    }
+                    keep
+                });
+                gone.sort();
+                (gone.into_iter().map(ClusterEvent::StorageDeleted).collect(), true)
+            }
+        }
+    }
+}
+
 /// Turns pod watch events into cluster events.
 #[derive(Debug, Default)]
 pub struct PodTracker {
@@ -297,7 +407,10 @@ struct SyncBarrier<A> {
 impl<A: ClusterApi> SyncBarrier<A> {
     fn done(&self) {
         if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-            tracing::info!("initial node, namespace, PodDisruptionBudget and pod lists done: binder synced");
+            tracing::info!(
+                "initial node, namespace, PodDisruptionBudget, storage (claims, volumes, classes, CSINodes) and pod \
+                 lists done: binder synced"
+            );
             self.binder.set_synced();
         }
     }
@@ -332,13 +445,56 @@ async fn drive<K, T, A>(
     }
 }
 
-/// Watches nodes, namespaces, PodDisruptionBudgets and pods and feeds `binder` until `shutdown`
-/// resolves.
+/// Watches the storage objects the volume filters read.
+async fn storage_watches<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier<A>>) {
+    let claims = watcher(
+        Api::<PersistentVolumeClaim>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff();
+    let volumes = watcher(Api::<PersistentVolume>::all(client.clone()), watcher::Config::default()).default_backoff();
+    let classes = watcher(Api::<StorageClass>::all(client.clone()), watcher::Config::default()).default_backoff();
+    let csi_nodes = watcher(Api::<CSINode>::all(client.clone()), watcher::Config::default()).default_backoff();
+    tokio::join!(
+        drive(
+            "persistentvolumeclaims",
+            claims,
+            StorageTracker::default(),
+            StorageTracker::on_event,
+            Arc::clone(&barrier),
+        ),
+        drive(
+            "persistentvolumes",
+            volumes,
+            StorageTracker::default(),
+            StorageTracker::on_event,
+            Arc::clone(&barrier),
+        ),
+        drive(
+            "storageclasses",
+            classes,
+            StorageTracker::default(),
+            StorageTracker::on_event,
+            Arc::clone(&barrier),
+        ),
+        drive(
+            "csinodes",
+            csi_nodes,
+            StorageTracker::default(),
+            StorageTracker::on_event,
+            Arc::clone(&barrier),
+        ),
+    );
+}
+
+/// Watches nodes, namespaces, PodDisruptionBudgets, storage objects and pods and feeds `binder`
+/// until `shutdown` resolves.
 pub async fn run<A: ClusterApi>(client: Client, binder: Binder<A>, shutdown: impl Future<Output = ()>) {
     let barrier = Arc::new(SyncBarrier {
-        remaining: AtomicUsize::new(4),
+        remaining: AtomicUsize::new(8),
         binder,
     });
+    let storage = storage_watches(client.clone(), Arc::clone(&barrier));
     let nodes = watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff();
     let namespaces = watcher(Api::<Namespace>::all(client.clone()), watcher::Config::default()).default_backoff();
     let pdbs = watcher(
@@ -375,7 +531,7 @@ pub async fn run<A: ClusterApi>(client: Client, binder: Binder<A>, shutdown: imp
     let pods = drive("pods", pods, PodTracker::default(), PodTracker::on_event, barrier);
     tokio::select! {
         () = shutdown => {}
-        _ = async { tokio::join!(nodes, namespaces, pdbs, pods) } => {}
+        _ = async { tokio::join!(nodes, namespaces, pdbs, storage, pods) } => {}
     }
 }
 

@@ -16,9 +16,13 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use placement_binder::model::{namespace_info, node_info, pdb_info, pdb_key, pod_info};
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use placement_binder::model::{
+    claim_info, csi_node_info, namespace_info, node_info, pdb_info, pdb_key, pod_info, storage_class_info, volume_info,
+    StorageObject,
+};
 use placement_binder::state::ClusterState;
 use placement_scheduler::proto;
 use prost::Message;
@@ -35,6 +39,7 @@ enum Object {
     Node(Box<Node>),
     Namespace(Namespace),
     Pdb(PodDisruptionBudget),
+    Storage(StorageObject),
 }
 
 /// The corpus: (file stem, object), in file name order.
@@ -58,6 +63,22 @@ fn corpus() -> Vec<(String, Object)> {
                 "Node" => Object::Node(Box::new(serde_json::from_value(value).map_err(parse_err).unwrap())),
                 "Namespace" => Object::Namespace(serde_json::from_value(value).map_err(parse_err).unwrap()),
                 "PodDisruptionBudget" => Object::Pdb(serde_json::from_value(value).map_err(parse_err).unwrap()),
+                "PersistentVolumeClaim" => {
+                    let c: PersistentVolumeClaim = serde_json::from_value(value).map_err(parse_err).unwrap();
+                    Object::Storage(StorageObject::Claim(claim_info(&c)))
+                }
+                "PersistentVolume" => {
+                    let v: PersistentVolume = serde_json::from_value(value).map_err(parse_err).unwrap();
+                    Object::Storage(StorageObject::Volume(volume_info(&v)))
+                }
+                "StorageClass" => {
+                    let c: StorageClass = serde_json::from_value(value).map_err(parse_err).unwrap();
+                    Object::Storage(StorageObject::Class(storage_class_info(&c)))
+                }
+                "CSINode" => {
+                    let n: CSINode = serde_json::from_value(value).map_err(parse_err).unwrap();
+                    Object::Storage(StorageObject::CsiNode(csi_node_info(&n)))
+                }
                 other => panic!("{}: kind {other:?} is not part of the contract", path.display()),
             };
             let stem = path.file_stem().unwrap_or_default().to_string_lossy().into_owned();
@@ -85,6 +106,9 @@ fn convert(corpus: &[(String, Object)]) -> (Vec<Converted>, Vec<u8>) {
             Object::Node(n) => state.apply_node(node_info(n)),
             Object::Namespace(ns) => state.apply_namespace(namespace_info(ns)),
             Object::Pdb(p) => state.apply_pdb(pdb_info(p)),
+            Object::Storage(s) => {
+                state.apply_storage(s.clone());
+            }
         }
     }
     let snapshot = state.full();
@@ -105,6 +129,10 @@ fn convert(corpus: &[(String, Object)]) -> (Vec<Converted>, Vec<u8>) {
                         .expect("every budget is in the snapshot");
                     ("placement.v1.PodDisruptionBudget", pdb.encode_to_vec())
                 }
+                Object::Storage(StorageObject::Claim(c)) => ("placement.v1.PersistentVolumeClaim", c.encode_to_vec()),
+                Object::Storage(StorageObject::Volume(v)) => ("placement.v1.PersistentVolume", v.encode_to_vec()),
+                Object::Storage(StorageObject::Class(c)) => ("placement.v1.StorageClass", c.encode_to_vec()),
+                Object::Storage(StorageObject::CsiNode(n)) => ("placement.v1.CsiNode", n.encode_to_vec()),
             };
             (stem.clone(), type_name, bytes)
         })

@@ -442,6 +442,7 @@ fn info(uid: &str, cpu: &str, priority: i32, node: Option<&str>, created_ms: i64
         deleting: false,
         owner: None,
         annotations: Default::default(),
+        scheduling_gates: Vec::new(),
     }
 }
 

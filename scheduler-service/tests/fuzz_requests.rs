@@ -105,6 +105,45 @@ fn snapshot() -> proto::Snapshot {
             disruptions_allowed: 1,
             ..Default::default()
         }],
+        persistent_volume_claims: vec![proto::PersistentVolumeClaim {
+            namespace: "default".into(),
+            name: "data".into(),
+            storage_class_name: "local".into(),
+            access_modes: vec!["ReadWriteOnce".into()],
+            storage_request: "1Gi".into(),
+            ..Default::default()
+        }],
+        persistent_volumes: vec![proto::PersistentVolume {
+            name: "pv-1".into(),
+            storage_class_name: "local".into(),
+            capacity: "10Gi".into(),
+            access_modes: vec!["ReadWriteOnce".into()],
+            phase: "Available".into(),
+            node_affinity: Some(proto::NodeSelector {
+                terms: vec![proto::NodeSelectorTerm {
+                    match_expressions: vec![proto::NodeSelectorRequirement {
+                        key: "zone".into(),
+                        operator: "In".into(),
+                        values: vec!["a".into()],
+                    }],
+                    match_fields: vec![],
+                }],
+            }),
+            ..Default::default()
+        }],
+        storage_classes: vec![proto::StorageClass {
+            name: "local".into(),
+            provisioner: "kubernetes.io/no-provisioner".into(),
+            volume_binding_mode: "WaitForFirstConsumer".into(),
+            allowed_topologies: vec![],
+        }],
+        csi_nodes: vec![proto::CsiNode {
+            name: "n1".into(),
+            drivers: vec![proto::CsiNodeDriver {
+                name: "ebs.csi.aws.com".into(),
+                allocatable_count: Some(2),
+            }],
+        }],
     }
 }
 

@@ -3,8 +3,10 @@
 //! Real `kube::Client` code (typed `Api`s, `kube::runtime::watcher`, lease managers, event
 //! recorders) runs against it unmodified. It serves core/v1 `nodes`, `pods` (with the `status`
 //! and `binding` subresources), `events` and `namespaces`, events.k8s.io/v1 `events`,
-//! coordination.k8s.io/v1 `leases` and policy/v1 `poddisruptionbudgets` (with the `status`
-//! subresource), with one global, monotonically increasing resourceVersion like etcd.
+//! coordination.k8s.io/v1 `leases`, policy/v1 `poddisruptionbudgets`, core/v1
+//! `persistentvolumeclaims` and `persistentvolumes` (with the `status` subresource), and
+//! storage.k8s.io/v1 `storageclasses` and `csinodes`, with one global, monotonically increasing
+//! resourceVersion like etcd.
 //!
 //! Supported, with the API server's semantics:
 //! - GET/LIST (label and field selectors; pages with `limit`/`continue`), WATCH (replay from an in-memory history, then live; selector transitions become
@@ -14,9 +16,12 @@
 //!   server-side apply with field-ownership conflicts), DELETE (preconditions, finalizers) and
 //!   DELETE of a collection.
 //! - `pods/{name}/binding`: sets `spec.nodeName` and the `PodScheduled` condition; 409 when the
-//!   pod is already bound, being deleted, or the uid/resourceVersion precondition fails.
-//! - Pod strategies: create resets `status` to `Pending` and applies a few defaults; updates of
-//!   the main resource keep `status` and reject changes to immutable `spec` fields (422); the
+//!   pod is already bound, being deleted, still has scheduling gates, or the uid/resourceVersion
+//!   precondition fails.
+//! - Pod strategies: create resets `status` to `Pending`, applies a few defaults and gives a pod
+//!   with scheduling gates `PodScheduled=False` (reason `SchedulingGated`); updates of the main
+//!   resource keep `status`, reject changes to immutable `spec` fields and added scheduling gates
+//!   (422); the
 //!   `status` subresource changes only `status`. Node updates keep `status` likewise.
 //!
 //! - Graceful pod deletion: DELETE of a pod scheduled to a node sets `deletionTimestamp` (now +
@@ -79,6 +84,14 @@ pub enum Kind {
     /// policy/v1 `poddisruptionbudgets` (namespaced; tests play the disruption controller and
     /// write `status`).
     PodDisruptionBudget,
+    /// core/v1 `persistentvolumeclaims` (namespaced; tests play the PV controller).
+    PersistentVolumeClaim,
+    /// core/v1 `persistentvolumes` (cluster-scoped).
+    PersistentVolume,
+    /// storage.k8s.io/v1 `storageclasses` (cluster-scoped).
+    StorageClass,
+    /// storage.k8s.io/v1 `csinodes` (cluster-scoped).
+    CsiNode,
 }
 
 /// Static description of a served resource.
@@ -163,6 +176,46 @@ const RESOURCES: &[ResourceInfo] = &[
         kind_name: "PodDisruptionBudget",
         namespaced: true,
         subresources: &["status"],
+    },
+    ResourceInfo {
+        kind: Kind::PersistentVolumeClaim,
+        group: "",
+        version: "v1",
+        plural: "persistentvolumeclaims",
+        singular: "persistentvolumeclaim",
+        kind_name: "PersistentVolumeClaim",
+        namespaced: true,
+        subresources: &["status"],
+    },
+    ResourceInfo {
+        kind: Kind::PersistentVolume,
+        group: "",
+        version: "v1",
+        plural: "persistentvolumes",
+        singular: "persistentvolume",
+        kind_name: "PersistentVolume",
+        namespaced: false,
+        subresources: &["status"],
+    },
+    ResourceInfo {
+        kind: Kind::StorageClass,
+        group: "storage.k8s.io",
+        version: "v1",
+        plural: "storageclasses",
+        singular: "storageclass",
+        kind_name: "StorageClass",
+        namespaced: false,
+        subresources: &[],
+    },
+    ResourceInfo {
+        kind: Kind::CsiNode,
+        group: "storage.k8s.io",
+        version: "v1",
+        plural: "csinodes",
+        singular: "csinode",
+        kind_name: "CSINode",
+        namespaced: false,
+        subresources: &[],
     },
 ];
 
@@ -1007,6 +1060,46 @@ fn default_pod(pod: &mut Value) {
     }
 }
 
+/// The API server's `applySchedulingGatedCondition` on create (1.26 and later): a pod with
+/// scheduling gates and no `PodScheduled` condition gets `PodScheduled=False`, reason
+/// `SchedulingGated`.
+fn apply_scheduling_gated_condition(pod: &mut Value) {
+    let gated = pod
+        .pointer("/spec/schedulingGates")
+        .and_then(Value::as_array)
+        .is_some_and(|g| !g.is_empty());
+    let has_condition = pod
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| c.get("type").and_then(Value::as_str) == Some("PodScheduled"));
+    if gated && !has_condition {
+        set_pod_condition(
+            pod,
+            "PodScheduled",
+            "False",
+            Some("SchedulingGated"),
+            Some("Scheduling is blocked due to non-empty scheduling gates"),
+        );
+    }
+}
+
+/// The first gate of `new` that `old` did not have (its index and name): pod validation allows
+/// scheduling gates to be removed only.
+fn added_scheduling_gate(old_spec: &Value, new_spec: &Value) -> Option<(usize, String)> {
+    let names = |spec: &Value| -> Vec<String> {
+        spec.get("schedulingGates")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|g| g.get("name").and_then(Value::as_str).map(str::to_string))
+            .collect()
+    };
+    let old = names(old_spec);
+    names(new_spec).into_iter().enumerate().find(|(_, g)| !old.contains(g))
+}
+
 /// Masks the pod spec fields an update may change.
 fn mutable_pod_spec_masked(spec: &Value) -> Value {
     let mut s = spec.clone();
@@ -1139,6 +1232,7 @@ impl Inner {
                     s.entry("qosClass").or_insert(json!(qos));
                 }
             }
+            apply_scheduling_gated_condition(&mut obj);
         }
         let mut owners = Ownership::default();
         owners.record_update(manager, None, &obj);
@@ -1224,7 +1318,11 @@ impl Inner {
         }
         set_type_meta(kind, &mut new);
         match kind {
-            Kind::Pod | Kind::Node | Kind::PodDisruptionBudget => {
+            Kind::Pod
+            | Kind::Node
+            | Kind::PodDisruptionBudget
+            | Kind::PersistentVolumeClaim
+            | Kind::PersistentVolume => {
                 let m = new.as_object_mut().expect("object");
                 match old.get("status") {
                     Some(s) => m.insert("status".into(), s.clone()),
@@ -1240,6 +1338,15 @@ impl Inner {
             default_pod(&mut tmp);
             new_spec = tmp["spec"].take();
             let old_spec = old.get("spec").cloned().unwrap_or(Value::Null);
+            if let Some((index, gate)) = added_scheduling_gate(&old_spec, &new_spec) {
+                return Err(ApiError::invalid(
+                    kind,
+                    name,
+                    &format!("spec.schedulingGates[{index}].name"),
+                    "FieldValueForbidden",
+                    &format!("Forbidden: only deletion is allowed, but found new scheduling gate '{gate}'"),
+                ));
+            }
             if mutable_pod_spec_masked(&new_spec) != mutable_pod_spec_masked(&old_spec) {
                 return Err(ApiError::invalid(
                     kind,
@@ -1543,6 +1650,13 @@ impl Inner {
             .filter(|s| !s.is_empty())
         {
             return Err(conflict(&format!("pod {name} is already assigned to node \"{node}\"")));
+        }
+        if pod
+            .pointer("/spec/schedulingGates")
+            .and_then(Value::as_array)
+            .is_some_and(|g| !g.is_empty())
+        {
+            return Err(conflict(&format!("pod {name} has non-empty .spec.schedulingGates")));
         }
         pod["spec"]["nodeName"] = json!(target);
         if let Some(annotations) = binding.pointer("/metadata/annotations").and_then(Value::as_object) {

@@ -1310,6 +1310,10 @@ async fn list_policies_names_the_default_first_with_distinct_digests() {
             "NodeAffinity",
             "NodePorts",
             "NodeResourcesFit",
+            "VolumeRestrictions",
+            "NodeVolumeLimits",
+            "VolumeBinding",
+            "VolumeZone",
             "PodTopologySpread",
             "InterPodAffinity"
         ]
@@ -2481,4 +2485,153 @@ async fn bad_pod_disruption_budget_selector_is_refused() {
 #[tokio::test]
 async fn duplicate_pod_disruption_budget_is_refused() {
     check_refused(duplicate_pdb()).await;
+}
+
+fn claim(name: &str) -> proto::PersistentVolumeClaim {
+    proto::PersistentVolumeClaim {
+        namespace: "default".into(),
+        name: name.into(),
+        storage_class_name: "local".into(),
+        access_modes: vec!["ReadWriteOnce".into()],
+        storage_request: "1Gi".into(),
+        ..Default::default()
+    }
+}
+
+fn volume(name: &str) -> proto::PersistentVolume {
+    proto::PersistentVolume {
+        name: name.into(),
+        storage_class_name: "local".into(),
+        capacity: "10Gi".into(),
+        access_modes: vec!["ReadWriteOnce".into()],
+        phase: "Available".into(),
+        ..Default::default()
+    }
+}
+
+fn with_storage(f: impl FnOnce(&mut proto::Snapshot)) -> proto::Snapshot {
+    let mut s = snapshot(vec![node("n1", 1, 1, 10)], vec![]);
+    f(&mut s);
+    s
+}
+
+#[tokio::test]
+async fn bad_claim_quantity_is_refused() {
+    let s = with_storage(|s| {
+        let mut c = claim("data");
+        c.storage_request = "ten".into();
+        s.persistent_volume_claims = vec![claim("ok"), c];
+    });
+    check_refused(BadInput {
+        call: Call::Sync(full(s)),
+        field: "full.persistent_volume_claims[1].storage_request",
+        description: r#"invalid quantity "ten""#,
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn duplicate_persistent_volume_is_refused() {
+    let s = with_storage(|s| s.persistent_volumes = vec![volume("pv-1"), volume("pv-1")]);
+    check_refused(BadInput {
+        call: Call::Sync(full(s)),
+        field: "full.persistent_volumes[1].name",
+        description: r#"duplicate PersistentVolume "pv-1""#,
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn bad_binding_mode_and_attach_limit_are_refused() {
+    let s = with_storage(|s| {
+        s.storage_classes = vec![proto::StorageClass {
+            name: "local".into(),
+            volume_binding_mode: "Later".into(),
+            ..Default::default()
+        }]
+    });
+    check_refused(BadInput {
+        call: Call::Sync(full(s)),
+        field: "full.storage_classes[0].volume_binding_mode",
+        description: r#"unsupported binding mode "Later""#,
+    })
+    .await;
+    let s = with_storage(|s| {
+        s.csi_nodes = vec![proto::CsiNode {
+            name: "n1".into(),
+            drivers: vec![proto::CsiNodeDriver {
+                name: "ebs.csi.aws.com".into(),
+                allocatable_count: Some(-1),
+            }],
+        }]
+    });
+    check_refused(BadInput {
+        call: Call::Rank(Box::new(rank_req(inline(s), pod("p", 1)))),
+        field: "snapshot.inline.csi_nodes[0].drivers[0].allocatable_count",
+        description: "must not be negative",
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_pod_volume_with_two_sources_is_refused() {
+    let mut p = pod("p", 1);
+    p.volumes = vec![proto::Volume {
+        name: "data".into(),
+        claim_name: "data".into(),
+        gce_pd_name: "disk".into(),
+        ..Default::default()
+    }];
+    check_refused(BadInput {
+        call: Call::Schedule(schedule_req(small_cluster(), vec![p])),
+        field: "pods[0].volumes[0].gce_pd_name",
+        description: "a volume has one source; claim_name is set too",
+    })
+    .await;
+}
+
+/// Storage objects are kept by a full snapshot and changed by deltas (removals, upserts), and a
+/// delta with a bad one is refused naming its field.
+#[tokio::test]
+async fn storage_objects_sync_in_full_snapshots_and_deltas() {
+    let (addr, tx, handle) = start_server(bad_input_config()).await;
+    let mut c = client(addr).await;
+    let s = with_storage(|s| {
+        s.persistent_volume_claims = vec![claim("data")];
+        s.persistent_volumes = vec![volume("pv-1")];
+    });
+    let base = c.sync_snapshot(full(s)).await.expect("full snapshot").into_inner();
+    let ok = c
+        .sync_snapshot(delta(proto::SnapshotDelta {
+            base_snapshot_id: base.snapshot_id.clone(),
+            remove_persistent_volume_claims: vec!["default/data".into()],
+            upsert_persistent_volumes: vec![volume("pv-2")],
+            upsert_storage_classes: vec![proto::StorageClass {
+                name: "local".into(),
+                provisioner: "kubernetes.io/no-provisioner".into(),
+                volume_binding_mode: "WaitForFirstConsumer".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }))
+        .await
+        .expect("a delta of storage objects");
+    assert_ne!(ok.into_inner().snapshot_id, base.snapshot_id);
+    let mut bad = volume("pv-3");
+    bad.access_modes = vec!["ReadWriteOnce".into(), "WriteSometimes".into()];
+    let err = c
+        .sync_snapshot(delta(proto::SnapshotDelta {
+            base_snapshot_id: base.snapshot_id,
+            upsert_persistent_volumes: vec![bad],
+            ..Default::default()
+        }))
+        .await
+        .expect_err("a bad access mode");
+    assert_invalid_argument(
+        &err,
+        "delta.upsert_persistent_volumes[0].access_modes[1]",
+        r#"unsupported access mode "WriteSometimes""#,
+    );
+    drop(c);
+    stop_server(tx, handle).await;
 }

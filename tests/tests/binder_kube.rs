@@ -495,8 +495,8 @@ async fn a_relist_after_a_broken_watch_frees_pods_deleted_meanwhile() {
     server.fail_next(1_000_000, matcher("GET", "/api/v1/pods"), 503);
     server.drop_watches();
     assert!(
-        server.wait_until(WAIT, |s| s.active_watches() == 3).await,
-        "only the node, namespace and PodDisruptionBudget watches are back"
+        server.wait_until(WAIT, |s| s.active_watches() == 7).await,
+        "only the node, namespace, PodDisruptionBudget and four storage watches are back"
     );
     server.delete_pod("default", "web-0");
     server.compact();
@@ -1741,6 +1741,204 @@ policies:
         message.starts_with("0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't have label test/test."),
         "{message}"
     );
+    running.stop().await;
+    let _ = stop_decisions.send(());
+}
+
+fn with_gates(mut p: Pod, gates: &[&str]) -> Pod {
+    p.spec.as_mut().unwrap().scheduling_gates = Some(
+        gates
+            .iter()
+            .map(|g| k8s_openapi::api::core::v1::PodSchedulingGate { name: g.to_string() })
+            .collect(),
+    );
+    p
+}
+
+/// kube-scheduler's `SchedulingGates` PreEnqueue plugin: a gated pod is never sent for a decision
+/// nor bound, and the binder writes nothing on it (the API server gave it `PodScheduled=False`,
+/// reason `SchedulingGated`, at creation); it is scheduled once an update removes its last gate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gated_pod_is_scheduled_once_its_last_gate_is_removed() {
+    use kube::api::{Patch, PatchParams};
+    let server = FakeApiServer::start().await;
+    server.create_node(node("n1", "4"));
+    server.create_pod(with_gates(
+        pod("gated", SCHEDULER, "250m", None),
+        &["example.com/a", "example.com/b"],
+    ));
+    server.create_pod(pod("free", SCHEDULER, "250m", None));
+    let (endpoint, stop_decisions) = decision_service().await;
+    let running = start_binder(
+        &server,
+        &endpoint,
+        Options {
+            lease: None,
+            ..Options::default()
+        },
+    );
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    eventually(WAIT, "the ungated pod bound", || async {
+        bound(&pods).await.contains_key("free")
+    })
+    .await;
+    let gated_gauge = "scheduler_pending_pods{queue=\"gated\"} 1";
+    eventually(WAIT, "the gated pod counted as gated", || async {
+        running.metrics.encode().contains(gated_gauge)
+    })
+    .await;
+    let untouched = |server: &FakeApiServer| {
+        let p = server.get_pod("default", "gated").unwrap();
+        assert_eq!(node_of(&p), None);
+        assert_eq!(
+            scheduled_condition(&p),
+            Some((
+                "False".into(),
+                "SchedulingGated".into(),
+                "Scheduling is blocked due to non-empty scheduling gates".into()
+            )),
+            "the API server's condition is left as it is"
+        );
+        assert!(
+            binding_statuses(server, "gated").is_empty(),
+            "a gated pod is never bound"
+        );
+        assert!(
+            !server
+                .events()
+                .iter()
+                .any(|e| e.regarding_name.as_deref() == Some("gated")),
+            "kube-scheduler writes no event on a gated pod"
+        );
+    };
+    untouched(&server);
+
+    // One gate of two removed: still gated. A pod created after the update and bound shows the
+    // binder has seen it.
+    let one_left = serde_json::json!({"spec": {"schedulingGates": [{"name": "example.com/b"}]}});
+    pods.patch("gated", &PatchParams::default(), &Patch::Merge(&one_left))
+        .await
+        .unwrap();
+    server.create_pod(pod("later", SCHEDULER, "250m", None));
+    eventually(WAIT, "the later pod bound", || async {
+        bound(&pods).await.contains_key("later")
+    })
+    .await;
+    untouched(&server);
+    assert!(running.metrics.encode().contains(gated_gauge));
+
+    // The last gate removed: scheduled at once.
+    let none_left = serde_json::json!({"spec": {"schedulingGates": null}});
+    pods.patch("gated", &PatchParams::default(), &Patch::Merge(&none_left))
+        .await
+        .unwrap();
+    eventually(WAIT, "the ungated pod bound", || async {
+        bound(&pods).await.contains_key("gated")
+    })
+    .await;
+    assert_eq!(binding_statuses(&server, "gated"), [201]);
+    let p = server.get_pod("default", "gated").unwrap();
+    assert_eq!(scheduled_condition(&p).map(|c| c.0).as_deref(), Some("True"));
+    eventually(WAIT, "the gated gauge back to 0", || async {
+        running
+            .metrics
+            .encode()
+            .contains("scheduler_pending_pods{queue=\"gated\"} 0")
+    })
+    .await;
+    running.stop().await;
+    let _ = stop_decisions.send(());
+}
+
+/// The binder watches claims, volumes, storage classes and CSINodes: they reach its state as
+/// created, changed and deleted, and a relist after a broken watch reports the ones deleted
+/// meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_objects_from_the_watches_reach_the_binders_state() {
+    use placement_tests::fake_apiserver::Kind;
+    let server = FakeApiServer::start().await;
+    server.create_node(node("n1", "4"));
+    server.create_raw(
+        Kind::StorageClass,
+        serde_json::json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": "local"}, "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer"}),
+    );
+    server.create_raw(
+        Kind::PersistentVolumeClaim,
+        serde_json::json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data", "namespace": "default"},
+            "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "1Gi"}}}}),
+    );
+    server.create_raw(
+        Kind::CsiNode,
+        serde_json::json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": "n1"},
+            "spec": {"drivers": [{"name": "ebs.csi.aws.com", "nodeID": "i-1", "allocatable": {"count": 2}}]}}),
+    );
+    let (endpoint, stop_decisions) = decision_service().await;
+    let running = start_binder(
+        &server,
+        &endpoint,
+        Options {
+            lease: None,
+            ..Options::default()
+        },
+    );
+    eventually(WAIT, "the storage lists reach the binder", || {
+        let b = running.binder.clone();
+        async move {
+            let s = b.storage_snapshot();
+            b.is_ready()
+                && s.storage_classes.len() == 1
+                && s.persistent_volume_claims.len() == 1
+                && s.csi_nodes.first().and_then(|n| n.drivers[0].allocatable_count) == Some(2)
+        }
+    })
+    .await;
+    // A volume appears, the claim is bound to it.
+    server.create_raw(
+        Kind::PersistentVolume,
+        serde_json::json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-1"},
+            "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "local",
+                     "local": {"path": "/mnt/1"},
+                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                         {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}]}}}}),
+    );
+    let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> = Api::default_namespaced(server.client());
+    let bind = serde_json::json!({"metadata": {"annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+                                  "spec": {"volumeName": "pv-1"}});
+    claims
+        .patch(
+            "data",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&bind),
+        )
+        .await
+        .unwrap();
+    eventually(WAIT, "the volume and the binding reach the binder", || {
+        let b = running.binder.clone();
+        async move {
+            let s = b.storage_snapshot();
+            s.persistent_volumes.len() == 1
+                && s.persistent_volume_claims
+                    .first()
+                    .is_some_and(|c| c.volume_name == "pv-1" && c.bind_completed)
+        }
+    })
+    .await;
+    // The class is deleted while the watches are down: the relist reports it.
+    server.drop_watches();
+    server.fail_next(1_000_000, matcher("GET", "/apis/storage.k8s.io/v1/storageclasses"), 503);
+    server.delete_raw(Kind::StorageClass, None, "local");
+    server.compact();
+    server.clear_faults();
+    eventually(WAIT, "the deleted class leaves the binder's state", || {
+        let b = running.binder.clone();
+        async move { b.storage_snapshot().storage_classes.is_empty() }
+    })
+    .await;
+    assert_eq!(running.binder.storage_snapshot().persistent_volumes.len(), 1);
     running.stop().await;
     let _ = stop_decisions.send(());
 }

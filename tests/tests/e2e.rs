@@ -642,6 +642,56 @@ async fn a_gang_is_bound_whole_once_its_last_member_exists() {
     scope.cleanup().await;
 }
 
+/// A pod created with `spec.schedulingGates`: on an API server that stores the field (1.26 and
+/// later) it is not bound while a gate is left, and is bound once the last one is removed; an
+/// older API server (1.24's) drops the field, and the binder binds the pod as any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gated_pod_waits_for_its_gates_or_binds_where_the_api_server_has_none() {
+    let Some(cluster) = cluster("a_gated_pod_waits_for_its_gates_or_binds_where_the_api_server_has_none").await else {
+        return;
+    };
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "gates").await;
+    scope.add_node("n1", "2", &[]).await;
+    let binder = InProcessBinder::start(&cluster, &scope).await;
+    let mut gated = scope.pod("gated-0", "100m");
+    gated.spec.as_mut().unwrap().scheduling_gates = Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
+        name: "example.com/hold".into(),
+    }]);
+    let created = scope.create(&gated).await;
+    let stored_gates = created
+        .spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| !g.is_empty());
+    if stored_gates {
+        // An ungated pod created after it is bound: the binder has seen both by then.
+        scope.create(&scope.pod("free-0", "100m")).await;
+        wait_bound(&scope, "free", 1).await;
+        let p = scope.pods().get("gated-0").await.unwrap();
+        assert_eq!(node_of(&p), None, "a gated pod is not bound");
+        assert_eq!(
+            scheduled_condition(&p).and_then(|c| c.reason.as_deref()),
+            Some("SchedulingGated")
+        );
+        let ungate = serde_json::json!({"spec": {"schedulingGates": null}});
+        scope
+            .pods()
+            .patch(
+                "gated-0",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&ungate),
+            )
+            .await
+            .unwrap();
+    } else {
+        eprintln!("the API server dropped spec.schedulingGates (it predates the field): the pod is an ordinary one");
+    }
+    wait_bound(&scope, "gated", 1).await;
+    binder.stop().await;
+    scope.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_leader_killed_mid_run_loses_no_pod_and_binds_none_twice() {
     let Some(cluster) = cluster("the_leader_killed_mid_run_loses_no_pod_and_binds_none_twice").await else {

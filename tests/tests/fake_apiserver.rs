@@ -265,6 +265,83 @@ async fn binding_succeeds_once_then_conflicts() {
     assert_eq!(posts[1].body.as_ref().unwrap()["target"]["name"], "n1");
 }
 
+fn pod_condition(p: &Pod, type_: &str) -> Option<PodCondition> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .cloned()
+}
+
+/// The API server's pod strategy and binding storage for scheduling gates: a gated pod is created
+/// `PodScheduled=False` (reason `SchedulingGated`), cannot be bound, may lose gates but not gain
+/// them, and binds once the last one is gone.
+#[tokio::test]
+async fn scheduling_gates_block_binding_until_removed() {
+    let server = FakeApiServer::start().await;
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    let mut gated = pod("g", None);
+    gated.spec.as_mut().unwrap().scheduling_gates = Some(vec![
+        k8s_openapi::api::core::v1::PodSchedulingGate { name: "a".into() },
+        k8s_openapi::api::core::v1::PodSchedulingGate { name: "b".into() },
+    ]);
+    let created = pods.create(&PostParams::default(), &gated).await.unwrap();
+    let c = pod_condition(&created, "PodScheduled").expect("a gated pod is created with PodScheduled");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_deref(), c.message.as_deref()),
+        (
+            "False",
+            Some("SchedulingGated"),
+            Some("Scheduling is blocked due to non-empty scheduling gates")
+        )
+    );
+    let plain = pods.create(&PostParams::default(), &pod("plain", None)).await.unwrap();
+    assert!(pod_condition(&plain, "PodScheduled").is_none());
+
+    let err = bind(&pods, "g", "n1", None).await.unwrap_err();
+    let kube::Error::Api(status) = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(status.code, 409);
+    assert!(
+        status.message.contains("pod g has non-empty .spec.schedulingGates"),
+        "{}",
+        status.message
+    );
+
+    // Adding a gate is refused; removing one is allowed.
+    let add = json!({"spec": {"schedulingGates": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}});
+    let err = pods
+        .patch("g", &PatchParams::default(), &Patch::Merge(&add))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(status.code, 422);
+    assert!(
+        status.message.contains(
+            "spec.schedulingGates[2].name: Forbidden: only deletion is allowed, but found new scheduling gate 'c'"
+        ),
+        "{}",
+        status.message
+    );
+    let fewer = json!({"spec": {"schedulingGates": [{"name": "b"}]}});
+    pods.patch("g", &PatchParams::default(), &Patch::Merge(&fewer))
+        .await
+        .unwrap();
+    assert_eq!(api_code(&bind(&pods, "g", "n1", None).await.unwrap_err()).0, 409);
+    let none = json!({"spec": {"schedulingGates": null}});
+    pods.patch("g", &PatchParams::default(), &Patch::Merge(&none))
+        .await
+        .unwrap();
+    assert_eq!(bind(&pods, "g", "n1", None).await.unwrap().code, 201);
+    let bound = pods.get("g").await.unwrap();
+    assert_eq!(pod_condition(&bound, "PodScheduled").unwrap().status, "True");
+}
+
 /// kube-apiserver's binding subresource (`setPodNodeAndMetadata` in
 /// pkg/registry/core/pod/storage/storage.go) copies the Binding's annotations onto the pod,
 /// overwriting a key the pod already has and keeping the others; the fake does the same.

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 
 	placementv1 "github.com/placement/placement/clients/go/placement/v1"
 )
@@ -35,6 +36,7 @@ type corpus struct {
 	nodes      []*corev1.Node
 	namespaces []*corev1.Namespace
 	pdbs       []*policyv1.PodDisruptionBudget
+	storage    Storage
 }
 
 func loadCorpus(t *testing.T) *corpus {
@@ -73,6 +75,22 @@ func loadCorpus(t *testing.T) *corpus {
 			b := &policyv1.PodDisruptionBudget{}
 			obj = b
 			c.pdbs = append(c.pdbs, b)
+		case "PersistentVolumeClaim":
+			o := &corev1.PersistentVolumeClaim{}
+			obj = o
+			c.storage.Claims = append(c.storage.Claims, o)
+		case "PersistentVolume":
+			o := &corev1.PersistentVolume{}
+			obj = o
+			c.storage.Volumes = append(c.storage.Volumes, o)
+		case "StorageClass":
+			o := &storagev1.StorageClass{}
+			obj = o
+			c.storage.Classes = append(c.storage.Classes, o)
+		case "CSINode":
+			o := &storagev1.CSINode{}
+			obj = o
+			c.storage.CSINodes = append(c.storage.CSINodes, o)
 		default:
 			t.Fatalf("%s: kind %q is not part of the contract", f, head.Kind)
 		}
@@ -129,6 +147,14 @@ func TestEachObjectConvertsToTheBindersBytes(t *testing.T) {
 			case *policyv1.PodDisruptionBudget:
 				// Budgets resolve disruptedPods against the snapshot's pods, as the binder does.
 				msg = PodDisruptionBudget(obj, c.boundPods())
+			case *corev1.PersistentVolumeClaim:
+				msg = PersistentVolumeClaim(obj)
+			case *corev1.PersistentVolume:
+				msg = PersistentVolume(obj)
+			case *storagev1.StorageClass:
+				msg = StorageClass(obj)
+			case *storagev1.CSINode:
+				msg = CSINode(obj)
 			}
 			checkExpected(t, o.name, msg)
 		})
@@ -137,7 +163,7 @@ func TestEachObjectConvertsToTheBindersBytes(t *testing.T) {
 
 func TestTheSnapshotIsTheBindersBytes(t *testing.T) {
 	c := loadCorpus(t)
-	var snap *placementv1.Snapshot = Snapshot(c.nodes, c.pods, c.namespaces, c.pdbs)
+	var snap *placementv1.Snapshot = SnapshotWithStorage(c.nodes, c.pods, c.namespaces, c.pdbs, c.storage)
 	checkExpected(t, "snapshot", snap)
 }
 

@@ -1,5 +1,6 @@
 // Package convert turns Kubernetes core objects (k8s.io/api: Pods, Nodes, Namespaces,
-// policy/v1 PodDisruptionBudgets) into placement.v1 messages.
+// policy/v1 PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, storage/v1
+// StorageClasses and CSINodes) into placement.v1 messages.
 //
 // These are the binder's conversions (binder-agent/src/model.rs) in Go: for every object of the
 // corpus in tests/conformance/corpus they give the same bytes as the binder and the Python client
@@ -19,6 +20,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	placementv1 "github.com/placement/placement/clients/go/placement/v1"
@@ -31,6 +33,12 @@ const (
 	GangMinMembersAnnotation = "placement.dev/gang-min-members"
 	// LastAppliedAnnotation is kubectl's copy of the whole object; never sent to the service.
 	LastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+	// StorageClassAnnotation is read before storageClassName (GetPersistentVolume(Claim)Class).
+	StorageClassAnnotation = "volume.beta.kubernetes.io/storage-class"
+	// BindCompletedAnnotation is the PV controller's mark of a claim whose binding it completed.
+	BindCompletedAnnotation = "pv.kubernetes.io/bind-completed"
+	// SelectedNodeAnnotation names the node chosen to provision a WaitForFirstConsumer claim's volume on.
+	SelectedNodeAnnotation = "volume.kubernetes.io/selected-node"
 )
 
 // perPodLabels are set by controllers per pod, not shared by the pods of one workload.
@@ -284,7 +292,176 @@ func Pod(p *corev1.Pod) *placementv1.Pod {
 	if p.Status.StartTime != nil {
 		out.StartTimeSeconds = p.Status.StartTime.Unix()
 	}
+	out.Volumes = volumes(meta.Name, spec.Volumes)
 	return out
+}
+
+// volumes keeps the volumes the volume filters read: claims (a generic ephemeral volume's is
+// named "<pod>-<volume>"), and in-tree GCE PD, AWS EBS, iSCSI and RBD volumes.
+func volumes(podName string, vs []corev1.Volume) []*placementv1.Volume {
+	var out []*placementv1.Volume
+	for i := range vs {
+		v := &vs[i]
+		m := &placementv1.Volume{Name: v.Name}
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			m.ClaimName = v.PersistentVolumeClaim.ClaimName
+		case v.Ephemeral != nil:
+			m.ClaimName = podName + "-" + v.Name
+			m.Ephemeral = true
+		case v.GCEPersistentDisk != nil:
+			m.GcePdName = v.GCEPersistentDisk.PDName
+			m.ReadOnly = v.GCEPersistentDisk.ReadOnly
+		case v.AWSElasticBlockStore != nil:
+			m.AwsVolumeId = v.AWSElasticBlockStore.VolumeID
+		case v.ISCSI != nil:
+			m.IscsiIqn = v.ISCSI.IQN
+			m.ReadOnly = v.ISCSI.ReadOnly
+		case v.RBD != nil:
+			m.RbdMonitors = v.RBD.CephMonitors
+			m.RbdPool = v.RBD.RBDPool
+			if m.RbdPool == "" {
+				m.RbdPool = "rbd"
+			}
+			m.RbdImage = v.RBD.RBDImage
+			m.ReadOnly = v.RBD.ReadOnly
+		default:
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func classOf(meta *metav1.ObjectMeta, specClass *string) string {
+	if c, ok := meta.Annotations[StorageClassAnnotation]; ok {
+		return c
+	}
+	if specClass != nil {
+		return *specClass
+	}
+	return ""
+}
+
+func accessModes(modes []corev1.PersistentVolumeAccessMode) []string {
+	var out []string
+	for _, m := range modes {
+		out = append(out, string(m))
+	}
+	return out
+}
+
+func strOr(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// PersistentVolumeClaim converts a claim: namespace, name, uid, class (the beta annotation, else
+// spec.storageClassName), spec.volumeName, the bind-completed and selected-node annotations,
+// access modes, the storage request, selector, volume mode, phase, whether it is being deleted,
+// spec.volumeAttributesClassName and the controller owner's uid.
+func PersistentVolumeClaim(c *corev1.PersistentVolumeClaim) *placementv1.PersistentVolumeClaim {
+	_, bindCompleted := c.Annotations[BindCompletedAnnotation]
+	out := &placementv1.PersistentVolumeClaim{
+		Namespace:                 c.Namespace,
+		Name:                      c.Name,
+		Uid:                       string(c.UID),
+		StorageClassName:          classOf(&c.ObjectMeta, c.Spec.StorageClassName),
+		VolumeName:                c.Spec.VolumeName,
+		BindCompleted:             bindCompleted,
+		AccessModes:               accessModes(c.Spec.AccessModes),
+		Selector:                  labelSelector(c.Spec.Selector),
+		VolumeMode:                "",
+		Phase:                     string(c.Status.Phase),
+		Deleting:                  c.DeletionTimestamp != nil,
+		SelectedNode:              c.Annotations[SelectedNodeAnnotation],
+		VolumeAttributesClassName: strOr(c.Spec.VolumeAttributesClassName),
+	}
+	if q, ok := c.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
+		out.StorageRequest = q.String()
+	}
+	if c.Spec.VolumeMode != nil {
+		out.VolumeMode = string(*c.Spec.VolumeMode)
+	}
+	if ref := metav1.GetControllerOf(c); ref != nil {
+		out.ControllerUid = string(ref.UID)
+	}
+	return out
+}
+
+// PersistentVolume converts a volume: name, labels, class, capacity, access modes, volume mode,
+// spec.nodeAffinity.required, spec.claimRef, phase, whether it is being deleted, the CSI driver
+// and volume handle, and spec.volumeAttributesClassName.
+func PersistentVolume(v *corev1.PersistentVolume) *placementv1.PersistentVolume {
+	out := &placementv1.PersistentVolume{
+		Name:                      v.Name,
+		Labels:                    copyMap(v.Labels),
+		StorageClassName:          classOf(&v.ObjectMeta, &v.Spec.StorageClassName),
+		AccessModes:               accessModes(v.Spec.AccessModes),
+		Phase:                     string(v.Status.Phase),
+		Deleting:                  v.DeletionTimestamp != nil,
+		VolumeAttributesClassName: strOr(v.Spec.VolumeAttributesClassName),
+	}
+	if q, ok := v.Spec.Capacity[corev1.ResourceStorage]; ok {
+		out.Capacity = q.String()
+	}
+	if v.Spec.VolumeMode != nil {
+		out.VolumeMode = string(*v.Spec.VolumeMode)
+	}
+	if a := v.Spec.NodeAffinity; a != nil && a.Required != nil {
+		sel := &placementv1.NodeSelector{}
+		for i := range a.Required.NodeSelectorTerms {
+			sel.Terms = append(sel.Terms, term(&a.Required.NodeSelectorTerms[i]))
+		}
+		out.NodeAffinity = sel
+	}
+	if r := v.Spec.ClaimRef; r != nil {
+		out.ClaimRef = &placementv1.VolumeClaimRef{Namespace: r.Namespace, Name: r.Name, Uid: string(r.UID)}
+	}
+	if csi := v.Spec.CSI; csi != nil {
+		out.CsiDriver = csi.Driver
+		out.CsiVolumeHandle = csi.VolumeHandle
+	}
+	return out
+}
+
+// StorageClass converts a storage class: name, provisioner, volumeBindingMode and allowedTopologies.
+func StorageClass(c *storagev1.StorageClass) *placementv1.StorageClass {
+	out := &placementv1.StorageClass{Name: c.Name, Provisioner: c.Provisioner}
+	if c.VolumeBindingMode != nil {
+		out.VolumeBindingMode = string(*c.VolumeBindingMode)
+	}
+	for _, t := range c.AllowedTopologies {
+		term := &placementv1.TopologySelectorTerm{}
+		for _, r := range t.MatchLabelExpressions {
+			term.MatchLabelExpressions = append(term.MatchLabelExpressions, &placementv1.TopologySelectorRequirement{Key: r.Key, Values: r.Values})
+		}
+		out.AllowedTopologies = append(out.AllowedTopologies, term)
+	}
+	return out
+}
+
+// CSINode converts a CSINode: each driver's allocatable.count (its attach limit on the node).
+func CSINode(n *storagev1.CSINode) *placementv1.CsiNode {
+	out := &placementv1.CsiNode{Name: n.Name}
+	for _, d := range n.Spec.Drivers {
+		m := &placementv1.CsiNodeDriver{Name: d.Name}
+		if d.Allocatable != nil {
+			m.AllocatableCount = d.Allocatable.Count
+		}
+		out.Drivers = append(out.Drivers, m)
+	}
+	return out
+}
+
+// Storage is what the volume filters read besides pods and nodes.
+type Storage struct {
+	Claims   []*corev1.PersistentVolumeClaim
+	Volumes  []*corev1.PersistentVolume
+	Classes  []*storagev1.StorageClass
+	CSINodes []*storagev1.CSINode
 }
 
 // Node converts a node: name, labels, taints, spec.unschedulable, status.allocatable and
@@ -347,7 +524,32 @@ func IsBound(p *corev1.Pod) bool {
 // namespaces sorted by name, pods by uid, budgets by namespace and name. Pending pods belong in
 // a Schedule or Rank request instead.
 func Snapshot(nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Namespace, pdbs []*policyv1.PodDisruptionBudget) *placementv1.Snapshot {
+	return SnapshotWithStorage(nodes, pods, namespaces, pdbs, Storage{})
+}
+
+// SnapshotWithStorage is Snapshot with the claims (sorted by namespace and name), volumes,
+// storage classes and CSINodes (each sorted by name) the volume filters read.
+func SnapshotWithStorage(nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Namespace, pdbs []*policyv1.PodDisruptionBudget, s Storage) *placementv1.Snapshot {
 	out := &placementv1.Snapshot{}
+	for _, c := range s.Claims {
+		out.PersistentVolumeClaims = append(out.PersistentVolumeClaims, PersistentVolumeClaim(c))
+	}
+	sort.Slice(out.PersistentVolumeClaims, func(i, j int) bool {
+		a, b := out.PersistentVolumeClaims[i], out.PersistentVolumeClaims[j]
+		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	})
+	for _, v := range s.Volumes {
+		out.PersistentVolumes = append(out.PersistentVolumes, PersistentVolume(v))
+	}
+	sort.Slice(out.PersistentVolumes, func(i, j int) bool { return out.PersistentVolumes[i].Name < out.PersistentVolumes[j].Name })
+	for _, c := range s.Classes {
+		out.StorageClasses = append(out.StorageClasses, StorageClass(c))
+	}
+	sort.Slice(out.StorageClasses, func(i, j int) bool { return out.StorageClasses[i].Name < out.StorageClasses[j].Name })
+	for _, n := range s.CSINodes {
+		out.CsiNodes = append(out.CsiNodes, CSINode(n))
+	}
+	sort.Slice(out.CsiNodes, func(i, j int) bool { return out.CsiNodes[i].Name < out.CsiNodes[j].Name })
 	for _, n := range nodes {
 		out.Nodes = append(out.Nodes, Node(n))
 	}

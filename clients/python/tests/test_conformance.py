@@ -28,6 +28,10 @@ MODELS = {
     "Node": k8s.V1Node,
     "Namespace": k8s.V1Namespace,
     "PodDisruptionBudget": k8s.V1PodDisruptionBudget,
+    "PersistentVolumeClaim": k8s.V1PersistentVolumeClaim,
+    "PersistentVolume": k8s.V1PersistentVolume,
+    "StorageClass": k8s.V1StorageClass,
+    "CSINode": k8s.V1CSINode,
 }
 
 
@@ -52,7 +56,14 @@ def _by_kind(kind):
 
 def _snapshot() -> pb.Snapshot:
     return convert.snapshot_from(
-        _by_kind("Node"), _by_kind("Pod"), namespaces=_by_kind("Namespace"), pdbs=_by_kind("PodDisruptionBudget")
+        _by_kind("Node"),
+        _by_kind("Pod"),
+        namespaces=_by_kind("Namespace"),
+        pdbs=_by_kind("PodDisruptionBudget"),
+        claims=_by_kind("PersistentVolumeClaim"),
+        volumes=_by_kind("PersistentVolume"),
+        storage_classes=_by_kind("StorageClass"),
+        csi_nodes=_by_kind("CSINode"),
     )
 
 
@@ -63,6 +74,14 @@ def _message(kind, obj):
         return convert.node_to_proto(obj)
     if kind == "Namespace":
         return convert.namespace_to_proto(obj)
+    if kind == "PersistentVolumeClaim":
+        return convert.pvc_to_proto(obj)
+    if kind == "PersistentVolume":
+        return convert.pv_to_proto(obj)
+    if kind == "StorageClass":
+        return convert.storage_class_to_proto(obj)
+    if kind == "CSINode":
+        return convert.csi_node_to_proto(obj)
     # Budgets resolve disruptedPods against the snapshot's (bound) pods, as the binder does.
     return convert.pdb_to_proto(obj, [p for p in _by_kind("Pod") if convert.is_bound(p)])
 

@@ -56,6 +56,11 @@ pub enum Reason {
     InterPodAffinity(interpod::Violation),
     /// A policy's CEL rule: the filter rule's reason, or what went wrong evaluating a rule.
     Rule(Arc<str>),
+    /// VolumeRestrictions, NodeVolumeLimits, VolumeBinding or VolumeZone.
+    Volume(super::volumes::VolumeReason),
+    /// A volume plugin's PreFilter rejected the pod (every node gets it): its message, which
+    /// kube-scheduler's `FitError` shows alone instead of counting nodes.
+    VolumePreFilter(Arc<str>),
     /// An extender's message for a node in `FailedNodes` or `FailedAndUnresolvableNodes`.
     Extender(Arc<str>),
 }
@@ -78,6 +83,8 @@ impl fmt::Display for Reason {
                 f.write_str(interpod::EXISTING_ANTI_AFFINITY_REASON)
             }
             Self::Rule(reason) | Self::Extender(reason) => f.write_str(reason),
+            Self::Volume(v) => v.fmt(f),
+            Self::VolumePreFilter(m) => f.write_str(m),
         }
     }
 }
@@ -142,7 +149,16 @@ impl Diagnosis {
         let mut parts: Vec<String> = self.reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
         parts.sort();
         let mut msg = format!("0/{} nodes are available:", self.node_count);
-        if !parts.is_empty() {
+        // A PreFilter rejection is shown alone, without node counts (`FitError.Error()`).
+        let pre_filter = self.reasons.keys().find_map(|r| match r {
+            Reason::VolumePreFilter(m) => Some(m),
+            _ => None,
+        });
+        if let Some(m) = pre_filter {
+            msg.push(' ');
+            msg.push_str(m);
+            msg.push('.');
+        } else if !parts.is_empty() {
             msg.push(' ');
             msg.push_str(&parts.join(", "));
             msg.push('.');
@@ -214,6 +230,8 @@ pub struct Profile {
     /// Whether the filters reading node classes (cordon, taints, node affinity) are enabled, in
     /// that order.
     static_filters: (bool, bool, bool),
+    /// Which volume filters are enabled.
+    volume_filters: super::volumes::VolumeFilters,
     /// The policy's CEL rules, compiled; `None` without rules (the plain pass stays open), or
     /// the compile error (every node is then rejected with it).
     rules: Option<Result<Arc<CompiledRules>, Arc<str>>>,
@@ -300,8 +318,24 @@ impl Profile {
                 .filters
                 .iter()
                 .copied()
-                .filter(|f| !matches!(f, FilterPlugin::PodTopologySpread | FilterPlugin::InterPodAffinity))
+                .filter(|f| {
+                    !matches!(
+                        f,
+                        FilterPlugin::PodTopologySpread
+                            | FilterPlugin::InterPodAffinity
+                            | FilterPlugin::VolumeRestrictions
+                            | FilterPlugin::NodeVolumeLimits
+                            | FilterPlugin::VolumeBinding
+                            | FilterPlugin::VolumeZone
+                    )
+                })
                 .collect(),
+            volume_filters: super::volumes::VolumeFilters {
+                restrictions: policy.filters.contains(&FilterPlugin::VolumeRestrictions),
+                limits: policy.filters.contains(&FilterPlugin::NodeVolumeLimits),
+                binding: policy.filters.contains(&FilterPlugin::VolumeBinding),
+                zone: policy.filters.contains(&FilterPlugin::VolumeZone),
+            },
             balanced_cpu_memory,
             score_plugins: policy.scores.iter().map(|s| (s.plugin, s.weight)).collect(),
             fit_resources: policy
@@ -405,6 +439,10 @@ pub(super) struct PodPlan<'a> {
     /// The plain pass applies when, besides, the pod has no topology state: see
     /// [`Evaluator::evaluate_plain`].
     plain: bool,
+    /// The volume plugins' PreFilter state; `None` when the pod has no volume they read.
+    pub(super) volumes: Option<Box<super::volumes::PodVolumes>>,
+    /// A volume plugin's PreFilter rejected the pod: its message.
+    volume_error: Option<Arc<str>>,
     /// The profile's [`Profile::static_filters`].
     static_filters: (bool, bool, bool),
     /// InterPodAffinity's and PodTopologySpread's state; `None` when neither has work.
@@ -542,6 +580,9 @@ fn same_constraints(a: &PodSpec, b: &PodSpec) -> bool {
         && a.tolerations == b.tolerations
         && a.host_ports == b.host_ports
         && a.images == b.images
+        // Each pod's claims are its own, and every placement changes what the next one finds.
+        && a.volumes.is_empty()
+        && b.volumes.is_empty()
 }
 
 /// Whether a pod's node selection names a label unique to each node (or a node field), so node
@@ -746,7 +787,30 @@ impl<'a> PodPlan<'a> {
             effect: TaintEffect::NoSchedule,
         };
         let seed = seed ^ profile.policy.seed;
-        let per_node = needs_per_node(pod);
+        // The volume plugins' PreFilter; a pod with volumes they read is evaluated node by node.
+        let (volumes, volume_error) = if pod.volumes.is_empty() || !profile.volume_filters.any() {
+            (None, None)
+        } else {
+            let claim_used = |key: &str| -> bool {
+                snapshot.nodes().iter().any(|n| {
+                    n.usage
+                        .volumes
+                        .iter()
+                        .any(|(ns, v)| v.claim_name().is_some_and(|c| super::volumes::claim_key(ns, c) == key))
+                })
+            };
+            match super::volumes::PodVolumes::pre_filter(
+                snapshot.storage(),
+                profile.volume_filters,
+                pod,
+                &claim_used,
+                &placed.volumes,
+            ) {
+                Ok(v) => (v.map(Box::new), None),
+                Err(message) => (None, Some(Arc::from(message))),
+            }
+        };
+        let per_node = needs_per_node(pod) || volumes.is_some() || volume_error.is_some();
         let mut plan = Self {
             pod,
             fit_requests,
@@ -765,6 +829,8 @@ impl<'a> PodPlan<'a> {
             per_node,
             class_evals: Arc::from(Vec::new()),
             plain: false,
+            volumes,
+            volume_error,
             static_filters: profile.static_filters,
             topo: None,
             rule_pod: profile.rules.is_some().then(|| cel_rules::pod_value(pod)),
@@ -1107,6 +1173,42 @@ fn run_filter(
                 .and_then(|f| f.check(node.index))
             {
                 report(Reason::InterPodAffinity(v));
+                return false;
+            }
+        }
+        FilterPlugin::VolumeRestrictions => {
+            if let Some(r) = plan
+                .volumes
+                .as_ref()
+                .and_then(|v| v.restrictions(node.usage.volumes.iter().map(|(_, v)| v)))
+            {
+                report(Reason::Volume(r));
+                return false;
+            }
+        }
+        FilterPlugin::NodeVolumeLimits => {
+            if let Some(r) = plan.volumes.as_ref().and_then(|v| {
+                v.limits(
+                    v.storage(),
+                    &node.entry.spec.name,
+                    node.usage.volumes.iter().map(|(ns, v)| (&**ns, v)),
+                )
+            }) {
+                report(Reason::Volume(r));
+                return false;
+            }
+        }
+        FilterPlugin::VolumeBinding => {
+            if let Some(Err(reasons)) = plan.volumes.as_ref().map(|v| v.binding(v.storage(), &node.entry.spec)) {
+                for r in reasons {
+                    report(Reason::Volume(r));
+                }
+                return false;
+            }
+        }
+        FilterPlugin::VolumeZone => {
+            if let Some(r) = plan.volumes.as_ref().and_then(|v| v.zone(&node.entry.spec)) {
+                report(Reason::Volume(r));
                 return false;
             }
         }
@@ -2358,11 +2460,18 @@ impl<'s> BatchUsage<'s> {
             non_zero_cpu: pod.non_zero_requests.milli_cpu,
             non_zero_memory: pod.non_zero_requests.memory,
             host_ports: pod.host_ports.clone(),
-            namespace: std::sync::Arc::from(""),
+            // The volume filters count a placed pod's volumes on its node (attach limits, disk
+            // conflicts), by namespace.
+            namespace: if pod.volumes.is_empty() {
+                std::sync::Arc::from("")
+            } else {
+                std::sync::Arc::from(pod.namespace.as_str())
+            },
             labels: Default::default(),
             affinity: None,
             meta: None,
             terminating: pod.terminating,
+            volumes: (!pod.volumes.is_empty()).then(|| std::sync::Arc::from(pod.volumes.as_slice())),
         };
         let usage = &mut self.changed[self.slot[i] as usize];
         usage.add(&bound);
@@ -2951,7 +3060,7 @@ impl<'a> Evaluator<'a> {
             rejections.add(i, plugin, reason);
         });
         // The filters `eval_node` ran (see there).
-        let filters = if plan.topo.is_some() {
+        let filters = if plan.topo.is_some() || plan.volumes.is_some() {
             &self.profile.policy.filters
         } else {
             &self.profile.plain_filters
@@ -3376,8 +3485,15 @@ impl<'a> Evaluator<'a> {
             entry,
             usage: usage.get(i),
         };
-        // Without topology state both topology filters pass every node: skip them.
-        let filters = if plan.topo.is_some() {
+        if let Some(message) = &plan.volume_error {
+            on_reject(
+                FilterPlugin::VolumeBinding,
+                Reason::VolumePreFilter(Arc::clone(message)),
+            );
+            return None;
+        }
+        // Without topology or volume state those filters pass every node: skip them.
+        let filters = if plan.topo.is_some() || plan.volumes.is_some() {
             &profile.policy.filters
         } else {
             &profile.plain_filters
@@ -3941,6 +4057,11 @@ impl<'a> Evaluator<'a> {
                         score,
                         feasible,
                     });
+                    if let Some(v) = &plan.volumes {
+                        // The volumes chosen for its WaitForFirstConsumer claims are no one else's.
+                        let choices = v.binding(v.storage(), &nodes[i].spec).unwrap_or_default();
+                        placed.volumes.record(&pod.namespace, &pod.volumes, choices);
+                    }
                     usage.assume(i, pod);
                     placed.push(i, pod);
                     changed = Some(i);

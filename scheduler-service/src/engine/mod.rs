@@ -12,6 +12,7 @@
 //!   the node classes' labels by column, so selectors are matched once per distinct value.
 //! - [`preemption`]: kube-scheduler's DefaultPreemption: victims, PodDisruptionBudgets, the node.
 //! - [`gang`]: gangs placed all together or not at all within a batch.
+//! - [`volumes`]: claims, volumes, storage classes and CSI attach limits for the volume filters.
 //! - [`cancel`]: stopping the work of a call that has ended.
 
 pub mod cancel;
@@ -32,6 +33,10 @@ pub mod rules;
 pub mod snapshot;
 pub mod spread;
 pub mod topology;
+pub mod volumes;
+
+#[cfg(test)]
+mod volumes_tests;
 
 pub use framework::{Deadline, Decision, Diagnosis, EvalError, Evaluator, Profile, Ranking, Reason};
 pub use policy::Policy;

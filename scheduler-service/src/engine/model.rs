@@ -458,6 +458,8 @@ pub struct PodSpec {
     pub gang: Option<super::gang::Gang>,
     /// metadata.deletionTimestamp is set: PodTopologySpread does not count the pod.
     pub terminating: bool,
+    /// spec.volumes of the kinds the volume filters read.
+    pub volumes: Vec<super::volumes::PodVolume>,
 }
 
 impl PodSpec {

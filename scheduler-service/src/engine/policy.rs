@@ -23,6 +23,16 @@ pub enum FilterPlugin {
     NodePorts,
     /// Rejects nodes without room for the pod's requests or another pod.
     NodeResourcesFit,
+    /// Rejects nodes where an in-tree disk of the pod is in use, and every node while a
+    /// ReadWriteOncePod claim of the pod is in use.
+    VolumeRestrictions,
+    /// Rejects nodes where the pod's CSI volumes would exceed a driver's attach limit.
+    NodeVolumeLimits,
+    /// Rejects nodes the pod's claims cannot be bound on (volume node affinity, a matching
+    /// available volume or dynamic provisioning for WaitForFirstConsumer claims).
+    VolumeBinding,
+    /// Rejects nodes outside the zone or region of the pod's bound volumes.
+    VolumeZone,
     /// Rejects nodes that would break a DoNotSchedule topology spread constraint.
     PodTopologySpread,
     /// Rejects nodes breaking required pod affinity or anti-affinity (the pod's or existing pods').
@@ -41,6 +51,10 @@ impl FilterPlugin {
         Self::NodeAffinity,
         Self::NodePorts,
         Self::NodeResourcesFit,
+        Self::VolumeRestrictions,
+        Self::NodeVolumeLimits,
+        Self::VolumeBinding,
+        Self::VolumeZone,
         Self::PodTopologySpread,
         Self::InterPodAffinity,
     ];
@@ -59,6 +73,10 @@ impl FilterPlugin {
             Self::NodeAffinity => "NodeAffinity",
             Self::NodePorts => "NodePorts",
             Self::NodeResourcesFit => "NodeResourcesFit",
+            Self::VolumeRestrictions => "VolumeRestrictions",
+            Self::NodeVolumeLimits => "NodeVolumeLimits",
+            Self::VolumeBinding => "VolumeBinding",
+            Self::VolumeZone => "VolumeZone",
             Self::PodTopologySpread => "PodTopologySpread",
             Self::InterPodAffinity => "InterPodAffinity",
             Self::Rules => "Rules",
@@ -377,6 +395,10 @@ impl Policy {
                 F::NodeAffinity,
                 F::NodePorts,
                 F::NodeResourcesFit,
+                F::VolumeRestrictions,
+                F::NodeVolumeLimits,
+                F::VolumeBinding,
+                F::VolumeZone,
                 F::PodTopologySpread,
                 F::InterPodAffinity,
             ],

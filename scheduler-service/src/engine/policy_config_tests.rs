@@ -275,14 +275,19 @@ fn an_operators_configuration_maps_profile_by_profile() {
 
 #[test]
 fn implied_defaults_placement_lacks_are_skipped_but_explicit_ones_are_errors() {
-    // VolumeBinding is in kube-scheduler's defaults: implied, it is skipped (first test);
+    // DynamicResources is in kube-scheduler's defaults: implied, it is skipped (first test);
     // disabling it is fine; enabling it is an error naming the plugin, the profile and the field.
-    let disabled = format!("{KSC}profiles:\n- schedulerName: a\n  plugins:\n    multiPoint:\n      disabled:\n      - name: VolumeBinding\n");
+    let disabled = format!("{KSC}profiles:\n- schedulerName: a\n  plugins:\n    multiPoint:\n      disabled:\n      - name: DynamicResources\n");
     assert_eq!(filters(&parse(&disabled).policies[0]), filters(&Policy::kube_default()));
+    // VolumeBinding is implemented: disabling it takes it out.
+    let disabled = format!("{KSC}profiles:\n- schedulerName: a\n  plugins:\n    multiPoint:\n      disabled:\n      - name: VolumeBinding\n");
+    let mut without = filters(&Policy::kube_default());
+    without.retain(|f| *f != "VolumeBinding");
+    assert_eq!(filters(&parse(&disabled).policies[0]), without);
 
     for (point, plugin) in [
-        ("filter", "VolumeBinding"),
-        ("multiPoint", "VolumeZone"),
+        ("filter", "DynamicResources"),
+        ("multiPoint", "DynamicResources"),
         ("score", "MyCustomScore"),
         ("preFilter", "SomeOutOfTreePlugin"),
         ("postFilter", "DefaultPreemption"),
@@ -579,8 +584,8 @@ fn invalid_placement_files_name_the_field() {
     }
     // A kube-scheduler plugin placement does not implement, named as such.
     assert!(matches!(
-        error(&file("- name: a\n  filters: [VolumeBinding]\n")),
-        PolicyConfigError::NotImplemented { plugin, field, .. } if plugin == "VolumeBinding" && field == "policies[0].filters[0]"
+        error(&file("- name: a\n  filters: [DynamicResources]\n")),
+        PolicyConfigError::NotImplemented { plugin, field, .. } if plugin == "DynamicResources" && field == "policies[0].filters[0]"
     ));
     // The engine's own validation still runs: a zero score weight.
     assert!(matches!(
@@ -620,7 +625,17 @@ fn inter_pod_affinity_and_spread_are_default_plugins_with_their_args() {
     let p = &parse(KSC).policies[0];
     assert_eq!(scores(p)["PodTopologySpread"], 2);
     assert_eq!(scores(p)["InterPodAffinity"], 2);
-    assert_eq!(filters(p)[6..], ["PodTopologySpread", "InterPodAffinity"]);
+    assert_eq!(
+        filters(p)[6..],
+        [
+            "VolumeRestrictions",
+            "NodeVolumeLimits",
+            "VolumeBinding",
+            "VolumeZone",
+            "PodTopologySpread",
+            "InterPodAffinity"
+        ]
+    );
     assert_eq!(p.inter_pod_affinity, InterPodAffinityArgs::default());
     assert_eq!(p.pod_topology_spread, PodTopologySpreadArgs::default());
 

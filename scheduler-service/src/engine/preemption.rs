@@ -185,6 +185,13 @@ pub(super) fn resolvable(
         // affinity may not (UnschedulableAndUnresolvable).
         (FilterPlugin::PodTopologySpread, Reason::TopologySpread(v)) => *v == super::spread::Violation::Skew,
         (FilterPlugin::InterPodAffinity, Reason::InterPodAffinity(v)) => *v != super::interpod::Violation::Affinity,
+        // Evicting the node's pods frees their disks and attach slots (kube-scheduler's
+        // Unschedulable); VolumeBinding's and VolumeZone's reasons are unresolvable. A
+        // ReadWriteOncePod conflict is cluster-wide: treated as unresolvable here.
+        (
+            FilterPlugin::VolumeRestrictions | FilterPlugin::NodeVolumeLimits,
+            Reason::Volume(super::volumes::VolumeReason::DiskConflict | super::volumes::VolumeReason::MaxVolumeCount),
+        ) => true,
         _ => false,
     }
 }

@@ -24,6 +24,9 @@ pub struct NodeUsage {
     pub pod_count: i64,
     /// Host ports in use (a multiset: one entry per pod and port).
     pub host_ports: Vec<HostPort>,
+    /// The volumes of the node's pods the volume filters read, with each pod's namespace (a
+    /// multiset, like `host_ports`).
+    pub volumes: Vec<(Arc<str>, super::volumes::PodVolume)>,
     /// The bound pods themselves, lowest priority first (then by uid): preemption's order. Only
     /// [`NodeUsage::bind`] and [`NodeUsage::unbind`] keep it; [`NodeUsage::add`] counts a pod only.
     pub pods: Vec<Arc<BoundPod>>,
@@ -42,6 +45,10 @@ impl NodeUsage {
         self.non_zero_memory = self.non_zero_memory.saturating_add(pod.non_zero_memory);
         self.pod_count += 1;
         self.host_ports.extend(pod.host_ports.iter().cloned());
+        if let Some(volumes) = &pod.volumes {
+            self.volumes
+                .extend(volumes.iter().map(|v| (Arc::clone(&pod.namespace), v.clone())));
+        }
     }
 
     /// Takes a pod counted by [`NodeUsage::add`] back off the node.
@@ -53,6 +60,11 @@ impl NodeUsage {
         for hp in &pod.host_ports {
             if let Some(i) = self.host_ports.iter().position(|x| x == hp) {
                 self.host_ports.swap_remove(i);
+            }
+        }
+        for v in pod.volumes.iter().flat_map(|v| v.iter()) {
+            if let Some(i) = self.volumes.iter().position(|(ns, x)| x == v && **ns == *pod.namespace) {
+                self.volumes.swap_remove(i);
             }
         }
     }
@@ -103,6 +115,8 @@ pub struct BoundPod {
     /// metadata.deletionTimestamp is set: still counted against its node (resources, ports,
     /// affinity), but not by PodTopologySpread.
     pub terminating: bool,
+    /// The volumes the volume filters read, when the pod has any.
+    pub volumes: Option<Arc<[super::volumes::PodVolume]>>,
 }
 
 /// What preemption and gangs read of a bound pod (besides its namespace and labels).
@@ -147,6 +161,7 @@ impl BoundPod {
                 .then(|| Arc::new((pod.pod_affinity.clone(), pod.pod_anti_affinity.clone()))),
             meta: Some(PodMeta::of(pod)),
             terminating: pod.terminating,
+            volumes: (!pod.volumes.is_empty()).then(|| Arc::from(pod.volumes.as_slice())),
         })
     }
 
@@ -175,6 +190,7 @@ impl BoundPod {
         Some(Self {
             meta,
             terminating: pod.terminating,
+            volumes: (!pod.volumes.is_empty()).then(|| Arc::from(std::mem::take(&mut pod.volumes))),
             node_name: Arc::from(node),
             requests: pod.requests.clone(),
             non_zero_cpu: pod.non_zero_requests.milli_cpu,
@@ -216,6 +232,9 @@ impl BoundPod {
             })
             + self.meta.as_ref().map_or(0, |m| {
                 std::mem::size_of::<PodMeta>() + 16 + m.gang.as_deref().map_or(0, string_bytes)
+            })
+            + self.volumes.as_ref().map_or(0, |v| {
+                16 + v.iter().map(super::volumes::PodVolume::approx_bytes).sum::<usize>()
             })
     }
 }
@@ -426,6 +445,9 @@ pub enum SnapshotError {
         /// Index of the pod.
         index: usize,
     },
+    /// Two storage objects of one kind with the same key.
+    #[error(transparent)]
+    DuplicateStorage(#[from] super::volumes::DuplicateStorageObject),
     /// The call building the snapshot ended before it was built ([`super::cancel`]).
     #[error("the call ended before the snapshot was built")]
     Cancelled,
@@ -450,6 +472,8 @@ pub struct Delta {
     pub upsert_pdbs: Vec<Pdb>,
     /// PodDisruptionBudgets removed, as "namespace/name" (unknown ones are ignored).
     pub remove_pdbs: Vec<String>,
+    /// Claims, volumes, storage classes and CSINodes changed.
+    pub storage: super::volumes::StorageDelta,
 }
 
 /// The nodes of a snapshot grouped by the value of one label (a topology key).
@@ -546,6 +570,8 @@ pub struct Snapshot {
     topologies: std::sync::Mutex<std::collections::HashMap<String, Arc<Topology>>>,
     /// PodDisruptionBudgets by "namespace/name".
     pdbs: imbl::OrdMap<String, Arc<Pdb>>,
+    /// PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes.
+    storage: super::volumes::StorageObjects,
     /// Bound members per gang key; built on first use.
     gang_members: std::sync::OnceLock<std::collections::HashMap<Arc<str>, u32>>,
     /// Static predicates per node class of the pods evaluated so far, shared by the snapshots
@@ -748,6 +774,7 @@ impl Snapshot {
             pod_index: std::sync::OnceLock::new(),
             topologies: Default::default(),
             pdbs: self.pdbs.clone(),
+            storage: self.storage.clone(),
             gang_members: std::sync::OnceLock::new(),
             static_cache: Arc::clone(&self.static_cache),
             rule_values: Default::default(),
@@ -774,6 +801,11 @@ impl Snapshot {
             }
         }
         next.insert_pdbs(delta.upsert_pdbs)?;
+        if !delta.storage.is_empty() {
+            next.approx_bytes = next.approx_bytes.saturating_sub(next.storage.approx_bytes);
+            next.storage.apply(delta.storage, false)?;
+            next.approx_bytes += next.storage.approx_bytes;
+        }
         for uid in &delta.remove_pod_uids {
             next.remove_pod(uid);
         }
@@ -844,6 +876,22 @@ impl Snapshot {
             }
         }
         Ok(())
+    }
+
+    /// This snapshot with these storage objects (a full snapshot's; replacing any it has).
+    pub fn with_storage(mut self, parts: super::volumes::StorageParts) -> Result<Self, SnapshotError> {
+        if parts.is_empty() && self.storage.is_empty() {
+            return Ok(self);
+        }
+        self.approx_bytes = self.approx_bytes.saturating_sub(self.storage.approx_bytes);
+        self.storage = super::volumes::StorageObjects::from_parts(parts)?;
+        self.approx_bytes += self.storage.approx_bytes;
+        Ok(self)
+    }
+
+    /// The PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes.
+    pub fn storage(&self) -> &super::volumes::StorageObjects {
+        &self.storage
     }
 
     /// The PodDisruptionBudgets, ordered by namespace and name.

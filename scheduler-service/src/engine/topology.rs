@@ -30,6 +30,8 @@ pub struct Placed<'p> {
     pods: Vec<(usize, &'p PodSpec)>,
     /// Some placed pod has pod affinity or anti-affinity terms.
     affinity: bool,
+    /// The claims the placed pods use and the volumes chosen for them.
+    pub(crate) volumes: super::volumes::BatchVolumes,
 }
 
 impl<'p> Placed<'p> {

@@ -17,6 +17,10 @@ use crate::engine::preemption::{LabelSelector as PdbSelector, Pdb, PreemptionPol
 use crate::engine::quantity::Quantity;
 use crate::engine::resources::{effective_requests, is_qualified_name, ContainerRequests, ResourceName, Resources};
 use crate::engine::snapshot::Delta;
+use crate::engine::volumes::{
+    AccessMode, BindingMode, Claim, ClaimRef, CsiNode, PersistentVolume, PodVolume, StorageClass, StorageDelta,
+    StorageParts, VolumePhase, VolumeSource,
+};
 use crate::proto;
 
 /// An invalid field: its path and what is wrong with it.
@@ -766,6 +770,361 @@ pub fn pod(path: &str, p: &proto::Pod) -> Result<PodSpec, FieldError> {
         start_time: p.start_time_seconds,
         gang,
         terminating: p.terminating,
+        volumes: list(&format!("{path}.volumes"), &p.volumes, volume)?,
+    })
+}
+
+/// Validates and converts one of a pod's volumes: at most one source.
+fn volume(path: &str, v: &proto::Volume) -> Result<PodVolume, FieldError> {
+    at_most(format!("{path}.name"), &v.name, MAX_NAME_BYTES)?;
+    let mut sources: Vec<(&str, VolumeSource)> = Vec::new();
+    if !v.claim_name.is_empty() {
+        at_most(format!("{path}.claim_name"), &v.claim_name, MAX_NAME_BYTES)?;
+        sources.push((
+            "claim_name",
+            VolumeSource::Claim {
+                claim_name: Arc::from(v.claim_name.as_str()),
+                ephemeral: v.ephemeral,
+            },
+        ));
+    } else if v.ephemeral {
+        return Err(field_error(
+            format!("{path}.claim_name"),
+            "must name the claim of an ephemeral volume (\"<pod name>-<volume name>\")",
+        ));
+    }
+    if !v.gce_pd_name.is_empty() {
+        sources.push((
+            "gce_pd_name",
+            VolumeSource::GcePersistentDisk {
+                pd_name: Arc::from(v.gce_pd_name.as_str()),
+                read_only: v.read_only,
+            },
+        ));
+    }
+    if !v.aws_volume_id.is_empty() {
+        sources.push((
+            "aws_volume_id",
+            VolumeSource::AwsElasticBlockStore {
+                volume_id: Arc::from(v.aws_volume_id.as_str()),
+            },
+        ));
+    }
+    if !v.iscsi_iqn.is_empty() {
+        sources.push((
+            "iscsi_iqn",
+            VolumeSource::Iscsi {
+                iqn: Arc::from(v.iscsi_iqn.as_str()),
+                read_only: v.read_only,
+            },
+        ));
+    }
+    if !v.rbd_image.is_empty() || !v.rbd_monitors.is_empty() || !v.rbd_pool.is_empty() {
+        if v.rbd_image.is_empty() {
+            return Err(field_error(
+                format!("{path}.rbd_image"),
+                "must not be empty for an rbd volume",
+            ));
+        }
+        if v.rbd_monitors.is_empty() {
+            return Err(field_error(
+                format!("{path}.rbd_monitors"),
+                "must not be empty for an rbd volume",
+            ));
+        }
+        sources.push((
+            "rbd_image",
+            VolumeSource::Rbd {
+                monitors: v.rbd_monitors.iter().map(|m| Arc::from(m.as_str())).collect(),
+                pool: Arc::from(if v.rbd_pool.is_empty() {
+                    "rbd"
+                } else {
+                    v.rbd_pool.as_str()
+                }),
+                image: Arc::from(v.rbd_image.as_str()),
+                read_only: v.read_only,
+            },
+        ));
+    }
+    match sources.len() {
+        0 => Err(field_error(
+            path,
+            "must set a source: claim_name, gce_pd_name, aws_volume_id, iscsi_iqn or rbd_image (leave other volumes out)",
+        )),
+        1 => Ok(PodVolume {
+            name: Arc::from(v.name.as_str()),
+            source: sources.remove(0).1,
+        }),
+        _ => Err(field_error(
+            format!("{path}.{}", sources[1].0),
+            format!("a volume has one source; {} is set too", sources[0].0),
+        )),
+    }
+}
+
+/// Validates a list of access modes.
+fn access_modes(path: &str, modes: &[String]) -> Result<Vec<AccessMode>, FieldError> {
+    modes
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            AccessMode::parse(m).ok_or_else(|| {
+                field_error(
+                    format!("{path}[{i}]"),
+                    format!(
+                        "unsupported access mode {}: must be ReadWriteOnce, ReadOnlyMany, ReadWriteMany or ReadWriteOncePod",
+                        shown(m)
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Validates spec.volumeMode: whether it is `Block`.
+fn block_mode(path: String, mode: &str) -> Result<bool, FieldError> {
+    match mode {
+        "" | "Filesystem" => Ok(false),
+        "Block" => Ok(true),
+        other => Err(field_error(
+            path,
+            format!("unsupported volume mode {}: must be Filesystem or Block", shown(other)),
+        )),
+    }
+}
+
+/// Parses a storage quantity (non-negative; empty is zero).
+fn storage_quantity(path: String, value: &str) -> Result<Quantity, FieldError> {
+    if value.is_empty() {
+        return Ok(Quantity::ZERO);
+    }
+    let q =
+        Quantity::parse(value).map_err(|e| field_error(&path, format!("invalid quantity {}: {e}", shown(value))))?;
+    if q.is_negative() {
+        return Err(field_error(path, format!("must not be negative, got {}", shown(value))));
+    }
+    Ok(q)
+}
+
+/// An object name: non-empty and no longer than Kubernetes allows.
+fn object_name(path: String, name: &str, max: usize) -> Result<(), FieldError> {
+    if name.is_empty() {
+        return Err(field_error(path, "must not be empty"));
+    }
+    at_most(path, name, max)
+}
+
+/// Validates and converts a PersistentVolumeClaim.
+pub fn claim(path: &str, c: &proto::PersistentVolumeClaim) -> Result<Claim, FieldError> {
+    object_name(format!("{path}.namespace"), &c.namespace, MAX_NAMESPACE_BYTES)?;
+    object_name(format!("{path}.name"), &c.name, MAX_NAME_BYTES)?;
+    for (field, value) in [
+        ("uid", &c.uid),
+        ("storage_class_name", &c.storage_class_name),
+        ("volume_name", &c.volume_name),
+        ("selected_node", &c.selected_node),
+        ("volume_attributes_class_name", &c.volume_attributes_class_name),
+        ("controller_uid", &c.controller_uid),
+    ] {
+        at_most(format!("{path}.{field}"), value, MAX_NAME_BYTES)?;
+    }
+    let lost = match c.phase.as_str() {
+        "" | "Pending" | "Bound" => false,
+        "Lost" => true,
+        other => {
+            return Err(field_error(
+                format!("{path}.phase"),
+                format!(
+                    "unsupported claim phase {}: must be Pending, Bound or Lost",
+                    shown(other)
+                ),
+            ))
+        }
+    };
+    Ok(Claim {
+        namespace: c.namespace.clone(),
+        name: c.name.clone(),
+        uid: c.uid.clone(),
+        class: c.storage_class_name.clone(),
+        volume_name: c.volume_name.clone(),
+        bind_completed: c.bind_completed,
+        access_modes: access_modes(&format!("{path}.access_modes"), &c.access_modes)?,
+        request: storage_quantity(format!("{path}.storage_request"), &c.storage_request)?,
+        selector: c
+            .selector
+            .as_ref()
+            .map(|s| label_selector(&format!("{path}.selector"), s))
+            .transpose()?,
+        block: block_mode(format!("{path}.volume_mode"), &c.volume_mode)?,
+        lost,
+        deleting: c.deleting,
+        selected_node: c.selected_node.clone(),
+        volume_attributes_class: c.volume_attributes_class_name.clone(),
+        controller_uid: c.controller_uid.clone(),
+    })
+}
+
+/// Validates and converts a PersistentVolume.
+pub fn persistent_volume(path: &str, v: &proto::PersistentVolume) -> Result<PersistentVolume, FieldError> {
+    object_name(format!("{path}.name"), &v.name, MAX_NAME_BYTES)?;
+    labels_within(&format!("{path}.labels"), &v.labels)?;
+    for (field, value) in [
+        ("storage_class_name", &v.storage_class_name),
+        ("volume_attributes_class_name", &v.volume_attributes_class_name),
+        ("csi_driver", &v.csi_driver),
+    ] {
+        at_most(format!("{path}.{field}"), value, MAX_NAME_BYTES)?;
+    }
+    let phase = match v.phase.as_str() {
+        "" => VolumePhase::Unknown,
+        "Pending" => VolumePhase::Pending,
+        "Available" => VolumePhase::Available,
+        "Bound" => VolumePhase::Bound,
+        "Released" => VolumePhase::Released,
+        "Failed" => VolumePhase::Failed,
+        other => {
+            return Err(field_error(
+                format!("{path}.phase"),
+                format!(
+                    "unsupported volume phase {}: must be Pending, Available, Bound, Released or Failed",
+                    shown(other)
+                ),
+            ))
+        }
+    };
+    let node_affinity = v
+        .node_affinity
+        .as_ref()
+        .map(|sel| {
+            sel.terms
+                .iter()
+                .enumerate()
+                .map(|(i, t)| term(&format!("{path}.node_affinity.terms[{i}]"), t))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()?;
+    let claim_ref = match &v.claim_ref {
+        None => None,
+        Some(r) => {
+            object_name(format!("{path}.claim_ref.namespace"), &r.namespace, MAX_NAMESPACE_BYTES)?;
+            object_name(format!("{path}.claim_ref.name"), &r.name, MAX_NAME_BYTES)?;
+            at_most(format!("{path}.claim_ref.uid"), &r.uid, MAX_NAME_BYTES)?;
+            Some(ClaimRef {
+                namespace: r.namespace.clone(),
+                name: r.name.clone(),
+                uid: r.uid.clone(),
+            })
+        }
+    };
+    if v.csi_driver.is_empty() && !v.csi_volume_handle.is_empty() {
+        return Err(field_error(
+            format!("{path}.csi_driver"),
+            "must be set when csi_volume_handle is",
+        ));
+    }
+    Ok(PersistentVolume {
+        name: v.name.clone(),
+        labels: v.labels.clone(),
+        class: v.storage_class_name.clone(),
+        capacity: storage_quantity(format!("{path}.capacity"), &v.capacity)?,
+        access_modes: access_modes(&format!("{path}.access_modes"), &v.access_modes)?,
+        block: block_mode(format!("{path}.volume_mode"), &v.volume_mode)?,
+        node_affinity,
+        claim_ref,
+        phase,
+        deleting: v.deleting,
+        csi: (!v.csi_driver.is_empty()).then(|| (v.csi_driver.clone(), v.csi_volume_handle.clone())),
+        volume_attributes_class: v.volume_attributes_class_name.clone(),
+    })
+}
+
+/// Validates and converts a StorageClass.
+pub fn storage_class(path: &str, c: &proto::StorageClass) -> Result<StorageClass, FieldError> {
+    object_name(format!("{path}.name"), &c.name, MAX_NAME_BYTES)?;
+    at_most(format!("{path}.provisioner"), &c.provisioner, MAX_NAME_BYTES)?;
+    let binding_mode = match c.volume_binding_mode.as_str() {
+        "" => None,
+        "Immediate" => Some(BindingMode::Immediate),
+        "WaitForFirstConsumer" => Some(BindingMode::WaitForFirstConsumer),
+        other => {
+            return Err(field_error(
+                format!("{path}.volume_binding_mode"),
+                format!(
+                    "unsupported binding mode {}: must be Immediate or WaitForFirstConsumer",
+                    shown(other)
+                ),
+            ))
+        }
+    };
+    let mut allowed_topologies = Vec::with_capacity(c.allowed_topologies.len());
+    for (i, t) in c.allowed_topologies.iter().enumerate() {
+        let mut term = Vec::with_capacity(t.match_label_expressions.len());
+        for (j, r) in t.match_label_expressions.iter().enumerate() {
+            let rp = format!("{path}.allowed_topologies[{i}].match_label_expressions[{j}]");
+            if r.key.is_empty() {
+                return Err(field_error(format!("{rp}.key"), "must not be empty"));
+            }
+            label_key(format!("{rp}.key"), &r.key)?;
+            if r.values.is_empty() {
+                return Err(field_error(format!("{rp}.values"), "must not be empty"));
+            }
+            for (k, v) in r.values.iter().enumerate() {
+                label_value(format!("{rp}.values[{k}]"), v)?;
+            }
+            term.push((r.key.clone(), r.values.clone()));
+        }
+        allowed_topologies.push(term);
+    }
+    Ok(StorageClass {
+        name: c.name.clone(),
+        provisioner: c.provisioner.clone(),
+        binding_mode,
+        allowed_topologies,
+    })
+}
+
+/// Validates and converts a CSINode.
+pub fn csi_node(path: &str, n: &proto::CsiNode) -> Result<CsiNode, FieldError> {
+    object_name(format!("{path}.name"), &n.name, MAX_NAME_BYTES)?;
+    let mut drivers = Vec::with_capacity(n.drivers.len());
+    for (i, d) in n.drivers.iter().enumerate() {
+        object_name(format!("{path}.drivers[{i}].name"), &d.name, MAX_NAME_BYTES)?;
+        if drivers.iter().any(|(name, _)| name == &d.name) {
+            return Err(field_error(
+                format!("{path}.drivers[{i}].name"),
+                format!("duplicate driver {}", shown(&d.name)),
+            ));
+        }
+        if let Some(c) = d.allocatable_count.filter(|c| *c < 0) {
+            return Err(field_error(
+                format!("{path}.drivers[{i}].allocatable_count"),
+                format!("must not be negative, got {c}"),
+            ));
+        }
+        drivers.push((d.name.clone(), d.allocatable_count));
+    }
+    Ok(CsiNode {
+        name: n.name.clone(),
+        drivers,
+    })
+}
+
+/// Validates a full snapshot's claims, volumes, storage classes and CSINodes; `path` prefixes
+/// field names.
+pub fn storage(path: &str, s: &proto::Snapshot) -> Result<StorageParts, FieldError> {
+    Ok(StorageParts {
+        claims: list(
+            &format!("{path}.persistent_volume_claims"),
+            &s.persistent_volume_claims,
+            claim,
+        )?,
+        volumes: list(
+            &format!("{path}.persistent_volumes"),
+            &s.persistent_volumes,
+            persistent_volume,
+        )?,
+        classes: list(&format!("{path}.storage_classes"), &s.storage_classes, storage_class)?,
+        csi_nodes: list(&format!("{path}.csi_nodes"), &s.csi_nodes, csi_node)?,
     })
 }
 
@@ -951,6 +1310,28 @@ pub fn delta(path: &str, d: &proto::SnapshotDelta) -> Result<Delta, FieldError> 
             pdb,
         )?,
         remove_pdbs: d.remove_pod_disruption_budgets.clone(),
+        storage: StorageDelta {
+            upsert_claims: list(
+                &format!("{path}.upsert_persistent_volume_claims"),
+                &d.upsert_persistent_volume_claims,
+                claim,
+            )?,
+            remove_claims: d.remove_persistent_volume_claims.clone(),
+            upsert_volumes: list(
+                &format!("{path}.upsert_persistent_volumes"),
+                &d.upsert_persistent_volumes,
+                persistent_volume,
+            )?,
+            remove_volumes: d.remove_persistent_volumes.clone(),
+            upsert_classes: list(
+                &format!("{path}.upsert_storage_classes"),
+                &d.upsert_storage_classes,
+                storage_class,
+            )?,
+            remove_classes: d.remove_storage_classes.clone(),
+            upsert_csi_nodes: list(&format!("{path}.upsert_csi_nodes"), &d.upsert_csi_nodes, csi_node)?,
+            remove_csi_nodes: d.remove_csi_nodes.clone(),
+        },
     })
 }
 

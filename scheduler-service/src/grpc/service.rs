@@ -202,6 +202,13 @@ fn snapshot_error(prefix_nodes: &str, prefix_pods: &str, prefix_pdbs: &str, e: S
             format!("{prefix_pods}[{index}].node_name"),
             "a snapshot holds bound pods only; node_name must be set",
         ),
+        SnapshotError::DuplicateStorage(d) => {
+            let root = prefix_nodes.rsplit_once('.').map_or("", |(root, _)| root);
+            invalid_field(
+                format!("{root}.{}[{}].name", d.list, d.index),
+                format!("duplicate {} {}", d.kind, shown(&d.key)),
+            )
+        }
         SnapshotError::Cancelled => ended(),
     }
 }
@@ -439,8 +446,10 @@ impl PlacementApi {
             Some(Source::Inline(s)) => {
                 blocking(move || {
                     let (nodes, pods, namespaces, pdbs) = convert::snapshot("snapshot.inline", &s).map_err(invalid)?;
+                    let storage = convert::storage("snapshot.inline", &s).map_err(invalid)?;
                     Snapshot::build_with_namespaces(nodes, pods, namespaces)
                         .and_then(|s| s.with_pdbs(pdbs))
+                        .and_then(|s| s.with_storage(storage))
                         .map(Arc::new)
                         .map_err(|e| {
                             snapshot_error(
@@ -488,8 +497,10 @@ impl PlacementApi {
                 blocking(move || {
                     let id = content_id(&[b"full", &prost::Message::encode_to_vec(&full)]);
                     let (nodes, pods, namespaces, pdbs) = convert::snapshot("full", &full).map_err(invalid)?;
+                    let storage = convert::storage("full", &full).map_err(invalid)?;
                     let s = Snapshot::build_with_namespaces(nodes, pods, namespaces)
                         .and_then(|s| s.with_pdbs(pdbs))
+                        .and_then(|s| s.with_storage(storage))
                         .map_err(|e| snapshot_error("full.nodes", "full.pods", "full.pod_disruption_budgets", e))?;
                     Ok((id, Arc::new(s)))
                 })

@@ -60,7 +60,15 @@ fn list_strategy(kind: Kind, path: &str) -> Option<ListStrategy> {
             "status.conditions" => Some(MergeKey("type")),
             _ => None,
         },
-        Kind::Lease | Kind::CoreEvent | Kind::Event | Kind::Namespace => None,
+        Kind::PersistentVolumeClaim | Kind::PersistentVolume => match path {
+            "status.conditions" => Some(MergeKey("type")),
+            _ => None,
+        },
+        Kind::CsiNode => match path {
+            "spec.drivers" => Some(MergeKey("name")),
+            _ => None,
+        },
+        Kind::Lease | Kind::CoreEvent | Kind::Event | Kind::Namespace | Kind::StorageClass => None,
     }
 }
 

@@ -219,7 +219,9 @@ fn supported_fields(kind: Kind) -> Option<&'static [&'static str]> {
         ]),
         Kind::Node => Some(&["metadata.name", "spec.unschedulable"]),
         Kind::Lease | Kind::PodDisruptionBudget => Some(&["metadata.name", "metadata.namespace"]),
-        Kind::Namespace => Some(&["metadata.name"]),
+        Kind::Namespace | Kind::StorageClass | Kind::CsiNode => Some(&["metadata.name"]),
+        Kind::PersistentVolumeClaim => Some(&["metadata.name", "metadata.namespace"]),
+        Kind::PersistentVolume => Some(&["metadata.name"]),
         Kind::CoreEvent | Kind::Event => None,
     }
 }

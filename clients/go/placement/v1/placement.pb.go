@@ -191,8 +191,17 @@ type Snapshot struct {
 	Namespaces []*Namespace `protobuf:"bytes,10,rep,name=namespaces,proto3" json:"namespaces,omitempty"`
 	// PodDisruptionBudgets that preemption tries not to violate.
 	PodDisruptionBudgets []*PodDisruptionBudget `protobuf:"bytes,20,rep,name=pod_disruption_budgets,json=podDisruptionBudgets,proto3" json:"pod_disruption_budgets,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// PersistentVolumeClaims of every namespace, for the volume filters
+	// (VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone).
+	PersistentVolumeClaims []*PersistentVolumeClaim `protobuf:"bytes,30,rep,name=persistent_volume_claims,json=persistentVolumeClaims,proto3" json:"persistent_volume_claims,omitempty"`
+	// PersistentVolumes.
+	PersistentVolumes []*PersistentVolume `protobuf:"bytes,31,rep,name=persistent_volumes,json=persistentVolumes,proto3" json:"persistent_volumes,omitempty"`
+	// StorageClasses.
+	StorageClasses []*StorageClass `protobuf:"bytes,32,rep,name=storage_classes,json=storageClasses,proto3" json:"storage_classes,omitempty"`
+	// CSINodes: the attach limit of each CSI driver on a node.
+	CsiNodes      []*CsiNode `protobuf:"bytes,33,rep,name=csi_nodes,json=csiNodes,proto3" json:"csi_nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
@@ -249,6 +258,34 @@ func (x *Snapshot) GetNamespaces() []*Namespace {
 func (x *Snapshot) GetPodDisruptionBudgets() []*PodDisruptionBudget {
 	if x != nil {
 		return x.PodDisruptionBudgets
+	}
+	return nil
+}
+
+func (x *Snapshot) GetPersistentVolumeClaims() []*PersistentVolumeClaim {
+	if x != nil {
+		return x.PersistentVolumeClaims
+	}
+	return nil
+}
+
+func (x *Snapshot) GetPersistentVolumes() []*PersistentVolume {
+	if x != nil {
+		return x.PersistentVolumes
+	}
+	return nil
+}
+
+func (x *Snapshot) GetStorageClasses() []*StorageClass {
+	if x != nil {
+		return x.StorageClasses
+	}
+	return nil
+}
+
+func (x *Snapshot) GetCsiNodes() []*CsiNode {
+	if x != nil {
+		return x.CsiNodes
 	}
 	return nil
 }
@@ -329,8 +366,24 @@ type SnapshotDelta struct {
 	UpsertPodDisruptionBudgets []*PodDisruptionBudget `protobuf:"bytes,20,rep,name=upsert_pod_disruption_budgets,json=upsertPodDisruptionBudgets,proto3" json:"upsert_pod_disruption_budgets,omitempty"`
 	// PodDisruptionBudgets removed, as "namespace/name".
 	RemovePodDisruptionBudgets []string `protobuf:"bytes,21,rep,name=remove_pod_disruption_budgets,json=removePodDisruptionBudgets,proto3" json:"remove_pod_disruption_budgets,omitempty"`
-	unknownFields              protoimpl.UnknownFields
-	sizeCache                  protoimpl.SizeCache
+	// PersistentVolumeClaims added or replaced, matched by namespace and name.
+	UpsertPersistentVolumeClaims []*PersistentVolumeClaim `protobuf:"bytes,30,rep,name=upsert_persistent_volume_claims,json=upsertPersistentVolumeClaims,proto3" json:"upsert_persistent_volume_claims,omitempty"`
+	// PersistentVolumeClaims removed, as "namespace/name".
+	RemovePersistentVolumeClaims []string `protobuf:"bytes,31,rep,name=remove_persistent_volume_claims,json=removePersistentVolumeClaims,proto3" json:"remove_persistent_volume_claims,omitempty"`
+	// PersistentVolumes added or replaced, matched by name.
+	UpsertPersistentVolumes []*PersistentVolume `protobuf:"bytes,32,rep,name=upsert_persistent_volumes,json=upsertPersistentVolumes,proto3" json:"upsert_persistent_volumes,omitempty"`
+	// Names of PersistentVolumes removed.
+	RemovePersistentVolumes []string `protobuf:"bytes,33,rep,name=remove_persistent_volumes,json=removePersistentVolumes,proto3" json:"remove_persistent_volumes,omitempty"`
+	// StorageClasses added or replaced, matched by name.
+	UpsertStorageClasses []*StorageClass `protobuf:"bytes,34,rep,name=upsert_storage_classes,json=upsertStorageClasses,proto3" json:"upsert_storage_classes,omitempty"`
+	// Names of StorageClasses removed.
+	RemoveStorageClasses []string `protobuf:"bytes,35,rep,name=remove_storage_classes,json=removeStorageClasses,proto3" json:"remove_storage_classes,omitempty"`
+	// CSINodes added or replaced, matched by name.
+	UpsertCsiNodes []*CsiNode `protobuf:"bytes,36,rep,name=upsert_csi_nodes,json=upsertCsiNodes,proto3" json:"upsert_csi_nodes,omitempty"`
+	// Names of CSINodes removed.
+	RemoveCsiNodes []string `protobuf:"bytes,37,rep,name=remove_csi_nodes,json=removeCsiNodes,proto3" json:"remove_csi_nodes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SnapshotDelta) Reset() {
@@ -422,6 +475,62 @@ func (x *SnapshotDelta) GetUpsertPodDisruptionBudgets() []*PodDisruptionBudget {
 func (x *SnapshotDelta) GetRemovePodDisruptionBudgets() []string {
 	if x != nil {
 		return x.RemovePodDisruptionBudgets
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetUpsertPersistentVolumeClaims() []*PersistentVolumeClaim {
+	if x != nil {
+		return x.UpsertPersistentVolumeClaims
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetRemovePersistentVolumeClaims() []string {
+	if x != nil {
+		return x.RemovePersistentVolumeClaims
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetUpsertPersistentVolumes() []*PersistentVolume {
+	if x != nil {
+		return x.UpsertPersistentVolumes
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetRemovePersistentVolumes() []string {
+	if x != nil {
+		return x.RemovePersistentVolumes
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetUpsertStorageClasses() []*StorageClass {
+	if x != nil {
+		return x.UpsertStorageClasses
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetRemoveStorageClasses() []string {
+	if x != nil {
+		return x.RemoveStorageClasses
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetUpsertCsiNodes() []*CsiNode {
+	if x != nil {
+		return x.UpsertCsiNodes
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetRemoveCsiNodes() []string {
+	if x != nil {
+		return x.RemoveCsiNodes
 	}
 	return nil
 }
@@ -1722,7 +1831,11 @@ type Pod struct {
 	// not count it among the matching pods of its domain, as kube-scheduler.
 	Terminating bool `protobuf:"varint,23,opt,name=terminating,proto3" json:"terminating,omitempty"`
 	// metadata.annotations; read only by a policy's rules (CEL `pod.metadata.annotations`).
-	Annotations   map[string]string `protobuf:"bytes,24,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Annotations map[string]string `protobuf:"bytes,24,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// spec.volumes of the kinds the volume filters read: PersistentVolumeClaim
+	// and generic ephemeral volumes, and the in-tree GCE PD, AWS EBS, iSCSI and
+	// RBD volumes VolumeRestrictions checks. Other volumes may be left out.
+	Volumes       []*Volume `protobuf:"bytes,25,rep,name=volumes,proto3" json:"volumes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1904,6 +2017,833 @@ func (x *Pod) GetAnnotations() map[string]string {
 	return nil
 }
 
+func (x *Pod) GetVolumes() []*Volume {
+	if x != nil {
+		return x.Volumes
+	}
+	return nil
+}
+
+// Volume is one entry of a pod's spec.volumes. At most one source is set; a
+// volume with none is one the volume filters do not read.
+type Volume struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// persistentVolumeClaim.claimName; for a generic ephemeral volume the name of
+	// its claim, "<pod name>-<volume name>".
+	ClaimName string `protobuf:"bytes,2,opt,name=claim_name,json=claimName,proto3" json:"claim_name,omitempty"`
+	// The volume is a generic ephemeral volume (spec.volumes[].ephemeral): its
+	// claim must be controlled by the pod.
+	Ephemeral bool `protobuf:"varint,3,opt,name=ephemeral,proto3" json:"ephemeral,omitempty"`
+	// gcePersistentDisk.pdName.
+	GcePdName string `protobuf:"bytes,4,opt,name=gce_pd_name,json=gcePdName,proto3" json:"gce_pd_name,omitempty"`
+	// awsElasticBlockStore.volumeID.
+	AwsVolumeId string `protobuf:"bytes,5,opt,name=aws_volume_id,json=awsVolumeId,proto3" json:"aws_volume_id,omitempty"`
+	// iscsi.iqn.
+	IscsiIqn string `protobuf:"bytes,6,opt,name=iscsi_iqn,json=iscsiIqn,proto3" json:"iscsi_iqn,omitempty"`
+	// rbd.monitors.
+	RbdMonitors []string `protobuf:"bytes,7,rep,name=rbd_monitors,json=rbdMonitors,proto3" json:"rbd_monitors,omitempty"`
+	// rbd.pool ("rbd" when unset, the API's default).
+	RbdPool string `protobuf:"bytes,8,opt,name=rbd_pool,json=rbdPool,proto3" json:"rbd_pool,omitempty"`
+	// rbd.image.
+	RbdImage string `protobuf:"bytes,9,opt,name=rbd_image,json=rbdImage,proto3" json:"rbd_image,omitempty"`
+	// readOnly of the in-tree source (gcePersistentDisk, iscsi, rbd).
+	ReadOnly      bool `protobuf:"varint,10,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Volume) Reset() {
+	*x = Volume{}
+	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Volume) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Volume) ProtoMessage() {}
+
+func (x *Volume) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Volume.ProtoReflect.Descriptor instead.
+func (*Volume) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *Volume) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Volume) GetClaimName() string {
+	if x != nil {
+		return x.ClaimName
+	}
+	return ""
+}
+
+func (x *Volume) GetEphemeral() bool {
+	if x != nil {
+		return x.Ephemeral
+	}
+	return false
+}
+
+func (x *Volume) GetGcePdName() string {
+	if x != nil {
+		return x.GcePdName
+	}
+	return ""
+}
+
+func (x *Volume) GetAwsVolumeId() string {
+	if x != nil {
+		return x.AwsVolumeId
+	}
+	return ""
+}
+
+func (x *Volume) GetIscsiIqn() string {
+	if x != nil {
+		return x.IscsiIqn
+	}
+	return ""
+}
+
+func (x *Volume) GetRbdMonitors() []string {
+	if x != nil {
+		return x.RbdMonitors
+	}
+	return nil
+}
+
+func (x *Volume) GetRbdPool() string {
+	if x != nil {
+		return x.RbdPool
+	}
+	return ""
+}
+
+func (x *Volume) GetRbdImage() string {
+	if x != nil {
+		return x.RbdImage
+	}
+	return ""
+}
+
+func (x *Volume) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+// PersistentVolumeClaim is the part of a Kubernetes PersistentVolumeClaim the
+// volume filters read.
+type PersistentVolumeClaim struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// metadata.namespace.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// metadata.name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// metadata.uid.
+	Uid string `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	// The claim's class: the annotation volume.beta.kubernetes.io/storage-class
+	// if present, else spec.storageClassName ("" for none), as
+	// GetPersistentVolumeClaimClass reads it.
+	StorageClassName string `protobuf:"bytes,4,opt,name=storage_class_name,json=storageClassName,proto3" json:"storage_class_name,omitempty"`
+	// spec.volumeName.
+	VolumeName string `protobuf:"bytes,5,opt,name=volume_name,json=volumeName,proto3" json:"volume_name,omitempty"`
+	// The annotation pv.kubernetes.io/bind-completed is present: with
+	// volume_name, the claim is fully bound.
+	BindCompleted bool `protobuf:"varint,6,opt,name=bind_completed,json=bindCompleted,proto3" json:"bind_completed,omitempty"`
+	// spec.accessModes ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany",
+	// "ReadWriteOncePod").
+	AccessModes []string `protobuf:"bytes,7,rep,name=access_modes,json=accessModes,proto3" json:"access_modes,omitempty"`
+	// spec.resources.requests["storage"], a quantity ("" for none).
+	StorageRequest string `protobuf:"bytes,8,opt,name=storage_request,json=storageRequest,proto3" json:"storage_request,omitempty"`
+	// spec.selector: a volume must match it to be bound to the claim.
+	Selector *LabelSelector `protobuf:"bytes,9,opt,name=selector,proto3" json:"selector,omitempty"`
+	// spec.volumeMode: "Filesystem" (also when empty) or "Block".
+	VolumeMode string `protobuf:"bytes,10,opt,name=volume_mode,json=volumeMode,proto3" json:"volume_mode,omitempty"`
+	// status.phase: "Pending", "Bound" or "Lost".
+	Phase string `protobuf:"bytes,11,opt,name=phase,proto3" json:"phase,omitempty"`
+	// metadata.deletionTimestamp is set.
+	Deleting bool `protobuf:"varint,12,opt,name=deleting,proto3" json:"deleting,omitempty"`
+	// The annotation volume.kubernetes.io/selected-node: the node chosen for
+	// provisioning.
+	SelectedNode string `protobuf:"bytes,13,opt,name=selected_node,json=selectedNode,proto3" json:"selected_node,omitempty"`
+	// spec.volumeAttributesClassName.
+	VolumeAttributesClassName string `protobuf:"bytes,14,opt,name=volume_attributes_class_name,json=volumeAttributesClassName,proto3" json:"volume_attributes_class_name,omitempty"`
+	// The uid of the controller owner reference (a generic ephemeral volume's
+	// claim is controlled by its pod).
+	ControllerUid string `protobuf:"bytes,15,opt,name=controller_uid,json=controllerUid,proto3" json:"controller_uid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersistentVolumeClaim) Reset() {
+	*x = PersistentVolumeClaim{}
+	mi := &file_placement_v1_placement_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistentVolumeClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistentVolumeClaim) ProtoMessage() {}
+
+func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistentVolumeClaim.ProtoReflect.Descriptor instead.
+func (*PersistentVolumeClaim) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PersistentVolumeClaim) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetStorageClassName() string {
+	if x != nil {
+		return x.StorageClassName
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetVolumeName() string {
+	if x != nil {
+		return x.VolumeName
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetBindCompleted() bool {
+	if x != nil {
+		return x.BindCompleted
+	}
+	return false
+}
+
+func (x *PersistentVolumeClaim) GetAccessModes() []string {
+	if x != nil {
+		return x.AccessModes
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaim) GetStorageRequest() string {
+	if x != nil {
+		return x.StorageRequest
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetSelector() *LabelSelector {
+	if x != nil {
+		return x.Selector
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaim) GetVolumeMode() string {
+	if x != nil {
+		return x.VolumeMode
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetDeleting() bool {
+	if x != nil {
+		return x.Deleting
+	}
+	return false
+}
+
+func (x *PersistentVolumeClaim) GetSelectedNode() string {
+	if x != nil {
+		return x.SelectedNode
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetVolumeAttributesClassName() string {
+	if x != nil {
+		return x.VolumeAttributesClassName
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetControllerUid() string {
+	if x != nil {
+		return x.ControllerUid
+	}
+	return ""
+}
+
+// PersistentVolume is the part of a Kubernetes PersistentVolume the volume
+// filters read.
+type PersistentVolume struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// metadata.name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// metadata.labels (VolumeZone reads the zone and region labels; claims
+	// select volumes by them).
+	Labels map[string]string `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The volume's class: the annotation volume.beta.kubernetes.io/storage-class
+	// if present, else spec.storageClassName.
+	StorageClassName string `protobuf:"bytes,3,opt,name=storage_class_name,json=storageClassName,proto3" json:"storage_class_name,omitempty"`
+	// spec.capacity["storage"], a quantity.
+	Capacity string `protobuf:"bytes,4,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// spec.accessModes.
+	AccessModes []string `protobuf:"bytes,5,rep,name=access_modes,json=accessModes,proto3" json:"access_modes,omitempty"`
+	// spec.volumeMode: "Filesystem" (also when empty) or "Block".
+	VolumeMode string `protobuf:"bytes,6,opt,name=volume_mode,json=volumeMode,proto3" json:"volume_mode,omitempty"`
+	// spec.nodeAffinity.required: the nodes the volume is reachable from; unset
+	// for everywhere.
+	NodeAffinity *NodeSelector `protobuf:"bytes,7,opt,name=node_affinity,json=nodeAffinity,proto3" json:"node_affinity,omitempty"`
+	// spec.claimRef: the claim the volume is bound or reserved to; unset for none.
+	ClaimRef *VolumeClaimRef `protobuf:"bytes,8,opt,name=claim_ref,json=claimRef,proto3" json:"claim_ref,omitempty"`
+	// status.phase: "Pending", "Available", "Bound", "Released" or "Failed".
+	Phase string `protobuf:"bytes,9,opt,name=phase,proto3" json:"phase,omitempty"`
+	// metadata.deletionTimestamp is set.
+	Deleting bool `protobuf:"varint,10,opt,name=deleting,proto3" json:"deleting,omitempty"`
+	// spec.csi.driver ("" for a volume that is not CSI).
+	CsiDriver string `protobuf:"bytes,11,opt,name=csi_driver,json=csiDriver,proto3" json:"csi_driver,omitempty"`
+	// spec.csi.volumeHandle.
+	CsiVolumeHandle string `protobuf:"bytes,12,opt,name=csi_volume_handle,json=csiVolumeHandle,proto3" json:"csi_volume_handle,omitempty"`
+	// spec.volumeAttributesClassName.
+	VolumeAttributesClassName string `protobuf:"bytes,13,opt,name=volume_attributes_class_name,json=volumeAttributesClassName,proto3" json:"volume_attributes_class_name,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
+}
+
+func (x *PersistentVolume) Reset() {
+	*x = PersistentVolume{}
+	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistentVolume) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistentVolume) ProtoMessage() {}
+
+func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistentVolume.ProtoReflect.Descriptor instead.
+func (*PersistentVolume) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *PersistentVolume) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *PersistentVolume) GetStorageClassName() string {
+	if x != nil {
+		return x.StorageClassName
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetCapacity() string {
+	if x != nil {
+		return x.Capacity
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetAccessModes() []string {
+	if x != nil {
+		return x.AccessModes
+	}
+	return nil
+}
+
+func (x *PersistentVolume) GetVolumeMode() string {
+	if x != nil {
+		return x.VolumeMode
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetNodeAffinity() *NodeSelector {
+	if x != nil {
+		return x.NodeAffinity
+	}
+	return nil
+}
+
+func (x *PersistentVolume) GetClaimRef() *VolumeClaimRef {
+	if x != nil {
+		return x.ClaimRef
+	}
+	return nil
+}
+
+func (x *PersistentVolume) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetDeleting() bool {
+	if x != nil {
+		return x.Deleting
+	}
+	return false
+}
+
+func (x *PersistentVolume) GetCsiDriver() string {
+	if x != nil {
+		return x.CsiDriver
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetCsiVolumeHandle() string {
+	if x != nil {
+		return x.CsiVolumeHandle
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetVolumeAttributesClassName() string {
+	if x != nil {
+		return x.VolumeAttributesClassName
+	}
+	return ""
+}
+
+// VolumeClaimRef is a PersistentVolume's spec.claimRef.
+type VolumeClaimRef struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// uid ("" when the reference names the claim only).
+	Uid           string `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeClaimRef) Reset() {
+	*x = VolumeClaimRef{}
+	mi := &file_placement_v1_placement_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeClaimRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeClaimRef) ProtoMessage() {}
+
+func (x *VolumeClaimRef) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeClaimRef.ProtoReflect.Descriptor instead.
+func (*VolumeClaimRef) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *VolumeClaimRef) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *VolumeClaimRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *VolumeClaimRef) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+// StorageClass is the part of a Kubernetes StorageClass the volume filters
+// read.
+type StorageClass struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// metadata.name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// provisioner; "kubernetes.io/no-provisioner" provisions nothing.
+	Provisioner string `protobuf:"bytes,2,opt,name=provisioner,proto3" json:"provisioner,omitempty"`
+	// volumeBindingMode: "Immediate" or "WaitForFirstConsumer" ("" for unset,
+	// which the API server never leaves).
+	VolumeBindingMode string `protobuf:"bytes,3,opt,name=volume_binding_mode,json=volumeBindingMode,proto3" json:"volume_binding_mode,omitempty"`
+	// allowedTopologies: where dynamic provisioning may create a volume; empty
+	// for anywhere.
+	AllowedTopologies []*TopologySelectorTerm `protobuf:"bytes,4,rep,name=allowed_topologies,json=allowedTopologies,proto3" json:"allowed_topologies,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *StorageClass) Reset() {
+	*x = StorageClass{}
+	mi := &file_placement_v1_placement_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageClass) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageClass) ProtoMessage() {}
+
+func (x *StorageClass) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
+func (*StorageClass) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *StorageClass) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StorageClass) GetProvisioner() string {
+	if x != nil {
+		return x.Provisioner
+	}
+	return ""
+}
+
+func (x *StorageClass) GetVolumeBindingMode() string {
+	if x != nil {
+		return x.VolumeBindingMode
+	}
+	return ""
+}
+
+func (x *StorageClass) GetAllowedTopologies() []*TopologySelectorTerm {
+	if x != nil {
+		return x.AllowedTopologies
+	}
+	return nil
+}
+
+// TopologySelectorTerm is one of a StorageClass's allowedTopologies: all its
+// requirements must match a node's labels. An empty term matches nothing.
+type TopologySelectorTerm struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// matchLabelExpressions.
+	MatchLabelExpressions []*TopologySelectorRequirement `protobuf:"bytes,1,rep,name=match_label_expressions,json=matchLabelExpressions,proto3" json:"match_label_expressions,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *TopologySelectorTerm) Reset() {
+	*x = TopologySelectorTerm{}
+	mi := &file_placement_v1_placement_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopologySelectorTerm) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopologySelectorTerm) ProtoMessage() {}
+
+func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopologySelectorTerm.ProtoReflect.Descriptor instead.
+func (*TopologySelectorTerm) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *TopologySelectorTerm) GetMatchLabelExpressions() []*TopologySelectorRequirement {
+	if x != nil {
+		return x.MatchLabelExpressions
+	}
+	return nil
+}
+
+// TopologySelectorRequirement requires a label to have one of the values.
+type TopologySelectorRequirement struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// key.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// values.
+	Values        []string `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopologySelectorRequirement) Reset() {
+	*x = TopologySelectorRequirement{}
+	mi := &file_placement_v1_placement_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopologySelectorRequirement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopologySelectorRequirement) ProtoMessage() {}
+
+func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopologySelectorRequirement.ProtoReflect.Descriptor instead.
+func (*TopologySelectorRequirement) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *TopologySelectorRequirement) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *TopologySelectorRequirement) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+// CsiNode is the part of a Kubernetes CSINode the volume filters read.
+type CsiNode struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// metadata.name (the node's name).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// spec.drivers.
+	Drivers       []*CsiNodeDriver `protobuf:"bytes,2,rep,name=drivers,proto3" json:"drivers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CsiNode) Reset() {
+	*x = CsiNode{}
+	mi := &file_placement_v1_placement_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CsiNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CsiNode) ProtoMessage() {}
+
+func (x *CsiNode) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CsiNode.ProtoReflect.Descriptor instead.
+func (*CsiNode) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CsiNode) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CsiNode) GetDrivers() []*CsiNodeDriver {
+	if x != nil {
+		return x.Drivers
+	}
+	return nil
+}
+
+// CsiNodeDriver is a CSI driver installed on a node.
+type CsiNodeDriver struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// allocatable.count: how many of the driver's volumes may be attached to the
+	// node; unset for no limit.
+	AllocatableCount *int32 `protobuf:"varint,2,opt,name=allocatable_count,json=allocatableCount,proto3,oneof" json:"allocatable_count,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *CsiNodeDriver) Reset() {
+	*x = CsiNodeDriver{}
+	mi := &file_placement_v1_placement_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CsiNodeDriver) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CsiNodeDriver) ProtoMessage() {}
+
+func (x *CsiNodeDriver) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CsiNodeDriver.ProtoReflect.Descriptor instead.
+func (*CsiNodeDriver) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *CsiNodeDriver) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CsiNodeDriver) GetAllocatableCount() int32 {
+	if x != nil && x.AllocatableCount != nil {
+		return *x.AllocatableCount
+	}
+	return 0
+}
+
 // PodAffinity is spec.affinity.podAffinity or spec.affinity.podAntiAffinity
 // (both have this shape).
 type PodAffinity struct {
@@ -1918,7 +2858,7 @@ type PodAffinity struct {
 
 func (x *PodAffinity) Reset() {
 	*x = PodAffinity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	mi := &file_placement_v1_placement_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1930,7 +2870,7 @@ func (x *PodAffinity) String() string {
 func (*PodAffinity) ProtoMessage() {}
 
 func (x *PodAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	mi := &file_placement_v1_placement_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1943,7 +2883,7 @@ func (x *PodAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodAffinity.ProtoReflect.Descriptor instead.
 func (*PodAffinity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{22}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PodAffinity) GetRequired() []*PodAffinityTerm {
@@ -1978,7 +2918,7 @@ type PodAffinityTerm struct {
 
 func (x *PodAffinityTerm) Reset() {
 	*x = PodAffinityTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[23]
+	mi := &file_placement_v1_placement_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1990,7 +2930,7 @@ func (x *PodAffinityTerm) String() string {
 func (*PodAffinityTerm) ProtoMessage() {}
 
 func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[23]
+	mi := &file_placement_v1_placement_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2003,7 +2943,7 @@ func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodAffinityTerm.ProtoReflect.Descriptor instead.
 func (*PodAffinityTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{23}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PodAffinityTerm) GetLabelSelector() *LabelSelector {
@@ -2047,7 +2987,7 @@ type WeightedPodAffinityTerm struct {
 
 func (x *WeightedPodAffinityTerm) Reset() {
 	*x = WeightedPodAffinityTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	mi := &file_placement_v1_placement_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2059,7 +2999,7 @@ func (x *WeightedPodAffinityTerm) String() string {
 func (*WeightedPodAffinityTerm) ProtoMessage() {}
 
 func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	mi := &file_placement_v1_placement_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2072,7 +3012,7 @@ func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedPodAffinityTerm.ProtoReflect.Descriptor instead.
 func (*WeightedPodAffinityTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{24}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WeightedPodAffinityTerm) GetWeight() int32 {
@@ -2105,7 +3045,7 @@ type Gang struct {
 
 func (x *Gang) Reset() {
 	*x = Gang{}
-	mi := &file_placement_v1_placement_proto_msgTypes[25]
+	mi := &file_placement_v1_placement_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2117,7 +3057,7 @@ func (x *Gang) String() string {
 func (*Gang) ProtoMessage() {}
 
 func (x *Gang) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[25]
+	mi := &file_placement_v1_placement_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2130,7 +3070,7 @@ func (x *Gang) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gang.ProtoReflect.Descriptor instead.
 func (*Gang) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{25}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Gang) GetName() string {
@@ -2171,7 +3111,7 @@ type PodDisruptionBudget struct {
 
 func (x *PodDisruptionBudget) Reset() {
 	*x = PodDisruptionBudget{}
-	mi := &file_placement_v1_placement_proto_msgTypes[26]
+	mi := &file_placement_v1_placement_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +3123,7 @@ func (x *PodDisruptionBudget) String() string {
 func (*PodDisruptionBudget) ProtoMessage() {}
 
 func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[26]
+	mi := &file_placement_v1_placement_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +3136,7 @@ func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodDisruptionBudget.ProtoReflect.Descriptor instead.
 func (*PodDisruptionBudget) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{26}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PodDisruptionBudget) GetNamespace() string {
@@ -2247,7 +3187,7 @@ type LabelSelector struct {
 
 func (x *LabelSelector) Reset() {
 	*x = LabelSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[27]
+	mi := &file_placement_v1_placement_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +3199,7 @@ func (x *LabelSelector) String() string {
 func (*LabelSelector) ProtoMessage() {}
 
 func (x *LabelSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[27]
+	mi := &file_placement_v1_placement_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +3212,7 @@ func (x *LabelSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelector.ProtoReflect.Descriptor instead.
 func (*LabelSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{27}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LabelSelector) GetMatchLabels() map[string]string {
@@ -2304,7 +3244,7 @@ type LabelSelectorRequirement struct {
 
 func (x *LabelSelectorRequirement) Reset() {
 	*x = LabelSelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[28]
+	mi := &file_placement_v1_placement_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2316,7 +3256,7 @@ func (x *LabelSelectorRequirement) String() string {
 func (*LabelSelectorRequirement) ProtoMessage() {}
 
 func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[28]
+	mi := &file_placement_v1_placement_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2329,7 +3269,7 @@ func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*LabelSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{28}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *LabelSelectorRequirement) GetKey() string {
@@ -2378,7 +3318,7 @@ type TopologySpreadConstraint struct {
 
 func (x *TopologySpreadConstraint) Reset() {
 	*x = TopologySpreadConstraint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[29]
+	mi := &file_placement_v1_placement_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2390,7 +3330,7 @@ func (x *TopologySpreadConstraint) String() string {
 func (*TopologySpreadConstraint) ProtoMessage() {}
 
 func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[29]
+	mi := &file_placement_v1_placement_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2403,7 +3343,7 @@ func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySpreadConstraint.ProtoReflect.Descriptor instead.
 func (*TopologySpreadConstraint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{29}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TopologySpreadConstraint) GetMaxSkew() int32 {
@@ -2481,7 +3421,7 @@ type Container struct {
 
 func (x *Container) Reset() {
 	*x = Container{}
-	mi := &file_placement_v1_placement_proto_msgTypes[30]
+	mi := &file_placement_v1_placement_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2493,7 +3433,7 @@ func (x *Container) String() string {
 func (*Container) ProtoMessage() {}
 
 func (x *Container) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[30]
+	mi := &file_placement_v1_placement_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2506,7 +3446,7 @@ func (x *Container) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Container.ProtoReflect.Descriptor instead.
 func (*Container) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{30}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Container) GetName() string {
@@ -2561,7 +3501,7 @@ type ContainerPort struct {
 
 func (x *ContainerPort) Reset() {
 	*x = ContainerPort{}
-	mi := &file_placement_v1_placement_proto_msgTypes[31]
+	mi := &file_placement_v1_placement_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2573,7 +3513,7 @@ func (x *ContainerPort) String() string {
 func (*ContainerPort) ProtoMessage() {}
 
 func (x *ContainerPort) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[31]
+	mi := &file_placement_v1_placement_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2586,7 +3526,7 @@ func (x *ContainerPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerPort.ProtoReflect.Descriptor instead.
 func (*ContainerPort) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{31}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ContainerPort) GetContainerPort() int32 {
@@ -2630,7 +3570,7 @@ type NodeAffinity struct {
 
 func (x *NodeAffinity) Reset() {
 	*x = NodeAffinity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	mi := &file_placement_v1_placement_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +3582,7 @@ func (x *NodeAffinity) String() string {
 func (*NodeAffinity) ProtoMessage() {}
 
 func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	mi := &file_placement_v1_placement_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +3595,7 @@ func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAffinity.ProtoReflect.Descriptor instead.
 func (*NodeAffinity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{32}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *NodeAffinity) GetRequired() *NodeSelector {
@@ -2683,7 +3623,7 @@ type NodeSelector struct {
 
 func (x *NodeSelector) Reset() {
 	*x = NodeSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	mi := &file_placement_v1_placement_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2695,7 +3635,7 @@ func (x *NodeSelector) String() string {
 func (*NodeSelector) ProtoMessage() {}
 
 func (x *NodeSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	mi := &file_placement_v1_placement_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2708,7 +3648,7 @@ func (x *NodeSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelector.ProtoReflect.Descriptor instead.
 func (*NodeSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{33}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *NodeSelector) GetTerms() []*NodeSelectorTerm {
@@ -2731,7 +3671,7 @@ type NodeSelectorTerm struct {
 
 func (x *NodeSelectorTerm) Reset() {
 	*x = NodeSelectorTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[34]
+	mi := &file_placement_v1_placement_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2743,7 +3683,7 @@ func (x *NodeSelectorTerm) String() string {
 func (*NodeSelectorTerm) ProtoMessage() {}
 
 func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[34]
+	mi := &file_placement_v1_placement_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2756,7 +3696,7 @@ func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorTerm.ProtoReflect.Descriptor instead.
 func (*NodeSelectorTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{34}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *NodeSelectorTerm) GetMatchExpressions() []*NodeSelectorRequirement {
@@ -2788,7 +3728,7 @@ type NodeSelectorRequirement struct {
 
 func (x *NodeSelectorRequirement) Reset() {
 	*x = NodeSelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[35]
+	mi := &file_placement_v1_placement_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2800,7 +3740,7 @@ func (x *NodeSelectorRequirement) String() string {
 func (*NodeSelectorRequirement) ProtoMessage() {}
 
 func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[35]
+	mi := &file_placement_v1_placement_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2813,7 +3753,7 @@ func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*NodeSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{35}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *NodeSelectorRequirement) GetKey() string {
@@ -2850,7 +3790,7 @@ type PreferredSchedulingTerm struct {
 
 func (x *PreferredSchedulingTerm) Reset() {
 	*x = PreferredSchedulingTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[36]
+	mi := &file_placement_v1_placement_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2862,7 +3802,7 @@ func (x *PreferredSchedulingTerm) String() string {
 func (*PreferredSchedulingTerm) ProtoMessage() {}
 
 func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[36]
+	mi := &file_placement_v1_placement_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2875,7 +3815,7 @@ func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreferredSchedulingTerm.ProtoReflect.Descriptor instead.
 func (*PreferredSchedulingTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{36}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PreferredSchedulingTerm) GetWeight() int32 {
@@ -2911,7 +3851,7 @@ type Toleration struct {
 
 func (x *Toleration) Reset() {
 	*x = Toleration{}
-	mi := &file_placement_v1_placement_proto_msgTypes[37]
+	mi := &file_placement_v1_placement_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2923,7 +3863,7 @@ func (x *Toleration) String() string {
 func (*Toleration) ProtoMessage() {}
 
 func (x *Toleration) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[37]
+	mi := &file_placement_v1_placement_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2936,7 +3876,7 @@ func (x *Toleration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Toleration.ProtoReflect.Descriptor instead.
 func (*Toleration) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{37}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Toleration) GetKey() string {
@@ -2995,7 +3935,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_placement_v1_placement_proto_msgTypes[38]
+	mi := &file_placement_v1_placement_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3007,7 +3947,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[38]
+	mi := &file_placement_v1_placement_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3020,7 +3960,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{38}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Node) GetName() string {
@@ -3080,7 +4020,7 @@ type Taint struct {
 
 func (x *Taint) Reset() {
 	*x = Taint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[39]
+	mi := &file_placement_v1_placement_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3092,7 +4032,7 @@ func (x *Taint) String() string {
 func (*Taint) ProtoMessage() {}
 
 func (x *Taint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[39]
+	mi := &file_placement_v1_placement_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3105,7 +4045,7 @@ func (x *Taint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Taint.ProtoReflect.Descriptor instead.
 func (*Taint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{39}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Taint) GetKey() string {
@@ -3142,7 +4082,7 @@ type ContainerImage struct {
 
 func (x *ContainerImage) Reset() {
 	*x = ContainerImage{}
-	mi := &file_placement_v1_placement_proto_msgTypes[40]
+	mi := &file_placement_v1_placement_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3154,7 +4094,7 @@ func (x *ContainerImage) String() string {
 func (*ContainerImage) ProtoMessage() {}
 
 func (x *ContainerImage) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[40]
+	mi := &file_placement_v1_placement_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3167,7 +4107,7 @@ func (x *ContainerImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerImage.ProtoReflect.Descriptor instead.
 func (*ContainerImage) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{40}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ContainerImage) GetNames() []string {
@@ -3198,7 +4138,7 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"snapshotId\x12\x1d\n" +
 	"\n" +
 	"node_count\x18\x02 \x01(\rR\tnodeCount\x12\x1b\n" +
-	"\tpod_count\x18\x03 \x01(\rR\bpodCount\"\xed\x01\n" +
+	"\tpod_count\x18\x03 \x01(\rR\bpodCount\"\x94\x04\n" +
 	"\bSnapshot\x12(\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x12.placement.v1.NodeR\x05nodes\x12%\n" +
 	"\x04pods\x18\x02 \x03(\v2\x11.placement.v1.PodR\x04pods\x127\n" +
@@ -3206,13 +4146,17 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"namespaces\x18\n" +
 	" \x03(\v2\x17.placement.v1.NamespaceR\n" +
 	"namespaces\x12W\n" +
-	"\x16pod_disruption_budgets\x18\x14 \x03(\v2!.placement.v1.PodDisruptionBudgetR\x14podDisruptionBudgets\"\x97\x01\n" +
+	"\x16pod_disruption_budgets\x18\x14 \x03(\v2!.placement.v1.PodDisruptionBudgetR\x14podDisruptionBudgets\x12]\n" +
+	"\x18persistent_volume_claims\x18\x1e \x03(\v2#.placement.v1.PersistentVolumeClaimR\x16persistentVolumeClaims\x12M\n" +
+	"\x12persistent_volumes\x18\x1f \x03(\v2\x1e.placement.v1.PersistentVolumeR\x11persistentVolumes\x12C\n" +
+	"\x0fstorage_classes\x18  \x03(\v2\x1a.placement.v1.StorageClassR\x0estorageClasses\x122\n" +
+	"\tcsi_nodes\x18! \x03(\v2\x15.placement.v1.CsiNodeR\bcsiNodes\"\x97\x01\n" +
 	"\tNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12;\n" +
 	"\x06labels\x18\x02 \x03(\v2#.placement.v1.Namespace.LabelsEntryR\x06labels\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8b\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc9\b\n" +
 	"\rSnapshotDelta\x12(\n" +
 	"\x10base_snapshot_id\x18\x01 \x01(\tR\x0ebaseSnapshotId\x125\n" +
 	"\fupsert_nodes\x18\x02 \x03(\v2\x12.placement.v1.NodeR\vupsertNodes\x12!\n" +
@@ -3224,7 +4168,15 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	" \x03(\v2\x17.placement.v1.NamespaceR\x10upsertNamespaces\x12+\n" +
 	"\x11remove_namespaces\x18\v \x03(\tR\x10removeNamespaces\x12d\n" +
 	"\x1dupsert_pod_disruption_budgets\x18\x14 \x03(\v2!.placement.v1.PodDisruptionBudgetR\x1aupsertPodDisruptionBudgets\x12A\n" +
-	"\x1dremove_pod_disruption_budgets\x18\x15 \x03(\tR\x1aremovePodDisruptionBudgets\"l\n" +
+	"\x1dremove_pod_disruption_budgets\x18\x15 \x03(\tR\x1aremovePodDisruptionBudgets\x12j\n" +
+	"\x1fupsert_persistent_volume_claims\x18\x1e \x03(\v2#.placement.v1.PersistentVolumeClaimR\x1cupsertPersistentVolumeClaims\x12E\n" +
+	"\x1fremove_persistent_volume_claims\x18\x1f \x03(\tR\x1cremovePersistentVolumeClaims\x12Z\n" +
+	"\x19upsert_persistent_volumes\x18  \x03(\v2\x1e.placement.v1.PersistentVolumeR\x17upsertPersistentVolumes\x12:\n" +
+	"\x19remove_persistent_volumes\x18! \x03(\tR\x17removePersistentVolumes\x12P\n" +
+	"\x16upsert_storage_classes\x18\" \x03(\v2\x1a.placement.v1.StorageClassR\x14upsertStorageClasses\x124\n" +
+	"\x16remove_storage_classes\x18# \x03(\tR\x14removeStorageClasses\x12?\n" +
+	"\x10upsert_csi_nodes\x18$ \x03(\v2\x15.placement.v1.CsiNodeR\x0eupsertCsiNodes\x12(\n" +
+	"\x10remove_csi_nodes\x18% \x03(\tR\x0eremoveCsiNodes\"l\n" +
 	"\vSnapshotRef\x12!\n" +
 	"\vsnapshot_id\x18\x01 \x01(\tH\x00R\n" +
 	"snapshotId\x120\n" +
@@ -3325,8 +4277,7 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x06weight\x18\x03 \x01(\x03R\x06weight\">\n" +
 	"\fPluginWeight\x12\x16\n" +
 	"\x06plugin\x18\x01 \x01(\tR\x06plugin\x12\x16\n" +
-	"\x06weight\x18\x02 \x01(\x03R\x06weight\"\xde\n" +
-	"\n" +
+	"\x06weight\x18\x02 \x01(\x03R\x06weight\"\x8e\v\n" +
 	"\x03Pod\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -3351,7 +4302,8 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x12start_time_seconds\x18\x15 \x01(\x03R\x10startTimeSeconds\x12&\n" +
 	"\x04gang\x18\x16 \x01(\v2\x12.placement.v1.GangR\x04gang\x12 \n" +
 	"\vterminating\x18\x17 \x01(\bR\vterminating\x12D\n" +
-	"\vannotations\x18\x18 \x03(\v2\".placement.v1.Pod.AnnotationsEntryR\vannotations\x1a9\n" +
+	"\vannotations\x18\x18 \x03(\v2\".placement.v1.Pod.AnnotationsEntryR\vannotations\x12.\n" +
+	"\avolumes\x18\x19 \x03(\v2\x14.placement.v1.VolumeR\avolumes\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
@@ -3363,7 +4315,80 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8d\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb2\x02\n" +
+	"\x06Volume\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"claim_name\x18\x02 \x01(\tR\tclaimName\x12\x1c\n" +
+	"\tephemeral\x18\x03 \x01(\bR\tephemeral\x12\x1e\n" +
+	"\vgce_pd_name\x18\x04 \x01(\tR\tgcePdName\x12\"\n" +
+	"\raws_volume_id\x18\x05 \x01(\tR\vawsVolumeId\x12\x1b\n" +
+	"\tiscsi_iqn\x18\x06 \x01(\tR\biscsiIqn\x12!\n" +
+	"\frbd_monitors\x18\a \x03(\tR\vrbdMonitors\x12\x19\n" +
+	"\brbd_pool\x18\b \x01(\tR\arbdPool\x12\x1b\n" +
+	"\trbd_image\x18\t \x01(\tR\brbdImage\x12\x1b\n" +
+	"\tread_only\x18\n" +
+	" \x01(\bR\breadOnly\"\xb6\x04\n" +
+	"\x15PersistentVolumeClaim\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x03 \x01(\tR\x03uid\x12,\n" +
+	"\x12storage_class_name\x18\x04 \x01(\tR\x10storageClassName\x12\x1f\n" +
+	"\vvolume_name\x18\x05 \x01(\tR\n" +
+	"volumeName\x12%\n" +
+	"\x0ebind_completed\x18\x06 \x01(\bR\rbindCompleted\x12!\n" +
+	"\faccess_modes\x18\a \x03(\tR\vaccessModes\x12'\n" +
+	"\x0fstorage_request\x18\b \x01(\tR\x0estorageRequest\x127\n" +
+	"\bselector\x18\t \x01(\v2\x1b.placement.v1.LabelSelectorR\bselector\x12\x1f\n" +
+	"\vvolume_mode\x18\n" +
+	" \x01(\tR\n" +
+	"volumeMode\x12\x14\n" +
+	"\x05phase\x18\v \x01(\tR\x05phase\x12\x1a\n" +
+	"\bdeleting\x18\f \x01(\bR\bdeleting\x12#\n" +
+	"\rselected_node\x18\r \x01(\tR\fselectedNode\x12?\n" +
+	"\x1cvolume_attributes_class_name\x18\x0e \x01(\tR\x19volumeAttributesClassName\x12%\n" +
+	"\x0econtroller_uid\x18\x0f \x01(\tR\rcontrollerUid\"\xed\x04\n" +
+	"\x10PersistentVolume\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12B\n" +
+	"\x06labels\x18\x02 \x03(\v2*.placement.v1.PersistentVolume.LabelsEntryR\x06labels\x12,\n" +
+	"\x12storage_class_name\x18\x03 \x01(\tR\x10storageClassName\x12\x1a\n" +
+	"\bcapacity\x18\x04 \x01(\tR\bcapacity\x12!\n" +
+	"\faccess_modes\x18\x05 \x03(\tR\vaccessModes\x12\x1f\n" +
+	"\vvolume_mode\x18\x06 \x01(\tR\n" +
+	"volumeMode\x12?\n" +
+	"\rnode_affinity\x18\a \x01(\v2\x1a.placement.v1.NodeSelectorR\fnodeAffinity\x129\n" +
+	"\tclaim_ref\x18\b \x01(\v2\x1c.placement.v1.VolumeClaimRefR\bclaimRef\x12\x14\n" +
+	"\x05phase\x18\t \x01(\tR\x05phase\x12\x1a\n" +
+	"\bdeleting\x18\n" +
+	" \x01(\bR\bdeleting\x12\x1d\n" +
+	"\n" +
+	"csi_driver\x18\v \x01(\tR\tcsiDriver\x12*\n" +
+	"\x11csi_volume_handle\x18\f \x01(\tR\x0fcsiVolumeHandle\x12?\n" +
+	"\x1cvolume_attributes_class_name\x18\r \x01(\tR\x19volumeAttributesClassName\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"T\n" +
+	"\x0eVolumeClaimRef\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x03 \x01(\tR\x03uid\"\xc7\x01\n" +
+	"\fStorageClass\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vprovisioner\x18\x02 \x01(\tR\vprovisioner\x12.\n" +
+	"\x13volume_binding_mode\x18\x03 \x01(\tR\x11volumeBindingMode\x12Q\n" +
+	"\x12allowed_topologies\x18\x04 \x03(\v2\".placement.v1.TopologySelectorTermR\x11allowedTopologies\"y\n" +
+	"\x14TopologySelectorTerm\x12a\n" +
+	"\x17match_label_expressions\x18\x01 \x03(\v2).placement.v1.TopologySelectorRequirementR\x15matchLabelExpressions\"G\n" +
+	"\x1bTopologySelectorRequirement\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
+	"\x06values\x18\x02 \x03(\tR\x06values\"T\n" +
+	"\aCsiNode\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
+	"\adrivers\x18\x02 \x03(\v2\x1b.placement.v1.CsiNodeDriverR\adrivers\"k\n" +
+	"\rCsiNodeDriver\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
+	"\x11allocatable_count\x18\x02 \x01(\x05H\x00R\x10allocatableCount\x88\x01\x01B\x14\n" +
+	"\x12_allocatable_count\"\x8d\x01\n" +
 	"\vPodAffinity\x129\n" +
 	"\brequired\x18\x01 \x03(\v2\x1d.placement.v1.PodAffinityTermR\brequired\x12C\n" +
 	"\tpreferred\x18\x02 \x03(\v2%.placement.v1.WeightedPodAffinityTermR\tpreferred\"\xe4\x01\n" +
@@ -3486,134 +4511,160 @@ func file_placement_v1_placement_proto_rawDescGZIP() []byte {
 	return file_placement_v1_placement_proto_rawDescData
 }
 
-var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_placement_v1_placement_proto_goTypes = []any{
-	(*SyncSnapshotRequest)(nil),      // 0: placement.v1.SyncSnapshotRequest
-	(*SyncSnapshotResponse)(nil),     // 1: placement.v1.SyncSnapshotResponse
-	(*Snapshot)(nil),                 // 2: placement.v1.Snapshot
-	(*Namespace)(nil),                // 3: placement.v1.Namespace
-	(*SnapshotDelta)(nil),            // 4: placement.v1.SnapshotDelta
-	(*SnapshotRef)(nil),              // 5: placement.v1.SnapshotRef
-	(*RankRequest)(nil),              // 6: placement.v1.RankRequest
-	(*RankResponse)(nil),             // 7: placement.v1.RankResponse
-	(*NodeScore)(nil),                // 8: placement.v1.NodeScore
-	(*PluginScore)(nil),              // 9: placement.v1.PluginScore
-	(*InfeasibleNode)(nil),           // 10: placement.v1.InfeasibleNode
-	(*ScheduleRequest)(nil),          // 11: placement.v1.ScheduleRequest
-	(*ScheduleResponse)(nil),         // 12: placement.v1.ScheduleResponse
-	(*Placement)(nil),                // 13: placement.v1.Placement
-	(*Unschedulable)(nil),            // 14: placement.v1.Unschedulable
-	(*ListPoliciesRequest)(nil),      // 15: placement.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),     // 16: placement.v1.ListPoliciesResponse
-	(*PolicyInfo)(nil),               // 17: placement.v1.PolicyInfo
-	(*FilterRule)(nil),               // 18: placement.v1.FilterRule
-	(*ScoreRule)(nil),                // 19: placement.v1.ScoreRule
-	(*PluginWeight)(nil),             // 20: placement.v1.PluginWeight
-	(*Pod)(nil),                      // 21: placement.v1.Pod
-	(*PodAffinity)(nil),              // 22: placement.v1.PodAffinity
-	(*PodAffinityTerm)(nil),          // 23: placement.v1.PodAffinityTerm
-	(*WeightedPodAffinityTerm)(nil),  // 24: placement.v1.WeightedPodAffinityTerm
-	(*Gang)(nil),                     // 25: placement.v1.Gang
-	(*PodDisruptionBudget)(nil),      // 26: placement.v1.PodDisruptionBudget
-	(*LabelSelector)(nil),            // 27: placement.v1.LabelSelector
-	(*LabelSelectorRequirement)(nil), // 28: placement.v1.LabelSelectorRequirement
-	(*TopologySpreadConstraint)(nil), // 29: placement.v1.TopologySpreadConstraint
-	(*Container)(nil),                // 30: placement.v1.Container
-	(*ContainerPort)(nil),            // 31: placement.v1.ContainerPort
-	(*NodeAffinity)(nil),             // 32: placement.v1.NodeAffinity
-	(*NodeSelector)(nil),             // 33: placement.v1.NodeSelector
-	(*NodeSelectorTerm)(nil),         // 34: placement.v1.NodeSelectorTerm
-	(*NodeSelectorRequirement)(nil),  // 35: placement.v1.NodeSelectorRequirement
-	(*PreferredSchedulingTerm)(nil),  // 36: placement.v1.PreferredSchedulingTerm
-	(*Toleration)(nil),               // 37: placement.v1.Toleration
-	(*Node)(nil),                     // 38: placement.v1.Node
-	(*Taint)(nil),                    // 39: placement.v1.Taint
-	(*ContainerImage)(nil),           // 40: placement.v1.ContainerImage
-	nil,                              // 41: placement.v1.Namespace.LabelsEntry
-	nil,                              // 42: placement.v1.Unschedulable.ReasonsEntry
-	nil,                              // 43: placement.v1.Pod.LabelsEntry
-	nil,                              // 44: placement.v1.Pod.OverheadEntry
-	nil,                              // 45: placement.v1.Pod.NodeSelectorEntry
-	nil,                              // 46: placement.v1.Pod.AnnotationsEntry
-	nil,                              // 47: placement.v1.LabelSelector.MatchLabelsEntry
-	nil,                              // 48: placement.v1.Container.RequestsEntry
-	nil,                              // 49: placement.v1.Node.LabelsEntry
-	nil,                              // 50: placement.v1.Node.AllocatableEntry
+	(*SyncSnapshotRequest)(nil),         // 0: placement.v1.SyncSnapshotRequest
+	(*SyncSnapshotResponse)(nil),        // 1: placement.v1.SyncSnapshotResponse
+	(*Snapshot)(nil),                    // 2: placement.v1.Snapshot
+	(*Namespace)(nil),                   // 3: placement.v1.Namespace
+	(*SnapshotDelta)(nil),               // 4: placement.v1.SnapshotDelta
+	(*SnapshotRef)(nil),                 // 5: placement.v1.SnapshotRef
+	(*RankRequest)(nil),                 // 6: placement.v1.RankRequest
+	(*RankResponse)(nil),                // 7: placement.v1.RankResponse
+	(*NodeScore)(nil),                   // 8: placement.v1.NodeScore
+	(*PluginScore)(nil),                 // 9: placement.v1.PluginScore
+	(*InfeasibleNode)(nil),              // 10: placement.v1.InfeasibleNode
+	(*ScheduleRequest)(nil),             // 11: placement.v1.ScheduleRequest
+	(*ScheduleResponse)(nil),            // 12: placement.v1.ScheduleResponse
+	(*Placement)(nil),                   // 13: placement.v1.Placement
+	(*Unschedulable)(nil),               // 14: placement.v1.Unschedulable
+	(*ListPoliciesRequest)(nil),         // 15: placement.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),        // 16: placement.v1.ListPoliciesResponse
+	(*PolicyInfo)(nil),                  // 17: placement.v1.PolicyInfo
+	(*FilterRule)(nil),                  // 18: placement.v1.FilterRule
+	(*ScoreRule)(nil),                   // 19: placement.v1.ScoreRule
+	(*PluginWeight)(nil),                // 20: placement.v1.PluginWeight
+	(*Pod)(nil),                         // 21: placement.v1.Pod
+	(*Volume)(nil),                      // 22: placement.v1.Volume
+	(*PersistentVolumeClaim)(nil),       // 23: placement.v1.PersistentVolumeClaim
+	(*PersistentVolume)(nil),            // 24: placement.v1.PersistentVolume
+	(*VolumeClaimRef)(nil),              // 25: placement.v1.VolumeClaimRef
+	(*StorageClass)(nil),                // 26: placement.v1.StorageClass
+	(*TopologySelectorTerm)(nil),        // 27: placement.v1.TopologySelectorTerm
+	(*TopologySelectorRequirement)(nil), // 28: placement.v1.TopologySelectorRequirement
+	(*CsiNode)(nil),                     // 29: placement.v1.CsiNode
+	(*CsiNodeDriver)(nil),               // 30: placement.v1.CsiNodeDriver
+	(*PodAffinity)(nil),                 // 31: placement.v1.PodAffinity
+	(*PodAffinityTerm)(nil),             // 32: placement.v1.PodAffinityTerm
+	(*WeightedPodAffinityTerm)(nil),     // 33: placement.v1.WeightedPodAffinityTerm
+	(*Gang)(nil),                        // 34: placement.v1.Gang
+	(*PodDisruptionBudget)(nil),         // 35: placement.v1.PodDisruptionBudget
+	(*LabelSelector)(nil),               // 36: placement.v1.LabelSelector
+	(*LabelSelectorRequirement)(nil),    // 37: placement.v1.LabelSelectorRequirement
+	(*TopologySpreadConstraint)(nil),    // 38: placement.v1.TopologySpreadConstraint
+	(*Container)(nil),                   // 39: placement.v1.Container
+	(*ContainerPort)(nil),               // 40: placement.v1.ContainerPort
+	(*NodeAffinity)(nil),                // 41: placement.v1.NodeAffinity
+	(*NodeSelector)(nil),                // 42: placement.v1.NodeSelector
+	(*NodeSelectorTerm)(nil),            // 43: placement.v1.NodeSelectorTerm
+	(*NodeSelectorRequirement)(nil),     // 44: placement.v1.NodeSelectorRequirement
+	(*PreferredSchedulingTerm)(nil),     // 45: placement.v1.PreferredSchedulingTerm
+	(*Toleration)(nil),                  // 46: placement.v1.Toleration
+	(*Node)(nil),                        // 47: placement.v1.Node
+	(*Taint)(nil),                       // 48: placement.v1.Taint
+	(*ContainerImage)(nil),              // 49: placement.v1.ContainerImage
+	nil,                                 // 50: placement.v1.Namespace.LabelsEntry
+	nil,                                 // 51: placement.v1.Unschedulable.ReasonsEntry
+	nil,                                 // 52: placement.v1.Pod.LabelsEntry
+	nil,                                 // 53: placement.v1.Pod.OverheadEntry
+	nil,                                 // 54: placement.v1.Pod.NodeSelectorEntry
+	nil,                                 // 55: placement.v1.Pod.AnnotationsEntry
+	nil,                                 // 56: placement.v1.PersistentVolume.LabelsEntry
+	nil,                                 // 57: placement.v1.LabelSelector.MatchLabelsEntry
+	nil,                                 // 58: placement.v1.Container.RequestsEntry
+	nil,                                 // 59: placement.v1.Node.LabelsEntry
+	nil,                                 // 60: placement.v1.Node.AllocatableEntry
 }
 var file_placement_v1_placement_proto_depIdxs = []int32{
 	2,  // 0: placement.v1.SyncSnapshotRequest.full:type_name -> placement.v1.Snapshot
 	4,  // 1: placement.v1.SyncSnapshotRequest.delta:type_name -> placement.v1.SnapshotDelta
-	38, // 2: placement.v1.Snapshot.nodes:type_name -> placement.v1.Node
+	47, // 2: placement.v1.Snapshot.nodes:type_name -> placement.v1.Node
 	21, // 3: placement.v1.Snapshot.pods:type_name -> placement.v1.Pod
 	3,  // 4: placement.v1.Snapshot.namespaces:type_name -> placement.v1.Namespace
-	26, // 5: placement.v1.Snapshot.pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
-	41, // 6: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
-	38, // 7: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
-	21, // 8: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
-	3,  // 9: placement.v1.SnapshotDelta.upsert_namespaces:type_name -> placement.v1.Namespace
-	26, // 10: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
-	2,  // 11: placement.v1.SnapshotRef.inline:type_name -> placement.v1.Snapshot
-	5,  // 12: placement.v1.RankRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	21, // 13: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
-	8,  // 14: placement.v1.RankResponse.feasible:type_name -> placement.v1.NodeScore
-	10, // 15: placement.v1.RankResponse.infeasible:type_name -> placement.v1.InfeasibleNode
-	9,  // 16: placement.v1.NodeScore.plugin_scores:type_name -> placement.v1.PluginScore
-	5,  // 17: placement.v1.ScheduleRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	21, // 18: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
-	13, // 19: placement.v1.ScheduleResponse.placements:type_name -> placement.v1.Placement
-	14, // 20: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
-	42, // 21: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
-	17, // 22: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
-	20, // 23: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
-	18, // 24: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
-	19, // 25: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
-	43, // 26: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
-	30, // 27: placement.v1.Pod.containers:type_name -> placement.v1.Container
-	30, // 28: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
-	44, // 29: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
-	45, // 30: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
-	32, // 31: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
-	37, // 32: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
-	22, // 33: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
-	22, // 34: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
-	29, // 35: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
-	27, // 36: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
-	25, // 37: placement.v1.Pod.gang:type_name -> placement.v1.Gang
-	46, // 38: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
-	23, // 39: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
-	24, // 40: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
-	27, // 41: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
-	27, // 42: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
-	23, // 43: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
-	27, // 44: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
-	47, // 45: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
-	28, // 46: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
-	27, // 47: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
-	48, // 48: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
-	31, // 49: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
-	33, // 50: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
-	36, // 51: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
-	34, // 52: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
-	35, // 53: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
-	35, // 54: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
-	34, // 55: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
-	49, // 56: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
-	39, // 57: placement.v1.Node.taints:type_name -> placement.v1.Taint
-	50, // 58: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
-	40, // 59: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
-	0,  // 60: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
-	6,  // 61: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
-	11, // 62: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
-	15, // 63: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
-	1,  // 64: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
-	7,  // 65: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
-	12, // 66: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
-	16, // 67: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
-	64, // [64:68] is the sub-list for method output_type
-	60, // [60:64] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	35, // 5: placement.v1.Snapshot.pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	23, // 6: placement.v1.Snapshot.persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
+	24, // 7: placement.v1.Snapshot.persistent_volumes:type_name -> placement.v1.PersistentVolume
+	26, // 8: placement.v1.Snapshot.storage_classes:type_name -> placement.v1.StorageClass
+	29, // 9: placement.v1.Snapshot.csi_nodes:type_name -> placement.v1.CsiNode
+	50, // 10: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
+	47, // 11: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
+	21, // 12: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
+	3,  // 13: placement.v1.SnapshotDelta.upsert_namespaces:type_name -> placement.v1.Namespace
+	35, // 14: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	23, // 15: placement.v1.SnapshotDelta.upsert_persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
+	24, // 16: placement.v1.SnapshotDelta.upsert_persistent_volumes:type_name -> placement.v1.PersistentVolume
+	26, // 17: placement.v1.SnapshotDelta.upsert_storage_classes:type_name -> placement.v1.StorageClass
+	29, // 18: placement.v1.SnapshotDelta.upsert_csi_nodes:type_name -> placement.v1.CsiNode
+	2,  // 19: placement.v1.SnapshotRef.inline:type_name -> placement.v1.Snapshot
+	5,  // 20: placement.v1.RankRequest.snapshot:type_name -> placement.v1.SnapshotRef
+	21, // 21: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
+	8,  // 22: placement.v1.RankResponse.feasible:type_name -> placement.v1.NodeScore
+	10, // 23: placement.v1.RankResponse.infeasible:type_name -> placement.v1.InfeasibleNode
+	9,  // 24: placement.v1.NodeScore.plugin_scores:type_name -> placement.v1.PluginScore
+	5,  // 25: placement.v1.ScheduleRequest.snapshot:type_name -> placement.v1.SnapshotRef
+	21, // 26: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
+	13, // 27: placement.v1.ScheduleResponse.placements:type_name -> placement.v1.Placement
+	14, // 28: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
+	51, // 29: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
+	17, // 30: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
+	20, // 31: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
+	18, // 32: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
+	19, // 33: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
+	52, // 34: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
+	39, // 35: placement.v1.Pod.containers:type_name -> placement.v1.Container
+	39, // 36: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
+	53, // 37: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
+	54, // 38: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
+	41, // 39: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
+	46, // 40: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
+	31, // 41: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
+	31, // 42: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
+	38, // 43: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
+	36, // 44: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
+	34, // 45: placement.v1.Pod.gang:type_name -> placement.v1.Gang
+	55, // 46: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
+	22, // 47: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
+	36, // 48: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
+	56, // 49: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
+	42, // 50: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
+	25, // 51: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
+	27, // 52: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
+	28, // 53: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
+	30, // 54: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
+	32, // 55: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
+	33, // 56: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
+	36, // 57: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
+	36, // 58: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
+	32, // 59: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
+	36, // 60: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
+	57, // 61: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
+	37, // 62: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
+	36, // 63: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
+	58, // 64: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
+	40, // 65: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
+	42, // 66: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
+	45, // 67: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
+	43, // 68: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
+	44, // 69: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
+	44, // 70: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
+	43, // 71: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
+	59, // 72: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
+	48, // 73: placement.v1.Node.taints:type_name -> placement.v1.Taint
+	60, // 74: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
+	49, // 75: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
+	0,  // 76: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
+	6,  // 77: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
+	11, // 78: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
+	15, // 79: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
+	1,  // 80: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
+	7,  // 81: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
+	12, // 82: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
+	16, // 83: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
+	80, // [80:84] is the sub-list for method output_type
+	76, // [76:80] is the sub-list for method input_type
+	76, // [76:76] is the sub-list for extension type_name
+	76, // [76:76] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_placement_v1_placement_proto_init() }
@@ -3634,15 +4685,16 @@ func file_placement_v1_placement_proto_init() {
 		(*Placement_NodeName)(nil),
 		(*Placement_Unschedulable)(nil),
 	}
-	file_placement_v1_placement_proto_msgTypes[29].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[37].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[30].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[38].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[46].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_placement_v1_placement_proto_rawDesc), len(file_placement_v1_placement_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   51,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,10 @@ __all__ = [
     "node_to_proto",
     "namespace_to_proto",
     "pdb_to_proto",
+    "pvc_to_proto",
+    "pv_to_proto",
+    "storage_class_to_proto",
+    "csi_node_to_proto",
     "container_to_proto",
     "snapshot_from",
     "is_bound",
@@ -55,6 +59,12 @@ _PER_POD_LABELS = frozenset(
 # Controllers whose selectors kube-scheduler's default spreading uses (Services aside).
 _DEFAULT_SPREAD_KINDS = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController"})
 _U32_MAX = 2**32 - 1
+#: The annotation read before storageClassName (Kubernetes' GetPersistentVolume(Claim)Class).
+ANN_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"
+#: The PV controller's mark of a claim whose binding it completed.
+ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+#: The node chosen to provision a WaitForFirstConsumer claim's volume on.
+ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
 _UNSIGNED = re.compile(r"\+?[0-9]+")
 
 
@@ -249,6 +259,7 @@ def pod_to_proto(pod: Any) -> pb.Pod:
         preemption_policy=getattr(spec, "preemption_policy", None) or "",
         start_time_seconds=_seconds(getattr(status, "start_time", None)),
         terminating=getattr(meta, "deletion_timestamp", None) is not None,
+        volumes=_volumes(meta.name or "", spec),
     )
     affinity = _node_affinity(spec)
     if affinity is not None:
@@ -274,6 +285,160 @@ def pod_to_proto(pod: Any) -> pb.Pod:
             if key != LAST_APPLIED_ANNOTATION:
                 out.annotations[key] = str(value)
     return out
+
+
+def _volumes(pod_name: str, spec: Any) -> list:
+    """The volumes the volume filters read: claims (a generic ephemeral volume's is named
+    "<pod>-<volume>"), and in-tree GCE PD, AWS EBS, iSCSI and RBD volumes; others are left out."""
+    out = []
+    for v in _list(getattr(spec, "volumes", None)):
+        m = pb.Volume(name=v.name or "")
+        pvc = getattr(v, "persistent_volume_claim", None)
+        gce = getattr(v, "gce_persistent_disk", None)
+        aws = getattr(v, "aws_elastic_block_store", None)
+        iscsi = getattr(v, "iscsi", None)
+        rbd = getattr(v, "rbd", None)
+        if pvc is not None:
+            m.claim_name = pvc.claim_name or ""
+        elif getattr(v, "ephemeral", None) is not None:
+            m.claim_name = f"{pod_name}-{v.name}"
+            m.ephemeral = True
+        elif gce is not None:
+            m.gce_pd_name = gce.pd_name or ""
+            m.read_only = bool(getattr(gce, "read_only", None))
+        elif aws is not None:
+            m.aws_volume_id = aws.volume_id or ""
+        elif iscsi is not None:
+            m.iscsi_iqn = iscsi.iqn or ""
+            m.read_only = bool(getattr(iscsi, "read_only", None))
+        elif rbd is not None:
+            m.rbd_monitors.extend(_list(rbd.monitors))
+            m.rbd_pool = getattr(rbd, "pool", None) or "rbd"
+            m.rbd_image = rbd.image or ""
+            m.read_only = bool(getattr(rbd, "read_only", None))
+        else:
+            continue
+        out.append(m)
+    return out
+
+
+def _class_of(meta: Any, spec_class: Optional[str]) -> str:
+    annotations = getattr(meta, "annotations", None) or {}
+    if ANN_STORAGE_CLASS in annotations:
+        return str(annotations[ANN_STORAGE_CLASS])
+    return spec_class or ""
+
+
+def pvc_to_proto(pvc: Any) -> pb.PersistentVolumeClaim:
+    """``V1PersistentVolumeClaim`` -> ``placement.v1.PersistentVolumeClaim``.
+
+    Reads metadata.{namespace, name, uid, annotations (class, bind-completed, selected-node),
+    owner_references (the controller's uid), deletion_timestamp}, spec.{storage_class_name,
+    volume_name, access_modes, resources.requests["storage"], selector, volume_mode,
+    volume_attributes_class_name} and status.phase.
+    """
+    meta = pvc.metadata
+    spec = getattr(pvc, "spec", None)
+    status = getattr(pvc, "status", None)
+    annotations = getattr(meta, "annotations", None) or {}
+    requests = getattr(getattr(spec, "resources", None), "requests", None) or {}
+    controller = next(
+        (o for o in _list(getattr(meta, "owner_references", None)) if getattr(o, "controller", None)), None
+    )
+    out = pb.PersistentVolumeClaim(
+        namespace=getattr(meta, "namespace", None) or "",
+        name=meta.name or "",
+        uid=getattr(meta, "uid", None) or "",
+        storage_class_name=_class_of(meta, getattr(spec, "storage_class_name", None)),
+        volume_name=getattr(spec, "volume_name", None) or "",
+        bind_completed=ANN_BIND_COMPLETED in annotations,
+        access_modes=_list(getattr(spec, "access_modes", None)),
+        storage_request=str(requests["storage"]) if "storage" in requests else "",
+        volume_mode=getattr(spec, "volume_mode", None) or "",
+        phase=getattr(status, "phase", None) or "",
+        deleting=getattr(meta, "deletion_timestamp", None) is not None,
+        selected_node=str(annotations.get(ANN_SELECTED_NODE, "")),
+        volume_attributes_class_name=getattr(spec, "volume_attributes_class_name", None) or "",
+        controller_uid=(getattr(controller, "uid", None) or "") if controller is not None else "",
+    )
+    selector = getattr(spec, "selector", None)
+    if selector is not None:
+        out.selector.CopyFrom(_label_selector(selector))
+    return out
+
+
+def pv_to_proto(pv: Any) -> pb.PersistentVolume:
+    """``V1PersistentVolume`` -> ``placement.v1.PersistentVolume``.
+
+    Reads metadata.{name, labels, annotations (class), deletion_timestamp},
+    spec.{storage_class_name, capacity["storage"], access_modes, volume_mode,
+    node_affinity.required, claim_ref, csi.{driver, volume_handle}, volume_attributes_class_name}
+    and status.phase.
+    """
+    meta = pv.metadata
+    spec = getattr(pv, "spec", None)
+    status = getattr(pv, "status", None)
+    capacity = getattr(spec, "capacity", None) or {}
+    csi = getattr(spec, "csi", None)
+    out = pb.PersistentVolume(
+        name=meta.name or "",
+        labels=_str_map(getattr(meta, "labels", None)),
+        storage_class_name=_class_of(meta, getattr(spec, "storage_class_name", None)),
+        capacity=str(capacity["storage"]) if "storage" in capacity else "",
+        access_modes=_list(getattr(spec, "access_modes", None)),
+        volume_mode=getattr(spec, "volume_mode", None) or "",
+        phase=getattr(status, "phase", None) or "",
+        deleting=getattr(meta, "deletion_timestamp", None) is not None,
+        csi_driver=(csi.driver or "") if csi is not None else "",
+        csi_volume_handle=(csi.volume_handle or "") if csi is not None else "",
+        volume_attributes_class_name=getattr(spec, "volume_attributes_class_name", None) or "",
+    )
+    required = getattr(getattr(spec, "node_affinity", None), "required", None)
+    if required is not None:
+        out.node_affinity.CopyFrom(
+            pb.NodeSelector(terms=[_term(t) for t in _list(required.node_selector_terms)])
+        )
+    ref = getattr(spec, "claim_ref", None)
+    if ref is not None:
+        out.claim_ref.CopyFrom(
+            pb.VolumeClaimRef(
+                namespace=getattr(ref, "namespace", None) or "",
+                name=getattr(ref, "name", None) or "",
+                uid=getattr(ref, "uid", None) or "",
+            )
+        )
+    return out
+
+
+def storage_class_to_proto(sc: Any) -> pb.StorageClass:
+    """``V1StorageClass`` -> ``placement.v1.StorageClass`` (name, provisioner,
+    volume_binding_mode, allowed_topologies)."""
+    return pb.StorageClass(
+        name=sc.metadata.name or "",
+        provisioner=getattr(sc, "provisioner", None) or "",
+        volume_binding_mode=getattr(sc, "volume_binding_mode", None) or "",
+        allowed_topologies=[
+            pb.TopologySelectorTerm(
+                match_label_expressions=[
+                    pb.TopologySelectorRequirement(key=r.key or "", values=_list(r.values))
+                    for r in _list(getattr(t, "match_label_expressions", None))
+                ]
+            )
+            for t in _list(getattr(sc, "allowed_topologies", None))
+        ],
+    )
+
+
+def csi_node_to_proto(n: Any) -> pb.CsiNode:
+    """``V1CSINode`` -> ``placement.v1.CsiNode``: each driver's allocatable.count (the attach limit)."""
+    drivers = []
+    for d in _list(getattr(getattr(n, "spec", None), "drivers", None)):
+        m = pb.CsiNodeDriver(name=d.name or "")
+        count = getattr(getattr(d, "allocatable", None), "count", None)
+        if count is not None:
+            m.allocatable_count = count
+        drivers.append(m)
+    return pb.CsiNode(name=n.metadata.name or "", drivers=drivers)
 
 
 def node_to_proto(node: Any) -> pb.Node:
@@ -358,6 +523,10 @@ def snapshot_from(
     pods: Iterable[Any] = (),
     namespaces: Iterable[Any] = (),
     pdbs: Iterable[Any] = (),
+    claims: Iterable[Any] = (),
+    volumes: Iterable[Any] = (),
+    storage_classes: Iterable[Any] = (),
+    csi_nodes: Iterable[Any] = (),
 ) -> pb.Snapshot:
     """A full ``placement.v1.Snapshot`` from ``V1Node``, ``V1Pod``, ``V1Namespace`` and
     ``V1PodDisruptionBudget`` objects, as the binder builds it.
@@ -365,7 +534,10 @@ def snapshot_from(
     Only bound, non-terminated pods are kept (see :func:`is_bound`); pending pods belong in a
     ScheduleRequest / RankRequest instead. Budgets' disrupted pods resolve against the kept pods.
     Without namespaces, a pod affinity term's namespaceSelector matches no namespace. Nodes and
-    namespaces are sorted by name, pods by uid and budgets by namespace and name.
+    namespaces are sorted by name, pods by uid and budgets by namespace and name. Claims
+    (``V1PersistentVolumeClaim``, sorted by namespace and name), volumes (``V1PersistentVolume``),
+    storage classes (``V1StorageClass``) and CSINodes (``V1CSINode``), each sorted by name, feed the
+    volume filters.
     """
     bound = [p for p in pods if is_bound(p)]
     out_pods = sorted((pod_to_proto(p) for p in bound), key=lambda p: p.uid.encode())
@@ -377,4 +549,10 @@ def snapshot_from(
         pods=out_pods,
         namespaces=sorted((namespace_to_proto(n) for n in namespaces), key=lambda n: n.name.encode()),
         pod_disruption_budgets=out_pdbs,
+        persistent_volume_claims=sorted(
+            (pvc_to_proto(c) for c in claims), key=lambda c: f"{c.namespace}/{c.name}".encode()
+        ),
+        persistent_volumes=sorted((pv_to_proto(v) for v in volumes), key=lambda v: v.name.encode()),
+        storage_classes=sorted((storage_class_to_proto(c) for c in storage_classes), key=lambda c: c.name.encode()),
+        csi_nodes=sorted((csi_node_to_proto(n) for n in csi_nodes), key=lambda n: n.name.encode()),
     )

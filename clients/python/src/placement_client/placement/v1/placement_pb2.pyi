@@ -25,16 +25,24 @@ class SyncSnapshotResponse(_message.Message):
     def __init__(self, snapshot_id: _Optional[str] = ..., node_count: _Optional[int] = ..., pod_count: _Optional[int] = ...) -> None: ...
 
 class Snapshot(_message.Message):
-    __slots__ = ("nodes", "pods", "namespaces", "pod_disruption_budgets")
+    __slots__ = ("nodes", "pods", "namespaces", "pod_disruption_budgets", "persistent_volume_claims", "persistent_volumes", "storage_classes", "csi_nodes")
     NODES_FIELD_NUMBER: _ClassVar[int]
     PODS_FIELD_NUMBER: _ClassVar[int]
     NAMESPACES_FIELD_NUMBER: _ClassVar[int]
     POD_DISRUPTION_BUDGETS_FIELD_NUMBER: _ClassVar[int]
+    PERSISTENT_VOLUME_CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    PERSISTENT_VOLUMES_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    CSI_NODES_FIELD_NUMBER: _ClassVar[int]
     nodes: _containers.RepeatedCompositeFieldContainer[Node]
     pods: _containers.RepeatedCompositeFieldContainer[Pod]
     namespaces: _containers.RepeatedCompositeFieldContainer[Namespace]
     pod_disruption_budgets: _containers.RepeatedCompositeFieldContainer[PodDisruptionBudget]
-    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., pod_disruption_budgets: _Optional[_Iterable[_Union[PodDisruptionBudget, _Mapping]]] = ...) -> None: ...
+    persistent_volume_claims: _containers.RepeatedCompositeFieldContainer[PersistentVolumeClaim]
+    persistent_volumes: _containers.RepeatedCompositeFieldContainer[PersistentVolume]
+    storage_classes: _containers.RepeatedCompositeFieldContainer[StorageClass]
+    csi_nodes: _containers.RepeatedCompositeFieldContainer[CsiNode]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., pod_disruption_budgets: _Optional[_Iterable[_Union[PodDisruptionBudget, _Mapping]]] = ..., persistent_volume_claims: _Optional[_Iterable[_Union[PersistentVolumeClaim, _Mapping]]] = ..., persistent_volumes: _Optional[_Iterable[_Union[PersistentVolume, _Mapping]]] = ..., storage_classes: _Optional[_Iterable[_Union[StorageClass, _Mapping]]] = ..., csi_nodes: _Optional[_Iterable[_Union[CsiNode, _Mapping]]] = ...) -> None: ...
 
 class Namespace(_message.Message):
     __slots__ = ("name", "labels")
@@ -52,7 +60,7 @@ class Namespace(_message.Message):
     def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class SnapshotDelta(_message.Message):
-    __slots__ = ("base_snapshot_id", "upsert_nodes", "remove_nodes", "upsert_pods", "remove_pod_uids", "upsert_namespaces", "remove_namespaces", "upsert_pod_disruption_budgets", "remove_pod_disruption_budgets")
+    __slots__ = ("base_snapshot_id", "upsert_nodes", "remove_nodes", "upsert_pods", "remove_pod_uids", "upsert_namespaces", "remove_namespaces", "upsert_pod_disruption_budgets", "remove_pod_disruption_budgets", "upsert_persistent_volume_claims", "remove_persistent_volume_claims", "upsert_persistent_volumes", "remove_persistent_volumes", "upsert_storage_classes", "remove_storage_classes", "upsert_csi_nodes", "remove_csi_nodes")
     BASE_SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
     UPSERT_NODES_FIELD_NUMBER: _ClassVar[int]
     REMOVE_NODES_FIELD_NUMBER: _ClassVar[int]
@@ -62,6 +70,14 @@ class SnapshotDelta(_message.Message):
     REMOVE_NAMESPACES_FIELD_NUMBER: _ClassVar[int]
     UPSERT_POD_DISRUPTION_BUDGETS_FIELD_NUMBER: _ClassVar[int]
     REMOVE_POD_DISRUPTION_BUDGETS_FIELD_NUMBER: _ClassVar[int]
+    UPSERT_PERSISTENT_VOLUME_CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_PERSISTENT_VOLUME_CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    UPSERT_PERSISTENT_VOLUMES_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_PERSISTENT_VOLUMES_FIELD_NUMBER: _ClassVar[int]
+    UPSERT_STORAGE_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_STORAGE_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    UPSERT_CSI_NODES_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_CSI_NODES_FIELD_NUMBER: _ClassVar[int]
     base_snapshot_id: str
     upsert_nodes: _containers.RepeatedCompositeFieldContainer[Node]
     remove_nodes: _containers.RepeatedScalarFieldContainer[str]
@@ -71,7 +87,15 @@ class SnapshotDelta(_message.Message):
     remove_namespaces: _containers.RepeatedScalarFieldContainer[str]
     upsert_pod_disruption_budgets: _containers.RepeatedCompositeFieldContainer[PodDisruptionBudget]
     remove_pod_disruption_budgets: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, base_snapshot_id: _Optional[str] = ..., upsert_nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., remove_nodes: _Optional[_Iterable[str]] = ..., upsert_pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., remove_pod_uids: _Optional[_Iterable[str]] = ..., upsert_namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., remove_namespaces: _Optional[_Iterable[str]] = ..., upsert_pod_disruption_budgets: _Optional[_Iterable[_Union[PodDisruptionBudget, _Mapping]]] = ..., remove_pod_disruption_budgets: _Optional[_Iterable[str]] = ...) -> None: ...
+    upsert_persistent_volume_claims: _containers.RepeatedCompositeFieldContainer[PersistentVolumeClaim]
+    remove_persistent_volume_claims: _containers.RepeatedScalarFieldContainer[str]
+    upsert_persistent_volumes: _containers.RepeatedCompositeFieldContainer[PersistentVolume]
+    remove_persistent_volumes: _containers.RepeatedScalarFieldContainer[str]
+    upsert_storage_classes: _containers.RepeatedCompositeFieldContainer[StorageClass]
+    remove_storage_classes: _containers.RepeatedScalarFieldContainer[str]
+    upsert_csi_nodes: _containers.RepeatedCompositeFieldContainer[CsiNode]
+    remove_csi_nodes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, base_snapshot_id: _Optional[str] = ..., upsert_nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., remove_nodes: _Optional[_Iterable[str]] = ..., upsert_pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., remove_pod_uids: _Optional[_Iterable[str]] = ..., upsert_namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., remove_namespaces: _Optional[_Iterable[str]] = ..., upsert_pod_disruption_budgets: _Optional[_Iterable[_Union[PodDisruptionBudget, _Mapping]]] = ..., remove_pod_disruption_budgets: _Optional[_Iterable[str]] = ..., upsert_persistent_volume_claims: _Optional[_Iterable[_Union[PersistentVolumeClaim, _Mapping]]] = ..., remove_persistent_volume_claims: _Optional[_Iterable[str]] = ..., upsert_persistent_volumes: _Optional[_Iterable[_Union[PersistentVolume, _Mapping]]] = ..., remove_persistent_volumes: _Optional[_Iterable[str]] = ..., upsert_storage_classes: _Optional[_Iterable[_Union[StorageClass, _Mapping]]] = ..., remove_storage_classes: _Optional[_Iterable[str]] = ..., upsert_csi_nodes: _Optional[_Iterable[_Union[CsiNode, _Mapping]]] = ..., remove_csi_nodes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SnapshotRef(_message.Message):
     __slots__ = ("snapshot_id", "inline")
@@ -271,7 +295,7 @@ class PluginWeight(_message.Message):
     def __init__(self, plugin: _Optional[str] = ..., weight: _Optional[int] = ...) -> None: ...
 
 class Pod(_message.Message):
-    __slots__ = ("uid", "namespace", "name", "labels", "priority", "containers", "init_containers", "overhead", "node_name", "node_selector", "node_affinity", "tolerations", "pod_affinity", "pod_anti_affinity", "topology_spread_constraints", "default_spread_selector", "preemption_policy", "start_time_seconds", "gang", "terminating", "annotations")
+    __slots__ = ("uid", "namespace", "name", "labels", "priority", "containers", "init_containers", "overhead", "node_name", "node_selector", "node_affinity", "tolerations", "pod_affinity", "pod_anti_affinity", "topology_spread_constraints", "default_spread_selector", "preemption_policy", "start_time_seconds", "gang", "terminating", "annotations", "volumes")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -321,6 +345,7 @@ class Pod(_message.Message):
     GANG_FIELD_NUMBER: _ClassVar[int]
     TERMINATING_FIELD_NUMBER: _ClassVar[int]
     ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    VOLUMES_FIELD_NUMBER: _ClassVar[int]
     uid: str
     namespace: str
     name: str
@@ -342,7 +367,155 @@ class Pod(_message.Message):
     gang: Gang
     terminating: bool
     annotations: _containers.ScalarMap[str, str]
-    def __init__(self, uid: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., overhead: _Optional[_Mapping[str, str]] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_affinity: _Optional[_Union[NodeAffinity, _Mapping]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., pod_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., pod_anti_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., topology_spread_constraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., default_spread_selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., preemption_policy: _Optional[str] = ..., start_time_seconds: _Optional[int] = ..., gang: _Optional[_Union[Gang, _Mapping]] = ..., terminating: _Optional[bool] = ..., annotations: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    volumes: _containers.RepeatedCompositeFieldContainer[Volume]
+    def __init__(self, uid: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., overhead: _Optional[_Mapping[str, str]] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_affinity: _Optional[_Union[NodeAffinity, _Mapping]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., pod_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., pod_anti_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., topology_spread_constraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., default_spread_selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., preemption_policy: _Optional[str] = ..., start_time_seconds: _Optional[int] = ..., gang: _Optional[_Union[Gang, _Mapping]] = ..., terminating: _Optional[bool] = ..., annotations: _Optional[_Mapping[str, str]] = ..., volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ...) -> None: ...
+
+class Volume(_message.Message):
+    __slots__ = ("name", "claim_name", "ephemeral", "gce_pd_name", "aws_volume_id", "iscsi_iqn", "rbd_monitors", "rbd_pool", "rbd_image", "read_only")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_NAME_FIELD_NUMBER: _ClassVar[int]
+    EPHEMERAL_FIELD_NUMBER: _ClassVar[int]
+    GCE_PD_NAME_FIELD_NUMBER: _ClassVar[int]
+    AWS_VOLUME_ID_FIELD_NUMBER: _ClassVar[int]
+    ISCSI_IQN_FIELD_NUMBER: _ClassVar[int]
+    RBD_MONITORS_FIELD_NUMBER: _ClassVar[int]
+    RBD_POOL_FIELD_NUMBER: _ClassVar[int]
+    RBD_IMAGE_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    claim_name: str
+    ephemeral: bool
+    gce_pd_name: str
+    aws_volume_id: str
+    iscsi_iqn: str
+    rbd_monitors: _containers.RepeatedScalarFieldContainer[str]
+    rbd_pool: str
+    rbd_image: str
+    read_only: bool
+    def __init__(self, name: _Optional[str] = ..., claim_name: _Optional[str] = ..., ephemeral: _Optional[bool] = ..., gce_pd_name: _Optional[str] = ..., aws_volume_id: _Optional[str] = ..., iscsi_iqn: _Optional[str] = ..., rbd_monitors: _Optional[_Iterable[str]] = ..., rbd_pool: _Optional[str] = ..., rbd_image: _Optional[str] = ..., read_only: _Optional[bool] = ...) -> None: ...
+
+class PersistentVolumeClaim(_message.Message):
+    __slots__ = ("namespace", "name", "uid", "storage_class_name", "volume_name", "bind_completed", "access_modes", "storage_request", "selector", "volume_mode", "phase", "deleting", "selected_node", "volume_attributes_class_name", "controller_uid")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_NAME_FIELD_NUMBER: _ClassVar[int]
+    BIND_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    ACCESS_MODES_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_MODE_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    DELETING_FIELD_NUMBER: _ClassVar[int]
+    SELECTED_NODE_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_ATTRIBUTES_CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_UID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    name: str
+    uid: str
+    storage_class_name: str
+    volume_name: str
+    bind_completed: bool
+    access_modes: _containers.RepeatedScalarFieldContainer[str]
+    storage_request: str
+    selector: LabelSelector
+    volume_mode: str
+    phase: str
+    deleting: bool
+    selected_node: str
+    volume_attributes_class_name: str
+    controller_uid: str
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., storage_class_name: _Optional[str] = ..., volume_name: _Optional[str] = ..., bind_completed: _Optional[bool] = ..., access_modes: _Optional[_Iterable[str]] = ..., storage_request: _Optional[str] = ..., selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., volume_mode: _Optional[str] = ..., phase: _Optional[str] = ..., deleting: _Optional[bool] = ..., selected_node: _Optional[str] = ..., volume_attributes_class_name: _Optional[str] = ..., controller_uid: _Optional[str] = ...) -> None: ...
+
+class PersistentVolume(_message.Message):
+    __slots__ = ("name", "labels", "storage_class_name", "capacity", "access_modes", "volume_mode", "node_affinity", "claim_ref", "phase", "deleting", "csi_driver", "csi_volume_handle", "volume_attributes_class_name")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    ACCESS_MODES_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_MODE_FIELD_NUMBER: _ClassVar[int]
+    NODE_AFFINITY_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_REF_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    DELETING_FIELD_NUMBER: _ClassVar[int]
+    CSI_DRIVER_FIELD_NUMBER: _ClassVar[int]
+    CSI_VOLUME_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_ATTRIBUTES_CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    labels: _containers.ScalarMap[str, str]
+    storage_class_name: str
+    capacity: str
+    access_modes: _containers.RepeatedScalarFieldContainer[str]
+    volume_mode: str
+    node_affinity: NodeSelector
+    claim_ref: VolumeClaimRef
+    phase: str
+    deleting: bool
+    csi_driver: str
+    csi_volume_handle: str
+    volume_attributes_class_name: str
+    def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., storage_class_name: _Optional[str] = ..., capacity: _Optional[str] = ..., access_modes: _Optional[_Iterable[str]] = ..., volume_mode: _Optional[str] = ..., node_affinity: _Optional[_Union[NodeSelector, _Mapping]] = ..., claim_ref: _Optional[_Union[VolumeClaimRef, _Mapping]] = ..., phase: _Optional[str] = ..., deleting: _Optional[bool] = ..., csi_driver: _Optional[str] = ..., csi_volume_handle: _Optional[str] = ..., volume_attributes_class_name: _Optional[str] = ...) -> None: ...
+
+class VolumeClaimRef(_message.Message):
+    __slots__ = ("namespace", "name", "uid")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    name: str
+    uid: str
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ...) -> None: ...
+
+class StorageClass(_message.Message):
+    __slots__ = ("name", "provisioner", "volume_binding_mode", "allowed_topologies")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PROVISIONER_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_BINDING_MODE_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_TOPOLOGIES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    provisioner: str
+    volume_binding_mode: str
+    allowed_topologies: _containers.RepeatedCompositeFieldContainer[TopologySelectorTerm]
+    def __init__(self, name: _Optional[str] = ..., provisioner: _Optional[str] = ..., volume_binding_mode: _Optional[str] = ..., allowed_topologies: _Optional[_Iterable[_Union[TopologySelectorTerm, _Mapping]]] = ...) -> None: ...
+
+class TopologySelectorTerm(_message.Message):
+    __slots__ = ("match_label_expressions",)
+    MATCH_LABEL_EXPRESSIONS_FIELD_NUMBER: _ClassVar[int]
+    match_label_expressions: _containers.RepeatedCompositeFieldContainer[TopologySelectorRequirement]
+    def __init__(self, match_label_expressions: _Optional[_Iterable[_Union[TopologySelectorRequirement, _Mapping]]] = ...) -> None: ...
+
+class TopologySelectorRequirement(_message.Message):
+    __slots__ = ("key", "values")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    values: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, key: _Optional[str] = ..., values: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CsiNode(_message.Message):
+    __slots__ = ("name", "drivers")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DRIVERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    drivers: _containers.RepeatedCompositeFieldContainer[CsiNodeDriver]
+    def __init__(self, name: _Optional[str] = ..., drivers: _Optional[_Iterable[_Union[CsiNodeDriver, _Mapping]]] = ...) -> None: ...
+
+class CsiNodeDriver(_message.Message):
+    __slots__ = ("name", "allocatable_count")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATABLE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    allocatable_count: int
+    def __init__(self, name: _Optional[str] = ..., allocatable_count: _Optional[int] = ...) -> None: ...
 
 class PodAffinity(_message.Message):
     __slots__ = ("required", "preferred")
