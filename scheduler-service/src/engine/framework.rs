@@ -1809,6 +1809,24 @@ impl PlainSink for KeepTotals {
     }
 }
 
+/// Score rules' extrema as gathered (least, greatest), with (0, 0) for a rule no node was
+/// scored by.
+fn settled(extrema: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
+    extrema
+        .into_iter()
+        .map(|e| if e.0 > e.1 { (0, 0) } else { e })
+        .collect()
+}
+
+/// Node `i`'s CEL value with `usage`, its usage-independent part built once in `statics` (when
+/// it has room for the node).
+fn rule_node_value(statics: &mut [Option<NodeStatic>], i: usize, entry: &NodeEntry, usage: &NodeUsage) -> cel::Value {
+    match statics.get_mut(i) {
+        Some(slot) => cel_rules::node_value(slot.get_or_insert_with(|| NodeStatic::of(&entry.spec)), usage),
+        None => cel_rules::node_value(&NodeStatic::of(&entry.spec), usage),
+    }
+}
+
 /// Each score rule's extrema over the feasible nodes and weight: what turns its raw scores into
 /// the node's part of the total (see [`Evaluator::rules_part`]).
 #[derive(Debug, Clone, Copy, Default)]
@@ -1893,15 +1911,7 @@ impl<S: PlainSink> RuleSink<'_, '_, S> {
             return Some(0);
         };
         let statics = &mut *self.statics;
-        let mut eval = || {
-            let node = match statics.get_mut(i) {
-                Some(slot) => {
-                    cel_rules::node_value(slot.get_or_insert_with(|| NodeStatic::of(&entry.spec)), usage.get(i))
-                }
-                None => cel_rules::node_value(&NodeStatic::of(&entry.spec), usage.get(i)),
-            };
-            rules.run(k, &rules.context(pod, node))
-        };
+        let mut eval = || rules.run(k, &rules.context(pod, rule_node_value(statics, i, entry, usage.get(i))));
         let outcome = match self.kept {
             Some(kept) if stamp == 0 => kept.nodes.get_or_eval(i, k, eval),
             _ => match self.changed.get(&(i as u32, k as u32)) {
@@ -3169,11 +3179,7 @@ impl<'a> Evaluator<'a> {
         let passed = self.plain_pass(plan, usage, deadline, &mut ruled);
         let extrema = std::mem::take(&mut ruled.extrema);
         let sink = ruled.inner;
-        // As `rule_extrema_of` sets them: (0, 0) for a rule no node was scored by.
-        self.rule_extrema = extrema
-            .into_iter()
-            .map(|e| if e.0 > e.1 { (0, 0) } else { e })
-            .collect();
+        self.rule_extrema = settled(extrema);
         *self.rule_raw.get_mut() = raw;
         *self.node_statics.get_mut() = statics;
         self.changed_rules = changed;
@@ -3557,11 +3563,7 @@ impl<'a> Evaluator<'a> {
         };
         // The node's context, built when a rule reads the node itself.
         let node_context = || {
-            let mut statics = self.node_statics.borrow_mut();
-            let node = match statics.get_mut(i) {
-                Some(slot) => cel_rules::node_value(slot.get_or_insert_with(|| NodeStatic::of(&entry.spec)), usage),
-                None => cel_rules::node_value(&NodeStatic::of(&entry.spec), usage),
-            };
+            let node = rule_node_value(&mut self.node_statics.borrow_mut(), i, entry, usage);
             rules.context(pod, node)
         };
         // The rules that read only what the node's class shares: evaluated once per class for
@@ -3618,23 +3620,14 @@ impl<'a> Evaluator<'a> {
 
     /// The extrema of each score rule's raw scores over the candidates.
     fn rule_extrema_of_candidates(&mut self) {
-        if self.profile.score_rules() == 0 {
-            return;
-        }
-        let candidates = std::mem::take(&mut *self.candidates);
-        self.rule_extrema_of(candidates.iter().map(|c| c.index as usize));
-        *self.candidates = candidates;
-    }
-
-    /// The extrema of each score rule's raw scores over the nodes `feasible`.
-    fn rule_extrema_of(&mut self, feasible: impl Iterator<Item = usize>) {
         let n = self.profile.score_rules();
         if n == 0 {
             return;
         }
         let raw = self.rule_raw.borrow();
         let mut extrema = vec![(i64::MAX, i64::MIN); n];
-        for i in feasible {
+        for c in self.candidates.iter() {
+            let i = c.index as usize;
             if let Some(scores) = raw.get(i * n..(i + 1) * n) {
                 for (e, &r) in extrema.iter_mut().zip(scores) {
                     *e = (e.0.min(r), e.1.max(r));
@@ -3642,12 +3635,7 @@ impl<'a> Evaluator<'a> {
             }
         }
         drop(raw);
-        for e in &mut extrema {
-            if e.0 > e.1 {
-                *e = (0, 0);
-            }
-        }
-        self.rule_extrema = extrema;
+        self.rule_extrema = settled(extrema);
     }
 
     /// After a pod identical to the one the candidates were computed for was placed on node `x`:
