@@ -117,6 +117,33 @@ impl Default for Options {
     }
 }
 
+/// A decision service reading the policy file `config`, and a binder without a lease asking it
+/// (reading the same file for its extenders' `bindVerb` when `binder_reads_it`).
+async fn service_and_binder_with_policy_file(
+    server: &FakeApiServer,
+    config: &std::path::Path,
+    binder_reads_it: bool,
+) -> (oneshot::Sender<()>, Running) {
+    let (endpoint, stop_decisions) = decision_service_with(ServerConfig {
+        policy_file: Some(placement_scheduler::grpc::PolicyFileConfig {
+            path: config.to_path_buf(),
+            reload_interval: None,
+        }),
+        ..ServerConfig::default()
+    })
+    .await;
+    let running = start_binder(
+        server,
+        &endpoint,
+        Options {
+            lease: None,
+            policy_file: binder_reads_it.then(|| config.to_path_buf()),
+            ..Options::default()
+        },
+    );
+    (stop_decisions, running)
+}
+
 fn start_binder(server: &FakeApiServer, endpoint: &str, options: Options) -> Running {
     let client = server.client();
     let metrics = Arc::new(BinderMetrics::new());
@@ -1508,23 +1535,7 @@ extenders:
         ),
     )
     .unwrap();
-    let (endpoint, stop_decisions) = decision_service_with(ServerConfig {
-        policy_file: Some(placement_scheduler::grpc::PolicyFileConfig {
-            path: config.clone(),
-            reload_interval: None,
-        }),
-        ..ServerConfig::default()
-    })
-    .await;
-    let running = start_binder(
-        &server,
-        &endpoint,
-        Options {
-            lease: None,
-            policy_file: Some(config),
-            ..Options::default()
-        },
-    );
+    let (stop_decisions, running) = service_and_binder_with_policy_file(&server, &config, true).await;
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     eventually(WAIT, "the nginx pods bound and reject-me unschedulable", || {
         let pods = pods.clone();
@@ -1614,23 +1625,7 @@ extenders:
         ),
     )
     .unwrap();
-    let (endpoint, stop_decisions) = decision_service_with(ServerConfig {
-        policy_file: Some(placement_scheduler::grpc::PolicyFileConfig {
-            path: config.clone(),
-            reload_interval: None,
-        }),
-        ..ServerConfig::default()
-    })
-    .await;
-    let running = start_binder(
-        &server,
-        &endpoint,
-        Options {
-            lease: None,
-            policy_file: Some(config),
-            ..Options::default()
-        },
-    );
+    let (stop_decisions, running) = service_and_binder_with_policy_file(&server, &config, true).await;
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     eventually(WAIT, "nginx-1 failed with the extender's error", || {
         let pods = pods.clone();
@@ -1706,22 +1701,7 @@ policies:
 ",
     )
     .unwrap();
-    let (endpoint, stop_decisions) = decision_service_with(ServerConfig {
-        policy_file: Some(placement_scheduler::grpc::PolicyFileConfig {
-            path: config,
-            reload_interval: None,
-        }),
-        ..ServerConfig::default()
-    })
-    .await;
-    let running = start_binder(
-        &server,
-        &endpoint,
-        Options {
-            lease: None,
-            ..Options::default()
-        },
-    );
+    let (stop_decisions, running) = service_and_binder_with_policy_file(&server, &config, false).await;
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     eventually(WAIT, "nginx-1 and other-1 bound, nginx-huge unschedulable", || {
         let pods = pods.clone();
