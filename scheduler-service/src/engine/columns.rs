@@ -202,6 +202,21 @@ impl HotColumns {
         self.class[i]
     }
 
+    /// Whether `ask` may fit node `i` as [`Kernel::block`] decides: `false` only where the
+    /// kernel rules the node out on its resources (no room for one more pod, or a resource
+    /// short); `true` for a node it takes node by node (out of its exact range).
+    #[inline]
+    pub fn may_fit(&self, i: usize, ask: &PodAsk) -> bool {
+        let gate = self.gate[i];
+        if gate & GATE_INEXACT != 0 {
+            return true;
+        }
+        gate & GATE_ROOM != 0
+            && ask.want[0] <= self.free_cpu[i]
+            && ask.want[1] <= self.free_memory[i]
+            && ask.want[2] <= self.free_ephemeral[i]
+    }
+
     /// Hash of node `i`'s name.
     #[inline(always)]
     pub fn name_hash(&self, i: usize) -> u64 {
@@ -422,12 +437,62 @@ impl Kernel {
 }
 
 impl Kernel {
+    /// The least and greatest of `values[base..base + BLOCK]` at the bits of `nodes`, widening
+    /// `extrema` (a block without any node leaves it as it is).
+    #[inline]
+    pub fn extrema(self, values: &[f64], base: usize, nodes: u64, extrema: &mut (f64, f64)) {
+        assert!(base + BLOCK <= values.len(), "block {base} out of the values");
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: AVX2 was detected, and the assertion keeps the loads within `values`.
+            unsafe { avx2::extrema(values, base, nodes, extrema) }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (values, base, nodes, extrema);
+            unreachable!("no kernel is detected off x86_64")
+        }
+    }
+
+    /// [`Kernel::block`]'s masks alone, without scoring any node.
+    #[inline]
+    pub fn masks(self, cols: &HotColumns, base: usize, ask: &PodAsk, allowed: &[i32]) -> BlockMasks {
+        assert!(
+            base.is_multiple_of(BLOCK) && base + BLOCK <= cols.gate.len(),
+            "block {base} out of the columns"
+        );
+        assert!(
+            allowed.len() > cols.max_class as usize,
+            "class table shorter than the classes"
+        );
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: as in `block`: AVX2 was detected, and the assertions keep every load within
+            // the columns and the class table.
+            unsafe { avx2::masks(cols, base, ask, allowed) }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (cols, base, ask, allowed);
+            unreachable!("no kernel is detected off x86_64")
+        }
+    }
+
     /// Of the block at `base` whose scores [`Kernel::block`] wrote into `out`, the nodes whose
     /// per-node part reaches `bars` of their class (bit set when `part >= bars[class]`); only
-    /// the bits of the block's `fast` nodes mean anything. `bars` must cover
-    /// [`HotColumns::max_class`].
+    /// the bits of the block's `fast` nodes mean anything. With `extra`, each node's part is
+    /// that much more (a non-negative bound of what a sink adds, below 10⁸), truncated. `bars`
+    /// must cover [`HotColumns::max_class`].
     #[inline]
-    pub fn reaching(self, cols: &HotColumns, base: usize, out: &BlockScores, w: &PartWeights, bars: &[i64]) -> u64 {
+    pub fn reaching(
+        self,
+        cols: &HotColumns,
+        base: usize,
+        out: &BlockScores,
+        w: &PartWeights,
+        extra: Option<&[f64; BLOCK]>,
+        bars: &[i64],
+    ) -> u64 {
         assert!(
             base.is_multiple_of(BLOCK) && base + BLOCK <= cols.class.len(),
             "block {base} out of the columns"
@@ -437,11 +502,11 @@ impl Kernel {
         {
             // SAFETY: as in `block`: AVX2 was detected, and the assertions keep every load within
             // the class column and the bars (every class is at most `max_class`).
-            unsafe { avx2::reaching(cols, base, out, w, bars) }
+            unsafe { avx2::reaching(cols, base, out, w, extra, bars) }
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            let _ = (cols, base, out, w, bars);
+            let _ = (cols, base, out, w, extra, bars);
             unreachable!("no kernel is detected off x86_64")
         }
     }
@@ -462,6 +527,7 @@ mod avx2 {
         base: usize,
         out: &BlockScores,
         w: &PartWeights,
+        extra: Option<&[f64; BLOCK]>,
         bars: &[i64],
     ) -> u64 {
         let (w_cpu, w_memory) = (_mm256_set1_pd(w.cpu), _mm256_set1_pd(w.memory));
@@ -498,6 +564,12 @@ mod avx2 {
                 ),
                 _mm256_mul_pd(ld!(out.image, k), w_image),
             );
+            // A sink's bound is added before truncating: the integer part of the sum is at least
+            // the node's whole part when the bound is at least what the sink adds.
+            let part = match extra {
+                Some(extra) => _mm256_add_pd(part, _mm256_loadu_pd(extra.as_ptr().add(k))),
+                None => part,
+            };
             let part = _mm256_cvtepi32_epi64(_mm256_cvttpd_epi32(part));
             let class = _mm_loadu_si128(cols.class.as_ptr().add(base + k).cast());
             let bar = _mm256_i32gather_epi64::<8>(bars.as_ptr(), class);
@@ -529,37 +601,38 @@ mod avx2 {
         }
     }
 
-    /// See [`super::Kernel::block`]; the caller guarantees AVX2 and `base + BLOCK` within the
-    /// columns.
+    /// See [`super::Kernel::extrema`]: each lane keeps its running least and greatest, a node
+    /// outside `nodes` read as +∞ for the least and −∞ for the greatest.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn block(
-        cols: &HotColumns,
-        base: usize,
-        ask: &PodAsk,
-        allowed: &[i32],
-        image_sums: &[i64],
-        out: &mut BlockScores,
-    ) -> BlockMasks {
+    pub(super) unsafe fn extrema(values: &[f64], base: usize, nodes: u64, extrema: &mut (f64, f64)) {
+        let bits = _mm256_set_epi64x(8, 4, 2, 1);
+        let (inf, neg_inf) = (_mm256_set1_pd(f64::INFINITY), _mm256_set1_pd(f64::NEG_INFINITY));
+        let (mut least, mut greatest) = (inf, neg_inf);
+        for k in (0..BLOCK).step_by(4) {
+            let four = _mm256_set1_epi64x(((nodes >> k) & 0xf) as i64);
+            let on = _mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(four, bits), bits));
+            let v = _mm256_loadu_pd(values.as_ptr().add(base + k));
+            least = _mm256_min_pd(least, _mm256_blendv_pd(inf, v, on));
+            greatest = _mm256_max_pd(greatest, _mm256_blendv_pd(neg_inf, v, on));
+        }
+        let (mut lo, mut hi) = ([0.0; 4], [0.0; 4]);
+        _mm256_storeu_pd(lo.as_mut_ptr(), least);
+        _mm256_storeu_pd(hi.as_mut_ptr(), greatest);
+        extrema.0 = lo.into_iter().fold(extrema.0, f64::min);
+        extrema.1 = hi.into_iter().fold(extrema.1, f64::max);
+    }
+
+    /// See [`super::Kernel::masks`].
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn masks(cols: &HotColumns, base: usize, ask: &PodAsk, allowed: &[i32]) -> BlockMasks {
         let want_cpu = _mm256_set1_epi64x(ask.want[0]);
         let want_memory = _mm256_set1_epi64x(ask.want[1]);
         let want_ephemeral = _mm256_set1_epi64x(ask.want[2]);
-        let fit_cpu = _mm256_set1_pd(ask.fit[0]);
-        let fit_memory = _mm256_set1_pd(ask.fit[1]);
-        let bal_cpu = _mm256_set1_pd(ask.balanced[0]);
-        let bal_memory = _mm256_set1_pd(ask.balanced[1]);
-        let hundred = _mm256_set1_pd(super::super::framework::MAX_NODE_SCORE as f64);
-        let one = _mm256_set1_pd(1.0);
-        let sign = _mm256_set1_pd(-0.0);
-        let half = _mm256_set1_pd(0.5);
         // Macros, not closures: the loads stay inside this function's AVX2 code.
         macro_rules! ld_i {
             ($v:expr, $i:expr) => {
                 _mm256_loadu_si256($v.as_ptr().add($i).cast())
-            };
-        }
-        macro_rules! ld_f {
-            ($v:expr, $i:expr) => {
-                _mm256_loadu_pd($v.as_ptr().add($i))
             };
         }
         // Nodes of a class the pod's static predicates allow, eight classes per gather.
@@ -588,13 +661,39 @@ mod avx2 {
             fast |= (_mm256_movemask_pd(_mm256_castsi256_pd(ok)) as u64) << k;
             slow |= (_mm256_movemask_pd(_mm256_castsi256_pd(inexact)) as u64) << k;
         }
-        let masks = BlockMasks {
+        BlockMasks {
             fast: fast & classes_ok,
             slow: slow & classes_ok,
-        };
+        }
+    }
+
+    /// See [`super::Kernel::block`].
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn block(
+        cols: &HotColumns,
+        base: usize,
+        ask: &PodAsk,
+        allowed: &[i32],
+        image_sums: &[i64],
+        out: &mut BlockScores,
+    ) -> BlockMasks {
+        let masks = masks(cols, base, ask, allowed);
         // A block with no node to score (a rejected class, nodes full) is left at its masks.
         if masks.fast == 0 {
             return masks;
+        }
+        let fit_cpu = _mm256_set1_pd(ask.fit[0]);
+        let fit_memory = _mm256_set1_pd(ask.fit[1]);
+        let bal_cpu = _mm256_set1_pd(ask.balanced[0]);
+        let bal_memory = _mm256_set1_pd(ask.balanced[1]);
+        let hundred = _mm256_set1_pd(super::super::framework::MAX_NODE_SCORE as f64);
+        let one = _mm256_set1_pd(1.0);
+        let sign = _mm256_set1_pd(-0.0);
+        let half = _mm256_set1_pd(0.5);
+        macro_rules! ld_f {
+            ($v:expr, $i:expr) => {
+                _mm256_loadu_pd($v.as_ptr().add($i))
+            };
         }
         if let Some(image) = ask.image {
             image_scores(image, &image_sums[base..base + BLOCK], &mut out.image);

@@ -19,6 +19,7 @@ use super::interpod::{self, InterPodFilter};
 use super::model::{tolerated, HostPort, NodeSpec, PodSpec, Taint, TaintEffect, Toleration};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
 use super::resources::ResourceName;
+use super::rule_columns::{RuleColumns, EXACT_SCORE};
 use super::rules::{self as cel_rules, ClassOutcomes, CompiledRules, NodeStatic, RuleOutcome, SnapshotRules};
 use super::snapshot::{
     image_hash, port_key, port_mask, BoundPod, NodeEntry, NodeHot, NodeUsage, PortKeys, Snapshot, NODE_UNIQUE_LABELS,
@@ -833,7 +834,11 @@ impl<'a> PodPlan<'a> {
             volume_error,
             static_filters: profile.static_filters,
             topo: None,
-            rule_pod: profile.rules.is_some().then(|| cel_rules::pod_value(pod)),
+            rule_pod: match &profile.rules {
+                Some(Ok(rules)) => Some(rules.pod_value(pod)),
+                Some(Err(_)) => Some(cel_rules::pod_value(pod)),
+                None => None,
+            },
             rule_classes: Vec::new(),
             plain_evals: None,
         };
@@ -1713,6 +1718,35 @@ trait PlainSink {
     /// Counts `n` feasible nodes that [`PlainSink::bars`] ruled out.
     fn skip(&mut self, _n: usize) {}
 
+    /// Whether [`PlainSink::bars`] rule nodes out for this pod ([`PlainSink::RULES_OUT`] says
+    /// whether they may).
+    fn rules_out(&self) -> bool {
+        Self::RULES_OUT
+    }
+
+    /// Of the block at `base`, the nodes the sink takes at all: the others are not feasible to
+    /// it (nodes a pod-free CEL rule rejects). Every node by default.
+    #[inline(always)]
+    fn admitted(&self, _base: usize) -> u64 {
+        !0
+    }
+
+    /// Writes, per node of the block at `base`, an upper bound of what the sink adds to the
+    /// node's part beyond the scores [`PlainSink::part_weights`] weighs (see
+    /// `RuleColumns::bounds`), for the rule-out; `false` when it adds nothing.
+    #[inline(always)]
+    fn part_bounds(&self, _base: usize, _out: &mut [f64; BLOCK]) -> bool {
+        false
+    }
+
+    /// Whether the sink takes a block's feasible nodes as a mask, through [`PlainSink::block`]
+    /// instead of [`PlainSink::feasible`] (which still takes the nodes checked one by one).
+    const WHOLE_BLOCKS: bool = false;
+
+    /// Takes the `feasible` nodes (bits) of the block at `base` (a [`PlainSink::WHOLE_BLOCKS`]
+    /// sink: no scores are worked out for them).
+    fn block(&mut self, _base: usize, _feasible: u64) {}
+
     /// Takes feasible node `i`, its class, the class's static predicates and the node's scores.
     fn feasible(&mut self, i: usize, class: u32, se: &StaticEval, scores: NodeScores);
 }
@@ -1871,7 +1905,7 @@ struct RuleSink<'e, 'p, S> {
     usage: &'e BatchUsage<'e>,
     nodes: &'e [Arc<NodeEntry>],
     kept: Option<&'e SnapshotRules>,
-    changed: &'e mut std::collections::HashMap<(u32, u32), (u64, RuleOutcome)>,
+    changed: &'e mut HashMap<(u32, u32), (u64, RuleOutcome)>,
     statics: &'e mut Vec<Option<NodeStatic>>,
     /// Score rules' raw scores per node (`rules.scores.len()` per node).
     raw: &'e mut Vec<i64>,
@@ -1905,14 +1939,46 @@ impl<S: PlainSink> RuleSink<'_, '_, S> {
     #[cold]
     #[inline(never)]
     fn evaluate(&mut self, i: usize, k: usize, stamp: u64) -> Option<i64> {
-        let entry = &self.nodes[i];
-        let (rules, plan, usage) = (self.rules, self.plan, self.usage);
-        let Some(pod) = &plan.rule_pod else {
+        if self.plan.rule_pod.is_none() {
             return Some(0);
+        }
+        let mut kept = KeptRules {
+            rules: self.rules,
+            kept: self.kept,
+            changed: self.changed,
+            statics: self.statics,
+            nodes: self.nodes,
         };
+        kept.outcome(self.usage, i, k, stamp).ok()
+    }
+}
+
+/// Where the outcomes of a policy's pod-free node rules are kept (see [`KeptRules::outcome`]).
+struct KeptRules<'e> {
+    rules: &'e CompiledRules,
+    /// The snapshot's outcomes, for nodes whose usage is the snapshot's.
+    kept: Option<&'e SnapshotRules>,
+    /// The outcomes on nodes a batch changed, by node and rule, under the usage's stamp.
+    changed: &'e mut HashMap<(u32, u32), (u64, RuleOutcome)>,
+    statics: &'e mut Vec<Option<NodeStatic>>,
+    nodes: &'e [Arc<NodeEntry>],
+}
+
+impl KeptRules<'_> {
+    /// Pod-free node rule `k`'s outcome on node `i` with `usage`, whose stamp there is `stamp`:
+    /// kept in the snapshot's outcomes while that is 0, else under the stamp, and evaluated on
+    /// first use.
+    fn outcome(&mut self, usage: &BatchUsage<'_>, i: usize, k: usize, stamp: u64) -> RuleOutcome {
+        let entry = &self.nodes[i];
+        let rules = self.rules;
         let statics = &mut *self.statics;
-        let mut eval = || rules.run(k, &rules.context(pod, rule_node_value(statics, i, entry, usage.get(i))));
-        let outcome = match self.kept {
+        let mut eval = || {
+            rules.run(
+                k,
+                &rules.node_context(k, rule_node_value(statics, i, entry, usage.get(i))),
+            )
+        };
+        match self.kept {
             Some(kept) if stamp == 0 => kept.nodes.get_or_eval(i, k, eval),
             _ => match self.changed.get(&(i as u32, k as u32)) {
                 Some((s, outcome)) if *s == stamp => outcome.clone(),
@@ -1922,8 +1988,30 @@ impl<S: PlainSink> RuleSink<'_, '_, S> {
                     outcome
                 }
             },
-        };
-        outcome.ok()
+        }
+    }
+
+    /// Node `i`'s entries in `cols` as `usage` leaves them (see [`RuleColumns::set`]).
+    fn set_node(&mut self, cols: &mut RuleColumns, usage: &BatchUsage<'_>, i: usize) {
+        let stamp = usage.stamp(i);
+        let filters = self.rules.filters.len();
+        let mut scores = [0i64; cel_rules::MAX_RULES];
+        let mut kept = true;
+        for k in (0..filters).filter(|&k| !self.rules.class_level(k)) {
+            if kept && self.outcome(usage, i, k, stamp).is_err() {
+                kept = false;
+            }
+        }
+        for (j, score) in scores.iter_mut().enumerate().take(self.rules.scores.len()) {
+            if !kept {
+                break;
+            }
+            match self.outcome(usage, i, filters + j, stamp) {
+                Ok(v) => *score = v,
+                Err(_) => kept = false,
+            }
+        }
+        cols.set(i, stamp, kept.then_some(&scores[..self.rules.scores.len()]));
     }
 }
 
@@ -2033,8 +2121,100 @@ impl ClassBest {
     };
 }
 
+/// The score rules' side of [`KeepBest`] under a policy whose pod-free node rules sit in
+/// [`RuleColumns`]: which nodes they keep, and the part their scores add.
+struct BestRules<'b> {
+    cols: &'b RuleColumns,
+    /// How the score rules' raw scores become the node's part (exact).
+    scaling: RuleScaling,
+    /// Per score rule, its least raw score and `100 · weight / span` (see
+    /// [`RuleColumns::bounds`]).
+    bounds: Vec<(f64, f64)>,
+    /// Whether the extrema are within [`EXACT_SCORE`], where the bounds hold: otherwise no node
+    /// is ruled out.
+    exact: bool,
+}
+
+impl BestRules<'_> {
+    /// The exact part node `i`'s score rules add.
+    #[inline(always)]
+    fn part(&self, i: usize) -> i64 {
+        let mut raw = [0i64; cel_rules::MAX_RULES];
+        let raw = &mut raw[..self.scaling.len];
+        self.cols.scores_of(i, raw);
+        self.scaling.part(raw)
+    }
+}
+
+/// The first pass of [`Evaluator::evaluate_best_ruled`] when the score rules' order does not
+/// settle their extrema (see [`Evaluator::extrema_by_order`]): counts the feasible nodes the
+/// pod-free node rules keep, and each score rule's extrema over them, from the kernel's masks.
+struct RuleExtrema<'b> {
+    cols: &'b RuleColumns,
+    kernel: Option<Kernel>,
+    extrema: Vec<(i64, i64)>,
+    feasible: usize,
+}
+
+impl PlainSink for RuleExtrema<'_> {
+    const WHOLE_BLOCKS: bool = true;
+
+    #[inline(always)]
+    fn admitted(&self, base: usize) -> u64 {
+        self.cols.pass(base)
+    }
+
+    fn block(&mut self, base: usize, feasible: u64) {
+        self.feasible += feasible.count_ones() as usize;
+        self.cols.widen(self.kernel, base, feasible, &mut self.extrema);
+    }
+
+    fn feasible(&mut self, i: usize, _: u32, _: &StaticEval, _: NodeScores) {
+        if self.cols.admits(i) {
+            self.block(i - i % BLOCK, 1 << (i % BLOCK));
+        }
+    }
+}
+
+/// The feasible nodes the pod-free node rules keep, of the blocks a pass was given (see
+/// [`Evaluator::extrema_by_order`]).
+struct Probe<'b> {
+    cols: &'b RuleColumns,
+    /// The nodes found, of the one block probed.
+    mask: u64,
+}
+
+impl PlainSink for Probe<'_> {
+    const WHOLE_BLOCKS: bool = true;
+
+    #[inline(always)]
+    fn admitted(&self, base: usize) -> u64 {
+        self.cols.pass(base)
+    }
+
+    fn block(&mut self, _: usize, feasible: u64) {
+        self.mask |= feasible;
+    }
+
+    fn feasible(&mut self, i: usize, _: u32, _: &StaticEval, _: NodeScores) {
+        if self.cols.admits(i) {
+            self.mask |= 1 << (i % BLOCK);
+        }
+    }
+}
+
+/// How many blocks [`Evaluator::extrema_by_order`] may probe for one pod before leaving the
+/// extrema to a pass over every block.
+const ORDER_PROBES: usize = 8;
+
+/// How many nodes [`Evaluator::extrema_by_order`] may walk for one pod (see [`ORDER_PROBES`]).
+const ORDER_WALK: usize = 256;
+
 /// Keeps, per node class, the feasible node with the best per-node score, and counts them all.
 struct KeepBest<'b, 'p> {
+    /// The score rules' side, under a policy with pod-free node rules (the part then includes
+    /// their scores).
+    rules: Option<BestRules<'b>>,
     winners: Vec<ClassBest>,
     /// Per class (padded to every class a node may have), the per-node part of its best node so
     /// far (weighted fit, balanced and image scores); `i64::MIN` while it has none.
@@ -2063,10 +2243,39 @@ impl PlainSink for KeepBest<'_, '_> {
         self.feasible += n;
     }
 
+    fn rules_out(&self) -> bool {
+        self.rules.as_ref().is_none_or(|r| r.exact)
+    }
+
+    #[inline(always)]
+    fn admitted(&self, base: usize) -> u64 {
+        match &self.rules {
+            Some(r) => r.cols.pass(base),
+            None => !0,
+        }
+    }
+
+    #[inline(always)]
+    fn part_bounds(&self, base: usize, out: &mut [f64; BLOCK]) -> bool {
+        match &self.rules {
+            Some(r) => {
+                r.cols.bounds(base, &r.bounds, out);
+                true
+            }
+            None => false,
+        }
+    }
+
     #[inline(always)]
     fn feasible(&mut self, i: usize, class: u32, _: &StaticEval, scores: NodeScores) {
+        let mut part = scores.weighed(self.weights);
+        if let Some(r) = &self.rules {
+            if !r.cols.admits(i) {
+                return;
+            }
+            part += r.part(i);
+        }
         self.feasible += 1;
-        let part = scores.weighed(self.weights);
         let (Some(w), Some(bar)) = (self.winners.get_mut(class as usize), self.bars.get_mut(class as usize)) else {
             return;
         };
@@ -2195,9 +2404,17 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
     /// the rest are checked on the nodes it passed, in node order; a node it flags as out of its
     /// range goes through [`PlainNodes::node`].
     #[inline(always)]
-    fn blocks<S: PlainSink>(&self, kernel: Kernel, ask: &PodAsk, deadline: Deadline, sink: &mut S) -> Result<(), ()> {
+    fn blocks<S: PlainSink>(
+        &self,
+        kernel: Kernel,
+        ask: &PodAsk,
+        bases: impl Iterator<Item = usize>,
+        deadline: Deadline,
+        sink: &mut S,
+    ) -> Result<(), ()> {
         let cols = &*self.usage.cols;
         let mut out = BlockScores::default();
+        let mut bounds = [0.0; BLOCK];
         let weights = self.fit.map_or((0, 0), |(_, w)| w);
         // -1 for a class the pod's static predicates allow, 0 for one they reject (or unknown).
         let mut allowed = ClassAllowed::take_spare();
@@ -2210,8 +2427,12 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
         // that are surely feasible are ruled out (and counted as feasible): not with extended
         // resources to check node by node, nor a node where a host port of the pod may be in
         // use; and only when the kernel has every score of the part.
-        let part_weights = PartWeights::new(weights, sink.part_weights())
-            .filter(|_| S::RULES_OUT && !(self.check_fit && self.want_scalars) && (ask.scores_image() || !self.image));
+        let part_weights = PartWeights::new(weights, sink.part_weights()).filter(|_| {
+            S::RULES_OUT
+                && sink.rules_out()
+                && !(self.check_fit && self.want_scalars)
+                && (ask.scores_image() || !self.image)
+        });
         let scores_of = |out: &BlockScores, j: usize, i: usize| {
             let mut scores = NodeScores {
                 fit: weigh_fit(i64::from(out.cpu[j]), i64::from(out.memory[j]), weights),
@@ -2225,15 +2446,27 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
             }
             scores
         };
-        for base in (0..cols.len()).step_by(BLOCK) {
+        for base in bases {
             if base % 4096 == 0 && base > 0 && deadline.passed() {
                 return Err(());
             }
-            let masks = kernel.block(cols, base, ask, &allowed, self.image_sums, &mut out);
-            let mut fast = masks.fast;
+            let masks = if S::WHOLE_BLOCKS {
+                kernel.masks(cols, base, ask, &allowed)
+            } else {
+                kernel.block(cols, base, ask, &allowed, self.image_sums, &mut out)
+            };
+            let admitted = sink.admitted(base);
+            let (mut fast, slow) = (masks.fast & admitted, masks.slow & admitted);
             if self.check_fit && self.want_scalars {
                 // A pod requesting an extended resource fits only nodes that have some.
                 fast &= cols.scalar_nodes(base);
+            }
+            if S::WHOLE_BLOCKS {
+                if self.has_rest() {
+                    fast = self.fitting_rest(base, fast);
+                }
+                sink.block(base, fast);
+                fast = 0;
             }
             if let Some(w) = part_weights.as_ref().filter(|_| fast != 0) {
                 let sure = if self.check_ports {
@@ -2241,16 +2474,17 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
                 } else {
                     fast
                 };
-                let keep = sure & kernel.reaching(cols, base, &out, w, sink.bars());
+                let extra = sink.part_bounds(base, &mut bounds).then_some(&bounds);
+                let keep = sure & kernel.reaching(cols, base, &out, w, extra, sink.bars());
                 sink.skip((sure & !keep).count_ones() as usize);
                 fast &= keep | !sure;
             }
-            let mut todo = fast | masks.slow;
+            let mut todo = fast | slow;
             while todo != 0 {
                 let j = todo.trailing_zeros() as usize;
                 todo &= todo - 1;
                 let i = base + j;
-                if masks.slow & (1 << j) != 0 {
+                if slow & (1 << j) != 0 {
                     self.node(i, sink);
                     continue;
                 }
@@ -2291,6 +2525,19 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
             && self.want_scalars
             && !(self.hot[i].has_scalars
                 && fits_scalars(&plan.pod.requests.scalars, &self.nodes[i].spec, self.usage.get(i))))
+    }
+
+    /// Of the `nodes` of the block at `base`, those that pass [`PlainNodes::fits_rest`].
+    fn fitting_rest(&self, base: usize, nodes: u64) -> u64 {
+        let (mut fit, mut left) = (0u64, nodes);
+        while left != 0 {
+            let j = left.trailing_zeros() as usize;
+            left &= left - 1;
+            if self.fits_rest(base + j) {
+                fit |= 1 << j;
+            }
+        }
+        fit
     }
 
     /// Of the `nodes` of the block at `base`, those on which a host port of the pod may be in use
@@ -2394,6 +2641,8 @@ pub(super) struct BatchUsage<'s> {
     /// For each entry of `changed`, a number no other usage of the process had (see
     /// [`BatchUsage::stamp`]).
     stamps: Vec<u64>,
+    /// For each entry of `changed`, its node.
+    nodes: Vec<u32>,
 }
 
 /// The last number [`BatchUsage::assume`] stamped a changed usage with.
@@ -2408,7 +2657,13 @@ impl<'s> BatchUsage<'s> {
             slot: Vec::new(),
             changed: Vec::new(),
             stamps: Vec::new(),
+            nodes: Vec::new(),
         }
+    }
+
+    /// The nodes whose usage the batch changed.
+    fn changed_nodes(&self) -> &[u32] {
+        &self.nodes
     }
 
     /// 0 while node `i`'s usage is the snapshot's; after the batch changed it, a number that
@@ -2462,6 +2717,7 @@ impl<'s> BatchUsage<'s> {
             self.slot[i] = self.changed.len() as u32;
             self.changed.push(self.snapshot.nodes()[i].usage.clone());
             self.stamps.push(0);
+            self.nodes.push(i as u32);
         }
         self.stamps[self.slot[i] as usize] = USAGE_STAMP.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         let bound = BoundPod {
@@ -2614,7 +2870,10 @@ pub struct Evaluator<'a> {
     /// nodes among them: see [`SnapshotRules`]); `None` without rules.
     node_rules: Option<Arc<SnapshotRules>>,
     /// The same on the nodes a batch changed, by node and rule, under the usage's stamp.
-    changed_rules: std::collections::HashMap<(u32, u32), (u64, RuleOutcome)>,
+    changed_rules: HashMap<(u32, u32), (u64, RuleOutcome)>,
+    /// The pod-free node rules' outcomes by column, as the last batch left them (see
+    /// [`Evaluator::rule_columns`]).
+    rule_cols: Option<RuleColumns>,
     /// The policy's extenders, called by Schedule for the pods they are interested in.
     extenders: Option<&'a dyn ExtenderHook>,
 }
@@ -2950,7 +3209,8 @@ impl<'a> Evaluator<'a> {
                 Some(Ok(rules)) => Some(snapshot.rule_values(rules)),
                 _ => None,
             },
-            changed_rules: std::collections::HashMap::new(),
+            changed_rules: HashMap::new(),
+            rule_cols: None,
             extenders: None,
         }
         .reusing(!profile.has_rules())
@@ -3205,6 +3465,11 @@ impl<'a> Evaluator<'a> {
         // before the bars: those pods keep each feasible node's total (16 bytes, not a
         // candidate) and the best is picked from them as from the candidates.
         if self.profile.rules_in_sink().is_some() {
+            if let Some(cols) = self.rule_columns(usage) {
+                let best = self.evaluate_best_ruled(plan, usage, deadline, &cols);
+                self.rule_cols = Some(cols);
+                return Some(best);
+            }
             let totals = match self.evaluate_totals(plan, usage, deadline) {
                 Ok(t) => t,
                 Err(()) => return Some(Err(())),
@@ -3221,6 +3486,19 @@ impl<'a> Evaluator<'a> {
                 feasible: totals.len(),
             }));
         }
+        Some(self.best_of_classes(plan, usage, deadline, None))
+    }
+
+    /// [`Evaluator::evaluate_best`]'s pass keeping each node class's best node: with `rules`,
+    /// the part includes the score rules' and only the nodes the pod-free node rules keep are
+    /// feasible.
+    fn best_of_classes(
+        &mut self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        deadline: Deadline,
+        rules: Option<BestRules<'_>>,
+    ) -> Result<BestNode, ()> {
         self.candidates.clear();
         let weights = self.per_node_weights();
         let mut winners = std::mem::take(&mut self.class_best);
@@ -3230,6 +3508,7 @@ impl<'a> Evaluator<'a> {
         bars.clear();
         bars.resize(winners.len().max(usage.cols.max_class() as usize + 1), i64::MIN);
         let mut sink = KeepBest {
+            rules,
             winners,
             bars,
             weights,
@@ -3247,7 +3526,7 @@ impl<'a> Evaluator<'a> {
         if passed.is_err() {
             self.class_best = winners;
             self.class_bars = bars;
-            return Some(Err(()));
+            return Err(());
         }
         let evals = &*plan.class_evals;
         let mut maxima = ClassMaxima::NONE;
@@ -3290,10 +3569,187 @@ impl<'a> Evaluator<'a> {
         );
         self.class_bars = bars;
         self.class_best = winners;
-        Some(Ok(BestNode {
+        Ok(BestNode {
             best: best.map(|s| (s.index as usize, s.total)),
             feasible,
-        }))
+        })
+    }
+
+    /// [`Evaluator::evaluate_best`] under a policy whose pod-free node rules sit in `cols`: the
+    /// score rules' extrema over the feasible nodes those rules keep (the normalization's) come
+    /// from each rule's order, or else from a first pass over the kernel's masks; then a pass
+    /// keeps each class's best node as without rules, its part including the score rules'
+    /// (bounded above per node for the kernel's rule-out). The same node and total as keeping
+    /// every feasible node's total (`plain_pass_equals_the_general_one`).
+    fn evaluate_best_ruled(
+        &mut self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        deadline: Deadline,
+        cols: &RuleColumns,
+    ) -> Result<BestNode, ()> {
+        let profile = self.profile;
+        let Some(rules) = profile.rules_in_sink() else {
+            return self.best_of_classes(plan, usage, deadline, None);
+        };
+        self.image_sums(plan);
+        let by_order = self.extrema_by_order(plan, usage, cols);
+        self.image_sums.deactivate();
+        self.rule_extrema = match by_order {
+            Some(extrema) => extrema,
+            None => {
+                let mut first = RuleExtrema {
+                    cols,
+                    kernel: self.kernel,
+                    extrema: vec![(i64::MAX, i64::MIN); rules.scores.len()],
+                    feasible: 0,
+                };
+                self.plain_pass(plan, usage, deadline, &mut first)?;
+                if first.feasible == 0 {
+                    self.rule_extrema = settled(first.extrema);
+                    self.set_class_extrema(false, ClassMaxima::NONE);
+                    return Ok(BestNode {
+                        best: None,
+                        feasible: 0,
+                    });
+                }
+                settled(first.extrema)
+            }
+        };
+        let within = |v: i64| (-EXACT_SCORE..=EXACT_SCORE).contains(&v);
+        let exact = self.rule_extrema.iter().all(|&(lo, hi)| within(lo) && within(hi));
+        let bounds = rules
+            .scores
+            .iter()
+            .zip(&self.rule_extrema)
+            .map(|(rule, &(lo, hi))| {
+                let scale = if hi > lo {
+                    MAX_NODE_SCORE as f64 * rule.weight as f64 / (hi - lo) as f64
+                } else {
+                    0.0
+                };
+                (lo as f64, scale)
+            })
+            .collect();
+        let rules = BestRules {
+            cols,
+            scaling: self.rule_scaling(),
+            bounds,
+            exact,
+        };
+        self.best_of_classes(plan, usage, deadline, Some(rules))
+    }
+
+    /// The score rules' extrema over the feasible nodes the pod-free node rules keep, read off
+    /// each rule's order ([`RuleColumns::by_score`]): from either end, the first node feasible
+    /// for the pod holds the extremum, since no node before it is. Feasibility is the plain
+    /// pass's through the kernel, a block at a time (kept per block). `None` when that would
+    /// take more than [`ORDER_PROBES`] blocks (or no node is feasible), or the kernel does not
+    /// take the pod: a pass over every block finds them then. The pod's image sums must be
+    /// active.
+    fn extrema_by_order(
+        &self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        cols: &RuleColumns,
+    ) -> Option<Vec<(i64, i64)>> {
+        let pass = PlainNodes::new(self, plan, usage);
+        let (kernel, ask) = (self.kernel?, pass.ask()?);
+        let mut probed: Vec<(usize, u64)> = Vec::with_capacity(ORDER_PROBES);
+        let mut walked = 0usize;
+        let mut feasible = |i: usize| -> Option<bool> {
+            // A node of a class the pod's static predicates reject is not feasible: no probe.
+            walked += 1;
+            if walked > ORDER_WALK {
+                return None;
+            }
+            let class = usage.cols.class(i) as usize;
+            if pass.evals.get(class).is_none_or(|se| se.rejected) || !usage.cols.may_fit(i, &ask) {
+                return Some(false);
+            }
+            let base = i - i % BLOCK;
+            let mask = match probed.iter().find(|(b, _)| *b == base) {
+                Some(&(_, mask)) => mask,
+                None => {
+                    if probed.len() == ORDER_PROBES {
+                        return None;
+                    }
+                    let mut probe = Probe { cols, mask: 0 };
+                    pass.blocks(kernel, &ask, std::iter::once(base), Deadline::none(), &mut probe)
+                        .ok()?;
+                    probed.push((base, probe.mask));
+                    probe.mask
+                }
+            };
+            Some(mask >> (i % BLOCK) & 1 != 0)
+        };
+        let rules = self.profile.score_rules();
+        let mut extrema = Vec::with_capacity(rules);
+        for j in 0..rules {
+            let mut least = None;
+            for (v, i) in cols.by_score(j) {
+                if feasible(i as usize)? {
+                    least = Some(v);
+                    break;
+                }
+            }
+            let mut greatest = None;
+            for (v, i) in cols.by_score(j).rev() {
+                if feasible(i as usize)? {
+                    greatest = Some(v);
+                    break;
+                }
+            }
+            extrema.push((least?, greatest?));
+        }
+        Some(extrema)
+    }
+
+    /// The pod-free node rules' [`RuleColumns`] as `usage` leaves them, taken out of the
+    /// evaluator (built on first use, then updated on the nodes whose usage moved since), when
+    /// Schedule's best-node pass can read them: the policy's score rules are all pod-free (a
+    /// class-level score rule's values are the pod's), and the vector kernel runs.
+    fn rule_columns(&mut self, usage: &BatchUsage<'_>) -> Option<RuleColumns> {
+        let profile = self.profile;
+        let rules = profile.rules_in_sink()?;
+        if self.kernel.is_none() || rules.scores.iter().any(|s| s.class_level) {
+            return None;
+        }
+        let snapshot = self.snapshot;
+        let built = self.rule_cols.take();
+        let fresh = built.is_none();
+        let mut cols = built.unwrap_or_else(|| RuleColumns::new(snapshot.nodes().len(), rules.scores.len()));
+        let mut kept = KeptRules {
+            rules,
+            kept: self.node_rules.as_deref(),
+            changed: &mut self.changed_rules,
+            statics: self.node_statics.get_mut(),
+            nodes: snapshot.nodes(),
+        };
+        if fresh {
+            for i in 0..cols.len() {
+                kept.set_node(&mut cols, usage, i);
+            }
+            cols.sort();
+            return Some(cols);
+        }
+        // Every node whose entries are not the snapshot's is listed as moved: those and the
+        // nodes the batch changed are all that can be out of date.
+        for i in cols.take_moved() {
+            if usage.stamp(i as usize) != cols.stamp(i as usize) {
+                kept.set_node(&mut cols, usage, i as usize);
+            }
+            cols.keep_moved(i);
+        }
+        for &i in usage.changed_nodes() {
+            if usage.stamp(i as usize) != cols.stamp(i as usize) {
+                kept.set_node(&mut cols, usage, i as usize);
+            }
+        }
+        if cols.overlay_is_large() {
+            cols.sort();
+        }
+        Some(cols)
     }
 
     /// The plain pass keeping each feasible node's index and total, in node order: Rank's list to
@@ -3426,7 +3882,7 @@ impl<'a> Evaluator<'a> {
     ) -> Result<(), ()> {
         let pass = PlainNodes::new(self, plan, usage);
         if let (Some(kernel), Some(ask)) = (self.kernel, pass.ask()) {
-            return pass.blocks(kernel, &ask, deadline, sink);
+            return pass.blocks(kernel, &ask, (0..usage.cols.len()).step_by(BLOCK), deadline, sink);
         }
         for i in 0..pass.hot.len() {
             if i % 4096 == 4095 && deadline.passed() {

@@ -1085,6 +1085,32 @@ fn rule_policies() -> Vec<Policy> {
                 5,
             )],
         ),
+        // Pod-free score rules only, beside a class-level filter: Schedule keeps each class's
+        // best node, the score rules' parts bounded for the rule-out (see `RuleColumns`).
+        with(
+            "pod-free-scores",
+            vec![
+                filter(
+                    "small-or-zone-a",
+                    "pod.requests.cpu < 700 || node.metadata.labels['zone'] == 'a'",
+                ),
+                filter("few-pods", "node.status.requested.pods < 4"),
+            ],
+            vec![
+                score("free-cpu", "node.status.allocatable.cpu - node.status.requested.cpu", 3),
+                score("busy", "node.status.requested.pods", 1),
+            ],
+        ),
+        // A score rule whose raw scores lie beyond what `f64` holds exactly: no rule-out.
+        with(
+            "huge-scores",
+            vec![],
+            vec![score(
+                "huge",
+                "node.status.allocatable.memory * 1048576 + node.status.requested.cpu",
+                2,
+            )],
+        ),
     ]
 }
 
@@ -1097,7 +1123,7 @@ proptest! {
         (nodes, mut batch) in arb_cluster(),
         prefer in prop::collection::vec((any::<bool>(), 1i64..100), 30),
         copies in 1usize..3,
-        policy in 0usize..8,
+        policy in 0usize..10,
         seed in any::<u64>(),
     ) {
         for (p, (zone_a, weight)) in batch.iter_mut().zip(prefer) {
@@ -1227,7 +1253,7 @@ proptest! {
     #[test]
     fn rank_with_the_plain_pass_equals_the_general_one(
         (nodes, batch) in arb_cluster(),
-        policy in 0usize..8,
+        policy in 0usize..10,
         top_k in 0usize..4,
         seed in any::<u64>(),
         copies in 1usize..4,
@@ -1762,7 +1788,7 @@ proptest! {
         }
         let w = [weights.0, weights.1, weights.2];
         let part_weights = PartWeights::new(fit_weights, w).unwrap();
-        let reach = kernel.reaching(&cols, 0, &out, &part_weights, &bars);
+        let reach = kernel.reaching(&cols, 0, &out, &part_weights, None, &bars);
         for j in 0..BLOCK {
             let (c, m, b, i) = scores[j];
             let part = NodeScores {

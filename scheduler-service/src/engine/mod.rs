@@ -29,6 +29,7 @@ pub mod policy_config;
 pub mod preemption;
 pub mod quantity;
 pub mod resources;
+mod rule_columns;
 pub mod rules;
 pub mod snapshot;
 pub mod spread;

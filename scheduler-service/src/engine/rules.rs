@@ -165,6 +165,7 @@ impl Rules {
                 class_level: reads_only_class(program.expression()),
                 reads_pod: reads_pod(program.expression()),
                 pod_paths: pod_paths(program.expression()),
+                node_paths: node_paths(program.expression()),
                 program,
                 reason: Arc::from(reason),
             });
@@ -183,11 +184,27 @@ impl Rules {
                 class_level: reads_only_class(program.expression()),
                 reads_pod: reads_pod(program.expression()),
                 pod_paths: pod_paths(program.expression()),
+                node_paths: node_paths(program.expression()),
                 program,
                 weight: r.weight,
             });
         }
-        Ok(CompiledRules { env, filters, scores })
+        // Every path into the pod some rule reads, or `None` when one reads it otherwise.
+        let pod_reads = filters
+            .iter()
+            .map(|f| (f.reads_pod, &f.pod_paths))
+            .chain(scores.iter().map(|s| (s.reads_pod, &s.pod_paths)))
+            .filter(|(reads, _)| *reads)
+            .try_fold(Vec::new(), |mut all: Vec<Vec<String>>, (_, paths)| {
+                all.extend(paths.as_ref()?.iter().cloned());
+                Some(all)
+            });
+        Ok(CompiledRules {
+            env,
+            filters,
+            scores,
+            pod_reads,
+        })
     }
 }
 
@@ -401,16 +418,28 @@ pub fn reads_pod(e: &IdedExpr) -> bool {
 /// variable named `pod`). A class-level rule's outcome for a pod depends on the pod only
 /// through the values at these paths, so pods agreeing on them share its outcomes per class.
 pub fn pod_paths(e: &IdedExpr) -> Option<Vec<Vec<String>>> {
-    fn path(e: &IdedExpr) -> Option<Vec<String>> {
+    var_paths(e, "pod")
+}
+
+/// The paths into `node` that `e` reads, as [`pod_paths`] finds them into `pod`: a rule that
+/// reads the node only through them is evaluated on the node's value cut down to them
+/// ([`project`]), which is all the evaluation converts.
+pub fn node_paths(e: &IdedExpr) -> Option<Vec<Vec<String>>> {
+    var_paths(e, "node")
+}
+
+/// The paths into the variable `var` that `e` reads (see [`pod_paths`]).
+fn var_paths(e: &IdedExpr, var: &str) -> Option<Vec<Vec<String>>> {
+    fn path(e: &IdedExpr, var: &str) -> Option<Vec<String>> {
         match &e.expr {
-            Expr::Ident(n) if n == "pod" => Some(Vec::new()),
-            Expr::Select(s) => path(&s.operand).map(|mut p| {
+            Expr::Ident(n) if n == var => Some(Vec::new()),
+            Expr::Select(s) => path(&s.operand, var).map(|mut p| {
                 p.push(s.field.clone());
                 p
             }),
             Expr::Call(c) if c.func_name == "_[_]" && c.target.is_none() => match c.args.as_slice() {
                 [m, k] => match &k.expr {
-                    Expr::Literal(LiteralValue::String(k)) => path(m).map(|mut p| {
+                    Expr::Literal(LiteralValue::String(k)) => path(m, var).map(|mut p| {
                         p.push(k.inner().to_string());
                         p
                     }),
@@ -421,8 +450,8 @@ pub fn pod_paths(e: &IdedExpr) -> Option<Vec<Vec<String>>> {
             _ => None,
         }
     }
-    fn walk(e: &IdedExpr, out: &mut Vec<Vec<String>>) -> Option<()> {
-        if let Some(p) = path(e) {
+    fn walk(e: &IdedExpr, var: &str, out: &mut Vec<Vec<String>>) -> Option<()> {
+        if let Some(p) = path(e, var) {
             if p.is_empty() {
                 return None;
             }
@@ -431,40 +460,71 @@ pub fn pod_paths(e: &IdedExpr) -> Option<Vec<Vec<String>>> {
         }
         match &e.expr {
             Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Some(()),
-            Expr::Select(s) => walk(&s.operand, out),
+            Expr::Select(s) => walk(&s.operand, var, out),
             Expr::Call(c) => {
                 if let Some(t) = c.target.as_deref() {
-                    walk(t, out)?;
+                    walk(t, var, out)?;
                 }
-                c.args.iter().try_for_each(|a| walk(a, out))
+                c.args.iter().try_for_each(|a| walk(a, var, out))
             }
             Expr::Comprehension(c) => {
-                if c.iter_var == "pod" || c.iter_var2.as_deref() == Some("pod") || c.accu_var == "pod" {
+                if c.iter_var == var || c.iter_var2.as_deref() == Some(var) || c.accu_var == var {
                     return None;
                 }
                 [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result]
                     .into_iter()
-                    .try_for_each(|x| walk(x, out))
+                    .try_for_each(|x| walk(x, var, out))
             }
-            Expr::List(l) => l.elements.iter().try_for_each(|x| walk(x, out)),
-            Expr::Map(m) => m.entries.iter().try_for_each(|x| entry(&x.expr, out)),
-            Expr::Struct(s) => s.entries.iter().try_for_each(|x| entry(&x.expr, out)),
+            Expr::List(l) => l.elements.iter().try_for_each(|x| walk(x, var, out)),
+            Expr::Map(m) => m.entries.iter().try_for_each(|x| entry(&x.expr, var, out)),
+            Expr::Struct(s) => s.entries.iter().try_for_each(|x| entry(&x.expr, var, out)),
         }
     }
-    fn entry(e: &EntryExpr, out: &mut Vec<Vec<String>>) -> Option<()> {
+    fn entry(e: &EntryExpr, var: &str, out: &mut Vec<Vec<String>>) -> Option<()> {
         match e {
-            EntryExpr::StructField(f) => walk(&f.value, out),
+            EntryExpr::StructField(f) => walk(&f.value, var, out),
             EntryExpr::MapEntry(m) => {
-                walk(&m.key, out)?;
-                walk(&m.value, out)
+                walk(&m.key, var, out)?;
+                walk(&m.value, var, out)
             }
         }
     }
     let mut out = Vec::new();
-    walk(e, &mut out)?;
+    walk(e, var, &mut out)?;
     out.sort();
     out.dedup();
     Some(out)
+}
+
+/// `value` cut down to what lies at `paths` (see [`var_paths`]): the maps along each path with
+/// only the keys the paths name, and whole whatever a path ends at (or reaches that is not a
+/// map). An expression that reads the value only through these paths reads the same from it:
+/// what a path names exists in both or in neither.
+pub fn project(value: &Value, paths: &[Vec<String>]) -> Value {
+    fn insert(out: &mut HashMap<cel::objects::Key, Value>, from: &Value, path: &[String]) {
+        let (Value::Map(m), Some((first, rest))) = (from, path.split_first()) else {
+            return;
+        };
+        let Some(v) = m.get(&cel::objects::KeyRef::String(first.as_str())) else {
+            return;
+        };
+        let key = cel::objects::Key::from(first.as_str());
+        if rest.is_empty() || !matches!(v, Value::Map(_)) {
+            out.insert(key, v.clone());
+            return;
+        }
+        let at = out
+            .entry(key)
+            .or_insert_with(|| Value::from(HashMap::<String, Value>::new()));
+        if let Value::Map(sub) = at {
+            insert(Arc::make_mut(&mut sub.map), v, rest);
+        }
+    }
+    let mut out = HashMap::new();
+    for p in paths {
+        insert(&mut out, value, p);
+    }
+    Value::Map(cel::objects::Map { map: Arc::new(out) })
 }
 
 /// The values of `pod` at `paths` (see [`pod_paths`]), written out: pods with equal keys read
@@ -481,8 +541,14 @@ fn pod_key(pod: &Value, paths: &[Vec<String>]) -> String {
             };
         }
         match at {
-            // Maps print in no fixed order: equal maps may give other keys (and share less),
-            // never unequal ones the same key.
+            // A string as its length and bytes (no escaping to do); anything else as it
+            // prints. Maps print in no fixed order: equal maps may give other keys (and share
+            // less), never unequal ones the same key.
+            Some(Value::String(v)) => {
+                let _ = write!(key, "s{}:", v.len());
+                key.push_str(v);
+                key.push(';');
+            }
             Some(v) => {
                 let _ = write!(key, "{v:?};");
             }
@@ -503,6 +569,8 @@ pub struct CompiledFilter {
     pub reads_pod: bool,
     /// The paths into the pod it reads (see [`pod_paths`]).
     pod_paths: Option<Vec<Vec<String>>>,
+    /// The paths into the node it reads (see [`node_paths`]).
+    node_paths: Option<Vec<Vec<String>>>,
     program: Program,
     /// The reason shown for the nodes it rejects.
     pub reason: Arc<str>,
@@ -519,6 +587,8 @@ pub struct CompiledScore {
     pub reads_pod: bool,
     /// The paths into the pod it reads (see [`pod_paths`]).
     pod_paths: Option<Vec<Vec<String>>>,
+    /// The paths into the node it reads (see [`node_paths`]).
+    node_paths: Option<Vec<Vec<String>>>,
     program: Program,
     /// The weight of its normalized score.
     pub weight: i64,
@@ -531,6 +601,9 @@ pub struct CompiledRules {
     pub filters: Vec<CompiledFilter>,
     /// The score rules, in order.
     pub scores: Vec<CompiledScore>,
+    /// The paths into the pod the rules read ([`pod_paths`] of each), or `None` when one reads
+    /// it some other way.
+    pod_reads: Option<Vec<Vec<String>>>,
 }
 
 impl std::fmt::Debug for CompiledRules {
@@ -574,6 +647,11 @@ impl CompiledRules {
         }
     }
 
+    /// The pod's value for these rules: what they read of it ([`pod_value_reading`]).
+    pub fn pod_value(&self, pod: &PodSpec) -> Value {
+        pod_value_reading(pod, self.pod_reads.as_deref())
+    }
+
     /// For rule `k` (filters first, then scores), the key under which a pod shares the rule's
     /// outcomes per class with the pods that read alike (see [`pod_paths`]); `None` when the
     /// rule reads the pod whole.
@@ -608,6 +686,27 @@ impl CompiledRules {
     pub fn context(&self, pod: &Value, node: Value) -> Context<'static, 'static> {
         let mut context = Context::with_env(Arc::clone(&self.env));
         context.add_variable_from_value("pod", pod.clone());
+        context.add_variable_from_value("node", node);
+        context
+    }
+
+    /// The evaluation context of rule `k`, which does not read the pod (see [`reads_pod`]), on
+    /// `node`: without the pod's value, and with only what the rule reads of the node when it
+    /// reads it through literal paths ([`node_paths`]): the context converts whatever it is
+    /// given, which costs more than most evaluations.
+    pub fn node_context(&self, k: usize, node: Value) -> Context<'static, 'static> {
+        let paths = match self.filters.get(k) {
+            Some(f) => f.node_paths.as_deref(),
+            None => self
+                .scores
+                .get(k - self.filters.len())
+                .and_then(|s| s.node_paths.as_deref()),
+        };
+        let node = match paths {
+            Some(paths) => project(&node, paths),
+            None => node,
+        };
+        let mut context = Context::with_env(Arc::clone(&self.env));
         context.add_variable_from_value("node", node);
         context
     }
@@ -818,42 +917,73 @@ fn object(fields: Vec<(&str, Value)>) -> Value {
 /// `spec` (`priority`, `nodeName`, `nodeSelector`, `containers` with `name`, `image` and
 /// `resources.requests`), plus `requests`: the effective requests the scheduler counts.
 pub fn pod_value(pod: &PodSpec) -> Value {
-    let containers: Vec<Value> = pod
-        .containers
-        .iter()
-        .map(|c| {
-            object(vec![
-                ("name", Value::from(c.name.clone())),
-                ("image", Value::from(c.image.clone())),
-                ("resources", object(vec![("requests", resources_value(&c.requests))])),
-            ])
+    pod_value_reading(pod, None)
+}
+
+/// [`pod_value`] with only the fields `paths` (see [`pod_paths`]) lead into, down to the second
+/// level (`metadata.labels` whole for `pod.metadata.labels['team']`); all of it for `None`. An
+/// expression that reads the pod only through these paths reads the same from it, and the pod
+/// of each Schedule under a policy with rules is built without what its rules never read.
+pub fn pod_value_reading(pod: &PodSpec, paths: Option<&[Vec<String>]>) -> Value {
+    let wants = |field: &str, sub: &str| {
+        paths.is_none_or(|paths| {
+            paths
+                .iter()
+                .any(|p| p.first().is_some_and(|f| f == field) && p.get(1).is_none_or(|s| s == sub))
         })
-        .collect();
-    object(vec![
-        (
+    };
+    let section = |field: &str, subs: Vec<(&str, &dyn Fn() -> Value)>| -> Option<(String, Value)> {
+        let fields: HashMap<String, Value> = subs
+            .into_iter()
+            .filter(|(sub, _)| wants(field, sub))
+            .map(|(sub, value)| (sub.to_string(), value()))
+            .collect();
+        (!fields.is_empty()).then(|| (field.to_string(), Value::from(fields)))
+    };
+    let containers = || {
+        let containers: Vec<Value> = pod
+            .containers
+            .iter()
+            .map(|c| {
+                object(vec![
+                    ("name", Value::from(c.name.clone())),
+                    ("image", Value::from(c.image.clone())),
+                    ("resources", object(vec![("requests", resources_value(&c.requests))])),
+                ])
+            })
+            .collect();
+        Value::from(containers)
+    };
+    let mut fields: HashMap<String, Value> = [
+        section(
             "metadata",
-            object(vec![
-                ("name", Value::from(pod.name.clone())),
-                ("namespace", Value::from(pod.namespace.clone())),
-                ("uid", Value::from(pod.uid.to_string())),
-                ("labels", string_map(pod.labels.iter())),
-                ("annotations", string_map(pod.annotations.iter())),
-            ]),
+            vec![
+                ("name", &|| Value::from(pod.name.clone())),
+                ("namespace", &|| Value::from(pod.namespace.clone())),
+                ("uid", &|| Value::from(pod.uid.to_string())),
+                ("labels", &|| string_map(pod.labels.iter())),
+                ("annotations", &|| string_map(pod.annotations.iter())),
+            ],
         ),
-        (
+        section(
             "spec",
-            object(vec![
-                ("priority", Value::Int(i64::from(pod.priority))),
-                ("nodeName", Value::from(pod.node_name.clone().unwrap_or_default())),
-                (
-                    "nodeSelector",
-                    string_map(pod.node_selector.iter().map(|(k, v)| (k, v))),
-                ),
-                ("containers", Value::from(containers)),
-            ]),
+            vec![
+                ("priority", &|| Value::Int(i64::from(pod.priority))),
+                ("nodeName", &|| Value::from(pod.node_name.clone().unwrap_or_default())),
+                ("nodeSelector", &|| {
+                    string_map(pod.node_selector.iter().map(|(k, v)| (k, v)))
+                }),
+                ("containers", &containers),
+            ],
         ),
-        ("requests", resources_value(&pod.requests)),
-    ])
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if paths.is_none_or(|ps| ps.iter().any(|p| p.first().is_some_and(|f| f == "requests"))) {
+        fields.insert("requests".to_string(), resources_value(&pod.requests));
+    }
+    Value::from(fields)
 }
 
 /// The parts of a node's CEL value that do not change with its usage.
@@ -1164,6 +1294,81 @@ mod tests {
             with("a", Some("")),
             with("a", None),
             "an empty label is not a missing one"
+        );
+    }
+
+    #[test]
+    fn rules_read_the_same_from_the_values_cut_to_their_paths() {
+        let mut pod = PodSpec {
+            name: "p".into(),
+            namespace: "team-a".into(),
+            priority: 7,
+            ..Default::default()
+        };
+        pod.labels.insert("team".into(), "ml".into());
+        pod.labels.insert("tier".into(), "gold".into());
+        pod.annotations.insert("note".into(), "x".repeat(100));
+        pod.requests.milli_cpu = 1500;
+        let mut node = NodeSpec {
+            name: "n".into(),
+            unschedulable: true,
+            ..Default::default()
+        };
+        node.labels.insert("disktype".into(), "ssd".into());
+        node.allocatable.milli_cpu = 4000;
+        let usage = NodeUsage::default();
+        let expressions = [
+            "pod.metadata.labels['team'] == 'ml' && node.metadata.labels['disktype'] == 'ssd'",
+            "has(pod.metadata.labels.tier) && !has(pod.metadata.labels.absent)",
+            "'team' in pod.metadata.labels && size(pod.metadata.labels) == 2",
+            "pod.spec.priority > 5 && pod.requests.cpu < node.status.allocatable.cpu",
+            "node.spec.unschedulable && node.metadata.name == 'n'",
+            "node.metadata.labels['absent'] == 'x'",
+            "pod.metadata.namespace.startsWith('team-') && node.status.requested.cpu == 0",
+        ];
+        for e in expressions {
+            let compiled = rules(&[("rule", e)], &[]).compile().unwrap();
+            let full = compiled.run(
+                0,
+                &compiled.context(&pod_value(&pod), node_value(&NodeStatic::of(&node), &usage)),
+            );
+            let cut = compiled.run(
+                0,
+                &compiled.context(&compiled.pod_value(&pod), {
+                    let paths = node_paths(compiled.filters[0].program.expression()).unwrap();
+                    project(&node_value(&NodeStatic::of(&node), &usage), &paths)
+                }),
+            );
+            assert_eq!(full, cut, "{e}");
+        }
+        // What is cut away: the annotations and the spec for a rule reading one label.
+        let compiled = rules(&[("team", "pod.metadata.labels['team'] == 'ml'")], &[])
+            .compile()
+            .unwrap();
+        let Value::Map(cut) = compiled.pod_value(&pod) else {
+            panic!("a map");
+        };
+        let keys: Vec<String> = cut.map.keys().map(|k| format!("{k:?}")).collect();
+        assert_eq!(keys.len(), 1, "{keys:?}");
+        let path = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let projected = project(
+            &node_value(&NodeStatic::of(&node), &usage),
+            &[path(&["status", "allocatable", "cpu"])],
+        );
+        assert_eq!(
+            format!("{projected:?}"),
+            format!(
+                "{:?}",
+                object(vec![(
+                    "status",
+                    object(vec![("allocatable", object(vec![("cpu", Value::Int(4000))]))])
+                )])
+            )
+        );
+        assert_eq!(
+            node_paths(Program::compile("[1].all(node, node > 0)").unwrap().expression()),
+            None,
+            "a variable named node"
         );
     }
 
