@@ -2570,6 +2570,9 @@ pub enum Decision {
         score: i64,
         /// How many nodes were feasible.
         feasible: usize,
+        /// VolumeBinding's choices for the pod's unbound WaitForFirstConsumer claims on the
+        /// node, by claim key (`namespace/name`); empty when it has none.
+        volumes: Vec<(String, super::volumes::VolumeChoice)>,
     },
     /// No node fits.
     Unschedulable(Diagnosis),
@@ -4040,16 +4043,18 @@ impl<'a> Evaluator<'a> {
             let nodes = self.snapshot.nodes();
             match chosen {
                 Some((i, score)) => {
+                    let mut volumes = Vec::new();
+                    if let Some(v) = &plan.volumes {
+                        // The volumes chosen for its WaitForFirstConsumer claims are no one else's.
+                        volumes = v.binding(v.storage(), &nodes[i].spec).unwrap_or_default();
+                        placed.volumes.record(&pod.namespace, &pod.volumes, volumes.clone());
+                    }
                     out.push(Decision::Node {
                         node: nodes[i].spec.name.clone(),
                         score,
                         feasible,
+                        volumes,
                     });
-                    if let Some(v) = &plan.volumes {
-                        // The volumes chosen for its WaitForFirstConsumer claims are no one else's.
-                        let choices = v.binding(v.storage(), &nodes[i].spec).unwrap_or_default();
-                        placed.volumes.record(&pod.namespace, &pod.volumes, choices);
-                    }
                     usage.assume(i, pod);
                     placed.push(i, pod);
                     changed = Some(i);

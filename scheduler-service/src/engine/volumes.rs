@@ -636,6 +636,45 @@ impl BatchVolumes {
     }
 }
 
+impl StorageObjects {
+    /// What kube-scheduler's `AssumePodVolumes` puts in its assume caches for `choices` (claim
+    /// key → choice): each chosen volume with its `claimRef` set to the claim (uid included), each
+    /// claim to provision with its selected node set. Choices naming a claim or volume that is
+    /// not here are skipped (nothing to assume on); a volume already referring to its claim and a
+    /// claim already selecting its node are left as they are.
+    pub fn assumed<'c>(&self, choices: impl IntoIterator<Item = &'c (String, VolumeChoice)>) -> StorageDelta {
+        let mut delta = StorageDelta::default();
+        for (key, choice) in choices {
+            let Some(claim) = self.claims.get(key) else { continue };
+            match choice {
+                VolumeChoice::Static(pv) => {
+                    let Some(v) = self.volumes.get(pv) else { continue };
+                    let claim_ref = ClaimRef {
+                        namespace: claim.namespace.clone(),
+                        name: claim.name.clone(),
+                        uid: claim.uid.clone(),
+                    };
+                    if v.claim_ref.as_ref() != Some(&claim_ref) {
+                        let mut v = PersistentVolume::clone(v);
+                        v.claim_ref = Some(claim_ref);
+                        delta.upsert_volumes.retain(|o| o.name != v.name);
+                        delta.upsert_volumes.push(v);
+                    }
+                }
+                VolumeChoice::Provision(node) => {
+                    if claim.selected_node != *node {
+                        let mut c = Claim::clone(claim);
+                        c.selected_node = node.clone();
+                        delta.upsert_claims.retain(|o| o.key() != c.key());
+                        delta.upsert_claims.push(c);
+                    }
+                }
+            }
+        }
+        delta
+    }
+}
+
 /// The volumes of one pod as the filters read them, resolved once per pod (the plugins' PreFilter).
 #[derive(Debug, Clone, Default)]
 pub struct PodVolumes {
