@@ -38,6 +38,7 @@
 //! request log.
 
 mod patch;
+mod pv_controller;
 mod select;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
