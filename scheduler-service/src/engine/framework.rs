@@ -791,19 +791,27 @@ impl<'a> PodPlan<'a> {
         let (volumes, volume_error) = if pod.volumes.is_empty() || !profile.volume_filters.any() {
             (None, None)
         } else {
-            let claim_used = |key: &str| -> bool {
-                snapshot.nodes().iter().any(|n| {
-                    n.usage
-                        .volumes
-                        .iter()
-                        .any(|(ns, v)| v.claim_name().is_some_and(|c| super::volumes::claim_key(ns, c) == key))
-                })
+            // The references to a claim by the bound pods, per node.
+            let claim_users = |key: &str| -> Vec<(Arc<str>, usize)> {
+                snapshot
+                    .nodes()
+                    .iter()
+                    .filter_map(|n| {
+                        let refs = n
+                            .usage
+                            .volumes
+                            .iter()
+                            .filter(|(ns, v)| v.claim_name().is_some_and(|c| super::volumes::claim_key(ns, c) == key))
+                            .count();
+                        (refs > 0).then(|| (Arc::from(n.spec.name.as_str()), refs))
+                    })
+                    .collect()
             };
             match super::volumes::PodVolumes::pre_filter(
                 snapshot.storage(),
                 profile.volume_filters,
                 pod,
-                &claim_used,
+                &claim_users,
                 &placed.volumes,
             ) {
                 Ok(v) => (v.map(Box::new), None),
@@ -1177,11 +1185,12 @@ fn run_filter(
             }
         }
         FilterPlugin::VolumeRestrictions => {
-            if let Some(r) = plan
-                .volumes
-                .as_ref()
-                .and_then(|v| v.restrictions(node.usage.volumes.iter().map(|(_, v)| v)))
-            {
+            if let Some(r) = plan.volumes.as_ref().and_then(|v| {
+                v.restrictions(
+                    &node.entry.spec.name,
+                    node.usage.volumes.iter().map(|(ns, v)| (&**ns, v)),
+                )
+            }) {
                 report(Reason::Volume(r));
                 return false;
             }

@@ -683,7 +683,41 @@ fn volume_restrictions() {
     let out = schedule(&cluster, &[pod("p", vec![claim_volume("v", "solo")])]);
     assert_eq!(
         out[0],
-        Err("0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.".to_string())
+        Err("0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.".to_string())
+    );
+    // The conflict is resolvable, as kube-scheduler's Unschedulable: a more important pod is
+    // nominated to the holder's node with the holder as victim (the dry run's RemovePod clears
+    // the conflict there, and only there).
+    let profile = Profile::new(Policy::kube_default());
+    let snap = cluster.snapshot();
+    let urgent = PodSpec {
+        priority: 100,
+        ..pod("urgent", vec![claim_volume("v", "solo")])
+    };
+    let d = Evaluator::new(&profile, &snap)
+        .schedule(std::slice::from_ref(&urgent), 0, Deadline::none())
+        .unwrap();
+    let Decision::Unschedulable(diag) = &d[0] else {
+        panic!("{d:?}")
+    };
+    let n = diag.nomination.as_ref().expect("nominated");
+    assert_eq!(n.node, "n1");
+    assert_eq!(n.victims.iter().map(|v| v.to_string()).collect::<Vec<_>>(), ["holder"]);
+    // A second user of the claim on n2 keeps it in use whatever goes on n1.
+    let mut two = cluster;
+    two.bound
+        .push(bound_pod("other", "n2", vec![claim_volume("v", "solo")]));
+    let snap = two.snapshot();
+    let d = Evaluator::new(&profile, &snap)
+        .schedule(std::slice::from_ref(&urgent), 0, Deadline::none())
+        .unwrap();
+    let Decision::Unschedulable(diag) = &d[0] else {
+        panic!("{d:?}")
+    };
+    assert!(diag.nomination.is_none(), "{:?}", diag.nomination);
+    assert_eq!(
+        diag.message(),
+        "0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode. preemption: 0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode."
     );
 }
 
