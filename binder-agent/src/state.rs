@@ -188,19 +188,21 @@ impl ClusterState {
     /// Assumes the volume choices of a decided pod (`uid`) as the decision service assumed them:
     /// each chosen volume's `claim_ref` set to its claim (uid included), each claim to provision
     /// with its `selected_node`. Returns the keys assumed anew; a choice whose claim or volume is
-    /// unknown, or that the watched object shows already, assumes nothing.
+    /// unknown, or that the object shows already (watched or assumed), assumes nothing.
     pub fn assume_storage(&mut self, uid: &str, bindings: &[proto::ClaimBinding]) -> Vec<StorageKey> {
         use proto::claim_binding::Target;
         let mut keys = Vec::new();
         for b in bindings {
             let claim_key = StorageKey::Claim(format!("{}/{}", b.claim_namespace, b.claim_name));
-            let Some(StorageObject::Claim(claim)) = self.storage.get(&claim_key) else {
+            // As the decision service assumes them: on the objects as snapshots show them (an
+            // earlier assumption included), so a choice assumed already is not assumed again.
+            let Some(StorageObject::Claim(claim)) = self.storage_view(&claim_key) else {
                 continue;
             };
             let (key, assumed) = match &b.target {
                 Some(Target::VolumeName(pv)) => {
                     let key = StorageKey::Volume(pv.clone());
-                    let Some(StorageObject::Volume(v)) = self.storage.get(&key) else {
+                    let Some(StorageObject::Volume(v)) = self.storage_view(&key) else {
                         continue;
                     };
                     let claim_ref = proto::VolumeClaimRef {
@@ -888,6 +890,10 @@ mod tests {
         assert!(matches!(s.storage_object(&StorageKey::Volume("pv-1".into())),
             Some(StorageObject::Volume(v)) if v.claim_ref.is_none()));
         assert!(s.only_assumed_since(v, &HashMap::new(), &keys.iter().cloned().collect()));
+        // A second pod of the same claims: nothing new to assume, the first pod keeps them.
+        assert!(s
+            .assume_storage("p1b", &[binding("a", Target::VolumeName("pv-1".into()))])
+            .is_empty());
         assert!(!s.only_assumed_since(v, &HashMap::new(), &HashSet::new()));
         // A watched volume without the claimRef (an older object) leaves the assumption; the one
         // showing it replaces the assumption.
