@@ -2281,6 +2281,71 @@ mod prebind {
         let _ = stop_decisions.send(());
     }
 
+    /// A more important pod with a claim preempts the pod filling the node of its only volume;
+    /// once the victim is gone it is decided again (as kube-scheduler runs a scheduling cycle for
+    /// it), so its claim binding is written and waited for before the Binding.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_preemptor_with_a_claim_gets_its_prebind_once_the_victims_are_gone() {
+        let server = FakeApiServer::start().await;
+        server.create_node(node("n1", "2"));
+        server.create_raw(
+            Kind::StorageClass,
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "local"},
+                   "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"}),
+        );
+        local_volume(&server, "pv-1", "n1");
+        claim(&server, "data", "local");
+        server.create_pod(with_priority(pod("low", "default-scheduler", "1500m", Some("n1")), 0));
+        let (stop_decisions, running) = binder(&server, Duration::from_secs(600)).await;
+        eventually(WAIT, "the binder ready", || {
+            let b = running.binder.clone();
+            async move { b.is_ready() }
+        })
+        .await;
+        let mut urgent = pod_with_claim("urgent", "data");
+        urgent.spec.as_mut().unwrap().containers[0]
+            .resources
+            .as_mut()
+            .unwrap()
+            .requests
+            .as_mut()
+            .unwrap()
+            .insert(
+                "cpu".into(),
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity("1500m".into()),
+            );
+        server.create_pod(with_priority(urgent, 1000));
+        eventually(WAIT, "the victim terminating", || async {
+            server
+                .get_pod("default", "low")
+                .is_some_and(|p| p.metadata.deletion_timestamp.is_some())
+        })
+        .await;
+        assert_eq!(
+            claim_ref(&server, "pv-1"),
+            None,
+            "nothing written while the victim is there"
+        );
+        server.delete_pod("default", "low");
+        eventually(WAIT, "the claimRef written for the preemptor", || async {
+            claim_ref(&server, "pv-1").is_some()
+        })
+        .await;
+        assert_eq!(node_of_pod(&server, "urgent"), None, "bound before its claim");
+        server.play_pv_controller();
+        eventually(WAIT, "the preemptor bound", || async {
+            node_of_pod(&server, "urgent").as_deref() == Some("n1")
+        })
+        .await;
+        let requests = server.requests();
+        let put = position(&requests, "PUT", "/persistentvolumes/pv-1").expect("the volume update");
+        let binding = position(&requests, "POST", "/pods/urgent/binding").expect("the Binding");
+        assert!(put < binding);
+        assert_eq!(binding_statuses(&server, "urgent"), [201]);
+        running.stop().await;
+        let _ = stop_decisions.send(());
+    }
+
     /// A binder stopped while it waits for the PV controller binds nothing; the next one finds
     /// the claimRef written, chooses the same volume (pre-bound to the claim), writes nothing
     /// new, and binds the pod exactly once when the claim is bound.
