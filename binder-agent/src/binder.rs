@@ -366,6 +366,12 @@ impl<A: ClusterApi> Binder<A> {
         self.shared.state.lock().assumed_count()
     }
 
+    /// Assumed volume choices (a volume's claimRef, a claim's selected node) the watches have
+    /// not shown yet.
+    pub fn assumed_volume_choices(&self) -> usize {
+        self.shared.state.lock().assumed_storage_count()
+    }
+
     fn ours(&self, info: &PodInfo) -> bool {
         self.shared.config.scheduler_names.contains(&info.scheduler_name)
     }

@@ -2072,6 +2072,12 @@ mod prebind {
         assert_eq!(binding_statuses(&server, "web"), [201]);
         let m = running.metrics.encode();
         assert!(m.contains("binder_volume_prebinds_total{result=\"bound\"} 1"), "{m}");
+        // The watched volume took the place of the assumed one.
+        eventually(WAIT, "no assumed volume choice left", || {
+            let b = running.binder.clone();
+            async move { b.assumed_volume_choices() == 0 }
+        })
+        .await;
         running.stop().await;
         let _ = stop_decisions.send(());
     }
@@ -2208,8 +2214,12 @@ mod prebind {
                 .is_some()
         })
         .await;
-        // Give the binder's watch time to show the annotation before it goes.
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // The binder's watch has shown the annotation (its assumption gave way to it) before it goes.
+        eventually(WAIT, "the watch showing the selected node", || {
+            let b = running.binder.clone();
+            async move { b.assumed_volume_choices() == 0 }
+        })
+        .await;
         server.modify_raw(Kind::PersistentVolumeClaim, Some("default"), "scratch", |c| {
             c["metadata"]["annotations"]
                 .as_object_mut()
