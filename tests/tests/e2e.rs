@@ -986,6 +986,22 @@ async fn the_binder_runs_with_a_service_account_token_under_deploy_rbac() {
             .is_some_and(|p| node_of(&p) == Some(node.as_str()))
     })
     .await;
+    // A pod with a WaitForFirstConsumer claim: the PreBind reads the claim and updates the
+    // volume's claimRef under the same role; the PV controller binds the claim.
+    let class = local_class(&mut scope).await;
+    local_volume(&mut scope, "sa", &class, &node).await;
+    scope.create_claim(claim_json("data", &class, None)).await;
+    scope.create(&with_claim(scope.pod("db", "0"), "data")).await;
+    eventually(WAIT, "the pod with a claim bound and its claim Bound", || async {
+        let bound = scope
+            .pods()
+            .get("db")
+            .await
+            .ok()
+            .is_some_and(|p| node_of(&p) == Some(node.as_str()));
+        bound && claim_of(&scope, "data").await.status.and_then(|s| s.phase).as_deref() == Some("Bound")
+    })
+    .await;
     // A node change sends the huge pod round again; the same message makes its FailedScheduling
     // a series.
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
