@@ -30,6 +30,31 @@ impl PodRef {
     }
 }
 
+/// A claim a volume binding is written for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ClaimRef {
+    /// metadata.namespace.
+    pub namespace: String,
+    /// metadata.name.
+    pub name: String,
+    /// metadata.uid as the binder knows it ("" when unknown): a claim recreated under the same
+    /// name is not written for a decision made on its predecessor.
+    pub uid: String,
+}
+
+impl ClaimRef {
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// The annotation kube's volume binder puts on a volume it binds to a claim (`AnnBoundByController`).
+pub const ANN_BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
+
+/// The annotation naming the node a claim is provisioned for (`AnnSelectedNode`).
+pub const ANN_SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+
 /// Why a write failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApiError {
@@ -87,6 +112,32 @@ pub trait ClusterApi: Send + Sync + 'static {
     /// of a node. By default recorded as [`ClusterApi::record_unschedulable`] records it.
     fn record_scheduler_error(&self, pod: &PodRef, message: &str) -> impl Future<Output = Result<(), ApiError>> + Send {
         self.record_unschedulable(pod, message)
+    }
+
+    /// VolumeBinding's PreBind for a static binding (kube's `GetBindVolumeToClaim` and the PV
+    /// update of `bindAPIUpdate`): sets the volume's `spec.claimRef` to the claim (kind, apiVersion,
+    /// namespace, name, uid, resourceVersion) and, unless the volume already referred to the claim,
+    /// the annotation `pv.kubernetes.io/bound-by-controller: "yes"`; nothing is written when both
+    /// are so already. The update is conditional on the volume's resourceVersion: a volume changed
+    /// meanwhile gives [`ApiError::Conflict`], as does one bound to another claim or a claim whose
+    /// uid is not `claim.uid`.
+    fn bind_volume(&self, volume: &str, claim: &ClaimRef) -> impl Future<Output = Result<(), ApiError>> + Send {
+        let message = format!(
+            "cannot bind volume {volume} to claim {}: not supported here",
+            claim.key()
+        );
+        async move { Err(ApiError::Other(message)) }
+    }
+
+    /// VolumeBinding's PreBind for dynamic provisioning: sets the claim's annotation
+    /// `volume.kubernetes.io/selected-node` to `node` (nothing is written when it is so already),
+    /// conditional on the claim's resourceVersion, as kube's `bindAPIUpdate` updates it.
+    fn select_node(&self, claim: &ClaimRef, node: &str) -> impl Future<Output = Result<(), ApiError>> + Send {
+        let message = format!(
+            "cannot select node {node} for claim {}: not supported here",
+            claim.key()
+        );
+        async move { Err(ApiError::Other(message)) }
     }
 
     /// Sets the preemptor's `status.nominatedNodeName`.

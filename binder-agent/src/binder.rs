@@ -21,12 +21,12 @@ use tonic::Code;
 use tonic_types::StatusExt;
 use tracing::Instrument;
 
-use crate::api::{ApiError, ClusterApi, PodRef};
+use crate::api::{ApiError, ClaimRef, ClusterApi, PodRef};
 use crate::groups::{
     gang_key, gang_verdict, is_member, GangVerdict, Nomination, NominationTiming, Nominations, RetryEnd,
 };
 use crate::metrics::BinderMetrics;
-use crate::model::{gang_problem, PodInfo};
+use crate::model::{gang_problem, PodInfo, StorageKey, StorageObject};
 use crate::queue::{QueueConfig, QueuedPod, SchedulingQueue};
 use crate::replicas::{Replica, ReplicaPool};
 use crate::routing::{Experiments, Route, Routing};
@@ -96,6 +96,9 @@ pub struct BinderConfig {
     /// How long a preemptor keeps its reservation on the nominated node while its victims
     /// terminate; then the reservation and `nominatedNodeName` are given up.
     pub nomination_timeout: Duration,
+    /// How long a pod's PreBind waits for the PV controller to bind the claims it wrote a
+    /// binding for before the pod is decided again (kube-scheduler's `bindTimeoutSeconds`).
+    pub volume_bind_timeout: Duration,
     /// The extenders of the scheduler configuration, read for their `bindVerb`: a pod one of
     /// them is interested in is bound by asking that extender (kube-scheduler's
     /// `ExtenderBindingArgs`) instead of writing the Binding.
@@ -119,6 +122,7 @@ impl Default for BinderConfig {
             queue: QueueConfig::default(),
             gang_timeout: Duration::from_secs(60),
             nomination_timeout: Duration::from_secs(90),
+            volume_bind_timeout: Duration::from_secs(600),
             extenders: None,
         }
     }
@@ -164,6 +168,12 @@ struct Shared<A> {
     limiter: Option<DefaultDirectRateLimiter>,
     synced: AtomicBool,
     nominations: Mutex<Nominations<Bind>>,
+    /// Bumped on every claim, volume and pod deletion event: PreBinds waiting for the PV
+    /// controller look again.
+    storage_seen: watch::Sender<u64>,
+    /// Set once [`Binder::run`] stops taking work: waiting PreBinds give up (the pod stays
+    /// pending for the next leader, which finds the bindings written so far).
+    stopping: AtomicBool,
 }
 
 /// The binder: feed it events with [`Binder::handle`], drive it with [`Binder::run`].
@@ -185,6 +195,27 @@ struct Bind {
     annotations: std::collections::BTreeMap<String, String>,
     route: Route,
     routing: Arc<Routing>,
+    /// VolumeBinding's choices for the pod's unbound WaitForFirstConsumer claims: written and
+    /// waited for (its PreBind) before the Binding.
+    volumes: Vec<proto::ClaimBinding>,
+}
+
+/// kube-scheduler's prefix of a PreBind failure of the VolumeBinding plugin.
+const PREBIND_FAILED: &str = "running PreBind plugin \"VolumeBinding\"";
+
+/// Whether a claim is fully bound (`isPVCFullyBound`): it names its volume and the PV
+/// controller marked the binding complete.
+fn fully_bound(c: &proto::PersistentVolumeClaim) -> bool {
+    !c.volume_name.is_empty() && c.bind_completed
+}
+
+/// How a PreBind ended.
+#[derive(Debug, PartialEq, Eq)]
+enum PreBind {
+    /// Every claim is bound: the Binding may be written.
+    Bound,
+    /// Given up (failed, timed out, pod gone, lease lost); the pod is handled already.
+    Stopped,
 }
 
 fn pod_ref(p: &proto::Pod) -> PodRef {
@@ -258,6 +289,8 @@ impl<A: ClusterApi> Binder<A> {
                 limiter,
                 synced: AtomicBool::new(false),
                 nominations: Mutex::new(Nominations::new(timing)),
+                storage_seen: watch::Sender::new(0),
+                stopping: AtomicBool::new(false),
             }),
         }
     }
@@ -331,6 +364,12 @@ impl<A: ClusterApi> Binder<A> {
     /// Assumed placements not yet seen bound.
     pub fn assumed(&self) -> usize {
         self.shared.state.lock().assumed_count()
+    }
+
+    /// Assumed volume choices (a volume's claimRef, a claim's selected node) the watches have
+    /// not shown yet.
+    pub fn assumed_volume_choices(&self) -> usize {
+        self.shared.state.lock().assumed_storage_count()
     }
 
     fn ours(&self, info: &PodInfo) -> bool {
@@ -428,12 +467,17 @@ impl<A: ClusterApi> Binder<A> {
             ClusterEvent::StorageApplied(obj) => {
                 let changed = s.state.lock().apply_storage(obj);
                 self.storage_changed(changed, now);
+                s.storage_seen.send_modify(|n| *n += 1);
             }
             ClusterEvent::StorageDeleted(key) => {
                 let changed = s.state.lock().delete_storage(&key);
                 self.storage_changed(changed, now);
+                s.storage_seen.send_modify(|n| *n += 1);
             }
-            ClusterEvent::PodDeleted { uid } => self.pod_gone(&uid, now),
+            ClusterEvent::PodDeleted { uid } => {
+                self.pod_gone(&uid, now);
+                s.storage_seen.send_modify(|n| *n += 1);
+            }
             ClusterEvent::PodApplied(info) => {
                 let uid = info.spec.uid.clone();
                 if info.terminal {
@@ -490,6 +534,16 @@ impl<A: ClusterApi> Binder<A> {
             for (qp, node, bind) in ready {
                 // Every victim is gone: the reserved room is the preemptor's.
                 self.shared.metrics.nomination_ended("victims_gone");
+                if qp.info.spec.volumes.iter().any(|v| !v.claim_name.is_empty()) {
+                    // Its claims may need a volume chosen on that node (and written before the
+                    // Binding): it is decided again, as kube-scheduler runs a scheduling cycle
+                    // for every preemptor; the room is free for it now.
+                    let uid = &qp.info.spec.uid;
+                    self.shared.state.lock().forget(uid);
+                    self.shared.queue.lock().retry_now(uid);
+                    self.shared.wake.notify_one();
+                    continue;
+                }
                 self.spawn_bind(&mut tasks, qp, node, bind);
             }
             if !*leader.borrow_and_update() {
@@ -536,6 +590,8 @@ impl<A: ClusterApi> Binder<A> {
             }
         }
         tracing::info!(in_flight = tasks.len(), "binder stopping: finishing in-flight binds");
+        self.shared.stopping.store(true, Ordering::Relaxed);
+        self.shared.storage_seen.send_modify(|n| *n += 1);
         while tasks.join_next().await.is_some() {}
     }
 
@@ -658,7 +714,8 @@ impl<A: ClusterApi> Binder<A> {
             .map(|(_, p)| (p.info.spec.uid.clone(), p))
             .collect();
         self.assume_placed(&response, &by_uid, &replica, version);
-        for placement in response.placements {
+        for mut placement in response.placements {
+            let volumes = std::mem::take(&mut placement.claim_bindings);
             let Some(qp) = by_uid.remove(placement.pod_uid.as_str()) else {
                 continue;
             };
@@ -688,6 +745,7 @@ impl<A: ClusterApi> Binder<A> {
                         annotations: route.annotations(&applied_policy),
                         route: route.clone(),
                         routing: Arc::clone(routing),
+                        volumes,
                     };
                     self.spawn_bind(tasks, qp, node, bind);
                 }
@@ -714,6 +772,7 @@ impl<A: ClusterApi> Binder<A> {
                         annotations: route.annotations(&applied_policy),
                         route: route.clone(),
                         routing: Arc::clone(routing),
+                        volumes: Vec::new(),
                     };
                     self.start_preemption(tasks, qp, u, bind);
                 }
@@ -924,18 +983,23 @@ impl<A: ClusterApi> Binder<A> {
     ) {
         let s = &self.shared;
         let mut placed: HashMap<&str, &str> = HashMap::new();
+        let mut volumes: HashSet<StorageKey> = HashSet::new();
         let adopted = {
             let mut st = s.state.lock();
             for p in &response.placements {
                 if let Some(proto::placement::Outcome::NodeName(node)) = &p.outcome {
                     if let Some(qp) = by_uid.get(p.pod_uid.as_str()) {
                         st.assume(qp.info.spec.clone(), node);
+                        // The volumes chosen for it are no other claim's until the watches
+                        // show them bound or its PreBind gives them up.
+                        volumes.extend(st.assume_storage(&p.pod_uid, &p.claim_bindings));
                     }
                     placed.insert(&p.pod_uid, node);
                 }
             }
             let assumed = &response.assumed_snapshot_id;
-            (!assumed.is_empty() && st.only_assumed_since(version, &placed)).then(|| (assumed.clone(), st.version()))
+            (!assumed.is_empty() && st.only_assumed_since(version, &placed, &volumes))
+                .then(|| (assumed.clone(), st.version()))
         };
         if response.assumed_snapshot_id.is_empty() {
             return;
@@ -981,6 +1045,12 @@ impl<A: ClusterApi> Binder<A> {
             let pod = pod_ref(&qp.info.spec);
             let policy = bind.route.policy_label();
             let record = bind.routing.active();
+            if !bind.volumes.is_empty() {
+                let span = tracing::info_span!("prebind_volumes", pod = %pod.key(), %node, claims = bind.volumes.len());
+                if this.prebind_volumes(&pod, &node, &bind.volumes, policy).instrument(span).await == PreBind::Stopped {
+                    return;
+                }
+            }
             let mut retry_in = s.config.bind_retry_backoff;
             for attempt in 1..=s.config.bind_attempts.max(1) {
                 let Ok(permit) = Arc::clone(&s.binds).acquire_owned().await else {
@@ -991,7 +1061,9 @@ impl<A: ClusterApi> Binder<A> {
                 // through). A pod deleted or bound meanwhile is no longer queued.
                 if !*s.leader.borrow() || !s.queue.lock().contains(&uid) {
                     if attempt == 1 {
-                        s.state.lock().forget(&uid);
+                        let mut st = s.state.lock();
+                        st.forget(&uid);
+                        st.forget_storage(&uid);
                     }
                     s.queue.lock().retry_now(&uid);
                     return;
@@ -1062,7 +1134,11 @@ impl<A: ClusterApi> Binder<A> {
                         // Out of attempts: after this long the watch would have shown a binding
                         // that went through, so the reservation goes and the pod is decided again.
                         tracing::warn!(pod = %pod.key(), %node, %msg, attempt, "bind failed; deciding again after backoff");
-                        s.state.lock().forget(&uid);
+                        {
+                            let mut st = s.state.lock();
+                            st.forget(&uid);
+                            st.forget_storage(&uid);
+                        }
                         s.queue.lock().backoff(&uid, Instant::now());
                         s.metrics.attempt(policy, "error");
                         s.wake.notify_one();
@@ -1071,6 +1147,214 @@ impl<A: ClusterApi> Binder<A> {
                 }
             }
         });
+    }
+
+    /// VolumeBinding's PreBind (kube's `BindPodVolumes`): writes each claim binding chosen for the
+    /// pod (static bindings first, then provisioning, as `bindAPIUpdate` does), then waits,
+    /// watch-driven and at most `volume_bind_timeout`, until the PV controller has bound every
+    /// claim (`checkBindings`). On failure or timeout the choices and the pod's reservation are
+    /// forgotten, the pod gets kube-scheduler's `SchedulerError` condition and `FailedScheduling`
+    /// event, and it is decided again after its backoff.
+    async fn prebind_volumes(
+        &self,
+        pod: &PodRef,
+        node: &str,
+        volumes: &[proto::ClaimBinding],
+        policy: &str,
+    ) -> PreBind {
+        use proto::claim_binding::Target;
+        let s = &self.shared;
+        let started = Instant::now();
+        let mut claims: Vec<(ClaimRef, Target)> = {
+            let st = s.state.lock();
+            volumes
+                .iter()
+                .filter_map(|b| {
+                    let key = format!("{}/{}", b.claim_namespace, b.claim_name);
+                    let uid = match st.storage_object(&StorageKey::Claim(key)) {
+                        Some(StorageObject::Claim(c)) => c.uid.clone(),
+                        _ => String::new(),
+                    };
+                    let claim = ClaimRef {
+                        namespace: b.claim_namespace.clone(),
+                        name: b.claim_name.clone(),
+                        uid,
+                    };
+                    Some((claim, b.target.clone()?))
+                })
+                .collect()
+        };
+        claims.sort_by_key(|(_, t)| matches!(t, Target::SelectedNode(_)));
+        for (claim, target) in &claims {
+            if !self.may_prebind(pod, started) {
+                return PreBind::Stopped;
+            }
+            let Ok(permit) = Arc::clone(&s.binds).acquire_owned().await else {
+                return PreBind::Stopped;
+            };
+            self.rate_limit().await;
+            let result = match target {
+                Target::VolumeName(pv) => s.api.bind_volume(pv, claim).await,
+                Target::SelectedNode(n) => s.api.select_node(claim, n).await,
+            };
+            drop(permit);
+            if let Err(e) = result {
+                let (ApiError::Conflict(m) | ApiError::NotFound(m) | ApiError::Other(m)) = e;
+                tracing::info!(pod = %pod.key(), claim = %claim.key(), error = %m, "writing a claim binding failed");
+                self.fail_prebind(pod, format!("{PREBIND_FAILED}: {m}"), "failed", started, policy)
+                    .await;
+                return PreBind::Stopped;
+            }
+        }
+        let deadline = Instant::now() + s.config.volume_bind_timeout;
+        let mut changes = s.storage_seen.subscribe();
+        // Per binding: whether the watch has shown what was written (kube compares resourceVersions
+        // to skip objects older than its write; a watched object without the write is older).
+        let mut seen = vec![false; claims.len()];
+        loop {
+            if !self.may_prebind(pod, started) {
+                return PreBind::Stopped;
+            }
+            match self.check_bindings(&claims, node, &mut seen) {
+                Ok(true) => {
+                    tracing::debug!(pod = %pod.key(), took = ?started.elapsed(), "claims bound");
+                    s.metrics.volume_prebind("bound", started.elapsed());
+                    return PreBind::Bound;
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::info!(pod = %pod.key(), error = %e, "claim binding undone");
+                    self.fail_prebind(
+                        pod,
+                        format!("{PREBIND_FAILED}: binding volumes: {e}"),
+                        "failed",
+                        started,
+                        policy,
+                    )
+                    .await;
+                    return PreBind::Stopped;
+                }
+            }
+            changes.mark_unchanged();
+            tokio::select! {
+                _ = changes.changed() => {}
+                // The lease and the pod are looked at again at least every second, as kube polls.
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                () = tokio::time::sleep_until(deadline) => {
+                    tracing::info!(pod = %pod.key(), timeout = ?s.config.volume_bind_timeout, "claims not bound in time");
+                    self.fail_prebind(
+                        pod,
+                        format!("{PREBIND_FAILED}: binding volumes: context deadline exceeded"),
+                        "timed_out",
+                        started,
+                        policy,
+                    )
+                    .await;
+                    return PreBind::Stopped;
+                }
+            }
+        }
+    }
+
+    /// Whether a PreBind may go on: this binder leads and the pod is still queued. Otherwise its
+    /// choices and reservation are forgotten (a pod deleted meanwhile is gone; after a lost
+    /// lease, the pod waits for whoever leads next) and the PreBind is counted as cancelled.
+    fn may_prebind(&self, pod: &PodRef, started: Instant) -> bool {
+        let s = &self.shared;
+        let leading = *s.leader.borrow() && !s.stopping.load(Ordering::Relaxed);
+        if leading && s.queue.lock().contains(&pod.uid) {
+            return true;
+        }
+        {
+            let mut st = s.state.lock();
+            st.forget(&pod.uid);
+            st.forget_storage(&pod.uid);
+        }
+        s.queue.lock().retry_now(&pod.uid);
+        s.metrics.volume_prebind("cancelled", started.elapsed());
+        tracing::debug!(pod = %pod.key(), leading, "PreBind given up: pod gone or lease lost");
+        false
+    }
+
+    /// kube's `checkBindings` on the watched objects (never the assumed ones): `Ok(true)` when
+    /// every claim is fully bound, `Ok(false)` to wait, `Err` when a binding was undone (a
+    /// volume's claimRef reset, a claim's selected node removed: the provisioner gave up).
+    fn check_bindings(
+        &self,
+        claims: &[(ClaimRef, proto::claim_binding::Target)],
+        node: &str,
+        seen: &mut [bool],
+    ) -> Result<bool, String> {
+        use proto::claim_binding::Target;
+        let st = self.shared.state.lock();
+        let mut all = true;
+        for ((claim, target), seen) in claims.iter().zip(seen.iter_mut()) {
+            let Some(StorageObject::Claim(c)) = st.storage_object(&StorageKey::Claim(claim.key())) else {
+                return Err(format!(
+                    "failed to check binding: could not find v1.PersistentVolumeClaim {:?}",
+                    claim.key()
+                ));
+            };
+            match target {
+                Target::VolumeName(pv) => {
+                    let Some(StorageObject::Volume(v)) = st.storage_object(&StorageKey::Volume(pv.clone())) else {
+                        return Err(format!(
+                            "failed to check binding: could not find v1.PersistentVolume {pv:?}"
+                        ));
+                    };
+                    let ours = v.claim_ref.as_ref().is_some_and(|r| {
+                        r.namespace == claim.namespace
+                            && r.name == claim.name
+                            && !r.uid.is_empty()
+                            && (claim.uid.is_empty() || r.uid == claim.uid)
+                    });
+                    if ours {
+                        *seen = true;
+                    } else if *seen {
+                        return Err(format!("ClaimRef got reset for pv {pv:?}"));
+                    } else {
+                        all = false;
+                        continue;
+                    }
+                }
+                Target::SelectedNode(_) => {
+                    if c.selected_node == node {
+                        *seen = true;
+                    } else if *seen {
+                        return Err(format!("provisioning failed for PVC {:?}", claim.name));
+                    } else if !fully_bound(c) {
+                        all = false;
+                        continue;
+                    }
+                }
+            }
+            all &= fully_bound(c);
+        }
+        Ok(all)
+    }
+
+    /// A PreBind failed: its choices and the pod's reservation go, the pod is retried after its
+    /// backoff, and it gets what kube-scheduler writes for a failed binding cycle (reason
+    /// `SchedulerError`, the Warning event `FailedScheduling` with the message).
+    async fn fail_prebind(&self, pod: &PodRef, message: String, result: &'static str, started: Instant, policy: &str) {
+        let s = &self.shared;
+        {
+            let mut st = s.state.lock();
+            st.forget(&pod.uid);
+            st.forget_storage(&pod.uid);
+        }
+        s.queue.lock().backoff(&pod.uid, Instant::now());
+        s.metrics.attempt(policy, "error");
+        s.metrics.volume_prebind(result, started.elapsed());
+        s.wake.notify_one();
+        tracing::warn!(pod = %pod.key(), %message, "PreBind failed; deciding again after backoff");
+        if !*s.leader.borrow() {
+            return;
+        }
+        self.rate_limit().await;
+        if let Err(e) = s.api.record_scheduler_error(pod, &message).await {
+            tracing::debug!(pod = %pod.key(), error = %e, "recording FailedScheduling failed");
+        }
     }
 
     /// Holds back gang members whose gang is short, pulls the waiting members of gangs that are

@@ -25,7 +25,7 @@ use std::future::Future;
 use std::hash::Hash;
 use std::time::{Duration, SystemTime};
 
-use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -35,7 +35,10 @@ use parking_lot::Mutex;
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::api::{preempted_message, preemption_condition_message, scheduled_message, ApiError, ClusterApi, PodRef};
+use crate::api::{
+    preempted_message, preemption_condition_message, scheduled_message, ApiError, ClaimRef, ClusterApi, PodRef,
+    ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE,
+};
 
 /// The API's limit on an event's note (`NoteLengthLimit`).
 pub const NOTE_LENGTH_LIMIT: usize = 1024;
@@ -266,6 +269,30 @@ impl KubeApi {
         }
     }
 
+    /// Runs one request that returns an object under the deadline.
+    async fn fetched<T>(&self, request: impl Future<Output = Result<T, kube::Error>>) -> Result<T, ApiError> {
+        match tokio::time::timeout(self.config.request_timeout, request).await {
+            Err(_) => Err(Failure::Timeout(self.config.request_timeout).into()),
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(Failure::Kube(e).into()),
+        }
+    }
+
+    /// The claim as the API server has it now, checked against the uid the binder knows.
+    async fn current_claim(&self, claim: &ClaimRef) -> Result<PersistentVolumeClaim, ApiError> {
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &claim.namespace);
+        let current = self.fetched(claims.get(&claim.name)).await?;
+        let uid = current.metadata.uid.as_deref().unwrap_or_default();
+        if !claim.uid.is_empty() && uid != claim.uid {
+            return Err(ApiError::Conflict(format!(
+                "persistentvolumeclaim {} was recreated (uid {uid}, not {})",
+                claim.key(),
+                claim.uid
+            )));
+        }
+        Ok(current)
+    }
+
     /// An events/v1 Event about `pod` happening now, as the events/v1 recorder builds it.
     fn event(&self, pod: &PodRef, type_: &str, reason: &str, action: &str, note: &str) -> Event {
         self.event_at(Timestamp::now(), pod, type_, reason, action, note)
@@ -414,6 +441,74 @@ impl ClusterApi for KubeApi {
             self.conditions.lock().map.remove(&pod.uid);
         }
         result
+    }
+
+    async fn bind_volume(&self, volume: &str, claim: &ClaimRef) -> Result<(), ApiError> {
+        let current = self.current_claim(claim).await?;
+        let volumes: Api<PersistentVolume> = Api::all(self.client.clone());
+        let mut pv = self.fetched(volumes.get(volume)).await?;
+        let (name, namespace) = (claim.name.as_str(), claim.namespace.as_str());
+        let uid = current.metadata.uid.clone().unwrap_or_default();
+        let spec = pv.spec.get_or_insert_with(Default::default);
+        // kube's IsVolumeBoundToClaim: the same name and namespace, and the uid unset or the same.
+        let bound_to_claim = spec.claim_ref.as_ref().is_some_and(|r| {
+            r.name.as_deref() == Some(name)
+                && r.namespace.as_deref() == Some(namespace)
+                && r.uid.as_deref().is_none_or(|u| u.is_empty() || u == uid)
+        });
+        if spec.claim_ref.is_some() && !bound_to_claim {
+            let other = spec.claim_ref.as_ref().map(|r| {
+                format!(
+                    "{}/{}",
+                    r.namespace.as_deref().unwrap_or_default(),
+                    r.name.as_deref().unwrap_or_default()
+                )
+            });
+            return Err(ApiError::Conflict(format!(
+                "persistentvolume {volume} is bound to claim {} already",
+                other.unwrap_or_default()
+            )));
+        }
+        let mut dirty = false;
+        if spec.claim_ref.as_ref().and_then(|r| r.uid.as_deref()) != Some(uid.as_str()) {
+            spec.claim_ref = Some(ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("PersistentVolumeClaim".into()),
+                namespace: Some(namespace.into()),
+                name: Some(name.into()),
+                uid: Some(uid),
+                resource_version: current.metadata.resource_version.clone(),
+                ..Default::default()
+            });
+            dirty = true;
+        }
+        if !bound_to_claim {
+            let annotations = pv.metadata.annotations.get_or_insert_with(Default::default);
+            if !annotations.contains_key(ANN_BOUND_BY_CONTROLLER) {
+                annotations.insert(ANN_BOUND_BY_CONTROLLER.into(), "yes".into());
+                dirty = true;
+            }
+        }
+        if !dirty {
+            return Ok(());
+        }
+        // The update carries the resourceVersion read: a volume changed meanwhile is a 409.
+        self.timed(volumes.replace(volume, &PostParams::default(), &pv))
+            .await
+            .map_err(ApiError::from)
+    }
+
+    async fn select_node(&self, claim: &ClaimRef, node: &str) -> Result<(), ApiError> {
+        let mut current = self.current_claim(claim).await?;
+        let annotations = current.metadata.annotations.get_or_insert_with(Default::default);
+        if annotations.get(ANN_SELECTED_NODE).map(String::as_str) == Some(node) {
+            return Ok(());
+        }
+        annotations.insert(ANN_SELECTED_NODE.into(), node.into());
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &claim.namespace);
+        self.timed(claims.replace(&claim.name, &PostParams::default(), &current))
+            .await
+            .map_err(ApiError::from)
     }
 
     async fn record_scheduled(&self, pod: &PodRef, node: &str, at: SystemTime) -> Result<(), ApiError> {

@@ -31,6 +31,13 @@ pub struct QueueLabel {
     pub queue: &'static str,
 }
 
+/// `{operation}` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OperationLabel {
+    /// The volume scheduling stage.
+    pub operation: &'static str,
+}
+
 /// `{result}` label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabel {
@@ -302,6 +309,9 @@ pub struct BinderMetrics {
     gangs: Family<ResultLabel, Counter>,
     nominations: Family<ResultLabel, Counter>,
     assumed_snapshots: Family<ResultLabel, Counter>,
+    volume_prebinds: Family<ResultLabel, Counter>,
+    volume_prebind_duration: Histogram,
+    volume_stage_errors: Family<OperationLabel, Counter>,
     /// `binder_extender_*`: the bindVerb calls to a scheduler extender.
     pub extenders: placement_scheduler::extender::ExtenderMetrics,
 }
@@ -337,6 +347,9 @@ impl BinderMetrics {
             gangs: Family::default(),
             nominations: Family::default(),
             assumed_snapshots: Family::default(),
+            volume_prebinds: Family::default(),
+            volume_prebind_duration: Histogram::new(exponential_buckets(0.01, 2.0, 17)),
+            volume_stage_errors: Family::default(),
             extenders: placement_scheduler::extender::ExtenderMetrics::default(),
             registry: Registry::default(),
         };
@@ -418,7 +431,34 @@ impl BinderMetrics {
              when decided again), timed_out and node_gone (reservation given up), preemption_failed, cancelled",
             m.nominations.clone(),
         );
+        r.register(
+            "binder_volume_prebinds",
+            "VolumeBinding PreBinds (claim bindings written, then waited for) by result: bound, failed, timed_out, cancelled",
+            m.volume_prebinds.clone(),
+        );
+        r.register(
+            "binder_volume_prebind_duration_seconds",
+            "From the first claim binding written to every claim bound (or the PreBind given up)",
+            m.volume_prebind_duration.clone(),
+        );
+        r.register(
+            "scheduler_volume_scheduling_stage_error",
+            "Volume scheduling stage error count, as kube-scheduler's (operation bind: a PreBind that failed or timed out)",
+            m.volume_stage_errors.clone(),
+        );
         Self { registry: r, ..m }
+    }
+
+    /// Records a VolumeBinding PreBind that ended with `result` (`bound`, `failed`, `timed_out`,
+    /// `cancelled`) after `took`.
+    pub fn volume_prebind(&self, result: &'static str, took: Duration) {
+        self.volume_prebinds.get_or_create(&ResultLabel { result }).inc();
+        self.volume_prebind_duration.observe(took.as_secs_f64());
+        if matches!(result, "failed" | "timed_out") {
+            self.volume_stage_errors
+                .get_or_create(&OperationLabel { operation: "bind" })
+                .inc();
+        }
     }
 
     /// Counts one scheduling attempt.

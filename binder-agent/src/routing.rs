@@ -867,6 +867,7 @@ mod tests {
             outcome: Some(proto::placement::Outcome::NodeName(node.into())),
             score,
             feasible_nodes: 1,
+            claim_bindings: Vec::new(),
         }
     }
 
@@ -876,6 +877,7 @@ mod tests {
             outcome: Some(proto::placement::Outcome::Unschedulable(proto::Unschedulable::default())),
             score: 0,
             feasible_nodes: 0,
+            claim_bindings: Vec::new(),
         }
     }
 

@@ -110,6 +110,13 @@ pub struct RunArgs {
     #[arg(long, env = "BINDER_NOMINATION_TIMEOUT_SECONDS", default_value_t = 90)]
     pub nomination_timeout_seconds: u64,
 
+    /// How long a pod's PreBind waits for the PV controller to bind the claims it wrote a
+    /// binding for (a volume's claimRef, a claim's selected node) before it gives up and the pod
+    /// is decided again with backoff: kube-scheduler's VolumeBinding `bindTimeoutSeconds`, whose
+    /// default this is.
+    #[arg(long, env = "BINDER_VOLUME_BIND_TIMEOUT_SECONDS", default_value_t = 600)]
+    pub volume_bind_timeout_seconds: u64,
+
     /// Bindings in flight at once.
     #[arg(long, env = "BINDER_BIND_CONCURRENCY", default_value_t = 64)]
     pub bind_concurrency: usize,
@@ -437,6 +444,7 @@ pub async fn run_until(args: RunArgs, stop_signal: impl std::future::Future<Outp
         batch_window: Duration::from_millis(args.batch_window_ms),
         gang_timeout: Duration::from_secs(args.gang_timeout_seconds),
         nomination_timeout: Duration::from_secs(args.nomination_timeout_seconds.max(1)),
+        volume_bind_timeout: Duration::from_secs(args.volume_bind_timeout_seconds.max(1)),
         bind_concurrency: args.bind_concurrency.max(1),
         event_concurrency: args.event_concurrency.max(1),
         api_qps: args.api_qps,

@@ -9,7 +9,7 @@
 //! binds failing like a 500, replies lost after the binding was applied, slow binds.
 //!
 //! [`simulate`] builds a synthetic cluster (from `placement_scheduler::synth`) or loads the output
-//! of `kubectl get nodes,pods -A -o json`, starts decision replicas in-process (or uses given ones),
+//! of `kubectl get nodes,pods -A -o json` (PodDisruptionBudgets and storage objects too), starts decision replicas in-process (or uses given ones),
 //! feeds the nodes and bound pods, marks the binder synced, submits the pending pods (all at once
 //! or at an arrival rate) and runs the binder until every pending pod is bound or parked
 //! unschedulable. The [`Summary`] has throughput, latencies, batching, snapshot syncs, node
@@ -35,11 +35,11 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::api::{scheduled_message, ApiError, ClusterApi, PodRef};
+use crate::api::{scheduled_message, ApiError, ClaimRef, ClusterApi, PodRef};
 use crate::binder::{Binder, BinderConfig, ClusterEvent};
 use crate::experiments::{ExperimentSet, Owner};
 use crate::metrics::BinderMetrics;
-use crate::model::{self, PodInfo};
+use crate::model::{self, PodInfo, StorageKey, StorageObject};
 use crate::queue::QueueConfig;
 use crate::replicas::{EndpointSource, ReplicaConfig, ReplicaError, ReplicaPool};
 use crate::routing::{Report, RoutingError};
@@ -162,6 +162,9 @@ pub struct Workload {
     pub ignored: usize,
     /// PodDisruptionBudgets (preemption spares the pods they protect where it can).
     pub pdbs: Vec<model::PdbInfo>,
+    /// PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes (the volume
+    /// filters read them; the simulated PV controller binds the claims the binder writes for).
+    pub storage: Vec<StorageObject>,
 }
 
 /// First creation timestamp given to synthetic pending pods (ms since the epoch).
@@ -243,12 +246,14 @@ impl Workload {
             pending,
             ignored: 0,
             pdbs: Vec::new(),
+            storage: Vec::new(),
         }
     }
 
     /// Reads `kubectl get nodes,pods -A -o json` output (a `v1 List` of Nodes and Pods; nested
-    /// lists and `NodeList`/`PodList` are accepted too, and PodDisruptionBudgets, as
-    /// `kubectl get nodes,pods,pdb -A -o json` lists them). Bound pods count against their nodes;
+    /// lists and `NodeList`/`PodList` are accepted too, and PodDisruptionBudgets,
+    /// PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes, as
+    /// `kubectl get nodes,pods,pdb,pvc,pv,storageclass,csinode -A -o json` lists them). Bound pods count against their nodes;
     /// unbound pods naming one of `scheduler_names` (or every unbound pod with `all_pending`) are
     /// pending, in creation order.
     pub fn from_kubectl_json(text: &str, scheduler_names: &[String], all_pending: bool) -> Result<Self, SimError> {
@@ -282,6 +287,26 @@ impl Workload {
                 let pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget =
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a PodDisruptionBudget: {e}")))?;
                 self.pdbs.push(model::pdb_info(&pdb));
+            }
+            "PersistentVolumeClaim" => {
+                let pvc: k8s_openapi::api::core::v1::PersistentVolumeClaim = serde_json::from_value(value)
+                    .map_err(|e| SimError::Json(format!("a PersistentVolumeClaim: {e}")))?;
+                self.storage.push(StorageObject::Claim(model::claim_info(&pvc)));
+            }
+            "PersistentVolume" => {
+                let pv: k8s_openapi::api::core::v1::PersistentVolume =
+                    serde_json::from_value(value).map_err(|e| SimError::Json(format!("a PersistentVolume: {e}")))?;
+                self.storage.push(StorageObject::Volume(model::volume_info(&pv)));
+            }
+            "StorageClass" => {
+                let sc: k8s_openapi::api::storage::v1::StorageClass =
+                    serde_json::from_value(value).map_err(|e| SimError::Json(format!("a StorageClass: {e}")))?;
+                self.storage.push(StorageObject::Class(model::storage_class_info(&sc)));
+            }
+            "CSINode" => {
+                let n: k8s_openapi::api::storage::v1::CSINode =
+                    serde_json::from_value(value).map_err(|e| SimError::Json(format!("a CSINode: {e}")))?;
+                self.storage.push(StorageObject::CsiNode(model::csi_node_info(&n)));
             }
             "Pod" => {
                 let pod: k8s_openapi::api::core::v1::Pod =
@@ -340,6 +365,19 @@ impl Workload {
                 return Err(SimError::Invalid(format!("duplicate pod uid {:?}", p.spec.uid)));
             }
         }
+        // As a full snapshot carries them: each valid, none twice.
+        let mut snapshot = proto::Snapshot::default();
+        for o in &self.storage {
+            match o.clone() {
+                StorageObject::Claim(c) => snapshot.persistent_volume_claims.push(c),
+                StorageObject::Volume(v) => snapshot.persistent_volumes.push(v),
+                StorageObject::Class(c) => snapshot.storage_classes.push(c),
+                StorageObject::CsiNode(n) => snapshot.csi_nodes.push(n),
+            }
+        }
+        let parts = convert::storage("storage", &snapshot).map_err(|e| SimError::Invalid(e.to_string()))?;
+        placement_scheduler::engine::volumes::StorageObjects::from_parts(parts)
+            .map_err(|e| SimError::Invalid(format!("{} {:?} appears twice", e.kind, e.key)))?;
         Ok(())
     }
 }
@@ -519,14 +557,26 @@ struct Store {
     preempted: Vec<(PodRecord, String, String)>,
     /// `namespace/name` → uid.
     by_name: HashMap<(String, String), String>,
+    /// Claims, volumes, storage classes and CSINodes.
+    storage: HashMap<StorageKey, StorageObject>,
 }
 
 /// A binding (or a deletion) on its way to the binder through the simulated watch.
 #[derive(Debug)]
 struct WatchEvent {
     deliver_at: Instant,
-    pod: PodInfo,
-    deleted: bool,
+    change: Change,
+}
+
+/// What a simulated watch event says.
+#[derive(Debug)]
+enum Change {
+    /// A pod added or changed (bound).
+    Pod(PodInfo),
+    /// A pod deleted.
+    Deleted(PodInfo),
+    /// A claim or volume the simulated PV controller changed.
+    Storage(StorageObject),
 }
 
 /// The in-memory API server: pods and nodes, Bindings, events and conditions.
@@ -557,11 +607,11 @@ impl SimWatch {
             if ev.deliver_at > Instant::now() {
                 tokio::time::sleep_until(ev.deliver_at).await;
             }
-            if ev.deleted {
-                binder.handle(ClusterEvent::PodDeleted { uid: ev.pod.spec.uid });
-            } else {
-                binder.handle(ClusterEvent::PodApplied(ev.pod));
-            }
+            binder.handle(match ev.change {
+                Change::Deleted(pod) => ClusterEvent::PodDeleted { uid: pod.spec.uid },
+                Change::Pod(pod) => ClusterEvent::PodApplied(pod),
+                Change::Storage(obj) => ClusterEvent::StorageApplied(obj),
+            });
         }
     }
 }
@@ -619,6 +669,57 @@ impl SimCluster {
                 bound_at: None,
             },
         );
+    }
+
+    /// Adds or replaces a claim, volume, storage class or CSINode.
+    pub fn add_storage(&self, obj: StorageObject) {
+        self.store.lock().storage.insert(obj.key(), obj);
+    }
+
+    /// A claim, volume, storage class or CSINode.
+    pub fn storage_object(&self, key: &StorageKey) -> Option<StorageObject> {
+        self.store.lock().storage.get(key).cloned()
+    }
+
+    /// The PV controller, at once: binds `claim` to the volume `volume` (the volume's phase
+    /// `Bound` and claimRef, the claim's volume name and `bind-completed`), and sends both
+    /// changes through the watch.
+    fn complete_binding(
+        &self,
+        s: &mut Store,
+        mut claim: proto::PersistentVolumeClaim,
+        mut volume: proto::PersistentVolume,
+    ) {
+        volume.claim_ref = Some(proto::VolumeClaimRef {
+            namespace: claim.namespace.clone(),
+            name: claim.name.clone(),
+            uid: claim.uid.clone(),
+        });
+        volume.phase = "Bound".into();
+        claim.volume_name = volume.name.clone();
+        claim.bind_completed = true;
+        let deliver_at = Instant::now() + self.watch_latency;
+        for obj in [StorageObject::Volume(volume), StorageObject::Claim(claim)] {
+            s.storage.insert(obj.key(), obj.clone());
+            let _ = self.watch_tx.send(WatchEvent {
+                deliver_at,
+                change: Change::Storage(obj),
+            });
+        }
+    }
+
+    fn claim_of(s: &Store, claim: &ClaimRef) -> Result<proto::PersistentVolumeClaim, ApiError> {
+        match s.storage.get(&StorageKey::Claim(claim.key())) {
+            Some(StorageObject::Claim(c)) if claim.uid.is_empty() || c.uid == claim.uid => Ok(c.clone()),
+            Some(StorageObject::Claim(_)) => Err(ApiError::Conflict(format!(
+                "persistentvolumeclaim {} was recreated",
+                claim.key()
+            ))),
+            _ => Err(ApiError::NotFound(format!(
+                "persistentvolumeclaims \"{}\" not found",
+                claim.name
+            ))),
+        }
     }
 
     /// One pod's record.
@@ -692,8 +793,7 @@ impl SimCluster {
         drop(s);
         let _ = self.watch_tx.send(WatchEvent {
             deliver_at: now + self.watch_latency,
-            pod: bound,
-            deleted: false,
+            change: Change::Pod(bound),
         });
         if lose {
             return Err(ApiError::Other(
@@ -705,6 +805,64 @@ impl SimCluster {
 }
 
 impl ClusterApi for SimCluster {
+    async fn bind_volume(&self, volume: &str, claim: &ClaimRef) -> Result<(), ApiError> {
+        let mut s = self.store.lock();
+        let c = Self::claim_of(&s, claim)?;
+        let Some(StorageObject::Volume(v)) = s.storage.get(&StorageKey::Volume(volume.to_string())).cloned() else {
+            return Err(ApiError::NotFound(format!("persistentvolumes \"{volume}\" not found")));
+        };
+        if v.claim_ref
+            .as_ref()
+            .is_some_and(|r| r.namespace != c.namespace || r.name != c.name)
+        {
+            return Err(ApiError::Conflict(format!(
+                "persistentvolume {volume} is bound to another claim already"
+            )));
+        }
+        self.complete_binding(&mut s, c, v);
+        Ok(())
+    }
+
+    async fn select_node(&self, claim: &ClaimRef, node: &str) -> Result<(), ApiError> {
+        let mut s = self.store.lock();
+        let mut c = Self::claim_of(&s, claim)?;
+        let provisioner = match s.storage.get(&StorageKey::Class(c.storage_class_name.clone())) {
+            Some(StorageObject::Class(class)) => class.provisioner.clone(),
+            _ => String::new(),
+        };
+        c.selected_node = node.to_string();
+        // The provisioner creates a volume on the node, of the claim's size, modes and class.
+        let volume = proto::PersistentVolume {
+            name: format!(
+                "pvc-{}",
+                if c.uid.is_empty() {
+                    c.name.clone()
+                } else {
+                    c.uid.clone()
+                }
+            ),
+            storage_class_name: c.storage_class_name.clone(),
+            capacity: c.storage_request.clone(),
+            access_modes: c.access_modes.clone(),
+            volume_mode: c.volume_mode.clone(),
+            csi_driver: provisioner.clone(),
+            csi_volume_handle: format!("{}-{}", c.namespace, c.name),
+            node_affinity: Some(proto::NodeSelector {
+                terms: vec![proto::NodeSelectorTerm {
+                    match_expressions: vec![proto::NodeSelectorRequirement {
+                        key: "kubernetes.io/hostname".into(),
+                        operator: "In".into(),
+                        values: vec![node.to_string()],
+                    }],
+                    ..Default::default()
+                }],
+            }),
+            ..Default::default()
+        };
+        self.complete_binding(&mut s, c, volume);
+        Ok(())
+    }
+
     async fn bind(&self, pod: &PodRef, node: &str, annotations: &BTreeMap<String, String>) -> Result<(), ApiError> {
         let started = Instant::now();
         if !self.faults.bind_delay.is_zero() {
@@ -791,8 +949,7 @@ impl ClusterApi for SimCluster {
         drop(s);
         let _ = self.watch_tx.send(WatchEvent {
             deliver_at: Instant::now() + self.watch_latency,
-            pod: info,
-            deleted: true,
+            change: Change::Deleted(info),
         });
         Ok(())
     }
@@ -1048,6 +1205,9 @@ async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, Vec<PodReco
     for p in &workload.bound {
         api.add_pod(p.clone(), false);
     }
+    for o in &workload.storage {
+        api.add_storage(o.clone());
+    }
     let metrics = Arc::new(BinderMetrics::new());
     let (_leader, leader_rx) = watch::channel(true);
     let batch_size = binder_config.batch_size;
@@ -1065,6 +1225,9 @@ async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, Vec<PodReco
     }
     for pdb in workload.pdbs {
         binder.handle(ClusterEvent::PdbApplied(pdb));
+    }
+    for o in workload.storage {
+        binder.handle(ClusterEvent::StorageApplied(o));
     }
     for p in workload.bound {
         binder.handle(ClusterEvent::PodApplied(p));
@@ -1883,7 +2046,9 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Load the cluster from `kubectl get nodes,pods -A -o json` output instead of synthesizing it
-    /// (`kubectl get nodes,pods,pdb -A -o json` includes the PodDisruptionBudgets preemption honours).
+    /// (`kubectl get nodes,pods,pdb -A -o json` includes the PodDisruptionBudgets preemption honours;
+    /// add `pvc,pv,storageclass,csinode` for the volume filters: the simulated PV controller binds
+    /// every claim the binder writes a binding for, at once).
     #[arg(long, value_name = "FILE")]
     pub from_file: Option<PathBuf>,
     /// With `--from-file`, schedule every unbound pod, whatever scheduler it names.

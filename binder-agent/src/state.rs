@@ -82,6 +82,11 @@ pub struct ClusterState {
     unresolved_pdbs: usize,
     /// PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes.
     storage: HashMap<StorageKey, StorageObject>,
+    /// Volume choices of decided pods not yet seen through the watches (kube-scheduler's assume
+    /// caches): a volume with its claimRef set to the chosen claim, a claim with its selected
+    /// node; each with the uid of the pod it was chosen for. Snapshots show these in place of
+    /// the watched objects.
+    assumed_storage: HashMap<StorageKey, (StorageObject, String)>,
     /// Bound pods by uid, protobuf-encoded.
     bound: HashMap<String, Box<[u8]>>,
     assumed: HashMap<String, proto::Pod>,
@@ -150,23 +155,110 @@ impl ClusterState {
     }
 
     /// Adds or replaces a claim, volume, storage class or CSINode; returns whether it changed.
+    /// An assumed volume choice the object now shows (the volume refers to the claim; the claim
+    /// selects the node or is bound) is dropped: the watched object takes its place.
     pub fn apply_storage(&mut self, obj: StorageObject) -> bool {
         let key = obj.key();
         if self.storage.get(&key) == Some(&obj) {
             return false;
+        }
+        if self
+            .assumed_storage
+            .get(&key)
+            .is_some_and(|(assumed, _)| shows_assumption(&obj, assumed))
+        {
+            self.assumed_storage.remove(&key);
         }
         self.storage.insert(key.clone(), obj);
         self.record(Key::Storage(key));
         true
     }
 
-    /// Removes a claim, volume, storage class or CSINode; returns whether it was known.
+    /// Removes a claim, volume, storage class or CSINode (and any assumption on it); returns
+    /// whether it was known.
     pub fn delete_storage(&mut self, key: &StorageKey) -> bool {
+        self.assumed_storage.remove(key);
         if self.storage.remove(key).is_some() {
             self.record(Key::Storage(key.clone()));
             return true;
         }
         false
+    }
+
+    /// Assumes the volume choices of a decided pod (`uid`) as the decision service assumed them:
+    /// each chosen volume's `claim_ref` set to its claim (uid included), each claim to provision
+    /// with its `selected_node`. Returns the keys assumed anew; a choice whose claim or volume is
+    /// unknown, or that the object shows already (watched or assumed), assumes nothing.
+    pub fn assume_storage(&mut self, uid: &str, bindings: &[proto::ClaimBinding]) -> Vec<StorageKey> {
+        use proto::claim_binding::Target;
+        let mut keys = Vec::new();
+        for b in bindings {
+            let claim_key = StorageKey::Claim(format!("{}/{}", b.claim_namespace, b.claim_name));
+            // As the decision service assumes them: on the objects as snapshots show them (an
+            // earlier assumption included), so a choice assumed already is not assumed again.
+            let Some(StorageObject::Claim(claim)) = self.storage_view(&claim_key) else {
+                continue;
+            };
+            let (key, assumed) = match &b.target {
+                Some(Target::VolumeName(pv)) => {
+                    let key = StorageKey::Volume(pv.clone());
+                    let Some(StorageObject::Volume(v)) = self.storage_view(&key) else {
+                        continue;
+                    };
+                    let claim_ref = proto::VolumeClaimRef {
+                        namespace: claim.namespace.clone(),
+                        name: claim.name.clone(),
+                        uid: claim.uid.clone(),
+                    };
+                    if v.claim_ref.as_ref() == Some(&claim_ref) {
+                        continue;
+                    }
+                    let mut v = v.clone();
+                    v.claim_ref = Some(claim_ref);
+                    (key, StorageObject::Volume(v))
+                }
+                Some(Target::SelectedNode(node)) => {
+                    if claim.selected_node == *node {
+                        continue;
+                    }
+                    let mut c = claim.clone();
+                    c.selected_node = node.clone();
+                    (claim_key, StorageObject::Claim(c))
+                }
+                None => continue,
+            };
+            self.assumed_storage.insert(key.clone(), (assumed, uid.to_string()));
+            self.record(Key::Storage(key.clone()));
+            keys.push(key);
+        }
+        keys
+    }
+
+    /// Drops the volume choices assumed for the pod `uid` (its PreBind failed or was given up).
+    pub fn forget_storage(&mut self, uid: &str) {
+        let keys: Vec<StorageKey> = self
+            .assumed_storage
+            .iter()
+            .filter(|(_, (_, owner))| owner == uid)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            self.assumed_storage.remove(&key);
+            self.record(Key::Storage(key));
+        }
+    }
+
+    /// Number of assumed volume choices not yet seen through the watches.
+    pub fn assumed_storage_count(&self) -> usize {
+        self.assumed_storage.len()
+    }
+
+    /// A storage object as snapshots show it: the assumed choice, else the watched object.
+    fn storage_view(&self, key: &StorageKey) -> Option<&StorageObject> {
+        self.assumed_storage
+            .get(key)
+            .map(|(o, _)| o)
+            .or_else(|| self.storage.get(key))
     }
 
     /// The storage object with this identity.
@@ -365,7 +457,11 @@ impl ClusterState {
         pods.sort_by(|a, b| a.uid.cmp(&b.uid));
         let mut namespaces: Vec<proto::Namespace> = self.namespaces.values().cloned().collect();
         namespaces.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut storage: Vec<(&StorageKey, &StorageObject)> = self.storage.iter().collect();
+        let mut storage: Vec<(&StorageKey, &StorageObject)> = self
+            .storage
+            .keys()
+            .filter_map(|k| self.storage_view(k).map(|o| (k, o)))
+            .collect();
         storage.sort_by(|a, b| a.0.cmp(b.0));
         let mut snapshot = proto::Snapshot {
             nodes,
@@ -410,7 +506,7 @@ impl ClusterState {
                     Some(e) => delta.upsert_pod_disruption_budgets.push(e.pdb.clone()),
                     None => delta.remove_pod_disruption_budgets.push(key.clone()),
                 },
-                Key::Storage(key) => match (self.storage.get(key).cloned(), key) {
+                Key::Storage(key) => match (self.storage_view(key).cloned(), key) {
                     (Some(StorageObject::Claim(c)), _) => delta.upsert_persistent_volume_claims.push(c),
                     (Some(StorageObject::Volume(v)), _) => delta.upsert_persistent_volumes.push(v),
                     (Some(StorageObject::Class(c)), _) => delta.upsert_storage_classes.push(c),
@@ -429,14 +525,18 @@ impl ClusterState {
     /// and every pod of `placed` is assumed on its node now: then the state is the one at `since`
     /// plus exactly those assumptions, which is what a decision replica stored when it assumed
     /// the same placements on its snapshot of `since`.
-    pub fn only_assumed_since(&self, since: u64, placed: &HashMap<&str, &str>) -> bool {
+    /// `storage` are the keys of the volume choices assumed with them.
+    pub fn only_assumed_since(&self, since: u64, placed: &HashMap<&str, &str>, storage: &HashSet<StorageKey>) -> bool {
         let Some(mut changes) = self.changes_since(since) else {
             return false;
         };
-        changes.all(|k| matches!(k, Key::Pod(uid) if placed.contains_key(uid.as_str())))
-            && placed
-                .iter()
-                .all(|(uid, node)| self.assumed.get(*uid).is_some_and(|p| p.node_name == *node))
+        changes.all(|k| match k {
+            Key::Pod(uid) => placed.contains_key(uid.as_str()),
+            Key::Storage(key) => storage.contains(key),
+            _ => false,
+        }) && placed
+            .iter()
+            .all(|(uid, node)| self.assumed.get(*uid).is_some_and(|p| p.node_name == *node))
     }
 
     /// What changed after `since`, oldest first (a key may repeat), or `None` when the log no
@@ -463,6 +563,21 @@ impl ClusterState {
 
 /// A bound pod stored by [`ClusterState::apply_bound_pod`]; it was encoded from a `proto::Pod`, so
 /// decoding fails only on a bug, and such a pod is left out rather than taking the binder down.
+/// Whether a watched storage object shows an assumed choice: the volume refers to the same
+/// claim; the claim selects the same node, or is bound.
+fn shows_assumption(watched: &StorageObject, assumed: &StorageObject) -> bool {
+    match (watched, assumed) {
+        (StorageObject::Volume(w), StorageObject::Volume(a)) => match (&w.claim_ref, &a.claim_ref) {
+            (Some(w), Some(a)) => w.namespace == a.namespace && w.name == a.name,
+            _ => false,
+        },
+        (StorageObject::Claim(w), StorageObject::Claim(a)) => {
+            w.selected_node == a.selected_node || !w.volume_name.is_empty()
+        }
+        _ => false,
+    }
+}
+
 fn decode(bytes: &[u8]) -> Option<proto::Pod> {
     match proto::Pod::decode(bytes) {
         Ok(p) => Some(p),
@@ -653,35 +768,36 @@ mod tests {
         s.apply_node(node("b"));
         let v = s.version();
         let placed: HashMap<&str, &str> = [("p1", "a"), ("p2", "b")].into();
-        assert!(!s.only_assumed_since(v, &placed), "nothing assumed yet");
+        let none = HashSet::new();
+        assert!(!s.only_assumed_since(v, &placed, &none), "nothing assumed yet");
         s.assume(pod("p1", ""), "a");
-        assert!(!s.only_assumed_since(v, &placed), "p2 is not assumed");
+        assert!(!s.only_assumed_since(v, &placed, &none), "p2 is not assumed");
         s.assume(pod("p2", ""), "b");
-        assert!(s.only_assumed_since(v, &placed));
-        assert!(s.only_assumed_since(v, &placed), "the check changes nothing");
+        assert!(s.only_assumed_since(v, &placed, &none));
+        assert!(s.only_assumed_since(v, &placed, &none), "the check changes nothing");
         // Assumed on another node than the replica placed it.
         let elsewhere: HashMap<&str, &str> = [("p1", "a"), ("p2", "a")].into();
-        assert!(!s.only_assumed_since(v, &elsewhere));
+        assert!(!s.only_assumed_since(v, &elsewhere, &none));
         // A placement the binder did not assume, or another change since, and the replica's
         // snapshot is not the state.
         let more: HashMap<&str, &str> = [("p1", "a"), ("p2", "b"), ("p3", "a")].into();
-        assert!(!s.only_assumed_since(v, &more));
+        assert!(!s.only_assumed_since(v, &more, &none));
         let fewer: HashMap<&str, &str> = [("p1", "a")].into();
         assert!(
-            !s.only_assumed_since(v, &fewer),
+            !s.only_assumed_since(v, &fewer, &none),
             "p2's assumption is a change the replica lacks"
         );
         s.apply_node(node("c"));
-        assert!(!s.only_assumed_since(v, &placed), "a node changed meanwhile");
+        assert!(!s.only_assumed_since(v, &placed, &none), "a node changed meanwhile");
         // A failed bind forgets an assumption: no longer what the replica holds.
         let v = s.version();
         s.forget("p1");
-        assert!(!s.only_assumed_since(v, &[("p2", "b")].into()));
+        assert!(!s.only_assumed_since(v, &[("p2", "b")].into(), &none));
         // A version the log no longer reaches, or one not reached yet.
         s.compact(s.version());
-        assert!(!s.only_assumed_since(v, &HashMap::new()));
-        assert!(s.only_assumed_since(s.version(), &HashMap::new()));
-        assert!(!s.only_assumed_since(s.version() + 1, &HashMap::new()));
+        assert!(!s.only_assumed_since(v, &HashMap::new(), &none));
+        assert!(s.only_assumed_since(s.version(), &HashMap::new(), &none));
+        assert!(!s.only_assumed_since(s.version() + 1, &HashMap::new(), &none));
     }
 
     #[test]
@@ -724,6 +840,83 @@ mod tests {
         assert_eq!(d.upsert_csi_nodes[0].drivers[0].allocatable_count, Some(25));
         assert_eq!(d.remove_storage_classes, ["local"]);
         assert!(s.full().storage_classes.is_empty());
+    }
+
+    #[test]
+    fn volume_choices_are_assumed_until_the_watch_shows_them_or_they_are_forgotten() {
+        use proto::claim_binding::Target;
+        let claim = |name: &str| proto::PersistentVolumeClaim {
+            namespace: "shop".into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            ..Default::default()
+        };
+        let volume = proto::PersistentVolume {
+            name: "pv-1".into(),
+            ..Default::default()
+        };
+        let binding = |name: &str, target: Target| proto::ClaimBinding {
+            claim_namespace: "shop".into(),
+            claim_name: name.into(),
+            target: Some(target),
+        };
+        let mut s = ClusterState::new();
+        s.apply_storage(StorageObject::Claim(claim("a")));
+        s.apply_storage(StorageObject::Claim(claim("b")));
+        s.apply_storage(StorageObject::Volume(volume.clone()));
+        let v = s.version();
+        let keys = s.assume_storage(
+            "p1",
+            &[
+                binding("a", Target::VolumeName("pv-1".into())),
+                binding("b", Target::SelectedNode("n2".into())),
+                binding("gone", Target::SelectedNode("n2".into())),
+            ],
+        );
+        assert_eq!(
+            keys,
+            [StorageKey::Volume("pv-1".into()), StorageKey::Claim("shop/b".into())]
+        );
+        // Snapshots show the assumptions; the watched objects are kept as they are.
+        let want_ref = proto::VolumeClaimRef {
+            namespace: "shop".into(),
+            name: "a".into(),
+            uid: "uid-a".into(),
+        };
+        let d = s.delta_since(v).unwrap();
+        assert_eq!(d.upsert_persistent_volumes[0].claim_ref.as_ref(), Some(&want_ref));
+        assert_eq!(d.upsert_persistent_volume_claims[0].selected_node, "n2");
+        assert_eq!(s.full().persistent_volumes[0].claim_ref.as_ref(), Some(&want_ref));
+        assert!(matches!(s.storage_object(&StorageKey::Volume("pv-1".into())),
+            Some(StorageObject::Volume(v)) if v.claim_ref.is_none()));
+        assert!(s.only_assumed_since(v, &HashMap::new(), &keys.iter().cloned().collect()));
+        // A second pod of the same claims: nothing new to assume, the first pod keeps them.
+        assert!(s
+            .assume_storage("p1b", &[binding("a", Target::VolumeName("pv-1".into()))])
+            .is_empty());
+        assert!(!s.only_assumed_since(v, &HashMap::new(), &HashSet::new()));
+        // A watched volume without the claimRef (an older object) leaves the assumption; the one
+        // showing it replaces the assumption.
+        s.apply_storage(StorageObject::Volume(proto::PersistentVolume {
+            phase: "Available".into(),
+            ..volume.clone()
+        }));
+        assert_eq!(s.assumed_storage_count(), 2);
+        s.apply_storage(StorageObject::Volume(proto::PersistentVolume {
+            claim_ref: Some(want_ref.clone()),
+            ..volume.clone()
+        }));
+        assert_eq!(s.assumed_storage_count(), 1);
+        // Forgetting the pod's choices shows the watched claim again, in a delta too.
+        let v = s.version();
+        s.forget_storage("p1");
+        assert_eq!(s.assumed_storage_count(), 0);
+        let d = s.delta_since(v).unwrap();
+        assert_eq!(d.upsert_persistent_volume_claims[0].selected_node, "");
+        // A choice the watched object already shows assumes nothing.
+        assert!(s
+            .assume_storage("p2", &[binding("a", Target::VolumeName("pv-1".into()))])
+            .is_empty());
     }
 
     #[test]

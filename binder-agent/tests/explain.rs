@@ -493,6 +493,69 @@ async fn preemption_names_the_nominated_node_and_the_victims() {
     f.stop().await;
 }
 
+/// Claims, volumes and storage classes are read as the binder reads them: a pod whose claim's
+/// only matching volume is on n-small is explained with VolumeBinding's reason on the nodes without
+/// one, and a claim whose only volume is on the cordoned node leaves the pod nowhere to go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_and_volumes_are_read_and_explained() {
+    use placement_tests::fake_apiserver::Kind;
+    let f = Fixture::start().await;
+    f.server.create_raw(
+        Kind::StorageClass,
+        serde_json::json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "local"},
+                           "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"}),
+    );
+    for (claim, node) in [("data", "n-small"), ("stuck", "n-cordoned")] {
+        f.server.create_raw(
+            Kind::PersistentVolume,
+            serde_json::json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": format!("pv-{claim}")},
+                "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "local",
+                         "local": {"path": "/mnt"},
+                         "claimRef": {"namespace": "shop", "name": claim},
+                         "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                             {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}},
+                "status": {"phase": "Available"}}),
+        );
+        f.server.create_raw(
+            Kind::PersistentVolumeClaim,
+            serde_json::json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": claim, "namespace": "shop"},
+                "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
+                         "resources": {"requests": {"storage": "1Gi"}}}}),
+        );
+        let mut p = pod(&format!("db-{claim}"), SCHEDULER, "100m", &[], None);
+        p.spec.as_mut().unwrap().volumes = Some(vec![k8s_openapi::api::core::v1::Volume {
+            name: "data".into(),
+            persistent_volume_claim: Some(k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource {
+                claim_name: claim.into(),
+                read_only: None,
+            }),
+            ..Default::default()
+        }]);
+        f.server.create_pod(p);
+    }
+    let json = f.explain(&["db-data", "-o", "json"]).await.json();
+    let c = &json["current"];
+    assert_eq!(c["message"], "Successfully assigned shop/db-data to n-small", "{json}");
+    assert!(
+        refused(c).contains(&(
+            "VolumeBinding".into(),
+            "node(s) didn't find available persistent volumes to bind".into(),
+            2
+        )),
+        "{json}"
+    );
+    let text = f.explain(&["db-stuck"]).await.text().to_string();
+    assert!(
+        text.contains(
+            "kube-scheduler: 0/5 nodes are available: 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable, \
+             3 node(s) didn't find available persistent volumes to bind."
+        ),
+        "{text}"
+    );
+    f.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_output_is_one_document_for_scripts() {
     let f = Fixture::start().await;

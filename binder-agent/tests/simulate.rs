@@ -465,6 +465,7 @@ async fn higher_priority_pods_preempt_in_the_simulation() {
         ],
         ignored: 0,
         pdbs: vec![],
+        storage: vec![],
     };
     let s = simulate(config(ClusterSource::Workload(workload))).await.unwrap();
     assert_sound(&s);
@@ -495,6 +496,7 @@ async fn the_simulation_spares_pods_a_disruption_budget_protects() {
         pending: vec![info("urgent", "2", 1000, None, 1)],
         ignored: 0,
         pdbs,
+        storage: vec![],
     };
     let s = simulate(config(ClusterSource::Workload(workload(vec![]))))
         .await
@@ -542,6 +544,7 @@ async fn gangs_are_bound_whole_or_not_at_all_in_the_simulation() {
         pending,
         ignored: 0,
         pdbs: vec![],
+        storage: vec![],
     };
     let mut c = config(ClusterSource::Workload(workload));
     c.binder.gang_timeout = Duration::from_millis(300);
@@ -562,4 +565,94 @@ async fn gangs_are_bound_whole_or_not_at_all_in_the_simulation() {
         ),
         "{s}"
     );
+}
+
+/// `kubectl get nodes,pods,pvc,pv,storageclass,csinode -A -o json` output: two nodes, local
+/// volumes on node-b only (a WaitForFirstConsumer class without a provisioner), a class that
+/// provisions, and pending pods each with its claim.
+fn kubectl_json_with_storage() -> serde_json::Value {
+    let mut cluster = kubectl_json();
+    let items = cluster["items"].as_array_mut().unwrap();
+    items.retain(|i| i["kind"] == "Node" && i["metadata"]["name"] != "node-c");
+    let class = |name: &str, provisioner: &str| {
+        serde_json::json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+                           "provisioner": provisioner, "volumeBindingMode": "WaitForFirstConsumer"})
+    };
+    let pv = |name: &str| {
+        serde_json::json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "local",
+                     "local": {"path": "/mnt"},
+                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                         {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-b"]}]}]}}},
+            "status": {"phase": "Available"}})
+    };
+    let claim = |name: &str, class: &str| {
+        serde_json::json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": "shop", "uid": format!("uid-{name}")},
+            "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "1Gi"}}},
+            "status": {"phase": "Pending"}})
+    };
+    let pod = |name: &str, claim: &str| {
+        serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "shop", "uid": format!("uid-{name}"),
+                         "creationTimestamp": "2026-01-02T03:04:05Z"},
+            "spec": {"schedulerName": "placement-scheduler",
+                     "containers": [{"name": "c", "image": "db:1", "resources": {"requests": {"cpu": "1"}}}],
+                     "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]},
+            "status": {"phase": "Pending"}})
+    };
+    items.extend([
+        class("local", "kubernetes.io/no-provisioner"),
+        class("fast", "csi.example.com"),
+        pv("pv-1"),
+        pv("pv-2"),
+        claim("data-0", "local"),
+        claim("data-1", "local"),
+        claim("data-2", "local"),
+        claim("scratch", "fast"),
+        pod("db-0", "data-0"),
+        pod("db-1", "data-1"),
+        pod("db-2", "data-2"),
+        pod("job", "scratch"),
+        serde_json::json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": "node-a"},
+            "spec": {"drivers": [{"name": "csi.example.com", "nodeID": "a", "allocatable": {"count": 0}}]}}),
+    ]);
+    cluster
+}
+
+/// Storage objects from the file reach the simulation: the pods with local claims go to the node
+/// of the volumes (two volumes, so the third pod finds none), the provisioned claim goes where
+/// its driver may attach (node-a's CSINode allows none), and the simulated PV controller binds
+/// every claim the binder wrote a binding for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_cluster_with_claims_and_volumes_is_simulated() {
+    let text = kubectl_json_with_storage().to_string();
+    let w = Workload::from_kubectl_json(&text, &["placement-scheduler".into()], false).unwrap();
+    assert_eq!(w.storage.len(), 9, "2 classes, 2 volumes, 4 claims, 1 CSINode");
+    let path = write_temp("storage", &kubectl_json_with_storage());
+    let mut c = config(ClusterSource::File {
+        path: path.clone(),
+        all_pending: false,
+    });
+    c.record_outcomes = true;
+    let s = simulate(c).await.unwrap();
+    assert_sound(&s);
+    let mut on_b = 0;
+    for p in ["shop/db-0", "shop/db-1", "shop/db-2"] {
+        match &s.outcomes[p] {
+            Outcome::Bound(n) => {
+                assert_eq!(n, "node-b", "{p}");
+                on_b += 1;
+            }
+            Outcome::Unschedulable(m) => assert_eq!(
+                m,
+                "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+            ),
+            other => panic!("{p}: {other:?}"),
+        }
+    }
+    assert_eq!(on_b, 2, "two volumes, two pods: {s}");
+    assert_eq!(s.outcomes["shop/job"], Outcome::Bound("node-b".into()), "{s}");
+    let _ = std::fs::remove_file(path);
 }

@@ -16,9 +16,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, PodSpec, ResourceRequirements, Toleration};
+use k8s_openapi::api::core::v1::{
+    Container, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec, ResourceRequirements, Toleration,
+};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -169,6 +172,39 @@ impl Scope {
         self.cluster_objects.push((resource.to_string(), name.to_string()));
     }
 
+    /// Creates a cluster-scoped storage object from JSON (`resource`: `persistentvolumes`,
+    /// `storageclasses` or `csinodes`), remembered for cleanup; returns its name.
+    pub async fn create_storage(&mut self, resource: &str, obj: serde_json::Value) -> String {
+        let name = obj["metadata"]["name"].as_str().expect("metadata.name").to_string();
+        let pp = PostParams::default();
+        let created = match resource {
+            "persistentvolumes" => Api::<PersistentVolume>::all(self.client.clone())
+                .create(&pp, &serde_json::from_value(obj).expect("a PersistentVolume"))
+                .await
+                .map(|_| ()),
+            "storageclasses" => Api::<StorageClass>::all(self.client.clone())
+                .create(&pp, &serde_json::from_value(obj).expect("a StorageClass"))
+                .await
+                .map(|_| ()),
+            "csinodes" => Api::<CSINode>::all(self.client.clone())
+                .create(&pp, &serde_json::from_value(obj).expect("a CSINode"))
+                .await
+                .map(|_| ()),
+            other => panic!("create_storage does not know the resource {other}"),
+        };
+        created.unwrap_or_else(|e| panic!("create {resource} {name}: {e}"));
+        self.owns(resource, &name);
+        name
+    }
+
+    /// Creates a claim of this test's namespace from JSON (deleted with the namespace).
+    pub async fn create_claim(&self, obj: serde_json::Value) -> PersistentVolumeClaim {
+        Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), &self.ns)
+            .create(&PostParams::default(), &serde_json::from_value(obj).expect("a claim"))
+            .await
+            .expect("create a claim")
+    }
+
     /// A pod of this test (namespace, scheduler, run node selector, kubelet-less tolerations)
     /// requesting `cpu` and 64Mi.
     pub fn pod(&self, name: &str, cpu: &str) -> Pod {
@@ -191,6 +227,9 @@ impl Scope {
             ..Default::default()
         };
         let _ = self.pods().delete_collection(&force, &ListParams::default()).await;
+        let _ = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), &self.ns)
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await;
         let namespaces: Api<Namespace> = Api::all(self.client.clone());
         let _ = namespaces.delete(&self.ns, &DeleteParams::default()).await;
         let nodes: Api<Node> = Api::all(self.client.clone());
@@ -209,6 +248,18 @@ impl Scope {
                     .await
                     .map(|_| ()),
                 "clusterrolebindings" => Api::<ClusterRoleBinding>::all(self.client.clone())
+                    .delete(name, &dp)
+                    .await
+                    .map(|_| ()),
+                "persistentvolumes" => Api::<PersistentVolume>::all(self.client.clone())
+                    .delete(name, &dp)
+                    .await
+                    .map(|_| ()),
+                "storageclasses" => Api::<StorageClass>::all(self.client.clone())
+                    .delete(name, &dp)
+                    .await
+                    .map(|_| ()),
+                "csinodes" => Api::<CSINode>::all(self.client.clone())
                     .delete(name, &dp)
                     .await
                     .map(|_| ()),

@@ -24,6 +24,8 @@
 //!   (422); the
 //!   `status` subresource changes only `status`. Node updates keep `status` likewise.
 //!
+//! - The PV controller, when a test asks ([`FakeApiServer::play_pv_controller`]): it binds the
+//!   claims a volume's `claimRef` names and provisions the claims with a selected node.
 //! - Graceful pod deletion: DELETE of a pod scheduled to a node sets `deletionTimestamp` (now +
 //!   grace) and `deletionGracePeriodSeconds` (the request's `gracePeriodSeconds`, else the pod's
 //!   `terminationGracePeriodSeconds`, else 30) and keeps the pod, as the API server does until the
@@ -38,6 +40,7 @@
 //! request log.
 
 mod patch;
+mod pv_controller;
 mod select;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};

@@ -2635,3 +2635,100 @@ async fn storage_objects_sync_in_full_snapshots_and_deltas() {
     drop(c);
     stop_server(tx, handle).await;
 }
+
+/// A placed pod's unbound WaitForFirstConsumer claims come back as claim bindings (a volume
+/// chosen, or provisioning on the node), and the snapshot assumed with the batch carries them:
+/// the chosen volume refers to its claim, the provisioned claim selects the node, so the next
+/// batch on it gives that volume to no other claim.
+#[tokio::test]
+async fn placements_carry_claim_bindings_and_the_assumed_snapshot_keeps_them() {
+    let (addr, tx, handle) = start_server(ServerConfig::default()).await;
+    let mut c = client(addr).await;
+    let host = |name: &str| {
+        let mut n = node(name, 4, 8, 110);
+        n.labels.insert("kubernetes.io/hostname".into(), name.into());
+        n
+    };
+    let mut s = snapshot(vec![host("n1"), host("n2")], vec![]);
+    let local = |name: &str, provisioner: &str| proto::StorageClass {
+        name: name.into(),
+        provisioner: provisioner.into(),
+        volume_binding_mode: "WaitForFirstConsumer".into(),
+        ..Default::default()
+    };
+    s.storage_classes = vec![
+        local("local", "kubernetes.io/no-provisioner"),
+        local("fast", "csi.example.com"),
+    ];
+    let mut fast = claim("scratch");
+    fast.storage_class_name = "fast".into();
+    s.persistent_volume_claims = vec![claim("a"), claim("b"), fast];
+    let mut pv = volume("pv-1");
+    pv.node_affinity = Some(proto::NodeSelector {
+        terms: vec![proto::NodeSelectorTerm {
+            match_expressions: vec![proto::NodeSelectorRequirement {
+                key: "kubernetes.io/hostname".into(),
+                operator: "In".into(),
+                values: vec!["n2".into()],
+            }],
+            ..Default::default()
+        }],
+    });
+    s.persistent_volumes = vec![pv];
+    let base = sync(&mut c, full(s)).await.snapshot_id;
+    let with_claim = |uid: &str, claim: &str| {
+        let mut p = pod(uid, 1);
+        p.volumes = vec![proto::Volume {
+            name: "data".into(),
+            claim_name: claim.into(),
+            ..Default::default()
+        }];
+        p
+    };
+    let mut req = schedule_req(by_id(&base), vec![with_claim("p1", "a"), with_claim("p2", "scratch")]);
+    req.assume = true;
+    let r = schedule(&mut c, req).await;
+    assert_eq!(placed(&r.placements[0]), Some("n2"), "{r:?}");
+    assert_eq!(
+        r.placements[0].claim_bindings,
+        [proto::ClaimBinding {
+            claim_namespace: "default".into(),
+            claim_name: "a".into(),
+            target: Some(proto::claim_binding::Target::VolumeName("pv-1".into())),
+        }]
+    );
+    let node = placed(&r.placements[1]).expect("placed").to_string();
+    assert_eq!(
+        r.placements[1].claim_bindings,
+        [proto::ClaimBinding {
+            claim_namespace: "default".into(),
+            claim_name: "scratch".into(),
+            target: Some(proto::claim_binding::Target::SelectedNode(node.clone())),
+        }]
+    );
+    // On the assumed snapshot: claim b finds pv-1 taken; a second pod of claim a follows pv-1;
+    // a second pod of the provisioned claim follows its selected node.
+    let next = schedule(
+        &mut c,
+        schedule_req(
+            by_id(&r.assumed_snapshot_id),
+            vec![
+                with_claim("q1", "b"),
+                with_claim("q2", "a"),
+                with_claim("q3", "scratch"),
+            ],
+        ),
+    )
+    .await;
+    assert_eq!(
+        unschedulable(&next.placements[0]).message,
+        "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    );
+    assert_eq!(placed(&next.placements[1]), Some("n2"));
+    assert_eq!(placed(&next.placements[2]), Some(node.as_str()));
+    // On the base, claim b still gets pv-1.
+    let on_base = schedule(&mut c, schedule_req(by_id(&base), vec![with_claim("q1", "b")])).await;
+    assert_eq!(placed(&on_base.placements[0]), Some("n2"));
+    drop(c);
+    stop_server(tx, handle).await;
+}

@@ -102,6 +102,8 @@ struct Options {
     nomination_timeout: Duration,
     /// The policy file whose bindVerb extender binds (the binder's `--policy-file`).
     policy_file: Option<std::path::PathBuf>,
+    /// How long a PreBind waits for the PV controller.
+    volume_bind_timeout: Duration,
 }
 
 impl Default for Options {
@@ -113,6 +115,7 @@ impl Default for Options {
             gang_timeout: Duration::from_secs(60),
             nomination_timeout: Duration::from_secs(90),
             policy_file: None,
+            volume_bind_timeout: Duration::from_secs(600),
         }
     }
 }
@@ -181,6 +184,7 @@ fn start_binder(server: &FakeApiServer, endpoint: &str, options: Options) -> Run
         BinderConfig {
             gang_timeout: options.gang_timeout,
             nomination_timeout: options.nomination_timeout,
+            volume_bind_timeout: options.volume_bind_timeout,
             extenders: options
                 .policy_file
                 .as_deref()
@@ -676,6 +680,7 @@ async fn the_agent_runs_from_a_kubeconfig_and_shuts_down_gracefully() {
         batch_window_ms: 5,
         gang_timeout_seconds: 60,
         nomination_timeout_seconds: 90,
+        volume_bind_timeout_seconds: 600,
         bind_concurrency: 64,
         event_concurrency: 8,
         api_qps: 0,
@@ -1921,4 +1926,485 @@ async fn storage_objects_from_the_watches_reach_the_binders_state() {
     assert_eq!(running.binder.storage_snapshot().persistent_volumes.len(), 1);
     running.stop().await;
     let _ = stop_decisions.send(());
+}
+
+mod prebind {
+    //! VolumeBinding's PreBind: the binder writes what kube's volume binder writes for the
+    //! claims the decision service chose volumes for, waits for the PV controller (played by the
+    //! test with `FakeApiServer::play_pv_controller`), then writes the Binding.
+
+    use super::*;
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaimVolumeSource, Volume};
+    use placement_tests::fake_apiserver::{Kind, RequestRecord};
+    use serde_json::{json, Value};
+
+    const PREBIND: &str = "running PreBind plugin \"VolumeBinding\"";
+
+    /// Two nodes, the WaitForFirstConsumer class `local` (no provisioner) and the
+    /// WaitForFirstConsumer class `fast` whose provisioner is `csi.example.com`.
+    fn cluster(server: &FakeApiServer) {
+        server.create_node(node("n1", "4"));
+        server.create_node(node("n2", "4"));
+        for (name, provisioner) in [("local", "kubernetes.io/no-provisioner"), ("fast", "csi.example.com")] {
+            server.create_raw(
+                Kind::StorageClass,
+                json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+                       "provisioner": provisioner, "volumeBindingMode": "WaitForFirstConsumer"}),
+            );
+        }
+    }
+
+    fn local_volume(server: &FakeApiServer, name: &str, node: &str) {
+        server.create_raw(
+            Kind::PersistentVolume,
+            json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+                   "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                            "storageClassName": "local", "local": {"path": format!("/mnt/{name}")},
+                            "persistentVolumeReclaimPolicy": "Retain",
+                            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}},
+                   "status": {"phase": "Available"}}),
+        );
+    }
+
+    fn claim(server: &FakeApiServer, name: &str, class: &str) -> String {
+        let c = server.create_raw(
+            Kind::PersistentVolumeClaim,
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                   "metadata": {"name": name, "namespace": "default"},
+                   "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"],
+                            "resources": {"requests": {"storage": "1Gi"}}},
+                   "status": {"phase": "Pending"}}),
+        );
+        c["metadata"]["uid"].as_str().unwrap().to_string()
+    }
+
+    fn pod_with_claim(name: &str, claim: &str) -> Pod {
+        let mut p = pod(name, SCHEDULER, "250m", None);
+        p.spec.as_mut().unwrap().volumes = Some(vec![Volume {
+            name: "data".into(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim.into(),
+                read_only: None,
+            }),
+            ..Default::default()
+        }]);
+        p
+    }
+
+    fn pv(server: &FakeApiServer, name: &str) -> Value {
+        server.get_raw(Kind::PersistentVolume, None, name).unwrap()
+    }
+
+    fn pvc(server: &FakeApiServer, name: &str) -> Value {
+        server
+            .get_raw(Kind::PersistentVolumeClaim, Some("default"), name)
+            .unwrap()
+    }
+
+    fn claim_ref(server: &FakeApiServer, volume: &str) -> Option<(String, String)> {
+        let r = pv(server, volume).pointer("/spec/claimRef").cloned()?;
+        Some((r["name"].as_str()?.to_string(), r["uid"].as_str()?.to_string()))
+    }
+
+    fn node_of_pod(server: &FakeApiServer, name: &str) -> Option<String> {
+        server.get_pod("default", name).as_ref().and_then(node_of)
+    }
+
+    fn position(requests: &[RequestRecord], method: &str, path: &str) -> Option<usize> {
+        requests
+            .iter()
+            .position(|r| r.method == method && r.path.ends_with(path) && (200..300).contains(&r.status))
+    }
+
+    async fn binder(server: &FakeApiServer, timeout: Duration) -> (oneshot::Sender<()>, Running) {
+        let (endpoint, stop_decisions) = decision_service().await;
+        let running = start_binder(
+            server,
+            &endpoint,
+            Options {
+                lease: None,
+                volume_bind_timeout: timeout,
+                ..Options::default()
+            },
+        );
+        (stop_decisions, running)
+    }
+
+    /// A pod whose claim a local volume on n2 matches: the binder sets the volume's claimRef
+    /// (with the claim's uid and kube's `bound-by-controller` annotation), waits while the claim is
+    /// unbound, and writes the Binding to n2 once the PV controller has bound the claim.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_static_binding_is_written_and_waited_for_before_the_pod_is_bound() {
+        let server = FakeApiServer::start().await;
+        cluster(&server);
+        local_volume(&server, "pv-1", "n2");
+        let uid = claim(&server, "data", "local");
+        server.create_pod(pod_with_claim("web", "data"));
+        let (stop_decisions, running) = binder(&server, Duration::from_secs(600)).await;
+        eventually(WAIT, "the volume's claimRef", || async {
+            claim_ref(&server, "pv-1").is_some()
+        })
+        .await;
+        assert_eq!(claim_ref(&server, "pv-1"), Some(("data".into(), uid.clone())));
+        let volume = pv(&server, "pv-1");
+        assert_eq!(
+            volume["metadata"]["annotations"]["pv.kubernetes.io/bound-by-controller"],
+            "yes"
+        );
+        assert_eq!(volume["spec"]["claimRef"]["kind"], "PersistentVolumeClaim");
+        assert_eq!(volume["spec"]["claimRef"]["namespace"], "default");
+        // Nothing else writes the claim; the pod waits for the PV controller.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(node_of_pod(&server, "web"), None, "bound before its claim");
+        assert!(pvc(&server, "data")["metadata"]["annotations"]
+            .get("volume.kubernetes.io/selected-node")
+            .is_none());
+        assert_eq!(server.play_pv_controller(), 1);
+        eventually(WAIT, "the pod bound to the volume's node", || async {
+            node_of_pod(&server, "web").as_deref() == Some("n2")
+        })
+        .await;
+        let requests = server.requests();
+        let put = position(&requests, "PUT", "/persistentvolumes/pv-1").expect("the volume update");
+        let binding = position(&requests, "POST", "/pods/web/binding").expect("the Binding");
+        assert!(put < binding);
+        assert_eq!(binding_statuses(&server, "web"), [201]);
+        let m = running.metrics.encode();
+        assert!(m.contains("binder_volume_prebinds_total{result=\"bound\"} 1"), "{m}");
+        // The watched volume took the place of the assumed one.
+        eventually(WAIT, "no assumed volume choice left", || {
+            let b = running.binder.clone();
+            async move { b.assumed_volume_choices() == 0 }
+        })
+        .await;
+        running.stop().await;
+        let _ = stop_decisions.send(());
+    }
+
+    /// A claim of a class that provisions: the binder sets its selected-node annotation to the
+    /// pod's node; the provisioner creates a volume there, the claim is bound, and so is the pod.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_provisioned_claim_gets_the_pods_node_selected_then_the_pod_is_bound() {
+        let server = FakeApiServer::start().await;
+        cluster(&server);
+        let uid = claim(&server, "scratch", "fast");
+        server.create_pod(pod_with_claim("job", "scratch"));
+        let (stop_decisions, running) = binder(&server, Duration::from_secs(600)).await;
+        let selected = || {
+            pvc(&server, "scratch")["metadata"]["annotations"]["volume.kubernetes.io/selected-node"]
+                .as_str()
+                .map(str::to_string)
+        };
+        eventually(WAIT, "the claim's selected node", || {
+            let s = selected();
+            async move { s.is_some() }
+        })
+        .await;
+        let chosen = selected().unwrap();
+        assert_eq!(node_of_pod(&server, "job"), None, "bound before its claim");
+        assert_eq!(server.play_pv_controller(), 1);
+        eventually(WAIT, "the pod bound to the selected node", || async {
+            node_of_pod(&server, "job").as_deref() == Some(chosen.as_str())
+        })
+        .await;
+        assert_eq!(pvc(&server, "scratch")["spec"]["volumeName"], format!("pvc-{uid}"));
+        running.stop().await;
+        let _ = stop_decisions.send(());
+    }
+
+    /// The volume update meets a 409 (the volume changed since it was read): as kube, the
+    /// PreBind fails (no rewrite), the pod gets `SchedulerError` and `FailedScheduling` with the
+    /// API server's message, and is decided again after its backoff — then bound.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_conflicting_volume_update_fails_the_prebind_and_the_pod_is_retried() {
+        let server = FakeApiServer::start().await;
+        cluster(&server);
+        local_volume(&server, "pv-1", "n1");
+        claim(&server, "data", "local");
+        server.fail_next(1, matcher("PUT", "/persistentvolumes/pv-1"), 409);
+        server.create_pod(pod_with_claim("web", "data"));
+        let (stop_decisions, running) = binder(&server, Duration::from_secs(600)).await;
+        eventually(WAIT, "the SchedulerError condition", || async {
+            server
+                .get_pod("default", "web")
+                .as_ref()
+                .and_then(scheduled_condition)
+                .is_some_and(|(status, reason, message)| {
+                    status == "False" && reason == "SchedulerError" && message.starts_with(PREBIND)
+                })
+        })
+        .await;
+        assert!(server
+            .events_v1()
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("FailedScheduling")
+                && e.note.as_deref().is_some_and(|n| n.starts_with(PREBIND))));
+        // The retry writes the claimRef; the PV controller completes it.
+        eventually(WAIT, "the claimRef of the retry", || async {
+            claim_ref(&server, "pv-1").is_some()
+        })
+        .await;
+        server.play_pv_controller();
+        eventually(WAIT, "the pod bound", || async {
+            node_of_pod(&server, "web").as_deref() == Some("n1")
+        })
+        .await;
+        assert_eq!(
+            server.count_requests(&matcher("PUT", "/persistentvolumes/pv-1")),
+            2,
+            "one refused update, one retry"
+        );
+        running.stop().await;
+        let _ = stop_decisions.send(());
+    }
+
+    /// The PV controller does not bind the claim in time: the PreBind gives up ("context deadline
+    /// exceeded", as kube's), the pod is retried after its backoff, and the retry — which finds
+    /// the same volume, pre-bound to its claim — binds it once the controller has caught up.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_claim_not_bound_in_time_fails_the_prebind_and_the_retry_binds_the_pod() {
+        let server = FakeApiServer::start().await;
+        cluster(&server);
+        local_volume(&server, "pv-1", "n1");
+        claim(&server, "data", "local");
+        server.create_pod(pod_with_claim("web", "data"));
+        let (stop_decisions, running) = binder(&server, Duration::from_secs(1)).await;
+        eventually(WAIT, "the timeout's condition", || async {
+            server
+                .get_pod("default", "web")
+                .as_ref()
+                .and_then(scheduled_condition)
+                .is_some_and(|(_, reason, message)| {
+                    reason == "SchedulerError"
+                        && message == format!("{PREBIND}: binding volumes: context deadline exceeded")
+                })
+        })
+        .await;
+        assert_eq!(node_of_pod(&server, "web"), None);
+        let m = running.metrics.encode();
+        assert!(m.contains("binder_volume_prebinds_total{result=\"timed_out\"}"), "{m}");
+        assert!(
+            m.contains("scheduler_volume_scheduling_stage_error_total{operation=\"bind\"}"),
+            "{m}"
+        );
+        server.play_pv_controller();
+        eventually(WAIT, "the pod bound on a retry", || async {
+            node_of_pod(&server, "web").as_deref() == Some("n1")
+        })
+        .await;
+        assert_eq!(binding_statuses(&server, "web"), [201]);
+        running.stop().await;
+        let _ = stop_decisions.send(());
+    }
+
+    /// The provisioner gives up (it removes the selected-node annotation, as external
+    /// provisioners do): the PreBind fails with kube's "provisioning failed" and the pod is
+    /// decided again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_provisioner_that_gives_up_fails_the_prebind() {
+        let server = FakeApiServer::start().await;
+        cluster(&server);
+        claim(&server, "scratch", "fast");
+        server.create_pod(pod_with_claim("job", "scratch"));
+        let (stop_decisions, running) = binder(&server, Duration::from_secs(600)).await;
+        eventually(WAIT, "the claim's selected node", || async {
+            pvc(&server, "scratch")["metadata"]["annotations"]
+                .get("volume.kubernetes.io/selected-node")
+                .is_some()
+        })
+        .await;
+        // The binder's watch has shown the annotation (its assumption gave way to it) before it goes.
+        eventually(WAIT, "the watch showing the selected node", || {
+            let b = running.binder.clone();
+            async move { b.assumed_volume_choices() == 0 }
+        })
+        .await;
+        server.modify_raw(Kind::PersistentVolumeClaim, Some("default"), "scratch", |c| {
+            c["metadata"]["annotations"]
+                .as_object_mut()
+                .unwrap()
+                .remove("volume.kubernetes.io/selected-node");
+        });
+        eventually(WAIT, "the provisioning failure's condition", || async {
+            server
+                .get_pod("default", "job")
+                .as_ref()
+                .and_then(scheduled_condition)
+                .is_some_and(|(_, reason, message)| {
+                    reason == "SchedulerError"
+                        && message == format!("{PREBIND}: binding volumes: provisioning failed for PVC \"scratch\"")
+                })
+        })
+        .await;
+        assert_eq!(node_of_pod(&server, "job"), None);
+        running.stop().await;
+        let _ = stop_decisions.send(());
+    }
+
+    /// Two pods, each with its claim, one local volume: decided in one batch, only one pod gets
+    /// the volume; the other is unschedulable with kube's message, and stays so while the first
+    /// waits for the PV controller and after it is bound.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_pods_of_a_batch_never_get_the_same_volume() {
+        let server = FakeApiServer::start().await;
+        cluster(&server);
+        local_volume(&server, "pv-1", "n1");
+        claim(&server, "a", "local");
+        claim(&server, "b", "local");
+        server.create_pod(pod_with_claim("pa", "a"));
+        server.create_pod(pod_with_claim("pb", "b"));
+        let (stop_decisions, running) = binder(&server, Duration::from_secs(600)).await;
+        eventually(WAIT, "one claimRef and one FailedScheduling", || async {
+            claim_ref(&server, "pv-1").is_some()
+                && server
+                    .events_v1()
+                    .iter()
+                    .any(|e| e.reason.as_deref() == Some("FailedScheduling"))
+        })
+        .await;
+        let (winner_claim, _) = claim_ref(&server, "pv-1").unwrap();
+        let (winner, loser) = if winner_claim == "a" {
+            ("pa", "pb")
+        } else {
+            ("pb", "pa")
+        };
+        let (_, reason, message) = server
+            .get_pod("default", loser)
+            .as_ref()
+            .and_then(scheduled_condition)
+            .unwrap();
+        assert_eq!(reason, "Unschedulable");
+        assert!(
+            message.starts_with("0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind."),
+            "{message}"
+        );
+        assert_eq!(server.count_requests(&matcher("PUT", "/persistentvolumes/")), 1);
+        server.play_pv_controller();
+        eventually(WAIT, "the winner bound", || async {
+            node_of_pod(&server, winner).as_deref() == Some("n1")
+        })
+        .await;
+        assert_eq!(node_of_pod(&server, loser), None);
+        assert_eq!(server.count_requests(&matcher("PUT", "/persistentvolumes/")), 1);
+        running.stop().await;
+        let _ = stop_decisions.send(());
+    }
+
+    /// A more important pod with a claim preempts the pod filling the node of its only volume;
+    /// once the victim is gone it is decided again (as kube-scheduler runs a scheduling cycle for
+    /// it), so its claim binding is written and waited for before the Binding.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_preemptor_with_a_claim_gets_its_prebind_once_the_victims_are_gone() {
+        let server = FakeApiServer::start().await;
+        server.create_node(node("n1", "2"));
+        server.create_raw(
+            Kind::StorageClass,
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "local"},
+                   "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"}),
+        );
+        local_volume(&server, "pv-1", "n1");
+        claim(&server, "data", "local");
+        server.create_pod(with_priority(pod("low", "default-scheduler", "1500m", Some("n1")), 0));
+        let (stop_decisions, running) = binder(&server, Duration::from_secs(600)).await;
+        eventually(WAIT, "the binder ready", || {
+            let b = running.binder.clone();
+            async move { b.is_ready() }
+        })
+        .await;
+        let mut urgent = pod_with_claim("urgent", "data");
+        urgent.spec.as_mut().unwrap().containers[0]
+            .resources
+            .as_mut()
+            .unwrap()
+            .requests
+            .as_mut()
+            .unwrap()
+            .insert(
+                "cpu".into(),
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity("1500m".into()),
+            );
+        server.create_pod(with_priority(urgent, 1000));
+        eventually(WAIT, "the victim terminating", || async {
+            server
+                .get_pod("default", "low")
+                .is_some_and(|p| p.metadata.deletion_timestamp.is_some())
+        })
+        .await;
+        assert_eq!(
+            claim_ref(&server, "pv-1"),
+            None,
+            "nothing written while the victim is there"
+        );
+        server.delete_pod("default", "low");
+        eventually(WAIT, "the claimRef written for the preemptor", || async {
+            claim_ref(&server, "pv-1").is_some()
+        })
+        .await;
+        assert_eq!(node_of_pod(&server, "urgent"), None, "bound before its claim");
+        server.play_pv_controller();
+        eventually(WAIT, "the preemptor bound", || async {
+            node_of_pod(&server, "urgent").as_deref() == Some("n1")
+        })
+        .await;
+        let requests = server.requests();
+        let put = position(&requests, "PUT", "/persistentvolumes/pv-1").expect("the volume update");
+        let binding = position(&requests, "POST", "/pods/urgent/binding").expect("the Binding");
+        assert!(put < binding);
+        assert_eq!(binding_statuses(&server, "urgent"), [201]);
+        running.stop().await;
+        let _ = stop_decisions.send(());
+    }
+
+    /// A binder stopped while it waits for the PV controller binds nothing; the next one finds
+    /// the claimRef written, chooses the same volume (pre-bound to the claim), writes nothing
+    /// new, and binds the pod exactly once when the claim is bound.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_binder_restarted_mid_prebind_binds_the_pod_once_on_the_same_volume() {
+        let server = FakeApiServer::start().await;
+        cluster(&server);
+        local_volume(&server, "pv-1", "n2");
+        local_volume(&server, "pv-2", "n1");
+        let uid = claim(&server, "data", "local");
+        server.create_pod(pod_with_claim("web", "data"));
+        let (stop_decisions, first) = binder(&server, Duration::from_secs(600)).await;
+        eventually(WAIT, "a claimRef", || async {
+            claim_ref(&server, "pv-1").is_some() || claim_ref(&server, "pv-2").is_some()
+        })
+        .await;
+        let chosen = if claim_ref(&server, "pv-1").is_some() {
+            "pv-1"
+        } else {
+            "pv-2"
+        };
+        let node = if chosen == "pv-1" { "n2" } else { "n1" };
+        tokio::time::timeout(Duration::from_secs(10), first.stop())
+            .await
+            .expect("a waiting PreBind does not hold up the shutdown");
+        assert_eq!(node_of_pod(&server, "web"), None);
+        let _ = stop_decisions.send(());
+        let puts = server.count_requests(&matcher("PUT", "/persistentvolumes/"));
+        let (stop_decisions, second) = binder(&server, Duration::from_secs(600)).await;
+        eventually(WAIT, "the second binder ready", || {
+            let b = second.binder.clone();
+            async move { b.is_ready() }
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(node_of_pod(&server, "web"), None, "bound before its claim");
+        server.play_pv_controller();
+        eventually(WAIT, "the pod bound to the chosen volume's node", || async {
+            node_of_pod(&server, "web").as_deref() == Some(node)
+        })
+        .await;
+        assert_eq!(claim_ref(&server, chosen), Some(("data".into(), uid)));
+        assert_eq!(
+            server.count_requests(&matcher("PUT", "/persistentvolumes/")),
+            puts,
+            "nothing rewritten"
+        );
+        assert_eq!(binding_statuses(&server, "web"), [201]);
+        second.stop().await;
+        let _ = stop_decisions.send(());
+    }
 }

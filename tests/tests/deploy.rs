@@ -628,6 +628,46 @@ fn failed_scheduling_events(server: &FakeApiServer) -> Vec<k8s_openapi::api::eve
 /// the event series patch on a repeat), a preemption (nominatedNodeName and DisruptionTarget status
 /// patches, a victim's graceful delete, the Preempted event), and the lease's create, renewals and
 /// release.
+/// A local volume on n1 and a claim of its WaitForFirstConsumer class, a claim of a
+/// WaitForFirstConsumer class that provisions, and a pod using each.
+fn storage_pods(server: &FakeApiServer, scheduler: &str) {
+    use placement_tests::fake_apiserver::Kind;
+    use serde_json::json;
+    for (name, provisioner) in [("local", "kubernetes.io/no-provisioner"), ("fast", "csi.example.com")] {
+        server.create_raw(
+            Kind::StorageClass,
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+                   "provisioner": provisioner, "volumeBindingMode": "WaitForFirstConsumer"}),
+        );
+        server.create_raw(
+            Kind::PersistentVolumeClaim,
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                   "metadata": {"name": format!("data-{name}"), "namespace": "shop"},
+                   "spec": {"storageClassName": name, "accessModes": ["ReadWriteOnce"],
+                            "resources": {"requests": {"storage": "1Gi"}}}}),
+        );
+        let mut p = pod("shop", &format!("db-{name}"), scheduler, "1m", None);
+        p.spec.as_mut().unwrap().volumes = Some(vec![k8s_openapi::api::core::v1::Volume {
+            name: "data".into(),
+            persistent_volume_claim: Some(k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource {
+                claim_name: format!("data-{name}"),
+                read_only: None,
+            }),
+            ..Default::default()
+        }]);
+        server.create_pod(p);
+    }
+    server.create_raw(
+        Kind::PersistentVolume,
+        json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "local-1"},
+               "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                        "storageClassName": "local", "local": {"path": "/mnt/1"},
+                        "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}]}}},
+               "status": {"phase": "Available"}}),
+    );
+}
+
 async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -> Vec<RequestRecord> {
     let server = FakeApiServer::start().await;
     let scheduler = config["BINDER_SCHEDULER_NAME"].clone();
@@ -635,6 +675,9 @@ async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -
     server.create_pod(pod("default", "web-0", &scheduler, "250m", None));
     server.create_pod(pod("shop", "web-1", &scheduler, "250m", None));
     server.create_pod(pod("shop", "huge", &scheduler, "10", None));
+    // Two pods with WaitForFirstConsumer claims: one bound to a local volume (the binder updates
+    // the volume), one provisioned (the binder updates the claim).
+    storage_pods(&server, &scheduler);
 
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
@@ -687,6 +730,7 @@ async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -
         batch_window_ms: 5,
         gang_timeout_seconds: 60,
         nomination_timeout_seconds: num("BINDER_NOMINATION_TIMEOUT_SECONDS"),
+        volume_bind_timeout_seconds: 600,
         bind_concurrency: 64,
         event_concurrency: 8,
         api_qps: 0,
@@ -713,13 +757,17 @@ async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -
         let _ = stopped.await;
     }));
 
-    eventually(WAIT, "both small pods bound and the huge one reported", || async {
-        let bound = server
-            .pods()
-            .iter()
-            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
-            .count();
-        bound == 2 && failed_scheduling_events(&server).len() == 1
+    eventually(WAIT, "the small pods bound and the huge one reported", || {
+        // The PV controller completes the claims' bindings.
+        server.play_pv_controller();
+        async {
+            let bound = server
+                .pods()
+                .iter()
+                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+                .count();
+            bound == 4 && failed_scheduling_events(&server).len() == 1
+        }
     })
     .await;
     // A node change sends the huge pod round again: the same failure becomes an event series.
@@ -827,6 +875,10 @@ async fn binder_rbac_grants_exactly_the_calls_the_binder_makes() {
         ("", "persistentvolumeclaims", "watch"),
         ("", "persistentvolumes", "list"),
         ("", "persistentvolumes", "watch"),
+        ("", "persistentvolumeclaims", "get"),
+        ("", "persistentvolumeclaims", "update"),
+        ("", "persistentvolumes", "get"),
+        ("", "persistentvolumes", "update"),
         ("storage.k8s.io", "storageclasses", "list"),
         ("storage.k8s.io", "storageclasses", "watch"),
         ("storage.k8s.io", "csinodes", "list"),

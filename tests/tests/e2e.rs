@@ -986,6 +986,22 @@ async fn the_binder_runs_with_a_service_account_token_under_deploy_rbac() {
             .is_some_and(|p| node_of(&p) == Some(node.as_str()))
     })
     .await;
+    // A pod with a WaitForFirstConsumer claim: the PreBind reads the claim and updates the
+    // volume's claimRef under the same role; the PV controller binds the claim.
+    let class = local_class(&mut scope).await;
+    local_volume(&mut scope, "sa", &class, &node).await;
+    scope.create_claim(claim_json("data", &class, None)).await;
+    scope.create(&with_claim(scope.pod("db", "0"), "data")).await;
+    eventually(WAIT, "the pod with a claim bound and its claim Bound", || async {
+        let bound = scope
+            .pods()
+            .get("db")
+            .await
+            .ok()
+            .is_some_and(|p| node_of(&p) == Some(node.as_str()));
+        bound && claim_of(&scope, "data").await.status.and_then(|s| s.phase).as_deref() == Some("Bound")
+    })
+    .await;
     // A node change sends the huge pod round again; the same message makes its FailedScheduling
     // a series.
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
@@ -1311,4 +1327,321 @@ async fn a_failing_extender_fails_the_pod_as_under_kube_scheduler() {
         ))
     );
     run.stop().await;
+}
+
+/// A WaitForFirstConsumer StorageClass without a provisioner, owned by the scope.
+async fn local_class(scope: &mut Scope) -> String {
+    scope
+        .create_storage(
+            "storageclasses",
+            serde_json::json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                "metadata": {"name": format!("local-{}", scope.run)},
+                "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"}),
+        )
+        .await
+}
+
+/// A 1Gi local volume of `class` on `node` (node affinity on its hostname).
+async fn local_volume(scope: &mut Scope, name: &str, class: &str, node: &str) -> String {
+    scope
+        .create_storage(
+            "persistentvolumes",
+            serde_json::json!({"apiVersion": "v1", "kind": "PersistentVolume",
+                "metadata": {"name": format!("{name}-{}", scope.run)},
+                "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                         "storageClassName": class, "persistentVolumeReclaimPolicy": "Retain",
+                         "local": {"path": format!("/mnt/{name}")},
+                         "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                             {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}}}),
+        )
+        .await
+}
+
+/// A 1Gi ReadWriteOnce claim of `class` (pre-bound to `volume` when given).
+fn claim_json(name: &str, class: &str, volume: Option<&str>) -> serde_json::Value {
+    let mut c = serde_json::json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name},
+        "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"],
+                 "resources": {"requests": {"storage": "1Gi"}}}});
+    if let Some(v) = volume {
+        c["spec"]["volumeName"] = serde_json::json!(v);
+    }
+    c
+}
+
+/// `pod` with a volume `data` from `claim`.
+fn with_claim(mut pod: Pod, claim: &str) -> Pod {
+    pod.spec.as_mut().expect("a pod spec").volumes = Some(vec![k8s_openapi::api::core::v1::Volume {
+        name: "data".into(),
+        persistent_volume_claim: Some(k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource {
+            claim_name: claim.into(),
+            read_only: None,
+        }),
+        ..Default::default()
+    }]);
+    pod
+}
+
+async fn claim_of(scope: &Scope, name: &str) -> k8s_openapi::api::core::v1::PersistentVolumeClaim {
+    Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(scope.client.clone(), &scope.ns)
+        .get(name)
+        .await
+        .expect("get a claim")
+}
+
+/// Local volumes with node affinity and a WaitForFirstConsumer class without a provisioner
+/// (kube-controller-manager's PV controller running): pods each with its own claim all end on
+/// the nodes of their volumes, with the claims Bound by the PV controller after the binder set
+/// the volumes' claimRef.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_with_waitforfirstconsumer_claims_land_on_their_volumes_nodes_and_the_claims_bind() {
+    let Some(cluster) =
+        cluster("pods_with_waitforfirstconsumer_claims_land_on_their_volumes_nodes_and_the_claims_bind").await
+    else {
+        return;
+    };
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "wffc").await;
+    let mut nodes = Vec::new();
+    for i in 1..=3 {
+        nodes.push(scope.add_node(&format!("n{i}"), "2", &[]).await);
+    }
+    let class = local_class(&mut scope).await;
+    // Two volumes on n2, one on n3, none on n1.
+    let mut volume_node = HashMap::new();
+    for (name, node) in [("a", &nodes[1]), ("b", &nodes[1]), ("c", &nodes[2])] {
+        let pv = local_volume(&mut scope, name, &class, node).await;
+        volume_node.insert(pv, node.clone());
+    }
+    let binder = InProcessBinder::start(&cluster, &scope).await;
+    for i in 0..3 {
+        scope.create_claim(claim_json(&format!("data-{i}"), &class, None)).await;
+        scope
+            .create(&with_claim(scope.pod(&format!("db-{i}"), "100m"), &format!("data-{i}")))
+            .await;
+    }
+    eventually(WAIT, "every pod bound and every claim Bound", || async {
+        let pods = list_pods(&scope).await;
+        let mut all = pods.iter().filter(|p| node_of(p).is_some()).count() == 3;
+        for i in 0..3 {
+            let c = claim_of(&scope, &format!("data-{i}")).await;
+            all &= c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+        }
+        all
+    })
+    .await;
+    let pods = list_pods(&scope).await;
+    let mut used = Vec::new();
+    for i in 0..3 {
+        let c = claim_of(&scope, &format!("data-{i}")).await;
+        let volume = c
+            .spec
+            .as_ref()
+            .and_then(|s| s.volume_name.clone())
+            .expect("a bound claim");
+        let pod = pods
+            .iter()
+            .find(|p| p.name_any() == format!("db-{i}"))
+            .expect("the pod");
+        assert_eq!(
+            node_of(pod),
+            volume_node.get(&volume).map(String::as_str),
+            "db-{i} on {volume}'s node"
+        );
+        used.push(volume);
+    }
+    used.sort();
+    used.dedup();
+    assert_eq!(used.len(), 3, "three claims, three volumes");
+    assert_no_overcommit_no_double_bind(&scope, 2000).await;
+    binder.stop().await;
+    scope.cleanup().await;
+}
+
+/// A pod whose only matching volume sits on a cordoned node: kube-scheduler's message (and, with
+/// `E2E_KUBE_SCHEDULER=1`, the same condition as kube-scheduler gives the same pod).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_whose_only_volume_is_on_a_cordoned_node_reports_kube_schedulers_message() {
+    let Some(cluster) =
+        cluster("a_claim_whose_only_volume_is_on_a_cordoned_node_reports_kube_schedulers_message").await
+    else {
+        return;
+    };
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "cordoned-volume").await;
+    let free = scope.add_node("free", "2", &[]).await;
+    let cordoned = scope.add_node("cordoned", "2", &[]).await;
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client.clone());
+    nodes
+        .patch(
+            &cordoned,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .expect("cordon");
+    let class = local_class(&mut scope).await;
+    local_volume(&mut scope, "only", &class, &cordoned).await;
+    let binder = InProcessBinder::start(&cluster, &scope).await;
+    let compare = std::env::var("E2E_KUBE_SCHEDULER").as_deref() == Ok("1");
+    let mut who = vec![("ours", scope.scheduler.clone())];
+    if compare {
+        who.push(("kube", "default-scheduler".to_string()));
+    }
+    for (name, scheduler) in &who {
+        scope
+            .create_claim(claim_json(&format!("data-{name}"), &class, None))
+            .await;
+        let pod = with_claim(
+            pod_for(&scope.ns, &format!("db-{name}"), scheduler, &scope.run, "100m"),
+            &format!("data-{name}"),
+        );
+        scope.create(&pod).await;
+    }
+    eventually(WAIT, "every pod marked unschedulable", || async {
+        list_pods(&scope)
+            .await
+            .iter()
+            .filter(|p| marked_unschedulable(p))
+            .count()
+            == who.len()
+    })
+    .await;
+    let pods = list_pods(&scope).await;
+    let condition = |name: &str| {
+        let p = pods.iter().find(|p| p.name_any() == name).expect("a test pod");
+        assert_eq!(node_of(p), None, "{name} is not bound");
+        scheduled_condition(p).map(|c| (c.reason.clone(), c.message.as_deref().map(in_1_24_wording)))
+    };
+    let ours = condition("db-ours");
+    let total = nodes
+        .list(&ListParams::default())
+        .await
+        .expect("list nodes")
+        .items
+        .len();
+    let others = total - 2;
+    let mut reasons = vec![
+        "1 node(s) didn't find available persistent volumes to bind".to_string(),
+        "1 node(s) were unschedulable".to_string(),
+    ];
+    if others > 0 {
+        reasons.push(format!("{others} node(s) didn't match Pod's node affinity/selector"));
+    }
+    reasons.sort();
+    assert_eq!(
+        ours,
+        Some((
+            Some("Unschedulable".to_string()),
+            Some(format!("0/{total} nodes are available: {}.", reasons.join(", ")))
+        )),
+        "{free} has no volume, {cordoned} is cordoned"
+    );
+    if compare {
+        assert_eq!(ours, condition("db-kube"), "the condition kube-scheduler writes");
+    }
+    binder.stop().await;
+    scope.cleanup().await;
+}
+
+/// A node whose CSINode gives a driver an attach limit of 2, with two bound volumes of that
+/// driver in use by a pod on it, takes no more pod with such a volume ("node(s) exceed max
+/// volume count", as kube-scheduler says with `E2E_KUBE_SCHEDULER=1`), and still takes pods
+/// without volumes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_at_its_csi_attach_limit_takes_no_more_pods_with_such_volumes() {
+    let Some(cluster) = cluster("a_node_at_its_csi_attach_limit_takes_no_more_pods_with_such_volumes").await else {
+        return;
+    };
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "attach-limit").await;
+    let node = scope.add_node("n1", "4", &[]).await;
+    let driver = format!("csi-{}.e2e.example", scope.run);
+    scope
+        .create_storage(
+            "csinodes",
+            serde_json::json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": node},
+                "spec": {"drivers": [{"name": driver, "nodeID": node, "allocatable": {"count": 2}}]}}),
+        )
+        .await;
+    // Claims pre-bound to CSI volumes (the PV controller completes each binding).
+    let mut volumes = Vec::new();
+    for i in 0..4 {
+        let pv = format!("csi-{i}-{}", scope.run);
+        let claim = format!("vol-{i}");
+        scope
+            .create_storage(
+                "persistentvolumes",
+                serde_json::json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
+                    "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                             "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+                             "csi": {"driver": driver, "volumeHandle": format!("handle-{i}")},
+                             "claimRef": {"namespace": scope.ns, "name": claim}}}),
+            )
+            .await;
+        let mut c = claim_json(&claim, "", Some(&pv));
+        c["spec"]["storageClassName"] = serde_json::json!("");
+        scope.create_claim(c).await;
+        volumes.push(claim);
+    }
+    eventually(WAIT, "the PV controller binds the claims", || async {
+        let mut all = true;
+        for c in &volumes {
+            all &= claim_of(&scope, c).await.status.and_then(|s| s.phase).as_deref() == Some("Bound");
+        }
+        all
+    })
+    .await;
+    // A pod on the node already uses two of the driver's volumes: the node is at its limit.
+    let mut full = with_claim(scope.pod("full", "100m"), "vol-0");
+    {
+        let spec = full.spec.as_mut().expect("a pod spec");
+        spec.node_name = Some(node.clone());
+        let mut second = spec.volumes.as_ref().expect("volumes")[0].clone();
+        second.name = "more".into();
+        if let Some(c) = second.persistent_volume_claim.as_mut() {
+            c.claim_name = "vol-1".into();
+        }
+        spec.volumes.as_mut().expect("volumes").push(second);
+    }
+    scope.create(&full).await;
+    let binder = InProcessBinder::start(&cluster, &scope).await;
+    let compare = std::env::var("E2E_KUBE_SCHEDULER").as_deref() == Ok("1");
+    scope.create(&with_claim(scope.pod("one-more", "100m"), "vol-2")).await;
+    if compare {
+        let pod = with_claim(
+            pod_for(&scope.ns, "one-more-kube", "default-scheduler", &scope.run, "100m"),
+            "vol-3",
+        );
+        scope.create(&pod).await;
+    }
+    scope.create(&scope.pod("plain", "100m")).await;
+    eventually(
+        WAIT,
+        "the plain pod bound, the volume pods marked unschedulable",
+        || async {
+            let pods = list_pods(&scope).await;
+            let plain = pods.iter().any(|p| p.name_any() == "plain" && node_of(p).is_some());
+            let marked = pods
+                .iter()
+                .filter(|p| p.name_any().starts_with("one-more") && marked_unschedulable(p))
+                .count();
+            plain && marked == 1 + usize::from(compare)
+        },
+    )
+    .await;
+    let pods = list_pods(&scope).await;
+    let condition = |name: &str| {
+        let p = pods.iter().find(|p| p.name_any() == name).expect("a test pod");
+        assert_eq!(node_of(p), None, "{name} is not bound");
+        scheduled_condition(p).and_then(|c| c.message.as_deref().map(in_1_24_wording))
+    };
+    let ours = condition("one-more").expect("a message");
+    assert!(ours.starts_with("0/"), "{ours}");
+    assert!(ours.contains("1 node(s) exceed max volume count"), "{ours}");
+    if compare {
+        assert_eq!(Some(ours), condition("one-more-kube"), "kube-scheduler's message");
+    }
+    binder.stop().await;
+    scope.cleanup().await;
 }

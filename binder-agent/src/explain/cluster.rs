@@ -1,17 +1,22 @@
-//! Reads the live cluster as the binder sees it: the same lists (every node, namespace and
-//! PodDisruptionBudget, and every pod that has not finished, through kube-scheduler's field
+//! Reads the live cluster as the binder sees it: the same lists (every node, namespace,
+//! PodDisruptionBudget, PersistentVolumeClaim, PersistentVolume, StorageClass and CSINode, and
+//! every pod that has not finished, through kube-scheduler's field
 //! selector), the same projections ([`crate::model`]) and the same [`ClusterState`], whose full
 //! snapshot is what the binder would send a decision replica. The explained pod itself is left
 //! out of it: a bound pod is explained against the cluster as it is now, as if it were pending.
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::ListParams;
 use kube::{Api, Client};
 use placement_scheduler::proto;
 use serde::de::DeserializeOwned;
 
-use crate::model::{namespace_info, node_info, pdb_info, pod_info, PodInfo};
+use crate::model::{
+    claim_info, csi_node_info, namespace_info, node_info, pdb_info, pod_info, storage_class_info, volume_info, PodInfo,
+    StorageObject,
+};
 use crate::state::ClusterState;
 use crate::watch::POD_FIELD_SELECTOR;
 
@@ -140,6 +145,46 @@ pub async fn read(client: &Client, namespace: &str, name: &str) -> Result<Cluste
         )),
         Err(e) => return Err(api_error("listing poddisruptionbudgets")(e)),
     }
+    // The objects the volume filters read; a list the caller may not read leaves its kind out.
+    let mut storage_list = |what: &'static str, result: kube::Result<()>| match result {
+        Ok(()) => Ok(()),
+        Err(e) if forbidden(&e) => {
+            notes.push(format!(
+                "{what} could not be listed ({e}): the volume filters are explained without them"
+            ));
+            Ok(())
+        }
+        Err(e) => Err(api_error(&format!("listing {what}"))(e)),
+    };
+    let all = ListParams::default;
+    storage_list(
+        "persistentvolumeclaims",
+        list_each(&Api::<PersistentVolumeClaim>::all(client.clone()), all(), |c| {
+            state.apply_storage(StorageObject::Claim(claim_info(&c)));
+        })
+        .await,
+    )?;
+    storage_list(
+        "persistentvolumes",
+        list_each(&Api::<PersistentVolume>::all(client.clone()), all(), |v| {
+            state.apply_storage(StorageObject::Volume(volume_info(&v)));
+        })
+        .await,
+    )?;
+    storage_list(
+        "storageclasses",
+        list_each(&Api::<StorageClass>::all(client.clone()), all(), |c| {
+            state.apply_storage(StorageObject::Class(storage_class_info(&c)));
+        })
+        .await,
+    )?;
+    storage_list(
+        "csinodes",
+        list_each(&Api::<CSINode>::all(client.clone()), all(), |n| {
+            state.apply_storage(StorageObject::CsiNode(csi_node_info(&n)));
+        })
+        .await,
+    )?;
     // As the binder: a bound pod that has not finished uses its node (even while it is being
     // deleted); pending pods use nothing.
     list_each(

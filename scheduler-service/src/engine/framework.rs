@@ -792,19 +792,27 @@ impl<'a> PodPlan<'a> {
         let (volumes, volume_error) = if pod.volumes.is_empty() || !profile.volume_filters.any() {
             (None, None)
         } else {
-            let claim_used = |key: &str| -> bool {
-                snapshot.nodes().iter().any(|n| {
-                    n.usage
-                        .volumes
-                        .iter()
-                        .any(|(ns, v)| v.claim_name().is_some_and(|c| super::volumes::claim_key(ns, c) == key))
-                })
+            // The references to a claim by the bound pods, per node.
+            let claim_users = |key: &str| -> Vec<(Arc<str>, usize)> {
+                snapshot
+                    .nodes()
+                    .iter()
+                    .filter_map(|n| {
+                        let refs = n
+                            .usage
+                            .volumes
+                            .iter()
+                            .filter(|(ns, v)| v.claim_name().is_some_and(|c| super::volumes::claim_key(ns, c) == key))
+                            .count();
+                        (refs > 0).then(|| (Arc::from(n.spec.name.as_str()), refs))
+                    })
+                    .collect()
             };
             match super::volumes::PodVolumes::pre_filter(
                 snapshot.storage(),
                 profile.volume_filters,
                 pod,
-                &claim_used,
+                &claim_users,
                 &placed.volumes,
             ) {
                 Ok(v) => (v.map(Box::new), None),
@@ -1182,11 +1190,12 @@ fn run_filter(
             }
         }
         FilterPlugin::VolumeRestrictions => {
-            if let Some(r) = plan
-                .volumes
-                .as_ref()
-                .and_then(|v| v.restrictions(node.usage.volumes.iter().map(|(_, v)| v)))
-            {
+            if let Some(r) = plan.volumes.as_ref().and_then(|v| {
+                v.restrictions(
+                    &node.entry.spec.name,
+                    node.usage.volumes.iter().map(|(ns, v)| (&**ns, v)),
+                )
+            }) {
                 report(Reason::Volume(r));
                 return false;
             }
@@ -2826,6 +2835,9 @@ pub enum Decision {
         score: i64,
         /// How many nodes were feasible.
         feasible: usize,
+        /// VolumeBinding's choices for the pod's unbound WaitForFirstConsumer claims on the
+        /// node, by claim key (`namespace/name`); empty when it has none.
+        volumes: Vec<(String, super::volumes::VolumeChoice)>,
     },
     /// No node fits.
     Unschedulable(Diagnosis),
@@ -4496,16 +4508,18 @@ impl<'a> Evaluator<'a> {
             let nodes = self.snapshot.nodes();
             match chosen {
                 Some((i, score)) => {
+                    let mut volumes = Vec::new();
+                    if let Some(v) = &plan.volumes {
+                        // The volumes chosen for its WaitForFirstConsumer claims are no one else's.
+                        volumes = v.binding(v.storage(), &nodes[i].spec).unwrap_or_default();
+                        placed.volumes.record(&pod.namespace, &pod.volumes, volumes.clone());
+                    }
                     out.push(Decision::Node {
                         node: nodes[i].spec.name.clone(),
                         score,
                         feasible,
+                        volumes,
                     });
-                    if let Some(v) = &plan.volumes {
-                        // The volumes chosen for its WaitForFirstConsumer claims are no one else's.
-                        let choices = v.binding(v.storage(), &nodes[i].spec).unwrap_or_default();
-                        placed.volumes.record(&pod.namespace, &pod.volumes, choices);
-                    }
                     usage.assume(i, pod);
                     placed.push(i, pod);
                     changed = Some(i);

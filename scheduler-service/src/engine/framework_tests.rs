@@ -2227,7 +2227,7 @@ fn extender_scores_are_added_to_the_plugins_totals() {
         .schedule(std::slice::from_ref(&p), 0, Deadline::none())
         .unwrap();
     assert!(
-        matches!(&d[0], Decision::Node { node, score, feasible: 2 } if node == other && *score == plain_score + 50),
+        matches!(&d[0], Decision::Node { node, score, feasible: 2, .. } if node == other && *score == plain_score + 50),
         "{d:?} vs {plain:?}"
     );
 }

@@ -185,12 +185,17 @@ pub(super) fn resolvable(
         // affinity may not (UnschedulableAndUnresolvable).
         (FilterPlugin::PodTopologySpread, Reason::TopologySpread(v)) => *v == super::spread::Violation::Skew,
         (FilterPlugin::InterPodAffinity, Reason::InterPodAffinity(v)) => *v != super::interpod::Violation::Affinity,
-        // Evicting the node's pods frees their disks and attach slots (kube-scheduler's
-        // Unschedulable); VolumeBinding's and VolumeZone's reasons are unresolvable. A
-        // ReadWriteOncePod conflict is cluster-wide: treated as unresolvable here.
+        // Evicting the node's pods frees their disks, attach slots and ReadWriteOncePod claims
+        // (kube-scheduler's Unschedulable: the dry run clears a ReadWriteOncePod conflict when
+        // every other user of the claim is a victim on the node); VolumeBinding's and
+        // VolumeZone's reasons are unresolvable.
         (
             FilterPlugin::VolumeRestrictions | FilterPlugin::NodeVolumeLimits,
-            Reason::Volume(super::volumes::VolumeReason::DiskConflict | super::volumes::VolumeReason::MaxVolumeCount),
+            Reason::Volume(
+                super::volumes::VolumeReason::DiskConflict
+                | super::volumes::VolumeReason::MaxVolumeCount
+                | super::volumes::VolumeReason::ReadWriteOncePodConflict,
+            ),
         ) => true,
         _ => false,
     }

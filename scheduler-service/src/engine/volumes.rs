@@ -636,6 +636,48 @@ impl BatchVolumes {
     }
 }
 
+impl StorageObjects {
+    /// What kube-scheduler's `AssumePodVolumes` puts in its assume caches for `choices` (claim
+    /// key → choice): each chosen volume with its `claimRef` set to the claim (uid included), each
+    /// claim to provision with its selected node set. Choices naming a claim or volume that is
+    /// not here are skipped (nothing to assume on); a volume already referring to its claim and a
+    /// claim already selecting its node are left as they are.
+    pub fn assumed<'c>(&self, choices: impl IntoIterator<Item = &'c (String, VolumeChoice)>) -> StorageDelta {
+        let mut delta = StorageDelta::default();
+        for (key, choice) in choices {
+            let Some(claim) = self.claims.get(key) else { continue };
+            match choice {
+                VolumeChoice::Static(pv) => {
+                    let Some(v) = self.volumes.get(pv) else { continue };
+                    let claim_ref = ClaimRef {
+                        namespace: claim.namespace.clone(),
+                        name: claim.name.clone(),
+                        uid: claim.uid.clone(),
+                    };
+                    if v.claim_ref.as_ref() != Some(&claim_ref) {
+                        let mut v = PersistentVolume::clone(v);
+                        v.claim_ref = Some(claim_ref);
+                        delta.upsert_volumes.retain(|o| o.name != v.name);
+                        delta.upsert_volumes.push(v);
+                    }
+                }
+                VolumeChoice::Provision(node) => {
+                    if claim.selected_node != *node {
+                        let mut c = Claim::clone(claim);
+                        c.selected_node = node.clone();
+                        delta.upsert_claims.retain(|o| o.key() != c.key());
+                        delta.upsert_claims.push(c);
+                    }
+                }
+            }
+        }
+        delta
+    }
+}
+
+/// Per node name, how many volumes of the bound pods there refer to a claim (by its key).
+pub type ClaimUsers<'a> = dyn Fn(&str) -> Vec<(Arc<str>, usize)> + 'a;
+
 /// The volumes of one pod as the filters read them, resolved once per pod (the plugins' PreFilter).
 #[derive(Debug, Clone, Default)]
 pub struct PodVolumes {
@@ -645,8 +687,16 @@ pub struct PodVolumes {
     namespace: String,
     /// The pod's in-tree volumes VolumeRestrictions compares.
     in_tree: Vec<PodVolume>,
-    /// Some ReadWriteOncePod claim of the pod is in use by another pod.
-    rwop_in_use: bool,
+    /// The keys of the pod's ReadWriteOncePod claims.
+    rwop_claims: Vec<String>,
+    /// References to them by pods other than the ones on a node being filtered (kube's
+    /// `conflictingPVCRefCount`): by the pods placed earlier in the batch, plus, per node, by the
+    /// bound pods elsewhere (`rwop_total` minus the node's entry in `rwop_on_node`).
+    rwop_batch: usize,
+    /// References by the snapshot's bound pods, over every node.
+    rwop_total: usize,
+    /// References by the snapshot's bound pods, per node name.
+    rwop_on_node: std::collections::HashMap<Arc<str>, usize>,
     /// The pod's CSI volumes as NodeVolumeLimits counts them: (driver, unique name).
     csi: Vec<(String, String)>,
     /// Bound claims and their volume (`None` when it does not exist).
@@ -717,7 +767,7 @@ impl PodVolumes {
         storage: &StorageObjects,
         filters: VolumeFilters,
         pod: &super::model::PodSpec,
-        claim_used: &dyn Fn(&str) -> bool,
+        claim_users: &ClaimUsers<'_>,
         batch: &BatchVolumes,
     ) -> Result<Option<Self>, String> {
         let (pod_uid, namespace, pod_name, volumes) =
@@ -744,7 +794,14 @@ impl PodVolumes {
                         };
                         if c.access_modes.contains(&AccessMode::ReadWriteOncePod) {
                             let key = c.key();
-                            out.rwop_in_use |= claim_used(&key) || batch.claims_in_use.contains(&key);
+                            if !out.rwop_claims.contains(&key) {
+                                for (node, n) in claim_users(&key) {
+                                    out.rwop_total += n;
+                                    *out.rwop_on_node.entry(node).or_default() += n;
+                                }
+                                out.rwop_batch += usize::from(batch.claims_in_use.contains(&key));
+                                out.rwop_claims.push(key);
+                            }
                         }
                     }
                     VolumeSource::Claim { .. } => {}
@@ -902,23 +959,41 @@ impl PodVolumes {
         Ok(())
     }
 
-    /// VolumeRestrictions' Filter: in-tree disk conflicts with the node's pods, then the
-    /// ReadWriteOncePod conflict.
-    pub fn restrictions<'p>(&self, on_node: impl Iterator<Item = &'p PodVolume>) -> Option<VolumeReason> {
+    /// VolumeRestrictions' Filter: in-tree disk conflicts with the node's pods (`on_node`, with
+    /// their namespaces), then the ReadWriteOncePod conflict: a reference to one of the pod's
+    /// ReadWriteOncePod claims by any pod left — elsewhere, placed earlier in the batch, or among
+    /// `on_node` (which preemption's dry run shrinks by the victims, as kube's `RemovePod` lowers
+    /// its `conflictingPVCRefCount`).
+    pub fn restrictions<'p>(
+        &self,
+        node_name: &str,
+        on_node: impl Iterator<Item = (&'p str, &'p PodVolume)>,
+    ) -> Option<VolumeReason> {
         if !self.filters.restrictions {
             return None;
         }
-        if !self.in_tree.is_empty() {
-            let existing: Vec<&PodVolume> = on_node.collect();
-            if self
+        let existing: Vec<(&str, &PodVolume)> = on_node.collect();
+        if !self.in_tree.is_empty()
+            && self
                 .in_tree
                 .iter()
-                .any(|v| existing.iter().any(|e| disk_conflict(v, e)))
-            {
-                return Some(VolumeReason::DiskConflict);
-            }
+                .any(|v| existing.iter().any(|(_, e)| disk_conflict(v, e)))
+        {
+            return Some(VolumeReason::DiskConflict);
         }
-        self.rwop_in_use.then_some(VolumeReason::ReadWriteOncePodConflict)
+        if self.rwop_claims.is_empty() {
+            return None;
+        }
+        let here = self.rwop_on_node.get(node_name).copied().unwrap_or(0);
+        let left_here = existing
+            .iter()
+            .filter(|(ns, v)| {
+                v.claim_name()
+                    .is_some_and(|c| self.rwop_claims.iter().any(|k| *k == claim_key(ns, c)))
+            })
+            .count();
+        let conflicts = self.rwop_total - here.min(self.rwop_total) + left_here + self.rwop_batch;
+        (conflicts > 0).then_some(VolumeReason::ReadWriteOncePodConflict)
     }
 
     /// NodeVolumeLimits' Filter: the node's CSI attach limits against the unique volumes of its

@@ -373,6 +373,102 @@ fn a_batch_never_gives_one_volume_to_two_claims() {
 }
 
 #[test]
+fn placements_carry_the_choices_and_the_assumed_snapshot_keeps_them_for_the_next_batch() {
+    // n1 has a local volume; a class that provisions covers n3 only. p0 takes pv-1 on n1
+    // (static binding); p1's claim of the provisioning class is provisioned on n3.
+    let mut provisioning = class("fast", "csi.example.com", BindingMode::WaitForFirstConsumer);
+    provisioning.allowed_topologies = vec![vec![("kubernetes.io/hostname".into(), vec!["n3".into()])]];
+    let cluster = Cluster {
+        nodes: three_nodes(),
+        bound: vec![],
+        storage: StorageParts {
+            claims: vec![claim("d0", "local"), claim("d1", "fast"), claim("d2", "local")],
+            volumes: vec![pv("pv-1", "local", 5, Some("n1"))],
+            classes: vec![local_wffc(), provisioning],
+            csi_nodes: vec![],
+        },
+    };
+    let profile = Profile::new(Policy::kube_default());
+    let snap = cluster.snapshot();
+    let pods = [
+        pod("p0", vec![claim_volume("data", "d0")]),
+        pod("p1", vec![claim_volume("data", "d1")]),
+    ];
+    let decisions = Evaluator::new(&profile, &snap)
+        .schedule(&pods, 0, Deadline::none())
+        .unwrap();
+    let choices: Vec<(String, VolumeChoice)> = decisions
+        .iter()
+        .flat_map(|d| match d {
+            Decision::Node { volumes, .. } => volumes.clone(),
+            Decision::Unschedulable(diag) => panic!("{}", diag.message()),
+        })
+        .collect();
+    assert_eq!(
+        choices,
+        [
+            ("ns/d0".to_string(), VolumeChoice::Static("pv-1".into())),
+            ("ns/d1".to_string(), VolumeChoice::Provision("n3".into())),
+        ]
+    );
+    // The assumption: pv-1 refers to d0 (uid included), d1 selects n3.
+    let assumed = snap.storage().assumed(&choices);
+    assert_eq!(assumed.upsert_volumes.len(), 1);
+    assert_eq!(
+        assumed.upsert_volumes[0].claim_ref,
+        Some(ClaimRef {
+            namespace: "ns".into(),
+            name: "d0".into(),
+            uid: "uid-d0".into()
+        })
+    );
+    assert_eq!(assumed.upsert_claims.len(), 1);
+    assert_eq!(assumed.upsert_claims[0].selected_node, "n3");
+    // Assumed once more, nothing changes.
+    let mut placed: Vec<PodSpec> = pods.to_vec();
+    for (p, d) in placed.iter_mut().zip(&decisions) {
+        if let Decision::Node { node, .. } = d {
+            p.node_name = Some(node.clone());
+        }
+    }
+    let next = snap
+        .apply(super::Delta {
+            upsert_pods: placed,
+            storage: assumed,
+            ..Default::default()
+        })
+        .unwrap();
+    assert!(next.storage().assumed(&choices).is_empty());
+    // The next batch: another claim finds pv-1 taken; a second pod of d0 follows pv-1 to n1 and a
+    // second pod of d1 follows the selected node (and nothing new is chosen for them but the same).
+    let later = [
+        pod("q0", vec![claim_volume("data", "d2")]),
+        pod("q1", vec![claim_volume("data", "d0")]),
+        pod("q2", vec![claim_volume("data", "d1")]),
+    ];
+    let out = Evaluator::new(&profile, &next)
+        .schedule(&later, 0, Deadline::none())
+        .unwrap();
+    let Decision::Unschedulable(diag) = &out[0] else {
+        panic!("{:?}", out[0])
+    };
+    assert_eq!(
+        diag.message(),
+        format!("0/3 nodes are available: 3 node(s) didn't find available persistent volumes to bind. {NOT_HELPFUL}")
+    );
+    assert!(
+        matches!(&out[1], Decision::Node { node, volumes, .. } if node == "n1" && volumes == &[("ns/d0".to_string(), VolumeChoice::Static("pv-1".into()))]),
+        "{:?}",
+        out[1]
+    );
+    assert!(
+        matches!(&out[2], Decision::Node { node, volumes, .. } if node == "n3" && volumes == &[("ns/d1".to_string(), VolumeChoice::Provision("n3".into()))]),
+        "{:?}",
+        out[2]
+    );
+}
+
+#[test]
 fn volume_zone() {
     let zone = |z: &'static str| [("topology.kubernetes.io/zone", z)];
     let nodes = vec![
@@ -587,7 +683,41 @@ fn volume_restrictions() {
     let out = schedule(&cluster, &[pod("p", vec![claim_volume("v", "solo")])]);
     assert_eq!(
         out[0],
-        Err("0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.".to_string())
+        Err("0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.".to_string())
+    );
+    // The conflict is resolvable, as kube-scheduler's Unschedulable: a more important pod is
+    // nominated to the holder's node with the holder as victim (the dry run's RemovePod clears
+    // the conflict there, and only there).
+    let profile = Profile::new(Policy::kube_default());
+    let snap = cluster.snapshot();
+    let urgent = PodSpec {
+        priority: 100,
+        ..pod("urgent", vec![claim_volume("v", "solo")])
+    };
+    let d = Evaluator::new(&profile, &snap)
+        .schedule(std::slice::from_ref(&urgent), 0, Deadline::none())
+        .unwrap();
+    let Decision::Unschedulable(diag) = &d[0] else {
+        panic!("{d:?}")
+    };
+    let n = diag.nomination.as_ref().expect("nominated");
+    assert_eq!(n.node, "n1");
+    assert_eq!(n.victims.iter().map(|v| v.to_string()).collect::<Vec<_>>(), ["holder"]);
+    // A second user of the claim on n2 keeps it in use whatever goes on n1.
+    let mut two = cluster;
+    two.bound
+        .push(bound_pod("other", "n2", vec![claim_volume("v", "solo")]));
+    let snap = two.snapshot();
+    let d = Evaluator::new(&profile, &snap)
+        .schedule(std::slice::from_ref(&urgent), 0, Deadline::none())
+        .unwrap();
+    let Decision::Unschedulable(diag) = &d[0] else {
+        panic!("{d:?}")
+    };
+    assert!(diag.nomination.is_none(), "{:?}", diag.nomination);
+    assert_eq!(
+        diag.message(),
+        "0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode. preemption: 0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode."
     );
 }
 

@@ -15,6 +15,7 @@ use super::convert::{self, shown, FieldError};
 use super::metrics::{DecisionLabels, LatencyLabels, Metrics, RequestLabels};
 use crate::engine::cancel;
 use crate::engine::policy_config::FileFormat;
+use crate::engine::volumes::VolumeChoice;
 use crate::engine::{Deadline, Decision, EvalError, Evaluator, Policy, Profile, Snapshot, SnapshotError};
 use crate::extender::{ExtenderMetrics, ExtenderSet};
 use crate::proto;
@@ -366,7 +367,13 @@ impl PlacementApi {
     /// pool while the Schedule that decided them answers: the caller's next request, usually on
     /// `id`, waits for it in [`PlacementApi::cached`] only if it comes sooner. A build that fails
     /// stores nothing (logged): a request on `id` then finds it missing and the caller re-syncs.
-    fn assume_in_background(&self, id: String, base: Arc<Snapshot>, placed: Vec<crate::engine::model::PodSpec>) {
+    fn assume_in_background(
+        &self,
+        id: String,
+        base: Arc<Snapshot>,
+        placed: Vec<crate::engine::model::PodSpec>,
+        storage: crate::engine::volumes::StorageDelta,
+    ) {
         let (done, wait) = tokio::sync::watch::channel(false);
         {
             let mut assuming = self.inner.assuming.lock();
@@ -398,6 +405,7 @@ impl PlacementApi {
             let _in_span = span.enter();
             let delta = crate::engine::Delta {
                 upsert_pods: placed,
+                storage,
                 ..Default::default()
             };
             match base.apply(delta) {
@@ -678,10 +686,18 @@ impl PlacementApi {
         let uids: Vec<Arc<str>> = pods.iter().map(|p| p.uid.clone()).collect();
         let assumed_snapshot_id = match assume_on {
             Some(base_id) => {
+                let choices: Vec<&(String, VolumeChoice)> = decisions
+                    .iter()
+                    .flat_map(|d| match d {
+                        Decision::Node { volumes, .. } => volumes.as_slice(),
+                        Decision::Unschedulable(_) => &[],
+                    })
+                    .collect();
+                let storage = snapshot.storage().assumed(choices.iter().copied());
                 let placed = placed_pods(pods, &decisions);
-                let id = assumed_id(&base_id, &placed);
+                let id = assumed_id(&base_id, &placed, &choices);
                 tracing::Span::current().record("assumed_snapshot_id", id.as_str());
-                self.assume_in_background(id.clone(), snapshot, placed);
+                self.assume_in_background(id.clone(), snapshot, placed, storage);
                 id
             }
             None => String::new(),
@@ -693,13 +709,19 @@ impl PlacementApi {
             .map(|(uid, d)| {
                 use proto::placement::Outcome;
                 match d {
-                    Decision::Node { node, score, feasible } => {
+                    Decision::Node {
+                        node,
+                        score,
+                        feasible,
+                        volumes,
+                    } => {
                         scheduled += 1;
                         proto::Placement {
                             pod_uid: uid.to_string(),
                             outcome: Some(Outcome::NodeName(node)),
                             score,
                             feasible_nodes: feasible as u32,
+                            claim_bindings: volumes.into_iter().map(claim_binding).collect(),
                         }
                     }
                     Decision::Unschedulable(diag) => {
@@ -724,6 +746,7 @@ impl PlacementApi {
                             })),
                             score: 0,
                             feasible_nodes: 0,
+                            claim_bindings: Vec::new(),
                         }
                     }
                 }
@@ -800,16 +823,41 @@ fn placed_pods(pods: Vec<crate::engine::model::PodSpec>, decisions: &[Decision])
         .collect()
 }
 
-/// The id of the snapshot stored as `base_id` with `placed` bound: the content hash of the base
-/// id and the (uid, node) pairs, so two replicas that made the same decisions on the same
-/// snapshot name the result alike.
-fn assumed_id(base_id: &str, placed: &[crate::engine::model::PodSpec]) -> String {
+/// The id of the snapshot stored as `base_id` with `placed` bound and `choices` (claim key →
+/// volume choice) assumed: the content hash of the base id, the (uid, node) pairs and the
+/// choices, so two replicas that made the same decisions on the same snapshot name the result
+/// alike.
+fn assumed_id(base_id: &str, placed: &[crate::engine::model::PodSpec], choices: &[&(String, VolumeChoice)]) -> String {
     let mut parts: Vec<&[u8]> = vec![b"assume", base_id.as_bytes()];
     for pod in placed {
         parts.push(pod.uid.as_bytes());
         parts.push(pod.node_name.as_deref().unwrap_or_default().as_bytes());
     }
+    for (claim, choice) in choices {
+        parts.push(claim.as_bytes());
+        parts.push(match choice {
+            VolumeChoice::Static(pv) => pv.as_bytes(),
+            VolumeChoice::Provision(node) => node.as_bytes(),
+        });
+        parts.push(match choice {
+            VolumeChoice::Static(_) => b"static",
+            VolumeChoice::Provision(_) => b"provision",
+        });
+    }
     content_id(&parts)
+}
+
+/// A placement's claim binding for one of VolumeBinding's choices.
+fn claim_binding((key, choice): (String, VolumeChoice)) -> proto::ClaimBinding {
+    let (namespace, name) = key.split_once('/').unwrap_or(("", key.as_str()));
+    proto::ClaimBinding {
+        claim_namespace: namespace.to_string(),
+        claim_name: name.to_string(),
+        target: Some(match choice {
+            VolumeChoice::Static(pv) => proto::claim_binding::Target::VolumeName(pv),
+            VolumeChoice::Provision(node) => proto::claim_binding::Target::SelectedNode(node),
+        }),
+    }
 }
 
 #[tonic::async_trait]

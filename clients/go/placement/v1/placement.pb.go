@@ -1116,7 +1116,9 @@ type ScheduleResponse struct {
 	Placements []*Placement `protobuf:"bytes,2,rep,name=placements,proto3" json:"placements,omitempty"`
 	// With ScheduleRequest.assume: the id of the stored snapshot that is the request's snapshot
 	// plus every placed pod on its node (the same content a delta upserting those pods, with
-	// node_name set, would give). Empty otherwise.
+	// node_name set, would give), and each claim binding of the placements assumed: the chosen
+	// volume's claim_ref set to the claim (uid included), a provisioned claim's selected_node
+	// set. Empty otherwise.
 	AssumedSnapshotId string `protobuf:"bytes,3,opt,name=assumed_snapshot_id,json=assumedSnapshotId,proto3" json:"assumed_snapshot_id,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
@@ -1189,6 +1191,10 @@ type Placement struct {
 	Score int64 `protobuf:"varint,4,opt,name=score,proto3" json:"score,omitempty"`
 	// How many nodes were feasible for this pod.
 	FeasibleNodes uint32 `protobuf:"varint,5,opt,name=feasible_nodes,json=feasibleNodes,proto3" json:"feasible_nodes,omitempty"`
+	// When placed: what kube-scheduler's VolumeBinding plugin chose for each of the pod's
+	// unbound WaitForFirstConsumer claims on the node (its Reserve), which the caller writes
+	// before the Binding (its PreBind). Empty when every claim is bound or the pod has none.
+	ClaimBindings []*ClaimBinding `protobuf:"bytes,6,rep,name=claim_bindings,json=claimBindings,proto3" json:"claim_bindings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1269,6 +1275,13 @@ func (x *Placement) GetFeasibleNodes() uint32 {
 	return 0
 }
 
+func (x *Placement) GetClaimBindings() []*ClaimBinding {
+	if x != nil {
+		return x.ClaimBindings
+	}
+	return nil
+}
+
 type isPlacement_Outcome interface {
 	isPlacement_Outcome()
 }
@@ -1286,6 +1299,113 @@ type Placement_Unschedulable struct {
 func (*Placement_NodeName) isPlacement_Outcome() {}
 
 func (*Placement_Unschedulable) isPlacement_Outcome() {}
+
+// ClaimBinding is the choice made for one unbound WaitForFirstConsumer claim of a placed pod.
+type ClaimBinding struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The claim's namespace.
+	ClaimNamespace string `protobuf:"bytes,1,opt,name=claim_namespace,json=claimNamespace,proto3" json:"claim_namespace,omitempty"`
+	// The claim's name.
+	ClaimName string `protobuf:"bytes,2,opt,name=claim_name,json=claimName,proto3" json:"claim_name,omitempty"`
+	// Static binding or dynamic provisioning.
+	//
+	// Types that are valid to be assigned to Target:
+	//
+	//	*ClaimBinding_VolumeName
+	//	*ClaimBinding_SelectedNode
+	Target        isClaimBinding_Target `protobuf_oneof:"target"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimBinding) Reset() {
+	*x = ClaimBinding{}
+	mi := &file_placement_v1_placement_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimBinding) ProtoMessage() {}
+
+func (x *ClaimBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimBinding.ProtoReflect.Descriptor instead.
+func (*ClaimBinding) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ClaimBinding) GetClaimNamespace() string {
+	if x != nil {
+		return x.ClaimNamespace
+	}
+	return ""
+}
+
+func (x *ClaimBinding) GetClaimName() string {
+	if x != nil {
+		return x.ClaimName
+	}
+	return ""
+}
+
+func (x *ClaimBinding) GetTarget() isClaimBinding_Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *ClaimBinding) GetVolumeName() string {
+	if x != nil {
+		if x, ok := x.Target.(*ClaimBinding_VolumeName); ok {
+			return x.VolumeName
+		}
+	}
+	return ""
+}
+
+func (x *ClaimBinding) GetSelectedNode() string {
+	if x != nil {
+		if x, ok := x.Target.(*ClaimBinding_SelectedNode); ok {
+			return x.SelectedNode
+		}
+	}
+	return ""
+}
+
+type isClaimBinding_Target interface {
+	isClaimBinding_Target()
+}
+
+type ClaimBinding_VolumeName struct {
+	// Bind the claim to this existing PersistentVolume (the caller sets the volume's
+	// spec.claimRef; the PV controller completes the binding).
+	VolumeName string `protobuf:"bytes,3,opt,name=volume_name,json=volumeName,proto3,oneof"`
+}
+
+type ClaimBinding_SelectedNode struct {
+	// Provision a volume for the claim on this node, the placement's node (the caller sets the
+	// claim's volume.kubernetes.io/selected-node annotation; the provisioner creates the volume).
+	SelectedNode string `protobuf:"bytes,4,opt,name=selected_node,json=selectedNode,proto3,oneof"`
+}
+
+func (*ClaimBinding_VolumeName) isClaimBinding_Target() {}
+
+func (*ClaimBinding_SelectedNode) isClaimBinding_Target() {}
 
 // Unschedulable explains why a pod fits no node.
 type Unschedulable struct {
@@ -1315,7 +1435,7 @@ type Unschedulable struct {
 
 func (x *Unschedulable) Reset() {
 	*x = Unschedulable{}
-	mi := &file_placement_v1_placement_proto_msgTypes[14]
+	mi := &file_placement_v1_placement_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1447,7 @@ func (x *Unschedulable) String() string {
 func (*Unschedulable) ProtoMessage() {}
 
 func (x *Unschedulable) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[14]
+	mi := &file_placement_v1_placement_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1460,7 @@ func (x *Unschedulable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unschedulable.ProtoReflect.Descriptor instead.
 func (*Unschedulable) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{14}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Unschedulable) GetMessage() string {
@@ -1394,7 +1514,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[15]
+	mi := &file_placement_v1_placement_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1526,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[15]
+	mi := &file_placement_v1_placement_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1539,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{15}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{16}
 }
 
 // ListPoliciesResponse lists the policies of this replica.
@@ -1435,7 +1555,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_placement_v1_placement_proto_msgTypes[16]
+	mi := &file_placement_v1_placement_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1567,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[16]
+	mi := &file_placement_v1_placement_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1580,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{16}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*PolicyInfo {
@@ -1505,7 +1625,7 @@ type PolicyInfo struct {
 
 func (x *PolicyInfo) Reset() {
 	*x = PolicyInfo{}
-	mi := &file_placement_v1_placement_proto_msgTypes[17]
+	mi := &file_placement_v1_placement_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1517,7 +1637,7 @@ func (x *PolicyInfo) String() string {
 func (*PolicyInfo) ProtoMessage() {}
 
 func (x *PolicyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[17]
+	mi := &file_placement_v1_placement_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1530,7 +1650,7 @@ func (x *PolicyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyInfo.ProtoReflect.Descriptor instead.
 func (*PolicyInfo) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{17}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PolicyInfo) GetName() string {
@@ -1611,7 +1731,7 @@ type FilterRule struct {
 
 func (x *FilterRule) Reset() {
 	*x = FilterRule{}
-	mi := &file_placement_v1_placement_proto_msgTypes[18]
+	mi := &file_placement_v1_placement_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1623,7 +1743,7 @@ func (x *FilterRule) String() string {
 func (*FilterRule) ProtoMessage() {}
 
 func (x *FilterRule) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[18]
+	mi := &file_placement_v1_placement_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1636,7 +1756,7 @@ func (x *FilterRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterRule.ProtoReflect.Descriptor instead.
 func (*FilterRule) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{18}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FilterRule) GetName() string {
@@ -1675,7 +1795,7 @@ type ScoreRule struct {
 
 func (x *ScoreRule) Reset() {
 	*x = ScoreRule{}
-	mi := &file_placement_v1_placement_proto_msgTypes[19]
+	mi := &file_placement_v1_placement_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1807,7 @@ func (x *ScoreRule) String() string {
 func (*ScoreRule) ProtoMessage() {}
 
 func (x *ScoreRule) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[19]
+	mi := &file_placement_v1_placement_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +1820,7 @@ func (x *ScoreRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScoreRule.ProtoReflect.Descriptor instead.
 func (*ScoreRule) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{19}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ScoreRule) GetName() string {
@@ -1737,7 +1857,7 @@ type PluginWeight struct {
 
 func (x *PluginWeight) Reset() {
 	*x = PluginWeight{}
-	mi := &file_placement_v1_placement_proto_msgTypes[20]
+	mi := &file_placement_v1_placement_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1749,7 +1869,7 @@ func (x *PluginWeight) String() string {
 func (*PluginWeight) ProtoMessage() {}
 
 func (x *PluginWeight) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[20]
+	mi := &file_placement_v1_placement_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1762,7 +1882,7 @@ func (x *PluginWeight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PluginWeight.ProtoReflect.Descriptor instead.
 func (*PluginWeight) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{20}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PluginWeight) GetPlugin() string {
@@ -1842,7 +1962,7 @@ type Pod struct {
 
 func (x *Pod) Reset() {
 	*x = Pod{}
-	mi := &file_placement_v1_placement_proto_msgTypes[21]
+	mi := &file_placement_v1_placement_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +1974,7 @@ func (x *Pod) String() string {
 func (*Pod) ProtoMessage() {}
 
 func (x *Pod) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[21]
+	mi := &file_placement_v1_placement_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +1987,7 @@ func (x *Pod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pod.ProtoReflect.Descriptor instead.
 func (*Pod) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{21}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Pod) GetUid() string {
@@ -2056,7 +2176,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	mi := &file_placement_v1_placement_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2068,7 +2188,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	mi := &file_placement_v1_placement_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2081,7 +2201,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{22}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Volume) GetName() string {
@@ -2200,7 +2320,7 @@ type PersistentVolumeClaim struct {
 
 func (x *PersistentVolumeClaim) Reset() {
 	*x = PersistentVolumeClaim{}
-	mi := &file_placement_v1_placement_proto_msgTypes[23]
+	mi := &file_placement_v1_placement_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2212,7 +2332,7 @@ func (x *PersistentVolumeClaim) String() string {
 func (*PersistentVolumeClaim) ProtoMessage() {}
 
 func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[23]
+	mi := &file_placement_v1_placement_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2225,7 +2345,7 @@ func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeClaim.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaim) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{23}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PersistentVolumeClaim) GetNamespace() string {
@@ -2372,7 +2492,7 @@ type PersistentVolume struct {
 
 func (x *PersistentVolume) Reset() {
 	*x = PersistentVolume{}
-	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	mi := &file_placement_v1_placement_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2384,7 +2504,7 @@ func (x *PersistentVolume) String() string {
 func (*PersistentVolume) ProtoMessage() {}
 
 func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	mi := &file_placement_v1_placement_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2397,7 +2517,7 @@ func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolume.ProtoReflect.Descriptor instead.
 func (*PersistentVolume) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{24}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PersistentVolume) GetName() string {
@@ -2506,7 +2626,7 @@ type VolumeClaimRef struct {
 
 func (x *VolumeClaimRef) Reset() {
 	*x = VolumeClaimRef{}
-	mi := &file_placement_v1_placement_proto_msgTypes[25]
+	mi := &file_placement_v1_placement_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2518,7 +2638,7 @@ func (x *VolumeClaimRef) String() string {
 func (*VolumeClaimRef) ProtoMessage() {}
 
 func (x *VolumeClaimRef) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[25]
+	mi := &file_placement_v1_placement_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2531,7 +2651,7 @@ func (x *VolumeClaimRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeClaimRef.ProtoReflect.Descriptor instead.
 func (*VolumeClaimRef) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{25}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *VolumeClaimRef) GetNamespace() string {
@@ -2575,7 +2695,7 @@ type StorageClass struct {
 
 func (x *StorageClass) Reset() {
 	*x = StorageClass{}
-	mi := &file_placement_v1_placement_proto_msgTypes[26]
+	mi := &file_placement_v1_placement_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2587,7 +2707,7 @@ func (x *StorageClass) String() string {
 func (*StorageClass) ProtoMessage() {}
 
 func (x *StorageClass) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[26]
+	mi := &file_placement_v1_placement_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2600,7 +2720,7 @@ func (x *StorageClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
 func (*StorageClass) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{26}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StorageClass) GetName() string {
@@ -2643,7 +2763,7 @@ type TopologySelectorTerm struct {
 
 func (x *TopologySelectorTerm) Reset() {
 	*x = TopologySelectorTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[27]
+	mi := &file_placement_v1_placement_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2655,7 +2775,7 @@ func (x *TopologySelectorTerm) String() string {
 func (*TopologySelectorTerm) ProtoMessage() {}
 
 func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[27]
+	mi := &file_placement_v1_placement_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2668,7 +2788,7 @@ func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySelectorTerm.ProtoReflect.Descriptor instead.
 func (*TopologySelectorTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{27}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TopologySelectorTerm) GetMatchLabelExpressions() []*TopologySelectorRequirement {
@@ -2691,7 +2811,7 @@ type TopologySelectorRequirement struct {
 
 func (x *TopologySelectorRequirement) Reset() {
 	*x = TopologySelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[28]
+	mi := &file_placement_v1_placement_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2703,7 +2823,7 @@ func (x *TopologySelectorRequirement) String() string {
 func (*TopologySelectorRequirement) ProtoMessage() {}
 
 func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[28]
+	mi := &file_placement_v1_placement_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2716,7 +2836,7 @@ func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySelectorRequirement.ProtoReflect.Descriptor instead.
 func (*TopologySelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{28}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TopologySelectorRequirement) GetKey() string {
@@ -2746,7 +2866,7 @@ type CsiNode struct {
 
 func (x *CsiNode) Reset() {
 	*x = CsiNode{}
-	mi := &file_placement_v1_placement_proto_msgTypes[29]
+	mi := &file_placement_v1_placement_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2758,7 +2878,7 @@ func (x *CsiNode) String() string {
 func (*CsiNode) ProtoMessage() {}
 
 func (x *CsiNode) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[29]
+	mi := &file_placement_v1_placement_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2771,7 +2891,7 @@ func (x *CsiNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiNode.ProtoReflect.Descriptor instead.
 func (*CsiNode) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{29}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CsiNode) GetName() string {
@@ -2802,7 +2922,7 @@ type CsiNodeDriver struct {
 
 func (x *CsiNodeDriver) Reset() {
 	*x = CsiNodeDriver{}
-	mi := &file_placement_v1_placement_proto_msgTypes[30]
+	mi := &file_placement_v1_placement_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2814,7 +2934,7 @@ func (x *CsiNodeDriver) String() string {
 func (*CsiNodeDriver) ProtoMessage() {}
 
 func (x *CsiNodeDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[30]
+	mi := &file_placement_v1_placement_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2827,7 +2947,7 @@ func (x *CsiNodeDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiNodeDriver.ProtoReflect.Descriptor instead.
 func (*CsiNodeDriver) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{30}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CsiNodeDriver) GetName() string {
@@ -2858,7 +2978,7 @@ type PodAffinity struct {
 
 func (x *PodAffinity) Reset() {
 	*x = PodAffinity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[31]
+	mi := &file_placement_v1_placement_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2870,7 +2990,7 @@ func (x *PodAffinity) String() string {
 func (*PodAffinity) ProtoMessage() {}
 
 func (x *PodAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[31]
+	mi := &file_placement_v1_placement_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2883,7 +3003,7 @@ func (x *PodAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodAffinity.ProtoReflect.Descriptor instead.
 func (*PodAffinity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{31}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PodAffinity) GetRequired() []*PodAffinityTerm {
@@ -2918,7 +3038,7 @@ type PodAffinityTerm struct {
 
 func (x *PodAffinityTerm) Reset() {
 	*x = PodAffinityTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	mi := &file_placement_v1_placement_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2930,7 +3050,7 @@ func (x *PodAffinityTerm) String() string {
 func (*PodAffinityTerm) ProtoMessage() {}
 
 func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	mi := &file_placement_v1_placement_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2943,7 +3063,7 @@ func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodAffinityTerm.ProtoReflect.Descriptor instead.
 func (*PodAffinityTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{32}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PodAffinityTerm) GetLabelSelector() *LabelSelector {
@@ -2987,7 +3107,7 @@ type WeightedPodAffinityTerm struct {
 
 func (x *WeightedPodAffinityTerm) Reset() {
 	*x = WeightedPodAffinityTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	mi := &file_placement_v1_placement_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2999,7 +3119,7 @@ func (x *WeightedPodAffinityTerm) String() string {
 func (*WeightedPodAffinityTerm) ProtoMessage() {}
 
 func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	mi := &file_placement_v1_placement_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3012,7 +3132,7 @@ func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedPodAffinityTerm.ProtoReflect.Descriptor instead.
 func (*WeightedPodAffinityTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{33}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WeightedPodAffinityTerm) GetWeight() int32 {
@@ -3045,7 +3165,7 @@ type Gang struct {
 
 func (x *Gang) Reset() {
 	*x = Gang{}
-	mi := &file_placement_v1_placement_proto_msgTypes[34]
+	mi := &file_placement_v1_placement_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3057,7 +3177,7 @@ func (x *Gang) String() string {
 func (*Gang) ProtoMessage() {}
 
 func (x *Gang) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[34]
+	mi := &file_placement_v1_placement_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3070,7 +3190,7 @@ func (x *Gang) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gang.ProtoReflect.Descriptor instead.
 func (*Gang) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{34}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Gang) GetName() string {
@@ -3111,7 +3231,7 @@ type PodDisruptionBudget struct {
 
 func (x *PodDisruptionBudget) Reset() {
 	*x = PodDisruptionBudget{}
-	mi := &file_placement_v1_placement_proto_msgTypes[35]
+	mi := &file_placement_v1_placement_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3123,7 +3243,7 @@ func (x *PodDisruptionBudget) String() string {
 func (*PodDisruptionBudget) ProtoMessage() {}
 
 func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[35]
+	mi := &file_placement_v1_placement_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3136,7 +3256,7 @@ func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodDisruptionBudget.ProtoReflect.Descriptor instead.
 func (*PodDisruptionBudget) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{35}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PodDisruptionBudget) GetNamespace() string {
@@ -3187,7 +3307,7 @@ type LabelSelector struct {
 
 func (x *LabelSelector) Reset() {
 	*x = LabelSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[36]
+	mi := &file_placement_v1_placement_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3199,7 +3319,7 @@ func (x *LabelSelector) String() string {
 func (*LabelSelector) ProtoMessage() {}
 
 func (x *LabelSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[36]
+	mi := &file_placement_v1_placement_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3212,7 +3332,7 @@ func (x *LabelSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelector.ProtoReflect.Descriptor instead.
 func (*LabelSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{36}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *LabelSelector) GetMatchLabels() map[string]string {
@@ -3244,7 +3364,7 @@ type LabelSelectorRequirement struct {
 
 func (x *LabelSelectorRequirement) Reset() {
 	*x = LabelSelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[37]
+	mi := &file_placement_v1_placement_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3256,7 +3376,7 @@ func (x *LabelSelectorRequirement) String() string {
 func (*LabelSelectorRequirement) ProtoMessage() {}
 
 func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[37]
+	mi := &file_placement_v1_placement_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3269,7 +3389,7 @@ func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*LabelSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{37}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *LabelSelectorRequirement) GetKey() string {
@@ -3318,7 +3438,7 @@ type TopologySpreadConstraint struct {
 
 func (x *TopologySpreadConstraint) Reset() {
 	*x = TopologySpreadConstraint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[38]
+	mi := &file_placement_v1_placement_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3330,7 +3450,7 @@ func (x *TopologySpreadConstraint) String() string {
 func (*TopologySpreadConstraint) ProtoMessage() {}
 
 func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[38]
+	mi := &file_placement_v1_placement_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3343,7 +3463,7 @@ func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySpreadConstraint.ProtoReflect.Descriptor instead.
 func (*TopologySpreadConstraint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{38}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TopologySpreadConstraint) GetMaxSkew() int32 {
@@ -3421,7 +3541,7 @@ type Container struct {
 
 func (x *Container) Reset() {
 	*x = Container{}
-	mi := &file_placement_v1_placement_proto_msgTypes[39]
+	mi := &file_placement_v1_placement_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3433,7 +3553,7 @@ func (x *Container) String() string {
 func (*Container) ProtoMessage() {}
 
 func (x *Container) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[39]
+	mi := &file_placement_v1_placement_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3446,7 +3566,7 @@ func (x *Container) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Container.ProtoReflect.Descriptor instead.
 func (*Container) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{39}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Container) GetName() string {
@@ -3501,7 +3621,7 @@ type ContainerPort struct {
 
 func (x *ContainerPort) Reset() {
 	*x = ContainerPort{}
-	mi := &file_placement_v1_placement_proto_msgTypes[40]
+	mi := &file_placement_v1_placement_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3513,7 +3633,7 @@ func (x *ContainerPort) String() string {
 func (*ContainerPort) ProtoMessage() {}
 
 func (x *ContainerPort) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[40]
+	mi := &file_placement_v1_placement_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3526,7 +3646,7 @@ func (x *ContainerPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerPort.ProtoReflect.Descriptor instead.
 func (*ContainerPort) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{40}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ContainerPort) GetContainerPort() int32 {
@@ -3570,7 +3690,7 @@ type NodeAffinity struct {
 
 func (x *NodeAffinity) Reset() {
 	*x = NodeAffinity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[41]
+	mi := &file_placement_v1_placement_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3582,7 +3702,7 @@ func (x *NodeAffinity) String() string {
 func (*NodeAffinity) ProtoMessage() {}
 
 func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[41]
+	mi := &file_placement_v1_placement_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3595,7 +3715,7 @@ func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAffinity.ProtoReflect.Descriptor instead.
 func (*NodeAffinity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{41}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *NodeAffinity) GetRequired() *NodeSelector {
@@ -3623,7 +3743,7 @@ type NodeSelector struct {
 
 func (x *NodeSelector) Reset() {
 	*x = NodeSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[42]
+	mi := &file_placement_v1_placement_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3635,7 +3755,7 @@ func (x *NodeSelector) String() string {
 func (*NodeSelector) ProtoMessage() {}
 
 func (x *NodeSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[42]
+	mi := &file_placement_v1_placement_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3648,7 +3768,7 @@ func (x *NodeSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelector.ProtoReflect.Descriptor instead.
 func (*NodeSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{42}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *NodeSelector) GetTerms() []*NodeSelectorTerm {
@@ -3671,7 +3791,7 @@ type NodeSelectorTerm struct {
 
 func (x *NodeSelectorTerm) Reset() {
 	*x = NodeSelectorTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[43]
+	mi := &file_placement_v1_placement_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3683,7 +3803,7 @@ func (x *NodeSelectorTerm) String() string {
 func (*NodeSelectorTerm) ProtoMessage() {}
 
 func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[43]
+	mi := &file_placement_v1_placement_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3696,7 +3816,7 @@ func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorTerm.ProtoReflect.Descriptor instead.
 func (*NodeSelectorTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{43}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *NodeSelectorTerm) GetMatchExpressions() []*NodeSelectorRequirement {
@@ -3728,7 +3848,7 @@ type NodeSelectorRequirement struct {
 
 func (x *NodeSelectorRequirement) Reset() {
 	*x = NodeSelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[44]
+	mi := &file_placement_v1_placement_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3740,7 +3860,7 @@ func (x *NodeSelectorRequirement) String() string {
 func (*NodeSelectorRequirement) ProtoMessage() {}
 
 func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[44]
+	mi := &file_placement_v1_placement_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3753,7 +3873,7 @@ func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*NodeSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{44}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NodeSelectorRequirement) GetKey() string {
@@ -3790,7 +3910,7 @@ type PreferredSchedulingTerm struct {
 
 func (x *PreferredSchedulingTerm) Reset() {
 	*x = PreferredSchedulingTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[45]
+	mi := &file_placement_v1_placement_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3802,7 +3922,7 @@ func (x *PreferredSchedulingTerm) String() string {
 func (*PreferredSchedulingTerm) ProtoMessage() {}
 
 func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[45]
+	mi := &file_placement_v1_placement_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3815,7 +3935,7 @@ func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreferredSchedulingTerm.ProtoReflect.Descriptor instead.
 func (*PreferredSchedulingTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{45}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PreferredSchedulingTerm) GetWeight() int32 {
@@ -3851,7 +3971,7 @@ type Toleration struct {
 
 func (x *Toleration) Reset() {
 	*x = Toleration{}
-	mi := &file_placement_v1_placement_proto_msgTypes[46]
+	mi := &file_placement_v1_placement_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3863,7 +3983,7 @@ func (x *Toleration) String() string {
 func (*Toleration) ProtoMessage() {}
 
 func (x *Toleration) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[46]
+	mi := &file_placement_v1_placement_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3876,7 +3996,7 @@ func (x *Toleration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Toleration.ProtoReflect.Descriptor instead.
 func (*Toleration) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{46}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Toleration) GetKey() string {
@@ -3935,7 +4055,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_placement_v1_placement_proto_msgTypes[47]
+	mi := &file_placement_v1_placement_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3947,7 +4067,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[47]
+	mi := &file_placement_v1_placement_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3960,7 +4080,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{47}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Node) GetName() string {
@@ -4020,7 +4140,7 @@ type Taint struct {
 
 func (x *Taint) Reset() {
 	*x = Taint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[48]
+	mi := &file_placement_v1_placement_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4032,7 +4152,7 @@ func (x *Taint) String() string {
 func (*Taint) ProtoMessage() {}
 
 func (x *Taint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[48]
+	mi := &file_placement_v1_placement_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4045,7 +4165,7 @@ func (x *Taint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Taint.ProtoReflect.Descriptor instead.
 func (*Taint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{48}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Taint) GetKey() string {
@@ -4082,7 +4202,7 @@ type ContainerImage struct {
 
 func (x *ContainerImage) Reset() {
 	*x = ContainerImage{}
-	mi := &file_placement_v1_placement_proto_msgTypes[49]
+	mi := &file_placement_v1_placement_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4094,7 +4214,7 @@ func (x *ContainerImage) String() string {
 func (*ContainerImage) ProtoMessage() {}
 
 func (x *ContainerImage) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[49]
+	mi := &file_placement_v1_placement_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4107,7 +4227,7 @@ func (x *ContainerImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerImage.ProtoReflect.Descriptor instead.
 func (*ContainerImage) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{49}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ContainerImage) GetNames() []string {
@@ -4226,14 +4346,23 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\n" +
 	"placements\x18\x02 \x03(\v2\x17.placement.v1.PlacementR\n" +
 	"placements\x12.\n" +
-	"\x13assumed_snapshot_id\x18\x03 \x01(\tR\x11assumedSnapshotId\"\xd0\x01\n" +
+	"\x13assumed_snapshot_id\x18\x03 \x01(\tR\x11assumedSnapshotId\"\x93\x02\n" +
 	"\tPlacement\x12\x17\n" +
 	"\apod_uid\x18\x01 \x01(\tR\x06podUid\x12\x1d\n" +
 	"\tnode_name\x18\x02 \x01(\tH\x00R\bnodeName\x12C\n" +
 	"\runschedulable\x18\x03 \x01(\v2\x1b.placement.v1.UnschedulableH\x00R\runschedulable\x12\x14\n" +
 	"\x05score\x18\x04 \x01(\x03R\x05score\x12%\n" +
-	"\x0efeasible_nodes\x18\x05 \x01(\rR\rfeasibleNodesB\t\n" +
-	"\aoutcome\"\xa4\x02\n" +
+	"\x0efeasible_nodes\x18\x05 \x01(\rR\rfeasibleNodes\x12A\n" +
+	"\x0eclaim_bindings\x18\x06 \x03(\v2\x1a.placement.v1.ClaimBindingR\rclaimBindingsB\t\n" +
+	"\aoutcome\"\xaa\x01\n" +
+	"\fClaimBinding\x12'\n" +
+	"\x0fclaim_namespace\x18\x01 \x01(\tR\x0eclaimNamespace\x12\x1d\n" +
+	"\n" +
+	"claim_name\x18\x02 \x01(\tR\tclaimName\x12!\n" +
+	"\vvolume_name\x18\x03 \x01(\tH\x00R\n" +
+	"volumeName\x12%\n" +
+	"\rselected_node\x18\x04 \x01(\tH\x00R\fselectedNodeB\b\n" +
+	"\x06target\"\xa4\x02\n" +
 	"\rUnschedulable\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12B\n" +
 	"\areasons\x18\x02 \x03(\v2(.placement.v1.Unschedulable.ReasonsEntryR\areasons\x12.\n" +
@@ -4511,7 +4640,7 @@ func file_placement_v1_placement_proto_rawDescGZIP() []byte {
 	return file_placement_v1_placement_proto_rawDescData
 }
 
-var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_placement_v1_placement_proto_goTypes = []any{
 	(*SyncSnapshotRequest)(nil),         // 0: placement.v1.SyncSnapshotRequest
 	(*SyncSnapshotResponse)(nil),        // 1: placement.v1.SyncSnapshotResponse
@@ -4527,144 +4656,146 @@ var file_placement_v1_placement_proto_goTypes = []any{
 	(*ScheduleRequest)(nil),             // 11: placement.v1.ScheduleRequest
 	(*ScheduleResponse)(nil),            // 12: placement.v1.ScheduleResponse
 	(*Placement)(nil),                   // 13: placement.v1.Placement
-	(*Unschedulable)(nil),               // 14: placement.v1.Unschedulable
-	(*ListPoliciesRequest)(nil),         // 15: placement.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),        // 16: placement.v1.ListPoliciesResponse
-	(*PolicyInfo)(nil),                  // 17: placement.v1.PolicyInfo
-	(*FilterRule)(nil),                  // 18: placement.v1.FilterRule
-	(*ScoreRule)(nil),                   // 19: placement.v1.ScoreRule
-	(*PluginWeight)(nil),                // 20: placement.v1.PluginWeight
-	(*Pod)(nil),                         // 21: placement.v1.Pod
-	(*Volume)(nil),                      // 22: placement.v1.Volume
-	(*PersistentVolumeClaim)(nil),       // 23: placement.v1.PersistentVolumeClaim
-	(*PersistentVolume)(nil),            // 24: placement.v1.PersistentVolume
-	(*VolumeClaimRef)(nil),              // 25: placement.v1.VolumeClaimRef
-	(*StorageClass)(nil),                // 26: placement.v1.StorageClass
-	(*TopologySelectorTerm)(nil),        // 27: placement.v1.TopologySelectorTerm
-	(*TopologySelectorRequirement)(nil), // 28: placement.v1.TopologySelectorRequirement
-	(*CsiNode)(nil),                     // 29: placement.v1.CsiNode
-	(*CsiNodeDriver)(nil),               // 30: placement.v1.CsiNodeDriver
-	(*PodAffinity)(nil),                 // 31: placement.v1.PodAffinity
-	(*PodAffinityTerm)(nil),             // 32: placement.v1.PodAffinityTerm
-	(*WeightedPodAffinityTerm)(nil),     // 33: placement.v1.WeightedPodAffinityTerm
-	(*Gang)(nil),                        // 34: placement.v1.Gang
-	(*PodDisruptionBudget)(nil),         // 35: placement.v1.PodDisruptionBudget
-	(*LabelSelector)(nil),               // 36: placement.v1.LabelSelector
-	(*LabelSelectorRequirement)(nil),    // 37: placement.v1.LabelSelectorRequirement
-	(*TopologySpreadConstraint)(nil),    // 38: placement.v1.TopologySpreadConstraint
-	(*Container)(nil),                   // 39: placement.v1.Container
-	(*ContainerPort)(nil),               // 40: placement.v1.ContainerPort
-	(*NodeAffinity)(nil),                // 41: placement.v1.NodeAffinity
-	(*NodeSelector)(nil),                // 42: placement.v1.NodeSelector
-	(*NodeSelectorTerm)(nil),            // 43: placement.v1.NodeSelectorTerm
-	(*NodeSelectorRequirement)(nil),     // 44: placement.v1.NodeSelectorRequirement
-	(*PreferredSchedulingTerm)(nil),     // 45: placement.v1.PreferredSchedulingTerm
-	(*Toleration)(nil),                  // 46: placement.v1.Toleration
-	(*Node)(nil),                        // 47: placement.v1.Node
-	(*Taint)(nil),                       // 48: placement.v1.Taint
-	(*ContainerImage)(nil),              // 49: placement.v1.ContainerImage
-	nil,                                 // 50: placement.v1.Namespace.LabelsEntry
-	nil,                                 // 51: placement.v1.Unschedulable.ReasonsEntry
-	nil,                                 // 52: placement.v1.Pod.LabelsEntry
-	nil,                                 // 53: placement.v1.Pod.OverheadEntry
-	nil,                                 // 54: placement.v1.Pod.NodeSelectorEntry
-	nil,                                 // 55: placement.v1.Pod.AnnotationsEntry
-	nil,                                 // 56: placement.v1.PersistentVolume.LabelsEntry
-	nil,                                 // 57: placement.v1.LabelSelector.MatchLabelsEntry
-	nil,                                 // 58: placement.v1.Container.RequestsEntry
-	nil,                                 // 59: placement.v1.Node.LabelsEntry
-	nil,                                 // 60: placement.v1.Node.AllocatableEntry
+	(*ClaimBinding)(nil),                // 14: placement.v1.ClaimBinding
+	(*Unschedulable)(nil),               // 15: placement.v1.Unschedulable
+	(*ListPoliciesRequest)(nil),         // 16: placement.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),        // 17: placement.v1.ListPoliciesResponse
+	(*PolicyInfo)(nil),                  // 18: placement.v1.PolicyInfo
+	(*FilterRule)(nil),                  // 19: placement.v1.FilterRule
+	(*ScoreRule)(nil),                   // 20: placement.v1.ScoreRule
+	(*PluginWeight)(nil),                // 21: placement.v1.PluginWeight
+	(*Pod)(nil),                         // 22: placement.v1.Pod
+	(*Volume)(nil),                      // 23: placement.v1.Volume
+	(*PersistentVolumeClaim)(nil),       // 24: placement.v1.PersistentVolumeClaim
+	(*PersistentVolume)(nil),            // 25: placement.v1.PersistentVolume
+	(*VolumeClaimRef)(nil),              // 26: placement.v1.VolumeClaimRef
+	(*StorageClass)(nil),                // 27: placement.v1.StorageClass
+	(*TopologySelectorTerm)(nil),        // 28: placement.v1.TopologySelectorTerm
+	(*TopologySelectorRequirement)(nil), // 29: placement.v1.TopologySelectorRequirement
+	(*CsiNode)(nil),                     // 30: placement.v1.CsiNode
+	(*CsiNodeDriver)(nil),               // 31: placement.v1.CsiNodeDriver
+	(*PodAffinity)(nil),                 // 32: placement.v1.PodAffinity
+	(*PodAffinityTerm)(nil),             // 33: placement.v1.PodAffinityTerm
+	(*WeightedPodAffinityTerm)(nil),     // 34: placement.v1.WeightedPodAffinityTerm
+	(*Gang)(nil),                        // 35: placement.v1.Gang
+	(*PodDisruptionBudget)(nil),         // 36: placement.v1.PodDisruptionBudget
+	(*LabelSelector)(nil),               // 37: placement.v1.LabelSelector
+	(*LabelSelectorRequirement)(nil),    // 38: placement.v1.LabelSelectorRequirement
+	(*TopologySpreadConstraint)(nil),    // 39: placement.v1.TopologySpreadConstraint
+	(*Container)(nil),                   // 40: placement.v1.Container
+	(*ContainerPort)(nil),               // 41: placement.v1.ContainerPort
+	(*NodeAffinity)(nil),                // 42: placement.v1.NodeAffinity
+	(*NodeSelector)(nil),                // 43: placement.v1.NodeSelector
+	(*NodeSelectorTerm)(nil),            // 44: placement.v1.NodeSelectorTerm
+	(*NodeSelectorRequirement)(nil),     // 45: placement.v1.NodeSelectorRequirement
+	(*PreferredSchedulingTerm)(nil),     // 46: placement.v1.PreferredSchedulingTerm
+	(*Toleration)(nil),                  // 47: placement.v1.Toleration
+	(*Node)(nil),                        // 48: placement.v1.Node
+	(*Taint)(nil),                       // 49: placement.v1.Taint
+	(*ContainerImage)(nil),              // 50: placement.v1.ContainerImage
+	nil,                                 // 51: placement.v1.Namespace.LabelsEntry
+	nil,                                 // 52: placement.v1.Unschedulable.ReasonsEntry
+	nil,                                 // 53: placement.v1.Pod.LabelsEntry
+	nil,                                 // 54: placement.v1.Pod.OverheadEntry
+	nil,                                 // 55: placement.v1.Pod.NodeSelectorEntry
+	nil,                                 // 56: placement.v1.Pod.AnnotationsEntry
+	nil,                                 // 57: placement.v1.PersistentVolume.LabelsEntry
+	nil,                                 // 58: placement.v1.LabelSelector.MatchLabelsEntry
+	nil,                                 // 59: placement.v1.Container.RequestsEntry
+	nil,                                 // 60: placement.v1.Node.LabelsEntry
+	nil,                                 // 61: placement.v1.Node.AllocatableEntry
 }
 var file_placement_v1_placement_proto_depIdxs = []int32{
 	2,  // 0: placement.v1.SyncSnapshotRequest.full:type_name -> placement.v1.Snapshot
 	4,  // 1: placement.v1.SyncSnapshotRequest.delta:type_name -> placement.v1.SnapshotDelta
-	47, // 2: placement.v1.Snapshot.nodes:type_name -> placement.v1.Node
-	21, // 3: placement.v1.Snapshot.pods:type_name -> placement.v1.Pod
+	48, // 2: placement.v1.Snapshot.nodes:type_name -> placement.v1.Node
+	22, // 3: placement.v1.Snapshot.pods:type_name -> placement.v1.Pod
 	3,  // 4: placement.v1.Snapshot.namespaces:type_name -> placement.v1.Namespace
-	35, // 5: placement.v1.Snapshot.pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
-	23, // 6: placement.v1.Snapshot.persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
-	24, // 7: placement.v1.Snapshot.persistent_volumes:type_name -> placement.v1.PersistentVolume
-	26, // 8: placement.v1.Snapshot.storage_classes:type_name -> placement.v1.StorageClass
-	29, // 9: placement.v1.Snapshot.csi_nodes:type_name -> placement.v1.CsiNode
-	50, // 10: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
-	47, // 11: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
-	21, // 12: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
+	36, // 5: placement.v1.Snapshot.pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	24, // 6: placement.v1.Snapshot.persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
+	25, // 7: placement.v1.Snapshot.persistent_volumes:type_name -> placement.v1.PersistentVolume
+	27, // 8: placement.v1.Snapshot.storage_classes:type_name -> placement.v1.StorageClass
+	30, // 9: placement.v1.Snapshot.csi_nodes:type_name -> placement.v1.CsiNode
+	51, // 10: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
+	48, // 11: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
+	22, // 12: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
 	3,  // 13: placement.v1.SnapshotDelta.upsert_namespaces:type_name -> placement.v1.Namespace
-	35, // 14: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
-	23, // 15: placement.v1.SnapshotDelta.upsert_persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
-	24, // 16: placement.v1.SnapshotDelta.upsert_persistent_volumes:type_name -> placement.v1.PersistentVolume
-	26, // 17: placement.v1.SnapshotDelta.upsert_storage_classes:type_name -> placement.v1.StorageClass
-	29, // 18: placement.v1.SnapshotDelta.upsert_csi_nodes:type_name -> placement.v1.CsiNode
+	36, // 14: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	24, // 15: placement.v1.SnapshotDelta.upsert_persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
+	25, // 16: placement.v1.SnapshotDelta.upsert_persistent_volumes:type_name -> placement.v1.PersistentVolume
+	27, // 17: placement.v1.SnapshotDelta.upsert_storage_classes:type_name -> placement.v1.StorageClass
+	30, // 18: placement.v1.SnapshotDelta.upsert_csi_nodes:type_name -> placement.v1.CsiNode
 	2,  // 19: placement.v1.SnapshotRef.inline:type_name -> placement.v1.Snapshot
 	5,  // 20: placement.v1.RankRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	21, // 21: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
+	22, // 21: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
 	8,  // 22: placement.v1.RankResponse.feasible:type_name -> placement.v1.NodeScore
 	10, // 23: placement.v1.RankResponse.infeasible:type_name -> placement.v1.InfeasibleNode
 	9,  // 24: placement.v1.NodeScore.plugin_scores:type_name -> placement.v1.PluginScore
 	5,  // 25: placement.v1.ScheduleRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	21, // 26: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
+	22, // 26: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
 	13, // 27: placement.v1.ScheduleResponse.placements:type_name -> placement.v1.Placement
-	14, // 28: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
-	51, // 29: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
-	17, // 30: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
-	20, // 31: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
-	18, // 32: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
-	19, // 33: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
-	52, // 34: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
-	39, // 35: placement.v1.Pod.containers:type_name -> placement.v1.Container
-	39, // 36: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
-	53, // 37: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
-	54, // 38: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
-	41, // 39: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
-	46, // 40: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
-	31, // 41: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
-	31, // 42: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
-	38, // 43: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
-	36, // 44: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
-	34, // 45: placement.v1.Pod.gang:type_name -> placement.v1.Gang
-	55, // 46: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
-	22, // 47: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
-	36, // 48: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
-	56, // 49: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
-	42, // 50: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
-	25, // 51: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
-	27, // 52: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
-	28, // 53: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
-	30, // 54: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
-	32, // 55: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
-	33, // 56: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
-	36, // 57: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
-	36, // 58: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
-	32, // 59: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
-	36, // 60: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
-	57, // 61: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
-	37, // 62: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
-	36, // 63: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
-	58, // 64: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
-	40, // 65: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
-	42, // 66: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
-	45, // 67: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
-	43, // 68: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
-	44, // 69: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
-	44, // 70: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
-	43, // 71: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
-	59, // 72: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
-	48, // 73: placement.v1.Node.taints:type_name -> placement.v1.Taint
-	60, // 74: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
-	49, // 75: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
-	0,  // 76: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
-	6,  // 77: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
-	11, // 78: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
-	15, // 79: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
-	1,  // 80: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
-	7,  // 81: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
-	12, // 82: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
-	16, // 83: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
-	80, // [80:84] is the sub-list for method output_type
-	76, // [76:80] is the sub-list for method input_type
-	76, // [76:76] is the sub-list for extension type_name
-	76, // [76:76] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	15, // 28: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
+	14, // 29: placement.v1.Placement.claim_bindings:type_name -> placement.v1.ClaimBinding
+	52, // 30: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
+	18, // 31: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
+	21, // 32: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
+	19, // 33: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
+	20, // 34: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
+	53, // 35: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
+	40, // 36: placement.v1.Pod.containers:type_name -> placement.v1.Container
+	40, // 37: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
+	54, // 38: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
+	55, // 39: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
+	42, // 40: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
+	47, // 41: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
+	32, // 42: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
+	32, // 43: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
+	39, // 44: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
+	37, // 45: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
+	35, // 46: placement.v1.Pod.gang:type_name -> placement.v1.Gang
+	56, // 47: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
+	23, // 48: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
+	37, // 49: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
+	57, // 50: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
+	43, // 51: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
+	26, // 52: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
+	28, // 53: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
+	29, // 54: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
+	31, // 55: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
+	33, // 56: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
+	34, // 57: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
+	37, // 58: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
+	37, // 59: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
+	33, // 60: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
+	37, // 61: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
+	58, // 62: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
+	38, // 63: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
+	37, // 64: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
+	59, // 65: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
+	41, // 66: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
+	43, // 67: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
+	46, // 68: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
+	44, // 69: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
+	45, // 70: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
+	45, // 71: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
+	44, // 72: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
+	60, // 73: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
+	49, // 74: placement.v1.Node.taints:type_name -> placement.v1.Taint
+	61, // 75: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
+	50, // 76: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
+	0,  // 77: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
+	6,  // 78: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
+	11, // 79: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
+	16, // 80: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
+	1,  // 81: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
+	7,  // 82: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
+	12, // 83: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
+	17, // 84: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
+	81, // [81:85] is the sub-list for method output_type
+	77, // [77:81] is the sub-list for method input_type
+	77, // [77:77] is the sub-list for extension type_name
+	77, // [77:77] is the sub-list for extension extendee
+	0,  // [0:77] is the sub-list for field type_name
 }
 
 func init() { file_placement_v1_placement_proto_init() }
@@ -4685,16 +4816,20 @@ func file_placement_v1_placement_proto_init() {
 		(*Placement_NodeName)(nil),
 		(*Placement_Unschedulable)(nil),
 	}
-	file_placement_v1_placement_proto_msgTypes[30].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[38].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[46].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[14].OneofWrappers = []any{
+		(*ClaimBinding_VolumeName)(nil),
+		(*ClaimBinding_SelectedNode)(nil),
+	}
+	file_placement_v1_placement_proto_msgTypes[31].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[39].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[47].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_placement_v1_placement_proto_rawDesc), len(file_placement_v1_placement_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   61,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

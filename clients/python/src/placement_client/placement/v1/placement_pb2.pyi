@@ -196,18 +196,32 @@ class ScheduleResponse(_message.Message):
     def __init__(self, policy: _Optional[str] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., assumed_snapshot_id: _Optional[str] = ...) -> None: ...
 
 class Placement(_message.Message):
-    __slots__ = ("pod_uid", "node_name", "unschedulable", "score", "feasible_nodes")
+    __slots__ = ("pod_uid", "node_name", "unschedulable", "score", "feasible_nodes", "claim_bindings")
     POD_UID_FIELD_NUMBER: _ClassVar[int]
     NODE_NAME_FIELD_NUMBER: _ClassVar[int]
     UNSCHEDULABLE_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     FEASIBLE_NODES_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_BINDINGS_FIELD_NUMBER: _ClassVar[int]
     pod_uid: str
     node_name: str
     unschedulable: Unschedulable
     score: int
     feasible_nodes: int
-    def __init__(self, pod_uid: _Optional[str] = ..., node_name: _Optional[str] = ..., unschedulable: _Optional[_Union[Unschedulable, _Mapping]] = ..., score: _Optional[int] = ..., feasible_nodes: _Optional[int] = ...) -> None: ...
+    claim_bindings: _containers.RepeatedCompositeFieldContainer[ClaimBinding]
+    def __init__(self, pod_uid: _Optional[str] = ..., node_name: _Optional[str] = ..., unschedulable: _Optional[_Union[Unschedulable, _Mapping]] = ..., score: _Optional[int] = ..., feasible_nodes: _Optional[int] = ..., claim_bindings: _Optional[_Iterable[_Union[ClaimBinding, _Mapping]]] = ...) -> None: ...
+
+class ClaimBinding(_message.Message):
+    __slots__ = ("claim_namespace", "claim_name", "volume_name", "selected_node")
+    CLAIM_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_NAME_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_NAME_FIELD_NUMBER: _ClassVar[int]
+    SELECTED_NODE_FIELD_NUMBER: _ClassVar[int]
+    claim_namespace: str
+    claim_name: str
+    volume_name: str
+    selected_node: str
+    def __init__(self, claim_namespace: _Optional[str] = ..., claim_name: _Optional[str] = ..., volume_name: _Optional[str] = ..., selected_node: _Optional[str] = ...) -> None: ...
 
 class Unschedulable(_message.Message):
     __slots__ = ("message", "reasons", "nominated_node_name", "victim_uids", "gang", "error")
