@@ -144,6 +144,21 @@ fn snapshot() -> proto::Snapshot {
                 allocatable_count: Some(2),
             }],
         }],
+        csi_drivers: vec![proto::CsiDriver {
+            name: "ebs.csi.aws.com".into(),
+            storage_capacity: true,
+        }],
+        csi_storage_capacities: vec![proto::CsiStorageCapacity {
+            namespace: "kube-system".into(),
+            name: "csisc-1".into(),
+            storage_class_name: "local".into(),
+            node_topology: Some(proto::LabelSelector {
+                match_labels: map(&[("zone", "a")]),
+                match_expressions: vec![],
+            }),
+            capacity: "100Gi".into(),
+            maximum_volume_size: "10Gi".into(),
+        }],
     }
 }
 

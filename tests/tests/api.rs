@@ -2573,6 +2573,149 @@ async fn bad_binding_mode_and_attach_limit_are_refused() {
     .await;
 }
 
+fn tracked_capacity(name: &str, zone: &str, size: &str) -> proto::CsiStorageCapacity {
+    proto::CsiStorageCapacity {
+        namespace: "kube-system".into(),
+        name: name.into(),
+        storage_class_name: "tracked".into(),
+        node_topology: Some(proto::LabelSelector {
+            match_labels: [("zone".to_string(), zone.to_string())].into(),
+            ..Default::default()
+        }),
+        capacity: size.into(),
+        maximum_volume_size: String::new(),
+    }
+}
+
+#[tokio::test]
+async fn bad_csi_storage_capacities_and_drivers_are_refused() {
+    let s = with_storage(|s| {
+        let mut c = tracked_capacity("b", "b", "10Gi");
+        c.maximum_volume_size = "lots".into();
+        s.csi_storage_capacities = vec![tracked_capacity("a", "a", "10Gi"), c];
+    });
+    check_refused(BadInput {
+        call: Call::Sync(full(s)),
+        field: "full.csi_storage_capacities[1].maximum_volume_size",
+        description: r#"invalid quantity "lots""#,
+    })
+    .await;
+    let s = with_storage(|s| {
+        let mut c = tracked_capacity("a", "a", "10Gi");
+        if let Some(t) = c.node_topology.as_mut() {
+            t.match_expressions = vec![proto::LabelSelectorRequirement {
+                key: "zone".into(),
+                operator: "Near".into(),
+                values: vec!["a".into()],
+            }];
+        }
+        s.csi_storage_capacities = vec![c];
+    });
+    check_refused(BadInput {
+        call: Call::Rank(Box::new(rank_req(inline(s), pod("p", 1)))),
+        field: "snapshot.inline.csi_storage_capacities[0].node_topology.match_expressions[0].operator",
+        description: r#"unsupported operator "Near""#,
+    })
+    .await;
+    let s = with_storage(|s| {
+        s.csi_storage_capacities = vec![tracked_capacity("a", "a", "-1Gi")];
+    });
+    check_refused(BadInput {
+        call: Call::Sync(full(s)),
+        field: "full.csi_storage_capacities[0].capacity",
+        description: "must not be negative",
+    })
+    .await;
+    let s = with_storage(|s| {
+        s.csi_storage_capacities = vec![tracked_capacity("a", "a", "1Gi"), tracked_capacity("a", "b", "1Gi")];
+    });
+    check_refused(BadInput {
+        call: Call::Sync(full(s)),
+        field: "full.csi_storage_capacities[1].name",
+        description: r#"duplicate CSIStorageCapacity "kube-system/a""#,
+    })
+    .await;
+    let s = with_storage(|s| {
+        s.csi_drivers = vec![proto::CsiDriver {
+            name: String::new(),
+            storage_capacity: true,
+        }];
+    });
+    check_refused(BadInput {
+        call: Call::Sync(full(s)),
+        field: "full.csi_drivers[0].name",
+        description: "must not be empty",
+    })
+    .await;
+}
+
+/// CSIDrivers and CSIStorageCapacities are kept by a full snapshot and changed by deltas: a
+/// claim of a class whose driver tracks capacity is provisioned only where a capacity has room.
+#[tokio::test]
+async fn storage_capacity_syncs_in_full_snapshots_and_deltas() {
+    let (addr, tx, handle) = start_server(ServerConfig::default()).await;
+    let mut c = client(addr).await;
+    let zoned = |name: &str, zone: &str| {
+        let mut n = node(name, 4, 8, 110);
+        n.labels.insert("zone".into(), zone.into());
+        n
+    };
+    let mut s = snapshot(vec![zoned("n1", "a"), zoned("n2", "b")], vec![]);
+    s.storage_classes = vec![proto::StorageClass {
+        name: "tracked".into(),
+        provisioner: "csi.example.com".into(),
+        volume_binding_mode: "WaitForFirstConsumer".into(),
+        ..Default::default()
+    }];
+    s.csi_drivers = vec![proto::CsiDriver {
+        name: "csi.example.com".into(),
+        storage_capacity: true,
+    }];
+    let mut data = claim("data");
+    data.storage_class_name = "tracked".into();
+    s.persistent_volume_claims = vec![data];
+    s.csi_storage_capacities = vec![tracked_capacity("a", "a", "512Mi")];
+    let base = sync(&mut c, full(s)).await.snapshot_id;
+    let mut p = pod("p", 1);
+    p.volumes = vec![proto::Volume {
+        name: "data".into(),
+        claim_name: "data".into(),
+        ..Default::default()
+    }];
+    let r = schedule(&mut c, schedule_req(by_id(&base), vec![p.clone()])).await;
+    assert_eq!(
+        unschedulable(&r.placements[0]).message,
+        "0/2 nodes are available: 2 node(s) did not have enough free storage. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    );
+    let grown = sync(
+        &mut c,
+        delta(proto::SnapshotDelta {
+            base_snapshot_id: base.clone(),
+            upsert_csi_storage_capacities: vec![tracked_capacity("b", "b", "10Gi")],
+            ..Default::default()
+        }),
+    )
+    .await
+    .snapshot_id;
+    let r = schedule(&mut c, schedule_req(by_id(&grown), vec![p.clone()])).await;
+    assert_eq!(placed(&r.placements[0]), Some("n2"), "{r:?}");
+    let untracked = sync(
+        &mut c,
+        delta(proto::SnapshotDelta {
+            base_snapshot_id: base,
+            remove_csi_drivers: vec!["csi.example.com".into()],
+            remove_csi_storage_capacities: vec!["kube-system/a".into()],
+            ..Default::default()
+        }),
+    )
+    .await
+    .snapshot_id;
+    let r = schedule(&mut c, schedule_req(by_id(&untracked), vec![p])).await;
+    assert!(placed(&r.placements[0]).is_some(), "{r:?}");
+    drop(c);
+    stop_server(tx, handle).await;
+}
+
 #[tokio::test]
 async fn a_pod_volume_with_two_sources_is_refused() {
     let mut p = pod("p", 1);

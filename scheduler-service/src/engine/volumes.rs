@@ -129,6 +129,8 @@ pub struct Claim {
     pub access_modes: Vec<AccessMode>,
     /// spec.resources.requests["storage"] (zero when none).
     pub request: Quantity,
+    /// spec.resources.requests["storage"] is present (storage capacity is checked only then).
+    pub request_set: bool,
     /// spec.selector.
     pub selector: Option<LabelSelector>,
     /// spec.volumeMode is `Block`.
@@ -324,6 +326,82 @@ impl CsiNode {
     }
 }
 
+/// A CSIDriver: whether VolumeBinding checks storage capacity for its provisioning.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CsiDriver {
+    /// metadata.name (a StorageClass's provisioner).
+    pub name: String,
+    /// spec.storageCapacity (unset is false).
+    pub storage_capacity: bool,
+}
+
+impl CsiDriver {
+    /// Approximate bytes, inline and heap.
+    pub fn approx_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + string_bytes(&self.name)
+    }
+}
+
+/// A CSIStorageCapacity: the room a driver reports for one class in one part of the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StorageCapacity {
+    /// metadata.namespace.
+    pub namespace: String,
+    /// metadata.name.
+    pub name: String,
+    /// storageClassName.
+    pub class: String,
+    /// nodeTopology; `None` gives no node access.
+    pub node_topology: Option<super::preemption::LabelSelector>,
+    /// capacity; `None` when unset.
+    pub capacity: Option<Quantity>,
+    /// maximumVolumeSize; `None` when unset.
+    pub maximum_volume_size: Option<Quantity>,
+}
+
+impl StorageCapacity {
+    /// `namespace/name`, the key deltas remove capacities by.
+    pub fn key(&self) -> String {
+        claim_key(&self.namespace, &self.name)
+    }
+
+    /// Approximate bytes, inline and heap.
+    pub fn approx_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + string_bytes(&self.namespace)
+            + string_bytes(&self.name)
+            + string_bytes(&self.class)
+            + self.node_topology.as_ref().map_or(0, |t| {
+                t.match_labels
+                    .iter()
+                    .map(|(k, v)| 48 + string_bytes(k) + string_bytes(v))
+                    .sum::<usize>()
+                    + t.match_expressions
+                        .iter()
+                        .map(|r| 64 + string_bytes(&r.key))
+                        .sum::<usize>()
+            })
+    }
+
+    /// Kubernetes' `capacitySufficient`: maximumVolumeSize when set, else capacity, at least
+    /// the size (an unset limit has room for nothing).
+    fn sufficient(&self, size: i64) -> bool {
+        self.maximum_volume_size
+            .or(self.capacity)
+            .is_some_and(|limit| limit.value() >= size)
+    }
+
+    /// Kubernetes' `nodeHasAccess`: the node's labels match nodeTopology (unset: no access).
+    fn reaches(&self, labels: &NodeLabels) -> bool {
+        self.node_topology.as_ref().is_some_and(|t| {
+            t.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+                && t.match_expressions
+                    .iter()
+                    .all(|r| r.matches(labels.get(&r.key).map(String::as_str)))
+        })
+    }
+}
+
 /// The storage objects of a snapshot.
 #[derive(Debug, Clone, Default)]
 pub struct StorageObjects {
@@ -335,6 +413,10 @@ pub struct StorageObjects {
     pub classes: imbl::OrdMap<String, Arc<StorageClass>>,
     /// CSINodes by name.
     pub csi_nodes: imbl::OrdMap<String, Arc<CsiNode>>,
+    /// CSIDrivers by name.
+    pub csi_drivers: imbl::OrdMap<String, Arc<CsiDriver>>,
+    /// CSIStorageCapacities by `namespace/name`.
+    pub capacities: imbl::OrdMap<String, Arc<StorageCapacity>>,
     /// Approximate bytes of all of them.
     pub approx_bytes: usize,
 }
@@ -350,12 +432,21 @@ pub struct StorageParts {
     pub classes: Vec<StorageClass>,
     /// CSINodes.
     pub csi_nodes: Vec<CsiNode>,
+    /// CSIDrivers.
+    pub csi_drivers: Vec<CsiDriver>,
+    /// CSIStorageCapacities.
+    pub capacities: Vec<StorageCapacity>,
 }
 
 impl StorageParts {
     /// Whether there is no object.
     pub fn is_empty(&self) -> bool {
-        self.claims.is_empty() && self.volumes.is_empty() && self.classes.is_empty() && self.csi_nodes.is_empty()
+        self.claims.is_empty()
+            && self.volumes.is_empty()
+            && self.classes.is_empty()
+            && self.csi_nodes.is_empty()
+            && self.csi_drivers.is_empty()
+            && self.capacities.is_empty()
     }
 }
 
@@ -378,6 +469,14 @@ pub struct StorageDelta {
     pub upsert_csi_nodes: Vec<CsiNode>,
     /// Names of CSINodes removed.
     pub remove_csi_nodes: Vec<String>,
+    /// CSIDrivers added or replaced by name.
+    pub upsert_csi_drivers: Vec<CsiDriver>,
+    /// Names of CSIDrivers removed.
+    pub remove_csi_drivers: Vec<String>,
+    /// CSIStorageCapacities added or replaced by namespace and name.
+    pub upsert_capacities: Vec<StorageCapacity>,
+    /// CSIStorageCapacities removed, as `namespace/name`.
+    pub remove_capacities: Vec<String>,
 }
 
 impl StorageDelta {
@@ -391,6 +490,10 @@ impl StorageDelta {
             && self.remove_classes.is_empty()
             && self.upsert_csi_nodes.is_empty()
             && self.remove_csi_nodes.is_empty()
+            && self.upsert_csi_drivers.is_empty()
+            && self.remove_csi_drivers.is_empty()
+            && self.upsert_capacities.is_empty()
+            && self.remove_capacities.is_empty()
     }
 }
 
@@ -447,7 +550,12 @@ fn remove<T>(map: &mut imbl::OrdMap<String, Arc<T>>, bytes: &mut usize, keys: &[
 impl StorageObjects {
     /// Whether the snapshot holds no storage object.
     pub fn is_empty(&self) -> bool {
-        self.claims.is_empty() && self.volumes.is_empty() && self.classes.is_empty() && self.csi_nodes.is_empty()
+        self.claims.is_empty()
+            && self.volumes.is_empty()
+            && self.classes.is_empty()
+            && self.csi_nodes.is_empty()
+            && self.csi_drivers.is_empty()
+            && self.capacities.is_empty()
     }
 
     /// Applies a delta; `full` when it carries a full snapshot's objects as upserts (errors then
@@ -458,6 +566,13 @@ impl StorageObjects {
         remove(&mut self.volumes, b, &d.remove_volumes, PersistentVolume::approx_bytes);
         remove(&mut self.classes, b, &d.remove_classes, StorageClass::approx_bytes);
         remove(&mut self.csi_nodes, b, &d.remove_csi_nodes, CsiNode::approx_bytes);
+        remove(&mut self.csi_drivers, b, &d.remove_csi_drivers, CsiDriver::approx_bytes);
+        remove(
+            &mut self.capacities,
+            b,
+            &d.remove_capacities,
+            StorageCapacity::approx_bytes,
+        );
         let name = |full_name: &'static str, delta_name: &'static str| if full { full_name } else { delta_name };
         upsert(
             &mut self.claims,
@@ -495,6 +610,24 @@ impl StorageObjects {
             name("csi_nodes", "upsert_csi_nodes"),
             "CSINode",
         )?;
+        upsert(
+            &mut self.csi_drivers,
+            b,
+            d.upsert_csi_drivers,
+            |c| c.name.clone(),
+            CsiDriver::approx_bytes,
+            name("csi_drivers", "upsert_csi_drivers"),
+            "CSIDriver",
+        )?;
+        upsert(
+            &mut self.capacities,
+            b,
+            d.upsert_capacities,
+            StorageCapacity::key,
+            StorageCapacity::approx_bytes,
+            name("csi_storage_capacities", "upsert_csi_storage_capacities"),
+            "CSIStorageCapacity",
+        )?;
         Ok(())
     }
 
@@ -507,11 +640,35 @@ impl StorageObjects {
                 upsert_volumes: parts.volumes,
                 upsert_classes: parts.classes,
                 upsert_csi_nodes: parts.csi_nodes,
+                upsert_csi_drivers: parts.csi_drivers,
+                upsert_capacities: parts.capacities,
                 ..Default::default()
             },
             true,
         )?;
         Ok(out)
+    }
+
+    /// Kubernetes' `hasEnoughCapacity`: whether provisioning a volume for the claim with the
+    /// class's provisioner has room reachable from the node. Only a provisioner with a CSIDriver
+    /// whose `storageCapacity` is true is checked (and a claim with a storage request); then some
+    /// CSIStorageCapacity of the class must reach the node with room for the request. Sizes of
+    /// volumes chosen earlier are not subtracted, as kube-scheduler does not.
+    pub fn has_enough_capacity(&self, class: &StorageClass, claim: &Claim, labels: &NodeLabels) -> bool {
+        if !claim.request_set {
+            return true;
+        }
+        if !self
+            .csi_drivers
+            .get(&class.provisioner)
+            .is_some_and(|d| d.storage_capacity)
+        {
+            return true;
+        }
+        let size = claim.request.value();
+        self.capacities
+            .values()
+            .any(|c| c.class == class.name && c.sufficient(size) && c.reaches(labels))
     }
 
     /// The claim `namespace/name`.
@@ -536,6 +693,8 @@ pub enum VolumeReason {
     NodeConflict,
     /// VolumeBinding: an unbound claim finds neither a volume nor provisioning on the node.
     BindConflict,
+    /// VolumeBinding: no CSIStorageCapacity reachable from the node has room to provision.
+    NotEnoughSpace,
     /// VolumeBinding: a bound claim's volume does not exist.
     PvNotExist,
     /// VolumeZone: a bound volume's zone or region is not the node's.
@@ -563,6 +722,7 @@ impl std::fmt::Display for VolumeReason {
             Self::MaxVolumeCount => "node(s) exceed max volume count",
             Self::NodeConflict => "node(s) had volume node affinity conflict",
             Self::BindConflict => "node(s) didn't find available persistent volumes to bind",
+            Self::NotEnoughSpace => "node(s) did not have enough free storage",
             Self::PvNotExist => "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)",
             Self::ZoneConflict => "node(s) had no available volume zone",
         })
@@ -1049,7 +1209,7 @@ impl PodVolumes {
         if !self.filters.binding {
             return Ok(Vec::new());
         }
-        let (mut bound_ok, mut pvs_found, mut unbound_ok) = (true, true, true);
+        let (mut bound_ok, mut pvs_found, mut unbound_ok, mut space_ok) = (true, true, true, true);
         let mut choices = Vec::new();
         'find: {
             // checkBoundClaims: stops at the first missing or unreachable volume.
@@ -1100,13 +1260,18 @@ impl PodVolumes {
                 unbound_ok = true;
                 for c in to_provision {
                     let class = storage.classes.get(&c.class);
-                    let provisions = class.is_some_and(|class| {
+                    let provisions = class.filter(|class| {
                         !class.provisioner.is_empty()
                             && class.provisioner != NO_PROVISIONER
                             && topology_allows(&class.allowed_topologies, &node.labels)
                     });
-                    if !provisions {
+                    let Some(class) = provisions else {
                         unbound_ok = false;
+                        choices.retain(|(_, ch)| matches!(ch, VolumeChoice::Static(_)));
+                        break;
+                    };
+                    if !storage.has_enough_capacity(class, c, &node.labels) {
+                        space_ok = false;
                         choices.retain(|(_, ch)| matches!(ch, VolumeChoice::Static(_)));
                         break;
                     }
@@ -1120,6 +1285,9 @@ impl PodVolumes {
         }
         if !unbound_ok {
             reasons.push(VolumeReason::BindConflict);
+        }
+        if !space_ok {
+            reasons.push(VolumeReason::NotEnoughSpace);
         }
         if !pvs_found {
             reasons.push(VolumeReason::PvNotExist);

@@ -73,6 +73,7 @@ fn claim(name: &str, class: &str) -> Claim {
         class: class.into(),
         access_modes: vec![AccessMode::ReadWriteOnce],
         request: gi(1),
+        request_set: true,
         ..Default::default()
     }
 }
@@ -325,6 +326,7 @@ fn volume_binding() {
                 volumes: c.volumes,
                 classes: c.classes,
                 csi_nodes: vec![],
+                ..Default::default()
             },
         };
         let p = pod("p", vec![claim_volume("data", "data")]);
@@ -335,6 +337,267 @@ fn volume_binding() {
         let want = c.want.map(|v| v.into_iter().map(String::from).collect::<Vec<_>>());
         assert_eq!(got, want, "{}", c.name);
     }
+}
+
+const TRACKED: &str = "tracked.csi.example.com";
+
+fn zones() -> Vec<NodeSpec> {
+    vec![
+        node("n1", &[("zone", "a")]),
+        node("n2", &[("zone", "b")]),
+        node("n3", &[("zone", "c")]),
+    ]
+}
+
+fn in_zones(zones: &[&str]) -> Option<super::preemption::LabelSelector> {
+    Some(super::preemption::LabelSelector {
+        match_labels: vec![],
+        match_expressions: vec![Requirement {
+            key: "zone".into(),
+            op: SelectorOp::In(zones.iter().map(|z| z.to_string()).collect()),
+        }],
+    })
+}
+
+fn capacity(
+    name: &str,
+    class: &str,
+    topology: Option<super::preemption::LabelSelector>,
+    size: i128,
+) -> StorageCapacity {
+    StorageCapacity {
+        namespace: "kube-system".into(),
+        name: name.into(),
+        class: class.into(),
+        node_topology: topology,
+        capacity: Some(gi(size)),
+        maximum_volume_size: None,
+    }
+}
+
+fn tracked_class() -> StorageClass {
+    class("tracked", TRACKED, BindingMode::WaitForFirstConsumer)
+}
+
+fn tracked_driver(storage_capacity: bool) -> CsiDriver {
+    CsiDriver {
+        name: TRACKED.into(),
+        storage_capacity,
+    }
+}
+
+#[test]
+fn volume_binding_storage_capacity() {
+    // kube-scheduler 1.34's hasEnoughCapacity, capacitySufficient and nodeHasAccess: the claim
+    // requests 1Gi of the WaitForFirstConsumer class "tracked", whose provisioner is TRACKED.
+    struct Case {
+        name: &'static str,
+        claim: Claim,
+        classes: Vec<StorageClass>,
+        drivers: Vec<CsiDriver>,
+        capacities: Vec<StorageCapacity>,
+        want: Result<Vec<&'static str>, String>,
+    }
+    let no_space = format!("0/3 nodes are available: 3 node(s) did not have enough free storage. {NOT_HELPFUL}");
+    let cases = vec![
+        Case {
+            name: "tracked driver: the nodes a capacity with room reaches",
+            claim: claim("data", "tracked"),
+            classes: vec![tracked_class()],
+            drivers: vec![tracked_driver(true)],
+            capacities: vec![
+                capacity("a", "tracked", in_zones(&["a"]), 10),
+                capacity("b-small", "tracked", in_zones(&["b"]), 0),
+                capacity("c", "tracked", in_zones(&["c"]), 1),
+            ],
+            want: Ok(vec!["n1", "n3"]),
+        },
+        Case {
+            name: "tracked driver, no capacity object: no node",
+            claim: claim("data", "tracked"),
+            classes: vec![tracked_class()],
+            drivers: vec![tracked_driver(true)],
+            capacities: vec![],
+            want: Err(no_space.clone()),
+        },
+        Case {
+            name: "driver with storageCapacity false: not checked",
+            claim: claim("data", "tracked"),
+            classes: vec![tracked_class()],
+            drivers: vec![tracked_driver(false)],
+            capacities: vec![],
+            want: Ok(vec!["n1", "n2", "n3"]),
+        },
+        Case {
+            name: "no CSIDriver for the provisioner: not checked",
+            claim: claim("data", "tracked"),
+            classes: vec![tracked_class()],
+            drivers: vec![],
+            capacities: vec![capacity("a", "tracked", in_zones(&["a"]), 0)],
+            want: Ok(vec!["n1", "n2", "n3"]),
+        },
+        Case {
+            name: "a claim without a storage request: not checked",
+            claim: Claim {
+                request: Quantity::ZERO,
+                request_set: false,
+                ..claim("data", "tracked")
+            },
+            classes: vec![tracked_class()],
+            drivers: vec![tracked_driver(true)],
+            capacities: vec![],
+            want: Ok(vec!["n1", "n2", "n3"]),
+        },
+        Case {
+            name: "maximumVolumeSize is compared when set, capacity otherwise",
+            claim: claim("data", "tracked"),
+            classes: vec![tracked_class()],
+            drivers: vec![tracked_driver(true)],
+            capacities: vec![
+                StorageCapacity {
+                    maximum_volume_size: Some(gi(0)),
+                    ..capacity("a", "tracked", in_zones(&["a"]), 100)
+                },
+                StorageCapacity {
+                    maximum_volume_size: Some(gi(2)),
+                    ..capacity("b", "tracked", in_zones(&["b"]), 0)
+                },
+                StorageCapacity {
+                    capacity: None,
+                    ..capacity("c", "tracked", in_zones(&["c"]), 0)
+                },
+            ],
+            want: Ok(vec!["n2"]),
+        },
+        Case {
+            name: "a capacity of another class does not count",
+            claim: claim("data", "tracked"),
+            classes: vec![tracked_class()],
+            drivers: vec![tracked_driver(true)],
+            capacities: vec![capacity("a", "other", in_zones(&["a", "b", "c"]), 10)],
+            want: Err(no_space.clone()),
+        },
+        Case {
+            name: "nodeTopology unset reaches no node",
+            claim: claim("data", "tracked"),
+            classes: vec![tracked_class()],
+            drivers: vec![tracked_driver(true)],
+            capacities: vec![capacity("none", "tracked", None, 10)],
+            want: Err(no_space.clone()),
+        },
+        Case {
+            name: "empty nodeTopology reaches every node",
+            claim: claim("data", "tracked"),
+            classes: vec![tracked_class()],
+            drivers: vec![tracked_driver(true)],
+            capacities: vec![capacity("all", "tracked", Some(Default::default()), 10)],
+            want: Ok(vec!["n1", "n2", "n3"]),
+        },
+        Case {
+            name: "nodeTopology by matchLabels",
+            claim: claim("data", "tracked"),
+            classes: vec![tracked_class()],
+            drivers: vec![tracked_driver(true)],
+            capacities: vec![capacity(
+                "not-a",
+                "tracked",
+                Some(super::preemption::LabelSelector {
+                    match_labels: vec![("kubernetes.io/hostname".into(), "n1".into())],
+                    match_expressions: vec![],
+                }),
+                10,
+            )],
+            want: Ok(vec!["n1"]),
+        },
+        Case {
+            name: "nodeTopology by NotIn",
+            claim: claim("data", "tracked"),
+            classes: vec![tracked_class()],
+            drivers: vec![tracked_driver(true)],
+            capacities: vec![capacity(
+                "not-a",
+                "tracked",
+                Some(super::preemption::LabelSelector {
+                    match_labels: vec![],
+                    match_expressions: vec![Requirement {
+                        key: "zone".into(),
+                        op: SelectorOp::NotIn(vec!["a".into()]),
+                    }],
+                }),
+                10,
+            )],
+            want: Ok(vec!["n2", "n3"]),
+        },
+        Case {
+            name: "allowedTopologies first, then capacity: each node gets its reason",
+            claim: claim("data", "tracked"),
+            classes: vec![StorageClass {
+                allowed_topologies: vec![vec![("zone".into(), vec!["a".into(), "b".into()])]],
+                ..tracked_class()
+            }],
+            drivers: vec![tracked_driver(true)],
+            capacities: vec![capacity("bc", "tracked", in_zones(&["b", "c"]), 0)],
+            want: Err(format!(
+                "0/3 nodes are available: 1 node(s) didn't find available persistent volumes to bind, 2 node(s) did not have enough free storage. {NOT_HELPFUL}"
+            )),
+        },
+        Case {
+            name: "a claim with a selected node is checked there too",
+            claim: Claim {
+                selected_node: "n2".into(),
+                ..claim("data", "tracked")
+            },
+            classes: vec![tracked_class()],
+            drivers: vec![tracked_driver(true)],
+            capacities: vec![capacity("a", "tracked", in_zones(&["a"]), 10)],
+            want: Err(format!(
+                "0/3 nodes are available: 1 node(s) did not have enough free storage, 2 node(s) didn't find available persistent volumes to bind. {NOT_HELPFUL}"
+            )),
+        },
+    ];
+    for c in cases {
+        let cluster = Cluster {
+            nodes: zones(),
+            bound: vec![],
+            storage: StorageParts {
+                claims: vec![c.claim],
+                classes: c.classes,
+                csi_drivers: c.drivers,
+                capacities: c.capacities,
+                ..Default::default()
+            },
+        };
+        let p = pod("p", vec![claim_volume("data", "data")]);
+        let got = match schedule(&cluster, std::slice::from_ref(&p)).remove(0) {
+            Ok(_) => Ok(feasible(&cluster, &p)),
+            Err(m) => Err(m),
+        };
+        let want = c.want.map(|v| v.into_iter().map(String::from).collect::<Vec<_>>());
+        assert_eq!(got, want, "{}", c.name);
+    }
+}
+
+#[test]
+fn a_batch_does_not_subtract_provisioned_sizes_from_capacity() {
+    // As kube-scheduler, which assumes claims and volumes but not CSIStorageCapacities: three
+    // pods each with a 1Gi claim all fit where 1Gi is reported, and a static volume chosen in
+    // the same batch is taken on its own node regardless of capacity.
+    let cluster = Cluster {
+        nodes: zones(),
+        bound: vec![],
+        storage: StorageParts {
+            claims: (0..3).map(|i| claim(&format!("d{i}"), "tracked")).collect(),
+            classes: vec![tracked_class()],
+            csi_drivers: vec![tracked_driver(true)],
+            capacities: vec![capacity("a", "tracked", in_zones(&["a"]), 1)],
+            ..Default::default()
+        },
+    };
+    let pods: Vec<PodSpec> = (0..3)
+        .map(|i| pod(&format!("p{i}"), vec![claim_volume("data", &format!("d{i}"))]))
+        .collect();
+    let out = schedule(&cluster, &pods);
+    assert_eq!(out, vec![Ok("n1".to_string()); 3]);
 }
 
 #[test]
@@ -349,6 +612,7 @@ fn a_batch_never_gives_one_volume_to_two_claims() {
             volumes: vec![pv("pv-1", "local", 5, Some("n1")), pv("pv-2", "local", 5, Some("n2"))],
             classes: vec![local_wffc()],
             csi_nodes: vec![],
+            ..Default::default()
         },
     };
     let pods: Vec<PodSpec> = (0..3)
@@ -386,6 +650,7 @@ fn placements_carry_the_choices_and_the_assumed_snapshot_keeps_them_for_the_next
             volumes: vec![pv("pv-1", "local", 5, Some("n1"))],
             classes: vec![local_wffc(), provisioning],
             csi_nodes: vec![],
+            ..Default::default()
         },
     };
     let profile = Profile::new(Policy::kube_default());
@@ -522,6 +787,7 @@ fn volume_zone() {
                 }],
                 classes: vec![],
                 csi_nodes: vec![],
+                ..Default::default()
             },
         };
         let p = pod("p", vec![claim_volume("data", "data")]);
@@ -540,6 +806,7 @@ fn volume_zone() {
             }],
             classes: vec![local_wffc()],
             csi_nodes: vec![],
+            ..Default::default()
         },
     };
     assert_eq!(
@@ -579,6 +846,7 @@ fn node_volume_limits() {
                 name: "n1".into(),
                 drivers: vec![("ebs.csi.aws.com".into(), Some(2))],
             }],
+            ..Default::default()
         },
     };
     let one = pod("one", vec![claim_volume("v", "a")]);
@@ -678,6 +946,7 @@ fn volume_restrictions() {
             volumes: vec![pv_free("pv-s")],
             classes: vec![local_wffc()],
             csi_nodes: vec![],
+            ..Default::default()
         },
     };
     let out = schedule(&cluster, &[pod("p", vec![claim_volume("v", "solo")])]);
@@ -735,6 +1004,7 @@ fn pods_without_volumes_are_untouched_by_the_volume_plugins() {
                 name: "n1".into(),
                 drivers: vec![("ebs.csi.aws.com".into(), Some(0))],
             }],
+            ..Default::default()
         },
     };
     assert_eq!(feasible(&cluster, &pod("p", vec![])), ["n1", "n2", "n3"]);

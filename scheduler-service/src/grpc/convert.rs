@@ -18,8 +18,8 @@ use crate::engine::quantity::Quantity;
 use crate::engine::resources::{effective_requests, is_qualified_name, ContainerRequests, ResourceName, Resources};
 use crate::engine::snapshot::Delta;
 use crate::engine::volumes::{
-    AccessMode, BindingMode, Claim, ClaimRef, CsiNode, PersistentVolume, PodVolume, StorageClass, StorageDelta,
-    StorageParts, VolumePhase, VolumeSource,
+    AccessMode, BindingMode, Claim, ClaimRef, CsiDriver, CsiNode, PersistentVolume, PodVolume, StorageCapacity,
+    StorageClass, StorageDelta, StorageParts, VolumePhase, VolumeSource,
 };
 use crate::proto;
 
@@ -950,6 +950,7 @@ pub fn claim(path: &str, c: &proto::PersistentVolumeClaim) -> Result<Claim, Fiel
         bind_completed: c.bind_completed,
         access_modes: access_modes(&format!("{path}.access_modes"), &c.access_modes)?,
         request: storage_quantity(format!("{path}.storage_request"), &c.storage_request)?,
+        request_set: !c.storage_request.is_empty(),
         selector: c
             .selector
             .as_ref()
@@ -1109,8 +1110,49 @@ pub fn csi_node(path: &str, n: &proto::CsiNode) -> Result<CsiNode, FieldError> {
     })
 }
 
-/// Validates a full snapshot's claims, volumes, storage classes and CSINodes; `path` prefixes
-/// field names.
+/// Validates and converts a CSIDriver.
+pub fn csi_driver(path: &str, d: &proto::CsiDriver) -> Result<CsiDriver, FieldError> {
+    object_name(format!("{path}.name"), &d.name, MAX_NAME_BYTES)?;
+    Ok(CsiDriver {
+        name: d.name.clone(),
+        storage_capacity: d.storage_capacity,
+    })
+}
+
+/// Validates and converts a CSIStorageCapacity.
+pub fn storage_capacity(path: &str, c: &proto::CsiStorageCapacity) -> Result<StorageCapacity, FieldError> {
+    object_name(format!("{path}.namespace"), &c.namespace, MAX_NAMESPACE_BYTES)?;
+    object_name(format!("{path}.name"), &c.name, MAX_NAME_BYTES)?;
+    object_name(
+        format!("{path}.storage_class_name"),
+        &c.storage_class_name,
+        MAX_NAME_BYTES,
+    )?;
+    let node_topology = c
+        .node_topology
+        .as_ref()
+        .map(|t| {
+            labels_within(&format!("{path}.node_topology.match_labels"), &t.match_labels)?;
+            pdb_selector(&format!("{path}.node_topology"), t)
+        })
+        .transpose()?;
+    let quantity = |field: &str, value: &str| {
+        (!value.is_empty())
+            .then(|| storage_quantity(format!("{path}.{field}"), value))
+            .transpose()
+    };
+    Ok(StorageCapacity {
+        namespace: c.namespace.clone(),
+        name: c.name.clone(),
+        class: c.storage_class_name.clone(),
+        node_topology,
+        capacity: quantity("capacity", &c.capacity)?,
+        maximum_volume_size: quantity("maximum_volume_size", &c.maximum_volume_size)?,
+    })
+}
+
+/// Validates a full snapshot's claims, volumes, storage classes, CSINodes, CSIDrivers and
+/// CSIStorageCapacities; `path` prefixes field names.
 pub fn storage(path: &str, s: &proto::Snapshot) -> Result<StorageParts, FieldError> {
     Ok(StorageParts {
         claims: list(
@@ -1125,6 +1167,12 @@ pub fn storage(path: &str, s: &proto::Snapshot) -> Result<StorageParts, FieldErr
         )?,
         classes: list(&format!("{path}.storage_classes"), &s.storage_classes, storage_class)?,
         csi_nodes: list(&format!("{path}.csi_nodes"), &s.csi_nodes, csi_node)?,
+        csi_drivers: list(&format!("{path}.csi_drivers"), &s.csi_drivers, csi_driver)?,
+        capacities: list(
+            &format!("{path}.csi_storage_capacities"),
+            &s.csi_storage_capacities,
+            storage_capacity,
+        )?,
     })
 }
 
@@ -1331,6 +1379,14 @@ pub fn delta(path: &str, d: &proto::SnapshotDelta) -> Result<Delta, FieldError> 
             remove_classes: d.remove_storage_classes.clone(),
             upsert_csi_nodes: list(&format!("{path}.upsert_csi_nodes"), &d.upsert_csi_nodes, csi_node)?,
             remove_csi_nodes: d.remove_csi_nodes.clone(),
+            upsert_csi_drivers: list(&format!("{path}.upsert_csi_drivers"), &d.upsert_csi_drivers, csi_driver)?,
+            remove_csi_drivers: d.remove_csi_drivers.clone(),
+            upsert_capacities: list(
+                &format!("{path}.upsert_csi_storage_capacities"),
+                &d.upsert_csi_storage_capacities,
+                storage_capacity,
+            )?,
+            remove_capacities: d.remove_csi_storage_capacities.clone(),
         },
     })
 }

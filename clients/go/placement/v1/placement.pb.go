@@ -199,9 +199,14 @@ type Snapshot struct {
 	// StorageClasses.
 	StorageClasses []*StorageClass `protobuf:"bytes,32,rep,name=storage_classes,json=storageClasses,proto3" json:"storage_classes,omitempty"`
 	// CSINodes: the attach limit of each CSI driver on a node.
-	CsiNodes      []*CsiNode `protobuf:"bytes,33,rep,name=csi_nodes,json=csiNodes,proto3" json:"csi_nodes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CsiNodes []*CsiNode `protobuf:"bytes,33,rep,name=csi_nodes,json=csiNodes,proto3" json:"csi_nodes,omitempty"`
+	// CSIDrivers: which CSI drivers ask for storage capacity tracking.
+	CsiDrivers []*CsiDriver `protobuf:"bytes,34,rep,name=csi_drivers,json=csiDrivers,proto3" json:"csi_drivers,omitempty"`
+	// CSIStorageCapacities of every namespace: where dynamic provisioning of a
+	// tracked driver has room.
+	CsiStorageCapacities []*CsiStorageCapacity `protobuf:"bytes,35,rep,name=csi_storage_capacities,json=csiStorageCapacities,proto3" json:"csi_storage_capacities,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
@@ -286,6 +291,20 @@ func (x *Snapshot) GetStorageClasses() []*StorageClass {
 func (x *Snapshot) GetCsiNodes() []*CsiNode {
 	if x != nil {
 		return x.CsiNodes
+	}
+	return nil
+}
+
+func (x *Snapshot) GetCsiDrivers() []*CsiDriver {
+	if x != nil {
+		return x.CsiDrivers
+	}
+	return nil
+}
+
+func (x *Snapshot) GetCsiStorageCapacities() []*CsiStorageCapacity {
+	if x != nil {
+		return x.CsiStorageCapacities
 	}
 	return nil
 }
@@ -382,8 +401,16 @@ type SnapshotDelta struct {
 	UpsertCsiNodes []*CsiNode `protobuf:"bytes,36,rep,name=upsert_csi_nodes,json=upsertCsiNodes,proto3" json:"upsert_csi_nodes,omitempty"`
 	// Names of CSINodes removed.
 	RemoveCsiNodes []string `protobuf:"bytes,37,rep,name=remove_csi_nodes,json=removeCsiNodes,proto3" json:"remove_csi_nodes,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// CSIDrivers added or replaced, matched by name.
+	UpsertCsiDrivers []*CsiDriver `protobuf:"bytes,38,rep,name=upsert_csi_drivers,json=upsertCsiDrivers,proto3" json:"upsert_csi_drivers,omitempty"`
+	// Names of CSIDrivers removed.
+	RemoveCsiDrivers []string `protobuf:"bytes,39,rep,name=remove_csi_drivers,json=removeCsiDrivers,proto3" json:"remove_csi_drivers,omitempty"`
+	// CSIStorageCapacities added or replaced, matched by namespace and name.
+	UpsertCsiStorageCapacities []*CsiStorageCapacity `protobuf:"bytes,40,rep,name=upsert_csi_storage_capacities,json=upsertCsiStorageCapacities,proto3" json:"upsert_csi_storage_capacities,omitempty"`
+	// CSIStorageCapacities removed, as "namespace/name".
+	RemoveCsiStorageCapacities []string `protobuf:"bytes,41,rep,name=remove_csi_storage_capacities,json=removeCsiStorageCapacities,proto3" json:"remove_csi_storage_capacities,omitempty"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
 }
 
 func (x *SnapshotDelta) Reset() {
@@ -531,6 +558,34 @@ func (x *SnapshotDelta) GetUpsertCsiNodes() []*CsiNode {
 func (x *SnapshotDelta) GetRemoveCsiNodes() []string {
 	if x != nil {
 		return x.RemoveCsiNodes
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetUpsertCsiDrivers() []*CsiDriver {
+	if x != nil {
+		return x.UpsertCsiDrivers
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetRemoveCsiDrivers() []string {
+	if x != nil {
+		return x.RemoveCsiDrivers
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetUpsertCsiStorageCapacities() []*CsiStorageCapacity {
+	if x != nil {
+		return x.UpsertCsiStorageCapacities
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetRemoveCsiStorageCapacities() []string {
+	if x != nil {
+		return x.RemoveCsiStorageCapacities
 	}
 	return nil
 }
@@ -2964,6 +3019,155 @@ func (x *CsiNodeDriver) GetAllocatableCount() int32 {
 	return 0
 }
 
+// CsiDriver is the part of a Kubernetes CSIDriver the volume filters read.
+type CsiDriver struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// metadata.name (the driver's name, a StorageClass's provisioner).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// spec.storageCapacity (unset reads as false): VolumeBinding provisions
+	// for the driver only where a CSIStorageCapacity has room.
+	StorageCapacity bool `protobuf:"varint,2,opt,name=storage_capacity,json=storageCapacity,proto3" json:"storage_capacity,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *CsiDriver) Reset() {
+	*x = CsiDriver{}
+	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CsiDriver) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CsiDriver) ProtoMessage() {}
+
+func (x *CsiDriver) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CsiDriver.ProtoReflect.Descriptor instead.
+func (*CsiDriver) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *CsiDriver) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CsiDriver) GetStorageCapacity() bool {
+	if x != nil {
+		return x.StorageCapacity
+	}
+	return false
+}
+
+// CsiStorageCapacity is a Kubernetes CSIStorageCapacity: the room a driver
+// reports for one storage class in one part of the cluster.
+type CsiStorageCapacity struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// metadata.namespace.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// metadata.name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// storageClassName.
+	StorageClassName string `protobuf:"bytes,3,opt,name=storage_class_name,json=storageClassName,proto3" json:"storage_class_name,omitempty"`
+	// nodeTopology: the nodes with access to the storage; unset for none.
+	NodeTopology *LabelSelector `protobuf:"bytes,4,opt,name=node_topology,json=nodeTopology,proto3" json:"node_topology,omitempty"`
+	// capacity, a quantity ("" for unset, which gives room to no volume).
+	Capacity string `protobuf:"bytes,5,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// maximumVolumeSize, a quantity ("" for unset); when set it is compared
+	// instead of capacity.
+	MaximumVolumeSize string `protobuf:"bytes,6,opt,name=maximum_volume_size,json=maximumVolumeSize,proto3" json:"maximum_volume_size,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *CsiStorageCapacity) Reset() {
+	*x = CsiStorageCapacity{}
+	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CsiStorageCapacity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CsiStorageCapacity) ProtoMessage() {}
+
+func (x *CsiStorageCapacity) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CsiStorageCapacity.ProtoReflect.Descriptor instead.
+func (*CsiStorageCapacity) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *CsiStorageCapacity) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *CsiStorageCapacity) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CsiStorageCapacity) GetStorageClassName() string {
+	if x != nil {
+		return x.StorageClassName
+	}
+	return ""
+}
+
+func (x *CsiStorageCapacity) GetNodeTopology() *LabelSelector {
+	if x != nil {
+		return x.NodeTopology
+	}
+	return nil
+}
+
+func (x *CsiStorageCapacity) GetCapacity() string {
+	if x != nil {
+		return x.Capacity
+	}
+	return ""
+}
+
+func (x *CsiStorageCapacity) GetMaximumVolumeSize() string {
+	if x != nil {
+		return x.MaximumVolumeSize
+	}
+	return ""
+}
+
 // PodAffinity is spec.affinity.podAffinity or spec.affinity.podAntiAffinity
 // (both have this shape).
 type PodAffinity struct {
@@ -2978,7 +3182,7 @@ type PodAffinity struct {
 
 func (x *PodAffinity) Reset() {
 	*x = PodAffinity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	mi := &file_placement_v1_placement_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2990,7 +3194,7 @@ func (x *PodAffinity) String() string {
 func (*PodAffinity) ProtoMessage() {}
 
 func (x *PodAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	mi := &file_placement_v1_placement_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3003,7 +3207,7 @@ func (x *PodAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodAffinity.ProtoReflect.Descriptor instead.
 func (*PodAffinity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{32}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PodAffinity) GetRequired() []*PodAffinityTerm {
@@ -3038,7 +3242,7 @@ type PodAffinityTerm struct {
 
 func (x *PodAffinityTerm) Reset() {
 	*x = PodAffinityTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	mi := &file_placement_v1_placement_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3050,7 +3254,7 @@ func (x *PodAffinityTerm) String() string {
 func (*PodAffinityTerm) ProtoMessage() {}
 
 func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	mi := &file_placement_v1_placement_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3063,7 +3267,7 @@ func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodAffinityTerm.ProtoReflect.Descriptor instead.
 func (*PodAffinityTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{33}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PodAffinityTerm) GetLabelSelector() *LabelSelector {
@@ -3107,7 +3311,7 @@ type WeightedPodAffinityTerm struct {
 
 func (x *WeightedPodAffinityTerm) Reset() {
 	*x = WeightedPodAffinityTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[34]
+	mi := &file_placement_v1_placement_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3119,7 +3323,7 @@ func (x *WeightedPodAffinityTerm) String() string {
 func (*WeightedPodAffinityTerm) ProtoMessage() {}
 
 func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[34]
+	mi := &file_placement_v1_placement_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3132,7 +3336,7 @@ func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedPodAffinityTerm.ProtoReflect.Descriptor instead.
 func (*WeightedPodAffinityTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{34}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WeightedPodAffinityTerm) GetWeight() int32 {
@@ -3165,7 +3369,7 @@ type Gang struct {
 
 func (x *Gang) Reset() {
 	*x = Gang{}
-	mi := &file_placement_v1_placement_proto_msgTypes[35]
+	mi := &file_placement_v1_placement_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3177,7 +3381,7 @@ func (x *Gang) String() string {
 func (*Gang) ProtoMessage() {}
 
 func (x *Gang) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[35]
+	mi := &file_placement_v1_placement_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3190,7 +3394,7 @@ func (x *Gang) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gang.ProtoReflect.Descriptor instead.
 func (*Gang) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{35}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Gang) GetName() string {
@@ -3231,7 +3435,7 @@ type PodDisruptionBudget struct {
 
 func (x *PodDisruptionBudget) Reset() {
 	*x = PodDisruptionBudget{}
-	mi := &file_placement_v1_placement_proto_msgTypes[36]
+	mi := &file_placement_v1_placement_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3243,7 +3447,7 @@ func (x *PodDisruptionBudget) String() string {
 func (*PodDisruptionBudget) ProtoMessage() {}
 
 func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[36]
+	mi := &file_placement_v1_placement_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3256,7 +3460,7 @@ func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodDisruptionBudget.ProtoReflect.Descriptor instead.
 func (*PodDisruptionBudget) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{36}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PodDisruptionBudget) GetNamespace() string {
@@ -3307,7 +3511,7 @@ type LabelSelector struct {
 
 func (x *LabelSelector) Reset() {
 	*x = LabelSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[37]
+	mi := &file_placement_v1_placement_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3319,7 +3523,7 @@ func (x *LabelSelector) String() string {
 func (*LabelSelector) ProtoMessage() {}
 
 func (x *LabelSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[37]
+	mi := &file_placement_v1_placement_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3332,7 +3536,7 @@ func (x *LabelSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelector.ProtoReflect.Descriptor instead.
 func (*LabelSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{37}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *LabelSelector) GetMatchLabels() map[string]string {
@@ -3364,7 +3568,7 @@ type LabelSelectorRequirement struct {
 
 func (x *LabelSelectorRequirement) Reset() {
 	*x = LabelSelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[38]
+	mi := &file_placement_v1_placement_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3376,7 +3580,7 @@ func (x *LabelSelectorRequirement) String() string {
 func (*LabelSelectorRequirement) ProtoMessage() {}
 
 func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[38]
+	mi := &file_placement_v1_placement_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3389,7 +3593,7 @@ func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*LabelSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{38}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *LabelSelectorRequirement) GetKey() string {
@@ -3438,7 +3642,7 @@ type TopologySpreadConstraint struct {
 
 func (x *TopologySpreadConstraint) Reset() {
 	*x = TopologySpreadConstraint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[39]
+	mi := &file_placement_v1_placement_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3450,7 +3654,7 @@ func (x *TopologySpreadConstraint) String() string {
 func (*TopologySpreadConstraint) ProtoMessage() {}
 
 func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[39]
+	mi := &file_placement_v1_placement_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3463,7 +3667,7 @@ func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySpreadConstraint.ProtoReflect.Descriptor instead.
 func (*TopologySpreadConstraint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{39}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TopologySpreadConstraint) GetMaxSkew() int32 {
@@ -3541,7 +3745,7 @@ type Container struct {
 
 func (x *Container) Reset() {
 	*x = Container{}
-	mi := &file_placement_v1_placement_proto_msgTypes[40]
+	mi := &file_placement_v1_placement_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3553,7 +3757,7 @@ func (x *Container) String() string {
 func (*Container) ProtoMessage() {}
 
 func (x *Container) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[40]
+	mi := &file_placement_v1_placement_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3566,7 +3770,7 @@ func (x *Container) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Container.ProtoReflect.Descriptor instead.
 func (*Container) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{40}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Container) GetName() string {
@@ -3621,7 +3825,7 @@ type ContainerPort struct {
 
 func (x *ContainerPort) Reset() {
 	*x = ContainerPort{}
-	mi := &file_placement_v1_placement_proto_msgTypes[41]
+	mi := &file_placement_v1_placement_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3633,7 +3837,7 @@ func (x *ContainerPort) String() string {
 func (*ContainerPort) ProtoMessage() {}
 
 func (x *ContainerPort) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[41]
+	mi := &file_placement_v1_placement_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3646,7 +3850,7 @@ func (x *ContainerPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerPort.ProtoReflect.Descriptor instead.
 func (*ContainerPort) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{41}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ContainerPort) GetContainerPort() int32 {
@@ -3690,7 +3894,7 @@ type NodeAffinity struct {
 
 func (x *NodeAffinity) Reset() {
 	*x = NodeAffinity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[42]
+	mi := &file_placement_v1_placement_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3702,7 +3906,7 @@ func (x *NodeAffinity) String() string {
 func (*NodeAffinity) ProtoMessage() {}
 
 func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[42]
+	mi := &file_placement_v1_placement_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3715,7 +3919,7 @@ func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAffinity.ProtoReflect.Descriptor instead.
 func (*NodeAffinity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{42}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *NodeAffinity) GetRequired() *NodeSelector {
@@ -3743,7 +3947,7 @@ type NodeSelector struct {
 
 func (x *NodeSelector) Reset() {
 	*x = NodeSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[43]
+	mi := &file_placement_v1_placement_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3755,7 +3959,7 @@ func (x *NodeSelector) String() string {
 func (*NodeSelector) ProtoMessage() {}
 
 func (x *NodeSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[43]
+	mi := &file_placement_v1_placement_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3768,7 +3972,7 @@ func (x *NodeSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelector.ProtoReflect.Descriptor instead.
 func (*NodeSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{43}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NodeSelector) GetTerms() []*NodeSelectorTerm {
@@ -3791,7 +3995,7 @@ type NodeSelectorTerm struct {
 
 func (x *NodeSelectorTerm) Reset() {
 	*x = NodeSelectorTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[44]
+	mi := &file_placement_v1_placement_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3803,7 +4007,7 @@ func (x *NodeSelectorTerm) String() string {
 func (*NodeSelectorTerm) ProtoMessage() {}
 
 func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[44]
+	mi := &file_placement_v1_placement_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3816,7 +4020,7 @@ func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorTerm.ProtoReflect.Descriptor instead.
 func (*NodeSelectorTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{44}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *NodeSelectorTerm) GetMatchExpressions() []*NodeSelectorRequirement {
@@ -3848,7 +4052,7 @@ type NodeSelectorRequirement struct {
 
 func (x *NodeSelectorRequirement) Reset() {
 	*x = NodeSelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[45]
+	mi := &file_placement_v1_placement_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3860,7 +4064,7 @@ func (x *NodeSelectorRequirement) String() string {
 func (*NodeSelectorRequirement) ProtoMessage() {}
 
 func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[45]
+	mi := &file_placement_v1_placement_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3873,7 +4077,7 @@ func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*NodeSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{45}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *NodeSelectorRequirement) GetKey() string {
@@ -3910,7 +4114,7 @@ type PreferredSchedulingTerm struct {
 
 func (x *PreferredSchedulingTerm) Reset() {
 	*x = PreferredSchedulingTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[46]
+	mi := &file_placement_v1_placement_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3922,7 +4126,7 @@ func (x *PreferredSchedulingTerm) String() string {
 func (*PreferredSchedulingTerm) ProtoMessage() {}
 
 func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[46]
+	mi := &file_placement_v1_placement_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3935,7 +4139,7 @@ func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreferredSchedulingTerm.ProtoReflect.Descriptor instead.
 func (*PreferredSchedulingTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{46}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *PreferredSchedulingTerm) GetWeight() int32 {
@@ -3971,7 +4175,7 @@ type Toleration struct {
 
 func (x *Toleration) Reset() {
 	*x = Toleration{}
-	mi := &file_placement_v1_placement_proto_msgTypes[47]
+	mi := &file_placement_v1_placement_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3983,7 +4187,7 @@ func (x *Toleration) String() string {
 func (*Toleration) ProtoMessage() {}
 
 func (x *Toleration) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[47]
+	mi := &file_placement_v1_placement_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3996,7 +4200,7 @@ func (x *Toleration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Toleration.ProtoReflect.Descriptor instead.
 func (*Toleration) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{47}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Toleration) GetKey() string {
@@ -4055,7 +4259,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_placement_v1_placement_proto_msgTypes[48]
+	mi := &file_placement_v1_placement_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4067,7 +4271,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[48]
+	mi := &file_placement_v1_placement_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4080,7 +4284,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{48}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Node) GetName() string {
@@ -4140,7 +4344,7 @@ type Taint struct {
 
 func (x *Taint) Reset() {
 	*x = Taint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[49]
+	mi := &file_placement_v1_placement_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4152,7 +4356,7 @@ func (x *Taint) String() string {
 func (*Taint) ProtoMessage() {}
 
 func (x *Taint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[49]
+	mi := &file_placement_v1_placement_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4165,7 +4369,7 @@ func (x *Taint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Taint.ProtoReflect.Descriptor instead.
 func (*Taint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{49}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Taint) GetKey() string {
@@ -4202,7 +4406,7 @@ type ContainerImage struct {
 
 func (x *ContainerImage) Reset() {
 	*x = ContainerImage{}
-	mi := &file_placement_v1_placement_proto_msgTypes[50]
+	mi := &file_placement_v1_placement_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4214,7 +4418,7 @@ func (x *ContainerImage) String() string {
 func (*ContainerImage) ProtoMessage() {}
 
 func (x *ContainerImage) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[50]
+	mi := &file_placement_v1_placement_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4227,7 +4431,7 @@ func (x *ContainerImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerImage.ProtoReflect.Descriptor instead.
 func (*ContainerImage) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{50}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ContainerImage) GetNames() []string {
@@ -4258,7 +4462,7 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"snapshotId\x12\x1d\n" +
 	"\n" +
 	"node_count\x18\x02 \x01(\rR\tnodeCount\x12\x1b\n" +
-	"\tpod_count\x18\x03 \x01(\rR\bpodCount\"\x94\x04\n" +
+	"\tpod_count\x18\x03 \x01(\rR\bpodCount\"\xa6\x05\n" +
 	"\bSnapshot\x12(\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x12.placement.v1.NodeR\x05nodes\x12%\n" +
 	"\x04pods\x18\x02 \x03(\v2\x11.placement.v1.PodR\x04pods\x127\n" +
@@ -4270,13 +4474,17 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x18persistent_volume_claims\x18\x1e \x03(\v2#.placement.v1.PersistentVolumeClaimR\x16persistentVolumeClaims\x12M\n" +
 	"\x12persistent_volumes\x18\x1f \x03(\v2\x1e.placement.v1.PersistentVolumeR\x11persistentVolumes\x12C\n" +
 	"\x0fstorage_classes\x18  \x03(\v2\x1a.placement.v1.StorageClassR\x0estorageClasses\x122\n" +
-	"\tcsi_nodes\x18! \x03(\v2\x15.placement.v1.CsiNodeR\bcsiNodes\"\x97\x01\n" +
+	"\tcsi_nodes\x18! \x03(\v2\x15.placement.v1.CsiNodeR\bcsiNodes\x128\n" +
+	"\vcsi_drivers\x18\" \x03(\v2\x17.placement.v1.CsiDriverR\n" +
+	"csiDrivers\x12V\n" +
+	"\x16csi_storage_capacities\x18# \x03(\v2 .placement.v1.CsiStorageCapacityR\x14csiStorageCapacities\"\x97\x01\n" +
 	"\tNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12;\n" +
 	"\x06labels\x18\x02 \x03(\v2#.placement.v1.Namespace.LabelsEntryR\x06labels\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc9\b\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe6\n" +
+	"\n" +
 	"\rSnapshotDelta\x12(\n" +
 	"\x10base_snapshot_id\x18\x01 \x01(\tR\x0ebaseSnapshotId\x125\n" +
 	"\fupsert_nodes\x18\x02 \x03(\v2\x12.placement.v1.NodeR\vupsertNodes\x12!\n" +
@@ -4296,7 +4504,11 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x16upsert_storage_classes\x18\" \x03(\v2\x1a.placement.v1.StorageClassR\x14upsertStorageClasses\x124\n" +
 	"\x16remove_storage_classes\x18# \x03(\tR\x14removeStorageClasses\x12?\n" +
 	"\x10upsert_csi_nodes\x18$ \x03(\v2\x15.placement.v1.CsiNodeR\x0eupsertCsiNodes\x12(\n" +
-	"\x10remove_csi_nodes\x18% \x03(\tR\x0eremoveCsiNodes\"l\n" +
+	"\x10remove_csi_nodes\x18% \x03(\tR\x0eremoveCsiNodes\x12E\n" +
+	"\x12upsert_csi_drivers\x18& \x03(\v2\x17.placement.v1.CsiDriverR\x10upsertCsiDrivers\x12,\n" +
+	"\x12remove_csi_drivers\x18' \x03(\tR\x10removeCsiDrivers\x12c\n" +
+	"\x1dupsert_csi_storage_capacities\x18( \x03(\v2 .placement.v1.CsiStorageCapacityR\x1aupsertCsiStorageCapacities\x12A\n" +
+	"\x1dremove_csi_storage_capacities\x18) \x03(\tR\x1aremoveCsiStorageCapacities\"l\n" +
 	"\vSnapshotRef\x12!\n" +
 	"\vsnapshot_id\x18\x01 \x01(\tH\x00R\n" +
 	"snapshotId\x120\n" +
@@ -4517,7 +4729,17 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\rCsiNodeDriver\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
 	"\x11allocatable_count\x18\x02 \x01(\x05H\x00R\x10allocatableCount\x88\x01\x01B\x14\n" +
-	"\x12_allocatable_count\"\x8d\x01\n" +
+	"\x12_allocatable_count\"J\n" +
+	"\tCsiDriver\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
+	"\x10storage_capacity\x18\x02 \x01(\bR\x0fstorageCapacity\"\x82\x02\n" +
+	"\x12CsiStorageCapacity\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12,\n" +
+	"\x12storage_class_name\x18\x03 \x01(\tR\x10storageClassName\x12@\n" +
+	"\rnode_topology\x18\x04 \x01(\v2\x1b.placement.v1.LabelSelectorR\fnodeTopology\x12\x1a\n" +
+	"\bcapacity\x18\x05 \x01(\tR\bcapacity\x12.\n" +
+	"\x13maximum_volume_size\x18\x06 \x01(\tR\x11maximumVolumeSize\"\x8d\x01\n" +
 	"\vPodAffinity\x129\n" +
 	"\brequired\x18\x01 \x03(\v2\x1d.placement.v1.PodAffinityTermR\brequired\x12C\n" +
 	"\tpreferred\x18\x02 \x03(\v2%.placement.v1.WeightedPodAffinityTermR\tpreferred\"\xe4\x01\n" +
@@ -4640,7 +4862,7 @@ func file_placement_v1_placement_proto_rawDescGZIP() []byte {
 	return file_placement_v1_placement_proto_rawDescData
 }
 
-var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_placement_v1_placement_proto_goTypes = []any{
 	(*SyncSnapshotRequest)(nil),         // 0: placement.v1.SyncSnapshotRequest
 	(*SyncSnapshotResponse)(nil),        // 1: placement.v1.SyncSnapshotResponse
@@ -4674,128 +4896,135 @@ var file_placement_v1_placement_proto_goTypes = []any{
 	(*TopologySelectorRequirement)(nil), // 29: placement.v1.TopologySelectorRequirement
 	(*CsiNode)(nil),                     // 30: placement.v1.CsiNode
 	(*CsiNodeDriver)(nil),               // 31: placement.v1.CsiNodeDriver
-	(*PodAffinity)(nil),                 // 32: placement.v1.PodAffinity
-	(*PodAffinityTerm)(nil),             // 33: placement.v1.PodAffinityTerm
-	(*WeightedPodAffinityTerm)(nil),     // 34: placement.v1.WeightedPodAffinityTerm
-	(*Gang)(nil),                        // 35: placement.v1.Gang
-	(*PodDisruptionBudget)(nil),         // 36: placement.v1.PodDisruptionBudget
-	(*LabelSelector)(nil),               // 37: placement.v1.LabelSelector
-	(*LabelSelectorRequirement)(nil),    // 38: placement.v1.LabelSelectorRequirement
-	(*TopologySpreadConstraint)(nil),    // 39: placement.v1.TopologySpreadConstraint
-	(*Container)(nil),                   // 40: placement.v1.Container
-	(*ContainerPort)(nil),               // 41: placement.v1.ContainerPort
-	(*NodeAffinity)(nil),                // 42: placement.v1.NodeAffinity
-	(*NodeSelector)(nil),                // 43: placement.v1.NodeSelector
-	(*NodeSelectorTerm)(nil),            // 44: placement.v1.NodeSelectorTerm
-	(*NodeSelectorRequirement)(nil),     // 45: placement.v1.NodeSelectorRequirement
-	(*PreferredSchedulingTerm)(nil),     // 46: placement.v1.PreferredSchedulingTerm
-	(*Toleration)(nil),                  // 47: placement.v1.Toleration
-	(*Node)(nil),                        // 48: placement.v1.Node
-	(*Taint)(nil),                       // 49: placement.v1.Taint
-	(*ContainerImage)(nil),              // 50: placement.v1.ContainerImage
-	nil,                                 // 51: placement.v1.Namespace.LabelsEntry
-	nil,                                 // 52: placement.v1.Unschedulable.ReasonsEntry
-	nil,                                 // 53: placement.v1.Pod.LabelsEntry
-	nil,                                 // 54: placement.v1.Pod.OverheadEntry
-	nil,                                 // 55: placement.v1.Pod.NodeSelectorEntry
-	nil,                                 // 56: placement.v1.Pod.AnnotationsEntry
-	nil,                                 // 57: placement.v1.PersistentVolume.LabelsEntry
-	nil,                                 // 58: placement.v1.LabelSelector.MatchLabelsEntry
-	nil,                                 // 59: placement.v1.Container.RequestsEntry
-	nil,                                 // 60: placement.v1.Node.LabelsEntry
-	nil,                                 // 61: placement.v1.Node.AllocatableEntry
+	(*CsiDriver)(nil),                   // 32: placement.v1.CsiDriver
+	(*CsiStorageCapacity)(nil),          // 33: placement.v1.CsiStorageCapacity
+	(*PodAffinity)(nil),                 // 34: placement.v1.PodAffinity
+	(*PodAffinityTerm)(nil),             // 35: placement.v1.PodAffinityTerm
+	(*WeightedPodAffinityTerm)(nil),     // 36: placement.v1.WeightedPodAffinityTerm
+	(*Gang)(nil),                        // 37: placement.v1.Gang
+	(*PodDisruptionBudget)(nil),         // 38: placement.v1.PodDisruptionBudget
+	(*LabelSelector)(nil),               // 39: placement.v1.LabelSelector
+	(*LabelSelectorRequirement)(nil),    // 40: placement.v1.LabelSelectorRequirement
+	(*TopologySpreadConstraint)(nil),    // 41: placement.v1.TopologySpreadConstraint
+	(*Container)(nil),                   // 42: placement.v1.Container
+	(*ContainerPort)(nil),               // 43: placement.v1.ContainerPort
+	(*NodeAffinity)(nil),                // 44: placement.v1.NodeAffinity
+	(*NodeSelector)(nil),                // 45: placement.v1.NodeSelector
+	(*NodeSelectorTerm)(nil),            // 46: placement.v1.NodeSelectorTerm
+	(*NodeSelectorRequirement)(nil),     // 47: placement.v1.NodeSelectorRequirement
+	(*PreferredSchedulingTerm)(nil),     // 48: placement.v1.PreferredSchedulingTerm
+	(*Toleration)(nil),                  // 49: placement.v1.Toleration
+	(*Node)(nil),                        // 50: placement.v1.Node
+	(*Taint)(nil),                       // 51: placement.v1.Taint
+	(*ContainerImage)(nil),              // 52: placement.v1.ContainerImage
+	nil,                                 // 53: placement.v1.Namespace.LabelsEntry
+	nil,                                 // 54: placement.v1.Unschedulable.ReasonsEntry
+	nil,                                 // 55: placement.v1.Pod.LabelsEntry
+	nil,                                 // 56: placement.v1.Pod.OverheadEntry
+	nil,                                 // 57: placement.v1.Pod.NodeSelectorEntry
+	nil,                                 // 58: placement.v1.Pod.AnnotationsEntry
+	nil,                                 // 59: placement.v1.PersistentVolume.LabelsEntry
+	nil,                                 // 60: placement.v1.LabelSelector.MatchLabelsEntry
+	nil,                                 // 61: placement.v1.Container.RequestsEntry
+	nil,                                 // 62: placement.v1.Node.LabelsEntry
+	nil,                                 // 63: placement.v1.Node.AllocatableEntry
 }
 var file_placement_v1_placement_proto_depIdxs = []int32{
 	2,  // 0: placement.v1.SyncSnapshotRequest.full:type_name -> placement.v1.Snapshot
 	4,  // 1: placement.v1.SyncSnapshotRequest.delta:type_name -> placement.v1.SnapshotDelta
-	48, // 2: placement.v1.Snapshot.nodes:type_name -> placement.v1.Node
+	50, // 2: placement.v1.Snapshot.nodes:type_name -> placement.v1.Node
 	22, // 3: placement.v1.Snapshot.pods:type_name -> placement.v1.Pod
 	3,  // 4: placement.v1.Snapshot.namespaces:type_name -> placement.v1.Namespace
-	36, // 5: placement.v1.Snapshot.pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	38, // 5: placement.v1.Snapshot.pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
 	24, // 6: placement.v1.Snapshot.persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
 	25, // 7: placement.v1.Snapshot.persistent_volumes:type_name -> placement.v1.PersistentVolume
 	27, // 8: placement.v1.Snapshot.storage_classes:type_name -> placement.v1.StorageClass
 	30, // 9: placement.v1.Snapshot.csi_nodes:type_name -> placement.v1.CsiNode
-	51, // 10: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
-	48, // 11: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
-	22, // 12: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
-	3,  // 13: placement.v1.SnapshotDelta.upsert_namespaces:type_name -> placement.v1.Namespace
-	36, // 14: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
-	24, // 15: placement.v1.SnapshotDelta.upsert_persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
-	25, // 16: placement.v1.SnapshotDelta.upsert_persistent_volumes:type_name -> placement.v1.PersistentVolume
-	27, // 17: placement.v1.SnapshotDelta.upsert_storage_classes:type_name -> placement.v1.StorageClass
-	30, // 18: placement.v1.SnapshotDelta.upsert_csi_nodes:type_name -> placement.v1.CsiNode
-	2,  // 19: placement.v1.SnapshotRef.inline:type_name -> placement.v1.Snapshot
-	5,  // 20: placement.v1.RankRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	22, // 21: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
-	8,  // 22: placement.v1.RankResponse.feasible:type_name -> placement.v1.NodeScore
-	10, // 23: placement.v1.RankResponse.infeasible:type_name -> placement.v1.InfeasibleNode
-	9,  // 24: placement.v1.NodeScore.plugin_scores:type_name -> placement.v1.PluginScore
-	5,  // 25: placement.v1.ScheduleRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	22, // 26: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
-	13, // 27: placement.v1.ScheduleResponse.placements:type_name -> placement.v1.Placement
-	15, // 28: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
-	14, // 29: placement.v1.Placement.claim_bindings:type_name -> placement.v1.ClaimBinding
-	52, // 30: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
-	18, // 31: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
-	21, // 32: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
-	19, // 33: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
-	20, // 34: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
-	53, // 35: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
-	40, // 36: placement.v1.Pod.containers:type_name -> placement.v1.Container
-	40, // 37: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
-	54, // 38: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
-	55, // 39: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
-	42, // 40: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
-	47, // 41: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
-	32, // 42: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
-	32, // 43: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
-	39, // 44: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
-	37, // 45: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
-	35, // 46: placement.v1.Pod.gang:type_name -> placement.v1.Gang
-	56, // 47: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
-	23, // 48: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
-	37, // 49: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
-	57, // 50: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
-	43, // 51: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
-	26, // 52: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
-	28, // 53: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
-	29, // 54: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
-	31, // 55: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
-	33, // 56: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
-	34, // 57: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
-	37, // 58: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
-	37, // 59: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
-	33, // 60: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
-	37, // 61: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
-	58, // 62: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
-	38, // 63: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
-	37, // 64: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
-	59, // 65: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
-	41, // 66: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
-	43, // 67: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
-	46, // 68: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
-	44, // 69: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
-	45, // 70: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
-	45, // 71: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
-	44, // 72: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
-	60, // 73: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
-	49, // 74: placement.v1.Node.taints:type_name -> placement.v1.Taint
-	61, // 75: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
-	50, // 76: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
-	0,  // 77: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
-	6,  // 78: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
-	11, // 79: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
-	16, // 80: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
-	1,  // 81: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
-	7,  // 82: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
-	12, // 83: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
-	17, // 84: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
-	81, // [81:85] is the sub-list for method output_type
-	77, // [77:81] is the sub-list for method input_type
-	77, // [77:77] is the sub-list for extension type_name
-	77, // [77:77] is the sub-list for extension extendee
-	0,  // [0:77] is the sub-list for field type_name
+	32, // 10: placement.v1.Snapshot.csi_drivers:type_name -> placement.v1.CsiDriver
+	33, // 11: placement.v1.Snapshot.csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
+	53, // 12: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
+	50, // 13: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
+	22, // 14: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
+	3,  // 15: placement.v1.SnapshotDelta.upsert_namespaces:type_name -> placement.v1.Namespace
+	38, // 16: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	24, // 17: placement.v1.SnapshotDelta.upsert_persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
+	25, // 18: placement.v1.SnapshotDelta.upsert_persistent_volumes:type_name -> placement.v1.PersistentVolume
+	27, // 19: placement.v1.SnapshotDelta.upsert_storage_classes:type_name -> placement.v1.StorageClass
+	30, // 20: placement.v1.SnapshotDelta.upsert_csi_nodes:type_name -> placement.v1.CsiNode
+	32, // 21: placement.v1.SnapshotDelta.upsert_csi_drivers:type_name -> placement.v1.CsiDriver
+	33, // 22: placement.v1.SnapshotDelta.upsert_csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
+	2,  // 23: placement.v1.SnapshotRef.inline:type_name -> placement.v1.Snapshot
+	5,  // 24: placement.v1.RankRequest.snapshot:type_name -> placement.v1.SnapshotRef
+	22, // 25: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
+	8,  // 26: placement.v1.RankResponse.feasible:type_name -> placement.v1.NodeScore
+	10, // 27: placement.v1.RankResponse.infeasible:type_name -> placement.v1.InfeasibleNode
+	9,  // 28: placement.v1.NodeScore.plugin_scores:type_name -> placement.v1.PluginScore
+	5,  // 29: placement.v1.ScheduleRequest.snapshot:type_name -> placement.v1.SnapshotRef
+	22, // 30: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
+	13, // 31: placement.v1.ScheduleResponse.placements:type_name -> placement.v1.Placement
+	15, // 32: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
+	14, // 33: placement.v1.Placement.claim_bindings:type_name -> placement.v1.ClaimBinding
+	54, // 34: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
+	18, // 35: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
+	21, // 36: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
+	19, // 37: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
+	20, // 38: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
+	55, // 39: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
+	42, // 40: placement.v1.Pod.containers:type_name -> placement.v1.Container
+	42, // 41: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
+	56, // 42: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
+	57, // 43: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
+	44, // 44: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
+	49, // 45: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
+	34, // 46: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
+	34, // 47: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
+	41, // 48: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
+	39, // 49: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
+	37, // 50: placement.v1.Pod.gang:type_name -> placement.v1.Gang
+	58, // 51: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
+	23, // 52: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
+	39, // 53: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
+	59, // 54: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
+	45, // 55: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
+	26, // 56: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
+	28, // 57: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
+	29, // 58: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
+	31, // 59: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
+	39, // 60: placement.v1.CsiStorageCapacity.node_topology:type_name -> placement.v1.LabelSelector
+	35, // 61: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
+	36, // 62: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
+	39, // 63: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
+	39, // 64: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
+	35, // 65: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
+	39, // 66: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
+	60, // 67: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
+	40, // 68: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
+	39, // 69: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
+	61, // 70: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
+	43, // 71: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
+	45, // 72: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
+	48, // 73: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
+	46, // 74: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
+	47, // 75: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
+	47, // 76: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
+	46, // 77: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
+	62, // 78: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
+	51, // 79: placement.v1.Node.taints:type_name -> placement.v1.Taint
+	63, // 80: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
+	52, // 81: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
+	0,  // 82: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
+	6,  // 83: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
+	11, // 84: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
+	16, // 85: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
+	1,  // 86: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
+	7,  // 87: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
+	12, // 88: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
+	17, // 89: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
+	86, // [86:90] is the sub-list for method output_type
+	82, // [82:86] is the sub-list for method input_type
+	82, // [82:82] is the sub-list for extension type_name
+	82, // [82:82] is the sub-list for extension extendee
+	0,  // [0:82] is the sub-list for field type_name
 }
 
 func init() { file_placement_v1_placement_proto_init() }
@@ -4821,15 +5050,15 @@ func file_placement_v1_placement_proto_init() {
 		(*ClaimBinding_SelectedNode)(nil),
 	}
 	file_placement_v1_placement_proto_msgTypes[31].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[39].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[47].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[41].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[49].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_placement_v1_placement_proto_rawDesc), len(file_placement_v1_placement_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   62,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
