@@ -347,6 +347,8 @@ impl<A: ClusterApi> Binder<A> {
             persistent_volumes: full.persistent_volumes,
             storage_classes: full.storage_classes,
             csi_nodes: full.csi_nodes,
+            csi_drivers: full.csi_drivers,
+            csi_storage_capacities: full.csi_storage_capacities,
             ..Default::default()
         }
     }

@@ -590,6 +590,40 @@ pub fn csi_node_info(n: &k8s_openapi::api::storage::v1::CSINode) -> proto::CsiNo
     }
 }
 
+/// Projects a CSIDriver: whether it asks for storage capacity tracking.
+pub fn csi_driver_info(d: &k8s_openapi::api::storage::v1::CSIDriver) -> proto::CsiDriver {
+    proto::CsiDriver {
+        name: d.metadata.name.clone().unwrap_or_default(),
+        storage_capacity: d.spec.storage_capacity.unwrap_or(false),
+    }
+}
+
+/// Projects a CSIStorageCapacity.
+pub fn storage_capacity_info(c: &k8s_openapi::api::storage::v1::CSIStorageCapacity) -> proto::CsiStorageCapacity {
+    proto::CsiStorageCapacity {
+        namespace: c.metadata.namespace.clone().unwrap_or_default(),
+        name: c.metadata.name.clone().unwrap_or_default(),
+        storage_class_name: c.storage_class_name.clone(),
+        node_topology: c.node_topology.as_ref().map(label_selector),
+        capacity: c.capacity.as_ref().map(|q| q.0.clone()).unwrap_or_default(),
+        maximum_volume_size: c.maximum_volume_size.as_ref().map(|q| q.0.clone()).unwrap_or_default(),
+    }
+}
+
+/// Projects a CSIStorageCapacity read as a dynamic object (storage.k8s.io/v1 or v1beta1, whose
+/// fields are the same).
+pub fn dynamic_storage_capacity_info(o: &kube::api::DynamicObject) -> proto::CsiStorageCapacity {
+    let field = |name: &str| o.data.get(name).cloned().unwrap_or(serde_json::Value::Null);
+    let capacity = k8s_openapi::api::storage::v1::CSIStorageCapacity {
+        metadata: o.metadata.clone(),
+        storage_class_name: field("storageClassName").as_str().unwrap_or_default().to_string(),
+        capacity: serde_json::from_value(field("capacity")).ok().flatten(),
+        maximum_volume_size: serde_json::from_value(field("maximumVolumeSize")).ok().flatten(),
+        node_topology: serde_json::from_value(field("nodeTopology")).ok().flatten(),
+    };
+    storage_capacity_info(&capacity)
+}
+
 /// A storage object as the binder tracks it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StorageObject {
@@ -601,6 +635,10 @@ pub enum StorageObject {
     Class(proto::StorageClass),
     /// A CSINode.
     CsiNode(proto::CsiNode),
+    /// A CSIDriver.
+    CsiDriver(proto::CsiDriver),
+    /// A CSIStorageCapacity.
+    Capacity(proto::CsiStorageCapacity),
 }
 
 /// The identity of a storage object: a claim by `namespace/name`, the others by name.
@@ -614,6 +652,10 @@ pub enum StorageKey {
     Class(String),
     /// A CSINode.
     CsiNode(String),
+    /// A CSIDriver.
+    CsiDriver(String),
+    /// A CSIStorageCapacity, `namespace/name`.
+    Capacity(String),
 }
 
 impl StorageObject {
@@ -624,6 +666,8 @@ impl StorageObject {
             Self::Volume(v) => StorageKey::Volume(v.name.clone()),
             Self::Class(c) => StorageKey::Class(c.name.clone()),
             Self::CsiNode(n) => StorageKey::CsiNode(n.name.clone()),
+            Self::CsiDriver(d) => StorageKey::CsiDriver(d.name.clone()),
+            Self::Capacity(c) => StorageKey::Capacity(format!("{}/{}", c.namespace, c.name)),
         }
     }
 }

@@ -308,6 +308,17 @@ impl Workload {
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a CSINode: {e}")))?;
                 self.storage.push(StorageObject::CsiNode(model::csi_node_info(&n)));
             }
+            "CSIDriver" => {
+                let d: k8s_openapi::api::storage::v1::CSIDriver =
+                    serde_json::from_value(value).map_err(|e| SimError::Json(format!("a CSIDriver: {e}")))?;
+                self.storage.push(StorageObject::CsiDriver(model::csi_driver_info(&d)));
+            }
+            "CSIStorageCapacity" => {
+                let c: k8s_openapi::api::storage::v1::CSIStorageCapacity =
+                    serde_json::from_value(value).map_err(|e| SimError::Json(format!("a CSIStorageCapacity: {e}")))?;
+                self.storage
+                    .push(StorageObject::Capacity(model::storage_capacity_info(&c)));
+            }
             "Pod" => {
                 let pod: k8s_openapi::api::core::v1::Pod =
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a Pod: {e}")))?;
@@ -373,6 +384,8 @@ impl Workload {
                 StorageObject::Volume(v) => snapshot.persistent_volumes.push(v),
                 StorageObject::Class(c) => snapshot.storage_classes.push(c),
                 StorageObject::CsiNode(n) => snapshot.csi_nodes.push(n),
+                StorageObject::CsiDriver(d) => snapshot.csi_drivers.push(d),
+                StorageObject::Capacity(c) => snapshot.csi_storage_capacities.push(c),
             }
         }
         let parts = convert::storage("storage", &snapshot).map_err(|e| SimError::Invalid(e.to_string()))?;

@@ -476,6 +476,8 @@ impl ClusterState {
                 StorageObject::Volume(v) => snapshot.persistent_volumes.push(v),
                 StorageObject::Class(c) => snapshot.storage_classes.push(c),
                 StorageObject::CsiNode(n) => snapshot.csi_nodes.push(n),
+                StorageObject::CsiDriver(d) => snapshot.csi_drivers.push(d),
+                StorageObject::Capacity(c) => snapshot.csi_storage_capacities.push(c),
             }
         }
         snapshot
@@ -515,6 +517,10 @@ impl ClusterState {
                     (None, StorageKey::Volume(k)) => delta.remove_persistent_volumes.push(k.clone()),
                     (None, StorageKey::Class(k)) => delta.remove_storage_classes.push(k.clone()),
                     (None, StorageKey::CsiNode(k)) => delta.remove_csi_nodes.push(k.clone()),
+                    (Some(StorageObject::CsiDriver(d)), _) => delta.upsert_csi_drivers.push(d),
+                    (Some(StorageObject::Capacity(c)), _) => delta.upsert_csi_storage_capacities.push(c),
+                    (None, StorageKey::CsiDriver(k)) => delta.remove_csi_drivers.push(k.clone()),
+                    (None, StorageKey::Capacity(k)) => delta.remove_csi_storage_capacities.push(k.clone()),
                 },
             }
         }

@@ -27,7 +27,8 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
+use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::watcher::{self, watcher, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
@@ -35,8 +36,8 @@ use kube::{Api, Client};
 use crate::api::ClusterApi;
 use crate::binder::{Binder, ClusterEvent};
 use crate::model::{
-    claim_info, csi_node_info, namespace_info, node_info, pdb_info, pdb_key, pod_info, storage_class_info, volume_info,
-    StorageKey, StorageObject,
+    claim_info, csi_driver_info, csi_node_info, dynamic_storage_capacity_info, namespace_info, node_info, pdb_info,
+    pdb_key, pod_info, storage_class_info, volume_info, StorageKey, StorageObject,
 };
 
 /// kube-scheduler's pod field selector: every pod that may still use (or need) a node.
@@ -287,6 +288,76 @@ impl StorageKind for CSINode {
     }
 }
 
+impl StorageKind for CSIDriver {
+    fn project(&self) -> StorageObject {
+        StorageObject::CsiDriver(csi_driver_info(self))
+    }
+    fn deleted_key(&self) -> StorageKey {
+        StorageKey::CsiDriver(name_of(&self.metadata))
+    }
+}
+
+/// A CSIStorageCapacity read as a dynamic object, so that storage.k8s.io/v1beta1 (the only
+/// version API servers before 1.24 serve, with the same fields) reads as v1 does.
+impl StorageKind for DynamicObject {
+    fn project(&self) -> StorageObject {
+        StorageObject::Capacity(dynamic_storage_capacity_info(self))
+    }
+    fn deleted_key(&self) -> StorageKey {
+        StorageKey::Capacity(format!(
+            "{}/{}",
+            self.metadata.namespace.as_deref().unwrap_or_default(),
+            name_of(&self.metadata)
+        ))
+    }
+}
+
+/// The storage.k8s.io version that serves CSIStorageCapacity: v1 (Kubernetes 1.24 and later),
+/// else v1beta1 (1.21 to 1.23, and 1.24's pre-releases); `None` when neither does. Found by a
+/// list of at most one object (the list permission the binder has anyway); an answer other than
+/// 404 keeps the version, and the watch retries it with backoff.
+pub async fn capacity_resource(client: &Client) -> Option<ApiResource> {
+    for version in ["v1", "v1beta1"] {
+        let resource = ApiResource {
+            group: "storage.k8s.io".into(),
+            version: version.into(),
+            api_version: format!("storage.k8s.io/{version}"),
+            kind: "CSIStorageCapacity".into(),
+            plural: "csistoragecapacities".into(),
+        };
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        match api.list(&kube::api::ListParams::default().limit(1)).await {
+            Err(kube::Error::Api(e)) if e.code == 404 => continue,
+            _ => return Some(resource),
+        }
+    }
+    None
+}
+
+/// Watches CSIStorageCapacities in the version the API server serves; with none, there is
+/// nothing to track and the initial list counts as done.
+async fn capacity_watch<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier<A>>) {
+    let Some(resource) = capacity_resource(&client).await else {
+        tracing::info!("the API server serves no CSIStorageCapacity: storage capacity is not tracked");
+        barrier.done();
+        return;
+    };
+    tracing::info!(api_version = %resource.api_version, "watching CSIStorageCapacities");
+    let capacities = watcher(
+        Api::<DynamicObject>::all_with(client, &resource),
+        watcher::Config::default(),
+    )
+    .default_backoff();
+    drive(
+        "csistoragecapacities",
+        capacities,
+        StorageTracker::default(),
+        StorageTracker::on_event,
+        barrier,
+    )
+    .await;
+}
+
 /// Turns watch events of one storage kind into cluster events.
 #[derive(Debug, Default)]
 pub struct StorageTracker {
@@ -408,7 +479,8 @@ impl<A: ClusterApi> SyncBarrier<A> {
     fn done(&self) {
         if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
             tracing::info!(
-                "initial node, namespace, PodDisruptionBudget, storage (claims, volumes, classes, CSINodes) and pod \
+                "initial node, namespace, PodDisruptionBudget, storage (claims, volumes, classes, CSINodes, CSIDrivers, \
+                 CSIStorageCapacities) and pod \
                  lists done: binder synced"
             );
             self.binder.set_synced();
@@ -455,6 +527,7 @@ async fn storage_watches<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier
     let volumes = watcher(Api::<PersistentVolume>::all(client.clone()), watcher::Config::default()).default_backoff();
     let classes = watcher(Api::<StorageClass>::all(client.clone()), watcher::Config::default()).default_backoff();
     let csi_nodes = watcher(Api::<CSINode>::all(client.clone()), watcher::Config::default()).default_backoff();
+    let csi_drivers = watcher(Api::<CSIDriver>::all(client.clone()), watcher::Config::default()).default_backoff();
     tokio::join!(
         drive(
             "persistentvolumeclaims",
@@ -484,6 +557,14 @@ async fn storage_watches<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier
             StorageTracker::on_event,
             Arc::clone(&barrier),
         ),
+        drive(
+            "csidrivers",
+            csi_drivers,
+            StorageTracker::default(),
+            StorageTracker::on_event,
+            Arc::clone(&barrier),
+        ),
+        capacity_watch(client.clone(), Arc::clone(&barrier)),
     );
 }
 
@@ -491,7 +572,7 @@ async fn storage_watches<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier
 /// until `shutdown` resolves.
 pub async fn run<A: ClusterApi>(client: Client, binder: Binder<A>, shutdown: impl Future<Output = ()>) {
     let barrier = Arc::new(SyncBarrier {
-        remaining: AtomicUsize::new(8),
+        remaining: AtomicUsize::new(10),
         binder,
     });
     let storage = storage_watches(client.clone(), Arc::clone(&barrier));

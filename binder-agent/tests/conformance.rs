@@ -18,10 +18,10 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use placement_binder::model::{
-    claim_info, csi_node_info, namespace_info, node_info, pdb_info, pdb_key, pod_info, storage_class_info, volume_info,
-    StorageObject,
+    claim_info, csi_driver_info, csi_node_info, namespace_info, node_info, pdb_info, pdb_key, pod_info,
+    storage_capacity_info, storage_class_info, volume_info, StorageObject,
 };
 use placement_binder::state::ClusterState;
 use placement_scheduler::proto;
@@ -79,6 +79,14 @@ fn corpus() -> Vec<(String, Object)> {
                     let n: CSINode = serde_json::from_value(value).map_err(parse_err).unwrap();
                     Object::Storage(StorageObject::CsiNode(csi_node_info(&n)))
                 }
+                "CSIDriver" => {
+                    let d: CSIDriver = serde_json::from_value(value).map_err(parse_err).unwrap();
+                    Object::Storage(StorageObject::CsiDriver(csi_driver_info(&d)))
+                }
+                "CSIStorageCapacity" => {
+                    let c: CSIStorageCapacity = serde_json::from_value(value).map_err(parse_err).unwrap();
+                    Object::Storage(StorageObject::Capacity(storage_capacity_info(&c)))
+                }
                 other => panic!("{}: kind {other:?} is not part of the contract", path.display()),
             };
             let stem = path.file_stem().unwrap_or_default().to_string_lossy().into_owned();
@@ -133,6 +141,8 @@ fn convert(corpus: &[(String, Object)]) -> (Vec<Converted>, Vec<u8>) {
                 Object::Storage(StorageObject::Volume(v)) => ("placement.v1.PersistentVolume", v.encode_to_vec()),
                 Object::Storage(StorageObject::Class(c)) => ("placement.v1.StorageClass", c.encode_to_vec()),
                 Object::Storage(StorageObject::CsiNode(n)) => ("placement.v1.CsiNode", n.encode_to_vec()),
+                Object::Storage(StorageObject::CsiDriver(d)) => ("placement.v1.CsiDriver", d.encode_to_vec()),
+                Object::Storage(StorageObject::Capacity(c)) => ("placement.v1.CsiStorageCapacity", c.encode_to_vec()),
             };
             (stem.clone(), type_name, bytes)
         })

@@ -5,7 +5,7 @@
 //! and `binding` subresources), `events` and `namespaces`, events.k8s.io/v1 `events`,
 //! coordination.k8s.io/v1 `leases`, policy/v1 `poddisruptionbudgets`, core/v1
 //! `persistentvolumeclaims` and `persistentvolumes` (with the `status` subresource), and
-//! storage.k8s.io/v1 `storageclasses` and `csinodes`, with one global, monotonically increasing
+//! storage.k8s.io/v1 `storageclasses`, `csinodes`, `csidrivers` and `csistoragecapacities`, with one global, monotonically increasing
 //! resourceVersion like etcd.
 //!
 //! Supported, with the API server's semantics:
@@ -95,6 +95,10 @@ pub enum Kind {
     StorageClass,
     /// storage.k8s.io/v1 `csinodes` (cluster-scoped).
     CsiNode,
+    /// storage.k8s.io/v1 `csidrivers` (cluster-scoped).
+    CsiDriver,
+    /// storage.k8s.io/v1 `csistoragecapacities` (namespaced).
+    CsiStorageCapacity,
 }
 
 /// Static description of a served resource.
@@ -218,6 +222,26 @@ const RESOURCES: &[ResourceInfo] = &[
         singular: "csinode",
         kind_name: "CSINode",
         namespaced: false,
+        subresources: &[],
+    },
+    ResourceInfo {
+        kind: Kind::CsiDriver,
+        group: "storage.k8s.io",
+        version: "v1",
+        plural: "csidrivers",
+        singular: "csidriver",
+        kind_name: "CSIDriver",
+        namespaced: false,
+        subresources: &[],
+    },
+    ResourceInfo {
+        kind: Kind::CsiStorageCapacity,
+        group: "storage.k8s.io",
+        version: "v1",
+        plural: "csistoragecapacities",
+        singular: "csistoragecapacity",
+        kind_name: "CSIStorageCapacity",
+        namespaced: true,
         subresources: &[],
     },
 ];

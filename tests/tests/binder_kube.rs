@@ -2113,6 +2113,78 @@ mod prebind {
         let _ = stop_decisions.send(());
     }
 
+    /// Storage capacity tracking: the driver of class `fast` has a CSIDriver with
+    /// `storageCapacity: true`. With no CSIStorageCapacity the pod is unschedulable with kube's
+    /// reason; a capacity too small for the claim changes nothing; one with room reaching n2
+    /// (watched, so the pod is retried at once) gets the claim provisioned on n2 and the pod bound
+    /// there.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tracked_driver_provisions_only_where_a_storage_capacity_has_room() {
+        let server = FakeApiServer::start().await;
+        cluster(&server);
+        server.create_raw(
+            Kind::CsiDriver,
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": "csi.example.com"},
+                   "spec": {"storageCapacity": true}}),
+        );
+        let capacity = |name: &str, node: &str, size: &str| {
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+                   "metadata": {"name": name, "namespace": "kube-system"},
+                   "storageClassName": "fast", "capacity": size,
+                   "nodeTopology": {"matchLabels": {"kubernetes.io/hostname": node}}})
+        };
+        server.create_raw(Kind::CsiStorageCapacity, capacity("small-n1", "n1", "512Mi"));
+        claim(&server, "scratch", "fast");
+        server.create_pod(pod_with_claim("job", "scratch"));
+        let (stop_decisions, running) = binder(&server, Duration::from_secs(600)).await;
+        let message = || {
+            server
+                .get_pod("default", "job")
+                .as_ref()
+                .and_then(scheduled_condition)
+                .map(|(_, reason, message)| (reason, message))
+        };
+        eventually(WAIT, "the pod unschedulable", || {
+            let m = message();
+            async move { m.is_some() }
+        })
+        .await;
+        assert_eq!(
+            message(),
+            Some((
+                "Unschedulable".to_string(),
+                "0/2 nodes are available: 2 node(s) did not have enough free storage. preemption: 0/2 nodes are \
+                 available: 2 Preemption is not helpful for scheduling."
+                    .to_string()
+            ))
+        );
+        assert!(running
+            .binder
+            .storage_snapshot()
+            .csi_drivers
+            .iter()
+            .any(|d| d.name == "csi.example.com" && d.storage_capacity));
+        server.create_raw(Kind::CsiStorageCapacity, capacity("big-n2", "n2", "10Gi"));
+        eventually(WAIT, "the claim provisioned on n2", || async {
+            pvc(&server, "scratch")["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == "n2"
+        })
+        .await;
+        assert_eq!(server.play_pv_controller(), 1);
+        eventually(WAIT, "the pod bound to n2", || async {
+            node_of_pod(&server, "job").as_deref() == Some("n2")
+        })
+        .await;
+        // A deleted capacity leaves the binder's state.
+        server.delete_raw(Kind::CsiStorageCapacity, Some("kube-system"), "big-n2");
+        eventually(WAIT, "the capacity gone from the binder", || {
+            let b = running.binder.clone();
+            async move { b.storage_snapshot().csi_storage_capacities.len() == 1 }
+        })
+        .await;
+        running.stop().await;
+        let _ = stop_decisions.send(());
+    }
+
     /// The volume update meets a 409 (the volume changed since it was read): as kube, the
     /// PreBind fails (no rewrite), the pod gets `SchedulerError` and `FailedScheduling` with the
     /// API server's message, and is decided again after its backoff — then bound.

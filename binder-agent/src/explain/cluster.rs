@@ -7,15 +7,15 @@
 
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
-use kube::api::ListParams;
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
+use kube::api::{DynamicObject, ListParams};
 use kube::{Api, Client};
 use placement_scheduler::proto;
 use serde::de::DeserializeOwned;
 
 use crate::model::{
-    claim_info, csi_node_info, namespace_info, node_info, pdb_info, pod_info, storage_class_info, volume_info, PodInfo,
-    StorageObject,
+    claim_info, csi_driver_info, csi_node_info, dynamic_storage_capacity_info, namespace_info, node_info, pdb_info,
+    pod_info, storage_class_info, volume_info, PodInfo, StorageObject,
 };
 use crate::state::ClusterState;
 use crate::watch::POD_FIELD_SELECTOR;
@@ -185,6 +185,23 @@ pub async fn read(client: &Client, namespace: &str, name: &str) -> Result<Cluste
         })
         .await,
     )?;
+    storage_list(
+        "csidrivers",
+        list_each(&Api::<CSIDriver>::all(client.clone()), all(), |d| {
+            state.apply_storage(StorageObject::CsiDriver(csi_driver_info(&d)));
+        })
+        .await,
+    )?;
+    match crate::watch::capacity_resource(client).await {
+        Some(resource) => storage_list(
+            "csistoragecapacities",
+            list_each(&Api::<DynamicObject>::all_with(client.clone(), &resource), all(), |c| {
+                state.apply_storage(StorageObject::Capacity(dynamic_storage_capacity_info(&c)));
+            })
+            .await,
+        )?,
+        None => notes.push("the API server serves no CSIStorageCapacity: storage capacity is not checked".into()),
+    }
     // As the binder: a bound pod that has not finished uses its node (even while it is being
     // deleted); pending pods use nothing.
     list_each(

@@ -91,6 +91,14 @@ func loadCorpus(t *testing.T) *corpus {
 			o := &storagev1.CSINode{}
 			obj = o
 			c.storage.CSINodes = append(c.storage.CSINodes, o)
+		case "CSIDriver":
+			o := &storagev1.CSIDriver{}
+			obj = o
+			c.storage.CSIDrivers = append(c.storage.CSIDrivers, o)
+		case "CSIStorageCapacity":
+			o := &storagev1.CSIStorageCapacity{}
+			obj = o
+			c.storage.CSIStorageCapacities = append(c.storage.CSIStorageCapacities, o)
 		default:
 			t.Fatalf("%s: kind %q is not part of the contract", f, head.Kind)
 		}
@@ -155,6 +163,10 @@ func TestEachObjectConvertsToTheBindersBytes(t *testing.T) {
 				msg = StorageClass(obj)
 			case *storagev1.CSINode:
 				msg = CSINode(obj)
+			case *storagev1.CSIDriver:
+				msg = CSIDriver(obj)
+			case *storagev1.CSIStorageCapacity:
+				msg = CSIStorageCapacity(obj)
 			}
 			checkExpected(t, o.name, msg)
 		})

@@ -1,6 +1,6 @@
 // Package convert turns Kubernetes core objects (k8s.io/api: Pods, Nodes, Namespaces,
 // policy/v1 PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, storage/v1
-// StorageClasses and CSINodes) into placement.v1 messages.
+// StorageClasses, CSINodes, CSIDrivers and CSIStorageCapacities) into placement.v1 messages.
 //
 // These are the binder's conversions (binder-agent/src/model.rs) in Go: for every object of the
 // corpus in tests/conformance/corpus they give the same bytes as the binder and the Python client
@@ -456,12 +456,40 @@ func CSINode(n *storagev1.CSINode) *placementv1.CsiNode {
 	return out
 }
 
+// CSIDriver converts a CSIDriver: whether it asks for storage capacity tracking
+// (spec.storageCapacity, unset reads as false).
+func CSIDriver(d *storagev1.CSIDriver) *placementv1.CsiDriver {
+	return &placementv1.CsiDriver{Name: d.Name, StorageCapacity: d.Spec.StorageCapacity != nil && *d.Spec.StorageCapacity}
+}
+
+// CSIStorageCapacity converts a CSIStorageCapacity: its class, node topology, capacity and
+// maximum volume size.
+func CSIStorageCapacity(c *storagev1.CSIStorageCapacity) *placementv1.CsiStorageCapacity {
+	out := &placementv1.CsiStorageCapacity{
+		Namespace:        c.Namespace,
+		Name:             c.Name,
+		StorageClassName: c.StorageClassName,
+	}
+	if c.NodeTopology != nil {
+		out.NodeTopology = labelSelector(c.NodeTopology)
+	}
+	if c.Capacity != nil {
+		out.Capacity = c.Capacity.String()
+	}
+	if c.MaximumVolumeSize != nil {
+		out.MaximumVolumeSize = c.MaximumVolumeSize.String()
+	}
+	return out
+}
+
 // Storage is what the volume filters read besides pods and nodes.
 type Storage struct {
-	Claims   []*corev1.PersistentVolumeClaim
-	Volumes  []*corev1.PersistentVolume
-	Classes  []*storagev1.StorageClass
-	CSINodes []*storagev1.CSINode
+	Claims               []*corev1.PersistentVolumeClaim
+	Volumes              []*corev1.PersistentVolume
+	Classes              []*storagev1.StorageClass
+	CSINodes             []*storagev1.CSINode
+	CSIDrivers           []*storagev1.CSIDriver
+	CSIStorageCapacities []*storagev1.CSIStorageCapacity
 }
 
 // Node converts a node: name, labels, taints, spec.unschedulable, status.allocatable and
@@ -528,7 +556,8 @@ func Snapshot(nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Nam
 }
 
 // SnapshotWithStorage is Snapshot with the claims (sorted by namespace and name), volumes,
-// storage classes and CSINodes (each sorted by name) the volume filters read.
+// storage classes, CSINodes and CSIDrivers (each sorted by name) and CSIStorageCapacities (by
+// namespace and name) the volume filters read.
 func SnapshotWithStorage(nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Namespace, pdbs []*policyv1.PodDisruptionBudget, s Storage) *placementv1.Snapshot {
 	out := &placementv1.Snapshot{}
 	for _, c := range s.Claims {
@@ -550,6 +579,17 @@ func SnapshotWithStorage(nodes []*corev1.Node, pods []*corev1.Pod, namespaces []
 		out.CsiNodes = append(out.CsiNodes, CSINode(n))
 	}
 	sort.Slice(out.CsiNodes, func(i, j int) bool { return out.CsiNodes[i].Name < out.CsiNodes[j].Name })
+	for _, d := range s.CSIDrivers {
+		out.CsiDrivers = append(out.CsiDrivers, CSIDriver(d))
+	}
+	sort.Slice(out.CsiDrivers, func(i, j int) bool { return out.CsiDrivers[i].Name < out.CsiDrivers[j].Name })
+	for _, c := range s.CSIStorageCapacities {
+		out.CsiStorageCapacities = append(out.CsiStorageCapacities, CSIStorageCapacity(c))
+	}
+	sort.Slice(out.CsiStorageCapacities, func(i, j int) bool {
+		a, b := out.CsiStorageCapacities[i], out.CsiStorageCapacities[j]
+		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	})
 	for _, n := range nodes {
 		out.Nodes = append(out.Nodes, Node(n))
 	}

@@ -32,6 +32,8 @@ MODELS = {
     "PersistentVolume": k8s.V1PersistentVolume,
     "StorageClass": k8s.V1StorageClass,
     "CSINode": k8s.V1CSINode,
+    "CSIDriver": k8s.V1CSIDriver,
+    "CSIStorageCapacity": k8s.V1CSIStorageCapacity,
 }
 
 
@@ -64,6 +66,8 @@ def _snapshot() -> pb.Snapshot:
         volumes=_by_kind("PersistentVolume"),
         storage_classes=_by_kind("StorageClass"),
         csi_nodes=_by_kind("CSINode"),
+        csi_drivers=_by_kind("CSIDriver"),
+        csi_storage_capacities=_by_kind("CSIStorageCapacity"),
     )
 
 
@@ -82,6 +86,10 @@ def _message(kind, obj):
         return convert.storage_class_to_proto(obj)
     if kind == "CSINode":
         return convert.csi_node_to_proto(obj)
+    if kind == "CSIDriver":
+        return convert.csi_driver_to_proto(obj)
+    if kind == "CSIStorageCapacity":
+        return convert.csi_storage_capacity_to_proto(obj)
     # Budgets resolve disruptedPods against the snapshot's (bound) pods, as the binder does.
     return convert.pdb_to_proto(obj, [p for p in _by_kind("Pod") if convert.is_bound(p)])
 

@@ -68,7 +68,13 @@ fn list_strategy(kind: Kind, path: &str) -> Option<ListStrategy> {
             "spec.drivers" => Some(MergeKey("name")),
             _ => None,
         },
-        Kind::Lease | Kind::CoreEvent | Kind::Event | Kind::Namespace | Kind::StorageClass => None,
+        Kind::Lease
+        | Kind::CoreEvent
+        | Kind::Event
+        | Kind::Namespace
+        | Kind::StorageClass
+        | Kind::CsiDriver
+        | Kind::CsiStorageCapacity => None,
     }
 }
 

@@ -35,6 +35,8 @@ __all__ = [
     "pv_to_proto",
     "storage_class_to_proto",
     "csi_node_to_proto",
+    "csi_driver_to_proto",
+    "csi_storage_capacity_to_proto",
     "container_to_proto",
     "snapshot_from",
     "is_bound",
@@ -441,6 +443,33 @@ def csi_node_to_proto(n: Any) -> pb.CsiNode:
     return pb.CsiNode(name=n.metadata.name or "", drivers=drivers)
 
 
+def csi_driver_to_proto(d: Any) -> pb.CsiDriver:
+    """``V1CSIDriver`` -> ``placement.v1.CsiDriver``: whether the driver asks for storage capacity
+    tracking (``spec.storageCapacity``, unset reads as false)."""
+    return pb.CsiDriver(
+        name=d.metadata.name or "",
+        storage_capacity=bool(getattr(getattr(d, "spec", None), "storage_capacity", None)),
+    )
+
+
+def csi_storage_capacity_to_proto(c: Any) -> pb.CsiStorageCapacity:
+    """``V1CSIStorageCapacity`` -> ``placement.v1.CsiStorageCapacity`` (class, node topology,
+    capacity and maximum volume size)."""
+    capacity = getattr(c, "capacity", None)
+    maximum = getattr(c, "maximum_volume_size", None)
+    out = pb.CsiStorageCapacity(
+        namespace=c.metadata.namespace or "",
+        name=c.metadata.name or "",
+        storage_class_name=getattr(c, "storage_class_name", None) or "",
+        capacity=str(capacity) if capacity is not None else "",
+        maximum_volume_size=str(maximum) if maximum is not None else "",
+    )
+    topology = getattr(c, "node_topology", None)
+    if topology is not None:
+        out.node_topology.CopyFrom(_label_selector(topology))
+    return out
+
+
 def node_to_proto(node: Any) -> pb.Node:
     """``V1Node`` -> ``placement.v1.Node``.
 
@@ -527,6 +556,8 @@ def snapshot_from(
     volumes: Iterable[Any] = (),
     storage_classes: Iterable[Any] = (),
     csi_nodes: Iterable[Any] = (),
+    csi_drivers: Iterable[Any] = (),
+    csi_storage_capacities: Iterable[Any] = (),
 ) -> pb.Snapshot:
     """A full ``placement.v1.Snapshot`` from ``V1Node``, ``V1Pod``, ``V1Namespace`` and
     ``V1PodDisruptionBudget`` objects, as the binder builds it.
@@ -536,8 +567,9 @@ def snapshot_from(
     Without namespaces, a pod affinity term's namespaceSelector matches no namespace. Nodes and
     namespaces are sorted by name, pods by uid and budgets by namespace and name. Claims
     (``V1PersistentVolumeClaim``, sorted by namespace and name), volumes (``V1PersistentVolume``),
-    storage classes (``V1StorageClass``) and CSINodes (``V1CSINode``), each sorted by name, feed the
-    volume filters.
+    storage classes (``V1StorageClass``), CSINodes (``V1CSINode``) and CSIDrivers (``V1CSIDriver``),
+    each sorted by name, and CSIStorageCapacities (``V1CSIStorageCapacity``, sorted by namespace and
+    name) feed the volume filters.
     """
     bound = [p for p in pods if is_bound(p)]
     out_pods = sorted((pod_to_proto(p) for p in bound), key=lambda p: p.uid.encode())
@@ -555,4 +587,9 @@ def snapshot_from(
         persistent_volumes=sorted((pv_to_proto(v) for v in volumes), key=lambda v: v.name.encode()),
         storage_classes=sorted((storage_class_to_proto(c) for c in storage_classes), key=lambda c: c.name.encode()),
         csi_nodes=sorted((csi_node_to_proto(n) for n in csi_nodes), key=lambda n: n.name.encode()),
+        csi_drivers=sorted((csi_driver_to_proto(d) for d in csi_drivers), key=lambda d: d.name.encode()),
+        csi_storage_capacities=sorted(
+            (csi_storage_capacity_to_proto(c) for c in csi_storage_capacities),
+            key=lambda c: f"{c.namespace}/{c.name}".encode(),
+        ),
     )
