@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -190,11 +190,28 @@ impl Scope {
                 .create(&pp, &serde_json::from_value(obj).expect("a CSINode"))
                 .await
                 .map(|_| ()),
+            "csidrivers" => Api::<CSIDriver>::all(self.client.clone())
+                .create(&pp, &serde_json::from_value(obj).expect("a CSIDriver"))
+                .await
+                .map(|_| ()),
             other => panic!("create_storage does not know the resource {other}"),
         };
         created.unwrap_or_else(|e| panic!("create {resource} {name}: {e}"));
         self.owns(resource, &name);
         name
+    }
+
+    /// Creates a CSIStorageCapacity of this test's namespace from JSON (deleted with the
+    /// namespace) as `resource` (the storage.k8s.io version the API server serves it in).
+    pub async fn create_capacity(&self, resource: &kube::api::ApiResource, mut obj: serde_json::Value) {
+        obj["apiVersion"] = serde_json::json!(resource.api_version);
+        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(self.client.clone(), &self.ns, resource);
+        api.create(
+            &PostParams::default(),
+            &serde_json::from_value(obj).expect("a CSIStorageCapacity"),
+        )
+        .await
+        .expect("create a CSIStorageCapacity");
     }
 
     /// Creates a claim of this test's namespace from JSON (deleted with the namespace).
@@ -260,6 +277,10 @@ impl Scope {
                     .await
                     .map(|_| ()),
                 "csinodes" => Api::<CSINode>::all(self.client.clone())
+                    .delete(name, &dp)
+                    .await
+                    .map(|_| ()),
+                "csidrivers" => Api::<CSIDriver>::all(self.client.clone())
                     .delete(name, &dp)
                     .await
                     .map(|_| ()),

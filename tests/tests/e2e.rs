@@ -1544,6 +1544,121 @@ async fn a_claim_whose_only_volume_is_on_a_cordoned_node_reports_kube_schedulers
     scope.cleanup().await;
 }
 
+/// Storage capacity tracking: a CSIDriver with `storageCapacity: true` (no real driver is
+/// needed) and a WaitForFirstConsumer class it provisions. With only a CSIStorageCapacity too
+/// small for the claim, the pod reports "node(s) did not have enough free storage" (the same
+/// condition as kube-scheduler with `E2E_KUBE_SCHEDULER=1`); once a capacity with room reaches
+/// node b, the claim is provisioned there (its selected-node annotation).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_capacity_decides_where_a_tracked_driver_provisions() {
+    let Some(cluster) = cluster("storage_capacity_decides_where_a_tracked_driver_provisions").await else {
+        return;
+    };
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "capacity").await;
+    let node_a = scope.add_node("a", "2", &[("e2e.placement.io/zone", "a")]).await;
+    let node_b = scope.add_node("b", "2", &[("e2e.placement.io/zone", "b")]).await;
+    let driver = format!("csi-{}.e2e.example", scope.run);
+    scope
+        .create_storage(
+            "csidrivers",
+            serde_json::json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": driver},
+                "spec": {"attachRequired": false, "storageCapacity": true}}),
+        )
+        .await;
+    let class = scope
+        .create_storage(
+            "storageclasses",
+            serde_json::json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                "metadata": {"name": format!("tracked-{}", scope.run)},
+                "provisioner": driver, "volumeBindingMode": "WaitForFirstConsumer"}),
+        )
+        .await;
+    let capacity = |name: &str, zone_value: &str, size: &str| {
+        serde_json::json!({"kind": "CSIStorageCapacity", "metadata": {"name": name},
+            "storageClassName": class, "capacity": size,
+            "nodeTopology": {"matchLabels": {"e2e.placement.io/zone": zone_value}}})
+    };
+    let Some(resource) = placement_binder::watch::capacity_resource(&cluster.client).await else {
+        eprintln!("skipping: the API server serves no CSIStorageCapacity");
+        scope.cleanup().await;
+        return;
+    };
+    scope
+        .create_capacity(&resource, capacity("small-a", "a", "512Mi"))
+        .await;
+    let binder = InProcessBinder::start(&cluster, &scope).await;
+    let compare = std::env::var("E2E_KUBE_SCHEDULER").as_deref() == Ok("1");
+    let mut who = vec![("ours", scope.scheduler.clone())];
+    if compare {
+        who.push(("kube", "default-scheduler".to_string()));
+    }
+    for (name, scheduler) in &who {
+        scope
+            .create_claim(claim_json(&format!("data-{name}"), &class, None))
+            .await;
+        let pod = with_claim(
+            pod_for(&scope.ns, &format!("job-{name}"), scheduler, &scope.run, "100m"),
+            &format!("data-{name}"),
+        );
+        scope.create(&pod).await;
+    }
+    eventually(WAIT, "every pod marked unschedulable", || async {
+        list_pods(&scope)
+            .await
+            .iter()
+            .filter(|p| marked_unschedulable(p))
+            .count()
+            == who.len()
+    })
+    .await;
+    let pods = list_pods(&scope).await;
+    let condition = |name: &str| {
+        let p = pods.iter().find(|p| p.name_any() == name).expect("a test pod");
+        assert_eq!(node_of(p), None, "{name} is not bound");
+        scheduled_condition(p).map(|c| (c.reason.clone(), c.message.as_deref().map(in_1_24_wording)))
+    };
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client.clone());
+    let total = nodes
+        .list(&ListParams::default())
+        .await
+        .expect("list nodes")
+        .items
+        .len();
+    let others = total - 2;
+    let mut reasons = vec!["2 node(s) did not have enough free storage".to_string()];
+    if others > 0 {
+        reasons.push(format!("{others} node(s) didn't match Pod's node affinity/selector"));
+    }
+    reasons.sort();
+    let ours = condition("job-ours");
+    assert_eq!(
+        ours,
+        Some((
+            Some("Unschedulable".to_string()),
+            Some(format!("0/{total} nodes are available: {}.", reasons.join(", ")))
+        )),
+        "{node_a}: 512Mi for a 1Gi claim; {node_b}: no capacity"
+    );
+    if compare {
+        assert_eq!(ours, condition("job-kube"), "the condition kube-scheduler writes");
+    }
+    // Room on node b: the claim is provisioned there.
+    scope.create_capacity(&resource, capacity("big-b", "b", "10Gi")).await;
+    eventually(WAIT, "the claim's selected node is b", || async {
+        claim_of(&scope, "data-ours")
+            .await
+            .metadata
+            .annotations
+            .and_then(|a| a.get("volume.kubernetes.io/selected-node").cloned())
+            .as_deref()
+            == Some(node_b.as_str())
+    })
+    .await;
+    binder.stop().await;
+    scope.cleanup().await;
+}
+
 /// A node whose CSINode gives a driver an attach limit of 2, with two bound volumes of that
 /// driver in use by a pod on it, takes no more pod with such a volume ("node(s) exceed max
 /// volume count", as kube-scheduler says with `E2E_KUBE_SCHEDULER=1`), and still takes pods
