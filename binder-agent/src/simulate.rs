@@ -162,8 +162,9 @@ pub struct Workload {
     pub ignored: usize,
     /// PodDisruptionBudgets (preemption spares the pods they protect where it can).
     pub pdbs: Vec<model::PdbInfo>,
-    /// PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes (the volume
-    /// filters read them; the simulated PV controller binds the claims the binder writes for).
+    /// PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers and
+    /// CSIStorageCapacities (the volume filters read them; the simulated PV controller binds the
+    /// claims the binder writes for).
     pub storage: Vec<StorageObject>,
 }
 
@@ -252,9 +253,10 @@ impl Workload {
 
     /// Reads `kubectl get nodes,pods -A -o json` output (a `v1 List` of Nodes and Pods; nested
     /// lists and `NodeList`/`PodList` are accepted too, and PodDisruptionBudgets,
-    /// PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes, as
-    /// `kubectl get nodes,pods,pdb,pvc,pv,storageclass,csinode -A -o json` lists them). Bound pods count against their nodes;
-    /// unbound pods naming one of `scheduler_names` (or every unbound pod with `all_pending`) are
+    /// PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers and
+    /// CSIStorageCapacities, as `kubectl get
+    /// nodes,pods,pdb,pvc,pv,storageclass,csinode,csidriver,csistoragecapacity -A -o json` lists
+    /// them). Bound pods count against their nodes; unbound pods naming one of `scheduler_names` (or every unbound pod with `all_pending`) are
     /// pending, in creation order.
     pub fn from_kubectl_json(text: &str, scheduler_names: &[String], all_pending: bool) -> Result<Self, SimError> {
         let value: serde_json::Value = serde_json::from_str(text).map_err(|e| SimError::Json(e.to_string()))?;
@@ -2060,8 +2062,8 @@ pub struct SimulateArgs {
     pub seed: u64,
     /// Load the cluster from `kubectl get nodes,pods -A -o json` output instead of synthesizing it
     /// (`kubectl get nodes,pods,pdb -A -o json` includes the PodDisruptionBudgets preemption honours;
-    /// add `pvc,pv,storageclass,csinode` for the volume filters: the simulated PV controller binds
-    /// every claim the binder writes a binding for, at once).
+    /// add `pvc,pv,storageclass,csinode,csidriver,csistoragecapacity` for the volume filters: the
+    /// simulated PV controller binds every claim the binder writes a binding for, at once).
     #[arg(long, value_name = "FILE")]
     pub from_file: Option<PathBuf>,
     /// With `--from-file`, schedule every unbound pod, whatever scheduler it names.

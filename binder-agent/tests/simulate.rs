@@ -621,6 +621,46 @@ fn kubectl_json_with_storage() -> serde_json::Value {
     cluster
 }
 
+/// CSIDrivers and CSIStorageCapacities from the file reach the simulation: with the provisioner
+/// of class `fast` tracking capacity and the class's only capacity reaching no node, the
+/// provisioned claim's pod finds no free storage on node-b (node-a allows no attachment).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_cluster_with_storage_capacities_is_simulated() {
+    let mut cluster = kubectl_json_with_storage();
+    cluster["items"].as_array_mut().expect("items").extend([
+        serde_json::json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+            "metadata": {"name": "csi.example.com"}, "spec": {"storageCapacity": true}}),
+        serde_json::json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+            "metadata": {"name": "fast-elsewhere", "namespace": "kube-system"},
+            "storageClassName": "fast", "capacity": "100Gi",
+            "nodeTopology": {"matchLabels": {"kubernetes.io/hostname": "node-z"}}}),
+    ]);
+    let w = Workload::from_kubectl_json(&cluster.to_string(), &["placement-scheduler".into()], false).unwrap();
+    assert_eq!(
+        w.storage.len(),
+        11,
+        "9 storage objects, a CSIDriver and a CSIStorageCapacity"
+    );
+    let path = write_temp("capacity", &cluster);
+    let mut c = config(ClusterSource::File {
+        path: path.clone(),
+        all_pending: false,
+    });
+    c.record_outcomes = true;
+    let s = simulate(c).await.unwrap();
+    assert_sound(&s);
+    match &s.outcomes["shop/job"] {
+        Outcome::Unschedulable(m) => assert!(
+            m.starts_with(
+                "0/2 nodes are available: 1 node(s) did not have enough free storage, 1 node(s) exceed max volume count."
+            ),
+            "{m}"
+        ),
+        other => panic!("shop/job: {other:?}"),
+    }
+    let _ = std::fs::remove_file(path);
+}
+
 /// Storage objects from the file reach the simulation: the pods with local claims go to the node
 /// of the volumes (two volumes, so the third pod finds none), the provisioned claim goes where
 /// its driver may attach (node-a's CSINode allows none), and the simulated PV controller binds
