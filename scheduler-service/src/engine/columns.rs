@@ -378,6 +378,19 @@ impl PartWeights {
     }
 }
 
+/// Panics unless `base` starts a block within the columns and `allowed` covers every class: what
+/// keeps the kernel's loads in bounds.
+fn check_block(cols: &HotColumns, base: usize, allowed: &[i32]) {
+    assert!(
+        base.is_multiple_of(BLOCK) && base + BLOCK <= cols.gate.len(),
+        "block {base} out of the columns"
+    );
+    assert!(
+        allowed.len() > cols.max_class as usize,
+        "class table shorter than the classes"
+    );
+}
+
 /// The vector kernel, when this CPU has what it needs (AVX2).
 #[derive(Debug, Clone, Copy)]
 pub struct Kernel(());
@@ -409,14 +422,7 @@ impl Kernel {
         image_sums: &[i64],
         out: &mut BlockScores,
     ) -> BlockMasks {
-        assert!(
-            base.is_multiple_of(BLOCK) && base + BLOCK <= cols.gate.len(),
-            "block {base} out of the columns"
-        );
-        assert!(
-            allowed.len() > cols.max_class as usize,
-            "class table shorter than the classes"
-        );
+        check_block(cols, base, allowed);
         assert!(
             ask.image.is_none() || base + BLOCK <= image_sums.len(),
             "image sums shorter than the columns"
@@ -457,14 +463,7 @@ impl Kernel {
     /// [`Kernel::block`]'s masks alone, without scoring any node.
     #[inline]
     pub fn masks(self, cols: &HotColumns, base: usize, ask: &PodAsk, allowed: &[i32]) -> BlockMasks {
-        assert!(
-            base.is_multiple_of(BLOCK) && base + BLOCK <= cols.gate.len(),
-            "block {base} out of the columns"
-        );
-        assert!(
-            allowed.len() > cols.max_class as usize,
-            "class table shorter than the classes"
-        );
+        check_block(cols, base, allowed);
         #[cfg(target_arch = "x86_64")]
         {
             // SAFETY: as in `block`: AVX2 was detected, and the assertions keep every load within
