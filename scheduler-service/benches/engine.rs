@@ -5,7 +5,8 @@
 //! required anti-affinity and zone spreading), `schedule/distinct_pods` and
 //! `schedule/replica_pods` (batches of 256 pods with neither; `schedule/distinct_pods_without_topology_plugins`
 //! the same distinct batch under a policy without the two topology plugins; `schedule/distinct_pods_with_cel_rules`
-//! under the default policy plus one CEL filter and one CEL score rule), `schedule/topology_pods` (256 pods
+//! under the default policy plus one CEL filter and one CEL score rule, `_per_request` the same with a new
+//! evaluator per batch as the service makes one per request), `schedule/topology_pods` (256 pods
 //! of 8-replica workloads with hostname anti-affinity and zone/hostname spreading),
 //! `snapshot/full_build` and `snapshot/delta_one_node`. After them it times 2,000 Rank calls one
 //! by one and prints their latency percentiles.
@@ -257,6 +258,14 @@ fn bench_schedule(c: &mut Criterion, fx: &Fixture) {
     let mut ruled = Evaluator::new(&fx.with_rules, &fx.snapshot);
     group.bench_function("distinct_pods_with_cel_rules", |b| {
         b.iter(|| black_box(ruled.schedule(distinct, SEED, Deadline::none()).expect("no deadline")))
+    });
+    // The same with a new evaluator per batch, as the service makes one per request: the rules'
+    // columns are built again from the snapshot's kept outcomes each time.
+    group.bench_function("distinct_pods_with_cel_rules_per_request", |b| {
+        b.iter(|| {
+            let mut fresh = Evaluator::new(&fx.with_rules, &fx.snapshot);
+            black_box(fresh.schedule(distinct, SEED, Deadline::none()).expect("no deadline"))
+        })
     });
     group.bench_function("replica_pods", |b| {
         b.iter(|| {

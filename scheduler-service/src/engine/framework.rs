@@ -1981,11 +1981,14 @@ impl KeptRules<'_> {
         let entry = &self.nodes[i];
         let rules = self.rules;
         let statics = &mut *self.statics;
+        // The node's value: cut to what the rule reads when it says (built afresh: cheap), else
+        // whole from the node's kept static part.
         let mut eval = || {
-            rules.run(
-                k,
-                &rules.node_context(k, rule_node_value(statics, i, entry, usage.get(i))),
-            )
+            let node = match rules.node_paths(k) {
+                Some(paths) => cel_rules::node_value_reading(&entry.spec, usage.get(i), paths),
+                None => rule_node_value(statics, i, entry, usage.get(i)),
+            };
+            rules.run(k, &rules.node_context(node))
         };
         match self.kept {
             Some(kept) if stamp == 0 => kept.nodes.get_or_eval(i, k, eval),

@@ -54,6 +54,8 @@ pub struct RuleColumns {
     /// Whether every raw score set so far is within [`EXACT_SCORE`] (so `approx` holds it
     /// exactly).
     exact: bool,
+    /// Whether [`RuleColumns::sort`] ran: until then nothing is kept in order.
+    sorted: bool,
 }
 
 impl RuleColumns {
@@ -72,6 +74,7 @@ impl RuleColumns {
             overlay: vec![Vec::new(); scores],
             overlaid: vec![false; nodes],
             exact: true,
+            sorted: false,
         }
     }
 
@@ -92,6 +95,7 @@ impl RuleColumns {
             self.overlay[j].clear();
         }
         self.overlaid.fill(false);
+        self.sorted = true;
     }
 
     /// The nodes `pass` keeps by score rule `j`'s raw score, least first, each once with its
@@ -131,7 +135,7 @@ impl RuleColumns {
         let (block, bit) = (i / BLOCK, 1u64 << (i % BLOCK));
         // The node leaves the sorted order for the overlay (its entries there replaced).
         let was = self.pass[block] & bit != 0;
-        if let Some(overlaid) = self.overlaid.get_mut(i) {
+        if let Some(overlaid) = self.overlaid.get_mut(i).filter(|_| self.sorted) {
             let fresh = !*overlaid;
             *overlaid = true;
             for (j, overlay) in self.overlay.iter_mut().enumerate() {

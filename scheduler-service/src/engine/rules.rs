@@ -690,25 +690,22 @@ impl CompiledRules {
         context
     }
 
-    /// The evaluation context of rule `k`, which does not read the pod (see [`reads_pod`]), on
-    /// `node`: without the pod's value, and with only what the rule reads of the node when it
-    /// reads it through literal paths ([`node_paths`]): the context converts whatever it is
-    /// given, which costs more than most evaluations.
-    pub fn node_context(&self, k: usize, node: Value) -> Context<'static, 'static> {
-        let paths = match self.filters.get(k) {
-            Some(f) => f.node_paths.as_deref(),
-            None => self
-                .scores
-                .get(k - self.filters.len())
-                .and_then(|s| s.node_paths.as_deref()),
-        };
-        let node = match paths {
-            Some(paths) => project(&node, paths),
-            None => node,
-        };
+    /// The evaluation context of a rule that does not read the pod (see [`reads_pod`]) on
+    /// `node`: without the pod's value (the context converts whatever it is given, which costs
+    /// more than most evaluations).
+    pub fn node_context(&self, node: Value) -> Context<'static, 'static> {
         let mut context = Context::with_env(Arc::clone(&self.env));
         context.add_variable_from_value("node", node);
         context
+    }
+
+    /// The paths into the node rule `k` reads (see [`node_paths`]), when it reads it only
+    /// through such paths.
+    pub fn node_paths(&self, k: usize) -> Option<&[Vec<String>]> {
+        match self.filters.get(k) {
+            Some(f) => f.node_paths.as_deref(),
+            None => self.scores.get(k - self.filters.len())?.node_paths.as_deref(),
+        }
     }
 
     /// Runs filter rule `k`: `Ok` when it keeps the node.
@@ -994,10 +991,58 @@ pub struct NodeStatic {
     allocatable: Value,
 }
 
+/// [`node_value`] cut down to `paths` (see [`node_paths`] and [`project`]), built without the
+/// parts no path leads into: what a rule that reads the node only through these paths is
+/// evaluated on, without a [`NodeStatic`] kept for the node.
+pub fn node_value_reading(node: &NodeSpec, usage: &NodeUsage, paths: &[Vec<String>]) -> Value {
+    let reads = |section: &[&str]| paths.iter().any(|p| p.iter().zip(section).all(|(a, b)| a == b));
+    let part = |wanted: bool, build: fn(&NodeSpec) -> Value| if wanted { build(node) } else { object(vec![]) };
+    let built = NodeStatic {
+        metadata: part(reads(&["metadata"]), NodeStatic::metadata_of),
+        spec: part(reads(&["spec"]), NodeStatic::spec_of),
+        allocatable: part(reads(&["status", "allocatable"]), NodeStatic::allocatable_of),
+    };
+    project(&node_value(&built, usage), paths)
+}
+
 impl NodeStatic {
     /// The node's `metadata` (`name`, `labels`), `spec` (`taints`, `unschedulable`) and
     /// `status.allocatable` (with `pods`).
     pub fn of(node: &NodeSpec) -> Self {
+        Self {
+            metadata: Self::metadata_of(node),
+            spec: Self::spec_of(node),
+            allocatable: Self::allocatable_of(node),
+        }
+    }
+
+    /// The node's `metadata`: `name` and `labels`.
+    fn metadata_of(node: &NodeSpec) -> Value {
+        object(vec![
+            ("name", Value::from(node.name.clone())),
+            (
+                "labels",
+                Value::from(
+                    node.labels
+                        .iter()
+                        .map(|(k, v)| (k.clone(), Value::from(v.clone())))
+                        .collect::<HashMap<String, Value>>(),
+                ),
+            ),
+        ])
+    }
+
+    /// The node's `status.allocatable`, with `pods`.
+    fn allocatable_of(node: &NodeSpec) -> Value {
+        let mut allocatable = resources_value(&node.allocatable);
+        if let Value::Map(m) = &mut allocatable {
+            Arc::make_mut(&mut m.map).insert("pods".to_string().into(), Value::Int(node.allowed_pods));
+        }
+        allocatable
+    }
+
+    /// The node's `spec`: `taints` and `unschedulable`.
+    fn spec_of(node: &NodeSpec) -> Value {
         let taints: Vec<Value> = node
             .taints
             .iter()
@@ -1014,29 +1059,10 @@ impl NodeStatic {
                 ])
             })
             .collect();
-        let mut allocatable = resources_value(&node.allocatable);
-        if let Value::Map(m) = &mut allocatable {
-            Arc::make_mut(&mut m.map).insert("pods".to_string().into(), Value::Int(node.allowed_pods));
-        }
-        Self {
-            metadata: object(vec![
-                ("name", Value::from(node.name.clone())),
-                (
-                    "labels",
-                    Value::from(
-                        node.labels
-                            .iter()
-                            .map(|(k, v)| (k.clone(), Value::from(v.clone())))
-                            .collect::<HashMap<String, Value>>(),
-                    ),
-                ),
-            ]),
-            spec: object(vec![
-                ("taints", Value::from(taints)),
-                ("unschedulable", Value::Bool(node.unschedulable)),
-            ]),
-            allocatable,
-        }
+        object(vec![
+            ("taints", Value::from(taints)),
+            ("unschedulable", Value::Bool(node.unschedulable)),
+        ])
     }
 }
 
@@ -1335,8 +1361,8 @@ mod tests {
             let cut = compiled.run(
                 0,
                 &compiled.context(&compiled.pod_value(&pod), {
-                    let paths = node_paths(compiled.filters[0].program.expression()).unwrap();
-                    project(&node_value(&NodeStatic::of(&node), &usage), &paths)
+                    let paths = compiled.node_paths(0).unwrap();
+                    node_value_reading(&node, &usage, paths)
                 }),
             );
             assert_eq!(full, cut, "{e}");
