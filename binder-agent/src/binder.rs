@@ -28,9 +28,9 @@ use crate::groups::{
 use crate::metrics::BinderMetrics;
 use crate::model::{gang_problem, PodInfo, StorageKey, StorageObject};
 use crate::queue::{QueueConfig, QueuedPod, SchedulingQueue};
-use crate::replicas::{Replica, ReplicaPool};
+use crate::replicas::{EncodedPodsDelta, Replica, ReplicaPool};
 use crate::routing::{Experiments, Route, Routing};
-use crate::state::ClusterState;
+use crate::state::{ClusterState, FullParts};
 
 /// A change the watchers (or the simulation) saw.
 // Events are consumed as soon as they are made; boxing the pod would add an allocation per event.
@@ -338,19 +338,10 @@ impl<A: ClusterApi> Binder<A> {
         self.shared.queue.lock().counts()
     }
 
-    /// The claims, volumes, storage classes and CSINodes the binder knows, as a full snapshot
-    /// carries them (the snapshot's other lists left empty).
+    /// The storage objects the binder knows (claims, volumes, classes, CSINodes, CSIDrivers,
+    /// capacities), as a full snapshot carries them (its other lists left empty).
     pub fn storage_snapshot(&self) -> proto::Snapshot {
-        let full = self.shared.state.lock().full();
-        proto::Snapshot {
-            persistent_volume_claims: full.persistent_volume_claims,
-            persistent_volumes: full.persistent_volumes,
-            storage_classes: full.storage_classes,
-            csi_nodes: full.csi_nodes,
-            csi_drivers: full.csi_drivers,
-            csi_storage_capacities: full.csi_storage_capacities,
-            ..Default::default()
-        }
+        self.shared.state.lock().storage_snapshot()
     }
 
     /// The PodDisruptionBudgets as the decision service gets them (disruptedPods resolved to uids).
@@ -923,53 +914,83 @@ impl<A: ClusterApi> Binder<A> {
     /// returns its id and the state version it reflects.
     async fn sync(&self, pool: &ReplicaPool, replica: &Arc<Replica>) -> Result<(String, u64), tonic::Status> {
         let s = &self.shared;
-        let timeout = pool.config.call_timeout;
         let held = replica.synced.lock().clone();
-        let (request, version, full) = {
+        let delta = {
             let st = s.state.lock();
             let version = st.version();
-            match held.as_ref() {
-                Some((id, v)) if *v == version => return Ok((id.clone(), version)),
-                Some((id, v)) => match st.delta_since(*v) {
-                    Some(mut d) => {
-                        d.base_snapshot_id = id.clone();
-                        (proto::sync_snapshot_request::Kind::Delta(d), version, false)
-                    }
-                    None => (proto::sync_snapshot_request::Kind::Full(st.full()), version, true),
-                },
-                None => (proto::sync_snapshot_request::Kind::Full(st.full()), version, true),
+            match held {
+                Some((id, v)) if v == version => return Ok((id, version)),
+                Some((id, v)) => st.delta_since(v).map(|mut d| {
+                    d.base_snapshot_id = id;
+                    (d, version)
+                }),
+                None => None,
             }
         };
+        if let Some((delta, version)) = delta {
+            let started = Instant::now();
+            let result = self
+                .send_sync(pool, replica, proto::sync_snapshot_request::Kind::Delta(delta))
+                .await;
+            match result {
+                Ok((id, bytes)) => {
+                    s.metrics.sync(false, bytes, started.elapsed());
+                    *replica.synced.lock() = Some((id.clone(), version));
+                    self.compact_log();
+                    return Ok((id, version));
+                }
+                // The replica no longer holds the base: a full snapshot instead.
+                Err(status) if is_snapshot_not_found(&status) => *replica.synced.lock() = None,
+                Err(status) => return Err(status),
+            }
+        }
+        self.sync_full(pool, replica).await
+    }
+
+    /// Sends a replica the whole state in parts: a full snapshot with every node, namespace,
+    /// budget and storage object but no pod, then deltas on it of
+    /// [`ReplicaConfig::full_sync_chunk_pods`](crate::replicas::ReplicaConfig) pods each. The
+    /// pods go as the state stores them, encoded and shared: no decoded copy of them is made
+    /// and no message holds them all.
+    async fn sync_full(&self, pool: &ReplicaPool, replica: &Arc<Replica>) -> Result<(String, u64), tonic::Status> {
+        let s = &self.shared;
+        let started = Instant::now();
+        let (FullParts { rest, pods }, version) = {
+            let st = s.state.lock();
+            (st.full_parts(), st.version())
+        };
+        let (mut id, mut bytes) = self
+            .send_sync(pool, replica, proto::sync_snapshot_request::Kind::Full(rest))
+            .await?;
+        for chunk in pods.chunks(pool.config.full_sync_chunk_pods.max(1)) {
+            let delta = EncodedPodsDelta {
+                base_snapshot_id: id,
+                pods: chunk.to_vec(),
+            };
+            bytes += prost::Message::encoded_len(&delta);
+            id = replica.sync_encoded(delta, &pool.config).await?;
+        }
+        drop(pods);
+        s.metrics.sync(true, bytes, started.elapsed());
+        *replica.synced.lock() = Some((id.clone(), version));
+        self.compact_log();
+        Ok((id, version))
+    }
+
+    /// One SyncSnapshot call: the id of the snapshot the replica built, and the request's size.
+    async fn send_sync(
+        &self,
+        pool: &ReplicaPool,
+        replica: &Arc<Replica>,
+        kind: proto::sync_snapshot_request::Kind,
+    ) -> Result<(String, usize), tonic::Status> {
         let (mut client, _inflight) = replica.client();
-        let mut req = tonic::Request::new(proto::SyncSnapshotRequest { kind: Some(request) });
-        req.set_timeout(timeout);
+        let mut req = tonic::Request::new(proto::SyncSnapshotRequest { kind: Some(kind) });
+        req.set_timeout(pool.config.call_timeout);
         placement_scheduler::telemetry::inject_current(req.metadata_mut());
         let bytes = prost::Message::encoded_len(req.get_ref());
-        let started = Instant::now();
-        let result = client.sync_snapshot(req).await;
-        s.metrics.sync(full, bytes, started.elapsed());
-        match result {
-            Ok(r) => {
-                let id = r.into_inner().snapshot_id;
-                *replica.synced.lock() = Some((id.clone(), version));
-                self.compact_log();
-                Ok((id, version))
-            }
-            Err(status) if !full && is_snapshot_not_found(&status) => {
-                *replica.synced.lock() = None;
-                let full = s.state.lock().full();
-                let (mut client, _inflight) = replica.client();
-                let mut req = tonic::Request::new(proto::SyncSnapshotRequest {
-                    kind: Some(proto::sync_snapshot_request::Kind::Full(full)),
-                });
-                req.set_timeout(timeout);
-                placement_scheduler::telemetry::inject_current(req.metadata_mut());
-                let id = client.sync_snapshot(req).await?.into_inner().snapshot_id;
-                *replica.synced.lock() = Some((id.clone(), version));
-                Ok((id, version))
-            }
-            Err(status) => Err(status),
-        }
+        let id = client.sync_snapshot(req).await?.into_inner().snapshot_id;
+        Ok((id, bytes))
     }
 
     /// Assumes every placed pod of a decision, at once under the state lock. When the replica

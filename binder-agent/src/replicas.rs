@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
+use placement_scheduler::proto;
 use placement_scheduler::proto::placement_service_client::PlacementServiceClient;
 use tokio::time::Instant;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
@@ -32,8 +33,12 @@ pub struct ReplicaConfig {
     pub call_timeout: Duration,
     /// How long a replica that failed is taken out (doubled per consecutive failure, up to 8×).
     pub eject_for: Duration,
-    /// Largest message sent or received (a full snapshot).
+    /// Largest message sent or received.
     pub max_message_bytes: usize,
+    /// Pods per message of a full snapshot sync: the first message carries every node (and the
+    /// namespaces, budgets and storage objects) with the first pods, deltas on it the rest, so
+    /// no message or decoded copy holds a million pods at once.
+    pub full_sync_chunk_pods: usize,
     /// TLS to the replicas; `None` speaks plaintext HTTP/2.
     pub tls: Option<ClientTls>,
 }
@@ -91,6 +96,7 @@ impl Default for ReplicaConfig {
             call_timeout: Duration::from_secs(10),
             eject_for: Duration::from_secs(2),
             max_message_bytes: 256 << 20,
+            full_sync_chunk_pods: 50_000,
             tls: None,
         }
     }
@@ -102,6 +108,7 @@ pub struct Replica {
     /// Its URL (`https://` with TLS).
     pub endpoint: String,
     client: PlacementServiceClient<Channel>,
+    channel: Channel,
     inflight: AtomicUsize,
     failures: AtomicU32,
     ejected_until: Mutex<Option<Instant>>,
@@ -122,6 +129,7 @@ impl Replica {
         }
         let channel = channel.connect_lazy();
         Ok(Self {
+            channel: channel.clone(),
             client: PlacementServiceClient::new(channel)
                 .max_decoding_message_size(config.max_message_bytes)
                 .max_encoding_message_size(config.max_message_bytes),
@@ -140,6 +148,32 @@ impl Replica {
         (self.client.clone(), InFlight(Arc::clone(self)))
     }
 
+    /// A SyncSnapshot call whose delta upserts pods already protobuf-encoded: the bytes go on
+    /// the wire as they are, never decoded into messages on this side. Returns the id of the
+    /// snapshot the replica built.
+    pub async fn sync_encoded(
+        self: &Arc<Self>,
+        delta: EncodedPodsDelta,
+        config: &ReplicaConfig,
+    ) -> Result<String, tonic::Status> {
+        let _inflight = {
+            self.inflight.fetch_add(1, Ordering::Relaxed);
+            InFlight(Arc::clone(self))
+        };
+        let mut grpc = tonic::client::Grpc::new(self.channel.clone())
+            .max_decoding_message_size(config.max_message_bytes)
+            .max_encoding_message_size(config.max_message_bytes);
+        grpc.ready()
+            .await
+            .map_err(|e| tonic::Status::unavailable(format!("decision replica not ready: {e}")))?;
+        let mut req = tonic::Request::new(delta);
+        req.set_timeout(config.call_timeout);
+        placement_scheduler::telemetry::inject_current(req.metadata_mut());
+        let path = tonic::codegen::http::uri::PathAndQuery::from_static("/placement.v1.PlacementService/SyncSnapshot");
+        let codec = tonic_prost::ProstCodec::<EncodedPodsDelta, proto::SyncSnapshotResponse>::default();
+        Ok(grpc.unary(req, path, codec).await?.into_inner().snapshot_id)
+    }
+
     fn ready(&self, now: Instant) -> bool {
         self.ejected_until.lock().is_none_or(|t| now >= t)
     }
@@ -156,6 +190,78 @@ impl Replica {
     pub fn succeeded(&self) {
         self.failures.store(0, Ordering::Relaxed);
         *self.ejected_until.lock() = None;
+    }
+}
+
+/// A `SyncSnapshotRequest` holding a delta on `base_snapshot_id` that upserts `pods`, each the
+/// protobuf encoding of a `proto::Pod` as the binder's state stores it. It encodes to exactly the
+/// bytes of the generated message with those pods decoded (`delta` is field 2 of the request,
+/// `base_snapshot_id` field 1 and `upsert_pods` field 4 of the delta); it is only ever sent.
+#[derive(Debug, Default, Clone)]
+pub struct EncodedPodsDelta {
+    /// The snapshot the pods are added to.
+    pub base_snapshot_id: String,
+    /// The pods, encoded.
+    pub pods: Vec<Arc<[u8]>>,
+}
+
+/// `SyncSnapshotRequest.delta`.
+const REQUEST_DELTA: u32 = 2;
+/// `SnapshotDelta.base_snapshot_id`.
+const DELTA_BASE: u32 = 1;
+/// `SnapshotDelta.upsert_pods`.
+const DELTA_UPSERT_PODS: u32 = 4;
+
+impl EncodedPodsDelta {
+    fn delta_len(&self) -> usize {
+        use prost::encoding::{encoded_len_varint, key_len, string};
+        let base = if self.base_snapshot_id.is_empty() {
+            0
+        } else {
+            string::encoded_len(DELTA_BASE, &self.base_snapshot_id)
+        };
+        base + self
+            .pods
+            .iter()
+            .map(|p| key_len(DELTA_UPSERT_PODS) + encoded_len_varint(p.len() as u64) + p.len())
+            .sum::<usize>()
+    }
+}
+
+impl prost::Message for EncodedPodsDelta {
+    fn encode_raw(&self, buf: &mut impl prost::bytes::BufMut) {
+        use prost::encoding::{encode_key, encode_varint, string, WireType};
+        encode_key(REQUEST_DELTA, WireType::LengthDelimited, buf);
+        encode_varint(self.delta_len() as u64, buf);
+        if !self.base_snapshot_id.is_empty() {
+            string::encode(DELTA_BASE, &self.base_snapshot_id, buf);
+        }
+        for p in &self.pods {
+            encode_key(DELTA_UPSERT_PODS, WireType::LengthDelimited, buf);
+            encode_varint(p.len() as u64, buf);
+            buf.put_slice(p);
+        }
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: prost::encoding::WireType,
+        buf: &mut impl prost::bytes::Buf,
+        ctx: prost::encoding::DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        // Never decoded: a request is only sent.
+        prost::encoding::skip_field(wire_type, tag, buf, ctx)
+    }
+
+    fn encoded_len(&self) -> usize {
+        use prost::encoding::{encoded_len_varint, key_len};
+        let delta = self.delta_len();
+        key_len(REQUEST_DELTA) + encoded_len_varint(delta as u64) + delta
+    }
+
+    fn clear(&mut self) {
+        *self = Self::default();
     }
 }
 
@@ -303,6 +409,47 @@ impl ReplicaPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encoded_pods_delta_is_the_generated_request_byte_for_byte() {
+        use prost::Message as _;
+        let pods: Vec<proto::Pod> = (0..3)
+            .map(|i| proto::Pod {
+                uid: format!("u{i}"),
+                name: format!("p{i}"),
+                namespace: "ns".into(),
+                node_name: "n1".into(),
+                labels: [("app".to_string(), "web".to_string())].into(),
+                ..Default::default()
+            })
+            .collect();
+        for base in ["", "base-id"] {
+            let encoded = EncodedPodsDelta {
+                base_snapshot_id: base.into(),
+                pods: pods.iter().map(|p| p.encode_to_vec().into()).collect(),
+            };
+            let generated = proto::SyncSnapshotRequest {
+                kind: Some(proto::sync_snapshot_request::Kind::Delta(proto::SnapshotDelta {
+                    base_snapshot_id: base.into(),
+                    upsert_pods: pods.clone(),
+                    ..Default::default()
+                })),
+            };
+            assert_eq!(encoded.encode_to_vec(), generated.encode_to_vec(), "base {base:?}");
+            assert_eq!(encoded.encoded_len(), generated.encoded_len());
+            assert_eq!(
+                proto::SyncSnapshotRequest::decode(&encoded.encode_to_vec()[..]).unwrap(),
+                generated
+            );
+        }
+        let empty = EncodedPodsDelta::default();
+        let generated = proto::SyncSnapshotRequest {
+            kind: Some(proto::sync_snapshot_request::Kind::Delta(
+                proto::SnapshotDelta::default(),
+            )),
+        };
+        assert_eq!(empty.encode_to_vec(), generated.encode_to_vec());
+    }
 
     fn pool(n: usize) -> ReplicaPool {
         let list = (0..n).map(|i| format!("http://127.0.0.1:{}", 1000 + i)).collect();

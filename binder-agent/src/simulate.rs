@@ -1217,9 +1217,6 @@ async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, Vec<PodReco
     for n in &workload.nodes {
         api.add_node(n.clone());
     }
-    for p in &workload.bound {
-        api.add_pod(p.clone(), false);
-    }
     for o in &workload.storage {
         api.add_storage(o.clone());
     }
@@ -1244,8 +1241,11 @@ async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, Vec<PodReco
     for o in workload.storage {
         binder.handle(ClusterEvent::StorageApplied(o));
     }
+    // Each pod moves into the in-memory cluster once the binder has its copy: the whole list is
+    // never held twice.
     for p in workload.bound {
-        binder.handle(ClusterEvent::PodApplied(p));
+        binder.handle(ClusterEvent::PodApplied(p.clone()));
+        binder.api().add_pod(p, false);
     }
     binder.set_synced();
 

@@ -18,6 +18,7 @@
 //! pod, and one recreated under the name later is not taken for the evicted one.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 
 use placement_scheduler::proto;
 use prost::Message;
@@ -87,8 +88,8 @@ pub struct ClusterState {
     /// node; each with the uid of the pod it was chosen for. Snapshots show these in place of
     /// the watched objects.
     assumed_storage: HashMap<StorageKey, (StorageObject, String)>,
-    /// Bound pods by uid, protobuf-encoded.
-    bound: HashMap<String, Box<[u8]>>,
+    /// Bound pods by uid, protobuf-encoded (shared, so a full snapshot takes them without a copy).
+    bound: HashMap<String, Arc<[u8]>>,
     assumed: HashMap<String, proto::Pod>,
     version: u64,
     log: VecDeque<(u64, Key)>,
@@ -356,7 +357,7 @@ impl ClusterState {
         self.resolve_disrupted(&pod);
         let uid = pod.uid.clone();
         let was_assumed = self.assumed.remove(&uid);
-        let encoded = pod.encode_to_vec().into_boxed_slice();
+        let encoded: Arc<[u8]> = pod.encode_to_vec().into();
         if self.bound.get(&uid) == Some(&encoded) && was_assumed.is_none() {
             return;
         }
@@ -449,27 +450,61 @@ impl ClusterState {
         pdbs.into_iter().map(|(_, e)| e.pdb.clone()).collect()
     }
 
-    /// The whole cluster as a snapshot, with assumed pods counted on their nodes.
+    /// The whole cluster as a snapshot, with assumed pods counted on their nodes (pods in uid order).
     pub fn full(&self) -> proto::Snapshot {
+        let parts = self.full_parts();
+        let mut snapshot = parts.rest;
+        snapshot.pods = parts.pods.iter().filter_map(|b| decode(b)).collect();
+        snapshot
+    }
+
+    /// The whole state as a full snapshot without its pods, and the pods in uid order still
+    /// encoded (bound pods shared with the state, not copied): they can go on the wire as they
+    /// are, where the decoded list alone would take gigabytes at a million pods.
+    pub fn full_parts(&self) -> FullParts {
         let mut nodes: Vec<proto::Node> = self.nodes.values().cloned().collect();
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut pods: Vec<proto::Pod> = self.pods().collect();
-        pods.sort_by(|a, b| a.uid.cmp(&b.uid));
+        let mut pods: Vec<(&str, Arc<[u8]>)> = self
+            .bound
+            .iter()
+            .map(|(uid, b)| (uid.as_str(), Arc::clone(b)))
+            .chain(
+                self.assumed
+                    .iter()
+                    .map(|(uid, p)| (uid.as_str(), p.encode_to_vec().into())),
+            )
+            .collect();
+        pods.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let mut namespaces: Vec<proto::Namespace> = self.namespaces.values().cloned().collect();
         namespaces.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut rest = proto::Snapshot {
+            nodes,
+            namespaces,
+            pod_disruption_budgets: self.pod_disruption_budgets(),
+            ..Default::default()
+        };
+        self.fill_storage(&mut rest);
+        FullParts {
+            rest,
+            pods: pods.into_iter().map(|(_, p)| p).collect(),
+        }
+    }
+
+    /// The claims, volumes, storage classes and CSINodes as a full snapshot carries them (the
+    /// snapshot's other lists left empty).
+    pub fn storage_snapshot(&self) -> proto::Snapshot {
+        let mut snapshot = proto::Snapshot::default();
+        self.fill_storage(&mut snapshot);
+        snapshot
+    }
+
+    fn fill_storage(&self, snapshot: &mut proto::Snapshot) {
         let mut storage: Vec<(&StorageKey, &StorageObject)> = self
             .storage
             .keys()
             .filter_map(|k| self.storage_view(k).map(|o| (k, o)))
             .collect();
         storage.sort_by(|a, b| a.0.cmp(b.0));
-        let mut snapshot = proto::Snapshot {
-            nodes,
-            pods,
-            namespaces,
-            pod_disruption_budgets: self.pod_disruption_budgets(),
-            ..Default::default()
-        };
         for (_, obj) in storage {
             match obj.clone() {
                 StorageObject::Claim(c) => snapshot.persistent_volume_claims.push(c),
@@ -480,7 +515,6 @@ impl ClusterState {
                 StorageObject::Capacity(c) => snapshot.csi_storage_capacities.push(c),
             }
         }
-        snapshot
     }
 
     /// The changes after `since` as a delta (without its base id), or `None` when the log no longer
@@ -567,6 +601,15 @@ impl ClusterState {
     }
 }
 
+/// A full snapshot in parts ([`ClusterState::full_parts`]).
+#[derive(Debug)]
+pub struct FullParts {
+    /// Everything but the pods.
+    pub rest: proto::Snapshot,
+    /// Every bound and assumed pod, in uid order, protobuf-encoded (a `proto::Pod` each).
+    pub pods: Vec<Arc<[u8]>>,
+}
+
 /// A bound pod stored by [`ClusterState::apply_bound_pod`]; it was encoded from a `proto::Pod`, so
 /// decoding fails only on a bug, and such a pod is left out rather than taking the binder down.
 /// Whether a watched storage object shows an assumed choice: the volume refers to the same
@@ -629,6 +672,33 @@ mod tests {
         assert_eq!(d.remove_nodes, ["a"]);
         assert_eq!(d.upsert_pods.len(), 1);
         assert!(s.delta_since(s.version()).unwrap().upsert_nodes.is_empty());
+    }
+
+    #[test]
+    fn full_parts_hold_every_pod_in_uid_order_shared_with_the_state() {
+        let mut s = ClusterState::new();
+        s.apply_node(node("b"));
+        s.apply_node(node("a"));
+        for uid in ["p3", "p1", "p4"] {
+            s.apply_bound_pod(pod(uid, "a"));
+        }
+        s.assume(pod("p2", ""), "b");
+        let parts = s.full_parts();
+        assert!(parts.rest.pods.is_empty(), "the pods travel apart");
+        assert_eq!(
+            parts.rest.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+        let pods: Vec<proto::Pod> = parts.pods.iter().filter_map(|b| decode(b)).collect();
+        assert_eq!(
+            pods.iter()
+                .map(|p| (p.uid.as_str(), p.node_name.as_str()))
+                .collect::<Vec<_>>(),
+            [("p1", "a"), ("p2", "b"), ("p3", "a"), ("p4", "a")]
+        );
+        assert_eq!(s.full().pods, pods, "full() is the parts joined");
+        // Bound pods are the state's bytes, not copies.
+        assert!(Arc::ptr_eq(&parts.pods[0], &s.bound["p1"]));
     }
 
     #[test]

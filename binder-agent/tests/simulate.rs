@@ -696,3 +696,36 @@ async fn a_recorded_cluster_with_claims_and_volumes_is_simulated() {
     assert_eq!(s.outcomes["shop/job"], Outcome::Bound("node-b".into()), "{s}");
     let _ = std::fs::remove_file(path);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_sync_in_chunks_carries_every_bound_pod() {
+    // 60 nodes already half full with 8 pods each, and more pending pods than the free room: a
+    // replica missing any chunk of the bound pods would see free room that is not there and
+    // overcommit nodes.
+    let mut c = config(ClusterSource::Synthetic(SyntheticCluster {
+        shape: ClusterShape {
+            pods_per_node: 8,
+            utilization: (0.5, 0.7),
+            ..ClusterShape::with_nodes(60)
+        },
+        pending: 1_500,
+        replicas_per_workload: 1,
+        workload_share: 0.5,
+        topology_share: 0.0,
+        seed: 5,
+    }));
+    c.replica = ReplicaConfig {
+        full_sync_chunk_pods: 25,
+        ..ReplicaConfig::default()
+    };
+    let s = simulate(c).await.unwrap();
+    assert_sound(&s);
+    assert_eq!(s.prebound_pods, 480);
+    assert_eq!(s.syncs_full, 1, "the chunks are one full sync:\n{s}");
+    assert!(s.unschedulable > 0, "the pending pods outgrow the free room:\n{s}");
+    let server = s.sync_call.expect("the replica's sync calls");
+    assert!(
+        server.count > 480 / 25,
+        "a full snapshot without pods and a delta per chunk of them reach the replica:\n{s}"
+    );
+}

@@ -136,11 +136,13 @@ pub fn field_error(field: impl fmt::Display, message: impl Into<String>) -> Fiel
 }
 
 /// Parses one quantity for one resource in the resource's unit (millicores for cpu).
-fn quantity(path: &str, name: &ResourceName, value: &str) -> Result<i64, FieldError> {
-    let q = Quantity::parse(value).map_err(|e| field_error(path, format!("invalid quantity {}: {e}", shown(value))))?;
+/// The path is built only for an error: resource lists are parsed for every pod of a snapshot.
+fn quantity(path: impl Fn() -> String, name: &ResourceName, value: &str) -> Result<i64, FieldError> {
+    let q =
+        Quantity::parse(value).map_err(|e| field_error(path(), format!("invalid quantity {}: {e}", shown(value))))?;
     if q.is_negative() {
         return Err(field_error(
-            path,
+            path(),
             format!("must be greater than or equal to 0, got {}", shown(value)),
         ));
     }
@@ -158,13 +160,13 @@ fn resource_list(
     let mut pods = None;
     let (mut has_cpu, mut has_memory) = (false, false);
     for (key, value) in list {
-        let p = format!("{path}[{}]", shown(key));
+        let p = || format!("{path}[{}]", shown(key));
         let name = ResourceName::parse(key)
-            .map_err(|e| field_error(&p, format!("invalid resource name {}: {e}", shown(key))))?;
-        let amount = quantity(&p, &name, value)?;
+            .map_err(|e| field_error(p(), format!("invalid resource name {}: {e}", shown(key))))?;
+        let amount = quantity(p, &name, value)?;
         match name {
             ResourceName::Pods if allow_pods => pods = Some(amount),
-            ResourceName::Pods => return Err(field_error(&p, "pods is not a resource a pod can request")),
+            ResourceName::Pods => return Err(field_error(p(), "pods is not a resource a pod can request")),
             ResourceName::Cpu => has_cpu = true,
             ResourceName::Memory => has_memory = true,
             _ => {}
