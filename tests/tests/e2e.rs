@@ -1382,6 +1382,51 @@ fn with_claim(mut pod: Pod, claim: &str) -> Pod {
     pod
 }
 
+/// A pod's `PodScheduled` condition as the volume tests compare it: reason, and message in
+/// kube 1.24's wording.
+type Condition = Option<(Option<String>, Option<String>)>;
+
+/// Creates a claim `data-ours` of `class` and a pod `<prefix>-ours` using it for this scope's
+/// scheduler, and the same (`-kube`) for kube-scheduler with `E2E_KUBE_SCHEDULER=1`; waits until
+/// each is marked unschedulable, and gives their conditions (placement's, then kube-scheduler's
+/// when compared), asserting that none is bound.
+async fn claimed_pods_left_unschedulable(scope: &Scope, class: &str, prefix: &str) -> (Condition, Option<Condition>) {
+    let compare = std::env::var("E2E_KUBE_SCHEDULER").as_deref() == Ok("1");
+    let mut who = vec![("ours", scope.scheduler.clone())];
+    if compare {
+        who.push(("kube", "default-scheduler".to_string()));
+    }
+    for (name, scheduler) in &who {
+        scope
+            .create_claim(claim_json(&format!("data-{name}"), class, None))
+            .await;
+        let pod = with_claim(
+            pod_for(&scope.ns, &format!("{prefix}-{name}"), scheduler, &scope.run, "100m"),
+            &format!("data-{name}"),
+        );
+        scope.create(&pod).await;
+    }
+    eventually(WAIT, "every pod marked unschedulable", || async {
+        list_pods(scope)
+            .await
+            .iter()
+            .filter(|p| marked_unschedulable(p))
+            .count()
+            == who.len()
+    })
+    .await;
+    let pods = list_pods(scope).await;
+    let condition = |name: &str| {
+        let p = pods.iter().find(|p| p.name_any() == name).expect("a test pod");
+        assert_eq!(node_of(p), None, "{name} is not bound");
+        scheduled_condition(p).map(|c| (c.reason.clone(), c.message.as_deref().map(in_1_24_wording)))
+    };
+    (
+        condition(&format!("{prefix}-ours")),
+        compare.then(|| condition(&format!("{prefix}-kube"))),
+    )
+}
+
 async fn claim_of(scope: &Scope, name: &str) -> k8s_openapi::api::core::v1::PersistentVolumeClaim {
     Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(scope.client.clone(), &scope.ns)
         .get(name)
@@ -1483,37 +1528,7 @@ async fn a_claim_whose_only_volume_is_on_a_cordoned_node_reports_kube_schedulers
     let class = local_class(&mut scope).await;
     local_volume(&mut scope, "only", &class, &cordoned).await;
     let binder = InProcessBinder::start(&cluster, &scope).await;
-    let compare = std::env::var("E2E_KUBE_SCHEDULER").as_deref() == Ok("1");
-    let mut who = vec![("ours", scope.scheduler.clone())];
-    if compare {
-        who.push(("kube", "default-scheduler".to_string()));
-    }
-    for (name, scheduler) in &who {
-        scope
-            .create_claim(claim_json(&format!("data-{name}"), &class, None))
-            .await;
-        let pod = with_claim(
-            pod_for(&scope.ns, &format!("db-{name}"), scheduler, &scope.run, "100m"),
-            &format!("data-{name}"),
-        );
-        scope.create(&pod).await;
-    }
-    eventually(WAIT, "every pod marked unschedulable", || async {
-        list_pods(&scope)
-            .await
-            .iter()
-            .filter(|p| marked_unschedulable(p))
-            .count()
-            == who.len()
-    })
-    .await;
-    let pods = list_pods(&scope).await;
-    let condition = |name: &str| {
-        let p = pods.iter().find(|p| p.name_any() == name).expect("a test pod");
-        assert_eq!(node_of(p), None, "{name} is not bound");
-        scheduled_condition(p).map(|c| (c.reason.clone(), c.message.as_deref().map(in_1_24_wording)))
-    };
-    let ours = condition("db-ours");
+    let (ours, kube) = claimed_pods_left_unschedulable(&scope, &class, "db").await;
     let total = nodes
         .list(&ListParams::default())
         .await
@@ -1537,8 +1552,8 @@ async fn a_claim_whose_only_volume_is_on_a_cordoned_node_reports_kube_schedulers
         )),
         "{free} has no volume, {cordoned} is cordoned"
     );
-    if compare {
-        assert_eq!(ours, condition("db-kube"), "the condition kube-scheduler writes");
+    if let Some(kube) = kube {
+        assert_eq!(ours, kube, "the condition kube-scheduler writes");
     }
     binder.stop().await;
     scope.cleanup().await;
@@ -1588,36 +1603,7 @@ async fn storage_capacity_decides_where_a_tracked_driver_provisions() {
         .create_capacity(&resource, capacity("small-a", "a", "512Mi"))
         .await;
     let binder = InProcessBinder::start(&cluster, &scope).await;
-    let compare = std::env::var("E2E_KUBE_SCHEDULER").as_deref() == Ok("1");
-    let mut who = vec![("ours", scope.scheduler.clone())];
-    if compare {
-        who.push(("kube", "default-scheduler".to_string()));
-    }
-    for (name, scheduler) in &who {
-        scope
-            .create_claim(claim_json(&format!("data-{name}"), &class, None))
-            .await;
-        let pod = with_claim(
-            pod_for(&scope.ns, &format!("job-{name}"), scheduler, &scope.run, "100m"),
-            &format!("data-{name}"),
-        );
-        scope.create(&pod).await;
-    }
-    eventually(WAIT, "every pod marked unschedulable", || async {
-        list_pods(&scope)
-            .await
-            .iter()
-            .filter(|p| marked_unschedulable(p))
-            .count()
-            == who.len()
-    })
-    .await;
-    let pods = list_pods(&scope).await;
-    let condition = |name: &str| {
-        let p = pods.iter().find(|p| p.name_any() == name).expect("a test pod");
-        assert_eq!(node_of(p), None, "{name} is not bound");
-        scheduled_condition(p).map(|c| (c.reason.clone(), c.message.as_deref().map(in_1_24_wording)))
-    };
+    let (ours, kube) = claimed_pods_left_unschedulable(&scope, &class, "job").await;
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client.clone());
     let total = nodes
         .list(&ListParams::default())
@@ -1631,7 +1617,6 @@ async fn storage_capacity_decides_where_a_tracked_driver_provisions() {
         reasons.push(format!("{others} node(s) didn't match Pod's node affinity/selector"));
     }
     reasons.sort();
-    let ours = condition("job-ours");
     assert_eq!(
         ours,
         Some((
@@ -1640,8 +1625,8 @@ async fn storage_capacity_decides_where_a_tracked_driver_provisions() {
         )),
         "{node_a}: 512Mi for a 1Gi claim; {node_b}: no capacity"
     );
-    if compare {
-        assert_eq!(ours, condition("job-kube"), "the condition kube-scheduler writes");
+    if let Some(kube) = kube {
+        assert_eq!(ours, kube, "the condition kube-scheduler writes");
     }
     // Room on node b: the claim is provisioned there.
     scope.create_capacity(&resource, capacity("big-b", "b", "10Gi")).await;
