@@ -1946,12 +1946,17 @@ mod prebind {
         server.create_node(node("n1", "4"));
         server.create_node(node("n2", "4"));
         for (name, provisioner) in [("local", "kubernetes.io/no-provisioner"), ("fast", "csi.example.com")] {
-            server.create_raw(
-                Kind::StorageClass,
-                json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
-                       "provisioner": provisioner, "volumeBindingMode": "WaitForFirstConsumer"}),
-            );
+            wffc_class(server, name, provisioner);
         }
+    }
+
+    /// The WaitForFirstConsumer StorageClass `name` of `provisioner`.
+    fn wffc_class(server: &FakeApiServer, name: &str, provisioner: &str) {
+        server.create_raw(
+            Kind::StorageClass,
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+                   "provisioner": provisioner, "volumeBindingMode": "WaitForFirstConsumer"}),
+        );
     }
 
     fn local_volume(server: &FakeApiServer, name: &str, node: &str) {
@@ -2370,11 +2375,7 @@ mod prebind {
     async fn a_preemptor_with_a_claim_gets_its_prebind_once_the_victims_are_gone() {
         let server = FakeApiServer::start().await;
         server.create_node(node("n1", "2"));
-        server.create_raw(
-            Kind::StorageClass,
-            json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "local"},
-                   "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"}),
-        );
+        wffc_class(&server, "local", "kubernetes.io/no-provisioner");
         local_volume(&server, "pv-1", "n1");
         claim(&server, "data", "local");
         server.create_pod(with_priority(pod("low", "default-scheduler", "1500m", Some("n1")), 0));
