@@ -586,7 +586,7 @@ mod avx2 {
         let min = _mm256_set1_epi64x(image.min);
         let max = _mm256_set1_epi64x(image.max);
         let span = _mm256_set1_pd((image.max - image.min) as f64);
-        let hundred = _mm256_set1_pd(super::super::framework::MAX_NODE_SCORE as f64);
+        let hundred = _mm256_set1_pd(super::super::plugins::MAX_NODE_SCORE as f64);
         let bias_bits = _mm256_set1_epi64x(0x4330_0000_0000_0000);
         let bias = _mm256_set1_pd(4_503_599_627_370_496.0);
         for k in (0..BLOCK).step_by(4) {
@@ -685,7 +685,7 @@ mod avx2 {
         let fit_memory = _mm256_set1_pd(ask.fit[1]);
         let bal_cpu = _mm256_set1_pd(ask.balanced[0]);
         let bal_memory = _mm256_set1_pd(ask.balanced[1]);
-        let hundred = _mm256_set1_pd(super::super::framework::MAX_NODE_SCORE as f64);
+        let hundred = _mm256_set1_pd(super::super::plugins::MAX_NODE_SCORE as f64);
         let one = _mm256_set1_pd(1.0);
         let sign = _mm256_set1_pd(-0.0);
         let half = _mm256_set1_pd(0.5);

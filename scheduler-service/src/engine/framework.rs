@@ -27,8 +27,7 @@ use super::snapshot::{
 use super::spread::{self, SpreadFilter, SpreadScore};
 use super::topology::{DomainCounts, Existing, Placed};
 
-/// kube-scheduler's `MaxNodeScore`.
-pub const MAX_NODE_SCORE: i64 = 100;
+pub use super::plugins::MAX_NODE_SCORE;
 /// kube-scheduler's `MaxCustomPriorityScore` (the RequestedToCapacityRatio shape's scale).
 const MAX_CUSTOM_PRIORITY_SCORE: i64 = 10;
 /// The taint kube-scheduler checks for cordoned nodes.

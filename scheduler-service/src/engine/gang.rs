@@ -15,19 +15,12 @@ use std::sync::Arc;
 use super::framework::{Deadline, Decision, Diagnosis, EvalError, Evaluator, GangFailure};
 use super::model::PodSpec;
 
+pub use super::model::Gang;
+
 /// The label naming a pod's gang.
 pub const GANG_LABEL: &str = "placement.dev/gang";
 /// The annotation giving a gang's minimum member count.
 pub const GANG_MIN_MEMBERS_ANNOTATION: &str = "placement.dev/gang-min-members";
-
-/// A pod's gang.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Gang {
-    /// "namespace/name": gangs are namespaced.
-    pub key: Arc<str>,
-    /// Members that must be placed together (at least 1).
-    pub min_members: u32,
-}
 
 /// What one pass found for a gang.
 struct Tally {

@@ -248,7 +248,7 @@ pub fn score_state(existing: &Existing<'_>, pod: &PodSpec, args: &InterPodAffini
 pub fn normalize(raw: i64, min: i64, max: i64) -> i64 {
     let diff = max - min;
     if diff > 0 {
-        (super::framework::MAX_NODE_SCORE as f64 * ((raw - min) as f64 / diff as f64)) as i64
+        (super::plugins::MAX_NODE_SCORE as f64 * ((raw - min) as f64 / diff as f64)) as i64
     } else {
         0
     }

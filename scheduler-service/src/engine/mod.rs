@@ -10,7 +10,7 @@
 //! - [`interpod`], [`spread`] and [`topology`]: InterPodAffinity and PodTopologySpread.
 //! - [`framework`]: filter, score, normalize and pick, as kube-scheduler does; [`class_labels`]:
 //!   the node classes' labels by column, so selectors are matched once per distinct value.
-//! - [`preemption`]: kube-scheduler's DefaultPreemption: victims, PodDisruptionBudgets, the node.
+//! - [`preemption`]: kube-scheduler's DefaultPreemption: victims, PodDisruptionBudgets ([`pdb`]), the node.
 //! - [`gang`]: gangs placed all together or not at all within a batch.
 //! - [`volumes`]: claims, volumes, storage classes and CSI attach limits for the volume filters.
 //! - [`cancel`]: stopping the work of a call that has ended.
@@ -24,6 +24,8 @@ pub mod gang;
 mod image_sums;
 pub mod interpod;
 pub mod model;
+pub mod pdb;
+pub mod plugins;
 pub mod policy;
 pub mod policy_config;
 pub mod preemption;

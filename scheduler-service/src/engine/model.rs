@@ -407,6 +407,101 @@ pub struct Container {
     pub requests: super::resources::Resources,
 }
 
+/// spec.preemptionPolicy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PreemptionPolicy {
+    /// May preempt lower-priority pods (Kubernetes' default).
+    #[default]
+    PreemptLowerPriority,
+    /// Never preempts.
+    Never,
+}
+
+/// A pod's gang.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Gang {
+    /// "namespace/name": gangs are namespaced.
+    pub key: Arc<str>,
+    /// Members that must be placed together (at least 1).
+    pub min_members: u32,
+}
+
+/// Where a pod's volume comes from, for the kinds the volume filters read.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum VolumeSource {
+    /// A PersistentVolumeClaim of the pod's namespace (`persistentVolumeClaim`, or a generic
+    /// ephemeral volume's claim).
+    Claim {
+        /// The claim's name.
+        claim_name: Arc<str>,
+        /// A generic ephemeral volume: the claim must be controlled by the pod.
+        ephemeral: bool,
+    },
+    /// `gcePersistentDisk`.
+    GcePersistentDisk {
+        /// pdName.
+        pd_name: Arc<str>,
+        /// readOnly.
+        read_only: bool,
+    },
+    /// `awsElasticBlockStore`.
+    AwsElasticBlockStore {
+        /// volumeID.
+        volume_id: Arc<str>,
+    },
+    /// `iscsi`.
+    Iscsi {
+        /// iqn.
+        iqn: Arc<str>,
+        /// readOnly.
+        read_only: bool,
+    },
+    /// `rbd`.
+    Rbd {
+        /// monitors.
+        monitors: Vec<Arc<str>>,
+        /// pool.
+        pool: Arc<str>,
+        /// image.
+        image: Arc<str>,
+        /// readOnly.
+        read_only: bool,
+    },
+}
+
+/// One volume of a pod that the volume filters read.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PodVolume {
+    /// The volume's name in the pod.
+    pub name: Arc<str>,
+    /// Its source.
+    pub source: VolumeSource,
+}
+
+impl PodVolume {
+    /// The claim the volume uses, if any.
+    pub fn claim_name(&self) -> Option<&str> {
+        match &self.source {
+            VolumeSource::Claim { claim_name, .. } => Some(claim_name),
+            _ => None,
+        }
+    }
+
+    /// Approximate bytes, inline and heap.
+    pub fn approx_bytes(&self) -> usize {
+        let heap = match &self.source {
+            VolumeSource::Claim { claim_name: s, .. }
+            | VolumeSource::GcePersistentDisk { pd_name: s, .. }
+            | VolumeSource::AwsElasticBlockStore { volume_id: s }
+            | VolumeSource::Iscsi { iqn: s, .. } => string_bytes(s),
+            VolumeSource::Rbd {
+                monitors, pool, image, ..
+            } => monitors.iter().map(|m| string_bytes(m)).sum::<usize>() + string_bytes(pool) + string_bytes(image),
+        };
+        std::mem::size_of::<Self>() + string_bytes(&self.name) + heap
+    }
+}
+
 /// A pod as the engine sees it: identity, effective requests and placement constraints.
 #[derive(Debug, Clone, Default)]
 pub struct PodSpec {
@@ -451,15 +546,15 @@ pub struct PodSpec {
     /// The selector of the default spreading (from the workloads selecting the pod), if any.
     pub default_spread_selector: Option<LabelSelector>,
     /// spec.preemptionPolicy.
-    pub preemption_policy: super::preemption::PreemptionPolicy,
+    pub preemption_policy: PreemptionPolicy,
     /// status.startTime in Unix seconds; 0 when the pod has not started.
     pub start_time: i64,
     /// The gang the pod belongs to, if any.
-    pub gang: Option<super::gang::Gang>,
+    pub gang: Option<Gang>,
     /// metadata.deletionTimestamp is set: PodTopologySpread does not count the pod.
     pub terminating: bool,
     /// spec.volumes of the kinds the volume filters read.
-    pub volumes: Vec<super::volumes::PodVolume>,
+    pub volumes: Vec<PodVolume>,
 }
 
 impl PodSpec {

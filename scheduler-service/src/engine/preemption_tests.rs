@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::engine::framework::{Deadline, Decision, Evaluator};
-use crate::engine::model::{NodeSpec, PodSpec, SelectorOp, Taint, TaintEffect};
+use crate::engine::model::{NodeSpec, PodSpec, Requirement, SelectorOp, Taint, TaintEffect};
 use crate::engine::policy::Policy;
 use crate::engine::resources::Resources;
 

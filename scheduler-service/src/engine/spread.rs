@@ -396,8 +396,8 @@ pub fn normalize(raw: i64, min: i64, max: i64) -> i64 {
     if raw == IGNORED {
         0
     } else if max == 0 {
-        super::framework::MAX_NODE_SCORE
+        super::plugins::MAX_NODE_SCORE
     } else {
-        super::framework::MAX_NODE_SCORE * (max + min - raw) / max
+        super::plugins::MAX_NODE_SCORE * (max + min - raw) / max
     }
 }

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use super::model::{labels_bytes, string_bytes, LabelSelector, Labels, SelectorTerm};
 use super::quantity::Quantity;
 
+pub use super::model::{PodVolume, VolumeSource};
+
 /// A PersistentVolume access mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum AccessMode {
@@ -31,82 +33,6 @@ impl AccessMode {
             "ReadWriteOncePod" => Self::ReadWriteOncePod,
             _ => return None,
         })
-    }
-}
-
-/// Where a pod's volume comes from, for the kinds the volume filters read.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum VolumeSource {
-    /// A PersistentVolumeClaim of the pod's namespace (`persistentVolumeClaim`, or a generic
-    /// ephemeral volume's claim).
-    Claim {
-        /// The claim's name.
-        claim_name: Arc<str>,
-        /// A generic ephemeral volume: the claim must be controlled by the pod.
-        ephemeral: bool,
-    },
-    /// `gcePersistentDisk`.
-    GcePersistentDisk {
-        /// pdName.
-        pd_name: Arc<str>,
-        /// readOnly.
-        read_only: bool,
-    },
-    /// `awsElasticBlockStore`.
-    AwsElasticBlockStore {
-        /// volumeID.
-        volume_id: Arc<str>,
-    },
-    /// `iscsi`.
-    Iscsi {
-        /// iqn.
-        iqn: Arc<str>,
-        /// readOnly.
-        read_only: bool,
-    },
-    /// `rbd`.
-    Rbd {
-        /// monitors.
-        monitors: Vec<Arc<str>>,
-        /// pool.
-        pool: Arc<str>,
-        /// image.
-        image: Arc<str>,
-        /// readOnly.
-        read_only: bool,
-    },
-}
-
-/// One volume of a pod that the volume filters read.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct PodVolume {
-    /// The volume's name in the pod.
-    pub name: Arc<str>,
-    /// Its source.
-    pub source: VolumeSource,
-}
-
-impl PodVolume {
-    /// The claim the volume uses, if any.
-    pub fn claim_name(&self) -> Option<&str> {
-        match &self.source {
-            VolumeSource::Claim { claim_name, .. } => Some(claim_name),
-            _ => None,
-        }
-    }
-
-    /// Approximate bytes, inline and heap.
-    pub fn approx_bytes(&self) -> usize {
-        let heap = match &self.source {
-            VolumeSource::Claim { claim_name: s, .. }
-            | VolumeSource::GcePersistentDisk { pd_name: s, .. }
-            | VolumeSource::AwsElasticBlockStore { volume_id: s }
-            | VolumeSource::Iscsi { iqn: s, .. } => string_bytes(s),
-            VolumeSource::Rbd {
-                monitors, pool, image, ..
-            } => monitors.iter().map(|m| string_bytes(m)).sum::<usize>() + string_bytes(pool) + string_bytes(image),
-        };
-        std::mem::size_of::<Self>() + string_bytes(&self.name) + heap
     }
 }
 
@@ -352,7 +278,7 @@ pub struct StorageCapacity {
     /// storageClassName.
     pub class: String,
     /// nodeTopology; `None` gives no node access.
-    pub node_topology: Option<super::preemption::LabelSelector>,
+    pub node_topology: Option<super::pdb::LabelSelector>,
     /// capacity; `None` when unset.
     pub capacity: Option<Quantity>,
     /// maximumVolumeSize; `None` when unset.

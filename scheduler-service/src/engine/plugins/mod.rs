@@ -1,0 +1,8 @@
+//! kube-scheduler's plugins (`pkg/scheduler/framework/plugins`), one module per plugin, each with
+//! its filter, its reason strings, its raw score and its normalization, as kube-scheduler has them.
+//!
+//! The scheduling cycle ([`super::framework`]) and its fast paths call these functions; this
+//! module holds what they share and imports none of them.
+
+/// kube-scheduler's `MaxNodeScore` (`framework/interface.go`): the highest normalized score.
+pub const MAX_NODE_SCORE: i64 = 100;
