@@ -11,7 +11,7 @@
 //! [`EXACT`]), so the scores are bit for bit the same; a node outside that range is flagged and
 //! taken node by node as before.
 
-use super::snapshot::{NodeHot, PortKeys};
+use super::hot::{NodeHot, PortKeys};
 
 /// Nodes per block: one bit each in a `u64`.
 pub const BLOCK: usize = 64;

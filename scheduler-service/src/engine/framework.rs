@@ -11,6 +11,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::class_cache::{StaticEval, StaticKey};
 use super::class_labels::ClassLabels;
 use super::columns::{BlockScores, HotColumns, ImageAsk, Kernel, PartWeights, PodAsk, BLOCK};
 use super::extender::ExtenderHook;
@@ -396,24 +397,6 @@ struct Candidate {
     total: i64,
 }
 
-/// The static predicates of one pod on one node (or node class): they depend on labels, taints
-/// and cordon only, never on usage.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct StaticEval {
-    /// NodeUnschedulable rejects.
-    cordoned: bool,
-    /// TaintToleration rejects.
-    untolerated: bool,
-    /// NodeAffinity rejects.
-    mismatched: bool,
-    /// NodeAffinity's raw score.
-    affinity_weight: i64,
-    /// TaintToleration's raw score.
-    prefer_taints: i64,
-    /// Some enabled filter among NodeUnschedulable, TaintToleration and NodeAffinity rejects.
-    rejected: bool,
-}
-
 /// What a pod needs, computed once per pod instead of once per node.
 pub(super) struct PodPlan<'a> {
     pub(super) pod: &'a PodSpec,
@@ -604,157 +587,9 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// What a pod's static predicates depend on: its node selection and its tolerations.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct StaticKey {
-    /// The profile's [`Profile::static_filters`], which [`StaticEval::rejected`] depends on.
-    static_filters: (bool, bool, bool),
-    node_selector: Vec<(String, String)>,
-    required_affinity: Option<Vec<super::model::SelectorTerm>>,
-    preferred_affinity: Vec<super::model::PreferredTerm>,
-    tolerations: Vec<Toleration>,
-}
-
-impl StaticKey {
-    fn hash_of(pod: &PodSpec, static_filters: (bool, bool, bool)) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut h = xxhash_rust::xxh3::Xxh3::new();
-        static_filters.hash(&mut h);
-        pod.node_selector.hash(&mut h);
-        pod.required_affinity.hash(&mut h);
-        pod.preferred_affinity.hash(&mut h);
-        pod.tolerations.hash(&mut h);
-        h.finish()
-    }
-
-    fn is_of(&self, pod: &PodSpec, static_filters: (bool, bool, bool)) -> bool {
-        self.static_filters == static_filters
-            && self.node_selector == pod.node_selector
-            && self.required_affinity == pod.required_affinity
-            && self.preferred_affinity == pod.preferred_affinity
-            && self.tolerations == pod.tolerations
-    }
-
-    /// Approximate bytes, inline and heap.
-    fn approx_bytes(&self) -> usize {
-        use super::model::string_bytes;
-        let term = |t: &super::model::SelectorTerm| {
-            48 + t
-                .match_expressions
-                .iter()
-                .chain(&t.match_fields)
-                .map(super::model::Requirement::approx_bytes)
-                .sum::<usize>()
-        };
-        std::mem::size_of::<Self>()
-            + self
-                .node_selector
-                .iter()
-                .map(|(k, v)| 48 + string_bytes(k) + string_bytes(v))
-                .sum::<usize>()
-            + self.required_affinity.iter().flatten().map(term).sum::<usize>()
-            + self.preferred_affinity.iter().map(|p| 8 + term(&p.term)).sum::<usize>()
-            + self
-                .tolerations
-                .iter()
-                .map(|t| std::mem::size_of::<Toleration>() + string_bytes(&t.key) + string_bytes(&t.value))
-                .sum::<usize>()
-    }
-
-    fn of(pod: &PodSpec, static_filters: (bool, bool, bool)) -> Self {
-        Self {
-            static_filters,
-            node_selector: pod.node_selector.clone(),
-            required_affinity: pod.required_affinity.clone(),
-            preferred_affinity: pod.preferred_affinity.clone(),
-            tolerations: pod.tolerations.clone(),
-        }
-    }
-}
-
-/// The per-class static predicates of the pods evaluated against a lineage of snapshots (one
-/// full snapshot and those derived from it by deltas that each extend the latest class list),
-/// by what they depend on: pods that differ in requests or identity but select and tolerate alike
-/// share them. Node classes are append-only within a lineage, so an entry stays valid; one made
-/// before new classes appeared is redone for them all (through the label columns, cheaply).
-#[derive(Debug, Default)]
-pub struct StaticCache {
-    by_hash: HashMap<u64, (StaticKey, Arc<[StaticEval]>)>,
-    /// Approximate bytes of the entries.
-    bytes: usize,
-    /// The keys of `by_hash`, oldest first: the oldest entry goes when the cache is full.
-    order: std::collections::VecDeque<u64>,
-    /// Classes of the lineage's latest class list: a delta that adds classes to a snapshot with
-    /// fewer (a branch from an older snapshot) starts a lineage of its own.
-    classes: usize,
-    /// The label columns of the lineage's classes, extended as evaluations meet new classes.
-    labels: Arc<ClassLabels>,
-}
-
-impl StaticCache {
-    /// Entries kept at most (about 9 KB each at 376 classes); the oldest goes beyond. (Starting
-    /// over instead freed 4.6 MB at once, under the lock: a 1–2 ms stall on one pod's Rank.)
-    const LIMIT: usize = 512;
-
-    /// Adds (or replaces) an entry, evicting the oldest when the cache is full.
-    fn insert(&mut self, hash: u64, key: StaticKey, evals: Arc<[StaticEval]>) {
-        self.bytes += Self::entry_bytes(&key, &evals);
-        match self.by_hash.insert(hash, (key, evals)) {
-            Some((old_key, old_evals)) => {
-                self.bytes = self.bytes.saturating_sub(Self::entry_bytes(&old_key, &old_evals));
-            }
-            None => {
-                self.order.push_back(hash);
-                if self.order.len() > Self::LIMIT {
-                    if let Some((key, evals)) = self.order.pop_front().and_then(|oldest| self.by_hash.remove(&oldest)) {
-                        self.bytes = self.bytes.saturating_sub(Self::entry_bytes(&key, &evals));
-                    }
-                }
-            }
-        }
-    }
-
-    fn entry_bytes(key: &StaticKey, evals: &[StaticEval]) -> usize {
-        96 + key.approx_bytes() + std::mem::size_of_val(evals)
-    }
-
-    /// Approximate bytes held: the entries and the lineage's label columns.
-    pub(super) fn approx_bytes(&self) -> usize {
-        self.bytes + self.labels.approx_bytes()
-    }
-
-    /// An empty cache, to be shared by the snapshots of a lineage whose class list has `classes` classes.
-    pub(super) fn shared(classes: usize) -> Arc<std::sync::Mutex<Self>> {
-        Arc::new(std::sync::Mutex::new(Self {
-            classes,
-            ..Self::default()
-        }))
-    }
-
-    /// The label columns of (at least) these classes of the lineage.
-    fn labels_of(&mut self, classes: &imbl::Vector<Arc<NodeSpec>>) -> Arc<ClassLabels> {
-        if self.labels.len() < classes.len() {
-            let labels = Arc::make_mut(&mut self.labels);
-            let from = labels.len();
-            labels.extend(classes.iter().skip(from).map(|c| &**c));
-        }
-        Arc::clone(&self.labels)
-    }
-
-    /// Whether a snapshot with `from` classes, extended to `to`, continues this lineage (its
-    /// classes are the latest list); if so the lineage's list is now `to` long.
-    pub(super) fn extend(&mut self, from: usize, to: usize) -> bool {
-        let continues = self.classes == from;
-        if continues {
-            self.classes = to;
-        }
-        continues
-    }
-}
-
 impl<'a> PodPlan<'a> {
     /// What `pod` needs of every node; with `cached`, per-class static predicates are reused
-    /// from (and added to) the snapshot lineage's [`StaticCache`].
+    /// from (and added to) the snapshot lineage's [`super::class_cache::StaticCache`].
     pub(super) fn new(
         profile: &Profile,
         snapshot: &Snapshot,

@@ -1555,31 +1555,6 @@ fn deltas_branching_from_one_base_keep_their_own_classes() {
     assert_eq!(feasible(&to_z2), ["a"]);
 }
 
-/// A full static cache evicts its oldest entry, one per new entry (it used to drop all at once);
-/// replacing an entry evicts nothing.
-#[test]
-fn a_full_static_cache_evicts_its_oldest_entry() {
-    let key = |i: usize| StaticKey {
-        static_filters: (true, true, true),
-        node_selector: vec![(format!("k{i}"), "v".into())],
-        required_affinity: None,
-        preferred_affinity: Vec::new(),
-        tolerations: Vec::new(),
-    };
-    let evals: Arc<[StaticEval]> = Arc::from(vec![StaticEval::default(); 3]);
-    let mut cache = StaticCache::default();
-    for i in 0..StaticCache::LIMIT {
-        cache.insert(i as u64, key(i), Arc::clone(&evals));
-    }
-    cache.insert(0, key(0), Arc::clone(&evals));
-    assert_eq!(cache.by_hash.len(), StaticCache::LIMIT);
-    assert!(cache.by_hash.contains_key(&0), "replacing an entry evicts nothing");
-    cache.insert(9_999, key(9_999), Arc::clone(&evals));
-    assert_eq!(cache.by_hash.len(), StaticCache::LIMIT);
-    assert!(!cache.by_hash.contains_key(&0), "the oldest entry went");
-    assert!(cache.by_hash.contains_key(&1) && cache.by_hash.contains_key(&9_999));
-}
-
 /// Host ports in a batch through the plain pass (port summaries, then the port lists where a
 /// summary cannot rule a conflict out) decide as the general pass: addresses, protocols, and ports
 /// taken by earlier pods of the batch.

@@ -2,25 +2,28 @@
 //!
 //! - [`quantity`] and [`resources`]: Kubernetes quantities and effective requests.
 //! - [`model`]: validated pods and nodes, and the matching rules on them.
-//! - [`snapshot`]: the cluster with per-node usage, copy-on-write deltas; [`columns`]: its hot
-//!   fields by column, and the plain pass's vector kernel.
+//! - [`snapshot`]: the cluster with per-node usage, copy-on-write deltas; [`hot`]: the fields of
+//!   a node every evaluation reads; [`columns`]: those by column, and the plain pass's vector kernel.
 //! - [`policy`]: which plugins run with which weights; [`policy_config`]: policy files (ours and
 //!   kube-scheduler's `KubeSchedulerConfiguration`) mapped to policies.
 //! - [`rules`]: CEL filter and score rules in policies.
 //! - [`interpod`], [`spread`] and [`topology`]: InterPodAffinity and PodTopologySpread.
-//! - [`framework`]: filter, score, normalize and pick, as kube-scheduler does; [`class_labels`]:
-//!   the node classes' labels by column, so selectors are matched once per distinct value.
+//! - [`framework`]: filter, score, normalize and pick, as kube-scheduler does; `class_cache`: a
+//!   pod's static predicates per node class, kept per snapshot lineage; [`class_labels`]: the node
+//!   classes' labels by column, so selectors are matched once per distinct value.
 //! - [`preemption`]: kube-scheduler's DefaultPreemption: victims, PodDisruptionBudgets ([`pdb`]), the node.
 //! - [`gang`]: gangs placed all together or not at all within a batch.
 //! - [`volumes`]: claims, volumes, storage classes and CSI attach limits for the volume filters.
 //! - [`cancel`]: stopping the work of a call that has ended.
 
 pub mod cancel;
+mod class_cache;
 pub mod class_labels;
 pub mod columns;
 pub mod extender;
 pub mod framework;
 pub mod gang;
+pub mod hot;
 mod image_sums;
 pub mod interpod;
 pub mod model;

@@ -8,8 +8,10 @@
 use std::sync::Arc;
 
 use super::model::{HostPort, Labels, NodeSpec, PodAffinityTerms, PodSpec};
-use super::preemption::Pdb;
+use super::pdb::Pdb;
 use super::resources::Resources;
+
+pub use super::hot::{keys_conflict, port_bits, port_key, port_mask, NodeHot, PortKeys};
 
 /// The resources that the pods bound to a node use.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -250,129 +252,6 @@ struct Interner {
 /// selector or affinity names one is evaluated node by node instead of class by class.
 pub const NODE_UNIQUE_LABELS: &[&str] = &["kubernetes.io/hostname"];
 
-/// The fields of a node and its usage that every evaluation reads, packed so a pass over 5,000
-/// nodes stays in cache; the rest (scalars, host ports, names) is read only when a pod needs it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct NodeHot {
-    /// Allocatable millicores.
-    pub alloc_cpu: i64,
-    /// Allocatable memory bytes.
-    pub alloc_memory: i64,
-    /// Allocatable ephemeral storage bytes.
-    pub alloc_ephemeral: i64,
-    /// Pods the node admits.
-    pub allowed_pods: i64,
-    /// Requested millicores.
-    pub req_cpu: i64,
-    /// Requested memory bytes.
-    pub req_memory: i64,
-    /// Requested ephemeral storage bytes.
-    pub req_ephemeral: i64,
-    /// Requested millicores with scoring defaults.
-    pub non_zero_cpu: i64,
-    /// Requested memory with scoring defaults.
-    pub non_zero_memory: i64,
-    /// Pods on the node.
-    pub pod_count: i64,
-    /// Hash of the node name (tie-breaks).
-    pub name_hash: u64,
-    /// [`port_bits`] of the host ports in use: a pod whose bits miss these conflicts with none.
-    pub port_bits: u64,
-    /// [`port_keys`] of the host ports in use: whether a pod's ports conflict with them, read
-    /// without the node's port list when both sides have keys.
-    pub port_keys: PortKeys,
-    /// Node class.
-    pub class: u32,
-    /// The node has some extended resource allocatable: a pod requesting one fits no other node.
-    pub has_scalars: bool,
-}
-
-/// The bits one host port sets in a [`port_bits`] summary: two, from a hash of its port and
-/// protocol, which every port it conflicts with shares (the address is left out: `0.0.0.0`
-/// conflicts with any). A summary missing either bit rules out a conflict with the port.
-pub fn port_mask(port: &HostPort) -> u64 {
-    let mut key = [0u8; 3];
-    key[..2].copy_from_slice(&port.port.to_le_bytes());
-    key[2] = port.protocol as u8;
-    let h = xxhash_rust::xxh3::xxh3_64(&key);
-    (1u64 << (h & 63)) | (1u64 << ((h >> 6) & 63))
-}
-
-/// A 64-bit summary of host ports in use (a Bloom filter of their [`port_mask`]s): a port whose
-/// mask is not all in it conflicts with none of them. With `port % 64` as the summary, 80 and
-/// 8080 shared a bit, and a pod asking for port 80 checked most nodes' port lists one by one.
-pub fn port_bits(ports: &[HostPort]) -> u64 {
-    ports.iter().fold(0, |bits, p| bits | port_mask(p))
-}
-
-/// The low bits of a [`port_key`] that hold the address.
-const KEY_ADDRESS: u64 = (1 << 40) - 1;
-
-/// A host port as one integer, exact for [`HostPort::conflicts`]: the port in bits 48–63, the
-/// protocol in bits 40–47, the address in bits 0–39 (0 for `0.0.0.0`, else `1 << 32` plus the
-/// IPv4 address). `None` for an address that is not an IPv4 address written in its one canonical
-/// form (`HostPort::conflicts` compares addresses as strings; such a port is checked on the list).
-pub fn port_key(port: &HostPort) -> Option<u64> {
-    let ip: std::net::Ipv4Addr = port.ip.parse().ok()?;
-    if ip.to_string() != *port.ip {
-        return None;
-    }
-    let address = if ip.is_unspecified() {
-        0
-    } else {
-        1 << 32 | u64::from(ip.to_bits())
-    };
-    Some(u64::from(port.port) << 48 | (port.protocol as u64) << 40 | address)
-}
-
-/// Whether two [`port_key`]s' ports conflict, as [`HostPort::conflicts`] has it: same port and
-/// protocol, and the same address or either bound to every address. An empty slot (0) conflicts
-/// with nothing (no port is 0).
-#[inline(always)]
-pub fn keys_conflict(a: u64, b: u64) -> bool {
-    let (x, y) = (a & KEY_ADDRESS, b & KEY_ADDRESS);
-    a >> 40 == b >> 40 && a != 0 && (x == y || x == 0 || y == 0)
-}
-
-/// The [`port_key`]s of the host ports in use on a node, when there are at most two and each has
-/// one (the rest of the slots 0); otherwise [`PortKeys::UNKNOWN`] (the list decides).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PortKeys(pub [u64; 2]);
-
-impl PortKeys {
-    /// The keys do not say: check the node's port list.
-    pub const UNKNOWN: Self = Self([u64::MAX; 2]);
-
-    /// The keys of `ports`.
-    pub fn of(ports: &[HostPort]) -> Self {
-        let mut keys = [0; 2];
-        if ports.len() > keys.len() {
-            return Self::UNKNOWN;
-        }
-        for (slot, port) in keys.iter_mut().zip(ports) {
-            match port_key(port) {
-                Some(key) => *slot = key,
-                None => return Self::UNKNOWN,
-            }
-        }
-        Self(keys)
-    }
-
-    /// Whether a pod whose ports have these `wanted` keys conflicts with the ports in use:
-    /// `None` when the node's keys do not say.
-    #[inline(always)]
-    pub fn conflict(self, wanted: &[u64]) -> Option<bool> {
-        if self == Self::UNKNOWN {
-            return None;
-        }
-        Some(
-            wanted
-                .iter()
-                .any(|&w| keys_conflict(w, self.0[0]) || keys_conflict(w, self.0[1])),
-        )
-    }
-}
-
 impl NodeHot {
     /// The hot fields of an entry with the given usage.
     pub fn of(entry: &NodeEntry, usage: &NodeUsage) -> Self {
@@ -576,7 +455,7 @@ pub struct Snapshot {
     gang_members: std::sync::OnceLock<std::collections::HashMap<Arc<str>, u32>>,
     /// Static predicates per node class of the pods evaluated so far, shared by the snapshots
     /// derived from one full snapshot by deltas (their classes only grow).
-    static_cache: Arc<std::sync::Mutex<super::framework::StaticCache>>,
+    static_cache: Arc<std::sync::Mutex<super::class_cache::StaticCache>>,
     /// What this snapshot keeps of the rules of the policies that asked (see
     /// [`super::rules::SnapshotRules`]), the most recent [`MAX_RULE_VALUES`] policies.
     rule_values: std::sync::Mutex<Vec<RuleValuesEntry>>,
@@ -725,7 +604,7 @@ impl Snapshot {
         }
         snap.nodes = entries.into_iter().map(Arc::new).collect();
         snap.pods = pod_index;
-        snap.static_cache = super::framework::StaticCache::shared(snap.classes.len());
+        snap.static_cache = super::class_cache::StaticCache::shared(snap.classes.len());
         Ok(snap)
     }
 
@@ -851,7 +730,7 @@ impl Snapshot {
             let mut cache = self.static_cache.lock().unwrap_or_else(|e| e.into_inner());
             if !cache.extend(self.classes.len(), next.classes.len()) {
                 drop(cache);
-                next.static_cache = super::framework::StaticCache::shared(next.classes.len());
+                next.static_cache = super::class_cache::StaticCache::shared(next.classes.len());
             }
         }
         Ok(next)
@@ -1039,8 +918,8 @@ impl Snapshot {
         })
     }
 
-    /// The static predicates cache of this snapshot's lineage (see [`super::framework::StaticCache`]).
-    pub(super) fn static_cache(&self) -> &std::sync::Mutex<super::framework::StaticCache> {
+    /// The static predicates cache of this snapshot's lineage (see [`super::class_cache::StaticCache`]).
+    pub(super) fn static_cache(&self) -> &std::sync::Mutex<super::class_cache::StaticCache> {
         &self.static_cache
     }
 
