@@ -90,6 +90,49 @@ impl fmt::Display for Reason {
     }
 }
 
+/// Whether a filter rejection can be resolved by evicting pods (kube-scheduler's `Unschedulable`
+/// as opposed to `UnschedulableAndUnresolvable`).
+pub(super) fn resolvable(
+    pod_requests: &super::resources::Resources,
+    entry: &NodeEntry,
+    plugin: FilterPlugin,
+    r: &Reason,
+) -> bool {
+    match (plugin, r) {
+        (FilterPlugin::NodePorts, _) => true,
+        (FilterPlugin::NodeResourcesFit, Reason::TooManyPods) => true,
+        // NodeResourcesFit marks a request larger than the node's whole allocatable unresolvable.
+        (FilterPlugin::NodeResourcesFit, Reason::Insufficient(name)) => {
+            let alloc = match name {
+                ResourceName::Cpu => entry.spec.allocatable.milli_cpu,
+                ResourceName::Memory => entry.spec.allocatable.memory,
+                ResourceName::EphemeralStorage => entry.spec.allocatable.ephemeral_storage,
+                ResourceName::Pods => entry.spec.allowed_pods,
+                ResourceName::Scalar(s) => entry.spec.allocatable.scalar(s),
+            };
+            pod_requests.get(name) <= alloc
+        }
+        // PodTopologySpread's skew and InterPodAffinity's anti-affinity rules may clear when pods
+        // go (kube-scheduler's Unschedulable); a missing topology label and the pod's own
+        // affinity may not (UnschedulableAndUnresolvable).
+        (FilterPlugin::PodTopologySpread, Reason::TopologySpread(v)) => *v == super::spread::Violation::Skew,
+        (FilterPlugin::InterPodAffinity, Reason::InterPodAffinity(v)) => *v != super::interpod::Violation::Affinity,
+        // Evicting the node's pods frees their disks, attach slots and ReadWriteOncePod claims
+        // (kube-scheduler's Unschedulable: the dry run clears a ReadWriteOncePod conflict when
+        // every other user of the claim is a victim on the node); VolumeBinding's and
+        // VolumeZone's reasons are unresolvable.
+        (
+            FilterPlugin::VolumeRestrictions | FilterPlugin::NodeVolumeLimits,
+            Reason::Volume(
+                super::volumes::VolumeReason::DiskConflict
+                | super::volumes::VolumeReason::MaxVolumeCount
+                | super::volumes::VolumeReason::ReadWriteOncePodConflict,
+            ),
+        ) => true,
+        _ => false,
+    }
+}
+
 /// Counts of reasons over the rejected nodes, from which kube-scheduler's message is built.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Diagnosis {
@@ -210,8 +253,8 @@ impl Deadline {
 /// A policy prepared for evaluation.
 #[derive(Debug, Clone)]
 pub struct Profile {
-    policy: Policy,
-    score_plugins: Vec<(ScorePlugin, i64)>,
+    pub(super) policy: Policy,
+    pub(super) score_plugins: Vec<(ScorePlugin, i64)>,
     fit_resources: Vec<(ResourceName, i64)>,
     balanced_resources: Vec<ResourceName>,
     shape: Vec<ShapePoint>,
@@ -384,17 +427,17 @@ impl Profile {
 }
 
 /// Maximum number of score plugins (one slot per [`ScorePlugin`]).
-const MAX_SCORES: usize = 7;
+pub(super) const MAX_SCORES: usize = 7;
 
 /// A feasible node's raw scores and, after normalization, its weighted total. The normalized
 /// per-plugin scores are recomputed from the raw ones for the nodes a Rank returns, which keeps
 /// candidates small for the passes Schedule makes over them.
 #[derive(Debug, Clone, Copy)]
-struct Candidate {
-    index: u32,
+pub(super) struct Candidate {
+    pub(super) index: u32,
     /// Raw plugin scores (before normalization), kept so normalization can be redone.
-    raw: [i64; MAX_SCORES],
-    total: i64,
+    pub(super) raw: [i64; MAX_SCORES],
+    pub(super) total: i64,
 }
 
 /// What a pod needs, computed once per pod instead of once per node.
@@ -413,7 +456,7 @@ pub(super) struct PodPlan<'a> {
     port_masks: Vec<u64>,
     /// [`port_key`] of each of the pod's host ports; `None` when one has none.
     port_keys: Option<Vec<u64>>,
-    tie_seed: u64,
+    pub(super) tie_seed: u64,
     /// The pod selects on a per-node label or field, so static predicates run node by node.
     per_node: bool,
     /// Static predicates per node class (empty when `per_node`), shared by pods that select and
@@ -421,7 +464,7 @@ pub(super) struct PodPlan<'a> {
     class_evals: Arc<[StaticEval]>,
     /// The plain pass applies when, besides, the pod has no topology state: see
     /// [`Evaluator::evaluate_plain`].
-    plain: bool,
+    pub(super) plain: bool,
     /// The volume plugins' PreFilter state; `None` when the pod has no volume they read.
     pub(super) volumes: Option<Box<super::volumes::PodVolumes>>,
     /// A volume plugin's PreFilter rejected the pod: its message.
@@ -509,7 +552,12 @@ impl TopoState {
 
     /// PreFilter and PreScore of both plugins for `plan`'s pod, with `placed` already on their
     /// nodes; `None` (at no cost) when neither the pod nor any existing pod has such terms.
-    fn build(profile: &Profile, snapshot: &Snapshot, placed: &Placed<'_>, plan: &PodPlan<'_>) -> Option<Box<Self>> {
+    pub(super) fn build(
+        profile: &Profile,
+        snapshot: &Snapshot,
+        placed: &Placed<'_>,
+        plan: &PodPlan<'_>,
+    ) -> Option<Box<Self>> {
         let pod = plan.pod;
         let existing = Existing { snapshot, placed };
         if !has_topology_terms(pod) && !existing.any_affinity() {
@@ -553,7 +601,7 @@ impl TopoState {
 
 /// Whether two pods ask the same of nodes: equal requests, node name, selectors, affinity,
 /// tolerations, host ports and images (identity and labels aside), so they filter and score alike.
-fn same_constraints(a: &PodSpec, b: &PodSpec) -> bool {
+pub(super) fn same_constraints(a: &PodSpec, b: &PodSpec) -> bool {
     a.requests == b.requests
         && a.non_zero_requests == b.non_zero_requests
         && a.node_name == b.node_name
@@ -936,7 +984,7 @@ impl<'a> PodPlan<'a> {
     }
 
     /// The tie-break seed of a pod (`seed` already mixed with the policy's).
-    fn tie_seed_for(seed: u64, pod: &PodSpec) -> u64 {
+    pub(super) fn tie_seed_for(seed: u64, pod: &PodSpec) -> u64 {
         mix(seed ^ xxhash_rust::xxh3::xxh3_64(pod.uid.as_bytes()))
     }
 
@@ -945,7 +993,7 @@ impl<'a> PodPlan<'a> {
         self.tie_seed
     }
 
-    fn tie_break(&self, name_hash: u64) -> u64 {
+    pub(super) fn tie_break(&self, name_hash: u64) -> u64 {
         mix(self.tie_seed ^ name_hash)
     }
 }
@@ -1496,7 +1544,7 @@ fn preferred_affinity_weight(pod: &PodSpec, node: &NodeSpec) -> i64 {
 /// The item with the highest (total, tie-break, node index) by `key` (total and index), in one
 /// pass that hashes only items tied with the best total so far. For a list in node order, the
 /// last of equals, as `max_by_key` picks.
-fn best_candidate<T>(
+pub(super) fn best_candidate<T>(
     items: impl IntoIterator<Item = T>,
     key: impl Fn(&T) -> (i64, u32),
     tie_break: impl Fn(&T) -> u64,
@@ -1659,11 +1707,11 @@ impl PlainSink for KeepAll {
 
 /// A feasible node's index, class and total (Rank's compact candidate).
 #[derive(Debug, Clone, Copy)]
-struct Scored {
-    index: u32,
+pub(super) struct Scored {
+    pub(super) index: u32,
     /// Its class (where the class-wide part of its total is read, without the node's hot row).
-    class: u32,
-    total: i64,
+    pub(super) class: u32,
+    pub(super) total: i64,
 }
 
 /// Keeps every feasible node's index and per-node part of the total, and the class-wide maxima.
@@ -1892,7 +1940,7 @@ impl<S: PlainSink> PlainSink for RuleSink<'_, '_, S> {
 /// Keeps the `k` best of `items` by `cmp` (best first in `cmp`'s order), in no particular
 /// order: partitions on the total alone (no hashing), keeps every item above the k-th total, and
 /// breaks ties only among the items equal to it. Keeps all when `k` is 0 or covers them.
-fn keep_top_k<T: Copy>(
+pub(super) fn keep_top_k<T: Copy>(
     items: &mut Vec<T>,
     k: usize,
     total: impl Fn(&T) -> i64,
@@ -2155,9 +2203,9 @@ impl PlainSink for KeepBest<'_, '_> {
 
 /// The node [`Evaluator::evaluate_best`] picked (index and total) and how many were feasible.
 #[derive(Debug, Clone, Copy)]
-struct BestNode {
-    best: Option<(usize, i64)>,
-    feasible: usize,
+pub(super) struct BestNode {
+    pub(super) best: Option<(usize, i64)>,
+    pub(super) feasible: usize,
 }
 
 /// The per-node score slots of the plain pass and their weights.
@@ -2478,7 +2526,7 @@ thread_local! {
 pub(super) struct BatchUsage<'s> {
     snapshot: &'s Snapshot,
     /// Hot fields, copied from the snapshot on the first placement of the batch.
-    hot: std::borrow::Cow<'s, [NodeHot]>,
+    pub(super) hot: std::borrow::Cow<'s, [NodeHot]>,
     /// The same by column, copied with them.
     cols: std::borrow::Cow<'s, HotColumns>,
     /// For each node, the slot in `changed` or `u32::MAX` when unchanged.
@@ -2682,12 +2730,12 @@ pub enum Decision {
 
 /// Evaluates pods against one snapshot with one profile.
 pub struct Evaluator<'a> {
-    profile: &'a Profile,
-    snapshot: &'a Snapshot,
-    candidates: CandidateBuffer,
+    pub(super) profile: &'a Profile,
+    pub(super) snapshot: &'a Snapshot,
+    pub(super) candidates: CandidateBuffer,
     /// Per node, the sum of the current pod's image sizes there, each scaled by its spread
     /// (kept per set of images for the pods to come).
-    image_sums: ImageSums,
+    pub(super) image_sums: ImageSums,
     /// The maxima the last normalization used, per score slot.
     norm_max: [i64; MAX_SCORES],
     /// The minima the last normalization used, per score slot (InterPodAffinity, PodTopologySpread).
@@ -2695,16 +2743,16 @@ pub struct Evaluator<'a> {
     /// Whether InterPodAffinity and PodTopologySpread scored the current pod (PreScore not skipped).
     topo_active: (bool, bool),
     /// Whether Schedule re-scores only the node that changed for a pod identical to the one before.
-    reuse: bool,
+    pub(super) reuse: bool,
     /// Whether Schedule may take the plain pass (tests turn it off to compare with the general one).
-    allow_plain: bool,
+    pub(super) allow_plain: bool,
     /// Whether the reasons pass answers a class's nodes from its first one where the class alone
     /// rejects them (see `ClassReplay`); tests turn it off to compare with every node filtered.
     class_replay: bool,
     /// The plain pass's vector kernel, `None` on a CPU without one (and when tests turn it off).
     kernel: Option<Kernel>,
     /// How many rejected nodes Rank lists; `None` lists all.
-    rejected_limit: Option<usize>,
+    pub(super) rejected_limit: Option<usize>,
     /// Per node class, the best node so far of [`Evaluator::evaluate_best`] (kept for its buffer).
     class_best: Vec<ClassBest>,
     /// Per node class, the part of that node (kept for its buffer).
@@ -2724,7 +2772,7 @@ pub struct Evaluator<'a> {
     /// [`Evaluator::rule_columns`]).
     rule_cols: Option<RuleColumns>,
     /// The policy's extenders, called by Schedule for the pods they are interested in.
-    extenders: Option<&'a dyn ExtenderHook>,
+    pub(super) extenders: Option<&'a dyn ExtenderHook>,
 }
 
 /// A buffer that goes back to its thread's spare slot when dropped, so the next evaluator on the
@@ -2732,10 +2780,10 @@ pub struct Evaluator<'a> {
 /// per request (~100 µs of page faults per Rank). It holds no borrow, so evaluators stay free to
 /// drop after what they borrow.
 macro_rules! pooled_buffer {
-    ($name:ident, $item:ty, $spare:ident, $doc:literal) => {
+    ($vis:vis $name:ident, $item:ty, $spare:ident, $doc:literal) => {
         #[doc = $doc]
         #[derive(Debug, Default)]
-        struct $name(Vec<$item>);
+        $vis struct $name(Vec<$item>);
 
         thread_local! {
             static $spare: std::cell::RefCell<Vec<$item>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -2743,7 +2791,7 @@ macro_rules! pooled_buffer {
 
         impl $name {
             /// This thread's spare buffer (empty when there is none).
-            fn take_spare() -> Self {
+            $vis fn take_spare() -> Self {
                 Self(
                     $spare
                         .try_with(|s| std::mem::take(&mut *s.borrow_mut()))
@@ -2780,21 +2828,21 @@ macro_rules! pooled_buffer {
 }
 
 pooled_buffer!(
-    CandidateBuffer,
+    pub(super) CandidateBuffer,
     Candidate,
     SPARE_CANDIDATES,
     "An evaluator's candidate list (cleared before each use)."
 );
 
 pooled_buffer!(
-    TotalsBuffer,
+    pub(super) TotalsBuffer,
     Scored,
     SPARE_TOTALS,
     "Rank's list of feasible nodes and their totals (see [`Evaluator::evaluate_totals`])."
 );
 
 pooled_buffer!(
-    FlagBuffer,
+    pub(super) FlagBuffer,
     bool,
     SPARE_FLAGS,
     "A flag per node: [`Rejections::unresolvable`]."
@@ -2824,26 +2872,26 @@ pooled_buffer!(
 /// The rejections of a reasons pass (Rank's, and Schedule's for a pod that fits nowhere), taken as
 /// the filters report them in node order: counted by reason, listed by node up to a limit, and
 /// marked unresolvable for preemption.
-struct Rejections<'r> {
-    /// The snapshot's nodes (names for the list, allocatable for `preemption::resolvable`).
-    nodes: &'r [Arc<NodeEntry>],
-    /// The pod being placed (its requests, for `preemption::resolvable`).
-    pod: &'r PodSpec,
+pub(super) struct Rejections<'r> {
+    /// The snapshot's nodes (names for the list, allocatable for [`resolvable`]).
+    pub(super) nodes: &'r [Arc<NodeEntry>],
+    /// The pod being placed (its requests, for [`resolvable`]).
+    pub(super) pod: &'r PodSpec,
     /// At most this many nodes listed (`None`: all).
-    limit: Option<usize>,
+    pub(super) limit: Option<usize>,
     /// How many nodes gave each reason.
-    counts: Vec<(Reason, u32)>,
+    pub(super) counts: Vec<(Reason, u32)>,
     /// The rejected nodes listed, each with its reasons.
-    listed: Vec<RejectedNode>,
+    pub(super) listed: Vec<RejectedNode>,
     /// The node whose reasons are being listed (a node's reasons are consecutive).
-    listing: usize,
+    pub(super) listing: usize,
     /// Per node, whether some reason is one evicting pods cannot resolve.
-    unresolvable: FlagBuffer,
+    pub(super) unresolvable: FlagBuffer,
 }
 
 impl<'r> Rejections<'r> {
     /// None yet, for `pod` on `nodes`.
-    fn new(nodes: &'r [Arc<NodeEntry>], pod: &'r PodSpec, limit: Option<usize>) -> Self {
+    pub(super) fn new(nodes: &'r [Arc<NodeEntry>], pod: &'r PodSpec, limit: Option<usize>) -> Self {
         Self {
             nodes,
             pod,
@@ -2863,7 +2911,7 @@ impl<'r> Rejections<'r> {
     /// Takes one reason `plugin` gave for rejecting node `i`.
     fn add(&mut self, i: usize, plugin: FilterPlugin, reason: Reason) {
         if let Some(u) = self.unresolvable.get_mut(i) {
-            if !*u && !super::preemption::resolvable(&self.pod.requests, &self.nodes[i], plugin, &reason) {
+            if !*u && !resolvable(&self.pod.requests, &self.nodes[i], plugin, &reason) {
                 *u = true;
             }
         }
@@ -2873,7 +2921,7 @@ impl<'r> Rejections<'r> {
 
     /// Counts `n` more nodes rejected for `reason` (few distinct reasons occur: a short list
     /// beats hashing one per rejected node).
-    fn count(&mut self, reason: &Reason, n: u32) {
+    pub(super) fn count(&mut self, reason: &Reason, n: u32) {
         if n == 0 {
             return;
         }
@@ -2912,7 +2960,7 @@ impl<'r> Rejections<'r> {
 /// nodes are not filtered one by one when the class alone rejects them (see `class_decides`):
 /// most nodes a pod fits nowhere on are rejected by their class's taints or affinity.
 #[derive(Debug)]
-struct ClassReplay {
+pub(super) struct ClassReplay {
     /// Per class, what is known of its nodes.
     classes: ClassStates,
     /// The reasons of the classes known, each class's run at its `reasons` range.
@@ -2943,7 +2991,7 @@ impl ClassReplay {
     }
 
     /// None known yet (its buffers from the thread's spares).
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         let mut classes = ClassStates::take_spare();
         classes.clear();
         let mut reasons = ReasonArena::take_spare();
@@ -2980,7 +3028,7 @@ impl ClassReplay {
     }
 
     /// Counts the reasons of the nodes replayed.
-    fn count(self, rejections: &mut Rejections<'_>) {
+    pub(super) fn count(self, rejections: &mut Rejections<'_>) {
         for class in self.classes.iter() {
             if let ClassReasons::Known { reasons, more, .. } = class {
                 for reason in &self.reasons[reasons.start as usize..reasons.end as usize] {
@@ -3095,7 +3143,7 @@ impl<'a> Evaluator<'a> {
     /// Makes the pod's per-node sums of scaled image sizes current (see [`ImageSums`]), unless
     /// it has no image on any node or ImageLocality does not score; [`ImageSums::deactivate`]
     /// after the pod.
-    fn image_sums(&mut self, plan: &PodPlan<'_>) {
+    pub(super) fn image_sums(&mut self, plan: &PodPlan<'_>) {
         if plan.images.is_empty()
             || !self
                 .profile
@@ -3113,7 +3161,7 @@ impl<'a> Evaluator<'a> {
     }
 
     /// Filters and scores every node for one pod, leaving normalized candidates in `self.candidates`.
-    fn evaluate(
+    pub(super) fn evaluate(
         &mut self,
         plan: &PodPlan<'_>,
         usage: &BatchUsage<'_>,
@@ -3152,7 +3200,7 @@ impl<'a> Evaluator<'a> {
 
     /// Filters and scores node `i` as [`Evaluator::eval_node`] does, its reasons taken by
     /// `rejections`, or only those from its class when `replay` knows them.
-    fn filter_with_reasons(
+    pub(super) fn filter_with_reasons(
         &self,
         plan: &PodPlan<'_>,
         usage: &BatchUsage<'_>,
@@ -3190,7 +3238,7 @@ impl<'a> Evaluator<'a> {
     }
 
     /// [`Evaluator::evaluate`] without reasons: the plain pass when it applies.
-    fn evaluate_quiet(
+    pub(super) fn evaluate_quiet(
         &mut self,
         plan: &PodPlan<'_>,
         usage: &BatchUsage<'_>,
@@ -3210,7 +3258,12 @@ impl<'a> Evaluator<'a> {
     /// fields or its class, and NodeAffinity's and TaintToleration's scores are per class, so they
     /// are normalized once per class instead of once per node. Bit for bit the same candidates,
     /// extrema and totals as the general pass (`plain_pass_equals_the_general_one`).
-    fn evaluate_plain(&mut self, plan: &PodPlan<'_>, usage: &BatchUsage<'_>, deadline: Deadline) -> Result<(), ()> {
+    pub(super) fn evaluate_plain(
+        &mut self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        deadline: Deadline,
+    ) -> Result<(), ()> {
         let slots = self.profile.slot_of;
         let mut sink = KeepAll {
             candidates: std::mem::take(&mut *self.candidates),
@@ -3301,7 +3354,7 @@ impl<'a> Evaluator<'a> {
     /// of a class's nodes, and known only once every node is filtered); the best of those winners
     /// is the node [`best_candidate`] picks from the full list, ties broken alike
     /// (`plain_pass_equals_the_general_one`). `None` when the plain pass does not apply.
-    fn evaluate_best(
+    pub(super) fn evaluate_best(
         &mut self,
         plan: &PodPlan<'_>,
         usage: &BatchUsage<'_>,
@@ -3603,7 +3656,7 @@ impl<'a> Evaluator<'a> {
 
     /// The plain pass keeping each feasible node's index and total, in node order: Rank's list to
     /// pick the top k from, a fifth of the bytes of the candidates `evaluate_plain` writes.
-    fn evaluate_totals(
+    pub(super) fn evaluate_totals(
         &mut self,
         plan: &PodPlan<'_>,
         usage: &BatchUsage<'_>,
@@ -3774,7 +3827,7 @@ impl<'a> Evaluator<'a> {
     }
 
     /// Filters one node and computes its raw scores; `None` when a filter rejects it.
-    fn eval_node(
+    pub(super) fn eval_node(
         &self,
         plan: &PodPlan<'_>,
         usage: &BatchUsage<'_>,
@@ -3946,7 +3999,7 @@ impl<'a> Evaluator<'a> {
     /// After a pod identical to the one the candidates were computed for was placed on node `x`:
     /// re-filters and re-scores that node only (every other node's scores are unchanged, and its
     /// static and image scores are too), and redoes normalization only if its maxima moved.
-    fn update_placed(&mut self, plan: &PodPlan<'_>, usage: &BatchUsage<'_>, x: usize) {
+    pub(super) fn update_placed(&mut self, plan: &PodPlan<'_>, usage: &BatchUsage<'_>, x: usize) {
         // Candidates stay in node order (evaluation pushes them so, removal keeps it).
         let Ok(pos) = self.candidates.binary_search_by_key(&(x as u32), |c| c.index) else {
             return;
@@ -3979,7 +4032,7 @@ impl<'a> Evaluator<'a> {
     /// The normalized score of one plugin (at `slot`) from its raw score, with the extrema of the
     /// last [`Evaluator::normalize`].
     #[inline]
-    fn normalized(&self, plugin: ScorePlugin, slot: usize, raw: i64) -> i64 {
+    pub(super) fn normalized(&self, plugin: ScorePlugin, slot: usize, raw: i64) -> i64 {
         let max = self.norm_max[slot];
         match plugin {
             ScorePlugin::NodeAffinity if max == 0 => raw,
@@ -4077,342 +4130,20 @@ impl<'a> Evaluator<'a> {
         }
         self.candidates = candidates;
     }
-
-    /// Ranks every node for one pod: the `top_k` best feasible nodes (0 for all) and every rejected node.
-    pub fn rank(&mut self, pod: &PodSpec, top_k: usize, seed: u64, deadline: Deadline) -> Result<Ranking, EvalError> {
-        self.image_sums.forget();
-        let plan = PodPlan::new(self.profile, self.snapshot, pod, seed, &Placed::default(), true);
-        let usage = BatchUsage::new(self.snapshot);
-        // Rejections are counted as they come, in node order (see `Rejections`).
-        let mut rejections = Rejections::new(self.snapshot.nodes(), pod, self.rejected_limit);
-        let timeout = || EvalError::DeadlineExceeded { done: 0, total: 1 };
-        // With a top k wanted, the plain pass keeps each feasible node's index and total only;
-        // the k best are scored plugin by plugin afterwards (see `Evaluator::evaluate_totals`).
-        let mut totals: Option<TotalsBuffer> = None;
-        if self.allow_plain && plan.plain && plan.topo.is_none() {
-            // The plain pass scores; the nodes it left out are filtered again for their reasons,
-            // unless nothing would show them (no list wanted and some node feasible).
-            if top_k > 0 {
-                totals = Some(self.evaluate_totals(&plan, &usage, deadline).map_err(|()| timeout())?);
-            } else {
-                self.evaluate_plain(&plan, &usage, deadline).map_err(|()| timeout())?;
-            }
-            let none_feasible = totals.as_ref().map_or(self.candidates.is_empty(), |t| t.is_empty());
-            if none_feasible || self.rejected_limit != Some(0) {
-                let feasible: Vec<u32> = match &totals {
-                    Some(t) => t.iter().map(|s| s.index).collect(),
-                    None => self.candidates.iter().map(|c| c.index).collect(),
-                };
-                let mut feasible = feasible.into_iter().peekable();
-                let mut replay = ClassReplay::new();
-                for (i, entry) in self.snapshot.nodes().iter().enumerate() {
-                    if feasible.next_if_eq(&(i as u32)).is_some() {
-                        continue;
-                    }
-                    // Rejected by the plain pass, so no candidate comes back: only its reasons,
-                    // read from the hot fields as the general pass reads them.
-                    let _ = self.filter_with_reasons(&plan, &usage, i, entry, &mut replay, &mut rejections);
-                }
-                replay.count(&mut rejections);
-            }
-        } else {
-            self.evaluate(&plan, &usage, &Placed::default(), deadline, Some(&mut rejections))
-                .map_err(|()| timeout())?;
-        }
-        let feasible_count = totals.as_ref().map_or(self.candidates.len(), |t| t.len());
-        let nodes = self.snapshot.nodes();
-        let Rejections {
-            counts,
-            listed: rejected,
-            unresolvable,
-            ..
-        } = rejections;
-        let mut diagnosis = Diagnosis {
-            node_count: nodes.len(),
-            reasons: counts.into_iter().collect(),
-            ..Diagnosis::default()
-        };
-        if feasible_count == 0 && !nodes.is_empty() {
-            let potential = (0..nodes.len()).filter(|&i| !unresolvable[i]).collect();
-            super::preemption::post_filter(
-                self.profile,
-                self.snapshot,
-                &plan,
-                pod,
-                &usage,
-                &mut diagnosis,
-                potential,
-            );
-        }
-        let k = if top_k == 0 {
-            feasible_count
-        } else {
-            top_k.min(feasible_count)
-        };
-        let hot = self.snapshot.hot();
-        let key = |index: u32, total: i64| (total, plan.tie_break(hot[index as usize].name_hash));
-        let cmp = |a: &Candidate, b: &Candidate| key(b.index, b.total).cmp(&key(a.index, a.total));
-        if let Some(mut totals) = totals {
-            keep_top_k(
-                &mut totals,
-                k,
-                |s| s.total,
-                |a, b| key(b.index, b.total).cmp(&key(a.index, a.total)),
-            );
-            // The k best, scored plugin by plugin as the general pass scores them (the image
-            // sums are back for ImageLocality).
-            self.candidates.clear();
-            self.image_sums(&plan);
-            for s in totals.iter() {
-                let i = s.index as usize;
-                let entry = &nodes[i];
-                if let Some(c) = self.eval_node(&plan, &usage, i, entry, &usage.hot, &mut |_, _| {}) {
-                    self.candidates.push(Candidate { total: s.total, ..c });
-                }
-            }
-            self.image_sums.deactivate();
-        } else {
-            keep_top_k(&mut self.candidates, k, |c| c.total, cmp);
-        }
-        self.candidates.sort_unstable_by(cmp);
-        let feasible = self
-            .candidates
-            .iter()
-            .map(|c| RankedNode {
-                node: nodes[c.index as usize].spec.name.clone(),
-                total: c.total,
-                scores: self
-                    .profile
-                    .score_plugins
-                    .iter()
-                    .take(MAX_SCORES)
-                    .enumerate()
-                    .map(|(slot, (p, w))| (*p, self.normalized(*p, slot, c.raw[slot]), *w))
-                    .collect(),
-            })
-            .collect();
-        Ok(Ranking {
-            feasible,
-            feasible_count,
-            rejected,
-            diagnosis,
-        })
-    }
-
-    /// Places a batch in order; each placement consumes its node's capacity for the pods after it.
-    /// A pod that fits nowhere may be nominated to a node where preemption makes room (the
-    /// nomination reserves the pod's room for the pods after it); a gang is placed whole or not at
-    /// all (see [`super::gang`]).
-    pub fn schedule(&mut self, pods: &[PodSpec], seed: u64, deadline: Deadline) -> Result<Vec<Decision>, EvalError> {
-        self.image_sums.forget();
-        super::gang::schedule(self, pods, seed, deadline)
-    }
-
-    /// One pass over the batch in order; pods for which `skip` holds are left out (their decision is
-    /// a placeholder the caller replaces) and take no room.
-    pub(super) fn schedule_pass(
-        &mut self,
-        pods: &[PodSpec],
-        seed: u64,
-        deadline: Deadline,
-        skip: &dyn Fn(&PodSpec) -> bool,
-    ) -> Result<Vec<Decision>, EvalError> {
-        let mut usage = BatchUsage::new(self.snapshot);
-        let mut out = Vec::with_capacity(pods.len());
-        let node_count = self.snapshot.nodes().len();
-        // Replicas of one workload arrive together: for a pod whose constraints equal those the
-        // candidates were computed for, only the node that took the previous pod changed.
-        let mut plan: Option<(usize, PodPlan<'_>)> = None;
-        let mut changed: Option<usize> = None;
-        let mut reusable = false;
-        let policy_seed = seed ^ self.profile.policy.seed;
-        // Pods placed so far in this batch, for the topology plugins.
-        let mut placed = Placed::default();
-        for (done, pod) in pods.iter().enumerate() {
-            let timeout = EvalError::DeadlineExceeded {
-                done,
-                total: pods.len(),
-            };
-            if deadline.passed() {
-                return Err(timeout);
-            }
-            if skip(pod) {
-                out.push(Decision::Unschedulable(Diagnosis::default()));
-                continue;
-            }
-            // After `evaluate_best` no candidates are left for a replica to re-score.
-            let reused = match plan.as_mut() {
-                Some((p, current)) if self.reuse && reusable && same_constraints(&pods[*p], pod) => {
-                    current.tie_seed = PodPlan::tie_seed_for(policy_seed, pod);
-                    current.pod = pod;
-                    let had_topo = current.topo.is_some();
-                    current.topo = TopoState::build(self.profile, self.snapshot, &placed, current);
-                    if had_topo || current.topo.is_some() {
-                        // Inter-pod terms and spreading see every placement: evaluate afresh,
-                        // keeping the per-class static predicates.
-                        self.evaluate_quiet(current, &usage, &placed, deadline)
-                            .map_err(|()| timeout.clone())?;
-                        changed = None;
-                    } else if let Some(x) = changed.take() {
-                        self.update_placed(current, &usage, x);
-                    }
-                    true
-                }
-                _ => false,
-            };
-            // Extenders need every feasible node of a pod they are interested in.
-            let extended = self.extenders.filter(|h| h.interested(pod));
-            let mut quick = None;
-            if !reused {
-                let fresh = PodPlan::new(self.profile, self.snapshot, pod, seed, &placed, true);
-                // A pod the next one will not re-score from needs only the best node: the plain
-                // pass keeps no candidate list for it when it applies.
-                let next_reuses = self.reuse && pods.get(done + 1).is_some_and(|next| same_constraints(pod, next));
-                if !next_reuses && extended.is_none() {
-                    quick = self
-                        .evaluate_best(&fresh, &usage, deadline)
-                        .transpose()
-                        .map_err(|()| timeout.clone())?;
-                }
-                // Most pods fit somewhere, so reasons are only gathered (in a second pass, from
-                // the same usage) for a pod that fits nowhere.
-                if quick.is_none() {
-                    self.evaluate_quiet(&fresh, &usage, &placed, deadline)
-                        .map_err(|()| timeout.clone())?;
-                }
-                reusable = quick.is_none();
-                plan = Some((done, fresh));
-                changed = None;
-            }
-            let Some((_, plan)) = plan.as_ref() else {
-                continue;
-            };
-            let (chosen, feasible) = match quick {
-                Some(q) => (q.best, q.feasible),
-                None => (
-                    best_candidate(
-                        self.candidates.iter(),
-                        |c| (c.total, c.index),
-                        |c| plan.tie_break(usage.hot[c.index as usize].name_hash),
-                    )
-                    .map(|c| (c.index as usize, c.total)),
-                    self.candidates.len(),
-                ),
-            };
-            let mut outcome = None;
-            let (chosen, feasible) = match extended {
-                Some(hook) if feasible > 0 => {
-                    let o = self.call_extenders(hook, plan, pod, &usage);
-                    let kept = (o.best, o.feasible);
-                    outcome = Some(o);
-                    kept
-                }
-                _ => (chosen, feasible),
-            };
-            if let Some(error) = outcome.as_mut().and_then(|o| o.error.take()) {
-                out.push(Decision::Unschedulable(Diagnosis {
-                    node_count,
-                    error: Some(error),
-                    ..Diagnosis::default()
-                }));
-                continue;
-            }
-            let mut reasons: Vec<(Reason, u32)> = Vec::new();
-            // For preemption: the nodes some reason marks unresolvable.
-            let mut unresolvable = FlagBuffer::default();
-            if feasible == 0 {
-                let mut rejections = Rejections::new(self.snapshot.nodes(), pod, Some(0));
-                self.evaluate(plan, &usage, &placed, deadline, Some(&mut rejections))
-                    .map_err(|()| timeout)?;
-                if let Some(o) = outcome.take() {
-                    // Every node the filters kept, the extenders turned down: with their message
-                    // (resolvable or not, as they said), or silently (unresolvable, as a node with
-                    // no status is to kube-scheduler's preemption).
-                    for c in self.candidates.iter() {
-                        rejections.unresolvable[c.index as usize] = true;
-                    }
-                    for (i, message) in o.failed {
-                        rejections.unresolvable[i] = false;
-                        rejections.count(&Reason::Extender(message), 1);
-                    }
-                    for (i, message) in o.failed_unresolvable {
-                        rejections.unresolvable[i] = true;
-                        rejections.count(&Reason::Extender(message), 1);
-                    }
-                }
-                (reasons, unresolvable) = (rejections.counts, rejections.unresolvable);
-            }
-            let nodes = self.snapshot.nodes();
-            match chosen {
-                Some((i, score)) => {
-                    let mut volumes = Vec::new();
-                    if let Some(v) = &plan.volumes {
-                        // The volumes chosen for its WaitForFirstConsumer claims are no one else's.
-                        volumes = v.binding(v.storage(), &nodes[i].spec).unwrap_or_default();
-                        placed.volumes.record(&pod.namespace, &pod.volumes, volumes.clone());
-                    }
-                    out.push(Decision::Node {
-                        node: nodes[i].spec.name.clone(),
-                        score,
-                        feasible,
-                        volumes,
-                    });
-                    usage.assume(i, pod);
-                    placed.push(i, pod);
-                    changed = Some(i);
-                }
-                None => {
-                    let mut diagnosis = Diagnosis {
-                        node_count,
-                        reasons: reasons.into_iter().collect(),
-                        ..Diagnosis::default()
-                    };
-                    // Gang members do not preempt: a gang's victims would be evicted even when the
-                    // gang as a whole cannot be placed.
-                    if node_count > 0 && pod.gang.is_none() {
-                        // Every node was rejected: those with only resolvable reasons may be helped.
-                        let potential = (0..node_count).filter(|&i| !unresolvable[i]).collect();
-                        super::preemption::post_filter(
-                            self.profile,
-                            self.snapshot,
-                            plan,
-                            pod,
-                            &usage,
-                            &mut diagnosis,
-                            potential,
-                        );
-                    }
-                    if let Some(i) = diagnosis
-                        .nomination
-                        .as_ref()
-                        .and_then(|n| self.snapshot.position_of(&n.node))
-                    {
-                        // kube-scheduler counts a nominated pod on its node for the pods after it:
-                        // the victims' room is the preemptor's, not theirs.
-                        usage.assume(i, pod);
-                        placed.push(i, pod);
-                        changed = Some(i);
-                    }
-                    out.push(Decision::Unschedulable(diagnosis));
-                }
-            }
-        }
-        Ok(out)
-    }
 }
 
 /// What the extenders made of one pod's feasible nodes.
-struct ExtenderOutcome {
+pub(super) struct ExtenderOutcome {
     /// The best node left and its total (extenders' scores added).
-    best: Option<(usize, i64)>,
+    pub(super) best: Option<(usize, i64)>,
     /// How many nodes are left.
-    feasible: usize,
+    pub(super) feasible: usize,
     /// Nodes turned down with a message, evicting pods might help.
-    failed: Vec<(usize, Arc<str>)>,
+    pub(super) failed: Vec<(usize, Arc<str>)>,
     /// Nodes turned down with a message, for good.
-    failed_unresolvable: Vec<(usize, Arc<str>)>,
+    pub(super) failed_unresolvable: Vec<(usize, Arc<str>)>,
     /// A failed extender that is not ignorable: the pod's scheduling fails with this.
-    error: Option<String>,
+    pub(super) error: Option<String>,
 }
 
 impl Evaluator<'_> {
@@ -4420,7 +4151,7 @@ impl Evaluator<'_> {
     /// `prioritizeNodes`, over the candidates of `plan` (left as they are: the next pod may
     /// re-score from them). Prioritize runs only when more than one node is left, as
     /// kube-scheduler scores nothing then.
-    fn call_extenders(
+    pub(super) fn call_extenders(
         &self,
         hook: &dyn ExtenderHook,
         plan: &PodPlan<'_>,

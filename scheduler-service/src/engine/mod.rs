@@ -20,6 +20,7 @@ pub mod cancel;
 mod class_cache;
 pub mod class_labels;
 pub mod columns;
+mod cycle;
 pub mod extender;
 pub mod framework;
 pub mod gang;

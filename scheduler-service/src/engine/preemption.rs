@@ -28,11 +28,9 @@
 
 use std::sync::Arc;
 
-use super::framework::{filter_node, BatchUsage, Diagnosis, Nomination, PodPlan, Profile, Reason, TopoState};
+use super::framework::{filter_node, BatchUsage, Diagnosis, Nomination, PodPlan, Profile, TopoState};
 use super::model::PodSpec;
-use super::policy::FilterPlugin;
-use super::resources::ResourceName;
-use super::snapshot::{BoundPod, NodeEntry, Snapshot};
+use super::snapshot::{BoundPod, Snapshot};
 
 pub use super::model::PreemptionPolicy;
 pub use super::pdb::{LabelSelector, Pdb};
@@ -74,56 +72,13 @@ fn importance(a: &BoundPod, b: &BoundPod) -> std::cmp::Ordering {
         .then_with(|| uid(a).cmp(&uid(b)))
 }
 
-/// Whether a filter rejection can be resolved by evicting pods (kube-scheduler's `Unschedulable`
-/// as opposed to `UnschedulableAndUnresolvable`).
-pub(super) fn resolvable(
-    pod_requests: &super::resources::Resources,
-    entry: &NodeEntry,
-    plugin: FilterPlugin,
-    r: &Reason,
-) -> bool {
-    match (plugin, r) {
-        (FilterPlugin::NodePorts, _) => true,
-        (FilterPlugin::NodeResourcesFit, Reason::TooManyPods) => true,
-        // NodeResourcesFit marks a request larger than the node's whole allocatable unresolvable.
-        (FilterPlugin::NodeResourcesFit, Reason::Insufficient(name)) => {
-            let alloc = match name {
-                ResourceName::Cpu => entry.spec.allocatable.milli_cpu,
-                ResourceName::Memory => entry.spec.allocatable.memory,
-                ResourceName::EphemeralStorage => entry.spec.allocatable.ephemeral_storage,
-                ResourceName::Pods => entry.spec.allowed_pods,
-                ResourceName::Scalar(s) => entry.spec.allocatable.scalar(s),
-            };
-            pod_requests.get(name) <= alloc
-        }
-        // PodTopologySpread's skew and InterPodAffinity's anti-affinity rules may clear when pods
-        // go (kube-scheduler's Unschedulable); a missing topology label and the pod's own
-        // affinity may not (UnschedulableAndUnresolvable).
-        (FilterPlugin::PodTopologySpread, Reason::TopologySpread(v)) => *v == super::spread::Violation::Skew,
-        (FilterPlugin::InterPodAffinity, Reason::InterPodAffinity(v)) => *v != super::interpod::Violation::Affinity,
-        // Evicting the node's pods frees their disks, attach slots and ReadWriteOncePod claims
-        // (kube-scheduler's Unschedulable: the dry run clears a ReadWriteOncePod conflict when
-        // every other user of the claim is a victim on the node); VolumeBinding's and
-        // VolumeZone's reasons are unresolvable.
-        (
-            FilterPlugin::VolumeRestrictions | FilterPlugin::NodeVolumeLimits,
-            Reason::Volume(
-                super::volumes::VolumeReason::DiskConflict
-                | super::volumes::VolumeReason::MaxVolumeCount
-                | super::volumes::VolumeReason::ReadWriteOncePodConflict,
-            ),
-        ) => true,
-        _ => false,
-    }
-}
-
 /// kube-scheduler's PostFilter with DefaultPreemption, for a pod no node fits under `usage`: sets
 /// `diag.nomination` when some node can make room, else `diag.post_filter` to kube-scheduler's
 /// `preemption: …` message.
 ///
 /// `plan` may have been made for an earlier pod of the batch with the same constraints; identity,
 /// priority and preemption policy are read from `pod`. `potential` are the nodes whose every
-/// reason is [`resolvable`], in node order: the caller knows them from filtering every node.
+/// reason is [`resolvable`](super::framework::resolvable), in node order: the caller knows them from filtering every node.
 pub(super) fn post_filter(
     profile: &Profile,
     snapshot: &Snapshot,
