@@ -733,7 +733,7 @@ impl<'a> PodPlan<'a> {
             plain_evals: None,
         };
         if let (Some(Ok(rules)), Some(value)) = (&profile.rules, &plan.rule_pod) {
-            let kept = snapshot.rule_values(rules);
+            let kept = cel_rules::snapshot_rules(snapshot, rules);
             plan.rule_classes = (0..rules.width())
                 .map(|k| {
                     rules.class_level(k).then(|| match rules.pod_key(k, value) {
@@ -3103,7 +3103,7 @@ impl<'a> Evaluator<'a> {
                 Vec::new()
             }),
             node_rules: match &profile.rules {
-                Some(Ok(rules)) => Some(snapshot.rule_values(rules)),
+                Some(Ok(rules)) => Some(cel_rules::snapshot_rules(snapshot, rules)),
                 _ => None,
             },
             changed_rules: HashMap::new(),

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::model::{NodeSpec, PodSpec, TaintEffect};
 use super::resources::Resources;
-use super::snapshot::{NodeUsage, NODE_UNIQUE_LABELS};
+use super::snapshot::{NodeUsage, Snapshot, NODE_UNIQUE_LABELS};
 
 /// Longest expression source accepted, in bytes.
 pub const MAX_EXPRESSION_BYTES: usize = 2048;
@@ -837,6 +837,16 @@ pub struct SnapshotRules {
     pub nodes: NodeRuleValues,
     classes: usize,
     by_key: std::sync::Mutex<HashMap<(u32, String), Arc<ClassOutcomes>>>,
+}
+
+/// What `snapshot` keeps of `rules` (see [`SnapshotRules`]), made on first use and kept with the
+/// snapshot (its bytes counted with the snapshot's derived parts).
+pub(super) fn snapshot_rules(snapshot: &Snapshot, rules: &Arc<CompiledRules>) -> Arc<SnapshotRules> {
+    snapshot.kept(
+        rules,
+        |s| SnapshotRules::new(rules, s.nodes().len(), s.classes().len()),
+        SnapshotRules::bytes,
+    )
 }
 
 impl SnapshotRules {

@@ -456,19 +456,24 @@ pub struct Snapshot {
     /// Static predicates per node class of the pods evaluated so far, shared by the snapshots
     /// derived from one full snapshot by deltas (their classes only grow).
     static_cache: Arc<std::sync::Mutex<super::class_cache::StaticCache>>,
-    /// What this snapshot keeps of the rules of the policies that asked (see
-    /// [`super::rules::SnapshotRules`]), the most recent [`MAX_RULE_VALUES`] policies.
-    rule_values: std::sync::Mutex<Vec<RuleValuesEntry>>,
+    /// Values derived from this snapshot for objects of the layers above (the node outcomes of a
+    /// policy's rules), found by the object's address: the most recent [`MAX_KEPT`].
+    kept: std::sync::Mutex<Vec<KeptEntry>>,
     approx_bytes: usize,
     /// Bytes of the parts built on first use (hot fields, columns, indexes, topologies).
     derived: std::sync::atomic::AtomicUsize,
 }
 
-/// A policy's compiled rules (kept, so the entry is found by pointer) and their node outcomes.
-type RuleValuesEntry = (Arc<super::rules::CompiledRules>, Arc<super::rules::SnapshotRules>);
+/// A value kept with a snapshot: the object it is for (kept, so the entry is found by address),
+/// the value, and its bytes.
+type KeptEntry = (
+    Arc<dyn std::any::Any + Send + Sync>,
+    Arc<dyn std::any::Any + Send + Sync>,
+    usize,
+);
 
-/// Policies a snapshot keeps the node rule outcomes of.
-const MAX_RULE_VALUES: usize = 8;
+/// Values a snapshot keeps (see [`Snapshot::kept`]).
+const MAX_KEPT: usize = 8;
 
 /// Topology keys a snapshot keeps the [`Topology`] of.
 const MAX_CACHED_TOPOLOGIES: usize = 64;
@@ -656,7 +661,7 @@ impl Snapshot {
             storage: self.storage.clone(),
             gang_members: std::sync::OnceLock::new(),
             static_cache: Arc::clone(&self.static_cache),
-            rule_values: Default::default(),
+            kept: Default::default(),
             approx_bytes: self.approx_bytes,
             derived: std::sync::atomic::AtomicUsize::new(0),
         };
@@ -1063,25 +1068,35 @@ impl Snapshot {
             + statics
     }
 
-    /// What this snapshot keeps of `rules` (see [`super::rules::SnapshotRules`]), made on first
-    /// use (its bytes counted with the derived parts).
-    pub(super) fn rule_values(&self, rules: &Arc<super::rules::CompiledRules>) -> Arc<super::rules::SnapshotRules> {
-        let mut kept = self.rule_values.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, values)) = kept.iter().find(|(r, _)| Arc::ptr_eq(r, rules)) {
-            return Arc::clone(values);
+    /// The value kept with this snapshot for `key` (the same object, by address), made by `make`
+    /// on first use and counted with the derived parts (`bytes` of it); the most recent
+    /// [`MAX_KEPT`] values are kept. The layers above keep what they derive from a snapshot here
+    /// (the node outcomes of a policy's rules, see [`super::rules`]) without the snapshot
+    /// knowing their types.
+    pub(super) fn kept<K, V>(&self, key: &Arc<K>, make: impl FnOnce(&Self) -> V, bytes: impl Fn(&V) -> usize) -> Arc<V>
+    where
+        K: Send + Sync + 'static,
+        V: Send + Sync + 'static,
+    {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let found = kept.iter().find_map(|(k, v, _)| {
+            let same = std::ptr::addr_eq(Arc::as_ptr(k), Arc::as_ptr(key));
+            same.then(|| Arc::clone(v).downcast::<V>().ok()).flatten()
+        });
+        if let Some(value) = found {
+            return value;
         }
-        let values = Arc::new(super::rules::SnapshotRules::new(
-            rules,
-            self.nodes.len(),
-            self.classes.len(),
-        ));
-        if kept.len() >= MAX_RULE_VALUES {
-            let (_, gone) = kept.remove(0);
-            self.sub_derived(gone.bytes());
+        let value = Arc::new(make(self));
+        if kept.len() >= MAX_KEPT {
+            let (_, _, gone) = kept.remove(0);
+            self.sub_derived(gone);
         }
-        self.add_derived(values.bytes());
-        kept.push((Arc::clone(rules), Arc::clone(&values)));
-        values
+        let size = bytes(&value);
+        self.add_derived(size);
+        let key: Arc<dyn std::any::Any + Send + Sync> = Arc::clone(key) as _;
+        let stored: Arc<dyn std::any::Any + Send + Sync> = Arc::clone(&value) as _;
+        kept.push((key, stored, size));
+        value
     }
 
     /// Counts `bytes` fewer of the parts built on first use (let go since).
