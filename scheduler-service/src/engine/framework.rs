@@ -18,6 +18,7 @@ use super::extender::ExtenderHook;
 use super::image_sums::ImageSums;
 use super::interpod::{self, InterPodFilter};
 use super::model::{tolerated, HostPort, NodeSpec, PodSpec, Taint, TaintEffect, Toleration};
+use super::plugins::node_name;
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
 use super::resources::ResourceName;
 use super::rule_columns::{RuleColumns, EXACT_SCORE};
@@ -70,7 +71,7 @@ impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::NodeUnschedulable => f.write_str("node(s) were unschedulable"),
-            Self::NodeNameMismatch => f.write_str("node(s) didn't match the requested node name"),
+            Self::NodeNameMismatch => f.write_str(node_name::ERR_REASON),
             Self::UntoleratedTaint => f.write_str("node(s) had untolerated taint(s)"),
             Self::NodeAffinityMismatch => f.write_str("node(s) didn't match Pod's node affinity/selector"),
             Self::NodePortsConflict => f.write_str("node(s) didn't have free ports for the requested pod ports"),
@@ -1025,11 +1026,7 @@ fn run_filter(
             }
         }
         FilterPlugin::NodeName => {
-            if pod
-                .node_name
-                .as_deref()
-                .is_some_and(|n| !n.is_empty() && n != node.entry.spec.name)
-            {
+            if !node_name::fits(pod, &node.entry.spec) {
                 report(Reason::NodeNameMismatch);
                 return false;
             }

@@ -6,88 +6,10 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::*;
-use crate::engine::model::{PreferredTerm, Protocol, Requirement, SelectorOp, SelectorTerm, TolerationOperator};
-use crate::engine::policy::{FilterPlugin as F, ScorePlugin as S, ShapePoint, WeightedScore};
+use crate::engine::model::{PreferredTerm, Protocol, SelectorOp, TolerationOperator};
+use crate::engine::plugins::testing::{label_term, node, only, pod, rank, scores, snapshot, taint, toleration};
+use crate::engine::policy::{FilterPlugin as F, ScorePlugin as S, ShapePoint};
 use crate::engine::resources::Resources;
-
-fn node(name: &str, milli_cpu: i64, memory: i64) -> NodeSpec {
-    NodeSpec {
-        name: name.into(),
-        allocatable: Resources {
-            milli_cpu,
-            memory,
-            ..Default::default()
-        },
-        allowed_pods: 110,
-        ..Default::default()
-    }
-}
-
-fn pod(uid: &str, milli_cpu: i64, memory: i64) -> PodSpec {
-    let requests = Resources {
-        milli_cpu,
-        memory,
-        ..Default::default()
-    };
-    PodSpec {
-        uid: Arc::from(uid),
-        namespace: "default".into(),
-        name: uid.into(),
-        non_zero_requests: requests.clone(),
-        requests,
-        ..Default::default()
-    }
-}
-
-fn snapshot(nodes: Vec<NodeSpec>) -> Snapshot {
-    Snapshot::build(nodes, vec![]).unwrap()
-}
-
-/// A policy with only the given score plugin (weight 1) and every filter.
-fn only(plugin: S, strategy: ScoringStrategy) -> Profile {
-    Profile::new(Policy {
-        scores: vec![WeightedScore { plugin, weight: 1 }],
-        scoring_strategy: strategy,
-        ..Policy::kube_default()
-    })
-}
-
-/// Scores of every feasible node, by node name.
-fn scores(profile: &Profile, snap: &Snapshot, p: &PodSpec) -> Vec<(String, i64)> {
-    let r = Evaluator::new(profile, snap).rank(p, 0, 0, Deadline::none()).unwrap();
-    let mut v: Vec<_> = r.feasible.into_iter().map(|n| (n.node, n.total)).collect();
-    v.sort();
-    v
-}
-
-fn rank(snap: &Snapshot, p: &PodSpec) -> Ranking {
-    let profile = Profile::new(Policy::kube_default());
-    Evaluator::new(&profile, snap).rank(p, 0, 0, Deadline::none()).unwrap()
-}
-
-fn taint(key: &str, value: &str, effect: TaintEffect) -> Taint {
-    Taint {
-        key: key.into(),
-        value: value.into(),
-        effect,
-    }
-}
-
-fn toleration(key: &str, value: &str, effect: Option<TaintEffect>) -> Toleration {
-    Toleration {
-        key: key.into(),
-        operator: TolerationOperator::Equal,
-        value: value.into(),
-        effect,
-    }
-}
-
-fn label_term(key: &str, op: SelectorOp) -> SelectorTerm {
-    SelectorTerm {
-        match_expressions: vec![Requirement { key: key.into(), op }],
-        match_fields: vec![],
-    }
-}
 
 // ---- Filters ----
 
@@ -110,20 +32,6 @@ fn node_unschedulable_rejects_cordoned_nodes_unless_tolerated() {
         effect: Some(TaintEffect::NoSchedule),
     }];
     assert_eq!(rank(&snap, &tolerant).feasible_count, 1);
-}
-
-#[test]
-fn node_name_pins_the_pod() {
-    let snap = snapshot(vec![node("a", 1000, 1000), node("b", 1000, 1000)]);
-    let mut p = pod("p", 0, 0);
-    p.node_name = Some("b".into());
-    let r = rank(&snap, &p);
-    assert_eq!(r.feasible.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(), ["b"]);
-    assert_eq!(r.rejected[0].reasons, [Reason::NodeNameMismatch]);
-    assert_eq!(
-        r.rejected[0].reasons[0].to_string(),
-        "node(s) didn't match the requested node name"
-    );
 }
 
 #[test]

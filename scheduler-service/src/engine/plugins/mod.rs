@@ -6,3 +6,7 @@
 
 /// kube-scheduler's `MaxNodeScore` (`framework/interface.go`): the highest normalized score.
 pub const MAX_NODE_SCORE: i64 = 100;
+
+pub mod node_name;
+#[cfg(test)]
+pub(crate) mod testing;

@@ -1,0 +1,52 @@
+//! NodeName: a pod that names a node (`spec.nodeName`) fits that node only.
+//!
+//! Mirrors kube-scheduler's `pkg/scheduler/framework/plugins/nodename/node_name.go`. The plugin
+//! has no score. A pod naming a node is evaluated node by node (the plain pass leaves it out).
+
+use crate::engine::model::{NodeSpec, PodSpec};
+
+/// kube-scheduler's `ErrReason`.
+pub const ERR_REASON: &str = "node(s) didn't match the requested node name";
+
+/// kube-scheduler's `Fits`: the pod names no node (or an empty name), or this node.
+#[inline]
+pub fn fits(pod: &PodSpec, node: &NodeSpec) -> bool {
+    pod.node_name.as_deref().is_none_or(|n| n.is_empty() || n == node.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::framework::Reason;
+    use crate::engine::plugins::testing::{node, pod, rank, snapshot};
+
+    /// `node_name_test.go`'s table: the pod's `spec.nodeName` against the node's name.
+    #[test]
+    fn filter_table() {
+        let cases = [
+            ("no node name", None, "foo", true),
+            ("empty node name", Some(""), "foo", true),
+            ("the same node", Some("foo"), "foo", true),
+            ("another node", Some("bar"), "foo", false),
+        ];
+        for (name, wanted, node_name, fit) in cases {
+            let mut p = pod("p", 0, 0);
+            p.node_name = wanted.map(String::from);
+            assert_eq!(fits(&p, &node(node_name, 1000, 1000)), fit, "{name}");
+        }
+    }
+
+    #[test]
+    fn node_name_pins_the_pod() {
+        let snap = snapshot(vec![node("a", 1000, 1000), node("b", 1000, 1000)]);
+        let mut p = pod("p", 0, 0);
+        p.node_name = Some("b".into());
+        let r = rank(&snap, &p);
+        assert_eq!(r.feasible.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(), ["b"]);
+        assert_eq!(r.rejected[0].reasons, [Reason::NodeNameMismatch]);
+        assert_eq!(
+            r.rejected[0].reasons[0].to_string(),
+            "node(s) didn't match the requested node name"
+        );
+    }
+}
