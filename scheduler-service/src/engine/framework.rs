@@ -17,8 +17,8 @@ use super::columns::{BlockScores, HotColumns, ImageAsk, Kernel, PartWeights, Pod
 use super::extender::ExtenderHook;
 use super::image_sums::ImageSums;
 use super::interpod::{self, InterPodFilter};
-use super::model::{tolerated, HostPort, NodeSpec, PodSpec, Taint, TaintEffect, Toleration};
-use super::plugins::node_name;
+use super::model::{tolerated, HostPort, NodeSpec, PodSpec, TaintEffect, Toleration};
+use super::plugins::{node_name, node_unschedulable};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
 use super::resources::ResourceName;
 use super::rule_columns::{RuleColumns, EXACT_SCORE};
@@ -32,8 +32,6 @@ use super::topology::{DomainCounts, Existing, Placed};
 pub use super::plugins::MAX_NODE_SCORE;
 /// kube-scheduler's `MaxCustomPriorityScore` (the RequestedToCapacityRatio shape's scale).
 const MAX_CUSTOM_PRIORITY_SCORE: i64 = 10;
-/// The taint kube-scheduler checks for cordoned nodes.
-const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
 
 /// Why a node was rejected, in kube-scheduler's words.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -70,7 +68,7 @@ pub enum Reason {
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::NodeUnschedulable => f.write_str("node(s) were unschedulable"),
+            Self::NodeUnschedulable => f.write_str(node_unschedulable::ERR_REASON_UNSCHEDULABLE),
             Self::NodeNameMismatch => f.write_str(node_name::ERR_REASON),
             Self::UntoleratedTaint => f.write_str("node(s) had untolerated taint(s)"),
             Self::NodeAffinityMismatch => f.write_str("node(s) didn't match Pod's node affinity/selector"),
@@ -665,11 +663,6 @@ impl<'a> PodPlan<'a> {
                 (n > 0).then_some((image_hash(name), i64::from(n)))
             })
             .collect();
-        let unschedulable_taint = Taint {
-            key: UNSCHEDULABLE_TAINT_KEY.into(),
-            value: String::new(),
-            effect: TaintEffect::NoSchedule,
-        };
         let seed = seed ^ profile.policy.seed;
         // The volume plugins' PreFilter; a pod with volumes they read is evaluated node by node.
         let (volumes, volume_error) = if pod.volumes.is_empty() || !profile.volume_filters.any() {
@@ -714,7 +707,7 @@ impl<'a> PodPlan<'a> {
                 .cloned()
                 .collect(),
             images,
-            tolerates_unschedulable: tolerated(&pod.tolerations, &unschedulable_taint),
+            tolerates_unschedulable: node_unschedulable::tolerates_unschedulable(&pod.tolerations),
             port_masks: pod.host_ports.iter().map(port_mask).collect(),
             port_keys: pod.host_ports.iter().map(port_key).collect(),
             tie_seed: Self::tie_seed_for(seed, pod),
@@ -894,7 +887,7 @@ impl<'a> PodPlan<'a> {
 
     /// [`PodPlan::static_eval`] given NodeAffinity's verdict and raw score on the node.
     fn static_eval_with(&self, node: &NodeSpec, mismatched: bool, affinity_weight: i64) -> StaticEval {
-        let cordoned = node.unschedulable && !self.tolerates_unschedulable;
+        let cordoned = node_unschedulable::rejects(node, self.tolerates_unschedulable);
         let untolerated = node.taints.iter().any(|t| {
             matches!(t.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute) && !tolerated(&self.pod.tolerations, t)
         });

@@ -14,27 +14,6 @@ use crate::engine::resources::Resources;
 // ---- Filters ----
 
 #[test]
-fn node_unschedulable_rejects_cordoned_nodes_unless_tolerated() {
-    let mut n = node("n1", 1000, 1000);
-    n.unschedulable = true;
-    let snap = snapshot(vec![n]);
-    let r = rank(&snap, &pod("p", 0, 0));
-    assert_eq!(r.rejected[0].plugin, F::NodeUnschedulable);
-    assert_eq!(
-        r.diagnosis.message(),
-        "0/1 nodes are available: 1 node(s) were unschedulable. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
-    );
-    let mut tolerant = pod("p", 0, 0);
-    tolerant.tolerations = vec![Toleration {
-        key: "node.kubernetes.io/unschedulable".into(),
-        operator: TolerationOperator::Exists,
-        value: String::new(),
-        effect: Some(TaintEffect::NoSchedule),
-    }];
-    assert_eq!(rank(&snap, &tolerant).feasible_count, 1);
-}
-
-#[test]
 fn every_taint_effect_follows_kube_scheduler() {
     let mut no_schedule = node("no-schedule", 1000, 1000);
     no_schedule.taints = vec![taint("dedicated", "gpu", TaintEffect::NoSchedule)];

@@ -8,5 +8,6 @@
 pub const MAX_NODE_SCORE: i64 = 100;
 
 pub mod node_name;
+pub mod node_unschedulable;
 #[cfg(test)]
 pub(crate) mod testing;
