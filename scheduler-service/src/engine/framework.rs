@@ -17,8 +17,8 @@ use super::columns::{BlockScores, HotColumns, ImageAsk, Kernel, PartWeights, Pod
 use super::extender::ExtenderHook;
 use super::image_sums::ImageSums;
 use super::interpod::{self, InterPodFilter};
-use super::model::{tolerated, HostPort, NodeSpec, PodSpec, TaintEffect, Toleration};
-use super::plugins::{node_name, node_unschedulable};
+use super::model::{HostPort, NodeSpec, PodSpec, Toleration};
+use super::plugins::{node_name, node_unschedulable, taint_toleration};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
 use super::resources::ResourceName;
 use super::rule_columns::{RuleColumns, EXACT_SCORE};
@@ -70,7 +70,7 @@ impl fmt::Display for Reason {
         match self {
             Self::NodeUnschedulable => f.write_str(node_unschedulable::ERR_REASON_UNSCHEDULABLE),
             Self::NodeNameMismatch => f.write_str(node_name::ERR_REASON),
-            Self::UntoleratedTaint => f.write_str("node(s) had untolerated taint(s)"),
+            Self::UntoleratedTaint => f.write_str(taint_toleration::ERR_REASON),
             Self::NodeAffinityMismatch => f.write_str("node(s) didn't match Pod's node affinity/selector"),
             Self::NodePortsConflict => f.write_str("node(s) didn't have free ports for the requested pod ports"),
             Self::TooManyPods => f.write_str("Too many pods"),
@@ -700,12 +700,7 @@ impl<'a> PodPlan<'a> {
             pod,
             fit_requests,
             balanced_requests,
-            prefer_tolerations: pod
-                .tolerations
-                .iter()
-                .filter(|t| t.effect.is_none() || t.effect == Some(TaintEffect::PreferNoSchedule))
-                .cloned()
-                .collect(),
+            prefer_tolerations: taint_toleration::prefer_no_schedule_tolerations(&pod.tolerations),
             images,
             tolerates_unschedulable: node_unschedulable::tolerates_unschedulable(&pod.tolerations),
             port_masks: pod.host_ports.iter().map(port_mask).collect(),
@@ -888,16 +883,14 @@ impl<'a> PodPlan<'a> {
     /// [`PodPlan::static_eval`] given NodeAffinity's verdict and raw score on the node.
     fn static_eval_with(&self, node: &NodeSpec, mismatched: bool, affinity_weight: i64) -> StaticEval {
         let cordoned = node_unschedulable::rejects(node, self.tolerates_unschedulable);
-        let untolerated = node.taints.iter().any(|t| {
-            matches!(t.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute) && !tolerated(&self.pod.tolerations, t)
-        });
+        let untolerated = taint_toleration::untolerated(&self.pod.tolerations, &node.taints);
         let (f_cordon, f_taints, f_affinity) = self.static_filters;
         StaticEval {
             cordoned,
             untolerated,
             mismatched,
             affinity_weight,
-            prefer_taints: intolerable_prefer_taints(self, node),
+            prefer_taints: taint_toleration::score(&self.prefer_tolerations, node),
             rejected: (cordoned && f_cordon) || (untolerated && f_taints) || (mismatched && f_affinity),
         }
     }
@@ -1512,14 +1505,6 @@ impl ImageScale {
             scaled(n, d)
         }
     }
-}
-
-/// TaintToleration's raw score: PreferNoSchedule taints the pod does not tolerate.
-fn intolerable_prefer_taints(plan: &PodPlan<'_>, node: &NodeSpec) -> i64 {
-    node.taints
-        .iter()
-        .filter(|t| t.effect == TaintEffect::PreferNoSchedule && !tolerated(&plan.prefer_tolerations, t))
-        .count() as i64
 }
 
 /// NodeAffinity's raw score: the weights of the preferred terms the node matches.
@@ -4027,8 +4012,7 @@ impl<'a> Evaluator<'a> {
         match plugin {
             ScorePlugin::NodeAffinity if max == 0 => raw,
             ScorePlugin::NodeAffinity => MAX_NODE_SCORE * raw / max,
-            ScorePlugin::TaintToleration if max == 0 => MAX_NODE_SCORE,
-            ScorePlugin::TaintToleration => MAX_NODE_SCORE - MAX_NODE_SCORE * raw / max,
+            ScorePlugin::TaintToleration => taint_toleration::normalize(raw, max),
             ScorePlugin::InterPodAffinity if self.topo_active.0 => interpod::normalize(raw, self.norm_min[slot], max),
             ScorePlugin::PodTopologySpread if self.topo_active.1 => spread::normalize(raw, self.norm_min[slot], max),
             // PreScore skipped: the plugin gives every node 0.

@@ -6,48 +6,12 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::*;
-use crate::engine::model::{PreferredTerm, Protocol, SelectorOp, TolerationOperator};
+use crate::engine::model::{PreferredTerm, Protocol, SelectorOp, TaintEffect, TolerationOperator};
 use crate::engine::plugins::testing::{label_term, node, only, pod, rank, scores, snapshot, taint, toleration};
 use crate::engine::policy::{FilterPlugin as F, ScorePlugin as S, ShapePoint};
 use crate::engine::resources::Resources;
 
 // ---- Filters ----
-
-#[test]
-fn every_taint_effect_follows_kube_scheduler() {
-    let mut no_schedule = node("no-schedule", 1000, 1000);
-    no_schedule.taints = vec![taint("dedicated", "gpu", TaintEffect::NoSchedule)];
-    let mut no_execute = node("no-execute", 1000, 1000);
-    no_execute.taints = vec![taint("dedicated", "gpu", TaintEffect::NoExecute)];
-    let mut prefer = node("prefer", 1000, 1000);
-    prefer.taints = vec![taint("dedicated", "gpu", TaintEffect::PreferNoSchedule)];
-    let snap = snapshot(vec![no_schedule, no_execute, prefer]);
-
-    // NoSchedule and NoExecute filter; PreferNoSchedule only scores.
-    let r = rank(&snap, &pod("p", 0, 0));
-    assert_eq!(
-        r.feasible.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(),
-        ["prefer"]
-    );
-    assert!(r.rejected.iter().all(|n| n.plugin == F::TaintToleration));
-    assert_eq!(
-        r.diagnosis.message(),
-        "0/3 nodes are available: 2 node(s) had untolerated taint(s)."
-    );
-
-    // A toleration with no effect tolerates every effect of the key.
-    let mut p = pod("p", 0, 0);
-    p.tolerations = vec![toleration("dedicated", "gpu", None)];
-    assert_eq!(rank(&snap, &p).feasible_count, 3);
-
-    // A NoSchedule toleration does not tolerate NoExecute.
-    p.tolerations = vec![toleration("dedicated", "gpu", Some(TaintEffect::NoSchedule))];
-    let r = rank(&snap, &p);
-    assert_eq!(
-        r.rejected.iter().map(|n| n.name(&snap)).collect::<Vec<_>>(),
-        ["no-execute"]
-    );
-}
 
 #[test]
 fn node_affinity_filter_ands_selector_with_required_terms() {
@@ -347,36 +311,6 @@ fn preferred_node_affinity_is_normalized_to_the_best_node() {
     assert_eq!(
         scores(&prof, &snap, &p),
         [("a".into(), 100), ("b".into(), 25), ("c".into(), 0)]
-    );
-}
-
-#[test]
-fn prefer_no_schedule_taints_are_normalized_in_reverse() {
-    let mut one = node("one", 1000, 1000);
-    one.taints = vec![taint("a", "", TaintEffect::PreferNoSchedule)];
-    let mut two = node("two", 1000, 1000);
-    two.taints = vec![
-        taint("a", "", TaintEffect::PreferNoSchedule),
-        taint("b", "", TaintEffect::PreferNoSchedule),
-    ];
-    let snap = snapshot(vec![node("zero", 1000, 1000), one, two]);
-    let prof = only(S::TaintToleration, ScoringStrategy::LeastAllocated);
-    assert_eq!(
-        scores(&prof, &snap, &pod("p", 0, 0)),
-        [("one".into(), 50), ("two".into(), 0), ("zero".into(), 100)]
-    );
-    // Tolerating "a" (with no effect, so it counts for PreferNoSchedule) leaves "two" with one.
-    let mut p = pod("p", 0, 0);
-    p.tolerations = vec![toleration("a", "", None)];
-    assert_eq!(
-        scores(&prof, &snap, &p),
-        [("one".into(), 100), ("two".into(), 0), ("zero".into(), 100)]
-    );
-    // A NoSchedule toleration does not count for PreferNoSchedule taints.
-    p.tolerations = vec![toleration("a", "", Some(TaintEffect::NoSchedule))];
-    assert_eq!(
-        scores(&prof, &snap, &p),
-        [("one".into(), 50), ("two".into(), 0), ("zero".into(), 100)]
     );
 }
 

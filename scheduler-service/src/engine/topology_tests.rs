@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::engine::model::{
     LabelSelector, Labels, NodeInclusionPolicy, PodAffinityTerm, PodAffinityTerms, Requirement, SelectorOp,
-    SpreadConstraint, Taint, WeightedPodAffinityTerm, WhenUnsatisfiable,
+    SpreadConstraint, Taint, TaintEffect, WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
 use crate::engine::policy::{FilterPlugin as F, ScorePlugin as S, WeightedScore};
 use crate::engine::resources::Resources;

@@ -9,5 +9,6 @@ pub const MAX_NODE_SCORE: i64 = 100;
 
 pub mod node_name;
 pub mod node_unschedulable;
+pub mod taint_toleration;
 #[cfg(test)]
 pub(crate) mod testing;
