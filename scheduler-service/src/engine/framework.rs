@@ -18,7 +18,7 @@ use super::extender::ExtenderHook;
 use super::image_sums::ImageSums;
 use super::interpod::{self, InterPodFilter};
 use super::model::{HostPort, NodeSpec, PodSpec, Toleration};
-use super::plugins::{node_name, node_unschedulable, taint_toleration};
+use super::plugins::{node_affinity, node_name, node_unschedulable, taint_toleration};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
 use super::resources::ResourceName;
 use super::rule_columns::{RuleColumns, EXACT_SCORE};
@@ -71,7 +71,7 @@ impl fmt::Display for Reason {
             Self::NodeUnschedulable => f.write_str(node_unschedulable::ERR_REASON_UNSCHEDULABLE),
             Self::NodeNameMismatch => f.write_str(node_name::ERR_REASON),
             Self::UntoleratedTaint => f.write_str(taint_toleration::ERR_REASON),
-            Self::NodeAffinityMismatch => f.write_str("node(s) didn't match Pod's node affinity/selector"),
+            Self::NodeAffinityMismatch => f.write_str(node_affinity::ERR_REASON_POD),
             Self::NodePortsConflict => f.write_str("node(s) didn't have free ports for the requested pod ports"),
             Self::TooManyPods => f.write_str("Too many pods"),
             Self::Insufficient(r) => write!(f, "Insufficient {r}"),
@@ -877,7 +877,7 @@ impl<'a> PodPlan<'a> {
     fn static_eval(&self, node: &NodeSpec) -> StaticEval {
         let pod = self.pod;
         let mismatched = !pod.matches_node_selector_and_affinity(node);
-        self.static_eval_with(node, mismatched, preferred_affinity_weight(pod, node))
+        self.static_eval_with(node, mismatched, node_affinity::score(pod, node))
     }
 
     /// [`PodPlan::static_eval`] given NodeAffinity's verdict and raw score on the node.
@@ -1505,15 +1505,6 @@ impl ImageScale {
             scaled(n, d)
         }
     }
-}
-
-/// NodeAffinity's raw score: the weights of the preferred terms the node matches.
-fn preferred_affinity_weight(pod: &PodSpec, node: &NodeSpec) -> i64 {
-    pod.preferred_affinity
-        .iter()
-        .filter(|p| p.term.matches(node))
-        .map(|p| p.weight)
-        .sum()
 }
 
 /// The item with the highest (total, tie-break, node index) by `key` (total and index), in one
@@ -4010,8 +4001,7 @@ impl<'a> Evaluator<'a> {
     pub(super) fn normalized(&self, plugin: ScorePlugin, slot: usize, raw: i64) -> i64 {
         let max = self.norm_max[slot];
         match plugin {
-            ScorePlugin::NodeAffinity if max == 0 => raw,
-            ScorePlugin::NodeAffinity => MAX_NODE_SCORE * raw / max,
+            ScorePlugin::NodeAffinity => node_affinity::normalize(raw, max),
             ScorePlugin::TaintToleration => taint_toleration::normalize(raw, max),
             ScorePlugin::InterPodAffinity if self.topo_active.0 => interpod::normalize(raw, self.norm_min[slot], max),
             ScorePlugin::PodTopologySpread if self.topo_active.1 => spread::normalize(raw, self.norm_min[slot], max),

@@ -14,41 +14,6 @@ use crate::engine::resources::Resources;
 // ---- Filters ----
 
 #[test]
-fn node_affinity_filter_ands_selector_with_required_terms() {
-    let mut a = node("a", 1000, 1000);
-    a.labels.insert("zone".into(), "us-1".into());
-    a.labels.insert("cores".into(), "64".into());
-    let mut b = node("b", 1000, 1000);
-    b.labels.insert("zone".into(), "us-2".into());
-    b.labels.insert("cores".into(), "8".into());
-    let snap = snapshot(vec![a, b]);
-    let feasible = |p: &PodSpec| rank(&snap, p).feasible.into_iter().map(|n| n.node).collect::<Vec<_>>();
-    let mut p = pod("p", 0, 0);
-    p.required_affinity = Some(vec![label_term("cores", SelectorOp::Gt(16))]);
-    assert_eq!(feasible(&p), ["a"]);
-    p.required_affinity = Some(vec![label_term("cores", SelectorOp::Lt(16))]);
-    assert_eq!(feasible(&p), ["b"]);
-    p.required_affinity = Some(vec![label_term("zone", SelectorOp::NotIn(vec!["us-1".into()]))]);
-    assert_eq!(feasible(&p), ["b"]);
-    p.required_affinity = Some(vec![label_term("gpu", SelectorOp::DoesNotExist)]);
-    assert_eq!(feasible(&p).len(), 2);
-    p.required_affinity = Some(vec![label_term("gpu", SelectorOp::Exists)]);
-    let r = rank(&snap, &p);
-    assert_eq!(
-        r.diagnosis.message(),
-        "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
-    );
-    // Terms are ORed; the nodeSelector is ANDed with them.
-    p.required_affinity = Some(vec![
-        label_term("gpu", SelectorOp::Exists),
-        label_term("zone", SelectorOp::In(vec!["us-1".into(), "us-2".into()])),
-    ]);
-    assert_eq!(feasible(&p).len(), 2);
-    p.node_selector = vec![("zone".into(), "us-2".into())];
-    assert_eq!(feasible(&p), ["b"]);
-}
-
-#[test]
 fn node_ports_conflict_with_used_ports() {
     let n = node("n", 4000, 4000);
     let mut existing = pod("old", 0, 0);
@@ -284,34 +249,6 @@ fn balanced_allocation_matches_kube_scheduler() {
     assert_eq!(scores(&prof, &snap, &pod("p", 3000, 5000)), [("n".into(), 87)]);
     // Best-effort pods skip the plugin (kubernetes#129138).
     assert_eq!(scores(&prof, &snap, &pod("q", 0, 0)), [("n".into(), 0)]);
-}
-
-#[test]
-fn preferred_node_affinity_is_normalized_to_the_best_node() {
-    let mut a = node("a", 1000, 1000);
-    a.labels.insert("zone".into(), "z1".into());
-    a.labels.insert("disk".into(), "ssd".into());
-    let mut b = node("b", 1000, 1000);
-    b.labels.insert("zone".into(), "z1".into());
-    let c = node("c", 1000, 1000);
-    let snap = snapshot(vec![a, b, c]);
-    let mut p = pod("p", 0, 0);
-    p.preferred_affinity = vec![
-        PreferredTerm {
-            weight: 20,
-            term: label_term("zone", SelectorOp::In(vec!["z1".into()])),
-        },
-        PreferredTerm {
-            weight: 60,
-            term: label_term("disk", SelectorOp::Exists),
-        },
-    ];
-    // Raw 80, 20, 0 → 100 × raw / 80.
-    let prof = only(S::NodeAffinity, ScoringStrategy::LeastAllocated);
-    assert_eq!(
-        scores(&prof, &snap, &p),
-        [("a".into(), 100), ("b".into(), 25), ("c".into(), 0)]
-    );
 }
 
 #[test]

@@ -558,20 +558,6 @@ pub struct PodSpec {
 }
 
 impl PodSpec {
-    /// Whether the node satisfies the pod's nodeSelector and required node affinity
-    /// (Kubernetes' `RequiredNodeAffinity.Match`).
-    pub fn matches_node_selector_and_affinity(&self, node: &NodeSpec) -> bool {
-        let selector_ok = self
-            .node_selector
-            .iter()
-            .all(|(k, v)| node.labels.get(k).is_some_and(|x| x == v));
-        selector_ok
-            && self
-                .required_affinity
-                .as_ref()
-                .is_none_or(|terms| terms.iter().any(|t| t.matches(node)))
-    }
-
     /// Whether the pod has any pod affinity or anti-affinity term.
     pub fn has_pod_affinity(&self) -> bool {
         !self.pod_affinity.is_empty() || !self.pod_anti_affinity.is_empty()
@@ -757,32 +743,6 @@ mod tests {
             }],
         };
         assert!(by_name.matches(&node));
-    }
-
-    #[test]
-    fn required_terms_are_ored_and_selector_is_anded() {
-        let mut node = NodeSpec::default();
-        node.labels.insert("zone".into(), "a".into());
-        let zone = |z: &str| SelectorTerm {
-            match_expressions: vec![Requirement {
-                key: "zone".into(),
-                op: SelectorOp::In(vec![z.into()]),
-            }],
-            match_fields: vec![],
-        };
-        let mut pod = PodSpec {
-            required_affinity: Some(vec![zone("b"), zone("a")]),
-            ..Default::default()
-        };
-        assert!(pod.matches_node_selector_and_affinity(&node));
-        pod.node_selector = vec![("zone".into(), "b".into())];
-        assert!(!pod.matches_node_selector_and_affinity(&node));
-        pod.node_selector.clear();
-        pod.required_affinity = Some(vec![]);
-        assert!(
-            !pod.matches_node_selector_and_affinity(&node),
-            "an empty term list matches nothing"
-        );
     }
 
     #[test]

@@ -7,6 +7,7 @@
 /// kube-scheduler's `MaxNodeScore` (`framework/interface.go`): the highest normalized score.
 pub const MAX_NODE_SCORE: i64 = 100;
 
+pub mod node_affinity;
 pub mod node_name;
 pub mod node_unschedulable;
 pub mod taint_toleration;
