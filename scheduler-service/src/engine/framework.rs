@@ -17,8 +17,8 @@ use super::columns::{BlockScores, HotColumns, ImageAsk, Kernel, PartWeights, Pod
 use super::extender::ExtenderHook;
 use super::image_sums::ImageSums;
 use super::interpod::{self, InterPodFilter};
-use super::model::{HostPort, NodeSpec, PodSpec, Toleration};
-use super::plugins::{node_affinity, node_name, node_unschedulable, taint_toleration};
+use super::model::{NodeSpec, PodSpec, Toleration};
+use super::plugins::{node_affinity, node_name, node_ports, node_unschedulable, taint_toleration};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
 use super::resources::ResourceName;
 use super::rule_columns::{RuleColumns, EXACT_SCORE};
@@ -72,7 +72,7 @@ impl fmt::Display for Reason {
             Self::NodeNameMismatch => f.write_str(node_name::ERR_REASON),
             Self::UntoleratedTaint => f.write_str(taint_toleration::ERR_REASON),
             Self::NodeAffinityMismatch => f.write_str(node_affinity::ERR_REASON_POD),
-            Self::NodePortsConflict => f.write_str("node(s) didn't have free ports for the requested pod ports"),
+            Self::NodePortsConflict => f.write_str(node_ports::ERR_REASON),
             Self::TooManyPods => f.write_str("Too many pods"),
             Self::Insufficient(r) => write!(f, "Insufficient {r}"),
             Self::TopologySpread(spread::Violation::MissingLabel) => f.write_str(spread::MISSING_LABEL_REASON),
@@ -1030,7 +1030,7 @@ fn run_filter(
             }
         }
         FilterPlugin::NodePorts => {
-            if plan.may_conflict(node.hot.port_bits) && ports_conflict(&pod.host_ports, &node.usage.host_ports) {
+            if plan.may_conflict(node.hot.port_bits) && node_ports::conflicts(&pod.host_ports, &node.usage.host_ports) {
                 report(Reason::NodePortsConflict);
                 return false;
             }
@@ -1126,10 +1126,6 @@ pub(super) fn filter_node(
         .filters
         .iter()
         .all(|&f| run_filter(f, plan, topo, &se, &node, &mut |r| report(f, r)))
-}
-
-fn ports_conflict(wanted: &[HostPort], used: &[HostPort]) -> bool {
-    !wanted.is_empty() && wanted.iter().any(|w| used.iter().any(|u| w.conflicts(u)))
 }
 
 /// kube-scheduler's `fitsRequest`: the pod count, then each requested resource.
@@ -2377,7 +2373,7 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
             && plan.may_conflict(self.usage.cols.port_bits(i))
             && plan
                 .keyed_conflict(self.usage.cols.port_keys(i))
-                .unwrap_or_else(|| ports_conflict(&plan.pod.host_ports, &self.usage.get(i).host_ports))
+                .unwrap_or_else(|| node_ports::conflicts(&plan.pod.host_ports, &self.usage.get(i).host_ports))
         {
             return false;
         }

@@ -6,36 +6,12 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::*;
-use crate::engine::model::{PreferredTerm, Protocol, SelectorOp, TaintEffect, TolerationOperator};
+use crate::engine::model::{HostPort, PreferredTerm, Protocol, SelectorOp, TaintEffect, TolerationOperator};
 use crate::engine::plugins::testing::{label_term, node, only, pod, rank, scores, snapshot, taint, toleration};
 use crate::engine::policy::{FilterPlugin as F, ScorePlugin as S, ShapePoint};
 use crate::engine::resources::Resources;
 
 // ---- Filters ----
-
-#[test]
-fn node_ports_conflict_with_used_ports() {
-    let n = node("n", 4000, 4000);
-    let mut existing = pod("old", 0, 0);
-    existing.node_name = Some("n".into());
-    let hp = |ip: &str, port| HostPort {
-        ip: Arc::from(ip),
-        protocol: Protocol::Tcp,
-        port,
-    };
-    existing.host_ports = vec![hp("0.0.0.0", 8080)];
-    let snap = Snapshot::build(vec![n], vec![existing]).unwrap();
-    let mut p = pod("p", 0, 0);
-    p.host_ports = vec![hp("10.0.0.1", 8080)];
-    let r = rank(&snap, &p);
-    assert_eq!(r.rejected[0].plugin, F::NodePorts);
-    assert_eq!(
-        r.diagnosis.message(),
-        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
-    );
-    p.host_ports = vec![hp("10.0.0.1", 8081)];
-    assert_eq!(rank(&snap, &p).feasible_count, 1);
-}
 
 fn arb_host_ports() -> impl Strategy<Value = Vec<HostPort>> {
     let port = (

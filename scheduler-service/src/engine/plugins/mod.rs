@@ -9,6 +9,7 @@ pub const MAX_NODE_SCORE: i64 = 100;
 
 pub mod node_affinity;
 pub mod node_name;
+pub mod node_ports;
 pub mod node_unschedulable;
 pub mod taint_toleration;
 #[cfg(test)]
