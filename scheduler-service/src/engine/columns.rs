@@ -266,7 +266,7 @@ pub struct PodAsk {
 
 /// ImageLocality's scale for the kernel: a node's sum of scaled image sizes is clamped to
 /// `[min, max]`, and `100 · (clamped − min) / (max − min)` truncated, all exact in `f64` because
-/// `100 · (max − min)` is below 2⁵³ (see `ImageScale` in the framework).
+/// `100 · (max − min)` is below 2⁵³ (see `plugins::image_locality::ImageScale`).
 #[derive(Debug, Clone, Copy)]
 pub struct ImageAsk {
     /// The lower threshold.

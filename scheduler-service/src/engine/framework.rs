@@ -18,7 +18,8 @@ use super::extender::ExtenderHook;
 use super::image_sums::ImageSums;
 use super::interpod::{self, InterPodFilter};
 use super::model::{NodeSpec, PodSpec, Toleration};
-use super::plugins::{node_affinity, node_name, node_ports, node_unschedulable, taint_toleration};
+use super::plugins::image_locality::{self, ImageScale, MIN_IMAGE_THRESHOLD};
+use super::plugins::{node_affinity, node_name, node_ports, node_unschedulable, scaled, taint_toleration};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
 use super::resources::ResourceName;
 use super::rule_columns::{RuleColumns, EXACT_SCORE};
@@ -1209,17 +1210,6 @@ fn allocatable_and_requested(
         }
     }
 }
-/// `n · MAX_NODE_SCORE / d` for `0 ≤ n ≤ d`: kube-scheduler's int64 arithmetic where it does not
-/// overflow (`n` below 2⁶³ / 100), and the exact quotient, always in `[0, 100]`, where Go's would
-/// wrap (capacities the API accepts reach 2⁶³ − 1).
-#[inline]
-fn scaled(n: i64, d: i64) -> i64 {
-    match n.checked_mul(MAX_NODE_SCORE) {
-        Some(p) => p / d,
-        None => (i128::from(n) * i128::from(MAX_NODE_SCORE) / i128::from(d)) as i64,
-    }
-}
-
 fn least_requested_score(requested: i64, capacity: i64) -> i64 {
     if capacity <= 0 || requested > capacity {
         return 0;
@@ -1448,59 +1438,12 @@ fn balanced_score_general(profile: &Profile, requests: &[i64], node: &NodeView<'
     ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
 }
 
-const MB: i64 = 1024 * 1024;
-const MIN_IMAGE_THRESHOLD: i64 = 23 * MB;
-const MAX_CONTAINER_IMAGE_THRESHOLD: i64 = 1000 * MB;
-
 /// ImageLocality's score from the node's sum of scaled image sizes (see [`Evaluator::image_sums`]).
 fn image_score(plan: &PodPlan<'_>, sum: i64) -> i64 {
     if plan.images.is_empty() {
         return 0;
     }
-    ImageScale::of(plan.pod.images.len()).score(sum)
-}
-
-/// ImageLocality's scale for a pod with some number of containers: sums are clamped to
-/// `[MIN_IMAGE_THRESHOLD, max]` and mapped linearly onto `[0, MAX_NODE_SCORE]`.
-#[derive(Debug, Clone, Copy)]
-struct ImageScale {
-    /// The upper threshold, [`MAX_CONTAINER_IMAGE_THRESHOLD`] per container; 0 for no container.
-    max: i64,
-    /// Whether the division is exact in `f64`: `MAX_NODE_SCORE · (max − MIN_IMAGE_THRESHOLD)`
-    /// below 2⁵³.
-    exact_f64: bool,
-}
-
-impl ImageScale {
-    /// The scale for `containers` containers.
-    fn of(containers: usize) -> Self {
-        let max = MAX_CONTAINER_IMAGE_THRESHOLD.saturating_mul(containers as i64);
-        let exact_f64 = (max - MIN_IMAGE_THRESHOLD)
-            .checked_mul(MAX_NODE_SCORE)
-            .is_some_and(|n| n < 1 << 53);
-        Self { max, exact_f64 }
-    }
-
-    /// The score of a node whose sum is `sum`: kube-scheduler's integer arithmetic,
-    /// `MAX_NODE_SCORE · (clamped − min) / (max − min)`. Its division is done in `f64` when that
-    /// is exact (an integer quotient in `[0, 100]` of numerators below 2⁵³: a true quotient that
-    /// is not an integer lies at least `1 / (max − min)` below the next, more than the rounding
-    /// error), an integer division being several times slower.
-    #[inline(always)]
-    fn score(self, sum: i64) -> i64 {
-        if self.max == 0 {
-            return 0;
-        }
-        let clamped = sum.clamp(MIN_IMAGE_THRESHOLD, self.max);
-        let (n, d) = (clamped - MIN_IMAGE_THRESHOLD, self.max - MIN_IMAGE_THRESHOLD);
-        if n == 0 {
-            0
-        } else if self.exact_f64 {
-            ((MAX_NODE_SCORE * n) as f64 / d as f64) as i64
-        } else {
-            scaled(n, d)
-        }
-    }
+    image_locality::score(plan.pod.images.len(), sum)
 }
 
 /// The item with the highest (total, tie-break, node index) by `key` (total and index), in one

@@ -7,6 +7,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::engine::model::{HostPort, PreferredTerm, Protocol, SelectorOp, TaintEffect, TolerationOperator};
+use crate::engine::plugins::image_locality::{ImageScale, MIN_IMAGE_THRESHOLD};
 use crate::engine::plugins::testing::{label_term, node, only, pod, rank, scores, snapshot, taint, toleration};
 use crate::engine::policy::{FilterPlugin as F, ScorePlugin as S, ShapePoint};
 use crate::engine::resources::Resources;
@@ -225,26 +226,6 @@ fn balanced_allocation_matches_kube_scheduler() {
     assert_eq!(scores(&prof, &snap, &pod("p", 3000, 5000)), [("n".into(), 87)]);
     // Best-effort pods skip the plugin (kubernetes#129138).
     assert_eq!(scores(&prof, &snap, &pod("q", 0, 0)), [("n".into(), 0)]);
-}
-
-#[test]
-fn image_locality_matches_kube_scheduler() {
-    // image_locality_test.go "test-1": pod images gcr.io/40 and gcr.io/250; node1 has the 40MB
-    // image (20MB after spreading over 2 nodes, under the 23MB threshold → 0), node2 the 250MB one
-    // → 100 × (125MB − 23MB) / (2 × 1000MB − 23MB) = 5.
-    const MB: i64 = 1024 * 1024;
-    let mut n1 = node("node1", 1000, 1000);
-    n1.images.insert("gcr.io/40:latest".into(), 40 * MB);
-    n1.images.insert("gcr.io/300:latest".into(), 300 * MB);
-    n1.images.insert("gcr.io/2000:latest".into(), 2000 * MB);
-    let mut n2 = node("node2", 1000, 1000);
-    n2.images.insert("gcr.io/250:latest".into(), 250 * MB);
-    n2.images.insert("gcr.io/10:latest".into(), 10 * MB);
-    let snap = snapshot(vec![n1, n2]);
-    let mut p = pod("p", 0, 0);
-    p.images = vec!["gcr.io/40:latest".into(), "gcr.io/250:latest".into()];
-    let prof = only(S::ImageLocality, ScoringStrategy::LeastAllocated);
-    assert_eq!(scores(&prof, &snap, &p), [("node1".into(), 0), ("node2".into(), 5)]);
 }
 
 #[test]
@@ -1454,22 +1435,6 @@ proptest! {
                 }
             }
         }
-    }
-}
-
-proptest! {
-    /// ImageLocality's score through [`ImageScale`] (its division in `f64` where exact) equals
-    /// kube-scheduler's integer arithmetic for any sum and container count.
-    #[test]
-    fn image_scale_equals_the_integer_arithmetic(
-        sum in prop_oneof![0i64..(3 << 30), 0i64..(1 << 45), any::<i64>()],
-        containers in prop_oneof![1usize..12, 1usize..(1 << 20)],
-    ) {
-        let max_threshold = MAX_CONTAINER_IMAGE_THRESHOLD.saturating_mul(containers as i64);
-        let clamped = sum.clamp(MIN_IMAGE_THRESHOLD, max_threshold);
-        let expected = MAX_NODE_SCORE * (clamped - MIN_IMAGE_THRESHOLD) / (max_threshold - MIN_IMAGE_THRESHOLD);
-        prop_assert_eq!(ImageScale::of(containers).score(sum), expected);
-        prop_assert_eq!(ImageScale::of(0).score(sum), 0);
     }
 }
 

@@ -4,9 +4,7 @@
 //! The scheduling cycle ([`super::framework`]) and its fast paths call these functions; this
 //! module holds what they share and imports none of them.
 
-/// kube-scheduler's `MaxNodeScore` (`framework/interface.go`): the highest normalized score.
-pub const MAX_NODE_SCORE: i64 = 100;
-
+pub mod image_locality;
 pub mod node_affinity;
 pub mod node_name;
 pub mod node_ports;
@@ -14,3 +12,17 @@ pub mod node_unschedulable;
 pub mod taint_toleration;
 #[cfg(test)]
 pub(crate) mod testing;
+
+/// kube-scheduler's `MaxNodeScore` (`framework/interface.go`): the highest normalized score.
+pub const MAX_NODE_SCORE: i64 = 100;
+
+/// `n · MAX_NODE_SCORE / d` for `0 ≤ n ≤ d`: kube-scheduler's int64 arithmetic where it does not
+/// overflow (`n` below 2⁶³ / 100), and the exact quotient, always in `[0, 100]`, where Go's would
+/// wrap (capacities the API accepts reach 2⁶³ − 1).
+#[inline]
+pub fn scaled(n: i64, d: i64) -> i64 {
+    match n.checked_mul(MAX_NODE_SCORE) {
+        Some(p) => p / d,
+        None => (i128::from(n) * i128::from(MAX_NODE_SCORE) / i128::from(d)) as i64,
+    }
+}
