@@ -2,10 +2,12 @@
 """Module dependencies inside the scheduling engine (scheduler-service/src/engine).
 
 Reads every `*.rs` file under the engine and collects the module-level edges: `use` declarations
-whose path starts with `super::`, `self::` or `crate::engine::` (groups `{a, b::c}` expanded), and
-the same paths written inline in code (`super::volumes::claim_key(..)`). Comments and string
-literals are ignored. Test code is left out: the files `*_tests.rs` and every item under
-`#[cfg(test)]` (the `mod tests { .. }` blocks), since a test may read any module it checks.
+whose path starts with `super::`, `self::`, `crate::engine::` or a submodule's name (groups
+`{a, b::c}` expanded), and the same paths written inline in code (`super::volumes::claim_key(..)`).
+A `mod child;` declaration alone is not an edge. Comments and string
+literals are ignored. Test code is left out: the files `*_tests.rs`, every item under
+`#[cfg(test)]` (the `mod tests { .. }` blocks) and the files of modules declared under it (test
+helpers), since a test may read any module it checks.
 
 An edge goes from the file's module (`engine/plugins/node_name.rs` is `plugins::node_name`; an
 inline `mod avx2 { .. }` counts as its file) to the deepest module the path names; a path that
@@ -196,11 +198,17 @@ def collect():
             if name.endswith(".rs") and not name.endswith("_tests.rs"):
                 files.append(os.path.join(dirpath, name))
     files.sort()
-    modules = {module_of(f) for f in files}
     texts = {}
+    test_only = set()
     for f in files:
         with open(f, encoding="utf-8") as fh:
-            texts[f] = strip_cfg_test(strip_comments_and_strings(fh.read()))
+            text = strip_comments_and_strings(fh.read())
+        # Submodules declared under #[cfg(test)] (test helpers in files of their own).
+        for m in re.finditer(r"#\s*\[\s*cfg\s*\(\s*test\s*\)\s*\]\s*(?:#\s*\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+(" + IDENT + r")\s*;", text):
+            test_only.add(module_of(f) + (m.group(1),))
+        texts[f] = strip_cfg_test(text)
+    files = [f for f in files if not any(module_of(f)[: len(t)] == t for t in test_only)]
+    modules = {module_of(f) for f in files}
 
     # Re-exports of each mod.rs: name -> absolute path it stands for.
     reexports = {}
@@ -236,13 +244,21 @@ def collect():
         found = []
         for m in re.finditer(r"\buse\s+([^;]+);", text):
             spans.append((m.start(), m.end()))
+            scope = scope_at(file_mod, mods, m.start())
             for p in expand_use_tree(m.group(1)):
-                if p.split("::")[0] in ("crate", "super", "self"):
+                first = p.split("::")[0]
+                if first in ("crate", "super", "self") or scope + (first,) in modules:
                     found.append((m.start(), p.rstrip(":*").rstrip(":")))
-        for m in INLINE_PATH.finditer(text):
-            if any(s <= m.start() < e for s, e in spans):
-                continue
-            found.append((m.start(), m.group(1)))
+        # Paths in code from the engine, a parent, the module itself or one of its submodules.
+        children = sorted(m[-1] for m in modules if len(m) == len(file_mod) + 1 and m[:-1] == file_mod)
+        patterns = [INLINE_PATH]
+        if children:
+            patterns.append(re.compile(r"(?<![A-Za-z0-9_:])((?:" + "|".join(children) + r")(?:::" + IDENT + r")+)"))
+        for pattern in patterns:
+            for m in pattern.finditer(text):
+                if any(s <= m.start() < e for s, e in spans):
+                    continue
+                found.append((m.start(), m.group(1)))
         for offset, p in found:
             scope = scope_at(file_mod, mods, offset)
             absolute = resolve(p, scope)
