@@ -19,20 +19,20 @@ use super::image_sums::ImageSums;
 use super::interpod::{self, InterPodFilter};
 use super::model::{NodeSpec, PodSpec, Toleration};
 use super::plugins::image_locality::{self, ImageScale, MIN_IMAGE_THRESHOLD};
-use super::plugins::{node_affinity, node_name, node_ports, node_unschedulable, scaled, taint_toleration};
+use super::plugins::noderesources::{balanced_allocation, fit};
+use super::plugins::{node_affinity, node_name, node_ports, node_unschedulable, taint_toleration};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
 use super::resources::ResourceName;
 use super::rule_columns::{RuleColumns, EXACT_SCORE};
 use super::rules::{self as cel_rules, ClassOutcomes, CompiledRules, NodeStatic, RuleOutcome, SnapshotRules};
 use super::snapshot::{
-    image_hash, port_key, port_mask, BoundPod, NodeEntry, NodeHot, NodeUsage, PortKeys, Snapshot, NODE_UNIQUE_LABELS,
+    image_hash, port_key, port_mask, BoundPod, NodeEntry, NodeHot, NodeUsage, NodeView, PortKeys, Snapshot,
+    NODE_UNIQUE_LABELS,
 };
 use super::spread::{self, SpreadFilter, SpreadScore};
 use super::topology::{DomainCounts, Existing, Placed};
 
 pub use super::plugins::MAX_NODE_SCORE;
-/// kube-scheduler's `MaxCustomPriorityScore` (the RequestedToCapacityRatio shape's scale).
-const MAX_CUSTOM_PRIORITY_SCORE: i64 = 10;
 
 /// Why a node was rejected, in kube-scheduler's words.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -74,8 +74,8 @@ impl fmt::Display for Reason {
             Self::UntoleratedTaint => f.write_str(taint_toleration::ERR_REASON),
             Self::NodeAffinityMismatch => f.write_str(node_affinity::ERR_REASON_POD),
             Self::NodePortsConflict => f.write_str(node_ports::ERR_REASON),
-            Self::TooManyPods => f.write_str("Too many pods"),
-            Self::Insufficient(r) => write!(f, "Insufficient {r}"),
+            Self::TooManyPods => f.write_str(fit::ERR_REASON_TOO_MANY_PODS),
+            Self::Insufficient(r) => write!(f, "{} {r}", fit::ERR_REASON_INSUFFICIENT),
             Self::TopologySpread(spread::Violation::MissingLabel) => f.write_str(spread::MISSING_LABEL_REASON),
             Self::TopologySpread(spread::Violation::Skew) => f.write_str(spread::CONSTRAINTS_REASON),
             Self::InterPodAffinity(interpod::Violation::Affinity) => f.write_str(interpod::AFFINITY_REASON),
@@ -300,7 +300,7 @@ impl Profile {
                 .iter()
                 .map(|p| ShapePoint {
                     utilization: p.utilization,
-                    score: p.score * (MAX_NODE_SCORE / MAX_CUSTOM_PRIORITY_SCORE),
+                    score: p.score * (MAX_NODE_SCORE / fit::MAX_CUSTOM_PRIORITY_SCORE),
                 })
                 .collect(),
             _ => Vec::new(),
@@ -986,15 +986,6 @@ impl<'a> PodPlan<'a> {
     }
 }
 
-/// The node as one evaluation sees it: its hot fields, and the entry and detailed usage for the
-/// rare checks that need them (host ports, extended resources, a pinned node name).
-struct NodeView<'n> {
-    index: usize,
-    hot: &'n NodeHot,
-    entry: &'n NodeEntry,
-    usage: &'n NodeUsage,
-}
-
 /// Runs one filter; reports its reasons and returns false when the node is rejected.
 fn run_filter(
     plugin: FilterPlugin,
@@ -1036,7 +1027,14 @@ fn run_filter(
                 return false;
             }
         }
-        FilterPlugin::NodeResourcesFit => return fits(pod, node, report),
+        FilterPlugin::NodeResourcesFit => {
+            return fit::fits(&pod.requests, node, &mut |r| {
+                report(match r {
+                    ResourceName::Pods => Reason::TooManyPods,
+                    r => Reason::Insufficient(r),
+                })
+            })
+        }
         FilterPlugin::PodTopologySpread => {
             if let Some(v) = topo
                 .and_then(|t| t.spread_filter.as_ref())
@@ -1129,159 +1127,26 @@ pub(super) fn filter_node(
         .all(|&f| run_filter(f, plan, topo, &se, &node, &mut |r| report(f, r)))
 }
 
-/// kube-scheduler's `fitsRequest`: the pod count, then each requested resource.
-fn fits(pod: &PodSpec, node: &NodeView<'_>, report: &mut impl FnMut(Reason)) -> bool {
-    let h = node.hot;
-    let mut ok = true;
-    if h.pod_count + 1 > h.allowed_pods {
-        report(Reason::TooManyPods);
-        ok = false;
-    }
-    let req = &pod.requests;
-    if req.is_zero() {
-        return ok;
-    }
-    let mut check = |want: i64, have: i64, used: i64, name: &ResourceName| {
-        if want > 0 && want > have.saturating_sub(used) {
-            report(Reason::Insufficient(name.clone()));
-            ok = false;
-        }
-    };
-    check(req.milli_cpu, h.alloc_cpu, h.req_cpu, &ResourceName::Cpu);
-    check(req.memory, h.alloc_memory, h.req_memory, &ResourceName::Memory);
-    check(
-        req.ephemeral_storage,
-        h.alloc_ephemeral,
-        h.req_ephemeral,
-        &ResourceName::EphemeralStorage,
-    );
-    for (name, want) in &req.scalars {
-        check(
-            *want,
-            node.entry.spec.allocatable.scalar(name),
-            node.usage.requested.scalar(name),
-            &ResourceName::Scalar(name.clone()),
-        );
-    }
-    ok
-}
-
-/// NodeResourcesFit's check of the extended resources alone (as [`fits`] makes it).
-fn fits_scalars(wanted: &[(Arc<str>, i64)], node: &NodeSpec, usage: &NodeUsage) -> bool {
-    wanted.iter().all(|(name, want)| {
-        *want <= 0
-            || *want
-                <= node
-                    .allocatable
-                    .scalar(name)
-                    .saturating_sub(usage.requested.scalar(name))
-    })
-}
-
-/// kube-scheduler's `calculateResourceAllocatableRequest`: (allocatable, requested after placing the pod).
-fn allocatable_and_requested(
-    resource: &ResourceName,
-    node: &NodeView<'_>,
-    pod_request: i64,
-    use_requested: bool,
-) -> (i64, i64) {
-    let h = node.hot;
-    match resource {
-        ResourceName::Cpu => {
-            let used = if use_requested { h.req_cpu } else { h.non_zero_cpu };
-            (h.alloc_cpu, used.saturating_add(pod_request))
-        }
-        ResourceName::Memory => {
-            let used = if use_requested { h.req_memory } else { h.non_zero_memory };
-            (h.alloc_memory, used.saturating_add(pod_request))
-        }
-        ResourceName::EphemeralStorage => (h.alloc_ephemeral, h.req_ephemeral.saturating_add(pod_request)),
-        ResourceName::Pods => (0, 0),
-        ResourceName::Scalar(name) => {
-            // An extended resource the pod does not request is left out of the score.
-            if pod_request == 0 {
-                return (0, 0);
-            }
-            let alloc = node.entry.spec.allocatable.scalar(name);
-            if alloc == 0 {
-                return (0, 0);
-            }
-            (alloc, node.usage.requested.scalar(name).saturating_add(pod_request))
-        }
-    }
-}
-fn least_requested_score(requested: i64, capacity: i64) -> i64 {
-    if capacity <= 0 || requested > capacity {
-        return 0;
-    }
-    scaled(capacity - requested.max(0), capacity)
-}
-
-fn most_requested_score(requested: i64, capacity: i64) -> i64 {
-    if capacity <= 0 {
-        return 0;
-    }
-    scaled(requested.clamp(0, capacity), capacity)
-}
-
-/// kube-scheduler's `BuildBrokenLinearFunction` over a shape already scaled to 0..=100.
-fn broken_linear(shape: &[ShapePoint], p: i64) -> i64 {
-    for (i, point) in shape.iter().enumerate() {
-        if p <= point.utilization {
-            if i == 0 {
-                return point.score;
-            }
-            let prev = shape[i - 1];
-            return prev.score
-                + (point.score - prev.score) * (p - prev.utilization) / (point.utilization - prev.utilization);
-        }
-    }
-    shape.last().map_or(0, |p| p.score)
-}
-
 /// NodeResourcesFit's score with the profile's strategy.
 fn fit_score(profile: &Profile, plan: &PodPlan<'_>, node: &NodeView<'_>) -> i64 {
+    let strategy = &profile.policy.scoring_strategy;
     if let Some(weights) = profile.fit_cpu_memory {
-        return fit_score_cpu_memory(profile, weights, &plan.fit_requests, node.hot);
+        return fit::score_cpu_memory(strategy, weights, &plan.fit_requests, node.hot);
     }
-    fit_score_general(profile, plan, node)
-}
-
-/// NodeResourcesFit's score when it weighs exactly cpu then memory with Least/MostAllocated:
-/// the same arithmetic as [`fit_score_general`], from the node's hot fields.
-#[inline]
-fn fit_score_cpu_memory(profile: &Profile, (w_cpu, w_memory): (i64, i64), requests: &[i64], h: &NodeHot) -> i64 {
-    let score = |req: i64, alloc: i64| match profile.policy.scoring_strategy {
-        ScoringStrategy::MostAllocated => most_requested_score(req, alloc),
-        _ => least_requested_score(req, alloc),
-    };
-    if h.alloc_cpu != 0 && h.alloc_memory != 0 {
-        let cpu = score(h.non_zero_cpu.saturating_add(requests[0]), h.alloc_cpu);
-        let memory = score(h.non_zero_memory.saturating_add(requests[1]), h.alloc_memory);
-        return weigh_fit(cpu, memory, (w_cpu, w_memory));
-    }
-    // A resource the node has none of is left out, weight included.
-    let (mut node_score, mut weight_sum) = (0i64, 0i64);
-    if h.alloc_cpu != 0 {
-        node_score += score(h.non_zero_cpu.saturating_add(requests[0]), h.alloc_cpu) * w_cpu;
-        weight_sum += w_cpu;
-    }
-    if h.alloc_memory != 0 {
-        node_score += score(h.non_zero_memory.saturating_add(requests[1]), h.alloc_memory) * w_memory;
-        weight_sum += w_memory;
-    }
-    if weight_sum == 0 {
-        0
-    } else {
-        node_score / weight_sum
-    }
+    fit::score_general(
+        strategy,
+        &profile.shape,
+        &profile.fit_resources,
+        &plan.fit_requests,
+        node,
+    )
 }
 
 /// Capacities at or above this are scored by the integer path in [`plain_resource_scores`].
 const EXACT_CAPACITY: i64 = 1 << 46;
 
 /// NodeResourcesFit's cpu and memory scores (unweighted) and BalancedAllocation's score on one
-/// node, as [`fit_score_cpu_memory`] and [`balanced_score_cpu_memory`] compute them, with their
+/// node, as [`fit::score_cpu_memory`] and [`balanced_allocation::score_cpu_memory`] compute them, with their
 /// four divisions all in floating point (two of them were integer divisions, several times slower).
 ///
 /// Exact: the integer quotient `n · 100 / c` (0 ≤ n ≤ c) is the truncated float quotient, since
@@ -1314,7 +1179,7 @@ fn plain_resource_scores(h: &NodeHot, fit: [i64; 2], balanced: [i64; 2], most: b
         (numerator[1] * MAX_NODE_SCORE) as f64,
     ];
     let q = [n[0] / alloc[0], n[1] / alloc[1]];
-    // BalancedAllocation, operation for operation as `balanced_score_cpu_memory`.
+    // BalancedAllocation, operation for operation as `balanced_allocation::score_cpu_memory`.
     let used = [
         h.req_cpu.saturating_add(balanced[0]) as f64,
         h.req_memory.saturating_add(balanced[1]) as f64,
@@ -1324,118 +1189,12 @@ fn plain_resource_scores(h: &NodeHot, fit: [i64; 2], balanced: [i64; 2], most: b
     Some((q[0] as i64, q[1] as i64, ((1.0 - std) * MAX_NODE_SCORE as f64) as i64))
 }
 
-/// NodeResourcesFit's weighted score from its cpu and memory scores on a node whose cpu and
-/// memory capacities are both non-zero (both passes weigh with it).
-#[inline(always)]
-fn weigh_fit(cpu: i64, memory: i64, (w_cpu, w_memory): (i64, i64)) -> i64 {
-    if w_cpu == w_memory {
-        // (a·w + b·w) / 2w is exactly (a + b) / 2 for w > 0: no division by a run-time value.
-        return (cpu + memory) / 2;
-    }
-    let weight_sum = w_cpu + w_memory;
-    if weight_sum == 0 {
-        0
-    } else {
-        (cpu * w_cpu + memory * w_memory) / weight_sum
-    }
-}
-
-/// NodeResourcesFit's score for any resources and strategy.
-fn fit_score_general(profile: &Profile, plan: &PodPlan<'_>, node: &NodeView<'_>) -> i64 {
-    let mut node_score = 0i64;
-    let mut weight_sum = 0i64;
-    let rtcr = matches!(
-        profile.policy.scoring_strategy,
-        ScoringStrategy::RequestedToCapacityRatio { .. }
-    );
-    for ((resource, weight), pod_request) in profile.fit_resources.iter().zip(&plan.fit_requests) {
-        let (alloc, req) = allocatable_and_requested(resource, node, *pod_request, false);
-        if alloc == 0 {
-            continue;
-        }
-        let score = match profile.policy.scoring_strategy {
-            ScoringStrategy::LeastAllocated => least_requested_score(req, alloc),
-            ScoringStrategy::MostAllocated => most_requested_score(req, alloc),
-            ScoringStrategy::RequestedToCapacityRatio { .. } => {
-                let s = if req > alloc {
-                    broken_linear(&profile.shape, 100)
-                } else {
-                    broken_linear(&profile.shape, scaled(req.max(0), alloc))
-                };
-                // RequestedToCapacityRatio only counts the weights of resources that scored.
-                if s <= 0 {
-                    continue;
-                }
-                s
-            }
-        };
-        node_score += score * weight;
-        weight_sum += weight;
-    }
-    if weight_sum == 0 {
-        return 0;
-    }
-    if rtcr {
-        (node_score as f64 / weight_sum as f64).round() as i64
-    } else {
-        node_score / weight_sum
-    }
-}
-
 /// NodeResourcesBalancedAllocation's score: 100 × (1 − standard deviation of the fractions).
 fn balanced_score(profile: &Profile, requests: &[i64], node: &NodeView<'_>) -> i64 {
     if profile.balanced_cpu_memory {
-        return balanced_score_cpu_memory(requests, node.hot);
+        return balanced_allocation::score_cpu_memory(requests, node.hot);
     }
-    balanced_score_general(profile, requests, node)
-}
-
-/// BalancedAllocation over exactly cpu and memory: the two-fraction case, from the hot fields.
-#[inline]
-fn balanced_score_cpu_memory(requests: &[i64], h: &NodeHot) -> i64 {
-    {
-        let fraction = |used: i64, req: i64, alloc: i64| (used.saturating_add(req) as f64 / alloc as f64).min(1.0);
-        let std = if h.alloc_cpu != 0 && h.alloc_memory != 0 {
-            let fc = fraction(h.req_cpu, requests[0], h.alloc_cpu);
-            let fm = fraction(h.req_memory, requests[1], h.alloc_memory);
-            ((fc - fm) / 2.0).abs()
-        } else {
-            0.0
-        };
-        ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
-    }
-}
-
-/// BalancedAllocation over any resources.
-fn balanced_score_general(profile: &Profile, requests: &[i64], node: &NodeView<'_>) -> i64 {
-    let mut fractions = [0f64; 8];
-    let mut extra = Vec::new();
-    let mut n = 0usize;
-    let mut total = 0f64;
-    for (resource, pod_request) in profile.balanced_resources.iter().zip(requests) {
-        let (alloc, req) = allocatable_and_requested(resource, node, *pod_request, true);
-        if alloc == 0 {
-            continue;
-        }
-        let f = (req as f64 / alloc as f64).min(1.0);
-        total += f;
-        if n < fractions.len() {
-            fractions[n] = f;
-        } else {
-            extra.push(f);
-        }
-        n += 1;
-    }
-    let all = fractions[..n.min(fractions.len())].iter().chain(&extra);
-    let std = match n {
-        0 | 1 => 0.0,
-        2 => ((fractions[0] - fractions[1]) / 2.0).abs(),
-        _ => {
-            let mean = total / n as f64;
-            (all.map(|f| (f - mean) * (f - mean)).sum::<f64>() / n as f64).sqrt()
-        }
-    };
-    ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
+    balanced_allocation::score_general(&profile.balanced_resources, requests, node)
 }
 
 /// ImageLocality's score from the node's sum of scaled image sizes (see [`Evaluator::image_sums`]).
@@ -2234,7 +1993,7 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
         });
         let scores_of = |out: &BlockScores, j: usize, i: usize| {
             let mut scores = NodeScores {
-                fit: weigh_fit(i64::from(out.cpu[j]), i64::from(out.memory[j]), weights),
+                fit: fit::weigh(i64::from(out.cpu[j]), i64::from(out.memory[j]), weights),
                 balanced: i64::from(out.balanced[j]),
                 image: 0,
             };
@@ -2323,7 +2082,7 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
         !(self.check_fit
             && self.want_scalars
             && !(self.hot[i].has_scalars
-                && fits_scalars(&plan.pod.requests.scalars, &self.nodes[i].spec, self.usage.get(i))))
+                && fit::fits_scalars(&plan.pod.requests.scalars, &self.nodes[i].spec, self.usage.get(i))))
     }
 
     /// Of the `nodes` of the block at `base`, those that pass [`PlainNodes::fits_rest`].
@@ -2394,17 +2153,22 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
         let mut scores = NodeScores::default();
         let paired = self.fit.zip(self.balanced).and_then(|((_, weights), _)| {
             plain_resource_scores(h, self.fit_requests, self.balanced_requests, self.most_allocated)
-                .map(|(cpu, memory, b)| (weigh_fit(cpu, memory, weights), b))
+                .map(|(cpu, memory, b)| (fit::weigh(cpu, memory, weights), b))
         });
         if let Some((f, b)) = paired {
             scores.fit = f;
             scores.balanced = b;
         } else {
             if let Some((_, weights)) = self.fit {
-                scores.fit = fit_score_cpu_memory(self.profile, weights, &self.plan.fit_requests, h);
+                scores.fit = fit::score_cpu_memory(
+                    &self.profile.policy.scoring_strategy,
+                    weights,
+                    &self.plan.fit_requests,
+                    h,
+                );
             }
             if let Some((_, requests)) = self.balanced {
-                scores.balanced = balanced_score_cpu_memory(requests, h);
+                scores.balanced = balanced_allocation::score_cpu_memory(requests, h);
             }
         }
         self.image(i, &mut scores);

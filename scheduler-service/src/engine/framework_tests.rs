@@ -8,9 +8,8 @@ use proptest::prelude::*;
 use super::*;
 use crate::engine::model::{HostPort, PreferredTerm, Protocol, SelectorOp, TaintEffect, TolerationOperator};
 use crate::engine::plugins::image_locality::{ImageScale, MIN_IMAGE_THRESHOLD};
-use crate::engine::plugins::testing::{label_term, node, only, pod, rank, scores, snapshot, taint, toleration};
-use crate::engine::policy::{FilterPlugin as F, ScorePlugin as S, ShapePoint};
-use crate::engine::resources::Resources;
+use crate::engine::plugins::testing::{label_term, node, only, pod, rank, snapshot, taint, toleration};
+use crate::engine::policy::{FilterPlugin as F, ScorePlugin as S};
 
 // ---- Filters ----
 
@@ -124,34 +123,6 @@ fn port_summaries_rule_out_most_other_ports() {
 }
 
 #[test]
-fn resources_fit_reports_every_insufficient_resource() {
-    let mut n = node("n", 1000, 1000);
-    n.allocatable.set(&ResourceName::Scalar(Arc::from("nvidia.com/gpu")), 1);
-    n.allowed_pods = 1;
-    let mut existing = pod("old", 0, 0);
-    existing.node_name = Some("n".into());
-    let snap = Snapshot::build(vec![n.clone()], vec![existing]).unwrap();
-    let mut p = pod("p", 2000, 2000);
-    p.requests.set(&ResourceName::Scalar(Arc::from("nvidia.com/gpu")), 2);
-    let r = rank(&snap, &p);
-    assert_eq!(r.rejected[0].plugin, F::NodeResourcesFit);
-    assert_eq!(
-        r.diagnosis.message(),
-        "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory, 1 Insufficient nvidia.com/gpu, 1 Too many pods. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
-    );
-    // A pod without requests is checked for the pod count only.
-    let empty = snapshot(vec![n]);
-    assert_eq!(rank(&empty, &pod("q", 0, 0)).feasible_count, 1);
-    // Extended resources the node lacks are insufficient.
-    let mut q = pod("q", 0, 0);
-    q.requests.set(&ResourceName::Scalar(Arc::from("example.com/fpga")), 1);
-    assert_eq!(
-        rank(&empty, &q).diagnosis.message(),
-        "0/1 nodes are available: 1 Insufficient example.com/fpga. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
-    );
-}
-
-#[test]
 fn a_node_fails_at_the_first_rejecting_filter_only() {
     // Cordoned AND too small: kube-scheduler stops at NodeUnschedulable, so only that reason counts.
     let mut n = node("n", 100, 100);
@@ -164,69 +135,6 @@ fn a_node_fails_at_the_first_rejecting_filter_only() {
 }
 
 // ---- Scores ----
-
-#[test]
-fn least_allocated_matches_kube_scheduler() {
-    // least_allocated_test.go, "nothing scheduled, resources requested, differently sized nodes".
-    let snap = snapshot(vec![node("node1", 4000, 10000), node("node2", 6000, 10000)]);
-    let p = pod("p", 3000, 5000);
-    let prof = only(S::NodeResourcesFit, ScoringStrategy::LeastAllocated);
-    assert_eq!(scores(&prof, &snap, &p), [("node1".into(), 37), ("node2".into(), 50)]);
-}
-
-#[test]
-fn most_allocated_matches_kube_scheduler() {
-    // most_allocated_test.go, "nothing scheduled, resources requested, differently sized nodes".
-    let snap = snapshot(vec![node("node1", 4000, 10000), node("node2", 6000, 10000)]);
-    let p = pod("p", 3000, 5000);
-    let prof = only(S::NodeResourcesFit, ScoringStrategy::MostAllocated);
-    assert_eq!(scores(&prof, &snap, &p), [("node1".into(), 62), ("node2".into(), 50)]);
-}
-
-#[test]
-fn requested_to_capacity_ratio_matches_kube_scheduler() {
-    // requested_to_capacity_ratio_test.go: shape (0,10),(100,0), same pods and nodes: 38 and 50.
-    let snap = snapshot(vec![node("node1", 4000, 10000), node("node2", 6000, 10000)]);
-    let p = pod("p", 3000, 5000);
-    let shape = vec![
-        ShapePoint {
-            utilization: 0,
-            score: 10,
-        },
-        ShapePoint {
-            utilization: 100,
-            score: 0,
-        },
-    ];
-    let prof = only(S::NodeResourcesFit, ScoringStrategy::RequestedToCapacityRatio { shape });
-    assert_eq!(scores(&prof, &snap, &p), [("node1".into(), 38), ("node2".into(), 50)]);
-}
-
-#[test]
-fn fit_scoring_counts_missing_requests_as_defaults() {
-    // A pod with no requests scores as 100m cpu / 200Mi memory (kube-scheduler's non-zero defaults).
-    let snap = snapshot(vec![node("n", 1000, 1000 * 1024 * 1024)]);
-    let mut p = pod("p", 0, 0);
-    p.non_zero_requests = Resources {
-        milli_cpu: 100,
-        memory: 200 * 1024 * 1024,
-        ..Default::default()
-    };
-    let prof = only(S::NodeResourcesFit, ScoringStrategy::LeastAllocated);
-    // cpu (1000-100)*100/1000 = 90, memory (1000-200)*100/1000 = 80 → 85.
-    assert_eq!(scores(&prof, &snap, &p), [("n".into(), 85)]);
-}
-
-#[test]
-fn balanced_allocation_matches_kube_scheduler() {
-    // balanced_allocation_test.go: cpu fraction 3000/4000 = 0.75, memory 5000/10000 = 0.5,
-    // std = |0.75 - 0.5| / 2 = 0.125 → (1 - 0.125) × 100 = 87.
-    let snap = snapshot(vec![node("n", 4000, 10000)]);
-    let prof = only(S::NodeResourcesBalancedAllocation, ScoringStrategy::LeastAllocated);
-    assert_eq!(scores(&prof, &snap, &pod("p", 3000, 5000)), [("n".into(), 87)]);
-    // Best-effort pods skip the plugin (kubernetes#129138).
-    assert_eq!(scores(&prof, &snap, &pod("q", 0, 0)), [("n".into(), 0)]);
-}
 
 #[test]
 fn a_batch_places_each_pod_by_its_own_images() {
@@ -1159,8 +1067,8 @@ proptest! {
         match plain_resource_scores(&h, reqs, reqs, most) {
             Some((cpu, memory, balanced)) => {
                 prop_assert!(alloc_cpu < 1 << 46 && alloc_memory < 1 << 46);
-                prop_assert_eq!(weigh_fit(cpu, memory, weights), fit_score_cpu_memory(&profile, weights, &reqs, &h));
-                prop_assert_eq!(balanced, balanced_score_cpu_memory(&reqs, &h));
+                prop_assert_eq!(fit::weigh(cpu, memory, weights), fit::score_cpu_memory(&profile.policy.scoring_strategy, weights, &reqs, &h));
+                prop_assert_eq!(balanced, balanced_allocation::score_cpu_memory(&reqs, &h));
             }
             None => prop_assert!(alloc_cpu >= 1 << 46 || alloc_memory >= 1 << 46),
         }
@@ -1466,7 +1374,7 @@ proptest! {
         for j in 0..BLOCK {
             let (c, m, b, i) = scores[j];
             let part = NodeScores {
-                fit: weigh_fit(i64::from(c), i64::from(m), fit_weights),
+                fit: fit::weigh(i64::from(c), i64::from(m), fit_weights),
                 balanced: i64::from(b),
                 image: i64::from(i),
             }

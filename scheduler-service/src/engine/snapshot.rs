@@ -291,6 +291,19 @@ pub struct NodeEntry {
     pub usage: NodeUsage,
 }
 
+/// The node as one evaluation sees it: its hot fields, and the entry and detailed usage for the
+/// rare checks that need them (host ports, extended resources, a pinned node name).
+pub struct NodeView<'n> {
+    /// The node's index in the snapshot.
+    pub index: usize,
+    /// Its hot fields (with the batch's placements so far).
+    pub hot: &'n NodeHot,
+    /// Its entry: the node itself, its class, its images.
+    pub entry: &'n NodeEntry,
+    /// The usage of its pods (with the batch's placements so far).
+    pub usage: &'n NodeUsage,
+}
+
 /// Why a snapshot or delta cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SnapshotError {

@@ -2,13 +2,15 @@
 //! its filter, its reason strings, its raw score and its normalization, as kube-scheduler has them.
 //!
 //! The scheduling cycle ([`super::framework`]) and its fast paths call these functions; this
-//! module holds what they share and imports none of them.
+//! module holds what they share ([`MAX_NODE_SCORE`], [`scaled`]) and imports none of them; a node
+//! reaches them as a [`crate::engine::snapshot::NodeView`].
 
 pub mod image_locality;
 pub mod node_affinity;
 pub mod node_name;
 pub mod node_ports;
 pub mod node_unschedulable;
+pub mod noderesources;
 pub mod taint_toleration;
 #[cfg(test)]
 pub(crate) mod testing;
