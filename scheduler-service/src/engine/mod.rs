@@ -1,4 +1,5 @@
-//! The scheduling engine: plain Rust with no I/O, so it can be tested and benchmarked alone.
+//! The scheduling engine: plain Rust with no I/O, so it can be tested and benchmarked alone
+//! (`docs/engine.md` maps its files to kube-scheduler's).
 //!
 //! - [`quantity`] and [`resources`]: Kubernetes quantities and effective requests.
 //! - [`model`]: validated pods and nodes, and the matching rules on them.
@@ -8,9 +9,13 @@
 //!   kube-scheduler's `KubeSchedulerConfiguration`) mapped to policies.
 //! - [`rules`]: CEL filter and score rules in policies.
 //! - [`interpod`], [`spread`] and [`topology`]: InterPodAffinity and PodTopologySpread.
-//! - [`framework`]: filter, score, normalize and pick, as kube-scheduler does; `class_cache`: a
-//!   pod's static predicates per node class, kept per snapshot lineage; [`class_labels`]: the node
-//!   classes' labels by column, so selectors are matched once per distinct value.
+//! - `cycle`: the scheduling cycle, Rank one pod or Schedule a batch (kube-scheduler's
+//!   `schedule_one.go`); [`framework`]: profiles, a pod's plan, the filters run on a node, scores
+//!   weighed and normalized, reasons; [`plugins`]: one module per kube-scheduler plugin (filter,
+//!   reasons, score, normalization).
+//! - `class_cache`: a pod's static predicates per node class, kept per snapshot lineage;
+//!   [`class_labels`]: the node classes' labels by column, so selectors are matched once per
+//!   distinct value.
 //! - [`preemption`]: kube-scheduler's DefaultPreemption: victims, PodDisruptionBudgets ([`pdb`]), the node.
 //! - [`gang`]: gangs placed all together or not at all within a batch.
 //! - [`volumes`]: claims, volumes, storage classes and CSI attach limits for the volume filters.
