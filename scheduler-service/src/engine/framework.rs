@@ -16,10 +16,13 @@ use super::class_labels::ClassLabels;
 use super::columns::{BlockScores, HotColumns, ImageAsk, Kernel, PartWeights, PodAsk, BLOCK};
 use super::extender::ExtenderHook;
 use super::image_sums::ImageSums;
-use super::interpod::{self, InterPodFilter};
 use super::model::{NodeSpec, PodSpec, Toleration};
 use super::plugins::image_locality::{self, ImageScale, MIN_IMAGE_THRESHOLD};
+use super::plugins::interpodaffinity::filtering::{self as interpod_filtering, InterPodFilter};
+use super::plugins::interpodaffinity::scoring as interpod_scoring;
 use super::plugins::noderesources::{balanced_allocation, fit};
+use super::plugins::podtopologyspread::filtering::{self as spread_filtering, SpreadFilter};
+use super::plugins::podtopologyspread::scoring::{self as spread_scoring, SpreadScore};
 use super::plugins::{node_affinity, node_name, node_ports, node_unschedulable, taint_toleration};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
 use super::resources::ResourceName;
@@ -29,7 +32,6 @@ use super::snapshot::{
     image_hash, port_key, port_mask, BoundPod, NodeEntry, NodeHot, NodeUsage, NodeView, PortKeys, Snapshot,
     NODE_UNIQUE_LABELS,
 };
-use super::spread::{self, SpreadFilter, SpreadScore};
 use super::topology::{DomainCounts, Existing, Placed};
 
 pub use super::plugins::MAX_NODE_SCORE;
@@ -52,9 +54,9 @@ pub enum Reason {
     /// NodeResourcesFit: not enough of a resource.
     Insufficient(ResourceName),
     /// PodTopologySpread: a DoNotSchedule constraint.
-    TopologySpread(spread::Violation),
+    TopologySpread(spread_filtering::Violation),
     /// InterPodAffinity: required affinity or anti-affinity.
-    InterPodAffinity(interpod::Violation),
+    InterPodAffinity(interpod_filtering::Violation),
     /// A policy's CEL rule: the filter rule's reason, or what went wrong evaluating a rule.
     Rule(Arc<str>),
     /// VolumeRestrictions, NodeVolumeLimits, VolumeBinding or VolumeZone.
@@ -76,12 +78,20 @@ impl fmt::Display for Reason {
             Self::NodePortsConflict => f.write_str(node_ports::ERR_REASON),
             Self::TooManyPods => f.write_str(fit::ERR_REASON_TOO_MANY_PODS),
             Self::Insufficient(r) => write!(f, "{} {r}", fit::ERR_REASON_INSUFFICIENT),
-            Self::TopologySpread(spread::Violation::MissingLabel) => f.write_str(spread::MISSING_LABEL_REASON),
-            Self::TopologySpread(spread::Violation::Skew) => f.write_str(spread::CONSTRAINTS_REASON),
-            Self::InterPodAffinity(interpod::Violation::Affinity) => f.write_str(interpod::AFFINITY_REASON),
-            Self::InterPodAffinity(interpod::Violation::AntiAffinity) => f.write_str(interpod::ANTI_AFFINITY_REASON),
-            Self::InterPodAffinity(interpod::Violation::ExistingAntiAffinity) => {
-                f.write_str(interpod::EXISTING_ANTI_AFFINITY_REASON)
+            Self::TopologySpread(spread_filtering::Violation::MissingLabel) => {
+                f.write_str(spread_filtering::MISSING_LABEL_REASON)
+            }
+            Self::TopologySpread(spread_filtering::Violation::Skew) => {
+                f.write_str(spread_filtering::CONSTRAINTS_REASON)
+            }
+            Self::InterPodAffinity(interpod_filtering::Violation::Affinity) => {
+                f.write_str(interpod_filtering::AFFINITY_REASON)
+            }
+            Self::InterPodAffinity(interpod_filtering::Violation::AntiAffinity) => {
+                f.write_str(interpod_filtering::ANTI_AFFINITY_REASON)
+            }
+            Self::InterPodAffinity(interpod_filtering::Violation::ExistingAntiAffinity) => {
+                f.write_str(interpod_filtering::EXISTING_ANTI_AFFINITY_REASON)
             }
             Self::Rule(reason) | Self::Extender(reason) => f.write_str(reason),
             Self::Volume(v) => v.fmt(f),
@@ -115,8 +125,8 @@ pub(super) fn resolvable(
         // PodTopologySpread's skew and InterPodAffinity's anti-affinity rules may clear when pods
         // go (kube-scheduler's Unschedulable); a missing topology label and the pod's own
         // affinity may not (UnschedulableAndUnresolvable).
-        (FilterPlugin::PodTopologySpread, Reason::TopologySpread(v)) => *v == super::spread::Violation::Skew,
-        (FilterPlugin::InterPodAffinity, Reason::InterPodAffinity(v)) => *v != super::interpod::Violation::Affinity,
+        (FilterPlugin::PodTopologySpread, Reason::TopologySpread(v)) => *v == spread_filtering::Violation::Skew,
+        (FilterPlugin::InterPodAffinity, Reason::InterPodAffinity(v)) => *v != interpod_filtering::Violation::Affinity,
         // Evicting the node's pods frees their disks, attach slots and ReadWriteOncePod claims
         // (kube-scheduler's Unschedulable: the dry run clears a ReadWriteOncePod conflict when
         // every other user of the claim is a victim on the node); VolumeBinding's and
@@ -581,7 +591,7 @@ impl TopoState {
                 None
             },
             interpod_score: if scored(ScorePlugin::InterPodAffinity) {
-                interpod::score_state(&existing, pod, &policy.inter_pod_affinity)
+                interpod_scoring::score_state(&existing, pod, &policy.inter_pod_affinity)
             } else {
                 None
             },
@@ -3706,8 +3716,12 @@ impl<'a> Evaluator<'a> {
         match plugin {
             ScorePlugin::NodeAffinity => node_affinity::normalize(raw, max),
             ScorePlugin::TaintToleration => taint_toleration::normalize(raw, max),
-            ScorePlugin::InterPodAffinity if self.topo_active.0 => interpod::normalize(raw, self.norm_min[slot], max),
-            ScorePlugin::PodTopologySpread if self.topo_active.1 => spread::normalize(raw, self.norm_min[slot], max),
+            ScorePlugin::InterPodAffinity if self.topo_active.0 => {
+                interpod_scoring::normalize(raw, self.norm_min[slot], max)
+            }
+            ScorePlugin::PodTopologySpread if self.topo_active.1 => {
+                spread_scoring::normalize(raw, self.norm_min[slot], max)
+            }
             // PreScore skipped: the plugin gives every node 0.
             ScorePlugin::PodTopologySpread => 0,
             _ => raw,
@@ -3767,7 +3781,7 @@ impl<'a> Evaluator<'a> {
                             max[slot] = max[slot].max(r);
                             min[slot] = min[slot].min(r);
                         }
-                        Need::Spread if r != spread::IGNORED => {
+                        Need::Spread if r != spread_scoring::IGNORED => {
                             max[slot] = max[slot].max(r);
                             min[slot] = min[slot].min(r);
                         }

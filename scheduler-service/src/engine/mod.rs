@@ -8,7 +8,8 @@
 //! - [`policy`]: which plugins run with which weights; [`policy_config`]: policy files (ours and
 //!   kube-scheduler's `KubeSchedulerConfiguration`) mapped to policies.
 //! - [`rules`]: CEL filter and score rules in policies.
-//! - [`interpod`], [`spread`] and [`topology`]: InterPodAffinity and PodTopologySpread.
+//! - [`topology`]: the domains and pod counts InterPodAffinity and PodTopologySpread
+//!   (`plugins::interpodaffinity`, `plugins::podtopologyspread`) read.
 //! - `cycle`: the scheduling cycle, Rank one pod or Schedule a batch (kube-scheduler's
 //!   `schedule_one.go`); [`framework`]: profiles, a pod's plan, the filters run on a node, scores
 //!   weighed and normalized, reasons; [`plugins`]: one module per kube-scheduler plugin (filter,
@@ -31,7 +32,6 @@ pub mod framework;
 pub mod gang;
 pub mod hot;
 mod image_sums;
-pub mod interpod;
 pub mod model;
 pub mod pdb;
 pub mod plugins;
@@ -43,7 +43,6 @@ pub mod resources;
 mod rule_columns;
 pub mod rules;
 pub mod snapshot;
-pub mod spread;
 pub mod topology;
 pub mod volumes;
 

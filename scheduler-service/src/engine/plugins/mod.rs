@@ -6,11 +6,13 @@
 //! reaches them as a [`crate::engine::snapshot::NodeView`].
 
 pub mod image_locality;
+pub mod interpodaffinity;
 pub mod node_affinity;
 pub mod node_name;
 pub mod node_ports;
 pub mod node_unschedulable;
 pub mod noderesources;
+pub mod podtopologyspread;
 pub mod taint_toleration;
 #[cfg(test)]
 pub(crate) mod testing;

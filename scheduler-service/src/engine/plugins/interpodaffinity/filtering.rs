@@ -1,15 +1,10 @@
-//! InterPodAffinity as kube-scheduler 1.34 implements it
-//! (`pkg/scheduler/framework/plugins/interpodaffinity`).
-//!
-//! Filter: the incoming pod's required affinity (with the rule that lets the first pod of a group
-//! that matches its own terms land when no pod matches them yet), its required anti-affinity, and
-//! the required anti-affinity of existing pods against it. Score: the incoming pod's preferred
-//! terms, existing pods' required affinity terms (hardPodAffinityWeight) and preferred terms,
-//! summed per topology domain, then min-max normalized.
+//! InterPodAffinity's PreFilter and Filter (kube-scheduler's `interpodaffinity/filtering.go`):
+//! the incoming pod's required affinity and anti-affinity, and existing pods' required
+//! anti-affinity against it, with the reasons a node is rejected for.
 
-use super::model::{Labels, PodAffinityTerm, PodSpec};
-use super::policy::InterPodAffinityArgs;
-use super::topology::{DomainCounts, Existing, PodRef};
+use super::{namespace_labels, own_term_matches, their_term_matches};
+use crate::engine::model::PodSpec;
+use crate::engine::topology::{DomainCounts, Existing, PodRef};
 
 /// kube-scheduler's `ErrReasonAffinityRulesNotMatch`.
 pub const AFFINITY_REASON: &str = "node(s) didn't match pod affinity rules";
@@ -27,31 +22,6 @@ pub enum Violation {
     AntiAffinity,
     /// An existing pod's required anti-affinity.
     ExistingAntiAffinity,
-}
-
-static NO_LABELS: std::sync::LazyLock<Labels> = std::sync::LazyLock::new(Labels::new);
-
-/// Whether an incoming pod's term matches an existing pod. The term's namespace selector is
-/// resolved against the namespaces the snapshot knows (kube-scheduler merges it into the
-/// namespace list from its namespace informer).
-fn own_term_matches(existing: &Existing<'_>, owner: &PodSpec, term: &PodAffinityTerm, other: &PodRef<'_>) -> bool {
-    term.matches(
-        &owner.namespace,
-        other.namespace,
-        other.labels,
-        existing.snapshot.namespace_labels(other.namespace),
-    )
-}
-
-/// Whether an existing pod's term matches the incoming pod, whose namespace has `ns_labels`.
-fn their_term_matches(term: &PodAffinityTerm, owner: &PodRef<'_>, pod: &PodSpec, ns_labels: &Labels) -> bool {
-    term.matches(owner.namespace, &pod.namespace, &pod.labels, Some(ns_labels))
-}
-
-/// The incoming pod's namespace labels, empty when unknown (kube-scheduler's
-/// `GetNamespaceLabelsSnapshot`).
-fn namespace_labels<'a>(existing: &Existing<'a>, pod: &PodSpec) -> &'a Labels {
-    existing.snapshot.namespace_labels(&pod.namespace).unwrap_or(&NO_LABELS)
 }
 
 /// InterPodAffinity's PreFilter state for one pod.
@@ -189,67 +159,5 @@ impl InterPodFilter {
             return Some(Violation::ExistingAntiAffinity);
         }
         None
-    }
-}
-
-/// InterPodAffinity's PreScore: the score of each topology pair; `None` when every node scores 0.
-pub fn score_state(existing: &Existing<'_>, pod: &PodSpec, args: &InterPodAffinityArgs) -> Option<DomainCounts> {
-    let snapshot = existing.snapshot;
-    let has_constraints = !pod.pod_affinity.preferred.is_empty() || !pod.pod_anti_affinity.preferred.is_empty();
-    if args.ignore_preferred_terms_of_existing_pods && !has_constraints {
-        return None;
-    }
-    if !has_constraints && !existing.any_affinity() {
-        return None;
-    }
-    let mut scores = DomainCounts::default();
-    // The incoming pod's preferred terms against every existing pod.
-    for (terms, sign) in [(&pod.pod_affinity.preferred, 1), (&pod.pod_anti_affinity.preferred, -1)] {
-        for wt in terms {
-            let slot = scores.slot(snapshot, &wt.term.topology_key);
-            existing.matching(wt.term.selector.as_ref(), |other| {
-                if own_term_matches(existing, pod, &wt.term, &other) {
-                    scores.add(slot, other.node, sign * wt.weight);
-                }
-            });
-        }
-    }
-    // Existing pods' terms against the incoming pod.
-    let ns_labels = namespace_labels(existing, pod);
-    let hard = args.hard_pod_affinity_weight;
-    existing.with_affinity(|other| {
-        let mut add = |term: &PodAffinityTerm, weight: i64| {
-            if weight != 0 && their_term_matches(term, &other, pod, ns_labels) {
-                let slot = scores.slot(snapshot, &term.topology_key);
-                scores.add(slot, other.node, weight);
-            }
-        };
-        if let Some(a) = other.affinity {
-            if hard > 0 {
-                for t in &a.required {
-                    add(t, hard);
-                }
-            }
-            for wt in &a.preferred {
-                add(&wt.term, wt.weight);
-            }
-        }
-        if let Some(a) = other.anti_affinity {
-            for wt in &a.preferred {
-                add(&wt.term, -wt.weight);
-            }
-        }
-    });
-    (!scores.all_zero()).then_some(scores)
-}
-
-/// NormalizeScore: `100 × (score − min) / (max − min)` in floating point, truncated; all 0 when
-/// every score is equal.
-pub fn normalize(raw: i64, min: i64, max: i64) -> i64 {
-    let diff = max - min;
-    if diff > 0 {
-        (super::plugins::MAX_NODE_SCORE as f64 * ((raw - min) as f64 / diff as f64)) as i64
-    } else {
-        0
     }
 }
