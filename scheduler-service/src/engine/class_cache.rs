@@ -26,12 +26,24 @@ pub(super) struct StaticEval {
     pub(super) rejected: bool,
 }
 
+/// Which of the filters that decide by a node's class alone a profile runs: they decide
+/// [`StaticEval::rejected`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub(super) struct StaticFilters {
+    /// NodeUnschedulable runs.
+    pub(super) node_unschedulable: bool,
+    /// TaintToleration runs.
+    pub(super) taint_toleration: bool,
+    /// NodeAffinity runs.
+    pub(super) node_affinity: bool,
+}
+
 /// What a pod's static predicates depend on: its node selection and its tolerations.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) struct StaticKey {
     /// The profile's static filters (`Profile::static_filters`), which [`StaticEval::rejected`]
     /// depends on.
-    static_filters: (bool, bool, bool),
+    static_filters: StaticFilters,
     node_selector: Vec<(String, String)>,
     required_affinity: Option<Vec<SelectorTerm>>,
     preferred_affinity: Vec<PreferredTerm>,
@@ -39,7 +51,7 @@ pub(super) struct StaticKey {
 }
 
 impl StaticKey {
-    pub(super) fn hash_of(pod: &PodSpec, static_filters: (bool, bool, bool)) -> u64 {
+    pub(super) fn hash_of(pod: &PodSpec, static_filters: StaticFilters) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = xxhash_rust::xxh3::Xxh3::new();
         static_filters.hash(&mut h);
@@ -50,7 +62,7 @@ impl StaticKey {
         h.finish()
     }
 
-    pub(super) fn is_of(&self, pod: &PodSpec, static_filters: (bool, bool, bool)) -> bool {
+    pub(super) fn is_of(&self, pod: &PodSpec, static_filters: StaticFilters) -> bool {
         self.static_filters == static_filters
             && self.node_selector == pod.node_selector
             && self.required_affinity == pod.required_affinity
@@ -84,7 +96,7 @@ impl StaticKey {
                 .sum::<usize>()
     }
 
-    pub(super) fn of(pod: &PodSpec, static_filters: (bool, bool, bool)) -> Self {
+    pub(super) fn of(pod: &PodSpec, static_filters: StaticFilters) -> Self {
         Self {
             static_filters,
             node_selector: pod.node_selector.clone(),
@@ -184,7 +196,11 @@ mod tests {
     #[test]
     fn a_full_static_cache_evicts_its_oldest_entry() {
         let key = |i: usize| StaticKey {
-            static_filters: (true, true, true),
+            static_filters: StaticFilters {
+                node_unschedulable: true,
+                taint_toleration: true,
+                node_affinity: true,
+            },
             node_selector: vec![(format!("k{i}"), "v".into())],
             required_affinity: None,
             preferred_affinity: Vec::new(),

@@ -7,9 +7,9 @@
 //! and the fast paths that give the same answers with less work.
 
 use super::framework::{
-    best_candidate, keep_top_k, same_constraints, BatchUsage, Candidate, ClassReplay, Deadline, Decision, Diagnosis,
-    EvalError, Evaluator, FlagBuffer, PodPlan, RankedNode, Ranking, Reason, Rejections, TopoState, TotalsBuffer,
-    MAX_SCORES,
+    best_candidate, keep_top_k, same_constraints, BatchUsage, Candidate, ClassReplay, Deadline, DeadlinePassed,
+    Decision, Diagnosis, EvalError, Evaluator, FlagBuffer, PodPlan, RankedNode, Ranking, Reason, Rejections, TopoState,
+    TotalsBuffer, MAX_SCORES,
 };
 use super::model::PodSpec;
 use super::topology::Placed;
@@ -30,9 +30,13 @@ impl Evaluator<'_> {
             // The plain pass scores; the nodes it left out are filtered again for their reasons,
             // unless nothing would show them (no list wanted and some node feasible).
             if top_k > 0 {
-                totals = Some(self.evaluate_totals(&plan, &usage, deadline).map_err(|()| timeout())?);
+                totals = Some(
+                    self.evaluate_totals(&plan, &usage, deadline)
+                        .map_err(|DeadlinePassed| timeout())?,
+                );
             } else {
-                self.evaluate_plain(&plan, &usage, deadline).map_err(|()| timeout())?;
+                self.evaluate_plain(&plan, &usage, deadline)
+                    .map_err(|DeadlinePassed| timeout())?;
             }
             let none_feasible = totals.as_ref().map_or(self.candidates.is_empty(), |t| t.is_empty());
             if none_feasible || self.rejected_limit != Some(0) {
@@ -54,7 +58,7 @@ impl Evaluator<'_> {
             }
         } else {
             self.evaluate(&plan, &usage, &Placed::default(), deadline, Some(&mut rejections))
-                .map_err(|()| timeout())?;
+                .map_err(|DeadlinePassed| timeout())?;
         }
         let feasible_count = totals.as_ref().map_or(self.candidates.len(), |t| t.len());
         let nodes = self.snapshot.nodes();
@@ -188,7 +192,7 @@ impl Evaluator<'_> {
                         // Inter-pod terms and spreading see every placement: evaluate afresh,
                         // keeping the per-class static predicates.
                         self.evaluate_quiet(current, &usage, &placed, deadline)
-                            .map_err(|()| timeout.clone())?;
+                            .map_err(|DeadlinePassed| timeout.clone())?;
                         changed = None;
                     } else if let Some(x) = changed.take() {
                         self.update_placed(current, &usage, x);
@@ -209,13 +213,13 @@ impl Evaluator<'_> {
                     quick = self
                         .evaluate_best(&fresh, &usage, deadline)
                         .transpose()
-                        .map_err(|()| timeout.clone())?;
+                        .map_err(|DeadlinePassed| timeout.clone())?;
                 }
                 // Most pods fit somewhere, so reasons are only gathered (in a second pass, from
                 // the same usage) for a pod that fits nowhere.
                 if quick.is_none() {
                     self.evaluate_quiet(&fresh, &usage, &placed, deadline)
-                        .map_err(|()| timeout.clone())?;
+                        .map_err(|DeadlinePassed| timeout.clone())?;
                 }
                 reusable = quick.is_none();
                 plan = Some((done, fresh));
@@ -260,7 +264,7 @@ impl Evaluator<'_> {
             if feasible == 0 {
                 let mut rejections = Rejections::new(self.snapshot.nodes(), pod, Some(0));
                 self.evaluate(plan, &usage, &placed, deadline, Some(&mut rejections))
-                    .map_err(|()| timeout)?;
+                    .map_err(|DeadlinePassed| timeout)?;
                 if let Some(o) = outcome.take() {
                     // Every node the filters kept, the extenders turned down: with their message
                     // (resolvable or not, as they said), or silently (unresolvable, as a node with

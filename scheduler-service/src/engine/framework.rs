@@ -11,7 +11,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::class_cache::{StaticEval, StaticKey};
+use super::class_cache::{StaticEval, StaticFilters, StaticKey};
 use super::class_labels::ClassLabels;
 use super::columns::{BlockScores, HotColumns, ImageAsk, Kernel, PartWeights, PodAsk, BLOCK};
 use super::extender::ExtenderHook;
@@ -238,6 +238,20 @@ pub enum EvalError {
     },
 }
 
+/// Which topology score plugins scored the current pod (PreScore not skipped); the others give
+/// every node 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct TopoActive {
+    /// InterPodAffinity scored.
+    interpod: bool,
+    /// PodTopologySpread scored.
+    spread: bool,
+}
+
+/// Work stopped early: the call's deadline passed, or the call ended ([`Deadline::passed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct DeadlinePassed;
+
 /// When to stop working: a caller's deadline, checked between pods and every few hundred nodes, or
 /// the end of the call the work belongs to ([`super::cancel`]).
 #[derive(Debug, Clone, Copy, Default)]
@@ -283,7 +297,7 @@ pub struct Profile {
     slot_of: PlainSlots,
     /// Whether the filters reading node classes (cordon, taints, node affinity) are enabled, in
     /// that order.
-    static_filters: (bool, bool, bool),
+    static_filters: StaticFilters,
     /// Which volume filters are enabled.
     volume_filters: super::volumes::VolumeFilters,
     /// The policy's CEL rules, compiled; `None` without rules (the plain pass stays open), or
@@ -336,11 +350,11 @@ impl Profile {
             taints: slot(ScorePlugin::TaintToleration),
         };
         let has = |f: FilterPlugin| policy.filters.contains(&f);
-        let static_filters = (
-            has(FilterPlugin::NodeUnschedulable),
-            has(FilterPlugin::TaintToleration),
-            has(FilterPlugin::NodeAffinity),
-        );
+        let static_filters = StaticFilters {
+            node_unschedulable: has(FilterPlugin::NodeUnschedulable),
+            taint_toleration: has(FilterPlugin::TaintToleration),
+            node_affinity: has(FilterPlugin::NodeAffinity),
+        };
         let rules = (!policy.rules.is_empty()).then(|| {
             policy
                 .rules
@@ -480,7 +494,7 @@ pub(super) struct PodPlan<'a> {
     /// A volume plugin's PreFilter rejected the pod: its message.
     volume_error: Option<Arc<str>>,
     /// The profile's [`Profile::static_filters`].
-    static_filters: (bool, bool, bool),
+    static_filters: StaticFilters,
     /// InterPodAffinity's and PodTopologySpread's state; `None` when neither has work.
     pub(super) topo: Option<Box<TopoState>>,
     /// The pod as the policy's CEL rules read it; `None` when the policy has none.
@@ -895,7 +909,11 @@ impl<'a> PodPlan<'a> {
     fn static_eval_with(&self, node: &NodeSpec, mismatched: bool, affinity_weight: i64) -> StaticEval {
         let cordoned = node_unschedulable::rejects(node, self.tolerates_unschedulable);
         let untolerated = taint_toleration::untolerated(&self.pod.tolerations, &node.taints);
-        let (f_cordon, f_taints, f_affinity) = self.static_filters;
+        let StaticFilters {
+            node_unschedulable: f_cordon,
+            taint_toleration: f_taints,
+            node_affinity: f_affinity,
+        } = self.static_filters;
         StaticEval {
             cordoned,
             untolerated,
@@ -1979,7 +1997,7 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
         bases: impl Iterator<Item = usize>,
         deadline: Deadline,
         sink: &mut S,
-    ) -> Result<(), ()> {
+    ) -> Result<(), DeadlinePassed> {
         let cols = &*self.usage.cols;
         let mut out = BlockScores::default();
         let mut bounds = [0.0; BLOCK];
@@ -2016,7 +2034,7 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
         };
         for base in bases {
             if base % 4096 == 0 && base > 0 && deadline.passed() {
-                return Err(());
+                return Err(DeadlinePassed);
             }
             let masks = if S::WHOLE_BLOCKS {
                 kernel.masks(cols, base, ask, &allowed)
@@ -2420,7 +2438,7 @@ pub struct Evaluator<'a> {
     /// The minima the last normalization used, per score slot (InterPodAffinity, PodTopologySpread).
     norm_min: [i64; MAX_SCORES],
     /// Whether InterPodAffinity and PodTopologySpread scored the current pod (PreScore not skipped).
-    topo_active: (bool, bool),
+    topo_active: TopoActive,
     /// Whether Schedule re-scores only the node that changed for a pod identical to the one before.
     pub(super) reuse: bool,
     /// Whether Schedule may take the plain pass (tests turn it off to compare with the general one).
@@ -2766,7 +2784,7 @@ impl<'a> Evaluator<'a> {
             image_sums: ImageSums::new(),
             norm_max: [0; MAX_SCORES],
             norm_min: [0; MAX_SCORES],
-            topo_active: (false, false),
+            topo_active: TopoActive::default(),
             reuse: true,
             allow_plain: true,
             class_replay: true,
@@ -2847,7 +2865,7 @@ impl<'a> Evaluator<'a> {
         placed: &Placed<'_>,
         deadline: Deadline,
         mut rejections: Option<&mut Rejections<'_>>,
-    ) -> Result<(), ()> {
+    ) -> Result<(), DeadlinePassed> {
         self.candidates.clear();
         self.image_sums(plan);
         let snapshot = self.snapshot;
@@ -2858,7 +2876,7 @@ impl<'a> Evaluator<'a> {
             // often enough that a deadline or a cancelled call stops it promptly.
             if i % 256 == 255 && deadline.passed() {
                 self.image_sums.deactivate();
-                return Err(());
+                return Err(DeadlinePassed);
             }
             let candidate = match rejections.as_deref_mut() {
                 Some(rejections) => self.filter_with_reasons(plan, usage, i, entry, &mut replay, rejections),
@@ -2923,7 +2941,7 @@ impl<'a> Evaluator<'a> {
         usage: &BatchUsage<'_>,
         placed: &Placed<'_>,
         deadline: Deadline,
-    ) -> Result<(), ()> {
+    ) -> Result<(), DeadlinePassed> {
         if self.allow_plain && plan.plain && plan.topo.is_none() {
             self.evaluate_plain(plan, usage, deadline)
         } else {
@@ -2942,7 +2960,7 @@ impl<'a> Evaluator<'a> {
         plan: &PodPlan<'_>,
         usage: &BatchUsage<'_>,
         deadline: Deadline,
-    ) -> Result<(), ()> {
+    ) -> Result<(), DeadlinePassed> {
         let slots = self.profile.slot_of;
         let mut sink = KeepAll {
             candidates: std::mem::take(&mut *self.candidates),
@@ -2989,7 +3007,7 @@ impl<'a> Evaluator<'a> {
         usage: &BatchUsage<'_>,
         deadline: Deadline,
         mut sink: S,
-    ) -> (S, Result<(), ()>) {
+    ) -> (S, Result<(), DeadlinePassed>) {
         let profile = self.profile;
         let Some(rules) = profile.rules_in_sink() else {
             let passed = self.plain_pass(plan, usage, deadline, &mut sink);
@@ -3038,7 +3056,7 @@ impl<'a> Evaluator<'a> {
         plan: &PodPlan<'_>,
         usage: &BatchUsage<'_>,
         deadline: Deadline,
-    ) -> Option<Result<BestNode, ()>> {
+    ) -> Option<Result<BestNode, DeadlinePassed>> {
         if !(self.allow_plain && plan.plain && plan.topo.is_none()) {
             return None;
         }
@@ -3053,7 +3071,7 @@ impl<'a> Evaluator<'a> {
             }
             let totals = match self.evaluate_totals(plan, usage, deadline) {
                 Ok(t) => t,
-                Err(()) => return Some(Err(())),
+                Err(DeadlinePassed) => return Some(Err(DeadlinePassed)),
             };
             let hot = &*usage.hot;
             let best = best_candidate(
@@ -3079,7 +3097,7 @@ impl<'a> Evaluator<'a> {
         usage: &BatchUsage<'_>,
         deadline: Deadline,
         rules: Option<BestRules<'_>>,
-    ) -> Result<BestNode, ()> {
+    ) -> Result<BestNode, DeadlinePassed> {
         self.candidates.clear();
         let weights = self.per_node_weights();
         let mut winners = std::mem::take(&mut self.class_best);
@@ -3107,7 +3125,7 @@ impl<'a> Evaluator<'a> {
         if passed.is_err() {
             self.class_best = winners;
             self.class_bars = bars;
-            return Err(());
+            return Err(DeadlinePassed);
         }
         let evals = &*plan.class_evals;
         let mut maxima = ClassMaxima::NONE;
@@ -3168,7 +3186,7 @@ impl<'a> Evaluator<'a> {
         usage: &BatchUsage<'_>,
         deadline: Deadline,
         cols: &RuleColumns,
-    ) -> Result<BestNode, ()> {
+    ) -> Result<BestNode, DeadlinePassed> {
         let profile = self.profile;
         let Some(rules) = profile.rules_in_sink() else {
             return self.best_of_classes(plan, usage, deadline, None);
@@ -3340,7 +3358,7 @@ impl<'a> Evaluator<'a> {
         plan: &PodPlan<'_>,
         usage: &BatchUsage<'_>,
         deadline: Deadline,
-    ) -> Result<TotalsBuffer, ()> {
+    ) -> Result<TotalsBuffer, DeadlinePassed> {
         self.candidates.clear();
         let mut totals = TotalsBuffer::take_spare();
         totals.clear();
@@ -3353,7 +3371,7 @@ impl<'a> Evaluator<'a> {
         let (sink, passed) = self.plain_pass_ruled(plan, usage, deadline, sink);
         let KeepTotals { mut totals, maxima, .. } = sink;
         if passed.is_err() {
-            return Err(());
+            return Err(DeadlinePassed);
         }
         self.set_class_extrema(!totals.is_empty(), maxima);
         // (The score rules' extrema were set by the pass: see `plain_pass_ruled`.)
@@ -3389,7 +3407,7 @@ impl<'a> Evaluator<'a> {
     /// maxima over the feasible nodes (0 when none is feasible), nothing else.
     fn set_class_extrema(&mut self, any_feasible: bool, maxima: ClassMaxima) {
         let slots = self.profile.slot_of;
-        self.topo_active = (false, false);
+        self.topo_active = TopoActive::default();
         self.norm_max = [0; MAX_SCORES];
         self.norm_min = [0; MAX_SCORES];
         if any_feasible {
@@ -3444,7 +3462,7 @@ impl<'a> Evaluator<'a> {
         usage: &BatchUsage<'_>,
         deadline: Deadline,
         sink: &mut impl PlainSink,
-    ) -> Result<(), ()> {
+    ) -> Result<(), DeadlinePassed> {
         self.image_sums(plan);
         let passed = self.plain_nodes(plan, usage, deadline, sink);
         self.image_sums.deactivate();
@@ -3460,14 +3478,14 @@ impl<'a> Evaluator<'a> {
         usage: &BatchUsage<'_>,
         deadline: Deadline,
         sink: &mut impl PlainSink,
-    ) -> Result<(), ()> {
+    ) -> Result<(), DeadlinePassed> {
         let pass = PlainNodes::new(self, plan, usage);
         if let (Some(kernel), Some(ask)) = (self.kernel, pass.ask()) {
             return pass.blocks(kernel, &ask, (0..usage.cols.len()).step_by(BLOCK), deadline, sink);
         }
         for i in 0..pass.hot.len() {
             if i % 4096 == 4095 && deadline.passed() {
-                return Err(());
+                return Err(DeadlinePassed);
             }
             pass.node(i, sink);
         }
@@ -3480,7 +3498,10 @@ impl<'a> Evaluator<'a> {
         let topo = plan.topo.as_deref();
         let interpod = topo.is_some_and(|t| t.interpod_score.is_some());
         let spread_score = topo.and_then(|t| t.spread_score.as_ref());
-        self.topo_active = (interpod, spread_score.is_some() && !self.candidates.is_empty());
+        self.topo_active = TopoActive {
+            interpod,
+            spread: spread_score.is_some() && !self.candidates.is_empty(),
+        };
         let (Some(score), Some(slot)) = (
             spread_score,
             self.profile
@@ -3716,10 +3737,10 @@ impl<'a> Evaluator<'a> {
         match plugin {
             ScorePlugin::NodeAffinity => node_affinity::normalize(raw, max),
             ScorePlugin::TaintToleration => taint_toleration::normalize(raw, max),
-            ScorePlugin::InterPodAffinity if self.topo_active.0 => {
+            ScorePlugin::InterPodAffinity if self.topo_active.interpod => {
                 interpod_scoring::normalize(raw, self.norm_min[slot], max)
             }
-            ScorePlugin::PodTopologySpread if self.topo_active.1 => {
+            ScorePlugin::PodTopologySpread if self.topo_active.spread => {
                 spread_scoring::normalize(raw, self.norm_min[slot], max)
             }
             // PreScore skipped: the plugin gives every node 0.
@@ -3732,7 +3753,7 @@ impl<'a> Evaluator<'a> {
     fn normalize_one(&self, c: &mut Candidate) {
         let mut total = 0;
         // Inactive topology plugins give every node 0.
-        let slots = if self.topo_active.0 || self.topo_active.1 {
+        let slots = if self.topo_active.interpod || self.topo_active.spread {
             &self.profile.all_slots
         } else {
             &self.profile.plain_slots
@@ -3762,8 +3783,8 @@ impl<'a> Evaluator<'a> {
         for (slot, (plugin, _)) in self.profile.score_plugins.iter().enumerate().take(MAX_SCORES) {
             need[slot] = match plugin {
                 ScorePlugin::NodeAffinity | ScorePlugin::TaintToleration => Need::Max,
-                ScorePlugin::InterPodAffinity if self.topo_active.0 => Need::MaxMin,
-                ScorePlugin::PodTopologySpread if self.topo_active.1 => Need::Spread,
+                ScorePlugin::InterPodAffinity if self.topo_active.interpod => Need::MaxMin,
+                ScorePlugin::PodTopologySpread if self.topo_active.spread => Need::Spread,
                 _ => Need::Nothing,
             };
         }
