@@ -11,11 +11,12 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::class_cache::{StaticEval, StaticFilters, StaticKey};
-use super::class_labels::ClassLabels;
-use super::columns::{BlockScores, HotColumns, ImageAsk, Kernel, PartWeights, PodAsk, BLOCK};
+use super::accel::class_cache::{StaticEval, StaticFilters, StaticKey};
+use super::accel::class_labels::ClassLabels;
+use super::accel::columns::{BlockScores, HotColumns, ImageAsk, Kernel, PartWeights, PodAsk, BLOCK};
+use super::accel::image_sums::ImageSums;
+use super::accel::rule_columns::{RuleColumns, EXACT_SCORE};
 use super::extender::ExtenderHook;
-use super::image_sums::ImageSums;
 use super::model::{NodeSpec, PodSpec, Toleration};
 use super::plugins::image_locality::{self, ImageScale, MIN_IMAGE_THRESHOLD};
 use super::plugins::interpodaffinity::filtering::{self as interpod_filtering, InterPodFilter};
@@ -26,7 +27,6 @@ use super::plugins::podtopologyspread::scoring::{self as spread_scoring, SpreadS
 use super::plugins::{node_affinity, node_name, node_ports, node_unschedulable, taint_toleration};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
 use super::resources::ResourceName;
-use super::rule_columns::{RuleColumns, EXACT_SCORE};
 use super::rules::{self as cel_rules, ClassOutcomes, CompiledRules, NodeStatic, RuleOutcome, SnapshotRules};
 use super::snapshot::{
     image_hash, port_key, port_mask, BoundPod, NodeEntry, NodeHot, NodeUsage, NodeView, PortKeys, Snapshot,
@@ -661,7 +661,7 @@ fn mix(mut z: u64) -> u64 {
 
 impl<'a> PodPlan<'a> {
     /// What `pod` needs of every node; with `cached`, per-class static predicates are reused
-    /// from (and added to) the snapshot lineage's [`super::class_cache::StaticCache`].
+    /// from (and added to) the snapshot lineage's [`super::accel::class_cache::StaticCache`].
     pub(super) fn new(
         profile: &Profile,
         snapshot: &Snapshot,

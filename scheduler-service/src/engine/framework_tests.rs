@@ -1238,10 +1238,10 @@ fn the_plain_pass_checks_host_ports_as_the_general_one() {
 }
 
 /// A cpu or memory amount for the kernel test: mostly realistic, sometimes at or past the edges of
-/// the kernel's exact range (0, just below and at [`EXACT`](crate::engine::columns::EXACT), the
+/// the kernel's exact range (0, just below and at [`EXACT`](crate::engine::accel::columns::EXACT), the
 /// extremes, negative).
 fn arb_amount() -> impl Strategy<Value = i64> {
-    use crate::engine::columns::EXACT;
+    use crate::engine::accel::columns::EXACT;
     prop_oneof![
         6 => 0i64..64_000,
         3 => 0i64..(1 << 40),
@@ -1294,7 +1294,7 @@ proptest! {
         classes in prop::collection::vec(any::<bool>(), 6),
         image in prop::option::of((1usize..5, prop::collection::vec(prop_oneof![0i64..(3 << 30), any::<i64>()], 192))),
     ) {
-        use crate::engine::columns::{BlockScores, HotColumns, ImageAsk, Kernel, PodAsk, BLOCK, EXACT};
+        use crate::engine::accel::columns::{BlockScores, HotColumns, ImageAsk, Kernel, PodAsk, BLOCK, EXACT};
         let Some(kernel) = Kernel::detect() else {
             eprintln!("skipped: this CPU has no AVX2, so the plain pass runs node by node");
             return Ok(());
@@ -1357,7 +1357,7 @@ proptest! {
         fit_weights in prop_oneof![(0i64..4).prop_map(|w| (w, w)), (0i64..100, 0i64..100)],
         weights in (0i64..100, 0i64..100, 0i64..100),
     ) {
-        use crate::engine::columns::{BlockScores, HotColumns, Kernel, PartWeights, BLOCK};
+        use crate::engine::accel::columns::{BlockScores, HotColumns, Kernel, PartWeights, BLOCK};
         let Some(kernel) = Kernel::detect() else {
             eprintln!("skipped: this CPU has no AVX2, so the plain pass runs node by node");
             return Ok(());
@@ -1388,7 +1388,7 @@ proptest! {
 /// (a node that loses its last one leaves the mask), block by block.
 #[test]
 fn scalar_node_masks_follow_the_hot_fields() {
-    use crate::engine::columns::{HotColumns, BLOCK};
+    use crate::engine::accel::columns::{HotColumns, BLOCK};
     let mut hot = vec![NodeHot::default(); BLOCK + 3];
     hot[1].has_scalars = true;
     hot[BLOCK + 2].has_scalars = true;

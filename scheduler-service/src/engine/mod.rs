@@ -4,7 +4,7 @@
 //! - [`quantity`] and [`resources`]: Kubernetes quantities and effective requests.
 //! - [`model`]: validated pods and nodes, and the matching rules on them.
 //! - [`snapshot`]: the cluster with per-node usage, copy-on-write deltas; [`hot`]: the fields of
-//!   a node every evaluation reads; [`columns`]: those by column, and the plain pass's vector kernel.
+//!   a node every evaluation reads.
 //! - [`policy`]: which plugins run with which weights; [`policy_config`]: policy files (ours and
 //!   kube-scheduler's `KubeSchedulerConfiguration`) mapped to policies.
 //! - [`rules`]: CEL filter and score rules in policies.
@@ -14,24 +14,20 @@
 //!   `schedule_one.go`); [`framework`]: profiles, a pod's plan, the filters run on a node, scores
 //!   weighed and normalized, reasons; [`plugins`]: one module per kube-scheduler plugin (filter,
 //!   reasons, score, normalization).
-//! - `class_cache`: a pod's static predicates per node class, kept per snapshot lineage;
-//!   [`class_labels`]: the node classes' labels by column, so selectors are matched once per
-//!   distinct value.
+//! - [`accel`]: the fast paths (class cache, label columns, the vector kernel, image sums, rule
+//!   columns), each giving the same answers as the plugin functions it names.
 //! - [`preemption`]: kube-scheduler's DefaultPreemption: victims, PodDisruptionBudgets ([`pdb`]), the node.
 //! - [`gang`]: gangs placed all together or not at all within a batch.
 //! - [`volumes`]: claims, volumes, storage classes and CSI attach limits for the volume filters.
 //! - [`cancel`]: stopping the work of a call that has ended.
 
+pub mod accel;
 pub mod cancel;
-mod class_cache;
-pub mod class_labels;
-pub mod columns;
 mod cycle;
 pub mod extender;
 pub mod framework;
 pub mod gang;
 pub mod hot;
-mod image_sums;
 pub mod model;
 pub mod pdb;
 pub mod plugins;
@@ -40,7 +36,6 @@ pub mod policy_config;
 pub mod preemption;
 pub mod quantity;
 pub mod resources;
-mod rule_columns;
 pub mod rules;
 pub mod snapshot;
 pub mod topology;

@@ -451,7 +451,7 @@ pub struct Snapshot {
     /// The hot fields of every node, in node order; built on first use.
     hot: std::sync::OnceLock<Vec<NodeHot>>,
     /// The same by column, for the plain pass's vector kernel; built on first use.
-    columns: std::sync::OnceLock<super::columns::HotColumns>,
+    columns: std::sync::OnceLock<super::accel::columns::HotColumns>,
     /// Namespace labels by name (for namespace selectors).
     namespaces: imbl::HashMap<Arc<str>, Arc<Labels>>,
     /// Bound pods with pod affinity or anti-affinity terms, by uid.
@@ -468,7 +468,7 @@ pub struct Snapshot {
     gang_members: std::sync::OnceLock<std::collections::HashMap<Arc<str>, u32>>,
     /// Static predicates per node class of the pods evaluated so far, shared by the snapshots
     /// derived from one full snapshot by deltas (their classes only grow).
-    static_cache: Arc<std::sync::Mutex<super::class_cache::StaticCache>>,
+    static_cache: Arc<std::sync::Mutex<super::accel::class_cache::StaticCache>>,
     /// Values derived from this snapshot for objects of the layers above (the node outcomes of a
     /// policy's rules), found by the object's address: the most recent [`MAX_KEPT`].
     kept: std::sync::Mutex<Vec<KeptEntry>>,
@@ -622,7 +622,7 @@ impl Snapshot {
         }
         snap.nodes = entries.into_iter().map(Arc::new).collect();
         snap.pods = pod_index;
-        snap.static_cache = super::class_cache::StaticCache::shared(snap.classes.len());
+        snap.static_cache = super::accel::class_cache::StaticCache::shared(snap.classes.len());
         Ok(snap)
     }
 
@@ -748,7 +748,7 @@ impl Snapshot {
             let mut cache = self.static_cache.lock().unwrap_or_else(|e| e.into_inner());
             if !cache.extend(self.classes.len(), next.classes.len()) {
                 drop(cache);
-                next.static_cache = super::class_cache::StaticCache::shared(next.classes.len());
+                next.static_cache = super::accel::class_cache::StaticCache::shared(next.classes.len());
             }
         }
         Ok(next)
@@ -936,8 +936,8 @@ impl Snapshot {
         })
     }
 
-    /// The static predicates cache of this snapshot's lineage (see [`super::class_cache::StaticCache`]).
-    pub(super) fn static_cache(&self) -> &std::sync::Mutex<super::class_cache::StaticCache> {
+    /// The static predicates cache of this snapshot's lineage (see [`super::accel::class_cache::StaticCache`]).
+    pub(super) fn static_cache(&self) -> &std::sync::Mutex<super::accel::class_cache::StaticCache> {
         &self.static_cache
     }
 
@@ -949,10 +949,10 @@ impl Snapshot {
         })
     }
 
-    /// [`Snapshot::hot`] by column (see [`super::columns`]).
-    pub fn columns(&self) -> &super::columns::HotColumns {
+    /// [`Snapshot::hot`] by column (see [`super::accel::columns`]).
+    pub fn columns(&self) -> &super::accel::columns::HotColumns {
         self.columns.get_or_init(|| {
-            let columns = super::columns::HotColumns::of(self.hot());
+            let columns = super::accel::columns::HotColumns::of(self.hot());
             self.add_derived(columns.approx_bytes());
             columns
         })

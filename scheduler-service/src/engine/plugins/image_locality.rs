@@ -4,9 +4,9 @@
 //! Mirrors kube-scheduler's `pkg/scheduler/framework/plugins/imagelocality/image_locality.go`:
 //! Score (`sumImageScores` of `scaledImageScore`, then `calculatePriority`). The plugin has no
 //! filter and no normalization. The per-node sums of scaled sizes are kept per set of images
-//! for a batch (`engine/image_sums.rs`, `size × nodes having it / all nodes` as
+//! for a batch (`engine/accel/image_sums.rs`, `size × nodes having it / all nodes` as
 //! `scaledImageScore`), and the plain pass's vector kernel maps sums to scores four at a time
-//! (`engine/columns.rs`, the same answers as [`ImageScale::score`]:
+//! (`engine/accel/columns.rs`, the same answers as [`ImageScale::score`]:
 //! `kernel_filters_and_scores_as_the_scalar_pass`).
 
 use super::{scaled, MAX_NODE_SCORE};

@@ -5,7 +5,7 @@
 //! Mirrors kube-scheduler's `pkg/scheduler/framework/plugins/noderesources/balanced_allocation.go`.
 //! The plugin has no filter and no normalization; a best-effort pod skips it (kubernetes#129138).
 //! The plain pass computes the cpu and memory case with the same operations
-//! (`plain_resource_scores` in the framework, and `engine/columns.rs`).
+//! (`plain_resource_scores` in the framework, and `engine/accel/columns.rs`).
 
 use super::super::MAX_NODE_SCORE;
 use crate::engine::hot::NodeHot;

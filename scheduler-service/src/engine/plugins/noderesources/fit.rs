@@ -6,7 +6,7 @@
 //! `fitsRequest`, and Score) with `least_allocated.go`, `most_allocated.go` and
 //! `requested_to_capacity_ratio.go`. The plugin has no normalization. The plain pass scores
 //! cpu and memory with the same arithmetic in floating point where it is exact
-//! (`plain_resource_scores` in the framework, four nodes at a time in `engine/columns.rs`):
+//! (`plain_resource_scores` in the framework, four nodes at a time in `engine/accel/columns.rs`):
 //! `kernel_filters_and_scores_as_the_scalar_pass` and the plain-pass equivalence tests compare them.
 
 use std::sync::Arc;

@@ -6,41 +6,41 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::class_labels::ClassLabels;
-use super::model::{NodeSpec, PodSpec, PreferredTerm, SelectorTerm, Toleration};
+use crate::engine::model::{NodeSpec, PodSpec, PreferredTerm, SelectorTerm, Toleration};
 
 /// The static predicates of one pod on one node (or node class): they depend on labels, taints
 /// and cordon only, never on usage.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct StaticEval {
+pub(in crate::engine) struct StaticEval {
     /// NodeUnschedulable rejects.
-    pub(super) cordoned: bool,
+    pub(in crate::engine) cordoned: bool,
     /// TaintToleration rejects.
-    pub(super) untolerated: bool,
+    pub(in crate::engine) untolerated: bool,
     /// NodeAffinity rejects.
-    pub(super) mismatched: bool,
+    pub(in crate::engine) mismatched: bool,
     /// NodeAffinity's raw score.
-    pub(super) affinity_weight: i64,
+    pub(in crate::engine) affinity_weight: i64,
     /// TaintToleration's raw score.
-    pub(super) prefer_taints: i64,
+    pub(in crate::engine) prefer_taints: i64,
     /// Some enabled filter among NodeUnschedulable, TaintToleration and NodeAffinity rejects.
-    pub(super) rejected: bool,
+    pub(in crate::engine) rejected: bool,
 }
 
 /// Which of the filters that decide by a node's class alone a profile runs: they decide
 /// [`StaticEval::rejected`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub(super) struct StaticFilters {
+pub(in crate::engine) struct StaticFilters {
     /// NodeUnschedulable runs.
-    pub(super) node_unschedulable: bool,
+    pub(in crate::engine) node_unschedulable: bool,
     /// TaintToleration runs.
-    pub(super) taint_toleration: bool,
+    pub(in crate::engine) taint_toleration: bool,
     /// NodeAffinity runs.
-    pub(super) node_affinity: bool,
+    pub(in crate::engine) node_affinity: bool,
 }
 
 /// What a pod's static predicates depend on: its node selection and its tolerations.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(super) struct StaticKey {
+pub(in crate::engine) struct StaticKey {
     /// The profile's static filters (`Profile::static_filters`), which [`StaticEval::rejected`]
     /// depends on.
     static_filters: StaticFilters,
@@ -51,7 +51,7 @@ pub(super) struct StaticKey {
 }
 
 impl StaticKey {
-    pub(super) fn hash_of(pod: &PodSpec, static_filters: StaticFilters) -> u64 {
+    pub(in crate::engine) fn hash_of(pod: &PodSpec, static_filters: StaticFilters) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = xxhash_rust::xxh3::Xxh3::new();
         static_filters.hash(&mut h);
@@ -62,7 +62,7 @@ impl StaticKey {
         h.finish()
     }
 
-    pub(super) fn is_of(&self, pod: &PodSpec, static_filters: StaticFilters) -> bool {
+    pub(in crate::engine) fn is_of(&self, pod: &PodSpec, static_filters: StaticFilters) -> bool {
         self.static_filters == static_filters
             && self.node_selector == pod.node_selector
             && self.required_affinity == pod.required_affinity
@@ -71,14 +71,14 @@ impl StaticKey {
     }
 
     /// Approximate bytes, inline and heap.
-    pub(super) fn approx_bytes(&self) -> usize {
-        use super::model::string_bytes;
-        let term = |t: &super::model::SelectorTerm| {
+    pub(in crate::engine) fn approx_bytes(&self) -> usize {
+        use crate::engine::model::string_bytes;
+        let term = |t: &crate::engine::model::SelectorTerm| {
             48 + t
                 .match_expressions
                 .iter()
                 .chain(&t.match_fields)
-                .map(super::model::Requirement::approx_bytes)
+                .map(crate::engine::model::Requirement::approx_bytes)
                 .sum::<usize>()
         };
         std::mem::size_of::<Self>()
@@ -96,7 +96,7 @@ impl StaticKey {
                 .sum::<usize>()
     }
 
-    pub(super) fn of(pod: &PodSpec, static_filters: StaticFilters) -> Self {
+    pub(in crate::engine) fn of(pod: &PodSpec, static_filters: StaticFilters) -> Self {
         Self {
             static_filters,
             node_selector: pod.node_selector.clone(),
@@ -114,7 +114,7 @@ impl StaticKey {
 /// before new classes appeared is redone for them all (through the label columns, cheaply).
 #[derive(Debug, Default)]
 pub struct StaticCache {
-    pub(super) by_hash: HashMap<u64, (StaticKey, Arc<[StaticEval]>)>,
+    pub(in crate::engine) by_hash: HashMap<u64, (StaticKey, Arc<[StaticEval]>)>,
     /// Approximate bytes of the entries.
     bytes: usize,
     /// The keys of `by_hash`, oldest first: the oldest entry goes when the cache is full.
@@ -129,10 +129,10 @@ pub struct StaticCache {
 impl StaticCache {
     /// Entries kept at most (about 9 KB each at 376 classes); the oldest goes beyond. (Starting
     /// over instead freed 4.6 MB at once, under the lock: a 1–2 ms stall on one pod's Rank.)
-    pub(super) const LIMIT: usize = 512;
+    pub(in crate::engine) const LIMIT: usize = 512;
 
     /// Adds (or replaces) an entry, evicting the oldest when the cache is full.
-    pub(super) fn insert(&mut self, hash: u64, key: StaticKey, evals: Arc<[StaticEval]>) {
+    pub(in crate::engine) fn insert(&mut self, hash: u64, key: StaticKey, evals: Arc<[StaticEval]>) {
         self.bytes += Self::entry_bytes(&key, &evals);
         match self.by_hash.insert(hash, (key, evals)) {
             Some((old_key, old_evals)) => {
@@ -154,12 +154,12 @@ impl StaticCache {
     }
 
     /// Approximate bytes held: the entries and the lineage's label columns.
-    pub(super) fn approx_bytes(&self) -> usize {
+    pub(in crate::engine) fn approx_bytes(&self) -> usize {
         self.bytes + self.labels.approx_bytes()
     }
 
     /// An empty cache, to be shared by the snapshots of a lineage whose class list has `classes` classes.
-    pub(super) fn shared(classes: usize) -> Arc<std::sync::Mutex<Self>> {
+    pub(in crate::engine) fn shared(classes: usize) -> Arc<std::sync::Mutex<Self>> {
         Arc::new(std::sync::Mutex::new(Self {
             classes,
             ..Self::default()
@@ -167,7 +167,7 @@ impl StaticCache {
     }
 
     /// The label columns of (at least) these classes of the lineage.
-    pub(super) fn labels_of(&mut self, classes: &imbl::Vector<Arc<NodeSpec>>) -> Arc<ClassLabels> {
+    pub(in crate::engine) fn labels_of(&mut self, classes: &imbl::Vector<Arc<NodeSpec>>) -> Arc<ClassLabels> {
         if self.labels.len() < classes.len() {
             let labels = Arc::make_mut(&mut self.labels);
             let from = labels.len();
@@ -178,7 +178,7 @@ impl StaticCache {
 
     /// Whether a snapshot with `from` classes, extended to `to`, continues this lineage (its
     /// classes are the latest list); if so the lineage's list is now `to` long.
-    pub(super) fn extend(&mut self, from: usize, to: usize) -> bool {
+    pub(in crate::engine) fn extend(&mut self, from: usize, to: usize) -> bool {
         let continues = self.classes == from;
         if continues {
             self.classes = to;

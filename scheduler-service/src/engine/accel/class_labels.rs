@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::model::{NodeSpec, Requirement};
+use crate::engine::model::{NodeSpec, Requirement};
 
 /// For each label key, which value each node class has: the classes' labels by column.
 #[derive(Debug, Clone, Default)]

@@ -10,7 +10,7 @@
 
 use std::cell::RefCell;
 
-use super::snapshot::ImagePostings;
+use crate::engine::snapshot::ImagePostings;
 
 /// At most this many bytes of sums are kept per evaluator (and per thread between evaluators).
 const BUDGET_BYTES: usize = 2 << 20;
@@ -38,7 +38,7 @@ thread_local! {
 
 /// The image sums of the pods one evaluator sees, cached per set of images.
 #[derive(Debug)]
-pub(super) struct ImageSums {
+pub(in crate::engine) struct ImageSums {
     /// Cached sums; an invalid entry is a buffer to reuse.
     entries: Vec<Entry>,
     /// The entry of the current pod, `None` between pods.
@@ -49,7 +49,7 @@ pub(super) struct ImageSums {
 
 impl ImageSums {
     /// No sums yet (this thread's spare buffers taken, their contents dropped as stale).
-    pub(super) fn new() -> Self {
+    pub(in crate::engine) fn new() -> Self {
         let mut sums = Self {
             entries: SPARE
                 .try_with(|s| std::mem::take(&mut *s.borrow_mut()))
@@ -62,13 +62,13 @@ impl ImageSums {
     }
 
     /// The current pod's sums (empty between pods, or when it has none).
-    pub(super) fn get(&self) -> &[i64] {
+    pub(in crate::engine) fn get(&self) -> &[i64] {
         self.active.map_or(&[], |k| &self.entries[k].sums)
     }
 
     /// Makes the sums of `images` current: from the cache, or summed from `postings` for
     /// `total_nodes` nodes into `padded` entries (zeros past the nodes).
-    pub(super) fn activate(
+    pub(in crate::engine) fn activate(
         &mut self,
         images: &[(u64, i64)],
         postings: &ImagePostings,
@@ -117,7 +117,7 @@ impl ImageSums {
     }
 
     /// No pod's sums are current.
-    pub(super) fn deactivate(&mut self) {
+    pub(in crate::engine) fn deactivate(&mut self) {
         self.active = None;
     }
 
@@ -125,7 +125,7 @@ impl ImageSums {
     /// snapshot, but they are kept for one call only (one batch, as a replica's evaluator lives
     /// for one request), so that an evaluator reused across calls, as the benches reuse one,
     /// costs what a replica's request does.
-    pub(super) fn forget(&mut self) {
+    pub(in crate::engine) fn forget(&mut self) {
         self.active = None;
         for e in &mut self.entries {
             e.valid = false;
@@ -134,7 +134,7 @@ impl ImageSums {
 
     /// How many sets of images are cached.
     #[cfg(test)]
-    pub(super) fn cached(&self) -> usize {
+    pub(in crate::engine) fn cached(&self) -> usize {
         self.entries.iter().filter(|e| e.valid).count()
     }
 }

@@ -11,7 +11,7 @@
 //! [`EXACT`]), so the scores are bit for bit the same; a node outside that range is flagged and
 //! taken node by node as before.
 
-use super::hot::{NodeHot, PortKeys};
+use crate::engine::hot::{NodeHot, PortKeys};
 
 /// Nodes per block: one bit each in a `u64`.
 pub const BLOCK: usize = 64;
@@ -521,7 +521,7 @@ mod avx2 {
     /// `(cpu · w_cpu + memory · w_memory) / (w_cpu + w_memory)` truncated (an integer quotient of
     /// at most 100 of a numerator below 2⁵³), then the weighted sum, below 2³¹.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn reaching(
+    pub(in crate::engine) unsafe fn reaching(
         cols: &HotColumns,
         base: usize,
         out: &BlockScores,
@@ -586,7 +586,7 @@ mod avx2 {
         let min = _mm256_set1_epi64x(image.min);
         let max = _mm256_set1_epi64x(image.max);
         let span = _mm256_set1_pd((image.max - image.min) as f64);
-        let hundred = _mm256_set1_pd(super::super::plugins::MAX_NODE_SCORE as f64);
+        let hundred = _mm256_set1_pd(crate::engine::plugins::MAX_NODE_SCORE as f64);
         let bias_bits = _mm256_set1_epi64x(0x4330_0000_0000_0000);
         let bias = _mm256_set1_pd(4_503_599_627_370_496.0);
         for k in (0..BLOCK).step_by(4) {
@@ -603,7 +603,7 @@ mod avx2 {
     /// See [`super::Kernel::extrema`]: each lane keeps its running least and greatest, a node
     /// outside `nodes` read as +∞ for the least and −∞ for the greatest.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn extrema(values: &[f64], base: usize, nodes: u64, extrema: &mut (f64, f64)) {
+    pub(in crate::engine) unsafe fn extrema(values: &[f64], base: usize, nodes: u64, extrema: &mut (f64, f64)) {
         let bits = _mm256_set_epi64x(8, 4, 2, 1);
         let (inf, neg_inf) = (_mm256_set1_pd(f64::INFINITY), _mm256_set1_pd(f64::NEG_INFINITY));
         let (mut least, mut greatest) = (inf, neg_inf);
@@ -624,7 +624,7 @@ mod avx2 {
     /// See [`super::Kernel::masks`].
     #[inline]
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn masks(cols: &HotColumns, base: usize, ask: &PodAsk, allowed: &[i32]) -> BlockMasks {
+    pub(in crate::engine) unsafe fn masks(cols: &HotColumns, base: usize, ask: &PodAsk, allowed: &[i32]) -> BlockMasks {
         let want_cpu = _mm256_set1_epi64x(ask.want[0]);
         let want_memory = _mm256_set1_epi64x(ask.want[1]);
         let want_ephemeral = _mm256_set1_epi64x(ask.want[2]);
@@ -668,7 +668,7 @@ mod avx2 {
 
     /// See [`super::Kernel::block`].
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn block(
+    pub(in crate::engine) unsafe fn block(
         cols: &HotColumns,
         base: usize,
         ask: &PodAsk,
@@ -685,7 +685,7 @@ mod avx2 {
         let fit_memory = _mm256_set1_pd(ask.fit[1]);
         let bal_cpu = _mm256_set1_pd(ask.balanced[0]);
         let bal_memory = _mm256_set1_pd(ask.balanced[1]);
-        let hundred = _mm256_set1_pd(super::super::plugins::MAX_NODE_SCORE as f64);
+        let hundred = _mm256_set1_pd(crate::engine::plugins::MAX_NODE_SCORE as f64);
         let one = _mm256_set1_pd(1.0);
         let sign = _mm256_set1_pd(-0.0);
         let half = _mm256_set1_pd(0.5);

@@ -1,0 +1,18 @@
+//! The fast paths: ways to reach the plugins' answers with less work, each naming the plugin
+//! function it gives the same answers as and owning the property test that compares them.
+//!
+//! - [`class_cache`]: a pod's static predicates (NodeUnschedulable, TaintToleration,
+//!   NodeAffinity) per node class, kept per snapshot lineage.
+//! - [`class_labels`]: the node classes' labels by column, so a selector is matched once per
+//!   distinct value.
+//! - [`columns`]: the nodes' hot fields by column, and the plain pass's AVX2 kernel.
+//! - [`image_sums`]: ImageLocality's per-node sums, per set of images for a batch.
+//! - [`rule_columns`]: CEL rules' per-node values by column for the kernel.
+//!
+//! The plain pass itself and its sinks are still in [`super::framework`].
+
+pub(in crate::engine) mod class_cache;
+pub mod class_labels;
+pub mod columns;
+pub(in crate::engine) mod image_sums;
+pub(in crate::engine) mod rule_columns;
