@@ -1,7 +1,10 @@
-//! The scheduling cycle: filter every node, score the feasible ones, normalize, weigh, pick.
+//! The framework the scheduling cycle ([`super::cycle`]) runs: a policy prepared as a
+//! [`Profile`], a pod's plan, the profile's filters run on a node, the scores weighed and
+//! normalized, the reasons and the diagnosis; and the plain pass, which gives the same answers for
+//! the common pod with less work (`docs/engine.md`).
 //!
-//! Each plugin follows kube-scheduler's implementation (`pkg/scheduler/framework/plugins`): the
-//! same feasibility rules, the same integer arithmetic for scores, the same normalization, and the
+//! Each plugin follows kube-scheduler's implementation, in [`super::plugins`]: the same
+//! feasibility rules, the same integer arithmetic for scores, the same normalization, and the
 //! same reason strings. A node fails at the first filter that rejects it, as in kube-scheduler's
 //! `RunFilterPlugins`, and NodeResourcesFit reports every insufficient resource.
 
