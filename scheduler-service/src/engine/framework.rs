@@ -1,4 +1,4 @@
-//! The framework the scheduling cycle ([`super::cycle`]) runs: a policy prepared as a
+//! The framework the scheduling cycle (`engine/cycle.rs`) runs: a policy prepared as a
 //! [`Profile`], a pod's plan, the profile's filters run on a node, the scores weighed and
 //! normalized, the reasons and the diagnosis; and the plain pass, which gives the same answers for
 //! the common pod with less work (`docs/engine.md`).
