@@ -369,24 +369,20 @@ impl ReplicaPool {
         z ^ (z >> 31)
     }
 
-    /// Picks a ready replica not in `tried`: the less loaded of two random choices. When every
-    /// untried replica is out, the one whose ejection ends first is used rather than none.
+    /// Picks a ready replica not in `tried`: the least loaded (calls in flight), ties broken at
+    /// random, so batches decided at once go to different replicas. When every untried replica
+    /// is out, one of them is used rather than none.
     pub fn pick(&self, tried: &[String]) -> Option<Arc<Replica>> {
         let now = Instant::now();
         let all = self.replicas.read();
         let untried: Vec<&Arc<Replica>> = all.iter().filter(|r| !tried.contains(&r.endpoint)).collect();
         let ready: Vec<&Arc<Replica>> = untried.iter().copied().filter(|r| r.ready(now)).collect();
         let pool = if ready.is_empty() { untried } else { ready };
-        match pool.len() {
-            0 => None,
-            1 => Some(Arc::clone(pool[0])),
-            n => {
-                let a = pool[(self.next_random() % n as u64) as usize];
-                let b = pool[(self.next_random() % n as u64) as usize];
-                let load = |r: &Replica| r.inflight.load(Ordering::Relaxed);
-                Some(Arc::clone(if load(b) < load(a) { b } else { a }))
-            }
-        }
+        let load = |r: &Replica| r.inflight.load(Ordering::Relaxed);
+        let least = pool.iter().map(|r| load(r)).min()?;
+        let candidates: Vec<&Arc<Replica>> = pool.into_iter().filter(|r| load(r) == least).collect();
+        let i = (self.next_random() % candidates.len() as u64) as usize;
+        Some(Arc::clone(candidates[i]))
     }
 
     /// Number of replicas not currently taken out.

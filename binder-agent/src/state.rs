@@ -95,6 +95,8 @@ pub struct ClusterState {
     log: VecDeque<(u64, Key)>,
     /// Changes at or below this version are no longer in the log.
     compacted: u64,
+    /// Partitions the nodes are labelled with ([`ClusterState::with_partitions`]).
+    partitions: u32,
 }
 
 /// Most log entries kept; a replica further behind gets a full snapshot.
@@ -104,6 +106,15 @@ impl ClusterState {
     /// An empty state.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty state whose nodes carry their partition among `partitions` in the label
+    /// [`PARTITION_LABEL`](crate::parallel::PARTITION_LABEL) (none below 2).
+    pub fn with_partitions(partitions: u32) -> Self {
+        Self {
+            partitions,
+            ..Self::default()
+        }
     }
 
     fn record(&mut self, key: Key) {
@@ -122,7 +133,12 @@ impl ClusterState {
     }
 
     /// Adds or replaces a node.
-    pub fn apply_node(&mut self, node: proto::Node) {
+    pub fn apply_node(&mut self, mut node: proto::Node) {
+        if self.partitions >= 2 {
+            let p = crate::parallel::partition_of(&node.name, self.partitions);
+            node.labels
+                .insert(crate::parallel::PARTITION_LABEL.to_string(), p.to_string());
+        }
         if self.nodes.get(&node.name) == Some(&node) {
             return;
         }
@@ -654,6 +670,22 @@ mod tests {
             node_name: node.into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn nodes_carry_their_partition_only_when_decisions_run_in_partitions() {
+        use crate::parallel::{partition_of, PARTITION_LABEL};
+        let mut s = ClusterState::with_partitions(3);
+        s.apply_node(node("a"));
+        let v = s.version();
+        // The same node again (as the watch relists it) changes nothing.
+        s.apply_node(node("a"));
+        assert_eq!(s.version(), v);
+        let label = s.nodes()["a"].labels.get(PARTITION_LABEL).cloned();
+        assert_eq!(label, Some(partition_of("a", 3).to_string()));
+        let mut plain = ClusterState::new();
+        plain.apply_node(node("a"));
+        assert!(plain.nodes()["a"].labels.is_empty());
     }
 
     #[test]
