@@ -31,7 +31,7 @@ use crate::metrics::BinderMetrics;
 use crate::model::{gang_problem, PodInfo, StorageKey, StorageObject};
 use crate::parallel::{alone_reason, Partition, Slots};
 use crate::queue::{QueueConfig, QueuedPod, SchedulingQueue};
-use crate::replicas::{EncodedPodsDelta, Replica, ReplicaPool};
+use crate::replicas::{EncodedPodsDelta, Held, Replica, ReplicaPool};
 use crate::routing::{Experiments, Route, Routing};
 use crate::state::{ClusterState, FullParts};
 
@@ -187,6 +187,31 @@ struct Shared<A> {
     slots: Mutex<Slots>,
     /// Pods a partitioned decision sent back: decided alone on the whole cluster next.
     alone: Mutex<HashSet<String>>,
+    /// The state versions full syncs in progress started from: the log is not compacted past
+    /// them.
+    full_syncs: Mutex<Vec<u64>>,
+}
+
+/// A state version a full sync in progress holds in the log; released when dropped.
+struct PinnedVersion<'a> {
+    versions: &'a Mutex<Vec<u64>>,
+    version: u64,
+}
+
+impl<'a> PinnedVersion<'a> {
+    fn new(versions: &'a Mutex<Vec<u64>>, version: u64) -> Self {
+        versions.lock().push(version);
+        Self { versions, version }
+    }
+}
+
+impl Drop for PinnedVersion<'_> {
+    fn drop(&mut self) {
+        let mut versions = self.versions.lock();
+        if let Some(i) = versions.iter().position(|v| *v == self.version) {
+            versions.swap_remove(i);
+        }
+    }
 }
 
 /// The binder: feed it events with [`Binder::handle`], drive it with [`Binder::run`].
@@ -231,6 +256,10 @@ struct Bind {
     /// waited for (its PreBind) before the Binding.
     volumes: Vec<proto::ClaimBinding>,
 }
+
+/// Longest a pod that must be decided on the whole cluster waits for others like it while
+/// decisions run in partitions.
+const ALONE_HOLD: Duration = Duration::from_millis(200);
 
 /// The node partitions of a configuration: its batches in flight, or none (0) for one at a time.
 fn partitions(config: &BinderConfig) -> u32 {
@@ -334,6 +363,7 @@ impl<A: ClusterApi> Binder<A> {
                 stopping: AtomicBool::new(false),
                 slots: Mutex::new(Slots::new(partitions)),
                 alone: Mutex::new(HashSet::new()),
+                full_syncs: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -565,6 +595,10 @@ impl<A: ClusterApi> Binder<A> {
         let mut leader = self.shared.leader.clone();
         // Once the leader's sender is gone its value is final; stop waiting for changes to it.
         let mut leader_open = true;
+        // Pods popped while decisions run in partitions that must be decided alone on the whole
+        // cluster, gathered so that partitioned decisions stop for them once per batch.
+        let mut held: Vec<QueuedPod> = Vec::new();
+        let mut held_since: Option<Instant> = None;
         loop {
             while tasks.try_join_next().is_some() {}
             let ready = self.shared.nominations.lock().take_ready();
@@ -610,6 +644,33 @@ impl<A: ClusterApi> Binder<A> {
                 }
             }
             let ready = self.shared.queue.lock().ready(Instant::now());
+            let limit = self.parallel_limit();
+            // Pods held for a decision on the whole cluster go once a batch of them gathered,
+            // nothing else is ready, the oldest waited ALONE_HOLD, or decisions are no longer
+            // partitioned: each such decision first waits for every partitioned one to end.
+            let alone_due = held_since.is_some_and(|since| {
+                limit < 2 || held.len() >= self.shared.config.batch_size || ready == 0 || since.elapsed() >= ALONE_HOLD
+            });
+            if alone_due {
+                let mut stopped = false;
+                while self.in_flight() > 0 {
+                    tokio::select! {
+                        () = &mut shutdown => { stopped = true; break },
+                        () = self.shared.wake.notified() => {},
+                    }
+                }
+                if stopped {
+                    break;
+                }
+                held_since = None;
+                let alone = self.still_in_flight(std::mem::take(&mut held));
+                if !alone.is_empty() {
+                    self.shared.metrics.batch("alone");
+                    let span = tracing::info_span!("batch", pods = alone.len());
+                    self.schedule_batch(alone, &mut tasks).instrument(span).await;
+                }
+                continue;
+            }
             if ready == 0 || !self.shared.synced.load(Ordering::Relaxed) {
                 let queue_wakeup = self.shared.queue.lock().next_wakeup();
                 let nomination_wakeup = self.shared.nominations.lock().next_wakeup();
@@ -626,12 +687,16 @@ impl<A: ClusterApi> Binder<A> {
                 }
                 continue;
             }
-            let limit = self.parallel_limit();
             if limit >= 2 && self.in_flight() >= limit {
-                // Every partition a ready replica can take is being decided: wait for one.
+                // Every partition a ready replica can take is being decided: wait for one, or
+                // for the held pods' time.
+                let hold_ends = tokio::time::sleep_until(
+                    held_since.map_or_else(|| Instant::now() + Duration::from_secs(1), |since| since + ALONE_HOLD),
+                );
                 tokio::select! {
                     () = &mut shutdown => break,
                     () = self.shared.wake.notified() => {},
+                    () = hold_ends => {},
                 }
                 continue;
             }
@@ -650,36 +715,27 @@ impl<A: ClusterApi> Binder<A> {
             if batch.is_empty() {
                 continue;
             }
-            let alone = if limit >= 2 {
-                let (alone, together) = self.split_alone(batch);
-                if !together.is_empty() {
-                    self.spawn_partitioned(together, limit, &mut tasks);
-                }
-                alone
-            } else {
-                batch
-            };
-            if alone.is_empty() {
+            if limit < 2 {
+                self.shared.metrics.batch("alone");
+                let span = tracing::info_span!("batch", pods = batch.len());
+                self.schedule_batch(batch, &mut tasks).instrument(span).await;
                 continue;
             }
-            // Decided on the whole cluster: once no partitioned decision is in flight.
-            let mut stopped = false;
-            while self.in_flight() > 0 {
-                tokio::select! {
-                    () = &mut shutdown => { stopped = true; break },
-                    () = self.shared.wake.notified() => {},
-                }
+            let (alone, together) = self.split_alone(batch);
+            if !together.is_empty() {
+                self.spawn_partitioned(together, limit, &mut tasks);
             }
-            if stopped {
-                let mut q = self.shared.queue.lock();
-                for p in &alone {
-                    q.retry_now(&p.info.spec.uid);
-                }
-                break;
+            if !alone.is_empty() {
+                held_since.get_or_insert_with(Instant::now);
+                held.extend(alone);
             }
-            self.shared.metrics.batch("alone");
-            let span = tracing::info_span!("batch", pods = alone.len());
-            self.schedule_batch(alone, &mut tasks).instrument(span).await;
+        }
+        // Held pods go back to the queue (the next leader, or this one, decides them).
+        {
+            let mut q = self.shared.queue.lock();
+            for p in &held {
+                q.retry_now(&p.info.spec.uid);
+            }
         }
         tracing::info!(in_flight = tasks.len(), "binder stopping: finishing in-flight binds");
         self.shared.stopping.store(true, Ordering::Relaxed);
@@ -690,6 +746,14 @@ impl<A: ClusterApi> Binder<A> {
     /// Most decisions in flight at once on node partitions so far.
     pub fn most_batches_in_flight(&self) -> usize {
         self.shared.slots.lock().most_in_flight()
+    }
+
+    /// The held pods still waiting for a decision (not deleted or bound meanwhile).
+    fn still_in_flight(&self, held: Vec<QueuedPod>) -> Vec<QueuedPod> {
+        let q = self.shared.queue.lock();
+        held.into_iter()
+            .filter(|p| q.place_of(&p.info.spec.uid) == Some(crate::queue::Place::InFlight))
+            .collect()
     }
 
     /// Decisions in flight on node partitions.
@@ -810,10 +874,8 @@ impl<A: ClusterApi> Binder<A> {
         let mut rejected: Vec<(usize, String)> = Vec::new();
         let started = Instant::now();
         let response = loop {
-            // A partitioned decision is not assumed on the replica: the state moves on with the
-            // other partitions' placements meanwhile, so it could not be adopted.
             match self
-                .decide(pool, &route.policy, &pods, fail_fast, partition.is_none(), partition)
+                .decide(pool, &route.policy, &pods, fail_fast, true, partition)
                 .await
             {
                 Ok(r) => break Some(r),
@@ -884,7 +946,10 @@ impl<A: ClusterApi> Binder<A> {
                 .instrument(tracing::info_span!("shadows"))
                 .await;
         }
-        let sent_back = partition.map_or_else(HashSet::new, |p| self.partition_returns(p, &mut response));
+        let (sent_back, outside) = match partition {
+            Some(p) => self.partition_returns(p, &mut response),
+            None => (HashSet::new(), false),
+        };
         let applied_policy = response.policy.clone();
         // The decided pods (not those the service refused), each taken out as its placement is
         // acted on: what is left at the end had no answer.
@@ -894,7 +959,7 @@ impl<A: ClusterApi> Binder<A> {
             .filter(|(i, _)| !refused.contains(i))
             .map(|(_, p)| (p.info.spec.uid.clone(), p))
             .collect();
-        self.assume_placed(&response, &by_uid, &replica, version);
+        self.assume_placed(&response, &by_uid, &replica, version, !outside);
         for mut placement in response.placements {
             let volumes = std::mem::take(&mut placement.claim_bindings);
             let Some(qp) = by_uid.remove(placement.pod_uid.as_str()) else {
@@ -986,18 +1051,24 @@ impl<A: ClusterApi> Binder<A> {
     }
 
     /// The pods of a partitioned decision decided again alone ([`crate::parallel::send_back`]),
-    /// counted by why.
-    fn partition_returns(&self, partition: Partition, response: &mut proto::ScheduleResponse) -> HashSet<String> {
+    /// counted by why, and whether one was placed outside the partition.
+    fn partition_returns(
+        &self,
+        partition: Partition,
+        response: &mut proto::ScheduleResponse,
+    ) -> (HashSet<String>, bool) {
         let mut sent_back = HashSet::new();
+        let mut outside = false;
         for (uid, why) in crate::parallel::send_back(partition, response) {
             if why == "outside" {
+                outside = true;
                 tracing::warn!(pod_uid = %uid, partition = partition.index,
                     "decision replica chose a node outside the batch's partition; the pod is decided again alone");
             }
             self.shared.metrics.partition_return(why);
             sent_back.insert(uid);
         }
-        sent_back
+        (sent_back, outside)
     }
 
     /// Evaluates the shadow policies on a decided group (before its placements are assumed, so
@@ -1117,6 +1188,7 @@ impl<A: ClusterApi> Binder<A> {
             match client.schedule(req).await {
                 Ok(r) => return Ok((r.into_inner(), version)),
                 Err(status) if is_snapshot_not_found(&status) => {
+                    tracing::debug!(replica = %replica.endpoint, "snapshot evicted before the Schedule call");
                     // Evicted between the sync and the call: re-send a full snapshot once.
                     *replica.synced.lock() = None;
                 }
@@ -1135,11 +1207,22 @@ impl<A: ClusterApi> Binder<A> {
             let st = s.state.lock();
             let version = st.version();
             match held {
-                Some((id, v)) if v == version => return Ok((id, version)),
-                Some((id, v)) => st.delta_since(v).map(|mut d| {
-                    d.base_snapshot_id = id;
-                    (d, version)
-                }),
+                Some(h) if h.version == version && h.also.is_none() => return Ok((h.id, version)),
+                Some(h) => match st.delta_since_except(h.version, h.also) {
+                    // It holds the state already (its own assumed placements, nothing else).
+                    Some(d) if d == proto::SnapshotDelta::default() => {
+                        drop(st);
+                        let mut synced = replica.synced.lock();
+                        if synced.as_ref() == Some(&h) {
+                            *synced = Some(Held::at(h.id.clone(), version));
+                        }
+                        return Ok((h.id, version));
+                    }
+                    d => d.map(|mut d| {
+                        d.base_snapshot_id = h.id;
+                        (d, version)
+                    }),
+                },
                 None => None,
             }
         };
@@ -1151,12 +1234,15 @@ impl<A: ClusterApi> Binder<A> {
             match result {
                 Ok((id, bytes)) => {
                     s.metrics.sync(false, bytes, started.elapsed());
-                    *replica.synced.lock() = Some((id.clone(), version));
+                    *replica.synced.lock() = Some(Held::at(id.clone(), version));
                     self.compact_log();
                     return Ok((id, version));
                 }
                 // The replica no longer holds the base: a full snapshot instead.
-                Err(status) if is_snapshot_not_found(&status) => *replica.synced.lock() = None,
+                Err(status) if is_snapshot_not_found(&status) => {
+                    tracing::debug!(replica = %replica.endpoint, "replica no longer holds the delta's base: full sync");
+                    *replica.synced.lock() = None
+                }
                 Err(status) => return Err(status),
             }
         }
@@ -1170,11 +1256,15 @@ impl<A: ClusterApi> Binder<A> {
     /// and no message holds them all.
     async fn sync_full(&self, pool: &ReplicaPool, replica: &Arc<Replica>) -> Result<(String, u64), tonic::Status> {
         let s = &self.shared;
+        tracing::debug!(replica = %replica.endpoint, "full sync");
         let started = Instant::now();
         let (FullParts { rest, pods }, version) = {
             let st = s.state.lock();
             (st.full_parts(), st.version())
         };
+        // The log after `version` is kept until this sync ends (another replica's sync may
+        // compact it meanwhile): the next delta to this replica starts there.
+        let _pinned = PinnedVersion::new(&s.full_syncs, version);
         let (mut id, mut bytes) = self
             .send_sync(pool, replica, proto::sync_snapshot_request::Kind::Full(rest))
             .await?;
@@ -1188,7 +1278,7 @@ impl<A: ClusterApi> Binder<A> {
         }
         drop(pods);
         s.metrics.sync(true, bytes, started.elapsed());
-        *replica.synced.lock() = Some((id.clone(), version));
+        *replica.synced.lock() = Some(Held::at(id.clone(), version));
         self.compact_log();
         Ok((id, version))
     }
@@ -1210,45 +1300,51 @@ impl<A: ClusterApi> Binder<A> {
     }
 
     /// Assumes every placed pod of a decision, at once under the state lock. When the replica
-    /// stored its snapshot with the same placements assumed and nothing else changed since the
-    /// version it decided on, that snapshot is the state now: the replica is marked as holding
-    /// it, so the next batch needs no delta carrying these pods back to it.
+    /// stored its snapshot with the same placements assumed, that snapshot is kept as the one it
+    /// holds: it reflects the state at the version it decided on plus these assumptions, so the
+    /// next sync sends it only what else changed (nothing, when nothing did). `same_view` is
+    /// false when the binder did not act on a placement the replica assumed (a node outside its
+    /// partition): then the replica's snapshot is not the binder's and is not kept.
     fn assume_placed(
         &self,
         response: &proto::ScheduleResponse,
         by_uid: &HashMap<String, QueuedPod>,
         replica: &Arc<Replica>,
         version: u64,
+        same_view: bool,
     ) {
         let s = &self.shared;
         let mut placed: HashMap<&str, &str> = HashMap::new();
-        let mut volumes: HashSet<StorageKey> = HashSet::new();
-        let adopted = {
+        let kept = {
             let mut st = s.state.lock();
+            let from = st.version();
             for p in &response.placements {
                 if let Some(proto::placement::Outcome::NodeName(node)) = &p.outcome {
                     if let Some(qp) = by_uid.get(p.pod_uid.as_str()) {
                         st.assume(qp.info.spec.clone(), node);
                         // The volumes chosen for it are no other claim's until the watches
                         // show them bound or its PreBind gives them up.
-                        volumes.extend(st.assume_storage(&p.pod_uid, &p.claim_bindings));
+                        st.assume_storage(&p.pod_uid, &p.claim_bindings);
                     }
                     placed.insert(&p.pod_uid, node);
                 }
             }
             let assumed = &response.assumed_snapshot_id;
-            (!assumed.is_empty() && st.only_assumed_since(version, &placed, &volumes))
-                .then(|| (assumed.clone(), st.version()))
+            (!assumed.is_empty() && same_view && st.all_assumed(&placed)).then(|| Held {
+                id: assumed.clone(),
+                version,
+                also: Some((from, st.version())),
+            })
         };
         if response.assumed_snapshot_id.is_empty() {
             return;
         }
-        let result = match adopted {
-            Some((id, now)) => {
+        let result = match kept {
+            Some(next) => {
                 let mut held = replica.synced.lock();
                 // Unless another sync moved the replica on meanwhile.
-                if held.as_ref().is_some_and(|(_, v)| *v == version) {
-                    *held = Some((id, now));
+                if held.as_ref().is_some_and(|h| h.version == version && h.also.is_none()) {
+                    *held = Some(next);
                     "adopted"
                 } else {
                     "stale"
@@ -1256,9 +1352,6 @@ impl<A: ClusterApi> Binder<A> {
             }
             None => "stale",
         };
-        if result == "adopted" {
-            self.compact_log();
-        }
         s.metrics.assumed_snapshot(result);
     }
 
@@ -1266,7 +1359,8 @@ impl<A: ClusterApi> Binder<A> {
     fn compact_log(&self) {
         let s = &self.shared;
         if let Some(min) = s.experiments.current().min_synced_version() {
-            s.state.lock().compact(min);
+            let pinned = s.full_syncs.lock().iter().copied().min();
+            s.state.lock().compact(pinned.map_or(min, |p| p.min(min)));
         }
     }
 

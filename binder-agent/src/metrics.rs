@@ -407,7 +407,7 @@ impl BinderMetrics {
         );
         r.register(
             "binder_assumed_snapshots",
-            "Snapshots a replica returned with a batch assumed: adopted (the replica needs no sync for it) or stale (the state changed otherwise meanwhile; the next sync sends the delta)",
+            "Snapshots a replica returned with a batch assumed: adopted (kept as the snapshot it holds: the next sync sends it only what else changed) or stale (not kept: another sync moved the replica on, or it assumed a placement the binder did not act on)",
             m.assumed_snapshots.clone(),
         );
         r.register("binder_leader", "1 while this binder holds the lease", m.leader.clone());

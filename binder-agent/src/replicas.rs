@@ -102,6 +102,30 @@ impl Default for ReplicaConfig {
     }
 }
 
+/// The snapshot a replica holds, and which of the binder's state it reflects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// Its id on the replica.
+    pub id: String,
+    /// It reflects every change of the state up to this version...
+    pub version: u64,
+    /// ...and also the changes logged in `(from, to]` after it: the placements of a batch the
+    /// replica assumed itself (`ScheduleRequest.assume`), made while other changes were logged.
+    /// The next delta leaves these out.
+    pub also: Option<(u64, u64)>,
+}
+
+impl Held {
+    /// A snapshot that reflects the state at `version` exactly.
+    pub fn at(id: String, version: u64) -> Self {
+        Self {
+            id,
+            version,
+            also: None,
+        }
+    }
+}
+
 /// One decision replica.
 #[derive(Debug)]
 pub struct Replica {
@@ -112,8 +136,8 @@ pub struct Replica {
     inflight: AtomicUsize,
     failures: AtomicU32,
     ejected_until: Mutex<Option<Instant>>,
-    /// The snapshot id this replica holds and the state version it reflects.
-    pub synced: Mutex<Option<(String, u64)>>,
+    /// The snapshot this replica holds, and the state it reflects.
+    pub synced: Mutex<Option<Held>>,
     /// Calls that failed on this replica.
     pub errors: AtomicU64,
 }
@@ -396,7 +420,7 @@ impl ReplicaPool {
         self.replicas
             .read()
             .iter()
-            .map(|r| r.synced.lock().as_ref().map_or(0, |(_, v)| *v))
+            .map(|r| r.synced.lock().as_ref().map_or(0, |h| h.version))
             .min()
             .unwrap_or(0)
     }
