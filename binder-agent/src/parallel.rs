@@ -17,15 +17,7 @@
 
 use placement_scheduler::proto;
 
-/// Node label the binder adds to the nodes it sends when decisions run in partitions: the
-/// node's partition, `0..N`.
-pub const PARTITION_LABEL: &str = "binder.placement.io/partition";
-
-/// The partition of node `name` among `count`: a stable hash of the name, so every binder and
-/// every restart agrees.
-pub fn partition_of(name: &str, count: u32) -> u32 {
-    (xxhash_rust::xxh3::xxh3_64(name.as_bytes()) % u64::from(count.max(1))) as u32
-}
+pub use placement_scheduler::partition::{partition_of, PARTITION_LABEL};
 
 /// One partition of the nodes, as a decision in flight uses it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
