@@ -1,7 +1,9 @@
 //! The scheduling loop: cluster events in, batches out to a decision replica, Bindings written.
 //!
-//! Decisions are serial (one batch at a time, so every batch sees the assumptions of the ones before
-//! it and no node is overcommitted), while binds run many at a time, bounded and rate limited.
+//! By default decisions are serial (one batch at a time, so every batch sees the assumptions of the
+//! ones before it and no node is overcommitted), while binds run many at a time, bounded and rate
+//! limited. With [`BinderConfig::batches_in_flight`] above 1, batches are decided at once on
+//! different replicas, each on its own partition of the nodes ([`crate::parallel`]).
 //! The same loop drives a real API server and the simulation; only the [`ClusterApi`] differs.
 
 use std::collections::{HashMap, HashSet};
@@ -27,8 +29,9 @@ use crate::groups::{
 };
 use crate::metrics::BinderMetrics;
 use crate::model::{gang_problem, PodInfo, StorageKey, StorageObject};
+use crate::parallel::{alone_reason, Partition, Slots};
 use crate::queue::{QueueConfig, QueuedPod, SchedulingQueue};
-use crate::replicas::{EncodedPodsDelta, Replica, ReplicaPool};
+use crate::replicas::{EncodedPodsDelta, Held, Replica, ReplicaPool};
 use crate::routing::{Experiments, Route, Routing};
 use crate::state::{ClusterState, FullParts};
 
@@ -103,6 +106,11 @@ pub struct BinderConfig {
     /// them is interested in is bound by asking that extender (kube-scheduler's
     /// `ExtenderBindingArgs`) instead of writing the Binding.
     pub extenders: Option<Arc<placement_scheduler::extender::ExtenderSet>>,
+    /// Batches decided at once, each on its own partition of the nodes and its own replica
+    /// ([`crate::parallel`]); 1 decides one batch at a time on the whole cluster. Also the number
+    /// of partitions the nodes are split into. Fewer run at once while fewer replicas are ready,
+    /// and none in partitions while an experiment or shadow policy is active.
+    pub batches_in_flight: usize,
 }
 
 impl Default for BinderConfig {
@@ -124,6 +132,7 @@ impl Default for BinderConfig {
             nomination_timeout: Duration::from_secs(90),
             volume_bind_timeout: Duration::from_secs(600),
             extenders: None,
+            batches_in_flight: 1,
         }
     }
 }
@@ -174,6 +183,35 @@ struct Shared<A> {
     /// Set once [`Binder::run`] stops taking work: waiting PreBinds give up (the pod stays
     /// pending for the next leader, which finds the bindings written so far).
     stopping: AtomicBool,
+    /// The node partitions decisions in flight hold ([`crate::parallel`]).
+    slots: Mutex<Slots>,
+    /// Pods a partitioned decision sent back: decided alone on the whole cluster next.
+    alone: Mutex<HashSet<String>>,
+    /// The state versions full syncs in progress started from: the log is not compacted past
+    /// them.
+    full_syncs: Mutex<Vec<u64>>,
+}
+
+/// A state version a full sync in progress holds in the log; released when dropped.
+struct PinnedVersion<'a> {
+    versions: &'a Mutex<Vec<u64>>,
+    version: u64,
+}
+
+impl<'a> PinnedVersion<'a> {
+    fn new(versions: &'a Mutex<Vec<u64>>, version: u64) -> Self {
+        versions.lock().push(version);
+        Self { versions, version }
+    }
+}
+
+impl Drop for PinnedVersion<'_> {
+    fn drop(&mut self) {
+        let mut versions = self.versions.lock();
+        if let Some(i) = versions.iter().position(|v| *v == self.version) {
+            versions.swap_remove(i);
+        }
+    }
 }
 
 /// The binder: feed it events with [`Binder::handle`], drive it with [`Binder::run`].
@@ -189,6 +227,25 @@ impl<A> Clone for Binder<A> {
     }
 }
 
+/// A node partition held by a decision in flight: given back, and the loop woken, when dropped.
+struct HeldPartition<'a, A> {
+    binder: &'a Binder<A>,
+    partition: Partition,
+}
+
+impl<A> Drop for HeldPartition<'_, A> {
+    fn drop(&mut self) {
+        let s = &self.binder.shared;
+        let in_flight = {
+            let mut slots = s.slots.lock();
+            slots.give_back(self.partition);
+            slots.in_flight()
+        };
+        s.metrics.batches_in_flight.set(in_flight as i64);
+        s.wake.notify_one();
+    }
+}
+
 /// What a bind task needs of its pod's route.
 struct Bind {
     /// The Binding's annotations.
@@ -198,6 +255,18 @@ struct Bind {
     /// VolumeBinding's choices for the pod's unbound WaitForFirstConsumer claims: written and
     /// waited for (its PreBind) before the Binding.
     volumes: Vec<proto::ClaimBinding>,
+}
+
+/// Longest a pod that must be decided on the whole cluster waits for others like it while
+/// decisions run in partitions.
+const ALONE_HOLD: Duration = Duration::from_millis(200);
+
+/// The node partitions of a configuration: its batches in flight, or none (0) for one at a time.
+fn partitions(config: &BinderConfig) -> u32 {
+    match config.batches_in_flight {
+        0 | 1 => 0,
+        n => u32::try_from(n).unwrap_or(u32::MAX),
+    }
 }
 
 /// kube-scheduler's prefix of a PreBind failure of the VolumeBinding plugin.
@@ -265,6 +334,7 @@ impl<A: ClusterApi> Binder<A> {
             let burst = NonZeroU32::new(config.api_burst).unwrap_or(qps);
             governor::RateLimiter::direct(Quota::per_second(qps).allow_burst(burst))
         });
+        let partitions = partitions(&config);
         let timing = NominationTiming {
             timeout: config.nomination_timeout,
             initial_retry: config.queue.initial_backoff,
@@ -283,7 +353,7 @@ impl<A: ClusterApi> Binder<A> {
                 )),
                 replicas,
                 metrics,
-                state: Mutex::new(ClusterState::new()),
+                state: Mutex::new(ClusterState::with_partitions(partitions)),
                 wake: Notify::new(),
                 leader,
                 limiter,
@@ -291,6 +361,9 @@ impl<A: ClusterApi> Binder<A> {
                 nominations: Mutex::new(Nominations::new(timing)),
                 storage_seen: watch::Sender::new(0),
                 stopping: AtomicBool::new(false),
+                slots: Mutex::new(Slots::new(partitions)),
+                alone: Mutex::new(HashSet::new()),
+                full_syncs: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -377,6 +450,7 @@ impl<A: ClusterApi> Binder<A> {
     /// unschedulable pods fit (kube-scheduler's AssignedPodDelete event).
     fn pod_gone(&self, uid: &str, now: Instant) {
         let freed = self.shared.state.lock().delete_pod(uid);
+        self.shared.alone.lock().remove(uid);
         {
             let mut nominations = self.shared.nominations.lock();
             if nominations.pod_gone(uid) {
@@ -521,6 +595,10 @@ impl<A: ClusterApi> Binder<A> {
         let mut leader = self.shared.leader.clone();
         // Once the leader's sender is gone its value is final; stop waiting for changes to it.
         let mut leader_open = true;
+        // Pods popped while decisions run in partitions that must be decided alone on the whole
+        // cluster, gathered so that partitioned decisions stop for them once per batch.
+        let mut held: Vec<QueuedPod> = Vec::new();
+        let mut held_since: Option<Instant> = None;
         loop {
             while tasks.try_join_next().is_some() {}
             let ready = self.shared.nominations.lock().take_ready();
@@ -545,10 +623,54 @@ impl<A: ClusterApi> Binder<A> {
                     r = leader.changed(), if leader_open => if r.is_err() { break } else { continue },
                 }
             }
-            if self.shared.synced.load(Ordering::Relaxed) && self.tend_nominations(&mut tasks).await {
-                continue;
+            if self.shared.synced.load(Ordering::Relaxed) {
+                // A waiting preemptor is decided again on the whole cluster, with no partitioned
+                // decision in flight: new ones wait while one is due.
+                let due = self
+                    .shared
+                    .nominations
+                    .lock()
+                    .next_wakeup()
+                    .is_some_and(|t| t <= Instant::now());
+                if due && self.in_flight() > 0 {
+                    tokio::select! {
+                        () = &mut shutdown => break,
+                        () = self.shared.wake.notified() => {},
+                    }
+                    continue;
+                }
+                if self.tend_nominations(&mut tasks).await {
+                    continue;
+                }
             }
             let ready = self.shared.queue.lock().ready(Instant::now());
+            let limit = self.parallel_limit();
+            // Pods held for a decision on the whole cluster go once a batch of them gathered,
+            // nothing else is ready, the oldest waited ALONE_HOLD, or decisions are no longer
+            // partitioned: each such decision first waits for every partitioned one to end.
+            let alone_due = held_since.is_some_and(|since| {
+                limit < 2 || held.len() >= self.shared.config.batch_size || ready == 0 || since.elapsed() >= ALONE_HOLD
+            });
+            if alone_due {
+                let mut stopped = false;
+                while self.in_flight() > 0 {
+                    tokio::select! {
+                        () = &mut shutdown => { stopped = true; break },
+                        () = self.shared.wake.notified() => {},
+                    }
+                }
+                if stopped {
+                    break;
+                }
+                held_since = None;
+                let alone = self.still_in_flight(std::mem::take(&mut held));
+                if !alone.is_empty() {
+                    self.shared.metrics.batch("alone");
+                    let span = tracing::info_span!("batch", pods = alone.len());
+                    self.schedule_batch(alone, &mut tasks).instrument(span).await;
+                }
+                continue;
+            }
             if ready == 0 || !self.shared.synced.load(Ordering::Relaxed) {
                 let queue_wakeup = self.shared.queue.lock().next_wakeup();
                 let nomination_wakeup = self.shared.nominations.lock().next_wakeup();
@@ -565,6 +687,19 @@ impl<A: ClusterApi> Binder<A> {
                 }
                 continue;
             }
+            if limit >= 2 && self.in_flight() >= limit {
+                // Every partition a ready replica can take is being decided: wait for one, or
+                // for the held pods' time.
+                let hold_ends = tokio::time::sleep_until(
+                    held_since.map_or_else(|| Instant::now() + Duration::from_secs(1), |since| since + ALONE_HOLD),
+                );
+                tokio::select! {
+                    () = &mut shutdown => break,
+                    () = self.shared.wake.notified() => {},
+                    () = hold_ends => {},
+                }
+                continue;
+            }
             if ready < self.shared.config.batch_size && !self.shared.config.batch_window.is_zero() {
                 tokio::select! {
                     () = &mut shutdown => break,
@@ -577,15 +712,125 @@ impl<A: ClusterApi> Binder<A> {
                 self.update_queue_gauges(&q);
                 b
             };
-            if !batch.is_empty() {
+            if batch.is_empty() {
+                continue;
+            }
+            if limit < 2 {
+                self.shared.metrics.batch("alone");
                 let span = tracing::info_span!("batch", pods = batch.len());
                 self.schedule_batch(batch, &mut tasks).instrument(span).await;
+                continue;
+            }
+            let (alone, together) = self.split_alone(batch);
+            if !together.is_empty() {
+                self.spawn_partitioned(together, limit, &mut tasks);
+            }
+            if !alone.is_empty() {
+                held_since.get_or_insert_with(Instant::now);
+                held.extend(alone);
+            }
+        }
+        // Held pods go back to the queue (the next leader, or this one, decides them).
+        {
+            let mut q = self.shared.queue.lock();
+            for p in &held {
+                q.retry_now(&p.info.spec.uid);
             }
         }
         tracing::info!(in_flight = tasks.len(), "binder stopping: finishing in-flight binds");
         self.shared.stopping.store(true, Ordering::Relaxed);
         self.shared.storage_seen.send_modify(|n| *n += 1);
         while tasks.join_next().await.is_some() {}
+    }
+
+    /// Most decisions in flight at once on node partitions so far.
+    pub fn most_batches_in_flight(&self) -> usize {
+        self.shared.slots.lock().most_in_flight()
+    }
+
+    /// The held pods still waiting for a decision (not deleted or bound meanwhile).
+    fn still_in_flight(&self, held: Vec<QueuedPod>) -> Vec<QueuedPod> {
+        let q = self.shared.queue.lock();
+        held.into_iter()
+            .filter(|p| q.place_of(&p.info.spec.uid) == Some(crate::queue::Place::InFlight))
+            .collect()
+    }
+
+    /// Decisions in flight on node partitions.
+    fn in_flight(&self) -> usize {
+        self.shared.slots.lock().in_flight()
+    }
+
+    /// How many batches may be decided at once on node partitions now: the configured number,
+    /// at most the ready replicas; 0 (one batch at a time on the whole cluster) when fewer than
+    /// two replicas are ready or an experiment or shadow policy is active.
+    fn parallel_limit(&self) -> usize {
+        let s = &self.shared;
+        if partitions(&s.config) < 2 {
+            return 0;
+        }
+        let routing = s.experiments.current();
+        if routing.active() || !routing.shadows.is_empty() {
+            return 0;
+        }
+        match routing.backends.first().map(|pool| pool.ready_count()) {
+            Some(ready) if ready >= 2 => ready.min(s.config.batches_in_flight),
+            _ => 0,
+        }
+    }
+
+    /// Splits a batch into the pods decided alone on the whole cluster ([`alone_reason`], or sent
+    /// back by a partition before) and those a partition may decide.
+    fn split_alone(&self, batch: Vec<QueuedPod>) -> (Vec<QueuedPod>, Vec<QueuedPod>) {
+        let mut sent_back = self.shared.alone.lock();
+        let (alone, together): (Vec<QueuedPod>, Vec<QueuedPod>) = batch
+            .into_iter()
+            .partition(|p| sent_back.contains(&p.info.spec.uid) || alone_reason(&p.info.spec).is_some());
+        for p in &alone {
+            sent_back.remove(&p.info.spec.uid);
+        }
+        (alone, together)
+    }
+
+    /// Decides `batch` on a free node partition in a task of its own; the partition is given
+    /// back once its placements are assumed (its binds then go on in the same task).
+    fn spawn_partitioned(&self, batch: Vec<QueuedPod>, limit: usize, tasks: &mut JoinSet<()>) {
+        let Some(partition) = self.shared.slots.lock().take(limit) else {
+            // Not reached: the loop waits for a free partition before it pops a batch.
+            let mut q = self.shared.queue.lock();
+            for p in &batch {
+                q.retry_now(&p.info.spec.uid);
+            }
+            return;
+        };
+        self.shared.metrics.batches_in_flight.set(self.in_flight() as i64);
+        self.shared.metrics.batch("partition");
+        let this = self.clone();
+        let span = tracing::info_span!("batch", pods = batch.len(), partition = partition.index);
+        tasks.spawn(
+            async move {
+                let mut binds = JoinSet::new();
+                {
+                    let _held = HeldPartition {
+                        binder: &this,
+                        partition,
+                    };
+                    this.schedule_partition(batch, partition, &mut binds).await;
+                }
+                while binds.join_next().await.is_some() {}
+            }
+            .instrument(span),
+        );
+    }
+
+    /// Decides one batch on one node partition (no experiment or shadow is active then).
+    async fn schedule_partition(&self, batch: Vec<QueuedPod>, partition: Partition, tasks: &mut JoinSet<()>) {
+        let s = &self.shared;
+        s.metrics.batch_size.observe(batch.len() as f64);
+        let routing = s.experiments.current();
+        let route = routing.route(&batch[0].info, &s.config.policy);
+        self.schedule_group(&routing, route, batch, tasks, Some(partition))
+            .await;
     }
 
     /// Decides one batch and starts its binds: the batch is split by experiment arm, and each
@@ -601,12 +846,12 @@ impl<A: ClusterApi> Binder<A> {
         let routing = s.experiments.current();
         if !routing.active() {
             let route = routing.route(&batch[0].info, &s.config.policy);
-            self.schedule_group(&routing, route, batch, tasks).await;
+            self.schedule_group(&routing, route, batch, tasks, None).await;
             return;
         }
         for (route, group) in routing.split(batch, &s.config.policy) {
             let span = tracing::info_span!("arm", experiment = %route.experiment, arm = %route.arm, pods = group.len());
-            self.schedule_group(&routing, route, group, tasks)
+            self.schedule_group(&routing, route, group, tasks, None)
                 .instrument(span)
                 .await;
         }
@@ -619,6 +864,7 @@ impl<A: ClusterApi> Binder<A> {
         route: Route,
         batch: Vec<QueuedPod>,
         tasks: &mut JoinSet<()>,
+        partition: Option<Partition>,
     ) {
         let s = &self.shared;
         let policy = route.policy_label().to_string();
@@ -628,7 +874,10 @@ impl<A: ClusterApi> Binder<A> {
         let mut rejected: Vec<(usize, String)> = Vec::new();
         let started = Instant::now();
         let response = loop {
-            match self.decide(pool, &route.policy, &pods, fail_fast, true).await {
+            match self
+                .decide(pool, &route.policy, &pods, fail_fast, true, partition)
+                .await
+            {
                 Ok(r) => break Some(r),
                 Err(Ok(status)) => {
                     // One invalid pod must not block the batch: report it and decide the rest.
@@ -669,7 +918,7 @@ impl<A: ClusterApi> Binder<A> {
             self.spawn_unschedulable(tasks, pod_ref(&p.info.spec), format!("invalid pod: {message}"));
         }
         let Some(Decided {
-            response,
+            mut response,
             replica,
             version,
         }) = response
@@ -697,6 +946,10 @@ impl<A: ClusterApi> Binder<A> {
                 .instrument(tracing::info_span!("shadows"))
                 .await;
         }
+        let (sent_back, outside) = match partition {
+            Some(p) => self.partition_returns(p, &mut response),
+            None => (HashSet::new(), false),
+        };
         let applied_policy = response.policy.clone();
         // The decided pods (not those the service refused), each taken out as its placement is
         // acted on: what is left at the end had no answer.
@@ -706,7 +959,7 @@ impl<A: ClusterApi> Binder<A> {
             .filter(|(i, _)| !refused.contains(i))
             .map(|(_, p)| (p.info.spec.uid.clone(), p))
             .collect();
-        self.assume_placed(&response, &by_uid, &replica, version);
+        self.assume_placed(&response, &by_uid, &replica, version, !outside);
         for mut placement in response.placements {
             let volumes = std::mem::take(&mut placement.claim_bindings);
             let Some(qp) = by_uid.remove(placement.pod_uid.as_str()) else {
@@ -746,6 +999,11 @@ impl<A: ClusterApi> Binder<A> {
                     // Still no room: no new preemption while its victims terminate.
                     s.metrics.attempt(&policy, "unschedulable");
                     self.keep_waiting(tasks, &placement.pod_uid, Some(&u.message), now);
+                }
+                None if sent_back.contains(&placement.pod_uid) => {
+                    // Not decided for the whole cluster: again, alone, at once.
+                    s.alone.lock().insert(placement.pod_uid.clone());
+                    s.queue.lock().retry_now(&placement.pod_uid);
                 }
                 None if retrying => {}
                 Some(Outcome::Unschedulable(u)) if u.error => {
@@ -792,6 +1050,27 @@ impl<A: ClusterApi> Binder<A> {
         self.update_queue_gauges(&q);
     }
 
+    /// The pods of a partitioned decision decided again alone ([`crate::parallel::send_back`]),
+    /// counted by why, and whether one was placed outside the partition.
+    fn partition_returns(
+        &self,
+        partition: Partition,
+        response: &mut proto::ScheduleResponse,
+    ) -> (HashSet<String>, bool) {
+        let mut sent_back = HashSet::new();
+        let mut outside = false;
+        for (uid, why) in crate::parallel::send_back(partition, response) {
+            if why == "outside" {
+                outside = true;
+                tracing::warn!(pod_uid = %uid, partition = partition.index,
+                    "decision replica chose a node outside the batch's partition; the pod is decided again alone");
+            }
+            self.shared.metrics.partition_return(why);
+            sent_back.insert(uid);
+        }
+        (sent_back, outside)
+    }
+
     /// Evaluates the shadow policies on a decided group (before its placements are assumed, so
     /// they see the same cluster) and records how they agree with the placements acted on.
     async fn run_shadows(
@@ -808,7 +1087,7 @@ impl<A: ClusterApi> Binder<A> {
             let pool = &routing.backends[shadow.backend];
             (
                 shadow,
-                self.decide(pool, &shadow.policy, pods, shadow.backend != 0, false)
+                self.decide(pool, &shadow.policy, pods, shadow.backend != 0, false, None)
                     .await
                     .map(|d| d.response),
             )
@@ -840,6 +1119,7 @@ impl<A: ClusterApi> Binder<A> {
         pods: &[&proto::Pod],
         fail_fast: bool,
         assume: bool,
+        partition: Option<Partition>,
     ) -> Result<Decided, Result<tonic::Status, DecideError>> {
         let s = &self.shared;
         if fail_fast && pool.ready_count() == 0 && !pool.all().is_empty() {
@@ -849,7 +1129,10 @@ impl<A: ClusterApi> Binder<A> {
         let mut last_error = None;
         while let Some(replica) = pool.pick(&tried) {
             tried.push(replica.endpoint.clone());
-            match self.decide_on(pool, &replica, policy, pods, assume).await {
+            // Counted as busy from the pick on (its sync included), so a batch decided at the
+            // same time picks another replica.
+            let (_, _busy) = replica.client();
+            match self.decide_on(pool, &replica, policy, pods, assume, partition).await {
                 Ok((response, version)) => {
                     replica.succeeded();
                     return Ok(Decided {
@@ -881,6 +1164,7 @@ impl<A: ClusterApi> Binder<A> {
         policy: &str,
         pods: &[&proto::Pod],
         assume: bool,
+        partition: Option<Partition>,
     ) -> Result<(proto::ScheduleResponse, u64), tonic::Status> {
         let s = &self.shared;
         let timeout = pool.config.call_timeout;
@@ -891,7 +1175,10 @@ impl<A: ClusterApi> Binder<A> {
                 snapshot: Some(proto::SnapshotRef {
                     source: Some(proto::snapshot_ref::Source::SnapshotId(snapshot_id)),
                 }),
-                pods: pods.iter().map(|p| (*p).clone()).collect(),
+                pods: pods
+                    .iter()
+                    .map(|p| partition.map_or_else(|| (*p).clone(), |part| part.restrict(p)))
+                    .collect(),
                 policy: policy.to_string(),
                 seed: s.config.seed,
                 assume,
@@ -901,6 +1188,7 @@ impl<A: ClusterApi> Binder<A> {
             match client.schedule(req).await {
                 Ok(r) => return Ok((r.into_inner(), version)),
                 Err(status) if is_snapshot_not_found(&status) => {
+                    tracing::debug!(replica = %replica.endpoint, "snapshot evicted before the Schedule call");
                     // Evicted between the sync and the call: re-send a full snapshot once.
                     *replica.synced.lock() = None;
                 }
@@ -919,11 +1207,22 @@ impl<A: ClusterApi> Binder<A> {
             let st = s.state.lock();
             let version = st.version();
             match held {
-                Some((id, v)) if v == version => return Ok((id, version)),
-                Some((id, v)) => st.delta_since(v).map(|mut d| {
-                    d.base_snapshot_id = id;
-                    (d, version)
-                }),
+                Some(h) if h.version == version && h.also.is_none() => return Ok((h.id, version)),
+                Some(h) => match st.delta_since_except(h.version, h.also) {
+                    // It holds the state already (its own assumed placements, nothing else).
+                    Some(d) if d == proto::SnapshotDelta::default() => {
+                        drop(st);
+                        let mut synced = replica.synced.lock();
+                        if synced.as_ref() == Some(&h) {
+                            *synced = Some(Held::at(h.id.clone(), version));
+                        }
+                        return Ok((h.id, version));
+                    }
+                    d => d.map(|mut d| {
+                        d.base_snapshot_id = h.id;
+                        (d, version)
+                    }),
+                },
                 None => None,
             }
         };
@@ -935,12 +1234,15 @@ impl<A: ClusterApi> Binder<A> {
             match result {
                 Ok((id, bytes)) => {
                     s.metrics.sync(false, bytes, started.elapsed());
-                    *replica.synced.lock() = Some((id.clone(), version));
+                    *replica.synced.lock() = Some(Held::at(id.clone(), version));
                     self.compact_log();
                     return Ok((id, version));
                 }
                 // The replica no longer holds the base: a full snapshot instead.
-                Err(status) if is_snapshot_not_found(&status) => *replica.synced.lock() = None,
+                Err(status) if is_snapshot_not_found(&status) => {
+                    tracing::debug!(replica = %replica.endpoint, "replica no longer holds the delta's base: full sync");
+                    *replica.synced.lock() = None
+                }
                 Err(status) => return Err(status),
             }
         }
@@ -954,11 +1256,15 @@ impl<A: ClusterApi> Binder<A> {
     /// and no message holds them all.
     async fn sync_full(&self, pool: &ReplicaPool, replica: &Arc<Replica>) -> Result<(String, u64), tonic::Status> {
         let s = &self.shared;
+        tracing::debug!(replica = %replica.endpoint, "full sync");
         let started = Instant::now();
         let (FullParts { rest, pods }, version) = {
             let st = s.state.lock();
             (st.full_parts(), st.version())
         };
+        // The log after `version` is kept until this sync ends (another replica's sync may
+        // compact it meanwhile): the next delta to this replica starts there.
+        let _pinned = PinnedVersion::new(&s.full_syncs, version);
         let (mut id, mut bytes) = self
             .send_sync(pool, replica, proto::sync_snapshot_request::Kind::Full(rest))
             .await?;
@@ -972,7 +1278,7 @@ impl<A: ClusterApi> Binder<A> {
         }
         drop(pods);
         s.metrics.sync(true, bytes, started.elapsed());
-        *replica.synced.lock() = Some((id.clone(), version));
+        *replica.synced.lock() = Some(Held::at(id.clone(), version));
         self.compact_log();
         Ok((id, version))
     }
@@ -994,45 +1300,51 @@ impl<A: ClusterApi> Binder<A> {
     }
 
     /// Assumes every placed pod of a decision, at once under the state lock. When the replica
-    /// stored its snapshot with the same placements assumed and nothing else changed since the
-    /// version it decided on, that snapshot is the state now: the replica is marked as holding
-    /// it, so the next batch needs no delta carrying these pods back to it.
+    /// stored its snapshot with the same placements assumed, that snapshot is kept as the one it
+    /// holds: it reflects the state at the version it decided on plus these assumptions, so the
+    /// next sync sends it only what else changed (nothing, when nothing did). `same_view` is
+    /// false when the binder did not act on a placement the replica assumed (a node outside its
+    /// partition): then the replica's snapshot is not the binder's and is not kept.
     fn assume_placed(
         &self,
         response: &proto::ScheduleResponse,
         by_uid: &HashMap<String, QueuedPod>,
         replica: &Arc<Replica>,
         version: u64,
+        same_view: bool,
     ) {
         let s = &self.shared;
         let mut placed: HashMap<&str, &str> = HashMap::new();
-        let mut volumes: HashSet<StorageKey> = HashSet::new();
-        let adopted = {
+        let kept = {
             let mut st = s.state.lock();
+            let from = st.version();
             for p in &response.placements {
                 if let Some(proto::placement::Outcome::NodeName(node)) = &p.outcome {
                     if let Some(qp) = by_uid.get(p.pod_uid.as_str()) {
                         st.assume(qp.info.spec.clone(), node);
                         // The volumes chosen for it are no other claim's until the watches
                         // show them bound or its PreBind gives them up.
-                        volumes.extend(st.assume_storage(&p.pod_uid, &p.claim_bindings));
+                        st.assume_storage(&p.pod_uid, &p.claim_bindings);
                     }
                     placed.insert(&p.pod_uid, node);
                 }
             }
             let assumed = &response.assumed_snapshot_id;
-            (!assumed.is_empty() && st.only_assumed_since(version, &placed, &volumes))
-                .then(|| (assumed.clone(), st.version()))
+            (!assumed.is_empty() && same_view && st.all_assumed(&placed)).then(|| Held {
+                id: assumed.clone(),
+                version,
+                also: Some((from, st.version())),
+            })
         };
         if response.assumed_snapshot_id.is_empty() {
             return;
         }
-        let result = match adopted {
-            Some((id, now)) => {
+        let result = match kept {
+            Some(next) => {
                 let mut held = replica.synced.lock();
                 // Unless another sync moved the replica on meanwhile.
-                if held.as_ref().is_some_and(|(_, v)| *v == version) {
-                    *held = Some((id, now));
+                if held.as_ref().is_some_and(|h| h.version == version && h.also.is_none()) {
+                    *held = Some(next);
                     "adopted"
                 } else {
                     "stale"
@@ -1040,9 +1352,6 @@ impl<A: ClusterApi> Binder<A> {
             }
             None => "stale",
         };
-        if result == "adopted" {
-            self.compact_log();
-        }
         s.metrics.assumed_snapshot(result);
     }
 
@@ -1050,7 +1359,8 @@ impl<A: ClusterApi> Binder<A> {
     fn compact_log(&self) {
         let s = &self.shared;
         if let Some(min) = s.experiments.current().min_synced_version() {
-            s.state.lock().compact(min);
+            let pinned = s.full_syncs.lock().iter().copied().min();
+            s.state.lock().compact(pinned.map_or(min, |p| p.min(min)));
         }
     }
 

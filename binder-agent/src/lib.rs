@@ -5,7 +5,8 @@
 //! - [`state`]: nodes, bound and assumed pods, versioned for snapshot deltas.
 //! - [`queue`]: active, backoff and unschedulable queues, as kube-scheduler's.
 //! - [`replicas`]: decision replicas, balancing and ejection.
-//! - [`binder`]: the scheduling loop over a [`api::ClusterApi`].
+//! - [`binder`]: the scheduling loop over a [`api::ClusterApi`]; [`parallel`]: several batches
+//!   in flight on node partitions.
 //! - [`experiments`]: the experiments file, pod selection and stable arm assignment;
 //!   [`routing`]: arms and shadow policies at run time and the per-arm record.
 //! - [`explain`]: `kubectl placement explain`, why a pod is pending or where it landed.
@@ -23,6 +24,7 @@ pub mod kube_api;
 pub mod leader;
 pub mod metrics;
 pub mod model;
+pub mod parallel;
 pub mod queue;
 pub mod replicas;
 pub mod routing;

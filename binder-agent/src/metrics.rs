@@ -314,6 +314,10 @@ pub struct BinderMetrics {
     volume_stage_errors: Family<OperationLabel, Counter>,
     /// `binder_extender_*`: the bindVerb calls to a scheduler extender.
     pub extenders: placement_scheduler::extender::ExtenderMetrics,
+    /// `binder_batches_in_flight`: decisions in flight on node partitions.
+    pub batches_in_flight: Gauge,
+    batches: Family<ResultLabel, Counter>,
+    partition_returns: Family<ResultLabel, Counter>,
 }
 
 impl Default for BinderMetrics {
@@ -351,6 +355,9 @@ impl BinderMetrics {
             volume_prebind_duration: Histogram::new(exponential_buckets(0.01, 2.0, 17)),
             volume_stage_errors: Family::default(),
             extenders: placement_scheduler::extender::ExtenderMetrics::default(),
+            batches_in_flight: Gauge::default(),
+            batches: Family::default(),
+            partition_returns: Family::default(),
             registry: Registry::default(),
         };
         m.extenders.register(r.sub_registry_with_prefix("binder"));
@@ -400,7 +407,7 @@ impl BinderMetrics {
         );
         r.register(
             "binder_assumed_snapshots",
-            "Snapshots a replica returned with a batch assumed: adopted (the replica needs no sync for it) or stale (the state changed otherwise meanwhile; the next sync sends the delta)",
+            "Snapshots a replica returned with a batch assumed: adopted (kept as the snapshot it holds: the next sync sends it only what else changed) or stale (not kept: another sync moved the replica on, or it assumed a placement the binder did not act on)",
             m.assumed_snapshots.clone(),
         );
         r.register("binder_leader", "1 while this binder holds the lease", m.leader.clone());
@@ -446,7 +453,32 @@ impl BinderMetrics {
             "Volume scheduling stage error count, as kube-scheduler's (operation bind: a PreBind that failed or timed out)",
             m.volume_stage_errors.clone(),
         );
+        r.register(
+            "binder_batches_in_flight",
+            "Decisions in flight on node partitions (--batches-in-flight)",
+            m.batches_in_flight.clone(),
+        );
+        r.register(
+            "binder_batches",
+            "Batches decided, by how: alone (on the whole cluster, nothing else in flight) or partition (on one node partition, others in flight)",
+            m.batches.clone(),
+        );
+        r.register(
+            "binder_partition_returns",
+            "Pods a partitioned decision sent back to be decided alone, by why: no_fit (no node of the partition fits) or outside (the replica chose a node outside its partition)",
+            m.partition_returns.clone(),
+        );
         Self { registry: r, ..m }
+    }
+
+    /// Counts a batch decided `alone` or in a `partition`.
+    pub fn batch(&self, result: &'static str) {
+        self.batches.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    /// Counts a pod a partitioned decision sent back, and why (`no_fit`, `outside`).
+    pub fn partition_return(&self, result: &'static str) {
+        self.partition_returns.get_or_create(&ResultLabel { result }).inc();
     }
 
     /// Records a VolumeBinding PreBind that ended with `result` (`bound`, `failed`, `timed_out`,
@@ -539,6 +571,19 @@ impl BinderMetrics {
     /// Assumed snapshots with a result (`adopted` or `stale`).
     pub fn assumed_snapshots_total(&self, result: &'static str) -> u64 {
         self.assumed_snapshots.get_or_create(&ResultLabel { result }).get()
+    }
+
+    /// Batches decided `alone` or in a `partition`.
+    pub fn batches_total(&self, result: &'static str) -> u64 {
+        self.batches.get_or_create(&ResultLabel { result }).get()
+    }
+
+    /// Pods partitioned decisions sent back, for any reason.
+    pub fn partition_returns_total(&self) -> u64 {
+        ["no_fit", "outside"]
+            .into_iter()
+            .map(|result| self.partition_returns.get_or_create(&ResultLabel { result }).get())
+            .sum()
     }
 
     /// Syncs of a kind (`full` or `delta`).

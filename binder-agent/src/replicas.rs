@@ -102,6 +102,30 @@ impl Default for ReplicaConfig {
     }
 }
 
+/// The snapshot a replica holds, and which of the binder's state it reflects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// Its id on the replica.
+    pub id: String,
+    /// It reflects every change of the state up to this version...
+    pub version: u64,
+    /// ...and also the changes logged in `(from, to]` after it: the placements of a batch the
+    /// replica assumed itself (`ScheduleRequest.assume`), made while other changes were logged.
+    /// The next delta leaves these out.
+    pub also: Option<(u64, u64)>,
+}
+
+impl Held {
+    /// A snapshot that reflects the state at `version` exactly.
+    pub fn at(id: String, version: u64) -> Self {
+        Self {
+            id,
+            version,
+            also: None,
+        }
+    }
+}
+
 /// One decision replica.
 #[derive(Debug)]
 pub struct Replica {
@@ -112,8 +136,8 @@ pub struct Replica {
     inflight: AtomicUsize,
     failures: AtomicU32,
     ejected_until: Mutex<Option<Instant>>,
-    /// The snapshot id this replica holds and the state version it reflects.
-    pub synced: Mutex<Option<(String, u64)>>,
+    /// The snapshot this replica holds, and the state it reflects.
+    pub synced: Mutex<Option<Held>>,
     /// Calls that failed on this replica.
     pub errors: AtomicU64,
 }
@@ -369,24 +393,20 @@ impl ReplicaPool {
         z ^ (z >> 31)
     }
 
-    /// Picks a ready replica not in `tried`: the less loaded of two random choices. When every
-    /// untried replica is out, the one whose ejection ends first is used rather than none.
+    /// Picks a ready replica not in `tried`: the least loaded (calls in flight), ties broken at
+    /// random, so batches decided at once go to different replicas. When every untried replica
+    /// is out, one of them is used rather than none.
     pub fn pick(&self, tried: &[String]) -> Option<Arc<Replica>> {
         let now = Instant::now();
         let all = self.replicas.read();
         let untried: Vec<&Arc<Replica>> = all.iter().filter(|r| !tried.contains(&r.endpoint)).collect();
         let ready: Vec<&Arc<Replica>> = untried.iter().copied().filter(|r| r.ready(now)).collect();
         let pool = if ready.is_empty() { untried } else { ready };
-        match pool.len() {
-            0 => None,
-            1 => Some(Arc::clone(pool[0])),
-            n => {
-                let a = pool[(self.next_random() % n as u64) as usize];
-                let b = pool[(self.next_random() % n as u64) as usize];
-                let load = |r: &Replica| r.inflight.load(Ordering::Relaxed);
-                Some(Arc::clone(if load(b) < load(a) { b } else { a }))
-            }
-        }
+        let load = |r: &Replica| r.inflight.load(Ordering::Relaxed);
+        let least = pool.iter().map(|r| load(r)).min()?;
+        let candidates: Vec<&Arc<Replica>> = pool.into_iter().filter(|r| load(r) == least).collect();
+        let i = (self.next_random() % candidates.len() as u64) as usize;
+        Some(Arc::clone(candidates[i]))
     }
 
     /// Number of replicas not currently taken out.
@@ -400,7 +420,7 @@ impl ReplicaPool {
         self.replicas
             .read()
             .iter()
-            .map(|r| r.synced.lock().as_ref().map_or(0, |(_, v)| *v))
+            .map(|r| r.synced.lock().as_ref().map_or(0, |h| h.version))
             .min()
             .unwrap_or(0)
     }

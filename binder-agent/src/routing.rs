@@ -264,7 +264,7 @@ impl Routing {
         self.backends
             .iter()
             .flat_map(|p| p.all())
-            .filter_map(|r| r.synced.lock().as_ref().map(|(_, v)| *v))
+            .filter_map(|r| r.synced.lock().as_ref().map(|h| h.version))
             .min()
     }
 }

@@ -98,6 +98,11 @@ pub struct RunArgs {
     #[arg(long, env = "BINDER_BATCH_WINDOW_MS", default_value_t = 5)]
     pub batch_window_ms: u64,
 
+    /// Batches decided at once on different decision replicas, each on its own partition of the
+    /// nodes (docs/scale.md); 1 decides one batch at a time on the whole cluster.
+    #[arg(long, env = "BINDER_BATCHES_IN_FLIGHT", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub batches_in_flight: u32,
+
     /// How long a gang's members wait for the rest of the gang (label `placement.dev/gang`,
     /// annotation `placement.dev/gang-min-members`) before they are reported unschedulable.
     #[arg(long, env = "BINDER_GANG_TIMEOUT_SECONDS", default_value_t = 60)]
@@ -442,6 +447,7 @@ pub async fn run_until(args: RunArgs, stop_signal: impl std::future::Future<Outp
         scheduler_names: args.scheduler_names.clone(),
         batch_size: args.batch_size.max(1),
         batch_window: Duration::from_millis(args.batch_window_ms),
+        batches_in_flight: args.batches_in_flight as usize,
         gang_timeout: Duration::from_secs(args.gang_timeout_seconds),
         nomination_timeout: Duration::from_secs(args.nomination_timeout_seconds.max(1)),
         volume_bind_timeout: Duration::from_secs(args.volume_bind_timeout_seconds.max(1)),

@@ -1223,6 +1223,7 @@ async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, Vec<PodReco
     let metrics = Arc::new(BinderMetrics::new());
     let (_leader, leader_rx) = watch::channel(true);
     let batch_size = binder_config.batch_size;
+    let binder_config_in_flight = binder_config.batches_in_flight;
     let binder = Binder::new(binder_config, api, Arc::clone(&pool), Arc::clone(&metrics), leader_rx);
     if let Some(set) = experiments {
         binder.experiments().replace(set)?;
@@ -1261,6 +1262,7 @@ async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, Vec<PodReco
     });
     let total = workload.pending.len();
     let submitted = Arc::new(AtomicUsize::new(0));
+    let cpu_before = process_cpu_seconds();
     let started = Instant::now();
     let arrivals = tokio::spawn(submit(
         binder.clone(),
@@ -1271,6 +1273,7 @@ async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, Vec<PodReco
 
     let deadline = started + timeout;
     let mut next_print = started + Duration::from_secs(1);
+    let mut first_bound: Option<Instant> = None;
     let (completed, wall) = loop {
         tokio::time::sleep(Duration::from_millis(2)).await;
         let c = binder.queue_counts();
@@ -1282,6 +1285,9 @@ async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, Vec<PodReco
             unschedulable: c.unschedulable,
             pending: c.active + c.backoff + c.in_flight,
         };
+        if p.bound > 0 && first_bound.is_none() {
+            first_bound = Some(now);
+        }
         if let Some(tx) = &progress_tx {
             tx.send_replace(p);
         }
@@ -1304,6 +1310,9 @@ async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, Vec<PodReco
             break (false, now - started);
         }
     };
+    let cpu_seconds = process_cpu_seconds()
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
     arrivals.abort();
     let _ = stop_tx.send(());
     let _ = runner.await;
@@ -1350,6 +1359,13 @@ async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, Vec<PodReco
         syncs_delta: metrics.syncs_total("delta"),
         assumed_adopted: metrics.assumed_snapshots_total("adopted"),
         assumed_stale: metrics.assumed_snapshots_total("stale"),
+        batches_in_flight: binder_config_in_flight,
+        most_batches_in_flight: binder.most_batches_in_flight(),
+        first_bound_seconds: first_bound.map(|t| (t - started).as_secs_f64()),
+        batches_partitioned: metrics.batches_total("partition"),
+        batches_alone: metrics.batches_total("alone"),
+        partition_returns: metrics.partition_returns_total(),
+        cpu_seconds,
         replica_errors,
         binds_ok: metrics.binds_total("ok"),
         binds_failed: metrics.binds_total("error"),
@@ -1390,6 +1406,18 @@ fn read(path: &Path) -> Result<String, SimError> {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// CPU time (user + system) this process used so far, from `/proc/self/stat` (Linux; `None`
+/// elsewhere). Its fields 14 and 15 count clock ticks of 1/100 s (`USER_HZ`).
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) may hold spaces; the fields after it follow its ')'.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    // `rest` starts at field 3: utime (14) and stime (15) are its 12th and 13th.
+    Some((ticks(11)? + ticks(12)?) as f64 / 100.0)
 }
 
 fn mean_ms(sum_seconds: f64, count: f64) -> Option<f64> {
@@ -1585,6 +1613,24 @@ pub struct Summary {
     pub assumed_adopted: u64,
     /// Batches whose assumed snapshot was not the state (something else changed meanwhile).
     pub assumed_stale: u64,
+    /// Configured batches decided at once (`--batches-in-flight`).
+    pub batches_in_flight: usize,
+    /// Most batches decided at once.
+    pub most_batches_in_flight: usize,
+    /// When the first pod was bound, from the start of the run (after the first full sync).
+    pub first_bound_seconds: Option<f64>,
+    /// Pods placed per second from the first binding on: the rate once the replicas hold the
+    /// cluster, without the first full sync.
+    pub steady_pods_per_second: f64,
+    /// Batches decided on one node partition while others were in flight.
+    pub batches_partitioned: u64,
+    /// Batches decided alone on the whole cluster.
+    pub batches_alone: u64,
+    /// Pods a partitioned decision sent back to be decided alone (no node of the partition fit).
+    pub partition_returns: u64,
+    /// CPU time of the whole process over the run (user + system, every thread: the in-memory
+    /// cluster, the binder and in-process replicas), when the platform tells it.
+    pub cpu_seconds: Option<f64>,
     /// Failed calls to decision replicas.
     pub replica_errors: u64,
     /// Binding requests answered OK.
@@ -1668,6 +1714,9 @@ impl Summary {
             }
         }
         self.pods_per_second = self.placed as f64 / self.wall_seconds.max(1e-9);
+        if let Some(first) = self.first_bound_seconds {
+            self.steady_pods_per_second = self.placed as f64 / (self.wall_seconds - first).max(1e-9);
+        }
         let mut top: Vec<MessageCount> = messages
             .into_iter()
             .map(|(m, count)| MessageCount {
@@ -1886,6 +1935,13 @@ impl fmt::Display for Summary {
         }
         writeln!(o, "  {:<20} {:.3} s", "wall time", self.wall_seconds)?;
         writeln!(o, "  {:<20} {:.0} pods/s", "throughput", self.pods_per_second)?;
+        if let Some(first) = self.first_bound_seconds {
+            writeln!(
+                o,
+                "  {:<20} {:.0} pods/s from the first binding (at {first:.1} s, after the first full sync)",
+                "steady throughput", self.steady_pods_per_second
+            )?;
+        }
         latency_line(
             &mut o,
             "decision per batch",
@@ -1916,9 +1972,24 @@ impl fmt::Display for Summary {
             "  {:<20} {} (mean size {:.1} of at most {})",
             "batches", self.batches, self.mean_batch_size, self.max_batch_size
         )?;
+        if self.batches_in_flight > 1 {
+            writeln!(
+                o,
+                "  {:<20} up to {} ({} at most seen): {} batches on a node partition, {} alone on the whole cluster; {} pods sent back by a partition",
+                "batches in flight", self.batches_in_flight, self.most_batches_in_flight, self.batches_partitioned, self.batches_alone, self.partition_returns
+            )?;
+        }
+        if let Some(cpu) = self.cpu_seconds {
+            writeln!(
+                o,
+                "  {:<20} {cpu:.2} s over the run, {:.0} µs per placed pod (this process: cluster, binder and in-process replicas)",
+                "CPU",
+                cpu * 1e6 / (self.placed.max(1) as f64)
+            )?;
+        }
         writeln!(
             o,
-            "  {:<20} {} full, {} delta; {} batches assumed on the replica (its snapshot then needs no sync), {} stale",
+            "  {:<20} {} full, {} delta; {} batches assumed on the replica (its snapshot kept: the next sync sends only what else changed), {} stale",
             "snapshot syncs", self.syncs_full, self.syncs_delta, self.assumed_adopted, self.assumed_stale
         )?;
         writeln!(
@@ -2090,6 +2161,10 @@ pub struct SimulateArgs {
     /// How long a partial batch waits to fill.
     #[arg(long, default_value = "5ms", value_parser = parse_duration)]
     pub batch_window: Duration,
+    /// Batches decided at once, each on its own partition of the nodes and its own replica
+    /// (at most `--decision-replicas` run at once).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub batches_in_flight: u32,
     /// Binds in flight at once.
     #[arg(long, default_value_t = 64)]
     pub bind_concurrency: usize,
@@ -2213,6 +2288,7 @@ impl SimulateArgs {
                 scheduler_names: self.scheduler_names.clone(),
                 batch_size: self.batch_size,
                 batch_window: self.batch_window,
+                batches_in_flight: self.batches_in_flight as usize,
                 bind_concurrency: self.bind_concurrency,
                 api_qps: self.api_qps,
                 policy: self.policy.clone(),

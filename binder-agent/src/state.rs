@@ -95,6 +95,8 @@ pub struct ClusterState {
     log: VecDeque<(u64, Key)>,
     /// Changes at or below this version are no longer in the log.
     compacted: u64,
+    /// Partitions the nodes are labelled with ([`ClusterState::with_partitions`]).
+    partitions: u32,
 }
 
 /// Most log entries kept; a replica further behind gets a full snapshot.
@@ -104,6 +106,15 @@ impl ClusterState {
     /// An empty state.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty state whose nodes carry their partition among `partitions` in the label
+    /// [`PARTITION_LABEL`](crate::parallel::PARTITION_LABEL) (none below 2).
+    pub fn with_partitions(partitions: u32) -> Self {
+        Self {
+            partitions,
+            ..Self::default()
+        }
     }
 
     fn record(&mut self, key: Key) {
@@ -122,7 +133,12 @@ impl ClusterState {
     }
 
     /// Adds or replaces a node.
-    pub fn apply_node(&mut self, node: proto::Node) {
+    pub fn apply_node(&mut self, mut node: proto::Node) {
+        if self.partitions >= 2 {
+            let p = crate::parallel::partition_of(&node.name, self.partitions);
+            node.labels
+                .insert(crate::parallel::PARTITION_LABEL.to_string(), p.to_string());
+        }
         if self.nodes.get(&node.name) == Some(&node) {
             return;
         }
@@ -520,7 +536,19 @@ impl ClusterState {
     /// The changes after `since` as a delta (without its base id), or `None` when the log no longer
     /// reaches back that far and a full snapshot is needed.
     pub fn delta_since(&self, since: u64) -> Option<proto::SnapshotDelta> {
-        let keys: HashSet<&Key> = self.changes_since(since)?.collect();
+        self.delta_since_except(since, None)
+    }
+
+    /// The changes after `since` but those logged in `except` (`(from, to]`: what the receiver
+    /// holds already) as a delta, or `None` when the log no longer reaches back that far. A key
+    /// changed again outside `except` is carried, with its value now.
+    pub fn delta_since_except(&self, since: u64, except: Option<(u64, u64)>) -> Option<proto::SnapshotDelta> {
+        let skipped = |v: u64| except.is_some_and(|(from, to)| v > from && v <= to);
+        let keys: HashSet<&Key> = self
+            .versioned_changes_since(since)?
+            .filter(|(v, _)| !skipped(*v))
+            .map(|(_, k)| k)
+            .collect();
         let mut delta = proto::SnapshotDelta::default();
         let mut keys: Vec<&Key> = keys.into_iter().collect();
         keys.sort_unstable();
@@ -561,32 +589,22 @@ impl ClusterState {
         Some(delta)
     }
 
-    /// Whether every change after `since` is the assumption of a pod in `placed` (uid → node),
-    /// and every pod of `placed` is assumed on its node now: then the state is the one at `since`
-    /// plus exactly those assumptions, which is what a decision replica stored when it assumed
-    /// the same placements on its snapshot of `since`.
-    /// `storage` are the keys of the volume choices assumed with them.
-    pub fn only_assumed_since(&self, since: u64, placed: &HashMap<&str, &str>, storage: &HashSet<StorageKey>) -> bool {
-        let Some(mut changes) = self.changes_since(since) else {
-            return false;
-        };
-        changes.all(|k| match k {
-            Key::Pod(uid) => placed.contains_key(uid.as_str()),
-            Key::Storage(key) => storage.contains(key),
-            _ => false,
-        }) && placed
+    /// Whether every pod of `placed` (uid → node) is assumed on its node now.
+    pub fn all_assumed(&self, placed: &HashMap<&str, &str>) -> bool {
+        placed
             .iter()
             .all(|(uid, node)| self.assumed.get(*uid).is_some_and(|p| p.node_name == *node))
     }
 
-    /// What changed after `since`, oldest first (a key may repeat), or `None` when the log no
-    /// longer reaches back that far or `since` is ahead of the state.
-    fn changes_since(&self, since: u64) -> Option<impl Iterator<Item = &Key>> {
+    /// What changed after `since`, oldest first, with the version each change was logged at (a
+    /// key may repeat), or `None` when the log no longer reaches back that far or `since` is
+    /// ahead of the state.
+    fn versioned_changes_since(&self, since: u64) -> Option<impl Iterator<Item = (u64, &Key)>> {
         if since < self.compacted || since > self.version {
             return None;
         }
         let start = self.log.partition_point(|(v, _)| *v <= since);
-        Some(self.log.range(start..).map(|(_, k)| k))
+        Some(self.log.range(start..).map(|(v, k)| (*v, k)))
     }
 
     /// Forgets log entries every replica has synced past.
@@ -654,6 +672,22 @@ mod tests {
             node_name: node.into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn nodes_carry_their_partition_only_when_decisions_run_in_partitions() {
+        use crate::parallel::{partition_of, PARTITION_LABEL};
+        let mut s = ClusterState::with_partitions(3);
+        s.apply_node(node("a"));
+        let v = s.version();
+        // The same node again (as the watch relists it) changes nothing.
+        s.apply_node(node("a"));
+        assert_eq!(s.version(), v);
+        let label = s.nodes()["a"].labels.get(PARTITION_LABEL).cloned();
+        assert_eq!(label, Some(partition_of("a", 3).to_string()));
+        let mut plain = ClusterState::new();
+        plain.apply_node(node("a"));
+        assert!(plain.nodes()["a"].labels.is_empty());
     }
 
     #[test]
@@ -838,42 +872,39 @@ mod tests {
     }
 
     #[test]
-    fn only_the_assumed_placements_since_a_version_match_the_replicas_assumed_snapshot() {
+    fn a_replicas_own_assumed_placements_are_left_out_of_its_next_delta() {
         let mut s = ClusterState::new();
         s.apply_node(node("a"));
         s.apply_node(node("b"));
+        // The replica decided on `v`; meanwhile another batch assumed p0.
         let v = s.version();
-        let placed: HashMap<&str, &str> = [("p1", "a"), ("p2", "b")].into();
-        let none = HashSet::new();
-        assert!(!s.only_assumed_since(v, &placed, &none), "nothing assumed yet");
+        s.assume(pod("p0", ""), "b");
+        // Its own batch: p1 and p2, logged in (from, to].
+        let from = s.version();
         s.assume(pod("p1", ""), "a");
-        assert!(!s.only_assumed_since(v, &placed, &none), "p2 is not assumed");
         s.assume(pod("p2", ""), "b");
-        assert!(s.only_assumed_since(v, &placed, &none));
-        assert!(s.only_assumed_since(v, &placed, &none), "the check changes nothing");
-        // Assumed on another node than the replica placed it.
-        let elsewhere: HashMap<&str, &str> = [("p1", "a"), ("p2", "a")].into();
-        assert!(!s.only_assumed_since(v, &elsewhere, &none));
-        // A placement the binder did not assume, or another change since, and the replica's
-        // snapshot is not the state.
-        let more: HashMap<&str, &str> = [("p1", "a"), ("p2", "b"), ("p3", "a")].into();
-        assert!(!s.only_assumed_since(v, &more, &none));
-        let fewer: HashMap<&str, &str> = [("p1", "a")].into();
-        assert!(
-            !s.only_assumed_since(v, &fewer, &none),
-            "p2's assumption is a change the replica lacks"
+        let to = s.version();
+        let placed: HashMap<&str, &str> = [("p1", "a"), ("p2", "b")].into();
+        assert!(s.all_assumed(&placed));
+        assert!(!s.all_assumed(&[("p1", "b")].into()), "assumed elsewhere");
+        assert!(!s.all_assumed(&[("p3", "a")].into()), "not assumed");
+        let uids = |d: &proto::SnapshotDelta| d.upsert_pods.iter().map(|p| p.uid.clone()).collect::<Vec<_>>();
+        let d = s.delta_since_except(v, Some((from, to))).unwrap();
+        assert_eq!(uids(&d), ["p0"], "only what else changed");
+        assert_eq!(uids(&s.delta_since(v).unwrap()), ["p0", "p1", "p2"]);
+        // Nothing else changed: an empty delta.
+        assert_eq!(
+            s.delta_since_except(from, Some((from, to))).unwrap(),
+            proto::SnapshotDelta::default()
         );
-        s.apply_node(node("c"));
-        assert!(!s.only_assumed_since(v, &placed, &none), "a node changed meanwhile");
-        // A failed bind forgets an assumption: no longer what the replica holds.
-        let v = s.version();
+        // A later change to one of its own pods is carried, with its value now.
         s.forget("p1");
-        assert!(!s.only_assumed_since(v, &[("p2", "b")].into(), &none));
-        // A version the log no longer reaches, or one not reached yet.
-        s.compact(s.version());
-        assert!(!s.only_assumed_since(v, &HashMap::new(), &none));
-        assert!(s.only_assumed_since(s.version(), &HashMap::new(), &none));
-        assert!(!s.only_assumed_since(s.version() + 1, &HashMap::new(), &none));
+        let d = s.delta_since_except(v, Some((from, to))).unwrap();
+        assert_eq!(uids(&d), ["p0"]);
+        assert_eq!(d.remove_pod_uids, ["p1"]);
+        // A version the log no longer reaches.
+        s.compact(to);
+        assert!(s.delta_since_except(v, Some((from, to))).is_none());
     }
 
     #[test]
@@ -965,12 +996,18 @@ mod tests {
         assert_eq!(s.full().persistent_volumes[0].claim_ref.as_ref(), Some(&want_ref));
         assert!(matches!(s.storage_object(&StorageKey::Volume("pv-1".into())),
             Some(StorageObject::Volume(v)) if v.claim_ref.is_none()));
-        assert!(s.only_assumed_since(v, &HashMap::new(), &keys.iter().cloned().collect()));
+        // A replica that assumed the same choices needs no delta for them.
+        let assumed = s.version();
+        assert_eq!(assumed - v, 2, "one change per choice");
+        assert_eq!(
+            s.delta_since_except(v, Some((v, assumed))).unwrap(),
+            proto::SnapshotDelta::default()
+        );
         // A second pod of the same claims: nothing new to assume, the first pod keeps them.
         assert!(s
             .assume_storage("p1b", &[binding("a", Target::VolumeName("pv-1".into()))])
             .is_empty());
-        assert!(!s.only_assumed_since(v, &HashMap::new(), &HashSet::new()));
+        assert_eq!(s.version(), assumed, "nothing logged");
         // A watched volume without the claimRef (an older object) leaves the assumption; the one
         // showing it replaces the assumption.
         s.apply_storage(StorageObject::Volume(proto::PersistentVolume {

@@ -74,6 +74,24 @@ fn assert_kube_scheduler_messages(s: &Summary) {
     }
 }
 
+/// Three replicas deciding three batches at once on node partitions: the same soundness as one
+/// at a time (every pod bound once, nothing overcommitted), and the synthetic workload's pods
+/// that fit no node of their partition (GPUs, node affinity) are decided alone, with
+/// kube-scheduler's messages for the whole cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_in_flight_on_three_replicas_bind_every_pod_exactly_once() {
+    let mut c = config(synthetic(300, 3_000, 11));
+    c.decision = DecisionSource::InProcess { replicas: 3 };
+    c.binder.batches_in_flight = 3;
+    c.binder.batch_size = 64;
+    let s = simulate(c).await.unwrap();
+    assert_sound(&s);
+    assert_kube_scheduler_messages(&s);
+    assert!(s.most_batches_in_flight >= 2, "{s}");
+    assert!(s.batches_partitioned > 0 && s.batches_alone > 0, "{s}");
+    assert!(s.partition_returns > 0, "{s}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn synthetic_cluster_binds_every_pod_exactly_once() {
     let s = simulate(config(synthetic(200, 2_000, 7))).await.unwrap();

@@ -104,6 +104,12 @@ struct Options {
     policy_file: Option<std::path::PathBuf>,
     /// How long a PreBind waits for the PV controller.
     volume_bind_timeout: Duration,
+    /// More decision replicas besides the first.
+    more_endpoints: Vec<String>,
+    /// Most pods per batch.
+    batch_size: usize,
+    /// Batches decided at once on node partitions.
+    batches_in_flight: usize,
 }
 
 impl Default for Options {
@@ -116,6 +122,9 @@ impl Default for Options {
             nomination_timeout: Duration::from_secs(90),
             policy_file: None,
             volume_bind_timeout: Duration::from_secs(600),
+            more_endpoints: Vec::new(),
+            batch_size: BinderConfig::default().batch_size,
+            batches_in_flight: 1,
         }
     }
 }
@@ -152,7 +161,11 @@ fn start_binder(server: &FakeApiServer, endpoint: &str, options: Options) -> Run
     let metrics = Arc::new(BinderMetrics::new());
     let replicas = Arc::new(
         ReplicaPool::new(
-            EndpointSource::Static(vec![endpoint.to_string()]),
+            EndpointSource::Static(
+                std::iter::once(endpoint.to_string())
+                    .chain(options.more_endpoints.iter().cloned())
+                    .collect(),
+            ),
             ReplicaConfig::default(),
         )
         .unwrap(),
@@ -185,6 +198,8 @@ fn start_binder(server: &FakeApiServer, endpoint: &str, options: Options) -> Run
             gang_timeout: options.gang_timeout,
             nomination_timeout: options.nomination_timeout,
             volume_bind_timeout: options.volume_bind_timeout,
+            batch_size: options.batch_size,
+            batches_in_flight: options.batches_in_flight,
             extenders: options
                 .policy_file
                 .as_deref()
@@ -231,6 +246,110 @@ impl Running {
         let _ = self.stop_watch.send(());
         self.watch.await.unwrap();
     }
+}
+
+/// Two replicas and two batches in flight, each on its own partition of the nodes: every pod is
+/// bound once and no node is overcommitted; a pod pinned to a node of the other partition is sent
+/// back and decided alone on the whole cluster, and reaches its node; a pod that fits nowhere gets
+/// kube-scheduler's message for the whole cluster, not for a partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_in_flight_on_node_partitions_bind_each_pod_once_and_pinned_pods_reach_their_node() {
+    use placement_binder::parallel::partition_of;
+    let server = FakeApiServer::start().await;
+    let client = server.client();
+    // Six nodes of 2 CPUs, in both partitions, ordered so that each partition's nodes alternate:
+    // the first batch holds pinned pods of both partitions, so one is always sent back.
+    let names: Vec<String> = (0..40).map(|i| format!("n{i}")).collect();
+    let (p0, p1): (Vec<&String>, Vec<&String>) = names.iter().partition(|n| partition_of(n, 2) == 0);
+    let nodes: Vec<String> = p0
+        .iter()
+        .zip(&p1)
+        .take(3)
+        .flat_map(|(a, b)| [(*a).clone(), (*b).clone()])
+        .collect();
+    assert_eq!(nodes.len(), 6);
+    for n in &nodes {
+        server.create_node(node(n, "2"));
+    }
+    // One pinned pod per node first (kubernetes.io/hostname), then 30 others: 9 of 12 CPUs.
+    for n in &nodes {
+        let mut p = pod(&format!("pinned-{n}"), SCHEDULER, "250m", None);
+        if let Some(spec) = p.spec.as_mut() {
+            spec.node_selector = Some([("kubernetes.io/hostname".to_string(), n.clone())].into());
+        }
+        server.create_pod(p);
+    }
+    for i in 0..30 {
+        server.create_pod(pod(&format!("web-{i}"), SCHEDULER, "250m", None));
+    }
+    server.create_pod(pod("huge", SCHEDULER, "10", None));
+
+    let (first, stop_first) = decision_service().await;
+    let (second, stop_second) = decision_service().await;
+    let running = start_binder(
+        &server,
+        &first,
+        Options {
+            lease: None,
+            more_endpoints: vec![second],
+            batch_size: 4,
+            batches_in_flight: 2,
+            ..Options::default()
+        },
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    eventually(WAIT, "every pod but huge bound and huge unschedulable", || {
+        let pods = pods.clone();
+        async move {
+            let list = pods.list(&Default::default()).await.unwrap().items;
+            let bound = list.iter().filter(|p| node_of(p).is_some()).count();
+            let huge = list.iter().find(|p| p.metadata.name.as_deref() == Some("huge"));
+            bound == 36 && huge.and_then(scheduled_condition).is_some_and(|c| c.0 == "False")
+        }
+    })
+    .await;
+
+    let list = pods.list(&Default::default()).await.unwrap().items;
+    let mut cpu: HashMap<String, i64> = HashMap::new();
+    for p in &list {
+        if let Some(n) = node_of(p) {
+            *cpu.entry(n).or_default() += pod_cpu(p);
+        }
+        let name = p.metadata.name.clone().unwrap_or_default();
+        if let Some(n) = name.strip_prefix("pinned-") {
+            assert_eq!(node_of(p).as_deref(), Some(n), "{name} must land on its node");
+        }
+    }
+    for (n, used) in &cpu {
+        assert!(*used <= 2000, "node {n} overcommitted: {used}m of 2000m");
+    }
+    let posts = server.requests_matching(&matcher("POST", "/binding"));
+    assert_eq!(posts.len(), 36, "one Binding per pod");
+    let huge = list
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some("huge"))
+        .unwrap();
+    assert_eq!(
+        scheduled_condition(huge).map(|c| c.2),
+        Some("0/6 nodes are available: 6 Insufficient cpu. preemption: 0/6 nodes are available: 6 Preemption is not helpful for scheduling.".to_string())
+    );
+    assert_eq!(
+        running.binder.most_batches_in_flight(),
+        2,
+        "two batches were decided at once"
+    );
+    assert!(running.metrics.batches_total("partition") > 0);
+    assert!(
+        running.metrics.batches_total("alone") > 0,
+        "the sent-back and huge pods are decided alone"
+    );
+    assert!(
+        running.metrics.partition_returns_total() > 0,
+        "a pinned pod of the other partition was sent back"
+    );
+    running.stop().await;
+    let _ = stop_first.send(());
+    let _ = stop_second.send(());
 }
 
 /// Names of the pods in `default` with a node.
@@ -678,6 +797,7 @@ async fn the_agent_runs_from_a_kubeconfig_and_shuts_down_gracefully() {
         decision_tls_server_name: None,
         batch_size: 256,
         batch_window_ms: 5,
+        batches_in_flight: 1,
         gang_timeout_seconds: 60,
         nomination_timeout_seconds: 90,
         volume_bind_timeout_seconds: 600,

@@ -728,6 +728,7 @@ async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -
         decision_tls_server_name: None,
         batch_size: 256,
         batch_window_ms: 5,
+        batches_in_flight: 1,
         gang_timeout_seconds: 60,
         nomination_timeout_seconds: num("BINDER_NOMINATION_TIMEOUT_SECONDS"),
         volume_bind_timeout_seconds: 600,

@@ -47,7 +47,8 @@ use tokio::task::JoinHandle;
 struct InProcessBinder {
     stops: Vec<oneshot::Sender<()>>,
     tasks: Vec<JoinHandle<()>>,
-    _service: Service,
+    binder: Binder<KubeApi>,
+    _services: Vec<Service>,
 }
 
 impl InProcessBinder {
@@ -57,11 +58,21 @@ impl InProcessBinder {
 
     /// A binder for `scope` deciding with `service`.
     async fn start_with(cluster: &Cluster, scope: &Scope, service: Service) -> InProcessBinder {
+        Self::start_on(cluster, scope, vec![service], BinderConfig::default()).await
+    }
+
+    /// A binder for `scope` deciding with `services` and `config` (its scheduler name set).
+    async fn start_on(
+        cluster: &Cluster,
+        scope: &Scope,
+        services: Vec<Service>,
+        config: BinderConfig,
+    ) -> InProcessBinder {
         let metrics = Arc::new(BinderMetrics::new());
         let leadership = Leadership::always(&metrics);
         let config = BinderConfig {
             scheduler_names: vec![scope.scheduler.clone()],
-            ..BinderConfig::default()
+            ..config
         };
         let binder = Binder::new(
             config,
@@ -75,7 +86,7 @@ impl InProcessBinder {
             ),
             Arc::new(
                 ReplicaPool::new(
-                    EndpointSource::Static(vec![service.endpoint.clone()]),
+                    EndpointSource::Static(services.iter().map(|s| s.endpoint.clone()).collect()),
                     ReplicaConfig::default(),
                 )
                 .expect("a replica pool"),
@@ -93,6 +104,7 @@ impl InProcessBinder {
                 .await;
             }
         });
+        let binder_handle = binder.clone();
         let (stop_loop, loop_stopped) = oneshot::channel::<()>();
         let looping = tokio::spawn(async move {
             let _ = binder
@@ -105,7 +117,8 @@ impl InProcessBinder {
         InProcessBinder {
             stops: vec![stop_loop, stop_watch],
             tasks: vec![looping, watch],
-            _service: service,
+            binder: binder_handle,
+            _services: services,
         }
     }
 
@@ -235,6 +248,89 @@ async fn wait_bound(scope: &Scope, prefix: &str, count: usize) {
         }
     })
     .await;
+}
+
+/// Two replicas and two batches in flight, each on its own partition of the nodes, on a real
+/// API server: every pod is bound once with no node overcommitted, pods pinned to a node (some
+/// of them in the other batch's partition) reach it, and a pod that fits nowhere gets
+/// kube-scheduler's message for the whole cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_in_flight_on_two_replicas_bind_each_pod_once() {
+    let Some(cluster) = cluster("batches_in_flight_on_two_replicas_bind_each_pod_once").await else {
+        return;
+    };
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "partitions").await;
+    // Three nodes in each partition (each batch spreads its pods over its partition's nodes
+    // only, so the partitions must be alike, as a hash makes them on large clusters).
+    let mut suffixes: [Vec<String>; 2] = Default::default();
+    for i in 1.. {
+        let suffix = format!("n{i}");
+        let side = placement_binder::parallel::partition_of(&format!("placement-e2e-{}-{suffix}", scope.run), 2);
+        if suffixes[side as usize].len() < 3 {
+            suffixes[side as usize].push(suffix);
+        }
+        if suffixes.iter().all(|s| s.len() == 3) {
+            break;
+        }
+    }
+    let mut nodes = Vec::new();
+    for suffix in suffixes.concat() {
+        nodes.push(scope.add_node(&suffix, "2", &[]).await);
+    }
+    // Every pod exists before the binder starts, so its first batches are decided at once.
+    for n in &nodes {
+        let mut p = scope.pod(&format!("pinned-{}", n.rsplit('-').next().unwrap_or_default()), "250m");
+        if let Some(spec) = p.spec.as_mut() {
+            spec.node_selector = Some([("kubernetes.io/hostname".to_string(), n.clone())].into());
+        }
+        scope.create(&p).await;
+    }
+    for i in 0..30 {
+        scope.create(&scope.pod(&format!("web-{i}"), "250m")).await;
+    }
+    scope.create(&scope.pod("huge", "10")).await;
+    let binder = InProcessBinder::start_on(
+        &cluster,
+        &scope,
+        vec![Service::start().await, Service::start().await],
+        BinderConfig {
+            batch_size: 4,
+            batches_in_flight: 2,
+            ..BinderConfig::default()
+        },
+    )
+    .await;
+
+    eventually(WAIT, "36 pods bound and huge marked unschedulable", || async {
+        let list = list_pods(&scope).await;
+        let bound = list.iter().filter(|p| node_of(p).is_some()).count();
+        let huge_marked = list.iter().any(|p| p.name_any() == "huge" && marked_unschedulable(p));
+        bound == 36 && huge_marked
+    })
+    .await;
+    assert_no_overcommit_no_double_bind(&scope, 2000).await;
+    let list = list_pods(&scope).await;
+    for n in &nodes {
+        let name = format!("pinned-{}", n.rsplit('-').next().unwrap_or_default());
+        let pod = list.iter().find(|p| p.name_any() == name).expect("the pinned pod");
+        assert_eq!(node_of(pod), Some(n.as_str()), "{name} must land on its node");
+    }
+    let huge = list.iter().find(|p| p.name_any() == "huge").expect("the huge pod");
+    let cond = scheduled_condition(huge).expect("a PodScheduled condition");
+    // The cluster may hold other nodes than the test's (which its pods do not select).
+    let message = cond.message.clone().unwrap_or_default();
+    assert!(
+        message.starts_with("0/") && message.contains(" 6 Insufficient cpu"),
+        "kube-scheduler's message for the whole cluster, not for a partition: {message:?}"
+    );
+    assert_eq!(
+        binder.binder.most_batches_in_flight(),
+        2,
+        "two batches were decided at once"
+    );
+    binder.stop().await;
+    scope.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
 use clap::Parser;
+use placement_scheduler::partition;
 use placement_scheduler::procstat::{Memory, Proc};
 use placement_scheduler::proto::placement_service_client::PlacementServiceClient;
 use placement_scheduler::proto::{self, snapshot_ref, sync_snapshot_request};
@@ -433,12 +434,16 @@ async fn measure_delta(
 
 /// Schedules `batches` requests (cycling through `pool`) with `in_flight` concurrent calls spread
 /// over `replicas`: each call goes to the less loaded of two random choices, as the binder picks.
+/// With `partitioned`, the concurrent calls each keep to their own node partition (as
+/// `binder-agent --batches-in-flight` decides them; the nodes carry their partition among
+/// `in_flight`): call `w`'s pods select partition `w`.
 async fn run_schedule(
     name: &str,
     replicas: &[Arc<Replica>],
     pool: Arc<Vec<proto::ScheduleRequest>>,
     batches: usize,
     in_flight: usize,
+    partitioned: bool,
 ) -> anyhow::Result<ScheduleRun> {
     let next = Arc::new(AtomicUsize::new(0));
     let rng = Arc::new(AtomicU64::new(0x10ad));
@@ -447,7 +452,7 @@ async fn run_schedule(
     let client_before = Proc::Myself.cpu();
     let start = Instant::now();
     let mut workers = Vec::new();
-    for _ in 0..in_flight.max(1) {
+    for worker in 0..in_flight.max(1) {
         let (next, rng, replicas, pool) = (next.clone(), rng.clone(), replicas.clone(), pool.clone());
         workers.push(tokio::spawn(async move {
             let mut out: Vec<(Duration, usize, usize)> = Vec::new();
@@ -457,7 +462,13 @@ async fn run_schedule(
                     return Ok::<_, anyhow::Error>(out);
                 }
                 let replica = pick(&replicas, &rng);
-                let req = pool[i % pool.len()].clone();
+                let mut req = pool[i % pool.len()].clone();
+                if partitioned {
+                    for pod in &mut req.pods {
+                        pod.node_selector
+                            .insert(partition::PARTITION_LABEL.to_string(), worker.to_string());
+                    }
+                }
                 let pods = req.pods.len();
                 replica.inflight.fetch_add(1, Ordering::Relaxed);
                 let mut client = replica.client.clone();
@@ -603,7 +614,15 @@ async fn run(args: Args) -> anyhow::Result<Report> {
         ..ClusterShape::default()
     };
     let t = Instant::now();
-    let cluster = synth::cluster(&shape, args.seed);
+    let mut cluster = synth::cluster(&shape, args.seed);
+    // Each node carries its partition among the batches in flight, as the binder sends it with
+    // --batches-in-flight (read by the partitioned runs only).
+    let partitions = u32::try_from(args.in_flight).unwrap_or(u32::MAX);
+    for node in &mut cluster.nodes {
+        let p = partition::partition_of(&node.name, partitions);
+        node.labels
+            .insert(partition::PARTITION_LABEL.to_string(), p.to_string());
+    }
     say(
         quiet,
         format!(
@@ -725,25 +744,36 @@ async fn run(args: Args) -> anyhow::Result<Report> {
     );
     let mut schedule = Vec::new();
     let first = &replicas[..1];
-    schedule.push(run_schedule("distinct pods", first, distinct.clone(), args.batches, 1).await?);
-    schedule.push(run_schedule("replica pods", first, workloads.clone(), args.batches, 1).await?);
+    schedule.push(run_schedule("distinct pods", first, distinct.clone(), args.batches, 1, false).await?);
+    schedule.push(run_schedule("replica pods", first, workloads.clone(), args.batches, 1, false).await?);
     for k in 1..=replicas.len() {
-        let run = run_schedule(
-            "distinct pods",
-            &replicas[..k],
-            distinct.clone(),
-            args.batches,
-            args.in_flight,
-        )
-        .await?;
-        say(
-            quiet,
-            format!(
-                "{k} replica(s), {} in flight: {:.0} pods/s",
-                args.in_flight, run.pods_per_s
-            ),
-        );
-        schedule.push(run);
+        for partitioned in [false, true] {
+            if partitioned && args.in_flight < 2 {
+                continue;
+            }
+            let name = if partitioned { "partitioned" } else { "distinct pods" };
+            let run = run_schedule(
+                name,
+                &replicas[..k],
+                distinct.clone(),
+                args.batches,
+                args.in_flight,
+                partitioned,
+            )
+            .await?;
+            say(
+                quiet,
+                format!(
+                    "{k} replica(s), {} in flight{}: {:.0} pods/s, {} of {} placed",
+                    args.in_flight,
+                    if partitioned { " on node partitions" } else { "" },
+                    run.pods_per_s,
+                    run.placed,
+                    run.pods
+                ),
+            );
+            schedule.push(run);
+        }
     }
 
     let memory = replicas

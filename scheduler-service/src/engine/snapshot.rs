@@ -743,6 +743,9 @@ impl Snapshot {
                 next.add_pod(pod.uid.clone(), bound);
             }
         }
+        if nodes_unchanged {
+            next.follow_hot_fields(self);
+        }
         if next.classes.len() > self.classes.len() {
             // Class ids index the static predicates cache: only one delta may extend a class list.
             let mut cache = self.static_cache.lock().unwrap_or_else(|e| e.into_inner());
@@ -752,6 +755,36 @@ impl Snapshot {
             }
         }
         Ok(next)
+    }
+
+    /// Takes the hot fields and their columns from `base` (the snapshot this one was applied on,
+    /// with the same nodes in the same order) where `base` has built them: copied, and computed
+    /// again only for the nodes whose entry changed (a batch's pods touch hundreds of nodes of
+    /// tens of thousands), rather than for every node on first use.
+    fn follow_hot_fields(&mut self, base: &Snapshot) {
+        let Some(base_hot) = base.hot.get() else {
+            return;
+        };
+        if base.nodes.len() != self.nodes.len() {
+            return;
+        }
+        let touched: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| !Arc::ptr_eq(&base.nodes[i], &self.nodes[i]))
+            .collect();
+        let mut hot = base_hot.clone();
+        for &i in &touched {
+            hot[i] = NodeHot::of(&self.nodes[i], &self.nodes[i].usage);
+        }
+        if let Some(base_columns) = base.columns.get() {
+            let mut columns = base_columns.clone();
+            for &i in &touched {
+                columns.set(i, &hot[i]);
+            }
+            self.add_derived(columns.approx_bytes());
+            let _ = self.columns.set(columns);
+        }
+        self.add_derived(hot.len() * std::mem::size_of::<NodeHot>());
+        let _ = self.hot.set(hot);
     }
 
     /// This snapshot with these PodDisruptionBudgets (replacing any with the same namespace and name).
@@ -1176,6 +1209,49 @@ mod tests {
             ..Default::default()
         })
         .unwrap()
+    }
+
+    #[test]
+    fn a_delta_on_pods_keeps_the_hot_fields_of_untouched_nodes_and_recomputes_the_others() {
+        let base = Snapshot::build(
+            vec![node("a", 1000), node("b", 1000), node("c", 1000)],
+            vec![pod("p1", "a", 100), pod("p2", "c", 300)],
+        )
+        .unwrap();
+        // The base's columns are built (as a Schedule on it builds them); the next follows them.
+        base.columns();
+        let next = base
+            .apply(Delta {
+                upsert_pods: vec![pod("p3", "b", 200), pod("p4", "b", 50)],
+                remove_pod_uids: vec!["p1".into()],
+                ..Default::default()
+            })
+            .unwrap();
+        assert!(
+            next.hot.get().is_some() && next.columns.get().is_some(),
+            "followed, not left to build"
+        );
+        let fresh = Snapshot::build(
+            vec![node("a", 1000), node("b", 1000), node("c", 1000)],
+            vec![pod("p2", "c", 300), pod("p3", "b", 200), pod("p4", "b", 50)],
+        )
+        .unwrap();
+        assert_eq!(next.hot(), fresh.hot());
+        assert_eq!(
+            format!("{:?}", next.columns()),
+            format!("{:?}", crate::engine::columns::HotColumns::of(fresh.hot()))
+        );
+        assert_eq!(next.hot()[1].req_cpu, 250);
+        assert_eq!(next.hot()[0].req_cpu, 0);
+        // A delta on nodes leaves them to be built again (positions may shift).
+        let moved = next
+            .apply(Delta {
+                upsert_nodes: vec![node("aa", 1000)],
+                ..Default::default()
+            })
+            .unwrap();
+        assert!(moved.hot.get().is_none());
+        assert_eq!(moved.hot().len(), 4);
     }
 
     #[test]
