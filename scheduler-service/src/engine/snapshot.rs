@@ -1239,7 +1239,7 @@ mod tests {
         assert_eq!(next.hot(), fresh.hot());
         assert_eq!(
             format!("{:?}", next.columns()),
-            format!("{:?}", crate::engine::columns::HotColumns::of(fresh.hot()))
+            format!("{:?}", crate::engine::accel::columns::HotColumns::of(fresh.hot()))
         );
         assert_eq!(next.hot()[1].req_cpu, 250);
         assert_eq!(next.hot()[0].req_cpu, 0);
