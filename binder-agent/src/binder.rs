@@ -1249,11 +1249,14 @@ impl<A: ClusterApi> Binder<A> {
         self.sync_full(pool, replica).await
     }
 
-    /// Sends a replica the whole state in parts: a full snapshot with every node, namespace,
-    /// budget and storage object but no pod, then deltas on it of
-    /// [`ReplicaConfig::full_sync_chunk_pods`](crate::replicas::ReplicaConfig) pods each. The
-    /// pods go as the state stores them, encoded and shared: no decoded copy of them is made
-    /// and no message holds them all.
+    /// Sends a replica the whole state in parts: a full snapshot with every namespace, budget and
+    /// storage object, the first [`ReplicaConfig::full_sync_chunk_nodes`] nodes and no pod;
+    /// deltas on it with the other nodes, as many each; then deltas of
+    /// [`ReplicaConfig::full_sync_chunk_pods`] pods each. The pods go as the state stores them,
+    /// encoded and shared: no decoded copy of them is made and no message holds them all.
+    ///
+    /// [`ReplicaConfig::full_sync_chunk_nodes`]: crate::replicas::ReplicaConfig
+    /// [`ReplicaConfig::full_sync_chunk_pods`]: crate::replicas::ReplicaConfig
     async fn sync_full(&self, pool: &ReplicaPool, replica: &Arc<Replica>) -> Result<(String, u64), tonic::Status> {
         let s = &self.shared;
         tracing::debug!(replica = %replica.endpoint, "full sync");
@@ -1265,9 +1268,30 @@ impl<A: ClusterApi> Binder<A> {
         // The log after `version` is kept until this sync ends (another replica's sync may
         // compact it meanwhile): the next delta to this replica starts there.
         let _pinned = PinnedVersion::new(&s.full_syncs, version);
+        // The nodes past the first chunk follow in deltas of their own.
+        let mut rest = rest;
+        let chunk_nodes = pool.config.full_sync_chunk_nodes.max(1);
+        let more_nodes = if rest.nodes.len() > chunk_nodes {
+            rest.nodes.split_off(chunk_nodes)
+        } else {
+            Vec::new()
+        };
         let (mut id, mut bytes) = self
             .send_sync(pool, replica, proto::sync_snapshot_request::Kind::Full(rest))
             .await?;
+        for chunk in more_nodes.chunks(chunk_nodes) {
+            let delta = proto::SnapshotDelta {
+                base_snapshot_id: id,
+                upsert_nodes: chunk.to_vec(),
+                ..Default::default()
+            };
+            let (next, sent) = self
+                .send_sync(pool, replica, proto::sync_snapshot_request::Kind::Delta(delta))
+                .await?;
+            id = next;
+            bytes += sent;
+        }
+        drop(more_nodes);
         for chunk in pods.chunks(pool.config.full_sync_chunk_pods.max(1)) {
             let delta = EncodedPodsDelta {
                 base_snapshot_id: id,

@@ -39,6 +39,10 @@ pub struct ReplicaConfig {
     /// namespaces, budgets and storage objects) with the first pods, deltas on it the rest, so
     /// no message or decoded copy holds a million pods at once.
     pub full_sync_chunk_pods: usize,
+    /// Nodes per message of a full sync: the first carries this many, deltas on it the rest
+    /// (before the pods). A replica's request budget (`--request-memory-bytes`, 1.25 GiB by
+    /// default) refuses a message with 50,000 nodes.
+    pub full_sync_chunk_nodes: usize,
     /// TLS to the replicas; `None` speaks plaintext HTTP/2.
     pub tls: Option<ClientTls>,
 }
@@ -97,6 +101,7 @@ impl Default for ReplicaConfig {
             eject_for: Duration::from_secs(2),
             max_message_bytes: 256 << 20,
             full_sync_chunk_pods: 50_000,
+            full_sync_chunk_nodes: 5_000,
             tls: None,
         }
     }

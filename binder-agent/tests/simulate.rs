@@ -716,10 +716,10 @@ async fn a_recorded_cluster_with_claims_and_volumes_is_simulated() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_sync_in_chunks_carries_every_bound_pod() {
+async fn a_full_sync_in_chunks_carries_every_node_and_bound_pod() {
     // 60 nodes already half full with 8 pods each, and more pending pods than the free room: a
     // replica missing any chunk of the bound pods would see free room that is not there and
-    // overcommit nodes.
+    // overcommit nodes; one missing a chunk of nodes would place pods on the first 7 only.
     let mut c = config(ClusterSource::Synthetic(SyntheticCluster {
         shape: ClusterShape {
             pods_per_node: 8,
@@ -734,6 +734,7 @@ async fn a_full_sync_in_chunks_carries_every_bound_pod() {
     }));
     c.replica = ReplicaConfig {
         full_sync_chunk_pods: 25,
+        full_sync_chunk_nodes: 7,
         ..ReplicaConfig::default()
     };
     let s = simulate(c).await.unwrap();
@@ -743,7 +744,11 @@ async fn a_full_sync_in_chunks_carries_every_bound_pod() {
     assert!(s.unschedulable > 0, "the pending pods outgrow the free room:\n{s}");
     let server = s.sync_call.expect("the replica's sync calls");
     assert!(
-        server.count > 480 / 25,
-        "a full snapshot without pods and a delta per chunk of them reach the replica:\n{s}"
+        server.count > 480 / 25 + 60 / 7,
+        "a full snapshot with the first nodes, a delta per chunk of the others and per chunk of the pods reach the replica:\n{s}"
+    );
+    assert!(
+        s.utilization.nodes_used > 7,
+        "pods reach the nodes of every chunk:\n{s}"
     );
 }

@@ -38,6 +38,11 @@ use tonic::transport::{Channel, Endpoint};
 
 /// Largest gRPC message sent or received (a full snapshot is about 40 MiB at the default size).
 const MAX_MESSAGE_BYTES: usize = 256 << 20;
+/// Bound pods per message of a full sync after the nodes, as the binder's
+/// `ReplicaConfig::full_sync_chunk_pods`.
+const FULL_SYNC_CHUNK_PODS: usize = 50_000;
+/// Nodes per message of a full sync, as the binder's `ReplicaConfig::full_sync_chunk_nodes`.
+const FULL_SYNC_CHUNK_NODES: usize = 5_000;
 /// How many of the best nodes Rank returns.
 const RANK_TOP_K: u32 = 10;
 /// Distinct-pod batches generated once and cycled through (each batch is evaluated on its own,
@@ -662,14 +667,68 @@ async fn run(args: Args) -> anyhow::Result<Report> {
     );
 
     // Full sync, each replica in turn.
+    // As the binder sends it: every node and no pod, then deltas of FULL_SYNC_CHUNK_PODS pods
+    // each, so no message nears the size limit at a million pods.
     let full = proto::SyncSnapshotRequest {
-        kind: Some(sync_snapshot_request::Kind::Full(cluster.clone())),
+        kind: Some(sync_snapshot_request::Kind::Full(proto::Snapshot {
+            pods: Vec::new(),
+            nodes: cluster.nodes.iter().take(FULL_SYNC_CHUNK_NODES).cloned().collect(),
+            ..cluster.clone()
+        })),
     };
-    let full_bytes = full.encoded_len();
+    let node_deltas = || {
+        cluster
+            .nodes
+            .chunks(FULL_SYNC_CHUNK_NODES)
+            .skip(1)
+            .map(|c| proto::SnapshotDelta {
+                upsert_nodes: c.to_vec(),
+                ..Default::default()
+            })
+    };
+    let pod_deltas = || {
+        cluster.pods.chunks(FULL_SYNC_CHUNK_PODS).map(|c| proto::SnapshotDelta {
+            upsert_pods: c.to_vec(),
+            ..Default::default()
+        })
+    };
+    let full_bytes = full.encoded_len()
+        + node_deltas()
+            .map(|d| {
+                proto::SyncSnapshotRequest {
+                    kind: Some(sync_snapshot_request::Kind::Delta(d)),
+                }
+                .encoded_len()
+            })
+            .sum::<usize>()
+        + cluster
+            .pods
+            .chunks(FULL_SYNC_CHUNK_PODS)
+            .map(|c| {
+                proto::SyncSnapshotRequest {
+                    kind: Some(sync_snapshot_request::Kind::Delta(proto::SnapshotDelta {
+                        upsert_pods: c.to_vec(),
+                        ..Default::default()
+                    })),
+                }
+                .encoded_len()
+            })
+            .sum::<usize>();
     let mut full_sync = Vec::new();
     let mut snapshot_id = String::new();
     for r in &replicas {
-        let (resp, took) = sync(r, full.clone()).await?;
+        let (mut resp, mut took) = sync(r, full.clone()).await?;
+        for d in node_deltas().chain(pod_deltas()) {
+            let delta = proto::SyncSnapshotRequest {
+                kind: Some(sync_snapshot_request::Kind::Delta(proto::SnapshotDelta {
+                    base_snapshot_id: resp.snapshot_id.clone(),
+                    ..d
+                })),
+            };
+            let (next, more) = sync(r, delta).await?;
+            resp = next;
+            took += more;
+        }
         ensure!(
             snapshot_id.is_empty() || snapshot_id == resp.snapshot_id,
             "replicas computed different snapshot ids"
