@@ -70,7 +70,8 @@ fn a_small_run_reports_every_measurement() {
     assert_eq!(report["rank"]["latency"]["samples"], 20);
     assert!(report["rank"]["mean_response_bytes"].as_u64().unwrap_or(0) > 0);
 
-    // Sequential distinct and replica batches on one replica, then 1 and 2 replicas.
+    // Sequential distinct and replica batches on one replica, then 1 and 2 replicas, each also
+    // with the batches in flight on node partitions.
     let runs = report["schedule"].as_array().expect("schedule");
     let shape: Vec<(String, u64, u64)> = runs
         .iter()
@@ -88,7 +89,9 @@ fn a_small_run_reports_every_measurement() {
             ("distinct pods".to_string(), 1, 1),
             ("replica pods".to_string(), 1, 1),
             ("distinct pods".to_string(), 1, 2),
+            ("partitioned".to_string(), 1, 2),
             ("distinct pods".to_string(), 2, 2),
+            ("partitioned".to_string(), 2, 2),
         ]
     );
     for r in runs {
