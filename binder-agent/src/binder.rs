@@ -687,9 +687,9 @@ impl<A: ClusterApi> Binder<A> {
                 }
                 continue;
             }
-            if limit >= 2 && self.in_flight() >= limit {
-                // Every partition a ready replica can take is being decided: wait for one, or
-                // for the held pods' time.
+            if limit >= 2 && !self.shared.slots.lock().can_take(limit) {
+                // The partition whose turn it is, or as many as replicas are ready, are being
+                // decided: wait for one, or for the held pods' time.
                 let hold_ends = tokio::time::sleep_until(
                     held_since.map_or_else(|| Instant::now() + Duration::from_secs(1), |since| since + ALONE_HOLD),
                 );
@@ -796,7 +796,7 @@ impl<A: ClusterApi> Binder<A> {
     /// back once its placements are assumed (its binds then go on in the same task).
     fn spawn_partitioned(&self, batch: Vec<QueuedPod>, limit: usize, tasks: &mut JoinSet<()>) {
         let Some(partition) = self.shared.slots.lock().take(limit) else {
-            // Not reached: the loop waits for a free partition before it pops a batch.
+            // Not reached: the loop waits for the partition whose turn it is before it pops.
             let mut q = self.shared.queue.lock();
             for p in &batch {
                 q.retry_now(&p.info.spec.uid);

@@ -96,7 +96,8 @@ pub fn send_back(partition: Partition, response: &mut proto::ScheduleResponse) -
 pub struct Slots {
     /// Which partitions a decision in flight holds.
     taken: Vec<bool>,
-    /// The partition to look at first: each one taken in turn, so every partition is used.
+    /// The partition whose turn it is: partitions are taken strictly in turn, so each decides
+    /// as many batches as the others (±1) and is filled alike, whatever their decisions take.
     next: usize,
     /// Most decisions in flight at once so far.
     most: usize,
@@ -117,13 +118,19 @@ impl Slots {
         self.taken.iter().filter(|t| **t).count()
     }
 
-    /// Takes a free partition, the next in turn, unless `limit` decisions are in flight already.
+    /// Whether [`Slots::take`] would give a partition now.
+    pub fn can_take(&self, limit: usize) -> bool {
+        self.in_flight() < limit && !self.taken[self.next]
+    }
+
+    /// Takes the partition whose turn it is, unless it is still being decided or `limit`
+    /// decisions are in flight already.
     pub fn take(&mut self, limit: usize) -> Option<Partition> {
-        if self.in_flight() >= limit {
+        if !self.can_take(limit) {
             return None;
         }
         let count = self.taken.len();
-        let index = (0..count).map(|i| (self.next + i) % count).find(|i| !self.taken[*i])?;
+        let index = self.next;
         self.taken[index] = true;
         self.next = (index + 1) % count;
         self.most = self.most.max(self.in_flight());
@@ -270,6 +277,21 @@ mod tests {
         for (pod, want) in cases {
             assert_eq!(alone_reason(&pod), want, "{pod:?}");
         }
+    }
+
+    #[test]
+    fn a_partition_waits_for_its_turn_even_when_another_is_free() {
+        let mut s = Slots::new(2);
+        let a = s.take(2).unwrap();
+        let b = s.take(2).unwrap();
+        s.give_back(b);
+        // Partition 1 is free, but it is partition 0's turn, still being decided.
+        assert!(!s.can_take(2));
+        assert_eq!(s.take(2), None);
+        s.give_back(a);
+        assert!(s.can_take(2));
+        assert_eq!(s.take(2).map(|p| p.index), Some(0));
+        assert_eq!(s.take(2).map(|p| p.index), Some(1));
     }
 
     #[test]

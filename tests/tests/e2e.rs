@@ -286,7 +286,7 @@ async fn batches_in_flight_on_two_replicas_bind_each_pod_once() {
         }
         scope.create(&p).await;
     }
-    for i in 0..30 {
+    for i in 0..24 {
         scope.create(&scope.pod(&format!("web-{i}"), "250m")).await;
     }
     scope.create(&scope.pod("huge", "10")).await;
@@ -302,11 +302,11 @@ async fn batches_in_flight_on_two_replicas_bind_each_pod_once() {
     )
     .await;
 
-    eventually(WAIT, "36 pods bound and huge marked unschedulable", || async {
+    eventually(WAIT, "30 pods bound and huge marked unschedulable", || async {
         let list = list_pods(&scope).await;
         let bound = list.iter().filter(|p| node_of(p).is_some()).count();
         let huge_marked = list.iter().any(|p| p.name_any() == "huge" && marked_unschedulable(p));
-        bound == 36 && huge_marked
+        bound == 30 && huge_marked
     })
     .await;
     assert_no_overcommit_no_double_bind(&scope, 2000).await;
