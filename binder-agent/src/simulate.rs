@@ -1262,7 +1262,7 @@ async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, Vec<PodReco
     });
     let total = workload.pending.len();
     let submitted = Arc::new(AtomicUsize::new(0));
-    let cpu_before = process_cpu_seconds();
+    let cpu_before = placement_scheduler::procstat::Proc::Myself.cpu();
     let started = Instant::now();
     let arrivals = tokio::spawn(submit(
         binder.clone(),
@@ -1310,9 +1310,10 @@ async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, Vec<PodReco
             break (false, now - started);
         }
     };
-    let cpu_seconds = process_cpu_seconds()
+    let cpu_seconds = placement_scheduler::procstat::Proc::Myself
+        .cpu()
         .zip(cpu_before)
-        .map(|(after, before)| after - before);
+        .map(|(after, before)| after.saturating_sub(before).as_secs_f64());
     arrivals.abort();
     let _ = stop_tx.send(());
     let _ = runner.await;
@@ -1406,18 +1407,6 @@ fn read(path: &Path) -> Result<String, SimError> {
         path: path.to_path_buf(),
         source,
     })
-}
-
-/// CPU time (user + system) this process used so far, from `/proc/self/stat` (Linux; `None`
-/// elsewhere). Its fields 14 and 15 count clock ticks of 1/100 s (`USER_HZ`).
-fn process_cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // The command name (field 2) may hold spaces; the fields after it follow its ')'.
-    let rest = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
-    // `rest` starts at field 3: utime (14) and stime (15) are its 12th and 13th.
-    Some((ticks(11)? + ticks(12)?) as f64 / 100.0)
 }
 
 fn mean_ms(sum_seconds: f64, count: f64) -> Option<f64> {

@@ -279,8 +279,10 @@ async fn batches_in_flight_on_two_replicas_bind_each_pod_once() {
         nodes.push(scope.add_node(&suffix, "2", &[]).await);
     }
     // Every pod exists before the binder starts, so its first batches are decided at once.
+    // The pod pinned to node `n`: `pinned-<suffix>`.
+    let pinned = |n: &str| format!("pinned-{}", n.rsplit('-').next().unwrap_or_default());
     for n in &nodes {
-        let mut p = scope.pod(&format!("pinned-{}", n.rsplit('-').next().unwrap_or_default()), "250m");
+        let mut p = scope.pod(&pinned(n), "250m");
         if let Some(spec) = p.spec.as_mut() {
             spec.node_selector = Some([("kubernetes.io/hostname".to_string(), n.clone())].into());
         }
@@ -312,7 +314,7 @@ async fn batches_in_flight_on_two_replicas_bind_each_pod_once() {
     assert_no_overcommit_no_double_bind(&scope, 2000).await;
     let list = list_pods(&scope).await;
     for n in &nodes {
-        let name = format!("pinned-{}", n.rsplit('-').next().unwrap_or_default());
+        let name = pinned(n);
         let pod = list.iter().find(|p| p.name_any() == name).expect("the pinned pod");
         assert_eq!(node_of(pod), Some(n.as_str()), "{name} must land on its node");
     }

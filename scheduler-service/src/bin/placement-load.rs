@@ -692,31 +692,11 @@ async fn run(args: Args) -> anyhow::Result<Report> {
             ..Default::default()
         })
     };
-    let full_bytes = full.encoded_len()
-        + node_deltas()
-            .map(|d| {
-                proto::SyncSnapshotRequest {
-                    kind: Some(sync_snapshot_request::Kind::Delta(d)),
-                }
-                .encoded_len()
-            })
-            .sum::<usize>()
-        + cluster
-            .pods
-            .chunks(FULL_SYNC_CHUNK_PODS)
-            .map(|c| {
-                proto::SyncSnapshotRequest {
-                    kind: Some(sync_snapshot_request::Kind::Delta(proto::SnapshotDelta {
-                        upsert_pods: c.to_vec(),
-                        ..Default::default()
-                    })),
-                }
-                .encoded_len()
-            })
-            .sum::<usize>();
     let mut full_sync = Vec::new();
     let mut snapshot_id = String::new();
     for r in &replicas {
+        // The bytes of every message, counted as they are sent (the same for each replica).
+        let mut full_bytes = full.encoded_len();
         let (mut resp, mut took) = sync(r, full.clone()).await?;
         for d in node_deltas().chain(pod_deltas()) {
             let delta = proto::SyncSnapshotRequest {
@@ -725,6 +705,7 @@ async fn run(args: Args) -> anyhow::Result<Report> {
                     ..d
                 })),
             };
+            full_bytes += delta.encoded_len();
             let (next, more) = sync(r, delta).await?;
             resp = next;
             took += more;
