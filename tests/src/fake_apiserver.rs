@@ -66,8 +66,8 @@ use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use patch::{ApplyError, Ownership};
-use select::{FieldSelector, LabelSelector};
+use patch::{ApplyError, Ownership, PackedOwnership};
+use select::{FieldSelector, LabelSelector, Selectable};
 
 /// The resource kinds the fake API server stores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -420,9 +420,38 @@ struct Key {
     name: String,
 }
 
+/// A stored object, kept encoded: a million pods as `serde_json::Value`s with their field
+/// ownership would take tens of GB, and lists serve the encoded items as they are.
 struct Stored {
-    obj: Value,
-    owners: Ownership,
+    /// The object's JSON without `kind` and `apiVersion` (a list item), encoded when written.
+    item: Box<[u8]>,
+    /// What label and field selectors read (`None`: they read the decoded object).
+    select: Option<Selectable>,
+    owners: PackedOwnership,
+}
+
+impl Stored {
+    fn new(kind: Kind, obj: &Value, owners: &Ownership) -> Self {
+        Self {
+            item: serde_json::to_vec(&ListItem(obj))
+                .expect("JSON values serialize")
+                .into_boxed_slice(),
+            select: Selectable::of(kind, obj),
+            owners: owners.pack(),
+        }
+    }
+
+    /// The object, decoded, with the `kind` and `apiVersion` of `kind`.
+    fn value(&self, kind: Kind) -> Value {
+        let mut v: Value = serde_json::from_slice(&self.item).expect("stored JSON decodes");
+        set_type_meta(kind, &mut v);
+        v
+    }
+
+    /// The object's field ownership.
+    fn owners(&self) -> Ownership {
+        self.owners.unpack()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -550,9 +579,26 @@ impl StoreState {
         self.objects.range(start..).take_while(move |(k, _)| k.kind == kind)
     }
 
+    /// The objects of `kind` after `after` (all of them without it), in key order.
+    fn of_kind_after(&self, kind: Kind, after: Option<&Key>) -> impl Iterator<Item = (&Key, &Stored)> {
+        use std::ops::Bound;
+        let start = match after {
+            Some(a) => Bound::Excluded(a.clone()),
+            None => Bound::Included(Key {
+                kind,
+                namespace: String::new(),
+                name: String::new(),
+            }),
+        };
+        self.objects
+            .range((start, Bound::Unbounded))
+            .take_while(move |(k, _)| k.kind == kind)
+    }
+
     /// Stores `obj` under `key`, bumping the resourceVersion unless nothing changed.
     fn put(&mut self, key: Key, mut obj: Value, owners: Ownership, limit: usize) -> Value {
-        let prev = self.objects.get(&key).map(|s| s.obj.clone());
+        set_type_meta(key.kind, &mut obj);
+        let prev = self.objects.get(&key).map(|s| s.value(key.kind));
         if let Some(p) = &prev {
             let mut same = obj.clone();
             if let Some(rv) = meta_str(p, "resourceVersion") {
@@ -560,7 +606,7 @@ impl StoreState {
             }
             if same == *p {
                 if let Some(s) = self.objects.get_mut(&key) {
-                    s.owners = owners;
+                    s.owners = owners.pack();
                 }
                 return p.clone();
             }
@@ -568,13 +614,7 @@ impl StoreState {
         self.rv += 1;
         let rv = self.rv;
         set_rv(&mut obj, rv);
-        self.objects.insert(
-            key.clone(),
-            Stored {
-                obj: obj.clone(),
-                owners,
-            },
-        );
+        self.objects.insert(key.clone(), Stored::new(key.kind, &obj, &owners));
         let typ = if prev.is_some() {
             ChangeType::Modified
         } else {
@@ -595,10 +635,10 @@ impl StoreState {
 
     /// Removes the object, returning its last state stamped with the delete's resourceVersion.
     fn remove(&mut self, key: &Key, limit: usize) -> Option<Value> {
-        let stored = self.objects.remove(key)?;
+        let stored = self.objects.remove(key)?.value(key.kind);
         self.rv += 1;
         let rv = self.rv;
-        let mut obj = stored.obj.clone();
+        let mut obj = stored.clone();
         set_rv(&mut obj, rv);
         self.record(
             Change {
@@ -606,7 +646,7 @@ impl StoreState {
                 kind: key.kind,
                 typ: ChangeType::Deleted,
                 obj: Arc::new(obj.clone()),
-                prev: Some(Arc::new(stored.obj)),
+                prev: Some(Arc::new(stored)),
             },
             limit,
         );
@@ -656,6 +696,19 @@ impl Filter {
             }
         }
         self.labels.matches(obj) && self.fields.matches(self.kind, obj)
+    }
+
+    /// Whether the stored object under `key` passes, read from its selectable view.
+    fn matches_stored(&self, key: &Key, s: &Stored) -> bool {
+        if self.namespace.as_ref().is_some_and(|ns| *ns != key.namespace) {
+            return false;
+        }
+        match &s.select {
+            Some(view) => {
+                self.labels.matches_labels(|k| view.label(k)) && self.fields.matches_fields(|f| view.field(f))
+            }
+            None => self.matches(&s.value(key.kind)),
+        }
     }
 
     /// The watch event this change produces for this filter, like the API server's watch cache.
@@ -892,7 +945,11 @@ impl std::fmt::Debug for FakeApiServer {
 }
 
 fn json_response(code: u16, body: &Value) -> Response {
-    let mut r = Response::new(Body::from(serde_json::to_vec(body).expect("JSON values serialize")));
+    json_bytes_response(code, serde_json::to_vec(body).expect("JSON values serialize"))
+}
+
+fn json_bytes_response(code: u16, body: Vec<u8>) -> Response {
+    let mut r = Response::new(Body::from(body));
     *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -1158,6 +1215,18 @@ fn untyped<T: Serialize>(t: &T) -> Value {
     serde_json::to_value(t).expect("k8s-openapi objects serialize")
 }
 
+/// A stored object as a list item: without `kind` and `apiVersion`, which the list carries.
+struct ListItem<'a>(&'a Value);
+
+impl Serialize for ListItem<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0.as_object() {
+            Some(m) => s.collect_map(m.iter().filter(|(k, _)| *k != "kind" && *k != "apiVersion")),
+            None => self.0.serialize(s),
+        }
+    }
+}
+
 fn strip_type_meta(mut v: Value) -> Value {
     if let Some(m) = v.as_object_mut() {
         m.remove("kind");
@@ -1413,8 +1482,8 @@ impl Inner {
         let key = Self::key(kind, namespace, name);
         let mut st = self.state.lock();
         let stored = st.get(&key).ok_or_else(|| ApiError::not_found(kind, name))?;
-        let old = stored.obj.clone();
-        let mut owners = stored.owners.clone();
+        let old = stored.value(kind);
+        let mut owners = stored.owners();
         let new = Self::prepare_update(kind, sub, name, &old, new)?;
         owners.record_update(manager, Some(&old), &new);
         let limit = self.limit();
@@ -1458,7 +1527,7 @@ impl Inner {
                 }
             }
             let mut st = self.state.lock();
-            let existing = st.get(&key).map(|s| (s.obj.clone(), s.owners.clone()));
+            let existing = st.get(&key).map(|s| (s.value(kind), s.owners()));
             let Some((old, mut owners)) = existing else {
                 // Server-side apply creates missing objects.
                 drop(st);
@@ -1471,7 +1540,7 @@ impl Inner {
                 let created = self.create(kind, namespace, obj, Origin::Http, manager)?;
                 let mut st = self.state.lock();
                 if let Some(s) = st.objects.get_mut(&key) {
-                    s.owners = owners;
+                    s.owners = owners.pack();
                 }
                 return Ok((201, created));
             };
@@ -1484,8 +1553,8 @@ impl Inner {
         }
         let mut st = self.state.lock();
         let stored = st.get(&key).ok_or_else(|| ApiError::not_found(kind, name))?;
-        let old = stored.obj.clone();
-        let mut owners = stored.owners.clone();
+        let old = stored.value(kind);
+        let mut owners = stored.owners();
         let mut new = old.clone();
         match ct {
             "application/merge-patch+json" => patch::merge_patch(&mut new, body),
@@ -1513,7 +1582,7 @@ impl Inner {
         let mut st = self.state.lock();
         let old = st
             .get(&key)
-            .map(|s| s.obj.clone())
+            .map(|s| s.value(kind))
             .ok_or_else(|| ApiError::not_found(kind, name))?;
         if let Some(uid) = opts.pointer("/preconditions/uid").and_then(Value::as_str) {
             let cur = meta_str(&old, "uid").unwrap_or_default();
@@ -1563,7 +1632,7 @@ impl Inner {
                 .pointer("/metadata/deletionGracePeriodSeconds")
                 .and_then(Value::as_i64);
             if grace > 0 && marked_grace.is_none_or(|g| grace < g) {
-                let owners = st.get(&key).map(|s| s.owners.clone()).unwrap_or_default();
+                let owners = st.get(&key).map(|s| s.owners()).unwrap_or_default();
                 let mut marked = old;
                 let until = k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_secs(grace);
                 let meta = meta_mut(&mut marked);
@@ -1583,7 +1652,7 @@ impl Inner {
             if meta_str(&old, "deletionTimestamp").is_some() {
                 return Ok((202, old));
             }
-            let owners = st.get(&key).map(|s| s.owners.clone()).unwrap_or_default();
+            let owners = st.get(&key).map(|s| s.owners()).unwrap_or_default();
             let mut marked = old;
             let meta = meta_mut(&mut marked);
             meta.insert("deletionTimestamp".into(), now_time());
@@ -1648,8 +1717,8 @@ impl Inner {
         let limit = self.limit();
         let mut st = self.state.lock();
         let stored = st.get(&key).ok_or_else(|| ApiError::not_found(Kind::Pod, name))?;
-        let mut pod = stored.obj.clone();
-        let owners = stored.owners.clone();
+        let mut pod = stored.value(Kind::Pod);
+        let owners = stored.owners();
         if let Some(uid) = meta_str(binding, "uid") {
             let cur = meta_str(&pod, "uid").unwrap_or_default();
             if uid != cur {
@@ -1705,7 +1774,11 @@ impl Inner {
     /// every page reports the first page's resourceVersion. Unlike etcd, a later page shows
     /// objects as they are now, not as of that version; a watch from that version replays the
     /// changes in between, so a lister and watcher still converge.
-    fn list(&self, filter: &Filter, q: &Query) -> Result<Value, ApiError> {
+    ///
+    /// A page starts at its continue key (a B-tree range, not a scan from the first object of
+    /// the kind) and concatenates the JSON each object was encoded to when written; with
+    /// `metadata_only` the items are `PartialObjectMetadata`.
+    fn list(&self, filter: &Filter, q: &Query, metadata_only: bool) -> Result<Vec<u8>, ApiError> {
         let limit = match q.get("limit") {
             None | Some("") => None,
             Some(l) => Some(
@@ -1732,9 +1805,8 @@ impl Inner {
             }
         };
         let matching = st
-            .of_kind(filter.kind)
-            .filter(|(k, _)| after.as_ref().is_none_or(|a| *k > a))
-            .filter(|(_, s)| filter.matches(&s.obj));
+            .of_kind_after(filter.kind, after.as_ref())
+            .filter(|(k, s)| filter.matches_stored(k, s));
         let mut items = Vec::new();
         let mut last = None;
         let mut more = false;
@@ -1743,19 +1815,44 @@ impl Inner {
                 more = true;
                 break;
             }
-            items.push(strip_type_meta(s.obj.clone()));
+            items.push(&s.item);
             last = Some(k);
         }
         let mut metadata = json!({"resourceVersion": rv.to_string()});
         if let (true, Some(k)) = (more, last) {
             metadata["continue"] = json!(format!("{rv}:{}/{}", k.namespace, k.name));
         }
-        Ok(json!({
+        if metadata_only {
+            let items: Vec<Value> = items
+                .into_iter()
+                .map(|i| partial_metadata(&serde_json::from_slice(i).expect("stored JSON decodes")))
+                .collect();
+            let list = json!({
+                "kind": "PartialObjectMetadataList",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": metadata,
+                "items": items,
+            });
+            return Ok(serde_json::to_vec(&list).expect("JSON values serialize"));
+        }
+        // The items as they were encoded when written, concatenated.
+        let head = json!({
             "kind": format!("{}List", filter.kind.kind_name()),
             "apiVersion": filter.kind.api_version(),
             "metadata": metadata,
-            "items": items,
-        }))
+        });
+        let mut body = serde_json::to_vec(&head).expect("JSON values serialize");
+        body.pop(); // the closing brace
+        body.reserve(items.iter().map(|i| i.len() + 1).sum::<usize>() + 16);
+        body.extend_from_slice(b",\"items\":[");
+        for (n, item) in items.into_iter().enumerate() {
+            if n > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(item);
+        }
+        body.extend_from_slice(b"]}");
+        Ok(body)
     }
 
     fn delete_collection(&self, filter: &Filter) -> Value {
@@ -1763,7 +1860,7 @@ impl Inner {
         let mut st = self.state.lock();
         let keys: Vec<Key> = st
             .of_kind(filter.kind)
-            .filter(|(_, s)| filter.matches(&s.obj))
+            .filter(|(k, s)| filter.matches_stored(k, s))
             .map(|(k, _)| k.clone())
             .collect();
         let mut items = Vec::new();
@@ -1813,9 +1910,9 @@ impl Inner {
             let mut st = self.state.lock();
             match requested {
                 None => {
-                    for (_, s) in st.of_kind(filter.kind) {
-                        if filter.matches(&s.obj) {
-                            initial.push(watch_event("ADDED", &s.obj));
+                    for (k, s) in st.of_kind(filter.kind) {
+                        if filter.matches_stored(k, s) {
+                            initial.push(watch_event("ADDED", &s.value(filter.kind)));
                         }
                     }
                     start_rv = st.rv;
@@ -2252,7 +2349,10 @@ impl Inner {
                 let filter = Filter::from_query(kind, namespace.clone(), q)?;
                 match req.method.as_str() {
                     "GET" if is_watch => self.open_watch(filter, q, req.metadata_only),
-                    "GET" => ok(200, self.list(&filter, q)?),
+                    "GET" => {
+                        let body = self.list(&filter, q, req.metadata_only)?;
+                        Ok(json_bytes_response(200, body))
+                    }
                     "POST" => {
                         if kind.namespaced() && namespace.is_none() {
                             return Err(method_not_allowed());
@@ -2284,7 +2384,7 @@ impl Inner {
                         let s = st
                             .get(&Self::key(kind, ns, &name))
                             .ok_or_else(|| ApiError::not_found(kind, &name))?;
-                        ok(200, s.obj.clone())
+                        ok(200, s.value(kind))
                     }
                     ("PUT", None | Some("status")) => {
                         let obj = self.update(kind, ns, &name, sub, req.json_body()?, &req.manager(q))?;
@@ -2435,8 +2535,8 @@ impl FakeApiServer {
         let stored = st
             .get(&key)
             .unwrap_or_else(|| panic!("{kind:?} {}/{name} does not exist", key.namespace));
-        let old = stored.obj.clone();
-        let mut owners = stored.owners.clone();
+        let old = stored.value(kind);
+        let mut owners = stored.owners();
         {
             let old_meta = old
                 .get("metadata")
@@ -2465,13 +2565,13 @@ impl FakeApiServer {
     /// The stored JSON of an object (`namespace` is ignored for cluster-scoped kinds).
     pub fn get_raw(&self, kind: Kind, namespace: Option<&str>, name: &str) -> Option<Value> {
         let st = self.inner.state.lock();
-        st.get(&Inner::key(kind, namespace, name)).map(|s| s.obj.clone())
+        st.get(&Inner::key(kind, namespace, name)).map(|s| s.value(kind))
     }
 
     /// Every stored object of `kind`, ordered by namespace and name.
     pub fn list_raw(&self, kind: Kind) -> Vec<Value> {
         let st = self.inner.state.lock();
-        st.of_kind(kind).map(|(_, s)| s.obj.clone()).collect()
+        st.of_kind(kind).map(|(_, s)| s.value(kind)).collect()
     }
 
     /// Creates any object from JSON through the create strategy, like a test-side POST.
@@ -2495,7 +2595,7 @@ impl FakeApiServer {
     pub fn field_managers(&self, kind: Kind, namespace: Option<&str>, name: &str) -> BTreeMap<String, Vec<String>> {
         let st = self.inner.state.lock();
         st.get(&Inner::key(kind, namespace, name))
-            .map(|s| s.owners.managers())
+            .map(|s| s.owners().managers())
             .unwrap_or_default()
     }
 

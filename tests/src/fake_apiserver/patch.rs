@@ -511,6 +511,54 @@ impl Ownership {
         }
         out
     }
+
+    /// The ownership packed for storage: the paths of each distinct set of managers, in one
+    /// buffer (most objects have one or two such sets, and a million stored objects would
+    /// otherwise hold a map node per field).
+    pub(crate) fn pack(&self) -> PackedOwnership {
+        let mut groups: Vec<(Box<[Manager]>, Vec<u8>)> = Vec::new();
+        for (path, owners) in &self.0 {
+            let i = match groups.iter().position(|(m, _)| m.iter().eq(owners.iter())) {
+                Some(i) => i,
+                None => {
+                    groups.push((owners.iter().cloned().collect(), Vec::new()));
+                    groups.len() - 1
+                }
+            };
+            let buf = &mut groups[i].1;
+            buf.extend_from_slice(&(path.len() as u32).to_le_bytes());
+            buf.extend_from_slice(path.as_bytes());
+        }
+        PackedOwnership(
+            groups
+                .into_iter()
+                .map(|(m, paths)| (m, paths.into_boxed_slice()))
+                .collect(),
+        )
+    }
+}
+
+/// An [`Ownership`] as stored: per distinct set of managers, its paths length-prefixed in one buffer.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PackedOwnership(Box<[(Box<[Manager]>, Box<[u8]>)]>);
+
+impl PackedOwnership {
+    /// The ownership again.
+    pub(crate) fn unpack(&self) -> Ownership {
+        let mut out = BTreeMap::new();
+        for (managers, mut paths) in self.0.iter().map(|(m, p)| (m, &p[..])) {
+            while let Some((len, rest)) = paths.split_first_chunk::<4>() {
+                let len = u32::from_le_bytes(*len) as usize;
+                let (path, rest) = rest.split_at(len);
+                out.insert(
+                    String::from_utf8_lossy(path).into_owned(),
+                    managers.iter().cloned().collect::<BTreeSet<Manager>>(),
+                );
+                paths = rest;
+            }
+        }
+        Ownership(out)
+    }
 }
 
 /// Why a server-side apply was refused.
@@ -526,6 +574,28 @@ pub(crate) enum ApplyError {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn packed_ownership_unpacks_to_the_same_owners() {
+        let mut own = Ownership::default();
+        own.record_update(
+            "kubectl",
+            None,
+            &json!({"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": {"x": 1}}),
+        );
+        own.apply(
+            Kind::Pod,
+            "ssa",
+            &mut json!({"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": {"x": 1}}),
+            &json!({"metadata": {"labels": {"c": "3"}}, "spec": {"x": 1}}),
+            true,
+        )
+        .unwrap();
+        let packed = own.pack();
+        assert!(packed.0.len() < own.0.len(), "paths are grouped by their managers");
+        assert_eq!(packed.unpack().0, own.0);
+        assert!(Ownership::default().pack().unpack().0.is_empty());
+    }
 
     #[test]
     fn merge_patch_rfc7386() {

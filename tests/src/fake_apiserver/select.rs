@@ -116,7 +116,11 @@ impl LabelSelector {
     /// Whether the object's `metadata.labels` satisfy every requirement.
     pub(crate) fn matches(&self, obj: &Value) -> bool {
         let labels = obj.pointer("/metadata/labels").and_then(Value::as_object);
-        let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+        self.matches_labels(|k| labels.and_then(|l| l.get(k)).and_then(Value::as_str))
+    }
+
+    /// Whether the labels `get` reads satisfy every requirement.
+    pub(crate) fn matches_labels<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.0.iter().all(|r| match r {
             LabelReq::Eq(k, v) => get(k) == Some(v.as_str()),
             LabelReq::NotEq(k, v) => get(k) != Some(v.as_str()),
@@ -272,10 +276,57 @@ impl FieldSelector {
 
     /// Whether the object satisfies every term.
     pub(crate) fn matches(&self, kind: Kind, obj: &Value) -> bool {
-        self.0.iter().all(|r| {
-            let actual = field_value(kind, obj, &r.field);
-            (actual == r.value) != r.negate
-        })
+        self.matches_fields(|field| field_value(kind, obj, field))
+    }
+
+    /// Whether the field values `value` reads satisfy every term.
+    pub(crate) fn matches_fields(&self, value: impl Fn(&str) -> String) -> bool {
+        self.0.iter().all(|r| (value(&r.field) == r.value) != r.negate)
+    }
+}
+
+/// What label and field selectors read of a stored object, extracted when it is written: its
+/// labels and the value of every field label its kind supports.
+#[derive(Debug, Clone)]
+pub(crate) struct Selectable {
+    /// `metadata.labels`, sorted by key.
+    labels: Box<[(Box<str>, Box<str>)]>,
+    /// The value of each of `supported_fields(kind)`, in that order.
+    fields: Box<[Box<str>]>,
+    kind: Kind,
+}
+
+impl Selectable {
+    /// The selectable view of `obj`; `None` for kinds whose field selectors accept any path
+    /// (those are evaluated on the object itself).
+    pub(crate) fn of(kind: Kind, obj: &Value) -> Option<Self> {
+        let supported = supported_fields(kind)?;
+        let labels = obj
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.as_str().into(), v.as_str()?.into())))
+            .collect();
+        let fields = supported.iter().map(|f| field_value(kind, obj, f).into()).collect();
+        Some(Self { labels, fields, kind })
+    }
+
+    /// The value of the label `key`.
+    pub(crate) fn label(&self, key: &str) -> Option<&str> {
+        self.labels
+            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .ok()
+            .map(|i| &*self.labels[i].1)
+    }
+
+    /// The value of the field label `field` (one its kind supports: selectors are checked
+    /// against that list when parsed).
+    pub(crate) fn field(&self, field: &str) -> String {
+        supported_fields(self.kind)
+            .and_then(|fs| fs.iter().position(|f| *f == field))
+            .map(|i| self.fields[i].to_string())
+            .unwrap_or_default()
     }
 }
 
@@ -299,6 +350,36 @@ mod tests {
         assert!(!ok("!app"));
         assert!(ok("tier in (fe),app"));
         assert!(LabelSelector::parse("app in web").is_err());
+    }
+
+    #[test]
+    fn the_selectable_view_answers_as_the_object() {
+        let pod = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"app": "web", "tier": "fe"}},
+                         "spec": {"nodeName": "n1", "hostNetwork": true}, "status": {"phase": "Running"}});
+        let view = Selectable::of(Kind::Pod, &pod).unwrap();
+        for s in ["app=web", "app in (db)", "tier,!missing", "app notin (web)", "zone"] {
+            let sel = LabelSelector::parse(s).unwrap();
+            assert_eq!(sel.matches_labels(|k| view.label(k)), sel.matches(&pod), "{s}");
+        }
+        for s in [
+            "spec.nodeName=n1",
+            "spec.nodeName=",
+            "spec.hostNetwork=true",
+            "status.phase!=Running",
+            "metadata.name=p,metadata.namespace=ns",
+            "spec.schedulerName=",
+        ] {
+            let sel = FieldSelector::parse(s, Kind::Pod).unwrap();
+            assert_eq!(
+                sel.matches_fields(|f| view.field(f)),
+                sel.matches(Kind::Pod, &pod),
+                "{s}"
+            );
+        }
+        assert!(
+            Selectable::of(Kind::Event, &pod).is_none(),
+            "events take any field path"
+        );
     }
 
     #[test]
