@@ -66,6 +66,19 @@ pub fn configure() {
     }
 }
 
+/// [`configure`], with mimalloc's purge delay at `purge_delay_ms` instead of 0 (unless
+/// `MIMALLOC_PURGE_DELAY` is set), for a process that frees and reallocates the same amount of
+/// memory over and over (see `binder-agent run`). Call it first in `main`, as [`configure`].
+pub fn configure_with_purge_delay(purge_delay_ms: i64) {
+    configure();
+    if std::env::var_os(PURGE_DELAY.env).is_none() {
+        PURGE_DELAY.set(purge_delay_ms);
+    }
+}
+
+/// The `purge_delay` entry of [`OPTIONS`].
+pub const PURGE_DELAY: MiOption = OPTIONS[0];
+
 /// Turns transparent huge pages off for this process, as mimalloc does at its start when
 /// `MIMALLOC_ALLOW_THP=0` is in the environment: the option set later by [`configure`] only stops
 /// mimalloc from asking for them, while the memory it mapped before `main` may have asked already.
@@ -127,6 +140,10 @@ mod tests {
             if std::env::var_os(option.env).is_none() {
                 assert_eq!(option.get(), option.value, "{}", option.env);
             }
+        }
+        configure_with_purge_delay(50);
+        if std::env::var_os(PURGE_DELAY.env).is_none() {
+            assert_eq!(PURGE_DELAY.get(), 50, "the purge delay asked for");
         }
         if std::env::var_os(ALLOW_THP.env).is_none() && cfg!(target_os = "linux") {
             assert_eq!(thp_disabled(), Some(true), "configure turns transparent huge pages off");
