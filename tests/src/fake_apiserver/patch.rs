@@ -538,9 +538,12 @@ impl Ownership {
     }
 }
 
-/// An [`Ownership`] as stored: per distinct set of managers, its paths length-prefixed in one buffer.
+/// One distinct set of managers and the paths it owns, each prefixed by its length (u32 LE).
+type OwnedPaths = (Box<[Manager]>, Box<[u8]>);
+
+/// An [`Ownership`] as stored: per distinct set of managers, its paths in one buffer.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct PackedOwnership(Box<[(Box<[Manager]>, Box<[u8]>)]>);
+pub(crate) struct PackedOwnership(Box<[OwnedPaths]>);
 
 impl PackedOwnership {
     /// The ownership again.
