@@ -289,7 +289,7 @@ impl Evaluator<'_> {
                     let mut volumes = Vec::new();
                     if let Some(v) = &plan.volumes {
                         // The volumes chosen for its WaitForFirstConsumer claims are no one else's.
-                        volumes = v.binding(v.storage(), &nodes[i].spec).unwrap_or_default();
+                        volumes = v.binding(&nodes[i].spec).unwrap_or_default();
                         placed.volumes.record(&pod.namespace, &pod.volumes, volumes.clone());
                     }
                     out.push(Decision::Node {

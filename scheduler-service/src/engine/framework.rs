@@ -27,7 +27,11 @@ use super::plugins::interpodaffinity::scoring as interpod_scoring;
 use super::plugins::noderesources::{balanced_allocation, fit};
 use super::plugins::podtopologyspread::filtering::{self as spread_filtering, SpreadFilter};
 use super::plugins::podtopologyspread::scoring::{self as spread_scoring, SpreadScore};
-use super::plugins::{node_affinity, node_name, node_ports, node_unschedulable, taint_toleration};
+use super::plugins::volumebinding::{self, binder as volume_binder};
+use super::plugins::{
+    node_affinity, node_name, node_ports, node_unschedulable, nodevolumelimits, taint_toleration, volumerestrictions,
+    volumezone,
+};
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
 use super::resources::ResourceName;
 use super::rules::{self as cel_rules, ClassOutcomes, CompiledRules, NodeStatic, RuleOutcome, SnapshotRules};
@@ -62,8 +66,14 @@ pub enum Reason {
     InterPodAffinity(interpod_filtering::Violation),
     /// A policy's CEL rule: the filter rule's reason, or what went wrong evaluating a rule.
     Rule(Arc<str>),
-    /// VolumeRestrictions, NodeVolumeLimits, VolumeBinding or VolumeZone.
-    Volume(super::volumes::VolumeReason),
+    /// VolumeRestrictions: a disk or ReadWriteOncePod claim of the pod is in use.
+    VolumeRestrictions(volumerestrictions::Conflict),
+    /// NodeVolumeLimits: the node's attach limit of a CSI driver would be exceeded.
+    NodeVolumeLimits,
+    /// VolumeBinding: the pod's claims cannot be bound or provisioned on the node.
+    VolumeBinding(volume_binder::Conflict),
+    /// VolumeZone: a bound volume's zone or region is not the node's.
+    VolumeZone,
     /// A volume plugin's PreFilter rejected the pod (every node gets it): its message, which
     /// kube-scheduler's `FitError` shows alone instead of counting nodes.
     VolumePreFilter(Arc<str>),
@@ -97,7 +107,10 @@ impl fmt::Display for Reason {
                 f.write_str(interpod_filtering::EXISTING_ANTI_AFFINITY_REASON)
             }
             Self::Rule(reason) | Self::Extender(reason) => f.write_str(reason),
-            Self::Volume(v) => v.fmt(f),
+            Self::VolumeRestrictions(c) => f.write_str(c.reason()),
+            Self::NodeVolumeLimits => f.write_str(nodevolumelimits::ERR_REASON_MAX_VOLUME_COUNT),
+            Self::VolumeBinding(c) => f.write_str(c.reason()),
+            Self::VolumeZone => f.write_str(volumezone::ERR_REASON_CONFLICT),
             Self::VolumePreFilter(m) => f.write_str(m),
         }
     }
@@ -134,14 +147,8 @@ pub(super) fn resolvable(
         // (kube-scheduler's Unschedulable: the dry run clears a ReadWriteOncePod conflict when
         // every other user of the claim is a victim on the node); VolumeBinding's and
         // VolumeZone's reasons are unresolvable.
-        (
-            FilterPlugin::VolumeRestrictions | FilterPlugin::NodeVolumeLimits,
-            Reason::Volume(
-                super::volumes::VolumeReason::DiskConflict
-                | super::volumes::VolumeReason::MaxVolumeCount
-                | super::volumes::VolumeReason::ReadWriteOncePodConflict,
-            ),
-        ) => true,
+        (FilterPlugin::VolumeRestrictions, Reason::VolumeRestrictions(_)) => true,
+        (FilterPlugin::NodeVolumeLimits, Reason::NodeVolumeLimits) => true,
         _ => false,
     }
 }
@@ -493,7 +500,7 @@ pub(super) struct PodPlan<'a> {
     /// [`Evaluator::evaluate_plain`].
     pub(super) plain: bool,
     /// The volume plugins' PreFilter state; `None` when the pod has no volume they read.
-    pub(super) volumes: Option<Box<super::volumes::PodVolumes>>,
+    pub(super) volumes: Option<Box<PodVolumes>>,
     /// A volume plugin's PreFilter rejected the pod: its message.
     volume_error: Option<Arc<str>>,
     /// The profile's [`Profile::static_filters`].
@@ -712,7 +719,7 @@ impl<'a> PodPlan<'a> {
                     })
                     .collect()
             };
-            match super::volumes::PodVolumes::pre_filter(
+            match PodVolumes::pre_filter(
                 snapshot.storage(),
                 profile.volume_filters,
                 pod,
@@ -1085,39 +1092,46 @@ fn run_filter(
             }
         }
         FilterPlugin::VolumeRestrictions => {
-            if let Some(r) = plan.volumes.as_ref().and_then(|v| {
-                v.restrictions(
+            if let Some(c) = plan.volumes.as_ref().and_then(|v| {
+                v.restrictions.as_ref()?.filter(
                     &node.entry.spec.name,
                     node.usage.volumes.iter().map(|(ns, v)| (&**ns, v)),
                 )
             }) {
-                report(Reason::Volume(r));
+                report(Reason::VolumeRestrictions(c));
                 return false;
             }
         }
         FilterPlugin::NodeVolumeLimits => {
-            if let Some(r) = plan.volumes.as_ref().and_then(|v| {
-                v.limits(
-                    v.storage(),
-                    &node.entry.spec.name,
-                    node.usage.volumes.iter().map(|(ns, v)| (&**ns, v)),
-                )
+            if plan.volumes.as_ref().is_some_and(|v| {
+                v.limits.as_ref().is_some_and(|l| {
+                    l.exceeds(
+                        &v.storage,
+                        &node.entry.spec.name,
+                        node.usage.volumes.iter().map(|(ns, v)| (&**ns, v)),
+                    )
+                })
             }) {
-                report(Reason::Volume(r));
+                report(Reason::NodeVolumeLimits);
                 return false;
             }
         }
         FilterPlugin::VolumeBinding => {
-            if let Some(Err(reasons)) = plan.volumes.as_ref().map(|v| v.binding(v.storage(), &node.entry.spec)) {
-                for r in reasons {
-                    report(Reason::Volume(r));
+            if let Some(Err(conflicts)) = plan.volumes.as_ref().map(|v| v.binding(&node.entry.spec)) {
+                for c in conflicts {
+                    report(Reason::VolumeBinding(c));
                 }
                 return false;
             }
         }
         FilterPlugin::VolumeZone => {
-            if let Some(r) = plan.volumes.as_ref().and_then(|v| v.zone(&node.entry.spec)) {
-                report(Reason::Volume(r));
+            if plan
+                .volumes
+                .as_ref()
+                .and_then(|v| v.zone.as_ref())
+                .is_some_and(|z| z.conflicts(&node.entry.spec))
+            {
+                report(Reason::VolumeZone);
                 return false;
             }
         }
@@ -1125,6 +1139,80 @@ fn run_filter(
         FilterPlugin::Rules => {}
     }
     true
+}
+
+/// The volume plugins' PreFilter states for one pod (kube-scheduler's `CycleState` entries of
+/// VolumeRestrictions, NodeVolumeLimits, VolumeBinding and VolumeZone), each `None` when its
+/// plugin is not in the profile.
+#[derive(Debug, Clone, Default)]
+pub struct PodVolumes {
+    /// The snapshot's storage objects (shared, copy-on-write).
+    storage: super::volumes::StorageObjects,
+    /// VolumeRestrictions'.
+    restrictions: Option<volumerestrictions::PreFilterState>,
+    /// NodeVolumeLimits'.
+    limits: Option<nodevolumelimits::PreFilterState>,
+    /// VolumeBinding's.
+    binding: Option<volumebinding::PreFilterState>,
+    /// VolumeZone's.
+    zone: Option<volumezone::PreFilterState>,
+}
+
+impl PodVolumes {
+    /// The PreFilter of the enabled volume plugins, in kube-scheduler's order
+    /// (VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone): `Ok(None)` when no
+    /// plugin has work for the pod, `Err` with the first rejecting plugin's message (every node
+    /// is then rejected, unresolvably).
+    pub fn pre_filter(
+        storage: &super::volumes::StorageObjects,
+        filters: super::volumes::VolumeFilters,
+        pod: &PodSpec,
+        claim_users: &super::volumes::ClaimUsers<'_>,
+        batch: &super::volumes::BatchVolumes,
+    ) -> Result<Option<Self>, String> {
+        let (namespace, volumes) = (pod.namespace.as_str(), &pod.volumes);
+        if volumes.is_empty() || !filters.any() {
+            return Ok(None);
+        }
+        let mut out = Self {
+            storage: storage.clone(),
+            ..Default::default()
+        };
+        if filters.restrictions {
+            out.restrictions = Some(volumerestrictions::PreFilterState::pre_filter(
+                storage,
+                namespace,
+                volumes,
+                claim_users,
+                batch,
+            )?);
+        }
+        if filters.limits {
+            out.limits = Some(nodevolumelimits::PreFilterState::pre_filter(
+                storage, namespace, volumes,
+            ));
+        }
+        if filters.binding {
+            out.binding = Some(volumebinding::PreFilterState::pre_filter(
+                storage, &pod.uid, namespace, &pod.name, volumes, batch,
+            )?);
+        }
+        if filters.zone {
+            out.zone = Some(volumezone::PreFilterState::pre_filter(storage, namespace, volumes)?);
+        }
+        Ok(Some(out))
+    }
+
+    /// VolumeBinding's Filter on the node (no choices when the plugin is not in the profile).
+    pub fn binding(
+        &self,
+        node: &NodeSpec,
+    ) -> Result<Vec<(String, super::volumes::VolumeChoice)>, Vec<volume_binder::Conflict>> {
+        match &self.binding {
+            Some(b) => b.filter(&self.storage, node),
+            None => Ok(Vec::new()),
+        }
+    }
 }
 
 /// Runs every filter of the profile for the pod on node `i` with the given usage and topology

@@ -18,7 +18,8 @@
 //!   columns), each giving the same answers as the plugin functions it names.
 //! - [`preemption`]: kube-scheduler's DefaultPreemption: victims, PodDisruptionBudgets ([`pdb`]), the node.
 //! - [`gang`]: gangs placed all together or not at all within a batch.
-//! - [`volumes`]: claims, volumes, storage classes and CSI attach limits for the volume filters.
+//! - [`volumes`]: claims, volumes, storage classes, CSI nodes, drivers and capacities the volume
+//!   plugins (`plugins::{volumerestrictions, nodevolumelimits, volumebinding, volumezone}`) read.
 //! - [`cancel`]: stopping the work of a call that has ended.
 
 pub mod accel;
@@ -40,9 +41,6 @@ pub mod rules;
 pub mod snapshot;
 pub mod topology;
 pub mod volumes;
-
-#[cfg(test)]
-mod volumes_tests;
 
 pub use framework::{Deadline, Decision, Diagnosis, EvalError, Evaluator, Profile, Ranking, Reason};
 pub use policy::Policy;

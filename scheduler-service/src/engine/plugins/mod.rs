@@ -12,10 +12,16 @@ pub mod node_name;
 pub mod node_ports;
 pub mod node_unschedulable;
 pub mod noderesources;
+pub mod nodevolumelimits;
 pub mod podtopologyspread;
 pub mod taint_toleration;
 #[cfg(test)]
 pub(crate) mod testing;
+#[cfg(test)]
+pub(crate) mod volume_testing;
+pub mod volumebinding;
+pub mod volumerestrictions;
+pub mod volumezone;
 
 /// kube-scheduler's `MaxNodeScore` (`framework/interface.go`): the highest normalized score.
 pub const MAX_NODE_SCORE: i64 = 100;
