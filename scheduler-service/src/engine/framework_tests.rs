@@ -6,6 +6,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::*;
+use crate::engine::accel::plain::*;
 use crate::engine::model::{HostPort, PreferredTerm, Protocol, SelectorOp, TaintEffect, TolerationOperator};
 use crate::engine::plugins::image_locality::{ImageScale, MIN_IMAGE_THRESHOLD};
 use crate::engine::plugins::testing::{label_term, node, only, pod, rank, snapshot, taint, toleration};

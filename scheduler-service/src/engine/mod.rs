@@ -25,6 +25,7 @@
 pub mod accel;
 pub mod cancel;
 mod cycle;
+pub mod diagnosis;
 pub mod extender;
 pub mod framework;
 pub mod gang;
@@ -34,6 +35,7 @@ pub mod pdb;
 pub mod plugins;
 pub mod policy;
 pub mod policy_config;
+mod pool;
 pub mod preemption;
 pub mod quantity;
 pub mod resources;
