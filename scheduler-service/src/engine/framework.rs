@@ -31,10 +31,9 @@ pub use super::diagnosis::{Diagnosis, GangFailure, Nomination, Reason, RejectedN
 pub(super) use super::diagnosis::{FlagBuffer, Rejections};
 use super::extender::ExtenderHook;
 use super::model::{NodeSpec, PodSpec, Toleration};
-use super::plugins::image_locality::{self};
 use super::plugins::interpodaffinity::filtering::InterPodFilter;
 use super::plugins::interpodaffinity::scoring as interpod_scoring;
-use super::plugins::noderesources::{balanced_allocation, fit};
+use super::plugins::noderesources::fit;
 use super::plugins::podtopologyspread::filtering::SpreadFilter;
 use super::plugins::podtopologyspread::scoring::{self as spread_scoring, SpreadScore};
 use super::plugins::volumebinding::{self, binder as volume_binder};
@@ -52,6 +51,13 @@ use super::snapshot::{
 };
 use super::topology::{DomainCounts, Existing, Placed};
 
+use super::plugins::contract::{Filter, Score};
+use super::plugins::image_locality::ImageLocality;
+use super::plugins::interpodaffinity::InterPodAffinity;
+use super::plugins::node_affinity::NodeAffinity;
+use super::plugins::noderesources::balanced_allocation::NodeResourcesBalancedAllocation;
+use super::plugins::noderesources::fit::NodeResourcesFit;
+use super::plugins::taint_toleration::TaintToleration;
 pub use super::plugins::MAX_NODE_SCORE;
 
 /// Why evaluation stopped early.
@@ -441,20 +447,35 @@ impl<'a> Evaluator<'a> {
             &profile.plain_slots
         };
         for &(slot, plugin, _) in slots {
+            // Each line registers a score plugin through the plugins' contract ([`Score`]).
             raw[slot] = match plugin {
-                ScorePlugin::NodeResourcesFit => fit_score(profile, plan, &node),
-                ScorePlugin::NodeResourcesBalancedAllocation => match &plan.balanced_requests {
-                    Some(req) => balanced_score(profile, req, &node),
-                    None => 0,
-                },
-                ScorePlugin::NodeAffinity => se.affinity_weight,
-                ScorePlugin::TaintToleration => se.prefer_taints,
-                ScorePlugin::ImageLocality => image_score(plan, self.image_sums.get().get(i).copied().unwrap_or(0)),
-                ScorePlugin::InterPodAffinity => plan
-                    .topo
-                    .as_ref()
-                    .and_then(|t| t.interpod_score.as_ref())
-                    .map_or(0, |s| s.sum(i)),
+                ScorePlugin::NodeResourcesFit => score::<NodeResourcesFit>(
+                    fit::ScoreInput {
+                        strategy: &profile.policy.scoring_strategy,
+                        cpu_memory: profile.fit_cpu_memory,
+                        shape: &profile.shape,
+                        resources: &profile.fit_resources,
+                        requests: &plan.fit_requests,
+                    },
+                    &node,
+                ),
+                ScorePlugin::NodeResourcesBalancedAllocation => score::<NodeResourcesBalancedAllocation>(
+                    (
+                        profile.balanced_cpu_memory,
+                        &profile.balanced_resources,
+                        plan.balanced_requests.as_deref(),
+                    ),
+                    &node,
+                ),
+                ScorePlugin::NodeAffinity => score::<NodeAffinity>(se.affinity_weight, &node),
+                ScorePlugin::TaintToleration => score::<TaintToleration>(se.prefer_taints, &node),
+                ScorePlugin::ImageLocality => {
+                    let sum = self.image_sums.get().get(i).copied().unwrap_or(0);
+                    score::<ImageLocality>((!plan.images.is_empty()).then_some((plan.pod.images.len(), sum)), &node)
+                }
+                ScorePlugin::InterPodAffinity => {
+                    score::<InterPodAffinity>(plan.topo.as_ref().and_then(|t| t.interpod_score.as_ref()), &node)
+                }
                 // Filled in after filtering: it depends on the feasible nodes.
                 ScorePlugin::PodTopologySpread => 0,
             };
@@ -726,7 +747,10 @@ pub(super) fn filter_node(
         .all(|&f| run_filter(f, plan, topo, &se, &node, &mut |r| report(f, r)))
 }
 
-/// Runs one filter; reports its reasons and returns false when the node is rejected.
+/// Runs one filter plugin of the profile on a node, through the plugins' contract
+/// ([`Filter`]): each line below registers a plugin, with the input its PreFilter resolved for
+/// the pod and the [`Reason`] its rejections are worded as. Reports each rejection and returns
+/// whether the node passes.
 fn run_filter(
     plugin: FilterPlugin,
     plan: &PodPlan<'_>,
@@ -735,112 +759,97 @@ fn run_filter(
     node: &NodeView<'_>,
     report: &mut impl FnMut(Reason),
 ) -> bool {
-    let pod = plan.pod;
+    use super::plugins::podtopologyspread::PodTopologySpread;
+    use super::plugins::volumebinding::VolumeBinding;
+    use node_name::NodeName;
+    use node_ports::NodePorts;
+    use node_unschedulable::NodeUnschedulable;
+    use nodevolumelimits::NodeVolumeLimits;
+    use volumerestrictions::VolumeRestrictions;
+    use volumezone::VolumeZone;
+    let (pod, volumes) = (plan.pod, plan.volumes.as_deref());
     match plugin {
         FilterPlugin::NodeUnschedulable => {
-            if se.cordoned {
-                report(Reason::NodeUnschedulable);
-                return false;
-            }
+            filter::<NodeUnschedulable>(se.cordoned, node, |()| Reason::NodeUnschedulable, report)
         }
-        FilterPlugin::NodeName => {
-            if !node_name::fits(pod, &node.entry.spec) {
-                report(Reason::NodeNameMismatch);
-                return false;
-            }
-        }
+        FilterPlugin::NodeName => filter::<NodeName>(pod, node, |()| Reason::NodeNameMismatch, report),
         FilterPlugin::TaintToleration => {
-            if se.untolerated {
-                report(Reason::UntoleratedTaint);
-                return false;
-            }
+            filter::<TaintToleration>(se.untolerated, node, |()| Reason::UntoleratedTaint, report)
         }
         FilterPlugin::NodeAffinity => {
-            if se.mismatched {
-                report(Reason::NodeAffinityMismatch);
-                return false;
-            }
+            filter::<NodeAffinity>(se.mismatched, node, |()| Reason::NodeAffinityMismatch, report)
         }
-        FilterPlugin::NodePorts => {
-            if plan.may_conflict(node.hot.port_bits) && node_ports::conflicts(&pod.host_ports, &node.usage.host_ports) {
-                report(Reason::NodePortsConflict);
-                return false;
-            }
-        }
-        FilterPlugin::NodeResourcesFit => {
-            return fit::fits(&pod.requests, node, &mut |r| {
-                report(match r {
-                    ResourceName::Pods => Reason::TooManyPods,
-                    r => Reason::Insufficient(r),
-                })
-            })
-        }
-        FilterPlugin::PodTopologySpread => {
-            if let Some(v) = topo
-                .and_then(|t| t.spread_filter.as_ref())
-                .and_then(|f| f.check(node.index))
-            {
-                report(Reason::TopologySpread(v));
-                return false;
-            }
-        }
-        FilterPlugin::InterPodAffinity => {
-            if let Some(v) = topo
-                .and_then(|t| t.interpod_filter.as_ref())
-                .and_then(|f| f.check(node.index))
-            {
-                report(Reason::InterPodAffinity(v));
-                return false;
-            }
-        }
-        FilterPlugin::VolumeRestrictions => {
-            if let Some(c) = plan.volumes.as_ref().and_then(|v| {
-                v.restrictions.as_ref()?.filter(
-                    &node.entry.spec.name,
-                    node.usage.volumes.iter().map(|(ns, v)| (&**ns, v)),
-                )
-            }) {
-                report(Reason::VolumeRestrictions(c));
-                return false;
-            }
-        }
-        FilterPlugin::NodeVolumeLimits => {
-            if plan.volumes.as_ref().is_some_and(|v| {
-                v.limits.as_ref().is_some_and(|l| {
-                    l.exceeds(
-                        &v.storage,
-                        &node.entry.spec.name,
-                        node.usage.volumes.iter().map(|(ns, v)| (&**ns, v)),
-                    )
-                })
-            }) {
-                report(Reason::NodeVolumeLimits);
-                return false;
-            }
-        }
-        FilterPlugin::VolumeBinding => {
-            if let Some(Err(conflicts)) = plan.volumes.as_ref().map(|v| v.binding(&node.entry.spec)) {
-                for c in conflicts {
-                    report(Reason::VolumeBinding(c));
-                }
-                return false;
-            }
-        }
-        FilterPlugin::VolumeZone => {
-            if plan
-                .volumes
-                .as_ref()
-                .and_then(|v| v.zone.as_ref())
-                .is_some_and(|z| z.conflicts(&node.entry.spec))
-            {
-                report(Reason::VolumeZone);
-                return false;
-            }
-        }
+        FilterPlugin::NodePorts => filter::<NodePorts>(
+            (plan.may_conflict(node.hot.port_bits), &pod.host_ports),
+            node,
+            |()| Reason::NodePortsConflict,
+            report,
+        ),
+        FilterPlugin::NodeResourcesFit => filter::<NodeResourcesFit>(
+            &pod.requests,
+            node,
+            |r| match r {
+                ResourceName::Pods => Reason::TooManyPods,
+                r => Reason::Insufficient(r),
+            },
+            report,
+        ),
+        FilterPlugin::PodTopologySpread => filter::<PodTopologySpread>(
+            topo.and_then(|t| t.spread_filter.as_ref()),
+            node,
+            Reason::TopologySpread,
+            report,
+        ),
+        FilterPlugin::InterPodAffinity => filter::<InterPodAffinity>(
+            topo.and_then(|t| t.interpod_filter.as_ref()),
+            node,
+            Reason::InterPodAffinity,
+            report,
+        ),
+        FilterPlugin::VolumeRestrictions => filter::<VolumeRestrictions>(
+            volumes.and_then(|v| v.restrictions.as_ref()),
+            node,
+            Reason::VolumeRestrictions,
+            report,
+        ),
+        FilterPlugin::NodeVolumeLimits => filter::<NodeVolumeLimits>(
+            volumes.and_then(|v| Some((v.limits.as_ref()?, &v.storage))),
+            node,
+            |()| Reason::NodeVolumeLimits,
+            report,
+        ),
+        FilterPlugin::VolumeBinding => filter::<VolumeBinding>(
+            volumes.and_then(|v| Some((v.binding.as_ref()?, &v.storage))),
+            node,
+            Reason::VolumeBinding,
+            report,
+        ),
+        FilterPlugin::VolumeZone => filter::<VolumeZone>(
+            volumes.and_then(|v| v.zone.as_ref()),
+            node,
+            |()| Reason::VolumeZone,
+            report,
+        ),
         // Never in a policy's filter list: rules run after the filters (see `Evaluator::eval_node`).
-        FilterPlugin::Rules => {}
+        FilterPlugin::Rules => true,
     }
-    true
+}
+
+/// Calls plugin `P`'s Score with `input`.
+#[inline(always)]
+fn score<P: Score>(input: P::In<'_>, node: &NodeView<'_>) -> i64 {
+    P::score(input, node)
+}
+
+/// Calls plugin `P`'s Filter with `input`, its rejections worded by `reason`.
+#[inline(always)]
+fn filter<P: Filter>(
+    input: P::In<'_>,
+    node: &NodeView<'_>,
+    reason: impl Fn(P::Rejection) -> Reason,
+    report: &mut impl FnMut(Reason),
+) -> bool {
+    P::filter(input, node, &mut |r| report(reason(r)))
 }
 
 /// The volume plugins' PreFilter states for one pod (kube-scheduler's `CycleState` entries of
@@ -915,37 +924,6 @@ impl PodVolumes {
             None => Ok(Vec::new()),
         }
     }
-}
-
-/// NodeResourcesFit's score with the profile's strategy.
-fn fit_score(profile: &Profile, plan: &PodPlan<'_>, node: &NodeView<'_>) -> i64 {
-    let strategy = &profile.policy.scoring_strategy;
-    if let Some(weights) = profile.fit_cpu_memory {
-        return fit::score_cpu_memory(strategy, weights, &plan.fit_requests, node.hot);
-    }
-    fit::score_general(
-        strategy,
-        &profile.shape,
-        &profile.fit_resources,
-        &plan.fit_requests,
-        node,
-    )
-}
-
-/// NodeResourcesBalancedAllocation's score: 100 × (1 − standard deviation of the fractions).
-fn balanced_score(profile: &Profile, requests: &[i64], node: &NodeView<'_>) -> i64 {
-    if profile.balanced_cpu_memory {
-        return balanced_allocation::score_cpu_memory(requests, node.hot);
-    }
-    balanced_allocation::score_general(&profile.balanced_resources, requests, node)
-}
-
-/// ImageLocality's score from the node's sum of scaled image sizes (see [`Evaluator::image_sums`]).
-fn image_score(plan: &PodPlan<'_>, sum: i64) -> i64 {
-    if plan.images.is_empty() {
-        return 0;
-    }
-    image_locality::score(plan.pod.images.len(), sum)
 }
 
 /// Score rules' extrema as gathered (least, greatest), with (0, 0) for a rule no node was

@@ -9,6 +9,7 @@ use super::*;
 use crate::engine::accel::plain::*;
 use crate::engine::model::{HostPort, PreferredTerm, Protocol, SelectorOp, TaintEffect, TolerationOperator};
 use crate::engine::plugins::image_locality::{ImageScale, MIN_IMAGE_THRESHOLD};
+use crate::engine::plugins::noderesources::balanced_allocation;
 use crate::engine::plugins::testing::{label_term, node, only, pod, rank, snapshot, taint, toleration};
 use crate::engine::policy::{FilterPlugin as F, ScorePlugin as S};
 

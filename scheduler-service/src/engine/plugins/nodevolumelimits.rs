@@ -111,6 +111,30 @@ fn csi_volumes<'v>(
     out
 }
 
+/// The plugin in the framework's contract: [`PreFilterState::exceeds`] with the node's pods' volumes.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeVolumeLimits;
+
+impl crate::engine::plugins::contract::Filter for NodeVolumeLimits {
+    /// The pod's PreFilter state and the storage objects (`None`: the plugin skips the pod).
+    type In<'a> = Option<(&'a PreFilterState, &'a StorageObjects)>;
+    type Rejection = ();
+    #[inline(always)]
+    fn filter(state: Self::In<'_>, node: &crate::engine::snapshot::NodeView<'_>, reject: &mut impl FnMut(())) -> bool {
+        let exceeds = state.is_some_and(|(s, storage)| {
+            s.exceeds(
+                storage,
+                &node.entry.spec.name,
+                node.usage.volumes.iter().map(|(ns, v)| (&**ns, v)),
+            )
+        });
+        if exceeds {
+            reject(());
+        }
+        !exceeds
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::engine::plugins::volume_testing::*;

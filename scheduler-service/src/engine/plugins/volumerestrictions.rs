@@ -163,6 +163,36 @@ fn disk_conflict(v: &PodVolume, e: &PodVolume) -> bool {
     }
 }
 
+/// The plugin in the framework's contract: [`PreFilterState::filter`] with the node's pods' volumes.
+#[derive(Debug, Clone, Copy)]
+pub struct VolumeRestrictions;
+
+impl crate::engine::plugins::contract::Filter for VolumeRestrictions {
+    /// The pod's PreFilter state (`None`: the plugin skips the pod).
+    type In<'a> = Option<&'a PreFilterState>;
+    type Rejection = Conflict;
+    #[inline(always)]
+    fn filter(
+        state: Option<&PreFilterState>,
+        node: &crate::engine::snapshot::NodeView<'_>,
+        reject: &mut impl FnMut(Conflict),
+    ) -> bool {
+        let conflict = state.and_then(|s| {
+            s.filter(
+                &node.entry.spec.name,
+                node.usage.volumes.iter().map(|(ns, v)| (&**ns, v)),
+            )
+        });
+        match conflict {
+            Some(c) => {
+                reject(c);
+                false
+            }
+            None => true,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::engine::plugins::volume_testing::*;

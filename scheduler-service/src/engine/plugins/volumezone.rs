@@ -98,6 +98,28 @@ impl PreFilterState {
     }
 }
 
+/// The plugin in the framework's contract: [`PreFilterState::conflicts`] on the node.
+#[derive(Debug, Clone, Copy)]
+pub struct VolumeZone;
+
+impl crate::engine::plugins::contract::Filter for VolumeZone {
+    /// The pod's PreFilter state (`None`: the plugin skips the pod).
+    type In<'a> = Option<&'a PreFilterState>;
+    type Rejection = ();
+    #[inline(always)]
+    fn filter(
+        state: Option<&PreFilterState>,
+        node: &crate::engine::snapshot::NodeView<'_>,
+        reject: &mut impl FnMut(()),
+    ) -> bool {
+        let conflicts = state.is_some_and(|z| z.conflicts(&node.entry.spec));
+        if conflicts {
+            reject(());
+        }
+        !conflicts
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::engine::plugins::volume_testing::*;

@@ -162,6 +162,26 @@ impl InterPodFilter {
     }
 }
 
+impl crate::engine::plugins::contract::Filter for super::InterPodAffinity {
+    /// The pod's PreFilter state (`None`: the plugin skips the pod).
+    type In<'a> = Option<&'a InterPodFilter>;
+    type Rejection = Violation;
+    #[inline(always)]
+    fn filter(
+        state: Option<&InterPodFilter>,
+        node: &crate::engine::snapshot::NodeView<'_>,
+        reject: &mut impl FnMut(Violation),
+    ) -> bool {
+        match state.and_then(|f| f.check(node.index)) {
+            Some(v) => {
+                reject(v);
+                false
+            }
+            None => true,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -71,6 +71,15 @@ pub fn normalize(raw: i64, min: i64, max: i64) -> i64 {
     }
 }
 
+impl crate::engine::plugins::contract::Score for super::InterPodAffinity {
+    /// The pod's PreScore state, [`score_state`] (`None`: every node scores 0).
+    type In<'a> = Option<&'a DomainCounts>;
+    #[inline(always)]
+    fn score(state: Option<&DomainCounts>, node: &crate::engine::snapshot::NodeView<'_>) -> i64 {
+        state.map_or(0, |s| s.sum(node.index))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -168,6 +168,26 @@ impl SpreadFilter {
     }
 }
 
+impl crate::engine::plugins::contract::Filter for super::PodTopologySpread {
+    /// The pod's PreFilter state (`None`: the plugin skips the pod).
+    type In<'a> = Option<&'a SpreadFilter>;
+    type Rejection = Violation;
+    #[inline(always)]
+    fn filter(
+        state: Option<&SpreadFilter>,
+        node: &crate::engine::snapshot::NodeView<'_>,
+        reject: &mut impl FnMut(Violation),
+    ) -> bool {
+        match state.and_then(|f| f.check(node.index)) {
+            Some(v) => {
+                reject(v);
+                false
+            }
+            None => true,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

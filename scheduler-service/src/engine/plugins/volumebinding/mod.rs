@@ -14,5 +14,32 @@ pub mod volume_binding;
 pub use binder::Conflict;
 pub use volume_binding::PreFilterState;
 
+/// The plugin in the framework's contract: [`PreFilterState::filter`] on the node (the
+/// binder's `FindPodVolumes`), each of its reasons given.
+#[derive(Debug, Clone, Copy)]
+pub struct VolumeBinding;
+
+impl crate::engine::plugins::contract::Filter for VolumeBinding {
+    /// The pod's PreFilter state and the storage objects (`None`: the plugin skips the pod).
+    type In<'a> = Option<(&'a PreFilterState, &'a crate::engine::volumes::StorageObjects)>;
+    type Rejection = Conflict;
+    #[inline(always)]
+    fn filter(
+        state: Self::In<'_>,
+        node: &crate::engine::snapshot::NodeView<'_>,
+        reject: &mut impl FnMut(Conflict),
+    ) -> bool {
+        match state.map(|(s, storage)| s.filter(storage, &node.entry.spec)) {
+            Some(Err(conflicts)) => {
+                for c in conflicts {
+                    reject(c);
+                }
+                false
+            }
+            _ => true,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;
