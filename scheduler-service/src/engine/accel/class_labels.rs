@@ -1,5 +1,9 @@
 //! Label columns over a lineage's node classes, so that a pod's node selector and affinity are
 //! matched once per distinct label value instead of once per class (a hash lookup each).
+//!
+//! Mirrors NodeAffinity's filter and score evaluated class by class (`LabelSelector::matches` on
+//! each class's labels); held to it by `columns_match_as_the_labels_do` (below) and
+//! `class_statics_through_label_columns_equal_the_class_by_class_ones` (`framework_tests.rs`).
 
 use std::collections::HashMap;
 
