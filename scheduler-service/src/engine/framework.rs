@@ -162,7 +162,7 @@ pub struct Evaluator<'a> {
     pub(super) allow_plain: bool,
     /// Whether the reasons pass answers a class's nodes from its first one where the class alone
     /// rejects them (see `ClassReplay`); tests turn it off to compare with every node filtered.
-    class_replay: bool,
+    pub(crate) class_replay: bool,
     /// The plain pass's vector kernel, `None` on a CPU without one (and when tests turn it off).
     pub(crate) kernel: Option<Kernel>,
     /// How many rejected nodes Rank lists; `None` lists all.
@@ -2073,7 +2073,7 @@ impl Evaluator<'_> {
 
 #[cfg(test)]
 #[path = "framework_tests.rs"]
-mod tests;
+pub(crate) mod tests;
 
 #[cfg(test)]
 #[path = "topology_tests.rs"]

@@ -3,7 +3,7 @@
 //!
 //! Mirrors NodeAffinity's filter and score evaluated class by class (`LabelSelector::matches` on
 //! each class's labels); held to it by `columns_match_as_the_labels_do` (below) and
-//! `class_statics_through_label_columns_equal_the_class_by_class_ones` (`framework_tests.rs`).
+//! `class_statics_through_label_columns_equal_the_class_by_class_ones` (`accel/plain_tests.rs`).
 
 use std::collections::HashMap;
 

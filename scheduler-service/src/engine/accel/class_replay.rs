@@ -5,8 +5,8 @@
 //!
 //! Mirrors filtering node by node (the framework's `RunFilterPlugins` on every node, as
 //! `Evaluator::filter_with_reasons` does with replay off); held to it by
-//! `reasons_from_the_class_equal_reasons_node_by_node`, which compares every answer with it
-//! turned off.
+//! `reasons_from_the_class_equal_reasons_node_by_node` (`accel/plain_tests.rs`), which compares
+//! every answer with it turned off.
 
 use crate::engine::diagnosis::{Reason, Rejections};
 use crate::engine::model::PodSpec;

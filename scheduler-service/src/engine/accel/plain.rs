@@ -7,7 +7,7 @@
 //! Mirrors the general pass (`Evaluator::evaluate`: the framework's filters and scores on every
 //! node, then normalization); held to it by `plain_pass_equals_the_general_one_on_the_synthetic_cluster`
 //! and `plain_pass_equals_the_general_one` (bit for bit the same candidates, extrema and totals),
-//! with `kernel_filters_and_scores_as_the_scalar_pass` for the kernel.
+//! with `kernel_filters_and_scores_as_the_scalar_pass` for the kernel (`plain_tests.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -1470,3 +1470,7 @@ impl Evaluator<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "plain_tests.rs"]
+mod tests;
