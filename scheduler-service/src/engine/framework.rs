@@ -27,6 +27,7 @@ use super::accel::class_replay::{class_decides, ClassReplay};
 use super::accel::columns::{HotColumns, Kernel, BLOCK};
 use super::accel::image_sums::ImageSums;
 use super::accel::rule_columns::RuleColumns;
+use super::accel::top_k::kth_total_small;
 pub use super::diagnosis::{Diagnosis, GangFailure, Nomination, Reason, RejectedNode};
 pub(super) use super::diagnosis::{FlagBuffer, Rejections};
 use super::extender::ExtenderHook;
@@ -1036,36 +1037,6 @@ pub(super) fn keep_top_k<T: Copy>(
     }
     items.extend(tied);
 }
-
-/// The `k`-th largest total of `items` (counting equal totals apart), for a `k` of at most
-/// [`SMALL_K`] (`None` beyond): one pass keeping the `k` largest so far in order, where most
-/// items fail the first comparison (Rank's usual top 10 of ~3,000 feasible nodes), instead of a
-/// selection that moves every item.
-fn kth_total_small<T>(items: &[T], k: usize, total: impl Fn(&T) -> i64) -> Option<i64> {
-    if k == 0 || k > SMALL_K || k > items.len() {
-        return None;
-    }
-    let mut best = [i64::MIN; SMALL_K];
-    let mut len = 0;
-    for item in items {
-        let t = total(item);
-        if len == k && t <= best[k - 1] {
-            continue;
-        }
-        // Insert in descending order, dropping the smallest when full.
-        let mut at = len.min(k - 1);
-        while at > 0 && best[at - 1] < t {
-            best[at] = best[at - 1];
-            at -= 1;
-        }
-        best[at] = t;
-        len = (len + 1).min(k);
-    }
-    Some(best[k - 1])
-}
-
-/// The largest `k` that [`kth_total_small`] takes.
-const SMALL_K: usize = 32;
 
 /// A policy prepared for evaluation.
 #[derive(Debug, Clone)]

@@ -584,18 +584,6 @@ proptest! {
     }
 }
 
-proptest! {
-    /// The one-pass k-th largest total equals the k-th of the totals sorted in descending order
-    /// (equal totals counted apart), and declines a k it does not take.
-    #[test]
-    fn kth_total_small_equals_the_sorted_one(totals in proptest::collection::vec(-5i64..5, 0..80), k in 0usize..40) {
-        let mut sorted = totals.clone();
-        sorted.sort_unstable_by(|a, b| b.cmp(a));
-        let want = ((1..=super::SMALL_K).contains(&k) && k <= totals.len()).then(|| sorted[k - 1]);
-        prop_assert_eq!(super::kth_total_small(&totals, k, |t| *t), want);
-    }
-}
-
 /// A policy with the given CEL rules on top of the default one.
 pub(crate) fn with_rules(filters: &[(&str, &str, &str)], scores: &[(&str, &str, i64)]) -> Profile {
     use crate::engine::rules::{FilterRule, Rules, ScoreRule};

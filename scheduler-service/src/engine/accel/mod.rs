@@ -12,6 +12,7 @@
 //!   node, the score rules' extrema), through the kernel where it applies.
 //! - [`class_replay`]: a class's reasons given to its other nodes when the class alone rejects
 //!   them.
+//! - [`top_k`]: Rank's `k`-th best total in one pass.
 
 pub(in crate::engine) mod class_cache;
 pub mod class_labels;
@@ -20,3 +21,4 @@ pub mod columns;
 pub(in crate::engine) mod image_sums;
 pub(in crate::engine) mod plain;
 pub(in crate::engine) mod rule_columns;
+pub(in crate::engine) mod top_k;
