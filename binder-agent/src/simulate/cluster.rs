@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use placement_scheduler::proto;
+use prost::Message as _;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::api::{scheduled_message, ApiError, ClaimRef, ClusterApi, PodRef};
 use crate::binder::{Binder, ClusterEvent};
-use crate::model::{PodInfo, StorageKey, StorageObject};
+use crate::model::{Owner, PodInfo, StorageKey, StorageObject};
 
 use super::*;
 
@@ -48,16 +49,132 @@ pub struct PodRecord {
     pub bound_at: Option<Instant>,
 }
 
+impl PodRecord {
+    fn new(info: PodInfo, pending: bool) -> Self {
+        PodRecord {
+            info,
+            pending,
+            bind_calls: 0,
+            binds_applied: 0,
+            rejected_binds: 0,
+            failed_binds: 0,
+            reply_lost: false,
+            scheduled_events: 0,
+            wrong_scheduled_message: false,
+            unschedulable_message: None,
+            nominated_node: None,
+            failed_scheduling_events: 0,
+            arrived: pending.then(Instant::now),
+            bound_at: None,
+        }
+    }
+}
+
+/// A pod bound before the run began that nothing has touched since: kept protobuf-encoded, a few
+/// hundred bytes instead of a decoded [`PodRecord`] (a million of these decoded cost gigabytes).
+/// Anything that reads or changes one (a bind, an event, a preemption) decodes it into `pods`.
+#[derive(Debug)]
+struct Settled {
+    /// The [`proto::Pod`], encoded.
+    spec: Box<[u8]>,
+    /// spec.schedulerName.
+    scheduler_name: String,
+    /// metadata.creationTimestamp (ms).
+    created_ms: i64,
+    /// Succeeded or Failed.
+    terminal: bool,
+    /// metadata.deletionTimestamp is set.
+    deleting: bool,
+    /// Owner, `placement.dev/` annotations and scheduling gates, when it has any.
+    rest: Option<Box<SettledRest>>,
+}
+
+/// The rarer parts of a settled pod's [`PodInfo`]: owner, `placement.dev/` annotations, gates.
+type SettledRest = (Option<Owner>, BTreeMap<String, String>, Vec<String>);
+
+impl Settled {
+    fn of(info: PodInfo) -> Self {
+        let PodInfo {
+            spec,
+            scheduler_name,
+            created_ms,
+            terminal,
+            deleting,
+            owner,
+            annotations,
+            scheduling_gates,
+        } = info;
+        let rest = (owner.is_some() || !annotations.is_empty() || !scheduling_gates.is_empty())
+            .then(|| Box::new((owner, annotations, scheduling_gates)));
+        Settled {
+            spec: spec.encode_to_vec().into_boxed_slice(),
+            scheduler_name,
+            created_ms,
+            terminal,
+            deleting,
+            rest,
+        }
+    }
+
+    /// The pod (it was encoded from a valid message, so it decodes).
+    fn spec(&self) -> proto::Pod {
+        proto::Pod::decode(&*self.spec).unwrap_or_default()
+    }
+
+    fn info(&self) -> PodInfo {
+        let (owner, annotations, scheduling_gates) = self.rest.as_deref().cloned().unwrap_or_default();
+        PodInfo {
+            spec: self.spec(),
+            scheduler_name: self.scheduler_name.clone(),
+            created_ms: self.created_ms,
+            terminal: self.terminal,
+            deleting: self.deleting,
+            owner,
+            annotations,
+            scheduling_gates,
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub(super) struct Store {
     pub(super) nodes: HashMap<String, proto::Node>,
+    /// Pods the run schedules, and pods bound before it that something touched, by uid.
     pub(super) pods: HashMap<String, PodRecord>,
+    /// Pods bound before the run and untouched since, by uid.
+    settled: HashMap<String, Settled>,
     /// Pods deleted by preemption: (victim, preemptor uid, node).
     pub(super) preempted: Vec<(PodRecord, String, String)>,
     /// `namespace/name` → uid.
     by_name: HashMap<(String, String), String>,
     /// Claims, volumes, storage classes and CSINodes.
     storage: HashMap<StorageKey, StorageObject>,
+}
+
+impl Store {
+    /// A pod's record, decoding a settled pod first.
+    fn record_mut(&mut self, uid: &str) -> Option<&mut PodRecord> {
+        if let Some(settled) = self.settled.remove(uid) {
+            self.pods.insert(uid.to_string(), PodRecord::new(settled.info(), false));
+        }
+        self.pods.get_mut(uid)
+    }
+
+    /// Every pod bound before the run began that is still there: `pods`' and the settled ones.
+    pub(super) fn prebound_specs(&self) -> impl Iterator<Item = std::borrow::Cow<'_, proto::Pod>> {
+        let touched = self
+            .pods
+            .values()
+            .filter(|p| !p.pending)
+            .map(|p| std::borrow::Cow::Borrowed(&p.info.spec));
+        touched.chain(self.settled.values().map(|s| std::borrow::Cow::Owned(s.spec())))
+    }
+
+    /// Every pod, decoded (settled ones included).
+    pub(super) fn all_records(&self) -> Vec<PodRecord> {
+        let settled = self.settled.values().map(|s| PodRecord::new(s.info(), false));
+        self.pods.values().cloned().chain(settled).collect()
+    }
 }
 
 /// A binding (or a deletion) on its way to the binder through the simulated watch.
@@ -149,25 +266,13 @@ impl SimCluster {
         } else {
             s.by_name.entry(key).or_insert_with(|| uid.clone());
         }
-        s.pods.insert(
-            uid,
-            PodRecord {
-                info,
-                pending,
-                bind_calls: 0,
-                binds_applied: 0,
-                rejected_binds: 0,
-                failed_binds: 0,
-                reply_lost: false,
-                scheduled_events: 0,
-                wrong_scheduled_message: false,
-                unschedulable_message: None,
-                nominated_node: None,
-                failed_scheduling_events: 0,
-                arrived: pending.then(Instant::now),
-                bound_at: None,
-            },
-        );
+        s.settled.remove(&uid);
+        if pending || info.node_name().is_none() {
+            s.pods.insert(uid, PodRecord::new(info, pending));
+        } else {
+            s.pods.remove(&uid);
+            s.settled.insert(uid, Settled::of(info));
+        }
     }
 
     /// Adds or replaces a claim, volume, storage class or CSINode.
@@ -223,7 +328,11 @@ impl SimCluster {
 
     /// One pod's record.
     pub fn pod(&self, uid: &str) -> Option<PodRecord> {
-        self.store.lock().pods.get(uid).cloned()
+        let s = self.store.lock();
+        match s.pods.get(uid) {
+            Some(p) => Some(p.clone()),
+            None => s.settled.get(uid).map(|p| PodRecord::new(p.info(), false)),
+        }
     }
 
     /// Every pod the binder was asked to schedule.
@@ -250,7 +359,7 @@ impl SimCluster {
         let lose = self.chance(self.faults.lost_reply_rate);
         let mut s = self.store.lock();
         let uid = s.by_name.get(&(pod.namespace.clone(), pod.name.clone())).cloned();
-        let Some(record) = uid.as_ref().and_then(|u| s.pods.get_mut(u)) else {
+        let Some(record) = uid.as_ref().and_then(|u| s.record_mut(u)) else {
             return Err(ApiError::NotFound(format!("pods \"{}\" not found", pod.name)));
         };
         record.bind_calls += 1;
@@ -381,8 +490,7 @@ impl ClusterApi for SimCluster {
         self.events_in_flight.fetch_sub(1, Ordering::Relaxed);
         let mut s = self.store.lock();
         let record = s
-            .pods
-            .get_mut(&pod.uid)
+            .record_mut(&pod.uid)
             .ok_or_else(|| ApiError::NotFound(format!("pods \"{}\" not found", pod.name)))?;
         record.scheduled_events += 1;
         let expected = record.info.node_name().map(|n| scheduled_message(pod, n));
@@ -395,8 +503,7 @@ impl ClusterApi for SimCluster {
     async fn record_unschedulable(&self, pod: &PodRef, message: &str) -> Result<(), ApiError> {
         let mut s = self.store.lock();
         let record = s
-            .pods
-            .get_mut(&pod.uid)
+            .record_mut(&pod.uid)
             .ok_or_else(|| ApiError::NotFound(format!("pods \"{}\" not found", pod.name)))?;
         record.unschedulable_message = Some(message.to_string());
         record.failed_scheduling_events += 1;
@@ -406,8 +513,7 @@ impl ClusterApi for SimCluster {
     async fn nominate(&self, pod: &PodRef, node: &str) -> Result<(), ApiError> {
         let mut s = self.store.lock();
         let record = s
-            .pods
-            .get_mut(&pod.uid)
+            .record_mut(&pod.uid)
             .ok_or_else(|| ApiError::NotFound(format!("pods \"{}\" not found", pod.name)))?;
         record.nominated_node = Some(node.to_string());
         Ok(())
@@ -416,8 +522,7 @@ impl ClusterApi for SimCluster {
     async fn clear_nomination(&self, pod: &PodRef) -> Result<(), ApiError> {
         let mut s = self.store.lock();
         let record = s
-            .pods
-            .get_mut(&pod.uid)
+            .record_mut(&pod.uid)
             .ok_or_else(|| ApiError::NotFound(format!("pods \"{}\" not found", pod.name)))?;
         record.nominated_node = None;
         Ok(())
@@ -433,6 +538,7 @@ impl ClusterApi for SimCluster {
         _scheduler_name: &str,
     ) -> Result<(), ApiError> {
         let mut s = self.store.lock();
+        s.record_mut(&victim.uid);
         let Some(record) = s.pods.remove(&victim.uid) else {
             return Ok(());
         };
@@ -451,5 +557,83 @@ impl ClusterApi for SimCluster {
             change: Change::Deleted(info),
         });
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prebound() -> PodInfo {
+        PodInfo {
+            spec: proto::Pod {
+                uid: "u-1".into(),
+                name: "web-1".into(),
+                namespace: "shop".into(),
+                node_name: "node-a".into(),
+                labels: [("app".to_string(), "web".to_string())].into(),
+                ..Default::default()
+            },
+            scheduler_name: "placement".into(),
+            created_ms: 42,
+            owner: Some(Owner {
+                kind: "ReplicaSet".into(),
+                name: "web-5d9".into(),
+            }),
+            annotations: [("placement.dev/policy".to_string(), "spread".to_string())].into(),
+            ..Default::default()
+        }
+    }
+
+    fn pod_ref() -> PodRef {
+        PodRef {
+            namespace: "shop".into(),
+            name: "web-1".into(),
+            uid: "u-1".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_settled_pod_reads_back_whole_and_is_decoded_when_touched() {
+        let (cluster, _watch) = SimCluster::new(Faults::default(), Duration::ZERO);
+        cluster.add_pod(prebound(), false);
+        assert!(
+            cluster.store.lock().pods.is_empty(),
+            "an untouched bound pod stays encoded"
+        );
+        assert_eq!(cluster.pod("u-1").map(|p| p.info), Some(prebound()));
+
+        // Binding it again is refused as the API server refuses it, and counted on its record.
+        let err = cluster.bind(&pod_ref(), "node-b", &BTreeMap::new()).await.unwrap_err();
+        assert!(
+            matches!(&err, ApiError::Conflict(m) if m.contains("already assigned to node \"node-a\"")),
+            "{err:?}"
+        );
+        let record = cluster.pod("u-1").unwrap();
+        assert_eq!((record.bind_calls, record.rejected_binds), (1, 1));
+        assert_eq!(record.info, prebound());
+        assert!(cluster.store.lock().settled.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_settled_victim_is_deleted_whole() {
+        let (cluster, mut watch) = SimCluster::new(Faults::default(), Duration::ZERO);
+        cluster.add_pod(prebound(), false);
+        let preemptor = PodRef {
+            namespace: "shop".into(),
+            name: "big".into(),
+            uid: "u-big".into(),
+        };
+        cluster
+            .preempt(&pod_ref(), &preemptor, "node-a", "placement")
+            .await
+            .unwrap();
+        let s = cluster.store.lock();
+        assert!(s.settled.is_empty() && s.pods.is_empty());
+        assert_eq!(s.preempted.len(), 1);
+        assert_eq!(s.preempted[0].0.info, prebound());
+        drop(s);
+        let event = watch.rx.recv().await.unwrap();
+        assert!(matches!(event.change, Change::Deleted(info) if info == prebound()));
     }
 }

@@ -291,11 +291,7 @@ pub(super) async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, 
             })
             .collect();
     }
-    let pods = if keep_pods {
-        store.pods.values().cloned().collect()
-    } else {
-        Vec::new()
-    };
+    let pods = if keep_pods { store.all_records() } else { Vec::new() };
     Ok((s, pods))
 }
 

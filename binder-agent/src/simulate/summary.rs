@@ -224,14 +224,25 @@ pub struct Summary {
 }
 
 /// Usage per node, with the engine's parsing and effective-request rules.
-pub(super) fn usage<'a>(
+pub(super) fn usage<P: std::borrow::Borrow<proto::Pod>>(
     nodes: &HashMap<String, proto::Node>,
-    pods: impl Iterator<Item = &'a proto::Pod>,
+    pods: impl Iterator<Item = P>,
     unparsable: &mut usize,
 ) -> HashMap<String, (Resources, i64)> {
     let mut used: HashMap<String, (Resources, i64)> =
         nodes.keys().map(|n| (n.clone(), (Resources::default(), 0))).collect();
+    add_usage(&mut used, pods, unparsable);
+    used
+}
+
+/// Adds pods' requests to `used` (pods on nodes it does not have are left out).
+pub(super) fn add_usage<P: std::borrow::Borrow<proto::Pod>>(
+    used: &mut HashMap<String, (Resources, i64)>,
+    pods: impl Iterator<Item = P>,
+    unparsable: &mut usize,
+) {
     for p in pods {
+        let p = p.borrow();
         let Some(u) = used.get_mut(&p.node_name) else {
             continue;
         };
@@ -241,7 +252,6 @@ pub(super) fn usage<'a>(
         }
         u.1 += 1;
     }
-    used
 }
 
 pub(super) fn overcommitted(allocatable: &Resources, allowed_pods: i64, used: &Resources, pods: i64) -> bool {
@@ -300,14 +310,11 @@ impl Summary {
         self.top_unschedulable = top;
 
         // Usage before (pre-bound pods only) and after the run.
-        let before = usage(
-            &store.nodes,
-            store.pods.values().filter(|p| !p.pending).map(|p| &p.info.spec),
-            &mut 0,
-        );
-        let after = usage(
-            &store.nodes,
-            store.pods.values().map(|p| &p.info.spec),
+        let before = usage(&store.nodes, store.prebound_specs(), &mut c.unparsable_pods);
+        let mut after = before.clone();
+        add_usage(
+            &mut after,
+            store.pods.values().filter(|p| p.pending).map(|p| &p.info.spec),
             &mut c.unparsable_pods,
         );
         let used_nodes: HashSet<&str> = store
