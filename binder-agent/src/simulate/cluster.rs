@@ -628,11 +628,12 @@ mod tests {
             .preempt(&pod_ref(), &preemptor, "node-a", "placement")
             .await
             .unwrap();
-        let s = cluster.store.lock();
-        assert!(s.settled.is_empty() && s.pods.is_empty());
-        assert_eq!(s.preempted.len(), 1);
-        assert_eq!(s.preempted[0].0.info, prebound());
-        drop(s);
+        {
+            let s = cluster.store.lock();
+            assert!(s.settled.is_empty() && s.pods.is_empty());
+            assert_eq!(s.preempted.len(), 1);
+            assert_eq!(s.preempted[0].0.info, prebound());
+        }
         let event = watch.rx.recv().await.unwrap();
         assert!(matches!(event.change, Change::Deleted(info) if info == prebound()));
     }
