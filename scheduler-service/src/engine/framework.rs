@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::accel::class_cache::{StaticEval, StaticFilters, StaticKey};
-use super::accel::class_labels::ClassLabels;
+use super::accel::class_labels::{affinity_by_class, ClassLabels};
 use super::accel::class_replay::{class_decides, ClassReplay};
 use super::accel::columns::{HotColumns, Kernel, BLOCK};
 use super::accel::image_sums::ImageSums;
@@ -1541,56 +1541,7 @@ impl<'a> PodPlan<'a> {
     /// once per distinct value of its key (`labels`: the columns of these classes) rather than
     /// looked up class by class.
     fn class_statics(&self, classes: &imbl::Vector<Arc<NodeSpec>>, labels: &ClassLabels) -> Arc<[StaticEval]> {
-        let pod = self.pod;
-        let n = classes.len();
-        // A term over every class, as `SelectorTerm::matches` on each class (whose name is empty).
-        let term = |t: &super::model::SelectorTerm, out: &mut Vec<bool>| {
-            out.clear();
-            let empty = t.match_expressions.is_empty() && t.match_fields.is_empty();
-            let fields = t.match_fields.iter().all(|r| r.matches(Some("")));
-            out.resize(n, !empty && fields);
-            for r in &t.match_expressions {
-                if super::cancel::requested() {
-                    break;
-                }
-                labels.retain_requirement(r, out);
-            }
-        };
-        // Each selector part costs a pass over the classes: the call's end is polled between them
-        // (what is left then is incomplete, and the caller does not cache it).
-        let mut selected = vec![true; n];
-        for (k, v) in &pod.node_selector {
-            if super::cancel::requested() {
-                break;
-            }
-            labels.retain_label(k, v, &mut selected);
-        }
-        let mut matched = Vec::with_capacity(n);
-        if let Some(terms) = &pod.required_affinity {
-            let mut any = vec![false; n];
-            for t in terms {
-                if super::cancel::requested() {
-                    break;
-                }
-                term(t, &mut matched);
-                for (a, m) in any.iter_mut().zip(&matched) {
-                    *a |= *m;
-                }
-            }
-            for (s, a) in selected.iter_mut().zip(&any) {
-                *s &= *a;
-            }
-        }
-        let mut weights = vec![0i64; n];
-        for p in &pod.preferred_affinity {
-            if super::cancel::requested() {
-                break;
-            }
-            term(&p.term, &mut matched);
-            for (w, m) in weights.iter_mut().zip(&matched) {
-                *w += if *m { p.weight } else { 0 };
-            }
-        }
+        let (selected, weights) = affinity_by_class(self.pod, classes.len(), labels);
         classes
             .iter()
             .zip(selected.iter().zip(&weights))
