@@ -96,6 +96,7 @@ impl fmt::Display for Reason {
 
 /// Whether a filter rejection can be resolved by evicting pods (kube-scheduler's `Unschedulable`
 /// as opposed to `UnschedulableAndUnresolvable`).
+#[inline]
 pub(crate) fn resolvable(
     pod_requests: &crate::engine::resources::Resources,
     entry: &NodeEntry,
@@ -281,6 +282,7 @@ impl<'r> Rejections<'r> {
     }
 
     /// Takes one reason `plugin` gave for rejecting node `i`.
+    #[inline]
     pub(crate) fn add(&mut self, i: usize, plugin: FilterPlugin, reason: Reason) {
         if let Some(u) = self.unresolvable.get_mut(i) {
             if !*u && !resolvable(&self.pod.requests, &self.nodes[i], plugin, &reason) {
@@ -293,6 +295,7 @@ impl<'r> Rejections<'r> {
 
     /// Counts `n` more nodes rejected for `reason` (few distinct reasons occur: a short list
     /// beats hashing one per rejected node).
+    #[inline]
     pub(crate) fn count(&mut self, reason: &Reason, n: u32) {
         if n == 0 {
             return;
@@ -304,11 +307,13 @@ impl<'r> Rejections<'r> {
     }
 
     /// Whether a reason for node `i` would be listed.
+    #[inline]
     pub(crate) fn lists_more(&self, i: usize) -> bool {
         i == self.listing || self.limit.is_none_or(|limit| self.listed.len() < limit)
     }
 
     /// Lists one reason `plugin` gave for rejecting node `i` (unless the list is full).
+    #[inline]
     pub(crate) fn list(&mut self, i: usize, plugin: FilterPlugin, reason: Reason) {
         if !self.lists_more(i) {
             return;

@@ -41,6 +41,7 @@ pub(crate) struct ClassReplay {
 impl ClassReplay {
     /// Takes node `i`'s reasons from its class when they are known: counted in bulk by
     /// [`ClassReplay::count`], listed while the list takes more. False when it must be filtered.
+    #[inline]
     pub(crate) fn replay(&mut self, class: usize, i: usize, rejections: &mut Rejections<'_>) -> bool {
         let Some(ClassReasons::Known {
             plugin,
@@ -73,6 +74,7 @@ impl ClassReplay {
     /// Learns from a class's first node filtered: the first filter that rejected it (`None`: it
     /// passed), whose reasons are the arena's from `start` on, `by_class` whether that filter's
     /// verdict is the class's, and whether the node was marked unresolvable.
+    #[inline]
     pub(crate) fn learn(
         &mut self,
         class: usize,
@@ -101,6 +103,7 @@ impl ClassReplay {
     }
 
     /// Whether the class's nodes after its first are filtered one by one.
+    #[inline]
     pub(crate) fn node_by_node(&self, class: usize) -> bool {
         matches!(self.classes.get(class), Some(ClassReasons::NodeByNode))
     }
@@ -139,6 +142,7 @@ pub(crate) enum ClassReasons {
 /// `filters` decide by the class's static predicates alone (NodeUnschedulable, TaintToleration,
 /// NodeAffinity, with static predicates per class: not `per_node`), or pass every node (NodeName, when the pod
 /// names none). Filters stop at the first that fails, so every node of the class fails the same.
+#[inline]
 pub(crate) fn class_decides(filters: &[FilterPlugin], per_node: bool, pod: &PodSpec, failed: FilterPlugin) -> bool {
     let by_class = |f: FilterPlugin| match f {
         FilterPlugin::NodeUnschedulable | FilterPlugin::TaintToleration | FilterPlugin::NodeAffinity => !per_node,
