@@ -44,20 +44,9 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Deserialize;
 
+pub use crate::model::Owner;
 use crate::replicas::ClientTls;
 
-/// Prefix of every annotation the binder reads or writes.
-pub const ANNOTATION_PREFIX: &str = "placement.dev/";
-/// Annotation written on a bound pod: the policy that placed it.
-pub const POLICY_ANNOTATION: &str = "placement.dev/policy";
-/// Annotation written on a bound pod: the experiment that selected it.
-pub const EXPERIMENT_ANNOTATION: &str = "placement.dev/experiment";
-/// Annotation written on a bound pod: its arm.
-pub const ARM_ANNOTATION: &str = "placement.dev/arm";
-/// Annotation written on a bound pod: `hash` or `pin`, how its arm was chosen.
-pub const ASSIGNMENT_ANNOTATION: &str = "placement.dev/assignment";
-/// Annotation a pod may carry to pin its arm, where the experiment allows it.
-pub const PIN_ANNOTATION: &str = "placement.dev/pin-arm";
 /// Seed of the assignment hash. Fixed forever: changing it would move every unit.
 pub const ASSIGNMENT_SEED: u64 = 0x706c_6163_656d_656e; // "placemen"
 
@@ -317,15 +306,6 @@ pub struct ExperimentSet {
     pub experiments: Vec<Experiment>,
     /// Shadows.
     pub shadows: Vec<Shadow>,
-}
-
-/// The owner a pod's controller reference names.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct Owner {
-    /// ownerReferences[].kind.
-    pub kind: String,
-    /// ownerReferences[].name.
-    pub name: String,
 }
 
 /// What assignment reads of a pod.
@@ -606,11 +586,15 @@ impl ExperimentSet {
 }
 
 impl Experiment {
-    /// The unit a pod belongs to, as hashed. A gang's members (label [`crate::model::GANG_LABEL`])
+    /// The unit a pod belongs to, as hashed. A gang's members (label [`placement_scheduler::labels::GANG_LABEL`])
     /// are one unit whatever the experiment's unit, so the gang is placed by one arm: split
     /// across arms, no arm would ever see enough members to place it.
     pub fn unit_key(&self, pod: &PodFacts<'_>) -> String {
-        if let Some(gang) = pod.labels.get(crate::model::GANG_LABEL).filter(|g| !g.is_empty()) {
+        if let Some(gang) = pod
+            .labels
+            .get(placement_scheduler::labels::GANG_LABEL)
+            .filter(|g| !g.is_empty())
+        {
             return format!("gang/{}/{gang}", pod.namespace);
         }
         match self.unit {
@@ -747,7 +731,7 @@ shadows:
     fn a_gangs_members_are_one_unit_whatever_the_experiments_unit() {
         let set = ExperimentSet::parse(FILE).unwrap();
         let e = &set.experiments[0];
-        let gang = labels(&[(crate::model::GANG_LABEL, "train")]);
+        let gang = labels(&[(placement_scheduler::labels::GANG_LABEL, "train")]);
         let keys: std::collections::BTreeSet<String> = (0..50)
             .map(|i| e.unit_key(&facts("ml", &format!("worker-{i}"), &gang)))
             .collect();

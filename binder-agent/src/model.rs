@@ -11,11 +11,17 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-pub use placement_scheduler::engine::gang::{GANG_LABEL, GANG_MIN_MEMBERS_ANNOTATION};
+pub use placement_scheduler::labels::{ANNOTATION_PREFIX, GANG_LABEL, GANG_MIN_MEMBERS_ANNOTATION};
 use placement_scheduler::proto;
 
-pub use crate::experiments::Owner;
-use crate::experiments::ANNOTATION_PREFIX;
+/// The owner a pod's controller reference names.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Owner {
+    /// ownerReferences[].kind.
+    pub kind: String,
+    /// ownerReferences[].name.
+    pub name: String,
+}
 
 /// A pod as the binder tracks it.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -19,10 +19,11 @@ use placement_scheduler::grpc::convert;
 use placement_scheduler::proto;
 use serde::Serialize;
 
-use crate::experiments::{
-    client_tls, BackendSpec, ConfigError, ExperimentSet, PodFacts, ARM_ANNOTATION, ASSIGNMENT_ANNOTATION,
-    EXPERIMENT_ANNOTATION, PIN_ANNOTATION, POLICY_ANNOTATION,
+use placement_scheduler::labels::{
+    ARM_ANNOTATION, ASSIGNMENT_ANNOTATION, EXPERIMENT_ANNOTATION, PIN_ANNOTATION, POLICY_ANNOTATION,
 };
+
+use crate::experiments::{client_tls, BackendSpec, ConfigError, ExperimentSet, PodFacts};
 use crate::metrics::BinderMetrics;
 use crate::model::PodInfo;
 use crate::queue::QueuedPod;

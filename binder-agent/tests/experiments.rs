@@ -5,11 +5,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use placement_binder::experiments::{
-    ExperimentSet, Owner, PodFacts, ARM_ANNOTATION, ASSIGNMENT_ANNOTATION, EXPERIMENT_ANNOTATION, POLICY_ANNOTATION,
-};
+use placement_binder::experiments::{ExperimentSet, Owner, PodFacts};
 use placement_binder::simulate::{self, ClusterSource, SimConfig, SyntheticCluster, Workload};
 use placement_binder::BinderConfig;
+use placement_scheduler::labels::{ARM_ANNOTATION, ASSIGNMENT_ANNOTATION, EXPERIMENT_ANNOTATION, POLICY_ANNOTATION};
 use placement_scheduler::synth::ClusterShape;
 use proptest::prelude::*;
 

@@ -5,6 +5,7 @@ pub mod allocator;
 pub mod engine;
 pub mod extender;
 pub mod grpc;
+pub mod labels;
 pub mod partition;
 pub mod procstat;
 /// Deterministic synthetic clusters and pending pods (API messages) for benchmarks and tests.

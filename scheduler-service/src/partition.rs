@@ -4,8 +4,7 @@
 //! so two batches in flight never place pods on the same node. `binder-agent`'s
 //! `--batches-in-flight` and `placement-load`'s partitioned runs use it.
 
-/// Node label with the node's partition, `0..N` (added by the binder to the nodes it sends).
-pub const PARTITION_LABEL: &str = "binder.placement.io/partition";
+pub use crate::labels::PARTITION_LABEL;
 
 /// The partition of node `name` among `count`: a stable hash of the name, so every binder,
 /// replica and restart agrees.

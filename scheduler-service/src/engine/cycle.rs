@@ -6,10 +6,11 @@
 //! The per-node work is the framework's ([`super::framework`]): the plugins' filters and scores,
 //! and the fast paths that give the same answers with less work.
 
+use super::accel::class_replay::ClassReplay;
+use super::accel::plain::TotalsBuffer;
 use super::framework::{
-    best_candidate, keep_top_k, same_constraints, BatchUsage, Candidate, ClassReplay, Deadline, DeadlinePassed,
-    Decision, Diagnosis, EvalError, Evaluator, FlagBuffer, PodPlan, RankedNode, Ranking, Reason, Rejections, TopoState,
-    TotalsBuffer, MAX_SCORES,
+    best_candidate, keep_top_k, same_constraints, BatchUsage, Candidate, Deadline, DeadlinePassed, Decision, Diagnosis,
+    EvalError, Evaluator, FlagBuffer, PodPlan, RankedNode, Ranking, Reason, Rejections, TopoState, MAX_SCORES,
 };
 use super::model::PodSpec;
 use super::topology::Placed;
@@ -289,7 +290,7 @@ impl Evaluator<'_> {
                     let mut volumes = Vec::new();
                     if let Some(v) = &plan.volumes {
                         // The volumes chosen for its WaitForFirstConsumer claims are no one else's.
-                        volumes = v.binding(v.storage(), &nodes[i].spec).unwrap_or_default();
+                        volumes = v.binding(&nodes[i].spec).unwrap_or_default();
                         placed.volumes.record(&pod.namespace, &pod.volumes, volumes.clone());
                     }
                     out.push(Decision::Node {

@@ -17,10 +17,7 @@ use super::model::PodSpec;
 
 pub use super::model::Gang;
 
-/// The label naming a pod's gang.
-pub const GANG_LABEL: &str = "placement.dev/gang";
-/// The annotation giving a gang's minimum member count.
-pub const GANG_MIN_MEMBERS_ANNOTATION: &str = "placement.dev/gang-min-members";
+pub use crate::labels::{GANG_LABEL, GANG_MIN_MEMBERS_ANNOTATION};
 
 /// What one pass found for a gang.
 struct Tally {

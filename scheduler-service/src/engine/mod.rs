@@ -18,12 +18,14 @@
 //!   columns), each giving the same answers as the plugin functions it names.
 //! - [`preemption`]: kube-scheduler's DefaultPreemption: victims, PodDisruptionBudgets ([`pdb`]), the node.
 //! - [`gang`]: gangs placed all together or not at all within a batch.
-//! - [`volumes`]: claims, volumes, storage classes and CSI attach limits for the volume filters.
+//! - [`volumes`]: claims, volumes, storage classes, CSI nodes, drivers and capacities the volume
+//!   plugins (`plugins::{volumerestrictions, nodevolumelimits, volumebinding, volumezone}`) read.
 //! - [`cancel`]: stopping the work of a call that has ended.
 
 pub mod accel;
 pub mod cancel;
 mod cycle;
+pub mod diagnosis;
 pub mod extender;
 pub mod framework;
 pub mod gang;
@@ -33,6 +35,7 @@ pub mod pdb;
 pub mod plugins;
 pub mod policy;
 pub mod policy_config;
+mod pool;
 pub mod preemption;
 pub mod quantity;
 pub mod resources;
@@ -40,9 +43,6 @@ pub mod rules;
 pub mod snapshot;
 pub mod topology;
 pub mod volumes;
-
-#[cfg(test)]
-mod volumes_tests;
 
 pub use framework::{Deadline, Decision, Diagnosis, EvalError, Evaluator, Profile, Ranking, Reason};
 pub use policy::Policy;

@@ -78,7 +78,7 @@ fn importance(a: &BoundPod, b: &BoundPod) -> std::cmp::Ordering {
 ///
 /// `plan` may have been made for an earlier pod of the batch with the same constraints; identity,
 /// priority and preemption policy are read from `pod`. `potential` are the nodes whose every
-/// reason is [`resolvable`](super::framework::resolvable), in node order: the caller knows them from filtering every node.
+/// reason is [`resolvable`](super::diagnosis::resolvable), in node order: the caller knows them from filtering every node.
 pub(super) fn post_filter(
     profile: &Profile,
     snapshot: &Snapshot,

@@ -1,6 +1,13 @@
 //! The class cache: a pod's static predicates (NodeUnschedulable, TaintToleration, NodeAffinity
 //! and their raw scores) per node class, kept per snapshot lineage for every pod that selects and
 //! tolerates alike. The snapshot holds the cache of its lineage; the framework fills and reads it.
+//!
+//! Mirrors `node_unschedulable::rejects`, `taint_toleration::{untolerated, score}` and
+//! NodeAffinity's filter and `score` on each node; held to them by
+//! `nodes_differing_only_by_hostname_share_a_class_yet_hostname_selection_works` and
+//! `a_delta_that_relabels_a_node_moves_it_to_another_class` (`framework_tests.rs`), and the
+//! plain/general property tests (`plain_pass_equals_the_general_one`, `accel/plain_tests.rs`),
+//! whose general pass evaluates a pod selecting per node without it.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,9 +1,13 @@
 //! Label columns over a lineage's node classes, so that a pod's node selector and affinity are
 //! matched once per distinct label value instead of once per class (a hash lookup each).
+//!
+//! Mirrors NodeAffinity's filter and score evaluated class by class (`LabelSelector::matches` on
+//! each class's labels); held to it by `columns_match_as_the_labels_do` (below) and
+//! `class_statics_through_label_columns_equal_the_class_by_class_ones` (`accel/plain_tests.rs`).
 
 use std::collections::HashMap;
 
-use crate::engine::model::{NodeSpec, Requirement};
+use crate::engine::model::{NodeSpec, PodSpec, Requirement};
 
 /// For each label key, which value each node class has: the classes' labels by column.
 #[derive(Debug, Clone, Default)]
@@ -199,6 +203,65 @@ impl ClassLabels {
             None => keep.fill(false),
         }
     }
+}
+
+/// NodeAffinity's filter and raw score on every one of `n` classes (`labels`: their columns):
+/// per class, whether the pod's nodeSelector and required affinity select it, and the summed
+/// weights of its preferred terms that match, each label requirement matched once per distinct
+/// value of its key. The same answers as `matches_node_selector_and_affinity` and
+/// `node_affinity::score` class by class (`class_statics_through_label_columns_equal_the_class_by_class_ones`).
+/// The call's end is polled between selector parts (what is left then is incomplete, and the
+/// caller does not cache it).
+pub fn affinity_by_class(pod: &PodSpec, n: usize, labels: &ClassLabels) -> (Vec<bool>, Vec<i64>) {
+    // A term over every class, as `SelectorTerm::matches` on each class (whose name is empty).
+    let term = |t: &crate::engine::model::SelectorTerm, out: &mut Vec<bool>| {
+        out.clear();
+        let empty = t.match_expressions.is_empty() && t.match_fields.is_empty();
+        let fields = t.match_fields.iter().all(|r| r.matches(Some("")));
+        out.resize(n, !empty && fields);
+        for r in &t.match_expressions {
+            if crate::engine::cancel::requested() {
+                break;
+            }
+            labels.retain_requirement(r, out);
+        }
+    };
+    // Each selector part costs a pass over the classes: the call's end is polled between them
+    // (what is left then is incomplete, and the caller does not cache it).
+    let mut selected = vec![true; n];
+    for (k, v) in &pod.node_selector {
+        if crate::engine::cancel::requested() {
+            break;
+        }
+        labels.retain_label(k, v, &mut selected);
+    }
+    let mut matched = Vec::with_capacity(n);
+    if let Some(terms) = &pod.required_affinity {
+        let mut any = vec![false; n];
+        for t in terms {
+            if crate::engine::cancel::requested() {
+                break;
+            }
+            term(t, &mut matched);
+            for (a, m) in any.iter_mut().zip(&matched) {
+                *a |= *m;
+            }
+        }
+        for (s, a) in selected.iter_mut().zip(&any) {
+            *s &= *a;
+        }
+    }
+    let mut weights = vec![0i64; n];
+    for p in &pod.preferred_affinity {
+        if crate::engine::cancel::requested() {
+            break;
+        }
+        term(&p.term, &mut matched);
+        for (w, m) in weights.iter_mut().zip(&matched) {
+            *w += if *m { p.weight } else { 0 };
+        }
+    }
+    (selected, weights)
 }
 
 #[cfg(test)]

@@ -7,6 +7,9 @@
 //! clearing the sums afterwards as many again. The pods of a batch mostly share their images
 //! (replicas of one workload, workloads built on one image), so the sums are kept per set of
 //! images and reused: only a set not seen yet is summed.
+//!
+//! Mirrors ImageLocality's `sumImageScores` (`plugins/image_locality.rs`); held to it by the tests
+//! below and `a_batch_places_each_pod_by_its_own_images` (`framework_tests.rs`).
 
 use std::cell::RefCell;
 

@@ -8,11 +8,17 @@
 //! - [`columns`]: the nodes' hot fields by column, and the plain pass's AVX2 kernel.
 //! - [`image_sums`]: ImageLocality's per-node sums, per set of images for a batch.
 //! - [`rule_columns`]: CEL rules' per-node values by column for the kernel.
-//!
-//! The plain pass itself and its sinks are still in [`super::framework`].
+//! - [`plain`]: the plain pass and its sinks (every candidate, Rank's totals, Schedule's best
+//!   node, the score rules' extrema), through the kernel where it applies.
+//! - [`class_replay`]: a class's reasons given to its other nodes when the class alone rejects
+//!   them.
+//! - [`top_k`]: Rank's `k`-th best total in one pass.
 
 pub(in crate::engine) mod class_cache;
 pub mod class_labels;
+pub(in crate::engine) mod class_replay;
 pub mod columns;
 pub(in crate::engine) mod image_sums;
+pub(in crate::engine) mod plain;
 pub(in crate::engine) mod rule_columns;
+pub(in crate::engine) mod top_k;

@@ -68,6 +68,19 @@ impl ImageScale {
     }
 }
 
+/// The plugin in the framework's contract: its input is the pod's container count and the
+/// node's sum of scaled image sizes (`None` when none of its images is on any node).
+#[derive(Debug, Clone, Copy)]
+pub struct ImageLocality;
+
+impl crate::engine::plugins::contract::Score for ImageLocality {
+    type In<'a> = Option<(usize, i64)>;
+    #[inline(always)]
+    fn score(input: Option<(usize, i64)>, _: &crate::engine::snapshot::NodeView<'_>) -> i64 {
+        input.map_or(0, |(containers, sum)| score(containers, sum))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

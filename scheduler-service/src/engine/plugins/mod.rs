@@ -1,10 +1,12 @@
 //! kube-scheduler's plugins (`pkg/scheduler/framework/plugins`), one module per plugin, each with
 //! its filter, its reason strings, its raw score and its normalization, as kube-scheduler has them.
 //!
-//! The scheduling cycle ([`super::framework`]) and its fast paths call these functions; this
-//! module holds what they share ([`MAX_NODE_SCORE`], [`scaled`]) and imports none of them; a node
-//! reaches them as a [`crate::engine::snapshot::NodeView`].
+//! The general path ([`super::framework`]) calls each plugin through the contract here
+//! ([`contract`]); the fast paths call the plugins' primitives. This module holds what
+//! the plugins share ([`MAX_NODE_SCORE`], [`scaled`]) and imports none of them; a node reaches
+//! them as a [`crate::engine::snapshot::NodeView`].
 
+pub mod contract;
 pub mod image_locality;
 pub mod interpodaffinity;
 pub mod node_affinity;
@@ -12,10 +14,16 @@ pub mod node_name;
 pub mod node_ports;
 pub mod node_unschedulable;
 pub mod noderesources;
+pub mod nodevolumelimits;
 pub mod podtopologyspread;
 pub mod taint_toleration;
 #[cfg(test)]
 pub(crate) mod testing;
+#[cfg(test)]
+pub(crate) mod volume_testing;
+pub mod volumebinding;
+pub mod volumerestrictions;
+pub mod volumezone;
 
 /// kube-scheduler's `MaxNodeScore` (`framework/interface.go`): the highest normalized score.
 pub const MAX_NODE_SCORE: i64 = 100;

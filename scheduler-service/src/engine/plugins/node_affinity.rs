@@ -51,6 +51,31 @@ pub fn normalize(raw: i64, max: i64) -> i64 {
     }
 }
 
+/// The plugin in the framework's contract; its inputs are the filter's verdict and [`score`]'s
+/// raw score on the node's class (the class cache's or the label columns', or the node's own).
+#[derive(Debug, Clone, Copy)]
+pub struct NodeAffinity;
+
+impl crate::engine::plugins::contract::Filter for NodeAffinity {
+    type In<'a> = bool;
+    type Rejection = ();
+    #[inline(always)]
+    fn filter(mismatched: bool, _: &crate::engine::snapshot::NodeView<'_>, reject: &mut impl FnMut(())) -> bool {
+        if mismatched {
+            reject(());
+        }
+        !mismatched
+    }
+}
+
+impl crate::engine::plugins::contract::Score for NodeAffinity {
+    type In<'a> = i64;
+    #[inline(always)]
+    fn score(raw: i64, _: &crate::engine::snapshot::NodeView<'_>) -> i64 {
+        raw
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

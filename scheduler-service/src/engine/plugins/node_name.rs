@@ -14,6 +14,23 @@ pub fn fits(pod: &PodSpec, node: &NodeSpec) -> bool {
     pod.node_name.as_deref().is_none_or(|n| n.is_empty() || n == node.name)
 }
 
+/// The plugin in the framework's contract: [`fits`] on the node.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeName;
+
+impl crate::engine::plugins::contract::Filter for NodeName {
+    type In<'a> = &'a PodSpec;
+    type Rejection = ();
+    #[inline(always)]
+    fn filter(pod: &PodSpec, node: &crate::engine::snapshot::NodeView<'_>, reject: &mut impl FnMut(())) -> bool {
+        let fits = fits(pod, &node.entry.spec);
+        if !fits {
+            reject(());
+        }
+        fits
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

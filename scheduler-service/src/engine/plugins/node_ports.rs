@@ -19,6 +19,29 @@ pub fn conflicts(wanted: &[HostPort], used: &[HostPort]) -> bool {
     !wanted.is_empty() && wanted.iter().any(|w| used.iter().any(|u| w.conflicts(u)))
 }
 
+/// The plugin in the framework's contract: its input is whether the node's summary of the ports
+/// in use leaves a conflict possible (see [`crate::engine::hot`]), and the pod's host ports;
+/// [`conflicts`] decides where it does.
+#[derive(Debug, Clone, Copy)]
+pub struct NodePorts;
+
+impl crate::engine::plugins::contract::Filter for NodePorts {
+    type In<'a> = (bool, &'a [HostPort]);
+    type Rejection = ();
+    #[inline(always)]
+    fn filter(
+        (may_conflict, wanted): (bool, &[HostPort]),
+        node: &crate::engine::snapshot::NodeView<'_>,
+        reject: &mut impl FnMut(()),
+    ) -> bool {
+        if may_conflict && conflicts(wanted, &node.usage.host_ports) {
+            reject(());
+            return false;
+        }
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

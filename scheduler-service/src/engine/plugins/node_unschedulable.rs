@@ -30,6 +30,23 @@ pub fn rejects(node: &NodeSpec, tolerates: bool) -> bool {
     node.unschedulable && !tolerates
 }
 
+/// The plugin in the framework's contract; its input is [`rejects`]'s verdict on the node's
+/// class (the class cache's, or the node's own for a pod evaluated node by node).
+#[derive(Debug, Clone, Copy)]
+pub struct NodeUnschedulable;
+
+impl crate::engine::plugins::contract::Filter for NodeUnschedulable {
+    type In<'a> = bool;
+    type Rejection = ();
+    #[inline(always)]
+    fn filter(rejected: bool, _: &crate::engine::snapshot::NodeView<'_>, reject: &mut impl FnMut(())) -> bool {
+        if rejected {
+            reject(());
+        }
+        !rejected
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

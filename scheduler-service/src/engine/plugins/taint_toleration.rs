@@ -53,6 +53,31 @@ pub fn normalize(raw: i64, max: i64) -> i64 {
     }
 }
 
+/// The plugin in the framework's contract; its inputs are [`untolerated`]'s verdict and
+/// [`score`]'s raw score on the node's class (the class cache's, or the node's own).
+#[derive(Debug, Clone, Copy)]
+pub struct TaintToleration;
+
+impl crate::engine::plugins::contract::Filter for TaintToleration {
+    type In<'a> = bool;
+    type Rejection = ();
+    #[inline(always)]
+    fn filter(untolerated: bool, _: &crate::engine::snapshot::NodeView<'_>, reject: &mut impl FnMut(())) -> bool {
+        if untolerated {
+            reject(());
+        }
+        !untolerated
+    }
+}
+
+impl crate::engine::plugins::contract::Score for TaintToleration {
+    type In<'a> = i64;
+    #[inline(always)]
+    fn score(raw: i64, _: &crate::engine::snapshot::NodeView<'_>) -> i64 {
+        raw
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -90,3 +90,64 @@ pub(crate) fn label_term(key: &str, op: SelectorOp) -> SelectorTerm {
         match_fields: vec![],
     }
 }
+
+/// A node with labels and room for any pod (the topology plugins' tests).
+pub(crate) fn labelled_node(name: &str, labels: &[(&str, &str)]) -> NodeSpec {
+    NodeSpec {
+        labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        allowed_pods: 1000,
+        ..node(name, 64_000, 1 << 40)
+    }
+}
+
+/// A pod with labels, in `default`, asking for nothing.
+pub(crate) fn labelled_pod(uid: &str, labels: &[(&str, &str)]) -> PodSpec {
+    PodSpec {
+        labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        ..pod(uid, 0, 0)
+    }
+}
+
+/// `n` pods labelled `foo` bound to `node`.
+pub(crate) fn foo_pods_on(node: &str, n: usize) -> Vec<PodSpec> {
+    (0..n)
+        .map(|i| PodSpec {
+            node_name: Some(node.into()),
+            ..labelled_pod(&format!("{node}-p{i}"), &[("foo", "")])
+        })
+        .collect()
+}
+
+/// kube's topology tests' cluster: `node-a` and `node-b` in `zone1`, `node-x` and `node-y` in
+/// `zone2`, each with its hostname label.
+pub(crate) fn zone_nodes() -> Vec<NodeSpec> {
+    [
+        ("node-a", "zone1"),
+        ("node-b", "zone1"),
+        ("node-x", "zone2"),
+        ("node-y", "zone2"),
+    ]
+    .into_iter()
+    .map(|(n, z)| labelled_node(n, &[("zone", z), ("kubernetes.io/hostname", n)]))
+    .collect()
+}
+
+/// A selector requiring the label `key`.
+pub(crate) fn exists(key: &str) -> crate::engine::model::LabelSelector {
+    crate::engine::model::LabelSelector {
+        requirements: vec![Requirement {
+            key: key.into(),
+            op: SelectorOp::Exists,
+        }],
+    }
+}
+
+/// A selector requiring `key` in `values`.
+pub(crate) fn is_in(key: &str, values: &[&str]) -> crate::engine::model::LabelSelector {
+    crate::engine::model::LabelSelector {
+        requirements: vec![Requirement {
+            key: key.into(),
+            op: SelectorOp::In(values.iter().map(|v| v.to_string()).collect()),
+        }],
+    }
+}

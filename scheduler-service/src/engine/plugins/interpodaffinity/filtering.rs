@@ -161,3 +161,175 @@ impl InterPodFilter {
         None
     }
 }
+
+impl crate::engine::plugins::contract::Filter for super::InterPodAffinity {
+    /// The pod's PreFilter state (`None`: the plugin skips the pod).
+    type In<'a> = Option<&'a InterPodFilter>;
+    type Rejection = Violation;
+    #[inline(always)]
+    fn filter(
+        state: Option<&InterPodFilter>,
+        node: &crate::engine::snapshot::NodeView<'_>,
+        reject: &mut impl FnMut(Violation),
+    ) -> bool {
+        match state.and_then(|f| f.check(node.index)) {
+            Some(v) => {
+                reject(v);
+                false
+            }
+            None => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::model::{LabelSelector, PodAffinityTerm, PodAffinityTerms};
+    use crate::engine::plugins::testing::{exists, is_in, labelled_pod, zone_nodes};
+    use crate::engine::snapshot::Snapshot;
+    use crate::engine::topology::Placed;
+
+    fn term(selector: LabelSelector, key: &str) -> PodAffinityTerm {
+        PodAffinityTerm {
+            selector: Some(selector),
+            topology_key: key.into(),
+            ..Default::default()
+        }
+    }
+
+    fn required(t: PodAffinityTerm) -> PodAffinityTerms {
+        PodAffinityTerms {
+            required: vec![t],
+            preferred: vec![],
+        }
+    }
+
+    /// A pod labelled `labels` bound to `node`.
+    fn on(node: &str, uid: &str, labels: &[(&str, &str)]) -> PodSpec {
+        PodSpec {
+            node_name: Some(node.into()),
+            ..labelled_pod(uid, labels)
+        }
+    }
+
+    /// `filtering_test.go`'s `TestRequiredAffinitySingleNode` and `TestRequiredAffinityMultipleNodes`
+    /// in our words: the pods on the cluster, the incoming pod (its labels and required terms),
+    /// then the filter's verdict per node (`None`: passes).
+    #[test]
+    fn filter_table() {
+        use Violation::{Affinity, AntiAffinity, ExistingAntiAffinity};
+        const SCAN: (&str, &str) = ("service", "securityscan");
+        let scan = || is_in("service", &["securityscan"]);
+        let in_other = |mut p: PodSpec| {
+            p.namespace = "other".into();
+            p
+        };
+        struct Case {
+            name: &'static str,
+            existing: Vec<PodSpec>,
+            pod: PodSpec,
+            want: [Option<Violation>; 4],
+        }
+        let with = |labels: &[(&str, &str)], affinity: PodAffinityTerms, anti: PodAffinityTerms| PodSpec {
+            pod_affinity: affinity,
+            pod_anti_affinity: anti,
+            ..labelled_pod("p", labels)
+        };
+        let none = PodAffinityTerms::default;
+        let cases = [
+            Case {
+                name: "no terms, no existing pod with terms",
+                existing: vec![on("node-a", "s1", &[SCAN])],
+                pod: with(&[], none(), none()),
+                want: [None; 4],
+            },
+            Case {
+                name: "required affinity to a pod in zone1 admits zone1",
+                existing: vec![on("node-a", "s1", &[SCAN])],
+                pod: with(&[], required(term(scan(), "zone")), none()),
+                want: [None, None, Some(Affinity), Some(Affinity)],
+            },
+            Case {
+                name: "required affinity on hostname admits that node only",
+                existing: vec![on("node-b", "s1", &[SCAN])],
+                pod: with(&[], required(term(scan(), "kubernetes.io/hostname")), none()),
+                want: [Some(Affinity), None, Some(Affinity), Some(Affinity)],
+            },
+            Case {
+                name: "required affinity matching no pod, the pod not matching itself",
+                existing: vec![on("node-a", "o1", &[("service", "other")])],
+                pod: with(&[], required(term(scan(), "zone")), none()),
+                want: [Some(Affinity); 4],
+            },
+            Case {
+                name: "required affinity matching no pod but the pod itself: the first of its group",
+                existing: vec![],
+                pod: with(&[SCAN], required(term(scan(), "zone")), none()),
+                want: [None; 4],
+            },
+            Case {
+                name: "the first of its group, but no node has the term's topology key",
+                existing: vec![],
+                pod: with(&[SCAN], required(term(scan(), "rack")), none()),
+                want: [Some(Affinity); 4],
+            },
+            Case {
+                name: "pods in another namespace do not match a term without namespaces",
+                existing: vec![in_other(on("node-a", "s1", &[SCAN]))],
+                pod: with(&[], required(term(scan(), "zone")), none()),
+                want: [Some(Affinity); 4],
+            },
+            Case {
+                name: "a term naming the namespace matches the pods there",
+                existing: vec![in_other(on("node-a", "s1", &[SCAN]))],
+                pod: with(
+                    &[],
+                    required(PodAffinityTerm {
+                        namespaces: vec!["other".into()],
+                        ..term(scan(), "zone")
+                    }),
+                    none(),
+                ),
+                want: [None, None, Some(Affinity), Some(Affinity)],
+            },
+            Case {
+                name: "required anti-affinity to a pod in zone1 rejects zone1",
+                existing: vec![on("node-a", "s1", &[SCAN])],
+                pod: with(&[], none(), required(term(scan(), "zone"))),
+                want: [Some(AntiAffinity), Some(AntiAffinity), None, None],
+            },
+            Case {
+                name: "an existing pod's required anti-affinity rejects its zone for a matching pod",
+                existing: vec![PodSpec {
+                    pod_anti_affinity: required(term(exists("foo"), "zone")),
+                    ..on("node-x", "e1", &[])
+                }],
+                pod: with(&[("foo", "")], none(), none()),
+                want: [None, None, Some(ExistingAntiAffinity), Some(ExistingAntiAffinity)],
+            },
+            Case {
+                name: "an existing pod's required anti-affinity ignores a pod it does not select",
+                existing: vec![PodSpec {
+                    pod_anti_affinity: required(term(exists("foo"), "zone")),
+                    ..on("node-x", "e1", &[])
+                }],
+                pod: with(&[("bar", "")], none(), none()),
+                want: [None; 4],
+            },
+        ];
+        for c in cases {
+            let snap = Snapshot::build(zone_nodes(), c.existing).unwrap();
+            let placed = Placed::default();
+            let existing = Existing {
+                snapshot: &snap,
+                placed: &placed,
+            };
+            let got: Vec<Option<Violation>> = match InterPodFilter::new(&existing, &c.pod) {
+                Some(f) => (0..4).map(|i| f.check(i)).collect(),
+                None => vec![None; 4],
+            };
+            assert_eq!(got, c.want, "{}", c.name);
+        }
+    }
+}

@@ -48,3 +48,7 @@ pub(super) fn their_term_matches(
 pub(super) fn namespace_labels<'a>(existing: &Existing<'a>, pod: &PodSpec) -> &'a Labels {
     existing.snapshot.namespace_labels(&pod.namespace).unwrap_or(&NO_LABELS)
 }
+
+/// The plugin in the framework's contract (Filter in [`filtering`], Score in [`scoring`]).
+#[derive(Debug, Clone, Copy)]
+pub struct InterPodAffinity;

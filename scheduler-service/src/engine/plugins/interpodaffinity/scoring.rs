@@ -71,9 +71,135 @@ pub fn normalize(raw: i64, min: i64, max: i64) -> i64 {
     }
 }
 
+impl crate::engine::plugins::contract::Score for super::InterPodAffinity {
+    /// The pod's PreScore state, [`score_state`] (`None`: every node scores 0).
+    type In<'a> = Option<&'a DomainCounts>;
+    #[inline(always)]
+    fn score(state: Option<&DomainCounts>, node: &crate::engine::snapshot::NodeView<'_>) -> i64 {
+        state.map_or(0, |s| s.sum(node.index))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::model::{LabelSelector, PodAffinityTerms, WeightedPodAffinityTerm};
+    use crate::engine::plugins::testing::{exists, is_in, labelled_pod, zone_nodes};
+    use crate::engine::snapshot::Snapshot;
+    use crate::engine::topology::Placed;
+
+    fn term(selector: LabelSelector, key: &str) -> PodAffinityTerm {
+        PodAffinityTerm {
+            selector: Some(selector),
+            topology_key: key.into(),
+            ..Default::default()
+        }
+    }
+
+    fn preferred(weight: i64, t: PodAffinityTerm) -> PodAffinityTerms {
+        PodAffinityTerms {
+            required: vec![],
+            preferred: vec![WeightedPodAffinityTerm { weight, term: t }],
+        }
+    }
+
+    fn on(node: &str, uid: &str, labels: &[(&str, &str)]) -> PodSpec {
+        PodSpec {
+            node_name: Some(node.into()),
+            ..labelled_pod(uid, labels)
+        }
+    }
+
+    /// `scoring_test.go`'s `TestPreferredAffinity` in our words: the pods on the cluster, the
+    /// incoming pod, then each node's raw score (PreScore and Score, before normalization): the
+    /// weights of the terms that match, summed over the node's topology pairs.
+    #[test]
+    fn raw_score_table() {
+        const SCAN: (&str, &str) = ("service", "securityscan");
+        let scan = || is_in("service", &["securityscan"]);
+        let none = PodAffinityTerms::default;
+        struct Case {
+            name: &'static str,
+            existing: Vec<PodSpec>,
+            pod: PodSpec,
+            want: [i64; 4],
+        }
+        let with = |labels: &[(&str, &str)], affinity: PodAffinityTerms, anti: PodAffinityTerms| PodSpec {
+            pod_affinity: affinity,
+            pod_anti_affinity: anti,
+            ..labelled_pod("p", labels)
+        };
+        let cases = [
+            Case {
+                name: "no preferred terms, no existing pod with terms",
+                existing: vec![on("node-a", "s1", &[SCAN])],
+                pod: with(&[], none(), none()),
+                want: [0; 4],
+            },
+            Case {
+                name: "preferred affinity to a pod in zone1 scores zone1 its weight",
+                existing: vec![on("node-a", "s1", &[SCAN])],
+                pod: with(&[], preferred(5, term(scan(), "zone")), none()),
+                want: [5, 5, 0, 0],
+            },
+            Case {
+                name: "two matching pods in a zone count twice",
+                existing: vec![on("node-x", "s1", &[SCAN]), on("node-y", "s2", &[SCAN])],
+                pod: with(&[], preferred(5, term(scan(), "zone")), none()),
+                want: [0, 0, 10, 10],
+            },
+            Case {
+                name: "preferred anti-affinity to a pod in zone2 subtracts its weight there",
+                existing: vec![on("node-y", "s1", &[SCAN])],
+                pod: with(&[], none(), preferred(3, term(scan(), "zone"))),
+                want: [0, 0, -3, -3],
+            },
+            Case {
+                name: "affinity on zone and anti-affinity on hostname add",
+                existing: vec![on("node-a", "s1", &[SCAN]), on("node-x", "b1", &[("service", "b")])],
+                pod: with(
+                    &[],
+                    preferred(5, term(scan(), "zone")),
+                    preferred(2, term(is_in("service", &["b"]), "kubernetes.io/hostname")),
+                ),
+                want: [5, 5, -2, 0],
+            },
+            Case {
+                name: "an existing pod's required affinity counts hardPodAffinityWeight",
+                existing: vec![PodSpec {
+                    pod_affinity: PodAffinityTerms {
+                        required: vec![term(exists("foo"), "zone")],
+                        preferred: vec![],
+                    },
+                    ..on("node-y", "e1", &[])
+                }],
+                pod: with(&[("foo", "")], none(), none()),
+                want: [0, 0, 1, 1],
+            },
+            Case {
+                name: "an existing pod's preferred anti-affinity subtracts its weight",
+                existing: vec![PodSpec {
+                    pod_anti_affinity: preferred(4, term(exists("foo"), "kubernetes.io/hostname")),
+                    ..on("node-a", "e1", &[])
+                }],
+                pod: with(&[("foo", "")], none(), none()),
+                want: [-4, 0, 0, 0],
+            },
+        ];
+        for c in cases {
+            let snap = Snapshot::build(zone_nodes(), c.existing).unwrap();
+            let placed = Placed::default();
+            let existing = Existing {
+                snapshot: &snap,
+                placed: &placed,
+            };
+            let got: Vec<i64> = match score_state(&existing, &c.pod, &InterPodAffinityArgs::default()) {
+                Some(counts) => (0..4).map(|i| counts.sum(i)).collect(),
+                None => vec![0; 4],
+            };
+            assert_eq!(got, c.want, "{}", c.name);
+        }
+    }
 
     /// `scoring_test.go`'s NormalizeScore: (raw, min, max) to `100 × (raw − min) / (max − min)`
     /// truncated, every node 0 when all scores are equal. (The cycle's tests,

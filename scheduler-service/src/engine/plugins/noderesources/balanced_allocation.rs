@@ -60,6 +60,24 @@ pub fn score_general(resources: &[ResourceName], requests: &[i64], node: &NodeVi
     ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
 }
 
+/// The plugin in the framework's contract: [`score_cpu_memory`] when the profile balances cpu
+/// and memory only, [`score_general`] otherwise; 0 for a pod it skips (no requests to balance).
+#[derive(Debug, Clone, Copy)]
+pub struct NodeResourcesBalancedAllocation;
+
+impl crate::engine::plugins::contract::Score for NodeResourcesBalancedAllocation {
+    /// (cpu and memory only, the resources balanced, the pod's requests per resource).
+    type In<'a> = (bool, &'a [ResourceName], Option<&'a [i64]>);
+    #[inline(always)]
+    fn score((cpu_memory, resources, requests): Self::In<'_>, node: &NodeView<'_>) -> i64 {
+        let Some(requests) = requests else { return 0 };
+        if cpu_memory {
+            return score_cpu_memory(requests, node.hot);
+        }
+        score_general(resources, requests, node)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

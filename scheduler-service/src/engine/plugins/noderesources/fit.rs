@@ -211,6 +211,46 @@ pub fn score_general(
     }
 }
 
+/// The plugin in the framework's contract: Filter is [`fits`]; Score is [`score_cpu_memory`]
+/// when the profile scores cpu and memory only, [`score_general`] otherwise.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeResourcesFit;
+
+/// What NodeResourcesFit's Score reads: the profile's strategy and resources, the pod's requests.
+#[derive(Debug, Clone, Copy)]
+pub struct ScoreInput<'a> {
+    /// The scoring strategy.
+    pub strategy: &'a ScoringStrategy,
+    /// The cpu and memory weights when the profile scores those two only.
+    pub cpu_memory: Option<(i64, i64)>,
+    /// RequestedToCapacityRatio's shape.
+    pub shape: &'a [ShapePoint],
+    /// The resources scored and their weights.
+    pub resources: &'a [(ResourceName, i64)],
+    /// The pod's requests, per resource scored.
+    pub requests: &'a [i64],
+}
+
+impl crate::engine::plugins::contract::Filter for NodeResourcesFit {
+    type In<'a> = &'a Resources;
+    type Rejection = ResourceName;
+    #[inline(always)]
+    fn filter(requests: &Resources, node: &NodeView<'_>, reject: &mut impl FnMut(ResourceName)) -> bool {
+        fits(requests, node, reject)
+    }
+}
+
+impl crate::engine::plugins::contract::Score for NodeResourcesFit {
+    type In<'a> = ScoreInput<'a>;
+    #[inline(always)]
+    fn score(i: ScoreInput<'_>, node: &NodeView<'_>) -> i64 {
+        if let Some(weights) = i.cpu_memory {
+            return score_cpu_memory(i.strategy, weights, i.requests, node.hot);
+        }
+        score_general(i.strategy, i.shape, i.resources, i.requests, node)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -167,3 +167,192 @@ impl SpreadFilter {
         None
     }
 }
+
+impl crate::engine::plugins::contract::Filter for super::PodTopologySpread {
+    /// The pod's PreFilter state (`None`: the plugin skips the pod).
+    type In<'a> = Option<&'a SpreadFilter>;
+    type Rejection = Violation;
+    #[inline(always)]
+    fn filter(
+        state: Option<&SpreadFilter>,
+        node: &crate::engine::snapshot::NodeView<'_>,
+        reject: &mut impl FnMut(Violation),
+    ) -> bool {
+        match state.and_then(|f| f.check(node.index)) {
+            Some(v) => {
+                reject(v);
+                false
+            }
+            None => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::model::{NodeInclusionPolicy, NodeSpec, SpreadConstraint};
+    use crate::engine::plugins::testing::{exists, foo_pods_on, labelled_node, labelled_pod, zone_nodes};
+    use crate::engine::snapshot::Snapshot;
+    use crate::engine::topology::Placed;
+
+    fn hard(max_skew: i32, key: &str) -> SpreadConstraint {
+        SpreadConstraint {
+            max_skew,
+            topology_key: key.into(),
+            when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+            selector: Some(exists("foo")),
+            min_domains: 1,
+            node_affinity_policy: NodeInclusionPolicy::Honor,
+            node_taints_policy: NodeInclusionPolicy::Ignore,
+            match_label_keys: vec![],
+        }
+    }
+
+    /// Pods bound as (node, count) pairs.
+    fn bound(counts: &[(&str, usize)]) -> Vec<PodSpec> {
+        counts.iter().flat_map(|(n, c)| foo_pods_on(n, *c)).collect()
+    }
+
+    /// `filtering_test.go`'s `TestSingleConstraint` and `TestMultipleConstraints` in our words: the
+    /// cluster, the incoming pod's DoNotSchedule constraints, the nodes the pod's node affinity
+    /// excludes (what the static filters say), then the spread filter's verdict per node
+    /// (`None`: passes).
+    #[test]
+    fn filter_table() {
+        use Violation::{MissingLabel, Skew};
+        const HOST: &str = "kubernetes.io/hostname";
+        let zone_b_missing = || {
+            let mut n = zone_nodes();
+            n[1] = labelled_node("node-b", &[("kubernetes.io/hostname", "node-b")]);
+            n
+        };
+        struct Case {
+            name: &'static str,
+            nodes: Vec<NodeSpec>,
+            existing: Vec<PodSpec>,
+            pod_labels: &'static [(&'static str, &'static str)],
+            constraints: Vec<SpreadConstraint>,
+            mismatched: &'static [usize],
+            want: [Option<Violation>; 4],
+        }
+        let cases = [
+            Case {
+                name: "no existing pods",
+                nodes: zone_nodes(),
+                existing: vec![],
+                pod_labels: &[("foo", "")],
+                constraints: vec![hard(1, "zone")],
+                mismatched: &[],
+                want: [None; 4],
+            },
+            Case {
+                name: "no existing pods, the incoming pod does not match itself",
+                nodes: zone_nodes(),
+                existing: vec![],
+                pod_labels: &[("bar", "")],
+                constraints: vec![hard(1, "zone")],
+                mismatched: &[],
+                want: [None; 4],
+            },
+            Case {
+                name: "pods in another namespace do not count",
+                nodes: zone_nodes(),
+                existing: bound(&[("node-a", 2)])
+                    .into_iter()
+                    .map(|mut p| {
+                        p.namespace = "other".into();
+                        p
+                    })
+                    .collect(),
+                pod_labels: &[("foo", "")],
+                constraints: vec![hard(1, "zone")],
+                mismatched: &[],
+                want: [None; 4],
+            },
+            Case {
+                name: "pods spread across zones as 3/3: every node fits",
+                nodes: zone_nodes(),
+                existing: bound(&[("node-a", 1), ("node-b", 2), ("node-x", 2), ("node-y", 1)]),
+                pod_labels: &[("foo", "")],
+                constraints: vec![hard(1, "zone")],
+                mismatched: &[],
+                want: [None; 4],
+            },
+            Case {
+                name: "pods spread across zones as 1/2, node-b without the zone label",
+                nodes: zone_b_missing(),
+                existing: bound(&[("node-a", 1), ("node-b", 1), ("node-x", 1), ("node-y", 1)]),
+                pod_labels: &[("foo", "")],
+                constraints: vec![hard(1, "zone")],
+                mismatched: &[],
+                want: [None, Some(MissingLabel), Some(Skew), Some(Skew)],
+            },
+            Case {
+                name: "pods spread across nodes as 2/1/0/3: only node-x fits",
+                nodes: zone_nodes(),
+                existing: bound(&[("node-a", 2), ("node-b", 1), ("node-y", 3)]),
+                pod_labels: &[("foo", "")],
+                constraints: vec![hard(1, HOST)],
+                mismatched: &[],
+                want: [Some(Skew), Some(Skew), None, Some(Skew)],
+            },
+            Case {
+                name: "pods spread across nodes as 2/1/0/3, maxSkew 2: node-b and node-x fit",
+                nodes: zone_nodes(),
+                existing: bound(&[("node-a", 2), ("node-b", 1), ("node-y", 3)]),
+                pod_labels: &[("foo", "")],
+                constraints: vec![hard(2, HOST)],
+                mismatched: &[],
+                want: [Some(Skew), None, None, Some(Skew)],
+            },
+            Case {
+                name: "nodes the pod's node affinity excludes do not count (nodeAffinityPolicy Honor)",
+                nodes: zone_nodes(),
+                existing: bound(&[("node-a", 2), ("node-b", 1), ("node-y", 3)]),
+                pod_labels: &[("foo", "")],
+                constraints: vec![hard(1, HOST)],
+                mismatched: &[1, 2],
+                want: [None, None, None, Some(Skew)],
+            },
+            Case {
+                name: "fewer domains than minDomains: the global minimum is 0",
+                nodes: zone_nodes(),
+                existing: bound(&[("node-a", 1), ("node-x", 1)]),
+                pod_labels: &[("foo", "")],
+                constraints: vec![SpreadConstraint {
+                    min_domains: 3,
+                    ..hard(1, "zone")
+                }],
+                mismatched: &[],
+                want: [Some(Skew); 4],
+            },
+            Case {
+                name: "two constraints: zone 3/3 fits everywhere, hostname 2/1/0/3 only node-x",
+                nodes: zone_nodes(),
+                existing: bound(&[("node-a", 2), ("node-b", 1), ("node-y", 3)]),
+                pod_labels: &[("foo", "")],
+                constraints: vec![hard(1, "zone"), hard(1, HOST)],
+                mismatched: &[],
+                want: [Some(Skew), Some(Skew), None, Some(Skew)],
+            },
+        ];
+        for c in cases {
+            let snap = Snapshot::build(c.nodes, c.existing).unwrap();
+            let placed = Placed::default();
+            let existing = Existing {
+                snapshot: &snap,
+                placed: &placed,
+            };
+            let pod = PodSpec {
+                spread_constraints: c.constraints,
+                ..labelled_pod("p", c.pod_labels)
+            };
+            let statics = |i: usize| (c.mismatched.contains(&i), false);
+            let filter = SpreadFilter::new(&existing, &pod, &PodTopologySpreadArgs::default(), &statics)
+                .expect("the pod has DoNotSchedule constraints");
+            let got: Vec<Option<Violation>> = (0..4).map(|i| filter.check(i)).collect();
+            assert_eq!(got, c.want, "{}", c.name);
+        }
+    }
+}

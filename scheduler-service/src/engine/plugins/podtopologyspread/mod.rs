@@ -115,3 +115,8 @@ impl Constraint {
         !excluded
     }
 }
+
+/// The plugin in the framework's contract (Filter in [`filtering`]; its Score depends on the
+/// feasible nodes, so the framework calls [`scoring::SpreadScore::scores`] after filtering).
+#[derive(Debug, Clone, Copy)]
+pub struct PodTopologySpread;

@@ -143,6 +143,103 @@ pub fn normalize(raw: i64, min: i64, max: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::model::{NodeInclusionPolicy, NodeSpec, SpreadConstraint};
+    use crate::engine::plugins::testing::{exists, foo_pods_on, labelled_node, labelled_pod, zone_nodes};
+    use crate::engine::topology::Placed;
+
+    fn soft(max_skew: i32, key: &str) -> SpreadConstraint {
+        SpreadConstraint {
+            max_skew,
+            topology_key: key.into(),
+            when_unsatisfiable: WhenUnsatisfiable::ScheduleAnyway,
+            selector: Some(exists("foo")),
+            min_domains: 1,
+            node_affinity_policy: NodeInclusionPolicy::Honor,
+            node_taints_policy: NodeInclusionPolicy::Ignore,
+            match_label_keys: vec![],
+        }
+    }
+
+    /// `scoring_test.go`'s `TestPodTopologySpreadScore` in our words: the cluster, the incoming
+    /// pod's ScheduleAnyway constraints, then each node's raw score (PreScore and Score, before
+    /// normalization; [`IGNORED`] for a node scoring ignores): per constraint, matching pods in
+    /// the node's domain × ln(domains + 2) + maxSkew − 1, summed and rounded.
+    #[test]
+    fn raw_score_table() {
+        const HOST: &str = "kubernetes.io/hostname";
+        struct Case {
+            name: &'static str,
+            nodes: Vec<NodeSpec>,
+            existing: &'static [(&'static str, usize)],
+            constraints: Vec<SpreadConstraint>,
+            want: [i64; 4],
+        }
+        let zone_b_missing = || {
+            let mut n = zone_nodes();
+            n[1] = labelled_node("node-b", &[(HOST, "node-b")]);
+            n
+        };
+        let cases = [
+            Case {
+                name: "no existing pods",
+                nodes: zone_nodes(),
+                existing: &[],
+                constraints: vec![soft(1, HOST)],
+                want: [0, 0, 0, 0],
+            },
+            Case {
+                name: "hostname, pods 2/1/0/3: 2·ln 6, 1·ln 6, 0, 3·ln 6",
+                nodes: zone_nodes(),
+                existing: &[("node-a", 2), ("node-b", 1), ("node-y", 3)],
+                constraints: vec![soft(1, HOST)],
+                want: [4, 2, 0, 5],
+            },
+            Case {
+                name: "zone, pods 3/3: every node 3·ln 4",
+                nodes: zone_nodes(),
+                existing: &[("node-a", 1), ("node-b", 2), ("node-x", 2), ("node-y", 1)],
+                constraints: vec![soft(1, "zone")],
+                want: [4, 4, 4, 4],
+            },
+            Case {
+                name: "zone, pods 1/3, maxSkew 2: adds maxSkew − 1",
+                nodes: zone_nodes(),
+                existing: &[("node-a", 1), ("node-x", 3)],
+                constraints: vec![soft(2, "zone")],
+                want: [2, 2, 5, 5],
+            },
+            Case {
+                name: "a node without the zone label is ignored and its pods do not count",
+                nodes: zone_b_missing(),
+                existing: &[("node-a", 1), ("node-b", 1), ("node-x", 2)],
+                constraints: vec![soft(1, "zone")],
+                want: [1, IGNORED, 3, 3],
+            },
+            Case {
+                name: "two constraints add before rounding",
+                nodes: zone_nodes(),
+                existing: &[("node-a", 1), ("node-x", 2)],
+                constraints: vec![soft(1, "zone"), soft(1, HOST)],
+                want: [3, 1, 6, 3],
+            },
+        ];
+        for c in cases {
+            let bound: Vec<PodSpec> = c.existing.iter().flat_map(|(n, k)| foo_pods_on(n, *k)).collect();
+            let snap = Snapshot::build(c.nodes, bound).unwrap();
+            let placed = Placed::default();
+            let existing = Existing {
+                snapshot: &snap,
+                placed: &placed,
+            };
+            let pod = PodSpec {
+                spread_constraints: c.constraints,
+                ..labelled_pod("p", &[("foo", "")])
+            };
+            let score = SpreadScore::new(&pod, &PodTopologySpreadArgs::default()).expect("ScheduleAnyway constraints");
+            let got = score.scores(&existing, &pod, &[0, 1, 2, 3], &|_| (false, false));
+            assert_eq!(got, c.want, "{}", c.name);
+        }
+    }
 
     /// `scoring_test.go`'s NormalizeScore: (raw, min, max) to the normalized score; fewer
     /// matching pods score higher, ignored nodes 0. (The cycle's tests, `topology_tests.rs`, run

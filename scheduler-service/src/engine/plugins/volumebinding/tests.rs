@@ -1,175 +1,7 @@
-//! The volume plugins (VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone) through
-//! the engine, in kube-scheduler's test-table style: a cluster, a pod, the nodes it may go to or
-//! the `FitError` message it gets. Cases follow kube-scheduler 1.34's plugin tests
-//! (`pkg/scheduler/framework/plugins/{volumerestrictions,nodevolumelimits,volumebinding,volumezone}`)
-//! with clusters of our own.
+//! VolumeBinding's tables (`volume_binding_test.go`, `binder_test.go`): a cluster, a pod, the
+//! nodes it may go to or the `FitError` message it gets; batches that bind and provision.
 
-use std::sync::Arc;
-
-use super::framework::{Deadline, Decision, Evaluator, Profile};
-use super::model::{NodeSpec, PodSpec, Requirement, SelectorOp, SelectorTerm};
-use super::policy::Policy;
-use super::quantity::Quantity;
-use super::resources::Resources;
-use super::snapshot::Snapshot;
-use super::volumes::*;
-
-const GI: i128 = 1 << 30;
-
-fn gi(n: i128) -> Quantity {
-    Quantity::parse(&(n * GI).to_string()).unwrap()
-}
-
-fn node(name: &str, labels: &[(&str, &str)]) -> NodeSpec {
-    NodeSpec {
-        name: name.into(),
-        labels: labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .chain([("kubernetes.io/hostname".to_string(), name.to_string())])
-            .collect(),
-        allocatable: Resources {
-            milli_cpu: 4000,
-            memory: 8 << 30,
-            ..Default::default()
-        },
-        allowed_pods: 110,
-        ..Default::default()
-    }
-}
-
-fn claim_volume(name: &str, claim: &str) -> PodVolume {
-    PodVolume {
-        name: Arc::from(name),
-        source: VolumeSource::Claim {
-            claim_name: Arc::from(claim),
-            ephemeral: false,
-        },
-    }
-}
-
-fn pod(uid: &str, volumes: Vec<PodVolume>) -> PodSpec {
-    PodSpec {
-        uid: Arc::from(uid),
-        namespace: "ns".into(),
-        name: uid.into(),
-        volumes,
-        ..Default::default()
-    }
-}
-
-fn bound_pod(uid: &str, node: &str, volumes: Vec<PodVolume>) -> PodSpec {
-    PodSpec {
-        node_name: Some(node.into()),
-        ..pod(uid, volumes)
-    }
-}
-
-fn claim(name: &str, class: &str) -> Claim {
-    Claim {
-        namespace: "ns".into(),
-        name: name.into(),
-        uid: format!("uid-{name}"),
-        class: class.into(),
-        access_modes: vec![AccessMode::ReadWriteOnce],
-        request: gi(1),
-        request_set: true,
-        ..Default::default()
-    }
-}
-
-fn bound_claim(name: &str, pv: &str) -> Claim {
-    Claim {
-        volume_name: pv.into(),
-        bind_completed: true,
-        ..claim(name, "local")
-    }
-}
-
-fn on_host(host: &str) -> Option<Vec<SelectorTerm>> {
-    Some(vec![SelectorTerm {
-        match_expressions: vec![Requirement {
-            key: "kubernetes.io/hostname".into(),
-            op: SelectorOp::In(vec![host.into()]),
-        }],
-        match_fields: vec![],
-    }])
-}
-
-fn pv(name: &str, class: &str, size: i128, host: Option<&str>) -> PersistentVolume {
-    PersistentVolume {
-        name: name.into(),
-        class: class.into(),
-        capacity: gi(size),
-        access_modes: vec![AccessMode::ReadWriteOnce],
-        node_affinity: host.and_then(on_host),
-        phase: VolumePhase::Available,
-        ..Default::default()
-    }
-}
-
-fn class(name: &str, provisioner: &str, mode: BindingMode) -> StorageClass {
-    StorageClass {
-        name: name.into(),
-        provisioner: provisioner.into(),
-        binding_mode: Some(mode),
-        allowed_topologies: vec![],
-    }
-}
-
-fn local_wffc() -> StorageClass {
-    class("local", NO_PROVISIONER, BindingMode::WaitForFirstConsumer)
-}
-
-struct Cluster {
-    nodes: Vec<NodeSpec>,
-    bound: Vec<PodSpec>,
-    storage: StorageParts,
-}
-
-impl Cluster {
-    fn snapshot(&self) -> Snapshot {
-        Snapshot::build(self.nodes.clone(), self.bound.clone())
-            .and_then(|s| s.with_storage(self.storage.clone()))
-            .unwrap()
-    }
-}
-
-/// Where each pod of the batch goes, or its message.
-fn schedule(c: &Cluster, pods: &[PodSpec]) -> Vec<Result<String, String>> {
-    let profile = Profile::new(Policy::kube_default());
-    let snap = c.snapshot();
-    Evaluator::new(&profile, &snap)
-        .schedule(pods, 0, Deadline::none())
-        .unwrap()
-        .into_iter()
-        .map(|d| match d {
-            Decision::Node { node, .. } => Ok(node),
-            Decision::Unschedulable(diag) => Err(diag.message()),
-        })
-        .collect()
-}
-
-/// The nodes a pod may go to, by name.
-fn feasible(c: &Cluster, p: &PodSpec) -> Vec<String> {
-    let profile = Profile::new(Policy::kube_default());
-    let snap = c.snapshot();
-    let mut names: Vec<String> = Evaluator::new(&profile, &snap)
-        .rank(p, 100, 0, Deadline::none())
-        .unwrap()
-        .feasible
-        .into_iter()
-        .map(|n| n.node)
-        .collect();
-    names.sort();
-    names
-}
-
-fn three_nodes() -> Vec<NodeSpec> {
-    vec![node("n1", &[]), node("n2", &[]), node("n3", &[])]
-}
-
-const NOT_HELPFUL: &str = "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.";
+use crate::engine::plugins::volume_testing::*;
 
 #[test]
 fn volume_binding() {
@@ -283,7 +115,7 @@ fn volume_binding() {
         Case {
             name: "WaitForFirstConsumer: the claim's selector",
             claims: vec![Claim {
-                selector: Some(super::model::LabelSelector::from_labels([("disk", "ssd")])),
+                selector: Some(crate::engine::model::LabelSelector::from_labels([("disk", "ssd")])),
                 ..claim("data", "local")
             }],
             volumes: vec![
@@ -349,8 +181,8 @@ fn zones() -> Vec<NodeSpec> {
     ]
 }
 
-fn in_zones(zones: &[&str]) -> Option<super::preemption::LabelSelector> {
-    Some(super::preemption::LabelSelector {
+fn in_zones(zones: &[&str]) -> Option<crate::engine::pdb::LabelSelector> {
+    Some(crate::engine::pdb::LabelSelector {
         match_labels: vec![],
         match_expressions: vec![Requirement {
             key: "zone".into(),
@@ -362,7 +194,7 @@ fn in_zones(zones: &[&str]) -> Option<super::preemption::LabelSelector> {
 fn capacity(
     name: &str,
     class: &str,
-    topology: Option<super::preemption::LabelSelector>,
+    topology: Option<crate::engine::pdb::LabelSelector>,
     size: i128,
 ) -> StorageCapacity {
     StorageCapacity {
@@ -501,7 +333,7 @@ fn volume_binding_storage_capacity() {
             capacities: vec![capacity(
                 "not-a",
                 "tracked",
-                Some(super::preemption::LabelSelector {
+                Some(crate::engine::pdb::LabelSelector {
                     match_labels: vec![("kubernetes.io/hostname".into(), "n1".into())],
                     match_expressions: vec![],
                 }),
@@ -517,7 +349,7 @@ fn volume_binding_storage_capacity() {
             capacities: vec![capacity(
                 "not-a",
                 "tracked",
-                Some(super::preemption::LabelSelector {
+                Some(crate::engine::pdb::LabelSelector {
                     match_labels: vec![],
                     match_expressions: vec![Requirement {
                         key: "zone".into(),
@@ -697,7 +529,7 @@ fn placements_carry_the_choices_and_the_assumed_snapshot_keeps_them_for_the_next
         }
     }
     let next = snap
-        .apply(super::Delta {
+        .apply(crate::engine::Delta {
             upsert_pods: placed,
             storage: assumed,
             ..Default::default()
@@ -731,281 +563,4 @@ fn placements_carry_the_choices_and_the_assumed_snapshot_keeps_them_for_the_next
         "{:?}",
         out[2]
     );
-}
-
-#[test]
-fn volume_zone() {
-    let zone = |z: &'static str| [("topology.kubernetes.io/zone", z)];
-    let nodes = vec![
-        node("n1", &zone("a")),
-        node("n2", &zone("b")),
-        node("n3", &[("failure-domain.beta.kubernetes.io/zone", "a")]),
-    ];
-    struct Case {
-        name: &'static str,
-        pv_labels: Vec<(&'static str, &'static str)>,
-        want: Vec<&'static str>,
-    }
-    let cases = [
-        Case {
-            name: "GA zone label",
-            pv_labels: vec![("topology.kubernetes.io/zone", "a")],
-            want: vec!["n1"],
-        },
-        Case {
-            name: "beta label on the volume matches the node's GA or beta label",
-            pv_labels: vec![("failure-domain.beta.kubernetes.io/zone", "a")],
-            want: vec!["n1", "n3"],
-        },
-        Case {
-            name: "several zones separated by __",
-            pv_labels: vec![("topology.kubernetes.io/zone", "a__b")],
-            want: vec!["n1", "n2"],
-        },
-        Case {
-            name: "no zone label",
-            pv_labels: vec![],
-            want: vec!["n1", "n2", "n3"],
-        },
-    ];
-    for c in cases {
-        let cluster = Cluster {
-            nodes: nodes.clone(),
-            bound: vec![],
-            storage: StorageParts {
-                claims: vec![Claim {
-                    class: String::new(),
-                    ..bound_claim("data", "pv-z")
-                }],
-                volumes: vec![PersistentVolume {
-                    labels: c
-                        .pv_labels
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect(),
-                    ..pv("pv-z", "", 10, None)
-                }],
-                classes: vec![],
-                csi_nodes: vec![],
-                ..Default::default()
-            },
-        };
-        let p = pod("p", vec![claim_volume("data", "data")]);
-        assert_eq!(feasible(&cluster, &p), c.want, "{}", c.name);
-    }
-    // A node without zone labels takes any volume (single-zone clusters); the message counts
-    // the others.
-    let cluster = Cluster {
-        nodes: vec![node("n1", &zone("a")), node("plain", &[])],
-        bound: vec![],
-        storage: StorageParts {
-            claims: vec![bound_claim("data", "pv-z")],
-            volumes: vec![PersistentVolume {
-                labels: [("topology.kubernetes.io/zone".to_string(), "b".to_string())].into(),
-                ..pv("pv-z", "local", 10, None)
-            }],
-            classes: vec![local_wffc()],
-            csi_nodes: vec![],
-            ..Default::default()
-        },
-    };
-    assert_eq!(
-        feasible(&cluster, &pod("p", vec![claim_volume("data", "data")])),
-        ["plain"]
-    );
-}
-
-fn csi_claim(name: &str, pv: &str) -> (Claim, PersistentVolume) {
-    (
-        bound_claim(name, pv),
-        PersistentVolume {
-            csi: Some(("ebs.csi.aws.com".into(), format!("vol-{pv}"))),
-            ..pv_free(pv)
-        },
-    )
-}
-
-fn pv_free(name: &str) -> PersistentVolume {
-    pv(name, "local", 10, None)
-}
-
-#[test]
-fn node_volume_limits() {
-    // n1 allows 2 EBS attachments and has one (a bound pod's); n2 has no CSINode (no limit).
-    let (c0, v0) = csi_claim("existing", "pv-0");
-    let (c1, v1) = csi_claim("a", "pv-1");
-    let (c2, v2) = csi_claim("b", "pv-2");
-    let cluster = Cluster {
-        nodes: vec![node("n1", &[]), node("n2", &[])],
-        bound: vec![bound_pod("old", "n1", vec![claim_volume("v", "existing")])],
-        storage: StorageParts {
-            claims: vec![c0, c1, c2],
-            volumes: vec![v0, v1, v2],
-            classes: vec![local_wffc()],
-            csi_nodes: vec![CsiNode {
-                name: "n1".into(),
-                drivers: vec![("ebs.csi.aws.com".into(), Some(2))],
-            }],
-            ..Default::default()
-        },
-    };
-    let one = pod("one", vec![claim_volume("v", "a")]);
-    let two = pod("two", vec![claim_volume("v", "a"), claim_volume("w", "b")]);
-    let same = pod("same", vec![claim_volume("v", "existing")]);
-    assert_eq!(feasible(&cluster, &one), ["n1", "n2"], "1 + 1 <= 2");
-    assert_eq!(feasible(&cluster, &two), ["n2"], "1 + 2 > 2");
-    assert_eq!(
-        feasible(&cluster, &same),
-        ["n1", "n2"],
-        "an attached volume is counted once"
-    );
-    // In a batch the count grows with each placed pod: only n2 is left after the first
-    // (placed on n1 by LeastAllocated's tie-break, or on n2).
-    let only_n1 = Cluster {
-        nodes: vec![node("n1", &[])],
-        ..cluster
-    };
-    let out = schedule(
-        &only_n1,
-        &[
-            pod("p1", vec![claim_volume("v", "a")]),
-            pod("p2", vec![claim_volume("v", "b")]),
-        ],
-    );
-    assert_eq!(out[0], Ok("n1".to_string()));
-    assert_eq!(
-        out[1],
-        Err("0/1 nodes are available: 1 node(s) exceed max volume count. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.".to_string())
-    );
-}
-
-#[test]
-fn volume_restrictions() {
-    let disk = |name: &str, read_only: bool| PodVolume {
-        name: Arc::from("d"),
-        source: VolumeSource::GcePersistentDisk {
-            pd_name: Arc::from(name),
-            read_only,
-        },
-    };
-    let cluster = Cluster {
-        nodes: vec![node("n1", &[]), node("n2", &[])],
-        bound: vec![
-            bound_pod("a", "n1", vec![disk("pd-1", true)]),
-            bound_pod("b", "n2", vec![disk("pd-2", false)]),
-        ],
-        storage: StorageParts::default(),
-    };
-    struct Case {
-        name: &'static str,
-        volume: PodVolume,
-        want: Vec<&'static str>,
-    }
-    for c in [
-        Case {
-            name: "read-only everywhere shares the disk",
-            volume: disk("pd-1", true),
-            want: vec!["n1", "n2"],
-        },
-        Case {
-            name: "read-write conflicts with a read-only user",
-            volume: disk("pd-1", false),
-            want: vec!["n2"],
-        },
-        Case {
-            name: "another disk",
-            volume: disk("pd-3", false),
-            want: vec!["n1", "n2"],
-        },
-        Case {
-            name: "EBS volumes conflict even read-only",
-            volume: PodVolume {
-                name: Arc::from("e"),
-                source: VolumeSource::AwsElasticBlockStore {
-                    volume_id: Arc::from("vol-1"),
-                },
-            },
-            want: vec!["n1", "n2"],
-        },
-    ] {
-        assert_eq!(feasible(&cluster, &pod("p", vec![c.volume])), c.want, "{}", c.name);
-    }
-    let out = schedule(&cluster, &[pod("p", vec![disk("pd-2", true)])]);
-    assert_eq!(out[0], Ok("n1".to_string()));
-
-    // ReadWriteOncePod: a claim in use anywhere rejects every node.
-    let rwop = Claim {
-        access_modes: vec![AccessMode::ReadWriteOncePod],
-        ..bound_claim("solo", "pv-s")
-    };
-    let cluster = Cluster {
-        nodes: vec![node("n1", &[]), node("n2", &[])],
-        bound: vec![bound_pod("holder", "n1", vec![claim_volume("v", "solo")])],
-        storage: StorageParts {
-            claims: vec![rwop],
-            volumes: vec![pv_free("pv-s")],
-            classes: vec![local_wffc()],
-            csi_nodes: vec![],
-            ..Default::default()
-        },
-    };
-    let out = schedule(&cluster, &[pod("p", vec![claim_volume("v", "solo")])]);
-    assert_eq!(
-        out[0],
-        Err("0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.".to_string())
-    );
-    // The conflict is resolvable, as kube-scheduler's Unschedulable: a more important pod is
-    // nominated to the holder's node with the holder as victim (the dry run's RemovePod clears
-    // the conflict there, and only there).
-    let profile = Profile::new(Policy::kube_default());
-    let snap = cluster.snapshot();
-    let urgent = PodSpec {
-        priority: 100,
-        ..pod("urgent", vec![claim_volume("v", "solo")])
-    };
-    let d = Evaluator::new(&profile, &snap)
-        .schedule(std::slice::from_ref(&urgent), 0, Deadline::none())
-        .unwrap();
-    let Decision::Unschedulable(diag) = &d[0] else {
-        panic!("{d:?}")
-    };
-    let n = diag.nomination.as_ref().expect("nominated");
-    assert_eq!(n.node, "n1");
-    assert_eq!(n.victims.iter().map(|v| v.to_string()).collect::<Vec<_>>(), ["holder"]);
-    // A second user of the claim on n2 keeps it in use whatever goes on n1.
-    let mut two = cluster;
-    two.bound
-        .push(bound_pod("other", "n2", vec![claim_volume("v", "solo")]));
-    let snap = two.snapshot();
-    let d = Evaluator::new(&profile, &snap)
-        .schedule(std::slice::from_ref(&urgent), 0, Deadline::none())
-        .unwrap();
-    let Decision::Unschedulable(diag) = &d[0] else {
-        panic!("{d:?}")
-    };
-    assert!(diag.nomination.is_none(), "{:?}", diag.nomination);
-    assert_eq!(
-        diag.message(),
-        "0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode. preemption: 0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode."
-    );
-}
-
-#[test]
-fn pods_without_volumes_are_untouched_by_the_volume_plugins() {
-    // A snapshot full of storage objects, a pod with none: every node, as without them.
-    let cluster = Cluster {
-        nodes: three_nodes(),
-        bound: vec![],
-        storage: StorageParts {
-            claims: vec![claim("data", "fast")],
-            volumes: vec![pv("pv-1", "local", 1, Some("nowhere"))],
-            classes: vec![class("fast", "x", BindingMode::Immediate)],
-            csi_nodes: vec![CsiNode {
-                name: "n1".into(),
-                drivers: vec![("ebs.csi.aws.com".into(), Some(0))],
-            }],
-            ..Default::default()
-        },
-    };
-    assert_eq!(feasible(&cluster, &pod("p", vec![])), ["n1", "n2", "n3"]);
 }

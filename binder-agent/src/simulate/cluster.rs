@@ -1,0 +1,640 @@
+//! The in-memory cluster standing in for the API server.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use placement_scheduler::proto;
+use prost::Message as _;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::api::{scheduled_message, ApiError, ClaimRef, ClusterApi, PodRef};
+use crate::binder::{Binder, ClusterEvent};
+use crate::model::{Owner, PodInfo, StorageKey, StorageObject};
+
+use super::*;
+
+/// What the in-memory cluster knows of one pod.
+#[derive(Debug, Clone)]
+pub struct PodRecord {
+    /// The pod (node_name set once bound).
+    pub info: PodInfo,
+    /// Whether the binder was asked to schedule it (it was not bound when the run began).
+    pub pending: bool,
+    /// Binding requests received.
+    pub bind_calls: u32,
+    /// Bindings applied (at most 1 by construction: a bound pod answers 409).
+    pub binds_applied: u32,
+    /// Binding requests answered 409 or 404.
+    pub rejected_binds: u32,
+    /// Binding requests failed by injected faults (not applied).
+    pub failed_binds: u32,
+    /// A binding was applied but its reply was lost (so a later 409 is expected).
+    pub reply_lost: bool,
+    /// Scheduled events recorded.
+    pub scheduled_events: u32,
+    /// A Scheduled event whose message was not kube-scheduler's for this binding.
+    pub wrong_scheduled_message: bool,
+    /// The latest `PodScheduled=False` message.
+    pub unschedulable_message: Option<String>,
+    /// The latest `status.nominatedNodeName`.
+    pub nominated_node: Option<String>,
+    /// FailedScheduling events recorded.
+    pub failed_scheduling_events: u32,
+    /// When the pod was submitted.
+    pub arrived: Option<Instant>,
+    /// When the binding was applied.
+    pub bound_at: Option<Instant>,
+}
+
+impl PodRecord {
+    fn new(info: PodInfo, pending: bool) -> Self {
+        PodRecord {
+            info,
+            pending,
+            bind_calls: 0,
+            binds_applied: 0,
+            rejected_binds: 0,
+            failed_binds: 0,
+            reply_lost: false,
+            scheduled_events: 0,
+            wrong_scheduled_message: false,
+            unschedulable_message: None,
+            nominated_node: None,
+            failed_scheduling_events: 0,
+            arrived: pending.then(Instant::now),
+            bound_at: None,
+        }
+    }
+}
+
+/// A pod bound before the run began that nothing has touched since: kept protobuf-encoded, a few
+/// hundred bytes instead of a decoded [`PodRecord`] (a million of these decoded cost gigabytes).
+/// Anything that reads or changes one (a bind, an event, a preemption) decodes it into `pods`.
+#[derive(Debug)]
+struct Settled {
+    /// The [`proto::Pod`], encoded.
+    spec: Box<[u8]>,
+    /// spec.schedulerName.
+    scheduler_name: String,
+    /// metadata.creationTimestamp (ms).
+    created_ms: i64,
+    /// Succeeded or Failed.
+    terminal: bool,
+    /// metadata.deletionTimestamp is set.
+    deleting: bool,
+    /// Owner, `placement.dev/` annotations and scheduling gates, when it has any.
+    rest: Option<Box<SettledRest>>,
+}
+
+/// The rarer parts of a settled pod's [`PodInfo`]: owner, `placement.dev/` annotations, gates.
+type SettledRest = (Option<Owner>, BTreeMap<String, String>, Vec<String>);
+
+impl Settled {
+    fn of(info: PodInfo) -> Self {
+        let PodInfo {
+            spec,
+            scheduler_name,
+            created_ms,
+            terminal,
+            deleting,
+            owner,
+            annotations,
+            scheduling_gates,
+        } = info;
+        let rest = (owner.is_some() || !annotations.is_empty() || !scheduling_gates.is_empty())
+            .then(|| Box::new((owner, annotations, scheduling_gates)));
+        Settled {
+            spec: spec.encode_to_vec().into_boxed_slice(),
+            scheduler_name,
+            created_ms,
+            terminal,
+            deleting,
+            rest,
+        }
+    }
+
+    /// The pod (it was encoded from a valid message, so it decodes).
+    fn spec(&self) -> proto::Pod {
+        proto::Pod::decode(&*self.spec).unwrap_or_default()
+    }
+
+    fn info(&self) -> PodInfo {
+        let (owner, annotations, scheduling_gates) = self.rest.as_deref().cloned().unwrap_or_default();
+        PodInfo {
+            spec: self.spec(),
+            scheduler_name: self.scheduler_name.clone(),
+            created_ms: self.created_ms,
+            terminal: self.terminal,
+            deleting: self.deleting,
+            owner,
+            annotations,
+            scheduling_gates,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Store {
+    pub(super) nodes: HashMap<String, proto::Node>,
+    /// Pods the run schedules, and pods bound before it that something touched, by uid.
+    pub(super) pods: HashMap<String, PodRecord>,
+    /// Pods bound before the run and untouched since, by uid.
+    settled: HashMap<String, Settled>,
+    /// Pods deleted by preemption: (victim, preemptor uid, node).
+    pub(super) preempted: Vec<(PodRecord, String, String)>,
+    /// `namespace/name` → uid.
+    by_name: HashMap<(String, String), String>,
+    /// Claims, volumes, storage classes and CSINodes.
+    storage: HashMap<StorageKey, StorageObject>,
+}
+
+impl Store {
+    /// A pod's record, decoding a settled pod first.
+    fn record_mut(&mut self, uid: &str) -> Option<&mut PodRecord> {
+        if let Some(settled) = self.settled.remove(uid) {
+            self.pods.insert(uid.to_string(), PodRecord::new(settled.info(), false));
+        }
+        self.pods.get_mut(uid)
+    }
+
+    /// Every pod bound before the run began that is still there: `pods`' and the settled ones.
+    pub(super) fn prebound_specs(&self) -> impl Iterator<Item = std::borrow::Cow<'_, proto::Pod>> {
+        let touched = self
+            .pods
+            .values()
+            .filter(|p| !p.pending)
+            .map(|p| std::borrow::Cow::Borrowed(&p.info.spec));
+        touched.chain(self.settled.values().map(|s| std::borrow::Cow::Owned(s.spec())))
+    }
+
+    /// Every pod, decoded (settled ones included).
+    pub(super) fn all_records(&self) -> Vec<PodRecord> {
+        let settled = self.settled.values().map(|s| PodRecord::new(s.info(), false));
+        self.pods.values().cloned().chain(settled).collect()
+    }
+}
+
+/// A binding (or a deletion) on its way to the binder through the simulated watch.
+#[derive(Debug)]
+pub(super) struct WatchEvent {
+    deliver_at: Instant,
+    change: Change,
+}
+
+/// What a simulated watch event says.
+#[derive(Debug)]
+pub(super) enum Change {
+    /// A pod added or changed (bound).
+    Pod(PodInfo),
+    /// A pod deleted.
+    Deleted(PodInfo),
+    /// A claim or volume the simulated PV controller changed.
+    Storage(StorageObject),
+}
+
+/// The in-memory API server: pods and nodes, Bindings, events and conditions.
+#[derive(Debug)]
+pub struct SimCluster {
+    pub(super) store: Mutex<Store>,
+    watch_tx: mpsc::UnboundedSender<WatchEvent>,
+    watch_latency: Duration,
+    faults: Faults,
+    draws: AtomicU64,
+    bound_pending: AtomicUsize,
+    pub(super) bind_latency: Recorder,
+    pub(super) e2e_latency: Recorder,
+    events_in_flight: AtomicUsize,
+    pub(super) max_events_in_flight: AtomicUsize,
+}
+
+/// The watch stream of a [`SimCluster`]: run [`SimWatch::feed`] to deliver bindings to a binder.
+#[derive(Debug)]
+pub struct SimWatch {
+    rx: mpsc::UnboundedReceiver<WatchEvent>,
+}
+
+impl SimWatch {
+    /// Delivers each binding to `binder` as a bound `PodApplied`, after the watch latency, in order.
+    pub async fn feed(mut self, binder: Binder<SimCluster>) {
+        while let Some(ev) = self.rx.recv().await {
+            if ev.deliver_at > Instant::now() {
+                tokio::time::sleep_until(ev.deliver_at).await;
+            }
+            binder.handle(match ev.change {
+                Change::Deleted(pod) => ClusterEvent::PodDeleted { uid: pod.spec.uid },
+                Change::Pod(pod) => ClusterEvent::PodApplied(pod),
+                Change::Storage(obj) => ClusterEvent::StorageApplied(obj),
+            });
+        }
+    }
+}
+
+impl SimCluster {
+    /// An empty cluster with the given faults and watch latency, and its watch stream.
+    pub fn new(faults: Faults, watch_latency: Duration) -> (Self, SimWatch) {
+        let (watch_tx, rx) = mpsc::unbounded_channel();
+        let cluster = Self {
+            store: Mutex::new(Store::default()),
+            watch_tx,
+            watch_latency,
+            faults,
+            draws: AtomicU64::new(0),
+            bound_pending: AtomicUsize::new(0),
+            bind_latency: Recorder::default(),
+            e2e_latency: Recorder::default(),
+            events_in_flight: AtomicUsize::new(0),
+            max_events_in_flight: AtomicUsize::new(0),
+        };
+        (cluster, SimWatch { rx })
+    }
+
+    /// Adds or replaces a node.
+    pub fn add_node(&self, node: proto::Node) {
+        self.store.lock().nodes.insert(node.name.clone(), node);
+    }
+
+    /// Adds a pod; `pending` marks one the binder is to schedule (its arrival time is now).
+    pub fn add_pod(&self, info: PodInfo, pending: bool) {
+        let mut s = self.store.lock();
+        let key = (info.spec.namespace.clone(), info.spec.name.clone());
+        let uid = info.spec.uid.clone();
+        if pending {
+            s.by_name.insert(key, uid.clone());
+        } else {
+            s.by_name.entry(key).or_insert_with(|| uid.clone());
+        }
+        s.settled.remove(&uid);
+        if pending || info.node_name().is_none() {
+            s.pods.insert(uid, PodRecord::new(info, pending));
+        } else {
+            s.pods.remove(&uid);
+            s.settled.insert(uid, Settled::of(info));
+        }
+    }
+
+    /// Adds or replaces a claim, volume, storage class or CSINode.
+    pub fn add_storage(&self, obj: StorageObject) {
+        self.store.lock().storage.insert(obj.key(), obj);
+    }
+
+    /// A claim, volume, storage class or CSINode.
+    pub fn storage_object(&self, key: &StorageKey) -> Option<StorageObject> {
+        self.store.lock().storage.get(key).cloned()
+    }
+
+    /// The PV controller, at once: binds `claim` to the volume `volume` (the volume's phase
+    /// `Bound` and claimRef, the claim's volume name and `bind-completed`), and sends both
+    /// changes through the watch.
+    fn complete_binding(
+        &self,
+        s: &mut Store,
+        mut claim: proto::PersistentVolumeClaim,
+        mut volume: proto::PersistentVolume,
+    ) {
+        volume.claim_ref = Some(proto::VolumeClaimRef {
+            namespace: claim.namespace.clone(),
+            name: claim.name.clone(),
+            uid: claim.uid.clone(),
+        });
+        volume.phase = "Bound".into();
+        claim.volume_name = volume.name.clone();
+        claim.bind_completed = true;
+        let deliver_at = Instant::now() + self.watch_latency;
+        for obj in [StorageObject::Volume(volume), StorageObject::Claim(claim)] {
+            s.storage.insert(obj.key(), obj.clone());
+            let _ = self.watch_tx.send(WatchEvent {
+                deliver_at,
+                change: Change::Storage(obj),
+            });
+        }
+    }
+
+    fn claim_of(s: &Store, claim: &ClaimRef) -> Result<proto::PersistentVolumeClaim, ApiError> {
+        match s.storage.get(&StorageKey::Claim(claim.key())) {
+            Some(StorageObject::Claim(c)) if claim.uid.is_empty() || c.uid == claim.uid => Ok(c.clone()),
+            Some(StorageObject::Claim(_)) => Err(ApiError::Conflict(format!(
+                "persistentvolumeclaim {} was recreated",
+                claim.key()
+            ))),
+            _ => Err(ApiError::NotFound(format!(
+                "persistentvolumeclaims \"{}\" not found",
+                claim.name
+            ))),
+        }
+    }
+
+    /// One pod's record.
+    pub fn pod(&self, uid: &str) -> Option<PodRecord> {
+        let s = self.store.lock();
+        match s.pods.get(uid) {
+            Some(p) => Some(p.clone()),
+            None => s.settled.get(uid).map(|p| PodRecord::new(p.info(), false)),
+        }
+    }
+
+    /// Every pod the binder was asked to schedule.
+    pub fn pending_pods(&self) -> Vec<PodRecord> {
+        self.store.lock().pods.values().filter(|p| p.pending).cloned().collect()
+    }
+
+    /// Pending pods bound so far.
+    pub fn bound_count(&self) -> usize {
+        self.bound_pending.load(Ordering::Relaxed)
+    }
+
+    fn chance(&self, p: f64) -> bool {
+        if p <= 0.0 {
+            return false;
+        }
+        let n = self.draws.fetch_add(1, Ordering::Relaxed);
+        let x = mix(self.faults.seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        ((x >> 11) as f64 / (1u64 << 53) as f64) < p
+    }
+
+    fn bind_now(&self, pod: &PodRef, node: &str, annotations: &BTreeMap<String, String>) -> Result<(), ApiError> {
+        let fail = self.chance(self.faults.bind_failure_rate);
+        let lose = self.chance(self.faults.lost_reply_rate);
+        let mut s = self.store.lock();
+        let uid = s.by_name.get(&(pod.namespace.clone(), pod.name.clone())).cloned();
+        let Some(record) = uid.as_ref().and_then(|u| s.record_mut(u)) else {
+            return Err(ApiError::NotFound(format!("pods \"{}\" not found", pod.name)));
+        };
+        record.bind_calls += 1;
+        if record.info.spec.uid != pod.uid {
+            record.rejected_binds += 1;
+            return Err(ApiError::Conflict(format!(
+                "Operation cannot be fulfilled on pods/binding \"{}\": the UID in the precondition ({}) does not match the UID in record ({})",
+                pod.name, pod.uid, record.info.spec.uid
+            )));
+        }
+        if let Some(current) = record.info.node_name() {
+            record.rejected_binds += 1;
+            return Err(ApiError::Conflict(format!(
+                "Operation cannot be fulfilled on pods/binding \"{}\": pod {} is already assigned to node \"{current}\"",
+                pod.name, pod.name
+            )));
+        }
+        if fail {
+            record.failed_binds += 1;
+            return Err(ApiError::Other("Internal error occurred: injected failure".into()));
+        }
+        let now = Instant::now();
+        record.info.spec.node_name = node.to_string();
+        // As the API server does, the Binding's annotations land on the pod.
+        record
+            .info
+            .annotations
+            .extend(annotations.iter().map(|(k, v)| (k.clone(), v.clone())));
+        record.binds_applied += 1;
+        record.bound_at = Some(now);
+        record.reply_lost = lose;
+        let bound = record.info.clone();
+        if record.pending {
+            self.bound_pending.fetch_add(1, Ordering::Relaxed);
+            if let Some(arrived) = record.arrived {
+                self.e2e_latency.record(now - arrived);
+            }
+        }
+        drop(s);
+        let _ = self.watch_tx.send(WatchEvent {
+            deliver_at: now + self.watch_latency,
+            change: Change::Pod(bound),
+        });
+        if lose {
+            return Err(ApiError::Other(
+                "context deadline exceeded (injected: the binding was applied)".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl ClusterApi for SimCluster {
+    async fn bind_volume(&self, volume: &str, claim: &ClaimRef) -> Result<(), ApiError> {
+        let mut s = self.store.lock();
+        let c = Self::claim_of(&s, claim)?;
+        let Some(StorageObject::Volume(v)) = s.storage.get(&StorageKey::Volume(volume.to_string())).cloned() else {
+            return Err(ApiError::NotFound(format!("persistentvolumes \"{volume}\" not found")));
+        };
+        if v.claim_ref
+            .as_ref()
+            .is_some_and(|r| r.namespace != c.namespace || r.name != c.name)
+        {
+            return Err(ApiError::Conflict(format!(
+                "persistentvolume {volume} is bound to another claim already"
+            )));
+        }
+        self.complete_binding(&mut s, c, v);
+        Ok(())
+    }
+
+    async fn select_node(&self, claim: &ClaimRef, node: &str) -> Result<(), ApiError> {
+        let mut s = self.store.lock();
+        let mut c = Self::claim_of(&s, claim)?;
+        let provisioner = match s.storage.get(&StorageKey::Class(c.storage_class_name.clone())) {
+            Some(StorageObject::Class(class)) => class.provisioner.clone(),
+            _ => String::new(),
+        };
+        c.selected_node = node.to_string();
+        // The provisioner creates a volume on the node, of the claim's size, modes and class.
+        let volume = proto::PersistentVolume {
+            name: format!(
+                "pvc-{}",
+                if c.uid.is_empty() {
+                    c.name.clone()
+                } else {
+                    c.uid.clone()
+                }
+            ),
+            storage_class_name: c.storage_class_name.clone(),
+            capacity: c.storage_request.clone(),
+            access_modes: c.access_modes.clone(),
+            volume_mode: c.volume_mode.clone(),
+            csi_driver: provisioner.clone(),
+            csi_volume_handle: format!("{}-{}", c.namespace, c.name),
+            node_affinity: Some(proto::NodeSelector {
+                terms: vec![proto::NodeSelectorTerm {
+                    match_expressions: vec![proto::NodeSelectorRequirement {
+                        key: "kubernetes.io/hostname".into(),
+                        operator: "In".into(),
+                        values: vec![node.to_string()],
+                    }],
+                    ..Default::default()
+                }],
+            }),
+            ..Default::default()
+        };
+        self.complete_binding(&mut s, c, volume);
+        Ok(())
+    }
+
+    async fn bind(&self, pod: &PodRef, node: &str, annotations: &BTreeMap<String, String>) -> Result<(), ApiError> {
+        let started = Instant::now();
+        if !self.faults.bind_delay.is_zero() {
+            tokio::time::sleep(self.faults.bind_delay).await;
+        }
+        let result = self.bind_now(pod, node, annotations);
+        self.bind_latency.record(started.elapsed());
+        result
+    }
+
+    async fn record_scheduled(&self, pod: &PodRef, node: &str, _at: std::time::SystemTime) -> Result<(), ApiError> {
+        let now = self.events_in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        self.max_events_in_flight.fetch_max(now, Ordering::Relaxed);
+        if !self.faults.event_delay.is_zero() {
+            tokio::time::sleep(self.faults.event_delay).await;
+        }
+        self.events_in_flight.fetch_sub(1, Ordering::Relaxed);
+        let mut s = self.store.lock();
+        let record = s
+            .record_mut(&pod.uid)
+            .ok_or_else(|| ApiError::NotFound(format!("pods \"{}\" not found", pod.name)))?;
+        record.scheduled_events += 1;
+        let expected = record.info.node_name().map(|n| scheduled_message(pod, n));
+        if expected != Some(scheduled_message(pod, node)) {
+            record.wrong_scheduled_message = true;
+        }
+        Ok(())
+    }
+
+    async fn record_unschedulable(&self, pod: &PodRef, message: &str) -> Result<(), ApiError> {
+        let mut s = self.store.lock();
+        let record = s
+            .record_mut(&pod.uid)
+            .ok_or_else(|| ApiError::NotFound(format!("pods \"{}\" not found", pod.name)))?;
+        record.unschedulable_message = Some(message.to_string());
+        record.failed_scheduling_events += 1;
+        Ok(())
+    }
+
+    async fn nominate(&self, pod: &PodRef, node: &str) -> Result<(), ApiError> {
+        let mut s = self.store.lock();
+        let record = s
+            .record_mut(&pod.uid)
+            .ok_or_else(|| ApiError::NotFound(format!("pods \"{}\" not found", pod.name)))?;
+        record.nominated_node = Some(node.to_string());
+        Ok(())
+    }
+
+    async fn clear_nomination(&self, pod: &PodRef) -> Result<(), ApiError> {
+        let mut s = self.store.lock();
+        let record = s
+            .record_mut(&pod.uid)
+            .ok_or_else(|| ApiError::NotFound(format!("pods \"{}\" not found", pod.name)))?;
+        record.nominated_node = None;
+        Ok(())
+    }
+
+    /// Deletes the victim at once (the simulation has no kubelet and no grace period) and delivers
+    /// the deletion through the watch.
+    async fn preempt(
+        &self,
+        victim: &PodRef,
+        preemptor: &PodRef,
+        node: &str,
+        _scheduler_name: &str,
+    ) -> Result<(), ApiError> {
+        let mut s = self.store.lock();
+        s.record_mut(&victim.uid);
+        let Some(record) = s.pods.remove(&victim.uid) else {
+            return Ok(());
+        };
+        let key = (record.info.spec.namespace.clone(), record.info.spec.name.clone());
+        if s.by_name.get(&key) == Some(&victim.uid) {
+            s.by_name.remove(&key);
+        }
+        if record.pending && record.info.node_name().is_some() {
+            self.bound_pending.fetch_sub(1, Ordering::Relaxed);
+        }
+        let info = record.info.clone();
+        s.preempted.push((record, preemptor.uid.clone(), node.to_string()));
+        drop(s);
+        let _ = self.watch_tx.send(WatchEvent {
+            deliver_at: Instant::now() + self.watch_latency,
+            change: Change::Deleted(info),
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prebound() -> PodInfo {
+        PodInfo {
+            spec: proto::Pod {
+                uid: "u-1".into(),
+                name: "web-1".into(),
+                namespace: "shop".into(),
+                node_name: "node-a".into(),
+                labels: [("app".to_string(), "web".to_string())].into(),
+                ..Default::default()
+            },
+            scheduler_name: "placement".into(),
+            created_ms: 42,
+            owner: Some(Owner {
+                kind: "ReplicaSet".into(),
+                name: "web-5d9".into(),
+            }),
+            annotations: [("placement.dev/policy".to_string(), "spread".to_string())].into(),
+            ..Default::default()
+        }
+    }
+
+    fn pod_ref() -> PodRef {
+        PodRef {
+            namespace: "shop".into(),
+            name: "web-1".into(),
+            uid: "u-1".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_settled_pod_reads_back_whole_and_is_decoded_when_touched() {
+        let (cluster, _watch) = SimCluster::new(Faults::default(), Duration::ZERO);
+        cluster.add_pod(prebound(), false);
+        assert!(
+            cluster.store.lock().pods.is_empty(),
+            "an untouched bound pod stays encoded"
+        );
+        assert_eq!(cluster.pod("u-1").map(|p| p.info), Some(prebound()));
+
+        // Binding it again is refused as the API server refuses it, and counted on its record.
+        let err = cluster.bind(&pod_ref(), "node-b", &BTreeMap::new()).await.unwrap_err();
+        assert!(
+            matches!(&err, ApiError::Conflict(m) if m.contains("already assigned to node \"node-a\"")),
+            "{err:?}"
+        );
+        let record = cluster.pod("u-1").unwrap();
+        assert_eq!((record.bind_calls, record.rejected_binds), (1, 1));
+        assert_eq!(record.info, prebound());
+        assert!(cluster.store.lock().settled.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_settled_victim_is_deleted_whole() {
+        let (cluster, mut watch) = SimCluster::new(Faults::default(), Duration::ZERO);
+        cluster.add_pod(prebound(), false);
+        let preemptor = PodRef {
+            namespace: "shop".into(),
+            name: "big".into(),
+            uid: "u-big".into(),
+        };
+        cluster
+            .preempt(&pod_ref(), &preemptor, "node-a", "placement")
+            .await
+            .unwrap();
+        {
+            let s = cluster.store.lock();
+            assert!(s.settled.is_empty() && s.pods.is_empty());
+            assert_eq!(s.preempted.len(), 1);
+            assert_eq!(s.preempted[0].0.info, prebound());
+        }
+        let event = watch.rx.recv().await.unwrap();
+        assert!(matches!(event.change, Change::Deleted(info) if info == prebound()));
+    }
+}

@@ -1,0 +1,629 @@
+//! What a run reports: throughput, latencies, batching, syncs, utilization and the consistency checks.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::{self, Write as _};
+
+use placement_scheduler::engine::resources::Resources;
+use placement_scheduler::grpc::convert;
+use placement_scheduler::proto;
+use serde::Serialize;
+
+use crate::routing::Report;
+
+use super::*;
+
+/// Where a pending pod ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Bound to the node.
+    Bound(String),
+    /// Left unbound with kube-scheduler's message.
+    Unschedulable(String),
+    /// Neither (the run timed out).
+    Pending,
+}
+
+/// A message and how many pods got it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MessageCount {
+    /// kube-scheduler's message.
+    pub message: String,
+    /// Pods.
+    pub count: usize,
+}
+
+/// Distribution of a per-node ratio, in percent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Spread {
+    /// Smallest.
+    pub min: f64,
+    /// Median.
+    pub p50: f64,
+    /// Largest.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Population standard deviation.
+    pub stddev: f64,
+}
+
+impl Spread {
+    fn of(values: &mut [f64]) -> Self {
+        if values.is_empty() {
+            return Self::default();
+        }
+        values.sort_by(f64::total_cmp);
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / n;
+        let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+        Self {
+            min: values[0],
+            p50: percentile(values, 0.5),
+            max: values[values.len() - 1],
+            mean,
+            stddev: var.sqrt(),
+        }
+    }
+}
+
+/// Requested over allocatable per node after the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Utilization {
+    /// Cpu requested / allocatable, percent.
+    pub cpu: Spread,
+    /// Memory requested / allocatable, percent.
+    pub memory: Spread,
+    /// Nodes with no pod at all.
+    pub empty_nodes: usize,
+    /// Nodes that received at least one of the pending pods.
+    pub nodes_used: usize,
+}
+
+/// Consistency checks over the final state.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Checks {
+    /// No pod bound twice, no bind request for a pod the binder had seen bound, one Scheduled
+    /// event per binding the binder saw succeed.
+    pub every_pod_bound_once: bool,
+    /// Pods with more than one binding applied.
+    pub double_bound: usize,
+    /// Bind requests answered 409/404 that the binder should not have made (not after a lost reply).
+    pub unexpected_rejections: usize,
+    /// Pods whose Scheduled events do not match their binding.
+    pub bad_scheduled_events: usize,
+    /// Pods bound to a node the cluster does not have.
+    pub bound_to_unknown_node: usize,
+    /// Nodes whose bound pods request more than allocatable (cpu, memory, storage, extended
+    /// resources) or number more than its `pods`, after the run.
+    pub nodes_overcommitted: usize,
+    /// Nodes already overcommitted before the run (a recorded cluster may have some).
+    pub nodes_overcommitted_before: usize,
+    /// Pods the engine's conversion refused when computing usage (should be 0).
+    pub unparsable_pods: usize,
+    /// placed + unschedulable + still pending = pending pods, and the binder's counters agree.
+    pub counts_add_up: bool,
+    /// Pending pods with required per-node anti-affinity against their own app.
+    pub anti_affinity_pods: usize,
+    /// Of those, pods placed on a node holding another pod of their app (should be 0).
+    pub anti_affinity_broken: usize,
+    /// Apps whose pods spread over zones with DoNotSchedule maxSkew 1 and select no nodes by
+    /// affinity (those whose final spread is checked).
+    pub spread_apps: usize,
+    /// Of those, apps left more than one pod apart between two zones (should be 0).
+    pub spread_broken: usize,
+}
+
+/// The result of a simulation run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Summary {
+    /// Every pending pod ended bound or unschedulable before the timeout.
+    pub completed: bool,
+    /// Nodes.
+    pub nodes: usize,
+    /// Pods already bound before the run.
+    pub prebound_pods: usize,
+    /// Pods the binder was asked to schedule.
+    pub pending_pods: usize,
+    /// Pods of a recorded cluster left out (finished, deleting, another scheduler's).
+    pub ignored_pods: usize,
+    /// Decision replicas.
+    pub decision_replicas: usize,
+    /// Whether the replicas ran in this process (then server-side timings are known).
+    pub in_process_replicas: bool,
+    /// Pending pods bound.
+    pub placed: usize,
+    /// Pending pods left unbound with an unschedulable condition.
+    pub unschedulable: usize,
+    /// Pending pods neither bound nor unschedulable (only when the run timed out).
+    pub still_pending: usize,
+    /// Pods deleted by preemption (to make room for more important pending pods).
+    pub preempted: usize,
+    /// Of those, pods that were pending in this run (decided, then preempted, bound or not yet).
+    pub preempted_pending: usize,
+    /// Of those, pods whose binding had been applied before they were preempted.
+    pub preempted_after_bind: usize,
+    /// The most frequent unschedulable messages (up to 3).
+    pub top_unschedulable: Vec<MessageCount>,
+    /// Distinct unschedulable messages.
+    pub distinct_unschedulable_messages: usize,
+    /// From the first submission to the last binding seen.
+    pub wall_seconds: f64,
+    /// Pods placed per second of wall time.
+    pub pods_per_second: f64,
+    /// Per batch: SyncSnapshot plus Schedule, server side (in-process replicas only).
+    pub decision: Option<LatencySummary>,
+    /// Schedule calls alone, server side.
+    pub schedule_call: Option<LatencySummary>,
+    /// SyncSnapshot calls alone, server side.
+    pub sync_call: Option<LatencySummary>,
+    /// Mean decision latency per batch as the binder measured it (network and failover included).
+    pub decision_client_mean_ms: Option<f64>,
+    /// Mean SyncSnapshot latency as the binder measured it.
+    pub sync_client_mean_ms: Option<f64>,
+    /// Per pod sent to an extender, the time its extender calls took (filter and prioritize,
+    /// in-process replicas only).
+    pub extender_per_pod: Option<LatencySummary>,
+    /// Binding requests (in the in-memory cluster, injected delay included).
+    pub bind: Option<LatencySummary>,
+    /// From submission to binding, per placed pod.
+    pub arrival_to_bound: Option<LatencySummary>,
+    /// Decision batches.
+    pub batches: u64,
+    /// Configured most pods per batch.
+    pub max_batch_size: usize,
+    /// Mean pods per batch.
+    pub mean_batch_size: f64,
+    /// Full snapshot syncs.
+    pub syncs_full: u64,
+    /// Delta snapshot syncs.
+    pub syncs_delta: u64,
+    /// Batches whose assumed snapshot the replica kept was the binder's state after them, so the
+    /// next batch needed no sync to carry their placements back.
+    pub assumed_adopted: u64,
+    /// Batches whose assumed snapshot was not the state (something else changed meanwhile).
+    pub assumed_stale: u64,
+    /// Configured batches decided at once (`--batches-in-flight`).
+    pub batches_in_flight: usize,
+    /// Most batches decided at once.
+    pub most_batches_in_flight: usize,
+    /// When the first pod was bound, from the start of the run (after the first full sync).
+    pub first_bound_seconds: Option<f64>,
+    /// Pods placed per second from the first binding on: the rate once the replicas hold the
+    /// cluster, without the first full sync.
+    pub steady_pods_per_second: f64,
+    /// Batches decided on one node partition while others were in flight.
+    pub batches_partitioned: u64,
+    /// Batches decided alone on the whole cluster.
+    pub batches_alone: u64,
+    /// Pods a partitioned decision sent back to be decided alone (no node of the partition fit).
+    pub partition_returns: u64,
+    /// CPU time of the whole process over the run (user + system, every thread: the in-memory
+    /// cluster, the binder and in-process replicas), when the platform tells it.
+    pub cpu_seconds: Option<f64>,
+    /// Failed calls to decision replicas.
+    pub replica_errors: u64,
+    /// Binding requests answered OK.
+    pub binds_ok: u64,
+    /// Binding requests that failed and were retried.
+    pub binds_failed: u64,
+    /// Binding requests answered 409 or 404.
+    pub binds_conflict: u64,
+    /// Most `Scheduled` event writes in flight at once.
+    pub max_events_in_flight: usize,
+    /// Node utilization after the run.
+    pub utilization: Utilization,
+    /// Consistency checks.
+    pub checks: Checks,
+    /// Each pending pod's outcome by `namespace/name` (with [`SimConfig::record_outcomes`]).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub outcomes: std::collections::BTreeMap<String, Outcome>,
+    /// The per-arm comparison, when experiments or shadows ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub experiments: Option<Report>,
+}
+
+/// Usage per node, with the engine's parsing and effective-request rules.
+pub(super) fn usage<P: std::borrow::Borrow<proto::Pod>>(
+    nodes: &HashMap<String, proto::Node>,
+    pods: impl Iterator<Item = P>,
+    unparsable: &mut usize,
+) -> HashMap<String, (Resources, i64)> {
+    let mut used: HashMap<String, (Resources, i64)> =
+        nodes.keys().map(|n| (n.clone(), (Resources::default(), 0))).collect();
+    add_usage(&mut used, pods, unparsable);
+    used
+}
+
+/// Adds pods' requests to `used` (pods on nodes it does not have are left out).
+pub(super) fn add_usage<P: std::borrow::Borrow<proto::Pod>>(
+    used: &mut HashMap<String, (Resources, i64)>,
+    pods: impl Iterator<Item = P>,
+    unparsable: &mut usize,
+) {
+    for p in pods {
+        let p = p.borrow();
+        let Some(u) = used.get_mut(&p.node_name) else {
+            continue;
+        };
+        match convert::pod("pod", p) {
+            Ok(spec) => u.0.add(&spec.requests),
+            Err(_) => *unparsable += 1,
+        }
+        u.1 += 1;
+    }
+}
+
+pub(super) fn overcommitted(allocatable: &Resources, allowed_pods: i64, used: &Resources, pods: i64) -> bool {
+    used.milli_cpu > allocatable.milli_cpu
+        || used.memory > allocatable.memory
+        || used.ephemeral_storage > allocatable.ephemeral_storage
+        || used.scalars.iter().any(|(name, v)| *v > allocatable.scalar(name))
+        || pods > allowed_pods
+}
+
+pub(super) fn ratio(used: i64, allocatable: i64) -> Option<f64> {
+    (allocatable > 0).then(|| used as f64 * 100.0 / allocatable as f64)
+}
+
+impl Summary {
+    pub(super) fn fill_from(&mut self, store: &Store, binder_unschedulable: usize) {
+        let mut messages: HashMap<&str, usize> = HashMap::new();
+        let mut c = Checks::default();
+        for p in store.pods.values().filter(|p| p.pending) {
+            if p.info.node_name().is_some() {
+                self.placed += 1;
+                if !store.nodes.contains_key(&p.info.spec.node_name) {
+                    c.bound_to_unknown_node += 1;
+                }
+            } else if let Some(m) = &p.unschedulable_message {
+                self.unschedulable += 1;
+                *messages.entry(m.as_str()).or_default() += 1;
+            } else {
+                self.still_pending += 1;
+            }
+            if p.binds_applied > 1 {
+                c.double_bound += 1;
+            }
+            if p.rejected_binds > 0 && !p.reply_lost {
+                c.unexpected_rejections += 1;
+            }
+            let expected_events = u32::from(p.binds_applied == 1 && !p.reply_lost);
+            if p.wrong_scheduled_message || p.scheduled_events != expected_events {
+                c.bad_scheduled_events += 1;
+            }
+        }
+        self.pods_per_second = self.placed as f64 / self.wall_seconds.max(1e-9);
+        if let Some(first) = self.first_bound_seconds {
+            self.steady_pods_per_second = self.placed as f64 / (self.wall_seconds - first).max(1e-9);
+        }
+        let mut top: Vec<MessageCount> = messages
+            .into_iter()
+            .map(|(m, count)| MessageCount {
+                message: m.to_string(),
+                count,
+            })
+            .collect();
+        top.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.message.cmp(&b.message)));
+        self.distinct_unschedulable_messages = top.len();
+        top.truncate(3);
+        self.top_unschedulable = top;
+
+        // Usage before (pre-bound pods only) and after the run.
+        let before = usage(&store.nodes, store.prebound_specs(), &mut c.unparsable_pods);
+        let mut after = before.clone();
+        add_usage(
+            &mut after,
+            store.pods.values().filter(|p| p.pending).map(|p| &p.info.spec),
+            &mut c.unparsable_pods,
+        );
+        let used_nodes: HashSet<&str> = store
+            .pods
+            .values()
+            .filter(|p| p.pending)
+            .filter_map(|p| p.info.node_name())
+            .collect();
+        let (mut cpu, mut memory) = (Vec::new(), Vec::new());
+        for (name, node) in &store.nodes {
+            let Ok(spec) = convert::node("node", node) else {
+                continue;
+            };
+            let a = &spec.allocatable;
+            if let Some((u, n)) = before.get(name) {
+                if overcommitted(a, spec.allowed_pods, u, *n) {
+                    c.nodes_overcommitted_before += 1;
+                }
+            }
+            if let Some((u, n)) = after.get(name) {
+                if overcommitted(a, spec.allowed_pods, u, *n) {
+                    c.nodes_overcommitted += 1;
+                }
+                if *n == 0 {
+                    self.utilization.empty_nodes += 1;
+                }
+                cpu.extend(ratio(u.milli_cpu, a.milli_cpu));
+                memory.extend(ratio(u.memory, a.memory));
+            }
+        }
+        self.utilization.cpu = Spread::of(&mut cpu);
+        self.utilization.memory = Spread::of(&mut memory);
+        self.utilization.nodes_used = used_nodes.len();
+
+        self.check_topology(store, &mut c);
+        c.every_pod_bound_once = c.double_bound == 0 && c.unexpected_rejections == 0 && c.bad_scheduled_events == 0;
+        self.preempted = store.preempted.len();
+        self.preempted_pending = store.preempted.iter().filter(|(p, ..)| p.pending).count();
+        self.preempted_after_bind = store
+            .preempted
+            .iter()
+            .filter(|(p, ..)| p.pending && p.binds_applied > 0)
+            .count();
+        let lost: usize = store.pods.values().filter(|p| p.pending && p.reply_lost).count()
+            + store
+                .preempted
+                .iter()
+                .filter(|(p, ..)| p.pending && p.reply_lost)
+                .count();
+        c.counts_add_up = self.placed + self.unschedulable + self.still_pending + self.preempted_pending
+            == self.pending_pods
+            && self.binds_ok as usize + lost == self.placed + self.preempted_after_bind
+            && (!self.completed || (self.still_pending == 0 && self.unschedulable == binder_unschedulable));
+        self.checks = c;
+    }
+
+    /// Checks required per-node anti-affinity and zone spreading (maxSkew 1) among pending pods
+    /// that use them on their own app label, as `synth::topology_pods` makes them.
+    fn check_topology(&self, store: &Store, c: &mut Checks) {
+        let zone_key = "topology.kubernetes.io/zone";
+        let host_key = "kubernetes.io/hostname";
+        let own_app = |sel: Option<&proto::LabelSelector>, spec: &proto::Pod| {
+            sel.is_some_and(|s| s.match_expressions.is_empty() && s.match_labels.len() == 1)
+                && sel.and_then(|s| s.match_labels.get("app")) == spec.labels.get("app")
+        };
+        let mut per_node: HashMap<(&str, &str), usize> = HashMap::new();
+        let mut per_zone: HashMap<&str, HashMap<&str, usize>> = HashMap::new();
+        let zones: HashSet<&str> = store
+            .nodes
+            .values()
+            .filter_map(|n| n.labels.get(zone_key).map(String::as_str))
+            .collect();
+        for p in store.pods.values().filter(|p| p.pending) {
+            let spec = &p.info.spec;
+            let Some(app) = spec.labels.get("app").map(String::as_str) else {
+                continue;
+            };
+            let anti = spec.pod_anti_affinity.as_ref().is_some_and(|a| {
+                a.required
+                    .iter()
+                    .any(|t| t.topology_key == host_key && own_app(t.label_selector.as_ref(), spec))
+            });
+            let spread = spec.node_selector.is_empty()
+                && spec.node_affinity.as_ref().is_none_or(|a| a.required.is_none())
+                && spec.topology_spread_constraints.iter().any(|t| {
+                    t.topology_key == zone_key
+                        && t.max_skew == 1
+                        && t.when_unsatisfiable == "DoNotSchedule"
+                        && own_app(t.label_selector.as_ref(), spec)
+                });
+            if anti {
+                c.anti_affinity_pods += 1;
+            }
+            let Some(node) = p.info.node_name() else {
+                if spread {
+                    per_zone.entry(app).or_default();
+                }
+                continue;
+            };
+            if anti {
+                *per_node.entry((app, node)).or_default() += 1;
+            }
+            if spread {
+                let zone = store
+                    .nodes
+                    .get(node)
+                    .and_then(|n| n.labels.get(zone_key))
+                    .map_or("", String::as_str);
+                *per_zone.entry(app).or_default().entry(zone).or_default() += 1;
+            }
+        }
+        c.spread_apps = per_zone.len();
+        c.anti_affinity_broken = per_node.values().filter(|n| **n > 1).copied().sum();
+        c.spread_broken = per_zone
+            .values()
+            .filter(|counts| {
+                let of = |z: &str| counts.get(z).copied().unwrap_or(0);
+                let max = zones.iter().map(|z| of(z)).max().unwrap_or(0);
+                let min = zones.iter().map(|z| of(z)).min().unwrap_or(0);
+                max > min + 1
+            })
+            .count();
+    }
+
+    /// Whether the run completed and every check passed.
+    pub fn passed(&self) -> bool {
+        let c = &self.checks;
+        self.completed
+            && c.anti_affinity_broken == 0
+            && c.spread_broken == 0
+            && c.every_pod_bound_once
+            && c.bound_to_unknown_node == 0
+            && c.nodes_overcommitted <= c.nodes_overcommitted_before
+            && c.unparsable_pods == 0
+            && c.counts_add_up
+    }
+}
+
+pub(super) fn latency_line(out: &mut String, label: &str, l: Option<&LatencySummary>, note: &str) -> fmt::Result {
+    match l {
+        Some(l) => writeln!(
+            out,
+            "  {label:<20} p50 {:>9.3} ms   p99 {:>9.3} ms   max {:>9.3} ms   mean {:>9.3} ms   ({} samples{note})",
+            l.p50_ms, l.p99_ms, l.max_ms, l.mean_ms, l.count
+        ),
+        None => writeln!(out, "  {label:<20} n/a{note}"),
+    }
+}
+
+pub(super) fn spread_line(out: &mut String, label: &str, s: &Spread) -> fmt::Result {
+    writeln!(
+        out,
+        "    {label:<7} min {:>5.1}%   p50 {:>5.1}%   max {:>5.1}%   mean {:>5.1}%   stddev {:>5.1}",
+        s.min, s.p50, s.max, s.mean, s.stddev
+    )
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut o = String::new();
+        let yes = |b: bool| if b { "yes" } else { "no" };
+        writeln!(
+            o,
+            "simulation: {} nodes, {} pods already bound, {} pending pods, {} decision replica(s){}",
+            self.nodes,
+            self.prebound_pods,
+            self.pending_pods,
+            self.decision_replicas,
+            if self.in_process_replicas { " in-process" } else { "" }
+        )?;
+        if !self.completed {
+            writeln!(o, "  TIMED OUT before every pod was bound or found unschedulable")?;
+        }
+        writeln!(o, "  {:<20} {}", "pods placed", self.placed)?;
+        if self.preempted > 0 {
+            writeln!(
+                o,
+                "  {:<20} {} ({} of them pending pods bound earlier in the run)",
+                "pods preempted", self.preempted, self.preempted_pending
+            )?;
+        }
+        writeln!(
+            o,
+            "  {:<20} {} ({} distinct messages)",
+            "unschedulable", self.unschedulable, self.distinct_unschedulable_messages
+        )?;
+        for m in &self.top_unschedulable {
+            writeln!(o, "    {:>6} × {}", m.count, m.message)?;
+        }
+        if self.still_pending > 0 {
+            writeln!(o, "  {:<20} {}", "still pending", self.still_pending)?;
+        }
+        if self.ignored_pods > 0 {
+            writeln!(o, "  {:<20} {}", "pods ignored", self.ignored_pods)?;
+        }
+        writeln!(o, "  {:<20} {:.3} s", "wall time", self.wall_seconds)?;
+        writeln!(o, "  {:<20} {:.0} pods/s", "throughput", self.pods_per_second)?;
+        if let Some(first) = self.first_bound_seconds {
+            writeln!(
+                o,
+                "  {:<20} {:.0} pods/s from the first binding (at {first:.1} s, after the first full sync)",
+                "steady throughput", self.steady_pods_per_second
+            )?;
+        }
+        latency_line(
+            &mut o,
+            "decision per batch",
+            self.decision.as_ref(),
+            "; server side: sync + Schedule",
+        )?;
+        latency_line(&mut o, "  Schedule call", self.schedule_call.as_ref(), "")?;
+        latency_line(&mut o, "  SyncSnapshot call", self.sync_call.as_ref(), "")?;
+        if let Some(m) = self.decision_client_mean_ms {
+            write!(o, "  {:<20} mean {m:.3} ms (as the binder measured it", "  binder side")?;
+            if let Some(s) = self.sync_client_mean_ms {
+                write!(o, "; SyncSnapshot mean {s:.3} ms")?;
+            }
+            writeln!(o, ")")?;
+        }
+        if self.extender_per_pod.is_some() {
+            latency_line(
+                &mut o,
+                "extenders per pod",
+                self.extender_per_pod.as_ref(),
+                "; filter + prioritize calls",
+            )?;
+        }
+        latency_line(&mut o, "bind", self.bind.as_ref(), "")?;
+        latency_line(&mut o, "arrival → bound", self.arrival_to_bound.as_ref(), "")?;
+        writeln!(
+            o,
+            "  {:<20} {} (mean size {:.1} of at most {})",
+            "batches", self.batches, self.mean_batch_size, self.max_batch_size
+        )?;
+        if self.batches_in_flight > 1 {
+            writeln!(
+                o,
+                "  {:<20} up to {} ({} at most seen): {} batches on a node partition, {} alone on the whole cluster; {} pods sent back by a partition",
+                "batches in flight", self.batches_in_flight, self.most_batches_in_flight, self.batches_partitioned, self.batches_alone, self.partition_returns
+            )?;
+        }
+        if let Some(cpu) = self.cpu_seconds {
+            writeln!(
+                o,
+                "  {:<20} {cpu:.2} s over the run, {:.0} µs per placed pod (this process: cluster, binder and in-process replicas)",
+                "CPU",
+                cpu * 1e6 / (self.placed.max(1) as f64)
+            )?;
+        }
+        writeln!(
+            o,
+            "  {:<20} {} full, {} delta; {} batches assumed on the replica (its snapshot kept: the next sync sends only what else changed), {} stale",
+            "snapshot syncs", self.syncs_full, self.syncs_delta, self.assumed_adopted, self.assumed_stale
+        )?;
+        writeln!(
+            o,
+            "  {:<20} {} ok, {} failed and retried, {} conflict/not found; {} replica errors",
+            "bind requests", self.binds_ok, self.binds_failed, self.binds_conflict, self.replica_errors
+        )?;
+        writeln!(
+            o,
+            "  node utilization (requested / allocatable, {} nodes received pods, {} empty):",
+            self.utilization.nodes_used, self.utilization.empty_nodes
+        )?;
+        spread_line(&mut o, "cpu", &self.utilization.cpu)?;
+        spread_line(&mut o, "memory", &self.utilization.memory)?;
+        let c = &self.checks;
+        writeln!(o, "  checks:")?;
+        writeln!(o, "    every pod bound exactly once: {}", yes(c.every_pod_bound_once))?;
+        if !c.every_pod_bound_once {
+            writeln!(
+                o,
+                "      ({} double-bound, {} unexpected 409/404, {} wrong Scheduled events)",
+                c.double_bound, c.unexpected_rejections, c.bad_scheduled_events
+            )?;
+        }
+        if c.nodes_overcommitted_before > 0 {
+            writeln!(
+                o,
+                "    nodes overcommitted: {} ({} before the run)",
+                c.nodes_overcommitted, c.nodes_overcommitted_before
+            )?;
+        } else {
+            writeln!(o, "    nodes overcommitted: {}", c.nodes_overcommitted)?;
+        }
+        if c.bound_to_unknown_node > 0 || c.unparsable_pods > 0 {
+            writeln!(
+                o,
+                "    pods bound to unknown nodes: {}; pods with unparsable requests: {}",
+                c.bound_to_unknown_node, c.unparsable_pods
+            )?;
+        }
+        if c.anti_affinity_pods > 0 {
+            writeln!(
+                o,
+                "    pod anti-affinity and zone spreading honoured: {} ({} pods with anti-affinity; {} sharing a node, {} apps skewed)",
+                yes(c.anti_affinity_broken == 0 && c.spread_broken == 0),
+                c.anti_affinity_pods,
+                c.anti_affinity_broken,
+                c.spread_broken
+            )?;
+        }
+        writeln!(o, "    counts add up: {}", yes(c.counts_add_up))?;
+        if let Some(r) = &self.experiments {
+            writeln!(o, "  experiments:")?;
+            for line in r.to_string().lines() {
+                writeln!(o, "    {line}")?;
+            }
+        }
+        f.write_str(&o)
+    }
+}

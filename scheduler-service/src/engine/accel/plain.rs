@@ -1,0 +1,1476 @@
+//! The plain pass: the common pod (no topology state, no node name, not selecting per node,
+//! resource scores on cpu and memory only) filtered and scored from each node's hot fields and
+//! its class, the class-wide scores normalized once per class, through the vector kernel where
+//! it applies; what it keeps of each feasible node is up to a sink (every candidate, Rank's
+//! totals, Schedule's best node, the score rules' extrema).
+//!
+//! Mirrors the general pass (`Evaluator::evaluate`: the framework's filters and scores on every
+//! node, then normalization); held to it by `plain_pass_equals_the_general_one_on_the_synthetic_cluster`
+//! and `plain_pass_equals_the_general_one` (bit for bit the same candidates, extrema and totals),
+//! with `kernel_filters_and_scores_as_the_scalar_pass` for the kernel (`plain_tests.rs`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::engine::accel::class_cache::StaticEval;
+use crate::engine::accel::columns::{BlockScores, HotColumns, ImageAsk, Kernel, PartWeights, PodAsk, BLOCK};
+use crate::engine::accel::rule_columns::{RuleColumns, EXACT_SCORE};
+use crate::engine::plugins::image_locality::{ImageScale, MIN_IMAGE_THRESHOLD};
+use crate::engine::plugins::node_ports;
+use crate::engine::plugins::noderesources::{balanced_allocation, fit};
+use crate::engine::policy::{FilterPlugin, ScorePlugin, ScoringStrategy};
+use crate::engine::pool::pooled_buffer;
+use crate::engine::rules::{self as cel_rules, CompiledRules, NodeStatic, RuleOutcome, SnapshotRules};
+use crate::engine::snapshot::{NodeEntry, NodeHot};
+use crate::engine::topology::Placed;
+
+use crate::engine::framework::{
+    best_candidate, rule_node_value, settled, BatchUsage, Candidate, ClassBest, Deadline, DeadlinePassed, Evaluator,
+    PlainSlots, PodPlan, Profile, RuleScaling, TopoActive, MAX_NODE_SCORE, MAX_SCORES,
+};
+
+/// Capacities at or above this are scored by the integer path in [`plain_resource_scores`].
+pub(in crate::engine) const EXACT_CAPACITY: i64 = 1 << 46;
+
+/// NodeResourcesFit's cpu and memory scores (unweighted) and BalancedAllocation's score on one
+/// node, as [`fit::score_cpu_memory`] and [`balanced_allocation::score_cpu_memory`] compute them, with their
+/// four divisions all in floating point (two of them were integer divisions, several times slower).
+///
+/// Exact: the integer quotient `n · 100 / c` (0 ≤ n ≤ c) is the truncated float quotient, since
+/// both convert exactly (below 2⁵³) and a true quotient that is not an integer lies at least
+/// `1 / (101 · c)` below the next one, more than the rounding error when `c < 2⁴⁶`. `None` (the
+/// caller takes the integer path) for a capacity out of that range or a negative request.
+#[inline(always)]
+pub(in crate::engine) fn plain_resource_scores(
+    h: &NodeHot,
+    fit: [i64; 2],
+    balanced: [i64; 2],
+    most: bool,
+) -> Option<(i64, i64, i64)> {
+    let in_range = |c: i64| c > 0 && c < EXACT_CAPACITY;
+    if !(in_range(h.alloc_cpu) && in_range(h.alloc_memory)) {
+        return None;
+    }
+    let requested = [
+        h.non_zero_cpu.saturating_add(fit[0]),
+        h.non_zero_memory.saturating_add(fit[1]),
+    ];
+    if requested[0] < 0 || requested[1] < 0 {
+        return None;
+    }
+    let alloc = [h.alloc_cpu, h.alloc_memory];
+    let capped = [requested[0].min(alloc[0]), requested[1].min(alloc[1])];
+    let numerator = if most {
+        capped
+    } else {
+        [alloc[0] - capped[0], alloc[1] - capped[1]]
+    };
+    let alloc = [alloc[0] as f64, alloc[1] as f64];
+    let n = [
+        (numerator[0] * MAX_NODE_SCORE) as f64,
+        (numerator[1] * MAX_NODE_SCORE) as f64,
+    ];
+    let q = [n[0] / alloc[0], n[1] / alloc[1]];
+    // BalancedAllocation, operation for operation as `balanced_allocation::score_cpu_memory`.
+    let used = [
+        h.req_cpu.saturating_add(balanced[0]) as f64,
+        h.req_memory.saturating_add(balanced[1]) as f64,
+    ];
+    let f = [(used[0] / alloc[0]).min(1.0), (used[1] / alloc[1]).min(1.0)];
+    let std = ((f[0] - f[1]) / 2.0).abs();
+    Some((q[0] as i64, q[1] as i64, ((1.0 - std) * MAX_NODE_SCORE as f64) as i64))
+}
+
+/// The raw per-node scores of one feasible node in the plain pass (0 for a plugin not scored).
+#[derive(Debug, Clone, Copy, Default)]
+pub(in crate::engine) struct NodeScores {
+    /// NodeResourcesFit's weighted cpu and memory score.
+    pub(in crate::engine) fit: i64,
+    /// BalancedAllocation's score.
+    pub(in crate::engine) balanced: i64,
+    /// ImageLocality's score.
+    pub(in crate::engine) image: i64,
+}
+
+impl NodeScores {
+    /// The per-node part of the node's total: the scores weighed by `[fit, balanced, image]`.
+    #[inline(always)]
+    pub(in crate::engine) fn weighed(&self, [fit, balanced, image]: [i64; 3]) -> i64 {
+        self.fit * fit + self.balanced * balanced + self.image * image
+    }
+}
+
+/// What the plain pass does with each feasible node (see [`Evaluator::plain_pass`]).
+pub(in crate::engine) trait PlainSink {
+    /// Whether [`PlainSink::bars`] rules nodes out (the pass then checks them first, and counts
+    /// the nodes ruled out with [`PlainSink::skip`] instead of handing them over).
+    const RULES_OUT: bool = false;
+
+    /// Per class, the per-node part (weighed by [`PlainSink::part_weights`]) a feasible node must
+    /// reach to change what the sink keeps; a node below its class's bar stays below it for the
+    /// rest of the pass. Covers every class a node may have (see `HotColumns::max_class`).
+    fn bars(&self) -> &[i64] {
+        &[]
+    }
+
+    /// The weights of the fit, balanced and image scores in the part [`PlainSink::bars`] bars.
+    fn part_weights(&self) -> [i64; 3] {
+        [0; 3]
+    }
+
+    /// Counts `n` feasible nodes that [`PlainSink::bars`] ruled out.
+    fn skip(&mut self, _n: usize) {}
+
+    /// Whether [`PlainSink::bars`] rule nodes out for this pod ([`PlainSink::RULES_OUT`] says
+    /// whether they may).
+    fn rules_out(&self) -> bool {
+        Self::RULES_OUT
+    }
+
+    /// Of the block at `base`, the nodes the sink takes at all: the others are not feasible to
+    /// it (nodes a pod-free CEL rule rejects). Every node by default.
+    #[inline(always)]
+    fn admitted(&self, _base: usize) -> u64 {
+        !0
+    }
+
+    /// Writes, per node of the block at `base`, an upper bound of what the sink adds to the
+    /// node's part beyond the scores [`PlainSink::part_weights`] weighs (see
+    /// `RuleColumns::bounds`), for the rule-out; `false` when it adds nothing.
+    #[inline(always)]
+    fn part_bounds(&self, _base: usize, _out: &mut [f64; BLOCK]) -> bool {
+        false
+    }
+
+    /// Whether the sink takes a block's feasible nodes as a mask, through [`PlainSink::block`]
+    /// instead of [`PlainSink::feasible`] (which still takes the nodes checked one by one).
+    const WHOLE_BLOCKS: bool = false;
+
+    /// Takes the `feasible` nodes (bits) of the block at `base` (a [`PlainSink::WHOLE_BLOCKS`]
+    /// sink: no scores are worked out for them).
+    fn block(&mut self, _base: usize, _feasible: u64) {}
+
+    /// Takes feasible node `i`, its class, the class's static predicates and the node's scores.
+    fn feasible(&mut self, i: usize, class: u32, se: &StaticEval, scores: NodeScores);
+}
+
+/// NodeAffinity's and TaintToleration's raw scores at their highest over the feasible nodes seen:
+/// the plain pass normalizes the class-wide scores with them.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::engine) struct ClassMaxima {
+    affinity: i64,
+    taints: i64,
+}
+
+impl ClassMaxima {
+    /// No feasible node seen yet.
+    const NONE: Self = Self {
+        affinity: i64::MIN,
+        taints: i64::MIN,
+    };
+
+    /// Counts a feasible node of a class with these static predicates.
+    #[inline(always)]
+    fn see(&mut self, se: &StaticEval) {
+        self.affinity = self.affinity.max(se.affinity_weight);
+        self.taints = self.taints.max(se.prefer_taints);
+    }
+}
+
+/// Keeps every feasible node as a candidate with its raw scores, and the class-wide maxima.
+pub(in crate::engine) struct KeepAll {
+    candidates: Vec<Candidate>,
+    slots: PlainSlots,
+    maxima: ClassMaxima,
+}
+
+impl PlainSink for KeepAll {
+    #[inline(always)]
+    fn feasible(&mut self, i: usize, _: u32, se: &StaticEval, scores: NodeScores) {
+        // Written in place: a raw array built on the stack and then copied is reloaded wider
+        // than it was stored, which stalls store forwarding on every node.
+        self.candidates.push(Candidate {
+            index: i as u32,
+            raw: [0; MAX_SCORES],
+            total: 0,
+        });
+        let Some(Candidate { raw, .. }) = self.candidates.last_mut() else {
+            return;
+        };
+        let slots = self.slots;
+        if let Some(slot) = slots.fit {
+            raw[slot] = scores.fit;
+        }
+        if let Some(slot) = slots.balanced {
+            raw[slot] = scores.balanced;
+        }
+        if let Some(slot) = slots.image {
+            raw[slot] = scores.image;
+        }
+        if let Some(slot) = slots.affinity {
+            raw[slot] = se.affinity_weight;
+        }
+        if let Some(slot) = slots.taints {
+            raw[slot] = se.prefer_taints;
+        }
+        self.maxima.see(se);
+    }
+}
+
+/// A feasible node's index, class and total (Rank's compact candidate).
+#[derive(Debug, Clone, Copy)]
+pub(in crate::engine) struct Scored {
+    pub(in crate::engine) index: u32,
+    /// Its class (where the class-wide part of its total is read, without the node's hot row).
+    pub(in crate::engine) class: u32,
+    pub(in crate::engine) total: i64,
+}
+
+/// Keeps every feasible node's index and per-node part of the total, and the class-wide maxima.
+pub(in crate::engine) struct KeepTotals {
+    totals: TotalsBuffer,
+    /// The weights of the fit, balanced and image scores.
+    weights: [i64; 3],
+    maxima: ClassMaxima,
+}
+
+impl PlainSink for KeepTotals {
+    #[inline(always)]
+    fn feasible(&mut self, i: usize, class: u32, se: &StaticEval, scores: NodeScores) {
+        self.totals.push(Scored {
+            index: i as u32,
+            class,
+            total: scores.weighed(self.weights),
+        });
+        self.maxima.see(se);
+    }
+}
+
+/// The policy's CEL rules in the plain pass (under a policy whose rules [`CompiledRules::plain`]
+/// takes): the class-level ones were folded into the class predicates (see
+/// [`PodPlan::fold_class_rules`]); this runs the pod-free node rules on each node the pass finds
+/// feasible, from the snapshot's kept outcomes or the batch's, writes the score rules' raw scores
+/// to `raw`, and hands the nodes no rule rejects to `inner`. Never used with a sink that
+/// [`PlainSink::RULES_OUT`]: a node it bars would skip the rules.
+pub(in crate::engine) struct RuleSink<'e, 'p, S> {
+    inner: S,
+    rules: &'e CompiledRules,
+    plan: &'e PodPlan<'p>,
+    usage: &'e BatchUsage<'e>,
+    nodes: &'e [Arc<NodeEntry>],
+    kept: Option<&'e SnapshotRules>,
+    changed: &'e mut HashMap<(u32, u32), (u64, RuleOutcome)>,
+    statics: &'e mut Vec<Option<NodeStatic>>,
+    /// Score rules' raw scores per node (`rules.scores.len()` per node).
+    raw: &'e mut Vec<i64>,
+    /// The filter rules evaluated node by node (the others were folded into the classes).
+    node_filters: Vec<usize>,
+    /// Each score rule's index among the rules (after the filters) and whether it is read per
+    /// class.
+    score_rules: Vec<(usize, bool)>,
+    /// Each score rule's least and greatest raw score over the nodes handed to `inner`.
+    extrema: Vec<(i64, i64)>,
+}
+
+impl<S: PlainSink> RuleSink<'_, '_, S> {
+    /// Rule `k`'s value on node `i` (a pod-free node rule, or a class-level one): a score rule's
+    /// raw score, 0 for a filter rule that keeps the node, `None` when the rule rejects it.
+    #[inline(always)]
+    fn value(&mut self, i: usize, k: usize, class_level: bool) -> Option<i64> {
+        if class_level {
+            return self.plan.class_outcome(k, self.nodes[i].class as usize).ok();
+        }
+        let stamp = self.usage.stamp(i);
+        if stamp == 0 {
+            if let Some(outcome) = self.kept.and_then(|kept| kept.nodes.get(i, k)) {
+                return outcome.as_ref().ok().copied();
+            }
+        }
+        self.evaluate(i, k, stamp)
+    }
+
+    /// [`RuleSink::value`] of a pod-free node rule not kept yet: evaluated, and kept.
+    #[cold]
+    #[inline(never)]
+    fn evaluate(&mut self, i: usize, k: usize, stamp: u64) -> Option<i64> {
+        if self.plan.rule_pod.is_none() {
+            return Some(0);
+        }
+        let mut kept = KeptRules {
+            rules: self.rules,
+            kept: self.kept,
+            changed: self.changed,
+            statics: self.statics,
+            nodes: self.nodes,
+        };
+        kept.outcome(self.usage, i, k, stamp).ok()
+    }
+}
+
+/// Where the outcomes of a policy's pod-free node rules are kept (see [`KeptRules::outcome`]).
+pub(in crate::engine) struct KeptRules<'e> {
+    rules: &'e CompiledRules,
+    /// The snapshot's outcomes, for nodes whose usage is the snapshot's.
+    kept: Option<&'e SnapshotRules>,
+    /// The outcomes on nodes a batch changed, by node and rule, under the usage's stamp.
+    changed: &'e mut HashMap<(u32, u32), (u64, RuleOutcome)>,
+    statics: &'e mut Vec<Option<NodeStatic>>,
+    nodes: &'e [Arc<NodeEntry>],
+}
+
+impl KeptRules<'_> {
+    /// Pod-free node rule `k`'s outcome on node `i` with `usage`, whose stamp there is `stamp`:
+    /// kept in the snapshot's outcomes while that is 0, else under the stamp, and evaluated on
+    /// first use.
+    fn outcome(&mut self, usage: &BatchUsage<'_>, i: usize, k: usize, stamp: u64) -> RuleOutcome {
+        let entry = &self.nodes[i];
+        let rules = self.rules;
+        let statics = &mut *self.statics;
+        // The node's value: cut to what the rule reads when it says (built afresh: cheap), else
+        // whole from the node's kept static part.
+        let mut eval = || {
+            let node = match rules.node_paths(k) {
+                Some(paths) => cel_rules::node_value_reading(&entry.spec, usage.get(i), paths),
+                None => rule_node_value(statics, i, entry, usage.get(i)),
+            };
+            rules.run(k, &rules.node_context(node))
+        };
+        match self.kept {
+            Some(kept) if stamp == 0 => kept.nodes.get_or_eval(i, k, eval),
+            _ => match self.changed.get(&(i as u32, k as u32)) {
+                Some((s, outcome)) if *s == stamp => outcome.clone(),
+                _ => {
+                    let outcome = eval();
+                    self.changed.insert((i as u32, k as u32), (stamp, outcome.clone()));
+                    outcome
+                }
+            },
+        }
+    }
+
+    /// Node `i`'s entries in `cols` as `usage` leaves them (see [`RuleColumns::set`]).
+    fn set_node(&mut self, cols: &mut RuleColumns, usage: &BatchUsage<'_>, i: usize) {
+        let stamp = usage.stamp(i);
+        let filters = self.rules.filters.len();
+        let mut scores = [0i64; cel_rules::MAX_RULES];
+        let mut kept = true;
+        for k in (0..filters).filter(|&k| !self.rules.class_level(k)) {
+            if kept && self.outcome(usage, i, k, stamp).is_err() {
+                kept = false;
+            }
+        }
+        for (j, score) in scores.iter_mut().enumerate().take(self.rules.scores.len()) {
+            if !kept {
+                break;
+            }
+            match self.outcome(usage, i, filters + j, stamp) {
+                Ok(v) => *score = v,
+                Err(_) => kept = false,
+            }
+        }
+        cols.set(i, stamp, kept.then_some(&scores[..self.rules.scores.len()]));
+    }
+}
+
+impl<S: PlainSink> PlainSink for RuleSink<'_, '_, S> {
+    #[inline]
+    fn feasible(&mut self, i: usize, class: u32, se: &StaticEval, scores: NodeScores) {
+        for j in 0..self.node_filters.len() {
+            let k = self.node_filters[j];
+            if self.value(i, k, false).is_none() {
+                return;
+            }
+        }
+        let n = self.score_rules.len();
+        let mut values = [0i64; cel_rules::MAX_RULES];
+        for (j, value) in values.iter_mut().enumerate().take(n) {
+            let (k, class_level) = self.score_rules[j];
+            match self.value(i, k, class_level) {
+                Some(v) => *value = v,
+                None => return,
+            }
+        }
+        if let Some(out) = self.raw.get_mut(i * n..(i + 1) * n) {
+            out.copy_from_slice(&values[..n]);
+        }
+        for (e, &v) in self.extrema.iter_mut().zip(&values[..n]) {
+            *e = (e.0.min(v), e.1.max(v));
+        }
+        self.inner.feasible(i, class, se, scores);
+    }
+}
+
+/// The score rules' side of [`KeepBest`] under a policy whose pod-free node rules sit in
+/// [`RuleColumns`]: which nodes they keep, and the part their scores add.
+pub(in crate::engine) struct BestRules<'b> {
+    cols: &'b RuleColumns,
+    /// How the score rules' raw scores become the node's part (exact).
+    scaling: RuleScaling,
+    /// Per score rule, its least raw score and `100 · weight / span` (see
+    /// [`RuleColumns::bounds`]).
+    bounds: Vec<(f64, f64)>,
+    /// Whether the extrema are within [`EXACT_SCORE`], where the bounds hold: otherwise no node
+    /// is ruled out.
+    exact: bool,
+}
+
+impl BestRules<'_> {
+    /// The exact part node `i`'s score rules add.
+    #[inline(always)]
+    pub(in crate::engine) fn part(&self, i: usize) -> i64 {
+        let mut raw = [0i64; cel_rules::MAX_RULES];
+        let raw = &mut raw[..self.scaling.len];
+        self.cols.scores_of(i, raw);
+        self.scaling.part(raw)
+    }
+}
+
+/// The first pass of [`Evaluator::evaluate_best_ruled`] when the score rules' order does not
+/// settle their extrema (see [`Evaluator::extrema_by_order`]): counts the feasible nodes the
+/// pod-free node rules keep, and each score rule's extrema over them, from the kernel's masks.
+pub(in crate::engine) struct RuleExtrema<'b> {
+    cols: &'b RuleColumns,
+    kernel: Option<Kernel>,
+    extrema: Vec<(i64, i64)>,
+    feasible: usize,
+}
+
+impl PlainSink for RuleExtrema<'_> {
+    const WHOLE_BLOCKS: bool = true;
+
+    #[inline(always)]
+    fn admitted(&self, base: usize) -> u64 {
+        self.cols.pass(base)
+    }
+
+    fn block(&mut self, base: usize, feasible: u64) {
+        self.feasible += feasible.count_ones() as usize;
+        self.cols.widen(self.kernel, base, feasible, &mut self.extrema);
+    }
+
+    fn feasible(&mut self, i: usize, _: u32, _: &StaticEval, _: NodeScores) {
+        if self.cols.admits(i) {
+            self.block(i - i % BLOCK, 1 << (i % BLOCK));
+        }
+    }
+}
+
+/// The feasible nodes the pod-free node rules keep, of the blocks a pass was given (see
+/// [`Evaluator::extrema_by_order`]).
+pub(in crate::engine) struct Probe<'b> {
+    cols: &'b RuleColumns,
+    /// The nodes found, of the one block probed.
+    mask: u64,
+}
+
+impl PlainSink for Probe<'_> {
+    const WHOLE_BLOCKS: bool = true;
+
+    #[inline(always)]
+    fn admitted(&self, base: usize) -> u64 {
+        self.cols.pass(base)
+    }
+
+    fn block(&mut self, _: usize, feasible: u64) {
+        self.mask |= feasible;
+    }
+
+    fn feasible(&mut self, i: usize, _: u32, _: &StaticEval, _: NodeScores) {
+        if self.cols.admits(i) {
+            self.mask |= 1 << (i % BLOCK);
+        }
+    }
+}
+
+/// How many blocks [`Evaluator::extrema_by_order`] may probe for one pod before leaving the
+/// extrema to a pass over every block.
+pub(in crate::engine) const ORDER_PROBES: usize = 8;
+
+/// How many nodes [`Evaluator::extrema_by_order`] may walk for one pod (see [`ORDER_PROBES`]).
+pub(in crate::engine) const ORDER_WALK: usize = 256;
+
+/// Keeps, per node class, the feasible node with the best per-node score, and counts them all.
+pub(in crate::engine) struct KeepBest<'b, 'p> {
+    /// The score rules' side, under a policy with pod-free node rules (the part then includes
+    /// their scores).
+    rules: Option<BestRules<'b>>,
+    winners: Vec<ClassBest>,
+    /// Per class (padded to every class a node may have), the per-node part of its best node so
+    /// far (weighted fit, balanced and image scores); `i64::MIN` while it has none.
+    bars: Vec<i64>,
+    /// The weights of the fit, balanced and image scores.
+    weights: [i64; 3],
+    cols: &'b HotColumns,
+    plan: &'b PodPlan<'p>,
+    feasible: usize,
+}
+
+impl PlainSink for KeepBest<'_, '_> {
+    const RULES_OUT: bool = true;
+
+    /// A node below its class's best part cannot win (the best part only grows).
+    fn bars(&self) -> &[i64] {
+        &self.bars
+    }
+
+    fn part_weights(&self) -> [i64; 3] {
+        self.weights
+    }
+
+    #[inline(always)]
+    fn skip(&mut self, n: usize) {
+        self.feasible += n;
+    }
+
+    fn rules_out(&self) -> bool {
+        self.rules.as_ref().is_none_or(|r| r.exact)
+    }
+
+    #[inline(always)]
+    fn admitted(&self, base: usize) -> u64 {
+        match &self.rules {
+            Some(r) => r.cols.pass(base),
+            None => !0,
+        }
+    }
+
+    #[inline(always)]
+    fn part_bounds(&self, base: usize, out: &mut [f64; BLOCK]) -> bool {
+        match &self.rules {
+            Some(r) => {
+                r.cols.bounds(base, &r.bounds, out);
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[inline(always)]
+    fn feasible(&mut self, i: usize, class: u32, _: &StaticEval, scores: NodeScores) {
+        let mut part = scores.weighed(self.weights);
+        if let Some(r) = &self.rules {
+            if !r.cols.admits(i) {
+                return;
+            }
+            part += r.part(i);
+        }
+        self.feasible += 1;
+        let (Some(w), Some(bar)) = (self.winners.get_mut(class as usize), self.bars.get_mut(class as usize)) else {
+            return;
+        };
+        // Equal parts: the higher tie-break wins, then the later node (as in `best_candidate`).
+        if part < *bar {
+            return;
+        }
+        if part > *bar || w.index == u32::MAX {
+            *w = ClassBest {
+                tie: None,
+                index: i as u32,
+            };
+            *bar = part;
+            return;
+        }
+        let key = |i: usize| self.plan.tie_break(self.cols.name_hash(i));
+        let (tie, held) = (key(i), w.tie.unwrap_or_else(|| key(w.index as usize)));
+        *w = if tie >= held {
+            ClassBest {
+                tie: Some(tie),
+                index: i as u32,
+            }
+        } else {
+            ClassBest {
+                tie: Some(held),
+                index: w.index,
+            }
+        };
+    }
+}
+
+/// The node [`Evaluator::evaluate_best`] picked (index and total) and how many were feasible.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::engine) struct BestNode {
+    pub(in crate::engine) best: Option<(usize, i64)>,
+    pub(in crate::engine) feasible: usize,
+}
+
+/// The per-node score slots of the plain pass and their weights.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::engine) struct PerNodeSlots {
+    slots: [(usize, i64); MAX_SCORES],
+    len: usize,
+}
+
+/// One pod's plain pass over the nodes (see [`Evaluator::plain_nodes`]): what it reads, worked
+/// out once per pod.
+pub(in crate::engine) struct PlainNodes<'e, 'p> {
+    profile: &'e Profile,
+    plan: &'e PodPlan<'p>,
+    usage: &'e BatchUsage<'e>,
+    hot: &'e [NodeHot],
+    evals: &'e [StaticEval],
+    nodes: &'e [Arc<NodeEntry>],
+    image_sums: &'e [i64],
+    /// Some extended resource is requested: only nodes that have some can fit.
+    want_scalars: bool,
+    check_fit: bool,
+    check_ports: bool,
+    /// NodeResourcesFit's slot and cpu and memory weights, when it is scored.
+    fit: Option<(usize, (i64, i64))>,
+    /// BalancedAllocation's slot and the pod's requests, when it is scored.
+    balanced: Option<(usize, &'e [i64])>,
+    image: bool,
+    /// ImageLocality's scale for the pod.
+    image_scale: ImageScale,
+    /// The pair of requests each resource score reads (see `plain_resource_scores`).
+    fit_requests: [i64; 2],
+    balanced_requests: [i64; 2],
+    most_allocated: bool,
+}
+
+impl<'e, 'p> PlainNodes<'e, 'p> {
+    #[inline(always)]
+    fn new(ev: &'e Evaluator<'_>, plan: &'e PodPlan<'p>, usage: &'e BatchUsage<'e>) -> Self {
+        let profile = ev.profile;
+        let slots = profile.slot_of;
+        let req = &plan.pod.requests;
+        let balanced = slots.balanced.zip(plan.balanced_requests.as_deref());
+        let pair = |r: &[i64]| [r.first().copied().unwrap_or(0), r.get(1).copied().unwrap_or(0)];
+        Self {
+            profile,
+            plan,
+            usage,
+            hot: &usage.hot,
+            evals: plan.plain_evals.as_deref().unwrap_or(&plan.class_evals),
+            nodes: ev.snapshot.nodes(),
+            image_sums: ev.image_sums.get(),
+            want_scalars: req.scalars.iter().any(|(_, want)| *want > 0),
+            check_fit: profile.policy.filters.contains(&FilterPlugin::NodeResourcesFit),
+            check_ports: profile.policy.filters.contains(&FilterPlugin::NodePorts) && !plan.port_masks.is_empty(),
+            fit: slots.fit.zip(profile.fit_cpu_memory),
+            balanced,
+            image: slots.image.is_some() && !plan.images.is_empty(),
+            image_scale: ImageScale::of(plan.pod.images.len()),
+            fit_requests: pair(&plan.fit_requests),
+            balanced_requests: balanced.map_or([0, 0], |(_, r)| pair(r)),
+            most_allocated: matches!(profile.policy.scoring_strategy, ScoringStrategy::MostAllocated),
+        }
+    }
+
+    /// The kernel's view of the pod, when the kernel can take it: NodeResourcesFit filters and
+    /// both resource scores are on (what the kernel computes), with requests in its exact range.
+    fn ask(&self) -> Option<PodAsk> {
+        if !(self.check_fit && self.fit.is_some() && self.balanced.is_some()) || self.usage.cols.len() != self.hot.len()
+        {
+            return None;
+        }
+        let req = &self.plan.pod.requests;
+        let ask = PodAsk::new(
+            [req.milli_cpu, req.memory, req.ephemeral_storage],
+            self.fit_requests,
+            self.balanced_requests,
+            self.most_allocated,
+        )?;
+        if !self.image || self.image_sums.len() < self.usage.cols.len().div_ceil(BLOCK) * BLOCK {
+            return Some(ask);
+        }
+        Some(ask.with_image(ImageAsk {
+            min: MIN_IMAGE_THRESHOLD,
+            max: self.image_scale.max,
+        }))
+    }
+
+    /// The nodes block by block: the kernel filters on resources and scores them, the class and
+    /// the rest are checked on the nodes it passed, in node order; a node it flags as out of its
+    /// range goes through [`PlainNodes::node`].
+    #[inline(always)]
+    fn blocks<S: PlainSink>(
+        &self,
+        kernel: Kernel,
+        ask: &PodAsk,
+        bases: impl Iterator<Item = usize>,
+        deadline: Deadline,
+        sink: &mut S,
+    ) -> Result<(), DeadlinePassed> {
+        let cols = &*self.usage.cols;
+        let mut out = BlockScores::default();
+        let mut bounds = [0.0; BLOCK];
+        let weights = self.fit.map_or((0, 0), |(_, w)| w);
+        // -1 for a class the pod's static predicates allow, 0 for one they reject (or unknown).
+        let mut allowed = ClassAllowed::take_spare();
+        allowed.clear();
+        allowed.extend(self.evals.iter().map(|se| -i32::from(!se.rejected)));
+        let classes = allowed.len().max(cols.max_class() as usize + 1);
+        allowed.resize(classes, 0);
+        // A sink that rules nodes out is asked first, block by block, by the kernel (its bars
+        // gathered by class) rather than by a branch per node; only the nodes the kernel passes
+        // that are surely feasible are ruled out (and counted as feasible): not with extended
+        // resources to check node by node, nor a node where a host port of the pod may be in
+        // use; and only when the kernel has every score of the part.
+        let part_weights = PartWeights::new(weights, sink.part_weights()).filter(|_| {
+            S::RULES_OUT
+                && sink.rules_out()
+                && !(self.check_fit && self.want_scalars)
+                && (ask.scores_image() || !self.image)
+        });
+        let scores_of = |out: &BlockScores, j: usize, i: usize| {
+            let mut scores = NodeScores {
+                fit: fit::weigh(i64::from(out.cpu[j]), i64::from(out.memory[j]), weights),
+                balanced: i64::from(out.balanced[j]),
+                image: 0,
+            };
+            if ask.scores_image() {
+                scores.image = i64::from(out.image[j]);
+            } else {
+                self.image(i, &mut scores);
+            }
+            scores
+        };
+        for base in bases {
+            if base % 4096 == 0 && base > 0 && deadline.passed() {
+                return Err(DeadlinePassed);
+            }
+            let masks = if S::WHOLE_BLOCKS {
+                kernel.masks(cols, base, ask, &allowed)
+            } else {
+                kernel.block(cols, base, ask, &allowed, self.image_sums, &mut out)
+            };
+            let admitted = sink.admitted(base);
+            let (mut fast, slow) = (masks.fast & admitted, masks.slow & admitted);
+            if self.check_fit && self.want_scalars {
+                // A pod requesting an extended resource fits only nodes that have some.
+                fast &= cols.scalar_nodes(base);
+            }
+            if S::WHOLE_BLOCKS {
+                if self.has_rest() {
+                    fast = self.fitting_rest(base, fast);
+                }
+                sink.block(base, fast);
+                fast = 0;
+            }
+            if let Some(w) = part_weights.as_ref().filter(|_| fast != 0) {
+                let sure = if self.check_ports {
+                    fast & !self.ports_maybe(base, fast)
+                } else {
+                    fast
+                };
+                let extra = sink.part_bounds(base, &mut bounds).then_some(&bounds);
+                let keep = sure & kernel.reaching(cols, base, &out, w, extra, sink.bars());
+                sink.skip((sure & !keep).count_ones() as usize);
+                fast &= keep | !sure;
+            }
+            let mut todo = fast | slow;
+            while todo != 0 {
+                let j = todo.trailing_zeros() as usize;
+                todo &= todo - 1;
+                let i = base + j;
+                if slow & (1 << j) != 0 {
+                    self.node(i, sink);
+                    continue;
+                }
+                if !self.fits_rest(i) {
+                    continue;
+                }
+                let class = cols.class(i);
+                sink.feasible(i, class, &self.evals[class as usize], scores_of(&out, j, i));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the pod has filters the kernel leaves to the node (host ports, extended resources).
+    #[inline(always)]
+    fn has_rest(&self) -> bool {
+        self.check_ports || (self.check_fit && self.want_scalars)
+    }
+
+    /// The filters the kernel leaves to the node: host ports and extended resources (the node's
+    /// hot fields are read only for a pod that has either).
+    #[inline(always)]
+    fn fits_rest(&self, i: usize) -> bool {
+        let plan = self.plan;
+        if !self.has_rest() {
+            return true;
+        }
+        // The node's port list (behind two pointers) only when its keys do not say.
+        if self.check_ports
+            && plan.may_conflict(self.usage.cols.port_bits(i))
+            && plan
+                .keyed_conflict(self.usage.cols.port_keys(i))
+                .unwrap_or_else(|| node_ports::conflicts(&plan.pod.host_ports, &self.usage.get(i).host_ports))
+        {
+            return false;
+        }
+        !(self.check_fit
+            && self.want_scalars
+            && !(self.hot[i].has_scalars
+                && fit::fits_scalars(&plan.pod.requests.scalars, &self.nodes[i].spec, self.usage.get(i))))
+    }
+
+    /// Of the `nodes` of the block at `base`, those that pass [`PlainNodes::fits_rest`].
+    fn fitting_rest(&self, base: usize, nodes: u64) -> u64 {
+        let (mut fit, mut left) = (0u64, nodes);
+        while left != 0 {
+            let j = left.trailing_zeros() as usize;
+            left &= left - 1;
+            if self.fits_rest(base + j) {
+                fit |= 1 << j;
+            }
+        }
+        fit
+    }
+
+    /// Of the `nodes` of the block at `base`, those on which a host port of the pod may be in use
+    /// (the others have none of its ports in use).
+    fn ports_maybe(&self, base: usize, nodes: u64) -> u64 {
+        let (mut maybe, mut left) = (0u64, nodes);
+        let cols = &self.usage.cols;
+        while left != 0 {
+            let j = left.trailing_zeros() as usize;
+            left &= left - 1;
+            if self.plan.may_conflict(cols.port_bits(base + j))
+                && self.plan.keyed_conflict(cols.port_keys(base + j)) != Some(false)
+            {
+                maybe |= 1 << j;
+            }
+        }
+        maybe
+    }
+
+    /// Adds ImageLocality's score of node `i`.
+    #[inline(always)]
+    fn image(&self, i: usize, scores: &mut NodeScores) {
+        if self.image {
+            // A node without the pod's images scores 0 (a sum under the minimum threshold).
+            let sum = self.image_sums[i];
+            if sum != 0 {
+                scores.image = self.image_scale.score(sum);
+            }
+        }
+    }
+
+    /// Filters and scores node `i` alone, handing it to `sink` when feasible.
+    #[inline(always)]
+    fn node(&self, i: usize, sink: &mut impl PlainSink) {
+        let h = &self.hot[i];
+        let Some(se) = self.evals.get(h.class as usize) else {
+            return;
+        };
+        if se.rejected {
+            return;
+        }
+        let req = &self.plan.pod.requests;
+        let (want_cpu, want_memory, want_ephemeral) = (req.milli_cpu, req.memory, req.ephemeral_storage);
+        if self.check_fit
+            && (h.pod_count + 1 > h.allowed_pods
+                || (want_cpu > 0 && want_cpu > h.alloc_cpu.saturating_sub(h.req_cpu))
+                || (want_memory > 0 && want_memory > h.alloc_memory.saturating_sub(h.req_memory))
+                || (want_ephemeral > 0 && want_ephemeral > h.alloc_ephemeral.saturating_sub(h.req_ephemeral)))
+        {
+            return;
+        }
+        if !self.fits_rest(i) {
+            return;
+        }
+        let mut scores = NodeScores::default();
+        let paired = self.fit.zip(self.balanced).and_then(|((_, weights), _)| {
+            plain_resource_scores(h, self.fit_requests, self.balanced_requests, self.most_allocated)
+                .map(|(cpu, memory, b)| (fit::weigh(cpu, memory, weights), b))
+        });
+        if let Some((f, b)) = paired {
+            scores.fit = f;
+            scores.balanced = b;
+        } else {
+            if let Some((_, weights)) = self.fit {
+                scores.fit = fit::score_cpu_memory(
+                    &self.profile.policy.scoring_strategy,
+                    weights,
+                    &self.plan.fit_requests,
+                    h,
+                );
+            }
+            if let Some((_, requests)) = self.balanced {
+                scores.balanced = balanced_allocation::score_cpu_memory(requests, h);
+            }
+        }
+        self.image(i, &mut scores);
+        sink.feasible(i, h.class, se, scores);
+    }
+}
+
+pooled_buffer!(
+    pub(in crate::engine) TotalsBuffer,
+    Scored,
+    SPARE_TOTALS,
+    "Rank's list of feasible nodes and their totals (see [`Evaluator::evaluate_totals`])."
+);
+
+pooled_buffer!(
+    pub(in crate::engine) ClassAllowed,
+    i32,
+    SPARE_CLASS_ALLOWED,
+    "Per node class, whether the pod's static predicates allow it, as the kernel reads it."
+);
+
+impl Evaluator<'_> {
+    /// [`Evaluator::evaluate`] without reasons: the plain pass when it applies.
+    pub(in crate::engine) fn evaluate_quiet(
+        &mut self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        placed: &Placed<'_>,
+        deadline: Deadline,
+    ) -> Result<(), DeadlinePassed> {
+        if self.allow_plain && plan.plain && plan.topo.is_none() {
+            self.evaluate_plain(plan, usage, deadline)
+        } else {
+            self.evaluate(plan, usage, placed, deadline, None)
+        }
+    }
+
+    /// [`Evaluator::evaluate`] for the common pod, when no reasons are wanted: no topology state,
+    /// no node name, not selecting per node, under a policy
+    /// whose resource scores read cpu and memory only. Every filter then reads the node's hot
+    /// fields or its class, and NodeAffinity's and TaintToleration's scores are per class, so they
+    /// are normalized once per class instead of once per node. Bit for bit the same candidates,
+    /// extrema and totals as the general pass (`plain_pass_equals_the_general_one`).
+    pub(in crate::engine) fn evaluate_plain(
+        &mut self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        deadline: Deadline,
+    ) -> Result<(), DeadlinePassed> {
+        let slots = self.profile.slot_of;
+        let mut sink = KeepAll {
+            candidates: std::mem::take(&mut *self.candidates),
+            slots,
+            maxima: ClassMaxima::NONE,
+        };
+        sink.candidates.clear();
+        let (sink, passed) = self.plain_pass_ruled(plan, usage, deadline, sink);
+        let KeepAll { candidates, maxima, .. } = sink;
+        *self.candidates = candidates;
+        passed?;
+        // The extrema the general normalization finds: NodeAffinity's and TaintToleration's
+        // maxima over the feasible nodes (0 when none), and the score rules' extrema.
+        // (The score rules' extrema were set by the pass: see `plain_pass_ruled`.)
+        self.set_class_extrema(!self.candidates.is_empty(), maxima);
+        let ruled = self.profile.score_rules() > 0;
+        let (class_part, per_node) = self.plain_weights(&plan.class_evals);
+        let per_node = &per_node.slots[..per_node.len];
+        let hot = &*usage.hot;
+        let scaling = self.rule_scaling();
+        let n = self.profile.score_rules();
+        let rule_raw = self.rule_raw.borrow();
+        for c in self.candidates.iter_mut() {
+            let mut total = class_part[hot[c.index as usize].class as usize];
+            for &(slot, weight) in per_node {
+                total += c.raw[slot] * weight;
+            }
+            if ruled {
+                let i = c.index as usize;
+                if let Some(scores) = rule_raw.get(i * n..(i + 1) * n) {
+                    total += scaling.part(scores);
+                }
+            }
+            c.total = total;
+        }
+        Ok(())
+    }
+
+    /// [`Evaluator::plain_pass`] with `sink`, through a [`RuleSink`] when the policy's rules
+    /// need one; gives the sink back.
+    fn plain_pass_ruled<S: PlainSink>(
+        &mut self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        deadline: Deadline,
+        mut sink: S,
+    ) -> (S, Result<(), DeadlinePassed>) {
+        let profile = self.profile;
+        let Some(rules) = profile.rules_in_sink() else {
+            let passed = self.plain_pass(plan, usage, deadline, &mut sink);
+            return (sink, passed);
+        };
+        debug_assert!(!S::RULES_OUT, "a sink that bars nodes would skip the rules");
+        let mut raw = std::mem::take(self.rule_raw.get_mut());
+        let mut statics = std::mem::take(self.node_statics.get_mut());
+        let mut changed = std::mem::take(&mut self.changed_rules);
+        let kept = self.node_rules.clone();
+        let snapshot = self.snapshot;
+        let mut ruled = RuleSink {
+            inner: sink,
+            rules,
+            plan,
+            usage,
+            nodes: snapshot.nodes(),
+            kept: kept.as_deref(),
+            changed: &mut changed,
+            statics: &mut statics,
+            raw: &mut raw,
+            node_filters: (0..rules.filters.len()).filter(|&k| !rules.class_level(k)).collect(),
+            score_rules: (rules.filters.len()..rules.width())
+                .map(|k| (k, rules.class_level(k)))
+                .collect(),
+            extrema: vec![(i64::MAX, i64::MIN); rules.scores.len()],
+        };
+        let passed = self.plain_pass(plan, usage, deadline, &mut ruled);
+        let extrema = std::mem::take(&mut ruled.extrema);
+        let sink = ruled.inner;
+        self.rule_extrema = settled(extrema);
+        *self.rule_raw.get_mut() = raw;
+        *self.node_statics.get_mut() = statics;
+        self.changed_rules = changed;
+        (sink, passed)
+    }
+
+    /// The plain pass keeping only the best feasible node and the count of feasible ones: what
+    /// Schedule needs of a pod whose candidates no later pod re-scores. Per node class it keeps
+    /// the node with the best per-node part of the total (the class-wide part is the same for all
+    /// of a class's nodes, and known only once every node is filtered); the best of those winners
+    /// is the node [`best_candidate`] picks from the full list, ties broken alike
+    /// (`plain_pass_equals_the_general_one`). `None` when the plain pass does not apply.
+    pub(in crate::engine) fn evaluate_best(
+        &mut self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        deadline: Deadline,
+    ) -> Option<Result<BestNode, DeadlinePassed>> {
+        if !(self.allow_plain && plan.plain && plan.topo.is_none()) {
+            return None;
+        }
+        // Score rules are normalized over the feasible nodes, and node rules would have to run
+        // before the bars: those pods keep each feasible node's total (16 bytes, not a
+        // candidate) and the best is picked from them as from the candidates.
+        if self.profile.rules_in_sink().is_some() {
+            if let Some(cols) = self.rule_columns(usage) {
+                let best = self.evaluate_best_ruled(plan, usage, deadline, &cols);
+                self.rule_cols = Some(cols);
+                return Some(best);
+            }
+            let totals = match self.evaluate_totals(plan, usage, deadline) {
+                Ok(t) => t,
+                Err(DeadlinePassed) => return Some(Err(DeadlinePassed)),
+            };
+            let hot = &*usage.hot;
+            let best = best_candidate(
+                totals.iter(),
+                |s| (s.total, s.index),
+                |s| plan.tie_break(hot[s.index as usize].name_hash),
+            )
+            .map(|s| (s.index as usize, s.total));
+            return Some(Ok(BestNode {
+                best,
+                feasible: totals.len(),
+            }));
+        }
+        Some(self.best_of_classes(plan, usage, deadline, None))
+    }
+
+    /// [`Evaluator::evaluate_best`]'s pass keeping each node class's best node: with `rules`,
+    /// the part includes the score rules' and only the nodes the pod-free node rules keep are
+    /// feasible.
+    fn best_of_classes(
+        &mut self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        deadline: Deadline,
+        rules: Option<BestRules<'_>>,
+    ) -> Result<BestNode, DeadlinePassed> {
+        self.candidates.clear();
+        let weights = self.per_node_weights();
+        let mut winners = std::mem::take(&mut self.class_best);
+        winners.clear();
+        winners.resize(plan.class_evals.len(), ClassBest::NONE);
+        let mut bars = std::mem::take(&mut self.class_bars);
+        bars.clear();
+        bars.resize(winners.len().max(usage.cols.max_class() as usize + 1), i64::MIN);
+        let mut sink = KeepBest {
+            rules,
+            winners,
+            bars,
+            weights,
+            cols: &usage.cols,
+            plan,
+            feasible: 0,
+        };
+        let passed = self.plain_pass(plan, usage, deadline, &mut sink);
+        let KeepBest {
+            winners,
+            bars,
+            feasible,
+            ..
+        } = sink;
+        if passed.is_err() {
+            self.class_best = winners;
+            self.class_bars = bars;
+            return Err(DeadlinePassed);
+        }
+        let evals = &*plan.class_evals;
+        let mut maxima = ClassMaxima::NONE;
+        for (w, se) in winners.iter().zip(evals) {
+            if w.index != u32::MAX {
+                maxima.see(se);
+            }
+        }
+        self.set_class_extrema(feasible > 0, maxima);
+        let hot = &*usage.hot;
+        // Each class's winner with its class-wide part added: the best of them is the best node.
+        // The part depends on two raw scores most classes share: the last one is remembered.
+        let mut last_part: Option<((i64, i64), i64)> = None;
+        let finalists = winners
+            .iter()
+            .zip(evals)
+            .zip(&bars)
+            .enumerate()
+            .filter(|(_, ((w, _), _))| w.index != u32::MAX)
+            .map(|(class, ((w, se), part))| {
+                let raw = (se.affinity_weight, se.prefer_taints);
+                let class_part = match last_part {
+                    Some((r, p)) if r == raw => p,
+                    _ => {
+                        let p = self.class_part(se);
+                        last_part = Some((raw, p));
+                        p
+                    }
+                };
+                Scored {
+                    index: w.index,
+                    class: class as u32,
+                    total: part + class_part,
+                }
+            });
+        let best = best_candidate(
+            finalists,
+            |s| (s.total, s.index),
+            |s| plan.tie_break(hot[s.index as usize].name_hash),
+        );
+        self.class_bars = bars;
+        self.class_best = winners;
+        Ok(BestNode {
+            best: best.map(|s| (s.index as usize, s.total)),
+            feasible,
+        })
+    }
+
+    /// [`Evaluator::evaluate_best`] under a policy whose pod-free node rules sit in `cols`: the
+    /// score rules' extrema over the feasible nodes those rules keep (the normalization's) come
+    /// from each rule's order, or else from a first pass over the kernel's masks; then a pass
+    /// keeps each class's best node as without rules, its part including the score rules'
+    /// (bounded above per node for the kernel's rule-out). The same node and total as keeping
+    /// every feasible node's total (`plain_pass_equals_the_general_one`).
+    fn evaluate_best_ruled(
+        &mut self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        deadline: Deadline,
+        cols: &RuleColumns,
+    ) -> Result<BestNode, DeadlinePassed> {
+        let profile = self.profile;
+        let Some(rules) = profile.rules_in_sink() else {
+            return self.best_of_classes(plan, usage, deadline, None);
+        };
+        self.image_sums(plan);
+        let by_order = self.extrema_by_order(plan, usage, cols);
+        self.image_sums.deactivate();
+        self.rule_extrema = match by_order {
+            Some(extrema) => extrema,
+            None => {
+                let mut first = RuleExtrema {
+                    cols,
+                    kernel: self.kernel,
+                    extrema: vec![(i64::MAX, i64::MIN); rules.scores.len()],
+                    feasible: 0,
+                };
+                self.plain_pass(plan, usage, deadline, &mut first)?;
+                if first.feasible == 0 {
+                    self.rule_extrema = settled(first.extrema);
+                    self.set_class_extrema(false, ClassMaxima::NONE);
+                    return Ok(BestNode {
+                        best: None,
+                        feasible: 0,
+                    });
+                }
+                settled(first.extrema)
+            }
+        };
+        let within = |v: i64| (-EXACT_SCORE..=EXACT_SCORE).contains(&v);
+        let exact = self.rule_extrema.iter().all(|&(lo, hi)| within(lo) && within(hi));
+        let bounds = rules
+            .scores
+            .iter()
+            .zip(&self.rule_extrema)
+            .map(|(rule, &(lo, hi))| {
+                let scale = if hi > lo {
+                    MAX_NODE_SCORE as f64 * rule.weight as f64 / (hi - lo) as f64
+                } else {
+                    0.0
+                };
+                (lo as f64, scale)
+            })
+            .collect();
+        let rules = BestRules {
+            cols,
+            scaling: self.rule_scaling(),
+            bounds,
+            exact,
+        };
+        self.best_of_classes(plan, usage, deadline, Some(rules))
+    }
+
+    /// The score rules' extrema over the feasible nodes the pod-free node rules keep, read off
+    /// each rule's order ([`RuleColumns::by_score`]): from either end, the first node feasible
+    /// for the pod holds the extremum, since no node before it is. Feasibility is the plain
+    /// pass's through the kernel, a block at a time (kept per block). `None` when that would
+    /// take more than [`ORDER_PROBES`] blocks (or no node is feasible), or the kernel does not
+    /// take the pod: a pass over every block finds them then. The pod's image sums must be
+    /// active.
+    fn extrema_by_order(
+        &self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        cols: &RuleColumns,
+    ) -> Option<Vec<(i64, i64)>> {
+        let pass = PlainNodes::new(self, plan, usage);
+        let (kernel, ask) = (self.kernel?, pass.ask()?);
+        let mut probed: Vec<(usize, u64)> = Vec::with_capacity(ORDER_PROBES);
+        let mut walked = 0usize;
+        let mut feasible = |i: usize| -> Option<bool> {
+            // A node of a class the pod's static predicates reject is not feasible: no probe.
+            walked += 1;
+            if walked > ORDER_WALK {
+                return None;
+            }
+            let class = usage.cols.class(i) as usize;
+            if pass.evals.get(class).is_none_or(|se| se.rejected) || !usage.cols.may_fit(i, &ask) {
+                return Some(false);
+            }
+            let base = i - i % BLOCK;
+            let mask = match probed.iter().find(|(b, _)| *b == base) {
+                Some(&(_, mask)) => mask,
+                None => {
+                    if probed.len() == ORDER_PROBES {
+                        return None;
+                    }
+                    let mut probe = Probe { cols, mask: 0 };
+                    pass.blocks(kernel, &ask, std::iter::once(base), Deadline::none(), &mut probe)
+                        .ok()?;
+                    probed.push((base, probe.mask));
+                    probe.mask
+                }
+            };
+            Some(mask >> (i % BLOCK) & 1 != 0)
+        };
+        let rules = self.profile.score_rules();
+        let mut extrema = Vec::with_capacity(rules);
+        for j in 0..rules {
+            let mut least = None;
+            for (v, i) in cols.by_score(j) {
+                if feasible(i as usize)? {
+                    least = Some(v);
+                    break;
+                }
+            }
+            let mut greatest = None;
+            for (v, i) in cols.by_score(j).rev() {
+                if feasible(i as usize)? {
+                    greatest = Some(v);
+                    break;
+                }
+            }
+            extrema.push((least?, greatest?));
+        }
+        Some(extrema)
+    }
+
+    /// The pod-free node rules' [`RuleColumns`] as `usage` leaves them, taken out of the
+    /// evaluator (built on first use, then updated on the nodes whose usage moved since), when
+    /// Schedule's best-node pass can read them: the policy's score rules are all pod-free (a
+    /// class-level score rule's values are the pod's), and the vector kernel runs.
+    fn rule_columns(&mut self, usage: &BatchUsage<'_>) -> Option<RuleColumns> {
+        let profile = self.profile;
+        let rules = profile.rules_in_sink()?;
+        if self.kernel.is_none() || rules.scores.iter().any(|s| s.class_level) {
+            return None;
+        }
+        let snapshot = self.snapshot;
+        let built = self.rule_cols.take();
+        let fresh = built.is_none();
+        let mut cols = built.unwrap_or_else(|| RuleColumns::new(snapshot.nodes().len(), rules.scores.len()));
+        let mut kept = KeptRules {
+            rules,
+            kept: self.node_rules.as_deref(),
+            changed: &mut self.changed_rules,
+            statics: self.node_statics.get_mut(),
+            nodes: snapshot.nodes(),
+        };
+        if fresh {
+            for i in 0..cols.len() {
+                kept.set_node(&mut cols, usage, i);
+            }
+            cols.sort();
+            return Some(cols);
+        }
+        // Every node whose entries are not the snapshot's is listed as moved: those and the
+        // nodes the batch changed are all that can be out of date.
+        for i in cols.take_moved() {
+            if usage.stamp(i as usize) != cols.stamp(i as usize) {
+                kept.set_node(&mut cols, usage, i as usize);
+            }
+            cols.keep_moved(i);
+        }
+        for &i in usage.changed_nodes() {
+            if usage.stamp(i as usize) != cols.stamp(i as usize) {
+                kept.set_node(&mut cols, usage, i as usize);
+            }
+        }
+        if cols.overlay_is_large() {
+            cols.sort();
+        }
+        Some(cols)
+    }
+
+    /// The plain pass keeping each feasible node's index and total, in node order: Rank's list to
+    /// pick the top k from, a fifth of the bytes of the candidates `evaluate_plain` writes.
+    pub(in crate::engine) fn evaluate_totals(
+        &mut self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        deadline: Deadline,
+    ) -> Result<TotalsBuffer, DeadlinePassed> {
+        self.candidates.clear();
+        let mut totals = TotalsBuffer::take_spare();
+        totals.clear();
+        totals.reserve(usage.hot.len());
+        let sink = KeepTotals {
+            totals,
+            weights: self.per_node_weights(),
+            maxima: ClassMaxima::NONE,
+        };
+        let (sink, passed) = self.plain_pass_ruled(plan, usage, deadline, sink);
+        let KeepTotals { mut totals, maxima, .. } = sink;
+        if passed.is_err() {
+            return Err(DeadlinePassed);
+        }
+        self.set_class_extrema(!totals.is_empty(), maxima);
+        // (The score rules' extrema were set by the pass: see `plain_pass_ruled`.)
+        let ruled = self.profile.score_rules() > 0;
+        let (class_part, _) = self.plain_weights(&plan.class_evals);
+        let scaling = self.rule_scaling();
+        let n = self.profile.score_rules();
+        let rule_raw = self.rule_raw.borrow();
+        for s in totals.iter_mut() {
+            s.total += class_part[s.class as usize];
+            if ruled {
+                let i = s.index as usize;
+                if let Some(scores) = rule_raw.get(i * n..(i + 1) * n) {
+                    s.total += scaling.part(scores);
+                }
+            }
+        }
+        drop(rule_raw);
+        Ok(totals)
+    }
+
+    /// The weights of the fit, balanced and image scores in the plain pass (0 when not scored).
+    fn per_node_weights(&self) -> [i64; 3] {
+        let weight_of = |slot: Option<usize>| {
+            slot.and_then(|s| self.profile.plain_slots.iter().find(|(x, _, _)| *x == s))
+                .map_or(0, |(_, _, w)| *w)
+        };
+        let slots = self.profile.slot_of;
+        [weight_of(slots.fit), weight_of(slots.balanced), weight_of(slots.image)]
+    }
+
+    /// Sets the extrema the plain pass normalizes with: NodeAffinity's and TaintToleration's
+    /// maxima over the feasible nodes (0 when none is feasible), nothing else.
+    fn set_class_extrema(&mut self, any_feasible: bool, maxima: ClassMaxima) {
+        let slots = self.profile.slot_of;
+        self.topo_active = TopoActive::default();
+        self.norm_max = [0; MAX_SCORES];
+        self.norm_min = [0; MAX_SCORES];
+        if any_feasible {
+            if let Some(slot) = slots.affinity {
+                self.norm_max[slot] = maxima.affinity;
+            }
+            if let Some(slot) = slots.taints {
+                self.norm_max[slot] = maxima.taints;
+            }
+        }
+    }
+
+    /// The plain pass's weights: per class, the weighted normalized NodeAffinity and
+    /// TaintToleration scores (with the extrema set last); per node, the other slots and weights.
+    fn plain_weights(&self, evals: &[StaticEval]) -> (Vec<i64>, PerNodeSlots) {
+        let mut per_node = PerNodeSlots {
+            slots: [(0, 0); MAX_SCORES],
+            len: 0,
+        };
+        for &(slot, plugin, weight) in &self.profile.plain_slots {
+            if !matches!(plugin, ScorePlugin::NodeAffinity | ScorePlugin::TaintToleration) {
+                per_node.slots[per_node.len] = (slot, weight);
+                per_node.len += 1;
+            }
+        }
+        let class_part = evals.iter().map(|se| self.class_part(se)).collect();
+        (class_part, per_node)
+    }
+
+    /// The class-wide part of the total of a node of a class with these static predicates: its
+    /// weighted normalized NodeAffinity and TaintToleration scores (with the extrema set last).
+    #[inline]
+    fn class_part(&self, se: &StaticEval) -> i64 {
+        let mut part = 0;
+        for &(slot, plugin, weight) in &self.profile.plain_slots {
+            let raw = match plugin {
+                ScorePlugin::NodeAffinity => se.affinity_weight,
+                ScorePlugin::TaintToleration => se.prefer_taints,
+                _ => continue,
+            };
+            part += self.normalized(plugin, slot, raw) * weight;
+        }
+        part
+    }
+
+    /// Filters every node through the hot fields and the class's static predicates, and hands
+    /// each feasible node's raw per-node scores to `sink` (see [`Evaluator::evaluate_plain`]).
+    #[inline(always)]
+    fn plain_pass(
+        &mut self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        deadline: Deadline,
+        sink: &mut impl PlainSink,
+    ) -> Result<(), DeadlinePassed> {
+        self.image_sums(plan);
+        let passed = self.plain_nodes(plan, usage, deadline, sink);
+        self.image_sums.deactivate();
+        passed
+    }
+
+    /// The loop of [`Evaluator::plain_pass`], between adding and removing the pod's image sums:
+    /// through the vector kernel block by block where it applies, node by node otherwise.
+    #[inline(always)]
+    fn plain_nodes(
+        &self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        deadline: Deadline,
+        sink: &mut impl PlainSink,
+    ) -> Result<(), DeadlinePassed> {
+        let pass = PlainNodes::new(self, plan, usage);
+        if let (Some(kernel), Some(ask)) = (self.kernel, pass.ask()) {
+            return pass.blocks(kernel, &ask, (0..usage.cols.len()).step_by(BLOCK), deadline, sink);
+        }
+        for i in 0..pass.hot.len() {
+            if i % 4096 == 4095 && deadline.passed() {
+                return Err(DeadlinePassed);
+            }
+            pass.node(i, sink);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "plain_tests.rs"]
+mod tests;
