@@ -665,6 +665,18 @@ pub enum StorageKey {
 }
 
 impl StorageObject {
+    /// Adds it to the list of its kind in `snapshot`, as a full snapshot carries it.
+    pub fn push_into(self, snapshot: &mut proto::Snapshot) {
+        match self {
+            Self::Claim(c) => snapshot.persistent_volume_claims.push(c),
+            Self::Volume(v) => snapshot.persistent_volumes.push(v),
+            Self::Class(c) => snapshot.storage_classes.push(c),
+            Self::CsiNode(n) => snapshot.csi_nodes.push(n),
+            Self::CsiDriver(d) => snapshot.csi_drivers.push(d),
+            Self::Capacity(c) => snapshot.csi_storage_capacities.push(c),
+        }
+    }
+
     /// Its identity.
     pub fn key(&self) -> StorageKey {
         match self {

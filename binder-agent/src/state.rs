@@ -522,14 +522,7 @@ impl ClusterState {
             .collect();
         storage.sort_by(|a, b| a.0.cmp(b.0));
         for (_, obj) in storage {
-            match obj.clone() {
-                StorageObject::Claim(c) => snapshot.persistent_volume_claims.push(c),
-                StorageObject::Volume(v) => snapshot.persistent_volumes.push(v),
-                StorageObject::Class(c) => snapshot.storage_classes.push(c),
-                StorageObject::CsiNode(n) => snapshot.csi_nodes.push(n),
-                StorageObject::CsiDriver(d) => snapshot.csi_drivers.push(d),
-                StorageObject::Capacity(c) => snapshot.csi_storage_capacities.push(c),
-            }
+            obj.clone().push_into(snapshot);
         }
     }
 

@@ -224,14 +224,7 @@ impl Workload {
         // As a full snapshot carries them: each valid, none twice.
         let mut snapshot = proto::Snapshot::default();
         for o in &self.storage {
-            match o.clone() {
-                StorageObject::Claim(c) => snapshot.persistent_volume_claims.push(c),
-                StorageObject::Volume(v) => snapshot.persistent_volumes.push(v),
-                StorageObject::Class(c) => snapshot.storage_classes.push(c),
-                StorageObject::CsiNode(n) => snapshot.csi_nodes.push(n),
-                StorageObject::CsiDriver(d) => snapshot.csi_drivers.push(d),
-                StorageObject::Capacity(c) => snapshot.csi_storage_capacities.push(c),
-            }
+            o.clone().push_into(&mut snapshot);
         }
         let parts = convert::storage("storage", &snapshot).map_err(|e| SimError::Invalid(e.to_string()))?;
         placement_scheduler::engine::volumes::StorageObjects::from_parts(parts)

@@ -108,6 +108,14 @@ pub(crate) fn labelled_pod(uid: &str, labels: &[(&str, &str)]) -> PodSpec {
     }
 }
 
+/// A pod labelled `labels` bound to `node`.
+pub(crate) fn labelled_pod_on(node: &str, uid: &str, labels: &[(&str, &str)]) -> PodSpec {
+    PodSpec {
+        node_name: Some(node.into()),
+        ..labelled_pod(uid, labels)
+    }
+}
+
 /// `n` pods labelled `foo` bound to `node`.
 pub(crate) fn foo_pods_on(node: &str, n: usize) -> Vec<PodSpec> {
     (0..n)

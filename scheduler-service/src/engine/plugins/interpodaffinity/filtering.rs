@@ -186,7 +186,7 @@ impl crate::engine::plugins::contract::Filter for super::InterPodAffinity {
 mod tests {
     use super::*;
     use crate::engine::model::{LabelSelector, PodAffinityTerm, PodAffinityTerms};
-    use crate::engine::plugins::testing::{exists, is_in, labelled_pod, zone_nodes};
+    use crate::engine::plugins::testing::{exists, is_in, labelled_pod, labelled_pod_on as on, zone_nodes};
     use crate::engine::snapshot::Snapshot;
     use crate::engine::topology::Placed;
 
@@ -202,14 +202,6 @@ mod tests {
         PodAffinityTerms {
             required: vec![t],
             preferred: vec![],
-        }
-    }
-
-    /// A pod labelled `labels` bound to `node`.
-    fn on(node: &str, uid: &str, labels: &[(&str, &str)]) -> PodSpec {
-        PodSpec {
-            node_name: Some(node.into()),
-            ..labelled_pod(uid, labels)
         }
     }
 

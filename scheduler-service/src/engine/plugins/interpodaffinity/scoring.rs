@@ -84,7 +84,7 @@ impl crate::engine::plugins::contract::Score for super::InterPodAffinity {
 mod tests {
     use super::*;
     use crate::engine::model::{LabelSelector, PodAffinityTerms, WeightedPodAffinityTerm};
-    use crate::engine::plugins::testing::{exists, is_in, labelled_pod, zone_nodes};
+    use crate::engine::plugins::testing::{exists, is_in, labelled_pod, labelled_pod_on as on, zone_nodes};
     use crate::engine::snapshot::Snapshot;
     use crate::engine::topology::Placed;
 
@@ -100,13 +100,6 @@ mod tests {
         PodAffinityTerms {
             required: vec![],
             preferred: vec![WeightedPodAffinityTerm { weight, term: t }],
-        }
-    }
-
-    fn on(node: &str, uid: &str, labels: &[(&str, &str)]) -> PodSpec {
-        PodSpec {
-            node_name: Some(node.into()),
-            ..labelled_pod(uid, labels)
         }
     }
 
