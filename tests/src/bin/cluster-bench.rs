@@ -358,14 +358,26 @@ async fn delete_namespace(client: &Client, ns: &str) -> anyhow::Result<()> {
     if gone(Duration::from_secs(5)).await? {
         return Ok(());
     }
-    if let Some(mut n) = namespaces.get_opt(ns).await? {
+    // A namespace controller (when one runs) updates the namespace meanwhile: a 409 means the
+    // read was stale, so read it again and retry.
+    for attempt in 1..=5 {
+        let Some(mut n) = namespaces.get_opt(ns).await? else {
+            break;
+        };
         n.spec = Some(NamespaceSpec {
             finalizers: Some(Vec::new()),
         });
-        namespaces
+        match namespaces
             .replace_subresource("finalize", ns, &PostParams::default(), &n)
             .await
-            .with_context(|| format!("finalizing namespace {ns}"))?;
+        {
+            Ok(_) => break,
+            Err(kube::Error::Api(s)) if s.code == 404 => break,
+            Err(kube::Error::Api(s)) if s.code == 409 && attempt < 5 => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context(format!("finalizing namespace {ns}"))),
+        }
     }
     ensure!(
         gone(Duration::from_secs(30)).await?,
