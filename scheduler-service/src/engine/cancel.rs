@@ -31,6 +31,11 @@ pub fn requested_at(i: usize) -> bool {
     i % POLL_EVERY == POLL_EVERY - 1 && requested()
 }
 
+/// The flag of the scope this thread is in, to enter the same scope on a helper thread.
+pub fn current() -> Option<Arc<AtomicBool>> {
+    FLAG.with(|f| f.borrow().clone())
+}
+
 /// Work on this thread belongs to the call of `flag` until the scope is dropped.
 #[must_use = "the scope ends when dropped"]
 pub struct Scope {
@@ -72,5 +77,6 @@ mod tests {
             assert!(!requested_at(0) && requested_at(POLL_EVERY - 1));
         }
         assert!(requested(), "the outer scope is back");
+        assert!(current().is_some_and(|f| Arc::ptr_eq(&f, &outer)));
     }
 }
