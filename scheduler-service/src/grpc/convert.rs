@@ -1294,6 +1294,16 @@ pub fn list<T, U>(
     items: &[T],
     f: impl Fn(&str, &T) -> Result<U, FieldError>,
 ) -> Result<Vec<U>, FieldError> {
+    list_from(path, items, 0, f)
+}
+
+/// [`list`] of `items` that sit at `offset` in the request's list (their paths count from there).
+fn list_from<T, U>(
+    path: &str,
+    items: &[T],
+    offset: usize,
+    f: impl Fn(&str, &T) -> Result<U, FieldError>,
+) -> Result<Vec<U>, FieldError> {
     items
         .iter()
         .enumerate()
@@ -1301,7 +1311,7 @@ pub fn list<T, U>(
             if crate::engine::cancel::requested_at(i) {
                 return Err(field_error(path, "the call ended before it was validated"));
             }
-            f(&format!("{path}[{i}]"), x)
+            f(&format!("{path}[{}]", offset + i), x)
         })
         .collect()
 }
@@ -1323,15 +1333,7 @@ pub fn pods(path: &str, items: &[proto::Pod]) -> Result<Vec<PodSpec>, FieldError
     let (first, second) = std::thread::scope(|scope| {
         let helper = scope.spawn(|| {
             let _scope = flag.map(crate::engine::cancel::Scope::enter);
-            back.iter()
-                .enumerate()
-                .map(|(i, x)| {
-                    if crate::engine::cancel::requested_at(i) {
-                        return Err(field_error(path, "the call ended before it was validated"));
-                    }
-                    pod(&format!("{path}[{}]", mid + i), x)
-                })
-                .collect::<Result<Vec<_>, _>>()
+            list_from(path, back, mid, pod)
         });
         let first = list(path, front, pod);
         let second = helper

@@ -22,6 +22,18 @@ pub trait Filter {
     fn filter(input: Self::In<'_>, node: &NodeView<'_>, reject: &mut impl FnMut(Self::Rejection)) -> bool;
 }
 
+/// A filter's verdict from the one rejection it found, if any: gives it to `reject` and fails.
+#[inline(always)]
+pub fn verdict<R>(found: Option<R>, reject: &mut impl FnMut(R)) -> bool {
+    match found {
+        Some(r) => {
+            reject(r);
+            false
+        }
+        None => true,
+    }
+}
+
 /// kube-scheduler's `ScorePlugin` (`framework/interface.go`) as the general path calls it: the
 /// raw score of a node that passed the filters (normalized by the plugin's `normalize`),
 /// registered by one line of `Evaluator::eval_node` in `framework.rs`.

@@ -178,13 +178,7 @@ impl crate::engine::plugins::contract::Filter for super::PodTopologySpread {
         node: &crate::engine::snapshot::NodeView<'_>,
         reject: &mut impl FnMut(Violation),
     ) -> bool {
-        match state.and_then(|f| f.check(node.index)) {
-            Some(v) => {
-                reject(v);
-                false
-            }
-            None => true,
-        }
+        crate::engine::plugins::contract::verdict(state.and_then(|f| f.check(node.index)), reject)
     }
 }
 
