@@ -1317,7 +1317,7 @@ fn list_from<T, U>(
 }
 
 /// Pods at least this many are converted on two threads (a full sync's chunks carry 50,000).
-const PARALLEL_PODS: usize = 4096;
+pub const PARALLEL_PODS: usize = 4096;
 
 /// [`list`] of pods: a long list is converted in two halves, the second on a helper thread that
 /// enters the caller's cancellation scope, so a full sync's conversion uses a second core while

@@ -252,6 +252,14 @@ fn content_id(parts: &[&[u8]]) -> String {
     format!("{:032x}", h.digest128())
 }
 
+/// Drops `value` on the blocking pool, or here outside a runtime.
+fn drop_in_background<T: Send + 'static>(value: T) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => drop(runtime.spawn_blocking(move || drop(value))),
+        Err(_) => drop(value),
+    }
+}
+
 /// The status of a call whose work stopped because the call had ended (no one reads it).
 fn ended() -> Status {
     Status::cancelled("the call ended (cancelled, past its deadline or disconnected) before its work was done")
@@ -517,20 +525,41 @@ impl PlacementApi {
             Some(Kind::Delta(delta)) => {
                 let base = self.cached("delta.base_snapshot_id", &delta.base_snapshot_id).await?;
                 blocking(move || {
-                    let id = content_id(&[
-                        b"delta",
-                        delta.base_snapshot_id.as_bytes(),
-                        &prost::Message::encode_to_vec(&delta),
-                    ]);
-                    let d = convert::delta("delta", &delta).map_err(invalid)?;
-                    let s = base.apply(d).map_err(|e| {
-                        snapshot_error(
-                            "delta.upsert_nodes",
-                            "delta.upsert_pods",
-                            "delta.upsert_pod_disruption_budgets",
-                            e,
-                        )
-                    })?;
+                    let delta_id = || {
+                        content_id(&[
+                            b"delta",
+                            delta.base_snapshot_id.as_bytes(),
+                            &prost::Message::encode_to_vec(&delta),
+                        ])
+                    };
+                    let build = || {
+                        let d = convert::delta("delta", &delta).map_err(invalid)?;
+                        base.apply(d).map_err(|e| {
+                            snapshot_error(
+                                "delta.upsert_nodes",
+                                "delta.upsert_pods",
+                                "delta.upsert_pod_disruption_budgets",
+                                e,
+                            )
+                        })
+                    };
+                    let large = delta.upsert_pods.len() >= convert::PARALLEL_PODS;
+                    let (id, s) = if large {
+                        // A full sync's chunk: its id (re-encoding it, a fifth of the call) is
+                        // hashed on a helper thread while it is converted and applied.
+                        std::thread::scope(|scope| {
+                            let id = scope.spawn(delta_id);
+                            let s = build();
+                            (id.join().unwrap_or_else(|e| std::panic::resume_unwind(e)), s)
+                        })
+                    } else {
+                        (delta_id(), build())
+                    };
+                    let s = s?;
+                    if large {
+                        // Freeing the decoded chunk (a tenth of the call) need not delay the answer.
+                        drop_in_background(delta);
+                    }
                     Ok((id, Arc::new(s)))
                 })
                 .await?
