@@ -248,13 +248,15 @@ struct Interner {
     labels: std::collections::HashMap<Labels, Arc<Labels>, FastHasher>,
 }
 
-/// The hasher of the snapshot's pod map and of the interners: foldhash, seeded per map from a
-/// per-process random seed (keys are callers' uids and labels, so the seed keeps collisions from
-/// being chosen), in place of SipHash, which took 8 % of applying a full sync's pods.
+/// The hasher of the interners: foldhash, seeded per map from a per-process random seed (keys
+/// are callers' labels, so the seed keeps collisions from being chosen), in place of SipHash.
 type FastHasher = foldhash::fast::RandomState;
 
-/// Bound pods by uid.
-type PodMap = imbl::GenericHashMap<Arc<str>, Arc<BoundPod>, FastHasher, imbl::shared_ptr::DefaultSharedPtr>;
+/// Bound pods by uid, ordered: a full sync's chunks carry pods in uid order, so each chunk adds
+/// at the map's right edge and copies only that edge from the snapshot it applies to. A hash map
+/// spreads a chunk over the whole map, and copied most of it once per chunk (at 1,000,000 pods
+/// in chunks of 50,000, applying a chunk took 68 ms for the first and 137 ms for the last).
+type PodMap = imbl::OrdMap<Arc<str>, Arc<BoundPod>>;
 
 /// Label keys whose value is unique per node. They are left out of node classes; a pod whose
 /// selector or affinity names one is evaluated node by node instead of class by class.
@@ -593,7 +595,10 @@ impl Snapshot {
             entries.push(snap.entry(spec, NodeUsage::default()));
         }
         entries.sort_unstable_by(|a, b| a.spec.name.cmp(&b.spec.name));
-        let mut pod_index = PodMap::default();
+        // Inserted in uid order once all are known: an ordered map fills fastest from the right.
+        let mut by_uid: Vec<(Arc<str>, Arc<BoundPod>)> = Vec::with_capacity(pods.len());
+        let mut seen: std::collections::HashSet<Arc<str>, FastHasher> =
+            std::collections::HashSet::with_capacity_and_hasher(pods.len(), FastHasher::default());
         let mut interner = Interner::default();
         // The specs stay alive until the end and are freed together (freeing them one by one
         // between the allocations of the snapshot fragments the heap for every later evaluation).
@@ -603,7 +608,7 @@ impl Snapshot {
                 return Err(SnapshotError::Cancelled);
             }
             let bound = BoundPod::take_from(pod, &mut interner).ok_or(SnapshotError::UnboundPod { index })?;
-            if pod_index.contains_key(&pod.uid) {
+            if !seen.insert(pod.uid.clone()) {
                 return Err(SnapshotError::DuplicatePod {
                     index,
                     uid: pod.uid.to_string(),
@@ -622,8 +627,11 @@ impl Snapshot {
             if bound.affinity.is_some() {
                 snap.affinity_pods.insert(pod.uid.clone(), Arc::clone(&bound));
             }
-            pod_index.insert(pod.uid.clone(), bound);
+            by_uid.push((pod.uid.clone(), bound));
         }
+        drop(seen);
+        by_uid.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let pod_index: PodMap = by_uid.into_iter().collect();
         for (name, labels) in namespaces {
             snap.approx_bytes += namespace_bytes(&name, &labels);
             snap.namespaces.insert(Arc::from(name.as_str()), Arc::new(labels));
