@@ -37,8 +37,8 @@ fn decode_message<U: Message + Default + WireSchema + 'static>(buf: &mut DecodeB
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
     if U::INDEX == <proto::SyncSnapshotRequest as WireSchema>::INDEX && threads >= 2 {
         let bytes = buf.chunk();
-        if bytes.len() == buf.remaining() {
-            if let Some(request) = sync_request_in_parallel(bytes)? {
+        if bytes.len() == buf.remaining() && bytes.len() >= BLOCKING_DECODE_BYTES {
+            if let Some(request) = sync_request_in_parallel(bytes) {
                 buf.advance(bytes.len());
                 let request: Box<dyn std::any::Any> = Box::new(request);
                 if let Ok(request) = request.downcast::<U>() {
@@ -56,8 +56,13 @@ const DELTA_UPSERT_PODS: u32 = 4;
 
 /// Decodes a request that is one delta with at least [`PARALLEL_DECODE_PODS`] pods: the delta's
 /// other fields with prost, its pods in two halves on two threads, in order (so the message is
-/// the one prost decodes, repeated fields appending in order). `None` for any other request.
-fn sync_request_in_parallel(bytes: &[u8]) -> Result<Option<proto::SyncSnapshotRequest>, prost::DecodeError> {
+/// the one prost decodes, repeated fields appending in order). `None` for any other request, and
+/// for one that does not decode: prost then decodes it again and says what is wrong, as always.
+fn sync_request_in_parallel(bytes: &[u8]) -> Option<proto::SyncSnapshotRequest> {
+    parallel_delta(bytes).ok().flatten()
+}
+
+fn parallel_delta(bytes: &[u8]) -> Result<Option<proto::SyncSnapshotRequest>, prost::DecodeError> {
     use prost::encoding::{decode_key, decode_varint, WireType};
     let mut top = bytes;
     let (tag, wire_type) = decode_key(&mut top)?;
@@ -272,25 +277,53 @@ mod tests {
     fn a_long_delta_decodes_on_two_threads_to_what_prost_decodes() {
         let request = delta_request(PARALLEL_DECODE_PODS + 11);
         let bytes = request.encode_to_vec();
-        let parallel = sync_request_in_parallel(&bytes).expect("decodes").expect("takes the parallel path");
+        let parallel = sync_request_in_parallel(&bytes).expect("takes the parallel path");
         assert_eq!(parallel, proto::SyncSnapshotRequest::decode(bytes.as_slice()).expect("prost decodes"));
         assert_eq!(parallel, request);
     }
 
     #[test]
     fn other_requests_are_left_to_prost() {
-        // Too few pods, a full snapshot, and a truncated message: prost decodes them (or says
-        // what is wrong), as before.
+        // No kind, too few pods, a full snapshot, a truncated message and a broken pod: prost
+        // decodes them (or says what is wrong), as before.
+        assert_eq!(sync_request_in_parallel(&[]), None);
         let short = delta_request(10).encode_to_vec();
-        assert_eq!(sync_request_in_parallel(&short).expect("scans"), None);
+        assert_eq!(sync_request_in_parallel(&short), None);
         let full = proto::SyncSnapshotRequest {
             kind: Some(proto::sync_snapshot_request::Kind::Full(proto::Snapshot::default())),
         }
         .encode_to_vec();
-        assert_eq!(sync_request_in_parallel(&full).expect("scans"), None);
+        assert_eq!(sync_request_in_parallel(&full), None);
         let long = delta_request(PARALLEL_DECODE_PODS).encode_to_vec();
         let truncated = &long[..long.len() - 3];
-        assert_eq!(sync_request_in_parallel(truncated).expect("scans"), None);
+        assert_eq!(sync_request_in_parallel(truncated), None);
         assert!(proto::SyncSnapshotRequest::decode(truncated).is_err());
+        // A delta whose last pod's uid (field 1) claims 5 bytes and has 1.
+        let mut pods: Vec<Vec<u8>> = (0..PARALLEL_DECODE_PODS)
+            .map(|i| {
+                proto::Pod {
+                    uid: format!("p{i}"),
+                    ..Default::default()
+                }
+                .encode_to_vec()
+            })
+            .collect();
+        pods.push(vec![0x0a, 0x05, b'a']);
+        let bytes = {
+            use prost::encoding::{encode_key, encode_varint, WireType};
+            let mut delta = Vec::new();
+            for p in &pods {
+                encode_key(DELTA_UPSERT_PODS, WireType::LengthDelimited, &mut delta);
+                encode_varint(p.len() as u64, &mut delta);
+                delta.extend_from_slice(p);
+            }
+            let mut request = Vec::new();
+            encode_key(REQUEST_DELTA, WireType::LengthDelimited, &mut request);
+            encode_varint(delta.len() as u64, &mut request);
+            request.extend(delta);
+            request
+        };
+        assert_eq!(sync_request_in_parallel(&bytes), None);
+        assert!(proto::SyncSnapshotRequest::decode(bytes.as_slice()).is_err());
     }
 }
