@@ -532,8 +532,8 @@ impl PlacementApi {
                             &prost::Message::encode_to_vec(&delta),
                         ])
                     };
-                    let build = || {
-                        let d = convert::delta("delta", &delta).map_err(invalid)?;
+                    let d = convert::delta("delta", &delta).map_err(invalid)?;
+                    let apply = || {
                         base.apply(d).map_err(|e| {
                             snapshot_error(
                                 "delta.upsert_nodes",
@@ -546,14 +546,15 @@ impl PlacementApi {
                     let large = delta.upsert_pods.len() >= convert::PARALLEL_PODS;
                     let (id, s) = if large {
                         // A full sync's chunk: its id (re-encoding it, a fifth of the call) is
-                        // hashed on a helper thread while it is converted and applied.
+                        // hashed on a helper thread while it is applied (the conversion before
+                        // takes both cores already).
                         std::thread::scope(|scope| {
                             let id = scope.spawn(delta_id);
-                            let s = build();
+                            let s = apply();
                             (id.join().unwrap_or_else(|e| std::panic::resume_unwind(e)), s)
                         })
                     } else {
-                        (delta_id(), build())
+                        (delta_id(), apply())
                     };
                     let s = s?;
                     if large {
