@@ -1263,8 +1263,15 @@ impl<A: ClusterApi> Binder<A> {
         let started = Instant::now();
         let (FullParts { rest, pods }, version) = {
             let st = s.state.lock();
-            (st.full_parts(), st.version())
+            (st.full_parts_unordered(), st.version())
         };
+        // The pods go in uid order (a replica adds each chunk at its pod map's edge); they are
+        // sorted while the nodes are sent.
+        let pods = tokio::task::spawn_blocking(move || {
+            let mut pods = pods;
+            crate::state::sort_by_uid(&mut pods);
+            pods
+        });
         // The log after `version` is kept until this sync ends (another replica's sync may
         // compact it meanwhile): the next delta to this replica starts there.
         let _pinned = PinnedVersion::new(&s.full_syncs, version);
@@ -1291,7 +1298,11 @@ impl<A: ClusterApi> Binder<A> {
             id = next;
             bytes += sent;
         }
-        drop(more_nodes);
+        // Freeing tens of thousands of nodes took longer than sending a chunk of pods.
+        drop(tokio::task::spawn_blocking(move || drop(more_nodes)));
+        let pods = pods
+            .await
+            .map_err(|e| tonic::Status::internal(format!("sorting the pods failed: {e}")))?;
         for chunk in pods.chunks(pool.config.full_sync_chunk_pods.max(1)) {
             let delta = EncodedPodsDelta {
                 base_snapshot_id: id,

@@ -478,19 +478,23 @@ impl ClusterState {
     /// encoded (bound pods shared with the state, not copied): they can go on the wire as they
     /// are, where the decoded list alone would take gigabytes at a million pods.
     pub fn full_parts(&self) -> FullParts {
+        let mut parts = self.full_parts_unordered();
+        sort_by_uid(&mut parts.pods);
+        parts
+    }
+
+    /// [`ClusterState::full_parts`] with the pods in no particular order, for a caller that
+    /// sorts them with [`sort_by_uid`] once the state is unlocked (a million pods take half a
+    /// second to sort).
+    pub fn full_parts_unordered(&self) -> FullParts {
         let mut nodes: Vec<proto::Node> = self.nodes.values().cloned().collect();
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut pods: Vec<(&str, Arc<[u8]>)> = self
+        let pods: Vec<Arc<[u8]>> = self
             .bound
-            .iter()
-            .map(|(uid, b)| (uid.as_str(), Arc::clone(b)))
-            .chain(
-                self.assumed
-                    .iter()
-                    .map(|(uid, p)| (uid.as_str(), p.encode_to_vec().into())),
-            )
+            .values()
+            .cloned()
+            .chain(self.assumed.values().map(|p| p.encode_to_vec().into()))
             .collect();
-        pods.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let mut namespaces: Vec<proto::Namespace> = self.namespaces.values().cloned().collect();
         namespaces.sort_by(|a, b| a.name.cmp(&b.name));
         let mut rest = proto::Snapshot {
@@ -500,10 +504,7 @@ impl ClusterState {
             ..Default::default()
         };
         self.fill_storage(&mut rest);
-        FullParts {
-            rest,
-            pods: pods.into_iter().map(|(_, p)| p).collect(),
-        }
+        FullParts { rest, pods }
     }
 
     /// The claims, volumes, storage classes and CSINodes as a full snapshot carries them (the
@@ -609,6 +610,25 @@ impl ClusterState {
             self.compacted = *v;
             self.log.pop_front();
         }
+    }
+}
+
+/// Sorts encoded pods by uid, read from their encoding: `uid` is field 1 of `proto::Pod`, so prost
+/// writes it first (tag, length, bytes), and byte order is `str` order.
+pub fn sort_by_uid(pods: &mut [Arc<[u8]>]) {
+    pods.sort_unstable_by(|a, b| encoded_uid(a).cmp(encoded_uid(b)));
+}
+
+/// The uid at the start of an encoded `proto::Pod`; empty if it does not start with one.
+fn encoded_uid(pod: &[u8]) -> &[u8] {
+    let mut rest = pod;
+    if rest.first() != Some(&0x0a) {
+        return &[];
+    }
+    rest = &rest[1..];
+    match prost::encoding::decode_varint(&mut rest) {
+        Ok(len) => usize::try_from(len).ok().and_then(|len| rest.get(..len)).unwrap_or(&[]),
+        Err(_) => &[],
     }
 }
 
@@ -726,6 +746,24 @@ mod tests {
         assert_eq!(s.full().pods, pods, "full() is the parts joined");
         // Bound pods are the state's bytes, not copies.
         assert!(Arc::ptr_eq(&parts.pods[0], &s.bound["p1"]));
+        // Sorted apart, the unordered parts are the same.
+        let mut unordered = s.full_parts_unordered();
+        sort_by_uid(&mut unordered.pods);
+        assert_eq!(unordered.pods, parts.pods);
+    }
+
+    #[test]
+    fn an_encoded_pod_sorts_by_its_uid() {
+        let long = "u".repeat(200);
+        let mut pods: Vec<Arc<[u8]>> = ["b", long.as_str(), "a", "ab"]
+            .iter()
+            .map(|uid| pod(uid, "n").encode_to_vec().into())
+            .collect();
+        sort_by_uid(&mut pods);
+        let uids: Vec<String> = pods.iter().filter_map(|b| decode(b)).map(|p| p.uid).collect();
+        assert_eq!(uids, ["a", "ab", "b", long.as_str()]);
+        assert_eq!(encoded_uid(&[]), b"");
+        assert_eq!(encoded_uid(&[0x0a, 0x09, b'x']), b"", "a length past the end");
     }
 
     #[test]
