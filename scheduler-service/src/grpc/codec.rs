@@ -32,7 +32,9 @@ const PARALLEL_DECODE_PODS: usize = 4096;
 /// Decodes a `U` from `buf`, as prost does. A SyncSnapshotRequest delta carrying many pods (a
 /// full sync's chunk) has its pods decoded on two threads: on a replica idle but for the sync,
 /// decoding them took a third of the chunk's time on one core.
-fn decode_message<U: Message + Default + WireSchema + 'static>(buf: &mut DecodeBuf<'_>) -> Result<U, prost::DecodeError> {
+fn decode_message<U: Message + Default + WireSchema + 'static>(
+    buf: &mut DecodeBuf<'_>,
+) -> Result<U, prost::DecodeError> {
     use bytes::Buf;
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
     if U::INDEX == <proto::SyncSnapshotRequest as WireSchema>::INDEX && threads >= 2 {
@@ -278,7 +280,10 @@ mod tests {
         let request = delta_request(PARALLEL_DECODE_PODS + 11);
         let bytes = request.encode_to_vec();
         let parallel = sync_request_in_parallel(&bytes).expect("takes the parallel path");
-        assert_eq!(parallel, proto::SyncSnapshotRequest::decode(bytes.as_slice()).expect("prost decodes"));
+        assert_eq!(
+            parallel,
+            proto::SyncSnapshotRequest::decode(bytes.as_slice()).expect("prost decodes")
+        );
         assert_eq!(parallel, request);
     }
 

@@ -639,7 +639,13 @@ fn pod_at(path: &dyn fmt::Display, p: &proto::Pod) -> Result<PodSpec, FieldError
     let mut seen = PortKeys::new();
     let mut seen_containers = Vec::with_capacity(p.containers.len());
     for (i, c) in p.containers.iter().enumerate() {
-        let parsed = container(&format_args!("{path}.containers[{i}]"), c, false, &mut host_ports, &mut seen)?;
+        let parsed = container(
+            &format_args!("{path}.containers[{i}]"),
+            c,
+            false,
+            &mut host_ports,
+            &mut seen,
+        )?;
         seen_containers.push(Container {
             name: c.name.clone(),
             image: c.image.clone(),
@@ -989,7 +995,7 @@ pub fn claim(path: &str, c: &proto::PersistentVolumeClaim) -> Result<Claim, Fiel
 /// Validates and converts a PersistentVolume.
 pub fn persistent_volume(path: &str, v: &proto::PersistentVolume) -> Result<PersistentVolume, FieldError> {
     object_name(format!("{path}.name"), &v.name, MAX_NAME_BYTES)?;
-    labels_within(&format!("{path}.labels"), &v.labels)?;
+    labels_within(format_args!("{path}.labels"), &v.labels)?;
     for (field, value) in [
         ("storage_class_name", &v.storage_class_name),
         ("volume_attributes_class_name", &v.volume_attributes_class_name),
@@ -1153,7 +1159,7 @@ pub fn storage_capacity(path: &str, c: &proto::CsiStorageCapacity) -> Result<Sto
         .node_topology
         .as_ref()
         .map(|t| {
-            labels_within(&format!("{path}.node_topology.match_labels"), &t.match_labels)?;
+            labels_within(format_args!("{path}.node_topology.match_labels"), &t.match_labels)?;
             pdb_selector(&format!("{path}.node_topology"), t)
         })
         .transpose()?;
@@ -1270,7 +1276,7 @@ pub fn node(path: &str, n: &proto::Node) -> Result<NodeSpec, FieldError> {
         return Err(field_error(format!("{path}.name"), "must not be empty"));
     }
     at_most(format!("{path}.name"), &n.name, MAX_NAME_BYTES)?;
-    labels_within(&format!("{path}.labels"), &n.labels)?;
+    labels_within(format_args!("{path}.labels"), &n.labels)?;
     let (allocatable, pods, _, _) = resource_list(&format!("{path}.allocatable"), &n.allocatable, true)?;
     let mut taints = Vec::with_capacity(n.taints.len());
     for (i, t) in n.taints.iter().enumerate() {
@@ -1387,7 +1393,7 @@ fn namespace(path: &str, n: &proto::Namespace) -> Result<(String, Labels), Field
         return Err(field_error(format!("{path}.name"), "must not be empty"));
     }
     at_most(format!("{path}.name"), &n.name, MAX_NAMESPACE_BYTES)?;
-    labels_within(&format!("{path}.labels"), &n.labels)?;
+    labels_within(format_args!("{path}.labels"), &n.labels)?;
     Ok((n.name.clone(), n.labels.clone()))
 }
 
