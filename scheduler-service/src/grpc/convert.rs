@@ -1319,15 +1319,16 @@ pub fn list<T, U>(
     items: &[T],
     f: impl Fn(&str, &T) -> Result<U, FieldError>,
 ) -> Result<Vec<U>, FieldError> {
-    list_from(path, items, 0, f)
+    list_from(path, items, 0, |p, x| f(&p.to_string(), x))
 }
 
-/// [`list`] of `items` that sit at `offset` in the request's list (their paths count from there).
+/// [`list`] of `items` that sit at `offset` in the request's list (their paths count from there),
+/// each element's path given to `f` unformatted, for `f` to format only for an error.
 fn list_from<T, U>(
     path: &str,
     items: &[T],
     offset: usize,
-    f: impl Fn(&str, &T) -> Result<U, FieldError>,
+    f: impl Fn(&dyn fmt::Display, &T) -> Result<U, FieldError>,
 ) -> Result<Vec<U>, FieldError> {
     items
         .iter()
@@ -1336,7 +1337,7 @@ fn list_from<T, U>(
             if crate::engine::cancel::requested_at(i) {
                 return Err(field_error(path, "the call ended before it was validated"));
             }
-            f(&format!("{path}[{}]", offset + i), x)
+            f(&format_args!("{path}[{}]", offset + i), x)
         })
         .collect()
 }
@@ -1373,16 +1374,7 @@ pub fn pods(path: &str, items: &[proto::Pod]) -> Result<Vec<PodSpec>, FieldError
 
 /// [`list_from`] of pods, each pod's path formatted only for an error.
 fn pods_from(path: &str, items: &[proto::Pod], offset: usize) -> Result<Vec<PodSpec>, FieldError> {
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, x)| {
-            if crate::engine::cancel::requested_at(i) {
-                return Err(field_error(path, "the call ended before it was validated"));
-            }
-            pod_at(&format_args!("{path}[{}]", offset + i), x)
-        })
-        .collect()
+    list_from(path, items, offset, pod_at)
 }
 
 /// A validated snapshot: nodes, bound pods, namespaces (name, labels) and PodDisruptionBudgets.
