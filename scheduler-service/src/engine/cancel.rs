@@ -58,9 +58,36 @@ impl Drop for Scope {
     }
 }
 
+/// Runs `a` here and `b` on a helper thread at the same time, both in this thread's scope, and
+/// returns both results: how a long request's work (a full sync's chunk) takes a second core. A
+/// panic in `b` is resumed here, as if it had run on this thread.
+pub fn join<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA,
+    B: FnOnce() -> RB + Send,
+    RB: Send,
+{
+    let flag = current();
+    std::thread::scope(|scope| {
+        let helper = scope.spawn(|| {
+            let _scope = flag.map(Scope::enter);
+            b()
+        });
+        let first = a();
+        (first, helper.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn both_halves_of_a_join_run_in_the_callers_scope() {
+        assert_eq!(join(requested, requested), (false, false), "outside a scope");
+        let _scope = Scope::enter(Arc::new(AtomicBool::new(true)));
+        assert_eq!(join(requested, requested), (true, true));
+    }
 
     #[test]
     fn a_scope_sees_its_flag_and_restores_the_outer_one() {

@@ -36,10 +36,10 @@ fn decode_message<U: Message + Default + WireSchema + 'static>(
     buf: &mut DecodeBuf<'_>,
 ) -> Result<U, prost::DecodeError> {
     use bytes::Buf;
-    let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    if U::INDEX == <proto::SyncSnapshotRequest as WireSchema>::INDEX && threads >= 2 {
+    if U::INDEX == <proto::SyncSnapshotRequest as WireSchema>::INDEX {
         let bytes = buf.chunk();
-        if bytes.len() == buf.remaining() && bytes.len() >= BLOCKING_DECODE_BYTES {
+        let two_cores = || std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
+        if bytes.len() == buf.remaining() && bytes.len() >= BLOCKING_DECODE_BYTES && two_cores() {
             if let Some(request) = sync_request_in_parallel(bytes) {
                 buf.advance(bytes.len());
                 let request: Box<dyn std::any::Any> = Box::new(request);
@@ -104,13 +104,7 @@ fn parallel_delta(bytes: &[u8]) -> Result<Option<proto::SyncSnapshotRequest>, pr
         slices.iter().map(|b| proto::Pod::decode(*b)).collect()
     };
     let (front, back) = pods.split_at(pods.len() / 2);
-    let (first, second) = std::thread::scope(|scope| {
-        let helper = scope.spawn(|| decode_all(back));
-        let first = decode_all(front);
-        // Decoding does not panic; if it did, the call fails as it would on one thread.
-        let second = helper.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-        (first, second)
-    });
+    let (first, second) = crate::engine::cancel::join(|| decode_all(front), || decode_all(back));
     let mut upsert = first?;
     upsert.extend(second?);
     delta.upsert_pods = upsert;

@@ -1355,18 +1355,7 @@ pub fn pods(path: &str, items: &[proto::Pod]) -> Result<Vec<PodSpec>, FieldError
     }
     let mid = items.len() / 2;
     let (front, back) = items.split_at(mid);
-    let flag = crate::engine::cancel::current();
-    let (first, second) = std::thread::scope(|scope| {
-        let helper = scope.spawn(|| {
-            let _scope = flag.map(crate::engine::cancel::Scope::enter);
-            pods_from(path, back, mid)
-        });
-        let first = pods_from(path, front, 0);
-        let second = helper
-            .join()
-            .unwrap_or_else(|_| Err(field_error(path, "converting the pods failed")));
-        (first, second)
-    });
+    let (first, second) = crate::engine::cancel::join(|| pods_from(path, front, 0), || pods_from(path, back, mid));
     let mut out = first?;
     out.extend(second?);
     Ok(out)

@@ -548,11 +548,8 @@ impl PlacementApi {
                         // A full sync's chunk: its id (re-encoding it, a fifth of the call) is
                         // hashed on a helper thread while it is applied (the conversion before
                         // takes both cores already).
-                        std::thread::scope(|scope| {
-                            let id = scope.spawn(delta_id);
-                            let s = apply();
-                            (id.join().unwrap_or_else(|e| std::panic::resume_unwind(e)), s)
-                        })
+                        let (s, id) = crate::engine::cancel::join(apply, delta_id);
+                        (id, s)
                     } else {
                         (delta_id(), apply())
                     };
