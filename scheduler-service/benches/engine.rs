@@ -11,7 +11,8 @@
 //! `snapshot/full_build` and `snapshot/delta_one_node`. After them it times 2,000 Rank calls one
 //! by one and prints their latency percentiles.
 //!
-//! `PLACEMENT_BENCH_NODES` sets the node count (pods are 30 per node). It defaults to 5,000 for
+//! `PLACEMENT_BENCH_NODES` sets the node count (pods are 30 per node); `PLACEMENT_PASS_THREADS`
+//! the threads a pod's pass over the nodes may use (as the service's `--pass-threads`). It defaults to 5,000 for
 //! `cargo bench` and to 500 in criterion's test mode (`cargo bench -- --test`, `cargo test --benches`),
 //! which runs every benchmark once as a smoke test. It allocates with mimalloc, as the service does.
 
@@ -387,6 +388,10 @@ fn main() {
         Err(_) => 5000,
     };
     assert!(nodes >= 2, "PLACEMENT_BENCH_NODES must be at least 2");
+    if let Ok(v) = std::env::var("PLACEMENT_PASS_THREADS") {
+        let n = v.parse().expect("PLACEMENT_PASS_THREADS must be a thread count");
+        placement_scheduler::engine::parallel::set_threads(n).expect("set before any pass");
+    }
 
     let start = (Instant::now(), cpu_time());
     let fx = Fixture::new(nodes);

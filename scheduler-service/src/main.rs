@@ -83,6 +83,12 @@ struct Args {
     /// How often to check the policy file for changes, in seconds; 0 reads it only at start.
     #[arg(long, env = "PLACEMENT_POLICY_RELOAD_SECONDS", default_value_t = 5)]
     policy_reload_seconds: u64,
+    /// Threads a pod's pass over the nodes may use in a cluster of at least 16,384 nodes: 1
+    /// never splits it, 2 runs its halves on two cores (a helper thread spins between pods of a
+    /// batch); 0 is 2 where the process has two cores or more. Replicas sharing a machine's
+    /// cores with each other may set 1.
+    #[arg(long, env = "PLACEMENT_PASS_THREADS", default_value_t = 0)]
+    pass_threads: usize,
 }
 
 fn read_pem(flag: &str, path: &Path) -> anyhow::Result<Vec<u8>> {
@@ -174,6 +180,7 @@ fn main() -> anyhow::Result<()> {
 
 async fn run() -> anyhow::Result<()> {
     let args = Args::parse();
+    placement_scheduler::engine::parallel::set_threads(args.pass_threads).context("--pass-threads")?;
     let tls = tls_config(&args)?;
     let _telemetry =
         placement_scheduler::telemetry::init("scheduler-service", matches!(args.log_format, LogFormat::Json), "info")?;

@@ -106,6 +106,10 @@ pub struct SimulateArgs {
     /// In-process decision replicas to start and balance over.
     #[arg(long, default_value_t = 1)]
     pub decision_replicas: usize,
+    /// Threads a pod's pass over the nodes may use in the in-process replicas (the service's
+    /// `--pass-threads`: 1 never splits it, 0 is 2 where there are two cores).
+    #[arg(long, default_value_t = 0)]
+    pub pass_threads: usize,
     /// Submit pending pods at this many per second instead of all at once.
     #[arg(long)]
     pub arrival_rate: Option<f64>,
@@ -275,6 +279,7 @@ impl SimulateArgs {
 /// Runs a simulation and prints its summary.
 pub async fn main(args: SimulateArgs) -> anyhow::Result<()> {
     let _telemetry = placement_scheduler::telemetry::init_once("binder-agent-simulate", false, "error")?;
+    placement_scheduler::engine::parallel::set_threads(args.pass_threads).context("--pass-threads")?;
     let policies = args.policies()?;
     // The in-process replicas serve the file's policies (and call its extenders).
     let config = || args.config_with(policies.as_ref());

@@ -84,6 +84,11 @@ struct Args {
     /// Concurrent batches in flight in the horizontal-scale runs.
     #[arg(long, default_value_t = 4)]
     in_flight: usize,
+    /// `--pass-threads` of the replicas this tool starts (0: the service's default, two cores
+    /// per pod's pass from 16,384 nodes). 1 keeps each replica on one core, so that N replicas
+    /// on N cores read as N machines of one core each.
+    #[arg(long, default_value_t = 0)]
+    pass_threads: usize,
     /// Seed of the synthetic cluster and pods.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -138,7 +143,7 @@ async fn connect(endpoint: &str) -> anyhow::Result<PlacementServiceClient<Channe
 
 /// Starts `scheduler-service` on a free loopback port: it binds 127.0.0.1:0 and the port is read
 /// from its JSON "listening" log line; the rest of its log is drained and dropped.
-async fn start_replica(bin: &PathBuf) -> anyhow::Result<Replica> {
+async fn start_replica(bin: &PathBuf, pass_threads: usize) -> anyhow::Result<Replica> {
     let mut command = Command::new(bin);
     command
         .args([
@@ -148,6 +153,8 @@ async fn start_replica(bin: &PathBuf) -> anyhow::Result<Replica> {
             "off",
             "--log-format",
             "json",
+            "--pass-threads",
+            &pass_threads.to_string(),
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -364,6 +371,8 @@ struct Report {
     nodes: usize,
     bound_pods: usize,
     batch_size: usize,
+    /// The replicas' `--pass-threads` (0: the service's default; not known for `--endpoints`).
+    pass_threads: Option<usize>,
     machine: BTreeMap<String, String>,
     full_sync: Vec<FullSync>,
     deltas: Vec<DeltaSync>,
@@ -642,7 +651,7 @@ async fn run(args: Args) -> anyhow::Result<Report> {
     if args.endpoints.is_empty() {
         let bin = service_bin(&args)?;
         for _ in 0..args.replicas {
-            replicas.push(Arc::new(start_replica(&bin).await?));
+            replicas.push(Arc::new(start_replica(&bin, args.pass_threads).await?));
         }
     } else {
         for e in &args.endpoints {
@@ -829,6 +838,7 @@ async fn run(args: Args) -> anyhow::Result<Report> {
         nodes: cluster.nodes.len(),
         bound_pods: cluster.pods.len(),
         batch_size: args.batch_size,
+        pass_threads: args.endpoints.is_empty().then_some(args.pass_threads),
         machine: machine(),
         full_sync,
         deltas,
@@ -846,10 +856,11 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 
 fn print_table(r: &Report) {
     println!(
-        "placement-load: {} nodes, {} bound pods, batches of {}; machine: {}",
+        "placement-load: {} nodes, {} bound pods, batches of {}; replicas' --pass-threads {}; machine: {}",
         r.nodes,
         r.bound_pods,
         r.batch_size,
+        r.pass_threads.map_or_else(|| "-".into(), |n| n.to_string()),
         r.machine
             .iter()
             .map(|(k, v)| format!("{k}={v}"))

@@ -166,6 +166,10 @@ pub struct Evaluator<'a> {
     pub(crate) class_replay: bool,
     /// The plain pass's vector kernel, `None` on a CPU without one (and when tests turn it off).
     pub(crate) kernel: Option<Kernel>,
+    /// Nodes from which Schedule's plain pass splits a pod's nodes in two halves run on two
+    /// cores ([`super::parallel`]): [`super::parallel::MIN_SPLIT_NODES`] with two threads, never
+    /// with one (tests lower it to compare split and whole passes).
+    pub(crate) split_from: usize,
     /// How many rejected nodes Rank lists; `None` lists all.
     pub(super) rejected_limit: Option<usize>,
     /// Per node class, the best node so far of [`Evaluator::evaluate_best`] (kept for its buffer).
@@ -215,6 +219,11 @@ impl<'a> Evaluator<'a> {
             allow_plain: true,
             class_replay: true,
             kernel: Kernel::detect(),
+            split_from: if super::parallel::threads() >= 2 {
+                super::parallel::MIN_SPLIT_NODES
+            } else {
+                usize::MAX
+            },
             rejected_limit: None,
             class_best: Vec::new(),
             class_bars: Vec::new(),

@@ -20,7 +20,8 @@
 //! - [`gang`]: gangs placed all together or not at all within a batch.
 //! - [`volumes`]: claims, volumes, storage classes, CSI nodes, drivers and capacities the volume
 //!   plugins (`plugins::{volumerestrictions, nodevolumelimits, volumebinding, volumezone}`) read.
-//! - [`cancel`]: stopping the work of a call that has ended.
+//! - [`cancel`]: stopping the work of a call that has ended; [`parallel`]: a pod's pass over a
+//!   large cluster's nodes split over two cores.
 
 pub mod accel;
 pub mod cancel;
@@ -31,6 +32,7 @@ pub mod framework;
 pub mod gang;
 pub mod hot;
 pub mod model;
+pub mod parallel;
 pub mod pdb;
 pub mod plugins;
 pub mod policy;

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use crate::engine::accel::class_cache::StaticEval;
 use crate::engine::accel::columns::{BlockScores, HotColumns, ImageAsk, Kernel, PartWeights, PodAsk, BLOCK};
 use crate::engine::accel::rule_columns::{RuleColumns, EXACT_SCORE};
+use crate::engine::parallel;
 use crate::engine::plugins::image_locality::{ImageScale, MIN_IMAGE_THRESHOLD};
 use crate::engine::plugins::node_ports;
 use crate::engine::plugins::noderesources::{balanced_allocation, fit};
@@ -402,6 +403,7 @@ impl<S: PlainSink> PlainSink for RuleSink<'_, '_, S> {
 
 /// The score rules' side of [`KeepBest`] under a policy whose pod-free node rules sit in
 /// [`RuleColumns`]: which nodes they keep, and the part their scores add.
+#[derive(Clone)]
 pub(in crate::engine) struct BestRules<'b> {
     cols: &'b RuleColumns,
     /// How the score rules' raw scores become the node's part (exact).
@@ -583,6 +585,40 @@ impl PlainSink for KeepBest<'_, '_> {
                 index: w.index,
             }
         };
+    }
+}
+
+impl KeepBest<'_, '_> {
+    /// Takes in what `later` kept of the nodes after this sink's: per class the better of the two
+    /// winners as [`PlainSink::feasible`] would have picked had it seen them all in order (the
+    /// higher part, then the higher tie-break, then the later node), and the sum of the counts.
+    fn merge(&mut self, later: Self) {
+        self.feasible += later.feasible;
+        let key = |i: u32| self.plan.tie_break(self.cols.name_hash(i as usize));
+        for (class, (w, bar)) in later.winners.into_iter().zip(later.bars).enumerate() {
+            let (Some(held), Some(held_bar)) = (self.winners.get_mut(class), self.bars.get_mut(class)) else {
+                continue;
+            };
+            if w.index == u32::MAX || bar < *held_bar {
+                continue;
+            }
+            if held.index == u32::MAX || bar > *held_bar {
+                (*held, *held_bar) = (w, bar);
+                continue;
+            }
+            let (tie, held_tie) = (
+                w.tie.unwrap_or_else(|| key(w.index)),
+                held.tie.unwrap_or_else(|| key(held.index)),
+            );
+            if tie >= held_tie {
+                *held = ClassBest {
+                    tie: Some(tie),
+                    index: w.index,
+                };
+            } else {
+                held.tie = Some(held_tie);
+            }
+        }
     }
 }
 
@@ -1093,7 +1129,25 @@ impl Evaluator<'_> {
             plan,
             feasible: 0,
         };
-        let passed = self.plain_pass(plan, usage, deadline, &mut sink);
+        let passed = match parallel::halves(usage.cols.len(), BLOCK, self.split_from) {
+            // A large cluster's nodes in two halves, each keeping its classes' best nodes, on
+            // two cores; then per class the better of the two (`KeepBest::merge`).
+            Some(mid) => {
+                let mut second = KeepBest {
+                    rules: sink.rules.clone(),
+                    winners: vec![ClassBest::NONE; sink.winners.len()],
+                    bars: vec![i64::MIN; sink.bars.len()],
+                    weights,
+                    cols: &usage.cols,
+                    plan,
+                    feasible: 0,
+                };
+                let passed = self.plain_pass_halves(plan, usage, deadline, mid, &mut sink, &mut second);
+                sink.merge(second);
+                passed
+            }
+            None => self.plain_pass(plan, usage, deadline, &mut sink),
+        };
         let KeepBest {
             winners,
             bars,
@@ -1445,6 +1499,45 @@ impl Evaluator<'_> {
         let passed = self.plain_nodes(plan, usage, deadline, sink);
         self.image_sums.deactivate();
         passed
+    }
+
+    /// [`Evaluator::plain_pass`] in two halves on two cores: the nodes before `mid` (a multiple
+    /// of [`BLOCK`]) to `first`, the others to `second`.
+    fn plain_pass_halves<S: PlainSink + Send>(
+        &mut self,
+        plan: &PodPlan<'_>,
+        usage: &BatchUsage<'_>,
+        deadline: Deadline,
+        mid: usize,
+        first: &mut S,
+        second: &mut S,
+    ) -> Result<(), DeadlinePassed> {
+        self.image_sums(plan);
+        let pass = PlainNodes::new(self, plan, usage);
+        let (a, b) = match (self.kernel, pass.ask()) {
+            (Some(kernel), Some(ask)) => {
+                let len = usage.cols.len();
+                parallel::join(
+                    || pass.blocks(kernel, &ask, (0..mid).step_by(BLOCK), deadline, first),
+                    || pass.blocks(kernel, &ask, (mid..len).step_by(BLOCK), deadline, second),
+                )
+            }
+            _ => {
+                let len = pass.hot.len();
+                let nodes = |range: std::ops::Range<usize>, sink: &mut S| {
+                    for i in range {
+                        if i % 4096 == 4095 && deadline.passed() {
+                            return Err(DeadlinePassed);
+                        }
+                        pass.node(i, sink);
+                    }
+                    Ok(())
+                };
+                parallel::join(|| nodes(0..mid.min(len), first), || nodes(mid.min(len)..len, second))
+            }
+        };
+        self.image_sums.deactivate();
+        a.and(b)
     }
 
     /// The loop of [`Evaluator::plain_pass`], between adding and removing the pod's image sums:

@@ -210,6 +210,59 @@ fn synthetic(nodes: usize, pods: usize, seed: u64) -> (Snapshot, Vec<PodSpec>) {
     (Snapshot::build(nodes, bound).unwrap(), batch)
 }
 
+/// A batch scheduled with every pod's best-node pass split in two halves (as on two cores from
+/// `parallel::MIN_SPLIT_NODES` nodes) and with it whole, with or without the vector kernel.
+fn split_and_whole(
+    profile: &Profile,
+    snap: &Snapshot,
+    batch: &[PodSpec],
+    seed: u64,
+    kernel: bool,
+) -> (Vec<Decision>, Vec<Decision>) {
+    let run = |split_from: usize| {
+        let mut e = Evaluator::new(profile, snap);
+        e.split_from = split_from;
+        if !kernel {
+            e.kernel = None;
+        }
+        e.schedule(batch, seed, Deadline::none()).unwrap()
+    };
+    (run(0), run(usize::MAX))
+}
+
+/// Schedule with each pod's pass split in two halves, each keeping its classes' best nodes,
+/// decides exactly as with the pass whole (same nodes, totals and feasible counts), under every
+/// policy (rules too), with and without the kernel: on the synthetic cluster, and on copies of
+/// its nodes in both halves, whose equal parts the tie-break settles across the halves.
+#[test]
+fn split_pass_equals_the_whole_one() {
+    use crate::grpc::convert;
+    use crate::synth;
+    let (snap, batch) = synthetic(300, 120, 17);
+    let cluster = synth::cluster(&synth::ClusterShape::with_nodes(100), 17);
+    let (nodes, _, _, _) = convert::snapshot("snapshot", &cluster).unwrap();
+    let copies = snapshot(in_copies(&nodes, 3));
+    assert!(copies.nodes().len() > 2 * BLOCK && snap.nodes().len() > 2 * BLOCK);
+    let (mut placed, mut decided) = (0, 0);
+    for policy in weighted_policies() {
+        let profile = Profile::new(policy);
+        for kernel in [true, false] {
+            for (snap, what) in [(&snap, "synthetic"), (&copies, "copies")] {
+                let (split, whole) = split_and_whole(&profile, snap, &batch, 5, kernel);
+                assert_eq!(
+                    split,
+                    whole,
+                    "{what}, policy {}, kernel {kernel}",
+                    profile.policy().name
+                );
+                placed += whole.iter().filter(|d| matches!(d, Decision::Node { .. })).count();
+                decided += whole.len();
+            }
+        }
+    }
+    assert!(placed > decided / 2, "{placed} of {decided} placed");
+}
+
 /// The static predicates of every class computed through the lineage's label columns (what
 /// Schedule and Rank use) equal those evaluated class by class on the class's labels.
 #[test]
