@@ -83,7 +83,7 @@ struct Args {
     /// How often to check the policy file for changes, in seconds; 0 reads it only at start.
     #[arg(long, env = "PLACEMENT_POLICY_RELOAD_SECONDS", default_value_t = 5)]
     policy_reload_seconds: u64,
-    /// Threads a pod's pass over the nodes may use in a cluster of at least 16,384 nodes: 1
+    /// Threads a pod's pass over the nodes may use in a cluster of at least 4,096 nodes: 1
     /// never splits it, 2 runs its halves on two cores (a helper thread spins between pods of a
     /// batch); 0 is 2 where the process has two cores or more. Replicas sharing a machine's
     /// cores with each other may set 1.

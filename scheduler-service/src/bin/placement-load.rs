@@ -85,7 +85,7 @@ struct Args {
     #[arg(long, default_value_t = 4)]
     in_flight: usize,
     /// `--pass-threads` of the replicas this tool starts (0: the service's default, two cores
-    /// per pod's pass from 16,384 nodes). 1 keeps each replica on one core, so that N replicas
+    /// per pod's pass from 4,096 nodes). 1 keeps each replica on one core, so that N replicas
     /// on N cores read as N machines of one core each.
     #[arg(long, default_value_t = 0)]
     pass_threads: usize,

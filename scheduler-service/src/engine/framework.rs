@@ -176,6 +176,9 @@ pub struct Evaluator<'a> {
     pub(crate) class_best: Vec<ClassBest>,
     /// Per node class, the part of that node (kept for its buffer).
     pub(crate) class_bars: Vec<i64>,
+    /// [`Evaluator::class_best`] and [`Evaluator::class_bars`] of the second half of a split
+    /// pass (kept for their buffers).
+    pub(crate) second_best: (Vec<ClassBest>, Vec<i64>),
     /// Raw scores of the policy's score rules, per node (`score_rules` per node, node order).
     pub(crate) rule_raw: RefCell<Vec<i64>>,
     /// Per score rule, the minimum and maximum raw score over the feasible nodes.
@@ -227,6 +230,7 @@ impl<'a> Evaluator<'a> {
             rejected_limit: None,
             class_best: Vec::new(),
             class_bars: Vec::new(),
+            second_best: (Vec::new(), Vec::new()),
             rule_raw: RefCell::new(vec![0; snapshot.nodes().len() * profile.score_rules()]),
             rule_extrema: vec![(0, 0); profile.score_rules()],
             node_statics: RefCell::new(if profile.has_rules() {

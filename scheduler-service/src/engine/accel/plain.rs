@@ -592,10 +592,11 @@ impl KeepBest<'_, '_> {
     /// Takes in what `later` kept of the nodes after this sink's: per class the better of the two
     /// winners as [`PlainSink::feasible`] would have picked had it seen them all in order (the
     /// higher part, then the higher tie-break, then the later node), and the sum of the counts.
-    fn merge(&mut self, later: Self) {
+    /// Gives back `later`'s buffers.
+    fn merge(&mut self, later: Self) -> (Vec<ClassBest>, Vec<i64>) {
         self.feasible += later.feasible;
         let key = |i: u32| self.plan.tie_break(self.cols.name_hash(i as usize));
-        for (class, (w, bar)) in later.winners.into_iter().zip(later.bars).enumerate() {
+        for (class, (&w, &bar)) in later.winners.iter().zip(&later.bars).enumerate() {
             let (Some(held), Some(held_bar)) = (self.winners.get_mut(class), self.bars.get_mut(class)) else {
                 continue;
             };
@@ -619,6 +620,7 @@ impl KeepBest<'_, '_> {
                 held.tie = Some(held_tie);
             }
         }
+        (later.winners, later.bars)
     }
 }
 
@@ -1133,17 +1135,25 @@ impl Evaluator<'_> {
             // A large cluster's nodes in two halves, each keeping its classes' best nodes, on
             // two cores; then per class the better of the two (`KeepBest::merge`).
             Some(mid) => {
+                // The second half's buffers are kept for the next pod: freeing them per pod
+                // would hand their pages back to the OS each time (the purge's TLB shootdown
+                // then interrupts the helper's core).
+                let (mut winners, mut bars) = std::mem::take(&mut self.second_best);
+                winners.clear();
+                winners.resize(sink.winners.len(), ClassBest::NONE);
+                bars.clear();
+                bars.resize(sink.bars.len(), i64::MIN);
                 let mut second = KeepBest {
                     rules: sink.rules.clone(),
-                    winners: vec![ClassBest::NONE; sink.winners.len()],
-                    bars: vec![i64::MIN; sink.bars.len()],
+                    winners,
+                    bars,
                     weights,
                     cols: &usage.cols,
                     plan,
                     feasible: 0,
                 };
                 let passed = self.plain_pass_halves(plan, usage, deadline, mid, &mut sink, &mut second);
-                sink.merge(second);
+                self.second_best = sink.merge(second);
                 passed
             }
             None => self.plain_pass(plan, usage, deadline, &mut sink),
