@@ -18,6 +18,7 @@ use super::topology::Placed;
 impl Evaluator<'_> {
     /// Ranks every node for one pod: the `top_k` best feasible nodes (0 for all) and every rejected node.
     pub fn rank(&mut self, pod: &PodSpec, top_k: usize, seed: u64, deadline: Deadline) -> Result<Ranking, EvalError> {
+        let _busy = super::parallel::Busy::enter();
         self.image_sums.forget();
         let plan = PodPlan::new(self.profile, self.snapshot, pod, seed, &Placed::default(), true);
         let usage = BatchUsage::new(self.snapshot);
@@ -146,6 +147,8 @@ impl Evaluator<'_> {
     /// nomination reserves the pod's room for the pods after it); a gang is placed whole or not at
     /// all (see [`super::gang`]).
     pub fn schedule(&mut self, pods: &[PodSpec], seed: u64, deadline: Deadline) -> Result<Vec<Decision>, EvalError> {
+        // While another call evaluates too, no pass is split (the cores are taken).
+        let _busy = super::parallel::Busy::enter();
         self.image_sums.forget();
         super::gang::schedule(self, pods, seed, deadline)
     }

@@ -170,6 +170,9 @@ pub struct Evaluator<'a> {
     /// cores ([`super::parallel`]): [`super::parallel::MIN_SPLIT_NODES`] with two threads, never
     /// with one (tests lower it to compare split and whole passes).
     pub(crate) split_from: usize,
+    /// Whether the pass is split while other calls evaluate too (`parallel::alone` false); tests
+    /// set it so that running alongside other tests does not change what they compare.
+    pub(crate) split_when_busy: bool,
     /// How many rejected nodes Rank lists; `None` lists all.
     pub(super) rejected_limit: Option<usize>,
     /// Per node class, the best node so far of [`Evaluator::evaluate_best`] (kept for its buffer).
@@ -227,6 +230,7 @@ impl<'a> Evaluator<'a> {
             } else {
                 usize::MAX
             },
+            split_when_busy: false,
             rejected_limit: None,
             class_best: Vec::new(),
             class_bars: Vec::new(),

@@ -1131,7 +1131,9 @@ impl Evaluator<'_> {
             plan,
             feasible: 0,
         };
-        let passed = match parallel::halves(usage.cols.len(), BLOCK, self.split_from) {
+        let split = parallel::halves(usage.cols.len(), BLOCK, self.split_from)
+            .filter(|_| self.split_when_busy || parallel::alone());
+        let passed = match split {
             // A large cluster's nodes in two halves, each keeping its classes' best nodes, on
             // two cores; then per class the better of the two (`KeepBest::merge`).
             Some(mid) => {

@@ -222,6 +222,7 @@ fn split_and_whole(
     let run = |split_from: usize| {
         let mut e = Evaluator::new(profile, snap);
         e.split_from = split_from;
+        e.split_when_busy = true;
         if !kernel {
             e.kernel = None;
         }
