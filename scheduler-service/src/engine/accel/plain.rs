@@ -588,7 +588,31 @@ impl PlainSink for KeepBest<'_, '_> {
     }
 }
 
-impl KeepBest<'_, '_> {
+impl<'b, 'p> KeepBest<'b, 'p> {
+    /// A sink with no node yet for each of the pod's node classes, in the buffers `(winners,
+    /// bars)` (cleared; the bars padded to every class a node may have).
+    fn new(
+        rules: Option<BestRules<'b>>,
+        (mut winners, mut bars): (Vec<ClassBest>, Vec<i64>),
+        weights: [i64; 3],
+        usage: &'b BatchUsage<'_>,
+        plan: &'b PodPlan<'p>,
+    ) -> Self {
+        winners.clear();
+        winners.resize(plan.class_evals.len(), ClassBest::NONE);
+        bars.clear();
+        bars.resize(winners.len().max(usage.cols.max_class() as usize + 1), i64::MIN);
+        Self {
+            rules,
+            winners,
+            bars,
+            weights,
+            cols: &usage.cols,
+            plan,
+            feasible: 0,
+        }
+    }
+
     /// Takes in what `later` kept of the nodes after this sink's: per class the better of the two
     /// winners as [`PlainSink::feasible`] would have picked had it seen them all in order (the
     /// higher part, then the higher tie-break, then the later node), and the sum of the counts.
@@ -1116,21 +1140,11 @@ impl Evaluator<'_> {
     ) -> Result<BestNode, DeadlinePassed> {
         self.candidates.clear();
         let weights = self.per_node_weights();
-        let mut winners = std::mem::take(&mut self.class_best);
-        winners.clear();
-        winners.resize(plan.class_evals.len(), ClassBest::NONE);
-        let mut bars = std::mem::take(&mut self.class_bars);
-        bars.clear();
-        bars.resize(winners.len().max(usage.cols.max_class() as usize + 1), i64::MIN);
-        let mut sink = KeepBest {
-            rules,
-            winners,
-            bars,
-            weights,
-            cols: &usage.cols,
-            plan,
-            feasible: 0,
-        };
+        let buffers = (
+            std::mem::take(&mut self.class_best),
+            std::mem::take(&mut self.class_bars),
+        );
+        let mut sink = KeepBest::new(rules, buffers, weights, usage, plan);
         let split = parallel::halves(usage.cols.len(), BLOCK, self.split_from)
             .filter(|_| self.split_when_busy || parallel::alone());
         let passed = match split {
@@ -1140,20 +1154,8 @@ impl Evaluator<'_> {
                 // The second half's buffers are kept for the next pod: freeing them per pod
                 // would hand their pages back to the OS each time (the purge's TLB shootdown
                 // then interrupts the helper's core).
-                let (mut winners, mut bars) = std::mem::take(&mut self.second_best);
-                winners.clear();
-                winners.resize(sink.winners.len(), ClassBest::NONE);
-                bars.clear();
-                bars.resize(sink.bars.len(), i64::MIN);
-                let mut second = KeepBest {
-                    rules: sink.rules.clone(),
-                    winners,
-                    bars,
-                    weights,
-                    cols: &usage.cols,
-                    plan,
-                    feasible: 0,
-                };
+                let buffers = std::mem::take(&mut self.second_best);
+                let mut second = KeepBest::new(sink.rules.clone(), buffers, weights, usage, plan);
                 let passed = self.plain_pass_halves(plan, usage, deadline, mid, &mut sink, &mut second);
                 self.second_best = sink.merge(second);
                 passed
