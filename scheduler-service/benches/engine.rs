@@ -11,10 +11,11 @@
 //! `snapshot/full_build` and `snapshot/delta_one_node`. After them it times 2,000 Rank calls one
 //! by one and prints their latency percentiles.
 //!
-//! `PLACEMENT_BENCH_NODES` sets the node count (pods are 30 per node); `PLACEMENT_PASS_THREADS`
-//! the threads a pod's pass over the nodes may use (as the service's `--pass-threads`). It defaults to 5,000 for
+//! `PLACEMENT_BENCH_NODES` sets the node count (pods are 30 per node). It defaults to 5,000 for
 //! `cargo bench` and to 500 in criterion's test mode (`cargo bench -- --test`, `cargo test --benches`),
-//! which runs every benchmark once as a smoke test. It allocates with mimalloc, as the service does.
+//! which runs every benchmark once as a smoke test. `PLACEMENT_PASS_THREADS` sets the threads a
+//! pod's pass over the nodes may use (the service's `--pass-threads`: 1 keeps it on one core). It
+//! allocates with mimalloc, as the service does.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

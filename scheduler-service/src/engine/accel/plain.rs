@@ -839,6 +839,28 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
         Ok(())
     }
 
+    /// The nodes of `range` (its start a multiple of [`BLOCK`]) to `sink`: through `kernel`
+    /// block by block where it takes the pod, node by node otherwise.
+    #[inline(always)]
+    fn range<S: PlainSink>(
+        &self,
+        kernel: Option<(Kernel, PodAsk)>,
+        range: std::ops::Range<usize>,
+        deadline: Deadline,
+        sink: &mut S,
+    ) -> Result<(), DeadlinePassed> {
+        if let Some((kernel, ask)) = kernel {
+            return self.blocks(kernel, &ask, range.step_by(BLOCK), deadline, sink);
+        }
+        for i in range.start..range.end.min(self.hot.len()) {
+            if i % 4096 == 4095 && deadline.passed() {
+                return Err(DeadlinePassed);
+            }
+            self.node(i, sink);
+        }
+        Ok(())
+    }
+
     /// Whether the pod has filters the kernel leaves to the node (host ports, extended resources).
     #[inline(always)]
     fn has_rest(&self) -> bool {
@@ -1528,28 +1550,12 @@ impl Evaluator<'_> {
     ) -> Result<(), DeadlinePassed> {
         self.image_sums(plan);
         let pass = PlainNodes::new(self, plan, usage);
-        let (a, b) = match (self.kernel, pass.ask()) {
-            (Some(kernel), Some(ask)) => {
-                let len = usage.cols.len();
-                parallel::join(
-                    || pass.blocks(kernel, &ask, (0..mid).step_by(BLOCK), deadline, first),
-                    || pass.blocks(kernel, &ask, (mid..len).step_by(BLOCK), deadline, second),
-                )
-            }
-            _ => {
-                let len = pass.hot.len();
-                let nodes = |range: std::ops::Range<usize>, sink: &mut S| {
-                    for i in range {
-                        if i % 4096 == 4095 && deadline.passed() {
-                            return Err(DeadlinePassed);
-                        }
-                        pass.node(i, sink);
-                    }
-                    Ok(())
-                };
-                parallel::join(|| nodes(0..mid.min(len), first), || nodes(mid.min(len)..len, second))
-            }
-        };
+        let kernel = self.kernel.zip(pass.ask());
+        let len = usage.cols.len();
+        let (a, b) = parallel::join(
+            || pass.range(kernel, 0..mid, deadline, first),
+            || pass.range(kernel, mid..len, deadline, second),
+        );
         self.image_sums.deactivate();
         a.and(b)
     }
@@ -1565,16 +1571,7 @@ impl Evaluator<'_> {
         sink: &mut impl PlainSink,
     ) -> Result<(), DeadlinePassed> {
         let pass = PlainNodes::new(self, plan, usage);
-        if let (Some(kernel), Some(ask)) = (self.kernel, pass.ask()) {
-            return pass.blocks(kernel, &ask, (0..usage.cols.len()).step_by(BLOCK), deadline, sink);
-        }
-        for i in 0..pass.hot.len() {
-            if i % 4096 == 4095 && deadline.passed() {
-                return Err(DeadlinePassed);
-            }
-            pass.node(i, sink);
-        }
-        Ok(())
+        pass.range(self.kernel.zip(pass.ask()), 0..usage.cols.len(), deadline, sink)
     }
 }
 
