@@ -63,4 +63,5 @@ export CLUSTER_SH
 export E2E_RESTART_APISERVER="bash '$ROOT/scripts/e2e-cluster.sh' restart-apiserver"
 export E2E_KUBE_SCHEDULER=1
 echo "e2e-cluster: E2E_KUBECONFIG=$E2E_KUBECONFIG"
+echo "e2e-cluster: the end-to-end suite runs against $("$K8S_STATE/bin/kube-apiserver" --version) (kube-apiserver, kube-controller-manager, kube-scheduler)"
 "$@"

@@ -55,6 +55,32 @@ pub async fn cluster(test: &str) -> Option<Cluster> {
     })
 }
 
+/// The `KubeSchedulerConfiguration` apiVersion that a kube-scheduler binary reads, from its
+/// `--version`: `kubescheduler.config.k8s.io/v1` from 1.25 on (1.29 removed `v1beta3`), `v1beta3`
+/// before (1.24's newest).
+pub fn kube_scheduler_config_api(binary: &Path) -> Result<&'static str, String> {
+    let out = Command::new(binary)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("{}: {e}", binary.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let minor = text
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("v1."))
+        .and_then(|rest| rest.split('.').next()?.parse::<u32>().ok())
+        .ok_or_else(|| {
+            format!(
+                "{} --version printed {text:?}, not `Kubernetes v1.N.M`",
+                binary.display()
+            )
+        })?;
+    Ok(if minor >= 25 {
+        "kubescheduler.config.k8s.io/v1"
+    } else {
+        "kubescheduler.config.k8s.io/v1beta3"
+    })
+}
+
 /// Runs the tests of one binary one at a time (held for a whole test).
 pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
     static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

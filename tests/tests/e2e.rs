@@ -392,17 +392,6 @@ async fn binder_schedules_pods_on_a_real_cluster() {
     scope.cleanup().await;
 }
 
-/// A scheduling message in the wording of the oldest Kubernetes the suite runs against (the
-/// control plane of `scripts/e2e-cluster.sh` is 1.24): placement writes kube-scheduler 1.34's
-/// messages, and the one difference its tests meet is that 1.24 does not append DefaultPreemption's
-/// `preemption: …` sentence. Applied to both sides, so a 1.34 cluster compares the same way.
-fn in_1_24_wording(message: &str) -> String {
-    match message.split_once(" preemption: ") {
-        Some((head, _)) => head.to_string(),
-        None => message.to_string(),
-    }
-}
-
 /// The fields of an event a user reads, with the scheduler's own name replaced by `SCHEDULER`.
 fn event_view(e: &Event, scheduler: &str) -> BTreeMap<&'static str, String> {
     let r = e.regarding.clone().unwrap_or_default();
@@ -410,7 +399,7 @@ fn event_view(e: &Event, scheduler: &str) -> BTreeMap<&'static str, String> {
     v.insert("type", e.type_.clone().unwrap_or_default());
     v.insert("reason", e.reason.clone().unwrap_or_default());
     v.insert("action", e.action.clone().unwrap_or_default());
-    v.insert("note", in_1_24_wording(e.note.as_deref().unwrap_or_default()));
+    v.insert("note", e.note.clone().unwrap_or_default());
     v.insert(
         "reportingController",
         e.reporting_controller
@@ -506,7 +495,7 @@ async fn events_and_conditions_match_kube_scheduler() {
                 (
                     c.status.clone(),
                     c.reason.clone(),
-                    c.message.as_deref().map(in_1_24_wording),
+                    c.message.clone(),
                     c.last_transition_time.is_some(),
                 )
             })
@@ -740,51 +729,66 @@ async fn a_gang_is_bound_whole_once_its_last_member_exists() {
     scope.cleanup().await;
 }
 
-/// A pod created with `spec.schedulingGates`: on an API server that stores the field (1.26 and
-/// later) it is not bound while a gate is left, and is bound once the last one is removed; an
-/// older API server (1.24's) drops the field, and the binder binds the pod as any other.
+/// A pod created with `spec.schedulingGates` is not bound while a gate is left, with the
+/// `PodScheduled` condition kube writes for a gated pod (the same as a twin pod of the cluster's
+/// kube-scheduler, with `E2E_KUBE_SCHEDULER=1`), and is bound once the last gate is removed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_gated_pod_waits_for_its_gates_or_binds_where_the_api_server_has_none() {
-    let Some(cluster) = cluster("a_gated_pod_waits_for_its_gates_or_binds_where_the_api_server_has_none").await else {
+async fn a_gated_pod_waits_for_its_gates() {
+    let Some(cluster) = cluster("a_gated_pod_waits_for_its_gates").await else {
         return;
     };
     let _serial = serial().await;
     let mut scope = Scope::new(&cluster, "gates").await;
     scope.add_node("n1", "2", &[]).await;
     let binder = InProcessBinder::start(&cluster, &scope).await;
+    let compare = std::env::var("E2E_KUBE_SCHEDULER").as_deref() == Ok("1");
+    let gate = || {
+        Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
+            name: "example.com/hold".into(),
+        }])
+    };
     let mut gated = scope.pod("gated-0", "100m");
-    gated.spec.as_mut().unwrap().scheduling_gates = Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
-        name: "example.com/hold".into(),
-    }]);
+    gated.spec.as_mut().expect("a pod spec").scheduling_gates = gate();
     let created = scope.create(&gated).await;
-    let stored_gates = created
-        .spec
-        .as_ref()
-        .and_then(|s| s.scheduling_gates.as_ref())
-        .is_some_and(|g| !g.is_empty());
-    if stored_gates {
-        // An ungated pod created after it is bound: the binder has seen both by then.
-        scope.create(&scope.pod("free-0", "100m")).await;
-        wait_bound(&scope, "free", 1).await;
-        let p = scope.pods().get("gated-0").await.unwrap();
-        assert_eq!(node_of(&p), None, "a gated pod is not bound");
-        assert_eq!(
-            scheduled_condition(&p).and_then(|c| c.reason.as_deref()),
-            Some("SchedulingGated")
-        );
-        let ungate = serde_json::json!({"spec": {"schedulingGates": null}});
-        scope
-            .pods()
-            .patch(
-                "gated-0",
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(&ungate),
-            )
-            .await
-            .unwrap();
-    } else {
-        eprintln!("the API server dropped spec.schedulingGates (it predates the field): the pod is an ordinary one");
+    assert_eq!(
+        created.spec.as_ref().and_then(|s| s.scheduling_gates.clone()),
+        gate(),
+        "the API server stores spec.schedulingGates (1.26 and later)"
+    );
+    if compare {
+        let mut twin = pod_for(&scope.ns, "gated-kube", "default-scheduler", &scope.run, "100m");
+        twin.spec.as_mut().expect("a pod spec").scheduling_gates = gate();
+        scope.create(&twin).await;
     }
+    // An ungated pod created after it is bound: the binder has seen both by then.
+    scope.create(&scope.pod("free-0", "100m")).await;
+    wait_bound(&scope, "free", 1).await;
+    let view = |p: &Pod| scheduled_condition(p).map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()));
+    let p = scope.pods().get("gated-0").await.expect("the gated pod");
+    assert_eq!(node_of(&p), None, "a gated pod is not bound");
+    assert_eq!(
+        view(&p),
+        Some((
+            "False".to_string(),
+            Some("SchedulingGated".to_string()),
+            Some("Scheduling is blocked due to non-empty scheduling gates".to_string())
+        ))
+    );
+    if compare {
+        let twin = scope.pods().get("gated-kube").await.expect("the twin pod");
+        assert_eq!(node_of(&twin), None, "kube-scheduler leaves its gated pod too");
+        assert_eq!(view(&p), view(&twin), "PodScheduled against kube-scheduler's twin");
+    }
+    let ungate = serde_json::json!({"spec": {"schedulingGates": null}});
+    scope
+        .pods()
+        .patch(
+            "gated-0",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&ungate),
+        )
+        .await
+        .expect("remove the gate");
     wait_bound(&scope, "gated", 1).await;
     binder.stop().await;
     scope.cleanup().await;
@@ -1266,11 +1270,12 @@ impl VersusKube {
         )
         .expect("write placement's configuration");
         let theirs = dir.path().join("kube-scheduler.yaml");
-        // kube-scheduler 1.24 reads v1beta3, whose extender fields are v1's.
+        // The extender fields are the same in v1 and in 1.24's v1beta3.
+        let api = placement_tests::e2e::kube_scheduler_config_api(&binary).expect("kube-scheduler's version");
         std::fs::write(
             &theirs,
             format!(
-                "apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\nclientConnection:\n  \
+                "apiVersion: {api}\nkind: KubeSchedulerConfiguration\nclientConnection:\n  \
                  kubeconfig: {}\nleaderElection:\n  leaderElect: false\nprofiles:\n  - schedulerName: {}-kube\n{extenders}",
                 cluster.kubeconfig.display(),
                 scope.scheduler
@@ -1337,16 +1342,9 @@ impl VersusKube {
     }
 }
 
-/// A pod's PodScheduled condition as a user reads it (kube-scheduler 1.24's message has no
-/// preemption part).
+/// A pod's PodScheduled condition as a user reads it.
 fn condition_view(p: &Pod) -> Option<(String, Option<String>, Option<String>)> {
-    scheduled_condition(p).map(|c| {
-        (
-            c.status.clone(),
-            c.reason.clone(),
-            c.message.as_deref().map(in_1_24_wording),
-        )
-    })
+    scheduled_condition(p).map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
 }
 
 /// The example extender under placement and under a kube-scheduler of the cluster's version,
@@ -1393,10 +1391,8 @@ async fn the_example_extender_behaves_as_under_kube_scheduler() {
     run.stop().await;
 }
 
-/// An extender answering 500 under placement and under kube-scheduler: the same status and
-/// message (kube-scheduler's error text). The reason is 1.34's `SchedulerError`; kube-scheduler
-/// 1.24, the cluster's, still wrote `Unschedulable` for an error (its `handleSchedulingFailure`
-/// distinguishes them since 1.26).
+/// An extender answering 500 under placement and under kube-scheduler: the same status, reason
+/// (`SchedulerError`) and message (kube-scheduler's error text).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_extender_fails_the_pod_as_under_kube_scheduler() {
     let test = "a_failing_extender_fails_the_pod_as_under_kube_scheduler";
@@ -1411,11 +1407,7 @@ async fn a_failing_extender_fails_the_pod_as_under_kube_scheduler() {
         a.expect("placement's condition"),
         b.expect("kube-scheduler's condition"),
     );
-    assert_eq!(
-        (&a.0, &a.2),
-        (&b.0, &b.2),
-        "status and message: placement against kube-scheduler"
-    );
+    assert_eq!(a, b, "status, reason and message: placement against kube-scheduler");
     assert_eq!(a.1.as_deref(), Some("SchedulerError"));
     assert_eq!(
         a.2,
@@ -1480,8 +1472,7 @@ fn with_claim(mut pod: Pod, claim: &str) -> Pod {
     pod
 }
 
-/// A pod's `PodScheduled` condition as the volume tests compare it: reason, and message in
-/// kube 1.24's wording.
+/// A pod's `PodScheduled` condition as the volume tests compare it: reason and message.
 type Condition = Option<(Option<String>, Option<String>)>;
 
 /// Creates a claim `data-ours` of `class` and a pod `<prefix>-ours` using it for this scope's
@@ -1517,7 +1508,7 @@ async fn claimed_pods_left_unschedulable(scope: &Scope, class: &str, prefix: &st
     let condition = |name: &str| {
         let p = pods.iter().find(|p| p.name_any() == name).expect("a test pod");
         assert_eq!(node_of(p), None, "{name} is not bound");
-        scheduled_condition(p).map(|c| (c.reason.clone(), c.message.as_deref().map(in_1_24_wording)))
+        scheduled_condition(p).map(|c| (c.reason.clone(), c.message.clone()))
     };
     (
         condition(&format!("{prefix}-ours")),
@@ -1646,7 +1637,11 @@ async fn a_claim_whose_only_volume_is_on_a_cordoned_node_reports_kube_schedulers
         ours,
         Some((
             Some("Unschedulable".to_string()),
-            Some(format!("0/{total} nodes are available: {}.", reasons.join(", ")))
+            Some(format!(
+                "0/{total} nodes are available: {}. preemption: 0/{total} nodes are available: {total} Preemption is \
+                 not helpful for scheduling.",
+                reasons.join(", ")
+            ))
         )),
         "{free} has no volume, {cordoned} is cordoned"
     );
@@ -1719,7 +1714,11 @@ async fn storage_capacity_decides_where_a_tracked_driver_provisions() {
         ours,
         Some((
             Some("Unschedulable".to_string()),
-            Some(format!("0/{total} nodes are available: {}.", reasons.join(", ")))
+            Some(format!(
+                "0/{total} nodes are available: {}. preemption: 0/{total} nodes are available: {total} Preemption is \
+                 not helpful for scheduling.",
+                reasons.join(", ")
+            ))
         )),
         "{node_a}: 512Mi for a 1Gi claim; {node_b}: no capacity"
     );
@@ -1832,7 +1831,7 @@ async fn a_node_at_its_csi_attach_limit_takes_no_more_pods_with_such_volumes() {
     let condition = |name: &str| {
         let p = pods.iter().find(|p| p.name_any() == name).expect("a test pod");
         assert_eq!(node_of(p), None, "{name} is not bound");
-        scheduled_condition(p).and_then(|c| c.message.as_deref().map(in_1_24_wording))
+        scheduled_condition(p).and_then(|c| c.message.clone())
     };
     let ours = condition("one-more").expect("a message");
     assert!(ours.starts_with("0/"), "{ours}");

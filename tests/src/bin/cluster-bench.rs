@@ -886,10 +886,11 @@ fn start(c: Contender, args: &RunArgs, ns: &str, log_dir: &Path) -> anyhow::Resu
                 .display()
                 .to_string();
             let config = log_dir.join("kube-scheduler-config.yaml");
+            let api = placement_tests::e2e::kube_scheduler_config_api(&bin).map_err(anyhow::Error::msg)?;
             std::fs::write(
                 &config,
                 format!(
-                    "apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\n\
+                    "apiVersion: {api}\nkind: KubeSchedulerConfiguration\n\
                      clientConnection:\n  kubeconfig: {kc:?}\n  qps: 100000\n  burst: 100000\n\
                      leaderElection:\n  leaderElect: false\nprofiles:\n- schedulerName: {}\n",
                     scheduler_name(c, &args.prefix)
