@@ -247,7 +247,8 @@ impl Evaluator<'_> {
             let mut outcome = None;
             let (chosen, feasible) = match extended {
                 Some(hook) if feasible > 0 => {
-                    let o = self.call_extenders(hook, plan, pod, &usage);
+                    let o = self.call_extenders(hook, plan, &usage, &placed);
+                    reusable = false;
                     let kept = (o.best, o.feasible);
                     outcome = Some(o);
                     kept

@@ -1947,17 +1947,20 @@ pub(super) struct ExtenderOutcome {
 }
 
 impl Evaluator<'_> {
-    /// kube-scheduler's `findNodesThatPassExtenders` and the extenders' part of
-    /// `prioritizeNodes`, over the candidates of `plan` (left as they are: the next pod may
-    /// re-score from them). Prioritize runs only when more than one node is left, as
-    /// kube-scheduler scores nothing then.
+    /// kube-scheduler's `findNodesThatPassExtenders`, then `prioritizeNodes` over what is left,
+    /// as its `schedulePod` orders them: the candidates of `plan` are narrowed to the nodes the
+    /// extenders kept and scored again (PodTopologySpread's PreScore and every normalization see
+    /// only those nodes), then the extenders' scores are added. Prioritize runs only when more
+    /// than one node is left, as kube-scheduler scores nothing then. The candidates no longer
+    /// hold every feasible node afterwards: the next pod must not re-score from them.
     pub(super) fn call_extenders(
-        &self,
+        &mut self,
         hook: &dyn ExtenderHook,
         plan: &PodPlan<'_>,
-        pod: &PodSpec,
         usage: &BatchUsage,
+        placed: &Placed<'_>,
     ) -> ExtenderOutcome {
+        let pod = plan.pod;
         let nodes: Vec<usize> = self.candidates.iter().map(|c| c.index as usize).collect();
         let mut outcome = ExtenderOutcome {
             best: None,
@@ -1979,12 +1982,10 @@ impl Evaluator<'_> {
                 *k = true;
             }
         }
-        let mut kept: Vec<(u32, i64)> = self
-            .candidates
-            .iter()
-            .filter(|c| keep[c.index as usize])
-            .map(|c| (c.index, c.total))
-            .collect();
+        self.candidates.retain(|c| keep[c.index as usize]);
+        self.topo_scores(plan, placed);
+        self.normalize();
+        let mut kept: Vec<(u32, i64)> = self.candidates.iter().map(|c| (c.index, c.total)).collect();
         if kept.len() > 1 {
             let indices: Vec<usize> = kept.iter().map(|(i, _)| *i as usize).collect();
             let mut added = vec![0i64; self.snapshot.nodes().len()];

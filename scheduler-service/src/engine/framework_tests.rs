@@ -917,6 +917,84 @@ fn extenders_filter_after_the_plugins_and_their_scores_decide_ties() {
     );
 }
 
+/// kube-scheduler's `schedulePod` runs the extenders' filters (`findNodesThatPassExtenders`)
+/// before `prioritizeNodes`: NodeAffinity's normalization sees only the nodes the extenders kept.
+/// Here `a` holds the highest preference and the extender rejects it; over {b, c} b's preference
+/// is the maximum (100 × 2) and outweighs c's free resources, while normalized with a (b: 5 × 2)
+/// it would not. The decision equals the one on the cluster without `a`.
+#[test]
+fn extenders_filter_before_the_plugins_score() {
+    let mut a = node("a", 4000, 8 << 30);
+    let mut b = node("b", 4000, 8 << 30);
+    let c = node("c", 64000, 64 << 30);
+    a.labels.insert("gold".into(), "".into());
+    a.labels.insert("silver".into(), "".into());
+    b.labels.insert("silver".into(), "".into());
+    let mut p = pod("p", 1000, 1 << 30);
+    p.preferred_affinity = vec![
+        PreferredTerm {
+            weight: 19,
+            term: label_term("gold", SelectorOp::Exists),
+        },
+        PreferredTerm {
+            weight: 1,
+            term: label_term("silver", SelectorOp::Exists),
+        },
+    ];
+    let profile = Profile::new(Policy::kube_default());
+    let mut hook = ScriptedExtender::new();
+    hook.fail = vec![("a", "a is reserved", false)];
+    let d = Evaluator::new(&profile, &snapshot(vec![a.clone(), b.clone(), c.clone()]))
+        .with_extenders(&hook)
+        .schedule(std::slice::from_ref(&p), 0, Deadline::none())
+        .unwrap();
+    let without_a = Evaluator::new(&profile, &snapshot(vec![b.clone(), c.clone()]))
+        .schedule(std::slice::from_ref(&p), 0, Deadline::none())
+        .unwrap();
+    assert!(
+        matches!(&d[0], Decision::Node { node, feasible: 2, .. } if node == "b"),
+        "{d:?}"
+    );
+    match (&d[0], &without_a[0]) {
+        (Decision::Node { score, .. }, Decision::Node { node, score: s, .. }) => {
+            assert_eq!(
+                (node.as_str(), *score),
+                ("b", *s),
+                "the same node and total as without a"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    // The plugins alone (a kept) rank b below c once normalized with a: the extender decided.
+    let r = rank(&snapshot(vec![b.clone(), c.clone(), a]), &p);
+    let total = |n: &str| r.feasible.iter().find(|f| f.node == n).map(|f| f.total).unwrap();
+    assert!(total("b") < total("c"), "{r:?}");
+
+    // Several pods of one batch, the second alike: each is decided on the extenders' nodes.
+    let mut q = p.clone();
+    q.name = "q".into();
+    q.uid = "q".into();
+    let d = Evaluator::new(
+        &profile,
+        &snapshot(vec![node("a", 4000, 8 << 30), b.clone(), c.clone()]),
+    )
+    .with_extenders(&hook)
+    .schedule(&[p.clone(), q.clone()], 0, Deadline::none())
+    .unwrap();
+    let alone = Evaluator::new(&profile, &snapshot(vec![b, c]))
+        .schedule(&[p, q], 0, Deadline::none())
+        .unwrap();
+    let nodes = |d: &[Decision]| -> Vec<Option<String>> {
+        d.iter()
+            .map(|d| match d {
+                Decision::Node { node, .. } => Some(node.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(nodes(&d), nodes(&alone));
+}
+
 #[test]
 fn extender_scores_are_added_to_the_plugins_totals() {
     let snap = snapshot(vec![node("a", 4000, 8 << 30), node("b", 4000, 8 << 30)]);
