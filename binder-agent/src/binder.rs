@@ -261,6 +261,21 @@ struct Bind {
 /// decisions run in partitions.
 const ALONE_HOLD: Duration = Duration::from_millis(200);
 
+/// How long a pod's scheduling failure (its `PodScheduled` condition and `FailedScheduling`
+/// event) is retried through transient API errors and a lost lease (an API server restarting)
+/// before the binder gives up writing it.
+const REPORT_RETRY_FOR: Duration = Duration::from_secs(60);
+
+/// The condition reason of a scheduling failure, as kube-scheduler's `handleSchedulingFailure`
+/// chooses it.
+#[derive(Debug, Clone, Copy)]
+enum Failure {
+    /// No node fits (`Unschedulable`).
+    Unschedulable,
+    /// The scheduling or binding cycle failed with an error (`SchedulerError`).
+    SchedulerError,
+}
+
 /// The node partitions of a configuration: its batches in flight, or none (0) for one at a time.
 fn partitions(config: &BinderConfig) -> u32 {
     match config.batches_in_flight {
@@ -1421,21 +1436,37 @@ impl<A: ClusterApi> Binder<A> {
             }
             let mut retry_in = s.config.bind_retry_backoff;
             for attempt in 1..=s.config.bind_attempts.max(1) {
-                let Ok(permit) = Arc::clone(&s.binds).acquire_owned().await else {
-                    return;
-                };
-                // A binder that lost the lease binds nothing more; the pod goes back to the queue
-                // for whoever leads next (it will see the pod unbound, or bound if this one got
-                // through). A pod deleted or bound meanwhile is no longer queued.
-                if !*s.leader.borrow() || !s.queue.lock().contains(&uid) {
+                // A pod deleted or bound meanwhile is no longer queued: nothing to bind.
+                if !s.queue.lock().contains(&uid) {
                     if attempt == 1 {
                         let mut st = s.state.lock();
                         st.forget(&uid);
                         st.forget_storage(&uid);
                     }
-                    s.queue.lock().retry_now(&uid);
                     return;
                 }
+                if !*s.leader.borrow() {
+                    if attempt == 1 {
+                        // Nothing was written: the pod goes back to the queue for whoever leads
+                        // next, its reservation with it.
+                        let mut st = s.state.lock();
+                        st.forget(&uid);
+                        st.forget_storage(&uid);
+                        drop(st);
+                        s.queue.lock().retry_now(&uid);
+                        return;
+                    }
+                    // An earlier attempt may have gone through: the pod keeps its reservation and
+                    // is not decided again; this binder tries the same node once it leads again
+                    // (a Conflict then says the earlier attempt bound it), unless the watch shows
+                    // the pod bound or deleted first.
+                    if !this.lead_again(&uid).await {
+                        return;
+                    }
+                }
+                let Ok(permit) = Arc::clone(&s.binds).acquire_owned().await else {
+                    return;
+                };
                 this.rate_limit().await;
                 let started = Instant::now();
                 let extender = s.config.extenders.as_deref().and_then(|set| {
@@ -1515,6 +1546,25 @@ impl<A: ClusterApi> Binder<A> {
                 }
             }
         });
+    }
+
+    /// Waits until this binder leads again (true), or until the pod is no longer queued (bound or
+    /// deleted, as the watch shows) or the binder stops (false).
+    async fn lead_again(&self, uid: &str) -> bool {
+        let s = &self.shared;
+        let mut leader = s.leader.clone();
+        loop {
+            if *leader.borrow_and_update() {
+                return true;
+            }
+            if !s.queue.lock().contains(uid) || s.stopping.load(Ordering::Relaxed) {
+                return false;
+            }
+            tokio::select! {
+                r = leader.changed() => if r.is_err() { return false },
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        }
     }
 
     /// VolumeBinding's PreBind (kube's `BindPodVolumes`): writes each claim binding chosen for the
@@ -1716,13 +1766,7 @@ impl<A: ClusterApi> Binder<A> {
         s.metrics.volume_prebind(result, started.elapsed());
         s.wake.notify_one();
         tracing::warn!(pod = %pod.key(), %message, "PreBind failed; deciding again after backoff");
-        if !*s.leader.borrow() {
-            return;
-        }
-        self.rate_limit().await;
-        if let Err(e) = s.api.record_scheduler_error(pod, &message).await {
-            tracing::debug!(pod = %pod.key(), error = %e, "recording FailedScheduling failed");
-        }
+        self.report_failure(pod, Failure::SchedulerError, &message).await;
     }
 
     /// Holds back gang members whose gang is short, pulls the waiting members of gangs that are
@@ -1955,10 +1999,7 @@ impl<A: ClusterApi> Binder<A> {
             if let Err(e) = s.api.clear_nomination(&pod).await {
                 tracing::debug!(pod = %pod.key(), error = %e, "clearing nominatedNodeName failed");
             }
-            this.rate_limit().await;
-            if let Err(e) = s.api.record_unschedulable(&pod, &message).await {
-                tracing::debug!(pod = %pod.key(), error = %e, "recording FailedScheduling failed");
-            }
+            this.report_failure(&pod, Failure::Unschedulable, &message).await;
         });
     }
 
@@ -2067,37 +2108,60 @@ impl<A: ClusterApi> Binder<A> {
                     break;
                 }
             }
-            this.rate_limit().await;
-            if let Err(e) = s.api.record_unschedulable(&preemptor, &u.message).await {
-                tracing::debug!(pod = %preemptor.key(), error = %e, "recording FailedScheduling failed");
-            }
+            this.report_failure(&preemptor, Failure::Unschedulable, &u.message)
+                .await;
         });
     }
 
     fn spawn_scheduler_error(&self, tasks: &mut JoinSet<()>, pod: PodRef, message: String) {
         let this = self.clone();
-        tasks.spawn(async move {
-            if !*this.shared.leader.borrow() {
-                return;
-            }
-            this.rate_limit().await;
-            if let Err(e) = this.shared.api.record_scheduler_error(&pod, &message).await {
-                tracing::debug!(pod = %pod.key(), error = %e, "recording FailedScheduling failed");
-            }
-        });
+        tasks.spawn(async move { this.report_failure(&pod, Failure::SchedulerError, &message).await });
     }
 
     fn spawn_unschedulable(&self, tasks: &mut JoinSet<()>, pod: PodRef, message: String) {
         let this = self.clone();
-        tasks.spawn(async move {
-            if !*this.shared.leader.borrow() {
+        tasks.spawn(async move { this.report_failure(&pod, Failure::Unschedulable, &message).await });
+    }
+
+    /// Writes a pod's scheduling failure (condition and event) while this binder leads. A
+    /// transient API error is retried with backoff, and a lost lease waited out, for up to
+    /// [`REPORT_RETRY_FOR`]: a pod left unschedulable while the API server restarted still gets
+    /// its condition. It stops once the pod is no longer queued (bound or deleted: the report is
+    /// moot), is gone, or the binder stops.
+    async fn report_failure(&self, pod: &PodRef, failure: Failure, message: &str) {
+        let s = &self.shared;
+        let deadline = Instant::now() + REPORT_RETRY_FOR;
+        let mut backoff = Duration::from_millis(200);
+        let mut leader = s.leader.clone();
+        loop {
+            if s.stopping.load(Ordering::Relaxed) || !s.queue.lock().contains(&pod.uid) {
                 return;
             }
-            this.rate_limit().await;
-            if let Err(e) = this.shared.api.record_unschedulable(&pod, &message).await {
-                tracing::debug!(pod = %pod.key(), error = %e, "recording FailedScheduling failed");
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                tracing::warn!(pod = %pod.key(), ?failure, "recording FailedScheduling: gave up after {REPORT_RETRY_FOR:?}");
+                return;
             }
-        });
+            if !*leader.borrow_and_update() {
+                match tokio::time::timeout(left, leader.changed()).await {
+                    Ok(Err(_)) => return,
+                    Ok(Ok(())) | Err(_) => continue,
+                }
+            }
+            self.rate_limit().await;
+            let written = match failure {
+                Failure::Unschedulable => s.api.record_unschedulable(pod, message).await,
+                Failure::SchedulerError => s.api.record_scheduler_error(pod, message).await,
+            };
+            match written {
+                Ok(()) | Err(ApiError::NotFound(_) | ApiError::Conflict(_)) => return,
+                Err(e) => {
+                    tracing::debug!(pod = %pod.key(), error = %e, "recording FailedScheduling failed; retrying");
+                    tokio::time::sleep(backoff.min(left)).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
     }
 }
 

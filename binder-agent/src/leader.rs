@@ -22,8 +22,10 @@ use crate::metrics::BinderMetrics;
 /// Longest wait for the lease release on shutdown.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Longest pause between attempts after API errors.
-const MAX_RETRY: Duration = Duration::from_secs(30);
+/// Longest pause between attempts after API errors: client-go's leader election retries every
+/// `RetryPeriod` (kube-scheduler's default 2 s), so leadership comes back within that of the API
+/// server's return.
+const MAX_RETRY: Duration = Duration::from_secs(2);
 
 /// Which lease, and how it is held.
 #[derive(Debug, Clone)]

@@ -107,6 +107,41 @@ pub fn run_id() -> String {
     format!("{:x}{n}", (std::process::id() ^ nanos) & 0xffffff)
 }
 
+/// A Ready, kubelet-less node `placement-e2e-<run>-<suffix>` (see [`Scope::add_node`]).
+async fn create_node(client: &kube::Client, run: &str, suffix: &str, cpu: &str, extra: &[(&str, &str)]) -> String {
+    let name = format!("placement-e2e-{}-{suffix}", run);
+    let mut labels: BTreeMap<String, String> = [
+        (RUN_LABEL.to_string(), run.to_string()),
+        ("kubernetes.io/hostname".to_string(), name.clone()),
+    ]
+    .into();
+    labels.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = Node {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            labels: Some(labels),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("create a node");
+    let status = serde_json::json!({"status": {
+        "allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
+        "capacity": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                        "message": "kubelet-less test node", "lastHeartbeatTime": now(), "lastTransitionTime": now()}]
+    }});
+    nodes
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("set the node's status");
+    name
+}
+
 /// What one test created in the cluster, deleted again by [`Scope::cleanup`].
 pub struct Scope {
     /// The cluster.
@@ -158,38 +193,25 @@ impl Scope {
     /// Creates a Ready, kubelet-less node `<run>-<suffix>` with `cpu` cores, 8Gi and 110 pods,
     /// labelled with the run label, its hostname and `extra` labels.
     pub async fn add_node(&mut self, suffix: &str, cpu: &str, extra: &[(&str, &str)]) -> String {
-        let name = format!("placement-e2e-{}-{suffix}", self.run);
-        let mut labels: BTreeMap<String, String> = [
-            (RUN_LABEL.to_string(), self.run.clone()),
-            ("kubernetes.io/hostname".to_string(), name.clone()),
-        ]
-        .into();
-        labels.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        let node = Node {
-            metadata: ObjectMeta {
-                name: Some(name.clone()),
-                labels: Some(labels),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        nodes
-            .create(&PostParams::default(), &node)
-            .await
-            .expect("create a node");
+        let name = create_node(&self.client, &self.run, suffix, cpu, extra).await;
         self.nodes.push(name.clone());
-        let status = serde_json::json!({"status": {
-            "allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
-            "capacity": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                            "message": "kubelet-less test node", "lastHeartbeatTime": now(), "lastTransitionTime": now()}]
-        }});
-        nodes
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .expect("set the node's status");
         name
+    }
+
+    /// Creates `count` nodes `<run>-n<i>` as [`Scope::add_node`] does, 32 at a time.
+    pub async fn add_nodes(&mut self, count: usize, cpu: &str) {
+        use futures::StreamExt;
+        let client = self.client.clone();
+        let run = self.run.clone();
+        let names: Vec<String> = futures::stream::iter(0..count)
+            .map(|i| {
+                let (client, run) = (client.clone(), run.clone());
+                async move { create_node(&client, &run, &format!("n{i}"), cpu, &[]).await }
+            })
+            .buffer_unordered(32)
+            .collect()
+            .await;
+        self.nodes.extend(names);
     }
 
     /// Remembers a cluster-scoped object (`kind` is its plural resource, e.g. `priorityclasses`)
@@ -505,6 +527,27 @@ impl BinderProcess {
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// One sample of its `/metrics` (e.g. `binder_binds_total{result="ok"}`): `None` while it
+    /// does not answer, 0 for a series it has not written.
+    pub async fn metric(&self, series: &str) -> Option<f64> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(self.http).await.ok()?;
+        s.write_all(b"GET /metrics HTTP/1.1\r\nhost: binder\r\nconnection: close\r\n\r\n")
+            .await
+            .ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.ok()?;
+        let (head, body) = out.split_once("\r\n\r\n")?;
+        if head.split_whitespace().nth(1) != Some("200") {
+            return None;
+        }
+        Some(
+            body.lines()
+                .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+                .unwrap_or(0.0),
+        )
     }
 
     /// The log written so far.

@@ -617,6 +617,59 @@ async fn failed_and_timed_out_binds_are_retried_without_double_binding() {
     let _ = stop_decisions.send(());
 }
 
+/// The API server fails a Binding (an answer that may have come after the write) and then the
+/// lease: the binder loses leadership while the pod's bind is being retried. The pod keeps its
+/// reservation and is not decided again (the decision service still holds it placed); once the
+/// lease is back the binder binds it on the same node, with no FailedScheduling in between.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bind_interrupted_by_a_lost_lease_resumes_on_its_node_when_the_lease_returns() {
+    let server = FakeApiServer::start().await;
+    server.create_node(node("n1", "4"));
+    let (endpoint, stop_decisions) = decision_service().await;
+    let running = start_binder(
+        &server,
+        &endpoint,
+        Options {
+            lease: Some((2, 1)),
+            ..Options::default()
+        },
+    );
+    eventually(WAIT, "the binder leads", || async { running.leadership.is_leader() }).await;
+    server.fail_next(1_000_000, matcher("POST", "/pods/web-0/binding"), 500);
+    server.create_pod(pod("web-0", SCHEDULER, "250m", None));
+    eventually(WAIT, "a Binding failed", || async {
+        server.count_requests(&matcher("POST", "/pods/web-0/binding")) >= 1
+    })
+    .await;
+    server.fail_next(1_000_000, matcher("*", "/leases/placement-binder"), 500);
+    eventually(WAIT, "the lease lost", || async { !running.leadership.is_leader() }).await;
+    let attempts = server.count_requests(&matcher("POST", "/pods/web-0/binding"));
+    // While it does not lead, the binder neither binds nor decides the pod again.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        server.count_requests(&matcher("POST", "/pods/web-0/binding")),
+        attempts,
+        "no Binding without the lease"
+    );
+    server.clear_faults();
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    eventually(WAIT, "the pod bound", || {
+        let pods = pods.clone();
+        async move { bound(&pods).await.len() == 1 }
+    })
+    .await;
+    assert_eq!(
+        node_of(&server.get_pod("default", "web-0").unwrap()).as_deref(),
+        Some("n1")
+    );
+    let statuses = binding_statuses(&server, "web-0");
+    assert_eq!(statuses.iter().filter(|s| **s == 201).count(), 1, "{statuses:?}");
+    assert_eq!(failed_scheduling_notes(&server, "web-0"), Vec::<String>::new());
+    assert_eq!(running.metrics.binds_total("ok"), 1);
+    running.stop().await;
+    let _ = stop_decisions.send(());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relist_after_a_broken_watch_frees_pods_deleted_meanwhile() {
     let server = FakeApiServer::start().await;

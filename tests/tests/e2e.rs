@@ -925,6 +925,109 @@ async fn the_api_server_restarted_mid_run_loses_no_pod() {
     scope.cleanup().await;
 }
 
+/// The API server restarted while a binder with leader election places a backlog at size
+/// (500 nodes of 2 CPUs, 7,000 pending pods of 150m: 6,500 slots): every watch comes back
+/// `Expired`, the binder relists, keeps or regains its lease and goes on binding within seconds
+/// of the API server's return; in the end every slot is filled, the other 500 pods are marked
+/// unschedulable, no node is overcommitted and no pod has two `Scheduled` events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_restarted_under_a_large_backlog_resumes_binding_within_seconds() {
+    let test = "the_api_server_restarted_under_a_large_backlog_resumes_binding_within_seconds";
+    let Some(cluster) = cluster(test).await else {
+        return;
+    };
+    let Ok(restart) = std::env::var("E2E_RESTART_APISERVER") else {
+        eprintln!("e2e {test}: skipped: set E2E_RESTART_APISERVER to a command that restarts the cluster's API server (scripts/e2e-cluster.sh does)");
+        return;
+    };
+    let _serial = serial().await;
+    const NODES: usize = 500;
+    const PODS: usize = 7_000;
+    const SLOTS: usize = NODES * 13; // 13 × 150m in 2 CPUs
+    let mut scope = Scope::new(&cluster, "apiserver-large").await;
+    let started = std::time::Instant::now();
+    scope.add_nodes(NODES, "2").await;
+    {
+        use futures::StreamExt;
+        let pods = scope.pods();
+        futures::stream::iter(0..PODS)
+            .map(|i| {
+                let (pods, pod) = (pods.clone(), scope.pod(&format!("p-{i}"), "150m"));
+                async move { pods.create(&PostParams::default(), &pod).await.map(|_| ()) }
+            })
+            .buffer_unordered(32)
+            .for_each(|r| async move { r.expect("create a pod") })
+            .await;
+    }
+    eprintln!(
+        "e2e {test}: {NODES} nodes and {PODS} pending pods created in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let service = Service::start().await;
+    let binder = BinderProcess::start(
+        &cluster.kubeconfig,
+        &scope.scheduler,
+        &service.endpoint,
+        &format!("{}-a", scope.run),
+        Some((scope.ns.as_str(), "placement-binder")),
+    );
+    let bound = || async { binder.metric("binder_binds_total{result=\"ok\"}").await };
+    eventually(WAIT, "the binder bound 500 pods", || async {
+        bound().await.is_some_and(|n| n >= 500.0)
+    })
+    .await;
+    let status =
+        tokio::task::spawn_blocking(move || std::process::Command::new("bash").args(["-c", &restart]).status())
+            .await
+            .expect("the restart command's thread")
+            .expect("run E2E_RESTART_APISERVER");
+    assert!(status.success(), "E2E_RESTART_APISERVER failed: {status}");
+    // The restart command returns once the API server answers again.
+    let back = std::time::Instant::now();
+    let at_return = bound().await.unwrap_or_default();
+    eventually(WAIT, "a Binding after the API server's return", || async {
+        bound().await.is_some_and(|n| n > at_return)
+    })
+    .await;
+    let resumed = back.elapsed();
+    eprintln!(
+        "e2e {test}: {at_return} pods bound when the API server was back; the next Binding {:.2} s after its return",
+        resumed.as_secs_f64()
+    );
+    assert!(
+        resumed < Duration::from_secs(20),
+        "binding resumed {resumed:?} after the API server's return (binder log: {})",
+        binder.log.display()
+    );
+    let counts = || async {
+        match scope.pods().list(&ListParams::default()).await {
+            Ok(list) => (
+                list.items.iter().filter(|p| node_of(p).is_some()).count(),
+                list.items.iter().filter(|p| marked_unschedulable(p)).count(),
+            ),
+            Err(_) => (0, 0),
+        }
+    };
+    eventually(WAIT, "every slot filled", || async { counts().await.0 == SLOTS }).await;
+    eprintln!(
+        "e2e {test}: {SLOTS} pods bound {:.1} s after the start",
+        started.elapsed().as_secs_f64()
+    );
+    eventually(WAIT, "the other pods marked unschedulable", || async {
+        counts().await == (SLOTS, PODS - SLOTS)
+    })
+    .await;
+    eprintln!(
+        "e2e {test}: the other {} marked unschedulable {:.1} s after the start",
+        PODS - SLOTS,
+        started.elapsed().as_secs_f64()
+    );
+    assert_no_overcommit_no_double_bind(&scope, 2000).await;
+    drop(binder);
+    drop(service);
+    scope.cleanup().await;
+}
+
 /// `deploy/base/<file>`'s YAML documents as JSON.
 fn manifest(file: &str) -> Vec<serde_json::Value> {
     let path = format!("{}/../deploy/base/{file}", env!("CARGO_MANIFEST_DIR"));
