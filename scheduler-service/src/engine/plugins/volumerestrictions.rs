@@ -17,7 +17,7 @@ use crate::engine::volumes::{
 pub const ERR_REASON_DISK_CONFLICT: &str = "node(s) had no available disk";
 /// kube-scheduler's `ErrReasonReadWriteOncePodConflict`.
 pub const ERR_REASON_READ_WRITE_ONCE_POD_CONFLICT: &str =
-    "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode";
+    "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod";
 
 /// Why the plugin rejects a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -271,7 +271,7 @@ mod tests {
         let out = schedule(&cluster, &[pod("p", vec![claim_volume("v", "solo")])]);
         assert_eq!(
             out[0],
-            Err("0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.".to_string())
+            Err("0/2 nodes are available: 2 node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.".to_string())
         );
         // The conflict is resolvable, as kube-scheduler's Unschedulable: a more important pod is
         // nominated to the holder's node with the holder as victim (the dry run's RemovePod clears
@@ -305,7 +305,7 @@ mod tests {
         assert!(diag.nomination.is_none(), "{:?}", diag.nomination);
         assert_eq!(
             diag.message(),
-            "0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode. preemption: 0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode."
+            "0/2 nodes are available: 2 node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod. preemption: 0/2 nodes are available: 2 node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod."
         );
     }
 }

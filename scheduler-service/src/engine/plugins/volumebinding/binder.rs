@@ -13,7 +13,7 @@ use crate::engine::volumes::{
 };
 
 /// kube-scheduler's `ErrReasonNodeConflict`.
-pub const ERR_REASON_NODE_CONFLICT: &str = "node(s) had volume node affinity conflict";
+pub const ERR_REASON_NODE_CONFLICT: &str = "node(s) didn't match PersistentVolume's node affinity";
 /// kube-scheduler's `ErrReasonBindConflict`.
 pub const ERR_REASON_BIND_CONFLICT: &str = "node(s) didn't find available persistent volumes to bind";
 /// kube-scheduler's `ErrReasonNotEnoughSpace`.

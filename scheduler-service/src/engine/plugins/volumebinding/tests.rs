@@ -34,7 +34,7 @@ fn volume_binding() {
             volumes: vec![pv("pv-a", "local", 10, Some("elsewhere"))],
             classes: vec![local_wffc()],
             want: Err(format!(
-                "0/3 nodes are available: 3 node(s) had volume node affinity conflict. {NOT_HELPFUL}"
+                "0/3 nodes are available: 3 node(s) didn't match PersistentVolume's node affinity. {NOT_HELPFUL}"
             )),
         },
         Case {
