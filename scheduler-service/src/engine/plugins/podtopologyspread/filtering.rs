@@ -104,7 +104,7 @@ impl SpreadFilter {
             .map(|(i, c)| {
                 let topo = &topos[i];
                 let mut counts = vec![0i64; topo.values.len()];
-                existing.matching(c.selector.as_ref(), |other| {
+                existing.matching(super::counted(c.selector.as_ref()), |other| {
                     // kube-scheduler's countPodsMatchSelector bypasses terminating pods.
                     if !other.terminating && other.namespace == pod.namespace && eligible[i][other.node] {
                         counts[topo.node_domain[other.node] as usize] += 1;
@@ -185,7 +185,7 @@ impl crate::engine::plugins::contract::Filter for super::PodTopologySpread {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::model::{NodeInclusionPolicy, NodeSpec, SpreadConstraint};
+    use crate::engine::model::{LabelSelector, NodeInclusionPolicy, NodeSpec, SpreadConstraint};
     use crate::engine::plugins::testing::{exists, foo_pods_on, labelled_node, labelled_pod, zone_nodes};
     use crate::engine::snapshot::Snapshot;
     use crate::engine::topology::Placed;
@@ -329,6 +329,47 @@ mod tests {
                 constraints: vec![hard(1, "zone"), hard(1, HOST)],
                 mismatched: &[],
                 want: [Some(Skew), Some(Skew), None, Some(Skew)],
+            },
+            Case {
+                // common.go's countPodsMatchSelector: `if selector.Empty() { return 0 }`; the
+                // incoming pod matches itself (1 + 0 − 0 ≤ 1 everywhere).
+                name: "labelSelector {} counts no pod",
+                nodes: zone_nodes(),
+                existing: bound(&[("node-a", 3), ("node-x", 0)]),
+                pod_labels: &[("foo", "")],
+                constraints: vec![SpreadConstraint {
+                    selector: Some(LabelSelector { requirements: vec![] }),
+                    ..hard(1, "zone")
+                }],
+                mismatched: &[],
+                want: [None; 4],
+            },
+            Case {
+                // A nil selector is labels.Nothing(): it counts no pod, not even the incoming one.
+                name: "no labelSelector counts no pod",
+                nodes: zone_nodes(),
+                existing: bound(&[("node-a", 3)]),
+                pod_labels: &[("foo", "")],
+                constraints: vec![SpreadConstraint {
+                    selector: None,
+                    ..hard(1, "zone")
+                }],
+                mismatched: &[],
+                want: [None; 4],
+            },
+            Case {
+                // matchLabelKeys merged into {} make it a selector like any other.
+                name: "labelSelector {} with matchLabelKeys counts the pods with the pod's values",
+                nodes: zone_nodes(),
+                existing: bound(&[("node-a", 3)]),
+                pod_labels: &[("foo", "")],
+                constraints: vec![SpreadConstraint {
+                    selector: Some(LabelSelector { requirements: vec![] }),
+                    match_label_keys: vec!["foo".into()],
+                    ..hard(1, "zone")
+                }],
+                mismatched: &[],
+                want: [Some(Skew), Some(Skew), None, None],
             },
         ];
         for c in cases {

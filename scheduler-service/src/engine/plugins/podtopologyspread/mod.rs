@@ -1,4 +1,4 @@
-//! PodTopologySpread as kube-scheduler 1.34 implements it
+//! PodTopologySpread as kube-scheduler 1.37 implements it
 //! (`pkg/scheduler/framework/plugins/podtopologyspread`: the constraints here as `common.go` has
 //! them, [`filtering`] as `filtering.go`, [`scoring`] as `scoring.go`).
 //!
@@ -27,6 +27,14 @@ pub(super) struct Constraint {
     pub(super) min_domains: i64,
     pub(super) honor_affinity: bool,
     pub(super) honor_taints: bool,
+}
+
+/// The selector kube-scheduler's `countPodsMatchSelector` (`common.go`) counts pods with, in
+/// PreFilter and PreScore: an empty one (`labelSelector: {}`, `labels.Everything()`) counts no
+/// pod (`if selector.Empty() { return 0 }`), though the incoming pod still matches itself and
+/// AddPod/RemovePod (`updateWithPod`) still count with it.
+pub(super) fn counted(selector: Option<&LabelSelector>) -> Option<&LabelSelector> {
+    selector.filter(|s| !s.requirements.is_empty())
 }
 
 /// kube-scheduler's `filterTopologySpreadConstraints`: the constraints with `action`, with the

@@ -83,7 +83,7 @@ impl SpreadScore {
             weights.push(((sz + 2) as f64).ln());
             // Matching pods per domain (per node for hostname).
             let mut counts = vec![0i64; if hostname { n } else { size }];
-            existing.matching(c.selector.as_ref(), |other| {
+            existing.matching(super::counted(c.selector.as_ref()), |other| {
                 // kube-scheduler's countPodsMatchSelector bypasses terminating pods.
                 if other.terminating || other.namespace != pod.namespace {
                     return;
