@@ -456,65 +456,13 @@ impl Extender {
             self.metrics.errors.get_or_create(&labels).inc();
             return Err(CallError(e.to_string()));
         }
-        let sent: std::collections::HashSet<usize> = nodes.iter().copied().collect();
-        let lookup = |name: &str| -> Result<usize, CallError> {
-            names.get(name).copied().filter(|i| sent.contains(i)).ok_or_else(|| {
-                CallError(format!(
-                    "extender {:?} claims a filtered node {name:?} which is not found in the input node list",
-                    self.config.url_prefix
-                ))
-            })
-        };
-        let mut out = ExtenderFiltered::default();
-        let node_names = go_field(&answer, "NodeNames").filter(|v| !v.is_null());
-        let node_list = go_field(&answer, "Nodes").filter(|v| !v.is_null());
-        match (self.config.node_cache_capable, node_names, node_list) {
-            (true, Some(list), _) => {
-                let list = list.as_array().ok_or_else(|| unmarshal(list, "[]string"))?;
-                for n in list {
-                    out.feasible
-                        .push(lookup(n.as_str().ok_or_else(|| unmarshal(n, "string"))?)?);
-                }
-            }
-            (_, _, Some(list)) => {
-                let items = go_field(list, "Items")
-                    .filter(|v| !v.is_null())
-                    .map(|v| v.as_array().ok_or_else(|| unmarshal(v, "[]v1.Node")))
-                    .transpose()?;
-                for n in items.into_iter().flatten() {
-                    let name = go_field(n, "metadata")
-                        .and_then(|m| go_field(m, "name"))
-                        .and_then(Value::as_str)
-                        .unwrap_or_default();
-                    out.feasible.push(lookup(name)?);
-                }
-            }
-            _ => {}
-        }
-        let failed_map = |key: &str| -> Result<Vec<(usize, Arc<str>)>, CallError> {
-            let Some(map) = go_field(&answer, key).filter(|v| !v.is_null()) else {
-                return Ok(Vec::new());
-            };
-            let map = map.as_object().ok_or_else(|| unmarshal(map, "v1.FailedNodesMap"))?;
-            let mut out = Vec::with_capacity(map.len());
-            for (name, message) in map {
-                let message = message.as_str().ok_or_else(|| unmarshal(message, "string"))?;
-                // A failed node that was not sent has no status to set; kube-scheduler would
-                // count it, placement cannot name it among the snapshot's nodes otherwise.
-                if let Some(&i) = names.get(name.as_str()) {
-                    out.push((i, Arc::from(message)));
-                }
-            }
-            Ok(out)
-        };
-        out.failed_unresolvable = failed_map("FailedAndUnresolvableNodes")?;
-        // FailedAndUnresolvableNodes takes precedence for a node in both.
-        let unresolvable: std::collections::HashSet<usize> = out.failed_unresolvable.iter().map(|(i, _)| *i).collect();
-        out.failed = failed_map("FailedNodes")?
-            .into_iter()
-            .filter(|(i, _)| !unresolvable.contains(i))
-            .collect();
-        Ok(out)
+        filter_result(
+            &answer,
+            self.config.node_cache_capable,
+            &self.config.url_prefix,
+            nodes,
+            names,
+        )
     }
 
     /// kube-scheduler's `Prioritize`: the raw `HostPriorityList`, by node index.
@@ -538,6 +486,83 @@ impl Extender {
         }
         Ok(out)
     }
+}
+
+/// kube-scheduler's `HTTPExtender.Filter` after the call: the answer (not an `Error`) as the
+/// feasible nodes and the failed ones, by index. With `nodeCacheCapable`, `NodeNames` must name
+/// nodes that were sent (kube's error otherwise); `Nodes.items` are taken as given.
+fn filter_result(
+    answer: &Value,
+    node_cache_capable: bool,
+    url_prefix: &str,
+    nodes: &[usize],
+    names: &HashMap<&str, usize>,
+) -> Result<ExtenderFiltered, CallError> {
+    let sent: std::collections::HashSet<usize> = nodes.iter().copied().collect();
+    let lookup = |name: &str| -> Result<usize, CallError> {
+        names.get(name).copied().filter(|i| sent.contains(i)).ok_or_else(|| {
+            CallError(format!(
+                "extender {:?} claims a filtered node {name:?} which is not found in the input node list",
+                url_prefix
+            ))
+        })
+    };
+    let mut out = ExtenderFiltered::default();
+    let node_names = go_field(&answer, "NodeNames").filter(|v| !v.is_null());
+    let node_list = go_field(&answer, "Nodes").filter(|v| !v.is_null());
+    match (node_cache_capable, node_names, node_list) {
+        (true, Some(list), _) => {
+            let list = list.as_array().ok_or_else(|| unmarshal(list, "[]string"))?;
+            for n in list {
+                out.feasible
+                    .push(lookup(n.as_str().ok_or_else(|| unmarshal(n, "string"))?)?);
+            }
+        }
+        (_, _, Some(list)) => {
+            let items = go_field(list, "Items")
+                .filter(|v| !v.is_null())
+                .map(|v| v.as_array().ok_or_else(|| unmarshal(v, "[]v1.Node")))
+                .transpose()?;
+            // kube-scheduler takes the returned Node objects as they are (`convertToNodeInfos`
+            // checks no name against the input): a node of the snapshot that was not sent is
+            // accepted too. One the snapshot does not hold has nothing to place a pod on and
+            // is left out.
+            for n in items.into_iter().flatten() {
+                let name = go_field(n, "metadata")
+                    .and_then(|m| go_field(m, "name"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                if let Some(&i) = names.get(name) {
+                    out.feasible.push(i);
+                }
+            }
+        }
+        _ => {}
+    }
+    let failed_map = |key: &str| -> Result<Vec<(usize, Arc<str>)>, CallError> {
+        let Some(map) = go_field(&answer, key).filter(|v| !v.is_null()) else {
+            return Ok(Vec::new());
+        };
+        let map = map.as_object().ok_or_else(|| unmarshal(map, "v1.FailedNodesMap"))?;
+        let mut out = Vec::with_capacity(map.len());
+        for (name, message) in map {
+            let message = message.as_str().ok_or_else(|| unmarshal(message, "string"))?;
+            // A failed node that was not sent has no status to set; kube-scheduler would
+            // count it, placement cannot name it among the snapshot's nodes otherwise.
+            if let Some(&i) = names.get(name.as_str()) {
+                out.push((i, Arc::from(message)));
+            }
+        }
+        Ok(out)
+    };
+    out.failed_unresolvable = failed_map("FailedAndUnresolvableNodes")?;
+    // FailedAndUnresolvableNodes takes precedence for a node in both.
+    let unresolvable: std::collections::HashSet<usize> = out.failed_unresolvable.iter().map(|(i, _)| *i).collect();
+    out.failed = failed_map("FailedNodes")?
+        .into_iter()
+        .filter(|(i, _)| !unresolvable.contains(i))
+        .collect();
+    Ok(out)
 }
 
 fn unmarshal(v: &Value, go: &str) -> CallError {
@@ -797,15 +822,8 @@ impl ExtenderSet {
         &self.extenders
     }
 
-    /// The binding extender interested in a pod with these effective requests (kube-scheduler's
-    /// `extendersBinding`: the first binder that is interested).
-    pub fn binder_for(&self, requests: &Resources) -> Option<&Extender> {
-        self.extenders
-            .iter()
-            .find(|e| e.config.is_binder() && e.config.interested_in(requests))
-    }
-
-    /// [`ExtenderSet::binder_for`] from the names of the resources the pod's containers and
+    /// The binding extender interested in a pod (kube-scheduler's `extendersBinding`: the first
+    /// binder that is interested), from the names of the resources the pod's containers and
     /// init containers request (kube-scheduler's `IsInterested` reads them so).
     pub fn binder_for_names<'n>(&self, names: impl Iterator<Item = &'n str> + Clone) -> Option<&Extender> {
         self.extenders
@@ -998,5 +1016,44 @@ impl HttpExtenders<'_> {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names<'a>(list: &[&'a str]) -> HashMap<&'a str, usize> {
+        list.iter().enumerate().map(|(i, n)| (*n, i)).collect()
+    }
+
+    fn node_list(list: &[&str]) -> Value {
+        serde_json::json!({"Nodes": {"metadata": {}, "items": list.iter().map(|n| serde_json::json!({"metadata": {"name": n}})).collect::<Vec<_>>()}})
+    }
+
+    /// kube's `HTTPExtender.Filter` takes the returned `Nodes.items` as they are: a node of the
+    /// snapshot that was not sent is accepted, one the snapshot does not hold is left out; never
+    /// an error.
+    #[test]
+    fn returned_node_objects_are_taken_as_kube_takes_them() {
+        let names = names(&["a", "b", "c"]);
+        let out = filter_result(&node_list(&["a", "c", "gone"]), false, "http://e", &[0, 1], &names).unwrap();
+        assert_eq!(out.feasible, vec![0, 2]);
+    }
+
+    /// With `nodeCacheCapable`, a returned name that was not sent is kube's error.
+    #[test]
+    fn node_names_must_have_been_sent() {
+        let names = names(&["a", "b", "c"]);
+        let answer = serde_json::json!({"NodeNames": ["a", "c"]});
+        let err = filter_result(&answer, true, "http://e", &[0, 1], &names).unwrap_err();
+        assert_eq!(
+            err.0,
+            "extender \"http://e\" claims a filtered node \"c\" which is not found in the input node list"
+        );
+        let answer = serde_json::json!({"NodeNames": ["b"], "FailedNodes": {"a": "busy"}});
+        let out = filter_result(&answer, true, "http://e", &[0, 1], &names).unwrap();
+        assert_eq!(out.feasible, vec![1]);
+        assert_eq!(out.failed, vec![(0, Arc::from("busy"))]);
     }
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::model::PodSpec;
-use super::resources::{is_qualified_name, Resources};
+use super::resources::is_qualified_name;
 use super::snapshot::Snapshot;
 
 /// kube-scheduler's `MaxExtenderPriority`: the highest score an extender gives.
@@ -58,20 +58,11 @@ impl ExtenderConfig {
         &self.url_prefix
     }
 
-    /// kube-scheduler's `IsInterested`: every pod when no resource is managed, else a pod that
-    /// requests one of the managed resources (requests include the init containers' and the
-    /// limits of extended resources, which must equal their requests).
+    /// kube-scheduler's `IsInterested`: every pod when no resource is managed, else a pod whose
+    /// containers or init containers name one of the managed resources in their requests (a zero
+    /// amount counts; pod overhead does not).
     pub fn is_interested(&self, pod: &PodSpec) -> bool {
-        self.interested_in(&pod.requests)
-    }
-
-    /// [`ExtenderConfig::is_interested`] from a pod's effective requests.
-    pub fn interested_in(&self, requests: &Resources) -> bool {
-        self.managed_resources.is_empty()
-            || requests
-                .scalars
-                .iter()
-                .any(|(name, amount)| *amount != 0 && self.managed_resources.iter().any(|m| **m == **name))
+        self.managed_resources.is_empty() || self.managed_resources.iter().any(|m| pod.requested_names.contains(m))
     }
 
     /// [`ExtenderConfig::is_interested`] from the names of the resources the pod's containers
@@ -433,7 +424,12 @@ mod tests {
         let e = &extenders_from_specs("extenders", &[spec]).unwrap()[0];
         let mut pod = PodSpec::default();
         assert!(!e.is_interested(&pod));
+        // Overhead counts in the effective requests, not in what the containers request.
         pod.requests.scalars.push((Arc::from("example.com/foo"), 1));
+        assert!(!e.is_interested(&pod));
+        pod.requested_names.insert("cpu");
+        assert!(!e.is_interested(&pod));
+        pod.requested_names.insert("example.com/foo");
         assert!(e.is_interested(&pod));
         let all = ExtenderConfig {
             managed_resources: vec![],

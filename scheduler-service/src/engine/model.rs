@@ -555,6 +555,40 @@ pub struct PodSpec {
     pub terminating: bool,
     /// spec.volumes of the kinds the volume filters read.
     pub volumes: Vec<PodVolume>,
+    /// The resources its containers and init containers name in their requests.
+    pub requested_names: RequestedNames,
+}
+
+/// The names of the resources a pod's containers and init containers request, zero amounts
+/// included: kube-scheduler's extender `IsInterested` reads the names in `resources.requests` and
+/// `resources.limits` (the API server defaults every limit into the requests). cpu, memory and
+/// ephemeral-storage are bits; other names (extended resources, hugepages) are kept as they are,
+/// and most pods have none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestedNames {
+    standard: u8,
+    other: Vec<Arc<str>>,
+}
+
+impl RequestedNames {
+    const STANDARD: [&'static str; 3] = ["cpu", "memory", "ephemeral-storage"];
+
+    /// Adds a resource name.
+    pub fn insert(&mut self, name: &str) {
+        match Self::STANDARD.iter().position(|s| *s == name) {
+            Some(bit) => self.standard |= 1 << bit,
+            None if !self.other.iter().any(|o| **o == *name) => self.other.push(Arc::from(name)),
+            None => {}
+        }
+    }
+
+    /// Whether a container or init container requests `name`.
+    pub fn contains(&self, name: &str) -> bool {
+        match Self::STANDARD.iter().position(|s| *s == name) {
+            Some(bit) => self.standard & (1 << bit) != 0,
+            None => self.other.iter().any(|o| **o == *name),
+        }
+    }
 }
 
 impl PodSpec {

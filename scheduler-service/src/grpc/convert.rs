@@ -10,8 +10,8 @@ use std::sync::Arc;
 use crate::engine::gang::Gang;
 use crate::engine::model::{
     normalized_image_name, Container, HostPort, LabelSelector, Labels, NodeInclusionPolicy, NodeSpec, PodAffinityTerm,
-    PodAffinityTerms, PodSpec, PreferredTerm, Protocol, Requirement, SelectorOp, SelectorTerm, SpreadConstraint, Taint,
-    TaintEffect, Toleration, TolerationOperator, WeightedPodAffinityTerm, WhenUnsatisfiable,
+    PodAffinityTerms, PodSpec, PreferredTerm, Protocol, RequestedNames, Requirement, SelectorOp, SelectorTerm,
+    SpreadConstraint, Taint, TaintEffect, Toleration, TolerationOperator, WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
 use crate::engine::preemption::{LabelSelector as PdbSelector, Pdb, PreemptionPolicy};
 use crate::engine::quantity::Quantity;
@@ -758,7 +758,14 @@ fn pod_at(path: &dyn fmt::Display, p: &proto::Pod) -> Result<PodSpec, FieldError
             })
         }
     };
+    let mut requested_names = RequestedNames::default();
+    for c in p.init_containers.iter().chain(&p.containers) {
+        for name in c.requests.keys() {
+            requested_names.insert(name);
+        }
+    }
     Ok(PodSpec {
+        requested_names,
         uid: Arc::from(p.uid.as_str()),
         namespace: p.namespace.clone(),
         name: p.name.clone(),
