@@ -508,8 +508,8 @@ fn filter_result(
         })
     };
     let mut out = ExtenderFiltered::default();
-    let node_names = go_field(&answer, "NodeNames").filter(|v| !v.is_null());
-    let node_list = go_field(&answer, "Nodes").filter(|v| !v.is_null());
+    let node_names = go_field(answer, "NodeNames").filter(|v| !v.is_null());
+    let node_list = go_field(answer, "Nodes").filter(|v| !v.is_null());
     match (node_cache_capable, node_names, node_list) {
         (true, Some(list), _) => {
             let list = list.as_array().ok_or_else(|| unmarshal(list, "[]string"))?;
@@ -540,7 +540,7 @@ fn filter_result(
         _ => {}
     }
     let failed_map = |key: &str| -> Result<Vec<(usize, Arc<str>)>, CallError> {
-        let Some(map) = go_field(&answer, key).filter(|v| !v.is_null()) else {
+        let Some(map) = go_field(answer, key).filter(|v| !v.is_null()) else {
             return Ok(Vec::new());
         };
         let map = map.as_object().ok_or_else(|| unmarshal(map, "v1.FailedNodesMap"))?;
