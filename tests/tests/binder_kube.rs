@@ -1836,36 +1836,58 @@ extenders:
     let _ = stop_decisions.send(());
 }
 
-/// The CEL label rule of the custom-logic example through the binder: the decision replica's
-/// policy file (placement's format) sends `workload_name: nginx` pods only to nodes labelled
-/// `test/test`; a pod that fits no such node gets the rule's reason in kube-scheduler's message.
+/// The custom-logic example through the binder: the framework plugin it stands for, written as a
+/// CEL filter rule in the decision replica's policy file (placement's format), admits a pod whose
+/// name contains `nginx` only on a node labelled `test=test` (a label whose `key/value` is
+/// `test/test`), else `no match label`; other pods go anywhere. A node with the label key
+/// `test/test` is not such a node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cel_filter_rule_keeps_nginx_pods_on_the_labelled_nodes() {
+async fn the_seed_plugin_as_a_cel_rule_keeps_nginx_pods_on_test_test_nodes() {
     let server = FakeApiServer::start().await;
     server.create_node(node("big", "8"));
-    let mut labelled = node("small-test", "2");
-    labelled
-        .metadata
-        .labels
-        .get_or_insert_default()
-        .insert("test/test".into(), String::new());
-    server.create_node(labelled);
-    let nginx = |name: &str, cpu: &str| {
-        let mut p = pod(name, SCHEDULER, cpu, None);
-        p.metadata
+    let labelled = |name: &str, cpu: &str, key: &str, value: &str| {
+        let mut n = node(name, cpu);
+        n.metadata
             .labels
             .get_or_insert_default()
-            .insert("workload_name".into(), "nginx".into());
-        p
+            .insert(key.into(), value.into());
+        n
     };
-    server.create_pod(nginx("nginx-1", "250m"));
-    server.create_pod(nginx("nginx-huge", "4"));
+    server.create_node(labelled("decoy", "4", "test/test", ""));
+    server.create_node(labelled("small-test", "2", "test", "test"));
+    server.create_pod(pod("nginx-1", SCHEDULER, "250m", None));
+    server.create_pod(pod("web-nginx-2", SCHEDULER, "250m", None));
+    server.create_pod(pod("nginx-huge", SCHEDULER, "4", None));
     server.create_pod(pod("other-1", SCHEDULER, "250m", None));
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("policies.yaml");
-    std::fs::write(
-        &config,
-        "apiVersion: placement/v1
+    std::fs::write(&config, SEED_PLUGIN_POLICY).unwrap();
+    let (stop_decisions, running) = service_and_binder_with_policy_file(&server, &config, false).await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    eventually(WAIT, "three pods bound, nginx-huge unschedulable", || {
+        let pods = pods.clone();
+        async move {
+            let huge = pods.get("nginx-huge").await.ok().and_then(|p| scheduled_condition(&p));
+            bound(&pods).await.len() == 3 && huge.is_some_and(|c| c.0 == "False")
+        }
+    })
+    .await;
+    let bound = bound(&pods).await;
+    assert_eq!(bound.get("nginx-1").map(String::as_str), Some("small-test"));
+    assert_eq!(bound.get("web-nginx-2").map(String::as_str), Some("small-test"));
+    assert!(bound.contains_key("other-1"));
+    let (_, reason, message) = scheduled_condition(&pods.get("nginx-huge").await.unwrap()).unwrap();
+    assert_eq!(reason, "Unschedulable");
+    assert!(
+        message.starts_with("0/3 nodes are available: 1 Insufficient cpu, 2 no match label. preemption: "),
+        "{message}"
+    );
+    running.stop().await;
+    let _ = stop_decisions.send(());
+}
+
+/// The custom-logic example's policy file (docs/custom-logic.md).
+const SEED_PLUGIN_POLICY: &str = "apiVersion: placement/v1
 kind: PolicyConfiguration
 policies:
   - name: nginx-on-test-nodes
@@ -1873,35 +1895,10 @@ policies:
       filters:
         - name: nginx-needs-test-label
           expression: >-
-            pod.metadata.labels['workload_name'] != 'nginx'
-            || 'test/test' in node.metadata.labels
-          reason: node(s) didn't have label test/test
-",
-    )
-    .unwrap();
-    let (stop_decisions, running) = service_and_binder_with_policy_file(&server, &config, false).await;
-    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
-    eventually(WAIT, "nginx-1 and other-1 bound, nginx-huge unschedulable", || {
-        let pods = pods.clone();
-        async move {
-            let huge = pods.get("nginx-huge").await.ok().and_then(|p| scheduled_condition(&p));
-            bound(&pods).await.len() == 2 && huge.is_some_and(|c| c.0 == "False")
-        }
-    })
-    .await;
-    let bound = bound(&pods).await;
-    // The rule keeps nginx on the labelled node; other pods go anywhere.
-    assert_eq!(bound.get("nginx-1").map(String::as_str), Some("small-test"));
-    assert!(bound.contains_key("other-1"));
-    let (_, reason, message) = scheduled_condition(&pods.get("nginx-huge").await.unwrap()).unwrap();
-    assert_eq!(reason, "Unschedulable");
-    assert!(
-        message.starts_with("0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't have label test/test."),
-        "{message}"
-    );
-    running.stop().await;
-    let _ = stop_decisions.send(());
-}
+            !pod.metadata.name.contains('nginx')
+            || ('test' in node.metadata.labels && node.metadata.labels['test'] == 'test')
+          reason: no match label
+";
 
 fn with_gates(mut p: Pod, gates: &[&str]) -> Pod {
     p.spec.as_mut().unwrap().scheduling_gates = Some(

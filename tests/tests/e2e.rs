@@ -1028,6 +1028,88 @@ async fn the_api_server_restarted_under_a_large_backlog_resumes_binding_within_s
     scope.cleanup().await;
 }
 
+/// The custom-logic example on a real cluster: the framework plugin it stands for, as a CEL
+/// filter rule in the decision service's policy file, admits pods whose name contains `nginx`
+/// only on a node labelled `test=test` (`no match label` elsewhere); a node with the label key
+/// `test/test` is not one; other pods go anywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seed_plugin_keeps_nginx_pods_on_test_test_nodes() {
+    let Some(cluster) = cluster("the_seed_plugin_keeps_nginx_pods_on_test_test_nodes").await else {
+        return;
+    };
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "seed-plugin").await;
+    scope.add_node("big", "8", &[]).await;
+    scope.add_node("decoy", "4", &[("test/test", "")]).await;
+    let small = scope.add_node("small-test", "2", &[("test", "test")]).await;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let policies = dir.path().join("policies.yaml");
+    std::fs::write(
+        &policies,
+        "apiVersion: placement/v1\nkind: PolicyConfiguration\npolicies:\n  - name: nginx-on-test-nodes\n    rules:\n      \
+         filters:\n        - name: nginx-needs-test-label\n          expression: >-\n            \
+         !pod.metadata.name.contains('nginx')\n            || ('test' in node.metadata.labels && \
+         node.metadata.labels['test'] == 'test')\n          reason: no match label\n",
+    )
+    .expect("write the policy file");
+    let service = Service::start_with(placement_scheduler::grpc::ServerConfig {
+        policy_file: Some(placement_scheduler::grpc::PolicyFileConfig {
+            path: policies,
+            reload_interval: None,
+        }),
+        ..Default::default()
+    })
+    .await;
+    let binder = InProcessBinder::start_with(&cluster, &scope, service).await;
+    for (name, cpu) in [
+        ("nginx-1", "250m"),
+        ("web-nginx-2", "250m"),
+        ("nginx-huge", "4"),
+        ("other-1", "250m"),
+    ] {
+        scope.create(&scope.pod(name, cpu)).await;
+    }
+    eventually(WAIT, "three pods bound, nginx-huge unschedulable", || async {
+        let pods = list_pods(&scope).await;
+        pods.iter().filter(|p| node_of(p).is_some()).count() == 3
+            && pods
+                .iter()
+                .any(|p| p.name_any() == "nginx-huge" && marked_unschedulable(p))
+    })
+    .await;
+    let pods = list_pods(&scope).await;
+    let pod = |name: &str| pods.iter().find(|p| p.name_any() == name).expect("a test pod");
+    assert_eq!(node_of(pod("nginx-1")), Some(small.as_str()));
+    assert_eq!(node_of(pod("web-nginx-2")), Some(small.as_str()));
+    assert!(node_of(pod("other-1")).is_some());
+    let total = Api::<k8s_openapi::api::core::v1::Node>::all(cluster.client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("list nodes")
+        .items
+        .len();
+    let mut reasons = vec!["1 Insufficient cpu".to_string(), "2 no match label".to_string()];
+    if total > 3 {
+        reasons.push(format!(
+            "{} node(s) didn't match Pod's node affinity/selector",
+            total - 3
+        ));
+    }
+    reasons.sort();
+    let message = scheduled_condition(pod("nginx-huge"))
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.starts_with(&format!(
+            "0/{total} nodes are available: {}. preemption: ",
+            reasons.join(", ")
+        )),
+        "{message}"
+    );
+    binder.stop().await;
+    scope.cleanup().await;
+}
+
 /// `deploy/base/<file>`'s YAML documents as JSON.
 fn manifest(file: &str) -> Vec<serde_json::Value> {
     let path = format!("{}/../deploy/base/{file}", env!("CARGO_MANIFEST_DIR"));

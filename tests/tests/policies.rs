@@ -400,22 +400,21 @@ policies:
     rules:
       filters:
         - name: nginx-needs-test-label
-          expression: "pod.metadata.labels['workload_name'] != 'nginx' || 'test/test' in node.metadata.labels"
-          reason: node(s) didn't have label test/test
+          expression: "!pod.metadata.name.contains('nginx') || ('test' in node.metadata.labels && node.metadata.labels['test'] == 'test')"
+          reason: no match label
       scores:
         - name: short-names
           expression: "20 - size(node.metadata.name)"
           weight: 3
 "#;
 
-/// Ranks an nginx pod (or another one) on `nodes` under the file's default policy.
+/// Ranks the pod `<workload>-1` on `nodes` under the file's default policy.
 async fn rank_on(
     c: &mut PlacementServiceClient<Channel>,
     nodes: Vec<proto::Node>,
     workload: &str,
 ) -> proto::RankResponse {
-    let mut p = pod("web-1", "1", "");
-    p.labels.insert("workload_name".to_string(), workload.to_string());
+    let p = pod(&format!("{workload}-1"), "1", "");
     c.rank(proto::RankRequest {
         snapshot: Some(proto::SnapshotRef {
             source: Some(Source::Inline(proto::Snapshot {
@@ -447,13 +446,13 @@ async fn cel_rules_filter_and_score_over_grpc_and_reload_with_the_file() {
     let info = &r.policies[0];
     assert_eq!(info.filter_rules.len(), 1);
     assert_eq!(info.filter_rules[0].name, "nginx-needs-test-label");
-    assert_eq!(info.filter_rules[0].reason, "node(s) didn't have label test/test");
+    assert_eq!(info.filter_rules[0].reason, "no match label");
     assert_eq!(info.score_rules[0].expression, "20 - size(node.metadata.name)");
     assert_eq!(info.score_rules[0].weight, 3);
 
-    // The issue's example: nginx pods only on nodes labelled test/test.
+    // The seed plugin: pods named *nginx* only on nodes labelled test=test.
     let mut labelled = node("labelled");
-    labelled.labels.insert("test/test".to_string(), String::new());
+    labelled.labels.insert("test".to_string(), "test".to_string());
     let nodes = vec![node("a"), labelled.clone(), node("b")];
     let ranked = rank_on(&mut c, nodes.clone(), "nginx").await;
     let feasible: Vec<&str> = ranked.feasible.iter().map(|n| n.node.as_str()).collect();
@@ -463,7 +462,7 @@ async fn cel_rules_filter_and_score_over_grpc_and_reload_with_the_file() {
     assert!(
         refused
             .message
-            .starts_with("0/2 nodes are available: 2 node(s) didn't have label test/test."),
+            .starts_with("0/2 nodes are available: 2 no match label."),
         "{}",
         refused.message
     );
@@ -493,7 +492,7 @@ async fn cel_rules_filter_and_score_over_grpc_and_reload_with_the_file() {
     assert_eq!(rank_on(&mut c, nodes.clone(), "nginx").await.feasible.len(), 1);
 
     // A valid change is applied: the rule now asks for another label.
-    write(&path, &RULES_FILE.replace("'test/test' in", "'other' in"));
+    write(&path, &RULES_FILE.replace("('test' in", "('other' in"));
     let c2 = c.clone();
     let nodes2 = nodes.clone();
     eventually(WAIT, "the changed rule to apply", || {

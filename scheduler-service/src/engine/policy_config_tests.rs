@@ -699,8 +699,8 @@ policies:
     rules:
       filters:
         - name: nginx-needs-test-label
-          expression: "pod.metadata.labels['workload_name'] != 'nginx' || 'test/test' in node.metadata.labels"
-          reason: node(s) didn't have label test/test
+          expression: "!pod.metadata.name.contains('nginx') || ('test' in node.metadata.labels && node.metadata.labels['test'] == 'test')"
+          reason: no match label
       scores:
         - name: short-names
           expression: "20 - size(node.metadata.name)"
@@ -712,7 +712,7 @@ fn rules_are_read_with_their_reason_and_weight() {
     let file = parse(RULES_FILE);
     let rules = &file.policies[0].rules;
     assert_eq!(rules.filters[0].name, "nginx-needs-test-label");
-    assert_eq!(rules.filters[0].reason, "node(s) didn't have label test/test");
+    assert_eq!(rules.filters[0].reason, "no match label");
     assert_eq!(rules.scores[0].weight, 3);
     assert!(
         Policy::kube_default().rules.is_empty(),
