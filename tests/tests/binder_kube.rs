@@ -1238,9 +1238,13 @@ async fn preemption_nominates_deletes_victims_gracefully_then_binds() {
         .iter()
         .find(|e| e.reason.as_deref() == Some("FailedScheduling"))
         .unwrap();
+    // kube-scheduler 1.37 appends preemption's success message to the fit error.
     assert_eq!(
         failed.note.as_deref(),
-        Some("0/1 nodes are available: 1 Insufficient cpu.")
+        Some(
+            "0/1 nodes are available: 1 Insufficient cpu. preemption: found a potential placement for pod on node \
+             n1, preempting 1 victims"
+        )
     );
     assert_eq!(server.count_requests(&matcher("POST", "/pods/urgent/binding")), 0);
 

@@ -57,6 +57,10 @@ pub enum Reason {
     VolumePreFilter(Arc<str>),
     /// An extender's message for a node in `FailedNodes` or `FailedAndUnresolvableNodes`.
     Extender(Arc<str>),
+    /// A node outside the names PreFilter restricted the pod to (NodeName's `spec.nodeName`,
+    /// NodeAffinity's `metadata.name` terms): the framework's status for such a node, naming the
+    /// plugins, sorted (`node(s) didn't satisfy plugin(s) [NodeAffinity NodeName]`).
+    PreFilterResult(Arc<str>),
 }
 
 impl fmt::Display for Reason {
@@ -90,6 +94,7 @@ impl fmt::Display for Reason {
             Self::VolumeBinding(c) => f.write_str(c.reason()),
             Self::VolumeZone => f.write_str(volumezone::ERR_REASON_CONFLICT),
             Self::VolumePreFilter(m) => f.write_str(m),
+            Self::PreFilterResult(plugins) => write!(f, "node(s) didn't satisfy plugin(s) [{plugins}]"),
         }
     }
 }
@@ -140,7 +145,8 @@ pub struct Diagnosis {
     /// How many nodes gave each reason.
     pub reasons: HashMap<Reason, u32>,
     /// kube-scheduler's `PostFilterMsg`: what preemption said, e.g. `preemption: not eligible due to
-    /// preemptionPolicy=Never.`; empty when preemption found victims or did not run.
+    /// preemptionPolicy=Never.` or `preemption: found a potential placement for pod on node n1,
+    /// preempting 2 victims`; empty when preemption did not run.
     pub post_filter: String,
     /// Where preemption would make room, and whom it would evict.
     pub nomination: Option<Nomination>,
@@ -242,6 +248,63 @@ pooled_buffer!(
     "A flag per node: [`Rejections::unresolvable`]."
 );
 
+/// kube-scheduler's `PreFilterResult` for a pod: the nodes its PreFilter plugins restrict it to
+/// (NodeName: `spec.nodeName`; NodeAffinity: when every required term names nodes by
+/// `metadata.name In`, the union of the terms' names), intersected, and the status every other
+/// node gets whichever filter would have rejected it (`schedule_one.go`'s `findNodesThatFitPod`:
+/// `SetAbsentNodesStatus`, UnschedulableAndUnresolvable; counted in the message).
+pub(crate) struct PreFilterNodes {
+    names: std::collections::HashSet<String>,
+    reason: Reason,
+}
+
+impl PreFilterNodes {
+    /// The pod's restriction, `None` when every node is evaluated.
+    pub(crate) fn of(pod: &PodSpec) -> Option<Self> {
+        let mut plugins: Vec<&str> = Vec::new();
+        let mut names: Option<std::collections::HashSet<String>> = None;
+        if let Some(terms) = pod.required_affinity.as_ref().filter(|t| !t.is_empty()) {
+            let mut union = std::collections::HashSet::new();
+            let mut all = false;
+            for t in terms {
+                let mut term: Option<std::collections::HashSet<String>> = None;
+                for r in &t.match_fields {
+                    if let (true, super::model::SelectorOp::In(values)) = (r.key == "metadata.name", &r.op) {
+                        let set: std::collections::HashSet<String> = values.iter().cloned().collect();
+                        term = Some(match term {
+                            None => set,
+                            Some(t) => t.intersection(&set).cloned().collect(),
+                        });
+                    }
+                }
+                match term {
+                    Some(t) => union.extend(t),
+                    None => {
+                        all = true;
+                        break;
+                    }
+                }
+            }
+            // No name at all is NodeAffinity's own PreFilter failure, not a restriction.
+            if !all && !union.is_empty() {
+                plugins.push("NodeAffinity");
+                names = Some(union);
+            }
+        }
+        if let Some(n) = pod.node_name.as_deref().filter(|n| !n.is_empty()) {
+            plugins.push("NodeName");
+            names = Some(match names {
+                None => std::iter::once(n.to_string()).collect(),
+                Some(set) => set.into_iter().filter(|s| s == n).collect(),
+            });
+        }
+        names.map(|names| Self {
+            names,
+            reason: Reason::PreFilterResult(Arc::from(plugins.join(" "))),
+        })
+    }
+}
+
 /// The rejections of a reasons pass (Rank's, and Schedule's for a pod that fits nowhere), taken as
 /// the filters report them in node order: counted by reason, listed by node up to a limit, and
 /// marked unresolvable for preemption.
@@ -260,6 +323,8 @@ pub(crate) struct Rejections<'r> {
     pub(crate) listing: usize,
     /// Per node, whether some reason is one evicting pods cannot resolve.
     pub(crate) unresolvable: FlagBuffer,
+    /// The pod's PreFilterResult, if any, and the last node outside it that was counted.
+    prefilter: Option<(PreFilterNodes, usize)>,
 }
 
 impl<'r> Rejections<'r> {
@@ -278,12 +343,28 @@ impl<'r> Rejections<'r> {
                 flags.resize(nodes.len(), false);
                 flags
             },
+            prefilter: PreFilterNodes::of(pod).map(|p| (p, usize::MAX)),
         }
     }
 
     /// Takes one reason `plugin` gave for rejecting node `i`.
     #[inline]
     pub(crate) fn add(&mut self, i: usize, plugin: FilterPlugin, reason: Reason) {
+        if let Some((pre, counted)) = &mut self.prefilter {
+            if !pre.names.contains(&self.nodes[i].spec.name) {
+                // Not filtered in kube-scheduler: one status, whichever filters reject it here.
+                if *counted != i {
+                    *counted = i;
+                    let reason = pre.reason.clone();
+                    if let Some(u) = self.unresolvable.get_mut(i) {
+                        *u = true;
+                    }
+                    self.count(&reason, 1);
+                    self.list(i, plugin, reason);
+                }
+                return;
+            }
+        }
         if let Some(u) = self.unresolvable.get_mut(i) {
             if !*u && !resolvable(&self.pod.requests, &self.nodes[i], plugin, &reason) {
                 *u = true;

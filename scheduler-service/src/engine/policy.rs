@@ -45,8 +45,8 @@ pub enum FilterPlugin {
 impl FilterPlugin {
     /// Every filter plugin, in kube-scheduler's default order; name lookups go through this table.
     pub const ALL: &'static [Self] = &[
-        Self::NodeUnschedulable,
         Self::NodeName,
+        Self::NodeUnschedulable,
         Self::TaintToleration,
         Self::NodeAffinity,
         Self::NodePorts,
@@ -389,8 +389,8 @@ impl Policy {
             description:
                 "kube-scheduler's default profile: spread load (LeastAllocated) with the default plugin weights".into(),
             filters: vec![
-                F::NodeUnschedulable,
                 F::NodeName,
+                F::NodeUnschedulable,
                 F::TaintToleration,
                 F::NodeAffinity,
                 F::NodePorts,

@@ -50,14 +50,16 @@ pub const KUBE_SCHEDULER_KIND: &str = "KubeSchedulerConfiguration";
 /// kube-scheduler's name of a profile when a configuration has one profile and names none.
 pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
 
-/// kube-scheduler v1.34's default plugins (`multiPoint`, in order) and their score weights, with
-/// the DynamicResourceAllocation feature on (its default). Plugins the engine does not implement
-/// are skipped when they are merely implied by this list.
+/// kube-scheduler v1.37's default plugins (`multiPoint`, in order: `apis/config/v1/default_plugins.go`)
+/// and their score weights, with the feature gates on by default in 1.37 (DynamicResources with
+/// weight 2, NodeDeclaredFeatures last). Plugins the engine does not implement are skipped when
+/// they are merely implied by this list; VolumeBinding's score (StorageCapacityScoring) is not
+/// implemented.
 pub const KUBE_DEFAULT_PLUGINS: &[(&str, Option<i64>)] = &[
     ("SchedulingGates", None),
     ("PrioritySort", None),
-    ("NodeUnschedulable", None),
     ("NodeName", None),
+    ("NodeUnschedulable", None),
     ("TaintToleration", Some(3)),
     ("NodeAffinity", Some(2)),
     ("NodePorts", None),
@@ -68,11 +70,12 @@ pub const KUBE_DEFAULT_PLUGINS: &[(&str, Option<i64>)] = &[
     ("VolumeZone", None),
     ("PodTopologySpread", Some(2)),
     ("InterPodAffinity", Some(2)),
-    ("DynamicResources", None),
+    ("DynamicResources", Some(2)),
     ("DefaultPreemption", None),
     ("NodeResourcesBalancedAllocation", Some(1)),
     ("ImageLocality", Some(1)),
     ("DefaultBinder", None),
+    ("NodeDeclaredFeatures", None),
 ];
 
 /// Plugins whose job the binder does the same way, with the extension point they belong to: an

@@ -63,12 +63,12 @@ fn a_configuration_without_profiles_is_kube_schedulers_default_profile() {
     ] {
         assert_eq!(scores(p)[plugin], weight, "{plugin}");
     }
-    // Filters run in kube-scheduler's multiPoint order.
+    // Filters run in kube-scheduler 1.37's multiPoint order (NodeName before NodeUnschedulable).
     assert_eq!(
         filters(p)[..6],
         [
-            "NodeUnschedulable",
             "NodeName",
+            "NodeUnschedulable",
             "TaintToleration",
             "NodeAffinity",
             "NodePorts",

@@ -145,8 +145,15 @@ pub(super) fn post_filter(
         );
         return;
     };
+    let node = nodes[best.node].spec.name.clone();
+    // preemption.go's `Preempt`: Success with this message, which DefaultPreemption's PostFilter
+    // prefixes and kube-scheduler 1.37 appends to the pod's FitError.
+    diag.post_filter = format!(
+        "preemption: found a potential placement for pod on node {node}, preempting {} victims",
+        best.victims.len()
+    );
     diag.nomination = Some(Nomination {
-        node: nodes[best.node].spec.name.clone(),
+        node,
         victims: best.victims.iter().map(|v| uid(v)).collect(),
     });
 }

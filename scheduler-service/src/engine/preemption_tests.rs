@@ -591,7 +591,8 @@ fn rank_nominates_too() {
     assert_eq!((n.node.as_str(), n.victims[0].as_ref()), ("machine2", "low"));
     assert_eq!(
         r.diagnosis.message(),
-        "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient memory."
+        "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient memory. preemption: found a potential placement \
+         for pod on node machine2, preempting 1 victims"
     );
 }
 

@@ -34,7 +34,6 @@ impl crate::engine::plugins::contract::Filter for NodeName {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::framework::Reason;
     use crate::engine::plugins::testing::{node, pod, rank, snapshot};
 
     /// `node_name_test.go`'s table: the pod's `spec.nodeName` against the node's name.
@@ -56,14 +55,49 @@ mod tests {
     #[test]
     fn node_name_pins_the_pod() {
         let snap = snapshot(vec![node("a", 1000, 1000), node("b", 1000, 1000)]);
-        let mut p = pod("p", 0, 0);
+        let mut p = pod("p", 500, 0);
         p.node_name = Some("b".into());
         let r = rank(&snap, &p);
         assert_eq!(r.feasible.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(), ["b"]);
-        assert_eq!(r.rejected[0].reasons, [Reason::NodeNameMismatch]);
+        // kube-scheduler 1.37's NodeName PreFilter restricts the pod to its node: every other
+        // node gets the framework's status for nodes outside a PreFilterResult.
         assert_eq!(
             r.rejected[0].reasons[0].to_string(),
-            "node(s) didn't match the requested node name"
+            "node(s) didn't satisfy plugin(s) [NodeName]"
+        );
+        assert_eq!(
+            r.diagnosis.message(),
+            "0/2 nodes are available: 1 node(s) didn't satisfy plugin(s) [NodeName]."
+        );
+        // A cordoned node outside it too; a node name and `metadata.name` terms name both.
+        let mut cordoned = node("c", 1000, 1000);
+        cordoned.unschedulable = true;
+        let snap = snapshot(vec![node("a", 1000, 1000), node("b", 10, 1000), cordoned]);
+        let r = rank(&snap, &p);
+        assert_eq!(
+            r.diagnosis.message().split(" preemption:").next(),
+            Some("0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeName].")
+        );
+        p.required_affinity = Some(vec![crate::engine::model::SelectorTerm {
+            match_expressions: vec![],
+            match_fields: vec![crate::engine::model::Requirement {
+                key: "metadata.name".into(),
+                op: crate::engine::model::SelectorOp::In(vec!["a".into(), "b".into()]),
+            }],
+        }]);
+        let r = rank(&snap, &p);
+        assert_eq!(
+            r.diagnosis.message().split(" preemption:").next(),
+            Some(
+                "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity \
+                 NodeName]."
+            )
+        );
+        p.node_name = None;
+        let r = rank(&snap, &p);
+        assert_eq!(
+            r.diagnosis.message().split(" preemption:").next(),
+            Some("0/3 nodes are available: 1 Insufficient cpu, 1 node(s) didn't satisfy plugin(s) [NodeAffinity].")
         );
     }
 }
