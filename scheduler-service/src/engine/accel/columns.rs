@@ -694,6 +694,7 @@ mod avx2 {
         let one = _mm256_set1_pd(1.0);
         let sign = _mm256_set1_pd(-0.0);
         let half = _mm256_set1_pd(0.5);
+        let fifty = _mm_set1_epi32((crate::engine::plugins::MAX_NODE_SCORE / 2) as i32);
         macro_rules! ld_f {
             ($v:expr, $i:expr) => {
                 _mm256_loadu_pd($v.as_ptr().add($i))
@@ -720,21 +721,27 @@ mod avx2 {
             };
             let q_cpu = _mm256_div_pd(_mm256_mul_pd(n_cpu, hundred), alloc_cpu);
             let q_memory = _mm256_div_pd(_mm256_mul_pd(n_memory, hundred), alloc_memory);
-            // BalancedAllocation: 100 × (1 − |f_cpu − f_memory| / 2), each fraction capped at 1.
-            let f_cpu = _mm256_min_pd(
-                _mm256_div_pd(_mm256_add_pd(ld_f!(cols.req_cpu, i), bal_cpu), alloc_cpu),
-                one,
+            // BalancedAllocation: the balance 100 × (1 − |f_cpu − f_memory| / 2) (each fraction
+            // capped at 1, truncated) with the pod and without it, then
+            // 50 + (50 + with − without) / 2 in integers (never negative: a shift halves it).
+            let req_cpu = ld_f!(cols.req_cpu, i);
+            let req_memory = ld_f!(cols.req_memory, i);
+            let balance = |cpu: __m256d, memory: __m256d| {
+                let f_cpu = _mm256_min_pd(_mm256_div_pd(cpu, alloc_cpu), one);
+                let f_memory = _mm256_min_pd(_mm256_div_pd(memory, alloc_memory), one);
+                // Halving by a multiplication: x · 0.5 and x / 2 are the same correctly rounded x / 2.
+                let std = _mm256_andnot_pd(sign, _mm256_mul_pd(_mm256_sub_pd(f_cpu, f_memory), half));
+                _mm256_cvttpd_epi32(_mm256_mul_pd(_mm256_sub_pd(one, std), hundred))
+            };
+            let with_pod = balance(_mm256_add_pd(req_cpu, bal_cpu), _mm256_add_pd(req_memory, bal_memory));
+            let without_pod = balance(req_cpu, req_memory);
+            let b = _mm_add_epi32(
+                fifty,
+                _mm_srai_epi32::<1>(_mm_sub_epi32(_mm_add_epi32(fifty, with_pod), without_pod)),
             );
-            let f_memory = _mm256_min_pd(
-                _mm256_div_pd(_mm256_add_pd(ld_f!(cols.req_memory, i), bal_memory), alloc_memory),
-                one,
-            );
-            // Halving by a multiplication: x · 0.5 and x / 2 are the same correctly rounded x / 2.
-            let std = _mm256_andnot_pd(sign, _mm256_mul_pd(_mm256_sub_pd(f_cpu, f_memory), half));
-            let b = _mm256_mul_pd(_mm256_sub_pd(one, std), hundred);
             _mm_storeu_si128(out.cpu.as_mut_ptr().add(k).cast(), _mm256_cvttpd_epi32(q_cpu));
             _mm_storeu_si128(out.memory.as_mut_ptr().add(k).cast(), _mm256_cvttpd_epi32(q_memory));
-            _mm_storeu_si128(out.balanced.as_mut_ptr().add(k).cast(), _mm256_cvttpd_epi32(b));
+            _mm_storeu_si128(out.balanced.as_mut_ptr().add(k).cast(), b);
         }
         masks
     }

@@ -72,14 +72,22 @@ pub(in crate::engine) fn plain_resource_scores(
         (numerator[1] * MAX_NODE_SCORE) as f64,
     ];
     let q = [n[0] / alloc[0], n[1] / alloc[1]];
-    // BalancedAllocation, operation for operation as `balanced_allocation::score_cpu_memory`.
-    let used = [
+    // BalancedAllocation, operation for operation as `balanced_allocation::score_cpu_memory`:
+    // the balance with the pod against the balance without it.
+    let balance = |cpu: f64, memory: f64| {
+        let f = [(cpu / alloc[0]).min(1.0), (memory / alloc[1]).min(1.0)];
+        balanced_allocation::balance(((f[0] - f[1]) / 2.0).abs())
+    };
+    let with_pod = balance(
         h.req_cpu.saturating_add(balanced[0]) as f64,
         h.req_memory.saturating_add(balanced[1]) as f64,
-    ];
-    let f = [(used[0] / alloc[0]).min(1.0), (used[1] / alloc[1]).min(1.0)];
-    let std = ((f[0] - f[1]) / 2.0).abs();
-    Some((q[0] as i64, q[1] as i64, ((1.0 - std) * MAX_NODE_SCORE as f64) as i64))
+    );
+    let without_pod = balance(h.req_cpu as f64, h.req_memory as f64);
+    Some((
+        q[0] as i64,
+        q[1] as i64,
+        balanced_allocation::improvement(with_pod, without_pod),
+    ))
 }
 
 /// The raw per-node scores of one feasible node in the plain pass (0 for a plugin not scored).
