@@ -1465,7 +1465,7 @@ mod cost_tests {
 
     use super::*;
     use crate::engine::framework::tests::with_rules;
-    use crate::engine::framework::{Deadline, Decision, Evaluator};
+    use crate::engine::framework::{Deadline, Decision, EvalError, Evaluator};
     use crate::engine::model::Container;
     use crate::engine::plugins::testing::{node, pod, snapshot};
     use crate::engine::rule_cost::{self, Metered, PER_CALL_LIMIT};
@@ -1917,5 +1917,26 @@ mod cost_tests {
                 Err(e) => assert!(!e.0.contains("cost limit"), "{name}: {}", e.0),
             }
         }
+    }
+
+    #[test]
+    fn a_pass_with_rules_stops_at_its_deadline_within_a_node() {
+        within_a_minute(|| {
+            let nodes = (0..20).map(|i| node(&format!("n{i}"), 4000, 8 << 30)).collect();
+            let snap = snapshot(nodes);
+            let profile = with_rules(
+                &[("general", &format!("node.metadata.name == 'x' || {HOSTILE}"), "")],
+                &[],
+            );
+            let started = Instant::now();
+            let r = Evaluator::new(&profile, &snap).rank(
+                &hostile_request(),
+                0,
+                0,
+                Deadline::at(started + Duration::from_millis(50)),
+            );
+            println!("20 nodes, a deadline in 50 ms: stopped after {:?}", started.elapsed());
+            assert!(matches!(r, Err(EvalError::DeadlineExceeded { .. })), "{r:?}");
+        });
     }
 }
