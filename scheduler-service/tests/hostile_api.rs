@@ -1,7 +1,7 @@
 //! Hostile and buggy callers against a decision service on a real socket (127.0.0.1:0): echoed
 //! values cut short, scores in range for any quantity, the codes gRPC's own implementations
-//! answer, Kubernetes' validation, selectors and objects as large as the API server allows, and
-//! connections that never start or stay idle.
+//! answer, Kubernetes' validation, selectors and objects as large as the API server allows,
+//! connections that never start or stay idle, and a CEL rule as costly as a pod can make it.
 
 mod support;
 
@@ -579,4 +579,109 @@ async fn connections_that_never_start_or_stay_idle_are_closed() {
         }
     }
     assert!(answered, "the client reconnects after an idle close");
+}
+
+// ---------------------------------------------------------------------------------------------
+// CEL rules: each evaluation within its cost budget, whatever the rule and the pod.
+// ---------------------------------------------------------------------------------------------
+
+/// A pod as large as the API server lets its author make one: 1,000 containers, 1,000 labels
+/// and 256 KiB of annotations.
+fn hostile_pod() -> proto::Pod {
+    let mut p = pod("hostile", &[("cpu", "100m")]);
+    p.containers = (0..1000)
+        .map(|i| proto::Container {
+            name: format!("c{i}"),
+            image: format!("registry.example/team/image-{i}:v1"),
+            requests: map(&[("cpu", "1m")]),
+            ..Default::default()
+        })
+        .collect();
+    p.labels = (0..1000)
+        .map(|i| (format!("label-{i}"), format!("value-{i}")))
+        .collect();
+    p.annotations = [("big".to_string(), "a".repeat((256 << 10) - 3))].into();
+    p
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_rule_on_a_hostile_pod_is_answered_and_so_are_other_calls_meanwhile() {
+    use placement_scheduler::engine::rules::{FilterRule, Rules};
+    use placement_scheduler::engine::Policy;
+    use placement_scheduler::grpc::service::ServiceConfig;
+
+    // An O(n) `in` over the pod's containers inside two comprehensions over them, evaluated on
+    // every node (it reads the node's name): n³ comparisons without a budget.
+    let hostile = Policy {
+        name: "hostile".into(),
+        rules: Rules {
+            filters: vec![FilterRule {
+                name: "nested".into(),
+                expression: "node.metadata.name == 'none' || \
+                             pod.spec.containers.all(a, pod.spec.containers.all(b, a in pod.spec.containers))"
+                    .into(),
+                reason: String::new(),
+            }],
+            scores: vec![],
+        },
+        ..Policy::kube_default()
+    };
+    let mut policies = Policy::built_in();
+    policies.push(hostile);
+    let server = Server::start(ServerConfig {
+        service: ServiceConfig {
+            policies,
+            ..ServiceConfig::default()
+        },
+        ..ServerConfig::default()
+    })
+    .await;
+    let nodes: Vec<proto::Node> = (0..24).map(|i| node(&format!("n{i}"), "8", "16Gi")).collect();
+    let mut c = server.client().await;
+    let started = Instant::now();
+    let hostile_call = tokio::spawn(async move {
+        // A minute at most: without a budget the evaluations would run for hours.
+        let mut request = tonic::Request::new(proto::RankRequest {
+            policy: "hostile".into(),
+            ..rank_req(inline(nodes, vec![]), hostile_pod())
+        });
+        request.set_timeout(Duration::from_secs(60));
+        let r = c.rank(request).await;
+        (r, started.elapsed())
+    });
+    // Another client's Ranks, one after another while the hostile one runs.
+    let mut other = server.client().await;
+    let mut answered = Vec::new();
+    while !hostile_call.is_finished() {
+        let t = Instant::now();
+        let r = other
+            .rank(rank_req(small(), pod("p", &[("cpu", "1")])))
+            .await
+            .expect("answered");
+        assert_eq!(r.into_inner().feasible_count, 2);
+        if !hostile_call.is_finished() {
+            answered.push(t.elapsed());
+        }
+    }
+    let (r, took) = hostile_call.await.expect("the hostile call's task");
+    let r = r.expect("the hostile Rank is answered").into_inner();
+    println!(
+        "hostile Rank on 24 nodes answered in {took:?}; {} other Ranks answered meanwhile, the slowest in {:?}",
+        answered.len(),
+        answered.iter().max()
+    );
+    assert_eq!(r.feasible_count, 0);
+    assert_eq!(r.infeasible.len(), 24);
+    for n in &r.infeasible {
+        assert_eq!(
+            n.reasons,
+            ["rule nested failed: operation cancelled: actual cost limit exceeded"],
+            "{}",
+            n.node
+        );
+    }
+    assert!(
+        !answered.is_empty(),
+        "no other Rank was answered while the hostile one ran"
+    );
 }

@@ -314,10 +314,13 @@ impl<'a> Evaluator<'a> {
         let snapshot = self.snapshot;
         let hot = &*usage.hot;
         let mut replay = ClassReplay::new();
+        // A node's CEL rules may each spend a whole evaluation's budget (`rule_cost`): with
+        // rules, every node is a poll.
+        let every_node = self.profile.rules.is_some();
         for (i, entry) in snapshot.nodes().iter().enumerate() {
             // A node of the general pass may cost much (per-node selectors, topology terms): poll
             // often enough that a deadline or a cancelled call stops it promptly.
-            if i % 256 == 255 && deadline.passed() {
+            if (every_node || i % 256 == 255) && deadline.passed() {
                 self.image_sums.deactivate();
                 return Err(DeadlinePassed);
             }
@@ -1476,6 +1479,11 @@ impl<'a> PodPlan<'a> {
         for (class, se) in evals.iter_mut().enumerate() {
             if se.rejected {
                 continue;
+            }
+            // Each class's evaluations may spend their budgets: a call that has ended stops here
+            // (its plan is discarded; the outcomes kept are whole evaluations).
+            if super::cancel::requested() {
+                break;
             }
             self.class_rule_outcomes(rules, snapshot, class);
             se.rejected = (0..rules.width()).any(|k| self.class_outcome(k, class).is_err());

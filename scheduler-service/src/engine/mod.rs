@@ -7,7 +7,8 @@
 //!   a node every evaluation reads.
 //! - [`policy`]: which plugins run with which weights; [`policy_config`]: policy files (ours and
 //!   kube-scheduler's `KubeSchedulerConfiguration`) mapped to policies.
-//! - [`rules`]: CEL filter and score rules in policies.
+//! - [`rules`]: CEL filter and score rules in policies; [`rule_cost`]: the run-time budget of
+//!   their evaluations.
 //! - [`topology`]: the domains and pod counts InterPodAffinity and PodTopologySpread
 //!   (`plugins::interpodaffinity`, `plugins::podtopologyspread`) read.
 //! - `cycle`: the scheduling cycle, Rank one pod or Schedule a batch (kube-scheduler's
@@ -41,6 +42,7 @@ mod pool;
 pub mod preemption;
 pub mod quantity;
 pub mod resources;
+pub mod rule_cost;
 pub mod rules;
 pub mod snapshot;
 pub mod topology;
