@@ -42,10 +42,10 @@ KUBE_SCHEDULER_BIN=${KUBE_SCHEDULER_BIN:-${K8S_STATE:-${TMPDIR:-/tmp}/placement-
 args=(--service-bin "$BIN/scheduler-service" --binder-bin "$BIN/binder-agent")
 if [[ -x $KUBE_SCHEDULER_BIN ]]; then
   args+=(--kube-scheduler-bin "$KUBE_SCHEDULER_BIN")
-  contenders=raw,kube-scheduler,placement
+  contenders=raw,raw-events,kube-scheduler,placement
 else
   echo "cluster-bench: no kube-scheduler binary at $KUBE_SCHEDULER_BIN (set KUBE_SCHEDULER_BIN): kube-scheduler left out" >&2
-  contenders=raw,placement
+  contenders=raw,raw-events,placement
 fi
 if [[ -z ${ETCD_METRICS_URL:-} && -n ${K8S_STATE:-} && -f $K8S_STATE/run/etcd.pid ]]; then
   ETCD_METRICS_URL=http://127.0.0.1:${ETCD_PORT:-2379}/metrics
