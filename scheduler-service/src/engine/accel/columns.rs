@@ -58,6 +58,9 @@ pub struct HotColumns {
     req_cpu: Vec<f64>,
     /// Requested memory (BalancedAllocation).
     req_memory: Vec<f64>,
+    /// BalancedAllocation's balance of the node without the pod (it depends on the node alone):
+    /// `balance(|f_cpu − f_memory| / 2)` of its requests, as the kernel would compute it.
+    balance_without: Vec<i32>,
     /// Node class.
     class: Vec<u32>,
     /// Hash of the node name (tie-breaks).
@@ -94,6 +97,7 @@ impl Clone for HotColumns {
             non_zero_memory,
             req_cpu,
             req_memory,
+            balance_without,
             class,
             name_hash,
             port_bits,
@@ -113,6 +117,7 @@ impl Clone for HotColumns {
         non_zero_memory.clone_from(&source.non_zero_memory);
         req_cpu.clone_from(&source.req_cpu);
         req_memory.clone_from(&source.req_memory);
+        balance_without.clone_from(&source.balance_without);
         class.clone_from(&source.class);
         name_hash.clone_from(&source.name_hash);
         port_bits.clone_from(&source.port_bits);
@@ -137,6 +142,7 @@ impl HotColumns {
             non_zero_memory: vec![0.0; padded],
             req_cpu: vec![0.0; padded],
             req_memory: vec![0.0; padded],
+            balance_without: vec![0; padded],
             class: vec![0; padded],
             name_hash: vec![0; padded],
             port_bits: vec![0; padded],
@@ -158,7 +164,7 @@ impl HotColumns {
     /// Approximate heap bytes held.
     pub fn approx_bytes(&self) -> usize {
         let padded = self.free_cpu.len();
-        padded * (12 * 8 + 4 + std::mem::size_of::<PortKeys>()) + self.scalar_nodes.len() * 8
+        padded * (12 * 8 + 4 + 4 + std::mem::size_of::<PortKeys>()) + self.scalar_nodes.len() * 8
     }
 
     /// Whether there are no nodes.
@@ -188,6 +194,14 @@ impl HotColumns {
         self.non_zero_memory[i] = h.non_zero_memory as f64;
         self.req_cpu[i] = h.req_cpu as f64;
         self.req_memory[i] = h.req_memory as f64;
+        // Only read for exact nodes (capacities above 0), with the kernel's operations.
+        self.balance_without[i] = if exact {
+            let f_cpu = (self.req_cpu[i] / self.alloc_cpu[i]).min(1.0);
+            let f_memory = (self.req_memory[i] / self.alloc_memory[i]).min(1.0);
+            crate::engine::plugins::noderesources::balanced_allocation::balance(((f_cpu - f_memory) * 0.5).abs()) as i32
+        } else {
+            0
+        };
         self.class[i] = h.class;
         self.name_hash[i] = h.name_hash;
         self.port_bits[i] = h.port_bits;
@@ -734,7 +748,7 @@ mod avx2 {
                 _mm256_cvttpd_epi32(_mm256_mul_pd(_mm256_sub_pd(one, std), hundred))
             };
             let with_pod = balance(_mm256_add_pd(req_cpu, bal_cpu), _mm256_add_pd(req_memory, bal_memory));
-            let without_pod = balance(req_cpu, req_memory);
+            let without_pod = _mm_loadu_si128(cols.balance_without.as_ptr().add(i).cast());
             let b = _mm_add_epi32(
                 fifty,
                 _mm_srai_epi32::<1>(_mm_sub_epi32(_mm_add_epi32(fifty, with_pod), without_pod)),
