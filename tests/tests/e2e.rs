@@ -1110,6 +1110,237 @@ async fn the_seed_plugin_keeps_nginx_pods_on_test_test_nodes() {
     scope.cleanup().await;
 }
 
+/// A seeded generator for the differential test (SplitMix64).
+struct Generator(u64);
+
+impl Generator {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// True with probability `percent` %.
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[(self.next() % items.len() as u64) as usize]
+    }
+}
+
+/// A differential test against the cluster's kube-scheduler 1.37 (with `E2E_KUBE_SCHEDULER=1`).
+/// A seeded generator (`E2E_DIFF_SEED`, `E2E_DIFF_PODS`, `E2E_DIFF_NODES` for larger runs) makes
+/// twin node sets, `ours` and `kube`, of the same shapes (cpu, zone, disk label, a NoSchedule
+/// taint, cordon), and pods with cpu requests, a disk nodeSelector, tolerations, a host port, a
+/// DoNotSchedule zone spread and a required hostname anti-affinity. Each pod goes to both
+/// schedulers at once, each twin selecting its side; once both decided: the pod is feasible on
+/// both sides or on neither, with the same PodScheduled reason and message (the other side's
+/// nodes count alike in both). A pod bound on both sides to nodes of different index (ties kube
+/// breaks at random, placement by a stable hash) is deleted on both, and every unschedulable twin
+/// is deleted once compared, so the two sides stay alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generated_pods_are_decided_as_kube_scheduler_decides_them() {
+    let test = "generated_pods_are_decided_as_kube_scheduler_decides_them";
+    let Some(cluster) = cluster(test).await else {
+        return;
+    };
+    if std::env::var("E2E_KUBE_SCHEDULER").as_deref() != Ok("1") {
+        eprintln!(
+            "e2e {test}: skipped: set E2E_KUBE_SCHEDULER=1 when the cluster's kube-scheduler serves default-scheduler"
+        );
+        return;
+    }
+    let env = |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let seed = env("E2E_DIFF_SEED", 37);
+    let (node_count, pod_count) = (env("E2E_DIFF_NODES", 6) as usize, env("E2E_DIFF_PODS", 40) as usize);
+    let mut g = Generator(seed);
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "differential").await;
+    let nodes_api: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client.clone());
+    for i in 0..node_count {
+        let cpu = *g.pick(&["2", "4"]);
+        let zone = format!("z{}", i % 3);
+        let disk = *g.pick(&["ssd", "hdd"]);
+        let tainted = g.chance(20);
+        let cordoned = g.chance(12);
+        for side in ["ours", "kube"] {
+            let name = scope
+                .add_node(
+                    &format!("{side}-{i}"),
+                    cpu,
+                    &[("side", side), ("topology.kubernetes.io/zone", &zone), ("disk", disk)],
+                )
+                .await;
+            let mut spec = serde_json::json!({"unschedulable": cordoned});
+            if tainted {
+                spec["taints"] = serde_json::json!([{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]);
+            }
+            nodes_api
+                .patch(
+                    &name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(serde_json::json!({ "spec": spec })),
+                )
+                .await
+                .expect("shape the node");
+        }
+    }
+    let binder = InProcessBinder::start(&cluster, &scope).await;
+    let index_of = |node: &str| node.rsplit('-').next().unwrap_or_default().to_string();
+    let (mut compared, mut bound_alike, mut ties) = (0, 0, 0);
+    for k in 0..pod_count {
+        let cpu = *g.pick(&["100m", "500m", "1", "1500m", "3"]);
+        let disk = match g.next() % 4 {
+            0 => Some("ssd"),
+            1 => Some("hdd"),
+            _ => None,
+        };
+        let tolerates = g.chance(30);
+        let port = g.chance(20);
+        let spread = g.chance(30);
+        let solo = g.chance(20);
+        let mut twins = Vec::new();
+        for (side, scheduler) in [
+            ("ours", scope.scheduler.clone()),
+            ("kube", "default-scheduler".to_string()),
+        ] {
+            let name = format!("p{k}-{side}");
+            let mut pod = pod_for(&scope.ns, &name, &scheduler, &scope.run, cpu);
+            let spec = pod.spec.as_mut().expect("a pod spec");
+            let selector = spec.node_selector.get_or_insert_default();
+            selector.insert("side".into(), side.into());
+            if let Some(d) = disk {
+                selector.insert("disk".into(), d.into());
+            }
+            if tolerates {
+                spec.tolerations
+                    .get_or_insert_default()
+                    .push(k8s_openapi::api::core::v1::Toleration {
+                        key: Some("dedicated".into()),
+                        operator: Some("Equal".into()),
+                        value: Some("x".into()),
+                        effect: Some("NoSchedule".into()),
+                        ..Default::default()
+                    });
+            }
+            if port {
+                spec.containers[0].ports = Some(vec![k8s_openapi::api::core::v1::ContainerPort {
+                    container_port: 8080,
+                    host_port: Some(8080),
+                    ..Default::default()
+                }]);
+            }
+            let mut labels = BTreeMap::new();
+            if spread {
+                labels.insert("app".to_string(), "spread".to_string());
+                spec.topology_spread_constraints = Some(vec![k8s_openapi::api::core::v1::TopologySpreadConstraint {
+                    max_skew: 1,
+                    topology_key: "topology.kubernetes.io/zone".into(),
+                    when_unsatisfiable: "DoNotSchedule".into(),
+                    label_selector: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+                        match_labels: Some([("app".to_string(), "spread".to_string())].into()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }]);
+            }
+            if solo {
+                labels.insert("app".to_string(), "solo".to_string());
+                spec.affinity = Some(k8s_openapi::api::core::v1::Affinity {
+                    pod_anti_affinity: Some(k8s_openapi::api::core::v1::PodAntiAffinity {
+                        required_during_scheduling_ignored_during_execution: Some(vec![
+                            k8s_openapi::api::core::v1::PodAffinityTerm {
+                                topology_key: "kubernetes.io/hostname".into(),
+                                label_selector: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+                                    match_labels: Some([("app".to_string(), "solo".to_string())].into()),
+                                    ..Default::default()
+                                }),
+                                ..Default::default()
+                            },
+                        ]),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                });
+            }
+            if !labels.is_empty() {
+                pod.metadata.labels = Some(labels);
+            }
+            scope.create(&pod).await;
+            twins.push(name);
+        }
+        let decided = |p: &Pod| node_of(p).is_some() || scheduled_condition(p).is_some_and(|c| c.status == "False");
+        eventually(WAIT, &format!("both schedulers decided p{k}"), || async {
+            let mut all = true;
+            for name in &twins {
+                all &= scope.pods().get(name).await.ok().is_some_and(|p| decided(&p));
+            }
+            all
+        })
+        .await;
+        let ours = scope.pods().get(&twins[0]).await.expect("placement's twin");
+        let theirs = scope.pods().get(&twins[1]).await.expect("kube-scheduler's twin");
+        let view = |p: &Pod| scheduled_condition(p).map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()));
+        let shape = format!(
+            "p{k} (seed {seed}): cpu {cpu}, disk {disk:?}, tolerates {tolerates}, port {port}, spread {spread}, solo {solo}"
+        );
+        match (node_of(&ours), node_of(&theirs)) {
+            (Some(a), Some(b)) => {
+                if index_of(a) == index_of(b) {
+                    bound_alike += 1;
+                } else {
+                    ties += 1;
+                    for name in &twins {
+                        scope
+                            .pods()
+                            .delete(name, &DeleteParams::default().grace_period(0))
+                            .await
+                            .expect("delete");
+                    }
+                }
+            }
+            (None, None) => {
+                assert_eq!(
+                    view(&ours),
+                    view(&theirs),
+                    "{shape}: PodScheduled against kube-scheduler's"
+                );
+                for name in &twins {
+                    scope
+                        .pods()
+                        .delete(name, &DeleteParams::default().grace_period(0))
+                        .await
+                        .expect("delete");
+                }
+            }
+            (a, b) => panic!(
+                "{shape}: placement {} ({:?}), kube-scheduler {} ({:?})",
+                a.unwrap_or("unschedulable"),
+                view(&ours),
+                b.unwrap_or("unschedulable"),
+                view(&theirs)
+            ),
+        }
+        compared += 1;
+        // Deleted twins must be gone before the next pod is decided.
+        eventually(WAIT, "deleted twins gone", || async {
+            let pods = list_pods(&scope).await;
+            pods.iter().all(|p| p.metadata.deletion_timestamp.is_none())
+        })
+        .await;
+    }
+    eprintln!(
+        "e2e {test}: seed {seed}, {node_count} node shapes, {compared} pods compared: {bound_alike} bound to the same node, {ties} to different nodes (deleted), {} unschedulable on both with the same message",
+        compared - bound_alike - ties
+    );
+    binder.stop().await;
+    scope.cleanup().await;
+}
+
 /// `deploy/base/<file>`'s YAML documents as JSON.
 fn manifest(file: &str) -> Vec<serde_json::Value> {
     let path = format!("{}/../deploy/base/{file}", env!("CARGO_MANIFEST_DIR"));
