@@ -1603,6 +1603,17 @@ impl<A: ClusterApi> Binder<A> {
                 .collect()
         };
         claims.sort_by_key(|(_, t)| matches!(t, Target::SelectedNode(_)));
+        // kube-scheduler 1.35+ (NominatedNodeNameForExpectation): a pod whose PreBind has work
+        // gets `status.nominatedNodeName` set to its node first, so that other schedulers and
+        // autoscalers see where it is going while its volumes are bound; the Binding clears it
+        // (the API server's ClearingNominatedNodeNameAfterBinding), a failure clears it here. Not
+        // fatal, as in kube.
+        if !claims.is_empty() && self.may_prebind(pod, started) {
+            self.rate_limit().await;
+            if let Err(e) = s.api.nominate(pod, node).await {
+                tracing::debug!(pod = %pod.key(), %node, error = %e, "setting nominatedNodeName before PreBind failed");
+            }
+        }
         for (claim, target) in &claims {
             if !self.may_prebind(pod, started) {
                 return PreBind::Stopped;
@@ -1766,6 +1777,13 @@ impl<A: ClusterApi> Binder<A> {
         s.metrics.volume_prebind(result, started.elapsed());
         s.wake.notify_one();
         tracing::warn!(pod = %pod.key(), %message, "PreBind failed; deciding again after backoff");
+        // kube's handleBindingCycleError clears the nominatedNodeName set before PreBind.
+        if *s.leader.borrow() {
+            self.rate_limit().await;
+            if let Err(e) = s.api.clear_nomination(pod).await {
+                tracing::debug!(pod = %pod.key(), error = %e, "clearing nominatedNodeName failed");
+            }
+        }
         self.report_failure(pod, Failure::SchedulerError, &message).await;
     }
 

@@ -2233,9 +2233,17 @@ mod prebind {
         );
         assert_eq!(volume["spec"]["claimRef"]["kind"], "PersistentVolumeClaim");
         assert_eq!(volume["spec"]["claimRef"]["namespace"], "default");
-        // Nothing else writes the claim; the pod waits for the PV controller.
+        // Nothing else writes the claim; the pod waits for the PV controller, nominated to n2 as
+        // kube-scheduler 1.37 nominates a pod whose PreBind has work.
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!(node_of_pod(&server, "web"), None, "bound before its claim");
+        assert_eq!(
+            server
+                .get_pod("default", "web")
+                .and_then(|p| p.status?.nominated_node_name)
+                .as_deref(),
+            Some("n2")
+        );
         assert!(pvc(&server, "data")["metadata"]["annotations"]
             .get("volume.kubernetes.io/selected-node")
             .is_none());
@@ -2245,9 +2253,10 @@ mod prebind {
         })
         .await;
         let requests = server.requests();
+        let nominated = position(&requests, "PATCH", "/pods/web/status").expect("the nomination");
         let put = position(&requests, "PUT", "/persistentvolumes/pv-1").expect("the volume update");
         let binding = position(&requests, "POST", "/pods/web/binding").expect("the Binding");
-        assert!(put < binding);
+        assert!(nominated < put && put < binding);
         assert_eq!(binding_statuses(&server, "web"), [201]);
         let m = running.metrics.encode();
         assert!(m.contains("binder_volume_prebinds_total{result=\"bound\"} 1"), "{m}");
@@ -2391,6 +2400,14 @@ mod prebind {
             .iter()
             .any(|e| e.reason.as_deref() == Some("FailedScheduling")
                 && e.note.as_deref().is_some_and(|n| n.starts_with(PREBIND))));
+        // The failed binding cycle cleared the nomination it set before PreBind.
+        eventually(WAIT, "the nomination cleared", || async {
+            server
+                .get_pod("default", "web")
+                .and_then(|p| p.status?.nominated_node_name)
+                .is_none_or(|n| n.is_empty())
+        })
+        .await;
         // The retry writes the claimRef; the PV controller completes it.
         eventually(WAIT, "the claimRef of the retry", || async {
             claim_ref(&server, "pv-1").is_some()
