@@ -1105,7 +1105,8 @@ pub fn node_value(node: &NodeStatic, usage: &NodeUsage) -> Value {
 mod tests {
     use super::*;
 
-    fn rules(filters: &[(&str, &str)], scores: &[(&str, &str)]) -> Rules {
+    /// Rules of these (name, expression) pairs, with the default reason and weight.
+    pub(super) fn rules(filters: &[(&str, &str)], scores: &[(&str, &str)]) -> Rules {
         Rules {
             filters: filters
                 .iter()
@@ -1463,6 +1464,7 @@ mod tests {
 mod cost_tests {
     use std::time::{Duration, Instant};
 
+    use super::tests::rules as tests_rules;
     use super::*;
     use crate::engine::framework::tests::with_rules;
     use crate::engine::framework::{Deadline, Decision, EvalError, Evaluator};
@@ -1477,27 +1479,6 @@ mod cost_tests {
 
     fn compiled(filters: &[(&str, &str)], scores: &[(&str, &str)]) -> CompiledRules {
         tests_rules(filters, scores).compile().unwrap()
-    }
-
-    fn tests_rules(filters: &[(&str, &str)], scores: &[(&str, &str)]) -> Rules {
-        Rules {
-            filters: filters
-                .iter()
-                .map(|(n, e)| FilterRule {
-                    name: n.to_string(),
-                    expression: e.to_string(),
-                    reason: String::new(),
-                })
-                .collect(),
-            scores: scores
-                .iter()
-                .map(|(n, e)| ScoreRule {
-                    name: n.to_string(),
-                    expression: e.to_string(),
-                    weight: 1,
-                })
-                .collect(),
-        }
     }
 
     /// A pod as large as its author can make one the API server accepts: 1,000 containers,

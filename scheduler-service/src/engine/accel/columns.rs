@@ -198,7 +198,9 @@ impl HotColumns {
         self.balance_without[i] = if exact {
             let f_cpu = (self.req_cpu[i] / self.alloc_cpu[i]).min(1.0);
             let f_memory = (self.req_memory[i] / self.alloc_memory[i]).min(1.0);
-            crate::engine::plugins::noderesources::balanced_allocation::balance(((f_cpu - f_memory) * 0.5).abs()) as i32
+            // `balanced_allocation::balance` of the standard deviation, operation for operation.
+            let std = ((f_cpu - f_memory) * 0.5).abs();
+            ((1.0 - std) * crate::engine::plugins::MAX_NODE_SCORE as f64) as i32
         } else {
             0
         };
