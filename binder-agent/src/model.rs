@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, Node, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodAffinityTerm, TopologySpreadConstraint,
-    WeightedPodAffinityTerm,
+    Container, ContainerStatus, Node, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodAffinityTerm, PodSpec,
+    PodStatus, TopologySpreadConstraint, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -74,7 +74,8 @@ fn quantities(list: Option<&BTreeMap<String, Quantity>>) -> BTreeMap<String, Str
         .unwrap_or_default()
 }
 
-fn container(c: &Container) -> proto::Container {
+fn container(c: &Container, status: Option<&PodStatus>) -> proto::Container {
+    let st = container_status(status, &c.name);
     proto::Container {
         name: c.name.clone(),
         image: c.image.clone().unwrap_or_default(),
@@ -92,7 +93,73 @@ fn container(c: &Container) -> proto::Container {
             })
             .collect(),
         restart_policy: c.restart_policy.clone().unwrap_or_default(),
+        allocated_requests: quantities(st.and_then(|s| s.allocated_resources.as_ref())),
+        actuated_requests: quantities(st.and_then(|s| s.resources.as_ref()).and_then(|r| r.requests.as_ref())),
     }
+}
+
+/// kube's `findContainerStatus`: the status of the container called `name`, among the regular
+/// containers' statuses first, then the init containers'.
+fn container_status<'a>(status: Option<&'a PodStatus>, name: &str) -> Option<&'a ContainerStatus> {
+    let status = status?;
+    status
+        .container_statuses
+        .iter()
+        .flatten()
+        .chain(status.init_container_statuses.iter().flatten())
+        .find(|s| s.name == name)
+}
+
+/// kube's `IsPodResizeInfeasible`: the pod's first `PodResizePending` condition has reason
+/// `Infeasible`.
+fn resize_infeasible(status: Option<&PodStatus>) -> bool {
+    status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "PodResizePending"))
+        .is_some_and(|c| c.reason.as_deref() == Some("Infeasible"))
+}
+
+/// The node features the pod needs, sorted: what kube 1.37's
+/// `nodedeclaredfeatures.DefaultFramework.InferForPodScheduling` infers from a pod's spec
+/// (`k8s.io/component-helpers/nodedeclaredfeatures/features`; the other registered features infer
+/// nothing for scheduling).
+pub fn required_features(spec: Option<&PodSpec>) -> Vec<String> {
+    let Some(spec) = spec else {
+        return Vec::new();
+    };
+    let regular = spec.containers.iter().chain(spec.init_containers.iter().flatten());
+    let mut out = Vec::new();
+    // restartallcontainers: a container rule that restarts every container.
+    if regular.clone().any(|c| {
+        c.restart_policy_rules
+            .iter()
+            .flatten()
+            .any(|r| r.action == "RestartAllContainers")
+    }) {
+        out.push("RestartAllContainersOnContainerExits".to_string());
+    }
+    // usernamespaceshostnetwork: host network inside a user namespace.
+    if spec.host_network == Some(true) && spec.host_users == Some(false) {
+        out.push("UserNamespacesHostNetworkSupport".to_string());
+    }
+    // volumebindmountoptions: a mount with bind options, ephemeral containers included.
+    let bind_options = |mounts: Option<&Vec<k8s_openapi::api::core::v1::VolumeMount>>| {
+        mounts
+            .into_iter()
+            .flatten()
+            .any(|m| m.bind_mount_options.as_ref().is_some_and(|o| !o.is_empty()))
+    };
+    if regular.clone().any(|c| bind_options(c.volume_mounts.as_ref()))
+        || spec
+            .ephemeral_containers
+            .iter()
+            .flatten()
+            .any(|c| bind_options(c.volume_mounts.as_ref()))
+    {
+        out.push("VolumeBindMountOptions".to_string());
+    }
+    out.sort();
+    out
 }
 
 fn requirement(r: &NodeSelectorRequirement) -> proto::NodeSelectorRequirement {
@@ -262,7 +329,8 @@ pub fn pod_info(pod: &Pod) -> PodInfo {
         .and_then(|s| s.topology_spread_constraints.as_ref())
         .map(|cs| cs.iter().map(spread_constraint).collect())
         .unwrap_or_default();
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    let status = pod.status.as_ref();
+    let phase = status.and_then(|s| s.phase.as_deref());
     PodInfo {
         spec: proto::Pod {
             uid: meta.uid.clone().unwrap_or_default(),
@@ -272,11 +340,11 @@ pub fn pod_info(pod: &Pod) -> PodInfo {
             annotations: rule_annotations(meta.annotations.as_ref(), spec.and_then(|s| s.node_name.as_deref())),
             priority: spec.and_then(|s| s.priority).unwrap_or(0),
             containers: spec
-                .map(|s| s.containers.iter().map(container).collect())
+                .map(|s| s.containers.iter().map(|c| container(c, status)).collect())
                 .unwrap_or_default(),
             init_containers: spec
                 .and_then(|s| s.init_containers.as_ref())
-                .map(|c| c.iter().map(container).collect())
+                .map(|cs| cs.iter().map(|c| container(c, status)).collect())
                 .unwrap_or_default(),
             overhead: quantities(spec.and_then(|s| s.overhead.as_ref())),
             node_name: spec.and_then(|s| s.node_name.clone()).unwrap_or_default(),
@@ -339,6 +407,18 @@ pub fn pod_info(pod: &Pod) -> PodInfo {
             gang: gang(meta),
             terminating: meta.deletion_timestamp.is_some(),
             volumes: pod_volumes(pod),
+            pod_requests: quantities(
+                spec.and_then(|s| s.resources.as_ref())
+                    .and_then(|r| r.requests.as_ref()),
+            ),
+            allocated_requests: quantities(status.and_then(|s| s.allocated_resources.as_ref())),
+            actuated_requests: quantities(
+                status
+                    .and_then(|s| s.resources.as_ref())
+                    .and_then(|r| r.requests.as_ref()),
+            ),
+            resize_infeasible: resize_infeasible(status),
+            required_features: required_features(spec),
         },
         scheduler_name: spec
             .and_then(|s| s.scheduler_name.clone())
@@ -410,7 +490,7 @@ pub fn pdb_info(pdb: &k8s_openapi::api::policy::v1::PodDisruptionBudget) -> PdbI
             namespace: pdb.metadata.namespace.clone().unwrap_or_default(),
             name: pdb.metadata.name.clone().unwrap_or_default(),
             selector: pdb.spec.as_ref().and_then(|s| s.selector.as_ref()).map(label_selector),
-            disruptions_allowed: status.map_or(0, |s| s.disruptions_allowed),
+            disruptions_allowed: status.and_then(|s| s.disruptions_allowed).unwrap_or(0),
             disrupted_pod_uids: Vec::new(),
         },
         disrupted_pods: status
@@ -461,6 +541,14 @@ fn pod_volumes(pod: &Pod) -> Vec<proto::Volume> {
                 out.rbd_pool = d.pool.clone().unwrap_or_else(|| "rbd".to_string());
                 out.rbd_image = d.image.clone();
                 out.read_only = d.read_only.unwrap_or(false);
+            } else if let Some(reference) = v
+                .image
+                .as_ref()
+                .and_then(|i| i.reference.as_ref())
+                .filter(|r| !r.is_empty())
+            {
+                // An image volume, for ImageLocality (one without a reference is left out).
+                out.image_reference = reference.clone();
             } else {
                 return None;
             }
@@ -722,12 +810,113 @@ pub fn node_info(node: &Node) -> proto::Node {
                     .collect()
             })
             .unwrap_or_default(),
+        declared_features: status.and_then(|s| s.declared_features.clone()).unwrap_or_default(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The node features a pod needs, as kube 1.37's `InferForPodScheduling`: one per rule, sorted;
+    /// nothing for a pod that uses none (host network alone, `hostUsers: true`, empty options).
+    #[test]
+    fn required_features_are_inferred_as_kube_infers_them() {
+        let infer = |spec: serde_json::Value| {
+            let mut spec = spec;
+            spec["containers"]
+                .as_array()
+                .is_none()
+                .then(|| spec["containers"] = serde_json::json!([{"name": "c"}]));
+            let spec: PodSpec = serde_json::from_value(spec).unwrap();
+            required_features(Some(&spec))
+        };
+        assert!(infer(serde_json::json!({})).is_empty());
+        assert!(infer(serde_json::json!({"hostNetwork": true})).is_empty());
+        assert!(infer(serde_json::json!({"hostNetwork": true, "hostUsers": true})).is_empty());
+        assert_eq!(
+            infer(serde_json::json!({"hostNetwork": true, "hostUsers": false})),
+            ["UserNamespacesHostNetworkSupport"]
+        );
+        assert!(infer(serde_json::json!({"hostNetwork": false, "hostUsers": false})).is_empty());
+        let restart =
+            serde_json::json!([{"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [1]}}]);
+        assert_eq!(
+            infer(serde_json::json!({"initContainers": [{"name": "i", "restartPolicyRules": restart}]})),
+            ["RestartAllContainersOnContainerExits"]
+        );
+        let only_restart = serde_json::json!([{"action": "Restart", "exitCodes": {"operator": "In", "values": [1]}}]);
+        assert!(
+            infer(serde_json::json!({"containers": [{"name": "c", "restartPolicyRules": only_restart}]})).is_empty()
+        );
+        assert!(infer(serde_json::json!({"containers": [{"name": "c", "volumeMounts": [
+            {"name": "v", "mountPath": "/v", "bindMountOptions": []}]}]}))
+        .is_empty());
+        assert_eq!(
+            infer(serde_json::json!({
+                "hostNetwork": true, "hostUsers": false,
+                "containers": [{"name": "c", "restartPolicyRules": restart}],
+                "ephemeralContainers": [{"name": "e", "volumeMounts": [
+                    {"name": "v", "mountPath": "/v", "bindMountOptions": ["nosuid"]}]}]
+            })),
+            [
+                "RestartAllContainersOnContainerExits",
+                "UserNamespacesHostNetworkSupport",
+                "VolumeBindMountOptions"
+            ]
+        );
+    }
+
+    /// A resize's status as kube's PodRequests reads it: each container's status by name
+    /// (regular containers' statuses first, then init containers'), the pod's own, and whether the
+    /// first PodResizePending condition says Infeasible.
+    #[test]
+    fn resize_status_and_pod_level_requests_are_projected() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+            "spec": {
+                "nodeName": "n",
+                "resources": {"requests": {"cpu": "2"}},
+                "initContainers": [{"name": "side", "restartPolicy": "Always"}],
+                "containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}}}],
+                "volumes": [{"name": "m", "image": {"reference": "ghcr.io/x/model:1"}}, {"name": "e", "emptyDir": {}}]
+            },
+            "status": {
+                "allocatedResources": {"cpu": "3"},
+                "resources": {"requests": {"cpu": "3500m"}},
+                "conditions": [
+                    {"type": "PodResizePending", "status": "True", "reason": "Infeasible"},
+                    {"type": "PodResizePending", "status": "True", "reason": "Deferred"}
+                ],
+                "containerStatuses": [
+                    {"name": "side", "image": "", "imageID": "", "ready": true, "restartCount": 0,
+                     "allocatedResources": {"cpu": "100m"}},
+                    {"name": "main", "image": "", "imageID": "", "ready": true, "restartCount": 0,
+                     "allocatedResources": {"cpu": "1500m"}, "resources": {"requests": {"cpu": "1200m"}}}
+                ]
+            }
+        }))
+        .unwrap();
+        let p = pod_info(&pod).spec;
+        let q = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        assert_eq!(p.pod_requests, q(&[("cpu", "2")]));
+        assert_eq!(p.allocated_requests, q(&[("cpu", "3")]));
+        assert_eq!(p.actuated_requests, q(&[("cpu", "3500m")]));
+        assert!(p.resize_infeasible);
+        assert_eq!(p.containers[0].allocated_requests, q(&[("cpu", "1500m")]));
+        assert_eq!(p.containers[0].actuated_requests, q(&[("cpu", "1200m")]));
+        assert_eq!(p.init_containers[0].allocated_requests, q(&[("cpu", "100m")]));
+        assert!(p.init_containers[0].actuated_requests.is_empty());
+        assert_eq!(
+            p.volumes
+                .iter()
+                .map(|v| (v.name.as_str(), v.image_reference.as_str()))
+                .collect::<Vec<_>>(),
+            [("m", "ghcr.io/x/model:1")]
+        );
+    }
 
     #[test]
     fn pod_projection_keeps_what_placement_reads() {

@@ -371,6 +371,7 @@ fn container(name: &str, image: &str, requests: BTreeMap<String, String>) -> pro
         requests,
         ports: Vec::new(),
         restart_policy: String::new(),
+        ..Default::default()
     }
 }
 
@@ -531,6 +532,7 @@ fn node(shape: &ClusterShape, seed: u64, index: usize) -> (proto::Node, NodePlan
         unschedulable: cordoned,
         allocatable,
         images,
+        ..Default::default()
     };
     let plan = NodePlan {
         name,

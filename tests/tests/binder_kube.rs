@@ -1348,10 +1348,10 @@ fn pdb(app: &str, disruptions_allowed: i32) -> k8s_openapi::api::policy::v1::Pod
             ..Default::default()
         }),
         status: Some(PodDisruptionBudgetStatus {
-            disruptions_allowed,
-            current_healthy: 1,
-            desired_healthy: 1 - disruptions_allowed,
-            expected_pods: 1,
+            disruptions_allowed: Some(disruptions_allowed),
+            current_healthy: Some(1),
+            desired_healthy: Some(1 - disruptions_allowed),
+            expected_pods: Some(1),
             ..Default::default()
         }),
     }

@@ -276,7 +276,7 @@ fn the_tls_overlay_renders_and_wires_certificates_into_both_workloads() {
     // The decision service: mutual TLS from its Secret, TCP probes (kubelet gRPC probes are
     // plaintext).
     let decision: Deployment = parse(the(&docs, "Deployment", "placement-decision"));
-    let pod = decision.spec.unwrap().template.spec.unwrap();
+    let pod = decision.spec.template.spec.unwrap();
     let c = &pod.containers[0];
     let env: BTreeMap<String, String> = c
         .env
@@ -314,7 +314,7 @@ fn the_tls_overlay_renders_and_wires_certificates_into_both_workloads() {
 
     // The binder: its client certificate, and a server name the decision certificate carries.
     let binder: Deployment = parse(the(&docs, "Deployment", "placement-binder"));
-    let pod = binder.spec.unwrap().template.spec.unwrap();
+    let pod = binder.spec.template.spec.unwrap();
     let dir = mount(&pod.containers[0], &pod, client);
     let config: ConfigMap = binder_config(&docs);
     let data = config.data.unwrap();
@@ -342,7 +342,7 @@ fn the_experiments_file_is_mounted_where_the_binder_reads_it() {
     let data = config.data.unwrap();
     let file = std::path::Path::new(&data["BINDER_EXPERIMENTS_FILE"]);
     let binder: Deployment = parse(the(&docs, "Deployment", "placement-binder"));
-    let pod = binder.spec.unwrap().template.spec.unwrap();
+    let pod = binder.spec.template.spec.unwrap();
     let volume = pod
         .volumes
         .iter()
@@ -389,7 +389,7 @@ fn the_workloads_are_locked_down_and_wired_together() {
     let docs = rendered();
     let decision: Deployment = parse(the(&docs, "Deployment", "placement-decision"));
     let binder: Deployment = parse(the(&docs, "Deployment", "placement-binder"));
-    let spec = |d: &Deployment| d.spec.clone().unwrap();
+    let spec = |d: &Deployment| d.spec.clone();
     assert_eq!(spec(&decision).replicas, Some(3));
     assert_eq!(spec(&binder).replicas, Some(2));
 
@@ -960,7 +960,7 @@ fn the_decision_service_reads_a_valid_policy_file_from_its_configmap() {
     // --policy-file names a key of that ConfigMap, mounted as a directory (a subPath mount is
     // never updated).
     let decision: Deployment = parse(the(&docs, "Deployment", "placement-decision"));
-    let pod = decision.spec.unwrap().template.spec.unwrap();
+    let pod = decision.spec.template.spec.unwrap();
     let c = &pod.containers[0];
     let file = c
         .args

@@ -552,7 +552,7 @@ async fn priority_class(scope: &mut Scope, prefix: &str, value: i32) -> String {
             name: Some(name.clone()),
             ..Default::default()
         },
-        value,
+        value: Some(value),
         ..Default::default()
     };
     classes
@@ -615,7 +615,7 @@ async fn preemption_evicts_unprotected_victims_and_binds_on_the_nominated_node()
             .await
             .ok()
             .and_then(|p| p.status)
-            .is_some_and(|s| s.observed_generation.is_some() && s.disruptions_allowed == 0)
+            .is_some_and(|s| s.observed_generation.is_some() && s.disruptions_allowed == Some(0))
     })
     .await;
 
@@ -1341,6 +1341,186 @@ async fn generated_pods_are_decided_as_kube_scheduler_decides_them() {
     scope.cleanup().await;
 }
 
+/// kube-scheduler 1.37's resource and feature rules against the cluster's kube-scheduler (with
+/// `E2E_KUBE_SCHEDULER=1`), on twin nodes `ours-*` and `kube-*`: a node declaring
+/// `RestartAllContainersOnContainerExits` in `status.declaredFeatures` (4 cpu) and one declaring
+/// nothing (8 cpu). On each side: a pod with a `RestartAllContainers` restart rule lands on the
+/// declaring node; a pod whose pod-level request (`spec.resources`, 7 cpu) exceeds that node but
+/// whose containers ask 100m lands on the other; a bound pod whose status says a resize to 3 cpu
+/// was allocated and actuated (written as a kubelet writes it) fills the declaring node, so a
+/// 1 cpu pod needing the feature is unschedulable; a pod-level request larger than any node is
+/// unschedulable. Every twin gets the same node and the same PodScheduled condition and message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_level_resources_resize_and_declared_features_are_decided_as_kube_scheduler_decides_them() {
+    let test = "pod_level_resources_resize_and_declared_features_are_decided_as_kube_scheduler_decides_them";
+    let Some(cluster) = cluster(test).await else {
+        return;
+    };
+    if std::env::var("E2E_KUBE_SCHEDULER").as_deref() != Ok("1") {
+        eprintln!(
+            "e2e {test}: skipped: set E2E_KUBE_SCHEDULER=1 when the cluster's kube-scheduler serves default-scheduler"
+        );
+        return;
+    }
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "features").await;
+    let nodes_api: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client.clone());
+    let mut feat_node = HashMap::new();
+    for side in ["ours", "kube"] {
+        let feat = scope.add_node(&format!("{side}-feat"), "4", &[("side", side)]).await;
+        scope.add_node(&format!("{side}-plain"), "8", &[("side", side)]).await;
+        nodes_api
+            .patch_status(
+                &feat,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(serde_json::json!({
+                    "status": {"declaredFeatures": ["RestartAllContainersOnContainerExits"]}
+                })),
+            )
+            .await
+            .expect("declare the node's features");
+        feat_node.insert(side, feat);
+    }
+    let binder = InProcessBinder::start(&cluster, &scope).await;
+    let side_of = |node: &str| node.rsplit('-').next().unwrap_or_default().to_string();
+    // A pod on each side, the twin of the other, made by `shape`.
+    let twins = |name: &str, cpu: &str, shape: &dyn Fn(&mut serde_json::Value)| {
+        ["ours", "kube"].map(|side| {
+            let scheduler = if side == "ours" {
+                scope.scheduler.clone()
+            } else {
+                "default-scheduler".to_string()
+            };
+            let mut pod = serde_json::to_value(pod_for(
+                &scope.ns,
+                &format!("{name}-{side}"),
+                &scheduler,
+                &scope.run,
+                cpu,
+            ))
+            .expect("a pod as JSON");
+            pod["spec"]["nodeSelector"] = serde_json::json!({ "side": side });
+            shape(&mut pod);
+            serde_json::from_value::<Pod>(pod).expect("a pod")
+        })
+    };
+    let restart_all = |pod: &mut serde_json::Value| {
+        pod["spec"]["restartPolicy"] = "Never".into();
+        pod["spec"]["containers"][0]["restartPolicy"] = "Never".into();
+        pod["spec"]["containers"][0]["restartPolicyRules"] = serde_json::json!([
+            {"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [42]}}
+        ]);
+    };
+    let pod_level = |cpu: &'static str| {
+        move |pod: &mut serde_json::Value| pod["spec"]["resources"] = serde_json::json!({"requests": {"cpu": cpu}})
+    };
+    let decided = |p: &Pod| node_of(p).is_some() || marked_unschedulable(p);
+    let mut outcomes = Vec::new();
+    let decide = async |pods: [Pod; 2]| {
+        for p in &pods {
+            scope.create(p).await;
+        }
+        let names = pods.map(|p| p.name_any());
+        eventually(WAIT, &format!("both schedulers decided {names:?}"), || async {
+            let mut all = true;
+            for name in &names {
+                all &= scope.pods().get(name).await.ok().is_some_and(|p| decided(&p));
+            }
+            all
+        })
+        .await;
+        let mut out = Vec::new();
+        for name in &names {
+            out.push(scope.pods().get(name).await.expect("a twin"));
+        }
+        out
+    };
+    let view = |p: &Pod| {
+        (
+            node_of(p).map(side_of),
+            scheduled_condition(p).map(|c| (c.status.clone(), c.reason.clone(), c.message.clone())),
+        )
+    };
+    // 1. The restart rule needs the feature: the declaring node, on both sides.
+    let pods = decide(twins("restart-all", "100m", &restart_all)).await;
+    assert_eq!(
+        view(&pods[0]),
+        view(&pods[1]),
+        "restart-all against kube-scheduler's twin"
+    );
+    assert_eq!(
+        node_of(&pods[0]),
+        Some(feat_node["ours"].as_str()),
+        "restart-all on the declaring node"
+    );
+    outcomes.push("restart-all");
+    // 2. Pod-level 7 cpu over 100m containers: only the 8 cpu node holds it.
+    let pods = decide(twins("pod-level-7", "100m", &pod_level("7"))).await;
+    assert_eq!(
+        view(&pods[0]),
+        view(&pods[1]),
+        "pod-level-7 against kube-scheduler's twin"
+    );
+    assert_eq!(
+        view(&pods[0]).0.as_deref(),
+        Some("plain"),
+        "pod-level-7 on the 8 cpu node"
+    );
+    outcomes.push("pod-level-7");
+    // 3. Pod-level 9 cpu: no node holds it (kube's whole message, preemption part included).
+    let pods = decide(twins("pod-level-9", "100m", &pod_level("9"))).await;
+    assert!(marked_unschedulable(&pods[0]), "pod-level-9 unschedulable");
+    assert_eq!(
+        view(&pods[0]).1,
+        view(&pods[1]).1,
+        "pod-level-9 against kube-scheduler's twin"
+    );
+    outcomes.push("pod-level-9");
+    // 4. A bound pod resized to 3 cpu on the declaring node, as its kubelet reports it.
+    for side in ["ours", "kube"] {
+        let name = format!("resized-{side}");
+        let mut pod = pod_for(&scope.ns, &name, "default-scheduler", &scope.run, "500m");
+        pod.spec.as_mut().expect("a spec").node_name = Some(feat_node[side].clone());
+        scope.create(&pod).await;
+        scope
+            .pods()
+            .patch_status(
+                &name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(serde_json::json!({"status": {
+                    "phase": "Running",
+                    "containerStatuses": [{
+                        "name": pod.spec.as_ref().map(|s| s.containers[0].name.clone()).unwrap_or_default(),
+                        "image": "registry.k8s.io/pause:3.10",
+                        "imageID": "",
+                        "ready": true,
+                        "restartCount": 0,
+                        "allocatedResources": {"cpu": "3"},
+                        "resources": {"requests": {"cpu": "3"}}
+                    }]
+                }})),
+            )
+            .await
+            .expect("write the resized pod's status");
+    }
+    // Both schedulers have seen the status once a pod that fits only without it is refused.
+    let pods = decide(twins("after-resize", "1", &restart_all)).await;
+    assert!(
+        marked_unschedulable(&pods[0]),
+        "after-resize: 0.1 + 3 of 4 cpu used, 1 more does not fit: {:?}",
+        view(&pods[0])
+    );
+    assert_eq!(
+        view(&pods[0]).1,
+        view(&pods[1]).1,
+        "after-resize against kube-scheduler's twin"
+    );
+    outcomes.push("after-resize");
+    eprintln!("e2e {test}: {outcomes:?} decided alike by placement and kube-scheduler");
+    binder.stop().await;
+    scope.cleanup().await;
+}
+
 /// `deploy/base/<file>`'s YAML documents as JSON.
 fn manifest(file: &str) -> Vec<serde_json::Value> {
     let path = format!("{}/../deploy/base/{file}", env!("CARGO_MANIFEST_DIR"));
@@ -1422,10 +1602,10 @@ async fn the_binder_runs_with_a_service_account_token_under_deploy_rbac() {
     // A token for the binder's ServiceAccount (TokenRequest API), in a kubeconfig of its own.
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &scope.ns);
     let request = TokenRequest {
-        spec: TokenRequestSpec {
+        spec: Some(TokenRequestSpec {
             expiration_seconds: Some(3600),
             ..Default::default()
-        },
+        }),
         ..Default::default()
     };
     let token = accounts

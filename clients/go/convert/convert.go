@@ -22,6 +22,9 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+	ndf "k8s.io/component-helpers/nodedeclaredfeatures"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	placementv1 "github.com/placement/placement/clients/go/placement/v1"
 )
@@ -47,6 +50,11 @@ var perPodLabels = map[string]bool{
 	"apps.kubernetes.io/pod-index":       true,
 	"controller-revision-hash":           true,
 }
+
+// featureTargetVersion is the Kubernetes version requiredFeatures infers a pod's required node
+// features for (kube-scheduler passes its own version to nodedeclaredfeatures; the binder and
+// the Python client implement the inference of this version).
+var featureTargetVersion = version.MustParse("1.37.0")
 
 // defaultSpreadKinds are the controllers whose selectors kube-scheduler's default spreading uses
 // (Services aside).
@@ -76,7 +84,8 @@ func copyMap(m map[string]string) map[string]string {
 
 // Container converts a container: name, image, resources.requests, the ports with a host port
 // (the others do not matter to placement) and restartPolicy ("Always" makes an init container a
-// sidecar).
+// sidecar). Pod adds what the pod's status says of the container (allocated and actuated
+// requests).
 func Container(c *corev1.Container) *placementv1.Container {
 	out := &placementv1.Container{
 		Name:     c.Name,
@@ -98,6 +107,54 @@ func Container(c *corev1.Container) *placementv1.Container {
 		out.RestartPolicy = string(*c.RestartPolicy)
 	}
 	return out
+}
+
+// findContainerStatus is the status of the container named name: from status.containerStatuses,
+// else status.initContainerStatuses, as kube's resourcehelper looks it up for any container.
+func findContainerStatus(status *corev1.PodStatus, name string) *corev1.ContainerStatus {
+	for i := range status.ContainerStatuses {
+		if status.ContainerStatuses[i].Name == name {
+			return &status.ContainerStatuses[i]
+		}
+	}
+	for i := range status.InitContainerStatuses {
+		if status.InitContainerStatuses[i].Name == name {
+			return &status.InitContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+// podContainer is Container plus what the pod's status says of it: allocatedResources and
+// resources.requests of its container status (in-place resize).
+func podContainer(c *corev1.Container, status *corev1.PodStatus) *placementv1.Container {
+	out := Container(c)
+	if cs := findContainerStatus(status, c.Name); cs != nil {
+		out.AllocatedRequests = quantities(cs.AllocatedResources)
+		if cs.Resources != nil {
+			out.ActuatedRequests = quantities(cs.Resources.Requests)
+		}
+	}
+	return out
+}
+
+// requiredFeatures are the node features a pod needs, as kube-scheduler's NodeDeclaredFeatures
+// plugin infers them from its spec (nodedeclaredfeatures.DefaultFramework.InferForPodScheduling
+// for featureTargetVersion), sorted by name. In Kubernetes 1.37: RestartAllContainersOnContainerExits
+// (a container or init container with a restartPolicyRules action RestartAllContainers),
+// UserNamespacesHostNetworkSupport (hostNetwork with hostUsers false) and VolumeBindMountOptions
+// (a container, init container or ephemeral container mounting a volume with bindMountOptions).
+func requiredFeatures(spec *corev1.PodSpec) []string {
+	reqs, err := ndf.DefaultFramework.InferForPodScheduling(&ndf.PodInfo{Spec: spec}, featureTargetVersion)
+	if err != nil {
+		return nil
+	}
+	names, err := ndf.DefaultFramework.Unmap(reqs)
+	if err != nil {
+		return nil
+	}
+	sort.Strings(names)
+	return names
 }
 
 func requirement(r *corev1.NodeSelectorRequirement) *placementv1.NodeSelectorRequirement {
@@ -207,11 +264,16 @@ func gang(meta *metav1.ObjectMeta) *placementv1.Gang {
 	return &placementv1.Gang{Name: name, MinMembers: uint32(min)}
 }
 
-// Pod converts a pod: identity and labels, priority and preemptionPolicy, containers, init
-// containers and overhead, nodeName, node selector and affinity, tolerations, pod
-// (anti-)affinity, topology spread constraints (or, without any, the default spreading selector
-// of a ReplicaSet, StatefulSet or ReplicationController pod), status.startTime, the gang and
-// whether the pod is terminating (metadata.deletionTimestamp set), and a pending pod's annotations.
+// Pod converts a pod: identity and labels, priority and preemptionPolicy, containers and init
+// containers (with the allocatedResources and resources.requests of their status.containerStatuses
+// or initContainerStatuses entry), overhead, the pod-level requests spec.resources.requests,
+// status.allocatedResources and status.resources.requests, whether a resize is infeasible
+// (resourcehelper.IsPodResizeInfeasible), the node features it requires (requiredFeatures),
+// nodeName, node selector and affinity, tolerations, pod (anti-)affinity, topology spread
+// constraints (or, without any, the default spreading selector of a ReplicaSet, StatefulSet or
+// ReplicationController pod), status.startTime, the gang, whether the pod is terminating
+// (metadata.deletionTimestamp set), the volumes the volume filters and ImageLocality read, and a
+// pending pod's annotations.
 func Pod(p *corev1.Pod) *placementv1.Pod {
 	meta, spec := &p.ObjectMeta, &p.Spec
 	out := &placementv1.Pod{
@@ -242,11 +304,20 @@ func Pod(p *corev1.Pod) *placementv1.Pod {
 		}
 	}
 	for i := range spec.Containers {
-		out.Containers = append(out.Containers, Container(&spec.Containers[i]))
+		out.Containers = append(out.Containers, podContainer(&spec.Containers[i], &p.Status))
 	}
 	for i := range spec.InitContainers {
-		out.InitContainers = append(out.InitContainers, Container(&spec.InitContainers[i]))
+		out.InitContainers = append(out.InitContainers, podContainer(&spec.InitContainers[i], &p.Status))
 	}
+	if spec.Resources != nil {
+		out.PodRequests = quantities(spec.Resources.Requests)
+	}
+	out.AllocatedRequests = quantities(p.Status.AllocatedResources)
+	if p.Status.Resources != nil {
+		out.ActuatedRequests = quantities(p.Status.Resources.Requests)
+	}
+	out.ResizeInfeasible = resourcehelper.IsPodResizeInfeasible(p)
+	out.RequiredFeatures = requiredFeatures(spec)
 	if a := spec.Affinity; a != nil {
 		if na := a.NodeAffinity; na != nil {
 			out.NodeAffinity = &placementv1.NodeAffinity{}
@@ -297,7 +368,8 @@ func Pod(p *corev1.Pod) *placementv1.Pod {
 }
 
 // volumes keeps the volumes the volume filters read: claims (a generic ephemeral volume's is
-// named "<pod>-<volume>"), and in-tree GCE PD, AWS EBS, iSCSI and RBD volumes.
+// named "<pod>-<volume>"), and in-tree GCE PD, AWS EBS, iSCSI and RBD volumes; and image volumes
+// with a reference (image.reference), whose images ImageLocality counts. Others are left out.
 func volumes(podName string, vs []corev1.Volume) []*placementv1.Volume {
 	var out []*placementv1.Volume
 	for i := range vs {
@@ -325,6 +397,9 @@ func volumes(podName string, vs []corev1.Volume) []*placementv1.Volume {
 			}
 			m.RbdImage = v.RBD.RBDImage
 			m.ReadOnly = v.RBD.ReadOnly
+		case v.Image != nil && v.Image.Reference != "":
+			// An image volume without a reference (the API server refuses one) is left out.
+			m.ImageReference = v.Image.Reference
 		default:
 			continue
 		}
@@ -492,14 +567,15 @@ type Storage struct {
 	CSIStorageCapacities []*storagev1.CSIStorageCapacity
 }
 
-// Node converts a node: name, labels, taints, spec.unschedulable, status.allocatable and
-// status.images.
+// Node converts a node: name, labels, taints, spec.unschedulable, status.allocatable,
+// status.images and status.declaredFeatures (as given, in order).
 func Node(n *corev1.Node) *placementv1.Node {
 	out := &placementv1.Node{
-		Name:          n.Name,
-		Labels:        copyMap(n.Labels),
-		Unschedulable: n.Spec.Unschedulable,
-		Allocatable:   quantities(n.Status.Allocatable),
+		Name:             n.Name,
+		Labels:           copyMap(n.Labels),
+		Unschedulable:    n.Spec.Unschedulable,
+		Allocatable:      quantities(n.Status.Allocatable),
+		DeclaredFeatures: n.Status.DeclaredFeatures,
 	}
 	for _, t := range n.Spec.Taints {
 		out.Taints = append(out.Taints, &placementv1.Taint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)})

@@ -504,3 +504,202 @@ def test_convert_pdb_resolves_disrupted_pods_to_uids():
     assert not bare.HasField("selector") and bare.disruptions_allowed == 0
     snap = convert.snapshot_from([_k8s_node("n1")], pods, pdbs=[pdb])
     assert list(snap.pod_disruption_budgets[0].disrupted_pod_uids) == ["uid-web-2"]
+
+
+def _plain_pod(**spec) -> k8s.V1Pod:
+    return k8s.V1Pod(
+        metadata=k8s.V1ObjectMeta(name="p", namespace="ns", uid="u"),
+        spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="main", image="nginx")], **spec),
+    )
+
+
+def test_convert_pod_level_requests_and_resize_status():
+    requests = k8s.V1ResourceRequirements
+    kpod = k8s.V1Pod(
+        metadata=k8s.V1ObjectMeta(name="p", namespace="ns", uid="u"),
+        spec=k8s.V1PodSpec(
+            node_name="n1",
+            containers=[
+                k8s.V1Container(name="main", resources=requests(requests={"cpu": "1", "memory": "1Gi"})),
+                k8s.V1Container(name="nostatus", resources=requests(requests={"cpu": "100m"})),
+            ],
+            init_containers=[
+                k8s.V1Container(name="sidecar", restart_policy="Always", resources=requests(requests={"cpu": "200m"})),
+                # Its status is in container_statuses: kube's findContainerStatus looks there first.
+                k8s.V1Container(name="misplaced"),
+            ],
+            resources=requests(requests={"cpu": "2", "memory": "2Gi", "hugepages-2Mi": "64Mi"}, limits={"cpu": "4"}),
+        ),
+        status=k8s.V1PodStatus(
+            allocated_resources={"cpu": "1500m", "memory": "2Gi"},
+            resources=requests(requests={"cpu": "1", "memory": "2Gi"}, limits={"cpu": "3"}),
+            container_statuses=[
+                k8s.V1ContainerStatus(
+                    name="main",
+                    image="",
+                    image_id="",
+                    ready=True,
+                    restart_count=0,
+                    allocated_resources={"cpu": "1500m", "memory": "1Gi"},
+                    resources=requests(requests={"cpu": "1200m", "memory": "1Gi"}),
+                ),
+                k8s.V1ContainerStatus(
+                    name="misplaced", image="", image_id="", ready=True, restart_count=0, allocated_resources={"cpu": "50m"}
+                ),
+            ],
+            init_container_statuses=[
+                k8s.V1ContainerStatus(
+                    name="sidecar",
+                    image="",
+                    image_id="",
+                    ready=True,
+                    restart_count=0,
+                    allocated_resources={"cpu": "300m"},
+                    resources=requests(requests={"cpu": "250m"}),
+                ),
+                k8s.V1ContainerStatus(
+                    name="misplaced", image="", image_id="", ready=True, restart_count=0, allocated_resources={"cpu": "999"}
+                ),
+            ],
+            conditions=[
+                k8s.V1PodCondition(type="Ready", status="True"),
+                k8s.V1PodCondition(type="PodResizePending", status="True", reason="Infeasible"),
+            ],
+        ),
+    )
+    p = convert.pod_to_proto(kpod)
+    assert dict(p.pod_requests) == {"cpu": "2", "memory": "2Gi", "hugepages-2Mi": "64Mi"}
+    assert dict(p.allocated_requests) == {"cpu": "1500m", "memory": "2Gi"}
+    assert dict(p.actuated_requests) == {"cpu": "1", "memory": "2Gi"}
+    assert p.resize_infeasible
+    main, nostatus = p.containers
+    assert dict(main.requests) == {"cpu": "1", "memory": "1Gi"}
+    assert dict(main.allocated_requests) == {"cpu": "1500m", "memory": "1Gi"}
+    assert dict(main.actuated_requests) == {"cpu": "1200m", "memory": "1Gi"}
+    assert dict(nostatus.allocated_requests) == {} and dict(nostatus.actuated_requests) == {}
+    sidecar, misplaced = p.init_containers
+    assert dict(sidecar.allocated_requests) == {"cpu": "300m"}
+    assert dict(sidecar.actuated_requests) == {"cpu": "250m"}
+    assert dict(misplaced.allocated_requests) == {"cpu": "50m"}
+    assert dict(misplaced.actuated_requests) == {}
+
+    bare = convert.pod_to_proto(_plain_pod())
+    assert (dict(bare.pod_requests), dict(bare.allocated_requests), dict(bare.actuated_requests)) == ({}, {}, {})
+    assert not bare.resize_infeasible
+    assert dict(bare.containers[0].allocated_requests) == {} and dict(bare.containers[0].actuated_requests) == {}
+
+
+def _pending(reason):
+    return k8s.V1PodCondition(type="PodResizePending", status="True", reason=reason)
+
+
+@pytest.mark.parametrize(
+    "conditions,want",
+    [
+        (None, False),
+        ([_pending("Infeasible")], True),
+        ([_pending("Deferred")], False),
+        ([_pending("Deferred"), _pending("Infeasible")], False),
+        ([k8s.V1PodCondition(type="PodScheduled", status="True", reason="Infeasible"), _pending("Infeasible")], True),
+        ([k8s.V1PodCondition(type="PodResizeInProgress", status="True", reason="Infeasible")], False),
+    ],
+    ids=["none", "infeasible", "deferred", "deferred-first", "after-another-type", "other-type-only"],
+)
+def test_convert_resize_infeasible_reads_the_first_pod_resize_pending_condition(conditions, want):
+    kpod = _plain_pod()
+    kpod.status = k8s.V1PodStatus(conditions=conditions)
+    assert convert.pod_to_proto(kpod).resize_infeasible is want
+
+
+_RESTART_ALL = [
+    k8s.V1ContainerRestartRule(
+        action="RestartAllContainers", exit_codes=k8s.V1ContainerRestartRuleOnExitCodes(operator="In", values=[42])
+    )
+]
+_RESTART_ONE = [
+    k8s.V1ContainerRestartRule(action="Restart", exit_codes=k8s.V1ContainerRestartRuleOnExitCodes(operator="In", values=[42]))
+]
+_BIND_MOUNT = [k8s.V1VolumeMount(name="data", mount_path="/data", bind_mount_options=["noexec"])]
+_RESTART_FEATURE = "RestartAllContainersOnContainerExits"
+_USERNS_FEATURE = "UserNamespacesHostNetworkSupport"
+_BIND_FEATURE = "VolumeBindMountOptions"
+
+
+@pytest.mark.parametrize(
+    "spec,main,want",
+    [
+        ({}, {}, []),
+        ({}, {"restart_policy_rules": _RESTART_ALL}, [_RESTART_FEATURE]),
+        ({"init_containers": [k8s.V1Container(name="init", restart_policy_rules=_RESTART_ALL)]}, {}, [_RESTART_FEATURE]),
+        ({}, {"restart_policy_rules": _RESTART_ONE}, []),
+        ({"host_network": True, "host_users": False}, {}, [_USERNS_FEATURE]),
+        ({"host_network": True}, {}, []),
+        ({"host_network": True, "host_users": True}, {}, []),
+        ({"host_users": False}, {}, []),
+        ({}, {"volume_mounts": _BIND_MOUNT}, [_BIND_FEATURE]),
+        ({"init_containers": [k8s.V1Container(name="init", volume_mounts=_BIND_MOUNT)]}, {}, [_BIND_FEATURE]),
+        ({"ephemeral_containers": [k8s.V1EphemeralContainer(name="debug", volume_mounts=_BIND_MOUNT)]}, {}, [_BIND_FEATURE]),
+        ({}, {"volume_mounts": [k8s.V1VolumeMount(name="data", mount_path="/data", bind_mount_options=[])]}, []),
+        (
+            {
+                "host_network": True,
+                "host_users": False,
+                "init_containers": [k8s.V1Container(name="init", restart_policy_rules=_RESTART_ALL)],
+            },
+            {"volume_mounts": _BIND_MOUNT},
+            [_RESTART_FEATURE, _USERNS_FEATURE, _BIND_FEATURE],
+        ),
+    ],
+    ids=[
+        "plain",
+        "restart-all-in-a-container",
+        "restart-all-in-an-init-container",
+        "restart-one",
+        "host-network-without-host-users",
+        "host-network-host-users-unset",
+        "host-network-with-host-users",
+        "host-users-false-alone",
+        "bind-mount-options-in-a-container",
+        "bind-mount-options-in-an-init-container",
+        "bind-mount-options-in-an-ephemeral-container",
+        "empty-bind-mount-options",
+        "all-three-sorted",
+    ],
+)
+def test_convert_required_features(spec, main, want):
+    kpod = k8s.V1Pod(
+        metadata=k8s.V1ObjectMeta(name="p", namespace="ns", uid="u"),
+        spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="main", image="nginx", **main)], **spec),
+    )
+    assert list(convert.pod_to_proto(kpod).required_features) == want
+
+
+def test_convert_image_volumes_are_kept_in_spec_order():
+    kpod = _plain_pod(
+        volumes=[
+            k8s.V1Volume(name="scratch", empty_dir=k8s.V1EmptyDirVolumeSource()),
+            k8s.V1Volume(
+                name="model", image=k8s.V1ImageVolumeSource(reference="ghcr.io/example/model:v1", pull_policy="IfNotPresent")
+            ),
+            k8s.V1Volume(
+                name="data", persistent_volume_claim=k8s.V1PersistentVolumeClaimVolumeSource(claim_name="data-0")
+            ),
+            k8s.V1Volume(name="noref", image=k8s.V1ImageVolumeSource()),
+        ]
+    )
+    assert [(v.name, v.claim_name, v.image_reference) for v in convert.pod_to_proto(kpod).volumes] == [
+        ("model", "", "ghcr.io/example/model:v1"),
+        ("data", "data-0", ""),
+    ]  # an image volume without a reference (the API server refuses one) is left out, as the binder does
+
+
+def test_convert_node_declared_features():
+    knode = _k8s_node("n1")
+    # As given, in order.
+    knode.status.declared_features = ["VolumeBindMountOptions", "RestartAllContainersOnContainerExits", "SomeFutureFeature"]
+    assert list(convert.node_to_proto(knode).declared_features) == [
+        "VolumeBindMountOptions",
+        "RestartAllContainersOnContainerExits",
+        "SomeFutureFeature",
+    ]
+    assert list(convert.node_to_proto(_k8s_node("n2")).declared_features) == []

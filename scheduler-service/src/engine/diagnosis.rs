@@ -13,8 +13,8 @@ use super::plugins::noderesources::fit;
 use super::plugins::podtopologyspread::filtering as spread_filtering;
 use super::plugins::volumebinding::binder as volume_binder;
 use super::plugins::{
-    node_affinity, node_name, node_ports, node_unschedulable, nodevolumelimits, taint_toleration, volumerestrictions,
-    volumezone,
+    node_affinity, node_declared_features, node_name, node_ports, node_unschedulable, nodevolumelimits,
+    taint_toleration, volumerestrictions, volumezone,
 };
 use super::policy::FilterPlugin;
 use super::pool::pooled_buffer;
@@ -28,6 +28,8 @@ pub enum Reason {
     NodeUnschedulable,
     /// NodeName: the pod names another node.
     NodeNameMismatch,
+    /// NodeDeclaredFeatures: the node does not declare a feature the pod needs.
+    NodeDeclaredFeatures,
     /// TaintToleration: a NoSchedule or NoExecute taint is not tolerated.
     UntoleratedTaint,
     /// NodeAffinity: nodeSelector or required affinity does not match.
@@ -68,6 +70,7 @@ impl fmt::Display for Reason {
         match self {
             Self::NodeUnschedulable => f.write_str(node_unschedulable::ERR_REASON_UNSCHEDULABLE),
             Self::NodeNameMismatch => f.write_str(node_name::ERR_REASON),
+            Self::NodeDeclaredFeatures => f.write_str(node_declared_features::ERR_REASON),
             Self::UntoleratedTaint => f.write_str(taint_toleration::ERR_REASON),
             Self::NodeAffinityMismatch => f.write_str(node_affinity::ERR_REASON_POD),
             Self::NodePortsConflict => f.write_str(node_ports::ERR_REASON),

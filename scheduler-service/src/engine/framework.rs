@@ -39,8 +39,8 @@ use super::plugins::podtopologyspread::filtering::SpreadFilter;
 use super::plugins::podtopologyspread::scoring::{self as spread_scoring, SpreadScore};
 use super::plugins::volumebinding::{self, binder as volume_binder};
 use super::plugins::{
-    node_affinity, node_name, node_ports, node_unschedulable, nodevolumelimits, taint_toleration, volumerestrictions,
-    volumezone,
+    node_affinity, node_declared_features, node_name, node_ports, node_unschedulable, nodevolumelimits,
+    taint_toleration, volumerestrictions, volumezone,
 };
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
 use super::pool::pooled_buffer;
@@ -782,6 +782,7 @@ fn run_filter(
 ) -> bool {
     use super::plugins::podtopologyspread::PodTopologySpread;
     use super::plugins::volumebinding::VolumeBinding;
+    use node_declared_features::NodeDeclaredFeatures;
     use node_name::NodeName;
     use node_ports::NodePorts;
     use node_unschedulable::NodeUnschedulable;
@@ -794,6 +795,9 @@ fn run_filter(
             filter::<NodeUnschedulable>(se.cordoned, node, |()| Reason::NodeUnschedulable, report)
         }
         FilterPlugin::NodeName => filter::<NodeName>(pod, node, |()| Reason::NodeNameMismatch, report),
+        FilterPlugin::NodeDeclaredFeatures => {
+            filter::<NodeDeclaredFeatures>(pod, node, |()| Reason::NodeDeclaredFeatures, report)
+        }
         FilterPlugin::TaintToleration => {
             filter::<TaintToleration>(se.untolerated, node, |()| Reason::UntoleratedTaint, report)
         }
@@ -1307,7 +1311,7 @@ impl<'a> PodPlan<'a> {
             .fit_resources
             .iter()
             .map(|(r, _)| match r {
-                ResourceName::Cpu | ResourceName::Memory => pod.non_zero_requests.get(r),
+                ResourceName::Cpu | ResourceName::Memory => pod.score_requests().get(r),
                 _ => pod.requests.get(r),
             })
             .collect();
@@ -1446,6 +1450,7 @@ impl<'a> PodPlan<'a> {
                 .as_ref()
                 .is_none_or(|r| r.as_ref().is_ok_and(|r| r.plain()))
             && (pod.node_name.as_deref().is_none_or(str::is_empty) || !has(FilterPlugin::NodeName))
+            && (pod.required_features.is_empty() || !has(FilterPlugin::NodeDeclaredFeatures))
             && (slots.fit.is_none() || profile.fit_cpu_memory.is_some())
             && (slots.balanced.is_none() || profile.balanced_cpu_memory || plan.balanced_requests.is_none())
             && profile.score_plugins.iter().take(MAX_SCORES).all(|(p, _)| {
@@ -1627,6 +1632,8 @@ fn mix(mut z: u64) -> u64 {
 pub(super) fn same_constraints(a: &PodSpec, b: &PodSpec) -> bool {
     a.requests == b.requests
         && a.non_zero_requests == b.non_zero_requests
+        && a.score_requests == b.score_requests
+        && a.required_features == b.required_features
         && a.node_name == b.node_name
         && a.node_selector == b.node_selector
         && a.required_affinity == b.required_affinity

@@ -521,8 +521,14 @@ pub struct PodSpec {
     pub priority: i32,
     /// Effective request (Kubernetes' `PodRequests`, with overhead), for filtering.
     pub requests: Resources,
-    /// Effective request with the scoring defaults for missing cpu and memory requests.
+    /// Effective request with the scoring defaults for missing cpu and memory requests: what the
+    /// pod adds to its node's non-zero requested sum (kube's `Non0CPU`, `Non0Mem`).
     pub non_zero_requests: Resources,
+    /// The pod's own request in the scoring plugins, when it differs from `non_zero_requests`
+    /// (only a pod with pod-level requests: see [`crate::engine::resources::PodRequests`]).
+    pub score_requests: Option<Box<Resources>>,
+    /// The node features the pod needs (NodeDeclaredFeatures), sorted.
+    pub required_features: Vec<Arc<str>>,
     /// spec.nodeName, when set.
     pub node_name: Option<String>,
     /// spec.nodeSelector.
@@ -601,6 +607,12 @@ impl PodSpec {
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
+
+    /// The pod's own request in the scoring plugins (kube's
+    /// `resourceAllocationScorer.calculatePodResourceRequest` with the defaults).
+    pub fn score_requests(&self) -> &Resources {
+        self.score_requests.as_deref().unwrap_or(&self.non_zero_requests)
+    }
 }
 
 /// A node as the engine sees it: identity, labels, taints, allocatable and images.
@@ -620,6 +632,8 @@ pub struct NodeSpec {
     pub allowed_pods: i64,
     /// Image name to size in bytes, one entry per name of each image.
     pub images: HashMap<String, i64>,
+    /// status.declaredFeatures, sorted.
+    pub declared_features: Vec<Arc<str>>,
 }
 
 impl NodeSpec {
@@ -644,6 +658,11 @@ impl NodeSpec {
             + images
             + taints
             + self.allocatable.approx_bytes()
+            + self
+                .declared_features
+                .iter()
+                .map(|f| std::mem::size_of::<Arc<str>>() + 16 + f.len())
+                .sum::<usize>()
     }
 }
 

@@ -37,6 +37,8 @@ pub enum FilterPlugin {
     PodTopologySpread,
     /// Rejects nodes breaking required pod affinity or anti-affinity (the pod's or existing pods').
     InterPodAffinity,
+    /// Rejects nodes that do not declare every node feature the pod needs.
+    NodeDeclaredFeatures,
     /// The policy's CEL filter rules (and a score rule's evaluation error): not configurable as
     /// a filter plugin, they run after every plugin when the policy has rules.
     Rules,
@@ -57,6 +59,7 @@ impl FilterPlugin {
         Self::VolumeZone,
         Self::PodTopologySpread,
         Self::InterPodAffinity,
+        Self::NodeDeclaredFeatures,
     ];
 
     /// The plugin kube-scheduler calls `name`, if this engine implements it as a filter.
@@ -79,6 +82,7 @@ impl FilterPlugin {
             Self::VolumeZone => "VolumeZone",
             Self::PodTopologySpread => "PodTopologySpread",
             Self::InterPodAffinity => "InterPodAffinity",
+            Self::NodeDeclaredFeatures => "NodeDeclaredFeatures",
             Self::Rules => "Rules",
         }
     }
@@ -401,6 +405,7 @@ impl Policy {
                 F::VolumeZone,
                 F::PodTopologySpread,
                 F::InterPodAffinity,
+                F::NodeDeclaredFeatures,
             ],
             scores: vec![
                 WeightedScore {
@@ -609,9 +614,13 @@ mod tests {
         assert!(!p.inter_pod_affinity.ignore_preferred_terms_of_existing_pods);
         assert_eq!(p.pod_topology_spread.defaulting_type, DefaultingType::System);
         assert_eq!(
-            p.filters[p.filters.len() - 2..],
-            [FilterPlugin::PodTopologySpread, FilterPlugin::InterPodAffinity],
-            "kube-scheduler runs them after NodeResourcesFit"
+            p.filters[p.filters.len() - 3..],
+            [
+                FilterPlugin::PodTopologySpread,
+                FilterPlugin::InterPodAffinity,
+                FilterPlugin::NodeDeclaredFeatures
+            ],
+            "kube-scheduler runs them after NodeResourcesFit, NodeDeclaredFeatures last"
         );
         assert_eq!(p.scoring_strategy, ScoringStrategy::LeastAllocated);
     }

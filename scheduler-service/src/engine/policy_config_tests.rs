@@ -633,7 +633,8 @@ fn inter_pod_affinity_and_spread_are_default_plugins_with_their_args() {
             "VolumeBinding",
             "VolumeZone",
             "PodTopologySpread",
-            "InterPodAffinity"
+            "InterPodAffinity",
+            "NodeDeclaredFeatures"
         ]
     );
     assert_eq!(p.inter_pod_affinity, InterPodAffinityArgs::default());

@@ -236,6 +236,61 @@ impl Resources {
     }
 }
 
+/// A resource list as Kubernetes holds it: the amounts, and which names it has (zero amounts
+/// included). kube's scoring defaults fill cpu and memory only where a list lacks the name, and a
+/// pod-level request of `0` still replaces the containers' sum, so presence matters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResourceList {
+    /// The amounts.
+    pub amounts: Resources,
+    /// The names the list has, sorted, without duplicates.
+    pub names: Vec<ResourceName>,
+}
+
+impl ResourceList {
+    /// Sets `name` to `amount`, the name counted as present.
+    pub fn set(&mut self, name: &ResourceName, amount: i64) {
+        self.amounts.set(name, amount);
+        if let Err(i) = self.names.binary_search(name) {
+            self.names.insert(i, name.clone());
+        }
+    }
+
+    /// Whether the list names `name`.
+    pub fn has(&self, name: &ResourceName) -> bool {
+        self.names.binary_search(name).is_ok()
+    }
+
+    fn union_names(&mut self, other: &ResourceList) {
+        for n in &other.names {
+            if let Err(i) = self.names.binary_search(n) {
+                self.names.insert(i, n.clone());
+            }
+        }
+    }
+
+    /// kube's `addResourceList`.
+    fn add(&mut self, other: &ResourceList) {
+        self.amounts.add(&other.amounts);
+        self.union_names(other);
+    }
+
+    /// kube's `maxResourceList`.
+    fn max_with(&mut self, other: &ResourceList) {
+        self.amounts.max_with(&other.amounts);
+        self.union_names(other);
+    }
+}
+
+/// kube's `IsSupportedPodLevelResource`: cpu, memory and `hugepages-*` may be set at pod level.
+pub fn is_pod_level_resource(name: &ResourceName) -> bool {
+    match name {
+        ResourceName::Cpu | ResourceName::Memory => true,
+        ResourceName::Scalar(s) => s.starts_with("hugepages-"),
+        _ => false,
+    }
+}
+
 /// One container's resource requests, as the effective-request rules see it.
 #[derive(Debug, Clone, Default)]
 pub struct ContainerRequests {
@@ -247,6 +302,40 @@ pub struct ContainerRequests {
     pub has_memory: bool,
     /// An init container with `restartPolicy: Always` (a sidecar).
     pub restartable: bool,
+    /// Its status's `allocatedResources`, when the kubelet reported them (in-place resize).
+    pub allocated: Option<ResourceList>,
+    /// Its status's `resources.requests`, when reported: the requests in effect.
+    pub actuated: Option<ResourceList>,
+}
+
+/// Which of cpu and memory kube-scheduler's `NonMissingContainerRequests` fill where missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fill {
+    cpu: bool,
+    memory: bool,
+}
+
+impl Fill {
+    const NONE: Fill = Fill {
+        cpu: false,
+        memory: false,
+    };
+    const BOTH: Fill = Fill {
+        cpu: true,
+        memory: true,
+    };
+}
+
+/// kube's `applyNonMissing` on a container's list: the defaults where it lacks cpu or memory.
+fn non_missing(list: &ResourceList, fill: Fill) -> ResourceList {
+    let mut r = list.clone();
+    if fill.cpu && !list.has(&ResourceName::Cpu) {
+        r.set(&ResourceName::Cpu, DEFAULT_MILLI_CPU_REQUEST);
+    }
+    if fill.memory && !list.has(&ResourceName::Memory) {
+        r.set(&ResourceName::Memory, DEFAULT_MEMORY_REQUEST);
+    }
+    r
 }
 
 impl ContainerRequests {
@@ -261,6 +350,51 @@ impl ContainerRequests {
         }
         r
     }
+
+    /// The spec's requests as a list (kube's `containerSpecRequests`).
+    fn spec_list(&self) -> ResourceList {
+        let mut names = Vec::new();
+        if self.has_cpu {
+            names.push(ResourceName::Cpu);
+        }
+        if self.has_memory {
+            names.push(ResourceName::Memory);
+        }
+        if self.requests.ephemeral_storage != 0 {
+            names.push(ResourceName::EphemeralStorage);
+        }
+        names.extend(
+            self.requests
+                .scalars
+                .iter()
+                .map(|(n, _)| ResourceName::Scalar(n.clone())),
+        );
+        names.sort();
+        ResourceList {
+            amounts: self.requests.clone(),
+            names,
+        }
+    }
+
+    /// kube's `containerAllocatedRequests`: allocated, else the spec (nothing when the resize is
+    /// infeasible).
+    fn allocated_list(&self, infeasible: bool) -> ResourceList {
+        match &self.allocated {
+            Some(a) => a.clone(),
+            None if infeasible => ResourceList::default(),
+            None => self.spec_list(),
+        }
+    }
+
+    /// kube's `containerActuatedRequests`: actuated, else allocated, else the spec (nothing when
+    /// the resize is infeasible).
+    fn actuated_list(&self, infeasible: bool) -> ResourceList {
+        match (&self.actuated, &self.allocated) {
+            (Some(a), _) | (None, Some(a)) => a.clone(),
+            (None, None) if infeasible => ResourceList::default(),
+            (None, None) => self.spec_list(),
+        }
+    }
 }
 
 /// Kubernetes' `PodRequests`: the pod's effective request.
@@ -268,7 +402,9 @@ impl ContainerRequests {
 /// The sum of the regular containers and the restartable (sidecar) init containers, raised to the
 /// largest init container's need at its point of the start-up sequence (its own request plus the
 /// sidecars started before it), plus the pod overhead. With `non_missing`, containers that do not
-/// request cpu or memory count kube-scheduler's defaults, as its scoring plugins do.
+/// request cpu or memory count kube-scheduler's defaults, as its scoring plugins do. This is the
+/// whole rule for a pod without pod-level resources or resize status; [`pod_requests`] is the
+/// rest of it.
 pub fn effective_requests(
     containers: &[ContainerRequests],
     init_containers: &[ContainerRequests],
@@ -305,6 +441,177 @@ pub fn effective_requests(
     total
 }
 
+/// kube's `aggregateContainerResourcesByFn` over lists: the containers' sum raised to the init
+/// containers' peak, each container's list from `list` with `fill`'s defaults.
+fn aggregate(
+    containers: &[ContainerRequests],
+    init_containers: &[ContainerRequests],
+    fill: Fill,
+    list: impl Fn(&ContainerRequests) -> ResourceList,
+) -> ResourceList {
+    let get = |c: &ContainerRequests| non_missing(&list(c), fill);
+    let mut total = ResourceList::default();
+    for c in containers {
+        total.add(&get(c));
+    }
+    let mut sidecars = ResourceList::default();
+    let mut init_max = ResourceList::default();
+    for c in init_containers {
+        let own = get(c);
+        if c.restartable {
+            total.add(&own);
+            sidecars.add(&own);
+            init_max.max_with(&sidecars);
+        } else {
+            let mut need = own;
+            need.add(&sidecars);
+            init_max.max_with(&need);
+        }
+    }
+    total.max_with(&init_max);
+    total
+}
+
+/// What kube's `PodRequests` reads of a pod beyond its containers' spec: pod-level resources,
+/// the pod's resize status and its overhead.
+#[derive(Debug, Clone, Default)]
+pub struct PodResourceInputs {
+    /// spec.resources.requests (every name given; only [`is_pod_level_resource`] ones apply).
+    pub pod_requests: ResourceList,
+    /// status.allocatedResources, when set.
+    pub allocated: Option<ResourceList>,
+    /// status.resources.requests, when set.
+    pub actuated: Option<ResourceList>,
+    /// The pod's `PodResizePending` condition says `Infeasible`.
+    pub resize_infeasible: bool,
+    /// spec.overhead.
+    pub overhead: ResourceList,
+}
+
+impl PodResourceInputs {
+    /// kube's `IsPodLevelRequestsSet`.
+    fn pod_level_set(&self) -> bool {
+        self.pod_requests.names.iter().any(is_pod_level_resource)
+    }
+
+    /// Nothing beyond the containers' spec and the overhead: [`effective_requests`] is the rule.
+    fn is_plain(&self, containers: &[ContainerRequests], init_containers: &[ContainerRequests]) -> bool {
+        !self.pod_level_set()
+            && self.allocated.is_none()
+            && self.actuated.is_none()
+            && !self.resize_infeasible
+            && containers
+                .iter()
+                .chain(init_containers)
+                .all(|c| c.allocated.is_none() && c.actuated.is_none())
+    }
+}
+
+/// kube-scheduler 1.37's `PodRequests` with the options its framework passes (in-place resize,
+/// GA, and pod-level resources with their resize, beta and on, all read): the largest of the
+/// containers' desired, allocated and actuated requests (the desired ones left out while a resize
+/// is infeasible), pod-level status in place of the containers' when the kubelet reports it, the
+/// pod-level requests replacing the containers' sum for the resources they name, plus overhead.
+fn pod_requests_with(
+    containers: &[ContainerRequests],
+    init_containers: &[ContainerRequests],
+    pod: &PodResourceInputs,
+    fill: Fill,
+) -> ResourceList {
+    let infeasible = pod.resize_infeasible;
+    let spec = aggregate(containers, init_containers, fill, ContainerRequests::spec_list);
+    let (allocated, actuated) = match (&pod.allocated, &pod.actuated) {
+        (Some(allocated), Some(actuated)) => (allocated.clone(), actuated.clone()),
+        _ => (
+            aggregate(containers, init_containers, fill, |c| c.allocated_list(infeasible)),
+            aggregate(containers, init_containers, fill, |c| c.actuated_list(infeasible)),
+        ),
+    };
+    let mut reqs = if infeasible { actuated.clone() } else { spec };
+    if infeasible {
+        reqs.max_with(&allocated);
+    } else {
+        reqs.max_with(&actuated);
+        reqs.max_with(&allocated);
+    }
+    if pod.pod_level_set() {
+        let mut effective = pod.pod_requests.clone();
+        if let Some(actuated) = &pod.actuated {
+            // kube's effectivePodLevelResources: max(spec, status.resources, status.allocated),
+            // without the spec while its resize is infeasible.
+            if infeasible {
+                effective = ResourceList::default();
+            }
+            effective.max_with(actuated);
+            if let Some(allocated) = &pod.allocated {
+                effective.max_with(allocated);
+            }
+        }
+        for name in effective.names.iter().filter(|n| is_pod_level_resource(n)) {
+            reqs.set(name, effective.amounts.get(name));
+        }
+    }
+    reqs.add(&pod.overhead);
+    reqs
+}
+
+/// A pod's requests as kube-scheduler 1.37 counts them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodRequests {
+    /// `PodRequests`: what NodeResourcesFit checks and a node's requested sum adds.
+    pub requests: Resources,
+    /// The framework's `Non0CPU`/`Non0Mem` of the pod (`PodInfo.CalculateResource`): what a
+    /// node's non-zero requested sum adds, which the scoring plugins read.
+    pub non_zero: Resources,
+    /// `resourceAllocationScorer.calculatePodResourceRequest`: the pod's own request in the
+    /// scoring plugins, which fills every missing cpu or memory with the defaults. `None` when it
+    /// equals `non_zero` (always, for a pod without pod-level requests).
+    pub score: Option<Box<Resources>>,
+}
+
+/// A pod's [`PodRequests`].
+pub fn pod_requests(
+    containers: &[ContainerRequests],
+    init_containers: &[ContainerRequests],
+    pod: &PodResourceInputs,
+) -> PodRequests {
+    if pod.is_plain(containers, init_containers) {
+        return PodRequests {
+            requests: effective_requests(containers, init_containers, &pod.overhead.amounts, false),
+            non_zero: effective_requests(containers, init_containers, &pod.overhead.amounts, true),
+            score: None,
+        };
+    }
+    let requests = pod_requests_with(containers, init_containers, pod, Fill::NONE);
+    // kube's getNonMissingContainerRequests: without pod-level requests, the defaults for both;
+    // with them, only for a resource the pod's requests do not name at all.
+    let fill = if pod.pod_level_set() {
+        Fill {
+            cpu: !requests.has(&ResourceName::Cpu),
+            memory: !requests.has(&ResourceName::Memory),
+        }
+    } else {
+        Fill::BOTH
+    };
+    let non_zero = if fill == Fill::NONE {
+        requests.amounts.clone()
+    } else {
+        pod_requests_with(containers, init_containers, pod, fill).amounts
+    };
+    let score = if fill == Fill::BOTH {
+        None
+    } else {
+        Some(pod_requests_with(containers, init_containers, pod, Fill::BOTH).amounts)
+            .filter(|s| *s != non_zero)
+            .map(Box::new)
+    };
+    PodRequests {
+        requests: requests.amounts,
+        non_zero,
+        score,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,7 +626,186 @@ mod tests {
             has_cpu: cpu.is_some(),
             has_memory: mem.is_some(),
             restartable: false,
+            allocated: None,
+            actuated: None,
         }
+    }
+
+    /// A list of cpu (millicores) and memory (bytes), each present when given.
+    fn list(cpu: Option<i64>, mem: Option<i64>) -> ResourceList {
+        let mut l = ResourceList::default();
+        if let Some(v) = cpu {
+            l.set(&ResourceName::Cpu, v);
+        }
+        if let Some(v) = mem {
+            l.set(&ResourceName::Memory, v);
+        }
+        l
+    }
+
+    fn cpu_mem(r: &Resources) -> (i64, i64) {
+        (r.milli_cpu, r.memory)
+    }
+
+    const MI: i64 = 1024 * 1024;
+
+    /// kube's `PodRequests` on a pod without pod-level resources or resize status is the rule
+    /// [`effective_requests`] computes; the general path agrees with it.
+    #[test]
+    fn a_plain_pod_takes_the_plain_rule_and_the_general_one_agrees() {
+        let mut sidecar = c(Some(100), None);
+        sidecar.restartable = true;
+        let containers = [c(Some(200), Some(10 * MI)), c(None, None)];
+        let init = [c(Some(350), None), sidecar, c(Some(300), Some(MI))];
+        let pod = PodResourceInputs {
+            overhead: list(Some(50), None),
+            ..Default::default()
+        };
+        let plain = pod_requests(&containers, &init, &pod);
+        for fill in [Fill::NONE, Fill::BOTH] {
+            let general = pod_requests_with(&containers, &init, &pod, fill).amounts;
+            let expected = if fill == Fill::NONE {
+                &plain.requests
+            } else {
+                &plain.non_zero
+            };
+            assert_eq!(&general, expected, "{fill:?}");
+        }
+        assert_eq!(plain.score, None);
+    }
+
+    /// In-place resize (GA in 1.35): a bound pod counts the largest of its desired, allocated and
+    /// actuated requests, each summed over the containers first (kube's AggregateContainerRequests).
+    #[test]
+    fn a_resized_pod_counts_the_largest_of_desired_allocated_and_actuated() {
+        // Scaling up, not yet admitted: the desired 1500m counts.
+        let mut a = c(Some(1500), Some(MI));
+        a.allocated = Some(list(Some(1000), Some(MI)));
+        a.actuated = Some(list(Some(1000), Some(MI)));
+        // Scaling down, not yet actuated: the 800m still in effect counts.
+        let mut b = c(Some(200), None);
+        b.allocated = Some(list(Some(200), None));
+        b.actuated = Some(list(Some(800), None));
+        let r = pod_requests(&[a.clone(), b.clone()], &[], &PodResourceInputs::default());
+        // max(spec 1700, actuated 1800, allocated 1200) over the sums, not per container.
+        assert_eq!(cpu_mem(&r.requests), (1800, MI));
+        // b names no memory anywhere: the scoring default fills each of its lists.
+        assert_eq!(cpu_mem(&r.non_zero), (1800, MI + DEFAULT_MEMORY_REQUEST));
+        // A container without status falls back to allocated, then to its spec.
+        let mut only_allocated = c(Some(100), None);
+        only_allocated.allocated = Some(list(Some(400), None));
+        let r = pod_requests(&[only_allocated], &[], &PodResourceInputs::default());
+        assert_eq!(r.requests.milli_cpu, 400);
+    }
+
+    /// A resize the node cannot admit (`PodResizePending` reason `Infeasible`): the desired
+    /// requests count for nothing; a container without status counts nothing.
+    #[test]
+    fn an_infeasible_resize_counts_what_is_allocated_and_actuated_only() {
+        let mut a = c(Some(4000), Some(MI));
+        a.allocated = Some(list(Some(1000), Some(MI)));
+        a.actuated = Some(list(Some(1000), Some(MI)));
+        let without_status = c(Some(500), Some(MI));
+        let pod = PodResourceInputs {
+            resize_infeasible: true,
+            ..Default::default()
+        };
+        let r = pod_requests(&[a, without_status], &[], &pod);
+        assert_eq!(cpu_mem(&r.requests), (1000, MI));
+        // The container without status has an empty list: the defaults fill it when scoring.
+        assert_eq!(
+            cpu_mem(&r.non_zero),
+            (1000 + DEFAULT_MILLI_CPU_REQUEST, MI + DEFAULT_MEMORY_REQUEST)
+        );
+    }
+
+    /// Pod-level requests (PodLevelResources, beta and on): cpu, memory and hugepages set at pod
+    /// level replace the containers' sum for that resource, even at 0; other names do not; the
+    /// overhead is added after.
+    #[test]
+    fn pod_level_requests_replace_the_containers_sum_for_what_they_name() {
+        let gpu = ResourceName::Scalar(Arc::from("example.com/gpu"));
+        let huge = ResourceName::Scalar(Arc::from("hugepages-2Mi"));
+        let mut gpu_container = c(Some(500), None);
+        gpu_container.requests.set(&gpu, 1);
+        gpu_container.requests.set(&huge, 4 * MI);
+        let mut pod_level = list(Some(2000), None);
+        pod_level.set(&huge, 0);
+        pod_level.set(&gpu, 3);
+        let pod = PodResourceInputs {
+            pod_requests: pod_level,
+            overhead: list(Some(100), Some(MI)),
+            ..Default::default()
+        };
+        let r = pod_requests(&[gpu_container, c(Some(500), Some(MI))], &[], &pod);
+        assert_eq!(cpu_mem(&r.requests), (2100, 2 * MI));
+        assert_eq!(r.requests.get(&huge), 0, "hugepages-2Mi: 0 at pod level replaces 4Mi");
+        assert_eq!(r.requests.get(&gpu), 1, "example.com/gpu is not a pod-level resource");
+        // Only names outside IsSupportedPodLevelResource: not pod-level resources at all.
+        let mut only_gpu = ResourceList::default();
+        only_gpu.set(&gpu, 3);
+        let pod = PodResourceInputs {
+            pod_requests: only_gpu,
+            ..Default::default()
+        };
+        assert!(pod.is_plain(&[c(Some(500), None)], &[]));
+    }
+
+    /// The framework's non-zero requests of a pod with pod-level requests
+    /// (getNonMissingContainerRequests): the defaults fill only a resource the pod's requests do
+    /// not name; the scoring plugins' own request fills every container that lacks it.
+    #[test]
+    fn pod_level_requests_fill_the_defaults_only_where_the_pod_names_nothing() {
+        // Pod-level memory only, no container names cpu: each container counts 100m.
+        let pod = PodResourceInputs {
+            pod_requests: list(None, Some(MI)),
+            ..Default::default()
+        };
+        let r = pod_requests(&[c(None, None), c(None, None)], &[], &pod);
+        assert_eq!(cpu_mem(&r.requests), (0, MI));
+        assert_eq!(cpu_mem(&r.non_zero), (2 * DEFAULT_MILLI_CPU_REQUEST, MI));
+        assert_eq!(r.score, None, "the scorer fills the same way here");
+        // Pod-level cpu only; one container names memory, one does not: the pod's requests name
+        // memory, so the framework adds no default, while the scorer fills the second container.
+        let pod = PodResourceInputs {
+            pod_requests: list(Some(1000), None),
+            ..Default::default()
+        };
+        let r = pod_requests(&[c(None, Some(MI)), c(None, None)], &[], &pod);
+        assert_eq!(cpu_mem(&r.requests), (1000, MI));
+        assert_eq!(cpu_mem(&r.non_zero), (1000, MI));
+        assert_eq!(
+            r.score.as_deref().map(cpu_mem),
+            Some((1000, MI + DEFAULT_MEMORY_REQUEST))
+        );
+    }
+
+    /// Pod-level resize (InPlacePodLevelResourcesVerticalScaling, beta and on): with the pod's
+    /// status.resources reported, the pod-level request is the largest of desired, actuated and
+    /// allocated, and the pod-level status replaces the containers' allocated and actuated sums.
+    #[test]
+    fn pod_level_resize_status_counts_as_kube_counts_it() {
+        let pod = PodResourceInputs {
+            pod_requests: list(Some(1000), Some(MI)),
+            allocated: Some(list(Some(2000), Some(MI))),
+            actuated: Some(list(Some(3000), Some(2 * MI))),
+            ..Default::default()
+        };
+        let r = pod_requests(&[c(Some(100), Some(MI))], &[], &pod);
+        assert_eq!(cpu_mem(&r.requests), (3000, 2 * MI));
+        // Infeasible: the desired pod-level 1000m is left out, the statuses remain.
+        let infeasible = PodResourceInputs {
+            resize_infeasible: true,
+            pod_requests: list(Some(5000), Some(MI)),
+            ..pod.clone()
+        };
+        let r = pod_requests(&[c(Some(100), Some(MI))], &[], &infeasible);
+        assert_eq!(cpu_mem(&r.requests), (3000, 2 * MI));
+        // Allocated alone at pod level (no status.resources): the containers' status is read and
+        // the pod-level spec applies as it is.
+        let half = PodResourceInputs { actuated: None, ..pod };
+        let r = pod_requests(&[c(Some(100), Some(MI))], &[], &half);
+        assert_eq!(cpu_mem(&r.requests), (1000, MI));
     }
 
     #[test]

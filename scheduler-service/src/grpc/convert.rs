@@ -15,7 +15,9 @@ use crate::engine::model::{
 };
 use crate::engine::preemption::{LabelSelector as PdbSelector, Pdb, PreemptionPolicy};
 use crate::engine::quantity::Quantity;
-use crate::engine::resources::{effective_requests, is_qualified_name, ContainerRequests, ResourceName, Resources};
+use crate::engine::resources::{
+    is_qualified_name, pod_requests, ContainerRequests, PodResourceInputs, ResourceList, ResourceName, Resources,
+};
 use crate::engine::snapshot::Delta;
 use crate::engine::volumes::{
     AccessMode, BindingMode, Claim, ClaimRef, CsiDriver, CsiNode, PersistentVolume, PodVolume, StorageCapacity,
@@ -101,6 +103,9 @@ pub const MAX_LABEL_VALUE_BYTES: usize = 63;
 /// Most bytes of an object's annotations, keys and values together (Kubernetes'
 /// `TotalAnnotationSizeLimitB`).
 pub const MAX_ANNOTATIONS_BYTES: usize = 256 << 10;
+/// Most entries of a pod's `required_features` or a node's `declared_features` (Kubernetes
+/// registers nine node features in 1.37).
+pub const MAX_FEATURES: usize = 256;
 
 /// Refuses a value longer than Kubernetes allows for the field.
 fn at_most(path: impl fmt::Display, value: &str, max: usize) -> Result<(), FieldError> {
@@ -174,6 +179,28 @@ fn resource_list(
         out.set(&name, amount);
     }
     Ok((out, pods, has_cpu, has_memory))
+}
+
+/// A resource list with the names it has ([`ResourceList`]), or `None` when empty (unset).
+fn named_list(
+    path: impl fmt::Display + Copy,
+    list: &BTreeMap<String, String>,
+) -> Result<Option<ResourceList>, FieldError> {
+    if list.is_empty() {
+        return Ok(None);
+    }
+    let mut out = ResourceList::default();
+    for (key, value) in list {
+        let p = || format!("{path}[{}]", shown(key));
+        let name = ResourceName::parse(key)
+            .map_err(|e| field_error(p(), format!("invalid resource name {}: {e}", shown(key))))?;
+        if name == ResourceName::Pods {
+            return Err(field_error(p(), "pods is not a resource a pod can request"));
+        }
+        let amount = quantity(p, &name, value)?;
+        out.set(&name, amount);
+    }
+    Ok(Some(out))
 }
 
 fn requirement(path: &str, r: &proto::NodeSelectorRequirement, field: bool) -> Result<Requirement, FieldError> {
@@ -596,6 +623,8 @@ fn container<'a>(
         has_cpu,
         has_memory,
         restartable: init && restartable,
+        allocated: named_list(format_args!("{path}.allocated_requests"), &c.allocated_requests)?,
+        actuated: named_list(format_args!("{path}.actuated_requests"), &c.actuated_requests)?,
     })
 }
 
@@ -654,7 +683,19 @@ fn pod_at(path: &dyn fmt::Display, p: &proto::Pod) -> Result<PodSpec, FieldError
         containers.push(parsed);
         images.push(normalized_image_name(&c.image));
     }
-    let (overhead, _, _, _) = resource_list(format_args!("{path}.overhead"), &p.overhead, false)?;
+    let volumes = if p.volumes.is_empty() {
+        Vec::new()
+    } else {
+        volumes(path, p, &mut images)?
+    };
+    let resources = PodResourceInputs {
+        pod_requests: named_list(format_args!("{path}.pod_requests"), &p.pod_requests)?.unwrap_or_default(),
+        allocated: named_list(format_args!("{path}.allocated_requests"), &p.allocated_requests)?,
+        actuated: named_list(format_args!("{path}.actuated_requests"), &p.actuated_requests)?,
+        resize_infeasible: p.resize_infeasible,
+        overhead: named_list(format_args!("{path}.overhead"), &p.overhead)?.unwrap_or_default(),
+    };
+    let requests = pod_requests(&containers, &init, &resources);
     let (required_affinity, preferred_affinity) = match &p.node_affinity {
         None => (None, Vec::new()),
         Some(a) => {
@@ -773,8 +814,10 @@ fn pod_at(path: &dyn fmt::Display, p: &proto::Pod) -> Result<PodSpec, FieldError
         annotations: p.annotations.clone(),
         containers: seen_containers,
         priority: p.priority,
-        requests: effective_requests(&containers, &init, &overhead, false),
-        non_zero_requests: effective_requests(&containers, &init, &overhead, true),
+        requests: requests.requests,
+        non_zero_requests: requests.non_zero,
+        score_requests: requests.score,
+        required_features: features(&format!("{path}.required_features"), &p.required_features)?,
         node_name: (!p.node_name.is_empty()).then(|| p.node_name.clone()),
         node_selector,
         required_affinity,
@@ -800,12 +843,56 @@ fn pod_at(path: &dyn fmt::Display, p: &proto::Pod) -> Result<PodSpec, FieldError
         start_time: p.start_time_seconds,
         gang,
         terminating: p.terminating,
-        volumes: if p.volumes.is_empty() {
-            Vec::new()
-        } else {
-            list(&format!("{path}.volumes"), &p.volumes, volume)?
-        },
+        volumes,
     })
+}
+
+/// A pod's volumes the volume filters read; the images of its image volumes go to `images`
+/// (ImageLocality counts them after the containers', in spec order).
+fn volumes(path: &dyn fmt::Display, p: &proto::Pod, images: &mut Vec<String>) -> Result<Vec<PodVolume>, FieldError> {
+    let mut out = Vec::new();
+    for (i, v) in p.volumes.iter().enumerate() {
+        if v.image_reference.is_empty() {
+            out.push(volume(&format!("{path}.volumes[{i}]"), v)?);
+            continue;
+        }
+        let other = !v.claim_name.is_empty()
+            || !v.gce_pd_name.is_empty()
+            || !v.aws_volume_id.is_empty()
+            || !v.iscsi_iqn.is_empty()
+            || !v.rbd_image.is_empty()
+            || !v.rbd_monitors.is_empty();
+        if other {
+            return Err(field_error(
+                format!("{path}.volumes[{i}]"),
+                "may set only one source: an image volume (image_reference) has no other",
+            ));
+        }
+        images.push(normalized_image_name(&v.image_reference));
+    }
+    Ok(out)
+}
+
+/// The node features a pod needs (`required_features`) or a node declares: Kubernetes feature
+/// names (gate names, CamelCase), sorted without duplicates.
+fn features(path: &str, names: &[String]) -> Result<Vec<Arc<str>>, FieldError> {
+    if names.len() > MAX_FEATURES {
+        return Err(field_error(
+            path.to_string(),
+            format!("must have at most {MAX_FEATURES} entries, got {}", names.len()),
+        ));
+    }
+    let mut out: Vec<Arc<str>> = Vec::with_capacity(names.len());
+    for (i, n) in names.iter().enumerate() {
+        at_most(format_args!("{path}[{i}]"), n, MAX_NAME_BYTES)?;
+        if n.is_empty() {
+            return Err(field_error(format!("{path}[{i}]"), "must not be empty"));
+        }
+        out.push(Arc::from(n.as_str()));
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
 }
 
 /// Validates and converts one of a pod's volumes: at most one source.
@@ -1316,6 +1403,7 @@ pub fn node(path: &str, n: &proto::Node) -> Result<NodeSpec, FieldError> {
         allocatable,
         allowed_pods: pods.unwrap_or(0),
         images,
+        declared_features: features(&format!("{path}.declared_features"), &n.declared_features)?,
     })
 }
 
@@ -1528,6 +1616,72 @@ mod tests {
         let _scope = crate::engine::cancel::Scope::enter(Arc::new(AtomicBool::new(true)));
         let e = pods("pods", &items).unwrap_err();
         assert!(e.to_string().contains("the call ended"), "{e}");
+    }
+
+    /// Pod-level requests and a resize's status reach the engine as kube's PodRequests counts
+    /// them (the rule itself is tested in `engine::resources`).
+    #[test]
+    fn pod_level_requests_and_resize_status_are_counted() {
+        let mut p = pod_with(vec![proto::Container {
+            requests: req(&[("cpu", "500m"), ("memory", "1Gi")]),
+            allocated_requests: req(&[("cpu", "2")]),
+            actuated_requests: req(&[("cpu", "1500m")]),
+            ..Default::default()
+        }]);
+        let spec = pod("pods[0]", &p).unwrap();
+        assert_eq!((spec.requests.milli_cpu, spec.requests.memory), (2000, 1 << 30));
+        p.resize_infeasible = true;
+        p.containers[0].allocated_requests.clear();
+        assert_eq!(pod("pods[0]", &p).unwrap().requests.milli_cpu, 1500);
+        p.pod_requests = req(&[("cpu", "3"), ("example.com/foo", "1")]);
+        p.overhead = req(&[("cpu", "100m")]);
+        let spec = pod("pods[0]", &p).unwrap();
+        assert_eq!(spec.requests.milli_cpu, 3100, "pod-level cpu, then the overhead");
+        assert_eq!(spec.requests.scalar("example.com/foo"), 0, "not a pod-level resource");
+        p.allocated_requests = req(&[("cpu", "4")]);
+        p.actuated_requests = req(&[("memory", "2Gi")]);
+        let spec = pod("pods[0]", &p).unwrap();
+        assert_eq!((spec.requests.milli_cpu, spec.requests.memory), (4100, 2 << 30));
+        p.pod_requests.insert("cpu".into(), "x".into());
+        assert_eq!(pod("pods[0]", &p).unwrap_err().field, "pods[0].pod_requests[\"cpu\"]");
+        p.pod_requests = req(&[("pods", "1")]);
+        assert_eq!(pod("pods[0]", &p).unwrap_err().field, "pods[0].pod_requests[\"pods\"]");
+    }
+
+    /// An image volume's image counts in ImageLocality after the containers'; it has no other
+    /// source; the features a pod needs are sorted and deduplicated, never empty.
+    #[test]
+    fn image_volumes_and_required_features_convert() {
+        let mut p = pod_with(vec![proto::Container {
+            image: "nginx".into(),
+            ..Default::default()
+        }]);
+        p.volumes = vec![
+            proto::Volume {
+                name: "model".into(),
+                image_reference: "ghcr.io/example/model:v1".into(),
+                ..Default::default()
+            },
+            proto::Volume {
+                name: "data".into(),
+                claim_name: "data-0".into(),
+                ..Default::default()
+            },
+        ];
+        p.required_features = vec!["B".into(), "A".into(), "B".into()];
+        let spec = pod("pods[0]", &p).unwrap();
+        assert_eq!(spec.images, ["nginx:latest", "ghcr.io/example/model:v1"]);
+        assert_eq!(
+            spec.volumes.len(),
+            1,
+            "the claim; the image volume is no volume the filters read"
+        );
+        assert_eq!(spec.required_features, [Arc::from("A"), Arc::from("B")]);
+        p.volumes[0].claim_name = "also".into();
+        assert_eq!(pod("pods[0]", &p).unwrap_err().field, "pods[0].volumes[0]");
+        p.volumes.clear();
+        p.required_features = vec![String::new()];
+        assert_eq!(pod("pods[0]", &p).unwrap_err().field, "pods[0].required_features[0]");
     }
 
     #[test]

@@ -2009,10 +2009,31 @@ type Pod struct {
 	Annotations map[string]string `protobuf:"bytes,24,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// spec.volumes of the kinds the volume filters read: PersistentVolumeClaim
 	// and generic ephemeral volumes, and the in-tree GCE PD, AWS EBS, iSCSI and
-	// RBD volumes VolumeRestrictions checks. Other volumes may be left out.
-	Volumes       []*Volume `protobuf:"bytes,25,rep,name=volumes,proto3" json:"volumes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// RBD volumes VolumeRestrictions checks, and image volumes (their images
+	// count in ImageLocality). Other volumes may be left out.
+	Volumes []*Volume `protobuf:"bytes,25,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	// spec.resources.requests: pod-level requests (PodLevelResources, on by
+	// default since Kubernetes 1.34). cpu, memory and hugepages-* set here
+	// replace the sum of the containers' requests for that resource, as
+	// kube's resourcehelper.PodRequests applies them; other names are ignored.
+	PodRequests map[string]string `protobuf:"bytes,26,rep,name=pod_requests,json=podRequests,proto3" json:"pod_requests,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// status.allocatedResources: the pod-level requests the kubelet admitted
+	// (InPlacePodLevelResourcesVerticalScaling). With actuated_requests set it
+	// replaces the containers' allocated requests in the pod's usage.
+	AllocatedRequests map[string]string `protobuf:"bytes,27,rep,name=allocated_requests,json=allocatedRequests,proto3" json:"allocated_requests,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// status.resources.requests: the pod-level requests in effect on the node.
+	ActuatedRequests map[string]string `protobuf:"bytes,28,rep,name=actuated_requests,json=actuatedRequests,proto3" json:"actuated_requests,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// status.conditions has PodResizePending with reason Infeasible: a resize the
+	// node cannot admit, whose desired (spec) requests count for nothing.
+	ResizeInfeasible bool `protobuf:"varint,29,opt,name=resize_infeasible,json=resizeInfeasible,proto3" json:"resize_infeasible,omitempty"`
+	// The node features the pod needs, as kube's
+	// nodedeclaredfeatures.InferForPodScheduling infers them from its spec
+	// (e.g. "UserNamespacesHostNetworkSupport" for hostNetwork with hostUsers
+	// false). NodeDeclaredFeatures admits the pod only on nodes whose
+	// declared_features hold every one of them.
+	RequiredFeatures []string `protobuf:"bytes,30,rep,name=required_features,json=requiredFeatures,proto3" json:"required_features,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Pod) Reset() {
@@ -2199,6 +2220,41 @@ func (x *Pod) GetVolumes() []*Volume {
 	return nil
 }
 
+func (x *Pod) GetPodRequests() map[string]string {
+	if x != nil {
+		return x.PodRequests
+	}
+	return nil
+}
+
+func (x *Pod) GetAllocatedRequests() map[string]string {
+	if x != nil {
+		return x.AllocatedRequests
+	}
+	return nil
+}
+
+func (x *Pod) GetActuatedRequests() map[string]string {
+	if x != nil {
+		return x.ActuatedRequests
+	}
+	return nil
+}
+
+func (x *Pod) GetResizeInfeasible() bool {
+	if x != nil {
+		return x.ResizeInfeasible
+	}
+	return false
+}
+
+func (x *Pod) GetRequiredFeatures() []string {
+	if x != nil {
+		return x.RequiredFeatures
+	}
+	return nil
+}
+
 // Volume is one entry of a pod's spec.volumes. At most one source is set; a
 // volume with none is one the volume filters do not read.
 type Volume struct {
@@ -2224,9 +2280,11 @@ type Volume struct {
 	// rbd.image.
 	RbdImage string `protobuf:"bytes,9,opt,name=rbd_image,json=rbdImage,proto3" json:"rbd_image,omitempty"`
 	// readOnly of the in-tree source (gcePersistentDisk, iscsi, rbd).
-	ReadOnly      bool `protobuf:"varint,10,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ReadOnly bool `protobuf:"varint,10,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// image.reference of an image volume (ImageVolume, GA in Kubernetes 1.36).
+	ImageReference string `protobuf:"bytes,11,opt,name=image_reference,json=imageReference,proto3" json:"image_reference,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Volume) Reset() {
@@ -2327,6 +2385,13 @@ func (x *Volume) GetReadOnly() bool {
 		return x.ReadOnly
 	}
 	return false
+}
+
+func (x *Volume) GetImageReference() string {
+	if x != nil {
+		return x.ImageReference
+	}
+	return ""
 }
 
 // PersistentVolumeClaim is the part of a Kubernetes PersistentVolumeClaim the
@@ -3739,8 +3804,15 @@ type Container struct {
 	Ports []*ContainerPort `protobuf:"bytes,4,rep,name=ports,proto3" json:"ports,omitempty"`
 	// restartPolicy; "Always" on an init container makes it a sidecar.
 	RestartPolicy string `protobuf:"bytes,5,opt,name=restart_policy,json=restartPolicy,proto3" json:"restart_policy,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// status.containerStatuses[] (initContainerStatuses[] for an init container)
+	// of this container: allocatedResources, the requests the kubelet admitted.
+	// With in-place resize a bound pod uses the largest of its desired, allocated
+	// and actuated requests, as kube's resourcehelper.PodRequests counts it.
+	AllocatedRequests map[string]string `protobuf:"bytes,6,rep,name=allocated_requests,json=allocatedRequests,proto3" json:"allocated_requests,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// status.containerStatuses[].resources.requests: the requests in effect.
+	ActuatedRequests map[string]string `protobuf:"bytes,7,rep,name=actuated_requests,json=actuatedRequests,proto3" json:"actuated_requests,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Container) Reset() {
@@ -3806,6 +3878,20 @@ func (x *Container) GetRestartPolicy() string {
 		return x.RestartPolicy
 	}
 	return ""
+}
+
+func (x *Container) GetAllocatedRequests() map[string]string {
+	if x != nil {
+		return x.AllocatedRequests
+	}
+	return nil
+}
+
+func (x *Container) GetActuatedRequests() map[string]string {
+	if x != nil {
+		return x.ActuatedRequests
+	}
+	return nil
 }
 
 // ContainerPort is a port a container exposes.
@@ -4252,9 +4338,12 @@ type Node struct {
 	// status.allocatable: quantity strings by resource name.
 	Allocatable map[string]string `protobuf:"bytes,5,rep,name=allocatable,proto3" json:"allocatable,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// status.images.
-	Images        []*ContainerImage `protobuf:"bytes,6,rep,name=images,proto3" json:"images,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Images []*ContainerImage `protobuf:"bytes,6,rep,name=images,proto3" json:"images,omitempty"`
+	// status.declaredFeatures: the features the node's kubelet declares
+	// (NodeDeclaredFeatures, GA in Kubernetes 1.37).
+	DeclaredFeatures []string `protobuf:"bytes,7,rep,name=declared_features,json=declaredFeatures,proto3" json:"declared_features,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
@@ -4325,6 +4414,13 @@ func (x *Node) GetAllocatable() map[string]string {
 func (x *Node) GetImages() []*ContainerImage {
 	if x != nil {
 		return x.Images
+	}
+	return nil
+}
+
+func (x *Node) GetDeclaredFeatures() []string {
+	if x != nil {
+		return x.DeclaredFeatures
 	}
 	return nil
 }
@@ -4618,7 +4714,7 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x06weight\x18\x03 \x01(\x03R\x06weight\">\n" +
 	"\fPluginWeight\x12\x16\n" +
 	"\x06plugin\x18\x01 \x01(\tR\x06plugin\x12\x16\n" +
-	"\x06weight\x18\x02 \x01(\x03R\x06weight\"\x8e\v\n" +
+	"\x06weight\x18\x02 \x01(\x03R\x06weight\"\xa9\x0f\n" +
 	"\x03Pod\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -4644,7 +4740,12 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x04gang\x18\x16 \x01(\v2\x12.placement.v1.GangR\x04gang\x12 \n" +
 	"\vterminating\x18\x17 \x01(\bR\vterminating\x12D\n" +
 	"\vannotations\x18\x18 \x03(\v2\".placement.v1.Pod.AnnotationsEntryR\vannotations\x12.\n" +
-	"\avolumes\x18\x19 \x03(\v2\x14.placement.v1.VolumeR\avolumes\x1a9\n" +
+	"\avolumes\x18\x19 \x03(\v2\x14.placement.v1.VolumeR\avolumes\x12E\n" +
+	"\fpod_requests\x18\x1a \x03(\v2\".placement.v1.Pod.PodRequestsEntryR\vpodRequests\x12W\n" +
+	"\x12allocated_requests\x18\x1b \x03(\v2(.placement.v1.Pod.AllocatedRequestsEntryR\x11allocatedRequests\x12T\n" +
+	"\x11actuated_requests\x18\x1c \x03(\v2'.placement.v1.Pod.ActuatedRequestsEntryR\x10actuatedRequests\x12+\n" +
+	"\x11resize_infeasible\x18\x1d \x01(\bR\x10resizeInfeasible\x12+\n" +
+	"\x11required_features\x18\x1e \x03(\tR\x10requiredFeatures\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
@@ -4656,7 +4757,16 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb2\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
+	"\x10PodRequestsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aD\n" +
+	"\x16AllocatedRequestsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aC\n" +
+	"\x15ActuatedRequestsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdb\x02\n" +
 	"\x06Volume\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -4669,7 +4779,8 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\brbd_pool\x18\b \x01(\tR\arbdPool\x12\x1b\n" +
 	"\trbd_image\x18\t \x01(\tR\brbdImage\x12\x1b\n" +
 	"\tread_only\x18\n" +
-	" \x01(\bR\breadOnly\"\xb6\x04\n" +
+	" \x01(\bR\breadOnly\x12'\n" +
+	"\x0fimage_reference\x18\v \x01(\tR\x0eimageReference\"\xb6\x04\n" +
 	"\x15PersistentVolumeClaim\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
@@ -4783,14 +4894,22 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x14node_affinity_policy\x18\x06 \x01(\tR\x12nodeAffinityPolicy\x12,\n" +
 	"\x12node_taints_policy\x18\a \x01(\tR\x10nodeTaintsPolicy\x12(\n" +
 	"\x10match_label_keys\x18\b \x03(\tR\x0ematchLabelKeysB\x0e\n" +
-	"\f_min_domains\"\x8f\x02\n" +
+	"\f_min_domains\"\xd5\x04\n" +
 	"\tContainer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12A\n" +
 	"\brequests\x18\x03 \x03(\v2%.placement.v1.Container.RequestsEntryR\brequests\x121\n" +
 	"\x05ports\x18\x04 \x03(\v2\x1b.placement.v1.ContainerPortR\x05ports\x12%\n" +
-	"\x0erestart_policy\x18\x05 \x01(\tR\rrestartPolicy\x1a;\n" +
+	"\x0erestart_policy\x18\x05 \x01(\tR\rrestartPolicy\x12]\n" +
+	"\x12allocated_requests\x18\x06 \x03(\v2..placement.v1.Container.AllocatedRequestsEntryR\x11allocatedRequests\x12Z\n" +
+	"\x11actuated_requests\x18\a \x03(\v2-.placement.v1.Container.ActuatedRequestsEntryR\x10actuatedRequests\x1a;\n" +
 	"\rRequestsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aD\n" +
+	"\x16AllocatedRequestsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aC\n" +
+	"\x15ActuatedRequestsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x88\x01\n" +
 	"\rContainerPort\x12%\n" +
@@ -4822,14 +4941,15 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x05value\x18\x03 \x01(\tR\x05value\x12\x16\n" +
 	"\x06effect\x18\x04 \x01(\tR\x06effect\x122\n" +
 	"\x12toleration_seconds\x18\x05 \x01(\x03H\x00R\x11tolerationSeconds\x88\x01\x01B\x15\n" +
-	"\x13_toleration_seconds\"\x9d\x03\n" +
+	"\x13_toleration_seconds\"\xca\x03\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x126\n" +
 	"\x06labels\x18\x02 \x03(\v2\x1e.placement.v1.Node.LabelsEntryR\x06labels\x12+\n" +
 	"\x06taints\x18\x03 \x03(\v2\x13.placement.v1.TaintR\x06taints\x12$\n" +
 	"\runschedulable\x18\x04 \x01(\bR\runschedulable\x12E\n" +
 	"\vallocatable\x18\x05 \x03(\v2#.placement.v1.Node.AllocatableEntryR\vallocatable\x124\n" +
-	"\x06images\x18\x06 \x03(\v2\x1c.placement.v1.ContainerImageR\x06images\x1a9\n" +
+	"\x06images\x18\x06 \x03(\v2\x1c.placement.v1.ContainerImageR\x06images\x12+\n" +
+	"\x11declared_features\x18\a \x03(\tR\x10declaredFeatures\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
@@ -4862,7 +4982,7 @@ func file_placement_v1_placement_proto_rawDescGZIP() []byte {
 	return file_placement_v1_placement_proto_rawDescData
 }
 
-var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
+var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_placement_v1_placement_proto_goTypes = []any{
 	(*SyncSnapshotRequest)(nil),         // 0: placement.v1.SyncSnapshotRequest
 	(*SyncSnapshotResponse)(nil),        // 1: placement.v1.SyncSnapshotResponse
@@ -4923,11 +5043,16 @@ var file_placement_v1_placement_proto_goTypes = []any{
 	nil,                                 // 56: placement.v1.Pod.OverheadEntry
 	nil,                                 // 57: placement.v1.Pod.NodeSelectorEntry
 	nil,                                 // 58: placement.v1.Pod.AnnotationsEntry
-	nil,                                 // 59: placement.v1.PersistentVolume.LabelsEntry
-	nil,                                 // 60: placement.v1.LabelSelector.MatchLabelsEntry
-	nil,                                 // 61: placement.v1.Container.RequestsEntry
-	nil,                                 // 62: placement.v1.Node.LabelsEntry
-	nil,                                 // 63: placement.v1.Node.AllocatableEntry
+	nil,                                 // 59: placement.v1.Pod.PodRequestsEntry
+	nil,                                 // 60: placement.v1.Pod.AllocatedRequestsEntry
+	nil,                                 // 61: placement.v1.Pod.ActuatedRequestsEntry
+	nil,                                 // 62: placement.v1.PersistentVolume.LabelsEntry
+	nil,                                 // 63: placement.v1.LabelSelector.MatchLabelsEntry
+	nil,                                 // 64: placement.v1.Container.RequestsEntry
+	nil,                                 // 65: placement.v1.Container.AllocatedRequestsEntry
+	nil,                                 // 66: placement.v1.Container.ActuatedRequestsEntry
+	nil,                                 // 67: placement.v1.Node.LabelsEntry
+	nil,                                 // 68: placement.v1.Node.AllocatableEntry
 }
 var file_placement_v1_placement_proto_depIdxs = []int32{
 	2,  // 0: placement.v1.SyncSnapshotRequest.full:type_name -> placement.v1.Snapshot
@@ -4983,48 +5108,53 @@ var file_placement_v1_placement_proto_depIdxs = []int32{
 	37, // 50: placement.v1.Pod.gang:type_name -> placement.v1.Gang
 	58, // 51: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
 	23, // 52: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
-	39, // 53: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
-	59, // 54: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
-	45, // 55: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
-	26, // 56: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
-	28, // 57: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
-	29, // 58: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
-	31, // 59: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
-	39, // 60: placement.v1.CsiStorageCapacity.node_topology:type_name -> placement.v1.LabelSelector
-	35, // 61: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
-	36, // 62: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
-	39, // 63: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
-	39, // 64: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
-	35, // 65: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
-	39, // 66: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
-	60, // 67: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
-	40, // 68: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
-	39, // 69: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
-	61, // 70: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
-	43, // 71: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
-	45, // 72: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
-	48, // 73: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
-	46, // 74: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
-	47, // 75: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
-	47, // 76: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
-	46, // 77: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
-	62, // 78: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
-	51, // 79: placement.v1.Node.taints:type_name -> placement.v1.Taint
-	63, // 80: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
-	52, // 81: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
-	0,  // 82: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
-	6,  // 83: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
-	11, // 84: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
-	16, // 85: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
-	1,  // 86: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
-	7,  // 87: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
-	12, // 88: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
-	17, // 89: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
-	86, // [86:90] is the sub-list for method output_type
-	82, // [82:86] is the sub-list for method input_type
-	82, // [82:82] is the sub-list for extension type_name
-	82, // [82:82] is the sub-list for extension extendee
-	0,  // [0:82] is the sub-list for field type_name
+	59, // 53: placement.v1.Pod.pod_requests:type_name -> placement.v1.Pod.PodRequestsEntry
+	60, // 54: placement.v1.Pod.allocated_requests:type_name -> placement.v1.Pod.AllocatedRequestsEntry
+	61, // 55: placement.v1.Pod.actuated_requests:type_name -> placement.v1.Pod.ActuatedRequestsEntry
+	39, // 56: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
+	62, // 57: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
+	45, // 58: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
+	26, // 59: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
+	28, // 60: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
+	29, // 61: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
+	31, // 62: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
+	39, // 63: placement.v1.CsiStorageCapacity.node_topology:type_name -> placement.v1.LabelSelector
+	35, // 64: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
+	36, // 65: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
+	39, // 66: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
+	39, // 67: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
+	35, // 68: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
+	39, // 69: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
+	63, // 70: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
+	40, // 71: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
+	39, // 72: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
+	64, // 73: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
+	43, // 74: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
+	65, // 75: placement.v1.Container.allocated_requests:type_name -> placement.v1.Container.AllocatedRequestsEntry
+	66, // 76: placement.v1.Container.actuated_requests:type_name -> placement.v1.Container.ActuatedRequestsEntry
+	45, // 77: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
+	48, // 78: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
+	46, // 79: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
+	47, // 80: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
+	47, // 81: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
+	46, // 82: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
+	67, // 83: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
+	51, // 84: placement.v1.Node.taints:type_name -> placement.v1.Taint
+	68, // 85: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
+	52, // 86: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
+	0,  // 87: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
+	6,  // 88: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
+	11, // 89: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
+	16, // 90: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
+	1,  // 91: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
+	7,  // 92: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
+	12, // 93: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
+	17, // 94: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
+	91, // [91:95] is the sub-list for method output_type
+	87, // [87:91] is the sub-list for method input_type
+	87, // [87:87] is the sub-list for extension type_name
+	87, // [87:87] is the sub-list for extension extendee
+	0,  // [0:87] is the sub-list for field type_name
 }
 
 func init() { file_placement_v1_placement_proto_init() }
@@ -5058,7 +5188,7 @@ func file_placement_v1_placement_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_placement_v1_placement_proto_rawDesc), len(file_placement_v1_placement_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   64,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -68,6 +68,11 @@ ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 #: The node chosen to provision a WaitForFirstConsumer claim's volume on.
 ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
 _UNSIGNED = re.compile(r"\+?[0-9]+")
+# The node features kube's nodedeclaredfeatures.InferForPodScheduling (Kubernetes 1.37) infers
+# from a pod's spec; the other registered features infer nothing for scheduling.
+_FEATURE_RESTART_ALL_CONTAINERS = "RestartAllContainersOnContainerExits"
+_FEATURE_USER_NAMESPACES_HOST_NETWORK = "UserNamespacesHostNetworkSupport"
+_FEATURE_VOLUME_BIND_MOUNT_OPTIONS = "VolumeBindMountOptions"
 
 
 def _str_map(m: Optional[Mapping[str, Any]]) -> dict:
@@ -90,10 +95,12 @@ def _seconds(t: Any) -> int:
     return int(t.timestamp() // 1)
 
 
-def container_to_proto(c: Any) -> pb.Container:
+def container_to_proto(c: Any, status: Any = None) -> pb.Container:
     """``V1Container`` -> ``placement.v1.Container`` (name, image, resources.requests, host ports, restart_policy).
 
-    Only ports with a host port are kept: the others do not matter to placement.
+    Only ports with a host port are kept: the others do not matter to placement. ``status`` is
+    the container's ``V1ContainerStatus`` (``pod_to_proto`` looks it up): its allocated_resources
+    and resources.requests give allocated_requests and actuated_requests.
     """
     resources = getattr(c, "resources", None)
     requests = getattr(resources, "requests", None) if resources is not None else None
@@ -113,7 +120,57 @@ def container_to_proto(c: Any) -> pb.Container:
         ],
         # V1Container.restart_policy exists in kubernetes client >= 29 (sidecar containers).
         restart_policy=getattr(c, "restart_policy", None) or "",
+        allocated_requests=_str_map(getattr(status, "allocated_resources", None)),
+        actuated_requests=_str_map(getattr(getattr(status, "resources", None), "requests", None)),
     )
+
+
+def _container_status(status: Any, name: Any) -> Any:
+    """The ``V1ContainerStatus`` of the container named ``name``: from status.container_statuses,
+    else status.init_container_statuses (kube's resourcehelper looks any container up so)."""
+    for key in ("container_statuses", "init_container_statuses"):
+        for cs in _list(getattr(status, key, None)):
+            if getattr(cs, "name", None) == name:
+                return cs
+    return None
+
+
+def _resize_infeasible(status: Any) -> bool:
+    """Whether the first PodResizePending condition has reason Infeasible (kube's
+    resourcehelper.IsPodResizeInfeasible)."""
+    for c in _list(getattr(status, "conditions", None)):
+        if getattr(c, "type", None) == "PodResizePending":
+            return getattr(c, "reason", None) == "Infeasible"
+    return False
+
+
+def _required_features(spec: Any) -> list:
+    """The node features the pod needs, sorted by name, as kube's
+    nodedeclaredfeatures.DefaultFramework.InferForPodScheduling infers them in Kubernetes 1.37:
+    RestartAllContainersOnContainerExits (a container or init container with a
+    restart_policy_rules action RestartAllContainers), UserNamespacesHostNetworkSupport
+    (host_network with host_users false) and VolumeBindMountOptions (a container, init container
+    or ephemeral container mounting a volume with bind_mount_options)."""
+    containers = _list(getattr(spec, "containers", None))
+    init_containers = _list(getattr(spec, "init_containers", None))
+    ephemeral_containers = _list(getattr(spec, "ephemeral_containers", None))
+    out = []
+    if any(
+        getattr(rule, "action", None) == "RestartAllContainers"
+        for c in containers + init_containers
+        for rule in _list(getattr(c, "restart_policy_rules", None))
+    ):
+        out.append(_FEATURE_RESTART_ALL_CONTAINERS)
+    host_users = getattr(spec, "host_users", None)
+    if getattr(spec, "host_network", None) and host_users is not None and not host_users:
+        out.append(_FEATURE_USER_NAMESPACES_HOST_NETWORK)
+    if any(
+        _list(getattr(m, "bind_mount_options", None))
+        for c in containers + init_containers + ephemeral_containers
+        for m in _list(getattr(c, "volume_mounts", None))
+    ):
+        out.append(_FEATURE_VOLUME_BIND_MOUNT_OPTIONS)
+    return sorted(out)
 
 
 def _requirement(r: Any) -> pb.NodeSelectorRequirement:
@@ -233,11 +290,18 @@ def pod_to_proto(pod: Any) -> pb.Pod:
 
     Reads metadata.{uid, namespace, name, labels, annotations, owner_references,
     deletion_timestamp}, spec.{priority, preemption_policy, containers, init_containers,
-    overhead, node_name, node_selector, affinity, tolerations, topology_spread_constraints} and
-    status.start_time. A pod owned by a ReplicaSet, StatefulSet or ReplicationController and
-    without explicit spread constraints gets ``default_spread_selector`` from its labels, as the
-    binder does. A pod without metadata.uid gets "<namespace>/<name>" as uid and one without
-    metadata.namespace "default" (objects read from the API server always have both).
+    overhead, resources.requests, node_name, node_selector, affinity, tolerations,
+    topology_spread_constraints, volumes} and status.{start_time, allocated_resources,
+    resources.requests, conditions, container_statuses, init_container_statuses}. Each
+    container's allocated and actuated requests come from its entry in status.container_statuses,
+    else status.init_container_statuses (matched by name). ``resize_infeasible`` is set when the
+    first PodResizePending condition has reason Infeasible, and ``required_features`` holds the
+    node features kube infers from the spec (restart_policy_rules, host_network with host_users
+    false, bind_mount_options; see ``_required_features``). A pod owned by a ReplicaSet,
+    StatefulSet or ReplicationController and without explicit spread constraints gets
+    ``default_spread_selector`` from its labels, as the binder does. A pod without metadata.uid
+    gets "<namespace>/<name>" as uid and one without metadata.namespace "default" (objects read
+    from the API server always have both).
     """
     meta = pod.metadata
     spec = pod.spec
@@ -251,9 +315,17 @@ def pod_to_proto(pod: Any) -> pb.Pod:
         name=meta.name or "",
         labels=_str_map(getattr(meta, "labels", None)),
         priority=getattr(spec, "priority", None) or 0,
-        containers=[container_to_proto(c) for c in _list(spec.containers)],
-        init_containers=[container_to_proto(c) for c in _list(getattr(spec, "init_containers", None))],
+        containers=[container_to_proto(c, _container_status(status, c.name)) for c in _list(spec.containers)],
+        init_containers=[
+            container_to_proto(c, _container_status(status, c.name))
+            for c in _list(getattr(spec, "init_containers", None))
+        ],
         overhead=_str_map(getattr(spec, "overhead", None)),
+        pod_requests=_str_map(getattr(getattr(spec, "resources", None), "requests", None)),
+        allocated_requests=_str_map(getattr(status, "allocated_resources", None)),
+        actuated_requests=_str_map(getattr(getattr(status, "resources", None), "requests", None)),
+        resize_infeasible=_resize_infeasible(status),
+        required_features=_required_features(spec),
         node_name=getattr(spec, "node_name", None) or "",
         node_selector=_str_map(getattr(spec, "node_selector", None)),
         tolerations=[_toleration(t) for t in _list(getattr(spec, "tolerations", None))],
@@ -291,7 +363,8 @@ def pod_to_proto(pod: Any) -> pb.Pod:
 
 def _volumes(pod_name: str, spec: Any) -> list:
     """The volumes the volume filters read: claims (a generic ephemeral volume's is named
-    "<pod>-<volume>"), and in-tree GCE PD, AWS EBS, iSCSI and RBD volumes; others are left out."""
+    "<pod>-<volume>"), and in-tree GCE PD, AWS EBS, iSCSI and RBD volumes; and image volumes
+    with a reference (image.reference), whose images ImageLocality counts. Others are left out."""
     out = []
     for v in _list(getattr(spec, "volumes", None)):
         m = pb.Volume(name=v.name or "")
@@ -300,6 +373,7 @@ def _volumes(pod_name: str, spec: Any) -> list:
         aws = getattr(v, "aws_elastic_block_store", None)
         iscsi = getattr(v, "iscsi", None)
         rbd = getattr(v, "rbd", None)
+        image = getattr(v, "image", None)
         if pvc is not None:
             m.claim_name = pvc.claim_name or ""
         elif getattr(v, "ephemeral", None) is not None:
@@ -318,6 +392,9 @@ def _volumes(pod_name: str, spec: Any) -> list:
             m.rbd_pool = getattr(rbd, "pool", None) or "rbd"
             m.rbd_image = rbd.image or ""
             m.read_only = bool(getattr(rbd, "read_only", None))
+        elif image is not None and getattr(image, "reference", None):
+            # An image volume without a reference (the API server refuses one) is left out.
+            m.image_reference = image.reference
         else:
             continue
         out.append(m)
@@ -473,7 +550,8 @@ def csi_storage_capacity_to_proto(c: Any) -> pb.CsiStorageCapacity:
 def node_to_proto(node: Any) -> pb.Node:
     """``V1Node`` -> ``placement.v1.Node``.
 
-    Reads metadata.{name,labels}, spec.{taints,unschedulable} and status.{allocatable,images}.
+    Reads metadata.{name,labels}, spec.{taints,unschedulable} and
+    status.{allocatable,images,declared_features} (the declared features as given, in order).
     """
     meta = node.metadata
     spec = getattr(node, "spec", None)
@@ -491,6 +569,7 @@ def node_to_proto(node: Any) -> pb.Node:
             pb.ContainerImage(names=_list(i.names), size_bytes=getattr(i, "size_bytes", None) or 0)
             for i in _list(getattr(status, "images", None))
         ],
+        declared_features=_list(getattr(status, "declared_features", None)),
     )
 
 

@@ -10,6 +10,7 @@ pub mod contract;
 pub mod image_locality;
 pub mod interpodaffinity;
 pub mod node_affinity;
+pub mod node_declared_features;
 pub mod node_name;
 pub mod node_ports;
 pub mod node_unschedulable;

@@ -321,7 +321,7 @@ class PluginWeight(_message.Message):
     def __init__(self, plugin: _Optional[str] = ..., weight: _Optional[int] = ...) -> None: ...
 
 class Pod(_message.Message):
-    __slots__ = ("uid", "namespace", "name", "labels", "priority", "containers", "init_containers", "overhead", "node_name", "node_selector", "node_affinity", "tolerations", "pod_affinity", "pod_anti_affinity", "topology_spread_constraints", "default_spread_selector", "preemption_policy", "start_time_seconds", "gang", "terminating", "annotations", "volumes")
+    __slots__ = ("uid", "namespace", "name", "labels", "priority", "containers", "init_containers", "overhead", "node_name", "node_selector", "node_affinity", "tolerations", "pod_affinity", "pod_anti_affinity", "topology_spread_constraints", "default_spread_selector", "preemption_policy", "start_time_seconds", "gang", "terminating", "annotations", "volumes", "pod_requests", "allocated_requests", "actuated_requests", "resize_infeasible", "required_features")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -350,6 +350,27 @@ class Pod(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class PodRequestsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class AllocatedRequestsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class ActuatedRequestsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     UID_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -372,6 +393,11 @@ class Pod(_message.Message):
     TERMINATING_FIELD_NUMBER: _ClassVar[int]
     ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
     VOLUMES_FIELD_NUMBER: _ClassVar[int]
+    POD_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    ACTUATED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    RESIZE_INFEASIBLE_FIELD_NUMBER: _ClassVar[int]
+    REQUIRED_FEATURES_FIELD_NUMBER: _ClassVar[int]
     uid: str
     namespace: str
     name: str
@@ -394,10 +420,15 @@ class Pod(_message.Message):
     terminating: bool
     annotations: _containers.ScalarMap[str, str]
     volumes: _containers.RepeatedCompositeFieldContainer[Volume]
-    def __init__(self, uid: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., overhead: _Optional[_Mapping[str, str]] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_affinity: _Optional[_Union[NodeAffinity, _Mapping]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., pod_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., pod_anti_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., topology_spread_constraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., default_spread_selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., preemption_policy: _Optional[str] = ..., start_time_seconds: _Optional[int] = ..., gang: _Optional[_Union[Gang, _Mapping]] = ..., terminating: _Optional[bool] = ..., annotations: _Optional[_Mapping[str, str]] = ..., volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ...) -> None: ...
+    pod_requests: _containers.ScalarMap[str, str]
+    allocated_requests: _containers.ScalarMap[str, str]
+    actuated_requests: _containers.ScalarMap[str, str]
+    resize_infeasible: bool
+    required_features: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, uid: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., overhead: _Optional[_Mapping[str, str]] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_affinity: _Optional[_Union[NodeAffinity, _Mapping]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., pod_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., pod_anti_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., topology_spread_constraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., default_spread_selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., preemption_policy: _Optional[str] = ..., start_time_seconds: _Optional[int] = ..., gang: _Optional[_Union[Gang, _Mapping]] = ..., terminating: _Optional[bool] = ..., annotations: _Optional[_Mapping[str, str]] = ..., volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., pod_requests: _Optional[_Mapping[str, str]] = ..., allocated_requests: _Optional[_Mapping[str, str]] = ..., actuated_requests: _Optional[_Mapping[str, str]] = ..., resize_infeasible: _Optional[bool] = ..., required_features: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Volume(_message.Message):
-    __slots__ = ("name", "claim_name", "ephemeral", "gce_pd_name", "aws_volume_id", "iscsi_iqn", "rbd_monitors", "rbd_pool", "rbd_image", "read_only")
+    __slots__ = ("name", "claim_name", "ephemeral", "gce_pd_name", "aws_volume_id", "iscsi_iqn", "rbd_monitors", "rbd_pool", "rbd_image", "read_only", "image_reference")
     NAME_FIELD_NUMBER: _ClassVar[int]
     CLAIM_NAME_FIELD_NUMBER: _ClassVar[int]
     EPHEMERAL_FIELD_NUMBER: _ClassVar[int]
@@ -408,6 +439,7 @@ class Volume(_message.Message):
     RBD_POOL_FIELD_NUMBER: _ClassVar[int]
     RBD_IMAGE_FIELD_NUMBER: _ClassVar[int]
     READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_REFERENCE_FIELD_NUMBER: _ClassVar[int]
     name: str
     claim_name: str
     ephemeral: bool
@@ -418,7 +450,8 @@ class Volume(_message.Message):
     rbd_pool: str
     rbd_image: str
     read_only: bool
-    def __init__(self, name: _Optional[str] = ..., claim_name: _Optional[str] = ..., ephemeral: _Optional[bool] = ..., gce_pd_name: _Optional[str] = ..., aws_volume_id: _Optional[str] = ..., iscsi_iqn: _Optional[str] = ..., rbd_monitors: _Optional[_Iterable[str]] = ..., rbd_pool: _Optional[str] = ..., rbd_image: _Optional[str] = ..., read_only: _Optional[bool] = ...) -> None: ...
+    image_reference: str
+    def __init__(self, name: _Optional[str] = ..., claim_name: _Optional[str] = ..., ephemeral: _Optional[bool] = ..., gce_pd_name: _Optional[str] = ..., aws_volume_id: _Optional[str] = ..., iscsi_iqn: _Optional[str] = ..., rbd_monitors: _Optional[_Iterable[str]] = ..., rbd_pool: _Optional[str] = ..., rbd_image: _Optional[str] = ..., read_only: _Optional[bool] = ..., image_reference: _Optional[str] = ...) -> None: ...
 
 class PersistentVolumeClaim(_message.Message):
     __slots__ = ("namespace", "name", "uid", "storage_class_name", "volume_name", "bind_completed", "access_modes", "storage_request", "selector", "volume_mode", "phase", "deleting", "selected_node", "volume_attributes_class_name", "controller_uid")
@@ -663,8 +696,22 @@ class TopologySpreadConstraint(_message.Message):
     def __init__(self, max_skew: _Optional[int] = ..., topology_key: _Optional[str] = ..., when_unsatisfiable: _Optional[str] = ..., label_selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., min_domains: _Optional[int] = ..., node_affinity_policy: _Optional[str] = ..., node_taints_policy: _Optional[str] = ..., match_label_keys: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Container(_message.Message):
-    __slots__ = ("name", "image", "requests", "ports", "restart_policy")
+    __slots__ = ("name", "image", "requests", "ports", "restart_policy", "allocated_requests", "actuated_requests")
     class RequestsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class AllocatedRequestsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class ActuatedRequestsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -676,12 +723,16 @@ class Container(_message.Message):
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
     PORTS_FIELD_NUMBER: _ClassVar[int]
     RESTART_POLICY_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    ACTUATED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     image: str
     requests: _containers.ScalarMap[str, str]
     ports: _containers.RepeatedCompositeFieldContainer[ContainerPort]
     restart_policy: str
-    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., requests: _Optional[_Mapping[str, str]] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., restart_policy: _Optional[str] = ...) -> None: ...
+    allocated_requests: _containers.ScalarMap[str, str]
+    actuated_requests: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., requests: _Optional[_Mapping[str, str]] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., restart_policy: _Optional[str] = ..., allocated_requests: _Optional[_Mapping[str, str]] = ..., actuated_requests: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ContainerPort(_message.Message):
     __slots__ = ("container_port", "host_port", "protocol", "host_ip")
@@ -750,7 +801,7 @@ class Toleration(_message.Message):
     def __init__(self, key: _Optional[str] = ..., operator: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ..., toleration_seconds: _Optional[int] = ...) -> None: ...
 
 class Node(_message.Message):
-    __slots__ = ("name", "labels", "taints", "unschedulable", "allocatable", "images")
+    __slots__ = ("name", "labels", "taints", "unschedulable", "allocatable", "images", "declared_features")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -771,13 +822,15 @@ class Node(_message.Message):
     UNSCHEDULABLE_FIELD_NUMBER: _ClassVar[int]
     ALLOCATABLE_FIELD_NUMBER: _ClassVar[int]
     IMAGES_FIELD_NUMBER: _ClassVar[int]
+    DECLARED_FEATURES_FIELD_NUMBER: _ClassVar[int]
     name: str
     labels: _containers.ScalarMap[str, str]
     taints: _containers.RepeatedCompositeFieldContainer[Taint]
     unschedulable: bool
     allocatable: _containers.ScalarMap[str, str]
     images: _containers.RepeatedCompositeFieldContainer[ContainerImage]
-    def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., taints: _Optional[_Iterable[_Union[Taint, _Mapping]]] = ..., unschedulable: _Optional[bool] = ..., allocatable: _Optional[_Mapping[str, str]] = ..., images: _Optional[_Iterable[_Union[ContainerImage, _Mapping]]] = ...) -> None: ...
+    declared_features: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., taints: _Optional[_Iterable[_Union[Taint, _Mapping]]] = ..., unschedulable: _Optional[bool] = ..., allocatable: _Optional[_Mapping[str, str]] = ..., images: _Optional[_Iterable[_Union[ContainerImage, _Mapping]]] = ..., declared_features: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Taint(_message.Message):
     __slots__ = ("key", "value", "effect")
