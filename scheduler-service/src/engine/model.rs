@@ -528,7 +528,7 @@ pub struct PodSpec {
     /// (only a pod with pod-level requests: see [`crate::engine::resources::PodRequests`]).
     pub score_requests: Option<Box<Resources>>,
     /// The node features the pod needs (NodeDeclaredFeatures), sorted.
-    pub required_features: Vec<Arc<str>>,
+    pub required_features: Box<[Arc<str>]>,
     /// spec.nodeName, when set.
     pub node_name: Option<String>,
     /// spec.nodeSelector.

@@ -817,7 +817,7 @@ fn pod_at(path: &dyn fmt::Display, p: &proto::Pod) -> Result<PodSpec, FieldError
         requests: requests.requests,
         non_zero_requests: requests.non_zero,
         score_requests: requests.score,
-        required_features: features(&format!("{path}.required_features"), &p.required_features)?,
+        required_features: features(&format!("{path}.required_features"), &p.required_features)?.into(),
         node_name: (!p.node_name.is_empty()).then(|| p.node_name.clone()),
         node_selector,
         required_affinity,
@@ -1676,7 +1676,7 @@ mod tests {
             1,
             "the claim; the image volume is no volume the filters read"
         );
-        assert_eq!(spec.required_features, [Arc::from("A"), Arc::from("B")]);
+        assert_eq!(&*spec.required_features, [Arc::from("A"), Arc::from("B")]);
         p.volumes[0].claim_name = "also".into();
         assert_eq!(pod("pods[0]", &p).unwrap_err().field, "pods[0].volumes[0]");
         p.volumes.clear();

@@ -64,7 +64,7 @@ mod tests {
         ];
         for (name, needs, declared, fit) in cases {
             let mut p = pod("p", 0, 0);
-            p.required_features = names(needs);
+            p.required_features = names(needs).into();
             let mut n = node("n", 1000, 1000);
             n.declared_features = names(declared);
             assert_eq!(fits(&p, &n), fit, "{name}");
@@ -81,7 +81,7 @@ mod tests {
         let without = node("without", 4000, 4000);
         let snap = snapshot(vec![with.clone(), without.clone()]);
         let mut p = pod("p", 100, 0);
-        p.required_features = names(&["UserNamespacesHostNetworkSupport"]);
+        p.required_features = names(&["UserNamespacesHostNetworkSupport"]).into();
         let r = rank(&snap, &p);
         assert_eq!(r.feasible.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(), ["with"]);
         let snap = snapshot(vec![without]);
