@@ -714,6 +714,33 @@ pub fn pod_object(pod: &PodSpec) -> Value {
         spec.insert("nodeName".into(), Value::String(n.to_string()));
     }
     spec.insert("priority".into(), json!(pod.priority));
+    spec.insert(
+        "preemptionPolicy".into(),
+        Value::String(
+            match pod.preemption_policy {
+                crate::engine::model::PreemptionPolicy::PreemptLowerPriority => "PreemptLowerPriority",
+                crate::engine::model::PreemptionPolicy::Never => "Never",
+            }
+            .into(),
+        ),
+    );
+    let claims: Vec<Value> = pod
+        .volumes
+        .iter()
+        .filter_map(|v| match &v.source {
+            crate::engine::model::VolumeSource::Claim {
+                claim_name,
+                ephemeral: false,
+            } => Some(json!({"name": &*v.name, "persistentVolumeClaim": {"claimName": &**claim_name}})),
+            crate::engine::model::VolumeSource::Claim { ephemeral: true, .. } => {
+                Some(json!({"name": &*v.name, "ephemeral": {}}))
+            }
+            _ => None,
+        })
+        .collect();
+    if !claims.is_empty() {
+        spec.insert("volumes".into(), Value::Array(claims));
+    }
     if !pod.tolerations.is_empty() {
         spec.insert(
             "tolerations".into(),
@@ -782,11 +809,21 @@ pub fn node_object(node: &crate::engine::model::NodeSpec) -> Value {
         );
     }
     let allocatable = resource_list(&node.allocatable, Some(node.allowed_pods));
-    json!({
-        "metadata": metadata,
-        "spec": spec,
-        "status": {"capacity": allocatable, "allocatable": allocatable},
-    })
+    let mut status = Map::new();
+    status.insert("capacity".into(), allocatable.clone());
+    status.insert("allocatable".into(), allocatable);
+    if !node.declared_features.is_empty() {
+        status.insert(
+            "declaredFeatures".into(),
+            Value::Array(
+                node.declared_features
+                    .iter()
+                    .map(|f| Value::String(f.to_string()))
+                    .collect(),
+            ),
+        );
+    }
+    json!({"metadata": metadata, "spec": spec, "status": status})
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1025,6 +1062,102 @@ mod tests {
 
     fn names<'a>(list: &[&'a str]) -> HashMap<&'a str, usize> {
         list.iter().enumerate().map(|(i, n)| (*n, i)).collect()
+    }
+
+    /// What an extender receives of a pod and a node, field by field: the fields placement's API
+    /// carries (docs/custom-logic.md lists what is left out and why). A field added to or dropped
+    /// from these objects fails here.
+    #[test]
+    fn the_pod_and_node_objects_carry_the_fields_placement_receives() {
+        use crate::engine::model::{PodVolume, PreemptionPolicy, Taint, Toleration, VolumeSource};
+        let pod = PodSpec {
+            uid: Arc::from("u1"),
+            namespace: "shop".into(),
+            name: "web-0".into(),
+            labels: [("app".to_string(), "web".to_string())].into_iter().collect(),
+            annotations: [("a".to_string(), "b".to_string())].into_iter().collect(),
+            containers: vec![crate::engine::model::Container {
+                name: "c".into(),
+                image: "nginx".into(),
+                requests: Resources {
+                    milli_cpu: 250,
+                    memory: 1 << 20,
+                    ..Default::default()
+                },
+            }],
+            priority: 7,
+            node_selector: vec![("disk".into(), "ssd".into())],
+            tolerations: vec![Toleration {
+                key: "k".into(),
+                operator: crate::engine::model::TolerationOperator::Exists,
+                value: String::new(),
+                effect: Some(TaintEffect::NoSchedule),
+            }],
+            preemption_policy: PreemptionPolicy::Never,
+            volumes: vec![
+                PodVolume {
+                    name: Arc::from("data"),
+                    source: VolumeSource::Claim {
+                        claim_name: Arc::from("data-0"),
+                        ephemeral: false,
+                    },
+                },
+                PodVolume {
+                    name: Arc::from("scratch"),
+                    source: VolumeSource::Claim {
+                        claim_name: Arc::from("web-0-scratch"),
+                        ephemeral: true,
+                    },
+                },
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            pod_object(&pod),
+            serde_json::json!({
+                "metadata": {"name": "web-0", "namespace": "shop", "uid": "u1",
+                             "labels": {"app": "web"}, "annotations": {"a": "b"}},
+                "spec": {
+                    "containers": [{"name": "c", "image": "nginx",
+                                    "resources": {"requests": {"cpu": "250m", "memory": "1048576"}}}],
+                    "nodeSelector": {"disk": "ssd"},
+                    "priority": 7,
+                    "preemptionPolicy": "Never",
+                    "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
+                    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-0"}},
+                                {"name": "scratch", "ephemeral": {}}]
+                },
+                "status": {}
+            })
+        );
+        let node = crate::engine::model::NodeSpec {
+            name: "n1".into(),
+            labels: [("zone".to_string(), "a".to_string())].into_iter().collect(),
+            taints: vec![Taint {
+                key: "gpu".into(),
+                value: "true".into(),
+                effect: TaintEffect::NoSchedule,
+            }],
+            unschedulable: true,
+            allocatable: Resources {
+                milli_cpu: 4000,
+                memory: 1 << 30,
+                ..Default::default()
+            },
+            allowed_pods: 110,
+            declared_features: vec![Arc::from("RestartAllContainersOnContainerExits")],
+            ..Default::default()
+        };
+        let list = serde_json::json!({"cpu": "4", "memory": "1073741824", "pods": "110"});
+        assert_eq!(
+            node_object(&node),
+            serde_json::json!({
+                "metadata": {"name": "n1", "labels": {"zone": "a"}},
+                "spec": {"unschedulable": true, "taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]},
+                "status": {"capacity": list, "allocatable": list,
+                           "declaredFeatures": ["RestartAllContainersOnContainerExits"]}
+            })
+        );
     }
 
     fn node_list(list: &[&str]) -> Value {
