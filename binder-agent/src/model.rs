@@ -593,6 +593,7 @@ pub fn claim_info(pvc: &k8s_openapi::api::core::v1::PersistentVolumeClaim) -> pr
         phase: pvc.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default(),
         deleting: meta.deletion_timestamp.is_some(),
         selected_node: annotation(meta, ANN_SELECTED_NODE).unwrap_or_default(),
+        selected_node_set: annotation(meta, ANN_SELECTED_NODE).is_some(),
         volume_attributes_class_name: spec
             .and_then(|s| s.volume_attributes_class_name.clone())
             .unwrap_or_default(),

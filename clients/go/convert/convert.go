@@ -439,6 +439,7 @@ func strOr(s *string) string {
 // spec.volumeAttributesClassName and the controller owner's uid.
 func PersistentVolumeClaim(c *corev1.PersistentVolumeClaim) *placementv1.PersistentVolumeClaim {
 	_, bindCompleted := c.Annotations[BindCompletedAnnotation]
+	selectedNode, selectedNodeSet := c.Annotations[SelectedNodeAnnotation]
 	out := &placementv1.PersistentVolumeClaim{
 		Namespace:                 c.Namespace,
 		Name:                      c.Name,
@@ -451,7 +452,8 @@ func PersistentVolumeClaim(c *corev1.PersistentVolumeClaim) *placementv1.Persist
 		VolumeMode:                "",
 		Phase:                     string(c.Status.Phase),
 		Deleting:                  c.DeletionTimestamp != nil,
-		SelectedNode:              c.Annotations[SelectedNodeAnnotation],
+		SelectedNode:              selectedNode,
+		SelectedNodeSet:           selectedNodeSet,
 		VolumeAttributesClassName: strOr(c.Spec.VolumeAttributesClassName),
 	}
 	if q, ok := c.Spec.Resources.Requests[corev1.ResourceStorage]; ok {

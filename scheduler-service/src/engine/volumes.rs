@@ -65,8 +65,10 @@ pub struct Claim {
     pub lost: bool,
     /// metadata.deletionTimestamp is set.
     pub deleting: bool,
-    /// The annotation `volume.kubernetes.io/selected-node` ("" when absent).
+    /// The annotation `volume.kubernetes.io/selected-node` ("" when absent or empty).
     pub selected_node: String,
+    /// The annotation is present (kube-scheduler tests the key: an empty value fits no node).
+    pub selected_node_set: bool,
     /// spec.volumeAttributesClassName.
     pub volume_attributes_class: String,
     /// The uid of the controller owner reference ("" when none).
@@ -665,6 +667,7 @@ impl StorageObjects {
                     if claim.selected_node != *node {
                         let mut c = Claim::clone(claim);
                         c.selected_node = node.clone();
+                        c.selected_node_set = true;
                         delta.upsert_claims.retain(|o| o.key() != c.key());
                         delta.upsert_claims.push(c);
                     }

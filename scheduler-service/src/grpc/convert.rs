@@ -1081,6 +1081,7 @@ pub fn claim(path: &str, c: &proto::PersistentVolumeClaim) -> Result<Claim, Fiel
         lost,
         deleting: c.deleting,
         selected_node: c.selected_node.clone(),
+        selected_node_set: c.selected_node_set || !c.selected_node.is_empty(),
         volume_attributes_class: c.volume_attributes_class_name.clone(),
         controller_uid: c.controller_uid.clone(),
     })

@@ -2434,8 +2434,12 @@ type PersistentVolumeClaim struct {
 	// The uid of the controller owner reference (a generic ephemeral volume's
 	// claim is controlled by its pod).
 	ControllerUid string `protobuf:"bytes,15,opt,name=controller_uid,json=controllerUid,proto3" json:"controller_uid,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The annotation volume.kubernetes.io/selected-node is present, even with an
+	// empty value: kube-scheduler tests the key, and a claim annotated with an
+	// empty node fits no node. Implied by a non-empty selected_node.
+	SelectedNodeSet bool `protobuf:"varint,16,opt,name=selected_node_set,json=selectedNodeSet,proto3" json:"selected_node_set,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PersistentVolumeClaim) Reset() {
@@ -2571,6 +2575,13 @@ func (x *PersistentVolumeClaim) GetControllerUid() string {
 		return x.ControllerUid
 	}
 	return ""
+}
+
+func (x *PersistentVolumeClaim) GetSelectedNodeSet() bool {
+	if x != nil {
+		return x.SelectedNodeSet
+	}
+	return false
 }
 
 // PersistentVolume is the part of a Kubernetes PersistentVolume the volume
@@ -4780,7 +4791,7 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\trbd_image\x18\t \x01(\tR\brbdImage\x12\x1b\n" +
 	"\tread_only\x18\n" +
 	" \x01(\bR\breadOnly\x12'\n" +
-	"\x0fimage_reference\x18\v \x01(\tR\x0eimageReference\"\xb6\x04\n" +
+	"\x0fimage_reference\x18\v \x01(\tR\x0eimageReference\"\xe2\x04\n" +
 	"\x15PersistentVolumeClaim\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
@@ -4799,7 +4810,8 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\bdeleting\x18\f \x01(\bR\bdeleting\x12#\n" +
 	"\rselected_node\x18\r \x01(\tR\fselectedNode\x12?\n" +
 	"\x1cvolume_attributes_class_name\x18\x0e \x01(\tR\x19volumeAttributesClassName\x12%\n" +
-	"\x0econtroller_uid\x18\x0f \x01(\tR\rcontrollerUid\"\xed\x04\n" +
+	"\x0econtroller_uid\x18\x0f \x01(\tR\rcontrollerUid\x12*\n" +
+	"\x11selected_node_set\x18\x10 \x01(\bR\x0fselectedNodeSet\"\xed\x04\n" +
 	"\x10PersistentVolume\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12B\n" +
 	"\x06labels\x18\x02 \x03(\v2*.placement.v1.PersistentVolume.LabelsEntryR\x06labels\x12,\n" +

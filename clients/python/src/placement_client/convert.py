@@ -437,6 +437,7 @@ def pvc_to_proto(pvc: Any) -> pb.PersistentVolumeClaim:
         phase=getattr(status, "phase", None) or "",
         deleting=getattr(meta, "deletion_timestamp", None) is not None,
         selected_node=str(annotations.get(ANN_SELECTED_NODE, "")),
+        selected_node_set=ANN_SELECTED_NODE in annotations,
         volume_attributes_class_name=getattr(spec, "volume_attributes_class_name", None) or "",
         controller_uid=(getattr(controller, "uid", None) or "") if controller is not None else "",
     )

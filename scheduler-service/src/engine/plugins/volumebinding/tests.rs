@@ -142,11 +142,26 @@ fn volume_binding() {
             name: "WaitForFirstConsumer: a selected node takes the claim there only",
             claims: vec![Claim {
                 selected_node: "n2".into(),
+                selected_node_set: true,
                 ..claim("data", "zonal")
             }],
             volumes: vec![],
             classes: vec![class("zonal", "ebs.csi.aws.com", BindingMode::WaitForFirstConsumer)],
             want: Ok(vec!["n2"]),
+        },
+        Case {
+            name: "WaitForFirstConsumer: an empty selected-node annotation fits no node (kube tests the key)",
+            claims: vec![Claim {
+                selected_node_set: true,
+                ..claim("data", "zonal")
+            }],
+            volumes: vec![pv("pv-plain", "zonal", 5, Some("n1"))],
+            classes: vec![class("zonal", "ebs.csi.aws.com", BindingMode::WaitForFirstConsumer)],
+            want: Err(
+                "0/3 nodes are available: 3 node(s) didn't find available persistent volumes to bind. \
+                       preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+                    .into(),
+            ),
         },
     ];
     for c in cases {
@@ -377,6 +392,7 @@ fn volume_binding_storage_capacity() {
             name: "a claim with a selected node is checked there too",
             claim: Claim {
                 selected_node: "n2".into(),
+                selected_node_set: true,
                 ..claim("data", "tracked")
             },
             classes: vec![tracked_class()],

@@ -93,7 +93,7 @@ impl PreFilterState {
                 }
                 None => None,
             };
-            let chosen = chosen.or_else(|| (!c.selected_node.is_empty()).then(|| c.selected_node.clone()));
+            let chosen = chosen.or_else(|| c.selected_node_set.then(|| c.selected_node.clone()));
             if !out.by_class.contains_key(&c.class) {
                 let pvs = storage
                     .volumes

@@ -454,7 +454,7 @@ class Volume(_message.Message):
     def __init__(self, name: _Optional[str] = ..., claim_name: _Optional[str] = ..., ephemeral: _Optional[bool] = ..., gce_pd_name: _Optional[str] = ..., aws_volume_id: _Optional[str] = ..., iscsi_iqn: _Optional[str] = ..., rbd_monitors: _Optional[_Iterable[str]] = ..., rbd_pool: _Optional[str] = ..., rbd_image: _Optional[str] = ..., read_only: _Optional[bool] = ..., image_reference: _Optional[str] = ...) -> None: ...
 
 class PersistentVolumeClaim(_message.Message):
-    __slots__ = ("namespace", "name", "uid", "storage_class_name", "volume_name", "bind_completed", "access_modes", "storage_request", "selector", "volume_mode", "phase", "deleting", "selected_node", "volume_attributes_class_name", "controller_uid")
+    __slots__ = ("namespace", "name", "uid", "storage_class_name", "volume_name", "bind_completed", "access_modes", "storage_request", "selector", "volume_mode", "phase", "deleting", "selected_node", "volume_attributes_class_name", "controller_uid", "selected_node_set")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
@@ -470,6 +470,7 @@ class PersistentVolumeClaim(_message.Message):
     SELECTED_NODE_FIELD_NUMBER: _ClassVar[int]
     VOLUME_ATTRIBUTES_CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_UID_FIELD_NUMBER: _ClassVar[int]
+    SELECTED_NODE_SET_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     name: str
     uid: str
@@ -485,7 +486,8 @@ class PersistentVolumeClaim(_message.Message):
     selected_node: str
     volume_attributes_class_name: str
     controller_uid: str
-    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., storage_class_name: _Optional[str] = ..., volume_name: _Optional[str] = ..., bind_completed: _Optional[bool] = ..., access_modes: _Optional[_Iterable[str]] = ..., storage_request: _Optional[str] = ..., selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., volume_mode: _Optional[str] = ..., phase: _Optional[str] = ..., deleting: _Optional[bool] = ..., selected_node: _Optional[str] = ..., volume_attributes_class_name: _Optional[str] = ..., controller_uid: _Optional[str] = ...) -> None: ...
+    selected_node_set: bool
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., storage_class_name: _Optional[str] = ..., volume_name: _Optional[str] = ..., bind_completed: _Optional[bool] = ..., access_modes: _Optional[_Iterable[str]] = ..., storage_request: _Optional[str] = ..., selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., volume_mode: _Optional[str] = ..., phase: _Optional[str] = ..., deleting: _Optional[bool] = ..., selected_node: _Optional[str] = ..., volume_attributes_class_name: _Optional[str] = ..., controller_uid: _Optional[str] = ..., selected_node_set: _Optional[bool] = ...) -> None: ...
 
 class PersistentVolume(_message.Message):
     __slots__ = ("name", "labels", "storage_class_name", "capacity", "access_modes", "volume_mode", "node_affinity", "claim_ref", "phase", "deleting", "csi_driver", "csi_volume_handle", "volume_attributes_class_name")
