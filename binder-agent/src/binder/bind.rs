@@ -1,0 +1,184 @@
+//! The binding cycle (kube-scheduler's `bindingCycle`): a placed pod's PreBind, then its Binding,
+//! retried on the same node through ambiguous errors, and its `Scheduled` event; API writes rate
+//! limited.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use placement_scheduler::proto;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::prebind::PreBind;
+use super::{pod_ref, Binder};
+use crate::api::{ApiError, ClusterApi};
+use crate::queue::QueuedPod;
+use crate::routing::{Route, Routing};
+
+/// What a bind task needs of its pod's route.
+pub(super) struct Bind {
+    /// The Binding's annotations.
+    pub(super) annotations: std::collections::BTreeMap<String, String>,
+    pub(super) route: Route,
+    pub(super) routing: Arc<Routing>,
+    /// VolumeBinding's choices for the pod's unbound WaitForFirstConsumer claims: written and
+    /// waited for (its PreBind) before the Binding.
+    pub(super) volumes: Vec<proto::ClaimBinding>,
+}
+
+impl<A: ClusterApi> Binder<A> {
+    pub(super) fn spawn_bind(&self, tasks: &mut JoinSet<()>, qp: QueuedPod, node: String, bind: Bind) {
+        let this = self.clone();
+        tasks.spawn(async move {
+            let s = &this.shared;
+            let uid = qp.info.spec.uid.clone();
+            let pod = pod_ref(&qp.info.spec);
+            let policy = bind.route.policy_label();
+            let record = bind.routing.active();
+            if !bind.volumes.is_empty() {
+                let span = tracing::info_span!("prebind_volumes", pod = %pod.key(), %node, claims = bind.volumes.len());
+                if this.prebind_volumes(&pod, &node, &bind.volumes, policy).instrument(span).await == PreBind::Stopped {
+                    return;
+                }
+            }
+            let mut retry_in = s.config.bind_retry_backoff;
+            for attempt in 1..=s.config.bind_attempts.max(1) {
+                // A pod deleted or bound meanwhile is no longer queued: nothing to bind.
+                if !s.queue.lock().contains(&uid) {
+                    if attempt == 1 {
+                        let mut st = s.state.lock();
+                        st.forget(&uid);
+                        st.forget_storage(&uid);
+                    }
+                    return;
+                }
+                if !*s.leader.borrow() {
+                    if attempt == 1 {
+                        // Nothing was written: the pod goes back to the queue for whoever leads
+                        // next, its reservation with it.
+                        let mut st = s.state.lock();
+                        st.forget(&uid);
+                        st.forget_storage(&uid);
+                        drop(st);
+                        s.queue.lock().retry_now(&uid);
+                        return;
+                    }
+                    // An earlier attempt may have gone through: the pod keeps its reservation and
+                    // is not decided again; this binder tries the same node once it leads again
+                    // (a Conflict then says the earlier attempt bound it), unless the watch shows
+                    // the pod bound or deleted first.
+                    if !this.lead_again(&uid).await {
+                        return;
+                    }
+                }
+                let Ok(permit) = Arc::clone(&s.binds).acquire_owned().await else {
+                    return;
+                };
+                this.rate_limit().await;
+                let started = Instant::now();
+                let extender = s.config.extenders.as_deref().and_then(|set| {
+                    let spec = &qp.info.spec;
+                    set.binder_for_names(
+                        spec.containers
+                            .iter()
+                            .chain(&spec.init_containers)
+                            .flat_map(|c| c.requests.keys().map(String::as_str)),
+                    )
+                });
+                let result = match extender {
+                    // The extender writes the Binding; an error (its own, or no answer) is retried
+                    // on the same node like a failed write: the API server refuses a second
+                    // Binding, and the watch drops the pod from the queue once it shows it bound.
+                    Some(e) => e
+                        .bind(&pod.namespace, &pod.name, &pod.uid, &node)
+                        .await
+                        .map_err(|err| ApiError::Other(format!("extender {}: {err}", e.config().url_prefix))),
+                    None => s.api.bind(&pod, &node, &bind.annotations).await,
+                };
+                s.metrics.bind(&result, started.elapsed());
+                drop(permit);
+                if record && matches!(result, Err(ApiError::Other(_))) {
+                    s.experiments.bind_failed(&bind.routing, &bind.route);
+                }
+                match result {
+                    Ok(()) => {
+                        let bound_at = std::time::SystemTime::now();
+                        s.queue.lock().remove(&uid);
+                        if record {
+                            s.experiments.bound(&bind.routing, &bind.route, &uid, &node);
+                        }
+                        s.metrics.attempt(policy, "scheduled");
+                        s.metrics.e2e(policy, qp.first_seen.elapsed(), qp.attempts);
+                        // The event waits for one of the few event slots (in bind order).
+                        let Ok(_event) = Arc::clone(&s.events).acquire_owned().await else {
+                            return;
+                        };
+                        this.rate_limit().await;
+                        if let Err(e) = s.api.record_scheduled(&pod, &node, bound_at).await {
+                            tracing::debug!(pod = %pod.key(), error = %e, "recording Scheduled event failed");
+                        }
+                        return;
+                    }
+                    Err(ApiError::Conflict(msg) | ApiError::NotFound(msg)) => {
+                        // Already bound (the watch will show where; after an ambiguous failure
+                        // possibly by our own earlier attempt) or gone (the watch will show the
+                        // deletion): never retried. The reservation stays until the watch says
+                        // which, so no batch in between can use room the pod may occupy.
+                        tracing::debug!(pod = %pod.key(), %node, %msg, attempt, "bind conflict");
+                        s.queue.lock().remove(&uid);
+                        return;
+                    }
+                    Err(ApiError::Other(msg)) if attempt < s.config.bind_attempts => {
+                        // The write may have gone through (a timeout or 5xx after the fact): retry
+                        // the same node, keeping its reservation, so the pod is never counted on
+                        // two nodes nor on none.
+                        tracing::warn!(pod = %pod.key(), %node, %msg, attempt, "bind failed; retrying the same node");
+                        tokio::time::sleep(retry_in).await;
+                        retry_in = (retry_in * 2).min(Duration::from_secs(5));
+                    }
+                    Err(ApiError::Other(msg)) => {
+                        // Out of attempts: after this long the watch would have shown a binding
+                        // that went through, so the reservation goes and the pod is decided again.
+                        tracing::warn!(pod = %pod.key(), %node, %msg, attempt, "bind failed; deciding again after backoff");
+                        {
+                            let mut st = s.state.lock();
+                            st.forget(&uid);
+                            st.forget_storage(&uid);
+                        }
+                        s.queue.lock().backoff(&uid, Instant::now());
+                        s.metrics.attempt(policy, "error");
+                        s.wake.notify_one();
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    /// Waits until this binder leads again (true), or until the pod is no longer queued (bound or
+    /// deleted, as the watch shows) or the binder stops (false).
+    async fn lead_again(&self, uid: &str) -> bool {
+        let s = &self.shared;
+        let mut leader = s.leader.clone();
+        loop {
+            if *leader.borrow_and_update() {
+                return true;
+            }
+            if !s.queue.lock().contains(uid) || s.stopping.load(Ordering::Relaxed) {
+                return false;
+            }
+            tokio::select! {
+                r = leader.changed() => if r.is_err() { return false },
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        }
+    }
+
+    pub(super) async fn rate_limit(&self) {
+        if let Some(l) = &self.shared.limiter {
+            l.until_ready().await;
+        }
+    }
+}

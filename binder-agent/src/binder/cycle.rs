@@ -1,0 +1,587 @@
+//! The scheduling cycle (kube-scheduler's `ScheduleOne` and `schedulingCycle`): the loop that pops
+//! batches, decides them one at a time on the whole cluster or several at once on node
+//! partitions, and dispatches each pod's outcome (bind, nominate, report, back off).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use placement_scheduler::proto;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tonic::Code;
+use tracing::Instrument;
+
+use super::bind::Bind;
+use super::decide::Decided;
+use super::{partitions, pod_ref, Binder};
+use crate::api::ClusterApi;
+use crate::parallel::{alone_reason, Partition};
+use crate::queue::QueuedPod;
+use crate::routing::{Route, Routing};
+
+/// A node partition held by a decision in flight: given back, and the loop woken, when dropped.
+struct HeldPartition<'a, A> {
+    binder: &'a Binder<A>,
+    partition: Partition,
+}
+
+impl<A> Drop for HeldPartition<'_, A> {
+    fn drop(&mut self) {
+        let s = &self.binder.shared;
+        let in_flight = {
+            let mut slots = s.slots.lock();
+            slots.give_back(self.partition);
+            slots.in_flight()
+        };
+        s.metrics.batches_in_flight.set(in_flight as i64);
+        s.wake.notify_one();
+    }
+}
+
+/// Longest a pod that must be decided on the whole cluster waits for others like it while
+/// decisions run in partitions.
+const ALONE_HOLD: Duration = Duration::from_millis(200);
+
+/// The index of the pod named by an INVALID_ARGUMENT field path like `pods[3].containers…`.
+fn invalid_pod_index(status: &tonic::Status) -> Option<usize> {
+    if status.code() != Code::InvalidArgument {
+        return None;
+    }
+    let rest = status.message().strip_prefix("pods[")?;
+    rest[..rest.find(']')?].parse().ok()
+}
+
+impl<A: ClusterApi> Binder<A> {
+    /// Runs the loop until `shutdown` resolves, then stops taking work and waits for in-flight binds.
+    pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut tasks = JoinSet::new();
+        let mut leader = self.shared.leader.clone();
+        // Once the leader's sender is gone its value is final; stop waiting for changes to it.
+        let mut leader_open = true;
+        // Pods popped while decisions run in partitions that must be decided alone on the whole
+        // cluster, gathered so that partitioned decisions stop for them once per batch.
+        let mut held: Vec<QueuedPod> = Vec::new();
+        let mut held_since: Option<Instant> = None;
+        loop {
+            while tasks.try_join_next().is_some() {}
+            let ready = self.shared.nominations.lock().take_ready();
+            for (qp, node, bind) in ready {
+                // Every victim is gone: the reserved room is the preemptor's.
+                self.shared.metrics.nomination_ended("victims_gone");
+                if qp.info.spec.volumes.iter().any(|v| !v.claim_name.is_empty()) {
+                    // Its claims may need a volume chosen on that node (and written before the
+                    // Binding): it is decided again, as kube-scheduler runs a scheduling cycle
+                    // for every preemptor; the room is free for it now.
+                    let uid = &qp.info.spec.uid;
+                    self.shared.state.lock().forget(uid);
+                    self.shared.queue.lock().retry_now(uid);
+                    self.shared.wake.notify_one();
+                    continue;
+                }
+                self.spawn_bind(&mut tasks, qp, node, bind);
+            }
+            if !*leader.borrow_and_update() {
+                tokio::select! {
+                    () = &mut shutdown => break,
+                    r = leader.changed(), if leader_open => if r.is_err() { break } else { continue },
+                }
+            }
+            if self.shared.synced.load(Ordering::Relaxed) {
+                // A waiting preemptor is decided again on the whole cluster, with no partitioned
+                // decision in flight: new ones wait while one is due.
+                let due = self
+                    .shared
+                    .nominations
+                    .lock()
+                    .next_wakeup()
+                    .is_some_and(|t| t <= Instant::now());
+                if due && self.in_flight() > 0 {
+                    tokio::select! {
+                        () = &mut shutdown => break,
+                        () = self.shared.wake.notified() => {},
+                    }
+                    continue;
+                }
+                if self.tend_nominations(&mut tasks).await {
+                    continue;
+                }
+            }
+            let ready = self.shared.queue.lock().ready(Instant::now());
+            let limit = self.parallel_limit();
+            // Pods held for a decision on the whole cluster go once a batch of them gathered,
+            // nothing else is ready, the oldest waited ALONE_HOLD, or decisions are no longer
+            // partitioned: each such decision first waits for every partitioned one to end.
+            let alone_due = held_since.is_some_and(|since| {
+                limit < 2 || held.len() >= self.shared.config.batch_size || ready == 0 || since.elapsed() >= ALONE_HOLD
+            });
+            if alone_due {
+                let mut stopped = false;
+                while self.in_flight() > 0 {
+                    tokio::select! {
+                        () = &mut shutdown => { stopped = true; break },
+                        () = self.shared.wake.notified() => {},
+                    }
+                }
+                if stopped {
+                    break;
+                }
+                held_since = None;
+                let alone = self.still_in_flight(std::mem::take(&mut held));
+                if !alone.is_empty() {
+                    self.shared.metrics.batch("alone");
+                    let span = tracing::info_span!("batch", pods = alone.len());
+                    self.schedule_batch(alone, &mut tasks).instrument(span).await;
+                }
+                continue;
+            }
+            if ready == 0 || !self.shared.synced.load(Ordering::Relaxed) {
+                let queue_wakeup = self.shared.queue.lock().next_wakeup();
+                let nomination_wakeup = self.shared.nominations.lock().next_wakeup();
+                let wakeup = match (queue_wakeup, nomination_wakeup) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                let sleep = tokio::time::sleep_until(wakeup.unwrap_or_else(|| Instant::now() + Duration::from_secs(1)));
+                tokio::select! {
+                    () = &mut shutdown => break,
+                    () = self.shared.wake.notified() => {},
+                    () = sleep => {},
+                    r = leader.changed(), if leader_open => leader_open = r.is_ok(),
+                }
+                continue;
+            }
+            if limit >= 2 && !self.shared.slots.lock().can_take(limit) {
+                // The partition whose turn it is, or as many as replicas are ready, are being
+                // decided: wait for one, or for the held pods' time.
+                let hold_ends = tokio::time::sleep_until(
+                    held_since.map_or_else(|| Instant::now() + Duration::from_secs(1), |since| since + ALONE_HOLD),
+                );
+                tokio::select! {
+                    () = &mut shutdown => break,
+                    () = self.shared.wake.notified() => {},
+                    () = hold_ends => {},
+                }
+                continue;
+            }
+            if ready < self.shared.config.batch_size && !self.shared.config.batch_window.is_zero() {
+                tokio::select! {
+                    () = &mut shutdown => break,
+                    () = tokio::time::sleep(self.shared.config.batch_window) => {},
+                }
+            }
+            let batch = {
+                let mut q = self.shared.queue.lock();
+                let b = q.pop_batch(self.shared.config.batch_size, Instant::now());
+                self.update_queue_gauges(&q);
+                b
+            };
+            if batch.is_empty() {
+                continue;
+            }
+            if limit < 2 {
+                self.shared.metrics.batch("alone");
+                let span = tracing::info_span!("batch", pods = batch.len());
+                self.schedule_batch(batch, &mut tasks).instrument(span).await;
+                continue;
+            }
+            let (alone, together) = self.split_alone(batch);
+            if !together.is_empty() {
+                self.spawn_partitioned(together, limit, &mut tasks);
+            }
+            if !alone.is_empty() {
+                held_since.get_or_insert_with(Instant::now);
+                held.extend(alone);
+            }
+        }
+        // Held pods go back to the queue (the next leader, or this one, decides them).
+        {
+            let mut q = self.shared.queue.lock();
+            for p in &held {
+                q.retry_now(&p.info.spec.uid);
+            }
+        }
+        tracing::info!(in_flight = tasks.len(), "binder stopping: finishing in-flight binds");
+        self.shared.stopping.store(true, Ordering::Relaxed);
+        self.shared.storage_seen.send_modify(|n| *n += 1);
+        while tasks.join_next().await.is_some() {}
+    }
+
+    /// The held pods still waiting for a decision (not deleted or bound meanwhile).
+    fn still_in_flight(&self, held: Vec<QueuedPod>) -> Vec<QueuedPod> {
+        let q = self.shared.queue.lock();
+        held.into_iter()
+            .filter(|p| q.place_of(&p.info.spec.uid) == Some(crate::queue::Place::InFlight))
+            .collect()
+    }
+
+    /// Decisions in flight on node partitions.
+    fn in_flight(&self) -> usize {
+        self.shared.slots.lock().in_flight()
+    }
+
+    /// How many batches may be decided at once on node partitions now: the configured number,
+    /// at most the ready replicas; 0 (one batch at a time on the whole cluster) when fewer than
+    /// two replicas are ready or an experiment or shadow policy is active.
+    fn parallel_limit(&self) -> usize {
+        let s = &self.shared;
+        if partitions(&s.config) < 2 {
+            return 0;
+        }
+        let routing = s.experiments.current();
+        if routing.active() || !routing.shadows.is_empty() {
+            return 0;
+        }
+        match routing.backends.first().map(|pool| pool.ready_count()) {
+            Some(ready) if ready >= 2 => ready.min(s.config.batches_in_flight),
+            _ => 0,
+        }
+    }
+
+    /// Splits a batch into the pods decided alone on the whole cluster ([`alone_reason`], or sent
+    /// back by a partition before) and those a partition may decide.
+    fn split_alone(&self, batch: Vec<QueuedPod>) -> (Vec<QueuedPod>, Vec<QueuedPod>) {
+        let mut sent_back = self.shared.alone.lock();
+        let (alone, together): (Vec<QueuedPod>, Vec<QueuedPod>) = batch
+            .into_iter()
+            .partition(|p| sent_back.contains(&p.info.spec.uid) || alone_reason(&p.info.spec).is_some());
+        for p in &alone {
+            sent_back.remove(&p.info.spec.uid);
+        }
+        (alone, together)
+    }
+
+    /// Decides `batch` on a free node partition in a task of its own; the partition is given
+    /// back once its placements are assumed (its binds then go on in the same task).
+    fn spawn_partitioned(&self, batch: Vec<QueuedPod>, limit: usize, tasks: &mut JoinSet<()>) {
+        let Some(partition) = self.shared.slots.lock().take(limit) else {
+            // Not reached: the loop waits for the partition whose turn it is before it pops.
+            let mut q = self.shared.queue.lock();
+            for p in &batch {
+                q.retry_now(&p.info.spec.uid);
+            }
+            return;
+        };
+        self.shared.metrics.batches_in_flight.set(self.in_flight() as i64);
+        self.shared.metrics.batch("partition");
+        let this = self.clone();
+        let span = tracing::info_span!("batch", pods = batch.len(), partition = partition.index);
+        tasks.spawn(
+            async move {
+                let mut binds = JoinSet::new();
+                {
+                    let _held = HeldPartition {
+                        binder: &this,
+                        partition,
+                    };
+                    this.schedule_partition(batch, partition, &mut binds).await;
+                }
+                while binds.join_next().await.is_some() {}
+            }
+            .instrument(span),
+        );
+    }
+
+    /// Decides one batch on one node partition (no experiment or shadow is active then).
+    async fn schedule_partition(&self, batch: Vec<QueuedPod>, partition: Partition, tasks: &mut JoinSet<()>) {
+        let s = &self.shared;
+        s.metrics.batch_size.observe(batch.len() as f64);
+        let routing = s.experiments.current();
+        let route = routing.route(&batch[0].info, &s.config.policy);
+        self.schedule_group(&routing, route, batch, tasks, Some(partition))
+            .await;
+    }
+
+    /// Decides one batch and starts its binds: the batch is split by experiment arm, and each
+    /// group is decided in turn by its arm's policy and backend, so every group sees the
+    /// placements of the groups before it (one shared state: no node is overcommitted).
+    pub(super) async fn schedule_batch(&self, batch: Vec<QueuedPod>, tasks: &mut JoinSet<()>) {
+        let s = &self.shared;
+        let batch = self.gate_gangs(batch, tasks, Instant::now());
+        if batch.is_empty() {
+            return;
+        }
+        s.metrics.batch_size.observe(batch.len() as f64);
+        let routing = s.experiments.current();
+        if !routing.active() {
+            let route = routing.route(&batch[0].info, &s.config.policy);
+            self.schedule_group(&routing, route, batch, tasks, None).await;
+            return;
+        }
+        for (route, group) in routing.split(batch, &s.config.policy) {
+            let span = tracing::info_span!("arm", experiment = %route.experiment, arm = %route.arm, pods = group.len());
+            self.schedule_group(&routing, route, group, tasks, None)
+                .instrument(span)
+                .await;
+        }
+    }
+
+    /// Decides one group of pods with its route's policy and backend and starts their binds.
+    async fn schedule_group(
+        &self,
+        routing: &Arc<Routing>,
+        route: Route,
+        batch: Vec<QueuedPod>,
+        tasks: &mut JoinSet<()>,
+        partition: Option<Partition>,
+    ) {
+        let s = &self.shared;
+        let policy = route.policy_label().to_string();
+        let pool = &routing.backends[route.backend];
+        let fail_fast = route.backend != 0;
+        let mut pods: Vec<&proto::Pod> = batch.iter().map(|p| &p.info.spec).collect();
+        let mut rejected: Vec<(usize, String)> = Vec::new();
+        let started = Instant::now();
+        let response = loop {
+            match self
+                .decide(pool, &route.policy, &pods, fail_fast, true, partition)
+                .await
+            {
+                Ok(r) => break Some(r),
+                Err(Ok(status)) => {
+                    // One invalid pod must not block the batch: report it and decide the rest.
+                    if let Some(i) = invalid_pod_index(&status).filter(|i| *i < pods.len()) {
+                        let uid = &pods.remove(i).uid;
+                        rejected.push((
+                            batch.iter().position(|p| &p.info.spec.uid == uid).unwrap_or(0),
+                            status.message().to_string(),
+                        ));
+                        if pods.is_empty() {
+                            break None;
+                        }
+                        continue;
+                    }
+                    tracing::warn!(error = %status, experiment = %route.experiment, arm = %route.arm, "decision failed on every replica");
+                    break None;
+                }
+                Err(Err(e)) => {
+                    tracing::warn!(error = %e, experiment = %route.experiment, arm = %route.arm, "no decision");
+                    break None;
+                }
+            }
+        };
+        let took = started.elapsed();
+        s.metrics.decision_duration.observe(took.as_secs_f64());
+        if routing.active() {
+            s.experiments.decided(routing, &route, took);
+        }
+        let now = Instant::now();
+        let refused: Vec<usize> = rejected.iter().map(|(i, _)| *i).collect();
+        for (i, message) in rejected {
+            let p = &batch[i];
+            if self.is_retrying(&p.info.spec.uid) {
+                continue;
+            }
+            s.queue.lock().unschedulable(&p.info.spec.uid, now);
+            s.metrics.attempt(&policy, "error");
+            self.spawn_unschedulable(tasks, pod_ref(&p.info.spec), format!("invalid pod: {message}"));
+        }
+        let Some(Decided {
+            mut response,
+            replica,
+            version,
+        }) = response
+        else {
+            let mut q = s.queue.lock();
+            let mut failed = 0;
+            for p in &batch {
+                if q.place_of(&p.info.spec.uid) == Some(crate::queue::Place::InFlight)
+                    && !self.is_retrying(&p.info.spec.uid)
+                {
+                    q.backoff(&p.info.spec.uid, now);
+                    s.metrics.attempt(&policy, "error");
+                    failed += 1;
+                }
+            }
+            self.update_queue_gauges(&q);
+            drop(q);
+            if routing.active() {
+                s.experiments.decision_failed(routing, &route, failed);
+            }
+            return;
+        };
+        if !routing.shadows.is_empty() {
+            self.run_shadows(routing, &route, &pods, &response)
+                .instrument(tracing::info_span!("shadows"))
+                .await;
+        }
+        let (sent_back, outside) = match partition {
+            Some(p) => self.partition_returns(p, &mut response),
+            None => (HashSet::new(), false),
+        };
+        let applied_policy = response.policy.clone();
+        // The decided pods (not those the service refused), each taken out as its placement is
+        // acted on: what is left at the end had no answer.
+        let mut by_uid: HashMap<String, QueuedPod> = batch
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| !refused.contains(i))
+            .map(|(_, p)| (p.info.spec.uid.clone(), p))
+            .collect();
+        self.assume_placed(&response, &by_uid, &replica, version, !outside);
+        for mut placement in response.placements {
+            let volumes = std::mem::take(&mut placement.claim_bindings);
+            let Some(qp) = by_uid.remove(placement.pod_uid.as_str()) else {
+                continue;
+            };
+            use proto::placement::Outcome;
+            let retrying = self.is_retrying(&placement.pod_uid);
+            if let Some(Outcome::Unschedulable(u)) = &placement.outcome {
+                // The service ran DefaultPreemption's PostFilter for the pod (gangs do not preempt).
+                if u.gang.is_empty() && !u.error {
+                    s.metrics.preemption_attempts.inc();
+                }
+            }
+            match placement.outcome {
+                Some(Outcome::NodeName(node)) => {
+                    if retrying {
+                        // A waiting preemptor fits now: it binds here; a nomination elsewhere is
+                        // cleared, as its reservation is.
+                        if let Some(n) = s.nominations.lock().cancel(&placement.pod_uid) {
+                            s.metrics.nomination_ended("placed_on_retry");
+                            tracing::info!(pod = %qp.info.key(), nominated = %n.node, %node, "nominated pod fits on retry");
+                            if n.node != node {
+                                self.spawn_clear_nomination(tasks, pod_ref(&qp.info.spec));
+                            }
+                        }
+                    }
+                    // Assumed by `assume_placed` above.
+                    let bind = Bind {
+                        annotations: route.annotations(&applied_policy),
+                        route: route.clone(),
+                        routing: Arc::clone(routing),
+                        volumes,
+                    };
+                    self.spawn_bind(tasks, qp, node, bind);
+                }
+                Some(Outcome::Unschedulable(u)) if retrying => {
+                    // Still no room: no new preemption while its victims terminate.
+                    s.metrics.attempt(&policy, "unschedulable");
+                    self.keep_waiting(tasks, &placement.pod_uid, Some(&u.message), now);
+                }
+                None if sent_back.contains(&placement.pod_uid) => {
+                    // Not decided for the whole cluster: again, alone, at once.
+                    s.alone.lock().insert(placement.pod_uid.clone());
+                    s.queue.lock().retry_now(&placement.pod_uid);
+                }
+                None if retrying => {}
+                Some(Outcome::Unschedulable(u)) if u.error => {
+                    // Scheduling failed with an error (an extender that is not ignorable): as
+                    // kube-scheduler, the pod is retried after its backoff, not left for a
+                    // cluster event, and its condition's reason is SchedulerError.
+                    s.queue.lock().backoff(&qp.info.spec.uid, now);
+                    s.metrics.attempt(&policy, "error");
+                    self.spawn_scheduler_error(tasks, pod_ref(&qp.info.spec), u.message);
+                }
+                Some(Outcome::Unschedulable(u)) if !u.nominated_node_name.is_empty() => {
+                    s.metrics.attempt(&policy, "unschedulable");
+                    if routing.active() {
+                        s.experiments.unschedulable(routing, &route);
+                    }
+                    let bind = Bind {
+                        annotations: route.annotations(&applied_policy),
+                        route: route.clone(),
+                        routing: Arc::clone(routing),
+                        volumes: Vec::new(),
+                    };
+                    self.start_preemption(tasks, qp, u, bind);
+                }
+                Some(Outcome::Unschedulable(u)) => {
+                    s.queue.lock().unschedulable(&qp.info.spec.uid, now);
+                    s.metrics.attempt(&policy, "unschedulable");
+                    if routing.active() {
+                        s.experiments.unschedulable(routing, &route);
+                    }
+                    self.spawn_unschedulable(tasks, pod_ref(&qp.info.spec), u.message);
+                }
+                None => {
+                    s.queue.lock().backoff(&qp.info.spec.uid, now);
+                    s.metrics.attempt(&policy, "error");
+                }
+            }
+        }
+        let mut q = s.queue.lock();
+        for uid in by_uid.keys() {
+            if q.place_of(uid) == Some(crate::queue::Place::InFlight) && !self.is_retrying(uid) {
+                q.backoff(uid, now);
+            }
+        }
+        self.update_queue_gauges(&q);
+    }
+
+    /// The pods of a partitioned decision decided again alone ([`crate::parallel::send_back`]),
+    /// counted by why, and whether one was placed outside the partition.
+    fn partition_returns(
+        &self,
+        partition: Partition,
+        response: &mut proto::ScheduleResponse,
+    ) -> (HashSet<String>, bool) {
+        let mut sent_back = HashSet::new();
+        let mut outside = false;
+        for (uid, why) in crate::parallel::send_back(partition, response) {
+            if why == "outside" {
+                outside = true;
+                tracing::warn!(pod_uid = %uid, partition = partition.index,
+                    "decision replica chose a node outside the batch's partition; the pod is decided again alone");
+            }
+            self.shared.metrics.partition_return(why);
+            sent_back.insert(uid);
+        }
+        (sent_back, outside)
+    }
+
+    /// Evaluates the shadow policies on a decided group (before its placements are assumed, so
+    /// they see the same cluster) and records how they agree with the placements acted on.
+    async fn run_shadows(
+        &self,
+        routing: &Arc<Routing>,
+        route: &Route,
+        pods: &[&proto::Pod],
+        response: &proto::ScheduleResponse,
+    ) {
+        let s = &self.shared;
+        let primary: std::collections::HashMap<&str, &proto::Placement> =
+            response.placements.iter().map(|p| (p.pod_uid.as_str(), p)).collect();
+        let verdicts = futures::future::join_all(routing.shadows.iter().map(|shadow| async move {
+            let pool = &routing.backends[shadow.backend];
+            (
+                shadow,
+                self.decide(pool, &shadow.policy, pods, shadow.backend != 0, false, None)
+                    .await
+                    .map(|d| d.response),
+            )
+        }))
+        .await;
+        for (shadow, verdict) in verdicts {
+            match verdict {
+                Ok(r) => s.experiments.shadow_compared(route, shadow, &primary, &r.placements),
+                Err(e) => {
+                    let error = match e {
+                        Ok(status) => status.to_string(),
+                        Err(e) => e.to_string(),
+                    };
+                    tracing::debug!(shadow = %shadow.name, %error, "shadow policy failed");
+                    s.experiments.shadow_failed(route, shadow, pods.len());
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_pod_index_reads_the_field_path() {
+        let s = tonic::Status::invalid_argument("pods[12].containers[0].requests[\"cpu\"]: invalid quantity");
+        assert_eq!(invalid_pod_index(&s), Some(12));
+        assert_eq!(
+            invalid_pod_index(&tonic::Status::invalid_argument("policy: unknown")),
+            None
+        );
+        assert_eq!(invalid_pod_index(&tonic::Status::internal("pods[1]")), None);
+    }
+}

@@ -1,0 +1,128 @@
+//! Gangs: members held back while their gang is short, pulled into the batch once it is complete,
+//! reported when it waited too long or is declared wrong (the verdict is made in
+//! [`crate::groups`]).
+
+use std::collections::{HashMap, HashSet};
+
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::{pod_ref, Binder};
+use crate::api::{ClusterApi, PodRef};
+use crate::groups::{gang_key, gang_verdict, is_member, GangVerdict};
+use crate::model::gang_problem;
+use crate::queue::QueuedPod;
+
+impl<A: ClusterApi> Binder<A> {
+    /// Holds back gang members whose gang is short, pulls the waiting members of gangs that are
+    /// complete into the batch, reports gangs that waited too long and invalid gang declarations.
+    pub(super) fn gate_gangs(
+        &self,
+        mut batch: Vec<QueuedPod>,
+        tasks: &mut JoinSet<()>,
+        now: Instant,
+    ) -> Vec<QueuedPod> {
+        let s = &self.shared;
+        if batch.iter().all(|p| p.info.spec.gang.is_none()) {
+            return batch;
+        }
+        let mut report: Vec<(PodRef, String)> = Vec::new();
+        batch.retain(|p| match gang_problem(&p.info.spec) {
+            Some(problem) => {
+                report.push((pod_ref(&p.info.spec), problem));
+                false
+            }
+            None => true,
+        });
+        let mut keys: Vec<String> = batch.iter().filter_map(|p| gang_key(&p.info.spec)).collect();
+        keys.sort();
+        keys.dedup();
+        // Members bound or assumed, by gang (the state is read before the queue is locked, the
+        // order every other path takes).
+        let mut placed: HashMap<String, Vec<String>> = HashMap::new();
+        for p in s.state.lock().pods() {
+            if let Some(k) = gang_key(&p).filter(|k| keys.binary_search(k).is_ok()) {
+                placed.entry(k).or_default().push(p.uid.clone());
+            }
+        }
+        let mut q = s.queue.lock();
+        for (pod, _) in &report {
+            q.unschedulable(&pod.uid, now);
+        }
+        for key in keys {
+            let in_batch: HashSet<String> = batch
+                .iter()
+                .filter(|p| is_member(&p.info, &key))
+                .map(|p| p.info.spec.uid.clone())
+                .collect();
+            let min_members = batch
+                .iter()
+                .filter(|p| in_batch.contains(&p.info.spec.uid))
+                .filter_map(|p| p.info.spec.gang.as_ref().map(|g| g.min_members))
+                .max()
+                .unwrap_or(1);
+            let queued = q.find(|i| is_member(i, &key));
+            // Gated members are not there yet: the gang waits for their gates to go.
+            let waiting: Vec<String> = queued
+                .iter()
+                .filter(|(uid, place, _)| {
+                    !in_batch.contains(uid)
+                        && !matches!(place, crate::queue::Place::InFlight | crate::queue::Place::Gated)
+                })
+                .map(|(uid, ..)| uid.clone())
+                .collect();
+            let in_flight = queued
+                .iter()
+                .filter(|(uid, place, _)| !in_batch.contains(uid) && *place == crate::queue::Place::InFlight)
+                .count();
+            // Members bound or assumed (and not also still queued, as an assumed one is).
+            let queued_uids: HashSet<&str> = queued.iter().map(|(uid, ..)| uid.as_str()).collect();
+            let scheduled = placed.get(&key).map_or(0, |uids| {
+                uids.iter().filter(|u| !queued_uids.contains(u.as_str())).count()
+            });
+            let first_seen = queued
+                .iter()
+                .filter(|(_, place, _)| *place != crate::queue::Place::Gated)
+                .map(|(.., seen)| *seen)
+                .min()
+                .unwrap_or(now);
+            match gang_verdict(
+                &key,
+                min_members,
+                in_batch.len(),
+                &waiting,
+                in_flight,
+                scheduled,
+                first_seen,
+                now,
+                s.config.gang_timeout,
+            ) {
+                GangVerdict::Send(pull) => {
+                    s.metrics.gang("sent");
+                    batch.extend(pull.iter().filter_map(|uid| q.take(uid)));
+                }
+                GangVerdict::Hold(until) => {
+                    s.metrics.gang("held");
+                    for uid in &in_batch {
+                        q.hold(uid, until);
+                    }
+                    batch.retain(|p| !in_batch.contains(&p.info.spec.uid));
+                }
+                GangVerdict::GiveUp(message) => {
+                    s.metrics.gang("timed_out");
+                    for p in batch.iter().filter(|p| in_batch.contains(&p.info.spec.uid)) {
+                        q.unschedulable(&p.info.spec.uid, now);
+                        report.push((pod_ref(&p.info.spec), message.clone()));
+                    }
+                    batch.retain(|p| !in_batch.contains(&p.info.spec.uid));
+                }
+            }
+        }
+        self.update_queue_gauges(&q);
+        drop(q);
+        for (pod, message) in report {
+            self.spawn_unschedulable(tasks, pod, message);
+        }
+        batch
+    }
+}

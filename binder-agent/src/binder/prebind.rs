@@ -1,0 +1,255 @@
+//! VolumeBinding's PreBind: the claim bindings chosen for a pod written, and waited for until the
+//! PV controller has bound them, before its Binding; a failure handled as kube-scheduler's
+//! `handleBindingCycleError`.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use placement_scheduler::proto;
+use tokio::time::Instant;
+
+use super::failures::Failure;
+use super::Binder;
+use crate::api::{ApiError, ClaimRef, ClusterApi, PodRef};
+use crate::model::{StorageKey, StorageObject};
+
+/// kube-scheduler's prefix of a PreBind failure of the VolumeBinding plugin.
+const PREBIND_FAILED: &str = "running PreBind plugin \"VolumeBinding\"";
+
+/// Whether a claim is fully bound (`isPVCFullyBound`): it names its volume and the PV
+/// controller marked the binding complete.
+fn fully_bound(c: &proto::PersistentVolumeClaim) -> bool {
+    !c.volume_name.is_empty() && c.bind_completed
+}
+
+/// How a PreBind ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum PreBind {
+    /// Every claim is bound: the Binding may be written.
+    Bound,
+    /// Given up (failed, timed out, pod gone, lease lost); the pod is handled already.
+    Stopped,
+}
+
+impl<A: ClusterApi> Binder<A> {
+    /// VolumeBinding's PreBind (kube's `BindPodVolumes`): writes each claim binding chosen for the
+    /// pod (static bindings first, then provisioning, as `bindAPIUpdate` does), then waits,
+    /// watch-driven and at most `volume_bind_timeout`, until the PV controller has bound every
+    /// claim (`checkBindings`). On failure or timeout the choices and the pod's reservation are
+    /// forgotten, the pod gets kube-scheduler's `SchedulerError` condition and `FailedScheduling`
+    /// event, and it is decided again after its backoff.
+    pub(super) async fn prebind_volumes(
+        &self,
+        pod: &PodRef,
+        node: &str,
+        volumes: &[proto::ClaimBinding],
+        policy: &str,
+    ) -> PreBind {
+        use proto::claim_binding::Target;
+        let s = &self.shared;
+        let started = Instant::now();
+        let mut claims: Vec<(ClaimRef, Target)> = {
+            let st = s.state.lock();
+            volumes
+                .iter()
+                .filter_map(|b| {
+                    let key = format!("{}/{}", b.claim_namespace, b.claim_name);
+                    let uid = match st.storage_object(&StorageKey::Claim(key)) {
+                        Some(StorageObject::Claim(c)) => c.uid.clone(),
+                        _ => String::new(),
+                    };
+                    let claim = ClaimRef {
+                        namespace: b.claim_namespace.clone(),
+                        name: b.claim_name.clone(),
+                        uid,
+                    };
+                    Some((claim, b.target.clone()?))
+                })
+                .collect()
+        };
+        claims.sort_by_key(|(_, t)| matches!(t, Target::SelectedNode(_)));
+        // kube-scheduler 1.35+ (NominatedNodeNameForExpectation): a pod whose PreBind has work
+        // gets `status.nominatedNodeName` set to its node first, so that other schedulers and
+        // autoscalers see where it is going while its volumes are bound; the Binding clears it
+        // (the API server's ClearingNominatedNodeNameAfterBinding), a failure clears it here. Not
+        // fatal, as in kube.
+        if !claims.is_empty() && self.may_prebind(pod, started) {
+            self.rate_limit().await;
+            if let Err(e) = s.api.nominate(pod, node).await {
+                tracing::debug!(pod = %pod.key(), %node, error = %e, "setting nominatedNodeName before PreBind failed");
+            }
+        }
+        for (claim, target) in &claims {
+            if !self.may_prebind(pod, started) {
+                return PreBind::Stopped;
+            }
+            let Ok(permit) = Arc::clone(&s.binds).acquire_owned().await else {
+                return PreBind::Stopped;
+            };
+            self.rate_limit().await;
+            let result = match target {
+                Target::VolumeName(pv) => s.api.bind_volume(pv, claim).await,
+                Target::SelectedNode(n) => s.api.select_node(claim, n).await,
+            };
+            drop(permit);
+            if let Err(e) = result {
+                let (ApiError::Conflict(m) | ApiError::NotFound(m) | ApiError::Other(m)) = e;
+                tracing::info!(pod = %pod.key(), claim = %claim.key(), error = %m, "writing a claim binding failed");
+                self.fail_prebind(pod, format!("{PREBIND_FAILED}: {m}"), "failed", started, policy)
+                    .await;
+                return PreBind::Stopped;
+            }
+        }
+        let deadline = Instant::now() + s.config.volume_bind_timeout;
+        let mut changes = s.storage_seen.subscribe();
+        // Per binding: whether the watch has shown what was written (kube compares resourceVersions
+        // to skip objects older than its write; a watched object without the write is older).
+        let mut seen = vec![false; claims.len()];
+        loop {
+            if !self.may_prebind(pod, started) {
+                return PreBind::Stopped;
+            }
+            match self.check_bindings(&claims, node, &mut seen) {
+                Ok(true) => {
+                    tracing::debug!(pod = %pod.key(), took = ?started.elapsed(), "claims bound");
+                    s.metrics.volume_prebind("bound", started.elapsed());
+                    return PreBind::Bound;
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::info!(pod = %pod.key(), error = %e, "claim binding undone");
+                    self.fail_prebind(
+                        pod,
+                        format!("{PREBIND_FAILED}: binding volumes: {e}"),
+                        "failed",
+                        started,
+                        policy,
+                    )
+                    .await;
+                    return PreBind::Stopped;
+                }
+            }
+            changes.mark_unchanged();
+            tokio::select! {
+                _ = changes.changed() => {}
+                // The lease and the pod are looked at again at least every second, as kube polls.
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                () = tokio::time::sleep_until(deadline) => {
+                    tracing::info!(pod = %pod.key(), timeout = ?s.config.volume_bind_timeout, "claims not bound in time");
+                    self.fail_prebind(
+                        pod,
+                        format!("{PREBIND_FAILED}: binding volumes: context deadline exceeded"),
+                        "timed_out",
+                        started,
+                        policy,
+                    )
+                    .await;
+                    return PreBind::Stopped;
+                }
+            }
+        }
+    }
+
+    /// Whether a PreBind may go on: this binder leads and the pod is still queued. Otherwise its
+    /// choices and reservation are forgotten (a pod deleted meanwhile is gone; after a lost
+    /// lease, the pod waits for whoever leads next) and the PreBind is counted as cancelled.
+    fn may_prebind(&self, pod: &PodRef, started: Instant) -> bool {
+        let s = &self.shared;
+        let leading = *s.leader.borrow() && !s.stopping.load(Ordering::Relaxed);
+        if leading && s.queue.lock().contains(&pod.uid) {
+            return true;
+        }
+        {
+            let mut st = s.state.lock();
+            st.forget(&pod.uid);
+            st.forget_storage(&pod.uid);
+        }
+        s.queue.lock().retry_now(&pod.uid);
+        s.metrics.volume_prebind("cancelled", started.elapsed());
+        tracing::debug!(pod = %pod.key(), leading, "PreBind given up: pod gone or lease lost");
+        false
+    }
+
+    /// kube's `checkBindings` on the watched objects (never the assumed ones): `Ok(true)` when
+    /// every claim is fully bound, `Ok(false)` to wait, `Err` when a binding was undone (a
+    /// volume's claimRef reset, a claim's selected node removed: the provisioner gave up).
+    fn check_bindings(
+        &self,
+        claims: &[(ClaimRef, proto::claim_binding::Target)],
+        node: &str,
+        seen: &mut [bool],
+    ) -> Result<bool, String> {
+        use proto::claim_binding::Target;
+        let st = self.shared.state.lock();
+        let mut all = true;
+        for ((claim, target), seen) in claims.iter().zip(seen.iter_mut()) {
+            let Some(StorageObject::Claim(c)) = st.storage_object(&StorageKey::Claim(claim.key())) else {
+                return Err(format!(
+                    "failed to check binding: could not find v1.PersistentVolumeClaim {:?}",
+                    claim.key()
+                ));
+            };
+            match target {
+                Target::VolumeName(pv) => {
+                    let Some(StorageObject::Volume(v)) = st.storage_object(&StorageKey::Volume(pv.clone())) else {
+                        return Err(format!(
+                            "failed to check binding: could not find v1.PersistentVolume {pv:?}"
+                        ));
+                    };
+                    let ours = v.claim_ref.as_ref().is_some_and(|r| {
+                        r.namespace == claim.namespace
+                            && r.name == claim.name
+                            && !r.uid.is_empty()
+                            && (claim.uid.is_empty() || r.uid == claim.uid)
+                    });
+                    if ours {
+                        *seen = true;
+                    } else if *seen {
+                        return Err(format!("ClaimRef got reset for pv {pv:?}"));
+                    } else {
+                        all = false;
+                        continue;
+                    }
+                }
+                Target::SelectedNode(_) => {
+                    if c.selected_node == node {
+                        *seen = true;
+                    } else if *seen {
+                        return Err(format!("provisioning failed for PVC {:?}", claim.name));
+                    } else if !fully_bound(c) {
+                        all = false;
+                        continue;
+                    }
+                }
+            }
+            all &= fully_bound(c);
+        }
+        Ok(all)
+    }
+
+    /// A PreBind failed: its choices and the pod's reservation go, the pod is retried after its
+    /// backoff, and it gets what kube-scheduler writes for a failed binding cycle (reason
+    /// `SchedulerError`, the Warning event `FailedScheduling` with the message).
+    async fn fail_prebind(&self, pod: &PodRef, message: String, result: &'static str, started: Instant, policy: &str) {
+        let s = &self.shared;
+        {
+            let mut st = s.state.lock();
+            st.forget(&pod.uid);
+            st.forget_storage(&pod.uid);
+        }
+        s.queue.lock().backoff(&pod.uid, Instant::now());
+        s.metrics.attempt(policy, "error");
+        s.metrics.volume_prebind(result, started.elapsed());
+        s.wake.notify_one();
+        tracing::warn!(pod = %pod.key(), %message, "PreBind failed; deciding again after backoff");
+        // kube's handleBindingCycleError clears the nominatedNodeName set before PreBind.
+        if *s.leader.borrow() {
+            self.rate_limit().await;
+            if let Err(e) = s.api.clear_nomination(pod).await {
+                tracing::debug!(pod = %pod.key(), error = %e, "clearing nominatedNodeName failed");
+            }
+        }
+        self.report_failure(pod, Failure::SchedulerError, &message).await;
+    }
+}
