@@ -345,6 +345,16 @@ impl SimCluster {
         self.bound_pending.load(Ordering::Relaxed)
     }
 
+    /// Pending pods not bound whose unschedulable message has been written.
+    pub fn unschedulable_recorded(&self) -> usize {
+        self.store
+            .lock()
+            .pods
+            .values()
+            .filter(|p| p.pending && p.info.node_name().is_none() && p.unschedulable_message.is_some())
+            .count()
+    }
+
     fn chance(&self, p: f64) -> bool {
         if p <= 0.0 {
             return false;

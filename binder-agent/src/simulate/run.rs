@@ -199,8 +199,13 @@ pub(super) async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, 
                 p.bound as f64 / p.elapsed_seconds.max(1e-9)
             );
         }
-        // Nothing left to decide or bind, and every binding seen by the binder.
-        if p.submitted == total && p.pending == 0 && binder.assumed() == 0 {
+        // Nothing left to decide or bind, every binding seen by the binder, and every pod the
+        // binder holds unschedulable reported so (the report is written by a task of its own).
+        if p.submitted == total
+            && p.pending == 0
+            && binder.assumed() == 0
+            && binder.api().unschedulable_recorded() >= p.unschedulable
+        {
             break (true, now - started);
         }
         if now >= deadline {

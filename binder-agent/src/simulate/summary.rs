@@ -387,6 +387,23 @@ impl Summary {
             .values()
             .filter_map(|n| n.labels.get(zone_key).map(String::as_str))
             .collect();
+        // A pending pod preempted after it was bound (by a more important one) has left the
+        // cluster's pods: it still counts among the pods with anti-affinity, which the workload
+        // fixes, whatever the timing let preemption do.
+        c.anti_affinity_pods += store
+            .preempted
+            .iter()
+            .filter(|(p, ..)| p.pending)
+            .filter(|(p, ..)| {
+                let spec = &p.info.spec;
+                spec.labels.contains_key("app")
+                    && spec.pod_anti_affinity.as_ref().is_some_and(|a| {
+                        a.required
+                            .iter()
+                            .any(|t| t.topology_key == host_key && own_app(t.label_selector.as_ref(), spec))
+                    })
+            })
+            .count();
         for p in store.pods.values().filter(|p| p.pending) {
             let spec = &p.info.spec;
             let Some(app) = spec.labels.get("app").map(String::as_str) else {
