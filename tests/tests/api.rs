@@ -589,10 +589,11 @@ async fn tiny_cache_budget_evicts_the_older_snapshot() {
 // 4. Rank
 // ---------------------------------------------------------------------------------------------
 
-const DEFAULT_WEIGHTS: [(&str, i64); 7] = [
+const DEFAULT_WEIGHTS: [(&str, i64); 8] = [
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
     ("NodeResourcesFit", 1),
+    ("VolumeBinding", 1),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
     ("NodeResourcesBalancedAllocation", 1),
@@ -647,8 +648,9 @@ async fn rank_orders_feasible_nodes_by_total_with_per_plugin_scores() {
     let totals: Vec<i64> = r.feasible.iter().take(3).map(|n| n.total).collect();
     assert_eq!(totals, vec![462, 452, 433]);
     let big_scores: Vec<i64> = r.feasible[0].plugin_scores.iter().map(|s| s.score).collect();
-    // Neither pod nor cluster has inter-pod terms or spreading: both topology plugins give 0.
-    assert_eq!(big_scores, vec![100, 0, 87, 0, 0, 75, 0]);
+    // Neither pod nor cluster has inter-pod terms or spreading: both topology plugins give 0;
+    // the pod has no claims: VolumeBinding gives 0.
+    assert_eq!(big_scores, vec![100, 0, 87, 0, 0, 0, 75, 0]);
 
     // The infeasible node, with the filter that rejected it and kube-scheduler's reason.
     assert_eq!(r.infeasible.len(), 1);
@@ -1316,7 +1318,8 @@ async fn list_policies_names_the_default_first_with_distinct_digests() {
             "VolumeBinding",
             "VolumeZone",
             "PodTopologySpread",
-            "InterPodAffinity"
+            "InterPodAffinity",
+            "NodeDeclaredFeatures"
         ]
     );
     let packing = r

@@ -100,6 +100,7 @@ fn short_plugin(name: &str) -> &str {
         "TaintToleration" => "Taint",
         "NodeAffinity" => "NodeAff",
         "NodeResourcesFit" => "Fit",
+        "VolumeBinding" => "Volume",
         "PodTopologySpread" => "Spread",
         "InterPodAffinity" => "PodAff",
         "NodeResourcesBalancedAllocation" => "Balanced",

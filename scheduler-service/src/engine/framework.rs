@@ -497,6 +497,12 @@ impl<'a> Evaluator<'a> {
                 ScorePlugin::InterPodAffinity => {
                     score::<InterPodAffinity>(plan.topo.as_ref().and_then(|t| t.interpod_score.as_ref()), &node)
                 }
+                ScorePlugin::VolumeBinding => score::<volumebinding::VolumeBinding>(
+                    plan.volumes
+                        .as_deref()
+                        .and_then(|v| Some((v.binding.as_ref()?, &v.storage))),
+                    &node,
+                ),
                 // Filled in after filtering: it depends on the feasible nodes.
                 ScorePlugin::PodTopologySpread => 0,
             };
@@ -1239,7 +1245,7 @@ impl Profile {
 }
 
 /// Maximum number of score plugins (one slot per [`ScorePlugin`]).
-pub(super) const MAX_SCORES: usize = 7;
+pub(super) const MAX_SCORES: usize = 8;
 
 /// A feasible node's raw scores and, after normalization, its weighted total. The normalized
 /// per-plugin scores are recomputed from the raw ones for the nodes a Rank returns, which keeps
@@ -1458,6 +1464,7 @@ impl<'a> PodPlan<'a> {
                     p,
                     ScorePlugin::NodeResourcesFit
                         | ScorePlugin::NodeResourcesBalancedAllocation
+                        | ScorePlugin::VolumeBinding
                         | ScorePlugin::ImageLocality
                         | ScorePlugin::NodeAffinity
                         | ScorePlugin::TaintToleration

@@ -215,6 +215,7 @@ fn totals_weigh_each_plugin_with_the_default_weights() {
                 (S::TaintToleration, 3),
                 (S::NodeAffinity, 2),
                 (S::NodeResourcesFit, 1),
+                (S::VolumeBinding, 1),
                 (S::PodTopologySpread, 2),
                 (S::InterPodAffinity, 2),
                 (S::NodeResourcesBalancedAllocation, 1),

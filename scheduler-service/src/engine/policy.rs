@@ -97,6 +97,8 @@ pub enum ScorePlugin {
     NodeAffinity,
     /// Scores by requested resources with the policy's [`ScoringStrategy`].
     NodeResourcesFit,
+    /// Prefers nodes where the pod's volumes use less of the capacity (StorageCapacityScoring).
+    VolumeBinding,
     /// Prefers nodes whose resource fractions stay balanced.
     NodeResourcesBalancedAllocation,
     /// Prefers nodes that already have the pod's images.
@@ -113,6 +115,7 @@ impl ScorePlugin {
         Self::TaintToleration,
         Self::NodeAffinity,
         Self::NodeResourcesFit,
+        Self::VolumeBinding,
         Self::PodTopologySpread,
         Self::InterPodAffinity,
         Self::NodeResourcesBalancedAllocation,
@@ -130,6 +133,7 @@ impl ScorePlugin {
             Self::TaintToleration => "TaintToleration",
             Self::NodeAffinity => "NodeAffinity",
             Self::NodeResourcesFit => "NodeResourcesFit",
+            Self::VolumeBinding => "VolumeBinding",
             Self::NodeResourcesBalancedAllocation => "NodeResourcesBalancedAllocation",
             Self::ImageLocality => "ImageLocality",
             Self::PodTopologySpread => "PodTopologySpread",
@@ -418,6 +422,10 @@ impl Policy {
                 },
                 WeightedScore {
                     plugin: S::NodeResourcesFit,
+                    weight: 1,
+                },
+                WeightedScore {
+                    plugin: S::VolumeBinding,
                     weight: 1,
                 },
                 WeightedScore {

@@ -52,9 +52,8 @@ pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
 
 /// kube-scheduler v1.37's default plugins (`multiPoint`, in order: `apis/config/v1/default_plugins.go`)
 /// and their score weights, with the feature gates on by default in 1.37 (DynamicResources with
-/// weight 2, NodeDeclaredFeatures last). Plugins the engine does not implement are skipped when
-/// they are merely implied by this list; VolumeBinding's score (StorageCapacityScoring) is not
-/// implemented.
+/// weight 2, NodeDeclaredFeatures last; VolumeBinding's score, StorageCapacityScoring, weight 1).
+/// Plugins the engine does not implement are skipped when they are merely implied by this list.
 pub const KUBE_DEFAULT_PLUGINS: &[(&str, Option<i64>)] = &[
     ("SchedulingGates", None),
     ("PrioritySort", None),

@@ -1504,7 +1504,11 @@ impl Evaluator<'_> {
             len: 0,
         };
         for &(slot, plugin, weight) in &self.profile.plain_slots {
-            if !matches!(plugin, ScorePlugin::NodeAffinity | ScorePlugin::TaintToleration) {
+            // A plain pod has no volumes: VolumeBinding scores every node 0.
+            if !matches!(
+                plugin,
+                ScorePlugin::NodeAffinity | ScorePlugin::TaintToleration | ScorePlugin::VolumeBinding
+            ) {
                 per_node.slots[per_node.len] = (slot, weight);
                 per_node.len += 1;
             }

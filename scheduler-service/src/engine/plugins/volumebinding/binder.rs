@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use crate::engine::model::NodeSpec;
 use crate::engine::volumes::{
-    Claim, NodeLabels, PersistentVolume, StorageClass, StorageObjects, TopologyTerm, VolumeChoice, VolumePhase,
+    Claim, NodeLabels, PersistentVolume, StorageCapacity, StorageClass, StorageObjects, TopologyTerm, VolumeChoice,
+    VolumePhase,
 };
 
 /// kube-scheduler's `ErrReasonNodeConflict`.
@@ -85,21 +86,51 @@ fn bound_to(v: &PersistentVolume, c: &Claim) -> bool {
 /// CSIStorageCapacity of the class must reach the node with room for the request. Sizes of
 /// volumes chosen earlier are not subtracted, as kube-scheduler does not.
 fn has_enough_capacity(storage: &StorageObjects, class: &StorageClass, claim: &Claim, labels: &NodeLabels) -> bool {
+    node_capacity(storage, class, claim, labels).is_ok()
+}
+
+/// `hasEnoughCapacity` with the CSIStorageCapacity it found (kube's `ProvisionedPVC.NodeCapacity`):
+/// `Ok(None)` when nothing is checked, `Err(())` when no capacity has room. kube takes the first
+/// of its informer's list; placement the first by `namespace/name`.
+fn node_capacity<'s>(
+    storage: &'s StorageObjects,
+    class: &StorageClass,
+    claim: &Claim,
+    labels: &NodeLabels,
+) -> Result<Option<&'s StorageCapacity>, ()> {
     if !claim.request_set {
-        return true;
+        return Ok(None);
     }
     if !storage
         .csi_drivers
         .get(&class.provisioner)
         .is_some_and(|d| d.storage_capacity)
     {
-        return true;
+        return Ok(None);
     }
     let size = claim.request.value();
     storage
         .capacities
         .values()
-        .any(|c| c.class == class.name && c.sufficient(size) && c.reaches(labels))
+        .find(|c| c.class == class.name && c.sufficient(size) && c.reaches(labels))
+        .map(|c| Some(&**c))
+        .ok_or(())
+}
+
+/// The utilization (0..=100) at which the default `shape` of VolumeBindingArgs scores 0; it
+/// scores 100 (`MaxCustomPriorityScore` 10, scaled to MaxNodeScore) at utilization 0.
+const MAX_UTILIZATION: i64 = 100;
+
+/// kube's `buildScorerFunction` with the default shape (utilization 0 → 100, 100 → 0): a class's
+/// score from its requested and capacity bytes.
+fn class_score(requested: i64, capacity: i64) -> i64 {
+    let utilization = if capacity == 0 || requested > capacity {
+        MAX_UTILIZATION
+    } else {
+        // kube's int64 arithmetic; i128 where it would overflow.
+        (i128::from(requested) * i128::from(MAX_UTILIZATION) / i128::from(capacity)) as i64
+    };
+    MAX_UTILIZATION - utilization
 }
 
 /// A pod's claims by kind (kube's `PodVolumeClaims`, from `GetPodVolumeClaims`), as VolumeBinding's
@@ -214,6 +245,59 @@ impl PodVolumeClaims {
         } else {
             Err(reasons)
         }
+    }
+
+    /// kube-scheduler 1.37's `VolumeBinding.Score` (StorageCapacityScoring, beta and on): on a node
+    /// the filter kept, the static bindings' requested and volume capacity bytes by the volume's
+    /// class; without static bindings, the provisioned claims' requested bytes against the
+    /// CSIStorageCapacity found for them, by the claim's class (claims of a driver without
+    /// capacity tracking count nothing); each class scored by its utilization on the default
+    /// shape, the node's score their rounded mean (0 without any).
+    pub fn score(&self, storage: &StorageObjects, node: &NodeSpec) -> i64 {
+        let Ok(choices) = self.find_pod_volumes(storage, node) else {
+            return 0;
+        };
+        let claim = |key: &str| self.delayed.iter().map(|(c, _)| c).find(|c| c.key() == key);
+        let mut by_class: std::collections::BTreeMap<&str, (i64, i64)> = std::collections::BTreeMap::new();
+        let statics: Vec<(&String, &String)> = choices
+            .iter()
+            .filter_map(|(key, ch)| match ch {
+                VolumeChoice::Static(pv) => Some((key, pv)),
+                VolumeChoice::Provision(_) => None,
+            })
+            .collect();
+        if !statics.is_empty() {
+            for (key, pv) in statics {
+                let (Some(c), Some(pv)) = (claim(key), storage.volumes.get(pv)) else {
+                    continue;
+                };
+                let e = by_class.entry(pv.class.as_str()).or_default();
+                e.0 = e.0.saturating_add(c.request.value());
+                e.1 = e.1.saturating_add(pv.capacity.value());
+            }
+        } else {
+            for (key, _) in choices
+                .iter()
+                .filter(|(_, ch)| matches!(ch, VolumeChoice::Provision(_)))
+            {
+                let Some(c) = claim(key) else { continue };
+                let Some(class) = storage.classes.get(&c.class) else {
+                    continue;
+                };
+                let Ok(Some(capacity)) = node_capacity(storage, class, c, &node.labels) else {
+                    continue;
+                };
+                let e = by_class.entry(c.class.as_str()).or_default();
+                // Not a sum: two claims of one class on a node have that node's one capacity.
+                e.1 = capacity.capacity.map_or(0, |q| q.value());
+                e.0 = e.0.saturating_add(c.request.value());
+            }
+        }
+        if by_class.is_empty() {
+            return 0;
+        }
+        let sum: i64 = by_class.values().map(|&(r, c)| class_score(r, c)).sum();
+        (sum as f64 / by_class.len() as f64).round() as i64
     }
 
     /// Kubernetes' `FindMatchingVolume` on the scheduler's path: a volume pre-bound to the claim

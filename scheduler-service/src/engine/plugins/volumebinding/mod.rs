@@ -4,9 +4,9 @@
 //! Mirrors kube-scheduler's `pkg/scheduler/framework/plugins/volumebinding/`, split as it is:
 //! [`volume_binding`] is `volume_binding.go` (PreFilter, Filter, the PreFilter message
 //! [`volume_binding::UNBOUND_IMMEDIATE`]) and [`binder`] is `binder.go` (`FindPodVolumes`, the
-//! reasons a node is rejected for). Its score (`StorageCapacityScoring`, off by default in
-//! kube-scheduler) is not implemented; Reserve and PreBind are the binder-agent's (the
-//! placement carries the choices, [`crate::engine::volumes::VolumeChoice`]).
+//! reasons a node is rejected for, and the score of `StorageCapacityScoring`, beta and on in
+//! kube-scheduler 1.37, with VolumeBindingArgs' default shape). Reserve and PreBind are the
+//! binder-agent's (the placement carries the choices, [`crate::engine::volumes::VolumeChoice`]).
 
 pub mod binder;
 pub mod volume_binding;
@@ -38,6 +38,15 @@ impl crate::engine::plugins::contract::Filter for VolumeBinding {
             }
             _ => true,
         }
+    }
+}
+
+impl crate::engine::plugins::contract::Score for VolumeBinding {
+    /// The pod's PreFilter state and the storage objects (`None`: the pod has no claims).
+    type In<'a> = Option<(&'a PreFilterState, &'a crate::engine::volumes::StorageObjects)>;
+    #[inline]
+    fn score(state: Self::In<'_>, node: &crate::engine::snapshot::NodeView<'_>) -> i64 {
+        state.map_or(0, |(s, storage)| s.score(storage, &node.entry.spec))
     }
 }
 

@@ -580,3 +580,93 @@ fn placements_carry_the_choices_and_the_assumed_snapshot_keeps_them_for_the_next
         out[2]
     );
 }
+
+/// Each feasible node's VolumeBinding score (StorageCapacityScoring), by node name.
+fn volume_scores(c: &Cluster, p: &PodSpec) -> Vec<(String, i64)> {
+    use crate::engine::policy::ScorePlugin;
+    let profile = Profile::new(Policy::kube_default());
+    let snap = c.snapshot();
+    let mut out: Vec<(String, i64)> = Evaluator::new(&profile, &snap)
+        .rank(p, 100, 0, Deadline::none())
+        .unwrap()
+        .feasible
+        .into_iter()
+        .map(|n| {
+            let s = n
+                .scores
+                .iter()
+                .find(|(plugin, ..)| *plugin == ScorePlugin::VolumeBinding)
+                .map(|s| s.1);
+            (n.node, s.unwrap_or(-1))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// kube-scheduler 1.37's VolumeBinding Score (`volume_binding_test.go`'s scoring cases, with the
+/// default shape: utilization 0 scores 100, 100 scores 0): static bindings by the chosen
+/// volume's capacity, provisioning by the CSIStorageCapacity that has room, classes averaged,
+/// weight 1 in the default profile.
+#[test]
+fn volume_binding_scores_by_storage_utilization() {
+    let p = pod("p", vec![claim_volume("data", "data")]);
+    // Static: the smallest fitting volume per node; a 1Gi claim on a 4Gi volume is 25 % used.
+    let statics = Cluster {
+        nodes: three_nodes(),
+        bound: vec![],
+        storage: StorageParts {
+            claims: vec![claim("data", "local")],
+            volumes: vec![
+                pv("pv-1", "local", 4, Some("n1")),
+                pv("pv-2", "local", 1, Some("n2")),
+                pv("pv-3", "local", 3, Some("n3")),
+            ],
+            classes: vec![local_wffc()],
+            ..Default::default()
+        },
+    };
+    assert_eq!(
+        volume_scores(&statics, &p),
+        [("n1".into(), 75), ("n2".into(), 0), ("n3".into(), 67)],
+        "100 - 1·100/4, 100 - 100, 100 - ⌊100/3⌋"
+    );
+    // The pod goes where the most capacity stays free, as under kube-scheduler 1.37.
+    assert_eq!(schedule(&statics, std::slice::from_ref(&p)), [Ok("n1".to_string())]);
+
+    // Provisioning with capacity tracking: the node's capacity for the class.
+    let provisioned = |capacities: Vec<StorageCapacity>, drivers: Vec<CsiDriver>| Cluster {
+        nodes: zones(),
+        bound: vec![],
+        storage: StorageParts {
+            claims: vec![claim("data", "tracked")],
+            classes: vec![tracked_class()],
+            csi_drivers: drivers,
+            capacities,
+            ..Default::default()
+        },
+    };
+    let tracked = provisioned(
+        vec![
+            capacity("a", "tracked", in_zones(&["a"]), 10),
+            capacity("b", "tracked", in_zones(&["b"]), 2),
+            capacity("c", "tracked", in_zones(&["c"]), 1),
+        ],
+        vec![tracked_driver(true)],
+    );
+    assert_eq!(
+        volume_scores(&tracked, &p),
+        [("n1".into(), 90), ("n2".into(), 50), ("n3".into(), 0)]
+    );
+    // Untracked: no capacity is found, no class is scored.
+    let untracked = provisioned(vec![capacity("a", "tracked", in_zones(&["a"]), 10)], vec![]);
+    assert_eq!(
+        volume_scores(&untracked, &p),
+        [("n1".into(), 0), ("n2".into(), 0), ("n3".into(), 0)]
+    );
+    // A pod without claims scores 0 everywhere.
+    assert_eq!(
+        volume_scores(&statics, &pod("q", vec![])),
+        [("n1".into(), 0), ("n2".into(), 0), ("n3".into(), 0)]
+    );
+}

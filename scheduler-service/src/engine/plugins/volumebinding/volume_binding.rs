@@ -129,4 +129,9 @@ impl PreFilterState {
     ) -> Result<Vec<(String, VolumeChoice)>, Vec<Conflict>> {
         self.claims.find_pod_volumes(storage, node)
     }
+
+    /// Score: [`PodVolumeClaims::score`] on the node.
+    pub fn score(&self, storage: &StorageObjects, node: &NodeSpec) -> i64 {
+        self.claims.score(storage, node)
+    }
 }
