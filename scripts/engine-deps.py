@@ -16,7 +16,8 @@ ends at a `mod.rs` re-export (`pub use x::Y`) goes to the module re-exported fro
 Prints every pair of modules that import each other and exits 1 if there is one; with `--cycles`
 it also prints each strongly connected group of modules (modules that reach each other through
 imports) with a shortest cycle through each of its modules, and exits 1 on any cycle; `--edges`
-prints every edge with the lines it comes from.
+prints every edge with the lines it comes from. `--binder` checks the binder's crate
+(binder-agent/src, paths from `crate::`, its binaries left out) the same way.
 """
 
 import argparse
@@ -27,16 +28,28 @@ from collections import defaultdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENGINE = os.path.join(ROOT, "scheduler-service", "src", "engine")
+# The path the checked tree has in its crate (`crate::engine`); `--binder` checks the binder's
+# crate instead (binder-agent/src, `crate`, its binaries left out).
+PREFIX = ["crate", "engine"]
+TOP = "engine"
+SKIP = ()
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
-# A path in code that starts at the engine, its parent chain or the module itself.
-INLINE_PATH = re.compile(r"(?<![A-Za-z0-9_:])((?:crate::engine|super(?:::super)*|self)(?:::" + IDENT + r")+)")
+
+
+def inline_path():
+    """A path in code that starts at the tree, its parent chain or the module itself."""
+    start = "::".join(PREFIX) + "|" if len(PREFIX) > 1 else ""
+    return re.compile(r"(?<![A-Za-z0-9_:])((?:" + start + r"super(?:::super)*|self)(?:::" + IDENT + r")+)")
+
+
+INLINE_PATH = inline_path()
 
 
 def module_of(path):
     """Module path (a tuple) of a file under the engine: `plugins/x.rs` -> ("plugins", "x")."""
     rel = os.path.relpath(path, ENGINE)[: -len(".rs")].split(os.sep)
-    if rel[-1] == "mod":
+    if rel[-1] == "mod" or rel == ["lib"]:
         rel = rel[:-1]
     return tuple(rel)
 
@@ -178,8 +191,8 @@ def scope_at(file_mod, mods, offset):
 def resolve(path, scope):
     """An absolute engine path (tuple) for a path written in `scope`, or None if outside the engine."""
     parts = path.split("::")
-    if parts[:2] == ["crate", "engine"]:
-        return tuple(parts[2:])
+    if parts[: len(PREFIX)] == PREFIX:
+        return tuple(parts[len(PREFIX) :])
     base = list(scope)
     if parts[0] == "self":
         parts = parts[1:]
@@ -195,8 +208,9 @@ def collect():
     files = []
     for dirpath, _, names in os.walk(ENGINE):
         for name in sorted(names):
-            if name.endswith(".rs") and not name.endswith("_tests.rs"):
-                files.append(os.path.join(dirpath, name))
+            f = os.path.join(dirpath, name)
+            if name.endswith(".rs") and not name.endswith("_tests.rs") and not os.path.relpath(f, ENGINE).startswith(SKIP):
+                files.append(f)
     files.sort()
     texts = {}
     test_only = set()
@@ -276,7 +290,7 @@ def collect():
 
 
 def name(mod):
-    return "::".join(mod) if mod else "engine"
+    return "::".join(mod) if mod else TOP
 
 
 def sccs(nodes, adj):
@@ -334,7 +348,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cycles", action="store_true", help="also print longer cycles; fail on any cycle")
     ap.add_argument("--edges", action="store_true", help="print every edge and the lines it comes from")
+    ap.add_argument("--binder", action="store_true", help="check the binder's crate (binder-agent/src) instead")
     args = ap.parse_args()
+    if args.binder:
+        global ENGINE, PREFIX, TOP, SKIP, INLINE_PATH
+        ENGINE = os.path.join(ROOT, "binder-agent", "src")
+        PREFIX, TOP, SKIP = ["crate"], "binder", ("bin" + os.sep, "main.rs")
+        INLINE_PATH = inline_path()
 
     modules, edges = collect()
     adj = defaultdict(set)
@@ -350,13 +370,13 @@ def main():
     failed = False
     if mutual:
         failed = True
-        print(f"engine modules that import each other: {len(mutual)}")
+        print(f"{TOP} modules that import each other: {len(mutual)}")
         for a, b in mutual:
             print(f"  {name(a)} <-> {name(b)}")
             print(f"    {name(a)} -> {name(b)}: {', '.join(edges[(a, b)][:3])}")
             print(f"    {name(b)} -> {name(a)}: {', '.join(edges[(b, a)][:3])}")
     else:
-        print(f"engine: no two modules import each other ({len(modules)} modules, {len(edges)} edges)")
+        print(f"{TOP}: no two modules import each other ({len(modules)} modules, {len(edges)} edges)")
 
     if args.cycles:
         comps = [c for c in sccs(modules, adj) if len(c) > 1]
