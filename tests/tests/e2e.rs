@@ -1132,6 +1132,54 @@ impl Generator {
     }
 }
 
+/// placement's `Rank` of `pod` against the cluster as it stands (every node and bound pod, as the
+/// binder converts them): the node that scores best alone, or `None` when the best score ties or
+/// no node fits.
+async fn unique_best(
+    cluster: &Cluster,
+    scope: &Scope,
+    client: &mut placement_scheduler::proto::placement_service_client::PlacementServiceClient<
+        tonic::transport::Channel,
+    >,
+    pod: &Pod,
+) -> Option<String> {
+    use placement_scheduler::proto;
+    let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(cluster.client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("list nodes")
+        .items;
+    let mut snapshot = proto::Snapshot {
+        nodes: nodes.iter().map(placement_binder::model::node_info).collect(),
+        ..Default::default()
+    };
+    for p in list_pods(scope).await {
+        let info = placement_binder::model::pod_info(&p);
+        if !info.spec.node_name.is_empty() && !info.terminal {
+            snapshot.pods.push(info.spec);
+        }
+    }
+    let mut spec = placement_binder::model::pod_info(pod).spec;
+    spec.uid = format!("rank-{}", pod.name_any());
+    let ranking = client
+        .rank(proto::RankRequest {
+            snapshot: Some(proto::SnapshotRef {
+                source: Some(proto::snapshot_ref::Source::Inline(snapshot)),
+            }),
+            pod: Some(spec),
+            top_k: 2,
+            ..Default::default()
+        })
+        .await
+        .expect("Rank")
+        .into_inner();
+    match ranking.feasible.as_slice() {
+        [only] => Some(only.node.clone()),
+        [first, second, ..] if first.total > second.total => Some(first.node.clone()),
+        _ => None,
+    }
+}
+
 /// A differential test against the cluster's kube-scheduler 1.37 (with `E2E_KUBE_SCHEDULER=1`).
 /// A seeded generator (`E2E_DIFF_SEED`, `E2E_DIFF_PODS`, `E2E_DIFF_NODES` for larger runs) makes
 /// twin node sets, `ours` and `kube`, of the same shapes (cpu, zone, disk label, a NoSchedule
@@ -1139,9 +1187,12 @@ impl Generator {
 /// DoNotSchedule zone spread and a required hostname anti-affinity. Each pod goes to both
 /// schedulers at once, each twin selecting its side; once both decided: the pod is feasible on
 /// both sides or on neither, with the same PodScheduled reason and message (the other side's
-/// nodes count alike in both). A pod bound on both sides to nodes of different index (ties kube
-/// breaks at random, placement by a stable hash) is deleted on both, and every unschedulable twin
-/// is deleted once compared, so the two sides stay alike.
+/// nodes count alike in both). Before each pod, placement's `Rank` of it against the cluster as
+/// it stands (the binder's conversion of every node and bound pod) says whether one node scores
+/// best alone: then both schedulers must bind it there (the twin node of the same index). A pod
+/// bound on both sides to nodes of different index when several nodes tie (kube breaks ties at
+/// random, placement by a stable hash) is deleted on both, and every unschedulable twin is
+/// deleted once compared, so the two sides stay alike.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generated_pods_are_decided_as_kube_scheduler_decides_them() {
     let test = "generated_pods_are_decided_as_kube_scheduler_decides_them";
@@ -1190,8 +1241,13 @@ async fn generated_pods_are_decided_as_kube_scheduler_decides_them() {
         }
     }
     let binder = InProcessBinder::start(&cluster, &scope).await;
+    let ranker = Service::start().await;
+    let mut rank_client =
+        placement_scheduler::proto::placement_service_client::PlacementServiceClient::connect(ranker.endpoint.clone())
+            .await
+            .expect("connect to the ranking service");
     let index_of = |node: &str| node.rsplit('-').next().unwrap_or_default().to_string();
-    let (mut compared, mut bound_alike, mut ties) = (0, 0, 0);
+    let (mut compared, mut bound_alike, mut ties, mut unique) = (0, 0, 0, 0);
     for k in 0..pod_count {
         let cpu = *g.pick(&["100m", "500m", "1", "1500m", "3"]);
         let disk = match g.next() % 4 {
@@ -1204,6 +1260,7 @@ async fn generated_pods_are_decided_as_kube_scheduler_decides_them() {
         let spread = g.chance(30);
         let solo = g.chance(20);
         let mut twins = Vec::new();
+        let mut best = None;
         for (side, scheduler) in [
             ("ours", scope.scheduler.clone()),
             ("kube", "default-scheduler".to_string()),
@@ -1270,6 +1327,9 @@ async fn generated_pods_are_decided_as_kube_scheduler_decides_them() {
             if !labels.is_empty() {
                 pod.metadata.labels = Some(labels);
             }
+            if side == "ours" {
+                best = unique_best(&cluster, &scope, &mut rank_client, &pod).await;
+            }
             scope.create(&pod).await;
             twins.push(name);
         }
@@ -1289,6 +1349,17 @@ async fn generated_pods_are_decided_as_kube_scheduler_decides_them() {
             "p{k} (seed {seed}): cpu {cpu}, disk {disk:?}, tolerates {tolerates}, port {port}, spread {spread}, solo {solo}"
         );
         match (node_of(&ours), node_of(&theirs)) {
+            (Some(a), Some(b)) if best.is_some() => {
+                // One node scores best alone: both schedulers take it.
+                assert_eq!(Some(a), best.as_deref(), "{shape}: placement's unique best node");
+                assert_eq!(
+                    index_of(a),
+                    index_of(b),
+                    "{shape}: kube-scheduler's node against the unique best"
+                );
+                bound_alike += 1;
+                unique += 1;
+            }
             (Some(a), Some(b)) => {
                 if index_of(a) == index_of(b) {
                     bound_alike += 1;
@@ -1334,7 +1405,7 @@ async fn generated_pods_are_decided_as_kube_scheduler_decides_them() {
         .await;
     }
     eprintln!(
-        "e2e {test}: seed {seed}, {node_count} node shapes, {compared} pods compared: {bound_alike} bound to the same node, {ties} to different nodes (deleted), {} unschedulable on both with the same message",
+        "e2e {test}: seed {seed}, {node_count} node shapes, {compared} pods compared: {bound_alike} bound to the same node ({unique} of them the unique best), {ties} to different nodes among tied ones (deleted), {} unschedulable on both with the same message",
         compared - bound_alike - ties
     );
     binder.stop().await;
