@@ -690,6 +690,7 @@ pub fn csi_driver_info(d: &k8s_openapi::api::storage::v1::CSIDriver) -> proto::C
     proto::CsiDriver {
         name: d.metadata.name.clone().unwrap_or_default(),
         storage_capacity: d.spec.storage_capacity.unwrap_or(false),
+        prevent_pod_scheduling_if_missing: d.spec.prevent_pod_scheduling_if_missing.unwrap_or(false),
     }
 }
 

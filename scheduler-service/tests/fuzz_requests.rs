@@ -147,6 +147,7 @@ fn snapshot() -> proto::Snapshot {
         csi_drivers: vec![proto::CsiDriver {
             name: "ebs.csi.aws.com".into(),
             storage_capacity: true,
+            prevent_pod_scheduling_if_missing: false,
         }],
         csi_storage_capacities: vec![proto::CsiStorageCapacity {
             namespace: "kube-system".into(),

@@ -2647,6 +2647,7 @@ async fn bad_csi_storage_capacities_and_drivers_are_refused() {
         s.csi_drivers = vec![proto::CsiDriver {
             name: String::new(),
             storage_capacity: true,
+            ..Default::default()
         }];
     });
     check_refused(BadInput {
@@ -2678,6 +2679,7 @@ async fn storage_capacity_syncs_in_full_snapshots_and_deltas() {
     s.csi_drivers = vec![proto::CsiDriver {
         name: "csi.example.com".into(),
         storage_capacity: true,
+        ..Default::default()
     }];
     let mut data = claim("data");
     data.storage_class_name = "tracked".into();

@@ -536,7 +536,11 @@ func CSINode(n *storagev1.CSINode) *placementv1.CsiNode {
 // CSIDriver converts a CSIDriver: whether it asks for storage capacity tracking
 // (spec.storageCapacity, unset reads as false).
 func CSIDriver(d *storagev1.CSIDriver) *placementv1.CsiDriver {
-	return &placementv1.CsiDriver{Name: d.Name, StorageCapacity: d.Spec.StorageCapacity != nil && *d.Spec.StorageCapacity}
+	return &placementv1.CsiDriver{
+		Name:                          d.Name,
+		StorageCapacity:               d.Spec.StorageCapacity != nil && *d.Spec.StorageCapacity,
+		PreventPodSchedulingIfMissing: d.Spec.PreventPodSchedulingIfMissing != nil && *d.Spec.PreventPodSchedulingIfMissing,
+	}
 }
 
 // CSIStorageCapacity converts a CSIStorageCapacity: its class, node topology, capacity and

@@ -50,6 +50,9 @@ pub enum Reason {
     VolumeRestrictions(volumerestrictions::Conflict),
     /// NodeVolumeLimits: the node's attach limit of a CSI driver would be exceeded.
     NodeVolumeLimits,
+    /// NodeVolumeLimits: a CSI driver of the pod's volumes that must be on the node is not (its
+    /// name).
+    CsiDriverNotInstalled(Arc<str>),
     /// VolumeBinding: the pod's claims cannot be bound or provisioned on the node.
     VolumeBinding(volume_binder::Conflict),
     /// VolumeZone: a bound volume's zone or region is not the node's.
@@ -94,6 +97,9 @@ impl fmt::Display for Reason {
             Self::Rule(reason) | Self::Extender(reason) => f.write_str(reason),
             Self::VolumeRestrictions(c) => f.write_str(c.reason()),
             Self::NodeVolumeLimits => f.write_str(nodevolumelimits::ERR_REASON_MAX_VOLUME_COUNT),
+            Self::CsiDriverNotInstalled(driver) => {
+                write!(f, "{driver} {}", nodevolumelimits::ERR_DRIVER_NOT_INSTALLED)
+            }
             Self::VolumeBinding(c) => f.write_str(c.reason()),
             Self::VolumeZone => f.write_str(volumezone::ERR_REASON_CONFLICT),
             Self::VolumePreFilter(m) => f.write_str(m),
@@ -136,6 +142,9 @@ pub(crate) fn resolvable(
         // VolumeZone's reasons are unresolvable.
         (FilterPlugin::VolumeRestrictions, Reason::VolumeRestrictions(_)) => true,
         (FilterPlugin::NodeVolumeLimits, Reason::NodeVolumeLimits) => true,
+        // kube's status for a missing driver is Unschedulable too (preemption then finds evicting
+        // pods does not install it).
+        (FilterPlugin::NodeVolumeLimits, Reason::CsiDriverNotInstalled(_)) => true,
         _ => false,
     }
 }

@@ -846,7 +846,10 @@ fn run_filter(
         FilterPlugin::NodeVolumeLimits => filter::<NodeVolumeLimits>(
             volumes.and_then(|v| Some((v.limits.as_ref()?, &v.storage))),
             node,
-            |()| Reason::NodeVolumeLimits,
+            |v| match v {
+                nodevolumelimits::Violation::MaxVolumeCount => Reason::NodeVolumeLimits,
+                nodevolumelimits::Violation::DriverNotInstalled(d) => Reason::CsiDriverNotInstalled(Arc::from(d)),
+            },
             report,
         ),
         FilterPlugin::VolumeBinding => filter::<VolumeBinding>(

@@ -261,6 +261,8 @@ pub struct CsiDriver {
     pub name: String,
     /// spec.storageCapacity (unset is false).
     pub storage_capacity: bool,
+    /// spec.preventPodSchedulingIfMissing (unset is false).
+    pub prevent_pod_scheduling_if_missing: bool,
 }
 
 impl CsiDriver {

@@ -1238,6 +1238,7 @@ pub fn csi_driver(path: &str, d: &proto::CsiDriver) -> Result<CsiDriver, FieldEr
     Ok(CsiDriver {
         name: d.name.clone(),
         storage_capacity: d.storage_capacity,
+        prevent_pod_scheduling_if_missing: d.prevent_pod_scheduling_if_missing,
     })
 }
 

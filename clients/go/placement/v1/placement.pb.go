@@ -3103,8 +3103,11 @@ type CsiDriver struct {
 	// spec.storageCapacity (unset reads as false): VolumeBinding provisions
 	// for the driver only where a CSIStorageCapacity has room.
 	StorageCapacity bool `protobuf:"varint,2,opt,name=storage_capacity,json=storageCapacity,proto3" json:"storage_capacity,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// spec.preventPodSchedulingIfMissing (unset reads as false): NodeVolumeLimits
+	// keeps a pod with the driver's volumes off nodes whose CSINode lacks it.
+	PreventPodSchedulingIfMissing bool `protobuf:"varint,3,opt,name=prevent_pod_scheduling_if_missing,json=preventPodSchedulingIfMissing,proto3" json:"prevent_pod_scheduling_if_missing,omitempty"`
+	unknownFields                 protoimpl.UnknownFields
+	sizeCache                     protoimpl.SizeCache
 }
 
 func (x *CsiDriver) Reset() {
@@ -3147,6 +3150,13 @@ func (x *CsiDriver) GetName() string {
 func (x *CsiDriver) GetStorageCapacity() bool {
 	if x != nil {
 		return x.StorageCapacity
+	}
+	return false
+}
+
+func (x *CsiDriver) GetPreventPodSchedulingIfMissing() bool {
+	if x != nil {
+		return x.PreventPodSchedulingIfMissing
 	}
 	return false
 }
@@ -4852,10 +4862,11 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\rCsiNodeDriver\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
 	"\x11allocatable_count\x18\x02 \x01(\x05H\x00R\x10allocatableCount\x88\x01\x01B\x14\n" +
-	"\x12_allocatable_count\"J\n" +
+	"\x12_allocatable_count\"\x94\x01\n" +
 	"\tCsiDriver\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
-	"\x10storage_capacity\x18\x02 \x01(\bR\x0fstorageCapacity\"\x82\x02\n" +
+	"\x10storage_capacity\x18\x02 \x01(\bR\x0fstorageCapacity\x12H\n" +
+	"!prevent_pod_scheduling_if_missing\x18\x03 \x01(\bR\x1dpreventPodSchedulingIfMissing\"\x82\x02\n" +
 	"\x12CsiStorageCapacity\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12,\n" +

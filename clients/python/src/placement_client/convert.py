@@ -527,6 +527,9 @@ def csi_driver_to_proto(d: Any) -> pb.CsiDriver:
     return pb.CsiDriver(
         name=d.metadata.name or "",
         storage_capacity=bool(getattr(getattr(d, "spec", None), "storage_capacity", None)),
+        prevent_pod_scheduling_if_missing=bool(
+            getattr(getattr(d, "spec", None), "prevent_pod_scheduling_if_missing", None)
+        ),
     )
 
 

@@ -4,12 +4,28 @@
 //! (the pod's CSI volumes, `filterAttachableVolumes`, by driver and unique volume handle; a claim
 //! whose volume cannot be read is counted by its class's provisioner), Filter (per driver, the
 //! volumes attached by the node's pods plus the pod's new ones against the CSINode's allocatable
-//! count), with its reason [`ERR_REASON_MAX_VOLUME_COUNT`]. The plugin has no score.
+//! count), with its reason [`ERR_REASON_MAX_VOLUME_COUNT`], and before that (VolumeLimitScaling,
+//! beta and on in 1.37) a driver whose CSIDriver sets `preventPodSchedulingIfMissing` must be in
+//! the node's CSINode (`checkCSIDriverOnNode`: `<driver> CSI driver is not installed on the node`).
+//! The plugin has no score.
 
 use crate::engine::volumes::{PodVolume, StorageObjects};
 
 /// kube-scheduler's `ErrReasonMaxVolumeCountExceeded`.
 pub const ERR_REASON_MAX_VOLUME_COUNT: &str = "node(s) exceed max volume count";
+/// The end of kube-scheduler's `driverNotInstalledMsg` (`<driver> CSI driver is not installed on
+/// the node`).
+pub const ERR_DRIVER_NOT_INSTALLED: &str = "CSI driver is not installed on the node";
+
+/// Why the node is rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Violation {
+    /// [`ERR_REASON_MAX_VOLUME_COUNT`].
+    MaxVolumeCount,
+    /// A driver of the pod's volumes that must be installed is not (its name).
+    DriverNotInstalled(String),
+}
+
 /// The prefix of the handle the plugin gives a claim whose volume it cannot read (counted by its
 /// class's provisioner under `<prefix>-<namespace>/<name>`).
 const SC_HANDLE_PREFIX: &str = "placement-unbound";
@@ -29,17 +45,44 @@ impl PreFilterState {
         }
     }
 
-    /// Filter: whether the node's CSI attach limits would be exceeded by the unique volumes of its
-    /// pods (`on_node`, with their namespaces) and the pod's new ones.
-    pub fn exceeds<'p>(
+    /// Filter: a driver of the pod's volumes that must be on the node and is not, else whether the
+    /// node's CSI attach limits would be exceeded by the unique volumes of its pods (`on_node`,
+    /// with their namespaces) and the pod's new ones.
+    pub fn check<'p>(
+        &self,
+        storage: &StorageObjects,
+        node_name: &str,
+        on_node: impl Iterator<Item = (&'p str, &'p PodVolume)>,
+    ) -> Result<(), Violation> {
+        if self.csi.is_empty() {
+            return Ok(());
+        }
+        // checkCSIDriverOnNode: only drivers whose CSIDriver opts in.
+        let csi_node = storage.csi_nodes.get(node_name);
+        for (driver, _) in &self.csi {
+            let opted_in = storage
+                .csi_drivers
+                .get(driver)
+                .is_some_and(|d| d.prevent_pod_scheduling_if_missing);
+            if opted_in && !csi_node.is_some_and(|n| n.drivers.iter().any(|(d, _)| d == driver)) {
+                return Err(Violation::DriverNotInstalled(driver.clone()));
+            }
+        }
+        if self.exceeds(storage, node_name, on_node) {
+            Err(Violation::MaxVolumeCount)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Whether the node's CSI attach limits would be exceeded by the unique volumes of its pods
+    /// (`on_node`, with their namespaces) and the pod's new ones.
+    fn exceeds<'p>(
         &self,
         storage: &StorageObjects,
         node_name: &str,
         on_node: impl Iterator<Item = (&'p str, &'p PodVolume)>,
     ) -> bool {
-        if self.csi.is_empty() {
-            return false;
-        }
         let limits: Vec<(&str, i32)> = storage
             .csi_nodes
             .get(node_name)
@@ -118,20 +161,27 @@ pub struct NodeVolumeLimits;
 impl crate::engine::plugins::contract::Filter for NodeVolumeLimits {
     /// The pod's PreFilter state and the storage objects (`None`: the plugin skips the pod).
     type In<'a> = Option<(&'a PreFilterState, &'a StorageObjects)>;
-    type Rejection = ();
+    type Rejection = Violation;
     #[inline(always)]
-    fn filter(state: Self::In<'_>, node: &crate::engine::snapshot::NodeView<'_>, reject: &mut impl FnMut(())) -> bool {
-        let exceeds = state.is_some_and(|(s, storage)| {
-            s.exceeds(
-                storage,
-                &node.entry.spec.name,
-                node.usage.volumes.iter().map(|(ns, v)| (&**ns, v)),
-            )
-        });
-        if exceeds {
-            reject(());
+    fn filter(
+        state: Self::In<'_>,
+        node: &crate::engine::snapshot::NodeView<'_>,
+        reject: &mut impl FnMut(Violation),
+    ) -> bool {
+        let Some((s, storage)) = state else {
+            return true;
+        };
+        match s.check(
+            storage,
+            &node.entry.spec.name,
+            node.usage.volumes.iter().map(|(ns, v)| (&**ns, v)),
+        ) {
+            Ok(()) => true,
+            Err(v) => {
+                reject(v);
+                false
+            }
         }
-        !exceeds
     }
 }
 
@@ -196,6 +246,59 @@ mod tests {
         assert_eq!(
             out[1],
             Err("0/1 nodes are available: 1 node(s) exceed max volume count. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.".to_string())
+        );
+    }
+
+    /// kube-scheduler 1.37's `checkCSIDriverOnNode` (VolumeLimitScaling, beta and on): a driver
+    /// whose CSIDriver sets `preventPodSchedulingIfMissing` must be in the node's CSINode, limits
+    /// or not; a driver without the opt-in, or without a CSIDriver, is not checked.
+    #[test]
+    fn a_driver_that_must_be_installed_keeps_the_pod_off_nodes_without_it() {
+        let (c1, v1) = csi_claim("a", "pv-1");
+        let cluster = |prevent: Option<bool>| Cluster {
+            nodes: vec![node("n1", &[]), node("n2", &[]), node("n3", &[])],
+            bound: vec![],
+            storage: StorageParts {
+                claims: vec![c1.clone()],
+                volumes: vec![v1.clone()],
+                classes: vec![local_wffc()],
+                // n1 has the driver (no limit); n2 a CSINode without it; n3 no CSINode.
+                csi_nodes: vec![
+                    CsiNode {
+                        name: "n1".into(),
+                        drivers: vec![("ebs.csi.aws.com".into(), None)],
+                    },
+                    CsiNode {
+                        name: "n2".into(),
+                        drivers: vec![("other.csi.example.com".into(), Some(10))],
+                    },
+                ],
+                csi_drivers: prevent
+                    .map(|p| CsiDriver {
+                        name: "ebs.csi.aws.com".into(),
+                        storage_capacity: false,
+                        prevent_pod_scheduling_if_missing: p,
+                    })
+                    .into_iter()
+                    .collect(),
+                ..Default::default()
+            },
+        };
+        let p = pod("p", vec![claim_volume("v", "a")]);
+        assert_eq!(feasible(&cluster(Some(true)), &p), ["n1"]);
+        assert_eq!(feasible(&cluster(Some(false)), &p), ["n1", "n2", "n3"]);
+        assert_eq!(feasible(&cluster(None), &p), ["n1", "n2", "n3"]);
+        let only_missing = Cluster {
+            nodes: vec![node("n2", &[]), node("n3", &[])],
+            ..cluster(Some(true))
+        };
+        assert_eq!(
+            schedule(&only_missing, std::slice::from_ref(&p)),
+            [Err(
+                "0/2 nodes are available: 2 ebs.csi.aws.com CSI driver is not installed on the node. \
+                  preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+                    .to_string()
+            )]
         );
     }
 }

@@ -230,6 +230,7 @@ fn tracked_driver(storage_capacity: bool) -> CsiDriver {
     CsiDriver {
         name: TRACKED.into(),
         storage_capacity,
+        prevent_pod_scheduling_if_missing: false,
     }
 }
 

@@ -579,12 +579,14 @@ class CsiNodeDriver(_message.Message):
     def __init__(self, name: _Optional[str] = ..., allocatable_count: _Optional[int] = ...) -> None: ...
 
 class CsiDriver(_message.Message):
-    __slots__ = ("name", "storage_capacity")
+    __slots__ = ("name", "storage_capacity", "prevent_pod_scheduling_if_missing")
     NAME_FIELD_NUMBER: _ClassVar[int]
     STORAGE_CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    PREVENT_POD_SCHEDULING_IF_MISSING_FIELD_NUMBER: _ClassVar[int]
     name: str
     storage_capacity: bool
-    def __init__(self, name: _Optional[str] = ..., storage_capacity: _Optional[bool] = ...) -> None: ...
+    prevent_pod_scheduling_if_missing: bool
+    def __init__(self, name: _Optional[str] = ..., storage_capacity: _Optional[bool] = ..., prevent_pod_scheduling_if_missing: _Optional[bool] = ...) -> None: ...
 
 class CsiStorageCapacity(_message.Message):
     __slots__ = ("namespace", "name", "storage_class_name", "node_topology", "capacity", "maximum_volume_size")
