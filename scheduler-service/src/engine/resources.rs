@@ -411,19 +411,56 @@ pub fn effective_requests(
     overhead: &Resources,
     non_missing: bool,
 ) -> Resources {
-    let get = |c: &ContainerRequests| {
+    let mut total = sidecar_rule(containers, init_containers, |c| {
         if non_missing {
             c.non_missing()
         } else {
             c.requests.clone()
         }
-    };
-    let mut total = Resources::default();
+    });
+    total.add(overhead);
+    total
+}
+
+/// A list kube's aggregation adds and raises ([`Resources`], [`ResourceList`]).
+trait Aggregate: Default {
+    fn add(&mut self, other: &Self);
+    fn max_with(&mut self, other: &Self);
+}
+
+impl Aggregate for Resources {
+    fn add(&mut self, other: &Self) {
+        Resources::add(self, other);
+    }
+    fn max_with(&mut self, other: &Self) {
+        Resources::max_with(self, other);
+    }
+}
+
+impl Aggregate for ResourceList {
+    fn add(&mut self, other: &Self) {
+        ResourceList::add(self, other);
+    }
+    fn max_with(&mut self, other: &Self) {
+        ResourceList::max_with(self, other);
+    }
+}
+
+/// kube's `aggregateContainerResourcesByFn`: the regular containers' and the sidecars' sum,
+/// raised to the largest init container's need at its point of the start-up sequence (its own
+/// list plus the sidecars started before it), each container's list from `get`.
+#[inline]
+fn sidecar_rule<T: Aggregate>(
+    containers: &[ContainerRequests],
+    init_containers: &[ContainerRequests],
+    get: impl Fn(&ContainerRequests) -> T,
+) -> T {
+    let mut total = T::default();
     for c in containers {
         total.add(&get(c));
     }
-    let mut sidecars = Resources::default();
-    let mut init_max = Resources::default();
+    let mut sidecars = T::default();
+    let mut init_max = T::default();
     for c in init_containers {
         let own = get(c);
         if c.restartable {
@@ -437,39 +474,17 @@ pub fn effective_requests(
         }
     }
     total.max_with(&init_max);
-    total.add(overhead);
     total
 }
 
-/// kube's `aggregateContainerResourcesByFn` over lists: the containers' sum raised to the init
-/// containers' peak, each container's list from `list` with `fill`'s defaults.
+/// [`sidecar_rule`] over lists: each container's list from `list` with `fill`'s defaults.
 fn aggregate(
     containers: &[ContainerRequests],
     init_containers: &[ContainerRequests],
     fill: Fill,
     list: impl Fn(&ContainerRequests) -> ResourceList,
 ) -> ResourceList {
-    let get = |c: &ContainerRequests| non_missing(&list(c), fill);
-    let mut total = ResourceList::default();
-    for c in containers {
-        total.add(&get(c));
-    }
-    let mut sidecars = ResourceList::default();
-    let mut init_max = ResourceList::default();
-    for c in init_containers {
-        let own = get(c);
-        if c.restartable {
-            total.add(&own);
-            sidecars.add(&own);
-            init_max.max_with(&sidecars);
-        } else {
-            let mut need = own;
-            need.add(&sidecars);
-            init_max.max_with(&need);
-        }
-    }
-    total.max_with(&init_max);
-    total
+    sidecar_rule(containers, init_containers, |c| non_missing(&list(c), fill))
 }
 
 /// What kube's `PodRequests` reads of a pod beyond its containers' spec: pod-level resources,
