@@ -1132,8 +1132,21 @@ impl Generator {
     }
 }
 
-/// placement's `Rank` of `pod` against the cluster as it stands (every node and bound pod, as the
-/// binder converts them): the node that scores best alone, or `None` when the best score ties or
+/// The differential's volume for a pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Volume {
+    /// None.
+    No,
+    /// A WaitForFirstConsumer claim whose only volume is a local one on node `i` of each side.
+    Local(usize),
+    /// A WaitForFirstConsumer claim whose class has no volume.
+    NoneAvailable,
+    /// A claim that does not exist.
+    Missing,
+}
+
+/// placement's `Rank` of `pod` against the cluster as it stands (every node, bound pod, claim,
+/// volume and storage class, as the binder converts them): the node that scores best alone, or `None` when the best score ties or
 /// no node fits.
 async fn unique_best(
     cluster: &Cluster,
@@ -1149,8 +1162,30 @@ async fn unique_best(
         .await
         .expect("list nodes")
         .items;
+    let claims =
+        Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(cluster.client.clone(), &scope.ns)
+            .list(&ListParams::default())
+            .await
+            .expect("list claims")
+            .items;
+    let volumes = Api::<k8s_openapi::api::core::v1::PersistentVolume>::all(cluster.client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("list volumes")
+        .items;
+    let classes = Api::<k8s_openapi::api::storage::v1::StorageClass>::all(cluster.client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("list storage classes")
+        .items;
     let mut snapshot = proto::Snapshot {
         nodes: nodes.iter().map(placement_binder::model::node_info).collect(),
+        persistent_volume_claims: claims.iter().map(placement_binder::model::claim_info).collect(),
+        persistent_volumes: volumes.iter().map(placement_binder::model::volume_info).collect(),
+        storage_classes: classes
+            .iter()
+            .map(placement_binder::model::storage_class_info)
+            .collect(),
         ..Default::default()
     };
     for p in list_pods(scope).await {
@@ -1184,15 +1219,21 @@ async fn unique_best(
 /// A seeded generator (`E2E_DIFF_SEED`, `E2E_DIFF_PODS`, `E2E_DIFF_NODES` for larger runs) makes
 /// twin node sets, `ours` and `kube`, of the same shapes (cpu, zone, disk label, a NoSchedule
 /// taint, cordon), and pods with cpu requests, a disk nodeSelector, tolerations, a host port, a
-/// DoNotSchedule zone spread and a required hostname anti-affinity. Each pod goes to both
-/// schedulers at once, each twin selecting its side; once both decided: the pod is feasible on
-/// both sides or on neither, with the same PodScheduled reason and message (the other side's
-/// nodes count alike in both). Before each pod, placement's `Rank` of it against the cluster as
-/// it stands (the binder's conversion of every node and bound pod) says whether one node scores
-/// best alone: then both schedulers must bind it there (the twin node of the same index). A pod
-/// bound on both sides to nodes of different index when several nodes tie (kube breaks ties at
-/// random, placement by a stable hash) is deleted on both, and every unschedulable twin is
-/// deleted once compared, so the two sides stay alike.
+/// DoNotSchedule zone spread, a required hostname anti-affinity, a priority (none, 10 or 1000)
+/// and a volume (a WaitForFirstConsumer claim with a local volume on one node, one whose class
+/// has no volume, or a claim that does not exist). Each pod goes to both schedulers at once, each
+/// twin selecting its side; once both decided: the pod is feasible on both sides or on neither,
+/// with the same PodScheduled reason and message (the other side's nodes count alike in both).
+/// Before each pod, placement's `Rank` of it against the cluster as it stands (the binder's
+/// conversion of every node and bound pod) says whether one node scores best alone: then both
+/// schedulers must bind it there (the twin node of the same index). A pod left unschedulable
+/// that preempts must nominate the twin node on both sides and evict the twin victims (every
+/// bound pod gets a distinct `status.startTime`, so kube's victim and node order is not left to
+/// the clock); the victims are then deleted at once and both preemptors must bind on their
+/// nominated nodes. A pod bound on both sides to nodes of different index when several nodes tie
+/// (kube breaks ties at random, placement by a stable hash) is deleted on both, and every
+/// unschedulable twin that nominated nothing is deleted once compared, so the two sides stay
+/// alike.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generated_pods_are_decided_as_kube_scheduler_decides_them() {
     let test = "generated_pods_are_decided_as_kube_scheduler_decides_them";
@@ -1211,14 +1252,18 @@ async fn generated_pods_are_decided_as_kube_scheduler_decides_them() {
     let mut g = Generator(seed);
     let _serial = serial().await;
     let mut scope = Scope::new(&cluster, "differential").await;
+    let low = priority_class(&mut scope, "placement-e2e-diff-low", 10).await;
+    let high = priority_class(&mut scope, "placement-e2e-diff-high", 1000).await;
     let nodes_api: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client.clone());
+    let mut node_names: Vec<[String; 2]> = Vec::new();
     for i in 0..node_count {
         let cpu = *g.pick(&["2", "4"]);
         let zone = format!("z{}", i % 3);
         let disk = *g.pick(&["ssd", "hdd"]);
         let tainted = g.chance(20);
         let cordoned = g.chance(12);
-        for side in ["ours", "kube"] {
+        let mut twin = [String::new(), String::new()];
+        for (s, side) in ["ours", "kube"].into_iter().enumerate() {
             let name = scope
                 .add_node(
                     &format!("{side}-{i}"),
@@ -1238,7 +1283,9 @@ async fn generated_pods_are_decided_as_kube_scheduler_decides_them() {
                 )
                 .await
                 .expect("shape the node");
+            twin[s] = name;
         }
+        node_names.push(twin);
     }
     let binder = InProcessBinder::start(&cluster, &scope).await;
     let ranker = Service::start().await;
@@ -1247,7 +1294,8 @@ async fn generated_pods_are_decided_as_kube_scheduler_decides_them() {
             .await
             .expect("connect to the ranking service");
     let index_of = |node: &str| node.rsplit('-').next().unwrap_or_default().to_string();
-    let (mut compared, mut bound_alike, mut ties, mut unique) = (0, 0, 0, 0);
+    let (mut compared, mut bound_alike, mut ties, mut unique, mut preempted) = (0, 0, 0, 0, 0);
+    let force = DeleteParams::default().grace_period(0);
     for k in 0..pod_count {
         let cpu = *g.pick(&["100m", "500m", "1", "1500m", "3"]);
         let disk = match g.next() % 4 {
@@ -1259,15 +1307,53 @@ async fn generated_pods_are_decided_as_kube_scheduler_decides_them() {
         let port = g.chance(20);
         let spread = g.chance(30);
         let solo = g.chance(20);
+        let priority = match g.next() % 10 {
+            0..=1 => Some(high.as_str()),
+            2..=4 => Some(low.as_str()),
+            _ => None,
+        };
+        let volume = match g.next() % 20 {
+            0..=2 => Volume::Local(g.next() as usize % node_count),
+            3..=4 => Volume::NoneAvailable,
+            5 => Volume::Missing,
+            _ => Volume::No,
+        };
+        let class = format!("wffc-{}-p{k}", scope.run);
+        if volume != Volume::No && volume != Volume::Missing {
+            scope
+                .create_storage(
+                    "storageclasses",
+                    serde_json::json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                        "metadata": {"name": class},
+                        "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"}),
+                )
+                .await;
+        }
         let mut twins = Vec::new();
         let mut best = None;
-        for (side, scheduler) in [
+        for (s, (side, scheduler)) in [
             ("ours", scope.scheduler.clone()),
             ("kube", "default-scheduler".to_string()),
-        ] {
+        ]
+        .into_iter()
+        .enumerate()
+        {
             let name = format!("p{k}-{side}");
             let mut pod = pod_for(&scope.ns, &name, &scheduler, &scope.run, cpu);
+            match volume {
+                Volume::No => {}
+                Volume::Missing => pod = with_claim(pod, &format!("missing-p{k}")),
+                Volume::NoneAvailable | Volume::Local(_) => {
+                    let claim = format!("c{k}-{side}");
+                    scope.create_claim(claim_json(&claim, &class, None)).await;
+                    if let Volume::Local(i) = volume {
+                        local_volume(&mut scope, &format!("v{k}-{side}"), &class, &node_names[i][s]).await;
+                    }
+                    pod = with_claim(pod, &claim);
+                }
+            }
             let spec = pod.spec.as_mut().expect("a pod spec");
+            spec.priority_class_name = priority.map(str::to_string);
             let selector = spec.node_selector.get_or_insert_default();
             selector.insert("side".into(), side.into());
             if let Some(d) = disk {
@@ -1344,9 +1430,18 @@ async fn generated_pods_are_decided_as_kube_scheduler_decides_them() {
         .await;
         let ours = scope.pods().get(&twins[0]).await.expect("placement's twin");
         let theirs = scope.pods().get(&twins[1]).await.expect("kube-scheduler's twin");
-        let view = |p: &Pod| scheduled_condition(p).map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()));
+        // A preemption message names the nominated node: the twin's name on each side.
+        let view = |p: &Pod| {
+            scheduled_condition(p).map(|c| {
+                let twin = c
+                    .message
+                    .as_ref()
+                    .map(|m| m.replace("-ours-", "-twin-").replace("-kube-", "-twin-"));
+                (c.status.clone(), c.reason.clone(), twin)
+            })
+        };
         let shape = format!(
-            "p{k} (seed {seed}): cpu {cpu}, disk {disk:?}, tolerates {tolerates}, port {port}, spread {spread}, solo {solo}"
+            "p{k} (seed {seed}): cpu {cpu}, disk {disk:?}, tolerates {tolerates}, port {port}, spread {spread}, solo {solo}, priority {priority:?}, volume {volume:?}"
         );
         match (node_of(&ours), node_of(&theirs)) {
             (Some(a), Some(b)) if best.is_some() => {
@@ -1380,12 +1475,67 @@ async fn generated_pods_are_decided_as_kube_scheduler_decides_them() {
                     view(&theirs),
                     "{shape}: PodScheduled against kube-scheduler's"
                 );
-                for name in &twins {
-                    scope
-                        .pods()
-                        .delete(name, &DeleteParams::default().grace_period(0))
-                        .await
-                        .expect("delete");
+                let nominated = |p: &Pod| {
+                    p.status
+                        .as_ref()
+                        .and_then(|s| s.nominated_node_name.clone())
+                        .map(|n| index_of(&n))
+                };
+                assert_eq!(
+                    nominated(&ours),
+                    nominated(&theirs),
+                    "{shape}: the node nominated by preemption against kube-scheduler's"
+                );
+                if let Some(node) = nominated(&ours) {
+                    // Both preempted on the twin node: the same victims, then both bound there.
+                    let victims = |side: &'static str| {
+                        let scope = &scope;
+                        async move {
+                            list_pods(scope)
+                                .await
+                                .iter()
+                                .filter(|p| p.metadata.deletion_timestamp.is_some())
+                                .filter_map(|p| p.name_any().strip_suffix(&format!("-{side}")).map(str::to_string))
+                                .collect::<std::collections::BTreeSet<_>>()
+                        }
+                    };
+                    eventually(WAIT, &format!("{shape}: victims evicted on both sides"), || async {
+                        !victims("ours").await.is_empty() && !victims("kube").await.is_empty()
+                    })
+                    .await;
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    let evicted = victims("ours").await;
+                    assert_eq!(
+                        evicted,
+                        victims("kube").await,
+                        "{shape}: the victims against kube-scheduler's"
+                    );
+                    for victim in &evicted {
+                        for side in ["ours", "kube"] {
+                            let _ = scope.pods().delete(&format!("{victim}-{side}"), &force).await;
+                        }
+                    }
+                    eventually(WAIT, &format!("{shape}: both preemptors bound"), || async {
+                        let mut all = true;
+                        for name in &twins {
+                            all &= scope.pods().get(name).await.ok().is_some_and(|p| node_of(&p).is_some());
+                        }
+                        all
+                    })
+                    .await;
+                    for name in &twins {
+                        let p = scope.pods().get(name).await.expect("a preemptor");
+                        assert_eq!(
+                            node_of(&p).map(index_of),
+                            Some(node.clone()),
+                            "{shape}: {name} bound on its nominated node"
+                        );
+                    }
+                    preempted += 1;
+                } else {
+                    for name in &twins {
+                        scope.pods().delete(name, &force).await.expect("delete");
+                    }
                 }
             }
             (a, b) => panic!(
@@ -1403,9 +1553,25 @@ async fn generated_pods_are_decided_as_kube_scheduler_decides_them() {
             pods.iter().all(|p| p.metadata.deletion_timestamp.is_none())
         })
         .await;
+        // Each bound pod its own start time (kube's victim order reads it; a pod without one
+        // counts as starting now).
+        let start = format!("2026-01-01T{:02}:{:02}:{:02}Z", k / 3600, k / 60 % 60, k % 60);
+        for name in &twins {
+            if scope.pods().get(name).await.ok().is_some_and(|p| node_of(&p).is_some()) {
+                scope
+                    .pods()
+                    .patch_status(
+                        name,
+                        &kube::api::PatchParams::default(),
+                        &kube::api::Patch::Merge(serde_json::json!({"status": {"startTime": start}})),
+                    )
+                    .await
+                    .expect("set the pod's start time");
+            }
+        }
     }
     eprintln!(
-        "e2e {test}: seed {seed}, {node_count} node shapes, {compared} pods compared: {bound_alike} bound to the same node ({unique} of them the unique best), {ties} to different nodes among tied ones (deleted), {} unschedulable on both with the same message",
+        "e2e {test}: seed {seed}, {node_count} node shapes, {compared} pods compared: {bound_alike} bound to the same node ({unique} of them the unique best), {ties} to different nodes among tied ones (deleted), {} unschedulable on both with the same message ({preempted} of them preempted the same victims and bound on the same nominated node)",
         compared - bound_alike - ties
     );
     binder.stop().await;

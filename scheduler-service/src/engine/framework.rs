@@ -1289,7 +1289,7 @@ pub(super) struct PodPlan<'a> {
     /// The volume plugins' PreFilter state; `None` when the pod has no volume they read.
     pub(super) volumes: Option<Box<PodVolumes>>,
     /// A volume plugin's PreFilter rejected the pod: its message.
-    volume_error: Option<Arc<str>>,
+    pub(super) volume_error: Option<Arc<str>>,
     /// The profile's [`Profile::static_filters`].
     static_filters: StaticFilters,
     /// InterPodAffinity's and PodTopologySpread's state; `None` when neither has work.

@@ -37,6 +37,10 @@ pub use super::pdb::{LabelSelector, Pdb};
 
 /// kube-scheduler's reason for a node whose pods cannot be preempted.
 const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
+/// kube-scheduler 1.37's PostFilter message for a pod a volume PreFilter rejected (see
+/// [`post_filter`]): the cycle state's `ErrNotFound`.
+pub const POST_FILTER_STATE_NOT_FOUND: &str = "not found";
+
 /// kube-scheduler's reason for the nodes preemption cannot help.
 const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
 
@@ -88,6 +92,17 @@ pub(super) fn post_filter(
     diag: &mut Diagnosis,
     potential: Vec<usize>,
 ) {
+    // kube-scheduler 1.37's default profile runs DynamicResources' PostFilter before
+    // DefaultPreemption's (`default_plugins.go`'s `applyDynamicResources`). When a PreFilter
+    // ordered before DynamicResources' rejected the pod (VolumeRestrictions', VolumeBinding's or
+    // VolumeZone's: a missing, lost or deleting claim, an unbound Immediate one), DynamicResources
+    // never wrote its cycle state: its PostFilter fails reading it (`getStateData`, the cycle
+    // state's "not found"), `RunPostFilterPlugins` returns that error before DefaultPreemption
+    // runs, and the FitError ends with it. No preemption, whatever the pod's policy.
+    if plan.volume_error.is_some() {
+        diag.post_filter = POST_FILTER_STATE_NOT_FOUND.to_string();
+        return;
+    }
     if pod.preemption_policy == PreemptionPolicy::Never {
         diag.post_filter = "preemption: not eligible due to preemptionPolicy=Never.".to_string();
         return;

@@ -43,7 +43,7 @@ fn volume_binding() {
             volumes: vec![],
             classes: vec![class("fast", "ebs.csi.aws.com", BindingMode::Immediate)],
             want: Err(format!(
-                "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. {NOT_HELPFUL}"
+                "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found"
             )),
         },
         Case {
@@ -52,7 +52,7 @@ fn volume_binding() {
             volumes: vec![],
             classes: vec![],
             want: Err(format!(
-                "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. {NOT_HELPFUL}"
+                "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found"
             )),
         },
         Case {
@@ -61,7 +61,7 @@ fn volume_binding() {
             volumes: vec![],
             classes: vec![],
             want: Err(format!(
-                "0/3 nodes are available: persistentvolumeclaim \"data\" not found. {NOT_HELPFUL}"
+                "0/3 nodes are available: persistentvolumeclaim \"data\" not found. not found"
             )),
         },
         Case {
@@ -73,7 +73,7 @@ fn volume_binding() {
             volumes: vec![],
             classes: vec![local_wffc()],
             want: Err(format!(
-                "0/3 nodes are available: persistentvolumeclaim \"data\" is being deleted. {NOT_HELPFUL}"
+                "0/3 nodes are available: persistentvolumeclaim \"data\" is being deleted. not found"
             )),
         },
         Case {
@@ -669,5 +669,53 @@ fn volume_binding_scores_by_storage_utilization() {
     assert_eq!(
         volume_scores(&statics, &pod("q", vec![])),
         [("n1".into(), 0), ("n2".into(), 0), ("n3".into(), 0)]
+    );
+}
+
+/// kube-scheduler 1.37 runs DynamicResources' PostFilter before DefaultPreemption's; after a
+/// volume PreFilter rejected the pod, it fails with "not found" and nothing is preempted, even
+/// where evicting a pod would make room (the same pod with its claim present preempts).
+#[test]
+fn a_pod_a_volume_prefilter_rejects_preempts_nothing() {
+    let cpu = |milli| crate::engine::resources::Resources {
+        milli_cpu: milli,
+        ..Default::default()
+    };
+    let cluster = |claims: Vec<Claim>| Cluster {
+        nodes: three_nodes(),
+        bound: ["n1", "n2", "n3"]
+            .iter()
+            .map(|n| PodSpec {
+                requests: cpu(4000),
+                ..bound_pod(&format!("low-{n}"), n, vec![])
+            })
+            .collect(),
+        storage: StorageParts {
+            claims,
+            volumes: vec![pv_free("pv-1")],
+            classes: vec![local_wffc()],
+            ..Default::default()
+        },
+    };
+    let preemptor = PodSpec {
+        priority: 1000,
+        requests: cpu(1000),
+        ..pod("p", vec![claim_volume("data", "data")])
+    };
+    let missing = schedule(&cluster(vec![]), std::slice::from_ref(&preemptor)).remove(0);
+    assert_eq!(
+        missing,
+        Err("0/3 nodes are available: persistentvolumeclaim \"data\" not found. not found".to_string())
+    );
+    let never = PodSpec {
+        preemption_policy: crate::engine::model::PreemptionPolicy::Never,
+        ..preemptor.clone()
+    };
+    assert_eq!(schedule(&cluster(vec![]), &[never]).remove(0), missing);
+    let present = schedule(&cluster(vec![claim("data", "local")]), &[preemptor]).remove(0);
+    let message = present.expect_err("every node is full");
+    assert!(
+        message.contains("preemption: found a potential placement for pod on node n"),
+        "{message}"
     );
 }
