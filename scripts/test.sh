@@ -19,9 +19,10 @@ export GRPCURL="$ROOT/.tools/bin/grpcurl"
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "engine module dependencies (scripts/engine-deps.py)"
-# Fails when two engine modules import each other, or on any longer import cycle.
+step "engine and binder module dependencies (scripts/engine-deps.py)"
+# Fails when two modules of the engine (or of the binder) import each other, or on any longer import cycle.
 python3 scripts/engine-deps.py --cycles
+python3 scripts/engine-deps.py --binder --cycles
 
 step "buf lint"
 buf lint

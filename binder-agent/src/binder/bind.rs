@@ -6,30 +6,17 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use placement_scheduler::proto;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::prebind::PreBind;
-use super::{pod_ref, Binder};
+use super::{pod_ref, BindRequest, Binder};
 use crate::api::{ApiError, ClusterApi};
 use crate::queue::QueuedPod;
-use crate::routing::{Route, Routing};
-
-/// What a bind task needs of its pod's route.
-pub(super) struct Bind {
-    /// The Binding's annotations.
-    pub(super) annotations: std::collections::BTreeMap<String, String>,
-    pub(super) route: Route,
-    pub(super) routing: Arc<Routing>,
-    /// VolumeBinding's choices for the pod's unbound WaitForFirstConsumer claims: written and
-    /// waited for (its PreBind) before the Binding.
-    pub(super) volumes: Vec<proto::ClaimBinding>,
-}
 
 impl<A: ClusterApi> Binder<A> {
-    pub(super) fn spawn_bind(&self, tasks: &mut JoinSet<()>, qp: QueuedPod, node: String, bind: Bind) {
+    pub(super) fn spawn_bind(&self, tasks: &mut JoinSet<()>, qp: QueuedPod, node: String, bind: BindRequest) {
         let this = self.clone();
         tasks.spawn(async move {
             let s = &this.shared;

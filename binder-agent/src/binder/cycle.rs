@@ -13,9 +13,8 @@ use tokio::time::Instant;
 use tonic::Code;
 use tracing::Instrument;
 
-use super::bind::Bind;
 use super::decide::Decided;
-use super::{partitions, pod_ref, Binder};
+use super::{partitions, pod_ref, BindRequest, Binder};
 use crate::api::ClusterApi;
 use crate::parallel::{alone_reason, Partition};
 use crate::queue::QueuedPod;
@@ -448,7 +447,7 @@ impl<A: ClusterApi> Binder<A> {
                         }
                     }
                     // Assumed by `assume_placed` above.
-                    let bind = Bind {
+                    let bind = BindRequest {
                         annotations: route.annotations(&applied_policy),
                         route: route.clone(),
                         routing: Arc::clone(routing),
@@ -480,7 +479,7 @@ impl<A: ClusterApi> Binder<A> {
                     if routing.active() {
                         s.experiments.unschedulable(routing, &route);
                     }
-                    let bind = Bind {
+                    let bind = BindRequest {
                         annotations: route.annotations(&applied_policy),
                         route: route.clone(),
                         routing: Arc::clone(routing),

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use tonic::Code;
 use tonic_types::StatusExt;
 
-use super::Binder;
+use super::{Binder, DecideError};
 use crate::api::ClusterApi;
 use crate::parallel::Partition;
 use crate::queue::QueuedPod;
@@ -26,21 +26,6 @@ pub(super) struct Decided {
     pub(super) replica: Arc<Replica>,
     /// The state version of the snapshot it decided on.
     pub(super) version: u64,
-}
-
-/// Why a batch got no decision.
-#[derive(Debug, thiserror::Error)]
-pub enum DecideError {
-    /// No replica is configured or resolvable.
-    #[error("no decision replica available")]
-    NoReplica,
-    /// Every replica tried failed; the last error.
-    #[error("every decision replica failed; last error: {0}")]
-    AllFailed(String),
-    /// Every replica of an experiment's or shadow's backend is out after failures: not called
-    /// until one is back in, so a dead backend costs the other arms nothing.
-    #[error("every replica of the backend is out after failures")]
-    BackendOut,
 }
 
 /// A state version a full sync in progress holds in the log; released when dropped.

@@ -65,11 +65,34 @@ use crate::model::PodInfo;
 use crate::parallel::Slots;
 use crate::queue::{QueueConfig, SchedulingQueue};
 use crate::replicas::ReplicaPool;
-use crate::routing::{Experiments, Routing};
+use crate::routing::{Experiments, Route, Routing};
 use crate::state::ClusterState;
 
-use self::bind::Bind;
-pub use self::decide::DecideError;
+/// Why a batch got no decision.
+#[derive(Debug, thiserror::Error)]
+pub enum DecideError {
+    /// No replica is configured or resolvable.
+    #[error("no decision replica available")]
+    NoReplica,
+    /// Every replica tried failed; the last error.
+    #[error("every decision replica failed; last error: {0}")]
+    AllFailed(String),
+    /// Every replica of an experiment's or shadow's backend is out after failures: not called
+    /// until one is back in, so a dead backend costs the other arms nothing.
+    #[error("every replica of the backend is out after failures")]
+    BackendOut,
+}
+
+/// What a bind task needs of its pod's route.
+struct BindRequest {
+    /// The Binding's annotations.
+    annotations: std::collections::BTreeMap<String, String>,
+    route: Route,
+    routing: Arc<Routing>,
+    /// VolumeBinding's choices for the pod's unbound WaitForFirstConsumer claims: written and
+    /// waited for (its PreBind) before the Binding.
+    volumes: Vec<proto::ClaimBinding>,
+}
 
 /// A change the watchers (or the simulation) saw.
 // Events are consumed as soon as they are made; boxing the pod would add an allocation per event.
@@ -187,7 +210,7 @@ struct Shared<A> {
     events: Arc<Semaphore>,
     limiter: Option<DefaultDirectRateLimiter>,
     synced: AtomicBool,
-    nominations: Mutex<Nominations<Bind>>,
+    nominations: Mutex<Nominations<BindRequest>>,
     /// Bumped on every claim, volume and pod deletion event: PreBinds waiting for the PV
     /// controller look again.
     storage_seen: watch::Sender<u64>,

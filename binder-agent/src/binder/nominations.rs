@@ -7,9 +7,8 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::bind::Bind;
 use super::failures::Failure;
-use super::{pod_ref, Binder};
+use super::{pod_ref, BindRequest, Binder};
 use crate::api::{ClusterApi, PodRef};
 use crate::groups::{Nomination, RetryEnd};
 use crate::queue::QueuedPod;
@@ -17,7 +16,13 @@ use crate::queue::QueuedPod;
 impl<A: ClusterApi> Binder<A> {
     /// Acts on a nomination (see [`crate::groups`]): reserve the node, nominate, preempt the
     /// victims, report FailedScheduling; the bind follows once the victims are gone.
-    pub(super) fn start_preemption(&self, tasks: &mut JoinSet<()>, qp: QueuedPod, u: proto::Unschedulable, bind: Bind) {
+    pub(super) fn start_preemption(
+        &self,
+        tasks: &mut JoinSet<()>,
+        qp: QueuedPod,
+        u: proto::Unschedulable,
+        bind: BindRequest,
+    ) {
         let s = &self.shared;
         let node = u.nominated_node_name.clone();
         let preemptor = pod_ref(&qp.info.spec);
@@ -177,7 +182,7 @@ impl<A: ClusterApi> Binder<A> {
     /// Gives a nomination up (its deadline passed, or its node is gone): the reservation goes,
     /// `nominatedNodeName` is cleared, FailedScheduling says why, and the pod waits as
     /// unschedulable for the next cluster event.
-    fn give_up_nomination(&self, tasks: &mut JoinSet<()>, n: Nomination<Bind>, now: Instant) {
+    fn give_up_nomination(&self, tasks: &mut JoinSet<()>, n: Nomination<BindRequest>, now: Instant) {
         let s = &self.shared;
         let uid = n.pod.info.spec.uid.clone();
         let node_exists = s.state.lock().nodes().contains_key(&n.node);

@@ -10,7 +10,9 @@ use crate::binder::BinderConfig;
 use crate::experiments::ExperimentSet;
 use crate::queue::QueueConfig;
 
-use super::*;
+use super::compare::compare_arms;
+use super::config::*;
+use super::run::simulate;
 
 /// How the summary is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

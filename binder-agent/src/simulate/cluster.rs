@@ -14,7 +14,9 @@ use crate::api::{scheduled_message, ApiError, ClaimRef, ClusterApi, PodRef};
 use crate::binder::{Binder, ClusterEvent};
 use crate::model::{Owner, PodInfo, StorageKey, StorageObject};
 
-use super::*;
+use super::config::*;
+use super::latency::Recorder;
+use super::workload::mix;
 
 /// What the in-memory cluster knows of one pod.
 #[derive(Debug, Clone)]

@@ -6,7 +6,9 @@ use serde::Serialize;
 
 use crate::experiments::ExperimentSet;
 
-use super::*;
+use super::config::*;
+use super::run::simulate;
+use super::summary::Summary;
 
 /// One arm's run of a per-arm comparison.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -11,7 +11,8 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::*;
+use super::config::*;
+use super::latency::Recorder;
 
 /// Server-side timings of the in-process replicas.
 #[derive(Debug, Default)]

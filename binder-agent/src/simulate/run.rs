@@ -14,7 +14,11 @@ use crate::metrics::BinderMetrics;
 use crate::model::PodInfo;
 use crate::replicas::{EndpointSource, ReplicaPool};
 
-use super::*;
+use super::cluster::{PodRecord, SimCluster};
+use super::config::*;
+use super::latency::LatencySummary;
+use super::local_replicas::{DecisionTimings, LocalReplica};
+use super::summary::{Outcome, Summary};
 
 /// Pods submitted between two yields to the runtime.
 pub(super) const SUBMIT_CHUNK: usize = 500;

@@ -10,7 +10,8 @@ use serde::Serialize;
 
 use crate::routing::Report;
 
-use super::*;
+use super::cluster::Store;
+use super::latency::{percentile, LatencySummary};
 
 /// Where a pending pod ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -9,7 +9,7 @@ use placement_scheduler::synth::{self};
 use crate::experiments::Owner;
 use crate::model::{self, PodInfo, StorageObject};
 
-use super::*;
+use super::config::*;
 
 /// First creation timestamp given to synthetic pending pods (ms since the epoch).
 pub(super) const SYNTHETIC_EPOCH_MS: i64 = 1_767_225_600_000;
