@@ -1329,28 +1329,31 @@ async fn generated_pods_are_decided_as_kube_scheduler_decides_them() {
                 )
                 .await;
         }
+        if matches!(volume, Volume::NoneAvailable | Volume::Local(_)) {
+            for (s, side) in ["ours", "kube"].into_iter().enumerate() {
+                scope
+                    .create_claim(claim_json(&format!("c{k}-{side}"), &class, None))
+                    .await;
+                if let Volume::Local(i) = volume {
+                    local_volume(&mut scope, &format!("v{k}-{side}"), &class, &node_names[i][s]).await;
+                }
+            }
+            // Both schedulers' informers see the claims and volumes before the pods arrive (a
+            // pod decided first is unschedulable for want of its volume, then retried).
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
         let mut twins = Vec::new();
         let mut best = None;
-        for (s, (side, scheduler)) in [
+        for (side, scheduler) in [
             ("ours", scope.scheduler.clone()),
             ("kube", "default-scheduler".to_string()),
-        ]
-        .into_iter()
-        .enumerate()
-        {
+        ] {
             let name = format!("p{k}-{side}");
             let mut pod = pod_for(&scope.ns, &name, &scheduler, &scope.run, cpu);
             match volume {
                 Volume::No => {}
                 Volume::Missing => pod = with_claim(pod, &format!("missing-p{k}")),
-                Volume::NoneAvailable | Volume::Local(_) => {
-                    let claim = format!("c{k}-{side}");
-                    scope.create_claim(claim_json(&claim, &class, None)).await;
-                    if let Volume::Local(i) = volume {
-                        local_volume(&mut scope, &format!("v{k}-{side}"), &class, &node_names[i][s]).await;
-                    }
-                    pod = with_claim(pod, &claim);
-                }
+                Volume::NoneAvailable | Volume::Local(_) => pod = with_claim(pod, &format!("c{k}-{side}")),
             }
             let spec = pod.spec.as_mut().expect("a pod spec");
             spec.priority_class_name = priority.map(str::to_string);
