@@ -7,16 +7,16 @@
 //! - [`replicas`]: decision replicas, balancing and ejection.
 //! - [`binder`]: the scheduling loop over a [`api::ClusterApi`]; [`parallel`]: several batches
 //!   in flight on node partitions.
-//! - [`experiments`]: the experiments file, pod selection and stable arm assignment;
-//!   [`routing`]: arms and shadow policies at run time and the per-arm record.
+//! - [`experiments`]: A/B arms and shadow policies: the file, routing each pod to a policy and
+//!   backend, and the per-arm record; [`backends`]: the binder's replica pools by backend.
 //! - [`explain`]: `kubectl placement explain`, why a pod is pending or where it landed.
 //! - [`kube_api`], [`watch`], [`leader`], [`http`]: the Kubernetes side (writes, watches, leader
 //!   election, health and metrics endpoints), wired together by [`run`].
 
 pub mod api;
+pub mod backends;
 pub mod binder;
 pub mod experiments;
-pub mod experiments_cli;
 pub mod explain;
 pub mod groups;
 pub mod http;
@@ -24,10 +24,10 @@ pub mod kube_api;
 pub mod leader;
 pub mod metrics;
 pub mod model;
+pub mod output;
 pub mod parallel;
 pub mod queue;
 pub mod replicas;
-pub mod routing;
 pub mod state;
 pub mod watch;
 

@@ -3,7 +3,8 @@
 //! where it landed (also the kubectl plugin `kubectl-placement`).
 
 use clap::{Parser, Subcommand};
-use placement_binder::{experiments_cli, explain, run, simulate};
+use placement_binder::experiments::cli as experiments_cli;
+use placement_binder::{explain, run, simulate};
 
 // mimalloc returns freed memory to the OS; glibc malloc kept the binder's resident size near its
 // peak (docs/performance.md).

@@ -346,7 +346,8 @@ fn read_experiments(path: &std::path::Path) -> anyhow::Result<(String, crate::ex
 
 /// Re-reads the experiments file every `every`; a changed, valid file goes live.
 async fn reload_experiments(
-    experiments: Arc<crate::routing::Experiments>,
+    experiments: Arc<crate::experiments::Experiments>,
+    pools: Arc<crate::backends::ReplicaPools>,
     path: PathBuf,
     mut last: String,
     every: Duration,
@@ -358,7 +359,7 @@ async fn reload_experiments(
             match std::fs::read_to_string(&path) {
                 Ok(text) if text == last => {}
                 Ok(text) => {
-                    match experiments.reload_text(&text) {
+                    match pools.reload_text(&experiments, &text) {
                         Ok(()) => tracing::info!(file = %path.display(), "experiments reloaded"),
                         Err(e) => {
                             tracing::error!(file = %path.display(), error = %e, "experiments file invalid; keeping the running version")
@@ -478,13 +479,13 @@ pub async fn run_until(args: RunArgs, stop_signal: impl std::future::Future<Outp
     if let Some(path) = &args.experiments_file {
         let (text, set) = read_experiments(path)?;
         binder
-            .experiments()
-            .replace(set)
+            .replace_experiments(set)
             .with_context(|| format!("--experiments-file {}", path.display()))?;
         tracing::info!(file = %path.display(), "experiments loaded");
         let every = Duration::from_secs(args.experiments_reload_secs.max(1));
         tasks.spawn(reload_experiments(
             binder.experiments().clone(),
+            binder.pools().clone(),
             path.clone(),
             text,
             every,
@@ -690,19 +691,21 @@ mod tests {
             .unwrap(),
         );
         let metrics = Arc::new(BinderMetrics::new());
-        let experiments = Arc::new(crate::routing::Experiments::new(
-            crate::routing::Routing::build(set, pool, None).unwrap(),
+        let experiments = Arc::new(crate::experiments::Experiments::new(
+            crate::experiments::Routing::build(set).unwrap(),
             Arc::clone(&metrics),
         ));
+        let pools = Arc::new(crate::backends::ReplicaPools::new(pool));
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(reload_experiments(
             Arc::clone(&experiments),
+            pools,
             path.clone(),
             text,
             Duration::from_secs(10),
             Shutdown(stopped),
         ));
-        let policy = |e: &crate::routing::Experiments| e.current().set.experiments[0].arms[0].policy.clone();
+        let policy = |e: &crate::experiments::Experiments| e.current().set.experiments[0].arms[0].policy.clone();
         assert_eq!(policy(&experiments), "default");
 
         std::fs::write(&path, v1.replace("default", "bin-packing")).unwrap();

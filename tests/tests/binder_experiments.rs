@@ -133,7 +133,7 @@ shadows:
         Arc::clone(&metrics),
         Leadership::always(&metrics).receiver(),
     );
-    binder.experiments().replace(experiments).unwrap();
+    binder.replace_experiments(experiments).unwrap();
 
     for i in 0..6 {
         server.create_pod(pod(&format!("local-{i}"), None));
@@ -255,12 +255,12 @@ shadows:
     // Bin packing put the remote arm's six small pods on one node.
     assert_eq!(remote.nodes_used, 1);
 
-    let table = placement_binder::experiments_cli::fetch(&format!("http://{http}"), OutputFormat::Text)
+    let table = placement_binder::experiments::cli::fetch(&format!("http://{http}"), OutputFormat::Text)
         .await
         .unwrap();
     assert!(table.contains("EXPERIMENT") && table.contains("remote"), "{table}");
     let json: serde_json::Value = serde_json::from_str(
-        &placement_binder::experiments_cli::fetch(&format!("http://{http}"), OutputFormat::Json)
+        &placement_binder::experiments::cli::fetch(&format!("http://{http}"), OutputFormat::Json)
             .await
             .unwrap(),
     )

@@ -23,7 +23,6 @@ impl<A: ClusterApi> Binder<A> {
             let uid = qp.info.spec.uid.clone();
             let pod = pod_ref(&qp.info.spec);
             let policy = bind.route.policy_label();
-            let record = bind.routing.active();
             if !bind.volumes.is_empty() {
                 let span = tracing::info_span!("prebind_volumes", pod = %pod.key(), %node, claims = bind.volumes.len());
                 if this.prebind_volumes(&pod, &node, &bind.volumes, policy).instrument(span).await == PreBind::Stopped {
@@ -86,16 +85,14 @@ impl<A: ClusterApi> Binder<A> {
                 };
                 s.metrics.bind(&result, started.elapsed());
                 drop(permit);
-                if record && matches!(result, Err(ApiError::Other(_))) {
-                    s.experiments.bind_failed(&bind.routing, &bind.route);
+                if matches!(result, Err(ApiError::Other(_))) {
+                    s.experiments.bind_failed(&bind.route);
                 }
                 match result {
                     Ok(()) => {
                         let bound_at = std::time::SystemTime::now();
                         s.queue.lock().remove(&uid);
-                        if record {
-                            s.experiments.bound(&bind.routing, &bind.route, &uid, &node);
-                        }
+                        s.experiments.bound(&bind.route, &uid, &node);
                         s.metrics.attempt(policy, "scheduled");
                         s.metrics.e2e(policy, qp.first_seen.elapsed(), qp.attempts);
                         // The event waits for one of the few event slots (in bind order).

@@ -16,9 +16,9 @@ use tracing::Instrument;
 use super::decide::Decided;
 use super::{partitions, pod_ref, BindRequest, Binder};
 use crate::api::ClusterApi;
+use crate::experiments::{Route, Routing};
 use crate::parallel::{alone_reason, Partition};
 use crate::queue::QueuedPod;
-use crate::routing::{Route, Routing};
 
 /// A node partition held by a decision in flight: given back, and the loop woken, when dropped.
 struct HeldPartition<'a, A> {
@@ -229,12 +229,11 @@ impl<A: ClusterApi> Binder<A> {
         if partitions(&s.config) < 2 {
             return 0;
         }
-        let routing = s.experiments.current();
-        if routing.active() || !routing.shadows.is_empty() {
+        if s.experiments.active() {
             return 0;
         }
-        match routing.backends.first().map(|pool| pool.ready_count()) {
-            Some(ready) if ready >= 2 => ready.min(s.config.batches_in_flight),
+        match s.pools.main().ready_count() {
+            ready if ready >= 2 => ready.min(s.config.batches_in_flight),
             _ => 0,
         }
     }
@@ -304,13 +303,8 @@ impl<A: ClusterApi> Binder<A> {
         }
         s.metrics.batch_size.observe(batch.len() as f64);
         let routing = s.experiments.current();
-        if !routing.active() {
-            let route = routing.route(&batch[0].info, &s.config.policy);
-            self.schedule_group(&routing, route, batch, tasks, None).await;
-            return;
-        }
         for (route, group) in routing.split(batch, &s.config.policy) {
-            let span = tracing::info_span!("arm", experiment = %route.experiment, arm = %route.arm, pods = group.len());
+            let span = route.span(group.len());
             self.schedule_group(&routing, route, group, tasks, None)
                 .instrument(span)
                 .await;
@@ -328,12 +322,17 @@ impl<A: ClusterApi> Binder<A> {
     ) {
         let s = &self.shared;
         let policy = route.policy_label().to_string();
-        let pool = &routing.backends[route.backend];
+        let pool = s.pools.of(routing, route.backend);
         let fail_fast = route.backend != 0;
         let mut pods: Vec<&proto::Pod> = batch.iter().map(|p| &p.info.spec).collect();
         let mut rejected: Vec<(usize, String)> = Vec::new();
         let started = Instant::now();
         let response = loop {
+            let Some(pool) = &pool else {
+                // A reload replaced the routing and dropped this backend meanwhile: the pods
+                // back off and are routed again.
+                break None;
+            };
             match self
                 .decide(pool, &route.policy, &pods, fail_fast, true, partition)
                 .await
@@ -363,9 +362,7 @@ impl<A: ClusterApi> Binder<A> {
         };
         let took = started.elapsed();
         s.metrics.decision_duration.observe(took.as_secs_f64());
-        if routing.active() {
-            s.experiments.decided(routing, &route, took);
-        }
+        s.experiments.decided(&route, took);
         let now = Instant::now();
         let refused: Vec<usize> = rejected.iter().map(|(i, _)| *i).collect();
         for (i, message) in rejected {
@@ -396,9 +393,7 @@ impl<A: ClusterApi> Binder<A> {
             }
             self.update_queue_gauges(&q);
             drop(q);
-            if routing.active() {
-                s.experiments.decision_failed(routing, &route, failed);
-            }
+            s.experiments.decision_failed(&route, failed);
             return;
         };
         if !routing.shadows.is_empty() {
@@ -450,7 +445,6 @@ impl<A: ClusterApi> Binder<A> {
                     let bind = BindRequest {
                         annotations: route.annotations(&applied_policy),
                         route: route.clone(),
-                        routing: Arc::clone(routing),
                         volumes,
                     };
                     self.spawn_bind(tasks, qp, node, bind);
@@ -476,13 +470,10 @@ impl<A: ClusterApi> Binder<A> {
                 }
                 Some(Outcome::Unschedulable(u)) if !u.nominated_node_name.is_empty() => {
                     s.metrics.attempt(&policy, "unschedulable");
-                    if routing.active() {
-                        s.experiments.unschedulable(routing, &route);
-                    }
+                    s.experiments.unschedulable(&route);
                     let bind = BindRequest {
                         annotations: route.annotations(&applied_policy),
                         route: route.clone(),
-                        routing: Arc::clone(routing),
                         volumes: Vec::new(),
                     };
                     self.start_preemption(tasks, qp, u, bind);
@@ -490,9 +481,7 @@ impl<A: ClusterApi> Binder<A> {
                 Some(Outcome::Unschedulable(u)) => {
                     s.queue.lock().unschedulable(&qp.info.spec.uid, now);
                     s.metrics.attempt(&policy, "unschedulable");
-                    if routing.active() {
-                        s.experiments.unschedulable(routing, &route);
-                    }
+                    s.experiments.unschedulable(&route);
                     self.spawn_unschedulable(tasks, pod_ref(&qp.info.spec), u.message);
                 }
                 None => {
@@ -544,13 +533,14 @@ impl<A: ClusterApi> Binder<A> {
         let primary: std::collections::HashMap<&str, &proto::Placement> =
             response.placements.iter().map(|p| (p.pod_uid.as_str(), p)).collect();
         let verdicts = futures::future::join_all(routing.shadows.iter().map(|shadow| async move {
-            let pool = &routing.backends[shadow.backend];
-            (
-                shadow,
-                self.decide(pool, &shadow.policy, pods, shadow.backend != 0, false, None)
+            let verdict = match s.pools.of(routing, shadow.backend) {
+                Some(pool) => self
+                    .decide(&pool, &shadow.policy, pods, shadow.backend != 0, false, None)
                     .await
                     .map(|d| d.response),
-            )
+                None => Err(Err(super::DecideError::BackendOut)),
+            };
+            (shadow, verdict)
         }))
         .await;
         for (shadow, verdict) in verdicts {

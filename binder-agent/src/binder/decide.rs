@@ -343,7 +343,7 @@ impl<A: ClusterApi> Binder<A> {
     /// Drops the change log every synced replica of every backend is past: no delta needs it.
     fn compact_log(&self) {
         let s = &self.shared;
-        if let Some(min) = s.experiments.current().min_synced_version() {
+        if let Some(min) = s.pools.min_synced_version() {
             let pinned = s.full_syncs.lock().iter().copied().min();
             s.state.lock().compact(pinned.map_or(min, |p| p.min(min)));
         }

@@ -59,13 +59,14 @@ use placement_scheduler::proto;
 use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::api::{ClusterApi, PodRef};
+use crate::backends::ReplicaPools;
+use crate::experiments::{ExperimentSet, Experiments, Route, Routing, RoutingError};
 use crate::groups::{NominationTiming, Nominations};
 use crate::metrics::BinderMetrics;
 use crate::model::PodInfo;
 use crate::parallel::Slots;
 use crate::queue::{QueueConfig, SchedulingQueue};
 use crate::replicas::ReplicaPool;
-use crate::routing::{Experiments, Route, Routing};
 use crate::state::ClusterState;
 
 /// Why a batch got no decision.
@@ -83,12 +84,12 @@ pub enum DecideError {
     BackendOut,
 }
 
-/// What a bind task needs of its pod's route.
+/// What a bind task needs besides the pod and its node.
 struct BindRequest {
     /// The Binding's annotations.
     annotations: std::collections::BTreeMap<String, String>,
+    /// Who decided the pod (its policy for metrics, its arm for the experiments record).
     route: Route,
-    routing: Arc<Routing>,
     /// VolumeBinding's choices for the pod's unbound WaitForFirstConsumer claims: written and
     /// waited for (its PreBind) before the Binding.
     volumes: Vec<proto::ClaimBinding>,
@@ -199,8 +200,10 @@ impl Default for BinderConfig {
 struct Shared<A> {
     config: BinderConfig,
     api: A,
-    replicas: Arc<ReplicaPool>,
+    /// The decision replicas by backend: the binder's own and the experiments'.
+    pools: Arc<ReplicaPools>,
     metrics: Arc<BinderMetrics>,
+    /// The live routing and the observer of outcomes (records nothing with no experiment).
     experiments: Arc<Experiments>,
     state: Mutex<ClusterState>,
     queue: Mutex<SchedulingQueue>,
@@ -281,11 +284,8 @@ impl<A: ClusterApi> Binder<A> {
                 queue: Mutex::new(SchedulingQueue::new(config.queue.clone())),
                 config,
                 api,
-                experiments: Arc::new(Experiments::new(
-                    Routing::none(Arc::clone(&replicas)),
-                    Arc::clone(&metrics),
-                )),
-                replicas,
+                experiments: Arc::new(Experiments::new(Routing::none(), Arc::clone(&metrics))),
+                pools: Arc::new(ReplicaPools::new(replicas)),
                 metrics,
                 state: Mutex::new(ClusterState::with_partitions(partitions)),
                 wake: Notify::new(),
@@ -312,14 +312,25 @@ impl<A: ClusterApi> Binder<A> {
         &self.shared.metrics
     }
 
-    /// Experiments and shadows: make a file live with [`Experiments::replace`] or
-    /// [`Experiments::reload`], read the comparison with [`Binder::experiment_report`].
+    /// Experiments and shadows: the live routing and the record. Make a file live with
+    /// [`Binder::replace_experiments`] (or [`ReplicaPools::reload_text`] with [`Binder::pools`]),
+    /// read the comparison with [`Binder::experiment_report`].
     pub fn experiments(&self) -> &Arc<Experiments> {
         &self.shared.experiments
     }
 
+    /// The decision replicas by backend.
+    pub fn pools(&self) -> &Arc<ReplicaPools> {
+        &self.shared.pools
+    }
+
+    /// Makes `set` live: its backends' replica pools, then its routing; on error nothing changes.
+    pub fn replace_experiments(&self, set: ExperimentSet) -> Result<(), RoutingError> {
+        self.shared.pools.make_live(&self.shared.experiments, set)
+    }
+
     /// The per-arm comparison now (node utilization from the binder's state).
-    pub fn experiment_report(&self) -> crate::routing::Report {
+    pub fn experiment_report(&self) -> crate::experiments::Report {
         let st = self.shared.state.lock();
         self.shared.experiments.report(&st)
     }
@@ -332,7 +343,7 @@ impl<A: ClusterApi> Binder<A> {
 
     /// Ready: caches synced and at least one decision replica in.
     pub fn is_ready(&self) -> bool {
-        self.shared.synced.load(Ordering::Relaxed) && self.shared.replicas.ready_count() > 0
+        self.shared.synced.load(Ordering::Relaxed) && self.shared.pools.main().ready_count() > 0
     }
 
     /// Pods pending anywhere in the queue (in flight included).

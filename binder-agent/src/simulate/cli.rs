@@ -14,14 +14,7 @@ use super::compare::compare_arms;
 use super::config::*;
 use super::run::simulate;
 
-/// How the summary is printed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutputFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object.
-    Json,
-}
+pub use crate::output::OutputFormat;
 
 /// Parses `250ms`, `5s`, `2m`, `1h` or plain seconds.
 pub(super) fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -3,9 +3,9 @@
 
 use crate::binder::BinderConfig;
 use crate::experiments::ExperimentSet;
+use crate::experiments::RoutingError;
 use crate::model::{self, PodInfo, StorageObject};
 use crate::replicas::{ReplicaConfig, ReplicaError};
-use crate::routing::RoutingError;
 use placement_scheduler::grpc::ServerConfig;
 use placement_scheduler::proto;
 use placement_scheduler::synth::ClusterShape;

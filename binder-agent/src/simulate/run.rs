@@ -127,7 +127,7 @@ pub(super) async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, 
     let binder_config_in_flight = binder_config.batches_in_flight;
     let binder = Binder::new(binder_config, api, Arc::clone(&pool), Arc::clone(&metrics), leader_rx);
     if let Some(set) = experiments {
-        binder.experiments().replace(set)?;
+        binder.replace_experiments(set)?;
     }
     let feeder = tokio::spawn(sim_watch.feed(binder.clone()));
 

@@ -8,7 +8,7 @@ use placement_scheduler::grpc::convert;
 use placement_scheduler::proto;
 use serde::Serialize;
 
-use crate::routing::Report;
+use crate::experiments::Report;
 
 use super::cluster::Store;
 use super::latency::{percentile, LatencySummary};

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::experiments::ExperimentSet;
-use crate::simulate::OutputFormat;
+use super::config::ExperimentSet;
+use crate::output::OutputFormat;
 
 /// Flags of `binder-agent experiments`.
 #[derive(Debug, clap::Args)]

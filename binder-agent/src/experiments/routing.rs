@@ -1,0 +1,307 @@
+//! Routing: which policy and decision backend decide each pending pod ([`Routing::route`],
+//! [`Routing::split`]), and the annotations its Binding carries ([`Route::annotations`]).
+
+use std::collections::{BTreeMap, HashMap};
+
+use placement_scheduler::labels::{
+    ARM_ANNOTATION, ASSIGNMENT_ANNOTATION, EXPERIMENT_ANNOTATION, PIN_ANNOTATION, POLICY_ANNOTATION,
+};
+
+use super::config::{client_tls, BackendSpec, ConfigError, ExperimentSet, PodFacts};
+use crate::model::PodInfo;
+use crate::queue::QueuedPod;
+use crate::replicas::ReplicaError;
+/// The experiment and arm label of pods no experiment selects (not a DNS label, so it never
+/// collides with a configured name).
+pub const NONE: &str = "-";
+
+/// Why a routing could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum RoutingError {
+    /// The file is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A backend's replicas could not be set up.
+    #[error("{field}: {source}")]
+    Backend {
+        /// The field path of the backend.
+        field: String,
+        /// Why.
+        source: ReplicaError,
+    },
+}
+
+/// Who decides a group of pods.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Route {
+    /// Experiment name, or [`NONE`].
+    pub experiment: String,
+    /// Arm name, or [`NONE`].
+    pub arm: String,
+    /// Policy sent with the batch (empty: the backend's default).
+    pub policy: String,
+    /// Index of the backend in [`Routing::backends`] (0: the binder's replicas).
+    pub backend: usize,
+    /// The backend for the report: `main` or its endpoints.
+    pub backend_name: String,
+    /// Chosen by the pin annotation.
+    pub pinned: bool,
+}
+
+impl Route {
+    /// Whether an experiment selected the pods.
+    pub fn in_experiment(&self) -> bool {
+        self.experiment != NONE
+    }
+
+    /// The annotations the Binding carries: the policy the service applied, and the experiment,
+    /// arm and how the arm was chosen when an experiment selected the pod.
+    pub fn annotations(&self, applied_policy: &str) -> BTreeMap<String, String> {
+        let mut a = BTreeMap::new();
+        let policy = if applied_policy.is_empty() {
+            self.policy_label()
+        } else {
+            applied_policy
+        };
+        a.insert(POLICY_ANNOTATION.to_string(), policy.to_string());
+        if self.in_experiment() {
+            a.insert(EXPERIMENT_ANNOTATION.to_string(), self.experiment.clone());
+            a.insert(ARM_ANNOTATION.to_string(), self.arm.clone());
+            let how = if self.pinned { "pin" } else { "hash" };
+            a.insert(ASSIGNMENT_ANNOTATION.to_string(), how.to_string());
+        }
+        a
+    }
+
+    /// The span a group decided on this route runs in: `arm`, with the experiment and arm, when
+    /// an experiment selected the group; none (the batch's own) otherwise.
+    pub fn span(&self, pods: usize) -> tracing::Span {
+        if self.in_experiment() {
+            tracing::info_span!("arm", experiment = %self.experiment, arm = %self.arm, pods)
+        } else {
+            tracing::Span::none()
+        }
+    }
+
+    /// The policy for labels: `default` when empty.
+    pub fn policy_label(&self) -> &str {
+        if self.policy.is_empty() {
+            "default"
+        } else {
+            &self.policy
+        }
+    }
+
+    pub(super) fn key(&self) -> (String, String) {
+        (self.experiment.clone(), self.arm.clone())
+    }
+}
+
+/// A shadow made live.
+#[derive(Debug, Clone)]
+pub struct ShadowRoute {
+    /// Name.
+    pub name: String,
+    /// Policy evaluated.
+    pub policy: String,
+    /// Index of its backend.
+    pub backend: usize,
+}
+
+/// One version of the experiments file made live: who decides each pod. The replica pools of
+/// its backends are the binder's ([`crate::backends::ReplicaPools`]).
+#[derive(Debug)]
+pub struct Routing {
+    /// The validated file.
+    pub set: ExperimentSet,
+    /// Backends: 0 (`None`) is the binder's own replicas, then one per distinct backend of the
+    /// file.
+    pub backends: Vec<Option<BackendSpec>>,
+    /// The field path that first names each backend (for errors).
+    pub fields: Vec<String>,
+    /// `arm_backend[experiment][arm]`: index of the arm's backend.
+    arm_backend: Vec<Vec<usize>>,
+    /// Shadows.
+    pub shadows: Vec<ShadowRoute>,
+}
+
+impl Routing {
+    /// Routing with no experiment and no shadow: every pod to the binder's replicas.
+    pub fn none() -> Self {
+        Self {
+            set: ExperimentSet::default(),
+            backends: vec![None],
+            fields: vec![String::new()],
+            arm_backend: Vec::new(),
+            shadows: Vec::new(),
+        }
+    }
+
+    /// Makes `set` a routing: one backend per distinct backend spec, its TLS files read.
+    pub fn build(set: ExperimentSet) -> Result<Self, RoutingError> {
+        let mut r = Self::none();
+        let backend_of = |r: &mut Self, field: String, spec: &Option<BackendSpec>| -> Result<usize, RoutingError> {
+            let Some(spec) = spec else { return Ok(0) };
+            if let Some(i) = r.backends.iter().position(|s| s.as_ref() == Some(spec)) {
+                return Ok(i);
+            }
+            client_tls(&field, spec)?;
+            r.backends.push(Some(spec.clone()));
+            r.fields.push(field);
+            Ok(r.backends.len() - 1)
+        };
+        for (i, e) in set.experiments.iter().enumerate() {
+            let mut arms = Vec::new();
+            for (j, a) in e.arms.iter().enumerate() {
+                arms.push(backend_of(
+                    &mut r,
+                    format!("experiments[{i}].arms[{j}].backend"),
+                    &a.backend,
+                )?);
+            }
+            r.arm_backend.push(arms);
+        }
+        for (i, s) in set.shadows.iter().enumerate() {
+            let backend = backend_of(&mut r, format!("shadows[{i}].backend"), &s.backend)?;
+            r.shadows.push(ShadowRoute {
+                name: s.name.clone(),
+                policy: s.policy.clone(),
+                backend,
+            });
+        }
+        r.set = set;
+        Ok(r)
+    }
+
+    /// Whether any experiment or shadow is configured.
+    pub fn active(&self) -> bool {
+        !self.set.is_empty()
+    }
+
+    /// Who decides a pod; `default_policy` for pods no experiment selects.
+    pub fn route(&self, info: &PodInfo, default_policy: &str) -> Route {
+        let facts = PodFacts {
+            namespace: &info.spec.namespace,
+            name: &info.spec.name,
+            labels: &info.spec.labels,
+            owner: info.owner.as_ref(),
+            pin: info.annotations.get(PIN_ANNOTATION).map(String::as_str),
+        };
+        match self.set.assign(&facts) {
+            Some(a) => {
+                let e = &self.set.experiments[a.experiment];
+                let arm = &e.arms[a.arm];
+                let backend = self.arm_backend[a.experiment][a.arm];
+                Route {
+                    experiment: e.name.clone(),
+                    arm: arm.name.clone(),
+                    policy: arm.policy.clone(),
+                    backend,
+                    backend_name: self.backend_name(backend),
+                    pinned: a.pinned,
+                }
+            }
+            None => Route {
+                experiment: NONE.into(),
+                arm: NONE.into(),
+                policy: default_policy.to_string(),
+                backend: 0,
+                backend_name: self.backend_name(0),
+                pinned: false,
+            },
+        }
+    }
+
+    /// Splits a batch by route, keeping the batch's order inside each group and ordering groups
+    /// by their first pod (so the highest-priority pod's group is decided first).
+    pub fn split(&self, batch: Vec<QueuedPod>, default_policy: &str) -> Vec<(Route, Vec<QueuedPod>)> {
+        if !self.active() {
+            // Every pod to the binder's own policy and replicas: one group, routed once.
+            return match batch.first() {
+                Some(p) => vec![(self.route(&p.info, default_policy), batch)],
+                None => Vec::new(),
+            };
+        }
+        let mut groups: Vec<(Route, Vec<QueuedPod>)> = Vec::new();
+        let mut index: HashMap<Route, usize> = HashMap::new();
+        for p in batch {
+            let route = self.route(&p.info, default_policy);
+            match index.get(&route) {
+                Some(&i) => groups[i].1.push(p),
+                None => {
+                    index.insert(route.clone(), groups.len());
+                    groups.push((route, vec![p]));
+                }
+            }
+        }
+        groups
+    }
+
+    /// The index of the backend of arm `arm` of experiment `experiment`.
+    pub fn arm_backend(&self, experiment: usize, arm: usize) -> usize {
+        self.arm_backend[experiment][arm]
+    }
+
+    /// A description of a backend for the table: `main` or its endpoints.
+    pub fn backend_name(&self, i: usize) -> String {
+        match self.backends.get(i).and_then(|s| s.as_ref()) {
+            Some(s) => s.endpoints.join(","),
+            None => "main".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use placement_scheduler::proto;
+
+    #[tokio::test]
+    async fn routes_split_a_batch_and_backends_are_shared() {
+        let yaml = r#"
+experiments:
+  - name: e
+    unit: pod
+    arms:
+      - {name: a, weight: 1, policy: default}
+      - {name: b, weight: 1, policy: bin-packing, backend: {endpoints: ["http://127.0.0.1:2"]}}
+shadows:
+  - {name: s, policy: bin-packing, backend: {endpoints: ["http://127.0.0.1:2"]}}
+"#;
+        let r1 = Routing::build(ExperimentSet::parse(yaml).unwrap()).unwrap();
+        assert_eq!(r1.backends.len(), 2, "the arm and the shadow share one backend");
+        assert_eq!(r1.shadows[0].backend, 1);
+
+        let pods: Vec<QueuedPod> = (0..40)
+            .map(|i| {
+                let mut q = crate::queue::SchedulingQueue::new(Default::default());
+                let info = PodInfo {
+                    spec: proto::Pod {
+                        uid: format!("u{i}"),
+                        namespace: "ns".into(),
+                        name: format!("p{i}"),
+                        ..Default::default()
+                    },
+                    ..PodInfo::default()
+                };
+                q.add_or_update(info, tokio::time::Instant::now());
+                q.pop_batch(1, tokio::time::Instant::now()).remove(0)
+            })
+            .collect();
+        let groups = r1.split(pods, "");
+        assert_eq!(groups.len(), 2);
+        assert_eq!(groups[0].1[0].info.spec.uid, "u0", "the first pod's group goes first");
+        assert_eq!(groups.iter().map(|g| g.1.len()).sum::<usize>(), 40);
+        for (route, pods) in &groups {
+            assert_eq!(route.backend, usize::from(route.arm == "b"));
+            for p in pods {
+                assert_eq!(r1.route(&p.info, "").arm, route.arm);
+            }
+            let a = route.annotations("");
+            assert_eq!(a[EXPERIMENT_ANNOTATION], "e");
+            assert_eq!(a[ARM_ANNOTATION], route.arm);
+            assert_eq!(a[ASSIGNMENT_ANNOTATION], "hash");
+            assert_eq!(a[POLICY_ANNOTATION], route.policy_label());
+        }
+    }
+}
