@@ -39,6 +39,16 @@ impl<A> Drop for HeldPartition<'_, A> {
     }
 }
 
+/// What a group's decision gave.
+struct GroupDecision {
+    /// The replica's answer, if any.
+    decided: Option<Decided>,
+    /// The indices in the group of the pods it was asked about (all but the refused ones).
+    sent: Vec<usize>,
+    /// Pods the service refused as invalid: index in the group, and the service's message.
+    refused: Vec<(usize, String)>,
+}
+
 /// Longest a pod that must be decided on the whole cluster waits for others like it while
 /// decisions run in partitions.
 const ALONE_HOLD: Duration = Duration::from_millis(200);
@@ -52,150 +62,269 @@ fn invalid_pod_index(status: &tonic::Status) -> Option<usize> {
     rest[..rest.find(']')?].parse().ok()
 }
 
+/// How the loop goes on after a step that may wait.
+enum Flow {
+    /// On with this pass.
+    Go,
+    /// Back to the top of the loop.
+    Again,
+    /// Stop: shutdown, or leadership can never come back.
+    Stop,
+}
+
+/// The loop's own state between passes.
+struct LoopState {
+    leader: tokio::sync::watch::Receiver<bool>,
+    /// Once the leader's sender is gone its value is final: the loop stops waiting for changes.
+    leader_open: bool,
+    /// Pods popped while decisions run in partitions that must be decided alone on the whole
+    /// cluster, gathered so that partitioned decisions stop for them once per batch.
+    held: Vec<QueuedPod>,
+    /// When the oldest of them was held.
+    held_since: Option<Instant>,
+}
+
+/// Runs one step of the loop: `Again` continues the loop, `Stop` breaks it.
+macro_rules! step {
+    ($flow:expr) => {
+        match $flow {
+            Flow::Go => {}
+            Flow::Again => continue,
+            Flow::Stop => break,
+        }
+    };
+}
+
 impl<A: ClusterApi> Binder<A> {
-    /// Runs the loop until `shutdown` resolves, then stops taking work and waits for in-flight binds.
+    /// Runs the loop until `shutdown` resolves, then stops taking work and waits for in-flight
+    /// binds. Each pass: bind the preemptors whose victims are gone; while a follower, wait; decide
+    /// the waiting preemptors that are due; decide the pods held for the whole cluster once due;
+    /// else wait for work, pop a batch and decide it (on the whole cluster, or on a partition).
     pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
         let mut tasks = JoinSet::new();
-        let mut leader = self.shared.leader.clone();
-        // Once the leader's sender is gone its value is final; stop waiting for changes to it.
-        let mut leader_open = true;
-        // Pods popped while decisions run in partitions that must be decided alone on the whole
-        // cluster, gathered so that partitioned decisions stop for them once per batch.
-        let mut held: Vec<QueuedPod> = Vec::new();
-        let mut held_since: Option<Instant> = None;
+        let mut lp = LoopState {
+            leader: self.shared.leader.clone(),
+            leader_open: true,
+            held: Vec::new(),
+            held_since: None,
+        };
         loop {
             while tasks.try_join_next().is_some() {}
-            let ready = self.shared.nominations.lock().take_ready();
-            for (qp, node, bind) in ready {
-                // Every victim is gone: the reserved room is the preemptor's.
-                self.shared.metrics.nomination_ended("victims_gone");
-                if qp.info.spec.volumes.iter().any(|v| !v.claim_name.is_empty()) {
-                    // Its claims may need a volume chosen on that node (and written before the
-                    // Binding): it is decided again, as kube-scheduler runs a scheduling cycle
-                    // for every preemptor; the room is free for it now.
-                    let uid = &qp.info.spec.uid;
-                    self.shared.state.lock().forget(uid);
-                    self.shared.queue.lock().retry_now(uid);
-                    self.shared.wake.notify_one();
-                    continue;
-                }
-                self.spawn_bind(&mut tasks, qp, node, bind);
-            }
-            if !*leader.borrow_and_update() {
-                tokio::select! {
-                    () = &mut shutdown => break,
-                    r = leader.changed(), if leader_open => if r.is_err() { break } else { continue },
-                }
-            }
+            self.bind_preemptors_with_room(&mut tasks);
+            step!(self.wait_for_leadership(&mut lp, &mut shutdown).await);
             if self.shared.synced.load(Ordering::Relaxed) {
-                // A waiting preemptor is decided again on the whole cluster, with no partitioned
-                // decision in flight: new ones wait while one is due.
-                let due = self
-                    .shared
-                    .nominations
-                    .lock()
-                    .next_wakeup()
-                    .is_some_and(|t| t <= Instant::now());
-                if due && self.in_flight() > 0 {
-                    tokio::select! {
-                        () = &mut shutdown => break,
-                        () = self.shared.wake.notified() => {},
-                    }
-                    continue;
-                }
+                step!(self.wait_for_partitions_if_a_preemptor_is_due(&mut shutdown).await);
                 if self.tend_nominations(&mut tasks).await {
                     continue;
                 }
             }
             let ready = self.shared.queue.lock().ready(Instant::now());
             let limit = self.parallel_limit();
-            // Pods held for a decision on the whole cluster go once a batch of them gathered,
-            // nothing else is ready, the oldest waited ALONE_HOLD, or decisions are no longer
-            // partitioned: each such decision first waits for every partitioned one to end.
-            let alone_due = held_since.is_some_and(|since| {
-                limit < 2 || held.len() >= self.shared.config.batch_size || ready == 0 || since.elapsed() >= ALONE_HOLD
-            });
-            if alone_due {
-                let mut stopped = false;
-                while self.in_flight() > 0 {
-                    tokio::select! {
-                        () = &mut shutdown => { stopped = true; break },
-                        () = self.shared.wake.notified() => {},
-                    }
-                }
-                if stopped {
-                    break;
-                }
-                held_since = None;
-                let alone = self.still_in_flight(std::mem::take(&mut held));
-                if !alone.is_empty() {
-                    self.shared.metrics.batch("alone");
-                    let span = tracing::info_span!("batch", pods = alone.len());
-                    self.schedule_batch(alone, &mut tasks).instrument(span).await;
-                }
+            if self.held_pods_due(&lp, ready, limit) {
+                step!(self.wait_for_partitions_to_drain(&mut shutdown).await);
+                self.decide_held_pods(&mut lp, &mut tasks).await;
                 continue;
             }
             if ready == 0 || !self.shared.synced.load(Ordering::Relaxed) {
-                let queue_wakeup = self.shared.queue.lock().next_wakeup();
-                let nomination_wakeup = self.shared.nominations.lock().next_wakeup();
-                let wakeup = match (queue_wakeup, nomination_wakeup) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-                let sleep = tokio::time::sleep_until(wakeup.unwrap_or_else(|| Instant::now() + Duration::from_secs(1)));
-                tokio::select! {
-                    () = &mut shutdown => break,
-                    () = self.shared.wake.notified() => {},
-                    () = sleep => {},
-                    r = leader.changed(), if leader_open => leader_open = r.is_ok(),
-                }
-                continue;
+                step!(self.wait_for_work(&mut lp, &mut shutdown).await);
             }
             if limit >= 2 && !self.shared.slots.lock().can_take(limit) {
-                // The partition whose turn it is, or as many as replicas are ready, are being
-                // decided: wait for one, or for the held pods' time.
-                let hold_ends = tokio::time::sleep_until(
-                    held_since.map_or_else(|| Instant::now() + Duration::from_secs(1), |since| since + ALONE_HOLD),
-                );
-                tokio::select! {
-                    () = &mut shutdown => break,
-                    () = self.shared.wake.notified() => {},
-                    () = hold_ends => {},
-                }
-                continue;
+                step!(self.wait_for_a_partition(&lp, &mut shutdown).await);
             }
-            if ready < self.shared.config.batch_size && !self.shared.config.batch_window.is_zero() {
-                tokio::select! {
-                    () = &mut shutdown => break,
-                    () = tokio::time::sleep(self.shared.config.batch_window) => {},
-                }
-            }
-            let batch = {
-                let mut q = self.shared.queue.lock();
-                let b = q.pop_batch(self.shared.config.batch_size, Instant::now());
-                self.update_queue_gauges(&q);
-                b
-            };
-            if batch.is_empty() {
-                continue;
-            }
-            if limit < 2 {
-                self.shared.metrics.batch("alone");
-                let span = tracing::info_span!("batch", pods = batch.len());
-                self.schedule_batch(batch, &mut tasks).instrument(span).await;
-                continue;
-            }
-            let (alone, together) = self.split_alone(batch);
-            if !together.is_empty() {
-                self.spawn_partitioned(together, limit, &mut tasks);
-            }
-            if !alone.is_empty() {
-                held_since.get_or_insert_with(Instant::now);
-                held.extend(alone);
+            step!(self.wait_for_the_batch_to_fill(ready, &mut shutdown).await);
+            let batch = self.pop_batch();
+            if !batch.is_empty() {
+                self.schedule_or_partition(batch, limit, &mut lp, &mut tasks).await;
             }
         }
-        // Held pods go back to the queue (the next leader, or this one, decides them).
+        self.stop(lp.held, tasks).await;
+    }
+
+    /// The preemptors whose victims are all gone: bound on their node, or, with claims that may
+    /// need a volume chosen there, decided again at once.
+    fn bind_preemptors_with_room(&self, tasks: &mut JoinSet<()>) {
+        let ready = self.shared.nominations.lock().take_ready();
+        for (qp, node, bind) in ready {
+            // Every victim is gone: the reserved room is the preemptor's.
+            self.shared.metrics.nomination_ended("victims_gone");
+            if qp.info.spec.volumes.iter().any(|v| !v.claim_name.is_empty()) {
+                // Its claims may need a volume chosen on that node (and written before the
+                // Binding): it is decided again, as kube-scheduler runs a scheduling cycle for
+                // every preemptor; the room is free for it now.
+                let uid = &qp.info.spec.uid;
+                self.shared.state.lock().forget(uid);
+                self.shared.queue.lock().retry_now(uid);
+                self.shared.wake.notify_one();
+                continue;
+            }
+            self.spawn_bind(tasks, qp, node, bind);
+        }
+    }
+
+    /// While this binder does not lead: waits for leadership (`Again` once it changes).
+    async fn wait_for_leadership(
+        &self,
+        lp: &mut LoopState,
+        shutdown: &mut (impl std::future::Future<Output = ()> + Unpin),
+    ) -> Flow {
+        if *lp.leader.borrow_and_update() {
+            return Flow::Go;
+        }
+        tokio::select! {
+            () = shutdown => Flow::Stop,
+            r = lp.leader.changed(), if lp.leader_open => if r.is_err() { Flow::Stop } else { Flow::Again },
+        }
+    }
+
+    /// A waiting preemptor is decided again on the whole cluster, with no partitioned decision in
+    /// flight: while one is due, new ones wait for those in flight to end.
+    async fn wait_for_partitions_if_a_preemptor_is_due(
+        &self,
+        shutdown: &mut (impl std::future::Future<Output = ()> + Unpin),
+    ) -> Flow {
+        let due = self
+            .shared
+            .nominations
+            .lock()
+            .next_wakeup()
+            .is_some_and(|t| t <= Instant::now());
+        if !due || self.in_flight() == 0 {
+            return Flow::Go;
+        }
+        tokio::select! {
+            () = shutdown => Flow::Stop,
+            () = self.shared.wake.notified() => Flow::Again,
+        }
+    }
+
+    /// Pods held for a decision on the whole cluster go once a batch of them gathered, nothing
+    /// else is ready, the oldest waited [`ALONE_HOLD`], or decisions are no longer partitioned.
+    fn held_pods_due(&self, lp: &LoopState, ready: usize, limit: usize) -> bool {
+        lp.held_since.is_some_and(|since| {
+            limit < 2 || lp.held.len() >= self.shared.config.batch_size || ready == 0 || since.elapsed() >= ALONE_HOLD
+        })
+    }
+
+    /// Waits for every partitioned decision in flight to end.
+    async fn wait_for_partitions_to_drain(
+        &self,
+        shutdown: &mut (impl std::future::Future<Output = ()> + Unpin),
+    ) -> Flow {
+        while self.in_flight() > 0 {
+            tokio::select! {
+                () = &mut *shutdown => return Flow::Stop,
+                () = self.shared.wake.notified() => {},
+            }
+        }
+        Flow::Go
+    }
+
+    /// Decides the held pods (those still waiting) alone on the whole cluster.
+    async fn decide_held_pods(&self, lp: &mut LoopState, tasks: &mut JoinSet<()>) {
+        lp.held_since = None;
+        let alone = self.still_in_flight(std::mem::take(&mut lp.held));
+        if !alone.is_empty() {
+            self.shared.metrics.batch("alone");
+            let span = tracing::info_span!("batch", pods = alone.len());
+            self.schedule_batch(alone, tasks).instrument(span).await;
+        }
+    }
+
+    /// Nothing ready (or the first lists not done): sleeps until the queue's or a nomination's
+    /// next time, a wake-up, or a leadership change; then `Again`.
+    async fn wait_for_work(
+        &self,
+        lp: &mut LoopState,
+        shutdown: &mut (impl std::future::Future<Output = ()> + Unpin),
+    ) -> Flow {
+        let queue_wakeup = self.shared.queue.lock().next_wakeup();
+        let nomination_wakeup = self.shared.nominations.lock().next_wakeup();
+        let wakeup = match (queue_wakeup, nomination_wakeup) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let sleep = tokio::time::sleep_until(wakeup.unwrap_or_else(|| Instant::now() + Duration::from_secs(1)));
+        tokio::select! {
+            () = shutdown => return Flow::Stop,
+            () = self.shared.wake.notified() => {},
+            () = sleep => {},
+            r = lp.leader.changed(), if lp.leader_open => lp.leader_open = r.is_ok(),
+        }
+        Flow::Again
+    }
+
+    /// The partition whose turn it is, or as many as replicas are ready, are being decided: waits
+    /// for one, or for the held pods' time; then `Again`.
+    async fn wait_for_a_partition(
+        &self,
+        lp: &LoopState,
+        shutdown: &mut (impl std::future::Future<Output = ()> + Unpin),
+    ) -> Flow {
+        let hold_ends = tokio::time::sleep_until(
+            lp.held_since
+                .map_or_else(|| Instant::now() + Duration::from_secs(1), |since| since + ALONE_HOLD),
+        );
+        tokio::select! {
+            () = shutdown => return Flow::Stop,
+            () = self.shared.wake.notified() => {},
+            () = hold_ends => {},
+        }
+        Flow::Again
+    }
+
+    /// Fewer pods ready than a batch holds: waits the batch window for more.
+    async fn wait_for_the_batch_to_fill(
+        &self,
+        ready: usize,
+        shutdown: &mut (impl std::future::Future<Output = ()> + Unpin),
+    ) -> Flow {
+        let window = self.shared.config.batch_window;
+        if ready >= self.shared.config.batch_size || window.is_zero() {
+            return Flow::Go;
+        }
+        tokio::select! {
+            () = shutdown => Flow::Stop,
+            () = tokio::time::sleep(window) => Flow::Go,
+        }
+    }
+
+    /// The next batch from the queue (highest priority first).
+    fn pop_batch(&self) -> Vec<QueuedPod> {
+        let mut q = self.shared.queue.lock();
+        let batch = q.pop_batch(self.shared.config.batch_size, Instant::now());
+        self.update_queue_gauges(&q);
+        batch
+    }
+
+    /// Decides `batch` on the whole cluster, or, with partitions, sends the pods a partition may
+    /// decide to one and holds the others for a decision alone.
+    async fn schedule_or_partition(
+        &self,
+        batch: Vec<QueuedPod>,
+        limit: usize,
+        lp: &mut LoopState,
+        tasks: &mut JoinSet<()>,
+    ) {
+        if limit < 2 {
+            self.shared.metrics.batch("alone");
+            let span = tracing::info_span!("batch", pods = batch.len());
+            self.schedule_batch(batch, tasks).instrument(span).await;
+            return;
+        }
+        let (alone, together) = self.split_alone(batch);
+        if !together.is_empty() {
+            self.spawn_partitioned(together, limit, tasks);
+        }
+        if !alone.is_empty() {
+            lp.held_since.get_or_insert_with(Instant::now);
+            lp.held.extend(alone);
+        }
+    }
+
+    /// Stops taking work: held pods go back to the queue (the next leader, or this one, decides
+    /// them), waiting PreBinds give up, and in-flight binds finish.
+    async fn stop(&self, held: Vec<QueuedPod>, mut tasks: JoinSet<()>) {
         {
             let mut q = self.shared.queue.lock();
             for p in &held {
@@ -311,7 +440,9 @@ impl<A: ClusterApi> Binder<A> {
         }
     }
 
-    /// Decides one group of pods with its route's policy and backend and starts their binds.
+    /// Decides one group of pods with its route's policy and backend (kube-scheduler's
+    /// `schedulingCycle`, for the whole group at once), assumes the placements, and dispatches
+    /// each pod's outcome.
     async fn schedule_group(
         &self,
         routing: &Arc<Routing>,
@@ -321,18 +452,84 @@ impl<A: ClusterApi> Binder<A> {
         partition: Option<Partition>,
     ) {
         let s = &self.shared;
-        let policy = route.policy_label().to_string();
-        let pool = s.pools.of(routing, route.backend);
-        let fail_fast = route.backend != 0;
-        let mut pods: Vec<&proto::Pod> = batch.iter().map(|p| &p.info.spec).collect();
-        let mut rejected: Vec<(usize, String)> = Vec::new();
         let started = Instant::now();
-        let response = loop {
+        let GroupDecision { decided, sent, refused } = self.decide_group(routing, &route, &batch, partition).await;
+        let took = started.elapsed();
+        s.metrics.decision_duration.observe(took.as_secs_f64());
+        s.experiments.decided(&route, took);
+        let now = Instant::now();
+        for (i, message) in &refused {
+            self.report_invalid(&batch[*i], &route, message, now, tasks);
+        }
+        let Some(Decided {
+            mut response,
+            replica,
+            version,
+        }) = decided
+        else {
+            self.back_off_undecided(&batch, &route, now);
+            return;
+        };
+        if !routing.shadows.is_empty() {
+            let pods: Vec<&proto::Pod> = sent.iter().map(|&i| &batch[i].info.spec).collect();
+            self.run_shadows(routing, &route, &pods, &response)
+                .instrument(tracing::info_span!("shadows"))
+                .await;
+        }
+        let (sent_back, outside) = match partition {
+            Some(p) => self.partition_returns(p, &mut response),
+            None => (HashSet::new(), false),
+        };
+        // The decided pods, each taken out as its placement is acted on: what is left at the end
+        // had no answer.
+        let mut asked = vec![false; batch.len()];
+        for &i in &sent {
+            asked[i] = true;
+        }
+        let mut by_uid: HashMap<String, QueuedPod> = batch
+            .into_iter()
+            .zip(asked)
+            .filter(|(_, asked)| *asked)
+            .map(|(p, _)| (p.info.spec.uid.clone(), p))
+            .collect();
+        self.assume_placed(&response, &by_uid, &replica, version, !outside);
+        let applied_policy = std::mem::take(&mut response.policy);
+        for placement in response.placements {
+            let Some(qp) = by_uid.remove(placement.pod_uid.as_str()) else {
+                continue;
+            };
+            let returned = sent_back.contains(&placement.pod_uid);
+            self.dispatch(qp, placement, &route, &applied_policy, returned, now, tasks);
+        }
+        let mut q = s.queue.lock();
+        for uid in by_uid.keys() {
+            if q.place_of(uid) == Some(crate::queue::Place::InFlight) && !self.is_retrying(uid) {
+                q.backoff(uid, now);
+            }
+        }
+        self.update_queue_gauges(&q);
+    }
+
+    /// Asks the route's backend to place the group; a pod the service refuses as invalid is
+    /// taken out and the rest asked again.
+    async fn decide_group(
+        &self,
+        routing: &Routing,
+        route: &Route,
+        batch: &[QueuedPod],
+        partition: Option<Partition>,
+    ) -> GroupDecision {
+        let pool = self.shared.pools.of(routing, route.backend);
+        let fail_fast = route.backend != 0;
+        let mut sent: Vec<usize> = (0..batch.len()).collect();
+        let mut refused: Vec<(usize, String)> = Vec::new();
+        let decided = loop {
             let Some(pool) = &pool else {
                 // A reload replaced the routing and dropped this backend meanwhile: the pods
                 // back off and are routed again.
                 break None;
             };
+            let pods: Vec<&proto::Pod> = sent.iter().map(|&i| &batch[i].info.spec).collect();
             match self
                 .decide(pool, &route.policy, &pods, fail_fast, true, partition)
                 .await
@@ -340,13 +537,9 @@ impl<A: ClusterApi> Binder<A> {
                 Ok(r) => break Some(r),
                 Err(Ok(status)) => {
                     // One invalid pod must not block the batch: report it and decide the rest.
-                    if let Some(i) = invalid_pod_index(&status).filter(|i| *i < pods.len()) {
-                        let uid = &pods.remove(i).uid;
-                        rejected.push((
-                            batch.iter().position(|p| &p.info.spec.uid == uid).unwrap_or(0),
-                            status.message().to_string(),
-                        ));
-                        if pods.is_empty() {
+                    if let Some(k) = invalid_pod_index(&status).filter(|k| *k < sent.len()) {
+                        refused.push((sent.remove(k), status.message().to_string()));
+                        if sent.is_empty() {
                             break None;
                         }
                         continue;
@@ -360,143 +553,120 @@ impl<A: ClusterApi> Binder<A> {
                 }
             }
         };
-        let took = started.elapsed();
-        s.metrics.decision_duration.observe(took.as_secs_f64());
-        s.experiments.decided(&route, took);
-        let now = Instant::now();
-        let refused: Vec<usize> = rejected.iter().map(|(i, _)| *i).collect();
-        for (i, message) in rejected {
-            let p = &batch[i];
-            if self.is_retrying(&p.info.spec.uid) {
-                continue;
-            }
-            s.queue.lock().unschedulable(&p.info.spec.uid, now);
-            s.metrics.attempt(&policy, "error");
-            self.spawn_unschedulable(tasks, pod_ref(&p.info.spec), format!("invalid pod: {message}"));
-        }
-        let Some(Decided {
-            mut response,
-            replica,
-            version,
-        }) = response
-        else {
-            let mut q = s.queue.lock();
-            let mut failed = 0;
-            for p in &batch {
-                if q.place_of(&p.info.spec.uid) == Some(crate::queue::Place::InFlight)
-                    && !self.is_retrying(&p.info.spec.uid)
-                {
-                    q.backoff(&p.info.spec.uid, now);
-                    s.metrics.attempt(&policy, "error");
-                    failed += 1;
-                }
-            }
-            self.update_queue_gauges(&q);
-            drop(q);
-            s.experiments.decision_failed(&route, failed);
+        GroupDecision { decided, sent, refused }
+    }
+
+    /// A pod the service refused as invalid: reported unschedulable with the service's message.
+    fn report_invalid(&self, p: &QueuedPod, route: &Route, message: &str, now: Instant, tasks: &mut JoinSet<()>) {
+        let s = &self.shared;
+        if self.is_retrying(&p.info.spec.uid) {
             return;
-        };
-        if !routing.shadows.is_empty() {
-            self.run_shadows(routing, &route, &pods, &response)
-                .instrument(tracing::info_span!("shadows"))
-                .await;
         }
-        let (sent_back, outside) = match partition {
-            Some(p) => self.partition_returns(p, &mut response),
-            None => (HashSet::new(), false),
-        };
-        let applied_policy = response.policy.clone();
-        // The decided pods (not those the service refused), each taken out as its placement is
-        // acted on: what is left at the end had no answer.
-        let mut by_uid: HashMap<String, QueuedPod> = batch
-            .into_iter()
-            .enumerate()
-            .filter(|(i, _)| !refused.contains(i))
-            .map(|(_, p)| (p.info.spec.uid.clone(), p))
-            .collect();
-        self.assume_placed(&response, &by_uid, &replica, version, !outside);
-        for mut placement in response.placements {
-            let volumes = std::mem::take(&mut placement.claim_bindings);
-            let Some(qp) = by_uid.remove(placement.pod_uid.as_str()) else {
-                continue;
-            };
-            use proto::placement::Outcome;
-            let retrying = self.is_retrying(&placement.pod_uid);
-            if let Some(Outcome::Unschedulable(u)) = &placement.outcome {
-                // The service ran DefaultPreemption's PostFilter for the pod (gangs do not preempt).
-                if u.gang.is_empty() && !u.error {
-                    s.metrics.preemption_attempts.inc();
-                }
-            }
-            match placement.outcome {
-                Some(Outcome::NodeName(node)) => {
-                    if retrying {
-                        // A waiting preemptor fits now: it binds here; a nomination elsewhere is
-                        // cleared, as its reservation is.
-                        if let Some(n) = s.nominations.lock().cancel(&placement.pod_uid) {
-                            s.metrics.nomination_ended("placed_on_retry");
-                            tracing::info!(pod = %qp.info.key(), nominated = %n.node, %node, "nominated pod fits on retry");
-                            if n.node != node {
-                                self.spawn_clear_nomination(tasks, pod_ref(&qp.info.spec));
-                            }
-                        }
-                    }
-                    // Assumed by `assume_placed` above.
-                    let bind = BindRequest {
-                        annotations: route.annotations(&applied_policy),
-                        route: route.clone(),
-                        volumes,
-                    };
-                    self.spawn_bind(tasks, qp, node, bind);
-                }
-                Some(Outcome::Unschedulable(u)) if retrying => {
-                    // Still no room: no new preemption while its victims terminate.
-                    s.metrics.attempt(&policy, "unschedulable");
-                    self.keep_waiting(tasks, &placement.pod_uid, Some(&u.message), now);
-                }
-                None if sent_back.contains(&placement.pod_uid) => {
-                    // Not decided for the whole cluster: again, alone, at once.
-                    s.alone.lock().insert(placement.pod_uid.clone());
-                    s.queue.lock().retry_now(&placement.pod_uid);
-                }
-                None if retrying => {}
-                Some(Outcome::Unschedulable(u)) if u.error => {
-                    // Scheduling failed with an error (an extender that is not ignorable): as
-                    // kube-scheduler, the pod is retried after its backoff, not left for a
-                    // cluster event, and its condition's reason is SchedulerError.
-                    s.queue.lock().backoff(&qp.info.spec.uid, now);
-                    s.metrics.attempt(&policy, "error");
-                    self.spawn_scheduler_error(tasks, pod_ref(&qp.info.spec), u.message);
-                }
-                Some(Outcome::Unschedulable(u)) if !u.nominated_node_name.is_empty() => {
-                    s.metrics.attempt(&policy, "unschedulable");
-                    s.experiments.unschedulable(&route);
-                    let bind = BindRequest {
-                        annotations: route.annotations(&applied_policy),
-                        route: route.clone(),
-                        volumes: Vec::new(),
-                    };
-                    self.start_preemption(tasks, qp, u, bind);
-                }
-                Some(Outcome::Unschedulable(u)) => {
-                    s.queue.lock().unschedulable(&qp.info.spec.uid, now);
-                    s.metrics.attempt(&policy, "unschedulable");
-                    s.experiments.unschedulable(&route);
-                    self.spawn_unschedulable(tasks, pod_ref(&qp.info.spec), u.message);
-                }
-                None => {
-                    s.queue.lock().backoff(&qp.info.spec.uid, now);
-                    s.metrics.attempt(&policy, "error");
-                }
-            }
-        }
+        s.queue.lock().unschedulable(&p.info.spec.uid, now);
+        s.metrics.attempt(route.policy_label(), "error");
+        self.spawn_unschedulable(tasks, pod_ref(&p.info.spec), format!("invalid pod: {message}"));
+    }
+
+    /// No decision for the group (every replica failed, or none answered): its pods back off.
+    fn back_off_undecided(&self, batch: &[QueuedPod], route: &Route, now: Instant) {
+        let s = &self.shared;
         let mut q = s.queue.lock();
-        for uid in by_uid.keys() {
-            if q.place_of(uid) == Some(crate::queue::Place::InFlight) && !self.is_retrying(uid) {
-                q.backoff(uid, now);
+        let mut failed = 0;
+        for p in batch {
+            if q.place_of(&p.info.spec.uid) == Some(crate::queue::Place::InFlight)
+                && !self.is_retrying(&p.info.spec.uid)
+            {
+                q.backoff(&p.info.spec.uid, now);
+                s.metrics.attempt(route.policy_label(), "error");
+                failed += 1;
             }
         }
         self.update_queue_gauges(&q);
+        drop(q);
+        s.experiments.decision_failed(route, failed);
+    }
+
+    /// Acts on one pod's placement (its placement already assumed): placed, it is bound; nominated,
+    /// its victims are preempted; unschedulable, it is reported; failed with an error, reported
+    /// and backed off; sent back by its partition, decided again alone; no answer, backed off. A
+    /// waiting preemptor decided again keeps waiting unless it fits.
+    #[allow(clippy::too_many_arguments)]
+    fn dispatch(
+        &self,
+        qp: QueuedPod,
+        mut placement: proto::Placement,
+        route: &Route,
+        applied_policy: &str,
+        returned: bool,
+        now: Instant,
+        tasks: &mut JoinSet<()>,
+    ) {
+        use proto::placement::Outcome;
+        let s = &self.shared;
+        let policy = route.policy_label();
+        let retrying = self.is_retrying(&placement.pod_uid);
+        if let Some(Outcome::Unschedulable(u)) = &placement.outcome {
+            // The service ran DefaultPreemption's PostFilter for the pod (gangs do not preempt).
+            if u.gang.is_empty() && !u.error {
+                s.metrics.preemption_attempts.inc();
+            }
+        }
+        let bind = |volumes| BindRequest {
+            annotations: route.annotations(applied_policy),
+            route: route.clone(),
+            volumes,
+        };
+        match placement.outcome.take() {
+            Some(Outcome::NodeName(node)) => {
+                if retrying {
+                    // A waiting preemptor fits now: it binds here; a nomination elsewhere is
+                    // cleared, as its reservation is.
+                    if let Some(n) = s.nominations.lock().cancel(&placement.pod_uid) {
+                        s.metrics.nomination_ended("placed_on_retry");
+                        tracing::info!(pod = %qp.info.key(), nominated = %n.node, %node, "nominated pod fits on retry");
+                        if n.node != node {
+                            self.spawn_clear_nomination(tasks, pod_ref(&qp.info.spec));
+                        }
+                    }
+                }
+                let volumes = std::mem::take(&mut placement.claim_bindings);
+                self.spawn_bind(tasks, qp, node, bind(volumes));
+            }
+            Some(Outcome::Unschedulable(u)) if retrying => {
+                // Still no room: no new preemption while its victims terminate.
+                s.metrics.attempt(policy, "unschedulable");
+                self.keep_waiting(tasks, &placement.pod_uid, Some(&u.message), now);
+            }
+            None if returned => {
+                // Not decided for the whole cluster: again, alone, at once.
+                s.alone.lock().insert(placement.pod_uid.clone());
+                s.queue.lock().retry_now(&placement.pod_uid);
+            }
+            None if retrying => {}
+            Some(Outcome::Unschedulable(u)) if u.error => {
+                // Scheduling failed with an error (an extender that is not ignorable): as
+                // kube-scheduler, the pod is retried after its backoff, not left for a cluster
+                // event, and its condition's reason is SchedulerError.
+                s.queue.lock().backoff(&qp.info.spec.uid, now);
+                s.metrics.attempt(policy, "error");
+                self.spawn_scheduler_error(tasks, pod_ref(&qp.info.spec), u.message);
+            }
+            Some(Outcome::Unschedulable(u)) if !u.nominated_node_name.is_empty() => {
+                s.metrics.attempt(policy, "unschedulable");
+                s.experiments.unschedulable(route);
+                self.start_preemption(tasks, qp, u, bind(Vec::new()));
+            }
+            Some(Outcome::Unschedulable(u)) => {
+                s.queue.lock().unschedulable(&qp.info.spec.uid, now);
+                s.metrics.attempt(policy, "unschedulable");
+                s.experiments.unschedulable(route);
+                self.spawn_unschedulable(tasks, pod_ref(&qp.info.spec), u.message);
+            }
+            None => {
+                s.queue.lock().backoff(&qp.info.spec.uid, now);
+                s.metrics.attempt(policy, "error");
+            }
+        }
     }
 
     /// The pods of a partitioned decision decided again alone ([`crate::parallel::send_back`]),
