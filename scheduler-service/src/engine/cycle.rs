@@ -8,11 +8,14 @@
 
 use super::accel::class_replay::ClassReplay;
 use super::accel::plain::TotalsBuffer;
+use super::batch_usage::BatchUsage;
 use super::framework::{
-    best_candidate, keep_top_k, same_constraints, BatchUsage, Candidate, Deadline, DeadlinePassed, Decision, Diagnosis,
-    EvalError, Evaluator, FlagBuffer, PodPlan, RankedNode, Ranking, Reason, Rejections, TopoState, MAX_SCORES,
+    best_candidate, keep_top_k, Candidate, Deadline, DeadlinePassed, Decision, Diagnosis, EvalError, Evaluator,
+    FlagBuffer, RankedNode, Ranking, Reason, Rejections,
 };
 use super::model::PodSpec;
+use super::plan::{same_constraints, PodPlan, TopoState};
+use super::profile::MAX_SCORES;
 use super::topology::Placed;
 
 impl Evaluator<'_> {

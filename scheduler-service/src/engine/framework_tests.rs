@@ -7,8 +7,10 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::engine::model::{HostPort, PreferredTerm, Protocol, SelectorOp, TaintEffect, TolerationOperator};
+use crate::engine::model::{NodeSpec, PodSpec};
 use crate::engine::plugins::testing::{label_term, node, only, pod, rank, snapshot, taint, toleration};
 use crate::engine::policy::{FilterPlugin as F, ScorePlugin as S};
+use crate::engine::policy::{Policy, ScoringStrategy};
 
 // ---- Filters ----
 

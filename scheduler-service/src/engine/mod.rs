@@ -25,6 +25,7 @@
 //!   large cluster's nodes split over two cores.
 
 pub mod accel;
+mod batch_usage;
 pub mod cancel;
 mod cycle;
 pub mod diagnosis;
@@ -35,11 +36,13 @@ pub mod hot;
 pub mod model;
 pub mod parallel;
 pub mod pdb;
+pub mod plan;
 pub mod plugins;
 pub mod policy;
 pub mod policy_config;
 mod pool;
 pub mod preemption;
+pub mod profile;
 pub mod quantity;
 pub mod resources;
 pub mod rule_cost;
@@ -48,6 +51,7 @@ pub mod snapshot;
 pub mod topology;
 pub mod volumes;
 
-pub use framework::{Deadline, Decision, Diagnosis, EvalError, Evaluator, Profile, Ranking, Reason};
+pub use framework::{Deadline, Decision, Diagnosis, EvalError, Evaluator, Ranking, Reason};
 pub use policy::Policy;
+pub use profile::Profile;
 pub use snapshot::{Delta, Snapshot, SnapshotError};

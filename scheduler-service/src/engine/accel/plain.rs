@@ -25,10 +25,13 @@ use crate::engine::rules::{self as cel_rules, CompiledRules, NodeStatic, RuleOut
 use crate::engine::snapshot::{NodeEntry, NodeHot};
 use crate::engine::topology::Placed;
 
+use crate::engine::batch_usage::BatchUsage;
 use crate::engine::framework::{
-    best_candidate, rule_node_value, settled, BatchUsage, Candidate, ClassBest, Deadline, DeadlinePassed, Evaluator,
-    PlainSlots, PodPlan, Profile, RuleScaling, TopoActive, MAX_NODE_SCORE, MAX_SCORES,
+    best_candidate, rule_node_value, settled, Candidate, ClassBest, Deadline, DeadlinePassed, Evaluator, RuleScaling,
+    TopoActive, MAX_NODE_SCORE,
 };
+use crate::engine::plan::PodPlan;
+use crate::engine::profile::{PlainSlots, Profile, MAX_SCORES};
 
 /// Capacities at or above this are scored by the integer path in [`plain_resource_scores`].
 pub(in crate::engine) const EXACT_CAPACITY: i64 = 1 << 46;
