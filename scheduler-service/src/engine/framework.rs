@@ -1,32 +1,31 @@
 //! The framework the scheduling cycle (`engine/cycle.rs`) runs, the general path for any pod:
-//! a policy prepared as a [`Profile`], a pod's plan (its PreFilter state), the profile's filters
-//! run on every node, the scores weighed and normalized, the best nodes picked; the reasons and
-//! the diagnosis are in [`super::diagnosis`]. The fast paths that give the same answers with
-//! less work for the common pod (the plain pass, class replay) are in [`super::accel`].
+//! the [`Evaluator`] runs a [`Profile`]'s filters on every node for a pod's plan
+//! ([`super::plan`]), weighs and normalizes the scores; the reasons and the diagnosis are in
+//! [`super::diagnosis`], picking the best nodes in [`super::select`]. The fast paths that give
+//! the same answers with less work for the common pod (the plain pass, class replay) are in
+//! [`super::accel`], their state in the evaluator's [`FastPathState`].
 //!
 //! Read top-down, as kube-scheduler's `schedule_one.go`: the answers ([`Ranking`],
 //! [`Decision`]); the [`Evaluator`] and its pass over the nodes (`evaluate`: filter and score
-//! each node, `eval_node`; then `normalize`); the filters (`filter_node`, `run_filter`, the
-//! volume plugins' PreFilter states); the scores; selecting the best (`best_candidate`,
-//! `keep_top_k`); then what they read: the [`Profile`], the pod's plan (`PodPlan`,
-//! `TopoState`), a batch's usage (`BatchUsage`); the extenders last.
+//! each node, `eval_node`; then `normalize`); the filters (`filter_node`, `run_filter`); the
+//! scores; the extenders last. What they read is in [`super::profile`] (the prepared policy),
+//! [`super::plan`] (the pod's PreFilter and PreScore state) and `super::batch_usage` (the nodes'
+//! usage as a batch goes).
 //!
 //! Each plugin follows kube-scheduler's implementation, in [`super::plugins`]: the same
 //! feasibility rules, the same integer arithmetic for scores, the same normalization, and the
 //! same reason strings. A node fails at the first filter that rejects it, as in kube-scheduler's
-//! `RunFilterPlugins`, and NodeResourcesFit reports every insufficient resource.
-
+//! `RunFilterPlugins`, and NodeResourcesFit reports every insufficient resource. Which plugins
+//! exist, their names and defaults, is [`super::registry`].
 use std::cell::RefCell;
-use std::collections::HashMap;
+
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::accel::class_cache::StaticEval;
 use super::accel::class_replay::{class_decides, ClassReplay};
-use super::accel::columns::{Kernel, BLOCK};
-use super::accel::image_sums::ImageSums;
-use super::accel::rule_columns::RuleColumns;
-use super::accel::top_k::kth_total_small;
+use super::accel::columns::BLOCK;
+use super::accel::state::FastPathState;
 pub use super::diagnosis::{Diagnosis, GangFailure, Nomination, Reason, RejectedNode};
 pub(super) use super::diagnosis::{FlagBuffer, Rejections};
 use super::extender::ExtenderHook;
@@ -41,13 +40,14 @@ use super::plugins::{
 use super::policy::{FilterPlugin, ScorePlugin};
 use super::pool::pooled_buffer;
 use super::resources::ResourceName;
-use super::rules::{self as cel_rules, CompiledRules, NodeStatic, RuleOutcome, SnapshotRules};
+use super::rules::{self as cel_rules, CompiledRules, NodeStatic};
 use super::snapshot::{NodeEntry, NodeHot, NodeUsage, NodeView, Snapshot};
 use super::topology::{Existing, Placed};
 
 use super::batch_usage::BatchUsage;
 use super::plan::{PodPlan, TopoState};
 use super::profile::{Profile, MAX_SCORES};
+use super::select::best_candidate;
 
 use super::plugins::contract::{Filter, Score};
 use super::plugins::image_locality::ImageLocality;
@@ -145,54 +145,22 @@ pub struct Evaluator<'a> {
     pub(super) profile: &'a Profile,
     pub(super) snapshot: &'a Snapshot,
     pub(super) candidates: CandidateBuffer,
-    /// Per node, the sum of the current pod's image sizes there, each scaled by its spread
-    /// (kept per set of images for the pods to come).
-    pub(super) image_sums: ImageSums,
     /// The maxima the last normalization used, per score slot.
     pub(crate) norm_max: [i64; MAX_SCORES],
     /// The minima the last normalization used, per score slot (InterPodAffinity, PodTopologySpread).
     pub(crate) norm_min: [i64; MAX_SCORES],
     /// Whether InterPodAffinity and PodTopologySpread scored the current pod (PreScore not skipped).
     pub(crate) topo_active: TopoActive,
-    /// Whether Schedule re-scores only the node that changed for a pod identical to the one before.
-    pub(super) reuse: bool,
-    /// Whether Schedule may take the plain pass (tests turn it off to compare with the general one).
-    pub(super) allow_plain: bool,
-    /// Whether the reasons pass answers a class's nodes from its first one where the class alone
-    /// rejects them (see `ClassReplay`); tests turn it off to compare with every node filtered.
-    pub(crate) class_replay: bool,
-    /// The plain pass's vector kernel, `None` on a CPU without one (and when tests turn it off).
-    pub(crate) kernel: Option<Kernel>,
-    /// Nodes from which Schedule's plain pass splits a pod's nodes in two halves run on two
-    /// cores ([`super::parallel`]): [`super::parallel::MIN_SPLIT_NODES`] with two threads, never
-    /// with one (tests lower it to compare split and whole passes).
-    pub(crate) split_from: usize,
-    /// Whether the pass is split while other calls evaluate too (`parallel::alone` false); tests
-    /// set it so that running alongside other tests does not change what they compare.
-    pub(crate) split_when_busy: bool,
+    /// What the fast paths keep from one pod to the next (see [`FastPathState`]).
+    pub(super) fast: FastPathState,
     /// How many rejected nodes Rank lists; `None` lists all.
     pub(super) rejected_limit: Option<usize>,
-    /// Per node class, the best node so far of [`Evaluator::evaluate_best`] (kept for its buffer).
-    pub(crate) class_best: Vec<ClassBest>,
-    /// Per node class, the part of that node (kept for its buffer).
-    pub(crate) class_bars: Vec<i64>,
-    /// [`Evaluator::class_best`] and [`Evaluator::class_bars`] of the second half of a split
-    /// pass (kept for their buffers).
-    pub(crate) second_best: (Vec<ClassBest>, Vec<i64>),
     /// Raw scores of the policy's score rules, per node (`score_rules` per node, node order).
     pub(crate) rule_raw: RefCell<Vec<i64>>,
     /// Per score rule, the minimum and maximum raw score over the feasible nodes.
     pub(crate) rule_extrema: Vec<(i64, i64)>,
     /// Per node, the parts of its CEL value that do not change with usage, built on first use.
     pub(crate) node_statics: RefCell<Vec<Option<NodeStatic>>>,
-    /// What the snapshot keeps of the policy's rules (the pod-free node rules' outcomes on its
-    /// nodes among them: see [`SnapshotRules`]); `None` without rules.
-    pub(crate) node_rules: Option<Arc<SnapshotRules>>,
-    /// The same on the nodes a batch changed, by node and rule, under the usage's stamp.
-    pub(crate) changed_rules: HashMap<(u32, u32), (u64, RuleOutcome)>,
-    /// The pod-free node rules' outcomes by column, as the last batch left them (see
-    /// [`Evaluator::rule_columns`]).
-    pub(crate) rule_cols: Option<RuleColumns>,
     /// The policy's extenders, called by Schedule for the pods they are interested in.
     pub(super) extenders: Option<&'a dyn ExtenderHook>,
 }
@@ -214,24 +182,17 @@ impl<'a> Evaluator<'a> {
             profile,
             snapshot,
             candidates,
-            image_sums: ImageSums::new(),
             norm_max: [0; MAX_SCORES],
             norm_min: [0; MAX_SCORES],
             topo_active: TopoActive::default(),
-            reuse: true,
-            allow_plain: true,
-            class_replay: true,
-            kernel: Kernel::detect(),
-            split_from: if super::parallel::threads() >= 2 {
-                super::parallel::MIN_SPLIT_NODES
-            } else {
-                usize::MAX
-            },
-            split_when_busy: false,
+            fast: FastPathState::new(
+                match &profile.rules {
+                    Some(Ok(rules)) => Some(cel_rules::snapshot_rules(snapshot, rules)),
+                    _ => None,
+                },
+                !profile.has_rules(),
+            ),
             rejected_limit: None,
-            class_best: Vec::new(),
-            class_bars: Vec::new(),
-            second_best: (Vec::new(), Vec::new()),
             rule_raw: RefCell::new(vec![0; snapshot.nodes().len() * profile.score_rules()]),
             rule_extrema: vec![(0, 0); profile.score_rules()],
             node_statics: RefCell::new(if profile.has_rules() {
@@ -239,22 +200,8 @@ impl<'a> Evaluator<'a> {
             } else {
                 Vec::new()
             }),
-            node_rules: match &profile.rules {
-                Some(Ok(rules)) => Some(cel_rules::snapshot_rules(snapshot, rules)),
-                _ => None,
-            },
-            changed_rules: HashMap::new(),
-            rule_cols: None,
             extenders: None,
         }
-        .reusing(!profile.has_rules())
-    }
-
-    /// Whether Schedule re-scores only the changed node for a pod like the one before (rules
-    /// may read any field of the pod, its name included, so not under a policy with rules).
-    fn reusing(mut self, reuse: bool) -> Self {
-        self.reuse = reuse;
-        self
     }
 
     /// Lists at most `limit` rejected nodes (in name order) in each [`Ranking`]; the diagnosis
@@ -293,7 +240,8 @@ impl<'a> Evaluator<'a> {
         let total_nodes = self.snapshot.nodes().len();
         // Padded to whole blocks for the plain pass's kernel (the padding stays 0).
         let padded = total_nodes.div_ceil(BLOCK) * BLOCK;
-        self.image_sums
+        self.fast
+            .image_sums
             .activate(&plan.images, self.snapshot.image_postings(), total_nodes, padded);
     }
 
@@ -318,7 +266,7 @@ impl<'a> Evaluator<'a> {
             // A node of the general pass may cost much (per-node selectors, topology terms): poll
             // often enough that a deadline or a cancelled call stops it promptly.
             if (every_node || i % 256 == 255) && deadline.passed() {
-                self.image_sums.deactivate();
+                self.fast.image_sums.deactivate();
                 return Err(DeadlinePassed);
             }
             let candidate = match rejections.as_deref_mut() {
@@ -332,7 +280,7 @@ impl<'a> Evaluator<'a> {
         if let Some(rejections) = rejections {
             replay.count(rejections);
         }
-        self.image_sums.deactivate();
+        self.fast.image_sums.deactivate();
         self.topo_scores(plan, placed);
         self.normalize();
         Ok(())
@@ -350,7 +298,7 @@ impl<'a> Evaluator<'a> {
         rejections: &mut Rejections<'_>,
     ) -> Option<Candidate> {
         let class = usage.cols.class(i) as usize;
-        if plan.per_node || !self.class_replay || replay.node_by_node(class) {
+        if plan.per_node || !self.fast.class_replay || replay.node_by_node(class) {
             return self.eval_node(plan, usage, i, entry, &usage.hot, &mut |plugin, reason| {
                 rejections.add(i, plugin, reason)
             });
@@ -488,7 +436,7 @@ impl<'a> Evaluator<'a> {
                 ScorePlugin::NodeAffinity => score::<NodeAffinity>(se.affinity_weight, &node),
                 ScorePlugin::TaintToleration => score::<TaintToleration>(se.prefer_taints, &node),
                 ScorePlugin::ImageLocality => {
-                    let sum = self.image_sums.get().get(i).copied().unwrap_or(0);
+                    let sum = self.fast.image_sums.get().get(i).copied().unwrap_or(0);
                     score::<ImageLocality>((!plan.images.is_empty()).then_some((plan.pod.images.len(), sum)), &node)
                 }
                 ScorePlugin::InterPodAffinity => {
@@ -937,63 +885,6 @@ impl RuleScaling {
     }
 }
 
-/// The item with the highest (total, tie-break, node index) by `key` (total and index), in one
-/// pass that hashes only items tied with the best total so far. For a list in node order, the
-/// last of equals, as `max_by_key` picks.
-pub(super) fn best_candidate<T>(
-    items: impl IntoIterator<Item = T>,
-    key: impl Fn(&T) -> (i64, u32),
-    tie_break: impl Fn(&T) -> u64,
-) -> Option<T> {
-    let mut iter = items.into_iter();
-    let mut best = iter.next()?;
-    let mut best_hash: Option<u64> = None;
-    for c in iter {
-        let ((total, index), (best_total, best_index)) = (key(&c), key(&best));
-        if total > best_total {
-            best = c;
-            best_hash = None;
-        } else if total == best_total {
-            let bh = *best_hash.get_or_insert_with(|| tie_break(&best));
-            let ch = tie_break(&c);
-            if (ch, index) > (bh, best_index) {
-                best = c;
-                best_hash = Some(ch);
-            }
-        }
-    }
-    Some(best)
-}
-
-/// Keeps the `k` best of `items` by `cmp` (best first in `cmp`'s order), in no particular
-/// order: partitions on the total alone (no hashing), keeps every item above the k-th total, and
-/// breaks ties only among the items equal to it. Keeps all when `k` is 0 or covers them.
-pub(super) fn keep_top_k<T: Copy>(
-    items: &mut Vec<T>,
-    k: usize,
-    total: impl Fn(&T) -> i64,
-    cmp: impl Fn(&T, &T) -> std::cmp::Ordering,
-) {
-    if k == 0 || k >= items.len() {
-        return;
-    }
-    let threshold = match kth_total_small(items, k, &total) {
-        Some(t) => t,
-        None => {
-            items.select_nth_unstable_by(k - 1, |a, b| total(b).cmp(&total(a)));
-            total(&items[k - 1])
-        }
-    };
-    let mut tied: Vec<T> = items.iter().filter(|c| total(c) == threshold).copied().collect();
-    items.retain(|c| total(c) > threshold);
-    let need = k - items.len();
-    if need < tied.len() {
-        tied.select_nth_unstable_by(need - 1, cmp);
-        tied.truncate(need);
-    }
-    items.extend(tied);
-}
-
 /// A feasible node's raw scores and, after normalization, its weighted total. The normalized
 /// per-plugin scores are recomputed from the raw ones for the nodes a Rank returns, which keeps
 /// candidates small for the passes Schedule makes over them.
@@ -1013,25 +904,6 @@ pub(crate) struct TopoActive {
     interpod: bool,
     /// PodTopologySpread scored.
     spread: bool,
-}
-
-/// The best node of one class so far in [`Evaluator::evaluate_best`] (its per-node part is the
-/// class's entry in [`KeepBest::bars`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ClassBest {
-    /// Its tie-break key (see [`PodPlan::tie_break`]), once a node of equal part needed it: most
-    /// nodes that reach the bar pass it, and their keys are never compared.
-    pub(crate) tie: Option<u64>,
-    /// Its index, `u32::MAX` while the class has no feasible node.
-    pub(crate) index: u32,
-}
-
-impl ClassBest {
-    /// No feasible node yet: any node replaces it (its bar is `i64::MIN`, no part is below).
-    pub(crate) const NONE: Self = Self {
-        tie: None,
-        index: u32::MAX,
-    };
 }
 
 /// What the extenders made of one pod's feasible nodes.

@@ -582,7 +582,7 @@ proptest! {
             .collect();
         let fast = Evaluator::new(&profile, &snap).schedule(&batch, seed, Deadline::none()).unwrap();
         let mut full = Evaluator::new(&profile, &snap);
-        full.reuse = false;
+        full.fast.reuse = false;
         let slow = full.schedule(&batch, seed, Deadline::none()).unwrap();
         prop_assert_eq!(fast, slow);
     }

@@ -12,11 +12,15 @@
 //! - [`topology`]: the domains and pod counts InterPodAffinity and PodTopologySpread
 //!   (`plugins::interpodaffinity`, `plugins::podtopologyspread`) read.
 //! - `cycle`: the scheduling cycle, Rank one pod or Schedule a batch (kube-scheduler's
-//!   `schedule_one.go`); [`framework`]: profiles, a pod's plan, the filters run on a node, scores
-//!   weighed and normalized, reasons; [`plugins`]: one module per kube-scheduler plugin (filter,
-//!   reasons, score, normalization).
+//!   `schedule_one.go`); [`framework`]: the evaluator, the filters run on a node, scores weighed
+//!   and normalized; [`profile`]: a policy prepared for evaluation; [`plan`]: what a pod's
+//!   PreFilter and PreScore resolve once per pod; `batch_usage`: the nodes' usage as a batch
+//!   goes; `select`: the best nodes picked; [`diagnosis`]: reasons and the message of a pod that
+//!   fits nowhere; [`plugins`]: one module per kube-scheduler plugin (filter, reasons, score,
+//!   normalization).
 //! - [`accel`]: the fast paths (class cache, label columns, the vector kernel, image sums, rule
-//!   columns), each giving the same answers as the plugin functions it names.
+//!   columns), each giving the same answers as the plugin functions it names, their state in
+//!   the evaluator's `accel::state::FastPathState`.
 //! - [`preemption`]: kube-scheduler's DefaultPreemption: victims, PodDisruptionBudgets ([`pdb`]), the node.
 //! - [`gang`]: gangs placed all together or not at all within a batch.
 //! - [`volumes`]: claims, volumes, storage classes, CSI nodes, drivers and capacities the volume
@@ -47,6 +51,7 @@ pub mod quantity;
 pub mod resources;
 pub mod rule_cost;
 pub mod rules;
+mod select;
 pub mod snapshot;
 pub mod topology;
 pub mod volumes;
