@@ -5,6 +5,8 @@
 //! - [`model`]: validated pods and nodes, and the matching rules on them.
 //! - [`snapshot`]: the cluster with per-node usage, copy-on-write deltas; [`hot`]: the fields of
 //!   a node every evaluation reads.
+//! - [`registry`]: every plugin, one row each (name, filter or score, defaults, preemption,
+//!   the kube file it mirrors).
 //! - [`policy`]: which plugins run with which weights; [`policy_config`]: policy files (ours and
 //!   kube-scheduler's `KubeSchedulerConfiguration`) mapped to policies.
 //! - [`rules`]: CEL filter and score rules in policies; [`rule_cost`]: the run-time budget of
@@ -48,6 +50,7 @@ mod pool;
 pub mod preemption;
 pub mod profile;
 pub mod quantity;
+pub mod registry;
 pub mod resources;
 pub mod rule_cost;
 pub mod rules;

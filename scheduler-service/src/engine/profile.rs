@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::accel::class_cache::StaticFilters;
 use super::plugins::noderesources::fit;
 use super::policy::{FilterPlugin, Policy, ScorePlugin, ScoringStrategy, ShapePoint};
+use super::registry::Reads;
 use super::resources::ResourceName;
 use super::rules::CompiledRules;
 
@@ -24,12 +25,14 @@ pub struct Profile {
     pub(crate) fit_cpu_memory: Option<(i64, i64)>,
     /// BalancedAllocation compares exactly cpu then memory.
     pub(super) balanced_cpu_memory: bool,
-    /// The filters without PodTopologySpread and InterPodAffinity, for pods neither has work for.
+    /// The filters without those reading topology or volume state (their registry rows'
+    /// [`Reads`]), for pods neither has work for.
     pub(super) plain_filters: Vec<FilterPlugin>,
     /// (slot, plugin, weight) of every score plugin.
     pub(super) all_slots: Vec<(usize, ScorePlugin, i64)>,
-    /// The same without PodTopologySpread and InterPodAffinity, which give 0 to every node of a
-    /// pod they have no work for.
+    /// The same without the plugins reading topology state (PodTopologySpread and
+    /// InterPodAffinity by their registry rows), which give 0 to every node of a pod they have no
+    /// work for.
     pub(crate) plain_slots: Vec<(usize, ScorePlugin, i64)>,
     /// The score slot of each plugin the plain pass computes per node, if the policy scores it.
     pub(crate) slot_of: PlainSlots,
@@ -117,24 +120,14 @@ impl Profile {
                 .iter()
                 .take(MAX_SCORES)
                 .enumerate()
-                .filter(|(_, s)| !matches!(s.plugin, ScorePlugin::PodTopologySpread | ScorePlugin::InterPodAffinity))
+                .filter(|(_, s)| s.plugin.row().reads != Reads::Topology)
                 .map(|(slot, s)| (slot, s.plugin, s.weight))
                 .collect(),
             plain_filters: policy
                 .filters
                 .iter()
                 .copied()
-                .filter(|f| {
-                    !matches!(
-                        f,
-                        FilterPlugin::PodTopologySpread
-                            | FilterPlugin::InterPodAffinity
-                            | FilterPlugin::VolumeRestrictions
-                            | FilterPlugin::NodeVolumeLimits
-                            | FilterPlugin::VolumeBinding
-                            | FilterPlugin::VolumeZone
-                    )
-                })
+                .filter(|f| !matches!(f.row().reads, Reads::Topology | Reads::Volumes))
                 .collect(),
             volume_filters: super::volumes::VolumeFilters {
                 restrictions: policy.filters.contains(&FilterPlugin::VolumeRestrictions),
