@@ -8,18 +8,22 @@
 
 use super::accel::class_replay::ClassReplay;
 use super::accel::plain::TotalsBuffer;
+use super::batch_usage::BatchUsage;
 use super::framework::{
-    best_candidate, keep_top_k, same_constraints, BatchUsage, Candidate, Deadline, DeadlinePassed, Decision, Diagnosis,
-    EvalError, Evaluator, FlagBuffer, PodPlan, RankedNode, Ranking, Reason, Rejections, TopoState, MAX_SCORES,
+    Candidate, Deadline, DeadlinePassed, Decision, Diagnosis, EvalError, Evaluator, FlagBuffer, RankedNode, Ranking,
+    Reason, Rejections,
 };
 use super::model::PodSpec;
+use super::plan::{same_constraints, PodPlan, TopoState};
+use super::profile::MAX_SCORES;
+use super::select::{best_candidate, keep_top_k};
 use super::topology::Placed;
 
 impl Evaluator<'_> {
     /// Ranks every node for one pod: the `top_k` best feasible nodes (0 for all) and every rejected node.
     pub fn rank(&mut self, pod: &PodSpec, top_k: usize, seed: u64, deadline: Deadline) -> Result<Ranking, EvalError> {
         let _busy = super::parallel::Busy::enter();
-        self.image_sums.forget();
+        self.fast.image_sums.forget();
         let plan = PodPlan::new(self.profile, self.snapshot, pod, seed, &Placed::default(), true);
         let usage = BatchUsage::new(self.snapshot);
         // Rejections are counted as they come, in node order (see `Rejections`).
@@ -28,7 +32,7 @@ impl Evaluator<'_> {
         // With a top k wanted, the plain pass keeps each feasible node's index and total only;
         // the k best are scored plugin by plugin afterwards (see `Evaluator::evaluate_totals`).
         let mut totals: Option<TotalsBuffer> = None;
-        if self.allow_plain && plan.plain && plan.topo.is_none() {
+        if self.fast.allow_plain && plan.plain && plan.topo.is_none() {
             // The plain pass scores; the nodes it left out are filtered again for their reasons,
             // unless nothing would show them (no list wanted and some node feasible).
             if top_k > 0 {
@@ -113,7 +117,7 @@ impl Evaluator<'_> {
                     self.candidates.push(Candidate { total: s.total, ..c });
                 }
             }
-            self.image_sums.deactivate();
+            self.fast.image_sums.deactivate();
         } else {
             keep_top_k(&mut self.candidates, k, |c| c.total, cmp);
         }
@@ -149,7 +153,7 @@ impl Evaluator<'_> {
     pub fn schedule(&mut self, pods: &[PodSpec], seed: u64, deadline: Deadline) -> Result<Vec<Decision>, EvalError> {
         // While another call evaluates too, no pass is split (the cores are taken).
         let _busy = super::parallel::Busy::enter();
-        self.image_sums.forget();
+        self.fast.image_sums.forget();
         super::gang::schedule(self, pods, seed, deadline)
     }
 
@@ -187,7 +191,7 @@ impl Evaluator<'_> {
             }
             // After `evaluate_best` no candidates are left for a replica to re-score.
             let reused = match plan.as_mut() {
-                Some((p, current)) if self.reuse && reusable && same_constraints(&pods[*p], pod) => {
+                Some((p, current)) if self.fast.reuse && reusable && same_constraints(&pods[*p], pod) => {
                     current.tie_seed = PodPlan::tie_seed_for(policy_seed, pod);
                     current.pod = pod;
                     let had_topo = current.topo.is_some();
@@ -212,7 +216,7 @@ impl Evaluator<'_> {
                 let fresh = PodPlan::new(self.profile, self.snapshot, pod, seed, &placed, true);
                 // A pod the next one will not re-score from needs only the best node: the plain
                 // pass keeps no candidate list for it when it applies.
-                let next_reuses = self.reuse && pods.get(done + 1).is_some_and(|next| same_constraints(pod, next));
+                let next_reuses = self.fast.reuse && pods.get(done + 1).is_some_and(|next| same_constraints(pod, next));
                 if !next_reuses && extended.is_none() {
                     quick = self
                         .evaluate_best(&fresh, &usage, deadline)

@@ -18,6 +18,7 @@ use super::plugins::{
 };
 use super::policy::FilterPlugin;
 use super::pool::pooled_buffer;
+use super::registry::Preemption;
 use super::resources::ResourceName;
 use super::snapshot::{NodeEntry, Snapshot};
 
@@ -109,7 +110,10 @@ impl fmt::Display for Reason {
 }
 
 /// Whether a filter rejection can be resolved by evicting pods (kube-scheduler's `Unschedulable`
-/// as opposed to `UnschedulableAndUnresolvable`).
+/// as opposed to `UnschedulableAndUnresolvable`): the plugin's registry row says (evicting the
+/// node's pods frees their ports, disks, attach slots and ReadWriteOncePod claims; a missing CSI
+/// driver is kube's Unschedulable too, and preemption then finds evicting pods does not install
+/// it), or, for the plugins whose row says it depends, the reason below.
 #[inline]
 pub(crate) fn resolvable(
     pod_requests: &crate::engine::resources::Resources,
@@ -117,8 +121,12 @@ pub(crate) fn resolvable(
     plugin: FilterPlugin,
     r: &Reason,
 ) -> bool {
+    match plugin.row().preemption {
+        Preemption::Never => return false,
+        Preemption::Always => return true,
+        Preemption::ByReason => {}
+    }
     match (plugin, r) {
-        (FilterPlugin::NodePorts, _) => true,
         (FilterPlugin::NodeResourcesFit, Reason::TooManyPods) => true,
         // NodeResourcesFit marks a request larger than the node's whole allocatable unresolvable.
         (FilterPlugin::NodeResourcesFit, Reason::Insufficient(name)) => {
@@ -136,15 +144,6 @@ pub(crate) fn resolvable(
         // affinity may not (UnschedulableAndUnresolvable).
         (FilterPlugin::PodTopologySpread, Reason::TopologySpread(v)) => *v == spread_filtering::Violation::Skew,
         (FilterPlugin::InterPodAffinity, Reason::InterPodAffinity(v)) => *v != interpod_filtering::Violation::Affinity,
-        // Evicting the node's pods frees their disks, attach slots and ReadWriteOncePod claims
-        // (kube-scheduler's Unschedulable: the dry run clears a ReadWriteOncePod conflict when
-        // every other user of the claim is a victim on the node); VolumeBinding's and
-        // VolumeZone's reasons are unresolvable.
-        (FilterPlugin::VolumeRestrictions, Reason::VolumeRestrictions(_)) => true,
-        (FilterPlugin::NodeVolumeLimits, Reason::NodeVolumeLimits) => true,
-        // kube's status for a missing driver is Unschedulable too (preemption then finds evicting
-        // pods does not install it).
-        (FilterPlugin::NodeVolumeLimits, Reason::CsiDriverNotInstalled(_)) => true,
         _ => false,
     }
 }

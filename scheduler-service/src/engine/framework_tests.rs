@@ -7,8 +7,10 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::engine::model::{HostPort, PreferredTerm, Protocol, SelectorOp, TaintEffect, TolerationOperator};
+use crate::engine::model::{NodeSpec, PodSpec};
 use crate::engine::plugins::testing::{label_term, node, only, pod, rank, snapshot, taint, toleration};
 use crate::engine::policy::{FilterPlugin as F, ScorePlugin as S};
+use crate::engine::policy::{Policy, ScoringStrategy};
 
 // ---- Filters ----
 
@@ -580,7 +582,7 @@ proptest! {
             .collect();
         let fast = Evaluator::new(&profile, &snap).schedule(&batch, seed, Deadline::none()).unwrap();
         let mut full = Evaluator::new(&profile, &snap);
-        full.reuse = false;
+        full.fast.reuse = false;
         let slow = full.schedule(&batch, seed, Deadline::none()).unwrap();
         prop_assert_eq!(fast, slow);
     }

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 
 use super::*;
-use crate::engine::framework::Profile;
 use crate::engine::model::NodeSpec;
 use crate::engine::policy::Policy;
+use crate::engine::profile::Profile;
 use crate::engine::resources::Resources;
 use crate::engine::snapshot::Snapshot;
 

@@ -5,6 +5,8 @@
 //! - [`model`]: validated pods and nodes, and the matching rules on them.
 //! - [`snapshot`]: the cluster with per-node usage, copy-on-write deltas; [`hot`]: the fields of
 //!   a node every evaluation reads.
+//! - [`registry`]: every plugin, one row each (name, filter or score, defaults, preemption,
+//!   the kube file it mirrors).
 //! - [`policy`]: which plugins run with which weights; [`policy_config`]: policy files (ours and
 //!   kube-scheduler's `KubeSchedulerConfiguration`) mapped to policies.
 //! - [`rules`]: CEL filter and score rules in policies; [`rule_cost`]: the run-time budget of
@@ -12,11 +14,15 @@
 //! - [`topology`]: the domains and pod counts InterPodAffinity and PodTopologySpread
 //!   (`plugins::interpodaffinity`, `plugins::podtopologyspread`) read.
 //! - `cycle`: the scheduling cycle, Rank one pod or Schedule a batch (kube-scheduler's
-//!   `schedule_one.go`); [`framework`]: profiles, a pod's plan, the filters run on a node, scores
-//!   weighed and normalized, reasons; [`plugins`]: one module per kube-scheduler plugin (filter,
-//!   reasons, score, normalization).
+//!   `schedule_one.go`); [`framework`]: the evaluator, the filters run on a node, scores weighed
+//!   and normalized; [`profile`]: a policy prepared for evaluation; [`plan`]: what a pod's
+//!   PreFilter and PreScore resolve once per pod; `batch_usage`: the nodes' usage as a batch
+//!   goes; `select`: the best nodes picked; [`diagnosis`]: reasons and the message of a pod that
+//!   fits nowhere; [`plugins`]: one module per kube-scheduler plugin (filter, reasons, score,
+//!   normalization).
 //! - [`accel`]: the fast paths (class cache, label columns, the vector kernel, image sums, rule
-//!   columns), each giving the same answers as the plugin functions it names.
+//!   columns), each giving the same answers as the plugin functions it names, their state in
+//!   the evaluator's `accel::state::FastPathState`.
 //! - [`preemption`]: kube-scheduler's DefaultPreemption: victims, PodDisruptionBudgets ([`pdb`]), the node.
 //! - [`gang`]: gangs placed all together or not at all within a batch.
 //! - [`volumes`]: claims, volumes, storage classes, CSI nodes, drivers and capacities the volume
@@ -25,6 +31,7 @@
 //!   large cluster's nodes split over two cores.
 
 pub mod accel;
+mod batch_usage;
 pub mod cancel;
 mod cycle;
 pub mod diagnosis;
@@ -35,19 +42,24 @@ pub mod hot;
 pub mod model;
 pub mod parallel;
 pub mod pdb;
+pub mod plan;
 pub mod plugins;
 pub mod policy;
 pub mod policy_config;
 mod pool;
 pub mod preemption;
+pub mod profile;
 pub mod quantity;
+pub mod registry;
 pub mod resources;
 pub mod rule_cost;
 pub mod rules;
+mod select;
 pub mod snapshot;
 pub mod topology;
 pub mod volumes;
 
-pub use framework::{Deadline, Decision, Diagnosis, EvalError, Evaluator, Profile, Ranking, Reason};
+pub use framework::{Deadline, Decision, Diagnosis, EvalError, Evaluator, Ranking, Reason};
 pub use policy::Policy;
+pub use profile::Profile;
 pub use snapshot::{Delta, Snapshot, SnapshotError};

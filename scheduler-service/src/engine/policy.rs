@@ -8,139 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::resources::ResourceName;
 use super::rules::{RuleError, Rules};
 
-/// A filter plugin, named as kube-scheduler names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum FilterPlugin {
-    /// Rejects cordoned nodes unless the pod tolerates `node.kubernetes.io/unschedulable:NoSchedule`.
-    NodeUnschedulable,
-    /// Rejects every node but `spec.nodeName` when it is set.
-    NodeName,
-    /// Rejects nodes with a NoSchedule or NoExecute taint the pod does not tolerate.
-    TaintToleration,
-    /// Rejects nodes that do not match nodeSelector and required node affinity.
-    NodeAffinity,
-    /// Rejects nodes where a requested host port is taken.
-    NodePorts,
-    /// Rejects nodes without room for the pod's requests or another pod.
-    NodeResourcesFit,
-    /// Rejects nodes where an in-tree disk of the pod is in use, and every node while a
-    /// ReadWriteOncePod claim of the pod is in use.
-    VolumeRestrictions,
-    /// Rejects nodes where the pod's CSI volumes would exceed a driver's attach limit.
-    NodeVolumeLimits,
-    /// Rejects nodes the pod's claims cannot be bound on (volume node affinity, a matching
-    /// available volume or dynamic provisioning for WaitForFirstConsumer claims).
-    VolumeBinding,
-    /// Rejects nodes outside the zone or region of the pod's bound volumes.
-    VolumeZone,
-    /// Rejects nodes that would break a DoNotSchedule topology spread constraint.
-    PodTopologySpread,
-    /// Rejects nodes breaking required pod affinity or anti-affinity (the pod's or existing pods').
-    InterPodAffinity,
-    /// Rejects nodes that do not declare every node feature the pod needs.
-    NodeDeclaredFeatures,
-    /// The policy's CEL filter rules (and a score rule's evaluation error): not configurable as
-    /// a filter plugin, they run after every plugin when the policy has rules.
-    Rules,
-}
-
-impl FilterPlugin {
-    /// Every filter plugin, in kube-scheduler's default order; name lookups go through this table.
-    pub const ALL: &'static [Self] = &[
-        Self::NodeName,
-        Self::NodeUnschedulable,
-        Self::TaintToleration,
-        Self::NodeAffinity,
-        Self::NodePorts,
-        Self::NodeResourcesFit,
-        Self::VolumeRestrictions,
-        Self::NodeVolumeLimits,
-        Self::VolumeBinding,
-        Self::VolumeZone,
-        Self::PodTopologySpread,
-        Self::InterPodAffinity,
-        Self::NodeDeclaredFeatures,
-    ];
-
-    /// The plugin kube-scheduler calls `name`, if this engine implements it as a filter.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.iter().copied().find(|p| p.name() == name)
-    }
-
-    /// kube-scheduler's name of the plugin.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::NodeUnschedulable => "NodeUnschedulable",
-            Self::NodeName => "NodeName",
-            Self::TaintToleration => "TaintToleration",
-            Self::NodeAffinity => "NodeAffinity",
-            Self::NodePorts => "NodePorts",
-            Self::NodeResourcesFit => "NodeResourcesFit",
-            Self::VolumeRestrictions => "VolumeRestrictions",
-            Self::NodeVolumeLimits => "NodeVolumeLimits",
-            Self::VolumeBinding => "VolumeBinding",
-            Self::VolumeZone => "VolumeZone",
-            Self::PodTopologySpread => "PodTopologySpread",
-            Self::InterPodAffinity => "InterPodAffinity",
-            Self::NodeDeclaredFeatures => "NodeDeclaredFeatures",
-            Self::Rules => "Rules",
-        }
-    }
-}
-
-/// A score plugin, named as kube-scheduler names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum ScorePlugin {
-    /// Prefers nodes with fewer untolerated PreferNoSchedule taints.
-    TaintToleration,
-    /// Prefers nodes matching the pod's preferred node affinity terms.
-    NodeAffinity,
-    /// Scores by requested resources with the policy's [`ScoringStrategy`].
-    NodeResourcesFit,
-    /// Prefers nodes where the pod's volumes use less of the capacity (StorageCapacityScoring).
-    VolumeBinding,
-    /// Prefers nodes whose resource fractions stay balanced.
-    NodeResourcesBalancedAllocation,
-    /// Prefers nodes that already have the pod's images.
-    ImageLocality,
-    /// Prefers nodes whose domains have fewer pods matching ScheduleAnyway (or default) constraints.
-    PodTopologySpread,
-    /// Prefers nodes by preferred pod (anti-)affinity, both the pod's and existing pods'.
-    InterPodAffinity,
-}
-
-impl ScorePlugin {
-    /// Every score plugin, in kube-scheduler's default order; name lookups go through this table.
-    pub const ALL: &'static [Self] = &[
-        Self::TaintToleration,
-        Self::NodeAffinity,
-        Self::NodeResourcesFit,
-        Self::VolumeBinding,
-        Self::PodTopologySpread,
-        Self::InterPodAffinity,
-        Self::NodeResourcesBalancedAllocation,
-        Self::ImageLocality,
-    ];
-
-    /// The plugin kube-scheduler calls `name`, if this engine implements it as a score plugin.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.iter().copied().find(|p| p.name() == name)
-    }
-
-    /// kube-scheduler's name of the plugin.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::TaintToleration => "TaintToleration",
-            Self::NodeAffinity => "NodeAffinity",
-            Self::NodeResourcesFit => "NodeResourcesFit",
-            Self::VolumeBinding => "VolumeBinding",
-            Self::NodeResourcesBalancedAllocation => "NodeResourcesBalancedAllocation",
-            Self::ImageLocality => "ImageLocality",
-            Self::PodTopologySpread => "PodTopologySpread",
-            Self::InterPodAffinity => "InterPodAffinity",
-        }
-    }
-}
+pub use super::registry::{FilterPlugin, ScorePlugin};
 
 /// A resource and its weight in a scoring function.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -386,65 +254,18 @@ fn cpu_memory() -> Vec<ResourceWeight> {
 
 impl Policy {
     /// kube-scheduler v1's default profile, limited to the plugins this engine implements, with
-    /// its default weights (TaintToleration 3, NodeAffinity 2, NodeResourcesFit 1,
-    /// PodTopologySpread 2, InterPodAffinity 2, NodeResourcesBalancedAllocation 1,
-    /// ImageLocality 1) and LeastAllocated.
+    /// its default weights (the registry's default rows: TaintToleration 3, NodeAffinity 2,
+    /// NodeResourcesFit 1, VolumeBinding 1, PodTopologySpread 2, InterPodAffinity 2,
+    /// NodeResourcesBalancedAllocation 1, ImageLocality 1) and LeastAllocated.
     pub fn kube_default() -> Self {
-        use FilterPlugin as F;
-        use ScorePlugin as S;
         Self {
             name: "default".into(),
             description:
                 "kube-scheduler's default profile: spread load (LeastAllocated) with the default plugin weights".into(),
-            filters: vec![
-                F::NodeName,
-                F::NodeUnschedulable,
-                F::TaintToleration,
-                F::NodeAffinity,
-                F::NodePorts,
-                F::NodeResourcesFit,
-                F::VolumeRestrictions,
-                F::NodeVolumeLimits,
-                F::VolumeBinding,
-                F::VolumeZone,
-                F::PodTopologySpread,
-                F::InterPodAffinity,
-                F::NodeDeclaredFeatures,
-            ],
-            scores: vec![
-                WeightedScore {
-                    plugin: S::TaintToleration,
-                    weight: 3,
-                },
-                WeightedScore {
-                    plugin: S::NodeAffinity,
-                    weight: 2,
-                },
-                WeightedScore {
-                    plugin: S::NodeResourcesFit,
-                    weight: 1,
-                },
-                WeightedScore {
-                    plugin: S::VolumeBinding,
-                    weight: 1,
-                },
-                WeightedScore {
-                    plugin: S::PodTopologySpread,
-                    weight: 2,
-                },
-                WeightedScore {
-                    plugin: S::InterPodAffinity,
-                    weight: 2,
-                },
-                WeightedScore {
-                    plugin: S::NodeResourcesBalancedAllocation,
-                    weight: 1,
-                },
-                WeightedScore {
-                    plugin: S::ImageLocality,
-                    weight: 1,
-                },
-            ],
+            filters: super::registry::default_filters().collect(),
+            scores: super::registry::default_scores()
+                .map(|(plugin, weight)| WeightedScore { plugin, weight })
+                .collect(),
             scoring_strategy: ScoringStrategy::LeastAllocated,
             fit_resources: cpu_memory(),
             balanced_resources: cpu_memory(),

@@ -36,6 +36,7 @@ use super::policy::{
     FilterPlugin, InterPodAffinityArgs, PodTopologySpreadArgs, Policy, PolicyError, ResourceWeight, ScorePlugin,
     ScoringStrategy, ShapePoint, WeightedScore,
 };
+use super::registry::{self, Runs};
 use super::resources::ResourceName;
 use super::rules::Rules;
 
@@ -49,44 +50,6 @@ pub const KUBE_SCHEDULER_API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
 pub const KUBE_SCHEDULER_KIND: &str = "KubeSchedulerConfiguration";
 /// kube-scheduler's name of a profile when a configuration has one profile and names none.
 pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
-
-/// kube-scheduler v1.37's default plugins (`multiPoint`, in order: `apis/config/v1/default_plugins.go`)
-/// and their score weights, with the feature gates on by default in 1.37 (DynamicResources with
-/// weight 2, NodeDeclaredFeatures last; VolumeBinding's score, StorageCapacityScoring, weight 1).
-/// Plugins the engine does not implement are skipped when they are merely implied by this list.
-pub const KUBE_DEFAULT_PLUGINS: &[(&str, Option<i64>)] = &[
-    ("SchedulingGates", None),
-    ("PrioritySort", None),
-    ("NodeName", None),
-    ("NodeUnschedulable", None),
-    ("TaintToleration", Some(3)),
-    ("NodeAffinity", Some(2)),
-    ("NodePorts", None),
-    ("NodeResourcesFit", Some(1)),
-    ("VolumeRestrictions", None),
-    ("NodeVolumeLimits", None),
-    ("VolumeBinding", None),
-    ("VolumeZone", None),
-    ("PodTopologySpread", Some(2)),
-    ("InterPodAffinity", Some(2)),
-    ("DynamicResources", Some(2)),
-    ("DefaultPreemption", None),
-    ("NodeResourcesBalancedAllocation", Some(1)),
-    ("ImageLocality", Some(1)),
-    ("DefaultBinder", None),
-    ("NodeDeclaredFeatures", None),
-];
-
-/// Plugins whose job the binder does the same way, with the extension point they belong to: an
-/// operator's configuration may name them.
-const BINDER_PLUGINS: &[(&str, &str, &str)] = &[
-    (
-        "PrioritySort",
-        "queueSort",
-        "the binder's queue orders pods by priority, then age",
-    ),
-    ("DefaultBinder", "bind", "the binder writes the Binding"),
-];
 
 /// The format a policy file was written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -350,9 +313,9 @@ fn balanced_resources(path: &str, specs: &[ResourceSpec]) -> Result<Vec<Resource
     Ok(out)
 }
 
-/// Whether kube-scheduler has a plugin of this name (in its default set).
+/// Whether kube-scheduler has a plugin of this name (a row of the registry).
 fn kube_knows(name: &str) -> bool {
-    KUBE_DEFAULT_PLUGINS.iter().any(|(n, _)| *n == name)
+    registry::by_name(name).is_some()
 }
 
 fn not_implemented(profile: &str, plugin: &str, field: String) -> PolicyConfigError {
@@ -881,9 +844,10 @@ fn kube_profile(
                     format!("plugin {:?} is listed twice", p.name),
                 ));
             }
-            if let Some((_, _, why)) = BINDER_PLUGINS
-                .iter()
-                .find(|(n, at, _)| *n == p.name && (point == "multiPoint" || point == *at))
+            // Plugins whose job the binder does the same way may be named at their point.
+            if let Some(Runs::Binder { why, .. }) = registry::by_name(&p.name)
+                .map(|r| r.runs)
+                .filter(|runs| matches!(runs, Runs::Binder { point: at, .. } if point == "multiPoint" || point == *at))
             {
                 note_ignored(ignored, format!("{field} ({})", p.name), why);
                 continue;
@@ -917,11 +881,14 @@ fn kube_profile(
         }
     }
 
-    let defaults: Vec<Entry> = KUBE_DEFAULT_PLUGINS
+    // kube-scheduler's default plugins (the registry's default rows); those the engine does not
+    // run are skipped when they are merely implied.
+    let defaults: Vec<Entry> = registry::REGISTRY
         .iter()
-        .map(|(n, w)| Entry {
-            name: (*n).to_string(),
-            weight: *w,
+        .filter(|r| r.default_enabled)
+        .map(|r| Entry {
+            name: r.name.to_string(),
+            weight: r.default_weight,
             explicit: false,
             field: String::new(),
         })

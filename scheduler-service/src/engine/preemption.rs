@@ -28,8 +28,11 @@
 
 use std::sync::Arc;
 
-use super::framework::{filter_node, BatchUsage, Diagnosis, Nomination, PodPlan, Profile, TopoState};
+use super::batch_usage::BatchUsage;
+use super::framework::{filter_node, Diagnosis, Nomination};
 use super::model::PodSpec;
+use super::plan::{PodPlan, TopoState};
+use super::profile::Profile;
 use super::snapshot::{BoundPod, Snapshot};
 
 pub use super::model::PreemptionPolicy;

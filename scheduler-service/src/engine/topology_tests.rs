@@ -11,6 +11,8 @@ use crate::engine::model::{
     LabelSelector, Labels, NodeInclusionPolicy, PodAffinityTerm, PodAffinityTerms, Requirement, SelectorOp,
     SpreadConstraint, Taint, TaintEffect, WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
+use crate::engine::model::{NodeSpec, PodSpec};
+use crate::engine::policy::Policy;
 use crate::engine::policy::{FilterPlugin as F, ScorePlugin as S, WeightedScore};
 use crate::engine::resources::Resources;
 

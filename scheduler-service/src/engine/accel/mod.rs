@@ -13,6 +13,8 @@
 //! - [`class_replay`]: a class's reasons given to its other nodes when the class alone rejects
 //!   them.
 //! - [`top_k`]: Rank's `k`-th best total in one pass.
+//! - [`state`]: what the fast paths keep in an evaluator from one pod to the next, each field
+//!   naming the fast path that reads it.
 
 pub(in crate::engine) mod class_cache;
 pub mod class_labels;
@@ -21,4 +23,5 @@ pub mod columns;
 pub(in crate::engine) mod image_sums;
 pub(in crate::engine) mod plain;
 pub(in crate::engine) mod rule_columns;
+pub(in crate::engine) mod state;
 pub(in crate::engine) mod top_k;

@@ -25,10 +25,14 @@ use crate::engine::rules::{self as cel_rules, CompiledRules, NodeStatic, RuleOut
 use crate::engine::snapshot::{NodeEntry, NodeHot};
 use crate::engine::topology::Placed;
 
+use super::state::ClassBest;
+use crate::engine::batch_usage::BatchUsage;
 use crate::engine::framework::{
-    best_candidate, rule_node_value, settled, BatchUsage, Candidate, ClassBest, Deadline, DeadlinePassed, Evaluator,
-    PlainSlots, PodPlan, Profile, RuleScaling, TopoActive, MAX_NODE_SCORE, MAX_SCORES,
+    rule_node_value, settled, Candidate, Deadline, DeadlinePassed, Evaluator, RuleScaling, TopoActive, MAX_NODE_SCORE,
 };
+use crate::engine::plan::PodPlan;
+use crate::engine::profile::{PlainSlots, Profile, MAX_SCORES};
+use crate::engine::select::best_candidate;
 
 /// Capacities at or above this are scored by the integer path in [`plain_resource_scores`].
 pub(in crate::engine) const EXACT_CAPACITY: i64 = 1 << 46;
@@ -712,7 +716,7 @@ impl<'e, 'p> PlainNodes<'e, 'p> {
             hot: &usage.hot,
             evals: plan.plain_evals.as_deref().unwrap_or(&plan.class_evals),
             nodes: ev.snapshot.nodes(),
-            image_sums: ev.image_sums.get(),
+            image_sums: ev.fast.image_sums.get(),
             want_scalars: req.scalars.iter().any(|(_, want)| *want > 0),
             check_fit: profile.policy.filters.contains(&FilterPlugin::NodeResourcesFit),
             check_ports: profile.policy.filters.contains(&FilterPlugin::NodePorts) && !plan.port_masks.is_empty(),
@@ -1012,7 +1016,7 @@ impl Evaluator<'_> {
         placed: &Placed<'_>,
         deadline: Deadline,
     ) -> Result<(), DeadlinePassed> {
-        if self.allow_plain && plan.plain && plan.topo.is_none() {
+        if self.fast.allow_plain && plan.plain && plan.topo.is_none() {
             self.evaluate_plain(plan, usage, deadline)
         } else {
             self.evaluate(plan, usage, placed, deadline, None)
@@ -1086,8 +1090,8 @@ impl Evaluator<'_> {
         debug_assert!(!S::RULES_OUT, "a sink that bars nodes would skip the rules");
         let mut raw = std::mem::take(self.rule_raw.get_mut());
         let mut statics = std::mem::take(self.node_statics.get_mut());
-        let mut changed = std::mem::take(&mut self.changed_rules);
-        let kept = self.node_rules.clone();
+        let mut changed = std::mem::take(&mut self.fast.changed_rules);
+        let kept = self.fast.node_rules.clone();
         let snapshot = self.snapshot;
         let mut ruled = RuleSink {
             inner: sink,
@@ -1111,7 +1115,7 @@ impl Evaluator<'_> {
         self.rule_extrema = settled(extrema);
         *self.rule_raw.get_mut() = raw;
         *self.node_statics.get_mut() = statics;
-        self.changed_rules = changed;
+        self.fast.changed_rules = changed;
         (sink, passed)
     }
 
@@ -1127,7 +1131,7 @@ impl Evaluator<'_> {
         usage: &BatchUsage<'_>,
         deadline: Deadline,
     ) -> Option<Result<BestNode, DeadlinePassed>> {
-        if !(self.allow_plain && plan.plain && plan.topo.is_none()) {
+        if !(self.fast.allow_plain && plan.plain && plan.topo.is_none()) {
             return None;
         }
         // Score rules are normalized over the feasible nodes, and node rules would have to run
@@ -1136,7 +1140,7 @@ impl Evaluator<'_> {
         if self.profile.rules_in_sink().is_some() {
             if let Some(cols) = self.rule_columns(usage) {
                 let best = self.evaluate_best_ruled(plan, usage, deadline, &cols);
-                self.rule_cols = Some(cols);
+                self.fast.rule_cols = Some(cols);
                 return Some(best);
             }
             let totals = match self.evaluate_totals(plan, usage, deadline) {
@@ -1171,12 +1175,12 @@ impl Evaluator<'_> {
         self.candidates.clear();
         let weights = self.per_node_weights();
         let buffers = (
-            std::mem::take(&mut self.class_best),
-            std::mem::take(&mut self.class_bars),
+            std::mem::take(&mut self.fast.class_best),
+            std::mem::take(&mut self.fast.class_bars),
         );
         let mut sink = KeepBest::new(rules, buffers, weights, usage, plan);
-        let split = parallel::halves(usage.cols.len(), BLOCK, self.split_from)
-            .filter(|_| self.split_when_busy || parallel::alone());
+        let split = parallel::halves(usage.cols.len(), BLOCK, self.fast.split_from)
+            .filter(|_| self.fast.split_when_busy || parallel::alone());
         let passed = match split {
             // A large cluster's nodes in two halves, each keeping its classes' best nodes, on
             // two cores; then per class the better of the two (`KeepBest::merge`).
@@ -1184,10 +1188,10 @@ impl Evaluator<'_> {
                 // The second half's buffers are kept for the next pod: freeing them per pod
                 // would hand their pages back to the OS each time (the purge's TLB shootdown
                 // then interrupts the helper's core).
-                let buffers = std::mem::take(&mut self.second_best);
+                let buffers = std::mem::take(&mut self.fast.second_best);
                 let mut second = KeepBest::new(sink.rules.clone(), buffers, weights, usage, plan);
                 let passed = self.plain_pass_halves(plan, usage, deadline, mid, &mut sink, &mut second);
-                self.second_best = sink.merge(second);
+                self.fast.second_best = sink.merge(second);
                 passed
             }
             None => self.plain_pass(plan, usage, deadline, &mut sink),
@@ -1199,8 +1203,8 @@ impl Evaluator<'_> {
             ..
         } = sink;
         if passed.is_err() {
-            self.class_best = winners;
-            self.class_bars = bars;
+            self.fast.class_best = winners;
+            self.fast.class_bars = bars;
             return Err(DeadlinePassed);
         }
         let evals = &*plan.class_evals;
@@ -1242,8 +1246,8 @@ impl Evaluator<'_> {
             |s| (s.total, s.index),
             |s| plan.tie_break(hot[s.index as usize].name_hash),
         );
-        self.class_bars = bars;
-        self.class_best = winners;
+        self.fast.class_bars = bars;
+        self.fast.class_best = winners;
         Ok(BestNode {
             best: best.map(|s| (s.index as usize, s.total)),
             feasible,
@@ -1269,13 +1273,13 @@ impl Evaluator<'_> {
         };
         self.image_sums(plan);
         let by_order = self.extrema_by_order(plan, usage, cols);
-        self.image_sums.deactivate();
+        self.fast.image_sums.deactivate();
         self.rule_extrema = match by_order {
             Some(extrema) => extrema,
             None => {
                 let mut first = RuleExtrema {
                     cols,
-                    kernel: self.kernel,
+                    kernel: self.fast.kernel,
                     extrema: vec![(i64::MAX, i64::MIN); rules.scores.len()],
                     feasible: 0,
                 };
@@ -1329,7 +1333,7 @@ impl Evaluator<'_> {
         cols: &RuleColumns,
     ) -> Option<Vec<(i64, i64)>> {
         let pass = PlainNodes::new(self, plan, usage);
-        let (kernel, ask) = (self.kernel?, pass.ask()?);
+        let (kernel, ask) = (self.fast.kernel?, pass.ask()?);
         let mut probed: Vec<(usize, u64)> = Vec::with_capacity(ORDER_PROBES);
         let mut walked = 0usize;
         let mut feasible = |i: usize| -> Option<bool> {
@@ -1387,17 +1391,17 @@ impl Evaluator<'_> {
     fn rule_columns(&mut self, usage: &BatchUsage<'_>) -> Option<RuleColumns> {
         let profile = self.profile;
         let rules = profile.rules_in_sink()?;
-        if self.kernel.is_none() || rules.scores.iter().any(|s| s.class_level) {
+        if self.fast.kernel.is_none() || rules.scores.iter().any(|s| s.class_level) {
             return None;
         }
         let snapshot = self.snapshot;
-        let built = self.rule_cols.take();
+        let built = self.fast.rule_cols.take();
         let fresh = built.is_none();
         let mut cols = built.unwrap_or_else(|| RuleColumns::new(snapshot.nodes().len(), rules.scores.len()));
         let mut kept = KeptRules {
             rules,
-            kept: self.node_rules.as_deref(),
-            changed: &mut self.changed_rules,
+            kept: self.fast.node_rules.as_deref(),
+            changed: &mut self.fast.changed_rules,
             statics: self.node_statics.get_mut(),
             nodes: snapshot.nodes(),
         };
@@ -1545,7 +1549,7 @@ impl Evaluator<'_> {
     ) -> Result<(), DeadlinePassed> {
         self.image_sums(plan);
         let passed = self.plain_nodes(plan, usage, deadline, sink);
-        self.image_sums.deactivate();
+        self.fast.image_sums.deactivate();
         passed
     }
 
@@ -1562,13 +1566,13 @@ impl Evaluator<'_> {
     ) -> Result<(), DeadlinePassed> {
         self.image_sums(plan);
         let pass = PlainNodes::new(self, plan, usage);
-        let kernel = self.kernel.zip(pass.ask());
+        let kernel = self.fast.kernel.zip(pass.ask());
         let len = usage.cols.len();
         let (a, b) = parallel::join(
             || pass.range(kernel, 0..mid, deadline, first),
             || pass.range(kernel, mid..len, deadline, second),
         );
-        self.image_sums.deactivate();
+        self.fast.image_sums.deactivate();
         a.and(b)
     }
 
@@ -1583,7 +1587,7 @@ impl Evaluator<'_> {
         sink: &mut impl PlainSink,
     ) -> Result<(), DeadlinePassed> {
         let pass = PlainNodes::new(self, plan, usage);
-        pass.range(self.kernel.zip(pass.ask()), 0..usage.cols.len(), deadline, sink)
+        pass.range(self.fast.kernel.zip(pass.ask()), 0..usage.cols.len(), deadline, sink)
     }
 }
 

@@ -45,7 +45,7 @@ fn plain_and_general(
         .schedule(batch, seed, Deadline::none())
         .unwrap();
     let mut general = Evaluator::new(profile, snap);
-    general.allow_plain = false;
+    general.fast.allow_plain = false;
     (plain, general.schedule(batch, seed, Deadline::none()).unwrap())
 }
 
@@ -221,10 +221,10 @@ fn split_and_whole(
 ) -> (Vec<Decision>, Vec<Decision>) {
     let run = |split_from: usize| {
         let mut e = Evaluator::new(profile, snap);
-        e.split_from = split_from;
-        e.split_when_busy = true;
+        e.fast.split_from = split_from;
+        e.fast.split_when_busy = true;
         if !kernel {
-            e.kernel = None;
+            e.fast.kernel = None;
         }
         e.schedule(batch, seed, Deadline::none()).unwrap()
     };
@@ -340,7 +340,7 @@ fn rules_take_the_plain_pass_on_the_synthetic_cluster() {
     );
     let mut plain = Evaluator::new(&profile, &snap);
     let mut general = Evaluator::new(&profile, &snap);
-    general.allow_plain = false;
+    general.fast.allow_plain = false;
     let mut placed = 0;
     for chunk in batch.chunks(100) {
         let fast = plain.schedule(chunk, 3, Deadline::none()).unwrap();
@@ -381,7 +381,7 @@ proptest! {
                 .rank(p, top_k, seed, Deadline::none())
                 .unwrap();
             let mut general = Evaluator::new(&profile, &snap).with_rejected_limit(limit);
-            general.allow_plain = false;
+            general.fast.allow_plain = false;
             let mut general = general.rank(p, top_k, seed, Deadline::none()).unwrap();
             let took_plain = PodPlan::new(&profile, &snap, p, seed, &Placed::default(), true).plain;
             if limit == Some(0) && plain.feasible_count > 0 && took_plain {
@@ -418,8 +418,8 @@ proptest! {
         let profile = Profile::new(Policy::kube_default());
         let evaluator = |replay: bool| {
             let mut e = Evaluator::new(&profile, &snap).with_rejected_limit(limit);
-            e.allow_plain = plain;
-            e.class_replay = replay;
+            e.fast.allow_plain = plain;
+            e.fast.class_replay = replay;
             e
         };
         let (with, without) = (evaluator(true).schedule(&batch, seed, Deadline::none()).unwrap(),
@@ -447,7 +447,7 @@ fn rank_with_the_plain_pass_equals_the_general_one_on_the_synthetic_cluster() {
                 .rank(p, top_k, 9, Deadline::none())
                 .unwrap();
             let mut general = Evaluator::new(&profile, &snap);
-            general.allow_plain = false;
+            general.fast.allow_plain = false;
             assert_eq!(
                 plain,
                 general.rank(p, top_k, 9, Deadline::none()).unwrap(),
@@ -640,7 +640,7 @@ fn the_plain_pass_fits_extended_resources_as_the_general_one() {
         for p in &batch {
             let fast = Evaluator::new(&profile, &snap).rank(p, 0, 5, Deadline::none()).unwrap();
             let mut general = Evaluator::new(&profile, &snap);
-            general.allow_plain = false;
+            general.fast.allow_plain = false;
             assert_eq!(fast, general.rank(p, 0, 5, Deadline::none()).unwrap());
         }
     }

@@ -1,7 +1,7 @@
 //! Rank's top k: the `k`-th best total found in one pass for the usual small `k`.
 //!
-//! Mirrors a selection of the `k`-th largest (`select_nth_unstable_by`, which `keep_top_k` in the
-//! framework takes beyond [`SMALL_K`]); held to it by `kth_total_small_equals_the_sorted_one` (below) and, through Rank,
+//! Mirrors a selection of the `k`-th largest (`select_nth_unstable_by`, which `keep_top_k` in
+//! `select.rs` takes beyond [`SMALL_K`]); held to it by `kth_total_small_equals_the_sorted_one` (below) and, through Rank,
 //! `rank_top_k_is_the_head_of_the_full_ranking` (`plain_tests.rs`).
 
 /// The `k`-th largest total of `items` (counting equal totals apart), for a `k` of at most

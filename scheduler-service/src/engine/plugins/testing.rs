@@ -4,11 +4,12 @@
 
 use std::sync::Arc;
 
-use crate::engine::framework::{Deadline, Evaluator, Profile, Ranking};
+use crate::engine::framework::{Deadline, Evaluator, Ranking};
 use crate::engine::model::{
     NodeSpec, PodSpec, Requirement, SelectorOp, SelectorTerm, Taint, TaintEffect, Toleration, TolerationOperator,
 };
 use crate::engine::policy::{Policy, ScorePlugin as S, ScoringStrategy, WeightedScore};
+use crate::engine::profile::Profile;
 use crate::engine::resources::Resources;
 use crate::engine::snapshot::Snapshot;
 

@@ -5,10 +5,11 @@
 
 pub(crate) use std::sync::Arc;
 
-pub(crate) use crate::engine::framework::{Deadline, Decision, Evaluator, Profile};
+pub(crate) use crate::engine::framework::{Deadline, Decision, Evaluator};
 pub(crate) use crate::engine::model::{NodeSpec, PodSpec, Requirement, SelectorOp, SelectorTerm};
 pub(crate) use crate::engine::plugins::volumebinding::binder::NO_PROVISIONER;
 pub(crate) use crate::engine::policy::Policy;
+pub(crate) use crate::engine::profile::Profile;
 pub(crate) use crate::engine::quantity::Quantity;
 use crate::engine::resources::Resources;
 pub(crate) use crate::engine::snapshot::Snapshot;

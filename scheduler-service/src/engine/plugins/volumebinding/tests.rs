@@ -42,8 +42,8 @@ fn volume_binding() {
             claims: vec![claim("data", "fast")],
             volumes: vec![],
             classes: vec![class("fast", "ebs.csi.aws.com", BindingMode::Immediate)],
-            want: Err(format!(
-                "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found"
+            want: Err(String::from(
+                "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found",
             )),
         },
         Case {
@@ -51,8 +51,8 @@ fn volume_binding() {
             claims: vec![claim("data", "gone")],
             volumes: vec![],
             classes: vec![],
-            want: Err(format!(
-                "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found"
+            want: Err(String::from(
+                "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found",
             )),
         },
         Case {
@@ -60,8 +60,8 @@ fn volume_binding() {
             claims: vec![],
             volumes: vec![],
             classes: vec![],
-            want: Err(format!(
-                "0/3 nodes are available: persistentvolumeclaim \"data\" not found. not found"
+            want: Err(String::from(
+                "0/3 nodes are available: persistentvolumeclaim \"data\" not found. not found",
             )),
         },
         Case {
@@ -72,8 +72,8 @@ fn volume_binding() {
             }],
             volumes: vec![],
             classes: vec![local_wffc()],
-            want: Err(format!(
-                "0/3 nodes are available: persistentvolumeclaim \"data\" is being deleted. not found"
+            want: Err(String::from(
+                "0/3 nodes are available: persistentvolumeclaim \"data\" is being deleted. not found",
             )),
         },
         Case {
