@@ -11,7 +11,8 @@
 //!
 //! 1. [`Binder::handle`] applies each watch event to the state and the queue (`events.rs`).
 //! 2. [`Binder::run`] (`cycle.rs`) pops a batch, holds back or completes its gangs (`gangs.rs`),
-//!    splits it by experiment arm, and decides each group (`schedule_group`).
+//!    splits it by route (experiment arm, or one group), and decides each group
+//!    (`schedule_group`: `decide_group`, then `dispatch` per pod).
 //! 3. A decision syncs a replica's snapshot, asks it to place the pods, and assumes the placements
 //!    (`decide.rs`).
 //! 4. Each pod's outcome is dispatched: placed, it is bound in a task of its own (`bind.rs`), its
@@ -25,8 +26,8 @@
 //!  cycle.rs  run --> schedule_batch --> gangs.rs  gate_gangs
 //!             |           |
 //!             |           v
-//!             |     schedule_group --> decide.rs  decide (sync, assume_placed)
-//!             |           |
+//!             |     schedule_group --> decide_group --> decide.rs  decide (sync, assume_placed)
+//!             |           | dispatch:
 //!             |           +-- placed ---------> bind.rs  spawn_bind
 //!             |           |                       '--> prebind.rs  prebind_volumes
 //!             |           +-- nominated ------> nominations.rs  start_preemption
@@ -37,9 +38,17 @@
 //!             +-- waiting preemptors ---------> nominations.rs  tend_nominations
 //!             +-- victims gone ---------------> bind.rs  spawn_bind
 //! ```
+//!
+//! Experiments are not part of the cycle: it routes each batch through the live
+//! [`crate::experiments::Routing`] (one group on the binder's own policy and replicas when none is
+//! configured), decides each group on its backend's pool ([`crate::backends::ReplicaPools`]), and
+//! reports outcomes to [`crate::experiments::Experiments`], which records nothing without an
+//! experiment. `cycle_tests.rs` drives the cycle alone: a scripted replica, a recording API.
 
 mod bind;
 mod cycle;
+#[cfg(test)]
+mod cycle_tests;
 mod decide;
 mod events;
 mod failures;

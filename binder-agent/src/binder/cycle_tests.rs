@@ -1,0 +1,497 @@
+//! The scheduling cycle on its own: a [`Binder`] driven by events the test feeds it, writing
+//! through a recording [`ClusterApi`], deciding with a scripted decision replica (a real gRPC
+//! server on a local socket that answers each pod as the test says). Each outcome of a batch must
+//! be dispatched as kube-scheduler's `schedulingCycle`/`bindingCycle` would: placed → bound (and
+//! its `Scheduled` event), unschedulable → reported and parked, nominated → victims preempted,
+//! the nomination written, bound once the victims are gone, scheduling error → `SchedulerError`
+//! and backed off, no answer → backed off and decided again, invalid → reported alone while the
+//! rest of the batch is decided, replica down → every pod backed off and decided again.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use parking_lot::Mutex;
+use placement_scheduler::proto;
+use placement_scheduler::proto::placement::Outcome;
+use placement_scheduler::proto::placement_service_server::{PlacementService, PlacementServiceServer};
+use tokio::sync::watch;
+use tonic::{Request, Response, Status};
+
+use super::{Binder, BinderConfig, ClusterEvent};
+use crate::api::{ApiError, ClusterApi, PodRef};
+use crate::metrics::BinderMetrics;
+use crate::model::PodInfo;
+use crate::queue::QueueConfig;
+use crate::replicas::{EndpointSource, ReplicaConfig, ReplicaPool};
+
+const SCHEDULER: &str = "placement-scheduler";
+
+/// What the binder wrote, per pod name.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct Written {
+    bound_to: Option<String>,
+    scheduled_events: u32,
+    unschedulable: Vec<String>,
+    scheduler_errors: Vec<String>,
+    nominated: Option<String>,
+    preempted_by: Option<String>,
+}
+
+/// A [`ClusterApi`] that records every write by pod name, and answers each one with success.
+#[derive(Clone, Default)]
+struct RecordingApi {
+    written: Arc<Mutex<HashMap<String, Written>>>,
+}
+
+impl RecordingApi {
+    fn of(&self, pod: &str) -> Written {
+        self.written.lock().get(pod).cloned().unwrap_or_default()
+    }
+
+    fn with(&self, pod: &PodRef, f: impl FnOnce(&mut Written)) {
+        f(self.written.lock().entry(pod.name.clone()).or_default());
+    }
+}
+
+impl ClusterApi for RecordingApi {
+    fn bind(
+        &self,
+        pod: &PodRef,
+        node: &str,
+        _annotations: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send {
+        self.with(pod, |w| w.bound_to = Some(node.to_string()));
+        async { Ok(()) }
+    }
+
+    fn record_scheduled(
+        &self,
+        pod: &PodRef,
+        _node: &str,
+        _at: SystemTime,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send {
+        self.with(pod, |w| w.scheduled_events += 1);
+        async { Ok(()) }
+    }
+
+    fn record_unschedulable(&self, pod: &PodRef, message: &str) -> impl Future<Output = Result<(), ApiError>> + Send {
+        self.with(pod, |w| w.unschedulable.push(message.to_string()));
+        async { Ok(()) }
+    }
+
+    fn record_scheduler_error(&self, pod: &PodRef, message: &str) -> impl Future<Output = Result<(), ApiError>> + Send {
+        self.with(pod, |w| w.scheduler_errors.push(message.to_string()));
+        async { Ok(()) }
+    }
+
+    fn nominate(&self, pod: &PodRef, node: &str) -> impl Future<Output = Result<(), ApiError>> + Send {
+        self.with(pod, |w| w.nominated = Some(node.to_string()));
+        async { Ok(()) }
+    }
+
+    fn clear_nomination(&self, pod: &PodRef) -> impl Future<Output = Result<(), ApiError>> + Send {
+        self.with(pod, |w| w.nominated = None);
+        async { Ok(()) }
+    }
+
+    fn preempt(
+        &self,
+        victim: &PodRef,
+        preemptor: &PodRef,
+        _node: &str,
+        _scheduler_name: &str,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send {
+        self.with(victim, |w| w.preempted_by = Some(preemptor.name.clone()));
+        async { Ok(()) }
+    }
+}
+
+/// How the scripted replica answers a pod.
+#[derive(Debug, Clone)]
+enum Answer {
+    Node(&'static str),
+    Unschedulable(&'static str),
+    Nominate {
+        node: &'static str,
+        victims: &'static [&'static str],
+    },
+    Error(&'static str),
+    /// No placement for the pod in the response.
+    Nothing,
+    /// The whole request refused: INVALID_ARGUMENT naming this pod's index.
+    Invalid,
+}
+
+/// A decision replica that answers each pod by name as scripted (the first answer once, then
+/// the next; the last one repeats), counting the times each pod was asked about.
+#[derive(Clone, Default)]
+struct ScriptedReplica {
+    script: Arc<Mutex<HashMap<String, Vec<Answer>>>>,
+    asked: Arc<Mutex<HashMap<String, u32>>>,
+    /// Every Schedule fails with UNAVAILABLE while set.
+    down: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl ScriptedReplica {
+    fn script(&self, pod: &str, answers: &[Answer]) {
+        self.script.lock().insert(pod.to_string(), answers.to_vec());
+    }
+
+    fn asked(&self, pod: &str) -> u32 {
+        self.asked.lock().get(pod).copied().unwrap_or(0)
+    }
+
+    fn answer(&self, pod: &proto::Pod) -> Answer {
+        let n = {
+            let mut asked = self.asked.lock();
+            let n = asked.entry(pod.name.clone()).or_default();
+            *n += 1;
+            *n as usize
+        };
+        let script = self.script.lock();
+        let answers = script.get(&pod.name).map(Vec::as_slice).unwrap_or(&[]);
+        answers
+            .get(n - 1)
+            .or_else(|| answers.last())
+            .cloned()
+            .unwrap_or(Answer::Nothing)
+    }
+}
+
+#[tonic::async_trait]
+impl PlacementService for ScriptedReplica {
+    async fn sync_snapshot(
+        &self,
+        _request: Request<proto::SyncSnapshotRequest>,
+    ) -> Result<Response<proto::SyncSnapshotResponse>, Status> {
+        Ok(Response::new(proto::SyncSnapshotResponse {
+            snapshot_id: "scripted".into(),
+            ..Default::default()
+        }))
+    }
+
+    async fn rank(&self, _request: Request<proto::RankRequest>) -> Result<Response<proto::RankResponse>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+
+    async fn schedule(
+        &self,
+        request: Request<proto::ScheduleRequest>,
+    ) -> Result<Response<proto::ScheduleResponse>, Status> {
+        if self.down.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(Status::unavailable("scripted outage"));
+        }
+        let request = request.into_inner();
+        let mut placements = Vec::new();
+        for (i, pod) in request.pods.iter().enumerate() {
+            let outcome = match self.answer(pod) {
+                Answer::Node(node) => Some(Outcome::NodeName(node.into())),
+                Answer::Unschedulable(message) => Some(Outcome::Unschedulable(proto::Unschedulable {
+                    message: message.into(),
+                    ..Default::default()
+                })),
+                Answer::Nominate { node, victims } => Some(Outcome::Unschedulable(proto::Unschedulable {
+                    message: format!("0/2 nodes are available: 2 Insufficient cpu. preemption: found a potential placement for pod on node {node}, preempting {} victims", victims.len()),
+                    nominated_node_name: node.into(),
+                    victim_uids: victims.iter().map(|v| format!("uid-{v}")).collect(),
+                    ..Default::default()
+                })),
+                Answer::Error(message) => Some(Outcome::Unschedulable(proto::Unschedulable {
+                    message: message.into(),
+                    error: true,
+                    ..Default::default()
+                })),
+                Answer::Nothing => continue,
+                Answer::Invalid => {
+                    return Err(Status::invalid_argument(format!(
+                        "pods[{i}].containers[0].requests[\"cpu\"]: invalid quantity"
+                    )))
+                }
+            };
+            placements.push(proto::Placement {
+                pod_uid: pod.uid.clone(),
+                outcome,
+                ..Default::default()
+            });
+        }
+        Ok(Response::new(proto::ScheduleResponse {
+            placements,
+            ..Default::default()
+        }))
+    }
+
+    async fn list_policies(
+        &self,
+        _request: Request<proto::ListPoliciesRequest>,
+    ) -> Result<Response<proto::ListPoliciesResponse>, Status> {
+        Ok(Response::new(proto::ListPoliciesResponse::default()))
+    }
+}
+
+/// Serves `replica` on a local port.
+async fn serve(replica: ScriptedReplica) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a local port");
+    let addr = listener.local_addr().expect("its address");
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(PlacementServiceServer::new(replica))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    addr
+}
+
+fn node(name: &str) -> proto::Node {
+    proto::Node {
+        name: name.into(),
+        allocatable: [
+            ("cpu".to_string(), "4".to_string()),
+            ("pods".to_string(), "110".to_string()),
+        ]
+        .into(),
+        ..Default::default()
+    }
+}
+
+fn pod(name: &str, node_name: &str) -> PodInfo {
+    PodInfo {
+        spec: proto::Pod {
+            uid: format!("uid-{name}"),
+            namespace: "ns".into(),
+            name: name.into(),
+            node_name: node_name.into(),
+            ..Default::default()
+        },
+        scheduler_name: SCHEDULER.into(),
+        ..Default::default()
+    }
+}
+
+/// A leading binder over `api` deciding with a replica at `addr`, run until the test ends; with a
+/// short batch window and backoff so that retries come quickly.
+struct Harness {
+    binder: Binder<RecordingApi>,
+    api: RecordingApi,
+    stop: watch::Sender<bool>,
+    run: tokio::task::JoinHandle<()>,
+    _leader: watch::Sender<bool>,
+}
+
+impl Harness {
+    async fn start(replica: &ScriptedReplica) -> Self {
+        let addr = serve(replica.clone()).await;
+        let pool = Arc::new(
+            ReplicaPool::new(
+                EndpointSource::Static(vec![format!("http://{addr}")]),
+                ReplicaConfig {
+                    call_timeout: Duration::from_secs(5),
+                    eject_for: Duration::from_millis(50),
+                    ..ReplicaConfig::default()
+                },
+            )
+            .expect("a replica pool"),
+        );
+        let config = BinderConfig {
+            scheduler_names: vec![SCHEDULER.into()],
+            batch_window: Duration::from_millis(20),
+            queue: QueueConfig {
+                initial_backoff: Duration::from_millis(50),
+                max_backoff: Duration::from_millis(200),
+                ..QueueConfig::default()
+            },
+            ..BinderConfig::default()
+        };
+        let api = RecordingApi::default();
+        let (leader, leader_rx) = watch::channel(true);
+        let binder = Binder::new(config, api.clone(), pool, Arc::new(BinderMetrics::new()), leader_rx);
+        binder.handle(ClusterEvent::NodeApplied(node("n1")));
+        binder.handle(ClusterEvent::NodeApplied(node("n2")));
+        binder.set_synced();
+        let (stop, mut stopped) = watch::channel(false);
+        let running = binder.clone();
+        let run = tokio::spawn(async move {
+            running
+                .run(async move {
+                    let _ = stopped.wait_for(|s| *s).await;
+                })
+                .await;
+        });
+        Self {
+            binder,
+            api,
+            stop,
+            run,
+            _leader: leader,
+        }
+    }
+
+    /// Waits (up to 10 s) until `done` holds of what was written.
+    async fn until(&self, what: &str, done: impl Fn(&RecordingApi) -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !done(&self.api) {
+            assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.run.await;
+    }
+}
+
+#[tokio::test]
+async fn each_outcome_of_a_batch_is_dispatched_as_kube_scheduler_does() {
+    let replica = ScriptedReplica::default();
+    replica.script("placed", &[Answer::Node("n1")]);
+    replica.script(
+        "full",
+        &[Answer::Unschedulable(
+            "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.",
+        )],
+    );
+    replica.script("extender-failed", &[Answer::Error("extender example failed: 500")]);
+    replica.script("unanswered", &[Answer::Nothing, Answer::Node("n2")]);
+    let h = Harness::start(&replica).await;
+    for name in ["placed", "full", "extender-failed", "unanswered"] {
+        h.binder.handle(ClusterEvent::PodApplied(pod(name, "")));
+    }
+    h.until("every pod settled", |api| {
+        api.of("placed").scheduled_events == 1
+            && !api.of("full").unschedulable.is_empty()
+            && !api.of("extender-failed").scheduler_errors.is_empty()
+            && api.of("unanswered").bound_to.is_some()
+    })
+    .await;
+
+    // Placed: bound to its node, with its Scheduled event, once.
+    let placed = h.api.of("placed");
+    assert_eq!((placed.bound_to.as_deref(), placed.scheduled_events), (Some("n1"), 1));
+    // Unschedulable: PodScheduled=False with the service's message, never bound, parked until a
+    // cluster event (not asked again meanwhile).
+    let full = h.api.of("full");
+    assert_eq!(
+        full.unschedulable,
+        vec!["0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.".to_string()]
+    );
+    assert_eq!(full.bound_to, None);
+    // A scheduling error: SchedulerError with the message, not Unschedulable, and retried after
+    // its backoff (asked again without any cluster event).
+    let failed = h.api.of("extender-failed");
+    assert_eq!(failed.scheduler_errors[0], "extender example failed: 500");
+    assert!(failed.unschedulable.is_empty() && failed.bound_to.is_none());
+    h.until("the errored pod asked again", |_| replica.asked("extender-failed") >= 2)
+        .await;
+    // No answer: backed off, asked again, then bound as the second answer says.
+    assert_eq!(h.api.of("unanswered").bound_to.as_deref(), Some("n2"));
+    assert!(replica.asked("unanswered") >= 2);
+    assert!(
+        h.api.of("unanswered").unschedulable.is_empty(),
+        "no answer is not unschedulable"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        replica.asked("full"),
+        1,
+        "an unschedulable pod waits for a cluster event"
+    );
+    assert_eq!(replica.asked("placed"), 1);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_nominated_pod_preempts_its_victims_and_binds_once_they_are_gone() {
+    let replica = ScriptedReplica::default();
+    replica.script(
+        "preemptor",
+        &[Answer::Nominate {
+            node: "n1",
+            victims: &["victim"],
+        }],
+    );
+    let h = Harness::start(&replica).await;
+    h.binder.handle(ClusterEvent::PodApplied(pod("victim", "n1")));
+    h.binder.handle(ClusterEvent::PodApplied(pod("preemptor", "")));
+    h.until("the victim preempted and the preemptor nominated", |api| {
+        api.of("victim").preempted_by.is_some() && api.of("preemptor").nominated.is_some()
+    })
+    .await;
+    assert_eq!(h.api.of("victim").preempted_by.as_deref(), Some("preemptor"));
+    assert_eq!(h.api.of("preemptor").nominated.as_deref(), Some("n1"));
+    assert_eq!(
+        h.api.of("preemptor").unschedulable,
+        vec!["0/2 nodes are available: 2 Insufficient cpu. preemption: found a potential placement for pod on node n1, preempting 1 victims".to_string()]
+    );
+    assert_eq!(
+        h.api.of("preemptor").bound_to,
+        None,
+        "not bound while its victim exists"
+    );
+    h.binder.handle(ClusterEvent::PodDeleted {
+        uid: "uid-victim".into(),
+    });
+    h.until("the preemptor bound", |api| api.of("preemptor").bound_to.is_some())
+        .await;
+    assert_eq!(
+        h.api.of("preemptor").bound_to.as_deref(),
+        Some("n1"),
+        "on its nominated node"
+    );
+    assert_eq!(h.binder.nominations_waiting(), 0);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn an_invalid_pod_is_reported_alone_and_the_rest_of_its_batch_is_decided() {
+    let replica = ScriptedReplica::default();
+    replica.script("good", &[Answer::Node("n1")]);
+    replica.script("bad", &[Answer::Invalid]);
+    let h = Harness::start(&replica).await;
+    h.binder.handle(ClusterEvent::PodApplied(pod("good", "")));
+    h.binder.handle(ClusterEvent::PodApplied(pod("bad", "")));
+    h.until("both settled", |api| {
+        api.of("good").bound_to.is_some() && !api.of("bad").unschedulable.is_empty()
+    })
+    .await;
+    assert_eq!(h.api.of("good").bound_to.as_deref(), Some("n1"));
+    let bad = h.api.of("bad");
+    assert!(
+        bad.unschedulable[0].starts_with("invalid pod: pods[") && bad.unschedulable[0].ends_with("invalid quantity"),
+        "{:?}",
+        bad.unschedulable
+    );
+    assert_eq!(bad.bound_to, None);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_batch_no_replica_answers_is_backed_off_and_decided_again() {
+    let replica = ScriptedReplica::default();
+    replica.script("a", &[Answer::Node("n1")]);
+    replica.script("b", &[Answer::Node("n2")]);
+    replica.down.store(true, std::sync::atomic::Ordering::Relaxed);
+    let h = Harness::start(&replica).await;
+    h.binder.handle(ClusterEvent::PodApplied(pod("a", "")));
+    h.binder.handle(ClusterEvent::PodApplied(pod("b", "")));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        (h.api.of("a"), h.api.of("b")),
+        (Written::default(), Written::default()),
+        "nothing written while no replica answers"
+    );
+    assert_eq!(h.binder.pending(), 2, "both still queued");
+    replica.down.store(false, std::sync::atomic::Ordering::Relaxed);
+    h.until("both bound once the replica answers", |api| {
+        api.of("a").bound_to.is_some() && api.of("b").bound_to.is_some()
+    })
+    .await;
+    assert_eq!(
+        (h.api.of("a").bound_to.as_deref(), h.api.of("b").bound_to.as_deref()),
+        (Some("n1"), Some("n2"))
+    );
+    h.stop().await;
+}
