@@ -70,7 +70,7 @@ impl MeanStddev {
 /// One arm's row of the comparison.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ArmRow {
-    /// Experiment name ([`NONE`] for pods outside every experiment).
+    /// Experiment name ([`NONE`](super::NONE) for pods outside every experiment).
     pub experiment: String,
     /// Arm name.
     pub arm: String,

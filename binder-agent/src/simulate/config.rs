@@ -43,7 +43,7 @@ pub struct SimConfig {
     pub progress: bool,
     /// Receives the progress every few milliseconds (for tests that act mid-run).
     pub progress_tx: Option<watch::Sender<Progress>>,
-    /// List each pending pod's outcome in [`Summary::outcomes`].
+    /// List each pending pod's outcome in [`Summary::outcomes`](super::Summary::outcomes).
     pub record_outcomes: bool,
     /// Experiments and shadows, as the binder's `--experiments-file`.
     pub experiments: Option<ExperimentSet>,
@@ -153,9 +153,9 @@ pub enum DecisionSource {
 /// Faults the in-memory cluster injects into Binding requests.
 #[derive(Debug, Clone, Default)]
 pub struct Faults {
-    /// Fraction of binds failing with [`ApiError::Other`] without binding (like a 500).
+    /// Fraction of binds failing with [`ApiError::Other`](crate::api::ApiError::Other) without binding (like a 500).
     pub bind_failure_rate: f64,
-    /// Fraction of binds that bind but answer [`ApiError::Other`] (a reply lost after the write).
+    /// Fraction of binds that bind but answer [`ApiError::Other`](crate::api::ApiError::Other) (a reply lost after the write).
     pub lost_reply_rate: f64,
     /// Added latency of every bind.
     pub bind_delay: Duration,

@@ -216,7 +216,7 @@ pub struct Summary {
     pub utilization: Utilization,
     /// Consistency checks.
     pub checks: Checks,
-    /// Each pending pod's outcome by `namespace/name` (with [`SimConfig::record_outcomes`]).
+    /// Each pending pod's outcome by `namespace/name` (with [`SimConfig::record_outcomes`](super::SimConfig::record_outcomes)).
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub outcomes: std::collections::BTreeMap<String, Outcome>,
     /// The per-arm comparison, when experiments or shadows ran.
