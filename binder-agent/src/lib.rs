@@ -1,11 +1,12 @@
 //! The placement binder: watches the cluster, batches pending pods that name our scheduler, asks a
 //! decision replica where they go, and writes Bindings, never losing or double-binding a pod.
 //!
-//! - [`model`]: lean projections of pods and nodes.
+//! - [`projection`]: Kubernetes objects projected onto what the decision API carries.
 //! - [`state`]: nodes, bound and assumed pods, versioned for snapshot deltas.
-//! - [`queue`]: active, backoff and unschedulable queues, as kube-scheduler's.
+//! - [`queue`]: active, backoff and unschedulable queues, as kube-scheduler's; [`preemptions`]: preemptions in
+//!   progress (nominated pods waiting for their victims).
 //! - [`replicas`]: decision replicas, balancing and ejection.
-//! - [`binder`]: the scheduling loop over a [`api::ClusterApi`]; [`parallel`]: several batches
+//! - [`binder`]: the scheduling loop over a [`api::ClusterApi`]; [`partitions`]: several batches
 //!   in flight on node partitions.
 //! - [`experiments`]: A/B arms and shadow policies: the file, routing each pod to a policy and
 //!   backend, and the per-arm record; [`backends`]: the binder's replica pools by backend.
@@ -18,14 +19,14 @@ pub mod backends;
 pub mod binder;
 pub mod experiments;
 pub mod explain;
-pub mod groups;
 pub mod http;
 pub mod kube_api;
 pub mod leader;
 pub mod metrics;
-pub mod model;
 pub mod output;
-pub mod parallel;
+pub mod partitions;
+pub mod preemptions;
+pub mod projection;
 pub mod queue;
 pub mod replicas;
 pub mod state;

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::model::PodInfo;
+use crate::projection::PodInfo;
 
 /// Queue timing.
 #[derive(Debug, Clone)]
@@ -48,7 +48,7 @@ pub enum Place {
     Unschedulable(Instant),
     /// Popped: being decided or bound.
     InFlight,
-    /// Held by scheduling gates until an update removes the last one.
+    /// HeldSnapshot by scheduling gates until an update removes the last one.
     Gated,
 }
 

@@ -109,7 +109,7 @@ impl Default for ReplicaConfig {
 
 /// The snapshot a replica holds, and which of the binder's state it reflects.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Held {
+pub struct HeldSnapshot {
     /// Its id on the replica.
     pub id: String,
     /// It reflects every change of the state up to this version...
@@ -117,16 +117,16 @@ pub struct Held {
     /// ...and also the changes logged in `(from, to]` after it: the placements of a batch the
     /// replica assumed itself (`ScheduleRequest.assume`), made while other changes were logged.
     /// The next delta leaves these out.
-    pub also: Option<(u64, u64)>,
+    pub assumed_range: Option<(u64, u64)>,
 }
 
-impl Held {
+impl HeldSnapshot {
     /// A snapshot that reflects the state at `version` exactly.
     pub fn at(id: String, version: u64) -> Self {
         Self {
             id,
             version,
-            also: None,
+            assumed_range: None,
         }
     }
 }
@@ -142,7 +142,7 @@ pub struct Replica {
     failures: AtomicU32,
     ejected_until: Mutex<Option<Instant>>,
     /// The snapshot this replica holds, and the state it reflects.
-    pub synced: Mutex<Option<Held>>,
+    pub synced: Mutex<Option<HeldSnapshot>>,
     /// Calls that failed on this replica.
     pub errors: AtomicU64,
 }

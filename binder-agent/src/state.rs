@@ -23,7 +23,7 @@ use std::sync::Arc;
 use placement_scheduler::proto;
 use prost::Message;
 
-use crate::model::{PdbInfo, StorageKey, StorageObject};
+use crate::projection::{PdbInfo, StorageKey, StorageObject};
 
 /// What changed, by identity; the current value is read from the state when a delta is built.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -109,7 +109,7 @@ impl ClusterState {
     }
 
     /// An empty state whose nodes carry their partition among `partitions` in the label
-    /// [`PARTITION_LABEL`](crate::parallel::PARTITION_LABEL) (none below 2).
+    /// [`PARTITION_LABEL`](crate::partitions::PARTITION_LABEL) (none below 2).
     pub fn with_partitions(partitions: u32) -> Self {
         Self {
             partitions,
@@ -135,9 +135,9 @@ impl ClusterState {
     /// Adds or replaces a node.
     pub fn apply_node(&mut self, mut node: proto::Node) {
         if self.partitions >= 2 {
-            let p = crate::parallel::partition_of(&node.name, self.partitions);
+            let p = crate::partitions::partition_of(&node.name, self.partitions);
             node.labels
-                .insert(crate::parallel::PARTITION_LABEL.to_string(), p.to_string());
+                .insert(crate::partitions::PARTITION_LABEL.to_string(), p.to_string());
         }
         if self.nodes.get(&node.name) == Some(&node) {
             return;
@@ -689,7 +689,7 @@ mod tests {
 
     #[test]
     fn nodes_carry_their_partition_only_when_decisions_run_in_partitions() {
-        use crate::parallel::{partition_of, PARTITION_LABEL};
+        use crate::partitions::{partition_of, PARTITION_LABEL};
         let mut s = ClusterState::with_partitions(3);
         s.apply_node(node("a"));
         let v = s.version();

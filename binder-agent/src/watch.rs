@@ -36,7 +36,7 @@ use kube::{Api, Client};
 
 use crate::api::ClusterApi;
 use crate::binder::{Binder, ClusterEvent};
-use crate::model::{
+use crate::projection::{
     claim_info, csi_driver_info, csi_node_info, dynamic_storage_capacity_info, namespace_info, node_info, pdb_info,
     pdb_key, pod_info, storage_class_info, volume_info, PodInfo, StorageKey, StorageObject,
 };

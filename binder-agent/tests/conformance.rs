@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
-use placement_binder::model::{
+use placement_binder::projection::{
     claim_info, csi_driver_info, csi_node_info, namespace_info, node_info, pdb_info, pdb_key, pod_info,
     storage_capacity_info, storage_class_info, volume_info, StorageObject,
 };

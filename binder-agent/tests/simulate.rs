@@ -439,8 +439,14 @@ fn node2(name: &str, cpu: &str) -> placement_scheduler::proto::Node {
     }
 }
 
-fn info(uid: &str, cpu: &str, priority: i32, node: Option<&str>, created_ms: i64) -> placement_binder::model::PodInfo {
-    placement_binder::model::PodInfo {
+fn info(
+    uid: &str,
+    cpu: &str,
+    priority: i32,
+    node: Option<&str>,
+    created_ms: i64,
+) -> placement_binder::projection::PodInfo {
+    placement_binder::projection::PodInfo {
         spec: placement_scheduler::proto::Pod {
             uid: uid.into(),
             namespace: "sim".into(),
@@ -504,7 +510,7 @@ async fn the_simulation_spares_pods_a_disruption_budget_protects() {
     // fewest victims win (db alone); with db protected (no disruption allowed), node b's two go.
     let mut db = info("db", "2", 0, Some("a"), 0);
     db.spec.labels.insert("app".into(), "db".into());
-    let workload = |pdbs: Vec<placement_binder::model::PdbInfo>| Workload {
+    let workload = |pdbs: Vec<placement_binder::projection::PdbInfo>| Workload {
         nodes: vec![node2("a", "2"), node2("b", "2")],
         bound: vec![
             db.clone(),
@@ -521,7 +527,7 @@ async fn the_simulation_spares_pods_a_disruption_budget_protects() {
         .unwrap();
     assert_sound(&s);
     assert_eq!((s.placed, s.preempted), (1, 1), "{s}");
-    let budget = placement_binder::model::PdbInfo {
+    let budget = placement_binder::projection::PdbInfo {
         pdb: placement_scheduler::proto::PodDisruptionBudget {
             namespace: db.spec.namespace.clone(),
             name: "db".into(),

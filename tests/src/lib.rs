@@ -6,7 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod e2e;
-pub mod extender;
+pub mod extender_process;
 /// An in-memory fake Kubernetes API server that speaks the real HTTP/JSON wire protocol.
 pub mod fake_apiserver;
 pub mod fixtures;

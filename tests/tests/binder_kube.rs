@@ -254,7 +254,7 @@ impl Running {
 /// kube-scheduler's message for the whole cluster, not for a partition.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_in_flight_on_node_partitions_bind_each_pod_once_and_pinned_pods_reach_their_node() {
-    use placement_binder::parallel::partition_of;
+    use placement_binder::partitions::partition_of;
     let server = FakeApiServer::start().await;
     let client = server.client();
     // Six nodes of 2 CPUs, in both partitions, ordered so that each partition's nodes alternate:
@@ -1695,7 +1695,7 @@ async fn an_extender_with_a_bind_verb_binds_the_pods_and_its_filter_rejects_othe
     }
     // The extender's first Binding for nginx-2 fails: it answers an Error, the binder asks again.
     server.fail_next(1, matcher("POST", "/pods/nginx-2/binding"), 500);
-    let extender = placement_tests::extender::ExtenderProcess::start(&["--api-server", &server.url()]);
+    let extender = placement_tests::extender_process::ExtenderProcess::start(&["--api-server", &server.url()]);
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("scheduler-config.yaml");
     std::fs::write(
@@ -1829,7 +1829,7 @@ extenders:
             .any(|l| l.starts_with("scheduler_schedule_attempts_total{") && l.contains("result=\"error\"")),
         "counted as an error attempt:\n{m}"
     );
-    let _extender = placement_tests::extender::ExtenderProcess::start(&["--port", &port.to_string()]);
+    let _extender = placement_tests::extender_process::ExtenderProcess::start(&["--port", &port.to_string()]);
     eventually(WAIT, "nginx-1 bound once the extender answers", || {
         let pods = pods.clone();
         async move { bound(&pods).await.contains_key("nginx-1") }

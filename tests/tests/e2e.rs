@@ -266,7 +266,7 @@ async fn batches_in_flight_on_two_replicas_bind_each_pod_once() {
     let mut suffixes: [Vec<String>; 2] = Default::default();
     for i in 1.. {
         let suffix = format!("n{i}");
-        let side = placement_binder::parallel::partition_of(&format!("placement-e2e-{}-{suffix}", scope.run), 2);
+        let side = placement_binder::partitions::partition_of(&format!("placement-e2e-{}-{suffix}", scope.run), 2);
         if suffixes[side as usize].len() < 3 {
             suffixes[side as usize].push(suffix);
         }
@@ -1179,22 +1179,22 @@ async fn unique_best(
         .expect("list storage classes")
         .items;
     let mut snapshot = proto::Snapshot {
-        nodes: nodes.iter().map(placement_binder::model::node_info).collect(),
-        persistent_volume_claims: claims.iter().map(placement_binder::model::claim_info).collect(),
-        persistent_volumes: volumes.iter().map(placement_binder::model::volume_info).collect(),
+        nodes: nodes.iter().map(placement_binder::projection::node_info).collect(),
+        persistent_volume_claims: claims.iter().map(placement_binder::projection::claim_info).collect(),
+        persistent_volumes: volumes.iter().map(placement_binder::projection::volume_info).collect(),
         storage_classes: classes
             .iter()
-            .map(placement_binder::model::storage_class_info)
+            .map(placement_binder::projection::storage_class_info)
             .collect(),
         ..Default::default()
     };
     for p in list_pods(scope).await {
-        let info = placement_binder::model::pod_info(&p);
+        let info = placement_binder::projection::pod_info(&p);
         if !info.spec.node_name.is_empty() && !info.terminal {
             snapshot.pods.push(info.spec);
         }
     }
-    let mut spec = placement_binder::model::pod_info(pod).spec;
+    let mut spec = placement_binder::projection::pod_info(pod).spec;
     spec.uid = format!("rank-{}", pod.name_any());
     let ranking = client
         .rank(proto::RankRequest {
@@ -2065,7 +2065,7 @@ impl Drop for KubeSchedulerProcess {
 struct VersusKube {
     scope: Scope,
     binder: InProcessBinder,
-    extender: placement_tests::extender::ExtenderProcess,
+    extender: placement_tests::extender_process::ExtenderProcess,
     _kube: KubeSchedulerProcess,
     _dir: tempfile::TempDir,
 }
@@ -2089,7 +2089,7 @@ impl VersusKube {
         for i in 1..=3 {
             scope.add_node(&format!("n{i}"), "2", &[]).await;
         }
-        let extender = placement_tests::extender::ExtenderProcess::start(extender_args);
+        let extender = placement_tests::extender_process::ExtenderProcess::start(extender_args);
         let extenders = format!(
             "extenders:\n  - urlPrefix: {}\n    filterVerb: filter\n    prioritizeVerb: prioritize\n    weight: 1\n",
             extender.url()

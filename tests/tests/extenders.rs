@@ -16,7 +16,7 @@ use placement_scheduler::proto;
 use placement_scheduler::proto::placement::Outcome;
 use placement_scheduler::proto::placement_service_client::PlacementServiceClient;
 use placement_scheduler::proto::snapshot_ref::Source;
-use placement_tests::extender::ExtenderProcess;
+use placement_tests::extender_process::ExtenderProcess;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;

@@ -17,7 +17,7 @@ use super::decide::Decided;
 use super::{partitions, pod_ref, BindRequest, Binder};
 use crate::api::ClusterApi;
 use crate::experiments::{Route, Routing};
-use crate::parallel::{alone_reason, Partition};
+use crate::partitions::{alone_reason, Partition};
 use crate::queue::QueuedPod;
 
 /// A node partition held by a decision in flight: given back, and the loop woken, when dropped.
@@ -115,7 +115,7 @@ impl<A: ClusterApi> Binder<A> {
             step!(self.wait_for_leadership(&mut lp, &mut shutdown).await);
             if self.shared.synced.load(Ordering::Relaxed) {
                 step!(self.wait_for_partitions_if_a_preemptor_is_due(&mut shutdown).await);
-                if self.tend_nominations(&mut tasks).await {
+                if self.retry_waiting_preemptors(&mut tasks).await {
                     continue;
                 }
             }
@@ -370,7 +370,7 @@ impl<A: ClusterApi> Binder<A> {
     /// Splits a batch into the pods decided alone on the whole cluster ([`alone_reason`], or sent
     /// back by a partition before) and those a partition may decide.
     fn split_alone(&self, batch: Vec<QueuedPod>) -> (Vec<QueuedPod>, Vec<QueuedPod>) {
-        let mut sent_back = self.shared.alone.lock();
+        let mut sent_back = self.shared.decide_alone_next.lock();
         let (alone, together): (Vec<QueuedPod>, Vec<QueuedPod>) = batch
             .into_iter()
             .partition(|p| sent_back.contains(&p.info.spec.uid) || alone_reason(&p.info.spec).is_some());
@@ -639,7 +639,7 @@ impl<A: ClusterApi> Binder<A> {
             }
             None if returned => {
                 // Not decided for the whole cluster: again, alone, at once.
-                s.alone.lock().insert(placement.pod_uid.clone());
+                s.decide_alone_next.lock().insert(placement.pod_uid.clone());
                 s.queue.lock().retry_now(&placement.pod_uid);
             }
             None if retrying => {}
@@ -669,7 +669,7 @@ impl<A: ClusterApi> Binder<A> {
         }
     }
 
-    /// The pods of a partitioned decision decided again alone ([`crate::parallel::send_back`]),
+    /// The pods of a partitioned decision decided again alone ([`crate::partitions::send_back`]),
     /// counted by why, and whether one was placed outside the partition.
     fn partition_returns(
         &self,
@@ -678,7 +678,7 @@ impl<A: ClusterApi> Binder<A> {
     ) -> (HashSet<String>, bool) {
         let mut sent_back = HashSet::new();
         let mut outside = false;
-        for (uid, why) in crate::parallel::send_back(partition, response) {
+        for (uid, why) in crate::partitions::send_back(partition, response) {
             if why == "outside" {
                 outside = true;
                 tracing::warn!(pod_uid = %uid, partition = partition.index,

@@ -23,7 +23,7 @@ use tonic::{Request, Response, Status};
 use super::{Binder, BinderConfig, ClusterEvent};
 use crate::api::{ApiError, ClusterApi, PodRef};
 use crate::metrics::BinderMetrics;
-use crate::model::PodInfo;
+use crate::projection::PodInfo;
 use crate::queue::QueueConfig;
 use crate::replicas::{EndpointSource, ReplicaConfig, ReplicaPool};
 

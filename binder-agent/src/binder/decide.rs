@@ -13,9 +13,9 @@ use tonic_types::StatusExt;
 
 use super::{Binder, DecideError};
 use crate::api::ClusterApi;
-use crate::parallel::Partition;
+use crate::partitions::Partition;
 use crate::queue::QueuedPod;
-use crate::replicas::{EncodedPodsDelta, Held, Replica, ReplicaPool};
+use crate::replicas::{EncodedPodsDelta, HeldSnapshot, Replica, ReplicaPool};
 use crate::state::FullParts;
 
 /// A decision and where it was made.
@@ -157,14 +157,14 @@ impl<A: ClusterApi> Binder<A> {
             let st = s.state.lock();
             let version = st.version();
             match held {
-                Some(h) if h.version == version && h.also.is_none() => return Ok((h.id, version)),
-                Some(h) => match st.delta_since_except(h.version, h.also) {
+                Some(h) if h.version == version && h.assumed_range.is_none() => return Ok((h.id, version)),
+                Some(h) => match st.delta_since_except(h.version, h.assumed_range) {
                     // It holds the state already (its own assumed placements, nothing else).
                     Some(d) if d == proto::SnapshotDelta::default() => {
                         drop(st);
                         let mut synced = replica.synced.lock();
                         if synced.as_ref() == Some(&h) {
-                            *synced = Some(Held::at(h.id.clone(), version));
+                            *synced = Some(HeldSnapshot::at(h.id.clone(), version));
                         }
                         return Ok((h.id, version));
                     }
@@ -184,7 +184,7 @@ impl<A: ClusterApi> Binder<A> {
             match result {
                 Ok((id, bytes)) => {
                     s.metrics.sync(false, bytes, started.elapsed());
-                    *replica.synced.lock() = Some(Held::at(id.clone(), version));
+                    *replica.synced.lock() = Some(HeldSnapshot::at(id.clone(), version));
                     self.compact_log();
                     return Ok((id, version));
                 }
@@ -263,7 +263,7 @@ impl<A: ClusterApi> Binder<A> {
         }
         drop(pods);
         s.metrics.sync(true, bytes, started.elapsed());
-        *replica.synced.lock() = Some(Held::at(id.clone(), version));
+        *replica.synced.lock() = Some(HeldSnapshot::at(id.clone(), version));
         self.compact_log();
         Ok((id, version))
     }
@@ -315,10 +315,10 @@ impl<A: ClusterApi> Binder<A> {
                 }
             }
             let assumed = &response.assumed_snapshot_id;
-            (!assumed.is_empty() && same_view && st.all_assumed(&placed)).then(|| Held {
+            (!assumed.is_empty() && same_view && st.all_assumed(&placed)).then(|| HeldSnapshot {
                 id: assumed.clone(),
                 version,
-                also: Some((from, st.version())),
+                assumed_range: Some((from, st.version())),
             })
         };
         if response.assumed_snapshot_id.is_empty() {
@@ -328,7 +328,10 @@ impl<A: ClusterApi> Binder<A> {
             Some(next) => {
                 let mut held = replica.synced.lock();
                 // Unless another sync moved the replica on meanwhile.
-                if held.as_ref().is_some_and(|h| h.version == version && h.also.is_none()) {
+                if held
+                    .as_ref()
+                    .is_some_and(|h| h.version == version && h.assumed_range.is_none())
+                {
                     *held = Some(next);
                     "adopted"
                 } else {

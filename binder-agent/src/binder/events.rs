@@ -4,10 +4,10 @@
 use placement_scheduler::proto;
 use tokio::time::Instant;
 
+use super::gangs::{gang_key, is_member};
 use super::{Binder, ClusterEvent};
 use crate::api::ClusterApi;
-use crate::groups::{gang_key, is_member};
-use crate::model::PodInfo;
+use crate::projection::PodInfo;
 
 /// Whether any of the pod's affinity or anti-affinity terms selects namespaces by label.
 fn uses_namespace_selector(p: &proto::Pod) -> bool {
@@ -20,7 +20,7 @@ fn uses_namespace_selector(p: &proto::Pod) -> bool {
 }
 
 impl<A: ClusterApi> Binder<A> {
-    fn ours(&self, info: &PodInfo) -> bool {
+    fn schedules(&self, info: &PodInfo) -> bool {
         self.shared.config.scheduler_names.contains(&info.scheduler_name)
     }
 
@@ -28,7 +28,7 @@ impl<A: ClusterApi> Binder<A> {
     /// unschedulable pods fit (kube-scheduler's AssignedPodDelete event).
     fn pod_gone(&self, uid: &str, now: Instant) {
         let freed = self.shared.state.lock().delete_pod(uid);
-        self.shared.alone.lock().remove(uid);
+        self.shared.decide_alone_next.lock().remove(uid);
         {
             let mut nominations = self.shared.nominations.lock();
             if nominations.pod_gone(uid) {
@@ -137,7 +137,7 @@ impl<A: ClusterApi> Binder<A> {
                     let mut q = s.queue.lock();
                     q.remove(&uid);
                     self.update_queue_gauges(&q);
-                } else if self.ours(&info) && !info.deleting {
+                } else if self.schedules(&info) && !info.deleting {
                     // A stale unbound view of a pod we already decided is ignored until the watch
                     // shows the binding or the bind fails.
                     if s.state.lock().is_assumed(&uid) {

@@ -1,16 +1,24 @@
 //! Gangs: members held back while their gang is short, pulled into the batch once it is complete,
-//! reported when it waited too long or is declared wrong (the verdict is made in
-//! [`crate::groups`]).
+//! reported when it waited too long or is declared wrong.
+//!
+//! A pod labelled `placement.dev/gang` with the annotation
+//! `placement.dev/gang-min-members` is held (not sent) until the gang's members pending plus those
+//! already scheduled reach the minimum; then every pending member is sent in the same batch, where
+//! the decision service places all of them or none. A gang still short after `gang_timeout` (counted
+//! from its first member's arrival) is reported unschedulable on each member; a new member
+//! releases the held ones at once.
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use placement_scheduler::proto;
 
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::{pod_ref, Binder};
 use crate::api::{ClusterApi, PodRef};
-use crate::groups::{gang_key, gang_verdict, is_member, GangVerdict};
-use crate::model::gang_problem;
+use crate::projection::{gang_problem, PodInfo};
 use crate::queue::QueuedPod;
 
 impl<A: ClusterApi> Binder<A> {
@@ -124,5 +132,85 @@ impl<A: ClusterApi> Binder<A> {
             self.spawn_unschedulable(tasks, pod, message);
         }
         batch
+    }
+}
+
+/// `namespace/name` of the pod's gang, if it declares one.
+pub(super) fn gang_key(pod: &proto::Pod) -> Option<String> {
+    pod.gang.as_ref().map(|g| format!("{}/{}", pod.namespace, g.name))
+}
+
+/// What to do with a gang's members popped in a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum GangVerdict {
+    /// Enough members: send these too (uids of waiting members to pull into the batch).
+    Send(Vec<String>),
+    /// Not enough yet: hold the members until this instant.
+    Hold(Instant),
+    /// Waited too long: report each member unschedulable with this message.
+    GiveUp(String),
+}
+
+/// Decides for one gang: `min_members` required, `in_batch` members popped, `waiting` members queued
+/// elsewhere (uid, first seen), `in_flight` members being bound or nominated, `scheduled` members
+/// bound or assumed, and the earliest arrival of any pending member.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn gang_verdict(
+    key: &str,
+    min_members: u32,
+    in_batch: usize,
+    waiting: &[String],
+    in_flight: usize,
+    scheduled: usize,
+    first_seen: Instant,
+    now: Instant,
+    timeout: Duration,
+) -> GangVerdict {
+    let present = in_batch + waiting.len() + in_flight + scheduled;
+    if present >= min_members as usize {
+        return GangVerdict::Send(waiting.to_vec());
+    }
+    let deadline = first_seen + timeout;
+    if now < deadline {
+        return GangVerdict::Hold(deadline);
+    }
+    GangVerdict::GiveUp(format!(
+        "gang {key:?} is not placed: it needs {min_members} members placed together, and only {present} \
+         exist ({} pending, {scheduled} scheduled) after waiting {}s for the rest.",
+        in_batch + waiting.len() + in_flight,
+        timeout.as_secs_f64()
+    ))
+}
+
+/// Whether `info` is a member of the gang `key`.
+pub(super) fn is_member(info: &PodInfo, key: &str) -> bool {
+    gang_key(&info.spec).is_some_and(|k| k == key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn gangs_wait_for_members_then_give_up() {
+        let t0 = Instant::now();
+        let timeout = Duration::from_secs(60);
+        let w = vec!["b".to_string()];
+        assert_eq!(
+            gang_verdict("ml/g", 3, 1, &w, 0, 1, t0, t0, timeout),
+            GangVerdict::Send(w.clone())
+        );
+        assert_eq!(
+            gang_verdict("ml/g", 3, 1, &w, 0, 0, t0, t0 + Duration::from_secs(10), timeout),
+            GangVerdict::Hold(t0 + timeout)
+        );
+        assert_eq!(
+            gang_verdict("ml/g", 3, 1, &w, 0, 0, t0, t0 + timeout, timeout),
+            GangVerdict::GiveUp(
+                "gang \"ml/g\" is not placed: it needs 3 members placed together, and only 2 exist \
+                 (2 pending, 0 scheduled) after waiting 60s for the rest."
+                    .into()
+            )
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! By default decisions are serial (one batch at a time, so every batch sees the assumptions of the
 //! ones before it and no node is overcommitted), while binds run many at a time, bounded and rate
 //! limited. With [`BinderConfig::batches_in_flight`] above 1, batches are decided at once on
-//! different replicas, each on its own partition of the nodes ([`crate::parallel`]).
+//! different replicas, each on its own partition of the nodes ([`crate::partitions`]).
 //! The same loop drives a real API server and the simulation; only the [`ClusterApi`] differs.
 //!
 //! One pass, top-down, as kube-scheduler's `ScheduleOne` → `schedulingCycle` → `bindingCycle` →
@@ -35,7 +35,7 @@
 //!             |           +-- error ----------> failures.rs  spawn_scheduler_error
 //!             |           +-- no answer ------> backed off in the queue
 //!             |
-//!             +-- waiting preemptors ---------> nominations.rs  tend_nominations
+//!             +-- waiting preemptors ---------> nominations.rs  retry_waiting_preemptors
 //!             +-- victims gone ---------------> bind.rs  spawn_bind
 //! ```
 //!
@@ -70,10 +70,10 @@ use tokio::sync::{watch, Notify, Semaphore};
 use crate::api::{ClusterApi, PodRef};
 use crate::backends::ReplicaPools;
 use crate::experiments::{ExperimentSet, Experiments, Route, Routing, RoutingError};
-use crate::groups::{NominationTiming, Nominations};
 use crate::metrics::BinderMetrics;
-use crate::model::PodInfo;
-use crate::parallel::Slots;
+use crate::partitions::PartitionSlots;
+use crate::preemptions::{NominationTiming, Nominations};
+use crate::projection::PodInfo;
 use crate::queue::{QueueConfig, SchedulingQueue};
 use crate::replicas::ReplicaPool;
 use crate::state::ClusterState;
@@ -125,13 +125,13 @@ pub enum ClusterEvent {
     /// A namespace was deleted.
     NamespaceDeleted(String),
     /// A PodDisruptionBudget was added or changed (preemption tries not to violate it).
-    PdbApplied(crate::model::PdbInfo),
+    PdbApplied(crate::projection::PdbInfo),
     /// A PodDisruptionBudget was deleted (`namespace/name`).
     PdbDeleted(String),
     /// A PersistentVolumeClaim, PersistentVolume, StorageClass or CSINode was added or changed.
-    StorageApplied(crate::model::StorageObject),
+    StorageApplied(crate::projection::StorageObject),
     /// A PersistentVolumeClaim, PersistentVolume, StorageClass or CSINode was deleted.
-    StorageDeleted(crate::model::StorageKey),
+    StorageDeleted(crate::projection::StorageKey),
 }
 
 /// How the binder batches and binds.
@@ -176,7 +176,7 @@ pub struct BinderConfig {
     /// `ExtenderBindingArgs`) instead of writing the Binding.
     pub extenders: Option<Arc<placement_scheduler::extender::ExtenderSet>>,
     /// Batches decided at once, each on its own partition of the nodes and its own replica
-    /// ([`crate::parallel`]); 1 decides one batch at a time on the whole cluster. Also the number
+    /// ([`crate::partitions`]); 1 decides one batch at a time on the whole cluster. Also the number
     /// of partitions the nodes are split into. Fewer run at once while fewer replicas are ready,
     /// and none in partitions while an experiment or shadow policy is active.
     pub batches_in_flight: usize,
@@ -229,10 +229,10 @@ struct Shared<A> {
     /// Set once [`Binder::run`] stops taking work: waiting PreBinds give up (the pod stays
     /// pending for the next leader, which finds the bindings written so far).
     stopping: AtomicBool,
-    /// The node partitions decisions in flight hold ([`crate::parallel`]).
-    slots: Mutex<Slots>,
+    /// The node partitions decisions in flight hold ([`crate::partitions`]).
+    slots: Mutex<PartitionSlots>,
     /// Pods a partitioned decision sent back: decided alone on the whole cluster next.
-    alone: Mutex<HashSet<String>>,
+    decide_alone_next: Mutex<HashSet<String>>,
     /// The state versions full syncs in progress started from: the log is not compacted past
     /// them.
     full_syncs: Mutex<Vec<u64>>,
@@ -304,8 +304,8 @@ impl<A: ClusterApi> Binder<A> {
                 nominations: Mutex::new(Nominations::new(timing)),
                 storage_seen: watch::Sender::new(0),
                 stopping: AtomicBool::new(false),
-                slots: Mutex::new(Slots::new(partitions)),
-                alone: Mutex::new(HashSet::new()),
+                slots: Mutex::new(PartitionSlots::new(partitions)),
+                decide_alone_next: Mutex::new(HashSet::new()),
                 full_syncs: Mutex::new(Vec::new()),
             }),
         }

@@ -10,7 +10,7 @@ use tracing::Instrument;
 use super::failures::Failure;
 use super::{pod_ref, BindRequest, Binder};
 use crate::api::{ClusterApi, PodRef};
-use crate::groups::{Nomination, RetryEnd};
+use crate::preemptions::{Nomination, RetryEnd};
 use crate::queue::QueuedPod;
 
 impl<A: ClusterApi> Binder<A> {
@@ -114,7 +114,7 @@ impl<A: ClusterApi> Binder<A> {
 
     /// Gives up the nominations past their deadline and decides again, one at a time, the waiting
     /// preemptors whose retry is due. Returns whether it decided any (the loop then looks again).
-    pub(super) async fn tend_nominations(&self, tasks: &mut JoinSet<()>) -> bool {
+    pub(super) async fn retry_waiting_preemptors(&self, tasks: &mut JoinSet<()>) -> bool {
         let s = &self.shared;
         let now = Instant::now();
         let expired = s.nominations.lock().take_expired(now);

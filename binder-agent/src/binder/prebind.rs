@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::failures::Failure;
 use super::Binder;
 use crate::api::{ApiError, ClaimRef, ClusterApi, PodRef};
-use crate::model::{StorageKey, StorageObject};
+use crate::projection::{StorageKey, StorageObject};
 
 /// kube-scheduler's prefix of a PreBind failure of the VolumeBinding plugin.
 const PREBIND_FAILED: &str = "running PreBind plugin \"VolumeBinding\"";

@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Deserialize;
 
-pub use crate::model::Owner;
+pub use crate::projection::Owner;
 use crate::replicas::ClientTls;
 
 /// Seed of the assignment hash. Fixed forever: changing it would move every unit.

@@ -421,7 +421,7 @@ pub(super) fn shadow_policy(s: &ShadowRoute) -> String {
 mod tests {
     use super::*;
     use crate::experiments::ExperimentSet;
-    use crate::model::PodInfo;
+    use crate::projection::PodInfo;
 
     fn placed(uid: &str, node: &str, score: i64) -> proto::Placement {
         proto::Placement {

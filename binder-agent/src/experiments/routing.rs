@@ -8,7 +8,7 @@ use placement_scheduler::labels::{
 };
 
 use super::config::{client_tls, BackendSpec, ConfigError, ExperimentSet, PodFacts};
-use crate::model::PodInfo;
+use crate::projection::PodInfo;
 use crate::queue::QueuedPod;
 use crate::replicas::ReplicaError;
 /// The experiment and arm label of pods no experiment selects (not a DNS label, so it never

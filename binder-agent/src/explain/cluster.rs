@@ -1,7 +1,7 @@
 //! Reads the live cluster as the binder sees it: the same lists (every node, namespace,
 //! PodDisruptionBudget, PersistentVolumeClaim, PersistentVolume, StorageClass and CSINode, and
 //! every pod that has not finished, through kube-scheduler's field
-//! selector), the same projections ([`crate::model`]) and the same [`ClusterState`], whose full
+//! selector), the same projections ([`crate::projection`]) and the same [`ClusterState`], whose full
 //! snapshot is what the binder would send a decision replica. The explained pod itself is left
 //! out of it: a bound pod is explained against the cluster as it is now, as if it were pending.
 
@@ -13,7 +13,7 @@ use kube::{Api, Client};
 use placement_scheduler::proto;
 use serde::de::DeserializeOwned;
 
-use crate::model::{
+use crate::projection::{
     claim_info, csi_driver_info, csi_node_info, dynamic_storage_capacity_info, namespace_info, node_info, pdb_info,
     pod_info, storage_class_info, volume_info, PodInfo, StorageObject,
 };

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::api::{scheduled_message, ApiError, ClaimRef, ClusterApi, PodRef};
 use crate::binder::{Binder, ClusterEvent};
-use crate::model::{Owner, PodInfo, StorageKey, StorageObject};
+use crate::projection::{Owner, PodInfo, StorageKey, StorageObject};
 
 use super::config::*;
 use super::latency::Recorder;

@@ -4,7 +4,7 @@
 use crate::binder::BinderConfig;
 use crate::experiments::ExperimentSet;
 use crate::experiments::RoutingError;
-use crate::model::{self, PodInfo, StorageObject};
+use crate::projection::{self, PodInfo, StorageObject};
 use crate::replicas::{ReplicaConfig, ReplicaError};
 use placement_scheduler::grpc::ServerConfig;
 use placement_scheduler::proto;
@@ -131,7 +131,7 @@ pub struct Workload {
     /// Pods left out: finished, being deleted, or unbound for another scheduler.
     pub ignored: usize,
     /// PodDisruptionBudgets (preemption spares the pods they protect where it can).
-    pub pdbs: Vec<model::PdbInfo>,
+    pub pdbs: Vec<projection::PdbInfo>,
     /// PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers and
     /// CSIStorageCapacities (the volume filters read them; the simulated PV controller binds the
     /// claims the binder writes for).

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use crate::binder::{Binder, ClusterEvent};
 use crate::metrics::BinderMetrics;
-use crate::model::PodInfo;
+use crate::projection::PodInfo;
 use crate::replicas::{EndpointSource, ReplicaPool};
 
 use super::cluster::{PodRecord, SimCluster};

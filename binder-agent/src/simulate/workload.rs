@@ -7,7 +7,7 @@ use placement_scheduler::proto;
 use placement_scheduler::synth::{self};
 
 use crate::experiments::Owner;
-use crate::model::{self, PodInfo, StorageObject};
+use crate::projection::{self, PodInfo, StorageObject};
 
 use super::config::*;
 
@@ -126,48 +126,50 @@ impl Workload {
             "Node" => {
                 let node: k8s_openapi::api::core::v1::Node =
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a Node: {e}")))?;
-                self.nodes.push(model::node_info(&node));
+                self.nodes.push(projection::node_info(&node));
             }
             "PodDisruptionBudget" => {
                 let pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget =
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a PodDisruptionBudget: {e}")))?;
-                self.pdbs.push(model::pdb_info(&pdb));
+                self.pdbs.push(projection::pdb_info(&pdb));
             }
             "PersistentVolumeClaim" => {
                 let pvc: k8s_openapi::api::core::v1::PersistentVolumeClaim = serde_json::from_value(value)
                     .map_err(|e| SimError::Json(format!("a PersistentVolumeClaim: {e}")))?;
-                self.storage.push(StorageObject::Claim(model::claim_info(&pvc)));
+                self.storage.push(StorageObject::Claim(projection::claim_info(&pvc)));
             }
             "PersistentVolume" => {
                 let pv: k8s_openapi::api::core::v1::PersistentVolume =
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a PersistentVolume: {e}")))?;
-                self.storage.push(StorageObject::Volume(model::volume_info(&pv)));
+                self.storage.push(StorageObject::Volume(projection::volume_info(&pv)));
             }
             "StorageClass" => {
                 let sc: k8s_openapi::api::storage::v1::StorageClass =
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a StorageClass: {e}")))?;
-                self.storage.push(StorageObject::Class(model::storage_class_info(&sc)));
+                self.storage
+                    .push(StorageObject::Class(projection::storage_class_info(&sc)));
             }
             "CSINode" => {
                 let n: k8s_openapi::api::storage::v1::CSINode =
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a CSINode: {e}")))?;
-                self.storage.push(StorageObject::CsiNode(model::csi_node_info(&n)));
+                self.storage.push(StorageObject::CsiNode(projection::csi_node_info(&n)));
             }
             "CSIDriver" => {
                 let d: k8s_openapi::api::storage::v1::CSIDriver =
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a CSIDriver: {e}")))?;
-                self.storage.push(StorageObject::CsiDriver(model::csi_driver_info(&d)));
+                self.storage
+                    .push(StorageObject::CsiDriver(projection::csi_driver_info(&d)));
             }
             "CSIStorageCapacity" => {
                 let c: k8s_openapi::api::storage::v1::CSIStorageCapacity =
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a CSIStorageCapacity: {e}")))?;
                 self.storage
-                    .push(StorageObject::Capacity(model::storage_capacity_info(&c)));
+                    .push(StorageObject::Capacity(projection::storage_capacity_info(&c)));
             }
             "Pod" => {
                 let pod: k8s_openapi::api::core::v1::Pod =
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a Pod: {e}")))?;
-                let mut info = model::pod_info(&pod);
+                let mut info = projection::pod_info(&pod);
                 if info.spec.uid.is_empty() {
                     info.spec.uid = info.key();
                 }

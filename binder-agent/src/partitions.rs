@@ -93,7 +93,7 @@ pub fn send_back(partition: Partition, response: &mut proto::ScheduleResponse) -
 
 /// The partitions free to take, and how many decisions are in flight.
 #[derive(Debug)]
-pub struct Slots {
+pub struct PartitionSlots {
     /// Which partitions a decision in flight holds.
     taken: Vec<bool>,
     /// The partition whose turn it is: partitions are taken strictly in turn, so each decides
@@ -103,7 +103,7 @@ pub struct Slots {
     most: usize,
 }
 
-impl Slots {
+impl PartitionSlots {
     /// `count` partitions, none taken.
     pub fn new(count: u32) -> Self {
         Self {
@@ -118,7 +118,7 @@ impl Slots {
         self.taken.iter().filter(|t| **t).count()
     }
 
-    /// Whether [`Slots::take`] would give a partition now.
+    /// Whether [`PartitionSlots::take`] would give a partition now.
     pub fn can_take(&self, limit: usize) -> bool {
         self.in_flight() < limit && !self.taken[self.next]
     }
@@ -281,7 +281,7 @@ mod tests {
 
     #[test]
     fn a_partition_waits_for_its_turn_even_when_another_is_free() {
-        let mut s = Slots::new(2);
+        let mut s = PartitionSlots::new(2);
         let a = s.take(2).unwrap();
         let b = s.take(2).unwrap();
         s.give_back(b);
@@ -296,7 +296,7 @@ mod tests {
 
     #[test]
     fn slots_hand_out_each_partition_in_turn_up_to_the_limit() {
-        let mut s = Slots::new(3);
+        let mut s = PartitionSlots::new(3);
         let a = s.take(2).unwrap();
         let b = s.take(2).unwrap();
         assert_eq!((a.index, b.index, a.count), (0, 1, 3));

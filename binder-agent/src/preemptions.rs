@@ -1,4 +1,6 @@
-//! Preemptions in progress and gangs waiting for their members.
+//! Preemptions in progress: nominated pods waiting for their victims to go, with their
+//! reservations, retries and deadlines (a pure table; the binder acts on it in
+//! `binder/nominations.rs`).
 //!
 //! **Preemption.** When the decision service nominates a node for a pod (it fits once lower-priority
 //! victims are gone), the binder does what kube-scheduler's DefaultPreemption does after choosing:
@@ -19,21 +21,12 @@
 //! deleted, the reservation is given up: `nominatedNodeName` is cleared, FailedScheduling says
 //! why, and the pod goes back to the queue as unschedulable (decided again on the next cluster
 //! event). A victim is deleted once: a later nomination naming it again waits for it instead.
-//!
-//! **Gangs.** A pod labelled `placement.dev/gang` with the annotation
-//! `placement.dev/gang-min-members` is held (not sent) until the gang's members pending plus those
-//! already scheduled reach the minimum; then every pending member is sent in the same batch, where
-//! the decision service places all of them or none. A gang still short after `gang_timeout` (counted
-//! from its first member's arrival) is reported unschedulable on each member; a new member
-//! releases the held ones at once.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use placement_scheduler::proto;
 use tokio::time::Instant;
 
-use crate::model::PodInfo;
 use crate::queue::QueuedPod;
 
 /// A pod waiting for its victims to go before it is bound to its nominated node; `T` is what the
@@ -289,61 +282,11 @@ impl<T> Nominations<T> {
     }
 }
 
-/// `namespace/name` of the pod's gang, if it declares one.
-pub fn gang_key(pod: &proto::Pod) -> Option<String> {
-    pod.gang.as_ref().map(|g| format!("{}/{}", pod.namespace, g.name))
-}
-
-/// What to do with a gang's members popped in a batch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GangVerdict {
-    /// Enough members: send these too (uids of waiting members to pull into the batch).
-    Send(Vec<String>),
-    /// Not enough yet: hold the members until this instant.
-    Hold(Instant),
-    /// Waited too long: report each member unschedulable with this message.
-    GiveUp(String),
-}
-
-/// Decides for one gang: `min_members` required, `in_batch` members popped, `waiting` members queued
-/// elsewhere (uid, first seen), `in_flight` members being bound or nominated, `scheduled` members
-/// bound or assumed, and the earliest arrival of any pending member.
-#[allow(clippy::too_many_arguments)]
-pub fn gang_verdict(
-    key: &str,
-    min_members: u32,
-    in_batch: usize,
-    waiting: &[String],
-    in_flight: usize,
-    scheduled: usize,
-    first_seen: Instant,
-    now: Instant,
-    timeout: Duration,
-) -> GangVerdict {
-    let present = in_batch + waiting.len() + in_flight + scheduled;
-    if present >= min_members as usize {
-        return GangVerdict::Send(waiting.to_vec());
-    }
-    let deadline = first_seen + timeout;
-    if now < deadline {
-        return GangVerdict::Hold(deadline);
-    }
-    GangVerdict::GiveUp(format!(
-        "gang {key:?} is not placed: it needs {min_members} members placed together, and only {present} \
-         exist ({} pending, {scheduled} scheduled) after waiting {}s for the rest.",
-        in_batch + waiting.len() + in_flight,
-        timeout.as_secs_f64()
-    ))
-}
-
-/// Whether `info` is a member of the gang `key`.
-pub fn is_member(info: &PodInfo, key: &str) -> bool {
-    gang_key(&info.spec).is_some_and(|k| k == key)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::projection::PodInfo;
+    use placement_scheduler::proto;
 
     fn queued(uid: &str) -> QueuedPod {
         let mut q = crate::queue::SchedulingQueue::new(Default::default());
@@ -452,28 +395,5 @@ mod tests {
         assert!(n.mark_preempted("v"), "gone: forgotten");
         n.unmark_preempted("v");
         assert!(n.mark_preempted("v"));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn gangs_wait_for_members_then_give_up() {
-        let t0 = Instant::now();
-        let timeout = Duration::from_secs(60);
-        let w = vec!["b".to_string()];
-        assert_eq!(
-            gang_verdict("ml/g", 3, 1, &w, 0, 1, t0, t0, timeout),
-            GangVerdict::Send(w.clone())
-        );
-        assert_eq!(
-            gang_verdict("ml/g", 3, 1, &w, 0, 0, t0, t0 + Duration::from_secs(10), timeout),
-            GangVerdict::Hold(t0 + timeout)
-        );
-        assert_eq!(
-            gang_verdict("ml/g", 3, 1, &w, 0, 0, t0, t0 + timeout, timeout),
-            GangVerdict::GiveUp(
-                "gang \"ml/g\" is not placed: it needs 3 members placed together, and only 2 exist \
-                 (2 pending, 0 scheduled) after waiting 60s for the rest."
-                    .into()
-            )
-        );
     }
 }
