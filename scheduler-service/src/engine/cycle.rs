@@ -7,7 +7,7 @@
 //! and the fast paths that give the same answers with less work.
 
 use super::accel::class_replay::ClassReplay;
-use super::accel::plain::TotalsBuffer;
+use super::accel::sinks::TotalsBuffer;
 use super::batch_usage::BatchUsage;
 use super::framework::{
     Candidate, Deadline, DeadlinePassed, Decision, Diagnosis, EvalError, Evaluator, FlagBuffer, RankedNode, Ranking,

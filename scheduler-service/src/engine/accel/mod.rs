@@ -23,5 +23,6 @@ pub mod columns;
 pub(in crate::engine) mod image_sums;
 pub(in crate::engine) mod plain;
 pub(in crate::engine) mod rule_columns;
+pub(in crate::engine) mod sinks;
 pub(in crate::engine) mod state;
 pub(in crate::engine) mod top_k;
