@@ -15,9 +15,10 @@
 //! kept with bars as without rules, each node's part bounded above by [`RuleColumns::bounds`] so
 //! that the kernel rules out the nodes that cannot reach their class's best.
 //!
-//! Mirrors `rules.rs`'s rules evaluated node by node (`CompiledRules::evaluate`); held to it by the
-//! tests below, `rules_take_the_plain_pass_on_the_synthetic_cluster` (`accel/plain_tests.rs`) and
-//! `the_plain_pass_takes_rules_read_per_class_or_without_the_pod` (`framework_tests.rs`).
+//! Mirrors `rules/evaluate.rs`'s rules evaluated node by node (`CompiledRules::evaluate`); held to
+//! it by the tests below, `rules_take_the_plain_pass_on_the_synthetic_cluster`
+//! (`accel/plain_tests.rs`) and `the_plain_pass_takes_rules_read_per_class_or_without_the_pod`
+//! (`framework_tests.rs`).
 
 use super::columns::{Kernel, BLOCK};
 
