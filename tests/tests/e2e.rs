@@ -1502,11 +1502,17 @@ async fn generated_pods_are_decided_as_kube_scheduler_decides_them() {
                                 .collect::<std::collections::BTreeSet<_>>()
                         }
                     };
-                    eventually(WAIT, &format!("{shape}: victims evicted on both sides"), || async {
-                        !victims("ours").await.is_empty() && !victims("kube").await.is_empty()
-                    })
+                    // The message says how many victims each side evicts ("preempting K victims").
+                    let count = view(&ours)
+                        .and_then(|(_, _, m)| m)
+                        .and_then(|m| m.rsplit("preempting ").next()?.split(' ').next()?.parse::<usize>().ok())
+                        .unwrap_or_else(|| panic!("{shape}: a nomination without 'preempting K victims'"));
+                    eventually(
+                        WAIT,
+                        &format!("{shape}: {count} victims evicted on both sides"),
+                        || async { victims("ours").await.len() >= count && victims("kube").await.len() >= count },
+                    )
                     .await;
-                    tokio::time::sleep(Duration::from_secs(1)).await;
                     let evicted = victims("ours").await;
                     assert_eq!(
                         evicted,

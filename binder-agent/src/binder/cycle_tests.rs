@@ -29,6 +29,9 @@ use crate::replicas::{EndpointSource, ReplicaConfig, ReplicaPool};
 
 const SCHEDULER: &str = "placement-scheduler";
 
+/// The harness's longest backoff: a pod backed off is asked again within it.
+const MAX_BACKOFF: Duration = Duration::from_millis(200);
+
 /// What the binder wrote, per pod name.
 #[derive(Debug, Default, Clone, PartialEq)]
 struct Written {
@@ -133,6 +136,8 @@ struct ScriptedReplica {
     asked: Arc<Mutex<HashMap<String, u32>>>,
     /// Every Schedule fails with UNAVAILABLE while set.
     down: Arc<std::sync::atomic::AtomicBool>,
+    /// Schedule calls refused while down.
+    refused: Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl ScriptedReplica {
@@ -182,6 +187,7 @@ impl PlacementService for ScriptedReplica {
         request: Request<proto::ScheduleRequest>,
     ) -> Result<Response<proto::ScheduleResponse>, Status> {
         if self.down.load(std::sync::atomic::Ordering::Relaxed) {
+            self.refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Err(Status::unavailable("scripted outage"));
         }
         let request = request.into_inner();
@@ -300,7 +306,7 @@ impl Harness {
             batch_window: Duration::from_millis(20),
             queue: QueueConfig {
                 initial_backoff: Duration::from_millis(50),
-                max_backoff: Duration::from_millis(200),
+                max_backoff: MAX_BACKOFF,
                 ..QueueConfig::default()
             },
             ..BinderConfig::default()
@@ -393,7 +399,8 @@ async fn each_outcome_of_a_batch_is_dispatched_as_kube_scheduler_does() {
         h.api.of("unanswered").unschedulable.is_empty(),
         "no answer is not unschedulable"
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A backed-off pod would have been asked again within MAX_BACKOFF; a parked one is not.
+    tokio::time::sleep(MAX_BACKOFF * 2).await;
     assert_eq!(
         replica.asked("full"),
         1,
@@ -477,7 +484,11 @@ async fn a_batch_no_replica_answers_is_backed_off_and_decided_again() {
     let h = Harness::start(&replica).await;
     h.binder.handle(ClusterEvent::PodApplied(pod("a", "")));
     h.binder.handle(ClusterEvent::PodApplied(pod("b", "")));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The batch is refused, backed off and asked again (refused again) before anything changes.
+    h.until("the batch refused twice", |_| {
+        replica.refused.load(std::sync::atomic::Ordering::Relaxed) >= 2
+    })
+    .await;
     assert_eq!(
         (h.api.of("a"), h.api.of("b")),
         (Written::default(), Written::default()),

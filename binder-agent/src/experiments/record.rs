@@ -151,7 +151,7 @@ impl Experiments {
         let s = record.arms.entry(route.key()).or_default();
         if s.policy.is_empty() {
             s.policy = route.policy_label().to_string();
-            s.backend = route.backend_name.clone();
+            s.backend = route.backend_name.to_string();
         }
         s
     }
@@ -233,6 +233,16 @@ impl Experiments {
         self.record.lock().bound.remove(uid);
     }
 
+    /// The row of `shadow` evaluated on `route`'s groups.
+    fn shadow<'a>(record: &'a mut Record, route: &Route, shadow: &ShadowRoute) -> &'a mut ShadowStats {
+        let s = record
+            .shadows
+            .entry((route.experiment.clone(), route.arm.clone(), shadow.name.clone()))
+            .or_default();
+        s.policy = shadow_policy(shadow);
+        s
+    }
+
     /// A shadow's verdicts on a group, compared with the placements acted on.
     pub fn shadow_compared(
         &self,
@@ -245,11 +255,7 @@ impl Experiments {
             return;
         }
         let mut r = self.record.lock();
-        let s = r
-            .shadows
-            .entry((route.experiment.clone(), route.arm.clone(), shadow.name.clone()))
-            .or_default();
-        s.policy = shadow_policy(shadow);
+        let s = Self::shadow(&mut r, route, shadow);
         for v in verdicts {
             let Some((agreement, diff)) = primary.get(v.pod_uid.as_str()).and_then(|p| Agreement::of(p, v)) else {
                 continue;
@@ -284,12 +290,7 @@ impl Experiments {
             return;
         }
         let mut r = self.record.lock();
-        let s = r
-            .shadows
-            .entry((route.experiment.clone(), route.arm.clone(), shadow.name.clone()))
-            .or_default();
-        s.policy = shadow_policy(shadow);
-        s.errors += n as u64;
+        Self::shadow(&mut r, route, shadow).errors += n as u64;
         self.metrics
             .experiments
             .shadow(&route.experiment, &route.arm, &shadow.name, "error")
@@ -332,7 +333,7 @@ impl Experiments {
                         let p = &routing.set.experiments[i].arms[j].policy;
                         (
                             if p.is_empty() { "default".into() } else { p.clone() },
-                            routing.backend_name(routing.arm_backend(i, j)),
+                            routing.backend_name(routing.arm_backend(i, j)).to_string(),
                         )
                     }
                     None => (String::new(), String::new()),

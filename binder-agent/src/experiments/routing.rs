@@ -2,6 +2,7 @@
 //! [`Routing::split`]), and the annotations its Binding carries ([`Route::annotations`]).
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use placement_scheduler::labels::{
     ARM_ANNOTATION, ASSIGNMENT_ANNOTATION, EXPERIMENT_ANNOTATION, PIN_ANNOTATION, POLICY_ANNOTATION,
@@ -43,7 +44,7 @@ pub struct Route {
     /// Index of the backend in [`Routing::backends`] (0: the binder's replicas).
     pub backend: usize,
     /// The backend for the report: `main` or its endpoints.
-    pub backend_name: String,
+    pub backend_name: Arc<str>,
     /// Chosen by the pin annotation.
     pub pinned: bool,
 }
@@ -119,6 +120,8 @@ pub struct Routing {
     pub backends: Vec<Option<BackendSpec>>,
     /// The field path that first names each backend (for errors).
     pub fields: Vec<String>,
+    /// Each backend for the table: `main` or its endpoints.
+    names: Vec<Arc<str>>,
     /// `arm_backend[experiment][arm]`: index of the arm's backend.
     arm_backend: Vec<Vec<usize>>,
     /// Shadows.
@@ -132,6 +135,7 @@ impl Routing {
             set: ExperimentSet::default(),
             backends: vec![None],
             fields: vec![String::new()],
+            names: vec![Arc::from("main")],
             arm_backend: Vec::new(),
             shadows: Vec::new(),
         }
@@ -148,6 +152,7 @@ impl Routing {
             client_tls(&field, spec)?;
             r.backends.push(Some(spec.clone()));
             r.fields.push(field);
+            r.names.push(Arc::from(spec.endpoints.join(",")));
             Ok(r.backends.len() - 1)
         };
         for (i, e) in set.experiments.iter().enumerate() {
@@ -243,11 +248,8 @@ impl Routing {
     }
 
     /// A description of a backend for the table: `main` or its endpoints.
-    pub fn backend_name(&self, i: usize) -> String {
-        match self.backends.get(i).and_then(|s| s.as_ref()) {
-            Some(s) => s.endpoints.join(","),
-            None => "main".into(),
-        }
+    pub fn backend_name(&self, i: usize) -> Arc<str> {
+        self.names.get(i).cloned().unwrap_or_else(|| Arc::from("main"))
     }
 }
 
