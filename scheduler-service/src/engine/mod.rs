@@ -34,6 +34,7 @@ pub mod accel;
 mod batch_usage;
 pub mod cancel;
 mod cycle;
+pub mod devices;
 pub mod diagnosis;
 pub mod extender;
 pub mod framework;
