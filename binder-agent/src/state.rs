@@ -577,6 +577,12 @@ impl ClusterState {
                     (Some(StorageObject::Capacity(c)), _) => delta.upsert_csi_storage_capacities.push(c),
                     (None, StorageKey::CsiDriver(k)) => delta.remove_csi_drivers.push(k.clone()),
                     (None, StorageKey::Capacity(k)) => delta.remove_csi_storage_capacities.push(k.clone()),
+                    (Some(StorageObject::DeviceClass(c)), _) => delta.upsert_device_classes.push(c),
+                    (Some(StorageObject::ResourceClaim(c)), _) => delta.upsert_resource_claims.push(c),
+                    (Some(StorageObject::ResourceSlice(s)), _) => delta.upsert_resource_slices.push(s),
+                    (None, StorageKey::DeviceClass(k)) => delta.remove_device_classes.push(k.clone()),
+                    (None, StorageKey::ResourceClaim(k)) => delta.remove_resource_claims.push(k.clone()),
+                    (None, StorageKey::ResourceSlice(k)) => delta.remove_resource_slices.push(k.clone()),
                 },
             }
         }

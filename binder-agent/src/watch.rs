@@ -1,7 +1,8 @@
 //! Feeds a [`Binder`] from the API server with kube-runtime watchers: every node, every namespace
 //! (whose labels pod affinity namespace selectors read), every policy/v1 PodDisruptionBudget
 //! (which preemption tries not to violate), every PersistentVolumeClaim, PersistentVolume,
-//! StorageClass and CSINode (which the volume filters read), and every pod that is not finished.
+//! StorageClass and CSINode (which the volume filters read), every DeviceClass, ResourceClaim and
+//! ResourceSlice (which DynamicResources reads), and every pod that is not finished.
 //!
 //! Pods come from ONE watch over all namespaces with the field selector
 //! `status.phase!=Succeeded,status.phase!=Failed`, as kube-scheduler's own pod informer. Two
@@ -28,6 +29,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
 use kube::api::{ApiResource, DynamicObject, ObjectMeta};
 use kube::runtime::watcher::{self, watcher, Event};
@@ -37,8 +39,9 @@ use kube::{Api, Client};
 use crate::api::ClusterApi;
 use crate::binder::{Binder, ClusterEvent};
 use crate::projection::{
-    claim_info, csi_driver_info, csi_node_info, dynamic_storage_capacity_info, namespace_info, node_info, pdb_info,
-    pdb_key, pod_info, storage_class_info, volume_info, PodInfo, StorageKey, StorageObject,
+    claim_info, csi_driver_info, csi_node_info, device_class_info, dynamic_storage_capacity_info, namespace_info,
+    node_info, pdb_info, pdb_key, pod_info, resource_claim_info, resource_slice_info, storage_class_info, volume_info,
+    PodInfo, StorageKey, StorageObject,
 };
 
 /// kube-scheduler's pod field selector: every pod that may still use (or need) a node.
@@ -313,6 +316,87 @@ impl StorageKind for DynamicObject {
     }
 }
 
+impl StorageKind for DeviceClass {
+    fn project(&self) -> StorageObject {
+        StorageObject::DeviceClass(device_class_info(self))
+    }
+    fn deleted_key(&self) -> StorageKey {
+        StorageKey::DeviceClass(name_of(&self.metadata))
+    }
+}
+
+impl StorageKind for ResourceClaim {
+    fn project(&self) -> StorageObject {
+        StorageObject::ResourceClaim(resource_claim_info(self))
+    }
+    fn deleted_key(&self) -> StorageKey {
+        StorageKey::ResourceClaim(format!(
+            "{}/{}",
+            self.metadata.namespace.as_deref().unwrap_or_default(),
+            name_of(&self.metadata)
+        ))
+    }
+}
+
+impl StorageKind for ResourceSlice {
+    fn project(&self) -> StorageObject {
+        StorageObject::ResourceSlice(resource_slice_info(self))
+    }
+    fn deleted_key(&self) -> StorageKey {
+        StorageKey::ResourceSlice(name_of(&self.metadata))
+    }
+}
+
+/// Whether the API server serves `resource.k8s.io/v1` (Kubernetes 1.34 and later), found by a
+/// list of at most one DeviceClass; an answer other than 404 counts as served (the watches retry
+/// with backoff).
+pub async fn serves_dra(client: &Client) -> bool {
+    let api: Api<DeviceClass> = Api::all(client.clone());
+    !matches!(
+        api.list(&kube::api::ListParams::default().limit(1)).await,
+        Err(kube::Error::Api(e)) if e.code == 404
+    )
+}
+
+/// Watches DeviceClasses, ResourceClaims and ResourceSlices (DynamicResources); on an API server
+/// without `resource.k8s.io/v1` there is nothing to track, it says so once and the three initial
+/// lists count as done.
+async fn device_watches<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier<A>>) {
+    if !serves_dra(&client).await {
+        tracing::info!("the API server serves no resource.k8s.io/v1: pods with resource claims wait for their claims");
+        for _ in 0..3 {
+            barrier.done();
+        }
+        return;
+    }
+    let classes = watcher(Api::<DeviceClass>::all(client.clone()), watcher::Config::default()).default_backoff();
+    let claims = watcher(Api::<ResourceClaim>::all(client.clone()), watcher::Config::default()).default_backoff();
+    let slices = watcher(Api::<ResourceSlice>::all(client), watcher::Config::default()).default_backoff();
+    tokio::join!(
+        drive(
+            "deviceclasses",
+            classes,
+            StorageTracker::default(),
+            StorageTracker::on_event,
+            Arc::clone(&barrier),
+        ),
+        drive(
+            "resourceclaims",
+            claims,
+            StorageTracker::default(),
+            StorageTracker::on_event,
+            Arc::clone(&barrier),
+        ),
+        drive(
+            "resourceslices",
+            slices,
+            StorageTracker::default(),
+            StorageTracker::on_event,
+            barrier,
+        ),
+    );
+}
+
 /// The storage.k8s.io version that serves CSIStorageCapacity: v1 (Kubernetes 1.24 and later),
 /// else v1beta1 (1.21 to 1.23, and 1.24's pre-releases); `None` when neither does. Found by a
 /// list of at most one object (the list permission the binder has anyway); an answer other than
@@ -563,7 +647,7 @@ impl<A: ClusterApi> SyncBarrier<A> {
         if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
             tracing::info!(
                 "initial node, namespace, PodDisruptionBudget, storage (claims, volumes, classes, CSINodes, CSIDrivers, \
-                 CSIStorageCapacities) and pod \
+                 CSIStorageCapacities), device (DeviceClasses, ResourceClaims, ResourceSlices) and pod \
                  lists done: binder synced"
             );
             self.binder.set_synced();
@@ -648,6 +732,7 @@ async fn storage_watches<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier
             Arc::clone(&barrier),
         ),
         capacity_watch(client.clone(), Arc::clone(&barrier)),
+        device_watches(client.clone(), Arc::clone(&barrier)),
     );
 }
 
@@ -655,7 +740,7 @@ async fn storage_watches<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier
 /// until `shutdown` resolves.
 pub async fn run<A: ClusterApi>(client: Client, binder: Binder<A>, shutdown: impl Future<Output = ()>) {
     let barrier = Arc::new(SyncBarrier {
-        remaining: AtomicUsize::new(10),
+        remaining: AtomicUsize::new(13),
         binder,
     });
     let storage = storage_watches(client.clone(), Arc::clone(&barrier));

@@ -18,10 +18,12 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use placement_binder::projection::{
-    claim_info, csi_driver_info, csi_node_info, namespace_info, node_info, pdb_info, pdb_key, pod_info,
-    storage_capacity_info, storage_class_info, volume_info, StorageObject,
+    claim_info, csi_driver_info, csi_node_info, device_class_info, namespace_info, node_info, pdb_info, pdb_key,
+    pod_info, resource_claim_info, resource_slice_info, storage_capacity_info, storage_class_info, volume_info,
+    StorageObject,
 };
 use placement_binder::state::ClusterState;
 use placement_scheduler::proto;
@@ -87,6 +89,18 @@ fn corpus() -> Vec<(String, Object)> {
                     let c: CSIStorageCapacity = serde_json::from_value(value).map_err(parse_err).unwrap();
                     Object::Storage(StorageObject::Capacity(storage_capacity_info(&c)))
                 }
+                "DeviceClass" => {
+                    let c: DeviceClass = serde_json::from_value(value).map_err(parse_err).unwrap();
+                    Object::Storage(StorageObject::DeviceClass(device_class_info(&c)))
+                }
+                "ResourceClaim" => {
+                    let c: ResourceClaim = serde_json::from_value(value).map_err(parse_err).unwrap();
+                    Object::Storage(StorageObject::ResourceClaim(resource_claim_info(&c)))
+                }
+                "ResourceSlice" => {
+                    let s: ResourceSlice = serde_json::from_value(value).map_err(parse_err).unwrap();
+                    Object::Storage(StorageObject::ResourceSlice(resource_slice_info(&s)))
+                }
                 other => panic!("{}: kind {other:?} is not part of the contract", path.display()),
             };
             let stem = path.file_stem().unwrap_or_default().to_string_lossy().into_owned();
@@ -143,6 +157,9 @@ fn convert(corpus: &[(String, Object)]) -> (Vec<Converted>, Vec<u8>) {
                 Object::Storage(StorageObject::CsiNode(n)) => ("placement.v1.CsiNode", n.encode_to_vec()),
                 Object::Storage(StorageObject::CsiDriver(d)) => ("placement.v1.CsiDriver", d.encode_to_vec()),
                 Object::Storage(StorageObject::Capacity(c)) => ("placement.v1.CsiStorageCapacity", c.encode_to_vec()),
+                Object::Storage(StorageObject::DeviceClass(c)) => ("placement.v1.DeviceClass", c.encode_to_vec()),
+                Object::Storage(StorageObject::ResourceClaim(c)) => ("placement.v1.ResourceClaim", c.encode_to_vec()),
+                Object::Storage(StorageObject::ResourceSlice(s)) => ("placement.v1.ResourceSlice", s.encode_to_vec()),
             };
             (stem.clone(), type_name, bytes)
         })

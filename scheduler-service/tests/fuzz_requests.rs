@@ -160,6 +160,64 @@ fn snapshot() -> proto::Snapshot {
             capacity: "100Gi".into(),
             maximum_volume_size: "10Gi".into(),
         }],
+        device_classes: vec![proto::DeviceClass {
+            name: "gpu".into(),
+            selectors: vec!["device.driver == 'gpu.example.com'".into()],
+            extended_resource_name: String::new(),
+        }],
+        resource_claims: vec![proto::ResourceClaim {
+            namespace: "default".into(),
+            name: "gpus".into(),
+            uid: "claim-1".into(),
+            requests: vec![proto::DeviceRequest {
+                name: "gpu".into(),
+                exactly: Some(proto::ExactDeviceRequest {
+                    device_class_name: "gpu".into(),
+                    selectors: vec!["device.attributes['gpu.example.com'].model == 'a100'".into()],
+                    count: 2,
+                    ..Default::default()
+                }),
+                first_available: vec![],
+            }],
+            constraints: vec![proto::DeviceConstraint {
+                requests: vec![],
+                match_attribute: "gpu.example.com/numa".into(),
+                distinct_attribute: String::new(),
+            }],
+            ..Default::default()
+        }],
+        resource_slices: vec![proto::ResourceSlice {
+            name: "n1-gpus".into(),
+            driver: "gpu.example.com".into(),
+            pool_name: "n1".into(),
+            pool_generation: 1,
+            pool_resource_slice_count: 1,
+            node_name: "n1".into(),
+            devices: (0..4)
+                .map(|i| proto::Device {
+                    name: format!("gpu-{i}"),
+                    attributes: [
+                        (
+                            "model".to_string(),
+                            proto::DeviceAttribute {
+                                value: Some(proto::device_attribute::Value::String("a100".into())),
+                            },
+                        ),
+                        (
+                            "numa".to_string(),
+                            proto::DeviceAttribute {
+                                value: Some(proto::device_attribute::Value::Int(i / 2)),
+                            },
+                        ),
+                    ]
+                    .into_iter()
+                    .collect(),
+                    capacity: map(&[("memory", "80Gi")]),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }],
     }
 }
 

@@ -431,6 +431,7 @@ mod tests {
             score,
             feasible_nodes: 1,
             claim_bindings: Vec::new(),
+            claim_allocations: Vec::new(),
         }
     }
 
@@ -441,6 +442,7 @@ mod tests {
             score: 0,
             feasible_nodes: 0,
             claim_bindings: Vec::new(),
+            claim_allocations: Vec::new(),
         }
     }
 

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use super::model::{SelectorTerm, Taint};
 use super::quantity::Quantity;
+use super::volumes::DuplicateStorageObject;
 
 /// A device's identity: driver, pool and device name (kube's `structured.DeviceID`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -284,4 +285,214 @@ pub struct PodClaimRef {
     pub claim_name: Option<String>,
     /// The entry names a template (`resourceClaimTemplateName`).
     pub from_template: bool,
+}
+
+fn selector_bytes(terms: &[SelectorTerm]) -> usize {
+    terms
+        .iter()
+        .flat_map(|t| t.match_expressions.iter().chain(&t.match_fields))
+        .map(|r| 48 + r.key.len() + 16)
+        .sum()
+}
+
+fn selection_bytes(s: &NodeSelection) -> usize {
+    match s {
+        NodeSelection::NodeName(n) => n.len(),
+        NodeSelection::NodeSelector(terms) => selector_bytes(terms),
+        NodeSelection::FromSlice | NodeSelection::AllNodes => 0,
+    }
+}
+
+impl DeviceClass {
+    /// Approximate bytes.
+    pub fn approx_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.name.len() + self.selectors.iter().map(|s| 16 + s.len()).sum::<usize>()
+    }
+}
+
+impl ResourceSlice {
+    /// Approximate bytes.
+    pub fn approx_bytes(&self) -> usize {
+        let devices: usize = self
+            .devices
+            .iter()
+            .map(|d| {
+                std::mem::size_of::<Device>()
+                    + d.name.len()
+                    + d.attributes.keys().map(|k| 64 + k.len()).sum::<usize>()
+                    + d.capacity.keys().map(|k| 48 + k.len()).sum::<usize>()
+                    + d.consumes_counters
+                        .iter()
+                        .map(|c| 32 + 48 * c.counters.len())
+                        .sum::<usize>()
+                    + selection_bytes(&d.node_selection)
+                    + d.taints.len() * 64
+            })
+            .sum();
+        std::mem::size_of::<Self>()
+            + self.name.len()
+            + selection_bytes(&self.node_selection)
+            + devices
+            + self
+                .shared_counters
+                .iter()
+                .map(|c| 32 + 48 * c.counters.len())
+                .sum::<usize>()
+    }
+}
+
+impl ResourceClaim {
+    /// Approximate bytes.
+    pub fn approx_bytes(&self) -> usize {
+        let allocated = self.allocation.as_ref().map_or(0, |a| {
+            a.devices.len() * 96 + a.node_selector.as_deref().map_or(0, selector_bytes)
+        });
+        std::mem::size_of::<Self>()
+            + self.namespace.len()
+            + self.name.len()
+            + self.uid.len()
+            + self.requests.len() * 160
+            + self.constraints.len() * 64
+            + allocated
+            + self.reserved_for.len() * 96
+    }
+}
+
+/// The DRA objects of a snapshot, as copy-on-write maps that deltas change.
+#[derive(Debug, Clone, Default)]
+pub struct DeviceObjects {
+    /// DeviceClasses by name.
+    pub classes: imbl::OrdMap<String, Arc<DeviceClass>>,
+    /// ResourceClaims by `namespace/name`.
+    pub claims: imbl::OrdMap<String, Arc<ResourceClaim>>,
+    /// ResourceSlices by name.
+    pub slices: imbl::OrdMap<String, Arc<ResourceSlice>>,
+    /// Approximate bytes of all of them.
+    pub approx_bytes: usize,
+}
+
+/// The DRA objects of a full snapshot, validated.
+#[derive(Debug, Clone, Default)]
+pub struct DeviceParts {
+    /// DeviceClasses.
+    pub classes: Vec<DeviceClass>,
+    /// ResourceClaims.
+    pub claims: Vec<ResourceClaim>,
+    /// ResourceSlices.
+    pub slices: Vec<ResourceSlice>,
+}
+
+impl DeviceParts {
+    /// Whether there is no object.
+    pub fn is_empty(&self) -> bool {
+        self.classes.is_empty() && self.claims.is_empty() && self.slices.is_empty()
+    }
+}
+
+/// A change to the DRA objects. Removals apply before upserts; unknown keys are ignored.
+#[derive(Debug, Clone, Default)]
+pub struct DeviceDelta {
+    /// DeviceClasses added or replaced by name.
+    pub upsert_classes: Vec<DeviceClass>,
+    /// Names of DeviceClasses removed.
+    pub remove_classes: Vec<String>,
+    /// ResourceClaims added or replaced by namespace and name.
+    pub upsert_claims: Vec<ResourceClaim>,
+    /// ResourceClaims removed, as `namespace/name`.
+    pub remove_claims: Vec<String>,
+    /// ResourceSlices added or replaced by name.
+    pub upsert_slices: Vec<ResourceSlice>,
+    /// Names of ResourceSlices removed.
+    pub remove_slices: Vec<String>,
+}
+
+impl DeviceDelta {
+    /// Whether the delta changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.upsert_classes.is_empty()
+            && self.remove_classes.is_empty()
+            && self.upsert_claims.is_empty()
+            && self.remove_claims.is_empty()
+            && self.upsert_slices.is_empty()
+            && self.remove_slices.is_empty()
+    }
+}
+
+impl DeviceObjects {
+    /// Whether the snapshot holds no DRA object.
+    pub fn is_empty(&self) -> bool {
+        self.classes.is_empty() && self.claims.is_empty() && self.slices.is_empty()
+    }
+
+    /// Applies a delta; `full` when it carries a full snapshot's objects as upserts (errors then
+    /// name the snapshot's lists rather than the delta's).
+    pub fn apply(&mut self, d: DeviceDelta, full: bool) -> Result<(), DuplicateStorageObject> {
+        use super::volumes::{remove, upsert};
+        let b = &mut self.approx_bytes;
+        remove(&mut self.classes, b, &d.remove_classes, DeviceClass::approx_bytes);
+        remove(&mut self.claims, b, &d.remove_claims, ResourceClaim::approx_bytes);
+        remove(&mut self.slices, b, &d.remove_slices, ResourceSlice::approx_bytes);
+        let name = |full_name: &'static str, delta_name: &'static str| if full { full_name } else { delta_name };
+        upsert(
+            &mut self.classes,
+            b,
+            d.upsert_classes,
+            |c| c.name.clone(),
+            DeviceClass::approx_bytes,
+            name("device_classes", "upsert_device_classes"),
+            "DeviceClass",
+        )?;
+        upsert(
+            &mut self.claims,
+            b,
+            d.upsert_claims,
+            ResourceClaim::key,
+            ResourceClaim::approx_bytes,
+            name("resource_claims", "upsert_resource_claims"),
+            "ResourceClaim",
+        )?;
+        upsert(
+            &mut self.slices,
+            b,
+            d.upsert_slices,
+            |s| s.name.clone(),
+            ResourceSlice::approx_bytes,
+            name("resource_slices", "upsert_resource_slices"),
+            "ResourceSlice",
+        )?;
+        Ok(())
+    }
+
+    /// The objects of a full snapshot.
+    pub fn from_parts(parts: DeviceParts) -> Result<Self, DuplicateStorageObject> {
+        let mut out = Self::default();
+        out.apply(
+            DeviceDelta {
+                upsert_classes: parts.classes,
+                upsert_claims: parts.claims,
+                upsert_slices: parts.slices,
+                ..Default::default()
+            },
+            true,
+        )?;
+        Ok(out)
+    }
+
+    /// The claim `namespace/name`.
+    pub fn claim(&self, namespace: &str, name: &str) -> Option<&Arc<ResourceClaim>> {
+        self.claims.get(&format!("{namespace}/{name}"))
+    }
+
+    /// The devices in use: every device of an allocated claim's results, except those allocated
+    /// with admin access (kube's `AllocatedState.AllocatedDevices`, gathered by the plugin's
+    /// `allocatedDevices` from the claims with an allocation).
+    pub fn allocated_devices(&self) -> std::collections::HashSet<DeviceId> {
+        self.claims
+            .values()
+            .filter_map(|c| c.allocation.as_ref())
+            .flat_map(|a| a.devices.iter())
+            .filter(|d| d.admin_access != Some(true))
+            .map(|d| d.device.clone())
+            .collect()
+    }
 }

@@ -563,6 +563,8 @@ pub struct PodSpec {
     pub volumes: Vec<PodVolume>,
     /// The resources its containers and init containers name in their requests.
     pub requested_names: RequestedNames,
+    /// spec.resourceClaims, with the claim names its status gives (DynamicResources).
+    pub resource_claims: Vec<super::devices::PodClaimRef>,
 }
 
 /// The names of the resources a pod's containers and init containers request, zero amounts

@@ -376,6 +376,8 @@ pub struct Delta {
     pub remove_pdbs: Vec<String>,
     /// Claims, volumes, storage classes and CSINodes changed.
     pub storage: super::volumes::StorageDelta,
+    /// DeviceClasses, ResourceClaims and ResourceSlices changed.
+    pub devices: super::devices::DeviceDelta,
 }
 
 /// The nodes of a snapshot grouped by the value of one label (a topology key).
@@ -474,6 +476,8 @@ pub struct Snapshot {
     pdbs: imbl::OrdMap<String, Arc<Pdb>>,
     /// PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes.
     storage: super::volumes::StorageObjects,
+    /// DeviceClasses, ResourceClaims and ResourceSlices.
+    devices: super::devices::DeviceObjects,
     /// Bound members per gang key; built on first use.
     gang_members: std::sync::OnceLock<std::collections::HashMap<Arc<str>, u32>>,
     /// Static predicates per node class of the pods evaluated so far, shared by the snapshots
@@ -688,6 +692,7 @@ impl Snapshot {
             topologies: Default::default(),
             pdbs: self.pdbs.clone(),
             storage: self.storage.clone(),
+            devices: self.devices.clone(),
             gang_members: std::sync::OnceLock::new(),
             static_cache: Arc::clone(&self.static_cache),
             kept: Default::default(),
@@ -718,6 +723,11 @@ impl Snapshot {
             next.approx_bytes = next.approx_bytes.saturating_sub(next.storage.approx_bytes);
             next.storage.apply(delta.storage, false)?;
             next.approx_bytes += next.storage.approx_bytes;
+        }
+        if !delta.devices.is_empty() {
+            next.approx_bytes = next.approx_bytes.saturating_sub(next.devices.approx_bytes);
+            next.devices.apply(delta.devices, false)?;
+            next.approx_bytes += next.devices.approx_bytes;
         }
         for uid in &delta.remove_pod_uids {
             next.remove_pod(uid);
@@ -833,6 +843,22 @@ impl Snapshot {
         self.storage = super::volumes::StorageObjects::from_parts(parts)?;
         self.approx_bytes += self.storage.approx_bytes;
         Ok(self)
+    }
+
+    /// This snapshot with these DRA objects (a full snapshot's; replacing any it has).
+    pub fn with_devices(mut self, parts: super::devices::DeviceParts) -> Result<Self, SnapshotError> {
+        if parts.is_empty() && self.devices.is_empty() {
+            return Ok(self);
+        }
+        self.approx_bytes = self.approx_bytes.saturating_sub(self.devices.approx_bytes);
+        self.devices = super::devices::DeviceObjects::from_parts(parts)?;
+        self.approx_bytes += self.devices.approx_bytes;
+        Ok(self)
+    }
+
+    /// The DeviceClasses, ResourceClaims and ResourceSlices.
+    pub fn devices(&self) -> &super::devices::DeviceObjects {
+        &self.devices
     }
 
     /// The PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes.

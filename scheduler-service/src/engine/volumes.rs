@@ -441,7 +441,7 @@ pub struct DuplicateStorageObject {
     pub key: String,
 }
 
-fn upsert<T>(
+pub(super) fn upsert<T>(
     map: &mut imbl::OrdMap<String, Arc<T>>,
     bytes: &mut usize,
     items: Vec<T>,
@@ -469,7 +469,12 @@ fn upsert<T>(
     Ok(())
 }
 
-fn remove<T>(map: &mut imbl::OrdMap<String, Arc<T>>, bytes: &mut usize, keys: &[String], size: impl Fn(&T) -> usize) {
+pub(super) fn remove<T>(
+    map: &mut imbl::OrdMap<String, Arc<T>>,
+    bytes: &mut usize,
+    keys: &[String],
+    size: impl Fn(&T) -> usize,
+) {
     for k in keys {
         if let Some(old) = map.remove(k) {
             *bytes = bytes.saturating_sub(size(&old) + k.len() + 32);

@@ -463,9 +463,11 @@ impl PlacementApi {
                 blocking(move || {
                     let (nodes, pods, namespaces, pdbs) = convert::snapshot("snapshot.inline", &s).map_err(invalid)?;
                     let storage = convert::storage("snapshot.inline", &s).map_err(invalid)?;
+                    let devices = convert::devices("snapshot.inline", &s).map_err(invalid)?;
                     Snapshot::build_with_namespaces(nodes, pods, namespaces)
                         .and_then(|s| s.with_pdbs(pdbs))
                         .and_then(|s| s.with_storage(storage))
+                        .and_then(|s| s.with_devices(devices))
                         .map(Arc::new)
                         .map_err(|e| {
                             snapshot_error(
@@ -514,9 +516,11 @@ impl PlacementApi {
                     let id = content_id(&[b"full", &prost::Message::encode_to_vec(&full)]);
                     let (nodes, pods, namespaces, pdbs) = convert::snapshot("full", &full).map_err(invalid)?;
                     let storage = convert::storage("full", &full).map_err(invalid)?;
+                    let devices = convert::devices("full", &full).map_err(invalid)?;
                     let s = Snapshot::build_with_namespaces(nodes, pods, namespaces)
                         .and_then(|s| s.with_pdbs(pdbs))
                         .and_then(|s| s.with_storage(storage))
+                        .and_then(|s| s.with_devices(devices))
                         .map_err(|e| snapshot_error("full.nodes", "full.pods", "full.pod_disruption_budgets", e))?;
                     Ok((id, Arc::new(s)))
                 })
@@ -749,6 +753,7 @@ impl PlacementApi {
                             score,
                             feasible_nodes: feasible as u32,
                             claim_bindings: volumes.into_iter().map(claim_binding).collect(),
+                            claim_allocations: Vec::new(),
                         }
                     }
                     Decision::Unschedulable(diag) => {
@@ -773,6 +778,7 @@ impl PlacementApi {
                             })),
                             score: 0,
                             feasible_nodes: 0,
+                            claim_allocations: Vec::new(),
                             claim_bindings: Vec::new(),
                         }
                     }

@@ -152,7 +152,7 @@ fn spread_constraint(path: &str, c: &proto::TopologySpreadConstraint) -> Result<
     })
 }
 
-fn toleration(path: &str, t: &proto::Toleration) -> Result<Toleration, FieldError> {
+pub(super) fn toleration(path: &str, t: &proto::Toleration) -> Result<Toleration, FieldError> {
     let operator = match t.operator.as_str() {
         "" | "Equal" => TolerationOperator::Equal,
         "Exists" => TolerationOperator::Exists,
@@ -502,6 +502,7 @@ fn pod_at(path: &dyn fmt::Display, p: &proto::Pod) -> Result<PodSpec, FieldError
         gang,
         terminating: p.terminating,
         volumes,
+        resource_claims: super::devices::pod_claims(&format!("{path}.resource_claims"), &p.resource_claims)?,
     })
 }
 

@@ -96,5 +96,6 @@ pub fn delta(path: &str, d: &proto::SnapshotDelta) -> Result<Delta, FieldError> 
             )?,
             remove_capacities: d.remove_csi_storage_capacities.clone(),
         },
+        devices: super::devices::device_delta(path, d)?,
     })
 }

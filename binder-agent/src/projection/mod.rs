@@ -11,6 +11,8 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+mod devices;
+pub use devices::{allocation_info, device_class_info, pod_resource_claims, resource_claim_info, resource_slice_info};
 pub use placement_scheduler::labels::{ANNOTATION_PREFIX, GANG_LABEL, GANG_MIN_MEMBERS_ANNOTATION};
 use placement_scheduler::proto;
 
@@ -418,6 +420,7 @@ pub fn pod_info(pod: &Pod) -> PodInfo {
                     .and_then(|r| r.requests.as_ref()),
             ),
             resize_infeasible: resize_infeasible(status),
+            resource_claims: devices::pod_resource_claims(pod),
             required_features: required_features(spec),
         },
         scheduler_name: spec
@@ -735,6 +738,12 @@ pub enum StorageObject {
     CsiDriver(proto::CsiDriver),
     /// A CSIStorageCapacity.
     Capacity(proto::CsiStorageCapacity),
+    /// A DeviceClass.
+    DeviceClass(proto::DeviceClass),
+    /// A ResourceClaim.
+    ResourceClaim(proto::ResourceClaim),
+    /// A ResourceSlice.
+    ResourceSlice(proto::ResourceSlice),
 }
 
 /// The identity of a storage object: a claim by `namespace/name`, the others by name.
@@ -752,6 +761,12 @@ pub enum StorageKey {
     CsiDriver(String),
     /// A CSIStorageCapacity, `namespace/name`.
     Capacity(String),
+    /// A DeviceClass.
+    DeviceClass(String),
+    /// A ResourceClaim, `namespace/name`.
+    ResourceClaim(String),
+    /// A ResourceSlice.
+    ResourceSlice(String),
 }
 
 impl StorageObject {
@@ -764,6 +779,9 @@ impl StorageObject {
             Self::CsiNode(n) => snapshot.csi_nodes.push(n),
             Self::CsiDriver(d) => snapshot.csi_drivers.push(d),
             Self::Capacity(c) => snapshot.csi_storage_capacities.push(c),
+            Self::DeviceClass(c) => snapshot.device_classes.push(c),
+            Self::ResourceClaim(c) => snapshot.resource_claims.push(c),
+            Self::ResourceSlice(s) => snapshot.resource_slices.push(s),
         }
     }
 
@@ -776,6 +794,9 @@ impl StorageObject {
             Self::CsiNode(n) => StorageKey::CsiNode(n.name.clone()),
             Self::CsiDriver(d) => StorageKey::CsiDriver(d.name.clone()),
             Self::Capacity(c) => StorageKey::Capacity(format!("{}/{}", c.namespace, c.name)),
+            Self::DeviceClass(c) => StorageKey::DeviceClass(c.name.clone()),
+            Self::ResourceClaim(c) => StorageKey::ResourceClaim(format!("{}/{}", c.namespace, c.name)),
+            Self::ResourceSlice(s) => StorageKey::ResourceSlice(s.name.clone()),
         }
     }
 }

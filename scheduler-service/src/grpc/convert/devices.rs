@@ -1,0 +1,620 @@
+//! Dynamic Resource Allocation objects (`resource.k8s.io/v1`): DeviceClasses, ResourceClaims and
+//! ResourceSlices, a full snapshot's lists of them, and a pod's `spec.resourceClaims`. Validated
+//! as the API server validates what the engine reads: names and lengths, the API's list limits
+//! (`k8s.io/api/resource/v1/types.go`), exactly one of `exactly` and `firstAvailable`, allocation
+//! modes and counts, attribute values with exactly one field set, and quantities.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::fields::{at_most, field_error, list, shown, FieldError, MAX_NAMESPACE_BYTES, MAX_NAME_BYTES};
+use super::node::effect;
+use super::pod::toleration;
+use super::selectors::term;
+use crate::engine::devices::{
+    AllocatedDevice, Allocation, AllocationMode, AttributeValue, ConstraintKind, Consumer, CounterConsumption,
+    CounterSet, Device, DeviceClass, DeviceConstraint, DeviceId, DeviceParts, DeviceRequest, DeviceTaint,
+    NodeSelection, PodClaimRef, RequestKind, RequestSpec, ResourceClaim, ResourceSlice,
+};
+use crate::engine::model::{SelectorTerm, Toleration};
+use crate::engine::quantity::Quantity;
+use crate::proto;
+
+/// `DeviceSelectorsMaxSize`.
+pub const MAX_SELECTORS: usize = 32;
+/// `DeviceRequestsMaxSize` (= `AllocationResultsMaxSize`).
+pub const MAX_REQUESTS: usize = 32;
+/// `DeviceConstraintsMaxSize`.
+pub const MAX_CONSTRAINTS: usize = 32;
+/// `FirstAvailableDeviceRequestMaxSize`.
+pub const MAX_FIRST_AVAILABLE: usize = 8;
+/// `DeviceTolerationsMaxLength`.
+pub const MAX_TOLERATIONS: usize = 16;
+/// `ResourceSliceMaxDevices`.
+pub const MAX_DEVICES: usize = 128;
+/// `ResourceSliceMaxAttributesAndCapacitiesPerDevice`.
+pub const MAX_ATTRIBUTES_AND_CAPACITIES: usize = 32;
+/// `ResourceSliceMaxCounterSets`.
+pub const MAX_COUNTER_SETS: usize = 8;
+/// `ResourceSliceMaxCountersPerCounterSet`.
+pub const MAX_COUNTERS: usize = 32;
+/// `ResourceSliceMaxDeviceCounterConsumptionsPerDevice`.
+pub const MAX_COUNTER_CONSUMPTIONS: usize = 2;
+/// `DeviceTaintsMaxLength`.
+pub const MAX_TAINTS: usize = 16;
+/// `ResourceClaimReservedForMaxSize`.
+pub const MAX_RESERVED_FOR: usize = 256;
+/// `DriverNameMaxLength`.
+pub const MAX_DRIVER_BYTES: usize = 63;
+/// `DeviceAttributeMaxValueLength`.
+pub const MAX_ATTRIBUTE_VALUE_BYTES: usize = 64;
+/// The length the API server allows a CEL selector (`resource.k8s.io/v1` `CELSelectorExpressionMaxLength`).
+pub const MAX_EXPRESSION_BYTES: usize = 10 * 1024;
+/// A pod's `spec.resourceClaims` (`MaxPodResourceClaims` in kube's validation).
+pub const MAX_POD_CLAIMS: usize = 32;
+
+fn non_empty(path: String, value: &str, max: usize) -> Result<(), FieldError> {
+    if value.is_empty() {
+        return Err(field_error(path, "must not be empty"));
+    }
+    at_most(path, value, max)
+}
+
+fn at_most_items<T>(path: &str, items: &[T], max: usize) -> Result<(), FieldError> {
+    if items.len() > max {
+        return Err(field_error(
+            path,
+            format!("must have at most {max} items (Kubernetes' limit), got {}", items.len()),
+        ));
+    }
+    Ok(())
+}
+
+fn quantity(path: String, value: &str) -> Result<Quantity, FieldError> {
+    Quantity::parse(value).map_err(|e| field_error(path, format!("invalid quantity {}: {e}", shown(value))))
+}
+
+fn quantities(path: &str, values: &BTreeMap<String, String>) -> Result<BTreeMap<String, Quantity>, FieldError> {
+    values
+        .iter()
+        .map(|(k, v)| Ok((k.clone(), quantity(format!("{path}[{}]", shown(k)), v)?)))
+        .collect()
+}
+
+fn selectors(path: &str, exprs: &[String]) -> Result<Vec<Arc<str>>, FieldError> {
+    at_most_items(path, exprs, MAX_SELECTORS)?;
+    exprs
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            non_empty(format!("{path}[{i}]"), e, MAX_EXPRESSION_BYTES)?;
+            Ok(Arc::from(e.as_str()))
+        })
+        .collect()
+}
+
+fn node_selector(path: &str, s: &proto::NodeSelector) -> Result<Vec<SelectorTerm>, FieldError> {
+    if s.terms.is_empty() {
+        return Err(field_error(format!("{path}.terms"), "must have at least one term"));
+    }
+    list(&format!("{path}.terms"), &s.terms, term)
+}
+
+fn tolerations(path: &str, ts: &[proto::Toleration]) -> Result<Vec<Toleration>, FieldError> {
+    at_most_items(path, ts, MAX_TOLERATIONS)?;
+    list(path, ts, toleration)
+}
+
+/// Validates and converts a DeviceClass.
+pub fn device_class(path: &str, c: &proto::DeviceClass) -> Result<DeviceClass, FieldError> {
+    non_empty(format!("{path}.name"), &c.name, MAX_NAME_BYTES)?;
+    at_most(
+        format!("{path}.extended_resource_name"),
+        &c.extended_resource_name,
+        MAX_NAME_BYTES,
+    )?;
+    Ok(DeviceClass {
+        name: c.name.clone(),
+        selectors: selectors(&format!("{path}.selectors"), &c.selectors)?,
+        extended_resource_name: (!c.extended_resource_name.is_empty()).then(|| c.extended_resource_name.clone()),
+    })
+}
+
+fn mode(path: &str, allocation_mode: &str, count: i64) -> Result<AllocationMode, FieldError> {
+    match allocation_mode {
+        "" | "ExactCount" => {
+            if count < 0 {
+                return Err(field_error(
+                    format!("{path}.count"),
+                    format!("must be greater than zero, got {count}"),
+                ));
+            }
+            Ok(AllocationMode::ExactCount(count.max(1)))
+        }
+        "All" => {
+            if count != 0 {
+                return Err(field_error(
+                    format!("{path}.count"),
+                    "must not be set when allocation_mode is All",
+                ));
+            }
+            Ok(AllocationMode::All)
+        }
+        other => Err(field_error(
+            format!("{path}.allocation_mode"),
+            format!(
+                "unsupported allocation mode {}: must be ExactCount or All",
+                shown(other)
+            ),
+        )),
+    }
+}
+
+fn request_spec(
+    path: &str,
+    class: &str,
+    sels: &[String],
+    allocation_mode: &str,
+    count: i64,
+    admin_access: bool,
+    tols: &[proto::Toleration],
+    capacity: &BTreeMap<String, String>,
+) -> Result<RequestSpec, FieldError> {
+    non_empty(format!("{path}.device_class_name"), class, MAX_NAME_BYTES)?;
+    quantities(&format!("{path}.capacity_requests"), capacity)?;
+    Ok(RequestSpec {
+        class: class.to_string(),
+        selectors: selectors(&format!("{path}.selectors"), sels)?,
+        mode: mode(path, allocation_mode, count)?,
+        admin_access,
+        tolerations: tolerations(&format!("{path}.tolerations"), tols)?,
+        has_capacity_requests: !capacity.is_empty(),
+    })
+}
+
+fn request(path: &str, r: &proto::DeviceRequest) -> Result<DeviceRequest, FieldError> {
+    non_empty(format!("{path}.name"), &r.name, MAX_NAME_BYTES)?;
+    let kind = match (&r.exactly, r.first_available.is_empty()) {
+        (Some(e), true) => RequestKind::Exactly(request_spec(
+            &format!("{path}.exactly"),
+            &e.device_class_name,
+            &e.selectors,
+            &e.allocation_mode,
+            e.count,
+            e.admin_access,
+            &e.tolerations,
+            &e.capacity_requests,
+        )?),
+        (None, false) => {
+            let fp = format!("{path}.first_available");
+            at_most_items(&fp, &r.first_available, MAX_FIRST_AVAILABLE)?;
+            let seen = std::cell::RefCell::new(std::collections::HashSet::new());
+            let subs = list(&fp, &r.first_available, |p, s| {
+                non_empty(format!("{p}.name"), &s.name, MAX_NAME_BYTES)?;
+                if !seen.borrow_mut().insert(s.name.clone()) {
+                    return Err(field_error(
+                        format!("{p}.name"),
+                        format!("duplicate subrequest {}", shown(&s.name)),
+                    ));
+                }
+                Ok((
+                    s.name.clone(),
+                    request_spec(
+                        p,
+                        &s.device_class_name,
+                        &s.selectors,
+                        &s.allocation_mode,
+                        s.count,
+                        false,
+                        &s.tolerations,
+                        &s.capacity_requests,
+                    )?,
+                ))
+            })?;
+            RequestKind::FirstAvailable(subs)
+        }
+        _ => {
+            return Err(field_error(
+                path,
+                "exactly one of exactly and first_available must be set",
+            ))
+        }
+    };
+    Ok(DeviceRequest {
+        name: r.name.clone(),
+        kind,
+    })
+}
+
+fn constraint(path: &str, c: &proto::DeviceConstraint) -> Result<DeviceConstraint, FieldError> {
+    let kind = match (c.match_attribute.is_empty(), c.distinct_attribute.is_empty()) {
+        (false, true) => {
+            ConstraintKind::MatchAttribute(qualified_name(&format!("{path}.match_attribute"), &c.match_attribute)?)
+        }
+        (true, false) => ConstraintKind::DistinctAttribute(qualified_name(
+            &format!("{path}.distinct_attribute"),
+            &c.distinct_attribute,
+        )?),
+        _ => {
+            return Err(field_error(
+                path,
+                "exactly one of match_attribute and distinct_attribute must be set",
+            ))
+        }
+    };
+    Ok(DeviceConstraint {
+        requests: c.requests.clone(),
+        kind,
+    })
+}
+
+/// A fully qualified attribute name (`domain/id`), as a constraint names it.
+fn qualified_name(path: &str, name: &str) -> Result<String, FieldError> {
+    match name.split_once('/') {
+        Some((domain, id)) if !domain.is_empty() && !id.is_empty() => {
+            at_most(path, domain, 63)?;
+            at_most(path, id, 32)?;
+            Ok(name.to_string())
+        }
+        _ => Err(field_error(
+            path,
+            format!("must be a fully qualified name (domain/id), got {}", shown(name)),
+        )),
+    }
+}
+
+/// An attribute or capacity name of a device, qualified with the driver's domain when it has none.
+fn device_name_key(path: &str, driver: &str, name: &str) -> Result<String, FieldError> {
+    if name.is_empty() {
+        return Err(field_error(path, "names must not be empty"));
+    }
+    Ok(if name.contains('/') {
+        qualified_name(path, name)?
+    } else {
+        at_most(path, name, 32)?;
+        format!("{driver}/{name}")
+    })
+}
+
+fn allocation(path: &str, a: &proto::AllocationResult) -> Result<Allocation, FieldError> {
+    at_most_items(&format!("{path}.devices"), &a.devices, MAX_REQUESTS)?;
+    Ok(Allocation {
+        devices: list(&format!("{path}.devices"), &a.devices, |p, d| {
+            non_empty(format!("{p}.request"), &d.request, MAX_NAME_BYTES)?;
+            non_empty(format!("{p}.driver"), &d.driver, MAX_DRIVER_BYTES)?;
+            non_empty(format!("{p}.pool"), &d.pool, MAX_NAME_BYTES)?;
+            non_empty(format!("{p}.device"), &d.device, MAX_NAME_BYTES)?;
+            Ok(AllocatedDevice {
+                request: d.request.clone(),
+                device: DeviceId {
+                    driver: Arc::from(d.driver.as_str()),
+                    pool: Arc::from(d.pool.as_str()),
+                    device: Arc::from(d.device.as_str()),
+                },
+                admin_access: d.admin_access,
+                tolerations: tolerations(&format!("{p}.tolerations"), &d.tolerations)?,
+            })
+        })?,
+        node_selector: a
+            .node_selector
+            .as_ref()
+            .map(|s| node_selector(&format!("{path}.node_selector"), s))
+            .transpose()?,
+    })
+}
+
+/// Validates and converts a ResourceClaim.
+pub fn resource_claim(path: &str, c: &proto::ResourceClaim) -> Result<ResourceClaim, FieldError> {
+    non_empty(format!("{path}.namespace"), &c.namespace, MAX_NAMESPACE_BYTES)?;
+    non_empty(format!("{path}.name"), &c.name, MAX_NAME_BYTES)?;
+    at_most(format!("{path}.uid"), &c.uid, MAX_NAME_BYTES)?;
+    at_most_items(&format!("{path}.requests"), &c.requests, MAX_REQUESTS)?;
+    at_most_items(&format!("{path}.constraints"), &c.constraints, MAX_CONSTRAINTS)?;
+    at_most_items(&format!("{path}.reserved_for"), &c.reserved_for, MAX_RESERVED_FOR)?;
+    let requests = list(&format!("{path}.requests"), &c.requests, request)?;
+    let mut seen = std::collections::HashSet::new();
+    for (i, r) in requests.iter().enumerate() {
+        if !seen.insert(r.name.as_str()) {
+            return Err(field_error(
+                format!("{path}.requests[{i}].name"),
+                format!("duplicate request {}", shown(&r.name)),
+            ));
+        }
+    }
+    Ok(ResourceClaim {
+        namespace: c.namespace.clone(),
+        name: c.name.clone(),
+        uid: c.uid.clone(),
+        requests,
+        constraints: list(&format!("{path}.constraints"), &c.constraints, constraint)?,
+        allocation: c
+            .allocation
+            .as_ref()
+            .map(|a| allocation(&format!("{path}.allocation"), a))
+            .transpose()?,
+        reserved_for: c
+            .reserved_for
+            .iter()
+            .map(|r| Consumer {
+                api_group: r.api_group.clone(),
+                resource: r.resource.clone(),
+                name: r.name.clone(),
+                uid: r.uid.clone(),
+            })
+            .collect(),
+        deleting: c.deleting,
+    })
+}
+
+fn selection(
+    path: &str,
+    node_name: &str,
+    sel: Option<&proto::NodeSelector>,
+    all: bool,
+) -> Result<Option<NodeSelection>, FieldError> {
+    let set = usize::from(!node_name.is_empty()) + usize::from(sel.is_some()) + usize::from(all);
+    if set > 1 {
+        return Err(field_error(
+            path,
+            "at most one of node_name, node_selector and all_nodes may be set",
+        ));
+    }
+    Ok(if !node_name.is_empty() {
+        at_most(format!("{path}.node_name"), node_name, MAX_NAME_BYTES)?;
+        Some(NodeSelection::NodeName(node_name.to_string()))
+    } else if let Some(s) = sel {
+        Some(NodeSelection::NodeSelector(node_selector(
+            &format!("{path}.node_selector"),
+            s,
+        )?))
+    } else if all {
+        Some(NodeSelection::AllNodes)
+    } else {
+        None
+    })
+}
+
+fn counters(path: &str, values: &BTreeMap<String, String>) -> Result<BTreeMap<String, Quantity>, FieldError> {
+    if values.len() > MAX_COUNTERS {
+        return Err(field_error(
+            path,
+            format!(
+                "must have at most {MAX_COUNTERS} counters (Kubernetes' limit), got {}",
+                values.len()
+            ),
+        ));
+    }
+    quantities(path, values)
+}
+
+fn device(path: &str, driver: &str, per_device: bool, d: &proto::Device) -> Result<Device, FieldError> {
+    non_empty(format!("{path}.name"), &d.name, 63)?;
+    if d.attributes.len() + d.capacity.len() > MAX_ATTRIBUTES_AND_CAPACITIES {
+        return Err(field_error(
+            path,
+            format!("must have at most {MAX_ATTRIBUTES_AND_CAPACITIES} attributes and capacities together (Kubernetes' limit)"),
+        ));
+    }
+    let mut attributes = BTreeMap::new();
+    for (k, a) in &d.attributes {
+        let p = format!("{path}.attributes[{}]", shown(k));
+        let value = match a.value.as_ref() {
+            Some(proto::device_attribute::Value::Int(v)) => AttributeValue::Int(*v),
+            Some(proto::device_attribute::Value::Bool(v)) => AttributeValue::Bool(*v),
+            Some(proto::device_attribute::Value::String(v)) => {
+                at_most(&p, v, MAX_ATTRIBUTE_VALUE_BYTES)?;
+                AttributeValue::String(v.clone())
+            }
+            Some(proto::device_attribute::Value::Version(v)) => {
+                at_most(&p, v, MAX_ATTRIBUTE_VALUE_BYTES)?;
+                AttributeValue::Version(v.clone())
+            }
+            None => return Err(field_error(p, "exactly one value must be set")),
+        };
+        if attributes.insert(device_name_key(&p, driver, k)?, value).is_some() {
+            return Err(field_error(p, "names the same attribute as another entry"));
+        }
+    }
+    let mut capacity = BTreeMap::new();
+    for (k, v) in &d.capacity {
+        let p = format!("{path}.capacity[{}]", shown(k));
+        let q = quantity(p.clone(), v)?;
+        if capacity.insert(device_name_key(&p, driver, k)?, q).is_some() {
+            return Err(field_error(p, "names the same capacity as another entry"));
+        }
+    }
+    at_most_items(
+        &format!("{path}.consumes_counters"),
+        &d.consumes_counters,
+        MAX_COUNTER_CONSUMPTIONS,
+    )?;
+    at_most_items(&format!("{path}.taints"), &d.taints, MAX_TAINTS)?;
+    let own = selection(path, &d.node_name, d.node_selector.as_ref(), d.all_nodes)?;
+    let node_selection = match (per_device, own) {
+        (true, Some(s)) => s,
+        (true, None) => {
+            return Err(field_error(
+                path,
+                "exactly one of node_name, node_selector and all_nodes must be set with the slice's per_device_node_selection",
+            ))
+        }
+        (false, None) => NodeSelection::FromSlice,
+        (false, Some(_)) => {
+            return Err(field_error(
+                path,
+                "node_name, node_selector and all_nodes may be set only with the slice's per_device_node_selection",
+            ))
+        }
+    };
+    let mut taints = Vec::with_capacity(d.taints.len());
+    for (i, t) in d.taints.iter().enumerate() {
+        let p = format!("{path}.taints[{i}]");
+        non_empty(format!("{p}.key"), &t.key, 317)?;
+        // `None` taints are informational: they do not keep a device from being allocated.
+        if t.effect == "None" {
+            continue;
+        }
+        let e = effect(&format!("{p}.effect"), &t.effect)?;
+        taints.push(DeviceTaint {
+            key: t.key.clone(),
+            value: t.value.clone(),
+            effect: e,
+        });
+    }
+    Ok(Device {
+        name: Arc::from(d.name.as_str()),
+        attributes,
+        capacity,
+        consumes_counters: list(&format!("{path}.consumes_counters"), &d.consumes_counters, |p, c| {
+            non_empty(format!("{p}.counter_set"), &c.counter_set, 63)?;
+            Ok(CounterConsumption {
+                counter_set: c.counter_set.clone(),
+                counters: counters(&format!("{p}.counters"), &c.counters)?,
+            })
+        })?,
+        node_selection,
+        taints,
+        allow_multiple_allocations: d.allow_multiple_allocations,
+        has_binding_conditions: !d.binding_conditions.is_empty(),
+    })
+}
+
+/// Validates and converts a ResourceSlice.
+pub fn resource_slice(path: &str, s: &proto::ResourceSlice) -> Result<ResourceSlice, FieldError> {
+    non_empty(format!("{path}.name"), &s.name, MAX_NAME_BYTES)?;
+    non_empty(format!("{path}.driver"), &s.driver, MAX_DRIVER_BYTES)?;
+    non_empty(format!("{path}.pool_name"), &s.pool_name, MAX_NAME_BYTES)?;
+    if s.pool_generation < 0 {
+        return Err(field_error(format!("{path}.pool_generation"), "must not be negative"));
+    }
+    if s.pool_resource_slice_count < 1 {
+        return Err(field_error(
+            format!("{path}.pool_resource_slice_count"),
+            "must be greater than zero",
+        ));
+    }
+    at_most_items(&format!("{path}.devices"), &s.devices, MAX_DEVICES)?;
+    at_most_items(&format!("{path}.shared_counters"), &s.shared_counters, MAX_COUNTER_SETS)?;
+    let own = selection(path, &s.node_name, s.node_selector.as_ref(), s.all_nodes)?;
+    let node_selection = match (own, s.per_device_node_selection) {
+        (Some(sel), false) => sel,
+        (None, true) => NodeSelection::FromSlice,
+        (None, false) if s.devices.is_empty() => NodeSelection::AllNodes,
+        _ => {
+            return Err(field_error(
+                path,
+                "exactly one of node_name, node_selector, all_nodes and per_device_node_selection must be set",
+            ))
+        }
+    };
+    let names = std::cell::RefCell::new(std::collections::HashSet::new());
+    let devices = list(&format!("{path}.devices"), &s.devices, |p, d| {
+        if !names.borrow_mut().insert(d.name.clone()) {
+            return Err(field_error(
+                format!("{p}.name"),
+                format!("duplicate device {}", shown(&d.name)),
+            ));
+        }
+        device(p, &s.driver, s.per_device_node_selection, d)
+    })?;
+    Ok(ResourceSlice {
+        name: s.name.clone(),
+        driver: Arc::from(s.driver.as_str()),
+        pool: Arc::from(s.pool_name.as_str()),
+        pool_generation: s.pool_generation,
+        pool_slice_count: s.pool_resource_slice_count,
+        node_selection,
+        devices,
+        shared_counters: list(&format!("{path}.shared_counters"), &s.shared_counters, |p, c| {
+            non_empty(format!("{p}.name"), &c.name, 63)?;
+            Ok(CounterSet {
+                name: c.name.clone(),
+                counters: counters(&format!("{p}.counters"), &c.counters)?,
+            })
+        })?,
+    })
+}
+
+/// A pod's `spec.resourceClaims` with the claim names its status gives.
+pub fn pod_claims(path: &str, claims: &[proto::PodResourceClaim]) -> Result<Vec<PodClaimRef>, FieldError> {
+    at_most_items(path, claims, MAX_POD_CLAIMS)?;
+    let seen = std::cell::RefCell::new(std::collections::HashSet::new());
+    list(path, claims, |p, c| {
+        non_empty(format!("{p}.name"), &c.name, MAX_NAME_BYTES)?;
+        if !seen.borrow_mut().insert(c.name.clone()) {
+            return Err(field_error(
+                format!("{p}.name"),
+                format!("duplicate claim entry {}", shown(&c.name)),
+            ));
+        }
+        match (
+            c.resource_claim_name.is_empty(),
+            c.resource_claim_template_name.is_empty(),
+        ) {
+            (false, true) => {
+                at_most(
+                    format!("{p}.resource_claim_name"),
+                    &c.resource_claim_name,
+                    MAX_NAME_BYTES,
+                )?;
+                Ok(PodClaimRef {
+                    name: c.name.clone(),
+                    claim_name: Some(c.resource_claim_name.clone()),
+                    from_template: false,
+                })
+            }
+            (true, false) => {
+                at_most(
+                    format!("{p}.resource_claim_template_name"),
+                    &c.resource_claim_template_name,
+                    MAX_NAME_BYTES,
+                )?;
+                if let Some(g) = &c.generated_claim_name {
+                    at_most(format!("{p}.generated_claim_name"), g, MAX_NAME_BYTES)?;
+                }
+                Ok(PodClaimRef {
+                    name: c.name.clone(),
+                    claim_name: c.generated_claim_name.clone(),
+                    from_template: true,
+                })
+            }
+            _ => Err(field_error(
+                p,
+                "exactly one of resource_claim_name and resource_claim_template_name must be set",
+            )),
+        }
+    })
+}
+
+/// The DRA objects of a full snapshot.
+pub fn devices(path: &str, s: &proto::Snapshot) -> Result<DeviceParts, FieldError> {
+    Ok(DeviceParts {
+        classes: list(&format!("{path}.device_classes"), &s.device_classes, device_class)?,
+        claims: list(&format!("{path}.resource_claims"), &s.resource_claims, resource_claim)?,
+        slices: list(&format!("{path}.resource_slices"), &s.resource_slices, resource_slice)?,
+    })
+}
+
+/// The DRA objects of a delta.
+pub fn device_delta(path: &str, d: &proto::SnapshotDelta) -> Result<crate::engine::devices::DeviceDelta, FieldError> {
+    Ok(crate::engine::devices::DeviceDelta {
+        upsert_classes: list(
+            &format!("{path}.upsert_device_classes"),
+            &d.upsert_device_classes,
+            device_class,
+        )?,
+        remove_classes: d.remove_device_classes.clone(),
+        upsert_claims: list(
+            &format!("{path}.upsert_resource_claims"),
+            &d.upsert_resource_claims,
+            resource_claim,
+        )?,
+        remove_claims: d.remove_resource_claims.clone(),
+        upsert_slices: list(
+            &format!("{path}.upsert_resource_slices"),
+            &d.upsert_resource_slices,
+            resource_slice,
+        )?,
+        remove_slices: d.remove_resource_slices.clone(),
+    })
+}
