@@ -205,8 +205,15 @@ type Snapshot struct {
 	// CSIStorageCapacities of every namespace: where dynamic provisioning of a
 	// tracked driver has room.
 	CsiStorageCapacities []*CsiStorageCapacity `protobuf:"bytes,35,rep,name=csi_storage_capacities,json=csiStorageCapacities,proto3" json:"csi_storage_capacities,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// DeviceClasses (resource.k8s.io/v1), for DynamicResources.
+	DeviceClasses []*DeviceClass `protobuf:"bytes,40,rep,name=device_classes,json=deviceClasses,proto3" json:"device_classes,omitempty"`
+	// ResourceClaims of every namespace (resource.k8s.io/v1): the claims of pending
+	// pods, and the allocated ones whose devices are in use.
+	ResourceClaims []*ResourceClaim `protobuf:"bytes,41,rep,name=resource_claims,json=resourceClaims,proto3" json:"resource_claims,omitempty"`
+	// ResourceSlices (resource.k8s.io/v1): the devices drivers publish.
+	ResourceSlices []*ResourceSlice `protobuf:"bytes,42,rep,name=resource_slices,json=resourceSlices,proto3" json:"resource_slices,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
@@ -305,6 +312,27 @@ func (x *Snapshot) GetCsiDrivers() []*CsiDriver {
 func (x *Snapshot) GetCsiStorageCapacities() []*CsiStorageCapacity {
 	if x != nil {
 		return x.CsiStorageCapacities
+	}
+	return nil
+}
+
+func (x *Snapshot) GetDeviceClasses() []*DeviceClass {
+	if x != nil {
+		return x.DeviceClasses
+	}
+	return nil
+}
+
+func (x *Snapshot) GetResourceClaims() []*ResourceClaim {
+	if x != nil {
+		return x.ResourceClaims
+	}
+	return nil
+}
+
+func (x *Snapshot) GetResourceSlices() []*ResourceSlice {
+	if x != nil {
+		return x.ResourceSlices
 	}
 	return nil
 }
@@ -409,8 +437,20 @@ type SnapshotDelta struct {
 	UpsertCsiStorageCapacities []*CsiStorageCapacity `protobuf:"bytes,40,rep,name=upsert_csi_storage_capacities,json=upsertCsiStorageCapacities,proto3" json:"upsert_csi_storage_capacities,omitempty"`
 	// CSIStorageCapacities removed, as "namespace/name".
 	RemoveCsiStorageCapacities []string `protobuf:"bytes,41,rep,name=remove_csi_storage_capacities,json=removeCsiStorageCapacities,proto3" json:"remove_csi_storage_capacities,omitempty"`
-	unknownFields              protoimpl.UnknownFields
-	sizeCache                  protoimpl.SizeCache
+	// DeviceClasses added or replaced, matched by name.
+	UpsertDeviceClasses []*DeviceClass `protobuf:"bytes,50,rep,name=upsert_device_classes,json=upsertDeviceClasses,proto3" json:"upsert_device_classes,omitempty"`
+	// Names of DeviceClasses removed.
+	RemoveDeviceClasses []string `protobuf:"bytes,51,rep,name=remove_device_classes,json=removeDeviceClasses,proto3" json:"remove_device_classes,omitempty"`
+	// ResourceClaims added or replaced, matched by namespace and name.
+	UpsertResourceClaims []*ResourceClaim `protobuf:"bytes,52,rep,name=upsert_resource_claims,json=upsertResourceClaims,proto3" json:"upsert_resource_claims,omitempty"`
+	// ResourceClaims removed, as "namespace/name".
+	RemoveResourceClaims []string `protobuf:"bytes,53,rep,name=remove_resource_claims,json=removeResourceClaims,proto3" json:"remove_resource_claims,omitempty"`
+	// ResourceSlices added or replaced, matched by name.
+	UpsertResourceSlices []*ResourceSlice `protobuf:"bytes,54,rep,name=upsert_resource_slices,json=upsertResourceSlices,proto3" json:"upsert_resource_slices,omitempty"`
+	// Names of ResourceSlices removed.
+	RemoveResourceSlices []string `protobuf:"bytes,55,rep,name=remove_resource_slices,json=removeResourceSlices,proto3" json:"remove_resource_slices,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *SnapshotDelta) Reset() {
@@ -586,6 +626,48 @@ func (x *SnapshotDelta) GetUpsertCsiStorageCapacities() []*CsiStorageCapacity {
 func (x *SnapshotDelta) GetRemoveCsiStorageCapacities() []string {
 	if x != nil {
 		return x.RemoveCsiStorageCapacities
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetUpsertDeviceClasses() []*DeviceClass {
+	if x != nil {
+		return x.UpsertDeviceClasses
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetRemoveDeviceClasses() []string {
+	if x != nil {
+		return x.RemoveDeviceClasses
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetUpsertResourceClaims() []*ResourceClaim {
+	if x != nil {
+		return x.UpsertResourceClaims
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetRemoveResourceClaims() []string {
+	if x != nil {
+		return x.RemoveResourceClaims
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetUpsertResourceSlices() []*ResourceSlice {
+	if x != nil {
+		return x.UpsertResourceSlices
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetRemoveResourceSlices() []string {
+	if x != nil {
+		return x.RemoveResourceSlices
 	}
 	return nil
 }
@@ -1250,8 +1332,13 @@ type Placement struct {
 	// unbound WaitForFirstConsumer claims on the node (its Reserve), which the caller writes
 	// before the Binding (its PreBind). Empty when every claim is bound or the pod has none.
 	ClaimBindings []*ClaimBinding `protobuf:"bytes,6,rep,name=claim_bindings,json=claimBindings,proto3" json:"claim_bindings,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// When placed: the devices kube-scheduler's DynamicResources plugin allocated on the node
+	// for each of the pod's ResourceClaims that had no allocation (its Reserve), which the caller
+	// writes to the claim's status with the pod in reservedFor before the Binding (its PreBind).
+	// Claims already allocated are not listed; the caller adds the pod to their reservedFor.
+	ClaimAllocations []*ClaimAllocation `protobuf:"bytes,7,rep,name=claim_allocations,json=claimAllocations,proto3" json:"claim_allocations,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Placement) Reset() {
@@ -1337,6 +1424,13 @@ func (x *Placement) GetClaimBindings() []*ClaimBinding {
 	return nil
 }
 
+func (x *Placement) GetClaimAllocations() []*ClaimAllocation {
+	if x != nil {
+		return x.ClaimAllocations
+	}
+	return nil
+}
+
 type isPlacement_Outcome interface {
 	isPlacement_Outcome()
 }
@@ -1354,6 +1448,79 @@ type Placement_Unschedulable struct {
 func (*Placement_NodeName) isPlacement_Outcome() {}
 
 func (*Placement_Unschedulable) isPlacement_Outcome() {}
+
+// ClaimAllocation is the allocation chosen for one ResourceClaim of a placed pod.
+type ClaimAllocation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The claim's namespace.
+	ClaimNamespace string `protobuf:"bytes,1,opt,name=claim_namespace,json=claimNamespace,proto3" json:"claim_namespace,omitempty"`
+	// The claim's name.
+	ClaimName string `protobuf:"bytes,2,opt,name=claim_name,json=claimName,proto3" json:"claim_name,omitempty"`
+	// The claim's uid, as the snapshot had it.
+	ClaimUid string `protobuf:"bytes,3,opt,name=claim_uid,json=claimUid,proto3" json:"claim_uid,omitempty"`
+	// status.allocation to write.
+	Allocation    *AllocationResult `protobuf:"bytes,4,opt,name=allocation,proto3" json:"allocation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimAllocation) Reset() {
+	*x = ClaimAllocation{}
+	mi := &file_placement_v1_placement_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimAllocation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimAllocation) ProtoMessage() {}
+
+func (x *ClaimAllocation) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimAllocation.ProtoReflect.Descriptor instead.
+func (*ClaimAllocation) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ClaimAllocation) GetClaimNamespace() string {
+	if x != nil {
+		return x.ClaimNamespace
+	}
+	return ""
+}
+
+func (x *ClaimAllocation) GetClaimName() string {
+	if x != nil {
+		return x.ClaimName
+	}
+	return ""
+}
+
+func (x *ClaimAllocation) GetClaimUid() string {
+	if x != nil {
+		return x.ClaimUid
+	}
+	return ""
+}
+
+func (x *ClaimAllocation) GetAllocation() *AllocationResult {
+	if x != nil {
+		return x.Allocation
+	}
+	return nil
+}
 
 // ClaimBinding is the choice made for one unbound WaitForFirstConsumer claim of a placed pod.
 type ClaimBinding struct {
@@ -1375,7 +1542,7 @@ type ClaimBinding struct {
 
 func (x *ClaimBinding) Reset() {
 	*x = ClaimBinding{}
-	mi := &file_placement_v1_placement_proto_msgTypes[14]
+	mi := &file_placement_v1_placement_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1554,7 @@ func (x *ClaimBinding) String() string {
 func (*ClaimBinding) ProtoMessage() {}
 
 func (x *ClaimBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[14]
+	mi := &file_placement_v1_placement_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1567,7 @@ func (x *ClaimBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimBinding.ProtoReflect.Descriptor instead.
 func (*ClaimBinding) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{14}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ClaimBinding) GetClaimNamespace() string {
@@ -1490,7 +1657,7 @@ type Unschedulable struct {
 
 func (x *Unschedulable) Reset() {
 	*x = Unschedulable{}
-	mi := &file_placement_v1_placement_proto_msgTypes[15]
+	mi := &file_placement_v1_placement_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1669,7 @@ func (x *Unschedulable) String() string {
 func (*Unschedulable) ProtoMessage() {}
 
 func (x *Unschedulable) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[15]
+	mi := &file_placement_v1_placement_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +1682,7 @@ func (x *Unschedulable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unschedulable.ProtoReflect.Descriptor instead.
 func (*Unschedulable) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{15}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Unschedulable) GetMessage() string {
@@ -1569,7 +1736,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[16]
+	mi := &file_placement_v1_placement_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1748,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[16]
+	mi := &file_placement_v1_placement_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1761,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{16}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{17}
 }
 
 // ListPoliciesResponse lists the policies of this replica.
@@ -1610,7 +1777,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_placement_v1_placement_proto_msgTypes[17]
+	mi := &file_placement_v1_placement_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1622,7 +1789,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[17]
+	mi := &file_placement_v1_placement_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1635,7 +1802,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{17}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*PolicyInfo {
@@ -1680,7 +1847,7 @@ type PolicyInfo struct {
 
 func (x *PolicyInfo) Reset() {
 	*x = PolicyInfo{}
-	mi := &file_placement_v1_placement_proto_msgTypes[18]
+	mi := &file_placement_v1_placement_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1859,7 @@ func (x *PolicyInfo) String() string {
 func (*PolicyInfo) ProtoMessage() {}
 
 func (x *PolicyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[18]
+	mi := &file_placement_v1_placement_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1872,7 @@ func (x *PolicyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyInfo.ProtoReflect.Descriptor instead.
 func (*PolicyInfo) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{18}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PolicyInfo) GetName() string {
@@ -1786,7 +1953,7 @@ type FilterRule struct {
 
 func (x *FilterRule) Reset() {
 	*x = FilterRule{}
-	mi := &file_placement_v1_placement_proto_msgTypes[19]
+	mi := &file_placement_v1_placement_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +1965,7 @@ func (x *FilterRule) String() string {
 func (*FilterRule) ProtoMessage() {}
 
 func (x *FilterRule) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[19]
+	mi := &file_placement_v1_placement_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1811,7 +1978,7 @@ func (x *FilterRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterRule.ProtoReflect.Descriptor instead.
 func (*FilterRule) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{19}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FilterRule) GetName() string {
@@ -1850,7 +2017,7 @@ type ScoreRule struct {
 
 func (x *ScoreRule) Reset() {
 	*x = ScoreRule{}
-	mi := &file_placement_v1_placement_proto_msgTypes[20]
+	mi := &file_placement_v1_placement_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1862,7 +2029,7 @@ func (x *ScoreRule) String() string {
 func (*ScoreRule) ProtoMessage() {}
 
 func (x *ScoreRule) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[20]
+	mi := &file_placement_v1_placement_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1875,7 +2042,7 @@ func (x *ScoreRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScoreRule.ProtoReflect.Descriptor instead.
 func (*ScoreRule) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{20}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ScoreRule) GetName() string {
@@ -1912,7 +2079,7 @@ type PluginWeight struct {
 
 func (x *PluginWeight) Reset() {
 	*x = PluginWeight{}
-	mi := &file_placement_v1_placement_proto_msgTypes[21]
+	mi := &file_placement_v1_placement_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1924,7 +2091,7 @@ func (x *PluginWeight) String() string {
 func (*PluginWeight) ProtoMessage() {}
 
 func (x *PluginWeight) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[21]
+	mi := &file_placement_v1_placement_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1937,7 +2104,7 @@ func (x *PluginWeight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PluginWeight.ProtoReflect.Descriptor instead.
 func (*PluginWeight) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{21}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PluginWeight) GetPlugin() string {
@@ -2032,13 +2199,15 @@ type Pod struct {
 	// false). NodeDeclaredFeatures admits the pod only on nodes whose
 	// declared_features hold every one of them.
 	RequiredFeatures []string `protobuf:"bytes,30,rep,name=required_features,json=requiredFeatures,proto3" json:"required_features,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// spec.resourceClaims: the ResourceClaims the pod uses (DynamicResources).
+	ResourceClaims []*PodResourceClaim `protobuf:"bytes,31,rep,name=resource_claims,json=resourceClaims,proto3" json:"resource_claims,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Pod) Reset() {
 	*x = Pod{}
-	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	mi := &file_placement_v1_placement_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2050,7 +2219,7 @@ func (x *Pod) String() string {
 func (*Pod) ProtoMessage() {}
 
 func (x *Pod) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	mi := &file_placement_v1_placement_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2063,7 +2232,7 @@ func (x *Pod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pod.ProtoReflect.Descriptor instead.
 func (*Pod) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{22}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Pod) GetUid() string {
@@ -2255,6 +2424,90 @@ func (x *Pod) GetRequiredFeatures() []string {
 	return nil
 }
 
+func (x *Pod) GetResourceClaims() []*PodResourceClaim {
+	if x != nil {
+		return x.ResourceClaims
+	}
+	return nil
+}
+
+// PodResourceClaim is one entry of a pod's spec.resourceClaims, with the claim the
+// pod's status.resourceClaimStatuses names for a template.
+type PodResourceClaim struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name: the entry's name in the pod.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// resourceClaimName: an existing claim the pod uses.
+	ResourceClaimName string `protobuf:"bytes,2,opt,name=resource_claim_name,json=resourceClaimName,proto3" json:"resource_claim_name,omitempty"`
+	// resourceClaimTemplateName: the template the resourceclaim controller makes the
+	// pod's own claim from.
+	ResourceClaimTemplateName string `protobuf:"bytes,3,opt,name=resource_claim_template_name,json=resourceClaimTemplateName,proto3" json:"resource_claim_template_name,omitempty"`
+	// For a template: status.resourceClaimStatuses[name].resourceClaimName, the claim
+	// the controller created. Unset while it has not (the pod waits, as in
+	// kube-scheduler); set and empty when the controller decided no claim is needed.
+	GeneratedClaimName *string `protobuf:"bytes,4,opt,name=generated_claim_name,json=generatedClaimName,proto3,oneof" json:"generated_claim_name,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *PodResourceClaim) Reset() {
+	*x = PodResourceClaim{}
+	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodResourceClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodResourceClaim) ProtoMessage() {}
+
+func (x *PodResourceClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodResourceClaim.ProtoReflect.Descriptor instead.
+func (*PodResourceClaim) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *PodResourceClaim) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PodResourceClaim) GetResourceClaimName() string {
+	if x != nil {
+		return x.ResourceClaimName
+	}
+	return ""
+}
+
+func (x *PodResourceClaim) GetResourceClaimTemplateName() string {
+	if x != nil {
+		return x.ResourceClaimTemplateName
+	}
+	return ""
+}
+
+func (x *PodResourceClaim) GetGeneratedClaimName() string {
+	if x != nil && x.GeneratedClaimName != nil {
+		return *x.GeneratedClaimName
+	}
+	return ""
+}
+
 // Volume is one entry of a pod's spec.volumes. At most one source is set; a
 // volume with none is one the volume filters do not read.
 type Volume struct {
@@ -2289,7 +2542,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_placement_v1_placement_proto_msgTypes[23]
+	mi := &file_placement_v1_placement_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2301,7 +2554,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[23]
+	mi := &file_placement_v1_placement_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2314,7 +2567,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{23}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Volume) GetName() string {
@@ -2444,7 +2697,7 @@ type PersistentVolumeClaim struct {
 
 func (x *PersistentVolumeClaim) Reset() {
 	*x = PersistentVolumeClaim{}
-	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	mi := &file_placement_v1_placement_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2456,7 +2709,7 @@ func (x *PersistentVolumeClaim) String() string {
 func (*PersistentVolumeClaim) ProtoMessage() {}
 
 func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	mi := &file_placement_v1_placement_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2469,7 +2722,7 @@ func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeClaim.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaim) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{24}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PersistentVolumeClaim) GetNamespace() string {
@@ -2623,7 +2876,7 @@ type PersistentVolume struct {
 
 func (x *PersistentVolume) Reset() {
 	*x = PersistentVolume{}
-	mi := &file_placement_v1_placement_proto_msgTypes[25]
+	mi := &file_placement_v1_placement_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2635,7 +2888,7 @@ func (x *PersistentVolume) String() string {
 func (*PersistentVolume) ProtoMessage() {}
 
 func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[25]
+	mi := &file_placement_v1_placement_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2648,7 +2901,7 @@ func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolume.ProtoReflect.Descriptor instead.
 func (*PersistentVolume) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{25}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PersistentVolume) GetName() string {
@@ -2757,7 +3010,7 @@ type VolumeClaimRef struct {
 
 func (x *VolumeClaimRef) Reset() {
 	*x = VolumeClaimRef{}
-	mi := &file_placement_v1_placement_proto_msgTypes[26]
+	mi := &file_placement_v1_placement_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2769,7 +3022,7 @@ func (x *VolumeClaimRef) String() string {
 func (*VolumeClaimRef) ProtoMessage() {}
 
 func (x *VolumeClaimRef) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[26]
+	mi := &file_placement_v1_placement_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2782,7 +3035,7 @@ func (x *VolumeClaimRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeClaimRef.ProtoReflect.Descriptor instead.
 func (*VolumeClaimRef) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{26}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *VolumeClaimRef) GetNamespace() string {
@@ -2826,7 +3079,7 @@ type StorageClass struct {
 
 func (x *StorageClass) Reset() {
 	*x = StorageClass{}
-	mi := &file_placement_v1_placement_proto_msgTypes[27]
+	mi := &file_placement_v1_placement_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2838,7 +3091,7 @@ func (x *StorageClass) String() string {
 func (*StorageClass) ProtoMessage() {}
 
 func (x *StorageClass) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[27]
+	mi := &file_placement_v1_placement_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2851,7 +3104,7 @@ func (x *StorageClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
 func (*StorageClass) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{27}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StorageClass) GetName() string {
@@ -2894,7 +3147,7 @@ type TopologySelectorTerm struct {
 
 func (x *TopologySelectorTerm) Reset() {
 	*x = TopologySelectorTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[28]
+	mi := &file_placement_v1_placement_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2906,7 +3159,7 @@ func (x *TopologySelectorTerm) String() string {
 func (*TopologySelectorTerm) ProtoMessage() {}
 
 func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[28]
+	mi := &file_placement_v1_placement_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2919,7 +3172,7 @@ func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySelectorTerm.ProtoReflect.Descriptor instead.
 func (*TopologySelectorTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{28}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TopologySelectorTerm) GetMatchLabelExpressions() []*TopologySelectorRequirement {
@@ -2942,7 +3195,7 @@ type TopologySelectorRequirement struct {
 
 func (x *TopologySelectorRequirement) Reset() {
 	*x = TopologySelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[29]
+	mi := &file_placement_v1_placement_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2954,7 +3207,7 @@ func (x *TopologySelectorRequirement) String() string {
 func (*TopologySelectorRequirement) ProtoMessage() {}
 
 func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[29]
+	mi := &file_placement_v1_placement_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2967,7 +3220,7 @@ func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySelectorRequirement.ProtoReflect.Descriptor instead.
 func (*TopologySelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{29}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TopologySelectorRequirement) GetKey() string {
@@ -2997,7 +3250,7 @@ type CsiNode struct {
 
 func (x *CsiNode) Reset() {
 	*x = CsiNode{}
-	mi := &file_placement_v1_placement_proto_msgTypes[30]
+	mi := &file_placement_v1_placement_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3009,7 +3262,7 @@ func (x *CsiNode) String() string {
 func (*CsiNode) ProtoMessage() {}
 
 func (x *CsiNode) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[30]
+	mi := &file_placement_v1_placement_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3022,7 +3275,7 @@ func (x *CsiNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiNode.ProtoReflect.Descriptor instead.
 func (*CsiNode) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{30}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CsiNode) GetName() string {
@@ -3053,7 +3306,7 @@ type CsiNodeDriver struct {
 
 func (x *CsiNodeDriver) Reset() {
 	*x = CsiNodeDriver{}
-	mi := &file_placement_v1_placement_proto_msgTypes[31]
+	mi := &file_placement_v1_placement_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3065,7 +3318,7 @@ func (x *CsiNodeDriver) String() string {
 func (*CsiNodeDriver) ProtoMessage() {}
 
 func (x *CsiNodeDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[31]
+	mi := &file_placement_v1_placement_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3078,7 +3331,7 @@ func (x *CsiNodeDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiNodeDriver.ProtoReflect.Descriptor instead.
 func (*CsiNodeDriver) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{31}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CsiNodeDriver) GetName() string {
@@ -3112,7 +3365,7 @@ type CsiDriver struct {
 
 func (x *CsiDriver) Reset() {
 	*x = CsiDriver{}
-	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	mi := &file_placement_v1_placement_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3124,7 +3377,7 @@ func (x *CsiDriver) String() string {
 func (*CsiDriver) ProtoMessage() {}
 
 func (x *CsiDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	mi := &file_placement_v1_placement_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3137,7 +3390,7 @@ func (x *CsiDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiDriver.ProtoReflect.Descriptor instead.
 func (*CsiDriver) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{32}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CsiDriver) GetName() string {
@@ -3184,7 +3437,7 @@ type CsiStorageCapacity struct {
 
 func (x *CsiStorageCapacity) Reset() {
 	*x = CsiStorageCapacity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	mi := &file_placement_v1_placement_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3196,7 +3449,7 @@ func (x *CsiStorageCapacity) String() string {
 func (*CsiStorageCapacity) ProtoMessage() {}
 
 func (x *CsiStorageCapacity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	mi := &file_placement_v1_placement_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3209,7 +3462,7 @@ func (x *CsiStorageCapacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiStorageCapacity.ProtoReflect.Descriptor instead.
 func (*CsiStorageCapacity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{33}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CsiStorageCapacity) GetNamespace() string {
@@ -3268,7 +3521,7 @@ type PodAffinity struct {
 
 func (x *PodAffinity) Reset() {
 	*x = PodAffinity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[34]
+	mi := &file_placement_v1_placement_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3280,7 +3533,7 @@ func (x *PodAffinity) String() string {
 func (*PodAffinity) ProtoMessage() {}
 
 func (x *PodAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[34]
+	mi := &file_placement_v1_placement_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3293,7 +3546,7 @@ func (x *PodAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodAffinity.ProtoReflect.Descriptor instead.
 func (*PodAffinity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{34}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PodAffinity) GetRequired() []*PodAffinityTerm {
@@ -3328,7 +3581,7 @@ type PodAffinityTerm struct {
 
 func (x *PodAffinityTerm) Reset() {
 	*x = PodAffinityTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[35]
+	mi := &file_placement_v1_placement_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3340,7 +3593,7 @@ func (x *PodAffinityTerm) String() string {
 func (*PodAffinityTerm) ProtoMessage() {}
 
 func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[35]
+	mi := &file_placement_v1_placement_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3353,7 +3606,7 @@ func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodAffinityTerm.ProtoReflect.Descriptor instead.
 func (*PodAffinityTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{35}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PodAffinityTerm) GetLabelSelector() *LabelSelector {
@@ -3397,7 +3650,7 @@ type WeightedPodAffinityTerm struct {
 
 func (x *WeightedPodAffinityTerm) Reset() {
 	*x = WeightedPodAffinityTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[36]
+	mi := &file_placement_v1_placement_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3409,7 +3662,7 @@ func (x *WeightedPodAffinityTerm) String() string {
 func (*WeightedPodAffinityTerm) ProtoMessage() {}
 
 func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[36]
+	mi := &file_placement_v1_placement_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3422,7 +3675,7 @@ func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedPodAffinityTerm.ProtoReflect.Descriptor instead.
 func (*WeightedPodAffinityTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{36}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WeightedPodAffinityTerm) GetWeight() int32 {
@@ -3455,7 +3708,7 @@ type Gang struct {
 
 func (x *Gang) Reset() {
 	*x = Gang{}
-	mi := &file_placement_v1_placement_proto_msgTypes[37]
+	mi := &file_placement_v1_placement_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3467,7 +3720,7 @@ func (x *Gang) String() string {
 func (*Gang) ProtoMessage() {}
 
 func (x *Gang) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[37]
+	mi := &file_placement_v1_placement_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3480,7 +3733,7 @@ func (x *Gang) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gang.ProtoReflect.Descriptor instead.
 func (*Gang) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{37}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Gang) GetName() string {
@@ -3521,7 +3774,7 @@ type PodDisruptionBudget struct {
 
 func (x *PodDisruptionBudget) Reset() {
 	*x = PodDisruptionBudget{}
-	mi := &file_placement_v1_placement_proto_msgTypes[38]
+	mi := &file_placement_v1_placement_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3533,7 +3786,7 @@ func (x *PodDisruptionBudget) String() string {
 func (*PodDisruptionBudget) ProtoMessage() {}
 
 func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[38]
+	mi := &file_placement_v1_placement_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3546,7 +3799,7 @@ func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodDisruptionBudget.ProtoReflect.Descriptor instead.
 func (*PodDisruptionBudget) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{38}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PodDisruptionBudget) GetNamespace() string {
@@ -3597,7 +3850,7 @@ type LabelSelector struct {
 
 func (x *LabelSelector) Reset() {
 	*x = LabelSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[39]
+	mi := &file_placement_v1_placement_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3609,7 +3862,7 @@ func (x *LabelSelector) String() string {
 func (*LabelSelector) ProtoMessage() {}
 
 func (x *LabelSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[39]
+	mi := &file_placement_v1_placement_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3622,7 +3875,7 @@ func (x *LabelSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelector.ProtoReflect.Descriptor instead.
 func (*LabelSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{39}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *LabelSelector) GetMatchLabels() map[string]string {
@@ -3654,7 +3907,7 @@ type LabelSelectorRequirement struct {
 
 func (x *LabelSelectorRequirement) Reset() {
 	*x = LabelSelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[40]
+	mi := &file_placement_v1_placement_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3666,7 +3919,7 @@ func (x *LabelSelectorRequirement) String() string {
 func (*LabelSelectorRequirement) ProtoMessage() {}
 
 func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[40]
+	mi := &file_placement_v1_placement_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3679,7 +3932,7 @@ func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*LabelSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{40}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *LabelSelectorRequirement) GetKey() string {
@@ -3728,7 +3981,7 @@ type TopologySpreadConstraint struct {
 
 func (x *TopologySpreadConstraint) Reset() {
 	*x = TopologySpreadConstraint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[41]
+	mi := &file_placement_v1_placement_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3740,7 +3993,7 @@ func (x *TopologySpreadConstraint) String() string {
 func (*TopologySpreadConstraint) ProtoMessage() {}
 
 func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[41]
+	mi := &file_placement_v1_placement_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3753,7 +4006,7 @@ func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySpreadConstraint.ProtoReflect.Descriptor instead.
 func (*TopologySpreadConstraint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{41}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TopologySpreadConstraint) GetMaxSkew() int32 {
@@ -3838,7 +4091,7 @@ type Container struct {
 
 func (x *Container) Reset() {
 	*x = Container{}
-	mi := &file_placement_v1_placement_proto_msgTypes[42]
+	mi := &file_placement_v1_placement_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3850,7 +4103,7 @@ func (x *Container) String() string {
 func (*Container) ProtoMessage() {}
 
 func (x *Container) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[42]
+	mi := &file_placement_v1_placement_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3863,7 +4116,7 @@ func (x *Container) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Container.ProtoReflect.Descriptor instead.
 func (*Container) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{42}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Container) GetName() string {
@@ -3932,7 +4185,7 @@ type ContainerPort struct {
 
 func (x *ContainerPort) Reset() {
 	*x = ContainerPort{}
-	mi := &file_placement_v1_placement_proto_msgTypes[43]
+	mi := &file_placement_v1_placement_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3944,7 +4197,7 @@ func (x *ContainerPort) String() string {
 func (*ContainerPort) ProtoMessage() {}
 
 func (x *ContainerPort) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[43]
+	mi := &file_placement_v1_placement_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3957,7 +4210,7 @@ func (x *ContainerPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerPort.ProtoReflect.Descriptor instead.
 func (*ContainerPort) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{43}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ContainerPort) GetContainerPort() int32 {
@@ -4001,7 +4254,7 @@ type NodeAffinity struct {
 
 func (x *NodeAffinity) Reset() {
 	*x = NodeAffinity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[44]
+	mi := &file_placement_v1_placement_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4013,7 +4266,7 @@ func (x *NodeAffinity) String() string {
 func (*NodeAffinity) ProtoMessage() {}
 
 func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[44]
+	mi := &file_placement_v1_placement_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4026,7 +4279,7 @@ func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAffinity.ProtoReflect.Descriptor instead.
 func (*NodeAffinity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{44}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *NodeAffinity) GetRequired() *NodeSelector {
@@ -4054,7 +4307,7 @@ type NodeSelector struct {
 
 func (x *NodeSelector) Reset() {
 	*x = NodeSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[45]
+	mi := &file_placement_v1_placement_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4066,7 +4319,7 @@ func (x *NodeSelector) String() string {
 func (*NodeSelector) ProtoMessage() {}
 
 func (x *NodeSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[45]
+	mi := &file_placement_v1_placement_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4079,7 +4332,7 @@ func (x *NodeSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelector.ProtoReflect.Descriptor instead.
 func (*NodeSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{45}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *NodeSelector) GetTerms() []*NodeSelectorTerm {
@@ -4102,7 +4355,7 @@ type NodeSelectorTerm struct {
 
 func (x *NodeSelectorTerm) Reset() {
 	*x = NodeSelectorTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[46]
+	mi := &file_placement_v1_placement_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4114,7 +4367,7 @@ func (x *NodeSelectorTerm) String() string {
 func (*NodeSelectorTerm) ProtoMessage() {}
 
 func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[46]
+	mi := &file_placement_v1_placement_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4127,7 +4380,7 @@ func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorTerm.ProtoReflect.Descriptor instead.
 func (*NodeSelectorTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{46}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *NodeSelectorTerm) GetMatchExpressions() []*NodeSelectorRequirement {
@@ -4159,7 +4412,7 @@ type NodeSelectorRequirement struct {
 
 func (x *NodeSelectorRequirement) Reset() {
 	*x = NodeSelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[47]
+	mi := &file_placement_v1_placement_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4171,7 +4424,7 @@ func (x *NodeSelectorRequirement) String() string {
 func (*NodeSelectorRequirement) ProtoMessage() {}
 
 func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[47]
+	mi := &file_placement_v1_placement_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4184,7 +4437,7 @@ func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*NodeSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{47}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *NodeSelectorRequirement) GetKey() string {
@@ -4221,7 +4474,7 @@ type PreferredSchedulingTerm struct {
 
 func (x *PreferredSchedulingTerm) Reset() {
 	*x = PreferredSchedulingTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[48]
+	mi := &file_placement_v1_placement_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4233,7 +4486,7 @@ func (x *PreferredSchedulingTerm) String() string {
 func (*PreferredSchedulingTerm) ProtoMessage() {}
 
 func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[48]
+	mi := &file_placement_v1_placement_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4246,7 +4499,7 @@ func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreferredSchedulingTerm.ProtoReflect.Descriptor instead.
 func (*PreferredSchedulingTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{48}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PreferredSchedulingTerm) GetWeight() int32 {
@@ -4282,7 +4535,7 @@ type Toleration struct {
 
 func (x *Toleration) Reset() {
 	*x = Toleration{}
-	mi := &file_placement_v1_placement_proto_msgTypes[49]
+	mi := &file_placement_v1_placement_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4294,7 +4547,7 @@ func (x *Toleration) String() string {
 func (*Toleration) ProtoMessage() {}
 
 func (x *Toleration) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[49]
+	mi := &file_placement_v1_placement_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4307,7 +4560,7 @@ func (x *Toleration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Toleration.ProtoReflect.Descriptor instead.
 func (*Toleration) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{49}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Toleration) GetKey() string {
@@ -4369,7 +4622,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_placement_v1_placement_proto_msgTypes[50]
+	mi := &file_placement_v1_placement_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4381,7 +4634,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[50]
+	mi := &file_placement_v1_placement_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4394,7 +4647,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{50}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Node) GetName() string {
@@ -4461,7 +4714,7 @@ type Taint struct {
 
 func (x *Taint) Reset() {
 	*x = Taint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[51]
+	mi := &file_placement_v1_placement_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4473,7 +4726,7 @@ func (x *Taint) String() string {
 func (*Taint) ProtoMessage() {}
 
 func (x *Taint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[51]
+	mi := &file_placement_v1_placement_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4486,7 +4739,7 @@ func (x *Taint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Taint.ProtoReflect.Descriptor instead.
 func (*Taint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{51}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Taint) GetKey() string {
@@ -4523,7 +4776,7 @@ type ContainerImage struct {
 
 func (x *ContainerImage) Reset() {
 	*x = ContainerImage{}
-	mi := &file_placement_v1_placement_proto_msgTypes[52]
+	mi := &file_placement_v1_placement_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4535,7 +4788,7 @@ func (x *ContainerImage) String() string {
 func (*ContainerImage) ProtoMessage() {}
 
 func (x *ContainerImage) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[52]
+	mi := &file_placement_v1_placement_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4548,7 +4801,7 @@ func (x *ContainerImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerImage.ProtoReflect.Descriptor instead.
 func (*ContainerImage) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{52}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ContainerImage) GetNames() []string {
@@ -4565,6 +4818,1285 @@ func (x *ContainerImage) GetSizeBytes() int64 {
 	return 0
 }
 
+// DeviceClass is the part of a resource.k8s.io/v1 DeviceClass placement reads.
+type DeviceClass struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// metadata.name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// spec.selectors[].cel.expression, in order: CEL expressions every device of the
+	// class satisfies.
+	Selectors []string `protobuf:"bytes,2,rep,name=selectors,proto3" json:"selectors,omitempty"`
+	// spec.extendedResourceName.
+	ExtendedResourceName string `protobuf:"bytes,3,opt,name=extended_resource_name,json=extendedResourceName,proto3" json:"extended_resource_name,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *DeviceClass) Reset() {
+	*x = DeviceClass{}
+	mi := &file_placement_v1_placement_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceClass) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceClass) ProtoMessage() {}
+
+func (x *DeviceClass) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceClass.ProtoReflect.Descriptor instead.
+func (*DeviceClass) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *DeviceClass) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeviceClass) GetSelectors() []string {
+	if x != nil {
+		return x.Selectors
+	}
+	return nil
+}
+
+func (x *DeviceClass) GetExtendedResourceName() string {
+	if x != nil {
+		return x.ExtendedResourceName
+	}
+	return ""
+}
+
+// ResourceClaim is the part of a resource.k8s.io/v1 ResourceClaim placement reads.
+type ResourceClaim struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// metadata.namespace.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// metadata.name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// metadata.uid.
+	Uid string `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	// spec.devices.requests.
+	Requests []*DeviceRequest `protobuf:"bytes,4,rep,name=requests,proto3" json:"requests,omitempty"`
+	// spec.devices.constraints.
+	Constraints []*DeviceConstraint `protobuf:"bytes,5,rep,name=constraints,proto3" json:"constraints,omitempty"`
+	// status.allocation; unset while the claim is not allocated.
+	Allocation *AllocationResult `protobuf:"bytes,6,opt,name=allocation,proto3" json:"allocation,omitempty"`
+	// status.reservedFor.
+	ReservedFor []*ResourceClaimConsumer `protobuf:"bytes,7,rep,name=reserved_for,json=reservedFor,proto3" json:"reserved_for,omitempty"`
+	// metadata.deletionTimestamp is set.
+	Deleting      bool `protobuf:"varint,8,opt,name=deleting,proto3" json:"deleting,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceClaim) Reset() {
+	*x = ResourceClaim{}
+	mi := &file_placement_v1_placement_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceClaim) ProtoMessage() {}
+
+func (x *ResourceClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceClaim.ProtoReflect.Descriptor instead.
+func (*ResourceClaim) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ResourceClaim) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ResourceClaim) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ResourceClaim) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *ResourceClaim) GetRequests() []*DeviceRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+func (x *ResourceClaim) GetConstraints() []*DeviceConstraint {
+	if x != nil {
+		return x.Constraints
+	}
+	return nil
+}
+
+func (x *ResourceClaim) GetAllocation() *AllocationResult {
+	if x != nil {
+		return x.Allocation
+	}
+	return nil
+}
+
+func (x *ResourceClaim) GetReservedFor() []*ResourceClaimConsumer {
+	if x != nil {
+		return x.ReservedFor
+	}
+	return nil
+}
+
+func (x *ResourceClaim) GetDeleting() bool {
+	if x != nil {
+		return x.Deleting
+	}
+	return false
+}
+
+// DeviceRequest is one request of a claim: exactly one of exactly and first_available.
+type DeviceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// exactly.
+	Exactly *ExactDeviceRequest `protobuf:"bytes,2,opt,name=exactly,proto3" json:"exactly,omitempty"`
+	// firstAvailable: alternatives in order of preference.
+	FirstAvailable []*DeviceSubRequest `protobuf:"bytes,3,rep,name=first_available,json=firstAvailable,proto3" json:"first_available,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeviceRequest) Reset() {
+	*x = DeviceRequest{}
+	mi := &file_placement_v1_placement_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceRequest) ProtoMessage() {}
+
+func (x *DeviceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceRequest.ProtoReflect.Descriptor instead.
+func (*DeviceRequest) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *DeviceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeviceRequest) GetExactly() *ExactDeviceRequest {
+	if x != nil {
+		return x.Exactly
+	}
+	return nil
+}
+
+func (x *DeviceRequest) GetFirstAvailable() []*DeviceSubRequest {
+	if x != nil {
+		return x.FirstAvailable
+	}
+	return nil
+}
+
+// ExactDeviceRequest asks for devices of one class.
+type ExactDeviceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// deviceClassName.
+	DeviceClassName string `protobuf:"bytes,1,opt,name=device_class_name,json=deviceClassName,proto3" json:"device_class_name,omitempty"`
+	// selectors[].cel.expression.
+	Selectors []string `protobuf:"bytes,2,rep,name=selectors,proto3" json:"selectors,omitempty"`
+	// allocationMode: "ExactCount" (the default when empty) or "All".
+	AllocationMode string `protobuf:"bytes,3,opt,name=allocation_mode,json=allocationMode,proto3" json:"allocation_mode,omitempty"`
+	// count, for ExactCount; 0 means 1.
+	Count int64 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	// adminAccess.
+	AdminAccess bool `protobuf:"varint,5,opt,name=admin_access,json=adminAccess,proto3" json:"admin_access,omitempty"`
+	// tolerations of device taints.
+	Tolerations []*Toleration `protobuf:"bytes,6,rep,name=tolerations,proto3" json:"tolerations,omitempty"`
+	// capacity.requests, quantities by capacity name.
+	CapacityRequests map[string]string `protobuf:"bytes,7,rep,name=capacity_requests,json=capacityRequests,proto3" json:"capacity_requests,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ExactDeviceRequest) Reset() {
+	*x = ExactDeviceRequest{}
+	mi := &file_placement_v1_placement_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExactDeviceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExactDeviceRequest) ProtoMessage() {}
+
+func (x *ExactDeviceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExactDeviceRequest.ProtoReflect.Descriptor instead.
+func (*ExactDeviceRequest) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *ExactDeviceRequest) GetDeviceClassName() string {
+	if x != nil {
+		return x.DeviceClassName
+	}
+	return ""
+}
+
+func (x *ExactDeviceRequest) GetSelectors() []string {
+	if x != nil {
+		return x.Selectors
+	}
+	return nil
+}
+
+func (x *ExactDeviceRequest) GetAllocationMode() string {
+	if x != nil {
+		return x.AllocationMode
+	}
+	return ""
+}
+
+func (x *ExactDeviceRequest) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *ExactDeviceRequest) GetAdminAccess() bool {
+	if x != nil {
+		return x.AdminAccess
+	}
+	return false
+}
+
+func (x *ExactDeviceRequest) GetTolerations() []*Toleration {
+	if x != nil {
+		return x.Tolerations
+	}
+	return nil
+}
+
+func (x *ExactDeviceRequest) GetCapacityRequests() map[string]string {
+	if x != nil {
+		return x.CapacityRequests
+	}
+	return nil
+}
+
+// DeviceSubRequest is one alternative of a firstAvailable list.
+type DeviceSubRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// deviceClassName.
+	DeviceClassName string `protobuf:"bytes,2,opt,name=device_class_name,json=deviceClassName,proto3" json:"device_class_name,omitempty"`
+	// selectors[].cel.expression.
+	Selectors []string `protobuf:"bytes,3,rep,name=selectors,proto3" json:"selectors,omitempty"`
+	// allocationMode: "ExactCount" (the default when empty) or "All".
+	AllocationMode string `protobuf:"bytes,4,opt,name=allocation_mode,json=allocationMode,proto3" json:"allocation_mode,omitempty"`
+	// count, for ExactCount; 0 means 1.
+	Count int64 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
+	// tolerations of device taints.
+	Tolerations []*Toleration `protobuf:"bytes,6,rep,name=tolerations,proto3" json:"tolerations,omitempty"`
+	// capacity.requests, quantities by capacity name.
+	CapacityRequests map[string]string `protobuf:"bytes,7,rep,name=capacity_requests,json=capacityRequests,proto3" json:"capacity_requests,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DeviceSubRequest) Reset() {
+	*x = DeviceSubRequest{}
+	mi := &file_placement_v1_placement_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceSubRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceSubRequest) ProtoMessage() {}
+
+func (x *DeviceSubRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceSubRequest.ProtoReflect.Descriptor instead.
+func (*DeviceSubRequest) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *DeviceSubRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeviceSubRequest) GetDeviceClassName() string {
+	if x != nil {
+		return x.DeviceClassName
+	}
+	return ""
+}
+
+func (x *DeviceSubRequest) GetSelectors() []string {
+	if x != nil {
+		return x.Selectors
+	}
+	return nil
+}
+
+func (x *DeviceSubRequest) GetAllocationMode() string {
+	if x != nil {
+		return x.AllocationMode
+	}
+	return ""
+}
+
+func (x *DeviceSubRequest) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *DeviceSubRequest) GetTolerations() []*Toleration {
+	if x != nil {
+		return x.Tolerations
+	}
+	return nil
+}
+
+func (x *DeviceSubRequest) GetCapacityRequests() map[string]string {
+	if x != nil {
+		return x.CapacityRequests
+	}
+	return nil
+}
+
+// DeviceConstraint constrains the devices of some requests of a claim.
+type DeviceConstraint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// requests: the requests (or "request/subrequest") it applies to; empty for all.
+	Requests []string `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	// matchAttribute: a fully qualified attribute every device has with one value.
+	MatchAttribute string `protobuf:"bytes,2,opt,name=match_attribute,json=matchAttribute,proto3" json:"match_attribute,omitempty"`
+	// distinctAttribute: a fully qualified attribute every device has with its own value.
+	DistinctAttribute string `protobuf:"bytes,3,opt,name=distinct_attribute,json=distinctAttribute,proto3" json:"distinct_attribute,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DeviceConstraint) Reset() {
+	*x = DeviceConstraint{}
+	mi := &file_placement_v1_placement_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceConstraint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceConstraint) ProtoMessage() {}
+
+func (x *DeviceConstraint) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceConstraint.ProtoReflect.Descriptor instead.
+func (*DeviceConstraint) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *DeviceConstraint) GetRequests() []string {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+func (x *DeviceConstraint) GetMatchAttribute() string {
+	if x != nil {
+		return x.MatchAttribute
+	}
+	return ""
+}
+
+func (x *DeviceConstraint) GetDistinctAttribute() string {
+	if x != nil {
+		return x.DistinctAttribute
+	}
+	return ""
+}
+
+// AllocationResult is a claim's status.allocation.
+type AllocationResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// devices.results.
+	Devices []*DeviceRequestAllocationResult `protobuf:"bytes,1,rep,name=devices,proto3" json:"devices,omitempty"`
+	// nodeSelector: the nodes the devices are available on; unset for every node.
+	NodeSelector  *NodeSelector `protobuf:"bytes,2,opt,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocationResult) Reset() {
+	*x = AllocationResult{}
+	mi := &file_placement_v1_placement_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocationResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocationResult) ProtoMessage() {}
+
+func (x *AllocationResult) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocationResult.ProtoReflect.Descriptor instead.
+func (*AllocationResult) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *AllocationResult) GetDevices() []*DeviceRequestAllocationResult {
+	if x != nil {
+		return x.Devices
+	}
+	return nil
+}
+
+func (x *AllocationResult) GetNodeSelector() *NodeSelector {
+	if x != nil {
+		return x.NodeSelector
+	}
+	return nil
+}
+
+// DeviceRequestAllocationResult is one allocated device.
+type DeviceRequestAllocationResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// request: the request's name, or "request/subrequest".
+	Request string `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	// driver.
+	Driver string `protobuf:"bytes,2,opt,name=driver,proto3" json:"driver,omitempty"`
+	// pool.
+	Pool string `protobuf:"bytes,3,opt,name=pool,proto3" json:"pool,omitempty"`
+	// device.
+	Device string `protobuf:"bytes,4,opt,name=device,proto3" json:"device,omitempty"`
+	// adminAccess, when the request asked for it.
+	AdminAccess *bool `protobuf:"varint,5,opt,name=admin_access,json=adminAccess,proto3,oneof" json:"admin_access,omitempty"`
+	// tolerations: the request's tolerations, recorded when the device has taints.
+	Tolerations   []*Toleration `protobuf:"bytes,6,rep,name=tolerations,proto3" json:"tolerations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceRequestAllocationResult) Reset() {
+	*x = DeviceRequestAllocationResult{}
+	mi := &file_placement_v1_placement_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceRequestAllocationResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceRequestAllocationResult) ProtoMessage() {}
+
+func (x *DeviceRequestAllocationResult) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceRequestAllocationResult.ProtoReflect.Descriptor instead.
+func (*DeviceRequestAllocationResult) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *DeviceRequestAllocationResult) GetRequest() string {
+	if x != nil {
+		return x.Request
+	}
+	return ""
+}
+
+func (x *DeviceRequestAllocationResult) GetDriver() string {
+	if x != nil {
+		return x.Driver
+	}
+	return ""
+}
+
+func (x *DeviceRequestAllocationResult) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *DeviceRequestAllocationResult) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
+func (x *DeviceRequestAllocationResult) GetAdminAccess() bool {
+	if x != nil && x.AdminAccess != nil {
+		return *x.AdminAccess
+	}
+	return false
+}
+
+func (x *DeviceRequestAllocationResult) GetTolerations() []*Toleration {
+	if x != nil {
+		return x.Tolerations
+	}
+	return nil
+}
+
+// ResourceClaimConsumer is one entry of a claim's status.reservedFor.
+type ResourceClaimConsumer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// apiGroup; empty for the core group.
+	ApiGroup string `protobuf:"bytes,1,opt,name=api_group,json=apiGroup,proto3" json:"api_group,omitempty"`
+	// resource, e.g. "pods".
+	Resource string `protobuf:"bytes,2,opt,name=resource,proto3" json:"resource,omitempty"`
+	// name.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// uid.
+	Uid           string `protobuf:"bytes,4,opt,name=uid,proto3" json:"uid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceClaimConsumer) Reset() {
+	*x = ResourceClaimConsumer{}
+	mi := &file_placement_v1_placement_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceClaimConsumer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceClaimConsumer) ProtoMessage() {}
+
+func (x *ResourceClaimConsumer) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceClaimConsumer.ProtoReflect.Descriptor instead.
+func (*ResourceClaimConsumer) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *ResourceClaimConsumer) GetApiGroup() string {
+	if x != nil {
+		return x.ApiGroup
+	}
+	return ""
+}
+
+func (x *ResourceClaimConsumer) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *ResourceClaimConsumer) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ResourceClaimConsumer) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+// ResourceSlice is the part of a resource.k8s.io/v1 ResourceSlice placement reads.
+type ResourceSlice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// metadata.name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// spec.driver.
+	Driver string `protobuf:"bytes,2,opt,name=driver,proto3" json:"driver,omitempty"`
+	// spec.pool.name.
+	PoolName string `protobuf:"bytes,3,opt,name=pool_name,json=poolName,proto3" json:"pool_name,omitempty"`
+	// spec.pool.generation.
+	PoolGeneration int64 `protobuf:"varint,4,opt,name=pool_generation,json=poolGeneration,proto3" json:"pool_generation,omitempty"`
+	// spec.pool.resourceSliceCount.
+	PoolResourceSliceCount int64 `protobuf:"varint,5,opt,name=pool_resource_slice_count,json=poolResourceSliceCount,proto3" json:"pool_resource_slice_count,omitempty"`
+	// spec.nodeName.
+	NodeName string `protobuf:"bytes,6,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	// spec.nodeSelector.
+	NodeSelector *NodeSelector `protobuf:"bytes,7,opt,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty"`
+	// spec.allNodes.
+	AllNodes bool `protobuf:"varint,8,opt,name=all_nodes,json=allNodes,proto3" json:"all_nodes,omitempty"`
+	// spec.perDeviceNodeSelection.
+	PerDeviceNodeSelection bool `protobuf:"varint,9,opt,name=per_device_node_selection,json=perDeviceNodeSelection,proto3" json:"per_device_node_selection,omitempty"`
+	// spec.devices.
+	Devices []*Device `protobuf:"bytes,10,rep,name=devices,proto3" json:"devices,omitempty"`
+	// spec.sharedCounters.
+	SharedCounters []*CounterSet `protobuf:"bytes,11,rep,name=shared_counters,json=sharedCounters,proto3" json:"shared_counters,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ResourceSlice) Reset() {
+	*x = ResourceSlice{}
+	mi := &file_placement_v1_placement_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceSlice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceSlice) ProtoMessage() {}
+
+func (x *ResourceSlice) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceSlice.ProtoReflect.Descriptor instead.
+func (*ResourceSlice) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *ResourceSlice) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ResourceSlice) GetDriver() string {
+	if x != nil {
+		return x.Driver
+	}
+	return ""
+}
+
+func (x *ResourceSlice) GetPoolName() string {
+	if x != nil {
+		return x.PoolName
+	}
+	return ""
+}
+
+func (x *ResourceSlice) GetPoolGeneration() int64 {
+	if x != nil {
+		return x.PoolGeneration
+	}
+	return 0
+}
+
+func (x *ResourceSlice) GetPoolResourceSliceCount() int64 {
+	if x != nil {
+		return x.PoolResourceSliceCount
+	}
+	return 0
+}
+
+func (x *ResourceSlice) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+func (x *ResourceSlice) GetNodeSelector() *NodeSelector {
+	if x != nil {
+		return x.NodeSelector
+	}
+	return nil
+}
+
+func (x *ResourceSlice) GetAllNodes() bool {
+	if x != nil {
+		return x.AllNodes
+	}
+	return false
+}
+
+func (x *ResourceSlice) GetPerDeviceNodeSelection() bool {
+	if x != nil {
+		return x.PerDeviceNodeSelection
+	}
+	return false
+}
+
+func (x *ResourceSlice) GetDevices() []*Device {
+	if x != nil {
+		return x.Devices
+	}
+	return nil
+}
+
+func (x *ResourceSlice) GetSharedCounters() []*CounterSet {
+	if x != nil {
+		return x.SharedCounters
+	}
+	return nil
+}
+
+// Device is one device of a ResourceSlice.
+type Device struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// attributes by name (qualified "domain/id", or an id of the driver's domain).
+	Attributes map[string]*DeviceAttribute `protobuf:"bytes,2,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// capacity by name: each capacity's value, a quantity.
+	Capacity map[string]string `protobuf:"bytes,3,rep,name=capacity,proto3" json:"capacity,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// consumesCounters.
+	ConsumesCounters []*DeviceCounterConsumption `protobuf:"bytes,4,rep,name=consumes_counters,json=consumesCounters,proto3" json:"consumes_counters,omitempty"`
+	// nodeName (with the slice's per_device_node_selection).
+	NodeName string `protobuf:"bytes,5,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	// nodeSelector (with the slice's per_device_node_selection).
+	NodeSelector *NodeSelector `protobuf:"bytes,6,opt,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty"`
+	// allNodes (with the slice's per_device_node_selection).
+	AllNodes bool `protobuf:"varint,7,opt,name=all_nodes,json=allNodes,proto3" json:"all_nodes,omitempty"`
+	// taints.
+	Taints []*DeviceTaint `protobuf:"bytes,8,rep,name=taints,proto3" json:"taints,omitempty"`
+	// allowMultipleAllocations.
+	AllowMultipleAllocations bool `protobuf:"varint,9,opt,name=allow_multiple_allocations,json=allowMultipleAllocations,proto3" json:"allow_multiple_allocations,omitempty"`
+	// bindingConditions.
+	BindingConditions []string `protobuf:"bytes,10,rep,name=binding_conditions,json=bindingConditions,proto3" json:"binding_conditions,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *Device) Reset() {
+	*x = Device{}
+	mi := &file_placement_v1_placement_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Device) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Device) ProtoMessage() {}
+
+func (x *Device) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Device.ProtoReflect.Descriptor instead.
+func (*Device) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *Device) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Device) GetAttributes() map[string]*DeviceAttribute {
+	if x != nil {
+		return x.Attributes
+	}
+	return nil
+}
+
+func (x *Device) GetCapacity() map[string]string {
+	if x != nil {
+		return x.Capacity
+	}
+	return nil
+}
+
+func (x *Device) GetConsumesCounters() []*DeviceCounterConsumption {
+	if x != nil {
+		return x.ConsumesCounters
+	}
+	return nil
+}
+
+func (x *Device) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+func (x *Device) GetNodeSelector() *NodeSelector {
+	if x != nil {
+		return x.NodeSelector
+	}
+	return nil
+}
+
+func (x *Device) GetAllNodes() bool {
+	if x != nil {
+		return x.AllNodes
+	}
+	return false
+}
+
+func (x *Device) GetTaints() []*DeviceTaint {
+	if x != nil {
+		return x.Taints
+	}
+	return nil
+}
+
+func (x *Device) GetAllowMultipleAllocations() bool {
+	if x != nil {
+		return x.AllowMultipleAllocations
+	}
+	return false
+}
+
+func (x *Device) GetBindingConditions() []string {
+	if x != nil {
+		return x.BindingConditions
+	}
+	return nil
+}
+
+// DeviceAttribute is one attribute value: exactly one is set.
+type DeviceAttribute struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The value.
+	//
+	// Types that are valid to be assigned to Value:
+	//
+	//	*DeviceAttribute_Int
+	//	*DeviceAttribute_Bool
+	//	*DeviceAttribute_String_
+	//	*DeviceAttribute_Version
+	Value         isDeviceAttribute_Value `protobuf_oneof:"value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceAttribute) Reset() {
+	*x = DeviceAttribute{}
+	mi := &file_placement_v1_placement_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceAttribute) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceAttribute) ProtoMessage() {}
+
+func (x *DeviceAttribute) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceAttribute.ProtoReflect.Descriptor instead.
+func (*DeviceAttribute) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *DeviceAttribute) GetValue() isDeviceAttribute_Value {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *DeviceAttribute) GetInt() int64 {
+	if x != nil {
+		if x, ok := x.Value.(*DeviceAttribute_Int); ok {
+			return x.Int
+		}
+	}
+	return 0
+}
+
+func (x *DeviceAttribute) GetBool() bool {
+	if x != nil {
+		if x, ok := x.Value.(*DeviceAttribute_Bool); ok {
+			return x.Bool
+		}
+	}
+	return false
+}
+
+func (x *DeviceAttribute) GetString_() string {
+	if x != nil {
+		if x, ok := x.Value.(*DeviceAttribute_String_); ok {
+			return x.String_
+		}
+	}
+	return ""
+}
+
+func (x *DeviceAttribute) GetVersion() string {
+	if x != nil {
+		if x, ok := x.Value.(*DeviceAttribute_Version); ok {
+			return x.Version
+		}
+	}
+	return ""
+}
+
+type isDeviceAttribute_Value interface {
+	isDeviceAttribute_Value()
+}
+
+type DeviceAttribute_Int struct {
+	// int.
+	Int int64 `protobuf:"varint,1,opt,name=int,proto3,oneof"`
+}
+
+type DeviceAttribute_Bool struct {
+	// bool.
+	Bool bool `protobuf:"varint,2,opt,name=bool,proto3,oneof"`
+}
+
+type DeviceAttribute_String_ struct {
+	// string.
+	String_ string `protobuf:"bytes,3,opt,name=string,proto3,oneof"`
+}
+
+type DeviceAttribute_Version struct {
+	// version: a semantic version.
+	Version string `protobuf:"bytes,4,opt,name=version,proto3,oneof"`
+}
+
+func (*DeviceAttribute_Int) isDeviceAttribute_Value() {}
+
+func (*DeviceAttribute_Bool) isDeviceAttribute_Value() {}
+
+func (*DeviceAttribute_String_) isDeviceAttribute_Value() {}
+
+func (*DeviceAttribute_Version) isDeviceAttribute_Value() {}
+
+// DeviceTaint is a taint of a device.
+type DeviceTaint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// key.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// value.
+	Value string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// effect: "NoSchedule", "NoExecute" or "None".
+	Effect        string `protobuf:"bytes,3,opt,name=effect,proto3" json:"effect,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceTaint) Reset() {
+	*x = DeviceTaint{}
+	mi := &file_placement_v1_placement_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceTaint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceTaint) ProtoMessage() {}
+
+func (x *DeviceTaint) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceTaint.ProtoReflect.Descriptor instead.
+func (*DeviceTaint) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *DeviceTaint) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *DeviceTaint) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *DeviceTaint) GetEffect() string {
+	if x != nil {
+		return x.Effect
+	}
+	return ""
+}
+
+// CounterSet is one of a slice's sharedCounters.
+type CounterSet struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// counters: each counter's value, a quantity.
+	Counters      map[string]string `protobuf:"bytes,2,rep,name=counters,proto3" json:"counters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CounterSet) Reset() {
+	*x = CounterSet{}
+	mi := &file_placement_v1_placement_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CounterSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CounterSet) ProtoMessage() {}
+
+func (x *CounterSet) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CounterSet.ProtoReflect.Descriptor instead.
+func (*CounterSet) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *CounterSet) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CounterSet) GetCounters() map[string]string {
+	if x != nil {
+		return x.Counters
+	}
+	return nil
+}
+
+// DeviceCounterConsumption is what a device draws from one counter set.
+type DeviceCounterConsumption struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// counterSet.
+	CounterSet string `protobuf:"bytes,1,opt,name=counter_set,json=counterSet,proto3" json:"counter_set,omitempty"`
+	// counters: each counter's value, a quantity.
+	Counters      map[string]string `protobuf:"bytes,2,rep,name=counters,proto3" json:"counters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceCounterConsumption) Reset() {
+	*x = DeviceCounterConsumption{}
+	mi := &file_placement_v1_placement_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceCounterConsumption) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceCounterConsumption) ProtoMessage() {}
+
+func (x *DeviceCounterConsumption) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceCounterConsumption.ProtoReflect.Descriptor instead.
+func (*DeviceCounterConsumption) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *DeviceCounterConsumption) GetCounterSet() string {
+	if x != nil {
+		return x.CounterSet
+	}
+	return ""
+}
+
+func (x *DeviceCounterConsumption) GetCounters() map[string]string {
+	if x != nil {
+		return x.Counters
+	}
+	return nil
+}
+
 var File_placement_v1_placement_proto protoreflect.FileDescriptor
 
 const file_placement_v1_placement_proto_rawDesc = "" +
@@ -4579,7 +6111,7 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"snapshotId\x12\x1d\n" +
 	"\n" +
 	"node_count\x18\x02 \x01(\rR\tnodeCount\x12\x1b\n" +
-	"\tpod_count\x18\x03 \x01(\rR\bpodCount\"\xa6\x05\n" +
+	"\tpod_count\x18\x03 \x01(\rR\bpodCount\"\xf4\x06\n" +
 	"\bSnapshot\x12(\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x12.placement.v1.NodeR\x05nodes\x12%\n" +
 	"\x04pods\x18\x02 \x03(\v2\x11.placement.v1.PodR\x04pods\x127\n" +
@@ -4594,14 +6126,16 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\tcsi_nodes\x18! \x03(\v2\x15.placement.v1.CsiNodeR\bcsiNodes\x128\n" +
 	"\vcsi_drivers\x18\" \x03(\v2\x17.placement.v1.CsiDriverR\n" +
 	"csiDrivers\x12V\n" +
-	"\x16csi_storage_capacities\x18# \x03(\v2 .placement.v1.CsiStorageCapacityR\x14csiStorageCapacities\"\x97\x01\n" +
+	"\x16csi_storage_capacities\x18# \x03(\v2 .placement.v1.CsiStorageCapacityR\x14csiStorageCapacities\x12@\n" +
+	"\x0edevice_classes\x18( \x03(\v2\x19.placement.v1.DeviceClassR\rdeviceClasses\x12D\n" +
+	"\x0fresource_claims\x18) \x03(\v2\x1b.placement.v1.ResourceClaimR\x0eresourceClaims\x12D\n" +
+	"\x0fresource_slices\x18* \x03(\v2\x1b.placement.v1.ResourceSliceR\x0eresourceSlices\"\x97\x01\n" +
 	"\tNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12;\n" +
 	"\x06labels\x18\x02 \x03(\v2#.placement.v1.Namespace.LabelsEntryR\x06labels\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe6\n" +
-	"\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfb\r\n" +
 	"\rSnapshotDelta\x12(\n" +
 	"\x10base_snapshot_id\x18\x01 \x01(\tR\x0ebaseSnapshotId\x125\n" +
 	"\fupsert_nodes\x18\x02 \x03(\v2\x12.placement.v1.NodeR\vupsertNodes\x12!\n" +
@@ -4625,7 +6159,13 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x12upsert_csi_drivers\x18& \x03(\v2\x17.placement.v1.CsiDriverR\x10upsertCsiDrivers\x12,\n" +
 	"\x12remove_csi_drivers\x18' \x03(\tR\x10removeCsiDrivers\x12c\n" +
 	"\x1dupsert_csi_storage_capacities\x18( \x03(\v2 .placement.v1.CsiStorageCapacityR\x1aupsertCsiStorageCapacities\x12A\n" +
-	"\x1dremove_csi_storage_capacities\x18) \x03(\tR\x1aremoveCsiStorageCapacities\"l\n" +
+	"\x1dremove_csi_storage_capacities\x18) \x03(\tR\x1aremoveCsiStorageCapacities\x12M\n" +
+	"\x15upsert_device_classes\x182 \x03(\v2\x19.placement.v1.DeviceClassR\x13upsertDeviceClasses\x122\n" +
+	"\x15remove_device_classes\x183 \x03(\tR\x13removeDeviceClasses\x12Q\n" +
+	"\x16upsert_resource_claims\x184 \x03(\v2\x1b.placement.v1.ResourceClaimR\x14upsertResourceClaims\x124\n" +
+	"\x16remove_resource_claims\x185 \x03(\tR\x14removeResourceClaims\x12Q\n" +
+	"\x16upsert_resource_slices\x186 \x03(\v2\x1b.placement.v1.ResourceSliceR\x14upsertResourceSlices\x124\n" +
+	"\x16remove_resource_slices\x187 \x03(\tR\x14removeResourceSlices\"l\n" +
 	"\vSnapshotRef\x12!\n" +
 	"\vsnapshot_id\x18\x01 \x01(\tH\x00R\n" +
 	"snapshotId\x120\n" +
@@ -4675,15 +6215,24 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\n" +
 	"placements\x18\x02 \x03(\v2\x17.placement.v1.PlacementR\n" +
 	"placements\x12.\n" +
-	"\x13assumed_snapshot_id\x18\x03 \x01(\tR\x11assumedSnapshotId\"\x93\x02\n" +
+	"\x13assumed_snapshot_id\x18\x03 \x01(\tR\x11assumedSnapshotId\"\xdf\x02\n" +
 	"\tPlacement\x12\x17\n" +
 	"\apod_uid\x18\x01 \x01(\tR\x06podUid\x12\x1d\n" +
 	"\tnode_name\x18\x02 \x01(\tH\x00R\bnodeName\x12C\n" +
 	"\runschedulable\x18\x03 \x01(\v2\x1b.placement.v1.UnschedulableH\x00R\runschedulable\x12\x14\n" +
 	"\x05score\x18\x04 \x01(\x03R\x05score\x12%\n" +
 	"\x0efeasible_nodes\x18\x05 \x01(\rR\rfeasibleNodes\x12A\n" +
-	"\x0eclaim_bindings\x18\x06 \x03(\v2\x1a.placement.v1.ClaimBindingR\rclaimBindingsB\t\n" +
-	"\aoutcome\"\xaa\x01\n" +
+	"\x0eclaim_bindings\x18\x06 \x03(\v2\x1a.placement.v1.ClaimBindingR\rclaimBindings\x12J\n" +
+	"\x11claim_allocations\x18\a \x03(\v2\x1d.placement.v1.ClaimAllocationR\x10claimAllocationsB\t\n" +
+	"\aoutcome\"\xb6\x01\n" +
+	"\x0fClaimAllocation\x12'\n" +
+	"\x0fclaim_namespace\x18\x01 \x01(\tR\x0eclaimNamespace\x12\x1d\n" +
+	"\n" +
+	"claim_name\x18\x02 \x01(\tR\tclaimName\x12\x1b\n" +
+	"\tclaim_uid\x18\x03 \x01(\tR\bclaimUid\x12>\n" +
+	"\n" +
+	"allocation\x18\x04 \x01(\v2\x1e.placement.v1.AllocationResultR\n" +
+	"allocation\"\xaa\x01\n" +
 	"\fClaimBinding\x12'\n" +
 	"\x0fclaim_namespace\x18\x01 \x01(\tR\x0eclaimNamespace\x12\x1d\n" +
 	"\n" +
@@ -4735,7 +6284,7 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x06weight\x18\x03 \x01(\x03R\x06weight\">\n" +
 	"\fPluginWeight\x12\x16\n" +
 	"\x06plugin\x18\x01 \x01(\tR\x06plugin\x12\x16\n" +
-	"\x06weight\x18\x02 \x01(\x03R\x06weight\"\xa9\x0f\n" +
+	"\x06weight\x18\x02 \x01(\x03R\x06weight\"\xf2\x0f\n" +
 	"\x03Pod\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -4766,7 +6315,8 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x12allocated_requests\x18\x1b \x03(\v2(.placement.v1.Pod.AllocatedRequestsEntryR\x11allocatedRequests\x12T\n" +
 	"\x11actuated_requests\x18\x1c \x03(\v2'.placement.v1.Pod.ActuatedRequestsEntryR\x10actuatedRequests\x12+\n" +
 	"\x11resize_infeasible\x18\x1d \x01(\bR\x10resizeInfeasible\x12+\n" +
-	"\x11required_features\x18\x1e \x03(\tR\x10requiredFeatures\x1a9\n" +
+	"\x11required_features\x18\x1e \x03(\tR\x10requiredFeatures\x12G\n" +
+	"\x0fresource_claims\x18\x1f \x03(\v2\x1e.placement.v1.PodResourceClaimR\x0eresourceClaims\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
@@ -4787,7 +6337,13 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aC\n" +
 	"\x15ActuatedRequestsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdb\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe7\x01\n" +
+	"\x10PodResourceClaim\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
+	"\x13resource_claim_name\x18\x02 \x01(\tR\x11resourceClaimName\x12?\n" +
+	"\x1cresource_claim_template_name\x18\x03 \x01(\tR\x19resourceClaimTemplateName\x125\n" +
+	"\x14generated_claim_name\x18\x04 \x01(\tH\x00R\x12generatedClaimName\x88\x01\x01B\x17\n" +
+	"\x15_generated_claim_name\"\xdb\x02\n" +
 	"\x06Volume\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -4986,7 +6542,125 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x0eContainerImage\x12\x14\n" +
 	"\x05names\x18\x01 \x03(\tR\x05names\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes2\xca\x02\n" +
+	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"u\n" +
+	"\vDeviceClass\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\tselectors\x18\x02 \x03(\tR\tselectors\x124\n" +
+	"\x16extended_resource_name\x18\x03 \x01(\tR\x14extendedResourceName\"\xf2\x02\n" +
+	"\rResourceClaim\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x03 \x01(\tR\x03uid\x127\n" +
+	"\brequests\x18\x04 \x03(\v2\x1b.placement.v1.DeviceRequestR\brequests\x12@\n" +
+	"\vconstraints\x18\x05 \x03(\v2\x1e.placement.v1.DeviceConstraintR\vconstraints\x12>\n" +
+	"\n" +
+	"allocation\x18\x06 \x01(\v2\x1e.placement.v1.AllocationResultR\n" +
+	"allocation\x12F\n" +
+	"\freserved_for\x18\a \x03(\v2#.placement.v1.ResourceClaimConsumerR\vreservedFor\x12\x1a\n" +
+	"\bdeleting\x18\b \x01(\bR\bdeleting\"\xa8\x01\n" +
+	"\rDeviceRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12:\n" +
+	"\aexactly\x18\x02 \x01(\v2 .placement.v1.ExactDeviceRequestR\aexactly\x12G\n" +
+	"\x0ffirst_available\x18\x03 \x03(\v2\x1e.placement.v1.DeviceSubRequestR\x0efirstAvailable\"\xa6\x03\n" +
+	"\x12ExactDeviceRequest\x12*\n" +
+	"\x11device_class_name\x18\x01 \x01(\tR\x0fdeviceClassName\x12\x1c\n" +
+	"\tselectors\x18\x02 \x03(\tR\tselectors\x12'\n" +
+	"\x0fallocation_mode\x18\x03 \x01(\tR\x0eallocationMode\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\x03R\x05count\x12!\n" +
+	"\fadmin_access\x18\x05 \x01(\bR\vadminAccess\x12:\n" +
+	"\vtolerations\x18\x06 \x03(\v2\x18.placement.v1.TolerationR\vtolerations\x12c\n" +
+	"\x11capacity_requests\x18\a \x03(\v26.placement.v1.ExactDeviceRequest.CapacityRequestsEntryR\x10capacityRequests\x1aC\n" +
+	"\x15CapacityRequestsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x93\x03\n" +
+	"\x10DeviceSubRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
+	"\x11device_class_name\x18\x02 \x01(\tR\x0fdeviceClassName\x12\x1c\n" +
+	"\tselectors\x18\x03 \x03(\tR\tselectors\x12'\n" +
+	"\x0fallocation_mode\x18\x04 \x01(\tR\x0eallocationMode\x12\x14\n" +
+	"\x05count\x18\x05 \x01(\x03R\x05count\x12:\n" +
+	"\vtolerations\x18\x06 \x03(\v2\x18.placement.v1.TolerationR\vtolerations\x12a\n" +
+	"\x11capacity_requests\x18\a \x03(\v24.placement.v1.DeviceSubRequest.CapacityRequestsEntryR\x10capacityRequests\x1aC\n" +
+	"\x15CapacityRequestsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x86\x01\n" +
+	"\x10DeviceConstraint\x12\x1a\n" +
+	"\brequests\x18\x01 \x03(\tR\brequests\x12'\n" +
+	"\x0fmatch_attribute\x18\x02 \x01(\tR\x0ematchAttribute\x12-\n" +
+	"\x12distinct_attribute\x18\x03 \x01(\tR\x11distinctAttribute\"\x9a\x01\n" +
+	"\x10AllocationResult\x12E\n" +
+	"\adevices\x18\x01 \x03(\v2+.placement.v1.DeviceRequestAllocationResultR\adevices\x12?\n" +
+	"\rnode_selector\x18\x02 \x01(\v2\x1a.placement.v1.NodeSelectorR\fnodeSelector\"\xf2\x01\n" +
+	"\x1dDeviceRequestAllocationResult\x12\x18\n" +
+	"\arequest\x18\x01 \x01(\tR\arequest\x12\x16\n" +
+	"\x06driver\x18\x02 \x01(\tR\x06driver\x12\x12\n" +
+	"\x04pool\x18\x03 \x01(\tR\x04pool\x12\x16\n" +
+	"\x06device\x18\x04 \x01(\tR\x06device\x12&\n" +
+	"\fadmin_access\x18\x05 \x01(\bH\x00R\vadminAccess\x88\x01\x01\x12:\n" +
+	"\vtolerations\x18\x06 \x03(\v2\x18.placement.v1.TolerationR\vtolerationsB\x0f\n" +
+	"\r_admin_access\"v\n" +
+	"\x15ResourceClaimConsumer\x12\x1b\n" +
+	"\tapi_group\x18\x01 \x01(\tR\bapiGroup\x12\x1a\n" +
+	"\bresource\x18\x02 \x01(\tR\bresource\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x04 \x01(\tR\x03uid\"\xe5\x03\n" +
+	"\rResourceSlice\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06driver\x18\x02 \x01(\tR\x06driver\x12\x1b\n" +
+	"\tpool_name\x18\x03 \x01(\tR\bpoolName\x12'\n" +
+	"\x0fpool_generation\x18\x04 \x01(\x03R\x0epoolGeneration\x129\n" +
+	"\x19pool_resource_slice_count\x18\x05 \x01(\x03R\x16poolResourceSliceCount\x12\x1b\n" +
+	"\tnode_name\x18\x06 \x01(\tR\bnodeName\x12?\n" +
+	"\rnode_selector\x18\a \x01(\v2\x1a.placement.v1.NodeSelectorR\fnodeSelector\x12\x1b\n" +
+	"\tall_nodes\x18\b \x01(\bR\ballNodes\x129\n" +
+	"\x19per_device_node_selection\x18\t \x01(\bR\x16perDeviceNodeSelection\x12.\n" +
+	"\adevices\x18\n" +
+	" \x03(\v2\x14.placement.v1.DeviceR\adevices\x12A\n" +
+	"\x0fshared_counters\x18\v \x03(\v2\x18.placement.v1.CounterSetR\x0esharedCounters\"\xad\x05\n" +
+	"\x06Device\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12D\n" +
+	"\n" +
+	"attributes\x18\x02 \x03(\v2$.placement.v1.Device.AttributesEntryR\n" +
+	"attributes\x12>\n" +
+	"\bcapacity\x18\x03 \x03(\v2\".placement.v1.Device.CapacityEntryR\bcapacity\x12S\n" +
+	"\x11consumes_counters\x18\x04 \x03(\v2&.placement.v1.DeviceCounterConsumptionR\x10consumesCounters\x12\x1b\n" +
+	"\tnode_name\x18\x05 \x01(\tR\bnodeName\x12?\n" +
+	"\rnode_selector\x18\x06 \x01(\v2\x1a.placement.v1.NodeSelectorR\fnodeSelector\x12\x1b\n" +
+	"\tall_nodes\x18\a \x01(\bR\ballNodes\x121\n" +
+	"\x06taints\x18\b \x03(\v2\x19.placement.v1.DeviceTaintR\x06taints\x12<\n" +
+	"\x1aallow_multiple_allocations\x18\t \x01(\bR\x18allowMultipleAllocations\x12-\n" +
+	"\x12binding_conditions\x18\n" +
+	" \x03(\tR\x11bindingConditions\x1a\\\n" +
+	"\x0fAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x123\n" +
+	"\x05value\x18\x02 \x01(\v2\x1d.placement.v1.DeviceAttributeR\x05value:\x028\x01\x1a;\n" +
+	"\rCapacityEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"z\n" +
+	"\x0fDeviceAttribute\x12\x12\n" +
+	"\x03int\x18\x01 \x01(\x03H\x00R\x03int\x12\x14\n" +
+	"\x04bool\x18\x02 \x01(\bH\x00R\x04bool\x12\x18\n" +
+	"\x06string\x18\x03 \x01(\tH\x00R\x06string\x12\x1a\n" +
+	"\aversion\x18\x04 \x01(\tH\x00R\aversionB\a\n" +
+	"\x05value\"M\n" +
+	"\vDeviceTaint\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
+	"\x06effect\x18\x03 \x01(\tR\x06effect\"\xa1\x01\n" +
+	"\n" +
+	"CounterSet\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12B\n" +
+	"\bcounters\x18\x02 \x03(\v2&.placement.v1.CounterSet.CountersEntryR\bcounters\x1a;\n" +
+	"\rCountersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xca\x01\n" +
+	"\x18DeviceCounterConsumption\x12\x1f\n" +
+	"\vcounter_set\x18\x01 \x01(\tR\n" +
+	"counterSet\x12P\n" +
+	"\bcounters\x18\x02 \x03(\v24.placement.v1.DeviceCounterConsumption.CountersEntryR\bcounters\x1a;\n" +
+	"\rCountersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xca\x02\n" +
 	"\x10PlacementService\x12U\n" +
 	"\fSyncSnapshot\x12!.placement.v1.SyncSnapshotRequest\x1a\".placement.v1.SyncSnapshotResponse\x12=\n" +
 	"\x04Rank\x12\x19.placement.v1.RankRequest\x1a\x1a.placement.v1.RankResponse\x12I\n" +
@@ -5005,179 +6679,235 @@ func file_placement_v1_placement_proto_rawDescGZIP() []byte {
 	return file_placement_v1_placement_proto_rawDescData
 }
 
-var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 92)
 var file_placement_v1_placement_proto_goTypes = []any{
-	(*SyncSnapshotRequest)(nil),         // 0: placement.v1.SyncSnapshotRequest
-	(*SyncSnapshotResponse)(nil),        // 1: placement.v1.SyncSnapshotResponse
-	(*Snapshot)(nil),                    // 2: placement.v1.Snapshot
-	(*Namespace)(nil),                   // 3: placement.v1.Namespace
-	(*SnapshotDelta)(nil),               // 4: placement.v1.SnapshotDelta
-	(*SnapshotRef)(nil),                 // 5: placement.v1.SnapshotRef
-	(*RankRequest)(nil),                 // 6: placement.v1.RankRequest
-	(*RankResponse)(nil),                // 7: placement.v1.RankResponse
-	(*NodeScore)(nil),                   // 8: placement.v1.NodeScore
-	(*PluginScore)(nil),                 // 9: placement.v1.PluginScore
-	(*InfeasibleNode)(nil),              // 10: placement.v1.InfeasibleNode
-	(*ScheduleRequest)(nil),             // 11: placement.v1.ScheduleRequest
-	(*ScheduleResponse)(nil),            // 12: placement.v1.ScheduleResponse
-	(*Placement)(nil),                   // 13: placement.v1.Placement
-	(*ClaimBinding)(nil),                // 14: placement.v1.ClaimBinding
-	(*Unschedulable)(nil),               // 15: placement.v1.Unschedulable
-	(*ListPoliciesRequest)(nil),         // 16: placement.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),        // 17: placement.v1.ListPoliciesResponse
-	(*PolicyInfo)(nil),                  // 18: placement.v1.PolicyInfo
-	(*FilterRule)(nil),                  // 19: placement.v1.FilterRule
-	(*ScoreRule)(nil),                   // 20: placement.v1.ScoreRule
-	(*PluginWeight)(nil),                // 21: placement.v1.PluginWeight
-	(*Pod)(nil),                         // 22: placement.v1.Pod
-	(*Volume)(nil),                      // 23: placement.v1.Volume
-	(*PersistentVolumeClaim)(nil),       // 24: placement.v1.PersistentVolumeClaim
-	(*PersistentVolume)(nil),            // 25: placement.v1.PersistentVolume
-	(*VolumeClaimRef)(nil),              // 26: placement.v1.VolumeClaimRef
-	(*StorageClass)(nil),                // 27: placement.v1.StorageClass
-	(*TopologySelectorTerm)(nil),        // 28: placement.v1.TopologySelectorTerm
-	(*TopologySelectorRequirement)(nil), // 29: placement.v1.TopologySelectorRequirement
-	(*CsiNode)(nil),                     // 30: placement.v1.CsiNode
-	(*CsiNodeDriver)(nil),               // 31: placement.v1.CsiNodeDriver
-	(*CsiDriver)(nil),                   // 32: placement.v1.CsiDriver
-	(*CsiStorageCapacity)(nil),          // 33: placement.v1.CsiStorageCapacity
-	(*PodAffinity)(nil),                 // 34: placement.v1.PodAffinity
-	(*PodAffinityTerm)(nil),             // 35: placement.v1.PodAffinityTerm
-	(*WeightedPodAffinityTerm)(nil),     // 36: placement.v1.WeightedPodAffinityTerm
-	(*Gang)(nil),                        // 37: placement.v1.Gang
-	(*PodDisruptionBudget)(nil),         // 38: placement.v1.PodDisruptionBudget
-	(*LabelSelector)(nil),               // 39: placement.v1.LabelSelector
-	(*LabelSelectorRequirement)(nil),    // 40: placement.v1.LabelSelectorRequirement
-	(*TopologySpreadConstraint)(nil),    // 41: placement.v1.TopologySpreadConstraint
-	(*Container)(nil),                   // 42: placement.v1.Container
-	(*ContainerPort)(nil),               // 43: placement.v1.ContainerPort
-	(*NodeAffinity)(nil),                // 44: placement.v1.NodeAffinity
-	(*NodeSelector)(nil),                // 45: placement.v1.NodeSelector
-	(*NodeSelectorTerm)(nil),            // 46: placement.v1.NodeSelectorTerm
-	(*NodeSelectorRequirement)(nil),     // 47: placement.v1.NodeSelectorRequirement
-	(*PreferredSchedulingTerm)(nil),     // 48: placement.v1.PreferredSchedulingTerm
-	(*Toleration)(nil),                  // 49: placement.v1.Toleration
-	(*Node)(nil),                        // 50: placement.v1.Node
-	(*Taint)(nil),                       // 51: placement.v1.Taint
-	(*ContainerImage)(nil),              // 52: placement.v1.ContainerImage
-	nil,                                 // 53: placement.v1.Namespace.LabelsEntry
-	nil,                                 // 54: placement.v1.Unschedulable.ReasonsEntry
-	nil,                                 // 55: placement.v1.Pod.LabelsEntry
-	nil,                                 // 56: placement.v1.Pod.OverheadEntry
-	nil,                                 // 57: placement.v1.Pod.NodeSelectorEntry
-	nil,                                 // 58: placement.v1.Pod.AnnotationsEntry
-	nil,                                 // 59: placement.v1.Pod.PodRequestsEntry
-	nil,                                 // 60: placement.v1.Pod.AllocatedRequestsEntry
-	nil,                                 // 61: placement.v1.Pod.ActuatedRequestsEntry
-	nil,                                 // 62: placement.v1.PersistentVolume.LabelsEntry
-	nil,                                 // 63: placement.v1.LabelSelector.MatchLabelsEntry
-	nil,                                 // 64: placement.v1.Container.RequestsEntry
-	nil,                                 // 65: placement.v1.Container.AllocatedRequestsEntry
-	nil,                                 // 66: placement.v1.Container.ActuatedRequestsEntry
-	nil,                                 // 67: placement.v1.Node.LabelsEntry
-	nil,                                 // 68: placement.v1.Node.AllocatableEntry
+	(*SyncSnapshotRequest)(nil),           // 0: placement.v1.SyncSnapshotRequest
+	(*SyncSnapshotResponse)(nil),          // 1: placement.v1.SyncSnapshotResponse
+	(*Snapshot)(nil),                      // 2: placement.v1.Snapshot
+	(*Namespace)(nil),                     // 3: placement.v1.Namespace
+	(*SnapshotDelta)(nil),                 // 4: placement.v1.SnapshotDelta
+	(*SnapshotRef)(nil),                   // 5: placement.v1.SnapshotRef
+	(*RankRequest)(nil),                   // 6: placement.v1.RankRequest
+	(*RankResponse)(nil),                  // 7: placement.v1.RankResponse
+	(*NodeScore)(nil),                     // 8: placement.v1.NodeScore
+	(*PluginScore)(nil),                   // 9: placement.v1.PluginScore
+	(*InfeasibleNode)(nil),                // 10: placement.v1.InfeasibleNode
+	(*ScheduleRequest)(nil),               // 11: placement.v1.ScheduleRequest
+	(*ScheduleResponse)(nil),              // 12: placement.v1.ScheduleResponse
+	(*Placement)(nil),                     // 13: placement.v1.Placement
+	(*ClaimAllocation)(nil),               // 14: placement.v1.ClaimAllocation
+	(*ClaimBinding)(nil),                  // 15: placement.v1.ClaimBinding
+	(*Unschedulable)(nil),                 // 16: placement.v1.Unschedulable
+	(*ListPoliciesRequest)(nil),           // 17: placement.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),          // 18: placement.v1.ListPoliciesResponse
+	(*PolicyInfo)(nil),                    // 19: placement.v1.PolicyInfo
+	(*FilterRule)(nil),                    // 20: placement.v1.FilterRule
+	(*ScoreRule)(nil),                     // 21: placement.v1.ScoreRule
+	(*PluginWeight)(nil),                  // 22: placement.v1.PluginWeight
+	(*Pod)(nil),                           // 23: placement.v1.Pod
+	(*PodResourceClaim)(nil),              // 24: placement.v1.PodResourceClaim
+	(*Volume)(nil),                        // 25: placement.v1.Volume
+	(*PersistentVolumeClaim)(nil),         // 26: placement.v1.PersistentVolumeClaim
+	(*PersistentVolume)(nil),              // 27: placement.v1.PersistentVolume
+	(*VolumeClaimRef)(nil),                // 28: placement.v1.VolumeClaimRef
+	(*StorageClass)(nil),                  // 29: placement.v1.StorageClass
+	(*TopologySelectorTerm)(nil),          // 30: placement.v1.TopologySelectorTerm
+	(*TopologySelectorRequirement)(nil),   // 31: placement.v1.TopologySelectorRequirement
+	(*CsiNode)(nil),                       // 32: placement.v1.CsiNode
+	(*CsiNodeDriver)(nil),                 // 33: placement.v1.CsiNodeDriver
+	(*CsiDriver)(nil),                     // 34: placement.v1.CsiDriver
+	(*CsiStorageCapacity)(nil),            // 35: placement.v1.CsiStorageCapacity
+	(*PodAffinity)(nil),                   // 36: placement.v1.PodAffinity
+	(*PodAffinityTerm)(nil),               // 37: placement.v1.PodAffinityTerm
+	(*WeightedPodAffinityTerm)(nil),       // 38: placement.v1.WeightedPodAffinityTerm
+	(*Gang)(nil),                          // 39: placement.v1.Gang
+	(*PodDisruptionBudget)(nil),           // 40: placement.v1.PodDisruptionBudget
+	(*LabelSelector)(nil),                 // 41: placement.v1.LabelSelector
+	(*LabelSelectorRequirement)(nil),      // 42: placement.v1.LabelSelectorRequirement
+	(*TopologySpreadConstraint)(nil),      // 43: placement.v1.TopologySpreadConstraint
+	(*Container)(nil),                     // 44: placement.v1.Container
+	(*ContainerPort)(nil),                 // 45: placement.v1.ContainerPort
+	(*NodeAffinity)(nil),                  // 46: placement.v1.NodeAffinity
+	(*NodeSelector)(nil),                  // 47: placement.v1.NodeSelector
+	(*NodeSelectorTerm)(nil),              // 48: placement.v1.NodeSelectorTerm
+	(*NodeSelectorRequirement)(nil),       // 49: placement.v1.NodeSelectorRequirement
+	(*PreferredSchedulingTerm)(nil),       // 50: placement.v1.PreferredSchedulingTerm
+	(*Toleration)(nil),                    // 51: placement.v1.Toleration
+	(*Node)(nil),                          // 52: placement.v1.Node
+	(*Taint)(nil),                         // 53: placement.v1.Taint
+	(*ContainerImage)(nil),                // 54: placement.v1.ContainerImage
+	(*DeviceClass)(nil),                   // 55: placement.v1.DeviceClass
+	(*ResourceClaim)(nil),                 // 56: placement.v1.ResourceClaim
+	(*DeviceRequest)(nil),                 // 57: placement.v1.DeviceRequest
+	(*ExactDeviceRequest)(nil),            // 58: placement.v1.ExactDeviceRequest
+	(*DeviceSubRequest)(nil),              // 59: placement.v1.DeviceSubRequest
+	(*DeviceConstraint)(nil),              // 60: placement.v1.DeviceConstraint
+	(*AllocationResult)(nil),              // 61: placement.v1.AllocationResult
+	(*DeviceRequestAllocationResult)(nil), // 62: placement.v1.DeviceRequestAllocationResult
+	(*ResourceClaimConsumer)(nil),         // 63: placement.v1.ResourceClaimConsumer
+	(*ResourceSlice)(nil),                 // 64: placement.v1.ResourceSlice
+	(*Device)(nil),                        // 65: placement.v1.Device
+	(*DeviceAttribute)(nil),               // 66: placement.v1.DeviceAttribute
+	(*DeviceTaint)(nil),                   // 67: placement.v1.DeviceTaint
+	(*CounterSet)(nil),                    // 68: placement.v1.CounterSet
+	(*DeviceCounterConsumption)(nil),      // 69: placement.v1.DeviceCounterConsumption
+	nil,                                   // 70: placement.v1.Namespace.LabelsEntry
+	nil,                                   // 71: placement.v1.Unschedulable.ReasonsEntry
+	nil,                                   // 72: placement.v1.Pod.LabelsEntry
+	nil,                                   // 73: placement.v1.Pod.OverheadEntry
+	nil,                                   // 74: placement.v1.Pod.NodeSelectorEntry
+	nil,                                   // 75: placement.v1.Pod.AnnotationsEntry
+	nil,                                   // 76: placement.v1.Pod.PodRequestsEntry
+	nil,                                   // 77: placement.v1.Pod.AllocatedRequestsEntry
+	nil,                                   // 78: placement.v1.Pod.ActuatedRequestsEntry
+	nil,                                   // 79: placement.v1.PersistentVolume.LabelsEntry
+	nil,                                   // 80: placement.v1.LabelSelector.MatchLabelsEntry
+	nil,                                   // 81: placement.v1.Container.RequestsEntry
+	nil,                                   // 82: placement.v1.Container.AllocatedRequestsEntry
+	nil,                                   // 83: placement.v1.Container.ActuatedRequestsEntry
+	nil,                                   // 84: placement.v1.Node.LabelsEntry
+	nil,                                   // 85: placement.v1.Node.AllocatableEntry
+	nil,                                   // 86: placement.v1.ExactDeviceRequest.CapacityRequestsEntry
+	nil,                                   // 87: placement.v1.DeviceSubRequest.CapacityRequestsEntry
+	nil,                                   // 88: placement.v1.Device.AttributesEntry
+	nil,                                   // 89: placement.v1.Device.CapacityEntry
+	nil,                                   // 90: placement.v1.CounterSet.CountersEntry
+	nil,                                   // 91: placement.v1.DeviceCounterConsumption.CountersEntry
 }
 var file_placement_v1_placement_proto_depIdxs = []int32{
-	2,  // 0: placement.v1.SyncSnapshotRequest.full:type_name -> placement.v1.Snapshot
-	4,  // 1: placement.v1.SyncSnapshotRequest.delta:type_name -> placement.v1.SnapshotDelta
-	50, // 2: placement.v1.Snapshot.nodes:type_name -> placement.v1.Node
-	22, // 3: placement.v1.Snapshot.pods:type_name -> placement.v1.Pod
-	3,  // 4: placement.v1.Snapshot.namespaces:type_name -> placement.v1.Namespace
-	38, // 5: placement.v1.Snapshot.pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
-	24, // 6: placement.v1.Snapshot.persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
-	25, // 7: placement.v1.Snapshot.persistent_volumes:type_name -> placement.v1.PersistentVolume
-	27, // 8: placement.v1.Snapshot.storage_classes:type_name -> placement.v1.StorageClass
-	30, // 9: placement.v1.Snapshot.csi_nodes:type_name -> placement.v1.CsiNode
-	32, // 10: placement.v1.Snapshot.csi_drivers:type_name -> placement.v1.CsiDriver
-	33, // 11: placement.v1.Snapshot.csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
-	53, // 12: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
-	50, // 13: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
-	22, // 14: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
-	3,  // 15: placement.v1.SnapshotDelta.upsert_namespaces:type_name -> placement.v1.Namespace
-	38, // 16: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
-	24, // 17: placement.v1.SnapshotDelta.upsert_persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
-	25, // 18: placement.v1.SnapshotDelta.upsert_persistent_volumes:type_name -> placement.v1.PersistentVolume
-	27, // 19: placement.v1.SnapshotDelta.upsert_storage_classes:type_name -> placement.v1.StorageClass
-	30, // 20: placement.v1.SnapshotDelta.upsert_csi_nodes:type_name -> placement.v1.CsiNode
-	32, // 21: placement.v1.SnapshotDelta.upsert_csi_drivers:type_name -> placement.v1.CsiDriver
-	33, // 22: placement.v1.SnapshotDelta.upsert_csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
-	2,  // 23: placement.v1.SnapshotRef.inline:type_name -> placement.v1.Snapshot
-	5,  // 24: placement.v1.RankRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	22, // 25: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
-	8,  // 26: placement.v1.RankResponse.feasible:type_name -> placement.v1.NodeScore
-	10, // 27: placement.v1.RankResponse.infeasible:type_name -> placement.v1.InfeasibleNode
-	9,  // 28: placement.v1.NodeScore.plugin_scores:type_name -> placement.v1.PluginScore
-	5,  // 29: placement.v1.ScheduleRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	22, // 30: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
-	13, // 31: placement.v1.ScheduleResponse.placements:type_name -> placement.v1.Placement
-	15, // 32: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
-	14, // 33: placement.v1.Placement.claim_bindings:type_name -> placement.v1.ClaimBinding
-	54, // 34: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
-	18, // 35: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
-	21, // 36: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
-	19, // 37: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
-	20, // 38: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
-	55, // 39: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
-	42, // 40: placement.v1.Pod.containers:type_name -> placement.v1.Container
-	42, // 41: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
-	56, // 42: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
-	57, // 43: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
-	44, // 44: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
-	49, // 45: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
-	34, // 46: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
-	34, // 47: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
-	41, // 48: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
-	39, // 49: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
-	37, // 50: placement.v1.Pod.gang:type_name -> placement.v1.Gang
-	58, // 51: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
-	23, // 52: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
-	59, // 53: placement.v1.Pod.pod_requests:type_name -> placement.v1.Pod.PodRequestsEntry
-	60, // 54: placement.v1.Pod.allocated_requests:type_name -> placement.v1.Pod.AllocatedRequestsEntry
-	61, // 55: placement.v1.Pod.actuated_requests:type_name -> placement.v1.Pod.ActuatedRequestsEntry
-	39, // 56: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
-	62, // 57: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
-	45, // 58: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
-	26, // 59: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
-	28, // 60: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
-	29, // 61: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
-	31, // 62: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
-	39, // 63: placement.v1.CsiStorageCapacity.node_topology:type_name -> placement.v1.LabelSelector
-	35, // 64: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
-	36, // 65: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
-	39, // 66: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
-	39, // 67: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
-	35, // 68: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
-	39, // 69: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
-	63, // 70: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
-	40, // 71: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
-	39, // 72: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
-	64, // 73: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
-	43, // 74: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
-	65, // 75: placement.v1.Container.allocated_requests:type_name -> placement.v1.Container.AllocatedRequestsEntry
-	66, // 76: placement.v1.Container.actuated_requests:type_name -> placement.v1.Container.ActuatedRequestsEntry
-	45, // 77: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
-	48, // 78: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
-	46, // 79: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
-	47, // 80: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
-	47, // 81: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
-	46, // 82: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
-	67, // 83: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
-	51, // 84: placement.v1.Node.taints:type_name -> placement.v1.Taint
-	68, // 85: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
-	52, // 86: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
-	0,  // 87: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
-	6,  // 88: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
-	11, // 89: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
-	16, // 90: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
-	1,  // 91: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
-	7,  // 92: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
-	12, // 93: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
-	17, // 94: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
-	91, // [91:95] is the sub-list for method output_type
-	87, // [87:91] is the sub-list for method input_type
-	87, // [87:87] is the sub-list for extension type_name
-	87, // [87:87] is the sub-list for extension extendee
-	0,  // [0:87] is the sub-list for field type_name
+	2,   // 0: placement.v1.SyncSnapshotRequest.full:type_name -> placement.v1.Snapshot
+	4,   // 1: placement.v1.SyncSnapshotRequest.delta:type_name -> placement.v1.SnapshotDelta
+	52,  // 2: placement.v1.Snapshot.nodes:type_name -> placement.v1.Node
+	23,  // 3: placement.v1.Snapshot.pods:type_name -> placement.v1.Pod
+	3,   // 4: placement.v1.Snapshot.namespaces:type_name -> placement.v1.Namespace
+	40,  // 5: placement.v1.Snapshot.pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	26,  // 6: placement.v1.Snapshot.persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
+	27,  // 7: placement.v1.Snapshot.persistent_volumes:type_name -> placement.v1.PersistentVolume
+	29,  // 8: placement.v1.Snapshot.storage_classes:type_name -> placement.v1.StorageClass
+	32,  // 9: placement.v1.Snapshot.csi_nodes:type_name -> placement.v1.CsiNode
+	34,  // 10: placement.v1.Snapshot.csi_drivers:type_name -> placement.v1.CsiDriver
+	35,  // 11: placement.v1.Snapshot.csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
+	55,  // 12: placement.v1.Snapshot.device_classes:type_name -> placement.v1.DeviceClass
+	56,  // 13: placement.v1.Snapshot.resource_claims:type_name -> placement.v1.ResourceClaim
+	64,  // 14: placement.v1.Snapshot.resource_slices:type_name -> placement.v1.ResourceSlice
+	70,  // 15: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
+	52,  // 16: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
+	23,  // 17: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
+	3,   // 18: placement.v1.SnapshotDelta.upsert_namespaces:type_name -> placement.v1.Namespace
+	40,  // 19: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	26,  // 20: placement.v1.SnapshotDelta.upsert_persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
+	27,  // 21: placement.v1.SnapshotDelta.upsert_persistent_volumes:type_name -> placement.v1.PersistentVolume
+	29,  // 22: placement.v1.SnapshotDelta.upsert_storage_classes:type_name -> placement.v1.StorageClass
+	32,  // 23: placement.v1.SnapshotDelta.upsert_csi_nodes:type_name -> placement.v1.CsiNode
+	34,  // 24: placement.v1.SnapshotDelta.upsert_csi_drivers:type_name -> placement.v1.CsiDriver
+	35,  // 25: placement.v1.SnapshotDelta.upsert_csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
+	55,  // 26: placement.v1.SnapshotDelta.upsert_device_classes:type_name -> placement.v1.DeviceClass
+	56,  // 27: placement.v1.SnapshotDelta.upsert_resource_claims:type_name -> placement.v1.ResourceClaim
+	64,  // 28: placement.v1.SnapshotDelta.upsert_resource_slices:type_name -> placement.v1.ResourceSlice
+	2,   // 29: placement.v1.SnapshotRef.inline:type_name -> placement.v1.Snapshot
+	5,   // 30: placement.v1.RankRequest.snapshot:type_name -> placement.v1.SnapshotRef
+	23,  // 31: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
+	8,   // 32: placement.v1.RankResponse.feasible:type_name -> placement.v1.NodeScore
+	10,  // 33: placement.v1.RankResponse.infeasible:type_name -> placement.v1.InfeasibleNode
+	9,   // 34: placement.v1.NodeScore.plugin_scores:type_name -> placement.v1.PluginScore
+	5,   // 35: placement.v1.ScheduleRequest.snapshot:type_name -> placement.v1.SnapshotRef
+	23,  // 36: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
+	13,  // 37: placement.v1.ScheduleResponse.placements:type_name -> placement.v1.Placement
+	16,  // 38: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
+	15,  // 39: placement.v1.Placement.claim_bindings:type_name -> placement.v1.ClaimBinding
+	14,  // 40: placement.v1.Placement.claim_allocations:type_name -> placement.v1.ClaimAllocation
+	61,  // 41: placement.v1.ClaimAllocation.allocation:type_name -> placement.v1.AllocationResult
+	71,  // 42: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
+	19,  // 43: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
+	22,  // 44: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
+	20,  // 45: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
+	21,  // 46: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
+	72,  // 47: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
+	44,  // 48: placement.v1.Pod.containers:type_name -> placement.v1.Container
+	44,  // 49: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
+	73,  // 50: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
+	74,  // 51: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
+	46,  // 52: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
+	51,  // 53: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
+	36,  // 54: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
+	36,  // 55: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
+	43,  // 56: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
+	41,  // 57: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
+	39,  // 58: placement.v1.Pod.gang:type_name -> placement.v1.Gang
+	75,  // 59: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
+	25,  // 60: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
+	76,  // 61: placement.v1.Pod.pod_requests:type_name -> placement.v1.Pod.PodRequestsEntry
+	77,  // 62: placement.v1.Pod.allocated_requests:type_name -> placement.v1.Pod.AllocatedRequestsEntry
+	78,  // 63: placement.v1.Pod.actuated_requests:type_name -> placement.v1.Pod.ActuatedRequestsEntry
+	24,  // 64: placement.v1.Pod.resource_claims:type_name -> placement.v1.PodResourceClaim
+	41,  // 65: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
+	79,  // 66: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
+	47,  // 67: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
+	28,  // 68: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
+	30,  // 69: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
+	31,  // 70: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
+	33,  // 71: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
+	41,  // 72: placement.v1.CsiStorageCapacity.node_topology:type_name -> placement.v1.LabelSelector
+	37,  // 73: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
+	38,  // 74: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
+	41,  // 75: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
+	41,  // 76: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
+	37,  // 77: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
+	41,  // 78: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
+	80,  // 79: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
+	42,  // 80: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
+	41,  // 81: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
+	81,  // 82: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
+	45,  // 83: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
+	82,  // 84: placement.v1.Container.allocated_requests:type_name -> placement.v1.Container.AllocatedRequestsEntry
+	83,  // 85: placement.v1.Container.actuated_requests:type_name -> placement.v1.Container.ActuatedRequestsEntry
+	47,  // 86: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
+	50,  // 87: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
+	48,  // 88: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
+	49,  // 89: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
+	49,  // 90: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
+	48,  // 91: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
+	84,  // 92: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
+	53,  // 93: placement.v1.Node.taints:type_name -> placement.v1.Taint
+	85,  // 94: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
+	54,  // 95: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
+	57,  // 96: placement.v1.ResourceClaim.requests:type_name -> placement.v1.DeviceRequest
+	60,  // 97: placement.v1.ResourceClaim.constraints:type_name -> placement.v1.DeviceConstraint
+	61,  // 98: placement.v1.ResourceClaim.allocation:type_name -> placement.v1.AllocationResult
+	63,  // 99: placement.v1.ResourceClaim.reserved_for:type_name -> placement.v1.ResourceClaimConsumer
+	58,  // 100: placement.v1.DeviceRequest.exactly:type_name -> placement.v1.ExactDeviceRequest
+	59,  // 101: placement.v1.DeviceRequest.first_available:type_name -> placement.v1.DeviceSubRequest
+	51,  // 102: placement.v1.ExactDeviceRequest.tolerations:type_name -> placement.v1.Toleration
+	86,  // 103: placement.v1.ExactDeviceRequest.capacity_requests:type_name -> placement.v1.ExactDeviceRequest.CapacityRequestsEntry
+	51,  // 104: placement.v1.DeviceSubRequest.tolerations:type_name -> placement.v1.Toleration
+	87,  // 105: placement.v1.DeviceSubRequest.capacity_requests:type_name -> placement.v1.DeviceSubRequest.CapacityRequestsEntry
+	62,  // 106: placement.v1.AllocationResult.devices:type_name -> placement.v1.DeviceRequestAllocationResult
+	47,  // 107: placement.v1.AllocationResult.node_selector:type_name -> placement.v1.NodeSelector
+	51,  // 108: placement.v1.DeviceRequestAllocationResult.tolerations:type_name -> placement.v1.Toleration
+	47,  // 109: placement.v1.ResourceSlice.node_selector:type_name -> placement.v1.NodeSelector
+	65,  // 110: placement.v1.ResourceSlice.devices:type_name -> placement.v1.Device
+	68,  // 111: placement.v1.ResourceSlice.shared_counters:type_name -> placement.v1.CounterSet
+	88,  // 112: placement.v1.Device.attributes:type_name -> placement.v1.Device.AttributesEntry
+	89,  // 113: placement.v1.Device.capacity:type_name -> placement.v1.Device.CapacityEntry
+	69,  // 114: placement.v1.Device.consumes_counters:type_name -> placement.v1.DeviceCounterConsumption
+	47,  // 115: placement.v1.Device.node_selector:type_name -> placement.v1.NodeSelector
+	67,  // 116: placement.v1.Device.taints:type_name -> placement.v1.DeviceTaint
+	90,  // 117: placement.v1.CounterSet.counters:type_name -> placement.v1.CounterSet.CountersEntry
+	91,  // 118: placement.v1.DeviceCounterConsumption.counters:type_name -> placement.v1.DeviceCounterConsumption.CountersEntry
+	66,  // 119: placement.v1.Device.AttributesEntry.value:type_name -> placement.v1.DeviceAttribute
+	0,   // 120: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
+	6,   // 121: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
+	11,  // 122: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
+	17,  // 123: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
+	1,   // 124: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
+	7,   // 125: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
+	12,  // 126: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
+	18,  // 127: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
+	124, // [124:128] is the sub-list for method output_type
+	120, // [120:124] is the sub-list for method input_type
+	120, // [120:120] is the sub-list for extension type_name
+	120, // [120:120] is the sub-list for extension extendee
+	0,   // [0:120] is the sub-list for field type_name
 }
 
 func init() { file_placement_v1_placement_proto_init() }
@@ -5198,20 +6928,28 @@ func file_placement_v1_placement_proto_init() {
 		(*Placement_NodeName)(nil),
 		(*Placement_Unschedulable)(nil),
 	}
-	file_placement_v1_placement_proto_msgTypes[14].OneofWrappers = []any{
+	file_placement_v1_placement_proto_msgTypes[15].OneofWrappers = []any{
 		(*ClaimBinding_VolumeName)(nil),
 		(*ClaimBinding_SelectedNode)(nil),
 	}
-	file_placement_v1_placement_proto_msgTypes[31].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[41].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[49].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[24].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[33].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[43].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[51].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[62].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[66].OneofWrappers = []any{
+		(*DeviceAttribute_Int)(nil),
+		(*DeviceAttribute_Bool)(nil),
+		(*DeviceAttribute_String_)(nil),
+		(*DeviceAttribute_Version)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_placement_v1_placement_proto_rawDesc), len(file_placement_v1_placement_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   69,
+			NumMessages:   92,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

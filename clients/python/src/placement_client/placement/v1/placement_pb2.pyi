@@ -25,7 +25,7 @@ class SyncSnapshotResponse(_message.Message):
     def __init__(self, snapshot_id: _Optional[str] = ..., node_count: _Optional[int] = ..., pod_count: _Optional[int] = ...) -> None: ...
 
 class Snapshot(_message.Message):
-    __slots__ = ("nodes", "pods", "namespaces", "pod_disruption_budgets", "persistent_volume_claims", "persistent_volumes", "storage_classes", "csi_nodes", "csi_drivers", "csi_storage_capacities")
+    __slots__ = ("nodes", "pods", "namespaces", "pod_disruption_budgets", "persistent_volume_claims", "persistent_volumes", "storage_classes", "csi_nodes", "csi_drivers", "csi_storage_capacities", "device_classes", "resource_claims", "resource_slices")
     NODES_FIELD_NUMBER: _ClassVar[int]
     PODS_FIELD_NUMBER: _ClassVar[int]
     NAMESPACES_FIELD_NUMBER: _ClassVar[int]
@@ -36,6 +36,9 @@ class Snapshot(_message.Message):
     CSI_NODES_FIELD_NUMBER: _ClassVar[int]
     CSI_DRIVERS_FIELD_NUMBER: _ClassVar[int]
     CSI_STORAGE_CAPACITIES_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_SLICES_FIELD_NUMBER: _ClassVar[int]
     nodes: _containers.RepeatedCompositeFieldContainer[Node]
     pods: _containers.RepeatedCompositeFieldContainer[Pod]
     namespaces: _containers.RepeatedCompositeFieldContainer[Namespace]
@@ -46,7 +49,10 @@ class Snapshot(_message.Message):
     csi_nodes: _containers.RepeatedCompositeFieldContainer[CsiNode]
     csi_drivers: _containers.RepeatedCompositeFieldContainer[CsiDriver]
     csi_storage_capacities: _containers.RepeatedCompositeFieldContainer[CsiStorageCapacity]
-    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., pod_disruption_budgets: _Optional[_Iterable[_Union[PodDisruptionBudget, _Mapping]]] = ..., persistent_volume_claims: _Optional[_Iterable[_Union[PersistentVolumeClaim, _Mapping]]] = ..., persistent_volumes: _Optional[_Iterable[_Union[PersistentVolume, _Mapping]]] = ..., storage_classes: _Optional[_Iterable[_Union[StorageClass, _Mapping]]] = ..., csi_nodes: _Optional[_Iterable[_Union[CsiNode, _Mapping]]] = ..., csi_drivers: _Optional[_Iterable[_Union[CsiDriver, _Mapping]]] = ..., csi_storage_capacities: _Optional[_Iterable[_Union[CsiStorageCapacity, _Mapping]]] = ...) -> None: ...
+    device_classes: _containers.RepeatedCompositeFieldContainer[DeviceClass]
+    resource_claims: _containers.RepeatedCompositeFieldContainer[ResourceClaim]
+    resource_slices: _containers.RepeatedCompositeFieldContainer[ResourceSlice]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., pod_disruption_budgets: _Optional[_Iterable[_Union[PodDisruptionBudget, _Mapping]]] = ..., persistent_volume_claims: _Optional[_Iterable[_Union[PersistentVolumeClaim, _Mapping]]] = ..., persistent_volumes: _Optional[_Iterable[_Union[PersistentVolume, _Mapping]]] = ..., storage_classes: _Optional[_Iterable[_Union[StorageClass, _Mapping]]] = ..., csi_nodes: _Optional[_Iterable[_Union[CsiNode, _Mapping]]] = ..., csi_drivers: _Optional[_Iterable[_Union[CsiDriver, _Mapping]]] = ..., csi_storage_capacities: _Optional[_Iterable[_Union[CsiStorageCapacity, _Mapping]]] = ..., device_classes: _Optional[_Iterable[_Union[DeviceClass, _Mapping]]] = ..., resource_claims: _Optional[_Iterable[_Union[ResourceClaim, _Mapping]]] = ..., resource_slices: _Optional[_Iterable[_Union[ResourceSlice, _Mapping]]] = ...) -> None: ...
 
 class Namespace(_message.Message):
     __slots__ = ("name", "labels")
@@ -64,7 +70,7 @@ class Namespace(_message.Message):
     def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class SnapshotDelta(_message.Message):
-    __slots__ = ("base_snapshot_id", "upsert_nodes", "remove_nodes", "upsert_pods", "remove_pod_uids", "upsert_namespaces", "remove_namespaces", "upsert_pod_disruption_budgets", "remove_pod_disruption_budgets", "upsert_persistent_volume_claims", "remove_persistent_volume_claims", "upsert_persistent_volumes", "remove_persistent_volumes", "upsert_storage_classes", "remove_storage_classes", "upsert_csi_nodes", "remove_csi_nodes", "upsert_csi_drivers", "remove_csi_drivers", "upsert_csi_storage_capacities", "remove_csi_storage_capacities")
+    __slots__ = ("base_snapshot_id", "upsert_nodes", "remove_nodes", "upsert_pods", "remove_pod_uids", "upsert_namespaces", "remove_namespaces", "upsert_pod_disruption_budgets", "remove_pod_disruption_budgets", "upsert_persistent_volume_claims", "remove_persistent_volume_claims", "upsert_persistent_volumes", "remove_persistent_volumes", "upsert_storage_classes", "remove_storage_classes", "upsert_csi_nodes", "remove_csi_nodes", "upsert_csi_drivers", "remove_csi_drivers", "upsert_csi_storage_capacities", "remove_csi_storage_capacities", "upsert_device_classes", "remove_device_classes", "upsert_resource_claims", "remove_resource_claims", "upsert_resource_slices", "remove_resource_slices")
     BASE_SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
     UPSERT_NODES_FIELD_NUMBER: _ClassVar[int]
     REMOVE_NODES_FIELD_NUMBER: _ClassVar[int]
@@ -86,6 +92,12 @@ class SnapshotDelta(_message.Message):
     REMOVE_CSI_DRIVERS_FIELD_NUMBER: _ClassVar[int]
     UPSERT_CSI_STORAGE_CAPACITIES_FIELD_NUMBER: _ClassVar[int]
     REMOVE_CSI_STORAGE_CAPACITIES_FIELD_NUMBER: _ClassVar[int]
+    UPSERT_DEVICE_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_DEVICE_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    UPSERT_RESOURCE_CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_RESOURCE_CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    UPSERT_RESOURCE_SLICES_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_RESOURCE_SLICES_FIELD_NUMBER: _ClassVar[int]
     base_snapshot_id: str
     upsert_nodes: _containers.RepeatedCompositeFieldContainer[Node]
     remove_nodes: _containers.RepeatedScalarFieldContainer[str]
@@ -107,7 +119,13 @@ class SnapshotDelta(_message.Message):
     remove_csi_drivers: _containers.RepeatedScalarFieldContainer[str]
     upsert_csi_storage_capacities: _containers.RepeatedCompositeFieldContainer[CsiStorageCapacity]
     remove_csi_storage_capacities: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, base_snapshot_id: _Optional[str] = ..., upsert_nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., remove_nodes: _Optional[_Iterable[str]] = ..., upsert_pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., remove_pod_uids: _Optional[_Iterable[str]] = ..., upsert_namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., remove_namespaces: _Optional[_Iterable[str]] = ..., upsert_pod_disruption_budgets: _Optional[_Iterable[_Union[PodDisruptionBudget, _Mapping]]] = ..., remove_pod_disruption_budgets: _Optional[_Iterable[str]] = ..., upsert_persistent_volume_claims: _Optional[_Iterable[_Union[PersistentVolumeClaim, _Mapping]]] = ..., remove_persistent_volume_claims: _Optional[_Iterable[str]] = ..., upsert_persistent_volumes: _Optional[_Iterable[_Union[PersistentVolume, _Mapping]]] = ..., remove_persistent_volumes: _Optional[_Iterable[str]] = ..., upsert_storage_classes: _Optional[_Iterable[_Union[StorageClass, _Mapping]]] = ..., remove_storage_classes: _Optional[_Iterable[str]] = ..., upsert_csi_nodes: _Optional[_Iterable[_Union[CsiNode, _Mapping]]] = ..., remove_csi_nodes: _Optional[_Iterable[str]] = ..., upsert_csi_drivers: _Optional[_Iterable[_Union[CsiDriver, _Mapping]]] = ..., remove_csi_drivers: _Optional[_Iterable[str]] = ..., upsert_csi_storage_capacities: _Optional[_Iterable[_Union[CsiStorageCapacity, _Mapping]]] = ..., remove_csi_storage_capacities: _Optional[_Iterable[str]] = ...) -> None: ...
+    upsert_device_classes: _containers.RepeatedCompositeFieldContainer[DeviceClass]
+    remove_device_classes: _containers.RepeatedScalarFieldContainer[str]
+    upsert_resource_claims: _containers.RepeatedCompositeFieldContainer[ResourceClaim]
+    remove_resource_claims: _containers.RepeatedScalarFieldContainer[str]
+    upsert_resource_slices: _containers.RepeatedCompositeFieldContainer[ResourceSlice]
+    remove_resource_slices: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, base_snapshot_id: _Optional[str] = ..., upsert_nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., remove_nodes: _Optional[_Iterable[str]] = ..., upsert_pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., remove_pod_uids: _Optional[_Iterable[str]] = ..., upsert_namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., remove_namespaces: _Optional[_Iterable[str]] = ..., upsert_pod_disruption_budgets: _Optional[_Iterable[_Union[PodDisruptionBudget, _Mapping]]] = ..., remove_pod_disruption_budgets: _Optional[_Iterable[str]] = ..., upsert_persistent_volume_claims: _Optional[_Iterable[_Union[PersistentVolumeClaim, _Mapping]]] = ..., remove_persistent_volume_claims: _Optional[_Iterable[str]] = ..., upsert_persistent_volumes: _Optional[_Iterable[_Union[PersistentVolume, _Mapping]]] = ..., remove_persistent_volumes: _Optional[_Iterable[str]] = ..., upsert_storage_classes: _Optional[_Iterable[_Union[StorageClass, _Mapping]]] = ..., remove_storage_classes: _Optional[_Iterable[str]] = ..., upsert_csi_nodes: _Optional[_Iterable[_Union[CsiNode, _Mapping]]] = ..., remove_csi_nodes: _Optional[_Iterable[str]] = ..., upsert_csi_drivers: _Optional[_Iterable[_Union[CsiDriver, _Mapping]]] = ..., remove_csi_drivers: _Optional[_Iterable[str]] = ..., upsert_csi_storage_capacities: _Optional[_Iterable[_Union[CsiStorageCapacity, _Mapping]]] = ..., remove_csi_storage_capacities: _Optional[_Iterable[str]] = ..., upsert_device_classes: _Optional[_Iterable[_Union[DeviceClass, _Mapping]]] = ..., remove_device_classes: _Optional[_Iterable[str]] = ..., upsert_resource_claims: _Optional[_Iterable[_Union[ResourceClaim, _Mapping]]] = ..., remove_resource_claims: _Optional[_Iterable[str]] = ..., upsert_resource_slices: _Optional[_Iterable[_Union[ResourceSlice, _Mapping]]] = ..., remove_resource_slices: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SnapshotRef(_message.Message):
     __slots__ = ("snapshot_id", "inline")
@@ -208,20 +226,34 @@ class ScheduleResponse(_message.Message):
     def __init__(self, policy: _Optional[str] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., assumed_snapshot_id: _Optional[str] = ...) -> None: ...
 
 class Placement(_message.Message):
-    __slots__ = ("pod_uid", "node_name", "unschedulable", "score", "feasible_nodes", "claim_bindings")
+    __slots__ = ("pod_uid", "node_name", "unschedulable", "score", "feasible_nodes", "claim_bindings", "claim_allocations")
     POD_UID_FIELD_NUMBER: _ClassVar[int]
     NODE_NAME_FIELD_NUMBER: _ClassVar[int]
     UNSCHEDULABLE_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     FEASIBLE_NODES_FIELD_NUMBER: _ClassVar[int]
     CLAIM_BINDINGS_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_ALLOCATIONS_FIELD_NUMBER: _ClassVar[int]
     pod_uid: str
     node_name: str
     unschedulable: Unschedulable
     score: int
     feasible_nodes: int
     claim_bindings: _containers.RepeatedCompositeFieldContainer[ClaimBinding]
-    def __init__(self, pod_uid: _Optional[str] = ..., node_name: _Optional[str] = ..., unschedulable: _Optional[_Union[Unschedulable, _Mapping]] = ..., score: _Optional[int] = ..., feasible_nodes: _Optional[int] = ..., claim_bindings: _Optional[_Iterable[_Union[ClaimBinding, _Mapping]]] = ...) -> None: ...
+    claim_allocations: _containers.RepeatedCompositeFieldContainer[ClaimAllocation]
+    def __init__(self, pod_uid: _Optional[str] = ..., node_name: _Optional[str] = ..., unschedulable: _Optional[_Union[Unschedulable, _Mapping]] = ..., score: _Optional[int] = ..., feasible_nodes: _Optional[int] = ..., claim_bindings: _Optional[_Iterable[_Union[ClaimBinding, _Mapping]]] = ..., claim_allocations: _Optional[_Iterable[_Union[ClaimAllocation, _Mapping]]] = ...) -> None: ...
+
+class ClaimAllocation(_message.Message):
+    __slots__ = ("claim_namespace", "claim_name", "claim_uid", "allocation")
+    CLAIM_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_NAME_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_UID_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    claim_namespace: str
+    claim_name: str
+    claim_uid: str
+    allocation: AllocationResult
+    def __init__(self, claim_namespace: _Optional[str] = ..., claim_name: _Optional[str] = ..., claim_uid: _Optional[str] = ..., allocation: _Optional[_Union[AllocationResult, _Mapping]] = ...) -> None: ...
 
 class ClaimBinding(_message.Message):
     __slots__ = ("claim_namespace", "claim_name", "volume_name", "selected_node")
@@ -321,7 +353,7 @@ class PluginWeight(_message.Message):
     def __init__(self, plugin: _Optional[str] = ..., weight: _Optional[int] = ...) -> None: ...
 
 class Pod(_message.Message):
-    __slots__ = ("uid", "namespace", "name", "labels", "priority", "containers", "init_containers", "overhead", "node_name", "node_selector", "node_affinity", "tolerations", "pod_affinity", "pod_anti_affinity", "topology_spread_constraints", "default_spread_selector", "preemption_policy", "start_time_seconds", "gang", "terminating", "annotations", "volumes", "pod_requests", "allocated_requests", "actuated_requests", "resize_infeasible", "required_features")
+    __slots__ = ("uid", "namespace", "name", "labels", "priority", "containers", "init_containers", "overhead", "node_name", "node_selector", "node_affinity", "tolerations", "pod_affinity", "pod_anti_affinity", "topology_spread_constraints", "default_spread_selector", "preemption_policy", "start_time_seconds", "gang", "terminating", "annotations", "volumes", "pod_requests", "allocated_requests", "actuated_requests", "resize_infeasible", "required_features", "resource_claims")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -398,6 +430,7 @@ class Pod(_message.Message):
     ACTUATED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     RESIZE_INFEASIBLE_FIELD_NUMBER: _ClassVar[int]
     REQUIRED_FEATURES_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_CLAIMS_FIELD_NUMBER: _ClassVar[int]
     uid: str
     namespace: str
     name: str
@@ -425,7 +458,20 @@ class Pod(_message.Message):
     actuated_requests: _containers.ScalarMap[str, str]
     resize_infeasible: bool
     required_features: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, uid: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., overhead: _Optional[_Mapping[str, str]] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_affinity: _Optional[_Union[NodeAffinity, _Mapping]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., pod_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., pod_anti_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., topology_spread_constraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., default_spread_selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., preemption_policy: _Optional[str] = ..., start_time_seconds: _Optional[int] = ..., gang: _Optional[_Union[Gang, _Mapping]] = ..., terminating: _Optional[bool] = ..., annotations: _Optional[_Mapping[str, str]] = ..., volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., pod_requests: _Optional[_Mapping[str, str]] = ..., allocated_requests: _Optional[_Mapping[str, str]] = ..., actuated_requests: _Optional[_Mapping[str, str]] = ..., resize_infeasible: _Optional[bool] = ..., required_features: _Optional[_Iterable[str]] = ...) -> None: ...
+    resource_claims: _containers.RepeatedCompositeFieldContainer[PodResourceClaim]
+    def __init__(self, uid: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., overhead: _Optional[_Mapping[str, str]] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_affinity: _Optional[_Union[NodeAffinity, _Mapping]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., pod_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., pod_anti_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., topology_spread_constraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., default_spread_selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., preemption_policy: _Optional[str] = ..., start_time_seconds: _Optional[int] = ..., gang: _Optional[_Union[Gang, _Mapping]] = ..., terminating: _Optional[bool] = ..., annotations: _Optional[_Mapping[str, str]] = ..., volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., pod_requests: _Optional[_Mapping[str, str]] = ..., allocated_requests: _Optional[_Mapping[str, str]] = ..., actuated_requests: _Optional[_Mapping[str, str]] = ..., resize_infeasible: _Optional[bool] = ..., required_features: _Optional[_Iterable[str]] = ..., resource_claims: _Optional[_Iterable[_Union[PodResourceClaim, _Mapping]]] = ...) -> None: ...
+
+class PodResourceClaim(_message.Message):
+    __slots__ = ("name", "resource_claim_name", "resource_claim_template_name", "generated_claim_name")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_CLAIM_NAME_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_CLAIM_TEMPLATE_NAME_FIELD_NUMBER: _ClassVar[int]
+    GENERATED_CLAIM_NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    resource_claim_name: str
+    resource_claim_template_name: str
+    generated_claim_name: str
+    def __init__(self, name: _Optional[str] = ..., resource_claim_name: _Optional[str] = ..., resource_claim_template_name: _Optional[str] = ..., generated_claim_name: _Optional[str] = ...) -> None: ...
 
 class Volume(_message.Message):
     __slots__ = ("name", "claim_name", "ephemeral", "gce_pd_name", "aws_volume_id", "iscsi_iqn", "rbd_monitors", "rbd_pool", "rbd_image", "read_only", "image_reference")
@@ -853,3 +899,255 @@ class ContainerImage(_message.Message):
     names: _containers.RepeatedScalarFieldContainer[str]
     size_bytes: int
     def __init__(self, names: _Optional[_Iterable[str]] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+
+class DeviceClass(_message.Message):
+    __slots__ = ("name", "selectors", "extended_resource_name")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SELECTORS_FIELD_NUMBER: _ClassVar[int]
+    EXTENDED_RESOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    selectors: _containers.RepeatedScalarFieldContainer[str]
+    extended_resource_name: str
+    def __init__(self, name: _Optional[str] = ..., selectors: _Optional[_Iterable[str]] = ..., extended_resource_name: _Optional[str] = ...) -> None: ...
+
+class ResourceClaim(_message.Message):
+    __slots__ = ("namespace", "name", "uid", "requests", "constraints", "allocation", "reserved_for", "deleting")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    RESERVED_FOR_FIELD_NUMBER: _ClassVar[int]
+    DELETING_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    name: str
+    uid: str
+    requests: _containers.RepeatedCompositeFieldContainer[DeviceRequest]
+    constraints: _containers.RepeatedCompositeFieldContainer[DeviceConstraint]
+    allocation: AllocationResult
+    reserved_for: _containers.RepeatedCompositeFieldContainer[ResourceClaimConsumer]
+    deleting: bool
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., requests: _Optional[_Iterable[_Union[DeviceRequest, _Mapping]]] = ..., constraints: _Optional[_Iterable[_Union[DeviceConstraint, _Mapping]]] = ..., allocation: _Optional[_Union[AllocationResult, _Mapping]] = ..., reserved_for: _Optional[_Iterable[_Union[ResourceClaimConsumer, _Mapping]]] = ..., deleting: _Optional[bool] = ...) -> None: ...
+
+class DeviceRequest(_message.Message):
+    __slots__ = ("name", "exactly", "first_available")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    EXACTLY_FIELD_NUMBER: _ClassVar[int]
+    FIRST_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    exactly: ExactDeviceRequest
+    first_available: _containers.RepeatedCompositeFieldContainer[DeviceSubRequest]
+    def __init__(self, name: _Optional[str] = ..., exactly: _Optional[_Union[ExactDeviceRequest, _Mapping]] = ..., first_available: _Optional[_Iterable[_Union[DeviceSubRequest, _Mapping]]] = ...) -> None: ...
+
+class ExactDeviceRequest(_message.Message):
+    __slots__ = ("device_class_name", "selectors", "allocation_mode", "count", "admin_access", "tolerations", "capacity_requests")
+    class CapacityRequestsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    DEVICE_CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    SELECTORS_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_MODE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_ACCESS_FIELD_NUMBER: _ClassVar[int]
+    TOLERATIONS_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    device_class_name: str
+    selectors: _containers.RepeatedScalarFieldContainer[str]
+    allocation_mode: str
+    count: int
+    admin_access: bool
+    tolerations: _containers.RepeatedCompositeFieldContainer[Toleration]
+    capacity_requests: _containers.ScalarMap[str, str]
+    def __init__(self, device_class_name: _Optional[str] = ..., selectors: _Optional[_Iterable[str]] = ..., allocation_mode: _Optional[str] = ..., count: _Optional[int] = ..., admin_access: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., capacity_requests: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class DeviceSubRequest(_message.Message):
+    __slots__ = ("name", "device_class_name", "selectors", "allocation_mode", "count", "tolerations", "capacity_requests")
+    class CapacityRequestsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    SELECTORS_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_MODE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    TOLERATIONS_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    device_class_name: str
+    selectors: _containers.RepeatedScalarFieldContainer[str]
+    allocation_mode: str
+    count: int
+    tolerations: _containers.RepeatedCompositeFieldContainer[Toleration]
+    capacity_requests: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., device_class_name: _Optional[str] = ..., selectors: _Optional[_Iterable[str]] = ..., allocation_mode: _Optional[str] = ..., count: _Optional[int] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., capacity_requests: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class DeviceConstraint(_message.Message):
+    __slots__ = ("requests", "match_attribute", "distinct_attribute")
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    MATCH_ATTRIBUTE_FIELD_NUMBER: _ClassVar[int]
+    DISTINCT_ATTRIBUTE_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedScalarFieldContainer[str]
+    match_attribute: str
+    distinct_attribute: str
+    def __init__(self, requests: _Optional[_Iterable[str]] = ..., match_attribute: _Optional[str] = ..., distinct_attribute: _Optional[str] = ...) -> None: ...
+
+class AllocationResult(_message.Message):
+    __slots__ = ("devices", "node_selector")
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    NODE_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    devices: _containers.RepeatedCompositeFieldContainer[DeviceRequestAllocationResult]
+    node_selector: NodeSelector
+    def __init__(self, devices: _Optional[_Iterable[_Union[DeviceRequestAllocationResult, _Mapping]]] = ..., node_selector: _Optional[_Union[NodeSelector, _Mapping]] = ...) -> None: ...
+
+class DeviceRequestAllocationResult(_message.Message):
+    __slots__ = ("request", "driver", "pool", "device", "admin_access", "tolerations")
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    DRIVER_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_ACCESS_FIELD_NUMBER: _ClassVar[int]
+    TOLERATIONS_FIELD_NUMBER: _ClassVar[int]
+    request: str
+    driver: str
+    pool: str
+    device: str
+    admin_access: bool
+    tolerations: _containers.RepeatedCompositeFieldContainer[Toleration]
+    def __init__(self, request: _Optional[str] = ..., driver: _Optional[str] = ..., pool: _Optional[str] = ..., device: _Optional[str] = ..., admin_access: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ...) -> None: ...
+
+class ResourceClaimConsumer(_message.Message):
+    __slots__ = ("api_group", "resource", "name", "uid")
+    API_GROUP_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    api_group: str
+    resource: str
+    name: str
+    uid: str
+    def __init__(self, api_group: _Optional[str] = ..., resource: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ...) -> None: ...
+
+class ResourceSlice(_message.Message):
+    __slots__ = ("name", "driver", "pool_name", "pool_generation", "pool_resource_slice_count", "node_name", "node_selector", "all_nodes", "per_device_node_selection", "devices", "shared_counters")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DRIVER_FIELD_NUMBER: _ClassVar[int]
+    POOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    POOL_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    POOL_RESOURCE_SLICE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    NODE_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    ALL_NODES_FIELD_NUMBER: _ClassVar[int]
+    PER_DEVICE_NODE_SELECTION_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    SHARED_COUNTERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    driver: str
+    pool_name: str
+    pool_generation: int
+    pool_resource_slice_count: int
+    node_name: str
+    node_selector: NodeSelector
+    all_nodes: bool
+    per_device_node_selection: bool
+    devices: _containers.RepeatedCompositeFieldContainer[Device]
+    shared_counters: _containers.RepeatedCompositeFieldContainer[CounterSet]
+    def __init__(self, name: _Optional[str] = ..., driver: _Optional[str] = ..., pool_name: _Optional[str] = ..., pool_generation: _Optional[int] = ..., pool_resource_slice_count: _Optional[int] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Union[NodeSelector, _Mapping]] = ..., all_nodes: _Optional[bool] = ..., per_device_node_selection: _Optional[bool] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., shared_counters: _Optional[_Iterable[_Union[CounterSet, _Mapping]]] = ...) -> None: ...
+
+class Device(_message.Message):
+    __slots__ = ("name", "attributes", "capacity", "consumes_counters", "node_name", "node_selector", "all_nodes", "taints", "allow_multiple_allocations", "binding_conditions")
+    class AttributesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: DeviceAttribute
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[DeviceAttribute, _Mapping]] = ...) -> None: ...
+    class CapacityEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    CONSUMES_COUNTERS_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    NODE_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    ALL_NODES_FIELD_NUMBER: _ClassVar[int]
+    TAINTS_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_MULTIPLE_ALLOCATIONS_FIELD_NUMBER: _ClassVar[int]
+    BINDING_CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    attributes: _containers.MessageMap[str, DeviceAttribute]
+    capacity: _containers.ScalarMap[str, str]
+    consumes_counters: _containers.RepeatedCompositeFieldContainer[DeviceCounterConsumption]
+    node_name: str
+    node_selector: NodeSelector
+    all_nodes: bool
+    taints: _containers.RepeatedCompositeFieldContainer[DeviceTaint]
+    allow_multiple_allocations: bool
+    binding_conditions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., attributes: _Optional[_Mapping[str, DeviceAttribute]] = ..., capacity: _Optional[_Mapping[str, str]] = ..., consumes_counters: _Optional[_Iterable[_Union[DeviceCounterConsumption, _Mapping]]] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Union[NodeSelector, _Mapping]] = ..., all_nodes: _Optional[bool] = ..., taints: _Optional[_Iterable[_Union[DeviceTaint, _Mapping]]] = ..., allow_multiple_allocations: _Optional[bool] = ..., binding_conditions: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeviceAttribute(_message.Message):
+    __slots__ = ("int", "bool", "string", "version")
+    INT_FIELD_NUMBER: _ClassVar[int]
+    BOOL_FIELD_NUMBER: _ClassVar[int]
+    STRING_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    int: int
+    bool: bool
+    string: str
+    version: str
+    def __init__(self, int: _Optional[int] = ..., bool: _Optional[bool] = ..., string: _Optional[str] = ..., version: _Optional[str] = ...) -> None: ...
+
+class DeviceTaint(_message.Message):
+    __slots__ = ("key", "value", "effect")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: str
+    effect: str
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ...) -> None: ...
+
+class CounterSet(_message.Message):
+    __slots__ = ("name", "counters")
+    class CountersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COUNTERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    counters: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., counters: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class DeviceCounterConsumption(_message.Message):
+    __slots__ = ("counter_set", "counters")
+    class CountersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    COUNTER_SET_FIELD_NUMBER: _ClassVar[int]
+    COUNTERS_FIELD_NUMBER: _ClassVar[int]
+    counter_set: str
+    counters: _containers.ScalarMap[str, str]
+    def __init__(self, counter_set: _Optional[str] = ..., counters: _Optional[_Mapping[str, str]] = ...) -> None: ...
