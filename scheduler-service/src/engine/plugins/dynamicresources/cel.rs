@@ -33,12 +33,12 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use cel::common::ast::{EntryExpr, Expr};
 use cel::common::traits::{Container, Indexer, Iterable, Sizer};
 use cel::common::types::{CelBool, CelDouble, CelInt, CelMap, CelMapKey, CelString, Type};
 use cel::common::types::{BOOL_TYPE, INT_TYPE, MAP_TYPE, STRING_TYPE};
 use cel::common::value::{CowVal, Val};
 use cel::objects::Opaque;
-use cel::common::ast::{EntryExpr, Expr};
 use cel::{Context, Env, ExecutionError, IdedExpr, Value};
 use dashmap::DashMap;
 
