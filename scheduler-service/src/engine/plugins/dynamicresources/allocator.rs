@@ -123,7 +123,7 @@ pub enum AllocateError {
         /// The selector's index.
         index: usize,
         /// What is wrong.
-        source: CelError,
+        source: Box<CelError>,
     },
     /// A class selector failed on a device.
     #[error("class {class}: selector #{index} on device {device}: CEL runtime error: {source}")]
@@ -135,7 +135,7 @@ pub enum AllocateError {
         /// The device.
         device: DeviceId,
         /// What went wrong.
-        source: CelError,
+        source: Box<CelError>,
     },
     /// A request selector does not compile.
     #[error("claim {claim}: selector #{index}: CEL compile error: {source}")]
@@ -145,7 +145,7 @@ pub enum AllocateError {
         /// The selector's index.
         index: usize,
         /// What is wrong.
-        source: CelError,
+        source: Box<CelError>,
     },
     /// A request selector failed on a device.
     #[error("claim {claim}: selector #{index} on device {device}: CEL runtime error: {source}")]
@@ -157,7 +157,7 @@ pub enum AllocateError {
         /// The device.
         device: DeviceId,
         /// What went wrong.
-        source: CelError,
+        source: Box<CelError>,
     },
     /// One of the devices of an `All` request breaks a constraint of its claim.
     #[error("claim {claim}, request {request}: cannot add device {device} because a claim constraint would not be satisfied")]
@@ -853,7 +853,7 @@ impl<'s, 'a> Search<'s, 'a> {
                     return Err(AllocateError::ClassSelectorCompile {
                         class: class.name.clone(),
                         index: i,
-                        source,
+                        source: Box::new(source),
                     })
                 }
                 Err(source) => {
@@ -861,7 +861,7 @@ impl<'s, 'a> Search<'s, 'a> {
                         class: class.name.clone(),
                         index: i,
                         device: Self::device_id(slice, device),
-                        source,
+                        source: Box::new(source),
                     })
                 }
             }
@@ -878,7 +878,7 @@ impl<'s, 'a> Search<'s, 'a> {
                     return Err(AllocateError::ClaimSelectorCompile {
                         claim: kobj(claim),
                         index: i,
-                        source,
+                        source: Box::new(source),
                     })
                 }
                 Err(source) => {
@@ -886,7 +886,7 @@ impl<'s, 'a> Search<'s, 'a> {
                         claim: kobj(claim),
                         index: i,
                         device: Self::device_id(slice, device),
-                        source,
+                        source: Box::new(source),
                     })
                 }
             }
