@@ -2001,3 +2001,95 @@ fn cel_cost_is_bounded_and_compiles_once() {
     assert_eq!(cache.check("device.driver == 1 +"), cache.check("device.driver == 1 +"));
     assert!(cache.check("device.driver != \"\"").is_ok());
 }
+
+#[test]
+fn all_devices_plus_another_and_no_solution() {
+    let n = node(NODE1, REGION1);
+    // "all-devices-plus-another"
+    let out = run(
+        &[class(CLASS_A, DRIVER_A), class(CLASS_B, DRIVER_B)],
+        vec![
+            one_device(SLICE1, on(NODE1), POOL1, DRIVER_A),
+            one_device(SLICE1, on(NODE1), POOL1, DRIVER_B),
+        ],
+        &[],
+        &n,
+        &[
+            claim(CLAIM0, vec![all_request(REQ0, CLASS_A)], Vec::new()),
+            simple_claim(CLAIM1, REQ0, CLASS_B),
+        ],
+    );
+    assert_eq!(
+        out,
+        Ok(Some(vec![
+            allocation(local(NODE1), vec![result(REQ0, DRIVER_A, POOL1, DEVICE1, false)]),
+            allocation(local(NODE1), vec![result(REQ0, DRIVER_B, POOL1, DEVICE1, false)]),
+        ]))
+    );
+    // "all-devices-no-solution": one device, two claims both trying to allocate it.
+    let out = run(
+        &[class(CLASS_A, DRIVER_A)],
+        vec![one_device(SLICE1, on(NODE1), POOL1, DRIVER_A)],
+        &[],
+        &n,
+        &[
+            simple_claim(CLAIM1, REQ0, CLASS_A),
+            claim(CLAIM0, vec![all_request(REQ0, CLASS_A)], Vec::new()),
+        ],
+    );
+    assert_eq!(out, Ok(None));
+}
+
+#[test]
+fn prioritized_list_subrequests_with_allocation_mode_all() {
+    // "prioritized-list-subrequests-with-allocation-mode-all": device-1 in use keeps the All
+    // subrequest from succeeding; the next subrequest takes device-2.
+    let out = run(
+        &[class(CLASS_A, DRIVER_A)],
+        two_device_slice(),
+        &[id(DRIVER_A, POOL1, DEVICE1)],
+        &node(NODE1, REGION1),
+        &[claim(
+            CLAIM0,
+            vec![prioritized(
+                REQ0,
+                vec![
+                    sub(SUB0, spec(CLASS_A, AllocationMode::All)),
+                    sub(SUB1, spec(CLASS_A, AllocationMode::ExactCount(1))),
+                ],
+            )],
+            Vec::new(),
+        )],
+    );
+    assert_eq!(
+        out,
+        Ok(Some(vec![allocation(
+            local(NODE1),
+            vec![result("req-0/subReq-1", DRIVER_A, POOL1, DEVICE2, false)]
+        )]))
+    );
+}
+
+#[test]
+fn selector_cache_is_shareable_across_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<SelectorCache>();
+    let cache = SelectorCache::new();
+    let d = gpu();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    cache.matches(
+                        r#"device.attributes["dra.example.com"].cores == 108"#,
+                        "dra.example.com",
+                        &d,
+                    )
+                })
+            })
+            .collect();
+        for h in handles {
+            assert_eq!(h.join().ok(), Some(Ok(true)));
+        }
+    });
+}
