@@ -1,0 +1,1316 @@
+//! kube's structured device allocator, as kube 1.37 runs it with its default feature gates: the
+//! *incubating* implementation of `k8s.io/dynamic-resource-allocation/structured`
+//! (`internal/incubating/allocator_incubating.go`, `pools_incubating.go`, `constraint.go`).
+//!
+//! [`Allocator::allocate`] finds devices for all claims of a pod on one node by the same
+//! exhaustive first-fit search as kube's `Allocate`, walking pools (sorted by driver, then pool
+//! name), their slices (sorted by name) and each slice's devices in the same order, so the same
+//! inputs pick the same devices:
+//!
+//! - `exactly` requests (class selectors, then the request's; `ExactCount` and `All`), with
+//!   `adminAccess` (an admin-access request may take devices in use, not one its own claim is
+//!   already taking);
+//! - `firstAvailable` lists, each subrequest tried in order (results named `request/subrequest`);
+//! - `matchAttribute` and `distinctAttribute` constraints;
+//! - device taints (`NoSchedule` and `NoExecute` keep a device unless the request tolerates them;
+//!   a result records its request's tolerations, as kube records them);
+//! - partitionable devices (shared counters, counters consumed by devices in use);
+//! - node selection by slice or per device, and the result's node selector as kube builds it;
+//! - incomplete, obsolete and invalid pools;
+//! - the limit of [`ALLOCATION_RESULTS_MAX_SIZE`] devices per claim.
+//!
+//! Not supported (kube's ConsumableCapacity and DeviceBindingAndStatus parts are left out): a
+//! device with `allowMultipleAllocations` or with binding conditions is never selected, and a
+//! request with capacity requests is refused with kube's error for a disabled
+//! DRAConsumableCapacity feature. Configuration (`config`) is not part of
+//! [`Allocation`], so results carry none; `bindsToNode`, derived attributes and compatibility
+//! groups are not in the engine's model.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use super::cel::{CelError, SelectorCache};
+use crate::engine::devices::{
+    AllocatedDevice, Allocation, AllocationMode, AttributeValue, ConstraintKind, CounterSet, Device, DeviceClass,
+    DeviceConstraint, DeviceId, DeviceTaintEffect, NodeSelection, RequestKind, RequestSpec, ResourceClaim,
+    ResourceSlice,
+};
+use crate::engine::model::{NodeSpec, Requirement, SelectorOp, SelectorTerm};
+
+/// Most devices one claim's allocation may hold (kube's `resourceapi.AllocationResultsMaxSize`).
+pub const ALLOCATION_RESULTS_MAX_SIZE: usize = 32;
+
+/// Why allocation stopped with an error, in kube's words (`allocator_incubating.go`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllocateError {
+    /// The request names no class.
+    #[error("claim {claim}, request {request}: missing device class name (unsupported request type?)")]
+    MissingClassName {
+        /// `namespace/name` of the claim (kube's `klog.KObj`).
+        claim: String,
+        /// The request (or subrequest) name.
+        request: String,
+    },
+    /// The request's class does not exist.
+    #[error("claim {claim}, request {request}: could not retrieve device class {class}: deviceclass.resource.k8s.io \"{class}\" not found")]
+    ClassNotFound {
+        /// The claim.
+        claim: String,
+        /// The request (or subrequest) name.
+        request: String,
+        /// The class name.
+        class: String,
+    },
+    /// The request asks for capacity (consumable capacity is not supported by this port).
+    #[error(
+        "claim {claim}, request {request}: has capacity requests, but the DRAConsumableCapacity feature is disabled"
+    )]
+    CapacityRequests {
+        /// The claim.
+        claim: String,
+        /// The request name.
+        request: String,
+    },
+    /// A subrequest asks for capacity (consumable capacity is not supported by this port).
+    #[error("claim {claim}, subrequest {subrequest}: has capacity requests, but the DRAConsumableCapacity feature is disabled")]
+    SubRequestCapacityRequests {
+        /// The claim.
+        claim: String,
+        /// The subrequest name.
+        subrequest: String,
+    },
+    /// An `All` request meets a pool that is not complete.
+    #[error(
+        "claim {claim}, request {request}: asks for all devices, but resource pool {pool} is currently being updated"
+    )]
+    AllDevicesPoolIncomplete {
+        /// The claim.
+        claim: String,
+        /// The request (or subrequest) name.
+        request: String,
+        /// `driver/pool`.
+        pool: String,
+    },
+    /// An `All` request meets an invalid pool.
+    #[error("claim {claim}, request {request}: asks for all devices, but resource pool {pool} is currently invalid")]
+    AllDevicesPoolInvalid {
+        /// The claim.
+        claim: String,
+        /// The request (or subrequest) name.
+        request: String,
+        /// `driver/pool`.
+        pool: String,
+    },
+    /// The claim's requests need more devices than a claim may hold.
+    #[error("claim {claim}, request {request}: adding {adding} devices exceeds the claim limit of {limit}, with {already} already accounted for")]
+    TooManyDevices {
+        /// The claim.
+        claim: String,
+        /// The request name.
+        request: String,
+        /// Devices this request needs at least.
+        adding: usize,
+        /// [`ALLOCATION_RESULTS_MAX_SIZE`].
+        limit: usize,
+        /// Devices the claim's earlier requests need at least.
+        already: usize,
+    },
+    /// A class selector does not compile.
+    #[error("class {class}: selector #{index}: CEL compile error: {source}")]
+    ClassSelectorCompile {
+        /// The class.
+        class: String,
+        /// The selector's index.
+        index: usize,
+        /// What is wrong.
+        source: Box<CelError>,
+    },
+    /// A class selector failed on a device.
+    #[error("class {class}: selector #{index} on device {device}: CEL runtime error: {source}")]
+    ClassSelectorRuntime {
+        /// The class.
+        class: String,
+        /// The selector's index.
+        index: usize,
+        /// The device.
+        device: DeviceId,
+        /// What went wrong.
+        source: Box<CelError>,
+    },
+    /// A request selector does not compile.
+    #[error("claim {claim}: selector #{index}: CEL compile error: {source}")]
+    ClaimSelectorCompile {
+        /// The claim.
+        claim: String,
+        /// The selector's index.
+        index: usize,
+        /// What is wrong.
+        source: Box<CelError>,
+    },
+    /// A request selector failed on a device.
+    #[error("claim {claim}: selector #{index} on device {device}: CEL runtime error: {source}")]
+    ClaimSelectorRuntime {
+        /// The claim.
+        claim: String,
+        /// The selector's index.
+        index: usize,
+        /// The device.
+        device: DeviceId,
+        /// What went wrong.
+        source: Box<CelError>,
+    },
+    /// One of the devices of an `All` request breaks a constraint of its claim.
+    #[error("claim {claim}, request {request}: cannot add device {device} because a claim constraint would not be satisfied")]
+    ConstraintNotSatisfiable {
+        /// The claim.
+        claim: String,
+        /// The request (or subrequest) name.
+        request: String,
+        /// The device.
+        device: DeviceId,
+    },
+    /// Nothing could be allocated and some pool for the node is invalid. Not fatal: kube
+    /// reports it (`ErrFailedAllocationOnNode`) only when every node fails.
+    #[error("invalid resource pools were encountered")]
+    InvalidPools,
+    /// A slice's node selector has several terms.
+    #[error("create NodeSelector for claim {claim}: unsupported ResourceSlice.NodeSelector with {terms} terms")]
+    NodeSelector {
+        /// The claim's name.
+        claim: String,
+        /// How many terms.
+        terms: usize,
+    },
+    /// Every subrequest of the first request needs more devices than a claim may hold (kube's
+    /// `errAllocationResultMaxSizeExceeded`, returned as is).
+    #[error("allocation max size exceeded")]
+    MaxSizeExceeded,
+}
+
+/// kube's `klog.KObj` of a claim: `namespace/name`, or the name alone without namespace.
+fn kobj(claim: &ResourceClaim) -> String {
+    if claim.namespace.is_empty() {
+        claim.name.clone()
+    } else {
+        claim.key()
+    }
+}
+
+/// kube's `NodeMatches` (`pools_incubating.go`): whether `node` is one of the nodes a slice's or
+/// device's node selection names. A device of a per-device slice that sets nothing matches no
+/// node.
+pub fn node_matches(node: &NodeSpec, selection: &NodeSelection) -> bool {
+    match selection {
+        NodeSelection::NodeName(name) => !name.is_empty() && node.name == *name,
+        NodeSelection::AllNodes => true,
+        NodeSelection::NodeSelector(terms) => terms.iter().any(|t| t.matches(node)),
+        NodeSelection::FromSlice => false,
+    }
+}
+
+/// Where a device is: pool, slice (of the pool's slices for the node) and device index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+struct Loc {
+    pool: usize,
+    slice: usize,
+    device: usize,
+}
+
+/// A resource pool for the node (kube's `Pool`).
+#[derive(Debug)]
+struct Pool<'a> {
+    driver: Arc<str>,
+    name: Arc<str>,
+    incomplete: bool,
+    invalid: bool,
+    /// `DeviceSlicesTargetingNode`, sorted by name.
+    slices: Vec<&'a ResourceSlice>,
+    /// `DeviceSlicesNotTargetingNode`.
+    slices_not_targeting: Vec<&'a ResourceSlice>,
+    /// `CounterSets` by name.
+    counter_sets: HashMap<&'a str, &'a CounterSet>,
+    /// Some device of the pool has binding conditions (such pools go last, as kube orders them).
+    has_binding_conditions: bool,
+}
+
+impl Pool<'_> {
+    fn id(&self) -> String {
+        format!("{}/{}", self.driver, self.name)
+    }
+
+    fn empty(driver: Arc<str>, name: Arc<str>) -> Self {
+        Self {
+            driver,
+            name,
+            incomplete: false,
+            invalid: false,
+            slices: Vec::new(),
+            slices_not_targeting: Vec::new(),
+            counter_sets: HashMap::new(),
+            has_binding_conditions: false,
+        }
+    }
+}
+
+/// kube's `GatherPools`: the pools with devices for `node`, sorted by driver and pool name,
+/// those with binding conditions last.
+fn gather_pools<'a>(
+    slices_for_node: &[&'a ResourceSlice],
+    node: &NodeSpec,
+    all_slices: &'a [Arc<ResourceSlice>],
+) -> Vec<Pool<'a>> {
+    // (driver, pool) → the slices of the newest generation seen; a BTreeMap iterates in kube's
+    // sortPoolsByID order.
+    let mut pools: BTreeMap<(Arc<str>, Arc<str>), Vec<&'a ResourceSlice>> = BTreeMap::new();
+    for slice in slices_for_node {
+        let relevant = match &slice.node_selection {
+            NodeSelection::FromSlice => slice.devices.iter().any(|d| node_matches(node, &d.node_selection)),
+            selection => node_matches(node, selection),
+        };
+        if !relevant {
+            continue;
+        }
+        // kube's addSlice.
+        let entry = pools
+            .entry((Arc::clone(&slice.driver), Arc::clone(&slice.pool)))
+            .or_default();
+        match entry.first().map(|s| s.pool_generation) {
+            None => entry.push(slice),
+            Some(g) if slice.pool_generation < g => {}
+            Some(g) if slice.pool_generation > g => {
+                entry.clear();
+                entry.push(slice);
+            }
+            Some(_) => entry.push(slice),
+        }
+    }
+    let mut result = Vec::with_capacity(pools.len());
+    let mut with_binding_conditions = Vec::new();
+    for ((driver, name), slices) in pools {
+        let Some(first) = slices.first() else { continue };
+        let (count, generation) = (first.pool_slice_count, first.pool_generation);
+        let pool = if slices.len() as i64 == count {
+            build_pool(driver, name, slices, &[])
+        } else {
+            // kube's checkSlicesInPool.
+            let mut obsolete = false;
+            let mut all_for_pool: Vec<&'a ResourceSlice> = Vec::new();
+            for s in all_slices {
+                if s.driver != driver || s.pool != name {
+                    continue;
+                }
+                if s.pool_generation == generation {
+                    all_for_pool.push(s);
+                } else if s.pool_generation > generation {
+                    obsolete = true;
+                    break;
+                }
+            }
+            if obsolete {
+                continue;
+            }
+            if all_for_pool.len() as i64 != count {
+                let mut p = Pool::empty(driver, name);
+                p.incomplete = true;
+                result.push(p);
+                continue;
+            }
+            build_pool(driver, name, slices, &all_for_pool)
+        };
+        if pool.has_binding_conditions {
+            with_binding_conditions.push(pool);
+        } else {
+            result.push(pool);
+        }
+    }
+    result.extend(with_binding_conditions);
+    result
+}
+
+/// kube's `buildPool`: the slices sorted by name, counter sets gathered, and the pool checked
+/// (unique device names, known counter sets and counters).
+fn build_pool<'a>(
+    driver: Arc<str>,
+    name: Arc<str>,
+    mut slices: Vec<&'a ResourceSlice>,
+    all_for_pool: &[&'a ResourceSlice],
+) -> Pool<'a> {
+    slices.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut pool = Pool::empty(driver, name);
+    let mut counter_set_slices = Vec::new();
+    for s in &slices {
+        if s.shared_counters.is_empty() {
+            pool.slices.push(*s);
+        } else {
+            counter_set_slices.push(*s);
+        }
+    }
+    if slices.len() < all_for_pool.len() {
+        let targeting: HashSet<&str> = slices.iter().map(|s| s.name.as_str()).collect();
+        for s in all_for_pool {
+            if targeting.contains(s.name.as_str()) {
+                continue;
+            }
+            if s.shared_counters.is_empty() {
+                pool.slices_not_targeting.push(*s);
+            } else {
+                counter_set_slices.push(*s);
+            }
+        }
+    }
+    pool.has_binding_conditions = pool
+        .slices
+        .iter()
+        .any(|s| s.devices.iter().any(|d| d.has_binding_conditions));
+    let invalid = |mut pool: Pool<'a>| {
+        pool.invalid = true;
+        pool.slices.clear();
+        pool.slices_not_targeting.clear();
+        pool.counter_sets.clear();
+        pool
+    };
+    // validateDeviceNames.
+    let mut names = HashSet::new();
+    for s in &pool.slices {
+        for d in &s.devices {
+            if !names.insert(&*d.name) {
+                return invalid(pool);
+            }
+        }
+    }
+    // getAndValidateCounterSets.
+    for s in &counter_set_slices {
+        for cs in &s.shared_counters {
+            if pool.counter_sets.insert(cs.name.as_str(), cs).is_some() {
+                return invalid(pool);
+            }
+        }
+    }
+    // validateDeviceCounterConsumption, for the slices for the node and the others.
+    let consumption_ok = pool.slices.iter().chain(&pool.slices_not_targeting).all(|s| {
+        s.devices.iter().all(|d| {
+            d.consumes_counters.iter().all(|c| {
+                pool.counter_sets
+                    .get(c.counter_set.as_str())
+                    .is_some_and(|set| c.counters.keys().all(|k| set.counters.contains_key(k)))
+            })
+        })
+    });
+    if !consumption_ok {
+        return invalid(pool);
+    }
+    pool
+}
+
+/// One request or subrequest to allocate (kube's `requestData`).
+#[derive(Debug)]
+struct RequestData<'a> {
+    spec: &'a RequestSpec,
+    /// The request's name, or the subrequest's.
+    name: &'a str,
+    /// The parent request's name for a subrequest.
+    parent: Option<&'a str>,
+    /// Admin access (never for a subrequest, as kube's `deviceSubRequestAccessor`).
+    admin_access: bool,
+    class: &'a DeviceClass,
+    num_devices: usize,
+    /// The devices of an `All` request.
+    all_devices: Vec<Loc>,
+}
+
+/// Request, subrequest and device index (kube's `deviceIndices`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Indices {
+    claim: usize,
+    request: usize,
+    sub: usize,
+    device: usize,
+}
+
+/// A claim constraint while devices are being picked (kube's `matchAttributeConstraint` and
+/// `distinctAttributeConstraint`).
+#[derive(Debug)]
+struct Constraint<'a> {
+    requests: &'a [String],
+    attribute: &'a str,
+    distinct: bool,
+    /// matchAttribute: the value of the first device and how many devices are in the set;
+    /// distinctAttribute: every value.
+    values: Vec<&'a AttributeValue>,
+}
+
+/// kube's `lookupAttribute`: by fully qualified name, or by id within the driver's domain.
+fn lookup_attribute<'a>(device: &'a Device, driver: &str, name: &str) -> Option<&'a AttributeValue> {
+    if let Some(v) = device.attributes.get(name) {
+        return Some(v);
+    }
+    let (domain, id) = name.split_once('/')?;
+    if domain != driver {
+        return None;
+    }
+    device.attributes.get(id)
+}
+
+fn same_kind_equal(a: &AttributeValue, b: &AttributeValue) -> bool {
+    a == b
+}
+
+impl<'a> Constraint<'a> {
+    fn new(c: &'a DeviceConstraint) -> Self {
+        let (attribute, distinct) = match &c.kind {
+            ConstraintKind::MatchAttribute(a) => (a.as_str(), false),
+            ConstraintKind::DistinctAttribute(a) => (a.as_str(), true),
+        };
+        Self {
+            requests: &c.requests,
+            attribute,
+            distinct,
+            values: Vec::new(),
+        }
+    }
+
+    /// Whether the constraint names the request (or its subrequest).
+    fn applies(&self, request: &str, sub: Option<&str>) -> bool {
+        if self.requests.is_empty() {
+            return true;
+        }
+        self.requests.iter().any(|r| {
+            r == request || sub.is_some_and(|s| r.strip_prefix(request).and_then(|x| x.strip_prefix('/')) == Some(s))
+        })
+    }
+
+    fn add(&mut self, request: &str, sub: Option<&str>, device: &'a Device, driver: &str) -> bool {
+        if !self.applies(request, sub) {
+            return true;
+        }
+        let Some(value) = lookup_attribute(device, driver, self.attribute) else {
+            return false;
+        };
+        if self.distinct {
+            if self.values.iter().any(|v| same_kind_equal(v, value)) {
+                return false;
+            }
+        } else if let Some(first) = self.values.first() {
+            if !same_kind_equal(first, value) {
+                return false;
+            }
+        }
+        self.values.push(value);
+        true
+    }
+
+    fn remove(&mut self, request: &str, sub: Option<&str>) {
+        if self.applies(request, sub) {
+            self.values.pop();
+        }
+    }
+}
+
+/// One device picked (kube's `internalDeviceResult`).
+#[derive(Debug, Clone)]
+struct Picked<'a> {
+    request: String,
+    id: DeviceId,
+    loc: Loc,
+    admin_access: Option<bool>,
+    spec: &'a RequestSpec,
+}
+
+/// Why the search stopped short: kube's `errAllocationResultMaxSizeExceeded` or a real error.
+#[derive(Debug)]
+enum Stop {
+    MaxSize,
+    Fatal(AllocateError),
+}
+
+impl From<AllocateError> for Stop {
+    fn from(e: AllocateError) -> Self {
+        Self::Fatal(e)
+    }
+}
+
+/// What [`Search::allocate_device`] changed, for its rollback (kube's `deviceRollbackState`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Undo {
+    counters_reserved: bool,
+    constraints_added: usize,
+    device_marked: bool,
+    result_added: bool,
+}
+
+/// Counter name → amount in nano-units, per counter set.
+type Counters<'a> = HashMap<&'a str, HashMap<&'a str, i128>>;
+
+/// kube's structured allocator (the incubating `Allocator`): the classes, the cluster's slices,
+/// the devices in use and the compiled selectors. Pure: [`Allocator::allocate`] changes nothing.
+pub struct Allocator<'a> {
+    classes: &'a dyn Fn(&str) -> Option<&'a DeviceClass>,
+    slices_on_node: HashMap<&'a str, Vec<&'a ResourceSlice>>,
+    slices_shared: Vec<&'a ResourceSlice>,
+    all_slices: &'a [Arc<ResourceSlice>],
+    allocated: &'a HashSet<DeviceId>,
+    cel: &'a SelectorCache,
+}
+
+impl std::fmt::Debug for Allocator<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Allocator")
+            .field("slices", &self.all_slices.len())
+            .field("allocated", &self.allocated.len())
+            .finish()
+    }
+}
+
+impl<'a> Allocator<'a> {
+    /// kube's `incubating.NewAllocator`: `classes` looks classes up by name, `slices` are all
+    /// ResourceSlices, `allocated` the devices in use (kube's `AllocatedState.AllocatedDevices`:
+    /// allocated to claims, admin-access results excluded), `cel` compiles selectors.
+    pub fn new(
+        classes: &'a dyn Fn(&str) -> Option<&'a DeviceClass>,
+        slices: &'a [Arc<ResourceSlice>],
+        allocated: &'a HashSet<DeviceId>,
+        cel: &'a SelectorCache,
+    ) -> Self {
+        let mut slices_on_node: HashMap<&'a str, Vec<&'a ResourceSlice>> = HashMap::new();
+        let mut slices_shared = Vec::new();
+        for s in slices {
+            match &s.node_selection {
+                NodeSelection::NodeName(n) if !n.is_empty() => slices_on_node.entry(n.as_str()).or_default().push(s),
+                _ => slices_shared.push(&**s),
+            }
+        }
+        Self {
+            classes,
+            slices_on_node,
+            slices_shared,
+            all_slices: slices,
+            allocated,
+            cel,
+        }
+    }
+
+    /// kube's `Allocator.Allocate`: one [`Allocation`] per claim, in order, when all claims can
+    /// be allocated on `node`; `Ok(None)` when they cannot; an error (bad CEL, a missing class,
+    /// …) with kube's message otherwise.
+    pub fn allocate(
+        &self,
+        node: &NodeSpec,
+        claims: &[&'a ResourceClaim],
+    ) -> Result<Option<Vec<Allocation>>, AllocateError> {
+        let mut slices_for_node: Vec<&'a ResourceSlice> =
+            self.slices_on_node.get(node.name.as_str()).cloned().unwrap_or_default();
+        slices_for_node.extend(self.slices_shared.iter().copied());
+        let pools = gather_pools(&slices_for_node, node, self.all_slices);
+        let mut search = Search {
+            alloc: self,
+            node,
+            claims,
+            pools,
+            request_data: Vec::with_capacity(claims.len()),
+            selected_sub: Vec::with_capacity(claims.len()),
+            constraints: Vec::with_capacity(claims.len()),
+            matches: HashMap::new(),
+            allocating: HashMap::new(),
+            available_counters: HashMap::new(),
+            consumed_counters: HashMap::new(),
+            result: vec![Vec::new(); claims.len()],
+        };
+        for (ci, claim) in claims.iter().enumerate() {
+            let mut min_per_claim = 0usize;
+            let mut claim_data = Vec::with_capacity(claim.requests.len());
+            for (ri, request) in claim.requests.iter().enumerate() {
+                match &request.kind {
+                    RequestKind::Exactly(spec) if spec.has_capacity_requests => {
+                        return Err(AllocateError::CapacityRequests {
+                            claim: kobj(claim),
+                            request: request.name.clone(),
+                        })
+                    }
+                    RequestKind::FirstAvailable(subs) => {
+                        if let Some((name, _)) = subs.iter().find(|(_, s)| s.has_capacity_requests) {
+                            return Err(AllocateError::SubRequestCapacityRequests {
+                                claim: kobj(claim),
+                                subrequest: name.clone(),
+                            });
+                        }
+                    }
+                    RequestKind::Exactly(_) => {}
+                }
+                let mut datas = Vec::new();
+                let min_per_request = match &request.kind {
+                    RequestKind::Exactly(spec) => {
+                        let data = search.validate_request(ci, ri, 0, spec, &request.name, None, spec.admin_access)?;
+                        let n = data.num_devices;
+                        datas.push(data);
+                        n
+                    }
+                    RequestKind::FirstAvailable(subs) => {
+                        let mut min = usize::MAX;
+                        for (si, (name, spec)) in subs.iter().enumerate() {
+                            let data = search.validate_request(ci, ri, si, spec, name, Some(&request.name), false)?;
+                            min = min.min(data.num_devices);
+                            datas.push(data);
+                        }
+                        if subs.is_empty() {
+                            0
+                        } else {
+                            min
+                        }
+                    }
+                };
+                if min_per_request > ALLOCATION_RESULTS_MAX_SIZE - min_per_claim {
+                    return Err(AllocateError::TooManyDevices {
+                        claim: kobj(claim),
+                        request: request.name.clone(),
+                        adding: min_per_request,
+                        limit: ALLOCATION_RESULTS_MAX_SIZE,
+                        already: min_per_claim,
+                    });
+                }
+                min_per_claim += min_per_request;
+                claim_data.push(datas);
+            }
+            search.request_data.push(claim_data);
+            search.selected_sub.push(vec![0; claim.requests.len()]);
+            search
+                .constraints
+                .push(claim.constraints.iter().map(Constraint::new).collect());
+        }
+        let done = match search.allocate_one(Indices::default(), false, Loc::default()) {
+            Ok(done) => done,
+            Err(Stop::MaxSize) => return Err(AllocateError::MaxSizeExceeded),
+            Err(Stop::Fatal(e)) => return Err(e),
+        };
+        if !done {
+            if search.pools.iter().any(|p| p.invalid) {
+                return Err(AllocateError::InvalidPools);
+            }
+            return Ok(None);
+        }
+        let mut out = Vec::with_capacity(claims.len());
+        for (ci, picked) in search.result.iter().enumerate() {
+            let devices = picked
+                .iter()
+                .map(|p| AllocatedDevice {
+                    request: p.request.clone(),
+                    device: p.id.clone(),
+                    admin_access: p.admin_access,
+                    tolerations: p.spec.tolerations.clone(),
+                })
+                .collect();
+            let node_selector = search.node_selector(picked, &claims[ci].name)?;
+            out.push(Allocation { devices, node_selector });
+        }
+        Ok(Some(out))
+    }
+}
+
+/// One `Allocate` call's search state (kube's `allocator`).
+struct Search<'s, 'a> {
+    alloc: &'s Allocator<'a>,
+    node: &'s NodeSpec,
+    claims: &'s [&'a ResourceClaim],
+    pools: Vec<Pool<'a>>,
+    /// [claim][request][subrequest] (one entry for `exactly`).
+    request_data: Vec<Vec<Vec<RequestData<'a>>>>,
+    /// [claim][request]: the subrequest picked.
+    selected_sub: Vec<Vec<usize>>,
+    constraints: Vec<Vec<Constraint<'a>>>,
+    /// (device, claim, request, subrequest) → whether the device matches (kube's
+    /// `deviceMatchesRequest`).
+    matches: HashMap<(Loc, usize, usize, usize), bool>,
+    /// Devices being allocated → the claims they are for (kube's `allocatingDevices`).
+    allocating: HashMap<DeviceId, Vec<usize>>,
+    /// Per pool: counters available once the devices in use are counted (kube's
+    /// `availableCounters`).
+    available_counters: HashMap<usize, Counters<'a>>,
+    /// Per pool: counters the devices being allocated consume (kube's `consumedCounters`).
+    consumed_counters: HashMap<usize, Counters<'a>>,
+    result: Vec<Vec<Picked<'a>>>,
+}
+
+impl<'s, 'a> Search<'s, 'a> {
+    fn device(&self, loc: Loc) -> Option<(&'a ResourceSlice, &'a Device)> {
+        let slice: &'a ResourceSlice = self.pools.get(loc.pool)?.slices.get(loc.slice)?;
+        Some((slice, slice.devices.get(loc.device)?))
+    }
+
+    fn device_id(slice: &ResourceSlice, device: &Device) -> DeviceId {
+        DeviceId {
+            driver: Arc::clone(&slice.driver),
+            pool: Arc::clone(&slice.pool),
+            device: Arc::clone(&device.name),
+        }
+    }
+
+    /// kube's `validateDeviceRequest`.
+    #[allow(clippy::too_many_arguments)]
+    fn validate_request(
+        &mut self,
+        ci: usize,
+        ri: usize,
+        si: usize,
+        spec: &'a RequestSpec,
+        name: &'a str,
+        parent: Option<&'a str>,
+        admin_access: bool,
+    ) -> Result<RequestData<'a>, AllocateError> {
+        let claim = self.claims[ci];
+        if spec.class.is_empty() {
+            return Err(AllocateError::MissingClassName {
+                claim: kobj(claim),
+                request: name.to_string(),
+            });
+        }
+        let class = (self.alloc.classes)(&spec.class).ok_or_else(|| AllocateError::ClassNotFound {
+            claim: kobj(claim),
+            request: name.to_string(),
+            class: spec.class.clone(),
+        })?;
+        let mut data = RequestData {
+            spec,
+            name,
+            parent,
+            admin_access,
+            class,
+            num_devices: 0,
+            all_devices: Vec::new(),
+        };
+        match spec.mode {
+            // A negative count (refused by API validation) asks for no device.
+            AllocationMode::ExactCount(n) => data.num_devices = usize::try_from(n).unwrap_or(0),
+            AllocationMode::All => {
+                for pi in 0..self.pools.len() {
+                    let (incomplete, invalid, slices) = {
+                        let pool = &self.pools[pi];
+                        (pool.incomplete, pool.invalid, pool.slices.clone())
+                    };
+                    if incomplete {
+                        return Err(AllocateError::AllDevicesPoolIncomplete {
+                            claim: kobj(claim),
+                            request: name.to_string(),
+                            pool: self.pools[pi].id(),
+                        });
+                    }
+                    if invalid {
+                        return Err(AllocateError::AllDevicesPoolInvalid {
+                            claim: kobj(claim),
+                            request: name.to_string(),
+                            pool: self.pools[pi].id(),
+                        });
+                    }
+                    for (sl, slice) in slices.iter().enumerate() {
+                        for d in 0..slice.devices.len() {
+                            let loc = Loc {
+                                pool: pi,
+                                slice: sl,
+                                device: d,
+                            };
+                            if self.is_selectable(ci, ri, si, class, spec, loc)? {
+                                data.all_devices.push(loc);
+                            }
+                        }
+                    }
+                }
+                data.num_devices = data.all_devices.len();
+            }
+        }
+        Ok(data)
+    }
+
+    /// kube's `isSelectable`: class selectors, request selectors, per-device node selection.
+    /// Devices this port does not allocate (multiple allocations, binding conditions) are not
+    /// selectable.
+    fn is_selectable(
+        &mut self,
+        ci: usize,
+        ri: usize,
+        si: usize,
+        class: &'a DeviceClass,
+        spec: &'a RequestSpec,
+        loc: Loc,
+    ) -> Result<bool, AllocateError> {
+        let Some((slice, device)) = self.device(loc) else {
+            return Ok(false);
+        };
+        if device.has_binding_conditions || device.allow_multiple_allocations {
+            return Ok(false);
+        }
+        let key = (loc, ci, ri, si);
+        if let Some(m) = self.matches.get(&key) {
+            return Ok(*m);
+        }
+        let cel = self.alloc.cel;
+        let driver = &*slice.driver;
+        for (i, expr) in class.selectors.iter().enumerate() {
+            match cel.matches(expr, driver, device) {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.matches.insert(key, false);
+                    return Ok(false);
+                }
+                Err(source @ CelError::Compile(_)) => {
+                    return Err(AllocateError::ClassSelectorCompile {
+                        class: class.name.clone(),
+                        index: i,
+                        source: Box::new(source),
+                    })
+                }
+                Err(source) => {
+                    return Err(AllocateError::ClassSelectorRuntime {
+                        class: class.name.clone(),
+                        index: i,
+                        device: Self::device_id(slice, device),
+                        source: Box::new(source),
+                    })
+                }
+            }
+        }
+        let claim = self.claims[ci];
+        for (i, expr) in spec.selectors.iter().enumerate() {
+            match cel.matches(expr, driver, device) {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.matches.insert(key, false);
+                    return Ok(false);
+                }
+                Err(source @ CelError::Compile(_)) => {
+                    return Err(AllocateError::ClaimSelectorCompile {
+                        claim: kobj(claim),
+                        index: i,
+                        source: Box::new(source),
+                    })
+                }
+                Err(source) => {
+                    return Err(AllocateError::ClaimSelectorRuntime {
+                        claim: kobj(claim),
+                        index: i,
+                        device: Self::device_id(slice, device),
+                        source: Box::new(source),
+                    })
+                }
+            }
+        }
+        if slice.node_selection == NodeSelection::FromSlice && !node_matches(self.node, &device.node_selection) {
+            self.matches.insert(key, false);
+            return Ok(false);
+        }
+        self.matches.insert(key, true);
+        Ok(true)
+    }
+
+    fn allocating_for_claim(&self, id: &DeviceId, ci: usize) -> bool {
+        self.allocating.get(id).is_some_and(|c| c.contains(&ci))
+    }
+
+    /// kube's `deviceInUse`.
+    fn in_use(&self, id: &DeviceId) -> bool {
+        self.alloc.allocated.contains(id) || self.allocating.get(id).is_some_and(|c| !c.is_empty())
+    }
+
+    /// kube's `allocateOne`: picks the device `r` for its request, then the rest, recursively.
+    fn allocate_one(&mut self, r: Indices, allocate_sub: bool, start: Loc) -> Result<bool, Stop> {
+        if r.claim >= self.claims.len() {
+            return Ok(true);
+        }
+        let claim = self.claims[r.claim];
+        if r.request >= claim.requests.len() {
+            return match self.allocate_one(
+                Indices {
+                    claim: r.claim + 1,
+                    ..Indices::default()
+                },
+                false,
+                Loc::default(),
+            ) {
+                Err(Stop::MaxSize) => Ok(false),
+                other => other,
+            };
+        }
+        let num_subs = self.request_data[r.claim][r.request].len();
+        let is_sub = self.request_data[r.claim][r.request]
+            .first()
+            .is_some_and(|d| d.parent.is_some());
+        if !allocate_sub && is_sub {
+            let mut all_exceeded = true;
+            for sub in 0..num_subs {
+                let next = Indices { sub, ..r };
+                match self.allocate_one(next, true, Loc::default()) {
+                    Err(Stop::MaxSize) => continue,
+                    Err(e) => return Err(e),
+                    Ok(true) => {
+                        self.selected_sub[r.claim][r.request] = sub;
+                        return Ok(true);
+                    }
+                    Ok(false) => all_exceeded = false,
+                }
+            }
+            return if all_exceeded { Err(Stop::MaxSize) } else { Ok(false) };
+        }
+        let Some(data) = self.request_data[r.claim][r.request].get(r.sub) else {
+            // A firstAvailable request without subrequests (refused by API validation).
+            return Ok(false);
+        };
+        let do_all = data.spec.mode == AllocationMode::All;
+        if do_all && data.all_devices.is_empty() {
+            return Ok(false);
+        }
+        let num_devices = data.num_devices;
+        let admin = data.admin_access;
+        if r.device >= num_devices {
+            return self.allocate_one(
+                Indices {
+                    claim: r.claim,
+                    request: r.request + 1,
+                    ..Indices::default()
+                },
+                false,
+                Loc::default(),
+            );
+        }
+        let remaining = num_devices - r.device;
+        let available = ALLOCATION_RESULTS_MAX_SIZE.saturating_sub(self.result[r.claim].len());
+        if remaining > available {
+            return Err(Stop::MaxSize);
+        }
+        if do_all {
+            let loc = data.all_devices[r.device];
+            let Some(undo) = self.allocate_device(r, loc, true)? else {
+                return Ok(false);
+            };
+            let next = Indices {
+                device: r.device + 1,
+                ..r
+            };
+            let done = self.allocate_one(next, allocate_sub, Loc::default());
+            if !matches!(done, Ok(true)) {
+                self.rollback(r, loc, undo);
+            }
+            return done;
+        }
+        for pi in start.pool..self.pools.len() {
+            let pool = &self.pools[pi];
+            if pool.incomplete || pool.invalid {
+                continue;
+            }
+            let slice_start = if pi == start.pool { start.slice } else { 0 };
+            for sl in slice_start..self.pools[pi].slices.len() {
+                let slice: &'a ResourceSlice = self.pools[pi].slices[sl];
+                let device_start = if pi == start.pool && sl == start.slice {
+                    start.device
+                } else {
+                    0
+                };
+                for d in device_start..slice.devices.len() {
+                    let device = &slice.devices[d];
+                    let id = Self::device_id(slice, device);
+                    if admin && self.allocating_for_claim(&id, r.claim) {
+                        continue;
+                    }
+                    if !admin && self.in_use(&id) {
+                        continue;
+                    }
+                    let loc = Loc {
+                        pool: pi,
+                        slice: sl,
+                        device: d,
+                    };
+                    let (class, spec) = {
+                        let data = &self.request_data[r.claim][r.request][r.sub];
+                        (data.class, data.spec)
+                    };
+                    if !self.is_selectable(r.claim, r.request, r.sub, class, spec, loc)? {
+                        continue;
+                    }
+                    let Some(undo) = self.allocate_device(r, loc, false)? else {
+                        continue;
+                    };
+                    let next = Indices {
+                        device: r.device + 1,
+                        ..r
+                    };
+                    let next_loc = Loc {
+                        pool: pi,
+                        slice: sl,
+                        device: d + 1,
+                    };
+                    match self.allocate_one(next, allocate_sub, next_loc) {
+                        Ok(true) => return Ok(true),
+                        Ok(false) => self.rollback(r, loc, undo),
+                        Err(e) => {
+                            self.rollback(r, loc, undo);
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// kube's `allocateDevice`: checks that the device is free, has the counters it consumes,
+    /// is tolerated and satisfies the claim's constraints; if so records it and returns what to
+    /// undo. With `must`, a constraint the device breaks is an error.
+    fn allocate_device(&mut self, r: Indices, loc: Loc, must: bool) -> Result<Option<Undo>, AllocateError> {
+        let Some((slice, device)) = self.device(loc) else {
+            return Ok(None);
+        };
+        let id = Self::device_id(slice, device);
+        let data = &self.request_data[r.claim][r.request][r.sub];
+        let (admin, spec, name, parent) = (data.admin_access, data.spec, data.name, data.parent);
+        if admin && self.allocating_for_claim(&id, r.claim) {
+            return Ok(None);
+        }
+        if !admin && self.in_use(&id) {
+            return Ok(None);
+        }
+        let mut undo = Undo::default();
+        if !device.consumes_counters.is_empty() {
+            if !self.check_available_counters(loc.pool, device) {
+                return Ok(None);
+            }
+            undo.counters_reserved = true;
+        }
+        let (base, sub) = match parent {
+            Some(p) => (p, Some(name)),
+            None => (name, None),
+        };
+        if taint_prevents_allocation(device, spec) {
+            self.rollback_parts(r, loc, undo, base, sub);
+            return Ok(None);
+        }
+        let driver = &*slice.driver;
+        for i in 0..self.constraints[r.claim].len() {
+            if !self.constraints[r.claim][i].add(base, sub, device, driver) {
+                self.rollback_parts(r, loc, undo, base, sub);
+                if must {
+                    return Err(AllocateError::ConstraintNotSatisfiable {
+                        claim: kobj(self.claims[r.claim]),
+                        request: name.to_string(),
+                        device: id,
+                    });
+                }
+                return Ok(None);
+            }
+            undo.constraints_added += 1;
+        }
+        self.allocating.entry(id.clone()).or_default().push(r.claim);
+        undo.device_marked = true;
+        let request = match parent {
+            Some(p) => format!("{p}/{name}"),
+            None => name.to_string(),
+        };
+        self.result[r.claim].push(Picked {
+            request,
+            id,
+            loc,
+            admin_access: admin.then_some(true),
+            spec,
+        });
+        undo.result_added = true;
+        Ok(Some(undo))
+    }
+
+    /// kube's `rollbackDevice` for a device picked for `r`.
+    fn rollback(&mut self, r: Indices, loc: Loc, undo: Undo) {
+        let data = &self.request_data[r.claim][r.request][r.sub];
+        let (base, sub) = match data.parent {
+            Some(p) => (p, Some(data.name)),
+            None => (data.name, None),
+        };
+        self.rollback_parts(r, loc, undo, base, sub);
+    }
+
+    fn rollback_parts(&mut self, r: Indices, loc: Loc, undo: Undo, base: &str, sub: Option<&str>) {
+        let Some((slice, device)) = self.device(loc) else {
+            return;
+        };
+        if undo.result_added {
+            self.result[r.claim].pop();
+        }
+        if undo.device_marked {
+            let id = Self::device_id(slice, device);
+            if let Some(claims) = self.allocating.get_mut(&id) {
+                if let Some(pos) = claims.iter().rposition(|c| *c == r.claim) {
+                    claims.remove(pos);
+                }
+                if claims.is_empty() {
+                    self.allocating.remove(&id);
+                }
+            }
+        }
+        for i in (0..undo.constraints_added).rev() {
+            self.constraints[r.claim][i].remove(base, sub);
+        }
+        if undo.counters_reserved {
+            self.deallocate_counters(loc.pool, device);
+        }
+    }
+
+    /// kube's `checkAvailableCounters`: adds the device's consumption and checks every counter
+    /// of the pool; takes it back when one is short.
+    fn check_available_counters(&mut self, pi: usize, device: &'a Device) -> bool {
+        if !self.available_counters.contains_key(&pi) {
+            let available = self.compute_available(pi);
+            self.available_counters.insert(pi, available);
+        }
+        let consumed = self.consumed_counters.entry(pi).or_default();
+        for c in &device.consumes_counters {
+            let set = consumed.entry(c.counter_set.as_str()).or_default();
+            for (name, q) in &c.counters {
+                let v = set.entry(name.as_str()).or_insert(0);
+                *v = v.saturating_add(q.nanos());
+            }
+        }
+        let ok = self.available_counters.get(&pi).is_none_or(|available| {
+            available.iter().all(|(set, counters)| {
+                counters.iter().all(|(name, avail)| {
+                    let used = consumed.get(set).and_then(|s| s.get(name)).copied().unwrap_or(0);
+                    *avail >= used
+                })
+            })
+        });
+        if !ok {
+            self.deallocate_counters(pi, device);
+        }
+        ok
+    }
+
+    /// The pool's counters less what the devices in use consume.
+    fn compute_available(&self, pi: usize) -> Counters<'a> {
+        let pool = &self.pools[pi];
+        let mut available: Counters<'a> = pool
+            .counter_sets
+            .iter()
+            .map(|(name, set)| {
+                (
+                    *name,
+                    set.counters.iter().map(|(k, q)| (k.as_str(), q.nanos())).collect(),
+                )
+            })
+            .collect();
+        for slice in pool.slices.iter().chain(&pool.slices_not_targeting) {
+            for device in &slice.devices {
+                if !self.alloc.allocated.contains(&Self::device_id(slice, device)) {
+                    continue;
+                }
+                for c in &device.consumes_counters {
+                    let Some(set) = available.get_mut(c.counter_set.as_str()) else {
+                        continue;
+                    };
+                    for (name, q) in &c.counters {
+                        if let Some(v) = set.get_mut(name.as_str()) {
+                            *v = v.saturating_sub(q.nanos());
+                        }
+                    }
+                }
+            }
+        }
+        available
+    }
+
+    /// kube's `deallocateCountersForDevice`.
+    fn deallocate_counters(&mut self, pi: usize, device: &Device) {
+        let Some(consumed) = self.consumed_counters.get_mut(&pi) else {
+            return;
+        };
+        for c in &device.consumes_counters {
+            if let Some(set) = consumed.get_mut(c.counter_set.as_str()) {
+                for (name, q) in &c.counters {
+                    if let Some(v) = set.get_mut(name.as_str()) {
+                        *v = v.saturating_sub(q.nanos());
+                    }
+                }
+            }
+        }
+    }
+
+    /// kube's `createNodeSelector`: the node alone when a device is local to it, the slices'
+    /// (or devices') selectors merged into one term, or `None` for devices on every node.
+    fn node_selector(
+        &self,
+        picked: &[Picked<'a>],
+        claim_name: &str,
+    ) -> Result<Option<Vec<SelectorTerm>>, AllocateError> {
+        let mut term = SelectorTerm::default();
+        for p in picked {
+            let Some((slice, device)) = self.device(p.loc) else {
+                continue;
+            };
+            let selection = if slice.node_selection == NodeSelection::FromSlice {
+                &device.node_selection
+            } else {
+                &slice.node_selection
+            };
+            match selection {
+                NodeSelection::NodeName(_) => {
+                    return Ok(Some(vec![SelectorTerm {
+                        match_expressions: Vec::new(),
+                        match_fields: vec![Requirement {
+                            key: "metadata.name".into(),
+                            op: SelectorOp::In(vec![self.node.name.clone()]),
+                        }],
+                    }]))
+                }
+                NodeSelection::NodeSelector(terms) => match terms.as_slice() {
+                    [] => {}
+                    [only] => {
+                        add_requirements(&only.match_fields, &mut term.match_fields);
+                        add_requirements(&only.match_expressions, &mut term.match_expressions);
+                    }
+                    more => {
+                        return Err(AllocateError::NodeSelector {
+                            claim: claim_name.to_string(),
+                            terms: more.len(),
+                        })
+                    }
+                },
+                NodeSelection::AllNodes | NodeSelection::FromSlice => {}
+            }
+        }
+        if term.match_fields.is_empty() && term.match_expressions.is_empty() {
+            Ok(None)
+        } else {
+            Ok(Some(vec![term]))
+        }
+    }
+}
+
+/// kube's `taintPreventsAllocation`: a `NoSchedule` or `NoExecute` taint the request does not
+/// tolerate.
+fn taint_prevents_allocation(device: &Device, spec: &RequestSpec) -> bool {
+    device.taints.iter().any(|taint| {
+        matches!(
+            taint.effect,
+            DeviceTaintEffect::NoSchedule | DeviceTaintEffect::NoExecute
+        ) && !spec.tolerations.iter().any(|t| t.tolerates(taint))
+    })
+}
+
+/// kube's `addNewNodeSelectorRequirements`: each requirement not already present (same key,
+/// operator and set of values).
+fn add_requirements(from: &[Requirement], to: &mut Vec<Requirement>) {
+    for r in from {
+        if !to.iter().any(|e| same_requirement(e, r)) {
+            to.push(r.clone());
+        }
+    }
+}
+
+fn same_requirement(a: &Requirement, b: &Requirement) -> bool {
+    if a.key != b.key {
+        return false;
+    }
+    match (&a.op, &b.op) {
+        (SelectorOp::In(x), SelectorOp::In(y)) | (SelectorOp::NotIn(x), SelectorOp::NotIn(y)) => {
+            value_set(x) == value_set(y)
+        }
+        (SelectorOp::Exists, SelectorOp::Exists) | (SelectorOp::DoesNotExist, SelectorOp::DoesNotExist) => true,
+        (SelectorOp::Gt(x), SelectorOp::Gt(y)) | (SelectorOp::Lt(x), SelectorOp::Lt(y)) => x == y,
+        _ => false,
+    }
+}
+
+fn value_set(v: &[String]) -> HashSet<&str> {
+    v.iter().map(String::as_str).collect()
+}
