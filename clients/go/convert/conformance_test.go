@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	storagev1 "k8s.io/api/storage/v1"
 
 	placementv1 "github.com/placement/placement/clients/go/placement/v1"
@@ -99,6 +100,18 @@ func loadCorpus(t *testing.T) *corpus {
 			o := &storagev1.CSIStorageCapacity{}
 			obj = o
 			c.storage.CSIStorageCapacities = append(c.storage.CSIStorageCapacities, o)
+		case "DeviceClass":
+			o := &resourcev1.DeviceClass{}
+			obj = o
+			c.storage.DeviceClasses = append(c.storage.DeviceClasses, o)
+		case "ResourceClaim":
+			o := &resourcev1.ResourceClaim{}
+			obj = o
+			c.storage.ResourceClaims = append(c.storage.ResourceClaims, o)
+		case "ResourceSlice":
+			o := &resourcev1.ResourceSlice{}
+			obj = o
+			c.storage.ResourceSlices = append(c.storage.ResourceSlices, o)
 		default:
 			t.Fatalf("%s: kind %q is not part of the contract", f, head.Kind)
 		}
@@ -167,6 +180,12 @@ func TestEachObjectConvertsToTheBindersBytes(t *testing.T) {
 				msg = CSIDriver(obj)
 			case *storagev1.CSIStorageCapacity:
 				msg = CSIStorageCapacity(obj)
+			case *resourcev1.DeviceClass:
+				msg = DeviceClass(obj)
+			case *resourcev1.ResourceClaim:
+				msg = ResourceClaim(obj)
+			case *resourcev1.ResourceSlice:
+				msg = ResourceSlice(obj)
 			}
 			checkExpected(t, o.name, msg)
 		})

@@ -1,6 +1,8 @@
 // Package convert turns Kubernetes core objects (k8s.io/api: Pods, Nodes, Namespaces,
 // policy/v1 PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, storage/v1
 // StorageClasses, CSINodes, CSIDrivers and CSIStorageCapacities) into placement.v1 messages.
+// Dynamic Resource Allocation objects (resource.k8s.io/v1 DeviceClasses, ResourceClaims and
+// ResourceSlices, and a pod's spec.resourceClaims) are converted too (devices.go).
 //
 // These are the binder's conversions (binder-agent/src/model.rs) in Go: for every object of the
 // corpus in tests/conformance/corpus they give the same bytes as the binder and the Python client
@@ -20,6 +22,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -364,6 +367,7 @@ func Pod(p *corev1.Pod) *placementv1.Pod {
 		out.StartTimeSeconds = p.Status.StartTime.Unix()
 	}
 	out.Volumes = volumes(meta.Name, spec.Volumes)
+	out.ResourceClaims = podResourceClaims(p)
 	return out
 }
 
@@ -563,7 +567,7 @@ func CSIStorageCapacity(c *storagev1.CSIStorageCapacity) *placementv1.CsiStorage
 	return out
 }
 
-// Storage is what the volume filters read besides pods and nodes.
+// Storage is what the volume filters and DynamicResources read besides pods and nodes.
 type Storage struct {
 	Claims               []*corev1.PersistentVolumeClaim
 	Volumes              []*corev1.PersistentVolume
@@ -571,6 +575,10 @@ type Storage struct {
 	CSINodes             []*storagev1.CSINode
 	CSIDrivers           []*storagev1.CSIDriver
 	CSIStorageCapacities []*storagev1.CSIStorageCapacity
+	// DRA objects (resource.k8s.io/v1).
+	DeviceClasses  []*resourcev1.DeviceClass
+	ResourceClaims []*resourcev1.ResourceClaim
+	ResourceSlices []*resourcev1.ResourceSlice
 }
 
 // Node converts a node: name, labels, taints, spec.unschedulable, status.allocatable,
@@ -639,7 +647,8 @@ func Snapshot(nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Nam
 
 // SnapshotWithStorage is Snapshot with the claims (sorted by namespace and name), volumes,
 // storage classes, CSINodes and CSIDrivers (each sorted by name) and CSIStorageCapacities (by
-// namespace and name) the volume filters read.
+// namespace and name) the volume filters read, and the DeviceClasses and ResourceSlices (each
+// sorted by name) and ResourceClaims (by "namespace/name") DynamicResources reads.
 func SnapshotWithStorage(nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Namespace, pdbs []*policyv1.PodDisruptionBudget, s Storage) *placementv1.Snapshot {
 	out := &placementv1.Snapshot{}
 	for _, c := range s.Claims {
@@ -672,6 +681,21 @@ func SnapshotWithStorage(nodes []*corev1.Node, pods []*corev1.Pod, namespaces []
 		a, b := out.CsiStorageCapacities[i], out.CsiStorageCapacities[j]
 		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
 	})
+	for _, c := range s.DeviceClasses {
+		out.DeviceClasses = append(out.DeviceClasses, DeviceClass(c))
+	}
+	sort.Slice(out.DeviceClasses, func(i, j int) bool { return out.DeviceClasses[i].Name < out.DeviceClasses[j].Name })
+	for _, c := range s.ResourceClaims {
+		out.ResourceClaims = append(out.ResourceClaims, ResourceClaim(c))
+	}
+	sort.Slice(out.ResourceClaims, func(i, j int) bool {
+		a, b := out.ResourceClaims[i], out.ResourceClaims[j]
+		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	})
+	for _, sl := range s.ResourceSlices {
+		out.ResourceSlices = append(out.ResourceSlices, ResourceSlice(sl))
+	}
+	sort.Slice(out.ResourceSlices, func(i, j int) bool { return out.ResourceSlices[i].Name < out.ResourceSlices[j].Name })
 	for _, n := range nodes {
 		out.Nodes = append(out.Nodes, Node(n))
 	}

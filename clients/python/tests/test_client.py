@@ -703,3 +703,60 @@ def test_convert_node_declared_features():
         "SomeFutureFeature",
     ]
     assert list(convert.node_to_proto(_k8s_node("n2")).declared_features) == []
+
+
+def test_convert_device_attributes_without_a_value_are_left_out():
+    kslice = k8s.V1ResourceSlice(
+        metadata=k8s.V1ObjectMeta(name="s"),
+        spec=k8s.V1ResourceSliceSpec(
+            driver="d",
+            pool=k8s.V1ResourcePool(name="p", generation=1, resource_slice_count=1),
+            devices=[
+                k8s.V1Device(
+                    name="dev",
+                    attributes={
+                        "zero": k8s.V1DeviceAttribute(int=0),
+                        "off": k8s.V1DeviceAttribute(bool=False),
+                        "list": k8s.V1DeviceAttribute(ints=[1, 2]),
+                        "empty": k8s.V1DeviceAttribute(),
+                    },
+                )
+            ],
+        ),
+    )
+    attrs = convert.resource_slice_to_proto(kslice).devices[0].attributes
+    # As the binder: a zero or false value is a value; a list-valued or empty attribute is dropped.
+    assert sorted(attrs) == ["off", "zero"]
+    assert attrs["zero"].WhichOneof("value") == "int" and attrs["off"].WhichOneof("value") == "bool"
+
+
+def test_convert_device_class_keeps_only_cel_selectors():
+    kclass = k8s.V1DeviceClass(
+        metadata=k8s.V1ObjectMeta(name="c"),
+        spec=k8s.V1DeviceClassSpec(
+            selectors=[k8s.V1DeviceSelector(), k8s.V1DeviceSelector(cel=k8s.V1CELDeviceSelector(expression="true"))]
+        ),
+    )
+    assert list(convert.device_class_to_proto(kclass).selectors) == ["true"]
+
+
+def test_convert_pod_resource_claims_generated_names():
+    kpod = _plain_pod()
+    kpod.spec.resource_claims = [
+        k8s.V1PodResourceClaim(name="made", resource_claim_template_name="t"),
+        k8s.V1PodResourceClaim(name="unneeded", resource_claim_template_name="t"),
+        k8s.V1PodResourceClaim(name="waiting", resource_claim_template_name="t"),
+        k8s.V1PodResourceClaim(name="named", resource_claim_name="c"),
+    ]
+    kpod.status = k8s.V1PodStatus(
+        resource_claim_statuses=[
+            k8s.V1PodResourceClaimStatus(name="made", resource_claim_name="p-made-x"),
+            k8s.V1PodResourceClaimStatus(name="unneeded"),
+            k8s.V1PodResourceClaimStatus(name="named", resource_claim_name="ignored"),
+        ]
+    )
+    claims = convert.pod_to_proto(kpod).resource_claims
+    got = [(c.name, c.HasField("generated_claim_name"), c.generated_claim_name) for c in claims]
+    # Set only for a template entry with a status entry: its claim name, or "" (no claim needed).
+    assert got == [("made", True, "p-made-x"), ("unneeded", True, ""), ("waiting", False, ""), ("named", False, "")]
+    assert claims[3].resource_claim_name == "c"

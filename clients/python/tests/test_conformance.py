@@ -34,6 +34,10 @@ MODELS = {
     "CSINode": k8s.V1CSINode,
     "CSIDriver": k8s.V1CSIDriver,
     "CSIStorageCapacity": k8s.V1CSIStorageCapacity,
+    "DeviceClass": k8s.V1DeviceClass,
+    # resource.k8s.io/v1's ResourceClaim (V1ResourceClaim is core/v1's pod entry).
+    "ResourceClaim": k8s.ResourceV1ResourceClaim,
+    "ResourceSlice": k8s.V1ResourceSlice,
 }
 
 
@@ -68,6 +72,9 @@ def _snapshot() -> pb.Snapshot:
         csi_nodes=_by_kind("CSINode"),
         csi_drivers=_by_kind("CSIDriver"),
         csi_storage_capacities=_by_kind("CSIStorageCapacity"),
+        device_classes=_by_kind("DeviceClass"),
+        resource_claims=_by_kind("ResourceClaim"),
+        resource_slices=_by_kind("ResourceSlice"),
     )
 
 
@@ -90,6 +97,12 @@ def _message(kind, obj):
         return convert.csi_driver_to_proto(obj)
     if kind == "CSIStorageCapacity":
         return convert.csi_storage_capacity_to_proto(obj)
+    if kind == "DeviceClass":
+        return convert.device_class_to_proto(obj)
+    if kind == "ResourceClaim":
+        return convert.resource_claim_to_proto(obj)
+    if kind == "ResourceSlice":
+        return convert.resource_slice_to_proto(obj)
     # Budgets resolve disruptedPods against the snapshot's (bound) pods, as the binder does.
     return convert.pdb_to_proto(obj, [p for p in _by_kind("Pod") if convert.is_bound(p)])
 

@@ -7,6 +7,9 @@ Written against the attribute names of ``kubernetes.client`` models (``V1Pod``, 
 is not imported: any object with the same attributes works. Missing (``None``) fields map to the
 proto defaults.
 
+DRA objects (resource.k8s.io/v1 ``V1DeviceClass``, ``ResourceV1ResourceClaim`` and
+``V1ResourceSlice``, and a pod's spec.resource_claims) are converted as well.
+
 These are the same conversions as the binder's (``binder-agent/src/model.rs``): for every object
 of the corpus in ``tests/conformance/corpus`` they give byte-identical messages
 (``SerializeToString(deterministic=True)``), which ``tests/test_conformance.py`` checks. Convert
@@ -37,6 +40,10 @@ __all__ = [
     "csi_node_to_proto",
     "csi_driver_to_proto",
     "csi_storage_capacity_to_proto",
+    "device_class_to_proto",
+    "resource_claim_to_proto",
+    "resource_slice_to_proto",
+    "allocation_result_to_proto",
     "container_to_proto",
     "snapshot_from",
     "is_bound",
@@ -291,8 +298,9 @@ def pod_to_proto(pod: Any) -> pb.Pod:
     Reads metadata.{uid, namespace, name, labels, annotations, owner_references,
     deletion_timestamp}, spec.{priority, preemption_policy, containers, init_containers,
     overhead, resources.requests, node_name, node_selector, affinity, tolerations,
-    topology_spread_constraints, volumes} and status.{start_time, allocated_resources,
-    resources.requests, conditions, container_statuses, init_container_statuses}. Each
+    topology_spread_constraints, volumes, resource_claims} and status.{start_time,
+    allocated_resources, resources.requests, conditions, container_statuses,
+    init_container_statuses, resource_claim_statuses}. Each
     container's allocated and actuated requests come from its entry in status.container_statuses,
     else status.init_container_statuses (matched by name). ``resize_infeasible`` is set when the
     first PodResizePending condition has reason Infeasible, and ``required_features`` holds the
@@ -334,6 +342,7 @@ def pod_to_proto(pod: Any) -> pb.Pod:
         start_time_seconds=_seconds(getattr(status, "start_time", None)),
         terminating=getattr(meta, "deletion_timestamp", None) is not None,
         volumes=_volumes(meta.name or "", spec),
+        resource_claims=_pod_resource_claims(spec, status),
     )
     affinity = _node_affinity(spec)
     if affinity is not None:
@@ -551,6 +560,249 @@ def csi_storage_capacity_to_proto(c: Any) -> pb.CsiStorageCapacity:
     return out
 
 
+# --- Dynamic Resource Allocation (resource.k8s.io/v1), as binder-agent/src/projection/devices.rs ---
+
+
+def _device_selectors(selectors: Any) -> list:
+    """The CEL expressions of ``V1DeviceSelector`` objects, in order (a selector without cel is
+    left out)."""
+    out = []
+    for s in _list(selectors):
+        cel = getattr(s, "cel", None)
+        if cel is not None:
+            out.append(getattr(cel, "expression", None) or "")
+    return out
+
+
+def _node_selector(s: Any) -> pb.NodeSelector:
+    return pb.NodeSelector(terms=[_term(t) for t in _list(getattr(s, "node_selector_terms", None))])
+
+
+def _device_toleration(t: Any) -> pb.Toleration:
+    out = pb.Toleration(
+        key=getattr(t, "key", None) or "",
+        operator=getattr(t, "operator", None) or "",
+        value=getattr(t, "value", None) or "",
+        effect=getattr(t, "effect", None) or "",
+    )
+    if getattr(t, "toleration_seconds", None) is not None:
+        out.toleration_seconds = int(t.toleration_seconds)
+    return out
+
+
+def _device_tolerations(ts: Any) -> list:
+    return [_device_toleration(t) for t in _list(ts)]
+
+
+def _capacity_requests(c: Any) -> dict:
+    """``V1CapacityRequirements.requests``: quantities by capacity name, as given."""
+    return _str_map(getattr(c, "requests", None) if c is not None else None)
+
+
+def _counters(counters: Any) -> dict:
+    """``V1Counter`` values by name, quantities as given."""
+    return {str(k): str(getattr(v, "value", None) or "") for k, v in (counters or {}).items()}
+
+
+def device_class_to_proto(c: Any) -> pb.DeviceClass:
+    """``V1DeviceClass`` -> ``placement.v1.DeviceClass``: metadata.name, the CEL expressions of
+    spec.selectors (selectors without cel are left out) and spec.extended_resource_name."""
+    spec = getattr(c, "spec", None)
+    return pb.DeviceClass(
+        name=c.metadata.name or "",
+        selectors=_device_selectors(getattr(spec, "selectors", None)),
+        extended_resource_name=getattr(spec, "extended_resource_name", None) or "",
+    )
+
+
+def allocation_result_to_proto(a: Any) -> pb.AllocationResult:
+    """``V1AllocationResult`` (a claim's status.allocation) -> ``placement.v1.AllocationResult``:
+    devices.results (request, driver, pool, device, admin_access when given, tolerations) and
+    node_selector."""
+    out = pb.AllocationResult()
+    for r in _list(getattr(getattr(a, "devices", None), "results", None)):
+        m = pb.DeviceRequestAllocationResult(
+            request=getattr(r, "request", None) or "",
+            driver=getattr(r, "driver", None) or "",
+            pool=getattr(r, "pool", None) or "",
+            device=getattr(r, "device", None) or "",
+            tolerations=_device_tolerations(getattr(r, "tolerations", None)),
+        )
+        admin_access = getattr(r, "admin_access", None)
+        if admin_access is not None:
+            m.admin_access = bool(admin_access)
+        out.devices.append(m)
+    node_selector = getattr(a, "node_selector", None)
+    if node_selector is not None:
+        out.node_selector.CopyFrom(_node_selector(node_selector))
+    return out
+
+
+def resource_claim_to_proto(c: Any) -> pb.ResourceClaim:
+    """``ResourceV1ResourceClaim`` (resource.k8s.io/v1) -> ``placement.v1.ResourceClaim``.
+
+    Reads metadata.{namespace, name, uid, deletion_timestamp}, spec.devices.{requests (exactly
+    or first_available; selectors as CEL expressions, capacity.requests as given), constraints}
+    and status.{allocation, reserved_for}.
+    """
+    meta = c.metadata
+    devices = getattr(getattr(c, "spec", None), "devices", None)
+    status = getattr(c, "status", None)
+    requests = []
+    for r in _list(getattr(devices, "requests", None)):
+        m = pb.DeviceRequest(name=getattr(r, "name", None) or "")
+        e = getattr(r, "exactly", None)
+        if e is not None:
+            m.exactly.CopyFrom(
+                pb.ExactDeviceRequest(
+                    device_class_name=getattr(e, "device_class_name", None) or "",
+                    selectors=_device_selectors(getattr(e, "selectors", None)),
+                    allocation_mode=getattr(e, "allocation_mode", None) or "",
+                    count=getattr(e, "count", None) or 0,
+                    admin_access=bool(getattr(e, "admin_access", None)),
+                    tolerations=_device_tolerations(getattr(e, "tolerations", None)),
+                    capacity_requests=_capacity_requests(getattr(e, "capacity", None)),
+                )
+            )
+        for s in _list(getattr(r, "first_available", None)):
+            m.first_available.append(
+                pb.DeviceSubRequest(
+                    name=getattr(s, "name", None) or "",
+                    device_class_name=getattr(s, "device_class_name", None) or "",
+                    selectors=_device_selectors(getattr(s, "selectors", None)),
+                    allocation_mode=getattr(s, "allocation_mode", None) or "",
+                    count=getattr(s, "count", None) or 0,
+                    tolerations=_device_tolerations(getattr(s, "tolerations", None)),
+                    capacity_requests=_capacity_requests(getattr(s, "capacity", None)),
+                )
+            )
+        requests.append(m)
+    out = pb.ResourceClaim(
+        namespace=getattr(meta, "namespace", None) or "",
+        name=meta.name or "",
+        uid=getattr(meta, "uid", None) or "",
+        requests=requests,
+        constraints=[
+            pb.DeviceConstraint(
+                requests=_list(getattr(k, "requests", None)),
+                match_attribute=getattr(k, "match_attribute", None) or "",
+                distinct_attribute=getattr(k, "distinct_attribute", None) or "",
+            )
+            for k in _list(getattr(devices, "constraints", None))
+        ],
+        reserved_for=[
+            pb.ResourceClaimConsumer(
+                api_group=getattr(r, "api_group", None) or "",
+                resource=getattr(r, "resource", None) or "",
+                name=getattr(r, "name", None) or "",
+                uid=getattr(r, "uid", None) or "",
+            )
+            for r in _list(getattr(status, "reserved_for", None))
+        ],
+        deleting=getattr(meta, "deletion_timestamp", None) is not None,
+    )
+    allocation = getattr(status, "allocation", None)
+    if allocation is not None:
+        out.allocation.CopyFrom(allocation_result_to_proto(allocation))
+    return out
+
+
+def _device_attribute(a: Any) -> Optional[pb.DeviceAttribute]:
+    """A ``V1DeviceAttribute``'s single value (int, else bool, else string, else version), or
+    ``None`` when none is set (e.g. a list-valued attribute): such an attribute is left out."""
+    for field in ("int", "bool", "string", "version"):
+        value = getattr(a, field, None)
+        if value is not None:
+            return pb.DeviceAttribute(**{field: value})
+    return None
+
+
+def _device(d: Any) -> pb.Device:
+    out = pb.Device(
+        name=getattr(d, "name", None) or "",
+        capacity={str(k): str(getattr(v, "value", None) or "") for k, v in (getattr(d, "capacity", None) or {}).items()},
+        consumes_counters=[
+            pb.DeviceCounterConsumption(
+                counter_set=getattr(c, "counter_set", None) or "",
+                counters=_counters(getattr(c, "counters", None)),
+            )
+            for c in _list(getattr(d, "consumes_counters", None))
+        ],
+        node_name=getattr(d, "node_name", None) or "",
+        all_nodes=bool(getattr(d, "all_nodes", None)),
+        taints=[
+            pb.DeviceTaint(
+                key=getattr(t, "key", None) or "",
+                value=getattr(t, "value", None) or "",
+                effect=getattr(t, "effect", None) or "",
+            )
+            for t in _list(getattr(d, "taints", None))
+        ],
+        allow_multiple_allocations=bool(getattr(d, "allow_multiple_allocations", None)),
+        binding_conditions=_list(getattr(d, "binding_conditions", None)),
+    )
+    for key, a in (getattr(d, "attributes", None) or {}).items():
+        attribute = _device_attribute(a)
+        if attribute is not None:
+            out.attributes[str(key)].CopyFrom(attribute)
+    node_selector = getattr(d, "node_selector", None)
+    if node_selector is not None:
+        out.node_selector.CopyFrom(_node_selector(node_selector))
+    return out
+
+
+def resource_slice_to_proto(s: Any) -> pb.ResourceSlice:
+    """``V1ResourceSlice`` (resource.k8s.io/v1) -> ``placement.v1.ResourceSlice``.
+
+    Reads metadata.name and spec.{driver, pool.{name, generation, resource_slice_count},
+    node_name, node_selector, all_nodes, per_device_node_selection, devices, shared_counters}.
+    Each device keeps its attributes that have a value (int, bool, string or version; others are
+    left out), capacities' values and counter consumption (quantities as given), its own node
+    selection, taints, allow_multiple_allocations and binding_conditions.
+    """
+    spec = getattr(s, "spec", None)
+    pool = getattr(spec, "pool", None)
+    out = pb.ResourceSlice(
+        name=s.metadata.name or "",
+        driver=getattr(spec, "driver", None) or "",
+        pool_name=getattr(pool, "name", None) or "",
+        pool_generation=getattr(pool, "generation", None) or 0,
+        pool_resource_slice_count=getattr(pool, "resource_slice_count", None) or 0,
+        node_name=getattr(spec, "node_name", None) or "",
+        all_nodes=bool(getattr(spec, "all_nodes", None)),
+        per_device_node_selection=bool(getattr(spec, "per_device_node_selection", None)),
+        devices=[_device(d) for d in _list(getattr(spec, "devices", None))],
+        shared_counters=[
+            pb.CounterSet(name=getattr(c, "name", None) or "", counters=_counters(getattr(c, "counters", None)))
+            for c in _list(getattr(spec, "shared_counters", None))
+        ],
+    )
+    node_selector = getattr(spec, "node_selector", None)
+    if node_selector is not None:
+        out.node_selector.CopyFrom(_node_selector(node_selector))
+    return out
+
+
+def _pod_resource_claims(spec: Any, status: Any) -> list:
+    """A pod's spec.resource_claims. An entry naming a template gets generated_claim_name from
+    its status.resource_claim_statuses entry (matched by name; "" when that entry names no
+    claim), and none while the entry is missing."""
+    statuses = _list(getattr(status, "resource_claim_statuses", None))
+    out = []
+    for c in _list(getattr(spec, "resource_claims", None)):
+        m = pb.PodResourceClaim(
+            name=getattr(c, "name", None) or "",
+            resource_claim_name=getattr(c, "resource_claim_name", None) or "",
+            resource_claim_template_name=getattr(c, "resource_claim_template_name", None) or "",
+        )
+        if m.resource_claim_template_name:
+            entry = next((s for s in statuses if getattr(s, "name", None) == c.name), None)
+            if entry is not None:
+                m.generated_claim_name = getattr(entry, "resource_claim_name", None) or ""
+        out.append(m)
+    return out
+
+
 def node_to_proto(node: Any) -> pb.Node:
     """``V1Node`` -> ``placement.v1.Node``.
 
@@ -641,6 +893,9 @@ def snapshot_from(
     csi_nodes: Iterable[Any] = (),
     csi_drivers: Iterable[Any] = (),
     csi_storage_capacities: Iterable[Any] = (),
+    device_classes: Iterable[Any] = (),
+    resource_claims: Iterable[Any] = (),
+    resource_slices: Iterable[Any] = (),
 ) -> pb.Snapshot:
     """A full ``placement.v1.Snapshot`` from ``V1Node``, ``V1Pod``, ``V1Namespace`` and
     ``V1PodDisruptionBudget`` objects, as the binder builds it.
@@ -652,7 +907,9 @@ def snapshot_from(
     (``V1PersistentVolumeClaim``, sorted by namespace and name), volumes (``V1PersistentVolume``),
     storage classes (``V1StorageClass``), CSINodes (``V1CSINode``) and CSIDrivers (``V1CSIDriver``),
     each sorted by name, and CSIStorageCapacities (``V1CSIStorageCapacity``, sorted by namespace and
-    name) feed the volume filters.
+    name) feed the volume filters. DeviceClasses (``V1DeviceClass``) and ResourceSlices
+    (``V1ResourceSlice``), each sorted by name, and ResourceClaims (``ResourceV1ResourceClaim``,
+    sorted by "namespace/name") feed DynamicResources.
     """
     bound = [p for p in pods if is_bound(p)]
     out_pods = sorted((pod_to_proto(p) for p in bound), key=lambda p: p.uid.encode())
@@ -675,4 +932,9 @@ def snapshot_from(
             (csi_storage_capacity_to_proto(c) for c in csi_storage_capacities),
             key=lambda c: f"{c.namespace}/{c.name}".encode(),
         ),
+        device_classes=sorted((device_class_to_proto(c) for c in device_classes), key=lambda c: c.name.encode()),
+        resource_claims=sorted(
+            (resource_claim_to_proto(c) for c in resource_claims), key=lambda c: f"{c.namespace}/{c.name}".encode()
+        ),
+        resource_slices=sorted((resource_slice_to_proto(s) for s in resource_slices), key=lambda s: s.name.encode()),
     )
