@@ -140,6 +140,39 @@ pub trait ClusterApi: Send + Sync + 'static {
         async move { Err(ApiError::Other(message)) }
     }
 
+    /// DynamicResources' PreBind for one of the pod's ResourceClaims (kube's `bindClaim`): the
+    /// pod added to `status.reservedFor` and, when `allocation` is given, the claim's finalizer
+    /// `resource.kubernetes.io/delete-protection` added (a normal update) and `status.allocation`
+    /// set with its `allocationTimestamp`, through the status subresource; retried on a
+    /// conflict from a fresh read, as `retry.RetryOnConflict` does. Errors carry kube's words:
+    /// `claim ns/name got deleted in the meantime`, `... got allocated elsewhere in the
+    /// meantime`, `add allocation and reservation to claim ns/name: <error>`.
+    fn reserve_claim(
+        &self,
+        claim: &ClaimRef,
+        pod: &PodRef,
+        allocation: Option<&placement_scheduler::proto::AllocationResult>,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send {
+        let message = format!(
+            "cannot reserve claim {} for {}: not supported here",
+            claim.key(),
+            pod.key()
+        );
+        let _ = allocation;
+        async move { Err(ApiError::Other(message)) }
+    }
+
+    /// DynamicResources' Unreserve for one claim: the pod removed from `status.reservedFor` (a
+    /// strategic-merge patch of the status deleting the entry with the pod's uid).
+    fn unreserve_claim(&self, claim: &ClaimRef, pod: &PodRef) -> impl Future<Output = Result<(), ApiError>> + Send {
+        let message = format!(
+            "cannot unreserve claim {} for {}: not supported here",
+            claim.key(),
+            pod.key()
+        );
+        async move { Err(ApiError::Other(message)) }
+    }
+
     /// Sets the preemptor's `status.nominatedNodeName`.
     fn nominate(&self, pod: &PodRef, node: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
 

@@ -251,6 +251,37 @@ impl ClusterState {
         keys
     }
 
+    /// Assumes the device allocations of a decided pod (`uid`, named `name`) as the decision
+    /// service assumed them: each claim allocated, with the pod in `reservedFor`, until the watch
+    /// shows the claim allocated or its PreBind gives it up. Returns the keys assumed anew; an
+    /// allocation of a claim that is unknown, or allocated already (watched or assumed), assumes
+    /// nothing.
+    pub fn assume_devices(&mut self, uid: &str, name: &str, allocations: &[proto::ClaimAllocation]) -> Vec<StorageKey> {
+        let mut keys = Vec::new();
+        for a in allocations {
+            let key = StorageKey::ResourceClaim(format!("{}/{}", a.claim_namespace, a.claim_name));
+            let Some(StorageObject::ResourceClaim(claim)) = self.storage_view(&key) else {
+                continue;
+            };
+            if claim.allocation.is_some() {
+                continue;
+            }
+            let mut c = claim.clone();
+            c.allocation = a.allocation.clone();
+            c.reserved_for.push(proto::ResourceClaimConsumer {
+                api_group: String::new(),
+                resource: "pods".into(),
+                name: name.to_string(),
+                uid: uid.to_string(),
+            });
+            self.assumed_storage
+                .insert(key.clone(), (StorageObject::ResourceClaim(c), uid.to_string()));
+            self.record(Key::Storage(key.clone()));
+            keys.push(key);
+        }
+        keys
+    }
+
     /// Drops the volume choices assumed for the pod `uid` (its PreBind failed or was given up).
     pub fn forget_storage(&mut self, uid: &str) {
         let keys: Vec<StorageKey> = self
@@ -660,6 +691,8 @@ fn shows_assumption(watched: &StorageObject, assumed: &StorageObject) -> bool {
         (StorageObject::Claim(w), StorageObject::Claim(a)) => {
             w.selected_node == a.selected_node || !w.volume_name.is_empty()
         }
+        // Allocated (by this PreBind, or by whoever won a race: the watched object decides).
+        (StorageObject::ResourceClaim(w), StorageObject::ResourceClaim(_)) => w.allocation.is_some(),
         _ => false,
     }
 }

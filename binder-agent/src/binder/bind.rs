@@ -29,6 +29,20 @@ impl<A: ClusterApi> Binder<A> {
                     return;
                 }
             }
+            let pod_claims = &qp.info.spec.resource_claims;
+            if !pod_claims.is_empty() {
+                let span = tracing::info_span!("prebind_devices", pod = %pod.key(), %node, claims = pod_claims.len());
+                // The volumes' PreBind set the nomination already, if it had work.
+                let nominate = bind.volumes.is_empty();
+                if this
+                    .prebind_devices(&pod, &node, pod_claims, &bind.devices, nominate, policy)
+                    .instrument(span)
+                    .await
+                    == PreBind::Stopped
+                {
+                    return;
+                }
+            }
             let mut retry_in = s.config.bind_retry_backoff;
             for attempt in 1..=s.config.bind_attempts.max(1) {
                 // A pod deleted or bound meanwhile is no longer queued: nothing to bind.

@@ -611,10 +611,11 @@ impl<A: ClusterApi> Binder<A> {
                 s.metrics.preemption_attempts.inc();
             }
         }
-        let bind = |volumes| BindRequest {
+        let bind = |volumes, devices| BindRequest {
             annotations: route.annotations(applied_policy),
             route: route.clone(),
             volumes,
+            devices,
         };
         match placement.outcome.take() {
             Some(Outcome::NodeName(node)) => {
@@ -630,7 +631,8 @@ impl<A: ClusterApi> Binder<A> {
                     }
                 }
                 let volumes = std::mem::take(&mut placement.claim_bindings);
-                self.spawn_bind(tasks, qp, node, bind(volumes));
+                let devices = std::mem::take(&mut placement.claim_allocations);
+                self.spawn_bind(tasks, qp, node, bind(volumes, devices));
             }
             Some(Outcome::Unschedulable(u)) if retrying => {
                 // Still no room: no new preemption while its victims terminate.
@@ -654,7 +656,7 @@ impl<A: ClusterApi> Binder<A> {
             Some(Outcome::Unschedulable(u)) if !u.nominated_node_name.is_empty() => {
                 s.metrics.attempt(policy, "unschedulable");
                 s.experiments.unschedulable(route);
-                self.start_preemption(tasks, qp, u, bind(Vec::new()));
+                self.start_preemption(tasks, qp, u, bind(Vec::new(), Vec::new()));
             }
             Some(Outcome::Unschedulable(u)) => {
                 s.queue.lock().unschedulable(&qp.info.spec.uid, now);

@@ -310,6 +310,8 @@ impl<A: ClusterApi> Binder<A> {
                         // The volumes chosen for it are no other claim's until the watches
                         // show them bound or its PreBind gives them up.
                         st.assume_storage(&p.pod_uid, &p.claim_bindings);
+                        // So are the devices allocated for its claims.
+                        st.assume_devices(&p.pod_uid, &qp.info.spec.name, &p.claim_allocations);
                     }
                     placed.insert(&p.pod_uid, node);
                 }

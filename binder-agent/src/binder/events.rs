@@ -49,14 +49,17 @@ impl<A: ClusterApi> Binder<A> {
         self.update_queue_gauges(&q);
     }
 
-    /// A claim, volume, storage class or CSINode changed: the unschedulable pods with volumes may
-    /// fit now (kube-scheduler requeues the pods its volume plugins rejected on these events).
+    /// A claim, volume, storage class, CSINode or DRA object changed: the unschedulable pods with
+    /// volumes or resource claims may fit now (kube-scheduler requeues the pods its volume plugins
+    /// and DynamicResources rejected on these events).
     fn storage_changed(&self, changed: bool, now: Instant) {
         if !changed {
             return;
         }
         let mut q = self.shared.queue.lock();
-        q.move_unschedulable_where(now, |i| !i.spec.volumes.is_empty());
+        q.move_unschedulable_where(now, |i| {
+            !i.spec.volumes.is_empty() || !i.spec.resource_claims.is_empty()
+        });
         self.update_queue_gauges(&q);
         drop(q);
         self.shared.wake.notify_one();

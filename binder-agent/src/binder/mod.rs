@@ -102,6 +102,9 @@ struct BindRequest {
     /// VolumeBinding's choices for the pod's unbound WaitForFirstConsumer claims: written and
     /// waited for (its PreBind) before the Binding.
     volumes: Vec<proto::ClaimBinding>,
+    /// DynamicResources' allocations for the pod's claims that had none: written with the pod's
+    /// reservations (its PreBind) before the Binding.
+    devices: Vec<proto::ClaimAllocation>,
 }
 
 /// A change the watchers (or the simulation) saw.

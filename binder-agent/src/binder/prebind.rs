@@ -253,3 +253,107 @@ impl<A: ClusterApi> Binder<A> {
         self.report_failure(pod, Failure::SchedulerError, &message).await;
     }
 }
+
+/// kube-scheduler's prefix of a PreBind failure of the DynamicResources plugin.
+const DEVICES_PREBIND_FAILED: &str = "running PreBind plugin \"DynamicResources\"";
+
+impl<A: ClusterApi> Binder<A> {
+    /// DynamicResources' PreBind (kube's `PreBind` and `bindClaim`): for each of the pod's claims
+    /// not reserved for it yet, in `spec.resourceClaims` order, the allocation chosen for it (if
+    /// any) and the pod's reservation written; a claim written already (a restart mid-PreBind)
+    /// is skipped by the write itself. On failure the claims this PreBind reserved are released
+    /// as kube's Unreserve releases them (the pod removed from their `reservedFor`), the pod gets
+    /// kube-scheduler's `SchedulerError` condition and `FailedScheduling` event, and it is decided
+    /// again after its backoff.
+    pub(super) async fn prebind_devices(
+        &self,
+        pod: &PodRef,
+        node: &str,
+        pod_claims: &[proto::PodResourceClaim],
+        allocations: &[proto::ClaimAllocation],
+        nominate: bool,
+        policy: &str,
+    ) -> PreBind {
+        let s = &self.shared;
+        let started = Instant::now();
+        // The pod's claims (kube's `resourceclaim.Name`), with the uid the binder knows and the
+        // allocation to write; those the watch shows reserved for the pod need nothing.
+        let claims: Vec<(ClaimRef, Option<&proto::AllocationResult>)> = {
+            let st = s.state.lock();
+            pod_claims
+                .iter()
+                .filter_map(|c| {
+                    let name = if c.resource_claim_name.is_empty() {
+                        c.generated_claim_name.clone().filter(|n| !n.is_empty())?
+                    } else {
+                        c.resource_claim_name.clone()
+                    };
+                    let key = format!("{}/{}", pod.namespace, name);
+                    let watched = match st.storage_object(&StorageKey::ResourceClaim(key)) {
+                        Some(StorageObject::ResourceClaim(c)) => Some(c),
+                        _ => None,
+                    };
+                    if watched.is_some_and(|c| c.reserved_for.iter().any(|r| r.uid == pod.uid)) {
+                        return None;
+                    }
+                    let allocation = allocations
+                        .iter()
+                        .find(|a| a.claim_namespace == pod.namespace && a.claim_name == name)
+                        .and_then(|a| a.allocation.as_ref());
+                    let claim = ClaimRef {
+                        namespace: pod.namespace.clone(),
+                        uid: watched.map(|c| c.uid.clone()).unwrap_or_default(),
+                        name,
+                    };
+                    Some((claim, allocation))
+                })
+                .collect()
+        };
+        if claims.is_empty() {
+            return PreBind::Bound;
+        }
+        if nominate && self.may_prebind(pod, started) {
+            self.rate_limit().await;
+            if let Err(e) = s.api.nominate(pod, node).await {
+                tracing::debug!(pod = %pod.key(), %node, error = %e, "setting nominatedNodeName before PreBind failed");
+            }
+        }
+        let mut reserved: Vec<&ClaimRef> = Vec::new();
+        for (claim, allocation) in &claims {
+            if !self.may_prebind(pod, started) {
+                self.unreserve_claims(pod, &reserved).await;
+                return PreBind::Stopped;
+            }
+            let Ok(permit) = Arc::clone(&s.binds).acquire_owned().await else {
+                return PreBind::Stopped;
+            };
+            self.rate_limit().await;
+            let result = s.api.reserve_claim(claim, pod, *allocation).await;
+            drop(permit);
+            match result {
+                Ok(()) => reserved.push(claim),
+                Err(e) => {
+                    let (ApiError::Conflict(m) | ApiError::NotFound(m) | ApiError::Other(m)) = e;
+                    tracing::info!(pod = %pod.key(), claim = %claim.key(), error = %m, "reserving a claim failed");
+                    self.unreserve_claims(pod, &reserved).await;
+                    self.fail_prebind(pod, format!("{DEVICES_PREBIND_FAILED}: {m}"), "failed", started, policy)
+                        .await;
+                    return PreBind::Stopped;
+                }
+            }
+        }
+        tracing::debug!(pod = %pod.key(), claims = claims.len(), took = ?started.elapsed(), "claims reserved");
+        PreBind::Bound
+    }
+
+    /// kube's Unreserve of DynamicResources for the claims a failed PreBind reserved: the pod
+    /// removed from their `reservedFor` (errors are logged: kube retries on the next attempt).
+    async fn unreserve_claims(&self, pod: &PodRef, claims: &[&ClaimRef]) {
+        for claim in claims {
+            self.rate_limit().await;
+            if let Err(e) = self.shared.api.unreserve_claim(claim, pod).await {
+                tracing::warn!(pod = %pod.key(), claim = %claim.key(), error = %e, "unreserving a claim failed");
+            }
+        }
+    }
+}

@@ -255,3 +255,149 @@ pub fn pod_resource_claims(pod: &Pod) -> Vec<proto::PodResourceClaim> {
         })
         .collect()
 }
+
+fn node_selector_out(s: &proto::NodeSelector) -> NodeSelector {
+    use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm};
+    let requirements = |rs: &[proto::NodeSelectorRequirement]| -> Option<Vec<NodeSelectorRequirement>> {
+        (!rs.is_empty()).then(|| {
+            rs.iter()
+                .map(|r| NodeSelectorRequirement {
+                    key: r.key.clone(),
+                    operator: r.operator.clone(),
+                    values: (!r.values.is_empty()).then(|| r.values.clone()),
+                })
+                .collect()
+        })
+    };
+    NodeSelector {
+        node_selector_terms: s
+            .terms
+            .iter()
+            .map(|t| NodeSelectorTerm {
+                match_expressions: requirements(&t.match_expressions),
+                match_fields: requirements(&t.match_fields),
+            })
+            .collect(),
+    }
+}
+
+fn toleration_out(t: &proto::Toleration) -> resource::DeviceToleration {
+    let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    resource::DeviceToleration {
+        key: some(&t.key),
+        operator: some(&t.operator),
+        value: some(&t.value),
+        effect: some(&t.effect),
+        toleration_seconds: t.toleration_seconds,
+    }
+}
+
+/// The `status.allocation` to write for a placement's allocation of `claim` (kube's
+/// `AllocationResult` as its allocator builds it): the devices, the node selector, and the
+/// configuration of the classes used and of the claim (`allocationConfigs`), with `classes` the
+/// DeviceClasses by name.
+pub fn allocation_out(
+    a: &proto::AllocationResult,
+    claim: &resource::ResourceClaim,
+    classes: &std::collections::HashMap<String, resource::DeviceClass>,
+) -> resource::AllocationResult {
+    let results: Vec<resource::DeviceRequestAllocationResult> = a
+        .devices
+        .iter()
+        .map(|d| resource::DeviceRequestAllocationResult {
+            request: d.request.clone(),
+            driver: d.driver.clone(),
+            pool: d.pool.clone(),
+            device: d.device.clone(),
+            admin_access: d.admin_access,
+            tolerations: (!d.tolerations.is_empty()).then(|| d.tolerations.iter().map(toleration_out).collect()),
+            ..Default::default()
+        })
+        .collect();
+    let config = allocation_configs(claim, &results, classes);
+    resource::AllocationResult {
+        devices: Some(resource::DeviceAllocationResult {
+            results: Some(results),
+            config: (!config.is_empty()).then_some(config),
+        }),
+        node_selector: a.node_selector.as_ref().map(node_selector_out),
+        ..Default::default()
+    }
+}
+
+/// kube's configuration of an allocation (`allocator_incubating.go`, "Populate configs"): each
+/// class's configs once, for the requests of that class (the chosen subrequest's class for a
+/// prioritized list); then the claim's configs that name a request, or the chosen subrequest,
+/// or none; a config's requests cleared when they cover every request.
+pub fn allocation_configs(
+    claim: &resource::ResourceClaim,
+    results: &[resource::DeviceRequestAllocationResult],
+    classes: &std::collections::HashMap<String, resource::DeviceClass>,
+) -> Vec<resource::DeviceAllocationConfiguration> {
+    let devices = claim.spec.as_ref().and_then(|s| s.devices.as_ref());
+    let requests: &[resource::DeviceRequest] = devices.and_then(|d| d.requests.as_deref()).unwrap_or_default();
+    // Per request: (request name as results write it, class name), the chosen subrequest's for a list.
+    let chosen: Vec<Option<(String, String)>> = requests
+        .iter()
+        .map(|r| match (&r.exactly, &r.first_available) {
+            (Some(e), _) => Some((r.name.clone(), e.device_class_name.clone())),
+            (None, Some(subs)) => subs.iter().find_map(|s| {
+                let name = format!("{}/{}", r.name, s.name);
+                results
+                    .iter()
+                    .any(|d| d.request == name)
+                    .then(|| (name, s.device_class_name.clone()))
+            }),
+            (None, None) => None,
+        })
+        .collect();
+    let mut out: Vec<resource::DeviceAllocationConfiguration> = Vec::new();
+    let mut class_ranges: std::collections::HashMap<&str, (usize, usize)> = Default::default();
+    for (name, class) in chosen.iter().flatten() {
+        if let Some(&(start, end)) = class_ranges.get(class.as_str()) {
+            for c in &mut out[start..end] {
+                c.requests.get_or_insert_with(Vec::new).push(name.clone());
+            }
+            continue;
+        }
+        let start = out.len();
+        if let Some(configs) = classes
+            .get(class)
+            .and_then(|c| c.spec.as_ref())
+            .and_then(|s| s.config.as_ref())
+        {
+            for config in configs {
+                out.push(resource::DeviceAllocationConfiguration {
+                    source: "FromClass".into(),
+                    requests: Some(vec![name.clone()]),
+                    opaque: config.opaque.clone(),
+                });
+            }
+        }
+        class_ranges.insert(class, (start, out.len()));
+    }
+    for config in devices.and_then(|d| d.config.as_ref()).into_iter().flatten() {
+        let named = config.requests.as_deref().unwrap_or_default();
+        let applies = named.is_empty()
+            || requests.iter().zip(&chosen).any(|(r, c)| {
+                named.contains(&r.name) || c.as_ref().is_some_and(|(n, _)| n.contains('/') && named.contains(n))
+            });
+        if applies {
+            out.push(resource::DeviceAllocationConfiguration {
+                source: "FromClaim".into(),
+                requests: config.requests.clone().filter(|r| !r.is_empty()),
+                opaque: config.opaque.clone(),
+            });
+        }
+    }
+    for c in &mut out {
+        let Some(named) = &c.requests else { continue };
+        let all = requests.iter().zip(&chosen).all(|(r, ch)| {
+            named.contains(&r.name) || ch.as_ref().is_some_and(|(n, _)| n.contains('/') && named.contains(n))
+        });
+        if all {
+            c.requests = None;
+        }
+    }
+    out
+}

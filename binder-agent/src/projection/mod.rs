@@ -12,7 +12,10 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 mod devices;
-pub use devices::{allocation_info, device_class_info, pod_resource_claims, resource_claim_info, resource_slice_info};
+pub use devices::{
+    allocation_configs, allocation_info, allocation_out, device_class_info, pod_resource_claims, resource_claim_info,
+    resource_slice_info,
+};
 pub use placement_scheduler::labels::{ANNOTATION_PREFIX, GANG_LABEL, GANG_MIN_MEMBERS_ANNOTATION};
 use placement_scheduler::proto;
 

@@ -267,6 +267,16 @@ impl Evaluator<'_> {
                 }));
                 continue;
             }
+            // A DynamicResources Filter error on any node ends the pod's cycle with it (kube's
+            // `running "DynamicResources" filter plugin: …`), whatever other nodes gave.
+            if let Some(error) = plan.devices.as_ref().and_then(|d| d.error()) {
+                out.push(Decision::Unschedulable(Diagnosis {
+                    node_count,
+                    error: Some(error),
+                    ..Diagnosis::default()
+                }));
+                continue;
+            }
             let mut reasons: Vec<(Reason, u32)> = Vec::new();
             // For preemption: the nodes some reason marks unresolvable.
             let mut unresolvable = FlagBuffer::default();
@@ -301,11 +311,18 @@ impl Evaluator<'_> {
                         volumes = v.binding(&nodes[i].spec).unwrap_or_default();
                         placed.volumes.record(&pod.namespace, &pod.volumes, volumes.clone());
                     }
+                    let mut devices = Vec::new();
+                    if let Some(d) = &plan.devices {
+                        // The devices allocated for its claims are no one else's (Reserve).
+                        devices = d.reserve(&nodes[i].spec);
+                        placed.devices.record(&devices);
+                    }
                     out.push(Decision::Node {
                         node: nodes[i].spec.name.clone(),
                         score,
                         feasible,
                         volumes,
+                        devices,
                     });
                     usage.assume(i, pod);
                     placed.push(i, pod);

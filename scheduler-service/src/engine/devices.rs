@@ -478,6 +478,29 @@ impl DeviceObjects {
         Ok(out)
     }
 
+    /// What kube-scheduler's Reserve puts in its claim assume cache for a batch's allocations
+    /// (claim key → allocation, and the pod it is for): each claim with its allocation and the
+    /// pod in `reservedFor`. Allocations naming a claim that is not here, or one allocated
+    /// already, are skipped.
+    pub fn assumed<'c>(
+        &self,
+        allocations: impl IntoIterator<Item = (&'c str, &'c Allocation, Consumer)>,
+    ) -> DeviceDelta {
+        let mut delta = DeviceDelta::default();
+        for (key, allocation, pod) in allocations {
+            let Some(claim) = self.claims.get(key) else { continue };
+            if claim.allocation.is_some() {
+                continue;
+            }
+            let mut c = ResourceClaim::clone(claim);
+            c.allocation = Some(allocation.clone());
+            c.reserved_for.push(pod);
+            delta.upsert_claims.retain(|o| o.key() != c.key());
+            delta.upsert_claims.push(c);
+        }
+        delta
+    }
+
     /// The claim `namespace/name`.
     pub fn claim(&self, namespace: &str, name: &str) -> Option<&Arc<ResourceClaim>> {
         self.claims.get(&format!("{namespace}/{name}"))
@@ -494,5 +517,25 @@ impl DeviceObjects {
             .filter(|d| d.admin_access != Some(true))
             .map(|d| d.device.clone())
             .collect()
+    }
+}
+
+/// What DynamicResources' PreFilter reads for every pod of a snapshot, gathered once: every
+/// ResourceSlice, and the devices in use ([`DeviceObjects::allocated_devices`]).
+#[derive(Debug, Default)]
+pub struct DeviceIndex {
+    /// Every ResourceSlice, in name order.
+    pub slices: Arc<[Arc<ResourceSlice>]>,
+    /// The devices allocated to claims (admin-access results excluded).
+    pub in_use: Arc<std::collections::HashSet<DeviceId>>,
+}
+
+impl DeviceIndex {
+    /// The index of a snapshot's objects.
+    pub fn of(objects: &DeviceObjects) -> Self {
+        Self {
+            slices: objects.slices.values().cloned().collect(),
+            in_use: Arc::new(objects.allocated_devices()),
+        }
     }
 }

@@ -61,6 +61,12 @@ pub enum Reason {
     /// A volume plugin's PreFilter rejected the pod (every node gets it): its message, which
     /// kube-scheduler's `FitError` shows alone instead of counting nodes.
     VolumePreFilter(Arc<str>),
+    /// DynamicResources' PreFilter rejected the pod (every node gets it): its message, shown
+    /// alone like [`Reason::VolumePreFilter`].
+    DevicePreFilter(Arc<str>),
+    /// DynamicResources: the pod's claims cannot be allocated on the node, or an allocated one
+    /// is not available there (kube's message).
+    DynamicResources(Arc<str>),
     /// An extender's message for a node in `FailedNodes` or `FailedAndUnresolvableNodes`.
     Extender(Arc<str>),
     /// A node outside the names PreFilter restricted the pod to (NodeName's `spec.nodeName`,
@@ -103,7 +109,7 @@ impl fmt::Display for Reason {
             }
             Self::VolumeBinding(c) => f.write_str(c.reason()),
             Self::VolumeZone => f.write_str(volumezone::ERR_REASON_CONFLICT),
-            Self::VolumePreFilter(m) => f.write_str(m),
+            Self::VolumePreFilter(m) | Self::DevicePreFilter(m) | Self::DynamicResources(m) => f.write_str(m),
             Self::PreFilterResult(plugins) => write!(f, "node(s) didn't satisfy plugin(s) [{plugins}]"),
         }
     }
@@ -211,7 +217,7 @@ impl Diagnosis {
         let mut msg = format!("0/{} nodes are available:", self.node_count);
         // A PreFilter rejection is shown alone, without node counts (`FitError.Error()`).
         let pre_filter = self.reasons.keys().find_map(|r| match r {
-            Reason::VolumePreFilter(m) => Some(m),
+            Reason::VolumePreFilter(m) | Reason::DevicePreFilter(m) => Some(m),
             _ => None,
         });
         if let Some(m) = pre_filter {

@@ -50,6 +50,7 @@ use super::profile::{Profile, MAX_SCORES};
 use super::select::best_candidate;
 
 use super::plugins::contract::{Filter, Score};
+use super::plugins::dynamicresources::DynamicResources;
 use super::plugins::image_locality::ImageLocality;
 use super::plugins::interpodaffinity::InterPodAffinity;
 use super::plugins::node_affinity::NodeAffinity;
@@ -135,6 +136,9 @@ pub enum Decision {
         /// VolumeBinding's choices for the pod's unbound WaitForFirstConsumer claims on the
         /// node, by claim key (`namespace/name`); empty when it has none.
         volumes: Vec<(String, super::volumes::VolumeChoice)>,
+        /// DynamicResources' allocations for the pod's claims that had none (its Reserve);
+        /// empty when it has none.
+        devices: Vec<super::plugins::dynamicresources::ClaimAllocation>,
     },
     /// No node fits.
     Unschedulable(Diagnosis),
@@ -334,6 +338,7 @@ impl<'a> Evaluator<'a> {
         self.topo_active = TopoActive {
             interpod,
             spread: spread_score.is_some() && !self.candidates.is_empty(),
+            devices: plan.devices.as_ref().is_some_and(|d| d.scores()),
         };
         let (Some(score), Some(slot)) = (
             spread_score,
@@ -389,8 +394,15 @@ impl<'a> Evaluator<'a> {
             );
             return None;
         }
-        // Without topology or volume state those filters pass every node: skip them.
-        let filters = if plan.topo.is_some() || plan.volumes.is_some() {
+        if let Some(message) = &plan.device_error {
+            on_reject(
+                FilterPlugin::DynamicResources,
+                Reason::DevicePreFilter(Arc::clone(message)),
+            );
+            return None;
+        }
+        // Without topology, volume or device state those filters pass every node: skip them.
+        let filters = if plan.topo.is_some() || plan.volumes.is_some() || plan.devices.is_some() {
             &profile.policy.filters
         } else {
             &profile.plain_filters
@@ -407,7 +419,7 @@ impl<'a> Evaluator<'a> {
             }
         }
         let mut raw = [0i64; MAX_SCORES];
-        let slots = if plan.topo.is_some() {
+        let slots = if plan.topo.is_some() || plan.devices.is_some() {
             &profile.all_slots
         } else {
             &profile.plain_slots
@@ -448,6 +460,7 @@ impl<'a> Evaluator<'a> {
                         .and_then(|v| Some((v.binding.as_ref()?, &v.storage))),
                     &node,
                 ),
+                ScorePlugin::DynamicResources => score::<DynamicResources>(plan.devices.as_deref(), &node),
                 // Filled in after filtering: it depends on the feasible nodes.
                 ScorePlugin::PodTopologySpread => 0,
             };
@@ -597,6 +610,9 @@ impl<'a> Evaluator<'a> {
             ScorePlugin::PodTopologySpread if self.topo_active.spread => {
                 spread_scoring::normalize(raw, self.norm_min[slot], max)
             }
+            // kube's `DefaultNormalizeScore` (not reversed).
+            ScorePlugin::DynamicResources if self.topo_active.devices => node_affinity::normalize(raw, max),
+            ScorePlugin::DynamicResources => 0,
             // PreScore skipped: the plugin gives every node 0.
             ScorePlugin::PodTopologySpread => 0,
             _ => raw,
@@ -607,7 +623,7 @@ impl<'a> Evaluator<'a> {
     fn normalize_one(&self, c: &mut Candidate) {
         let mut total = 0;
         // Inactive topology plugins give every node 0.
-        let slots = if self.topo_active.interpod || self.topo_active.spread {
+        let slots = if self.topo_active.interpod || self.topo_active.spread || self.topo_active.devices {
             &self.profile.all_slots
         } else {
             &self.profile.plain_slots
@@ -639,6 +655,7 @@ impl<'a> Evaluator<'a> {
                 ScorePlugin::NodeAffinity | ScorePlugin::TaintToleration => Need::Max,
                 ScorePlugin::InterPodAffinity if self.topo_active.interpod => Need::MaxMin,
                 ScorePlugin::PodTopologySpread if self.topo_active.spread => Need::Spread,
+                ScorePlugin::DynamicResources if self.topo_active.devices => Need::Max,
                 _ => Need::Nothing,
             };
         }
@@ -803,6 +820,9 @@ fn run_filter(
             Reason::VolumeBinding,
             report,
         ),
+        FilterPlugin::DynamicResources => {
+            filter::<DynamicResources>(plan.devices.as_deref(), node, Reason::DynamicResources, report)
+        }
         FilterPlugin::VolumeZone => filter::<VolumeZone>(
             volumes.and_then(|v| v.zone.as_ref()),
             node,
@@ -904,6 +924,8 @@ pub(crate) struct TopoActive {
     interpod: bool,
     /// PodTopologySpread scored.
     spread: bool,
+    /// DynamicResources scored (the pod has a prioritized list).
+    devices: bool,
 }
 
 /// What the extenders made of one pod's feasible nodes.

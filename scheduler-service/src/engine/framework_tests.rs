@@ -220,6 +220,7 @@ fn totals_weigh_each_plugin_with_the_default_weights() {
                 (S::VolumeBinding, 1),
                 (S::PodTopologySpread, 2),
                 (S::InterPodAffinity, 2),
+                (S::DynamicResources, 2),
                 (S::NodeResourcesBalancedAllocation, 1),
                 (S::ImageLocality, 1)
             ]

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::accel::class_cache::{StaticEval, StaticFilters, StaticKey};
 use super::accel::class_labels::{affinity_by_class, ClassLabels};
 use super::model::{NodeSpec, PodSpec, Toleration};
+use super::plugins::dynamicresources::{selectors, PodDevices};
 use super::plugins::interpodaffinity::filtering::InterPodFilter;
 use super::plugins::interpodaffinity::scoring as interpod_scoring;
 use super::plugins::podtopologyspread::filtering::SpreadFilter;
@@ -127,6 +128,11 @@ pub(super) struct PodPlan<'a> {
     pub(super) volumes: Option<Box<PodVolumes>>,
     /// A volume plugin's PreFilter rejected the pod: its message.
     pub(super) volume_error: Option<Arc<str>>,
+    /// DynamicResources' PreFilter state; `None` when the pod uses no claim (or the profile
+    /// does not run the plugin).
+    pub(super) devices: Option<Box<PodDevices>>,
+    /// DynamicResources' PreFilter rejected the pod: its message.
+    pub(super) device_error: Option<Arc<str>>,
     /// The profile's [`Profile::static_filters`].
     pub(super) static_filters: StaticFilters,
     /// InterPodAffinity's and PodTopologySpread's state; `None` when neither has work.
@@ -203,7 +209,29 @@ impl<'a> PodPlan<'a> {
                 Err(message) => (None, Some(Arc::from(message))),
             }
         };
-        let per_node = needs_per_node(pod) || volumes.is_some() || volume_error.is_some();
+        // DynamicResources' PreFilter (kube's order: after the volume plugins'); a pod with
+        // claims is evaluated node by node.
+        let (devices, device_error) = if pod.resource_claims.is_empty() || !profile.dynamic_resources {
+            (None, None)
+        } else {
+            let index = snapshot.device_index();
+            match PodDevices::pre_filter(
+                snapshot.devices(),
+                &index.slices,
+                &index.in_use,
+                selectors(),
+                pod,
+                &placed.devices,
+            ) {
+                Ok(d) => (d.map(Box::new), None),
+                Err(message) => (None, Some(Arc::from(message))),
+            }
+        };
+        let per_node = needs_per_node(pod)
+            || volumes.is_some()
+            || volume_error.is_some()
+            || devices.is_some()
+            || device_error.is_some();
         let mut plan = Self {
             pod,
             fit_requests,
@@ -219,6 +247,8 @@ impl<'a> PodPlan<'a> {
             plain: false,
             volumes,
             volume_error,
+            devices,
+            device_error,
             static_filters: profile.static_filters,
             topo: None,
             rule_pod: match &profile.rules {
@@ -310,6 +340,7 @@ impl<'a> PodPlan<'a> {
                         | ScorePlugin::TaintToleration
                         | ScorePlugin::InterPodAffinity
                         | ScorePlugin::PodTopologySpread
+                        | ScorePlugin::DynamicResources
                 )
             });
         if plan.plain {
@@ -491,6 +522,8 @@ pub(super) fn same_constraints(a: &PodSpec, b: &PodSpec) -> bool {
         // Each pod's claims are its own, and every placement changes what the next one finds.
         && a.volumes.is_empty()
         && b.volumes.is_empty()
+        && a.resource_claims.is_empty()
+        && b.resource_claims.is_empty()
 }
 
 /// The topology plugins' PreFilter and PreScore state for one pod.

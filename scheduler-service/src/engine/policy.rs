@@ -442,11 +442,13 @@ mod tests {
         assert_eq!(p.inter_pod_affinity.hard_pod_affinity_weight, 1);
         assert!(!p.inter_pod_affinity.ignore_preferred_terms_of_existing_pods);
         assert_eq!(p.pod_topology_spread.defaulting_type, DefaultingType::System);
+        assert_eq!(p.weight(ScorePlugin::DynamicResources), Some(2));
         assert_eq!(
-            p.filters[p.filters.len() - 3..],
+            p.filters[p.filters.len() - 4..],
             [
                 FilterPlugin::PodTopologySpread,
                 FilterPlugin::InterPodAffinity,
+                FilterPlugin::DynamicResources,
                 FilterPlugin::NodeDeclaredFeatures
             ],
             "kube-scheduler runs them after NodeResourcesFit, NodeDeclaredFeatures last"

@@ -275,10 +275,13 @@ fn an_operators_configuration_maps_profile_by_profile() {
 
 #[test]
 fn implied_defaults_placement_lacks_are_skipped_but_explicit_ones_are_errors() {
-    // DynamicResources is in kube-scheduler's defaults: implied, it is skipped (first test);
-    // disabling it is fine; enabling it is an error naming the plugin, the profile and the field.
+    // SchedulingGates is in kube-scheduler's defaults: implied, it is skipped (first test);
+    // enabling it is an error naming the plugin, the profile and the field.
+    // DynamicResources is implemented: disabling it takes it out.
     let disabled = format!("{KSC}profiles:\n- schedulerName: a\n  plugins:\n    multiPoint:\n      disabled:\n      - name: DynamicResources\n");
-    assert_eq!(filters(&parse(&disabled).policies[0]), filters(&Policy::kube_default()));
+    let mut without = filters(&Policy::kube_default());
+    without.retain(|f| *f != "DynamicResources");
+    assert_eq!(filters(&parse(&disabled).policies[0]), without);
     // VolumeBinding is implemented: disabling it takes it out.
     let disabled = format!("{KSC}profiles:\n- schedulerName: a\n  plugins:\n    multiPoint:\n      disabled:\n      - name: VolumeBinding\n");
     let mut without = filters(&Policy::kube_default());
@@ -286,8 +289,6 @@ fn implied_defaults_placement_lacks_are_skipped_but_explicit_ones_are_errors() {
     assert_eq!(filters(&parse(&disabled).policies[0]), without);
 
     for (point, plugin) in [
-        ("filter", "DynamicResources"),
-        ("multiPoint", "DynamicResources"),
         ("score", "MyCustomScore"),
         ("preFilter", "SomeOutOfTreePlugin"),
         ("postFilter", "DefaultPreemption"),
@@ -584,8 +585,8 @@ fn invalid_placement_files_name_the_field() {
     }
     // A kube-scheduler plugin placement does not implement, named as such.
     assert!(matches!(
-        error(&file("- name: a\n  filters: [DynamicResources]\n")),
-        PolicyConfigError::NotImplemented { plugin, field, .. } if plugin == "DynamicResources" && field == "policies[0].filters[0]"
+        error(&file("- name: a\n  filters: [SchedulingGates]\n")),
+        PolicyConfigError::NotImplemented { plugin, field, .. } if plugin == "SchedulingGates" && field == "policies[0].filters[0]"
     ));
     // The engine's own validation still runs: a zero score weight.
     assert!(matches!(
@@ -634,9 +635,11 @@ fn inter_pod_affinity_and_spread_are_default_plugins_with_their_args() {
             "VolumeZone",
             "PodTopologySpread",
             "InterPodAffinity",
+            "DynamicResources",
             "NodeDeclaredFeatures"
         ]
     );
+    assert_eq!(scores(p)["DynamicResources"], 2);
     assert_eq!(p.inter_pod_affinity, InterPodAffinityArgs::default());
     assert_eq!(p.pod_topology_spread, PodTopologySpreadArgs::default());
 

@@ -41,6 +41,8 @@ pub struct Profile {
     pub(super) static_filters: StaticFilters,
     /// Which volume filters are enabled.
     pub(super) volume_filters: super::volumes::VolumeFilters,
+    /// DynamicResources' filter is enabled.
+    pub(super) dynamic_resources: bool,
     /// The policy's CEL rules, compiled; `None` without rules (the plain pass stays open), or
     /// the compile error (every node is then rejected with it).
     pub(super) rules: Option<Result<Arc<CompiledRules>, Arc<str>>>,
@@ -120,14 +122,14 @@ impl Profile {
                 .iter()
                 .take(MAX_SCORES)
                 .enumerate()
-                .filter(|(_, s)| s.plugin.row().reads != Reads::Topology)
+                .filter(|(_, s)| !matches!(s.plugin.row().reads, Reads::Topology | Reads::Devices))
                 .map(|(slot, s)| (slot, s.plugin, s.weight))
                 .collect(),
             plain_filters: policy
                 .filters
                 .iter()
                 .copied()
-                .filter(|f| !matches!(f.row().reads, Reads::Topology | Reads::Volumes))
+                .filter(|f| !matches!(f.row().reads, Reads::Topology | Reads::Volumes | Reads::Devices))
                 .collect(),
             volume_filters: super::volumes::VolumeFilters {
                 restrictions: policy.filters.contains(&FilterPlugin::VolumeRestrictions),
@@ -135,6 +137,7 @@ impl Profile {
                 binding: policy.filters.contains(&FilterPlugin::VolumeBinding),
                 zone: policy.filters.contains(&FilterPlugin::VolumeZone),
             },
+            dynamic_resources: policy.filters.contains(&FilterPlugin::DynamicResources),
             balanced_cpu_memory,
             score_plugins: policy.scores.iter().map(|s| (s.plugin, s.weight)).collect(),
             fit_resources: policy
@@ -182,4 +185,4 @@ impl Profile {
 }
 
 /// Maximum number of score plugins (one slot per [`ScorePlugin`]).
-pub(super) const MAX_SCORES: usize = 8;
+pub(super) const MAX_SCORES: usize = 9;

@@ -44,6 +44,9 @@ pub enum FilterPlugin {
     PodTopologySpread,
     /// Rejects nodes breaking required pod affinity or anti-affinity (the pod's or existing pods').
     InterPodAffinity,
+    /// Rejects nodes where the pod's ResourceClaims cannot be allocated (or, allocated, are not
+    /// available).
+    DynamicResources,
     /// Rejects nodes that do not declare every node feature the pod needs.
     NodeDeclaredFeatures,
     /// The policy's CEL filter rules (and a score rule's evaluation error): not configurable as
@@ -86,6 +89,8 @@ pub enum ScorePlugin {
     PodTopologySpread,
     /// Prefers nodes by preferred pod (anti-)affinity, both the pod's and existing pods'.
     InterPodAffinity,
+    /// Prefers nodes where the pod's prioritized lists get their earlier choices.
+    DynamicResources,
 }
 
 impl ScorePlugin {
@@ -131,6 +136,9 @@ pub enum Reads {
     /// The volume plugins' PreFilter state (`plan::PodVolumes`): as a filter, skipped for a pod
     /// without volumes they read.
     Volumes,
+    /// DynamicResources' PreFilter state (`dynamicresources::PodDevices`): skipped for a pod
+    /// without resource claims (as a score too: it gives every node 0).
+    Devices,
 }
 
 /// Who does a plugin's job.
@@ -225,7 +233,7 @@ const fn elsewhere(name: &'static str, runs: Runs, mirrors: &'static str) -> Plu
 
 use FilterPlugin as F;
 use Preemption::{Always, ByReason, Never};
-use Reads::{Class, Node, Topology, Volumes};
+use Reads::{Class, Devices, Node, Topology, Volumes};
 use ScorePlugin as S;
 
 /// Every plugin, in kube-scheduler's default order (see the module's documentation).
@@ -353,10 +361,16 @@ pub const REGISTRY: &[PluginRow] = &[
         Topology,
         "interpodaffinity/plugin.go",
     ),
-    PluginRow {
-        default_weight: Some(2),
-        ..elsewhere("DynamicResources", Runs::No, "dynamicresources/dynamicresources.go")
-    },
+    // Every rejection is UnschedulableAndUnresolvable (`statusUnschedulable`).
+    engine(
+        "DynamicResources",
+        Some(F::DynamicResources),
+        Some(S::DynamicResources),
+        Some(2),
+        Never,
+        Devices,
+        "dynamicresources/dynamicresources.go",
+    ),
     // Its job is `engine::preemption`'s, for every profile; not enabled by name.
     elsewhere("DefaultPreemption", Runs::No, "defaultpreemption/default_preemption.go"),
     engine(
@@ -559,6 +573,7 @@ mod tests {
             F::VolumeZone,
             F::PodTopologySpread,
             F::InterPodAffinity,
+            F::DynamicResources,
             F::NodeDeclaredFeatures,
             F::Rules,
         ];
@@ -576,6 +591,7 @@ mod tests {
                 | F::VolumeZone
                 | F::PodTopologySpread
                 | F::InterPodAffinity
+                | F::DynamicResources
                 | F::NodeDeclaredFeatures
                 | F::Rules => {}
             }
@@ -593,6 +609,7 @@ mod tests {
             S::ImageLocality,
             S::PodTopologySpread,
             S::InterPodAffinity,
+            S::DynamicResources,
         ];
         for s in all {
             match s {
@@ -603,7 +620,8 @@ mod tests {
                 | S::NodeResourcesBalancedAllocation
                 | S::ImageLocality
                 | S::PodTopologySpread
-                | S::InterPodAffinity => {}
+                | S::InterPodAffinity
+                | S::DynamicResources => {}
             }
         }
         all.to_vec()
@@ -680,6 +698,7 @@ mod tests {
                 ("VolumeBinding", 1),
                 ("PodTopologySpread", 2),
                 ("InterPodAffinity", 2),
+                ("DynamicResources", 2),
                 ("NodeResourcesBalancedAllocation", 1),
                 ("ImageLocality", 1),
             ]

@@ -478,6 +478,8 @@ pub struct Snapshot {
     storage: super::volumes::StorageObjects,
     /// DeviceClasses, ResourceClaims and ResourceSlices.
     devices: super::devices::DeviceObjects,
+    /// What DynamicResources' PreFilter reads of them for every pod; built on first use.
+    device_index: std::sync::OnceLock<Arc<super::devices::DeviceIndex>>,
     /// Bound members per gang key; built on first use.
     gang_members: std::sync::OnceLock<std::collections::HashMap<Arc<str>, u32>>,
     /// Static predicates per node class of the pods evaluated so far, shared by the snapshots
@@ -693,6 +695,7 @@ impl Snapshot {
             pdbs: self.pdbs.clone(),
             storage: self.storage.clone(),
             devices: self.devices.clone(),
+            device_index: std::sync::OnceLock::new(),
             gang_members: std::sync::OnceLock::new(),
             static_cache: Arc::clone(&self.static_cache),
             kept: Default::default(),
@@ -859,6 +862,12 @@ impl Snapshot {
     /// The DeviceClasses, ResourceClaims and ResourceSlices.
     pub fn devices(&self) -> &super::devices::DeviceObjects {
         &self.devices
+    }
+
+    /// Every ResourceSlice and the devices in use, gathered once per snapshot.
+    pub fn device_index(&self) -> &Arc<super::devices::DeviceIndex> {
+        self.device_index
+            .get_or_init(|| Arc::new(super::devices::DeviceIndex::of(&self.devices)))
     }
 
     /// The PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes.

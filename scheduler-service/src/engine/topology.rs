@@ -32,6 +32,8 @@ pub struct Placed<'p> {
     affinity: bool,
     /// The claims the placed pods use and the volumes chosen for them.
     pub(crate) volumes: super::volumes::BatchVolumes,
+    /// The ResourceClaims the placed pods had allocated, and their devices.
+    pub(crate) devices: super::plugins::dynamicresources::BatchDevices,
 }
 
 impl<'p> Placed<'p> {

@@ -381,6 +381,7 @@ impl PlacementApi {
         base: Arc<Snapshot>,
         placed: Vec<crate::engine::model::PodSpec>,
         storage: crate::engine::volumes::StorageDelta,
+        devices: crate::engine::devices::DeviceDelta,
     ) {
         let (done, wait) = tokio::sync::watch::channel(false);
         {
@@ -414,6 +415,7 @@ impl PlacementApi {
             let delta = crate::engine::Delta {
                 upsert_pods: placed,
                 storage,
+                devices,
                 ..Default::default()
             };
             match base.apply(delta) {
@@ -725,10 +727,36 @@ impl PlacementApi {
                     })
                     .collect();
                 let storage = snapshot.storage().assumed(choices.iter().copied());
+                let allocated: Vec<(
+                    String,
+                    &crate::engine::devices::Allocation,
+                    crate::engine::devices::Consumer,
+                )> = pods
+                    .iter()
+                    .zip(&decisions)
+                    .flat_map(|(pod, d)| match d {
+                        Decision::Node { devices, .. } => devices
+                            .iter()
+                            .map(|c| {
+                                let consumer = crate::engine::devices::Consumer {
+                                    api_group: String::new(),
+                                    resource: "pods".into(),
+                                    name: pod.name.clone(),
+                                    uid: pod.uid.to_string(),
+                                };
+                                (format!("{}/{}", c.namespace, c.name), &c.allocation, consumer)
+                            })
+                            .collect::<Vec<_>>(),
+                        Decision::Unschedulable(_) => Vec::new(),
+                    })
+                    .collect();
+                let devices = snapshot
+                    .devices()
+                    .assumed(allocated.iter().map(|(k, a, c)| (k.as_str(), *a, c.clone())));
                 let placed = placed_pods(pods, &decisions);
-                let id = assumed_id(&base_id, &placed, &choices);
+                let id = assumed_id(&base_id, &placed, &choices, &allocated);
                 tracing::Span::current().record("assumed_snapshot_id", id.as_str());
-                self.assume_in_background(id.clone(), snapshot, placed, storage);
+                self.assume_in_background(id.clone(), snapshot, placed, storage, devices);
                 id
             }
             None => String::new(),
@@ -745,6 +773,7 @@ impl PlacementApi {
                         score,
                         feasible,
                         volumes,
+                        devices,
                     } => {
                         scheduled += 1;
                         proto::Placement {
@@ -753,7 +782,15 @@ impl PlacementApi {
                             score,
                             feasible_nodes: feasible as u32,
                             claim_bindings: volumes.into_iter().map(claim_binding).collect(),
-                            claim_allocations: Vec::new(),
+                            claim_allocations: devices
+                                .iter()
+                                .map(|c| proto::ClaimAllocation {
+                                    claim_namespace: c.namespace.clone(),
+                                    claim_name: c.name.clone(),
+                                    claim_uid: c.uid.clone(),
+                                    allocation: Some(convert::allocation_result(&c.allocation)),
+                                })
+                                .collect(),
                         }
                     }
                     Decision::Unschedulable(diag) => {
@@ -860,8 +897,28 @@ fn placed_pods(pods: Vec<crate::engine::model::PodSpec>, decisions: &[Decision])
 /// volume choice) assumed: the content hash of the base id, the (uid, node) pairs and the
 /// choices, so two replicas that made the same decisions on the same snapshot name the result
 /// alike.
-fn assumed_id(base_id: &str, placed: &[crate::engine::model::PodSpec], choices: &[&(String, VolumeChoice)]) -> String {
+fn assumed_id(
+    base_id: &str,
+    placed: &[crate::engine::model::PodSpec],
+    choices: &[&(String, VolumeChoice)],
+    allocated: &[(
+        String,
+        &crate::engine::devices::Allocation,
+        crate::engine::devices::Consumer,
+    )],
+) -> String {
+    let devices: Vec<String> = allocated
+        .iter()
+        .flat_map(|(claim, a, _)| {
+            a.devices
+                .iter()
+                .map(move |d| format!("{claim}={}:{}", d.request, d.device))
+        })
+        .collect();
     let mut parts: Vec<&[u8]> = vec![b"assume", base_id.as_bytes()];
+    for d in &devices {
+        parts.push(d.as_bytes());
+    }
     for pod in placed {
         parts.push(pod.uid.as_bytes());
         parts.push(pod.node_name.as_deref().unwrap_or_default().as_bytes());

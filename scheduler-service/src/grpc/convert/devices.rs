@@ -150,41 +150,27 @@ fn mode(path: &str, allocation_mode: &str, count: i64) -> Result<AllocationMode,
     }
 }
 
-fn request_spec(
-    path: &str,
-    class: &str,
-    sels: &[String],
-    allocation_mode: &str,
-    count: i64,
-    admin_access: bool,
-    tols: &[proto::Toleration],
-    capacity: &BTreeMap<String, String>,
-) -> Result<RequestSpec, FieldError> {
-    non_empty(format!("{path}.device_class_name"), class, MAX_NAME_BYTES)?;
-    quantities(&format!("{path}.capacity_requests"), capacity)?;
+fn request_spec(path: &str, e: &proto::ExactDeviceRequest) -> Result<RequestSpec, FieldError> {
+    non_empty(
+        format!("{path}.device_class_name"),
+        &e.device_class_name,
+        MAX_NAME_BYTES,
+    )?;
+    quantities(&format!("{path}.capacity_requests"), &e.capacity_requests)?;
     Ok(RequestSpec {
-        class: class.to_string(),
-        selectors: selectors(&format!("{path}.selectors"), sels)?,
-        mode: mode(path, allocation_mode, count)?,
-        admin_access,
-        tolerations: tolerations(&format!("{path}.tolerations"), tols)?,
-        has_capacity_requests: !capacity.is_empty(),
+        class: e.device_class_name.clone(),
+        selectors: selectors(&format!("{path}.selectors"), &e.selectors)?,
+        mode: mode(path, &e.allocation_mode, e.count)?,
+        admin_access: e.admin_access,
+        tolerations: tolerations(&format!("{path}.tolerations"), &e.tolerations)?,
+        has_capacity_requests: !e.capacity_requests.is_empty(),
     })
 }
 
 fn request(path: &str, r: &proto::DeviceRequest) -> Result<DeviceRequest, FieldError> {
     non_empty(format!("{path}.name"), &r.name, MAX_NAME_BYTES)?;
     let kind = match (&r.exactly, r.first_available.is_empty()) {
-        (Some(e), true) => RequestKind::Exactly(request_spec(
-            &format!("{path}.exactly"),
-            &e.device_class_name,
-            &e.selectors,
-            &e.allocation_mode,
-            e.count,
-            e.admin_access,
-            &e.tolerations,
-            &e.capacity_requests,
-        )?),
+        (Some(e), true) => RequestKind::Exactly(request_spec(&format!("{path}.exactly"), e)?),
         (None, false) => {
             let fp = format!("{path}.first_available");
             at_most_items(&fp, &r.first_available, MAX_FIRST_AVAILABLE)?;
@@ -197,19 +183,17 @@ fn request(path: &str, r: &proto::DeviceRequest) -> Result<DeviceRequest, FieldE
                         format!("duplicate subrequest {}", shown(&s.name)),
                     ));
                 }
-                Ok((
-                    s.name.clone(),
-                    request_spec(
-                        p,
-                        &s.device_class_name,
-                        &s.selectors,
-                        &s.allocation_mode,
-                        s.count,
-                        false,
-                        &s.tolerations,
-                        &s.capacity_requests,
-                    )?,
-                ))
+                // A subrequest is an exact request without admin access.
+                let exact = proto::ExactDeviceRequest {
+                    device_class_name: s.device_class_name.clone(),
+                    selectors: s.selectors.clone(),
+                    allocation_mode: s.allocation_mode.clone(),
+                    count: s.count,
+                    admin_access: false,
+                    tolerations: s.tolerations.clone(),
+                    capacity_requests: s.capacity_requests.clone(),
+                };
+                Ok((s.name.clone(), request_spec(p, &exact)?))
             })?;
             RequestKind::FirstAvailable(subs)
         }
@@ -617,4 +601,69 @@ pub fn device_delta(path: &str, d: &proto::SnapshotDelta) -> Result<crate::engin
         )?,
         remove_slices: d.remove_resource_slices.clone(),
     })
+}
+
+fn requirement_out(r: &crate::engine::model::Requirement) -> proto::NodeSelectorRequirement {
+    use crate::engine::model::SelectorOp;
+    let (operator, values) = match &r.op {
+        SelectorOp::In(v) => ("In", v.clone()),
+        SelectorOp::NotIn(v) => ("NotIn", v.clone()),
+        SelectorOp::Exists => ("Exists", Vec::new()),
+        SelectorOp::DoesNotExist => ("DoesNotExist", Vec::new()),
+        SelectorOp::Gt(n) => ("Gt", vec![n.to_string()]),
+        SelectorOp::Lt(n) => ("Lt", vec![n.to_string()]),
+    };
+    proto::NodeSelectorRequirement {
+        key: r.key.clone(),
+        operator: operator.into(),
+        values,
+    }
+}
+
+fn toleration_out(t: &Toleration) -> proto::Toleration {
+    use crate::engine::model::{TaintEffect, TolerationOperator};
+    proto::Toleration {
+        key: t.key.clone(),
+        operator: match t.operator {
+            TolerationOperator::Equal => "Equal",
+            TolerationOperator::Exists => "Exists",
+        }
+        .into(),
+        value: t.value.clone(),
+        effect: match t.effect {
+            None => "",
+            Some(TaintEffect::NoSchedule) => "NoSchedule",
+            Some(TaintEffect::PreferNoSchedule) => "PreferNoSchedule",
+            Some(TaintEffect::NoExecute) => "NoExecute",
+        }
+        .into(),
+        toleration_seconds: None,
+    }
+}
+
+/// An allocation as the API carries it (a placement's `claim_allocations`).
+pub fn allocation_result(a: &Allocation) -> proto::AllocationResult {
+    proto::AllocationResult {
+        devices: a
+            .devices
+            .iter()
+            .map(|d| proto::DeviceRequestAllocationResult {
+                request: d.request.clone(),
+                driver: d.device.driver.to_string(),
+                pool: d.device.pool.to_string(),
+                device: d.device.device.to_string(),
+                admin_access: d.admin_access,
+                tolerations: d.tolerations.iter().map(toleration_out).collect(),
+            })
+            .collect(),
+        node_selector: a.node_selector.as_ref().map(|terms| proto::NodeSelector {
+            terms: terms
+                .iter()
+                .map(|t| proto::NodeSelectorTerm {
+                    match_expressions: t.match_expressions.iter().map(requirement_out).collect(),
+                    match_fields: t.match_fields.iter().map(requirement_out).collect(),
+                })
+                .collect(),
+        }),
+    }
 }

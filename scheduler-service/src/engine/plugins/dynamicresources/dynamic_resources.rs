@@ -1,0 +1,344 @@
+//! DynamicResources (kube-scheduler's `framework/plugins/dynamicresources/dynamicresources.go`):
+//! its PreFilter ([`PodDevices::pre_filter`]: the pod's claims exist and are not being deleted,
+//! their classes exist, the allocated ones restrict the nodes), its Filter
+//! ([`PodDevices::filter`]: the allocated claims' node selectors match, the others are allocated
+//! on the node by the structured allocator), its Score ([`score`]: prioritized lists' first
+//! choices preferred) and its Reserve ([`PodDevices::reserve`]: what a batch allocated is no one
+//! else's). Messages are kube's, word for word.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use super::allocator::{AllocateError, Allocator};
+use super::cel::SelectorCache;
+use crate::engine::devices::{
+    Allocation, DeviceId, DeviceObjects, PodClaimRef, RequestKind, ResourceClaim, ResourceSlice,
+};
+use crate::engine::model::{NodeSpec, PodSpec, SelectorTerm};
+
+/// kube's `FirstAvailableDeviceRequestMaxSize`: the score of a prioritized list's first choice.
+pub const FIRST_AVAILABLE_MAX: i64 = 8;
+
+/// Filter's rejection when a claim to allocate cannot be allocated on the node.
+pub const CANNOT_ALLOCATE: &str = "cannot allocate all claims";
+/// Filter's rejection when an allocated claim's node selector does not match the node.
+pub const NOT_AVAILABLE: &str = "resourceclaim not available on the node";
+
+/// A claim allocated for one pod of a batch: the claim's identity and `status.allocation`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimAllocation {
+    /// The claim's namespace.
+    pub namespace: String,
+    /// The claim's name.
+    pub name: String,
+    /// The claim's uid.
+    pub uid: String,
+    /// The allocation chosen.
+    pub allocation: Allocation,
+}
+
+/// What the pods of a batch placed so far allocated (kube's in-flight allocations of the
+/// claims tracker): claims allocated, by `namespace/name`, and their devices.
+#[derive(Debug, Default, Clone)]
+pub struct BatchDevices {
+    claims: HashMap<String, Allocation>,
+    in_use: HashSet<DeviceId>,
+}
+
+impl BatchDevices {
+    /// Records a placed pod's allocations (kube's Reserve: `SignalClaimPendingAllocation`).
+    pub fn record(&mut self, allocated: &[ClaimAllocation]) {
+        for c in allocated {
+            for d in &c.allocation.devices {
+                if d.admin_access != Some(true) {
+                    self.in_use.insert(d.device.clone());
+                }
+            }
+            self.claims
+                .insert(format!("{}/{}", c.namespace, c.name), c.allocation.clone());
+        }
+    }
+
+    /// Whether nothing was allocated.
+    pub fn is_empty(&self) -> bool {
+        self.claims.is_empty()
+    }
+}
+
+/// Why Filter rejects a node, or fails.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    /// `UnschedulableAndUnresolvable` with kube's message.
+    Unschedulable(String),
+    /// An error (a broken selector, a class gone): kube aborts the pod's scheduling cycle with it.
+    Error(String),
+}
+
+/// DynamicResources' PreFilter state for one pod (kube's `stateData`).
+#[derive(Debug, Clone)]
+pub struct PodDevices {
+    /// The pod's claims, in `spec.resourceClaims` order (entries without a claim left out),
+    /// with an allocation made earlier in the batch filled in.
+    claims: Vec<Arc<ResourceClaim>>,
+    /// Per claim: the nodes its allocation is available on (`None`: not allocated, or every node).
+    available_on: Vec<Option<Vec<SelectorTerm>>>,
+    /// Indices of the claims to allocate.
+    to_allocate: Vec<usize>,
+    /// The objects the allocator reads (shared, copy-on-write).
+    objects: DeviceObjects,
+    /// Every ResourceSlice.
+    slices: Arc<[Arc<ResourceSlice>]>,
+    /// The devices in use: the snapshot's allocated claims' and the batch's.
+    in_use: Arc<HashSet<DeviceId>>,
+    /// The compiled selectors.
+    cel: Arc<SelectorCache>,
+    /// The first error Filter met (kube aborts the pod's scheduling cycle with it).
+    error: Arc<std::sync::Mutex<Option<String>>>,
+}
+
+/// The process's compiled DRA selectors (kube's scheduler-wide `cel.Cache`).
+pub fn selectors() -> &'static Arc<SelectorCache> {
+    static CACHE: std::sync::LazyLock<Arc<SelectorCache>> = std::sync::LazyLock::new(|| Arc::new(SelectorCache::new()));
+    &CACHE
+}
+
+/// The claim name a pod's entry refers to (kube's `resourceclaim.Name`): `Ok(None)` when the
+/// entry needs no claim, `Err` with kube's message while the template's claim is not created.
+fn claim_name<'a>(pod: &PodSpec, entry: &'a PodClaimRef) -> Result<Option<&'a str>, String> {
+    match &entry.claim_name {
+        Some(name) if name.is_empty() => Ok(None),
+        Some(name) => Ok(Some(name)),
+        None => Err(format!(
+            "pod \"{}/{}\": ResourceClaim not created yet",
+            pod.namespace, pod.name
+        )),
+    }
+}
+
+impl PodDevices {
+    /// kube's PreFilter: `Ok(None)` when the pod uses no claim (Skip), `Err` with the message of
+    /// an `UnschedulableAndUnresolvable` status for every node.
+    pub fn pre_filter(
+        objects: &DeviceObjects,
+        slices: &Arc<[Arc<ResourceSlice>]>,
+        in_use: &Arc<HashSet<DeviceId>>,
+        cel: &Arc<SelectorCache>,
+        pod: &PodSpec,
+        batch: &BatchDevices,
+    ) -> Result<Option<Self>, String> {
+        if pod.resource_claims.is_empty() {
+            return Ok(None);
+        }
+        let mut claims = Vec::with_capacity(pod.resource_claims.len());
+        for entry in &pod.resource_claims {
+            let Some(name) = claim_name(pod, entry)? else {
+                continue;
+            };
+            let key = format!("{}/{}", pod.namespace, name);
+            let Some(claim) = objects.claims.get(&key) else {
+                return Err(format!("could not find ResourceClaim \"{key}\""));
+            };
+            if claim.deleting {
+                return Err(format!("resourceclaim \"{name}\" is being deleted"));
+            }
+            let claim = match batch.claims.get(&key) {
+                // Allocated for an earlier pod of the batch: allocated, for this one.
+                Some(a) if claim.allocation.is_none() => {
+                    let mut c = (**claim).clone();
+                    c.allocation = Some(a.clone());
+                    Arc::new(c)
+                }
+                _ => Arc::clone(claim),
+            };
+            claims.push(claim);
+        }
+        if claims.is_empty() {
+            return Ok(None);
+        }
+        let mut available_on = Vec::with_capacity(claims.len());
+        let mut to_allocate = Vec::new();
+        for (i, claim) in claims.iter().enumerate() {
+            match &claim.allocation {
+                Some(a) => available_on.push(a.node_selector.clone()),
+                None => {
+                    available_on.push(None);
+                    to_allocate.push(i);
+                    for request in &claim.requests {
+                        match &request.kind {
+                            RequestKind::Exactly(spec) => validate_class(objects, &spec.class, &request.name)?,
+                            RequestKind::FirstAvailable(subs) => {
+                                for (sub, spec) in subs {
+                                    validate_class(objects, &spec.class, &format!("{}/{sub}", request.name))?;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let in_use = if batch.in_use.is_empty() || to_allocate.is_empty() {
+            Arc::clone(in_use)
+        } else {
+            let mut all = (**in_use).clone();
+            all.extend(batch.in_use.iter().cloned());
+            Arc::new(all)
+        };
+        Ok(Some(Self {
+            claims,
+            available_on,
+            to_allocate,
+            objects: objects.clone(),
+            slices: Arc::clone(slices),
+            in_use,
+            cel: Arc::clone(cel),
+            error: Arc::default(),
+        }))
+    }
+
+    /// kube's Filter on one node: `Ok` with the allocations of the claims to allocate (in claim
+    /// order), or the rejection.
+    pub fn filter(&self, node: &NodeSpec) -> Result<Vec<Allocation>, Rejection> {
+        for selector in self.available_on.iter().flatten() {
+            if !selector.iter().any(|t| t.matches(node)) {
+                return Err(Rejection::Unschedulable(NOT_AVAILABLE.to_string()));
+            }
+        }
+        if self.to_allocate.is_empty() {
+            return Ok(Vec::new());
+        }
+        let classes = |name: &str| self.objects.classes.get(name).map(|c| &**c);
+        let allocator = Allocator::new(&classes, &self.slices, &self.in_use, &self.cel);
+        let claims: Vec<&ResourceClaim> = self.to_allocate.iter().map(|&i| &*self.claims[i]).collect();
+        match allocator.allocate(node, &claims) {
+            Ok(Some(results)) if results.len() == claims.len() => Ok(results),
+            Ok(_) => Err(Rejection::Unschedulable(CANNOT_ALLOCATE.to_string())),
+            Err(e @ AllocateError::InvalidPools) => Err(Rejection::Unschedulable(e.to_string())),
+            Err(e) => {
+                let message = e.to_string();
+                let mut first = self.error.lock().unwrap_or_else(|e| e.into_inner());
+                first.get_or_insert_with(|| message.clone());
+                Err(Rejection::Error(message))
+            }
+        }
+    }
+
+    /// The first error Filter met on some node, if any: kube's scheduling cycle ends with
+    /// `running "DynamicResources" filter plugin: <error>` for the pod, whatever other nodes gave.
+    pub fn error(&self) -> Option<String> {
+        self.error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|e| format!("running \"DynamicResources\" filter plugin: {e}"))
+    }
+
+    /// kube's Reserve on the chosen node: the claims allocated there, for the caller to write
+    /// (PreBind) and for the batch to count ([`BatchDevices::record`]).
+    pub fn reserve(&self, node: &NodeSpec) -> Vec<ClaimAllocation> {
+        let Ok(results) = self.filter(node) else {
+            return Vec::new();
+        };
+        self.to_allocate
+            .iter()
+            .zip(results)
+            .map(|(&i, allocation)| {
+                let c = &self.claims[i];
+                ClaimAllocation {
+                    namespace: c.namespace.clone(),
+                    name: c.name.clone(),
+                    uid: c.uid.clone(),
+                    allocation,
+                }
+            })
+            .collect()
+    }
+
+    /// kube's Score (`computeScore`) for the allocations Filter made on a node: for every claim
+    /// and every prioritized-list request, `8 - i` for the `i`-th subrequest allocated.
+    pub fn score(&self, allocations: &[Allocation]) -> i64 {
+        let mut score = 0;
+        let mut next = allocations.iter();
+        for claim in &self.claims {
+            let allocation = match &claim.allocation {
+                Some(a) => a,
+                None => match next.next() {
+                    Some(a) => a,
+                    None => return score,
+                },
+            };
+            let chosen: HashSet<&str> = allocation
+                .devices
+                .iter()
+                .map(|d| d.request.as_str())
+                .filter(|r| r.contains('/'))
+                .collect();
+            for request in &claim.requests {
+                if let RequestKind::FirstAvailable(subs) = &request.kind {
+                    for (i, (sub, _)) in subs.iter().enumerate() {
+                        if chosen.contains(format!("{}/{sub}", request.name).as_str()) {
+                            score += FIRST_AVAILABLE_MAX - i as i64;
+                        }
+                    }
+                }
+            }
+        }
+        score
+    }
+
+    /// Whether some claim has a prioritized list (only then can scores differ between nodes).
+    pub fn scores(&self) -> bool {
+        self.claims.iter().any(|c| {
+            c.requests
+                .iter()
+                .any(|r| matches!(r.kind, RequestKind::FirstAvailable(_)))
+        })
+    }
+}
+
+/// The plugin, through the plugins' contract: its Filter on a node for a pod with claims (a
+/// pod without passes every node).
+pub struct DynamicResources;
+
+impl crate::engine::plugins::contract::Filter for DynamicResources {
+    type In<'a> = Option<&'a PodDevices>;
+    type Rejection = Arc<str>;
+
+    fn filter(
+        input: Self::In<'_>,
+        node: &crate::engine::snapshot::NodeView<'_>,
+        reject: &mut impl FnMut(Arc<str>),
+    ) -> bool {
+        let Some(devices) = input else {
+            return true;
+        };
+        match devices.filter(&node.entry.spec) {
+            Ok(_) => true,
+            Err(Rejection::Unschedulable(m) | Rejection::Error(m)) => {
+                reject(Arc::from(m));
+                false
+            }
+        }
+    }
+}
+
+impl crate::engine::plugins::contract::Score for DynamicResources {
+    type In<'a> = Option<&'a PodDevices>;
+
+    /// kube's Score: the allocations Filter makes on the node, scored by [`PodDevices::score`];
+    /// 0 for a pod without prioritized lists.
+    fn score(input: Self::In<'_>, node: &crate::engine::snapshot::NodeView<'_>) -> i64 {
+        match input {
+            Some(d) if d.scores() => d.filter(&node.entry.spec).map_or(0, |a| d.score(&a)),
+            _ => 0,
+        }
+    }
+}
+
+/// kube's `validateDeviceClass`.
+fn validate_class(objects: &DeviceObjects, class: &str, request: &str) -> Result<(), String> {
+    if objects.classes.contains_key(class) {
+        Ok(())
+    } else {
+        Err(format!("request {request}: device class {class} does not exist"))
+    }
+}

@@ -1,0 +1,284 @@
+//! DynamicResources through the cycle, in kube-scheduler's style: a cluster of nodes with
+//! devices, pods with claims, and where each goes or its message (kube's
+//! `dynamicresources_test.go` cases the engine's batch adds to: devices taken by earlier pods of
+//! the batch, a claim shared by two of its pods).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::engine::devices::{
+    AllocationMode, AttributeValue, Device, DeviceClass, DeviceParts, DeviceRequest, NodeSelection, PodClaimRef,
+    RequestKind, RequestSpec, ResourceClaim, ResourceSlice,
+};
+use crate::engine::framework::{Deadline, Decision, Evaluator};
+use crate::engine::model::{NodeSpec, PodSpec};
+use crate::engine::plugins::testing::{node, pod};
+use crate::engine::policy::Policy;
+use crate::engine::profile::Profile;
+use crate::engine::snapshot::Snapshot;
+
+const DRIVER: &str = "gpu.example.com";
+
+fn gpu(name: &str, model: &str) -> Device {
+    Device {
+        name: Arc::from(name),
+        attributes: BTreeMap::from([(format!("{DRIVER}/model"), AttributeValue::String(model.into()))]),
+        ..Default::default()
+    }
+}
+
+/// A slice of `node`'s GPUs of one model.
+fn slice(node: &str, model: &str, count: usize) -> ResourceSlice {
+    ResourceSlice {
+        name: format!("{node}-gpus"),
+        driver: Arc::from(DRIVER),
+        pool: Arc::from(node),
+        pool_generation: 1,
+        pool_slice_count: 1,
+        node_selection: NodeSelection::NodeName(node.into()),
+        devices: (0..count).map(|i| gpu(&format!("gpu-{i}"), model)).collect(),
+        shared_counters: vec![],
+    }
+}
+
+fn class() -> DeviceClass {
+    DeviceClass {
+        name: "gpu".into(),
+        selectors: vec![Arc::from(format!("device.driver == \"{DRIVER}\""))],
+        extended_resource_name: None,
+    }
+}
+
+fn spec(count: i64, selector: Option<&str>) -> RequestSpec {
+    RequestSpec {
+        class: "gpu".into(),
+        selectors: selector.map(Arc::from).into_iter().collect(),
+        mode: AllocationMode::ExactCount(count),
+        admin_access: false,
+        tolerations: vec![],
+        has_capacity_requests: false,
+    }
+}
+
+fn claim(name: &str, kind: RequestKind) -> ResourceClaim {
+    ResourceClaim {
+        namespace: "default".into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        requests: vec![DeviceRequest {
+            name: "gpu".into(),
+            kind,
+        }],
+        ..Default::default()
+    }
+}
+
+fn gpus(name: &str, count: i64) -> ResourceClaim {
+    claim(name, RequestKind::Exactly(spec(count, None)))
+}
+
+fn with_claims(uid: &str, claims: &[&str]) -> PodSpec {
+    let mut p = pod(uid, 100, 100);
+    p.namespace = "default".into();
+    p.name = uid.into();
+    p.resource_claims = claims
+        .iter()
+        .map(|c| PodClaimRef {
+            name: (*c).into(),
+            claim_name: Some((*c).into()),
+            from_template: false,
+        })
+        .collect();
+    p
+}
+
+fn nodes() -> Vec<NodeSpec> {
+    ["n1", "n2", "n3"].iter().map(|n| node(n, 8000, 32 << 30)).collect()
+}
+
+fn cluster(slices: Vec<ResourceSlice>, claims: Vec<ResourceClaim>) -> Snapshot {
+    Snapshot::build(nodes(), vec![])
+        .and_then(|s| {
+            s.with_devices(DeviceParts {
+                classes: vec![class()],
+                claims,
+                slices,
+            })
+        })
+        .unwrap()
+}
+
+/// Each pod's node (with its claims' devices, `claim=node/device,…`) or message.
+fn schedule(snap: &Snapshot, pods: &[PodSpec]) -> Vec<Result<(String, Vec<String>), String>> {
+    let profile = Profile::new(Policy::kube_default());
+    Evaluator::new(&profile, snap)
+        .schedule(pods, 0, Deadline::none())
+        .unwrap()
+        .into_iter()
+        .map(|d| match d {
+            Decision::Node { node, devices, .. } => Ok((
+                node,
+                devices
+                    .iter()
+                    .map(|c| {
+                        let ds: Vec<String> = c
+                            .allocation
+                            .devices
+                            .iter()
+                            .map(|d| format!("{}/{}", d.device.pool, d.device.device))
+                            .collect();
+                        format!("{}={}", c.name, ds.join(","))
+                    })
+                    .collect(),
+            )),
+            Decision::Unschedulable(diag) => Err(diag.error.clone().unwrap_or_else(|| diag.message())),
+        })
+        .collect()
+}
+
+#[test]
+fn pods_go_only_where_their_devices_are_and_run_out_as_devices_do() {
+    // Two GPUs on n2, none elsewhere: two pods of one GPU each fit (on n2), the third does not.
+    let snap = cluster(
+        vec![slice("n2", "a100", 2)],
+        vec![gpus("c1", 1), gpus("c2", 1), gpus("c3", 1)],
+    );
+    let pods = [
+        with_claims("p1", &["c1"]),
+        with_claims("p2", &["c2"]),
+        with_claims("p3", &["c3"]),
+    ];
+    let out = schedule(&snap, &pods);
+    assert_eq!(out[0], Ok(("n2".into(), vec!["c1=n2/gpu-0".into()])));
+    assert_eq!(out[1], Ok(("n2".into(), vec!["c2=n2/gpu-1".into()])));
+    assert_eq!(
+        out[2],
+        Err("0/3 nodes are available: 3 cannot allocate all claims. \
+             preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+            .into())
+    );
+}
+
+#[test]
+fn devices_allocated_to_claims_in_the_snapshot_are_not_given_again() {
+    let mut taken = gpus("taken", 1);
+    let free = slice("n1", "a100", 2);
+    taken.allocation = Some(crate::engine::devices::Allocation {
+        devices: vec![crate::engine::devices::AllocatedDevice {
+            request: "gpu".into(),
+            device: crate::engine::devices::DeviceId {
+                driver: Arc::from(DRIVER),
+                pool: Arc::from("n1"),
+                device: Arc::from("gpu-0"),
+            },
+            admin_access: None,
+            tolerations: vec![],
+        }],
+        node_selector: None,
+    });
+    let snap = cluster(vec![free], vec![taken, gpus("c1", 1), gpus("c2", 1)]);
+    let out = schedule(&snap, &[with_claims("p1", &["c1"]), with_claims("p2", &["c2"])]);
+    assert_eq!(out[0], Ok(("n1".into(), vec!["c1=n1/gpu-1".into()])));
+    assert!(out[1]
+        .as_ref()
+        .is_err_and(|m| m.starts_with("0/3 nodes are available: 3 cannot allocate all claims.")));
+}
+
+#[test]
+fn a_claim_shared_by_two_pods_puts_them_on_one_node_and_is_allocated_once() {
+    let snap = cluster(
+        vec![slice("n1", "a100", 1), slice("n3", "a100", 1)],
+        vec![gpus("shared", 1)],
+    );
+    let out = schedule(&snap, &[with_claims("p1", &["shared"]), with_claims("p2", &["shared"])]);
+    let Ok((first, allocated)) = &out[0] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(allocated.len(), 1);
+    // The second pod finds the claim allocated: it goes where the devices are, allocating nothing.
+    assert_eq!(out[1], Ok((first.clone(), vec![])));
+}
+
+#[test]
+fn a_prioritized_list_falls_back_to_its_second_choice_and_prefers_the_first() {
+    let first_available = |name: &str| {
+        claim(
+            name,
+            RequestKind::FirstAvailable(vec![
+                (
+                    "h100".into(),
+                    spec(1, Some("device.attributes[\"gpu.example.com\"].model == \"h100\"")),
+                ),
+                (
+                    "a100".into(),
+                    spec(1, Some("device.attributes[\"gpu.example.com\"].model == \"a100\"")),
+                ),
+            ]),
+        )
+    };
+    // One H100 on n3, A100s on n1: the first pod takes the H100 (scored higher: 8 against 7),
+    // the second falls back to an A100.
+    let snap = cluster(
+        vec![slice("n1", "a100", 2), slice("n3", "h100", 1)],
+        vec![first_available("c1"), first_available("c2")],
+    );
+    let out = schedule(&snap, &[with_claims("p1", &["c1"]), with_claims("p2", &["c2"])]);
+    assert_eq!(out[0], Ok(("n3".into(), vec!["c1=n3/gpu-0".into()])));
+    assert_eq!(out[1], Ok(("n1".into(), vec!["c2=n1/gpu-0".into()])));
+}
+
+#[test]
+fn a_missing_claim_class_or_template_claim_rejects_every_node_with_kubes_message() {
+    let snap = cluster(
+        vec![slice("n1", "a100", 1)],
+        vec![claim(
+            "classless",
+            RequestKind::Exactly(RequestSpec {
+                class: "tpu".into(),
+                ..spec(1, None)
+            }),
+        )],
+    );
+    let mut template = with_claims("p3", &[]);
+    template.resource_claims = vec![PodClaimRef {
+        name: "gpu".into(),
+        claim_name: None,
+        from_template: true,
+    }];
+    let out = schedule(
+        &snap,
+        &[
+            with_claims("p1", &["missing"]),
+            with_claims("p2", &["classless"]),
+            template,
+        ],
+    );
+    let fit = |m: &str| {
+        format!("0/3 nodes are available: {m}. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")
+    };
+    assert_eq!(out[0], Err(fit("could not find ResourceClaim \"default/missing\"")));
+    assert_eq!(out[1], Err(fit("request gpu: device class tpu does not exist")));
+    assert_eq!(out[2], Err(fit("pod \"default/p3\": ResourceClaim not created yet")));
+}
+
+#[test]
+fn a_selector_that_fails_ends_the_pods_cycle_with_the_filter_error() {
+    let broken = claim(
+        "broken",
+        RequestKind::Exactly(spec(1, Some("device.attributes[\"gpu.example.com\"].model > 1"))),
+    );
+    let snap = cluster(vec![slice("n1", "a100", 1)], vec![broken]);
+    let out = schedule(&snap, &[with_claims("p1", &["broken"])]);
+    let Err(message) = &out[0] else { panic!("{out:?}") };
+    assert!(
+        message.starts_with("running \"DynamicResources\" filter plugin: claim default/broken: selector #0 on device gpu.example.com/n1/gpu-0: CEL runtime error:"),
+        "{message}"
+    );
+}
+
+#[test]
+fn pods_without_claims_are_placed_as_before() {
+    let snap = cluster(vec![slice("n1", "a100", 1)], vec![]);
+    let out = schedule(&snap, &[with_claims("plain", &[])]);
+    assert!(out[0].is_ok(), "{out:?}");
+}
