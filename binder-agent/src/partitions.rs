@@ -67,6 +67,11 @@ pub fn alone_reason(pod: &proto::Pod) -> Option<&'static str> {
     if pod.volumes.iter().any(|v| !v.claim_name.is_empty()) {
         return Some("claim");
     }
+    // Devices shared by several nodes (a node selector, all nodes) may be allocated from two
+    // partitions at once.
+    if !pod.resource_claims.is_empty() {
+        return Some("resource_claim");
+    }
     None
 }
 

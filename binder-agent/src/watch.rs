@@ -732,7 +732,6 @@ async fn storage_watches<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier
             Arc::clone(&barrier),
         ),
         capacity_watch(client.clone(), Arc::clone(&barrier)),
-        device_watches(client.clone(), Arc::clone(&barrier)),
     );
 }
 
@@ -743,7 +742,11 @@ pub async fn run<A: ClusterApi>(client: Client, binder: Binder<A>, shutdown: imp
         remaining: AtomicUsize::new(13),
         binder,
     });
-    let storage = storage_watches(client.clone(), Arc::clone(&barrier));
+    // Each group of watches is a task of its own: one task polling every watcher would nest
+    // their futures deep enough to overflow a worker's stack in unoptimized builds.
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(storage_watches(client.clone(), Arc::clone(&barrier)));
+    tasks.spawn(device_watches(client.clone(), Arc::clone(&barrier)));
     let nodes = watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff();
     let namespaces = watcher(Api::<Namespace>::all(client.clone()), watcher::Config::default()).default_backoff();
     let pdbs = watcher(
@@ -756,32 +759,39 @@ pub async fn run<A: ClusterApi>(client: Client, binder: Binder<A>, shutdown: imp
         watcher::Config::default().fields(POD_FIELD_SELECTOR),
     )
     .default_backoff();
-    let nodes = drive(
+    tasks.spawn(drive(
         "nodes",
         nodes,
         NodeTracker::default(),
         NodeTracker::on_event,
         Arc::clone(&barrier),
-    );
-    let namespaces = drive(
+    ));
+    tasks.spawn(drive(
         "namespaces",
         namespaces,
         NamespaceTracker::default(),
         NamespaceTracker::on_event,
         Arc::clone(&barrier),
-    );
-    let pdbs = drive(
+    ));
+    tasks.spawn(drive(
         "poddisruptionbudgets",
         pdbs,
         PdbTracker::default(),
         PdbTracker::on_event,
         Arc::clone(&barrier),
-    );
-    let pods = drive("pods", pods, PodTracker::default(), PodTracker::on_event, barrier);
+    ));
+    tasks.spawn(drive(
+        "pods",
+        pods,
+        PodTracker::default(),
+        PodTracker::on_event,
+        barrier,
+    ));
     tokio::select! {
         () = shutdown => {}
-        _ = async { tokio::join!(nodes, namespaces, pdbs, storage, pods) } => {}
+        _ = async { while tasks.join_next().await.is_some() {} } => {}
     }
+    // Dropping the set aborts the watches still running.
 }
 
 #[cfg(test)]

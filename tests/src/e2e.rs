@@ -20,6 +20,7 @@ use k8s_openapi::api::core::v1::{
     Container, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec, ResourceRequirements, Toleration,
 };
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -220,8 +221,9 @@ impl Scope {
         self.cluster_objects.push((resource.to_string(), name.to_string()));
     }
 
-    /// Creates a cluster-scoped storage object from JSON (`resource`: `persistentvolumes`,
-    /// `storageclasses` or `csinodes`), remembered for cleanup; returns its name.
+    /// Creates a cluster-scoped storage or device object from JSON (`resource`:
+    /// `persistentvolumes`, `storageclasses`, `csinodes`, `csidrivers`, `deviceclasses` or
+    /// `resourceslices`), remembered for cleanup; returns its name.
     pub async fn create_storage(&mut self, resource: &str, obj: serde_json::Value) -> String {
         let name = obj["metadata"]["name"].as_str().expect("metadata.name").to_string();
         let pp = PostParams::default();
@@ -240,6 +242,14 @@ impl Scope {
                 .map(|_| ()),
             "csidrivers" => Api::<CSIDriver>::all(self.client.clone())
                 .create(&pp, &serde_json::from_value(obj).expect("a CSIDriver"))
+                .await
+                .map(|_| ()),
+            "deviceclasses" => Api::<DeviceClass>::all(self.client.clone())
+                .create(&pp, &serde_json::from_value(obj).expect("a DeviceClass"))
+                .await
+                .map(|_| ()),
+            "resourceslices" => Api::<ResourceSlice>::all(self.client.clone())
+                .create(&pp, &serde_json::from_value(obj).expect("a ResourceSlice"))
                 .await
                 .map(|_| ()),
             other => panic!("create_storage does not know the resource {other}"),
@@ -329,6 +339,14 @@ impl Scope {
                     .await
                     .map(|_| ()),
                 "csidrivers" => Api::<CSIDriver>::all(self.client.clone())
+                    .delete(name, &dp)
+                    .await
+                    .map(|_| ()),
+                "deviceclasses" => Api::<DeviceClass>::all(self.client.clone())
+                    .delete(name, &dp)
+                    .await
+                    .map(|_| ()),
+                "resourceslices" => Api::<ResourceSlice>::all(self.client.clone())
                     .delete(name, &dp)
                     .await
                     .map(|_| ()),

@@ -2684,3 +2684,337 @@ async fn a_node_at_its_csi_attach_limit_takes_no_more_pods_with_such_volumes() {
     binder.stop().await;
     scope.cleanup().await;
 }
+
+// ---- Dynamic Resource Allocation ----
+
+/// The driver of the made-up GPUs (ResourceSlices are created by the test, as an admin would).
+const GPU_DRIVER: &str = "gpu.placement-e2e.example.com";
+
+/// A ResourceSlice of `node`'s GPUs, one pool per node: (name, model, numa, tainted).
+fn gpu_slice(node: &str, gpus: &[(&str, &str, i64, bool)]) -> serde_json::Value {
+    let devices: Vec<serde_json::Value> = gpus
+        .iter()
+        .map(|(name, model, numa, tainted)| {
+            let mut d = serde_json::json!({
+                "name": name,
+                "attributes": {"model": {"string": model}, "numa": {"int": numa}},
+                "capacity": {"memory": {"value": "80Gi"}},
+            });
+            if *tainted {
+                d["taints"] =
+                    serde_json::json!([{"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}]);
+            }
+            d
+        })
+        .collect();
+    serde_json::json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": format!("{node}-gpus")},
+        "spec": {
+            "driver": GPU_DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        }
+    })
+}
+
+/// A claim's spec asking for GPUs of `class`: `request` is the request's JSON (its name "gpu").
+fn claim_spec(request: serde_json::Value, constraints: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"devices": {"requests": [request], "constraints": constraints}})
+}
+
+/// What a decision wrote for one pod, the side's name taken out: the node's side-free suffix,
+/// the pod's claim's allocation (request, driver, pool, device, tolerations) and node selector,
+/// and its `PodScheduled` condition when it is not bound.
+async fn dra_view(scope: &Scope, pod: &Pod, side: &str) -> serde_json::Value {
+    let unside = |s: &str| s.replace(side, "SIDE");
+    let status = pod.status.as_ref();
+    let claim_name = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.resource_claims.as_ref())
+        .and_then(|c| c.first())
+        .and_then(|c| {
+            c.resource_claim_name.clone().or_else(|| {
+                status
+                    .and_then(|s| s.resource_claim_statuses.as_ref())
+                    .and_then(|s| s.iter().find(|s| s.name == c.name))
+                    .and_then(|s| s.resource_claim_name.clone())
+            })
+        });
+    let claims: Api<k8s_openapi::api::resource::v1::ResourceClaim> = Api::namespaced(scope.client.clone(), &scope.ns);
+    let allocation = match &claim_name {
+        Some(name) => claims
+            .get(name)
+            .await
+            .ok()
+            .and_then(|c| c.status)
+            .and_then(|s| s.allocation),
+        None => None,
+    };
+    let results: Vec<serde_json::Value> = allocation
+        .as_ref()
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.results.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            serde_json::json!({
+                "request": r.request,
+                "driver": r.driver,
+                "pool": unside(&r.pool),
+                "device": r.device,
+                "tolerations": serde_json::to_value(&r.tolerations).unwrap_or_default(),
+            })
+        })
+        .collect();
+    let selector = allocation
+        .as_ref()
+        .and_then(|a| a.node_selector.as_ref())
+        .map(|s| unside(&serde_json::to_string(s).unwrap_or_default()));
+    // Who the claim is reserved for, and its finalizers (kube-scheduler's PreBind writes both).
+    let claim = match &claim_name {
+        Some(name) => claims.get(name).await.ok(),
+        None => None,
+    };
+    let mut reserved: Vec<String> = claim
+        .as_ref()
+        .and_then(|c| c.status.as_ref())
+        .and_then(|s| s.reserved_for.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|r| format!("{}/{}", r.resource, unside(&r.name)))
+        .collect();
+    reserved.sort();
+    let finalizers = claim
+        .as_ref()
+        .and_then(|c| c.metadata.finalizers.clone())
+        .unwrap_or_default();
+    serde_json::json!({
+        "node": node_of(pod).map(unside),
+        "devices": results,
+        "node_selector": selector,
+        "reserved_for": reserved,
+        "finalizers": finalizers,
+        "condition": if node_of(pod).is_some() {
+            serde_json::Value::Null
+        } else {
+            scheduled_condition(pod)
+                .map(|c| serde_json::json!([c.status, c.reason, c.message.as_deref().map(unside)]))
+                .unwrap_or_default()
+        },
+    })
+}
+
+/// Issue 38's acceptance on a real control plane: twin nodes with twin made-up GPUs on each side,
+/// twin pods whose claims come from templates (the cluster's resourceclaim controller creates
+/// them) or name a claim two pods share, decided one pair at a time by placement and by the
+/// cluster's kube-scheduler. Each pair must land on twin nodes with the same devices allocated
+/// (`status.allocation`: requests, pools, devices, tolerations, node selector), or be left
+/// unschedulable with the same condition and message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_claims_are_allocated_as_kube_scheduler_allocates_them() {
+    let test = "resource_claims_are_allocated_as_kube_scheduler_allocates_them";
+    let Some(cluster) = cluster(test).await else {
+        return;
+    };
+    if std::env::var("E2E_KUBE_SCHEDULER").as_deref() != Ok("1") {
+        eprintln!(
+            "e2e {test}: skipped: set E2E_KUBE_SCHEDULER=1 when the cluster's kube-scheduler serves default-scheduler"
+        );
+        return;
+    }
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "dra").await;
+    let class = format!("{}-gpu", scope.run);
+    scope
+        .create_storage(
+            "deviceclasses",
+            serde_json::json!({
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": class},
+                "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{GPU_DRIVER}\"")}}]}
+            }),
+        )
+        .await;
+    for side in ["ours", "kube"] {
+        // n1: two A100s; n2: four H100s over two NUMA nodes; n3: one A100 under maintenance.
+        let n1 = scope.add_node(&format!("{side}-n1"), "8", &[("side", side)]).await;
+        let n2 = scope.add_node(&format!("{side}-n2"), "8", &[("side", side)]).await;
+        let n3 = scope.add_node(&format!("{side}-n3"), "8", &[("side", side)]).await;
+        for slice in [
+            gpu_slice(&n1, &[("gpu-0", "a100", 0, false), ("gpu-1", "a100", 1, false)]),
+            gpu_slice(
+                &n2,
+                &[
+                    ("gpu-0", "h100", 0, false),
+                    ("gpu-1", "h100", 1, false),
+                    ("gpu-2", "h100", 0, false),
+                    ("gpu-3", "h100", 1, false),
+                ],
+            ),
+            gpu_slice(&n3, &[("gpu-0", "a100", 0, true)]),
+        ] {
+            scope.create_storage("resourceslices", slice).await;
+        }
+    }
+    let model = |m: &str| serde_json::json!([{"cel": {"expression": format!("device.attributes[\"{GPU_DRIVER}\"].model == \"{m}\"")}}]);
+    let tolerate =
+        serde_json::json!([{"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}]);
+    let templates = [
+        (
+            "one-a100",
+            claim_spec(
+                serde_json::json!({"name": "gpu", "exactly": {"deviceClassName": class, "selectors": model("a100")}}),
+                serde_json::json!([]),
+            ),
+        ),
+        (
+            "one-h100",
+            claim_spec(
+                serde_json::json!({"name": "gpu", "exactly": {"deviceClassName": class, "selectors": model("h100")}}),
+                serde_json::json!([]),
+            ),
+        ),
+        (
+            "a100-tolerant",
+            claim_spec(
+                serde_json::json!({"name": "gpu", "exactly": {"deviceClassName": class, "selectors": model("a100"), "tolerations": tolerate}}),
+                serde_json::json!([]),
+            ),
+        ),
+        (
+            "h100-pair-one-numa",
+            claim_spec(
+                serde_json::json!({"name": "gpu", "exactly": {"deviceClassName": class, "selectors": model("h100"), "count": 2}}),
+                serde_json::json!([{"requests": ["gpu"], "matchAttribute": format!("{GPU_DRIVER}/numa")}]),
+            ),
+        ),
+        (
+            "h100-else-a100",
+            claim_spec(
+                serde_json::json!({"name": "gpu", "firstAvailable": [
+                    {"name": "h100", "deviceClassName": class, "selectors": model("h100")},
+                    {"name": "a100", "deviceClassName": class, "selectors": model("a100")}
+                ]}),
+                serde_json::json!([]),
+            ),
+        ),
+    ];
+    let templates_api: Api<k8s_openapi::api::resource::v1::ResourceClaimTemplate> =
+        Api::namespaced(cluster.client.clone(), &scope.ns);
+    for (name, spec) in &templates {
+        let t = serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name}, "spec": {"spec": spec}});
+        templates_api
+            .create(&PostParams::default(), &serde_json::from_value(t).expect("a template"))
+            .await
+            .expect("create a ResourceClaimTemplate");
+    }
+    // A claim each side's two "shared" pods use.
+    let claims_api: Api<k8s_openapi::api::resource::v1::ResourceClaim> =
+        Api::namespaced(cluster.client.clone(), &scope.ns);
+    for side in ["ours", "kube"] {
+        let c = serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": format!("shared-{side}")},
+            "spec": claim_spec(serde_json::json!({"name": "gpu", "exactly": {"deviceClassName": class, "selectors": model("h100")}}), serde_json::json!([]))});
+        claims_api
+            .create(&PostParams::default(), &serde_json::from_value(c).expect("a claim"))
+            .await
+            .expect("create a ResourceClaim");
+    }
+    let binder = InProcessBinder::start(&cluster, &scope).await;
+    // Twin pods using `template` (or, with `shared`, the side's shared claim).
+    let twins = |name: &str, template: Option<&str>| {
+        ["ours", "kube"].map(|side| {
+            let scheduler = if side == "ours" {
+                scope.scheduler.clone()
+            } else {
+                "default-scheduler".to_string()
+            };
+            let mut pod = serde_json::to_value(pod_for(
+                &scope.ns,
+                &format!("{name}-{side}"),
+                &scheduler,
+                &scope.run,
+                "100m",
+            ))
+            .expect("a pod as JSON");
+            pod["spec"]["nodeSelector"] = serde_json::json!({ "side": side });
+            pod["spec"]["resourceClaims"] = match template {
+                Some(t) => serde_json::json!([{"name": "gpu", "resourceClaimTemplateName": t}]),
+                None => serde_json::json!([{"name": "gpu", "resourceClaimName": format!("shared-{side}")}]),
+            };
+            pod["spec"]["containers"][0]["resources"]["claims"] = serde_json::json!([{"name": "gpu"}]);
+            serde_json::from_value::<Pod>(pod).expect("a pod")
+        })
+    };
+    let decided = |p: &Pod| node_of(p).is_some() || marked_unschedulable(p);
+    let mut outcomes: Vec<(String, serde_json::Value)> = Vec::new();
+    let steps: [(&str, Option<&str>); 9] = [
+        ("a100-1", Some("one-a100")),
+        ("h100-pair", Some("h100-pair-one-numa")),
+        ("prefer-h100", Some("h100-else-a100")),
+        ("a100-2", Some("one-a100")),
+        ("a100-3", Some("one-a100")),
+        ("a100-tolerant", Some("a100-tolerant")),
+        ("shared-1", None),
+        ("shared-2", None),
+        ("h100-last", Some("one-h100")),
+    ];
+    for (step, template) in steps {
+        let pods = twins(step, template);
+        for p in &pods {
+            scope.create(p).await;
+        }
+        let names = pods.map(|p| p.name_any());
+        eventually(WAIT, &format!("both schedulers decided {names:?}"), || async {
+            let mut all = true;
+            for name in &names {
+                all &= scope.pods().get(name).await.ok().is_some_and(|p| decided(&p));
+            }
+            all
+        })
+        .await;
+        let ours = scope.pods().get(&names[0]).await.expect("our twin");
+        let kube = scope.pods().get(&names[1]).await.expect("kube's twin");
+        // A bound pod's claim is written before its Binding (PreBind), so it is there now.
+        let (ours_view, kube_view) = (
+            dra_view(&scope, &ours, "ours").await,
+            dra_view(&scope, &kube, "kube").await,
+        );
+        assert_eq!(
+            ours_view, kube_view,
+            "{step}: placement (left) against kube-scheduler (right)"
+        );
+        outcomes.push((step.to_string(), ours_view));
+    }
+    // What the scenario is built to show, beyond agreeing with kube-scheduler.
+    let node = |step: &str| outcomes.iter().find(|(s, _)| s == step).map(|(_, v)| v["node"].clone());
+    // Our side's nodes were added first: n1, n2, n3.
+    let suffix = |n: &str| {
+        let i = ["n1", "n2", "n3"].iter().position(|x| *x == n).unwrap_or_default();
+        serde_json::Value::String(scope.nodes[i].replace("ours", "SIDE"))
+    };
+    assert_eq!(
+        node("a100-1"),
+        Some(suffix("n1")),
+        "an A100 only where one is free and untainted"
+    );
+    assert_eq!(node("h100-pair"), Some(suffix("n2")));
+    assert_eq!(node("a100-3"), Some(serde_json::Value::Null), "out of untainted A100s");
+    assert_eq!(node("a100-tolerant"), Some(suffix("n3")), "the tainted A100, tolerated");
+    assert_eq!(
+        node("shared-1"),
+        node("shared-2"),
+        "a shared claim puts its pods together"
+    );
+    assert_eq!(node("h100-last"), Some(serde_json::Value::Null), "out of H100s");
+    eprintln!("e2e {test}: {} twin pairs decided and allocated alike", outcomes.len());
+    for (step, view) in &outcomes {
+        eprintln!("  {step}: {view}");
+    }
+    binder.stop().await;
+    scope.cleanup().await;
+}

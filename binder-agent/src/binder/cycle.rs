@@ -426,6 +426,7 @@ impl<A: ClusterApi> Binder<A> {
     /// placements of the groups before it (one shared state: no node is overcommitted).
     pub(super) async fn schedule_batch(&self, batch: Vec<QueuedPod>, tasks: &mut JoinSet<()>) {
         let s = &self.shared;
+        let batch = self.gate_claims(batch, Instant::now());
         let batch = self.gate_gangs(batch, tasks, Instant::now());
         if batch.is_empty() {
             return;

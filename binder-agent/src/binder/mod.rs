@@ -10,26 +10,27 @@
 //! `handleBindingCycleError`:
 //!
 //! 1. [`Binder::handle`] applies each watch event to the state and the queue (`events.rs`).
-//! 2. [`Binder::run`] (`cycle.rs`) pops a batch, holds back or completes its gangs (`gangs.rs`),
+//! 2. [`Binder::run`] (`cycle.rs`) pops a batch, holds back the pods whose resource claims are not
+//!    there yet (`claims.rs`) and holds back or completes its gangs (`gangs.rs`),
 //!    splits it by route (experiment arm, or one group), and decides each group
 //!    (`schedule_group`: `decide_group`, then `dispatch` per pod).
 //! 3. A decision syncs a replica's snapshot, asks it to place the pods, and assumes the placements
 //!    (`decide.rs`).
 //! 4. Each pod's outcome is dispatched: placed, it is bound in a task of its own (`bind.rs`), its
-//!    volumes first (`prebind.rs`); nominated, its victims are preempted and it waits for them
+//!    volumes and devices first (`prebind.rs`); nominated, its victims are preempted and it waits for them
 //!    (`nominations.rs`); unschedulable or failed with an error, it is reported as kube-scheduler
 //!    reports it (`failures.rs`); with no answer, it is backed off.
 //!
 //! ```text
 //!  watch --> events.rs  handle: the state and the queue
 //!
-//!  cycle.rs  run --> schedule_batch --> gangs.rs  gate_gangs
+//!  cycle.rs  run --> schedule_batch --> claims.rs  gate_claims, gangs.rs  gate_gangs
 //!             |           |
 //!             |           v
 //!             |     schedule_group --> decide_group --> decide.rs  decide (sync, assume_placed)
 //!             |           | dispatch:
 //!             |           +-- placed ---------> bind.rs  spawn_bind
-//!             |           |                       '--> prebind.rs  prebind_volumes
+//!             |           |                       '--> prebind.rs  prebind_volumes, prebind_devices
 //!             |           +-- nominated ------> nominations.rs  start_preemption
 //!             |           +-- unschedulable --> failures.rs  spawn_unschedulable
 //!             |           +-- error ----------> failures.rs  spawn_scheduler_error
@@ -46,6 +47,7 @@
 //! experiment. `cycle_tests.rs` drives the cycle alone: a scripted replica, a recording API.
 
 mod bind;
+mod claims;
 mod cycle;
 #[cfg(test)]
 mod cycle_tests;
