@@ -5,8 +5,9 @@
 //! and `binding` subresources), `events` and `namespaces`, events.k8s.io/v1 `events`,
 //! coordination.k8s.io/v1 `leases`, policy/v1 `poddisruptionbudgets`, core/v1
 //! `persistentvolumeclaims` and `persistentvolumes` (with the `status` subresource), and
-//! storage.k8s.io/v1 `storageclasses`, `csinodes`, `csidrivers` and `csistoragecapacities`, with one global, monotonically increasing
-//! resourceVersion like etcd.
+//! storage.k8s.io/v1 `storageclasses`, `csinodes`, `csidrivers` and `csistoragecapacities`, and
+//! resource.k8s.io/v1 `deviceclasses`, `resourceclaims` (with the `status` subresource) and
+//! `resourceslices`, with one global, monotonically increasing resourceVersion like etcd.
 //!
 //! Supported, with the API server's semantics:
 //! - GET/LIST (label and field selectors; pages with `limit`/`continue`), WATCH (replay from an in-memory history, then live; selector transitions become
@@ -99,6 +100,12 @@ pub enum Kind {
     CsiDriver,
     /// storage.k8s.io/v1 `csistoragecapacities` (namespaced).
     CsiStorageCapacity,
+    /// resource.k8s.io/v1 `deviceclasses` (cluster-scoped).
+    DeviceClass,
+    /// resource.k8s.io/v1 `resourceclaims` (namespaced, with the `status` subresource).
+    ResourceClaim,
+    /// resource.k8s.io/v1 `resourceslices` (cluster-scoped).
+    ResourceSlice,
 }
 
 /// Static description of a served resource.
@@ -242,6 +249,36 @@ const RESOURCES: &[ResourceInfo] = &[
         singular: "csistoragecapacity",
         kind_name: "CSIStorageCapacity",
         namespaced: true,
+        subresources: &[],
+    },
+    ResourceInfo {
+        kind: Kind::DeviceClass,
+        group: "resource.k8s.io",
+        version: "v1",
+        plural: "deviceclasses",
+        singular: "deviceclass",
+        kind_name: "DeviceClass",
+        namespaced: false,
+        subresources: &[],
+    },
+    ResourceInfo {
+        kind: Kind::ResourceClaim,
+        group: "resource.k8s.io",
+        version: "v1",
+        plural: "resourceclaims",
+        singular: "resourceclaim",
+        kind_name: "ResourceClaim",
+        namespaced: true,
+        subresources: &["status"],
+    },
+    ResourceInfo {
+        kind: Kind::ResourceSlice,
+        group: "resource.k8s.io",
+        version: "v1",
+        plural: "resourceslices",
+        singular: "resourceslice",
+        kind_name: "ResourceSlice",
+        namespaced: false,
         subresources: &[],
     },
 ];
@@ -1315,6 +1352,10 @@ impl Inner {
         meta.remove("deletionGracePeriodSeconds");
         meta.remove("managedFields");
         set_type_meta(kind, &mut obj);
+        if kind == Kind::ResourceClaim && origin == Origin::Http {
+            // "Status must not be set by user on create."
+            obj.as_object_mut().expect("object").remove("status");
+        }
         if kind == Kind::Pod {
             default_pod(&mut obj);
             let qos = pod_qos(&obj);
@@ -1418,7 +1459,8 @@ impl Inner {
             | Kind::Node
             | Kind::PodDisruptionBudget
             | Kind::PersistentVolumeClaim
-            | Kind::PersistentVolume => {
+            | Kind::PersistentVolume
+            | Kind::ResourceClaim => {
                 let m = new.as_object_mut().expect("object");
                 match old.get("status") {
                     Some(s) => m.insert("status".into(), s.clone()),

@@ -1386,6 +1386,8 @@ fn bad_input_config() -> ServerConfig {
     }
 }
 
+// A handful of test inputs, built once each: their size does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Call {
     Sync(proto::SyncSnapshotRequest),
     Rank(Box<proto::RankRequest>),

@@ -614,20 +614,16 @@ fn names_decision_sa(subjects: &Option<Vec<k8s_openapi::api::rbac::v1::Subject>>
     subjects.iter().flatten().any(|s| s.name == DECISION_SA)
 }
 
-fn failed_scheduling_events(server: &FakeApiServer) -> Vec<k8s_openapi::api::events::v1::Event> {
+/// The FailedScheduling events about the `shop` pod `name`.
+fn failed_scheduling_events_of(server: &FakeApiServer, name: &str) -> Vec<k8s_openapi::api::events::v1::Event> {
     server
         .events_v1()
         .into_iter()
         .filter(|e| e.reason.as_deref() == Some("FailedScheduling"))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
         .collect()
 }
 
-/// Runs `binder-agent run` as the Deployment configures it (the rendered ConfigMap's settings,
-/// leader election on, the lease in the pod's namespace) through every kind of write it makes:
-/// binds with Scheduled events, an unschedulable pod (status patch, FailedScheduling event, then
-/// the event series patch on a repeat), a preemption (nominatedNodeName and DisruptionTarget status
-/// patches, a victim's graceful delete, the Preempted event), and the lease's create, renewals and
-/// release.
 /// A local volume on n1 and a claim of its WaitForFirstConsumer class, a claim of a
 /// WaitForFirstConsumer class that provisions, and a pod using each.
 fn storage_pods(server: &FakeApiServer, scheduler: &str) {
@@ -668,6 +664,76 @@ fn storage_pods(server: &FakeApiServer, scheduler: &str) {
     );
 }
 
+/// The device driver of [`device_pods`]' ResourceSlice.
+const GPU_DRIVER: &str = "gpu.deploy-test.example.com";
+
+/// DynamicResources: a DeviceClass, a ResourceSlice with three GPUs on n1, and two pods of
+/// `scheduler` with claims of that class: `shop/render` (claim `gpu-render`) and `shop/train`
+/// (claims `gpu-train-a` then `gpu-train-b`). The fake server answers the first status update of
+/// `gpu-train-b` with an error, so train's first PreBind reserves `gpu-train-a`, fails on
+/// `gpu-train-b` and releases `gpu-train-a` again (Unreserve's status PATCH) before the pod is
+/// decided and bound again.
+fn device_pods(server: &FakeApiServer, scheduler: &str) {
+    use placement_tests::fake_apiserver::{matcher, Kind};
+    use serde_json::json;
+    server.create_raw(
+        Kind::DeviceClass,
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+               "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{GPU_DRIVER}\"")}}]}}),
+    );
+    let devices: Vec<Value> = (0..3)
+        .map(|i| json!({"name": format!("gpu-{i}"), "attributes": {"model": {"string": "a100"}}}))
+        .collect();
+    server.create_raw(
+        Kind::ResourceSlice,
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n1-gpus"},
+               "spec": {"driver": GPU_DRIVER, "nodeName": "n1",
+                        "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                        "devices": devices}}),
+    );
+    for (pod_name, claims) in [
+        ("render", &["gpu-render"][..]),
+        ("train", &["gpu-train-a", "gpu-train-b"][..]),
+    ] {
+        for claim in claims {
+            server.create_raw(
+                Kind::ResourceClaim,
+                json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                       "metadata": {"name": claim, "namespace": "shop"},
+                       "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}),
+            );
+        }
+        let mut p = serde_json::to_value(pod("shop", pod_name, scheduler, "0", None)).unwrap();
+        p["spec"]["resourceClaims"] = claims
+            .iter()
+            .enumerate()
+            .map(|(i, c)| json!({"name": format!("gpu-{i}"), "resourceClaimName": c}))
+            .collect();
+        p["spec"]["containers"][0]["resources"]["claims"] = claims
+            .iter()
+            .enumerate()
+            .map(|(i, _)| json!({"name": format!("gpu-{i}")}))
+            .collect();
+        server.create_pod(serde_json::from_value(p).unwrap());
+    }
+    server.fail_next(1, matcher("PUT", "/resourceclaims/gpu-train-b/status"), 500);
+}
+
+/// The `shop` ResourceClaim `name` as stored.
+fn claim(server: &FakeApiServer, name: &str) -> k8s_openapi::api::resource::v1::ResourceClaim {
+    let raw = server
+        .get_raw(placement_tests::fake_apiserver::Kind::ResourceClaim, Some("shop"), name)
+        .unwrap_or_else(|| panic!("claim {name} exists"));
+    serde_json::from_value(raw).unwrap()
+}
+
+/// Runs `binder-agent run` as the Deployment configures it (the rendered ConfigMap's settings,
+/// leader election on, the lease in the pod's namespace) through every kind of write it makes:
+/// binds with Scheduled events, VolumeBinding's PreBind ([`storage_pods`]), DynamicResources'
+/// PreBind and Unreserve ([`device_pods`]), an unschedulable pod (status patch, FailedScheduling
+/// event, then the event series patch on a repeat), a preemption (nominatedNodeName and
+/// DisruptionTarget status patches, a victim's graceful delete, the Preempted event), and the
+/// lease's create, renewals and release.
 async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -> Vec<RequestRecord> {
     let server = FakeApiServer::start().await;
     let scheduler = config["BINDER_SCHEDULER_NAME"].clone();
@@ -678,6 +744,8 @@ async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -
     // Two pods with WaitForFirstConsumer claims: one bound to a local volume (the binder updates
     // the volume), one provisioned (the binder updates the claim).
     storage_pods(&server, &scheduler);
+    // Two pods with ResourceClaims (DynamicResources' PreBind, and its Unreserve on a failure).
+    device_pods(&server, &scheduler);
 
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
@@ -767,10 +835,49 @@ async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -
                 .iter()
                 .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
                 .count();
-            bound == 4 && failed_scheduling_events(&server).len() == 1
+            bound == 6 && failed_scheduling_events_of(&server, "huge").len() == 1
         }
     })
     .await;
+    // The device pods' claims are allocated on n1 and reserved for them; train's failed first
+    // PreBind was reported (SchedulerError) and released gpu-train-a before the retry.
+    for (pod_name, claim_names) in [
+        ("render", &["gpu-render"][..]),
+        ("train", &["gpu-train-a", "gpu-train-b"][..]),
+    ] {
+        let p = server.get_pod("shop", pod_name).expect("the pod exists");
+        assert_eq!(p.spec.as_ref().and_then(|s| s.node_name.as_deref()), Some("n1"));
+        for name in claim_names {
+            let c = claim(&server, name);
+            let status = c.status.unwrap_or_default();
+            assert!(status.allocation.is_some(), "{name} is allocated: {status:?}");
+            let reserved: Vec<_> = status
+                .reserved_for
+                .unwrap_or_default()
+                .into_iter()
+                .map(|r| r.uid)
+                .collect();
+            assert_eq!(
+                reserved,
+                vec![p.metadata.uid.clone().unwrap()],
+                "{name} is reserved for {pod_name}"
+            );
+            assert!(c
+                .metadata
+                .finalizers
+                .unwrap_or_default()
+                .contains(&"resource.kubernetes.io/delete-protection".to_string()));
+        }
+    }
+    assert_eq!(
+        failed_scheduling_events_of(&server, "train").len(),
+        1,
+        "train's first PreBind failed"
+    );
+    assert!(server
+        .requests()
+        .iter()
+        .any(|r| r.method == "PATCH" && r.path.ends_with("/resourceclaims/gpu-train-a/status") && r.status == 200));
     // A node change sends the huge pod round again: the same failure becomes an event series.
     server.modify_node("n1", |n| {
         n.metadata
@@ -779,7 +886,9 @@ async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -
             .insert("tier".into(), "2".into());
     });
     eventually(WAIT, "the FailedScheduling event series", || async {
-        failed_scheduling_events(&server).iter().any(|e| e.series.is_some())
+        failed_scheduling_events_of(&server, "huge")
+            .iter()
+            .any(|e| e.series.is_some())
     })
     .await;
     // Preemption: a low-priority pod fills n1; a more important pod evicts (deletes) a victim.
@@ -832,20 +941,48 @@ async fn binder_rbac_grants_exactly_the_calls_the_binder_makes() {
         }
     }
 
-    // Everything the binder did is allowed...
-    let denied: Vec<&Access> = accesses
+    // The API server authorizes some requests a second time, against an access no URL names:
+    // since kube 1.36 (DRAResourceClaimGranularStatusAuthorization) a status update of a
+    // ResourceClaim that changes `status.allocation` or `status.reservedFor` must also be allowed
+    // as the same verb on the `resourceclaims/binding` subresource, cluster-wide and for every
+    // name (kube's `AuthorizedForBinding`; kube-scheduler's bootstrap role has exactly
+    // update/patch of it). Every status write of the binder changes them: PreBind's PUT adds the
+    // allocation and the pod to `reservedFor`, Unreserve's PATCH removes the pod.
+    let authorization_only: BTreeSet<Access> = requests
+        .iter()
+        .filter(|r| {
+            r.body
+                .as_ref()
+                .and_then(|b| b.get("status"))
+                .is_some_and(|st| st.get("allocation").is_some() || st.get("reservedFor").is_some())
+        })
+        .map(|r| access(&r.method, &r.path, r.watch))
+        .filter(|a| a.group == "resource.k8s.io" && a.resource == "resourceclaims/status")
+        .map(|a| Access {
+            resource: "resourceclaims/binding".into(),
+            namespace: None,
+            name: None,
+            ..a
+        })
+        .collect();
+    let authorizations: BTreeSet<&Access> = accesses.iter().chain(&authorization_only).collect();
+
+    // Everything the binder did is allowed (with the checks the API server adds)...
+    let denied: Vec<&&Access> = authorizations
         .iter()
         .filter(|a| !grants.iter().any(|g| g.allows(a)))
         .collect();
     assert!(denied.is_empty(), "the binder's RBAC denies {denied:#?}");
 
-    // ...and everything granted was used: each (group, resource, verb) of each rule by some access.
+    // ...and everything granted was used: each (group, resource, verb) of each rule by some
+    // access. `resourceclaims/binding` is used only through the API server's added check above,
+    // so it counts as used exactly when a status write of a claim was made.
     let mut unused = Vec::new();
     for g in &grants {
         for group in g.rule.api_groups.iter().flatten() {
             for resource in g.rule.resources.iter().flatten() {
                 for verb in &g.rule.verbs {
-                    let used = accesses
+                    let used = authorizations
                         .iter()
                         .any(|a| &a.group == group && &a.resource == resource && a.verb == verb && g.allows(a));
                     if !used {
@@ -857,7 +994,18 @@ async fn binder_rbac_grants_exactly_the_calls_the_binder_makes() {
     }
     assert!(
         unused.is_empty(),
-        "granted but never used by the binder: {unused:#?}\nused: {accesses:#?}"
+        "granted but never used by the binder: {unused:#?}\nused: {authorizations:#?}"
+    );
+    assert_eq!(
+        authorization_only
+            .iter()
+            .map(|a| (a.group.as_str(), a.resource.as_str(), a.verb))
+            .collect::<BTreeSet<_>>(),
+        BTreeSet::from([
+            ("resource.k8s.io", "resourceclaims/binding", "update"),
+            ("resource.k8s.io", "resourceclaims/binding", "patch"),
+        ]),
+        "the claims' status writes are authorized as resourceclaims/binding too"
     );
 
     // The expected shape, to make a change of the binder's calls visible in review.
@@ -888,6 +1036,17 @@ async fn binder_rbac_grants_exactly_the_calls_the_binder_makes() {
         ("storage.k8s.io", "csidrivers", "watch"),
         ("storage.k8s.io", "csistoragecapacities", "list"),
         ("storage.k8s.io", "csistoragecapacities", "watch"),
+        ("resource.k8s.io", "deviceclasses", "list"),
+        ("resource.k8s.io", "deviceclasses", "watch"),
+        ("resource.k8s.io", "resourceclaims", "list"),
+        ("resource.k8s.io", "resourceclaims", "watch"),
+        ("resource.k8s.io", "resourceslices", "list"),
+        ("resource.k8s.io", "resourceslices", "watch"),
+        ("resource.k8s.io", "deviceclasses", "get"),
+        ("resource.k8s.io", "resourceclaims", "get"),
+        ("resource.k8s.io", "resourceclaims", "update"),
+        ("resource.k8s.io", "resourceclaims/status", "update"),
+        ("resource.k8s.io", "resourceclaims/status", "patch"),
         ("", "pods", "list"),
         ("", "pods", "watch"),
         ("", "pods", "delete"),

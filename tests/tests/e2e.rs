@@ -1888,7 +1888,8 @@ async fn the_binder_runs_with_a_service_account_token_under_deploy_rbac() {
 
     // Work that uses every grant: binds (pods/binding, events create), a pod that fits nowhere
     // (pods/status), decided again after a node change (events patch: a series), a preemption
-    // (pods delete, pods/status), the Lease (create, get, patch), the watches.
+    // (pods delete, pods/status), a volume claim's and a device claim's PreBind, the Lease
+    // (create, get, patch), the watches.
     let node = scope.add_node("n1", "1", &[]).await;
     let low = priority_class(&mut scope, "placement-e2e-low", 10).await;
     let high = priority_class(&mut scope, "placement-e2e-high", 1000).await;
@@ -1946,6 +1947,87 @@ async fn the_binder_runs_with_a_service_account_token_under_deploy_rbac() {
         bound && claim_of(&scope, "data").await.status.and_then(|s| s.phase).as_deref() == Some("Bound")
     })
     .await;
+    // A pod with a ResourceClaim: DynamicResources' PreBind reads the claim and its DeviceClass,
+    // adds the claim's finalizer, then writes status.allocation and reservedFor, which kube 1.36+
+    // also authorizes as an update of resourceclaims/binding (DRAResourceClaimGranularStatusAuthorization).
+    let device_class = format!("{}-sa-gpu", scope.run);
+    scope
+        .create_storage(
+            "deviceclasses",
+            serde_json::json!({
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": device_class},
+                "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{GPU_DRIVER}\"")}}]}
+            }),
+        )
+        .await;
+    scope
+        .create_storage("resourceslices", gpu_slice(&node, &[("gpu-0", "a100", 0, false)]))
+        .await;
+    let resource_claims: Api<k8s_openapi::api::resource::v1::ResourceClaim> =
+        Api::namespaced(client.clone(), &scope.ns);
+    let gpu_claim = serde_json::json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "gpu"},
+        "spec": claim_spec(serde_json::json!({"name": "gpu", "exactly": {"deviceClassName": device_class}}), serde_json::json!([])),
+    });
+    resource_claims
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(gpu_claim).expect("a claim"),
+        )
+        .await
+        .expect("create a ResourceClaim");
+    let mut trainer = serde_json::to_value(scope.pod("trainer", "0")).expect("a pod as JSON");
+    trainer["spec"]["resourceClaims"] = serde_json::json!([{"name": "gpu", "resourceClaimName": "gpu"}]);
+    trainer["spec"]["containers"][0]["resources"]["claims"] = serde_json::json!([{"name": "gpu"}]);
+    let trainer = scope
+        .create(&serde_json::from_value(trainer).expect("a pod with a claim"))
+        .await;
+    eventually(WAIT, "the pod with a ResourceClaim bound", || async {
+        let log = binder.log_text();
+        if let Some(refused) = log.lines().find(|l| l.contains("resourceclaims/binding")) {
+            panic!("the API server refused the claim's status update: {refused}");
+        }
+        scope
+            .pods()
+            .get("trainer")
+            .await
+            .ok()
+            .is_some_and(|p| node_of(&p) == Some(node.as_str()))
+    })
+    .await;
+    let gpu_claim = resource_claims.get("gpu").await.expect("the claim");
+    let status = gpu_claim.status.clone().unwrap_or_default();
+    let results: Vec<(String, String, String)> = status
+        .allocation
+        .as_ref()
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.results.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|r| (r.driver.clone(), r.pool.clone(), r.device.clone()))
+        .collect();
+    assert_eq!(
+        results,
+        vec![(GPU_DRIVER.to_string(), node.clone(), "gpu-0".to_string())],
+        "the claim is allocated the node's GPU: {status:?}"
+    );
+    let reserved: Vec<(String, String)> = status
+        .reserved_for
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| (r.name, r.uid))
+        .collect();
+    assert_eq!(
+        reserved,
+        vec![("trainer".to_string(), trainer.uid().expect("a uid"))],
+        "the claim is reserved for the pod"
+    );
+    assert!(gpu_claim
+        .finalizers()
+        .iter()
+        .any(|f| f == "resource.kubernetes.io/delete-protection"));
     // A node change sends the huge pod round again; the same message makes its FailedScheduling
     // a series.
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());

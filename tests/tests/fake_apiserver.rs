@@ -1100,3 +1100,119 @@ async fn deleting_a_scheduled_pod_is_graceful_until_the_kubelet_deletes_it_again
     let err = pods.get("running").await.unwrap_err();
     assert_eq!(api_code(&err).0, 404);
 }
+
+#[tokio::test]
+async fn resource_claims_slices_and_classes_are_served_with_a_claim_status_subresource() {
+    use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimConsumerReference, ResourceSlice};
+    let server = FakeApiServer::start().await;
+    let client = server.client();
+    let classes: Api<DeviceClass> = Api::all(client.clone());
+    let slices: Api<ResourceSlice> = Api::all(client.clone());
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), "ml");
+    let class: DeviceClass =
+        serde_json::from_value(json!({"metadata": {"name": "gpu"}, "spec": {"selectors": []}})).unwrap();
+    classes.create(&PostParams::default(), &class).await.unwrap();
+    let slice: ResourceSlice = serde_json::from_value(json!({"metadata": {"name": "n1-gpus"},
+        "spec": {"driver": "gpu.example.com", "nodeName": "n1", "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "gpu-0"}]}}))
+    .unwrap();
+    slices.create(&PostParams::default(), &slice).await.unwrap();
+    // Cluster-scoped kinds: listed (and selected by spec.nodeName) across the cluster.
+    assert_eq!(classes.get("gpu").await.unwrap().name_any(), "gpu");
+    let on_n1 = slices
+        .list(&ListParams::default().fields("spec.nodeName=n1"))
+        .await
+        .unwrap();
+    assert_eq!(on_n1.items.len(), 1);
+    assert!(slices
+        .list(&ListParams::default().fields("spec.nodeName=n2"))
+        .await
+        .unwrap()
+        .items
+        .is_empty());
+
+    let mut rx = spawn_watcher(Api::<ResourceClaim>::all(client.clone()), watcher::Config::default());
+    assert!(initial_names(&mut rx).await.is_empty());
+    // A status set on create is dropped, as the API server's create strategy drops it.
+    let claim: ResourceClaim = serde_json::from_value(json!({"metadata": {"name": "c"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}},
+        "status": {"reservedFor": [{"resource": "pods", "name": "p0", "uid": "u0"}]}}))
+    .unwrap();
+    let created = claims.create(&PostParams::default(), &claim).await.unwrap();
+    assert!(created.status.is_none_or(|s| s.reserved_for.is_none()));
+    // The main resource keeps status; the status subresource changes nothing but status.
+    let mut current = claims.get("c").await.unwrap();
+    current.metadata.finalizers = Some(vec!["resource.kubernetes.io/delete-protection".into()]);
+    current.status.get_or_insert_with(Default::default).reserved_for = Some(vec![ResourceClaimConsumerReference {
+        api_group: None,
+        resource: "pods".into(),
+        name: "ignored".into(),
+        uid: "ignored".into(),
+    }]);
+    let mut current = claims.replace("c", &PostParams::default(), &current).await.unwrap();
+    assert!(current.status.as_ref().is_none_or(|s| s.reserved_for.is_none()));
+    assert_eq!(current.finalizers(), ["resource.kubernetes.io/delete-protection"]);
+    let reserved = |name: &str, uid: &str| ResourceClaimConsumerReference {
+        api_group: None,
+        resource: "pods".into(),
+        name: name.into(),
+        uid: uid.into(),
+    };
+    current.metadata.finalizers = None;
+    current.status.get_or_insert_with(Default::default).reserved_for =
+        Some(vec![reserved("p1", "u1"), reserved("p2", "u2")]);
+    let stale = current.clone();
+    let current = claims
+        .replace_status("c", &PostParams::default(), &current)
+        .await
+        .unwrap();
+    assert_eq!(current.finalizers(), ["resource.kubernetes.io/delete-protection"]);
+    // A status update carrying a stale resourceVersion conflicts.
+    let err = claims
+        .replace_status("c", &PostParams::default(), &stale)
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err).0, 409);
+    // A strategic merge patch deletes one reservation by its merge key (uid), with a uid precondition.
+    let uid = current.uid().unwrap();
+    let patch = json!({"metadata": {"uid": uid}, "status": {"reservedFor": [{"$patch": "delete", "uid": "u1"}]}});
+    let patched = claims
+        .patch_status("c", &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .unwrap();
+    let uids: Vec<String> = patched
+        .status
+        .and_then(|s| s.reserved_for)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| r.uid)
+        .collect();
+    assert_eq!(uids, ["u2"]);
+    let wrong_uid =
+        json!({"metadata": {"uid": "not-the-claim"}, "status": {"reservedFor": [{"$patch": "delete", "uid": "u2"}]}});
+    let err = claims
+        .patch_status("c", &PatchParams::default(), &Patch::Strategic(wrong_uid))
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err).0, 409);
+    // The watch saw the create and each change, in order, with increasing resourceVersions.
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        if let Event::Apply(c) = next_event(&mut rx).await {
+            seen.push(c);
+        }
+    }
+    let rvs: Vec<u64> = seen
+        .iter()
+        .map(|c| c.resource_version().unwrap().parse().unwrap())
+        .collect();
+    assert!(rvs.windows(2).all(|w| w[0] < w[1]), "{rvs:?}");
+    let reservations = |c: &ResourceClaim| {
+        c.status
+            .as_ref()
+            .and_then(|s| s.reserved_for.as_ref())
+            .map_or(0, Vec::len)
+    };
+    assert_eq!(seen.iter().map(reservations).collect::<Vec<_>>(), [0, 0, 2, 1]);
+    server.shutdown().await;
+}

@@ -68,7 +68,13 @@ fn list_strategy(kind: Kind, path: &str) -> Option<ListStrategy> {
             "spec.drivers" => Some(MergeKey("name")),
             _ => None,
         },
+        Kind::ResourceClaim => match path {
+            "status.reservedFor" => Some(MergeKey("uid")),
+            _ => None,
+        },
         Kind::Lease
+        | Kind::DeviceClass
+        | Kind::ResourceSlice
         | Kind::CoreEvent
         | Kind::Event
         | Kind::Namespace
