@@ -8,7 +8,8 @@
 //! under the default policy plus one CEL filter and one CEL score rule, `_per_request` the same with a new
 //! evaluator per batch as the service makes one per request), `schedule/topology_pods` (256 pods
 //! of 8-replica workloads with hostname anti-affinity and zone/hostname spreading),
-//! `snapshot/full_build` and `snapshot/delta_one_node`. After them it times 2,000 Rank calls one
+//! `schedule/dra_pods` (batches of 256 pods with a ResourceClaim of 1 to 4 GPUs each, on 500 nodes
+//! with 8 GPU-like devices each), `snapshot/full_build` and `snapshot/delta_one_node`. After them it times 2,000 Rank calls one
 //! by one and prints their latency percentiles.
 //!
 //! `PLACEMENT_BENCH_NODES` sets the node count (pods are 30 per node). It defaults to 5,000 for
@@ -290,6 +291,191 @@ fn bench_schedule(c: &mut Criterion, fx: &Fixture) {
     group.finish();
 }
 
+/// Nodes of the DRA benchmark (issue 38's: 500 nodes with 8 GPU-like devices each).
+const DRA_NODES: usize = 500;
+/// Devices per node.
+const DRA_DEVICES: usize = 8;
+
+/// A cluster of [`DRA_NODES`] synthetic nodes (with their bound pods), each with a ResourceSlice
+/// of [`DRA_DEVICES`] GPUs (model, index, NUMA node, driver version, 80Gi of memory) of a class
+/// selecting the driver, and `BATCH` distinct pods each with its own claim of 1 to 4 GPUs with a
+/// selector on model and memory: every object through the API's conversion, as a replica gets it.
+fn dra_fixture() -> (Snapshot, Vec<PodSpec>, impl Fn() -> Snapshot) {
+    const DRIVER: &str = "gpu.example.com";
+    let shape = ClusterShape::with_nodes(DRA_NODES);
+    let mut cluster = synth::cluster(&shape, SEED);
+    let attr = |v: proto::device_attribute::Value| proto::DeviceAttribute { value: Some(v) };
+    cluster.device_classes = vec![proto::DeviceClass {
+        name: "gpu".into(),
+        selectors: vec![format!("device.driver == \"{DRIVER}\"")],
+        extended_resource_name: String::new(),
+    }];
+    cluster.resource_slices = cluster
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(n, node)| proto::ResourceSlice {
+            name: format!("{}-gpus", node.name),
+            driver: DRIVER.into(),
+            pool_name: node.name.clone(),
+            pool_generation: 1,
+            pool_resource_slice_count: 1,
+            node_name: node.name.clone(),
+            devices: (0..DRA_DEVICES)
+                .map(|i| proto::Device {
+                    name: format!("gpu-{i}"),
+                    attributes: [
+                        (
+                            "model".to_string(),
+                            attr(proto::device_attribute::Value::String(
+                                if n % 4 == 3 { "h100" } else { "a100" }.into(),
+                            )),
+                        ),
+                        ("index".to_string(), attr(proto::device_attribute::Value::Int(i as i64))),
+                        (
+                            "numa".to_string(),
+                            attr(proto::device_attribute::Value::Int((i / 4) as i64)),
+                        ),
+                        (
+                            "driverVersion".to_string(),
+                            attr(proto::device_attribute::Value::Version("1.2.3".into())),
+                        ),
+                    ]
+                    .into_iter()
+                    .collect(),
+                    capacity: [("memory".to_string(), "80Gi".to_string())].into_iter().collect(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        })
+        .collect();
+    let mut pods = synth::distinct_pods(BATCH, SEED + 7);
+    cluster.resource_claims = (0..BATCH)
+        .map(|i| proto::ResourceClaim {
+            namespace: pods[i].namespace.clone(),
+            name: format!("gpus-{i}"),
+            uid: format!("claim-{i}"),
+            requests: vec![proto::DeviceRequest {
+                name: "gpu".into(),
+                exactly: Some(proto::ExactDeviceRequest {
+                    device_class_name: "gpu".into(),
+                    selectors: vec![format!(
+                        "device.attributes[\"{DRIVER}\"].model == \"a100\" && \
+                         device.capacity[\"{DRIVER}\"].memory.compareTo(quantity(\"40Gi\")) >= 0"
+                    )],
+                    count: (i % 4 + 1) as i64,
+                    ..Default::default()
+                }),
+                first_available: vec![],
+            }],
+            ..Default::default()
+        })
+        .collect();
+    for (i, pod) in pods.iter_mut().enumerate() {
+        pod.resource_claims = vec![proto::PodResourceClaim {
+            name: "gpu".into(),
+            resource_claim_name: format!("gpus-{i}"),
+            ..Default::default()
+        }];
+    }
+    let (nodes, bound, _, _) = convert::snapshot("snapshot", &cluster).expect("synthetic snapshot is valid");
+    let devices = convert::devices("snapshot", &cluster).expect("synthetic DRA objects are valid");
+    let build = move || {
+        Snapshot::build(nodes.clone(), bound.clone())
+            .and_then(|s| s.with_devices(devices.clone()))
+            .expect("synthetic snapshot builds")
+    };
+    (build(), convert_pods(&pods), build)
+}
+
+/// `schedule/dra_pods`: batches of [`BATCH`] pods with one claim each on [`dra_fixture`], each
+/// batch on the snapshot with every claim unallocated (the devices the batch's earlier pods
+/// take are no one else's); the allocation verdicts the snapshot keeps for pods whose claims ask
+/// alike serve the later batches. `schedule/dra_pods_after_delta`: each batch on a snapshot
+/// derived by a delta (the pods the batch placed, bound), as a replica decides its next batch.
+/// `schedule/dra_pods_first_seen`: the same batch on a new snapshot each time (built outside
+/// the timing), nothing kept but the compiled selectors.
+fn bench_dra(c: &mut Criterion) {
+    let (snapshot, pods, rebuild) = dra_fixture();
+    let profile = Profile::new(Policy::kube_default());
+    let decisions = Evaluator::new(&profile, &snapshot)
+        .schedule(&pods, SEED, Deadline::none())
+        .expect("no deadline");
+    let placed = decisions.iter().filter(|d| matches!(d, Decision::Node { .. })).count();
+    let devices: usize = decisions
+        .iter()
+        .map(|d| match d {
+            Decision::Node { devices, .. } => devices.iter().map(|c| c.allocation.devices.len()).sum(),
+            Decision::Unschedulable(_) => 0,
+        })
+        .sum();
+    println!(
+        "schedule/dra_pods batch: {placed} of {} pods placed, {devices} devices allocated, on {DRA_NODES} nodes of {DRA_DEVICES} devices",
+        pods.len()
+    );
+    let mut group = c.benchmark_group("schedule");
+    group.sampling_mode(SamplingMode::Flat);
+    group.measurement_time(Duration::from_secs(20));
+    group.throughput(Throughput::Elements(BATCH as u64));
+    let mut evaluator = Evaluator::new(&profile, &snapshot);
+    group.bench_function("dra_pods", |b| {
+        b.iter(|| black_box(evaluator.schedule(&pods, SEED, Deadline::none()).expect("no deadline")))
+    });
+    // As a replica runs: each batch on the snapshot the previous one's placements were assumed
+    // in (a delta of the bound pods), whose verdicts it inherits.
+    let placed: Vec<PodSpec> = Evaluator::new(&profile, &snapshot)
+        .schedule(&pods, SEED, Deadline::none())
+        .expect("no deadline")
+        .into_iter()
+        .zip(&pods)
+        .filter_map(|(d, p)| match d {
+            Decision::Node { node, .. } => {
+                let mut p = p.clone();
+                p.uid = format!("{}-bound", p.uid).into();
+                p.node_name = Some(node);
+                Some(p)
+            }
+            Decision::Unschedulable(_) => None,
+        })
+        .collect();
+    group.bench_function("dra_pods_after_delta", |b| {
+        b.iter_batched(
+            || {
+                snapshot
+                    .apply(Delta {
+                        upsert_pods: placed.clone(),
+                        ..Default::default()
+                    })
+                    .expect("a delta of bound pods")
+            },
+            |next| {
+                black_box(
+                    Evaluator::new(&profile, &next)
+                        .schedule(&pods, SEED, Deadline::none())
+                        .expect("no deadline"),
+                );
+                next
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    group.bench_function("dra_pods_first_seen", |b| {
+        b.iter_batched(
+            &rebuild,
+            |fresh| {
+                let decisions = Evaluator::new(&profile, &fresh)
+                    .schedule(&pods, SEED, Deadline::none())
+                    .expect("no deadline");
+                black_box(decisions);
+                fresh
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    group.finish();
+}
+
 fn bench_snapshot(c: &mut Criterion, fx: &Fixture) {
     let mut group = c.benchmark_group("snapshot");
     group.sampling_mode(SamplingMode::Flat);
@@ -413,6 +599,7 @@ fn main() {
         .configure_from_args();
     bench_rank(&mut c, &fx);
     bench_schedule(&mut c, &fx);
+    bench_dra(&mut c);
     bench_snapshot(&mut c, &fx);
     c.final_summary();
     println!(

@@ -315,7 +315,7 @@ impl Evaluator<'_> {
                     if let Some(d) = &plan.devices {
                         // The devices allocated for its claims are no one else's (Reserve).
                         devices = d.reserve(&nodes[i].spec);
-                        placed.devices.record(&devices);
+                        placed.devices.record(&self.snapshot.device_index().slices, i, &devices);
                     }
                     out.push(Decision::Node {
                         node: nodes[i].spec.name.clone(),

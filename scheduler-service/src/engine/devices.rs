@@ -56,7 +56,7 @@ pub type DeviceTaint = Taint;
 pub use super::model::Toleration as DeviceToleration;
 
 /// How a device takes its nodes, when its slice says `perDeviceNodeSelection`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub enum NodeSelection {
     /// Set on the slice, not the device (the slice is not per-device).
     #[default]
@@ -70,7 +70,7 @@ pub enum NodeSelection {
 }
 
 /// What a device draws from one of its slice's counter sets (`DeviceCounterConsumption`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CounterConsumption {
     /// `counterSet`: the name of a counter set in `sharedCounters` of a slice of the same pool.
     pub counter_set: String,
@@ -79,7 +79,7 @@ pub struct CounterConsumption {
 }
 
 /// A counter set of a slice (`CounterSet`): counter name → amount available.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CounterSet {
     /// `name`.
     pub name: String,
@@ -147,7 +147,7 @@ pub struct DeviceClass {
 }
 
 /// How many devices a request asks for (`allocationMode` and `count`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AllocationMode {
     /// `ExactCount` with `count` (1 by default).
     ExactCount(i64),
@@ -157,7 +157,7 @@ pub enum AllocationMode {
 
 /// One way of satisfying a request: the request itself (`exactly`) or one entry of its
 /// `firstAvailable` list.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RequestSpec {
     /// `deviceClassName`.
     pub class: String,
@@ -174,7 +174,7 @@ pub struct RequestSpec {
 }
 
 /// A request of a claim (`DeviceRequest`): exactly one of `exactly` and `firstAvailable`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DeviceRequest {
     /// `name`.
     pub name: String,
@@ -183,7 +183,7 @@ pub struct DeviceRequest {
 }
 
 /// `exactly` or `firstAvailable`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum RequestKind {
     /// `exactly`.
     Exactly(RequestSpec),
@@ -192,7 +192,7 @@ pub enum RequestKind {
 }
 
 /// A constraint of a claim (`DeviceConstraint`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DeviceConstraint {
     /// `requests` (empty: every request of the claim). An entry may name a subrequest as
     /// `request/subrequest`.
@@ -202,7 +202,7 @@ pub struct DeviceConstraint {
 }
 
 /// `matchAttribute` or `distinctAttribute`, a fully qualified attribute name.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ConstraintKind {
     /// `matchAttribute`: every device has the attribute, with one value.
     MatchAttribute(String),
@@ -520,22 +520,318 @@ impl DeviceObjects {
     }
 }
 
-/// What DynamicResources' PreFilter reads for every pod of a snapshot, gathered once: every
-/// ResourceSlice, and the devices in use ([`DeviceObjects::allocated_devices`]).
+/// The ResourceSlices by the node they are for, as kube's allocator splits them
+/// (`slicesOnNode` and the rest): built once per snapshot, read for every node of every pod.
+///
+/// With it, each node's *device signature*: a hash of everything the allocator reads of the
+/// node's own pools (their order, slice counts, shared counters, and each device but its name:
+/// attributes, capacity, counters consumed, taints), so that nodes whose devices look alike get
+/// one allocation verdict per pod (see `dynamicresources::PodDevices::filter`). A node has none
+/// (it is evaluated on its own) when one of its pools is not complete on it, and no node has one
+/// while some slice is not node-local (a node selector, all nodes, per-device selection: such
+/// devices are shared by nodes, and their use by one pod changes what others find).
+#[derive(Debug, Default)]
+pub struct SliceIndex {
+    /// Every ResourceSlice, in name order.
+    pub all: Vec<Arc<ResourceSlice>>,
+    /// The slices with a `nodeName`, by that node.
+    pub on_node: std::collections::HashMap<String, Vec<Arc<ResourceSlice>>>,
+    /// The others (a node selector, all nodes, per-device node selection), in name order.
+    pub shared: Vec<Arc<ResourceSlice>>,
+    /// Per node with node-local slices: its device signature (`None`: evaluated on its own), and
+    /// its devices in the signature's order (whose use, per pod, completes the signature).
+    signatures: std::collections::HashMap<String, (Option<u64>, Vec<DeviceId>), foldhash::fast::RandomState>,
+    /// The node of each node-local pool, by (driver, pool).
+    pool_nodes: std::collections::HashMap<(Arc<str>, Arc<str>), String>,
+    /// Each device of a node with a signature: its node and its position in the node's
+    /// signature order.
+    positions: std::collections::HashMap<DeviceId, (Arc<str>, usize), foldhash::fast::RandomState>,
+    /// Each device's shape (its driver and all a selector can read of it, hashed with a
+    /// per-process seed), by the device's address in the slices this index keeps alive.
+    shapes: std::collections::HashMap<usize, u64, foldhash::fast::RandomState>,
+}
+
+/// The per-process seed of device shapes: devices of one shape answer every selector alike, so a
+/// selector's result is kept per shape (`cel::SelectorCache`); the seed keeps shapes from being
+/// made to collide on purpose.
+static SHAPE_SEED: std::sync::LazyLock<foldhash::quality::RandomState> =
+    std::sync::LazyLock::new(foldhash::quality::RandomState::default);
+
+/// A device's shape: its driver and all a selector can read of it.
+fn shape_of(driver: &str, d: &Device) -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let mut h = SHAPE_SEED.build_hasher();
+    driver.hash(&mut h);
+    device_shape(d, &mut h);
+    h.finish()
+}
+
+/// Per node (by its index in the snapshot), the devices in use as bits in its signature order
+/// ([`SliceIndex::in_use_bits`]).
+pub type BusyNodes = std::collections::HashMap<u32, Vec<u64>, foldhash::fast::RandomState>;
+
+/// A node's pools, by (driver, pool), with their slices.
+type PoolSlices<'s> = std::collections::BTreeMap<(Arc<str>, Arc<str>), Vec<&'s Arc<ResourceSlice>>>;
+
+/// splitmix64's finalizer.
+fn splitmix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+    z ^ (z >> 31)
+}
+
+/// The devices in use for one pod: the snapshot's allocated devices and those the pods of its
+/// batch placed before it took (a persistent set: a pod's view costs no copy).
+#[derive(Debug, Clone, Default)]
+pub struct InUse {
+    /// The snapshot's ([`DeviceObjects::allocated_devices`]).
+    pub snapshot: Arc<std::collections::HashSet<DeviceId>>,
+    /// The batch's.
+    pub batch: imbl::HashSet<DeviceId>,
+}
+
+impl InUse {
+    /// Whether `device` is in use.
+    pub fn contains(&self, device: &DeviceId) -> bool {
+        self.snapshot.contains(device) || self.batch.contains(device)
+    }
+}
+
+impl From<std::collections::HashSet<DeviceId>> for InUse {
+    fn from(snapshot: std::collections::HashSet<DeviceId>) -> Self {
+        Self {
+            snapshot: Arc::new(snapshot),
+            batch: imbl::HashSet::new(),
+        }
+    }
+}
+
+/// Hashes what the allocator reads of a device: all but its name.
+fn device_shape(d: &Device, h: &mut impl std::hash::Hasher) {
+    use std::hash::Hash;
+    d.attributes.hash(h);
+    d.capacity.hash(h);
+    d.consumes_counters.hash(h);
+    d.node_selection.hash(h);
+    d.taints.hash(h);
+    d.allow_multiple_allocations.hash(h);
+    d.has_binding_conditions.hash(h);
+}
+
+impl SliceIndex {
+    /// The index of `slices` (in name order).
+    pub fn new(slices: Vec<Arc<ResourceSlice>>) -> Self {
+        let mut on_node: std::collections::HashMap<String, Vec<Arc<ResourceSlice>>> = Default::default();
+        let mut shared = Vec::new();
+        for s in &slices {
+            match &s.node_selection {
+                NodeSelection::NodeName(n) if !n.is_empty() => {
+                    on_node.entry(n.clone()).or_default().push(Arc::clone(s))
+                }
+                _ => shared.push(Arc::clone(s)),
+            }
+        }
+        let mut signatures =
+            std::collections::HashMap::with_capacity_and_hasher(on_node.len(), foldhash::fast::RandomState::default());
+        let mut positions: std::collections::HashMap<DeviceId, (Arc<str>, usize), foldhash::fast::RandomState> =
+            Default::default();
+        let shapes = slices
+            .iter()
+            .flat_map(|s| {
+                s.devices
+                    .iter()
+                    .map(|d| (d as *const Device as usize, shape_of(&s.driver, d)))
+            })
+            .collect();
+        let mut pool_nodes = std::collections::HashMap::new();
+        for (node, local) in &on_node {
+            // The node's pools as the allocator walks them: by (driver, pool), the newest
+            // generation's slices in name order.
+            let mut pools: PoolSlices<'_> = Default::default();
+            for s in local {
+                let entry = pools.entry((Arc::clone(&s.driver), Arc::clone(&s.pool))).or_default();
+                match entry.first().map(|f| f.pool_generation) {
+                    Some(g) if s.pool_generation < g => {}
+                    Some(g) if s.pool_generation > g => {
+                        entry.clear();
+                        entry.push(s);
+                    }
+                    _ => entry.push(s),
+                }
+            }
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            let mut complete = true;
+            let mut devices = Vec::new();
+            for ((driver, pool), slices) in &pools {
+                use std::hash::Hash;
+                pool_nodes.insert((Arc::clone(driver), Arc::clone(pool)), node.clone());
+                let count = slices.first().map_or(0, |f| f.pool_slice_count);
+                complete &= slices.len() as i64 == count;
+                driver.hash(&mut h);
+                count.hash(&mut h);
+                for s in slices {
+                    s.shared_counters.hash(&mut h);
+                    let mut names = std::collections::HashSet::new();
+                    // A duplicate device name makes the pool invalid.
+                    s.devices.iter().all(|d| names.insert(&d.name)).hash(&mut h);
+                    s.devices.len().hash(&mut h);
+                    for d in &s.devices {
+                        device_shape(d, &mut h);
+                        devices.push(DeviceId {
+                            driver: Arc::clone(driver),
+                            pool: Arc::clone(pool),
+                            device: Arc::clone(&d.name),
+                        });
+                    }
+                }
+            }
+            use std::hash::Hasher;
+            let shared_node: Arc<str> = Arc::from(node.as_str());
+            for (i, d) in devices.iter().enumerate() {
+                positions.insert(d.clone(), (Arc::clone(&shared_node), i));
+            }
+            signatures.insert(node.clone(), (complete.then(|| h.finish()), devices));
+        }
+        Self {
+            all: slices,
+            on_node,
+            shared,
+            signatures,
+            pool_nodes,
+            positions,
+            shapes,
+        }
+    }
+
+    /// The shape of `device`, one of this index's slices' devices (`None` for another).
+    pub fn shape(&self, device: &Device) -> Option<u64> {
+        self.shapes.get(&(device as *const Device as usize)).copied()
+    }
+
+    /// Marks `devices` in use in `busy` (per node, bits in signature order), `index_of` giving
+    /// a node's index in the snapshot; devices of no node-local pool, or of a node the snapshot
+    /// does not have, are left out (with such pools the signatures are not used).
+    pub fn in_use_bits<'d>(
+        &self,
+        busy: &mut BusyNodes,
+        index_of: impl Fn(&str) -> Option<u32>,
+        devices: impl IntoIterator<Item = &'d DeviceId>,
+    ) {
+        for d in devices {
+            if let Some((node, i)) = self.positions.get(d) {
+                let Some(n) = index_of(node) else { continue };
+                let bits = busy.entry(n).or_default();
+                if bits.len() <= i / 64 {
+                    bits.resize(i / 64 + 1, 0);
+                }
+                bits[i / 64] |= 1 << (i % 64);
+            }
+        }
+    }
+
+    /// Node `node`'s device signature with the devices `in_use` marks taken, if the node has
+    /// one: nodes with equal signatures get the same allocation verdict for a pod. A node
+    /// without slices has the signature of no devices.
+    pub fn signature(&self, node: &str, in_use: &[&[u64]]) -> Option<u64> {
+        Self::with_use(self.base_signature(node)?, in_use)
+    }
+
+    /// Node `node`'s signature with no device in use, if it has one.
+    pub fn base_signature(&self, node: &str) -> Option<u64> {
+        if !self.shared.is_empty() {
+            return None;
+        }
+        match self.signatures.get(node) {
+            None => Some(0),
+            Some((base, _)) => *base,
+        }
+    }
+
+    /// A base signature with the devices `in_use` marks taken.
+    pub fn with_use(base: u64, in_use: &[&[u64]]) -> Option<u64> {
+        let mut sig = base;
+        // The devices in use, as bits in signature order (64 a word), mixed into the base.
+        let words = in_use.iter().map(|b| b.len()).max().unwrap_or(0);
+        for w in 0..words {
+            let bits = in_use.iter().fold(0u64, |acc, b| acc | b.get(w).copied().unwrap_or(0));
+            if bits != 0 {
+                sig = splitmix(sig ^ splitmix(bits ^ (w as u64).rotate_left(32)));
+            }
+        }
+        Some(sig)
+    }
+
+    /// The node whose node-local pool holds `device`, if any.
+    pub fn node_of(&self, device: &DeviceId) -> Option<&str> {
+        self.pool_nodes
+            .get(&(Arc::clone(&device.driver), Arc::clone(&device.pool)))
+            .map(String::as_str)
+    }
+}
+
+/// What DynamicResources' PreFilter reads for every pod of a snapshot, gathered once: the
+/// ResourceSlices by node, and the devices in use ([`DeviceObjects::allocated_devices`]).
 #[derive(Debug, Default)]
 pub struct DeviceIndex {
-    /// Every ResourceSlice, in name order.
-    pub slices: Arc<[Arc<ResourceSlice>]>,
+    /// Every ResourceSlice, by node.
+    pub slices: Arc<SliceIndex>,
     /// The devices allocated to claims (admin-access results excluded).
     pub in_use: Arc<std::collections::HashSet<DeviceId>>,
+    /// The devices in use by node, as bits in the node's signature order.
+    pub busy_nodes: Arc<BusyNodes>,
+    /// Each node's base signature ([`SliceIndex::base_signature`]), in snapshot order.
+    pub signatures: Arc<[Option<u64>]>,
+    /// Allocation verdicts shared by the pods decided on this snapshot and the snapshots derived
+    /// from it by deltas that change no DeviceClass ([`SharedVerdicts`]).
+    pub verdicts: Arc<SharedVerdicts>,
+}
+
+/// Allocation verdicts by (what a pod's claims ask, node device signature): whether they can be
+/// allocated and the raw score (`Err`: the rejection's message). Both parts of the key are hashes
+/// of content (a node's signature covers its devices and which are in use), so a verdict holds
+/// in every snapshot with the same DeviceClasses, and is kept across the deltas that change none.
+/// Errors are not kept (their messages name the claim).
+pub type SharedVerdicts =
+    std::sync::Mutex<std::collections::HashMap<(u64, u64), Result<i64, String>, foldhash::fast::RandomState>>;
+
+/// Most verdicts a snapshot keeps ([`DeviceIndex::verdicts`]); past it, it starts over.
+pub const MAX_SHARED_VERDICTS: usize = 1 << 16;
+
+/// What a pod's claims ask, hashed with the per-process seed: two pods whose claims ask alike
+/// (requests, selectors, constraints, in order) get the same allocation verdict on a node.
+pub fn claims_key<'c>(claims: impl IntoIterator<Item = &'c ResourceClaim>) -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let mut h = SHAPE_SEED.build_hasher();
+    for c in claims {
+        c.requests.hash(&mut h);
+        c.constraints.hash(&mut h);
+        0xffu8.hash(&mut h);
+    }
+    h.finish()
 }
 
 impl DeviceIndex {
-    /// The index of a snapshot's objects.
-    pub fn of(objects: &DeviceObjects) -> Self {
+    /// The index of a snapshot's objects, for its nodes (`nodes`: their names in snapshot order),
+    /// with the verdicts of its lineage.
+    pub fn of<'n>(
+        objects: &DeviceObjects,
+        nodes: impl Iterator<Item = &'n str>,
+        verdicts: Arc<SharedVerdicts>,
+    ) -> Self {
+        let slices = SliceIndex::new(objects.slices.values().cloned().collect());
+        let in_use = objects.allocated_devices();
+        let names: Vec<&str> = nodes.collect();
+        let index: std::collections::HashMap<&str, u32, foldhash::fast::RandomState> =
+            names.iter().enumerate().map(|(i, n)| (*n, i as u32)).collect();
+        let mut busy_nodes = BusyNodes::default();
+        slices.in_use_bits(&mut busy_nodes, |n| index.get(n).copied(), &in_use);
+        let signatures = names.iter().map(|n| slices.base_signature(n)).collect();
         Self {
-            slices: objects.slices.values().cloned().collect(),
-            in_use: Arc::new(objects.allocated_devices()),
+            slices: Arc::new(slices),
+            in_use: Arc::new(in_use),
+            busy_nodes: Arc::new(busy_nodes),
+            signatures,
+            verdicts,
         }
     }
 }

@@ -215,23 +215,14 @@ impl<'a> PodPlan<'a> {
             (None, None)
         } else {
             let index = snapshot.device_index();
-            match PodDevices::pre_filter(
-                snapshot.devices(),
-                &index.slices,
-                &index.in_use,
-                selectors(),
-                pod,
-                &placed.devices,
-            ) {
+            match PodDevices::pre_filter(snapshot.devices(), index, selectors(), pod, &placed.devices) {
                 Ok(d) => (d.map(Box::new), None),
                 Err(message) => (None, Some(Arc::from(message))),
             }
         };
-        let per_node = needs_per_node(pod)
-            || volumes.is_some()
-            || volume_error.is_some()
-            || devices.is_some()
-            || device_error.is_some();
+        // DynamicResources reads each node's devices in its own filter: the static predicates
+        // may still be evaluated per node class.
+        let per_node = needs_per_node(pod) || volumes.is_some() || volume_error.is_some();
         let mut plan = Self {
             pod,
             fit_requests,
@@ -321,6 +312,8 @@ impl<'a> PodPlan<'a> {
         let has = |f: FilterPlugin| profile.policy.filters.contains(&f);
         let slots = profile.slot_of;
         plan.plain = !per_node
+            && plan.devices.is_none()
+            && plan.device_error.is_none()
             && profile
                 .rules
                 .as_ref()

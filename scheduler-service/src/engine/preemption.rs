@@ -101,8 +101,9 @@ pub(super) fn post_filter(
     // VolumeZone's: a missing, lost or deleting claim, an unbound Immediate one), DynamicResources
     // never wrote its cycle state: its PostFilter fails reading it (`getStateData`, the cycle
     // state's "not found"), `RunPostFilterPlugins` returns that error before DefaultPreemption
-    // runs, and the FitError ends with it. No preemption, whatever the pod's policy.
-    if plan.volume_error.is_some() {
+    // runs, and the FitError ends with it. No preemption, whatever the pod's policy. A profile
+    // without DynamicResources has no such PostFilter: DefaultPreemption runs.
+    if plan.volume_error.is_some() && profile.dynamic_resources {
         diag.post_filter = POST_FILTER_STATE_NOT_FOUND.to_string();
         return;
     }

@@ -480,6 +480,9 @@ pub struct Snapshot {
     devices: super::devices::DeviceObjects,
     /// What DynamicResources' PreFilter reads of them for every pod; built on first use.
     device_index: std::sync::OnceLock<Arc<super::devices::DeviceIndex>>,
+    /// DynamicResources' allocation verdicts, shared by the snapshots derived from one by deltas
+    /// that change no DeviceClass (see [`super::devices::SharedVerdicts`]).
+    device_verdicts: Arc<super::devices::SharedVerdicts>,
     /// Bound members per gang key; built on first use.
     gang_members: std::sync::OnceLock<std::collections::HashMap<Arc<str>, u32>>,
     /// Static predicates per node class of the pods evaluated so far, shared by the snapshots
@@ -696,6 +699,11 @@ impl Snapshot {
             storage: self.storage.clone(),
             devices: self.devices.clone(),
             device_index: std::sync::OnceLock::new(),
+            device_verdicts: if delta.devices.upsert_classes.is_empty() && delta.devices.remove_classes.is_empty() {
+                Arc::clone(&self.device_verdicts)
+            } else {
+                Arc::default()
+            },
             gang_members: std::sync::OnceLock::new(),
             static_cache: Arc::clone(&self.static_cache),
             kept: Default::default(),
@@ -855,6 +863,7 @@ impl Snapshot {
         }
         self.approx_bytes = self.approx_bytes.saturating_sub(self.devices.approx_bytes);
         self.devices = super::devices::DeviceObjects::from_parts(parts)?;
+        self.device_verdicts = Arc::default();
         self.approx_bytes += self.devices.approx_bytes;
         Ok(self)
     }
@@ -866,8 +875,13 @@ impl Snapshot {
 
     /// Every ResourceSlice and the devices in use, gathered once per snapshot.
     pub fn device_index(&self) -> &Arc<super::devices::DeviceIndex> {
-        self.device_index
-            .get_or_init(|| Arc::new(super::devices::DeviceIndex::of(&self.devices)))
+        self.device_index.get_or_init(|| {
+            Arc::new(super::devices::DeviceIndex::of(
+                &self.devices,
+                self.nodes.iter().map(|n| n.spec.name.as_str()),
+                Arc::clone(&self.device_verdicts),
+            ))
+        })
     }
 
     /// The PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes.

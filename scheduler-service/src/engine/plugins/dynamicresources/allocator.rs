@@ -32,8 +32,8 @@ use std::sync::Arc;
 use super::cel::{CelError, SelectorCache};
 use crate::engine::devices::{
     AllocatedDevice, Allocation, AllocationMode, AttributeValue, ConstraintKind, CounterSet, Device, DeviceClass,
-    DeviceConstraint, DeviceId, DeviceTaintEffect, NodeSelection, RequestKind, RequestSpec, ResourceClaim,
-    ResourceSlice,
+    DeviceConstraint, DeviceId, DeviceTaintEffect, InUse, NodeSelection, RequestKind, RequestSpec, ResourceClaim,
+    ResourceSlice, SliceIndex,
 };
 use crate::engine::model::{NodeSpec, Requirement, SelectorOp, SelectorTerm};
 
@@ -545,10 +545,9 @@ type Counters<'a> = HashMap<&'a str, HashMap<&'a str, i128>>;
 /// the devices in use and the compiled selectors. Pure: [`Allocator::allocate`] changes nothing.
 pub struct Allocator<'a> {
     classes: &'a dyn Fn(&str) -> Option<&'a DeviceClass>,
-    slices_on_node: HashMap<&'a str, Vec<&'a ResourceSlice>>,
-    slices_shared: Vec<&'a ResourceSlice>,
+    slices: &'a SliceIndex,
     all_slices: &'a [Arc<ResourceSlice>],
-    allocated: &'a HashSet<DeviceId>,
+    allocated: &'a InUse,
     cel: &'a SelectorCache,
 }
 
@@ -556,34 +555,28 @@ impl std::fmt::Debug for Allocator<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Allocator")
             .field("slices", &self.all_slices.len())
-            .field("allocated", &self.allocated.len())
+            .field(
+                "allocated",
+                &(self.allocated.snapshot.len() + self.allocated.batch.len()),
+            )
             .finish()
     }
 }
 
 impl<'a> Allocator<'a> {
     /// kube's `incubating.NewAllocator`: `classes` looks classes up by name, `slices` are all
-    /// ResourceSlices, `allocated` the devices in use (kube's `AllocatedState.AllocatedDevices`:
+    /// ResourceSlices by node (split once per snapshot, as kube's `slicesOnNode`), `allocated` the devices in use (kube's `AllocatedState.AllocatedDevices`:
     /// allocated to claims, admin-access results excluded), `cel` compiles selectors.
     pub fn new(
         classes: &'a dyn Fn(&str) -> Option<&'a DeviceClass>,
-        slices: &'a [Arc<ResourceSlice>],
-        allocated: &'a HashSet<DeviceId>,
+        slices: &'a SliceIndex,
+        allocated: &'a InUse,
         cel: &'a SelectorCache,
     ) -> Self {
-        let mut slices_on_node: HashMap<&'a str, Vec<&'a ResourceSlice>> = HashMap::new();
-        let mut slices_shared = Vec::new();
-        for s in slices {
-            match &s.node_selection {
-                NodeSelection::NodeName(n) if !n.is_empty() => slices_on_node.entry(n.as_str()).or_default().push(s),
-                _ => slices_shared.push(&**s),
-            }
-        }
         Self {
             classes,
-            slices_on_node,
-            slices_shared,
-            all_slices: slices,
+            slices,
+            all_slices: &slices.all,
             allocated,
             cel,
         }
@@ -597,9 +590,15 @@ impl<'a> Allocator<'a> {
         node: &NodeSpec,
         claims: &[&'a ResourceClaim],
     ) -> Result<Option<Vec<Allocation>>, AllocateError> {
-        let mut slices_for_node: Vec<&'a ResourceSlice> =
-            self.slices_on_node.get(node.name.as_str()).cloned().unwrap_or_default();
-        slices_for_node.extend(self.slices_shared.iter().copied());
+        let slices_for_node: Vec<&'a ResourceSlice> = self
+            .slices
+            .on_node
+            .get(node.name.as_str())
+            .into_iter()
+            .flatten()
+            .chain(&self.slices.shared)
+            .map(|s| &**s)
+            .collect();
         let pools = gather_pools(&slices_for_node, node, self.all_slices);
         let mut search = Search {
             alloc: self,
@@ -842,8 +841,9 @@ impl<'s, 'a> Search<'s, 'a> {
         }
         let cel = self.alloc.cel;
         let driver = &*slice.driver;
+        let shape = self.alloc.slices.shape(device);
         for (i, expr) in class.selectors.iter().enumerate() {
-            match cel.matches(expr, driver, device) {
+            match cel.matches_shaped(expr, driver, device, shape) {
                 Ok(true) => {}
                 Ok(false) => {
                     self.matches.insert(key, false);
@@ -868,7 +868,7 @@ impl<'s, 'a> Search<'s, 'a> {
         }
         let claim = self.claims[ci];
         for (i, expr) in spec.selectors.iter().enumerate() {
-            match cel.matches(expr, driver, device) {
+            match cel.matches_shaped(expr, driver, device, shape) {
                 Ok(true) => {}
                 Ok(false) => {
                     self.matches.insert(key, false);

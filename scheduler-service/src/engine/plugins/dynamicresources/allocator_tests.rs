@@ -272,6 +272,8 @@ fn run(
     let allocated: HashSet<DeviceId> = allocated.iter().cloned().collect();
     let cel = SelectorCache::new();
     let lookup = |name: &str| classes.iter().find(|c| c.name == name);
+    let slices = crate::engine::devices::SliceIndex::new(slices.to_vec());
+    let allocated = crate::engine::devices::InUse::from(allocated.clone());
     let allocator = Allocator::new(&lookup, &slices, &allocated, &cel);
     let refs: Vec<&ResourceClaim> = claims.iter().collect();
     allocator.allocate(node, &refs)

@@ -733,12 +733,25 @@ fn selector_env() -> Result<Env, cel::DeclarationError> {
 /// `CompilationResult`).
 type Compiled = Result<Metered, CelError>;
 
-/// Compiled DRA selectors, each expression compiled once (kube's `cel.Cache`, without its LRU
-/// bound). Thread-safe; share one per scheduler.
+/// Compiled DRA selectors, each expression compiled once (kube's `cel.Cache`; bounded by
+/// [`MAX_KEPT_EXPRESSIONS`] instead of its LRU). Thread-safe; share one per scheduler.
 pub struct SelectorCache {
     env: Result<Arc<Env>, CelError>,
     compiled: DashMap<Arc<str>, Arc<Compiled>>,
+    /// Results by expression and device shape ([`SelectorCache::matches_shaped`]), at most
+    /// [`MAX_KEPT_RESULTS`] per expression.
+    results: DashMap<Arc<str>, Arc<ResultsByShape>>,
 }
+
+/// One expression's results by device shape.
+type ResultsByShape = DashMap<u64, Result<bool, CelError>>;
+
+/// Most results kept per expression (distinct device shapes); past it, results are computed
+/// each time.
+pub const MAX_KEPT_RESULTS: usize = 1 << 16;
+
+/// Most expressions kept compiled (with their results); past it, the cache starts over.
+pub const MAX_KEPT_EXPRESSIONS: usize = 4096;
 
 impl std::fmt::Debug for SelectorCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -762,6 +775,7 @@ impl SelectorCache {
                 .map(Arc::new)
                 .map_err(|e| CelError::Compile(format!("unexpected error loading CEL environment: {e}"))),
             compiled: DashMap::new(),
+            results: DashMap::new(),
         }
     }
 
@@ -771,6 +785,12 @@ impl SelectorCache {
             return Arc::clone(c.value());
         }
         let compiled = Arc::new(self.compile(expr));
+        if self.compiled.len() >= MAX_KEPT_EXPRESSIONS {
+            // Snapshots bring the expressions; a stream of new ones must not grow the cache
+            // without bound.
+            self.compiled.clear();
+            self.results.clear();
+        }
         self.compiled.insert(Arc::from(expr), Arc::clone(&compiled));
         compiled
     }
@@ -829,6 +849,35 @@ impl SelectorCache {
                 .join()
                 .unwrap_or_else(|_| Err(CelError::Compile("the expression compiler failed".into())))
         })
+    }
+
+    /// [`SelectorCache::matches`] for a device of known `shape` (a hash of its driver and all a
+    /// selector can read of it, `engine::devices::SliceIndex::shape`): devices of one shape get
+    /// one evaluation. The evaluation is deterministic (its cost included), so a kept result is
+    /// the one a new evaluation would give.
+    pub fn matches_shaped(
+        &self,
+        expr: &str,
+        driver: &str,
+        device: &Device,
+        shape: Option<u64>,
+    ) -> Result<bool, CelError> {
+        let Some(shape) = shape else {
+            return self.matches(expr, driver, device);
+        };
+        let kept = match self.results.get(expr) {
+            Some(k) => Arc::clone(k.value()),
+            None if self.results.len() >= MAX_KEPT_EXPRESSIONS => return self.matches(expr, driver, device),
+            None => Arc::clone(self.results.entry(Arc::from(expr)).or_default().value()),
+        };
+        if let Some(r) = kept.get(&shape) {
+            return r.value().clone();
+        }
+        let r = self.matches(expr, driver, device);
+        if kept.len() < MAX_KEPT_RESULTS {
+            kept.insert(shape, r.clone());
+        }
+        r
     }
 
     /// Whether `device` of `driver` matches the selector `expr` (kube's

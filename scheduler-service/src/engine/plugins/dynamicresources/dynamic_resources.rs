@@ -12,12 +12,16 @@ use std::sync::Arc;
 use super::allocator::{AllocateError, Allocator};
 use super::cel::SelectorCache;
 use crate::engine::devices::{
-    Allocation, DeviceId, DeviceObjects, PodClaimRef, RequestKind, ResourceClaim, ResourceSlice,
+    Allocation, DeviceId, DeviceIndex, DeviceObjects, InUse, PodClaimRef, RequestKind, ResourceClaim, SliceIndex,
 };
 use crate::engine::model::{NodeSpec, PodSpec, SelectorTerm};
 
 /// kube's `FirstAvailableDeviceRequestMaxSize`: the score of a prioritized list's first choice.
 pub const FIRST_AVAILABLE_MAX: i64 = 8;
+
+/// Most verdicts a pod keeps (distinct node device signatures); past it, nodes are allocated
+/// for one by one.
+const MAX_VERDICTS: usize = 64;
 
 /// Filter's rejection when a claim to allocate cannot be allocated on the node.
 pub const CANNOT_ALLOCATE: &str = "cannot allocate all claims";
@@ -42,12 +46,50 @@ pub struct ClaimAllocation {
 #[derive(Debug, Default, Clone)]
 pub struct BatchDevices {
     claims: HashMap<String, Allocation>,
-    in_use: HashSet<DeviceId>,
+    in_use: imbl::HashSet<DeviceId>,
+    /// The devices the batch took, by node index, as bits in the node's signature order (a
+    /// dense vector shared with the pods decided since: a placement copies its pointers, a pod's
+    /// view copies nothing).
+    busy_nodes: Arc<BatchBusy>,
 }
 
+/// The devices a batch took, by node index, as bits in the node's signature order.
+type BatchBusy = Vec<Option<Arc<[u64]>>>;
+
+/// A node device signature and the verdict of a pod's claims on nodes of that signature.
+type Verdict = (u64, Result<i64, Rejection>);
+
 impl BatchDevices {
-    /// Records a placed pod's allocations (kube's Reserve: `SignalClaimPendingAllocation`).
-    pub fn record(&mut self, allocated: &[ClaimAllocation]) {
+    /// Records a placed pod's allocations on node `node` (its index in the snapshot; kube's
+    /// Reserve: `SignalClaimPendingAllocation`), `slices` placing their devices in the node's
+    /// signature order.
+    pub fn record(&mut self, slices: &SliceIndex, node: usize, allocated: &[ClaimAllocation]) {
+        let mut bits = crate::engine::devices::BusyNodes::default();
+        // With signatures in use every device is node-local: the pod's node's.
+        slices.in_use_bits(
+            &mut bits,
+            |_| Some(node as u32),
+            allocated
+                .iter()
+                .flat_map(|c| c.allocation.devices.iter())
+                .filter(|d| d.admin_access != Some(true))
+                .map(|d| &d.device),
+        );
+        for (node, b) in bits {
+            let busy = Arc::make_mut(&mut self.busy_nodes);
+            let n = node as usize;
+            if busy.len() <= n {
+                busy.resize(n + 1, None);
+            }
+            let mut merged: Vec<u64> = busy[n].as_deref().unwrap_or_default().to_vec();
+            if merged.len() < b.len() {
+                merged.resize(b.len(), 0);
+            }
+            for (w, x) in merged.iter_mut().zip(b) {
+                *w |= x;
+            }
+            busy[n] = Some(Arc::from(merged));
+        }
         for c in allocated {
             for d in &c.allocation.devices {
                 if d.admin_access != Some(true) {
@@ -86,14 +128,25 @@ pub struct PodDevices {
     to_allocate: Vec<usize>,
     /// The objects the allocator reads (shared, copy-on-write).
     objects: DeviceObjects,
-    /// Every ResourceSlice.
-    slices: Arc<[Arc<ResourceSlice>]>,
+    /// Every ResourceSlice, by node.
+    slices: Arc<SliceIndex>,
     /// The devices in use: the snapshot's allocated claims' and the batch's.
-    in_use: Arc<HashSet<DeviceId>>,
+    in_use: InUse,
     /// The compiled selectors.
     cel: Arc<SelectorCache>,
     /// The first error Filter met (kube aborts the pod's scheduling cycle with it).
     error: Arc<std::sync::Mutex<Option<String>>>,
+    /// The nodes with devices in use (the snapshot's, then the batch's): their signatures take
+    /// the devices in use into account.
+    busy_nodes: (Arc<crate::engine::devices::BusyNodes>, Arc<BatchBusy>),
+    /// Each node's base signature, in snapshot order.
+    signatures: Arc<[Option<u64>]>,
+    /// Filter's verdict (and Score's raw score) per node device signature
+    /// ([`SliceIndex::signature`]): nodes whose devices look alike are allocated for once.
+    verdicts: Arc<std::sync::Mutex<Vec<Verdict>>>,
+    /// What the pod's claims ask ([`crate::engine::devices::claims_key`]) and the snapshot's
+    /// index whose verdicts pods share, when none of its claims is allocated.
+    shared: Option<(u64, Arc<DeviceIndex>)>,
 }
 
 /// The process's compiled DRA selectors (kube's scheduler-wide `cel.Cache`).
@@ -120,8 +173,7 @@ impl PodDevices {
     /// an `UnschedulableAndUnresolvable` status for every node.
     pub fn pre_filter(
         objects: &DeviceObjects,
-        slices: &Arc<[Arc<ResourceSlice>]>,
-        in_use: &Arc<HashSet<DeviceId>>,
+        index: &Arc<DeviceIndex>,
         cel: &Arc<SelectorCache>,
         pod: &PodSpec,
         batch: &BatchDevices,
@@ -176,28 +228,114 @@ impl PodDevices {
                 }
             }
         }
-        let in_use = if batch.in_use.is_empty() || to_allocate.is_empty() {
-            Arc::clone(in_use)
-        } else {
-            let mut all = (**in_use).clone();
-            all.extend(batch.in_use.iter().cloned());
-            Arc::new(all)
+        let in_use = InUse {
+            snapshot: Arc::clone(&index.in_use),
+            batch: batch.in_use.clone(),
         };
+        let busy_nodes = (Arc::clone(&index.busy_nodes), Arc::clone(&batch.busy_nodes));
+        // Pods whose claims all wait for an allocation share verdicts through the snapshot.
+        let claims_key = (to_allocate.len() == claims.len())
+            .then(|| crate::engine::devices::claims_key(claims.iter().map(|c| &**c)));
         Ok(Some(Self {
             claims,
             available_on,
             to_allocate,
             objects: objects.clone(),
-            slices: Arc::clone(slices),
+            slices: Arc::clone(&index.slices),
             in_use,
             cel: Arc::clone(cel),
             error: Arc::default(),
+            busy_nodes,
+            signatures: Arc::clone(&index.signatures),
+            verdicts: Arc::default(),
+            shared: claims_key.map(|k| (k, Arc::clone(index))),
         }))
     }
 
-    /// kube's Filter on one node: `Ok` with the allocations of the claims to allocate (in claim
-    /// order), or the rejection.
-    pub fn filter(&self, node: &NodeSpec) -> Result<Vec<Allocation>, Rejection> {
+    /// kube's Filter (and Score) on one node: `Ok` with the node's raw score when the pod's
+    /// claims can be allocated there, or the rejection. The allocation is made once per node
+    /// device signature ([`SliceIndex::signature`]): a node whose devices look like those of a
+    /// node already evaluated for this pod gets that node's verdict, which the allocator, reading
+    /// nothing else of either node, would give it.
+    pub fn verdict(&self, index: usize, node: &NodeSpec) -> Result<i64, Rejection> {
+        for selector in self.available_on.iter().flatten() {
+            if !selector.iter().any(|t| t.matches(node)) {
+                return Err(Rejection::Unschedulable(NOT_AVAILABLE.to_string()));
+            }
+        }
+        if self.to_allocate.is_empty() {
+            return Ok(self.score(&[]));
+        }
+        let snapshot_use = if self.busy_nodes.0.is_empty() {
+            None
+        } else {
+            self.busy_nodes.0.get(&(index as u32)).map(Vec::as_slice)
+        };
+        let batch_use = self.busy_nodes.1.get(index).and_then(Option::as_deref);
+        let signature =
+            self.signatures
+                .get(index)
+                .copied()
+                .flatten()
+                .and_then(|base| match (snapshot_use, batch_use) {
+                    (None, None) => Some(base),
+                    (a, b) => SliceIndex::with_use(base, &[a.unwrap_or_default(), b.unwrap_or_default()]),
+                });
+        let Some(signature) = signature else {
+            return self.allocate(node).map(|a| self.score(&a));
+        };
+        // A pod meets few distinct signatures: a short list, scanned, beats a hash table.
+        if let Some((_, v)) = self
+            .verdicts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|(s, _)| *s == signature)
+        {
+            return v.clone();
+        }
+        let v = self.shared_verdict(signature, node);
+        let mut verdicts = self.verdicts.lock().unwrap_or_else(|e| e.into_inner());
+        if verdicts.len() < MAX_VERDICTS {
+            verdicts.push((signature, v.clone()));
+        }
+        v
+    }
+
+    /// The verdict of the pods of the snapshot whose claims ask what this pod's ask, on nodes of
+    /// this signature; computed on `node` (and kept) when there is none yet.
+    fn shared_verdict(&self, signature: u64, node: &NodeSpec) -> Result<i64, Rejection> {
+        let Some((key, index)) = &self.shared else {
+            return self.allocate(node).map(|a| self.score(&a));
+        };
+        let kept = index
+            .verdicts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(*key, signature))
+            .cloned();
+        if let Some(v) = kept {
+            return v.map_err(Rejection::Unschedulable);
+        }
+        let v = self.allocate(node).map(|a| self.score(&a));
+        let keep = match &v {
+            Ok(score) => Some(Ok(*score)),
+            Err(Rejection::Unschedulable(m)) => Some(Err(m.clone())),
+            Err(Rejection::Error(_)) => None,
+        };
+        if let Some(keep) = keep {
+            let mut verdicts = index.verdicts.lock().unwrap_or_else(|e| e.into_inner());
+            if verdicts.len() >= crate::engine::devices::MAX_SHARED_VERDICTS {
+                verdicts.clear();
+            }
+            verdicts.insert((*key, signature), keep);
+        }
+        v
+    }
+
+    /// The structured allocator on one node: the allocations of the claims to allocate (in
+    /// claim order), or the rejection.
+    pub fn allocate(&self, node: &NodeSpec) -> Result<Vec<Allocation>, Rejection> {
         for selector in self.available_on.iter().flatten() {
             if !selector.iter().any(|t| t.matches(node)) {
                 return Err(Rejection::Unschedulable(NOT_AVAILABLE.to_string()));
@@ -235,7 +373,7 @@ impl PodDevices {
     /// kube's Reserve on the chosen node: the claims allocated there, for the caller to write
     /// (PreBind) and for the batch to count ([`BatchDevices::record`]).
     pub fn reserve(&self, node: &NodeSpec) -> Vec<ClaimAllocation> {
-        let Ok(results) = self.filter(node) else {
+        let Ok(results) = self.allocate(node) else {
             return Vec::new();
         };
         self.to_allocate
@@ -311,7 +449,7 @@ impl crate::engine::plugins::contract::Filter for DynamicResources {
         let Some(devices) = input else {
             return true;
         };
-        match devices.filter(&node.entry.spec) {
+        match devices.verdict(node.index, &node.entry.spec) {
             Ok(_) => true,
             Err(Rejection::Unschedulable(m) | Rejection::Error(m)) => {
                 reject(Arc::from(m));
@@ -328,7 +466,7 @@ impl crate::engine::plugins::contract::Score for DynamicResources {
     /// 0 for a pod without prioritized lists.
     fn score(input: Self::In<'_>, node: &crate::engine::snapshot::NodeView<'_>) -> i64 {
         match input {
-            Some(d) if d.scores() => d.filter(&node.entry.spec).map_or(0, |a| d.score(&a)),
+            Some(d) if d.scores() => d.verdict(node.index, &node.entry.spec).unwrap_or(0),
             _ => 0,
         }
     }

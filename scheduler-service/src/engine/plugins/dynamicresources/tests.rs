@@ -12,6 +12,7 @@ use crate::engine::devices::{
 };
 use crate::engine::framework::{Deadline, Decision, Evaluator};
 use crate::engine::model::{NodeSpec, PodSpec};
+use crate::engine::plugins::dynamicresources::PodDevices;
 use crate::engine::plugins::testing::{node, pod};
 use crate::engine::policy::Policy;
 use crate::engine::profile::Profile;
@@ -281,4 +282,109 @@ fn pods_without_claims_are_placed_as_before() {
     let snap = cluster(vec![slice("n1", "a100", 1)], vec![]);
     let out = schedule(&snap, &[with_claims("plain", &[])]);
     assert!(out[0].is_ok(), "{out:?}");
+}
+
+/// The verdict shared by nodes with one device signature is the one each node gets alone: on
+/// nodes of three shapes (two models, a taint), some devices in use in the snapshot, pods asking
+/// for 1 to 4 GPUs of a model, every node's shared verdict equals its own allocation's.
+#[test]
+fn verdicts_by_device_signature_equal_allocations_node_by_node() {
+    let models = ["a100", "h100"];
+    let mut slices = Vec::new();
+    let mut taken = Vec::new();
+    let names: Vec<String> = (0..12).map(|i| format!("n{i}")).collect();
+    for (i, n) in names.iter().enumerate() {
+        let mut s = slice(n, models[i % 2], 4);
+        if i % 3 == 0 {
+            s.devices[3].taints = vec![crate::engine::plugins::testing::taint(
+                "maintenance",
+                "",
+                crate::engine::model::TaintEffect::NoSchedule,
+            )];
+        }
+        slices.push(s);
+        if i % 4 == 1 {
+            // One device of the node in use.
+            let mut c = gpus(&format!("taken-{i}"), 1);
+            c.allocation = Some(crate::engine::devices::Allocation {
+                devices: vec![crate::engine::devices::AllocatedDevice {
+                    request: "gpu".into(),
+                    device: crate::engine::devices::DeviceId {
+                        driver: Arc::from(DRIVER),
+                        pool: Arc::from(n.as_str()),
+                        device: Arc::from("gpu-1"),
+                    },
+                    admin_access: None,
+                    tolerations: vec![],
+                }],
+                node_selector: None,
+            });
+            taken.push(c);
+        }
+    }
+    let mut claims = taken;
+    for count in 1..=4 {
+        for m in models {
+            claims.push(claim(
+                &format!("{m}-{count}"),
+                RequestKind::Exactly(spec(
+                    count,
+                    Some(&format!("device.attributes[\"{DRIVER}\"].model == \"{m}\"")),
+                )),
+            ));
+        }
+    }
+    let snap = Snapshot::build(names.iter().map(|n| node(n, 8000, 32 << 30)).collect(), vec![])
+        .and_then(|s| {
+            s.with_devices(DeviceParts {
+                classes: vec![class()],
+                claims,
+                slices,
+            })
+        })
+        .unwrap();
+    let index = snap.device_index();
+    let mut batch = crate::engine::plugins::dynamicresources::BatchDevices::default();
+    let mut compared = 0;
+    // Then with two devices of n0 and one of n2 taken by earlier pods of the batch.
+    for round in 0..2 {
+        if round == 1 {
+            for (node, count) in [(0, 2), (2, 1)] {
+                let p = with_claims("earlier", &[&format!("a100-{count}")]);
+                let earlier = PodDevices::pre_filter(
+                    snap.devices(),
+                    index,
+                    crate::engine::plugins::dynamicresources::selectors(),
+                    &p,
+                    &crate::engine::plugins::dynamicresources::BatchDevices::default(),
+                )
+                .unwrap()
+                .unwrap();
+                let allocated = earlier.reserve(&snap.nodes()[node].spec);
+                assert!(!allocated.is_empty());
+                batch.record(&index.slices, node, &allocated);
+            }
+        }
+        for count in 1..=4 {
+            for m in models {
+                let p = with_claims("p", &[&format!("{m}-{count}")]);
+                let devices = PodDevices::pre_filter(
+                    snap.devices(),
+                    index,
+                    crate::engine::plugins::dynamicresources::selectors(),
+                    &p,
+                    &batch,
+                )
+                .unwrap()
+                .unwrap();
+                for (i, n) in snap.nodes().iter().enumerate() {
+                    let alone = devices.allocate(&n.spec).map(|_| ());
+                    let shared = devices.verdict(i, &n.spec).map(|_| ());
+                    assert_eq!(shared, alone, "round {round}: {m} x{count} on {}", n.spec.name);
+                    compared += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(compared, 2 * 8 * 12);
 }

@@ -718,4 +718,29 @@ fn a_pod_a_volume_prefilter_rejects_preempts_nothing() {
         message.contains("preemption: found a potential placement for pod on node n"),
         "{message}"
     );
+    // Without DynamicResources in the profile there is no such PostFilter: DefaultPreemption
+    // runs, and finds that evicting pods does not bring the claim.
+    let mut policy = Policy::kube_default();
+    policy
+        .filters
+        .retain(|f| *f != crate::engine::policy::FilterPlugin::DynamicResources);
+    let profile = Profile::new(policy);
+    let snap = cluster(vec![]).snapshot();
+    let decisions = Evaluator::new(&profile, &snap)
+        .schedule(
+            std::slice::from_ref(&PodSpec {
+                ..pod("p", vec![claim_volume("data", "data")])
+            }),
+            0,
+            Deadline::none(),
+        )
+        .unwrap();
+    let Decision::Unschedulable(diag) = &decisions[0] else {
+        panic!("{decisions:?}")
+    };
+    assert_eq!(
+        diag.message(),
+        "0/3 nodes are available: persistentvolumeclaim \"data\" not found. \
+         preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+    );
 }
