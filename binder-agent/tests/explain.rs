@@ -232,12 +232,12 @@ async fn a_pod_that_fits_gets_the_verdict_the_best_nodes_and_the_refused_ones() 
         .collect();
     assert_eq!(
         table[0].split_whitespace().collect::<Vec<_>>(),
-        ["#", "NODE", "TOTAL", "Taint", "NodeAff", "Fit", "Volume", "Spread", "PodAff", "Balanced", "Image"],
+        ["#", "NODE", "TOTAL", "Taint", "NodeAff", "Fit", "Volume", "Spread", "PodAff", "Devices", "Balanced", "Image"],
         "{text}"
     );
     assert_eq!(
         table[1].split_whitespace().collect::<Vec<_>>(),
-        ["x3", "x2", "x1", "x1", "x2", "x2", "x1", "x1"]
+        ["x3", "x2", "x1", "x1", "x2", "x2", "x2", "x1", "x1"]
     );
     assert!(
         table[2].starts_with("  1  n-big") && table[3].starts_with("  2  n-small"),

@@ -103,6 +103,7 @@ fn short_plugin(name: &str) -> &str {
         "VolumeBinding" => "Volume",
         "PodTopologySpread" => "Spread",
         "InterPodAffinity" => "PodAff",
+        "DynamicResources" => "Devices",
         "NodeResourcesBalancedAllocation" => "Balanced",
         "ImageLocality" => "Image",
         other => other,
