@@ -11,7 +11,7 @@ profiles:
     plugins:
       multiPoint:
         enabled:
-          - name: DynamicResources
+          - name: SchedulingGates
 ";
 
 fn service() -> Command {
@@ -35,7 +35,7 @@ fn an_invalid_policy_file_stops_the_service_naming_the_plugin_and_field() {
         assert!(
             stderr.contains(&path.display().to_string())
                 && stderr.contains("profiles[0].plugins.multiPoint.enabled[0]")
-                && stderr.contains("plugin \"DynamicResources\" of profile \"gpu\" is not implemented"),
+                && stderr.contains("plugin \"SchedulingGates\" of profile \"gpu\" is not implemented"),
             "{stderr}"
         );
     }

@@ -65,7 +65,7 @@ profiles:
     plugins:
       filter:
         enabled:
-          - name: DynamicResources
+          - name: SchedulingGates
 ";
 
 type ServerHandle = JoinHandle<Result<(), ServeError>>;
@@ -351,7 +351,7 @@ async fn an_invalid_or_missing_policy_file_stops_the_server_at_start() {
     assert!(
         message.contains(&path.display().to_string())
             && message.contains("profiles[0].plugins.filter.enabled[0]")
-            && message.contains("\"DynamicResources\""),
+            && message.contains("\"SchedulingGates\""),
         "{message}"
     );
     assert_eq!(
