@@ -232,7 +232,10 @@ async fn a_pod_that_fits_gets_the_verdict_the_best_nodes_and_the_refused_ones() 
         .collect();
     assert_eq!(
         table[0].split_whitespace().collect::<Vec<_>>(),
-        ["#", "NODE", "TOTAL", "Taint", "NodeAff", "Fit", "Volume", "Spread", "PodAff", "Devices", "Balanced", "Image"],
+        [
+            "#", "NODE", "TOTAL", "Taint", "NodeAff", "Fit", "Volume", "Spread", "PodAff", "Devices", "Balanced",
+            "Image"
+        ],
         "{text}"
     );
     assert_eq!(
