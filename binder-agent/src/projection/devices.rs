@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::{NodeSelector, Pod};
 use k8s_openapi::api::resource::v1 as resource;
 use placement_scheduler::proto;
 
-use super::term;
+use super::selectors::term;
 
 fn selectors(s: Option<&Vec<resource::DeviceSelector>>) -> Vec<String> {
     s.into_iter()

@@ -6,18 +6,20 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerStatus, Node, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodAffinityTerm, PodSpec,
-    PodStatus, TopologySpreadConstraint, WeightedPodAffinityTerm,
+    Container, ContainerStatus, Node, Pod, PodAffinityTerm, PodSpec, PodStatus, TopologySpreadConstraint,
+    WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 mod devices;
+mod selectors;
 pub use devices::{
     allocation_configs, allocation_info, allocation_out, device_class_info, pod_resource_claims, resource_claim_info,
     resource_slice_info,
 };
 pub use placement_scheduler::labels::{ANNOTATION_PREFIX, GANG_LABEL, GANG_MIN_MEMBERS_ANNOTATION};
 use placement_scheduler::proto;
+use selectors::term;
 
 /// The owner a pod's controller reference names.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
@@ -165,21 +167,6 @@ pub fn required_features(spec: Option<&PodSpec>) -> Vec<String> {
     }
     out.sort();
     out
-}
-
-fn requirement(r: &NodeSelectorRequirement) -> proto::NodeSelectorRequirement {
-    proto::NodeSelectorRequirement {
-        key: r.key.clone(),
-        operator: r.operator.clone(),
-        values: r.values.clone().unwrap_or_default(),
-    }
-}
-
-fn term(t: &NodeSelectorTerm) -> proto::NodeSelectorTerm {
-    proto::NodeSelectorTerm {
-        match_expressions: t.match_expressions.iter().flatten().map(requirement).collect(),
-        match_fields: t.match_fields.iter().flatten().map(requirement).collect(),
-    }
 }
 
 fn label_selector(s: &LabelSelector) -> proto::LabelSelector {

@@ -273,19 +273,7 @@ impl ResourceClaim {
     }
 }
 
-/// A pod's reference to a claim (`spec.resourceClaims[]`, with the claim name the pod's
-/// `status.resourceClaimStatuses` gives for a template).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct PodClaimRef {
-    /// The entry's `name` in the pod.
-    pub name: String,
-    /// The ResourceClaim's name: `resourceClaimName`, or the generated name from
-    /// `status.resourceClaimStatuses` for a template. `None` while the resourceclaim controller
-    /// has not created the template's claim yet (the pod waits, as kube's PreEnqueue makes it).
-    pub claim_name: Option<String>,
-    /// The entry names a template (`resourceClaimTemplateName`).
-    pub from_template: bool,
-}
+pub use super::model::PodClaimRef;
 
 fn selector_bytes(terms: &[SelectorTerm]) -> usize {
     terms

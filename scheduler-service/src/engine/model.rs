@@ -564,7 +564,7 @@ pub struct PodSpec {
     /// The resources its containers and init containers name in their requests.
     pub requested_names: RequestedNames,
     /// spec.resourceClaims, with the claim names its status gives (DynamicResources).
-    pub resource_claims: Vec<super::devices::PodClaimRef>,
+    pub resource_claims: Vec<PodClaimRef>,
 }
 
 /// The names of the resources a pod's containers and init containers request, zero amounts
@@ -831,4 +831,18 @@ mod tests {
             "localhost:5000/nginx:1"
         );
     }
+}
+
+/// A pod's reference to a claim (`spec.resourceClaims[]`, with the claim name the pod's
+/// `status.resourceClaimStatuses` gives for a template).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PodClaimRef {
+    /// The entry's `name` in the pod.
+    pub name: String,
+    /// The ResourceClaim's name: `resourceClaimName`, or the generated name from
+    /// `status.resourceClaimStatuses` for a template. `None` while the resourceclaim controller
+    /// has not created the template's claim yet (the pod waits, as kube's PreEnqueue makes it).
+    pub claim_name: Option<String>,
+    /// The entry names a template (`resourceClaimTemplateName`).
+    pub from_template: bool,
 }
