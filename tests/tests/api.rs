@@ -589,13 +589,14 @@ async fn tiny_cache_budget_evicts_the_older_snapshot() {
 // 4. Rank
 // ---------------------------------------------------------------------------------------------
 
-const DEFAULT_WEIGHTS: [(&str, i64); 8] = [
+const DEFAULT_WEIGHTS: [(&str, i64); 9] = [
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
     ("NodeResourcesFit", 1),
     ("VolumeBinding", 1),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
+    ("DynamicResources", 2),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),
 ];
@@ -1319,6 +1320,7 @@ async fn list_policies_names_the_default_first_with_distinct_digests() {
             "VolumeZone",
             "PodTopologySpread",
             "InterPodAffinity",
+            "DynamicResources",
             "NodeDeclaredFeatures"
         ]
     );
