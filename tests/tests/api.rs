@@ -650,8 +650,8 @@ async fn rank_orders_feasible_nodes_by_total_with_per_plugin_scores() {
     assert_eq!(totals, vec![462, 452, 433]);
     let big_scores: Vec<i64> = r.feasible[0].plugin_scores.iter().map(|s| s.score).collect();
     // Neither pod nor cluster has inter-pod terms or spreading: both topology plugins give 0;
-    // the pod has no claims: VolumeBinding gives 0.
-    assert_eq!(big_scores, vec![100, 0, 87, 0, 0, 0, 75, 0]);
+    // the pod has no claims: VolumeBinding gives 0; no resource claims: DynamicResources gives 0.
+    assert_eq!(big_scores, vec![100, 0, 87, 0, 0, 0, 0, 75, 0]);
 
     // The infeasible node, with the filter that rejected it and kube-scheduler's reason.
     assert_eq!(r.infeasible.len(), 1);

@@ -698,8 +698,8 @@ async fn a_relist_after_a_broken_watch_frees_pods_deleted_meanwhile() {
     server.fail_next(1_000_000, matcher("GET", "/api/v1/pods"), 503);
     server.drop_watches();
     assert!(
-        server.wait_until(WAIT, |s| s.active_watches() == 9).await,
-        "only the node, namespace, PodDisruptionBudget and six storage watches are back"
+        server.wait_until(WAIT, |s| s.active_watches() == 12).await,
+        "only the node, namespace, PodDisruptionBudget, six storage and three device watches are back"
     );
     server.delete_pod("default", "web-0");
     server.compact();
