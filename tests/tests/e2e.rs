@@ -1631,24 +1631,7 @@ async fn pod_level_resources_resize_and_declared_features_are_decided_as_kube_sc
     let side_of = |node: &str| node.rsplit('-').next().unwrap_or_default().to_string();
     // A pod on each side, the twin of the other, made by `shape`.
     let twins = |name: &str, cpu: &str, shape: &dyn Fn(&mut serde_json::Value)| {
-        ["ours", "kube"].map(|side| {
-            let scheduler = if side == "ours" {
-                scope.scheduler.clone()
-            } else {
-                "default-scheduler".to_string()
-            };
-            let mut pod = serde_json::to_value(pod_for(
-                &scope.ns,
-                &format!("{name}-{side}"),
-                &scheduler,
-                &scope.run,
-                cpu,
-            ))
-            .expect("a pod as JSON");
-            pod["spec"]["nodeSelector"] = serde_json::json!({ "side": side });
-            shape(&mut pod);
-            serde_json::from_value::<Pod>(pod).expect("a pod")
-        })
+        twin_pods(&scope, name, cpu, &|pod, _| shape(pod))
     };
     let restart_all = |pod: &mut serde_json::Value| {
         pod["spec"]["restartPolicy"] = "Never".into();
@@ -1765,6 +1748,30 @@ async fn pod_level_resources_resize_and_declared_features_are_decided_as_kube_sc
     eprintln!("e2e {test}: {outcomes:?} decided alike by placement and kube-scheduler");
     binder.stop().await;
     scope.cleanup().await;
+}
+
+/// Twin pods `<name>-ours` (this test's scheduler) and `<name>-kube` (the cluster's
+/// kube-scheduler), each kept to its side's nodes by the `side` label, requesting `cpu`, and
+/// made by `shape` (given the pod as JSON and its side).
+fn twin_pods(scope: &Scope, name: &str, cpu: &str, shape: &dyn Fn(&mut serde_json::Value, &str)) -> [Pod; 2] {
+    ["ours", "kube"].map(|side| {
+        let scheduler = if side == "ours" {
+            scope.scheduler.clone()
+        } else {
+            "default-scheduler".to_string()
+        };
+        let mut pod = serde_json::to_value(pod_for(
+            &scope.ns,
+            &format!("{name}-{side}"),
+            &scheduler,
+            &scope.run,
+            cpu,
+        ))
+        .expect("a pod as JSON");
+        pod["spec"]["nodeSelector"] = serde_json::json!({ "side": side });
+        shape(&mut pod, side);
+        serde_json::from_value::<Pod>(pod).expect("a pod")
+    })
 }
 
 /// `deploy/base/<file>`'s YAML documents as JSON.
@@ -3009,27 +3016,12 @@ async fn resource_claims_are_allocated_as_kube_scheduler_allocates_them() {
     let binder = InProcessBinder::start(&cluster, &scope).await;
     // Twin pods using `template` (or, with `shared`, the side's shared claim).
     let twins = |name: &str, template: Option<&str>| {
-        ["ours", "kube"].map(|side| {
-            let scheduler = if side == "ours" {
-                scope.scheduler.clone()
-            } else {
-                "default-scheduler".to_string()
-            };
-            let mut pod = serde_json::to_value(pod_for(
-                &scope.ns,
-                &format!("{name}-{side}"),
-                &scheduler,
-                &scope.run,
-                "100m",
-            ))
-            .expect("a pod as JSON");
-            pod["spec"]["nodeSelector"] = serde_json::json!({ "side": side });
+        twin_pods(&scope, name, "100m", &|pod, side| {
             pod["spec"]["resourceClaims"] = match template {
                 Some(t) => serde_json::json!([{"name": "gpu", "resourceClaimTemplateName": t}]),
                 None => serde_json::json!([{"name": "gpu", "resourceClaimName": format!("shared-{side}")}]),
             };
             pod["spec"]["containers"][0]["resources"]["claims"] = serde_json::json!([{"name": "gpu"}]);
-            serde_json::from_value::<Pod>(pod).expect("a pod")
         })
     };
     let decided = |p: &Pod| node_of(p).is_some() || marked_unschedulable(p);

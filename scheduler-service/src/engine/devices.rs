@@ -489,11 +489,6 @@ impl DeviceObjects {
         delta
     }
 
-    /// The claim `namespace/name`.
-    pub fn claim(&self, namespace: &str, name: &str) -> Option<&Arc<ResourceClaim>> {
-        self.claims.get(&format!("{namespace}/{name}"))
-    }
-
     /// The devices in use: every device of an allocated claim's results, except those allocated
     /// with admin access (kube's `AllocatedState.AllocatedDevices`, gathered by the plugin's
     /// `allocatedDevices` from the claims with an allocation).
@@ -529,8 +524,6 @@ pub struct SliceIndex {
     /// Per node with node-local slices: its device signature (`None`: evaluated on its own), and
     /// its devices in the signature's order (whose use, per pod, completes the signature).
     signatures: std::collections::HashMap<String, (Option<u64>, Vec<DeviceId>), foldhash::fast::RandomState>,
-    /// The node of each node-local pool, by (driver, pool).
-    pool_nodes: std::collections::HashMap<(Arc<str>, Arc<str>), String>,
     /// Each device of a node with a signature: its node and its position in the node's
     /// signature order.
     positions: std::collections::HashMap<DeviceId, (Arc<str>, usize), foldhash::fast::RandomState>,
@@ -631,7 +624,6 @@ impl SliceIndex {
                     .map(|d| (d as *const Device as usize, shape_of(&s.driver, d)))
             })
             .collect();
-        let mut pool_nodes = std::collections::HashMap::new();
         for (node, local) in &on_node {
             // The node's pools as the allocator walks them: by (driver, pool), the newest
             // generation's slices in name order.
@@ -652,7 +644,6 @@ impl SliceIndex {
             let mut devices = Vec::new();
             for ((driver, pool), slices) in &pools {
                 use std::hash::Hash;
-                pool_nodes.insert((Arc::clone(driver), Arc::clone(pool)), node.clone());
                 let count = slices.first().map_or(0, |f| f.pool_slice_count);
                 complete &= slices.len() as i64 == count;
                 driver.hash(&mut h);
@@ -685,7 +676,6 @@ impl SliceIndex {
             on_node,
             shared,
             signatures,
-            pool_nodes,
             positions,
             shapes,
         }
@@ -717,14 +707,9 @@ impl SliceIndex {
         }
     }
 
-    /// Node `node`'s device signature with the devices `in_use` marks taken, if the node has
-    /// one: nodes with equal signatures get the same allocation verdict for a pod. A node
-    /// without slices has the signature of no devices.
-    pub fn signature(&self, node: &str, in_use: &[&[u64]]) -> Option<u64> {
-        Self::with_use(self.base_signature(node)?, in_use)
-    }
-
-    /// Node `node`'s signature with no device in use, if it has one.
+    /// Node `node`'s device signature with no device in use, if it has one: nodes with equal
+    /// signatures (with [`SliceIndex::with_use`]) get the same allocation verdict for a pod. A
+    /// node without slices has the signature of no devices.
     pub fn base_signature(&self, node: &str) -> Option<u64> {
         if !self.shared.is_empty() {
             return None;
@@ -736,7 +721,7 @@ impl SliceIndex {
     }
 
     /// A base signature with the devices `in_use` marks taken.
-    pub fn with_use(base: u64, in_use: &[&[u64]]) -> Option<u64> {
+    pub fn with_use(base: u64, in_use: &[&[u64]]) -> u64 {
         let mut sig = base;
         // The devices in use, as bits in signature order (64 a word), mixed into the base.
         let words = in_use.iter().map(|b| b.len()).max().unwrap_or(0);
@@ -746,14 +731,7 @@ impl SliceIndex {
                 sig = splitmix(sig ^ splitmix(bits ^ (w as u64).rotate_left(32)));
             }
         }
-        Some(sig)
-    }
-
-    /// The node whose node-local pool holds `device`, if any.
-    pub fn node_of(&self, device: &DeviceId) -> Option<&str> {
-        self.pool_nodes
-            .get(&(Arc::clone(&device.driver), Arc::clone(&device.pool)))
-            .map(String::as_str)
+        sig
     }
 }
 

@@ -842,54 +842,49 @@ impl<'s, 'a> Search<'s, 'a> {
         let cel = self.alloc.cel;
         let driver = &*slice.driver;
         let shape = self.alloc.slices.shape(device);
-        for (i, expr) in class.selectors.iter().enumerate() {
-            match cel.matches_shaped(expr, driver, device, shape) {
-                Ok(true) => {}
-                Ok(false) => {
-                    self.matches.insert(key, false);
+        // Whether the device matches every selector, or the first one that failed (its index).
+        let all_match = |selectors: &[Arc<str>]| -> Result<bool, (usize, CelError)> {
+            for (i, expr) in selectors.iter().enumerate() {
+                if !cel.matches_shaped(expr, driver, device, shape).map_err(|e| (i, e))? {
                     return Ok(false);
                 }
-                Err(source @ CelError::Compile(_)) => {
-                    return Err(AllocateError::ClassSelectorCompile {
-                        class: class.name.clone(),
-                        index: i,
-                        source: Box::new(source),
-                    })
-                }
-                Err(source) => {
-                    return Err(AllocateError::ClassSelectorRuntime {
-                        class: class.name.clone(),
-                        index: i,
-                        device: Self::device_id(slice, device),
-                        source: Box::new(source),
-                    })
-                }
             }
-        }
-        let claim = self.claims[ci];
-        for (i, expr) in spec.selectors.iter().enumerate() {
-            match cel.matches_shaped(expr, driver, device, shape) {
-                Ok(true) => {}
-                Ok(false) => {
-                    self.matches.insert(key, false);
-                    return Ok(false);
-                }
-                Err(source @ CelError::Compile(_)) => {
-                    return Err(AllocateError::ClaimSelectorCompile {
-                        claim: kobj(claim),
-                        index: i,
+            Ok(true)
+        };
+        let device_id = || Self::device_id(slice, device);
+        let class_match = all_match(&class.selectors).map_err(|(index, source)| match source {
+            CelError::Compile(_) => AllocateError::ClassSelectorCompile {
+                class: class.name.clone(),
+                index,
+                source: Box::new(source),
+            },
+            _ => AllocateError::ClassSelectorRuntime {
+                class: class.name.clone(),
+                index,
+                device: device_id(),
+                source: Box::new(source),
+            },
+        })?;
+        let request_match = class_match
+            && all_match(&spec.selectors).map_err(|(index, source)| {
+                let claim = kobj(self.claims[ci]);
+                match source {
+                    CelError::Compile(_) => AllocateError::ClaimSelectorCompile {
+                        claim,
+                        index,
                         source: Box::new(source),
-                    })
-                }
-                Err(source) => {
-                    return Err(AllocateError::ClaimSelectorRuntime {
-                        claim: kobj(claim),
-                        index: i,
-                        device: Self::device_id(slice, device),
+                    },
+                    _ => AllocateError::ClaimSelectorRuntime {
+                        claim,
+                        index,
+                        device: device_id(),
                         source: Box::new(source),
-                    })
+                    },
                 }
-            }
+            })?;
+        if !request_match {
+            self.matches.insert(key, false);
+            return Ok(false);
         }
         if slice.node_selection == NodeSelection::FromSlice && !node_matches(self.node, &device.node_selection) {
             self.matches.insert(key, false);

@@ -100,11 +100,6 @@ impl BatchDevices {
                 .insert(format!("{}/{}", c.namespace, c.name), c.allocation.clone());
         }
     }
-
-    /// Whether nothing was allocated.
-    pub fn is_empty(&self) -> bool {
-        self.claims.is_empty()
-    }
 }
 
 /// Why Filter rejects a node, or fails.
@@ -142,7 +137,7 @@ pub struct PodDevices {
     /// Each node's base signature, in snapshot order.
     signatures: Arc<[Option<u64>]>,
     /// Filter's verdict (and Score's raw score) per node device signature
-    /// ([`SliceIndex::signature`]): nodes whose devices look alike are allocated for once.
+    /// ([`SliceIndex::base_signature`], [`SliceIndex::with_use`]): nodes whose devices look alike are allocated for once.
     verdicts: Arc<std::sync::Mutex<Vec<Verdict>>>,
     /// What the pod's claims ask ([`crate::engine::devices::claims_key`]) and the snapshot's
     /// index whose verdicts pods share, when none of its claims is allocated.
@@ -254,15 +249,11 @@ impl PodDevices {
 
     /// kube's Filter (and Score) on one node: `Ok` with the node's raw score when the pod's
     /// claims can be allocated there, or the rejection. The allocation is made once per node
-    /// device signature ([`SliceIndex::signature`]): a node whose devices look like those of a
+    /// device signature ([`SliceIndex::base_signature`], [`SliceIndex::with_use`]): a node whose devices look like those of a
     /// node already evaluated for this pod gets that node's verdict, which the allocator, reading
     /// nothing else of either node, would give it.
     pub fn verdict(&self, index: usize, node: &NodeSpec) -> Result<i64, Rejection> {
-        for selector in self.available_on.iter().flatten() {
-            if !selector.iter().any(|t| t.matches(node)) {
-                return Err(Rejection::Unschedulable(NOT_AVAILABLE.to_string()));
-            }
-        }
+        self.allocated_claims_available(node)?;
         if self.to_allocate.is_empty() {
             return Ok(self.score(&[]));
         }
@@ -272,15 +263,15 @@ impl PodDevices {
             self.busy_nodes.0.get(&(index as u32)).map(Vec::as_slice)
         };
         let batch_use = self.busy_nodes.1.get(index).and_then(Option::as_deref);
-        let signature =
-            self.signatures
-                .get(index)
-                .copied()
-                .flatten()
-                .and_then(|base| match (snapshot_use, batch_use) {
-                    (None, None) => Some(base),
-                    (a, b) => SliceIndex::with_use(base, &[a.unwrap_or_default(), b.unwrap_or_default()]),
-                });
+        let signature = self
+            .signatures
+            .get(index)
+            .copied()
+            .flatten()
+            .map(|base| match (snapshot_use, batch_use) {
+                (None, None) => base,
+                (a, b) => SliceIndex::with_use(base, &[a.unwrap_or_default(), b.unwrap_or_default()]),
+            });
         let Some(signature) = signature else {
             return self.allocate(node).map(|a| self.score(&a));
         };
@@ -333,14 +324,20 @@ impl PodDevices {
         v
     }
 
-    /// The structured allocator on one node: the allocations of the claims to allocate (in
-    /// claim order), or the rejection.
-    pub fn allocate(&self, node: &NodeSpec) -> Result<Vec<Allocation>, Rejection> {
+    /// kube's Filter for the claims allocated already: their node selectors match `node`.
+    fn allocated_claims_available(&self, node: &NodeSpec) -> Result<(), Rejection> {
         for selector in self.available_on.iter().flatten() {
             if !selector.iter().any(|t| t.matches(node)) {
                 return Err(Rejection::Unschedulable(NOT_AVAILABLE.to_string()));
             }
         }
+        Ok(())
+    }
+
+    /// The structured allocator on one node: the allocations of the claims to allocate (in
+    /// claim order), or the rejection.
+    pub fn allocate(&self, node: &NodeSpec) -> Result<Vec<Allocation>, Rejection> {
+        self.allocated_claims_available(node)?;
         if self.to_allocate.is_empty() {
             return Ok(Vec::new());
         }
