@@ -218,6 +218,16 @@ fn snapshot() -> proto::Snapshot {
                 .collect(),
             ..Default::default()
         }],
+        pod_groups: vec![proto::PodGroup {
+            namespace: "default".into(),
+            name: "trainer".into(),
+            uid: "pg-1".into(),
+            generation: 1,
+            gang: Some(proto::GangSchedulingPolicy { min_count: 2 }),
+            topology_keys: vec!["zone".into()],
+            priority: Some(1),
+            ..Default::default()
+        }],
     }
 }
 

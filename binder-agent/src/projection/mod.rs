@@ -411,6 +411,10 @@ pub fn pod_info(pod: &Pod) -> PodInfo {
             ),
             resize_infeasible: resize_infeasible(status),
             resource_claims: devices::pod_resource_claims(pod),
+            scheduling_group: spec
+                .and_then(|s| s.scheduling_group.as_ref())
+                .and_then(|g| g.pod_group_name.clone())
+                .unwrap_or_default(),
             required_features: required_features(spec),
         },
         scheduler_name: spec

@@ -835,6 +835,7 @@ impl PlacementApi {
             policy: policy_name.clone(),
             placements,
             assumed_snapshot_id,
+            pod_groups: Vec::new(),
         })
     }
 }

@@ -212,8 +212,12 @@ type Snapshot struct {
 	ResourceClaims []*ResourceClaim `protobuf:"bytes,41,rep,name=resource_claims,json=resourceClaims,proto3" json:"resource_claims,omitempty"`
 	// ResourceSlices (resource.k8s.io/v1): the devices drivers publish.
 	ResourceSlices []*ResourceSlice `protobuf:"bytes,42,rep,name=resource_slices,json=resourceSlices,proto3" json:"resource_slices,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// PodGroups of every namespace (scheduling.k8s.io/v1beta1): the groups pods
+	// name in scheduling_group, scheduled together as kube-scheduler's PodGroup
+	// cycle schedules them.
+	PodGroups     []*PodGroup `protobuf:"bytes,45,rep,name=pod_groups,json=podGroups,proto3" json:"pod_groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
@@ -337,6 +341,13 @@ func (x *Snapshot) GetResourceSlices() []*ResourceSlice {
 	return nil
 }
 
+func (x *Snapshot) GetPodGroups() []*PodGroup {
+	if x != nil {
+		return x.PodGroups
+	}
+	return nil
+}
+
 // Namespace is the part of a Kubernetes Namespace that placement reads.
 type Namespace struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -449,8 +460,12 @@ type SnapshotDelta struct {
 	UpsertResourceSlices []*ResourceSlice `protobuf:"bytes,54,rep,name=upsert_resource_slices,json=upsertResourceSlices,proto3" json:"upsert_resource_slices,omitempty"`
 	// Names of ResourceSlices removed.
 	RemoveResourceSlices []string `protobuf:"bytes,55,rep,name=remove_resource_slices,json=removeResourceSlices,proto3" json:"remove_resource_slices,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// PodGroups added or replaced, matched by namespace and name.
+	UpsertPodGroups []*PodGroup `protobuf:"bytes,56,rep,name=upsert_pod_groups,json=upsertPodGroups,proto3" json:"upsert_pod_groups,omitempty"`
+	// PodGroups removed, as "namespace/name".
+	RemovePodGroups []string `protobuf:"bytes,57,rep,name=remove_pod_groups,json=removePodGroups,proto3" json:"remove_pod_groups,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SnapshotDelta) Reset() {
@@ -668,6 +683,20 @@ func (x *SnapshotDelta) GetUpsertResourceSlices() []*ResourceSlice {
 func (x *SnapshotDelta) GetRemoveResourceSlices() []string {
 	if x != nil {
 		return x.RemoveResourceSlices
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetUpsertPodGroups() []*PodGroup {
+	if x != nil {
+		return x.UpsertPodGroups
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetRemovePodGroups() []string {
+	if x != nil {
+		return x.RemovePodGroups
 	}
 	return nil
 }
@@ -1257,8 +1286,12 @@ type ScheduleResponse struct {
 	// volume's claim_ref set to the claim (uid included), a provisioned claim's selected_node
 	// set. Empty otherwise.
 	AssumedSnapshotId string `protobuf:"bytes,3,opt,name=assumed_snapshot_id,json=assumedSnapshotId,proto3" json:"assumed_snapshot_id,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// One entry per PodGroup some requested pod names (Pod.scheduling_group), in
+	// the order of their first member: what kube-scheduler's PodGroup cycle writes
+	// as the group's PodGroupInitiallyScheduled condition.
+	PodGroups     []*PodGroupResult `protobuf:"bytes,4,rep,name=pod_groups,json=podGroups,proto3" json:"pod_groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScheduleResponse) Reset() {
@@ -1312,6 +1345,98 @@ func (x *ScheduleResponse) GetAssumedSnapshotId() string {
 	return ""
 }
 
+func (x *ScheduleResponse) GetPodGroups() []*PodGroupResult {
+	if x != nil {
+		return x.PodGroups
+	}
+	return nil
+}
+
+// PodGroupResult is the outcome of one PodGroup's scheduling cycle.
+type PodGroupResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// metadata.namespace of the PodGroup.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// metadata.name of the PodGroup.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The PodGroupInitiallyScheduled condition's reason: "Scheduled",
+	// "Unschedulable" or "SchedulerError".
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The condition's message, for example "pod group is unschedulable,
+	// minCount (8) cannot be satisfied: 5 scheduled, 2 remaining".
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// With a topology constraint: the domain (value of the constraint's label)
+	// the group was placed in; empty otherwise.
+	Domain        string `protobuf:"bytes,5,opt,name=domain,proto3" json:"domain,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodGroupResult) Reset() {
+	*x = PodGroupResult{}
+	mi := &file_placement_v1_placement_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodGroupResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodGroupResult) ProtoMessage() {}
+
+func (x *PodGroupResult) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodGroupResult.ProtoReflect.Descriptor instead.
+func (*PodGroupResult) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *PodGroupResult) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *PodGroupResult) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PodGroupResult) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PodGroupResult) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *PodGroupResult) GetDomain() string {
+	if x != nil {
+		return x.Domain
+	}
+	return ""
+}
+
 // Placement is the verdict for one pod.
 type Placement struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1343,7 +1468,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[13]
+	mi := &file_placement_v1_placement_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1480,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[13]
+	mi := &file_placement_v1_placement_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1493,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{13}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Placement) GetPodUid() string {
@@ -1466,7 +1591,7 @@ type ClaimAllocation struct {
 
 func (x *ClaimAllocation) Reset() {
 	*x = ClaimAllocation{}
-	mi := &file_placement_v1_placement_proto_msgTypes[14]
+	mi := &file_placement_v1_placement_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1603,7 @@ func (x *ClaimAllocation) String() string {
 func (*ClaimAllocation) ProtoMessage() {}
 
 func (x *ClaimAllocation) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[14]
+	mi := &file_placement_v1_placement_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1616,7 @@ func (x *ClaimAllocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimAllocation.ProtoReflect.Descriptor instead.
 func (*ClaimAllocation) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{14}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ClaimAllocation) GetClaimNamespace() string {
@@ -1542,7 +1667,7 @@ type ClaimBinding struct {
 
 func (x *ClaimBinding) Reset() {
 	*x = ClaimBinding{}
-	mi := &file_placement_v1_placement_proto_msgTypes[15]
+	mi := &file_placement_v1_placement_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1554,7 +1679,7 @@ func (x *ClaimBinding) String() string {
 func (*ClaimBinding) ProtoMessage() {}
 
 func (x *ClaimBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[15]
+	mi := &file_placement_v1_placement_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1567,7 +1692,7 @@ func (x *ClaimBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimBinding.ProtoReflect.Descriptor instead.
 func (*ClaimBinding) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{15}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ClaimBinding) GetClaimNamespace() string {
@@ -1657,7 +1782,7 @@ type Unschedulable struct {
 
 func (x *Unschedulable) Reset() {
 	*x = Unschedulable{}
-	mi := &file_placement_v1_placement_proto_msgTypes[16]
+	mi := &file_placement_v1_placement_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1669,7 +1794,7 @@ func (x *Unschedulable) String() string {
 func (*Unschedulable) ProtoMessage() {}
 
 func (x *Unschedulable) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[16]
+	mi := &file_placement_v1_placement_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1682,7 +1807,7 @@ func (x *Unschedulable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unschedulable.ProtoReflect.Descriptor instead.
 func (*Unschedulable) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{16}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Unschedulable) GetMessage() string {
@@ -1736,7 +1861,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[17]
+	mi := &file_placement_v1_placement_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1748,7 +1873,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[17]
+	mi := &file_placement_v1_placement_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +1886,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{17}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{18}
 }
 
 // ListPoliciesResponse lists the policies of this replica.
@@ -1777,7 +1902,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_placement_v1_placement_proto_msgTypes[18]
+	mi := &file_placement_v1_placement_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1789,7 +1914,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[18]
+	mi := &file_placement_v1_placement_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1802,7 +1927,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{18}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*PolicyInfo {
@@ -1847,7 +1972,7 @@ type PolicyInfo struct {
 
 func (x *PolicyInfo) Reset() {
 	*x = PolicyInfo{}
-	mi := &file_placement_v1_placement_proto_msgTypes[19]
+	mi := &file_placement_v1_placement_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +1984,7 @@ func (x *PolicyInfo) String() string {
 func (*PolicyInfo) ProtoMessage() {}
 
 func (x *PolicyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[19]
+	mi := &file_placement_v1_placement_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +1997,7 @@ func (x *PolicyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyInfo.ProtoReflect.Descriptor instead.
 func (*PolicyInfo) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{19}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PolicyInfo) GetName() string {
@@ -1953,7 +2078,7 @@ type FilterRule struct {
 
 func (x *FilterRule) Reset() {
 	*x = FilterRule{}
-	mi := &file_placement_v1_placement_proto_msgTypes[20]
+	mi := &file_placement_v1_placement_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2090,7 @@ func (x *FilterRule) String() string {
 func (*FilterRule) ProtoMessage() {}
 
 func (x *FilterRule) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[20]
+	mi := &file_placement_v1_placement_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2103,7 @@ func (x *FilterRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterRule.ProtoReflect.Descriptor instead.
 func (*FilterRule) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{20}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FilterRule) GetName() string {
@@ -2017,7 +2142,7 @@ type ScoreRule struct {
 
 func (x *ScoreRule) Reset() {
 	*x = ScoreRule{}
-	mi := &file_placement_v1_placement_proto_msgTypes[21]
+	mi := &file_placement_v1_placement_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +2154,7 @@ func (x *ScoreRule) String() string {
 func (*ScoreRule) ProtoMessage() {}
 
 func (x *ScoreRule) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[21]
+	mi := &file_placement_v1_placement_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2167,7 @@ func (x *ScoreRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScoreRule.ProtoReflect.Descriptor instead.
 func (*ScoreRule) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{21}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ScoreRule) GetName() string {
@@ -2079,7 +2204,7 @@ type PluginWeight struct {
 
 func (x *PluginWeight) Reset() {
 	*x = PluginWeight{}
-	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	mi := &file_placement_v1_placement_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2091,7 +2216,7 @@ func (x *PluginWeight) String() string {
 func (*PluginWeight) ProtoMessage() {}
 
 func (x *PluginWeight) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	mi := &file_placement_v1_placement_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2104,7 +2229,7 @@ func (x *PluginWeight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PluginWeight.ProtoReflect.Descriptor instead.
 func (*PluginWeight) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{22}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PluginWeight) GetPlugin() string {
@@ -2201,13 +2326,16 @@ type Pod struct {
 	RequiredFeatures []string `protobuf:"bytes,30,rep,name=required_features,json=requiredFeatures,proto3" json:"required_features,omitempty"`
 	// spec.resourceClaims: the ResourceClaims the pod uses (DynamicResources).
 	ResourceClaims []*PodResourceClaim `protobuf:"bytes,31,rep,name=resource_claims,json=resourceClaims,proto3" json:"resource_claims,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// spec.schedulingGroup.podGroupName: the PodGroup (of the pod's namespace)
+	// the pod belongs to; empty for none.
+	SchedulingGroup string `protobuf:"bytes,32,opt,name=scheduling_group,json=schedulingGroup,proto3" json:"scheduling_group,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Pod) Reset() {
 	*x = Pod{}
-	mi := &file_placement_v1_placement_proto_msgTypes[23]
+	mi := &file_placement_v1_placement_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2219,7 +2347,7 @@ func (x *Pod) String() string {
 func (*Pod) ProtoMessage() {}
 
 func (x *Pod) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[23]
+	mi := &file_placement_v1_placement_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2232,7 +2360,7 @@ func (x *Pod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pod.ProtoReflect.Descriptor instead.
 func (*Pod) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{23}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Pod) GetUid() string {
@@ -2431,6 +2559,13 @@ func (x *Pod) GetResourceClaims() []*PodResourceClaim {
 	return nil
 }
 
+func (x *Pod) GetSchedulingGroup() string {
+	if x != nil {
+		return x.SchedulingGroup
+	}
+	return ""
+}
+
 // PodResourceClaim is one entry of a pod's spec.resourceClaims, with the claim the
 // pod's status.resourceClaimStatuses names for a template.
 type PodResourceClaim struct {
@@ -2452,7 +2587,7 @@ type PodResourceClaim struct {
 
 func (x *PodResourceClaim) Reset() {
 	*x = PodResourceClaim{}
-	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	mi := &file_placement_v1_placement_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2464,7 +2599,7 @@ func (x *PodResourceClaim) String() string {
 func (*PodResourceClaim) ProtoMessage() {}
 
 func (x *PodResourceClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	mi := &file_placement_v1_placement_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2477,7 +2612,7 @@ func (x *PodResourceClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodResourceClaim.ProtoReflect.Descriptor instead.
 func (*PodResourceClaim) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{24}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PodResourceClaim) GetName() string {
@@ -2542,7 +2677,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_placement_v1_placement_proto_msgTypes[25]
+	mi := &file_placement_v1_placement_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2689,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[25]
+	mi := &file_placement_v1_placement_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2702,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{25}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Volume) GetName() string {
@@ -2697,7 +2832,7 @@ type PersistentVolumeClaim struct {
 
 func (x *PersistentVolumeClaim) Reset() {
 	*x = PersistentVolumeClaim{}
-	mi := &file_placement_v1_placement_proto_msgTypes[26]
+	mi := &file_placement_v1_placement_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2709,7 +2844,7 @@ func (x *PersistentVolumeClaim) String() string {
 func (*PersistentVolumeClaim) ProtoMessage() {}
 
 func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[26]
+	mi := &file_placement_v1_placement_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2722,7 +2857,7 @@ func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeClaim.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaim) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{26}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PersistentVolumeClaim) GetNamespace() string {
@@ -2876,7 +3011,7 @@ type PersistentVolume struct {
 
 func (x *PersistentVolume) Reset() {
 	*x = PersistentVolume{}
-	mi := &file_placement_v1_placement_proto_msgTypes[27]
+	mi := &file_placement_v1_placement_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2888,7 +3023,7 @@ func (x *PersistentVolume) String() string {
 func (*PersistentVolume) ProtoMessage() {}
 
 func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[27]
+	mi := &file_placement_v1_placement_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2901,7 +3036,7 @@ func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolume.ProtoReflect.Descriptor instead.
 func (*PersistentVolume) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{27}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PersistentVolume) GetName() string {
@@ -3010,7 +3145,7 @@ type VolumeClaimRef struct {
 
 func (x *VolumeClaimRef) Reset() {
 	*x = VolumeClaimRef{}
-	mi := &file_placement_v1_placement_proto_msgTypes[28]
+	mi := &file_placement_v1_placement_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3022,7 +3157,7 @@ func (x *VolumeClaimRef) String() string {
 func (*VolumeClaimRef) ProtoMessage() {}
 
 func (x *VolumeClaimRef) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[28]
+	mi := &file_placement_v1_placement_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3035,7 +3170,7 @@ func (x *VolumeClaimRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeClaimRef.ProtoReflect.Descriptor instead.
 func (*VolumeClaimRef) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{28}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *VolumeClaimRef) GetNamespace() string {
@@ -3079,7 +3214,7 @@ type StorageClass struct {
 
 func (x *StorageClass) Reset() {
 	*x = StorageClass{}
-	mi := &file_placement_v1_placement_proto_msgTypes[29]
+	mi := &file_placement_v1_placement_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3091,7 +3226,7 @@ func (x *StorageClass) String() string {
 func (*StorageClass) ProtoMessage() {}
 
 func (x *StorageClass) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[29]
+	mi := &file_placement_v1_placement_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3104,7 +3239,7 @@ func (x *StorageClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
 func (*StorageClass) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{29}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StorageClass) GetName() string {
@@ -3147,7 +3282,7 @@ type TopologySelectorTerm struct {
 
 func (x *TopologySelectorTerm) Reset() {
 	*x = TopologySelectorTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[30]
+	mi := &file_placement_v1_placement_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3159,7 +3294,7 @@ func (x *TopologySelectorTerm) String() string {
 func (*TopologySelectorTerm) ProtoMessage() {}
 
 func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[30]
+	mi := &file_placement_v1_placement_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3172,7 +3307,7 @@ func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySelectorTerm.ProtoReflect.Descriptor instead.
 func (*TopologySelectorTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{30}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TopologySelectorTerm) GetMatchLabelExpressions() []*TopologySelectorRequirement {
@@ -3195,7 +3330,7 @@ type TopologySelectorRequirement struct {
 
 func (x *TopologySelectorRequirement) Reset() {
 	*x = TopologySelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[31]
+	mi := &file_placement_v1_placement_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3207,7 +3342,7 @@ func (x *TopologySelectorRequirement) String() string {
 func (*TopologySelectorRequirement) ProtoMessage() {}
 
 func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[31]
+	mi := &file_placement_v1_placement_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3220,7 +3355,7 @@ func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySelectorRequirement.ProtoReflect.Descriptor instead.
 func (*TopologySelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{31}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TopologySelectorRequirement) GetKey() string {
@@ -3250,7 +3385,7 @@ type CsiNode struct {
 
 func (x *CsiNode) Reset() {
 	*x = CsiNode{}
-	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	mi := &file_placement_v1_placement_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3262,7 +3397,7 @@ func (x *CsiNode) String() string {
 func (*CsiNode) ProtoMessage() {}
 
 func (x *CsiNode) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	mi := &file_placement_v1_placement_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3275,7 +3410,7 @@ func (x *CsiNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiNode.ProtoReflect.Descriptor instead.
 func (*CsiNode) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{32}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CsiNode) GetName() string {
@@ -3306,7 +3441,7 @@ type CsiNodeDriver struct {
 
 func (x *CsiNodeDriver) Reset() {
 	*x = CsiNodeDriver{}
-	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	mi := &file_placement_v1_placement_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3318,7 +3453,7 @@ func (x *CsiNodeDriver) String() string {
 func (*CsiNodeDriver) ProtoMessage() {}
 
 func (x *CsiNodeDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	mi := &file_placement_v1_placement_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3331,7 +3466,7 @@ func (x *CsiNodeDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiNodeDriver.ProtoReflect.Descriptor instead.
 func (*CsiNodeDriver) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{33}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CsiNodeDriver) GetName() string {
@@ -3365,7 +3500,7 @@ type CsiDriver struct {
 
 func (x *CsiDriver) Reset() {
 	*x = CsiDriver{}
-	mi := &file_placement_v1_placement_proto_msgTypes[34]
+	mi := &file_placement_v1_placement_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3377,7 +3512,7 @@ func (x *CsiDriver) String() string {
 func (*CsiDriver) ProtoMessage() {}
 
 func (x *CsiDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[34]
+	mi := &file_placement_v1_placement_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3390,7 +3525,7 @@ func (x *CsiDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiDriver.ProtoReflect.Descriptor instead.
 func (*CsiDriver) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{34}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CsiDriver) GetName() string {
@@ -3437,7 +3572,7 @@ type CsiStorageCapacity struct {
 
 func (x *CsiStorageCapacity) Reset() {
 	*x = CsiStorageCapacity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[35]
+	mi := &file_placement_v1_placement_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3449,7 +3584,7 @@ func (x *CsiStorageCapacity) String() string {
 func (*CsiStorageCapacity) ProtoMessage() {}
 
 func (x *CsiStorageCapacity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[35]
+	mi := &file_placement_v1_placement_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3462,7 +3597,7 @@ func (x *CsiStorageCapacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiStorageCapacity.ProtoReflect.Descriptor instead.
 func (*CsiStorageCapacity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{35}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CsiStorageCapacity) GetNamespace() string {
@@ -3521,7 +3656,7 @@ type PodAffinity struct {
 
 func (x *PodAffinity) Reset() {
 	*x = PodAffinity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[36]
+	mi := &file_placement_v1_placement_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3533,7 +3668,7 @@ func (x *PodAffinity) String() string {
 func (*PodAffinity) ProtoMessage() {}
 
 func (x *PodAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[36]
+	mi := &file_placement_v1_placement_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3546,7 +3681,7 @@ func (x *PodAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodAffinity.ProtoReflect.Descriptor instead.
 func (*PodAffinity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{36}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PodAffinity) GetRequired() []*PodAffinityTerm {
@@ -3581,7 +3716,7 @@ type PodAffinityTerm struct {
 
 func (x *PodAffinityTerm) Reset() {
 	*x = PodAffinityTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[37]
+	mi := &file_placement_v1_placement_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3593,7 +3728,7 @@ func (x *PodAffinityTerm) String() string {
 func (*PodAffinityTerm) ProtoMessage() {}
 
 func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[37]
+	mi := &file_placement_v1_placement_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3606,7 +3741,7 @@ func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodAffinityTerm.ProtoReflect.Descriptor instead.
 func (*PodAffinityTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{37}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PodAffinityTerm) GetLabelSelector() *LabelSelector {
@@ -3650,7 +3785,7 @@ type WeightedPodAffinityTerm struct {
 
 func (x *WeightedPodAffinityTerm) Reset() {
 	*x = WeightedPodAffinityTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[38]
+	mi := &file_placement_v1_placement_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3662,7 +3797,7 @@ func (x *WeightedPodAffinityTerm) String() string {
 func (*WeightedPodAffinityTerm) ProtoMessage() {}
 
 func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[38]
+	mi := &file_placement_v1_placement_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3675,7 +3810,7 @@ func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedPodAffinityTerm.ProtoReflect.Descriptor instead.
 func (*WeightedPodAffinityTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{38}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *WeightedPodAffinityTerm) GetWeight() int32 {
@@ -3708,7 +3843,7 @@ type Gang struct {
 
 func (x *Gang) Reset() {
 	*x = Gang{}
-	mi := &file_placement_v1_placement_proto_msgTypes[39]
+	mi := &file_placement_v1_placement_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3720,7 +3855,7 @@ func (x *Gang) String() string {
 func (*Gang) ProtoMessage() {}
 
 func (x *Gang) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[39]
+	mi := &file_placement_v1_placement_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3733,7 +3868,7 @@ func (x *Gang) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gang.ProtoReflect.Descriptor instead.
 func (*Gang) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{39}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Gang) GetName() string {
@@ -3748,6 +3883,267 @@ func (x *Gang) GetMinMembers() uint32 {
 		return x.MinMembers
 	}
 	return 0
+}
+
+// PodGroup is the part of a scheduling.k8s.io/v1beta1 PodGroup that
+// kube-scheduler reads: a group of pods placed together (gang policy: at least
+// min_count of them or none) and, with a topology constraint, all in one domain.
+type PodGroup struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// metadata.namespace.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// metadata.name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// metadata.uid.
+	Uid string `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	// metadata.generation (the condition's observedGeneration).
+	Generation int64 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	// spec.schedulingPolicy.gang; unset for the basic policy (pods placed one by
+	// one, as many as fit).
+	Gang *GangSchedulingPolicy `protobuf:"bytes,5,opt,name=gang,proto3" json:"gang,omitempty"`
+	// spec.schedulingConstraints.topology[].key: every pod of the group in one
+	// domain of this node label. The API allows at most one.
+	TopologyKeys []string `protobuf:"bytes,6,rep,name=topology_keys,json=topologyKeys,proto3" json:"topology_keys,omitempty"`
+	// spec.priorityClassName.
+	PriorityClassName string `protobuf:"bytes,7,opt,name=priority_class_name,json=priorityClassName,proto3" json:"priority_class_name,omitempty"`
+	// spec.priority; unset when the API server did not resolve one.
+	Priority *int32 `protobuf:"varint,8,opt,name=priority,proto3,oneof" json:"priority,omitempty"`
+	// spec.preemptionPolicy: "PreemptLowerPriority" (the default when empty) or
+	// "Never".
+	PreemptionPolicy string `protobuf:"bytes,9,opt,name=preemption_policy,json=preemptionPolicy,proto3" json:"preemption_policy,omitempty"`
+	// spec.disruptionMode: "Single", "All" or empty (unset).
+	DisruptionMode string `protobuf:"bytes,10,opt,name=disruption_mode,json=disruptionMode,proto3" json:"disruption_mode,omitempty"`
+	// spec.workloadRef: the Workload and its PodGroupTemplate the group comes
+	// from; unset for a group created on its own.
+	WorkloadRef *WorkloadReference `protobuf:"bytes,11,opt,name=workload_ref,json=workloadRef,proto3" json:"workload_ref,omitempty"`
+	// spec.parentCompositePodGroupName; empty for none.
+	ParentCompositePodGroupName string `protobuf:"bytes,12,opt,name=parent_composite_pod_group_name,json=parentCompositePodGroupName,proto3" json:"parent_composite_pod_group_name,omitempty"`
+	// status.conditions: the PodGroupInitiallyScheduled condition is True.
+	InitiallyScheduled bool `protobuf:"varint,13,opt,name=initially_scheduled,json=initiallyScheduled,proto3" json:"initially_scheduled,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *PodGroup) Reset() {
+	*x = PodGroup{}
+	mi := &file_placement_v1_placement_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodGroup) ProtoMessage() {}
+
+func (x *PodGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodGroup.ProtoReflect.Descriptor instead.
+func (*PodGroup) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *PodGroup) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *PodGroup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PodGroup) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *PodGroup) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *PodGroup) GetGang() *GangSchedulingPolicy {
+	if x != nil {
+		return x.Gang
+	}
+	return nil
+}
+
+func (x *PodGroup) GetTopologyKeys() []string {
+	if x != nil {
+		return x.TopologyKeys
+	}
+	return nil
+}
+
+func (x *PodGroup) GetPriorityClassName() string {
+	if x != nil {
+		return x.PriorityClassName
+	}
+	return ""
+}
+
+func (x *PodGroup) GetPriority() int32 {
+	if x != nil && x.Priority != nil {
+		return *x.Priority
+	}
+	return 0
+}
+
+func (x *PodGroup) GetPreemptionPolicy() string {
+	if x != nil {
+		return x.PreemptionPolicy
+	}
+	return ""
+}
+
+func (x *PodGroup) GetDisruptionMode() string {
+	if x != nil {
+		return x.DisruptionMode
+	}
+	return ""
+}
+
+func (x *PodGroup) GetWorkloadRef() *WorkloadReference {
+	if x != nil {
+		return x.WorkloadRef
+	}
+	return nil
+}
+
+func (x *PodGroup) GetParentCompositePodGroupName() string {
+	if x != nil {
+		return x.ParentCompositePodGroupName
+	}
+	return ""
+}
+
+func (x *PodGroup) GetInitiallyScheduled() bool {
+	if x != nil {
+		return x.InitiallyScheduled
+	}
+	return false
+}
+
+// GangSchedulingPolicy is a PodGroup's spec.schedulingPolicy.gang.
+type GangSchedulingPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// minCount: how many pods must be placed together; at least 1.
+	MinCount      int32 `protobuf:"varint,1,opt,name=min_count,json=minCount,proto3" json:"min_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GangSchedulingPolicy) Reset() {
+	*x = GangSchedulingPolicy{}
+	mi := &file_placement_v1_placement_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GangSchedulingPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GangSchedulingPolicy) ProtoMessage() {}
+
+func (x *GangSchedulingPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GangSchedulingPolicy.ProtoReflect.Descriptor instead.
+func (*GangSchedulingPolicy) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *GangSchedulingPolicy) GetMinCount() int32 {
+	if x != nil {
+		return x.MinCount
+	}
+	return 0
+}
+
+// WorkloadReference is a PodGroup's spec.workloadRef.
+type WorkloadReference struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// workloadName.
+	WorkloadName string `protobuf:"bytes,1,opt,name=workload_name,json=workloadName,proto3" json:"workload_name,omitempty"`
+	// templateName: the Workload's PodGroupTemplate.
+	TemplateName  string `protobuf:"bytes,2,opt,name=template_name,json=templateName,proto3" json:"template_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkloadReference) Reset() {
+	*x = WorkloadReference{}
+	mi := &file_placement_v1_placement_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkloadReference) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkloadReference) ProtoMessage() {}
+
+func (x *WorkloadReference) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkloadReference.ProtoReflect.Descriptor instead.
+func (*WorkloadReference) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *WorkloadReference) GetWorkloadName() string {
+	if x != nil {
+		return x.WorkloadName
+	}
+	return ""
+}
+
+func (x *WorkloadReference) GetTemplateName() string {
+	if x != nil {
+		return x.TemplateName
+	}
+	return ""
 }
 
 // PodDisruptionBudget is the part of a policy/v1 PodDisruptionBudget that
@@ -3774,7 +4170,7 @@ type PodDisruptionBudget struct {
 
 func (x *PodDisruptionBudget) Reset() {
 	*x = PodDisruptionBudget{}
-	mi := &file_placement_v1_placement_proto_msgTypes[40]
+	mi := &file_placement_v1_placement_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3786,7 +4182,7 @@ func (x *PodDisruptionBudget) String() string {
 func (*PodDisruptionBudget) ProtoMessage() {}
 
 func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[40]
+	mi := &file_placement_v1_placement_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3799,7 +4195,7 @@ func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodDisruptionBudget.ProtoReflect.Descriptor instead.
 func (*PodDisruptionBudget) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{40}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PodDisruptionBudget) GetNamespace() string {
@@ -3850,7 +4246,7 @@ type LabelSelector struct {
 
 func (x *LabelSelector) Reset() {
 	*x = LabelSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[41]
+	mi := &file_placement_v1_placement_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3862,7 +4258,7 @@ func (x *LabelSelector) String() string {
 func (*LabelSelector) ProtoMessage() {}
 
 func (x *LabelSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[41]
+	mi := &file_placement_v1_placement_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3875,7 +4271,7 @@ func (x *LabelSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelector.ProtoReflect.Descriptor instead.
 func (*LabelSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{41}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *LabelSelector) GetMatchLabels() map[string]string {
@@ -3907,7 +4303,7 @@ type LabelSelectorRequirement struct {
 
 func (x *LabelSelectorRequirement) Reset() {
 	*x = LabelSelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[42]
+	mi := &file_placement_v1_placement_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3919,7 +4315,7 @@ func (x *LabelSelectorRequirement) String() string {
 func (*LabelSelectorRequirement) ProtoMessage() {}
 
 func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[42]
+	mi := &file_placement_v1_placement_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3932,7 +4328,7 @@ func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*LabelSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{42}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *LabelSelectorRequirement) GetKey() string {
@@ -3981,7 +4377,7 @@ type TopologySpreadConstraint struct {
 
 func (x *TopologySpreadConstraint) Reset() {
 	*x = TopologySpreadConstraint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[43]
+	mi := &file_placement_v1_placement_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3993,7 +4389,7 @@ func (x *TopologySpreadConstraint) String() string {
 func (*TopologySpreadConstraint) ProtoMessage() {}
 
 func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[43]
+	mi := &file_placement_v1_placement_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4006,7 +4402,7 @@ func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySpreadConstraint.ProtoReflect.Descriptor instead.
 func (*TopologySpreadConstraint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{43}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TopologySpreadConstraint) GetMaxSkew() int32 {
@@ -4091,7 +4487,7 @@ type Container struct {
 
 func (x *Container) Reset() {
 	*x = Container{}
-	mi := &file_placement_v1_placement_proto_msgTypes[44]
+	mi := &file_placement_v1_placement_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4103,7 +4499,7 @@ func (x *Container) String() string {
 func (*Container) ProtoMessage() {}
 
 func (x *Container) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[44]
+	mi := &file_placement_v1_placement_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4116,7 +4512,7 @@ func (x *Container) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Container.ProtoReflect.Descriptor instead.
 func (*Container) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{44}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Container) GetName() string {
@@ -4185,7 +4581,7 @@ type ContainerPort struct {
 
 func (x *ContainerPort) Reset() {
 	*x = ContainerPort{}
-	mi := &file_placement_v1_placement_proto_msgTypes[45]
+	mi := &file_placement_v1_placement_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4197,7 +4593,7 @@ func (x *ContainerPort) String() string {
 func (*ContainerPort) ProtoMessage() {}
 
 func (x *ContainerPort) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[45]
+	mi := &file_placement_v1_placement_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4210,7 +4606,7 @@ func (x *ContainerPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerPort.ProtoReflect.Descriptor instead.
 func (*ContainerPort) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{45}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ContainerPort) GetContainerPort() int32 {
@@ -4254,7 +4650,7 @@ type NodeAffinity struct {
 
 func (x *NodeAffinity) Reset() {
 	*x = NodeAffinity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[46]
+	mi := &file_placement_v1_placement_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4266,7 +4662,7 @@ func (x *NodeAffinity) String() string {
 func (*NodeAffinity) ProtoMessage() {}
 
 func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[46]
+	mi := &file_placement_v1_placement_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4279,7 +4675,7 @@ func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAffinity.ProtoReflect.Descriptor instead.
 func (*NodeAffinity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{46}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *NodeAffinity) GetRequired() *NodeSelector {
@@ -4307,7 +4703,7 @@ type NodeSelector struct {
 
 func (x *NodeSelector) Reset() {
 	*x = NodeSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[47]
+	mi := &file_placement_v1_placement_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4319,7 +4715,7 @@ func (x *NodeSelector) String() string {
 func (*NodeSelector) ProtoMessage() {}
 
 func (x *NodeSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[47]
+	mi := &file_placement_v1_placement_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4332,7 +4728,7 @@ func (x *NodeSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelector.ProtoReflect.Descriptor instead.
 func (*NodeSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{47}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *NodeSelector) GetTerms() []*NodeSelectorTerm {
@@ -4355,7 +4751,7 @@ type NodeSelectorTerm struct {
 
 func (x *NodeSelectorTerm) Reset() {
 	*x = NodeSelectorTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[48]
+	mi := &file_placement_v1_placement_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4367,7 +4763,7 @@ func (x *NodeSelectorTerm) String() string {
 func (*NodeSelectorTerm) ProtoMessage() {}
 
 func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[48]
+	mi := &file_placement_v1_placement_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4380,7 +4776,7 @@ func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorTerm.ProtoReflect.Descriptor instead.
 func (*NodeSelectorTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{48}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *NodeSelectorTerm) GetMatchExpressions() []*NodeSelectorRequirement {
@@ -4412,7 +4808,7 @@ type NodeSelectorRequirement struct {
 
 func (x *NodeSelectorRequirement) Reset() {
 	*x = NodeSelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[49]
+	mi := &file_placement_v1_placement_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4424,7 +4820,7 @@ func (x *NodeSelectorRequirement) String() string {
 func (*NodeSelectorRequirement) ProtoMessage() {}
 
 func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[49]
+	mi := &file_placement_v1_placement_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4437,7 +4833,7 @@ func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*NodeSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{49}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *NodeSelectorRequirement) GetKey() string {
@@ -4474,7 +4870,7 @@ type PreferredSchedulingTerm struct {
 
 func (x *PreferredSchedulingTerm) Reset() {
 	*x = PreferredSchedulingTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[50]
+	mi := &file_placement_v1_placement_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4486,7 +4882,7 @@ func (x *PreferredSchedulingTerm) String() string {
 func (*PreferredSchedulingTerm) ProtoMessage() {}
 
 func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[50]
+	mi := &file_placement_v1_placement_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4499,7 +4895,7 @@ func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreferredSchedulingTerm.ProtoReflect.Descriptor instead.
 func (*PreferredSchedulingTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{50}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PreferredSchedulingTerm) GetWeight() int32 {
@@ -4535,7 +4931,7 @@ type Toleration struct {
 
 func (x *Toleration) Reset() {
 	*x = Toleration{}
-	mi := &file_placement_v1_placement_proto_msgTypes[51]
+	mi := &file_placement_v1_placement_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4547,7 +4943,7 @@ func (x *Toleration) String() string {
 func (*Toleration) ProtoMessage() {}
 
 func (x *Toleration) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[51]
+	mi := &file_placement_v1_placement_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4560,7 +4956,7 @@ func (x *Toleration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Toleration.ProtoReflect.Descriptor instead.
 func (*Toleration) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{51}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Toleration) GetKey() string {
@@ -4622,7 +5018,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_placement_v1_placement_proto_msgTypes[52]
+	mi := &file_placement_v1_placement_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4634,7 +5030,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[52]
+	mi := &file_placement_v1_placement_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4647,7 +5043,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{52}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Node) GetName() string {
@@ -4714,7 +5110,7 @@ type Taint struct {
 
 func (x *Taint) Reset() {
 	*x = Taint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[53]
+	mi := &file_placement_v1_placement_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4726,7 +5122,7 @@ func (x *Taint) String() string {
 func (*Taint) ProtoMessage() {}
 
 func (x *Taint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[53]
+	mi := &file_placement_v1_placement_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4739,7 +5135,7 @@ func (x *Taint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Taint.ProtoReflect.Descriptor instead.
 func (*Taint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{53}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Taint) GetKey() string {
@@ -4776,7 +5172,7 @@ type ContainerImage struct {
 
 func (x *ContainerImage) Reset() {
 	*x = ContainerImage{}
-	mi := &file_placement_v1_placement_proto_msgTypes[54]
+	mi := &file_placement_v1_placement_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4788,7 +5184,7 @@ func (x *ContainerImage) String() string {
 func (*ContainerImage) ProtoMessage() {}
 
 func (x *ContainerImage) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[54]
+	mi := &file_placement_v1_placement_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4801,7 +5197,7 @@ func (x *ContainerImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerImage.ProtoReflect.Descriptor instead.
 func (*ContainerImage) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{54}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ContainerImage) GetNames() []string {
@@ -4834,7 +5230,7 @@ type DeviceClass struct {
 
 func (x *DeviceClass) Reset() {
 	*x = DeviceClass{}
-	mi := &file_placement_v1_placement_proto_msgTypes[55]
+	mi := &file_placement_v1_placement_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4846,7 +5242,7 @@ func (x *DeviceClass) String() string {
 func (*DeviceClass) ProtoMessage() {}
 
 func (x *DeviceClass) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[55]
+	mi := &file_placement_v1_placement_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4859,7 +5255,7 @@ func (x *DeviceClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceClass.ProtoReflect.Descriptor instead.
 func (*DeviceClass) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{55}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *DeviceClass) GetName() string {
@@ -4908,7 +5304,7 @@ type ResourceClaim struct {
 
 func (x *ResourceClaim) Reset() {
 	*x = ResourceClaim{}
-	mi := &file_placement_v1_placement_proto_msgTypes[56]
+	mi := &file_placement_v1_placement_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4920,7 +5316,7 @@ func (x *ResourceClaim) String() string {
 func (*ResourceClaim) ProtoMessage() {}
 
 func (x *ResourceClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[56]
+	mi := &file_placement_v1_placement_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4933,7 +5329,7 @@ func (x *ResourceClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceClaim.ProtoReflect.Descriptor instead.
 func (*ResourceClaim) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{56}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ResourceClaim) GetNamespace() string {
@@ -5007,7 +5403,7 @@ type DeviceRequest struct {
 
 func (x *DeviceRequest) Reset() {
 	*x = DeviceRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[57]
+	mi := &file_placement_v1_placement_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5019,7 +5415,7 @@ func (x *DeviceRequest) String() string {
 func (*DeviceRequest) ProtoMessage() {}
 
 func (x *DeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[57]
+	mi := &file_placement_v1_placement_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5032,7 +5428,7 @@ func (x *DeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceRequest.ProtoReflect.Descriptor instead.
 func (*DeviceRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{57}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *DeviceRequest) GetName() string {
@@ -5079,7 +5475,7 @@ type ExactDeviceRequest struct {
 
 func (x *ExactDeviceRequest) Reset() {
 	*x = ExactDeviceRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[58]
+	mi := &file_placement_v1_placement_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5091,7 +5487,7 @@ func (x *ExactDeviceRequest) String() string {
 func (*ExactDeviceRequest) ProtoMessage() {}
 
 func (x *ExactDeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[58]
+	mi := &file_placement_v1_placement_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5104,7 +5500,7 @@ func (x *ExactDeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExactDeviceRequest.ProtoReflect.Descriptor instead.
 func (*ExactDeviceRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{58}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ExactDeviceRequest) GetDeviceClassName() string {
@@ -5179,7 +5575,7 @@ type DeviceSubRequest struct {
 
 func (x *DeviceSubRequest) Reset() {
 	*x = DeviceSubRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[59]
+	mi := &file_placement_v1_placement_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5191,7 +5587,7 @@ func (x *DeviceSubRequest) String() string {
 func (*DeviceSubRequest) ProtoMessage() {}
 
 func (x *DeviceSubRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[59]
+	mi := &file_placement_v1_placement_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5204,7 +5600,7 @@ func (x *DeviceSubRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceSubRequest.ProtoReflect.Descriptor instead.
 func (*DeviceSubRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{59}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *DeviceSubRequest) GetName() string {
@@ -5271,7 +5667,7 @@ type DeviceConstraint struct {
 
 func (x *DeviceConstraint) Reset() {
 	*x = DeviceConstraint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[60]
+	mi := &file_placement_v1_placement_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5283,7 +5679,7 @@ func (x *DeviceConstraint) String() string {
 func (*DeviceConstraint) ProtoMessage() {}
 
 func (x *DeviceConstraint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[60]
+	mi := &file_placement_v1_placement_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5296,7 +5692,7 @@ func (x *DeviceConstraint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceConstraint.ProtoReflect.Descriptor instead.
 func (*DeviceConstraint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{60}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *DeviceConstraint) GetRequests() []string {
@@ -5333,7 +5729,7 @@ type AllocationResult struct {
 
 func (x *AllocationResult) Reset() {
 	*x = AllocationResult{}
-	mi := &file_placement_v1_placement_proto_msgTypes[61]
+	mi := &file_placement_v1_placement_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5345,7 +5741,7 @@ func (x *AllocationResult) String() string {
 func (*AllocationResult) ProtoMessage() {}
 
 func (x *AllocationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[61]
+	mi := &file_placement_v1_placement_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5358,7 +5754,7 @@ func (x *AllocationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocationResult.ProtoReflect.Descriptor instead.
 func (*AllocationResult) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{61}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *AllocationResult) GetDevices() []*DeviceRequestAllocationResult {
@@ -5396,7 +5792,7 @@ type DeviceRequestAllocationResult struct {
 
 func (x *DeviceRequestAllocationResult) Reset() {
 	*x = DeviceRequestAllocationResult{}
-	mi := &file_placement_v1_placement_proto_msgTypes[62]
+	mi := &file_placement_v1_placement_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5408,7 +5804,7 @@ func (x *DeviceRequestAllocationResult) String() string {
 func (*DeviceRequestAllocationResult) ProtoMessage() {}
 
 func (x *DeviceRequestAllocationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[62]
+	mi := &file_placement_v1_placement_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5421,7 +5817,7 @@ func (x *DeviceRequestAllocationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceRequestAllocationResult.ProtoReflect.Descriptor instead.
 func (*DeviceRequestAllocationResult) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{62}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *DeviceRequestAllocationResult) GetRequest() string {
@@ -5483,7 +5879,7 @@ type ResourceClaimConsumer struct {
 
 func (x *ResourceClaimConsumer) Reset() {
 	*x = ResourceClaimConsumer{}
-	mi := &file_placement_v1_placement_proto_msgTypes[63]
+	mi := &file_placement_v1_placement_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5495,7 +5891,7 @@ func (x *ResourceClaimConsumer) String() string {
 func (*ResourceClaimConsumer) ProtoMessage() {}
 
 func (x *ResourceClaimConsumer) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[63]
+	mi := &file_placement_v1_placement_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5508,7 +5904,7 @@ func (x *ResourceClaimConsumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceClaimConsumer.ProtoReflect.Descriptor instead.
 func (*ResourceClaimConsumer) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{63}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ResourceClaimConsumer) GetApiGroup() string {
@@ -5570,7 +5966,7 @@ type ResourceSlice struct {
 
 func (x *ResourceSlice) Reset() {
 	*x = ResourceSlice{}
-	mi := &file_placement_v1_placement_proto_msgTypes[64]
+	mi := &file_placement_v1_placement_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5582,7 +5978,7 @@ func (x *ResourceSlice) String() string {
 func (*ResourceSlice) ProtoMessage() {}
 
 func (x *ResourceSlice) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[64]
+	mi := &file_placement_v1_placement_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5595,7 +5991,7 @@ func (x *ResourceSlice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceSlice.ProtoReflect.Descriptor instead.
 func (*ResourceSlice) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{64}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ResourceSlice) GetName() string {
@@ -5704,7 +6100,7 @@ type Device struct {
 
 func (x *Device) Reset() {
 	*x = Device{}
-	mi := &file_placement_v1_placement_proto_msgTypes[65]
+	mi := &file_placement_v1_placement_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5716,7 +6112,7 @@ func (x *Device) String() string {
 func (*Device) ProtoMessage() {}
 
 func (x *Device) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[65]
+	mi := &file_placement_v1_placement_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5729,7 +6125,7 @@ func (x *Device) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Device.ProtoReflect.Descriptor instead.
 func (*Device) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{65}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *Device) GetName() string {
@@ -5820,7 +6216,7 @@ type DeviceAttribute struct {
 
 func (x *DeviceAttribute) Reset() {
 	*x = DeviceAttribute{}
-	mi := &file_placement_v1_placement_proto_msgTypes[66]
+	mi := &file_placement_v1_placement_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5832,7 +6228,7 @@ func (x *DeviceAttribute) String() string {
 func (*DeviceAttribute) ProtoMessage() {}
 
 func (x *DeviceAttribute) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[66]
+	mi := &file_placement_v1_placement_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5845,7 +6241,7 @@ func (x *DeviceAttribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceAttribute.ProtoReflect.Descriptor instead.
 func (*DeviceAttribute) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{66}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *DeviceAttribute) GetValue() isDeviceAttribute_Value {
@@ -5938,7 +6334,7 @@ type DeviceTaint struct {
 
 func (x *DeviceTaint) Reset() {
 	*x = DeviceTaint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[67]
+	mi := &file_placement_v1_placement_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5950,7 +6346,7 @@ func (x *DeviceTaint) String() string {
 func (*DeviceTaint) ProtoMessage() {}
 
 func (x *DeviceTaint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[67]
+	mi := &file_placement_v1_placement_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5963,7 +6359,7 @@ func (x *DeviceTaint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceTaint.ProtoReflect.Descriptor instead.
 func (*DeviceTaint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{67}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *DeviceTaint) GetKey() string {
@@ -6000,7 +6396,7 @@ type CounterSet struct {
 
 func (x *CounterSet) Reset() {
 	*x = CounterSet{}
-	mi := &file_placement_v1_placement_proto_msgTypes[68]
+	mi := &file_placement_v1_placement_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6012,7 +6408,7 @@ func (x *CounterSet) String() string {
 func (*CounterSet) ProtoMessage() {}
 
 func (x *CounterSet) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[68]
+	mi := &file_placement_v1_placement_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6025,7 +6421,7 @@ func (x *CounterSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterSet.ProtoReflect.Descriptor instead.
 func (*CounterSet) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{68}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CounterSet) GetName() string {
@@ -6055,7 +6451,7 @@ type DeviceCounterConsumption struct {
 
 func (x *DeviceCounterConsumption) Reset() {
 	*x = DeviceCounterConsumption{}
-	mi := &file_placement_v1_placement_proto_msgTypes[69]
+	mi := &file_placement_v1_placement_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6067,7 +6463,7 @@ func (x *DeviceCounterConsumption) String() string {
 func (*DeviceCounterConsumption) ProtoMessage() {}
 
 func (x *DeviceCounterConsumption) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[69]
+	mi := &file_placement_v1_placement_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6080,7 +6476,7 @@ func (x *DeviceCounterConsumption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceCounterConsumption.ProtoReflect.Descriptor instead.
 func (*DeviceCounterConsumption) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{69}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *DeviceCounterConsumption) GetCounterSet() string {
@@ -6111,7 +6507,7 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"snapshotId\x12\x1d\n" +
 	"\n" +
 	"node_count\x18\x02 \x01(\rR\tnodeCount\x12\x1b\n" +
-	"\tpod_count\x18\x03 \x01(\rR\bpodCount\"\xf4\x06\n" +
+	"\tpod_count\x18\x03 \x01(\rR\bpodCount\"\xab\a\n" +
 	"\bSnapshot\x12(\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x12.placement.v1.NodeR\x05nodes\x12%\n" +
 	"\x04pods\x18\x02 \x03(\v2\x11.placement.v1.PodR\x04pods\x127\n" +
@@ -6129,13 +6525,15 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x16csi_storage_capacities\x18# \x03(\v2 .placement.v1.CsiStorageCapacityR\x14csiStorageCapacities\x12@\n" +
 	"\x0edevice_classes\x18( \x03(\v2\x19.placement.v1.DeviceClassR\rdeviceClasses\x12D\n" +
 	"\x0fresource_claims\x18) \x03(\v2\x1b.placement.v1.ResourceClaimR\x0eresourceClaims\x12D\n" +
-	"\x0fresource_slices\x18* \x03(\v2\x1b.placement.v1.ResourceSliceR\x0eresourceSlices\"\x97\x01\n" +
+	"\x0fresource_slices\x18* \x03(\v2\x1b.placement.v1.ResourceSliceR\x0eresourceSlices\x125\n" +
+	"\n" +
+	"pod_groups\x18- \x03(\v2\x16.placement.v1.PodGroupR\tpodGroups\"\x97\x01\n" +
 	"\tNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12;\n" +
 	"\x06labels\x18\x02 \x03(\v2#.placement.v1.Namespace.LabelsEntryR\x06labels\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfb\r\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xeb\x0e\n" +
 	"\rSnapshotDelta\x12(\n" +
 	"\x10base_snapshot_id\x18\x01 \x01(\tR\x0ebaseSnapshotId\x125\n" +
 	"\fupsert_nodes\x18\x02 \x03(\v2\x12.placement.v1.NodeR\vupsertNodes\x12!\n" +
@@ -6165,7 +6563,9 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x16upsert_resource_claims\x184 \x03(\v2\x1b.placement.v1.ResourceClaimR\x14upsertResourceClaims\x124\n" +
 	"\x16remove_resource_claims\x185 \x03(\tR\x14removeResourceClaims\x12Q\n" +
 	"\x16upsert_resource_slices\x186 \x03(\v2\x1b.placement.v1.ResourceSliceR\x14upsertResourceSlices\x124\n" +
-	"\x16remove_resource_slices\x187 \x03(\tR\x14removeResourceSlices\"l\n" +
+	"\x16remove_resource_slices\x187 \x03(\tR\x14removeResourceSlices\x12B\n" +
+	"\x11upsert_pod_groups\x188 \x03(\v2\x16.placement.v1.PodGroupR\x0fupsertPodGroups\x12*\n" +
+	"\x11remove_pod_groups\x189 \x03(\tR\x0fremovePodGroups\"l\n" +
 	"\vSnapshotRef\x12!\n" +
 	"\vsnapshot_id\x18\x01 \x01(\tH\x00R\n" +
 	"snapshotId\x120\n" +
@@ -6209,13 +6609,21 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x04pods\x18\x02 \x03(\v2\x11.placement.v1.PodR\x04pods\x12\x16\n" +
 	"\x06policy\x18\x03 \x01(\tR\x06policy\x12\x12\n" +
 	"\x04seed\x18\x04 \x01(\x04R\x04seed\x12\x16\n" +
-	"\x06assume\x18\x05 \x01(\bR\x06assume\"\x93\x01\n" +
+	"\x06assume\x18\x05 \x01(\bR\x06assume\"\xd0\x01\n" +
 	"\x10ScheduleResponse\x12\x16\n" +
 	"\x06policy\x18\x01 \x01(\tR\x06policy\x127\n" +
 	"\n" +
 	"placements\x18\x02 \x03(\v2\x17.placement.v1.PlacementR\n" +
 	"placements\x12.\n" +
-	"\x13assumed_snapshot_id\x18\x03 \x01(\tR\x11assumedSnapshotId\"\xdf\x02\n" +
+	"\x13assumed_snapshot_id\x18\x03 \x01(\tR\x11assumedSnapshotId\x12;\n" +
+	"\n" +
+	"pod_groups\x18\x04 \x03(\v2\x1c.placement.v1.PodGroupResultR\tpodGroups\"\x8c\x01\n" +
+	"\x0ePodGroupResult\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12\x16\n" +
+	"\x06domain\x18\x05 \x01(\tR\x06domain\"\xdf\x02\n" +
 	"\tPlacement\x12\x17\n" +
 	"\apod_uid\x18\x01 \x01(\tR\x06podUid\x12\x1d\n" +
 	"\tnode_name\x18\x02 \x01(\tH\x00R\bnodeName\x12C\n" +
@@ -6284,7 +6692,7 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x06weight\x18\x03 \x01(\x03R\x06weight\">\n" +
 	"\fPluginWeight\x12\x16\n" +
 	"\x06plugin\x18\x01 \x01(\tR\x06plugin\x12\x16\n" +
-	"\x06weight\x18\x02 \x01(\x03R\x06weight\"\xf2\x0f\n" +
+	"\x06weight\x18\x02 \x01(\x03R\x06weight\"\x9d\x10\n" +
 	"\x03Pod\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -6316,7 +6724,8 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x11actuated_requests\x18\x1c \x03(\v2'.placement.v1.Pod.ActuatedRequestsEntryR\x10actuatedRequests\x12+\n" +
 	"\x11resize_infeasible\x18\x1d \x01(\bR\x10resizeInfeasible\x12+\n" +
 	"\x11required_features\x18\x1e \x03(\tR\x10requiredFeatures\x12G\n" +
-	"\x0fresource_claims\x18\x1f \x03(\v2\x1e.placement.v1.PodResourceClaimR\x0eresourceClaims\x1a9\n" +
+	"\x0fresource_claims\x18\x1f \x03(\v2\x1e.placement.v1.PodResourceClaimR\x0eresourceClaims\x12)\n" +
+	"\x10scheduling_group\x18  \x01(\tR\x0fschedulingGroup\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
@@ -6446,7 +6855,30 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x04Gang\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
 	"\vmin_members\x18\x02 \x01(\rR\n" +
-	"minMembers\"\xdf\x01\n" +
+	"minMembers\"\xba\x04\n" +
+	"\bPodGroup\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x03 \x01(\tR\x03uid\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x04 \x01(\x03R\n" +
+	"generation\x126\n" +
+	"\x04gang\x18\x05 \x01(\v2\".placement.v1.GangSchedulingPolicyR\x04gang\x12#\n" +
+	"\rtopology_keys\x18\x06 \x03(\tR\ftopologyKeys\x12.\n" +
+	"\x13priority_class_name\x18\a \x01(\tR\x11priorityClassName\x12\x1f\n" +
+	"\bpriority\x18\b \x01(\x05H\x00R\bpriority\x88\x01\x01\x12+\n" +
+	"\x11preemption_policy\x18\t \x01(\tR\x10preemptionPolicy\x12'\n" +
+	"\x0fdisruption_mode\x18\n" +
+	" \x01(\tR\x0edisruptionMode\x12B\n" +
+	"\fworkload_ref\x18\v \x01(\v2\x1f.placement.v1.WorkloadReferenceR\vworkloadRef\x12D\n" +
+	"\x1fparent_composite_pod_group_name\x18\f \x01(\tR\x1bparentCompositePodGroupName\x12/\n" +
+	"\x13initially_scheduled\x18\r \x01(\bR\x12initiallyScheduledB\v\n" +
+	"\t_priority\"3\n" +
+	"\x14GangSchedulingPolicy\x12\x1b\n" +
+	"\tmin_count\x18\x01 \x01(\x05R\bminCount\"]\n" +
+	"\x11WorkloadReference\x12#\n" +
+	"\rworkload_name\x18\x01 \x01(\tR\fworkloadName\x12#\n" +
+	"\rtemplate_name\x18\x02 \x01(\tR\ftemplateName\"\xdf\x01\n" +
 	"\x13PodDisruptionBudget\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x127\n" +
@@ -6679,7 +7111,7 @@ func file_placement_v1_placement_proto_rawDescGZIP() []byte {
 	return file_placement_v1_placement_proto_rawDescData
 }
 
-var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 92)
+var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 96)
 var file_placement_v1_placement_proto_goTypes = []any{
 	(*SyncSnapshotRequest)(nil),           // 0: placement.v1.SyncSnapshotRequest
 	(*SyncSnapshotResponse)(nil),          // 1: placement.v1.SyncSnapshotResponse
@@ -6694,220 +7126,229 @@ var file_placement_v1_placement_proto_goTypes = []any{
 	(*InfeasibleNode)(nil),                // 10: placement.v1.InfeasibleNode
 	(*ScheduleRequest)(nil),               // 11: placement.v1.ScheduleRequest
 	(*ScheduleResponse)(nil),              // 12: placement.v1.ScheduleResponse
-	(*Placement)(nil),                     // 13: placement.v1.Placement
-	(*ClaimAllocation)(nil),               // 14: placement.v1.ClaimAllocation
-	(*ClaimBinding)(nil),                  // 15: placement.v1.ClaimBinding
-	(*Unschedulable)(nil),                 // 16: placement.v1.Unschedulable
-	(*ListPoliciesRequest)(nil),           // 17: placement.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),          // 18: placement.v1.ListPoliciesResponse
-	(*PolicyInfo)(nil),                    // 19: placement.v1.PolicyInfo
-	(*FilterRule)(nil),                    // 20: placement.v1.FilterRule
-	(*ScoreRule)(nil),                     // 21: placement.v1.ScoreRule
-	(*PluginWeight)(nil),                  // 22: placement.v1.PluginWeight
-	(*Pod)(nil),                           // 23: placement.v1.Pod
-	(*PodResourceClaim)(nil),              // 24: placement.v1.PodResourceClaim
-	(*Volume)(nil),                        // 25: placement.v1.Volume
-	(*PersistentVolumeClaim)(nil),         // 26: placement.v1.PersistentVolumeClaim
-	(*PersistentVolume)(nil),              // 27: placement.v1.PersistentVolume
-	(*VolumeClaimRef)(nil),                // 28: placement.v1.VolumeClaimRef
-	(*StorageClass)(nil),                  // 29: placement.v1.StorageClass
-	(*TopologySelectorTerm)(nil),          // 30: placement.v1.TopologySelectorTerm
-	(*TopologySelectorRequirement)(nil),   // 31: placement.v1.TopologySelectorRequirement
-	(*CsiNode)(nil),                       // 32: placement.v1.CsiNode
-	(*CsiNodeDriver)(nil),                 // 33: placement.v1.CsiNodeDriver
-	(*CsiDriver)(nil),                     // 34: placement.v1.CsiDriver
-	(*CsiStorageCapacity)(nil),            // 35: placement.v1.CsiStorageCapacity
-	(*PodAffinity)(nil),                   // 36: placement.v1.PodAffinity
-	(*PodAffinityTerm)(nil),               // 37: placement.v1.PodAffinityTerm
-	(*WeightedPodAffinityTerm)(nil),       // 38: placement.v1.WeightedPodAffinityTerm
-	(*Gang)(nil),                          // 39: placement.v1.Gang
-	(*PodDisruptionBudget)(nil),           // 40: placement.v1.PodDisruptionBudget
-	(*LabelSelector)(nil),                 // 41: placement.v1.LabelSelector
-	(*LabelSelectorRequirement)(nil),      // 42: placement.v1.LabelSelectorRequirement
-	(*TopologySpreadConstraint)(nil),      // 43: placement.v1.TopologySpreadConstraint
-	(*Container)(nil),                     // 44: placement.v1.Container
-	(*ContainerPort)(nil),                 // 45: placement.v1.ContainerPort
-	(*NodeAffinity)(nil),                  // 46: placement.v1.NodeAffinity
-	(*NodeSelector)(nil),                  // 47: placement.v1.NodeSelector
-	(*NodeSelectorTerm)(nil),              // 48: placement.v1.NodeSelectorTerm
-	(*NodeSelectorRequirement)(nil),       // 49: placement.v1.NodeSelectorRequirement
-	(*PreferredSchedulingTerm)(nil),       // 50: placement.v1.PreferredSchedulingTerm
-	(*Toleration)(nil),                    // 51: placement.v1.Toleration
-	(*Node)(nil),                          // 52: placement.v1.Node
-	(*Taint)(nil),                         // 53: placement.v1.Taint
-	(*ContainerImage)(nil),                // 54: placement.v1.ContainerImage
-	(*DeviceClass)(nil),                   // 55: placement.v1.DeviceClass
-	(*ResourceClaim)(nil),                 // 56: placement.v1.ResourceClaim
-	(*DeviceRequest)(nil),                 // 57: placement.v1.DeviceRequest
-	(*ExactDeviceRequest)(nil),            // 58: placement.v1.ExactDeviceRequest
-	(*DeviceSubRequest)(nil),              // 59: placement.v1.DeviceSubRequest
-	(*DeviceConstraint)(nil),              // 60: placement.v1.DeviceConstraint
-	(*AllocationResult)(nil),              // 61: placement.v1.AllocationResult
-	(*DeviceRequestAllocationResult)(nil), // 62: placement.v1.DeviceRequestAllocationResult
-	(*ResourceClaimConsumer)(nil),         // 63: placement.v1.ResourceClaimConsumer
-	(*ResourceSlice)(nil),                 // 64: placement.v1.ResourceSlice
-	(*Device)(nil),                        // 65: placement.v1.Device
-	(*DeviceAttribute)(nil),               // 66: placement.v1.DeviceAttribute
-	(*DeviceTaint)(nil),                   // 67: placement.v1.DeviceTaint
-	(*CounterSet)(nil),                    // 68: placement.v1.CounterSet
-	(*DeviceCounterConsumption)(nil),      // 69: placement.v1.DeviceCounterConsumption
-	nil,                                   // 70: placement.v1.Namespace.LabelsEntry
-	nil,                                   // 71: placement.v1.Unschedulable.ReasonsEntry
-	nil,                                   // 72: placement.v1.Pod.LabelsEntry
-	nil,                                   // 73: placement.v1.Pod.OverheadEntry
-	nil,                                   // 74: placement.v1.Pod.NodeSelectorEntry
-	nil,                                   // 75: placement.v1.Pod.AnnotationsEntry
-	nil,                                   // 76: placement.v1.Pod.PodRequestsEntry
-	nil,                                   // 77: placement.v1.Pod.AllocatedRequestsEntry
-	nil,                                   // 78: placement.v1.Pod.ActuatedRequestsEntry
-	nil,                                   // 79: placement.v1.PersistentVolume.LabelsEntry
-	nil,                                   // 80: placement.v1.LabelSelector.MatchLabelsEntry
-	nil,                                   // 81: placement.v1.Container.RequestsEntry
-	nil,                                   // 82: placement.v1.Container.AllocatedRequestsEntry
-	nil,                                   // 83: placement.v1.Container.ActuatedRequestsEntry
-	nil,                                   // 84: placement.v1.Node.LabelsEntry
-	nil,                                   // 85: placement.v1.Node.AllocatableEntry
-	nil,                                   // 86: placement.v1.ExactDeviceRequest.CapacityRequestsEntry
-	nil,                                   // 87: placement.v1.DeviceSubRequest.CapacityRequestsEntry
-	nil,                                   // 88: placement.v1.Device.AttributesEntry
-	nil,                                   // 89: placement.v1.Device.CapacityEntry
-	nil,                                   // 90: placement.v1.CounterSet.CountersEntry
-	nil,                                   // 91: placement.v1.DeviceCounterConsumption.CountersEntry
+	(*PodGroupResult)(nil),                // 13: placement.v1.PodGroupResult
+	(*Placement)(nil),                     // 14: placement.v1.Placement
+	(*ClaimAllocation)(nil),               // 15: placement.v1.ClaimAllocation
+	(*ClaimBinding)(nil),                  // 16: placement.v1.ClaimBinding
+	(*Unschedulable)(nil),                 // 17: placement.v1.Unschedulable
+	(*ListPoliciesRequest)(nil),           // 18: placement.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),          // 19: placement.v1.ListPoliciesResponse
+	(*PolicyInfo)(nil),                    // 20: placement.v1.PolicyInfo
+	(*FilterRule)(nil),                    // 21: placement.v1.FilterRule
+	(*ScoreRule)(nil),                     // 22: placement.v1.ScoreRule
+	(*PluginWeight)(nil),                  // 23: placement.v1.PluginWeight
+	(*Pod)(nil),                           // 24: placement.v1.Pod
+	(*PodResourceClaim)(nil),              // 25: placement.v1.PodResourceClaim
+	(*Volume)(nil),                        // 26: placement.v1.Volume
+	(*PersistentVolumeClaim)(nil),         // 27: placement.v1.PersistentVolumeClaim
+	(*PersistentVolume)(nil),              // 28: placement.v1.PersistentVolume
+	(*VolumeClaimRef)(nil),                // 29: placement.v1.VolumeClaimRef
+	(*StorageClass)(nil),                  // 30: placement.v1.StorageClass
+	(*TopologySelectorTerm)(nil),          // 31: placement.v1.TopologySelectorTerm
+	(*TopologySelectorRequirement)(nil),   // 32: placement.v1.TopologySelectorRequirement
+	(*CsiNode)(nil),                       // 33: placement.v1.CsiNode
+	(*CsiNodeDriver)(nil),                 // 34: placement.v1.CsiNodeDriver
+	(*CsiDriver)(nil),                     // 35: placement.v1.CsiDriver
+	(*CsiStorageCapacity)(nil),            // 36: placement.v1.CsiStorageCapacity
+	(*PodAffinity)(nil),                   // 37: placement.v1.PodAffinity
+	(*PodAffinityTerm)(nil),               // 38: placement.v1.PodAffinityTerm
+	(*WeightedPodAffinityTerm)(nil),       // 39: placement.v1.WeightedPodAffinityTerm
+	(*Gang)(nil),                          // 40: placement.v1.Gang
+	(*PodGroup)(nil),                      // 41: placement.v1.PodGroup
+	(*GangSchedulingPolicy)(nil),          // 42: placement.v1.GangSchedulingPolicy
+	(*WorkloadReference)(nil),             // 43: placement.v1.WorkloadReference
+	(*PodDisruptionBudget)(nil),           // 44: placement.v1.PodDisruptionBudget
+	(*LabelSelector)(nil),                 // 45: placement.v1.LabelSelector
+	(*LabelSelectorRequirement)(nil),      // 46: placement.v1.LabelSelectorRequirement
+	(*TopologySpreadConstraint)(nil),      // 47: placement.v1.TopologySpreadConstraint
+	(*Container)(nil),                     // 48: placement.v1.Container
+	(*ContainerPort)(nil),                 // 49: placement.v1.ContainerPort
+	(*NodeAffinity)(nil),                  // 50: placement.v1.NodeAffinity
+	(*NodeSelector)(nil),                  // 51: placement.v1.NodeSelector
+	(*NodeSelectorTerm)(nil),              // 52: placement.v1.NodeSelectorTerm
+	(*NodeSelectorRequirement)(nil),       // 53: placement.v1.NodeSelectorRequirement
+	(*PreferredSchedulingTerm)(nil),       // 54: placement.v1.PreferredSchedulingTerm
+	(*Toleration)(nil),                    // 55: placement.v1.Toleration
+	(*Node)(nil),                          // 56: placement.v1.Node
+	(*Taint)(nil),                         // 57: placement.v1.Taint
+	(*ContainerImage)(nil),                // 58: placement.v1.ContainerImage
+	(*DeviceClass)(nil),                   // 59: placement.v1.DeviceClass
+	(*ResourceClaim)(nil),                 // 60: placement.v1.ResourceClaim
+	(*DeviceRequest)(nil),                 // 61: placement.v1.DeviceRequest
+	(*ExactDeviceRequest)(nil),            // 62: placement.v1.ExactDeviceRequest
+	(*DeviceSubRequest)(nil),              // 63: placement.v1.DeviceSubRequest
+	(*DeviceConstraint)(nil),              // 64: placement.v1.DeviceConstraint
+	(*AllocationResult)(nil),              // 65: placement.v1.AllocationResult
+	(*DeviceRequestAllocationResult)(nil), // 66: placement.v1.DeviceRequestAllocationResult
+	(*ResourceClaimConsumer)(nil),         // 67: placement.v1.ResourceClaimConsumer
+	(*ResourceSlice)(nil),                 // 68: placement.v1.ResourceSlice
+	(*Device)(nil),                        // 69: placement.v1.Device
+	(*DeviceAttribute)(nil),               // 70: placement.v1.DeviceAttribute
+	(*DeviceTaint)(nil),                   // 71: placement.v1.DeviceTaint
+	(*CounterSet)(nil),                    // 72: placement.v1.CounterSet
+	(*DeviceCounterConsumption)(nil),      // 73: placement.v1.DeviceCounterConsumption
+	nil,                                   // 74: placement.v1.Namespace.LabelsEntry
+	nil,                                   // 75: placement.v1.Unschedulable.ReasonsEntry
+	nil,                                   // 76: placement.v1.Pod.LabelsEntry
+	nil,                                   // 77: placement.v1.Pod.OverheadEntry
+	nil,                                   // 78: placement.v1.Pod.NodeSelectorEntry
+	nil,                                   // 79: placement.v1.Pod.AnnotationsEntry
+	nil,                                   // 80: placement.v1.Pod.PodRequestsEntry
+	nil,                                   // 81: placement.v1.Pod.AllocatedRequestsEntry
+	nil,                                   // 82: placement.v1.Pod.ActuatedRequestsEntry
+	nil,                                   // 83: placement.v1.PersistentVolume.LabelsEntry
+	nil,                                   // 84: placement.v1.LabelSelector.MatchLabelsEntry
+	nil,                                   // 85: placement.v1.Container.RequestsEntry
+	nil,                                   // 86: placement.v1.Container.AllocatedRequestsEntry
+	nil,                                   // 87: placement.v1.Container.ActuatedRequestsEntry
+	nil,                                   // 88: placement.v1.Node.LabelsEntry
+	nil,                                   // 89: placement.v1.Node.AllocatableEntry
+	nil,                                   // 90: placement.v1.ExactDeviceRequest.CapacityRequestsEntry
+	nil,                                   // 91: placement.v1.DeviceSubRequest.CapacityRequestsEntry
+	nil,                                   // 92: placement.v1.Device.AttributesEntry
+	nil,                                   // 93: placement.v1.Device.CapacityEntry
+	nil,                                   // 94: placement.v1.CounterSet.CountersEntry
+	nil,                                   // 95: placement.v1.DeviceCounterConsumption.CountersEntry
 }
 var file_placement_v1_placement_proto_depIdxs = []int32{
 	2,   // 0: placement.v1.SyncSnapshotRequest.full:type_name -> placement.v1.Snapshot
 	4,   // 1: placement.v1.SyncSnapshotRequest.delta:type_name -> placement.v1.SnapshotDelta
-	52,  // 2: placement.v1.Snapshot.nodes:type_name -> placement.v1.Node
-	23,  // 3: placement.v1.Snapshot.pods:type_name -> placement.v1.Pod
+	56,  // 2: placement.v1.Snapshot.nodes:type_name -> placement.v1.Node
+	24,  // 3: placement.v1.Snapshot.pods:type_name -> placement.v1.Pod
 	3,   // 4: placement.v1.Snapshot.namespaces:type_name -> placement.v1.Namespace
-	40,  // 5: placement.v1.Snapshot.pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
-	26,  // 6: placement.v1.Snapshot.persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
-	27,  // 7: placement.v1.Snapshot.persistent_volumes:type_name -> placement.v1.PersistentVolume
-	29,  // 8: placement.v1.Snapshot.storage_classes:type_name -> placement.v1.StorageClass
-	32,  // 9: placement.v1.Snapshot.csi_nodes:type_name -> placement.v1.CsiNode
-	34,  // 10: placement.v1.Snapshot.csi_drivers:type_name -> placement.v1.CsiDriver
-	35,  // 11: placement.v1.Snapshot.csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
-	55,  // 12: placement.v1.Snapshot.device_classes:type_name -> placement.v1.DeviceClass
-	56,  // 13: placement.v1.Snapshot.resource_claims:type_name -> placement.v1.ResourceClaim
-	64,  // 14: placement.v1.Snapshot.resource_slices:type_name -> placement.v1.ResourceSlice
-	70,  // 15: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
-	52,  // 16: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
-	23,  // 17: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
-	3,   // 18: placement.v1.SnapshotDelta.upsert_namespaces:type_name -> placement.v1.Namespace
-	40,  // 19: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
-	26,  // 20: placement.v1.SnapshotDelta.upsert_persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
-	27,  // 21: placement.v1.SnapshotDelta.upsert_persistent_volumes:type_name -> placement.v1.PersistentVolume
-	29,  // 22: placement.v1.SnapshotDelta.upsert_storage_classes:type_name -> placement.v1.StorageClass
-	32,  // 23: placement.v1.SnapshotDelta.upsert_csi_nodes:type_name -> placement.v1.CsiNode
-	34,  // 24: placement.v1.SnapshotDelta.upsert_csi_drivers:type_name -> placement.v1.CsiDriver
-	35,  // 25: placement.v1.SnapshotDelta.upsert_csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
-	55,  // 26: placement.v1.SnapshotDelta.upsert_device_classes:type_name -> placement.v1.DeviceClass
-	56,  // 27: placement.v1.SnapshotDelta.upsert_resource_claims:type_name -> placement.v1.ResourceClaim
-	64,  // 28: placement.v1.SnapshotDelta.upsert_resource_slices:type_name -> placement.v1.ResourceSlice
-	2,   // 29: placement.v1.SnapshotRef.inline:type_name -> placement.v1.Snapshot
-	5,   // 30: placement.v1.RankRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	23,  // 31: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
-	8,   // 32: placement.v1.RankResponse.feasible:type_name -> placement.v1.NodeScore
-	10,  // 33: placement.v1.RankResponse.infeasible:type_name -> placement.v1.InfeasibleNode
-	9,   // 34: placement.v1.NodeScore.plugin_scores:type_name -> placement.v1.PluginScore
-	5,   // 35: placement.v1.ScheduleRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	23,  // 36: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
-	13,  // 37: placement.v1.ScheduleResponse.placements:type_name -> placement.v1.Placement
-	16,  // 38: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
-	15,  // 39: placement.v1.Placement.claim_bindings:type_name -> placement.v1.ClaimBinding
-	14,  // 40: placement.v1.Placement.claim_allocations:type_name -> placement.v1.ClaimAllocation
-	61,  // 41: placement.v1.ClaimAllocation.allocation:type_name -> placement.v1.AllocationResult
-	71,  // 42: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
-	19,  // 43: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
-	22,  // 44: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
-	20,  // 45: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
-	21,  // 46: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
-	72,  // 47: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
-	44,  // 48: placement.v1.Pod.containers:type_name -> placement.v1.Container
-	44,  // 49: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
-	73,  // 50: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
-	74,  // 51: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
-	46,  // 52: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
-	51,  // 53: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
-	36,  // 54: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
-	36,  // 55: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
-	43,  // 56: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
-	41,  // 57: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
-	39,  // 58: placement.v1.Pod.gang:type_name -> placement.v1.Gang
-	75,  // 59: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
-	25,  // 60: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
-	76,  // 61: placement.v1.Pod.pod_requests:type_name -> placement.v1.Pod.PodRequestsEntry
-	77,  // 62: placement.v1.Pod.allocated_requests:type_name -> placement.v1.Pod.AllocatedRequestsEntry
-	78,  // 63: placement.v1.Pod.actuated_requests:type_name -> placement.v1.Pod.ActuatedRequestsEntry
-	24,  // 64: placement.v1.Pod.resource_claims:type_name -> placement.v1.PodResourceClaim
-	41,  // 65: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
-	79,  // 66: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
-	47,  // 67: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
-	28,  // 68: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
-	30,  // 69: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
-	31,  // 70: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
-	33,  // 71: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
-	41,  // 72: placement.v1.CsiStorageCapacity.node_topology:type_name -> placement.v1.LabelSelector
-	37,  // 73: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
-	38,  // 74: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
-	41,  // 75: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
-	41,  // 76: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
-	37,  // 77: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
-	41,  // 78: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
-	80,  // 79: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
-	42,  // 80: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
-	41,  // 81: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
-	81,  // 82: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
-	45,  // 83: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
-	82,  // 84: placement.v1.Container.allocated_requests:type_name -> placement.v1.Container.AllocatedRequestsEntry
-	83,  // 85: placement.v1.Container.actuated_requests:type_name -> placement.v1.Container.ActuatedRequestsEntry
-	47,  // 86: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
-	50,  // 87: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
-	48,  // 88: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
-	49,  // 89: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
-	49,  // 90: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
-	48,  // 91: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
-	84,  // 92: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
-	53,  // 93: placement.v1.Node.taints:type_name -> placement.v1.Taint
-	85,  // 94: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
-	54,  // 95: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
-	57,  // 96: placement.v1.ResourceClaim.requests:type_name -> placement.v1.DeviceRequest
-	60,  // 97: placement.v1.ResourceClaim.constraints:type_name -> placement.v1.DeviceConstraint
-	61,  // 98: placement.v1.ResourceClaim.allocation:type_name -> placement.v1.AllocationResult
-	63,  // 99: placement.v1.ResourceClaim.reserved_for:type_name -> placement.v1.ResourceClaimConsumer
-	58,  // 100: placement.v1.DeviceRequest.exactly:type_name -> placement.v1.ExactDeviceRequest
-	59,  // 101: placement.v1.DeviceRequest.first_available:type_name -> placement.v1.DeviceSubRequest
-	51,  // 102: placement.v1.ExactDeviceRequest.tolerations:type_name -> placement.v1.Toleration
-	86,  // 103: placement.v1.ExactDeviceRequest.capacity_requests:type_name -> placement.v1.ExactDeviceRequest.CapacityRequestsEntry
-	51,  // 104: placement.v1.DeviceSubRequest.tolerations:type_name -> placement.v1.Toleration
-	87,  // 105: placement.v1.DeviceSubRequest.capacity_requests:type_name -> placement.v1.DeviceSubRequest.CapacityRequestsEntry
-	62,  // 106: placement.v1.AllocationResult.devices:type_name -> placement.v1.DeviceRequestAllocationResult
-	47,  // 107: placement.v1.AllocationResult.node_selector:type_name -> placement.v1.NodeSelector
-	51,  // 108: placement.v1.DeviceRequestAllocationResult.tolerations:type_name -> placement.v1.Toleration
-	47,  // 109: placement.v1.ResourceSlice.node_selector:type_name -> placement.v1.NodeSelector
-	65,  // 110: placement.v1.ResourceSlice.devices:type_name -> placement.v1.Device
-	68,  // 111: placement.v1.ResourceSlice.shared_counters:type_name -> placement.v1.CounterSet
-	88,  // 112: placement.v1.Device.attributes:type_name -> placement.v1.Device.AttributesEntry
-	89,  // 113: placement.v1.Device.capacity:type_name -> placement.v1.Device.CapacityEntry
-	69,  // 114: placement.v1.Device.consumes_counters:type_name -> placement.v1.DeviceCounterConsumption
-	47,  // 115: placement.v1.Device.node_selector:type_name -> placement.v1.NodeSelector
-	67,  // 116: placement.v1.Device.taints:type_name -> placement.v1.DeviceTaint
-	90,  // 117: placement.v1.CounterSet.counters:type_name -> placement.v1.CounterSet.CountersEntry
-	91,  // 118: placement.v1.DeviceCounterConsumption.counters:type_name -> placement.v1.DeviceCounterConsumption.CountersEntry
-	66,  // 119: placement.v1.Device.AttributesEntry.value:type_name -> placement.v1.DeviceAttribute
-	0,   // 120: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
-	6,   // 121: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
-	11,  // 122: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
-	17,  // 123: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
-	1,   // 124: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
-	7,   // 125: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
-	12,  // 126: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
-	18,  // 127: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
-	124, // [124:128] is the sub-list for method output_type
-	120, // [120:124] is the sub-list for method input_type
-	120, // [120:120] is the sub-list for extension type_name
-	120, // [120:120] is the sub-list for extension extendee
-	0,   // [0:120] is the sub-list for field type_name
+	44,  // 5: placement.v1.Snapshot.pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	27,  // 6: placement.v1.Snapshot.persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
+	28,  // 7: placement.v1.Snapshot.persistent_volumes:type_name -> placement.v1.PersistentVolume
+	30,  // 8: placement.v1.Snapshot.storage_classes:type_name -> placement.v1.StorageClass
+	33,  // 9: placement.v1.Snapshot.csi_nodes:type_name -> placement.v1.CsiNode
+	35,  // 10: placement.v1.Snapshot.csi_drivers:type_name -> placement.v1.CsiDriver
+	36,  // 11: placement.v1.Snapshot.csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
+	59,  // 12: placement.v1.Snapshot.device_classes:type_name -> placement.v1.DeviceClass
+	60,  // 13: placement.v1.Snapshot.resource_claims:type_name -> placement.v1.ResourceClaim
+	68,  // 14: placement.v1.Snapshot.resource_slices:type_name -> placement.v1.ResourceSlice
+	41,  // 15: placement.v1.Snapshot.pod_groups:type_name -> placement.v1.PodGroup
+	74,  // 16: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
+	56,  // 17: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
+	24,  // 18: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
+	3,   // 19: placement.v1.SnapshotDelta.upsert_namespaces:type_name -> placement.v1.Namespace
+	44,  // 20: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	27,  // 21: placement.v1.SnapshotDelta.upsert_persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
+	28,  // 22: placement.v1.SnapshotDelta.upsert_persistent_volumes:type_name -> placement.v1.PersistentVolume
+	30,  // 23: placement.v1.SnapshotDelta.upsert_storage_classes:type_name -> placement.v1.StorageClass
+	33,  // 24: placement.v1.SnapshotDelta.upsert_csi_nodes:type_name -> placement.v1.CsiNode
+	35,  // 25: placement.v1.SnapshotDelta.upsert_csi_drivers:type_name -> placement.v1.CsiDriver
+	36,  // 26: placement.v1.SnapshotDelta.upsert_csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
+	59,  // 27: placement.v1.SnapshotDelta.upsert_device_classes:type_name -> placement.v1.DeviceClass
+	60,  // 28: placement.v1.SnapshotDelta.upsert_resource_claims:type_name -> placement.v1.ResourceClaim
+	68,  // 29: placement.v1.SnapshotDelta.upsert_resource_slices:type_name -> placement.v1.ResourceSlice
+	41,  // 30: placement.v1.SnapshotDelta.upsert_pod_groups:type_name -> placement.v1.PodGroup
+	2,   // 31: placement.v1.SnapshotRef.inline:type_name -> placement.v1.Snapshot
+	5,   // 32: placement.v1.RankRequest.snapshot:type_name -> placement.v1.SnapshotRef
+	24,  // 33: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
+	8,   // 34: placement.v1.RankResponse.feasible:type_name -> placement.v1.NodeScore
+	10,  // 35: placement.v1.RankResponse.infeasible:type_name -> placement.v1.InfeasibleNode
+	9,   // 36: placement.v1.NodeScore.plugin_scores:type_name -> placement.v1.PluginScore
+	5,   // 37: placement.v1.ScheduleRequest.snapshot:type_name -> placement.v1.SnapshotRef
+	24,  // 38: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
+	14,  // 39: placement.v1.ScheduleResponse.placements:type_name -> placement.v1.Placement
+	13,  // 40: placement.v1.ScheduleResponse.pod_groups:type_name -> placement.v1.PodGroupResult
+	17,  // 41: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
+	16,  // 42: placement.v1.Placement.claim_bindings:type_name -> placement.v1.ClaimBinding
+	15,  // 43: placement.v1.Placement.claim_allocations:type_name -> placement.v1.ClaimAllocation
+	65,  // 44: placement.v1.ClaimAllocation.allocation:type_name -> placement.v1.AllocationResult
+	75,  // 45: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
+	20,  // 46: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
+	23,  // 47: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
+	21,  // 48: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
+	22,  // 49: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
+	76,  // 50: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
+	48,  // 51: placement.v1.Pod.containers:type_name -> placement.v1.Container
+	48,  // 52: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
+	77,  // 53: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
+	78,  // 54: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
+	50,  // 55: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
+	55,  // 56: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
+	37,  // 57: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
+	37,  // 58: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
+	47,  // 59: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
+	45,  // 60: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
+	40,  // 61: placement.v1.Pod.gang:type_name -> placement.v1.Gang
+	79,  // 62: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
+	26,  // 63: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
+	80,  // 64: placement.v1.Pod.pod_requests:type_name -> placement.v1.Pod.PodRequestsEntry
+	81,  // 65: placement.v1.Pod.allocated_requests:type_name -> placement.v1.Pod.AllocatedRequestsEntry
+	82,  // 66: placement.v1.Pod.actuated_requests:type_name -> placement.v1.Pod.ActuatedRequestsEntry
+	25,  // 67: placement.v1.Pod.resource_claims:type_name -> placement.v1.PodResourceClaim
+	45,  // 68: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
+	83,  // 69: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
+	51,  // 70: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
+	29,  // 71: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
+	31,  // 72: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
+	32,  // 73: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
+	34,  // 74: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
+	45,  // 75: placement.v1.CsiStorageCapacity.node_topology:type_name -> placement.v1.LabelSelector
+	38,  // 76: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
+	39,  // 77: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
+	45,  // 78: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
+	45,  // 79: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
+	38,  // 80: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
+	42,  // 81: placement.v1.PodGroup.gang:type_name -> placement.v1.GangSchedulingPolicy
+	43,  // 82: placement.v1.PodGroup.workload_ref:type_name -> placement.v1.WorkloadReference
+	45,  // 83: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
+	84,  // 84: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
+	46,  // 85: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
+	45,  // 86: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
+	85,  // 87: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
+	49,  // 88: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
+	86,  // 89: placement.v1.Container.allocated_requests:type_name -> placement.v1.Container.AllocatedRequestsEntry
+	87,  // 90: placement.v1.Container.actuated_requests:type_name -> placement.v1.Container.ActuatedRequestsEntry
+	51,  // 91: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
+	54,  // 92: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
+	52,  // 93: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
+	53,  // 94: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
+	53,  // 95: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
+	52,  // 96: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
+	88,  // 97: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
+	57,  // 98: placement.v1.Node.taints:type_name -> placement.v1.Taint
+	89,  // 99: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
+	58,  // 100: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
+	61,  // 101: placement.v1.ResourceClaim.requests:type_name -> placement.v1.DeviceRequest
+	64,  // 102: placement.v1.ResourceClaim.constraints:type_name -> placement.v1.DeviceConstraint
+	65,  // 103: placement.v1.ResourceClaim.allocation:type_name -> placement.v1.AllocationResult
+	67,  // 104: placement.v1.ResourceClaim.reserved_for:type_name -> placement.v1.ResourceClaimConsumer
+	62,  // 105: placement.v1.DeviceRequest.exactly:type_name -> placement.v1.ExactDeviceRequest
+	63,  // 106: placement.v1.DeviceRequest.first_available:type_name -> placement.v1.DeviceSubRequest
+	55,  // 107: placement.v1.ExactDeviceRequest.tolerations:type_name -> placement.v1.Toleration
+	90,  // 108: placement.v1.ExactDeviceRequest.capacity_requests:type_name -> placement.v1.ExactDeviceRequest.CapacityRequestsEntry
+	55,  // 109: placement.v1.DeviceSubRequest.tolerations:type_name -> placement.v1.Toleration
+	91,  // 110: placement.v1.DeviceSubRequest.capacity_requests:type_name -> placement.v1.DeviceSubRequest.CapacityRequestsEntry
+	66,  // 111: placement.v1.AllocationResult.devices:type_name -> placement.v1.DeviceRequestAllocationResult
+	51,  // 112: placement.v1.AllocationResult.node_selector:type_name -> placement.v1.NodeSelector
+	55,  // 113: placement.v1.DeviceRequestAllocationResult.tolerations:type_name -> placement.v1.Toleration
+	51,  // 114: placement.v1.ResourceSlice.node_selector:type_name -> placement.v1.NodeSelector
+	69,  // 115: placement.v1.ResourceSlice.devices:type_name -> placement.v1.Device
+	72,  // 116: placement.v1.ResourceSlice.shared_counters:type_name -> placement.v1.CounterSet
+	92,  // 117: placement.v1.Device.attributes:type_name -> placement.v1.Device.AttributesEntry
+	93,  // 118: placement.v1.Device.capacity:type_name -> placement.v1.Device.CapacityEntry
+	73,  // 119: placement.v1.Device.consumes_counters:type_name -> placement.v1.DeviceCounterConsumption
+	51,  // 120: placement.v1.Device.node_selector:type_name -> placement.v1.NodeSelector
+	71,  // 121: placement.v1.Device.taints:type_name -> placement.v1.DeviceTaint
+	94,  // 122: placement.v1.CounterSet.counters:type_name -> placement.v1.CounterSet.CountersEntry
+	95,  // 123: placement.v1.DeviceCounterConsumption.counters:type_name -> placement.v1.DeviceCounterConsumption.CountersEntry
+	70,  // 124: placement.v1.Device.AttributesEntry.value:type_name -> placement.v1.DeviceAttribute
+	0,   // 125: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
+	6,   // 126: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
+	11,  // 127: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
+	18,  // 128: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
+	1,   // 129: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
+	7,   // 130: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
+	12,  // 131: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
+	19,  // 132: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
+	129, // [129:133] is the sub-list for method output_type
+	125, // [125:129] is the sub-list for method input_type
+	125, // [125:125] is the sub-list for extension type_name
+	125, // [125:125] is the sub-list for extension extendee
+	0,   // [0:125] is the sub-list for field type_name
 }
 
 func init() { file_placement_v1_placement_proto_init() }
@@ -6924,20 +7365,21 @@ func file_placement_v1_placement_proto_init() {
 		(*SnapshotRef_Inline)(nil),
 	}
 	file_placement_v1_placement_proto_msgTypes[6].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[13].OneofWrappers = []any{
+	file_placement_v1_placement_proto_msgTypes[14].OneofWrappers = []any{
 		(*Placement_NodeName)(nil),
 		(*Placement_Unschedulable)(nil),
 	}
-	file_placement_v1_placement_proto_msgTypes[15].OneofWrappers = []any{
+	file_placement_v1_placement_proto_msgTypes[16].OneofWrappers = []any{
 		(*ClaimBinding_VolumeName)(nil),
 		(*ClaimBinding_SelectedNode)(nil),
 	}
-	file_placement_v1_placement_proto_msgTypes[24].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[33].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[43].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[51].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[62].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[66].OneofWrappers = []any{
+	file_placement_v1_placement_proto_msgTypes[25].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[34].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[41].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[47].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[55].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[66].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[70].OneofWrappers = []any{
 		(*DeviceAttribute_Int)(nil),
 		(*DeviceAttribute_Bool)(nil),
 		(*DeviceAttribute_String_)(nil),
@@ -6949,7 +7391,7 @@ func file_placement_v1_placement_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_placement_v1_placement_proto_rawDesc), len(file_placement_v1_placement_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   92,
+			NumMessages:   96,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

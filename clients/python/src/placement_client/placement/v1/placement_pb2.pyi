@@ -25,7 +25,7 @@ class SyncSnapshotResponse(_message.Message):
     def __init__(self, snapshot_id: _Optional[str] = ..., node_count: _Optional[int] = ..., pod_count: _Optional[int] = ...) -> None: ...
 
 class Snapshot(_message.Message):
-    __slots__ = ("nodes", "pods", "namespaces", "pod_disruption_budgets", "persistent_volume_claims", "persistent_volumes", "storage_classes", "csi_nodes", "csi_drivers", "csi_storage_capacities", "device_classes", "resource_claims", "resource_slices")
+    __slots__ = ("nodes", "pods", "namespaces", "pod_disruption_budgets", "persistent_volume_claims", "persistent_volumes", "storage_classes", "csi_nodes", "csi_drivers", "csi_storage_capacities", "device_classes", "resource_claims", "resource_slices", "pod_groups")
     NODES_FIELD_NUMBER: _ClassVar[int]
     PODS_FIELD_NUMBER: _ClassVar[int]
     NAMESPACES_FIELD_NUMBER: _ClassVar[int]
@@ -39,6 +39,7 @@ class Snapshot(_message.Message):
     DEVICE_CLASSES_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_CLAIMS_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_SLICES_FIELD_NUMBER: _ClassVar[int]
+    POD_GROUPS_FIELD_NUMBER: _ClassVar[int]
     nodes: _containers.RepeatedCompositeFieldContainer[Node]
     pods: _containers.RepeatedCompositeFieldContainer[Pod]
     namespaces: _containers.RepeatedCompositeFieldContainer[Namespace]
@@ -52,7 +53,8 @@ class Snapshot(_message.Message):
     device_classes: _containers.RepeatedCompositeFieldContainer[DeviceClass]
     resource_claims: _containers.RepeatedCompositeFieldContainer[ResourceClaim]
     resource_slices: _containers.RepeatedCompositeFieldContainer[ResourceSlice]
-    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., pod_disruption_budgets: _Optional[_Iterable[_Union[PodDisruptionBudget, _Mapping]]] = ..., persistent_volume_claims: _Optional[_Iterable[_Union[PersistentVolumeClaim, _Mapping]]] = ..., persistent_volumes: _Optional[_Iterable[_Union[PersistentVolume, _Mapping]]] = ..., storage_classes: _Optional[_Iterable[_Union[StorageClass, _Mapping]]] = ..., csi_nodes: _Optional[_Iterable[_Union[CsiNode, _Mapping]]] = ..., csi_drivers: _Optional[_Iterable[_Union[CsiDriver, _Mapping]]] = ..., csi_storage_capacities: _Optional[_Iterable[_Union[CsiStorageCapacity, _Mapping]]] = ..., device_classes: _Optional[_Iterable[_Union[DeviceClass, _Mapping]]] = ..., resource_claims: _Optional[_Iterable[_Union[ResourceClaim, _Mapping]]] = ..., resource_slices: _Optional[_Iterable[_Union[ResourceSlice, _Mapping]]] = ...) -> None: ...
+    pod_groups: _containers.RepeatedCompositeFieldContainer[PodGroup]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., pod_disruption_budgets: _Optional[_Iterable[_Union[PodDisruptionBudget, _Mapping]]] = ..., persistent_volume_claims: _Optional[_Iterable[_Union[PersistentVolumeClaim, _Mapping]]] = ..., persistent_volumes: _Optional[_Iterable[_Union[PersistentVolume, _Mapping]]] = ..., storage_classes: _Optional[_Iterable[_Union[StorageClass, _Mapping]]] = ..., csi_nodes: _Optional[_Iterable[_Union[CsiNode, _Mapping]]] = ..., csi_drivers: _Optional[_Iterable[_Union[CsiDriver, _Mapping]]] = ..., csi_storage_capacities: _Optional[_Iterable[_Union[CsiStorageCapacity, _Mapping]]] = ..., device_classes: _Optional[_Iterable[_Union[DeviceClass, _Mapping]]] = ..., resource_claims: _Optional[_Iterable[_Union[ResourceClaim, _Mapping]]] = ..., resource_slices: _Optional[_Iterable[_Union[ResourceSlice, _Mapping]]] = ..., pod_groups: _Optional[_Iterable[_Union[PodGroup, _Mapping]]] = ...) -> None: ...
 
 class Namespace(_message.Message):
     __slots__ = ("name", "labels")
@@ -70,7 +72,7 @@ class Namespace(_message.Message):
     def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class SnapshotDelta(_message.Message):
-    __slots__ = ("base_snapshot_id", "upsert_nodes", "remove_nodes", "upsert_pods", "remove_pod_uids", "upsert_namespaces", "remove_namespaces", "upsert_pod_disruption_budgets", "remove_pod_disruption_budgets", "upsert_persistent_volume_claims", "remove_persistent_volume_claims", "upsert_persistent_volumes", "remove_persistent_volumes", "upsert_storage_classes", "remove_storage_classes", "upsert_csi_nodes", "remove_csi_nodes", "upsert_csi_drivers", "remove_csi_drivers", "upsert_csi_storage_capacities", "remove_csi_storage_capacities", "upsert_device_classes", "remove_device_classes", "upsert_resource_claims", "remove_resource_claims", "upsert_resource_slices", "remove_resource_slices")
+    __slots__ = ("base_snapshot_id", "upsert_nodes", "remove_nodes", "upsert_pods", "remove_pod_uids", "upsert_namespaces", "remove_namespaces", "upsert_pod_disruption_budgets", "remove_pod_disruption_budgets", "upsert_persistent_volume_claims", "remove_persistent_volume_claims", "upsert_persistent_volumes", "remove_persistent_volumes", "upsert_storage_classes", "remove_storage_classes", "upsert_csi_nodes", "remove_csi_nodes", "upsert_csi_drivers", "remove_csi_drivers", "upsert_csi_storage_capacities", "remove_csi_storage_capacities", "upsert_device_classes", "remove_device_classes", "upsert_resource_claims", "remove_resource_claims", "upsert_resource_slices", "remove_resource_slices", "upsert_pod_groups", "remove_pod_groups")
     BASE_SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
     UPSERT_NODES_FIELD_NUMBER: _ClassVar[int]
     REMOVE_NODES_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +100,8 @@ class SnapshotDelta(_message.Message):
     REMOVE_RESOURCE_CLAIMS_FIELD_NUMBER: _ClassVar[int]
     UPSERT_RESOURCE_SLICES_FIELD_NUMBER: _ClassVar[int]
     REMOVE_RESOURCE_SLICES_FIELD_NUMBER: _ClassVar[int]
+    UPSERT_POD_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_POD_GROUPS_FIELD_NUMBER: _ClassVar[int]
     base_snapshot_id: str
     upsert_nodes: _containers.RepeatedCompositeFieldContainer[Node]
     remove_nodes: _containers.RepeatedScalarFieldContainer[str]
@@ -125,7 +129,9 @@ class SnapshotDelta(_message.Message):
     remove_resource_claims: _containers.RepeatedScalarFieldContainer[str]
     upsert_resource_slices: _containers.RepeatedCompositeFieldContainer[ResourceSlice]
     remove_resource_slices: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, base_snapshot_id: _Optional[str] = ..., upsert_nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., remove_nodes: _Optional[_Iterable[str]] = ..., upsert_pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., remove_pod_uids: _Optional[_Iterable[str]] = ..., upsert_namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., remove_namespaces: _Optional[_Iterable[str]] = ..., upsert_pod_disruption_budgets: _Optional[_Iterable[_Union[PodDisruptionBudget, _Mapping]]] = ..., remove_pod_disruption_budgets: _Optional[_Iterable[str]] = ..., upsert_persistent_volume_claims: _Optional[_Iterable[_Union[PersistentVolumeClaim, _Mapping]]] = ..., remove_persistent_volume_claims: _Optional[_Iterable[str]] = ..., upsert_persistent_volumes: _Optional[_Iterable[_Union[PersistentVolume, _Mapping]]] = ..., remove_persistent_volumes: _Optional[_Iterable[str]] = ..., upsert_storage_classes: _Optional[_Iterable[_Union[StorageClass, _Mapping]]] = ..., remove_storage_classes: _Optional[_Iterable[str]] = ..., upsert_csi_nodes: _Optional[_Iterable[_Union[CsiNode, _Mapping]]] = ..., remove_csi_nodes: _Optional[_Iterable[str]] = ..., upsert_csi_drivers: _Optional[_Iterable[_Union[CsiDriver, _Mapping]]] = ..., remove_csi_drivers: _Optional[_Iterable[str]] = ..., upsert_csi_storage_capacities: _Optional[_Iterable[_Union[CsiStorageCapacity, _Mapping]]] = ..., remove_csi_storage_capacities: _Optional[_Iterable[str]] = ..., upsert_device_classes: _Optional[_Iterable[_Union[DeviceClass, _Mapping]]] = ..., remove_device_classes: _Optional[_Iterable[str]] = ..., upsert_resource_claims: _Optional[_Iterable[_Union[ResourceClaim, _Mapping]]] = ..., remove_resource_claims: _Optional[_Iterable[str]] = ..., upsert_resource_slices: _Optional[_Iterable[_Union[ResourceSlice, _Mapping]]] = ..., remove_resource_slices: _Optional[_Iterable[str]] = ...) -> None: ...
+    upsert_pod_groups: _containers.RepeatedCompositeFieldContainer[PodGroup]
+    remove_pod_groups: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, base_snapshot_id: _Optional[str] = ..., upsert_nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., remove_nodes: _Optional[_Iterable[str]] = ..., upsert_pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., remove_pod_uids: _Optional[_Iterable[str]] = ..., upsert_namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., remove_namespaces: _Optional[_Iterable[str]] = ..., upsert_pod_disruption_budgets: _Optional[_Iterable[_Union[PodDisruptionBudget, _Mapping]]] = ..., remove_pod_disruption_budgets: _Optional[_Iterable[str]] = ..., upsert_persistent_volume_claims: _Optional[_Iterable[_Union[PersistentVolumeClaim, _Mapping]]] = ..., remove_persistent_volume_claims: _Optional[_Iterable[str]] = ..., upsert_persistent_volumes: _Optional[_Iterable[_Union[PersistentVolume, _Mapping]]] = ..., remove_persistent_volumes: _Optional[_Iterable[str]] = ..., upsert_storage_classes: _Optional[_Iterable[_Union[StorageClass, _Mapping]]] = ..., remove_storage_classes: _Optional[_Iterable[str]] = ..., upsert_csi_nodes: _Optional[_Iterable[_Union[CsiNode, _Mapping]]] = ..., remove_csi_nodes: _Optional[_Iterable[str]] = ..., upsert_csi_drivers: _Optional[_Iterable[_Union[CsiDriver, _Mapping]]] = ..., remove_csi_drivers: _Optional[_Iterable[str]] = ..., upsert_csi_storage_capacities: _Optional[_Iterable[_Union[CsiStorageCapacity, _Mapping]]] = ..., remove_csi_storage_capacities: _Optional[_Iterable[str]] = ..., upsert_device_classes: _Optional[_Iterable[_Union[DeviceClass, _Mapping]]] = ..., remove_device_classes: _Optional[_Iterable[str]] = ..., upsert_resource_claims: _Optional[_Iterable[_Union[ResourceClaim, _Mapping]]] = ..., remove_resource_claims: _Optional[_Iterable[str]] = ..., upsert_resource_slices: _Optional[_Iterable[_Union[ResourceSlice, _Mapping]]] = ..., remove_resource_slices: _Optional[_Iterable[str]] = ..., upsert_pod_groups: _Optional[_Iterable[_Union[PodGroup, _Mapping]]] = ..., remove_pod_groups: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SnapshotRef(_message.Message):
     __slots__ = ("snapshot_id", "inline")
@@ -216,14 +222,30 @@ class ScheduleRequest(_message.Message):
     def __init__(self, snapshot: _Optional[_Union[SnapshotRef, _Mapping]] = ..., pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., policy: _Optional[str] = ..., seed: _Optional[int] = ..., assume: _Optional[bool] = ...) -> None: ...
 
 class ScheduleResponse(_message.Message):
-    __slots__ = ("policy", "placements", "assumed_snapshot_id")
+    __slots__ = ("policy", "placements", "assumed_snapshot_id", "pod_groups")
     POLICY_FIELD_NUMBER: _ClassVar[int]
     PLACEMENTS_FIELD_NUMBER: _ClassVar[int]
     ASSUMED_SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    POD_GROUPS_FIELD_NUMBER: _ClassVar[int]
     policy: str
     placements: _containers.RepeatedCompositeFieldContainer[Placement]
     assumed_snapshot_id: str
-    def __init__(self, policy: _Optional[str] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., assumed_snapshot_id: _Optional[str] = ...) -> None: ...
+    pod_groups: _containers.RepeatedCompositeFieldContainer[PodGroupResult]
+    def __init__(self, policy: _Optional[str] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., assumed_snapshot_id: _Optional[str] = ..., pod_groups: _Optional[_Iterable[_Union[PodGroupResult, _Mapping]]] = ...) -> None: ...
+
+class PodGroupResult(_message.Message):
+    __slots__ = ("namespace", "name", "reason", "message", "domain")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    name: str
+    reason: str
+    message: str
+    domain: str
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., domain: _Optional[str] = ...) -> None: ...
 
 class Placement(_message.Message):
     __slots__ = ("pod_uid", "node_name", "unschedulable", "score", "feasible_nodes", "claim_bindings", "claim_allocations")
@@ -353,7 +375,7 @@ class PluginWeight(_message.Message):
     def __init__(self, plugin: _Optional[str] = ..., weight: _Optional[int] = ...) -> None: ...
 
 class Pod(_message.Message):
-    __slots__ = ("uid", "namespace", "name", "labels", "priority", "containers", "init_containers", "overhead", "node_name", "node_selector", "node_affinity", "tolerations", "pod_affinity", "pod_anti_affinity", "topology_spread_constraints", "default_spread_selector", "preemption_policy", "start_time_seconds", "gang", "terminating", "annotations", "volumes", "pod_requests", "allocated_requests", "actuated_requests", "resize_infeasible", "required_features", "resource_claims")
+    __slots__ = ("uid", "namespace", "name", "labels", "priority", "containers", "init_containers", "overhead", "node_name", "node_selector", "node_affinity", "tolerations", "pod_affinity", "pod_anti_affinity", "topology_spread_constraints", "default_spread_selector", "preemption_policy", "start_time_seconds", "gang", "terminating", "annotations", "volumes", "pod_requests", "allocated_requests", "actuated_requests", "resize_infeasible", "required_features", "resource_claims", "scheduling_group")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -431,6 +453,7 @@ class Pod(_message.Message):
     RESIZE_INFEASIBLE_FIELD_NUMBER: _ClassVar[int]
     REQUIRED_FEATURES_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULING_GROUP_FIELD_NUMBER: _ClassVar[int]
     uid: str
     namespace: str
     name: str
@@ -459,7 +482,8 @@ class Pod(_message.Message):
     resize_infeasible: bool
     required_features: _containers.RepeatedScalarFieldContainer[str]
     resource_claims: _containers.RepeatedCompositeFieldContainer[PodResourceClaim]
-    def __init__(self, uid: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., overhead: _Optional[_Mapping[str, str]] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_affinity: _Optional[_Union[NodeAffinity, _Mapping]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., pod_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., pod_anti_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., topology_spread_constraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., default_spread_selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., preemption_policy: _Optional[str] = ..., start_time_seconds: _Optional[int] = ..., gang: _Optional[_Union[Gang, _Mapping]] = ..., terminating: _Optional[bool] = ..., annotations: _Optional[_Mapping[str, str]] = ..., volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., pod_requests: _Optional[_Mapping[str, str]] = ..., allocated_requests: _Optional[_Mapping[str, str]] = ..., actuated_requests: _Optional[_Mapping[str, str]] = ..., resize_infeasible: _Optional[bool] = ..., required_features: _Optional[_Iterable[str]] = ..., resource_claims: _Optional[_Iterable[_Union[PodResourceClaim, _Mapping]]] = ...) -> None: ...
+    scheduling_group: str
+    def __init__(self, uid: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., overhead: _Optional[_Mapping[str, str]] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_affinity: _Optional[_Union[NodeAffinity, _Mapping]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., pod_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., pod_anti_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., topology_spread_constraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., default_spread_selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., preemption_policy: _Optional[str] = ..., start_time_seconds: _Optional[int] = ..., gang: _Optional[_Union[Gang, _Mapping]] = ..., terminating: _Optional[bool] = ..., annotations: _Optional[_Mapping[str, str]] = ..., volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., pod_requests: _Optional[_Mapping[str, str]] = ..., allocated_requests: _Optional[_Mapping[str, str]] = ..., actuated_requests: _Optional[_Mapping[str, str]] = ..., resize_infeasible: _Optional[bool] = ..., required_features: _Optional[_Iterable[str]] = ..., resource_claims: _Optional[_Iterable[_Union[PodResourceClaim, _Mapping]]] = ..., scheduling_group: _Optional[str] = ...) -> None: ...
 
 class PodResourceClaim(_message.Message):
     __slots__ = ("name", "resource_claim_name", "resource_claim_template_name", "generated_claim_name")
@@ -685,6 +709,50 @@ class Gang(_message.Message):
     name: str
     min_members: int
     def __init__(self, name: _Optional[str] = ..., min_members: _Optional[int] = ...) -> None: ...
+
+class PodGroup(_message.Message):
+    __slots__ = ("namespace", "name", "uid", "generation", "gang", "topology_keys", "priority_class_name", "priority", "preemption_policy", "disruption_mode", "workload_ref", "parent_composite_pod_group_name", "initially_scheduled")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    GANG_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_KEYS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTION_POLICY_FIELD_NUMBER: _ClassVar[int]
+    DISRUPTION_MODE_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_REF_FIELD_NUMBER: _ClassVar[int]
+    PARENT_COMPOSITE_POD_GROUP_NAME_FIELD_NUMBER: _ClassVar[int]
+    INITIALLY_SCHEDULED_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    gang: GangSchedulingPolicy
+    topology_keys: _containers.RepeatedScalarFieldContainer[str]
+    priority_class_name: str
+    priority: int
+    preemption_policy: str
+    disruption_mode: str
+    workload_ref: WorkloadReference
+    parent_composite_pod_group_name: str
+    initially_scheduled: bool
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., generation: _Optional[int] = ..., gang: _Optional[_Union[GangSchedulingPolicy, _Mapping]] = ..., topology_keys: _Optional[_Iterable[str]] = ..., priority_class_name: _Optional[str] = ..., priority: _Optional[int] = ..., preemption_policy: _Optional[str] = ..., disruption_mode: _Optional[str] = ..., workload_ref: _Optional[_Union[WorkloadReference, _Mapping]] = ..., parent_composite_pod_group_name: _Optional[str] = ..., initially_scheduled: _Optional[bool] = ...) -> None: ...
+
+class GangSchedulingPolicy(_message.Message):
+    __slots__ = ("min_count",)
+    MIN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    min_count: int
+    def __init__(self, min_count: _Optional[int] = ...) -> None: ...
+
+class WorkloadReference(_message.Message):
+    __slots__ = ("workload_name", "template_name")
+    WORKLOAD_NAME_FIELD_NUMBER: _ClassVar[int]
+    TEMPLATE_NAME_FIELD_NUMBER: _ClassVar[int]
+    workload_name: str
+    template_name: str
+    def __init__(self, workload_name: _Optional[str] = ..., template_name: _Optional[str] = ...) -> None: ...
 
 class PodDisruptionBudget(_message.Message):
     __slots__ = ("namespace", "name", "selector", "disruptions_allowed", "disrupted_pod_uids")
