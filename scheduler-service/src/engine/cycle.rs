@@ -157,6 +157,20 @@ impl Evaluator<'_> {
         super::gang::schedule(self, pods, seed, deadline)
     }
 
+    /// A PodGroup's members placed in order, as one pass, ending once `stop` holds for the
+    /// decision just made (see [`super::podgroup`]).
+    pub(super) fn schedule_group(
+        &mut self,
+        pods: &[PodSpec],
+        seed: u64,
+        deadline: Deadline,
+        stop: &mut dyn FnMut(&Decision) -> bool,
+    ) -> Result<Vec<Decision>, EvalError> {
+        let _busy = super::parallel::Busy::enter();
+        self.fast.image_sums.forget();
+        self.schedule_pass_until(pods, seed, deadline, &|_| false, stop)
+    }
+
     /// One pass over the batch in order; pods for which `skip` holds are left out (their decision is
     /// a placeholder the caller replaces) and take no room.
     pub(super) fn schedule_pass(
@@ -165,6 +179,19 @@ impl Evaluator<'_> {
         seed: u64,
         deadline: Deadline,
         skip: &dyn Fn(&PodSpec) -> bool,
+    ) -> Result<Vec<Decision>, EvalError> {
+        self.schedule_pass_until(pods, seed, deadline, skip, &mut |_| false)
+    }
+
+    /// [`Evaluator::schedule_pass`] that ends early, before the next pod, once `stop` holds for
+    /// the decision just made: the decisions made so far are returned (fewer than `pods`).
+    pub(super) fn schedule_pass_until(
+        &mut self,
+        pods: &[PodSpec],
+        seed: u64,
+        deadline: Deadline,
+        skip: &dyn Fn(&PodSpec) -> bool,
+        stop: &mut dyn FnMut(&Decision) -> bool,
     ) -> Result<Vec<Decision>, EvalError> {
         let mut usage = BatchUsage::new(self.snapshot);
         let mut out = Vec::with_capacity(pods.len());
@@ -184,6 +211,9 @@ impl Evaluator<'_> {
             };
             if deadline.passed() {
                 return Err(timeout);
+            }
+            if out.last().is_some_and(&mut *stop) {
+                break;
             }
             if skip(pod) {
                 out.push(Decision::Unschedulable(Diagnosis::default()));
@@ -336,7 +366,8 @@ impl Evaluator<'_> {
                     };
                     // Gang members do not preempt: a gang's victims would be evicted even when the
                     // gang as a whole cannot be placed.
-                    if node_count > 0 && pod.gang.is_none() {
+                    // Nor do a PodGroup's: its cycle preempts for the group as a whole.
+                    if node_count > 0 && pod.gang.is_none() && pod.pod_group.is_none() {
                         // Every node was rejected: those with only resolvable reasons may be helped.
                         let potential = (0..node_count).filter(|&i| !unresolvable[i]).collect();
                         super::preemption::post_filter(

@@ -190,6 +190,9 @@ pub struct GangFailure {
     pub gang: Arc<str>,
     /// The explanation shown to users.
     pub message: String,
+    /// The pod's message is its own attempt's (a PodGroup member that failed by itself: kube
+    /// shows its FitError), not the gang's.
+    pub own: bool,
 }
 
 impl Diagnosis {
@@ -201,6 +204,7 @@ impl Diagnosis {
         }
         let own = self.fit_message();
         match &self.gang {
+            Some(g) if g.own => own,
             Some(g) if self.reasons.is_empty() => g.message.clone(),
             Some(g) => format!("{} This pod: {own}", g.message),
             None => own,

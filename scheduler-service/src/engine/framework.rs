@@ -70,6 +70,10 @@ pub enum EvalError {
         /// Pods in the batch.
         total: usize,
     },
+    /// A PodGroup's placements could not be carried to the pods after it: the snapshot they are
+    /// bound in could not be derived (the call ended meanwhile).
+    #[error("scheduling a batch with pod groups: {0}")]
+    Snapshot(String),
 }
 
 /// When to stop working: a caller's deadline, checked between pods and every few hundred nodes, or

@@ -117,6 +117,7 @@ pub(super) fn schedule(
                 diag.gang = Some(GangFailure {
                     gang: g.key.clone(),
                     message: message.clone(),
+                    own: false,
                 });
                 *d = Decision::Unschedulable(diag);
             }

@@ -45,6 +45,7 @@ pub mod parallel;
 pub mod pdb;
 pub mod plan;
 pub mod plugins;
+pub mod podgroup;
 pub mod policy;
 pub mod policy_config;
 mod pool;

@@ -417,6 +417,51 @@ pub enum PreemptionPolicy {
     Never,
 }
 
+/// A PodGroup (`scheduling.k8s.io/v1beta1`) as kube-scheduler's PodGroup cycle reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodGroup {
+    /// metadata.namespace.
+    pub namespace: Arc<str>,
+    /// metadata.name.
+    pub name: Arc<str>,
+    /// metadata.uid.
+    pub uid: Arc<str>,
+    /// metadata.generation.
+    pub generation: i64,
+    /// spec.schedulingPolicy.gang.minCount; `None` for the basic policy.
+    pub min_count: Option<u32>,
+    /// spec.schedulingConstraints.topology[0].key: every pod in one domain of this node label.
+    pub topology_key: Option<Arc<str>>,
+    /// spec.priority (0 when unset, as kube reads a group without one).
+    pub priority: i32,
+    /// spec.preemptionPolicy.
+    pub preemption_policy: PreemptionPolicy,
+    /// The PodGroupInitiallyScheduled condition is True.
+    pub initially_scheduled: bool,
+}
+
+impl PodGroup {
+    /// "namespace/name".
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// How many pods must be placed together: minCount, 1 for the basic policy (kube's
+    /// `getMinCount`).
+    pub fn min_count(&self) -> u32 {
+        self.min_count.unwrap_or(1)
+    }
+
+    /// Approximate bytes held.
+    pub fn approx_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.namespace.len()
+            + self.name.len()
+            + self.uid.len()
+            + self.topology_key.as_deref().map_or(0, str::len)
+    }
+}
+
 /// A pod's gang.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Gang {
@@ -557,6 +602,8 @@ pub struct PodSpec {
     pub start_time: i64,
     /// The gang the pod belongs to, if any.
     pub gang: Option<Gang>,
+    /// spec.schedulingGroup.podGroupName, as the PodGroup's "namespace/name"; `None` for none.
+    pub pod_group: Option<Arc<str>>,
     /// metadata.deletionTimestamp is set: PodTopologySpread does not count the pod.
     pub terminating: bool,
     /// spec.volumes of the kinds the volume filters read.

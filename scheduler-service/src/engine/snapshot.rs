@@ -132,6 +132,8 @@ pub struct PodMeta {
     pub start_time: i64,
     /// The gang's key ("namespace/name"), if the pod belongs to one.
     pub gang: Option<Arc<str>>,
+    /// Its PodGroup's key ("namespace/name"), if it names one.
+    pub pod_group: Option<Arc<str>>,
 }
 
 impl PodMeta {
@@ -142,6 +144,7 @@ impl PodMeta {
             priority: pod.priority,
             start_time: pod.start_time,
             gang: pod.gang.as_ref().map(|g| g.key.clone()),
+            pod_group: pod.pod_group.clone(),
         })
     }
 }
@@ -341,6 +344,14 @@ pub enum SnapshotError {
         /// "namespace/name".
         key: String,
     },
+    /// Two PodGroups with the same namespace and name.
+    #[error("pod_groups[{index}]: duplicate PodGroup {key:?}")]
+    DuplicatePodGroup {
+        /// Index of the second occurrence.
+        index: usize,
+        /// "namespace/name".
+        key: String,
+    },
     /// A pod in a snapshot without a node.
     #[error("pods[{index}].node_name: a snapshot holds bound pods only; node_name must be set")]
     UnboundPod {
@@ -378,6 +389,10 @@ pub struct Delta {
     pub storage: super::volumes::StorageDelta,
     /// DeviceClasses, ResourceClaims and ResourceSlices changed.
     pub devices: super::devices::DeviceDelta,
+    /// PodGroups added or replaced by namespace and name.
+    pub upsert_pod_groups: Vec<super::model::PodGroup>,
+    /// PodGroups removed, as "namespace/name" (unknown ones are ignored).
+    pub remove_pod_groups: Vec<String>,
 }
 
 /// The nodes of a snapshot grouped by the value of one label (a topology key).
@@ -485,6 +500,10 @@ pub struct Snapshot {
     device_verdicts: Arc<super::devices::SharedVerdicts>,
     /// Bound members per gang key; built on first use.
     gang_members: std::sync::OnceLock<std::collections::HashMap<Arc<str>, u32>>,
+    /// PodGroups by "namespace/name".
+    pod_groups: imbl::OrdMap<Arc<str>, Arc<super::model::PodGroup>>,
+    /// The nodes of the bound pods of each PodGroup, by its key; built on first use.
+    pod_group_nodes: std::sync::OnceLock<std::collections::HashMap<Arc<str>, Vec<Arc<str>>>>,
     /// Static predicates per node class of the pods evaluated so far, shared by the snapshots
     /// derived from one full snapshot by deltas (their classes only grow).
     static_cache: Arc<std::sync::Mutex<super::accel::class_cache::StaticCache>>,
@@ -705,6 +724,8 @@ impl Snapshot {
                 Arc::default()
             },
             gang_members: std::sync::OnceLock::new(),
+            pod_groups: self.pod_groups.clone(),
+            pod_group_nodes: std::sync::OnceLock::new(),
             static_cache: Arc::clone(&self.static_cache),
             kept: Default::default(),
             approx_bytes: self.approx_bytes,
@@ -730,6 +751,12 @@ impl Snapshot {
             }
         }
         next.insert_pdbs(delta.upsert_pdbs)?;
+        for key in &delta.remove_pod_groups {
+            if let Some(old) = next.pod_groups.remove(key.as_str()) {
+                next.approx_bytes = next.approx_bytes.saturating_sub(old.approx_bytes());
+            }
+        }
+        next.insert_pod_groups(delta.upsert_pod_groups)?;
         if !delta.storage.is_empty() {
             next.approx_bytes = next.approx_bytes.saturating_sub(next.storage.approx_bytes);
             next.storage.apply(delta.storage, false)?;
@@ -794,6 +821,46 @@ impl Snapshot {
         Ok(next)
     }
 
+    /// This snapshot seen through the nodes at `positions` (ascending indices into
+    /// [`Snapshot::nodes`]), everything else shared: what kube-scheduler's `AssumePlacement`
+    /// shows a PodGroup cycle evaluating one placement (one topology domain). Costs the chosen
+    /// nodes, not the snapshot: the rest is shared persistent maps. Bound pods on other nodes stay
+    /// known (counted as gang members, as kube's pod group state counts them) but sit on no node
+    /// of the view.
+    pub fn restrict(&self, positions: &[usize]) -> Snapshot {
+        let nodes: Vec<Arc<NodeEntry>> = positions
+            .iter()
+            .filter_map(|&i| self.nodes.get(i).map(Arc::clone))
+            .collect();
+        Snapshot {
+            nodes,
+            pods: self.pods.clone(),
+            orphans: self.orphans.clone(),
+            image_nodes: self.image_nodes.clone(),
+            classes: self.classes.clone(),
+            class_index: self.class_index.clone(),
+            image_postings: std::sync::OnceLock::new(),
+            hot: std::sync::OnceLock::new(),
+            columns: std::sync::OnceLock::new(),
+            namespaces: self.namespaces.clone(),
+            affinity_pods: self.affinity_pods.clone(),
+            pod_index: std::sync::OnceLock::new(),
+            topologies: Default::default(),
+            pdbs: self.pdbs.clone(),
+            storage: self.storage.clone(),
+            devices: self.devices.clone(),
+            device_index: std::sync::OnceLock::new(),
+            device_verdicts: Arc::clone(&self.device_verdicts),
+            gang_members: std::sync::OnceLock::new(),
+            pod_groups: self.pod_groups.clone(),
+            pod_group_nodes: std::sync::OnceLock::new(),
+            static_cache: Arc::clone(&self.static_cache),
+            kept: Default::default(),
+            approx_bytes: self.approx_bytes,
+            derived: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
     /// Takes the hot fields and their columns from `base` (the snapshot this one was applied on,
     /// with the same nodes in the same order) where `base` has built them: copied, and computed
     /// again only for the nodes whose entry changed (a batch's pods touch hundreds of nodes of
@@ -843,6 +910,56 @@ impl Snapshot {
             }
         }
         Ok(())
+    }
+
+    /// This snapshot with these PodGroups (replacing any with the same namespace and name).
+    pub fn with_pod_groups(mut self, groups: Vec<super::model::PodGroup>) -> Result<Self, SnapshotError> {
+        self.insert_pod_groups(groups)?;
+        Ok(self)
+    }
+
+    fn insert_pod_groups(&mut self, groups: Vec<super::model::PodGroup>) -> Result<(), SnapshotError> {
+        let mut seen = std::collections::HashSet::new();
+        for (index, group) in groups.into_iter().enumerate() {
+            let key: Arc<str> = Arc::from(group.key());
+            if !seen.insert(Arc::clone(&key)) {
+                return Err(SnapshotError::DuplicatePodGroup {
+                    index,
+                    key: key.to_string(),
+                });
+            }
+            self.approx_bytes += group.approx_bytes();
+            if let Some(old) = self.pod_groups.insert(key, Arc::new(group)) {
+                self.approx_bytes = self.approx_bytes.saturating_sub(old.approx_bytes());
+            }
+        }
+        Ok(())
+    }
+
+    /// The PodGroup `key` ("namespace/name").
+    pub fn pod_group(&self, key: &str) -> Option<&Arc<super::model::PodGroup>> {
+        self.pod_groups.get(key)
+    }
+
+    /// The PodGroups, ordered by namespace and name.
+    pub fn pod_groups(&self) -> impl Iterator<Item = &Arc<super::model::PodGroup>> {
+        self.pod_groups.values()
+    }
+
+    /// The nodes of the bound pods of the PodGroup `key` (kube's `ScheduledPods`), one entry per
+    /// pod.
+    pub fn pod_group_nodes(&self, key: &str) -> &[Arc<str>] {
+        let nodes = self.pod_group_nodes.get_or_init(|| {
+            let mut m: std::collections::HashMap<Arc<str>, Vec<Arc<str>>> = std::collections::HashMap::new();
+            for (_, pod) in self.pods.iter() {
+                if let Some(g) = pod.meta.as_ref().and_then(|m| m.pod_group.clone()) {
+                    m.entry(g).or_default().push(Arc::clone(&pod.node_name));
+                }
+            }
+            self.add_derived(m.values().map(|v| 48 + 16 * v.capacity()).sum());
+            m
+        });
+        nodes.get(key).map_or(&[], Vec::as_slice)
     }
 
     /// This snapshot with these storage objects (a full snapshot's; replacing any it has).

@@ -203,6 +203,18 @@ fn snapshot_error(prefix_nodes: &str, prefix_pods: &str, prefix_pdbs: &str, e: S
             format!("{prefix_pods}[{index}].node_name"),
             "a snapshot holds bound pods only; node_name must be set",
         ),
+        SnapshotError::DuplicatePodGroup { index, key } => {
+            let root = prefix_nodes.rsplit_once('.').map_or("", |(root, _)| root);
+            let list = if prefix_nodes.ends_with("upsert_nodes") {
+                "upsert_pod_groups"
+            } else {
+                "pod_groups"
+            };
+            invalid_field(
+                format!("{root}.{list}[{index}].name"),
+                format!("duplicate PodGroup {}", shown(&key)),
+            )
+        }
         SnapshotError::DuplicateStorage(d) => {
             let root = prefix_nodes.rsplit_once('.').map_or("", |(root, _)| root);
             invalid_field(
@@ -239,7 +251,10 @@ fn request_deadline<T>(req: &Request<T>) -> Deadline {
 }
 
 fn deadline_status(e: EvalError) -> Status {
-    Status::deadline_exceeded(e.to_string())
+    match e {
+        EvalError::DeadlineExceeded { .. } => Status::deadline_exceeded(e.to_string()),
+        EvalError::Snapshot(_) => Status::cancelled(e.to_string()),
+    }
 }
 
 /// Hex id of content: the 128-bit xxh3 of the bytes.
@@ -466,10 +481,12 @@ impl PlacementApi {
                     let (nodes, pods, namespaces, pdbs) = convert::snapshot("snapshot.inline", &s).map_err(invalid)?;
                     let storage = convert::storage("snapshot.inline", &s).map_err(invalid)?;
                     let devices = convert::devices("snapshot.inline", &s).map_err(invalid)?;
+                    let groups = convert::pod_groups("snapshot.inline", &s).map_err(invalid)?;
                     Snapshot::build_with_namespaces(nodes, pods, namespaces)
                         .and_then(|s| s.with_pdbs(pdbs))
                         .and_then(|s| s.with_storage(storage))
                         .and_then(|s| s.with_devices(devices))
+                        .and_then(|s| s.with_pod_groups(groups))
                         .map(Arc::new)
                         .map_err(|e| {
                             snapshot_error(
@@ -519,10 +536,12 @@ impl PlacementApi {
                     let (nodes, pods, namespaces, pdbs) = convert::snapshot("full", &full).map_err(invalid)?;
                     let storage = convert::storage("full", &full).map_err(invalid)?;
                     let devices = convert::devices("full", &full).map_err(invalid)?;
+                    let groups = convert::pod_groups("full", &full).map_err(invalid)?;
                     let s = Snapshot::build_with_namespaces(nodes, pods, namespaces)
                         .and_then(|s| s.with_pdbs(pdbs))
                         .and_then(|s| s.with_storage(storage))
                         .and_then(|s| s.with_devices(devices))
+                        .and_then(|s| s.with_pod_groups(groups))
                         .map_err(|e| snapshot_error("full.nodes", "full.pods", "full.pod_disruption_budgets", e))?;
                     Ok((id, Arc::new(s)))
                 })
@@ -703,17 +722,23 @@ impl PlacementApi {
             .inc_by((snapshot.nodes().len() * pods.len()) as u64);
         let seed = req.seed;
         let runtime = tokio::runtime::Handle::current();
-        let (decisions, pods, snapshot) = blocking(move || {
+        let (decisions, groups, pods, snapshot) = blocking(move || {
             // Extenders are called from this blocking thread, each call waiting on the runtime.
             let hook = (!extenders.is_empty()).then(|| extenders.hook(runtime, &snapshot));
-            let mut ev = Evaluator::new(&profile, &snapshot);
-            if let Some(hook) = &hook {
-                ev = ev.with_extenders(hook);
-            }
-            let d = ev.schedule(&pods, seed, deadline).map_err(deadline_status)?;
-            drop(ev);
+            let (d, groups) = if pods.iter().any(|p| p.pod_group.is_some()) {
+                let hook = hook.as_ref().map(|h| h as &dyn crate::engine::extender::ExtenderHook);
+                crate::engine::podgroup::schedule(&profile, &snapshot, hook, &pods, seed, deadline)
+                    .map_err(deadline_status)?
+            } else {
+                let mut ev = Evaluator::new(&profile, &snapshot);
+                if let Some(hook) = &hook {
+                    ev = ev.with_extenders(hook);
+                }
+                let d = ev.schedule(&pods, seed, deadline).map_err(deadline_status)?;
+                (d, Vec::new())
+            };
             drop(hook);
-            Ok((d, pods, snapshot))
+            Ok((d, groups, pods, snapshot))
         })
         .await?;
         let uids: Vec<Arc<str>> = pods.iter().map(|p| p.uid.clone()).collect();
@@ -835,7 +860,16 @@ impl PlacementApi {
             policy: policy_name.clone(),
             placements,
             assumed_snapshot_id,
-            pod_groups: Vec::new(),
+            pod_groups: groups
+                .into_iter()
+                .map(|g| proto::PodGroupResult {
+                    namespace: g.namespace.to_string(),
+                    name: g.name.to_string(),
+                    reason: g.reason.as_str().to_string(),
+                    message: g.message,
+                    domain: g.domain.unwrap_or_default(),
+                })
+                .collect(),
         })
     }
 }

@@ -457,6 +457,7 @@ fn pod_at(path: &dyn fmt::Display, p: &proto::Pod) -> Result<PodSpec, FieldError
             })
         }
     };
+    at_most(format!("{path}.scheduling_group"), &p.scheduling_group, MAX_NAME_BYTES)?;
     let mut requested_names = RequestedNames::default();
     for c in p.init_containers.iter().chain(&p.containers) {
         for name in c.requests.keys() {
@@ -500,6 +501,8 @@ fn pod_at(path: &dyn fmt::Display, p: &proto::Pod) -> Result<PodSpec, FieldError
         preemption_policy,
         start_time: p.start_time_seconds,
         gang,
+        pod_group: (!p.scheduling_group.is_empty())
+            .then(|| Arc::from(format!("{}/{}", p.namespace, p.scheduling_group))),
         terminating: p.terminating,
         volumes,
         resource_claims: super::devices::pod_claims(&format!("{path}.resource_claims"), &p.resource_claims)?,

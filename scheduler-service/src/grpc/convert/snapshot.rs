@@ -66,6 +66,12 @@ pub fn delta(path: &str, d: &proto::SnapshotDelta) -> Result<Delta, FieldError> 
             pdb,
         )?,
         remove_pdbs: d.remove_pod_disruption_budgets.clone(),
+        upsert_pod_groups: list(
+            &format!("{path}.upsert_pod_groups"),
+            &d.upsert_pod_groups,
+            super::podgroups::pod_group,
+        )?,
+        remove_pod_groups: d.remove_pod_groups.clone(),
         storage: StorageDelta {
             upsert_claims: list(
                 &format!("{path}.upsert_persistent_volume_claims"),

@@ -1,0 +1,726 @@
+//! PodGroups (`scheduling.k8s.io/v1beta1`): kube-scheduler 1.37's PodGroup cycle
+//! (`pkg/scheduler/schedule_one_podgroup.go`) with the `GenericWorkload` and
+//! `TopologyAwareWorkloadScheduling` gates on, and the plugins it runs: GangScheduling's
+//! `PlacementFeasible` (`framework/plugins/gangscheduling/gangscheduling.go`), TopologyPlacement
+//! (`framework/plugins/topologyaware/topology_placement.go`), PodGroupPodsCount
+//! (`framework/plugins/podgrouppodscount/podgroup_pods_count.go`) and NodeResourcesFit's placement
+//! score (`framework/plugins/noderesources/resource_allocation.go`, `scorePlacement`).
+//!
+//! A batch is cut into segments in order: runs of pods without a PodGroup (scheduled as any
+//! batch), and each PodGroup with every member of the batch, at its first member. A group's
+//! cycle:
+//!
+//! ```text
+//!  placements  ── one per domain of the topology key (nodes without the label take none; once a
+//!      │          member is bound, only its domain), or one of every node without a key
+//!      ▼
+//!  per placement, on the snapshot seen through its nodes (Snapshot::restrict):
+//!      members placed in order as a batch; PlacementFeasible after each:
+//!      scheduled + remaining < minCount ⇒ infeasible, stop
+//!      ▼
+//!  best feasible placement: PodGroupPodsCount (placed pods, normalized) + NodeResourcesFit
+//!  (MostAllocated over the placement's nodes with the group on them); ties: the first evaluated
+//!      ▼
+//!  members placed there, or none: kube's PodGroupInitiallyScheduled condition and messages
+//! ```
+//!
+//! kube evaluates every placement; here they are evaluated best bound first, and the walk stops
+//! once a placement that took every member scores at least the next one's bound (its score were
+//! every member placed): the same choice, up to kube's random tie-break. A placement whose free
+//! capacity cannot hold minCount's smallest members is not simulated. Segments after a group see
+//! its pods bound (the snapshot is derived by a delta, with its volume and device choices).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::extender::ExtenderHook;
+use super::framework::{Deadline, Decision, Diagnosis, EvalError, Evaluator, GangFailure};
+use super::model::{PodGroup, PodSpec, PreemptionPolicy};
+use super::policy::ScorePlugin;
+use super::profile::Profile;
+use super::resources::ResourceName;
+use super::snapshot::{Delta, Snapshot, Topology};
+
+/// `errPodGroupUnschedulable`.
+const UNSCHEDULABLE: &str = "pod group is unschedulable";
+
+/// What a group's cycle writes as its PodGroupInitiallyScheduled condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupOutcome {
+    /// The PodGroup's namespace.
+    pub namespace: Arc<str>,
+    /// The PodGroup's name.
+    pub name: Arc<str>,
+    /// The condition's reason.
+    pub reason: GroupReason,
+    /// The condition's message (empty when scheduled, as kube writes it).
+    pub message: String,
+    /// With a topology key: the domain the group took (or would have taken).
+    pub domain: Option<String>,
+}
+
+/// The reason of a PodGroupInitiallyScheduled condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupReason {
+    /// The group was placed (condition True).
+    Scheduled,
+    /// It fits no placement (condition False).
+    Unschedulable,
+    /// The cycle failed with an error (condition False).
+    SchedulerError,
+}
+
+impl GroupReason {
+    /// The condition reason's text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Scheduled => "Scheduled",
+            Self::Unschedulable => "Unschedulable",
+            Self::SchedulerError => "SchedulerError",
+        }
+    }
+}
+
+/// A batch cut at its PodGroups.
+enum Segment {
+    /// Pods without a PodGroup, by position in the batch.
+    Pods(Vec<usize>),
+    /// A PodGroup's key and its members, by position.
+    Group(Arc<str>, Vec<usize>),
+}
+
+fn segments(pods: &[PodSpec]) -> Vec<Segment> {
+    let mut out: Vec<Segment> = Vec::new();
+    let mut group_at: HashMap<Arc<str>, usize> = HashMap::new();
+    for (i, pod) in pods.iter().enumerate() {
+        match &pod.pod_group {
+            Some(key) => match group_at.get(key) {
+                Some(&s) => {
+                    if let Segment::Group(_, members) = &mut out[s] {
+                        members.push(i);
+                    }
+                }
+                None => {
+                    group_at.insert(Arc::clone(key), out.len());
+                    out.push(Segment::Group(Arc::clone(key), vec![i]));
+                }
+            },
+            None => match out.last_mut() {
+                Some(Segment::Pods(run)) => run.push(i),
+                _ => out.push(Segment::Pods(vec![i])),
+            },
+        }
+    }
+    out
+}
+
+/// Schedules a batch with PodGroup members (see the module documentation): one decision per pod,
+/// in order, and one outcome per PodGroup found in the snapshot, in the order of first members.
+pub fn schedule(
+    profile: &Profile,
+    snapshot: &Snapshot,
+    extenders: Option<&dyn ExtenderHook>,
+    pods: &[PodSpec],
+    seed: u64,
+    deadline: Deadline,
+) -> Result<(Vec<Decision>, Vec<GroupOutcome>), EvalError> {
+    let ctx = Ctx {
+        profile,
+        extenders,
+        seed,
+        deadline,
+    };
+    let segments = segments(pods);
+    let mut decisions: Vec<Option<Decision>> = (0..pods.len()).map(|_| None).collect();
+    let mut outcomes = Vec::new();
+    let mut derived: Option<Snapshot> = None;
+    let mut domains = DomainViews::default();
+    let last = segments.len().saturating_sub(1);
+    for (s, segment) in segments.iter().enumerate() {
+        let current = derived.as_ref().unwrap_or(snapshot);
+        let (members, made) = match segment {
+            Segment::Pods(run) => {
+                let batch: Vec<PodSpec> = run.iter().map(|&i| pods[i].clone()).collect();
+                let made = ctx.evaluator(current).schedule(&batch, seed, deadline)?;
+                (run, made)
+            }
+            Segment::Group(key, members) => {
+                let batch: Vec<PodSpec> = members.iter().map(|&i| pods[i].clone()).collect();
+                let (made, outcome) = group_cycle(&ctx, current, &mut domains, key, &batch)?;
+                outcomes.extend(outcome);
+                (members, made)
+            }
+        };
+        if s < last {
+            let batch: Vec<&PodSpec> = members.iter().map(|&i| &pods[i]).collect();
+            if let Some(delta) = assumed_delta(current, &batch, &made) {
+                let touched_devices = !delta.devices.is_empty();
+                let next = current.apply(delta).map_err(|e| EvalError::Snapshot(e.to_string()))?;
+                domains.forget(&batch, &made, touched_devices);
+                derived = Some(next);
+            }
+        }
+        for (&i, d) in members.iter().zip(made) {
+            decisions[i] = Some(d);
+        }
+    }
+    let decisions = decisions
+        .into_iter()
+        .map(|d| d.unwrap_or_else(|| Decision::Unschedulable(Diagnosis::default())))
+        .collect();
+    Ok((decisions, outcomes))
+}
+
+/// What every evaluation of a call shares.
+struct Ctx<'a> {
+    profile: &'a Profile,
+    extenders: Option<&'a dyn ExtenderHook>,
+    seed: u64,
+    deadline: Deadline,
+}
+
+impl<'a> Ctx<'a> {
+    fn evaluator<'s>(&self, snapshot: &'s Snapshot) -> Evaluator<'s>
+    where
+        'a: 's,
+    {
+        let ev = Evaluator::new(self.profile, snapshot);
+        match self.extenders {
+            Some(hook) => ev.with_extenders(hook),
+            None => ev,
+        }
+    }
+}
+
+/// The delta binding a segment's placed pods, with the volumes and devices chosen for them;
+/// `None` when it placed none.
+fn assumed_delta(snapshot: &Snapshot, pods: &[&PodSpec], made: &[Decision]) -> Option<Delta> {
+    let mut upsert_pods = Vec::new();
+    let mut choices = Vec::new();
+    let mut allocated = Vec::new();
+    for (pod, d) in pods.iter().zip(made) {
+        let Decision::Node {
+            node, volumes, devices, ..
+        } = d
+        else {
+            continue;
+        };
+        let mut bound = (*pod).clone();
+        bound.node_name = Some(node.clone());
+        upsert_pods.push(bound);
+        choices.extend(volumes.iter());
+        for c in devices {
+            let consumer = super::devices::Consumer {
+                api_group: String::new(),
+                resource: "pods".into(),
+                name: pod.name.clone(),
+                uid: pod.uid.to_string(),
+            };
+            allocated.push((format!("{}/{}", c.namespace, c.name), &c.allocation, consumer));
+        }
+    }
+    if upsert_pods.is_empty() {
+        return None;
+    }
+    Some(Delta {
+        upsert_pods,
+        storage: snapshot.storage().assumed(choices),
+        devices: snapshot
+            .devices()
+            .assumed(allocated.iter().map(|(k, a, c)| (k.as_str(), *a, c.clone()))),
+        ..Delta::default()
+    })
+}
+
+/// The views of one topology key's domains made so far in a batch: a domain's view stays valid
+/// until a segment places a pod on one of its nodes (views share nothing else that a placement
+/// changes, but devices: any device allocation drops them all).
+#[derive(Default)]
+struct DomainViews {
+    views: HashMap<(Arc<str>, u32), Arc<Snapshot>>,
+}
+
+impl DomainViews {
+    fn forget(&mut self, pods: &[&PodSpec], made: &[Decision], devices: bool) {
+        if devices {
+            self.views.clear();
+            return;
+        }
+        let nodes: std::collections::HashSet<&str> = pods
+            .iter()
+            .zip(made)
+            .filter_map(|(_, d)| match d {
+                Decision::Node { node, .. } => Some(node.as_str()),
+                Decision::Unschedulable(_) => None,
+            })
+            .collect();
+        if nodes.is_empty() {
+            return;
+        }
+        self.views
+            .retain(|_, view| !view.nodes().iter().any(|n| nodes.contains(n.spec.name.as_str())));
+    }
+}
+
+/// One placement of a group: a domain (or every node) and what it offers.
+struct Placement {
+    /// The domain's value; `None` for the placement of every node.
+    domain: Option<u32>,
+    /// Positions of its nodes in the snapshot.
+    nodes: Vec<usize>,
+    /// Its score were every member placed there: the walk's bound.
+    bound: i64,
+    /// Its free capacity cannot hold minCount's smallest members.
+    hopeless: bool,
+}
+
+/// How one placement went.
+struct Trial {
+    /// The members' decisions, as far as the cycle got (kube stops once minCount cannot be met).
+    made: Vec<Decision>,
+    /// Members placed.
+    placed: usize,
+    /// `None` when feasible, else the PlacementFeasible status's reasons.
+    failure: Option<String>,
+    /// NodeResourcesFit's weighted placement score (feasible ones).
+    fit: i64,
+}
+
+/// kube's `GangScheduling.PlacementFeasible`: `Ok(true)` when minCount is met, `Ok(false)` while
+/// it may still be (Wait), `Err(reason)` when it cannot be any more.
+fn placement_feasible(min_count: u32, scheduled: usize, remaining: usize) -> Result<bool, String> {
+    let min = min_count as usize;
+    if remaining + scheduled < min {
+        return Err(format!(
+            "minCount ({min}) cannot be satisfied: {scheduled} scheduled, {remaining} remaining"
+        ));
+    }
+    Ok(scheduled >= min)
+}
+
+/// The cycle of one PodGroup on `snapshot`: its members' decisions (in order) and its outcome
+/// (`None` when the PodGroup is not in the snapshot: its pods wait for it, as kube's PreEnqueue
+/// holds them).
+fn group_cycle(
+    ctx: &Ctx<'_>,
+    snapshot: &Snapshot,
+    views: &mut DomainViews,
+    key: &Arc<str>,
+    members: &[PodSpec],
+) -> Result<(Vec<Decision>, Option<GroupOutcome>), EvalError> {
+    let Some(group) = snapshot.pod_group(key).map(Arc::clone) else {
+        let name = key.split_once('/').map_or(&**key, |(_, n)| n);
+        let message = format!("waiting for pods's pod group {name:?} to appear in scheduling queue");
+        return Ok((group_failure(members.len(), key, &message), None));
+    };
+    let outcome = |reason: GroupReason, message: String, domain: Option<String>| GroupOutcome {
+        namespace: Arc::clone(&group.namespace),
+        name: Arc::clone(&group.name),
+        reason,
+        message,
+        domain,
+    };
+    // kube's validatePodGroup: one priority for the group and its pods.
+    if let Some(p) = members.iter().find(|p| p.priority != group.priority) {
+        let message = format!(
+            "all pods in a single pod group should have the same priority as the pod group's priority, got {} and {}",
+            p.priority, group.priority
+        );
+        return Ok((
+            error_decisions(members.len(), &message),
+            Some(outcome(GroupReason::SchedulerError, message, None)),
+        ));
+    }
+    let scheduled = snapshot.pod_group_nodes(key).len();
+    let topology = group.topology_key.as_ref().map(|k| snapshot.topology(k));
+    let profile = ctx.profile;
+    let placements = match placements(profile, snapshot, &group, topology.as_deref(), members) {
+        Ok(p) => p,
+        Err(message) => {
+            return Ok((
+                error_decisions(members.len(), &message),
+                Some(outcome(GroupReason::SchedulerError, message, None)),
+            ))
+        }
+    };
+    let domain_name = |p: &Placement| {
+        p.domain
+            .and_then(|d| topology.as_ref().and_then(|t| t.values.get(d as usize).cloned()))
+    };
+    let full = scheduled + members.len();
+    let mut first_failure: Option<Trial> = None;
+    let mut feasible: Vec<(Trial, usize)> = Vec::new();
+    for (i, placement) in placements.iter().enumerate() {
+        // A placement that took every member scores PodGroupPodsCount's full 100: none after
+        // it (bounded by their score with every member) can beat it.
+        let settled = feasible
+            .iter()
+            .any(|(t, _)| scheduled + t.placed == full && t.fit + 100 >= placement.bound);
+        if settled {
+            break;
+        }
+        if placement.hopeless && first_failure.is_some() {
+            continue;
+        }
+        let trial = try_placement(ctx, snapshot, views, &group, placement, members, scheduled)?;
+        if trial.failure.is_some() {
+            if first_failure.is_none() {
+                first_failure = Some(trial);
+            }
+        } else {
+            feasible.push((trial, i));
+        }
+    }
+    // PodGroupPodsCount: pods scheduled and proposed, normalized by the most of any feasible
+    // placement; the best total wins, the first evaluated on a tie.
+    let most = feasible
+        .iter()
+        .map(|(t, _)| scheduled + t.placed)
+        .max()
+        .unwrap_or(0)
+        .max(1) as i64;
+    let total = |t: &Trial| t.fit + (scheduled + t.placed) as i64 * 100 / most;
+    let mut best: Option<(Trial, usize)> = None;
+    for (t, i) in feasible {
+        if best.as_ref().is_none_or(|(b, _)| total(&t) > total(b)) {
+            best = Some((t, i));
+        }
+    }
+    if let Some((trial, i)) = best {
+        let domain = domain_name(&placements[i]);
+        let made = complete(trial.made, members.len(), UNSCHEDULABLE, key);
+        return Ok((made, Some(outcome(GroupReason::Scheduled, String::new(), domain))));
+    }
+    // No placement: kube's "0/N placements are available" with the first one's status, and what
+    // the group's PostFilter (DefaultPreemption's PodGroupPostFilter) said.
+    let first = first_failure.map(|t| (t.failure.unwrap_or_default(), t.made));
+    let (first_status, first_made) = match first {
+        Some((status, made)) => (format!(", first placement status: {status}"), made),
+        None => (String::new(), Vec::new()),
+    };
+    let cycle_message = format!(
+        "{UNSCHEDULABLE}, 0/{} placements are available{first_status}",
+        placements.len()
+    );
+    let post_filter = post_filter_message(snapshot, &group);
+    let group_message = format!("{cycle_message}, {post_filter}");
+    // Members the cycle placed before it failed: the group's message; members that failed on
+    // their own: their FitError; members it did not reach: the cycle's message.
+    let mut made: Vec<Decision> = first_made
+        .into_iter()
+        .map(|d| match d {
+            Decision::Node { .. } => {
+                Decision::Unschedulable(group_diagnosis(key, &format!("{UNSCHEDULABLE}, {group_message}")))
+            }
+            Decision::Unschedulable(mut diag) => {
+                diag.gang = Some(GangFailure {
+                    gang: Arc::clone(key),
+                    message: group_message.clone(),
+                    own: true,
+                });
+                Decision::Unschedulable(diag)
+            }
+        })
+        .collect();
+    made.extend((made.len()..members.len()).map(|_| Decision::Unschedulable(group_diagnosis(key, &cycle_message))));
+    Ok((made, Some(outcome(GroupReason::Unschedulable, group_message, None))))
+}
+
+/// Fills the decisions the cycle did not reach (a feasible placement reaches every member).
+fn complete(mut made: Vec<Decision>, n: usize, message: &str, key: &Arc<str>) -> Vec<Decision> {
+    made.extend((made.len()..n).map(|_| Decision::Unschedulable(group_diagnosis(key, message))));
+    made
+}
+
+/// A member's diagnosis carrying only its group's message.
+fn group_diagnosis(key: &Arc<str>, message: &str) -> Diagnosis {
+    Diagnosis {
+        gang: Some(GangFailure {
+            gang: Arc::clone(key),
+            message: message.to_string(),
+            own: false,
+        }),
+        ..Diagnosis::default()
+    }
+}
+
+fn group_failure(n: usize, key: &Arc<str>, message: &str) -> Vec<Decision> {
+    (0..n)
+        .map(|_| Decision::Unschedulable(group_diagnosis(key, message)))
+        .collect()
+}
+
+fn error_decisions(n: usize, message: &str) -> Vec<Decision> {
+    (0..n)
+        .map(|_| {
+            Decision::Unschedulable(Diagnosis {
+                error: Some(message.to_string()),
+                ..Diagnosis::default()
+            })
+        })
+        .collect()
+}
+
+/// What DefaultPreemption's PodGroupPostFilter says of a group no placement holds
+/// (`framework/preemption/podgrouppreemption.go`). Evicting for a group is not done: when
+/// lower-priority pods exist, the message says so instead of kube's outcome.
+fn post_filter_message(snapshot: &Snapshot, group: &PodGroup) -> String {
+    if group.preemption_policy == PreemptionPolicy::Never {
+        return "pod group preemption: not eligible due to preemptionPolicy=Never.".to_string();
+    }
+    let victims = snapshot
+        .nodes()
+        .iter()
+        .flat_map(|n| n.usage.pods.iter())
+        .any(|p| p.meta.as_ref().is_some_and(|m| m.priority < group.priority));
+    if !victims {
+        return "pod group preemption: No preemption victims found for incoming preemptor".to_string();
+    }
+    "pod group preemption: lower-priority pods exist, but placement does not evict for a pod group".to_string()
+}
+
+/// The resources NodeResourcesFit's placement score reads, with their weights, and its weight in
+/// the profile (`None` when the profile does not score with NodeResourcesFit).
+fn fit_scoring(profile: &Profile) -> Option<(i64, &[(ResourceName, i64)])> {
+    profile
+        .score_plugins
+        .iter()
+        .find(|(p, _)| *p == ScorePlugin::NodeResourcesFit)
+        .map(|(_, w)| (*w, profile.fit_resources.as_slice()))
+}
+
+/// A request of a member as the placement score reads it: cpu and memory with the scoring
+/// defaults for missing requests.
+fn scoring_request(pod: &PodSpec, name: &ResourceName) -> i64 {
+    match name {
+        ResourceName::Cpu => pod.non_zero_requests.milli_cpu,
+        ResourceName::Memory => pod.non_zero_requests.memory,
+        other => pod.requests.get(other),
+    }
+}
+
+/// NodeResourcesFit's placement score (MostAllocated over the placement's nodes) with `requests`
+/// (per fit resource) placed there.
+fn fit_score(snapshot: &Snapshot, nodes: &[usize], resources: &[(ResourceName, i64)], requests: &[i64]) -> i64 {
+    let all = snapshot.nodes();
+    let (mut score, mut weights) = (0i64, 0i64);
+    for ((name, weight), &request) in resources.iter().zip(requests) {
+        if request == 0 && matches!(name, ResourceName::Scalar(_)) {
+            continue;
+        }
+        let (mut allocatable, mut allocated) = (0i64, 0i64);
+        for &i in nodes {
+            let n = &all[i];
+            let a = n.spec.allocatable.get(name);
+            if a == 0 {
+                continue;
+            }
+            allocatable = allocatable.saturating_add(a);
+            allocated = allocated.saturating_add(match name {
+                ResourceName::Cpu => n.usage.non_zero_cpu,
+                ResourceName::Memory => n.usage.non_zero_memory,
+                other => n.usage.requested.get(other),
+            });
+        }
+        if allocatable == 0 {
+            continue;
+        }
+        let requested = allocated.saturating_add(request).min(allocatable);
+        score += requested.saturating_mul(100) / allocatable * weight;
+        weights += weight;
+    }
+    if weights == 0 {
+        0
+    } else {
+        score / weights
+    }
+}
+
+/// The group's placements (kube's TopologyPlacement), best bound first.
+fn placements(
+    profile: &Profile,
+    snapshot: &Snapshot,
+    group: &PodGroup,
+    topology: Option<&Topology>,
+    members: &[PodSpec],
+) -> Result<Vec<Placement>, String> {
+    let fit = fit_scoring(profile);
+    let requests: Vec<i64> = fit.map_or_else(Vec::new, |(_, resources)| {
+        resources
+            .iter()
+            .map(|(name, _)| members.iter().map(|p| scoring_request(p, name)).sum())
+            .collect()
+    });
+    let key = group.key();
+    let Some(topology) = topology.filter(|_| group.topology_key.is_some()) else {
+        let nodes: Vec<usize> = (0..snapshot.nodes().len()).collect();
+        return Ok(vec![Placement {
+            domain: None,
+            nodes,
+            bound: 0,
+            hopeless: false,
+        }]);
+    };
+    // Once a member is bound, the group's domain is its.
+    let mut required: Option<u32> = None;
+    for node in snapshot.pod_group_nodes(&key) {
+        let Some(i) = snapshot.position_of(node) else {
+            return Err(format!(
+                "cannot determine domain for already scheduled pods: getting node for pod of pod group {key}: node {node:?} not found"
+            ));
+        };
+        let d = topology.node_domain[i];
+        if d == Topology::NONE {
+            return Err(format!(
+                "cannot determine domain for already scheduled pods: no topology domain found for pod of pod group {key} on node {node:?}"
+            ));
+        }
+        if let Some(r) = required.filter(|&r| r != d) {
+            return Err(format!(
+                "cannot determine domain for already scheduled pods: more than 1 domain found for pod group: {}, {}",
+                topology.values[r as usize], topology.values[d as usize]
+            ));
+        }
+        required = Some(d);
+    }
+    let mut by_domain: Vec<Vec<usize>> = vec![Vec::new(); topology.values.len()];
+    for (i, &d) in topology.node_domain.iter().enumerate() {
+        if d != Topology::NONE && required.is_none_or(|r| r == d) {
+            by_domain[d as usize].push(i);
+        }
+    }
+    // The least a placement must hold: minCount's smallest members, less those bound.
+    let need = (group.min_count() as usize).saturating_sub(snapshot.pod_group_nodes(&key).len());
+    let smallest = |f: &dyn Fn(&PodSpec) -> i64| -> i64 {
+        let mut v: Vec<i64> = members.iter().map(f).collect();
+        v.sort_unstable();
+        v.iter().take(need).sum()
+    };
+    let need_cpu = smallest(&|p| p.requests.milli_cpu);
+    let need_memory = smallest(&|p| p.requests.memory);
+    let nodes = snapshot.nodes();
+    let fit_weight = fit.map_or(0, |(w, _)| w);
+    let mut out: Vec<Placement> = by_domain
+        .into_iter()
+        .enumerate()
+        .filter(|(_, n)| !n.is_empty())
+        .map(|(d, domain_nodes)| {
+            let (mut free_cpu, mut free_memory) = (0i64, 0i64);
+            for &i in &domain_nodes {
+                let n = &nodes[i];
+                free_cpu += (n.spec.allocatable.milli_cpu - n.usage.requested.milli_cpu).max(0);
+                free_memory += (n.spec.allocatable.memory - n.usage.requested.memory).max(0);
+            }
+            let bound = 100
+                + fit.map_or(0, |(_, resources)| {
+                    fit_weight * fit_score(snapshot, &domain_nodes, resources, &requests)
+                });
+            Placement {
+                domain: Some(d as u32),
+                hopeless: free_cpu < need_cpu || free_memory < need_memory,
+                nodes: domain_nodes,
+                bound,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.bound.cmp(&a.bound).then_with(|| {
+            let name = |p: &Placement| p.domain.map(|d| topology.values[d as usize].as_str());
+            name(a).cmp(&name(b))
+        })
+    });
+    Ok(out)
+}
+
+/// Runs the group on one placement (kube's `podGroupSchedulingDefaultAlgorithm` on the assumed
+/// placement).
+fn try_placement(
+    ctx: &Ctx<'_>,
+    snapshot: &Snapshot,
+    views: &mut DomainViews,
+    group: &PodGroup,
+    placement: &Placement,
+    members: &[PodSpec],
+    scheduled: usize,
+) -> Result<Trial, EvalError> {
+    let profile = ctx.profile;
+    let min = group.min_count();
+    if let Err(reason) = placement_feasible(min, scheduled, members.len()) {
+        return Ok(Trial {
+            made: Vec::new(),
+            placed: 0,
+            failure: Some(reason),
+            fit: 0,
+        });
+    }
+    let view: Arc<Snapshot>;
+    let on: &Snapshot = match placement.domain {
+        None => snapshot,
+        Some(d) => {
+            let topology_key: Arc<str> = group.topology_key.clone().unwrap_or_else(|| Arc::from(""));
+            view = Arc::clone(
+                views
+                    .views
+                    .entry((topology_key, d))
+                    .or_insert_with(|| Arc::new(snapshot.restrict(&placement.nodes))),
+            );
+            &view
+        }
+    };
+    let (mut remaining, mut placed) = (members.len(), 0usize);
+    let mut failure: Option<String> = None;
+    let made = {
+        let mut stop = |d: &Decision| {
+            remaining -= 1;
+            if matches!(d, Decision::Node { .. }) {
+                placed += 1;
+            }
+            match placement_feasible(min, scheduled + placed, remaining) {
+                Err(reason) => {
+                    failure = Some(reason);
+                    true
+                }
+                Ok(_) => false,
+            }
+        };
+        ctx.evaluator(on)
+            .schedule_group(members, ctx.seed, ctx.deadline, &mut stop)?
+    };
+    let placed = made.iter().filter(|d| matches!(d, Decision::Node { .. })).count();
+    if failure.is_none() {
+        // The pass checks each decision before the next pod: the last one is checked here.
+        let remaining = members.len() - made.len();
+        failure = placement_feasible(min, scheduled + placed, remaining).err();
+    }
+    if failure.is_none() && placed == 0 {
+        // kube: a cycle must schedule at least one pod to succeed.
+        failure = Some(UNSCHEDULABLE.to_string());
+    }
+    let fit = match (&failure, fit_scoring(profile)) {
+        (None, Some((w, resources))) => {
+            let requests: Vec<i64> = resources
+                .iter()
+                .map(|(name, _)| {
+                    members
+                        .iter()
+                        .zip(&made)
+                        .filter(|(_, d)| matches!(d, Decision::Node { .. }))
+                        .map(|(p, _)| scoring_request(p, name))
+                        .sum()
+                })
+                .collect();
+            w * fit_score(snapshot, &placement.nodes, resources, &requests)
+        }
+        _ => 0,
+    };
+    Ok(Trial {
+        made,
+        placed,
+        failure,
+        fit,
+    })
+}
+
+#[cfg(test)]
+#[path = "podgroup_tests.rs"]
+mod tests;

@@ -1,0 +1,343 @@
+//! PodGroup cycles: whole groups in one domain, kube's messages word for word (as kube-scheduler
+//! 1.37.2 wrote them for the same cluster), the domain kube's placement scores pick.
+
+use super::*;
+use crate::engine::model::{NodeSpec, PodGroup};
+use crate::engine::policy::Policy;
+use crate::engine::resources::Resources;
+
+fn node(name: &str, rack: Option<&str>, cpu: i64) -> NodeSpec {
+    let mut labels = std::collections::HashMap::new();
+    if let Some(r) = rack {
+        labels.insert("rack".to_string(), r.to_string());
+    }
+    NodeSpec {
+        name: name.into(),
+        labels,
+        allocatable: Resources {
+            milli_cpu: cpu,
+            memory: 8 << 30,
+            ..Default::default()
+        },
+        allowed_pods: 110,
+        ..Default::default()
+    }
+}
+
+fn pod(uid: &str, cpu: i64, group: Option<&str>) -> PodSpec {
+    let requests = Resources {
+        milli_cpu: cpu,
+        ..Default::default()
+    };
+    PodSpec {
+        uid: Arc::from(uid),
+        namespace: "default".into(),
+        name: uid.into(),
+        non_zero_requests: Resources {
+            memory: 200 << 20,
+            ..requests.clone()
+        },
+        requests,
+        pod_group: group.map(|g| Arc::from(format!("default/{g}"))),
+        ..Default::default()
+    }
+}
+
+fn bound(uid: &str, cpu: i64, node: &str, group: Option<&str>) -> PodSpec {
+    PodSpec {
+        node_name: Some(node.into()),
+        ..pod(uid, cpu, group)
+    }
+}
+
+fn group(name: &str, min_count: Option<u32>, key: Option<&str>) -> PodGroup {
+    PodGroup {
+        namespace: "default".into(),
+        name: name.into(),
+        uid: Arc::from(format!("uid-{name}")),
+        generation: 1,
+        min_count,
+        topology_key: key.map(Arc::from),
+        priority: 0,
+        preemption_policy: PreemptionPolicy::PreemptLowerPriority,
+        initially_scheduled: false,
+    }
+}
+
+/// Two racks of two 4-cpu nodes (the cluster the messages below were read from).
+fn racks() -> Vec<NodeSpec> {
+    vec![
+        node("n1", Some("a"), 4000),
+        node("n2", Some("a"), 4000),
+        node("n3", Some("b"), 4000),
+        node("n4", Some("b"), 4000),
+    ]
+}
+
+fn run(
+    nodes: Vec<NodeSpec>,
+    pods: Vec<PodSpec>,
+    groups: Vec<PodGroup>,
+    batch: &[PodSpec],
+) -> (Vec<Decision>, Vec<GroupOutcome>) {
+    let snap = Snapshot::build(nodes, pods)
+        .and_then(|s| s.with_pod_groups(groups))
+        .expect("snapshot");
+    let profile = Profile::new(Policy::kube_default());
+    schedule(&profile, &snap, None, batch, 7, Deadline::none()).expect("schedule")
+}
+
+fn node_of(d: &Decision) -> Option<&str> {
+    match d {
+        Decision::Node { node, .. } => Some(node),
+        Decision::Unschedulable(_) => None,
+    }
+}
+
+fn message(d: &Decision) -> String {
+    match d {
+        Decision::Node { node, .. } => panic!("placed on {node}"),
+        Decision::Unschedulable(diag) => diag.message(),
+    }
+}
+
+fn rack_of(node: &str) -> &'static str {
+    match node {
+        "n1" | "n2" => "a",
+        "n3" | "n4" => "b",
+        _ => "none",
+    }
+}
+
+#[test]
+fn a_group_no_rack_holds_is_unschedulable_with_kubes_messages() {
+    // Four 3-cpu pods, minCount 4, one rack: each rack holds two. kube-scheduler 1.37.2 wrote
+    // these messages for this cluster and group.
+    let batch: Vec<PodSpec> = (1..=4).map(|i| pod(&format!("big-{i}"), 3000, Some("big"))).collect();
+    let (d, outcomes) = run(racks(), vec![], vec![group("big", Some(4), Some("rack"))], &batch);
+    let group_message =
+        "pod group is unschedulable, 0/2 placements are available, first placement status: minCount (4) \
+                         cannot be satisfied: 2 scheduled, 1 remaining, pod group preemption: No preemption victims \
+                         found for incoming preemptor";
+    assert_eq!(
+        outcomes,
+        vec![GroupOutcome {
+            namespace: "default".into(),
+            name: "big".into(),
+            reason: GroupReason::Unschedulable,
+            message: group_message.to_string(),
+            domain: None,
+        }]
+    );
+    assert_eq!(message(&d[0]), format!("pod group is unschedulable, {group_message}"));
+    assert_eq!(message(&d[1]), format!("pod group is unschedulable, {group_message}"));
+    assert_eq!(message(&d[2]), "0/2 nodes are available: 2 Insufficient cpu.");
+    assert_eq!(
+        message(&d[3]),
+        "pod group is unschedulable, 0/2 placements are available, first placement status: minCount (4) cannot \
+         be satisfied: 2 scheduled, 1 remaining"
+    );
+    for d in &d {
+        let Decision::Unschedulable(diag) = d else {
+            unreachable!()
+        };
+        assert_eq!(diag.gang.as_ref().map(|g| &*g.gang), Some("default/big"));
+    }
+}
+
+#[test]
+fn a_group_lands_whole_in_one_rack_and_the_condition_says_scheduled() {
+    let batch: Vec<PodSpec> = (1..=2).map(|i| pod(&format!("ok-{i}"), 3000, Some("ok"))).collect();
+    let (d, outcomes) = run(racks(), vec![], vec![group("ok", Some(2), Some("rack"))], &batch);
+    let nodes: Vec<&str> = d.iter().map(|d| node_of(d).expect("placed")).collect();
+    assert_eq!(rack_of(nodes[0]), rack_of(nodes[1]), "{nodes:?}");
+    assert_ne!(nodes[0], nodes[1]);
+    assert_eq!(outcomes[0].reason, GroupReason::Scheduled);
+    assert_eq!(outcomes[0].message, "");
+    assert_eq!(outcomes[0].domain.as_deref(), Some(rack_of(nodes[0])));
+}
+
+#[test]
+fn the_fullest_rack_that_holds_the_group_is_chosen() {
+    // NodeResourcesFit's placement score is MostAllocated: rack b, half full, beats empty rack a.
+    let nodes = racks();
+    let busy = vec![bound("x", 1000, "n3", None)];
+    let batch: Vec<PodSpec> = (1..=2).map(|i| pod(&format!("g-{i}"), 1000, Some("g"))).collect();
+    let (d, outcomes) = run(nodes, busy, vec![group("g", Some(2), Some("rack"))], &batch);
+    for d in &d {
+        assert_eq!(rack_of(node_of(d).expect("placed")), "b");
+    }
+    assert_eq!(outcomes[0].domain.as_deref(), Some("b"));
+}
+
+#[test]
+fn a_group_never_spans_two_racks_even_when_the_cluster_holds_it() {
+    // Three 3-cpu pods: the cluster has room for four, no rack for more than two.
+    let batch: Vec<PodSpec> = (1..=3).map(|i| pod(&format!("s-{i}"), 3000, Some("s"))).collect();
+    let (d, outcomes) = run(racks(), vec![], vec![group("s", Some(3), Some("rack"))], &batch);
+    assert!(d.iter().all(|d| node_of(d).is_none()));
+    assert_eq!(outcomes[0].reason, GroupReason::Unschedulable);
+    // Without the constraint the same group fits.
+    let (d, outcomes) = run(racks(), vec![], vec![group("s", Some(3), None)], &batch);
+    assert!(d.iter().all(|d| node_of(d).is_some()));
+    assert_eq!(outcomes[0].reason, GroupReason::Scheduled);
+    assert_eq!(outcomes[0].domain, None);
+}
+
+#[test]
+fn a_bound_member_pins_the_group_to_its_rack() {
+    // One member already runs in rack a: the others go there, or nowhere.
+    let done = vec![bound("m-0", 3000, "n1", Some("m"))];
+    let batch = vec![pod("m-1", 3000, Some("m"))];
+    let (d, _) = run(racks(), done.clone(), vec![group("m", Some(2), Some("rack"))], &batch);
+    assert_eq!(node_of(&d[0]), Some("n2"));
+    // Rack a full: the member does not go to rack b.
+    let mut full = done;
+    full.push(bound("x", 3000, "n2", None));
+    let (d, outcomes) = run(racks(), full, vec![group("m", Some(2), Some("rack"))], &batch);
+    assert_eq!(node_of(&d[0]), None);
+    assert_eq!(outcomes[0].reason, GroupReason::Unschedulable);
+    assert!(
+        outcomes[0].message.contains("0/1 placements are available"),
+        "{}",
+        outcomes[0].message
+    );
+}
+
+#[test]
+fn a_basic_group_places_what_fits_in_one_rack() {
+    let batch: Vec<PodSpec> = (1..=3).map(|i| pod(&format!("b-{i}"), 3000, Some("b"))).collect();
+    let (d, outcomes) = run(racks(), vec![], vec![group("b", None, Some("rack"))], &batch);
+    let placed: Vec<&str> = d.iter().filter_map(node_of).collect();
+    assert_eq!(placed.len(), 2, "{d:?}");
+    assert_eq!(rack_of(placed[0]), rack_of(placed[1]));
+    assert_eq!(outcomes[0].reason, GroupReason::Scheduled);
+    // The third failed on its own, with its FitError in its rack.
+    let missing = d.iter().find(|d| node_of(d).is_none()).expect("one left");
+    assert_eq!(message(missing), "0/2 nodes are available: 2 Insufficient cpu.");
+}
+
+#[test]
+fn nodes_without_the_topology_label_take_no_group() {
+    let nodes = vec![node("free", None, 64000), node("n1", Some("a"), 4000)];
+    let batch: Vec<PodSpec> = (1..=2).map(|i| pod(&format!("g-{i}"), 3000, Some("g"))).collect();
+    let (d, outcomes) = run(nodes, vec![], vec![group("g", Some(2), Some("rack"))], &batch);
+    assert!(d.iter().all(|d| node_of(d).is_none()), "{d:?}");
+    assert!(
+        outcomes[0].message.contains("0/1 placements are available"),
+        "{}",
+        outcomes[0].message
+    );
+}
+
+#[test]
+fn pods_after_a_group_in_the_batch_see_its_placements() {
+    // The group takes rack b (fuller); the single pod after it needs 3 cpu: rack a only.
+    let busy = vec![bound("x", 1000, "n3", None)];
+    let mut batch: Vec<PodSpec> = (1..=2).map(|i| pod(&format!("g-{i}"), 3000, Some("g"))).collect();
+    batch.push(pod("solo-1", 3000, None));
+    batch.push(pod("solo-2", 3000, None));
+    batch.push(pod("solo-3", 3000, None));
+    let (d, _) = run(racks(), busy, vec![group("g", Some(2), Some("rack"))], &batch);
+    let group_nodes: Vec<&str> = d[..2].iter().map(|d| node_of(d).expect("group placed")).collect();
+    let solo: Vec<Option<&str>> = d[2..].iter().map(node_of).collect();
+    for n in solo.iter().flatten() {
+        assert!(!group_nodes.contains(n), "{n} taken twice: {d:?}");
+    }
+    assert_eq!(solo.iter().filter(|n| n.is_some()).count(), 2, "{solo:?}");
+}
+
+#[test]
+fn a_missing_pod_group_holds_its_pods() {
+    let batch = vec![pod("w-1", 1000, Some("absent"))];
+    let (d, outcomes) = run(racks(), vec![], vec![], &batch);
+    assert_eq!(
+        message(&d[0]),
+        "waiting for pods's pod group \"absent\" to appear in scheduling queue"
+    );
+    assert!(outcomes.is_empty());
+}
+
+#[test]
+fn a_pod_whose_priority_differs_from_its_groups_is_a_scheduler_error() {
+    let mut p = pod("w-1", 1000, Some("g"));
+    p.priority = 5;
+    let (d, outcomes) = run(racks(), vec![], vec![group("g", Some(1), None)], &[p]);
+    let expected =
+        "all pods in a single pod group should have the same priority as the pod group's priority, got 5 and 0";
+    assert_eq!(message(&d[0]), expected);
+    assert_eq!(outcomes[0].reason, GroupReason::SchedulerError);
+    assert_eq!(outcomes[0].message, expected);
+}
+
+#[test]
+fn preemption_policy_never_is_said_in_the_groups_message() {
+    let batch: Vec<PodSpec> = (1..=3).map(|i| pod(&format!("s-{i}"), 3000, Some("s"))).collect();
+    let mut g = group("s", Some(3), Some("rack"));
+    g.preemption_policy = PreemptionPolicy::Never;
+    let (_, outcomes) = run(racks(), vec![], vec![g], &batch);
+    assert!(
+        outcomes[0]
+            .message
+            .ends_with(", pod group preemption: not eligible due to preemptionPolicy=Never."),
+        "{}",
+        outcomes[0].message
+    );
+}
+
+#[test]
+fn the_walk_picks_what_evaluating_every_rack_picks() {
+    // 12 racks of 3 nodes with assorted usage: the pruned walk's rack is one of the racks of best
+    // total that scoring every feasible rack (kube's way) finds.
+    let mut nodes = Vec::new();
+    let mut busy = Vec::new();
+    for r in 0..12 {
+        for n in 0..3 {
+            let name = format!("r{r}-n{n}");
+            nodes.push(node(&name, Some(&format!("r{r:02}")), 8000));
+            let used = ((r * 7 + n * 3) % 9) as i64 * 700;
+            if used > 0 {
+                busy.push(bound(&format!("x-{name}"), used, &name, None));
+            }
+        }
+    }
+    let snap = Snapshot::build(nodes, busy)
+        .and_then(|s| s.with_pod_groups(vec![group("g", Some(4), Some("rack"))]))
+        .expect("snapshot");
+    let profile = Profile::new(Policy::kube_default());
+    let batch: Vec<PodSpec> = (1..=4).map(|i| pod(&format!("g-{i}"), 2500, Some("g"))).collect();
+    let ctx = Ctx {
+        profile: &profile,
+        extenders: None,
+        seed: 7,
+        deadline: Deadline::none(),
+    };
+    let g = snap.pod_group("default/g").expect("group").clone();
+    let topology = snap.topology("rack");
+    let all = placements(&profile, &snap, &g, Some(&topology), &batch).expect("placements");
+    let mut views = DomainViews::default();
+    let mut totals = Vec::new();
+    for p in &all {
+        let t = try_placement(&ctx, &snap, &mut views, &g, p, &batch, 0).expect("trial");
+        if t.failure.is_none() {
+            assert_eq!(t.fit + 100, p.bound, "a placement taking every member scores its bound");
+            totals.push((t.fit + 100, topology.values[p.domain.expect("domain") as usize].clone()));
+        }
+    }
+    let best = totals.iter().map(|(t, _)| *t).max().expect("some rack holds the group");
+    let (d, outcomes) = run_snapshot(&snap, &batch);
+    let chosen = outcomes[0].domain.clone().expect("placed");
+    assert!(
+        totals.iter().any(|(t, r)| *t == best && *r == chosen),
+        "chose {chosen}, best {best} in {totals:?}"
+    );
+    assert!(d.iter().all(|d| node_of(d).is_some_and(|n| n.starts_with(&format!(
+        "r{}-",
+        &chosen[1..].trim_start_matches('0').parse::<u32>().unwrap_or(0)
+    )))));
+}
+
+fn run_snapshot(snap: &Snapshot, batch: &[PodSpec]) -> (Vec<Decision>, Vec<GroupOutcome>) {
+    let profile = Profile::new(Policy::kube_default());
+    schedule(&profile, snap, None, batch, 7, Deadline::none()).expect("schedule")
+}
