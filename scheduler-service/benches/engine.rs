@@ -10,7 +10,8 @@
 //! of 8-replica workloads with hostname anti-affinity and zone/hostname spreading),
 //! `schedule/dra_pods` (batches of 256 pods with a ResourceClaim of 1 to 4 GPUs each, on 500 nodes
 //! with 8 GPU-like devices each), `snapshot/full_build` and `snapshot/delta_one_node`. After them it times 2,000 Rank calls one
-//! by one and prints their latency percentiles.
+//! by one and prints their latency percentiles, and places 1,000 PodGroups of 8 to 64 pods, each
+//! in one rack of 20 nodes ([`pod_group_throughput`]), printing group pods per second.
 //!
 //! `PLACEMENT_BENCH_NODES` sets the node count (pods are 30 per node). It defaults to 5,000 for
 //! `cargo bench` and to 500 in criterion's test mode (`cargo bench -- --test`, `cargo test --benches`),
@@ -580,6 +581,11 @@ fn main() {
         placement_scheduler::engine::parallel::set_threads(n).expect("set before any pass");
     }
 
+    // `PLACEMENT_BENCH_ONLY=pod_groups` runs the PodGroup throughput alone.
+    if std::env::var("PLACEMENT_BENCH_ONLY").is_ok_and(|v| v == "pod_groups") {
+        pod_group_throughput(nodes, if test_mode { 40 } else { 1000 });
+        return;
+    }
     let start = (Instant::now(), cpu_time());
     let fx = Fixture::new(nodes);
     fx.report_batch("schedule/distinct_pods batch", &fx.distinct[..BATCH]);
@@ -610,5 +616,126 @@ fn main() {
     if !has("--list") {
         rank_latency(&fx, None);
         rank_latency(&fx, Some(0));
+        pod_group_throughput(nodes, if test_mode { 40 } else { 1000 });
     }
+}
+
+/// Nodes per rack in [`pod_group_throughput`].
+const RACK_NODES: usize = 20;
+/// Groups decided per Schedule call in [`pod_group_throughput`], as a binder batches them.
+const GROUPS_PER_BATCH: usize = 4;
+
+/// PodGroups as a replica places them: `groups` gang PodGroups of 8 to 64 pods (minCount = size,
+/// topology key `rack`) on the synthetic cluster with its nodes in racks of [`RACK_NODES`], decided
+/// [`GROUPS_PER_BATCH`] groups per call, each call on the snapshot the previous calls' placements
+/// were bound in (a delta, as the service's assumed snapshot). Prints group pods per second (the
+/// deltas included), and checks what the PodGroup cycle promises: no group partly placed, none
+/// over two racks.
+fn pod_group_throughput(nodes: usize, groups: usize) {
+    let mut cluster = synth::cluster(&ClusterShape::with_nodes(nodes), SEED);
+    for (i, n) in cluster.nodes.iter_mut().enumerate() {
+        n.labels.insert("rack".into(), format!("rack-{:03}", i / RACK_NODES));
+    }
+    let mut all: Vec<proto::PodGroup> = Vec::new();
+    let mut pods: Vec<Vec<PodSpec>> = Vec::new();
+    for g in 0..groups {
+        let size = 8 + (g * 37) % 57;
+        let name = format!("job-{g}");
+        all.push(proto::PodGroup {
+            namespace: "ml".into(),
+            name: name.clone(),
+            uid: format!("pg-{g}"),
+            generation: 1,
+            gang: Some(proto::GangSchedulingPolicy { min_count: size as i32 }),
+            topology_keys: vec!["rack".into()],
+            ..Default::default()
+        });
+        let members: Vec<proto::Pod> = (0..size)
+            .map(|i| proto::Pod {
+                uid: format!("{name}-{i}"),
+                namespace: "ml".into(),
+                name: format!("{name}-{i}"),
+                scheduling_group: name.clone(),
+                containers: vec![proto::Container {
+                    requests: [
+                        ("cpu".to_string(), "500m".to_string()),
+                        ("memory".to_string(), "1Gi".to_string()),
+                    ]
+                    .into_iter()
+                    .collect(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .collect();
+        pods.push(convert_pods(&members));
+    }
+    cluster.pod_groups = all;
+    let (nodes_, bound, namespaces, pdbs) = convert::snapshot("s", &cluster).expect("valid cluster");
+    let groups_ = convert::pod_groups("s", &cluster).expect("valid groups");
+    let mut snapshot = Snapshot::build_with_namespaces(nodes_, bound, namespaces)
+        .and_then(|s| s.with_pdbs(pdbs))
+        .and_then(|s| s.with_pod_groups(groups_))
+        .expect("snapshot");
+    let rack_of: std::collections::HashMap<String, String> = cluster
+        .nodes
+        .iter()
+        .map(|n| (n.name.clone(), n.labels["rack"].clone()))
+        .collect();
+    let profile = Profile::new(Policy::kube_default());
+    let (mut placed, mut whole, mut unplaced, mut partial, mut spanning) = (0usize, 0usize, 0usize, 0usize, 0usize);
+    let total: usize = pods.iter().map(Vec::len).sum();
+    let start = Instant::now();
+    for batch in pods.chunks(GROUPS_PER_BATCH) {
+        let batch: Vec<PodSpec> = batch.iter().flatten().cloned().collect();
+        let (decisions, _) =
+            placement_scheduler::engine::podgroup::schedule(&profile, &snapshot, None, &batch, SEED, Deadline::none())
+                .expect("no deadline");
+        let mut by_group: std::collections::BTreeMap<&str, Vec<Option<&str>>> = std::collections::BTreeMap::new();
+        let mut bound = Vec::new();
+        for (p, d) in batch.iter().zip(&decisions) {
+            let node = match d {
+                Decision::Node { node, .. } => Some(node.as_str()),
+                Decision::Unschedulable(_) => None,
+            };
+            by_group
+                .entry(p.pod_group.as_deref().unwrap_or(""))
+                .or_default()
+                .push(node);
+            if let Some(n) = node {
+                let mut p = p.clone();
+                p.node_name = Some(n.to_string());
+                bound.push(p);
+            }
+        }
+        for nodes in by_group.values() {
+            let on: Vec<&str> = nodes.iter().flatten().copied().collect();
+            placed += on.len();
+            match on.len() {
+                0 => unplaced += 1,
+                n if n == nodes.len() => whole += 1,
+                _ => partial += 1,
+            }
+            let mut racks: Vec<&str> = on.iter().map(|n| rack_of[*n].as_str()).collect();
+            racks.sort_unstable();
+            racks.dedup();
+            spanning += usize::from(racks.len() > 1);
+        }
+        snapshot = snapshot
+            .apply(Delta {
+                upsert_pods: bound,
+                ..Default::default()
+            })
+            .expect("a delta of bound pods");
+    }
+    let elapsed = start.elapsed();
+    println!(
+        "pod_groups: {groups} PodGroups of 8-64 pods ({total} pods) on {nodes} nodes in {} racks of {RACK_NODES}, {GROUPS_PER_BATCH} groups per call: \
+         {placed} pods placed in {:.1} ms = {:.0} group pods/s; {whole} groups whole, {unplaced} unplaced, {partial} partly placed, {spanning} over two racks",
+        nodes.div_ceil(RACK_NODES),
+        ms(elapsed),
+        placed as f64 / elapsed.as_secs_f64(),
+    );
+    assert_eq!(partial, 0, "a PodGroup was partly placed");
+    assert_eq!(spanning, 0, "a PodGroup spans two racks");
 }

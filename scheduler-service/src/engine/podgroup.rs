@@ -331,7 +331,7 @@ fn group_cycle(
             Some(outcome(GroupReason::SchedulerError, message, None)),
         ));
     }
-    let scheduled = snapshot.pod_group_nodes(key).len();
+    let scheduled = snapshot.pod_group_bound(key);
     let topology = group.topology_key.as_ref().map(|k| snapshot.topology(k));
     let profile = ctx.profile;
     let placements = match placements(profile, snapshot, &group, topology.as_deref(), members) {
@@ -563,7 +563,7 @@ fn placements(
     };
     // Once a member is bound, the group's domain is its.
     let mut required: Option<u32> = None;
-    for node in snapshot.pod_group_nodes(&key) {
+    for node in &snapshot.pod_group_nodes(&key) {
         let Some(i) = snapshot.position_of(node) else {
             return Err(format!(
                 "cannot determine domain for already scheduled pods: getting node for pod of pod group {key}: node {node:?} not found"
@@ -590,7 +590,7 @@ fn placements(
         }
     }
     // The least a placement must hold: minCount's smallest members, less those bound.
-    let need = (group.min_count() as usize).saturating_sub(snapshot.pod_group_nodes(&key).len());
+    let need = (group.min_count() as usize).saturating_sub(snapshot.pod_group_bound(&key));
     let smallest = |f: &dyn Fn(&PodSpec) -> i64| -> i64 {
         let mut v: Vec<i64> = members.iter().map(f).collect();
         v.sort_unstable();

@@ -487,6 +487,8 @@ pub struct Snapshot {
     pod_index: std::sync::OnceLock<PodIndex>,
     /// Topologies by key; built on first use of each key.
     topologies: std::sync::Mutex<std::collections::HashMap<String, Arc<Topology>>>,
+    /// For a view of some nodes ([`Snapshot::restrict`]): the classes its nodes have, ascending.
+    class_subset: Option<Arc<[u32]>>,
     /// PodDisruptionBudgets by "namespace/name".
     pdbs: imbl::OrdMap<String, Arc<Pdb>>,
     /// PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes.
@@ -502,8 +504,8 @@ pub struct Snapshot {
     gang_members: std::sync::OnceLock<std::collections::HashMap<Arc<str>, u32>>,
     /// PodGroups by "namespace/name".
     pod_groups: imbl::OrdMap<Arc<str>, Arc<super::model::PodGroup>>,
-    /// The nodes of the bound pods of each PodGroup, by its key; built on first use.
-    pod_group_nodes: std::sync::OnceLock<std::collections::HashMap<Arc<str>, Vec<Arc<str>>>>,
+    /// The bound pods of each PodGroup (uid to node), by the group's key; kept as pods come and go.
+    pod_group_pods: imbl::HashMap<Arc<str>, imbl::OrdMap<Arc<str>, Arc<str>>>,
     /// Static predicates per node class of the pods evaluated so far, shared by the snapshots
     /// derived from one full snapshot by deltas (their classes only grow).
     static_cache: Arc<std::sync::Mutex<super::accel::class_cache::StaticCache>>,
@@ -655,6 +657,7 @@ impl Snapshot {
             if bound.affinity.is_some() {
                 snap.affinity_pods.insert(pod.uid.clone(), Arc::clone(&bound));
             }
+            snap.track_pod_group(&pod.uid, &bound, true);
             by_uid.push((pod.uid.clone(), bound));
         }
         drop(seen);
@@ -713,7 +716,13 @@ impl Snapshot {
             namespaces: self.namespaces.clone(),
             affinity_pods: self.affinity_pods.clone(),
             pod_index: std::sync::OnceLock::new(),
-            topologies: Default::default(),
+            // A topology reads node labels only: kept while no node changes.
+            topologies: std::sync::Mutex::new(if nodes_unchanged {
+                self.topologies.lock().unwrap_or_else(|e| e.into_inner()).clone()
+            } else {
+                Default::default()
+            }),
+            class_subset: None,
             pdbs: self.pdbs.clone(),
             storage: self.storage.clone(),
             devices: self.devices.clone(),
@@ -725,7 +734,7 @@ impl Snapshot {
             },
             gang_members: std::sync::OnceLock::new(),
             pod_groups: self.pod_groups.clone(),
-            pod_group_nodes: std::sync::OnceLock::new(),
+            pod_group_pods: self.pod_group_pods.clone(),
             static_cache: Arc::clone(&self.static_cache),
             kept: Default::default(),
             approx_bytes: self.approx_bytes,
@@ -833,7 +842,6 @@ impl Snapshot {
             .filter_map(|&i| self.nodes.get(i).map(Arc::clone))
             .collect();
         Snapshot {
-            nodes,
             pods: self.pods.clone(),
             orphans: self.orphans.clone(),
             image_nodes: self.image_nodes.clone(),
@@ -846,6 +854,12 @@ impl Snapshot {
             affinity_pods: self.affinity_pods.clone(),
             pod_index: std::sync::OnceLock::new(),
             topologies: Default::default(),
+            class_subset: Some({
+                let mut classes: Vec<u32> = nodes.iter().map(|n| n.class).collect();
+                classes.sort_unstable();
+                classes.dedup();
+                Arc::from(classes)
+            }),
             pdbs: self.pdbs.clone(),
             storage: self.storage.clone(),
             devices: self.devices.clone(),
@@ -853,11 +867,12 @@ impl Snapshot {
             device_verdicts: Arc::clone(&self.device_verdicts),
             gang_members: std::sync::OnceLock::new(),
             pod_groups: self.pod_groups.clone(),
-            pod_group_nodes: std::sync::OnceLock::new(),
+            pod_group_pods: self.pod_group_pods.clone(),
             static_cache: Arc::clone(&self.static_cache),
             kept: Default::default(),
             approx_bytes: self.approx_bytes,
             derived: std::sync::atomic::AtomicUsize::new(0),
+            nodes,
         }
     }
 
@@ -947,19 +962,34 @@ impl Snapshot {
     }
 
     /// The nodes of the bound pods of the PodGroup `key` (kube's `ScheduledPods`), one entry per
-    /// pod.
-    pub fn pod_group_nodes(&self, key: &str) -> &[Arc<str>] {
-        let nodes = self.pod_group_nodes.get_or_init(|| {
-            let mut m: std::collections::HashMap<Arc<str>, Vec<Arc<str>>> = std::collections::HashMap::new();
-            for (_, pod) in self.pods.iter() {
-                if let Some(g) = pod.meta.as_ref().and_then(|m| m.pod_group.clone()) {
-                    m.entry(g).or_default().push(Arc::clone(&pod.node_name));
-                }
+    /// pod, in uid order.
+    pub fn pod_group_nodes(&self, key: &str) -> Vec<Arc<str>> {
+        self.pod_group_pods
+            .get(key)
+            .map(|pods| pods.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// How many pods of the PodGroup `key` are bound.
+    pub fn pod_group_bound(&self, key: &str) -> usize {
+        self.pod_group_pods.get(key).map_or(0, imbl::OrdMap::len)
+    }
+
+    fn track_pod_group(&mut self, uid: &Arc<str>, bound: &BoundPod, add: bool) {
+        let Some(group) = bound.meta.as_ref().and_then(|m| m.pod_group.as_ref()) else {
+            return;
+        };
+        if add {
+            self.pod_group_pods
+                .entry(Arc::clone(group))
+                .or_default()
+                .insert(Arc::clone(uid), Arc::clone(&bound.node_name));
+        } else if let Some(pods) = self.pod_group_pods.get_mut(group) {
+            pods.remove(uid);
+            if pods.is_empty() {
+                self.pod_group_pods.remove(group);
             }
-            self.add_derived(m.values().map(|v| 48 + 16 * v.capacity()).sum());
-            m
-        });
-        nodes.get(key).map_or(&[], Vec::as_slice)
+        }
     }
 
     /// This snapshot with these storage objects (a full snapshot's; replacing any it has).
@@ -1055,6 +1085,12 @@ impl Snapshot {
         }
     }
 
+    /// For a view of some of a snapshot's nodes ([`Snapshot::restrict`]): the classes they have,
+    /// ascending (the class list is the whole lineage's); `None` for a whole snapshot.
+    pub fn class_subset(&self) -> Option<&[u32]> {
+        self.class_subset.as_deref()
+    }
+
     /// Node classes: nodes with equal labels (but [`NODE_UNIQUE_LABELS`]), taints and cordon
     /// share one, so static predicates are evaluated once per class. May hold classes no node
     /// uses any more.
@@ -1080,6 +1116,7 @@ impl Snapshot {
         if bound.affinity.is_some() {
             self.affinity_pods.insert(uid.clone(), Arc::clone(&bound));
         }
+        self.track_pod_group(&uid, &bound, true);
         self.pods.insert(uid, bound);
     }
 
@@ -1095,6 +1132,7 @@ impl Snapshot {
         if bound.affinity.is_some() {
             self.affinity_pods.remove(uid);
         }
+        self.track_pod_group(&Arc::from(uid), &bound, false);
         self.approx_bytes = self.approx_bytes.saturating_sub(bound.approx_bytes() + uid.len());
         match self.position(&bound.node_name) {
             Ok(i) => Arc::make_mut(&mut self.nodes[i]).usage.unbind(&bound),

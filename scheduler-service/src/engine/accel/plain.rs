@@ -940,7 +940,19 @@ impl Evaluator<'_> {
                 per_node.len += 1;
             }
         }
-        let class_part = evals.iter().map(|se| self.class_part(se)).collect();
+        // A view of a few nodes (a PodGroup's placement) reads a few classes of the lineage's.
+        let class_part = match self.snapshot.class_subset() {
+            Some(subset) => {
+                let mut part = vec![0; evals.len()];
+                for &c in subset {
+                    if let Some(se) = evals.get(c as usize) {
+                        part[c as usize] = self.class_part(se);
+                    }
+                }
+                part
+            }
+            None => evals.iter().map(|se| self.class_part(se)).collect(),
+        };
         (class_part, per_node)
     }
 
