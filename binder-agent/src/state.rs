@@ -1170,7 +1170,7 @@ mod tests {
         );
         assert_eq!(s.delta_since(v).unwrap().upsert_pod_groups.len(), 3);
         assert_eq!(
-            s.pod_group("ml", "a").and_then(|g| g.gang.clone()).map(|g| g.min_count),
+            s.pod_group("ml", "a").and_then(|g| g.gang).map(|g| g.min_count),
             Some(4)
         );
         assert_eq!(s.pod_group("batch", "a").map(|g| g.uid.as_str()), Some("u-batch-a"));
