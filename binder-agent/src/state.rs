@@ -81,7 +81,8 @@ pub struct ClusterState {
     pdbs: HashMap<String, PdbEntry>,
     /// Budgets with disruptedPods names not resolved to a pod yet.
     unresolved_pdbs: usize,
-    /// PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes.
+    /// PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers,
+    /// CSIStorageCapacities, the DRA objects and PodGroups.
     storage: HashMap<StorageKey, StorageObject>,
     /// Volume choices of decided pods not yet seen through the watches (kube-scheduler's assume
     /// caches): a volume with its claimRef set to the chosen claim, a claim with its selected
@@ -97,6 +98,8 @@ pub struct ClusterState {
     compacted: u64,
     /// Partitions the nodes are labelled with ([`ClusterState::with_partitions`]).
     partitions: u32,
+    /// Whether the API server serves scheduling.k8s.io/v1beta1 PodGroups (the watch found out).
+    pod_groups_served: bool,
 }
 
 /// Most log entries kept; a replica further behind gets a full snapshot.
@@ -312,6 +315,29 @@ impl ClusterState {
     /// The storage object with this identity.
     pub fn storage_object(&self, key: &StorageKey) -> Option<&StorageObject> {
         self.storage.get(key)
+    }
+
+    /// The PodGroup `namespace/name`, as the watch shows it.
+    pub fn pod_group(&self, namespace: &str, name: &str) -> Option<&proto::PodGroup> {
+        match self
+            .storage
+            .get(&StorageKey::PodGroup(crate::projection::pod_group_key(namespace, name)))
+        {
+            Some(StorageObject::PodGroup(g)) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// Records whether the API server serves scheduling.k8s.io/v1beta1 PodGroups.
+    pub fn set_pod_groups_served(&mut self, served: bool) {
+        self.pod_groups_served = served;
+    }
+
+    /// Whether the API server serves scheduling.k8s.io/v1beta1 PodGroups: false until the
+    /// PodGroup watch found them served, which it does before the binder is synced. Without them
+    /// no PodGroup is ever known, and a pod's `scheduling_group` names nothing the binder can see.
+    pub fn pod_groups_served(&self) -> bool {
+        self.pod_groups_served
     }
 
     /// Adds or replaces a PodDisruptionBudget, resolving its disruptedPods names to uids.
@@ -614,6 +640,8 @@ impl ClusterState {
                     (None, StorageKey::DeviceClass(k)) => delta.remove_device_classes.push(k.clone()),
                     (None, StorageKey::ResourceClaim(k)) => delta.remove_resource_claims.push(k.clone()),
                     (None, StorageKey::ResourceSlice(k)) => delta.remove_resource_slices.push(k.clone()),
+                    (Some(StorageObject::PodGroup(g)), _) => delta.upsert_pod_groups.push(g),
+                    (None, StorageKey::PodGroup(k)) => delta.remove_pod_groups.push(k.clone()),
                 },
             }
         }
@@ -1100,6 +1128,67 @@ mod tests {
         assert!(s
             .assume_storage("p2", &[binding("a", Target::VolumeName("pv-1".into()))])
             .is_empty());
+    }
+
+    #[test]
+    fn pod_groups_travel_in_full_snapshots_and_deltas_and_are_found_by_namespace_and_name() {
+        let group = |ns: &str, name: &str, min: i32| {
+            StorageObject::PodGroup(proto::PodGroup {
+                namespace: ns.into(),
+                name: name.into(),
+                uid: format!("u-{ns}-{name}"),
+                gang: Some(proto::GangSchedulingPolicy { min_count: min }),
+                ..Default::default()
+            })
+        };
+        let mut s = ClusterState::new();
+        assert!(!s.pod_groups_served(), "not served until the watch says so");
+        s.set_pod_groups_served(true);
+        assert!(s.pod_groups_served());
+        let v = s.version();
+        assert!(s.apply_storage(group("ml", "b", 2)));
+        assert!(s.apply_storage(group("ml", "a", 4)));
+        assert!(s.apply_storage(group("batch", "a", 1)));
+        assert!(
+            !s.apply_storage(group("ml", "a", 4)),
+            "an unchanged group is not a change"
+        );
+        // Sorted by namespace/name in a full snapshot.
+        let names: Vec<(String, String)> = s
+            .full()
+            .pod_groups
+            .iter()
+            .map(|g| (g.namespace.clone(), g.name.clone()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("batch".into(), "a".into()),
+                ("ml".into(), "a".into()),
+                ("ml".into(), "b".into())
+            ]
+        );
+        assert_eq!(s.delta_since(v).unwrap().upsert_pod_groups.len(), 3);
+        assert_eq!(
+            s.pod_group("ml", "a").and_then(|g| g.gang).map(|g| g.min_count),
+            Some(4)
+        );
+        assert_eq!(s.pod_group("batch", "a").map(|g| g.uid.as_str()), Some("u-batch-a"));
+        assert!(s.pod_group("ml", "c").is_none());
+        assert!(
+            s.pod_group("other", "a").is_none(),
+            "a group is found in its own namespace only"
+        );
+        // minCount changed, a group deleted: the delta carries both.
+        let v = s.version();
+        s.apply_storage(group("ml", "a", 3));
+        assert!(s.delete_storage(&StorageKey::PodGroup("ml/b".into())));
+        let d = s.delta_since(v).unwrap();
+        assert_eq!(d.upsert_pod_groups.len(), 1);
+        assert_eq!(d.upsert_pod_groups[0].gang.as_ref().map(|g| g.min_count), Some(3));
+        assert_eq!(d.remove_pod_groups, ["ml/b"]);
+        assert!(s.pod_group("ml", "b").is_none());
+        assert_eq!(s.full().pod_groups.len(), 2);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! (whose labels pod affinity namespace selectors read), every policy/v1 PodDisruptionBudget
 //! (which preemption tries not to violate), every PersistentVolumeClaim, PersistentVolume,
 //! StorageClass and CSINode (which the volume filters read), every DeviceClass, ResourceClaim and
-//! ResourceSlice (which DynamicResources reads), and every pod that is not finished.
+//! ResourceSlice (which DynamicResources reads), every PodGroup (scheduling.k8s.io/v1beta1, the
+//! groups pods name in `spec.schedulingGroup`), and every pod that is not finished.
 //!
 //! Pods come from ONE watch over all namespaces with the field selector
 //! `status.phase!=Succeeded,status.phase!=Failed`, as kube-scheduler's own pod informer. Two
@@ -30,6 +31,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::scheduling::v1beta1::PodGroup;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
 use kube::api::{ApiResource, DynamicObject, ObjectMeta};
 use kube::runtime::watcher::{self, watcher, Event};
@@ -40,8 +42,8 @@ use crate::api::ClusterApi;
 use crate::binder::{Binder, ClusterEvent};
 use crate::projection::{
     claim_info, csi_driver_info, csi_node_info, device_class_info, dynamic_storage_capacity_info, namespace_info,
-    node_info, pdb_info, pdb_key, pod_info, resource_claim_info, resource_slice_info, storage_class_info, volume_info,
-    PodInfo, StorageKey, StorageObject,
+    node_info, pdb_info, pdb_key, pod_group_info, pod_group_key, pod_info, resource_claim_info, resource_slice_info,
+    storage_class_info, volume_info, PodInfo, StorageKey, StorageObject,
 };
 
 /// kube-scheduler's pod field selector: every pod that may still use (or need) a node.
@@ -347,6 +349,18 @@ impl StorageKind for ResourceSlice {
     }
 }
 
+impl StorageKind for PodGroup {
+    fn project(&self) -> StorageObject {
+        StorageObject::PodGroup(pod_group_info(self))
+    }
+    fn deleted_key(&self) -> StorageKey {
+        StorageKey::PodGroup(pod_group_key(
+            self.metadata.namespace.as_deref().unwrap_or_default(),
+            self.metadata.name.as_deref().unwrap_or_default(),
+        ))
+    }
+}
+
 /// Whether the API server serves `resource.k8s.io/v1` (Kubernetes 1.34 and later), found by a
 /// list of at most one DeviceClass; an answer other than 404 counts as served (the watches retry
 /// with backoff).
@@ -395,6 +409,39 @@ async fn device_watches<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier<
             barrier,
         ),
     );
+}
+
+/// Whether the API server serves `scheduling.k8s.io/v1beta1` PodGroups (Kubernetes 1.37 with the
+/// `GenericWorkload` feature gate and the API version enabled), found by a list of at most one
+/// PodGroup; an answer other than 404 counts as served (the watch retries with backoff).
+pub async fn serves_pod_groups(client: &Client) -> bool {
+    let api: Api<PodGroup> = Api::all(client.clone());
+    !matches!(
+        api.list(&kube::api::ListParams::default().limit(1)).await,
+        Err(kube::Error::Api(e)) if e.code == 404
+    )
+}
+
+/// Watches PodGroups; on an API server without `scheduling.k8s.io/v1beta1` PodGroups there is
+/// nothing to track, it says so once and the initial list counts as done. Either way the binder
+/// learns whether they are served before that.
+async fn pod_group_watch<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier<A>>) {
+    let served = serves_pod_groups(&client).await;
+    barrier.binder.handle(ClusterEvent::PodGroupsServed(served));
+    if !served {
+        tracing::info!("the API server serves no scheduling.k8s.io/v1beta1 PodGroups: PodGroups are not tracked");
+        barrier.done();
+        return;
+    }
+    let groups = watcher(Api::<PodGroup>::all(client), watcher::Config::default()).default_backoff();
+    drive(
+        "podgroups",
+        groups,
+        StorageTracker::default(),
+        StorageTracker::on_event,
+        barrier,
+    )
+    .await;
 }
 
 /// The storage.k8s.io version that serves CSIStorageCapacity: v1 (Kubernetes 1.24 and later),
@@ -647,7 +694,7 @@ impl<A: ClusterApi> SyncBarrier<A> {
         if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
             tracing::info!(
                 "initial node, namespace, PodDisruptionBudget, storage (claims, volumes, classes, CSINodes, CSIDrivers, \
-                 CSIStorageCapacities), device (DeviceClasses, ResourceClaims, ResourceSlices) and pod \
+                 CSIStorageCapacities), device (DeviceClasses, ResourceClaims, ResourceSlices), PodGroup and pod \
                  lists done: binder synced"
             );
             self.binder.set_synced();
@@ -735,11 +782,11 @@ async fn storage_watches<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier
     );
 }
 
-/// Watches nodes, namespaces, PodDisruptionBudgets, storage objects and pods and feeds `binder`
-/// until `shutdown` resolves.
+/// Watches nodes, namespaces, PodDisruptionBudgets, storage objects, DRA objects, PodGroups and
+/// pods and feeds `binder` until `shutdown` resolves.
 pub async fn run<A: ClusterApi>(client: Client, binder: Binder<A>, shutdown: impl Future<Output = ()>) {
     let barrier = Arc::new(SyncBarrier {
-        remaining: AtomicUsize::new(13),
+        remaining: AtomicUsize::new(14),
         binder,
     });
     // Each group of watches is a task of its own: one task polling every watcher would nest
@@ -747,6 +794,7 @@ pub async fn run<A: ClusterApi>(client: Client, binder: Binder<A>, shutdown: imp
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(storage_watches(client.clone(), Arc::clone(&barrier)));
     tasks.spawn(device_watches(client.clone(), Arc::clone(&barrier)));
+    tasks.spawn(pod_group_watch(client.clone(), Arc::clone(&barrier)));
     let nodes = watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff();
     let namespaces = watcher(Api::<Namespace>::all(client.clone()), watcher::Config::default()).default_backoff();
     let pdbs = watcher(
@@ -926,6 +974,33 @@ mod tests {
         let (gone, done) = t.on_event(Event::InitDone);
         assert!(done);
         assert!(matches!(&gone[..], [ClusterEvent::PdbDeleted(k)] if k == "shop/cache"));
+    }
+
+    #[test]
+    fn pod_groups_are_applied_deleted_and_relists_report_the_vanished() {
+        let group = |ns: &str, name: &str, min: i32| -> PodGroup {
+            serde_json::from_value(json!({
+                "metadata": {"namespace": ns, "name": name, "uid": format!("u-{name}")},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": min}}}
+            }))
+            .unwrap()
+        };
+        let mut t = StorageTracker::default();
+        t.on_event::<PodGroup>(Event::Init);
+        let (events, _) = t.on_event(Event::InitApply(group("ml", "a", 2)));
+        assert!(matches!(&events[..],
+            [ClusterEvent::StorageApplied(StorageObject::PodGroup(g))] if g.name == "a" && g.gang.as_ref().is_some_and(|g| g.min_count == 2)));
+        t.on_event(Event::InitApply(group("ml", "b", 1)));
+        t.on_event(Event::InitApply(group("other", "a", 1)));
+        assert!(t.on_event::<PodGroup>(Event::InitDone).1);
+        let (events, _) = t.on_event(Event::Delete(group("ml", "b", 1)));
+        assert!(matches!(&events[..], [ClusterEvent::StorageDeleted(StorageKey::PodGroup(k))] if k == "ml/b"));
+        // The watch broke; meanwhile other/a was deleted.
+        t.on_event::<PodGroup>(Event::Init);
+        t.on_event(Event::InitApply(group("ml", "a", 3)));
+        let (gone, done) = t.on_event::<PodGroup>(Event::InitDone);
+        assert!(done);
+        assert!(matches!(&gone[..], [ClusterEvent::StorageDeleted(StorageKey::PodGroup(k))] if k == "other/a"));
     }
 
     #[test]

@@ -19,11 +19,12 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::scheduling::v1beta1::PodGroup;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use placement_binder::projection::{
     claim_info, csi_driver_info, csi_node_info, device_class_info, namespace_info, node_info, pdb_info, pdb_key,
-    pod_info, resource_claim_info, resource_slice_info, storage_capacity_info, storage_class_info, volume_info,
-    StorageObject,
+    pod_group_info, pod_info, resource_claim_info, resource_slice_info, storage_capacity_info, storage_class_info,
+    volume_info, StorageObject,
 };
 use placement_binder::state::ClusterState;
 use placement_scheduler::proto;
@@ -101,6 +102,10 @@ fn corpus() -> Vec<(String, Object)> {
                     let s: ResourceSlice = serde_json::from_value(value).map_err(parse_err).unwrap();
                     Object::Storage(StorageObject::ResourceSlice(resource_slice_info(&s)))
                 }
+                "PodGroup" => {
+                    let g: PodGroup = serde_json::from_value(value).map_err(parse_err).unwrap();
+                    Object::Storage(StorageObject::PodGroup(pod_group_info(&g)))
+                }
                 other => panic!("{}: kind {other:?} is not part of the contract", path.display()),
             };
             let stem = path.file_stem().unwrap_or_default().to_string_lossy().into_owned();
@@ -160,6 +165,7 @@ fn convert(corpus: &[(String, Object)]) -> (Vec<Converted>, Vec<u8>) {
                 Object::Storage(StorageObject::DeviceClass(c)) => ("placement.v1.DeviceClass", c.encode_to_vec()),
                 Object::Storage(StorageObject::ResourceClaim(c)) => ("placement.v1.ResourceClaim", c.encode_to_vec()),
                 Object::Storage(StorageObject::ResourceSlice(s)) => ("placement.v1.ResourceSlice", s.encode_to_vec()),
+                Object::Storage(StorageObject::PodGroup(g)) => ("placement.v1.PodGroup", g.encode_to_vec()),
             };
             (stem.clone(), type_name, bytes)
         })
@@ -488,4 +494,26 @@ fn the_snapshot_holds_what_the_binder_would_send() {
     );
     let web = s.pod_disruption_budgets.iter().find(|b| b.name == "web").unwrap();
     assert_eq!(web.disrupted_pod_uids, ["0b7f4e1a-9c2d-4e5f-8a6b-7c8d9e0f1a2b"]);
+    // PodGroups by namespace/name; only a True PodGroupInitiallyScheduled condition counts.
+    let groups: Vec<&str> = s.pod_groups.iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(
+        groups,
+        [
+            "allreduce",
+            "checkpoint",
+            "eval",
+            "loader",
+            "trainer",
+            "trainer-workers-0",
+            "trainer-workers-1",
+            "urgent"
+        ]
+    );
+    let scheduled: Vec<&str> = s
+        .pod_groups
+        .iter()
+        .filter(|g| g.initially_scheduled)
+        .map(|g| g.name.as_str())
+        .collect();
+    assert_eq!(scheduled, ["eval"], "allreduce's condition is False");
 }

@@ -7,7 +7,9 @@
 //! `persistentvolumeclaims` and `persistentvolumes` (with the `status` subresource), and
 //! storage.k8s.io/v1 `storageclasses`, `csinodes`, `csidrivers` and `csistoragecapacities`, and
 //! resource.k8s.io/v1 `deviceclasses`, `resourceclaims` (with the `status` subresource) and
-//! `resourceslices`, with one global, monotonically increasing resourceVersion like etcd.
+//! `resourceslices`, and scheduling.k8s.io/v1beta1 `podgroups` (with the `status` subresource;
+//! left out with [`FakeApiServerConfig::serve_pod_groups`] off, as on an API server without the
+//! Workload API), with one global, monotonically increasing resourceVersion like etcd.
 //!
 //! Supported, with the API server's semantics:
 //! - GET/LIST (label and field selectors; pages with `limit`/`continue`), WATCH (replay from an in-memory history, then live; selector transitions become
@@ -106,6 +108,8 @@ pub enum Kind {
     ResourceClaim,
     /// resource.k8s.io/v1 `resourceslices` (cluster-scoped).
     ResourceSlice,
+    /// scheduling.k8s.io/v1beta1 `podgroups` (namespaced, with the `status` subresource).
+    PodGroup,
 }
 
 /// Static description of a served resource.
@@ -280,6 +284,16 @@ const RESOURCES: &[ResourceInfo] = &[
         kind_name: "ResourceSlice",
         namespaced: false,
         subresources: &[],
+    },
+    ResourceInfo {
+        kind: Kind::PodGroup,
+        group: "scheduling.k8s.io",
+        version: "v1beta1",
+        plural: "podgroups",
+        singular: "podgroup",
+        kind_name: "PodGroup",
+        namespaced: true,
+        subresources: &["status"],
     },
 ];
 
@@ -799,6 +813,10 @@ pub struct FakeApiServerConfig {
     pub history_limit: usize,
     /// Server-side timeout of watches that do not send `timeoutSeconds`.
     pub default_watch_timeout: Duration,
+    /// Whether scheduling.k8s.io/v1beta1 `podgroups` are served (Kubernetes 1.37 with the
+    /// `GenericWorkload` gate and the API version on). Off, the group version is not discovered
+    /// and its paths answer 404, as on an API server without them.
+    pub serve_pod_groups: bool,
 }
 
 impl Default for FakeApiServerConfig {
@@ -807,6 +825,7 @@ impl Default for FakeApiServerConfig {
             bookmark_interval: Duration::from_secs(1),
             history_limit: 20_000,
             default_watch_timeout: Duration::from_secs(1800),
+            serve_pod_groups: true,
         }
     }
 }
@@ -1020,7 +1039,7 @@ enum Target {
     },
 }
 
-fn parse_target(path: &str) -> Result<Target, ApiError> {
+fn parse_target(path: &str, served: impl Fn(&ResourceInfo) -> bool) -> Result<Target, ApiError> {
     let not_found = || ApiError::new(404, "NotFound", "the server could not find the requested resource");
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group, version, rest) = match segs.as_slice() {
@@ -1035,12 +1054,12 @@ fn parse_target(path: &str) -> Result<Target, ApiError> {
     let find = |plural: &str| {
         RESOURCES
             .iter()
-            .find(|r| r.group == group && r.version == version && r.plural == plural)
+            .find(|r| r.group == group && r.version == version && r.plural == plural && served(r))
     };
     if rest.is_empty() {
         let r = RESOURCES
             .iter()
-            .find(|r| r.group == group && r.version == version)
+            .find(|r| r.group == group && r.version == version && served(r))
             .ok_or_else(not_found)?;
         return Ok(Target::Resources(r.group, r.version));
     }
@@ -1352,7 +1371,7 @@ impl Inner {
         meta.remove("deletionGracePeriodSeconds");
         meta.remove("managedFields");
         set_type_meta(kind, &mut obj);
-        if kind == Kind::ResourceClaim && origin == Origin::Http {
+        if matches!(kind, Kind::ResourceClaim | Kind::PodGroup) && origin == Origin::Http {
             // "Status must not be set by user on create."
             obj.as_object_mut().expect("object").remove("status");
         }
@@ -1460,7 +1479,8 @@ impl Inner {
             | Kind::PodDisruptionBudget
             | Kind::PersistentVolumeClaim
             | Kind::PersistentVolume
-            | Kind::ResourceClaim => {
+            | Kind::ResourceClaim
+            | Kind::PodGroup => {
                 let m = new.as_object_mut().expect("object");
                 match old.get("status") {
                     Some(s) => m.insert("status".into(), s.clone()),
@@ -2290,6 +2310,11 @@ impl Inner {
         resp
     }
 
+    /// Whether the resource is served ([`FakeApiServerConfig::serve_pod_groups`]).
+    fn serves(&self, r: &ResourceInfo) -> bool {
+        r.kind != Kind::PodGroup || self.config.serve_pod_groups
+    }
+
     fn route(self: &Arc<Self>, req: &Incoming, q: &Query, is_watch: bool) -> Result<Response, ApiError> {
         let method_not_allowed = || {
             ApiError::new(
@@ -2323,7 +2348,7 @@ impl Inner {
             };
             Ok(json_response(code, &v))
         };
-        match parse_target(&req.path)? {
+        match parse_target(&req.path, |r| self.serves(r))? {
             Target::Version => ok(
                 200,
                 json!({
@@ -2346,7 +2371,7 @@ impl Inner {
             ),
             Target::Groups => {
                 let mut groups: Vec<Value> = Vec::new();
-                for r in RESOURCES.iter().filter(|r| !r.group.is_empty()) {
+                for r in RESOURCES.iter().filter(|r| !r.group.is_empty() && self.serves(r)) {
                     let gv = json!({"groupVersion": format!("{}/{}", r.group, r.version), "version": r.version});
                     if !groups.iter().any(|g| g["name"] == r.group) {
                         groups.push(json!({"name": r.group, "versions": [gv.clone()], "preferredVersion": gv}));
@@ -2359,7 +2384,10 @@ impl Inner {
             }
             Target::Resources(group, version) => {
                 let mut resources = Vec::new();
-                for r in RESOURCES.iter().filter(|r| r.group == group && r.version == version) {
+                for r in RESOURCES
+                    .iter()
+                    .filter(|r| r.group == group && r.version == version && self.serves(r))
+                {
                     resources.push(json!({
                         "name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
                         "kind": r.kind_name,

@@ -15,7 +15,7 @@ use placement_binder::replicas::{EndpointSource, ReplicaConfig, ReplicaPool};
 use placement_binder::run::{LogFormat, RunArgs};
 use placement_binder::{Binder, BinderConfig};
 use placement_scheduler::grpc::{serve, Metrics, ServerConfig};
-use placement_tests::fake_apiserver::{matcher, FakeApiServer};
+use placement_tests::fake_apiserver::{matcher, FakeApiServer, FakeApiServerConfig};
 use placement_tests::fixtures::{self, eventually, node};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -698,8 +698,8 @@ async fn a_relist_after_a_broken_watch_frees_pods_deleted_meanwhile() {
     server.fail_next(1_000_000, matcher("GET", "/api/v1/pods"), 503);
     server.drop_watches();
     assert!(
-        server.wait_until(WAIT, |s| s.active_watches() == 12).await,
-        "only the node, namespace, PodDisruptionBudget, six storage and three device watches are back"
+        server.wait_until(WAIT, |s| s.active_watches() == 13).await,
+        "only the node, namespace, PodDisruptionBudget, six storage, three device and the PodGroup watches are back"
     );
     server.delete_pod("default", "web-0");
     server.compact();
@@ -2098,6 +2098,123 @@ async fn storage_objects_from_the_watches_reach_the_binders_state() {
     })
     .await;
     assert_eq!(running.binder.storage_snapshot().persistent_volumes.len(), 1);
+    running.stop().await;
+    let _ = stop_decisions.send(());
+}
+
+/// The binder watches PodGroups where the API server serves them: they reach its state as
+/// created, changed and deleted (found by namespace and name), and a relist after a broken watch
+/// reports the ones deleted meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_groups_from_the_watch_reach_the_binders_state() {
+    use placement_tests::fake_apiserver::Kind;
+    let server = FakeApiServer::start().await;
+    server.create_node(node("n1", "4"));
+    let group = |name: &str, min: i32| {
+        serde_json::json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min}}}})
+    };
+    server.create_raw(Kind::PodGroup, group("trainer", 4));
+    server.create_raw(Kind::PodGroup, group("eval", 2));
+    let (endpoint, stop_decisions) = decision_service().await;
+    let running = start_binder(
+        &server,
+        &endpoint,
+        Options {
+            lease: None,
+            ..Options::default()
+        },
+    );
+    let min_count =
+        |b: &Binder<KubeApi>, name: &str| b.pod_group("default", name).and_then(|g| g.gang).map(|g| g.min_count);
+    eventually(WAIT, "the PodGroup list reaches the binder", || {
+        let b = running.binder.clone();
+        async move { b.is_ready() && min_count(&b, "trainer") == Some(4) && min_count(&b, "eval") == Some(2) }
+    })
+    .await;
+    assert!(running.binder.pod_groups_served());
+    assert!(running.binder.pod_group("other", "trainer").is_none());
+    assert_eq!(running.binder.storage_snapshot().pod_groups.len(), 2);
+    // minCount changes (it is mutable), and kube-scheduler's condition is written.
+    let groups: Api<k8s_openapi::api::scheduling::v1beta1::PodGroup> = Api::default_namespaced(server.client());
+    groups
+        .patch(
+            "trainer",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}})),
+        )
+        .await
+        .unwrap();
+    groups
+        .patch_status(
+            "eval",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"status": {"conditions": [{
+                "type": "PodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled", "message": "",
+                "lastTransitionTime": "2026-11-29T00:00:00Z"}]}})),
+        )
+        .await
+        .unwrap();
+    eventually(WAIT, "the changes reach the binder", || {
+        let b = running.binder.clone();
+        async move {
+            min_count(&b, "trainer") == Some(3) && b.pod_group("default", "eval").is_some_and(|g| g.initially_scheduled)
+        }
+    })
+    .await;
+    // A group is deleted while the watches are down: the relist reports it.
+    server.drop_watches();
+    server.fail_next(
+        1_000_000,
+        matcher("GET", "/apis/scheduling.k8s.io/v1beta1/podgroups"),
+        503,
+    );
+    server.delete_raw(Kind::PodGroup, Some("default"), "eval");
+    server.compact();
+    server.clear_faults();
+    eventually(WAIT, "the deleted group leaves the binder's state", || {
+        let b = running.binder.clone();
+        async move { b.pod_group("default", "eval").is_none() }
+    })
+    .await;
+    assert_eq!(min_count(&running.binder, "trainer"), Some(3));
+    running.stop().await;
+    let _ = stop_decisions.send(());
+}
+
+/// An API server without scheduling.k8s.io/v1beta1 PodGroups: the binder finds out with one list,
+/// syncs without them and binds as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_without_pod_groups_syncs_and_binds() {
+    let server = FakeApiServer::start_with(FakeApiServerConfig {
+        serve_pod_groups: false,
+        ..FakeApiServerConfig::default()
+    })
+    .await;
+    server.create_node(node("n1", "4"));
+    server.create_pod(pod("web-0", SCHEDULER, "250m", None));
+    let (endpoint, stop_decisions) = decision_service().await;
+    let running = start_binder(
+        &server,
+        &endpoint,
+        Options {
+            lease: None,
+            ..Options::default()
+        },
+    );
+    eventually(WAIT, "the pod bound", || async {
+        server.get_pod("default", "web-0").and_then(|p| node_of(&p)).is_some()
+    })
+    .await;
+    assert!(running.binder.is_ready());
+    assert!(!running.binder.pod_groups_served());
+    assert!(running.binder.storage_snapshot().pod_groups.is_empty());
+    assert_eq!(
+        server.count_requests(&matcher("GET", "/apis/scheduling.k8s.io/v1beta1/podgroups")),
+        1,
+        "one list to find out, no watch"
+    );
     running.stop().await;
     let _ = stop_decisions.send(());
 }

@@ -1216,3 +1216,119 @@ async fn resource_claims_slices_and_classes_are_served_with_a_claim_status_subre
     assert_eq!(seen.iter().map(reservations).collect::<Vec<_>>(), [0, 0, 2, 1]);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn pod_groups_are_served_with_a_status_subresource_that_merges_conditions_by_type() {
+    use k8s_openapi::api::scheduling::v1beta1::PodGroup;
+    let server = FakeApiServer::start().await;
+    let client = server.client();
+    let groups: Api<PodGroup> = Api::namespaced(client.clone(), "ml");
+    let mut rx = spawn_watcher(Api::<PodGroup>::all(client.clone()), watcher::Config::default());
+    assert!(initial_names(&mut rx).await.is_empty());
+    // A status set on create is dropped, as the API server's create strategy drops it.
+    let group: PodGroup = serde_json::from_value(json!({"metadata": {"name": "trainer"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 4}}},
+        "status": {"conditions": [{"type": "PodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled",
+                                   "message": "", "lastTransitionTime": "2026-11-29T00:00:00Z"}]}}))
+    .unwrap();
+    let created = groups.create(&PostParams::default(), &group).await.unwrap();
+    assert!(created.status.is_none_or(|s| s.conditions.is_none()));
+    let condition = |type_: &str, status: &str| {
+        json!({"type": type_, "status": status, "reason": "Test", "message": "",
+               "lastTransitionTime": "2026-11-29T00:00:00Z"})
+    };
+    // A strategic merge patch of status merges conditions by type, as kube-scheduler's
+    // PatchPodGroupStatus relies on.
+    let patch = |conditions: serde_json::Value| Patch::Strategic(json!({"status": {"conditions": conditions}}));
+    groups
+        .patch_status(
+            "trainer",
+            &PatchParams::default(),
+            &patch(json!([condition("DisruptionTarget", "False")])),
+        )
+        .await
+        .unwrap();
+    let patched = groups
+        .patch_status(
+            "trainer",
+            &PatchParams::default(),
+            &patch(json!([condition("PodGroupInitiallyScheduled", "True")])),
+        )
+        .await
+        .unwrap();
+    let types: Vec<(String, String)> = patched
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| (c.type_, c.status))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            ("DisruptionTarget".to_string(), "False".to_string()),
+            ("PodGroupInitiallyScheduled".to_string(), "True".to_string())
+        ]
+    );
+    // The main resource keeps status: an update that drops it changes only the spec.
+    let mut current = groups.get("trainer").await.unwrap();
+    current.spec.scheduling_policy.gang =
+        Some(k8s_openapi::api::scheduling::v1beta1::GangSchedulingPolicy { min_count: 6 });
+    current.status = None;
+    let updated = groups
+        .replace("trainer", &PostParams::default(), &current)
+        .await
+        .unwrap();
+    assert_eq!(updated.spec.scheduling_policy.gang.map(|g| g.min_count), Some(6));
+    assert_eq!(updated.status.and_then(|s| s.conditions).map(|c| c.len()), Some(2));
+    groups.delete("trainer", &DeleteParams::default()).await.unwrap();
+    // The watch saw the create, each change and the deletion.
+    let mut applied = 0;
+    loop {
+        match next_event(&mut rx).await {
+            Event::Apply(_) => applied += 1,
+            Event::Delete(g) => {
+                assert_eq!(g.metadata.name.as_deref(), Some("trainer"));
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(applied, 4, "created, two status patches, one update");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_server_without_the_workload_api_answers_pod_groups_with_404_and_does_not_discover_them() {
+    use k8s_openapi::api::scheduling::v1beta1::PodGroup;
+    let server = FakeApiServer::start_with(FakeApiServerConfig {
+        serve_pod_groups: false,
+        ..FakeApiServerConfig::default()
+    })
+    .await;
+    let client = server.client();
+    let err = Api::<PodGroup>::all(client.clone())
+        .list(&ListParams::default().limit(1))
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err).0, 404);
+    let groups = client.list_api_groups().await.unwrap();
+    assert!(!groups.groups.iter().any(|g| g.name == "scheduling.k8s.io"));
+    assert!(groups.groups.iter().any(|g| g.name == "resource.k8s.io"));
+    let err = client
+        .list_api_group_resources("scheduling.k8s.io/v1beta1")
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err).0, 404);
+    // Served by default, with its status subresource.
+    let served = FakeApiServer::start().await;
+    let resources = served
+        .client()
+        .list_api_group_resources("scheduling.k8s.io/v1beta1")
+        .await
+        .unwrap();
+    let names: Vec<&str> = resources.resources.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["podgroups", "podgroups/status"]);
+    server.shutdown().await;
+    served.shutdown().await;
+}

@@ -506,3 +506,53 @@ async fn a_batch_no_replica_answers_is_backed_off_and_decided_again() {
     );
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_pod_group_change_leaves_pods_parked_on_volumes_while_a_claim_change_moves_them() {
+    use crate::projection::{StorageKey, StorageObject};
+    let replica = ScriptedReplica::default();
+    replica.script(
+        "with-volume",
+        &[Answer::Unschedulable(
+            "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind.",
+        )],
+    );
+    let h = Harness::start(&replica).await;
+    let mut p = pod("with-volume", "");
+    p.spec.volumes.push(proto::Volume {
+        name: "data".into(),
+        claim_name: "data".into(),
+        ..Default::default()
+    });
+    h.binder.handle(ClusterEvent::PodApplied(p));
+    h.until("the pod parked as unschedulable", |api| {
+        !api.of("with-volume").unschedulable.is_empty()
+    })
+    .await;
+    // A PodGroup is no volume or device: added or deleted, it lets no such pod fit.
+    h.binder
+        .handle(ClusterEvent::StorageApplied(StorageObject::PodGroup(proto::PodGroup {
+            namespace: "ns".into(),
+            name: "g".into(),
+            ..Default::default()
+        })));
+    h.binder
+        .handle(ClusterEvent::StorageDeleted(StorageKey::PodGroup("ns/g".into())));
+    tokio::time::sleep(MAX_BACKOFF * 2).await;
+    assert_eq!(
+        replica.asked("with-volume"),
+        1,
+        "still parked after the PodGroup events"
+    );
+    // A claim's change may: the pod is decided again.
+    h.binder.handle(ClusterEvent::StorageApplied(StorageObject::Claim(
+        proto::PersistentVolumeClaim {
+            namespace: "ns".into(),
+            name: "data".into(),
+            ..Default::default()
+        },
+    )));
+    h.until("the pod decided again", |_| replica.asked("with-volume") >= 2)
+        .await;
+    h.stop().await;
+}

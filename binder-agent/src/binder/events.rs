@@ -7,7 +7,7 @@ use tokio::time::Instant;
 use super::gangs::{gang_key, is_member};
 use super::{Binder, ClusterEvent};
 use crate::api::ClusterApi;
-use crate::projection::PodInfo;
+use crate::projection::{PodInfo, StorageKey, StorageObject};
 
 /// Whether any of the pod's affinity or anti-affinity terms selects namespaces by label.
 fn uses_namespace_selector(p: &proto::Pod) -> bool {
@@ -113,15 +113,19 @@ impl<A: ClusterApi> Binder<A> {
             ClusterEvent::PdbApplied(pdb) => s.state.lock().apply_pdb(pdb),
             ClusterEvent::PdbDeleted(key) => s.state.lock().delete_pdb(&key),
             ClusterEvent::StorageApplied(obj) => {
+                // A PodGroup is no volume or device: it lets no such pod fit.
+                let storage = !matches!(obj, StorageObject::PodGroup(_));
                 let changed = s.state.lock().apply_storage(obj);
-                self.storage_changed(changed, now);
+                self.storage_changed(changed && storage, now);
                 s.storage_seen.send_modify(|n| *n += 1);
             }
             ClusterEvent::StorageDeleted(key) => {
+                let storage = !matches!(key, StorageKey::PodGroup(_));
                 let changed = s.state.lock().delete_storage(&key);
-                self.storage_changed(changed, now);
+                self.storage_changed(changed && storage, now);
                 s.storage_seen.send_modify(|n| *n += 1);
             }
+            ClusterEvent::PodGroupsServed(served) => s.state.lock().set_pod_groups_served(served),
             ClusterEvent::PodDeleted { uid } => {
                 self.pod_gone(&uid, now);
                 s.storage_seen.send_modify(|n| *n += 1);

@@ -133,10 +133,14 @@ pub enum ClusterEvent {
     PdbApplied(crate::projection::PdbInfo),
     /// A PodDisruptionBudget was deleted (`namespace/name`).
     PdbDeleted(String),
-    /// A PersistentVolumeClaim, PersistentVolume, StorageClass or CSINode was added or changed.
+    /// A storage object (PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, ...), a
+    /// DRA object or a PodGroup was added or changed.
     StorageApplied(crate::projection::StorageObject),
-    /// A PersistentVolumeClaim, PersistentVolume, StorageClass or CSINode was deleted.
+    /// A storage object, a DRA object or a PodGroup was deleted.
     StorageDeleted(crate::projection::StorageKey),
+    /// Whether the API server serves scheduling.k8s.io/v1beta1 PodGroups (said once, before the
+    /// PodGroup watch's initial list counts as done).
+    PodGroupsServed(bool),
 }
 
 /// How the binder batches and binds.
@@ -371,9 +375,21 @@ impl<A: ClusterApi> Binder<A> {
     }
 
     /// The storage objects the binder knows (claims, volumes, classes, CSINodes, CSIDrivers,
-    /// capacities), as a full snapshot carries them (its other lists left empty).
+    /// capacities), the DRA objects and the PodGroups, as a full snapshot carries them (its other
+    /// lists left empty).
     pub fn storage_snapshot(&self) -> proto::Snapshot {
         self.shared.state.lock().storage_snapshot()
+    }
+
+    /// The PodGroup `namespace/name` as the watch shows it.
+    pub fn pod_group(&self, namespace: &str, name: &str) -> Option<proto::PodGroup> {
+        self.shared.state.lock().pod_group(namespace, name).cloned()
+    }
+
+    /// Whether the API server serves scheduling.k8s.io/v1beta1 PodGroups (false until the
+    /// PodGroup watch found them served; known once the binder is synced).
+    pub fn pod_groups_served(&self) -> bool {
+        self.shared.state.lock().pod_groups_served()
     }
 
     /// The PodDisruptionBudgets as the decision service gets them (disruptedPods resolved to uids).

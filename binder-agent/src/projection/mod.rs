@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 mod devices;
+mod podgroups;
 mod selectors;
 pub use devices::{
     allocation_configs, allocation_info, allocation_out, device_class_info, pod_resource_claims, resource_claim_info,
@@ -19,6 +20,7 @@ pub use devices::{
 };
 pub use placement_scheduler::labels::{ANNOTATION_PREFIX, GANG_LABEL, GANG_MIN_MEMBERS_ANNOTATION};
 use placement_scheduler::proto;
+pub use podgroups::{pod_group_info, pod_group_key, POD_GROUP_INITIALLY_SCHEDULED};
 use selectors::term;
 
 /// The owner a pod's controller reference names.
@@ -717,7 +719,8 @@ pub fn dynamic_storage_capacity_info(o: &kube::api::DynamicObject) -> proto::Csi
     storage_capacity_info(&capacity)
 }
 
-/// A storage object as the binder tracks it.
+/// A keyed object besides nodes, pods, namespaces and budgets as the binder tracks it: the
+/// storage objects the volume filters read, the DRA objects and PodGroups.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StorageObject {
     /// A PersistentVolumeClaim.
@@ -738,9 +741,12 @@ pub enum StorageObject {
     ResourceClaim(proto::ResourceClaim),
     /// A ResourceSlice.
     ResourceSlice(proto::ResourceSlice),
+    /// A PodGroup (scheduling.k8s.io/v1beta1).
+    PodGroup(proto::PodGroup),
 }
 
-/// The identity of a storage object: a claim by `namespace/name`, the others by name.
+/// The identity of a storage object: a namespaced object (claim, capacity, ResourceClaim,
+/// PodGroup) by `namespace/name`, the others by name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum StorageKey {
     /// A PersistentVolumeClaim, `namespace/name`.
@@ -761,6 +767,8 @@ pub enum StorageKey {
     ResourceClaim(String),
     /// A ResourceSlice.
     ResourceSlice(String),
+    /// A PodGroup, `namespace/name`.
+    PodGroup(String),
 }
 
 impl StorageObject {
@@ -776,6 +784,7 @@ impl StorageObject {
             Self::DeviceClass(c) => snapshot.device_classes.push(c),
             Self::ResourceClaim(c) => snapshot.resource_claims.push(c),
             Self::ResourceSlice(s) => snapshot.resource_slices.push(s),
+            Self::PodGroup(g) => snapshot.pod_groups.push(g),
         }
     }
 
@@ -791,6 +800,7 @@ impl StorageObject {
             Self::DeviceClass(c) => StorageKey::DeviceClass(c.name.clone()),
             Self::ResourceClaim(c) => StorageKey::ResourceClaim(format!("{}/{}", c.namespace, c.name)),
             Self::ResourceSlice(s) => StorageKey::ResourceSlice(s.name.clone()),
+            Self::PodGroup(g) => StorageKey::PodGroup(pod_group_key(&g.namespace, &g.name)),
         }
     }
 }

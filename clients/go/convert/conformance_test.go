@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	storagev1 "k8s.io/api/storage/v1"
 
 	placementv1 "github.com/placement/placement/clients/go/placement/v1"
@@ -112,6 +113,10 @@ func loadCorpus(t *testing.T) *corpus {
 			o := &resourcev1.ResourceSlice{}
 			obj = o
 			c.storage.ResourceSlices = append(c.storage.ResourceSlices, o)
+		case "PodGroup":
+			o := &schedulingv1beta1.PodGroup{}
+			obj = o
+			c.storage.PodGroups = append(c.storage.PodGroups, o)
 		default:
 			t.Fatalf("%s: kind %q is not part of the contract", f, head.Kind)
 		}
@@ -186,6 +191,8 @@ func TestEachObjectConvertsToTheBindersBytes(t *testing.T) {
 				msg = ResourceClaim(obj)
 			case *resourcev1.ResourceSlice:
 				msg = ResourceSlice(obj)
+			case *schedulingv1beta1.PodGroup:
+				msg = PodGroup(obj)
 			}
 			checkExpected(t, o.name, msg)
 		})

@@ -2,7 +2,8 @@
 // policy/v1 PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, storage/v1
 // StorageClasses, CSINodes, CSIDrivers and CSIStorageCapacities) into placement.v1 messages.
 // Dynamic Resource Allocation objects (resource.k8s.io/v1 DeviceClasses, ResourceClaims and
-// ResourceSlices, and a pod's spec.resourceClaims) are converted too (devices.go).
+// ResourceSlices, and a pod's spec.resourceClaims) are converted too (devices.go), and so are
+// scheduling.k8s.io/v1beta1 PodGroups (podgroups.go) and a pod's spec.schedulingGroup.
 //
 // These are the binder's conversions (binder-agent/src/model.rs) in Go: for every object of the
 // corpus in tests/conformance/corpus they give the same bytes as the binder and the Python client
@@ -23,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -275,8 +277,8 @@ func gang(meta *metav1.ObjectMeta) *placementv1.Gang {
 // nodeName, node selector and affinity, tolerations, pod (anti-)affinity, topology spread
 // constraints (or, without any, the default spreading selector of a ReplicaSet, StatefulSet or
 // ReplicationController pod), status.startTime, the gang, whether the pod is terminating
-// (metadata.deletionTimestamp set), the volumes the volume filters and ImageLocality read, and a
-// pending pod's annotations.
+// (metadata.deletionTimestamp set), the volumes the volume filters and ImageLocality read, a
+// pending pod's annotations, its resource claims and the PodGroup its spec.schedulingGroup names.
 func Pod(p *corev1.Pod) *placementv1.Pod {
 	meta, spec := &p.ObjectMeta, &p.Spec
 	out := &placementv1.Pod{
@@ -368,6 +370,9 @@ func Pod(p *corev1.Pod) *placementv1.Pod {
 	}
 	out.Volumes = volumes(meta.Name, spec.Volumes)
 	out.ResourceClaims = podResourceClaims(p)
+	if g := spec.SchedulingGroup; g != nil {
+		out.SchedulingGroup = strOr(g.PodGroupName)
+	}
 	return out
 }
 
@@ -567,7 +572,8 @@ func CSIStorageCapacity(c *storagev1.CSIStorageCapacity) *placementv1.CsiStorage
 	return out
 }
 
-// Storage is what the volume filters and DynamicResources read besides pods and nodes.
+// Storage is what the volume filters and DynamicResources read besides pods and nodes, and the
+// PodGroups.
 type Storage struct {
 	Claims               []*corev1.PersistentVolumeClaim
 	Volumes              []*corev1.PersistentVolume
@@ -579,6 +585,8 @@ type Storage struct {
 	DeviceClasses  []*resourcev1.DeviceClass
 	ResourceClaims []*resourcev1.ResourceClaim
 	ResourceSlices []*resourcev1.ResourceSlice
+	// PodGroups (scheduling.k8s.io/v1beta1), the groups pods name in spec.schedulingGroup.
+	PodGroups []*schedulingv1beta1.PodGroup
 }
 
 // Node converts a node: name, labels, taints, spec.unschedulable, status.allocatable,
@@ -648,7 +656,8 @@ func Snapshot(nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Nam
 // SnapshotWithStorage is Snapshot with the claims (sorted by namespace and name), volumes,
 // storage classes, CSINodes and CSIDrivers (each sorted by name) and CSIStorageCapacities (by
 // namespace and name) the volume filters read, and the DeviceClasses and ResourceSlices (each
-// sorted by name) and ResourceClaims (by "namespace/name") DynamicResources reads.
+// sorted by name) and ResourceClaims (by "namespace/name") DynamicResources reads, and the
+// PodGroups (by "namespace/name").
 func SnapshotWithStorage(nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Namespace, pdbs []*policyv1.PodDisruptionBudget, s Storage) *placementv1.Snapshot {
 	out := &placementv1.Snapshot{}
 	for _, c := range s.Claims {
@@ -696,6 +705,13 @@ func SnapshotWithStorage(nodes []*corev1.Node, pods []*corev1.Pod, namespaces []
 		out.ResourceSlices = append(out.ResourceSlices, ResourceSlice(sl))
 	}
 	sort.Slice(out.ResourceSlices, func(i, j int) bool { return out.ResourceSlices[i].Name < out.ResourceSlices[j].Name })
+	for _, g := range s.PodGroups {
+		out.PodGroups = append(out.PodGroups, PodGroup(g))
+	}
+	sort.Slice(out.PodGroups, func(i, j int) bool {
+		a, b := out.PodGroups[i], out.PodGroups[j]
+		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	})
 	for _, n := range nodes {
 		out.Nodes = append(out.Nodes, Node(n))
 	}

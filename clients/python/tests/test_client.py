@@ -760,3 +760,73 @@ def test_convert_pod_resource_claims_generated_names():
     # Set only for a template entry with a status entry: its claim name, or "" (no claim needed).
     assert got == [("made", True, "p-made-x"), ("unneeded", True, ""), ("waiting", False, ""), ("named", False, "")]
     assert claims[3].resource_claim_name == "c"
+
+
+def _basic_group(**spec) -> k8s.V1beta1PodGroup:
+    return k8s.V1beta1PodGroup(
+        metadata=k8s.V1ObjectMeta(name="g", namespace="ml"),
+        spec=k8s.V1beta1PodGroupSpec(
+            scheduling_policy=k8s.V1beta1PodGroupSchedulingPolicy(basic={}),
+            **spec,
+        ),
+    )
+
+
+def test_convert_a_basic_pod_group_leaves_the_rest_unset():
+    group = convert.pod_group_to_proto(_basic_group())
+    assert (group.namespace, group.name) == ("ml", "g")
+    assert not group.HasField("gang") and not group.HasField("priority") and not group.HasField("workload_ref")
+    assert group.disruption_mode == "" and not group.initially_scheduled and list(group.topology_keys) == []
+
+
+def test_convert_pod_group_disruption_mode_names_the_member_that_is_set():
+    modes = [
+        None,
+        k8s.V1beta1DisruptionMode(),
+        k8s.V1beta1DisruptionMode(single={}),
+        k8s.V1beta1DisruptionMode(all={}),
+    ]
+    # An empty member ({}) is set, though falsy in Python.
+    assert [convert.pod_group_to_proto(_basic_group(disruption_mode=m)).disruption_mode for m in modes] == [
+        "",
+        "",
+        "Single",
+        "All",
+    ]
+
+
+def test_convert_only_a_true_pod_group_initially_scheduled_condition_counts():
+    def scheduled(*conditions):
+        group = _basic_group()
+        group.status = k8s.V1beta1PodGroupStatus(
+            conditions=[
+                k8s.V1Condition(
+                    type=t,
+                    status=s,
+                    reason="R",
+                    message="",
+                    last_transition_time=datetime.datetime(2026, 11, 29, tzinfo=datetime.timezone.utc),
+                )
+                for t, s in conditions
+            ]
+        )
+        return convert.pod_group_to_proto(group).initially_scheduled
+
+    assert not scheduled()
+    assert not scheduled(("PodGroupInitiallyScheduled", "False"))
+    assert not scheduled(("PodGroupInitiallyScheduled", "Unknown"))
+    assert not scheduled(("DisruptionTarget", "True"))
+    assert scheduled(("DisruptionTarget", "False"), ("PodGroupInitiallyScheduled", "True"))
+
+
+def test_convert_pod_group_priority_zero_is_set():
+    group = convert.pod_group_to_proto(_basic_group(priority=0))
+    # The API server's resolved priority 0 is a value, as the binder sends it.
+    assert group.HasField("priority") and group.priority == 0
+
+
+def test_convert_pod_scheduling_group():
+    assert convert.pod_to_proto(_plain_pod()).scheduling_group == ""
+    assert convert.pod_to_proto(_plain_pod(scheduling_group=k8s.V1PodSchedulingGroup())).scheduling_group == ""
+    named = _plain_pod(scheduling_group=k8s.V1PodSchedulingGroup(pod_group_name="trainer"))
+    assert convert.pod_to_proto(named).scheduling_group == "trainer"

@@ -38,6 +38,7 @@ MODELS = {
     # resource.k8s.io/v1's ResourceClaim (V1ResourceClaim is core/v1's pod entry).
     "ResourceClaim": k8s.ResourceV1ResourceClaim,
     "ResourceSlice": k8s.V1ResourceSlice,
+    "PodGroup": k8s.V1beta1PodGroup,
 }
 
 
@@ -75,6 +76,7 @@ def _snapshot() -> pb.Snapshot:
         device_classes=_by_kind("DeviceClass"),
         resource_claims=_by_kind("ResourceClaim"),
         resource_slices=_by_kind("ResourceSlice"),
+        pod_groups=_by_kind("PodGroup"),
     )
 
 
@@ -103,6 +105,8 @@ def _message(kind, obj):
         return convert.resource_claim_to_proto(obj)
     if kind == "ResourceSlice":
         return convert.resource_slice_to_proto(obj)
+    if kind == "PodGroup":
+        return convert.pod_group_to_proto(obj)
     # Budgets resolve disruptedPods against the snapshot's (bound) pods, as the binder does.
     return convert.pdb_to_proto(obj, [p for p in _by_kind("Pod") if convert.is_bound(p)])
 

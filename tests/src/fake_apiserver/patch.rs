@@ -72,6 +72,11 @@ fn list_strategy(kind: Kind, path: &str) -> Option<ListStrategy> {
             "status.reservedFor" => Some(MergeKey("uid")),
             _ => None,
         },
+        Kind::PodGroup => match path {
+            "status.conditions" => Some(MergeKey("type")),
+            "spec.resourceClaims" => Some(MergeKey("name")),
+            _ => None,
+        },
         Kind::Lease
         | Kind::DeviceClass
         | Kind::ResourceSlice

@@ -8,7 +8,8 @@ is not imported: any object with the same attributes works. Missing (``None``) f
 proto defaults.
 
 DRA objects (resource.k8s.io/v1 ``V1DeviceClass``, ``ResourceV1ResourceClaim`` and
-``V1ResourceSlice``, and a pod's spec.resource_claims) are converted as well.
+``V1ResourceSlice``, and a pod's spec.resource_claims) are converted as well, and so are
+scheduling.k8s.io/v1beta1 ``V1beta1PodGroup`` objects and a pod's spec.scheduling_group.
 
 These are the same conversions as the binder's (``binder-agent/src/model.rs``): for every object
 of the corpus in ``tests/conformance/corpus`` they give byte-identical messages
@@ -44,6 +45,7 @@ __all__ = [
     "resource_claim_to_proto",
     "resource_slice_to_proto",
     "allocation_result_to_proto",
+    "pod_group_to_proto",
     "container_to_proto",
     "snapshot_from",
     "is_bound",
@@ -74,6 +76,8 @@ ANN_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"
 ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 #: The node chosen to provision a WaitForFirstConsumer claim's volume on.
 ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
+#: The PodGroup status condition kube-scheduler sets once a group's scheduling requirement was met.
+POD_GROUP_INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
 _UNSIGNED = re.compile(r"\+?[0-9]+")
 # The node features kube's nodedeclaredfeatures.InferForPodScheduling (Kubernetes 1.37) infers
 # from a pod's spec; the other registered features infer nothing for scheduling.
@@ -298,7 +302,7 @@ def pod_to_proto(pod: Any) -> pb.Pod:
     Reads metadata.{uid, namespace, name, labels, annotations, owner_references,
     deletion_timestamp}, spec.{priority, preemption_policy, containers, init_containers,
     overhead, resources.requests, node_name, node_selector, affinity, tolerations,
-    topology_spread_constraints, volumes, resource_claims} and status.{start_time,
+    topology_spread_constraints, volumes, resource_claims, scheduling_group} and status.{start_time,
     allocated_resources, resources.requests, conditions, container_statuses,
     init_container_statuses, resource_claim_statuses}. Each
     container's allocated and actuated requests come from its entry in status.container_statuses,
@@ -343,6 +347,7 @@ def pod_to_proto(pod: Any) -> pb.Pod:
         terminating=getattr(meta, "deletion_timestamp", None) is not None,
         volumes=_volumes(meta.name or "", spec),
         resource_claims=_pod_resource_claims(spec, status),
+        scheduling_group=getattr(getattr(spec, "scheduling_group", None), "pod_group_name", None) or "",
     )
     affinity = _node_affinity(spec)
     if affinity is not None:
@@ -803,6 +808,68 @@ def _pod_resource_claims(spec: Any, status: Any) -> list:
     return out
 
 
+# --- PodGroups (scheduling.k8s.io/v1beta1), as binder-agent/src/projection/podgroups.rs ---
+
+
+def _disruption_mode(m: Any) -> str:
+    """spec.disruption_mode as a name: "Single" when single is set, "All" when all is, else "".
+    (The client reads an empty ``{}`` member as an empty dict: set, though falsy.)"""
+    if m is None:
+        return ""
+    if getattr(m, "single", None) is not None:
+        return "Single"
+    if getattr(m, "all", None) is not None:
+        return "All"
+    return ""
+
+
+def pod_group_to_proto(g: Any) -> pb.PodGroup:
+    """``V1beta1PodGroup`` (scheduling.k8s.io/v1beta1) -> ``placement.v1.PodGroup``.
+
+    Reads metadata.{namespace, name, uid, generation}, spec.{scheduling_policy.gang.min_count (no
+    gang for the basic policy), scheduling_constraints.topology[].key, priority_class_name,
+    priority (unset when the API server resolved none), preemption_policy, disruption_mode
+    ("Single", "All" or ""), workload_ref, parent_composite_pod_group_name} and whether
+    status.conditions has PodGroupInitiallyScheduled with status "True".
+    """
+    meta = g.metadata
+    spec = getattr(g, "spec", None)
+    status = getattr(g, "status", None)
+    out = pb.PodGroup(
+        namespace=getattr(meta, "namespace", None) or "",
+        name=getattr(meta, "name", None) or "",
+        uid=getattr(meta, "uid", None) or "",
+        generation=getattr(meta, "generation", None) or 0,
+        topology_keys=[
+            getattr(t, "key", None) or ""
+            for t in _list(getattr(getattr(spec, "scheduling_constraints", None), "topology", None))
+        ],
+        priority_class_name=getattr(spec, "priority_class_name", None) or "",
+        preemption_policy=getattr(spec, "preemption_policy", None) or "",
+        disruption_mode=_disruption_mode(getattr(spec, "disruption_mode", None)),
+        parent_composite_pod_group_name=getattr(spec, "parent_composite_pod_group_name", None) or "",
+        initially_scheduled=any(
+            getattr(c, "type", None) == POD_GROUP_INITIALLY_SCHEDULED and getattr(c, "status", None) == "True"
+            for c in _list(getattr(status, "conditions", None))
+        ),
+    )
+    gang = getattr(getattr(spec, "scheduling_policy", None), "gang", None)
+    if gang is not None:
+        out.gang.CopyFrom(pb.GangSchedulingPolicy(min_count=getattr(gang, "min_count", None) or 0))
+    priority = getattr(spec, "priority", None)
+    if priority is not None:
+        out.priority = int(priority)
+    ref = getattr(spec, "workload_ref", None)
+    if ref is not None:
+        out.workload_ref.CopyFrom(
+            pb.WorkloadReference(
+                workload_name=getattr(ref, "workload_name", None) or "",
+                template_name=getattr(ref, "template_name", None) or "",
+            )
+        )
+    return out
+
+
 def node_to_proto(node: Any) -> pb.Node:
     """``V1Node`` -> ``placement.v1.Node``.
 
@@ -896,6 +963,7 @@ def snapshot_from(
     device_classes: Iterable[Any] = (),
     resource_claims: Iterable[Any] = (),
     resource_slices: Iterable[Any] = (),
+    pod_groups: Iterable[Any] = (),
 ) -> pb.Snapshot:
     """A full ``placement.v1.Snapshot`` from ``V1Node``, ``V1Pod``, ``V1Namespace`` and
     ``V1PodDisruptionBudget`` objects, as the binder builds it.
@@ -909,7 +977,8 @@ def snapshot_from(
     each sorted by name, and CSIStorageCapacities (``V1CSIStorageCapacity``, sorted by namespace and
     name) feed the volume filters. DeviceClasses (``V1DeviceClass``) and ResourceSlices
     (``V1ResourceSlice``), each sorted by name, and ResourceClaims (``ResourceV1ResourceClaim``,
-    sorted by "namespace/name") feed DynamicResources.
+    sorted by "namespace/name") feed DynamicResources. PodGroups (``V1beta1PodGroup``) are sorted by
+    "namespace/name".
     """
     bound = [p for p in pods if is_bound(p)]
     out_pods = sorted((pod_to_proto(p) for p in bound), key=lambda p: p.uid.encode())
@@ -937,4 +1006,7 @@ def snapshot_from(
             (resource_claim_to_proto(c) for c in resource_claims), key=lambda c: f"{c.namespace}/{c.name}".encode()
         ),
         resource_slices=sorted((resource_slice_to_proto(s) for s in resource_slices), key=lambda s: s.name.encode()),
+        pod_groups=sorted(
+            (pod_group_to_proto(g) for g in pod_groups), key=lambda g: f"{g.namespace}/{g.name}".encode()
+        ),
     )
