@@ -30,6 +30,23 @@ impl PodRef {
     }
 }
 
+/// The `PodGroupInitiallyScheduled` condition of a PodGroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodGroupCondition {
+    /// The PodGroup's namespace.
+    pub namespace: String,
+    /// The PodGroup's name.
+    pub name: String,
+    /// `status`: True when the group was scheduled.
+    pub scheduled: bool,
+    /// `reason`: `Scheduled`, `Unschedulable` or `SchedulerError`.
+    pub reason: String,
+    /// `message`.
+    pub message: String,
+    /// `observedGeneration`: the PodGroup's `metadata.generation` the cycle read.
+    pub observed_generation: i64,
+}
+
 /// A claim a volume binding is written for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ClaimRef {
@@ -169,6 +186,21 @@ pub trait ClusterApi: Send + Sync + 'static {
             "cannot unreserve claim {} for {}: not supported here",
             claim.key(),
             pod.key()
+        );
+        async move { Err(ApiError::Other(message)) }
+    }
+
+    /// Writes a PodGroup's `PodGroupInitiallyScheduled` condition as kube-scheduler's PodGroup
+    /// cycle does (`updatePodGroupCondition`): `observedGeneration` the group's generation, the
+    /// transition time kept while the status stays, nothing written when the condition is
+    /// already so; a strategic-merge patch through the `podgroups/status` subresource.
+    fn record_pod_group_condition(
+        &self,
+        condition: &PodGroupCondition,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send {
+        let message = format!(
+            "cannot write the condition of PodGroup {}/{}: not supported here",
+            condition.namespace, condition.name
         );
         async move { Err(ApiError::Other(message)) }
     }

@@ -28,6 +28,7 @@ use std::time::{Duration, SystemTime};
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimConsumerReference};
+use k8s_openapi::api::scheduling::v1beta1::PodGroup;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -37,9 +38,12 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use crate::api::{
-    preempted_message, preemption_condition_message, scheduled_message, ApiError, ClaimRef, ClusterApi, PodRef,
-    ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE,
+    preempted_message, preemption_condition_message, scheduled_message, ApiError, ClaimRef, ClusterApi,
+    PodGroupCondition, PodRef, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE,
 };
+
+/// The condition kube-scheduler's PodGroup cycle writes on a PodGroup.
+pub const POD_GROUP_INITIALLY_SCHEDULED: &str = "PodGroupInitiallyScheduled";
 
 /// The finalizer kube-scheduler puts on a claim it allocates (`resourceapi.Finalizer`).
 pub const RESOURCE_CLAIM_FINALIZER: &str = "resource.kubernetes.io/delete-protection";
@@ -131,6 +135,9 @@ pub struct KubeApi {
     config: KubeApiConfig,
     series: Mutex<Expiring<SeriesKey, Series>>,
     conditions: Mutex<Expiring<String, WrittenCondition>>,
+    /// The PodGroupInitiallyScheduled condition last written per PodGroup (`namespace/name`),
+    /// with its transition time.
+    group_conditions: Mutex<HashMap<String, (PodGroupCondition, Timestamp)>>,
 }
 
 impl std::fmt::Debug for KubeApi {
@@ -254,6 +261,7 @@ impl KubeApi {
             config,
             series: Mutex::new(Expiring::new()),
             conditions: Mutex::new(Expiring::new()),
+            group_conditions: Mutex::new(HashMap::new()),
         }
     }
 
@@ -646,6 +654,30 @@ impl ClusterApi for KubeApi {
         self.timed(claims.replace(&claim.name, &PostParams::default(), &current))
             .await
             .map_err(ApiError::from)
+    }
+
+    async fn record_pod_group_condition(&self, condition: &PodGroupCondition) -> Result<(), ApiError> {
+        let key = format!("{}/{}", condition.namespace, condition.name);
+        let transition = match self.group_conditions.lock().get(&key) {
+            Some((written, _)) if written == condition => return Ok(()),
+            Some((written, at)) if written.scheduled == condition.scheduled => *at,
+            _ => Timestamp::now(),
+        };
+        let groups: Api<PodGroup> = Api::namespaced(self.client.clone(), &condition.namespace);
+        let patch = Patch::Strategic(json!({"status": {"conditions": [{
+            "type": POD_GROUP_INITIALLY_SCHEDULED,
+            "status": if condition.scheduled { "True" } else { "False" },
+            "reason": condition.reason,
+            "message": condition.message,
+            "observedGeneration": condition.observed_generation,
+            "lastTransitionTime": transition.to_string(),
+        }]}}));
+        self.timed(groups.patch_status(&condition.name, &PatchParams::default(), &patch))
+            .await?;
+        self.group_conditions
+            .lock()
+            .insert(key, (condition.clone(), transition));
+        Ok(())
     }
 
     async fn record_scheduled(&self, pod: &PodRef, node: &str, at: SystemTime) -> Result<(), ApiError> {

@@ -307,6 +307,7 @@ pub struct BinderMetrics {
     /// looked for victims (kube-scheduler counts each run of its PostFilter the same way).
     pub preemption_attempts: Counter,
     gangs: Family<ResultLabel, Counter>,
+    pod_group_cycles: Family<ResultLabel, Counter>,
     nominations: Family<ResultLabel, Counter>,
     assumed_snapshots: Family<ResultLabel, Counter>,
     volume_prebinds: Family<ResultLabel, Counter>,
@@ -349,6 +350,7 @@ impl BinderMetrics {
             preemption_victims: Histogram::new(exponential_buckets(1.0, 2.0, 7)),
             preemption_attempts: Counter::default(),
             gangs: Family::default(),
+            pod_group_cycles: Family::default(),
             nominations: Family::default(),
             assumed_snapshots: Family::default(),
             volume_prebinds: Family::default(),
@@ -431,6 +433,12 @@ impl BinderMetrics {
             "binder_gang_decisions",
             "Gangs popped in a batch: sent whole, held for members, or given up after the timeout",
             m.gangs.clone(),
+        );
+        r.register(
+            "binder_pod_group_cycles",
+            "PodGroup scheduling cycles by outcome (the PodGroupInitiallyScheduled condition written): scheduled, \
+             unschedulable or error",
+            m.pod_group_cycles.clone(),
         );
         r.register(
             "binder_nominations",
@@ -589,6 +597,17 @@ impl BinderMetrics {
     /// Syncs of a kind (`full` or `delta`).
     pub fn syncs_total(&self, kind: &'static str) -> u64 {
         self.syncs.get_or_create(&SyncLabel { kind }).get()
+    }
+
+    /// Counts one PodGroup cycle's outcome: `Scheduled`, `Unschedulable` or `SchedulerError`
+    /// (kube's PodGroupInitiallyScheduled reasons).
+    pub fn pod_group_cycle(&self, reason: &str) {
+        let result = match reason {
+            "Scheduled" => "scheduled",
+            "Unschedulable" => "unschedulable",
+            _ => "error",
+        };
+        self.pod_group_cycles.get_or_create(&ResultLabel { result }).inc();
     }
 
     /// Counts one gang verdict: `sent`, `held` or `timed_out`.

@@ -48,7 +48,7 @@ impl Partition {
 /// that two batches could both take: decided in two partitions at once, two pods could each
 /// satisfy it without seeing the other.
 pub fn alone_reason(pod: &proto::Pod) -> Option<&'static str> {
-    if pod.gang.is_some() {
+    if pod.gang.is_some() || !pod.scheduling_group.is_empty() {
         return Some("gang");
     }
     if pod.pod_affinity.as_ref().is_some_and(|a| !a.required.is_empty()) {

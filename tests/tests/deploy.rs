@@ -719,6 +719,24 @@ fn device_pods(server: &FakeApiServer, scheduler: &str) {
     server.fail_next(1, matcher("PUT", "/resourceclaims/gpu-train-b/status"), 500);
 }
 
+/// A gang PodGroup `shop/trainers` (minCount 2) and its two pods of `scheduler`: decided in one
+/// PodGroup cycle, the group's PodGroupInitiallyScheduled condition patched.
+fn pod_group_pods(server: &FakeApiServer, scheduler: &str) {
+    use placement_tests::fake_apiserver::Kind;
+    use serde_json::json;
+    server.create_raw(
+        Kind::PodGroup,
+        json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+               "metadata": {"name": "trainers", "namespace": "shop"},
+               "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}),
+    );
+    for i in 0..2 {
+        let mut p = serde_json::to_value(pod("shop", &format!("trainer-{i}"), scheduler, "1m", None)).unwrap();
+        p["spec"]["schedulingGroup"] = json!({"podGroupName": "trainers"});
+        server.create_pod(serde_json::from_value(p).unwrap());
+    }
+}
+
 /// The `shop` ResourceClaim `name` as stored.
 fn claim(server: &FakeApiServer, name: &str) -> k8s_openapi::api::resource::v1::ResourceClaim {
     let raw = server
@@ -746,6 +764,8 @@ async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -
     storage_pods(&server, &scheduler);
     // Two pods with ResourceClaims (DynamicResources' PreBind, and its Unreserve on a failure).
     device_pods(&server, &scheduler);
+    // A PodGroup's two pods (its PodGroupInitiallyScheduled condition).
+    pod_group_pods(&server, &scheduler);
 
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
@@ -835,7 +855,7 @@ async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -
                 .iter()
                 .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
                 .count();
-            bound == 6 && failed_scheduling_events_of(&server, "huge").len() == 1
+            bound == 8 && failed_scheduling_events_of(&server, "huge").len() == 1
         }
     })
     .await;
@@ -868,6 +888,26 @@ async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -
                 .unwrap_or_default()
                 .contains(&"resource.kubernetes.io/delete-protection".to_string()));
         }
+    }
+    // The PodGroup's pods are bound together and its condition says so, as kube-scheduler's.
+    eventually(WAIT, "the PodGroup scheduled", || async {
+        server
+            .get_raw(
+                placement_tests::fake_apiserver::Kind::PodGroup,
+                Some("shop"),
+                "trainers",
+            )
+            .and_then(|g| g["status"]["conditions"].as_array().cloned())
+            .is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c["type"] == "PodGroupInitiallyScheduled" && c["status"] == "True" && c["reason"] == "Scheduled"
+                })
+            })
+    })
+    .await;
+    for i in 0..2 {
+        let p = server.get_pod("shop", &format!("trainer-{i}")).expect("the pod exists");
+        assert_eq!(p.spec.as_ref().and_then(|s| s.node_name.as_deref()), Some("n1"));
     }
     assert_eq!(
         failed_scheduling_events_of(&server, "train").len(),
@@ -992,18 +1032,9 @@ async fn binder_rbac_grants_exactly_the_calls_the_binder_makes() {
             }
         }
     }
-    // Granted ahead of the binder's use, as kube-scheduler's role grants them with
-    // GenericWorkload: the PodGroup status write (the PodGroupInitiallyScheduled condition
-    // kube-scheduler patches) and the get beside list and watch. Listed exactly, so that the
-    // binder starting to use them, or another unused grant, shows here.
-    let ahead_of_use = [
-        "ClusterRole placement-binder: \"scheduling.k8s.io\" podgroups get",
-        "ClusterRole placement-binder: \"scheduling.k8s.io\" podgroups/status patch",
-    ];
-    assert_eq!(
-        unused,
-        ahead_of_use,
-        "granted but never used by the binder (besides the PodGroup grants made ahead of use)\nused: {authorizations:#?}"
+    assert!(
+        unused.is_empty(),
+        "granted but never used by the binder: {unused:#?}\nused: {authorizations:#?}"
     );
     assert_eq!(
         authorization_only
@@ -1058,6 +1089,7 @@ async fn binder_rbac_grants_exactly_the_calls_the_binder_makes() {
         ("resource.k8s.io", "resourceclaims/status", "patch"),
         ("scheduling.k8s.io", "podgroups", "list"),
         ("scheduling.k8s.io", "podgroups", "watch"),
+        ("scheduling.k8s.io", "podgroups/status", "patch"),
         ("", "pods", "list"),
         ("", "pods", "watch"),
         ("", "pods", "delete"),

@@ -494,6 +494,7 @@ impl<A: ClusterApi> Binder<A> {
             .map(|(p, _)| (p.info.spec.uid.clone(), p))
             .collect();
         self.assume_placed(&response, &by_uid, &replica, version, !outside);
+        self.spawn_pod_group_conditions(std::mem::take(&mut response.pod_groups), tasks);
         let applied_policy = std::mem::take(&mut response.policy);
         for placement in response.placements {
             let Some(qp) = by_uid.remove(placement.pod_uid.as_str()) else {

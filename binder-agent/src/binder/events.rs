@@ -113,10 +113,22 @@ impl<A: ClusterApi> Binder<A> {
             ClusterEvent::PdbApplied(pdb) => s.state.lock().apply_pdb(pdb),
             ClusterEvent::PdbDeleted(key) => s.state.lock().delete_pdb(&key),
             ClusterEvent::StorageApplied(obj) => {
-                // A PodGroup is no volume or device: it lets no such pod fit.
-                let storage = !matches!(obj, StorageObject::PodGroup(_));
+                // A PodGroup is no volume or device: it lets no such pod fit. Its pods held for it
+                // (GangScheduling's PreEnqueue: the group added, or its minCount changed) are
+                // looked at again.
+                let group = match &obj {
+                    StorageObject::PodGroup(g) => Some(format!("{}/{}", g.namespace, g.name)),
+                    _ => None,
+                };
                 let changed = s.state.lock().apply_storage(obj);
-                self.storage_changed(changed && storage, now);
+                self.storage_changed(changed && group.is_none(), now);
+                if let Some(key) = group.filter(|_| changed) {
+                    let mut q = s.queue.lock();
+                    q.activate_where(|i| is_member(i, &key));
+                    self.update_queue_gauges(&q);
+                    drop(q);
+                    s.wake.notify_one();
+                }
                 s.storage_seen.send_modify(|n| *n += 1);
             }
             ClusterEvent::StorageDeleted(key) => {

@@ -7,6 +7,13 @@
 //! the decision service places all of them or none. A gang still short after `gang_timeout` (counted
 //! from its first member's arrival) is reported unschedulable on each member; a new member
 //! releases the held ones at once.
+//!
+//! A pod naming a PodGroup (`spec.schedulingGroup.podGroupName`, `scheduling.k8s.io/v1beta1`) is
+//! held the same way by GangScheduling's PreEnqueue (kube's
+//! `framework/plugins/gangscheduling/gangscheduling.go`): until its PodGroup is there, then until
+//! its pods number `minCount` (1 for the basic policy), with nothing written and no time limit, as
+//! kube-scheduler keeps them out of its queue; then the whole group goes in one batch, where the
+//! decision service runs kube's PodGroup cycle for it.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -45,6 +52,22 @@ impl<A: ClusterApi> Binder<A> {
         let mut keys: Vec<String> = batch.iter().filter_map(|p| gang_key(&p.info.spec)).collect();
         keys.sort();
         keys.dedup();
+        // A PodGroup's minCount, read before the queue is locked: `None` for a group whose
+        // PodGroup the watch has not shown (its pods wait for it).
+        let pod_groups: HashMap<String, Option<u32>> = {
+            let st = s.state.lock();
+            batch
+                .iter()
+                .filter(|p| p.info.spec.gang.is_none() && !p.info.spec.scheduling_group.is_empty())
+                .map(|p| {
+                    let spec = &p.info.spec;
+                    let min = st
+                        .pod_group(&spec.namespace, &spec.scheduling_group)
+                        .map(|g| g.gang.as_ref().map_or(1, |g| g.min_count.max(1) as u32));
+                    (format!("{}/{}", spec.namespace, spec.scheduling_group), min)
+                })
+                .collect()
+        };
         // Members bound or assumed, by gang (the state is read before the queue is locked, the
         // order every other path takes).
         let mut placed: HashMap<String, Vec<String>> = HashMap::new();
@@ -63,12 +86,18 @@ impl<A: ClusterApi> Binder<A> {
                 .filter(|p| is_member(&p.info, &key))
                 .map(|p| p.info.spec.uid.clone())
                 .collect();
-            let min_members = batch
-                .iter()
-                .filter(|p| in_batch.contains(&p.info.spec.uid))
-                .filter_map(|p| p.info.spec.gang.as_ref().map(|g| g.min_members))
-                .max()
-                .unwrap_or(1);
+            let pod_group = pod_groups.get(&key).copied();
+            let min_members = match pod_group {
+                Some(Some(min_count)) => min_count,
+                // No PodGroup yet: held until it comes (its watch event releases the pods).
+                Some(None) => u32::MAX,
+                None => batch
+                    .iter()
+                    .filter(|p| in_batch.contains(&p.info.spec.uid))
+                    .filter_map(|p| p.info.spec.gang.as_ref().map(|g| g.min_members))
+                    .max()
+                    .unwrap_or(1),
+            };
             let queued = q.find(|i| is_member(i, &key));
             // Gated members are not there yet: the gang waits for their gates to go.
             let waiting: Vec<String> = queued
@@ -94,7 +123,7 @@ impl<A: ClusterApi> Binder<A> {
                 .map(|(.., seen)| *seen)
                 .min()
                 .unwrap_or(now);
-            match gang_verdict(
+            let verdict = gang_verdict(
                 &key,
                 min_members,
                 in_batch.len(),
@@ -104,7 +133,14 @@ impl<A: ClusterApi> Binder<A> {
                 first_seen,
                 now,
                 s.config.gang_timeout,
-            ) {
+            );
+            let verdict = match verdict {
+                // kube-scheduler never gives up on a PodGroup's PreEnqueue: it waits, writing
+                // nothing, until the group or its pods change.
+                GangVerdict::GiveUp(_) if pod_group.is_some() => GangVerdict::Hold(now + s.config.gang_timeout),
+                v => v,
+            };
+            match verdict {
                 GangVerdict::Send(pull) => {
                     s.metrics.gang("sent");
                     batch.extend(pull.iter().filter_map(|uid| q.take(uid)));
@@ -135,9 +171,53 @@ impl<A: ClusterApi> Binder<A> {
     }
 }
 
-/// `namespace/name` of the pod's gang, if it declares one.
+impl<A: ClusterApi> Binder<A> {
+    /// Writes each decided PodGroup's `PodGroupInitiallyScheduled` condition (kube's
+    /// `updatePodGroupCondition`): not for a group gone meanwhile, and a True condition is not
+    /// turned False by a later cycle for the group's extra pods.
+    pub(super) fn spawn_pod_group_conditions(&self, results: Vec<proto::PodGroupResult>, tasks: &mut JoinSet<()>) {
+        let s = &self.shared;
+        for r in results {
+            s.metrics.pod_group_cycle(&r.reason);
+            let scheduled = r.reason == "Scheduled";
+            let generation = {
+                let st = s.state.lock();
+                match st.pod_group(&r.namespace, &r.name) {
+                    None => continue,
+                    Some(g) if g.initially_scheduled && !scheduled => continue,
+                    Some(g) => g.generation,
+                }
+            };
+            let condition = crate::api::PodGroupCondition {
+                namespace: r.namespace,
+                name: r.name,
+                scheduled,
+                reason: r.reason,
+                message: r.message,
+                observed_generation: generation,
+            };
+            let this = self.clone();
+            tasks.spawn(async move {
+                if !*this.shared.leader.borrow() {
+                    return;
+                }
+                if let Err(e) = this.shared.api.record_pod_group_condition(&condition).await {
+                    tracing::warn!(pod_group = %format!("{}/{}", condition.namespace, condition.name), error = %e,
+                        "failed to update the PodGroup's PodGroupInitiallyScheduled condition");
+                }
+            });
+        }
+    }
+}
+
+/// `namespace/name` of the pod's gang, if it declares one: placement's gang label, else the
+/// PodGroup it names.
 pub(super) fn gang_key(pod: &proto::Pod) -> Option<String> {
-    pod.gang.as_ref().map(|g| format!("{}/{}", pod.namespace, g.name))
+    match &pod.gang {
+        Some(g) => Some(format!("{}/{}", pod.namespace, g.name)),
+        None if !pod.scheduling_group.is_empty() => Some(format!("{}/{}", pod.namespace, pod.scheduling_group)),
+        None => None,
+    }
 }
 
 /// What to do with a gang's members popped in a batch.
