@@ -617,6 +617,7 @@ mod tests {
             node: node.into(),
             plugin: plugin.into(),
             reasons: reasons.iter().map(|r| r.to_string()).collect(),
+            ..Default::default()
         }
     }
 

@@ -25,6 +25,71 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// DeviceFailureKind is why a device request cannot be met on a node.
+type DeviceFailureKind int32
+
+const (
+	// Not set (a newer server's kind this client does not know).
+	DeviceFailureKind_DEVICE_FAILURE_KIND_UNSPECIFIED DeviceFailureKind = 0
+	// Fewer of the node's devices than requested match the request's device
+	// class and selectors.
+	DeviceFailureKind_DEVICE_FAILURE_KIND_NO_MATCHING_DEVICE DeviceFailureKind = 1
+	// Enough devices match but too few are free: the others are allocated to
+	// claims (or their shared counters are taken), or the pod's other requests
+	// take them.
+	DeviceFailureKind_DEVICE_FAILURE_KIND_DEVICES_ALLOCATED DeviceFailureKind = 2
+	// A matchAttribute or distinctAttribute constraint of the claim cannot be met.
+	DeviceFailureKind_DEVICE_FAILURE_KIND_CONSTRAINT_UNMET DeviceFailureKind = 3
+	// Enough devices match and are free, but too few have no taint the request
+	// does not tolerate.
+	DeviceFailureKind_DEVICE_FAILURE_KIND_DEVICE_TAINTED DeviceFailureKind = 4
+)
+
+// Enum value maps for DeviceFailureKind.
+var (
+	DeviceFailureKind_name = map[int32]string{
+		0: "DEVICE_FAILURE_KIND_UNSPECIFIED",
+		1: "DEVICE_FAILURE_KIND_NO_MATCHING_DEVICE",
+		2: "DEVICE_FAILURE_KIND_DEVICES_ALLOCATED",
+		3: "DEVICE_FAILURE_KIND_CONSTRAINT_UNMET",
+		4: "DEVICE_FAILURE_KIND_DEVICE_TAINTED",
+	}
+	DeviceFailureKind_value = map[string]int32{
+		"DEVICE_FAILURE_KIND_UNSPECIFIED":        0,
+		"DEVICE_FAILURE_KIND_NO_MATCHING_DEVICE": 1,
+		"DEVICE_FAILURE_KIND_DEVICES_ALLOCATED":  2,
+		"DEVICE_FAILURE_KIND_CONSTRAINT_UNMET":   3,
+		"DEVICE_FAILURE_KIND_DEVICE_TAINTED":     4,
+	}
+)
+
+func (x DeviceFailureKind) Enum() *DeviceFailureKind {
+	p := new(DeviceFailureKind)
+	*p = x
+	return p
+}
+
+func (x DeviceFailureKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DeviceFailureKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_placement_v1_placement_proto_enumTypes[0].Descriptor()
+}
+
+func (DeviceFailureKind) Type() protoreflect.EnumType {
+	return &file_placement_v1_placement_proto_enumTypes[0]
+}
+
+func (x DeviceFailureKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DeviceFailureKind.Descriptor instead.
+func (DeviceFailureKind) EnumDescriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{0}
+}
+
 // SyncSnapshotRequest carries either a whole snapshot or a change to one.
 type SyncSnapshotRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1102,9 +1167,14 @@ type InfeasibleNode struct {
 	// The first filter plugin that rejected the node.
 	Plugin string `protobuf:"bytes,2,opt,name=plugin,proto3" json:"plugin,omitempty"`
 	// The reasons, in kube-scheduler's words, for example "Insufficient cpu".
-	Reasons       []string `protobuf:"bytes,3,rep,name=reasons,proto3" json:"reasons,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Reasons []string `protobuf:"bytes,3,rep,name=reasons,proto3" json:"reasons,omitempty"`
+	// When DynamicResources refused the node because the pod's claims cannot be
+	// allocated there ("cannot allocate all claims"): which requests fail on the
+	// node and why. kube-scheduler says no more than the reason; this is
+	// placement's own diagnosis, computed for Rank only.
+	DeviceFailures []*DeviceRequestFailure `protobuf:"bytes,4,rep,name=device_failures,json=deviceFailures,proto3" json:"device_failures,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *InfeasibleNode) Reset() {
@@ -1158,6 +1228,89 @@ func (x *InfeasibleNode) GetReasons() []string {
 	return nil
 }
 
+func (x *InfeasibleNode) GetDeviceFailures() []*DeviceRequestFailure {
+	if x != nil {
+		return x.DeviceFailures
+	}
+	return nil
+}
+
+// DeviceRequestFailure says why a request of one of the pod's ResourceClaims
+// (or a constraint of the claim) cannot be met on a node.
+type DeviceRequestFailure struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The claim's name, in the pod's namespace.
+	Claim string `protobuf:"bytes,1,opt,name=claim,proto3" json:"claim,omitempty"`
+	// The request's name, "request/subrequest" for an entry of a firstAvailable
+	// list; for a constraint, the requests it names, comma-separated.
+	Request string `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	// The category.
+	Kind DeviceFailureKind `protobuf:"varint,3,opt,name=kind,proto3,enum=placement.v1.DeviceFailureKind" json:"kind,omitempty"`
+	// What was found on the node, with the numbers, for example
+	// "2 requested; 4 devices match, 3 allocated to claims".
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceRequestFailure) Reset() {
+	*x = DeviceRequestFailure{}
+	mi := &file_placement_v1_placement_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceRequestFailure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceRequestFailure) ProtoMessage() {}
+
+func (x *DeviceRequestFailure) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceRequestFailure.ProtoReflect.Descriptor instead.
+func (*DeviceRequestFailure) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DeviceRequestFailure) GetClaim() string {
+	if x != nil {
+		return x.Claim
+	}
+	return ""
+}
+
+func (x *DeviceRequestFailure) GetRequest() string {
+	if x != nil {
+		return x.Request
+	}
+	return ""
+}
+
+func (x *DeviceRequestFailure) GetKind() DeviceFailureKind {
+	if x != nil {
+		return x.Kind
+	}
+	return DeviceFailureKind_DEVICE_FAILURE_KIND_UNSPECIFIED
+}
+
+func (x *DeviceRequestFailure) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // ScheduleRequest places a batch of pods.
 type ScheduleRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1181,7 +1334,7 @@ type ScheduleRequest struct {
 
 func (x *ScheduleRequest) Reset() {
 	*x = ScheduleRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[11]
+	mi := &file_placement_v1_placement_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1346,7 @@ func (x *ScheduleRequest) String() string {
 func (*ScheduleRequest) ProtoMessage() {}
 
 func (x *ScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[11]
+	mi := &file_placement_v1_placement_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1359,7 @@ func (x *ScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{11}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ScheduleRequest) GetSnapshot() *SnapshotRef {
@@ -1263,7 +1416,7 @@ type ScheduleResponse struct {
 
 func (x *ScheduleResponse) Reset() {
 	*x = ScheduleResponse{}
-	mi := &file_placement_v1_placement_proto_msgTypes[12]
+	mi := &file_placement_v1_placement_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1428,7 @@ func (x *ScheduleResponse) String() string {
 func (*ScheduleResponse) ProtoMessage() {}
 
 func (x *ScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[12]
+	mi := &file_placement_v1_placement_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1441,7 @@ func (x *ScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{12}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ScheduleResponse) GetPolicy() string {
@@ -1343,7 +1496,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[13]
+	mi := &file_placement_v1_placement_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1508,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[13]
+	mi := &file_placement_v1_placement_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1521,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{13}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Placement) GetPodUid() string {
@@ -1466,7 +1619,7 @@ type ClaimAllocation struct {
 
 func (x *ClaimAllocation) Reset() {
 	*x = ClaimAllocation{}
-	mi := &file_placement_v1_placement_proto_msgTypes[14]
+	mi := &file_placement_v1_placement_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1631,7 @@ func (x *ClaimAllocation) String() string {
 func (*ClaimAllocation) ProtoMessage() {}
 
 func (x *ClaimAllocation) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[14]
+	mi := &file_placement_v1_placement_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1644,7 @@ func (x *ClaimAllocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimAllocation.ProtoReflect.Descriptor instead.
 func (*ClaimAllocation) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{14}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ClaimAllocation) GetClaimNamespace() string {
@@ -1542,7 +1695,7 @@ type ClaimBinding struct {
 
 func (x *ClaimBinding) Reset() {
 	*x = ClaimBinding{}
-	mi := &file_placement_v1_placement_proto_msgTypes[15]
+	mi := &file_placement_v1_placement_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1554,7 +1707,7 @@ func (x *ClaimBinding) String() string {
 func (*ClaimBinding) ProtoMessage() {}
 
 func (x *ClaimBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[15]
+	mi := &file_placement_v1_placement_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1567,7 +1720,7 @@ func (x *ClaimBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimBinding.ProtoReflect.Descriptor instead.
 func (*ClaimBinding) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{15}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ClaimBinding) GetClaimNamespace() string {
@@ -1657,7 +1810,7 @@ type Unschedulable struct {
 
 func (x *Unschedulable) Reset() {
 	*x = Unschedulable{}
-	mi := &file_placement_v1_placement_proto_msgTypes[16]
+	mi := &file_placement_v1_placement_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1669,7 +1822,7 @@ func (x *Unschedulable) String() string {
 func (*Unschedulable) ProtoMessage() {}
 
 func (x *Unschedulable) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[16]
+	mi := &file_placement_v1_placement_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1682,7 +1835,7 @@ func (x *Unschedulable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unschedulable.ProtoReflect.Descriptor instead.
 func (*Unschedulable) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{16}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Unschedulable) GetMessage() string {
@@ -1736,7 +1889,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[17]
+	mi := &file_placement_v1_placement_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1748,7 +1901,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[17]
+	mi := &file_placement_v1_placement_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +1914,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{17}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{18}
 }
 
 // ListPoliciesResponse lists the policies of this replica.
@@ -1777,7 +1930,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_placement_v1_placement_proto_msgTypes[18]
+	mi := &file_placement_v1_placement_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1789,7 +1942,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[18]
+	mi := &file_placement_v1_placement_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1802,7 +1955,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{18}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*PolicyInfo {
@@ -1847,7 +2000,7 @@ type PolicyInfo struct {
 
 func (x *PolicyInfo) Reset() {
 	*x = PolicyInfo{}
-	mi := &file_placement_v1_placement_proto_msgTypes[19]
+	mi := &file_placement_v1_placement_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +2012,7 @@ func (x *PolicyInfo) String() string {
 func (*PolicyInfo) ProtoMessage() {}
 
 func (x *PolicyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[19]
+	mi := &file_placement_v1_placement_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +2025,7 @@ func (x *PolicyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyInfo.ProtoReflect.Descriptor instead.
 func (*PolicyInfo) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{19}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PolicyInfo) GetName() string {
@@ -1953,7 +2106,7 @@ type FilterRule struct {
 
 func (x *FilterRule) Reset() {
 	*x = FilterRule{}
-	mi := &file_placement_v1_placement_proto_msgTypes[20]
+	mi := &file_placement_v1_placement_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2118,7 @@ func (x *FilterRule) String() string {
 func (*FilterRule) ProtoMessage() {}
 
 func (x *FilterRule) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[20]
+	mi := &file_placement_v1_placement_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2131,7 @@ func (x *FilterRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterRule.ProtoReflect.Descriptor instead.
 func (*FilterRule) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{20}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FilterRule) GetName() string {
@@ -2017,7 +2170,7 @@ type ScoreRule struct {
 
 func (x *ScoreRule) Reset() {
 	*x = ScoreRule{}
-	mi := &file_placement_v1_placement_proto_msgTypes[21]
+	mi := &file_placement_v1_placement_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +2182,7 @@ func (x *ScoreRule) String() string {
 func (*ScoreRule) ProtoMessage() {}
 
 func (x *ScoreRule) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[21]
+	mi := &file_placement_v1_placement_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2195,7 @@ func (x *ScoreRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScoreRule.ProtoReflect.Descriptor instead.
 func (*ScoreRule) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{21}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ScoreRule) GetName() string {
@@ -2079,7 +2232,7 @@ type PluginWeight struct {
 
 func (x *PluginWeight) Reset() {
 	*x = PluginWeight{}
-	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	mi := &file_placement_v1_placement_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2091,7 +2244,7 @@ func (x *PluginWeight) String() string {
 func (*PluginWeight) ProtoMessage() {}
 
 func (x *PluginWeight) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	mi := &file_placement_v1_placement_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2104,7 +2257,7 @@ func (x *PluginWeight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PluginWeight.ProtoReflect.Descriptor instead.
 func (*PluginWeight) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{22}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PluginWeight) GetPlugin() string {
@@ -2207,7 +2360,7 @@ type Pod struct {
 
 func (x *Pod) Reset() {
 	*x = Pod{}
-	mi := &file_placement_v1_placement_proto_msgTypes[23]
+	mi := &file_placement_v1_placement_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2219,7 +2372,7 @@ func (x *Pod) String() string {
 func (*Pod) ProtoMessage() {}
 
 func (x *Pod) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[23]
+	mi := &file_placement_v1_placement_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2232,7 +2385,7 @@ func (x *Pod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pod.ProtoReflect.Descriptor instead.
 func (*Pod) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{23}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Pod) GetUid() string {
@@ -2452,7 +2605,7 @@ type PodResourceClaim struct {
 
 func (x *PodResourceClaim) Reset() {
 	*x = PodResourceClaim{}
-	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	mi := &file_placement_v1_placement_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2464,7 +2617,7 @@ func (x *PodResourceClaim) String() string {
 func (*PodResourceClaim) ProtoMessage() {}
 
 func (x *PodResourceClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	mi := &file_placement_v1_placement_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2477,7 +2630,7 @@ func (x *PodResourceClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodResourceClaim.ProtoReflect.Descriptor instead.
 func (*PodResourceClaim) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{24}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PodResourceClaim) GetName() string {
@@ -2542,7 +2695,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_placement_v1_placement_proto_msgTypes[25]
+	mi := &file_placement_v1_placement_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2707,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[25]
+	mi := &file_placement_v1_placement_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2720,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{25}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Volume) GetName() string {
@@ -2697,7 +2850,7 @@ type PersistentVolumeClaim struct {
 
 func (x *PersistentVolumeClaim) Reset() {
 	*x = PersistentVolumeClaim{}
-	mi := &file_placement_v1_placement_proto_msgTypes[26]
+	mi := &file_placement_v1_placement_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2709,7 +2862,7 @@ func (x *PersistentVolumeClaim) String() string {
 func (*PersistentVolumeClaim) ProtoMessage() {}
 
 func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[26]
+	mi := &file_placement_v1_placement_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2722,7 +2875,7 @@ func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeClaim.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaim) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{26}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PersistentVolumeClaim) GetNamespace() string {
@@ -2876,7 +3029,7 @@ type PersistentVolume struct {
 
 func (x *PersistentVolume) Reset() {
 	*x = PersistentVolume{}
-	mi := &file_placement_v1_placement_proto_msgTypes[27]
+	mi := &file_placement_v1_placement_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2888,7 +3041,7 @@ func (x *PersistentVolume) String() string {
 func (*PersistentVolume) ProtoMessage() {}
 
 func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[27]
+	mi := &file_placement_v1_placement_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2901,7 +3054,7 @@ func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolume.ProtoReflect.Descriptor instead.
 func (*PersistentVolume) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{27}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PersistentVolume) GetName() string {
@@ -3010,7 +3163,7 @@ type VolumeClaimRef struct {
 
 func (x *VolumeClaimRef) Reset() {
 	*x = VolumeClaimRef{}
-	mi := &file_placement_v1_placement_proto_msgTypes[28]
+	mi := &file_placement_v1_placement_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3022,7 +3175,7 @@ func (x *VolumeClaimRef) String() string {
 func (*VolumeClaimRef) ProtoMessage() {}
 
 func (x *VolumeClaimRef) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[28]
+	mi := &file_placement_v1_placement_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3035,7 +3188,7 @@ func (x *VolumeClaimRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeClaimRef.ProtoReflect.Descriptor instead.
 func (*VolumeClaimRef) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{28}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *VolumeClaimRef) GetNamespace() string {
@@ -3079,7 +3232,7 @@ type StorageClass struct {
 
 func (x *StorageClass) Reset() {
 	*x = StorageClass{}
-	mi := &file_placement_v1_placement_proto_msgTypes[29]
+	mi := &file_placement_v1_placement_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3091,7 +3244,7 @@ func (x *StorageClass) String() string {
 func (*StorageClass) ProtoMessage() {}
 
 func (x *StorageClass) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[29]
+	mi := &file_placement_v1_placement_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3104,7 +3257,7 @@ func (x *StorageClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
 func (*StorageClass) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{29}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StorageClass) GetName() string {
@@ -3147,7 +3300,7 @@ type TopologySelectorTerm struct {
 
 func (x *TopologySelectorTerm) Reset() {
 	*x = TopologySelectorTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[30]
+	mi := &file_placement_v1_placement_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3159,7 +3312,7 @@ func (x *TopologySelectorTerm) String() string {
 func (*TopologySelectorTerm) ProtoMessage() {}
 
 func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[30]
+	mi := &file_placement_v1_placement_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3172,7 +3325,7 @@ func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySelectorTerm.ProtoReflect.Descriptor instead.
 func (*TopologySelectorTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{30}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TopologySelectorTerm) GetMatchLabelExpressions() []*TopologySelectorRequirement {
@@ -3195,7 +3348,7 @@ type TopologySelectorRequirement struct {
 
 func (x *TopologySelectorRequirement) Reset() {
 	*x = TopologySelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[31]
+	mi := &file_placement_v1_placement_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3207,7 +3360,7 @@ func (x *TopologySelectorRequirement) String() string {
 func (*TopologySelectorRequirement) ProtoMessage() {}
 
 func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[31]
+	mi := &file_placement_v1_placement_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3220,7 +3373,7 @@ func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySelectorRequirement.ProtoReflect.Descriptor instead.
 func (*TopologySelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{31}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TopologySelectorRequirement) GetKey() string {
@@ -3250,7 +3403,7 @@ type CsiNode struct {
 
 func (x *CsiNode) Reset() {
 	*x = CsiNode{}
-	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	mi := &file_placement_v1_placement_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3262,7 +3415,7 @@ func (x *CsiNode) String() string {
 func (*CsiNode) ProtoMessage() {}
 
 func (x *CsiNode) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	mi := &file_placement_v1_placement_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3275,7 +3428,7 @@ func (x *CsiNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiNode.ProtoReflect.Descriptor instead.
 func (*CsiNode) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{32}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CsiNode) GetName() string {
@@ -3306,7 +3459,7 @@ type CsiNodeDriver struct {
 
 func (x *CsiNodeDriver) Reset() {
 	*x = CsiNodeDriver{}
-	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	mi := &file_placement_v1_placement_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3318,7 +3471,7 @@ func (x *CsiNodeDriver) String() string {
 func (*CsiNodeDriver) ProtoMessage() {}
 
 func (x *CsiNodeDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	mi := &file_placement_v1_placement_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3331,7 +3484,7 @@ func (x *CsiNodeDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiNodeDriver.ProtoReflect.Descriptor instead.
 func (*CsiNodeDriver) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{33}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CsiNodeDriver) GetName() string {
@@ -3365,7 +3518,7 @@ type CsiDriver struct {
 
 func (x *CsiDriver) Reset() {
 	*x = CsiDriver{}
-	mi := &file_placement_v1_placement_proto_msgTypes[34]
+	mi := &file_placement_v1_placement_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3377,7 +3530,7 @@ func (x *CsiDriver) String() string {
 func (*CsiDriver) ProtoMessage() {}
 
 func (x *CsiDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[34]
+	mi := &file_placement_v1_placement_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3390,7 +3543,7 @@ func (x *CsiDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiDriver.ProtoReflect.Descriptor instead.
 func (*CsiDriver) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{34}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CsiDriver) GetName() string {
@@ -3437,7 +3590,7 @@ type CsiStorageCapacity struct {
 
 func (x *CsiStorageCapacity) Reset() {
 	*x = CsiStorageCapacity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[35]
+	mi := &file_placement_v1_placement_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3449,7 +3602,7 @@ func (x *CsiStorageCapacity) String() string {
 func (*CsiStorageCapacity) ProtoMessage() {}
 
 func (x *CsiStorageCapacity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[35]
+	mi := &file_placement_v1_placement_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3462,7 +3615,7 @@ func (x *CsiStorageCapacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiStorageCapacity.ProtoReflect.Descriptor instead.
 func (*CsiStorageCapacity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{35}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CsiStorageCapacity) GetNamespace() string {
@@ -3521,7 +3674,7 @@ type PodAffinity struct {
 
 func (x *PodAffinity) Reset() {
 	*x = PodAffinity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[36]
+	mi := &file_placement_v1_placement_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3533,7 +3686,7 @@ func (x *PodAffinity) String() string {
 func (*PodAffinity) ProtoMessage() {}
 
 func (x *PodAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[36]
+	mi := &file_placement_v1_placement_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3546,7 +3699,7 @@ func (x *PodAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodAffinity.ProtoReflect.Descriptor instead.
 func (*PodAffinity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{36}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PodAffinity) GetRequired() []*PodAffinityTerm {
@@ -3581,7 +3734,7 @@ type PodAffinityTerm struct {
 
 func (x *PodAffinityTerm) Reset() {
 	*x = PodAffinityTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[37]
+	mi := &file_placement_v1_placement_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3593,7 +3746,7 @@ func (x *PodAffinityTerm) String() string {
 func (*PodAffinityTerm) ProtoMessage() {}
 
 func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[37]
+	mi := &file_placement_v1_placement_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3606,7 +3759,7 @@ func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodAffinityTerm.ProtoReflect.Descriptor instead.
 func (*PodAffinityTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{37}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PodAffinityTerm) GetLabelSelector() *LabelSelector {
@@ -3650,7 +3803,7 @@ type WeightedPodAffinityTerm struct {
 
 func (x *WeightedPodAffinityTerm) Reset() {
 	*x = WeightedPodAffinityTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[38]
+	mi := &file_placement_v1_placement_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3662,7 +3815,7 @@ func (x *WeightedPodAffinityTerm) String() string {
 func (*WeightedPodAffinityTerm) ProtoMessage() {}
 
 func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[38]
+	mi := &file_placement_v1_placement_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3675,7 +3828,7 @@ func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedPodAffinityTerm.ProtoReflect.Descriptor instead.
 func (*WeightedPodAffinityTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{38}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *WeightedPodAffinityTerm) GetWeight() int32 {
@@ -3708,7 +3861,7 @@ type Gang struct {
 
 func (x *Gang) Reset() {
 	*x = Gang{}
-	mi := &file_placement_v1_placement_proto_msgTypes[39]
+	mi := &file_placement_v1_placement_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3720,7 +3873,7 @@ func (x *Gang) String() string {
 func (*Gang) ProtoMessage() {}
 
 func (x *Gang) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[39]
+	mi := &file_placement_v1_placement_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3733,7 +3886,7 @@ func (x *Gang) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gang.ProtoReflect.Descriptor instead.
 func (*Gang) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{39}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Gang) GetName() string {
@@ -3774,7 +3927,7 @@ type PodDisruptionBudget struct {
 
 func (x *PodDisruptionBudget) Reset() {
 	*x = PodDisruptionBudget{}
-	mi := &file_placement_v1_placement_proto_msgTypes[40]
+	mi := &file_placement_v1_placement_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3786,7 +3939,7 @@ func (x *PodDisruptionBudget) String() string {
 func (*PodDisruptionBudget) ProtoMessage() {}
 
 func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[40]
+	mi := &file_placement_v1_placement_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3799,7 +3952,7 @@ func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodDisruptionBudget.ProtoReflect.Descriptor instead.
 func (*PodDisruptionBudget) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{40}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PodDisruptionBudget) GetNamespace() string {
@@ -3850,7 +4003,7 @@ type LabelSelector struct {
 
 func (x *LabelSelector) Reset() {
 	*x = LabelSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[41]
+	mi := &file_placement_v1_placement_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3862,7 +4015,7 @@ func (x *LabelSelector) String() string {
 func (*LabelSelector) ProtoMessage() {}
 
 func (x *LabelSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[41]
+	mi := &file_placement_v1_placement_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3875,7 +4028,7 @@ func (x *LabelSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelector.ProtoReflect.Descriptor instead.
 func (*LabelSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{41}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *LabelSelector) GetMatchLabels() map[string]string {
@@ -3907,7 +4060,7 @@ type LabelSelectorRequirement struct {
 
 func (x *LabelSelectorRequirement) Reset() {
 	*x = LabelSelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[42]
+	mi := &file_placement_v1_placement_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3919,7 +4072,7 @@ func (x *LabelSelectorRequirement) String() string {
 func (*LabelSelectorRequirement) ProtoMessage() {}
 
 func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[42]
+	mi := &file_placement_v1_placement_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3932,7 +4085,7 @@ func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*LabelSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{42}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *LabelSelectorRequirement) GetKey() string {
@@ -3981,7 +4134,7 @@ type TopologySpreadConstraint struct {
 
 func (x *TopologySpreadConstraint) Reset() {
 	*x = TopologySpreadConstraint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[43]
+	mi := &file_placement_v1_placement_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3993,7 +4146,7 @@ func (x *TopologySpreadConstraint) String() string {
 func (*TopologySpreadConstraint) ProtoMessage() {}
 
 func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[43]
+	mi := &file_placement_v1_placement_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4006,7 +4159,7 @@ func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySpreadConstraint.ProtoReflect.Descriptor instead.
 func (*TopologySpreadConstraint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{43}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *TopologySpreadConstraint) GetMaxSkew() int32 {
@@ -4091,7 +4244,7 @@ type Container struct {
 
 func (x *Container) Reset() {
 	*x = Container{}
-	mi := &file_placement_v1_placement_proto_msgTypes[44]
+	mi := &file_placement_v1_placement_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4103,7 +4256,7 @@ func (x *Container) String() string {
 func (*Container) ProtoMessage() {}
 
 func (x *Container) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[44]
+	mi := &file_placement_v1_placement_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4116,7 +4269,7 @@ func (x *Container) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Container.ProtoReflect.Descriptor instead.
 func (*Container) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{44}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Container) GetName() string {
@@ -4185,7 +4338,7 @@ type ContainerPort struct {
 
 func (x *ContainerPort) Reset() {
 	*x = ContainerPort{}
-	mi := &file_placement_v1_placement_proto_msgTypes[45]
+	mi := &file_placement_v1_placement_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4197,7 +4350,7 @@ func (x *ContainerPort) String() string {
 func (*ContainerPort) ProtoMessage() {}
 
 func (x *ContainerPort) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[45]
+	mi := &file_placement_v1_placement_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4210,7 +4363,7 @@ func (x *ContainerPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerPort.ProtoReflect.Descriptor instead.
 func (*ContainerPort) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{45}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ContainerPort) GetContainerPort() int32 {
@@ -4254,7 +4407,7 @@ type NodeAffinity struct {
 
 func (x *NodeAffinity) Reset() {
 	*x = NodeAffinity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[46]
+	mi := &file_placement_v1_placement_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4266,7 +4419,7 @@ func (x *NodeAffinity) String() string {
 func (*NodeAffinity) ProtoMessage() {}
 
 func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[46]
+	mi := &file_placement_v1_placement_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4279,7 +4432,7 @@ func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAffinity.ProtoReflect.Descriptor instead.
 func (*NodeAffinity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{46}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *NodeAffinity) GetRequired() *NodeSelector {
@@ -4307,7 +4460,7 @@ type NodeSelector struct {
 
 func (x *NodeSelector) Reset() {
 	*x = NodeSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[47]
+	mi := &file_placement_v1_placement_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4319,7 +4472,7 @@ func (x *NodeSelector) String() string {
 func (*NodeSelector) ProtoMessage() {}
 
 func (x *NodeSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[47]
+	mi := &file_placement_v1_placement_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4332,7 +4485,7 @@ func (x *NodeSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelector.ProtoReflect.Descriptor instead.
 func (*NodeSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{47}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *NodeSelector) GetTerms() []*NodeSelectorTerm {
@@ -4355,7 +4508,7 @@ type NodeSelectorTerm struct {
 
 func (x *NodeSelectorTerm) Reset() {
 	*x = NodeSelectorTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[48]
+	mi := &file_placement_v1_placement_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4367,7 +4520,7 @@ func (x *NodeSelectorTerm) String() string {
 func (*NodeSelectorTerm) ProtoMessage() {}
 
 func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[48]
+	mi := &file_placement_v1_placement_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4380,7 +4533,7 @@ func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorTerm.ProtoReflect.Descriptor instead.
 func (*NodeSelectorTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{48}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *NodeSelectorTerm) GetMatchExpressions() []*NodeSelectorRequirement {
@@ -4412,7 +4565,7 @@ type NodeSelectorRequirement struct {
 
 func (x *NodeSelectorRequirement) Reset() {
 	*x = NodeSelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[49]
+	mi := &file_placement_v1_placement_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4424,7 +4577,7 @@ func (x *NodeSelectorRequirement) String() string {
 func (*NodeSelectorRequirement) ProtoMessage() {}
 
 func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[49]
+	mi := &file_placement_v1_placement_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4437,7 +4590,7 @@ func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*NodeSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{49}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *NodeSelectorRequirement) GetKey() string {
@@ -4474,7 +4627,7 @@ type PreferredSchedulingTerm struct {
 
 func (x *PreferredSchedulingTerm) Reset() {
 	*x = PreferredSchedulingTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[50]
+	mi := &file_placement_v1_placement_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4486,7 +4639,7 @@ func (x *PreferredSchedulingTerm) String() string {
 func (*PreferredSchedulingTerm) ProtoMessage() {}
 
 func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[50]
+	mi := &file_placement_v1_placement_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4499,7 +4652,7 @@ func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreferredSchedulingTerm.ProtoReflect.Descriptor instead.
 func (*PreferredSchedulingTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{50}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PreferredSchedulingTerm) GetWeight() int32 {
@@ -4535,7 +4688,7 @@ type Toleration struct {
 
 func (x *Toleration) Reset() {
 	*x = Toleration{}
-	mi := &file_placement_v1_placement_proto_msgTypes[51]
+	mi := &file_placement_v1_placement_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4547,7 +4700,7 @@ func (x *Toleration) String() string {
 func (*Toleration) ProtoMessage() {}
 
 func (x *Toleration) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[51]
+	mi := &file_placement_v1_placement_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4560,7 +4713,7 @@ func (x *Toleration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Toleration.ProtoReflect.Descriptor instead.
 func (*Toleration) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{51}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Toleration) GetKey() string {
@@ -4622,7 +4775,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_placement_v1_placement_proto_msgTypes[52]
+	mi := &file_placement_v1_placement_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4634,7 +4787,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[52]
+	mi := &file_placement_v1_placement_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4647,7 +4800,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{52}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Node) GetName() string {
@@ -4714,7 +4867,7 @@ type Taint struct {
 
 func (x *Taint) Reset() {
 	*x = Taint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[53]
+	mi := &file_placement_v1_placement_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4726,7 +4879,7 @@ func (x *Taint) String() string {
 func (*Taint) ProtoMessage() {}
 
 func (x *Taint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[53]
+	mi := &file_placement_v1_placement_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4739,7 +4892,7 @@ func (x *Taint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Taint.ProtoReflect.Descriptor instead.
 func (*Taint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{53}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Taint) GetKey() string {
@@ -4776,7 +4929,7 @@ type ContainerImage struct {
 
 func (x *ContainerImage) Reset() {
 	*x = ContainerImage{}
-	mi := &file_placement_v1_placement_proto_msgTypes[54]
+	mi := &file_placement_v1_placement_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4788,7 +4941,7 @@ func (x *ContainerImage) String() string {
 func (*ContainerImage) ProtoMessage() {}
 
 func (x *ContainerImage) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[54]
+	mi := &file_placement_v1_placement_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4801,7 +4954,7 @@ func (x *ContainerImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerImage.ProtoReflect.Descriptor instead.
 func (*ContainerImage) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{54}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ContainerImage) GetNames() []string {
@@ -4834,7 +4987,7 @@ type DeviceClass struct {
 
 func (x *DeviceClass) Reset() {
 	*x = DeviceClass{}
-	mi := &file_placement_v1_placement_proto_msgTypes[55]
+	mi := &file_placement_v1_placement_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4846,7 +4999,7 @@ func (x *DeviceClass) String() string {
 func (*DeviceClass) ProtoMessage() {}
 
 func (x *DeviceClass) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[55]
+	mi := &file_placement_v1_placement_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4859,7 +5012,7 @@ func (x *DeviceClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceClass.ProtoReflect.Descriptor instead.
 func (*DeviceClass) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{55}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *DeviceClass) GetName() string {
@@ -4908,7 +5061,7 @@ type ResourceClaim struct {
 
 func (x *ResourceClaim) Reset() {
 	*x = ResourceClaim{}
-	mi := &file_placement_v1_placement_proto_msgTypes[56]
+	mi := &file_placement_v1_placement_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4920,7 +5073,7 @@ func (x *ResourceClaim) String() string {
 func (*ResourceClaim) ProtoMessage() {}
 
 func (x *ResourceClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[56]
+	mi := &file_placement_v1_placement_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4933,7 +5086,7 @@ func (x *ResourceClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceClaim.ProtoReflect.Descriptor instead.
 func (*ResourceClaim) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{56}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ResourceClaim) GetNamespace() string {
@@ -5007,7 +5160,7 @@ type DeviceRequest struct {
 
 func (x *DeviceRequest) Reset() {
 	*x = DeviceRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[57]
+	mi := &file_placement_v1_placement_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5019,7 +5172,7 @@ func (x *DeviceRequest) String() string {
 func (*DeviceRequest) ProtoMessage() {}
 
 func (x *DeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[57]
+	mi := &file_placement_v1_placement_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5032,7 +5185,7 @@ func (x *DeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceRequest.ProtoReflect.Descriptor instead.
 func (*DeviceRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{57}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *DeviceRequest) GetName() string {
@@ -5079,7 +5232,7 @@ type ExactDeviceRequest struct {
 
 func (x *ExactDeviceRequest) Reset() {
 	*x = ExactDeviceRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[58]
+	mi := &file_placement_v1_placement_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5091,7 +5244,7 @@ func (x *ExactDeviceRequest) String() string {
 func (*ExactDeviceRequest) ProtoMessage() {}
 
 func (x *ExactDeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[58]
+	mi := &file_placement_v1_placement_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5104,7 +5257,7 @@ func (x *ExactDeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExactDeviceRequest.ProtoReflect.Descriptor instead.
 func (*ExactDeviceRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{58}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ExactDeviceRequest) GetDeviceClassName() string {
@@ -5179,7 +5332,7 @@ type DeviceSubRequest struct {
 
 func (x *DeviceSubRequest) Reset() {
 	*x = DeviceSubRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[59]
+	mi := &file_placement_v1_placement_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5191,7 +5344,7 @@ func (x *DeviceSubRequest) String() string {
 func (*DeviceSubRequest) ProtoMessage() {}
 
 func (x *DeviceSubRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[59]
+	mi := &file_placement_v1_placement_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5204,7 +5357,7 @@ func (x *DeviceSubRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceSubRequest.ProtoReflect.Descriptor instead.
 func (*DeviceSubRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{59}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *DeviceSubRequest) GetName() string {
@@ -5271,7 +5424,7 @@ type DeviceConstraint struct {
 
 func (x *DeviceConstraint) Reset() {
 	*x = DeviceConstraint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[60]
+	mi := &file_placement_v1_placement_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5283,7 +5436,7 @@ func (x *DeviceConstraint) String() string {
 func (*DeviceConstraint) ProtoMessage() {}
 
 func (x *DeviceConstraint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[60]
+	mi := &file_placement_v1_placement_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5296,7 +5449,7 @@ func (x *DeviceConstraint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceConstraint.ProtoReflect.Descriptor instead.
 func (*DeviceConstraint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{60}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *DeviceConstraint) GetRequests() []string {
@@ -5333,7 +5486,7 @@ type AllocationResult struct {
 
 func (x *AllocationResult) Reset() {
 	*x = AllocationResult{}
-	mi := &file_placement_v1_placement_proto_msgTypes[61]
+	mi := &file_placement_v1_placement_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5345,7 +5498,7 @@ func (x *AllocationResult) String() string {
 func (*AllocationResult) ProtoMessage() {}
 
 func (x *AllocationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[61]
+	mi := &file_placement_v1_placement_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5358,7 +5511,7 @@ func (x *AllocationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocationResult.ProtoReflect.Descriptor instead.
 func (*AllocationResult) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{61}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *AllocationResult) GetDevices() []*DeviceRequestAllocationResult {
@@ -5396,7 +5549,7 @@ type DeviceRequestAllocationResult struct {
 
 func (x *DeviceRequestAllocationResult) Reset() {
 	*x = DeviceRequestAllocationResult{}
-	mi := &file_placement_v1_placement_proto_msgTypes[62]
+	mi := &file_placement_v1_placement_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5408,7 +5561,7 @@ func (x *DeviceRequestAllocationResult) String() string {
 func (*DeviceRequestAllocationResult) ProtoMessage() {}
 
 func (x *DeviceRequestAllocationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[62]
+	mi := &file_placement_v1_placement_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5421,7 +5574,7 @@ func (x *DeviceRequestAllocationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceRequestAllocationResult.ProtoReflect.Descriptor instead.
 func (*DeviceRequestAllocationResult) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{62}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *DeviceRequestAllocationResult) GetRequest() string {
@@ -5483,7 +5636,7 @@ type ResourceClaimConsumer struct {
 
 func (x *ResourceClaimConsumer) Reset() {
 	*x = ResourceClaimConsumer{}
-	mi := &file_placement_v1_placement_proto_msgTypes[63]
+	mi := &file_placement_v1_placement_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5495,7 +5648,7 @@ func (x *ResourceClaimConsumer) String() string {
 func (*ResourceClaimConsumer) ProtoMessage() {}
 
 func (x *ResourceClaimConsumer) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[63]
+	mi := &file_placement_v1_placement_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5508,7 +5661,7 @@ func (x *ResourceClaimConsumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceClaimConsumer.ProtoReflect.Descriptor instead.
 func (*ResourceClaimConsumer) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{63}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ResourceClaimConsumer) GetApiGroup() string {
@@ -5570,7 +5723,7 @@ type ResourceSlice struct {
 
 func (x *ResourceSlice) Reset() {
 	*x = ResourceSlice{}
-	mi := &file_placement_v1_placement_proto_msgTypes[64]
+	mi := &file_placement_v1_placement_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5582,7 +5735,7 @@ func (x *ResourceSlice) String() string {
 func (*ResourceSlice) ProtoMessage() {}
 
 func (x *ResourceSlice) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[64]
+	mi := &file_placement_v1_placement_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5595,7 +5748,7 @@ func (x *ResourceSlice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceSlice.ProtoReflect.Descriptor instead.
 func (*ResourceSlice) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{64}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ResourceSlice) GetName() string {
@@ -5704,7 +5857,7 @@ type Device struct {
 
 func (x *Device) Reset() {
 	*x = Device{}
-	mi := &file_placement_v1_placement_proto_msgTypes[65]
+	mi := &file_placement_v1_placement_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5716,7 +5869,7 @@ func (x *Device) String() string {
 func (*Device) ProtoMessage() {}
 
 func (x *Device) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[65]
+	mi := &file_placement_v1_placement_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5729,7 +5882,7 @@ func (x *Device) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Device.ProtoReflect.Descriptor instead.
 func (*Device) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{65}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *Device) GetName() string {
@@ -5820,7 +5973,7 @@ type DeviceAttribute struct {
 
 func (x *DeviceAttribute) Reset() {
 	*x = DeviceAttribute{}
-	mi := &file_placement_v1_placement_proto_msgTypes[66]
+	mi := &file_placement_v1_placement_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5832,7 +5985,7 @@ func (x *DeviceAttribute) String() string {
 func (*DeviceAttribute) ProtoMessage() {}
 
 func (x *DeviceAttribute) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[66]
+	mi := &file_placement_v1_placement_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5845,7 +5998,7 @@ func (x *DeviceAttribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceAttribute.ProtoReflect.Descriptor instead.
 func (*DeviceAttribute) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{66}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *DeviceAttribute) GetValue() isDeviceAttribute_Value {
@@ -5938,7 +6091,7 @@ type DeviceTaint struct {
 
 func (x *DeviceTaint) Reset() {
 	*x = DeviceTaint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[67]
+	mi := &file_placement_v1_placement_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5950,7 +6103,7 @@ func (x *DeviceTaint) String() string {
 func (*DeviceTaint) ProtoMessage() {}
 
 func (x *DeviceTaint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[67]
+	mi := &file_placement_v1_placement_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5963,7 +6116,7 @@ func (x *DeviceTaint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceTaint.ProtoReflect.Descriptor instead.
 func (*DeviceTaint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{67}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *DeviceTaint) GetKey() string {
@@ -6000,7 +6153,7 @@ type CounterSet struct {
 
 func (x *CounterSet) Reset() {
 	*x = CounterSet{}
-	mi := &file_placement_v1_placement_proto_msgTypes[68]
+	mi := &file_placement_v1_placement_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6012,7 +6165,7 @@ func (x *CounterSet) String() string {
 func (*CounterSet) ProtoMessage() {}
 
 func (x *CounterSet) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[68]
+	mi := &file_placement_v1_placement_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6025,7 +6178,7 @@ func (x *CounterSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterSet.ProtoReflect.Descriptor instead.
 func (*CounterSet) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{68}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CounterSet) GetName() string {
@@ -6055,7 +6208,7 @@ type DeviceCounterConsumption struct {
 
 func (x *DeviceCounterConsumption) Reset() {
 	*x = DeviceCounterConsumption{}
-	mi := &file_placement_v1_placement_proto_msgTypes[69]
+	mi := &file_placement_v1_placement_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6067,7 +6220,7 @@ func (x *DeviceCounterConsumption) String() string {
 func (*DeviceCounterConsumption) ProtoMessage() {}
 
 func (x *DeviceCounterConsumption) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[69]
+	mi := &file_placement_v1_placement_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6080,7 +6233,7 @@ func (x *DeviceCounterConsumption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceCounterConsumption.ProtoReflect.Descriptor instead.
 func (*DeviceCounterConsumption) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{69}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *DeviceCounterConsumption) GetCounterSet() string {
@@ -6199,11 +6352,17 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\vPluginScore\x12\x16\n" +
 	"\x06plugin\x18\x01 \x01(\tR\x06plugin\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x03R\x05score\x12\x16\n" +
-	"\x06weight\x18\x03 \x01(\x03R\x06weight\"V\n" +
+	"\x06weight\x18\x03 \x01(\x03R\x06weight\"\xa3\x01\n" +
 	"\x0eInfeasibleNode\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
 	"\x06plugin\x18\x02 \x01(\tR\x06plugin\x12\x18\n" +
-	"\areasons\x18\x03 \x03(\tR\areasons\"\xb3\x01\n" +
+	"\areasons\x18\x03 \x03(\tR\areasons\x12K\n" +
+	"\x0fdevice_failures\x18\x04 \x03(\v2\".placement.v1.DeviceRequestFailureR\x0edeviceFailures\"\x95\x01\n" +
+	"\x14DeviceRequestFailure\x12\x14\n" +
+	"\x05claim\x18\x01 \x01(\tR\x05claim\x12\x18\n" +
+	"\arequest\x18\x02 \x01(\tR\arequest\x123\n" +
+	"\x04kind\x18\x03 \x01(\x0e2\x1f.placement.v1.DeviceFailureKindR\x04kind\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xb3\x01\n" +
 	"\x0fScheduleRequest\x125\n" +
 	"\bsnapshot\x18\x01 \x01(\v2\x19.placement.v1.SnapshotRefR\bsnapshot\x12%\n" +
 	"\x04pods\x18\x02 \x03(\v2\x11.placement.v1.PodR\x04pods\x12\x16\n" +
@@ -6660,7 +6819,13 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\bcounters\x18\x02 \x03(\v24.placement.v1.DeviceCounterConsumption.CountersEntryR\bcounters\x1a;\n" +
 	"\rCountersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xca\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xe1\x01\n" +
+	"\x11DeviceFailureKind\x12#\n" +
+	"\x1fDEVICE_FAILURE_KIND_UNSPECIFIED\x10\x00\x12*\n" +
+	"&DEVICE_FAILURE_KIND_NO_MATCHING_DEVICE\x10\x01\x12)\n" +
+	"%DEVICE_FAILURE_KIND_DEVICES_ALLOCATED\x10\x02\x12(\n" +
+	"$DEVICE_FAILURE_KIND_CONSTRAINT_UNMET\x10\x03\x12&\n" +
+	"\"DEVICE_FAILURE_KIND_DEVICE_TAINTED\x10\x042\xca\x02\n" +
 	"\x10PlacementService\x12U\n" +
 	"\fSyncSnapshot\x12!.placement.v1.SyncSnapshotRequest\x1a\".placement.v1.SyncSnapshotResponse\x12=\n" +
 	"\x04Rank\x12\x19.placement.v1.RankRequest\x1a\x1a.placement.v1.RankResponse\x12I\n" +
@@ -6679,235 +6844,240 @@ func file_placement_v1_placement_proto_rawDescGZIP() []byte {
 	return file_placement_v1_placement_proto_rawDescData
 }
 
-var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 92)
+var file_placement_v1_placement_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 93)
 var file_placement_v1_placement_proto_goTypes = []any{
-	(*SyncSnapshotRequest)(nil),           // 0: placement.v1.SyncSnapshotRequest
-	(*SyncSnapshotResponse)(nil),          // 1: placement.v1.SyncSnapshotResponse
-	(*Snapshot)(nil),                      // 2: placement.v1.Snapshot
-	(*Namespace)(nil),                     // 3: placement.v1.Namespace
-	(*SnapshotDelta)(nil),                 // 4: placement.v1.SnapshotDelta
-	(*SnapshotRef)(nil),                   // 5: placement.v1.SnapshotRef
-	(*RankRequest)(nil),                   // 6: placement.v1.RankRequest
-	(*RankResponse)(nil),                  // 7: placement.v1.RankResponse
-	(*NodeScore)(nil),                     // 8: placement.v1.NodeScore
-	(*PluginScore)(nil),                   // 9: placement.v1.PluginScore
-	(*InfeasibleNode)(nil),                // 10: placement.v1.InfeasibleNode
-	(*ScheduleRequest)(nil),               // 11: placement.v1.ScheduleRequest
-	(*ScheduleResponse)(nil),              // 12: placement.v1.ScheduleResponse
-	(*Placement)(nil),                     // 13: placement.v1.Placement
-	(*ClaimAllocation)(nil),               // 14: placement.v1.ClaimAllocation
-	(*ClaimBinding)(nil),                  // 15: placement.v1.ClaimBinding
-	(*Unschedulable)(nil),                 // 16: placement.v1.Unschedulable
-	(*ListPoliciesRequest)(nil),           // 17: placement.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),          // 18: placement.v1.ListPoliciesResponse
-	(*PolicyInfo)(nil),                    // 19: placement.v1.PolicyInfo
-	(*FilterRule)(nil),                    // 20: placement.v1.FilterRule
-	(*ScoreRule)(nil),                     // 21: placement.v1.ScoreRule
-	(*PluginWeight)(nil),                  // 22: placement.v1.PluginWeight
-	(*Pod)(nil),                           // 23: placement.v1.Pod
-	(*PodResourceClaim)(nil),              // 24: placement.v1.PodResourceClaim
-	(*Volume)(nil),                        // 25: placement.v1.Volume
-	(*PersistentVolumeClaim)(nil),         // 26: placement.v1.PersistentVolumeClaim
-	(*PersistentVolume)(nil),              // 27: placement.v1.PersistentVolume
-	(*VolumeClaimRef)(nil),                // 28: placement.v1.VolumeClaimRef
-	(*StorageClass)(nil),                  // 29: placement.v1.StorageClass
-	(*TopologySelectorTerm)(nil),          // 30: placement.v1.TopologySelectorTerm
-	(*TopologySelectorRequirement)(nil),   // 31: placement.v1.TopologySelectorRequirement
-	(*CsiNode)(nil),                       // 32: placement.v1.CsiNode
-	(*CsiNodeDriver)(nil),                 // 33: placement.v1.CsiNodeDriver
-	(*CsiDriver)(nil),                     // 34: placement.v1.CsiDriver
-	(*CsiStorageCapacity)(nil),            // 35: placement.v1.CsiStorageCapacity
-	(*PodAffinity)(nil),                   // 36: placement.v1.PodAffinity
-	(*PodAffinityTerm)(nil),               // 37: placement.v1.PodAffinityTerm
-	(*WeightedPodAffinityTerm)(nil),       // 38: placement.v1.WeightedPodAffinityTerm
-	(*Gang)(nil),                          // 39: placement.v1.Gang
-	(*PodDisruptionBudget)(nil),           // 40: placement.v1.PodDisruptionBudget
-	(*LabelSelector)(nil),                 // 41: placement.v1.LabelSelector
-	(*LabelSelectorRequirement)(nil),      // 42: placement.v1.LabelSelectorRequirement
-	(*TopologySpreadConstraint)(nil),      // 43: placement.v1.TopologySpreadConstraint
-	(*Container)(nil),                     // 44: placement.v1.Container
-	(*ContainerPort)(nil),                 // 45: placement.v1.ContainerPort
-	(*NodeAffinity)(nil),                  // 46: placement.v1.NodeAffinity
-	(*NodeSelector)(nil),                  // 47: placement.v1.NodeSelector
-	(*NodeSelectorTerm)(nil),              // 48: placement.v1.NodeSelectorTerm
-	(*NodeSelectorRequirement)(nil),       // 49: placement.v1.NodeSelectorRequirement
-	(*PreferredSchedulingTerm)(nil),       // 50: placement.v1.PreferredSchedulingTerm
-	(*Toleration)(nil),                    // 51: placement.v1.Toleration
-	(*Node)(nil),                          // 52: placement.v1.Node
-	(*Taint)(nil),                         // 53: placement.v1.Taint
-	(*ContainerImage)(nil),                // 54: placement.v1.ContainerImage
-	(*DeviceClass)(nil),                   // 55: placement.v1.DeviceClass
-	(*ResourceClaim)(nil),                 // 56: placement.v1.ResourceClaim
-	(*DeviceRequest)(nil),                 // 57: placement.v1.DeviceRequest
-	(*ExactDeviceRequest)(nil),            // 58: placement.v1.ExactDeviceRequest
-	(*DeviceSubRequest)(nil),              // 59: placement.v1.DeviceSubRequest
-	(*DeviceConstraint)(nil),              // 60: placement.v1.DeviceConstraint
-	(*AllocationResult)(nil),              // 61: placement.v1.AllocationResult
-	(*DeviceRequestAllocationResult)(nil), // 62: placement.v1.DeviceRequestAllocationResult
-	(*ResourceClaimConsumer)(nil),         // 63: placement.v1.ResourceClaimConsumer
-	(*ResourceSlice)(nil),                 // 64: placement.v1.ResourceSlice
-	(*Device)(nil),                        // 65: placement.v1.Device
-	(*DeviceAttribute)(nil),               // 66: placement.v1.DeviceAttribute
-	(*DeviceTaint)(nil),                   // 67: placement.v1.DeviceTaint
-	(*CounterSet)(nil),                    // 68: placement.v1.CounterSet
-	(*DeviceCounterConsumption)(nil),      // 69: placement.v1.DeviceCounterConsumption
-	nil,                                   // 70: placement.v1.Namespace.LabelsEntry
-	nil,                                   // 71: placement.v1.Unschedulable.ReasonsEntry
-	nil,                                   // 72: placement.v1.Pod.LabelsEntry
-	nil,                                   // 73: placement.v1.Pod.OverheadEntry
-	nil,                                   // 74: placement.v1.Pod.NodeSelectorEntry
-	nil,                                   // 75: placement.v1.Pod.AnnotationsEntry
-	nil,                                   // 76: placement.v1.Pod.PodRequestsEntry
-	nil,                                   // 77: placement.v1.Pod.AllocatedRequestsEntry
-	nil,                                   // 78: placement.v1.Pod.ActuatedRequestsEntry
-	nil,                                   // 79: placement.v1.PersistentVolume.LabelsEntry
-	nil,                                   // 80: placement.v1.LabelSelector.MatchLabelsEntry
-	nil,                                   // 81: placement.v1.Container.RequestsEntry
-	nil,                                   // 82: placement.v1.Container.AllocatedRequestsEntry
-	nil,                                   // 83: placement.v1.Container.ActuatedRequestsEntry
-	nil,                                   // 84: placement.v1.Node.LabelsEntry
-	nil,                                   // 85: placement.v1.Node.AllocatableEntry
-	nil,                                   // 86: placement.v1.ExactDeviceRequest.CapacityRequestsEntry
-	nil,                                   // 87: placement.v1.DeviceSubRequest.CapacityRequestsEntry
-	nil,                                   // 88: placement.v1.Device.AttributesEntry
-	nil,                                   // 89: placement.v1.Device.CapacityEntry
-	nil,                                   // 90: placement.v1.CounterSet.CountersEntry
-	nil,                                   // 91: placement.v1.DeviceCounterConsumption.CountersEntry
+	(DeviceFailureKind)(0),                // 0: placement.v1.DeviceFailureKind
+	(*SyncSnapshotRequest)(nil),           // 1: placement.v1.SyncSnapshotRequest
+	(*SyncSnapshotResponse)(nil),          // 2: placement.v1.SyncSnapshotResponse
+	(*Snapshot)(nil),                      // 3: placement.v1.Snapshot
+	(*Namespace)(nil),                     // 4: placement.v1.Namespace
+	(*SnapshotDelta)(nil),                 // 5: placement.v1.SnapshotDelta
+	(*SnapshotRef)(nil),                   // 6: placement.v1.SnapshotRef
+	(*RankRequest)(nil),                   // 7: placement.v1.RankRequest
+	(*RankResponse)(nil),                  // 8: placement.v1.RankResponse
+	(*NodeScore)(nil),                     // 9: placement.v1.NodeScore
+	(*PluginScore)(nil),                   // 10: placement.v1.PluginScore
+	(*InfeasibleNode)(nil),                // 11: placement.v1.InfeasibleNode
+	(*DeviceRequestFailure)(nil),          // 12: placement.v1.DeviceRequestFailure
+	(*ScheduleRequest)(nil),               // 13: placement.v1.ScheduleRequest
+	(*ScheduleResponse)(nil),              // 14: placement.v1.ScheduleResponse
+	(*Placement)(nil),                     // 15: placement.v1.Placement
+	(*ClaimAllocation)(nil),               // 16: placement.v1.ClaimAllocation
+	(*ClaimBinding)(nil),                  // 17: placement.v1.ClaimBinding
+	(*Unschedulable)(nil),                 // 18: placement.v1.Unschedulable
+	(*ListPoliciesRequest)(nil),           // 19: placement.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),          // 20: placement.v1.ListPoliciesResponse
+	(*PolicyInfo)(nil),                    // 21: placement.v1.PolicyInfo
+	(*FilterRule)(nil),                    // 22: placement.v1.FilterRule
+	(*ScoreRule)(nil),                     // 23: placement.v1.ScoreRule
+	(*PluginWeight)(nil),                  // 24: placement.v1.PluginWeight
+	(*Pod)(nil),                           // 25: placement.v1.Pod
+	(*PodResourceClaim)(nil),              // 26: placement.v1.PodResourceClaim
+	(*Volume)(nil),                        // 27: placement.v1.Volume
+	(*PersistentVolumeClaim)(nil),         // 28: placement.v1.PersistentVolumeClaim
+	(*PersistentVolume)(nil),              // 29: placement.v1.PersistentVolume
+	(*VolumeClaimRef)(nil),                // 30: placement.v1.VolumeClaimRef
+	(*StorageClass)(nil),                  // 31: placement.v1.StorageClass
+	(*TopologySelectorTerm)(nil),          // 32: placement.v1.TopologySelectorTerm
+	(*TopologySelectorRequirement)(nil),   // 33: placement.v1.TopologySelectorRequirement
+	(*CsiNode)(nil),                       // 34: placement.v1.CsiNode
+	(*CsiNodeDriver)(nil),                 // 35: placement.v1.CsiNodeDriver
+	(*CsiDriver)(nil),                     // 36: placement.v1.CsiDriver
+	(*CsiStorageCapacity)(nil),            // 37: placement.v1.CsiStorageCapacity
+	(*PodAffinity)(nil),                   // 38: placement.v1.PodAffinity
+	(*PodAffinityTerm)(nil),               // 39: placement.v1.PodAffinityTerm
+	(*WeightedPodAffinityTerm)(nil),       // 40: placement.v1.WeightedPodAffinityTerm
+	(*Gang)(nil),                          // 41: placement.v1.Gang
+	(*PodDisruptionBudget)(nil),           // 42: placement.v1.PodDisruptionBudget
+	(*LabelSelector)(nil),                 // 43: placement.v1.LabelSelector
+	(*LabelSelectorRequirement)(nil),      // 44: placement.v1.LabelSelectorRequirement
+	(*TopologySpreadConstraint)(nil),      // 45: placement.v1.TopologySpreadConstraint
+	(*Container)(nil),                     // 46: placement.v1.Container
+	(*ContainerPort)(nil),                 // 47: placement.v1.ContainerPort
+	(*NodeAffinity)(nil),                  // 48: placement.v1.NodeAffinity
+	(*NodeSelector)(nil),                  // 49: placement.v1.NodeSelector
+	(*NodeSelectorTerm)(nil),              // 50: placement.v1.NodeSelectorTerm
+	(*NodeSelectorRequirement)(nil),       // 51: placement.v1.NodeSelectorRequirement
+	(*PreferredSchedulingTerm)(nil),       // 52: placement.v1.PreferredSchedulingTerm
+	(*Toleration)(nil),                    // 53: placement.v1.Toleration
+	(*Node)(nil),                          // 54: placement.v1.Node
+	(*Taint)(nil),                         // 55: placement.v1.Taint
+	(*ContainerImage)(nil),                // 56: placement.v1.ContainerImage
+	(*DeviceClass)(nil),                   // 57: placement.v1.DeviceClass
+	(*ResourceClaim)(nil),                 // 58: placement.v1.ResourceClaim
+	(*DeviceRequest)(nil),                 // 59: placement.v1.DeviceRequest
+	(*ExactDeviceRequest)(nil),            // 60: placement.v1.ExactDeviceRequest
+	(*DeviceSubRequest)(nil),              // 61: placement.v1.DeviceSubRequest
+	(*DeviceConstraint)(nil),              // 62: placement.v1.DeviceConstraint
+	(*AllocationResult)(nil),              // 63: placement.v1.AllocationResult
+	(*DeviceRequestAllocationResult)(nil), // 64: placement.v1.DeviceRequestAllocationResult
+	(*ResourceClaimConsumer)(nil),         // 65: placement.v1.ResourceClaimConsumer
+	(*ResourceSlice)(nil),                 // 66: placement.v1.ResourceSlice
+	(*Device)(nil),                        // 67: placement.v1.Device
+	(*DeviceAttribute)(nil),               // 68: placement.v1.DeviceAttribute
+	(*DeviceTaint)(nil),                   // 69: placement.v1.DeviceTaint
+	(*CounterSet)(nil),                    // 70: placement.v1.CounterSet
+	(*DeviceCounterConsumption)(nil),      // 71: placement.v1.DeviceCounterConsumption
+	nil,                                   // 72: placement.v1.Namespace.LabelsEntry
+	nil,                                   // 73: placement.v1.Unschedulable.ReasonsEntry
+	nil,                                   // 74: placement.v1.Pod.LabelsEntry
+	nil,                                   // 75: placement.v1.Pod.OverheadEntry
+	nil,                                   // 76: placement.v1.Pod.NodeSelectorEntry
+	nil,                                   // 77: placement.v1.Pod.AnnotationsEntry
+	nil,                                   // 78: placement.v1.Pod.PodRequestsEntry
+	nil,                                   // 79: placement.v1.Pod.AllocatedRequestsEntry
+	nil,                                   // 80: placement.v1.Pod.ActuatedRequestsEntry
+	nil,                                   // 81: placement.v1.PersistentVolume.LabelsEntry
+	nil,                                   // 82: placement.v1.LabelSelector.MatchLabelsEntry
+	nil,                                   // 83: placement.v1.Container.RequestsEntry
+	nil,                                   // 84: placement.v1.Container.AllocatedRequestsEntry
+	nil,                                   // 85: placement.v1.Container.ActuatedRequestsEntry
+	nil,                                   // 86: placement.v1.Node.LabelsEntry
+	nil,                                   // 87: placement.v1.Node.AllocatableEntry
+	nil,                                   // 88: placement.v1.ExactDeviceRequest.CapacityRequestsEntry
+	nil,                                   // 89: placement.v1.DeviceSubRequest.CapacityRequestsEntry
+	nil,                                   // 90: placement.v1.Device.AttributesEntry
+	nil,                                   // 91: placement.v1.Device.CapacityEntry
+	nil,                                   // 92: placement.v1.CounterSet.CountersEntry
+	nil,                                   // 93: placement.v1.DeviceCounterConsumption.CountersEntry
 }
 var file_placement_v1_placement_proto_depIdxs = []int32{
-	2,   // 0: placement.v1.SyncSnapshotRequest.full:type_name -> placement.v1.Snapshot
-	4,   // 1: placement.v1.SyncSnapshotRequest.delta:type_name -> placement.v1.SnapshotDelta
-	52,  // 2: placement.v1.Snapshot.nodes:type_name -> placement.v1.Node
-	23,  // 3: placement.v1.Snapshot.pods:type_name -> placement.v1.Pod
-	3,   // 4: placement.v1.Snapshot.namespaces:type_name -> placement.v1.Namespace
-	40,  // 5: placement.v1.Snapshot.pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
-	26,  // 6: placement.v1.Snapshot.persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
-	27,  // 7: placement.v1.Snapshot.persistent_volumes:type_name -> placement.v1.PersistentVolume
-	29,  // 8: placement.v1.Snapshot.storage_classes:type_name -> placement.v1.StorageClass
-	32,  // 9: placement.v1.Snapshot.csi_nodes:type_name -> placement.v1.CsiNode
-	34,  // 10: placement.v1.Snapshot.csi_drivers:type_name -> placement.v1.CsiDriver
-	35,  // 11: placement.v1.Snapshot.csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
-	55,  // 12: placement.v1.Snapshot.device_classes:type_name -> placement.v1.DeviceClass
-	56,  // 13: placement.v1.Snapshot.resource_claims:type_name -> placement.v1.ResourceClaim
-	64,  // 14: placement.v1.Snapshot.resource_slices:type_name -> placement.v1.ResourceSlice
-	70,  // 15: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
-	52,  // 16: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
-	23,  // 17: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
-	3,   // 18: placement.v1.SnapshotDelta.upsert_namespaces:type_name -> placement.v1.Namespace
-	40,  // 19: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
-	26,  // 20: placement.v1.SnapshotDelta.upsert_persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
-	27,  // 21: placement.v1.SnapshotDelta.upsert_persistent_volumes:type_name -> placement.v1.PersistentVolume
-	29,  // 22: placement.v1.SnapshotDelta.upsert_storage_classes:type_name -> placement.v1.StorageClass
-	32,  // 23: placement.v1.SnapshotDelta.upsert_csi_nodes:type_name -> placement.v1.CsiNode
-	34,  // 24: placement.v1.SnapshotDelta.upsert_csi_drivers:type_name -> placement.v1.CsiDriver
-	35,  // 25: placement.v1.SnapshotDelta.upsert_csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
-	55,  // 26: placement.v1.SnapshotDelta.upsert_device_classes:type_name -> placement.v1.DeviceClass
-	56,  // 27: placement.v1.SnapshotDelta.upsert_resource_claims:type_name -> placement.v1.ResourceClaim
-	64,  // 28: placement.v1.SnapshotDelta.upsert_resource_slices:type_name -> placement.v1.ResourceSlice
-	2,   // 29: placement.v1.SnapshotRef.inline:type_name -> placement.v1.Snapshot
-	5,   // 30: placement.v1.RankRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	23,  // 31: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
-	8,   // 32: placement.v1.RankResponse.feasible:type_name -> placement.v1.NodeScore
-	10,  // 33: placement.v1.RankResponse.infeasible:type_name -> placement.v1.InfeasibleNode
-	9,   // 34: placement.v1.NodeScore.plugin_scores:type_name -> placement.v1.PluginScore
-	5,   // 35: placement.v1.ScheduleRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	23,  // 36: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
-	13,  // 37: placement.v1.ScheduleResponse.placements:type_name -> placement.v1.Placement
-	16,  // 38: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
-	15,  // 39: placement.v1.Placement.claim_bindings:type_name -> placement.v1.ClaimBinding
-	14,  // 40: placement.v1.Placement.claim_allocations:type_name -> placement.v1.ClaimAllocation
-	61,  // 41: placement.v1.ClaimAllocation.allocation:type_name -> placement.v1.AllocationResult
-	71,  // 42: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
-	19,  // 43: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
-	22,  // 44: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
-	20,  // 45: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
-	21,  // 46: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
-	72,  // 47: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
-	44,  // 48: placement.v1.Pod.containers:type_name -> placement.v1.Container
-	44,  // 49: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
-	73,  // 50: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
-	74,  // 51: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
-	46,  // 52: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
-	51,  // 53: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
-	36,  // 54: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
-	36,  // 55: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
-	43,  // 56: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
-	41,  // 57: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
-	39,  // 58: placement.v1.Pod.gang:type_name -> placement.v1.Gang
-	75,  // 59: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
-	25,  // 60: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
-	76,  // 61: placement.v1.Pod.pod_requests:type_name -> placement.v1.Pod.PodRequestsEntry
-	77,  // 62: placement.v1.Pod.allocated_requests:type_name -> placement.v1.Pod.AllocatedRequestsEntry
-	78,  // 63: placement.v1.Pod.actuated_requests:type_name -> placement.v1.Pod.ActuatedRequestsEntry
-	24,  // 64: placement.v1.Pod.resource_claims:type_name -> placement.v1.PodResourceClaim
-	41,  // 65: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
-	79,  // 66: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
-	47,  // 67: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
-	28,  // 68: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
-	30,  // 69: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
-	31,  // 70: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
-	33,  // 71: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
-	41,  // 72: placement.v1.CsiStorageCapacity.node_topology:type_name -> placement.v1.LabelSelector
-	37,  // 73: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
-	38,  // 74: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
-	41,  // 75: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
-	41,  // 76: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
-	37,  // 77: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
-	41,  // 78: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
-	80,  // 79: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
-	42,  // 80: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
-	41,  // 81: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
-	81,  // 82: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
-	45,  // 83: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
-	82,  // 84: placement.v1.Container.allocated_requests:type_name -> placement.v1.Container.AllocatedRequestsEntry
-	83,  // 85: placement.v1.Container.actuated_requests:type_name -> placement.v1.Container.ActuatedRequestsEntry
-	47,  // 86: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
-	50,  // 87: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
-	48,  // 88: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
-	49,  // 89: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
-	49,  // 90: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
-	48,  // 91: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
-	84,  // 92: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
-	53,  // 93: placement.v1.Node.taints:type_name -> placement.v1.Taint
-	85,  // 94: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
-	54,  // 95: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
-	57,  // 96: placement.v1.ResourceClaim.requests:type_name -> placement.v1.DeviceRequest
-	60,  // 97: placement.v1.ResourceClaim.constraints:type_name -> placement.v1.DeviceConstraint
-	61,  // 98: placement.v1.ResourceClaim.allocation:type_name -> placement.v1.AllocationResult
-	63,  // 99: placement.v1.ResourceClaim.reserved_for:type_name -> placement.v1.ResourceClaimConsumer
-	58,  // 100: placement.v1.DeviceRequest.exactly:type_name -> placement.v1.ExactDeviceRequest
-	59,  // 101: placement.v1.DeviceRequest.first_available:type_name -> placement.v1.DeviceSubRequest
-	51,  // 102: placement.v1.ExactDeviceRequest.tolerations:type_name -> placement.v1.Toleration
-	86,  // 103: placement.v1.ExactDeviceRequest.capacity_requests:type_name -> placement.v1.ExactDeviceRequest.CapacityRequestsEntry
-	51,  // 104: placement.v1.DeviceSubRequest.tolerations:type_name -> placement.v1.Toleration
-	87,  // 105: placement.v1.DeviceSubRequest.capacity_requests:type_name -> placement.v1.DeviceSubRequest.CapacityRequestsEntry
-	62,  // 106: placement.v1.AllocationResult.devices:type_name -> placement.v1.DeviceRequestAllocationResult
-	47,  // 107: placement.v1.AllocationResult.node_selector:type_name -> placement.v1.NodeSelector
-	51,  // 108: placement.v1.DeviceRequestAllocationResult.tolerations:type_name -> placement.v1.Toleration
-	47,  // 109: placement.v1.ResourceSlice.node_selector:type_name -> placement.v1.NodeSelector
-	65,  // 110: placement.v1.ResourceSlice.devices:type_name -> placement.v1.Device
-	68,  // 111: placement.v1.ResourceSlice.shared_counters:type_name -> placement.v1.CounterSet
-	88,  // 112: placement.v1.Device.attributes:type_name -> placement.v1.Device.AttributesEntry
-	89,  // 113: placement.v1.Device.capacity:type_name -> placement.v1.Device.CapacityEntry
-	69,  // 114: placement.v1.Device.consumes_counters:type_name -> placement.v1.DeviceCounterConsumption
-	47,  // 115: placement.v1.Device.node_selector:type_name -> placement.v1.NodeSelector
-	67,  // 116: placement.v1.Device.taints:type_name -> placement.v1.DeviceTaint
-	90,  // 117: placement.v1.CounterSet.counters:type_name -> placement.v1.CounterSet.CountersEntry
-	91,  // 118: placement.v1.DeviceCounterConsumption.counters:type_name -> placement.v1.DeviceCounterConsumption.CountersEntry
-	66,  // 119: placement.v1.Device.AttributesEntry.value:type_name -> placement.v1.DeviceAttribute
-	0,   // 120: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
-	6,   // 121: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
-	11,  // 122: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
-	17,  // 123: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
-	1,   // 124: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
-	7,   // 125: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
-	12,  // 126: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
-	18,  // 127: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
-	124, // [124:128] is the sub-list for method output_type
-	120, // [120:124] is the sub-list for method input_type
-	120, // [120:120] is the sub-list for extension type_name
-	120, // [120:120] is the sub-list for extension extendee
-	0,   // [0:120] is the sub-list for field type_name
+	3,   // 0: placement.v1.SyncSnapshotRequest.full:type_name -> placement.v1.Snapshot
+	5,   // 1: placement.v1.SyncSnapshotRequest.delta:type_name -> placement.v1.SnapshotDelta
+	54,  // 2: placement.v1.Snapshot.nodes:type_name -> placement.v1.Node
+	25,  // 3: placement.v1.Snapshot.pods:type_name -> placement.v1.Pod
+	4,   // 4: placement.v1.Snapshot.namespaces:type_name -> placement.v1.Namespace
+	42,  // 5: placement.v1.Snapshot.pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	28,  // 6: placement.v1.Snapshot.persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
+	29,  // 7: placement.v1.Snapshot.persistent_volumes:type_name -> placement.v1.PersistentVolume
+	31,  // 8: placement.v1.Snapshot.storage_classes:type_name -> placement.v1.StorageClass
+	34,  // 9: placement.v1.Snapshot.csi_nodes:type_name -> placement.v1.CsiNode
+	36,  // 10: placement.v1.Snapshot.csi_drivers:type_name -> placement.v1.CsiDriver
+	37,  // 11: placement.v1.Snapshot.csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
+	57,  // 12: placement.v1.Snapshot.device_classes:type_name -> placement.v1.DeviceClass
+	58,  // 13: placement.v1.Snapshot.resource_claims:type_name -> placement.v1.ResourceClaim
+	66,  // 14: placement.v1.Snapshot.resource_slices:type_name -> placement.v1.ResourceSlice
+	72,  // 15: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
+	54,  // 16: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
+	25,  // 17: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
+	4,   // 18: placement.v1.SnapshotDelta.upsert_namespaces:type_name -> placement.v1.Namespace
+	42,  // 19: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	28,  // 20: placement.v1.SnapshotDelta.upsert_persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
+	29,  // 21: placement.v1.SnapshotDelta.upsert_persistent_volumes:type_name -> placement.v1.PersistentVolume
+	31,  // 22: placement.v1.SnapshotDelta.upsert_storage_classes:type_name -> placement.v1.StorageClass
+	34,  // 23: placement.v1.SnapshotDelta.upsert_csi_nodes:type_name -> placement.v1.CsiNode
+	36,  // 24: placement.v1.SnapshotDelta.upsert_csi_drivers:type_name -> placement.v1.CsiDriver
+	37,  // 25: placement.v1.SnapshotDelta.upsert_csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
+	57,  // 26: placement.v1.SnapshotDelta.upsert_device_classes:type_name -> placement.v1.DeviceClass
+	58,  // 27: placement.v1.SnapshotDelta.upsert_resource_claims:type_name -> placement.v1.ResourceClaim
+	66,  // 28: placement.v1.SnapshotDelta.upsert_resource_slices:type_name -> placement.v1.ResourceSlice
+	3,   // 29: placement.v1.SnapshotRef.inline:type_name -> placement.v1.Snapshot
+	6,   // 30: placement.v1.RankRequest.snapshot:type_name -> placement.v1.SnapshotRef
+	25,  // 31: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
+	9,   // 32: placement.v1.RankResponse.feasible:type_name -> placement.v1.NodeScore
+	11,  // 33: placement.v1.RankResponse.infeasible:type_name -> placement.v1.InfeasibleNode
+	10,  // 34: placement.v1.NodeScore.plugin_scores:type_name -> placement.v1.PluginScore
+	12,  // 35: placement.v1.InfeasibleNode.device_failures:type_name -> placement.v1.DeviceRequestFailure
+	0,   // 36: placement.v1.DeviceRequestFailure.kind:type_name -> placement.v1.DeviceFailureKind
+	6,   // 37: placement.v1.ScheduleRequest.snapshot:type_name -> placement.v1.SnapshotRef
+	25,  // 38: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
+	15,  // 39: placement.v1.ScheduleResponse.placements:type_name -> placement.v1.Placement
+	18,  // 40: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
+	17,  // 41: placement.v1.Placement.claim_bindings:type_name -> placement.v1.ClaimBinding
+	16,  // 42: placement.v1.Placement.claim_allocations:type_name -> placement.v1.ClaimAllocation
+	63,  // 43: placement.v1.ClaimAllocation.allocation:type_name -> placement.v1.AllocationResult
+	73,  // 44: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
+	21,  // 45: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
+	24,  // 46: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
+	22,  // 47: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
+	23,  // 48: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
+	74,  // 49: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
+	46,  // 50: placement.v1.Pod.containers:type_name -> placement.v1.Container
+	46,  // 51: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
+	75,  // 52: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
+	76,  // 53: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
+	48,  // 54: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
+	53,  // 55: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
+	38,  // 56: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
+	38,  // 57: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
+	45,  // 58: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
+	43,  // 59: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
+	41,  // 60: placement.v1.Pod.gang:type_name -> placement.v1.Gang
+	77,  // 61: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
+	27,  // 62: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
+	78,  // 63: placement.v1.Pod.pod_requests:type_name -> placement.v1.Pod.PodRequestsEntry
+	79,  // 64: placement.v1.Pod.allocated_requests:type_name -> placement.v1.Pod.AllocatedRequestsEntry
+	80,  // 65: placement.v1.Pod.actuated_requests:type_name -> placement.v1.Pod.ActuatedRequestsEntry
+	26,  // 66: placement.v1.Pod.resource_claims:type_name -> placement.v1.PodResourceClaim
+	43,  // 67: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
+	81,  // 68: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
+	49,  // 69: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
+	30,  // 70: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
+	32,  // 71: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
+	33,  // 72: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
+	35,  // 73: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
+	43,  // 74: placement.v1.CsiStorageCapacity.node_topology:type_name -> placement.v1.LabelSelector
+	39,  // 75: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
+	40,  // 76: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
+	43,  // 77: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
+	43,  // 78: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
+	39,  // 79: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
+	43,  // 80: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
+	82,  // 81: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
+	44,  // 82: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
+	43,  // 83: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
+	83,  // 84: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
+	47,  // 85: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
+	84,  // 86: placement.v1.Container.allocated_requests:type_name -> placement.v1.Container.AllocatedRequestsEntry
+	85,  // 87: placement.v1.Container.actuated_requests:type_name -> placement.v1.Container.ActuatedRequestsEntry
+	49,  // 88: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
+	52,  // 89: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
+	50,  // 90: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
+	51,  // 91: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
+	51,  // 92: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
+	50,  // 93: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
+	86,  // 94: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
+	55,  // 95: placement.v1.Node.taints:type_name -> placement.v1.Taint
+	87,  // 96: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
+	56,  // 97: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
+	59,  // 98: placement.v1.ResourceClaim.requests:type_name -> placement.v1.DeviceRequest
+	62,  // 99: placement.v1.ResourceClaim.constraints:type_name -> placement.v1.DeviceConstraint
+	63,  // 100: placement.v1.ResourceClaim.allocation:type_name -> placement.v1.AllocationResult
+	65,  // 101: placement.v1.ResourceClaim.reserved_for:type_name -> placement.v1.ResourceClaimConsumer
+	60,  // 102: placement.v1.DeviceRequest.exactly:type_name -> placement.v1.ExactDeviceRequest
+	61,  // 103: placement.v1.DeviceRequest.first_available:type_name -> placement.v1.DeviceSubRequest
+	53,  // 104: placement.v1.ExactDeviceRequest.tolerations:type_name -> placement.v1.Toleration
+	88,  // 105: placement.v1.ExactDeviceRequest.capacity_requests:type_name -> placement.v1.ExactDeviceRequest.CapacityRequestsEntry
+	53,  // 106: placement.v1.DeviceSubRequest.tolerations:type_name -> placement.v1.Toleration
+	89,  // 107: placement.v1.DeviceSubRequest.capacity_requests:type_name -> placement.v1.DeviceSubRequest.CapacityRequestsEntry
+	64,  // 108: placement.v1.AllocationResult.devices:type_name -> placement.v1.DeviceRequestAllocationResult
+	49,  // 109: placement.v1.AllocationResult.node_selector:type_name -> placement.v1.NodeSelector
+	53,  // 110: placement.v1.DeviceRequestAllocationResult.tolerations:type_name -> placement.v1.Toleration
+	49,  // 111: placement.v1.ResourceSlice.node_selector:type_name -> placement.v1.NodeSelector
+	67,  // 112: placement.v1.ResourceSlice.devices:type_name -> placement.v1.Device
+	70,  // 113: placement.v1.ResourceSlice.shared_counters:type_name -> placement.v1.CounterSet
+	90,  // 114: placement.v1.Device.attributes:type_name -> placement.v1.Device.AttributesEntry
+	91,  // 115: placement.v1.Device.capacity:type_name -> placement.v1.Device.CapacityEntry
+	71,  // 116: placement.v1.Device.consumes_counters:type_name -> placement.v1.DeviceCounterConsumption
+	49,  // 117: placement.v1.Device.node_selector:type_name -> placement.v1.NodeSelector
+	69,  // 118: placement.v1.Device.taints:type_name -> placement.v1.DeviceTaint
+	92,  // 119: placement.v1.CounterSet.counters:type_name -> placement.v1.CounterSet.CountersEntry
+	93,  // 120: placement.v1.DeviceCounterConsumption.counters:type_name -> placement.v1.DeviceCounterConsumption.CountersEntry
+	68,  // 121: placement.v1.Device.AttributesEntry.value:type_name -> placement.v1.DeviceAttribute
+	1,   // 122: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
+	7,   // 123: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
+	13,  // 124: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
+	19,  // 125: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
+	2,   // 126: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
+	8,   // 127: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
+	14,  // 128: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
+	20,  // 129: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
+	126, // [126:130] is the sub-list for method output_type
+	122, // [122:126] is the sub-list for method input_type
+	122, // [122:122] is the sub-list for extension type_name
+	122, // [122:122] is the sub-list for extension extendee
+	0,   // [0:122] is the sub-list for field type_name
 }
 
 func init() { file_placement_v1_placement_proto_init() }
@@ -6924,20 +7094,20 @@ func file_placement_v1_placement_proto_init() {
 		(*SnapshotRef_Inline)(nil),
 	}
 	file_placement_v1_placement_proto_msgTypes[6].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[13].OneofWrappers = []any{
+	file_placement_v1_placement_proto_msgTypes[14].OneofWrappers = []any{
 		(*Placement_NodeName)(nil),
 		(*Placement_Unschedulable)(nil),
 	}
-	file_placement_v1_placement_proto_msgTypes[15].OneofWrappers = []any{
+	file_placement_v1_placement_proto_msgTypes[16].OneofWrappers = []any{
 		(*ClaimBinding_VolumeName)(nil),
 		(*ClaimBinding_SelectedNode)(nil),
 	}
-	file_placement_v1_placement_proto_msgTypes[24].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[33].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[43].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[51].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[62].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[66].OneofWrappers = []any{
+	file_placement_v1_placement_proto_msgTypes[25].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[34].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[44].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[52].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[63].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[67].OneofWrappers = []any{
 		(*DeviceAttribute_Int)(nil),
 		(*DeviceAttribute_Bool)(nil),
 		(*DeviceAttribute_String_)(nil),
@@ -6948,13 +7118,14 @@ func file_placement_v1_placement_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_placement_v1_placement_proto_rawDesc), len(file_placement_v1_placement_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   92,
+			NumEnums:      1,
+			NumMessages:   93,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_placement_v1_placement_proto_goTypes,
 		DependencyIndexes: file_placement_v1_placement_proto_depIdxs,
+		EnumInfos:         file_placement_v1_placement_proto_enumTypes,
 		MessageInfos:      file_placement_v1_placement_proto_msgTypes,
 	}.Build()
 	File_placement_v1_placement_proto = out.File
