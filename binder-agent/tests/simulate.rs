@@ -345,6 +345,10 @@ fn kubectl_output_is_split_into_nodes_bound_and_pending_pods() {
     assert_eq!(all.pending.len(), 3);
     assert!(all.pending.iter().all(|p| p.scheduler_name == "placement-scheduler"));
     assert!(Workload::from_kubectl_json("{not json", &[], false).is_err());
+    assert!(
+        Workload::from_kubectl_json("just words", &[], false).is_err(),
+        "valid YAML, but no Kubernetes object"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

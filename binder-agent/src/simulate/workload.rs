@@ -115,6 +115,11 @@ impl Workload {
             Err(json) => serde_saphyr::from_str(text)
                 .map_err(|yaml| SimError::Json(format!("neither JSON ({json}) nor YAML ({yaml})")))?,
         };
+        if !value.is_object() {
+            return Err(SimError::Json(
+                "expected a Kubernetes object or List (kubectl get -o json or -o yaml)".into(),
+            ));
+        }
         let ours = scheduler_names.first().cloned().unwrap_or_default();
         let mut w = Self::default();
         let mut templates = HashMap::new();
