@@ -559,6 +559,172 @@ async fn claims_and_volumes_are_read_and_explained() {
     f.stop().await;
 }
 
+/// DeviceClasses, ResourceClaims and ResourceSlices are read as the binder reads them, and a pod
+/// whose claim of two GPUs fits nowhere is told, node by node, which request fails and why:
+///
+/// | node       | GPUs                                   | the claim's request `gpu` (2 GPUs) |
+/// |------------|----------------------------------------|------------------------------------|
+/// | big        | 2, one allocated to the claim `taken`  | not enough free devices            |
+/// | small      | 1                                      | no device matches (only 1)         |
+/// | hdd        | 2, one tainted `maintenance:NoSchedule` | devices tainted                   |
+/// | gpu        | none (the node's taint refuses it first) | –                                |
+/// | cordoned   | none (cordoned)                        | –                                  |
+///
+/// A user who may not list ResourceClaims gets the pod explained without them, with a note.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn device_objects_are_read_and_a_claim_that_fits_nowhere_is_explained_request_by_request() {
+    use placement_tests::fake_apiserver::{matcher, Kind};
+    let f = Fixture::start().await;
+    const DRIVER: &str = "gpu.example.com";
+    f.server.create_raw(
+        Kind::DeviceClass,
+        serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": DRIVER},
+                           "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}]}}),
+    );
+    let slice = |node: &str, gpus: usize, tainted: Option<usize>| {
+        let devices: Vec<Value> = (0..gpus)
+            .map(|i| {
+                let mut d = serde_json::json!({"name": format!("gpu-{i}"),
+                    "attributes": {"model": {"string": "a100"}}});
+                if tainted == Some(i) {
+                    d["taints"] = serde_json::json!([{"key": "maintenance", "effect": "NoSchedule"}]);
+                }
+                d
+            })
+            .collect();
+        serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": format!("{node}-{DRIVER}")},
+            "spec": {"driver": DRIVER, "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": devices}})
+    };
+    f.server.create_raw(Kind::ResourceSlice, slice("n-big", 2, None));
+    f.server.create_raw(Kind::ResourceSlice, slice("n-small", 1, None));
+    f.server.create_raw(Kind::ResourceSlice, slice("n-hdd", 2, Some(1)));
+    let claim = |name: &str, count: u32| {
+        serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "shop"},
+            "spec": {"devices": {"requests": [{"name": "gpu",
+                "exactly": {"deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": count}}]}}})
+    };
+    let mut taken = claim("taken", 1);
+    taken["status"] = serde_json::json!({"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": DRIVER, "pool": "n-big", "device": "gpu-0"}]}}});
+    f.server.create_raw(Kind::ResourceClaim, taken);
+    f.server.create_raw(Kind::ResourceClaim, claim("two-gpus", 2));
+    let mut trainer = pod("trainer", SCHEDULER, "1", &[], None);
+    trainer.spec.as_mut().unwrap().resource_claims = Some(vec![k8s_openapi::api::core::v1::PodResourceClaim {
+        name: "gpu".into(),
+        resource_claim_name: Some("two-gpus".into()),
+        ..Default::default()
+    }]);
+    f.server.create_pod(trainer);
+
+    let json = f.explain(&["trainer", "-o", "json"]).await.json();
+    let c = &json["current"];
+    assert_eq!(c["schedulable"], false, "{json}");
+    assert!(
+        c["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("0/5 nodes are available: 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable, 3 cannot allocate all claims."),
+        "{json}"
+    );
+    let groups: Vec<(String, String, String, u64, String)> = c["devices"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no devices section: {json}"))
+        .iter()
+        .map(|g| {
+            (
+                format!("{}/{}", g["claim"].as_str().unwrap(), g["request"].as_str().unwrap()),
+                g["kind"].as_str().unwrap().to_string(),
+                g["example_node"].as_str().unwrap().to_string(),
+                g["count"].as_u64().unwrap(),
+                g["example"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let group = |node: &str, kind: &str, message: &str| {
+        (
+            "two-gpus/gpu".to_string(),
+            kind.to_string(),
+            node.to_string(),
+            1,
+            message.to_string(),
+        )
+    };
+    assert_eq!(
+        groups,
+        vec![
+            group(
+                "n-small",
+                "no_matching_device",
+                "2 requested, only 1 of the node's 1 device matches class gpu.example.com and the request's selectors"
+            ),
+            group(
+                "n-big",
+                "devices_allocated",
+                "2 requested; 2 devices match, 1 allocated to claims"
+            ),
+            group(
+                "n-hdd",
+                "device_tainted",
+                "2 requested; 2 devices match, 1 with taints the request does not tolerate (maintenance:NoSchedule)"
+            ),
+        ],
+        "{json}"
+    );
+    let text = f.explain(&["trainer", "--node", "n-big"]).await.text().to_string();
+    assert!(
+        text.contains(
+            "\nNode n-big: REFUSED by DynamicResources: cannot allocate all claims\n\
+             \x20 - DynamicResources: claim two-gpus request gpu: 2 requested; 2 devices match, 1 allocated to claims\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "Why the pod's claims cannot be allocated (on the nodes DynamicResources refused, request by request):"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("  - claim two-gpus request gpu on n-small: 2 requested, only 1 of the node's 1 device matches"),
+        "{text}"
+    );
+    // The hints do not ask about devices: they say so.
+    assert!(
+        text.contains("(these re-check cordons, taints, node labels, host ports and resources only; DynamicResources may still refuse the nodes named)"),
+        "{text}"
+    );
+
+    // Without the right to list ResourceClaims: a note, and the claim is not found.
+    f.server
+        .fail_next(1, matcher("GET", "/apis/resource.k8s.io/v1/resourceclaims"), 403);
+    let json = f.explain(&["trainer", "-o", "json"]).await.json();
+    let notes: Vec<&str> = json["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("resourceclaims could not be listed (")
+                && n.ends_with("): DynamicResources is explained without them")),
+        "{json}"
+    );
+    assert!(
+        json["current"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("0/5 nodes are available: could not find ResourceClaim \"shop/two-gpus\"."),
+        "{json}"
+    );
+    f.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_output_is_one_document_for_scripts() {
     let f = Fixture::start().await;

@@ -345,6 +345,10 @@ fn kubectl_output_is_split_into_nodes_bound_and_pending_pods() {
     assert_eq!(all.pending.len(), 3);
     assert!(all.pending.iter().all(|p| p.scheduler_name == "placement-scheduler"));
     assert!(Workload::from_kubectl_json("{not json", &[], false).is_err());
+    assert!(
+        Workload::from_kubectl_json("just words", &[], false).is_err(),
+        "valid YAML, but no Kubernetes object"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -756,5 +760,246 @@ async fn a_full_sync_in_chunks_carries_every_node_and_bound_pod() {
     assert!(
         s.utilization.nodes_used > 7,
         "pods reach the nodes of every chunk:\n{s}"
+    );
+}
+
+/// `kubectl get nodes,pods,deviceclass,resourceclaim,resourceclaimtemplate,resourceslice -A -o
+/// yaml` output: two nodes of two GPUs each (node-a's on one NUMA node, node-b's on two), a
+/// template of two GPUs on one NUMA node, two pods using it and one naming a claim of one GPU.
+const DRA_CLUSTER_YAML: &str = r#"apiVersion: v1
+kind: List
+metadata:
+  resourceVersion: ""
+items:
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: node-a
+    labels: {kubernetes.io/hostname: node-a}
+  status:
+    allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
+    capacity: {cpu: "4", memory: 16Gi, pods: "110"}
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: node-b
+    labels: {kubernetes.io/hostname: node-b}
+  status:
+    allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
+    capacity: {cpu: "4", memory: 16Gi, pods: "110"}
+- apiVersion: resource.k8s.io/v1
+  kind: DeviceClass
+  metadata:
+    name: gpu.example.com
+  spec:
+    selectors:
+    - cel:
+        expression: device.driver == "gpu.example.com"
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceSlice
+  metadata:
+    name: node-a-gpus
+  spec:
+    driver: gpu.example.com
+    nodeName: node-a
+    pool: {name: node-a, generation: 1, resourceSliceCount: 1}
+    devices:
+    - name: gpu-0
+      attributes: {numa: {int: 0}}
+    - name: gpu-1
+      attributes: {numa: {int: 0}}
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceSlice
+  metadata:
+    name: node-b-gpus
+  spec:
+    driver: gpu.example.com
+    nodeName: node-b
+    pool: {name: node-b, generation: 1, resourceSliceCount: 1}
+    devices:
+    - name: gpu-0
+      attributes: {numa: {int: 0}}
+    - name: gpu-1
+      attributes: {numa: {int: 1}}
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceClaimTemplate
+  metadata:
+    name: two-gpus-one-numa
+    namespace: shop
+  spec:
+    metadata:
+      labels: {team: ml}
+    spec:
+      devices:
+        requests:
+        - name: gpu
+          exactly:
+            deviceClassName: gpu.example.com
+            allocationMode: ExactCount
+            count: 2
+        constraints:
+        - requests: [gpu]
+          matchAttribute: gpu.example.com/numa
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceClaim
+  metadata:
+    name: one-gpu
+    namespace: shop
+    uid: uid-one-gpu
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.example.com, allocationMode: ExactCount, count: 1}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: trainer-0, namespace: shop, uid: uid-trainer-0, creationTimestamp: "2026-01-02T03:04:05Z"}
+  spec:
+    schedulerName: placement-scheduler
+    resourceClaims:
+    - {name: gpu, resourceClaimTemplateName: two-gpus-one-numa}
+    containers:
+    - name: train
+      image: train:1
+      resources:
+        requests: {cpu: "1"}
+        claims: [{name: gpu}]
+  status: {phase: Pending}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: trainer-1, namespace: shop, uid: uid-trainer-1, creationTimestamp: "2026-01-02T03:04:06Z"}
+  spec:
+    schedulerName: placement-scheduler
+    resourceClaims:
+    - {name: gpu, resourceClaimTemplateName: two-gpus-one-numa}
+    containers:
+    - name: train
+      image: train:1
+      resources:
+        requests: {cpu: "1"}
+        claims: [{name: gpu}]
+  status: {phase: Pending}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: inference, namespace: shop, uid: uid-inference, creationTimestamp: "2026-01-02T03:04:07Z"}
+  spec:
+    schedulerName: placement-scheduler
+    resourceClaims:
+    - {name: gpu, resourceClaimName: one-gpu}
+    containers:
+    - name: serve
+      image: serve:1
+      resources:
+        requests: {cpu: "1"}
+        claims: [{name: gpu}]
+  status: {phase: Pending}
+"#;
+
+/// DRA objects from a `-o yaml` file reach the simulation, and each pod naming a template gets
+/// its claim generated as the resourceclaim controller names it: the first trainer takes node-a's
+/// two GPUs on one NUMA node, the second finds no such pair left (node-b's are on two), and the
+/// pod naming a one-GPU claim goes to node-b; the claims placed are allocated and reserved for
+/// their pods, no device twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_cluster_with_devices_and_claim_templates_is_simulated() {
+    let w = Workload::from_kubectl_json(DRA_CLUSTER_YAML, &["placement-scheduler".into()], false).unwrap();
+    assert_eq!(
+        w.storage.len(),
+        6,
+        "a class, two slices, a claim and the two claims generated"
+    );
+    let generated: Vec<String> = w
+        .pending
+        .iter()
+        .filter(|p| p.spec.name.starts_with("trainer-"))
+        .map(|p| {
+            let c = &p.spec.resource_claims[0];
+            assert_eq!(c.resource_claim_template_name, "two-gpus-one-numa");
+            c.generated_claim_name
+                .clone()
+                .expect("a generated claim recorded in the pod's status")
+        })
+        .collect();
+    assert_eq!(generated.len(), 2);
+    for (i, name) in generated.iter().enumerate() {
+        let suffix = name
+            .strip_prefix(&format!("trainer-{i}-gpu-"))
+            .unwrap_or_else(|| panic!("{name}: <pod>-<claim>-<suffix>"));
+        assert_eq!(suffix.len(), 5, "{name}");
+        assert!(
+            suffix.chars().all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c)),
+            "{name}"
+        );
+    }
+    let again = Workload::from_kubectl_json(DRA_CLUSTER_YAML, &["placement-scheduler".into()], false).unwrap();
+    assert_eq!(
+        again.pending[0].spec.resource_claims[0].generated_claim_name,
+        w.pending[0].spec.resource_claims[0].generated_claim_name,
+        "the suffix is deterministic"
+    );
+
+    let path = std::env::temp_dir().join(format!("binder-sim-{}-dra.yaml", std::process::id()));
+    std::fs::write(&path, DRA_CLUSTER_YAML).unwrap();
+    let mut c = config(ClusterSource::File {
+        path: path.clone(),
+        all_pending: false,
+    });
+    c.record_outcomes = true;
+    let s = simulate(c).await.unwrap();
+    assert_sound(&s);
+    assert_eq!(s.outcomes["shop/trainer-0"], Outcome::Bound("node-a".into()), "{s}");
+    assert_eq!(
+        s.outcomes["shop/trainer-1"],
+        Outcome::Unschedulable(
+            "0/2 nodes are available: 2 cannot allocate all claims. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.".into()
+        ),
+        "{s}"
+    );
+    assert_eq!(s.outcomes["shop/inference"], Outcome::Bound("node-b".into()), "{s}");
+    assert_eq!(
+        (
+            s.checks.claims_allocated,
+            s.checks.devices_allocated_twice,
+            s.checks.claims_not_reserved
+        ),
+        (2, 0, 0),
+        "{s}"
+    );
+    assert!(
+        s.to_string().contains(
+            "devices: 2 claims allocated, 0 devices allocated twice, 0 bound pods' claims not reserved for them"
+        ),
+        "{s}"
+    );
+    let _ = std::fs::remove_file(path);
+}
+
+/// A pending pod whose template or claim the file lacks would wait for it until the run times
+/// out: the file is refused, saying what to add.
+#[test]
+fn a_pod_whose_claim_or_template_the_file_lacks_is_refused() {
+    let without = |kind: &str| {
+        let mut v: serde_json::Value = serde_saphyr::from_str(DRA_CLUSTER_YAML).unwrap();
+        v["items"].as_array_mut().unwrap().retain(|i| i["kind"] != kind);
+        v.to_string()
+    };
+    let err = Workload::from_kubectl_json(
+        &without("ResourceClaimTemplate"),
+        &["placement-scheduler".into()],
+        false,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("pod shop/trainer-0: claim \"gpu\" names ResourceClaimTemplate shop/two-gpus-one-numa, which the file does not hold"),
+        "{err}"
+    );
+    let w = Workload::from_kubectl_json(&without("ResourceClaim"), &["placement-scheduler".into()], false).unwrap();
+    let err = w.validate().unwrap_err().to_string();
+    assert!(
+        err.contains(
+            "pod shop/inference: its claim \"gpu\" needs ResourceClaim shop/one-gpu, which the file does not hold"
+        ),
+        "{err}"
     );
 }

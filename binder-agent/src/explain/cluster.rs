@@ -1,12 +1,13 @@
 //! Reads the live cluster as the binder sees it: the same lists (every node, namespace,
-//! PodDisruptionBudget, PersistentVolumeClaim, PersistentVolume, StorageClass and CSINode, and
-//! every pod that has not finished, through kube-scheduler's field
-//! selector), the same projections ([`crate::projection`]) and the same [`ClusterState`], whose full
+//! PodDisruptionBudget, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver,
+//! CSIStorageCapacity, DeviceClass, ResourceClaim and ResourceSlice, and every pod that has not
+//! finished, through kube-scheduler's field selector), the same projections ([`crate::projection`]) and the same [`ClusterState`], whose full
 //! snapshot is what the binder would send a decision replica. The explained pod itself is left
 //! out of it: a bound pod is explained against the cluster as it is now, as if it were pending.
 
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
 use kube::api::{DynamicObject, ListParams};
 use kube::{Api, Client};
@@ -14,8 +15,9 @@ use placement_scheduler::proto;
 use serde::de::DeserializeOwned;
 
 use crate::projection::{
-    claim_info, csi_driver_info, csi_node_info, dynamic_storage_capacity_info, namespace_info, node_info, pdb_info,
-    pod_info, storage_class_info, volume_info, PodInfo, StorageObject,
+    claim_info, csi_driver_info, csi_node_info, device_class_info, dynamic_storage_capacity_info, namespace_info,
+    node_info, pdb_info, pod_info, resource_claim_info, resource_slice_info, storage_class_info, volume_info, PodInfo,
+    StorageObject,
 };
 use crate::state::ClusterState;
 use crate::watch::POD_FIELD_SELECTOR;
@@ -201,6 +203,46 @@ pub async fn read(client: &Client, namespace: &str, name: &str) -> Result<Cluste
             .await,
         )?,
         None => notes.push("the API server serves no CSIStorageCapacity: storage capacity is not checked".into()),
+    }
+    // The objects DynamicResources reads; a list the caller may not read leaves its kind out.
+    if crate::watch::serves_dra(client).await {
+        let mut device_list = |what: &'static str, result: kube::Result<()>| match result {
+            Ok(()) => Ok(()),
+            Err(e) if forbidden(&e) => {
+                notes.push(format!(
+                    "{what} could not be listed ({e}): DynamicResources is explained without them"
+                ));
+                Ok(())
+            }
+            Err(e) => Err(api_error(&format!("listing {what}"))(e)),
+        };
+        device_list(
+            "deviceclasses",
+            list_each(&Api::<DeviceClass>::all(client.clone()), all(), |c| {
+                state.apply_storage(StorageObject::DeviceClass(device_class_info(&c)));
+            })
+            .await,
+        )?;
+        device_list(
+            "resourceclaims",
+            list_each(&Api::<ResourceClaim>::all(client.clone()), all(), |c| {
+                state.apply_storage(StorageObject::ResourceClaim(resource_claim_info(&c)));
+            })
+            .await,
+        )?;
+        device_list(
+            "resourceslices",
+            list_each(&Api::<ResourceSlice>::all(client.clone()), all(), |s| {
+                state.apply_storage(StorageObject::ResourceSlice(resource_slice_info(&s)));
+            })
+            .await,
+        )?;
+    } else if !info.spec.resource_claims.is_empty() {
+        notes.push(
+            "the API server serves no resource.k8s.io/v1 (DeviceClasses, ResourceClaims, ResourceSlices): \
+             the pod's resource claims cannot exist"
+                .into(),
+        );
     }
     // As the binder: a bound pod that has not finished uses its node (even while it is being
     // deleted); pending pods use nothing.

@@ -235,6 +235,50 @@ fn refused(out: &mut String, style: Style, o: &Outcome) {
     );
 }
 
+fn devices(out: &mut String, style: Style, o: &Outcome) {
+    if o.devices.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n{} (on the nodes DynamicResources refused, request by request):",
+        style.paint(Paint::Bold, "Why the pod's claims cannot be allocated")
+    );
+    let mut rows = vec![vec![
+        painted("CLAIM", Paint::Bold),
+        painted("REQUEST", Paint::Bold),
+        painted("WHY", Paint::Bold),
+        painted("NODES", Paint::Bold),
+        painted("FIRST NODES", Paint::Bold),
+    ]];
+    for g in &o.devices {
+        let more = g.count > g.nodes.len();
+        rows.push(vec![
+            cell(&g.claim),
+            cell(&g.request),
+            painted(&g.why, Paint::Yellow),
+            cell(g.count.to_string()),
+            cell(format!("{}{}", g.nodes.join(", "), if more { ", …" } else { "" })),
+        ]);
+    }
+    table(
+        out,
+        style,
+        &[Align::Left, Align::Left, Align::Left, Align::Right, Align::Left],
+        &rows,
+    );
+    for g in &o.devices {
+        let _ = writeln!(
+            out,
+            "  - claim {} request {} on {}: {}",
+            g.claim,
+            g.request,
+            style.paint(Paint::Cyan, &g.example_node),
+            g.example
+        );
+    }
+}
+
 fn hints(out: &mut String, style: Style, o: &Outcome) {
     if o.hints.is_empty() {
         return;
@@ -259,7 +303,14 @@ fn node_detail(out: &mut String, style: Style, d: &NodeVerdict, o: &Outcome) {
         for b in &d.blockers {
             let _ = writeln!(out, "  - {}: {}", b.filter(), b.describe());
         }
-        if d.blockers.is_empty() {
+        for f in &d.devices {
+            let _ = writeln!(
+                out,
+                "  - DynamicResources: claim {} request {}: {}",
+                f.claim, f.request, f.message
+            );
+        }
+        if d.blockers.is_empty() && d.devices.is_empty() {
             let _ = writeln!(
                 out,
                 "  (nothing the cordon, taint, label, port and resource checks see: the refusal comes from {})",
@@ -446,6 +497,7 @@ pub fn text(e: &Explanation, style: Style) -> String {
     }
     best_nodes(&mut out, style, o);
     refused(&mut out, style, o);
+    devices(&mut out, style, o);
     hints(&mut out, style, o);
     if let Some(w) = &e.what_if {
         what_if(&mut out, style, o, w);
@@ -456,7 +508,9 @@ pub fn text(e: &Explanation, style: Style) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::blockers::Blocker;
-    use super::super::report::{ClusterSize, Hint, HintOut, PluginPart, PodSummary, RefusedGroup};
+    use super::super::report::{
+        ClusterSize, DeviceFailure, DeviceGroup, Hint, HintOut, PluginPart, PodSummary, RefusedGroup,
+    };
     use super::*;
 
     fn scored(rank: usize, node: &str, parts: &[(&str, i64, i64)]) -> ScoredNode {
@@ -493,6 +547,7 @@ mod tests {
             victims: vec![],
             best,
             refused: vec![],
+            devices: vec![],
             hints: vec![],
             hints_caveat: None,
             node_detail: None,
@@ -559,6 +614,54 @@ Refused nodes: 4 of 6 nodes (by the first filter that refused each):
     }
 
     #[test]
+    fn device_failures_get_a_section_and_a_refused_node_lists_its_own() {
+        let mut o = outcome("default", vec![]);
+        o.devices = vec![DeviceGroup {
+            claim: "train-gpu".into(),
+            request: "gpu".into(),
+            kind: "devices_allocated".into(),
+            why: "not enough free devices".into(),
+            count: 3,
+            nodes: vec!["a".into(), "b".into()],
+            example_node: "a".into(),
+            example: "2 requested; 2 devices match, 1 allocated to claims".into(),
+        }];
+        o.node_detail = Some(NodeVerdict {
+            node: "a".into(),
+            feasible: false,
+            rank: None,
+            scores: None,
+            compared_with: None,
+            filter: Some("DynamicResources".into()),
+            reasons: vec!["cannot allocate all claims".into()],
+            blockers: vec![],
+            devices: vec![DeviceFailure {
+                claim: "train-gpu".into(),
+                request: "gpu".into(),
+                kind: "devices_allocated".into(),
+                message: "2 requested; 2 devices match, 1 allocated to claims".into(),
+            }],
+        });
+        let text = text(&explanation(o), Style::default());
+        assert!(
+            text.contains(
+                "\nNode a: REFUSED by DynamicResources: cannot allocate all claims\n  - DynamicResources: claim train-gpu request gpu: 2 requested; 2 devices match, 1 allocated to claims\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("nothing the cordon"), "{text}");
+        assert!(
+            text.contains(
+                "\nWhy the pod's claims cannot be allocated (on the nodes DynamicResources refused, request by request):\n  \
+                 CLAIM      REQUEST  WHY                      NODES  FIRST NODES\n  \
+                 train-gpu  gpu      not enough free devices      3  a, b, …\n  \
+                 - claim train-gpu request gpu on a: 2 requested; 2 devices match, 1 allocated to claims\n"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn colour_wraps_cells_after_alignment() {
         let o = outcome("default", vec![scored(1, "n1", &[("NodeResourcesFit", 80, 1)])]);
         let text = text(&explanation(o), Style { color: true });
@@ -604,6 +707,7 @@ Refused nodes: 4 of 6 nodes (by the first filter that refused each):
             filter: None,
             reasons: vec![],
             blockers: vec![],
+            devices: vec![],
         });
         let text = text(&explanation(o), Style::default());
         let expected = "
@@ -636,6 +740,7 @@ Node a: feasible, rank 2 of 2 (score 70).
             filter: None,
             reasons: vec![],
             blockers: vec![],
+            devices: vec![],
         });
         let text = text(&explanation(o), Style::default());
         assert!(
@@ -661,6 +766,7 @@ Node a: feasible, rank 2 of 2 (score 70).
                 },
                 Blocker::NodeUnschedulable,
             ],
+            devices: vec![],
         });
         let text = text(&explanation(o), Style::default());
         assert!(

@@ -88,6 +88,10 @@ pub struct Outcome {
     pub best: Vec<ScoredNode>,
     /// The refused nodes, grouped by filter and reason, most common first.
     pub refused: Vec<RefusedGroup>,
+    /// On the nodes DynamicResources refused because the pod's claims cannot be allocated
+    /// there: the requests that fail, grouped by claim, request and why, most nodes first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceGroup>,
     /// For a pod that fits nowhere: what would make it fit, where that is cheap to tell.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hints: Vec<HintOut>,
@@ -138,6 +142,98 @@ pub struct RefusedGroup {
     pub nodes: Vec<String>,
 }
 
+/// Why a request of the pod's claims cannot be met on a node (Rank's `device_failures`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeviceFailure {
+    /// The claim's name.
+    pub claim: String,
+    /// The request (`request/subrequest` for a prioritized list's entry; a constraint's requests).
+    pub request: String,
+    /// `no_matching_device`, `devices_allocated`, `constraint_unmet`, `device_tainted` (or
+    /// `unspecified`).
+    pub kind: String,
+    /// What was found on the node.
+    pub message: String,
+}
+
+/// Refused nodes on which one request fails for one kind of reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeviceGroup {
+    /// The claim's name.
+    pub claim: String,
+    /// The request.
+    pub request: String,
+    /// The kind, as [`DeviceFailure::kind`].
+    pub kind: String,
+    /// The kind in words.
+    pub why: String,
+    /// How many nodes.
+    pub count: usize,
+    /// The first few of them, in name order.
+    pub nodes: Vec<String>,
+    /// The first of them, in name order.
+    pub example_node: String,
+    /// What was found there.
+    pub example: String,
+}
+
+/// The kind of a device failure: its JSON name and its words.
+fn device_kind(kind: i32) -> (&'static str, &'static str) {
+    match proto::DeviceFailureKind::try_from(kind).unwrap_or(proto::DeviceFailureKind::Unspecified) {
+        proto::DeviceFailureKind::NoMatchingDevice => {
+            ("no_matching_device", "too few devices match the class and selectors")
+        }
+        proto::DeviceFailureKind::DevicesAllocated => ("devices_allocated", "not enough free devices"),
+        proto::DeviceFailureKind::ConstraintUnmet => ("constraint_unmet", "constraint unmet"),
+        proto::DeviceFailureKind::DeviceTainted => ("device_tainted", "devices tainted"),
+        proto::DeviceFailureKind::Unspecified => ("unspecified", "cannot be met"),
+    }
+}
+
+fn device_failure(f: &proto::DeviceRequestFailure) -> DeviceFailure {
+    DeviceFailure {
+        claim: f.claim.clone(),
+        request: f.request.clone(),
+        kind: device_kind(f.kind).0.to_string(),
+        message: f.message.clone(),
+    }
+}
+
+/// The refused nodes' device failures grouped by (claim, request, kind), most nodes first, each
+/// with the first node's message.
+pub fn device_groups(infeasible: &[proto::InfeasibleNode], examples: usize) -> Vec<DeviceGroup> {
+    // (claim, request, kind) → (node, message) of each node.
+    type Groups<'a> = BTreeMap<(&'a str, &'a str, i32), Vec<(&'a str, &'a str)>>;
+    let mut groups: Groups<'_> = BTreeMap::new();
+    for n in infeasible {
+        for f in &n.device_failures {
+            groups
+                .entry((&f.claim, &f.request, f.kind))
+                .or_default()
+                .push((&n.node, &f.message));
+        }
+    }
+    let mut out: Vec<DeviceGroup> = groups
+        .into_iter()
+        .map(|((claim, request, kind), mut nodes)| {
+            nodes.sort_unstable();
+            let (kind, why) = device_kind(kind);
+            DeviceGroup {
+                claim: claim.to_string(),
+                request: request.to_string(),
+                kind: kind.to_string(),
+                why: why.to_string(),
+                count: nodes.len(),
+                example_node: nodes.first().map(|(n, _)| n.to_string()).unwrap_or_default(),
+                example: nodes.first().map(|(_, m)| m.to_string()).unwrap_or_default(),
+                nodes: nodes.iter().take(examples).map(|(n, _)| n.to_string()).collect(),
+            }
+        })
+        .collect();
+    out.sort_by_key(|g| std::cmp::Reverse(g.count));
+    out
+}
+
 /// One node's verdict for the pod.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NodeVerdict {
@@ -163,6 +259,9 @@ pub struct NodeVerdict {
     /// Everything the cheap filters find in the way on this node (see [`super::blockers`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub blockers: Vec<Blocker>,
+    /// When DynamicResources refused it: the requests of the pod's claims that fail there, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceFailure>,
 }
 
 /// What would make a pod fit somewhere.
@@ -385,6 +484,7 @@ pub fn node_verdict(rank: &proto::RankResponse, subject: &Subject<'_>, node: &st
             filter: None,
             reasons: Vec::new(),
             blockers: Vec::new(),
+            devices: Vec::new(),
         };
     }
     let refused = rank.infeasible.iter().find(|n| n.node == node);
@@ -397,22 +497,38 @@ pub fn node_verdict(rank: &proto::RankResponse, subject: &Subject<'_>, node: &st
         filter: refused.map(|n| n.plugin.clone()),
         reasons: refused.map(|n| n.reasons.clone()).unwrap_or_default(),
         blockers: node_blockers(subject, node),
+        devices: refused
+            .map(|n| n.device_failures.iter().map(device_failure).collect())
+            .unwrap_or_default(),
     }
 }
 
 /// Whether filters the hints do not re-check may refuse nodes for this pod.
 fn hints_caveat(subject: &Subject<'_>) -> Option<String> {
     let p = subject.pod;
-    let unchecked = !p.spread_constraints.is_empty()
+    let mut unchecked = Vec::new();
+    if !p.spread_constraints.is_empty()
         || p.default_spread_selector.is_some()
         || !p.pod_affinity.required.is_empty()
         || !p.pod_anti_affinity.required.is_empty()
-        || subject.cluster.has_affinity_pods();
-    unchecked.then(|| {
+        || subject.cluster.has_affinity_pods()
+    {
+        unchecked.extend(["PodTopologySpread", "InterPodAffinity"]);
+    }
+    // A node another filter refused first was not asked about the pod's devices.
+    if !p.resource_claims.is_empty() {
+        unchecked.push("DynamicResources");
+    }
+    let (last, rest) = unchecked.split_last()?;
+    let filters = if rest.is_empty() {
+        last.to_string()
+    } else {
+        format!("{} and {last}", rest.join(", "))
+    };
+    Some(format!(
         "these re-check cordons, taints, node labels, host ports and resources only; \
-         PodTopologySpread and InterPodAffinity may still refuse the nodes named"
-            .to_string()
-    })
+         {filters} may still refuse the nodes named"
+    ))
 }
 
 /// Label keys that name one node: a requirement on them pins the pod, and relabelling other nodes
@@ -561,6 +677,7 @@ pub fn outcome(
             .map(|(i, n)| scored(i + 1, n))
             .collect(),
         refused: refused_groups(&rank.infeasible, limits.examples),
+        devices: device_groups(&rank.infeasible, limits.examples),
         hints_caveat: if hints.is_empty() { None } else { hints_caveat(subject) },
         hints,
         node_detail: limits.node.as_deref().map(|n| node_verdict(rank, subject, n)),
@@ -617,6 +734,7 @@ mod tests {
             node: node.into(),
             plugin: plugin.into(),
             reasons: reasons.iter().map(|r| r.to_string()).collect(),
+            ..Default::default()
         }
     }
 
@@ -671,6 +789,76 @@ mod tests {
                 ("NodeResourcesFit", "Insufficient cpu", 3, vec!["a", "c"]),
                 ("NodeResourcesFit", "Insufficient memory", 1, vec!["c"]),
                 ("TaintToleration", "node(s) had untolerated taint(s)", 1, vec!["b"]),
+            ]
+        );
+    }
+
+    #[test]
+    fn device_failures_are_grouped_by_claim_request_and_kind_with_the_first_nodes_message() {
+        let failure = |request: &str, kind: proto::DeviceFailureKind, message: &str| proto::DeviceRequestFailure {
+            claim: "train-gpu".into(),
+            request: request.into(),
+            kind: kind.into(),
+            message: message.into(),
+        };
+        let refused = |node: &str, failures: Vec<proto::DeviceRequestFailure>| proto::InfeasibleNode {
+            device_failures: failures,
+            ..infeasible(node, "DynamicResources", &["cannot allocate all claims"])
+        };
+        let allocated = proto::DeviceFailureKind::DevicesAllocated;
+        let groups = device_groups(
+            &[
+                refused(
+                    "n3",
+                    vec![failure(
+                        "gpu",
+                        allocated,
+                        "2 requested; 2 devices match, 2 allocated to claims",
+                    )],
+                ),
+                refused(
+                    "n1",
+                    vec![failure(
+                        "gpu",
+                        allocated,
+                        "2 requested; 2 devices match, 1 allocated to claims",
+                    )],
+                ),
+                refused(
+                    "n2",
+                    vec![failure(
+                        "gpu",
+                        proto::DeviceFailureKind::NoMatchingDevice,
+                        "the node has no devices",
+                    )],
+                ),
+                infeasible("n4", "NodeUnschedulable", &["node(s) were unschedulable"]),
+            ],
+            1,
+        );
+        assert_eq!(
+            groups,
+            vec![
+                DeviceGroup {
+                    claim: "train-gpu".into(),
+                    request: "gpu".into(),
+                    kind: "devices_allocated".into(),
+                    why: "not enough free devices".into(),
+                    count: 2,
+                    nodes: vec!["n1".into()],
+                    example_node: "n1".into(),
+                    example: "2 requested; 2 devices match, 1 allocated to claims".into(),
+                },
+                DeviceGroup {
+                    claim: "train-gpu".into(),
+                    request: "gpu".into(),
+                    kind: "no_matching_device".into(),
+                    why: "too few devices match the class and selectors".into(),
+                    count: 1,
+                    nodes: vec!["n2".into()],
+                    example_node: "n2".into(),
+                    example: "the node has no devices".into(),
+                },
             ]
         );
     }

@@ -83,10 +83,13 @@ pub struct SimulateArgs {
     /// Seed of the synthetic cluster, the tie-breaks and the injected faults.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Load the cluster from `kubectl get nodes,pods -A -o json` output instead of synthesizing it
-    /// (`kubectl get nodes,pods,pdb -A -o json` includes the PodDisruptionBudgets preemption honours;
-    /// add `pvc,pv,storageclass,csinode,csidriver,csistoragecapacity` for the volume filters: the
-    /// simulated PV controller binds every claim the binder writes a binding for, at once).
+    /// Load the cluster from `kubectl get nodes,pods -A -o json` (or `-o yaml`) output instead of
+    /// synthesizing it (`kubectl get nodes,pods,pdb -A -o json` includes the PodDisruptionBudgets
+    /// preemption honours; add `pvc,pv,storageclass,csinode,csidriver,csistoragecapacity` for the
+    /// volume filters: the simulated PV controller binds every claim the binder writes a binding
+    /// for, at once; add `deviceclass,resourceclaim,resourceclaimtemplate,resourceslice` for
+    /// devices: a pending pod naming a template gets its claim generated, as the resourceclaim
+    /// controller makes it).
     #[arg(long, value_name = "FILE")]
     pub from_file: Option<PathBuf>,
     /// With `--from-file`, schedule every unbound pod, whatever scheduler it names.

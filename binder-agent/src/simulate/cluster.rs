@@ -172,6 +172,25 @@ impl Store {
         touched.chain(self.settled.values().map(|s| std::borrow::Cow::Owned(s.spec())))
     }
 
+    /// Every ResourceClaim.
+    pub(super) fn resource_claims(&self) -> impl Iterator<Item = &proto::ResourceClaim> {
+        self.storage.values().filter_map(|o| match o {
+            StorageObject::ResourceClaim(c) => Some(c),
+            _ => None,
+        })
+    }
+
+    /// The ResourceClaim `namespace/name`, if any.
+    pub(super) fn resource_claim(&self, namespace: &str, name: &str) -> Option<&proto::ResourceClaim> {
+        match self
+            .storage
+            .get(&StorageKey::ResourceClaim(format!("{namespace}/{name}")))
+        {
+            Some(StorageObject::ResourceClaim(c)) => Some(c),
+            _ => None,
+        }
+    }
+
     /// Every pod, decoded (settled ones included).
     pub(super) fn all_records(&self) -> Vec<PodRecord> {
         let settled = self.settled.values().map(|s| PodRecord::new(s.info(), false));
@@ -325,6 +344,47 @@ impl SimCluster {
                 "persistentvolumeclaims \"{}\" not found",
                 claim.name
             ))),
+        }
+    }
+
+    /// A ResourceClaim of the store, as the API server would answer a get of it.
+    fn resource_claim_of(s: &Store, claim: &ClaimRef) -> Result<proto::ResourceClaim, ApiError> {
+        match s.storage.get(&StorageKey::ResourceClaim(claim.key())) {
+            Some(StorageObject::ResourceClaim(c)) => Ok(c.clone()),
+            _ => Err(ApiError::NotFound(format!(
+                "resourceclaims.resource.k8s.io \"{}\" not found",
+                claim.name
+            ))),
+        }
+    }
+
+    /// Stores a changed ResourceClaim and sends it through the watch.
+    fn update_resource_claim(&self, s: &mut Store, claim: proto::ResourceClaim) {
+        let obj = StorageObject::ResourceClaim(claim);
+        s.storage.insert(obj.key(), obj.clone());
+        let _ = self.watch_tx.send(WatchEvent {
+            deliver_at: Instant::now() + self.watch_latency,
+            change: Change::Storage(obj),
+        });
+    }
+
+    /// kube's resourceclaim controller for a deleted pod: the pod taken out of the `reservedFor`
+    /// of the claims reserved for it, and a claim reserved for no one any more deallocated.
+    fn release_claims_of(&self, s: &mut Store, pod_uid: &str) {
+        let reserved: Vec<proto::ResourceClaim> = s
+            .storage
+            .values()
+            .filter_map(|o| match o {
+                StorageObject::ResourceClaim(c) if c.reserved_for.iter().any(|r| r.uid == pod_uid) => Some(c.clone()),
+                _ => None,
+            })
+            .collect();
+        for mut c in reserved {
+            c.reserved_for.retain(|r| r.uid != pod_uid);
+            if c.reserved_for.is_empty() {
+                c.allocation = None;
+            }
+            self.update_resource_claim(s, c);
         }
     }
 
@@ -483,6 +543,65 @@ impl ClusterApi for SimCluster {
         Ok(())
     }
 
+    /// As kube's `bindClaim` through the API server (see [`crate::kube_api`]): the allocation
+    /// (when given) and the pod in `reservedFor`, refused as the API server and kube refuse them
+    /// (a claim recreated or being deleted, allocated meanwhile, deallocated meanwhile); the
+    /// change goes through the watch.
+    async fn reserve_claim(
+        &self,
+        claim: &ClaimRef,
+        pod: &PodRef,
+        allocation: Option<&proto::AllocationResult>,
+    ) -> Result<(), ApiError> {
+        let key = claim.key();
+        let mut s = self.store.lock();
+        let mut c = Self::resource_claim_of(&s, claim)
+            .map_err(|e| ApiError::NotFound(format!("get updated claim {key}: {e}")))?;
+        if (!claim.uid.is_empty() && c.uid != claim.uid) || c.deleting {
+            return Err(ApiError::Conflict(format!("claim {key} got deleted in the meantime")));
+        }
+        if c.reserved_for.iter().any(|r| r.uid == pod.uid) {
+            return Ok(());
+        }
+        match allocation {
+            Some(_) if c.allocation.is_some() => {
+                return Err(ApiError::Conflict(format!(
+                    "claim {key} got allocated elsewhere in the meantime"
+                )))
+            }
+            Some(a) => c.allocation = Some(a.clone()),
+            None if c.allocation.is_none() => {
+                return Err(ApiError::Conflict(format!(
+                    "claim {key} got deallocated elsewhere in the meantime"
+                )))
+            }
+            None => {}
+        }
+        c.reserved_for.push(proto::ResourceClaimConsumer {
+            api_group: String::new(),
+            resource: "pods".into(),
+            name: pod.name.clone(),
+            uid: pod.uid.clone(),
+        });
+        self.update_resource_claim(&mut s, c);
+        Ok(())
+    }
+
+    /// The pod taken out of the claim's `reservedFor` (the binder's Unreserve).
+    async fn unreserve_claim(&self, claim: &ClaimRef, pod: &PodRef) -> Result<(), ApiError> {
+        let mut s = self.store.lock();
+        let mut c = Self::resource_claim_of(&s, claim)?;
+        if !claim.uid.is_empty() && c.uid != claim.uid {
+            return Err(ApiError::Conflict(format!(
+                "Precondition failed: UID in precondition: {}, UID in object meta: {}",
+                claim.uid, c.uid
+            )));
+        }
+        c.reserved_for.retain(|r| r.uid != pod.uid);
+        self.update_resource_claim(&mut s, c);
+        Ok(())
+    }
+
     async fn bind(&self, pod: &PodRef, node: &str, annotations: &BTreeMap<String, String>) -> Result<(), ApiError> {
         let started = Instant::now();
         if !self.faults.bind_delay.is_zero() {
@@ -563,6 +682,7 @@ impl ClusterApi for SimCluster {
         }
         let info = record.info.clone();
         s.preempted.push((record, preemptor.uid.clone(), node.to_string()));
+        self.release_claims_of(&mut s, &victim.uid);
         drop(s);
         let _ = self.watch_tx.send(WatchEvent {
             deliver_at: Instant::now() + self.watch_latency,

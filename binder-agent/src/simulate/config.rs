@@ -134,7 +134,9 @@ pub struct Workload {
     pub pdbs: Vec<projection::PdbInfo>,
     /// PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers and
     /// CSIStorageCapacities (the volume filters read them; the simulated PV controller binds the
-    /// claims the binder writes for).
+    /// claims the binder writes for), and DeviceClasses, ResourceClaims (those generated from
+    /// templates included) and ResourceSlices (DynamicResources reads them; the in-memory
+    /// cluster takes the allocations and reservations the binder writes).
     pub storage: Vec<StorageObject>,
 }
 

@@ -113,6 +113,13 @@ pub struct Checks {
     pub spread_apps: usize,
     /// Of those, apps left more than one pod apart between two zones (should be 0).
     pub spread_broken: usize,
+    /// ResourceClaims allocated after the run.
+    pub claims_allocated: usize,
+    /// Devices in the allocations of more than one claim after the run, admin access aside
+    /// (should be 0).
+    pub devices_allocated_twice: usize,
+    /// Pending pods bound whose claims are not allocated and reserved for them (should be 0).
+    pub claims_not_reserved: usize,
 }
 
 /// The result of a simulation run.
@@ -351,6 +358,7 @@ impl Summary {
         self.utilization.nodes_used = used_nodes.len();
 
         self.check_topology(store, &mut c);
+        check_devices(store, &mut c);
         c.every_pod_bound_once = c.double_bound == 0 && c.unexpected_rejections == 0 && c.bad_scheduled_events == 0;
         self.preempted = store.preempted.len();
         self.preempted_pending = store.preempted.iter().filter(|(p, ..)| p.pending).count();
@@ -466,8 +474,48 @@ impl Summary {
             && c.every_pod_bound_once
             && c.bound_to_unknown_node == 0
             && c.nodes_overcommitted <= c.nodes_overcommitted_before
+            && c.devices_allocated_twice == 0
+            && c.claims_not_reserved == 0
             && c.unparsable_pods == 0
             && c.counts_add_up
+    }
+}
+
+/// The device checks: claims allocated, devices given to two claims, bound pods whose claims
+/// are not allocated and reserved for them.
+fn check_devices(store: &Store, c: &mut Checks) {
+    let mut seen: HashSet<(&str, &str, &str)> = HashSet::new();
+    for claim in store.resource_claims() {
+        let Some(a) = &claim.allocation else { continue };
+        c.claims_allocated += 1;
+        for d in a.devices.iter().filter(|d| d.admin_access != Some(true)) {
+            if !seen.insert((&d.driver, &d.pool, &d.device)) {
+                c.devices_allocated_twice += 1;
+            }
+        }
+    }
+    for p in store
+        .pods
+        .values()
+        .filter(|p| p.pending && p.info.node_name().is_some())
+    {
+        let spec = &p.info.spec;
+        for entry in &spec.resource_claims {
+            let name = match (
+                entry.resource_claim_name.as_str(),
+                entry.generated_claim_name.as_deref(),
+            ) {
+                ("", Some("") | None) => continue,
+                ("", Some(generated)) => generated,
+                (named, _) => named,
+            };
+            let reserved = store.resource_claim(&spec.namespace, name).is_some_and(|claim| {
+                claim.allocation.is_some() && claim.reserved_for.iter().any(|r| r.uid == spec.uid)
+            });
+            if !reserved {
+                c.claims_not_reserved += 1;
+            }
+        }
     }
 }
 
@@ -617,6 +665,13 @@ impl fmt::Display for Summary {
             )?;
         } else {
             writeln!(o, "    nodes overcommitted: {}", c.nodes_overcommitted)?;
+        }
+        if c.claims_allocated > 0 || c.devices_allocated_twice > 0 || c.claims_not_reserved > 0 {
+            writeln!(
+                o,
+                "    devices: {} claims allocated, {} devices allocated twice, {} bound pods' claims not reserved for them",
+                c.claims_allocated, c.devices_allocated_twice, c.claims_not_reserved
+            )?;
         }
         if c.bound_to_unknown_node > 0 || c.unparsable_pods > 0 {
             writeln!(

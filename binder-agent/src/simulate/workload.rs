@@ -1,6 +1,9 @@
 //! The workload of a run: a synthetic cluster or a recorded one read from `kubectl get -o json`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use placement_scheduler::grpc::convert;
 use placement_scheduler::proto;
@@ -94,20 +97,68 @@ impl Workload {
         }
     }
 
-    /// Reads `kubectl get nodes,pods -A -o json` output (a `v1 List` of Nodes and Pods; nested
-    /// lists and `NodeList`/`PodList` are accepted too, and PodDisruptionBudgets,
-    /// PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers and
-    /// CSIStorageCapacities, as `kubectl get
-    /// nodes,pods,pdb,pvc,pv,storageclass,csinode,csidriver,csistoragecapacity -A -o json` lists
-    /// them). Bound pods count against their nodes; unbound pods naming one of `scheduler_names` (or every unbound pod with `all_pending`) are
-    /// pending, in creation order.
+    /// Reads `kubectl get nodes,pods -A -o json` (or `-o yaml`) output (a `v1 List` of Nodes and
+    /// Pods; nested lists and `NodeList`/`PodList` are accepted too, and PodDisruptionBudgets,
+    /// PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers,
+    /// CSIStorageCapacities, DeviceClasses, ResourceClaims, ResourceClaimTemplates and
+    /// ResourceSlices, as `kubectl get
+    /// nodes,pods,pdb,pvc,pv,storageclass,csinode,csidriver,csistoragecapacity,deviceclass,resourceclaim,resourceclaimtemplate,resourceslice
+    /// -A -o json` lists them). Bound pods count against their nodes; unbound pods naming one of
+    /// `scheduler_names` (or every unbound pod with `all_pending`) are pending, in creation order.
+    /// A pending pod whose claim entry names a ResourceClaimTemplate and whose
+    /// `status.resourceClaimStatuses` names no claim for it gets one generated from the template,
+    /// as kube-controller-manager's resourceclaim controller makes it ([`template_claim`]).
     pub fn from_kubectl_json(text: &str, scheduler_names: &[String], all_pending: bool) -> Result<Self, SimError> {
-        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| SimError::Json(e.to_string()))?;
+        let value: serde_json::Value = match serde_json::from_str(text) {
+            Ok(v) => v,
+            // Not JSON: `kubectl get -o yaml` output.
+            Err(json) => serde_saphyr::from_str(text)
+                .map_err(|yaml| SimError::Json(format!("neither JSON ({json}) nor YAML ({yaml})")))?,
+        };
+        if !value.is_object() {
+            return Err(SimError::Json(
+                "expected a Kubernetes object or List (kubectl get -o json or -o yaml)".into(),
+            ));
+        }
         let ours = scheduler_names.first().cloned().unwrap_or_default();
         let mut w = Self::default();
-        w.collect(value, scheduler_names, &ours, all_pending)?;
+        let mut templates = HashMap::new();
+        w.collect(value, scheduler_names, &ours, all_pending, &mut templates)?;
+        w.generate_template_claims(&templates)?;
         w.pending.sort_by_key(|p| p.created_ms);
         Ok(w)
+    }
+
+    /// kube's resourceclaim controller for the pending pods: each claim entry naming a template,
+    /// without a claim in the pod's `status.resourceClaimStatuses`, gets its claim made from the
+    /// template and recorded there.
+    fn generate_template_claims(
+        &mut self,
+        templates: &HashMap<(String, String), ResourceClaimTemplate>,
+    ) -> Result<(), SimError> {
+        let mut generated = Vec::new();
+        for pod in &mut self.pending {
+            let (namespace, pod_name, pod_uid) =
+                (pod.spec.namespace.clone(), pod.spec.name.clone(), pod.spec.uid.clone());
+            for entry in &mut pod.spec.resource_claims {
+                if entry.resource_claim_template_name.is_empty() || entry.generated_claim_name.is_some() {
+                    continue;
+                }
+                let key = (namespace.clone(), entry.resource_claim_template_name.clone());
+                let template = templates.get(&key).ok_or_else(|| {
+                    SimError::Invalid(format!(
+                        "pod {namespace}/{pod_name}: claim {:?} names ResourceClaimTemplate {namespace}/{}, which the file does \
+                         not hold (add resourceclaimtemplates to the kubectl get)",
+                        entry.name, entry.resource_claim_template_name
+                    ))
+                })?;
+                let claim = template_claim(template, &namespace, &pod_name, &pod_uid, &entry.name);
+                entry.generated_claim_name = claim.metadata.name.clone();
+                generated.push(StorageObject::ResourceClaim(projection::resource_claim_info(&claim)));
+            }
+        }
+        self.storage.extend(generated);
+        Ok(())
     }
 
     fn collect(
@@ -116,6 +167,7 @@ impl Workload {
         names: &[String],
         ours: &str,
         all_pending: bool,
+        templates: &mut HashMap<(String, String), ResourceClaimTemplate>,
     ) -> Result<(), SimError> {
         let kind = value
             .get("kind")
@@ -166,6 +218,33 @@ impl Workload {
                 self.storage
                     .push(StorageObject::Capacity(projection::storage_capacity_info(&c)));
             }
+            "DeviceClass" => {
+                let c: k8s_openapi::api::resource::v1::DeviceClass =
+                    serde_json::from_value(value).map_err(|e| SimError::Json(format!("a DeviceClass: {e}")))?;
+                self.storage
+                    .push(StorageObject::DeviceClass(projection::device_class_info(&c)));
+            }
+            "ResourceClaim" => {
+                let c: k8s_openapi::api::resource::v1::ResourceClaim =
+                    serde_json::from_value(value).map_err(|e| SimError::Json(format!("a ResourceClaim: {e}")))?;
+                self.storage
+                    .push(StorageObject::ResourceClaim(projection::resource_claim_info(&c)));
+            }
+            "ResourceSlice" => {
+                let s: k8s_openapi::api::resource::v1::ResourceSlice =
+                    serde_json::from_value(value).map_err(|e| SimError::Json(format!("a ResourceSlice: {e}")))?;
+                self.storage
+                    .push(StorageObject::ResourceSlice(projection::resource_slice_info(&s)));
+            }
+            "ResourceClaimTemplate" => {
+                let t: ResourceClaimTemplate = serde_json::from_value(value)
+                    .map_err(|e| SimError::Json(format!("a ResourceClaimTemplate: {e}")))?;
+                let key = (
+                    t.metadata.namespace.clone().unwrap_or_default(),
+                    t.metadata.name.clone().unwrap_or_default(),
+                );
+                templates.insert(key, t);
+            }
             "Pod" => {
                 let pod: k8s_openapi::api::core::v1::Pod =
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a Pod: {e}")))?;
@@ -192,7 +271,7 @@ impl Workload {
                             obj.entry("kind")
                                 .or_insert_with(|| serde_json::Value::String(k.clone()));
                         }
-                        self.collect(item, names, ours, all_pending)?;
+                        self.collect(item, names, ours, all_pending, templates)?;
                     }
                 }
                 None => self.ignored += 1,
@@ -231,6 +310,164 @@ impl Workload {
         let parts = convert::storage("storage", &snapshot).map_err(|e| SimError::Invalid(e.to_string()))?;
         placement_scheduler::engine::volumes::StorageObjects::from_parts(parts)
             .map_err(|e| SimError::Invalid(format!("{} {:?} appears twice", e.kind, e.key)))?;
+        let devices = convert::devices("storage", &snapshot).map_err(|e| SimError::Invalid(e.to_string()))?;
+        placement_scheduler::engine::devices::DeviceObjects::from_parts(devices)
+            .map_err(|e| SimError::Invalid(format!("{} {:?} appears twice", e.kind, e.key)))?;
+        // A pending pod whose claim is missing would wait for it (kube's PreEnqueue) until the
+        // run times out: say so now.
+        let claims: HashSet<(&str, &str)> = snapshot
+            .resource_claims
+            .iter()
+            .map(|c| (c.namespace.as_str(), c.name.as_str()))
+            .collect();
+        for p in &self.pending {
+            for c in &p.spec.resource_claims {
+                let name = match (c.resource_claim_name.as_str(), c.generated_claim_name.as_deref()) {
+                    ("", Some("")) => continue,
+                    ("", Some(generated)) => generated,
+                    ("", None) => c.resource_claim_template_name.as_str(),
+                    (named, _) => named,
+                };
+                if !claims.contains(&(p.spec.namespace.as_str(), name)) {
+                    return Err(SimError::Invalid(format!(
+                        "pod {}: its claim {:?} needs ResourceClaim {}/{name}, which the file does not hold (add \
+                         resourceclaims to the kubectl get)",
+                        p.key(),
+                        c.name,
+                        p.spec.namespace
+                    )));
+                }
+            }
+        }
         Ok(())
+    }
+}
+
+/// The characters of the API server's generated name suffixes (`utilrand.String`).
+const NAME_SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// The ResourceClaim kube's resourceclaim controller (`pkg/controller/resourceclaim`,
+/// `handleClaim`) makes for the claim entry `claim_name` of pod `namespace/pod_name` from
+/// `template`: the template's labels, annotations and spec, the annotation
+/// `resource.kubernetes.io/pod-claim-name`, the pod as controlling owner, and the name the API
+/// server generates from `<pod>-<claim name>-` (both parts shortened in proportion past 57
+/// characters, as the controller shortens them), with a suffix of five of the API server's name
+/// characters derived from the pod and the entry (deterministic, where the API server's is random).
+pub fn template_claim(
+    template: &ResourceClaimTemplate,
+    namespace: &str,
+    pod_name: &str,
+    pod_uid: &str,
+    claim_name: &str,
+) -> ResourceClaim {
+    let mut base = format!("{pod_name}-{claim_name}-");
+    const MAX_BASE_LEN: usize = 57;
+    if base.len() > MAX_BASE_LEN {
+        let total = base.len();
+        let cut = |s: &str| -> String {
+            let keep = s.len() * MAX_BASE_LEN / total;
+            s.char_indices()
+                .take_while(|(i, c)| i + c.len_utf8() <= keep)
+                .map(|(_, c)| c)
+                .collect()
+        };
+        base = format!("{}-{}", cut(pod_name), cut(claim_name));
+    }
+    let mut h = xxhash_rust::xxh3::xxh3_64(format!("{namespace}/{pod_name}/{pod_uid}/{claim_name}").as_bytes());
+    let suffix: String = (0..5)
+        .map(|_| {
+            let c = NAME_SUFFIX_ALPHABET[(h % NAME_SUFFIX_ALPHABET.len() as u64) as usize];
+            h /= NAME_SUFFIX_ALPHABET.len() as u64;
+            c as char
+        })
+        .collect();
+    let name = format!("{base}{suffix}");
+    let spec = template.spec.as_ref();
+    let meta = spec.and_then(|s| s.metadata.clone()).unwrap_or_default();
+    let mut annotations = meta.annotations.unwrap_or_default();
+    annotations.insert("resource.kubernetes.io/pod-claim-name".into(), claim_name.into());
+    ResourceClaim {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(namespace.into()),
+            uid: Some(format!("simulated-{namespace}-{name}")),
+            labels: meta.labels,
+            annotations: Some(annotations),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                name: pod_name.into(),
+                uid: pod_uid.into(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..Default::default()
+        },
+        spec: spec.and_then(|s| s.spec.clone()),
+        status: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn template() -> ResourceClaimTemplate {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "gpus", "namespace": "shop"},
+            "spec": {"metadata": {"labels": {"team": "ml"}, "annotations": {"note": "x"}},
+                     "spec": {"devices": {"requests": [{"name": "gpu",
+                        "exactly": {"deviceClassName": "gpu.example.com", "count": 2}}]}}}
+        }))
+        .unwrap()
+    }
+
+    /// As kube's resourceclaim controller makes it: `<pod>-<claim>-` and five name characters,
+    /// the template's metadata and spec, the pod-claim-name annotation, the pod as controller.
+    #[test]
+    fn a_template_claim_is_named_and_made_as_the_resourceclaim_controller_makes_it() {
+        let c = template_claim(&template(), "shop", "trainer", "uid-trainer", "gpu");
+        let name = c.metadata.name.clone().unwrap();
+        let suffix = name.strip_prefix("trainer-gpu-").unwrap_or_else(|| panic!("{name}"));
+        assert_eq!(suffix.len(), 5);
+        assert!(suffix.bytes().all(|b| NAME_SUFFIX_ALPHABET.contains(&b)), "{name}");
+        assert_eq!(c.metadata.namespace.as_deref(), Some("shop"));
+        assert_eq!(c.metadata.labels.as_ref().unwrap()["team"], "ml");
+        let annotations = c.metadata.annotations.as_ref().unwrap();
+        assert_eq!(annotations["note"], "x");
+        assert_eq!(annotations["resource.kubernetes.io/pod-claim-name"], "gpu");
+        let owner = &c.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (
+                owner.kind.as_str(),
+                owner.name.as_str(),
+                owner.uid.as_str(),
+                owner.controller
+            ),
+            ("Pod", "trainer", "uid-trainer", Some(true))
+        );
+        assert_eq!(c.spec, template().spec.unwrap().spec);
+        // Another pod or entry, another suffix; the same, the same.
+        let again = template_claim(&template(), "shop", "trainer", "uid-trainer", "gpu");
+        assert_eq!(again.metadata.name, c.metadata.name);
+        let other = template_claim(&template(), "shop", "trainer-2", "uid-trainer-2", "gpu");
+        assert_ne!(other.metadata.name.unwrap()[10..], name[10..]);
+    }
+
+    /// Past 57 characters both names are shortened in proportion, without the trailing hyphen
+    /// (kube's controller code), and the API server's suffix follows.
+    #[test]
+    fn long_names_are_shortened_in_proportion() {
+        let pod = "p".repeat(40);
+        let claim = "c".repeat(30);
+        let c = template_claim(&template(), "shop", &pod, "uid", &claim);
+        let name = c.metadata.name.unwrap();
+        // "<pod>-<claim>-" is 72 characters: 40 * 57 / 72 = 31 and 30 * 57 / 72 = 23 are kept.
+        assert!(
+            name.starts_with(&format!("{}-{}", "p".repeat(31), "c".repeat(23))),
+            "{name}"
+        );
+        assert_eq!(name.len(), 31 + 1 + 23 + 5, "{name}");
     }
 }

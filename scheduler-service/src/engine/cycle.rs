@@ -9,15 +9,51 @@
 use super::accel::class_replay::ClassReplay;
 use super::accel::sinks::TotalsBuffer;
 use super::batch_usage::BatchUsage;
+use super::diagnosis::RejectedNode;
 use super::framework::{
     Candidate, Deadline, DeadlinePassed, Decision, Diagnosis, EvalError, Evaluator, FlagBuffer, RankedNode, Ranking,
     Reason, Rejections,
 };
 use super::model::PodSpec;
 use super::plan::{same_constraints, PodPlan, TopoState};
+use super::plugins::dynamicresources::{RequestFailure, CANNOT_ALLOCATE};
+use super::policy::FilterPlugin;
 use super::profile::MAX_SCORES;
 use super::select::{best_candidate, keep_top_k};
+use super::snapshot::NodeEntry;
 use super::topology::Placed;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Says, on each listed node DynamicResources refused because the pod's claims cannot be
+/// allocated there, which requests fail and why (Rank only: the scheduling path never does this
+/// work). Nodes with one device signature share the answer; past the deadline the rest are left
+/// without one.
+fn diagnose_devices(plan: &PodPlan<'_>, nodes: &[Arc<NodeEntry>], rejected: &mut [RejectedNode], deadline: Deadline) {
+    let Some(devices) = plan.devices.as_deref() else {
+        return;
+    };
+    let mut by_signature: HashMap<u64, Vec<RequestFailure>> = HashMap::new();
+    for r in rejected {
+        let refused = r.plugin == FilterPlugin::DynamicResources
+            && r.reasons
+                .iter()
+                .any(|x| matches!(x, Reason::DynamicResources(m) if &**m == CANNOT_ALLOCATE));
+        let Some(node) = nodes.get(r.node).filter(|_| refused) else {
+            continue;
+        };
+        if deadline.passed() {
+            return;
+        }
+        r.devices = match devices.signature(r.node) {
+            Some(signature) => by_signature
+                .entry(signature)
+                .or_insert_with(|| devices.diagnose(&node.spec))
+                .clone(),
+            None => devices.diagnose(&node.spec),
+        };
+    }
+}
 
 impl Evaluator<'_> {
     /// Ranks every node for one pod: the `top_k` best feasible nodes (0 for all) and every rejected node.
@@ -70,10 +106,11 @@ impl Evaluator<'_> {
         let nodes = self.snapshot.nodes();
         let Rejections {
             counts,
-            listed: rejected,
+            listed: mut rejected,
             unresolvable,
             ..
         } = rejections;
+        diagnose_devices(&plan, nodes, &mut rejected, deadline);
         let mut diagnosis = Diagnosis {
             node_count: nodes.len(),
             reasons: counts.into_iter().collect(),

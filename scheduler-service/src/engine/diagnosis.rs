@@ -252,6 +252,10 @@ pub struct RejectedNode {
     pub plugin: FilterPlugin,
     /// Its reasons.
     pub reasons: Vec<Reason>,
+    /// When DynamicResources refused it because the pod's claims cannot be allocated there
+    /// (Rank only): which requests fail and why
+    /// ([`super::plugins::dynamicresources::PodDevices::diagnose`]).
+    pub devices: Vec<super::plugins::dynamicresources::RequestFailure>,
 }
 
 impl RejectedNode {
@@ -429,6 +433,7 @@ impl<'r> Rejections<'r> {
                 node: i,
                 plugin,
                 reasons: vec![reason],
+                devices: Vec::new(),
             });
             self.listing = i;
         }

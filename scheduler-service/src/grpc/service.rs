@@ -658,6 +658,7 @@ impl PlacementApi {
                     node: r.name(&ranked).to_string(),
                     plugin: r.plugin.name().to_string(),
                     reasons: r.reasons.iter().map(ToString::to_string).collect(),
+                    device_failures: r.devices.into_iter().map(convert::device_failure_out).collect(),
                 })
                 .collect(),
             message,

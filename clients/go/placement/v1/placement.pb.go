@@ -25,6 +25,71 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// DeviceFailureKind is why a device request cannot be met on a node.
+type DeviceFailureKind int32
+
+const (
+	// Not set (a newer server's kind this client does not know).
+	DeviceFailureKind_DEVICE_FAILURE_KIND_UNSPECIFIED DeviceFailureKind = 0
+	// Fewer of the node's devices than requested match the request's device
+	// class and selectors.
+	DeviceFailureKind_DEVICE_FAILURE_KIND_NO_MATCHING_DEVICE DeviceFailureKind = 1
+	// Enough devices match but too few are free: the others are allocated to
+	// claims (or their shared counters are taken), or the pod's other requests
+	// take them.
+	DeviceFailureKind_DEVICE_FAILURE_KIND_DEVICES_ALLOCATED DeviceFailureKind = 2
+	// A matchAttribute or distinctAttribute constraint of the claim cannot be met.
+	DeviceFailureKind_DEVICE_FAILURE_KIND_CONSTRAINT_UNMET DeviceFailureKind = 3
+	// Enough devices match and are free, but too few have no taint the request
+	// does not tolerate.
+	DeviceFailureKind_DEVICE_FAILURE_KIND_DEVICE_TAINTED DeviceFailureKind = 4
+)
+
+// Enum value maps for DeviceFailureKind.
+var (
+	DeviceFailureKind_name = map[int32]string{
+		0: "DEVICE_FAILURE_KIND_UNSPECIFIED",
+		1: "DEVICE_FAILURE_KIND_NO_MATCHING_DEVICE",
+		2: "DEVICE_FAILURE_KIND_DEVICES_ALLOCATED",
+		3: "DEVICE_FAILURE_KIND_CONSTRAINT_UNMET",
+		4: "DEVICE_FAILURE_KIND_DEVICE_TAINTED",
+	}
+	DeviceFailureKind_value = map[string]int32{
+		"DEVICE_FAILURE_KIND_UNSPECIFIED":        0,
+		"DEVICE_FAILURE_KIND_NO_MATCHING_DEVICE": 1,
+		"DEVICE_FAILURE_KIND_DEVICES_ALLOCATED":  2,
+		"DEVICE_FAILURE_KIND_CONSTRAINT_UNMET":   3,
+		"DEVICE_FAILURE_KIND_DEVICE_TAINTED":     4,
+	}
+)
+
+func (x DeviceFailureKind) Enum() *DeviceFailureKind {
+	p := new(DeviceFailureKind)
+	*p = x
+	return p
+}
+
+func (x DeviceFailureKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DeviceFailureKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_placement_v1_placement_proto_enumTypes[0].Descriptor()
+}
+
+func (DeviceFailureKind) Type() protoreflect.EnumType {
+	return &file_placement_v1_placement_proto_enumTypes[0]
+}
+
+func (x DeviceFailureKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DeviceFailureKind.Descriptor instead.
+func (DeviceFailureKind) EnumDescriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{0}
+}
+
 // SyncSnapshotRequest carries either a whole snapshot or a change to one.
 type SyncSnapshotRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1131,9 +1196,14 @@ type InfeasibleNode struct {
 	// The first filter plugin that rejected the node.
 	Plugin string `protobuf:"bytes,2,opt,name=plugin,proto3" json:"plugin,omitempty"`
 	// The reasons, in kube-scheduler's words, for example "Insufficient cpu".
-	Reasons       []string `protobuf:"bytes,3,rep,name=reasons,proto3" json:"reasons,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Reasons []string `protobuf:"bytes,3,rep,name=reasons,proto3" json:"reasons,omitempty"`
+	// When DynamicResources refused the node because the pod's claims cannot be
+	// allocated there ("cannot allocate all claims"): which requests fail on the
+	// node and why. kube-scheduler says no more than the reason; this is
+	// placement's own diagnosis, computed for Rank only.
+	DeviceFailures []*DeviceRequestFailure `protobuf:"bytes,4,rep,name=device_failures,json=deviceFailures,proto3" json:"device_failures,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *InfeasibleNode) Reset() {
@@ -1187,6 +1257,89 @@ func (x *InfeasibleNode) GetReasons() []string {
 	return nil
 }
 
+func (x *InfeasibleNode) GetDeviceFailures() []*DeviceRequestFailure {
+	if x != nil {
+		return x.DeviceFailures
+	}
+	return nil
+}
+
+// DeviceRequestFailure says why a request of one of the pod's ResourceClaims
+// (or a constraint of the claim) cannot be met on a node.
+type DeviceRequestFailure struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The claim's name, in the pod's namespace.
+	Claim string `protobuf:"bytes,1,opt,name=claim,proto3" json:"claim,omitempty"`
+	// The request's name, "request/subrequest" for an entry of a firstAvailable
+	// list; for a constraint, the requests it names, comma-separated.
+	Request string `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	// The category.
+	Kind DeviceFailureKind `protobuf:"varint,3,opt,name=kind,proto3,enum=placement.v1.DeviceFailureKind" json:"kind,omitempty"`
+	// What was found on the node, with the numbers, for example
+	// "2 requested; 4 devices match, 3 allocated to claims".
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceRequestFailure) Reset() {
+	*x = DeviceRequestFailure{}
+	mi := &file_placement_v1_placement_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceRequestFailure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceRequestFailure) ProtoMessage() {}
+
+func (x *DeviceRequestFailure) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceRequestFailure.ProtoReflect.Descriptor instead.
+func (*DeviceRequestFailure) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DeviceRequestFailure) GetClaim() string {
+	if x != nil {
+		return x.Claim
+	}
+	return ""
+}
+
+func (x *DeviceRequestFailure) GetRequest() string {
+	if x != nil {
+		return x.Request
+	}
+	return ""
+}
+
+func (x *DeviceRequestFailure) GetKind() DeviceFailureKind {
+	if x != nil {
+		return x.Kind
+	}
+	return DeviceFailureKind_DEVICE_FAILURE_KIND_UNSPECIFIED
+}
+
+func (x *DeviceRequestFailure) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // ScheduleRequest places a batch of pods.
 type ScheduleRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1210,7 +1363,7 @@ type ScheduleRequest struct {
 
 func (x *ScheduleRequest) Reset() {
 	*x = ScheduleRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[11]
+	mi := &file_placement_v1_placement_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1222,7 +1375,7 @@ func (x *ScheduleRequest) String() string {
 func (*ScheduleRequest) ProtoMessage() {}
 
 func (x *ScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[11]
+	mi := &file_placement_v1_placement_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1235,7 +1388,7 @@ func (x *ScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{11}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ScheduleRequest) GetSnapshot() *SnapshotRef {
@@ -1296,7 +1449,7 @@ type ScheduleResponse struct {
 
 func (x *ScheduleResponse) Reset() {
 	*x = ScheduleResponse{}
-	mi := &file_placement_v1_placement_proto_msgTypes[12]
+	mi := &file_placement_v1_placement_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1461,7 @@ func (x *ScheduleResponse) String() string {
 func (*ScheduleResponse) ProtoMessage() {}
 
 func (x *ScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[12]
+	mi := &file_placement_v1_placement_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1474,7 @@ func (x *ScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{12}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ScheduleResponse) GetPolicy() string {
@@ -1374,7 +1527,7 @@ type PodGroupResult struct {
 
 func (x *PodGroupResult) Reset() {
 	*x = PodGroupResult{}
-	mi := &file_placement_v1_placement_proto_msgTypes[13]
+	mi := &file_placement_v1_placement_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1539,7 @@ func (x *PodGroupResult) String() string {
 func (*PodGroupResult) ProtoMessage() {}
 
 func (x *PodGroupResult) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[13]
+	mi := &file_placement_v1_placement_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1552,7 @@ func (x *PodGroupResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodGroupResult.ProtoReflect.Descriptor instead.
 func (*PodGroupResult) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{13}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PodGroupResult) GetNamespace() string {
@@ -1468,7 +1621,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[14]
+	mi := &file_placement_v1_placement_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1633,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[14]
+	mi := &file_placement_v1_placement_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1646,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{14}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Placement) GetPodUid() string {
@@ -1591,7 +1744,7 @@ type ClaimAllocation struct {
 
 func (x *ClaimAllocation) Reset() {
 	*x = ClaimAllocation{}
-	mi := &file_placement_v1_placement_proto_msgTypes[15]
+	mi := &file_placement_v1_placement_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +1756,7 @@ func (x *ClaimAllocation) String() string {
 func (*ClaimAllocation) ProtoMessage() {}
 
 func (x *ClaimAllocation) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[15]
+	mi := &file_placement_v1_placement_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +1769,7 @@ func (x *ClaimAllocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimAllocation.ProtoReflect.Descriptor instead.
 func (*ClaimAllocation) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{15}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ClaimAllocation) GetClaimNamespace() string {
@@ -1667,7 +1820,7 @@ type ClaimBinding struct {
 
 func (x *ClaimBinding) Reset() {
 	*x = ClaimBinding{}
-	mi := &file_placement_v1_placement_proto_msgTypes[16]
+	mi := &file_placement_v1_placement_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1832,7 @@ func (x *ClaimBinding) String() string {
 func (*ClaimBinding) ProtoMessage() {}
 
 func (x *ClaimBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[16]
+	mi := &file_placement_v1_placement_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1845,7 @@ func (x *ClaimBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimBinding.ProtoReflect.Descriptor instead.
 func (*ClaimBinding) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{16}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ClaimBinding) GetClaimNamespace() string {
@@ -1782,7 +1935,7 @@ type Unschedulable struct {
 
 func (x *Unschedulable) Reset() {
 	*x = Unschedulable{}
-	mi := &file_placement_v1_placement_proto_msgTypes[17]
+	mi := &file_placement_v1_placement_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1794,7 +1947,7 @@ func (x *Unschedulable) String() string {
 func (*Unschedulable) ProtoMessage() {}
 
 func (x *Unschedulable) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[17]
+	mi := &file_placement_v1_placement_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1807,7 +1960,7 @@ func (x *Unschedulable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unschedulable.ProtoReflect.Descriptor instead.
 func (*Unschedulable) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{17}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Unschedulable) GetMessage() string {
@@ -1861,7 +2014,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[18]
+	mi := &file_placement_v1_placement_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +2026,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[18]
+	mi := &file_placement_v1_placement_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +2039,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{18}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{19}
 }
 
 // ListPoliciesResponse lists the policies of this replica.
@@ -1902,7 +2055,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_placement_v1_placement_proto_msgTypes[19]
+	mi := &file_placement_v1_placement_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1914,7 +2067,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[19]
+	mi := &file_placement_v1_placement_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1927,7 +2080,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{19}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*PolicyInfo {
@@ -1972,7 +2125,7 @@ type PolicyInfo struct {
 
 func (x *PolicyInfo) Reset() {
 	*x = PolicyInfo{}
-	mi := &file_placement_v1_placement_proto_msgTypes[20]
+	mi := &file_placement_v1_placement_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1984,7 +2137,7 @@ func (x *PolicyInfo) String() string {
 func (*PolicyInfo) ProtoMessage() {}
 
 func (x *PolicyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[20]
+	mi := &file_placement_v1_placement_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1997,7 +2150,7 @@ func (x *PolicyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyInfo.ProtoReflect.Descriptor instead.
 func (*PolicyInfo) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{20}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PolicyInfo) GetName() string {
@@ -2078,7 +2231,7 @@ type FilterRule struct {
 
 func (x *FilterRule) Reset() {
 	*x = FilterRule{}
-	mi := &file_placement_v1_placement_proto_msgTypes[21]
+	mi := &file_placement_v1_placement_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2090,7 +2243,7 @@ func (x *FilterRule) String() string {
 func (*FilterRule) ProtoMessage() {}
 
 func (x *FilterRule) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[21]
+	mi := &file_placement_v1_placement_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2103,7 +2256,7 @@ func (x *FilterRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterRule.ProtoReflect.Descriptor instead.
 func (*FilterRule) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{21}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FilterRule) GetName() string {
@@ -2142,7 +2295,7 @@ type ScoreRule struct {
 
 func (x *ScoreRule) Reset() {
 	*x = ScoreRule{}
-	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	mi := &file_placement_v1_placement_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2154,7 +2307,7 @@ func (x *ScoreRule) String() string {
 func (*ScoreRule) ProtoMessage() {}
 
 func (x *ScoreRule) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	mi := &file_placement_v1_placement_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2167,7 +2320,7 @@ func (x *ScoreRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScoreRule.ProtoReflect.Descriptor instead.
 func (*ScoreRule) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{22}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ScoreRule) GetName() string {
@@ -2204,7 +2357,7 @@ type PluginWeight struct {
 
 func (x *PluginWeight) Reset() {
 	*x = PluginWeight{}
-	mi := &file_placement_v1_placement_proto_msgTypes[23]
+	mi := &file_placement_v1_placement_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2216,7 +2369,7 @@ func (x *PluginWeight) String() string {
 func (*PluginWeight) ProtoMessage() {}
 
 func (x *PluginWeight) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[23]
+	mi := &file_placement_v1_placement_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2229,7 +2382,7 @@ func (x *PluginWeight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PluginWeight.ProtoReflect.Descriptor instead.
 func (*PluginWeight) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{23}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PluginWeight) GetPlugin() string {
@@ -2335,7 +2488,7 @@ type Pod struct {
 
 func (x *Pod) Reset() {
 	*x = Pod{}
-	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	mi := &file_placement_v1_placement_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2347,7 +2500,7 @@ func (x *Pod) String() string {
 func (*Pod) ProtoMessage() {}
 
 func (x *Pod) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	mi := &file_placement_v1_placement_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2360,7 +2513,7 @@ func (x *Pod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pod.ProtoReflect.Descriptor instead.
 func (*Pod) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{24}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Pod) GetUid() string {
@@ -2587,7 +2740,7 @@ type PodResourceClaim struct {
 
 func (x *PodResourceClaim) Reset() {
 	*x = PodResourceClaim{}
-	mi := &file_placement_v1_placement_proto_msgTypes[25]
+	mi := &file_placement_v1_placement_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2599,7 +2752,7 @@ func (x *PodResourceClaim) String() string {
 func (*PodResourceClaim) ProtoMessage() {}
 
 func (x *PodResourceClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[25]
+	mi := &file_placement_v1_placement_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2612,7 +2765,7 @@ func (x *PodResourceClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodResourceClaim.ProtoReflect.Descriptor instead.
 func (*PodResourceClaim) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{25}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PodResourceClaim) GetName() string {
@@ -2677,7 +2830,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_placement_v1_placement_proto_msgTypes[26]
+	mi := &file_placement_v1_placement_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2689,7 +2842,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[26]
+	mi := &file_placement_v1_placement_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2702,7 +2855,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{26}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Volume) GetName() string {
@@ -2832,7 +2985,7 @@ type PersistentVolumeClaim struct {
 
 func (x *PersistentVolumeClaim) Reset() {
 	*x = PersistentVolumeClaim{}
-	mi := &file_placement_v1_placement_proto_msgTypes[27]
+	mi := &file_placement_v1_placement_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2844,7 +2997,7 @@ func (x *PersistentVolumeClaim) String() string {
 func (*PersistentVolumeClaim) ProtoMessage() {}
 
 func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[27]
+	mi := &file_placement_v1_placement_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2857,7 +3010,7 @@ func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeClaim.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaim) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{27}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PersistentVolumeClaim) GetNamespace() string {
@@ -3011,7 +3164,7 @@ type PersistentVolume struct {
 
 func (x *PersistentVolume) Reset() {
 	*x = PersistentVolume{}
-	mi := &file_placement_v1_placement_proto_msgTypes[28]
+	mi := &file_placement_v1_placement_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3023,7 +3176,7 @@ func (x *PersistentVolume) String() string {
 func (*PersistentVolume) ProtoMessage() {}
 
 func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[28]
+	mi := &file_placement_v1_placement_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3036,7 +3189,7 @@ func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolume.ProtoReflect.Descriptor instead.
 func (*PersistentVolume) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{28}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PersistentVolume) GetName() string {
@@ -3145,7 +3298,7 @@ type VolumeClaimRef struct {
 
 func (x *VolumeClaimRef) Reset() {
 	*x = VolumeClaimRef{}
-	mi := &file_placement_v1_placement_proto_msgTypes[29]
+	mi := &file_placement_v1_placement_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3157,7 +3310,7 @@ func (x *VolumeClaimRef) String() string {
 func (*VolumeClaimRef) ProtoMessage() {}
 
 func (x *VolumeClaimRef) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[29]
+	mi := &file_placement_v1_placement_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3170,7 +3323,7 @@ func (x *VolumeClaimRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeClaimRef.ProtoReflect.Descriptor instead.
 func (*VolumeClaimRef) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{29}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *VolumeClaimRef) GetNamespace() string {
@@ -3214,7 +3367,7 @@ type StorageClass struct {
 
 func (x *StorageClass) Reset() {
 	*x = StorageClass{}
-	mi := &file_placement_v1_placement_proto_msgTypes[30]
+	mi := &file_placement_v1_placement_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3226,7 +3379,7 @@ func (x *StorageClass) String() string {
 func (*StorageClass) ProtoMessage() {}
 
 func (x *StorageClass) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[30]
+	mi := &file_placement_v1_placement_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3239,7 +3392,7 @@ func (x *StorageClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
 func (*StorageClass) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{30}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StorageClass) GetName() string {
@@ -3282,7 +3435,7 @@ type TopologySelectorTerm struct {
 
 func (x *TopologySelectorTerm) Reset() {
 	*x = TopologySelectorTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[31]
+	mi := &file_placement_v1_placement_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3294,7 +3447,7 @@ func (x *TopologySelectorTerm) String() string {
 func (*TopologySelectorTerm) ProtoMessage() {}
 
 func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[31]
+	mi := &file_placement_v1_placement_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3307,7 +3460,7 @@ func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySelectorTerm.ProtoReflect.Descriptor instead.
 func (*TopologySelectorTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{31}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TopologySelectorTerm) GetMatchLabelExpressions() []*TopologySelectorRequirement {
@@ -3330,7 +3483,7 @@ type TopologySelectorRequirement struct {
 
 func (x *TopologySelectorRequirement) Reset() {
 	*x = TopologySelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	mi := &file_placement_v1_placement_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3342,7 +3495,7 @@ func (x *TopologySelectorRequirement) String() string {
 func (*TopologySelectorRequirement) ProtoMessage() {}
 
 func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	mi := &file_placement_v1_placement_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3355,7 +3508,7 @@ func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySelectorRequirement.ProtoReflect.Descriptor instead.
 func (*TopologySelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{32}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TopologySelectorRequirement) GetKey() string {
@@ -3385,7 +3538,7 @@ type CsiNode struct {
 
 func (x *CsiNode) Reset() {
 	*x = CsiNode{}
-	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	mi := &file_placement_v1_placement_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3397,7 +3550,7 @@ func (x *CsiNode) String() string {
 func (*CsiNode) ProtoMessage() {}
 
 func (x *CsiNode) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	mi := &file_placement_v1_placement_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3410,7 +3563,7 @@ func (x *CsiNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiNode.ProtoReflect.Descriptor instead.
 func (*CsiNode) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{33}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CsiNode) GetName() string {
@@ -3441,7 +3594,7 @@ type CsiNodeDriver struct {
 
 func (x *CsiNodeDriver) Reset() {
 	*x = CsiNodeDriver{}
-	mi := &file_placement_v1_placement_proto_msgTypes[34]
+	mi := &file_placement_v1_placement_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3453,7 +3606,7 @@ func (x *CsiNodeDriver) String() string {
 func (*CsiNodeDriver) ProtoMessage() {}
 
 func (x *CsiNodeDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[34]
+	mi := &file_placement_v1_placement_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3466,7 +3619,7 @@ func (x *CsiNodeDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiNodeDriver.ProtoReflect.Descriptor instead.
 func (*CsiNodeDriver) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{34}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CsiNodeDriver) GetName() string {
@@ -3500,7 +3653,7 @@ type CsiDriver struct {
 
 func (x *CsiDriver) Reset() {
 	*x = CsiDriver{}
-	mi := &file_placement_v1_placement_proto_msgTypes[35]
+	mi := &file_placement_v1_placement_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3512,7 +3665,7 @@ func (x *CsiDriver) String() string {
 func (*CsiDriver) ProtoMessage() {}
 
 func (x *CsiDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[35]
+	mi := &file_placement_v1_placement_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3525,7 +3678,7 @@ func (x *CsiDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiDriver.ProtoReflect.Descriptor instead.
 func (*CsiDriver) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{35}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CsiDriver) GetName() string {
@@ -3572,7 +3725,7 @@ type CsiStorageCapacity struct {
 
 func (x *CsiStorageCapacity) Reset() {
 	*x = CsiStorageCapacity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[36]
+	mi := &file_placement_v1_placement_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3584,7 +3737,7 @@ func (x *CsiStorageCapacity) String() string {
 func (*CsiStorageCapacity) ProtoMessage() {}
 
 func (x *CsiStorageCapacity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[36]
+	mi := &file_placement_v1_placement_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3597,7 +3750,7 @@ func (x *CsiStorageCapacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiStorageCapacity.ProtoReflect.Descriptor instead.
 func (*CsiStorageCapacity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{36}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CsiStorageCapacity) GetNamespace() string {
@@ -3656,7 +3809,7 @@ type PodAffinity struct {
 
 func (x *PodAffinity) Reset() {
 	*x = PodAffinity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[37]
+	mi := &file_placement_v1_placement_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3668,7 +3821,7 @@ func (x *PodAffinity) String() string {
 func (*PodAffinity) ProtoMessage() {}
 
 func (x *PodAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[37]
+	mi := &file_placement_v1_placement_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3681,7 +3834,7 @@ func (x *PodAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodAffinity.ProtoReflect.Descriptor instead.
 func (*PodAffinity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{37}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PodAffinity) GetRequired() []*PodAffinityTerm {
@@ -3716,7 +3869,7 @@ type PodAffinityTerm struct {
 
 func (x *PodAffinityTerm) Reset() {
 	*x = PodAffinityTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[38]
+	mi := &file_placement_v1_placement_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3728,7 +3881,7 @@ func (x *PodAffinityTerm) String() string {
 func (*PodAffinityTerm) ProtoMessage() {}
 
 func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[38]
+	mi := &file_placement_v1_placement_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3741,7 +3894,7 @@ func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodAffinityTerm.ProtoReflect.Descriptor instead.
 func (*PodAffinityTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{38}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PodAffinityTerm) GetLabelSelector() *LabelSelector {
@@ -3785,7 +3938,7 @@ type WeightedPodAffinityTerm struct {
 
 func (x *WeightedPodAffinityTerm) Reset() {
 	*x = WeightedPodAffinityTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[39]
+	mi := &file_placement_v1_placement_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3797,7 +3950,7 @@ func (x *WeightedPodAffinityTerm) String() string {
 func (*WeightedPodAffinityTerm) ProtoMessage() {}
 
 func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[39]
+	mi := &file_placement_v1_placement_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3810,7 +3963,7 @@ func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedPodAffinityTerm.ProtoReflect.Descriptor instead.
 func (*WeightedPodAffinityTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{39}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *WeightedPodAffinityTerm) GetWeight() int32 {
@@ -3843,7 +3996,7 @@ type Gang struct {
 
 func (x *Gang) Reset() {
 	*x = Gang{}
-	mi := &file_placement_v1_placement_proto_msgTypes[40]
+	mi := &file_placement_v1_placement_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3855,7 +4008,7 @@ func (x *Gang) String() string {
 func (*Gang) ProtoMessage() {}
 
 func (x *Gang) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[40]
+	mi := &file_placement_v1_placement_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3868,7 +4021,7 @@ func (x *Gang) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gang.ProtoReflect.Descriptor instead.
 func (*Gang) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{40}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Gang) GetName() string {
@@ -3926,7 +4079,7 @@ type PodGroup struct {
 
 func (x *PodGroup) Reset() {
 	*x = PodGroup{}
-	mi := &file_placement_v1_placement_proto_msgTypes[41]
+	mi := &file_placement_v1_placement_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3938,7 +4091,7 @@ func (x *PodGroup) String() string {
 func (*PodGroup) ProtoMessage() {}
 
 func (x *PodGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[41]
+	mi := &file_placement_v1_placement_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3951,7 +4104,7 @@ func (x *PodGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodGroup.ProtoReflect.Descriptor instead.
 func (*PodGroup) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{41}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PodGroup) GetNamespace() string {
@@ -4056,7 +4209,7 @@ type GangSchedulingPolicy struct {
 
 func (x *GangSchedulingPolicy) Reset() {
 	*x = GangSchedulingPolicy{}
-	mi := &file_placement_v1_placement_proto_msgTypes[42]
+	mi := &file_placement_v1_placement_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4068,7 +4221,7 @@ func (x *GangSchedulingPolicy) String() string {
 func (*GangSchedulingPolicy) ProtoMessage() {}
 
 func (x *GangSchedulingPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[42]
+	mi := &file_placement_v1_placement_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4081,7 +4234,7 @@ func (x *GangSchedulingPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GangSchedulingPolicy.ProtoReflect.Descriptor instead.
 func (*GangSchedulingPolicy) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{42}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GangSchedulingPolicy) GetMinCount() int32 {
@@ -4104,7 +4257,7 @@ type WorkloadReference struct {
 
 func (x *WorkloadReference) Reset() {
 	*x = WorkloadReference{}
-	mi := &file_placement_v1_placement_proto_msgTypes[43]
+	mi := &file_placement_v1_placement_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4116,7 +4269,7 @@ func (x *WorkloadReference) String() string {
 func (*WorkloadReference) ProtoMessage() {}
 
 func (x *WorkloadReference) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[43]
+	mi := &file_placement_v1_placement_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4129,7 +4282,7 @@ func (x *WorkloadReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadReference.ProtoReflect.Descriptor instead.
 func (*WorkloadReference) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{43}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WorkloadReference) GetWorkloadName() string {
@@ -4170,7 +4323,7 @@ type PodDisruptionBudget struct {
 
 func (x *PodDisruptionBudget) Reset() {
 	*x = PodDisruptionBudget{}
-	mi := &file_placement_v1_placement_proto_msgTypes[44]
+	mi := &file_placement_v1_placement_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4182,7 +4335,7 @@ func (x *PodDisruptionBudget) String() string {
 func (*PodDisruptionBudget) ProtoMessage() {}
 
 func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[44]
+	mi := &file_placement_v1_placement_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4195,7 +4348,7 @@ func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodDisruptionBudget.ProtoReflect.Descriptor instead.
 func (*PodDisruptionBudget) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{44}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PodDisruptionBudget) GetNamespace() string {
@@ -4246,7 +4399,7 @@ type LabelSelector struct {
 
 func (x *LabelSelector) Reset() {
 	*x = LabelSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[45]
+	mi := &file_placement_v1_placement_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4258,7 +4411,7 @@ func (x *LabelSelector) String() string {
 func (*LabelSelector) ProtoMessage() {}
 
 func (x *LabelSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[45]
+	mi := &file_placement_v1_placement_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4271,7 +4424,7 @@ func (x *LabelSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelector.ProtoReflect.Descriptor instead.
 func (*LabelSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{45}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *LabelSelector) GetMatchLabels() map[string]string {
@@ -4303,7 +4456,7 @@ type LabelSelectorRequirement struct {
 
 func (x *LabelSelectorRequirement) Reset() {
 	*x = LabelSelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[46]
+	mi := &file_placement_v1_placement_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4315,7 +4468,7 @@ func (x *LabelSelectorRequirement) String() string {
 func (*LabelSelectorRequirement) ProtoMessage() {}
 
 func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[46]
+	mi := &file_placement_v1_placement_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4328,7 +4481,7 @@ func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*LabelSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{46}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *LabelSelectorRequirement) GetKey() string {
@@ -4377,7 +4530,7 @@ type TopologySpreadConstraint struct {
 
 func (x *TopologySpreadConstraint) Reset() {
 	*x = TopologySpreadConstraint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[47]
+	mi := &file_placement_v1_placement_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4389,7 +4542,7 @@ func (x *TopologySpreadConstraint) String() string {
 func (*TopologySpreadConstraint) ProtoMessage() {}
 
 func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[47]
+	mi := &file_placement_v1_placement_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4402,7 +4555,7 @@ func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySpreadConstraint.ProtoReflect.Descriptor instead.
 func (*TopologySpreadConstraint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{47}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *TopologySpreadConstraint) GetMaxSkew() int32 {
@@ -4487,7 +4640,7 @@ type Container struct {
 
 func (x *Container) Reset() {
 	*x = Container{}
-	mi := &file_placement_v1_placement_proto_msgTypes[48]
+	mi := &file_placement_v1_placement_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4499,7 +4652,7 @@ func (x *Container) String() string {
 func (*Container) ProtoMessage() {}
 
 func (x *Container) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[48]
+	mi := &file_placement_v1_placement_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4512,7 +4665,7 @@ func (x *Container) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Container.ProtoReflect.Descriptor instead.
 func (*Container) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{48}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Container) GetName() string {
@@ -4581,7 +4734,7 @@ type ContainerPort struct {
 
 func (x *ContainerPort) Reset() {
 	*x = ContainerPort{}
-	mi := &file_placement_v1_placement_proto_msgTypes[49]
+	mi := &file_placement_v1_placement_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4593,7 +4746,7 @@ func (x *ContainerPort) String() string {
 func (*ContainerPort) ProtoMessage() {}
 
 func (x *ContainerPort) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[49]
+	mi := &file_placement_v1_placement_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4606,7 +4759,7 @@ func (x *ContainerPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerPort.ProtoReflect.Descriptor instead.
 func (*ContainerPort) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{49}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ContainerPort) GetContainerPort() int32 {
@@ -4650,7 +4803,7 @@ type NodeAffinity struct {
 
 func (x *NodeAffinity) Reset() {
 	*x = NodeAffinity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[50]
+	mi := &file_placement_v1_placement_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4662,7 +4815,7 @@ func (x *NodeAffinity) String() string {
 func (*NodeAffinity) ProtoMessage() {}
 
 func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[50]
+	mi := &file_placement_v1_placement_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4675,7 +4828,7 @@ func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAffinity.ProtoReflect.Descriptor instead.
 func (*NodeAffinity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{50}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *NodeAffinity) GetRequired() *NodeSelector {
@@ -4703,7 +4856,7 @@ type NodeSelector struct {
 
 func (x *NodeSelector) Reset() {
 	*x = NodeSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[51]
+	mi := &file_placement_v1_placement_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4715,7 +4868,7 @@ func (x *NodeSelector) String() string {
 func (*NodeSelector) ProtoMessage() {}
 
 func (x *NodeSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[51]
+	mi := &file_placement_v1_placement_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4728,7 +4881,7 @@ func (x *NodeSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelector.ProtoReflect.Descriptor instead.
 func (*NodeSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{51}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *NodeSelector) GetTerms() []*NodeSelectorTerm {
@@ -4751,7 +4904,7 @@ type NodeSelectorTerm struct {
 
 func (x *NodeSelectorTerm) Reset() {
 	*x = NodeSelectorTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[52]
+	mi := &file_placement_v1_placement_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4763,7 +4916,7 @@ func (x *NodeSelectorTerm) String() string {
 func (*NodeSelectorTerm) ProtoMessage() {}
 
 func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[52]
+	mi := &file_placement_v1_placement_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4776,7 +4929,7 @@ func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorTerm.ProtoReflect.Descriptor instead.
 func (*NodeSelectorTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{52}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *NodeSelectorTerm) GetMatchExpressions() []*NodeSelectorRequirement {
@@ -4808,7 +4961,7 @@ type NodeSelectorRequirement struct {
 
 func (x *NodeSelectorRequirement) Reset() {
 	*x = NodeSelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[53]
+	mi := &file_placement_v1_placement_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4820,7 +4973,7 @@ func (x *NodeSelectorRequirement) String() string {
 func (*NodeSelectorRequirement) ProtoMessage() {}
 
 func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[53]
+	mi := &file_placement_v1_placement_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4833,7 +4986,7 @@ func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*NodeSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{53}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *NodeSelectorRequirement) GetKey() string {
@@ -4870,7 +5023,7 @@ type PreferredSchedulingTerm struct {
 
 func (x *PreferredSchedulingTerm) Reset() {
 	*x = PreferredSchedulingTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[54]
+	mi := &file_placement_v1_placement_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4882,7 +5035,7 @@ func (x *PreferredSchedulingTerm) String() string {
 func (*PreferredSchedulingTerm) ProtoMessage() {}
 
 func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[54]
+	mi := &file_placement_v1_placement_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4895,7 +5048,7 @@ func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreferredSchedulingTerm.ProtoReflect.Descriptor instead.
 func (*PreferredSchedulingTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{54}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PreferredSchedulingTerm) GetWeight() int32 {
@@ -4931,7 +5084,7 @@ type Toleration struct {
 
 func (x *Toleration) Reset() {
 	*x = Toleration{}
-	mi := &file_placement_v1_placement_proto_msgTypes[55]
+	mi := &file_placement_v1_placement_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4943,7 +5096,7 @@ func (x *Toleration) String() string {
 func (*Toleration) ProtoMessage() {}
 
 func (x *Toleration) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[55]
+	mi := &file_placement_v1_placement_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4956,7 +5109,7 @@ func (x *Toleration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Toleration.ProtoReflect.Descriptor instead.
 func (*Toleration) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{55}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Toleration) GetKey() string {
@@ -5018,7 +5171,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_placement_v1_placement_proto_msgTypes[56]
+	mi := &file_placement_v1_placement_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5030,7 +5183,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[56]
+	mi := &file_placement_v1_placement_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5043,7 +5196,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{56}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Node) GetName() string {
@@ -5110,7 +5263,7 @@ type Taint struct {
 
 func (x *Taint) Reset() {
 	*x = Taint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[57]
+	mi := &file_placement_v1_placement_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5122,7 +5275,7 @@ func (x *Taint) String() string {
 func (*Taint) ProtoMessage() {}
 
 func (x *Taint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[57]
+	mi := &file_placement_v1_placement_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5135,7 +5288,7 @@ func (x *Taint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Taint.ProtoReflect.Descriptor instead.
 func (*Taint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{57}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Taint) GetKey() string {
@@ -5172,7 +5325,7 @@ type ContainerImage struct {
 
 func (x *ContainerImage) Reset() {
 	*x = ContainerImage{}
-	mi := &file_placement_v1_placement_proto_msgTypes[58]
+	mi := &file_placement_v1_placement_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5184,7 +5337,7 @@ func (x *ContainerImage) String() string {
 func (*ContainerImage) ProtoMessage() {}
 
 func (x *ContainerImage) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[58]
+	mi := &file_placement_v1_placement_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5197,7 +5350,7 @@ func (x *ContainerImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerImage.ProtoReflect.Descriptor instead.
 func (*ContainerImage) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{58}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ContainerImage) GetNames() []string {
@@ -5230,7 +5383,7 @@ type DeviceClass struct {
 
 func (x *DeviceClass) Reset() {
 	*x = DeviceClass{}
-	mi := &file_placement_v1_placement_proto_msgTypes[59]
+	mi := &file_placement_v1_placement_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5242,7 +5395,7 @@ func (x *DeviceClass) String() string {
 func (*DeviceClass) ProtoMessage() {}
 
 func (x *DeviceClass) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[59]
+	mi := &file_placement_v1_placement_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5255,7 +5408,7 @@ func (x *DeviceClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceClass.ProtoReflect.Descriptor instead.
 func (*DeviceClass) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{59}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *DeviceClass) GetName() string {
@@ -5304,7 +5457,7 @@ type ResourceClaim struct {
 
 func (x *ResourceClaim) Reset() {
 	*x = ResourceClaim{}
-	mi := &file_placement_v1_placement_proto_msgTypes[60]
+	mi := &file_placement_v1_placement_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5316,7 +5469,7 @@ func (x *ResourceClaim) String() string {
 func (*ResourceClaim) ProtoMessage() {}
 
 func (x *ResourceClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[60]
+	mi := &file_placement_v1_placement_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5329,7 +5482,7 @@ func (x *ResourceClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceClaim.ProtoReflect.Descriptor instead.
 func (*ResourceClaim) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{60}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ResourceClaim) GetNamespace() string {
@@ -5403,7 +5556,7 @@ type DeviceRequest struct {
 
 func (x *DeviceRequest) Reset() {
 	*x = DeviceRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[61]
+	mi := &file_placement_v1_placement_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5415,7 +5568,7 @@ func (x *DeviceRequest) String() string {
 func (*DeviceRequest) ProtoMessage() {}
 
 func (x *DeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[61]
+	mi := &file_placement_v1_placement_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5428,7 +5581,7 @@ func (x *DeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceRequest.ProtoReflect.Descriptor instead.
 func (*DeviceRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{61}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *DeviceRequest) GetName() string {
@@ -5475,7 +5628,7 @@ type ExactDeviceRequest struct {
 
 func (x *ExactDeviceRequest) Reset() {
 	*x = ExactDeviceRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[62]
+	mi := &file_placement_v1_placement_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5487,7 +5640,7 @@ func (x *ExactDeviceRequest) String() string {
 func (*ExactDeviceRequest) ProtoMessage() {}
 
 func (x *ExactDeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[62]
+	mi := &file_placement_v1_placement_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5500,7 +5653,7 @@ func (x *ExactDeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExactDeviceRequest.ProtoReflect.Descriptor instead.
 func (*ExactDeviceRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{62}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ExactDeviceRequest) GetDeviceClassName() string {
@@ -5575,7 +5728,7 @@ type DeviceSubRequest struct {
 
 func (x *DeviceSubRequest) Reset() {
 	*x = DeviceSubRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[63]
+	mi := &file_placement_v1_placement_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5587,7 +5740,7 @@ func (x *DeviceSubRequest) String() string {
 func (*DeviceSubRequest) ProtoMessage() {}
 
 func (x *DeviceSubRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[63]
+	mi := &file_placement_v1_placement_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5600,7 +5753,7 @@ func (x *DeviceSubRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceSubRequest.ProtoReflect.Descriptor instead.
 func (*DeviceSubRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{63}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *DeviceSubRequest) GetName() string {
@@ -5667,7 +5820,7 @@ type DeviceConstraint struct {
 
 func (x *DeviceConstraint) Reset() {
 	*x = DeviceConstraint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[64]
+	mi := &file_placement_v1_placement_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5679,7 +5832,7 @@ func (x *DeviceConstraint) String() string {
 func (*DeviceConstraint) ProtoMessage() {}
 
 func (x *DeviceConstraint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[64]
+	mi := &file_placement_v1_placement_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5692,7 +5845,7 @@ func (x *DeviceConstraint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceConstraint.ProtoReflect.Descriptor instead.
 func (*DeviceConstraint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{64}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *DeviceConstraint) GetRequests() []string {
@@ -5729,7 +5882,7 @@ type AllocationResult struct {
 
 func (x *AllocationResult) Reset() {
 	*x = AllocationResult{}
-	mi := &file_placement_v1_placement_proto_msgTypes[65]
+	mi := &file_placement_v1_placement_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5741,7 +5894,7 @@ func (x *AllocationResult) String() string {
 func (*AllocationResult) ProtoMessage() {}
 
 func (x *AllocationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[65]
+	mi := &file_placement_v1_placement_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5754,7 +5907,7 @@ func (x *AllocationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocationResult.ProtoReflect.Descriptor instead.
 func (*AllocationResult) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{65}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *AllocationResult) GetDevices() []*DeviceRequestAllocationResult {
@@ -5792,7 +5945,7 @@ type DeviceRequestAllocationResult struct {
 
 func (x *DeviceRequestAllocationResult) Reset() {
 	*x = DeviceRequestAllocationResult{}
-	mi := &file_placement_v1_placement_proto_msgTypes[66]
+	mi := &file_placement_v1_placement_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5804,7 +5957,7 @@ func (x *DeviceRequestAllocationResult) String() string {
 func (*DeviceRequestAllocationResult) ProtoMessage() {}
 
 func (x *DeviceRequestAllocationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[66]
+	mi := &file_placement_v1_placement_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5817,7 +5970,7 @@ func (x *DeviceRequestAllocationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceRequestAllocationResult.ProtoReflect.Descriptor instead.
 func (*DeviceRequestAllocationResult) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{66}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *DeviceRequestAllocationResult) GetRequest() string {
@@ -5879,7 +6032,7 @@ type ResourceClaimConsumer struct {
 
 func (x *ResourceClaimConsumer) Reset() {
 	*x = ResourceClaimConsumer{}
-	mi := &file_placement_v1_placement_proto_msgTypes[67]
+	mi := &file_placement_v1_placement_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5891,7 +6044,7 @@ func (x *ResourceClaimConsumer) String() string {
 func (*ResourceClaimConsumer) ProtoMessage() {}
 
 func (x *ResourceClaimConsumer) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[67]
+	mi := &file_placement_v1_placement_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5904,7 +6057,7 @@ func (x *ResourceClaimConsumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceClaimConsumer.ProtoReflect.Descriptor instead.
 func (*ResourceClaimConsumer) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{67}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ResourceClaimConsumer) GetApiGroup() string {
@@ -5966,7 +6119,7 @@ type ResourceSlice struct {
 
 func (x *ResourceSlice) Reset() {
 	*x = ResourceSlice{}
-	mi := &file_placement_v1_placement_proto_msgTypes[68]
+	mi := &file_placement_v1_placement_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5978,7 +6131,7 @@ func (x *ResourceSlice) String() string {
 func (*ResourceSlice) ProtoMessage() {}
 
 func (x *ResourceSlice) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[68]
+	mi := &file_placement_v1_placement_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5991,7 +6144,7 @@ func (x *ResourceSlice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceSlice.ProtoReflect.Descriptor instead.
 func (*ResourceSlice) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{68}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ResourceSlice) GetName() string {
@@ -6100,7 +6253,7 @@ type Device struct {
 
 func (x *Device) Reset() {
 	*x = Device{}
-	mi := &file_placement_v1_placement_proto_msgTypes[69]
+	mi := &file_placement_v1_placement_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6112,7 +6265,7 @@ func (x *Device) String() string {
 func (*Device) ProtoMessage() {}
 
 func (x *Device) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[69]
+	mi := &file_placement_v1_placement_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6125,7 +6278,7 @@ func (x *Device) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Device.ProtoReflect.Descriptor instead.
 func (*Device) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{69}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *Device) GetName() string {
@@ -6216,7 +6369,7 @@ type DeviceAttribute struct {
 
 func (x *DeviceAttribute) Reset() {
 	*x = DeviceAttribute{}
-	mi := &file_placement_v1_placement_proto_msgTypes[70]
+	mi := &file_placement_v1_placement_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6228,7 +6381,7 @@ func (x *DeviceAttribute) String() string {
 func (*DeviceAttribute) ProtoMessage() {}
 
 func (x *DeviceAttribute) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[70]
+	mi := &file_placement_v1_placement_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6241,7 +6394,7 @@ func (x *DeviceAttribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceAttribute.ProtoReflect.Descriptor instead.
 func (*DeviceAttribute) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{70}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *DeviceAttribute) GetValue() isDeviceAttribute_Value {
@@ -6334,7 +6487,7 @@ type DeviceTaint struct {
 
 func (x *DeviceTaint) Reset() {
 	*x = DeviceTaint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[71]
+	mi := &file_placement_v1_placement_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6346,7 +6499,7 @@ func (x *DeviceTaint) String() string {
 func (*DeviceTaint) ProtoMessage() {}
 
 func (x *DeviceTaint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[71]
+	mi := &file_placement_v1_placement_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6359,7 +6512,7 @@ func (x *DeviceTaint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceTaint.ProtoReflect.Descriptor instead.
 func (*DeviceTaint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{71}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *DeviceTaint) GetKey() string {
@@ -6396,7 +6549,7 @@ type CounterSet struct {
 
 func (x *CounterSet) Reset() {
 	*x = CounterSet{}
-	mi := &file_placement_v1_placement_proto_msgTypes[72]
+	mi := &file_placement_v1_placement_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6408,7 +6561,7 @@ func (x *CounterSet) String() string {
 func (*CounterSet) ProtoMessage() {}
 
 func (x *CounterSet) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[72]
+	mi := &file_placement_v1_placement_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6421,7 +6574,7 @@ func (x *CounterSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterSet.ProtoReflect.Descriptor instead.
 func (*CounterSet) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{72}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CounterSet) GetName() string {
@@ -6451,7 +6604,7 @@ type DeviceCounterConsumption struct {
 
 func (x *DeviceCounterConsumption) Reset() {
 	*x = DeviceCounterConsumption{}
-	mi := &file_placement_v1_placement_proto_msgTypes[73]
+	mi := &file_placement_v1_placement_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6463,7 +6616,7 @@ func (x *DeviceCounterConsumption) String() string {
 func (*DeviceCounterConsumption) ProtoMessage() {}
 
 func (x *DeviceCounterConsumption) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[73]
+	mi := &file_placement_v1_placement_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6476,7 +6629,7 @@ func (x *DeviceCounterConsumption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceCounterConsumption.ProtoReflect.Descriptor instead.
 func (*DeviceCounterConsumption) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{73}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *DeviceCounterConsumption) GetCounterSet() string {
@@ -6599,11 +6752,17 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\vPluginScore\x12\x16\n" +
 	"\x06plugin\x18\x01 \x01(\tR\x06plugin\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x03R\x05score\x12\x16\n" +
-	"\x06weight\x18\x03 \x01(\x03R\x06weight\"V\n" +
+	"\x06weight\x18\x03 \x01(\x03R\x06weight\"\xa3\x01\n" +
 	"\x0eInfeasibleNode\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
 	"\x06plugin\x18\x02 \x01(\tR\x06plugin\x12\x18\n" +
-	"\areasons\x18\x03 \x03(\tR\areasons\"\xb3\x01\n" +
+	"\areasons\x18\x03 \x03(\tR\areasons\x12K\n" +
+	"\x0fdevice_failures\x18\x04 \x03(\v2\".placement.v1.DeviceRequestFailureR\x0edeviceFailures\"\x95\x01\n" +
+	"\x14DeviceRequestFailure\x12\x14\n" +
+	"\x05claim\x18\x01 \x01(\tR\x05claim\x12\x18\n" +
+	"\arequest\x18\x02 \x01(\tR\arequest\x123\n" +
+	"\x04kind\x18\x03 \x01(\x0e2\x1f.placement.v1.DeviceFailureKindR\x04kind\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xb3\x01\n" +
 	"\x0fScheduleRequest\x125\n" +
 	"\bsnapshot\x18\x01 \x01(\v2\x19.placement.v1.SnapshotRefR\bsnapshot\x12%\n" +
 	"\x04pods\x18\x02 \x03(\v2\x11.placement.v1.PodR\x04pods\x12\x16\n" +
@@ -7092,7 +7251,13 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\bcounters\x18\x02 \x03(\v24.placement.v1.DeviceCounterConsumption.CountersEntryR\bcounters\x1a;\n" +
 	"\rCountersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xca\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xe1\x01\n" +
+	"\x11DeviceFailureKind\x12#\n" +
+	"\x1fDEVICE_FAILURE_KIND_UNSPECIFIED\x10\x00\x12*\n" +
+	"&DEVICE_FAILURE_KIND_NO_MATCHING_DEVICE\x10\x01\x12)\n" +
+	"%DEVICE_FAILURE_KIND_DEVICES_ALLOCATED\x10\x02\x12(\n" +
+	"$DEVICE_FAILURE_KIND_CONSTRAINT_UNMET\x10\x03\x12&\n" +
+	"\"DEVICE_FAILURE_KIND_DEVICE_TAINTED\x10\x042\xca\x02\n" +
 	"\x10PlacementService\x12U\n" +
 	"\fSyncSnapshot\x12!.placement.v1.SyncSnapshotRequest\x1a\".placement.v1.SyncSnapshotResponse\x12=\n" +
 	"\x04Rank\x12\x19.placement.v1.RankRequest\x1a\x1a.placement.v1.RankResponse\x12I\n" +
@@ -7111,244 +7276,249 @@ func file_placement_v1_placement_proto_rawDescGZIP() []byte {
 	return file_placement_v1_placement_proto_rawDescData
 }
 
-var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 96)
+var file_placement_v1_placement_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
 var file_placement_v1_placement_proto_goTypes = []any{
-	(*SyncSnapshotRequest)(nil),           // 0: placement.v1.SyncSnapshotRequest
-	(*SyncSnapshotResponse)(nil),          // 1: placement.v1.SyncSnapshotResponse
-	(*Snapshot)(nil),                      // 2: placement.v1.Snapshot
-	(*Namespace)(nil),                     // 3: placement.v1.Namespace
-	(*SnapshotDelta)(nil),                 // 4: placement.v1.SnapshotDelta
-	(*SnapshotRef)(nil),                   // 5: placement.v1.SnapshotRef
-	(*RankRequest)(nil),                   // 6: placement.v1.RankRequest
-	(*RankResponse)(nil),                  // 7: placement.v1.RankResponse
-	(*NodeScore)(nil),                     // 8: placement.v1.NodeScore
-	(*PluginScore)(nil),                   // 9: placement.v1.PluginScore
-	(*InfeasibleNode)(nil),                // 10: placement.v1.InfeasibleNode
-	(*ScheduleRequest)(nil),               // 11: placement.v1.ScheduleRequest
-	(*ScheduleResponse)(nil),              // 12: placement.v1.ScheduleResponse
-	(*PodGroupResult)(nil),                // 13: placement.v1.PodGroupResult
-	(*Placement)(nil),                     // 14: placement.v1.Placement
-	(*ClaimAllocation)(nil),               // 15: placement.v1.ClaimAllocation
-	(*ClaimBinding)(nil),                  // 16: placement.v1.ClaimBinding
-	(*Unschedulable)(nil),                 // 17: placement.v1.Unschedulable
-	(*ListPoliciesRequest)(nil),           // 18: placement.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),          // 19: placement.v1.ListPoliciesResponse
-	(*PolicyInfo)(nil),                    // 20: placement.v1.PolicyInfo
-	(*FilterRule)(nil),                    // 21: placement.v1.FilterRule
-	(*ScoreRule)(nil),                     // 22: placement.v1.ScoreRule
-	(*PluginWeight)(nil),                  // 23: placement.v1.PluginWeight
-	(*Pod)(nil),                           // 24: placement.v1.Pod
-	(*PodResourceClaim)(nil),              // 25: placement.v1.PodResourceClaim
-	(*Volume)(nil),                        // 26: placement.v1.Volume
-	(*PersistentVolumeClaim)(nil),         // 27: placement.v1.PersistentVolumeClaim
-	(*PersistentVolume)(nil),              // 28: placement.v1.PersistentVolume
-	(*VolumeClaimRef)(nil),                // 29: placement.v1.VolumeClaimRef
-	(*StorageClass)(nil),                  // 30: placement.v1.StorageClass
-	(*TopologySelectorTerm)(nil),          // 31: placement.v1.TopologySelectorTerm
-	(*TopologySelectorRequirement)(nil),   // 32: placement.v1.TopologySelectorRequirement
-	(*CsiNode)(nil),                       // 33: placement.v1.CsiNode
-	(*CsiNodeDriver)(nil),                 // 34: placement.v1.CsiNodeDriver
-	(*CsiDriver)(nil),                     // 35: placement.v1.CsiDriver
-	(*CsiStorageCapacity)(nil),            // 36: placement.v1.CsiStorageCapacity
-	(*PodAffinity)(nil),                   // 37: placement.v1.PodAffinity
-	(*PodAffinityTerm)(nil),               // 38: placement.v1.PodAffinityTerm
-	(*WeightedPodAffinityTerm)(nil),       // 39: placement.v1.WeightedPodAffinityTerm
-	(*Gang)(nil),                          // 40: placement.v1.Gang
-	(*PodGroup)(nil),                      // 41: placement.v1.PodGroup
-	(*GangSchedulingPolicy)(nil),          // 42: placement.v1.GangSchedulingPolicy
-	(*WorkloadReference)(nil),             // 43: placement.v1.WorkloadReference
-	(*PodDisruptionBudget)(nil),           // 44: placement.v1.PodDisruptionBudget
-	(*LabelSelector)(nil),                 // 45: placement.v1.LabelSelector
-	(*LabelSelectorRequirement)(nil),      // 46: placement.v1.LabelSelectorRequirement
-	(*TopologySpreadConstraint)(nil),      // 47: placement.v1.TopologySpreadConstraint
-	(*Container)(nil),                     // 48: placement.v1.Container
-	(*ContainerPort)(nil),                 // 49: placement.v1.ContainerPort
-	(*NodeAffinity)(nil),                  // 50: placement.v1.NodeAffinity
-	(*NodeSelector)(nil),                  // 51: placement.v1.NodeSelector
-	(*NodeSelectorTerm)(nil),              // 52: placement.v1.NodeSelectorTerm
-	(*NodeSelectorRequirement)(nil),       // 53: placement.v1.NodeSelectorRequirement
-	(*PreferredSchedulingTerm)(nil),       // 54: placement.v1.PreferredSchedulingTerm
-	(*Toleration)(nil),                    // 55: placement.v1.Toleration
-	(*Node)(nil),                          // 56: placement.v1.Node
-	(*Taint)(nil),                         // 57: placement.v1.Taint
-	(*ContainerImage)(nil),                // 58: placement.v1.ContainerImage
-	(*DeviceClass)(nil),                   // 59: placement.v1.DeviceClass
-	(*ResourceClaim)(nil),                 // 60: placement.v1.ResourceClaim
-	(*DeviceRequest)(nil),                 // 61: placement.v1.DeviceRequest
-	(*ExactDeviceRequest)(nil),            // 62: placement.v1.ExactDeviceRequest
-	(*DeviceSubRequest)(nil),              // 63: placement.v1.DeviceSubRequest
-	(*DeviceConstraint)(nil),              // 64: placement.v1.DeviceConstraint
-	(*AllocationResult)(nil),              // 65: placement.v1.AllocationResult
-	(*DeviceRequestAllocationResult)(nil), // 66: placement.v1.DeviceRequestAllocationResult
-	(*ResourceClaimConsumer)(nil),         // 67: placement.v1.ResourceClaimConsumer
-	(*ResourceSlice)(nil),                 // 68: placement.v1.ResourceSlice
-	(*Device)(nil),                        // 69: placement.v1.Device
-	(*DeviceAttribute)(nil),               // 70: placement.v1.DeviceAttribute
-	(*DeviceTaint)(nil),                   // 71: placement.v1.DeviceTaint
-	(*CounterSet)(nil),                    // 72: placement.v1.CounterSet
-	(*DeviceCounterConsumption)(nil),      // 73: placement.v1.DeviceCounterConsumption
-	nil,                                   // 74: placement.v1.Namespace.LabelsEntry
-	nil,                                   // 75: placement.v1.Unschedulable.ReasonsEntry
-	nil,                                   // 76: placement.v1.Pod.LabelsEntry
-	nil,                                   // 77: placement.v1.Pod.OverheadEntry
-	nil,                                   // 78: placement.v1.Pod.NodeSelectorEntry
-	nil,                                   // 79: placement.v1.Pod.AnnotationsEntry
-	nil,                                   // 80: placement.v1.Pod.PodRequestsEntry
-	nil,                                   // 81: placement.v1.Pod.AllocatedRequestsEntry
-	nil,                                   // 82: placement.v1.Pod.ActuatedRequestsEntry
-	nil,                                   // 83: placement.v1.PersistentVolume.LabelsEntry
-	nil,                                   // 84: placement.v1.LabelSelector.MatchLabelsEntry
-	nil,                                   // 85: placement.v1.Container.RequestsEntry
-	nil,                                   // 86: placement.v1.Container.AllocatedRequestsEntry
-	nil,                                   // 87: placement.v1.Container.ActuatedRequestsEntry
-	nil,                                   // 88: placement.v1.Node.LabelsEntry
-	nil,                                   // 89: placement.v1.Node.AllocatableEntry
-	nil,                                   // 90: placement.v1.ExactDeviceRequest.CapacityRequestsEntry
-	nil,                                   // 91: placement.v1.DeviceSubRequest.CapacityRequestsEntry
-	nil,                                   // 92: placement.v1.Device.AttributesEntry
-	nil,                                   // 93: placement.v1.Device.CapacityEntry
-	nil,                                   // 94: placement.v1.CounterSet.CountersEntry
-	nil,                                   // 95: placement.v1.DeviceCounterConsumption.CountersEntry
+	(DeviceFailureKind)(0),                // 0: placement.v1.DeviceFailureKind
+	(*SyncSnapshotRequest)(nil),           // 1: placement.v1.SyncSnapshotRequest
+	(*SyncSnapshotResponse)(nil),          // 2: placement.v1.SyncSnapshotResponse
+	(*Snapshot)(nil),                      // 3: placement.v1.Snapshot
+	(*Namespace)(nil),                     // 4: placement.v1.Namespace
+	(*SnapshotDelta)(nil),                 // 5: placement.v1.SnapshotDelta
+	(*SnapshotRef)(nil),                   // 6: placement.v1.SnapshotRef
+	(*RankRequest)(nil),                   // 7: placement.v1.RankRequest
+	(*RankResponse)(nil),                  // 8: placement.v1.RankResponse
+	(*NodeScore)(nil),                     // 9: placement.v1.NodeScore
+	(*PluginScore)(nil),                   // 10: placement.v1.PluginScore
+	(*InfeasibleNode)(nil),                // 11: placement.v1.InfeasibleNode
+	(*DeviceRequestFailure)(nil),          // 12: placement.v1.DeviceRequestFailure
+	(*ScheduleRequest)(nil),               // 13: placement.v1.ScheduleRequest
+	(*ScheduleResponse)(nil),              // 14: placement.v1.ScheduleResponse
+	(*PodGroupResult)(nil),                // 15: placement.v1.PodGroupResult
+	(*Placement)(nil),                     // 16: placement.v1.Placement
+	(*ClaimAllocation)(nil),               // 17: placement.v1.ClaimAllocation
+	(*ClaimBinding)(nil),                  // 18: placement.v1.ClaimBinding
+	(*Unschedulable)(nil),                 // 19: placement.v1.Unschedulable
+	(*ListPoliciesRequest)(nil),           // 20: placement.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),          // 21: placement.v1.ListPoliciesResponse
+	(*PolicyInfo)(nil),                    // 22: placement.v1.PolicyInfo
+	(*FilterRule)(nil),                    // 23: placement.v1.FilterRule
+	(*ScoreRule)(nil),                     // 24: placement.v1.ScoreRule
+	(*PluginWeight)(nil),                  // 25: placement.v1.PluginWeight
+	(*Pod)(nil),                           // 26: placement.v1.Pod
+	(*PodResourceClaim)(nil),              // 27: placement.v1.PodResourceClaim
+	(*Volume)(nil),                        // 28: placement.v1.Volume
+	(*PersistentVolumeClaim)(nil),         // 29: placement.v1.PersistentVolumeClaim
+	(*PersistentVolume)(nil),              // 30: placement.v1.PersistentVolume
+	(*VolumeClaimRef)(nil),                // 31: placement.v1.VolumeClaimRef
+	(*StorageClass)(nil),                  // 32: placement.v1.StorageClass
+	(*TopologySelectorTerm)(nil),          // 33: placement.v1.TopologySelectorTerm
+	(*TopologySelectorRequirement)(nil),   // 34: placement.v1.TopologySelectorRequirement
+	(*CsiNode)(nil),                       // 35: placement.v1.CsiNode
+	(*CsiNodeDriver)(nil),                 // 36: placement.v1.CsiNodeDriver
+	(*CsiDriver)(nil),                     // 37: placement.v1.CsiDriver
+	(*CsiStorageCapacity)(nil),            // 38: placement.v1.CsiStorageCapacity
+	(*PodAffinity)(nil),                   // 39: placement.v1.PodAffinity
+	(*PodAffinityTerm)(nil),               // 40: placement.v1.PodAffinityTerm
+	(*WeightedPodAffinityTerm)(nil),       // 41: placement.v1.WeightedPodAffinityTerm
+	(*Gang)(nil),                          // 42: placement.v1.Gang
+	(*PodGroup)(nil),                      // 43: placement.v1.PodGroup
+	(*GangSchedulingPolicy)(nil),          // 44: placement.v1.GangSchedulingPolicy
+	(*WorkloadReference)(nil),             // 45: placement.v1.WorkloadReference
+	(*PodDisruptionBudget)(nil),           // 46: placement.v1.PodDisruptionBudget
+	(*LabelSelector)(nil),                 // 47: placement.v1.LabelSelector
+	(*LabelSelectorRequirement)(nil),      // 48: placement.v1.LabelSelectorRequirement
+	(*TopologySpreadConstraint)(nil),      // 49: placement.v1.TopologySpreadConstraint
+	(*Container)(nil),                     // 50: placement.v1.Container
+	(*ContainerPort)(nil),                 // 51: placement.v1.ContainerPort
+	(*NodeAffinity)(nil),                  // 52: placement.v1.NodeAffinity
+	(*NodeSelector)(nil),                  // 53: placement.v1.NodeSelector
+	(*NodeSelectorTerm)(nil),              // 54: placement.v1.NodeSelectorTerm
+	(*NodeSelectorRequirement)(nil),       // 55: placement.v1.NodeSelectorRequirement
+	(*PreferredSchedulingTerm)(nil),       // 56: placement.v1.PreferredSchedulingTerm
+	(*Toleration)(nil),                    // 57: placement.v1.Toleration
+	(*Node)(nil),                          // 58: placement.v1.Node
+	(*Taint)(nil),                         // 59: placement.v1.Taint
+	(*ContainerImage)(nil),                // 60: placement.v1.ContainerImage
+	(*DeviceClass)(nil),                   // 61: placement.v1.DeviceClass
+	(*ResourceClaim)(nil),                 // 62: placement.v1.ResourceClaim
+	(*DeviceRequest)(nil),                 // 63: placement.v1.DeviceRequest
+	(*ExactDeviceRequest)(nil),            // 64: placement.v1.ExactDeviceRequest
+	(*DeviceSubRequest)(nil),              // 65: placement.v1.DeviceSubRequest
+	(*DeviceConstraint)(nil),              // 66: placement.v1.DeviceConstraint
+	(*AllocationResult)(nil),              // 67: placement.v1.AllocationResult
+	(*DeviceRequestAllocationResult)(nil), // 68: placement.v1.DeviceRequestAllocationResult
+	(*ResourceClaimConsumer)(nil),         // 69: placement.v1.ResourceClaimConsumer
+	(*ResourceSlice)(nil),                 // 70: placement.v1.ResourceSlice
+	(*Device)(nil),                        // 71: placement.v1.Device
+	(*DeviceAttribute)(nil),               // 72: placement.v1.DeviceAttribute
+	(*DeviceTaint)(nil),                   // 73: placement.v1.DeviceTaint
+	(*CounterSet)(nil),                    // 74: placement.v1.CounterSet
+	(*DeviceCounterConsumption)(nil),      // 75: placement.v1.DeviceCounterConsumption
+	nil,                                   // 76: placement.v1.Namespace.LabelsEntry
+	nil,                                   // 77: placement.v1.Unschedulable.ReasonsEntry
+	nil,                                   // 78: placement.v1.Pod.LabelsEntry
+	nil,                                   // 79: placement.v1.Pod.OverheadEntry
+	nil,                                   // 80: placement.v1.Pod.NodeSelectorEntry
+	nil,                                   // 81: placement.v1.Pod.AnnotationsEntry
+	nil,                                   // 82: placement.v1.Pod.PodRequestsEntry
+	nil,                                   // 83: placement.v1.Pod.AllocatedRequestsEntry
+	nil,                                   // 84: placement.v1.Pod.ActuatedRequestsEntry
+	nil,                                   // 85: placement.v1.PersistentVolume.LabelsEntry
+	nil,                                   // 86: placement.v1.LabelSelector.MatchLabelsEntry
+	nil,                                   // 87: placement.v1.Container.RequestsEntry
+	nil,                                   // 88: placement.v1.Container.AllocatedRequestsEntry
+	nil,                                   // 89: placement.v1.Container.ActuatedRequestsEntry
+	nil,                                   // 90: placement.v1.Node.LabelsEntry
+	nil,                                   // 91: placement.v1.Node.AllocatableEntry
+	nil,                                   // 92: placement.v1.ExactDeviceRequest.CapacityRequestsEntry
+	nil,                                   // 93: placement.v1.DeviceSubRequest.CapacityRequestsEntry
+	nil,                                   // 94: placement.v1.Device.AttributesEntry
+	nil,                                   // 95: placement.v1.Device.CapacityEntry
+	nil,                                   // 96: placement.v1.CounterSet.CountersEntry
+	nil,                                   // 97: placement.v1.DeviceCounterConsumption.CountersEntry
 }
 var file_placement_v1_placement_proto_depIdxs = []int32{
-	2,   // 0: placement.v1.SyncSnapshotRequest.full:type_name -> placement.v1.Snapshot
-	4,   // 1: placement.v1.SyncSnapshotRequest.delta:type_name -> placement.v1.SnapshotDelta
-	56,  // 2: placement.v1.Snapshot.nodes:type_name -> placement.v1.Node
-	24,  // 3: placement.v1.Snapshot.pods:type_name -> placement.v1.Pod
-	3,   // 4: placement.v1.Snapshot.namespaces:type_name -> placement.v1.Namespace
-	44,  // 5: placement.v1.Snapshot.pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
-	27,  // 6: placement.v1.Snapshot.persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
-	28,  // 7: placement.v1.Snapshot.persistent_volumes:type_name -> placement.v1.PersistentVolume
-	30,  // 8: placement.v1.Snapshot.storage_classes:type_name -> placement.v1.StorageClass
-	33,  // 9: placement.v1.Snapshot.csi_nodes:type_name -> placement.v1.CsiNode
-	35,  // 10: placement.v1.Snapshot.csi_drivers:type_name -> placement.v1.CsiDriver
-	36,  // 11: placement.v1.Snapshot.csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
-	59,  // 12: placement.v1.Snapshot.device_classes:type_name -> placement.v1.DeviceClass
-	60,  // 13: placement.v1.Snapshot.resource_claims:type_name -> placement.v1.ResourceClaim
-	68,  // 14: placement.v1.Snapshot.resource_slices:type_name -> placement.v1.ResourceSlice
-	41,  // 15: placement.v1.Snapshot.pod_groups:type_name -> placement.v1.PodGroup
-	74,  // 16: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
-	56,  // 17: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
-	24,  // 18: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
-	3,   // 19: placement.v1.SnapshotDelta.upsert_namespaces:type_name -> placement.v1.Namespace
-	44,  // 20: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
-	27,  // 21: placement.v1.SnapshotDelta.upsert_persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
-	28,  // 22: placement.v1.SnapshotDelta.upsert_persistent_volumes:type_name -> placement.v1.PersistentVolume
-	30,  // 23: placement.v1.SnapshotDelta.upsert_storage_classes:type_name -> placement.v1.StorageClass
-	33,  // 24: placement.v1.SnapshotDelta.upsert_csi_nodes:type_name -> placement.v1.CsiNode
-	35,  // 25: placement.v1.SnapshotDelta.upsert_csi_drivers:type_name -> placement.v1.CsiDriver
-	36,  // 26: placement.v1.SnapshotDelta.upsert_csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
-	59,  // 27: placement.v1.SnapshotDelta.upsert_device_classes:type_name -> placement.v1.DeviceClass
-	60,  // 28: placement.v1.SnapshotDelta.upsert_resource_claims:type_name -> placement.v1.ResourceClaim
-	68,  // 29: placement.v1.SnapshotDelta.upsert_resource_slices:type_name -> placement.v1.ResourceSlice
-	41,  // 30: placement.v1.SnapshotDelta.upsert_pod_groups:type_name -> placement.v1.PodGroup
-	2,   // 31: placement.v1.SnapshotRef.inline:type_name -> placement.v1.Snapshot
-	5,   // 32: placement.v1.RankRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	24,  // 33: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
-	8,   // 34: placement.v1.RankResponse.feasible:type_name -> placement.v1.NodeScore
-	10,  // 35: placement.v1.RankResponse.infeasible:type_name -> placement.v1.InfeasibleNode
-	9,   // 36: placement.v1.NodeScore.plugin_scores:type_name -> placement.v1.PluginScore
-	5,   // 37: placement.v1.ScheduleRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	24,  // 38: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
-	14,  // 39: placement.v1.ScheduleResponse.placements:type_name -> placement.v1.Placement
-	13,  // 40: placement.v1.ScheduleResponse.pod_groups:type_name -> placement.v1.PodGroupResult
-	17,  // 41: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
-	16,  // 42: placement.v1.Placement.claim_bindings:type_name -> placement.v1.ClaimBinding
-	15,  // 43: placement.v1.Placement.claim_allocations:type_name -> placement.v1.ClaimAllocation
-	65,  // 44: placement.v1.ClaimAllocation.allocation:type_name -> placement.v1.AllocationResult
-	75,  // 45: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
-	20,  // 46: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
-	23,  // 47: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
-	21,  // 48: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
-	22,  // 49: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
-	76,  // 50: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
-	48,  // 51: placement.v1.Pod.containers:type_name -> placement.v1.Container
-	48,  // 52: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
-	77,  // 53: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
-	78,  // 54: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
-	50,  // 55: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
-	55,  // 56: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
-	37,  // 57: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
-	37,  // 58: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
-	47,  // 59: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
-	45,  // 60: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
-	40,  // 61: placement.v1.Pod.gang:type_name -> placement.v1.Gang
-	79,  // 62: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
-	26,  // 63: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
-	80,  // 64: placement.v1.Pod.pod_requests:type_name -> placement.v1.Pod.PodRequestsEntry
-	81,  // 65: placement.v1.Pod.allocated_requests:type_name -> placement.v1.Pod.AllocatedRequestsEntry
-	82,  // 66: placement.v1.Pod.actuated_requests:type_name -> placement.v1.Pod.ActuatedRequestsEntry
-	25,  // 67: placement.v1.Pod.resource_claims:type_name -> placement.v1.PodResourceClaim
-	45,  // 68: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
-	83,  // 69: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
-	51,  // 70: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
-	29,  // 71: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
-	31,  // 72: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
-	32,  // 73: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
-	34,  // 74: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
-	45,  // 75: placement.v1.CsiStorageCapacity.node_topology:type_name -> placement.v1.LabelSelector
-	38,  // 76: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
-	39,  // 77: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
-	45,  // 78: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
-	45,  // 79: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
-	38,  // 80: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
-	42,  // 81: placement.v1.PodGroup.gang:type_name -> placement.v1.GangSchedulingPolicy
-	43,  // 82: placement.v1.PodGroup.workload_ref:type_name -> placement.v1.WorkloadReference
-	45,  // 83: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
-	84,  // 84: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
-	46,  // 85: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
-	45,  // 86: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
-	85,  // 87: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
-	49,  // 88: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
-	86,  // 89: placement.v1.Container.allocated_requests:type_name -> placement.v1.Container.AllocatedRequestsEntry
-	87,  // 90: placement.v1.Container.actuated_requests:type_name -> placement.v1.Container.ActuatedRequestsEntry
-	51,  // 91: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
-	54,  // 92: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
-	52,  // 93: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
-	53,  // 94: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
-	53,  // 95: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
-	52,  // 96: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
-	88,  // 97: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
-	57,  // 98: placement.v1.Node.taints:type_name -> placement.v1.Taint
-	89,  // 99: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
-	58,  // 100: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
-	61,  // 101: placement.v1.ResourceClaim.requests:type_name -> placement.v1.DeviceRequest
-	64,  // 102: placement.v1.ResourceClaim.constraints:type_name -> placement.v1.DeviceConstraint
-	65,  // 103: placement.v1.ResourceClaim.allocation:type_name -> placement.v1.AllocationResult
-	67,  // 104: placement.v1.ResourceClaim.reserved_for:type_name -> placement.v1.ResourceClaimConsumer
-	62,  // 105: placement.v1.DeviceRequest.exactly:type_name -> placement.v1.ExactDeviceRequest
-	63,  // 106: placement.v1.DeviceRequest.first_available:type_name -> placement.v1.DeviceSubRequest
-	55,  // 107: placement.v1.ExactDeviceRequest.tolerations:type_name -> placement.v1.Toleration
-	90,  // 108: placement.v1.ExactDeviceRequest.capacity_requests:type_name -> placement.v1.ExactDeviceRequest.CapacityRequestsEntry
-	55,  // 109: placement.v1.DeviceSubRequest.tolerations:type_name -> placement.v1.Toleration
-	91,  // 110: placement.v1.DeviceSubRequest.capacity_requests:type_name -> placement.v1.DeviceSubRequest.CapacityRequestsEntry
-	66,  // 111: placement.v1.AllocationResult.devices:type_name -> placement.v1.DeviceRequestAllocationResult
-	51,  // 112: placement.v1.AllocationResult.node_selector:type_name -> placement.v1.NodeSelector
-	55,  // 113: placement.v1.DeviceRequestAllocationResult.tolerations:type_name -> placement.v1.Toleration
-	51,  // 114: placement.v1.ResourceSlice.node_selector:type_name -> placement.v1.NodeSelector
-	69,  // 115: placement.v1.ResourceSlice.devices:type_name -> placement.v1.Device
-	72,  // 116: placement.v1.ResourceSlice.shared_counters:type_name -> placement.v1.CounterSet
-	92,  // 117: placement.v1.Device.attributes:type_name -> placement.v1.Device.AttributesEntry
-	93,  // 118: placement.v1.Device.capacity:type_name -> placement.v1.Device.CapacityEntry
-	73,  // 119: placement.v1.Device.consumes_counters:type_name -> placement.v1.DeviceCounterConsumption
-	51,  // 120: placement.v1.Device.node_selector:type_name -> placement.v1.NodeSelector
-	71,  // 121: placement.v1.Device.taints:type_name -> placement.v1.DeviceTaint
-	94,  // 122: placement.v1.CounterSet.counters:type_name -> placement.v1.CounterSet.CountersEntry
-	95,  // 123: placement.v1.DeviceCounterConsumption.counters:type_name -> placement.v1.DeviceCounterConsumption.CountersEntry
-	70,  // 124: placement.v1.Device.AttributesEntry.value:type_name -> placement.v1.DeviceAttribute
-	0,   // 125: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
-	6,   // 126: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
-	11,  // 127: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
-	18,  // 128: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
-	1,   // 129: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
-	7,   // 130: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
-	12,  // 131: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
-	19,  // 132: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
-	129, // [129:133] is the sub-list for method output_type
-	125, // [125:129] is the sub-list for method input_type
-	125, // [125:125] is the sub-list for extension type_name
-	125, // [125:125] is the sub-list for extension extendee
-	0,   // [0:125] is the sub-list for field type_name
+	3,   // 0: placement.v1.SyncSnapshotRequest.full:type_name -> placement.v1.Snapshot
+	5,   // 1: placement.v1.SyncSnapshotRequest.delta:type_name -> placement.v1.SnapshotDelta
+	58,  // 2: placement.v1.Snapshot.nodes:type_name -> placement.v1.Node
+	26,  // 3: placement.v1.Snapshot.pods:type_name -> placement.v1.Pod
+	4,   // 4: placement.v1.Snapshot.namespaces:type_name -> placement.v1.Namespace
+	46,  // 5: placement.v1.Snapshot.pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	29,  // 6: placement.v1.Snapshot.persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
+	30,  // 7: placement.v1.Snapshot.persistent_volumes:type_name -> placement.v1.PersistentVolume
+	32,  // 8: placement.v1.Snapshot.storage_classes:type_name -> placement.v1.StorageClass
+	35,  // 9: placement.v1.Snapshot.csi_nodes:type_name -> placement.v1.CsiNode
+	37,  // 10: placement.v1.Snapshot.csi_drivers:type_name -> placement.v1.CsiDriver
+	38,  // 11: placement.v1.Snapshot.csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
+	61,  // 12: placement.v1.Snapshot.device_classes:type_name -> placement.v1.DeviceClass
+	62,  // 13: placement.v1.Snapshot.resource_claims:type_name -> placement.v1.ResourceClaim
+	70,  // 14: placement.v1.Snapshot.resource_slices:type_name -> placement.v1.ResourceSlice
+	43,  // 15: placement.v1.Snapshot.pod_groups:type_name -> placement.v1.PodGroup
+	76,  // 16: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
+	58,  // 17: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
+	26,  // 18: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
+	4,   // 19: placement.v1.SnapshotDelta.upsert_namespaces:type_name -> placement.v1.Namespace
+	46,  // 20: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	29,  // 21: placement.v1.SnapshotDelta.upsert_persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
+	30,  // 22: placement.v1.SnapshotDelta.upsert_persistent_volumes:type_name -> placement.v1.PersistentVolume
+	32,  // 23: placement.v1.SnapshotDelta.upsert_storage_classes:type_name -> placement.v1.StorageClass
+	35,  // 24: placement.v1.SnapshotDelta.upsert_csi_nodes:type_name -> placement.v1.CsiNode
+	37,  // 25: placement.v1.SnapshotDelta.upsert_csi_drivers:type_name -> placement.v1.CsiDriver
+	38,  // 26: placement.v1.SnapshotDelta.upsert_csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
+	61,  // 27: placement.v1.SnapshotDelta.upsert_device_classes:type_name -> placement.v1.DeviceClass
+	62,  // 28: placement.v1.SnapshotDelta.upsert_resource_claims:type_name -> placement.v1.ResourceClaim
+	70,  // 29: placement.v1.SnapshotDelta.upsert_resource_slices:type_name -> placement.v1.ResourceSlice
+	43,  // 30: placement.v1.SnapshotDelta.upsert_pod_groups:type_name -> placement.v1.PodGroup
+	3,   // 31: placement.v1.SnapshotRef.inline:type_name -> placement.v1.Snapshot
+	6,   // 32: placement.v1.RankRequest.snapshot:type_name -> placement.v1.SnapshotRef
+	26,  // 33: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
+	9,   // 34: placement.v1.RankResponse.feasible:type_name -> placement.v1.NodeScore
+	11,  // 35: placement.v1.RankResponse.infeasible:type_name -> placement.v1.InfeasibleNode
+	10,  // 36: placement.v1.NodeScore.plugin_scores:type_name -> placement.v1.PluginScore
+	12,  // 37: placement.v1.InfeasibleNode.device_failures:type_name -> placement.v1.DeviceRequestFailure
+	0,   // 38: placement.v1.DeviceRequestFailure.kind:type_name -> placement.v1.DeviceFailureKind
+	6,   // 39: placement.v1.ScheduleRequest.snapshot:type_name -> placement.v1.SnapshotRef
+	26,  // 40: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
+	16,  // 41: placement.v1.ScheduleResponse.placements:type_name -> placement.v1.Placement
+	15,  // 42: placement.v1.ScheduleResponse.pod_groups:type_name -> placement.v1.PodGroupResult
+	19,  // 43: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
+	18,  // 44: placement.v1.Placement.claim_bindings:type_name -> placement.v1.ClaimBinding
+	17,  // 45: placement.v1.Placement.claim_allocations:type_name -> placement.v1.ClaimAllocation
+	67,  // 46: placement.v1.ClaimAllocation.allocation:type_name -> placement.v1.AllocationResult
+	77,  // 47: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
+	22,  // 48: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
+	25,  // 49: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
+	23,  // 50: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
+	24,  // 51: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
+	78,  // 52: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
+	50,  // 53: placement.v1.Pod.containers:type_name -> placement.v1.Container
+	50,  // 54: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
+	79,  // 55: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
+	80,  // 56: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
+	52,  // 57: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
+	57,  // 58: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
+	39,  // 59: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
+	39,  // 60: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
+	49,  // 61: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
+	47,  // 62: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
+	42,  // 63: placement.v1.Pod.gang:type_name -> placement.v1.Gang
+	81,  // 64: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
+	28,  // 65: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
+	82,  // 66: placement.v1.Pod.pod_requests:type_name -> placement.v1.Pod.PodRequestsEntry
+	83,  // 67: placement.v1.Pod.allocated_requests:type_name -> placement.v1.Pod.AllocatedRequestsEntry
+	84,  // 68: placement.v1.Pod.actuated_requests:type_name -> placement.v1.Pod.ActuatedRequestsEntry
+	27,  // 69: placement.v1.Pod.resource_claims:type_name -> placement.v1.PodResourceClaim
+	47,  // 70: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
+	85,  // 71: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
+	53,  // 72: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
+	31,  // 73: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
+	33,  // 74: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
+	34,  // 75: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
+	36,  // 76: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
+	47,  // 77: placement.v1.CsiStorageCapacity.node_topology:type_name -> placement.v1.LabelSelector
+	40,  // 78: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
+	41,  // 79: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
+	47,  // 80: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
+	47,  // 81: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
+	40,  // 82: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
+	44,  // 83: placement.v1.PodGroup.gang:type_name -> placement.v1.GangSchedulingPolicy
+	45,  // 84: placement.v1.PodGroup.workload_ref:type_name -> placement.v1.WorkloadReference
+	47,  // 85: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
+	86,  // 86: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
+	48,  // 87: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
+	47,  // 88: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
+	87,  // 89: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
+	51,  // 90: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
+	88,  // 91: placement.v1.Container.allocated_requests:type_name -> placement.v1.Container.AllocatedRequestsEntry
+	89,  // 92: placement.v1.Container.actuated_requests:type_name -> placement.v1.Container.ActuatedRequestsEntry
+	53,  // 93: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
+	56,  // 94: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
+	54,  // 95: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
+	55,  // 96: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
+	55,  // 97: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
+	54,  // 98: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
+	90,  // 99: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
+	59,  // 100: placement.v1.Node.taints:type_name -> placement.v1.Taint
+	91,  // 101: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
+	60,  // 102: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
+	63,  // 103: placement.v1.ResourceClaim.requests:type_name -> placement.v1.DeviceRequest
+	66,  // 104: placement.v1.ResourceClaim.constraints:type_name -> placement.v1.DeviceConstraint
+	67,  // 105: placement.v1.ResourceClaim.allocation:type_name -> placement.v1.AllocationResult
+	69,  // 106: placement.v1.ResourceClaim.reserved_for:type_name -> placement.v1.ResourceClaimConsumer
+	64,  // 107: placement.v1.DeviceRequest.exactly:type_name -> placement.v1.ExactDeviceRequest
+	65,  // 108: placement.v1.DeviceRequest.first_available:type_name -> placement.v1.DeviceSubRequest
+	57,  // 109: placement.v1.ExactDeviceRequest.tolerations:type_name -> placement.v1.Toleration
+	92,  // 110: placement.v1.ExactDeviceRequest.capacity_requests:type_name -> placement.v1.ExactDeviceRequest.CapacityRequestsEntry
+	57,  // 111: placement.v1.DeviceSubRequest.tolerations:type_name -> placement.v1.Toleration
+	93,  // 112: placement.v1.DeviceSubRequest.capacity_requests:type_name -> placement.v1.DeviceSubRequest.CapacityRequestsEntry
+	68,  // 113: placement.v1.AllocationResult.devices:type_name -> placement.v1.DeviceRequestAllocationResult
+	53,  // 114: placement.v1.AllocationResult.node_selector:type_name -> placement.v1.NodeSelector
+	57,  // 115: placement.v1.DeviceRequestAllocationResult.tolerations:type_name -> placement.v1.Toleration
+	53,  // 116: placement.v1.ResourceSlice.node_selector:type_name -> placement.v1.NodeSelector
+	71,  // 117: placement.v1.ResourceSlice.devices:type_name -> placement.v1.Device
+	74,  // 118: placement.v1.ResourceSlice.shared_counters:type_name -> placement.v1.CounterSet
+	94,  // 119: placement.v1.Device.attributes:type_name -> placement.v1.Device.AttributesEntry
+	95,  // 120: placement.v1.Device.capacity:type_name -> placement.v1.Device.CapacityEntry
+	75,  // 121: placement.v1.Device.consumes_counters:type_name -> placement.v1.DeviceCounterConsumption
+	53,  // 122: placement.v1.Device.node_selector:type_name -> placement.v1.NodeSelector
+	73,  // 123: placement.v1.Device.taints:type_name -> placement.v1.DeviceTaint
+	96,  // 124: placement.v1.CounterSet.counters:type_name -> placement.v1.CounterSet.CountersEntry
+	97,  // 125: placement.v1.DeviceCounterConsumption.counters:type_name -> placement.v1.DeviceCounterConsumption.CountersEntry
+	72,  // 126: placement.v1.Device.AttributesEntry.value:type_name -> placement.v1.DeviceAttribute
+	1,   // 127: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
+	7,   // 128: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
+	13,  // 129: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
+	20,  // 130: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
+	2,   // 131: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
+	8,   // 132: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
+	14,  // 133: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
+	21,  // 134: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
+	131, // [131:135] is the sub-list for method output_type
+	127, // [127:131] is the sub-list for method input_type
+	127, // [127:127] is the sub-list for extension type_name
+	127, // [127:127] is the sub-list for extension extendee
+	0,   // [0:127] is the sub-list for field type_name
 }
 
 func init() { file_placement_v1_placement_proto_init() }
@@ -7365,21 +7535,21 @@ func file_placement_v1_placement_proto_init() {
 		(*SnapshotRef_Inline)(nil),
 	}
 	file_placement_v1_placement_proto_msgTypes[6].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[14].OneofWrappers = []any{
+	file_placement_v1_placement_proto_msgTypes[15].OneofWrappers = []any{
 		(*Placement_NodeName)(nil),
 		(*Placement_Unschedulable)(nil),
 	}
-	file_placement_v1_placement_proto_msgTypes[16].OneofWrappers = []any{
+	file_placement_v1_placement_proto_msgTypes[17].OneofWrappers = []any{
 		(*ClaimBinding_VolumeName)(nil),
 		(*ClaimBinding_SelectedNode)(nil),
 	}
-	file_placement_v1_placement_proto_msgTypes[25].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[34].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[41].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[47].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[55].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[66].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[70].OneofWrappers = []any{
+	file_placement_v1_placement_proto_msgTypes[26].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[35].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[42].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[48].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[56].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[67].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[71].OneofWrappers = []any{
 		(*DeviceAttribute_Int)(nil),
 		(*DeviceAttribute_Bool)(nil),
 		(*DeviceAttribute_String_)(nil),
@@ -7390,13 +7560,14 @@ func file_placement_v1_placement_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_placement_v1_placement_proto_rawDesc), len(file_placement_v1_placement_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   96,
+			NumEnums:      1,
+			NumMessages:   97,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_placement_v1_placement_proto_goTypes,
 		DependencyIndexes: file_placement_v1_placement_proto_depIdxs,
+		EnumInfos:         file_placement_v1_placement_proto_enumTypes,
 		MessageInfos:      file_placement_v1_placement_proto_msgTypes,
 	}.Build()
 	File_placement_v1_placement_proto = out.File

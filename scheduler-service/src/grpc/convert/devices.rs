@@ -667,3 +667,20 @@ pub fn allocation_result(a: &Allocation) -> proto::AllocationResult {
         }),
     }
 }
+
+/// Why a request cannot be met on a node, as Rank answers it (`InfeasibleNode.device_failures`).
+pub fn device_failure_out(f: crate::engine::plugins::dynamicresources::RequestFailure) -> proto::DeviceRequestFailure {
+    use crate::engine::plugins::dynamicresources::FailureKind;
+    let kind = match f.kind {
+        FailureKind::NoMatchingDevice => proto::DeviceFailureKind::NoMatchingDevice,
+        FailureKind::DevicesAllocated => proto::DeviceFailureKind::DevicesAllocated,
+        FailureKind::ConstraintUnmet => proto::DeviceFailureKind::ConstraintUnmet,
+        FailureKind::DeviceTainted => proto::DeviceFailureKind::DeviceTainted,
+    };
+    proto::DeviceRequestFailure {
+        claim: f.claim,
+        request: f.request,
+        kind: kind.into(),
+        message: f.message,
+    }
+}

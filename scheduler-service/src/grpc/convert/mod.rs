@@ -20,7 +20,10 @@ mod selectors;
 mod snapshot;
 mod storage;
 
-pub use devices::{allocation_result, device_class, device_delta, devices, pod_claims, resource_claim, resource_slice};
+pub use devices::{
+    allocation_result, device_class, device_delta, device_failure_out, devices, pod_claims, resource_claim,
+    resource_slice,
+};
 pub use fields::{
     field_error, list, shown, FieldError, ECHO_CHARS, MAX_ANNOTATIONS_BYTES, MAX_FEATURES, MAX_LABEL_KEY_BYTES,
     MAX_LABEL_VALUE_BYTES, MAX_NAMESPACE_BYTES, MAX_NAME_BYTES,

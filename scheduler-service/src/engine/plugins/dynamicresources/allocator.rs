@@ -37,6 +37,10 @@ use crate::engine::devices::{
 };
 use crate::engine::model::{NodeSpec, Requirement, SelectorOp, SelectorTerm};
 
+mod diagnose;
+
+pub use diagnose::{FailureKind, RequestFailure};
+
 /// Most devices one claim's allocation may hold (kube's `resourceapi.AllocationResultsMaxSize`).
 pub const ALLOCATION_RESULTS_MAX_SIZE: usize = 32;
 
@@ -590,6 +594,42 @@ impl<'a> Allocator<'a> {
         node: &NodeSpec,
         claims: &[&'a ResourceClaim],
     ) -> Result<Option<Vec<Allocation>>, AllocateError> {
+        let mut search = self.prepare(node, claims)?;
+        let done = match search.allocate_one(Indices::default(), false, Loc::default()) {
+            Ok(done) => done,
+            Err(Stop::MaxSize) => return Err(AllocateError::MaxSizeExceeded),
+            Err(Stop::Fatal(e)) => return Err(e),
+        };
+        if !done {
+            if search.pools.iter().any(|p| p.invalid) {
+                return Err(AllocateError::InvalidPools);
+            }
+            return Ok(None);
+        }
+        let mut out = Vec::with_capacity(claims.len());
+        for (ci, picked) in search.result.iter().enumerate() {
+            let devices = picked
+                .iter()
+                .map(|p| AllocatedDevice {
+                    request: p.request.clone(),
+                    device: p.id.clone(),
+                    admin_access: p.admin_access,
+                    tolerations: p.spec.tolerations.clone(),
+                })
+                .collect();
+            let node_selector = search.node_selector(picked, &claims[ci].name)?;
+            out.push(Allocation { devices, node_selector });
+        }
+        Ok(Some(out))
+    }
+
+    /// The search for `claims` on `node` before its first pick: the node's pools gathered and
+    /// every request validated (kube's `Allocate` up to `allocateOne`).
+    fn prepare<'s>(
+        &'s self,
+        node: &'s NodeSpec,
+        claims: &'s [&'a ResourceClaim],
+    ) -> Result<Search<'s, 'a>, AllocateError> {
         let slices_for_node: Vec<&'a ResourceSlice> = self
             .slices
             .on_node
@@ -675,32 +715,7 @@ impl<'a> Allocator<'a> {
                 .constraints
                 .push(claim.constraints.iter().map(Constraint::new).collect());
         }
-        let done = match search.allocate_one(Indices::default(), false, Loc::default()) {
-            Ok(done) => done,
-            Err(Stop::MaxSize) => return Err(AllocateError::MaxSizeExceeded),
-            Err(Stop::Fatal(e)) => return Err(e),
-        };
-        if !done {
-            if search.pools.iter().any(|p| p.invalid) {
-                return Err(AllocateError::InvalidPools);
-            }
-            return Ok(None);
-        }
-        let mut out = Vec::with_capacity(claims.len());
-        for (ci, picked) in search.result.iter().enumerate() {
-            let devices = picked
-                .iter()
-                .map(|p| AllocatedDevice {
-                    request: p.request.clone(),
-                    device: p.id.clone(),
-                    admin_access: p.admin_access,
-                    tolerations: p.spec.tolerations.clone(),
-                })
-                .collect();
-            let node_selector = search.node_selector(picked, &claims[ci].name)?;
-            out.push(Allocation { devices, node_selector });
-        }
-        Ok(Some(out))
+        Ok(search)
     }
 }
 

@@ -9,7 +9,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::allocator::{AllocateError, Allocator};
+use super::allocator::{AllocateError, Allocator, RequestFailure};
 use super::cel::SelectorCache;
 use crate::engine::devices::{
     Allocation, DeviceId, DeviceIndex, DeviceObjects, InUse, PodClaimRef, RequestKind, ResourceClaim, SliceIndex,
@@ -257,22 +257,7 @@ impl PodDevices {
         if self.to_allocate.is_empty() {
             return Ok(self.score(&[]));
         }
-        let snapshot_use = if self.busy_nodes.0.is_empty() {
-            None
-        } else {
-            self.busy_nodes.0.get(&(index as u32)).map(Vec::as_slice)
-        };
-        let batch_use = self.busy_nodes.1.get(index).and_then(Option::as_deref);
-        let signature = self
-            .signatures
-            .get(index)
-            .copied()
-            .flatten()
-            .map(|base| match (snapshot_use, batch_use) {
-                (None, None) => base,
-                (a, b) => SliceIndex::with_use(base, &[a.unwrap_or_default(), b.unwrap_or_default()]),
-            });
-        let Some(signature) = signature else {
+        let Some(signature) = self.signature(index) else {
             return self.allocate(node).map(|a| self.score(&a));
         };
         // A pod meets few distinct signatures: a short list, scanned, beats a hash table.
@@ -291,6 +276,41 @@ impl PodDevices {
             verdicts.push((signature, v.clone()));
         }
         v
+    }
+
+    /// The device signature of the node at `index` with the devices in use for this pod
+    /// ([`SliceIndex::base_signature`], [`SliceIndex::with_use`]), if it has one.
+    #[inline]
+    pub fn signature(&self, index: usize) -> Option<u64> {
+        let snapshot_use = if self.busy_nodes.0.is_empty() {
+            None
+        } else {
+            self.busy_nodes.0.get(&(index as u32)).map(Vec::as_slice)
+        };
+        let batch_use = self.busy_nodes.1.get(index).and_then(Option::as_deref);
+        self.signatures
+            .get(index)
+            .copied()
+            .flatten()
+            .map(|base| match (snapshot_use, batch_use) {
+                (None, None) => base,
+                (a, b) => SliceIndex::with_use(base, &[a.unwrap_or_default(), b.unwrap_or_default()]),
+            })
+    }
+
+    /// Why the pod's claims cannot be allocated on `node`, request by request
+    /// ([`Allocator::diagnose`]): empty when they can be, when an allocated claim is not available
+    /// there (Filter's own reason says so) or when the allocator meets an error (Filter reports
+    /// it). For explanations only: Rank calls it on the nodes Filter refused with
+    /// [`CANNOT_ALLOCATE`]; nodes with one [`PodDevices::signature`] get the same answer.
+    pub fn diagnose(&self, node: &NodeSpec) -> Vec<RequestFailure> {
+        if self.to_allocate.is_empty() || self.allocated_claims_available(node).is_err() {
+            return Vec::new();
+        }
+        let classes = |name: &str| self.objects.classes.get(name).map(|c| &**c);
+        let allocator = Allocator::new(&classes, &self.slices, &self.in_use, &self.cel);
+        let claims: Vec<&ResourceClaim> = self.to_allocate.iter().map(|&i| &*self.claims[i]).collect();
+        allocator.diagnose(node, &claims).unwrap_or_default()
     }
 
     /// The verdict of the pods of the snapshot whose claims ask what this pod's ask, on nodes of

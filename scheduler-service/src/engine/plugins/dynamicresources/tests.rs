@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::engine::devices::{
-    AllocationMode, AttributeValue, Device, DeviceClass, DeviceParts, DeviceRequest, NodeSelection, PodClaimRef,
-    RequestKind, RequestSpec, ResourceClaim, ResourceSlice,
+    AllocationMode, AttributeValue, ConstraintKind, Device, DeviceClass, DeviceConstraint, DeviceParts, DeviceRequest,
+    NodeSelection, PodClaimRef, RequestKind, RequestSpec, ResourceClaim, ResourceSlice,
 };
 use crate::engine::framework::{Deadline, Decision, Evaluator};
 use crate::engine::model::{NodeSpec, PodSpec};
-use crate::engine::plugins::dynamicresources::PodDevices;
+use crate::engine::plugins::dynamicresources::{FailureKind, PodDevices};
 use crate::engine::plugins::testing::{node, pod};
 use crate::engine::policy::Policy;
 use crate::engine::profile::Profile;
@@ -387,4 +387,304 @@ fn verdicts_by_device_signature_equal_allocations_node_by_node() {
         }
     }
     assert_eq!(compared, 2 * 8 * 12);
+}
+
+/// A GPU of `node`'s pool on NUMA node `numa`.
+fn numa_gpu(name: &str, numa: i64) -> Device {
+    let mut d = gpu(name, "a100");
+    d.attributes.insert(format!("{DRIVER}/numa"), AttributeValue::Int(numa));
+    d
+}
+
+/// One failure as `(claim, request, kind, message)`.
+type Failure = (String, String, FailureKind, String);
+
+/// What `pod` (its claims in `snap`) is told about each node.
+fn diagnoses(snap: &Snapshot, pod: &PodSpec) -> Vec<(String, Vec<Failure>)> {
+    let devices = PodDevices::pre_filter(
+        snap.devices(),
+        snap.device_index(),
+        crate::engine::plugins::dynamicresources::selectors(),
+        pod,
+        &crate::engine::plugins::dynamicresources::BatchDevices::default(),
+    )
+    .unwrap()
+    .unwrap();
+    snap.nodes()
+        .iter()
+        .map(|n| {
+            let failures = devices
+                .diagnose(&n.spec)
+                .into_iter()
+                .map(|f| (f.claim, f.request, f.kind, f.message))
+                .collect();
+            (n.spec.name.clone(), failures)
+        })
+        .collect()
+}
+
+fn failure(claim: &str, request: &str, kind: FailureKind, message: &str) -> Failure {
+    (claim.into(), request.into(), kind, message.into())
+}
+
+fn allocated(name: &str, node: &str, devices: &[&str]) -> ResourceClaim {
+    let mut c = gpus(name, devices.len() as i64);
+    c.allocation = Some(crate::engine::devices::Allocation {
+        devices: devices
+            .iter()
+            .map(|d| crate::engine::devices::AllocatedDevice {
+                request: "gpu".into(),
+                device: crate::engine::devices::DeviceId {
+                    driver: Arc::from(DRIVER),
+                    pool: Arc::from(node),
+                    device: Arc::from(*d),
+                },
+                admin_access: None,
+                tolerations: vec![],
+            })
+            .collect(),
+        node_selector: None,
+    });
+    c
+}
+
+/// No device of the node matches: none at all, none of the class, none of the request's
+/// selectors, or fewer than requested.
+#[test]
+fn diagnosis_no_device_matches_the_class_or_the_selectors() {
+    let mut other = slice("n3", "a100", 1);
+    other.name = "n3-nics".into();
+    other.driver = Arc::from("nic.example.com");
+    let h100 = claim(
+        "h100",
+        RequestKind::Exactly(spec(
+            1,
+            Some("device.attributes[\"gpu.example.com\"].model == \"h100\""),
+        )),
+    );
+    let snap = cluster(vec![slice("n1", "a100", 2), other], vec![h100, gpus("three", 3)]);
+    let kind = FailureKind::NoMatchingDevice;
+    assert_eq!(
+        diagnoses(&snap, &with_claims("p", &["h100"])),
+        vec![
+            (
+                "n1".into(),
+                vec![failure(
+                    "h100",
+                    "gpu",
+                    kind,
+                    "2 devices of class gpu, none matches the request's selectors"
+                )]
+            ),
+            (
+                "n2".into(),
+                vec![failure("h100", "gpu", kind, "the node has no devices")]
+            ),
+            (
+                "n3".into(),
+                vec![failure(
+                    "h100",
+                    "gpu",
+                    kind,
+                    "none of the node's 1 device is of class gpu"
+                )]
+            ),
+        ]
+    );
+    assert_eq!(
+        diagnoses(&snap, &with_claims("p", &["three"]))[0],
+        (
+            "n1".into(),
+            vec![failure(
+                "three",
+                "gpu",
+                kind,
+                "3 requested, only 2 of the node's 2 devices match class gpu and the request's selectors"
+            )]
+        )
+    );
+}
+
+/// Enough devices match, but claims hold some of them.
+#[test]
+fn diagnosis_not_enough_free_devices() {
+    let snap = cluster(
+        vec![slice("n1", "a100", 2)],
+        vec![allocated("taken", "n1", &["gpu-0"]), gpus("two", 2)],
+    );
+    assert_eq!(
+        diagnoses(&snap, &with_claims("p", &["two"]))[0],
+        (
+            "n1".into(),
+            vec![failure(
+                "two",
+                "gpu",
+                FailureKind::DevicesAllocated,
+                "2 requested; 2 devices match, 1 allocated to claims"
+            )]
+        )
+    );
+}
+
+/// Enough devices match and are free, but one has a taint the request does not tolerate.
+#[test]
+fn diagnosis_devices_tainted() {
+    let mut s = slice("n1", "a100", 2);
+    s.devices[1].taints = vec![crate::engine::plugins::testing::taint(
+        "maintenance",
+        "",
+        crate::engine::model::TaintEffect::NoSchedule,
+    )];
+    let snap = cluster(vec![s], vec![gpus("two", 2)]);
+    assert_eq!(
+        diagnoses(&snap, &with_claims("p", &["two"]))[0],
+        (
+            "n1".into(),
+            vec![failure(
+                "two",
+                "gpu",
+                FailureKind::DeviceTainted,
+                "2 requested; 2 devices match, 1 with taints the request does not tolerate (maintenance:NoSchedule)"
+            )]
+        )
+    );
+}
+
+/// Enough free devices match, but not 3 on one NUMA node, nor 3 on distinct ones.
+#[test]
+fn diagnosis_constraint_unmet() {
+    let mut s = slice("n1", "a100", 0);
+    s.devices = vec![
+        numa_gpu("gpu-0", 0),
+        numa_gpu("gpu-1", 0),
+        numa_gpu("gpu-2", 1),
+        numa_gpu("gpu-3", 1),
+    ];
+    let constrained = |name: &str, kind: ConstraintKind| {
+        let mut c = gpus(name, 3);
+        c.constraints = vec![DeviceConstraint { requests: vec![], kind }];
+        c
+    };
+    let attribute = format!("{DRIVER}/numa");
+    let snap = cluster(
+        vec![s],
+        vec![
+            constrained("same", ConstraintKind::MatchAttribute(attribute.clone())),
+            constrained("distinct", ConstraintKind::DistinctAttribute(attribute)),
+        ],
+    );
+    let kind = FailureKind::ConstraintUnmet;
+    assert_eq!(
+        diagnoses(&snap, &with_claims("p", &["same"]))[0],
+        (
+            "n1".into(),
+            vec![failure(
+                "same",
+                "gpu",
+                kind,
+                "matchAttribute gpu.example.com/numa: 3 devices must share one value; the free devices that match have 0 (2), 1 (2)"
+            )]
+        )
+    );
+    assert_eq!(
+        diagnoses(&snap, &with_claims("p", &["distinct"]))[0].1,
+        vec![failure(
+            "distinct",
+            "gpu",
+            kind,
+            "distinctAttribute gpu.example.com/numa: 3 devices must each have a value of their own; the free devices that match have 0 (2), 1 (2)"
+        )]
+    );
+}
+
+/// Where the claim fits there is nothing to say; each request of a prioritized list failing is
+/// said under its own name; two claims that fit alone but not together name the later one.
+#[test]
+fn diagnosis_is_empty_where_the_claims_fit_and_names_subrequests_and_claims_together() {
+    let first_available = claim(
+        "either",
+        RequestKind::FirstAvailable(vec![
+            ("two".into(), spec(2, None)),
+            (
+                "h100".into(),
+                spec(1, Some("device.attributes[\"gpu.example.com\"].model == \"h100\"")),
+            ),
+        ]),
+    );
+    let snap = cluster(
+        vec![slice("n1", "a100", 2), slice("n2", "a100", 1)],
+        vec![gpus("one", 1), gpus("other", 1), first_available],
+    );
+    let fits = diagnoses(&snap, &with_claims("p", &["one"]));
+    assert_eq!(fits[0], ("n1".into(), vec![]), "the claim fits on n1");
+    assert_eq!(fits[1], ("n2".into(), vec![]), "and on n2");
+    assert_eq!(
+        diagnoses(&snap, &with_claims("p", &["one", "other"]))[1],
+        (
+            "n2".into(),
+            vec![failure(
+                "other",
+                "gpu",
+                FailureKind::DevicesAllocated,
+                "can be met alone, but too few devices are free once the pod's claim one has theirs"
+            )]
+        )
+    );
+    assert_eq!(
+        diagnoses(&snap, &with_claims("p", &["either"]))[1].1,
+        vec![
+            failure(
+                "either",
+                "gpu/two",
+                FailureKind::NoMatchingDevice,
+                "2 requested, only 1 of the node's 1 device matches class gpu and the request's selectors"
+            ),
+            failure(
+                "either",
+                "gpu/h100",
+                FailureKind::NoMatchingDevice,
+                "1 device of class gpu, none matches the request's selectors"
+            ),
+        ]
+    );
+}
+
+/// Rank lists the diagnosis on the nodes DynamicResources refused, and only there.
+#[test]
+fn rank_lists_why_the_claims_cannot_be_allocated_on_each_refused_node() {
+    let snap = cluster(
+        vec![slice("n1", "a100", 2), slice("n3", "a100", 1)],
+        vec![gpus("two", 2)],
+    );
+    let profile = Profile::new(Policy::kube_default());
+    let ranking = Evaluator::new(&profile, &snap)
+        .rank(&with_claims("p", &["two"]), 0, 0, Deadline::none())
+        .unwrap();
+    assert_eq!(ranking.feasible_count, 1);
+    let refused: Vec<(String, Vec<String>)> = ranking
+        .rejected
+        .iter()
+        .map(|r| {
+            (
+                r.name(&snap).to_string(),
+                r.devices
+                    .iter()
+                    .map(|f| format!("{}/{}: {}", f.claim, f.request, f.message))
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        refused,
+        vec![
+            ("n2".to_string(), vec!["two/gpu: the node has no devices".to_string()]),
+            (
+                "n3".to_string(),
+                vec![
+                    "two/gpu: 2 requested, only 1 of the node's 1 device matches class gpu and the request's selectors"
+                        .to_string()
+                ]
+            ),
+        ]
+    );
 }

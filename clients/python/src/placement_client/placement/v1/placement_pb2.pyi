@@ -1,10 +1,24 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class DeviceFailureKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DEVICE_FAILURE_KIND_UNSPECIFIED: _ClassVar[DeviceFailureKind]
+    DEVICE_FAILURE_KIND_NO_MATCHING_DEVICE: _ClassVar[DeviceFailureKind]
+    DEVICE_FAILURE_KIND_DEVICES_ALLOCATED: _ClassVar[DeviceFailureKind]
+    DEVICE_FAILURE_KIND_CONSTRAINT_UNMET: _ClassVar[DeviceFailureKind]
+    DEVICE_FAILURE_KIND_DEVICE_TAINTED: _ClassVar[DeviceFailureKind]
+DEVICE_FAILURE_KIND_UNSPECIFIED: DeviceFailureKind
+DEVICE_FAILURE_KIND_NO_MATCHING_DEVICE: DeviceFailureKind
+DEVICE_FAILURE_KIND_DEVICES_ALLOCATED: DeviceFailureKind
+DEVICE_FAILURE_KIND_CONSTRAINT_UNMET: DeviceFailureKind
+DEVICE_FAILURE_KIND_DEVICE_TAINTED: DeviceFailureKind
 
 class SyncSnapshotRequest(_message.Message):
     __slots__ = ("full", "delta")
@@ -198,14 +212,28 @@ class PluginScore(_message.Message):
     def __init__(self, plugin: _Optional[str] = ..., score: _Optional[int] = ..., weight: _Optional[int] = ...) -> None: ...
 
 class InfeasibleNode(_message.Message):
-    __slots__ = ("node", "plugin", "reasons")
+    __slots__ = ("node", "plugin", "reasons", "device_failures")
     NODE_FIELD_NUMBER: _ClassVar[int]
     PLUGIN_FIELD_NUMBER: _ClassVar[int]
     REASONS_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FAILURES_FIELD_NUMBER: _ClassVar[int]
     node: str
     plugin: str
     reasons: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, node: _Optional[str] = ..., plugin: _Optional[str] = ..., reasons: _Optional[_Iterable[str]] = ...) -> None: ...
+    device_failures: _containers.RepeatedCompositeFieldContainer[DeviceRequestFailure]
+    def __init__(self, node: _Optional[str] = ..., plugin: _Optional[str] = ..., reasons: _Optional[_Iterable[str]] = ..., device_failures: _Optional[_Iterable[_Union[DeviceRequestFailure, _Mapping]]] = ...) -> None: ...
+
+class DeviceRequestFailure(_message.Message):
+    __slots__ = ("claim", "request", "kind", "message")
+    CLAIM_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    claim: str
+    request: str
+    kind: DeviceFailureKind
+    message: str
+    def __init__(self, claim: _Optional[str] = ..., request: _Optional[str] = ..., kind: _Optional[_Union[DeviceFailureKind, str]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ScheduleRequest(_message.Message):
     __slots__ = ("snapshot", "pods", "policy", "seed", "assume")
