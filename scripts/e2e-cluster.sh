@@ -6,7 +6,8 @@
 #
 # The control plane comes from $CLUSTER_SH (default: ../shared/k8s/cluster.sh beside the
 # repository): etcd, kube-apiserver, kube-controller-manager and the real kube-scheduler on
-# 127.0.0.1, state in a fresh temporary folder. The command then sees:
+# 127.0.0.1 (with the Workload API: PodGroups, gang and topology-aware scheduling), state in a
+# fresh temporary folder. The command then sees:
 #   E2E_KUBECONFIG             the admin kubeconfig (tests/tests/e2e*.rs, the client e2e tests)
 #   E2E_RESTART_APISERVER      a command that restarts kube-apiserver (the API-server-restart test)
 #   E2E_KUBE_SCHEDULER=1       the real kube-scheduler serves `default-scheduler` (comparison tests)
@@ -26,7 +27,7 @@ if [ "$1" = restart-apiserver ]; then
   for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
   kill -KILL "$pid" 2>/dev/null || true
   while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
-  exec bash "$CLUSTER_SH" up --controller-manager --scheduler
+  exec bash "$CLUSTER_SH" up --controller-manager --scheduler --workload-api
 fi
 
 if [ -n "${E2E_KUBECONFIG:-}" ]; then
@@ -57,7 +58,7 @@ trap stop EXIT
 trap 'exit 130' INT TERM
 
 echo "e2e-cluster: starting a control plane with $CLUSTER_SH (state $K8S_STATE)"
-E2E_KUBECONFIG=$(cluster up --controller-manager --scheduler | tail -n 1)
+E2E_KUBECONFIG=$(cluster up --controller-manager --scheduler --workload-api | tail -n 1)
 export E2E_KUBECONFIG
 export CLUSTER_SH
 export E2E_RESTART_APISERVER="bash '$ROOT/scripts/e2e-cluster.sh' restart-apiserver"

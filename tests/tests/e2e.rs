@@ -3092,3 +3092,199 @@ async fn resource_claims_are_allocated_as_kube_scheduler_allocates_them() {
     binder.stop().await;
     scope.cleanup().await;
 }
+
+/// A PodGroup's `PodGroupInitiallyScheduled` condition as both schedulers write it: status,
+/// reason, message and observed generation.
+async fn group_condition(scope: &Scope, name: &str) -> Option<serde_json::Value> {
+    let groups: Api<k8s_openapi::api::scheduling::v1beta1::PodGroup> =
+        Api::namespaced(scope.pods().into_client(), &scope.ns);
+    let g = groups.get(name).await.ok()?;
+    let c = g
+        .status?
+        .conditions?
+        .into_iter()
+        .find(|c| c.type_ == "PodGroupInitiallyScheduled")?;
+    Some(serde_json::json!({
+        "status": c.status,
+        "reason": c.reason,
+        "message": c.message,
+        "observedGeneration": c.observed_generation,
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_groups_are_placed_whole_in_one_rack_as_kube_scheduler_places_them() {
+    let test = "pod_groups_are_placed_whole_in_one_rack_as_kube_scheduler_places_them";
+    let Some(cluster) = cluster(test).await else {
+        return;
+    };
+    if std::env::var("E2E_KUBE_SCHEDULER").as_deref() != Ok("1") {
+        eprintln!(
+            "e2e {test}: skipped: set E2E_KUBE_SCHEDULER=1 when the cluster's kube-scheduler serves default-scheduler"
+        );
+        return;
+    }
+    type PodGroup = k8s_openapi::api::scheduling::v1beta1::PodGroup;
+    let served = Api::<PodGroup>::all(cluster.client.clone())
+        .list(&ListParams::default().limit(1))
+        .await
+        .is_ok();
+    if !served {
+        eprintln!(
+            "e2e {test}: skipped: the cluster does not serve scheduling.k8s.io/v1beta1 PodGroups (GenericWorkload; \
+             ../shared/k8s/cluster.sh up --workload-api)"
+        );
+        return;
+    }
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "podgroups").await;
+    let groups: Api<PodGroup> = Api::namespaced(cluster.client.clone(), &scope.ns);
+    // Each side: racks r1 and r2 of four 4-cpu nodes under a topology key of its own (so each
+    // scheduler's placements are its side's racks only); r2's nodes each run a 500m pod.
+    let run = scope.run.clone();
+    let key = |side: &str| format!("e2e-{run}-{side}-rack");
+    for side in ["ours", "kube"] {
+        let k = key(side);
+        for rack in ["r1", "r2"] {
+            for i in 0..4 {
+                let node = scope
+                    .add_node(
+                        &format!("{side}-{rack}-{i}"),
+                        "4",
+                        &[("side", side), (k.as_str(), rack)],
+                    )
+                    .await;
+                if rack == "r2" {
+                    let mut filler =
+                        serde_json::to_value(scope.pod(&format!("filler-{side}-{i}"), "500m")).expect("json");
+                    filler["spec"]["nodeName"] = serde_json::json!(node);
+                    scope.create(&serde_json::from_value(filler).expect("a pod")).await;
+                }
+            }
+        }
+    }
+    let rack_of = |node: &str| -> String {
+        node.rsplit_once('-')
+            .and_then(|(head, _)| head.rsplit_once('-'))
+            .map(|(_, rack)| rack.to_string())
+            .unwrap_or_default()
+    };
+    let binder = InProcessBinder::start(&cluster, &scope).await;
+    // A gang PodGroup `<name>-<side>` of `size` pods of `cpu`, minCount `size`, one rack.
+    let make_group = |name: &str, size: usize, cpu: &'static str| {
+        let scope = &scope;
+        let groups = &groups;
+        let name = name.to_string();
+        async move {
+            let mut pods = Vec::new();
+            for side in ["ours", "kube"] {
+                let g = serde_json::json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                    "metadata": {"name": format!("{name}-{side}")},
+                    "spec": {"schedulingPolicy": {"gang": {"minCount": size}},
+                             "schedulingConstraints": {"topology": [{"key": key(side)}]}}});
+                groups
+                    .create(&PostParams::default(), &serde_json::from_value(g).expect("a PodGroup"))
+                    .await
+                    .expect("create a PodGroup");
+            }
+            for i in 0..size {
+                for pod in twin_pods(scope, &format!("{name}-{i}"), cpu, &|pod, side| {
+                    pod["spec"]["schedulingGroup"] = serde_json::json!({"podGroupName": format!("{name}-{side}")});
+                }) {
+                    scope.create(&pod).await;
+                    pods.push(pod.name_any());
+                }
+            }
+            pods
+        }
+    };
+    let side_of = |pod: &str| if pod.ends_with("-ours") { "ours" } else { "kube" };
+
+    // 1. Ten 1.5-cpu pods, minCount 10: a rack holds eight. Neither places any, and both write the
+    //    same condition on the group and the same message on each pod.
+    let big = make_group("big", 10, "1500m").await;
+    eventually(WAIT, "both schedulers gave up on the big groups", || async {
+        let mut all =
+            group_condition(&scope, "big-ours").await.is_some() && group_condition(&scope, "big-kube").await.is_some();
+        for name in &big {
+            all &= scope
+                .pods()
+                .get(name)
+                .await
+                .ok()
+                .is_some_and(|p| marked_unschedulable(&p));
+        }
+        all
+    })
+    .await;
+    let (ours, kube) = (
+        group_condition(&scope, "big-ours").await,
+        group_condition(&scope, "big-kube").await,
+    );
+    assert_eq!(
+        ours, kube,
+        "the unschedulable group's condition: placement (left), kube-scheduler (right)"
+    );
+    let mut messages: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for name in &big {
+        let p = scope.pods().get(name).await.expect("a big pod");
+        assert_eq!(
+            node_of(&p),
+            None,
+            "{name}: no pod of a group that does not fit is bound"
+        );
+        let message = scheduled_condition(&p)
+            .and_then(|c| c.message.clone())
+            .unwrap_or_default();
+        messages.entry(side_of(name)).or_default().push(message);
+    }
+    for m in messages.values_mut() {
+        m.sort();
+    }
+    assert_eq!(
+        messages.get("ours"),
+        messages.get("kube"),
+        "the big groups' pod messages: placement (left), kube-scheduler (right)"
+    );
+    eprintln!("e2e {test}: unschedulable group: {}", ours.unwrap_or_default());
+
+    // 2. Eight 1.5-cpu pods, minCount 8: one rack holds them; the fuller rack (r2) is chosen
+    //    (NodeResourcesFit's MostAllocated placement score), every pod in it.
+    let fit = make_group("fit", 8, "1500m").await;
+    eventually(WAIT, "both schedulers bound the fitting groups", || async {
+        let mut all = true;
+        for name in &fit {
+            all &= scope.pods().get(name).await.ok().is_some_and(|p| node_of(&p).is_some());
+        }
+        all
+    })
+    .await;
+    let mut racks: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for name in &fit {
+        let p = scope.pods().get(name).await.expect("a fit pod");
+        racks
+            .entry(side_of(name))
+            .or_default()
+            .push(rack_of(node_of(&p).unwrap_or_default()));
+    }
+    for (side, rs) in &racks {
+        assert!(
+            rs.iter().all(|r| r == "r2"),
+            "{side}: the group lands whole in the fuller rack: {rs:?}"
+        );
+    }
+    assert_eq!(racks.get("ours").map(Vec::len), Some(8));
+    assert_eq!(racks.get("kube").map(Vec::len), Some(8));
+    eventually(WAIT, "both fitting groups' conditions written", || async {
+        group_condition(&scope, "fit-ours").await.is_some() && group_condition(&scope, "fit-kube").await.is_some()
+    })
+    .await;
+    assert_eq!(
+        group_condition(&scope, "fit-ours").await,
+        group_condition(&scope, "fit-kube").await,
+        "the scheduled group's condition: placement (left), kube-scheduler (right)"
+    );
+    eprintln!("e2e {test}: two groups of 8 each whole in rack r2 on both sides, a group of 10 left whole by both");
+    binder.stop().await;
+    scope.cleanup().await;
+}
