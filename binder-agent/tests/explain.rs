@@ -1131,6 +1131,32 @@ async fn a_pod_group_no_rack_holds_says_how_many_fit_each_rack_and_kubes_message
         "{text}"
     );
     assert!(!text.contains("PodGroupInitiallyScheduled"), "{text}");
+    // PodGroups the user may not list: a note, and the group is explained as missing.
+    f.server.fail_next(
+        2,
+        placement_tests::fake_apiserver::matcher("GET", "/apis/scheduling.k8s.io/v1beta1/podgroups"),
+        403,
+    );
+    let json = f.explain(&["huge-0", "-o", "json"]).await.json();
+    assert!(
+        json["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .any(|n| n.starts_with("podgroups could not be listed (")
+                && n.ends_with("): the pod's PodGroup is explained as missing")),
+        "{json}"
+    );
+    let g = &json["pod_group"];
+    assert_eq!(g["found"], false, "{json}");
+    assert!(
+        g["held"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("PodGroup shop/huge does not exist (PodGroups were not read: see the notes)"),
+        "{json}"
+    );
     f.stop().await;
 }
 

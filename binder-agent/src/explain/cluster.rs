@@ -262,9 +262,14 @@ pub async fn read(client: &Client, namespace: &str, name: &str) -> Result<Cluste
         .await
         {
             Ok(()) => pod_groups_read = true,
-            Err(e) if forbidden(&e) => notes.push(format!(
-                "podgroups could not be listed ({e}): a pod's PodGroup is explained as missing"
-            )),
+            // Only a pod naming a PodGroup is explained differently without them.
+            Err(e) if forbidden(&e) => {
+                if !info.spec.scheduling_group.is_empty() {
+                    notes.push(format!(
+                        "podgroups could not be listed ({e}): the pod's PodGroup is explained as missing"
+                    ));
+                }
+            }
             Err(e) => return Err(api_error("listing podgroups")(e)),
         }
     }

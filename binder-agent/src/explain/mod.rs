@@ -351,7 +351,7 @@ pub async fn explain(args: &ExplainArgs) -> anyhow::Result<Explanation> {
     };
 
     let pod_group = match (&pod.gang, pod.scheduling_group.is_empty()) {
-        (None, false) => Some(explain_group(args, &view, &pod, &baseline, &id, &engine_snapshot).await?),
+        (None, false) => Some(explain_group(args, &view, &pod, &baseline, &id, &engine_snapshot, &mut notes).await?),
         _ => None,
     };
 
@@ -456,7 +456,8 @@ fn in_process_policy(decider: &Decider, name: &str) -> Option<Policy> {
 /// (priority, then creation), decided together under the policy in use. In process, the engine's
 /// own cycle with each placement's trial ([`podgroup::explain`]); on a decision replica (or with a
 /// policy that calls extenders) a `Schedule` of the group's pods, which answers the verdict and
-/// kube's messages but not the per-domain counts.
+/// kube's messages but not the per-domain counts. Another pod of the group that the service would
+/// refuse as invalid is left out, as the binder reports it alone, with a note.
 async fn explain_group(
     args: &ExplainArgs,
     view: &cluster::ClusterView,
@@ -464,6 +465,7 @@ async fn explain_group(
     decider: &Decider,
     id: &str,
     snapshot: &Snapshot,
+    notes: &mut Vec<String>,
 ) -> anyhow::Result<GroupReport> {
     let (namespace, name) = (pod.namespace.as_str(), pod.scheduling_group.as_str());
     let key = crate::projection::pod_group_key(namespace, name);
@@ -482,6 +484,16 @@ async fn explain_group(
         .group_pending
         .iter()
         .filter(|m| m.scheduling_gates.is_empty() && args.scheduler_names.contains(&m.scheduler_name))
+        .filter(|m| match convert::pod("pod", &m.spec) {
+            Ok(_) => true,
+            Err(e) => {
+                notes.push(format!(
+                    "pod {} of the PodGroup is left out of its cycle: the decision service refuses it ({e})",
+                    m.key()
+                ));
+                false
+            }
+        })
         .map(|m| (m.spec.priority, m.created_ms, m.spec.name.clone(), m.spec.clone()))
         .collect();
     members.push((pod.priority, view.pod.created_ms, pod.name.clone(), pod.clone()));
