@@ -170,6 +170,7 @@ fn cluster(nodes: usize, pending: usize) -> SyntheticCluster {
         workload_share: 0.8,
         topology_share: 0.0,
         seed: 7,
+        pod_groups: None,
     }
 }
 

@@ -132,28 +132,10 @@ struct Fixture {
 }
 
 impl Fixture {
-    async fn start() -> Self {
+    /// The fake API server with nothing in it but the namespace `shop`, and its kubeconfig.
+    async fn empty() -> Self {
         let server = FakeApiServer::start().await;
-        for n in nodes("n-", &[]) {
-            server.create_node(n);
-        }
         server.create_namespace(serde_json::from_value(serde_json::json!({"metadata": {"name": "shop"}})).unwrap());
-        server.create_pod(filler(SCHEDULER, "n-small", &[]));
-        server.create_pod(pod("web", SCHEDULER, "1", &[("disk", "ssd")], None));
-        server.create_pod(pod("huge", SCHEDULER, "10", &[("disk", "ssd")], None));
-        server.create_pod(pod("gpu-job", SCHEDULER, "1", &[("gpu", "yes")], None));
-        server.create_pod(pod(
-            "pinned",
-            SCHEDULER,
-            "1",
-            &[("kubernetes.io/hostname", "n-cordoned")],
-            None,
-        ));
-        server.create_pod(pod("nvme", SCHEDULER, "1", &[("disk", "nvme")], None));
-        let mut vip = pod("vip", SCHEDULER, "3", &[("kubernetes.io/hostname", "n-small")], None);
-        vip.spec.as_mut().unwrap().priority = Some(100);
-        server.create_pod(vip);
-        server.create_pod(pod("other", "default-scheduler", "1", &[("disk", "ssd")], None));
         let kubeconfig = std::env::temp_dir().join(format!(
             "explain-{}-{}.kubeconfig",
             std::process::id(),
@@ -170,6 +152,31 @@ impl Fixture {
         )
         .unwrap();
         Self { server, kubeconfig }
+    }
+
+    async fn start() -> Self {
+        let f = Self::empty().await;
+        let server = &f.server;
+        for n in nodes("n-", &[]) {
+            server.create_node(n);
+        }
+        server.create_pod(filler(SCHEDULER, "n-small", &[]));
+        server.create_pod(pod("web", SCHEDULER, "1", &[("disk", "ssd")], None));
+        server.create_pod(pod("huge", SCHEDULER, "10", &[("disk", "ssd")], None));
+        server.create_pod(pod("gpu-job", SCHEDULER, "1", &[("gpu", "yes")], None));
+        server.create_pod(pod(
+            "pinned",
+            SCHEDULER,
+            "1",
+            &[("kubernetes.io/hostname", "n-cordoned")],
+            None,
+        ));
+        server.create_pod(pod("nvme", SCHEDULER, "1", &[("disk", "nvme")], None));
+        let mut vip = pod("vip", SCHEDULER, "3", &[("kubernetes.io/hostname", "n-small")], None);
+        vip.spec.as_mut().unwrap().priority = Some(100);
+        server.create_pod(vip);
+        server.create_pod(pod("other", "default-scheduler", "1", &[("disk", "ssd")], None));
+        f
     }
 
     async fn explain(&self, args: &[&str]) -> Run {
@@ -978,4 +985,231 @@ async fn explain_on_a_real_cluster() {
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);
     }
+}
+
+/// Two racks of two 4-cpu nodes, `g-a1` holding a bound 3-cpu pod, and three PodGroups of 3-cpu
+/// pods: `fits` (2 pods, minCount 2: rack r2 holds both, r1 one), `huge` (3 pods, minCount 3: no
+/// rack holds three) and `nogroup`, named by a pod but not there.
+async fn pod_group_fixture() -> Fixture {
+    use placement_tests::fake_apiserver::Kind;
+    let f = Fixture::empty().await;
+    for (name, rack) in [("g-a1", "r1"), ("g-a2", "r1"), ("g-b1", "r2"), ("g-b2", "r2")] {
+        f.server.create_node(node(name, "4", &[("rack", rack)], None, false));
+    }
+    f.server
+        .create_pod(pod("busy", "default-scheduler", "3", &[], Some("g-a1")));
+    let group = |name: &str, min_count: u32| {
+        serde_json::json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "shop"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}},
+                     "schedulingConstraints": {"topology": [{"key": "rack"}]}}})
+    };
+    f.server.create_raw(Kind::PodGroup, group("fits", 2));
+    f.server.create_raw(Kind::PodGroup, group("huge", 3));
+    let member = |name: &str, group: &str| {
+        let mut p = pod(name, SCHEDULER, "3", &[], None);
+        p.spec.as_mut().unwrap().scheduling_group =
+            Some(serde_json::from_value(serde_json::json!({"podGroupName": group})).unwrap());
+        p
+    };
+    for name in ["fits-0", "fits-1"] {
+        f.server.create_pod(member(name, "fits"));
+    }
+    for name in ["huge-0", "huge-1", "huge-2"] {
+        f.server.create_pod(member(name, "huge"));
+    }
+    f.server.create_pod(member("lost", "nogroup"));
+    f
+}
+
+/// A group that fits: the rack it takes, each rack's count, the pod's node; JSON carries the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_group_that_fits_names_the_rack_it_takes() {
+    let f = pod_group_fixture().await;
+    let text = f.explain(&["fits-0"]).await.text().to_string();
+    assert!(
+        text.contains(
+            "PodGroup shop/fits: minCount 2, topology key rack; 2 pods pending (this one included), 0 bound\n\
+             SCHEDULABLE: the group takes rack r2 (1 of 2 racks hold it).\n\
+             \x20 PodGroupInitiallyScheduled: True (Scheduled)\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "Per rack, the group's 2 pending pods tried in order, each taking its room:\n\
+             \x20 rack r2: 2 of 2 fit; minCount 2 (the group takes it)\n\
+             \x20 rack r1: 1 of 2 fit; minCount 2\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nThis pod alone (Rank, as if it named no PodGroup):\nSCHEDULABLE: best node"),
+        "{text}"
+    );
+    let json = f.explain(&["fits-0", "-o", "json"]).await.json();
+    let g = &json["pod_group"];
+    assert_eq!(
+        (g["found"].as_bool(), g["min_count"].as_u64()),
+        (Some(true), Some(2)),
+        "{json}"
+    );
+    assert_eq!(
+        (g["schedulable"].as_bool(), g["domain"].as_str()),
+        (Some(true), Some("r2")),
+        "{json}"
+    );
+    assert_eq!(g["reason"], "Scheduled");
+    let node = g["pod_node"].as_str().unwrap_or_default();
+    assert!(node == "g-b1" || node == "g-b2", "{json}");
+    assert_eq!(g["pod_message"], format!("Successfully assigned shop/fits-0 to {node}"));
+    let domains: Vec<(String, u64, bool, bool)> = g["domains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["domain"].as_str().unwrap().to_string(),
+                d["fit"].as_u64().unwrap(),
+                d["feasible"].as_bool().unwrap(),
+                d["chosen"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        domains,
+        [("r2".to_string(), 2, true, true), ("r1".to_string(), 1, false, false)]
+    );
+    f.stop().await;
+}
+
+/// A group no rack holds: each rack's count against minCount and the group's message as kube
+/// writes it; a pod naming a PodGroup that does not exist is held, said so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_group_no_rack_holds_says_how_many_fit_each_rack_and_kubes_message() {
+    let f = pod_group_fixture().await;
+    let text = f.explain(&["huge-1"]).await.text().to_string();
+    // Rack r1, fuller, is tried first: huge-0 takes g-a2, huge-1 fits nowhere there, and minCount
+    // can no longer be met.
+    let message = "pod group is unschedulable, 0/2 placements are available, first placement status: minCount (3) \
+                   cannot be satisfied: 1 scheduled, 1 remaining, pod group preemption: No preemption victims found \
+                   for incoming preemptor";
+    assert!(
+        text.contains(&format!(
+            "PodGroup shop/huge: minCount 3, topology key rack; 3 pods pending (this one included), 0 bound\n\
+             UNSCHEDULABLE: no rack holds minCount 3 of the group.\n\
+             \x20 PodGroupInitiallyScheduled: False (Unschedulable): {message}\n\
+             \x20 kube-scheduler, this pod: 0/2 nodes are available: 2 Insufficient cpu.\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("  rack r2: 2 of 3 fit; minCount 3\n  rack r1: 1 of 3 fit; minCount 3\n"),
+        "{text}"
+    );
+    let json = f.explain(&["huge-2", "-o", "json"]).await.json();
+    let g = &json["pod_group"];
+    assert_eq!(
+        (g["schedulable"].as_bool(), g["reason"].as_str()),
+        (Some(false), Some("Unschedulable"))
+    );
+    assert_eq!(g["message"], message);
+    assert!(g.get("domain").is_none(), "{json}");
+    assert_eq!(
+        g["pod_message"],
+        "pod group is unschedulable, 0/2 placements are available, first placement status: minCount (3) cannot \
+         be satisfied: 1 scheduled, 1 remaining"
+    );
+    // The PodGroup is missing: held, no cycle.
+    let text = f.explain(&["lost"]).await.text().to_string();
+    assert!(
+        text.contains(
+            "PodGroup shop/nogroup (not found); 1 pod pending (this one included), 0 bound\n\
+             HELD: PodGroup shop/nogroup does not exist: the binder holds the pod, writing nothing, until it does \
+             (GangScheduling's PreEnqueue)\n"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("PodGroupInitiallyScheduled"), "{text}");
+    // PodGroups the user may not list: a note, and the group is explained as missing.
+    f.server.fail_next(
+        2,
+        placement_tests::fake_apiserver::matcher("GET", "/apis/scheduling.k8s.io/v1beta1/podgroups"),
+        403,
+    );
+    let json = f.explain(&["huge-0", "-o", "json"]).await.json();
+    assert!(
+        json["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .any(|n| n.starts_with("podgroups could not be listed (")
+                && n.ends_with("): the pod's PodGroup is explained as missing")),
+        "{json}"
+    );
+    let g = &json["pod_group"];
+    assert_eq!(g["found"], false, "{json}");
+    assert!(
+        g["held"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("PodGroup shop/huge does not exist (PodGroups were not read: see the notes)"),
+        "{json}"
+    );
+    f.stop().await;
+}
+
+/// A decision replica answers the group's verdict (a Schedule of its pods); the per-rack counts
+/// are the in-process engine's, and the output says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_replica_gives_the_groups_verdict_without_the_per_rack_counts() {
+    let f = pod_group_fixture().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let service = tokio::spawn(serve(
+        listener,
+        ServerConfig::default(),
+        Arc::new(Metrics::new()),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let json = f
+        .explain(&["fits-1", "--decision-address", &url, "-o", "json"])
+        .await
+        .json();
+    let g = &json["pod_group"];
+    assert_eq!(g["decided_by"], format!("decision replica {url}"));
+    assert_eq!(
+        (g["schedulable"].as_bool(), g["domain"].as_str()),
+        (Some(true), Some("r2")),
+        "{json}"
+    );
+    assert_eq!(g["domains"].as_array().map(Vec::len), Some(0), "{json}");
+    assert!(
+        g["domains_note"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("in-process engine only"),
+        "{json}"
+    );
+    let text = f
+        .explain(&["huge-0", "--decision-address", &url])
+        .await
+        .text()
+        .to_string();
+    assert!(
+        text.contains("UNSCHEDULABLE: no rack holds minCount 3 of the group.\n")
+            && text.contains(
+                "PodGroupInitiallyScheduled: False (Unschedulable): pod group is unschedulable, 0/2 placements"
+            )
+            && text
+                .contains("Note: how many of the group's pods fit each domain is told by the in-process engine only"),
+        "{text}"
+    );
+    let _ = stop.send(());
+    let _ = service.await;
+    f.stop().await;
 }

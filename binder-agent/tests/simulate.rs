@@ -24,6 +24,7 @@ fn synthetic(nodes: usize, pods: usize, seed: u64) -> ClusterSource {
         workload_share: 0.5,
         topology_share: 0.0,
         seed,
+        pod_groups: None,
     })
 }
 
@@ -399,6 +400,7 @@ async fn workload_replicas_mixed_with_distinct_pods() {
         workload_share: 0.5,
         topology_share: 0.0,
         seed: 4,
+        pod_groups: None,
     }));
     let s = simulate(c).await.unwrap();
     assert_sound(&s);
@@ -421,6 +423,7 @@ async fn anti_affinity_and_zone_spreading_are_honoured_end_to_end() {
         workload_share: 0.5,
         topology_share: 0.67,
         seed: 5,
+        pod_groups: None,
     }));
     let s = simulate(c).await.unwrap();
     assert_sound(&s);
@@ -741,6 +744,7 @@ async fn a_full_sync_in_chunks_carries_every_node_and_bound_pod() {
         workload_share: 0.5,
         topology_share: 0.0,
         seed: 5,
+        pod_groups: None,
     }));
     c.replica = ReplicaConfig {
         full_sync_chunk_pods: 25,
@@ -1002,4 +1006,249 @@ fn a_pod_whose_claim_or_template_the_file_lacks_is_refused() {
         ),
         "{err}"
     );
+}
+
+/// A synthetic cluster with 24 gang PodGroups of 4 to 60 pods, each to be placed whole in one
+/// rack of 5 nodes: no group is partly bound or spread over two racks, each group's condition
+/// matches its pods, and the groups too large for any rack stay wholly unbound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_groups_are_placed_whole_in_one_rack_or_not_at_all_in_the_simulation() {
+    let groups = placement_binder::simulate::SyntheticPodGroups {
+        groups: 24,
+        size: (4, 60),
+        topology_key: Some("example.com/rack".into()),
+        nodes_per_domain: 5,
+    };
+    let mut c = config(ClusterSource::Synthetic(SyntheticCluster {
+        shape: ClusterShape {
+            pods_per_node: 0,
+            ..ClusterShape::with_nodes(150)
+        },
+        pending: 300,
+        replicas_per_workload: 1,
+        workload_share: 0.5,
+        topology_share: 0.0,
+        seed: 6,
+        pod_groups: Some(groups.clone()),
+    }));
+    c.record_outcomes = true;
+    let s = simulate(c).await.unwrap();
+    assert_sound(&s);
+    let g = s.pod_groups.clone().expect("the summary reports the groups");
+    let (_, members) = placement_binder::simulate::synthetic_pod_groups(&groups, 6);
+    assert_eq!(g.groups, 24, "{s}");
+    assert_eq!(g.pods, members.iter().map(Vec::len).sum::<usize>(), "{s}");
+    assert_eq!((g.partly_bound, g.spanning_domains), (0, 0), "{s}");
+    assert_eq!(g.placed_whole + g.unplaced, 24, "{s}");
+    assert!(
+        g.placed_whole > 0 && g.unplaced > 0,
+        "some groups fit a rack, some do not: {s}"
+    );
+    assert_eq!(
+        (
+            g.condition_true,
+            g.condition_false,
+            g.condition_missing,
+            g.condition_wrong
+        ),
+        (g.placed_whole, g.unplaced, 0, 0),
+        "{s}"
+    );
+    assert!(g.held.is_empty(), "{s}");
+    // Each group's pods: all bound in one rack, or none bound, each with the group's message.
+    for pods in &members {
+        let outcomes: Vec<&Outcome> = pods
+            .iter()
+            .map(|p| &s.outcomes[&format!("{}/{}", p.namespace, p.name)])
+            .collect();
+        let bound = outcomes.iter().filter(|o| matches!(o, Outcome::Bound(_))).count();
+        assert!(
+            bound == 0 || bound == pods.len(),
+            "{bound} of {} bound: {outcomes:?}",
+            pods.len()
+        );
+        if bound == 0 {
+            // Each reported; a member that failed on its own has its own FitError, the others
+            // the group's message.
+            assert!(
+                outcomes.iter().all(|o| matches!(o, Outcome::Unschedulable(_))),
+                "{outcomes:?}"
+            );
+            assert!(
+                outcomes
+                    .iter()
+                    .any(|o| matches!(o, Outcome::Unschedulable(m) if m.contains("pod group is unschedulable"))),
+                "{outcomes:?}"
+            );
+        }
+    }
+    let text = s.to_string();
+    assert!(
+        text.contains(&format!("pod groups           24 groups ({} pods): ", g.pods)),
+        "{text}"
+    );
+    assert!(text.contains("0 partly bound, 0 spanning two domains"), "{text}");
+    assert!(text.contains("pod groups whole and in one domain: yes"), "{text}");
+}
+
+fn rack_node(name: &str, rack: &str, cpu: &str) -> placement_scheduler::proto::Node {
+    let mut n = node2(name, cpu);
+    n.labels.insert("rack".into(), rack.into());
+    n
+}
+
+fn pod_group(name: &str, min_count: i32, key: Option<&str>) -> placement_binder::projection::StorageObject {
+    placement_binder::projection::StorageObject::PodGroup(placement_scheduler::proto::PodGroup {
+        namespace: "sim".into(),
+        name: name.into(),
+        uid: format!("pg-{name}"),
+        generation: 1,
+        gang: Some(placement_scheduler::proto::GangSchedulingPolicy { min_count }),
+        topology_keys: key.into_iter().map(str::to_string).collect(),
+        ..Default::default()
+    })
+}
+
+/// Two racks of two 4-cpu nodes: "fits" (4 × 2 cpu) takes one rack whole; "big" (5 × 2 cpu,
+/// minCount 5) fits no rack (4 of its 5 fit the other) and stays wholly unbound, although the
+/// cluster had room for 8; "short" has 3 of its minCount 4 pods and is held (left out, said so).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_group_no_rack_holds_stays_wholly_unbound_and_a_short_one_is_held() {
+    let member = |uid: &str, group: &str, created: i64| {
+        let mut p = info(uid, "2", 0, None, created);
+        p.spec.scheduling_group = group.into();
+        p
+    };
+    let mut pending: Vec<_> = (0..4).map(|i| member(&format!("fits-{i}"), "fits", i)).collect();
+    pending.extend((0..5).map(|i| member(&format!("big-{i}"), "big", 10 + i)));
+    pending.extend((0..3).map(|i| member(&format!("short-{i}"), "short", 20 + i)));
+    let workload = Workload {
+        nodes: vec![
+            rack_node("a1", "r1", "4"),
+            rack_node("a2", "r1", "4"),
+            rack_node("b1", "r2", "4"),
+            rack_node("b2", "r2", "4"),
+        ],
+        bound: vec![],
+        pending,
+        ignored: 0,
+        pdbs: vec![],
+        storage: vec![
+            pod_group("fits", 4, Some("rack")),
+            pod_group("big", 5, Some("rack")),
+            pod_group("short", 4, Some("rack")),
+        ],
+    };
+    let mut c = config(ClusterSource::Workload(workload));
+    c.record_outcomes = true;
+    let s = simulate(c).await.unwrap();
+    assert_sound(&s);
+    assert_eq!((s.pending_pods, s.placed, s.unschedulable), (9, 4, 5), "{s}");
+    let g = s.pod_groups.clone().expect("groups");
+    assert_eq!(
+        (g.groups, g.placed_whole, g.unplaced, g.partly_bound, g.spanning_domains),
+        (2, 1, 1, 0, 0),
+        "{s}"
+    );
+    assert_eq!(
+        (g.condition_true, g.condition_false, g.condition_wrong),
+        (1, 1, 0),
+        "{s}"
+    );
+    assert_eq!(
+        g.held,
+        [("sim/short".to_string(), "3 of minCount 4 pods exist".to_string())]
+    );
+    assert_eq!(g.held_pods, 3);
+    let racks: std::collections::BTreeSet<char> = (0..4)
+        .map(|i| match &s.outcomes[&format!("sim/fits-{i}")] {
+            Outcome::Bound(node) => node.chars().next().unwrap_or('?'),
+            other => panic!("fits-{i}: {other:?}"),
+        })
+        .collect();
+    assert_eq!(racks.len(), 1, "one rack: {racks:?}");
+    // Rack r1, full, is tried first (the fuller placement scores higher): big-0 fails there on
+    // its own (its FitError), and minCount can no longer be met; the others get the group's
+    // message.
+    assert_eq!(
+        s.outcomes["sim/big-0"],
+        Outcome::Unschedulable("0/2 nodes are available: 2 Insufficient cpu.".into())
+    );
+    for i in 1..5 {
+        let o = &s.outcomes[&format!("sim/big-{i}")];
+        assert!(
+            matches!(o, Outcome::Unschedulable(m) if m.starts_with("pod group is unschedulable, 0/2 placements are available")
+                && m.contains("minCount (5) cannot be satisfied")),
+            "big-{i}: {o:?}"
+        );
+    }
+    let text = s.to_string();
+    assert!(text.contains("1 group, 3 pods left out"), "{text}");
+    assert!(text.contains("sim/short (3 of minCount 4 pods exist)"), "{text}");
+}
+
+/// `kubectl get nodes,pods,podgroups -A -o json`: PodGroups (scheduling.k8s.io/v1beta1) and pods
+/// naming them in spec.schedulingGroup are read and replayed; the group lands in one rack.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_cluster_with_pod_groups_is_simulated() {
+    let node = |name: &str, rack: &str| {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "rack": rack}},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}
+        })
+    };
+    let pod = |name: &str| {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ml", "uid": format!("uid-{name}"),
+                         "creationTimestamp": "2026-01-02T03:04:05Z"},
+            "spec": {"schedulerName": "placement-scheduler", "schedulingGroup": {"podGroupName": "train"},
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "3"}}}]},
+            "status": {"phase": "Pending"}
+        })
+    };
+    let file = serde_json::json!({
+        "apiVersion": "v1", "kind": "List",
+        "items": [
+            node("n1", "r1"), node("n2", "r1"), node("n3", "r2"), node("n4", "r2"),
+            {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": "train", "namespace": "ml", "uid": "pg-train", "generation": 1},
+             "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+                      "schedulingConstraints": {"topology": [{"key": "rack"}]}}},
+            pod("w-0"), pod("w-1"),
+        ]
+    });
+    let w = Workload::from_kubectl_json(&file.to_string(), &["placement-scheduler".to_string()], false).unwrap();
+    assert_eq!(w.pending.len(), 2);
+    assert!(w.pending.iter().all(|p| p.spec.scheduling_group == "train"));
+    assert!(matches!(
+        &w.storage[..],
+        [placement_binder::projection::StorageObject::PodGroup(g)]
+            if g.gang.as_ref().map(|g| g.min_count) == Some(2) && g.topology_keys == ["rack"]
+    ));
+    let path = write_temp("pod-groups", &file);
+    let mut c = config(ClusterSource::File {
+        path: path.clone(),
+        all_pending: false,
+    });
+    c.record_outcomes = true;
+    let s = simulate(c).await.unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert_sound(&s);
+    let g = s.pod_groups.clone().expect("groups");
+    assert_eq!(
+        (g.groups, g.placed_whole, g.partly_bound, g.spanning_domains),
+        (1, 1, 0, 0),
+        "{s}"
+    );
+    let nodes: Vec<String> = ["ml/w-0", "ml/w-1"]
+        .iter()
+        .map(|k| match &s.outcomes[*k] {
+            Outcome::Bound(n) => n.clone(),
+            other => panic!("{k}: {other:?}"),
+        })
+        .collect();
+    let rack = |n: &str| if n == "n1" || n == "n2" { "r1" } else { "r2" };
+    assert_eq!(rack(&nodes[0]), rack(&nodes[1]), "{nodes:?}");
 }

@@ -32,6 +32,7 @@ async fn decision_calls_are_children_of_the_binders_batch_span() {
             workload_share: 0.5,
             topology_share: 0.0,
             seed: 7,
+            pod_groups: None,
         }),
         timeout: Duration::from_secs(60),
         progress: false,

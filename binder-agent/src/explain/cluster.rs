@@ -1,13 +1,16 @@
 //! Reads the live cluster as the binder sees it: the same lists (every node, namespace,
 //! PodDisruptionBudget, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver,
-//! CSIStorageCapacity, DeviceClass, ResourceClaim and ResourceSlice, and every pod that has not
-//! finished, through kube-scheduler's field selector), the same projections ([`crate::projection`]) and the same [`ClusterState`], whose full
-//! snapshot is what the binder would send a decision replica. The explained pod itself is left
-//! out of it: a bound pod is explained against the cluster as it is now, as if it were pending.
+//! CSIStorageCapacity, DeviceClass, ResourceClaim, ResourceSlice and PodGroup, and every pod that
+//! has not finished, through kube-scheduler's field selector), the same projections
+//! ([`crate::projection`]) and the same [`ClusterState`], whose full snapshot is what the binder
+//! would send a decision replica. The explained pod itself is left out of it: a bound pod is
+//! explained against the cluster as it is now, as if it were pending. For a pod naming a
+//! PodGroup, the group's other pending pods are kept aside (the binder decides them together).
 
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::scheduling::v1beta1::PodGroup;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
 use kube::api::{DynamicObject, ListParams};
 use kube::{Api, Client};
@@ -16,8 +19,8 @@ use serde::de::DeserializeOwned;
 
 use crate::projection::{
     claim_info, csi_driver_info, csi_node_info, device_class_info, dynamic_storage_capacity_info, namespace_info,
-    node_info, pdb_info, pod_info, resource_claim_info, resource_slice_info, storage_class_info, volume_info, PodInfo,
-    StorageObject,
+    node_info, pdb_info, pod_group_info, pod_info, resource_claim_info, resource_slice_info, storage_class_info,
+    volume_info, PodInfo, StorageObject,
 };
 use crate::state::ClusterState;
 use crate::watch::POD_FIELD_SELECTOR;
@@ -62,6 +65,12 @@ pub struct ClusterView {
     pub snapshot: proto::Snapshot,
     /// Lists that could not be read and what that leaves out.
     pub notes: Vec<String>,
+    /// Whether the API server serves scheduling.k8s.io/v1beta1 PodGroups (and the user may list
+    /// them).
+    pub pod_groups_read: bool,
+    /// For a pod naming a PodGroup: the group's other pods that are pending (not bound, not
+    /// finished, not being deleted), in creation order.
+    pub group_pending: Vec<PodInfo>,
 }
 
 /// Hands every object of `api` matching `params` to `each`, page by page, so that no more than a
@@ -244,26 +253,61 @@ pub async fn read(client: &Client, namespace: &str, name: &str) -> Result<Cluste
                 .into(),
         );
     }
+    // PodGroups, as the binder watches them where served (a list of one finds out).
+    let mut pod_groups_read = false;
+    if crate::watch::serves_pod_groups(client).await {
+        match list_each(&Api::<PodGroup>::all(client.clone()), all(), |g| {
+            state.apply_storage(StorageObject::PodGroup(pod_group_info(&g)));
+        })
+        .await
+        {
+            Ok(()) => pod_groups_read = true,
+            // Only a pod naming a PodGroup is explained differently without them.
+            Err(e) if forbidden(&e) => {
+                if !info.spec.scheduling_group.is_empty() {
+                    notes.push(format!(
+                        "podgroups could not be listed ({e}): the pod's PodGroup is explained as missing"
+                    ));
+                }
+            }
+            Err(e) => return Err(api_error("listing podgroups")(e)),
+        }
+    }
     // As the binder: a bound pod that has not finished uses its node (even while it is being
-    // deleted); pending pods use nothing.
+    // deleted); pending pods use nothing. The pending pods of the pod's PodGroup are kept aside.
+    let group = (info.spec.gang.is_none() && !info.spec.scheduling_group.is_empty())
+        .then(|| (info.spec.namespace.clone(), info.spec.scheduling_group.clone()));
+    let mut group_pending = Vec::new();
     list_each(
         &Api::<Pod>::all(client.clone()),
         ListParams::default().fields(POD_FIELD_SELECTOR),
         |p| {
             let other = pod_info(&p);
             let skip = other.spec.uid == info.spec.uid || other.spec.uid.is_empty() || other.terminal;
-            if !skip && other.node_name().is_some() {
+            if skip {
+                return;
+            }
+            if other.node_name().is_some() {
                 state.apply_bound_pod(other.spec);
+            } else if !other.deleting
+                && group.as_ref().is_some_and(|(ns, name)| {
+                    other.spec.gang.is_none() && other.spec.namespace == *ns && other.spec.scheduling_group == *name
+                })
+            {
+                group_pending.push(other);
             }
         },
     )
     .await
     .map_err(api_error("listing pods"))?;
+    group_pending.sort_by(|a, b| (a.created_ms, &a.spec.name).cmp(&(b.created_ms, &b.spec.name)));
     Ok(ClusterView {
         pod: info,
         phase,
         nominated_node,
         snapshot: state.full(),
         notes,
+        pod_groups_read,
+        group_pending,
     })
 }

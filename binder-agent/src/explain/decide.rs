@@ -102,6 +102,15 @@ impl Decider {
         Ok(resp.into_inner().snapshot_id)
     }
 
+    /// Places a batch (a PodGroup's pods: the service runs kube's PodGroup cycle for them).
+    pub async fn schedule(&self, req: proto::ScheduleRequest) -> Result<proto::ScheduleResponse, Status> {
+        let resp = match self {
+            Self::InProcess { api, .. } => api.schedule(Request::new(req)).await?,
+            Self::Remote { client, .. } => client.clone().schedule(req).await?,
+        };
+        Ok(resp.into_inner())
+    }
+
     /// Ranks a pod.
     pub async fn rank(&self, req: proto::RankRequest) -> Result<proto::RankResponse, Status> {
         let resp = match self {

@@ -8,6 +8,11 @@
 //! one node, `--policy` / `--policy-file` put another policy beside the current one. Text for a
 //! terminal ([`render`]), or `-o json`.
 //!
+//! A pod naming a PodGroup (`spec.schedulingGroup`) also gets its group's cycle: the group's
+//! pending pods decided together as the binder sends them, the domain the group would take or
+//! kube's message for why none holds it, and per domain how many of its pods fit (the engine's
+//! `podgroup::explain`, in process; a decision replica answers the verdict through `Schedule`).
+//!
 //! The same command is `kubectl-placement explain` (a kubectl plugin: `kubectl placement explain`)
 //! and `binder-agent explain`. docs/explain.md is the user's guide.
 
@@ -25,15 +30,16 @@ use std::time::Duration;
 use anyhow::Context as _;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
-use placement_scheduler::engine::Snapshot;
+use placement_scheduler::engine::podgroup::{self, GroupReason};
+use placement_scheduler::engine::{Deadline, Decision, Policy, Profile, Snapshot};
 use placement_scheduler::grpc::policy_file::load_policies;
 use placement_scheduler::grpc::{convert, PolicySource, ServiceConfig};
 use placement_scheduler::proto;
 
-use crate::api::PodRef;
+use crate::api::{scheduled_message, PodRef};
 use blockers::quantity;
 use decide::Decider;
-use report::{ClusterSize, Explanation, Limits, PodSummary, Subject};
+use report::{ClusterSize, Explanation, GroupReport, Limits, PodSummary, Subject};
 
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -262,9 +268,7 @@ pub async fn explain(args: &ExplainArgs) -> anyhow::Result<Explanation> {
     let mut pod = info.spec.clone();
     pod.node_name.clear();
     let spec = convert::pod("pod", &pod).map_err(|e| anyhow::anyhow!("the pod cannot be placed: {e}"))?;
-    let (nodes, pods, namespaces, _) = convert::snapshot("snapshot", &view.snapshot)
-        .map_err(|e| anyhow::anyhow!("the cluster does not convert as the binder sends it: {e}"))?;
-    let engine_snapshot = Snapshot::build_with_namespaces(nodes, pods, namespaces)
+    let engine_snapshot = engine_snapshot(&view.snapshot)
         .map_err(|e| anyhow::anyhow!("the cluster does not convert as the binder sends it: {e}"))?;
 
     let asked_node = match (&args.node, &bound_to) {
@@ -319,6 +323,12 @@ pub async fn explain(args: &ExplainArgs) -> anyhow::Result<Explanation> {
             "the pod belongs to gang {}/{}: Rank evaluates it alone, the binder places the gang's members together",
             pod.namespace, g.name
         ));
+    } else if !pod.scheduling_group.is_empty() {
+        notes.push(format!(
+            "the pod names PodGroup {}/{}: the binder decides the group's pending pods together in kube's PodGroup cycle \
+             (the PodGroup section); Rank evaluates this pod alone",
+            pod.namespace, pod.scheduling_group
+        ));
     }
 
     let baseline = baseline_decider(args)?;
@@ -338,6 +348,11 @@ pub async fn explain(args: &ExplainArgs) -> anyhow::Result<Explanation> {
             Some((r, baseline.describe()))
         }
         (None, None) => None,
+    };
+
+    let pod_group = match (&pod.gang, pod.scheduling_group.is_empty()) {
+        (None, false) => Some(explain_group(args, &view, &pod, &baseline, &id, &engine_snapshot, &mut notes).await?),
+        _ => None,
     };
 
     // The names of the pods preemption would evict.
@@ -398,6 +413,7 @@ pub async fn explain(args: &ExplainArgs) -> anyhow::Result<Explanation> {
             requests,
         },
         notes,
+        pod_group,
         cluster: ClusterSize {
             nodes: view.snapshot.nodes.len(),
             bound_pods: view.snapshot.pods.len(),
@@ -405,6 +421,213 @@ pub async fn explain(args: &ExplainArgs) -> anyhow::Result<Explanation> {
         current: report::outcome(&current, &baseline.describe(), &pod_ref, &subject, &limits),
         what_if: what_if.map(|(r, by)| report::outcome(&r, &by, &pod_ref, &subject, &limits)),
     })
+}
+
+/// The engine's snapshot of a full snapshot, as a decision replica builds it: nodes, bound pods,
+/// namespaces, budgets, storage and device objects, PodGroups.
+fn engine_snapshot(s: &proto::Snapshot) -> Result<Snapshot, String> {
+    let (nodes, pods, namespaces, pdbs) = convert::snapshot("snapshot", s).map_err(|e| e.to_string())?;
+    let storage = convert::storage("snapshot", s).map_err(|e| e.to_string())?;
+    let devices = convert::devices("snapshot", s).map_err(|e| e.to_string())?;
+    let groups = convert::pod_groups("snapshot", s).map_err(|e| e.to_string())?;
+    Snapshot::build_with_namespaces(nodes, pods, namespaces)
+        .and_then(|s| s.with_pdbs(pdbs))
+        .and_then(|s| s.with_storage(storage))
+        .and_then(|s| s.with_devices(devices))
+        .and_then(|s| s.with_pod_groups(groups))
+        .map_err(|e| e.to_string())
+}
+
+/// The policy `name` of an in-process decider (empty: its default), when it has one.
+fn in_process_policy(decider: &Decider, name: &str) -> Option<Policy> {
+    let Decider::InProcess { api, .. } = decider else {
+        return None;
+    };
+    let policies = api.policies();
+    if name.is_empty() {
+        policies.into_iter().next()
+    } else {
+        policies.into_iter().find(|p| p.name == name)
+    }
+}
+
+/// The PodGroup `pod` names and its cycle: the group's pending pods (this one and those the
+/// binder would queue with it: its schedulers' pods without scheduling gates), in queue order
+/// (priority, then creation), decided together under the policy in use. In process, the engine's
+/// own cycle with each placement's trial ([`podgroup::explain`]); on a decision replica (or with a
+/// policy that calls extenders) a `Schedule` of the group's pods, which answers the verdict and
+/// kube's messages but not the per-domain counts. Another pod of the group that the service would
+/// refuse as invalid is left out, as the binder reports it alone, with a note.
+async fn explain_group(
+    args: &ExplainArgs,
+    view: &cluster::ClusterView,
+    pod: &proto::Pod,
+    decider: &Decider,
+    id: &str,
+    snapshot: &Snapshot,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<GroupReport> {
+    let (namespace, name) = (pod.namespace.as_str(), pod.scheduling_group.as_str());
+    let key = crate::projection::pod_group_key(namespace, name);
+    let group = view
+        .snapshot
+        .pod_groups
+        .iter()
+        .find(|g| g.namespace == namespace && g.name == name);
+    let bound = view
+        .snapshot
+        .pods
+        .iter()
+        .filter(|p| p.gang.is_none() && p.namespace == namespace && p.scheduling_group == name)
+        .count();
+    let mut members: Vec<(i32, i64, String, proto::Pod)> = view
+        .group_pending
+        .iter()
+        .filter(|m| m.scheduling_gates.is_empty() && args.scheduler_names.contains(&m.scheduler_name))
+        .filter(|m| match convert::pod("pod", &m.spec) {
+            Ok(_) => true,
+            Err(e) => {
+                notes.push(format!(
+                    "pod {} of the PodGroup is left out of its cycle: the decision service refuses it ({e})",
+                    m.key()
+                ));
+                false
+            }
+        })
+        .map(|m| (m.spec.priority, m.created_ms, m.spec.name.clone(), m.spec.clone()))
+        .collect();
+    members.push((pod.priority, view.pod.created_ms, pod.name.clone(), pod.clone()));
+    members.sort_by(|a, b| (b.0, a.1, &a.2).cmp(&(a.0, b.1, &b.2)));
+    let members: Vec<proto::Pod> = members.into_iter().map(|m| m.3).collect();
+    let mut report = GroupReport {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        found: group.is_some(),
+        min_count: None,
+        topology_key: None,
+        pending: members.len(),
+        bound,
+        held: None,
+        decided_by: String::new(),
+        schedulable: false,
+        domain: None,
+        reason: String::new(),
+        message: String::new(),
+        pod_node: None,
+        pod_message: String::new(),
+        domains: Vec::new(),
+        domains_note: None,
+    };
+    let Some(group) = group else {
+        let why = if view.pod_groups_read {
+            String::new()
+        } else {
+            " (PodGroups were not read: see the notes)".to_string()
+        };
+        report.held = Some(format!(
+            "PodGroup {key} does not exist{why}: the binder holds the pod, writing nothing, until it does \
+             (GangScheduling's PreEnqueue)"
+        ));
+        return Ok(report);
+    };
+    let min_count = group.gang.as_ref().map_or(1, |g| g.min_count.max(1) as u32);
+    report.min_count = Some(min_count);
+    report.topology_key = group.topology_keys.first().cloned();
+    if members.len() + bound < min_count as usize {
+        report.held = Some(format!(
+            "{} of the group's minCount {min_count} pods exist ({} pending, {bound} bound): the binder holds them, \
+             writing nothing, until minCount do (GangScheduling's PreEnqueue); the cycle below is for the pods there are",
+            members.len() + bound,
+            members.len()
+        ));
+    }
+    let own = members.iter().position(|m| m.uid == pod.uid).unwrap_or(0);
+    let policy = in_process_policy(decider, &args.baseline_policy);
+    match policy.filter(|p| p.extenders.is_empty()) {
+        Some(policy) => {
+            let specs = convert::list("pods", &members, convert::pod)
+                .map_err(|e| anyhow::anyhow!("the PodGroup's pods cannot be placed: {e}"))?;
+            let profile = Profile::new(policy);
+            let e = podgroup::explain(&profile, snapshot, None, &key, &specs, args.seed, Deadline::none())
+                .map_err(|e| anyhow::anyhow!("the PodGroup cycle failed: {e}"))?;
+            report.decided_by = decider.describe();
+            if let Some(o) = &e.outcome {
+                report.schedulable = o.reason == GroupReason::Scheduled;
+                report.domain = o.domain.clone().filter(|_| report.schedulable);
+                report.reason = o.reason.as_str().to_string();
+                report.message = o.message.clone();
+            }
+            match e.decisions.get(own) {
+                Some(Decision::Node { node, .. }) => {
+                    report.pod_message = scheduled_message(&pod_ref_of(pod), node);
+                    report.pod_node = Some(node.clone());
+                }
+                Some(Decision::Unschedulable(diag)) => report.pod_message = diag.message(),
+                None => {}
+            }
+            report.domains = report::domain_fits(&e.placements, report.domain.as_deref(), report.schedulable);
+        }
+        None => {
+            let req = proto::ScheduleRequest {
+                snapshot: Some(proto::SnapshotRef {
+                    source: Some(proto::snapshot_ref::Source::SnapshotId(id.to_string())),
+                }),
+                pods: members
+                    .iter()
+                    .map(|m| proto::Pod {
+                        node_name: String::new(),
+                        ..m.clone()
+                    })
+                    .collect(),
+                policy: args.baseline_policy.clone(),
+                seed: args.seed,
+                assume: false,
+            };
+            let r = decider
+                .schedule(req)
+                .await
+                .map_err(|s| anyhow::anyhow!("{} answered {:?}: {}", decider.describe(), s.code(), s.message()))?;
+            report.decided_by = decider.describe();
+            if let Some(o) = r.pod_groups.iter().find(|g| g.namespace == namespace && g.name == name) {
+                report.schedulable = o.reason == "Scheduled";
+                report.domain = Some(o.domain.clone()).filter(|d| report.schedulable && !d.is_empty());
+                report.reason = o.reason.clone();
+                report.message = o.message.clone();
+            }
+            use proto::placement::Outcome as Placed;
+            match r
+                .placements
+                .iter()
+                .find(|p| p.pod_uid == pod.uid)
+                .and_then(|p| p.outcome.as_ref())
+            {
+                Some(Placed::NodeName(node)) => {
+                    report.pod_message = scheduled_message(&pod_ref_of(pod), node);
+                    report.pod_node = Some(node.clone());
+                }
+                Some(Placed::Unschedulable(u)) => report.pod_message = u.message.clone(),
+                None => {}
+            }
+            report.domains_note = Some(match decider {
+                Decider::Remote { .. } => "how many of the group's pods fit each domain is told by the in-process \
+                                          engine only (run without --decision-address); the verdict and messages \
+                                          above are the replica's"
+                    .to_string(),
+                Decider::InProcess { .. } => "how many of the group's pods fit each domain is not told for a policy \
+                                              that calls extenders; the verdict and messages above are the policy's"
+                    .to_string(),
+            });
+        }
+    }
+    Ok(report)
+}
+
+fn pod_ref_of(pod: &proto::Pod) -> PodRef {
+    PodRef {
+        namespace: pod.namespace.clone(),
+        name: pod.name.clone(),
+        uid: pod.uid.clone(),
+    }
 }
 
 /// Whether to colour output written to stdout.

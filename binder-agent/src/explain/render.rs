@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::report::{Explanation, NodeVerdict, Outcome, ScoredNode};
+use super::report::{DomainFit, Explanation, GroupReport, NodeVerdict, Outcome, ScoredNode};
 
 /// How text is styled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -456,6 +456,142 @@ fn what_if(out: &mut String, style: Style, current: &Outcome, w: &Outcome) {
     }
 }
 
+/// Placements listed in a PodGroup's section; the others are summed up in one line.
+const DOMAINS_SHOWN: usize = 5;
+
+/// What a domain of `key` is called: the key's last segment (`rack` for `example.com/rack`).
+fn domain_noun(key: Option<&str>) -> &str {
+    key.and_then(|k| k.rsplit('/').next())
+        .filter(|k| !k.is_empty())
+        .unwrap_or("domain")
+}
+
+/// One placement: `rack r7: 5 of 8 fit; minCount 8`.
+fn domain_line(d: &DomainFit, noun: &str, min_count: u32) -> String {
+    let place = match &d.domain {
+        Some(v) => format!("{noun} {v}"),
+        None => "every node".to_string(),
+    };
+    let bound = if d.bound > 0 {
+        format!(", {} bound there", d.bound)
+    } else {
+        String::new()
+    };
+    let taken = if d.chosen { " (the group takes it)" } else { "" };
+    format!(
+        "{place}: {} of {} fit{bound}; minCount {min_count}{taken}",
+        d.fit, d.pending
+    )
+}
+
+/// The PodGroup section: the group, whether the binder holds it, the cycle's verdict with kube's
+/// condition and this pod's message, and each placement's fit.
+fn pod_group(out: &mut String, style: Style, g: &GroupReport) {
+    let key = g.topology_key.as_deref();
+    let noun = domain_noun(key);
+    let shape = match (g.min_count, key) {
+        (Some(m), Some(k)) => format!(": minCount {m}, topology key {k}"),
+        (Some(m), None) => format!(": minCount {m}, no topology key"),
+        (None, _) => " (not found)".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "{} {}/{}{shape}; {} pending (this one included), {} bound",
+        style.paint(Paint::Bold, "PodGroup"),
+        g.namespace,
+        g.name,
+        plural(g.pending, "pod", "pods"),
+        g.bound
+    );
+    if let Some(h) = &g.held {
+        let _ = writeln!(out, "{} {h}", style.paint(Paint::Yellow, "HELD:"));
+    }
+    if g.reason.is_empty() {
+        return;
+    }
+    let feasible = g.domains.iter().filter(|d| d.feasible).count();
+    let plural_noun = format!("{noun}s");
+    let (one, many) = if key.is_some() {
+        (noun, plural_noun.as_str())
+    } else {
+        ("placement", "placements")
+    };
+    let places = |n: usize| plural(n, one, many);
+    if g.schedulable {
+        let at = match &g.domain {
+            Some(d) => format!("takes {noun} {}", style.paint(Paint::Cyan, d)),
+            None => "is placed".to_string(),
+        };
+        let held = if g.domains.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} of {} hold it)", feasible, places(g.domains.len()))
+        };
+        let _ = writeln!(
+            out,
+            "{} the group {at}{held}.",
+            style.paint(Paint::Green, "SCHEDULABLE:")
+        );
+    } else {
+        let min = g.min_count.unwrap_or(1);
+        let none = if key.is_some() {
+            format!("no {noun} holds minCount {min} of the group")
+        } else {
+            format!("the cluster does not hold minCount {min} of the group")
+        };
+        let _ = writeln!(out, "{} {none}.", style.paint(Paint::Red, "UNSCHEDULABLE:"));
+    }
+    let status = if g.schedulable { "True" } else { "False" };
+    let message = if g.message.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", g.message)
+    };
+    let _ = writeln!(out, "  PodGroupInitiallyScheduled: {status} ({}){message}", g.reason);
+    let _ = writeln!(out, "  kube-scheduler, this pod: {}", g.pod_message);
+    if let Some(n) = &g.domains_note {
+        let _ = writeln!(out, "  {} {n}", style.paint(Paint::Yellow, "Note:"));
+    }
+    if g.domains.is_empty() {
+        return;
+    }
+    let min = g.min_count.unwrap_or(1);
+    let _ = writeln!(
+        out,
+        "\n{} the group's {} tried in order, each taking its room:",
+        style.paint(
+            Paint::Bold,
+            &if key.is_some() {
+                format!("Per {noun},")
+            } else {
+                "On every node,".to_string()
+            }
+        ),
+        plural(g.pending, "pending pod", "pending pods")
+    );
+    for d in g.domains.iter().take(DOMAINS_SHOWN) {
+        let line = domain_line(d, noun, min);
+        let line = if d.chosen {
+            style.paint(Paint::Green, &line)
+        } else {
+            line
+        };
+        let _ = writeln!(out, "  {line}");
+    }
+    let rest = &g.domains[g.domains.len().min(DOMAINS_SHOWN)..];
+    if !rest.is_empty() {
+        let most = rest.iter().map(|d| d.fit).max().unwrap_or(0);
+        let holding = rest.iter().filter(|d| d.feasible).count();
+        let _ = writeln!(
+            out,
+            "  … {} more {}: {holding} holding minCount, at most {most} of {} fit",
+            rest.len(),
+            if rest.len() == 1 { one } else { many },
+            g.pending
+        );
+    }
+}
+
 /// The explanation as text.
 pub fn text(e: &Explanation, style: Style) -> String {
     let mut out = String::new();
@@ -490,6 +626,14 @@ pub fn text(e: &Explanation, style: Style) -> String {
         let _ = writeln!(out, "{} {n}", style.paint(Paint::Yellow, "Note:"));
     }
     out.push('\n');
+    if let Some(g) = &e.pod_group {
+        pod_group(&mut out, style, g);
+        let _ = writeln!(
+            out,
+            "\n{} (Rank, as if it named no PodGroup):",
+            style.paint(Paint::Bold, "This pod alone")
+        );
+    }
     let o = &e.current;
     verdict(&mut out, style, o);
     if let Some(d) = &o.node_detail {
@@ -570,6 +714,7 @@ mod tests {
                 nodes: 3,
                 bound_pods: 1,
             },
+            pod_group: None,
             current,
             what_if: None,
         }
@@ -801,5 +946,126 @@ What if: policy bin-packing (in-process engine) beside default:
   #2        b  60
 ";
         assert!(text.contains(expected), "{text}");
+    }
+
+    fn group_report() -> GroupReport {
+        GroupReport {
+            namespace: "ml".into(),
+            name: "train".into(),
+            found: true,
+            min_count: Some(8),
+            topology_key: Some("example.com/rack".into()),
+            pending: 8,
+            bound: 0,
+            held: None,
+            decided_by: "in-process engine".into(),
+            schedulable: false,
+            domain: None,
+            reason: "Unschedulable".into(),
+            message: "pod group is unschedulable, 0/7 placements are available, …".into(),
+            pod_node: None,
+            pod_message: "pod group is unschedulable, 0/7 placements are available, …".into(),
+            domains: (0..7)
+                .map(|i| DomainFit {
+                    domain: Some(format!("r{i}")),
+                    nodes: 4,
+                    fit: 7 - i,
+                    pending: 8,
+                    bound: usize::from(i == 0),
+                    feasible: false,
+                    chosen: false,
+                })
+                .collect(),
+            domains_note: None,
+        }
+    }
+
+    #[test]
+    fn a_pod_group_no_rack_holds_reads_rack_by_rack_and_the_rest_in_one_line() {
+        let mut e = explanation(outcome(
+            "default",
+            vec![scored(1, "n1", &[("NodeResourcesFit", 50, 1)])],
+        ));
+        e.pod_group = Some(group_report());
+        let text = text(&e, Style::default());
+        assert!(
+            text.contains(
+                "PodGroup ml/train: minCount 8, topology key example.com/rack; 8 pods pending (this one included), 0 bound\n\
+                 UNSCHEDULABLE: no rack holds minCount 8 of the group.\n\
+                 \x20 PodGroupInitiallyScheduled: False (Unschedulable): pod group is unschedulable, 0/7 placements are available, …\n\
+                 \x20 kube-scheduler, this pod: pod group is unschedulable, 0/7 placements are available, …\n\
+                 \n\
+                 Per rack, the group's 8 pending pods tried in order, each taking its room:\n\
+                 \x20 rack r0: 7 of 8 fit, 1 bound there; minCount 8\n\
+                 \x20 rack r1: 6 of 8 fit; minCount 8\n\
+                 \x20 rack r2: 5 of 8 fit; minCount 8\n\
+                 \x20 rack r3: 4 of 8 fit; minCount 8\n\
+                 \x20 rack r4: 3 of 8 fit; minCount 8\n\
+                 \x20 … 2 more racks: 0 holding minCount, at most 2 of 8 fit\n\
+                 \n\
+                 This pod alone (Rank, as if it named no PodGroup):\n\
+                 SCHEDULABLE: best node n1"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_pod_group_that_fits_names_its_rack_and_a_held_one_why() {
+        let mut g = group_report();
+        g.schedulable = true;
+        g.domain = Some("r3".into());
+        g.reason = "Scheduled".into();
+        g.message = String::new();
+        g.pod_node = Some("n9".into());
+        g.pod_message = "Successfully assigned ml/w-0 to n9".into();
+        g.domains.truncate(2);
+        g.domains[0].feasible = true;
+        g.domains[0].chosen = true;
+        g.domains[0].domain = Some("r3".into());
+        let mut e = explanation(outcome("default", vec![]));
+        e.pod_group = Some(g.clone());
+        let out = text(&e, Style::default());
+        assert!(
+            out.contains(
+                "SCHEDULABLE: the group takes rack r3 (1 of 2 racks hold it).\n\
+                 \x20 PodGroupInitiallyScheduled: True (Scheduled)\n\
+                 \x20 kube-scheduler, this pod: Successfully assigned ml/w-0 to n9\n"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("  rack r3: 7 of 8 fit, 1 bound there; minCount 8 (the group takes it)\n"),
+            "{out}"
+        );
+        // Coloured: the verdict green, the rack cyan.
+        let coloured = text(&e, Style { color: true });
+        assert!(
+            coloured.contains("\x1b[1;32mSCHEDULABLE:\x1b[0m the group takes rack \x1b[36mr3\x1b[0m"),
+            "{coloured}"
+        );
+        // Missing: held, and no cycle.
+        let missing = GroupReport {
+            found: false,
+            min_count: None,
+            topology_key: None,
+            pending: 1,
+            held: Some("PodGroup ml/train does not exist: …".into()),
+            decided_by: String::new(),
+            reason: String::new(),
+            domains: vec![],
+            ..g
+        };
+        e.pod_group = Some(missing);
+        let out = text(&e, Style::default());
+        assert!(
+            out.contains(
+                "PodGroup ml/train (not found); 1 pod pending (this one included), 0 bound\n\
+                 HELD: PodGroup ml/train does not exist: …\n\
+                 \n\
+                 This pod alone"
+            ),
+            "{out}"
+        );
     }
 }

@@ -21,7 +21,10 @@ pub struct Explanation {
     pub notes: Vec<String>,
     /// The cluster the pod was explained against.
     pub cluster: ClusterSize,
-    /// The answer under the policy in use.
+    /// For a pod naming a PodGroup: the group's cycle under the policy in use.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_group: Option<GroupReport>,
+    /// The answer under the policy in use (for a PodGroup's pod: the pod alone).
     pub current: Outcome,
     /// The answer under `--policy` / `--policy-file`, when asked.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -684,6 +687,105 @@ pub fn outcome(
     }
 }
 
+/// The PodGroup a pod names (`spec.schedulingGroup`), and how kube's PodGroup cycle goes for its
+/// pending pods: which domain the group would take, or why none holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GroupReport {
+    /// The PodGroup's namespace (the pod's).
+    pub namespace: String,
+    /// The PodGroup's name.
+    pub name: String,
+    /// Whether the PodGroup exists.
+    pub found: bool,
+    /// Its minCount (1 for the basic policy), when it exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_count: Option<u32>,
+    /// Its topology key: the group goes whole into one domain of this node label.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topology_key: Option<String>,
+    /// The group's pods pending that the binder would decide together, this one included.
+    pub pending: usize,
+    /// The group's pods bound.
+    pub bound: usize,
+    /// Why the binder holds the group's pods without deciding them (GangScheduling's
+    /// PreEnqueue), when it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
+    /// Who ran the cycle (empty when none ran).
+    pub decided_by: String,
+    /// The cycle placed the group.
+    pub schedulable: bool,
+    /// The domain the group would take (with a topology key).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    /// The PodGroupInitiallyScheduled condition the cycle would write: its reason (`Scheduled`,
+    /// `Unschedulable`, `SchedulerError`; empty when no cycle ran) and message, as kube writes
+    /// them.
+    pub reason: String,
+    /// The condition's message (empty when scheduled).
+    pub message: String,
+    /// The node the cycle gives this pod.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_node: Option<String>,
+    /// kube-scheduler's message for this pod: `Successfully assigned …`, or its FailedScheduling
+    /// message.
+    pub pod_message: String,
+    /// Each placement the cycle considers (a domain of the topology key, or every node), the
+    /// one the group takes first, then those that hold minCount, then by members fitting.
+    pub domains: Vec<DomainFit>,
+    /// Why `domains` is empty although a cycle ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domains_note: Option<String>,
+}
+
+/// How many of a group's pods fit one placement: each tried in order, taking its room.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DomainFit {
+    /// The domain (value of the topology key); absent for the placement of every node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    /// Its nodes.
+    pub nodes: usize,
+    /// Pending pods of the group that fit there.
+    pub fit: usize,
+    /// Pending pods tried.
+    pub pending: usize,
+    /// The group's pods already bound (there: bound pods fix the domain).
+    pub bound: usize,
+    /// It holds minCount.
+    pub feasible: bool,
+    /// The group takes it.
+    pub chosen: bool,
+}
+
+/// The placements of a group's cycle as the report lists them: the one taken (`chosen`, a
+/// domain's value, or `None` with `taken` for the placement of every node) first, then those
+/// holding minCount, then by pods fitting (most first), then by name.
+pub fn domain_fits(
+    placements: &[placement_scheduler::engine::podgroup::PlacementFit],
+    chosen: Option<&str>,
+    taken: bool,
+) -> Vec<DomainFit> {
+    let mut out: Vec<DomainFit> = placements
+        .iter()
+        .map(|p| DomainFit {
+            domain: p.domain.clone(),
+            nodes: p.nodes,
+            fit: p.fit,
+            pending: p.members,
+            bound: p.bound,
+            feasible: p.feasible,
+            chosen: taken && p.domain.as_deref() == chosen,
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        (b.chosen, b.feasible, b.fit)
+            .cmp(&(a.chosen, a.feasible, a.fit))
+            .then_with(|| a.domain.cmp(&b.domain))
+    });
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1078,5 +1180,50 @@ mod tests {
             .unwrap()
             .starts_with("closest to fitting: a"));
         assert!(json.get("node_detail").is_none());
+    }
+
+    #[test]
+    fn domains_list_the_one_taken_then_those_holding_min_count_then_by_pods_fitting() {
+        use placement_scheduler::engine::podgroup::PlacementFit;
+        let fit = |domain: &str, fit: usize, feasible: bool| PlacementFit {
+            domain: Some(domain.into()),
+            nodes: 4,
+            fit,
+            members: 8,
+            bound: 0,
+            feasible,
+        };
+        let placements = [
+            fit("r1", 3, false),
+            fit("r2", 8, true),
+            fit("r3", 5, false),
+            fit("r4", 8, true),
+            fit("r0", 3, false),
+        ];
+        let order = |d: &[DomainFit]| -> Vec<(String, bool)> {
+            d.iter()
+                .map(|d| (d.domain.clone().unwrap_or_default(), d.chosen))
+                .collect()
+        };
+        let taken = domain_fits(&placements, Some("r4"), true);
+        assert_eq!(
+            order(&taken),
+            [
+                ("r4".to_string(), true),
+                ("r2".to_string(), false),
+                ("r3".to_string(), false),
+                ("r0".to_string(), false),
+                ("r1".to_string(), false),
+            ]
+        );
+        assert_eq!((taken[0].fit, taken[0].pending, taken[0].nodes), (8, 8, 4));
+        // Not taken (the cycle failed): nothing is marked chosen.
+        assert!(domain_fits(&placements, Some("r4"), false).iter().all(|d| !d.chosen));
+        // The placement of every node (no topology key) is taken as `None`.
+        let all = [PlacementFit {
+            domain: None,
+            ..fit("", 8, true)
+        }];
+        assert!(domain_fits(&all, None, true)[0].chosen);
     }
 }

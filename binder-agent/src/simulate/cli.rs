@@ -32,6 +32,27 @@ pub(super) fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|e| format!("invalid duration {s:?}: {e}"))
 }
 
+/// Parses a PodGroup size: `K`, or a range `MIN-MAX` (both at least 1).
+pub(super) fn parse_group_size(s: &str) -> Result<(usize, usize), String> {
+    let number = |t: &str| -> Result<usize, String> {
+        match t.trim().parse::<usize>() {
+            Ok(n) if n >= 1 => Ok(n),
+            _ => Err(format!("invalid group size {s:?}: use K or MIN-MAX, each at least 1")),
+        }
+    };
+    let (min, max) = match s.split_once('-') {
+        Some((a, b)) => (number(a)?, number(b)?),
+        None => {
+            let n = number(s)?;
+            (n, n)
+        }
+    };
+    if min > max {
+        return Err(format!("invalid group size {s:?}: {min} is more than {max}"));
+    }
+    Ok((min, max))
+}
+
 /// Flags of `binder-agent simulate`.
 #[derive(Debug, clap::Args)]
 pub struct SimulateArgs {
@@ -80,6 +101,23 @@ pub struct SimulateArgs {
     /// required per-node pod anti-affinity and zone topology spreading (DoNotSchedule, maxSkew 1).
     #[arg(long, default_value_t = 0.0)]
     pub topology_share: f64,
+    /// Gang PodGroups (scheduling.k8s.io/v1beta1, minCount = size, priority 1000) mixed into the
+    /// synthetic workload, in addition to `--pods`: each group's pods name it
+    /// (`spec.schedulingGroup`) and arrive together.
+    #[arg(long, default_value_t = 0, conflicts_with = "from_file")]
+    pub groups: usize,
+    /// Pods per PodGroup: K, or a range MIN-MAX (e.g. 8-64) the sizes are spread over.
+    #[arg(long, default_value = "8", value_parser = parse_group_size, value_name = "K|MIN-MAX")]
+    pub group_size: (usize, usize),
+    /// The PodGroups' topology key: each group placed whole in one domain of this node label.
+    /// Synthetic nodes without the label get one (`--nodes-per-domain` nodes per domain);
+    /// without a key a group may take any nodes, still all or nothing.
+    #[arg(long, value_name = "KEY")]
+    pub topology_key: Option<String>,
+    /// With `--topology-key`: nodes per domain (in node order, named `<key's last segment>-NNNN`,
+    /// e.g. `rack-0003`) for the synthetic nodes that lack the label.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    pub nodes_per_domain: u32,
     /// Seed of the synthetic cluster, the tie-breaks and the injected faults.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -89,7 +127,8 @@ pub struct SimulateArgs {
     /// volume filters: the simulated PV controller binds every claim the binder writes a binding
     /// for, at once; add `deviceclass,resourceclaim,resourceclaimtemplate,resourceslice` for
     /// devices: a pending pod naming a template gets its claim generated, as the resourceclaim
-    /// controller makes it).
+    /// controller makes it; add `podgroups` for PodGroups, scheduling.k8s.io/v1beta1: a group
+    /// without its PodGroup or short of minCount pods is left out, as the binder would hold it).
     #[arg(long, value_name = "FILE")]
     pub from_file: Option<PathBuf>,
     /// With `--from-file`, schedule every unbound pod, whatever scheduler it names.
@@ -231,6 +270,12 @@ impl SimulateArgs {
                 workload_share: self.workload_share,
                 topology_share: self.topology_share,
                 seed: self.seed,
+                pod_groups: (self.groups > 0).then(|| SyntheticPodGroups {
+                    groups: self.groups,
+                    size: self.group_size,
+                    topology_key: self.topology_key.clone(),
+                    nodes_per_domain: self.nodes_per_domain as usize,
+                }),
             }),
         };
         let decision = if self.decision_addresses.is_empty() {
@@ -323,5 +368,60 @@ mod tests {
         assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert!(parse_duration("2 weeks").is_err());
+    }
+
+    #[test]
+    fn group_sizes_parse_as_one_size_or_a_range() {
+        assert_eq!(parse_group_size("8"), Ok((8, 8)));
+        assert_eq!(parse_group_size("8-64"), Ok((8, 64)));
+        assert!(parse_group_size("0").is_err());
+        assert!(parse_group_size("64-8").unwrap_err().contains("64 is more than 8"));
+        assert!(parse_group_size("a-b").is_err());
+        assert!(parse_group_size("").is_err());
+    }
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: SimulateArgs,
+    }
+
+    #[test]
+    fn group_flags_make_the_synthetic_pod_groups() {
+        use clap::Parser as _;
+        let a = Cli::try_parse_from([
+            "simulate",
+            "--groups",
+            "40",
+            "--group-size",
+            "8-64",
+            "--topology-key",
+            "rack",
+            "--nodes-per-domain",
+            "10",
+        ])
+        .unwrap()
+        .args;
+        let ClusterSource::Synthetic(c) = a.config().cluster else {
+            panic!("a synthetic cluster")
+        };
+        assert_eq!(
+            c.pod_groups,
+            Some(SyntheticPodGroups {
+                groups: 40,
+                size: (8, 64),
+                topology_key: Some("rack".into()),
+                nodes_per_domain: 10,
+            })
+        );
+        // No groups: none; the defaults otherwise.
+        let a = Cli::try_parse_from(["simulate"]).unwrap().args;
+        assert_eq!((a.group_size, a.nodes_per_domain), ((8, 8), 20));
+        let ClusterSource::Synthetic(c) = a.config().cluster else {
+            panic!("a synthetic cluster")
+        };
+        assert_eq!(c.pod_groups, None);
+        assert!(Cli::try_parse_from(["simulate", "--groups", "3", "--from-file", "x.json"]).is_err());
+        assert!(Cli::try_parse_from(["simulate", "--nodes-per-domain", "0"]).is_err());
     }
 }

@@ -10,7 +10,7 @@ use prost::Message as _;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::api::{scheduled_message, ApiError, ClaimRef, ClusterApi, PodRef};
+use crate::api::{scheduled_message, ApiError, ClaimRef, ClusterApi, PodGroupCondition, PodRef};
 use crate::binder::{Binder, ClusterEvent};
 use crate::projection::{Owner, PodInfo, StorageKey, StorageObject};
 
@@ -151,6 +151,9 @@ pub(super) struct Store {
     by_name: HashMap<(String, String), String>,
     /// Claims, volumes, storage classes and CSINodes.
     storage: HashMap<StorageKey, StorageObject>,
+    /// The PodGroupInitiallyScheduled condition last written per PodGroup (`namespace/name`),
+    /// and how many times it was written.
+    pub(super) group_conditions: HashMap<String, (PodGroupCondition, u32)>,
 }
 
 impl Store {
@@ -189,6 +192,14 @@ impl Store {
             Some(StorageObject::ResourceClaim(c)) => Some(c),
             _ => None,
         }
+    }
+
+    /// Every PodGroup.
+    pub(super) fn pod_groups(&self) -> impl Iterator<Item = &proto::PodGroup> {
+        self.storage.values().filter_map(|o| match o {
+            StorageObject::PodGroup(g) => Some(g),
+            _ => None,
+        })
     }
 
     /// Every pod, decoded (settled ones included).
@@ -405,6 +416,40 @@ impl SimCluster {
     /// Pending pods bound so far.
     pub fn bound_count(&self) -> usize {
         self.bound_pending.load(Ordering::Relaxed)
+    }
+
+    /// The PodGroupInitiallyScheduled condition last written on the PodGroup `namespace/name`,
+    /// and how many times it was written.
+    pub fn pod_group_condition(&self, namespace: &str, name: &str) -> Option<(PodGroupCondition, u32)> {
+        self.store
+            .lock()
+            .group_conditions
+            .get(&crate::projection::pod_group_key(namespace, name))
+            .cloned()
+    }
+
+    /// PodGroups with a pending pod decided (bound, or reported unschedulable other than as an
+    /// invalid pod, which no PodGroup cycle decides) whose condition has not been written yet.
+    pub fn pod_groups_awaiting_condition(&self) -> usize {
+        let s = self.store.lock();
+        let mut decided: std::collections::HashSet<String> = std::collections::HashSet::new();
+        for p in s.pods.values().filter(|p| p.pending) {
+            let spec = &p.info.spec;
+            if spec.gang.is_some() || spec.scheduling_group.is_empty() {
+                continue;
+            }
+            let invalid = p
+                .unschedulable_message
+                .as_deref()
+                .is_some_and(|m| m.starts_with("invalid pod:"));
+            if p.info.node_name().is_some() || (p.unschedulable_message.is_some() && !invalid) {
+                decided.insert(crate::projection::pod_group_key(
+                    &spec.namespace,
+                    &spec.scheduling_group,
+                ));
+            }
+        }
+        decided.iter().filter(|k| !s.group_conditions.contains_key(*k)).count()
     }
 
     /// Pending pods not bound whose unschedulable message has been written.
@@ -659,6 +704,33 @@ impl ClusterApi for SimCluster {
         Ok(())
     }
 
+    /// Keeps the condition (the summary reports it) and, as the API server's status does, shows
+    /// the PodGroup with its PodGroupInitiallyScheduled status through the watch when it changes.
+    async fn record_pod_group_condition(&self, condition: &PodGroupCondition) -> Result<(), ApiError> {
+        let key = crate::projection::pod_group_key(&condition.namespace, &condition.name);
+        let mut s = self.store.lock();
+        let Some(StorageObject::PodGroup(mut group)) = s.storage.get(&StorageKey::PodGroup(key.clone())).cloned()
+        else {
+            return Err(ApiError::NotFound(format!(
+                "podgroups.scheduling.k8s.io \"{}\" not found",
+                condition.name
+            )));
+        };
+        let written = s.group_conditions.entry(key).or_insert((condition.clone(), 0));
+        written.0 = condition.clone();
+        written.1 += 1;
+        if group.initially_scheduled != condition.scheduled {
+            group.initially_scheduled = condition.scheduled;
+            let obj = StorageObject::PodGroup(group);
+            s.storage.insert(obj.key(), obj.clone());
+            let _ = self.watch_tx.send(WatchEvent {
+                deliver_at: Instant::now() + self.watch_latency,
+                change: Change::Storage(obj),
+            });
+        }
+        Ok(())
+    }
+
     /// Deletes the victim at once (the simulation has no kubelet and no grace period) and delivers
     /// the deletion through the watch.
     async fn preempt(
@@ -745,6 +817,46 @@ mod tests {
         assert_eq!((record.bind_calls, record.rejected_binds), (1, 1));
         assert_eq!(record.info, prebound());
         assert!(cluster.store.lock().settled.is_empty());
+    }
+
+    /// The condition is kept with its count of writes; the PodGroup shows its new status through
+    /// the watch once, when it turns True; a missing group answers 404.
+    #[tokio::test]
+    async fn pod_group_conditions_are_kept_and_the_group_seen_scheduled() {
+        let (cluster, mut watch) = SimCluster::new(Faults::default(), Duration::ZERO);
+        cluster.add_storage(StorageObject::PodGroup(proto::PodGroup {
+            namespace: "ml".into(),
+            name: "train".into(),
+            generation: 2,
+            ..Default::default()
+        }));
+        let condition = |scheduled: bool, reason: &str, message: &str| PodGroupCondition {
+            namespace: "ml".into(),
+            name: "train".into(),
+            scheduled,
+            reason: reason.into(),
+            message: message.into(),
+            observed_generation: 2,
+        };
+        let unschedulable = condition(false, "Unschedulable", "pod group is unschedulable, …");
+        cluster.record_pod_group_condition(&unschedulable).await.unwrap();
+        assert_eq!(cluster.pod_group_condition("ml", "train"), Some((unschedulable, 1)));
+        assert!(watch.rx.try_recv().is_err(), "False as before: the group is unchanged");
+        let scheduled = condition(true, "Scheduled", "");
+        cluster.record_pod_group_condition(&scheduled).await.unwrap();
+        assert_eq!(cluster.pod_group_condition("ml", "train"), Some((scheduled, 2)));
+        let event = watch.rx.recv().await.unwrap();
+        assert!(
+            matches!(&event.change, Change::Storage(StorageObject::PodGroup(g)) if g.initially_scheduled),
+            "{event:?}"
+        );
+        let mut other = condition(true, "Scheduled", "");
+        other.name = "gone".into();
+        assert!(matches!(
+            cluster.record_pod_group_condition(&other).await,
+            Err(ApiError::NotFound(_))
+        ));
+        assert_eq!(cluster.pod_group_condition("ml", "gone"), None);
     }
 
     #[tokio::test]

@@ -101,6 +101,37 @@ pub struct SyntheticCluster {
     pub topology_share: f64,
     /// Seed of every random choice.
     pub seed: u64,
+    /// Gang PodGroups mixed into the pending pods (in addition to `pending`).
+    pub pod_groups: Option<SyntheticPodGroups>,
+}
+
+/// Gang PodGroups (`scheduling.k8s.io/v1beta1`) of a synthetic workload: `groups` groups whose
+/// pods name them in `spec.schedulingGroup`, each with minCount its size, and with a topology
+/// key every group in one domain of that node label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyntheticPodGroups {
+    /// How many groups.
+    pub groups: usize,
+    /// Pods per group: the smallest and the largest size (equal for one size); sizes are spread
+    /// deterministically over the range.
+    pub size: (usize, usize),
+    /// The groups' topology key (`spec.schedulingConstraints.topology[0].key`); `None` places
+    /// a group anywhere in the cluster, still all or nothing.
+    pub topology_key: Option<String>,
+    /// Nodes per domain of the topology key, for the synthetic nodes that lack the label (nodes
+    /// that have it, as every node has `topology.kubernetes.io/zone`, keep theirs).
+    pub nodes_per_domain: usize,
+}
+
+impl Default for SyntheticPodGroups {
+    fn default() -> Self {
+        Self {
+            groups: 0,
+            size: (8, 8),
+            topology_key: None,
+            nodes_per_domain: 20,
+        }
+    }
 }
 
 impl Default for SyntheticCluster {
@@ -115,6 +146,7 @@ impl Default for SyntheticCluster {
             workload_share: 0.5,
             topology_share: 0.0,
             seed: 1,
+            pod_groups: None,
         }
     }
 }

@@ -89,7 +89,7 @@ pub(super) async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, 
         .first()
         .cloned()
         .ok_or(SimError::NoSchedulerName)?;
-    let workload = match cluster {
+    let mut workload = match cluster {
         ClusterSource::Synthetic(s) => Workload::synthetic(&s, &ours),
         ClusterSource::File { path, all_pending } => {
             let text = read(&path)?;
@@ -98,6 +98,9 @@ pub(super) async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, 
         ClusterSource::Workload(w) => w,
     };
     workload.validate()?;
+    // Pods the binder would hold for ever (their PodGroup missing or short of minCount) would
+    // keep the run from ending: they are left out, and the summary says so.
+    let held_groups = workload.take_held_groups();
 
     let timings = Arc::new(DecisionTimings::default());
     // The in-process replicas' metrics, each pod's time in extender calls kept.
@@ -149,6 +152,9 @@ pub(super) async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, 
         binder.handle(ClusterEvent::PodApplied(p.clone()));
         binder.api().add_pod(p, false);
     }
+    // The in-memory cluster serves scheduling.k8s.io/v1beta1 PodGroups (sent above with the
+    // other keyed objects), as a 1.37 API server with the Workload API does.
+    binder.handle(ClusterEvent::PodGroupsServed(true));
     binder.set_synced();
 
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
@@ -209,6 +215,7 @@ pub(super) async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, 
             && p.pending == 0
             && binder.assumed() == 0
             && binder.api().unschedulable_recorded() >= p.unschedulable
+            && binder.api().pod_groups_awaiting_condition() == 0
         {
             break (true, now - started);
         }
@@ -285,6 +292,7 @@ pub(super) async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, 
     }
     let store = sim.store.lock();
     s.fill_from(&store, binder.queue_counts().unschedulable);
+    s.held_groups(held_groups);
     if record_outcomes {
         s.outcomes = store
             .pods

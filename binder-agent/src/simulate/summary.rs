@@ -122,6 +122,48 @@ pub struct Checks {
     pub claims_not_reserved: usize,
 }
 
+/// How the PodGroups of a run ended (`scheduling.k8s.io/v1beta1`: each placed all or nothing,
+/// at least minCount of its pods, with a topology key in one domain).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PodGroups {
+    /// PodGroups with pending pods in the run.
+    pub groups: usize,
+    /// Their pending pods.
+    pub pods: usize,
+    /// Groups every pending pod of which was bound.
+    pub placed_whole: usize,
+    /// Groups bound as far as minCount but not every pending pod (only where minCount is less
+    /// than the group's pods).
+    pub placed_min_count: usize,
+    /// Groups none of whose pending pods was bound.
+    pub unplaced: usize,
+    /// Groups with some pods bound but fewer than minCount, those bound before the run included
+    /// (must be 0: a gang is placed whole or not at all).
+    pub partly_bound: usize,
+    /// Groups with a topology key whose bound pods are on nodes of more than one domain of it,
+    /// or on a node without the label (must be 0).
+    pub spanning_domains: usize,
+    /// Group pods bound in the run.
+    pub pods_placed: usize,
+    /// Group pods bound per second of wall time.
+    pub pods_per_second: f64,
+    /// Groups whose PodGroupInitiallyScheduled condition was last written True (`Scheduled`).
+    pub condition_true: usize,
+    /// Groups whose condition was last written False (`Unschedulable` or `SchedulerError`).
+    pub condition_false: usize,
+    /// Groups decided whose condition was never written.
+    pub condition_missing: usize,
+    /// Groups whose condition disagrees with their pods: True and none bound, or False and
+    /// some bound (must be 0).
+    pub condition_wrong: usize,
+    /// PodGroups whose pods the binder would hold for ever (kube's GangScheduling PreEnqueue),
+    /// left out of the run: `namespace/name` and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<(String, String)>,
+    /// Their pending pods.
+    pub held_pods: usize,
+}
+
 /// The result of a simulation run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Summary {
@@ -226,6 +268,9 @@ pub struct Summary {
     /// Each pending pod's outcome by `namespace/name` (with [`SimConfig::record_outcomes`](super::SimConfig::record_outcomes)).
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub outcomes: std::collections::BTreeMap<String, Outcome>,
+    /// The PodGroups, when the run had any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_groups: Option<PodGroups>,
     /// The per-arm comparison, when experiments or shadows ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub experiments: Option<Report>,
@@ -359,6 +404,7 @@ impl Summary {
 
         self.check_topology(store, &mut c);
         check_devices(store, &mut c);
+        self.pod_groups = pod_groups(store, self.wall_seconds);
         c.every_pod_bound_once = c.double_bound == 0 && c.unexpected_rejections == 0 && c.bad_scheduled_events == 0;
         self.preempted = store.preempted.len();
         self.preempted_pending = store.preempted.iter().filter(|(p, ..)| p.pending).count();
@@ -478,7 +524,133 @@ impl Summary {
             && c.claims_not_reserved == 0
             && c.unparsable_pods == 0
             && c.counts_add_up
+            && self
+                .pod_groups
+                .as_ref()
+                .is_none_or(|g| g.partly_bound == 0 && g.spanning_domains == 0 && g.condition_wrong == 0)
     }
+
+    /// Records the PodGroups the binder would hold for ever, left out of the run.
+    pub(super) fn held_groups(&mut self, held: super::workload::HeldGroups) {
+        if held.groups.is_empty() {
+            return;
+        }
+        let g = self.pod_groups.get_or_insert_with(PodGroups::default);
+        g.held = held.groups;
+        g.held_pods = held.pods;
+    }
+}
+
+/// A pod's PodGroup key, when it names one (and carries no gang label, which wins).
+fn group_key(p: &proto::Pod) -> Option<String> {
+    (p.gang.is_none() && !p.scheduling_group.is_empty())
+        .then(|| crate::projection::pod_group_key(&p.namespace, &p.scheduling_group))
+}
+
+/// What one group's pods did.
+#[derive(Default)]
+struct GroupPods<'a> {
+    pending: usize,
+    /// Pending pods whose binding was applied (preempted since or not).
+    bound: usize,
+    /// Pods bound before the run.
+    prebound: usize,
+    /// The nodes of both.
+    nodes: Vec<&'a str>,
+}
+
+/// The PodGroup checks: groups placed whole, left unplaced, partly bound, spanning domains, and
+/// their conditions; `None` when no pending pod names a PodGroup.
+fn pod_groups(store: &Store, wall_seconds: f64) -> Option<PodGroups> {
+    let mut by_group: HashMap<String, GroupPods<'_>> = HashMap::new();
+    let pending = store
+        .pods
+        .values()
+        .filter(|p| p.pending)
+        .chain(store.preempted.iter().map(|(p, ..)| p).filter(|p| p.pending));
+    for p in pending {
+        let Some(key) = group_key(&p.info.spec) else { continue };
+        let g = by_group.entry(key).or_default();
+        g.pending += 1;
+        if p.binds_applied > 0 {
+            g.bound += 1;
+            g.nodes.push(p.info.spec.node_name.as_str());
+        }
+    }
+    if by_group.is_empty() {
+        return None;
+    }
+    let mut prebound_nodes: Vec<(String, String)> = Vec::new();
+    for spec in store.prebound_specs() {
+        if let Some(key) = group_key(&spec).filter(|k| by_group.contains_key(k)) {
+            prebound_nodes.push((key, spec.node_name.clone()));
+        }
+    }
+    for (key, node) in &prebound_nodes {
+        if let Some(g) = by_group.get_mut(key) {
+            g.prebound += 1;
+            g.nodes.push(node.as_str());
+        }
+    }
+    let groups: HashMap<String, &proto::PodGroup> = store
+        .pod_groups()
+        .map(|g| (crate::projection::pod_group_key(&g.namespace, &g.name), g))
+        .collect();
+    let mut out = PodGroups {
+        groups: by_group.len(),
+        ..PodGroups::default()
+    };
+    for (key, g) in &by_group {
+        out.pods += g.pending;
+        out.pods_placed += g.bound;
+        let group = groups.get(key);
+        let min_count = group
+            .and_then(|pg| pg.gang.as_ref())
+            .map_or(1, |gang| gang.min_count.max(1) as usize);
+        if g.bound == 0 {
+            out.unplaced += 1;
+        } else if g.prebound + g.bound < min_count {
+            out.partly_bound += 1;
+        } else if g.bound == g.pending {
+            out.placed_whole += 1;
+        } else {
+            out.placed_min_count += 1;
+        }
+        if let Some(topology_key) = group.and_then(|pg| pg.topology_keys.first()) {
+            let mut domains: Vec<Option<&str>> = g
+                .nodes
+                .iter()
+                .map(|n| {
+                    store
+                        .nodes
+                        .get(*n)
+                        .and_then(|node| node.labels.get(topology_key))
+                        .map(String::as_str)
+                })
+                .collect();
+            domains.sort_unstable();
+            domains.dedup();
+            if domains.len() > 1 || domains.contains(&None) {
+                out.spanning_domains += 1;
+            }
+        }
+        match store.group_conditions.get(key) {
+            Some((c, _)) => {
+                if c.scheduled {
+                    out.condition_true += 1;
+                } else {
+                    out.condition_false += 1;
+                }
+                if c.scheduled != (g.bound > 0) {
+                    out.condition_wrong += 1;
+                }
+            }
+            None if g.bound > 0 => out.condition_missing += 1,
+            None => {}
+        }
+    }
+    out.pods_per_second = out.pods_placed as f64 / wall_seconds.max(1e-9);
+    Some(out)
 }
 
 /// The device checks: claims allocated, devices given to two claims, bound pods whose claims
@@ -517,6 +689,59 @@ fn check_devices(store: &Store, c: &mut Checks) {
             }
         }
     }
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The summary's PodGroup lines.
+fn pod_group_lines(o: &mut String, g: &PodGroups) -> fmt::Result {
+    if g.groups > 0 {
+        writeln!(
+            o,
+            "  {:<20} {} groups ({} pods): {} placed whole, {} left unplaced, {} partly bound, {} spanning two domains{}",
+            "pod groups",
+            g.groups,
+            g.pods,
+            g.placed_whole,
+            g.unplaced,
+            g.partly_bound,
+            g.spanning_domains,
+            if g.placed_min_count > 0 {
+                format!(", {} placed as far as minCount", g.placed_min_count)
+            } else {
+                String::new()
+            }
+        )?;
+        writeln!(
+            o,
+            "  {:<20} {} group pods placed, {:.0} group pods/s; PodGroupInitiallyScheduled: {} True, {} False{}",
+            "",
+            g.pods_placed,
+            g.pods_per_second,
+            g.condition_true,
+            g.condition_false,
+            if g.condition_missing > 0 {
+                format!(", {} decided groups without one", g.condition_missing)
+            } else {
+                String::new()
+            }
+        )?;
+    }
+    if !g.held.is_empty() {
+        let shown: Vec<String> = g.held.iter().take(3).map(|(k, why)| format!("{k} ({why})")).collect();
+        writeln!(
+            o,
+            "  {:<20} {}, {} left out: the binder would hold them for ever (GangScheduling's PreEnqueue): {}{}",
+            "pod groups held",
+            plural(g.held.len(), "group", "groups"),
+            plural(g.held_pods, "pod", "pods"),
+            shown.join(", "),
+            if g.held.len() > 3 { ", …" } else { "" }
+        )?;
+    }
+    Ok(())
 }
 
 pub(super) fn latency_line(out: &mut String, label: &str, l: Option<&LatencySummary>, note: &str) -> fmt::Result {
@@ -575,6 +800,9 @@ impl fmt::Display for Summary {
         }
         if self.ignored_pods > 0 {
             writeln!(o, "  {:<20} {}", "pods ignored", self.ignored_pods)?;
+        }
+        if let Some(g) = &self.pod_groups {
+            pod_group_lines(&mut o, g)?;
         }
         writeln!(o, "  {:<20} {:.3} s", "wall time", self.wall_seconds)?;
         writeln!(o, "  {:<20} {:.0} pods/s", "throughput", self.pods_per_second)?;
@@ -688,6 +916,16 @@ impl fmt::Display for Summary {
                 c.anti_affinity_pods,
                 c.anti_affinity_broken,
                 c.spread_broken
+            )?;
+        }
+        if let Some(g) = &self.pod_groups {
+            writeln!(
+                o,
+                "    pod groups whole and in one domain: {} ({} partly bound, {} spanning two domains, {} conditions contradicting their pods)",
+                yes(g.partly_bound == 0 && g.spanning_domains == 0 && g.condition_wrong == 0),
+                g.partly_bound,
+                g.spanning_domains,
+                g.condition_wrong
             )?;
         }
         writeln!(o, "    counts add up: {}", yes(c.counts_add_up))?;

@@ -37,7 +37,11 @@ pub(super) fn synthetic_owner(pod: &proto::Pod) -> Option<Owner> {
 impl Workload {
     /// Builds a synthetic cluster; pending pods name `scheduler_name` and arrive interleaved.
     pub fn synthetic(config: &SyntheticCluster, scheduler_name: &str) -> Self {
-        let snapshot = synth::cluster(&config.shape, config.seed);
+        let mut snapshot = synth::cluster(&config.shape, config.seed);
+        let groups = config.pod_groups.as_ref().filter(|g| g.groups > 0);
+        if let Some(key) = groups.and_then(|g| g.topology_key.as_deref().map(|k| (k, g.nodes_per_domain))) {
+            label_domains(&mut snapshot.nodes, key.0, key.1);
+        }
         let bound = snapshot
             .pods
             .into_iter()
@@ -74,6 +78,23 @@ impl Workload {
         specs.sort_by_key(|p| xxhash_rust::xxh3::xxh3_64_with_seed(p.uid.as_bytes(), config.seed));
         let mut seen = HashSet::new();
         specs.retain(|p| seen.insert(p.uid.clone()));
+        // Each group's pods arrive together (as a Job's), the groups spread evenly over the rest.
+        let mut storage = Vec::new();
+        if let Some(g) = groups {
+            let (objects, members) = synthetic_pod_groups(g, config.seed);
+            storage.extend(objects.into_iter().map(StorageObject::PodGroup));
+            let others = std::mem::take(&mut specs);
+            let n = others.len();
+            let mut others = others.into_iter();
+            let mut taken = 0;
+            for (i, group) in members.into_iter().enumerate() {
+                let upto = n * (i + 1) / (g.groups + 1);
+                specs.extend(others.by_ref().take(upto - taken));
+                taken = upto;
+                specs.extend(group);
+            }
+            specs.extend(others);
+        }
         let pending = specs
             .into_iter()
             .enumerate()
@@ -93,16 +114,16 @@ impl Workload {
             pending,
             ignored: 0,
             pdbs: Vec::new(),
-            storage: Vec::new(),
+            storage,
         }
     }
 
     /// Reads `kubectl get nodes,pods -A -o json` (or `-o yaml`) output (a `v1 List` of Nodes and
     /// Pods; nested lists and `NodeList`/`PodList` are accepted too, and PodDisruptionBudgets,
     /// PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers,
-    /// CSIStorageCapacities, DeviceClasses, ResourceClaims, ResourceClaimTemplates and
-    /// ResourceSlices, as `kubectl get
-    /// nodes,pods,pdb,pvc,pv,storageclass,csinode,csidriver,csistoragecapacity,deviceclass,resourceclaim,resourceclaimtemplate,resourceslice
+    /// CSIStorageCapacities, DeviceClasses, ResourceClaims, ResourceClaimTemplates,
+    /// ResourceSlices and PodGroups, as `kubectl get
+    /// nodes,pods,pdb,pvc,pv,storageclass,csinode,csidriver,csistoragecapacity,deviceclass,resourceclaim,resourceclaimtemplate,resourceslice,podgroups
     /// -A -o json` lists them). Bound pods count against their nodes; unbound pods naming one of
     /// `scheduler_names` (or every unbound pod with `all_pending`) are pending, in creation order.
     /// A pending pod whose claim entry names a ResourceClaimTemplate and whose
@@ -236,6 +257,12 @@ impl Workload {
                 self.storage
                     .push(StorageObject::ResourceSlice(projection::resource_slice_info(&s)));
             }
+            "PodGroup" => {
+                let g: k8s_openapi::api::scheduling::v1beta1::PodGroup =
+                    serde_json::from_value(value).map_err(|e| SimError::Json(format!("a PodGroup: {e}")))?;
+                self.storage
+                    .push(StorageObject::PodGroup(projection::pod_group_info(&g)));
+            }
             "ResourceClaimTemplate" => {
                 let t: ResourceClaimTemplate = serde_json::from_value(value)
                     .map_err(|e| SimError::Json(format!("a ResourceClaimTemplate: {e}")))?;
@@ -313,6 +340,13 @@ impl Workload {
         let devices = convert::devices("storage", &snapshot).map_err(|e| SimError::Invalid(e.to_string()))?;
         placement_scheduler::engine::devices::DeviceObjects::from_parts(devices)
             .map_err(|e| SimError::Invalid(format!("{} {:?} appears twice", e.kind, e.key)))?;
+        let groups = convert::pod_groups("storage", &snapshot).map_err(|e| SimError::Invalid(e.to_string()))?;
+        let mut keys = HashSet::new();
+        for g in &groups {
+            if !keys.insert(g.key()) {
+                return Err(SimError::Invalid(format!("PodGroup {:?} appears twice", g.key())));
+            }
+        }
         // A pending pod whose claim is missing would wait for it (kube's PreEnqueue) until the
         // run times out: say so now.
         let claims: HashSet<(&str, &str)> = snapshot
@@ -340,6 +374,146 @@ impl Workload {
             }
         }
         Ok(())
+    }
+}
+
+/// Namespace of the synthetic PodGroups and their pods.
+pub const POD_GROUP_NAMESPACE: &str = "training";
+
+/// Priority of the synthetic PodGroups and their pods: the synthetic workload's highest, so that
+/// no other pending pod preempts a group's member (a PodGroup's pods share its priority).
+const POD_GROUP_PRIORITY: i32 = 1000;
+
+/// Labels the nodes that lack `key` with domains of `per_domain` nodes each, in node order:
+/// `<last segment of the key>-<n>` (`rack-0003` for `rack` or `example.com/rack`).
+pub fn label_domains(nodes: &mut [proto::Node], key: &str, per_domain: usize) {
+    let prefix = key.rsplit('/').next().filter(|p| !p.is_empty()).unwrap_or("domain");
+    let per_domain = per_domain.max(1);
+    let mut i = 0usize;
+    for n in nodes.iter_mut() {
+        if n.labels.contains_key(key) {
+            continue;
+        }
+        n.labels
+            .insert(key.to_string(), format!("{prefix}-{:04}", i / per_domain));
+        i += 1;
+    }
+}
+
+/// The size of group `g` in `min..=max`, spread deterministically.
+fn group_size(size: (usize, usize), seed: u64, g: usize) -> usize {
+    let (lo, hi) = (size.0.max(1), size.1.max(size.0.max(1)));
+    lo + (mix(seed ^ 0x9_0d_9a ^ (g as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)) % (hi - lo + 1) as u64) as usize
+}
+
+/// The PodGroups of `config` and each one's pods: group `g` is `job-<g>` in
+/// [`POD_GROUP_NAMESPACE`], a gang of minCount its size (with the topology key when given), its
+/// pods `job-<g>-<i>` asking the same cpu and memory (one of a few sizes per group) and naming it
+/// in `spec.schedulingGroup`, all of priority 1000.
+pub fn synthetic_pod_groups(config: &SyntheticPodGroups, seed: u64) -> (Vec<proto::PodGroup>, Vec<Vec<proto::Pod>>) {
+    const CPU: [&str; 4] = ["500m", "1", "2", "4"];
+    const MEMORY: [&str; 4] = ["1Gi", "2Gi", "4Gi", "8Gi"];
+    let (mut groups, mut members) = (Vec::new(), Vec::new());
+    for g in 0..config.groups {
+        let size = group_size(config.size, seed, g);
+        let name = format!("job-{g:04}");
+        let h = mix(seed ^ 0x51_2e ^ g as u64);
+        let (cpu, memory) = (CPU[(h % 4) as usize], MEMORY[((h >> 8) % 4) as usize]);
+        groups.push(proto::PodGroup {
+            namespace: POD_GROUP_NAMESPACE.into(),
+            name: name.clone(),
+            uid: format!("pg-{:016x}-{g}", mix(seed)),
+            generation: 1,
+            gang: Some(proto::GangSchedulingPolicy {
+                min_count: size.min(i32::MAX as usize) as i32,
+            }),
+            topology_keys: config.topology_key.iter().cloned().collect(),
+            priority: Some(POD_GROUP_PRIORITY),
+            ..Default::default()
+        });
+        members.push(
+            (0..size)
+                .map(|i| proto::Pod {
+                    uid: format!("pg-{:016x}-{g}-{i}", mix(seed)),
+                    namespace: POD_GROUP_NAMESPACE.into(),
+                    name: format!("{name}-{i}"),
+                    labels: [("job".to_string(), name.clone())].into(),
+                    priority: POD_GROUP_PRIORITY,
+                    scheduling_group: name.clone(),
+                    containers: vec![proto::Container {
+                        name: "worker".into(),
+                        requests: [
+                            ("cpu".to_string(), cpu.to_string()),
+                            ("memory".to_string(), memory.to_string()),
+                        ]
+                        .into(),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                })
+                .collect(),
+        );
+    }
+    (groups, members)
+}
+
+/// PodGroups whose pods the binder would hold for ever, as kube-scheduler's GangScheduling
+/// PreEnqueue holds them: the PodGroup does not exist, or fewer of its pods exist than minCount.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeldGroups {
+    /// `namespace/name` of each such group and why it is held, in name order.
+    pub groups: Vec<(String, String)>,
+    /// Their pending pods (left out of the run).
+    pub pods: usize,
+}
+
+impl Workload {
+    /// Takes the pending pods of PodGroups the binder would hold for ever out of `pending` (they
+    /// would wait, writing nothing, until the run times out): the PodGroup is not in `storage`,
+    /// or its pending and bound pods number fewer than its minCount. A pod with placement's gang
+    /// label is a gang member, whatever group it names (as the binder reads it).
+    pub fn take_held_groups(&mut self) -> HeldGroups {
+        let mut min_counts: HashMap<String, u32> = HashMap::new();
+        for o in &self.storage {
+            if let StorageObject::PodGroup(g) = o {
+                let min = g.gang.as_ref().map_or(1, |gang| gang.min_count.max(1) as u32);
+                min_counts.insert(format!("{}/{}", g.namespace, g.name), min);
+            }
+        }
+        let key = |p: &proto::Pod| {
+            (p.gang.is_none() && !p.scheduling_group.is_empty())
+                .then(|| format!("{}/{}", p.namespace, p.scheduling_group))
+        };
+        // Pods per group with a pending pod: (pending, bound).
+        let mut pods: HashMap<String, (usize, usize)> = HashMap::new();
+        for p in &self.pending {
+            if let Some(k) = key(&p.spec) {
+                pods.entry(k).or_default().0 += 1;
+            }
+        }
+        for p in &self.bound {
+            if let Some(n) = key(&p.spec).and_then(|k| pods.get_mut(&k)) {
+                n.1 += 1;
+            }
+        }
+        let mut held: Vec<(String, String)> = pods
+            .iter()
+            .map(|(k, (pending, bound))| (k, pending + bound))
+            .filter_map(|(k, n)| match min_counts.get(k) {
+                None => Some((k.clone(), "no such PodGroup".to_string())),
+                Some(&min) if n < min as usize => Some((k.clone(), format!("{n} of minCount {min} pods exist"))),
+                Some(_) => None,
+            })
+            .collect();
+        held.sort();
+        let held_keys: HashSet<&str> = held.iter().map(|(k, _)| k.as_str()).collect();
+        let before = self.pending.len();
+        self.pending
+            .retain(|p| key(&p.spec).is_none_or(|k| !held_keys.contains(k.as_str())));
+        HeldGroups {
+            pods: before - self.pending.len(),
+            groups: held,
+        }
     }
 }
 
@@ -453,6 +627,98 @@ mod tests {
         assert_eq!(again.metadata.name, c.metadata.name);
         let other = template_claim(&template(), "shop", "trainer-2", "uid-trainer-2", "gpu");
         assert_ne!(other.metadata.name.unwrap()[10..], name[10..]);
+    }
+
+    #[test]
+    fn domains_label_the_nodes_without_the_key_in_runs_of_n() {
+        let node = |name: &str, labels: &[(&str, &str)]| proto::Node {
+            name: name.into(),
+            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..Default::default()
+        };
+        let mut nodes = vec![
+            node("a", &[]),
+            node("b", &[("example.com/rack", "mine")]),
+            node("c", &[]),
+            node("d", &[]),
+        ];
+        label_domains(&mut nodes, "example.com/rack", 2);
+        let racks: Vec<&str> = nodes.iter().map(|n| n.labels["example.com/rack"].as_str()).collect();
+        assert_eq!(racks, ["rack-0000", "mine", "rack-0000", "rack-0001"]);
+    }
+
+    #[test]
+    fn synthetic_groups_are_gangs_of_their_size_whose_pods_name_them() {
+        let config = SyntheticPodGroups {
+            groups: 30,
+            size: (4, 9),
+            topology_key: Some("rack".into()),
+            nodes_per_domain: 20,
+        };
+        let (groups, members) = synthetic_pod_groups(&config, 3);
+        assert_eq!((groups.len(), members.len()), (30, 30));
+        let mut sizes = std::collections::BTreeSet::new();
+        for (g, pods) in groups.iter().zip(&members) {
+            assert!((4..=9).contains(&pods.len()), "{}", pods.len());
+            sizes.insert(pods.len());
+            assert_eq!(g.gang.as_ref().map(|g| g.min_count as usize), Some(pods.len()));
+            assert_eq!(g.topology_keys, ["rack"]);
+            assert!(pods
+                .iter()
+                .all(|p| p.scheduling_group == g.name && p.namespace == g.namespace && Some(p.priority) == g.priority));
+        }
+        assert!(sizes.len() > 3, "sizes spread over the range: {sizes:?}");
+        assert_eq!(synthetic_pod_groups(&config, 3), (groups, members), "deterministic");
+    }
+
+    fn group_pod(name: &str, group: &str, node: Option<&str>) -> PodInfo {
+        PodInfo {
+            spec: proto::Pod {
+                uid: name.into(),
+                name: name.into(),
+                namespace: "ml".into(),
+                scheduling_group: group.into(),
+                node_name: node.unwrap_or_default().into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// A group short of minCount (bound pods counted) or without its PodGroup is held; a complete
+    /// one and pods of no group are not.
+    #[test]
+    fn groups_the_binder_would_hold_for_ever_are_taken_out() {
+        let group = |name: &str, min_count: i32| {
+            StorageObject::PodGroup(proto::PodGroup {
+                namespace: "ml".into(),
+                name: name.into(),
+                gang: Some(proto::GangSchedulingPolicy { min_count }),
+                ..Default::default()
+            })
+        };
+        let mut w = Workload {
+            bound: vec![group_pod("done-0", "done", Some("n1"))],
+            pending: vec![
+                group_pod("done-1", "done", None),
+                group_pod("short-0", "short", None),
+                group_pod("orphan-0", "orphan", None),
+                group_pod("plain", "", None),
+            ],
+            storage: vec![group("done", 2), group("short", 2)],
+            ..Workload::default()
+        };
+        let held = w.take_held_groups();
+        assert_eq!(
+            held.groups,
+            [
+                ("ml/orphan".to_string(), "no such PodGroup".to_string()),
+                ("ml/short".to_string(), "1 of minCount 2 pods exist".to_string()),
+            ]
+        );
+        assert_eq!(held.pods, 2);
+        let left: Vec<&str> = w.pending.iter().map(|p| p.spec.name.as_str()).collect();
+        assert_eq!(left, ["done-1", "plain"]);
     }
 
     /// Past 57 characters both names are shortened in proportion, without the trailing hyphen

@@ -721,6 +721,116 @@ fn try_placement(
     })
 }
 
+/// How one placement of a group fares in [`explain`]: every member tried there, in order, each
+/// taking its room, none stopped early (kube's cycle stops a placement once minCount cannot be
+/// met; this goes on to count how many fit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacementFit {
+    /// The domain's value (of the group's topology key); `None` for the placement of every node
+    /// (a group without a topology key).
+    pub domain: Option<String>,
+    /// Nodes in the placement.
+    pub nodes: usize,
+    /// Members (of those asked about) that fit there.
+    pub fit: usize,
+    /// Members asked about.
+    pub members: usize,
+    /// Members already bound (they count towards minCount, and fix the group's domain).
+    pub bound: usize,
+    /// minCount is met there: `bound + fit >= minCount`, with at least one member fitting.
+    pub feasible: bool,
+}
+
+/// A PodGroup cycle with its placements' trials: what [`explain`] answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupExplanation {
+    /// The members' decisions, as [`schedule`] makes them.
+    pub decisions: Vec<Decision>,
+    /// The cycle's outcome, as [`schedule`] gives it; `None` when the PodGroup is not in the
+    /// snapshot (its pods wait for it).
+    pub outcome: Option<GroupOutcome>,
+    /// The group's minCount (1 for the basic policy); 0 when the PodGroup is not in the snapshot.
+    pub min_count: u32,
+    /// Each placement the cycle would consider, in the order it evaluates them (best bound first);
+    /// empty when the PodGroup is missing or its placements cannot be made (a SchedulerError).
+    pub placements: Vec<PlacementFit>,
+}
+
+/// The PodGroup cycle of `members` (the pending pods of the group `key`, `namespace/name`, in
+/// queue order) on `snapshot`, explained: the decisions and outcome [`schedule`] gives for them,
+/// and, for each placement the cycle considers, how many of them fit there. Scheduling is not
+/// changed by it: the decisions and outcome are [`schedule`]'s own; the trials are extra passes.
+pub fn explain(
+    profile: &Profile,
+    snapshot: &Snapshot,
+    extenders: Option<&dyn ExtenderHook>,
+    key: &str,
+    members: &[PodSpec],
+    seed: u64,
+    deadline: Deadline,
+) -> Result<GroupExplanation, EvalError> {
+    let (decisions, outcomes) = schedule(profile, snapshot, extenders, members, seed, deadline)?;
+    let outcome = outcomes
+        .into_iter()
+        .find(|o| format!("{}/{}", o.namespace, o.name) == key);
+    let Some(group) = snapshot.pod_group(key).map(Arc::clone) else {
+        return Ok(GroupExplanation {
+            decisions,
+            outcome,
+            min_count: 0,
+            placements: Vec::new(),
+        });
+    };
+    let min_count = group.min_count();
+    let topology = group.topology_key.as_ref().map(|k| snapshot.topology(k));
+    let Ok(placements) = placements(profile, snapshot, &group, topology.as_deref(), members) else {
+        return Ok(GroupExplanation {
+            decisions,
+            outcome,
+            min_count,
+            placements: Vec::new(),
+        });
+    };
+    let ctx = Ctx {
+        profile,
+        extenders,
+        seed,
+        deadline,
+    };
+    let bound = snapshot.pod_group_bound(key);
+    let mut fits = Vec::with_capacity(placements.len());
+    for p in &placements {
+        let view;
+        let on: &Snapshot = match p.domain {
+            None => snapshot,
+            Some(_) => {
+                view = snapshot.restrict(&p.nodes);
+                &view
+            }
+        };
+        let made = ctx
+            .evaluator(on)
+            .schedule_group(members, seed, deadline, &mut |_| false)?;
+        let fit = made.iter().filter(|d| matches!(d, Decision::Node { .. })).count();
+        fits.push(PlacementFit {
+            domain: p
+                .domain
+                .and_then(|d| topology.as_ref().and_then(|t| t.values.get(d as usize).cloned())),
+            nodes: p.nodes.len(),
+            fit,
+            members: members.len(),
+            bound,
+            feasible: fit > 0 && bound + fit >= min_count as usize,
+        });
+    }
+    Ok(GroupExplanation {
+        decisions,
+        outcome,
+        min_count,
+        placements: fits,
+    })
+}
+
 #[cfg(test)]
 #[path = "podgroup_tests.rs"]
 mod tests;

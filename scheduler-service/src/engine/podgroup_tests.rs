@@ -341,3 +341,94 @@ fn run_snapshot(snap: &Snapshot, batch: &[PodSpec]) -> (Vec<Decision>, Vec<Group
     let profile = Profile::new(Policy::kube_default());
     schedule(&profile, snap, None, batch, 7, Deadline::none()).expect("schedule")
 }
+
+fn explained(
+    nodes: Vec<NodeSpec>,
+    pods: Vec<PodSpec>,
+    groups: Vec<PodGroup>,
+    key: &str,
+    batch: &[PodSpec],
+) -> GroupExplanation {
+    let snap = Snapshot::build(nodes, pods)
+        .and_then(|s| s.with_pod_groups(groups))
+        .expect("snapshot");
+    let profile = Profile::new(Policy::kube_default());
+    explain(&profile, &snap, None, key, batch, 7, Deadline::none()).expect("explain")
+}
+
+fn fits(e: &GroupExplanation) -> Vec<(Option<&str>, usize, usize, bool)> {
+    e.placements
+        .iter()
+        .map(|p| (p.domain.as_deref(), p.nodes, p.fit, p.feasible))
+        .collect()
+}
+
+#[test]
+fn explain_counts_the_members_each_rack_holds_and_gives_the_cycles_own_outcome() {
+    // Four 3-cpu pods, minCount 4: each rack holds two of them; kube's cycle stops a rack at the
+    // third, the trial goes on and counts two of four.
+    let batch: Vec<PodSpec> = (1..=4).map(|i| pod(&format!("big-{i}"), 3000, Some("big"))).collect();
+    let groups = vec![group("big", Some(4), Some("rack"))];
+    let e = explained(racks(), vec![], groups.clone(), "default/big", &batch);
+    assert_eq!(e.min_count, 4);
+    assert_eq!(fits(&e), [(Some("a"), 2, 2, false), (Some("b"), 2, 2, false)]);
+    assert!(e.placements.iter().all(|p| (p.members, p.bound) == (4, 0)));
+    // The decisions and the outcome are schedule's, word for word.
+    let (d, outcomes) = run(racks(), vec![], groups, &batch);
+    assert_eq!(e.decisions, d);
+    assert_eq!(e.outcome.as_ref(), outcomes.first());
+    assert_eq!(e.outcome.map(|o| o.reason), Some(GroupReason::Unschedulable));
+}
+
+#[test]
+fn explain_names_the_rack_the_group_takes_and_the_racks_too_full_for_it() {
+    // Rack a has 1 cpu free on n1 and 2 on n2: one 2-cpu member fits there; rack b holds both.
+    let busy = vec![bound("x", 3000, "n1", None), bound("y", 2000, "n2", None)];
+    let batch: Vec<PodSpec> = (1..=2).map(|i| pod(&format!("g-{i}"), 2000, Some("g"))).collect();
+    let e = explained(
+        racks(),
+        busy,
+        vec![group("g", Some(2), Some("rack"))],
+        "default/g",
+        &batch,
+    );
+    let outcome = e.outcome.clone().expect("an outcome");
+    assert_eq!(
+        (outcome.reason, outcome.domain.as_deref()),
+        (GroupReason::Scheduled, Some("b"))
+    );
+    let mut by_domain = fits(&e);
+    by_domain.sort();
+    assert_eq!(by_domain, [(Some("a"), 2, 1, false), (Some("b"), 2, 2, true)]);
+    for d in &e.decisions {
+        assert_eq!(rack_of(node_of(d).expect("placed")), "b");
+    }
+}
+
+#[test]
+fn explain_without_a_topology_key_tries_every_node_and_without_the_group_nothing() {
+    let batch: Vec<PodSpec> = (1..=3).map(|i| pod(&format!("s-{i}"), 3000, Some("s"))).collect();
+    let e = explained(racks(), vec![], vec![group("s", Some(3), None)], "default/s", &batch);
+    assert_eq!(fits(&e), [(None, 4, 3, true)]);
+    assert_eq!(e.outcome.map(|o| o.reason), Some(GroupReason::Scheduled));
+    // No PodGroup in the snapshot: no outcome (the pods wait for it), no placement.
+    let e = explained(racks(), vec![], vec![], "default/s", &batch);
+    assert_eq!((e.outcome, e.min_count, e.placements.len()), (None, 0, 0));
+    assert!(e.decisions.iter().all(|d| node_of(d).is_none()));
+}
+
+#[test]
+fn explain_counts_bound_members_and_only_their_rack() {
+    let done = vec![bound("m-0", 3000, "n1", Some("m"))];
+    let batch = vec![pod("m-1", 3000, Some("m"))];
+    let e = explained(
+        racks(),
+        done,
+        vec![group("m", Some(2), Some("rack"))],
+        "default/m",
+        &batch,
+    );
+    assert_eq!(fits(&e), [(Some("a"), 2, 1, true)]);
+    assert_eq!(e.placements[0].bound, 1);
+    assert_eq!(node_of(&e.decisions[0]), Some("n2"));
+}
