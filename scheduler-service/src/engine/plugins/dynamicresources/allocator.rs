@@ -37,9 +37,7 @@ use crate::engine::devices::{
 };
 use crate::engine::model::{NodeSpec, Requirement, SelectorOp, SelectorTerm};
 
-mod diagnose;
-
-pub use diagnose::{FailureKind, RequestFailure};
+pub mod diagnose;
 
 /// Most devices one claim's allocation may hold (kube's `resourceapi.AllocationResultsMaxSize`).
 pub const ALLOCATION_RESULTS_MAX_SIZE: usize = 32;

@@ -9,7 +9,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::allocator::{AllocateError, Allocator, RequestFailure};
+use super::allocator::diagnose::RequestFailure;
+use super::allocator::{AllocateError, Allocator};
 use super::cel::SelectorCache;
 use crate::engine::devices::{
     Allocation, DeviceId, DeviceIndex, DeviceObjects, InUse, PodClaimRef, RequestKind, ResourceClaim, SliceIndex,

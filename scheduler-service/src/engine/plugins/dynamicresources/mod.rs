@@ -26,7 +26,7 @@ pub mod allocator;
 pub mod cel;
 mod dynamic_resources;
 
-pub use allocator::{FailureKind, RequestFailure};
+pub use allocator::diagnose::{FailureKind, RequestFailure};
 pub use dynamic_resources::{
     selectors, BatchDevices, ClaimAllocation, DynamicResources, PodDevices, Rejection, CANNOT_ALLOCATE,
     FIRST_AVAILABLE_MAX, NOT_AVAILABLE,
