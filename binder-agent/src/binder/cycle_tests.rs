@@ -138,6 +138,8 @@ struct ScriptedReplica {
     down: Arc<std::sync::atomic::AtomicBool>,
     /// Schedule calls refused while down.
     refused: Arc<std::sync::atomic::AtomicU32>,
+    /// The pods of each Schedule call answered, by name.
+    calls: Arc<Mutex<Vec<Vec<String>>>>,
 }
 
 impl ScriptedReplica {
@@ -191,6 +193,9 @@ impl PlacementService for ScriptedReplica {
             return Err(Status::unavailable("scripted outage"));
         }
         let request = request.into_inner();
+        self.calls
+            .lock()
+            .push(request.pods.iter().map(|p| p.name.clone()).collect());
         let mut placements = Vec::new();
         for (i, pod) in request.pods.iter().enumerate() {
             let outcome = match self.answer(pod) {
@@ -289,6 +294,11 @@ struct Harness {
 
 impl Harness {
     async fn start(replica: &ScriptedReplica) -> Self {
+        Self::start_with(replica, |_| {}).await
+    }
+
+    /// [`Harness::start`] with the binder's configuration changed by `tune`.
+    async fn start_with(replica: &ScriptedReplica, tune: impl FnOnce(&mut BinderConfig)) -> Self {
         let addr = serve(replica.clone()).await;
         let pool = Arc::new(
             ReplicaPool::new(
@@ -301,7 +311,7 @@ impl Harness {
             )
             .expect("a replica pool"),
         );
-        let config = BinderConfig {
+        let mut config = BinderConfig {
             scheduler_names: vec![SCHEDULER.into()],
             batch_window: Duration::from_millis(20),
             queue: QueueConfig {
@@ -311,6 +321,7 @@ impl Harness {
             },
             ..BinderConfig::default()
         };
+        tune(&mut config);
         let api = RecordingApi::default();
         let (leader, leader_rx) = watch::channel(true);
         let binder = Binder::new(config, api.clone(), pool, Arc::new(BinderMetrics::new()), leader_rx);
@@ -554,5 +565,39 @@ async fn a_pod_group_change_leaves_pods_parked_on_volumes_while_a_claim_change_m
     )));
     h.until("the pod decided again", |_| replica.asked("with-volume") >= 2)
         .await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_pod_group_larger_than_a_batch_is_decided_whole_in_one_call() {
+    use crate::projection::StorageObject;
+    let replica = ScriptedReplica::default();
+    let members: Vec<String> = (0..5).map(|i| format!("member-{i}")).collect();
+    for m in &members {
+        replica.script(m, &[Answer::Node("n1")]);
+    }
+    // Batches of 2 pods: the group of 5 is pulled whole into the batch of its first members.
+    let h = Harness::start_with(&replica, |c| c.batch_size = 2).await;
+    h.binder
+        .handle(ClusterEvent::StorageApplied(StorageObject::PodGroup(proto::PodGroup {
+            namespace: "ns".into(),
+            name: "g".into(),
+            gang: Some(proto::GangSchedulingPolicy { min_count: 5 }),
+            ..Default::default()
+        })));
+    for m in &members {
+        let mut p = pod(m, "");
+        p.spec.scheduling_group = "g".into();
+        h.binder.handle(ClusterEvent::PodApplied(p));
+    }
+    h.until("every member bound", |api| {
+        members.iter().all(|m| api.of(m).bound_to.is_some())
+    })
+    .await;
+    let calls = replica.calls.lock().clone();
+    assert_eq!(calls.len(), 1, "one Schedule call for the group: {calls:?}");
+    let mut sent = calls[0].clone();
+    sent.sort();
+    assert_eq!(sent, members);
     h.stop().await;
 }

@@ -38,7 +38,11 @@ impl<A: ClusterApi> Binder<A> {
         now: Instant,
     ) -> Vec<QueuedPod> {
         let s = &self.shared;
-        if batch.iter().all(|p| p.info.spec.gang.is_none()) {
+        // A PodGroup's members have no gang label: they are gated too.
+        if batch
+            .iter()
+            .all(|p| p.info.spec.gang.is_none() && p.info.spec.scheduling_group.is_empty())
+        {
             return batch;
         }
         let mut report: Vec<(PodRef, String)> = Vec::new();
