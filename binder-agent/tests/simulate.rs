@@ -1008,14 +1008,14 @@ fn a_pod_whose_claim_or_template_the_file_lacks_is_refused() {
     );
 }
 
-/// A synthetic cluster with 24 gang PodGroups of 4 to 60 pods, each to be placed whole in one
+/// A synthetic cluster with 24 gang PodGroups of 4 to 150 pods, each to be placed whole in one
 /// rack of 5 nodes: no group is partly bound or spread over two racks, each group's condition
 /// matches its pods, and the groups too large for any rack stay wholly unbound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_groups_are_placed_whole_in_one_rack_or_not_at_all_in_the_simulation() {
     let groups = placement_binder::simulate::SyntheticPodGroups {
         groups: 24,
-        size: (4, 60),
+        size: (4, 150),
         topology_key: Some("example.com/rack".into()),
         nodes_per_domain: 5,
     };
