@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Placement against kube-scheduler and the raw Binding ceiling on a real control plane
-# (tests/src/bin/cluster-bench.rs; docs/performance-cluster.md has the results and how to read them).
+# (tests/src/bin/cluster-bench/main.rs; docs/performance-cluster.md has the results and how to read them).
 #
 #   scripts/cluster-bench.sh [cluster-bench run flags]   e.g. --nodes 1000 --pods 5000
 #   scripts/cluster-bench.sh --smoke                      20 nodes, 50 pods: checks that it runs
