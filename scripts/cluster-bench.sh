@@ -4,6 +4,10 @@
 #
 #   scripts/cluster-bench.sh [cluster-bench run flags]   e.g. --nodes 1000 --pods 5000
 #   scripts/cluster-bench.sh --smoke                      20 nodes, 50 pods: checks that it runs
+#   scripts/cluster-bench.sh --smoke --workload dra       20 nodes of 8 devices, 30 pods with a claim
+#                                                         (needs kube-controller-manager)
+#   scripts/cluster-bench.sh --smoke --workload podgroups 2 racks of 20 nodes, 4 PodGroups (140 pods);
+#                                                         skipped, saying so, without the Workload API
 #
 # Environment:
 #   KUBECONFIG (or E2E_KUBECONFIG)  admin kubeconfig of the control plane (required)
@@ -53,9 +57,22 @@ fi
 [[ -n ${ETCD_METRICS_URL:-} ]] && args+=(--etcd-metrics-url "$ETCD_METRICS_URL")
 
 if [[ $smoke == 1 ]]; then
-  # Own names, so it can run beside other users of the cluster; every pod must be bound.
-  exec "$BIN/cluster-bench" run "${args[@]}" --contenders "$contenders" --nodes 20 --pods 50 \
-    --paced-pods 20 --paced-rate 20 --idle-window-secs 0 --prefix "bench-smoke-$$" --timeout-secs 300 "$@"
+  # Own names, so it can run beside other users of the cluster; every pod must be bound (and the
+  # workload's checks pass).
+  workload=plain
+  for ((i = 1; i <= $#; i++)); do
+    case ${!i} in
+      --workload) j=$((i + 1)); workload=${!j:-plain} ;;
+      --workload=*) workload=${!i#--workload=} ;;
+    esac
+  done
+  case $workload in
+    dra) size=(--nodes 20 --pods 30) ;;
+    podgroups) size=(--nodes 40 --rack-nodes 20 --groups 4 --skip-unserved) ;;
+    *) size=(--nodes 20 --pods 50 --paced-pods 20 --paced-rate 20) ;;
+  esac
+  exec "$BIN/cluster-bench" run "${args[@]}" --contenders "$contenders" "${size[@]}" \
+    --idle-window-secs 0 --prefix "bench-smoke-$$" --timeout-secs 300 "$@"
 fi
 # Your --contenders replace the default list.
 [[ " $* " == *" --contenders"* ]] || args+=(--contenders "$contenders")

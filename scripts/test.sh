@@ -76,6 +76,10 @@ BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug"
 if [ -n "${E2E_KUBECONFIG:-}" ]; then
   # placement, kube-scheduler (when its binary is found) and raw Bindings on the real cluster, tiny.
   KUBECONFIG="$E2E_KUBECONFIG" bash scripts/cluster-bench.sh --smoke
+  # The same with a device claim per pod, and with gang PodGroups (skipped, saying so, on a cluster
+  # without the Workload API).
+  KUBECONFIG="$E2E_KUBECONFIG" bash scripts/cluster-bench.sh --smoke --workload dra
+  KUBECONFIG="$E2E_KUBECONFIG" bash scripts/cluster-bench.sh --smoke --workload podgroups
 else
   echo "cluster-bench smoke skipped: E2E_KUBECONFIG is not set"
 fi

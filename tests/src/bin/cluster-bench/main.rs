@@ -28,6 +28,12 @@
 //! Everything it made is deleted at the end (`--keep-nodes` keeps the nodes for the next run).
 //! Its pods select the bench nodes (label `placement-bench`) and tolerate the taints a node
 //! lifecycle controller puts on kubelet-less nodes, so it can run on a real cluster too.
+//!
+//! `--workload dra` gives every node a ResourceSlice of GPU-like devices and every pod a claim of
+//! 1 to 4 of them; `--workload podgroups` puts the nodes in racks and the pods in gang PodGroups
+//! confined to one rack (`workload.rs`). Either checks afterwards what each contender bound.
+
+mod workload;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{Read, Write};
@@ -53,6 +59,7 @@ use placement_scheduler::procstat::Proc;
 use serde::Serialize;
 use serde_json::json;
 use tokio::sync::Notify;
+use workload::{BenchPod, Checks, PlanEntry, Shape, Workload};
 
 /// Label on the bench's nodes; its pods select it.
 const NODE_LABEL: &str = "placement-bench";
@@ -118,9 +125,26 @@ struct RunArgs {
     /// Ready nodes to create.
     #[arg(long, default_value_t = 1000)]
     nodes: usize,
-    /// Pending pods each contender binds.
+    /// Pending pods each contender binds (`--workload podgroups`: ignored, the groups' members).
     #[arg(long, default_value_t = 5000)]
     pods: usize,
+    /// What each pod asks for: `plain` (100m CPU, 128Mi), `dra` (also a ResourceClaim of 1-4
+    /// devices; needs kube-controller-manager's resourceclaim controller) or `podgroups` (gang
+    /// PodGroups of 8-64 pods, each in one rack; needs the Workload API, `scheduling.k8s.io/v1beta1`).
+    #[arg(long, value_enum, default_value = "plain")]
+    workload: Workload,
+    /// `--workload dra`: devices in each node's ResourceSlice.
+    #[arg(long, default_value_t = 8)]
+    devices_per_node: usize,
+    /// `--workload podgroups`: PodGroups per contender (8 to 64 pods each).
+    #[arg(long, default_value_t = 1000)]
+    groups: usize,
+    /// `--workload podgroups`: nodes per rack (label `rack`).
+    #[arg(long, default_value_t = 20)]
+    rack_nodes: usize,
+    /// When the API server does not serve what `--workload` needs, say so and exit 0 (smoke runs).
+    #[arg(long)]
+    skip_unserved: bool,
     /// Contenders, in the order they run.
     #[arg(
         long,
@@ -204,6 +228,10 @@ struct RawArgs {
     /// Also write each pod's `Scheduled` event.
     #[arg(long)]
     events: bool,
+    /// Each pod's node and claim allocation (JSON, `workload::PlanEntry`), instead of pod i on
+    /// node i mod N.
+    #[arg(long)]
+    plan: Option<PathBuf>,
 }
 
 async fn client(path: &Path) -> anyhow::Result<Client> {
@@ -225,7 +253,12 @@ fn pod_name(i: usize) -> String {
 
 /// A bench pod: one container requesting 100m CPU and 128Mi, selecting the bench nodes.
 fn bench_pod(name: &str, scheduler: &str, prefix: &str) -> anyhow::Result<Pod> {
-    Ok(serde_json::from_value(json!({
+    Ok(serde_json::from_value(bench_pod_json(name, scheduler, prefix))?)
+}
+
+/// [`bench_pod`] as JSON.
+fn bench_pod_json(name: &str, scheduler: &str, prefix: &str) -> serde_json::Value {
+    json!({
         "metadata": {"name": name, "labels": {"app": "bench"}},
         "spec": {
             "schedulerName": scheduler,
@@ -240,7 +273,20 @@ fn bench_pod(name: &str, scheduler: &str, prefix: &str) -> anyhow::Result<Pod> {
                 "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}
             }]
         }
-    }))?)
+    })
+}
+
+/// The run's shape, as its flags give it.
+fn shape(args: &RunArgs) -> Shape {
+    Shape {
+        workload: args.workload,
+        prefix: args.prefix.clone(),
+        nodes: args.nodes,
+        pods: args.pods,
+        devices_per_node: args.devices_per_node,
+        groups: args.groups,
+        rack_nodes: args.rack_nodes,
+    }
 }
 
 /// The Binding kube-scheduler's DefaultBinder posts.
@@ -263,6 +309,7 @@ fn binding(namespace: &str, pod: &str, node: &str) -> Binding {
 /// Creates the nodes (or finds them) and makes each Ready with 32 CPUs, 128Gi and 110 pods.
 async fn create_nodes(client: &Client, args: &RunArgs) -> anyhow::Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
+    let shape = &shape(args);
     let status = json!({"status": {
         "capacity": {"cpu": "32", "memory": "128Gi", "pods": "110"},
         "allocatable": {"cpu": "32", "memory": "128Gi", "pods": "110"},
@@ -274,14 +321,18 @@ async fn create_nodes(client: &Client, args: &RunArgs) -> anyhow::Result<()> {
             let status = &status;
             async move {
                 let name = node_name(&args.prefix, i);
-                let node: Node = serde_json::from_value(json!({
+                let mut node = json!({
                     "metadata": {"name": name, "labels": {
                         NODE_LABEL: args.prefix,
                         "kubernetes.io/hostname": name,
                         "kubernetes.io/os": "linux",
                         "topology.kubernetes.io/zone": format!("zone-{}", i % 3)
                     }}
-                }))?;
+                });
+                for (k, v) in shape.node_labels(i) {
+                    node["metadata"]["labels"][k] = json!(v);
+                }
+                let node: Node = serde_json::from_value(node)?;
                 match nodes.create(&PostParams::default(), &node).await {
                     Ok(_) => {}
                     Err(kube::Error::Api(s)) if s.code == 409 => {}
@@ -311,12 +362,12 @@ async fn delete_nodes(client: &Client, prefix: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The namespace exists and holds no pods and no events.
-async fn fresh_namespace(client: &Client, ns: &str) -> anyhow::Result<()> {
+/// The namespace exists and holds no pods, no events and none of the workload's objects.
+async fn fresh_namespace(client: &Client, ns: &str, shape: &Shape) -> anyhow::Result<()> {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     if let Some(old) = namespaces.get_opt(ns).await? {
         if old.metadata.deletion_timestamp.is_some() {
-            delete_namespace(client, ns).await?;
+            delete_namespace(client, ns, shape).await?;
         }
     }
     let body: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}}))?;
@@ -325,18 +376,18 @@ async fn fresh_namespace(client: &Client, ns: &str) -> anyhow::Result<()> {
         Err(kube::Error::Api(s)) if s.code == 409 => {}
         Err(e) => return Err(anyhow::Error::new(e).context(format!("creating namespace {ns}"))),
     }
-    empty_namespace(client, ns).await
+    empty_namespace(client, ns, shape).await
 }
 
 /// Empties and deletes the namespace and waits until it is gone. Without a namespace controller
 /// (a bare control plane) nobody would remove its `kubernetes` finalizer: after a few seconds the
 /// bench removes it itself, as that controller does once the namespace is empty.
-async fn delete_namespace(client: &Client, ns: &str) -> anyhow::Result<()> {
+async fn delete_namespace(client: &Client, ns: &str, shape: &Shape) -> anyhow::Result<()> {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     if namespaces.get_opt(ns).await?.is_none() {
         return Ok(());
     }
-    empty_namespace(client, ns).await?;
+    empty_namespace(client, ns, shape).await?;
     match namespaces.delete(ns, &DeleteParams::default()).await {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
@@ -386,8 +437,9 @@ async fn delete_namespace(client: &Client, ns: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Deletes every pod (grace period 0) and event of `ns` and waits until no pod is left.
-async fn empty_namespace(client: &Client, ns: &str) -> anyhow::Result<()> {
+/// Deletes every pod (grace period 0) and event of `ns` and waits until no pod is left, then the
+/// workload's objects (claims, PodGroups).
+async fn empty_namespace(client: &Client, ns: &str, shape: &Shape) -> anyhow::Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let events: Api<Event> = Api::namespaced(client.clone(), ns);
     let now = DeleteParams {
@@ -411,27 +463,29 @@ async fn empty_namespace(client: &Client, ns: &str) -> anyhow::Result<()> {
         ensure!(Instant::now() < deadline, "pods of {ns} still there after 300 s");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    Ok(())
+    shape.clean_namespace(client, ns).await
 }
 
-/// Creates pods `names` naming `scheduler` in `ns`.
+/// Creates pods `bench` naming `scheduler` in `ns`.
 async fn create_pods(
     client: &Client,
     ns: &str,
-    names: impl Iterator<Item = String>,
+    bench: &[BenchPod],
     scheduler: &str,
-    prefix: &str,
+    shape: &Shape,
     concurrency: usize,
 ) -> anyhow::Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    futures::stream::iter(names)
-        .map(|name| {
+    futures::stream::iter(bench)
+        .map(|p| {
             let pods = pods.clone();
             async move {
-                let pod = bench_pod(&name, scheduler, prefix)?;
+                let mut pod = bench_pod_json(&p.name, scheduler, &shape.prefix);
+                shape.decorate(p, &mut pod);
+                let pod: Pod = serde_json::from_value(pod)?;
                 pods.create(&PostParams::default(), &pod)
                     .await
-                    .with_context(|| format!("creating pod {ns}/{name}"))?;
+                    .with_context(|| format!("creating pod {ns}/{}", p.name))?;
                 Ok::<_, anyhow::Error>(())
             }
         })
@@ -852,8 +906,8 @@ struct Started {
     binder_http: Option<SocketAddr>,
 }
 
-/// Starts contender `c`.
-fn start(c: Contender, args: &RunArgs, ns: &str, log_dir: &Path) -> anyhow::Result<Started> {
+/// Starts contender `c` (a raw one binds by `plan` when given).
+fn start(c: Contender, args: &RunArgs, ns: &str, log_dir: &Path, plan: Option<&Path>) -> anyhow::Result<Started> {
     let kubeconfig = args.kubeconfig.display().to_string();
     match c {
         Contender::Raw | Contender::RawEvents => {
@@ -868,6 +922,9 @@ fn start(c: Contender, args: &RunArgs, ns: &str, log_dir: &Path) -> anyhow::Resu
                 ]);
             if c == Contender::RawEvents {
                 cmd.arg("--events");
+            }
+            if let Some(plan) = plan {
+                cmd.arg("--plan").arg(plan);
             }
             Ok(Started {
                 procs: vec![Proc2::spawn(c.name(), &mut cmd, log_dir)?],
@@ -904,8 +961,13 @@ fn start(c: Contender, args: &RunArgs, ns: &str, log_dir: &Path) -> anyhow::Resu
                 .arg(format!("--authorization-kubeconfig={kc}"))
                 .args(["--bind-address=127.0.0.1", &format!("--secure-port={port}")])
                 .arg(format!("--cert-dir={}", cert_dir.display()))
-                .arg("--v=1")
-                .args(&args.kube_scheduler_args);
+                .arg("--v=1");
+            if args.workload == Workload::Podgroups {
+                // The gates `cluster.sh up --workload-api` gives the cluster's own kube-scheduler:
+                // gang and topology-aware PodGroup scheduling.
+                cmd.arg("--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true");
+            }
+            cmd.args(&args.kube_scheduler_args);
             Ok(Started {
                 procs: vec![Proc2::spawn(c.name(), &mut cmd, log_dir)?],
                 binder_http: None,
@@ -981,6 +1043,8 @@ struct Outcome {
     etcd_puts_per_pod: Option<f64>,
     etcd_fsyncs_per_pod: Option<f64>,
     paced: Option<Paced>,
+    /// `--workload dra` and `podgroups`: what was bound, read back after the events.
+    checks: Option<Checks>,
     /// The binder's own view of the backlog and of the paced phase (placement).
     binder: Option<BinderStats>,
     binder_paced: Option<BinderStats>,
@@ -1068,14 +1132,23 @@ async fn run_contender(
 ) -> anyhow::Result<Outcome> {
     let ns = format!("{}-{}", args.prefix, c.name());
     let say = |m: String| eprintln!("cluster-bench [{}]: {m}", c.name());
-    fresh_namespace(client, &ns).await?;
+    let shape = shape(args);
+    fresh_namespace(client, &ns, &shape).await?;
     let t = Instant::now();
+    shape.set_up_namespace(client, &ns, args.setup_concurrency).await?;
+    let bench_pods = shape.pods();
+    ensure!(
+        bench_pods.len() == args.pods,
+        "{} pods planned, {} expected",
+        bench_pods.len(),
+        args.pods
+    );
     create_pods(
         client,
         &ns,
-        (0..args.pods).map(pod_name),
+        &bench_pods,
         &scheduler_name(c, &args.prefix),
-        &args.prefix,
+        &shape,
         args.setup_concurrency,
     )
     .await?;
@@ -1084,11 +1157,32 @@ async fn run_contender(
         args.pods,
         t.elapsed().as_secs_f64()
     ));
+    let t = Instant::now();
+    let claims = shape.await_claims(client, &ns).await?;
+    if !claims.is_empty() {
+        say(format!(
+            "{} ResourceClaims made by the resourceclaim controller ({:.1} s)",
+            claims.len(),
+            t.elapsed().as_secs_f64()
+        ));
+    }
+    let plan = match c {
+        Contender::Raw | Contender::RawEvents => match shape.raw_plan(|n| node_name(&args.prefix, n), &claims)? {
+            Some(plan) => {
+                let path = log_dir.join(format!("{}-plan.json", c.name()));
+                std::fs::write(&path, serde_json::to_vec(&plan)?)
+                    .with_context(|| format!("writing {}", path.display()))?;
+                Some(path)
+            }
+            None => None,
+        },
+        _ => None,
+    };
     let watches = Watches::start(client, &ns).await?;
     ensure!(watches.bound() == 0, "{ns}: pods bound before the contender started");
     let before = scrape(client, args.etcd_metrics_url.as_deref()).await?;
     let t0 = Instant::now();
-    let Started { mut procs, binder_http } = start(c, args, &ns, log_dir)?;
+    let Started { mut procs, binder_http } = start(c, args, &ns, log_dir, plan.as_deref())?;
     let deadline = t0 + Duration::from_secs(args.timeout_secs);
     let mut raw_cpu = None;
     while watches.bound() < args.pods {
@@ -1168,6 +1262,14 @@ async fn run_contender(
     let scheduler_cpu = raw_cpu.unwrap_or_else(|| procs.iter().map(Proc2::cpu).sum());
     let after = scrape(client, args.etcd_metrics_url.as_deref()).await?;
     let binder_after = scrape_binder(binder_http).await;
+    let checks = match args.workload {
+        Workload::Plain => None,
+        _ => {
+            let checks = shape.check(client, &ns, |n| node_name(&args.prefix, n)).await?;
+            say(checks.summary(args.workload));
+            Some(checks)
+        }
+    };
     let (events, events_done_s) = {
         let s = watches.seen.lock();
         (
@@ -1239,11 +1341,12 @@ async fn run_contender(
             .as_ref()
             .map(|e| per_pod(sum(e, "etcd_disk_wal_fsync_duration_seconds_count"))),
         paced,
+        checks,
         binder: binder_stats(None, binder_after.as_deref()),
         binder_paced,
     };
     let t = Instant::now();
-    empty_namespace(client, &ns).await?;
+    empty_namespace(client, &ns, &shape).await?;
     say(format!("pods and events deleted ({:.1} s)", t.elapsed().as_secs_f64()));
     Ok(outcome)
 }
@@ -1321,7 +1424,15 @@ async fn paced_phase(
     })
 }
 
-async fn run(args: RunArgs) -> anyhow::Result<()> {
+async fn run(mut args: RunArgs) -> anyhow::Result<()> {
+    shape(&args).validate()?;
+    if args.workload == Workload::Podgroups {
+        args.pods = shape(&args).pods().len();
+    }
+    ensure!(
+        args.paced_pods == 0 || args.workload == Workload::Plain,
+        "--paced-pods: with --workload plain only"
+    );
     ensure!(args.nodes > 0 && args.pods > 0, "--nodes and --pods: at least 1");
     ensure!(
         args.pods + args.paced_pods <= args.nodes * 110,
@@ -1345,11 +1456,27 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     std::fs::create_dir_all(&log_dir).with_context(|| format!("creating {}", log_dir.display()))?;
     let client = client(&args.kubeconfig).await?;
+    let shape = shape(&args);
+    if let Some(missing) = shape.unserved(&client).await? {
+        if args.skip_unserved {
+            eprintln!("cluster-bench: --workload {:?}: {missing}: skipped", args.workload);
+            return Ok(());
+        }
+        bail!("--workload {:?}: {missing}", args.workload);
+    }
     let t = Instant::now();
     create_nodes(&client, &args).await?;
+    shape
+        .set_up_cluster(&client, |n| node_name(&args.prefix, n), args.setup_concurrency)
+        .await?;
     eprintln!(
-        "cluster-bench: {} Ready nodes ({:.1} s); logs in {}",
+        "cluster-bench: {} Ready nodes{} ({:.1} s); logs in {}",
         args.nodes,
+        match args.workload {
+            Workload::Plain => String::new(),
+            Workload::Dra => format!(", each with a ResourceSlice of {} devices", args.devices_per_node),
+            Workload::Podgroups => format!(" in {} racks", shape.racks()),
+        },
         t.elapsed().as_secs_f64(),
         log_dir.display()
     );
@@ -1393,12 +1520,13 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     for &c in &contenders {
         let ns = format!("{}-{}", args.prefix, c.name());
-        if let Err(e) = delete_namespace(&client, &ns).await {
+        if let Err(e) = delete_namespace(&client, &ns, &shape).await {
             eprintln!("cluster-bench: cleaning up {ns}: {e:#}");
         }
     }
     if !args.keep_nodes {
         delete_nodes(&client, &args.prefix).await?;
+        shape.tear_down_cluster(&client).await?;
     }
     if let Some(e) = failure {
         return Err(e);
@@ -1406,13 +1534,23 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     if args.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(
-                &json!({"nodes": args.nodes, "pods": args.pods, "idle": idle, "contenders": outcomes})
-            )?
+            serde_json::to_string_pretty(&json!({
+                "workload": args.workload,
+                "nodes": args.nodes,
+                "pods": args.pods,
+                "idle": idle,
+                "contenders": outcomes
+            }))?
         );
     } else {
         print_table(&args, idle, &outcomes);
     }
+    let failed: Vec<&str> = outcomes
+        .iter()
+        .filter(|o| o.checks.as_ref().is_some_and(|c| !c.ok()))
+        .map(|o| o.contender.name())
+        .collect();
+    ensure!(failed.is_empty(), "checks failed: {}", failed.join(", "));
     Ok(())
 }
 
@@ -1421,10 +1559,25 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 }
 
 fn print_table(args: &RunArgs, idle: Idle, outcomes: &[Outcome]) {
-    println!(
-        "{} nodes, {} pending pods per contender (created before it starts; timed from its start)",
-        args.nodes, args.pods
-    );
+    match args.workload {
+        Workload::Plain => println!(
+            "{} nodes, {} pending pods per contender (created before it starts; timed from its start)",
+            args.nodes, args.pods
+        ),
+        Workload::Dra => println!(
+            "{} nodes with {} devices each, {} pending pods per contender each with a ResourceClaim of 1-4 devices \
+             (pods and claims made before it starts; timed from its start)",
+            args.nodes, args.devices_per_node, args.pods
+        ),
+        Workload::Podgroups => println!(
+            "{} nodes in {} racks, {} PodGroups of 8-64 pods per contender ({} pods; created before it starts; \
+             timed from its start)",
+            args.nodes,
+            shape(args).racks(),
+            args.groups,
+            args.pods
+        ),
+    }
     if args.idle_window_secs > 0 {
         println!(
             "idle CPU before the first contender: API server {:.3} cores, etcd {} (subtracted below)",
@@ -1488,6 +1641,16 @@ fn print_table(args: &RunArgs, idle: Idle, outcomes: &[Outcome]) {
         }
     }
     for o in outcomes {
+        if let Some(checks) = &o.checks {
+            println!(
+                "{} checks {}: {}",
+                o.contender.name(),
+                if checks.ok() { "passed" } else { "FAILED" },
+                checks.summary(args.workload)
+            );
+        }
+    }
+    for o in outcomes {
         println!();
         println!(
             "{}: watch events {:.2}/pod ({:.1} KiB/pod; {}); etcd: {} KiB received/pod, {} puts/pod, {} fsyncs/pod",
@@ -1532,11 +1695,27 @@ fn print_table(args: &RunArgs, idle: Idle, outcomes: &[Outcome]) {
     }
 }
 
-/// `raw-bind`: binds pod i to node i mod N, `--concurrency` at a time; prints its CPU time.
+/// `raw-bind`: binds pod i to node i mod N (or as `--plan` says, after its claim writes),
+/// `--concurrency` at a time; prints its CPU time.
 async fn raw_bind(args: RawArgs) -> anyhow::Result<()> {
     let client = client(&args.kubeconfig).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &args.namespace);
     let events: Api<EventV1> = Api::namespaced(client.clone(), &args.namespace);
+    let claims: Api<k8s_openapi::api::resource::v1::ResourceClaim> = Api::namespaced(client.clone(), &args.namespace);
+    let plan: Vec<PlanEntry> = match &args.plan {
+        Some(path) => {
+            serde_json::from_slice(&std::fs::read(path).with_context(|| format!("reading {}", path.display()))?)
+                .with_context(|| format!("parsing {}", path.display()))?
+        }
+        None => (0..args.pods)
+            .map(|i| PlanEntry {
+                pod: pod_name(i),
+                node: node_name(&args.prefix, i % args.nodes.max(1)),
+                claim: None,
+            })
+            .collect(),
+    };
+    let total = plan.len();
     let uids: HashMap<String, String> = pods
         .list_metadata(&ListParams::default())
         .await?
@@ -1544,12 +1723,18 @@ async fn raw_bind(args: RawArgs) -> anyhow::Result<()> {
         .into_iter()
         .filter_map(|p| Some((p.metadata.name?, p.metadata.uid?)))
         .collect();
-    let failures = futures::stream::iter(0..args.pods)
-        .map(|i| {
-            let (pods, events) = (pods.clone(), events.clone());
-            let (name, node) = (pod_name(i), node_name(&args.prefix, i % args.nodes.max(1)));
-            let (ns, uid, with_event) = (&args.namespace, uids.get(&name).cloned(), args.events);
+    let failures = futures::stream::iter(plan)
+        .map(|entry| {
+            let (pods, events, claims) = (pods.clone(), events.clone(), claims.clone());
+            let (ns, uid, with_event) = (&args.namespace, uids.get(&entry.pod).cloned(), args.events);
             async move {
+                if entry.claim.is_some() {
+                    let uid = uid
+                        .as_deref()
+                        .with_context(|| format!("pod {} not listed", entry.pod))?;
+                    workload::raw_claim_writes(&pods, &claims, &entry, uid).await?;
+                }
+                let PlanEntry { pod: name, node, .. } = entry;
                 let body = binding(ns, &name, &node);
                 pods.create_subresource::<_, serde_json::Value>("binding", &name, &PostParams::default(), &body)
                     .await
@@ -1593,7 +1778,7 @@ async fn raw_bind(args: RawArgs) -> anyhow::Result<()> {
         .collect::<Vec<_>>()
         .await;
     if let Some(e) = failures.first() {
-        bail!("{} of {} binds failed; first: {e:#}", failures.len(), args.pods);
+        bail!("{} of {total} binds failed; first: {e:#}", failures.len());
     }
     let cpu = Proc::Myself.cpu().map_or(0.0, |d| d.as_secs_f64());
     println!("cpu_seconds {cpu}");
