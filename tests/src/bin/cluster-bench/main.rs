@@ -1202,15 +1202,24 @@ async fn run_contender(
                 p.check()?;
             }
         }
-        ensure!(
-            Instant::now() < deadline,
-            "{}: only {} of {} pods bound within {} s (logs in {})",
-            c.name(),
-            watches.bound(),
-            args.pods,
-            args.timeout_secs,
-            log_dir.display()
-        );
+        if Instant::now() >= deadline {
+            // What the workload's checks say of the pods left (e.g. which PodGroups wait).
+            let checks = match args.workload {
+                Workload::Plain => String::new(),
+                _ => match shape.check(client, &ns, |n| node_name(&args.prefix, n)).await {
+                    Ok(checks) => format!("; {}", checks.summary(args.workload)),
+                    Err(e) => format!("; checks failed: {e:#}"),
+                },
+            };
+            bail!(
+                "{}: only {} of {} pods bound within {} s{checks} (logs in {})",
+                c.name(),
+                watches.bound(),
+                args.pods,
+                args.timeout_secs,
+                log_dir.display()
+            );
+        }
         watches.wait(Duration::from_millis(200)).await;
     }
     let (first, last, waits) = {

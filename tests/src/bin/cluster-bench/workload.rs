@@ -724,8 +724,12 @@ impl Checks {
             }
             Workload::Podgroups => {
                 s += &format!(
-                    "; {} groups: {} whole, {} partly bound, {} over two racks or more",
-                    self.groups, self.groups_whole, self.groups_partial, self.groups_spanning
+                    "; {} groups: {} whole, {} not bound, {} partly bound, {} over two racks or more",
+                    self.groups,
+                    self.groups_whole,
+                    self.groups - self.groups_whole - self.groups_partial,
+                    self.groups_partial,
+                    self.groups_spanning
                 )
             }
         }
