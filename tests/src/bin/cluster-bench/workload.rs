@@ -848,15 +848,37 @@ where
     }
 }
 
+/// `delete_collection` of every object of `api`, again while the request fails on the way (up to
+/// 20 times): the API server ends a request after 60 s, and deleting tens of thousands of pods
+/// takes longer; each attempt deletes what it reached.
+pub async fn delete_collection<K>(api: &Api<K>, params: &DeleteParams, what: &str) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + DeserializeOwned,
+{
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match api.delete_collection(params, &ListParams::default()).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code < 500 && s.code != 429 => {
+                bail!("deleting {what}: {s}")
+            }
+            Err(e) if attempt < 20 => {
+                eprintln!("cluster-bench: deleting {what} (attempt {attempt}): {e}; trying again");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context(format!("deleting {what}"))),
+        }
+    }
+}
+
 /// Deletes every object of `api` and waits until none is left; finalizers still there after
 /// 10 s are removed (a claim's or a PodGroup's, when no controller runs to remove them).
 async fn delete_all<K>(api: &Api<K>, ns: &str, what: &str) -> anyhow::Result<()>
 where
     K: kube::Resource + Clone + std::fmt::Debug + DeserializeOwned,
 {
-    api.delete_collection(&DeleteParams::default(), &ListParams::default())
-        .await
-        .with_context(|| format!("deleting the {what} of {ns}"))?;
+    delete_collection(api, &DeleteParams::default(), &format!("the {what} of {ns}")).await?;
     let start = Instant::now();
     let mut stripped = false;
     loop {
