@@ -46,6 +46,7 @@ pub mod pdb;
 pub mod plan;
 pub mod plugins;
 pub mod podgroup;
+pub mod podgroup_preemption;
 pub mod policy;
 pub mod policy_config;
 mod pool;

@@ -436,6 +436,9 @@ pub struct PodGroup {
     pub priority: i32,
     /// spec.preemptionPolicy.
     pub preemption_policy: PreemptionPolicy,
+    /// spec.disruptionMode is All: preemption evicts its bound pods together or none of them
+    /// (Single, or unset: each pod on its own).
+    pub disruption_all: bool,
     /// The PodGroupInitiallyScheduled condition is True.
     pub initially_scheduled: bool,
 }

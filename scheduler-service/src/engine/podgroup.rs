@@ -34,8 +34,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::extender::ExtenderHook;
+use super::diagnosis::Nomination;
 use super::framework::{Deadline, Decision, Diagnosis, EvalError, Evaluator, GangFailure};
-use super::model::{PodGroup, PodSpec, PreemptionPolicy};
+use super::model::{PodGroup, PodSpec};
+use super::podgroup_preemption::{self, GroupPreemption};
 use super::policy::ScorePlugin;
 use super::profile::Profile;
 use super::resources::ResourceName;
@@ -331,11 +333,8 @@ fn group_cycle(
             Some(outcome(GroupReason::SchedulerError, message, None)),
         ));
     }
-    let scheduled = snapshot.pod_group_bound(key);
-    let topology = group.topology_key.as_ref().map(|k| snapshot.topology(k));
-    let profile = ctx.profile;
-    let placements = match placements(profile, snapshot, &group, topology.as_deref(), members) {
-        Ok(p) => p,
+    let found = match find_placement(ctx, snapshot, views, &group, key, members)? {
+        Ok(found) => found,
         Err(message) => {
             return Ok((
                 error_decisions(members.len(), &message),
@@ -343,9 +342,117 @@ fn group_cycle(
             ))
         }
     };
-    let domain_name = |p: &Placement| {
-        p.domain
-            .and_then(|d| topology.as_ref().and_then(|t| t.values.get(d as usize).cloned()))
+    let (placements, first_failure) = match found {
+        Found::Placed { made, domain } => {
+            let made = complete(made, members.len(), UNSCHEDULABLE, key);
+            return Ok((made, Some(outcome(GroupReason::Scheduled, String::new(), domain))));
+        }
+        Found::Nowhere {
+            placements,
+            first_failure,
+        } => (placements, first_failure),
+    };
+    // No placement: kube's "0/N placements are available" with the first one's status, and what
+    // the group's PostFilter (DefaultPreemption's PodGroupPostFilter) said.
+    let first = first_failure.map(|t| (t.failure.unwrap_or_default(), t.made));
+    let (first_status, first_made) = match first {
+        Some((status, made)) => (status, made),
+        None => (String::new(), Vec::new()),
+    };
+    let cycle_message = nowhere_message(placements, &first_status);
+    let preemption = podgroup_preemption::preempt(ctx.profile, snapshot, &group, members, ctx.seed, &mut |freed| {
+        // The group's cycle on the cluster without the victims (kube's PodGroupSchedulingFunc).
+        let mut views = DomainViews::default();
+        Ok(match find_placement(ctx, freed, &mut views, &group, key, members)? {
+            Err(message) => Err(message),
+            Ok(Found::Placed { made, .. }) => Ok(made
+                .iter()
+                .map(|d| match d {
+                    Decision::Node { node, .. } => Some(node.clone()),
+                    Decision::Unschedulable(_) => None,
+                })
+                .collect()),
+            Ok(Found::Nowhere {
+                placements,
+                first_failure,
+            }) => Err(nowhere_message(
+                placements,
+                &first_failure.and_then(|t| t.failure).unwrap_or_default(),
+            )),
+        })
+    })?;
+    let group_message = format!("{cycle_message}, {}", preemption.message());
+    // Members the cycle placed before it failed: the group's message; members that failed on
+    // their own: their FitError; members it did not reach: the cycle's message.
+    let mut made: Vec<Decision> = first_made
+        .into_iter()
+        .map(|d| match d {
+            Decision::Node { .. } => {
+                Decision::Unschedulable(group_diagnosis(key, &format!("{UNSCHEDULABLE}, {group_message}")))
+            }
+            Decision::Unschedulable(mut diag) => {
+                diag.gang = Some(GangFailure {
+                    gang: Arc::clone(key),
+                    message: group_message.clone(),
+                    own: true,
+                });
+                Decision::Unschedulable(diag)
+            }
+        })
+        .collect();
+    made.extend((made.len()..members.len()).map(|_| Decision::Unschedulable(group_diagnosis(key, &cycle_message))));
+    // Room made: every member the cycle on the freed cluster placed is nominated to its node and
+    // waits for all the group's victims (evicted once, whichever member the binder acts on first).
+    if let GroupPreemption::Preempt { nominated, victims } = &preemption {
+        for (d, node) in made.iter_mut().zip(nominated) {
+            if let (Decision::Unschedulable(diag), Some(node)) = (d, node) {
+                diag.nomination = Some(Nomination {
+                    node: node.clone(),
+                    victims: victims.clone(),
+                });
+            }
+        }
+    }
+    Ok((made, Some(outcome(GroupReason::Unschedulable, group_message, None))))
+}
+
+/// kube's status for a group no placement holds.
+fn nowhere_message(placements: usize, first_status: &str) -> String {
+    let first = if first_status.is_empty() {
+        String::new()
+    } else {
+        format!(", first placement status: {first_status}")
+    };
+    format!("{UNSCHEDULABLE}, 0/{placements} placements are available{first}")
+}
+
+/// What a group's cycle found, before its PostFilter.
+enum Found {
+    /// The best placement: the members' decisions (as far as the cycle got) and its domain.
+    Placed { made: Vec<Decision>, domain: Option<String> },
+    /// No placement holds the group: how many were considered and the first one's trial.
+    Nowhere {
+        placements: usize,
+        first_failure: Option<Trial>,
+    },
+}
+
+/// The placements of the group's cycle on `snapshot` and the best one (kube's
+/// `podGroupSchedulingAlgorithm` up to its PostFilter); `Err` with a SchedulerError's message when
+/// the placements cannot be made.
+fn find_placement(
+    ctx: &Ctx<'_>,
+    snapshot: &Snapshot,
+    views: &mut DomainViews,
+    group: &PodGroup,
+    key: &Arc<str>,
+    members: &[PodSpec],
+) -> Result<Result<Found, String>, EvalError> {
+    let scheduled = snapshot.pod_group_bound(key);
+    let topology = group.topology_key.as_ref().map(|k| snapshot.topology(k));
+    let placements = match placements(ctx.profile, snapshot, group, topology.as_deref(), members) {
+        Ok(p) => p,
+        Err(message) => return Ok(Err(message)),
     };
     let full = scheduled + members.len();
     let mut first_failure: Option<Trial> = None;
@@ -362,7 +469,7 @@ fn group_cycle(
         if placement.hopeless && first_failure.is_some() {
             continue;
         }
-        let trial = try_placement(ctx, snapshot, views, &group, placement, members, scheduled)?;
+        let trial = try_placement(ctx, snapshot, views, group, placement, members, scheduled)?;
         if trial.failure.is_some() {
             if first_failure.is_none() {
                 first_failure = Some(trial);
@@ -386,44 +493,18 @@ fn group_cycle(
             best = Some((t, i));
         }
     }
-    if let Some((trial, i)) = best {
-        let domain = domain_name(&placements[i]);
-        let made = complete(trial.made, members.len(), UNSCHEDULABLE, key);
-        return Ok((made, Some(outcome(GroupReason::Scheduled, String::new(), domain))));
-    }
-    // No placement: kube's "0/N placements are available" with the first one's status, and what
-    // the group's PostFilter (DefaultPreemption's PodGroupPostFilter) said.
-    let first = first_failure.map(|t| (t.failure.unwrap_or_default(), t.made));
-    let (first_status, first_made) = match first {
-        Some((status, made)) => (format!(", first placement status: {status}"), made),
-        None => (String::new(), Vec::new()),
-    };
-    let cycle_message = format!(
-        "{UNSCHEDULABLE}, 0/{} placements are available{first_status}",
-        placements.len()
-    );
-    let post_filter = post_filter_message(snapshot, &group);
-    let group_message = format!("{cycle_message}, {post_filter}");
-    // Members the cycle placed before it failed: the group's message; members that failed on
-    // their own: their FitError; members it did not reach: the cycle's message.
-    let mut made: Vec<Decision> = first_made
-        .into_iter()
-        .map(|d| match d {
-            Decision::Node { .. } => {
-                Decision::Unschedulable(group_diagnosis(key, &format!("{UNSCHEDULABLE}, {group_message}")))
-            }
-            Decision::Unschedulable(mut diag) => {
-                diag.gang = Some(GangFailure {
-                    gang: Arc::clone(key),
-                    message: group_message.clone(),
-                    own: true,
-                });
-                Decision::Unschedulable(diag)
-            }
-        })
-        .collect();
-    made.extend((made.len()..members.len()).map(|_| Decision::Unschedulable(group_diagnosis(key, &cycle_message))));
-    Ok((made, Some(outcome(GroupReason::Unschedulable, group_message, None))))
+    Ok(Ok(match best {
+        Some((trial, i)) => Found::Placed {
+            made: trial.made,
+            domain: placements[i]
+                .domain
+                .and_then(|d| topology.as_ref().and_then(|t| t.values.get(d as usize).cloned())),
+        },
+        None => Found::Nowhere {
+            placements: placements.len(),
+            first_failure,
+        },
+    }))
 }
 
 /// Fills the decisions the cycle did not reach (a feasible placement reaches every member).
@@ -459,24 +540,6 @@ fn error_decisions(n: usize, message: &str) -> Vec<Decision> {
             })
         })
         .collect()
-}
-
-/// What DefaultPreemption's PodGroupPostFilter says of a group no placement holds
-/// (`framework/preemption/podgrouppreemption.go`). Evicting for a group is not done: when
-/// lower-priority pods exist, the message says so instead of kube's outcome.
-fn post_filter_message(snapshot: &Snapshot, group: &PodGroup) -> String {
-    if group.preemption_policy == PreemptionPolicy::Never {
-        return "pod group preemption: not eligible due to preemptionPolicy=Never.".to_string();
-    }
-    let victims = snapshot
-        .nodes()
-        .iter()
-        .flat_map(|n| n.usage.pods.iter())
-        .any(|p| p.meta.as_ref().is_some_and(|m| m.priority < group.priority));
-    if !victims {
-        return "pod group preemption: No preemption victims found for incoming preemptor".to_string();
-    }
-    "pod group preemption: lower-priority pods exist, but placement does not evict for a pod group".to_string()
 }
 
 /// The resources NodeResourcesFit's placement score reads, with their weights, and its weight in

@@ -2,7 +2,7 @@
 //! 1.37.2 wrote them for the same cluster), the domain kube's placement scores pick.
 
 use super::*;
-use crate::engine::model::{NodeSpec, PodGroup};
+use crate::engine::model::{NodeSpec, PodGroup, PreemptionPolicy};
 use crate::engine::policy::Policy;
 use crate::engine::resources::Resources;
 
@@ -60,6 +60,7 @@ fn group(name: &str, min_count: Option<u32>, key: Option<&str>) -> PodGroup {
         topology_key: key.map(Arc::from),
         priority: 0,
         preemption_policy: PreemptionPolicy::PreemptLowerPriority,
+        disruption_all: false,
         initially_scheduled: false,
     }
 }

@@ -71,6 +71,7 @@ pub fn pod_group(path: &str, g: &proto::PodGroup) -> Result<PodGroup, FieldError
         topology_key: g.topology_keys.first().map(|k| Arc::from(k.as_str())),
         priority: g.priority.unwrap_or(0),
         preemption_policy,
+        disruption_all: g.disruption_mode == "All",
         initially_scheduled: g.initially_scheduled,
     })
 }
