@@ -101,6 +101,42 @@ pub fn preemption_condition_message(scheduler_name: &str) -> String {
     format!("{scheduler_name}: preempting to accommodate a higher priority pod")
 }
 
+/// Who a victim is evicted for: a pod on its nominated node, or a whole PodGroup (kube-scheduler
+/// 1.37's PodGroupPostFilter, whose candidate is the cluster: `framework/preemption/executor.go`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Preemptor {
+    /// The preempting pod.
+    Pod(PodRef),
+    /// The preempting PodGroup (its namespace, name and uid).
+    PodGroup(PodRef),
+}
+
+impl Preemptor {
+    /// The pod or the PodGroup.
+    pub fn object(&self) -> &PodRef {
+        match self {
+            Self::Pod(p) | Self::PodGroup(p) => p,
+        }
+    }
+
+    /// The victim's `Preempted` event message: `Preempted by <type> <uid> on node <candidate>`,
+    /// the candidate of a PodGroup being the cluster.
+    pub fn preempted_message(&self, node: &str) -> String {
+        match self {
+            Self::Pod(p) => preempted_message(&p.uid, node),
+            Self::PodGroup(g) => format!("Preempted by podgroup {} on node cluster", g.uid),
+        }
+    }
+
+    /// The victim's `DisruptionTarget` condition message.
+    pub fn condition_message(&self, scheduler_name: &str) -> String {
+        match self {
+            Self::Pod(_) => preemption_condition_message(scheduler_name),
+            Self::PodGroup(_) => format!("{scheduler_name}: preempting to accommodate a higher priority podgroup"),
+        }
+    }
+}
+
 /// The cluster writes the binder makes.
 pub trait ClusterApi: Send + Sync + 'static {
     /// `POST pods/{name}/binding` to `node`; the API server copies the Binding's `annotations`
@@ -218,7 +254,7 @@ pub trait ClusterApi: Send + Sync + 'static {
     fn preempt(
         &self,
         victim: &PodRef,
-        preemptor: &PodRef,
+        preemptor: &Preemptor,
         node: &str,
         scheduler_name: &str,
     ) -> impl Future<Output = Result<(), ApiError>> + Send;

@@ -116,7 +116,7 @@ mod tests {
         async fn clear_nomination(&self, _: &PodRef) -> Result<(), ApiError> {
             Ok(())
         }
-        async fn preempt(&self, _: &PodRef, _: &PodRef, _: &str, _: &str) -> Result<(), ApiError> {
+        async fn preempt(&self, _: &PodRef, _: &crate::api::Preemptor, _: &str, _: &str) -> Result<(), ApiError> {
             Ok(())
         }
     }

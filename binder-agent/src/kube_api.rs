@@ -38,8 +38,8 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use crate::api::{
-    preempted_message, preemption_condition_message, scheduled_message, ApiError, ClaimRef, ClusterApi,
-    PodGroupCondition, PodRef, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE,
+    scheduled_message, ApiError, ClaimRef, ClusterApi, PodGroupCondition, PodRef, Preemptor, ANN_BOUND_BY_CONTROLLER,
+    ANN_SELECTED_NODE,
 };
 
 /// The condition kube-scheduler's PodGroup cycle writes on a PodGroup.
@@ -713,12 +713,15 @@ impl ClusterApi for KubeApi {
     async fn preempt(
         &self,
         victim: &PodRef,
-        preemptor: &PodRef,
+        preemptor: &Preemptor,
         node: &str,
         scheduler_name: &str,
     ) -> Result<(), ApiError> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &victim.namespace);
-        let patch = Patch::Strategic(disruption_target_patch(scheduler_name, Timestamp::now()));
+        let patch = Patch::Strategic(disruption_target_patch(
+            &preemptor.condition_message(scheduler_name),
+            Timestamp::now(),
+        ));
         let gone = |r: Result<(), ApiError>| match r {
             Err(ApiError::NotFound(_)) => Ok(true),
             Err(e) => Err(e),
@@ -753,9 +756,19 @@ impl ClusterApi for KubeApi {
             "Normal",
             "Preempted",
             "Preempting",
-            &preempted_message(&preemptor.uid, node),
+            &preemptor.preempted_message(node),
         );
-        event.related = Some(pod_reference(preemptor));
+        event.related = Some(match preemptor {
+            Preemptor::Pod(p) => pod_reference(p),
+            Preemptor::PodGroup(g) => ObjectReference {
+                api_version: Some("scheduling.k8s.io/v1beta1".into()),
+                kind: Some("PodGroup".into()),
+                name: Some(g.name.clone()),
+                namespace: Some(g.namespace.clone()),
+                uid: Some(g.uid.clone()),
+                ..Default::default()
+            },
+        });
         self.create_event(&event).await
     }
 }
@@ -771,14 +784,14 @@ pub fn cleared_nomination_patch() -> serde_json::Value {
 }
 
 /// The strategic merge patch of a victim's status: kube-scheduler's `DisruptionTarget` condition.
-pub fn disruption_target_patch(scheduler_name: &str, transition: Timestamp) -> serde_json::Value {
+pub fn disruption_target_patch(message: &str, transition: Timestamp) -> serde_json::Value {
     json!({
         "status": {
             "conditions": [{
                 "type": "DisruptionTarget",
                 "status": "True",
                 "reason": "PreemptionByScheduler",
-                "message": preemption_condition_message(scheduler_name),
+                "message": message,
                 "lastTransitionTime": Time(transition),
             }]
         }

@@ -3288,3 +3288,214 @@ async fn pod_groups_are_placed_whole_in_one_rack_as_kube_scheduler_places_them()
     binder.stop().await;
     scope.cleanup().await;
 }
+
+/// A higher-priority PodGroup evicts lower-priority pods in one rack and no other, as the
+/// cluster's kube-scheduler does for a twin group on twin racks: the same victims, the members
+/// nominated in the same rack, the same group condition; once the victims are gone, both groups
+/// bind whole in that rack.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_higher_priority_pod_group_preempts_in_one_rack_as_kube_scheduler_does() {
+    let test = "a_higher_priority_pod_group_preempts_in_one_rack_as_kube_scheduler_does";
+    let Some(cluster) = cluster(test).await else {
+        return;
+    };
+    if std::env::var("E2E_KUBE_SCHEDULER").as_deref() != Ok("1") {
+        eprintln!(
+            "e2e {test}: skipped: set E2E_KUBE_SCHEDULER=1 when the cluster's kube-scheduler serves default-scheduler"
+        );
+        return;
+    }
+    type PodGroup = k8s_openapi::api::scheduling::v1beta1::PodGroup;
+    let served = Api::<PodGroup>::all(cluster.client.clone())
+        .list(&ListParams::default().limit(1))
+        .await
+        .is_ok();
+    if !served {
+        eprintln!("e2e {test}: skipped: the cluster does not serve scheduling.k8s.io/v1beta1 PodGroups");
+        return;
+    }
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "podgroup-preemption").await;
+    let groups: Api<PodGroup> = Api::namespaced(cluster.client.clone(), &scope.ns);
+    let low = priority_class(&mut scope, "placement-e2e-pg-low", 10).await;
+    let high = priority_class(&mut scope, "placement-e2e-pg-high", 1000).await;
+    // Each side: racks r1 and r2 of two 4-cpu nodes under a topology key of its own. Every node
+    // runs two low-priority 1.5-cpu pods; r2's first node runs a high-priority 500m pod too, so
+    // that r2 is the fuller rack once the low pods are gone (MostAllocated placement score).
+    let run = scope.run.clone();
+    let key = |side: &str| format!("e2e-{run}-{side}-rack");
+    for side in ["ours", "kube"] {
+        let k = key(side);
+        for rack in ["r1", "r2"] {
+            for i in 0..2 {
+                let node = scope
+                    .add_node(&format!("{side}-{rack}-{i}"), "4", &[("side", side), (k.as_str(), rack)])
+                    .await;
+                for j in 0..2 {
+                    let name = format!("low-{rack}-{i}-{j}-{side}");
+                    scope.create(&prioritized(&scope, &name, "1500m", &low, "low", Some(&node))).await;
+                }
+                if rack == "r2" && i == 0 {
+                    let name = format!("keep-{side}");
+                    scope.create(&prioritized(&scope, &name, "500m", &high, "keep", Some(&node))).await;
+                }
+            }
+        }
+    }
+    let rack_of = |node: &str| -> String {
+        node.rsplit_once('-')
+            .and_then(|(head, _)| head.rsplit_once('-'))
+            .map(|(_, rack)| rack.to_string())
+            .unwrap_or_default()
+    };
+    let binder = InProcessBinder::start(&cluster, &scope).await;
+    // The high-priority gang of four 1.5-cpu pods, minCount 4, one rack: no rack has room until
+    // low pods go.
+    let mut members = Vec::new();
+    for side in ["ours", "kube"] {
+        let g = serde_json::json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": format!("hi-{side}")},
+            "spec": {"priorityClassName": high,
+                     "schedulingPolicy": {"gang": {"minCount": 4}},
+                     "schedulingConstraints": {"topology": [{"key": key(side)}]}}});
+        groups
+            .create(&PostParams::default(), &serde_json::from_value(g).expect("a PodGroup"))
+            .await
+            .expect("create a PodGroup");
+    }
+    for i in 0..4 {
+        for pod in twin_pods(&scope, &format!("hi-{i}"), "1500m", &|pod, side| {
+            pod["spec"]["schedulingGroup"] = serde_json::json!({"podGroupName": format!("hi-{side}")});
+            pod["spec"]["priorityClassName"] = serde_json::json!(high);
+        }) {
+            scope.create(&pod).await;
+            members.push(pod.name_any());
+        }
+    }
+    let side_of = |pod: &str| if pod.ends_with("-ours") { "ours" } else { "kube" };
+    // Victims: the pods being deleted, by name without the side.
+    let victims = |side: &'static str| {
+        let scope = &scope;
+        async move {
+            list_pods(scope)
+                .await
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_some())
+                .filter_map(|p| p.name_any().strip_suffix(&format!("-{side}")).map(str::to_string))
+                .collect::<std::collections::BTreeSet<_>>()
+        }
+    };
+    eventually(WAIT, "both schedulers preempted for their group", || async {
+        victims("ours").await.len() >= 4 && victims("kube").await.len() >= 4
+    })
+    .await;
+    let (ours_condition, kube_condition) = (
+        group_condition(&scope, "hi-ours").await,
+        group_condition(&scope, "hi-kube").await,
+    );
+    eprintln!("e2e {test}: placement's condition: {ours_condition:?}");
+    eprintln!("e2e {test}: kube-scheduler's condition: {kube_condition:?}");
+    let evicted = victims("ours").await;
+    assert_eq!(evicted, victims("kube").await, "the victims: placement (left), kube-scheduler (right)");
+    assert!(
+        evicted.iter().all(|v| v.starts_with("low-r2-")),
+        "only low-priority pods of rack r2 are evicted: {evicted:?}"
+    );
+    assert_eq!(evicted.len(), 4, "{evicted:?}");
+    // Every member nominated in r2 on both sides, two per node.
+    let mut nominated: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut messages: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for name in &members {
+        let p = scope.pods().get(name).await.expect("a member");
+        assert_eq!(node_of(&p), None, "{name}: no member bound before the victims are gone");
+        let n = p
+            .status
+            .as_ref()
+            .and_then(|s| s.nominated_node_name.clone())
+            .unwrap_or_default();
+        nominated
+            .entry(side_of(name))
+            .or_default()
+            .push(n.rsplit_once(&format!("{}-", side_of(name))).map(|(_, t)| t.to_string()).unwrap_or(n.clone()));
+        messages
+            .entry(side_of(name))
+            .or_default()
+            .push(scheduled_condition(&p).and_then(|c| c.message.clone()).unwrap_or_default());
+    }
+    for v in nominated.values_mut().chain(messages.values_mut()) {
+        v.sort();
+    }
+    eprintln!("e2e {test}: nominated: {nominated:?}");
+    eprintln!("e2e {test}: member messages: {messages:?}");
+    assert_eq!(
+        ours_condition, kube_condition,
+        "the group's condition while the victims go: placement (left), kube-scheduler (right)"
+    );
+    assert_eq!(
+        messages.get("ours"),
+        messages.get("kube"),
+        "the members' messages: placement (left), kube-scheduler (right)"
+    );
+    assert_eq!(
+        nominated.get("ours").map(Vec::as_slice),
+        Some(&["r2-0", "r2-0", "r2-1", "r2-1"].map(String::from)[..]),
+        "placement nominates the group in r2, two per node"
+    );
+    assert_eq!(
+        nominated.get("ours"),
+        nominated.get("kube"),
+        "nominated nodes: placement (left), kube-scheduler (right)"
+    );
+    assert_eq!(
+        ours_condition.as_ref().and_then(|c| c["message"].as_str()).map(str::to_string),
+        Some(
+            "pod group is unschedulable, 0/2 placements are available, first placement status: minCount (4) cannot \
+             be satisfied: 0 scheduled, 3 remaining, pod group preemption: found a placement for podgroup, \
+             preempting 4 victims"
+                .to_string()
+        ),
+        "placement's condition while the victims go"
+    );
+    // The victims go (no kubelet here to finish their graceful deletion).
+    let force = DeleteParams::default().grace_period(0);
+    for v in &evicted {
+        for side in ["ours", "kube"] {
+            let _ = scope.pods().delete(&format!("{v}-{side}"), &force).await;
+        }
+    }
+    eventually(WAIT, "both groups bound", || async {
+        let mut all = true;
+        for name in &members {
+            all &= scope.pods().get(name).await.ok().is_some_and(|p| node_of(&p).is_some());
+        }
+        all
+    })
+    .await;
+    for name in &members {
+        let p = scope.pods().get(name).await.expect("a member");
+        assert_eq!(
+            rack_of(node_of(&p).unwrap_or_default()),
+            "r2",
+            "{name}: the group lands whole in r2, where room was made"
+        );
+    }
+    let low_left: Vec<String> = list_pods(&scope)
+        .await
+        .iter()
+        .map(|p| p.name_any())
+        .filter(|n| n.starts_with("low-r1-"))
+        .collect();
+    assert_eq!(low_left.len(), 8, "rack r1's low pods all stay, on both sides: {low_left:?}");
+    eventually(WAIT, "both groups' conditions say scheduled", || async {
+        let ok = |c: Option<serde_json::Value>| c.is_some_and(|c| c["status"] == "True");
+        ok(group_condition(&scope, "hi-ours").await) && ok(group_condition(&scope, "hi-kube").await)
+    })
+    .await;
+    assert_eq!(
+        group_condition(&scope, "hi-ours").await,
+        group_condition(&scope, "hi-kube").await,
+        "the scheduled group's condition: placement (left), kube-scheduler (right)"
+    );
+    binder.stop().await;
+    scope.cleanup().await;
+}

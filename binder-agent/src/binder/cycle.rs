@@ -148,10 +148,12 @@ impl<A: ClusterApi> Binder<A> {
         for (qp, node, bind) in ready {
             // Every victim is gone: the reserved room is the preemptor's.
             self.shared.metrics.nomination_ended("victims_gone");
-            if qp.info.spec.volumes.iter().any(|v| !v.claim_name.is_empty()) {
+            let claims = qp.info.spec.volumes.iter().any(|v| !v.claim_name.is_empty());
+            if claims || !qp.info.spec.scheduling_group.is_empty() {
                 // Its claims may need a volume chosen on that node (and written before the
-                // Binding): it is decided again, as kube-scheduler runs a scheduling cycle for
-                // every preemptor; the room is free for it now.
+                // Binding), or it belongs to a PodGroup, placed whole in a group cycle (which
+                // writes the group's condition): it is decided again, as kube-scheduler runs a
+                // scheduling cycle for every preemptor; the room is free for it now.
                 let uid = &qp.info.spec.uid;
                 self.shared.state.lock().forget(uid);
                 self.shared.queue.lock().retry_now(uid);

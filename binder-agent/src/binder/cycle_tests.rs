@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
 use super::{Binder, BinderConfig, ClusterEvent};
-use crate::api::{ApiError, ClusterApi, PodRef};
+use crate::api::{ApiError, ClusterApi, PodRef, Preemptor};
 use crate::metrics::BinderMetrics;
 use crate::projection::PodInfo;
 use crate::queue::QueueConfig;
@@ -103,11 +103,11 @@ impl ClusterApi for RecordingApi {
     fn preempt(
         &self,
         victim: &PodRef,
-        preemptor: &PodRef,
+        preemptor: &Preemptor,
         _node: &str,
         _scheduler_name: &str,
     ) -> impl Future<Output = Result<(), ApiError>> + Send {
-        self.with(victim, |w| w.preempted_by = Some(preemptor.name.clone()));
+        self.with(victim, |w| w.preempted_by = Some(preemptor.object().name.clone()));
         async { Ok(()) }
     }
 }

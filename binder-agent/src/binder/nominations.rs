@@ -9,7 +9,7 @@ use tracing::Instrument;
 
 use super::failures::Failure;
 use super::{pod_ref, BindRequest, Binder};
-use crate::api::{ClusterApi, PodRef};
+use crate::api::{ClusterApi, PodRef, Preemptor};
 use crate::preemptions::{Nomination, RetryEnd};
 use crate::queue::QueuedPod;
 
@@ -30,8 +30,21 @@ impl<A: ClusterApi> Binder<A> {
         let mut lost_nomination: Vec<PodRef> = Vec::new();
         // Victims to delete, and every victim to wait for (those whose deletion an earlier
         // nomination already asked for are waited for, never deleted twice).
+        // A PodGroup's member evicts for its group (kube's PodGroupPostFilter): the victims'
+        // events and conditions name the group.
+        let mut evicting_for = Preemptor::Pod(preemptor.clone());
         let (to_delete, waiting_for): (Vec<PodRef>, Vec<String>) = {
             let mut st = s.state.lock();
+            let spec = &qp.info.spec;
+            if !u.gang.is_empty() && !spec.scheduling_group.is_empty() {
+                if let Some(g) = st.pod_group(&spec.namespace, &spec.scheduling_group) {
+                    evicting_for = Preemptor::PodGroup(PodRef {
+                        namespace: g.namespace.clone(),
+                        name: g.name.clone(),
+                        uid: g.uid.clone(),
+                    });
+                }
+            }
             st.assume(qp.info.spec.clone(), &node);
             let mut nominations = s.nominations.lock();
             let mut q = s.queue.lock();
@@ -84,7 +97,7 @@ impl<A: ClusterApi> Binder<A> {
             }
             for (i, victim) in to_delete.iter().enumerate() {
                 this.rate_limit().await;
-                if let Err(e) = s.api.preempt(victim, &preemptor, &node, &scheduler_name).await {
+                if let Err(e) = s.api.preempt(victim, &evicting_for, &node, &scheduler_name).await {
                     // The room cannot be made: give the reservation up and decide the pod again.
                     tracing::warn!(pod = %preemptor.key(), victim = %victim.key(), error = %e, "preemption failed");
                     {

@@ -10,7 +10,7 @@ use prost::Message as _;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::api::{scheduled_message, ApiError, ClaimRef, ClusterApi, PodGroupCondition, PodRef};
+use crate::api::{scheduled_message, ApiError, ClaimRef, ClusterApi, PodGroupCondition, PodRef, Preemptor};
 use crate::binder::{Binder, ClusterEvent};
 use crate::projection::{Owner, PodInfo, StorageKey, StorageObject};
 
@@ -736,7 +736,7 @@ impl ClusterApi for SimCluster {
     async fn preempt(
         &self,
         victim: &PodRef,
-        preemptor: &PodRef,
+        preemptor: &Preemptor,
         node: &str,
         _scheduler_name: &str,
     ) -> Result<(), ApiError> {
@@ -753,7 +753,7 @@ impl ClusterApi for SimCluster {
             self.bound_pending.fetch_sub(1, Ordering::Relaxed);
         }
         let info = record.info.clone();
-        s.preempted.push((record, preemptor.uid.clone(), node.to_string()));
+        s.preempted.push((record, preemptor.object().uid.clone(), node.to_string()));
         self.release_claims_of(&mut s, &victim.uid);
         drop(s);
         let _ = self.watch_tx.send(WatchEvent {
@@ -869,7 +869,7 @@ mod tests {
             uid: "u-big".into(),
         };
         cluster
-            .preempt(&pod_ref(), &preemptor, "node-a", "placement")
+            .preempt(&pod_ref(), &Preemptor::Pod(preemptor.clone()), "node-a", "placement")
             .await
             .unwrap();
         {
