@@ -3329,15 +3329,23 @@ async fn a_higher_priority_pod_group_preempts_in_one_rack_as_kube_scheduler_does
         for rack in ["r1", "r2"] {
             for i in 0..2 {
                 let node = scope
-                    .add_node(&format!("{side}-{rack}-{i}"), "4", &[("side", side), (k.as_str(), rack)])
+                    .add_node(
+                        &format!("{side}-{rack}-{i}"),
+                        "4",
+                        &[("side", side), (k.as_str(), rack)],
+                    )
                     .await;
                 for j in 0..2 {
                     let name = format!("low-{rack}-{i}-{j}-{side}");
-                    scope.create(&prioritized(&scope, &name, "1500m", &low, "low", Some(&node))).await;
+                    scope
+                        .create(&prioritized(&scope, &name, "1500m", &low, "low", Some(&node)))
+                        .await;
                 }
                 if rack == "r2" && i == 0 {
                     let name = format!("keep-{side}");
-                    scope.create(&prioritized(&scope, &name, "500m", &high, "keep", Some(&node))).await;
+                    scope
+                        .create(&prioritized(&scope, &name, "500m", &high, "keep", Some(&node)))
+                        .await;
                 }
             }
         }
@@ -3396,7 +3404,11 @@ async fn a_higher_priority_pod_group_preempts_in_one_rack_as_kube_scheduler_does
     eprintln!("e2e {test}: placement's condition: {ours_condition:?}");
     eprintln!("e2e {test}: kube-scheduler's condition: {kube_condition:?}");
     let evicted = victims("ours").await;
-    assert_eq!(evicted, victims("kube").await, "the victims: placement (left), kube-scheduler (right)");
+    assert_eq!(
+        evicted,
+        victims("kube").await,
+        "the victims: placement (left), kube-scheduler (right)"
+    );
     assert!(
         evicted.iter().all(|v| v.starts_with("low-r2-")),
         "only low-priority pods of rack r2 are evicted: {evicted:?}"
@@ -3413,14 +3425,16 @@ async fn a_higher_priority_pod_group_preempts_in_one_rack_as_kube_scheduler_does
             .as_ref()
             .and_then(|s| s.nominated_node_name.clone())
             .unwrap_or_default();
-        nominated
-            .entry(side_of(name))
-            .or_default()
-            .push(n.rsplit_once(&format!("{}-", side_of(name))).map(|(_, t)| t.to_string()).unwrap_or(n.clone()));
-        messages
-            .entry(side_of(name))
-            .or_default()
-            .push(scheduled_condition(&p).and_then(|c| c.message.clone()).unwrap_or_default());
+        nominated.entry(side_of(name)).or_default().push(
+            n.rsplit_once(&format!("{}-", side_of(name)))
+                .map(|(_, t)| t.to_string())
+                .unwrap_or(n.clone()),
+        );
+        messages.entry(side_of(name)).or_default().push(
+            scheduled_condition(&p)
+                .and_then(|c| c.message.clone())
+                .unwrap_or_default(),
+        );
     }
     for v in nominated.values_mut().chain(messages.values_mut()) {
         v.sort();
@@ -3447,7 +3461,10 @@ async fn a_higher_priority_pod_group_preempts_in_one_rack_as_kube_scheduler_does
         "nominated nodes: placement (left), kube-scheduler (right)"
     );
     assert_eq!(
-        ours_condition.as_ref().and_then(|c| c["message"].as_str()).map(str::to_string),
+        ours_condition
+            .as_ref()
+            .and_then(|c| c["message"].as_str())
+            .map(str::to_string),
         Some(
             "pod group is unschedulable, 0/2 placements are available, first placement status: minCount (4) cannot \
              be satisfied: 0 scheduled, 3 remaining, pod group preemption: found a placement for podgroup, \
@@ -3456,6 +3473,36 @@ async fn a_higher_priority_pod_group_preempts_in_one_rack_as_kube_scheduler_does
         ),
         "placement's condition while the victims go"
     );
+    // Each victim's Preempted event names the group (its uid; the candidate is the cluster).
+    for side in ["ours", "kube"] {
+        let uid = groups
+            .get(&format!("hi-{side}"))
+            .await
+            .expect("the group")
+            .metadata
+            .uid
+            .unwrap_or_default();
+        for v in &evicted {
+            let victim = format!("{v}-{side}");
+            eventually(WAIT, &format!("{victim}: its Preempted event"), || async {
+                !events_for(&scope, &victim, "Preempted").await.is_empty()
+            })
+            .await;
+            let events = events_for(&scope, &victim, "Preempted").await;
+            let e = &events[0];
+            assert_eq!(
+                e.note.as_deref(),
+                Some(format!("Preempted by podgroup {uid} on node cluster").as_str()),
+                "{victim}: the event's note"
+            );
+            let related = e.related.as_ref().map(|r| (r.kind.clone(), r.name.clone()));
+            assert_eq!(
+                related,
+                Some((Some("PodGroup".to_string()), Some(format!("hi-{side}")))),
+                "{victim}: the event's related object"
+            );
+        }
+    }
     // The victims go (no kubelet here to finish their graceful deletion).
     let force = DeleteParams::default().grace_period(0);
     for v in &evicted {
@@ -3485,7 +3532,11 @@ async fn a_higher_priority_pod_group_preempts_in_one_rack_as_kube_scheduler_does
         .map(|p| p.name_any())
         .filter(|n| n.starts_with("low-r1-"))
         .collect();
-    assert_eq!(low_left.len(), 8, "rack r1's low pods all stay, on both sides: {low_left:?}");
+    assert_eq!(
+        low_left.len(),
+        8,
+        "rack r1's low pods all stay, on both sides: {low_left:?}"
+    );
     eventually(WAIT, "both groups' conditions say scheduled", || async {
         let ok = |c: Option<serde_json::Value>| c.is_some_and(|c| c["status"] == "True");
         ok(group_condition(&scope, "hi-ours").await) && ok(group_condition(&scope, "hi-kube").await)

@@ -753,7 +753,8 @@ impl ClusterApi for SimCluster {
             self.bound_pending.fetch_sub(1, Ordering::Relaxed);
         }
         let info = record.info.clone();
-        s.preempted.push((record, preemptor.object().uid.clone(), node.to_string()));
+        s.preempted
+            .push((record, preemptor.object().uid.clone(), node.to_string()));
         self.release_claims_of(&mut s, &victim.uid);
         drop(s);
         let _ = self.watch_tx.send(WatchEvent {

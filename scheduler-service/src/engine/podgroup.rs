@@ -33,8 +33,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::extender::ExtenderHook;
 use super::diagnosis::Nomination;
+use super::extender::ExtenderHook;
 use super::framework::{Deadline, Decision, Diagnosis, EvalError, Evaluator, GangFailure};
 use super::model::{PodGroup, PodSpec};
 use super::podgroup_preemption::{self, GroupPreemption};
@@ -429,7 +429,10 @@ fn nowhere_message(placements: usize, first_status: &str) -> String {
 /// What a group's cycle found, before its PostFilter.
 enum Found {
     /// The best placement: the members' decisions (as far as the cycle got) and its domain.
-    Placed { made: Vec<Decision>, domain: Option<String> },
+    Placed {
+        made: Vec<Decision>,
+        domain: Option<String>,
+    },
     /// No placement holds the group: how many were considered and the first one's trial.
     Nowhere {
         placements: usize,

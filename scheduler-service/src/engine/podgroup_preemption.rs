@@ -120,7 +120,10 @@ fn potential_victims(snapshot: &Snapshot, priority: i32) -> Vec<Victim> {
     for node in snapshot.nodes() {
         for p in &node.usage.pods {
             let Some(meta) = &p.meta else { continue };
-            let group = meta.pod_group.as_ref().and_then(|k| snapshot.pod_group(k).map(|g| (k, g)));
+            let group = meta
+                .pod_group
+                .as_ref()
+                .and_then(|k| snapshot.pod_group(k).map(|g| (k, g)));
             let pod_priority = group.map_or(meta.priority, |(_, g)| g.priority);
             if pod_priority >= priority {
                 continue;
@@ -270,7 +273,10 @@ impl<'a> Reprieve<'a> {
             plans.push(PodPlan::new(profile, freed, m, seed, &placed, true));
             placed.push(i, m);
         }
-        let topo: Vec<Option<TopoState>> = plans.iter().map(|p| p.topo.as_deref().map(TopoState::filters)).collect();
+        let topo: Vec<Option<TopoState>> = plans
+            .iter()
+            .map(|p| p.topo.as_deref().map(TopoState::filters))
+            .collect();
         let local = topo.iter().all(Option::is_none);
         Self {
             profile,
@@ -292,7 +298,7 @@ impl<'a> Reprieve<'a> {
     /// its node, else takes it out again (false).
     fn reprieve(&mut self, v: &Victim) -> bool {
         let freed = self.freed;
-        let nodes: Vec<Option<usize>> = v.pods.iter().map(|p| freed.position_of(&*p.node_name)).collect();
+        let nodes: Vec<Option<usize>> = v.pods.iter().map(|p| freed.position_of(&p.node_name)).collect();
         let untouched = self.local
             && v.pods.iter().all(|p| p.affinity.is_none())
             && nodes.iter().all(|i| i.is_none_or(|i| !self.member_nodes.contains(&i)));
@@ -335,7 +341,15 @@ impl<'a> Reprieve<'a> {
         for (k, &(m, i)) in self.assigned.iter().enumerate() {
             let usage = with_members.get(&i).unwrap_or_else(|| self.node_usage(i));
             let entry = &self.freed.nodes()[i];
-            if !filter_node(self.profile, &self.plans[k], self.topo[k].as_ref(), i, entry, usage, &mut |_, _| {}) {
+            if !filter_node(
+                self.profile,
+                &self.plans[k],
+                self.topo[k].as_ref(),
+                i,
+                entry,
+                usage,
+                &mut |_, _| {},
+            ) {
                 return false;
             }
             let mut next = usage.clone();

@@ -78,7 +78,9 @@ fn group(name: &str, min_count: u32, priority: i32) -> PodGroup {
 
 /// The high-priority group of four 1.5-cpu pods, minCount 4, one rack.
 fn preemptors() -> Vec<PodSpec> {
-    (1..=4).map(|i| pod(&format!("hi-{i}"), 1500, HIGH, Some("hi"))).collect()
+    (1..=4)
+        .map(|i| pod(&format!("hi-{i}"), 1500, HIGH, Some("hi")))
+        .collect()
 }
 
 /// Every node runs two low-priority 1.5-cpu pods (`low-<node>-<k>`); n3 runs a high-priority
@@ -137,11 +139,21 @@ fn a_higher_priority_group_evicts_lower_pods_in_one_rack_and_no_other() {
     );
     let n = nominations(&d);
     let rack_b_victims = vec!["low-n3-1", "low-n3-2", "low-n4-1", "low-n4-2"];
-    let mut nodes: Vec<String> = n.iter().map(|(node, _)| node.clone().expect("every member nominated")).collect();
+    let mut nodes: Vec<String> = n
+        .iter()
+        .map(|(node, _)| node.clone().expect("every member nominated"))
+        .collect();
     nodes.sort();
-    assert_eq!(nodes, ["n3", "n3", "n4", "n4"], "the whole group in rack b, the fuller once freed");
+    assert_eq!(
+        nodes,
+        ["n3", "n3", "n4", "n4"],
+        "the whole group in rack b, the fuller once freed"
+    );
     for (_, victims) in &n {
-        assert_eq!(victims, &rack_b_victims, "every member waits for the same victims, all in rack b");
+        assert_eq!(
+            victims, &rack_b_victims,
+            "every member waits for the same victims, all in rack b"
+        );
     }
 }
 
@@ -229,14 +241,21 @@ fn a_pod_of_a_lower_priority_group_is_a_victim_at_its_groups_priority() {
         .filter(|p| p.node_name.as_deref() != Some("n4"))
         .collect();
     pods.push(bound("lo-1", 3000, HIGH, "n4", Some("lo")));
-    let (d, _) = run(pods, vec![group("hi", 4, HIGH), group("lo", 1, 0)], vec![], &preemptors());
+    let (d, _) = run(
+        pods,
+        vec![group("hi", 4, HIGH), group("lo", 1, 0)],
+        vec![],
+        &preemptors(),
+    );
     assert_eq!(nominations(&d)[0].1, ["lo-1", "low-n3-1", "low-n3-2"]);
 }
 
 #[test]
 fn when_even_an_empty_cluster_cannot_hold_the_group_nobody_is_evicted() {
     // Ten 1.5-cpu pods, minCount 10: a rack holds at most five even with every victim gone.
-    let batch: Vec<PodSpec> = (1..=10).map(|i| pod(&format!("hi-{i}"), 1500, HIGH, Some("hi"))).collect();
+    let batch: Vec<PodSpec> = (1..=10)
+        .map(|i| pod(&format!("hi-{i}"), 1500, HIGH, Some("hi")))
+        .collect();
     let (d, outcomes) = run(full_cluster(), vec![group("hi", 10, HIGH)], vec![], &batch);
     let message = &outcomes[0].message;
     assert!(
