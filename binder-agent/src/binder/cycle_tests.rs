@@ -208,6 +208,11 @@ impl PlacementService for ScriptedReplica {
                     message: format!("0/2 nodes are available: 2 Insufficient cpu. preemption: found a potential placement for pod on node {node}, preempting {} victims", victims.len()),
                     nominated_node_name: node.into(),
                     victim_uids: victims.iter().map(|v| format!("uid-{v}")).collect(),
+                    gang: if pod.scheduling_group.is_empty() {
+                        String::new()
+                    } else {
+                        format!("{}/{}", pod.namespace, pod.scheduling_group)
+                    },
                     ..Default::default()
                 })),
                 Answer::Error(message) => Some(Outcome::Unschedulable(proto::Unschedulable {
@@ -599,5 +604,67 @@ async fn a_pod_group_larger_than_a_batch_is_decided_whole_in_one_call() {
     let mut sent = calls[0].clone();
     sent.sort();
     assert_eq!(sent, members);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_pod_groups_members_wait_for_its_victims_and_are_decided_again_together() {
+    use crate::projection::StorageObject;
+    let replica = ScriptedReplica::default();
+    let members = ["m0", "m1"];
+    for m in members {
+        replica.script(
+            m,
+            &[
+                Answer::Nominate {
+                    node: "n1",
+                    victims: &["victim"],
+                },
+                Answer::Node("n1"),
+            ],
+        );
+    }
+    let h = Harness::start(&replica).await;
+    h.binder
+        .handle(ClusterEvent::StorageApplied(StorageObject::PodGroup(proto::PodGroup {
+            namespace: "ns".into(),
+            name: "g".into(),
+            uid: "uid-g".into(),
+            gang: Some(proto::GangSchedulingPolicy { min_count: 2 }),
+            ..Default::default()
+        })));
+    h.binder.handle(ClusterEvent::PodApplied(pod("victim", "n1")));
+    for m in members {
+        let mut p = pod(m, "");
+        p.spec.scheduling_group = "g".into();
+        h.binder.handle(ClusterEvent::PodApplied(p));
+    }
+    h.until("the victim preempted and both members nominated", |api| {
+        api.of("victim").preempted_by.is_some() && members.iter().all(|m| api.of(m).nominated.is_some())
+    })
+    .await;
+    assert_eq!(
+        h.api.of("victim").preempted_by.as_deref(),
+        Some("g"),
+        "evicted for the PodGroup, not for one of its pods"
+    );
+    // Many retry intervals pass while the victim terminates: no member is decided alone.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for m in members {
+        assert_eq!(replica.asked(m), 1, "{m} waits for the group's victims");
+        assert_eq!(h.api.of(m).bound_to, None);
+    }
+    h.binder.handle(ClusterEvent::PodDeleted {
+        uid: "uid-victim".into(),
+    });
+    h.until("both members bound", |api| {
+        members.iter().all(|m| api.of(m).bound_to.is_some())
+    })
+    .await;
+    let calls = replica.calls.lock().clone();
+    assert_eq!(calls.len(), 2, "the group decided, then decided again once: {calls:?}");
+    let mut again = calls[1].clone();
+    again.sort();
+    assert_eq!(again, members, "decided again together, in one call");
     h.stop().await;
 }

@@ -146,6 +146,13 @@ impl<A: ClusterApi> Binder<A> {
                 // Deleted, bound or cancelled while the ones before it were decided.
                 continue;
             }
+            if !qp.info.spec.scheduling_group.is_empty() {
+                // A PodGroup's member is decided only with its group, once the group's victims
+                // are gone (kube-scheduler keeps such a group's nominations while its preemption
+                // is ongoing): it keeps waiting.
+                self.keep_waiting(tasks, &uid, None, now);
+                continue;
+            }
             s.state.lock().forget(&uid);
             let span = tracing::info_span!("nominated_retry", pod = %qp.info.key());
             self.schedule_batch(vec![qp], tasks).instrument(span).await;
