@@ -30,7 +30,16 @@ impl<A: ClusterApi> Binder<A> {
                 }
             }
             let pod_claims = &qp.info.spec.resource_claims;
+            // A pod with claims holds one of the `bind_concurrency` slots from its device PreBind
+            // through its first Binding attempt: pods go through their writes in the order they
+            // were placed, so a burst's first Bindings are not queued behind every other pod's
+            // claim writes.
+            let mut held: Option<tokio::sync::OwnedSemaphorePermit> = None;
             if !pod_claims.is_empty() {
+                let Ok(permit) = Arc::clone(&s.binds).acquire_owned().await else {
+                    return;
+                };
+                held = Some(permit);
                 let span = tracing::info_span!("prebind_devices", pod = %pod.key(), %node, claims = pod_claims.len());
                 // The volumes' PreBind set the nomination already, if it had work.
                 let nominate = bind.volumes.is_empty();
@@ -73,8 +82,12 @@ impl<A: ClusterApi> Binder<A> {
                         return;
                     }
                 }
-                let Ok(permit) = Arc::clone(&s.binds).acquire_owned().await else {
-                    return;
+                let permit = match held.take() {
+                    Some(permit) => permit,
+                    None => match Arc::clone(&s.binds).acquire_owned().await {
+                        Ok(permit) => permit,
+                        Err(_) => return,
+                    },
                 };
                 this.rate_limit().await;
                 let started = Instant::now();

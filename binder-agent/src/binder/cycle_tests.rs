@@ -47,6 +47,8 @@ struct Written {
 #[derive(Clone, Default)]
 struct RecordingApi {
     written: Arc<Mutex<HashMap<String, Written>>>,
+    /// Claim reservations and Bindings in the order they were written: ("reserve" | "bind", pod).
+    writes: Arc<Mutex<Vec<(&'static str, String)>>>,
 }
 
 impl RecordingApi {
@@ -67,6 +69,7 @@ impl ClusterApi for RecordingApi {
         _annotations: &BTreeMap<String, String>,
     ) -> impl Future<Output = Result<(), ApiError>> + Send {
         self.with(pod, |w| w.bound_to = Some(node.to_string()));
+        self.writes.lock().push(("bind", pod.name.clone()));
         async { Ok(()) }
     }
 
@@ -93,6 +96,20 @@ impl ClusterApi for RecordingApi {
     fn nominate(&self, pod: &PodRef, node: &str) -> impl Future<Output = Result<(), ApiError>> + Send {
         self.with(pod, |w| w.nominated = Some(node.to_string()));
         async { Ok(()) }
+    }
+
+    fn reserve_claim(
+        &self,
+        _claim: &crate::api::ClaimRef,
+        pod: &PodRef,
+        _allocation: Option<&proto::AllocationResult>,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send {
+        self.writes.lock().push(("reserve", pod.name.clone()));
+        async {
+            // A write takes a moment: others may queue meanwhile.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            Ok(())
+        }
     }
 
     fn clear_nomination(&self, pod: &PodRef) -> impl Future<Output = Result<(), ApiError>> + Send {
@@ -666,5 +683,52 @@ async fn a_pod_groups_members_wait_for_its_victims_and_are_decided_again_togethe
     let mut again = calls[1].clone();
     again.sort();
     assert_eq!(again, members, "decided again together, in one call");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_pod_with_claims_keeps_its_write_slot_from_its_claims_through_its_binding() {
+    use crate::projection::StorageObject;
+    let replica = ScriptedReplica::default();
+    let names = ["c0", "c1", "c2", "c3"];
+    for n in names {
+        replica.script(n, &[Answer::Node("n1")]);
+    }
+    // One write at a time: each pod's claim reservation is followed by its own Binding, not by
+    // the other pods' reservations.
+    let h = Harness::start_with(&replica, |c| c.bind_concurrency = 1).await;
+    for n in names {
+        h.binder
+            .handle(ClusterEvent::StorageApplied(StorageObject::ResourceClaim(
+                proto::ResourceClaim {
+                    namespace: "ns".into(),
+                    name: format!("claim-{n}"),
+                    uid: format!("uid-claim-{n}"),
+                    ..Default::default()
+                },
+            )));
+    }
+    for n in names {
+        let mut p = pod(n, "");
+        p.spec.resource_claims = vec![proto::PodResourceClaim {
+            name: "gpu".into(),
+            resource_claim_name: format!("claim-{n}"),
+            ..Default::default()
+        }];
+        h.binder.handle(ClusterEvent::PodApplied(p));
+    }
+    h.until("every pod bound", |api| {
+        names.iter().all(|n| api.of(n).bound_to.is_some())
+    })
+    .await;
+    let writes = h.api.writes.lock().clone();
+    assert_eq!(writes.len(), 8, "{writes:?}");
+    for pair in writes.chunks(2) {
+        assert_eq!(
+            (pair[0].0, pair[1].0, &pair[0].1),
+            ("reserve", "bind", &pair[1].1),
+            "each reservation followed by its pod's Binding: {writes:?}"
+        );
+    }
     h.stop().await;
 }

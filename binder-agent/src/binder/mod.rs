@@ -152,7 +152,8 @@ pub struct BinderConfig {
     pub batch_size: usize,
     /// How long to wait for a batch to fill once a pod is ready.
     pub batch_window: Duration,
-    /// Binds in flight at once.
+    /// Binds in flight at once (a pod with resource claims holds its slot from its claim writes
+    /// through its first Binding attempt).
     pub bind_concurrency: usize,
     /// `Scheduled` events in flight at once. Binds have the rest of the API server: in a burst
     /// the events trail the binds (each keeps its binding's time) instead of taking every other

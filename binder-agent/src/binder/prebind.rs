@@ -324,12 +324,9 @@ impl<A: ClusterApi> Binder<A> {
                 self.unreserve_claims(pod, &reserved).await;
                 return PreBind::Stopped;
             }
-            let Ok(permit) = Arc::clone(&s.binds).acquire_owned().await else {
-                return PreBind::Stopped;
-            };
+            // The caller holds this pod's write slot (see `spawn_bind`).
             self.rate_limit().await;
             let result = s.api.reserve_claim(claim, pod, *allocation).await;
-            drop(permit);
             match result {
                 Ok(()) => reserved.push(claim),
                 Err(e) => {
