@@ -3289,8 +3289,8 @@ async fn pod_groups_are_placed_whole_in_one_rack_as_kube_scheduler_places_them()
     scope.cleanup().await;
 }
 
-/// A higher-priority PodGroup evicts lower-priority pods in one rack and no other, as the
-/// cluster's kube-scheduler does for a twin group on twin racks: the same victims, the members
+/// A higher-priority PodGroup evicts a lower-priority PodGroup's pods in one rack and no other, as
+/// the cluster's kube-scheduler does for a twin group on twin racks: the same victims, the members
 /// nominated in the same rack, the same group condition; once the victims are gone, both groups
 /// bind whole in that rack.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -3320,10 +3320,20 @@ async fn a_higher_priority_pod_group_preempts_in_one_rack_as_kube_scheduler_does
     let low = priority_class(&mut scope, "placement-e2e-pg-low", 10).await;
     let high = priority_class(&mut scope, "placement-e2e-pg-high", 1000).await;
     // Each side: racks r1 and r2 of two 4-cpu nodes under a topology key of its own. Every node
-    // runs two low-priority 1.5-cpu pods; r2's first node runs a high-priority 500m pod too, so
-    // that r2 is the fuller rack once the low pods are gone (MostAllocated placement score).
+    // runs two 1.5-cpu pods of the low-priority PodGroup `lo-<side>` (disruption mode unset: each
+    // pod a victim of its own); r2's first node runs a high-priority 500m pod too, so that r2 is
+    // the fuller rack once the low pods are gone (MostAllocated placement score).
     let run = scope.run.clone();
     let key = |side: &str| format!("e2e-{run}-{side}-rack");
+    for side in ["ours", "kube"] {
+        let lo = serde_json::json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": format!("lo-{side}")},
+            "spec": {"priorityClassName": low, "schedulingPolicy": {"gang": {"minCount": 1}}}});
+        groups
+            .create(&PostParams::default(), &serde_json::from_value(lo).expect("a PodGroup"))
+            .await
+            .expect("create the low-priority PodGroup");
+    }
     for side in ["ours", "kube"] {
         let k = key(side);
         for rack in ["r1", "r2"] {
@@ -3337,9 +3347,10 @@ async fn a_higher_priority_pod_group_preempts_in_one_rack_as_kube_scheduler_does
                     .await;
                 for j in 0..2 {
                     let name = format!("low-{rack}-{i}-{j}-{side}");
-                    scope
-                        .create(&prioritized(&scope, &name, "1500m", &low, "low", Some(&node)))
-                        .await;
+                    let mut pod = serde_json::to_value(prioritized(&scope, &name, "1500m", &low, "low", Some(&node)))
+                        .expect("json");
+                    pod["spec"]["schedulingGroup"] = serde_json::json!({"podGroupName": format!("lo-{side}")});
+                    scope.create(&serde_json::from_value(pod).expect("a pod")).await;
                 }
                 if rack == "r2" && i == 0 {
                     let name = format!("keep-{side}");
@@ -3411,7 +3422,7 @@ async fn a_higher_priority_pod_group_preempts_in_one_rack_as_kube_scheduler_does
     );
     assert!(
         evicted.iter().all(|v| v.starts_with("low-r2-")),
-        "only low-priority pods of rack r2 are evicted: {evicted:?}"
+        "only the low-priority group's pods in rack r2 are evicted: {evicted:?}"
     );
     assert_eq!(evicted.len(), 4, "{evicted:?}");
     // Every member nominated in r2 on both sides, two per node.
