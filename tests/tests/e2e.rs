@@ -2426,11 +2426,19 @@ async fn claimed_pods_left_unschedulable(scope: &Scope, class: &str, prefix: &st
         );
         scope.create(&pod).await;
     }
-    eventually(WAIT, "every pod marked unschedulable", || async {
+    // Each claim exists before its pod, but a scheduler's claim cache may lag its pod cache: the pod
+    // is first found to name a missing claim and decided again once the claim arrives (both
+    // schedulers do). The settled verdict is compared.
+    eventually(WAIT, "every pod marked unschedulable, its claim seen", || async {
         list_pods(scope)
             .await
             .iter()
-            .filter(|p| marked_unschedulable(p))
+            .filter(|p| {
+                marked_unschedulable(p)
+                    && !scheduled_condition(p)
+                        .and_then(|c| c.message.as_deref())
+                        .is_some_and(|m| m.contains("persistentvolumeclaim") && m.contains("not found"))
+            })
             .count()
             == who.len()
     })
