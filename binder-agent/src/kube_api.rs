@@ -199,12 +199,17 @@ fn truncate_bytes(s: &str, max: usize) -> String {
 
 /// The pod as an event's `regarding`.
 fn pod_reference(pod: &PodRef) -> ObjectReference {
+    object_reference("v1", "Pod", pod)
+}
+
+/// A reference to a namespaced object named by `object` (namespace, name, uid).
+fn object_reference(api_version: &str, kind: &str, object: &PodRef) -> ObjectReference {
     ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("Pod".into()),
-        name: Some(pod.name.clone()),
-        namespace: Some(pod.namespace.clone()),
-        uid: Some(pod.uid.clone()),
+        api_version: Some(api_version.into()),
+        kind: Some(kind.into()),
+        name: Some(object.name.clone()),
+        namespace: Some(object.namespace.clone()),
+        uid: Some(object.uid.clone()),
         ..Default::default()
     }
 }
@@ -760,14 +765,7 @@ impl ClusterApi for KubeApi {
         );
         event.related = Some(match preemptor {
             Preemptor::Pod(p) => pod_reference(p),
-            Preemptor::PodGroup(g) => ObjectReference {
-                api_version: Some("scheduling.k8s.io/v1beta1".into()),
-                kind: Some("PodGroup".into()),
-                name: Some(g.name.clone()),
-                namespace: Some(g.namespace.clone()),
-                uid: Some(g.uid.clone()),
-                ..Default::default()
-            },
+            Preemptor::PodGroup(g) => object_reference("scheduling.k8s.io/v1beta1", "PodGroup", g),
         });
         self.create_event(&event).await
     }

@@ -3120,19 +3120,19 @@ async fn group_condition(scope: &Scope, name: &str) -> Option<serde_json::Value>
     }))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pod_groups_are_placed_whole_in_one_rack_as_kube_scheduler_places_them() {
-    let test = "pod_groups_are_placed_whole_in_one_rack_as_kube_scheduler_places_them";
-    let Some(cluster) = cluster(test).await else {
-        return;
-    };
+type PodGroup = k8s_openapi::api::scheduling::v1beta1::PodGroup;
+
+/// The cluster for a test comparing PodGroups with the cluster's kube-scheduler: `None` (saying
+/// why) without a cluster, without `E2E_KUBE_SCHEDULER=1`, or when the API server serves no
+/// `scheduling.k8s.io/v1beta1` PodGroups.
+async fn workload_api_cluster(test: &str) -> Option<Cluster> {
+    let cluster = cluster(test).await?;
     if std::env::var("E2E_KUBE_SCHEDULER").as_deref() != Ok("1") {
         eprintln!(
             "e2e {test}: skipped: set E2E_KUBE_SCHEDULER=1 when the cluster's kube-scheduler serves default-scheduler"
         );
-        return;
+        return None;
     }
-    type PodGroup = k8s_openapi::api::scheduling::v1beta1::PodGroup;
     let served = Api::<PodGroup>::all(cluster.client.clone())
         .list(&ListParams::default().limit(1))
         .await
@@ -3142,8 +3142,17 @@ async fn pod_groups_are_placed_whole_in_one_rack_as_kube_scheduler_places_them()
             "e2e {test}: skipped: the cluster does not serve scheduling.k8s.io/v1beta1 PodGroups (GenericWorkload; \
              ../shared/k8s/cluster.sh up --workload-api)"
         );
-        return;
+        return None;
     }
+    Some(cluster)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_groups_are_placed_whole_in_one_rack_as_kube_scheduler_places_them() {
+    let test = "pod_groups_are_placed_whole_in_one_rack_as_kube_scheduler_places_them";
+    let Some(cluster) = workload_api_cluster(test).await else {
+        return;
+    };
     let _serial = serial().await;
     let mut scope = Scope::new(&cluster, "podgroups").await;
     let groups: Api<PodGroup> = Api::namespaced(cluster.client.clone(), &scope.ns);
@@ -3304,24 +3313,9 @@ async fn pod_groups_are_placed_whole_in_one_rack_as_kube_scheduler_places_them()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_higher_priority_pod_group_preempts_in_one_rack_as_kube_scheduler_does() {
     let test = "a_higher_priority_pod_group_preempts_in_one_rack_as_kube_scheduler_does";
-    let Some(cluster) = cluster(test).await else {
+    let Some(cluster) = workload_api_cluster(test).await else {
         return;
     };
-    if std::env::var("E2E_KUBE_SCHEDULER").as_deref() != Ok("1") {
-        eprintln!(
-            "e2e {test}: skipped: set E2E_KUBE_SCHEDULER=1 when the cluster's kube-scheduler serves default-scheduler"
-        );
-        return;
-    }
-    type PodGroup = k8s_openapi::api::scheduling::v1beta1::PodGroup;
-    let served = Api::<PodGroup>::all(cluster.client.clone())
-        .list(&ListParams::default().limit(1))
-        .await
-        .is_ok();
-    if !served {
-        eprintln!("e2e {test}: skipped: the cluster does not serve scheduling.k8s.io/v1beta1 PodGroups");
-        return;
-    }
     let _serial = serial().await;
     let mut scope = Scope::new(&cluster, "podgroup-preemption").await;
     let groups: Api<PodGroup> = Api::namespaced(cluster.client.clone(), &scope.ns);
