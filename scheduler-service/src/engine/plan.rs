@@ -405,6 +405,14 @@ impl<'a> PodPlan<'a> {
 
     /// The static predicates on the node at index `i` of the snapshot.
     pub(super) fn static_at(&self, snapshot: &Snapshot, i: usize) -> StaticEval {
+        if i >= snapshot.nodes().len() {
+            // A node of the cluster outside a view (Snapshot::restrict), which only the topology
+            // plugins see: evaluated on its own.
+            return match snapshot.topology_node(i) {
+                Some(n) => self.static_eval(&n.spec),
+                None => StaticEval::default(),
+            };
+        }
         if self.per_node {
             self.static_eval(&snapshot.nodes()[i].spec)
         } else {

@@ -14,7 +14,9 @@
 //!  placements  ── one per domain of the topology key (nodes without the label take none; once a
 //!      │          member is bound, only its domain), or one of every node without a key
 //!      ▼
-//!  per placement, on the snapshot seen through its nodes (Snapshot::restrict):
+//!  per placement, on the snapshot seen through its nodes (Snapshot::restrict: the candidates
+//!  are the domain's nodes, while InterPodAffinity and PodTopologySpread count the pods of the
+//!  whole cluster, as kube's PreFilter and PreScore list every node):
 //!      members placed in order as a batch; PlacementFeasible after each:
 //!      scheduled + remaining < minCount ⇒ infeasible, stop
 //!      ▼
@@ -158,7 +160,7 @@ pub fn schedule(
             if let Some(delta) = assumed_delta(current, &batch, &made) {
                 let touched_devices = !delta.devices.is_empty();
                 let next = current.apply(delta).map_err(|e| EvalError::Snapshot(e.to_string()))?;
-                domains.forget(&batch, &made, touched_devices);
+                domains.follow(&next, touched_devices);
                 derived = Some(next);
             }
         }
@@ -234,33 +236,24 @@ fn assumed_delta(snapshot: &Snapshot, pods: &[&PodSpec], made: &[Decision]) -> O
     })
 }
 
-/// The views of one topology key's domains made so far in a batch: a domain's view stays valid
-/// until a segment places a pod on one of its nodes (views share nothing else that a placement
-/// changes, but devices: any device allocation drops them all).
+/// The views of one topology key's domains made so far in a batch. A view sees its domain's
+/// nodes as candidates and the whole cluster through the topology plugins: it stays valid across a
+/// segment that placed pods while its own nodes are unchanged and it never looked past them (or
+/// nothing else changed either); otherwise it is cut again. Any device allocation drops them all.
 #[derive(Default)]
 struct DomainViews {
     views: HashMap<(Arc<str>, u32), Arc<Snapshot>>,
 }
 
 impl DomainViews {
-    fn forget(&mut self, pods: &[&PodSpec], made: &[Decision], devices: bool) {
+    /// Keeps the views that still show `next`, the snapshot after a segment placed pods.
+    fn follow(&mut self, next: &Snapshot, devices: bool) {
         if devices {
             self.views.clear();
             return;
         }
-        let nodes: std::collections::HashSet<&str> = pods
-            .iter()
-            .zip(made)
-            .filter_map(|(_, d)| match d {
-                Decision::Node { node, .. } => Some(node.as_str()),
-                Decision::Unschedulable(_) => None,
-            })
-            .collect();
-        if nodes.is_empty() {
-            return;
-        }
         self.views
-            .retain(|_, view| !view.nodes().iter().any(|n| nodes.contains(n.spec.name.as_str())));
+            .retain(|_, view| Arc::get_mut(view).is_some_and(|v| v.follow_whole(next)));
     }
 }
 

@@ -433,3 +433,127 @@ fn explain_counts_bound_members_and_only_their_rack() {
     assert_eq!(e.placements[0].bound, 1);
     assert_eq!(node_of(&e.decisions[0]), Some("n2"));
 }
+
+/// Nodes a0 (rack ra, zone z1), b0 (rack rb, zone z1), c0 (rack rc, zone z2), 4 cpus each: the
+/// cluster of the report on the 1.37 control plane.
+fn zoned_racks() -> Vec<NodeSpec> {
+    [("a0", "ra", "z1"), ("b0", "rb", "z1"), ("c0", "rc", "z2")]
+        .into_iter()
+        .map(|(n, r, z)| {
+            let mut spec = node(n, Some(r), 4000);
+            spec.labels.insert("zone".into(), z.into());
+            spec
+        })
+        .collect()
+}
+
+fn labelled(mut p: PodSpec, key: &str, value: &str) -> PodSpec {
+    p.labels.insert(key.into(), value.into());
+    p
+}
+
+fn zone_term(app: &str) -> crate::engine::model::PodAffinityTerm {
+    crate::engine::model::PodAffinityTerm {
+        selector: Some(crate::engine::model::LabelSelector::from_labels([("app", app)])),
+        namespaces: Vec::new(),
+        namespace_selector: None,
+        topology_key: "zone".into(),
+    }
+}
+
+#[test]
+fn a_members_required_anti_affinity_sees_pods_bound_in_other_racks() {
+    // kube-scheduler 1.37.2 on the control plane bound both members on c0: a0 shares x's zone
+    // although x is bound in another rack. A placement narrows the candidate nodes only; the
+    // topology plugins count the whole cluster.
+    let x = labelled(bound("x", 100, "b0", None), "app", "x");
+    let batch: Vec<PodSpec> = (1..=2)
+        .map(|i| {
+            let mut p = pod(&format!("m-{i}"), 100, Some("g"));
+            p.pod_anti_affinity.required.push(zone_term("x"));
+            p
+        })
+        .collect();
+    let (d, outcomes) = run(zoned_racks(), vec![x], vec![group("g", Some(2), Some("rack"))], &batch);
+    assert_eq!(d.iter().map(node_of).collect::<Vec<_>>(), vec![Some("c0"), Some("c0")]);
+    assert_eq!(outcomes[0].reason, GroupReason::Scheduled);
+    assert_eq!(outcomes[0].domain.as_deref(), Some("rc"));
+}
+
+#[test]
+fn an_existing_pods_anti_affinity_from_another_rack_keeps_members_out_of_its_zone() {
+    // x, bound on b0 (rack rb), refuses app=m pods in its zone: the group cannot take rack ra
+    // (zone z1 too), only rc.
+    let mut x = bound("x", 100, "b0", None);
+    x.pod_anti_affinity.required.push(zone_term("m"));
+    let batch: Vec<PodSpec> = (1..=2)
+        .map(|i| labelled(pod(&format!("m-{i}"), 100, Some("g")), "app", "m"))
+        .collect();
+    let (d, _) = run(zoned_racks(), vec![x], vec![group("g", Some(2), Some("rack"))], &batch);
+    assert_eq!(d.iter().map(node_of).collect::<Vec<_>>(), vec![Some("c0"), Some("c0")]);
+}
+
+#[test]
+fn a_members_required_affinity_finds_its_peer_in_another_rack_of_the_zone() {
+    // The member must share a zone with y, bound on b0 (rack rb, zone z1), which y fills. Only
+    // a0 (rack ra, also z1) can take it: its rack's view must see y, bound in another rack.
+    let batch: Vec<PodSpec> = (1..=1)
+        .map(|i| {
+            let mut p = pod(&format!("m-{i}"), 100, Some("g"));
+            p.pod_affinity.required.push(zone_term("y"));
+            p
+        })
+        .collect();
+    let y = labelled(bound("y", 3950, "b0", None), "app", "y");
+    let (d, outcomes) = run(zoned_racks(), vec![y], vec![group("g", Some(1), Some("rack"))], &batch);
+    assert_eq!(node_of(&d[0]), Some("a0"));
+    assert_eq!(outcomes[0].domain.as_deref(), Some("ra"));
+}
+
+#[test]
+fn spreading_counts_the_pods_of_the_whole_cluster() {
+    // A DoNotSchedule spread over zones (maxSkew 1) of app=s pods: two are bound in zone z2 (on
+    // c0), none in z1. A member may go to z1 only: rack ra (a0) or rb (b0), never rc, although
+    // rc is the fullest rack (MostAllocated placement score would pick it).
+    let bound_s: Vec<PodSpec> = (1..=2)
+        .map(|i| labelled(bound(&format!("s-{i}"), 1000, "c0", None), "app", "s"))
+        .collect();
+    let spread = crate::engine::model::SpreadConstraint {
+        max_skew: 1,
+        topology_key: "zone".into(),
+        when_unsatisfiable: crate::engine::model::WhenUnsatisfiable::DoNotSchedule,
+        selector: Some(crate::engine::model::LabelSelector::from_labels([("app", "s")])),
+        min_domains: 1,
+        node_affinity_policy: crate::engine::model::NodeInclusionPolicy::Honor,
+        node_taints_policy: crate::engine::model::NodeInclusionPolicy::Ignore,
+        match_label_keys: Vec::new(),
+    };
+    let mut m = labelled(pod("m-1", 100, Some("g")), "app", "s");
+    m.spread_constraints.push(spread);
+    let (d, outcomes) = run(zoned_racks(), bound_s, vec![group("g", Some(1), Some("rack"))], &[m]);
+    let placed = node_of(&d[0]).expect("placed");
+    assert!(placed == "a0" || placed == "b0", "placed on {placed}");
+    assert_ne!(outcomes[0].domain.as_deref(), Some("rc"));
+}
+
+#[test]
+fn a_later_group_in_the_batch_sees_an_earlier_groups_pods_in_other_racks() {
+    // g1's member x (app=x) fits only rack rb (node selector): its cycle tries ra first, then
+    // binds x on b0. g2's members refuse x's zone: the views of g1's cycle, kept for g2's, must
+    // show x on b0, so ra (zone z1) is refused and g2 goes to rc.
+    let mut x = labelled(pod("x", 100, Some("g1")), "app", "x");
+    x.node_selector.push(("rack".into(), "rb".into()));
+    let mut batch = vec![x];
+    batch.extend((1..=2).map(|i| {
+        let mut p = pod(&format!("m-{i}"), 100, Some("g2"));
+        p.pod_anti_affinity.required.push(zone_term("x"));
+        p
+    }));
+    let groups = vec![group("g1", Some(1), Some("rack")), group("g2", Some(2), Some("rack"))];
+    let (d, outcomes) = run(zoned_racks(), vec![], groups, &batch);
+    assert_eq!(
+        d.iter().map(node_of).collect::<Vec<_>>(),
+        vec![Some("b0"), Some("c0"), Some("c0")]
+    );
+    assert_eq!(outcomes[1].domain.as_deref(), Some("rc"));
+}

@@ -398,8 +398,9 @@ pub struct Delta {
 /// The nodes of a snapshot grouped by the value of one label (a topology key).
 #[derive(Debug, Default)]
 pub struct Topology {
-    /// Per node (in [`Snapshot::nodes`] order), the index of its value in `values`, or
-    /// [`Topology::NONE`] when the node lacks the label.
+    /// Per node (in the snapshot's topology order, [`Snapshot::topology_node`]: its own nodes in
+    /// [`Snapshot::nodes`] order, then, for a view, the rest of the cluster), the index of its
+    /// value in `values`, or [`Topology::NONE`] when the node lacks the label.
     pub node_domain: Vec<u32>,
     /// The distinct values.
     pub values: Vec<String>,
@@ -408,6 +409,49 @@ pub struct Topology {
 impl Topology {
     /// The domain of a node without the label.
     pub const NONE: u32 = u32::MAX;
+}
+
+/// The cluster a view ([`Snapshot::restrict`]) was cut from.
+#[derive(Debug)]
+struct Whole {
+    /// Every node of the cluster, sorted by name.
+    nodes: Arc<[Arc<NodeEntry>]>,
+    /// Per node of the view, its index in `nodes`.
+    positions: Vec<u32>,
+    /// Where the view's topology order puts the other nodes; built on first use.
+    order: std::sync::OnceLock<WholeOrder>,
+}
+
+/// The topology order of a view: its own nodes, then the others in name order.
+#[derive(Debug)]
+struct WholeOrder {
+    /// The nodes after the view's own, as indices into [`Whole::nodes`].
+    outside: Vec<u32>,
+    /// Per node of [`Whole::nodes`], its index in the topology order.
+    topology_of: Vec<u32>,
+}
+
+impl Whole {
+    fn order(&self) -> &WholeOrder {
+        self.order.get_or_init(|| {
+            let mut topology_of = vec![u32::MAX; self.nodes.len()];
+            for (i, &p) in self.positions.iter().enumerate() {
+                if let Some(t) = topology_of.get_mut(p as usize) {
+                    *t = i as u32;
+                }
+            }
+            let mut outside = Vec::with_capacity(self.nodes.len().saturating_sub(self.positions.len()));
+            let mut next = self.positions.len() as u32;
+            for (w, t) in topology_of.iter_mut().enumerate() {
+                if *t == u32::MAX {
+                    *t = next;
+                    next += 1;
+                    outside.push(w as u32);
+                }
+            }
+            WholeOrder { outside, topology_of }
+        })
+    }
 }
 
 /// The bound pods of a snapshot on known nodes, with a label index; built on first use.
@@ -489,6 +533,12 @@ pub struct Snapshot {
     topologies: std::sync::Mutex<std::collections::HashMap<String, Arc<Topology>>>,
     /// For a view of some nodes ([`Snapshot::restrict`]): the classes its nodes have, ascending.
     class_subset: Option<Arc<[u32]>>,
+    /// For a view of some nodes ([`Snapshot::restrict`]): the whole cluster it was cut from, which
+    /// the topology plugins still see.
+    whole: Option<Arc<Whole>>,
+    /// [`Snapshot::nodes`] as a shared slice, for the views cut from this snapshot; built on
+    /// first use.
+    shared_nodes: std::sync::OnceLock<Arc<[Arc<NodeEntry>]>>,
     /// PodDisruptionBudgets by "namespace/name".
     pdbs: imbl::OrdMap<String, Arc<Pdb>>,
     /// PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes.
@@ -723,6 +773,8 @@ impl Snapshot {
                 Default::default()
             }),
             class_subset: None,
+            whole: None,
+            shared_nodes: std::sync::OnceLock::new(),
             pdbs: self.pdbs.clone(),
             storage: self.storage.clone(),
             devices: self.devices.clone(),
@@ -832,15 +884,36 @@ impl Snapshot {
 
     /// This snapshot seen through the nodes at `positions` (ascending indices into
     /// [`Snapshot::nodes`]), everything else shared: what kube-scheduler's `AssumePlacement`
-    /// shows a PodGroup cycle evaluating one placement (one topology domain). Costs the chosen
-    /// nodes, not the snapshot: the rest is shared persistent maps. Bound pods on other nodes stay
-    /// known (counted as gang members, as kube's pod group state counts them) but sit on no node
-    /// of the view.
+    /// shows a PodGroup cycle evaluating one placement (one topology domain). Only the candidate
+    /// nodes are narrowed, as kube's `ListNodesInPlacement` narrows them: the topology plugins
+    /// (InterPodAffinity, PodTopologySpread) still count the pods of the whole cluster, as kube's
+    /// PreFilter and PreScore read `List()` (see [`Snapshot::topology_node`]). Costs the chosen
+    /// nodes, not the snapshot: the rest is shared persistent maps and one shared node list.
     pub fn restrict(&self, positions: &[usize]) -> Snapshot {
         let nodes: Vec<Arc<NodeEntry>> = positions
             .iter()
             .filter_map(|&i| self.nodes.get(i).map(Arc::clone))
             .collect();
+        // A view of a view is cut from the same whole cluster.
+        let whole = match &self.whole {
+            Some(w) => Whole {
+                nodes: Arc::clone(&w.nodes),
+                positions: positions.iter().filter_map(|&i| w.positions.get(i).copied()).collect(),
+                order: std::sync::OnceLock::new(),
+            },
+            None => Whole {
+                nodes: Arc::clone(self.shared_nodes.get_or_init(|| {
+                    self.add_derived(self.nodes.len() * std::mem::size_of::<Arc<NodeEntry>>());
+                    Arc::from(self.nodes.as_slice())
+                })),
+                positions: positions
+                    .iter()
+                    .filter(|&&i| i < self.nodes.len())
+                    .map(|&i| i as u32)
+                    .collect(),
+                order: std::sync::OnceLock::new(),
+            },
+        };
         Snapshot {
             pods: self.pods.clone(),
             orphans: self.orphans.clone(),
@@ -860,6 +933,8 @@ impl Snapshot {
                 classes.dedup();
                 Arc::from(classes)
             }),
+            whole: Some(Arc::new(whole)),
+            shared_nodes: std::sync::OnceLock::new(),
             pdbs: self.pdbs.clone(),
             storage: self.storage.clone(),
             devices: self.devices.clone(),
@@ -874,6 +949,68 @@ impl Snapshot {
             derived: std::sync::atomic::AtomicUsize::new(0),
             nodes,
         }
+    }
+
+    /// Whether this view ([`Snapshot::restrict`]) still shows the cluster of `current`, of which
+    /// it was cut from an earlier state: its own nodes are the same as `current`'s, and so is
+    /// every other node, unless the view never looked past its own nodes (no topology, pod index
+    /// or topology order built), in which case it is pointed at `current`'s nodes and kept.
+    /// `false`: the view is stale and must be cut again.
+    pub(crate) fn follow_whole(&mut self, current: &Snapshot) -> bool {
+        let Some(whole) = self.whole.as_mut() else {
+            return false;
+        };
+        if whole.nodes.len() != current.nodes.len() {
+            return false;
+        }
+        let own_same = whole
+            .positions
+            .iter()
+            .zip(&self.nodes)
+            .all(|(&p, n)| current.nodes.get(p as usize).is_some_and(|c| Arc::ptr_eq(c, n)));
+        if !own_same {
+            return false;
+        }
+        let current_nodes = current.shared_nodes.get_or_init(|| {
+            current.add_derived(current.nodes.len() * std::mem::size_of::<Arc<NodeEntry>>());
+            Arc::from(current.nodes.as_slice())
+        });
+        if Arc::ptr_eq(&whole.nodes, current_nodes) {
+            return true;
+        }
+        let looked_past = whole.order.get().is_some()
+            || self.pod_index.get().is_some()
+            || !self.topologies.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
+        if looked_past {
+            return false;
+        }
+        match Arc::get_mut(whole) {
+            Some(w) => {
+                w.nodes = Arc::clone(current_nodes);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Nodes the topology plugins see: [`Snapshot::nodes`], then, for a view
+    /// ([`Snapshot::restrict`]), every other node of the cluster it was cut from.
+    pub fn topology_len(&self) -> usize {
+        match &self.whole {
+            Some(w) => self.nodes.len() + w.nodes.len().saturating_sub(w.positions.len()),
+            None => self.nodes.len(),
+        }
+    }
+
+    /// The node at index `i` of the topology order (see [`Snapshot::topology_len`]): for `i` below
+    /// `nodes().len()` the same node as [`Snapshot::nodes`]; `None` past the end.
+    pub fn topology_node(&self, i: usize) -> Option<&Arc<NodeEntry>> {
+        if let Some(n) = self.nodes.get(i) {
+            return Some(n);
+        }
+        let w = self.whole.as_ref()?;
+        let at = *w.order().outside.get(i - self.nodes.len())?;
+        w.nodes.get(at as usize)
     }
 
     /// Takes the hot fields and their columns from `base` (the snapshot this one was applied on,
@@ -1237,7 +1374,10 @@ impl Snapshot {
             let mut index = PodIndex::default();
             // Pods share their label sets (interned): hash each set once.
             let mut hashed: std::collections::HashMap<*const Labels, Vec<u64>> = std::collections::HashMap::new();
-            for (node, entry) in self.nodes.iter().enumerate() {
+            for node in 0..self.topology_len() {
+                let Some(entry) = self.topology_node(node) else {
+                    break;
+                };
                 for pod in &entry.usage.pods {
                     let at = index.pods.len() as u32;
                     let hashes = hashed
@@ -1263,9 +1403,8 @@ impl Snapshot {
         }
         let mut index: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
         let mut values = Vec::new();
-        let node_domain = self
-            .nodes
-            .iter()
+        let node_domain = (0..self.topology_len())
+            .filter_map(|i| self.topology_node(i))
             .map(|e| match e.spec.labels.get(key) {
                 None => Topology::NONE,
                 Some(v) => *index.entry(v.as_str()).or_insert_with(|| {
@@ -1289,9 +1428,17 @@ impl Snapshot {
         topo
     }
 
-    /// The index of the node with this name in [`Snapshot::nodes`].
+    /// The index of the node with this name in the topology order ([`Snapshot::topology_node`]):
+    /// its index in [`Snapshot::nodes`] when the snapshot has it; for a view, a node of the rest of
+    /// the cluster has an index past them.
     pub fn node_index(&self, name: &str) -> Option<usize> {
-        self.position(name).ok()
+        if let Ok(i) = self.position(name) {
+            return Some(i);
+        }
+        let w = self.whole.as_ref()?;
+        let at = w.nodes.binary_search_by(|e| e.spec.name.as_str().cmp(name)).ok()?;
+        let t = w.order().topology_of.get(at).copied()?;
+        (t != u32::MAX).then_some(t as usize)
     }
 
     /// Nodes sorted by name.

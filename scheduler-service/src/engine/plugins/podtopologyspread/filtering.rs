@@ -79,7 +79,9 @@ impl SpreadFilter {
         }
         let snapshot = existing.snapshot;
         let topos: Vec<Arc<Topology>> = cs.iter().map(|c| snapshot.topology(&c.key)).collect();
-        let n = snapshot.nodes().len();
+        // Every node of the cluster, also those outside a PodGroup placement's view (kube's
+        // PreFilter lists all nodes; the placement narrows the candidates only).
+        let n = snapshot.topology_len();
         // Per constraint, per node: whether the node counts (has every key, passes the policies).
         let mut eligible = vec![vec![false; n]; cs.len()];
         let mut present: Vec<Vec<bool>> = topos.iter().map(|t| vec![false; t.values.len()]).collect();

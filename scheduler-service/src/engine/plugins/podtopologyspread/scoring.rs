@@ -49,7 +49,9 @@ impl SpreadScore {
         statics: NodeStatics<'_>,
     ) -> Vec<i64> {
         let snapshot: &Snapshot = existing.snapshot;
-        let n = snapshot.nodes().len();
+        // Per-node counts cover every node of the cluster (a view's others too, see
+        // Snapshot::topology_node).
+        let n = snapshot.topology_len();
         let topos: Vec<Arc<Topology>> = self.constraints.iter().map(|c| snapshot.topology(&c.key)).collect();
         // A node without the key counts in the domain of the empty value, as a Go map lookup does.
         let domain = |i: usize, node: usize| -> usize {
