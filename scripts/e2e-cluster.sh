@@ -11,6 +11,8 @@
 #   E2E_KUBECONFIG             the admin kubeconfig (tests/tests/e2e*.rs, the client e2e tests)
 #   E2E_RESTART_APISERVER      a command that restarts kube-apiserver (the API-server-restart test)
 #   E2E_KUBE_SCHEDULER=1       the real kube-scheduler serves `default-scheduler` (comparison tests)
+#   E2E_FEATURE_GATES          the kube feature gates the control plane runs with (WORKLOAD_GATES,
+#                              or cluster.sh's default for --workload-api)
 # When E2E_KUBECONFIG is already set (your own cluster), or no cluster script exists, the command
 # runs as it is: the end-to-end tests use your cluster, or say they are skipped.
 set -euo pipefail
@@ -63,6 +65,9 @@ export E2E_KUBECONFIG
 export CLUSTER_SH
 export E2E_RESTART_APISERVER="bash '$ROOT/scripts/e2e-cluster.sh' restart-apiserver"
 export E2E_KUBE_SCHEDULER=1
+# The gates cluster.sh gives the control plane (its default, or WORKLOAD_GATES): the in-process
+# decision services of the tests decide under the same ones.
+export E2E_FEATURE_GATES="${WORKLOAD_GATES:-GenericWorkload=true,TopologyAwareWorkloadScheduling=true}"
 echo "e2e-cluster: E2E_KUBECONFIG=$E2E_KUBECONFIG"
 echo "e2e-cluster: the end-to-end suite runs against $("$K8S_STATE/bin/kube-apiserver" --version) (kube-apiserver, kube-controller-manager, kube-scheduler)"
 "$@"

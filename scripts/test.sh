@@ -65,6 +65,19 @@ else
 fi
 cargo test --workspace
 
+step "PodGroups under kube 1.37's default gates (a second control plane, TopologyAwareWorkloadScheduling off)"
+# The suite above ran against a control plane with topology-aware PodGroup scheduling on; kube
+# 1.37's default leaves it off, and kube decides groups differently then. A second control plane
+# on other ports with WORKLOAD_GATES=GenericWorkload=true runs the test that compares those.
+if [ -n "${E2E_KUBECONFIG:-}" ] && [ -n "${CLUSTER_SH:-}" ] && [ -f "${CLUSTER_SH:-}" ]; then
+  env -u E2E_KUBECONFIG WORKLOAD_GATES=GenericWorkload=true \
+    APISERVER_PORT=16443 ETCD_PORT=12379 SCHEDULER_PORT=20259 CONTROLLER_MANAGER_PORT=20257 \
+    bash scripts/e2e-cluster.sh cargo test -p placement-tests --test e2e -- --nocapture \
+    pod_groups_without_topology_aware_scheduling
+else
+  echo "skipped: needs the control plane of scripts/e2e-cluster.sh (CLUSTER_SH)"
+fi
+
 step "bench smoke (criterion --test: each benchmark runs once; the load tools, tiny)"
 # Checks that the benchmarks still run; no timing is judged. docs/performance.md has the full runs.
 cargo bench -p scheduler-service --bench engine -- --test

@@ -183,6 +183,13 @@ impl Fixture {
         explain(&self.kubeconfig, args).await
     }
 
+    /// [`Fixture::explain`] under the gates of a cluster with topology-aware PodGroup scheduling.
+    async fn explain_tas(&self, args: &[&str]) -> Run {
+        let mut all = args.to_vec();
+        all.extend(["--feature-gates", "TopologyAwareWorkloadScheduling=true"]);
+        explain(&self.kubeconfig, &all).await
+    }
+
     async fn stop(self) {
         let _ = std::fs::remove_file(&self.kubeconfig);
         self.server.shutdown().await;
@@ -1026,7 +1033,7 @@ async fn pod_group_fixture() -> Fixture {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_group_that_fits_names_the_rack_it_takes() {
     let f = pod_group_fixture().await;
-    let text = f.explain(&["fits-0"]).await.text().to_string();
+    let text = f.explain_tas(&["fits-0"]).await.text().to_string();
     assert!(
         text.contains(
             "PodGroup shop/fits: minCount 2, topology key rack; 2 pods pending (this one included), 0 bound\n\
@@ -1047,7 +1054,7 @@ async fn a_pod_group_that_fits_names_the_rack_it_takes() {
         text.contains("\nThis pod alone (Rank, as if it named no PodGroup):\nSCHEDULABLE: best node"),
         "{text}"
     );
-    let json = f.explain(&["fits-0", "-o", "json"]).await.json();
+    let json = f.explain_tas(&["fits-0", "-o", "json"]).await.json();
     let g = &json["pod_group"];
     assert_eq!(
         (g["found"].as_bool(), g["min_count"].as_u64()),
@@ -1088,7 +1095,7 @@ async fn a_pod_group_that_fits_names_the_rack_it_takes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_group_no_rack_holds_says_how_many_fit_each_rack_and_kubes_message() {
     let f = pod_group_fixture().await;
-    let text = f.explain(&["huge-1"]).await.text().to_string();
+    let text = f.explain_tas(&["huge-1"]).await.text().to_string();
     // Rack r1, fuller, is tried first: huge-0 takes g-a2, huge-1 fits nowhere there, and minCount
     // can no longer be met.
     let message = "pod group is unschedulable, 0/2 placements are available, first placement status: minCount (3) \
@@ -1107,7 +1114,7 @@ async fn a_pod_group_no_rack_holds_says_how_many_fit_each_rack_and_kubes_message
         text.contains("  rack r2: 2 of 3 fit; minCount 3\n  rack r1: 1 of 3 fit; minCount 3\n"),
         "{text}"
     );
-    let json = f.explain(&["huge-2", "-o", "json"]).await.json();
+    let json = f.explain_tas(&["huge-2", "-o", "json"]).await.json();
     let g = &json["pod_group"];
     assert_eq!(
         (g["schedulable"].as_bool(), g["reason"].as_str()),
@@ -1121,7 +1128,7 @@ async fn a_pod_group_no_rack_holds_says_how_many_fit_each_rack_and_kubes_message
          be satisfied: 1 scheduled, 1 remaining"
     );
     // The PodGroup is missing: held, no cycle.
-    let text = f.explain(&["lost"]).await.text().to_string();
+    let text = f.explain_tas(&["lost"]).await.text().to_string();
     assert!(
         text.contains(
             "PodGroup shop/nogroup (not found); 1 pod pending (this one included), 0 bound\n\
@@ -1137,7 +1144,7 @@ async fn a_pod_group_no_rack_holds_says_how_many_fit_each_rack_and_kubes_message
         placement_tests::fake_apiserver::matcher("GET", "/apis/scheduling.k8s.io/v1beta1/podgroups"),
         403,
     );
-    let json = f.explain(&["huge-0", "-o", "json"]).await.json();
+    let json = f.explain_tas(&["huge-0", "-o", "json"]).await.json();
     assert!(
         json["notes"]
             .as_array()
@@ -1168,6 +1175,12 @@ async fn a_decision_replica_gives_the_groups_verdict_without_the_per_rack_counts
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    // The replica decides under the process's gates, as scheduler-service --feature-gates sets them.
+    placement_scheduler::engine::gates::set_process_default(
+        placement_scheduler::engine::gates::FeatureGates::PLACEMENT_DEFAULT
+            .with("TopologyAwareWorkloadScheduling=true")
+            .unwrap(),
+    );
     let service = tokio::spawn(serve(
         listener,
         ServerConfig::default(),

@@ -40,6 +40,16 @@ fn fast_binder() -> BinderConfig {
     }
 }
 
+/// The gates of a cluster with topology-aware PodGroup scheduling, for this process's in-process
+/// replicas (every test that sets them sets the same).
+fn tas_gates() {
+    placement_scheduler::engine::gates::set_process_default(
+        placement_scheduler::engine::gates::FeatureGates::PLACEMENT_DEFAULT
+            .with("TopologyAwareWorkloadScheduling=true")
+            .expect("a known gate"),
+    );
+}
+
 fn config(cluster: ClusterSource) -> SimConfig {
     SimConfig {
         cluster,
@@ -1013,6 +1023,9 @@ fn a_pod_whose_claim_or_template_the_file_lacks_is_refused() {
 /// matches its pods, and the groups too large for any rack stay wholly unbound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_groups_are_placed_whole_in_one_rack_or_not_at_all_in_the_simulation() {
+    // Groups confined to a rack: the replicas decide under TopologyAwareWorkloadScheduling, as
+    // `simulate --topology-key` sets it.
+    tas_gates();
     let groups = placement_binder::simulate::SyntheticPodGroups {
         groups: 24,
         size: (4, 150),
@@ -1114,6 +1127,9 @@ fn pod_group(name: &str, min_count: i32, key: Option<&str>) -> placement_binder:
 /// cluster had room for 8; "short" has 3 of its minCount 4 pods and is held (left out, said so).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_group_no_rack_holds_stays_wholly_unbound_and_a_short_one_is_held() {
+    // Groups confined to a rack: the replicas decide under TopologyAwareWorkloadScheduling, as
+    // `simulate --topology-key` sets it.
+    tas_gates();
     let member = |uid: &str, group: &str, created: i64| {
         let mut p = info(uid, "2", 0, None, created);
         p.spec.scheduling_group = group.into();

@@ -682,7 +682,12 @@ fn pod_group_throughput(nodes: usize, groups: usize) {
         .iter()
         .map(|n| (n.name.clone(), n.labels["rack"].clone()))
         .collect();
-    let profile = Profile::new(Policy::kube_default());
+    // Groups confined to a rack: kube's TopologyAwareWorkloadScheduling gate on.
+    let profile = Profile::new(Policy::kube_default()).with_gates(
+        placement_scheduler::engine::gates::FeatureGates::PLACEMENT_DEFAULT
+            .with("TopologyAwareWorkloadScheduling=true")
+            .expect("a known gate"),
+    );
     let (mut placed, mut whole, mut unplaced, mut partial, mut spanning) = (0usize, 0usize, 0usize, 0usize, 0usize);
     let total: usize = pods.iter().map(Vec::len).sum();
     let start = Instant::now();

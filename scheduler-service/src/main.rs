@@ -89,6 +89,12 @@ struct Args {
     /// cores with each other may set 1.
     #[arg(long, env = "PLACEMENT_PASS_THREADS", default_value_t = 0)]
     pass_threads: usize,
+    /// kube-scheduler's feature gates that change a decision, as kube-scheduler's own
+    /// `--feature-gates` (`TopologyAwareWorkloadScheduling=true,PodGroupPreemptionPolicy=false`):
+    /// give the value your cluster's kube-scheduler runs with. Unset gates keep kube 1.37's
+    /// defaults, but `GenericWorkload`, on (docs/podgroups.md, "Feature gates").
+    #[arg(long, env = "PLACEMENT_FEATURE_GATES", default_value = "")]
+    feature_gates: String,
 }
 
 fn read_pem(flag: &str, path: &Path) -> anyhow::Result<Vec<u8>> {
@@ -181,6 +187,10 @@ fn main() -> anyhow::Result<()> {
 async fn run() -> anyhow::Result<()> {
     let args = Args::parse();
     placement_scheduler::engine::parallel::set_threads(args.pass_threads).context("--pass-threads")?;
+    let gates = placement_scheduler::engine::gates::FeatureGates::PLACEMENT_DEFAULT
+        .with(&args.feature_gates)
+        .context("--feature-gates")?;
+    placement_scheduler::engine::gates::set_process_default(gates);
     let tls = tls_config(&args)?;
     let _telemetry =
         placement_scheduler::telemetry::init("scheduler-service", matches!(args.log_format, LogFormat::Json), "info")?;
@@ -205,6 +215,7 @@ async fn run() -> anyhow::Result<()> {
         tls = match &tls { None => "off", Some(t) if t.client_ca_pem.is_some() => "mutual", Some(_) => "on" },
         "placement decision service listening"
     );
+    tracing::info!(feature_gates = %gates.to_flag(), "feature gates");
     let config = ServerConfig {
         service: ServiceConfig {
             max_batch_size: args.max_batch_size,

@@ -45,6 +45,8 @@ pub async fn cluster(test: &str) -> Option<Cluster> {
         eprintln!("e2e {test}: skipped: set E2E_KUBECONFIG to a kubeconfig file to run the end-to-end suite against a real cluster");
         return None;
     };
+    // The in-process decision services decide under the cluster's kube-scheduler's gates.
+    placement_scheduler::engine::gates::set_process_default(cluster_gates());
     let kubeconfig = Kubeconfig::read_from(&path).expect("E2E_KUBECONFIG is a readable kubeconfig");
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
@@ -421,6 +423,16 @@ pub fn scheduled_condition(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::Pod
 /// True when the pod has `PodScheduled=False`.
 pub fn marked_unschedulable(pod: &Pod) -> bool {
     scheduled_condition(pod).is_some_and(|c| c.status == "False")
+}
+
+/// The feature gates of the cluster's kube-scheduler: `E2E_FEATURE_GATES` (kube's
+/// `--feature-gates` format; scripts/e2e-cluster.sh sets it to the gates it started the control
+/// plane with), else placement's defaults.
+pub fn cluster_gates() -> placement_scheduler::engine::gates::FeatureGates {
+    let spec = std::env::var("E2E_FEATURE_GATES").unwrap_or_default();
+    placement_scheduler::engine::gates::FeatureGates::PLACEMENT_DEFAULT
+        .with(&spec)
+        .unwrap_or_else(|e| panic!("E2E_FEATURE_GATES={spec:?}: {e}"))
 }
 
 /// A decision service bound to 127.0.0.1:0 in this process, stopped when dropped.

@@ -3147,10 +3147,25 @@ async fn workload_api_cluster(test: &str) -> Option<Cluster> {
     Some(cluster)
 }
 
+/// [`workload_api_cluster`] for a test of topology-aware PodGroup scheduling: `None` (saying so)
+/// when the cluster's gates (`E2E_FEATURE_GATES`) leave `TopologyAwareWorkloadScheduling` off,
+/// or, with `want` false, when they turn it on.
+async fn workload_api_cluster_with_tas(test: &str, want: bool) -> Option<Cluster> {
+    let on = placement_tests::e2e::cluster_gates().topology_aware_workload_scheduling;
+    if on != want {
+        eprintln!(
+            "e2e {test}: skipped: the cluster's TopologyAwareWorkloadScheduling gate is {} (E2E_FEATURE_GATES)",
+            if on { "on" } else { "off" }
+        );
+        return None;
+    }
+    workload_api_cluster(test).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_groups_are_placed_whole_in_one_rack_as_kube_scheduler_places_them() {
     let test = "pod_groups_are_placed_whole_in_one_rack_as_kube_scheduler_places_them";
-    let Some(cluster) = workload_api_cluster(test).await else {
+    let Some(cluster) = workload_api_cluster_with_tas(test, true).await else {
         return;
     };
     let _serial = serial().await;
@@ -3306,6 +3321,202 @@ async fn pod_groups_are_placed_whole_in_one_rack_as_kube_scheduler_places_them()
     scope.cleanup().await;
 }
 
+/// A PodGroup whose members' required anti-affinity refuses a pod bound in another rack: kube's
+/// placement narrows the candidate nodes only, so InterPodAffinity still sees that pod and keeps
+/// the members out of its zone. Per side: a0 (rack ra, zone z1), b0 (rack rb, zone z1), c0 (rack
+/// rc, zone z2), a pod `app=x` bound on b0, a gang of 2 with the rack key whose members refuse
+/// `app=x` over the zone: both schedulers bind both members on c0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_groups_anti_affinity_sees_pods_bound_in_other_racks_as_kube_scheduler_does() {
+    let test = "a_pod_groups_anti_affinity_sees_pods_bound_in_other_racks_as_kube_scheduler_does";
+    let Some(cluster) = workload_api_cluster_with_tas(test, true).await else {
+        return;
+    };
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "podgroup-anti").await;
+    let groups: Api<PodGroup> = Api::namespaced(cluster.client.clone(), &scope.ns);
+    let run = scope.run.clone();
+    let rack_key = |side: &str| format!("e2e-{run}-{side}-rack");
+    let zone_key = |side: &str| format!("e2e-{run}-{side}-zone");
+    let mut c0 = BTreeMap::new();
+    for side in ["ours", "kube"] {
+        let (rk, zk) = (rack_key(side), zone_key(side));
+        for (name, rack, zone) in [("a0", "ra", "z1"), ("b0", "rb", "z1"), ("c0", "rc", "z2")] {
+            let node = scope
+                .add_node(
+                    &format!("{side}-{name}"),
+                    "4",
+                    &[("side", side), (rk.as_str(), rack), (zk.as_str(), zone)],
+                )
+                .await;
+            if name == "b0" {
+                let mut x = serde_json::to_value(scope.pod(&format!("x-{side}"), "100m")).expect("json");
+                x["spec"]["nodeName"] = serde_json::json!(node);
+                x["metadata"]["labels"]["app"] = serde_json::json!(format!("x-{side}"));
+                scope.create(&serde_json::from_value(x).expect("a pod")).await;
+            }
+            if name == "c0" {
+                c0.insert(side, node);
+            }
+        }
+        let g = serde_json::json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": format!("anti-{side}")},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+                     "schedulingConstraints": {"topology": [{"key": rk}]}}});
+        groups
+            .create(&PostParams::default(), &serde_json::from_value(g).expect("a PodGroup"))
+            .await
+            .expect("create a PodGroup");
+    }
+    let binder = InProcessBinder::start(&cluster, &scope).await;
+    let mut members = Vec::new();
+    for i in 0..2 {
+        for pod in twin_pods(&scope, &format!("anti-{i}"), "100m", &|pod, side| {
+            pod["spec"]["schedulingGroup"] = serde_json::json!({"podGroupName": format!("anti-{side}")});
+            pod["spec"]["affinity"] = serde_json::json!({"podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [{
+                    "labelSelector": {"matchLabels": {"app": format!("x-{side}")}},
+                    "topologyKey": zone_key(side)}]}});
+        }) {
+            scope.create(&pod).await;
+            members.push(pod.name_any());
+        }
+    }
+    eventually(WAIT, "both schedulers bound both groups", || async {
+        let mut all = true;
+        for name in &members {
+            all &= scope.pods().get(name).await.ok().is_some_and(|p| node_of(&p).is_some());
+        }
+        all
+    })
+    .await;
+    for name in &members {
+        let side = if name.ends_with("-ours") { "ours" } else { "kube" };
+        let p = scope.pods().get(name).await.expect("a member");
+        assert_eq!(
+            node_of(&p),
+            c0.get(side).map(String::as_str),
+            "{name}: the only node outside x's zone"
+        );
+    }
+    eventually(WAIT, "both groups' conditions written", || async {
+        group_condition(&scope, "anti-ours").await.is_some() && group_condition(&scope, "anti-kube").await.is_some()
+    })
+    .await;
+    assert_eq!(
+        group_condition(&scope, "anti-ours").await,
+        group_condition(&scope, "anti-kube").await,
+        "the group's condition: placement (left), kube-scheduler (right)"
+    );
+    eprintln!("e2e {test}: both groups bound on c0 (rack rc, zone z2) on both sides");
+    binder.stop().await;
+    scope.cleanup().await;
+}
+
+/// With kube 1.37's default gates (TopologyAwareWorkloadScheduling off) a PodGroup's topology key
+/// is not read: kube runs its default PodGroup algorithm on every node. Twin racks r1 and r2 of two
+/// 4-cpu nodes per side; a gang of four 2.5-cpu pods with the rack key (no rack holds it, the
+/// cluster does) binds over both racks on both sides with the same condition; a gang of five fits
+/// nowhere and both write the same condition and the same member messages. Runs only on a cluster
+/// started with those gates (`WORKLOAD_GATES=GenericWorkload=true`; scripts/test.sh starts one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_groups_without_topology_aware_scheduling_are_decided_as_kube_scheduler_decides_them() {
+    let test = "pod_groups_without_topology_aware_scheduling_are_decided_as_kube_scheduler_decides_them";
+    let Some(cluster) = workload_api_cluster_with_tas(test, false).await else {
+        return;
+    };
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "podgroups-notas").await;
+    let groups: Api<PodGroup> = Api::namespaced(cluster.client.clone(), &scope.ns);
+    let run = scope.run.clone();
+    let key = |side: &str| format!("e2e-{run}-{side}-rack");
+    for side in ["ours", "kube"] {
+        let k = key(side);
+        for rack in ["r1", "r2"] {
+            for i in 0..2 {
+                scope
+                    .add_node(
+                        &format!("{side}-{rack}-{i}"),
+                        "4",
+                        &[("side", side), (k.as_str(), rack)],
+                    )
+                    .await;
+            }
+        }
+    }
+    let binder = InProcessBinder::start(&cluster, &scope).await;
+    let side_of = |pod: &str| if pod.ends_with("-ours") { "ours" } else { "kube" };
+    for (name, size) in [("four", 4usize), ("five", 5usize)] {
+        for side in ["ours", "kube"] {
+            let g = serde_json::json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": format!("{name}-{side}")},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": size}},
+                         "schedulingConstraints": {"topology": [{"key": key(side)}]}}});
+            groups
+                .create(&PostParams::default(), &serde_json::from_value(g).expect("a PodGroup"))
+                .await
+                .expect("create a PodGroup");
+        }
+        let mut members = Vec::new();
+        for i in 0..size {
+            for pod in twin_pods(&scope, &format!("{name}-{i}"), "2500m", &|pod, side| {
+                pod["spec"]["schedulingGroup"] = serde_json::json!({"podGroupName": format!("{name}-{side}")});
+            }) {
+                scope.create(&pod).await;
+                members.push(pod.name_any());
+            }
+        }
+        eventually(WAIT, "both schedulers decided the groups", || async {
+            let mut all = group_condition(&scope, &format!("{name}-ours")).await.is_some()
+                && group_condition(&scope, &format!("{name}-kube")).await.is_some();
+            for m in &members {
+                all &= scope
+                    .pods()
+                    .get(m)
+                    .await
+                    .ok()
+                    .is_some_and(|p| node_of(&p).is_some() || marked_unschedulable(&p));
+            }
+            all
+        })
+        .await;
+        assert_eq!(
+            group_condition(&scope, &format!("{name}-ours")).await,
+            group_condition(&scope, &format!("{name}-kube")).await,
+            "{name}: the group's condition: placement (left), kube-scheduler (right)"
+        );
+        let mut bound: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut messages: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for m in &members {
+            let p = scope.pods().get(m).await.expect("a member");
+            if node_of(&p).is_some() {
+                *bound.entry(side_of(m)).or_default() += 1;
+            } else {
+                let message = scheduled_condition(&p)
+                    .and_then(|c| c.message.clone())
+                    .unwrap_or_default();
+                messages.entry(side_of(m)).or_default().push(message);
+            }
+        }
+        for v in messages.values_mut() {
+            v.sort();
+        }
+        assert_eq!(bound.get("ours"), bound.get("kube"), "{name}: members bound");
+        assert_eq!(
+            messages.get("ours"),
+            messages.get("kube"),
+            "{name}: the members' messages: placement (left), kube-scheduler (right)"
+        );
+        eprintln!(
+            "e2e {test}: {name}: {} bound per side, condition {:?}",
+            bound.get("ours").copied().unwrap_or(0),
+            group_condition(&scope, &format!("{name}-ours")).await
+        );
+    }
+    binder.stop().await;
+    scope.cleanup().await;
+}
+
 /// A higher-priority PodGroup evicts a lower-priority PodGroup's pods in one rack and no other, as
 /// the cluster's kube-scheduler does for a twin group on twin racks: the same victims, the members
 /// nominated in the same rack, the same group condition; once the victims are gone, both groups
@@ -3313,7 +3524,7 @@ async fn pod_groups_are_placed_whole_in_one_rack_as_kube_scheduler_places_them()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_higher_priority_pod_group_preempts_in_one_rack_as_kube_scheduler_does() {
     let test = "a_higher_priority_pod_group_preempts_in_one_rack_as_kube_scheduler_does";
-    let Some(cluster) = workload_api_cluster(test).await else {
+    let Some(cluster) = workload_api_cluster_with_tas(test, true).await else {
         return;
     };
     let _serial = serial().await;

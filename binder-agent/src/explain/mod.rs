@@ -143,6 +143,12 @@ pub struct ExplainArgs {
     #[arg(long, default_value_t = 60)]
     pub timeout_seconds: u64,
 
+    /// kube-scheduler's feature gates the in-process engine decides under, as the decision
+    /// service's `--feature-gates` (your cluster's kube-scheduler's value). Unset gates keep kube
+    /// 1.37's defaults but `GenericWorkload` (on).
+    #[arg(long, default_value = "", value_name = "NAME=BOOL,...")]
+    pub feature_gates: String,
+
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
@@ -662,6 +668,10 @@ pub fn format(e: &Explanation, args: &ExplainArgs) -> anyhow::Result<String> {
 
 /// Runs `explain` and prints the result on stdout.
 pub async fn main(args: ExplainArgs) -> anyhow::Result<()> {
+    let gates = placement_scheduler::engine::gates::FeatureGates::PLACEMENT_DEFAULT
+        .with(&args.feature_gates)
+        .map_err(|e| anyhow::anyhow!("--feature-gates: {e}"))?;
+    placement_scheduler::engine::gates::set_process_default(gates);
     let timeout = Duration::from_secs(args.timeout_seconds.max(1));
     let e = tokio::time::timeout(timeout, explain(&args))
         .await

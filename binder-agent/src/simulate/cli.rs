@@ -114,6 +114,12 @@ pub struct SimulateArgs {
     /// without a key a group may take any nodes, still all or nothing.
     #[arg(long, value_name = "KEY")]
     pub topology_key: Option<String>,
+    /// kube-scheduler's feature gates the in-process replicas decide under, as kube's
+    /// `--feature-gates` (e.g. `TopologyAwareWorkloadScheduling=true`). Unset gates keep kube
+    /// 1.37's defaults but `GenericWorkload` (on); `--topology-key` turns
+    /// `TopologyAwareWorkloadScheduling` on unless this names it.
+    #[arg(long, default_value = "", value_name = "NAME=BOOL,...")]
+    pub feature_gates: String,
     /// With `--topology-key`: nodes per domain (in node order, named `<key's last segment>-NNNN`,
     /// e.g. `rack-0003`) for the synthetic nodes that lack the label.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
@@ -212,6 +218,16 @@ pub struct SimulateArgs {
 pub type LoadedPolicyFile = (PathBuf, placement_scheduler::grpc::policy_file::LoadedPolicies);
 
 impl SimulateArgs {
+    /// The feature gates of `--feature-gates`, with TopologyAwareWorkloadScheduling on for
+    /// `--topology-key` unless the flag names it.
+    pub fn gates(&self) -> anyhow::Result<placement_scheduler::engine::gates::FeatureGates> {
+        let mut gates = placement_scheduler::engine::gates::FeatureGates::PLACEMENT_DEFAULT;
+        if self.topology_key.is_some() {
+            gates.topology_aware_workload_scheduling = true;
+        }
+        gates.with(&self.feature_gates).context("--feature-gates")
+    }
+
     /// Reads `--policy-file` (when given); an extender with a `bindVerb` is refused, since
     /// simulate's cluster is in memory and an extender binds in a real one.
     pub fn policies(&self) -> anyhow::Result<Option<LoadedPolicyFile>> {
@@ -323,6 +339,7 @@ impl SimulateArgs {
 pub async fn main(args: SimulateArgs) -> anyhow::Result<()> {
     let _telemetry = placement_scheduler::telemetry::init_once("binder-agent-simulate", false, "error")?;
     placement_scheduler::engine::parallel::set_threads(args.pass_threads).context("--pass-threads")?;
+    placement_scheduler::engine::gates::set_process_default(args.gates()?);
     let policies = args.policies()?;
     // The in-process replicas serve the file's policies (and call its extenders).
     let config = || args.config_with(policies.as_ref());

@@ -616,7 +616,10 @@ fn pod_groups(store: &Store, wall_seconds: f64) -> Option<PodGroups> {
         } else {
             out.placed_min_count += 1;
         }
-        if let Some(topology_key) = group.and_then(|pg| pg.topology_keys.first()) {
+        // A topology key confines a group to one domain only under TopologyAwareWorkloadScheduling
+        // (the gates the in-process replicas decide under).
+        let confined = placement_scheduler::engine::gates::process_default().topology_aware_workload_scheduling;
+        if let Some(topology_key) = group.and_then(|pg| pg.topology_keys.first()).filter(|_| confined) {
             let mut domains: Vec<Option<&str>> = g
                 .nodes
                 .iter()

@@ -24,7 +24,8 @@
 //!   columns), each giving the same answers as the plugin functions it names, their state in
 //!   the evaluator's `accel::state::FastPathState`.
 //! - [`preemption`]: kube-scheduler's DefaultPreemption: victims, PodDisruptionBudgets ([`pdb`]), the node.
-//! - [`gang`]: gangs placed all together or not at all within a batch.
+//! - [`gang`]: gangs placed all together or not at all within a batch; [`podgroup`]: PodGroup
+//!   cycles; [`gates`]: the kube feature gates that change a decision.
 //! - [`volumes`]: claims, volumes, storage classes, CSI nodes, drivers and capacities the volume
 //!   plugins (`plugins::{volumerestrictions, nodevolumelimits, volumebinding, volumezone}`) read.
 //! - [`cancel`]: stopping the work of a call that has ended; [`parallel`]: a pod's pass over a
@@ -39,6 +40,7 @@ pub mod diagnosis;
 pub mod extender;
 pub mod framework;
 pub mod gang;
+pub mod gates;
 pub mod hot;
 pub mod model;
 pub mod parallel;

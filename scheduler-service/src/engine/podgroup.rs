@@ -38,7 +38,7 @@ use std::sync::Arc;
 use super::diagnosis::Nomination;
 use super::extender::ExtenderHook;
 use super::framework::{Deadline, Decision, Diagnosis, EvalError, Evaluator, GangFailure};
-use super::model::{PodGroup, PodSpec};
+use super::model::{PodGroup, PodSpec, PreemptionPolicy};
 use super::podgroup_preemption::{self, GroupPreemption};
 use super::policy::ScorePlugin;
 use super::profile::Profile;
@@ -47,6 +47,9 @@ use super::snapshot::{Delta, Snapshot, Topology};
 
 /// `errPodGroupUnschedulable`.
 const UNSCHEDULABLE: &str = "pod group is unschedulable";
+
+/// `RunPlacementGeneratePlugins`' status when the plugin generated no placement.
+const NO_PLACEMENTS: &str = "no feasible placements found";
 
 /// What a group's cycle writes as its PodGroupInitiallyScheduled condition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,11 +96,13 @@ enum Segment {
     Group(Arc<str>, Vec<usize>),
 }
 
-fn segments(pods: &[PodSpec]) -> Vec<Segment> {
+/// The batch's segments; without the `GenericWorkload` gate every pod is a plain pod (kube then
+/// reads no PodGroup).
+fn segments(pods: &[PodSpec], generic_workload: bool) -> Vec<Segment> {
     let mut out: Vec<Segment> = Vec::new();
     let mut group_at: HashMap<Arc<str>, usize> = HashMap::new();
     for (i, pod) in pods.iter().enumerate() {
-        match &pod.pod_group {
+        match pod.pod_group.as_ref().filter(|_| generic_workload) {
             Some(key) => match group_at.get(key) {
                 Some(&s) => {
                     if let Segment::Group(_, members) = &mut out[s] {
@@ -134,7 +139,7 @@ pub fn schedule(
         seed,
         deadline,
     };
-    let segments = segments(pods);
+    let segments = segments(pods, profile.gates().generic_workload);
     let mut decisions: Vec<Option<Decision>> = (0..pods.len()).map(|_| None).collect();
     let mut outcomes = Vec::new();
     let mut derived: Option<Snapshot> = None;
@@ -279,6 +284,88 @@ struct Trial {
     failure: Option<String>,
     /// NodeResourcesFit's weighted placement score (feasible ones).
     fit: i64,
+    /// PlacementFeasible refused before any member was tried (kube then wraps its reasons in
+    /// `errPodGroupUnschedulable`).
+    upfront: bool,
+}
+
+/// Why a group's cycle ended with a SchedulerError.
+enum CycleError {
+    /// The placements could not be made: the group's message.
+    Group(String),
+    /// The attempt of the member at `at` (in batch order) ended with an error.
+    Member { at: usize, error: String },
+}
+
+/// The first member whose attempt ended with an error (an extender's, a PreFilter's, a CEL
+/// selector's), not a rejection.
+fn member_error(made: &[Decision]) -> Option<(usize, String)> {
+    made.iter().enumerate().find_map(|(i, d)| match d {
+        Decision::Unschedulable(diag) => diag.error.clone().map(|e| (i, e)),
+        Decision::Node { .. } => None,
+    })
+}
+
+/// A failed trial's status message, as kube's default algorithm leaves it: PlacementFeasible's
+/// reasons (under `errPodGroupUnschedulable` when it refused before any member), or the bare
+/// error when no member was placed. Inside TopologyPlacement's wrapper kube prints the status's
+/// error, which for a refusal before any member is `errPodGroupUnschedulable` alone.
+fn trial_status(t: &Trial, tas: bool) -> String {
+    let reason = t.failure.clone().unwrap_or_default();
+    match (t.upfront, tas) {
+        (false, _) => reason,
+        (true, true) => UNSCHEDULABLE.to_string(),
+        (true, false) => format!("{UNSCHEDULABLE}, {reason}"),
+    }
+}
+
+/// The topology the group's placements follow: its key's, with TopologyAwareWorkloadScheduling;
+/// none without (kube then runs its default algorithm on every node, the key unread).
+fn topology_of(profile: &Profile, snapshot: &Snapshot, group: &PodGroup) -> Option<Arc<Topology>> {
+    if !profile.gates().topology_aware_workload_scheduling {
+        return None;
+    }
+    group.topology_key.as_ref().map(|k| snapshot.topology(k))
+}
+
+/// kube's `validatePodGroup` for the pending members (`schedule_one_podgroup.go`), pod by pod in
+/// order: the group's priority, then the preemption policy (with the `PodGroupPreemptionPolicy`
+/// gate the group's; without it, the first member's).
+fn validate(profile: &Profile, group: &PodGroup, members: &[PodSpec]) -> Result<(), String> {
+    let name = |p: PreemptionPolicy| match p {
+        PreemptionPolicy::Never => "Never",
+        PreemptionPolicy::PreemptLowerPriority => "PreemptLowerPriority",
+    };
+    let gated = profile.gates().pod_group_preemption_policy;
+    let mut group_policy = gated.then_some(group.preemption_policy);
+    for p in members {
+        if p.priority != group.priority {
+            return Err(format!(
+                "all pods in a single pod group should have the same priority as the pod group's priority, got {} and {}",
+                p.priority, group.priority
+            ));
+        }
+        match group_policy {
+            None => group_policy = Some(p.preemption_policy),
+            Some(g) if g != p.preemption_policy => {
+                return Err(if gated {
+                    format!(
+                        "all pods in a single pod group should have the same preemption policy as the pod group's preemption policy, got {} and {}",
+                        name(p.preemption_policy),
+                        name(g)
+                    )
+                } else {
+                    format!(
+                        "all pods in a single pod group should have the same preemption policy, got {} and {}",
+                        name(p.preemption_policy),
+                        name(g)
+                    )
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// kube's `GangScheduling.PlacementFeasible`: `Ok(true)` when minCount is met, `Ok(false)` while
@@ -315,12 +402,7 @@ fn group_cycle(
         message,
         domain,
     };
-    // kube's validatePodGroup: one priority for the group and its pods.
-    if let Some(p) = members.iter().find(|p| p.priority != group.priority) {
-        let message = format!(
-            "all pods in a single pod group should have the same priority as the pod group's priority, got {} and {}",
-            p.priority, group.priority
-        );
+    if let Err(message) = validate(ctx.profile, &group, members) {
         return Ok((
             error_decisions(members.len(), &message),
             Some(outcome(GroupReason::SchedulerError, message, None)),
@@ -328,11 +410,22 @@ fn group_cycle(
     }
     let found = match find_placement(ctx, snapshot, views, &group, key, members)? {
         Ok(found) => found,
-        Err(message) => {
+        Err(CycleError::Group(message)) => {
             return Ok((
                 error_decisions(members.len(), &message),
                 Some(outcome(GroupReason::SchedulerError, message, None)),
             ))
+        }
+        Err(CycleError::Member { at, error }) => {
+            // kube's podGroupSchedulingDefaultAlgorithm stops at a member whose attempt ended
+            // with an error (not a rejection): the group fails with a SchedulerError; that member
+            // keeps its own error, every other member gets the group's.
+            let message = format!("failed to schedule other pod from a pod group: {error}");
+            let mut made = error_decisions(members.len(), &message);
+            if let Some(d) = made.get_mut(at) {
+                *d = error_decisions(1, &error).remove(0);
+            }
+            return Ok((made, Some(outcome(GroupReason::SchedulerError, message, None))));
         }
     };
     let (placements, first_failure) = match found {
@@ -347,17 +440,26 @@ fn group_cycle(
     };
     // No placement: kube's "0/N placements are available" with the first one's status, and what
     // the group's PostFilter (DefaultPreemption's PodGroupPostFilter) said.
-    let first = first_failure.map(|t| (t.failure.unwrap_or_default(), t.made));
+    let tas = ctx.profile.gates().topology_aware_workload_scheduling;
+    let first = first_failure.map(|t| (trial_status(&t, tas), t.made));
     let (first_status, first_made) = match first {
         Some((status, made)) => (status, made),
         None => (String::new(), Vec::new()),
     };
-    let cycle_message = nowhere_message(placements, &first_status);
+    let cycle_message = if ctx.profile.gates().topology_aware_workload_scheduling {
+        nowhere_message(placements, &first_status)
+    } else {
+        // kube's default algorithm on one implicit placement: its own status, unwrapped.
+        first_status
+    };
     let preemption = podgroup_preemption::preempt(ctx.profile, snapshot, &group, members, ctx.seed, &mut |freed| {
         // The group's cycle on the cluster without the victims (kube's PodGroupSchedulingFunc).
         let mut views = DomainViews::default();
         Ok(match find_placement(ctx, freed, &mut views, &group, key, members)? {
-            Err(message) => Err(message),
+            Err(CycleError::Group(message)) => Err(message),
+            Err(CycleError::Member { error, .. }) => {
+                Err(format!("failed to schedule other pod from a pod group: {error}"))
+            }
             Ok(Found::Placed { made, .. }) => Ok(made
                 .iter()
                 .map(|d| match d {
@@ -368,10 +470,14 @@ fn group_cycle(
             Ok(Found::Nowhere {
                 placements,
                 first_failure,
-            }) => Err(nowhere_message(
-                placements,
-                &first_failure.and_then(|t| t.failure).unwrap_or_default(),
-            )),
+            }) => {
+                let first = first_failure.map(|t| trial_status(&t, tas)).unwrap_or_default();
+                Err(if tas {
+                    nowhere_message(placements, &first)
+                } else {
+                    first
+                })
+            }
         })
     })?;
     let group_message = format!("{cycle_message}, {}", preemption.message());
@@ -411,6 +517,10 @@ fn group_cycle(
 
 /// kube's status for a group no placement holds.
 fn nowhere_message(placements: usize, first_status: &str) -> String {
+    if placements == 0 {
+        // TopologyPlacement generated none (no node carries the key): the framework's status.
+        return NO_PLACEMENTS.to_string();
+    }
     let first = if first_status.is_empty() {
         String::new()
     } else {
@@ -443,12 +553,12 @@ fn find_placement(
     group: &PodGroup,
     key: &Arc<str>,
     members: &[PodSpec],
-) -> Result<Result<Found, String>, EvalError> {
+) -> Result<Result<Found, CycleError>, EvalError> {
     let scheduled = snapshot.pod_group_bound(key);
-    let topology = group.topology_key.as_ref().map(|k| snapshot.topology(k));
+    let topology = topology_of(ctx.profile, snapshot, group);
     let placements = match placements(ctx.profile, snapshot, group, topology.as_deref(), members) {
         Ok(p) => p,
-        Err(message) => return Ok(Err(message)),
+        Err(message) => return Ok(Err(CycleError::Group(message))),
     };
     let full = scheduled + members.len();
     let mut first_failure: Option<Trial> = None;
@@ -466,6 +576,9 @@ fn find_placement(
             continue;
         }
         let trial = try_placement(ctx, snapshot, views, group, placement, members, scheduled)?;
+        if let Some((at, error)) = member_error(&trial.made) {
+            return Ok(Err(CycleError::Member { at, error }));
+        }
         if trial.failure.is_some() {
             if first_failure.is_none() {
                 first_failure = Some(trial);
@@ -710,6 +823,7 @@ fn try_placement(
             placed: 0,
             failure: Some(reason),
             fit: 0,
+            upfront: true,
         });
     }
     let view: Arc<Snapshot>;
@@ -777,6 +891,7 @@ fn try_placement(
         placed,
         failure,
         fit,
+        upfront: false,
     })
 }
 
@@ -841,7 +956,7 @@ pub fn explain(
         });
     };
     let min_count = group.min_count();
-    let topology = group.topology_key.as_ref().map(|k| snapshot.topology(k));
+    let topology = topology_of(profile, snapshot, &group);
     let Ok(placements) = placements(profile, snapshot, &group, topology.as_deref(), members) else {
         return Ok(GroupExplanation {
             decisions,

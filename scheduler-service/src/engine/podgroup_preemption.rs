@@ -181,6 +181,20 @@ fn split_by_pdb_violation(victims: Vec<Victim>, pdbs: &[&Pdb]) -> (Vec<(Victim, 
     (violating, other)
 }
 
+/// kube's `resolvePreemptionPolicy` (`framework/preemption/types.go`): with the
+/// `PodGroupPreemptionPolicy` gate, the group's own field; without it, `Never` when any member
+/// says `Never`.
+pub(crate) fn resolved_policy(profile: &Profile, group: &PodGroup, members: &[PodSpec]) -> PreemptionPolicy {
+    if profile.gates().pod_group_preemption_policy {
+        return group.preemption_policy;
+    }
+    if members.iter().any(|p| p.preemption_policy == PreemptionPolicy::Never) {
+        PreemptionPolicy::Never
+    } else {
+        PreemptionPolicy::PreemptLowerPriority
+    }
+}
+
 /// DefaultPreemption's PodGroupPostFilter for `group` (its `members` pending, in batch order) on
 /// `snapshot`, the cluster its cycle found no placement on; `cycle` runs the group's cycle on
 /// another snapshot.
@@ -192,7 +206,7 @@ pub fn preempt(
     seed: u64,
     cycle: &mut GroupCycle<'_>,
 ) -> Result<GroupPreemption, EvalError> {
-    if group.preemption_policy == PreemptionPolicy::Never {
+    if resolved_policy(profile, group, members) == PreemptionPolicy::Never {
         return Ok(GroupPreemption::Fail(NOT_ELIGIBLE.to_string()));
     }
     let mut victims = potential_victims(snapshot, group.priority);

@@ -12,6 +12,13 @@ use crate::engine::profile::Profile;
 use crate::engine::resources::Resources;
 use crate::engine::snapshot::Snapshot;
 
+/// The gates of the control plane these cases were read from (cluster.sh --workload-api):
+/// TopologyAwareWorkloadScheduling on.
+const TAS: crate::engine::gates::FeatureGates = crate::engine::gates::FeatureGates {
+    topology_aware_workload_scheduling: true,
+    ..crate::engine::gates::FeatureGates::PLACEMENT_DEFAULT
+};
+
 const HIGH: i32 = 1000;
 
 fn node(name: &str, rack: &str) -> NodeSpec {
@@ -106,7 +113,7 @@ fn run(
         .and_then(|s| s.with_pod_groups(groups))
         .and_then(|s| s.with_pdbs(pdbs))
         .expect("snapshot");
-    let profile = Profile::new(Policy::kube_default());
+    let profile = Profile::new(Policy::kube_default()).with_gates(TAS);
     schedule(&profile, &snap, None, batch, 7, Deadline::none()).expect("schedule")
 }
 

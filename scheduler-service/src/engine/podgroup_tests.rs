@@ -6,6 +6,13 @@ use crate::engine::model::{NodeSpec, PodGroup, PreemptionPolicy};
 use crate::engine::policy::Policy;
 use crate::engine::resources::Resources;
 
+/// The gates of the control plane these cases were read from (cluster.sh --workload-api):
+/// TopologyAwareWorkloadScheduling on.
+const TAS: crate::engine::gates::FeatureGates = crate::engine::gates::FeatureGates {
+    topology_aware_workload_scheduling: true,
+    ..crate::engine::gates::FeatureGates::PLACEMENT_DEFAULT
+};
+
 fn node(name: &str, rack: Option<&str>, cpu: i64) -> NodeSpec {
     let mut labels = std::collections::HashMap::new();
     if let Some(r) = rack {
@@ -84,7 +91,7 @@ fn run(
     let snap = Snapshot::build(nodes, pods)
         .and_then(|s| s.with_pod_groups(groups))
         .expect("snapshot");
-    let profile = Profile::new(Policy::kube_default());
+    let profile = Profile::new(Policy::kube_default()).with_gates(TAS);
     schedule(&profile, &snap, None, batch, 7, Deadline::none()).expect("schedule")
 }
 
@@ -271,19 +278,140 @@ fn a_pod_whose_priority_differs_from_its_groups_is_a_scheduler_error() {
     assert_eq!(outcomes[0].message, expected);
 }
 
-#[test]
-fn preemption_policy_never_is_said_in_the_groups_message() {
-    let batch: Vec<PodSpec> = (1..=3).map(|i| pod(&format!("s-{i}"), 3000, Some("s"))).collect();
+const NOT_ELIGIBLE: &str = ", pod group preemption: not eligible due to preemptionPolicy=Never.";
+const NO_VICTIMS: &str = ", pod group preemption: No preemption victims found for incoming preemptor";
+
+/// Three 3-cpu members of a group `s` (minCount 3) that fits no rack, each member's preemption
+/// policy from `policies`, the group's from `group_policy`; the group's condition message.
+fn unplaceable_with_policies(
+    gates: crate::engine::gates::FeatureGates,
+    group_policy: PreemptionPolicy,
+    policies: [PreemptionPolicy; 3],
+) -> GroupOutcome {
+    let batch: Vec<PodSpec> = policies
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| PodSpec {
+            preemption_policy: p,
+            ..pod(&format!("s-{i}"), 3000, Some("s"))
+        })
+        .collect();
     let mut g = group("s", Some(3), Some("rack"));
-    g.preemption_policy = PreemptionPolicy::Never;
-    let (_, outcomes) = run(racks(), vec![], vec![g], &batch);
+    g.preemption_policy = group_policy;
+    let snap = Snapshot::build(racks(), vec![])
+        .and_then(|s| s.with_pod_groups(vec![g]))
+        .expect("snapshot");
+    let profile = Profile::new(Policy::kube_default()).with_gates(gates);
+    let (_, mut outcomes) = schedule(&profile, &snap, None, &batch, 7, Deadline::none()).expect("schedule");
+    outcomes.remove(0)
+}
+
+#[test]
+fn without_the_pod_group_preemption_policy_gate_the_members_never_makes_the_group_never() {
+    use PreemptionPolicy::{Never, PreemptLowerPriority as Lower};
+    // kube 1.37's default gates: the group's own field is not read, the members' is.
+    let never = unplaceable_with_policies(TAS, Lower, [Never; 3]);
+    assert!(never.message.ends_with(NOT_ELIGIBLE), "{}", never.message);
+    let field_only = unplaceable_with_policies(TAS, Never, [Lower; 3]);
+    assert!(field_only.message.ends_with(NO_VICTIMS), "{}", field_only.message);
+}
+
+#[test]
+fn with_the_pod_group_preemption_policy_gate_the_groups_field_decides() {
+    use PreemptionPolicy::{Never, PreemptLowerPriority as Lower};
+    let gated = crate::engine::gates::FeatureGates {
+        pod_group_preemption_policy: true,
+        ..TAS
+    };
+    let never = unplaceable_with_policies(gated, Never, [Never; 3]);
+    assert!(never.message.ends_with(NOT_ELIGIBLE), "{}", never.message);
+    let lower = unplaceable_with_policies(gated, Lower, [Lower; 3]);
+    assert!(lower.message.ends_with(NO_VICTIMS), "{}", lower.message);
+}
+
+#[test]
+fn members_disagreeing_on_preemption_policy_are_a_scheduler_error_as_kube_validates_them() {
+    use PreemptionPolicy::{Never, PreemptLowerPriority as Lower};
+    let mixed = unplaceable_with_policies(TAS, Lower, [Lower, Never, Lower]);
+    assert_eq!(mixed.reason, GroupReason::SchedulerError);
+    assert_eq!(
+        mixed.message,
+        "all pods in a single pod group should have the same preemption policy, got Never and PreemptLowerPriority"
+    );
+    let gated = crate::engine::gates::FeatureGates {
+        pod_group_preemption_policy: true,
+        ..TAS
+    };
+    let against_group = unplaceable_with_policies(gated, Never, [Never, Lower, Never]);
+    assert_eq!(against_group.reason, GroupReason::SchedulerError);
+    assert_eq!(
+        against_group.message,
+        "all pods in a single pod group should have the same preemption policy as the pod group's preemption \
+         policy, got PreemptLowerPriority and Never"
+    );
+}
+
+#[test]
+fn without_topology_aware_scheduling_the_key_is_not_read_and_kubes_default_algorithm_answers() {
+    // kube 1.37's default gates: TopologyAwareWorkloadScheduling off. Four 2.5-cpu pods fit the
+    // cluster (one per node) but no rack: the group is placed over both racks.
+    let off = crate::engine::gates::FeatureGates::PLACEMENT_DEFAULT;
+    let batch: Vec<PodSpec> = (1..=4).map(|i| pod(&format!("w-{i}"), 2500, Some("w"))).collect();
+    let snap = Snapshot::build(racks(), vec![])
+        .and_then(|s| s.with_pod_groups(vec![group("w", Some(4), Some("rack"))]))
+        .expect("snapshot");
+    let profile = Profile::new(Policy::kube_default()).with_gates(off);
+    let (d, outcomes) = schedule(&profile, &snap, None, &batch, 7, Deadline::none()).expect("schedule");
+    let used: std::collections::BTreeSet<&str> = d.iter().filter_map(node_of).map(rack_of).collect();
+    assert_eq!(used.len(), 2, "{d:?}");
+    assert_eq!(outcomes[0].reason, GroupReason::Scheduled);
+    assert_eq!(outcomes[0].domain, None);
+    // Five such pods fit nowhere: the default algorithm's own status, no placements wrapper.
+    let batch: Vec<PodSpec> = (1..=5).map(|i| pod(&format!("w-{i}"), 2500, Some("w"))).collect();
+    let snap = Snapshot::build(racks(), vec![])
+        .and_then(|s| s.with_pod_groups(vec![group("w", Some(5), Some("rack"))]))
+        .expect("snapshot");
+    let (d, outcomes) = schedule(&profile, &snap, None, &batch, 7, Deadline::none()).expect("schedule");
+    let cycle = "minCount (5) cannot be satisfied: 4 scheduled, 0 remaining";
+    assert_eq!(outcomes[0].message, format!("{cycle}{NO_VICTIMS}"));
+    assert_eq!(
+        message(&d[0]),
+        format!("pod group is unschedulable, {cycle}{NO_VICTIMS}")
+    );
+    assert_eq!(message(&d[4]), "0/4 nodes are available: 4 Insufficient cpu.");
+}
+
+#[test]
+fn with_topology_aware_scheduling_and_no_node_carrying_the_key_no_placement_is_found() {
+    let batch: Vec<PodSpec> = (1..=2).map(|i| pod(&format!("k-{i}"), 100, Some("k"))).collect();
+    let (d, outcomes) = run(racks(), vec![], vec![group("k", Some(2), Some("zone"))], &batch);
+    assert_eq!(outcomes[0].reason, GroupReason::Unschedulable);
     assert!(
         outcomes[0]
             .message
-            .ends_with(", pod group preemption: not eligible due to preemptionPolicy=Never."),
+            .starts_with("no feasible placements found, pod group preemption: "),
         "{}",
         outcomes[0].message
     );
+    assert!(d.iter().all(|d| node_of(d).is_none()));
+}
+
+#[test]
+fn without_the_generic_workload_gate_members_are_scheduled_one_by_one() {
+    // Four 3-cpu members, minCount 4: no rack holds them, but kube without GenericWorkload reads
+    // no PodGroup and binds the two that fit.
+    let off = crate::engine::gates::FeatureGates {
+        generic_workload: false,
+        ..TAS
+    };
+    let batch: Vec<PodSpec> = (1..=4).map(|i| pod(&format!("big-{i}"), 3000, Some("big"))).collect();
+    let snap = Snapshot::build(racks(), vec![])
+        .and_then(|s| s.with_pod_groups(vec![group("big", Some(4), Some("rack"))]))
+        .expect("snapshot");
+    let profile = Profile::new(Policy::kube_default()).with_gates(off);
+    let (d, outcomes) = schedule(&profile, &snap, None, &batch, 7, Deadline::none()).expect("schedule");
+    assert_eq!(d.iter().filter(|d| node_of(d).is_some()).count(), 4);
+    assert!(outcomes.is_empty());
 }
 
 #[test]
@@ -305,7 +433,7 @@ fn the_walk_picks_what_evaluating_every_rack_picks() {
     let snap = Snapshot::build(nodes, busy)
         .and_then(|s| s.with_pod_groups(vec![group("g", Some(4), Some("rack"))]))
         .expect("snapshot");
-    let profile = Profile::new(Policy::kube_default());
+    let profile = Profile::new(Policy::kube_default()).with_gates(TAS);
     let batch: Vec<PodSpec> = (1..=4).map(|i| pod(&format!("g-{i}"), 2500, Some("g"))).collect();
     let ctx = Ctx {
         profile: &profile,
@@ -339,7 +467,7 @@ fn the_walk_picks_what_evaluating_every_rack_picks() {
 }
 
 fn run_snapshot(snap: &Snapshot, batch: &[PodSpec]) -> (Vec<Decision>, Vec<GroupOutcome>) {
-    let profile = Profile::new(Policy::kube_default());
+    let profile = Profile::new(Policy::kube_default()).with_gates(TAS);
     schedule(&profile, snap, None, batch, 7, Deadline::none()).expect("schedule")
 }
 
@@ -353,7 +481,7 @@ fn explained(
     let snap = Snapshot::build(nodes, pods)
         .and_then(|s| s.with_pod_groups(groups))
         .expect("snapshot");
-    let profile = Profile::new(Policy::kube_default());
+    let profile = Profile::new(Policy::kube_default()).with_gates(TAS);
     explain(&profile, &snap, None, key, batch, 7, Deadline::none()).expect("explain")
 }
 
@@ -556,4 +684,50 @@ fn a_later_group_in_the_batch_sees_an_earlier_groups_pods_in_other_racks() {
         vec![Some("b0"), Some("c0"), Some("c0")]
     );
     assert_eq!(outcomes[1].domain.as_deref(), Some("rc"));
+}
+
+/// An extender interested in the pods named in `fails`, whose filter call fails for them.
+struct FailingExtender {
+    fails: &'static [&'static str],
+}
+
+impl crate::engine::extender::ExtenderHook for FailingExtender {
+    fn interested(&self, pod: &PodSpec) -> bool {
+        self.fails.contains(&pod.name.as_str())
+    }
+
+    fn filter(
+        &self,
+        _: &Snapshot,
+        pod: &PodSpec,
+        _: &[usize],
+    ) -> Result<crate::engine::extender::ExtenderFiltered, String> {
+        Err(format!("extender example failed for {}", pod.name))
+    }
+
+    fn prioritize(&self, _: &Snapshot, _: &PodSpec, _: &[usize]) -> Vec<(usize, i64)> {
+        Vec::new()
+    }
+}
+
+#[test]
+fn a_members_error_fails_the_whole_group_with_a_scheduler_error() {
+    // kube's default algorithm stops at a member whose attempt ended with an error: the group's
+    // condition is a SchedulerError, no member is placed, the failing member keeps its own error.
+    let batch: Vec<PodSpec> = (1..=3).map(|i| pod(&format!("e-{i}"), 100, Some("e"))).collect();
+    let snap = Snapshot::build(racks(), vec![])
+        .and_then(|s| s.with_pod_groups(vec![group("e", Some(2), Some("rack"))]))
+        .expect("snapshot");
+    let extender = FailingExtender { fails: &["e-2"] };
+    for gates in [TAS, crate::engine::gates::FeatureGates::PLACEMENT_DEFAULT] {
+        let profile = Profile::new(Policy::kube_default()).with_gates(gates);
+        let (d, outcomes) = schedule(&profile, &snap, Some(&extender), &batch, 7, Deadline::none()).expect("schedule");
+        let group_error = "failed to schedule other pod from a pod group: extender example failed for e-2";
+        assert_eq!(outcomes[0].reason, GroupReason::SchedulerError);
+        assert_eq!(outcomes[0].message, group_error);
+        assert!(d.iter().all(|d| node_of(d).is_none()), "{d:?}");
+        assert_eq!(message(&d[0]), group_error);
+        assert_eq!(message(&d[1]), "extender example failed for e-2");
+        assert_eq!(message(&d[2]), group_error);
+    }
 }

@@ -46,6 +46,9 @@ pub struct Profile {
     /// The policy's CEL rules, compiled; `None` without rules (the plain pass stays open), or
     /// the compile error (every node is then rejected with it).
     pub(super) rules: Option<Result<Arc<CompiledRules>, Arc<str>>>,
+    /// The feature gates it decides under (the process's when it was made, see
+    /// [`super::gates`]).
+    pub(super) gates: super::gates::FeatureGates,
 }
 
 /// Score slots the plain pass (see [`Evaluator::evaluate_plain`]) fills in per node.
@@ -107,6 +110,7 @@ impl Profile {
         });
         Self {
             rules,
+            gates: super::gates::process_default(),
             slot_of,
             static_filters,
             fit_cpu_memory,
@@ -149,6 +153,17 @@ impl Profile {
             shape,
             policy,
         }
+    }
+
+    /// The profile deciding under `gates` instead of the process's (see [`super::gates`]).
+    pub fn with_gates(mut self, gates: super::gates::FeatureGates) -> Self {
+        self.gates = gates;
+        self
+    }
+
+    /// The feature gates it decides under.
+    pub fn gates(&self) -> super::gates::FeatureGates {
+        self.gates
     }
 
     /// The policy.

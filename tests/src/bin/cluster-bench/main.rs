@@ -975,6 +975,10 @@ fn start(c: Contender, args: &RunArgs, ns: &str, log_dir: &Path, plan: Option<&P
             let grpc = free_port()?;
             let mut service = Command::new(service_bin);
             service.args(["--listen", &grpc.to_string(), "--metrics-listen", "off"]);
+            if args.workload == Workload::Podgroups {
+                // The gates the bench gives kube-scheduler (above).
+                service.arg("--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true");
+            }
             let service = Proc2::spawn("scheduler-service", &mut service, log_dir)?;
             let http = free_port()?;
             let mut binder = Command::new(binder_bin);
