@@ -191,6 +191,7 @@ impl Routing {
             labels: &info.spec.labels,
             owner: info.owner.as_ref(),
             pin: info.annotations.get(PIN_ANNOTATION).map(String::as_str),
+            pod_group: Some(info.spec.scheduling_group.as_str()).filter(|g| !g.is_empty()),
         };
         match self.set.assign(&facts) {
             Some(a) => {
@@ -304,6 +305,56 @@ shadows:
             assert_eq!(a[ARM_ANNOTATION], route.arm);
             assert_eq!(a[ASSIGNMENT_ANNOTATION], "hash");
             assert_eq!(a[POLICY_ANNOTATION], route.policy_label());
+        }
+    }
+
+    #[test]
+    fn a_pod_groups_members_are_routed_to_one_arm_and_its_shadows_see_them_together() {
+        let yaml = r#"
+experiments:
+  - name: e
+    unit: pod
+    arms:
+      - {name: a, weight: 1, policy: default}
+      - {name: b, weight: 1, policy: bin-packing}
+shadows:
+  - {name: s, policy: bin-packing}
+"#;
+        let r = Routing::build(ExperimentSet::parse(yaml).unwrap()).unwrap();
+        let mut q = crate::queue::SchedulingQueue::new(Default::default());
+        for (group, n) in [("g", 40), ("h", 40)] {
+            for i in 0..n {
+                q.add_or_update(
+                    PodInfo {
+                        spec: proto::Pod {
+                            uid: format!("{group}-u{i}"),
+                            namespace: "ns".into(),
+                            name: format!("{group}-{i}"),
+                            scheduling_group: group.into(),
+                            ..Default::default()
+                        },
+                        ..PodInfo::default()
+                    },
+                    tokio::time::Instant::now(),
+                );
+            }
+        }
+        let pods = q.pop_batch(80, tokio::time::Instant::now());
+        // Each route's group of pods is what its arm decides and its shadows evaluate: every
+        // member of a PodGroup is in one of them, with no other group's pods left out of it.
+        let groups = r.split(pods, "");
+        for group in ["g", "h"] {
+            let routes: Vec<&str> = groups
+                .iter()
+                .filter(|(_, pods)| pods.iter().any(|p| p.info.spec.scheduling_group == group))
+                .map(|(route, _)| route.arm.as_str())
+                .collect();
+            assert_eq!(routes.len(), 1, "PodGroup {group} split over arms {routes:?}");
+            let (_, pods) = groups.iter().find(|(route, _)| route.arm == routes[0]).unwrap();
+            assert_eq!(
+                pods.iter().filter(|p| p.info.spec.scheduling_group == group).count(),
+                40
+            );
         }
     }
 }
