@@ -184,12 +184,12 @@ impl<A: ClusterApi> Binder<A> {
         for r in results {
             s.metrics.pod_group_cycle(&r.reason);
             let scheduled = r.reason == "Scheduled";
-            let generation = {
+            let (generation, current) = {
                 let st = s.state.lock();
                 match st.pod_group(&r.namespace, &r.name) {
                     None => continue,
                     Some(g) if g.initially_scheduled && !scheduled => continue,
-                    Some(g) => g.generation,
+                    Some(g) => (g.generation, st.pod_group_condition(&r.namespace, &r.name).cloned()),
                 }
             };
             let condition = crate::api::PodGroupCondition {
@@ -199,6 +199,7 @@ impl<A: ClusterApi> Binder<A> {
                 reason: r.reason,
                 message: r.message,
                 observed_generation: generation,
+                current,
             };
             let this = self.clone();
             tasks.spawn(async move {
