@@ -766,6 +766,45 @@ fn member(name: &str, group: &str, gates: &[&str]) -> PodInfo {
 }
 
 #[tokio::test]
+async fn a_pod_group_with_a_gated_member_is_held_whole_until_its_last_gate_goes() {
+    let replica = ScriptedReplica::default();
+    for m in ["m0", "m1", "m2"] {
+        replica.script(m, &[Answer::Node("n1")]);
+    }
+    let h = Harness::start(&replica).await;
+    // minCount 2: the two ungated members alone would meet it; kube-scheduler's queue keeps the
+    // group's pods as one entity, gated while any of them is (runPreEnqueuePlugins).
+    h.binder.handle(pod_group("g", 2));
+    h.binder.handle(ClusterEvent::PodApplied(member("m0", "g", &[])));
+    h.binder
+        .handle(ClusterEvent::PodApplied(member("m1", "g", &["example.com/quota"])));
+    h.binder.handle(ClusterEvent::PodApplied(member("m2", "g", &[])));
+    tokio::time::sleep(MAX_BACKOFF * 3).await;
+    assert!(
+        replica.calls.lock().is_empty(),
+        "no member decided while one is gated: {:?}",
+        replica.calls.lock()
+    );
+    for m in ["m0", "m1", "m2"] {
+        assert_eq!(
+            h.api.of(m),
+            Written::default(),
+            "nothing written on {m} while the group is held"
+        );
+    }
+    // The last gate goes: the whole group is decided in one call.
+    h.binder.handle(ClusterEvent::PodApplied(member("m1", "g", &[])));
+    h.until("every member bound", |api| {
+        ["m0", "m1", "m2"].iter().all(|m| api.of(m).bound_to.is_some())
+    })
+    .await;
+    let calls = replica.calls.lock().clone();
+    assert_eq!(calls.len(), 1, "one Schedule call for the group: {calls:?}");
+    assert_eq!(calls[0].len(), 3, "{calls:?}");
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn a_pod_groups_condition_is_written_against_the_one_the_watch_shows() {
     let replica = ScriptedReplica::default();
     replica.script(

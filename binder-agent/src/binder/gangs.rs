@@ -13,7 +13,9 @@
 //! `framework/plugins/gangscheduling/gangscheduling.go`): until its PodGroup is there, then until
 //! its pods number `minCount` (1 for the basic policy), with nothing written and no time limit, as
 //! kube-scheduler keeps them out of its queue; then the whole group goes in one batch, where the
-//! decision service runs kube's PodGroup cycle for it.
+//! decision service runs kube's PodGroup cycle for it. A group one of whose queued members still
+//! has scheduling gates is held whole, as kube's queue gates the group's entity
+//! (`backend/queue/scheduling_queue.go`, `runPreEnqueuePlugins`).
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -138,7 +140,14 @@ impl<A: ClusterApi> Binder<A> {
                 now,
                 s.config.gang_timeout,
             );
+            // A PodGroup's queued members are one entity in kube-scheduler's queue: one member
+            // gated (`spec.schedulingGates`) gates the whole entity (`runPreEnqueuePlugins`), so
+            // none is scheduled, and nothing is written, until the last gate goes (its update
+            // releases them). The gated members count towards minCount meanwhile, as
+            // GangScheduling's PreEnqueue counts every pod of the group.
+            let gated = pod_group.is_some() && queued.iter().any(|(_, place, _)| *place == crate::queue::Place::Gated);
             let verdict = match verdict {
+                _ if gated => GangVerdict::Hold(now + s.config.gang_timeout),
                 // kube-scheduler never gives up on a PodGroup's PreEnqueue: it waits, writing
                 // nothing, until the group or its pods change.
                 GangVerdict::GiveUp(_) if pod_group.is_some() => GangVerdict::Hold(now + s.config.gang_timeout),
