@@ -805,6 +805,30 @@ async fn a_pod_group_with_a_gated_member_is_held_whole_until_its_last_gate_goes(
 }
 
 #[tokio::test]
+async fn a_pod_groups_members_are_sent_in_the_order_they_arrived() {
+    let replica = ScriptedReplica::default();
+    // Names in the reverse of the arrival order: neither name order nor hash order is arrival.
+    let members: Vec<String> = (0..8).rev().map(|i| format!("member-{i}")).collect();
+    for m in &members {
+        replica.script(m, &[Answer::Node("n1")]);
+    }
+    // Batches of 1: the first member is popped, the others pulled in to join it.
+    let h = Harness::start_with(&replica, |c| c.batch_size = 1).await;
+    h.binder.handle(pod_group("g", 8));
+    for m in &members {
+        h.binder.handle(ClusterEvent::PodApplied(member(m, "g", &[])));
+    }
+    h.until("every member bound", |api| {
+        members.iter().all(|m| api.of(m).bound_to.is_some())
+    })
+    .await;
+    let calls = replica.calls.lock().clone();
+    assert_eq!(calls.len(), 1, "one Schedule call for the group: {calls:?}");
+    assert_eq!(calls[0], members, "members in arrival order");
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn a_pod_groups_condition_is_written_against_the_one_the_watch_shows() {
     let replica = ScriptedReplica::default();
     replica.script(
