@@ -701,7 +701,7 @@ impl ClusterApi for KubeApi {
             "reason": condition.reason,
             "message": condition.message,
             "observedGeneration": condition.observed_generation,
-            "lastTransitionTime": transition.to_string(),
+            "lastTransitionTime": Time(transition),
         }]}}));
         self.timed(groups.patch_status(&condition.name, &PatchParams::default(), &patch))
             .await?;
@@ -973,6 +973,9 @@ mod tests {
         let c = &body["status"]["conditions"][0];
         assert_eq!(c["status"], "True");
         assert_ne!(c["lastTransitionTime"], BEFORE);
+        // metav1.Time: RFC 3339 to the second, as the API server keeps it.
+        let t = c["lastTransitionTime"].as_str().unwrap();
+        assert!(t.len() == BEFORE.len() && t.ends_with('Z'), "{t}");
         respond(
             send,
             200,
