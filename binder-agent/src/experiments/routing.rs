@@ -12,6 +12,18 @@ use super::config::{client_tls, BackendSpec, ConfigError, ExperimentSet, PodFact
 use crate::projection::PodInfo;
 use crate::queue::QueuedPod;
 use crate::replicas::ReplicaError;
+/// The gang or PodGroup a pod belongs to (`gang/` or `podgroup/` and `namespace/name`), if any.
+fn gang_of(info: &PodInfo) -> Option<String> {
+    let spec = &info.spec;
+    match &spec.gang {
+        Some(g) => Some(format!("gang/{}/{}", spec.namespace, g.name)),
+        None if !spec.scheduling_group.is_empty() => {
+            Some(format!("podgroup/{}/{}", spec.namespace, spec.scheduling_group))
+        }
+        None => None,
+    }
+}
+
 /// The experiment and arm label of pods no experiment selects (not a DNS label, so it never
 /// collides with a configured name).
 pub const NONE: &str = "-";
@@ -219,7 +231,9 @@ impl Routing {
     }
 
     /// Splits a batch by route, keeping the batch's order inside each group and ordering groups
-    /// by their first pod (so the highest-priority pod's group is decided first).
+    /// by their first pod (so the highest-priority pod's group is decided first). The members of
+    /// a gang or a PodGroup all take the route of the first of them in the batch: their unit is
+    /// the group's already, and this keeps them together where a selector or a pin would not.
     pub fn split(&self, batch: Vec<QueuedPod>, default_policy: &str) -> Vec<(Route, Vec<QueuedPod>)> {
         if !self.active() {
             // Every pod to the binder's own policy and replicas: one group, routed once.
@@ -230,8 +244,15 @@ impl Routing {
         }
         let mut groups: Vec<(Route, Vec<QueuedPod>)> = Vec::new();
         let mut index: HashMap<Route, usize> = HashMap::new();
+        let mut gangs: HashMap<String, Route> = HashMap::new();
         for p in batch {
-            let route = self.route(&p.info, default_policy);
+            let route = match gang_of(&p.info) {
+                Some(key) => gangs
+                    .entry(key)
+                    .or_insert_with(|| self.route(&p.info, default_policy))
+                    .clone(),
+                None => self.route(&p.info, default_policy),
+            };
             match index.get(&route) {
                 Some(&i) => groups[i].1.push(p),
                 None => {
@@ -356,5 +377,44 @@ shadows:
                 40
             );
         }
+    }
+
+    #[test]
+    fn a_pin_on_one_member_does_not_split_its_pod_group() {
+        let yaml = r#"
+experiments:
+  - name: e
+    unit: pod
+    allowPin: true
+    arms:
+      - {name: a, weight: 1, policy: default}
+      - {name: b, weight: 0, policy: bin-packing}
+"#;
+        let r = Routing::build(ExperimentSet::parse(yaml).unwrap()).unwrap();
+        let mut q = crate::queue::SchedulingQueue::new(Default::default());
+        for i in 0..4 {
+            let mut info = PodInfo {
+                spec: proto::Pod {
+                    uid: format!("u{i}"),
+                    namespace: "ns".into(),
+                    name: format!("m{i}"),
+                    scheduling_group: "g".into(),
+                    ..Default::default()
+                },
+                ..PodInfo::default()
+            };
+            if i == 2 {
+                info.annotations.insert(PIN_ANNOTATION.into(), "b".into());
+            }
+            q.add_or_update(info, tokio::time::Instant::now());
+        }
+        let groups = r.split(q.pop_batch(4, tokio::time::Instant::now()), "");
+        assert_eq!(
+            groups.len(),
+            1,
+            "{:?}",
+            groups.iter().map(|g| &g.0.arm).collect::<Vec<_>>()
+        );
+        assert_eq!((groups[0].0.arm.as_str(), groups[0].1.len()), ("a", 4));
     }
 }
