@@ -3306,6 +3306,115 @@ async fn pod_groups_are_placed_whole_in_one_rack_as_kube_scheduler_places_them()
     scope.cleanup().await;
 }
 
+/// A PodGroup one of whose pods still has a scheduling gate is held whole, as the cluster's
+/// kube-scheduler holds a twin group (its queue gates the group's entity): no pod bound though
+/// the two ungated pods alone meet minCount, the same conditions on the pods (the API server's
+/// `SchedulingGated` on the gated one, nothing on the others) and none on the group; once the
+/// gate is removed both bind the whole group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_group_with_a_gated_pod_is_held_whole_as_kube_scheduler_holds_it() {
+    let test = "a_pod_group_with_a_gated_pod_is_held_whole_as_kube_scheduler_holds_it";
+    let Some(cluster) = workload_api_cluster(test).await else {
+        return;
+    };
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "gatedgroups").await;
+    let groups: Api<PodGroup> = Api::namespaced(cluster.client.clone(), &scope.ns);
+    for side in ["ours", "kube"] {
+        scope.add_node(&format!("{side}-0"), "4", &[("side", side)]).await;
+        let g = serde_json::json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": format!("gated-{side}")},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}});
+        groups
+            .create(&PostParams::default(), &serde_json::from_value(g).expect("a PodGroup"))
+            .await
+            .expect("create a PodGroup");
+    }
+    let binder = InProcessBinder::start(&cluster, &scope).await;
+    let mut members = Vec::new();
+    for i in 0..3 {
+        for pod in twin_pods(&scope, &format!("gated-{i}"), "500m", &|pod, side| {
+            pod["spec"]["schedulingGroup"] = serde_json::json!({"podGroupName": format!("gated-{side}")});
+            if i == 1 {
+                pod["spec"]["schedulingGates"] = serde_json::json!([{"name": "example.com/hold"}]);
+            }
+        }) {
+            scope.create(&pod).await;
+            members.push(pod.name_any());
+        }
+    }
+    // A plain pod on each side, created after the group: once both are bound, both schedulers
+    // have been through the group's pods; then a few more seconds for anything late.
+    let mut probes = Vec::new();
+    for p in twin_pods(&scope, "probe", "100m", &|_, _| {}) {
+        scope.create(&p).await;
+        probes.push(p.name_any());
+    }
+    eventually(WAIT, "both probes bound", || async {
+        let mut all = true;
+        for name in &probes {
+            all &= scope.pods().get(name).await.ok().is_some_and(|p| node_of(&p).is_some());
+        }
+        all
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Per twin: each side's PodScheduled (status, reason).
+    type Sides = BTreeMap<&'static str, Option<(String, String)>>;
+    let mut conditions: BTreeMap<String, Sides> = BTreeMap::new();
+    for name in &members {
+        let p = scope.pods().get(name).await.expect("a member");
+        assert_eq!(node_of(&p), None, "{name}: bound while a member of its group is gated");
+        let (base, side) = name.rsplit_once('-').expect("<name>-<side>");
+        conditions.entry(base.to_string()).or_default().insert(
+            if side == "ours" { "ours" } else { "kube" },
+            scheduled_condition(&p).map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default())),
+        );
+    }
+    for (base, sides) in &conditions {
+        assert_eq!(
+            sides.get("ours"),
+            sides.get("kube"),
+            "{base}: PodScheduled while held: placement (left), kube-scheduler (right)"
+        );
+    }
+    assert_eq!(group_condition(&scope, "gated-ours").await, None);
+    assert_eq!(group_condition(&scope, "gated-kube").await, None);
+    eprintln!("e2e {test}: held by both: {conditions:?}");
+
+    // The gate goes: both schedulers bind the whole group.
+    for side in ["ours", "kube"] {
+        scope
+            .pods()
+            .patch(
+                &format!("gated-1-{side}"),
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(serde_json::json!({"spec": {"schedulingGates": null}})),
+            )
+            .await
+            .expect("remove the gate");
+    }
+    eventually(WAIT, "both groups bound whole", || async {
+        let mut all = true;
+        for name in &members {
+            all &= scope.pods().get(name).await.ok().is_some_and(|p| node_of(&p).is_some());
+        }
+        all
+    })
+    .await;
+    eventually(WAIT, "both groups' conditions written", || async {
+        group_condition(&scope, "gated-ours").await.is_some() && group_condition(&scope, "gated-kube").await.is_some()
+    })
+    .await;
+    assert_eq!(
+        group_condition(&scope, "gated-ours").await,
+        group_condition(&scope, "gated-kube").await,
+        "the group's condition once ungated: placement (left), kube-scheduler (right)"
+    );
+    binder.stop().await;
+    scope.cleanup().await;
+}
+
 /// A higher-priority PodGroup evicts a lower-priority PodGroup's pods in one rack and no other, as
 /// the cluster's kube-scheduler does for a twin group on twin racks: the same victims, the members
 /// nominated in the same rack, the same group condition; once the victims are gone, both groups
