@@ -143,8 +143,7 @@ impl<A: ClusterApi> Binder<A> {
             // A PodGroup's queued members are one entity in kube-scheduler's queue: one member
             // gated (`spec.schedulingGates`) gates the whole entity (`runPreEnqueuePlugins`), so
             // none is scheduled, and nothing is written, until the last gate goes (its update
-            // releases them). The gated members count towards minCount meanwhile, as
-            // GangScheduling's PreEnqueue counts every pod of the group.
+            // releases them), whether or not the others alone meet minCount.
             let gated = pod_group.is_some() && queued.iter().any(|(_, place, _)| *place == crate::queue::Place::Gated);
             let verdict = match verdict {
                 _ if gated => GangVerdict::Hold(now + s.config.gang_timeout),
