@@ -3415,6 +3415,128 @@ async fn a_pod_group_with_a_gated_pod_is_held_whole_as_kube_scheduler_holds_it()
     scope.cleanup().await;
 }
 
+/// A PodGroup's pods are placed in the order kube-scheduler's queue keeps them (priority,
+/// attempts, arrival, then name), and the order decides: on a 4-cpu and a 2-cpu node, a 1.5-cpu
+/// pod placed first takes the big node and leaves no room for a 3-cpu one (the group fails), the
+/// 3-cpu pod placed first leaves room for the other (the group fits). Each group is created in
+/// one order with names in the other, on twin nodes for each scheduler.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_groups_pods_are_placed_in_arrival_order_as_kube_scheduler_places_them() {
+    let test = "a_pod_groups_pods_are_placed_in_arrival_order_as_kube_scheduler_places_them";
+    let Some(cluster) = workload_api_cluster(test).await else {
+        return;
+    };
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "grouporder").await;
+    let groups: Api<PodGroup> = Api::namespaced(cluster.client.clone(), &scope.ns);
+    for set in ["small-first", "big-first"] {
+        for side in ["ours", "kube"] {
+            scope
+                .add_node(&format!("{side}-{set}-big"), "4", &[("side", side), ("set", set)])
+                .await;
+            scope
+                .add_node(&format!("{side}-{set}-small"), "2", &[("side", side), ("set", set)])
+                .await;
+            let g = serde_json::json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": format!("{set}-{side}")},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}});
+            groups
+                .create(&PostParams::default(), &serde_json::from_value(g).expect("a PodGroup"))
+                .await
+                .expect("create a PodGroup");
+        }
+    }
+    let binder = InProcessBinder::start(&cluster, &scope).await;
+    // Created in this order; the names sort the other way.
+    let order = [
+        ("small-first", "z-small", "1500m"),
+        ("small-first", "a-big", "3"),
+        ("big-first", "z-big", "3"),
+        ("big-first", "a-small", "1500m"),
+    ];
+    let mut names: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (set, pod, cpu) in order {
+        for p in twin_pods(&scope, &format!("{set}-{pod}"), cpu, &|p, side| {
+            p["spec"]["schedulingGroup"] = serde_json::json!({"podGroupName": format!("{set}-{side}")});
+            p["spec"]["nodeSelector"]["set"] = serde_json::json!(set);
+        }) {
+            scope.create(&p).await;
+            names.entry(set).or_default().push(p.name_any());
+        }
+    }
+    eventually(WAIT, "every group's condition written", || async {
+        let mut all = true;
+        for set in ["small-first", "big-first"] {
+            for side in ["ours", "kube"] {
+                all &= group_condition(&scope, &format!("{set}-{side}")).await.is_some();
+            }
+        }
+        all
+    })
+    .await;
+    for set in ["small-first", "big-first"] {
+        assert_eq!(
+            group_condition(&scope, &format!("{set}-ours")).await,
+            group_condition(&scope, &format!("{set}-kube")).await,
+            "{set}: the group's condition: placement (left), kube-scheduler (right)"
+        );
+    }
+    let status = group_condition(&scope, "small-first-kube").await.unwrap_or_default();
+    assert_eq!(
+        status["status"], "False",
+        "kube-scheduler placed the small pod first: {status}"
+    );
+    let status = group_condition(&scope, "big-first-kube").await.unwrap_or_default();
+    assert_eq!(
+        status["status"], "True",
+        "kube-scheduler placed the big pod first: {status}"
+    );
+    eventually(WAIT, "the big-first groups bound, the others marked", || async {
+        let mut all = true;
+        for name in &names["big-first"] {
+            all &= scope.pods().get(name).await.ok().is_some_and(|p| node_of(&p).is_some());
+        }
+        for name in &names["small-first"] {
+            all &= scope
+                .pods()
+                .get(name)
+                .await
+                .ok()
+                .is_some_and(|p| marked_unschedulable(&p));
+        }
+        all
+    })
+    .await;
+    // Each pod's outcome: its node's size, or its message; the same on both sides.
+    let mut outcomes: BTreeMap<String, BTreeMap<&str, String>> = BTreeMap::new();
+    for set_names in names.values() {
+        for name in set_names {
+            let p = scope.pods().get(name).await.expect("a member");
+            let outcome = match node_of(&p) {
+                Some(node) => format!("bound to the {} node", node.rsplit('-').next().unwrap_or_default()),
+                None => scheduled_condition(&p)
+                    .and_then(|c| c.message.clone())
+                    .unwrap_or_default(),
+            };
+            let (base, side) = name.rsplit_once('-').expect("<name>-<side>");
+            outcomes
+                .entry(base.to_string())
+                .or_default()
+                .insert(if side == "ours" { "ours" } else { "kube" }, outcome);
+        }
+    }
+    for (base, sides) in &outcomes {
+        assert_eq!(
+            sides.get("ours"),
+            sides.get("kube"),
+            "{base}: placement (left), kube-scheduler (right)"
+        );
+    }
+    eprintln!("e2e {test}: {outcomes:?}");
+    binder.stop().await;
+    scope.cleanup().await;
+}
+
 /// A higher-priority PodGroup evicts a lower-priority PodGroup's pods in one rack and no other, as
 /// the cluster's kube-scheduler does for a twin group on twin racks: the same victims, the members
 /// nominated in the same rack, the same group condition; once the victims are gone, both groups
