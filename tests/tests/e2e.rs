@@ -3537,6 +3537,81 @@ async fn a_pod_groups_pods_are_placed_in_arrival_order_as_kube_scheduler_places_
     scope.cleanup().await;
 }
 
+/// The `PodGroupInitiallyScheduled` condition's `lastTransitionTime` changes only with its status
+/// (kube-scheduler's `SetStatusCondition` on the PodGroup it caches): a binder restarted between
+/// two cycles of a group that stays unschedulable keeps the time the first one wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_binder_keeps_a_pod_groups_transition_time_on_the_api_server() {
+    let test = "a_restarted_binder_keeps_a_pod_groups_transition_time_on_the_api_server";
+    let Some(cluster) = workload_api_cluster(test).await else {
+        return;
+    };
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "grouprestart").await;
+    let groups: Api<PodGroup> = Api::namespaced(cluster.client.clone(), &scope.ns);
+    scope.add_node("ours-0", "4", &[("side", "ours")]).await;
+    let g = serde_json::json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "stuck"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}});
+    groups
+        .create(&PostParams::default(), &serde_json::from_value(g).expect("a PodGroup"))
+        .await
+        .expect("create a PodGroup");
+    let transition = || async {
+        let g = groups.get("stuck").await.ok()?;
+        g.status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "PodGroupInitiallyScheduled")
+            .map(|c| (c.status, c.last_transition_time))
+    };
+    let first = InProcessBinder::start(&cluster, &scope).await;
+    // Two 3-cpu pods on one 4-cpu node: the group never fits.
+    for i in 0..2 {
+        let [ours, _] = twin_pods(&scope, &format!("stuck-{i}"), "3", &|p, _| {
+            p["spec"]["schedulingGroup"] = serde_json::json!({"podGroupName": "stuck"});
+        });
+        scope.create(&ours).await;
+    }
+    eventually(WAIT, "the group's condition written", || async {
+        transition().await.is_some()
+    })
+    .await;
+    let before = transition().await.expect("a condition");
+    assert_eq!(before.0, "False");
+    first.stop().await;
+    // Past the second the time is written in, a new binder decides the group again.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let failed_scheduling = || async {
+        let events: Api<Event> = Api::namespaced(cluster.client.clone(), &scope.ns);
+        events.list(&ListParams::default()).await.map_or(0, |l| {
+            l.items
+                .iter()
+                .filter(|e| e.reason.as_deref() == Some("FailedScheduling"))
+                .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("stuck-0-ours"))
+                .map(|e| e.series.as_ref().map_or(1, |s| s.count))
+                .sum::<i32>()
+        })
+    };
+    let seen = failed_scheduling().await;
+    let second = InProcessBinder::start(&cluster, &scope).await;
+    eventually(
+        WAIT,
+        "the restarted binder's cycle (a new FailedScheduling event)",
+        || async { failed_scheduling().await > seen },
+    )
+    .await;
+    // Its condition write (if any) follows the cycle.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = transition().await.expect("a condition");
+    assert_eq!(
+        after, before,
+        "the status stayed False: its transition time too (after the restart, before)"
+    );
+    eprintln!("e2e {test}: {before:?} kept across the restart");
+    second.stop().await;
+    scope.cleanup().await;
+}
+
 /// A higher-priority PodGroup evicts a lower-priority PodGroup's pods in one rack and no other, as
 /// the cluster's kube-scheduler does for a twin group on twin racks: the same victims, the members
 /// nominated in the same rack, the same group condition; once the victims are gone, both groups
