@@ -45,6 +45,46 @@ pub struct PodGroupCondition {
     pub message: String,
     /// `observedGeneration`: the PodGroup's `metadata.generation` the cycle read.
     pub observed_generation: i64,
+    /// The condition on the PodGroup as the watch shows it (kube-scheduler reads it from its
+    /// informer cache): the transition time is kept from it while the status stays, and nothing
+    /// is written when it is already so, whatever this process wrote or forgot (a restart).
+    pub current: Option<ObservedCondition>,
+}
+
+impl PodGroupCondition {
+    /// Whether `other` writes the same condition (its observed one aside).
+    pub fn same_as(&self, other: &PodGroupCondition) -> bool {
+        (
+            &self.namespace,
+            &self.name,
+            self.scheduled,
+            &self.reason,
+            &self.message,
+            self.observed_generation,
+        ) == (
+            &other.namespace,
+            &other.name,
+            other.scheduled,
+            &other.reason,
+            &other.message,
+            other.observed_generation,
+        )
+    }
+}
+
+/// A PodGroup's `PodGroupInitiallyScheduled` condition as it is on the object.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ObservedCondition {
+    /// `status`: `True`, `False` or `Unknown`.
+    pub status: String,
+    /// `reason`.
+    pub reason: String,
+    /// `message`.
+    pub message: String,
+    /// `observedGeneration`.
+    pub observed_generation: i64,
+    /// `lastTransitionTime` as written (RFC 3339).
+    pub last_transition_time: String,
 }
 
 /// A claim a volume binding is written for.

@@ -663,10 +663,36 @@ impl ClusterApi for KubeApi {
 
     async fn record_pod_group_condition(&self, condition: &PodGroupCondition) -> Result<(), ApiError> {
         let key = format!("{}/{}", condition.namespace, condition.name);
-        let transition = match self.group_conditions.lock().get(&key) {
-            Some((written, _)) if written == condition => return Ok(()),
-            Some((written, at)) if written.scheduled == condition.scheduled => *at,
-            _ => Timestamp::now(),
+        let status = if condition.scheduled { "True" } else { "False" };
+        // kube's `apimeta.SetStatusCondition` on the PodGroup as its cache shows it: nothing
+        // written when the condition is already so, the transition time kept while the status
+        // stays. The object as the watch shows it wins over what this process remembers writing
+        // (which a restart forgets); the memory serves while the watch shows no condition yet.
+        let transition = match &condition.current {
+            Some(c) => {
+                if (
+                    c.status.as_str(),
+                    c.reason.as_str(),
+                    c.message.as_str(),
+                    c.observed_generation,
+                ) == (
+                    status,
+                    condition.reason.as_str(),
+                    condition.message.as_str(),
+                    condition.observed_generation,
+                ) {
+                    return Ok(());
+                }
+                match c.last_transition_time.parse::<Timestamp>() {
+                    Ok(at) if c.status == status => at,
+                    _ => Timestamp::now(),
+                }
+            }
+            None => match self.group_conditions.lock().get(&key) {
+                Some((written, _)) if written.same_as(condition) => return Ok(()),
+                Some((written, at)) if written.scheduled == condition.scheduled => *at,
+                _ => Timestamp::now(),
+            },
         };
         let groups: Api<PodGroup> = Api::namespaced(self.client.clone(), &condition.namespace);
         let patch = Patch::Strategic(json!({"status": {"conditions": [{
@@ -675,7 +701,7 @@ impl ClusterApi for KubeApi {
             "reason": condition.reason,
             "message": condition.message,
             "observedGeneration": condition.observed_generation,
-            "lastTransitionTime": transition.to_string(),
+            "lastTransitionTime": Time(transition),
         }]}}));
         self.timed(groups.patch_status(&condition.name, &PatchParams::default(), &patch))
             .await?;
@@ -799,6 +825,7 @@ pub fn disruption_target_patch(message: &str, transition: Timestamp) -> serde_js
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::ObservedCondition;
     use axum::http::{Method, Request, Response, StatusCode};
     use kube::client::Body;
     use tower_test::mock::{self, Handle};
@@ -856,6 +883,106 @@ mod tests {
     fn status(code: u16, reason: &str, message: &str) -> serde_json::Value {
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                "message": message, "reason": reason, "code": code})
+    }
+
+    fn group_condition(
+        scheduled: bool,
+        reason: &str,
+        message: &str,
+        current: Option<ObservedCondition>,
+    ) -> PodGroupCondition {
+        PodGroupCondition {
+            namespace: "ml".into(),
+            name: "train".into(),
+            scheduled,
+            reason: reason.into(),
+            message: message.into(),
+            observed_generation: 3,
+            current,
+        }
+    }
+
+    fn observed(status: &str, message: &str, at: &str) -> ObservedCondition {
+        ObservedCondition {
+            status: status.into(),
+            reason: if status == "True" { "Scheduled" } else { "Unschedulable" }.into(),
+            message: message.into(),
+            observed_generation: 3,
+            last_transition_time: at.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_restarted_binder_keeps_the_pod_groups_transition_time_while_the_status_stays() {
+        const BEFORE: &str = "2026-11-29T00:00:00Z";
+        // A binder that never wrote this group (restarted: its memory is gone); the watch shows
+        // the condition a previous binder wrote.
+        let (restarted, mut server) = api();
+        let seen = observed(
+            "False",
+            "pod group is unschedulable, 0/4 placements are available",
+            BEFORE,
+        );
+        let condition = group_condition(
+            false,
+            "Unschedulable",
+            "pod group is unschedulable, 0/5 placements are available",
+            Some(seen.clone()),
+        );
+        let call = tokio::spawn(async move { restarted.record_pod_group_condition(&condition).await });
+        let (method, uri, _, body, send) = next(&mut server).await;
+        assert_eq!(method, Method::PATCH);
+        assert_eq!(
+            uri,
+            "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups/train/status?"
+        );
+        let c = &body["status"]["conditions"][0];
+        assert_eq!(c["status"], "False");
+        assert_eq!(c["message"], "pod group is unschedulable, 0/5 placements are available");
+        assert_eq!(
+            c["lastTransitionTime"], BEFORE,
+            "the status stays: its transition time too"
+        );
+        respond(
+            send,
+            200,
+            json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                                 "metadata": {"name": "train", "namespace": "ml"}}),
+        );
+        assert_eq!(call.await.unwrap(), Ok(()));
+
+        // The same condition as the object shows: nothing written (no request is answered).
+        let (fresh, _server) = api();
+        let same = group_condition(
+            false,
+            "Unschedulable",
+            "pod group is unschedulable, 0/4 placements are available",
+            Some(seen),
+        );
+        assert_eq!(
+            tokio::time::timeout(Duration::from_secs(2), fresh.record_pod_group_condition(&same)).await,
+            Ok(Ok(())),
+            "written again though the object shows it already"
+        );
+
+        // The status changes: a new transition time.
+        let (fresh, mut server) = api();
+        let scheduled = group_condition(true, "Scheduled", "", Some(observed("False", "…", BEFORE)));
+        let call = tokio::spawn(async move { fresh.record_pod_group_condition(&scheduled).await });
+        let (.., body, send) = next(&mut server).await;
+        let c = &body["status"]["conditions"][0];
+        assert_eq!(c["status"], "True");
+        assert_ne!(c["lastTransitionTime"], BEFORE);
+        // metav1.Time: RFC 3339 to the second, as the API server keeps it.
+        let t = c["lastTransitionTime"].as_str().unwrap();
+        assert!(t.len() == BEFORE.len() && t.ends_with('Z'), "{t}");
+        respond(
+            send,
+            200,
+            json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                                 "metadata": {"name": "train", "namespace": "ml"}}),
+        );
+        assert_eq!(call.await.unwrap(), Ok(()));
     }
 
     #[tokio::test]

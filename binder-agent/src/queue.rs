@@ -59,8 +59,13 @@ pub struct QueuedPod {
     pub info: PodInfo,
     /// Scheduling attempts so far.
     pub attempts: u32,
-    /// When the binder first saw it (for end-to-end latency).
+    /// When the binder first saw it (for end-to-end latency; reset when its last scheduling gate
+    /// goes, as kube-scheduler's scheduling SLI excludes gated time).
     pub first_seen: Instant,
+    /// The order it was added to the queue in (kube-scheduler's `QueuedPodInfo.Timestamp`, set
+    /// when the pod is added and kept through updates and ungating): a PodGroup's members are
+    /// placed in this order (kube's `PodGroupMemberPodsOrderingFunc`).
+    pub arrival: u64,
     generation: u64,
     place: Place,
 }
@@ -113,6 +118,7 @@ pub struct SchedulingQueue {
     active: BinaryHeap<ActiveKey>,
     backoff: BinaryHeap<Reverse<(Instant, u64, String)>>,
     seq: u64,
+    arrivals: u64,
     counts: QueueCounts,
 }
 
@@ -198,12 +204,14 @@ impl SchedulingQueue {
                 }
             }
             None => {
+                self.arrivals += 1;
                 self.pods.insert(
                     uid.clone(),
                     QueuedPod {
                         info,
                         attempts: 0,
                         first_seen: now,
+                        arrival: self.arrivals,
                         generation: 0,
                         place: Place::InFlight,
                     },

@@ -100,6 +100,9 @@ pub struct ClusterState {
     partitions: u32,
     /// Whether the API server serves scheduling.k8s.io/v1beta1 PodGroups (the watch found out).
     pod_groups_served: bool,
+    /// Each PodGroup's `PodGroupInitiallyScheduled` condition as the watch shows it, by
+    /// `namespace/name` (the binder's alone: decision replicas read only whether it is True).
+    pod_group_conditions: HashMap<String, crate::api::ObservedCondition>,
 }
 
 /// Most log entries kept; a replica further behind gets a full snapshot.
@@ -326,6 +329,25 @@ impl ClusterState {
             Some(StorageObject::PodGroup(g)) => Some(g),
             _ => None,
         }
+    }
+
+    /// Records the PodGroup `key`'s `PodGroupInitiallyScheduled` condition as the watch shows it
+    /// (`None`: the group has none, or is gone).
+    pub fn set_pod_group_condition(&mut self, key: &str, condition: Option<crate::api::ObservedCondition>) {
+        match condition {
+            Some(c) => {
+                self.pod_group_conditions.insert(key.to_string(), c);
+            }
+            None => {
+                self.pod_group_conditions.remove(key);
+            }
+        }
+    }
+
+    /// The PodGroup `namespace/name`'s `PodGroupInitiallyScheduled` condition as the watch shows it.
+    pub fn pod_group_condition(&self, namespace: &str, name: &str) -> Option<&crate::api::ObservedCondition> {
+        self.pod_group_conditions
+            .get(&crate::projection::pod_group_key(namespace, name))
     }
 
     /// Records whether the API server serves scheduling.k8s.io/v1beta1 PodGroups.

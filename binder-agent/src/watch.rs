@@ -41,9 +41,10 @@ use kube::{Api, Client};
 use crate::api::ClusterApi;
 use crate::binder::{Binder, ClusterEvent};
 use crate::projection::{
-    claim_info, csi_driver_info, csi_node_info, device_class_info, dynamic_storage_capacity_info, namespace_info,
-    node_info, pdb_info, pdb_key, pod_group_info, pod_group_key, pod_info, resource_claim_info, resource_slice_info,
-    storage_class_info, volume_info, PodInfo, StorageKey, StorageObject,
+    claim_info, csi_driver_info, csi_node_info, device_class_info, dynamic_storage_capacity_info,
+    initially_scheduled_condition, namespace_info, node_info, pdb_info, pdb_key, pod_group_info, pod_group_key,
+    pod_info, resource_claim_info, resource_slice_info, storage_class_info, volume_info, PodInfo, StorageKey,
+    StorageObject,
 };
 
 /// kube-scheduler's pod field selector: every pod that may still use (or need) a node.
@@ -438,7 +439,7 @@ async fn pod_group_watch<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier
         "podgroups",
         groups,
         StorageTracker::default(),
-        StorageTracker::on_event,
+        pod_group_events,
         barrier,
     )
     .await;
@@ -488,6 +489,24 @@ async fn capacity_watch<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier<
         barrier,
     )
     .await;
+}
+
+/// A PodGroup watch event's cluster events: its `PodGroupInitiallyScheduled` condition as the
+/// object shows it (which the binder keeps, as kube-scheduler's informer cache does, to keep
+/// its transition time), then the group itself.
+pub fn pod_group_events(t: &mut StorageTracker, event: Event<PodGroup>) -> (Vec<ClusterEvent>, bool) {
+    let condition = match &event {
+        Event::InitApply(g) | Event::Apply(g) => Some(ClusterEvent::PodGroupCondition {
+            key: pod_group_key(
+                g.metadata.namespace.as_deref().unwrap_or_default(),
+                g.metadata.name.as_deref().unwrap_or_default(),
+            ),
+            condition: initially_scheduled_condition(g),
+        }),
+        _ => None,
+    };
+    let (events, done) = t.on_event(event);
+    (condition.into_iter().chain(events).collect(), done)
 }
 
 /// Turns watch events of one storage kind into cluster events.
@@ -1001,6 +1020,51 @@ mod tests {
         let (gone, done) = t.on_event::<PodGroup>(Event::InitDone);
         assert!(done);
         assert!(matches!(&gone[..], [ClusterEvent::StorageDeleted(StorageKey::PodGroup(k))] if k == "other/a"));
+    }
+
+    #[test]
+    fn a_pod_groups_condition_is_told_before_the_group() {
+        let with_condition: PodGroup = serde_json::from_value(json!({
+            "metadata": {"namespace": "ml", "name": "a", "uid": "u-a"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
+            "status": {"conditions": [{
+                "type": "PodGroupInitiallyScheduled", "status": "False", "reason": "Unschedulable",
+                "message": "pod group is unschedulable", "observedGeneration": 4,
+                "lastTransitionTime": "2026-11-29T00:00:00Z"}]}
+        }))
+        .unwrap();
+        let mut t = StorageTracker::default();
+        let (events, _) = pod_group_events(&mut t, Event::Apply(with_condition));
+        match &events[..] {
+            [ClusterEvent::PodGroupCondition {
+                key,
+                condition: Some(c),
+            }, ClusterEvent::StorageApplied(StorageObject::PodGroup(g))] => {
+                assert_eq!((key.as_str(), g.name.as_str()), ("ml/a", "a"));
+                assert_eq!(
+                    c,
+                    &crate::api::ObservedCondition {
+                        status: "False".into(),
+                        reason: "Unschedulable".into(),
+                        message: "pod group is unschedulable".into(),
+                        observed_generation: 4,
+                        last_transition_time: "2026-11-29T00:00:00Z".into(),
+                    }
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let bare: PodGroup = serde_json::from_value(json!({"metadata": {"namespace": "ml", "name": "b"},
+            "spec": {"schedulingPolicy": {"basic": {}}}}))
+        .unwrap();
+        let (events, _) = pod_group_events(&mut t, Event::Apply(bare));
+        assert!(matches!(
+            &events[..],
+            [
+                ClusterEvent::PodGroupCondition { condition: None, .. },
+                ClusterEvent::StorageApplied(_)
+            ]
+        ));
     }
 
     #[test]

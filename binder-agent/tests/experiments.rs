@@ -23,6 +23,7 @@ fn unit_pods(set: &ExperimentSet, units: usize) -> Vec<usize> {
                 labels: &labels,
                 owner: None,
                 pin: None,
+                pod_group: None,
             })
             .expect("the experiment selects every pod")
             .arm
@@ -143,6 +144,7 @@ fn a_deployments_replicas_stay_in_one_arm() {
                         labels: &labels,
                         owner: Some(&owner),
                         pin: None,
+                        pod_group: None,
                     })
                     .unwrap();
                 arms_of_deployment.entry(format!("web{d}")).or_default().insert(a.arm);
@@ -219,6 +221,7 @@ async fn arms_are_decided_by_their_policy_annotated_and_accounted() {
                 labels: &p.spec.labels,
                 owner: p.owner.as_ref(),
                 pin: None,
+                pod_group: None,
             })
             .unwrap();
         let arm = &set.experiments[0].arms[a.arm];

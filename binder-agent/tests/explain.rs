@@ -1090,6 +1090,31 @@ async fn a_pod_group_that_fits_names_the_rack_it_takes() {
     f.stop().await;
 }
 
+/// A group one of whose pending pods still has scheduling gates: held whole, said so, as kube's
+/// queue gates the group's entity (the cycle shown is for the pods without gates).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_group_with_a_gated_pod_is_held_whole() {
+    let f = pod_group_fixture().await;
+    let mut gated = pod("fits-2", SCHEDULER, "3", &[], None);
+    let spec = gated.spec.as_mut().unwrap();
+    spec.scheduling_group = Some(serde_json::from_value(serde_json::json!({"podGroupName": "fits"})).unwrap());
+    spec.scheduling_gates = Some(vec![serde_json::from_value(
+        serde_json::json!({"name": "example.com/quota"}),
+    )
+    .unwrap()]);
+    f.server.create_pod(gated);
+    let text = f.explain(&["fits-0"]).await.text().to_string();
+    assert!(
+        text.contains(
+            "HELD: 1 pod of the group still has scheduling gates (fits-2): the binder holds the whole group, writing \
+             nothing, until the last gate goes (kube-scheduler's queue gates the group as one); the cycle below is \
+             for the pods without gates\n"
+        ),
+        "{text}"
+    );
+    f.stop().await;
+}
+
 /// A group no rack holds: each rack's count against minCount and the group's message as kube
 /// writes it; a pod naming a PodGroup that does not exist is held, said so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

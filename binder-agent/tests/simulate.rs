@@ -1268,3 +1268,56 @@ async fn a_recorded_cluster_with_pod_groups_is_simulated() {
     let rack = |n: &str| if n == "n1" || n == "n2" { "r1" } else { "r2" };
     assert_eq!(rack(&nodes[0]), rack(&nodes[1]), "{nodes:?}");
 }
+
+/// With an experiment whose unit is the pod, a PodGroup's members still go to one arm: each
+/// group is decided whole by one arm's policy (split over two arms, neither would see minCount
+/// members and no group would be placed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_experiment_decides_each_pod_group_whole_in_one_arm() {
+    let mut pending = Vec::new();
+    let mut storage = Vec::new();
+    for g in 0..3 {
+        let group = format!("g{g}");
+        for i in 0..4 {
+            let mut p = info(&format!("{group}-{i}"), "1", 0, None, (g * 10 + i) as i64);
+            p.spec.scheduling_group = group.clone();
+            pending.push(p);
+        }
+        storage.push(pod_group(&group, 4, Some("rack")));
+    }
+    let nodes = (0..8)
+        .map(|i| rack_node(&format!("n{i}"), &format!("r{}", i / 2), "4"))
+        .collect();
+    let workload = Workload {
+        nodes,
+        bound: vec![],
+        pending,
+        ignored: 0,
+        pdbs: vec![],
+        storage,
+    };
+    let mut c = config(ClusterSource::Workload(workload));
+    c.experiments = Some(
+        placement_binder::experiments::ExperimentSet::parse(
+            "experiments:
+  - name: split
+    unit: pod
+    arms:
+      - {name: a, weight: 1, policy: default}
+      - {name: b, weight: 1, policy: bin-packing}
+shadows:
+  - {name: packing, policy: bin-packing}
+",
+        )
+        .unwrap(),
+    );
+    let s = simulate(c).await.unwrap();
+    assert_sound(&s);
+    let g = s.pod_groups.clone().expect("groups");
+    assert_eq!(
+        (g.groups, g.placed_whole, g.unplaced, g.partly_bound, g.spanning_domains),
+        (3, 3, 0, 0, 0),
+        "{s}"
+    );
+    assert_eq!(s.placed, 12, "{s}");
+}

@@ -2189,6 +2189,71 @@ async fn pod_groups_from_the_watch_reach_the_binders_state() {
     let _ = stop_decisions.send(());
 }
 
+/// kube-scheduler sets a PodGroup's `PodGroupInitiallyScheduled` condition on the object its
+/// cache shows (`apimeta.SetStatusCondition`): `lastTransitionTime` changes only with the status.
+/// A binder restarted meanwhile (what it wrote forgotten) keeps it too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_binder_keeps_a_pod_groups_condition_transition_time() {
+    use placement_tests::fake_apiserver::Kind;
+    let server = FakeApiServer::start().await;
+    server.create_node(node("n1", "4"));
+    server.create_raw(
+        Kind::PodGroup,
+        serde_json::json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "train", "namespace": "default"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}),
+    );
+    // Two members of 3 cpu on one node of 4: the group never fits.
+    for i in 0..2 {
+        let mut p = pod(&format!("train-{i}"), SCHEDULER, "3", None);
+        p.spec.as_mut().unwrap().scheduling_group =
+            Some(serde_json::from_value(serde_json::json!({"podGroupName": "train"})).unwrap());
+        server.create_pod(p);
+    }
+    let condition = || {
+        let g = server.get_raw(Kind::PodGroup, Some("default"), "train")?;
+        g["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "PodGroupInitiallyScheduled")
+            .cloned()
+    };
+    let (endpoint, stop_decisions) = decision_service().await;
+    let options = || Options {
+        lease: None,
+        ..Options::default()
+    };
+    let first = start_binder(&server, &endpoint, options());
+    eventually(WAIT, "the group's condition written", || {
+        let c = condition();
+        async move { c.is_some() }
+    })
+    .await;
+    let before = condition().unwrap();
+    assert_eq!(before["status"], "False");
+    first.stop().await;
+
+    // Later (past the second the time is written in), a new binder decides the group again.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let cycles = r#"binder_pod_group_cycles_total{result="unschedulable"}"#;
+    let second = start_binder(&server, &endpoint, options());
+    eventually(WAIT, "the restarted binder's cycle for the group", || {
+        let m = second.metrics.encode();
+        async move { m.lines().any(|l| l.starts_with(cycles)) }
+    })
+    .await;
+    // Its condition write (if any) is spawned after the cycle.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = condition().unwrap();
+    assert_eq!(after["status"], "False");
+    assert_eq!(
+        after["lastTransitionTime"], before["lastTransitionTime"],
+        "the status stayed False: its transition time too ({before} then {after})"
+    );
+    second.stop().await;
+    let _ = stop_decisions.send(());
+}
+
 /// An API server without scheduling.k8s.io/v1beta1 PodGroups: the binder finds out with one list,
 /// syncs without them and binds as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3321,6 +3321,312 @@ async fn pod_groups_are_placed_whole_in_one_rack_as_kube_scheduler_places_them()
     scope.cleanup().await;
 }
 
+/// A PodGroup one of whose pods still has a scheduling gate is held whole, as the cluster's
+/// kube-scheduler holds a twin group (its queue gates the group's entity): no pod bound though
+/// the two ungated pods alone meet minCount, the same conditions on the pods (the API server's
+/// `SchedulingGated` on the gated one, nothing on the others) and none on the group; once the
+/// gate is removed both bind the whole group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_group_with_a_gated_pod_is_held_whole_as_kube_scheduler_holds_it() {
+    let test = "a_pod_group_with_a_gated_pod_is_held_whole_as_kube_scheduler_holds_it";
+    let Some(cluster) = workload_api_cluster(test).await else {
+        return;
+    };
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "gatedgroups").await;
+    let groups: Api<PodGroup> = Api::namespaced(cluster.client.clone(), &scope.ns);
+    for side in ["ours", "kube"] {
+        scope.add_node(&format!("{side}-0"), "4", &[("side", side)]).await;
+        let g = serde_json::json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": format!("gated-{side}")},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}});
+        groups
+            .create(&PostParams::default(), &serde_json::from_value(g).expect("a PodGroup"))
+            .await
+            .expect("create a PodGroup");
+    }
+    let binder = InProcessBinder::start(&cluster, &scope).await;
+    let mut members = Vec::new();
+    for i in 0..3 {
+        for pod in twin_pods(&scope, &format!("gated-{i}"), "500m", &|pod, side| {
+            pod["spec"]["schedulingGroup"] = serde_json::json!({"podGroupName": format!("gated-{side}")});
+            if i == 1 {
+                pod["spec"]["schedulingGates"] = serde_json::json!([{"name": "example.com/hold"}]);
+            }
+        }) {
+            scope.create(&pod).await;
+            members.push(pod.name_any());
+        }
+    }
+    // A plain pod on each side, created after the group: once both are bound, both schedulers
+    // have been through the group's pods; then a few more seconds for anything late.
+    let mut probes = Vec::new();
+    for p in twin_pods(&scope, "probe", "100m", &|_, _| {}) {
+        scope.create(&p).await;
+        probes.push(p.name_any());
+    }
+    eventually(WAIT, "both probes bound", || async {
+        let mut all = true;
+        for name in &probes {
+            all &= scope.pods().get(name).await.ok().is_some_and(|p| node_of(&p).is_some());
+        }
+        all
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Per twin: each side's PodScheduled (status, reason).
+    type Sides = BTreeMap<&'static str, Option<(String, String)>>;
+    let mut conditions: BTreeMap<String, Sides> = BTreeMap::new();
+    for name in &members {
+        let p = scope.pods().get(name).await.expect("a member");
+        assert_eq!(node_of(&p), None, "{name}: bound while a member of its group is gated");
+        let (base, side) = name.rsplit_once('-').expect("<name>-<side>");
+        conditions.entry(base.to_string()).or_default().insert(
+            if side == "ours" { "ours" } else { "kube" },
+            scheduled_condition(&p).map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default())),
+        );
+    }
+    for (base, sides) in &conditions {
+        assert_eq!(
+            sides.get("ours"),
+            sides.get("kube"),
+            "{base}: PodScheduled while held: placement (left), kube-scheduler (right)"
+        );
+    }
+    assert_eq!(group_condition(&scope, "gated-ours").await, None);
+    assert_eq!(group_condition(&scope, "gated-kube").await, None);
+    eprintln!("e2e {test}: held by both: {conditions:?}");
+
+    // The gate goes: both schedulers bind the whole group.
+    for side in ["ours", "kube"] {
+        scope
+            .pods()
+            .patch(
+                &format!("gated-1-{side}"),
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(serde_json::json!({"spec": {"schedulingGates": null}})),
+            )
+            .await
+            .expect("remove the gate");
+    }
+    eventually(WAIT, "both groups bound whole", || async {
+        let mut all = true;
+        for name in &members {
+            all &= scope.pods().get(name).await.ok().is_some_and(|p| node_of(&p).is_some());
+        }
+        all
+    })
+    .await;
+    eventually(WAIT, "both groups' conditions written", || async {
+        group_condition(&scope, "gated-ours").await.is_some() && group_condition(&scope, "gated-kube").await.is_some()
+    })
+    .await;
+    assert_eq!(
+        group_condition(&scope, "gated-ours").await,
+        group_condition(&scope, "gated-kube").await,
+        "the group's condition once ungated: placement (left), kube-scheduler (right)"
+    );
+    binder.stop().await;
+    scope.cleanup().await;
+}
+
+/// A PodGroup's pods are placed in the order kube-scheduler's queue keeps them (priority,
+/// attempts, arrival, then name), and the order decides: on a 4-cpu and a 2-cpu node, a 1.5-cpu
+/// pod placed first takes the big node and leaves no room for a 3-cpu one (the group fails), the
+/// 3-cpu pod placed first leaves room for the other (the group fits). Each group is created in
+/// one order with names in the other, on twin nodes for each scheduler.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_groups_pods_are_placed_in_arrival_order_as_kube_scheduler_places_them() {
+    let test = "a_pod_groups_pods_are_placed_in_arrival_order_as_kube_scheduler_places_them";
+    let Some(cluster) = workload_api_cluster(test).await else {
+        return;
+    };
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "grouporder").await;
+    let groups: Api<PodGroup> = Api::namespaced(cluster.client.clone(), &scope.ns);
+    for set in ["small-first", "big-first"] {
+        for side in ["ours", "kube"] {
+            scope
+                .add_node(&format!("{side}-{set}-big"), "4", &[("side", side), ("set", set)])
+                .await;
+            scope
+                .add_node(&format!("{side}-{set}-small"), "2", &[("side", side), ("set", set)])
+                .await;
+            let g = serde_json::json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": format!("{set}-{side}")},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}});
+            groups
+                .create(&PostParams::default(), &serde_json::from_value(g).expect("a PodGroup"))
+                .await
+                .expect("create a PodGroup");
+        }
+    }
+    let binder = InProcessBinder::start(&cluster, &scope).await;
+    // Created in this order; the names sort the other way.
+    let order = [
+        ("small-first", "z-small", "1500m"),
+        ("small-first", "a-big", "3"),
+        ("big-first", "z-big", "3"),
+        ("big-first", "a-small", "1500m"),
+    ];
+    let mut names: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (set, pod, cpu) in order {
+        for p in twin_pods(&scope, &format!("{set}-{pod}"), cpu, &|p, side| {
+            p["spec"]["schedulingGroup"] = serde_json::json!({"podGroupName": format!("{set}-{side}")});
+            p["spec"]["nodeSelector"]["set"] = serde_json::json!(set);
+        }) {
+            scope.create(&p).await;
+            names.entry(set).or_default().push(p.name_any());
+        }
+    }
+    eventually(WAIT, "every group's condition written", || async {
+        let mut all = true;
+        for set in ["small-first", "big-first"] {
+            for side in ["ours", "kube"] {
+                all &= group_condition(&scope, &format!("{set}-{side}")).await.is_some();
+            }
+        }
+        all
+    })
+    .await;
+    for set in ["small-first", "big-first"] {
+        assert_eq!(
+            group_condition(&scope, &format!("{set}-ours")).await,
+            group_condition(&scope, &format!("{set}-kube")).await,
+            "{set}: the group's condition: placement (left), kube-scheduler (right)"
+        );
+    }
+    let status = group_condition(&scope, "small-first-kube").await.unwrap_or_default();
+    assert_eq!(
+        status["status"], "False",
+        "kube-scheduler placed the small pod first: {status}"
+    );
+    let status = group_condition(&scope, "big-first-kube").await.unwrap_or_default();
+    assert_eq!(
+        status["status"], "True",
+        "kube-scheduler placed the big pod first: {status}"
+    );
+    eventually(WAIT, "the big-first groups bound, the others marked", || async {
+        let mut all = true;
+        for name in &names["big-first"] {
+            all &= scope.pods().get(name).await.ok().is_some_and(|p| node_of(&p).is_some());
+        }
+        for name in &names["small-first"] {
+            all &= scope
+                .pods()
+                .get(name)
+                .await
+                .ok()
+                .is_some_and(|p| marked_unschedulable(&p));
+        }
+        all
+    })
+    .await;
+    // Each pod's outcome: its node's size, or its message; the same on both sides.
+    let mut outcomes: BTreeMap<String, BTreeMap<&str, String>> = BTreeMap::new();
+    for set_names in names.values() {
+        for name in set_names {
+            let p = scope.pods().get(name).await.expect("a member");
+            let outcome = match node_of(&p) {
+                Some(node) => format!("bound to the {} node", node.rsplit('-').next().unwrap_or_default()),
+                None => scheduled_condition(&p)
+                    .and_then(|c| c.message.clone())
+                    .unwrap_or_default(),
+            };
+            let (base, side) = name.rsplit_once('-').expect("<name>-<side>");
+            outcomes
+                .entry(base.to_string())
+                .or_default()
+                .insert(if side == "ours" { "ours" } else { "kube" }, outcome);
+        }
+    }
+    for (base, sides) in &outcomes {
+        assert_eq!(
+            sides.get("ours"),
+            sides.get("kube"),
+            "{base}: placement (left), kube-scheduler (right)"
+        );
+    }
+    eprintln!("e2e {test}: {outcomes:?}");
+    binder.stop().await;
+    scope.cleanup().await;
+}
+
+/// The `PodGroupInitiallyScheduled` condition's `lastTransitionTime` changes only with its status
+/// (kube-scheduler's `SetStatusCondition` on the PodGroup it caches): a binder restarted between
+/// two cycles of a group that stays unschedulable keeps the time the first one wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_binder_keeps_a_pod_groups_transition_time_on_the_api_server() {
+    let test = "a_restarted_binder_keeps_a_pod_groups_transition_time_on_the_api_server";
+    let Some(cluster) = workload_api_cluster(test).await else {
+        return;
+    };
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "grouprestart").await;
+    let groups: Api<PodGroup> = Api::namespaced(cluster.client.clone(), &scope.ns);
+    scope.add_node("ours-0", "4", &[("side", "ours")]).await;
+    let g = serde_json::json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "stuck"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}});
+    groups
+        .create(&PostParams::default(), &serde_json::from_value(g).expect("a PodGroup"))
+        .await
+        .expect("create a PodGroup");
+    let transition = || async {
+        let g = groups.get("stuck").await.ok()?;
+        g.status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "PodGroupInitiallyScheduled")
+            .map(|c| (c.status, c.last_transition_time))
+    };
+    let first = InProcessBinder::start(&cluster, &scope).await;
+    // Two 3-cpu pods on one 4-cpu node: the group never fits.
+    for i in 0..2 {
+        let [ours, _] = twin_pods(&scope, &format!("stuck-{i}"), "3", &|p, _| {
+            p["spec"]["schedulingGroup"] = serde_json::json!({"podGroupName": "stuck"});
+        });
+        scope.create(&ours).await;
+    }
+    eventually(WAIT, "the group's condition written", || async {
+        transition().await.is_some()
+    })
+    .await;
+    let before = transition().await.expect("a condition");
+    assert_eq!(before.0, "False");
+    first.stop().await;
+    // Past the second the time is written in, a new binder decides the group again.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let failed_scheduling = || async {
+        let events: Api<Event> = Api::namespaced(cluster.client.clone(), &scope.ns);
+        events.list(&ListParams::default()).await.map_or(0, |l| {
+            l.items
+                .iter()
+                .filter(|e| e.reason.as_deref() == Some("FailedScheduling"))
+                .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("stuck-0-ours"))
+                .map(|e| e.series.as_ref().map_or(1, |s| s.count))
+                .sum::<i32>()
+        })
+    };
+    let seen = failed_scheduling().await;
+    let second = InProcessBinder::start(&cluster, &scope).await;
+    eventually(
+        WAIT,
+        "the restarted binder's cycle (a new FailedScheduling event)",
+        || async { failed_scheduling().await > seen },
+    )
+    .await;
+    // Its condition write (if any) follows the cycle.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = transition().await.expect("a condition");
+    assert_eq!(
+        after, before,
+        "the status stayed False: its transition time too (after the restart, before)"
+    );
+    eprintln!("e2e {test}: {before:?} kept across the restart");
+    second.stop().await;
+    scope.cleanup().await;
+}
+
 /// A PodGroup whose members' required anti-affinity refuses a pod bound in another rack: kube's
 /// placement narrows the candidate nodes only, so InterPodAffinity still sees that pod and keeps
 /// the members out of its zone. Per side: a0 (rack ra, zone z1), b0 (rack rb, zone z1), c0 (rack

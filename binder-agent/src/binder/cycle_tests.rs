@@ -49,6 +49,8 @@ struct RecordingApi {
     written: Arc<Mutex<HashMap<String, Written>>>,
     /// Claim reservations and Bindings in the order they were written: ("reserve" | "bind", pod).
     writes: Arc<Mutex<Vec<(&'static str, String)>>>,
+    /// PodGroup conditions asked to be written, in order.
+    group_conditions: Arc<Mutex<Vec<crate::api::PodGroupCondition>>>,
 }
 
 impl RecordingApi {
@@ -112,6 +114,14 @@ impl ClusterApi for RecordingApi {
         }
     }
 
+    fn record_pod_group_condition(
+        &self,
+        condition: &crate::api::PodGroupCondition,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send {
+        self.group_conditions.lock().push(condition.clone());
+        async { Ok(()) }
+    }
+
     fn clear_nomination(&self, pod: &PodRef) -> impl Future<Output = Result<(), ApiError>> + Send {
         self.with(pod, |w| w.nominated = None);
         async { Ok(()) }
@@ -157,6 +167,8 @@ struct ScriptedReplica {
     refused: Arc<std::sync::atomic::AtomicU32>,
     /// The pods of each Schedule call answered, by name.
     calls: Arc<Mutex<Vec<Vec<String>>>>,
+    /// PodGroup outcomes added to every answer.
+    group_results: Arc<Mutex<Vec<proto::PodGroupResult>>>,
 }
 
 impl ScriptedReplica {
@@ -252,6 +264,7 @@ impl PlacementService for ScriptedReplica {
         }
         Ok(Response::new(proto::ScheduleResponse {
             placements,
+            pod_groups: self.group_results.lock().clone(),
             ..Default::default()
         }))
     }
@@ -730,5 +743,130 @@ async fn a_pod_with_claims_keeps_its_write_slot_from_its_claims_through_its_bind
             "each reservation followed by its pod's Binding: {writes:?}"
         );
     }
+    h.stop().await;
+}
+
+/// A PodGroup of `min_count` in `ns`, as the watch shows it.
+fn pod_group(name: &str, min_count: i32) -> ClusterEvent {
+    ClusterEvent::StorageApplied(crate::projection::StorageObject::PodGroup(proto::PodGroup {
+        namespace: "ns".into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        gang: Some(proto::GangSchedulingPolicy { min_count }),
+        ..Default::default()
+    }))
+}
+
+/// A pending pod of the PodGroup `group`, gated by `gates`.
+fn member(name: &str, group: &str, gates: &[&str]) -> PodInfo {
+    let mut p = pod(name, "");
+    p.spec.scheduling_group = group.into();
+    p.scheduling_gates = gates.iter().map(|g| g.to_string()).collect();
+    p
+}
+
+#[tokio::test]
+async fn a_pod_group_with_a_gated_member_is_held_whole_until_its_last_gate_goes() {
+    let replica = ScriptedReplica::default();
+    for m in ["m0", "m1", "m2"] {
+        replica.script(m, &[Answer::Node("n1")]);
+    }
+    let h = Harness::start(&replica).await;
+    // minCount 2: the two ungated members alone would meet it; kube-scheduler's queue keeps the
+    // group's pods as one entity, gated while any of them is (runPreEnqueuePlugins).
+    h.binder.handle(pod_group("g", 2));
+    h.binder.handle(ClusterEvent::PodApplied(member("m0", "g", &[])));
+    h.binder
+        .handle(ClusterEvent::PodApplied(member("m1", "g", &["example.com/quota"])));
+    h.binder.handle(ClusterEvent::PodApplied(member("m2", "g", &[])));
+    tokio::time::sleep(MAX_BACKOFF * 3).await;
+    assert!(
+        replica.calls.lock().is_empty(),
+        "no member decided while one is gated: {:?}",
+        replica.calls.lock()
+    );
+    for m in ["m0", "m1", "m2"] {
+        assert_eq!(
+            h.api.of(m),
+            Written::default(),
+            "nothing written on {m} while the group is held"
+        );
+    }
+    // The last gate goes: the whole group is decided in one call.
+    h.binder.handle(ClusterEvent::PodApplied(member("m1", "g", &[])));
+    h.until("every member bound", |api| {
+        ["m0", "m1", "m2"].iter().all(|m| api.of(m).bound_to.is_some())
+    })
+    .await;
+    let calls = replica.calls.lock().clone();
+    assert_eq!(calls.len(), 1, "one Schedule call for the group: {calls:?}");
+    assert_eq!(calls[0].len(), 3, "{calls:?}");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_pod_groups_members_are_sent_in_the_order_they_arrived() {
+    let replica = ScriptedReplica::default();
+    // Names in the reverse of the arrival order: neither name order nor hash order is arrival.
+    let members: Vec<String> = (0..8).rev().map(|i| format!("member-{i}")).collect();
+    for m in &members {
+        replica.script(m, &[Answer::Node("n1")]);
+    }
+    // Batches of 1: the first member is popped, the others pulled in to join it.
+    let h = Harness::start_with(&replica, |c| c.batch_size = 1).await;
+    h.binder.handle(pod_group("g", 8));
+    for m in &members {
+        h.binder.handle(ClusterEvent::PodApplied(member(m, "g", &[])));
+    }
+    h.until("every member bound", |api| {
+        members.iter().all(|m| api.of(m).bound_to.is_some())
+    })
+    .await;
+    let calls = replica.calls.lock().clone();
+    assert_eq!(calls.len(), 1, "one Schedule call for the group: {calls:?}");
+    assert_eq!(calls[0], members, "members in arrival order");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_pod_groups_condition_is_written_against_the_one_the_watch_shows() {
+    let replica = ScriptedReplica::default();
+    replica.script(
+        "m0",
+        &[Answer::Unschedulable("0/2 nodes are available: 2 Insufficient cpu.")],
+    );
+    replica.group_results.lock().push(proto::PodGroupResult {
+        namespace: "ns".into(),
+        name: "g".into(),
+        reason: "Unschedulable".into(),
+        message: "pod group is unschedulable, 0/1 placements are available".into(),
+        ..Default::default()
+    });
+    // A binder just started: the watch shows the condition a previous binder wrote.
+    let h = Harness::start(&replica).await;
+    let seen = crate::api::ObservedCondition {
+        status: "False".into(),
+        reason: "Unschedulable".into(),
+        message: "pod group is unschedulable, 0/2 placements are available".into(),
+        observed_generation: 0,
+        last_transition_time: "2026-11-29T00:00:00Z".into(),
+    };
+    h.binder.handle(ClusterEvent::PodGroupCondition {
+        key: "ns/g".into(),
+        condition: Some(seen.clone()),
+    });
+    h.binder.handle(pod_group("g", 1));
+    h.binder.handle(ClusterEvent::PodApplied(member("m0", "g", &[])));
+    h.until("the group's condition written", |api| {
+        !api.group_conditions.lock().is_empty()
+    })
+    .await;
+    let written = h.api.group_conditions.lock()[0].clone();
+    assert_eq!((written.scheduled, written.reason.as_str()), (false, "Unschedulable"));
+    assert_eq!(
+        written.current,
+        Some(seen),
+        "the write is made against the condition on the object"
+    );
     h.stop().await;
 }

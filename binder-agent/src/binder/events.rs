@@ -131,7 +131,13 @@ impl<A: ClusterApi> Binder<A> {
                 }
                 s.storage_seen.send_modify(|n| *n += 1);
             }
+            ClusterEvent::PodGroupCondition { key, condition } => {
+                s.state.lock().set_pod_group_condition(&key, condition);
+            }
             ClusterEvent::StorageDeleted(key) => {
+                if let StorageKey::PodGroup(k) = &key {
+                    s.state.lock().set_pod_group_condition(k, None);
+                }
                 let storage = !matches!(key, StorageKey::PodGroup(_));
                 let changed = s.state.lock().delete_storage(&key);
                 self.storage_changed(changed && storage, now);

@@ -13,7 +13,9 @@
 //! `framework/plugins/gangscheduling/gangscheduling.go`): until its PodGroup is there, then until
 //! its pods number `minCount` (1 for the basic policy), with nothing written and no time limit, as
 //! kube-scheduler keeps them out of its queue; then the whole group goes in one batch, where the
-//! decision service runs kube's PodGroup cycle for it.
+//! decision service runs kube's PodGroup cycle for it. A group one of whose queued members still
+//! has scheduling gates is held whole, as kube's queue gates the group's entity
+//! (`backend/queue/scheduling_queue.go`, `runPreEnqueuePlugins`).
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -138,7 +140,13 @@ impl<A: ClusterApi> Binder<A> {
                 now,
                 s.config.gang_timeout,
             );
+            // A PodGroup's queued members are one entity in kube-scheduler's queue: one member
+            // gated (`spec.schedulingGates`) gates the whole entity (`runPreEnqueuePlugins`), so
+            // none is scheduled, and nothing is written, until the last gate goes (its update
+            // releases them), whether or not the others alone meet minCount.
+            let gated = pod_group.is_some() && queued.iter().any(|(_, place, _)| *place == crate::queue::Place::Gated);
             let verdict = match verdict {
+                _ if gated => GangVerdict::Hold(now + s.config.gang_timeout),
                 // kube-scheduler never gives up on a PodGroup's PreEnqueue: it waits, writing
                 // nothing, until the group or its pods change.
                 GangVerdict::GiveUp(_) if pod_group.is_some() => GangVerdict::Hold(now + s.config.gang_timeout),
@@ -171,8 +179,54 @@ impl<A: ClusterApi> Binder<A> {
         for (pod, message) in report {
             self.spawn_unschedulable(tasks, pod, message);
         }
-        batch
+        in_member_order(batch)
     }
+}
+
+/// The batch with each gang's members together, at the place of its first member, in the order
+/// kube-scheduler's queue keeps a PodGroup's pods (`PodGroupMemberPodsOrderingFunc` in
+/// `pkg/scheduler/framework/types.go`): higher priority first, then more attempts, then earlier
+/// arrival in the queue, then name. The decision service places a group's members in the order
+/// given, so the order decides where each one lands. Other pods keep their places.
+pub(super) fn in_member_order(batch: Vec<QueuedPod>) -> Vec<QueuedPod> {
+    if batch.iter().all(|p| gang_key(&p.info.spec).is_none()) {
+        return batch;
+    }
+    let mut members: HashMap<String, Vec<QueuedPod>> = HashMap::new();
+    // Each pod's slot: a pod outside any gang, or the first member of a gang.
+    let mut slots: Vec<Result<QueuedPod, String>> = Vec::with_capacity(batch.len());
+    for p in batch {
+        match gang_key(&p.info.spec) {
+            None => slots.push(Ok(p)),
+            Some(key) => {
+                let group = members.entry(key.clone()).or_default();
+                if group.is_empty() {
+                    slots.push(Err(key));
+                }
+                group.push(p);
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(slots.len());
+    for slot in slots {
+        match slot {
+            Ok(p) => out.push(p),
+            Err(key) => {
+                let mut group = members.remove(&key).unwrap_or_default();
+                group.sort_by(|a, b| {
+                    b.info
+                        .spec
+                        .priority
+                        .cmp(&a.info.spec.priority)
+                        .then(b.attempts.cmp(&a.attempts))
+                        .then(a.arrival.cmp(&b.arrival))
+                        .then_with(|| a.info.spec.name.cmp(&b.info.spec.name))
+                });
+                out.extend(group);
+            }
+        }
+    }
+    out
 }
 
 impl<A: ClusterApi> Binder<A> {
@@ -184,12 +238,12 @@ impl<A: ClusterApi> Binder<A> {
         for r in results {
             s.metrics.pod_group_cycle(&r.reason);
             let scheduled = r.reason == "Scheduled";
-            let generation = {
+            let (generation, current) = {
                 let st = s.state.lock();
                 match st.pod_group(&r.namespace, &r.name) {
                     None => continue,
                     Some(g) if g.initially_scheduled && !scheduled => continue,
-                    Some(g) => g.generation,
+                    Some(g) => (g.generation, st.pod_group_condition(&r.namespace, &r.name).cloned()),
                 }
             };
             let condition = crate::api::PodGroupCondition {
@@ -199,6 +253,7 @@ impl<A: ClusterApi> Binder<A> {
                 reason: r.reason,
                 message: r.message,
                 observed_generation: generation,
+                current,
             };
             let this = self.clone();
             tasks.spawn(async move {
@@ -274,6 +329,76 @@ pub(super) fn is_member(info: &PodInfo, key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pods popped from a queue in this order of arrival, `(name, pod group)`.
+    fn popped(pods: &[(&str, &str)]) -> Vec<QueuedPod> {
+        let mut q = crate::queue::SchedulingQueue::new(Default::default());
+        let now = Instant::now();
+        for (name, group) in pods {
+            q.add_or_update(
+                PodInfo {
+                    spec: proto::Pod {
+                        uid: format!("uid-{name}"),
+                        namespace: "ns".into(),
+                        name: name.to_string(),
+                        scheduling_group: group.to_string(),
+                        ..Default::default()
+                    },
+                    ..PodInfo::default()
+                },
+                now,
+            );
+        }
+        q.pop_batch(pods.len(), now)
+    }
+
+    fn names(batch: &[QueuedPod]) -> Vec<&str> {
+        batch.iter().map(|p| p.info.spec.name.as_str()).collect()
+    }
+
+    #[test]
+    fn a_groups_members_go_together_in_kubes_queue_order() {
+        let mut batch = popped(&[
+            ("plain-a", ""),
+            ("g-late", "g"),
+            ("h-0", "h"),
+            ("g-early", "g"),
+            ("plain-b", ""),
+            ("g-high", "g"),
+            ("g-retried", "g"),
+            ("g-tie-b", "g"),
+            ("g-tie-a", "g"),
+        ]);
+        // Shuffled as pulled members come (hash order), then kube's order restored.
+        batch.reverse();
+        for p in &mut batch {
+            match p.info.spec.name.as_str() {
+                "g-late" => p.arrival = 100,
+                "g-early" => p.arrival = 1,
+                "g-high" => p.info.spec.priority = 10,
+                "g-retried" => p.attempts = 3,
+                "g-tie-a" | "g-tie-b" => p.arrival = 50,
+                _ => {}
+            }
+        }
+        let ordered = in_member_order(batch);
+        // Priority, then attempts, then arrival, then name; other pods keep their places and
+        // the group sits where its first member was.
+        assert_eq!(
+            names(&ordered),
+            [
+                "g-high",
+                "g-retried",
+                "g-early",
+                "g-tie-a",
+                "g-tie-b",
+                "g-late",
+                "plain-b",
+                "h-0",
+                "plain-a"
+            ]
+        );
+    }
 
     #[tokio::test(start_paused = true)]
     async fn gangs_wait_for_members_then_give_up() {

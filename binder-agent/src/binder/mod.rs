@@ -141,6 +141,14 @@ pub enum ClusterEvent {
     /// Whether the API server serves scheduling.k8s.io/v1beta1 PodGroups (said once, before the
     /// PodGroup watch's initial list counts as done).
     PodGroupsServed(bool),
+    /// A PodGroup's `PodGroupInitiallyScheduled` condition as the watch shows it (said before
+    /// the group's [`ClusterEvent::StorageApplied`]); `None` when it has none.
+    PodGroupCondition {
+        /// `namespace/name`.
+        key: String,
+        /// The condition.
+        condition: Option<crate::api::ObservedCondition>,
+    },
 }
 
 /// How the binder batches and binds.

@@ -321,6 +321,8 @@ pub struct PodFacts<'a> {
     pub owner: Option<&'a Owner>,
     /// The `placement.dev/pin-arm` annotation.
     pub pin: Option<&'a str>,
+    /// The PodGroup it names (`spec.schedulingGroup.podGroupName`), if any.
+    pub pod_group: Option<&'a str>,
 }
 
 /// Where a pod goes.
@@ -587,8 +589,9 @@ impl ExperimentSet {
 
 impl Experiment {
     /// The unit a pod belongs to, as hashed. A gang's members (label [`placement_scheduler::labels::GANG_LABEL`])
-    /// are one unit whatever the experiment's unit, so the gang is placed by one arm: split
-    /// across arms, no arm would ever see enough members to place it.
+    /// are one unit whatever the experiment's unit, and so are a PodGroup's (the pods naming it
+    /// in `spec.schedulingGroup`), so the group is placed by one arm: split across arms, no arm
+    /// would ever see minCount members to place it.
     pub fn unit_key(&self, pod: &PodFacts<'_>) -> String {
         if let Some(gang) = pod
             .labels
@@ -596,6 +599,9 @@ impl Experiment {
             .filter(|g| !g.is_empty())
         {
             return format!("gang/{}/{gang}", pod.namespace);
+        }
+        if let Some(group) = pod.pod_group.filter(|g| !g.is_empty()) {
+            return format!("podgroup/{}/{group}", pod.namespace);
         }
         match self.unit {
             Unit::Pod => format!("pod/{}/{}", pod.namespace, pod.name),
@@ -724,6 +730,7 @@ shadows:
             labels: l,
             owner: None,
             pin: None,
+            pod_group: None,
         }
     }
 
@@ -746,6 +753,35 @@ shadows:
         assert_ne!(
             e.unit_key(&facts("ml", "w", &gang)),
             e.unit_key(&facts("other", "w", &gang))
+        );
+    }
+
+    #[test]
+    fn a_pod_groups_members_are_one_unit_whatever_the_experiments_unit() {
+        let set = ExperimentSet::parse(FILE).unwrap();
+        let plain = labels(&[]);
+        for e in &set.experiments {
+            let keys: std::collections::BTreeSet<String> = (0..50)
+                .map(|i| {
+                    e.unit_key(&PodFacts {
+                        pod_group: Some("train"),
+                        ..facts("ml", &format!("worker-{i}"), &plain)
+                    })
+                })
+                .collect();
+            assert_eq!(keys.into_iter().collect::<Vec<_>>(), ["podgroup/ml/train"]);
+        }
+        // Another namespace's PodGroup of the same name is another unit.
+        let e = &set.experiments[0];
+        assert_ne!(
+            e.unit_key(&PodFacts {
+                pod_group: Some("train"),
+                ..facts("ml", "w", &plain)
+            }),
+            e.unit_key(&PodFacts {
+                pod_group: Some("train"),
+                ..facts("other", "w", &plain)
+            })
         );
     }
 

@@ -12,6 +12,18 @@ use super::config::{client_tls, BackendSpec, ConfigError, ExperimentSet, PodFact
 use crate::projection::PodInfo;
 use crate::queue::QueuedPod;
 use crate::replicas::ReplicaError;
+/// The gang or PodGroup a pod belongs to (`gang/` or `podgroup/` and `namespace/name`), if any.
+fn gang_of(info: &PodInfo) -> Option<String> {
+    let spec = &info.spec;
+    match &spec.gang {
+        Some(g) => Some(format!("gang/{}/{}", spec.namespace, g.name)),
+        None if !spec.scheduling_group.is_empty() => {
+            Some(format!("podgroup/{}/{}", spec.namespace, spec.scheduling_group))
+        }
+        None => None,
+    }
+}
+
 /// The experiment and arm label of pods no experiment selects (not a DNS label, so it never
 /// collides with a configured name).
 pub const NONE: &str = "-";
@@ -191,6 +203,7 @@ impl Routing {
             labels: &info.spec.labels,
             owner: info.owner.as_ref(),
             pin: info.annotations.get(PIN_ANNOTATION).map(String::as_str),
+            pod_group: Some(info.spec.scheduling_group.as_str()).filter(|g| !g.is_empty()),
         };
         match self.set.assign(&facts) {
             Some(a) => {
@@ -218,7 +231,9 @@ impl Routing {
     }
 
     /// Splits a batch by route, keeping the batch's order inside each group and ordering groups
-    /// by their first pod (so the highest-priority pod's group is decided first).
+    /// by their first pod (so the highest-priority pod's group is decided first). The members of
+    /// a gang or a PodGroup all take the route of the first of them in the batch: their unit is
+    /// the group's already, and this keeps them together where a selector or a pin would not.
     pub fn split(&self, batch: Vec<QueuedPod>, default_policy: &str) -> Vec<(Route, Vec<QueuedPod>)> {
         if !self.active() {
             // Every pod to the binder's own policy and replicas: one group, routed once.
@@ -229,8 +244,15 @@ impl Routing {
         }
         let mut groups: Vec<(Route, Vec<QueuedPod>)> = Vec::new();
         let mut index: HashMap<Route, usize> = HashMap::new();
+        let mut gangs: HashMap<String, Route> = HashMap::new();
         for p in batch {
-            let route = self.route(&p.info, default_policy);
+            let route = match gang_of(&p.info) {
+                Some(key) => gangs
+                    .entry(key)
+                    .or_insert_with(|| self.route(&p.info, default_policy))
+                    .clone(),
+                None => self.route(&p.info, default_policy),
+            };
             match index.get(&route) {
                 Some(&i) => groups[i].1.push(p),
                 None => {
@@ -305,5 +327,94 @@ shadows:
             assert_eq!(a[ASSIGNMENT_ANNOTATION], "hash");
             assert_eq!(a[POLICY_ANNOTATION], route.policy_label());
         }
+    }
+
+    #[test]
+    fn a_pod_groups_members_are_routed_to_one_arm_and_its_shadows_see_them_together() {
+        let yaml = r#"
+experiments:
+  - name: e
+    unit: pod
+    arms:
+      - {name: a, weight: 1, policy: default}
+      - {name: b, weight: 1, policy: bin-packing}
+shadows:
+  - {name: s, policy: bin-packing}
+"#;
+        let r = Routing::build(ExperimentSet::parse(yaml).unwrap()).unwrap();
+        let mut q = crate::queue::SchedulingQueue::new(Default::default());
+        for (group, n) in [("g", 40), ("h", 40)] {
+            for i in 0..n {
+                q.add_or_update(
+                    PodInfo {
+                        spec: proto::Pod {
+                            uid: format!("{group}-u{i}"),
+                            namespace: "ns".into(),
+                            name: format!("{group}-{i}"),
+                            scheduling_group: group.into(),
+                            ..Default::default()
+                        },
+                        ..PodInfo::default()
+                    },
+                    tokio::time::Instant::now(),
+                );
+            }
+        }
+        let pods = q.pop_batch(80, tokio::time::Instant::now());
+        // Each route's group of pods is what its arm decides and its shadows evaluate: every
+        // member of a PodGroup is in one of them, with no other group's pods left out of it.
+        let groups = r.split(pods, "");
+        for group in ["g", "h"] {
+            let routes: Vec<&str> = groups
+                .iter()
+                .filter(|(_, pods)| pods.iter().any(|p| p.info.spec.scheduling_group == group))
+                .map(|(route, _)| route.arm.as_str())
+                .collect();
+            assert_eq!(routes.len(), 1, "PodGroup {group} split over arms {routes:?}");
+            let (_, pods) = groups.iter().find(|(route, _)| route.arm == routes[0]).unwrap();
+            assert_eq!(
+                pods.iter().filter(|p| p.info.spec.scheduling_group == group).count(),
+                40
+            );
+        }
+    }
+
+    #[test]
+    fn a_pin_on_one_member_does_not_split_its_pod_group() {
+        let yaml = r#"
+experiments:
+  - name: e
+    unit: pod
+    allowPin: true
+    arms:
+      - {name: a, weight: 1, policy: default}
+      - {name: b, weight: 0, policy: bin-packing}
+"#;
+        let r = Routing::build(ExperimentSet::parse(yaml).unwrap()).unwrap();
+        let mut q = crate::queue::SchedulingQueue::new(Default::default());
+        for i in 0..4 {
+            let mut info = PodInfo {
+                spec: proto::Pod {
+                    uid: format!("u{i}"),
+                    namespace: "ns".into(),
+                    name: format!("m{i}"),
+                    scheduling_group: "g".into(),
+                    ..Default::default()
+                },
+                ..PodInfo::default()
+            };
+            if i == 2 {
+                info.annotations.insert(PIN_ANNOTATION.into(), "b".into());
+            }
+            q.add_or_update(info, tokio::time::Instant::now());
+        }
+        let groups = r.split(q.pop_batch(4, tokio::time::Instant::now()), "");
+        assert_eq!(
+            groups.len(),
+            1,
+            "{:?}",
+            groups.iter().map(|g| &g.0.arm).collect::<Vec<_>>()
+        );
+        assert_eq!((groups[0].0.arm.as_str(), groups[0].1.len()), ("a", 4));
     }
 }

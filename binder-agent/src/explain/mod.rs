@@ -458,8 +458,9 @@ fn in_process_policy(decider: &Decider, name: &str) -> Option<Policy> {
 }
 
 /// The PodGroup `pod` names and its cycle: the group's pending pods (this one and those the
-/// binder would queue with it: its schedulers' pods without scheduling gates), in queue order
-/// (priority, then creation), decided together under the policy in use. In process, the engine's
+/// binder would queue with it: its schedulers' pods without scheduling gates; the group is held
+/// while any has gates), in queue order (priority, then creation), decided together under the
+/// policy in use. In process, the engine's
 /// own cycle with each placement's trial ([`podgroup::explain`]); on a decision replica (or with a
 /// policy that calls extenders) a `Schedule` of the group's pods, which answers the verdict and
 /// kube's messages but not the per-domain counts. Another pod of the group that the service would
@@ -545,6 +546,36 @@ async fn explain_group(
              writing nothing, until minCount do (GangScheduling's PreEnqueue); the cycle below is for the pods there are",
             members.len() + bound,
             members.len()
+        ));
+    }
+    // kube-scheduler's queue keeps the group's pending pods as one entity, gated while any of
+    // them is (runPreEnqueuePlugins): the binder holds them all until the last gate goes.
+    let mut gated: Vec<&str> = view
+        .group_pending
+        .iter()
+        .filter(|m| !m.scheduling_gates.is_empty() && args.scheduler_names.contains(&m.scheduler_name))
+        .map(|m| m.spec.name.as_str())
+        .collect();
+    if view.pod.is_gated() {
+        gated.insert(0, view.pod.spec.name.as_str());
+    }
+    if !gated.is_empty() {
+        const SHOWN: usize = 5;
+        let more = gated.len().saturating_sub(SHOWN);
+        let mut names = gated.iter().take(SHOWN).copied().collect::<Vec<_>>().join(", ");
+        if more > 0 {
+            names.push_str(&format!(" and {more} more"));
+        }
+        report.held = Some(format!(
+            "{} of the group still {} scheduling gates ({names}): the binder holds the whole group, writing \
+             nothing, until the last gate goes (kube-scheduler's queue gates the group as one); the cycle below \
+             is for the pods without gates",
+            if gated.len() == 1 {
+                "1 pod".to_string()
+            } else {
+                format!("{} pods", gated.len())
+            },
+            if gated.len() == 1 { "has" } else { "have" },
         ));
     }
     let own = members.iter().position(|m| m.uid == pod.uid).unwrap_or(0);

@@ -20,7 +20,7 @@ pub use devices::{
 };
 pub use placement_scheduler::labels::{ANNOTATION_PREFIX, GANG_LABEL, GANG_MIN_MEMBERS_ANNOTATION};
 use placement_scheduler::proto;
-pub use podgroups::{pod_group_info, pod_group_key, POD_GROUP_INITIALLY_SCHEDULED};
+pub use podgroups::{initially_scheduled_condition, pod_group_info, pod_group_key, POD_GROUP_INITIALLY_SCHEDULED};
 use selectors::term;
 
 /// The owner a pod's controller reference names.

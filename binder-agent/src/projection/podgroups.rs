@@ -60,6 +60,23 @@ pub fn pod_group_info(g: &scheduling::PodGroup) -> proto::PodGroup {
     }
 }
 
+/// The PodGroup's `PodGroupInitiallyScheduled` condition, if it has one.
+pub fn initially_scheduled_condition(g: &scheduling::PodGroup) -> Option<crate::api::ObservedCondition> {
+    let c = g
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())?
+        .iter()
+        .find(|c| c.type_ == POD_GROUP_INITIALLY_SCHEDULED)?;
+    Some(crate::api::ObservedCondition {
+        status: c.status.clone(),
+        reason: c.reason.clone(),
+        message: c.message.clone(),
+        observed_generation: c.observed_generation.unwrap_or_default(),
+        last_transition_time: c.last_transition_time.0.to_string(),
+    })
+}
+
 /// The key a PodGroup is stored and removed by: `namespace/name`.
 pub fn pod_group_key(namespace: &str, name: &str) -> String {
     format!("{namespace}/{name}")

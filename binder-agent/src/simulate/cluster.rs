@@ -838,6 +838,7 @@ mod tests {
             reason: reason.into(),
             message: message.into(),
             observed_generation: 2,
+            current: None,
         };
         let unschedulable = condition(false, "Unschedulable", "pod group is unschedulable, …");
         cluster.record_pod_group_condition(&unschedulable).await.unwrap();
