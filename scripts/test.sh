@@ -71,7 +71,7 @@ step "PodGroups under kube 1.37's default gates (a second control plane, Topolog
 # on other ports with WORKLOAD_GATES=GenericWorkload=true runs the test that compares those.
 if [ -n "${E2E_KUBECONFIG:-}" ] && [ -n "${CLUSTER_SH:-}" ] && [ -f "${CLUSTER_SH:-}" ]; then
   env -u E2E_KUBECONFIG WORKLOAD_GATES=GenericWorkload=true \
-    APISERVER_PORT=16443 ETCD_PORT=12379 SCHEDULER_PORT=20259 CONTROLLER_MANAGER_PORT=20257 \
+    APISERVER_PORT=16643 ETCD_PORT=12479 SCHEDULER_PORT=10359 CONTROLLER_MANAGER_PORT=10357 \
     bash scripts/e2e-cluster.sh cargo test -p placement-tests --test e2e -- --nocapture \
     pod_groups_without_topology_aware_scheduling
 else
