@@ -412,6 +412,21 @@ impl DeviceObjects {
         self.classes.is_empty() && self.claims.is_empty() && self.slices.is_empty()
     }
 
+    /// The DeviceClass backing an extended resource (kube's `DeviceClassResolver.GetDeviceClass`,
+    /// `k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache`): the class named
+    /// by the implicit name `deviceclass.resource.kubernetes.io/<class>`, or the class whose
+    /// `spec.extendedResourceName` is `name`. Of several classes naming one resource kube keeps
+    /// the newest, and of equally old ones the first by name; placement, which is not given the
+    /// classes' creation times, keeps the first by name.
+    pub fn class_for_extended_resource(&self, name: &str) -> Option<&Arc<DeviceClass>> {
+        if let Some(class) = name.strip_prefix(super::resources::DEVICE_CLASS_RESOURCE_PREFIX) {
+            return self.classes.get(class);
+        }
+        self.classes
+            .values()
+            .find(|c| c.extended_resource_name.as_deref() == Some(name))
+    }
+
     /// Applies a delta; `full` when it carries a full snapshot's objects as upserts (errors then
     /// name the snapshot's lists rather than the delta's).
     pub fn apply(&mut self, d: DeviceDelta, full: bool) -> Result<(), DuplicateStorageObject> {

@@ -668,6 +668,38 @@ pub fn allocation_result(a: &Allocation) -> proto::AllocationResult {
     }
 }
 
+/// The special claim for a pod's extended resources backed by DRA, as a placement carries it
+/// (`ClaimAllocation.extended_resource_claim`).
+pub fn extended_resource_claim(
+    c: &crate::engine::plugins::dynamicresources::extended_resources::ExtendedClaim,
+) -> proto::ExtendedResourceClaim {
+    proto::ExtendedResourceClaim {
+        requests: c
+            .requests
+            .iter()
+            .map(|r| proto::DeviceRequest {
+                name: r.name.clone(),
+                exactly: Some(proto::ExactDeviceRequest {
+                    device_class_name: r.class.clone(),
+                    allocation_mode: "ExactCount".to_string(),
+                    count: r.count,
+                    ..Default::default()
+                }),
+                first_available: Vec::new(),
+            })
+            .collect(),
+        request_mappings: c
+            .mappings
+            .iter()
+            .map(|m| proto::ContainerExtendedResourceRequest {
+                container_name: m.container_name.clone(),
+                resource_name: m.resource_name.clone(),
+                request_name: m.request_name.clone(),
+            })
+            .collect(),
+    }
+}
+
 /// Why a request cannot be met on a node, as Rank answers it (`InfeasibleNode.device_failures`).
 pub fn device_failure_out(f: crate::engine::plugins::dynamicresources::RequestFailure) -> proto::DeviceRequestFailure {
     use crate::engine::plugins::dynamicresources::FailureKind;
