@@ -35,7 +35,9 @@ impl<A: ClusterApi> Binder<A> {
             // were placed, so a burst's first Bindings are not queued behind every other pod's
             // claim writes.
             let mut held: Option<tokio::sync::OwnedSemaphorePermit> = None;
-            if !pod_claims.is_empty() {
+            // A pod with extended resources backed by DRA has a special claim to create.
+            let extended = bind.devices.iter().any(|a| a.extended_resource_claim.is_some());
+            if !pod_claims.is_empty() || extended {
                 let Ok(permit) = Arc::clone(&s.binds).acquire_owned().await else {
                     return;
                 };

@@ -309,7 +309,12 @@ impl<A: ClusterApi> Binder<A> {
                 })
                 .collect()
         };
-        if claims.is_empty() {
+        // The special claim for the pod's extended resources backed by DRA, to create (kube's
+        // `bindClaim` for the claim named `<extended-resources>`): the placement's last entry.
+        let extended = allocations
+            .iter()
+            .find_map(|a| Some((a.extended_resource_claim.as_ref()?, a.allocation.as_ref())));
+        if claims.is_empty() && extended.is_none() {
             return PreBind::Bound;
         }
         if nominate && self.may_prebind(pod, started) {
@@ -339,8 +344,65 @@ impl<A: ClusterApi> Binder<A> {
                 }
             }
         }
+        if let Some((claim, allocation)) = extended {
+            if !self.may_prebind(pod, started) {
+                self.unreserve_claims(pod, &reserved).await;
+                return PreBind::Stopped;
+            }
+            if let Err(m) = self.bind_extended_claim(pod, claim, allocation).await {
+                tracing::info!(pod = %pod.key(), error = %m, "creating the claim for extended resources failed");
+                self.unreserve_claims(pod, &reserved).await;
+                self.fail_prebind(pod, format!("{DEVICES_PREBIND_FAILED}: {m}"), "failed", started, policy)
+                    .await;
+                return PreBind::Stopped;
+            }
+        }
         tracing::debug!(pod = %pod.key(), claims = claims.len(), took = ?started.elapsed(), "claims reserved");
         PreBind::Bound
+    }
+
+    /// kube's `bindClaim` for the special claim of the pod's extended resources backed by DRA
+    /// (`createExtendedResourceClaimInAPI`, then the allocation and the reservation as for any
+    /// claim, then `patchPodExtendedResourceClaimStatus`); on a failure after the claim was
+    /// created, the claim is deleted as kube's Unreserve deletes it (`deleteClaim`). Returns
+    /// kube's error message.
+    async fn bind_extended_claim(
+        &self,
+        pod: &PodRef,
+        claim: &proto::ExtendedResourceClaim,
+        allocation: Option<&proto::AllocationResult>,
+    ) -> Result<(), String> {
+        let api = &self.shared.api;
+        let message = |e: ApiError| {
+            let (ApiError::Conflict(m) | ApiError::NotFound(m) | ApiError::Other(m)) = e;
+            m
+        };
+        self.rate_limit().await;
+        let created = api.create_extended_claim(pod, claim).await.map_err(message)?;
+        tracing::debug!(pod = %pod.key(), claim = %created.key(), "claim for extended resources created");
+        self.rate_limit().await;
+        let mut result = api.reserve_claim(&created, pod, allocation).await.map_err(message);
+        if result.is_ok() {
+            if claim.request_mappings.is_empty() {
+                result = Err(format!(
+                    "nil or empty request mappings, no update of pod {} ExtendedResourceClaimStatus",
+                    pod.key()
+                ));
+            } else {
+                self.rate_limit().await;
+                result = api
+                    .set_extended_resource_claim_status(pod, &created.name, &claim.request_mappings)
+                    .await
+                    .map_err(message);
+            }
+        }
+        if result.is_err() {
+            self.rate_limit().await;
+            if let Err(e) = api.delete_claim(&created).await {
+                tracing::warn!(pod = %pod.key(), claim = %created.key(), error = %e, "deleting the claim for extended resources failed");
+            }
+        }
+        result
     }
 
     /// kube's Unreserve of DynamicResources for the claims a failed PreBind reserved: the pod
