@@ -325,13 +325,27 @@ impl PodDevices {
     /// there (Filter's own reason says so) or when the allocator meets an error (Filter reports
     /// it). For explanations only: Rank calls it on the nodes Filter refused with
     /// [`CANNOT_ALLOCATE`]; nodes with one [`PodDevices::signature`] get the same answer.
+    /// The special claim for extended resources is diagnosed as one more claim, named
+    /// `<extended-resources>` (kube's in-memory name), with its requests for the node.
     pub fn diagnose(&self, node: &NodeSpec) -> Vec<RequestFailure> {
-        if self.to_allocate.is_empty() || self.allocated_claims_available(node).is_err() {
+        if self.delegated(node).is_err() || self.allocated_claims_available(node).is_err() {
+            return Vec::new();
+        }
+        let special = self
+            .extended
+            .as_ref()
+            .and_then(|e| Some(e.claim(node)?.resource_claim(e.namespace())));
+        if self.to_allocate.is_empty() && special.is_none() {
             return Vec::new();
         }
         let classes = |name: &str| self.objects.classes.get(name).map(|c| &**c);
         let allocator = Allocator::new(&classes, &self.slices, &self.in_use, &self.cel);
-        let claims: Vec<&ResourceClaim> = self.to_allocate.iter().map(|&i| &*self.claims[i]).collect();
+        let claims: Vec<&ResourceClaim> = self
+            .to_allocate
+            .iter()
+            .map(|&i| &*self.claims[i])
+            .chain(special.as_ref())
+            .collect();
         allocator.diagnose(node, &claims).unwrap_or_default()
     }
 

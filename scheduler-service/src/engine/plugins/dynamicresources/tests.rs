@@ -909,3 +909,22 @@ fn an_extended_resource_no_class_backs_stays_insufficient() {
             .into())
     );
 }
+
+/// Rank's diagnosis names the special claim's request where the class's devices are too few.
+#[test]
+fn diagnosis_names_the_special_claims_request() {
+    let snap = extended_cluster(nodes(), vec![slice("n1", "a100", 1)], vec![]);
+    let got = diagnoses(&snap, &with_extended("p", "example.com/gpu", 2));
+    assert_eq!(
+        got[0],
+        (
+            "n1".into(),
+            vec![failure(
+                "<extended-resources>",
+                "container-0-request-1",
+                FailureKind::NoMatchingDevice,
+                "2 requested, only 1 of the node's 1 device matches class gpu and the request's selectors"
+            )]
+        )
+    );
+}
