@@ -5514,8 +5514,12 @@ type DeviceClass struct {
 	Selectors []string `protobuf:"bytes,2,rep,name=selectors,proto3" json:"selectors,omitempty"`
 	// spec.extendedResourceName.
 	ExtendedResourceName string `protobuf:"bytes,3,opt,name=extended_resource_name,json=extendedResourceName,proto3" json:"extended_resource_name,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// metadata.creationTimestamp in seconds since the epoch (0 when unset): of several
+	// classes naming one extended resource, the newest backs it (then the first by name),
+	// as kube's extended resource cache picks it.
+	CreationTimestampSeconds int64 `protobuf:"varint,4,opt,name=creation_timestamp_seconds,json=creationTimestampSeconds,proto3" json:"creation_timestamp_seconds,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *DeviceClass) Reset() {
@@ -5567,6 +5571,13 @@ func (x *DeviceClass) GetExtendedResourceName() string {
 		return x.ExtendedResourceName
 	}
 	return ""
+}
+
+func (x *DeviceClass) GetCreationTimestampSeconds() int64 {
+	if x != nil {
+		return x.CreationTimestampSeconds
+	}
+	return 0
 }
 
 // ResourceClaim is the part of a resource.k8s.io/v1 ResourceClaim placement reads.
@@ -7278,11 +7289,12 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x0eContainerImage\x12\x14\n" +
 	"\x05names\x18\x01 \x03(\tR\x05names\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"u\n" +
+	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"\xb3\x01\n" +
 	"\vDeviceClass\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tselectors\x18\x02 \x03(\tR\tselectors\x124\n" +
-	"\x16extended_resource_name\x18\x03 \x01(\tR\x14extendedResourceName\"\xf2\x02\n" +
+	"\x16extended_resource_name\x18\x03 \x01(\tR\x14extendedResourceName\x12<\n" +
+	"\x1acreation_timestamp_seconds\x18\x04 \x01(\x03R\x18creationTimestampSeconds\"\xf2\x02\n" +
 	"\rResourceClaim\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +

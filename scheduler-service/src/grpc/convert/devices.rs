@@ -117,6 +117,7 @@ pub fn device_class(path: &str, c: &proto::DeviceClass) -> Result<DeviceClass, F
         name: c.name.clone(),
         selectors: selectors(&format!("{path}.selectors"), &c.selectors)?,
         extended_resource_name: (!c.extended_resource_name.is_empty()).then(|| c.extended_resource_name.clone()),
+        created: c.creation_timestamp_seconds,
     })
 }
 

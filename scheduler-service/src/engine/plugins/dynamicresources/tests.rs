@@ -47,6 +47,7 @@ fn class() -> DeviceClass {
         name: "gpu".into(),
         selectors: vec![Arc::from(format!("device.driver == \"{DRIVER}\""))],
         extended_resource_name: None,
+        created: 0,
     }
 }
 
@@ -927,4 +928,46 @@ fn diagnosis_names_the_special_claims_request() {
             )]
         )
     );
+}
+
+/// Of several classes naming one extended resource the newest backs it, of equally old ones the
+/// first by name (kube's extended resource cache, `updateResourceName2class`); the implicit name
+/// is each class's own.
+#[test]
+fn the_newest_class_naming_a_resource_backs_it() {
+    let named = |name: &str, created: i64| DeviceClass {
+        name: name.into(),
+        extended_resource_name: Some("example.com/gpu".into()),
+        created,
+        ..class()
+    };
+    let backing = |classes: Vec<DeviceClass>, resource: &str| {
+        let snap = Snapshot::build(nodes(), vec![])
+            .and_then(|s| {
+                s.with_devices(DeviceParts {
+                    classes,
+                    ..Default::default()
+                })
+            })
+            .unwrap();
+        snap.devices()
+            .class_for_extended_resource(resource)
+            .map(|c| c.name.clone())
+    };
+    assert_eq!(
+        backing(
+            vec![named("a", 100), named("b", 200), named("c", 150)],
+            "example.com/gpu"
+        ),
+        Some("b".into())
+    );
+    assert_eq!(
+        backing(vec![named("b", 100), named("a", 100)], "example.com/gpu"),
+        Some("a".into())
+    );
+    assert_eq!(
+        backing(vec![named("a", 100)], "deviceclass.resource.kubernetes.io/a"),
+        Some("a".into())
+    );
+    assert_eq!(backing(vec![named("a", 100)], "example.com/fpga"), None);
 }

@@ -1017,14 +1017,16 @@ class ContainerImage(_message.Message):
     def __init__(self, names: _Optional[_Iterable[str]] = ..., size_bytes: _Optional[int] = ...) -> None: ...
 
 class DeviceClass(_message.Message):
-    __slots__ = ("name", "selectors", "extended_resource_name")
+    __slots__ = ("name", "selectors", "extended_resource_name", "creation_timestamp_seconds")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SELECTORS_FIELD_NUMBER: _ClassVar[int]
     EXTENDED_RESOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+    CREATION_TIMESTAMP_SECONDS_FIELD_NUMBER: _ClassVar[int]
     name: str
     selectors: _containers.RepeatedScalarFieldContainer[str]
     extended_resource_name: str
-    def __init__(self, name: _Optional[str] = ..., selectors: _Optional[_Iterable[str]] = ..., extended_resource_name: _Optional[str] = ...) -> None: ...
+    creation_timestamp_seconds: int
+    def __init__(self, name: _Optional[str] = ..., selectors: _Optional[_Iterable[str]] = ..., extended_resource_name: _Optional[str] = ..., creation_timestamp_seconds: _Optional[int] = ...) -> None: ...
 
 class ResourceClaim(_message.Message):
     __slots__ = ("namespace", "name", "uid", "requests", "constraints", "allocation", "reserved_for", "deleting")
