@@ -364,6 +364,17 @@ impl ClusterState {
             .or_else(|| self.storage.get(key))
     }
 
+    /// The DeviceClasses, as the watch shows them.
+    pub fn device_classes(&self) -> Vec<proto::DeviceClass> {
+        self.storage
+            .values()
+            .filter_map(|o| match o {
+                StorageObject::DeviceClass(c) => Some(c.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The storage object with this identity.
     pub fn storage_object(&self, key: &StorageKey) -> Option<&StorageObject> {
         self.storage.get(key)
