@@ -884,3 +884,51 @@ async fn a_failed_prebind_of_the_extended_claim_deletes_it_and_reports_kubes_err
         .await;
     h.stop().await;
 }
+
+/// A pod asking for an extended resource a DeviceClass backs, parked unschedulable, is decided
+/// again when a DRA object changes (kube's DynamicResources requeues it on such events), as a pod
+/// with claims is; a pod asking for a device plugin's resource stays parked.
+#[tokio::test]
+async fn a_pod_asking_for_a_dra_backed_extended_resource_is_moved_by_a_slice_change() {
+    use crate::projection::StorageObject;
+    let replica = ScriptedReplica::default();
+    let message = "0/2 nodes are available: 2 cannot allocate all claims.";
+    replica.script("dra", &[Answer::Unschedulable(message)]);
+    replica.script("plugin", &[Answer::Unschedulable(message)]);
+    let h = Harness::start(&replica).await;
+    h.binder.handle(ClusterEvent::StorageApplied(StorageObject::DeviceClass(
+        proto::DeviceClass {
+            name: "gpu".into(),
+            extended_resource_name: "example.com/gpu".into(),
+            ..Default::default()
+        },
+    )));
+    for (name, resource) in [("dra", "example.com/gpu"), ("plugin", "nvidia.com/gpu")] {
+        let mut p = pod(name, "");
+        p.spec.containers = vec![proto::Container {
+            name: "main".into(),
+            requests: [(resource.to_string(), "1".to_string())].into(),
+            ..Default::default()
+        }];
+        h.binder.handle(ClusterEvent::PodApplied(p));
+    }
+    h.until("both parked as unschedulable", |api| {
+        !api.of("dra").unschedulable.is_empty() && !api.of("plugin").unschedulable.is_empty()
+    })
+    .await;
+    h.binder
+        .handle(ClusterEvent::StorageApplied(StorageObject::ResourceSlice(
+            proto::ResourceSlice {
+                name: "n1-gpus".into(),
+                driver: "gpu.example.com".into(),
+                pool_name: "n1".into(),
+                node_name: "n1".into(),
+                ..Default::default()
+            },
+        )));
+    h.until("the DRA pod decided again", |_| replica.asked("dra") >= 2)
+        .await;
+    tokio::time::sleep(MAX_BACKOFF * 2).await;
+    assert_eq!(replica.asked("plugin"), 1, "the device plugin's pod stays parked");
+    h.stop().await;
+}
