@@ -320,6 +320,18 @@ impl PodDevices {
             })
     }
 
+    /// [`PodDevices::signature`] for Rank's diagnosis: with the pod's special claim, the
+    /// extended resources the node must provide through DRA mixed in (nodes alike in devices
+    /// but not in allocatable get diagnoses of their own).
+    pub fn diagnosis_signature(&self, index: usize, node: &NodeSpec) -> Option<u64> {
+        let signature = self.signature(index)?;
+        match &self.extended {
+            None => Some(signature),
+            Some(e) if e.too_many() => None,
+            Some(_) => self.delegated(node).ok().map(|d| mix(signature, d)),
+        }
+    }
+
     /// Why the pod's claims cannot be allocated on `node`, request by request
     /// ([`Allocator::diagnose`]): empty when they can be, when an allocated claim is not available
     /// there (Filter's own reason says so) or when the allocator meets an error (Filter reports

@@ -971,3 +971,72 @@ fn the_newest_class_naming_a_resource_backs_it() {
     );
     assert_eq!(backing(vec![named("a", 100)], "example.com/fpga"), None);
 }
+
+/// Rank's diagnosis of the special claim on each refused node: n1 provides the resource through
+/// a device plugin, too little of it (NodeResourcesFit refuses it: no device diagnosis); n2 and
+/// n3 have no devices. Then nodes whose devices look alike but whose allocatable does not get
+/// diagnoses of their own: on m1 (the resource in its allocatable) only the pod's own claim is
+/// diagnosed, on m2 the special claim too.
+#[test]
+fn rank_diagnoses_the_special_claim_on_each_refused_node() {
+    use crate::engine::resources::ResourceName;
+    let gpu = ResourceName::parse("example.com/gpu").unwrap();
+    let mut ns = nodes();
+    ns[0].allocatable.set(&gpu, 1);
+    let snap = extended_cluster(ns, vec![], vec![]);
+    let profile = Profile::new(Policy::kube_default());
+    let refused = |snap: &Snapshot, pod: &PodSpec| -> Vec<(String, Vec<String>)> {
+        let ranking = Evaluator::new(&profile, snap)
+            .rank(pod, 0, 0, Deadline::none())
+            .unwrap();
+        assert_eq!(ranking.feasible_count, 0);
+        ranking
+            .rejected
+            .iter()
+            .map(|r| {
+                (
+                    r.name(snap).to_string(),
+                    r.devices
+                        .iter()
+                        .map(|f| format!("{}/{}: {}", f.claim, f.request, f.message))
+                        .collect(),
+                )
+            })
+            .collect()
+    };
+    let none = "<extended-resources>/container-0-request-1: the node has no devices".to_string();
+    assert_eq!(
+        refused(&snap, &with_extended("p", "example.com/gpu", 2)),
+        vec![
+            ("n1".to_string(), vec![]),
+            ("n2".to_string(), vec![none.clone()]),
+            ("n3".to_string(), vec![none]),
+        ]
+    );
+    let mut m1 = node("m1", 8000, 32 << 30);
+    m1.allocatable.set(&gpu, 4);
+    let m2 = node("m2", 8000, 32 << 30);
+    let snap = extended_cluster(
+        vec![m1, m2],
+        vec![slice("m1", "a100", 1), slice("m2", "a100", 1)],
+        vec![gpus("two", 2)],
+    );
+    let mut p = with_extended("p", "example.com/gpu", 2);
+    p.resource_claims = with_claims("p", &["two"]).resource_claims;
+    let short = |claim: &str, request: &str| {
+        format!("{claim}/{request}: 2 requested, only 1 of the node's 1 device matches class gpu and the request's selectors")
+    };
+    assert_eq!(
+        refused(&snap, &p),
+        vec![
+            ("m1".to_string(), vec![short("two", "gpu")]),
+            (
+                "m2".to_string(),
+                vec![
+                    short("two", "gpu"),
+                    short("<extended-resources>", "container-0-request-1")
+                ]
+            ),
+        ]
+    );
+}
