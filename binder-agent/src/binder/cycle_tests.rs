@@ -53,6 +53,8 @@ struct RecordingApi {
     writes: Arc<Mutex<Vec<(&'static str, String)>>>,
     /// The pod status patch of a special claim fails while set.
     fail_extended_status: Arc<std::sync::atomic::AtomicBool>,
+    /// Bindings fail (a server error) while set.
+    fail_binds: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl RecordingApi {
@@ -72,9 +74,12 @@ impl ClusterApi for RecordingApi {
         node: &str,
         _annotations: &BTreeMap<String, String>,
     ) -> impl Future<Output = Result<(), ApiError>> + Send {
-        self.with(pod, |w| w.bound_to = Some(node.to_string()));
         self.writes.lock().push(("bind", pod.name.clone()));
-        async { Ok(()) }
+        if self.fail_binds.load(std::sync::atomic::Ordering::Relaxed) {
+            return futures::future::Either::Left(async { Err(ApiError::Other("the server is on fire".into())) });
+        }
+        self.with(pod, |w| w.bound_to = Some(node.to_string()));
+        futures::future::Either::Right(async { Ok(()) })
     }
 
     fn record_scheduled(
@@ -930,5 +935,32 @@ async fn a_pod_asking_for_a_dra_backed_extended_resource_is_moved_by_a_slice_cha
         .await;
     tokio::time::sleep(MAX_BACKOFF * 2).await;
     assert_eq!(replica.asked("plugin"), 1, "the device plugin's pod stays parked");
+    h.stop().await;
+}
+
+/// A Binding that fails for good after the special claim was created: the claim is deleted (kube's
+/// Unreserve, `deleteClaim`) before the pod is decided again.
+#[tokio::test]
+async fn a_failed_binding_deletes_the_special_claim_its_prebind_created() {
+    let replica = ScriptedReplica::default();
+    replica.script("g", &[Answer::NodeExtended("n1")]);
+    let h = Harness::start_with(&replica, |c| c.bind_attempts = 1).await;
+    h.api.fail_binds.store(true, std::sync::atomic::Ordering::Relaxed);
+    h.binder.handle(ClusterEvent::PodApplied(pod("g", "")));
+    h.until("the special claim deleted", |api| {
+        api.writes.lock().iter().any(|(w, _)| *w == "delete")
+    })
+    .await;
+    let writes = h.api.writes.lock().clone();
+    assert_eq!(
+        writes[..5],
+        [
+            ("create", "g".to_string()),
+            ("reserve", "g".to_string()),
+            ("status", "g g-extended-resources-x7k2p".to_string()),
+            ("bind", "g".to_string()),
+            ("delete", "g-extended-resources-x7k2p".to_string()),
+        ]
+    );
     h.stop().await;
 }
