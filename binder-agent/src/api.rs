@@ -255,6 +255,52 @@ pub trait ClusterApi: Send + Sync + 'static {
         async move { Err(ApiError::Other(message)) }
     }
 
+    /// DynamicResources' PreBind for the pod's special claim for extended resources backed by
+    /// DRA (kube's `createExtendedResourceClaimInAPI`, `extendeddynamicresources.go`): creates
+    /// the ResourceClaim in the pod's namespace with `generateName` `<pod name>-extended-resources-`,
+    /// the pod as controlling owner (`apiVersion: v1`, `kind: Pod`, `controller: true`), the
+    /// annotation `resource.kubernetes.io/extended-resource-claim: "true"` and `claim`'s
+    /// requests; returns the claim created (its generated name and uid). The error carries
+    /// kube's words: `create claim for extended resources <namespace>/: <error>`.
+    fn create_extended_claim(
+        &self,
+        pod: &PodRef,
+        claim: &placement_scheduler::proto::ExtendedResourceClaim,
+    ) -> impl Future<Output = Result<ClaimRef, ApiError>> + Send {
+        let message = format!(
+            "create claim for extended resources {}/: not supported here",
+            pod.namespace
+        );
+        let _ = claim;
+        async move { Err(ApiError::Other(message)) }
+    }
+
+    /// The pod's `status.extendedResourceClaimStatus` (kube's `patchPodExtendedResourceClaimStatus`):
+    /// the special claim's name and the containers' request mappings, a strategic-merge patch
+    /// of the pod's status. The error carries kube's words: `update pod <namespace>/<name>
+    /// ExtendedResourceClaimStatus: <error>`.
+    fn set_extended_resource_claim_status(
+        &self,
+        pod: &PodRef,
+        claim_name: &str,
+        mappings: &[placement_scheduler::proto::ContainerExtendedResourceRequest],
+    ) -> impl Future<Output = Result<(), ApiError>> + Send {
+        let message = format!(
+            "update pod {} ExtendedResourceClaimStatus: not supported here",
+            pod.key()
+        );
+        let _ = (claim_name, mappings);
+        async move { Err(ApiError::Other(message)) }
+    }
+
+    /// DynamicResources' Unreserve of the special claim a failed PreBind created (kube's
+    /// `deleteClaim`): its finalizer `resource.kubernetes.io/delete-protection` removed (an
+    /// update, retried on conflicts), then the claim deleted; a claim already gone is no error.
+    fn delete_claim(&self, claim: &ClaimRef) -> impl Future<Output = Result<(), ApiError>> + Send {
+        let message = format!("cannot delete claim {}: not supported here", claim.key());
+        async move { Err(ApiError::Other(message)) }
+    }
+
     /// DynamicResources' Unreserve for one claim: the pod removed from `status.reservedFor` (a
     /// strategic-merge patch of the status deleting the entry with the pod's uid).
     fn unreserve_claim(&self, claim: &ClaimRef, pod: &PodRef) -> impl Future<Output = Result<(), ApiError>> + Send {

@@ -48,6 +48,19 @@ pub const POD_GROUP_INITIALLY_SCHEDULED: &str = "PodGroupInitiallyScheduled";
 /// The finalizer kube-scheduler puts on a claim it allocates (`resourceapi.Finalizer`).
 pub const RESOURCE_CLAIM_FINALIZER: &str = "resource.kubernetes.io/delete-protection";
 
+/// kube's `resourceapi.ExtendedResourceClaimAnnotation`: marks the special claim kube-scheduler
+/// creates for a pod's extended resources backed by DRA.
+pub const EXTENDED_RESOURCE_CLAIM_ANNOTATION: &str = "resource.kubernetes.io/extended-resource-claim";
+
+/// `error` with its message prefixed (`<prefix>: <message>`), its kind kept.
+fn prefixed(error: ApiError, prefix: &str) -> ApiError {
+    match error {
+        ApiError::Conflict(m) => ApiError::Conflict(format!("{prefix}: {m}")),
+        ApiError::NotFound(m) => ApiError::NotFound(format!("{prefix}: {m}")),
+        ApiError::Other(m) => ApiError::Other(format!("{prefix}: {m}")),
+    }
+}
+
 /// The API's limit on an event's note (`NoteLengthLimit`).
 pub const NOTE_LENGTH_LIMIT: usize = 1024;
 
@@ -634,6 +647,132 @@ impl ClusterApi for KubeApi {
                 Err(e) if allocation.is_some() => return Err(with_key(e, "add allocation and reservation to")),
                 Err(e) => return Err(with_key(e, "add reservation to")),
             }
+        }
+    }
+
+    async fn create_extended_claim(
+        &self,
+        pod: &PodRef,
+        claim: &placement_scheduler::proto::ExtendedResourceClaim,
+    ) -> Result<ClaimRef, ApiError> {
+        use k8s_openapi::api::resource::v1::{DeviceClaim, DeviceRequest, ExactDeviceRequest, ResourceClaimSpec};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let requests = claim
+            .requests
+            .iter()
+            .map(|r| DeviceRequest {
+                name: r.name.clone(),
+                exactly: r.exactly.as_ref().map(|e| ExactDeviceRequest {
+                    device_class_name: e.device_class_name.clone(),
+                    allocation_mode: Some("ExactCount".into()),
+                    count: Some(e.count),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .collect();
+        let object = ResourceClaim {
+            metadata: ObjectMeta {
+                namespace: Some(pod.namespace.clone()),
+                generate_name: Some(format!("{}-extended-resources-", pod.name)),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: "v1".into(),
+                    kind: "Pod".into(),
+                    name: pod.name.clone(),
+                    uid: pod.uid.clone(),
+                    controller: Some(true),
+                    ..Default::default()
+                }]),
+                annotations: Some(BTreeMap::from([(
+                    EXTENDED_RESOURCE_CLAIM_ANNOTATION.to_string(),
+                    "true".to_string(),
+                )])),
+                ..Default::default()
+            },
+            spec: Some(ResourceClaimSpec {
+                devices: Some(DeviceClaim {
+                    requests: Some(requests),
+                    ..Default::default()
+                }),
+            }),
+            status: None,
+        };
+        let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &pod.namespace);
+        let created = self
+            .fetched(claims.create(&PostParams::default(), &object))
+            .await
+            .map_err(|e| prefixed(e, &format!("create claim for extended resources {}/", pod.namespace)))?;
+        Ok(ClaimRef {
+            namespace: pod.namespace.clone(),
+            name: created.metadata.name.unwrap_or_default(),
+            uid: created.metadata.uid.unwrap_or_default(),
+        })
+    }
+
+    async fn set_extended_resource_claim_status(
+        &self,
+        pod: &PodRef,
+        claim_name: &str,
+        mappings: &[placement_scheduler::proto::ContainerExtendedResourceRequest],
+    ) -> Result<(), ApiError> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+        let mappings: Vec<serde_json::Value> = mappings
+            .iter()
+            .map(|m| {
+                json!({
+                    "containerName": m.container_name,
+                    "resourceName": m.resource_name,
+                    "requestName": m.request_name,
+                })
+            })
+            .collect();
+        let patch = json!({"status": {"extendedResourceClaimStatus": {
+            "requestMappings": mappings,
+            "resourceClaimName": claim_name,
+        }}});
+        self.timed(pods.patch_status(&pod.name, &PatchParams::default(), &Patch::Strategic(patch)))
+            .await
+            .map_err(|e| {
+                prefixed(
+                    e.into(),
+                    &format!("update pod {} ExtendedResourceClaimStatus", pod.key()),
+                )
+            })
+    }
+
+    async fn delete_claim(&self, claim: &ClaimRef) -> Result<(), ApiError> {
+        let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &claim.namespace);
+        // kube's deleteClaim: the finalizer removed first (retry.DefaultRetry on conflicts, each
+        // from a fresh read), then the delete; a claim gone is no error.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut current = match self.fetched(claims.get(&claim.name)).await {
+                Ok(c) => c,
+                Err(ApiError::NotFound(_)) => return Ok(()),
+                Err(e) => return Err(e),
+            };
+            let finalizers = current.metadata.finalizers.get_or_insert_with(Vec::new);
+            let Some(i) = finalizers.iter().position(|f| f == RESOURCE_CLAIM_FINALIZER) else {
+                break;
+            };
+            finalizers.remove(i);
+            match self
+                .fetched(claims.replace(&claim.name, &PostParams::default(), &current))
+                .await
+            {
+                Ok(_) => break,
+                Err(ApiError::Conflict(_)) if attempt < 5 => continue,
+                Err(ApiError::NotFound(_)) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+        match self.timed(claims.delete(&claim.name, &DeleteParams::default())).await {
+            Ok(()) => Ok(()),
+            Err(e) => match ApiError::from(e) {
+                ApiError::NotFound(_) => Ok(()),
+                e => Err(e),
+            },
         }
     }
 

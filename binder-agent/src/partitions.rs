@@ -9,13 +9,15 @@
 //! conflict between them, whatever snapshot each replica decided on.
 //!
 //! What spans nodes is kept out of partitions: a pod with required inter-pod affinity or
-//! anti-affinity, a `DoNotSchedule` topology spread constraint, a claim, a gang, a waiting
+//! anti-affinity, a `DoNotSchedule` topology spread constraint, a claim (or an extended resource
+//! a DeviceClass backs: its special claim), a gang, a waiting
 //! preemptor, and a pod sent back by a partition before is decided alone, with no other batch in
 //! flight, on the whole cluster (see [`alone_reason`]). A pod that fits no node of its partition
 //! is not reported unschedulable: it is decided again alone, where kube-scheduler's verdict,
 //! message and preemption apply.
 
 use placement_scheduler::proto;
+use std::collections::HashSet;
 
 pub use placement_scheduler::partition::{partition_of, PARTITION_LABEL};
 
@@ -158,9 +160,60 @@ impl PartitionSlots {
     }
 }
 
+/// The extended resources DeviceClasses back (kube's DRAExtendedResource): each class's
+/// `extendedResourceName` and its implicit `deviceclass.resource.kubernetes.io/<class>`.
+pub fn dra_extended_resources<'a>(classes: impl Iterator<Item = &'a proto::DeviceClass>) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for c in classes {
+        out.insert(format!("deviceclass.resource.kubernetes.io/{}", c.name));
+        if !c.extended_resource_name.is_empty() {
+            out.insert(c.extended_resource_name.clone());
+        }
+    }
+    out
+}
+
+/// Whether `pod` requests one of `backed` (see [`dra_extended_resources`]): its special claim's
+/// devices may be shared by nodes (a node selector, all nodes), so, as a pod with claims, it is
+/// decided alone on the whole cluster.
+pub fn asks_dra_extended(pod: &proto::Pod, backed: &HashSet<String>) -> bool {
+    !backed.is_empty()
+        && pod
+            .init_containers
+            .iter()
+            .chain(&pod.containers)
+            .any(|c| c.requests.keys().any(|n| backed.contains(n)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pod_asking_for_an_extended_resource_a_class_backs_is_decided_alone() {
+        let backed = dra_extended_resources(
+            [proto::DeviceClass {
+                name: "gpu".into(),
+                extended_resource_name: "example.com/gpu".into(),
+                ..Default::default()
+            }]
+            .iter(),
+        );
+        let asking = |name: &str| proto::Pod {
+            containers: vec![proto::Container {
+                requests: [(name.to_string(), "1".to_string())].into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert!(asks_dra_extended(&asking("example.com/gpu"), &backed));
+        assert!(asks_dra_extended(
+            &asking("deviceclass.resource.kubernetes.io/gpu"),
+            &backed
+        ));
+        assert!(!asks_dra_extended(&asking("nvidia.com/gpu"), &backed));
+        assert!(!asks_dra_extended(&asking("example.com/gpu"), &HashSet::new()));
+    }
 
     #[test]
     fn partitions_split_nodes_stably_and_about_evenly() {

@@ -192,6 +192,35 @@ impl ClusterState {
         {
             self.assumed_storage.remove(&key);
         }
+        // A claim allocated and reserved for a pod whose special claim for extended resources
+        // is assumed, with the same devices: the claim PreBind created; it takes the assumed
+        // one's place.
+        if let StorageObject::ResourceClaim(c) = &obj {
+            if let Some(allocation) = &c.allocation {
+                for r in &c.reserved_for {
+                    let assumed =
+                        StorageKey::ResourceClaim(format!("{}/{}", c.namespace, assumed_extended_claim(&r.uid)));
+                    let devices = |a: &proto::AllocationResult| -> Vec<(String, String, String)> {
+                        let mut d: Vec<_> = a
+                            .devices
+                            .iter()
+                            .map(|d| (d.driver.clone(), d.pool.clone(), d.device.clone()))
+                            .collect();
+                        d.sort();
+                        d
+                    };
+                    let same = matches!(
+                        self.assumed_storage.get(&assumed),
+                        Some((StorageObject::ResourceClaim(a), _))
+                            if a.allocation.as_ref().map(devices) == Some(devices(allocation))
+                    );
+                    if same {
+                        self.assumed_storage.remove(&assumed);
+                        self.record(Key::Storage(assumed));
+                    }
+                }
+            }
+        }
         self.storage.insert(key.clone(), obj);
         self.record(Key::Storage(key));
         true
@@ -265,6 +294,29 @@ impl ClusterState {
     pub fn assume_devices(&mut self, uid: &str, name: &str, allocations: &[proto::ClaimAllocation]) -> Vec<StorageKey> {
         let mut keys = Vec::new();
         for a in allocations {
+            if a.extended_resource_claim.is_some() {
+                // The special claim for extended resources does not exist yet: its devices are
+                // assumed under a name no real claim has, until the watch shows the claim PreBind
+                // creates (see `apply_storage`).
+                let key = StorageKey::ResourceClaim(format!("{}/{}", a.claim_namespace, assumed_extended_claim(uid)));
+                let c = proto::ResourceClaim {
+                    namespace: a.claim_namespace.clone(),
+                    name: assumed_extended_claim(uid),
+                    allocation: a.allocation.clone(),
+                    reserved_for: vec![proto::ResourceClaimConsumer {
+                        api_group: String::new(),
+                        resource: "pods".into(),
+                        name: name.to_string(),
+                        uid: uid.to_string(),
+                    }],
+                    ..Default::default()
+                };
+                self.assumed_storage
+                    .insert(key.clone(), (StorageObject::ResourceClaim(c), uid.to_string()));
+                self.record(Key::Storage(key.clone()));
+                keys.push(key);
+                continue;
+            }
             let key = StorageKey::ResourceClaim(format!("{}/{}", a.claim_namespace, a.claim_name));
             let Some(StorageObject::ResourceClaim(claim)) = self.storage_view(&key) else {
                 continue;
@@ -313,6 +365,17 @@ impl ClusterState {
             .get(key)
             .map(|(o, _)| o)
             .or_else(|| self.storage.get(key))
+    }
+
+    /// The DeviceClasses, as the watch shows them.
+    pub fn device_classes(&self) -> Vec<proto::DeviceClass> {
+        self.storage
+            .values()
+            .filter_map(|o| match o {
+                StorageObject::DeviceClass(c) => Some(c.clone()),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The storage object with this identity.
@@ -595,10 +658,18 @@ impl ClusterState {
     }
 
     fn fill_storage(&self, snapshot: &mut proto::Snapshot) {
+        // The watched objects as assumed, and the assumed objects no watch shows yet (a pod's
+        // special claim for extended resources before PreBind creates it).
         let mut storage: Vec<(&StorageKey, &StorageObject)> = self
             .storage
             .keys()
             .filter_map(|k| self.storage_view(k).map(|o| (k, o)))
+            .chain(
+                self.assumed_storage
+                    .iter()
+                    .filter(|(k, _)| !self.storage.contains_key(k))
+                    .map(|(k, (o, _))| (k, o)),
+            )
             .collect();
         storage.sort_by(|a, b| a.0.cmp(b.0));
         for (_, obj) in storage {
@@ -755,6 +826,12 @@ fn decode(bytes: &[u8]) -> Option<proto::Pod> {
             None
         }
     }
+}
+
+/// The name under which the devices of a pod's special claim for extended resources are assumed
+/// until the claim PreBind creates is watched (not a valid object name: no real claim has it).
+pub fn assumed_extended_claim(pod_uid: &str) -> String {
+    format!("<extended-resources>-{pod_uid}")
 }
 
 #[cfg(test)]
@@ -1221,5 +1298,66 @@ mod tests {
         s.compact(2);
         assert!(s.delta_since(1).is_none());
         assert!(s.delta_since(2).is_some());
+    }
+
+    /// A pod's special claim for extended resources is assumed (its devices in the snapshots)
+    /// until the watch shows the claim its PreBind created, with the same devices and reserved
+    /// for the pod; a claim of another pod leaves the assumption.
+    #[test]
+    fn an_extended_resource_claim_is_assumed_until_the_created_claim_is_watched() {
+        let allocation = proto::AllocationResult {
+            devices: vec![proto::DeviceRequestAllocationResult {
+                request: "container-0-request-0".into(),
+                driver: "gpu.example.com".into(),
+                pool: "n1".into(),
+                device: "gpu-0".into(),
+                ..Default::default()
+            }],
+            node_selector: None,
+        };
+        let mut s = ClusterState::new();
+        let keys = s.assume_devices(
+            "p1",
+            "web",
+            &[proto::ClaimAllocation {
+                claim_namespace: "shop".into(),
+                allocation: Some(allocation.clone()),
+                extended_resource_claim: Some(proto::ExtendedResourceClaim::default()),
+                ..Default::default()
+            }],
+        );
+        assert_eq!(keys, [StorageKey::ResourceClaim("shop/<extended-resources>-p1".into())]);
+        let claims = |s: &ClusterState| -> Vec<String> {
+            s.storage_snapshot()
+                .resource_claims
+                .iter()
+                .map(|c| c.name.clone())
+                .collect()
+        };
+        assert_eq!(claims(&s), ["<extended-resources>-p1"]);
+        let created = |name: &str, uid: &str| proto::ResourceClaim {
+            namespace: "shop".into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            allocation: Some(allocation.clone()),
+            reserved_for: vec![proto::ResourceClaimConsumer {
+                resource: "pods".into(),
+                name: "x".into(),
+                uid: uid.into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        // Another pod's claim with those devices (a stale view) does not replace it.
+        s.apply_storage(StorageObject::ResourceClaim(created("other", "p2")));
+        assert_eq!(s.assumed_storage_count(), 1);
+        s.apply_storage(StorageObject::ResourceClaim(created(
+            "web-extended-resources-x7k2p",
+            "p1",
+        )));
+        assert_eq!(s.assumed_storage_count(), 0);
+        let mut names = claims(&s);
+        names.sort();
+        assert_eq!(names, ["other", "web-extended-resources-x7k2p"]);
     }
 }

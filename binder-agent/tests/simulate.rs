@@ -988,6 +988,107 @@ async fn a_recorded_cluster_with_devices_and_claim_templates_is_simulated() {
     let _ = std::fs::remove_file(path);
 }
 
+/// A pod asking in `resources.limits` for an extended resource a DeviceClass names
+/// (`extendedResourceName`) on nodes whose allocatable lacks it: placed where the class's devices
+/// are free, its special claim created, allocated and reserved for it as kube-scheduler's PreBind
+/// does; the second pod finds none left.
+#[tokio::test]
+async fn a_recorded_cluster_with_extended_resources_backed_by_dra_is_simulated() {
+    let yaml = r#"apiVersion: v1
+kind: List
+metadata:
+  resourceVersion: ""
+items:
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: node-a
+    labels: {kubernetes.io/hostname: node-a}
+  status:
+    allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
+    capacity: {cpu: "4", memory: 16Gi, pods: "110"}
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: node-b
+    labels: {kubernetes.io/hostname: node-b}
+  status:
+    allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
+    capacity: {cpu: "4", memory: 16Gi, pods: "110"}
+- apiVersion: resource.k8s.io/v1
+  kind: DeviceClass
+  metadata:
+    name: gpu.example.com
+  spec:
+    extendedResourceName: example.com/gpu
+    selectors:
+    - cel:
+        expression: device.driver == "gpu.example.com"
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceSlice
+  metadata:
+    name: node-b-gpus
+  spec:
+    driver: gpu.example.com
+    nodeName: node-b
+    pool: {name: node-b, generation: 1, resourceSliceCount: 1}
+    devices:
+    - name: gpu-0
+    - name: gpu-1
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: trainer-0, namespace: shop, uid: uid-trainer-0, creationTimestamp: "2026-01-02T03:04:05Z"}
+  spec:
+    schedulerName: placement-scheduler
+    containers:
+    - name: train
+      image: train:1
+      resources:
+        requests: {cpu: "1", example.com/gpu: "2"}
+        limits: {example.com/gpu: "2"}
+  status: {phase: Pending}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: trainer-1, namespace: shop, uid: uid-trainer-1, creationTimestamp: "2026-01-02T03:04:06Z"}
+  spec:
+    schedulerName: placement-scheduler
+    containers:
+    - name: train
+      image: train:1
+      resources:
+        requests: {cpu: "1", example.com/gpu: "1"}
+        limits: {example.com/gpu: "1"}
+  status: {phase: Pending}
+"#;
+    let path = std::env::temp_dir().join(format!("binder-sim-{}-dra-extended.yaml", std::process::id()));
+    std::fs::write(&path, yaml).unwrap();
+    let mut c = config(ClusterSource::File {
+        path: path.clone(),
+        all_pending: false,
+    });
+    c.record_outcomes = true;
+    let s = simulate(c).await.unwrap();
+    assert_sound(&s);
+    assert_eq!(s.outcomes["shop/trainer-0"], Outcome::Bound("node-b".into()), "{s}");
+    assert_eq!(
+        s.outcomes["shop/trainer-1"],
+        Outcome::Unschedulable(
+            "0/2 nodes are available: 2 cannot allocate all claims. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.".into()
+        ),
+        "{s}"
+    );
+    assert_eq!(
+        (
+            s.checks.claims_allocated,
+            s.checks.devices_allocated_twice,
+            s.checks.claims_not_reserved
+        ),
+        (1, 0, 0),
+        "the special claim allocated and reserved: {s}"
+    );
+    let _ = std::fs::remove_file(path);
+}
+
 /// A pending pod whose template or claim the file lacks would wait for it until the run times
 /// out: the file is refused, saying what to add.
 #[test]

@@ -310,6 +310,7 @@ fn dra_fixture() -> (Snapshot, Vec<PodSpec>, impl Fn() -> Snapshot) {
         name: "gpu".into(),
         selectors: vec![format!("device.driver == \"{DRIVER}\"")],
         extended_resource_name: String::new(),
+        creation_timestamp_seconds: 0,
     }];
     cluster.resource_slices = cluster
         .nodes

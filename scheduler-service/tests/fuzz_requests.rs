@@ -164,6 +164,7 @@ fn snapshot() -> proto::Snapshot {
             name: "gpu".into(),
             selectors: vec!["device.driver == 'gpu.example.com'".into()],
             extended_resource_name: String::new(),
+            creation_timestamp_seconds: 0,
         }],
         resource_claims: vec![proto::ResourceClaim {
             namespace: "default".into(),

@@ -679,9 +679,10 @@ fn device_pods(server: &FakeApiServer, scheduler: &str) {
     server.create_raw(
         Kind::DeviceClass,
         json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
-               "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{GPU_DRIVER}\"")}}]}}),
+               "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{GPU_DRIVER}\"")}}],
+                        "extendedResourceName": "example.com/gpu"}}),
     );
-    let devices: Vec<Value> = (0..3)
+    let devices: Vec<Value> = (0..4)
         .map(|i| json!({"name": format!("gpu-{i}"), "attributes": {"model": {"string": "a100"}}}))
         .collect();
     server.create_raw(
@@ -717,6 +718,13 @@ fn device_pods(server: &FakeApiServer, scheduler: &str) {
         server.create_pod(serde_json::from_value(p).unwrap());
     }
     server.fail_next(1, matcher("PUT", "/resourceclaims/gpu-train-b/status"), 500);
+    // A pod asking for the class's extended resource: its special claim is created; the first
+    // one's finalizer update fails, so it is deleted (Unreserve) and the pod tried again.
+    let mut p = serde_json::to_value(pod("shop", "infer", scheduler, "0", None)).unwrap();
+    p["spec"]["containers"][0]["resources"]["limits"] = json!({"example.com/gpu": "1"});
+    p["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = json!("1");
+    server.create_pod(serde_json::from_value(p).unwrap());
+    server.fail_next(1, matcher("PUT", "/resourceclaims/infer-extended-resources-"), 500);
 }
 
 /// A gang PodGroup `shop/trainers` (minCount 2) and its two pods of `scheduler`: decided in one
@@ -855,7 +863,7 @@ async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -
                 .iter()
                 .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
                 .count();
-            bound == 8 && failed_scheduling_events_of(&server, "huge").len() == 1
+            bound == 9 && failed_scheduling_events_of(&server, "huge").len() == 1
         }
     })
     .await;
@@ -889,6 +897,34 @@ async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -
                 .contains(&"resource.kubernetes.io/delete-protection".to_string()));
         }
     }
+    // The pod asking for the class's extended resource: on n1, its special claim (the second one
+    // created: the first was deleted after its failed PreBind) allocated and reserved for it.
+    let infer = server.get_pod("shop", "infer").expect("the pod exists");
+    assert_eq!(infer.spec.as_ref().and_then(|s| s.node_name.as_deref()), Some("n1"));
+    let special = infer
+        .status
+        .and_then(|s| s.extended_resource_claim_status)
+        .expect("infer's extendedResourceClaimStatus");
+    assert!(special.resource_claim_name.starts_with("infer-extended-resources-"));
+    let c = claim(&server, &special.resource_claim_name);
+    let status = c.status.unwrap_or_default();
+    assert!(status.allocation.is_some(), "the special claim is allocated");
+    assert_eq!(
+        status
+            .reserved_for
+            .unwrap_or_default()
+            .iter()
+            .map(|r| r.uid.clone())
+            .collect::<Vec<_>>(),
+        vec![infer.metadata.uid.clone().unwrap()]
+    );
+    assert!(
+        server
+            .requests()
+            .iter()
+            .any(|r| r.method == "DELETE" && r.path.contains("/resourceclaims/infer-extended-resources-")),
+        "the first special claim was deleted"
+    );
     // The PodGroup's pods are bound together and its condition says so, as kube-scheduler's.
     eventually(WAIT, "the PodGroup scheduled", || async {
         server
@@ -1085,6 +1121,8 @@ async fn binder_rbac_grants_exactly_the_calls_the_binder_makes() {
         ("resource.k8s.io", "deviceclasses", "get"),
         ("resource.k8s.io", "resourceclaims", "get"),
         ("resource.k8s.io", "resourceclaims", "update"),
+        ("resource.k8s.io", "resourceclaims", "create"),
+        ("resource.k8s.io", "resourceclaims", "delete"),
         ("resource.k8s.io", "resourceclaims/status", "update"),
         ("resource.k8s.io", "resourceclaims/status", "patch"),
         ("scheduling.k8s.io", "podgroups", "list"),

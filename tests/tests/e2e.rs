@@ -3101,6 +3101,209 @@ async fn resource_claims_are_allocated_as_kube_scheduler_allocates_them() {
     scope.cleanup().await;
 }
 
+/// What a decision wrote for a pod asking for an extended resource backed by DRA, the side's
+/// name taken out: the node, the pod's `status.extendedResourceClaimStatus` (the claim's name
+/// with its generated suffix cut, the request mappings), and the special claim kube-scheduler's
+/// PreBind creates: its generateName, owner references, annotations, requests, allocation
+/// (request, driver, pool, device), reservedFor and finalizers; the `PodScheduled` condition
+/// when the pod is not bound.
+async fn extended_view(scope: &Scope, pod: &Pod, side: &str) -> serde_json::Value {
+    let unside = |s: &str| s.replace(side, "SIDE");
+    let status = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.extended_resource_claim_status.as_ref());
+    let claim_name = status.map(|s| s.resource_claim_name.clone());
+    let claims: Api<k8s_openapi::api::resource::v1::ResourceClaim> = Api::namespaced(scope.client.clone(), &scope.ns);
+    let claim = match &claim_name {
+        Some(name) => claims.get(name).await.ok(),
+        None => None,
+    };
+    let claim_view = claim.as_ref().map(|c| {
+        let owners: Vec<serde_json::Value> = c
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|o| {
+                serde_json::json!([
+                    o.api_version,
+                    o.kind,
+                    unside(&o.name),
+                    o.controller,
+                    o.uid == pod.metadata.uid.clone().unwrap_or_default()
+                ])
+            })
+            .collect();
+        let requests = c
+            .spec
+            .as_ref()
+            .and_then(|s| s.devices.as_ref())
+            .and_then(|d| d.requests.as_ref())
+            .map(|r| serde_json::to_value(r).unwrap_or_default());
+        let allocation = c.status.as_ref().and_then(|s| s.allocation.as_ref());
+        let devices: Vec<serde_json::Value> = allocation
+            .and_then(|a| a.devices.as_ref())
+            .and_then(|d| d.results.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|r| serde_json::json!([r.request, r.driver, unside(&r.pool), r.device]))
+            .collect();
+        let selector = allocation
+            .and_then(|a| a.node_selector.as_ref())
+            .map(|s| unside(&serde_json::to_string(s).unwrap_or_default()));
+        let reserved: Vec<String> = c
+            .status
+            .as_ref()
+            .and_then(|s| s.reserved_for.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|r| format!("{}/{}", r.resource, unside(&r.name)))
+            .collect();
+        // The generated name: generateName and five characters.
+        let generated = c.metadata.generate_name.as_deref().is_some_and(|g| {
+            c.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with(g) && n.len() == g.len() + 5)
+        });
+        serde_json::json!({
+            "generate_name": c.metadata.generate_name.as_deref().map(unside),
+            "name_generated": generated,
+            "owners": owners,
+            "annotations": c.metadata.annotations,
+            "requests": requests,
+            "devices": devices,
+            "node_selector": selector,
+            "reserved_for": reserved,
+            "finalizers": c.metadata.finalizers,
+        })
+    });
+    serde_json::json!({
+        "node": node_of(pod).map(unside),
+        "request_mappings": status.map(|s| serde_json::to_value(&s.request_mappings).unwrap_or_default()),
+        "claim": claim_view,
+        "condition": if node_of(pod).is_some() {
+            serde_json::Value::Null
+        } else {
+            scheduled_condition(pod)
+                .map(|c| serde_json::json!([c.status, c.reason, c.message.as_deref().map(unside)]))
+                .unwrap_or_default()
+        },
+    })
+}
+
+/// Issue 45 item 1 on a real control plane: a DeviceClass names an extended resource
+/// (`spec.extendedResourceName`) and no node has it in its allocatable. Twin pods asking for it in
+/// `resources.limits` (one through the class's implicit name `deviceclass.resource.kubernetes.io/
+/// <class>`), decided one pair at a time by placement and by the cluster's kube-scheduler, must
+/// land on twin nodes with the special claim written alike (generateName, owner, annotation,
+/// requests, allocation, reservation, finalizer, the pod's request mappings), or be left
+/// unschedulable with the same message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extended_resources_backed_by_dra_are_allocated_as_kube_scheduler_allocates_them() {
+    let test = "extended_resources_backed_by_dra_are_allocated_as_kube_scheduler_allocates_them";
+    let Some(cluster) = cluster(test).await else {
+        return;
+    };
+    if std::env::var("E2E_KUBE_SCHEDULER").as_deref() != Ok("1") {
+        eprintln!(
+            "e2e {test}: skipped: set E2E_KUBE_SCHEDULER=1 when the cluster's kube-scheduler serves default-scheduler"
+        );
+        return;
+    }
+    let _serial = serial().await;
+    let mut scope = Scope::new(&cluster, "draext").await;
+    let class = format!("{}-xgpu", scope.run);
+    let resource = format!("e2e.example.com/{}-gpu", scope.run);
+    scope
+        .create_storage(
+            "deviceclasses",
+            serde_json::json!({
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": class},
+                "spec": {
+                    "selectors": [{"cel": {"expression": format!("device.driver == \"{GPU_DRIVER}\"")}}],
+                    "extendedResourceName": resource,
+                }
+            }),
+        )
+        .await;
+    for side in ["ours", "kube"] {
+        // n1: one GPU; n2: two. No node lists the resource in its allocatable.
+        let n1 = scope.add_node(&format!("{side}-n1"), "8", &[("side", side)]).await;
+        let n2 = scope.add_node(&format!("{side}-n2"), "8", &[("side", side)]).await;
+        for slice in [
+            gpu_slice(&n1, &[("gpu-0", "a100", 0, false)]),
+            gpu_slice(&n2, &[("gpu-0", "a100", 0, false), ("gpu-1", "a100", 1, false)]),
+        ] {
+            scope.create_storage("resourceslices", slice).await;
+        }
+    }
+    let binder = InProcessBinder::start(&cluster, &scope).await;
+    let implicit = format!("deviceclass.resource.kubernetes.io/{class}");
+    let decided = |p: &Pod| node_of(p).is_some() || marked_unschedulable(p);
+    let mut outcomes: Vec<(String, serde_json::Value)> = Vec::new();
+    // Two GPUs fit n2 only; then one, by the implicit name, fits n1 only; then none is left.
+    let steps: [(&str, &str, &str); 3] = [
+        ("two", &resource, "2"),
+        ("one", &implicit, "1"),
+        ("none-left", &resource, "1"),
+    ];
+    for (step, name, count) in steps {
+        let pods = twin_pods(&scope, step, "100m", &|pod, _side| {
+            pod["spec"]["containers"][0]["resources"]["limits"] = serde_json::json!({ name: count });
+        });
+        for p in &pods {
+            scope.create(p).await;
+        }
+        let names = pods.map(|p| p.name_any());
+        eventually(WAIT, &format!("both schedulers decided {names:?}"), || async {
+            let mut all = true;
+            for name in &names {
+                all &= scope.pods().get(name).await.ok().is_some_and(|p| decided(&p));
+            }
+            all
+        })
+        .await;
+        let ours = scope.pods().get(&names[0]).await.expect("our twin");
+        let kube = scope.pods().get(&names[1]).await.expect("kube's twin");
+        // The claim and the pod's status are written before the Binding (PreBind).
+        let (ours_view, kube_view) = (
+            extended_view(&scope, &ours, "ours").await,
+            extended_view(&scope, &kube, "kube").await,
+        );
+        assert_eq!(
+            ours_view, kube_view,
+            "{step}: placement (left) against kube-scheduler (right)"
+        );
+        outcomes.push((step.to_string(), ours_view));
+    }
+    let view = |step: &str| {
+        outcomes
+            .iter()
+            .find(|(s, _)| s == step)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let suffix = |i: usize| serde_json::Value::String(scope.nodes[i].replace("ours", "SIDE"));
+    assert_eq!(view("two")["node"], suffix(1), "two GPUs: the node with two");
+    assert_eq!(view("two")["claim"]["devices"].as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        view("one")["node"],
+        suffix(0),
+        "one GPU by the implicit name: the node left with one"
+    );
+    assert_eq!(view("none-left")["node"], serde_json::Value::Null, "out of GPUs");
+    eprintln!("e2e {test}: {} twin pairs decided and written alike", outcomes.len());
+    for (step, view) in &outcomes {
+        eprintln!("  {step}: {view}");
+    }
+    binder.stop().await;
+    scope.cleanup().await;
+}
+
 /// A PodGroup's `PodGroupInitiallyScheduled` condition as both schedulers write it: status,
 /// reason, message and observed generation.
 async fn group_condition(scope: &Scope, name: &str) -> Option<serde_json::Value> {

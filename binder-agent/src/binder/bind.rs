@@ -35,7 +35,12 @@ impl<A: ClusterApi> Binder<A> {
             // were placed, so a burst's first Bindings are not queued behind every other pod's
             // claim writes.
             let mut held: Option<tokio::sync::OwnedSemaphorePermit> = None;
-            if !pod_claims.is_empty() {
+            // The special claim for extended resources the PreBind created (deleted if the
+            // Binding fails for good, as kube's Unreserve deletes it).
+            let mut created = None;
+            // A pod with extended resources backed by DRA has a special claim to create.
+            let extended = bind.devices.iter().any(|a| a.extended_resource_claim.is_some());
+            if !pod_claims.is_empty() || extended {
                 let Ok(permit) = Arc::clone(&s.binds).acquire_owned().await else {
                     return;
                 };
@@ -44,7 +49,7 @@ impl<A: ClusterApi> Binder<A> {
                 // The volumes' PreBind set the nomination already, if it had work.
                 let nominate = bind.volumes.is_empty();
                 if this
-                    .prebind_devices(&pod, &node, pod_claims, &bind.devices, nominate, policy)
+                    .prebind_devices(&pod, &node, pod_claims, &bind.devices, nominate, policy, &mut created)
                     .instrument(span)
                     .await
                     == PreBind::Stopped
@@ -153,6 +158,9 @@ impl<A: ClusterApi> Binder<A> {
                         // Out of attempts: after this long the watch would have shown a binding
                         // that went through, so the reservation goes and the pod is decided again.
                         tracing::warn!(pod = %pod.key(), %node, %msg, attempt, "bind failed; deciding again after backoff");
+                        if let Some(claim) = &created {
+                            this.delete_extended_claim(&pod, claim).await;
+                        }
                         {
                             let mut st = s.state.lock();
                             st.forget(&uid);

@@ -372,10 +372,15 @@ impl<A: ClusterApi> Binder<A> {
     /// Splits a batch into the pods decided alone on the whole cluster ([`alone_reason`], or sent
     /// back by a partition before) and those a partition may decide.
     fn split_alone(&self, batch: Vec<QueuedPod>) -> (Vec<QueuedPod>, Vec<QueuedPod>) {
+        // Pods asking for an extended resource a DeviceClass backs are decided alone, as pods
+        // with claims are.
+        let backed = crate::partitions::dra_extended_resources(self.shared.state.lock().device_classes().iter());
         let mut sent_back = self.shared.decide_alone_next.lock();
-        let (alone, together): (Vec<QueuedPod>, Vec<QueuedPod>) = batch
-            .into_iter()
-            .partition(|p| sent_back.contains(&p.info.spec.uid) || alone_reason(&p.info.spec).is_some());
+        let (alone, together): (Vec<QueuedPod>, Vec<QueuedPod>) = batch.into_iter().partition(|p| {
+            sent_back.contains(&p.info.spec.uid)
+                || alone_reason(&p.info.spec).is_some()
+                || crate::partitions::asks_dra_extended(&p.info.spec, &backed)
+        });
         for p in &alone {
             sent_back.remove(&p.info.spec.uid);
         }

@@ -47,10 +47,16 @@ struct Written {
 #[derive(Clone, Default)]
 struct RecordingApi {
     written: Arc<Mutex<HashMap<String, Written>>>,
-    /// Claim reservations and Bindings in the order they were written: ("reserve" | "bind", pod).
+    /// Claim reservations and Bindings in the order they were written: ("reserve" | "bind", pod);
+    /// for a special claim for extended resources also "create" (pod), "status" (pod, claim
+    /// name) and "delete" (claim name).
     writes: Arc<Mutex<Vec<(&'static str, String)>>>,
     /// PodGroup conditions asked to be written, in order.
     group_conditions: Arc<Mutex<Vec<crate::api::PodGroupCondition>>>,
+    /// The pod status patch of a special claim fails while set.
+    fail_extended_status: Arc<std::sync::atomic::AtomicBool>,
+    /// Bindings fail (a server error) while set.
+    fail_binds: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl RecordingApi {
@@ -70,9 +76,12 @@ impl ClusterApi for RecordingApi {
         node: &str,
         _annotations: &BTreeMap<String, String>,
     ) -> impl Future<Output = Result<(), ApiError>> + Send {
-        self.with(pod, |w| w.bound_to = Some(node.to_string()));
         self.writes.lock().push(("bind", pod.name.clone()));
-        async { Ok(()) }
+        if self.fail_binds.load(std::sync::atomic::Ordering::Relaxed) {
+            return futures::future::Either::Left(async { Err(ApiError::Other("the server is on fire".into())) });
+        }
+        self.with(pod, |w| w.bound_to = Some(node.to_string()));
+        futures::future::Either::Right(async { Ok(()) })
     }
 
     fn record_scheduled(
@@ -122,6 +131,48 @@ impl ClusterApi for RecordingApi {
         async { Ok(()) }
     }
 
+    fn create_extended_claim(
+        &self,
+        pod: &PodRef,
+        _claim: &proto::ExtendedResourceClaim,
+    ) -> impl Future<Output = Result<crate::api::ClaimRef, ApiError>> + Send {
+        self.writes.lock().push(("create", pod.name.clone()));
+        let created = crate::api::ClaimRef {
+            namespace: pod.namespace.clone(),
+            name: format!("{}-extended-resources-x7k2p", pod.name),
+            uid: format!("uid-claim-{}", pod.name),
+        };
+        async move { Ok(created) }
+    }
+
+    fn set_extended_resource_claim_status(
+        &self,
+        pod: &PodRef,
+        claim_name: &str,
+        _mappings: &[proto::ContainerExtendedResourceRequest],
+    ) -> impl Future<Output = Result<(), ApiError>> + Send {
+        self.writes
+            .lock()
+            .push(("status", format!("{} {claim_name}", pod.name)));
+        let fail = self.fail_extended_status.load(std::sync::atomic::Ordering::Relaxed);
+        let message = format!(
+            "update pod {} ExtendedResourceClaimStatus: the server is on fire",
+            pod.key()
+        );
+        async move {
+            if fail {
+                Err(ApiError::Other(message))
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    fn delete_claim(&self, claim: &crate::api::ClaimRef) -> impl Future<Output = Result<(), ApiError>> + Send {
+        self.writes.lock().push(("delete", claim.name.clone()));
+        async { Ok(()) }
+    }
+
     fn clear_nomination(&self, pod: &PodRef) -> impl Future<Output = Result<(), ApiError>> + Send {
         self.with(pod, |w| w.nominated = None);
         async { Ok(()) }
@@ -143,6 +194,8 @@ impl ClusterApi for RecordingApi {
 #[derive(Debug, Clone)]
 enum Answer {
     Node(&'static str),
+    /// Placed on the node with a special claim for extended resources backed by DRA.
+    NodeExtended(&'static str),
     Unschedulable(&'static str),
     Nominate {
         node: &'static str,
@@ -227,8 +280,13 @@ impl PlacementService for ScriptedReplica {
             .push(request.pods.iter().map(|p| p.name.clone()).collect());
         let mut placements = Vec::new();
         for (i, pod) in request.pods.iter().enumerate() {
+            let mut claim_allocations = Vec::new();
             let outcome = match self.answer(pod) {
                 Answer::Node(node) => Some(Outcome::NodeName(node.into())),
+                Answer::NodeExtended(node) => {
+                    claim_allocations.push(extended_allocation(&pod.namespace, node));
+                    Some(Outcome::NodeName(node.into()))
+                }
                 Answer::Unschedulable(message) => Some(Outcome::Unschedulable(proto::Unschedulable {
                     message: message.into(),
                     ..Default::default()
@@ -259,6 +317,7 @@ impl PlacementService for ScriptedReplica {
             placements.push(proto::Placement {
                 pod_uid: pod.uid.clone(),
                 outcome,
+                claim_allocations,
                 ..Default::default()
             });
         }
@@ -274,6 +333,41 @@ impl PlacementService for ScriptedReplica {
         _request: Request<proto::ListPoliciesRequest>,
     ) -> Result<Response<proto::ListPoliciesResponse>, Status> {
         Ok(Response::new(proto::ListPoliciesResponse::default()))
+    }
+}
+
+/// A special claim for one `example.com/gpu` of the class `gpu.example.com`, allocated on `node`.
+fn extended_allocation(namespace: &str, node: &str) -> proto::ClaimAllocation {
+    proto::ClaimAllocation {
+        claim_namespace: namespace.into(),
+        allocation: Some(proto::AllocationResult {
+            devices: vec![proto::DeviceRequestAllocationResult {
+                request: "container-0-request-0".into(),
+                driver: "gpu.example.com".into(),
+                pool: node.into(),
+                device: "gpu-0".into(),
+                ..Default::default()
+            }],
+            node_selector: None,
+        }),
+        extended_resource_claim: Some(proto::ExtendedResourceClaim {
+            requests: vec![proto::DeviceRequest {
+                name: "container-0-request-0".into(),
+                exactly: Some(proto::ExactDeviceRequest {
+                    device_class_name: "gpu.example.com".into(),
+                    allocation_mode: "ExactCount".into(),
+                    count: 1,
+                    ..Default::default()
+                }),
+                first_available: vec![],
+            }],
+            request_mappings: vec![proto::ContainerExtendedResourceRequest {
+                container_name: "main".into(),
+                resource_name: "example.com/gpu".into(),
+                request_name: "container-0-request-0".into(),
+            }],
+        }),
+        ..Default::default()
     }
 }
 
@@ -867,6 +961,144 @@ async fn a_pod_groups_condition_is_written_against_the_one_the_watch_shows() {
         written.current,
         Some(seen),
         "the write is made against the condition on the object"
+    );
+    h.stop().await;
+}
+
+/// DynamicResources' PreBind for a pod's extended resources backed by DRA (kube's `bindClaim`
+/// for the special claim): the claim created, allocated and reserved, the pod's
+/// `status.extendedResourceClaimStatus` naming the created claim, then the Binding, in that
+/// order; the pod has no claim of its own in `spec.resourceClaims`.
+#[tokio::test]
+async fn a_pod_with_extended_resources_gets_its_claim_created_reserved_and_named_before_its_binding() {
+    let replica = ScriptedReplica::default();
+    replica.script("g", &[Answer::NodeExtended("n1")]);
+    let h = Harness::start(&replica).await;
+    h.binder.handle(ClusterEvent::PodApplied(pod("g", "")));
+    h.until("g bound", |api| api.of("g").bound_to.is_some()).await;
+    let writes = h.api.writes.lock().clone();
+    assert_eq!(
+        writes,
+        [
+            ("create", "g".to_string()),
+            ("reserve", "g".to_string()),
+            ("status", "g g-extended-resources-x7k2p".to_string()),
+            ("bind", "g".to_string()),
+        ]
+    );
+    assert_eq!(h.api.of("g").bound_to.as_deref(), Some("n1"));
+    h.stop().await;
+}
+
+/// A failed PreBind of the special claim: the claim created is deleted (kube's Unreserve,
+/// `deleteClaim`), the pod is not bound, and it gets kube's `SchedulerError` with the
+/// plugin's message; it is decided again after its backoff.
+#[tokio::test]
+async fn a_failed_prebind_of_the_extended_claim_deletes_it_and_reports_kubes_error() {
+    let replica = ScriptedReplica::default();
+    replica.script("g", &[Answer::NodeExtended("n1")]);
+    let h = Harness::start(&replica).await;
+    h.api
+        .fail_extended_status
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    h.binder.handle(ClusterEvent::PodApplied(pod("g", "")));
+    h.until("g's scheduler error", |api| !api.of("g").scheduler_errors.is_empty())
+        .await;
+    let writes = h.api.writes.lock().clone();
+    assert_eq!(
+        writes[..4],
+        [
+            ("create", "g".to_string()),
+            ("reserve", "g".to_string()),
+            ("status", "g g-extended-resources-x7k2p".to_string()),
+            ("delete", "g-extended-resources-x7k2p".to_string()),
+        ]
+    );
+    assert_eq!(
+        h.api.of("g").scheduler_errors[0],
+        "running PreBind plugin \"DynamicResources\": update pod ns/g ExtendedResourceClaimStatus: the server is on fire"
+    );
+    assert_eq!(h.api.of("g").bound_to, None);
+    // Decided again after its backoff: once the write works, bound.
+    h.api
+        .fail_extended_status
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    h.until("g bound on a later attempt", |api| api.of("g").bound_to.is_some())
+        .await;
+    h.stop().await;
+}
+
+/// A pod asking for an extended resource a DeviceClass backs, parked unschedulable, is decided
+/// again when a DRA object changes (kube's DynamicResources requeues it on such events), as a pod
+/// with claims is; a pod asking for a device plugin's resource stays parked.
+#[tokio::test]
+async fn a_pod_asking_for_a_dra_backed_extended_resource_is_moved_by_a_slice_change() {
+    use crate::projection::StorageObject;
+    let replica = ScriptedReplica::default();
+    let message = "0/2 nodes are available: 2 cannot allocate all claims.";
+    replica.script("dra", &[Answer::Unschedulable(message)]);
+    replica.script("plugin", &[Answer::Unschedulable(message)]);
+    let h = Harness::start(&replica).await;
+    h.binder.handle(ClusterEvent::StorageApplied(StorageObject::DeviceClass(
+        proto::DeviceClass {
+            name: "gpu".into(),
+            extended_resource_name: "example.com/gpu".into(),
+            ..Default::default()
+        },
+    )));
+    for (name, resource) in [("dra", "example.com/gpu"), ("plugin", "nvidia.com/gpu")] {
+        let mut p = pod(name, "");
+        p.spec.containers = vec![proto::Container {
+            name: "main".into(),
+            requests: [(resource.to_string(), "1".to_string())].into(),
+            ..Default::default()
+        }];
+        h.binder.handle(ClusterEvent::PodApplied(p));
+    }
+    h.until("both parked as unschedulable", |api| {
+        !api.of("dra").unschedulable.is_empty() && !api.of("plugin").unschedulable.is_empty()
+    })
+    .await;
+    h.binder
+        .handle(ClusterEvent::StorageApplied(StorageObject::ResourceSlice(
+            proto::ResourceSlice {
+                name: "n1-gpus".into(),
+                driver: "gpu.example.com".into(),
+                pool_name: "n1".into(),
+                node_name: "n1".into(),
+                ..Default::default()
+            },
+        )));
+    h.until("the DRA pod decided again", |_| replica.asked("dra") >= 2)
+        .await;
+    tokio::time::sleep(MAX_BACKOFF * 2).await;
+    assert_eq!(replica.asked("plugin"), 1, "the device plugin's pod stays parked");
+    h.stop().await;
+}
+
+/// A Binding that fails for good after the special claim was created: the claim is deleted (kube's
+/// Unreserve, `deleteClaim`) before the pod is decided again.
+#[tokio::test]
+async fn a_failed_binding_deletes_the_special_claim_its_prebind_created() {
+    let replica = ScriptedReplica::default();
+    replica.script("g", &[Answer::NodeExtended("n1")]);
+    let h = Harness::start_with(&replica, |c| c.bind_attempts = 1).await;
+    h.api.fail_binds.store(true, std::sync::atomic::Ordering::Relaxed);
+    h.binder.handle(ClusterEvent::PodApplied(pod("g", "")));
+    h.until("the special claim deleted", |api| {
+        api.writes.lock().iter().any(|(w, _)| *w == "delete")
+    })
+    .await;
+    let writes = h.api.writes.lock().clone();
+    assert_eq!(
+        writes[..5],
+        [
+            ("create", "g".to_string()),
+            ("reserve", "g".to_string()),
+            ("status", "g g-extended-resources-x7k2p".to_string()),
+            ("bind", "g".to_string()),
+            ("delete", "g-extended-resources-x7k2p".to_string()),
+        ]
     );
     h.stop().await;
 }

@@ -50,15 +50,19 @@ impl<A: ClusterApi> Binder<A> {
     }
 
     /// A claim, volume, storage class, CSINode or DRA object changed: the unschedulable pods with
-    /// volumes or resource claims may fit now (kube-scheduler requeues the pods its volume plugins
-    /// and DynamicResources rejected on these events).
+    /// volumes, resource claims or extended resources a DeviceClass backs may fit now
+    /// (kube-scheduler requeues the pods its volume plugins and DynamicResources rejected on these
+    /// events).
     fn storage_changed(&self, changed: bool, now: Instant) {
         if !changed {
             return;
         }
+        let backed = crate::partitions::dra_extended_resources(self.shared.state.lock().device_classes().iter());
         let mut q = self.shared.queue.lock();
         q.move_unschedulable_where(now, |i| {
-            !i.spec.volumes.is_empty() || !i.spec.resource_claims.is_empty()
+            !i.spec.volumes.is_empty()
+                || !i.spec.resource_claims.is_empty()
+                || crate::partitions::asks_dra_extended(&i.spec, &backed)
         });
         self.update_queue_gauges(&q);
         drop(q);

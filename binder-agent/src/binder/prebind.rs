@@ -264,7 +264,9 @@ impl<A: ClusterApi> Binder<A> {
     /// is skipped by the write itself. On failure the claims this PreBind reserved are released
     /// as kube's Unreserve releases them (the pod removed from their `reservedFor`), the pod gets
     /// kube-scheduler's `SchedulerError` condition and `FailedScheduling` event, and it is decided
-    /// again after its backoff.
+    /// again after its backoff. The special claim for extended resources created is left in
+    /// `created`, for the caller to delete should the Binding fail (kube's Unreserve).
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn prebind_devices(
         &self,
         pod: &PodRef,
@@ -273,6 +275,7 @@ impl<A: ClusterApi> Binder<A> {
         allocations: &[proto::ClaimAllocation],
         nominate: bool,
         policy: &str,
+        created: &mut Option<ClaimRef>,
     ) -> PreBind {
         let s = &self.shared;
         let started = Instant::now();
@@ -309,7 +312,12 @@ impl<A: ClusterApi> Binder<A> {
                 })
                 .collect()
         };
-        if claims.is_empty() {
+        // The special claim for the pod's extended resources backed by DRA, to create (kube's
+        // `bindClaim` for the claim named `<extended-resources>`): the placement's last entry.
+        let extended = allocations
+            .iter()
+            .find_map(|a| Some((a.extended_resource_claim.as_ref()?, a.allocation.as_ref())));
+        if claims.is_empty() && extended.is_none() {
             return PreBind::Bound;
         }
         if nominate && self.may_prebind(pod, started) {
@@ -339,8 +347,74 @@ impl<A: ClusterApi> Binder<A> {
                 }
             }
         }
+        if let Some((claim, allocation)) = extended {
+            if !self.may_prebind(pod, started) {
+                self.unreserve_claims(pod, &reserved).await;
+                return PreBind::Stopped;
+            }
+            match self.bind_extended_claim(pod, claim, allocation).await {
+                Ok(claim) => *created = Some(claim),
+                Err(m) => {
+                    tracing::info!(pod = %pod.key(), error = %m, "creating the claim for extended resources failed");
+                    self.unreserve_claims(pod, &reserved).await;
+                    self.fail_prebind(pod, format!("{DEVICES_PREBIND_FAILED}: {m}"), "failed", started, policy)
+                        .await;
+                    return PreBind::Stopped;
+                }
+            }
+        }
         tracing::debug!(pod = %pod.key(), claims = claims.len(), took = ?started.elapsed(), "claims reserved");
         PreBind::Bound
+    }
+
+    /// kube's `bindClaim` for the special claim of the pod's extended resources backed by DRA
+    /// (`createExtendedResourceClaimInAPI`, then the allocation and the reservation as for any
+    /// claim, then `patchPodExtendedResourceClaimStatus`); on a failure after the claim was
+    /// created, the claim is deleted as kube's Unreserve deletes it (`deleteClaim`). Returns the
+    /// claim created, or kube's error message.
+    async fn bind_extended_claim(
+        &self,
+        pod: &PodRef,
+        claim: &proto::ExtendedResourceClaim,
+        allocation: Option<&proto::AllocationResult>,
+    ) -> Result<ClaimRef, String> {
+        let api = &self.shared.api;
+        let message = |e: ApiError| {
+            let (ApiError::Conflict(m) | ApiError::NotFound(m) | ApiError::Other(m)) = e;
+            m
+        };
+        self.rate_limit().await;
+        let created = api.create_extended_claim(pod, claim).await.map_err(message)?;
+        tracing::debug!(pod = %pod.key(), claim = %created.key(), "claim for extended resources created");
+        self.rate_limit().await;
+        let mut result = api.reserve_claim(&created, pod, allocation).await.map_err(message);
+        if result.is_ok() {
+            if claim.request_mappings.is_empty() {
+                result = Err(format!(
+                    "nil or empty request mappings, no update of pod {} ExtendedResourceClaimStatus",
+                    pod.key()
+                ));
+            } else {
+                self.rate_limit().await;
+                result = api
+                    .set_extended_resource_claim_status(pod, &created.name, &claim.request_mappings)
+                    .await
+                    .map_err(message);
+            }
+        }
+        if result.is_err() {
+            self.delete_extended_claim(pod, &created).await;
+        }
+        result.map(|()| created)
+    }
+
+    /// kube's Unreserve of the special claim for extended resources (`deleteClaim`); an error is
+    /// logged (the claim is garbage-collected with its pod).
+    pub(super) async fn delete_extended_claim(&self, pod: &PodRef, claim: &ClaimRef) {
+        self.rate_limit().await;
+        if let Err(e) = self.shared.api.delete_claim(claim).await {
+            tracing::warn!(pod = %pod.key(), claim = %claim.key(), error = %e, "deleting the claim for extended resources failed");
+        }
     }
 
     /// kube's Unreserve of DynamicResources for the claims a failed PreBind reserved: the pod

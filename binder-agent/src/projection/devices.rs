@@ -48,6 +48,7 @@ pub fn device_class_info(c: &resource::DeviceClass) -> proto::DeviceClass {
         name: c.metadata.name.clone().unwrap_or_default(),
         selectors: selectors(spec.and_then(|s| s.selectors.as_ref())),
         extended_resource_name: spec.and_then(|s| s.extended_resource_name.clone()).unwrap_or_default(),
+        creation_timestamp_seconds: c.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
     }
 }
 

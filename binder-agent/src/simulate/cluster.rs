@@ -49,6 +49,9 @@ pub struct PodRecord {
     pub arrived: Option<Instant>,
     /// When the binding was applied.
     pub bound_at: Option<Instant>,
+    /// `status.extendedResourceClaimStatus.resourceClaimName`: the special claim PreBind created
+    /// for the pod's extended resources backed by DRA.
+    pub extended_resource_claim: Option<String>,
 }
 
 impl PodRecord {
@@ -65,6 +68,7 @@ impl PodRecord {
             wrong_scheduled_message: false,
             unschedulable_message: None,
             nominated_node: None,
+            extended_resource_claim: None,
             failed_scheduling_events: 0,
             arrived: pending.then(Instant::now),
             bound_at: None,
@@ -173,6 +177,14 @@ impl Store {
             .filter(|p| !p.pending)
             .map(|p| std::borrow::Cow::Borrowed(&p.info.spec));
         touched.chain(self.settled.values().map(|s| std::borrow::Cow::Owned(s.spec())))
+    }
+
+    /// Every DeviceClass.
+    pub(super) fn device_classes(&self) -> impl Iterator<Item = &proto::DeviceClass> {
+        self.storage.values().filter_map(|o| match o {
+            StorageObject::DeviceClass(c) => Some(c),
+            _ => None,
+        })
     }
 
     /// Every ResourceClaim.
@@ -629,6 +641,79 @@ impl ClusterApi for SimCluster {
             uid: pod.uid.clone(),
         });
         self.update_resource_claim(&mut s, c);
+        Ok(())
+    }
+
+    /// As the API server creates the special claim for a pod's extended resources: the name
+    /// generated from `<pod>-extended-resources-` with five of the API server's name characters
+    /// (derived from the pod, where the API server's are random, so that runs repeat).
+    async fn create_extended_claim(
+        &self,
+        pod: &PodRef,
+        claim: &proto::ExtendedResourceClaim,
+    ) -> Result<ClaimRef, ApiError> {
+        let mut s = self.store.lock();
+        let mut h = xxhash_rust::xxh3::xxh3_64(format!("{}/{}/extended", pod.key(), pod.uid).as_bytes());
+        let alphabet = super::workload::NAME_SUFFIX_ALPHABET;
+        let suffix: String = (0..5)
+            .map(|_| {
+                let c = alphabet[(h % alphabet.len() as u64) as usize];
+                h /= alphabet.len() as u64;
+                c as char
+            })
+            .collect();
+        let name = format!("{}-extended-resources-{suffix}", pod.name);
+        let created = ClaimRef {
+            namespace: pod.namespace.clone(),
+            uid: format!("simulated-{}-{name}", pod.namespace),
+            name,
+        };
+        if s.storage.contains_key(&StorageKey::ResourceClaim(created.key())) {
+            return Err(ApiError::Conflict(format!(
+                "create claim for extended resources {}/: resourceclaims.resource.k8s.io \"{}\" already exists",
+                pod.namespace, created.name
+            )));
+        }
+        let c = proto::ResourceClaim {
+            namespace: created.namespace.clone(),
+            name: created.name.clone(),
+            uid: created.uid.clone(),
+            requests: claim.requests.clone(),
+            ..Default::default()
+        };
+        self.update_resource_claim(&mut s, c);
+        Ok(created)
+    }
+
+    /// The pod's `status.extendedResourceClaimStatus`, kept on its record.
+    async fn set_extended_resource_claim_status(
+        &self,
+        pod: &PodRef,
+        claim_name: &str,
+        _mappings: &[proto::ContainerExtendedResourceRequest],
+    ) -> Result<(), ApiError> {
+        let mut s = self.store.lock();
+        let record = s.record_mut(&pod.uid).ok_or_else(|| {
+            ApiError::NotFound(format!(
+                "update pod {} ExtendedResourceClaimStatus: pods \"{}\" not found",
+                pod.key(),
+                pod.name
+            ))
+        })?;
+        record.extended_resource_claim = Some(claim_name.to_string());
+        Ok(())
+    }
+
+    /// The special claim deleted (its finalizer goes with it here). The simulated watch carries
+    /// no deletions of claims: the binder is shown it deallocated, its devices free.
+    async fn delete_claim(&self, claim: &ClaimRef) -> Result<(), ApiError> {
+        let mut s = self.store.lock();
+        if let Ok(mut c) = Self::resource_claim_of(&s, claim) {
+            c.allocation = None;
+            c.reserved_for.clear();
+            self.update_resource_claim(&mut s, c);
+        }
+        s.storage.remove(&StorageKey::ResourceClaim(claim.key()));
         Ok(())
     }
 

@@ -307,11 +307,23 @@ pub(super) fn add_usage<P: std::borrow::Borrow<proto::Pod>>(
     }
 }
 
-pub(super) fn overcommitted(allocatable: &Resources, allowed_pods: i64, used: &Resources, pods: i64) -> bool {
+/// Whether a node's pods request more than its allocatable; `from_devices` are the extended
+/// resources DeviceClasses back, which a node whose allocatable has none of them provides through
+/// its devices (kube's DRAExtendedResource: the device checks count those).
+pub(super) fn overcommitted(
+    allocatable: &Resources,
+    allowed_pods: i64,
+    used: &Resources,
+    pods: i64,
+    from_devices: &HashSet<String>,
+) -> bool {
     used.milli_cpu > allocatable.milli_cpu
         || used.memory > allocatable.memory
         || used.ephemeral_storage > allocatable.ephemeral_storage
-        || used.scalars.iter().any(|(name, v)| *v > allocatable.scalar(name))
+        || used.scalars.iter().any(|(name, v)| {
+            let have = allocatable.scalar(name);
+            *v > have && !(have == 0 && from_devices.contains(&**name))
+        })
         || pods > allowed_pods
 }
 
@@ -376,6 +388,16 @@ impl Summary {
             .filter(|p| p.pending)
             .filter_map(|p| p.info.node_name())
             .collect();
+        let from_devices: HashSet<String> = store
+            .device_classes()
+            .flat_map(|c| {
+                [
+                    Some(format!("deviceclass.resource.kubernetes.io/{}", c.name)),
+                    (!c.extended_resource_name.is_empty()).then(|| c.extended_resource_name.clone()),
+                ]
+            })
+            .flatten()
+            .collect();
         let (mut cpu, mut memory) = (Vec::new(), Vec::new());
         for (name, node) in &store.nodes {
             let Ok(spec) = convert::node("node", node) else {
@@ -383,12 +405,12 @@ impl Summary {
             };
             let a = &spec.allocatable;
             if let Some((u, n)) = before.get(name) {
-                if overcommitted(a, spec.allowed_pods, u, *n) {
+                if overcommitted(a, spec.allowed_pods, u, *n, &from_devices) {
                     c.nodes_overcommitted_before += 1;
                 }
             }
             if let Some((u, n)) = after.get(name) {
-                if overcommitted(a, spec.allowed_pods, u, *n) {
+                if overcommitted(a, spec.allowed_pods, u, *n, &from_devices) {
                     c.nodes_overcommitted += 1;
                 }
                 if *n == 0 {
@@ -675,6 +697,15 @@ fn check_devices(store: &Store, c: &mut Checks) {
         .filter(|p| p.pending && p.info.node_name().is_some())
     {
         let spec = &p.info.spec;
+        // The special claim PreBind created for the pod's extended resources backed by DRA.
+        if let Some(name) = &p.extended_resource_claim {
+            let reserved = store.resource_claim(&spec.namespace, name).is_some_and(|claim| {
+                claim.allocation.is_some() && claim.reserved_for.iter().any(|r| r.uid == spec.uid)
+            });
+            if !reserved {
+                c.claims_not_reserved += 1;
+            }
+        }
         for entry in &spec.resource_claims {
             let name = match (
                 entry.resource_claim_name.as_str(),

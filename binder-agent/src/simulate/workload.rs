@@ -518,7 +518,7 @@ impl Workload {
 }
 
 /// The characters of the API server's generated name suffixes (`utilrand.String`).
-const NAME_SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+pub(super) const NAME_SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
 /// The ResourceClaim kube's resourceclaim controller (`pkg/controller/resourceclaim`,
 /// `handleClaim`) makes for the claim entry `claim_name` of pod `namespace/pod_name` from

@@ -72,13 +72,18 @@ func counters(c map[string]resourcev1.Counter) map[string]string {
 }
 
 // DeviceClass converts a DeviceClass: name, the CEL expressions of spec.selectors (selectors
-// without cel are left out) and spec.extendedResourceName.
+// without cel are left out), spec.extendedResourceName and metadata.creationTimestamp in seconds
+// (0 when unset).
 func DeviceClass(c *resourcev1.DeviceClass) *placementv1.DeviceClass {
-	return &placementv1.DeviceClass{
+	out := &placementv1.DeviceClass{
 		Name:                 c.Name,
 		Selectors:            deviceSelectors(c.Spec.Selectors),
 		ExtendedResourceName: strOr(c.Spec.ExtendedResourceName),
 	}
+	if !c.CreationTimestamp.IsZero() {
+		out.CreationTimestampSeconds = c.CreationTimestamp.Unix()
+	}
+	return out
 }
 
 // AllocationResult converts a claim's status.allocation: the allocated devices (request, driver,

@@ -45,7 +45,7 @@ fn diagnose_devices(plan: &PodPlan<'_>, nodes: &[Arc<NodeEntry>], rejected: &mut
         if deadline.passed() {
             return;
         }
-        r.devices = match devices.signature(r.node) {
+        r.devices = match devices.diagnosis_signature(r.node, &node.spec) {
             Some(signature) => by_signature
                 .entry(signature)
                 .or_insert_with(|| devices.diagnose(&node.spec))

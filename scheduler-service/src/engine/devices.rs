@@ -144,6 +144,8 @@ pub struct DeviceClass {
     pub selectors: Vec<CelSelector>,
     /// spec.extendedResourceName, if set.
     pub extended_resource_name: Option<String>,
+    /// metadata.creationTimestamp in seconds since the epoch (0 when unknown).
+    pub created: i64,
 }
 
 /// How many devices a request asks for (`allocationMode` and `count`).
@@ -410,6 +412,25 @@ impl DeviceObjects {
     /// Whether the snapshot holds no DRA object.
     pub fn is_empty(&self) -> bool {
         self.classes.is_empty() && self.claims.is_empty() && self.slices.is_empty()
+    }
+
+    /// The DeviceClass backing an extended resource (kube's `DeviceClassResolver.GetDeviceClass`,
+    /// `k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache`): the class named
+    /// by the implicit name `deviceclass.resource.kubernetes.io/<class>`, or the class whose
+    /// `spec.extendedResourceName` is `name`. Of several classes naming one resource the newest
+    /// backs it, and of equally old ones the first by name (`updateResourceName2class`).
+    pub fn class_for_extended_resource(&self, name: &str) -> Option<&Arc<DeviceClass>> {
+        if let Some(class) = name.strip_prefix(super::resources::DEVICE_CLASS_RESOURCE_PREFIX) {
+            return self.classes.get(class);
+        }
+        // Classes come by name: a later one wins only when it is strictly newer.
+        self.classes
+            .values()
+            .filter(|c| c.extended_resource_name.as_deref() == Some(name))
+            .fold(None, |best: Option<&Arc<DeviceClass>>, c| match best {
+                Some(b) if b.created >= c.created => Some(b),
+                _ => Some(c),
+            })
     }
 
     /// Applies a delta; `full` when it carries a full snapshot's objects as upserts (errors then

@@ -783,7 +783,7 @@ fn run_filter(
             report,
         ),
         FilterPlugin::NodeResourcesFit => filter::<NodeResourcesFit>(
-            &pod.requests,
+            (&pod.requests, &plan.dra_extended),
             node,
             |r| match r {
                 ResourceName::Pods => Reason::TooManyPods,

@@ -615,6 +615,28 @@ pub struct PodSpec {
     pub requested_names: RequestedNames,
     /// spec.resourceClaims, with the claim names its status gives (DynamicResources).
     pub resource_claims: Vec<PodClaimRef>,
+    /// The init containers and containers, in that order, that request a resource which may be
+    /// backed by DRA (kube's `IsDRAExtendedResourceName`): what DynamicResources reads to name
+    /// the requests of the pod's special claim for extended resources. Empty for most pods.
+    pub extended_containers: Vec<ExtendedContainer>,
+}
+
+/// A container's requests as DynamicResources reads them for extended resources backed by DRA
+/// (kube's `createResourceRequestAndMappings` in `dynamicresources/extendeddynamicresources.go`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtendedContainer {
+    /// The container's index in init containers followed by containers.
+    pub index: usize,
+    /// The container's name.
+    pub name: String,
+    /// An init container that is not a sidecar (kube's short-lived containers).
+    pub short_lived: bool,
+    /// Every resource name of `resources.requests`, sorted (a request's name counts its place
+    /// among them).
+    pub request_names: Vec<Arc<str>>,
+    /// The requests of names that may be backed by DRA, as whole numbers (`None` when the
+    /// quantity is not one: kube's `AsInt64` fails and the container asks for none).
+    pub extended: Vec<(Arc<str>, Option<i64>)>,
 }
 
 /// The names of the resources a pod's containers and init containers request, zero amounts

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::accel::class_cache::{StaticEval, StaticFilters, StaticKey};
 use super::accel::class_labels::{affinity_by_class, ClassLabels};
 use super::model::{NodeSpec, PodSpec, Toleration};
+use super::plugins::dynamicresources::extended_resources::ExtendedResources;
 use super::plugins::dynamicresources::{selectors, PodDevices};
 use super::plugins::interpodaffinity::filtering::InterPodFilter;
 use super::plugins::interpodaffinity::scoring as interpod_scoring;
@@ -133,6 +134,9 @@ pub(super) struct PodPlan<'a> {
     pub(super) devices: Option<Box<PodDevices>>,
     /// DynamicResources' PreFilter rejected the pod: its message.
     pub(super) device_error: Option<Arc<str>>,
+    /// The pod's extended resources a DeviceClass backs: NodeResourcesFit leaves them to
+    /// DynamicResources on nodes whose allocatable has none (kube's DRAExtendedResource).
+    pub(super) dra_extended: Box<[Arc<str>]>,
     /// The profile's [`Profile::static_filters`].
     pub(super) static_filters: StaticFilters,
     /// InterPodAffinity's and PodTopologySpread's state; `None` when neither has work.
@@ -211,15 +215,19 @@ impl<'a> PodPlan<'a> {
         };
         // DynamicResources' PreFilter (kube's order: after the volume plugins'); a pod with
         // claims is evaluated node by node.
-        let (devices, device_error) = if pod.resource_claims.is_empty() || !profile.dynamic_resources {
-            (None, None)
-        } else {
-            let index = snapshot.device_index();
-            match PodDevices::pre_filter(snapshot.devices(), index, selectors(), pod, &placed.devices) {
-                Ok(d) => (d.map(Box::new), None),
-                Err(message) => (None, Some(Arc::from(message))),
-            }
-        };
+        let dra_extended: Box<[Arc<str>]> = ExtendedResources::of(snapshot.devices(), pod)
+            .map(|e| e.backed().cloned().collect())
+            .unwrap_or_default();
+        let (devices, device_error) =
+            if (pod.resource_claims.is_empty() && dra_extended.is_empty()) || !profile.dynamic_resources {
+                (None, None)
+            } else {
+                let index = snapshot.device_index();
+                match PodDevices::pre_filter(snapshot.devices(), index, selectors(), pod, &placed.devices) {
+                    Ok(d) => (d.map(Box::new), None),
+                    Err(message) => (None, Some(Arc::from(message))),
+                }
+            };
         // DynamicResources reads each node's devices in its own filter: the static predicates
         // may still be evaluated per node class.
         let per_node = needs_per_node(pod) || volumes.is_some() || volume_error.is_some();
@@ -240,6 +248,7 @@ impl<'a> PodPlan<'a> {
             volume_error,
             devices,
             device_error,
+            dra_extended,
             static_filters: profile.static_filters,
             topo: None,
             rule_pod: match &profile.rules {
@@ -313,6 +322,7 @@ impl<'a> PodPlan<'a> {
         let slots = profile.slot_of;
         plan.plain = !per_node
             && plan.devices.is_none()
+            && plan.dra_extended.is_empty()
             && plan.device_error.is_none()
             && profile
                 .rules
@@ -525,6 +535,8 @@ pub(super) fn same_constraints(a: &PodSpec, b: &PodSpec) -> bool {
         && b.volumes.is_empty()
         && a.resource_claims.is_empty()
         && b.resource_claims.is_empty()
+        && a.extended_containers.is_empty()
+        && b.extended_containers.is_empty()
 }
 
 /// The topology plugins' PreFilter and PreScore state for one pod.

@@ -120,13 +120,29 @@ impl std::fmt::Display for ResourceName {
     }
 }
 
-/// kube-scheduler's `IsScalarResourceName`: extended, hugepages and attachable-volumes resources.
+/// kube's `resourceapi.ResourceDeviceClassPrefix`: a DeviceClass's implicit extended resource
+/// name is this prefix followed by the class's name (DRAExtendedResource).
+pub const DEVICE_CLASS_RESOURCE_PREFIX: &str = "deviceclass.resource.kubernetes.io/";
+
+/// kube-scheduler's `IsScalarResourceName`: extended, hugepages and attachable-volumes resources,
+/// and the one prefixed native name a pod may request, a DeviceClass's implicit extended
+/// resource name (`deviceclass.resource.kubernetes.io/<class>`).
 fn is_scalar_resource_name(name: &str) -> bool {
     if name.starts_with("hugepages-") || name.starts_with("attachable-volumes-") {
         return true;
     }
-    // Extended resources are fully qualified (domain/name) outside the kubernetes.io domain;
-    // `requests.` prefixed names are quota names, not container resources.
+    if name
+        .strip_prefix(DEVICE_CLASS_RESOURCE_PREFIX)
+        .is_some_and(|class| !class.is_empty() && !class.contains('/'))
+    {
+        return true;
+    }
+    is_extended_resource_name(name)
+}
+
+/// Kubernetes' `IsExtendedResourceName`: fully qualified (domain/name) outside the kubernetes.io
+/// domain; `requests.` prefixed names are quota names, not container resources.
+pub fn is_extended_resource_name(name: &str) -> bool {
     match name.split_once('/') {
         Some((domain, rest)) => {
             !domain.is_empty()
@@ -138,6 +154,12 @@ fn is_scalar_resource_name(name: &str) -> bool {
         }
         None => false,
     }
+}
+
+/// kube-scheduler's `IsDRAExtendedResourceName` (`pkg/scheduler/util/utils.go`): an extended
+/// resource name, or a DeviceClass's implicit one; either may be backed by DRA.
+pub fn is_dra_extended_resource_name(name: &str) -> bool {
+    is_extended_resource_name(name) || name.starts_with(DEVICE_CLASS_RESOURCE_PREFIX)
 }
 
 /// A set of resource amounts: the dense fields for the common resources and a short list for the rest.

@@ -815,6 +815,7 @@ impl PlacementApi {
                                     claim_name: c.name.clone(),
                                     claim_uid: c.uid.clone(),
                                     allocation: Some(convert::allocation_result(&c.allocation)),
+                                    extended_resource_claim: c.extended.as_ref().map(convert::extended_resource_claim),
                                 })
                                 .collect(),
                         }

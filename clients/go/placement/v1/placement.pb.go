@@ -1737,9 +1737,17 @@ type ClaimAllocation struct {
 	// The claim's uid, as the snapshot had it.
 	ClaimUid string `protobuf:"bytes,3,opt,name=claim_uid,json=claimUid,proto3" json:"claim_uid,omitempty"`
 	// status.allocation to write.
-	Allocation    *AllocationResult `protobuf:"bytes,4,opt,name=allocation,proto3" json:"allocation,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Allocation *AllocationResult `protobuf:"bytes,4,opt,name=allocation,proto3" json:"allocation,omitempty"`
+	// Set for the pod's special claim for extended resources backed by DRA
+	// (DeviceClass extended_resource_name; kube's DRAExtendedResource): the claim does
+	// not exist yet, and claim_name and claim_uid are empty. The caller creates it as
+	// kube-scheduler's PreBind does (generateName "<pod>-extended-resources-", the pod
+	// as controlling owner, the annotation resource.kubernetes.io/extended-resource-claim:
+	// "true", these requests), writes the allocation and the pod in reservedFor, then the
+	// pod's status.extendedResourceClaimStatus.
+	ExtendedResourceClaim *ExtendedResourceClaim `protobuf:"bytes,5,opt,name=extended_resource_claim,json=extendedResourceClaim,proto3" json:"extended_resource_claim,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *ClaimAllocation) Reset() {
@@ -1800,6 +1808,135 @@ func (x *ClaimAllocation) GetAllocation() *AllocationResult {
 	return nil
 }
 
+func (x *ClaimAllocation) GetExtendedResourceClaim() *ExtendedResourceClaim {
+	if x != nil {
+		return x.ExtendedResourceClaim
+	}
+	return nil
+}
+
+// ExtendedResourceClaim is what the special claim for a pod's extended resources backed
+// by DRA is created with.
+type ExtendedResourceClaim struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// spec.devices.requests: each exactly a count of devices of a class (ExactCount),
+	// named "container-<index>-request-<index>", sorted by name.
+	Requests []*DeviceRequest `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	// The pod's status.extendedResourceClaimStatus.requestMappings.
+	RequestMappings []*ContainerExtendedResourceRequest `protobuf:"bytes,2,rep,name=request_mappings,json=requestMappings,proto3" json:"request_mappings,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ExtendedResourceClaim) Reset() {
+	*x = ExtendedResourceClaim{}
+	mi := &file_placement_v1_placement_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExtendedResourceClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExtendedResourceClaim) ProtoMessage() {}
+
+func (x *ExtendedResourceClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExtendedResourceClaim.ProtoReflect.Descriptor instead.
+func (*ExtendedResourceClaim) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ExtendedResourceClaim) GetRequests() []*DeviceRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+func (x *ExtendedResourceClaim) GetRequestMappings() []*ContainerExtendedResourceRequest {
+	if x != nil {
+		return x.RequestMappings
+	}
+	return nil
+}
+
+// ContainerExtendedResourceRequest is one entry of a pod's
+// status.extendedResourceClaimStatus.requestMappings.
+type ContainerExtendedResourceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// containerName.
+	ContainerName string `protobuf:"bytes,1,opt,name=container_name,json=containerName,proto3" json:"container_name,omitempty"`
+	// resourceName.
+	ResourceName string `protobuf:"bytes,2,opt,name=resource_name,json=resourceName,proto3" json:"resource_name,omitempty"`
+	// requestName: the special claim's request serving it.
+	RequestName   string `protobuf:"bytes,3,opt,name=request_name,json=requestName,proto3" json:"request_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContainerExtendedResourceRequest) Reset() {
+	*x = ContainerExtendedResourceRequest{}
+	mi := &file_placement_v1_placement_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerExtendedResourceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerExtendedResourceRequest) ProtoMessage() {}
+
+func (x *ContainerExtendedResourceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerExtendedResourceRequest.ProtoReflect.Descriptor instead.
+func (*ContainerExtendedResourceRequest) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ContainerExtendedResourceRequest) GetContainerName() string {
+	if x != nil {
+		return x.ContainerName
+	}
+	return ""
+}
+
+func (x *ContainerExtendedResourceRequest) GetResourceName() string {
+	if x != nil {
+		return x.ResourceName
+	}
+	return ""
+}
+
+func (x *ContainerExtendedResourceRequest) GetRequestName() string {
+	if x != nil {
+		return x.RequestName
+	}
+	return ""
+}
+
 // ClaimBinding is the choice made for one unbound WaitForFirstConsumer claim of a placed pod.
 type ClaimBinding struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1820,7 +1957,7 @@ type ClaimBinding struct {
 
 func (x *ClaimBinding) Reset() {
 	*x = ClaimBinding{}
-	mi := &file_placement_v1_placement_proto_msgTypes[17]
+	mi := &file_placement_v1_placement_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +1969,7 @@ func (x *ClaimBinding) String() string {
 func (*ClaimBinding) ProtoMessage() {}
 
 func (x *ClaimBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[17]
+	mi := &file_placement_v1_placement_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +1982,7 @@ func (x *ClaimBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimBinding.ProtoReflect.Descriptor instead.
 func (*ClaimBinding) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{17}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ClaimBinding) GetClaimNamespace() string {
@@ -1935,7 +2072,7 @@ type Unschedulable struct {
 
 func (x *Unschedulable) Reset() {
 	*x = Unschedulable{}
-	mi := &file_placement_v1_placement_proto_msgTypes[18]
+	mi := &file_placement_v1_placement_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1947,7 +2084,7 @@ func (x *Unschedulable) String() string {
 func (*Unschedulable) ProtoMessage() {}
 
 func (x *Unschedulable) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[18]
+	mi := &file_placement_v1_placement_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1960,7 +2097,7 @@ func (x *Unschedulable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unschedulable.ProtoReflect.Descriptor instead.
 func (*Unschedulable) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{18}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Unschedulable) GetMessage() string {
@@ -2014,7 +2151,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[19]
+	mi := &file_placement_v1_placement_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2026,7 +2163,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[19]
+	mi := &file_placement_v1_placement_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2039,7 +2176,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{19}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{21}
 }
 
 // ListPoliciesResponse lists the policies of this replica.
@@ -2055,7 +2192,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_placement_v1_placement_proto_msgTypes[20]
+	mi := &file_placement_v1_placement_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +2204,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[20]
+	mi := &file_placement_v1_placement_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2080,7 +2217,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{20}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*PolicyInfo {
@@ -2125,7 +2262,7 @@ type PolicyInfo struct {
 
 func (x *PolicyInfo) Reset() {
 	*x = PolicyInfo{}
-	mi := &file_placement_v1_placement_proto_msgTypes[21]
+	mi := &file_placement_v1_placement_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2274,7 @@ func (x *PolicyInfo) String() string {
 func (*PolicyInfo) ProtoMessage() {}
 
 func (x *PolicyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[21]
+	mi := &file_placement_v1_placement_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2287,7 @@ func (x *PolicyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyInfo.ProtoReflect.Descriptor instead.
 func (*PolicyInfo) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{21}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PolicyInfo) GetName() string {
@@ -2231,7 +2368,7 @@ type FilterRule struct {
 
 func (x *FilterRule) Reset() {
 	*x = FilterRule{}
-	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	mi := &file_placement_v1_placement_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2243,7 +2380,7 @@ func (x *FilterRule) String() string {
 func (*FilterRule) ProtoMessage() {}
 
 func (x *FilterRule) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	mi := &file_placement_v1_placement_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2256,7 +2393,7 @@ func (x *FilterRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterRule.ProtoReflect.Descriptor instead.
 func (*FilterRule) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{22}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FilterRule) GetName() string {
@@ -2295,7 +2432,7 @@ type ScoreRule struct {
 
 func (x *ScoreRule) Reset() {
 	*x = ScoreRule{}
-	mi := &file_placement_v1_placement_proto_msgTypes[23]
+	mi := &file_placement_v1_placement_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2307,7 +2444,7 @@ func (x *ScoreRule) String() string {
 func (*ScoreRule) ProtoMessage() {}
 
 func (x *ScoreRule) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[23]
+	mi := &file_placement_v1_placement_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2320,7 +2457,7 @@ func (x *ScoreRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScoreRule.ProtoReflect.Descriptor instead.
 func (*ScoreRule) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{23}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ScoreRule) GetName() string {
@@ -2357,7 +2494,7 @@ type PluginWeight struct {
 
 func (x *PluginWeight) Reset() {
 	*x = PluginWeight{}
-	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	mi := &file_placement_v1_placement_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2369,7 +2506,7 @@ func (x *PluginWeight) String() string {
 func (*PluginWeight) ProtoMessage() {}
 
 func (x *PluginWeight) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	mi := &file_placement_v1_placement_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2382,7 +2519,7 @@ func (x *PluginWeight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PluginWeight.ProtoReflect.Descriptor instead.
 func (*PluginWeight) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{24}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PluginWeight) GetPlugin() string {
@@ -2488,7 +2625,7 @@ type Pod struct {
 
 func (x *Pod) Reset() {
 	*x = Pod{}
-	mi := &file_placement_v1_placement_proto_msgTypes[25]
+	mi := &file_placement_v1_placement_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2500,7 +2637,7 @@ func (x *Pod) String() string {
 func (*Pod) ProtoMessage() {}
 
 func (x *Pod) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[25]
+	mi := &file_placement_v1_placement_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2513,7 +2650,7 @@ func (x *Pod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pod.ProtoReflect.Descriptor instead.
 func (*Pod) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{25}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Pod) GetUid() string {
@@ -2740,7 +2877,7 @@ type PodResourceClaim struct {
 
 func (x *PodResourceClaim) Reset() {
 	*x = PodResourceClaim{}
-	mi := &file_placement_v1_placement_proto_msgTypes[26]
+	mi := &file_placement_v1_placement_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2752,7 +2889,7 @@ func (x *PodResourceClaim) String() string {
 func (*PodResourceClaim) ProtoMessage() {}
 
 func (x *PodResourceClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[26]
+	mi := &file_placement_v1_placement_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2765,7 +2902,7 @@ func (x *PodResourceClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodResourceClaim.ProtoReflect.Descriptor instead.
 func (*PodResourceClaim) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{26}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PodResourceClaim) GetName() string {
@@ -2830,7 +2967,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_placement_v1_placement_proto_msgTypes[27]
+	mi := &file_placement_v1_placement_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2842,7 +2979,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[27]
+	mi := &file_placement_v1_placement_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2855,7 +2992,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{27}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Volume) GetName() string {
@@ -2985,7 +3122,7 @@ type PersistentVolumeClaim struct {
 
 func (x *PersistentVolumeClaim) Reset() {
 	*x = PersistentVolumeClaim{}
-	mi := &file_placement_v1_placement_proto_msgTypes[28]
+	mi := &file_placement_v1_placement_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2997,7 +3134,7 @@ func (x *PersistentVolumeClaim) String() string {
 func (*PersistentVolumeClaim) ProtoMessage() {}
 
 func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[28]
+	mi := &file_placement_v1_placement_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3010,7 +3147,7 @@ func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeClaim.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaim) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{28}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PersistentVolumeClaim) GetNamespace() string {
@@ -3164,7 +3301,7 @@ type PersistentVolume struct {
 
 func (x *PersistentVolume) Reset() {
 	*x = PersistentVolume{}
-	mi := &file_placement_v1_placement_proto_msgTypes[29]
+	mi := &file_placement_v1_placement_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3176,7 +3313,7 @@ func (x *PersistentVolume) String() string {
 func (*PersistentVolume) ProtoMessage() {}
 
 func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[29]
+	mi := &file_placement_v1_placement_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3189,7 +3326,7 @@ func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolume.ProtoReflect.Descriptor instead.
 func (*PersistentVolume) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{29}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PersistentVolume) GetName() string {
@@ -3298,7 +3435,7 @@ type VolumeClaimRef struct {
 
 func (x *VolumeClaimRef) Reset() {
 	*x = VolumeClaimRef{}
-	mi := &file_placement_v1_placement_proto_msgTypes[30]
+	mi := &file_placement_v1_placement_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3310,7 +3447,7 @@ func (x *VolumeClaimRef) String() string {
 func (*VolumeClaimRef) ProtoMessage() {}
 
 func (x *VolumeClaimRef) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[30]
+	mi := &file_placement_v1_placement_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3323,7 +3460,7 @@ func (x *VolumeClaimRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeClaimRef.ProtoReflect.Descriptor instead.
 func (*VolumeClaimRef) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{30}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *VolumeClaimRef) GetNamespace() string {
@@ -3367,7 +3504,7 @@ type StorageClass struct {
 
 func (x *StorageClass) Reset() {
 	*x = StorageClass{}
-	mi := &file_placement_v1_placement_proto_msgTypes[31]
+	mi := &file_placement_v1_placement_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3379,7 +3516,7 @@ func (x *StorageClass) String() string {
 func (*StorageClass) ProtoMessage() {}
 
 func (x *StorageClass) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[31]
+	mi := &file_placement_v1_placement_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3392,7 +3529,7 @@ func (x *StorageClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
 func (*StorageClass) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{31}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StorageClass) GetName() string {
@@ -3435,7 +3572,7 @@ type TopologySelectorTerm struct {
 
 func (x *TopologySelectorTerm) Reset() {
 	*x = TopologySelectorTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	mi := &file_placement_v1_placement_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3447,7 +3584,7 @@ func (x *TopologySelectorTerm) String() string {
 func (*TopologySelectorTerm) ProtoMessage() {}
 
 func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	mi := &file_placement_v1_placement_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3460,7 +3597,7 @@ func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySelectorTerm.ProtoReflect.Descriptor instead.
 func (*TopologySelectorTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{32}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TopologySelectorTerm) GetMatchLabelExpressions() []*TopologySelectorRequirement {
@@ -3483,7 +3620,7 @@ type TopologySelectorRequirement struct {
 
 func (x *TopologySelectorRequirement) Reset() {
 	*x = TopologySelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	mi := &file_placement_v1_placement_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3495,7 +3632,7 @@ func (x *TopologySelectorRequirement) String() string {
 func (*TopologySelectorRequirement) ProtoMessage() {}
 
 func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	mi := &file_placement_v1_placement_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3508,7 +3645,7 @@ func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySelectorRequirement.ProtoReflect.Descriptor instead.
 func (*TopologySelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{33}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TopologySelectorRequirement) GetKey() string {
@@ -3538,7 +3675,7 @@ type CsiNode struct {
 
 func (x *CsiNode) Reset() {
 	*x = CsiNode{}
-	mi := &file_placement_v1_placement_proto_msgTypes[34]
+	mi := &file_placement_v1_placement_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3550,7 +3687,7 @@ func (x *CsiNode) String() string {
 func (*CsiNode) ProtoMessage() {}
 
 func (x *CsiNode) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[34]
+	mi := &file_placement_v1_placement_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3563,7 +3700,7 @@ func (x *CsiNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiNode.ProtoReflect.Descriptor instead.
 func (*CsiNode) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{34}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CsiNode) GetName() string {
@@ -3594,7 +3731,7 @@ type CsiNodeDriver struct {
 
 func (x *CsiNodeDriver) Reset() {
 	*x = CsiNodeDriver{}
-	mi := &file_placement_v1_placement_proto_msgTypes[35]
+	mi := &file_placement_v1_placement_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3606,7 +3743,7 @@ func (x *CsiNodeDriver) String() string {
 func (*CsiNodeDriver) ProtoMessage() {}
 
 func (x *CsiNodeDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[35]
+	mi := &file_placement_v1_placement_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3619,7 +3756,7 @@ func (x *CsiNodeDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiNodeDriver.ProtoReflect.Descriptor instead.
 func (*CsiNodeDriver) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{35}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CsiNodeDriver) GetName() string {
@@ -3653,7 +3790,7 @@ type CsiDriver struct {
 
 func (x *CsiDriver) Reset() {
 	*x = CsiDriver{}
-	mi := &file_placement_v1_placement_proto_msgTypes[36]
+	mi := &file_placement_v1_placement_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3665,7 +3802,7 @@ func (x *CsiDriver) String() string {
 func (*CsiDriver) ProtoMessage() {}
 
 func (x *CsiDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[36]
+	mi := &file_placement_v1_placement_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3678,7 +3815,7 @@ func (x *CsiDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiDriver.ProtoReflect.Descriptor instead.
 func (*CsiDriver) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{36}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CsiDriver) GetName() string {
@@ -3725,7 +3862,7 @@ type CsiStorageCapacity struct {
 
 func (x *CsiStorageCapacity) Reset() {
 	*x = CsiStorageCapacity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[37]
+	mi := &file_placement_v1_placement_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3737,7 +3874,7 @@ func (x *CsiStorageCapacity) String() string {
 func (*CsiStorageCapacity) ProtoMessage() {}
 
 func (x *CsiStorageCapacity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[37]
+	mi := &file_placement_v1_placement_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3750,7 +3887,7 @@ func (x *CsiStorageCapacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiStorageCapacity.ProtoReflect.Descriptor instead.
 func (*CsiStorageCapacity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{37}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CsiStorageCapacity) GetNamespace() string {
@@ -3809,7 +3946,7 @@ type PodAffinity struct {
 
 func (x *PodAffinity) Reset() {
 	*x = PodAffinity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[38]
+	mi := &file_placement_v1_placement_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3821,7 +3958,7 @@ func (x *PodAffinity) String() string {
 func (*PodAffinity) ProtoMessage() {}
 
 func (x *PodAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[38]
+	mi := &file_placement_v1_placement_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3834,7 +3971,7 @@ func (x *PodAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodAffinity.ProtoReflect.Descriptor instead.
 func (*PodAffinity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{38}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PodAffinity) GetRequired() []*PodAffinityTerm {
@@ -3869,7 +4006,7 @@ type PodAffinityTerm struct {
 
 func (x *PodAffinityTerm) Reset() {
 	*x = PodAffinityTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[39]
+	mi := &file_placement_v1_placement_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3881,7 +4018,7 @@ func (x *PodAffinityTerm) String() string {
 func (*PodAffinityTerm) ProtoMessage() {}
 
 func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[39]
+	mi := &file_placement_v1_placement_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3894,7 +4031,7 @@ func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodAffinityTerm.ProtoReflect.Descriptor instead.
 func (*PodAffinityTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{39}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PodAffinityTerm) GetLabelSelector() *LabelSelector {
@@ -3938,7 +4075,7 @@ type WeightedPodAffinityTerm struct {
 
 func (x *WeightedPodAffinityTerm) Reset() {
 	*x = WeightedPodAffinityTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[40]
+	mi := &file_placement_v1_placement_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3950,7 +4087,7 @@ func (x *WeightedPodAffinityTerm) String() string {
 func (*WeightedPodAffinityTerm) ProtoMessage() {}
 
 func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[40]
+	mi := &file_placement_v1_placement_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3963,7 +4100,7 @@ func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedPodAffinityTerm.ProtoReflect.Descriptor instead.
 func (*WeightedPodAffinityTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{40}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WeightedPodAffinityTerm) GetWeight() int32 {
@@ -3996,7 +4133,7 @@ type Gang struct {
 
 func (x *Gang) Reset() {
 	*x = Gang{}
-	mi := &file_placement_v1_placement_proto_msgTypes[41]
+	mi := &file_placement_v1_placement_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4008,7 +4145,7 @@ func (x *Gang) String() string {
 func (*Gang) ProtoMessage() {}
 
 func (x *Gang) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[41]
+	mi := &file_placement_v1_placement_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4021,7 +4158,7 @@ func (x *Gang) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gang.ProtoReflect.Descriptor instead.
 func (*Gang) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{41}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Gang) GetName() string {
@@ -4079,7 +4216,7 @@ type PodGroup struct {
 
 func (x *PodGroup) Reset() {
 	*x = PodGroup{}
-	mi := &file_placement_v1_placement_proto_msgTypes[42]
+	mi := &file_placement_v1_placement_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4091,7 +4228,7 @@ func (x *PodGroup) String() string {
 func (*PodGroup) ProtoMessage() {}
 
 func (x *PodGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[42]
+	mi := &file_placement_v1_placement_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4104,7 +4241,7 @@ func (x *PodGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodGroup.ProtoReflect.Descriptor instead.
 func (*PodGroup) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{42}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PodGroup) GetNamespace() string {
@@ -4209,7 +4346,7 @@ type GangSchedulingPolicy struct {
 
 func (x *GangSchedulingPolicy) Reset() {
 	*x = GangSchedulingPolicy{}
-	mi := &file_placement_v1_placement_proto_msgTypes[43]
+	mi := &file_placement_v1_placement_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4221,7 +4358,7 @@ func (x *GangSchedulingPolicy) String() string {
 func (*GangSchedulingPolicy) ProtoMessage() {}
 
 func (x *GangSchedulingPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[43]
+	mi := &file_placement_v1_placement_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4234,7 +4371,7 @@ func (x *GangSchedulingPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GangSchedulingPolicy.ProtoReflect.Descriptor instead.
 func (*GangSchedulingPolicy) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{43}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GangSchedulingPolicy) GetMinCount() int32 {
@@ -4257,7 +4394,7 @@ type WorkloadReference struct {
 
 func (x *WorkloadReference) Reset() {
 	*x = WorkloadReference{}
-	mi := &file_placement_v1_placement_proto_msgTypes[44]
+	mi := &file_placement_v1_placement_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4269,7 +4406,7 @@ func (x *WorkloadReference) String() string {
 func (*WorkloadReference) ProtoMessage() {}
 
 func (x *WorkloadReference) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[44]
+	mi := &file_placement_v1_placement_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4282,7 +4419,7 @@ func (x *WorkloadReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadReference.ProtoReflect.Descriptor instead.
 func (*WorkloadReference) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{44}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *WorkloadReference) GetWorkloadName() string {
@@ -4323,7 +4460,7 @@ type PodDisruptionBudget struct {
 
 func (x *PodDisruptionBudget) Reset() {
 	*x = PodDisruptionBudget{}
-	mi := &file_placement_v1_placement_proto_msgTypes[45]
+	mi := &file_placement_v1_placement_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4335,7 +4472,7 @@ func (x *PodDisruptionBudget) String() string {
 func (*PodDisruptionBudget) ProtoMessage() {}
 
 func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[45]
+	mi := &file_placement_v1_placement_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4348,7 +4485,7 @@ func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodDisruptionBudget.ProtoReflect.Descriptor instead.
 func (*PodDisruptionBudget) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{45}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PodDisruptionBudget) GetNamespace() string {
@@ -4399,7 +4536,7 @@ type LabelSelector struct {
 
 func (x *LabelSelector) Reset() {
 	*x = LabelSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[46]
+	mi := &file_placement_v1_placement_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4411,7 +4548,7 @@ func (x *LabelSelector) String() string {
 func (*LabelSelector) ProtoMessage() {}
 
 func (x *LabelSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[46]
+	mi := &file_placement_v1_placement_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4424,7 +4561,7 @@ func (x *LabelSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelector.ProtoReflect.Descriptor instead.
 func (*LabelSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{46}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *LabelSelector) GetMatchLabels() map[string]string {
@@ -4456,7 +4593,7 @@ type LabelSelectorRequirement struct {
 
 func (x *LabelSelectorRequirement) Reset() {
 	*x = LabelSelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[47]
+	mi := &file_placement_v1_placement_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4468,7 +4605,7 @@ func (x *LabelSelectorRequirement) String() string {
 func (*LabelSelectorRequirement) ProtoMessage() {}
 
 func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[47]
+	mi := &file_placement_v1_placement_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4481,7 +4618,7 @@ func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*LabelSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{47}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *LabelSelectorRequirement) GetKey() string {
@@ -4530,7 +4667,7 @@ type TopologySpreadConstraint struct {
 
 func (x *TopologySpreadConstraint) Reset() {
 	*x = TopologySpreadConstraint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[48]
+	mi := &file_placement_v1_placement_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4542,7 +4679,7 @@ func (x *TopologySpreadConstraint) String() string {
 func (*TopologySpreadConstraint) ProtoMessage() {}
 
 func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[48]
+	mi := &file_placement_v1_placement_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4555,7 +4692,7 @@ func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySpreadConstraint.ProtoReflect.Descriptor instead.
 func (*TopologySpreadConstraint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{48}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *TopologySpreadConstraint) GetMaxSkew() int32 {
@@ -4640,7 +4777,7 @@ type Container struct {
 
 func (x *Container) Reset() {
 	*x = Container{}
-	mi := &file_placement_v1_placement_proto_msgTypes[49]
+	mi := &file_placement_v1_placement_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4652,7 +4789,7 @@ func (x *Container) String() string {
 func (*Container) ProtoMessage() {}
 
 func (x *Container) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[49]
+	mi := &file_placement_v1_placement_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4665,7 +4802,7 @@ func (x *Container) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Container.ProtoReflect.Descriptor instead.
 func (*Container) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{49}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Container) GetName() string {
@@ -4734,7 +4871,7 @@ type ContainerPort struct {
 
 func (x *ContainerPort) Reset() {
 	*x = ContainerPort{}
-	mi := &file_placement_v1_placement_proto_msgTypes[50]
+	mi := &file_placement_v1_placement_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4746,7 +4883,7 @@ func (x *ContainerPort) String() string {
 func (*ContainerPort) ProtoMessage() {}
 
 func (x *ContainerPort) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[50]
+	mi := &file_placement_v1_placement_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4759,7 +4896,7 @@ func (x *ContainerPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerPort.ProtoReflect.Descriptor instead.
 func (*ContainerPort) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{50}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ContainerPort) GetContainerPort() int32 {
@@ -4803,7 +4940,7 @@ type NodeAffinity struct {
 
 func (x *NodeAffinity) Reset() {
 	*x = NodeAffinity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[51]
+	mi := &file_placement_v1_placement_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4815,7 +4952,7 @@ func (x *NodeAffinity) String() string {
 func (*NodeAffinity) ProtoMessage() {}
 
 func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[51]
+	mi := &file_placement_v1_placement_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4828,7 +4965,7 @@ func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAffinity.ProtoReflect.Descriptor instead.
 func (*NodeAffinity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{51}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *NodeAffinity) GetRequired() *NodeSelector {
@@ -4856,7 +4993,7 @@ type NodeSelector struct {
 
 func (x *NodeSelector) Reset() {
 	*x = NodeSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[52]
+	mi := &file_placement_v1_placement_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4868,7 +5005,7 @@ func (x *NodeSelector) String() string {
 func (*NodeSelector) ProtoMessage() {}
 
 func (x *NodeSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[52]
+	mi := &file_placement_v1_placement_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4881,7 +5018,7 @@ func (x *NodeSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelector.ProtoReflect.Descriptor instead.
 func (*NodeSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{52}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *NodeSelector) GetTerms() []*NodeSelectorTerm {
@@ -4904,7 +5041,7 @@ type NodeSelectorTerm struct {
 
 func (x *NodeSelectorTerm) Reset() {
 	*x = NodeSelectorTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[53]
+	mi := &file_placement_v1_placement_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4916,7 +5053,7 @@ func (x *NodeSelectorTerm) String() string {
 func (*NodeSelectorTerm) ProtoMessage() {}
 
 func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[53]
+	mi := &file_placement_v1_placement_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4929,7 +5066,7 @@ func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorTerm.ProtoReflect.Descriptor instead.
 func (*NodeSelectorTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{53}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *NodeSelectorTerm) GetMatchExpressions() []*NodeSelectorRequirement {
@@ -4961,7 +5098,7 @@ type NodeSelectorRequirement struct {
 
 func (x *NodeSelectorRequirement) Reset() {
 	*x = NodeSelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[54]
+	mi := &file_placement_v1_placement_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4973,7 +5110,7 @@ func (x *NodeSelectorRequirement) String() string {
 func (*NodeSelectorRequirement) ProtoMessage() {}
 
 func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[54]
+	mi := &file_placement_v1_placement_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4986,7 +5123,7 @@ func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*NodeSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{54}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *NodeSelectorRequirement) GetKey() string {
@@ -5023,7 +5160,7 @@ type PreferredSchedulingTerm struct {
 
 func (x *PreferredSchedulingTerm) Reset() {
 	*x = PreferredSchedulingTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[55]
+	mi := &file_placement_v1_placement_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5035,7 +5172,7 @@ func (x *PreferredSchedulingTerm) String() string {
 func (*PreferredSchedulingTerm) ProtoMessage() {}
 
 func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[55]
+	mi := &file_placement_v1_placement_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5048,7 +5185,7 @@ func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreferredSchedulingTerm.ProtoReflect.Descriptor instead.
 func (*PreferredSchedulingTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{55}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *PreferredSchedulingTerm) GetWeight() int32 {
@@ -5084,7 +5221,7 @@ type Toleration struct {
 
 func (x *Toleration) Reset() {
 	*x = Toleration{}
-	mi := &file_placement_v1_placement_proto_msgTypes[56]
+	mi := &file_placement_v1_placement_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5096,7 +5233,7 @@ func (x *Toleration) String() string {
 func (*Toleration) ProtoMessage() {}
 
 func (x *Toleration) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[56]
+	mi := &file_placement_v1_placement_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5109,7 +5246,7 @@ func (x *Toleration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Toleration.ProtoReflect.Descriptor instead.
 func (*Toleration) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{56}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Toleration) GetKey() string {
@@ -5171,7 +5308,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_placement_v1_placement_proto_msgTypes[57]
+	mi := &file_placement_v1_placement_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5183,7 +5320,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[57]
+	mi := &file_placement_v1_placement_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5196,7 +5333,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{57}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Node) GetName() string {
@@ -5263,7 +5400,7 @@ type Taint struct {
 
 func (x *Taint) Reset() {
 	*x = Taint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[58]
+	mi := &file_placement_v1_placement_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5275,7 +5412,7 @@ func (x *Taint) String() string {
 func (*Taint) ProtoMessage() {}
 
 func (x *Taint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[58]
+	mi := &file_placement_v1_placement_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5288,7 +5425,7 @@ func (x *Taint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Taint.ProtoReflect.Descriptor instead.
 func (*Taint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{58}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Taint) GetKey() string {
@@ -5325,7 +5462,7 @@ type ContainerImage struct {
 
 func (x *ContainerImage) Reset() {
 	*x = ContainerImage{}
-	mi := &file_placement_v1_placement_proto_msgTypes[59]
+	mi := &file_placement_v1_placement_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5337,7 +5474,7 @@ func (x *ContainerImage) String() string {
 func (*ContainerImage) ProtoMessage() {}
 
 func (x *ContainerImage) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[59]
+	mi := &file_placement_v1_placement_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5350,7 +5487,7 @@ func (x *ContainerImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerImage.ProtoReflect.Descriptor instead.
 func (*ContainerImage) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{59}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ContainerImage) GetNames() []string {
@@ -5377,13 +5514,17 @@ type DeviceClass struct {
 	Selectors []string `protobuf:"bytes,2,rep,name=selectors,proto3" json:"selectors,omitempty"`
 	// spec.extendedResourceName.
 	ExtendedResourceName string `protobuf:"bytes,3,opt,name=extended_resource_name,json=extendedResourceName,proto3" json:"extended_resource_name,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// metadata.creationTimestamp in seconds since the epoch (0 when unset): of several
+	// classes naming one extended resource, the newest backs it (then the first by name),
+	// as kube's extended resource cache picks it.
+	CreationTimestampSeconds int64 `protobuf:"varint,4,opt,name=creation_timestamp_seconds,json=creationTimestampSeconds,proto3" json:"creation_timestamp_seconds,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *DeviceClass) Reset() {
 	*x = DeviceClass{}
-	mi := &file_placement_v1_placement_proto_msgTypes[60]
+	mi := &file_placement_v1_placement_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5395,7 +5536,7 @@ func (x *DeviceClass) String() string {
 func (*DeviceClass) ProtoMessage() {}
 
 func (x *DeviceClass) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[60]
+	mi := &file_placement_v1_placement_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5408,7 +5549,7 @@ func (x *DeviceClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceClass.ProtoReflect.Descriptor instead.
 func (*DeviceClass) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{60}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *DeviceClass) GetName() string {
@@ -5430,6 +5571,13 @@ func (x *DeviceClass) GetExtendedResourceName() string {
 		return x.ExtendedResourceName
 	}
 	return ""
+}
+
+func (x *DeviceClass) GetCreationTimestampSeconds() int64 {
+	if x != nil {
+		return x.CreationTimestampSeconds
+	}
+	return 0
 }
 
 // ResourceClaim is the part of a resource.k8s.io/v1 ResourceClaim placement reads.
@@ -5457,7 +5605,7 @@ type ResourceClaim struct {
 
 func (x *ResourceClaim) Reset() {
 	*x = ResourceClaim{}
-	mi := &file_placement_v1_placement_proto_msgTypes[61]
+	mi := &file_placement_v1_placement_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5469,7 +5617,7 @@ func (x *ResourceClaim) String() string {
 func (*ResourceClaim) ProtoMessage() {}
 
 func (x *ResourceClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[61]
+	mi := &file_placement_v1_placement_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5482,7 +5630,7 @@ func (x *ResourceClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceClaim.ProtoReflect.Descriptor instead.
 func (*ResourceClaim) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{61}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ResourceClaim) GetNamespace() string {
@@ -5556,7 +5704,7 @@ type DeviceRequest struct {
 
 func (x *DeviceRequest) Reset() {
 	*x = DeviceRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[62]
+	mi := &file_placement_v1_placement_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5568,7 +5716,7 @@ func (x *DeviceRequest) String() string {
 func (*DeviceRequest) ProtoMessage() {}
 
 func (x *DeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[62]
+	mi := &file_placement_v1_placement_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5581,7 +5729,7 @@ func (x *DeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceRequest.ProtoReflect.Descriptor instead.
 func (*DeviceRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{62}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *DeviceRequest) GetName() string {
@@ -5628,7 +5776,7 @@ type ExactDeviceRequest struct {
 
 func (x *ExactDeviceRequest) Reset() {
 	*x = ExactDeviceRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[63]
+	mi := &file_placement_v1_placement_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5640,7 +5788,7 @@ func (x *ExactDeviceRequest) String() string {
 func (*ExactDeviceRequest) ProtoMessage() {}
 
 func (x *ExactDeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[63]
+	mi := &file_placement_v1_placement_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5653,7 +5801,7 @@ func (x *ExactDeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExactDeviceRequest.ProtoReflect.Descriptor instead.
 func (*ExactDeviceRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{63}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ExactDeviceRequest) GetDeviceClassName() string {
@@ -5728,7 +5876,7 @@ type DeviceSubRequest struct {
 
 func (x *DeviceSubRequest) Reset() {
 	*x = DeviceSubRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[64]
+	mi := &file_placement_v1_placement_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5740,7 +5888,7 @@ func (x *DeviceSubRequest) String() string {
 func (*DeviceSubRequest) ProtoMessage() {}
 
 func (x *DeviceSubRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[64]
+	mi := &file_placement_v1_placement_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5753,7 +5901,7 @@ func (x *DeviceSubRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceSubRequest.ProtoReflect.Descriptor instead.
 func (*DeviceSubRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{64}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *DeviceSubRequest) GetName() string {
@@ -5820,7 +5968,7 @@ type DeviceConstraint struct {
 
 func (x *DeviceConstraint) Reset() {
 	*x = DeviceConstraint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[65]
+	mi := &file_placement_v1_placement_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5832,7 +5980,7 @@ func (x *DeviceConstraint) String() string {
 func (*DeviceConstraint) ProtoMessage() {}
 
 func (x *DeviceConstraint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[65]
+	mi := &file_placement_v1_placement_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5845,7 +5993,7 @@ func (x *DeviceConstraint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceConstraint.ProtoReflect.Descriptor instead.
 func (*DeviceConstraint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{65}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *DeviceConstraint) GetRequests() []string {
@@ -5882,7 +6030,7 @@ type AllocationResult struct {
 
 func (x *AllocationResult) Reset() {
 	*x = AllocationResult{}
-	mi := &file_placement_v1_placement_proto_msgTypes[66]
+	mi := &file_placement_v1_placement_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5894,7 +6042,7 @@ func (x *AllocationResult) String() string {
 func (*AllocationResult) ProtoMessage() {}
 
 func (x *AllocationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[66]
+	mi := &file_placement_v1_placement_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5907,7 +6055,7 @@ func (x *AllocationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocationResult.ProtoReflect.Descriptor instead.
 func (*AllocationResult) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{66}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *AllocationResult) GetDevices() []*DeviceRequestAllocationResult {
@@ -5945,7 +6093,7 @@ type DeviceRequestAllocationResult struct {
 
 func (x *DeviceRequestAllocationResult) Reset() {
 	*x = DeviceRequestAllocationResult{}
-	mi := &file_placement_v1_placement_proto_msgTypes[67]
+	mi := &file_placement_v1_placement_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5957,7 +6105,7 @@ func (x *DeviceRequestAllocationResult) String() string {
 func (*DeviceRequestAllocationResult) ProtoMessage() {}
 
 func (x *DeviceRequestAllocationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[67]
+	mi := &file_placement_v1_placement_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5970,7 +6118,7 @@ func (x *DeviceRequestAllocationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceRequestAllocationResult.ProtoReflect.Descriptor instead.
 func (*DeviceRequestAllocationResult) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{67}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *DeviceRequestAllocationResult) GetRequest() string {
@@ -6032,7 +6180,7 @@ type ResourceClaimConsumer struct {
 
 func (x *ResourceClaimConsumer) Reset() {
 	*x = ResourceClaimConsumer{}
-	mi := &file_placement_v1_placement_proto_msgTypes[68]
+	mi := &file_placement_v1_placement_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6044,7 +6192,7 @@ func (x *ResourceClaimConsumer) String() string {
 func (*ResourceClaimConsumer) ProtoMessage() {}
 
 func (x *ResourceClaimConsumer) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[68]
+	mi := &file_placement_v1_placement_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6057,7 +6205,7 @@ func (x *ResourceClaimConsumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceClaimConsumer.ProtoReflect.Descriptor instead.
 func (*ResourceClaimConsumer) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{68}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ResourceClaimConsumer) GetApiGroup() string {
@@ -6119,7 +6267,7 @@ type ResourceSlice struct {
 
 func (x *ResourceSlice) Reset() {
 	*x = ResourceSlice{}
-	mi := &file_placement_v1_placement_proto_msgTypes[69]
+	mi := &file_placement_v1_placement_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6131,7 +6279,7 @@ func (x *ResourceSlice) String() string {
 func (*ResourceSlice) ProtoMessage() {}
 
 func (x *ResourceSlice) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[69]
+	mi := &file_placement_v1_placement_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6144,7 +6292,7 @@ func (x *ResourceSlice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceSlice.ProtoReflect.Descriptor instead.
 func (*ResourceSlice) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{69}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ResourceSlice) GetName() string {
@@ -6253,7 +6401,7 @@ type Device struct {
 
 func (x *Device) Reset() {
 	*x = Device{}
-	mi := &file_placement_v1_placement_proto_msgTypes[70]
+	mi := &file_placement_v1_placement_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6265,7 +6413,7 @@ func (x *Device) String() string {
 func (*Device) ProtoMessage() {}
 
 func (x *Device) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[70]
+	mi := &file_placement_v1_placement_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6278,7 +6426,7 @@ func (x *Device) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Device.ProtoReflect.Descriptor instead.
 func (*Device) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{70}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *Device) GetName() string {
@@ -6369,7 +6517,7 @@ type DeviceAttribute struct {
 
 func (x *DeviceAttribute) Reset() {
 	*x = DeviceAttribute{}
-	mi := &file_placement_v1_placement_proto_msgTypes[71]
+	mi := &file_placement_v1_placement_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6381,7 +6529,7 @@ func (x *DeviceAttribute) String() string {
 func (*DeviceAttribute) ProtoMessage() {}
 
 func (x *DeviceAttribute) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[71]
+	mi := &file_placement_v1_placement_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6394,7 +6542,7 @@ func (x *DeviceAttribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceAttribute.ProtoReflect.Descriptor instead.
 func (*DeviceAttribute) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{71}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *DeviceAttribute) GetValue() isDeviceAttribute_Value {
@@ -6487,7 +6635,7 @@ type DeviceTaint struct {
 
 func (x *DeviceTaint) Reset() {
 	*x = DeviceTaint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[72]
+	mi := &file_placement_v1_placement_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6499,7 +6647,7 @@ func (x *DeviceTaint) String() string {
 func (*DeviceTaint) ProtoMessage() {}
 
 func (x *DeviceTaint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[72]
+	mi := &file_placement_v1_placement_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6512,7 +6660,7 @@ func (x *DeviceTaint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceTaint.ProtoReflect.Descriptor instead.
 func (*DeviceTaint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{72}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *DeviceTaint) GetKey() string {
@@ -6549,7 +6697,7 @@ type CounterSet struct {
 
 func (x *CounterSet) Reset() {
 	*x = CounterSet{}
-	mi := &file_placement_v1_placement_proto_msgTypes[73]
+	mi := &file_placement_v1_placement_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6561,7 +6709,7 @@ func (x *CounterSet) String() string {
 func (*CounterSet) ProtoMessage() {}
 
 func (x *CounterSet) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[73]
+	mi := &file_placement_v1_placement_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6574,7 +6722,7 @@ func (x *CounterSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterSet.ProtoReflect.Descriptor instead.
 func (*CounterSet) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{73}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *CounterSet) GetName() string {
@@ -6604,7 +6752,7 @@ type DeviceCounterConsumption struct {
 
 func (x *DeviceCounterConsumption) Reset() {
 	*x = DeviceCounterConsumption{}
-	mi := &file_placement_v1_placement_proto_msgTypes[74]
+	mi := &file_placement_v1_placement_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6616,7 +6764,7 @@ func (x *DeviceCounterConsumption) String() string {
 func (*DeviceCounterConsumption) ProtoMessage() {}
 
 func (x *DeviceCounterConsumption) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[74]
+	mi := &file_placement_v1_placement_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6629,7 +6777,7 @@ func (x *DeviceCounterConsumption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceCounterConsumption.ProtoReflect.Descriptor instead.
 func (*DeviceCounterConsumption) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{74}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *DeviceCounterConsumption) GetCounterSet() string {
@@ -6791,7 +6939,7 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x0efeasible_nodes\x18\x05 \x01(\rR\rfeasibleNodes\x12A\n" +
 	"\x0eclaim_bindings\x18\x06 \x03(\v2\x1a.placement.v1.ClaimBindingR\rclaimBindings\x12J\n" +
 	"\x11claim_allocations\x18\a \x03(\v2\x1d.placement.v1.ClaimAllocationR\x10claimAllocationsB\t\n" +
-	"\aoutcome\"\xb6\x01\n" +
+	"\aoutcome\"\x93\x02\n" +
 	"\x0fClaimAllocation\x12'\n" +
 	"\x0fclaim_namespace\x18\x01 \x01(\tR\x0eclaimNamespace\x12\x1d\n" +
 	"\n" +
@@ -6799,7 +6947,15 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\tclaim_uid\x18\x03 \x01(\tR\bclaimUid\x12>\n" +
 	"\n" +
 	"allocation\x18\x04 \x01(\v2\x1e.placement.v1.AllocationResultR\n" +
-	"allocation\"\xaa\x01\n" +
+	"allocation\x12[\n" +
+	"\x17extended_resource_claim\x18\x05 \x01(\v2#.placement.v1.ExtendedResourceClaimR\x15extendedResourceClaim\"\xab\x01\n" +
+	"\x15ExtendedResourceClaim\x127\n" +
+	"\brequests\x18\x01 \x03(\v2\x1b.placement.v1.DeviceRequestR\brequests\x12Y\n" +
+	"\x10request_mappings\x18\x02 \x03(\v2..placement.v1.ContainerExtendedResourceRequestR\x0frequestMappings\"\x91\x01\n" +
+	" ContainerExtendedResourceRequest\x12%\n" +
+	"\x0econtainer_name\x18\x01 \x01(\tR\rcontainerName\x12#\n" +
+	"\rresource_name\x18\x02 \x01(\tR\fresourceName\x12!\n" +
+	"\frequest_name\x18\x03 \x01(\tR\vrequestName\"\xaa\x01\n" +
 	"\fClaimBinding\x12'\n" +
 	"\x0fclaim_namespace\x18\x01 \x01(\tR\x0eclaimNamespace\x12\x1d\n" +
 	"\n" +
@@ -7133,11 +7289,12 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x0eContainerImage\x12\x14\n" +
 	"\x05names\x18\x01 \x03(\tR\x05names\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"u\n" +
+	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"\xb3\x01\n" +
 	"\vDeviceClass\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tselectors\x18\x02 \x03(\tR\tselectors\x124\n" +
-	"\x16extended_resource_name\x18\x03 \x01(\tR\x14extendedResourceName\"\xf2\x02\n" +
+	"\x16extended_resource_name\x18\x03 \x01(\tR\x14extendedResourceName\x12<\n" +
+	"\x1acreation_timestamp_seconds\x18\x04 \x01(\x03R\x18creationTimestampSeconds\"\xf2\x02\n" +
 	"\rResourceClaim\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
@@ -7277,248 +7434,253 @@ func file_placement_v1_placement_proto_rawDescGZIP() []byte {
 }
 
 var file_placement_v1_placement_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
+var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 99)
 var file_placement_v1_placement_proto_goTypes = []any{
-	(DeviceFailureKind)(0),                // 0: placement.v1.DeviceFailureKind
-	(*SyncSnapshotRequest)(nil),           // 1: placement.v1.SyncSnapshotRequest
-	(*SyncSnapshotResponse)(nil),          // 2: placement.v1.SyncSnapshotResponse
-	(*Snapshot)(nil),                      // 3: placement.v1.Snapshot
-	(*Namespace)(nil),                     // 4: placement.v1.Namespace
-	(*SnapshotDelta)(nil),                 // 5: placement.v1.SnapshotDelta
-	(*SnapshotRef)(nil),                   // 6: placement.v1.SnapshotRef
-	(*RankRequest)(nil),                   // 7: placement.v1.RankRequest
-	(*RankResponse)(nil),                  // 8: placement.v1.RankResponse
-	(*NodeScore)(nil),                     // 9: placement.v1.NodeScore
-	(*PluginScore)(nil),                   // 10: placement.v1.PluginScore
-	(*InfeasibleNode)(nil),                // 11: placement.v1.InfeasibleNode
-	(*DeviceRequestFailure)(nil),          // 12: placement.v1.DeviceRequestFailure
-	(*ScheduleRequest)(nil),               // 13: placement.v1.ScheduleRequest
-	(*ScheduleResponse)(nil),              // 14: placement.v1.ScheduleResponse
-	(*PodGroupResult)(nil),                // 15: placement.v1.PodGroupResult
-	(*Placement)(nil),                     // 16: placement.v1.Placement
-	(*ClaimAllocation)(nil),               // 17: placement.v1.ClaimAllocation
-	(*ClaimBinding)(nil),                  // 18: placement.v1.ClaimBinding
-	(*Unschedulable)(nil),                 // 19: placement.v1.Unschedulable
-	(*ListPoliciesRequest)(nil),           // 20: placement.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),          // 21: placement.v1.ListPoliciesResponse
-	(*PolicyInfo)(nil),                    // 22: placement.v1.PolicyInfo
-	(*FilterRule)(nil),                    // 23: placement.v1.FilterRule
-	(*ScoreRule)(nil),                     // 24: placement.v1.ScoreRule
-	(*PluginWeight)(nil),                  // 25: placement.v1.PluginWeight
-	(*Pod)(nil),                           // 26: placement.v1.Pod
-	(*PodResourceClaim)(nil),              // 27: placement.v1.PodResourceClaim
-	(*Volume)(nil),                        // 28: placement.v1.Volume
-	(*PersistentVolumeClaim)(nil),         // 29: placement.v1.PersistentVolumeClaim
-	(*PersistentVolume)(nil),              // 30: placement.v1.PersistentVolume
-	(*VolumeClaimRef)(nil),                // 31: placement.v1.VolumeClaimRef
-	(*StorageClass)(nil),                  // 32: placement.v1.StorageClass
-	(*TopologySelectorTerm)(nil),          // 33: placement.v1.TopologySelectorTerm
-	(*TopologySelectorRequirement)(nil),   // 34: placement.v1.TopologySelectorRequirement
-	(*CsiNode)(nil),                       // 35: placement.v1.CsiNode
-	(*CsiNodeDriver)(nil),                 // 36: placement.v1.CsiNodeDriver
-	(*CsiDriver)(nil),                     // 37: placement.v1.CsiDriver
-	(*CsiStorageCapacity)(nil),            // 38: placement.v1.CsiStorageCapacity
-	(*PodAffinity)(nil),                   // 39: placement.v1.PodAffinity
-	(*PodAffinityTerm)(nil),               // 40: placement.v1.PodAffinityTerm
-	(*WeightedPodAffinityTerm)(nil),       // 41: placement.v1.WeightedPodAffinityTerm
-	(*Gang)(nil),                          // 42: placement.v1.Gang
-	(*PodGroup)(nil),                      // 43: placement.v1.PodGroup
-	(*GangSchedulingPolicy)(nil),          // 44: placement.v1.GangSchedulingPolicy
-	(*WorkloadReference)(nil),             // 45: placement.v1.WorkloadReference
-	(*PodDisruptionBudget)(nil),           // 46: placement.v1.PodDisruptionBudget
-	(*LabelSelector)(nil),                 // 47: placement.v1.LabelSelector
-	(*LabelSelectorRequirement)(nil),      // 48: placement.v1.LabelSelectorRequirement
-	(*TopologySpreadConstraint)(nil),      // 49: placement.v1.TopologySpreadConstraint
-	(*Container)(nil),                     // 50: placement.v1.Container
-	(*ContainerPort)(nil),                 // 51: placement.v1.ContainerPort
-	(*NodeAffinity)(nil),                  // 52: placement.v1.NodeAffinity
-	(*NodeSelector)(nil),                  // 53: placement.v1.NodeSelector
-	(*NodeSelectorTerm)(nil),              // 54: placement.v1.NodeSelectorTerm
-	(*NodeSelectorRequirement)(nil),       // 55: placement.v1.NodeSelectorRequirement
-	(*PreferredSchedulingTerm)(nil),       // 56: placement.v1.PreferredSchedulingTerm
-	(*Toleration)(nil),                    // 57: placement.v1.Toleration
-	(*Node)(nil),                          // 58: placement.v1.Node
-	(*Taint)(nil),                         // 59: placement.v1.Taint
-	(*ContainerImage)(nil),                // 60: placement.v1.ContainerImage
-	(*DeviceClass)(nil),                   // 61: placement.v1.DeviceClass
-	(*ResourceClaim)(nil),                 // 62: placement.v1.ResourceClaim
-	(*DeviceRequest)(nil),                 // 63: placement.v1.DeviceRequest
-	(*ExactDeviceRequest)(nil),            // 64: placement.v1.ExactDeviceRequest
-	(*DeviceSubRequest)(nil),              // 65: placement.v1.DeviceSubRequest
-	(*DeviceConstraint)(nil),              // 66: placement.v1.DeviceConstraint
-	(*AllocationResult)(nil),              // 67: placement.v1.AllocationResult
-	(*DeviceRequestAllocationResult)(nil), // 68: placement.v1.DeviceRequestAllocationResult
-	(*ResourceClaimConsumer)(nil),         // 69: placement.v1.ResourceClaimConsumer
-	(*ResourceSlice)(nil),                 // 70: placement.v1.ResourceSlice
-	(*Device)(nil),                        // 71: placement.v1.Device
-	(*DeviceAttribute)(nil),               // 72: placement.v1.DeviceAttribute
-	(*DeviceTaint)(nil),                   // 73: placement.v1.DeviceTaint
-	(*CounterSet)(nil),                    // 74: placement.v1.CounterSet
-	(*DeviceCounterConsumption)(nil),      // 75: placement.v1.DeviceCounterConsumption
-	nil,                                   // 76: placement.v1.Namespace.LabelsEntry
-	nil,                                   // 77: placement.v1.Unschedulable.ReasonsEntry
-	nil,                                   // 78: placement.v1.Pod.LabelsEntry
-	nil,                                   // 79: placement.v1.Pod.OverheadEntry
-	nil,                                   // 80: placement.v1.Pod.NodeSelectorEntry
-	nil,                                   // 81: placement.v1.Pod.AnnotationsEntry
-	nil,                                   // 82: placement.v1.Pod.PodRequestsEntry
-	nil,                                   // 83: placement.v1.Pod.AllocatedRequestsEntry
-	nil,                                   // 84: placement.v1.Pod.ActuatedRequestsEntry
-	nil,                                   // 85: placement.v1.PersistentVolume.LabelsEntry
-	nil,                                   // 86: placement.v1.LabelSelector.MatchLabelsEntry
-	nil,                                   // 87: placement.v1.Container.RequestsEntry
-	nil,                                   // 88: placement.v1.Container.AllocatedRequestsEntry
-	nil,                                   // 89: placement.v1.Container.ActuatedRequestsEntry
-	nil,                                   // 90: placement.v1.Node.LabelsEntry
-	nil,                                   // 91: placement.v1.Node.AllocatableEntry
-	nil,                                   // 92: placement.v1.ExactDeviceRequest.CapacityRequestsEntry
-	nil,                                   // 93: placement.v1.DeviceSubRequest.CapacityRequestsEntry
-	nil,                                   // 94: placement.v1.Device.AttributesEntry
-	nil,                                   // 95: placement.v1.Device.CapacityEntry
-	nil,                                   // 96: placement.v1.CounterSet.CountersEntry
-	nil,                                   // 97: placement.v1.DeviceCounterConsumption.CountersEntry
+	(DeviceFailureKind)(0),                   // 0: placement.v1.DeviceFailureKind
+	(*SyncSnapshotRequest)(nil),              // 1: placement.v1.SyncSnapshotRequest
+	(*SyncSnapshotResponse)(nil),             // 2: placement.v1.SyncSnapshotResponse
+	(*Snapshot)(nil),                         // 3: placement.v1.Snapshot
+	(*Namespace)(nil),                        // 4: placement.v1.Namespace
+	(*SnapshotDelta)(nil),                    // 5: placement.v1.SnapshotDelta
+	(*SnapshotRef)(nil),                      // 6: placement.v1.SnapshotRef
+	(*RankRequest)(nil),                      // 7: placement.v1.RankRequest
+	(*RankResponse)(nil),                     // 8: placement.v1.RankResponse
+	(*NodeScore)(nil),                        // 9: placement.v1.NodeScore
+	(*PluginScore)(nil),                      // 10: placement.v1.PluginScore
+	(*InfeasibleNode)(nil),                   // 11: placement.v1.InfeasibleNode
+	(*DeviceRequestFailure)(nil),             // 12: placement.v1.DeviceRequestFailure
+	(*ScheduleRequest)(nil),                  // 13: placement.v1.ScheduleRequest
+	(*ScheduleResponse)(nil),                 // 14: placement.v1.ScheduleResponse
+	(*PodGroupResult)(nil),                   // 15: placement.v1.PodGroupResult
+	(*Placement)(nil),                        // 16: placement.v1.Placement
+	(*ClaimAllocation)(nil),                  // 17: placement.v1.ClaimAllocation
+	(*ExtendedResourceClaim)(nil),            // 18: placement.v1.ExtendedResourceClaim
+	(*ContainerExtendedResourceRequest)(nil), // 19: placement.v1.ContainerExtendedResourceRequest
+	(*ClaimBinding)(nil),                     // 20: placement.v1.ClaimBinding
+	(*Unschedulable)(nil),                    // 21: placement.v1.Unschedulable
+	(*ListPoliciesRequest)(nil),              // 22: placement.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),             // 23: placement.v1.ListPoliciesResponse
+	(*PolicyInfo)(nil),                       // 24: placement.v1.PolicyInfo
+	(*FilterRule)(nil),                       // 25: placement.v1.FilterRule
+	(*ScoreRule)(nil),                        // 26: placement.v1.ScoreRule
+	(*PluginWeight)(nil),                     // 27: placement.v1.PluginWeight
+	(*Pod)(nil),                              // 28: placement.v1.Pod
+	(*PodResourceClaim)(nil),                 // 29: placement.v1.PodResourceClaim
+	(*Volume)(nil),                           // 30: placement.v1.Volume
+	(*PersistentVolumeClaim)(nil),            // 31: placement.v1.PersistentVolumeClaim
+	(*PersistentVolume)(nil),                 // 32: placement.v1.PersistentVolume
+	(*VolumeClaimRef)(nil),                   // 33: placement.v1.VolumeClaimRef
+	(*StorageClass)(nil),                     // 34: placement.v1.StorageClass
+	(*TopologySelectorTerm)(nil),             // 35: placement.v1.TopologySelectorTerm
+	(*TopologySelectorRequirement)(nil),      // 36: placement.v1.TopologySelectorRequirement
+	(*CsiNode)(nil),                          // 37: placement.v1.CsiNode
+	(*CsiNodeDriver)(nil),                    // 38: placement.v1.CsiNodeDriver
+	(*CsiDriver)(nil),                        // 39: placement.v1.CsiDriver
+	(*CsiStorageCapacity)(nil),               // 40: placement.v1.CsiStorageCapacity
+	(*PodAffinity)(nil),                      // 41: placement.v1.PodAffinity
+	(*PodAffinityTerm)(nil),                  // 42: placement.v1.PodAffinityTerm
+	(*WeightedPodAffinityTerm)(nil),          // 43: placement.v1.WeightedPodAffinityTerm
+	(*Gang)(nil),                             // 44: placement.v1.Gang
+	(*PodGroup)(nil),                         // 45: placement.v1.PodGroup
+	(*GangSchedulingPolicy)(nil),             // 46: placement.v1.GangSchedulingPolicy
+	(*WorkloadReference)(nil),                // 47: placement.v1.WorkloadReference
+	(*PodDisruptionBudget)(nil),              // 48: placement.v1.PodDisruptionBudget
+	(*LabelSelector)(nil),                    // 49: placement.v1.LabelSelector
+	(*LabelSelectorRequirement)(nil),         // 50: placement.v1.LabelSelectorRequirement
+	(*TopologySpreadConstraint)(nil),         // 51: placement.v1.TopologySpreadConstraint
+	(*Container)(nil),                        // 52: placement.v1.Container
+	(*ContainerPort)(nil),                    // 53: placement.v1.ContainerPort
+	(*NodeAffinity)(nil),                     // 54: placement.v1.NodeAffinity
+	(*NodeSelector)(nil),                     // 55: placement.v1.NodeSelector
+	(*NodeSelectorTerm)(nil),                 // 56: placement.v1.NodeSelectorTerm
+	(*NodeSelectorRequirement)(nil),          // 57: placement.v1.NodeSelectorRequirement
+	(*PreferredSchedulingTerm)(nil),          // 58: placement.v1.PreferredSchedulingTerm
+	(*Toleration)(nil),                       // 59: placement.v1.Toleration
+	(*Node)(nil),                             // 60: placement.v1.Node
+	(*Taint)(nil),                            // 61: placement.v1.Taint
+	(*ContainerImage)(nil),                   // 62: placement.v1.ContainerImage
+	(*DeviceClass)(nil),                      // 63: placement.v1.DeviceClass
+	(*ResourceClaim)(nil),                    // 64: placement.v1.ResourceClaim
+	(*DeviceRequest)(nil),                    // 65: placement.v1.DeviceRequest
+	(*ExactDeviceRequest)(nil),               // 66: placement.v1.ExactDeviceRequest
+	(*DeviceSubRequest)(nil),                 // 67: placement.v1.DeviceSubRequest
+	(*DeviceConstraint)(nil),                 // 68: placement.v1.DeviceConstraint
+	(*AllocationResult)(nil),                 // 69: placement.v1.AllocationResult
+	(*DeviceRequestAllocationResult)(nil),    // 70: placement.v1.DeviceRequestAllocationResult
+	(*ResourceClaimConsumer)(nil),            // 71: placement.v1.ResourceClaimConsumer
+	(*ResourceSlice)(nil),                    // 72: placement.v1.ResourceSlice
+	(*Device)(nil),                           // 73: placement.v1.Device
+	(*DeviceAttribute)(nil),                  // 74: placement.v1.DeviceAttribute
+	(*DeviceTaint)(nil),                      // 75: placement.v1.DeviceTaint
+	(*CounterSet)(nil),                       // 76: placement.v1.CounterSet
+	(*DeviceCounterConsumption)(nil),         // 77: placement.v1.DeviceCounterConsumption
+	nil,                                      // 78: placement.v1.Namespace.LabelsEntry
+	nil,                                      // 79: placement.v1.Unschedulable.ReasonsEntry
+	nil,                                      // 80: placement.v1.Pod.LabelsEntry
+	nil,                                      // 81: placement.v1.Pod.OverheadEntry
+	nil,                                      // 82: placement.v1.Pod.NodeSelectorEntry
+	nil,                                      // 83: placement.v1.Pod.AnnotationsEntry
+	nil,                                      // 84: placement.v1.Pod.PodRequestsEntry
+	nil,                                      // 85: placement.v1.Pod.AllocatedRequestsEntry
+	nil,                                      // 86: placement.v1.Pod.ActuatedRequestsEntry
+	nil,                                      // 87: placement.v1.PersistentVolume.LabelsEntry
+	nil,                                      // 88: placement.v1.LabelSelector.MatchLabelsEntry
+	nil,                                      // 89: placement.v1.Container.RequestsEntry
+	nil,                                      // 90: placement.v1.Container.AllocatedRequestsEntry
+	nil,                                      // 91: placement.v1.Container.ActuatedRequestsEntry
+	nil,                                      // 92: placement.v1.Node.LabelsEntry
+	nil,                                      // 93: placement.v1.Node.AllocatableEntry
+	nil,                                      // 94: placement.v1.ExactDeviceRequest.CapacityRequestsEntry
+	nil,                                      // 95: placement.v1.DeviceSubRequest.CapacityRequestsEntry
+	nil,                                      // 96: placement.v1.Device.AttributesEntry
+	nil,                                      // 97: placement.v1.Device.CapacityEntry
+	nil,                                      // 98: placement.v1.CounterSet.CountersEntry
+	nil,                                      // 99: placement.v1.DeviceCounterConsumption.CountersEntry
 }
 var file_placement_v1_placement_proto_depIdxs = []int32{
 	3,   // 0: placement.v1.SyncSnapshotRequest.full:type_name -> placement.v1.Snapshot
 	5,   // 1: placement.v1.SyncSnapshotRequest.delta:type_name -> placement.v1.SnapshotDelta
-	58,  // 2: placement.v1.Snapshot.nodes:type_name -> placement.v1.Node
-	26,  // 3: placement.v1.Snapshot.pods:type_name -> placement.v1.Pod
+	60,  // 2: placement.v1.Snapshot.nodes:type_name -> placement.v1.Node
+	28,  // 3: placement.v1.Snapshot.pods:type_name -> placement.v1.Pod
 	4,   // 4: placement.v1.Snapshot.namespaces:type_name -> placement.v1.Namespace
-	46,  // 5: placement.v1.Snapshot.pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
-	29,  // 6: placement.v1.Snapshot.persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
-	30,  // 7: placement.v1.Snapshot.persistent_volumes:type_name -> placement.v1.PersistentVolume
-	32,  // 8: placement.v1.Snapshot.storage_classes:type_name -> placement.v1.StorageClass
-	35,  // 9: placement.v1.Snapshot.csi_nodes:type_name -> placement.v1.CsiNode
-	37,  // 10: placement.v1.Snapshot.csi_drivers:type_name -> placement.v1.CsiDriver
-	38,  // 11: placement.v1.Snapshot.csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
-	61,  // 12: placement.v1.Snapshot.device_classes:type_name -> placement.v1.DeviceClass
-	62,  // 13: placement.v1.Snapshot.resource_claims:type_name -> placement.v1.ResourceClaim
-	70,  // 14: placement.v1.Snapshot.resource_slices:type_name -> placement.v1.ResourceSlice
-	43,  // 15: placement.v1.Snapshot.pod_groups:type_name -> placement.v1.PodGroup
-	76,  // 16: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
-	58,  // 17: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
-	26,  // 18: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
+	48,  // 5: placement.v1.Snapshot.pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	31,  // 6: placement.v1.Snapshot.persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
+	32,  // 7: placement.v1.Snapshot.persistent_volumes:type_name -> placement.v1.PersistentVolume
+	34,  // 8: placement.v1.Snapshot.storage_classes:type_name -> placement.v1.StorageClass
+	37,  // 9: placement.v1.Snapshot.csi_nodes:type_name -> placement.v1.CsiNode
+	39,  // 10: placement.v1.Snapshot.csi_drivers:type_name -> placement.v1.CsiDriver
+	40,  // 11: placement.v1.Snapshot.csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
+	63,  // 12: placement.v1.Snapshot.device_classes:type_name -> placement.v1.DeviceClass
+	64,  // 13: placement.v1.Snapshot.resource_claims:type_name -> placement.v1.ResourceClaim
+	72,  // 14: placement.v1.Snapshot.resource_slices:type_name -> placement.v1.ResourceSlice
+	45,  // 15: placement.v1.Snapshot.pod_groups:type_name -> placement.v1.PodGroup
+	78,  // 16: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
+	60,  // 17: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
+	28,  // 18: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
 	4,   // 19: placement.v1.SnapshotDelta.upsert_namespaces:type_name -> placement.v1.Namespace
-	46,  // 20: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
-	29,  // 21: placement.v1.SnapshotDelta.upsert_persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
-	30,  // 22: placement.v1.SnapshotDelta.upsert_persistent_volumes:type_name -> placement.v1.PersistentVolume
-	32,  // 23: placement.v1.SnapshotDelta.upsert_storage_classes:type_name -> placement.v1.StorageClass
-	35,  // 24: placement.v1.SnapshotDelta.upsert_csi_nodes:type_name -> placement.v1.CsiNode
-	37,  // 25: placement.v1.SnapshotDelta.upsert_csi_drivers:type_name -> placement.v1.CsiDriver
-	38,  // 26: placement.v1.SnapshotDelta.upsert_csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
-	61,  // 27: placement.v1.SnapshotDelta.upsert_device_classes:type_name -> placement.v1.DeviceClass
-	62,  // 28: placement.v1.SnapshotDelta.upsert_resource_claims:type_name -> placement.v1.ResourceClaim
-	70,  // 29: placement.v1.SnapshotDelta.upsert_resource_slices:type_name -> placement.v1.ResourceSlice
-	43,  // 30: placement.v1.SnapshotDelta.upsert_pod_groups:type_name -> placement.v1.PodGroup
+	48,  // 20: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	31,  // 21: placement.v1.SnapshotDelta.upsert_persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
+	32,  // 22: placement.v1.SnapshotDelta.upsert_persistent_volumes:type_name -> placement.v1.PersistentVolume
+	34,  // 23: placement.v1.SnapshotDelta.upsert_storage_classes:type_name -> placement.v1.StorageClass
+	37,  // 24: placement.v1.SnapshotDelta.upsert_csi_nodes:type_name -> placement.v1.CsiNode
+	39,  // 25: placement.v1.SnapshotDelta.upsert_csi_drivers:type_name -> placement.v1.CsiDriver
+	40,  // 26: placement.v1.SnapshotDelta.upsert_csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
+	63,  // 27: placement.v1.SnapshotDelta.upsert_device_classes:type_name -> placement.v1.DeviceClass
+	64,  // 28: placement.v1.SnapshotDelta.upsert_resource_claims:type_name -> placement.v1.ResourceClaim
+	72,  // 29: placement.v1.SnapshotDelta.upsert_resource_slices:type_name -> placement.v1.ResourceSlice
+	45,  // 30: placement.v1.SnapshotDelta.upsert_pod_groups:type_name -> placement.v1.PodGroup
 	3,   // 31: placement.v1.SnapshotRef.inline:type_name -> placement.v1.Snapshot
 	6,   // 32: placement.v1.RankRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	26,  // 33: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
+	28,  // 33: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
 	9,   // 34: placement.v1.RankResponse.feasible:type_name -> placement.v1.NodeScore
 	11,  // 35: placement.v1.RankResponse.infeasible:type_name -> placement.v1.InfeasibleNode
 	10,  // 36: placement.v1.NodeScore.plugin_scores:type_name -> placement.v1.PluginScore
 	12,  // 37: placement.v1.InfeasibleNode.device_failures:type_name -> placement.v1.DeviceRequestFailure
 	0,   // 38: placement.v1.DeviceRequestFailure.kind:type_name -> placement.v1.DeviceFailureKind
 	6,   // 39: placement.v1.ScheduleRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	26,  // 40: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
+	28,  // 40: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
 	16,  // 41: placement.v1.ScheduleResponse.placements:type_name -> placement.v1.Placement
 	15,  // 42: placement.v1.ScheduleResponse.pod_groups:type_name -> placement.v1.PodGroupResult
-	19,  // 43: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
-	18,  // 44: placement.v1.Placement.claim_bindings:type_name -> placement.v1.ClaimBinding
+	21,  // 43: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
+	20,  // 44: placement.v1.Placement.claim_bindings:type_name -> placement.v1.ClaimBinding
 	17,  // 45: placement.v1.Placement.claim_allocations:type_name -> placement.v1.ClaimAllocation
-	67,  // 46: placement.v1.ClaimAllocation.allocation:type_name -> placement.v1.AllocationResult
-	77,  // 47: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
-	22,  // 48: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
-	25,  // 49: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
-	23,  // 50: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
-	24,  // 51: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
-	78,  // 52: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
-	50,  // 53: placement.v1.Pod.containers:type_name -> placement.v1.Container
-	50,  // 54: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
-	79,  // 55: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
-	80,  // 56: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
-	52,  // 57: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
-	57,  // 58: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
-	39,  // 59: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
-	39,  // 60: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
-	49,  // 61: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
-	47,  // 62: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
-	42,  // 63: placement.v1.Pod.gang:type_name -> placement.v1.Gang
-	81,  // 64: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
-	28,  // 65: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
-	82,  // 66: placement.v1.Pod.pod_requests:type_name -> placement.v1.Pod.PodRequestsEntry
-	83,  // 67: placement.v1.Pod.allocated_requests:type_name -> placement.v1.Pod.AllocatedRequestsEntry
-	84,  // 68: placement.v1.Pod.actuated_requests:type_name -> placement.v1.Pod.ActuatedRequestsEntry
-	27,  // 69: placement.v1.Pod.resource_claims:type_name -> placement.v1.PodResourceClaim
-	47,  // 70: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
-	85,  // 71: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
-	53,  // 72: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
-	31,  // 73: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
-	33,  // 74: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
-	34,  // 75: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
-	36,  // 76: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
-	47,  // 77: placement.v1.CsiStorageCapacity.node_topology:type_name -> placement.v1.LabelSelector
-	40,  // 78: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
-	41,  // 79: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
-	47,  // 80: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
-	47,  // 81: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
-	40,  // 82: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
-	44,  // 83: placement.v1.PodGroup.gang:type_name -> placement.v1.GangSchedulingPolicy
-	45,  // 84: placement.v1.PodGroup.workload_ref:type_name -> placement.v1.WorkloadReference
-	47,  // 85: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
-	86,  // 86: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
-	48,  // 87: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
-	47,  // 88: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
-	87,  // 89: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
-	51,  // 90: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
-	88,  // 91: placement.v1.Container.allocated_requests:type_name -> placement.v1.Container.AllocatedRequestsEntry
-	89,  // 92: placement.v1.Container.actuated_requests:type_name -> placement.v1.Container.ActuatedRequestsEntry
-	53,  // 93: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
-	56,  // 94: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
-	54,  // 95: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
-	55,  // 96: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
-	55,  // 97: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
-	54,  // 98: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
-	90,  // 99: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
-	59,  // 100: placement.v1.Node.taints:type_name -> placement.v1.Taint
-	91,  // 101: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
-	60,  // 102: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
-	63,  // 103: placement.v1.ResourceClaim.requests:type_name -> placement.v1.DeviceRequest
-	66,  // 104: placement.v1.ResourceClaim.constraints:type_name -> placement.v1.DeviceConstraint
-	67,  // 105: placement.v1.ResourceClaim.allocation:type_name -> placement.v1.AllocationResult
-	69,  // 106: placement.v1.ResourceClaim.reserved_for:type_name -> placement.v1.ResourceClaimConsumer
-	64,  // 107: placement.v1.DeviceRequest.exactly:type_name -> placement.v1.ExactDeviceRequest
-	65,  // 108: placement.v1.DeviceRequest.first_available:type_name -> placement.v1.DeviceSubRequest
-	57,  // 109: placement.v1.ExactDeviceRequest.tolerations:type_name -> placement.v1.Toleration
-	92,  // 110: placement.v1.ExactDeviceRequest.capacity_requests:type_name -> placement.v1.ExactDeviceRequest.CapacityRequestsEntry
-	57,  // 111: placement.v1.DeviceSubRequest.tolerations:type_name -> placement.v1.Toleration
-	93,  // 112: placement.v1.DeviceSubRequest.capacity_requests:type_name -> placement.v1.DeviceSubRequest.CapacityRequestsEntry
-	68,  // 113: placement.v1.AllocationResult.devices:type_name -> placement.v1.DeviceRequestAllocationResult
-	53,  // 114: placement.v1.AllocationResult.node_selector:type_name -> placement.v1.NodeSelector
-	57,  // 115: placement.v1.DeviceRequestAllocationResult.tolerations:type_name -> placement.v1.Toleration
-	53,  // 116: placement.v1.ResourceSlice.node_selector:type_name -> placement.v1.NodeSelector
-	71,  // 117: placement.v1.ResourceSlice.devices:type_name -> placement.v1.Device
-	74,  // 118: placement.v1.ResourceSlice.shared_counters:type_name -> placement.v1.CounterSet
-	94,  // 119: placement.v1.Device.attributes:type_name -> placement.v1.Device.AttributesEntry
-	95,  // 120: placement.v1.Device.capacity:type_name -> placement.v1.Device.CapacityEntry
-	75,  // 121: placement.v1.Device.consumes_counters:type_name -> placement.v1.DeviceCounterConsumption
-	53,  // 122: placement.v1.Device.node_selector:type_name -> placement.v1.NodeSelector
-	73,  // 123: placement.v1.Device.taints:type_name -> placement.v1.DeviceTaint
-	96,  // 124: placement.v1.CounterSet.counters:type_name -> placement.v1.CounterSet.CountersEntry
-	97,  // 125: placement.v1.DeviceCounterConsumption.counters:type_name -> placement.v1.DeviceCounterConsumption.CountersEntry
-	72,  // 126: placement.v1.Device.AttributesEntry.value:type_name -> placement.v1.DeviceAttribute
-	1,   // 127: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
-	7,   // 128: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
-	13,  // 129: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
-	20,  // 130: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
-	2,   // 131: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
-	8,   // 132: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
-	14,  // 133: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
-	21,  // 134: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
-	131, // [131:135] is the sub-list for method output_type
-	127, // [127:131] is the sub-list for method input_type
-	127, // [127:127] is the sub-list for extension type_name
-	127, // [127:127] is the sub-list for extension extendee
-	0,   // [0:127] is the sub-list for field type_name
+	69,  // 46: placement.v1.ClaimAllocation.allocation:type_name -> placement.v1.AllocationResult
+	18,  // 47: placement.v1.ClaimAllocation.extended_resource_claim:type_name -> placement.v1.ExtendedResourceClaim
+	65,  // 48: placement.v1.ExtendedResourceClaim.requests:type_name -> placement.v1.DeviceRequest
+	19,  // 49: placement.v1.ExtendedResourceClaim.request_mappings:type_name -> placement.v1.ContainerExtendedResourceRequest
+	79,  // 50: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
+	24,  // 51: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
+	27,  // 52: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
+	25,  // 53: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
+	26,  // 54: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
+	80,  // 55: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
+	52,  // 56: placement.v1.Pod.containers:type_name -> placement.v1.Container
+	52,  // 57: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
+	81,  // 58: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
+	82,  // 59: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
+	54,  // 60: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
+	59,  // 61: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
+	41,  // 62: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
+	41,  // 63: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
+	51,  // 64: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
+	49,  // 65: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
+	44,  // 66: placement.v1.Pod.gang:type_name -> placement.v1.Gang
+	83,  // 67: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
+	30,  // 68: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
+	84,  // 69: placement.v1.Pod.pod_requests:type_name -> placement.v1.Pod.PodRequestsEntry
+	85,  // 70: placement.v1.Pod.allocated_requests:type_name -> placement.v1.Pod.AllocatedRequestsEntry
+	86,  // 71: placement.v1.Pod.actuated_requests:type_name -> placement.v1.Pod.ActuatedRequestsEntry
+	29,  // 72: placement.v1.Pod.resource_claims:type_name -> placement.v1.PodResourceClaim
+	49,  // 73: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
+	87,  // 74: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
+	55,  // 75: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
+	33,  // 76: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
+	35,  // 77: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
+	36,  // 78: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
+	38,  // 79: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
+	49,  // 80: placement.v1.CsiStorageCapacity.node_topology:type_name -> placement.v1.LabelSelector
+	42,  // 81: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
+	43,  // 82: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
+	49,  // 83: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
+	49,  // 84: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
+	42,  // 85: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
+	46,  // 86: placement.v1.PodGroup.gang:type_name -> placement.v1.GangSchedulingPolicy
+	47,  // 87: placement.v1.PodGroup.workload_ref:type_name -> placement.v1.WorkloadReference
+	49,  // 88: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
+	88,  // 89: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
+	50,  // 90: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
+	49,  // 91: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
+	89,  // 92: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
+	53,  // 93: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
+	90,  // 94: placement.v1.Container.allocated_requests:type_name -> placement.v1.Container.AllocatedRequestsEntry
+	91,  // 95: placement.v1.Container.actuated_requests:type_name -> placement.v1.Container.ActuatedRequestsEntry
+	55,  // 96: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
+	58,  // 97: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
+	56,  // 98: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
+	57,  // 99: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
+	57,  // 100: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
+	56,  // 101: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
+	92,  // 102: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
+	61,  // 103: placement.v1.Node.taints:type_name -> placement.v1.Taint
+	93,  // 104: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
+	62,  // 105: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
+	65,  // 106: placement.v1.ResourceClaim.requests:type_name -> placement.v1.DeviceRequest
+	68,  // 107: placement.v1.ResourceClaim.constraints:type_name -> placement.v1.DeviceConstraint
+	69,  // 108: placement.v1.ResourceClaim.allocation:type_name -> placement.v1.AllocationResult
+	71,  // 109: placement.v1.ResourceClaim.reserved_for:type_name -> placement.v1.ResourceClaimConsumer
+	66,  // 110: placement.v1.DeviceRequest.exactly:type_name -> placement.v1.ExactDeviceRequest
+	67,  // 111: placement.v1.DeviceRequest.first_available:type_name -> placement.v1.DeviceSubRequest
+	59,  // 112: placement.v1.ExactDeviceRequest.tolerations:type_name -> placement.v1.Toleration
+	94,  // 113: placement.v1.ExactDeviceRequest.capacity_requests:type_name -> placement.v1.ExactDeviceRequest.CapacityRequestsEntry
+	59,  // 114: placement.v1.DeviceSubRequest.tolerations:type_name -> placement.v1.Toleration
+	95,  // 115: placement.v1.DeviceSubRequest.capacity_requests:type_name -> placement.v1.DeviceSubRequest.CapacityRequestsEntry
+	70,  // 116: placement.v1.AllocationResult.devices:type_name -> placement.v1.DeviceRequestAllocationResult
+	55,  // 117: placement.v1.AllocationResult.node_selector:type_name -> placement.v1.NodeSelector
+	59,  // 118: placement.v1.DeviceRequestAllocationResult.tolerations:type_name -> placement.v1.Toleration
+	55,  // 119: placement.v1.ResourceSlice.node_selector:type_name -> placement.v1.NodeSelector
+	73,  // 120: placement.v1.ResourceSlice.devices:type_name -> placement.v1.Device
+	76,  // 121: placement.v1.ResourceSlice.shared_counters:type_name -> placement.v1.CounterSet
+	96,  // 122: placement.v1.Device.attributes:type_name -> placement.v1.Device.AttributesEntry
+	97,  // 123: placement.v1.Device.capacity:type_name -> placement.v1.Device.CapacityEntry
+	77,  // 124: placement.v1.Device.consumes_counters:type_name -> placement.v1.DeviceCounterConsumption
+	55,  // 125: placement.v1.Device.node_selector:type_name -> placement.v1.NodeSelector
+	75,  // 126: placement.v1.Device.taints:type_name -> placement.v1.DeviceTaint
+	98,  // 127: placement.v1.CounterSet.counters:type_name -> placement.v1.CounterSet.CountersEntry
+	99,  // 128: placement.v1.DeviceCounterConsumption.counters:type_name -> placement.v1.DeviceCounterConsumption.CountersEntry
+	74,  // 129: placement.v1.Device.AttributesEntry.value:type_name -> placement.v1.DeviceAttribute
+	1,   // 130: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
+	7,   // 131: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
+	13,  // 132: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
+	22,  // 133: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
+	2,   // 134: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
+	8,   // 135: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
+	14,  // 136: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
+	23,  // 137: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
+	134, // [134:138] is the sub-list for method output_type
+	130, // [130:134] is the sub-list for method input_type
+	130, // [130:130] is the sub-list for extension type_name
+	130, // [130:130] is the sub-list for extension extendee
+	0,   // [0:130] is the sub-list for field type_name
 }
 
 func init() { file_placement_v1_placement_proto_init() }
@@ -7539,17 +7701,17 @@ func file_placement_v1_placement_proto_init() {
 		(*Placement_NodeName)(nil),
 		(*Placement_Unschedulable)(nil),
 	}
-	file_placement_v1_placement_proto_msgTypes[17].OneofWrappers = []any{
+	file_placement_v1_placement_proto_msgTypes[19].OneofWrappers = []any{
 		(*ClaimBinding_VolumeName)(nil),
 		(*ClaimBinding_SelectedNode)(nil),
 	}
-	file_placement_v1_placement_proto_msgTypes[26].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[35].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[42].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[48].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[56].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[67].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[71].OneofWrappers = []any{
+	file_placement_v1_placement_proto_msgTypes[28].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[37].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[44].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[50].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[58].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[69].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[73].OneofWrappers = []any{
 		(*DeviceAttribute_Int)(nil),
 		(*DeviceAttribute_Bool)(nil),
 		(*DeviceAttribute_String_)(nil),
@@ -7561,7 +7723,7 @@ func file_placement_v1_placement_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_placement_v1_placement_proto_rawDesc), len(file_placement_v1_placement_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   97,
+			NumMessages:   99,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

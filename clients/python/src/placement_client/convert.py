@@ -611,12 +611,14 @@ def _counters(counters: Any) -> dict:
 
 def device_class_to_proto(c: Any) -> pb.DeviceClass:
     """``V1DeviceClass`` -> ``placement.v1.DeviceClass``: metadata.name, the CEL expressions of
-    spec.selectors (selectors without cel are left out) and spec.extended_resource_name."""
+    spec.selectors (selectors without cel are left out), spec.extended_resource_name and
+    metadata.creation_timestamp in seconds (0 when unset)."""
     spec = getattr(c, "spec", None)
     return pb.DeviceClass(
         name=c.metadata.name or "",
         selectors=_device_selectors(getattr(spec, "selectors", None)),
         extended_resource_name=getattr(spec, "extended_resource_name", None) or "",
+        creation_timestamp_seconds=_seconds(getattr(c.metadata, "creation_timestamp", None)),
     )
 
 

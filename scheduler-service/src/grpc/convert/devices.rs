@@ -117,6 +117,7 @@ pub fn device_class(path: &str, c: &proto::DeviceClass) -> Result<DeviceClass, F
         name: c.name.clone(),
         selectors: selectors(&format!("{path}.selectors"), &c.selectors)?,
         extended_resource_name: (!c.extended_resource_name.is_empty()).then(|| c.extended_resource_name.clone()),
+        created: c.creation_timestamp_seconds,
     })
 }
 
@@ -665,6 +666,38 @@ pub fn allocation_result(a: &Allocation) -> proto::AllocationResult {
                 })
                 .collect(),
         }),
+    }
+}
+
+/// The special claim for a pod's extended resources backed by DRA, as a placement carries it
+/// (`ClaimAllocation.extended_resource_claim`).
+pub fn extended_resource_claim(
+    c: &crate::engine::plugins::dynamicresources::extended_resources::ExtendedClaim,
+) -> proto::ExtendedResourceClaim {
+    proto::ExtendedResourceClaim {
+        requests: c
+            .requests
+            .iter()
+            .map(|r| proto::DeviceRequest {
+                name: r.name.clone(),
+                exactly: Some(proto::ExactDeviceRequest {
+                    device_class_name: r.class.clone(),
+                    allocation_mode: "ExactCount".to_string(),
+                    count: r.count,
+                    ..Default::default()
+                }),
+                first_available: Vec::new(),
+            })
+            .collect(),
+        request_mappings: c
+            .mappings
+            .iter()
+            .map(|m| proto::ContainerExtendedResourceRequest {
+                container_name: m.container_name.clone(),
+                resource_name: m.resource_name.clone(),
+                request_name: m.request_name.clone(),
+            })
+            .collect(),
     }
 }
 

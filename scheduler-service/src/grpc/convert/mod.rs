@@ -21,8 +21,8 @@ mod snapshot;
 mod storage;
 
 pub use devices::{
-    allocation_result, device_class, device_delta, device_failure_out, devices, pod_claims, resource_claim,
-    resource_slice,
+    allocation_result, device_class, device_delta, device_failure_out, devices, extended_resource_claim, pod_claims,
+    resource_claim, resource_slice,
 };
 pub use fields::{
     field_error, list, shown, FieldError, ECHO_CHARS, MAX_ANNOTATIONS_BYTES, MAX_FEATURES, MAX_LABEL_KEY_BYTES,

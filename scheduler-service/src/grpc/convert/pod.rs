@@ -13,12 +13,13 @@ use super::resources::{named_list, resource_list};
 use super::selectors::{label_selector, term};
 use crate::engine::gang::Gang;
 use crate::engine::model::{
-    normalized_image_name, Container, HostPort, NodeInclusionPolicy, PodAffinityTerm, PodAffinityTerms, PodSpec,
-    PreferredTerm, Protocol, RequestedNames, SpreadConstraint, Toleration, TolerationOperator, WeightedPodAffinityTerm,
-    WhenUnsatisfiable,
+    normalized_image_name, Container, ExtendedContainer, HostPort, NodeInclusionPolicy, PodAffinityTerm,
+    PodAffinityTerms, PodSpec, PreferredTerm, Protocol, RequestedNames, SpreadConstraint, Toleration,
+    TolerationOperator, WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
 use crate::engine::preemption::PreemptionPolicy;
-use crate::engine::resources::{pod_requests, ContainerRequests, PodResourceInputs};
+use crate::engine::quantity::Quantity;
+use crate::engine::resources::{is_dra_extended_resource_name, pod_requests, ContainerRequests, PodResourceInputs};
 use crate::engine::volumes::{PodVolume, VolumeSource};
 use crate::proto;
 
@@ -291,6 +292,40 @@ pub fn pod(path: &str, p: &proto::Pod) -> Result<PodSpec, FieldError> {
     pod_at(&path, p)
 }
 
+/// The containers (init containers first) that request a resource DRA may back (kube's
+/// `IsDRAExtendedResourceName`), as DynamicResources names the requests of the special claim
+/// for them (`dynamicresources/extendeddynamicresources.go`, `createResourceRequestAndMappings`);
+/// the quantities were validated with the containers.
+fn extended_containers(p: &proto::Pod) -> Vec<ExtendedContainer> {
+    let init = p.init_containers.len();
+    p.init_containers
+        .iter()
+        .chain(&p.containers)
+        .enumerate()
+        .filter(|(_, c)| c.requests.keys().any(|n| is_dra_extended_resource_name(n)))
+        .map(|(index, c)| ExtendedContainer {
+            index,
+            name: c.name.clone(),
+            short_lived: index < init && c.restart_policy != "Always",
+            // A BTreeMap's keys come sorted, as kube sorts them.
+            request_names: c.requests.keys().map(|n| Arc::from(n.as_str())).collect(),
+            extended: c
+                .requests
+                .iter()
+                .filter(|(n, _)| is_dra_extended_resource_name(n))
+                .map(|(n, v)| {
+                    // kube's `Quantity.AsInt64`: a whole number, else none.
+                    let whole = Quantity::parse(v)
+                        .ok()
+                        .filter(|q| q.milli_value() % 1000 == 0)
+                        .map(|q| q.milli_value() / 1000);
+                    (Arc::from(n.as_str()), whole)
+                })
+                .collect(),
+        })
+        .collect()
+}
+
 /// [`pod`], with the path formatted only if an error names a field: a full sync converts a
 /// million pods, and building their paths was a quarter of the conversion.
 fn pod_at(path: &dyn fmt::Display, p: &proto::Pod) -> Result<PodSpec, FieldError> {
@@ -464,6 +499,7 @@ fn pod_at(path: &dyn fmt::Display, p: &proto::Pod) -> Result<PodSpec, FieldError
             requested_names.insert(name);
         }
     }
+    let extended_containers = extended_containers(p);
     Ok(PodSpec {
         requested_names,
         uid: Arc::from(p.uid.as_str()),
@@ -506,6 +542,7 @@ fn pod_at(path: &dyn fmt::Display, p: &proto::Pod) -> Result<PodSpec, FieldError
         terminating: p.terminating,
         volumes,
         resource_claims: super::devices::pod_claims(&format!("{path}.resource_claims"), &p.resource_claims)?,
+        extended_containers,
     })
 }
 
@@ -666,6 +703,43 @@ pub(super) mod tests {
             containers,
             ..Default::default()
         }
+    }
+
+    /// The containers requesting a resource DRA may back are kept with their sorted request
+    /// names (init containers first, a non-sidecar init container short-lived), and a class's
+    /// implicit name is a resource a pod may request.
+    #[test]
+    fn extended_containers_keep_what_dynamicresources_names_requests_by() {
+        let mut p = pod_with(vec![
+            proto::Container {
+                name: "plain".into(),
+                requests: req(&[("cpu", "1")]),
+                ..Default::default()
+            },
+            proto::Container {
+                name: "main".into(),
+                requests: req(&[("memory", "1Gi"), ("example.com/gpu", "2"), ("cpu", "1")]),
+                ..Default::default()
+            },
+        ]);
+        p.init_containers = vec![proto::Container {
+            name: "init".into(),
+            requests: req(&[("deviceclass.resource.kubernetes.io/gpu", "1")]),
+            ..Default::default()
+        }];
+        let spec = pod("pods[0]", &p).unwrap();
+        let names = |c: &ExtendedContainer| c.request_names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        assert_eq!(spec.extended_containers.len(), 2);
+        let (init, main) = (&spec.extended_containers[0], &spec.extended_containers[1]);
+        assert_eq!((init.index, init.name.as_str(), init.short_lived), (0, "init", true));
+        assert_eq!(
+            init.extended,
+            vec![(Arc::from("deviceclass.resource.kubernetes.io/gpu"), Some(1))]
+        );
+        assert_eq!((main.index, main.name.as_str(), main.short_lived), (2, "main", false));
+        assert_eq!(names(main), ["cpu", "example.com/gpu", "memory"]);
+        assert_eq!(main.extended, vec![(Arc::from("example.com/gpu"), Some(2))]);
+        assert_eq!(spec.requests.scalar("deviceclass.resource.kubernetes.io/gpu"), 1);
     }
 
     fn many_pods(n: usize) -> Vec<proto::Pod> {

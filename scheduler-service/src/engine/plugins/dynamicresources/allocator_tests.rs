@@ -57,6 +57,7 @@ fn class(name: &str, driver: &str) -> DeviceClass {
         name: name.into(),
         selectors: vec![Arc::from(format!(r#"device.driver == "{driver}""#))],
         extended_resource_name: None,
+        created: 0,
     }
 }
 

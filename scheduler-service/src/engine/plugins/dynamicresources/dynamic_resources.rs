@@ -12,6 +12,7 @@ use std::sync::Arc;
 use super::allocator::diagnose::RequestFailure;
 use super::allocator::{AllocateError, Allocator};
 use super::cel::SelectorCache;
+use super::extended_resources::{ExtendedClaim, ExtendedResources};
 use crate::engine::devices::{
     Allocation, DeviceId, DeviceIndex, DeviceObjects, InUse, PodClaimRef, RequestKind, ResourceClaim, SliceIndex,
 };
@@ -40,6 +41,9 @@ pub struct ClaimAllocation {
     pub uid: String,
     /// The allocation chosen.
     pub allocation: Allocation,
+    /// For the pod's special claim for extended resources backed by DRA, which does not exist
+    /// yet (its name and uid are empty): what the caller creates it with.
+    pub extended: Option<ExtendedClaim>,
 }
 
 /// What the pods of a batch placed so far allocated (kube's in-flight allocations of the
@@ -97,8 +101,11 @@ impl BatchDevices {
                     self.in_use.insert(d.device.clone());
                 }
             }
-            self.claims
-                .insert(format!("{}/{}", c.namespace, c.name), c.allocation.clone());
+            // The special claim is the pod's alone: no later pod looks it up.
+            if c.extended.is_none() {
+                self.claims
+                    .insert(format!("{}/{}", c.namespace, c.name), c.allocation.clone());
+            }
         }
     }
 }
@@ -143,6 +150,8 @@ pub struct PodDevices {
     /// What the pod's claims ask ([`crate::engine::devices::claims_key`]) and the snapshot's
     /// index whose verdicts pods share, when none of its claims is allocated.
     shared: Option<(u64, Arc<DeviceIndex>)>,
+    /// The pod's extended resources backed by DRA, when it requests some (its special claim).
+    extended: Option<ExtendedResources>,
 }
 
 /// The process's compiled DRA selectors (kube's scheduler-wide `cel.Cache`).
@@ -174,7 +183,8 @@ impl PodDevices {
         pod: &PodSpec,
         batch: &BatchDevices,
     ) -> Result<Option<Self>, String> {
-        if pod.resource_claims.is_empty() {
+        let extended = ExtendedResources::of(objects, pod);
+        if pod.resource_claims.is_empty() && extended.is_none() {
             return Ok(None);
         }
         let mut claims = Vec::with_capacity(pod.resource_claims.len());
@@ -200,7 +210,7 @@ impl PodDevices {
             };
             claims.push(claim);
         }
-        if claims.is_empty() {
+        if claims.is_empty() && extended.is_none() {
             return Ok(None);
         }
         let mut available_on = Vec::with_capacity(claims.len());
@@ -229,8 +239,9 @@ impl PodDevices {
             batch: batch.in_use.clone(),
         };
         let busy_nodes = (Arc::clone(&index.busy_nodes), Arc::clone(&batch.busy_nodes));
-        // Pods whose claims all wait for an allocation share verdicts through the snapshot.
-        let claims_key = (to_allocate.len() == claims.len())
+        // Pods whose claims all wait for an allocation share verdicts through the snapshot (not
+        // those with a special claim, which differs from node to node).
+        let claims_key = (to_allocate.len() == claims.len() && extended.is_none())
             .then(|| crate::engine::devices::claims_key(claims.iter().map(|c| &**c)));
         Ok(Some(Self {
             claims,
@@ -245,6 +256,7 @@ impl PodDevices {
             signatures: Arc::clone(&index.signatures),
             verdicts: Arc::default(),
             shared: claims_key.map(|k| (k, Arc::clone(index))),
+            extended,
         }))
     }
 
@@ -254,13 +266,22 @@ impl PodDevices {
     /// node already evaluated for this pod gets that node's verdict, which the allocator, reading
     /// nothing else of either node, would give it.
     pub fn verdict(&self, index: usize, node: &NodeSpec) -> Result<i64, Rejection> {
+        let delegated = self.delegated(node)?;
         self.allocated_claims_available(node)?;
-        if self.to_allocate.is_empty() {
+        if self.to_allocate.is_empty() && delegated == 0 {
             return Ok(self.score(&[]));
         }
-        let Some(signature) = self.signature(index) else {
+        let Some(mut signature) = self.signature(index) else {
             return self.allocate(node).map(|a| self.score(&a));
         };
+        if let Some(e) = &self.extended {
+            // The special claim asks for what the node's allocatable lacks: nodes alike in
+            // devices but not in that get verdicts of their own.
+            if e.too_many() {
+                return self.allocate(node).map(|a| self.score(&a));
+            }
+            signature = mix(signature, delegated);
+        }
         // A pod meets few distinct signatures: a short list, scanned, beats a hash table.
         if let Some((_, v)) = self
             .verdicts
@@ -299,18 +320,44 @@ impl PodDevices {
             })
     }
 
+    /// [`PodDevices::signature`] for Rank's diagnosis: with the pod's special claim, the
+    /// extended resources the node must provide through DRA mixed in (nodes alike in devices
+    /// but not in allocatable get diagnoses of their own).
+    pub fn diagnosis_signature(&self, index: usize, node: &NodeSpec) -> Option<u64> {
+        let signature = self.signature(index)?;
+        match &self.extended {
+            None => Some(signature),
+            Some(e) if e.too_many() => None,
+            Some(_) => self.delegated(node).ok().map(|d| mix(signature, d)),
+        }
+    }
+
     /// Why the pod's claims cannot be allocated on `node`, request by request
     /// ([`Allocator::diagnose`]): empty when they can be, when an allocated claim is not available
     /// there (Filter's own reason says so) or when the allocator meets an error (Filter reports
     /// it). For explanations only: Rank calls it on the nodes Filter refused with
     /// [`CANNOT_ALLOCATE`]; nodes with one [`PodDevices::signature`] get the same answer.
+    /// The special claim for extended resources is diagnosed as one more claim, named
+    /// `<extended-resources>` (kube's in-memory name), with its requests for the node.
     pub fn diagnose(&self, node: &NodeSpec) -> Vec<RequestFailure> {
-        if self.to_allocate.is_empty() || self.allocated_claims_available(node).is_err() {
+        if self.delegated(node).is_err() || self.allocated_claims_available(node).is_err() {
+            return Vec::new();
+        }
+        let special = self
+            .extended
+            .as_ref()
+            .and_then(|e| Some(e.claim(node)?.resource_claim(e.namespace())));
+        if self.to_allocate.is_empty() && special.is_none() {
             return Vec::new();
         }
         let classes = |name: &str| self.objects.classes.get(name).map(|c| &**c);
         let allocator = Allocator::new(&classes, &self.slices, &self.in_use, &self.cel);
-        let claims: Vec<&ResourceClaim> = self.to_allocate.iter().map(|&i| &*self.claims[i]).collect();
+        let claims: Vec<&ResourceClaim> = self
+            .to_allocate
+            .iter()
+            .map(|&i| &*self.claims[i])
+            .chain(special.as_ref())
+            .collect();
         allocator.diagnose(node, &claims).unwrap_or_default()
     }
 
@@ -345,6 +392,15 @@ impl PodDevices {
         v
     }
 
+    /// kube's `filterExtendedResources`: which of the pod's extended resources `node` must
+    /// provide through DRA ([`ExtendedResources::delegated`]), or the rejection.
+    fn delegated(&self, node: &NodeSpec) -> Result<u128, Rejection> {
+        match &self.extended {
+            None => Ok(0),
+            Some(e) => e.delegated(node).map_err(|m| Rejection::Unschedulable(m.to_string())),
+        }
+    }
+
     /// kube's Filter for the claims allocated already: their node selectors match `node`.
     fn allocated_claims_available(&self, node: &NodeSpec) -> Result<(), Rejection> {
         for selector in self.available_on.iter().flatten() {
@@ -356,15 +412,26 @@ impl PodDevices {
     }
 
     /// The structured allocator on one node: the allocations of the claims to allocate (in
-    /// claim order), or the rejection.
+    /// claim order, then the special claim for extended resources when the node must provide
+    /// some through DRA), or the rejection.
     pub fn allocate(&self, node: &NodeSpec) -> Result<Vec<Allocation>, Rejection> {
+        self.delegated(node)?;
         self.allocated_claims_available(node)?;
-        if self.to_allocate.is_empty() {
+        let special = self
+            .extended
+            .as_ref()
+            .and_then(|e| Some(e.claim(node)?.resource_claim(e.namespace())));
+        if self.to_allocate.is_empty() && special.is_none() {
             return Ok(Vec::new());
         }
         let classes = |name: &str| self.objects.classes.get(name).map(|c| &**c);
         let allocator = Allocator::new(&classes, &self.slices, &self.in_use, &self.cel);
-        let claims: Vec<&ResourceClaim> = self.to_allocate.iter().map(|&i| &*self.claims[i]).collect();
+        let claims: Vec<&ResourceClaim> = self
+            .to_allocate
+            .iter()
+            .map(|&i| &*self.claims[i])
+            .chain(special.as_ref())
+            .collect();
         match allocator.allocate(node, &claims) {
             Ok(Some(results)) if results.len() == claims.len() => Ok(results),
             Ok(_) => Err(Rejection::Unschedulable(CANNOT_ALLOCATE.to_string())),
@@ -394,9 +461,11 @@ impl PodDevices {
         let Ok(results) = self.allocate(node) else {
             return Vec::new();
         };
-        self.to_allocate
+        let mut results = results.into_iter();
+        let mut out: Vec<ClaimAllocation> = self
+            .to_allocate
             .iter()
-            .zip(results)
+            .zip(results.by_ref())
             .map(|(&i, allocation)| {
                 let c = &self.claims[i];
                 ClaimAllocation {
@@ -404,9 +473,24 @@ impl PodDevices {
                     name: c.name.clone(),
                     uid: c.uid.clone(),
                     allocation,
+                    extended: None,
                 }
             })
-            .collect()
+            .collect();
+        // The special claim's allocation comes last (kube's Reserve: the node's copy of the
+        // special claim replaces the in-memory one).
+        if let (Some(e), Some(allocation)) = (&self.extended, results.next()) {
+            if let Some(claim) = e.claim(node) {
+                out.push(ClaimAllocation {
+                    namespace: e.namespace().to_string(),
+                    name: String::new(),
+                    uid: String::new(),
+                    allocation,
+                    extended: Some(claim),
+                });
+            }
+        }
+        out
     }
 
     /// kube's Score (`computeScore`) for the allocations Filter made on a node: for every claim
@@ -488,6 +572,15 @@ impl crate::engine::plugins::contract::Score for DynamicResources {
             _ => 0,
         }
     }
+}
+
+/// A node device signature combined with the extended resources the node must provide through
+/// DRA.
+fn mix(signature: u64, delegated: u128) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (signature, delegated).hash(&mut h);
+    h.finish()
 }
 
 /// kube's `validateDeviceClass`.

@@ -25,6 +25,7 @@
 pub mod allocator;
 pub mod cel;
 mod dynamic_resources;
+pub mod extended_resources;
 
 pub use allocator::diagnose::{FailureKind, RequestFailure};
 pub use dynamic_resources::{

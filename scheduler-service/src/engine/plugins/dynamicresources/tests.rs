@@ -47,6 +47,7 @@ fn class() -> DeviceClass {
         name: "gpu".into(),
         selectors: vec![Arc::from(format!("device.driver == \"{DRIVER}\""))],
         extended_resource_name: None,
+        created: 0,
     }
 }
 
@@ -683,6 +684,357 @@ fn rank_lists_why_the_claims_cannot_be_allocated_on_each_refused_node() {
                 vec![
                     "two/gpu: 2 requested, only 1 of the node's 1 device matches class gpu and the request's selectors"
                         .to_string()
+                ]
+            ),
+        ]
+    );
+}
+
+// Extended resources backed by DRA (kube's `extendeddynamicresources.go` and
+// `shouldDelegateResourceToDRA` in `noderesources/fit.go`).
+
+/// A pod whose one container requests `count` of `resource` (with cpu and memory, so that the
+/// resource is the container's request 1 of 3 by name when it sorts between them).
+fn with_extended(uid: &str, resource: &str, count: i64) -> PodSpec {
+    use crate::engine::model::ExtendedContainer;
+    use crate::engine::resources::ResourceName;
+    let mut p = with_claims(uid, &[]);
+    let name = ResourceName::parse(resource).unwrap();
+    p.requests.set(&name, count);
+    let mut names: Vec<Arc<str>> = ["cpu", "memory", resource].iter().map(|n| Arc::from(*n)).collect();
+    names.sort();
+    p.extended_containers = vec![ExtendedContainer {
+        index: 0,
+        name: "main".into(),
+        short_lived: false,
+        request_names: names,
+        extended: vec![(Arc::from(resource), Some(count))],
+    }];
+    p
+}
+
+/// The class `gpu` naming `example.com/gpu` as its extended resource.
+fn extended_cluster(nodes: Vec<NodeSpec>, slices: Vec<ResourceSlice>, claims: Vec<ResourceClaim>) -> Snapshot {
+    let mut class = class();
+    class.extended_resource_name = Some("example.com/gpu".into());
+    Snapshot::build(nodes, vec![])
+        .and_then(|s| {
+            s.with_devices(DeviceParts {
+                classes: vec![class],
+                claims,
+                slices,
+            })
+        })
+        .unwrap()
+}
+
+/// Each pod's node, its claims (`name=pool/device,…`, the special claim as `<extended>` with
+/// its requests `request:class×count`) or its message.
+fn schedule_extended(snap: &Snapshot, pods: &[PodSpec]) -> Vec<Result<(String, Vec<String>), String>> {
+    let profile = Profile::new(Policy::kube_default());
+    Evaluator::new(&profile, snap)
+        .schedule(pods, 0, Deadline::none())
+        .unwrap()
+        .into_iter()
+        .map(|d| match d {
+            Decision::Node { node, devices, .. } => Ok((
+                node,
+                devices
+                    .iter()
+                    .map(|c| {
+                        let ds: Vec<String> = c
+                            .allocation
+                            .devices
+                            .iter()
+                            .map(|d| format!("{}:{}/{}", d.request, d.device.pool, d.device.device))
+                            .collect();
+                        match &c.extended {
+                            None => format!("{}={}", c.name, ds.join(",")),
+                            Some(e) => {
+                                let rs: Vec<String> = e
+                                    .requests
+                                    .iter()
+                                    .map(|r| format!("{}:{}x{}", r.name, r.class, r.count))
+                                    .collect();
+                                let ms: Vec<String> = e
+                                    .mappings
+                                    .iter()
+                                    .map(|m| format!("{}/{}->{}", m.container_name, m.resource_name, m.request_name))
+                                    .collect();
+                                format!("<extended>[{}][{}]={}", rs.join(","), ms.join(","), ds.join(","))
+                            }
+                        }
+                    })
+                    .collect(),
+            )),
+            Decision::Unschedulable(diag) => Err(diag.error.clone().unwrap_or_else(|| diag.message())),
+        })
+        .collect()
+}
+
+#[test]
+fn an_extended_resource_a_class_backs_is_allocated_from_the_class_devices() {
+    // One GPU on n1, two on n2, none on n3, and no node has example.com/gpu in its
+    // allocatable: NodeResourcesFit leaves it to DynamicResources, which allocates a special
+    // claim (kube's request name container-0-request-1: the gpu is the container's second
+    // request by name); the batch's first pod takes n2's two, the second n1's one, the third
+    // finds none.
+    let snap = extended_cluster(nodes(), vec![slice("n1", "a100", 1), slice("n2", "a100", 2)], vec![]);
+    let pods = [
+        with_extended("p1", "example.com/gpu", 2),
+        with_extended("p2", "example.com/gpu", 1),
+        with_extended("p3", "example.com/gpu", 1),
+    ];
+    let out = schedule_extended(&snap, &pods);
+    assert_eq!(
+        out[0],
+        Ok((
+            "n2".into(),
+            vec![
+                "<extended>[container-0-request-1:gpux2][main/example.com/gpu->container-0-request-1]=\
+                  container-0-request-1:n2/gpu-0,container-0-request-1:n2/gpu-1"
+                    .into()
+            ]
+        ))
+    );
+    assert_eq!(
+        out[1],
+        Ok((
+            "n1".into(),
+            vec![
+                "<extended>[container-0-request-1:gpux1][main/example.com/gpu->container-0-request-1]=\
+                  container-0-request-1:n1/gpu-0"
+                    .into()
+            ]
+        ))
+    );
+    assert_eq!(
+        out[2],
+        Err("0/3 nodes are available: 3 cannot allocate all claims. \
+             preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+            .into())
+    );
+}
+
+#[test]
+fn a_node_whose_allocatable_has_the_resource_serves_it_as_a_device_plugin_does() {
+    // n1 has example.com/gpu: 1 in its allocatable (a device plugin) and no devices; n2 has
+    // devices and no allocatable. NodeResourcesFit decides n1 (kube delegates only where the
+    // allocatable has none): the first pod fits either node, the second, asking 2, only n2.
+    use crate::engine::resources::ResourceName;
+    let mut ns = nodes();
+    ns[0]
+        .allocatable
+        .set(&ResourceName::parse("example.com/gpu").unwrap(), 1);
+    ns.truncate(2);
+    let snap = extended_cluster(ns, vec![slice("n2", "a100", 2)], vec![]);
+    let idx = snap.device_index();
+    let objects = snap.devices();
+    let one = with_extended("p1", "example.com/gpu", 1);
+    let two = with_extended("p2", "example.com/gpu", 2);
+    let batch = crate::engine::plugins::dynamicresources::BatchDevices::default();
+    let cel = crate::engine::plugins::dynamicresources::selectors();
+    let d1 = PodDevices::pre_filter(objects, idx, cel, &one, &batch)
+        .unwrap()
+        .unwrap();
+    let n1 = snap.node("n1").unwrap().spec.clone();
+    let n2 = snap.node("n2").unwrap().spec.clone();
+    // On n1 nothing is allocated (the device plugin's resource), on n2 the special claim.
+    assert_eq!(d1.allocate(&n1), Ok(vec![]));
+    assert_eq!(d1.reserve(&n1), vec![]);
+    assert_eq!(d1.reserve(&n2).len(), 1);
+    // Two do not fit n1's allocatable of 1: NodeResourcesFit's own message there.
+    let out = schedule_extended(&snap, &[two]);
+    assert_eq!(out[0].as_ref().map(|(n, _)| n.as_str()), Ok("n2"));
+    let mut three = with_extended("p3", "example.com/gpu", 3);
+    three.name = "p3".into();
+    let out = schedule_extended(&snap, &[three]);
+    assert_eq!(
+        out[0],
+        Err(
+            "0/2 nodes are available: 1 Insufficient example.com/gpu, 1 cannot allocate all claims. \
+             preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+                .into()
+        )
+    );
+}
+
+#[test]
+fn the_implicit_name_of_a_class_is_backed_by_it() {
+    let snap = extended_cluster(nodes(), vec![slice("n3", "a100", 1)], vec![]);
+    let out = schedule_extended(
+        &snap,
+        &[with_extended("p1", "deviceclass.resource.kubernetes.io/gpu", 1)],
+    );
+    assert_eq!(
+        out[0],
+        Ok((
+            "n3".into(),
+            vec!["<extended>[container-0-request-1:gpux1][main/deviceclass.resource.kubernetes.io/gpu->container-0-request-1]=\
+                  container-0-request-1:n3/gpu-0"
+                .into()]
+        ))
+    );
+}
+
+#[test]
+fn a_pod_with_a_claim_and_an_extended_resource_gets_distinct_devices_claim_first() {
+    // Two GPUs on n1: the pod's own claim takes the first, the special claim the second.
+    let snap = extended_cluster(nodes(), vec![slice("n1", "a100", 2)], vec![gpus("c1", 1)]);
+    let mut p = with_extended("p1", "example.com/gpu", 1);
+    p.resource_claims = with_claims("p1", &["c1"]).resource_claims;
+    let out = schedule_extended(&snap, &[p]);
+    assert_eq!(
+        out[0],
+        Ok((
+            "n1".into(),
+            vec![
+                "c1=gpu:n1/gpu-0".into(),
+                "<extended>[container-0-request-1:gpux1][main/example.com/gpu->container-0-request-1]=\
+                 container-0-request-1:n1/gpu-1"
+                    .into()
+            ]
+        ))
+    );
+}
+
+#[test]
+fn an_extended_resource_no_class_backs_stays_insufficient() {
+    // example.com/fpga: no class names it, so NodeResourcesFit rejects every node as before.
+    let snap = extended_cluster(nodes(), vec![slice("n1", "a100", 2)], vec![]);
+    let out = schedule_extended(&snap, &[with_extended("p1", "example.com/fpga", 1)]);
+    assert_eq!(
+        out[0],
+        Err("0/3 nodes are available: 3 Insufficient example.com/fpga. \
+             preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+            .into())
+    );
+}
+
+/// Rank's diagnosis names the special claim's request where the class's devices are too few.
+#[test]
+fn diagnosis_names_the_special_claims_request() {
+    let snap = extended_cluster(nodes(), vec![slice("n1", "a100", 1)], vec![]);
+    let got = diagnoses(&snap, &with_extended("p", "example.com/gpu", 2));
+    assert_eq!(
+        got[0],
+        (
+            "n1".into(),
+            vec![failure(
+                "<extended-resources>",
+                "container-0-request-1",
+                FailureKind::NoMatchingDevice,
+                "2 requested, only 1 of the node's 1 device matches class gpu and the request's selectors"
+            )]
+        )
+    );
+}
+
+/// Of several classes naming one extended resource the newest backs it, of equally old ones the
+/// first by name (kube's extended resource cache, `updateResourceName2class`); the implicit name
+/// is each class's own.
+#[test]
+fn the_newest_class_naming_a_resource_backs_it() {
+    let named = |name: &str, created: i64| DeviceClass {
+        name: name.into(),
+        extended_resource_name: Some("example.com/gpu".into()),
+        created,
+        ..class()
+    };
+    let backing = |classes: Vec<DeviceClass>, resource: &str| {
+        let snap = Snapshot::build(nodes(), vec![])
+            .and_then(|s| {
+                s.with_devices(DeviceParts {
+                    classes,
+                    ..Default::default()
+                })
+            })
+            .unwrap();
+        snap.devices()
+            .class_for_extended_resource(resource)
+            .map(|c| c.name.clone())
+    };
+    assert_eq!(
+        backing(
+            vec![named("a", 100), named("b", 200), named("c", 150)],
+            "example.com/gpu"
+        ),
+        Some("b".into())
+    );
+    assert_eq!(
+        backing(vec![named("b", 100), named("a", 100)], "example.com/gpu"),
+        Some("a".into())
+    );
+    assert_eq!(
+        backing(vec![named("a", 100)], "deviceclass.resource.kubernetes.io/a"),
+        Some("a".into())
+    );
+    assert_eq!(backing(vec![named("a", 100)], "example.com/fpga"), None);
+}
+
+/// Rank's diagnosis of the special claim on each refused node: n1 provides the resource through
+/// a device plugin, too little of it (NodeResourcesFit refuses it: no device diagnosis); n2 and
+/// n3 have no devices. Then nodes whose devices look alike but whose allocatable does not get
+/// diagnoses of their own: on m1 (the resource in its allocatable) only the pod's own claim is
+/// diagnosed, on m2 the special claim too.
+#[test]
+fn rank_diagnoses_the_special_claim_on_each_refused_node() {
+    use crate::engine::resources::ResourceName;
+    let gpu = ResourceName::parse("example.com/gpu").unwrap();
+    let mut ns = nodes();
+    ns[0].allocatable.set(&gpu, 1);
+    let snap = extended_cluster(ns, vec![], vec![]);
+    let profile = Profile::new(Policy::kube_default());
+    let refused = |snap: &Snapshot, pod: &PodSpec| -> Vec<(String, Vec<String>)> {
+        let ranking = Evaluator::new(&profile, snap)
+            .rank(pod, 0, 0, Deadline::none())
+            .unwrap();
+        assert_eq!(ranking.feasible_count, 0);
+        ranking
+            .rejected
+            .iter()
+            .map(|r| {
+                (
+                    r.name(snap).to_string(),
+                    r.devices
+                        .iter()
+                        .map(|f| format!("{}/{}: {}", f.claim, f.request, f.message))
+                        .collect(),
+                )
+            })
+            .collect()
+    };
+    let none = "<extended-resources>/container-0-request-1: the node has no devices".to_string();
+    assert_eq!(
+        refused(&snap, &with_extended("p", "example.com/gpu", 2)),
+        vec![
+            ("n1".to_string(), vec![]),
+            ("n2".to_string(), vec![none.clone()]),
+            ("n3".to_string(), vec![none]),
+        ]
+    );
+    let mut m1 = node("m1", 8000, 32 << 30);
+    m1.allocatable.set(&gpu, 4);
+    let m2 = node("m2", 8000, 32 << 30);
+    let snap = extended_cluster(
+        vec![m1, m2],
+        vec![slice("m1", "a100", 1), slice("m2", "a100", 1)],
+        vec![gpus("two", 2)],
+    );
+    let mut p = with_extended("p", "example.com/gpu", 2);
+    p.resource_claims = with_claims("p", &["two"]).resource_claims;
+    let short = |claim: &str, request: &str| {
+        format!("{claim}/{request}: 2 requested, only 1 of the node's 1 device matches class gpu and the request's selectors")
+    };
+    assert_eq!(
+        refused(&snap, &p),
+        vec![
+            ("m1".to_string(), vec![short("two", "gpu")]),
+            (
+                "m2".to_string(),
+                vec![
+                    short("two", "gpu"),
+                    short("<extended-resources>", "container-0-request-1")
                 ]
             ),
         ]

@@ -30,6 +30,19 @@ pub const MAX_CUSTOM_PRIORITY_SCORE: i64 = 10;
 /// each resource the node has too little of ([`ResourceName::Pods`] for the pod count).
 #[inline]
 pub fn fits(requests: &Resources, node: &NodeView<'_>, report: &mut impl FnMut(ResourceName)) -> bool {
+    fits_delegating(requests, &[], node, report)
+}
+
+/// [`fits`], leaving to DynamicResources the extended resources in `dra` (those a DeviceClass
+/// backs) on a node whose allocatable has none of them: kube's `shouldDelegateResourceToDRA`
+/// (`noderesources/fit.go`, DRAExtendedResource).
+#[inline]
+pub fn fits_delegating(
+    requests: &Resources,
+    dra: &[Arc<str>],
+    node: &NodeView<'_>,
+    report: &mut impl FnMut(ResourceName),
+) -> bool {
     let h = node.hot;
     let mut ok = true;
     if h.pod_count + 1 > h.allowed_pods {
@@ -55,6 +68,9 @@ pub fn fits(requests: &Resources, node: &NodeView<'_>, report: &mut impl FnMut(R
         &ResourceName::EphemeralStorage,
     );
     for (name, want) in &req.scalars {
+        if !dra.is_empty() && node.entry.spec.allocatable.scalar(name) <= 0 && dra.contains(name) {
+            continue;
+        }
         check(
             *want,
             node.entry.spec.allocatable.scalar(name),
@@ -232,11 +248,16 @@ pub struct ScoreInput<'a> {
 }
 
 impl crate::engine::plugins::contract::Filter for NodeResourcesFit {
-    type In<'a> = &'a Resources;
+    /// The pod's requests, and those of its extended resources a DeviceClass backs.
+    type In<'a> = (&'a Resources, &'a [Arc<str>]);
     type Rejection = ResourceName;
     #[inline(always)]
-    fn filter(requests: &Resources, node: &NodeView<'_>, reject: &mut impl FnMut(ResourceName)) -> bool {
-        fits(requests, node, reject)
+    fn filter(
+        (requests, dra): (&Resources, &[Arc<str>]),
+        node: &NodeView<'_>,
+        reject: &mut impl FnMut(ResourceName),
+    ) -> bool {
+        fits_delegating(requests, dra, node, reject)
     }
 }
 

@@ -294,16 +294,36 @@ class Placement(_message.Message):
     def __init__(self, pod_uid: _Optional[str] = ..., node_name: _Optional[str] = ..., unschedulable: _Optional[_Union[Unschedulable, _Mapping]] = ..., score: _Optional[int] = ..., feasible_nodes: _Optional[int] = ..., claim_bindings: _Optional[_Iterable[_Union[ClaimBinding, _Mapping]]] = ..., claim_allocations: _Optional[_Iterable[_Union[ClaimAllocation, _Mapping]]] = ...) -> None: ...
 
 class ClaimAllocation(_message.Message):
-    __slots__ = ("claim_namespace", "claim_name", "claim_uid", "allocation")
+    __slots__ = ("claim_namespace", "claim_name", "claim_uid", "allocation", "extended_resource_claim")
     CLAIM_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     CLAIM_NAME_FIELD_NUMBER: _ClassVar[int]
     CLAIM_UID_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    EXTENDED_RESOURCE_CLAIM_FIELD_NUMBER: _ClassVar[int]
     claim_namespace: str
     claim_name: str
     claim_uid: str
     allocation: AllocationResult
-    def __init__(self, claim_namespace: _Optional[str] = ..., claim_name: _Optional[str] = ..., claim_uid: _Optional[str] = ..., allocation: _Optional[_Union[AllocationResult, _Mapping]] = ...) -> None: ...
+    extended_resource_claim: ExtendedResourceClaim
+    def __init__(self, claim_namespace: _Optional[str] = ..., claim_name: _Optional[str] = ..., claim_uid: _Optional[str] = ..., allocation: _Optional[_Union[AllocationResult, _Mapping]] = ..., extended_resource_claim: _Optional[_Union[ExtendedResourceClaim, _Mapping]] = ...) -> None: ...
+
+class ExtendedResourceClaim(_message.Message):
+    __slots__ = ("requests", "request_mappings")
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_MAPPINGS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[DeviceRequest]
+    request_mappings: _containers.RepeatedCompositeFieldContainer[ContainerExtendedResourceRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[DeviceRequest, _Mapping]]] = ..., request_mappings: _Optional[_Iterable[_Union[ContainerExtendedResourceRequest, _Mapping]]] = ...) -> None: ...
+
+class ContainerExtendedResourceRequest(_message.Message):
+    __slots__ = ("container_name", "resource_name", "request_name")
+    CONTAINER_NAME_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_NAME_FIELD_NUMBER: _ClassVar[int]
+    container_name: str
+    resource_name: str
+    request_name: str
+    def __init__(self, container_name: _Optional[str] = ..., resource_name: _Optional[str] = ..., request_name: _Optional[str] = ...) -> None: ...
 
 class ClaimBinding(_message.Message):
     __slots__ = ("claim_namespace", "claim_name", "volume_name", "selected_node")
@@ -997,14 +1017,16 @@ class ContainerImage(_message.Message):
     def __init__(self, names: _Optional[_Iterable[str]] = ..., size_bytes: _Optional[int] = ...) -> None: ...
 
 class DeviceClass(_message.Message):
-    __slots__ = ("name", "selectors", "extended_resource_name")
+    __slots__ = ("name", "selectors", "extended_resource_name", "creation_timestamp_seconds")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SELECTORS_FIELD_NUMBER: _ClassVar[int]
     EXTENDED_RESOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+    CREATION_TIMESTAMP_SECONDS_FIELD_NUMBER: _ClassVar[int]
     name: str
     selectors: _containers.RepeatedScalarFieldContainer[str]
     extended_resource_name: str
-    def __init__(self, name: _Optional[str] = ..., selectors: _Optional[_Iterable[str]] = ..., extended_resource_name: _Optional[str] = ...) -> None: ...
+    creation_timestamp_seconds: int
+    def __init__(self, name: _Optional[str] = ..., selectors: _Optional[_Iterable[str]] = ..., extended_resource_name: _Optional[str] = ..., creation_timestamp_seconds: _Optional[int] = ...) -> None: ...
 
 class ResourceClaim(_message.Message):
     __slots__ = ("namespace", "name", "uid", "requests", "constraints", "allocation", "reserved_for", "deleting")
