@@ -11,7 +11,9 @@ Renders, and compares object by object (parsed, so key order and YAML style do n
 ConfigMap entries named *.yaml (the policy and experiments files) are compared as parsed YAML:
 the chart renders them from values, the base from commented files. Volumes and volumeMounts are
 compared as the maps they are to the API server (by name, by mountPath): a kustomize patch puts
-its entries first. Everything else must be equal, in order, labels and the binder-config-<hash> name included. Any difference fails the run and is
+its entries first. Annotations helm.sh/* are instructions to helm (the Namespace's
+resource-policy: keep), not part of the object, and are dropped. Everything else must be equal,
+in order, labels and the binder-config-<hash> name included. Any difference fails the run and is
 printed as the object, the field path and both values.
 
     python3 scripts/chart-check.py          # helm from .tools/bin or PATH, kubectl from PATH
@@ -81,7 +83,13 @@ MAP_LISTS = {"volumes": "name", "volumeMounts": "mountPath"}
 
 def normalize(obj):
     """Embedded YAML files of ConfigMaps parsed, so comments and style do not count; map-lists
-    sorted by their key."""
+    sorted by their key; helm's own annotations dropped."""
+    meta = obj.get("metadata") or {}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith("helm.sh/")}
+    meta = {k: v for k, v in meta.items() if k != "annotations"}
+    if annotations:
+        meta["annotations"] = annotations
+    obj = dict(obj, metadata=meta)
     if isinstance(obj, dict) and obj.get("kind") == "ConfigMap":
         data = dict(obj.get("data") or {})
         for name, text in data.items():
