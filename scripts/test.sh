@@ -43,6 +43,17 @@ breaking_against() {
 breaking_against HEAD
 breaking_against HEAD~1
 
+step "Helm chart: helm lint, helm template, the chart against deploy/base (scripts/chart-check.py)"
+# The defaults, then every option on (ci/all-on-values.yaml) with --strict; values.schema.json
+# rejects bad values in both. chart-check.py fails on any object the chart and deploy/base (and
+# the TLS overlay) render differently.
+CHART=deploy/chart/placement
+helm lint "$CHART"
+helm lint --strict "$CHART" -f "$CHART/ci/all-on-values.yaml"
+helm template placement "$CHART" --namespace placement-system >/dev/null
+helm template placement "$CHART" --namespace placement-system -f "$CHART/ci/all-on-values.yaml" >/dev/null
+python3 scripts/chart-check.py
+
 step "sample requests match the proto (scripts/sample/*.json)"
 # buf convert drops unknown fields, so a round trip that changes the JSON means a misspelled
 # or stale field in the samples that scripts/demo.sh sends.

@@ -2144,6 +2144,87 @@ async fn deploy_base_passes_a_server_side_dry_run() {
     scope.cleanup().await;
 }
 
+/// `helm template placement deploy/chart/placement --namespace {ns} {args}`'s documents as JSON;
+/// helm from `$HELM`, `.tools/bin/helm` (scripts/install-tools.sh) or `PATH`.
+fn chart(ns: &str, args: &[&str]) -> Vec<serde_json::Value> {
+    let root = format!("{}/..", env!("CARGO_MANIFEST_DIR"));
+    let local = format!("{root}/.tools/bin/helm");
+    let helm = std::env::var("HELM")
+        .ok()
+        .or_else(|| std::path::Path::new(&local).exists().then_some(local))
+        .unwrap_or_else(|| "helm".to_string());
+    let out = std::process::Command::new(&helm)
+        .args(["template", "placement", "deploy/chart/placement", "--namespace", ns])
+        .args(args)
+        .current_dir(&root)
+        .output()
+        .unwrap_or_else(|e| panic!("{helm}: {e} (scripts/install-tools.sh builds helm into .tools/bin; or set HELM)"));
+    assert!(
+        out.status.success(),
+        "helm template {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_saphyr::from_multiple::<serde_json::Value>(&String::from_utf8_lossy(&out.stdout))
+        .unwrap_or_else(|e| panic!("helm template {args:?}: {e}"))
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .collect()
+}
+
+/// The Helm chart's objects pass the API server's validation (a server-side dry run, nothing
+/// created): with its defaults (deploy/base's objects) and with every option on
+/// (ci/all-on-values.yaml). Kinds the cluster does not serve (cert-manager's, the Prometheus
+/// Operator's) are skipped, saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_chart_passes_a_server_side_dry_run() {
+    let Some(cluster) = cluster("helm_chart_passes_a_server_side_dry_run").await else {
+        return;
+    };
+    let _serial = serial().await;
+    let scope = Scope::new(&cluster, "chart").await;
+    let discovery = Discovery::new(cluster.client.clone())
+        .run()
+        .await
+        .expect("API discovery");
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    for values in [&[][..], &["-f", "deploy/chart/placement/ci/all-on-values.yaml"][..]] {
+        let mut checked = 0;
+        // Rendered into this test's namespace (placement-system may exist on the cluster).
+        for mut doc in chart(&scope.ns, values) {
+            if doc["kind"] == "Namespace" {
+                doc["metadata"]["name"] = format!("{}-dry", scope.ns).into();
+            }
+            let obj: DynamicObject = serde_json::from_value(doc.clone()).expect("an object");
+            let types = obj.types.clone().expect("apiVersion and kind");
+            let (group, version) = types.api_version.split_once('/').unwrap_or(("", &types.api_version));
+            let gvk = kube::api::GroupVersionKind::gvk(group, version, &types.kind);
+            let Some((resource, caps)) = discovery.resolve_gvk(&gvk) else {
+                eprintln!(
+                    "e2e helm_chart_passes_a_server_side_dry_run {values:?}: {} {} skipped: the cluster does not serve {}",
+                    types.kind,
+                    obj.name_any(),
+                    types.api_version
+                );
+                continue;
+            };
+            let api: Api<DynamicObject> = if caps.scope == kube::discovery::Scope::Namespaced {
+                Api::namespaced_with(cluster.client.clone(), &scope.ns, &resource)
+            } else {
+                Api::all_with(cluster.client.clone(), &resource)
+            };
+            api.create(&dry_run, &obj)
+                .await
+                .unwrap_or_else(|e| panic!("chart {values:?}: {} {} refused: {e}", types.kind, obj.name_any()));
+            checked += 1;
+        }
+        assert!(checked >= 15, "the chart's objects were sent ({values:?}: {checked})");
+    }
+    scope.cleanup().await;
+}
+
 /// A kube-scheduler of the cluster's version started by the test with `config` (its
 /// `--config`), stopped when dropped.
 struct KubeSchedulerProcess(std::process::Child);
