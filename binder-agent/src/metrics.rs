@@ -308,6 +308,7 @@ pub struct BinderMetrics {
     pub preemption_attempts: Counter,
     gangs: Family<ResultLabel, Counter>,
     pod_group_cycles: Family<ResultLabel, Counter>,
+    pod_group_condition_updates: Family<ResultLabel, Counter>,
     nominations: Family<ResultLabel, Counter>,
     assumed_snapshots: Family<ResultLabel, Counter>,
     volume_prebinds: Family<ResultLabel, Counter>,
@@ -351,6 +352,7 @@ impl BinderMetrics {
             preemption_attempts: Counter::default(),
             gangs: Family::default(),
             pod_group_cycles: Family::default(),
+            pod_group_condition_updates: Family::default(),
             nominations: Family::default(),
             assumed_snapshots: Family::default(),
             volume_prebinds: Family::default(),
@@ -439,6 +441,12 @@ impl BinderMetrics {
             "PodGroup scheduling cycles by outcome (the PodGroupInitiallyScheduled condition written): scheduled, \
              unschedulable or error",
             m.pod_group_cycles.clone(),
+        );
+        r.register(
+            "binder_pod_group_condition_updates",
+            "PodGroupInitiallyScheduled condition updates finished after a cycle: ok (written, or already so: \
+             nothing to write) or error",
+            m.pod_group_condition_updates.clone(),
         );
         r.register(
             "binder_nominations",
@@ -608,6 +616,14 @@ impl BinderMetrics {
             _ => "error",
         };
         self.pod_group_cycles.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    /// Counts one finished update of a PodGroup's condition: `ok` (written, or already so) or
+    /// `error`.
+    pub fn pod_group_condition_update(&self, result: &'static str) {
+        self.pod_group_condition_updates
+            .get_or_create(&ResultLabel { result })
+            .inc();
     }
 
     /// Counts one gang verdict: `sent`, `held` or `timed_out`.

@@ -2242,8 +2242,15 @@ async fn a_restarted_binder_keeps_a_pod_groups_condition_transition_time() {
         async move { m.lines().any(|l| l.starts_with(cycles)) }
     })
     .await;
-    // Its condition write (if any) is spawned after the cycle.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Its condition update (a write, or none when already so) is spawned after the cycle.
+    eventually(WAIT, "the restarted binder's condition update finished", || {
+        let m = second.metrics.encode();
+        async move {
+            m.lines()
+                .any(|l| l.starts_with(r#"binder_pod_group_condition_updates_total{result="ok"}"#))
+        }
+    })
+    .await;
     let after = condition().unwrap();
     assert_eq!(after["status"], "False");
     assert_eq!(

@@ -3404,6 +3404,20 @@ async fn group_condition(scope: &Scope, name: &str) -> Option<serde_json::Value>
     }))
 }
 
+/// Creates the gang PodGroup `name` (minCount `min_count`), with a topology constraint on `key`
+/// when given.
+async fn create_gang(groups: &Api<PodGroup>, name: &str, min_count: usize, key: Option<&str>) {
+    let mut g = serde_json::json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name}, "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}});
+    if let Some(key) = key {
+        g["spec"]["schedulingConstraints"] = serde_json::json!({"topology": [{"key": key}]});
+    }
+    groups
+        .create(&PostParams::default(), &serde_json::from_value(g).expect("a PodGroup"))
+        .await
+        .expect("create a PodGroup");
+}
+
 type PodGroup = k8s_openapi::api::scheduling::v1beta1::PodGroup;
 
 /// The cluster for a test comparing PodGroups with the cluster's kube-scheduler: `None` (saying
@@ -3494,14 +3508,7 @@ async fn pod_groups_are_placed_whole_in_one_rack_as_kube_scheduler_places_them()
         async move {
             let mut pods = Vec::new();
             for side in ["ours", "kube"] {
-                let g = serde_json::json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-                    "metadata": {"name": format!("{name}-{side}")},
-                    "spec": {"schedulingPolicy": {"gang": {"minCount": size}},
-                             "schedulingConstraints": {"topology": [{"key": key(side)}]}}});
-                groups
-                    .create(&PostParams::default(), &serde_json::from_value(g).expect("a PodGroup"))
-                    .await
-                    .expect("create a PodGroup");
+                create_gang(groups, &format!("{name}-{side}"), size, Some(&key(side))).await;
             }
             for i in 0..size {
                 for pod in twin_pods(scope, &format!("{name}-{i}"), cpu, &|pod, side| {
@@ -3621,13 +3628,7 @@ async fn a_pod_group_with_a_gated_pod_is_held_whole_as_kube_scheduler_holds_it()
     let groups: Api<PodGroup> = Api::namespaced(cluster.client.clone(), &scope.ns);
     for side in ["ours", "kube"] {
         scope.add_node(&format!("{side}-0"), "4", &[("side", side)]).await;
-        let g = serde_json::json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-            "metadata": {"name": format!("gated-{side}")},
-            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}});
-        groups
-            .create(&PostParams::default(), &serde_json::from_value(g).expect("a PodGroup"))
-            .await
-            .expect("create a PodGroup");
+        create_gang(&groups, &format!("gated-{side}"), 2, None).await;
     }
     let binder = InProcessBinder::start(&cluster, &scope).await;
     let mut members = Vec::new();
@@ -3736,13 +3737,7 @@ async fn a_pod_groups_pods_are_placed_in_arrival_order_as_kube_scheduler_places_
             scope
                 .add_node(&format!("{side}-{set}-small"), "2", &[("side", side), ("set", set)])
                 .await;
-            let g = serde_json::json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-                "metadata": {"name": format!("{set}-{side}")},
-                "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}});
-            groups
-                .create(&PostParams::default(), &serde_json::from_value(g).expect("a PodGroup"))
-                .await
-                .expect("create a PodGroup");
+            create_gang(&groups, &format!("{set}-{side}"), 2, None).await;
         }
     }
     let binder = InProcessBinder::start(&cluster, &scope).await;
@@ -3849,12 +3844,7 @@ async fn a_restarted_binder_keeps_a_pod_groups_transition_time_on_the_api_server
     let mut scope = Scope::new(&cluster, "grouprestart").await;
     let groups: Api<PodGroup> = Api::namespaced(cluster.client.clone(), &scope.ns);
     scope.add_node("ours-0", "4", &[("side", "ours")]).await;
-    let g = serde_json::json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-        "metadata": {"name": "stuck"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}});
-    groups
-        .create(&PostParams::default(), &serde_json::from_value(g).expect("a PodGroup"))
-        .await
-        .expect("create a PodGroup");
+    create_gang(&groups, "stuck", 2, None).await;
     let transition = || async {
         let g = groups.get("stuck").await.ok()?;
         g.status?
@@ -3899,8 +3889,16 @@ async fn a_restarted_binder_keeps_a_pod_groups_transition_time_on_the_api_server
         || async { failed_scheduling().await > seen },
     )
     .await;
-    // Its condition write (if any) follows the cycle.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Its condition update (a write, or none when already so) follows the cycle.
+    eventually(WAIT, "the restarted binder's condition update finished", || async {
+        second
+            .binder
+            .metrics()
+            .encode()
+            .lines()
+            .any(|l| l.starts_with(r#"binder_pod_group_condition_updates_total{result="ok"}"#))
+    })
+    .await;
     let after = transition().await.expect("a condition");
     assert_eq!(
         after, before,
@@ -3949,14 +3947,7 @@ async fn a_pod_groups_anti_affinity_sees_pods_bound_in_other_racks_as_kube_sched
                 c0.insert(side, node);
             }
         }
-        let g = serde_json::json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-            "metadata": {"name": format!("anti-{side}")},
-            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
-                     "schedulingConstraints": {"topology": [{"key": rk}]}}});
-        groups
-            .create(&PostParams::default(), &serde_json::from_value(g).expect("a PodGroup"))
-            .await
-            .expect("create a PodGroup");
+        create_gang(&groups, &format!("anti-{side}"), 2, Some(&rk)).await;
     }
     let binder = InProcessBinder::start(&cluster, &scope).await;
     let mut members = Vec::new();
@@ -4038,14 +4029,7 @@ async fn pod_groups_without_topology_aware_scheduling_are_decided_as_kube_schedu
     let side_of = |pod: &str| if pod.ends_with("-ours") { "ours" } else { "kube" };
     for (name, size) in [("four", 4usize), ("five", 5usize)] {
         for side in ["ours", "kube"] {
-            let g = serde_json::json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-                "metadata": {"name": format!("{name}-{side}")},
-                "spec": {"schedulingPolicy": {"gang": {"minCount": size}},
-                         "schedulingConstraints": {"topology": [{"key": key(side)}]}}});
-            groups
-                .create(&PostParams::default(), &serde_json::from_value(g).expect("a PodGroup"))
-                .await
-                .expect("create a PodGroup");
+            create_gang(&groups, &format!("{name}-{side}"), size, Some(&key(side))).await;
         }
         let mut members = Vec::new();
         for i in 0..size {

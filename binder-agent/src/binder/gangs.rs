@@ -260,9 +260,13 @@ impl<A: ClusterApi> Binder<A> {
                 if !*this.shared.leader.borrow() {
                     return;
                 }
-                if let Err(e) = this.shared.api.record_pod_group_condition(&condition).await {
-                    tracing::warn!(pod_group = %format!("{}/{}", condition.namespace, condition.name), error = %e,
-                        "failed to update the PodGroup's PodGroupInitiallyScheduled condition");
+                match this.shared.api.record_pod_group_condition(&condition).await {
+                    Ok(()) => this.shared.metrics.pod_group_condition_update("ok"),
+                    Err(e) => {
+                        this.shared.metrics.pod_group_condition_update("error");
+                        tracing::warn!(pod_group = %format!("{}/{}", condition.namespace, condition.name), error = %e,
+                            "failed to update the PodGroup's PodGroupInitiallyScheduled condition");
+                    }
                 }
             });
         }
