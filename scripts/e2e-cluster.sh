@@ -9,7 +9,9 @@
 # 127.0.0.1 (with the Workload API: PodGroups, gang and topology-aware scheduling), state in a
 # fresh temporary folder. The command then sees:
 #   E2E_KUBECONFIG             the admin kubeconfig (tests/tests/e2e*.rs, the client e2e tests)
-#   E2E_RESTART_APISERVER      a command that restarts kube-apiserver (the API-server-restart test)
+#   E2E_RESTART_APISERVER      a command that restarts kube-apiserver (the API-server-restart
+#                              tests); with E2E_RESTART_SIGNAL=KILL in its environment it kills
+#                              the API server at once, as a crash or an OOM kill does
 #   E2E_KUBE_SCHEDULER=1       the real kube-scheduler serves `default-scheduler` (comparison tests)
 #   E2E_FEATURE_GATES          the kube feature gates the control plane runs with (WORKLOAD_GATES,
 #                              or cluster.sh's default for --workload-api)
@@ -23,9 +25,10 @@ CLUSTER_SH=${CLUSTER_SH:-$ROOT/../shared/k8s/cluster.sh}
 
 if [ "$1" = restart-apiserver ]; then
   # Used through E2E_RESTART_APISERVER: stop kube-apiserver, wait for it to exit, start it again.
-  # kube-apiserver's graceful termination waits for open watches; after 10 s it is killed.
+  # kube-apiserver's graceful termination waits for open watches (and serves requests on open
+  # connections meanwhile); after 10 s it is killed. E2E_RESTART_SIGNAL=KILL skips the grace.
   pid=$(cat "$K8S_STATE/run/kube-apiserver.pid")
-  kill -TERM "$pid"
+  kill "-${E2E_RESTART_SIGNAL:-TERM}" "$pid"
   for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
   kill -KILL "$pid" 2>/dev/null || true
   while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done

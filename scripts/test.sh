@@ -80,10 +80,11 @@ step "PodGroups under kube 1.37's default gates (a second control plane, Topolog
 # The suite above ran against a control plane with topology-aware PodGroup scheduling on; kube
 # 1.37's default leaves it off, and kube decides groups differently then. A second control plane
 # on other ports with WORKLOAD_GATES=GenericWorkload=true runs the test that compares those.
+# --workspace (not -p): the same feature unification as the suite above, so nothing is rebuilt.
 if [ -n "${E2E_KUBECONFIG:-}" ] && [ -n "${CLUSTER_SH:-}" ] && [ -f "${CLUSTER_SH:-}" ]; then
   env -u E2E_KUBECONFIG WORKLOAD_GATES=GenericWorkload=true \
     APISERVER_PORT=16643 ETCD_PORT=12479 SCHEDULER_PORT=10359 CONTROLLER_MANAGER_PORT=10357 \
-    bash scripts/e2e-cluster.sh cargo test -p placement-tests --test e2e -- --nocapture \
+    bash scripts/e2e-cluster.sh cargo test --workspace --test e2e -- --nocapture \
     pod_groups_without_topology_aware_scheduling
 else
   echo "skipped: needs the control plane of scripts/e2e-cluster.sh (CLUSTER_SH)"
@@ -92,7 +93,7 @@ fi
 step "bench smoke (criterion --test: each benchmark runs once; the load tools, tiny)"
 # Checks that the benchmarks still run; no timing is judged. docs/performance.md has the full runs.
 cargo bench -p scheduler-service --bench engine -- --test
-cargo build -q -p scheduler-service -p binder-agent -p placement-tests --bins
+cargo build -q --workspace --bins  # --workspace: reuses cargo test's dependency builds
 BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug"
 "$BIN/placement-load" --replicas 2 --nodes 200 --pods 2000 --batch-size 32 --batches 6 \
   --rank-samples 20 --delta-samples 3 --in-flight 2
