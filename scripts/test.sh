@@ -16,6 +16,17 @@ bash scripts/install-tools.sh
 export PATH="$ROOT/.tools/bin:$PATH"
 export GRPCURL="$ROOT/.tools/bin/grpcurl"
 
+# Kueue (scripts/kueue.sh, Go module proxy) for tests/tests/kueue.rs on the control plane of
+# scripts/e2e-cluster.sh (never on a cluster of your own, which may run a Kueue already; set
+# E2E_KUEUE and E2E_KUEUE_CRDS yourself there): built in the background while the steps below
+# compile, joined before `cargo test`.
+KUEUE_OUT=$(mktemp -d)
+KUEUE_PID=""
+if [ -n "${E2E_KUBECONFIG:-}" ] && [ -n "${CLUSTER_SH:-}" ] && [ -z "${E2E_KUEUE:-}" ]; then
+  bash scripts/kueue.sh >"$KUEUE_OUT/env" 2>"$KUEUE_OUT/log" &
+  KUEUE_PID=$!
+fi
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
@@ -73,6 +84,12 @@ if [ -n "${E2E_KUBECONFIG:-}" ]; then
   echo "e2e: E2E_KUBECONFIG=$E2E_KUBECONFIG: tests/tests/e2e.rs runs against that cluster"
 else
   echo "e2e: E2E_KUBECONFIG is not set: the end-to-end suite against a real cluster (tests/tests/e2e.rs) is skipped"
+fi
+if [ -n "$KUEUE_PID" ]; then
+  wait "$KUEUE_PID" || { cat "$KUEUE_OUT/log" >&2; echo "building Kueue (scripts/kueue.sh) failed" >&2; exit 1; }
+  # shellcheck disable=SC1091
+  source "$KUEUE_OUT/env"
+  echo "e2e: Kueue for tests/tests/kueue.rs: $E2E_KUEUE"
 fi
 cargo test --workspace
 
