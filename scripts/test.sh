@@ -126,6 +126,10 @@ else
   echo "cluster-bench smoke skipped: E2E_KUBECONFIG is not set"
 fi
 
+step "the krew manifest: validated by krew, installed by krew (scripts/krew-check.sh)"
+# The debug kubectl-placement built just above stands in for the stripped release build.
+bash scripts/krew-check.sh --binary "$BIN/kubectl-placement"
+
 # --- Later steps go here (each as: step "..."; command) ---
 step "Go and Python client tests (scripts/clients-test.sh)"; bash scripts/clients-test.sh
 
