@@ -129,6 +129,9 @@ mod tests {
         }
     }
 
+    /// Each device's expected taint keys (none: the slice is not copied).
+    type Expected<'a> = &'a [(&'a str, &'a [&'a str])];
+
     /// Each device's taint keys, in order.
     fn keys(s: &ResourceSlice) -> Vec<(String, Vec<String>)> {
         s.devices
@@ -149,7 +152,7 @@ mod tests {
     #[test]
     fn rules_select_devices_by_driver_pool_and_device() {
         let s = slice("n1-gpus", "gpu.example.com", "n1", &["gpu-0", "gpu-1"]);
-        let cases: Vec<(&str, DeviceTaintRule, &[(&str, &[&str])])> = vec![
+        let cases: Vec<(&str, DeviceTaintRule, Expected)> = vec![
             (
                 "the driver",
                 rule("drv", Some("gpu.example.com"), None, None),
