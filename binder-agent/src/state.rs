@@ -733,6 +733,8 @@ impl ClusterState {
                     (None, StorageKey::DeviceClass(k)) => delta.remove_device_classes.push(k.clone()),
                     (None, StorageKey::ResourceClaim(k)) => delta.remove_resource_claims.push(k.clone()),
                     (None, StorageKey::ResourceSlice(k)) => delta.remove_resource_slices.push(k.clone()),
+                    (Some(StorageObject::DeviceTaintRule(r)), _) => delta.upsert_device_taint_rules.push(r),
+                    (None, StorageKey::DeviceTaintRule(k)) => delta.remove_device_taint_rules.push(k.clone()),
                     (Some(StorageObject::PodGroup(g)), _) => delta.upsert_pod_groups.push(g),
                     (None, StorageKey::PodGroup(k)) => delta.remove_pod_groups.push(k.clone()),
                 },

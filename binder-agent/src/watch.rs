@@ -1,8 +1,8 @@
 //! Feeds a [`Binder`] from the API server with kube-runtime watchers: every node, every namespace
 //! (whose labels pod affinity namespace selectors read), every policy/v1 PodDisruptionBudget
 //! (which preemption tries not to violate), every PersistentVolumeClaim, PersistentVolume,
-//! StorageClass and CSINode (which the volume filters read), every DeviceClass, ResourceClaim and
-//! ResourceSlice (which DynamicResources reads), every PodGroup (scheduling.k8s.io/v1beta1, the
+//! StorageClass and CSINode (which the volume filters read), every DeviceClass, ResourceClaim,
+//! ResourceSlice and DeviceTaintRule (which DynamicResources reads), every PodGroup (scheduling.k8s.io/v1beta1, the
 //! groups pods name in `spec.schedulingGroup`), and every pod that is not finished.
 //!
 //! Pods come from ONE watch over all namespaces with the field selector
@@ -30,7 +30,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1beta1::PodGroup;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
 use kube::api::{ApiResource, DynamicObject, ObjectMeta};
@@ -41,10 +41,10 @@ use kube::{Api, Client};
 use crate::api::ClusterApi;
 use crate::binder::{Binder, ClusterEvent};
 use crate::projection::{
-    claim_info, csi_driver_info, csi_node_info, device_class_info, dynamic_storage_capacity_info,
-    initially_scheduled_condition, namespace_info, node_info, pdb_info, pdb_key, pod_group_info, pod_group_key,
-    pod_info, resource_claim_info, resource_slice_info, storage_class_info, volume_info, PodInfo, StorageKey,
-    StorageObject,
+    claim_info, csi_driver_info, csi_node_info, device_class_info, device_taint_rule_info,
+    dynamic_storage_capacity_info, initially_scheduled_condition, namespace_info, node_info, pdb_info, pdb_key,
+    pod_group_info, pod_group_key, pod_info, resource_claim_info, resource_slice_info, storage_class_info, volume_info,
+    PodInfo, StorageKey, StorageObject,
 };
 
 /// kube-scheduler's pod field selector: every pod that may still use (or need) a node.
@@ -350,6 +350,15 @@ impl StorageKind for ResourceSlice {
     }
 }
 
+impl StorageKind for DeviceTaintRule {
+    fn project(&self) -> StorageObject {
+        StorageObject::DeviceTaintRule(device_taint_rule_info(self))
+    }
+    fn deleted_key(&self) -> StorageKey {
+        StorageKey::DeviceTaintRule(name_of(&self.metadata))
+    }
+}
+
 impl StorageKind for PodGroup {
     fn project(&self) -> StorageObject {
         StorageObject::PodGroup(pod_group_info(self))
@@ -373,21 +382,53 @@ pub async fn serves_dra(client: &Client) -> bool {
     )
 }
 
-/// Watches DeviceClasses, ResourceClaims and ResourceSlices (DynamicResources); on an API server
-/// without `resource.k8s.io/v1` there is nothing to track, it says so once and the three initial
-/// lists count as done.
+/// Whether the API server serves `resource.k8s.io/v1` DeviceTaintRules (Kubernetes 1.37 and
+/// later; 1.35 and 1.36 serve them only as alpha and beta versions, off by default), found by a
+/// list of at most one; an answer other than 404 counts as served (the watch retries with
+/// backoff).
+pub async fn serves_device_taint_rules(client: &Client) -> bool {
+    let api: Api<DeviceTaintRule> = Api::all(client.clone());
+    !matches!(
+        api.list(&kube::api::ListParams::default().limit(1)).await,
+        Err(kube::Error::Api(e)) if e.code == 404
+    )
+}
+
+/// Watches DeviceTaintRules where `resource.k8s.io/v1` serves them (kube-scheduler's ResourceSlice
+/// tracker applies them to the slices' devices); elsewhere the initial list counts as done.
+async fn device_taint_rule_watch<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier<A>>) {
+    if !serves_device_taint_rules(&client).await {
+        tracing::info!("the API server serves no resource.k8s.io/v1 DeviceTaintRules: only the slices' taints apply");
+        barrier.done();
+        return;
+    }
+    let rules = watcher(Api::<DeviceTaintRule>::all(client), watcher::Config::default()).default_backoff();
+    drive(
+        "devicetaintrules",
+        rules,
+        StorageTracker::default(),
+        StorageTracker::on_event,
+        barrier,
+    )
+    .await;
+}
+
+/// Watches DeviceClasses, ResourceClaims, ResourceSlices and DeviceTaintRules (DynamicResources);
+/// on an API server without `resource.k8s.io/v1` there is nothing to track, it says so once and
+/// the four initial lists count as done.
 async fn device_watches<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier<A>>) {
     if !serves_dra(&client).await {
         tracing::info!("the API server serves no resource.k8s.io/v1: pods with resource claims wait for their claims");
-        for _ in 0..3 {
+        for _ in 0..4 {
             barrier.done();
         }
         return;
     }
     let classes = watcher(Api::<DeviceClass>::all(client.clone()), watcher::Config::default()).default_backoff();
     let claims = watcher(Api::<ResourceClaim>::all(client.clone()), watcher::Config::default()).default_backoff();
-    let slices = watcher(Api::<ResourceSlice>::all(client), watcher::Config::default()).default_backoff();
+    let slices = watcher(Api::<ResourceSlice>::all(client.clone()), watcher::Config::default()).default_backoff();
     tokio::join!(
+        device_taint_rule_watch(client, Arc::clone(&barrier)),
         drive(
             "deviceclasses",
             classes,
@@ -713,7 +754,8 @@ impl<A: ClusterApi> SyncBarrier<A> {
         if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
             tracing::info!(
                 "initial node, namespace, PodDisruptionBudget, storage (claims, volumes, classes, CSINodes, CSIDrivers, \
-                 CSIStorageCapacities), device (DeviceClasses, ResourceClaims, ResourceSlices), PodGroup and pod \
+                 CSIStorageCapacities), device (DeviceClasses, ResourceClaims, ResourceSlices, DeviceTaintRules), \
+                 PodGroup and pod \
                  lists done: binder synced"
             );
             self.binder.set_synced();
@@ -805,7 +847,7 @@ async fn storage_watches<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier
 /// pods and feeds `binder` until `shutdown` resolves.
 pub async fn run<A: ClusterApi>(client: Client, binder: Binder<A>, shutdown: impl Future<Output = ()>) {
     let barrier = Arc::new(SyncBarrier {
-        remaining: AtomicUsize::new(14),
+        remaining: AtomicUsize::new(15),
         binder,
     });
     // Each group of watches is a task of its own: one task polling every watcher would nest

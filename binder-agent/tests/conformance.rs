@@ -18,13 +18,13 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1beta1::PodGroup;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use placement_binder::projection::{
-    claim_info, csi_driver_info, csi_node_info, device_class_info, namespace_info, node_info, pdb_info, pdb_key,
-    pod_group_info, pod_info, resource_claim_info, resource_slice_info, storage_capacity_info, storage_class_info,
-    volume_info, StorageObject,
+    claim_info, csi_driver_info, csi_node_info, device_class_info, device_taint_rule_info, namespace_info, node_info,
+    pdb_info, pdb_key, pod_group_info, pod_info, resource_claim_info, resource_slice_info, storage_capacity_info,
+    storage_class_info, volume_info, StorageObject,
 };
 use placement_binder::state::ClusterState;
 use placement_scheduler::proto;
@@ -102,6 +102,10 @@ fn corpus() -> Vec<(String, Object)> {
                     let s: ResourceSlice = serde_json::from_value(value).map_err(parse_err).unwrap();
                     Object::Storage(StorageObject::ResourceSlice(resource_slice_info(&s)))
                 }
+                "DeviceTaintRule" => {
+                    let r: DeviceTaintRule = serde_json::from_value(value).map_err(parse_err).unwrap();
+                    Object::Storage(StorageObject::DeviceTaintRule(device_taint_rule_info(&r)))
+                }
                 "PodGroup" => {
                     let g: PodGroup = serde_json::from_value(value).map_err(parse_err).unwrap();
                     Object::Storage(StorageObject::PodGroup(pod_group_info(&g)))
@@ -165,6 +169,9 @@ fn convert(corpus: &[(String, Object)]) -> (Vec<Converted>, Vec<u8>) {
                 Object::Storage(StorageObject::DeviceClass(c)) => ("placement.v1.DeviceClass", c.encode_to_vec()),
                 Object::Storage(StorageObject::ResourceClaim(c)) => ("placement.v1.ResourceClaim", c.encode_to_vec()),
                 Object::Storage(StorageObject::ResourceSlice(s)) => ("placement.v1.ResourceSlice", s.encode_to_vec()),
+                Object::Storage(StorageObject::DeviceTaintRule(r)) => {
+                    ("placement.v1.DeviceTaintRule", r.encode_to_vec())
+                }
                 Object::Storage(StorageObject::PodGroup(g)) => ("placement.v1.PodGroup", g.encode_to_vec()),
             };
             (stem.clone(), type_name, bytes)

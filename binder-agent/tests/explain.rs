@@ -573,14 +573,15 @@ async fn claims_and_volumes_are_read_and_explained() {
     f.stop().await;
 }
 
-/// DeviceClasses, ResourceClaims and ResourceSlices are read as the binder reads them, and a pod
-/// whose claim of two GPUs fits nowhere is told, node by node, which request fails and why:
+/// DeviceClasses, ResourceClaims, ResourceSlices and DeviceTaintRules are read as the binder reads
+/// them, and a pod whose claim of two GPUs fits nowhere is told, node by node, which request fails
+/// and why:
 ///
 /// | node       | GPUs                                   | the claim's request `gpu` (2 GPUs) |
 /// |------------|----------------------------------------|------------------------------------|
 /// | big        | 2, one allocated to the claim `taken`  | not enough free devices            |
 /// | small      | 1                                      | no device matches (only 1)         |
-/// | hdd        | 2, one tainted `maintenance:NoSchedule` | devices tainted                   |
+/// | hdd        | 2, one tainted `maintenance:NoSchedule` by a DeviceTaintRule | devices tainted |
 /// | gpu        | none (the node's taint refuses it first) | –                                |
 /// | cordoned   | none (cordoned)                        | –                                  |
 ///
@@ -595,16 +596,9 @@ async fn device_objects_are_read_and_a_claim_that_fits_nowhere_is_explained_requ
         serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": DRIVER},
                            "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}]}}),
     );
-    let slice = |node: &str, gpus: usize, tainted: Option<usize>| {
+    let slice = |node: &str, gpus: usize| {
         let devices: Vec<Value> = (0..gpus)
-            .map(|i| {
-                let mut d = serde_json::json!({"name": format!("gpu-{i}"),
-                    "attributes": {"model": {"string": "a100"}}});
-                if tainted == Some(i) {
-                    d["taints"] = serde_json::json!([{"key": "maintenance", "effect": "NoSchedule"}]);
-                }
-                d
-            })
+            .map(|i| serde_json::json!({"name": format!("gpu-{i}"), "attributes": {"model": {"string": "a100"}}}))
             .collect();
         serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
             "metadata": {"name": format!("{node}-{DRIVER}")},
@@ -612,9 +606,19 @@ async fn device_objects_are_read_and_a_claim_that_fits_nowhere_is_explained_requ
                      "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
                      "devices": devices}})
     };
-    f.server.create_raw(Kind::ResourceSlice, slice("n-big", 2, None));
-    f.server.create_raw(Kind::ResourceSlice, slice("n-small", 1, None));
-    f.server.create_raw(Kind::ResourceSlice, slice("n-hdd", 2, Some(1)));
+    f.server.create_raw(Kind::ResourceSlice, slice("n-big", 2));
+    f.server.create_raw(Kind::ResourceSlice, slice("n-small", 1));
+    f.server.create_raw(Kind::ResourceSlice, slice("n-hdd", 2));
+    // n-hdd's gpu-1 tainted by a rule, not by its slice; another rule, with the effect None,
+    // taints nothing.
+    for (name, device, effect) in [("hdd-gpu-1", "gpu-1", "NoSchedule"), ("hdd-gpu-0", "gpu-0", "None")] {
+        f.server.create_raw(
+            Kind::DeviceTaintRule,
+            serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": name},
+                "spec": {"deviceSelector": {"pool": "n-hdd", "device": device},
+                         "taint": {"key": "maintenance", "effect": effect}}}),
+        );
+    }
     let claim = |name: &str, count: u32| {
         serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
             "metadata": {"name": name, "namespace": "shop"},

@@ -988,6 +988,46 @@ async fn a_recorded_cluster_with_devices_and_claim_templates_is_simulated() {
     let _ = std::fs::remove_file(path);
 }
 
+/// DeviceTaintRules from the file taint the devices they select: with node-b's pool tainted
+/// (and every device given a taint with the effect None, which keeps nothing off), the pod naming
+/// a one-GPU claim finds no device it may take once the first trainer has node-a's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_cluster_with_device_taint_rules_is_simulated() {
+    let rules = r#"- apiVersion: resource.k8s.io/v1
+  kind: DeviceTaintRule
+  metadata: {name: node-b-drain}
+  spec:
+    deviceSelector: {driver: gpu.example.com, pool: node-b}
+    taint: {key: example.com/drain, effect: NoSchedule, timeAdded: "2026-12-07T02:49:35Z"}
+- apiVersion: resource.k8s.io/v1
+  kind: DeviceTaintRule
+  metadata: {name: inventory}
+  spec:
+    deviceSelector: {}
+    taint: {key: example.com/inventory, effect: None}
+"#;
+    let yaml = format!("{DRA_CLUSTER_YAML}{rules}");
+    let w = Workload::from_kubectl_json(&yaml, &["placement-scheduler".into()], false).unwrap();
+    assert_eq!(w.storage.len(), 8, "the two rules besides the DRA objects");
+    let path = std::env::temp_dir().join(format!("binder-sim-{}-dra-taints.yaml", std::process::id()));
+    std::fs::write(&path, &yaml).unwrap();
+    let mut c = config(ClusterSource::File {
+        path: path.clone(),
+        all_pending: false,
+    });
+    c.record_outcomes = true;
+    let s = simulate(c).await.unwrap();
+    assert_sound(&s);
+    let none_fits = Outcome::Unschedulable(
+        "0/2 nodes are available: 2 cannot allocate all claims. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.".into(),
+    );
+    assert_eq!(s.outcomes["shop/trainer-0"], Outcome::Bound("node-a".into()), "{s}");
+    assert_eq!(s.outcomes["shop/trainer-1"], none_fits, "{s}");
+    assert_eq!(s.outcomes["shop/inference"], none_fits, "node-b's GPUs tainted: {s}");
+    assert_eq!(s.checks.claims_allocated, 1, "{s}");
+    let _ = std::fs::remove_file(path);
+}
+
 /// A pod asking in `resources.limits` for an extended resource a DeviceClass names
 /// (`extendedResourceName`) on nodes whose allocatable lacks it: placed where the class's devices
 /// are free, its special claim created, allocated and reserved for it as kube-scheduler's PreBind

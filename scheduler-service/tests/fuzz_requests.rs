@@ -219,6 +219,20 @@ fn snapshot() -> proto::Snapshot {
                 .collect(),
             ..Default::default()
         }],
+        device_taint_rules: vec![proto::DeviceTaintRule {
+            name: "gpu-3-maintenance".into(),
+            device_selector: Some(proto::DeviceTaintSelector {
+                driver: Some("gpu.example.com".into()),
+                pool: Some("n1".into()),
+                device: Some("gpu-3".into()),
+            }),
+            taint: Some(proto::DeviceTaint {
+                key: "example.com/maintenance".into(),
+                value: "true".into(),
+                effect: "NoSchedule".into(),
+                time_added_seconds: 1_700_000_000,
+            }),
+        }],
         pod_groups: vec![proto::PodGroup {
             namespace: "default".into(),
             name: "trainer".into(),

@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::{
     Container, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec, ResourceRequirements, Toleration,
 };
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -224,8 +224,8 @@ impl Scope {
     }
 
     /// Creates a cluster-scoped storage or device object from JSON (`resource`:
-    /// `persistentvolumes`, `storageclasses`, `csinodes`, `csidrivers`, `deviceclasses` or
-    /// `resourceslices`), remembered for cleanup; returns its name.
+    /// `persistentvolumes`, `storageclasses`, `csinodes`, `csidrivers`, `deviceclasses`,
+    /// `resourceslices` or `devicetaintrules`), remembered for cleanup; returns its name.
     pub async fn create_storage(&mut self, resource: &str, obj: serde_json::Value) -> String {
         let name = obj["metadata"]["name"].as_str().expect("metadata.name").to_string();
         let pp = PostParams::default();
@@ -252,6 +252,10 @@ impl Scope {
                 .map(|_| ()),
             "resourceslices" => Api::<ResourceSlice>::all(self.client.clone())
                 .create(&pp, &serde_json::from_value(obj).expect("a ResourceSlice"))
+                .await
+                .map(|_| ()),
+            "devicetaintrules" => Api::<DeviceTaintRule>::all(self.client.clone())
+                .create(&pp, &serde_json::from_value(obj).expect("a DeviceTaintRule"))
                 .await
                 .map(|_| ()),
             other => panic!("create_storage does not know the resource {other}"),
@@ -349,6 +353,10 @@ impl Scope {
                     .await
                     .map(|_| ()),
                 "resourceslices" => Api::<ResourceSlice>::all(self.client.clone())
+                    .delete(name, &dp)
+                    .await
+                    .map(|_| ()),
+                "devicetaintrules" => Api::<DeviceTaintRule>::all(self.client.clone())
                     .delete(name, &dp)
                     .await
                     .map(|_| ()),

@@ -6,8 +6,8 @@
 //! coordination.k8s.io/v1 `leases`, policy/v1 `poddisruptionbudgets`, core/v1
 //! `persistentvolumeclaims` and `persistentvolumes` (with the `status` subresource), and
 //! storage.k8s.io/v1 `storageclasses`, `csinodes`, `csidrivers` and `csistoragecapacities`, and
-//! resource.k8s.io/v1 `deviceclasses`, `resourceclaims` (with the `status` subresource) and
-//! `resourceslices`, and scheduling.k8s.io/v1beta1 `podgroups` (with the `status` subresource;
+//! resource.k8s.io/v1 `deviceclasses`, `resourceclaims` (with the `status` subresource),
+//! `resourceslices` and `devicetaintrules`, and scheduling.k8s.io/v1beta1 `podgroups` (with the `status` subresource;
 //! left out with [`FakeApiServerConfig::serve_pod_groups`] off, as on an API server without the
 //! Workload API), with one global, monotonically increasing resourceVersion like etcd.
 //!
@@ -108,6 +108,8 @@ pub enum Kind {
     ResourceClaim,
     /// resource.k8s.io/v1 `resourceslices` (cluster-scoped).
     ResourceSlice,
+    /// resource.k8s.io/v1 `devicetaintrules` (cluster-scoped).
+    DeviceTaintRule,
     /// scheduling.k8s.io/v1beta1 `podgroups` (namespaced, with the `status` subresource).
     PodGroup,
 }
@@ -282,6 +284,16 @@ const RESOURCES: &[ResourceInfo] = &[
         plural: "resourceslices",
         singular: "resourceslice",
         kind_name: "ResourceSlice",
+        namespaced: false,
+        subresources: &[],
+    },
+    ResourceInfo {
+        kind: Kind::DeviceTaintRule,
+        group: "resource.k8s.io",
+        version: "v1",
+        plural: "devicetaintrules",
+        singular: "devicetaintrule",
+        kind_name: "DeviceTaintRule",
         namespaced: false,
         subresources: &[],
     },

@@ -1118,6 +1118,8 @@ async fn binder_rbac_grants_exactly_the_calls_the_binder_makes() {
         ("resource.k8s.io", "resourceclaims", "watch"),
         ("resource.k8s.io", "resourceslices", "list"),
         ("resource.k8s.io", "resourceslices", "watch"),
+        ("resource.k8s.io", "devicetaintrules", "list"),
+        ("resource.k8s.io", "devicetaintrules", "watch"),
         ("resource.k8s.io", "deviceclasses", "get"),
         ("resource.k8s.io", "resourceclaims", "get"),
         ("resource.k8s.io", "resourceclaims", "update"),

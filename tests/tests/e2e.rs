@@ -44,6 +44,10 @@ use placement_tests::fixtures::eventually;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+// DeviceTaintRules against the cluster's kube-scheduler (a file of its own: this one is long).
+#[path = "e2e/dra_taints.rs"]
+mod dra_taints;
+
 /// The binder's loop and watch in this process, for `scope.scheduler`, stopped by [`stop`].
 struct InProcessBinder {
     stops: Vec<oneshot::Sender<()>>,

@@ -1102,3 +1102,6 @@ async fn a_failed_binding_deletes_the_special_claim_its_prebind_created() {
     );
     h.stop().await;
 }
+
+// DeviceTaintRules: in snapshots and deltas, and pods requeued when one changes.
+mod device_taint_rules;

@@ -1,6 +1,6 @@
 //! Reads the live cluster as the binder sees it: the same lists (every node, namespace,
 //! PodDisruptionBudget, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver,
-//! CSIStorageCapacity, DeviceClass, ResourceClaim, ResourceSlice and PodGroup, and every pod that
+//! CSIStorageCapacity, DeviceClass, ResourceClaim, ResourceSlice, DeviceTaintRule and PodGroup, and every pod that
 //! has not finished, through kube-scheduler's field selector), the same projections
 //! ([`crate::projection`]) and the same [`ClusterState`], whose full snapshot is what the binder
 //! would send a decision replica. The explained pod itself is left out of it: a bound pod is
@@ -9,7 +9,7 @@
 
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1beta1::PodGroup;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
 use kube::api::{DynamicObject, ListParams};
@@ -18,9 +18,9 @@ use placement_scheduler::proto;
 use serde::de::DeserializeOwned;
 
 use crate::projection::{
-    claim_info, csi_driver_info, csi_node_info, device_class_info, dynamic_storage_capacity_info, namespace_info,
-    node_info, pdb_info, pod_group_info, pod_info, resource_claim_info, resource_slice_info, storage_class_info,
-    volume_info, PodInfo, StorageObject,
+    claim_info, csi_driver_info, csi_node_info, device_class_info, device_taint_rule_info,
+    dynamic_storage_capacity_info, namespace_info, node_info, pdb_info, pod_group_info, pod_info, resource_claim_info,
+    resource_slice_info, storage_class_info, volume_info, PodInfo, StorageObject,
 };
 use crate::state::ClusterState;
 use crate::watch::POD_FIELD_SELECTOR;
@@ -246,6 +246,16 @@ pub async fn read(client: &Client, namespace: &str, name: &str) -> Result<Cluste
             })
             .await,
         )?;
+        // Served from Kubernetes 1.37 (resource.k8s.io/v1); before, the slices' taints are all.
+        if crate::watch::serves_device_taint_rules(client).await {
+            device_list(
+                "devicetaintrules",
+                list_each(&Api::<DeviceTaintRule>::all(client.clone()), all(), |r| {
+                    state.apply_storage(StorageObject::DeviceTaintRule(device_taint_rule_info(&r)));
+                })
+                .await,
+            )?;
+        }
     } else if !info.spec.resource_claims.is_empty() {
         notes.push(
             "the API server serves no resource.k8s.io/v1 (DeviceClasses, ResourceClaims, ResourceSlices): \

@@ -1,5 +1,5 @@
 //! Dynamic Resource Allocation objects (`resource.k8s.io/v1`) as the decision API carries them:
-//! DeviceClasses, ResourceClaims and ResourceSlices, and a pod's `spec.resourceClaims` with the
+//! DeviceClasses, ResourceClaims, ResourceSlices and DeviceTaintRules, and a pod's `spec.resourceClaims` with the
 //! claim names its `status.resourceClaimStatuses` gives.
 
 use k8s_openapi::api::core::v1::{NodeSelector, Pod};
@@ -157,6 +157,28 @@ fn counters(c: &std::collections::BTreeMap<String, resource::Counter>) -> std::c
     c.iter().map(|(k, v)| (k.clone(), v.value.0.clone())).collect()
 }
 
+fn device_taint(t: &resource::DeviceTaint) -> proto::DeviceTaint {
+    proto::DeviceTaint {
+        key: t.key.clone(),
+        value: t.value.clone().unwrap_or_default(),
+        effect: t.effect.clone(),
+        time_added_seconds: t.time_added.as_ref().map_or(0, |t| t.0.as_second()),
+    }
+}
+
+/// Projects a DeviceTaintRule.
+pub fn device_taint_rule_info(r: &resource::DeviceTaintRule) -> proto::DeviceTaintRule {
+    proto::DeviceTaintRule {
+        name: r.metadata.name.clone().unwrap_or_default(),
+        device_selector: r.spec.device_selector.as_ref().map(|s| proto::DeviceTaintSelector {
+            driver: s.driver.clone(),
+            pool: s.pool.clone(),
+            device: s.device.clone(),
+        }),
+        taint: Some(device_taint(&r.spec.taint)),
+    }
+}
+
 /// Projects a ResourceSlice.
 pub fn resource_slice_info(s: &resource::ResourceSlice) -> proto::ResourceSlice {
     let spec = &s.spec;
@@ -201,16 +223,7 @@ pub fn resource_slice_info(s: &resource::ResourceSlice) -> proto::ResourceSlice 
                 node_name: d.node_name.clone().unwrap_or_default(),
                 node_selector: d.node_selector.as_ref().map(node_selector),
                 all_nodes: d.all_nodes.unwrap_or_default(),
-                taints: d
-                    .taints
-                    .iter()
-                    .flatten()
-                    .map(|t| proto::DeviceTaint {
-                        key: t.key.clone(),
-                        value: t.value.clone().unwrap_or_default(),
-                        effect: t.effect.clone(),
-                    })
-                    .collect(),
+                taints: d.taints.iter().flatten().map(device_taint).collect(),
                 allow_multiple_allocations: d.allow_multiple_allocations.unwrap_or_default(),
                 binding_conditions: d.binding_conditions.clone().unwrap_or_default(),
             })

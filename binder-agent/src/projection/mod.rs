@@ -15,8 +15,8 @@ mod devices;
 mod podgroups;
 mod selectors;
 pub use devices::{
-    allocation_configs, allocation_info, allocation_out, device_class_info, pod_resource_claims, resource_claim_info,
-    resource_slice_info,
+    allocation_configs, allocation_info, allocation_out, device_class_info, device_taint_rule_info,
+    pod_resource_claims, resource_claim_info, resource_slice_info,
 };
 pub use placement_scheduler::labels::{ANNOTATION_PREFIX, GANG_LABEL, GANG_MIN_MEMBERS_ANNOTATION};
 use placement_scheduler::proto;
@@ -741,6 +741,8 @@ pub enum StorageObject {
     ResourceClaim(proto::ResourceClaim),
     /// A ResourceSlice.
     ResourceSlice(proto::ResourceSlice),
+    /// A DeviceTaintRule.
+    DeviceTaintRule(proto::DeviceTaintRule),
     /// A PodGroup (scheduling.k8s.io/v1beta1).
     PodGroup(proto::PodGroup),
 }
@@ -767,6 +769,8 @@ pub enum StorageKey {
     ResourceClaim(String),
     /// A ResourceSlice.
     ResourceSlice(String),
+    /// A DeviceTaintRule.
+    DeviceTaintRule(String),
     /// A PodGroup, `namespace/name`.
     PodGroup(String),
 }
@@ -784,6 +788,7 @@ impl StorageObject {
             Self::DeviceClass(c) => snapshot.device_classes.push(c),
             Self::ResourceClaim(c) => snapshot.resource_claims.push(c),
             Self::ResourceSlice(s) => snapshot.resource_slices.push(s),
+            Self::DeviceTaintRule(r) => snapshot.device_taint_rules.push(r),
             Self::PodGroup(g) => snapshot.pod_groups.push(g),
         }
     }
@@ -800,6 +805,7 @@ impl StorageObject {
             Self::DeviceClass(c) => StorageKey::DeviceClass(c.name.clone()),
             Self::ResourceClaim(c) => StorageKey::ResourceClaim(format!("{}/{}", c.namespace, c.name)),
             Self::ResourceSlice(s) => StorageKey::ResourceSlice(s.name.clone()),
+            Self::DeviceTaintRule(r) => StorageKey::DeviceTaintRule(r.name.clone()),
             Self::PodGroup(g) => StorageKey::PodGroup(pod_group_key(&g.namespace, &g.name)),
         }
     }

@@ -122,8 +122,8 @@ impl Workload {
     /// Pods; nested lists and `NodeList`/`PodList` are accepted too, and PodDisruptionBudgets,
     /// PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers,
     /// CSIStorageCapacities, DeviceClasses, ResourceClaims, ResourceClaimTemplates,
-    /// ResourceSlices and PodGroups, as `kubectl get
-    /// nodes,pods,pdb,pvc,pv,storageclass,csinode,csidriver,csistoragecapacity,deviceclass,resourceclaim,resourceclaimtemplate,resourceslice,podgroups
+    /// ResourceSlices, DeviceTaintRules and PodGroups, as `kubectl get
+    /// nodes,pods,pdb,pvc,pv,storageclass,csinode,csidriver,csistoragecapacity,deviceclass,resourceclaim,resourceclaimtemplate,resourceslice,devicetaintrule,podgroups
     /// -A -o json` lists them). Bound pods count against their nodes; unbound pods naming one of
     /// `scheduler_names` (or every unbound pod with `all_pending`) are pending, in creation order.
     /// A pending pod whose claim entry names a ResourceClaimTemplate and whose
@@ -256,6 +256,12 @@ impl Workload {
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a ResourceSlice: {e}")))?;
                 self.storage
                     .push(StorageObject::ResourceSlice(projection::resource_slice_info(&s)));
+            }
+            "DeviceTaintRule" => {
+                let r: k8s_openapi::api::resource::v1::DeviceTaintRule =
+                    serde_json::from_value(value).map_err(|e| SimError::Json(format!("a DeviceTaintRule: {e}")))?;
+                self.storage
+                    .push(StorageObject::DeviceTaintRule(projection::device_taint_rule_info(&r)));
             }
             "PodGroup" => {
                 let g: k8s_openapi::api::scheduling::v1beta1::PodGroup =

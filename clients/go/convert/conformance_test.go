@@ -113,6 +113,10 @@ func loadCorpus(t *testing.T) *corpus {
 			o := &resourcev1.ResourceSlice{}
 			obj = o
 			c.storage.ResourceSlices = append(c.storage.ResourceSlices, o)
+		case "DeviceTaintRule":
+			o := &resourcev1.DeviceTaintRule{}
+			obj = o
+			c.storage.DeviceTaintRules = append(c.storage.DeviceTaintRules, o)
 		case "PodGroup":
 			o := &schedulingv1beta1.PodGroup{}
 			obj = o
@@ -191,6 +195,8 @@ func TestEachObjectConvertsToTheBindersBytes(t *testing.T) {
 				msg = ResourceClaim(obj)
 			case *resourcev1.ResourceSlice:
 				msg = ResourceSlice(obj)
+			case *resourcev1.DeviceTaintRule:
+				msg = DeviceTaintRule(obj)
 			case *schedulingv1beta1.PodGroup:
 				msg = PodGroup(obj)
 			}

@@ -1,8 +1,8 @@
 // Package convert turns Kubernetes core objects (k8s.io/api: Pods, Nodes, Namespaces,
 // policy/v1 PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, storage/v1
 // StorageClasses, CSINodes, CSIDrivers and CSIStorageCapacities) into placement.v1 messages.
-// Dynamic Resource Allocation objects (resource.k8s.io/v1 DeviceClasses, ResourceClaims and
-// ResourceSlices, and a pod's spec.resourceClaims) are converted too (devices.go), and so are
+// Dynamic Resource Allocation objects (resource.k8s.io/v1 DeviceClasses, ResourceClaims,
+// ResourceSlices and DeviceTaintRules, and a pod's spec.resourceClaims) are converted too (devices.go), and so are
 // scheduling.k8s.io/v1beta1 PodGroups (podgroups.go) and a pod's spec.schedulingGroup.
 //
 // These are the binder's conversions (binder-agent/src/model.rs) in Go: for every object of the
@@ -582,9 +582,10 @@ type Storage struct {
 	CSIDrivers           []*storagev1.CSIDriver
 	CSIStorageCapacities []*storagev1.CSIStorageCapacity
 	// DRA objects (resource.k8s.io/v1).
-	DeviceClasses  []*resourcev1.DeviceClass
-	ResourceClaims []*resourcev1.ResourceClaim
-	ResourceSlices []*resourcev1.ResourceSlice
+	DeviceClasses    []*resourcev1.DeviceClass
+	ResourceClaims   []*resourcev1.ResourceClaim
+	ResourceSlices   []*resourcev1.ResourceSlice
+	DeviceTaintRules []*resourcev1.DeviceTaintRule
 	// PodGroups (scheduling.k8s.io/v1beta1), the groups pods name in spec.schedulingGroup.
 	PodGroups []*schedulingv1beta1.PodGroup
 }
@@ -655,8 +656,8 @@ func Snapshot(nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Nam
 
 // SnapshotWithStorage is Snapshot with the claims (sorted by namespace and name), volumes,
 // storage classes, CSINodes and CSIDrivers (each sorted by name) and CSIStorageCapacities (by
-// namespace and name) the volume filters read, and the DeviceClasses and ResourceSlices (each
-// sorted by name) and ResourceClaims (by "namespace/name") DynamicResources reads, and the
+// namespace and name) the volume filters read, and the DeviceClasses, ResourceSlices and
+// DeviceTaintRules (each sorted by name) and ResourceClaims (by "namespace/name") DynamicResources reads, and the
 // PodGroups (by "namespace/name").
 func SnapshotWithStorage(nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Namespace, pdbs []*policyv1.PodDisruptionBudget, s Storage) *placementv1.Snapshot {
 	out := &placementv1.Snapshot{}
@@ -705,6 +706,10 @@ func SnapshotWithStorage(nodes []*corev1.Node, pods []*corev1.Pod, namespaces []
 		out.ResourceSlices = append(out.ResourceSlices, ResourceSlice(sl))
 	}
 	sort.Slice(out.ResourceSlices, func(i, j int) bool { return out.ResourceSlices[i].Name < out.ResourceSlices[j].Name })
+	for _, r := range s.DeviceTaintRules {
+		out.DeviceTaintRules = append(out.DeviceTaintRules, DeviceTaintRule(r))
+	}
+	sort.Slice(out.DeviceTaintRules, func(i, j int) bool { return out.DeviceTaintRules[i].Name < out.DeviceTaintRules[j].Name })
 	for _, g := range s.PodGroups {
 		out.PodGroups = append(out.PodGroups, PodGroup(g))
 	}

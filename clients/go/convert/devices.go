@@ -1,7 +1,7 @@
 package convert
 
-// Dynamic Resource Allocation objects (resource.k8s.io/v1): DeviceClasses, ResourceClaims and
-// ResourceSlices, and a pod's spec.resourceClaims with the claim names its
+// Dynamic Resource Allocation objects (resource.k8s.io/v1): DeviceClasses, ResourceClaims,
+// ResourceSlices and DeviceTaintRules, and a pod's spec.resourceClaims with the claim names its
 // status.resourceClaimStatuses gives, as the binder converts them
 // (binder-agent/src/projection/devices.rs).
 
@@ -213,8 +213,31 @@ func device(d *resourcev1.Device) *placementv1.Device {
 			Counters:   counters(c.Counters),
 		})
 	}
-	for _, t := range d.Taints {
-		out.Taints = append(out.Taints, &placementv1.DeviceTaint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)})
+	for i := range d.Taints {
+		out.Taints = append(out.Taints, deviceTaint(&d.Taints[i]))
+	}
+	return out
+}
+
+// deviceTaint converts a device taint: key, value, effect and timeAdded in seconds (0 when
+// unset).
+func deviceTaint(t *resourcev1.DeviceTaint) *placementv1.DeviceTaint {
+	out := &placementv1.DeviceTaint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)}
+	if t.TimeAdded != nil && !t.TimeAdded.IsZero() {
+		out.TimeAddedSeconds = t.TimeAdded.Unix()
+	}
+	return out
+}
+
+// DeviceTaintRule converts a DeviceTaintRule: name, spec.deviceSelector (driver, pool and device,
+// each when set; unset when the rule has none) and spec.taint.
+func DeviceTaintRule(r *resourcev1.DeviceTaintRule) *placementv1.DeviceTaintRule {
+	out := &placementv1.DeviceTaintRule{
+		Name:  r.Name,
+		Taint: deviceTaint(&r.Spec.Taint),
+	}
+	if s := r.Spec.DeviceSelector; s != nil {
+		out.DeviceSelector = &placementv1.DeviceTaintSelector{Driver: s.Driver, Pool: s.Pool, Device: s.Device}
 	}
 	return out
 }

@@ -38,6 +38,7 @@ MODELS = {
     # resource.k8s.io/v1's ResourceClaim (V1ResourceClaim is core/v1's pod entry).
     "ResourceClaim": k8s.ResourceV1ResourceClaim,
     "ResourceSlice": k8s.V1ResourceSlice,
+    "DeviceTaintRule": k8s.V1DeviceTaintRule,
     "PodGroup": k8s.V1beta1PodGroup,
 }
 
@@ -77,6 +78,7 @@ def _snapshot() -> pb.Snapshot:
         resource_claims=_by_kind("ResourceClaim"),
         resource_slices=_by_kind("ResourceSlice"),
         pod_groups=_by_kind("PodGroup"),
+        device_taint_rules=_by_kind("DeviceTaintRule"),
     )
 
 
@@ -105,6 +107,8 @@ def _message(kind, obj):
         return convert.resource_claim_to_proto(obj)
     if kind == "ResourceSlice":
         return convert.resource_slice_to_proto(obj)
+    if kind == "DeviceTaintRule":
+        return convert.device_taint_rule_to_proto(obj)
     if kind == "PodGroup":
         return convert.pod_group_to_proto(obj)
     # Budgets resolve disruptedPods against the snapshot's (bound) pods, as the binder does.

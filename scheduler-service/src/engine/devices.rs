@@ -1,6 +1,7 @@
 //! The Dynamic Resource Allocation objects (`resource.k8s.io/v1`) the DynamicResources plugin
-//! reads (`plugins::dynamicresources`): DeviceClasses, ResourceClaims and ResourceSlices, validated
-//! and kept in a snapshot as copy-on-write maps that deltas change. ResourceClaimTemplates are not
+//! reads (`plugins::dynamicresources`): DeviceClasses, ResourceClaims, ResourceSlices and
+//! DeviceTaintRules (applied to the slices' devices by `device_taint_rules`), validated and kept
+//! in a snapshot as copy-on-write maps that deltas change. ResourceClaimTemplates are not
 //! here: kube-scheduler never reads them (the cluster's resourceclaim controller turns them into
 //! claims, and a pod waits until its claims exist).
 //!
@@ -129,6 +130,61 @@ pub struct ResourceSlice {
     pub devices: Vec<Device>,
     /// spec.sharedCounters.
     pub shared_counters: Vec<CounterSet>,
+}
+
+/// Which devices a DeviceTaintRule selects (`DeviceTaintSelector`): each field set must match.
+/// kube 1.37 has no other criterion (`deviceClassName` and `selectors` were removed in 1.35).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DeviceTaintSelector {
+    /// `driver`: the slice's `spec.driver`.
+    pub driver: Option<Arc<str>>,
+    /// `pool`: the slice's `spec.pool.name`.
+    pub pool: Option<Arc<str>>,
+    /// `device`: the device's name.
+    pub device: Option<Arc<str>>,
+}
+
+/// A DeviceTaintRule (`resource.k8s.io/v1`): its taint applies to every device its selector
+/// selects, after the taints of the device's slice (`super::device_taint_rules`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DeviceTaintRule {
+    /// metadata.name.
+    pub name: String,
+    /// spec.deviceSelector; `None` selects no device, an empty one every device.
+    pub selector: Option<DeviceTaintSelector>,
+    /// spec.taint.key.
+    pub key: String,
+    /// spec.taint.value.
+    pub value: String,
+    /// spec.taint.effect: `NoSchedule` or `NoExecute`; `None` for the effect `None` (and an
+    /// effect this version does not know, which the API says consumers treat as `None`): such a
+    /// taint keeps no device from being allocated.
+    pub effect: Option<DeviceTaintEffect>,
+    /// spec.taint.timeAdded in seconds since the epoch (0 when unset); no scheduling decision
+    /// reads it.
+    pub time_added: i64,
+}
+
+impl DeviceTaintRule {
+    /// The taint it gives the devices it selects, unless its effect is `None`.
+    pub fn taint(&self) -> Option<DeviceTaint> {
+        self.effect.map(|effect| DeviceTaint {
+            key: self.key.clone(),
+            value: self.value.clone(),
+            effect,
+        })
+    }
+
+    /// Approximate bytes.
+    pub fn approx_bytes(&self) -> usize {
+        let selector = self.selector.as_ref().map_or(0, |s| {
+            [&s.driver, &s.pool, &s.device]
+                .iter()
+                .map(|f| f.as_ref().map_or(0, |v| 16 + v.len()))
+                .sum()
+        });
+        std::mem::size_of::<Self>() + self.name.len() + self.key.len() + self.value.len() + selector
+    }
 }
 
 /// A CEL selector (`DeviceSelector.cel.expression`), kept as written; compiled once per
@@ -355,8 +411,11 @@ pub struct DeviceObjects {
     pub classes: imbl::OrdMap<String, Arc<DeviceClass>>,
     /// ResourceClaims by `namespace/name`.
     pub claims: imbl::OrdMap<String, Arc<ResourceClaim>>,
-    /// ResourceSlices by name.
+    /// ResourceSlices by name, as their drivers wrote them (the DeviceTaintRules' taints are
+    /// applied where they are read, [`DeviceIndex`]).
     pub slices: imbl::OrdMap<String, Arc<ResourceSlice>>,
+    /// DeviceTaintRules by name.
+    pub taint_rules: imbl::OrdMap<String, Arc<DeviceTaintRule>>,
     /// Approximate bytes of all of them.
     pub approx_bytes: usize,
 }
@@ -370,12 +429,14 @@ pub struct DeviceParts {
     pub claims: Vec<ResourceClaim>,
     /// ResourceSlices.
     pub slices: Vec<ResourceSlice>,
+    /// DeviceTaintRules.
+    pub taint_rules: Vec<DeviceTaintRule>,
 }
 
 impl DeviceParts {
     /// Whether there is no object.
     pub fn is_empty(&self) -> bool {
-        self.classes.is_empty() && self.claims.is_empty() && self.slices.is_empty()
+        self.classes.is_empty() && self.claims.is_empty() && self.slices.is_empty() && self.taint_rules.is_empty()
     }
 }
 
@@ -394,6 +455,10 @@ pub struct DeviceDelta {
     pub upsert_slices: Vec<ResourceSlice>,
     /// Names of ResourceSlices removed.
     pub remove_slices: Vec<String>,
+    /// DeviceTaintRules added or replaced by name.
+    pub upsert_taint_rules: Vec<DeviceTaintRule>,
+    /// Names of DeviceTaintRules removed.
+    pub remove_taint_rules: Vec<String>,
 }
 
 impl DeviceDelta {
@@ -405,13 +470,15 @@ impl DeviceDelta {
             && self.remove_claims.is_empty()
             && self.upsert_slices.is_empty()
             && self.remove_slices.is_empty()
+            && self.upsert_taint_rules.is_empty()
+            && self.remove_taint_rules.is_empty()
     }
 }
 
 impl DeviceObjects {
     /// Whether the snapshot holds no DRA object.
     pub fn is_empty(&self) -> bool {
-        self.classes.is_empty() && self.claims.is_empty() && self.slices.is_empty()
+        self.classes.is_empty() && self.claims.is_empty() && self.slices.is_empty() && self.taint_rules.is_empty()
     }
 
     /// The DeviceClass backing an extended resource (kube's `DeviceClassResolver.GetDeviceClass`,
@@ -441,6 +508,12 @@ impl DeviceObjects {
         remove(&mut self.classes, b, &d.remove_classes, DeviceClass::approx_bytes);
         remove(&mut self.claims, b, &d.remove_claims, ResourceClaim::approx_bytes);
         remove(&mut self.slices, b, &d.remove_slices, ResourceSlice::approx_bytes);
+        remove(
+            &mut self.taint_rules,
+            b,
+            &d.remove_taint_rules,
+            DeviceTaintRule::approx_bytes,
+        );
         let name = |full_name: &'static str, delta_name: &'static str| if full { full_name } else { delta_name };
         upsert(
             &mut self.classes,
@@ -469,6 +542,15 @@ impl DeviceObjects {
             name("resource_slices", "upsert_resource_slices"),
             "ResourceSlice",
         )?;
+        upsert(
+            &mut self.taint_rules,
+            b,
+            d.upsert_taint_rules,
+            |r| r.name.clone(),
+            DeviceTaintRule::approx_bytes,
+            name("device_taint_rules", "upsert_device_taint_rules"),
+            "DeviceTaintRule",
+        )?;
         Ok(())
     }
 
@@ -480,6 +562,7 @@ impl DeviceObjects {
                 upsert_classes: parts.classes,
                 upsert_claims: parts.claims,
                 upsert_slices: parts.slices,
+                upsert_taint_rules: parts.taint_rules,
                 ..Default::default()
             },
             true,
@@ -799,13 +882,16 @@ pub fn claims_key<'c>(claims: impl IntoIterator<Item = &'c ResourceClaim>) -> u6
 
 impl DeviceIndex {
     /// The index of a snapshot's objects, for its nodes (`nodes`: their names in snapshot order),
-    /// with the verdicts of its lineage.
+    /// with the verdicts of its lineage. `slices` are the snapshot's ResourceSlices in name order
+    /// as DynamicResources reads them: with the DeviceTaintRules' taints applied
+    /// (`super::device_taint_rules::patched_slices`).
     pub fn of<'n>(
         objects: &DeviceObjects,
+        slices: Vec<Arc<ResourceSlice>>,
         nodes: impl Iterator<Item = &'n str>,
         verdicts: Arc<SharedVerdicts>,
     ) -> Self {
-        let slices = SliceIndex::new(objects.slices.values().cloned().collect());
+        let slices = SliceIndex::new(slices);
         let in_use = objects.allocated_devices();
         let names: Vec<&str> = nodes.collect();
         let index: std::collections::HashMap<&str, u32, foldhash::fast::RandomState> =

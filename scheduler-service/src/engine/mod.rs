@@ -35,6 +35,7 @@ pub mod accel;
 mod batch_usage;
 pub mod cancel;
 mod cycle;
+pub mod device_taint_rules;
 pub mod devices;
 pub mod diagnosis;
 pub mod extender;

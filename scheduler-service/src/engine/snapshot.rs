@@ -1157,11 +1157,13 @@ impl Snapshot {
         &self.devices
     }
 
-    /// Every ResourceSlice and the devices in use, gathered once per snapshot.
+    /// Every ResourceSlice (with the DeviceTaintRules' taints applied) and the devices in use,
+    /// gathered once per snapshot.
     pub fn device_index(&self) -> &Arc<super::devices::DeviceIndex> {
         self.device_index.get_or_init(|| {
             Arc::new(super::devices::DeviceIndex::of(
                 &self.devices,
+                super::device_taint_rules::patched_slices(&self.devices),
                 self.nodes.iter().map(|n| n.spec.name.as_str()),
                 Arc::clone(&self.device_verdicts),
             ))

@@ -80,6 +80,7 @@ fn list_strategy(kind: Kind, path: &str) -> Option<ListStrategy> {
         Kind::Lease
         | Kind::DeviceClass
         | Kind::ResourceSlice
+        | Kind::DeviceTaintRule
         | Kind::CoreEvent
         | Kind::Event
         | Kind::Namespace

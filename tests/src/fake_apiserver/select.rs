@@ -226,7 +226,7 @@ fn supported_fields(kind: Kind) -> Option<&'static [&'static str]> {
         Kind::Namespace | Kind::StorageClass | Kind::CsiNode | Kind::CsiDriver => Some(&["metadata.name"]),
         Kind::CsiStorageCapacity => Some(&["metadata.name", "metadata.namespace"]),
         Kind::PersistentVolumeClaim => Some(&["metadata.name", "metadata.namespace"]),
-        Kind::PersistentVolume | Kind::DeviceClass => Some(&["metadata.name"]),
+        Kind::PersistentVolume | Kind::DeviceClass | Kind::DeviceTaintRule => Some(&["metadata.name"]),
         Kind::ResourceClaim | Kind::PodGroup => Some(&["metadata.name", "metadata.namespace"]),
         Kind::ResourceSlice => Some(&["metadata.name", "spec.nodeName", "spec.driver", "spec.pool.name"]),
         Kind::CoreEvent | Kind::Event => None,

@@ -277,6 +277,9 @@ type Snapshot struct {
 	ResourceClaims []*ResourceClaim `protobuf:"bytes,41,rep,name=resource_claims,json=resourceClaims,proto3" json:"resource_claims,omitempty"`
 	// ResourceSlices (resource.k8s.io/v1): the devices drivers publish.
 	ResourceSlices []*ResourceSlice `protobuf:"bytes,42,rep,name=resource_slices,json=resourceSlices,proto3" json:"resource_slices,omitempty"`
+	// DeviceTaintRules (resource.k8s.io/v1): taints added to the devices they
+	// select, together with the taints in the devices' slices.
+	DeviceTaintRules []*DeviceTaintRule `protobuf:"bytes,43,rep,name=device_taint_rules,json=deviceTaintRules,proto3" json:"device_taint_rules,omitempty"`
 	// PodGroups of every namespace (scheduling.k8s.io/v1beta1): the groups pods
 	// name in scheduling_group, scheduled together as kube-scheduler's PodGroup
 	// cycle schedules them.
@@ -406,6 +409,13 @@ func (x *Snapshot) GetResourceSlices() []*ResourceSlice {
 	return nil
 }
 
+func (x *Snapshot) GetDeviceTaintRules() []*DeviceTaintRule {
+	if x != nil {
+		return x.DeviceTaintRules
+	}
+	return nil
+}
+
 func (x *Snapshot) GetPodGroups() []*PodGroup {
 	if x != nil {
 		return x.PodGroups
@@ -529,8 +539,12 @@ type SnapshotDelta struct {
 	UpsertPodGroups []*PodGroup `protobuf:"bytes,56,rep,name=upsert_pod_groups,json=upsertPodGroups,proto3" json:"upsert_pod_groups,omitempty"`
 	// PodGroups removed, as "namespace/name".
 	RemovePodGroups []string `protobuf:"bytes,57,rep,name=remove_pod_groups,json=removePodGroups,proto3" json:"remove_pod_groups,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// DeviceTaintRules added or replaced, matched by name.
+	UpsertDeviceTaintRules []*DeviceTaintRule `protobuf:"bytes,58,rep,name=upsert_device_taint_rules,json=upsertDeviceTaintRules,proto3" json:"upsert_device_taint_rules,omitempty"`
+	// Names of DeviceTaintRules removed.
+	RemoveDeviceTaintRules []string `protobuf:"bytes,59,rep,name=remove_device_taint_rules,json=removeDeviceTaintRules,proto3" json:"remove_device_taint_rules,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *SnapshotDelta) Reset() {
@@ -762,6 +776,20 @@ func (x *SnapshotDelta) GetUpsertPodGroups() []*PodGroup {
 func (x *SnapshotDelta) GetRemovePodGroups() []string {
 	if x != nil {
 		return x.RemovePodGroups
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetUpsertDeviceTaintRules() []*DeviceTaintRule {
+	if x != nil {
+		return x.UpsertDeviceTaintRules
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetRemoveDeviceTaintRules() []string {
+	if x != nil {
+		return x.RemoveDeviceTaintRules
 	}
 	return nil
 }
@@ -6628,9 +6656,11 @@ type DeviceTaint struct {
 	// value.
 	Value string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
 	// effect: "NoSchedule", "NoExecute" or "None".
-	Effect        string `protobuf:"bytes,3,opt,name=effect,proto3" json:"effect,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Effect string `protobuf:"bytes,3,opt,name=effect,proto3" json:"effect,omitempty"`
+	// timeAdded in seconds since the Unix epoch; 0 when unset.
+	TimeAddedSeconds int64 `protobuf:"varint,4,opt,name=time_added_seconds,json=timeAddedSeconds,proto3" json:"time_added_seconds,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *DeviceTaint) Reset() {
@@ -6684,6 +6714,144 @@ func (x *DeviceTaint) GetEffect() string {
 	return ""
 }
 
+func (x *DeviceTaint) GetTimeAddedSeconds() int64 {
+	if x != nil {
+		return x.TimeAddedSeconds
+	}
+	return 0
+}
+
+// DeviceTaintRule is the part of a resource.k8s.io/v1 DeviceTaintRule placement
+// reads: its taint applies to every device its selector selects, as if the
+// device's ResourceSlice had it.
+type DeviceTaintRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// metadata.name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// spec.deviceSelector; unset selects no device, an empty one every device.
+	DeviceSelector *DeviceTaintSelector `protobuf:"bytes,2,opt,name=device_selector,json=deviceSelector,proto3" json:"device_selector,omitempty"`
+	// spec.taint.
+	Taint         *DeviceTaint `protobuf:"bytes,3,opt,name=taint,proto3" json:"taint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceTaintRule) Reset() {
+	*x = DeviceTaintRule{}
+	mi := &file_placement_v1_placement_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceTaintRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceTaintRule) ProtoMessage() {}
+
+func (x *DeviceTaintRule) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceTaintRule.ProtoReflect.Descriptor instead.
+func (*DeviceTaintRule) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *DeviceTaintRule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeviceTaintRule) GetDeviceSelector() *DeviceTaintSelector {
+	if x != nil {
+		return x.DeviceSelector
+	}
+	return nil
+}
+
+func (x *DeviceTaintRule) GetTaint() *DeviceTaint {
+	if x != nil {
+		return x.Taint
+	}
+	return nil
+}
+
+// DeviceTaintSelector says which devices a DeviceTaintRule applies to; each
+// field set must match.
+type DeviceTaintSelector struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// driver: the slice's spec.driver.
+	Driver *string `protobuf:"bytes,1,opt,name=driver,proto3,oneof" json:"driver,omitempty"`
+	// pool: the slice's spec.pool.name.
+	Pool *string `protobuf:"bytes,2,opt,name=pool,proto3,oneof" json:"pool,omitempty"`
+	// device: the device's name.
+	Device        *string `protobuf:"bytes,3,opt,name=device,proto3,oneof" json:"device,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceTaintSelector) Reset() {
+	*x = DeviceTaintSelector{}
+	mi := &file_placement_v1_placement_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceTaintSelector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceTaintSelector) ProtoMessage() {}
+
+func (x *DeviceTaintSelector) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceTaintSelector.ProtoReflect.Descriptor instead.
+func (*DeviceTaintSelector) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *DeviceTaintSelector) GetDriver() string {
+	if x != nil && x.Driver != nil {
+		return *x.Driver
+	}
+	return ""
+}
+
+func (x *DeviceTaintSelector) GetPool() string {
+	if x != nil && x.Pool != nil {
+		return *x.Pool
+	}
+	return ""
+}
+
+func (x *DeviceTaintSelector) GetDevice() string {
+	if x != nil && x.Device != nil {
+		return *x.Device
+	}
+	return ""
+}
+
 // CounterSet is one of a slice's sharedCounters.
 type CounterSet struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -6697,7 +6865,7 @@ type CounterSet struct {
 
 func (x *CounterSet) Reset() {
 	*x = CounterSet{}
-	mi := &file_placement_v1_placement_proto_msgTypes[75]
+	mi := &file_placement_v1_placement_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6709,7 +6877,7 @@ func (x *CounterSet) String() string {
 func (*CounterSet) ProtoMessage() {}
 
 func (x *CounterSet) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[75]
+	mi := &file_placement_v1_placement_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6722,7 +6890,7 @@ func (x *CounterSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterSet.ProtoReflect.Descriptor instead.
 func (*CounterSet) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{75}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *CounterSet) GetName() string {
@@ -6752,7 +6920,7 @@ type DeviceCounterConsumption struct {
 
 func (x *DeviceCounterConsumption) Reset() {
 	*x = DeviceCounterConsumption{}
-	mi := &file_placement_v1_placement_proto_msgTypes[76]
+	mi := &file_placement_v1_placement_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6764,7 +6932,7 @@ func (x *DeviceCounterConsumption) String() string {
 func (*DeviceCounterConsumption) ProtoMessage() {}
 
 func (x *DeviceCounterConsumption) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[76]
+	mi := &file_placement_v1_placement_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6777,7 +6945,7 @@ func (x *DeviceCounterConsumption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceCounterConsumption.ProtoReflect.Descriptor instead.
 func (*DeviceCounterConsumption) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{76}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *DeviceCounterConsumption) GetCounterSet() string {
@@ -6808,7 +6976,7 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"snapshotId\x12\x1d\n" +
 	"\n" +
 	"node_count\x18\x02 \x01(\rR\tnodeCount\x12\x1b\n" +
-	"\tpod_count\x18\x03 \x01(\rR\bpodCount\"\xab\a\n" +
+	"\tpod_count\x18\x03 \x01(\rR\bpodCount\"\xf8\a\n" +
 	"\bSnapshot\x12(\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x12.placement.v1.NodeR\x05nodes\x12%\n" +
 	"\x04pods\x18\x02 \x03(\v2\x11.placement.v1.PodR\x04pods\x127\n" +
@@ -6826,7 +6994,8 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x16csi_storage_capacities\x18# \x03(\v2 .placement.v1.CsiStorageCapacityR\x14csiStorageCapacities\x12@\n" +
 	"\x0edevice_classes\x18( \x03(\v2\x19.placement.v1.DeviceClassR\rdeviceClasses\x12D\n" +
 	"\x0fresource_claims\x18) \x03(\v2\x1b.placement.v1.ResourceClaimR\x0eresourceClaims\x12D\n" +
-	"\x0fresource_slices\x18* \x03(\v2\x1b.placement.v1.ResourceSliceR\x0eresourceSlices\x125\n" +
+	"\x0fresource_slices\x18* \x03(\v2\x1b.placement.v1.ResourceSliceR\x0eresourceSlices\x12K\n" +
+	"\x12device_taint_rules\x18+ \x03(\v2\x1d.placement.v1.DeviceTaintRuleR\x10deviceTaintRules\x125\n" +
 	"\n" +
 	"pod_groups\x18- \x03(\v2\x16.placement.v1.PodGroupR\tpodGroups\"\x97\x01\n" +
 	"\tNamespace\x12\x12\n" +
@@ -6834,7 +7003,7 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x06labels\x18\x02 \x03(\v2#.placement.v1.Namespace.LabelsEntryR\x06labels\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xeb\x0e\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x80\x10\n" +
 	"\rSnapshotDelta\x12(\n" +
 	"\x10base_snapshot_id\x18\x01 \x01(\tR\x0ebaseSnapshotId\x125\n" +
 	"\fupsert_nodes\x18\x02 \x03(\v2\x12.placement.v1.NodeR\vupsertNodes\x12!\n" +
@@ -6866,7 +7035,9 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x16upsert_resource_slices\x186 \x03(\v2\x1b.placement.v1.ResourceSliceR\x14upsertResourceSlices\x124\n" +
 	"\x16remove_resource_slices\x187 \x03(\tR\x14removeResourceSlices\x12B\n" +
 	"\x11upsert_pod_groups\x188 \x03(\v2\x16.placement.v1.PodGroupR\x0fupsertPodGroups\x12*\n" +
-	"\x11remove_pod_groups\x189 \x03(\tR\x0fremovePodGroups\"l\n" +
+	"\x11remove_pod_groups\x189 \x03(\tR\x0fremovePodGroups\x12X\n" +
+	"\x19upsert_device_taint_rules\x18: \x03(\v2\x1d.placement.v1.DeviceTaintRuleR\x16upsertDeviceTaintRules\x129\n" +
+	"\x19remove_device_taint_rules\x18; \x03(\tR\x16removeDeviceTaintRules\"l\n" +
 	"\vSnapshotRef\x12!\n" +
 	"\vsnapshot_id\x18\x01 \x01(\tH\x00R\n" +
 	"snapshotId\x120\n" +
@@ -7390,11 +7561,23 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x04bool\x18\x02 \x01(\bH\x00R\x04bool\x12\x18\n" +
 	"\x06string\x18\x03 \x01(\tH\x00R\x06string\x12\x1a\n" +
 	"\aversion\x18\x04 \x01(\tH\x00R\aversionB\a\n" +
-	"\x05value\"M\n" +
+	"\x05value\"{\n" +
 	"\vDeviceTaint\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
-	"\x06effect\x18\x03 \x01(\tR\x06effect\"\xa1\x01\n" +
+	"\x06effect\x18\x03 \x01(\tR\x06effect\x12,\n" +
+	"\x12time_added_seconds\x18\x04 \x01(\x03R\x10timeAddedSeconds\"\xa2\x01\n" +
+	"\x0fDeviceTaintRule\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12J\n" +
+	"\x0fdevice_selector\x18\x02 \x01(\v2!.placement.v1.DeviceTaintSelectorR\x0edeviceSelector\x12/\n" +
+	"\x05taint\x18\x03 \x01(\v2\x19.placement.v1.DeviceTaintR\x05taint\"\x87\x01\n" +
+	"\x13DeviceTaintSelector\x12\x1b\n" +
+	"\x06driver\x18\x01 \x01(\tH\x00R\x06driver\x88\x01\x01\x12\x17\n" +
+	"\x04pool\x18\x02 \x01(\tH\x01R\x04pool\x88\x01\x01\x12\x1b\n" +
+	"\x06device\x18\x03 \x01(\tH\x02R\x06device\x88\x01\x01B\t\n" +
+	"\a_driverB\a\n" +
+	"\x05_poolB\t\n" +
+	"\a_device\"\xa1\x01\n" +
 	"\n" +
 	"CounterSet\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12B\n" +
@@ -7434,7 +7617,7 @@ func file_placement_v1_placement_proto_rawDescGZIP() []byte {
 }
 
 var file_placement_v1_placement_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 99)
+var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 101)
 var file_placement_v1_placement_proto_goTypes = []any{
 	(DeviceFailureKind)(0),                   // 0: placement.v1.DeviceFailureKind
 	(*SyncSnapshotRequest)(nil),              // 1: placement.v1.SyncSnapshotRequest
@@ -7512,30 +7695,32 @@ var file_placement_v1_placement_proto_goTypes = []any{
 	(*Device)(nil),                           // 73: placement.v1.Device
 	(*DeviceAttribute)(nil),                  // 74: placement.v1.DeviceAttribute
 	(*DeviceTaint)(nil),                      // 75: placement.v1.DeviceTaint
-	(*CounterSet)(nil),                       // 76: placement.v1.CounterSet
-	(*DeviceCounterConsumption)(nil),         // 77: placement.v1.DeviceCounterConsumption
-	nil,                                      // 78: placement.v1.Namespace.LabelsEntry
-	nil,                                      // 79: placement.v1.Unschedulable.ReasonsEntry
-	nil,                                      // 80: placement.v1.Pod.LabelsEntry
-	nil,                                      // 81: placement.v1.Pod.OverheadEntry
-	nil,                                      // 82: placement.v1.Pod.NodeSelectorEntry
-	nil,                                      // 83: placement.v1.Pod.AnnotationsEntry
-	nil,                                      // 84: placement.v1.Pod.PodRequestsEntry
-	nil,                                      // 85: placement.v1.Pod.AllocatedRequestsEntry
-	nil,                                      // 86: placement.v1.Pod.ActuatedRequestsEntry
-	nil,                                      // 87: placement.v1.PersistentVolume.LabelsEntry
-	nil,                                      // 88: placement.v1.LabelSelector.MatchLabelsEntry
-	nil,                                      // 89: placement.v1.Container.RequestsEntry
-	nil,                                      // 90: placement.v1.Container.AllocatedRequestsEntry
-	nil,                                      // 91: placement.v1.Container.ActuatedRequestsEntry
-	nil,                                      // 92: placement.v1.Node.LabelsEntry
-	nil,                                      // 93: placement.v1.Node.AllocatableEntry
-	nil,                                      // 94: placement.v1.ExactDeviceRequest.CapacityRequestsEntry
-	nil,                                      // 95: placement.v1.DeviceSubRequest.CapacityRequestsEntry
-	nil,                                      // 96: placement.v1.Device.AttributesEntry
-	nil,                                      // 97: placement.v1.Device.CapacityEntry
-	nil,                                      // 98: placement.v1.CounterSet.CountersEntry
-	nil,                                      // 99: placement.v1.DeviceCounterConsumption.CountersEntry
+	(*DeviceTaintRule)(nil),                  // 76: placement.v1.DeviceTaintRule
+	(*DeviceTaintSelector)(nil),              // 77: placement.v1.DeviceTaintSelector
+	(*CounterSet)(nil),                       // 78: placement.v1.CounterSet
+	(*DeviceCounterConsumption)(nil),         // 79: placement.v1.DeviceCounterConsumption
+	nil,                                      // 80: placement.v1.Namespace.LabelsEntry
+	nil,                                      // 81: placement.v1.Unschedulable.ReasonsEntry
+	nil,                                      // 82: placement.v1.Pod.LabelsEntry
+	nil,                                      // 83: placement.v1.Pod.OverheadEntry
+	nil,                                      // 84: placement.v1.Pod.NodeSelectorEntry
+	nil,                                      // 85: placement.v1.Pod.AnnotationsEntry
+	nil,                                      // 86: placement.v1.Pod.PodRequestsEntry
+	nil,                                      // 87: placement.v1.Pod.AllocatedRequestsEntry
+	nil,                                      // 88: placement.v1.Pod.ActuatedRequestsEntry
+	nil,                                      // 89: placement.v1.PersistentVolume.LabelsEntry
+	nil,                                      // 90: placement.v1.LabelSelector.MatchLabelsEntry
+	nil,                                      // 91: placement.v1.Container.RequestsEntry
+	nil,                                      // 92: placement.v1.Container.AllocatedRequestsEntry
+	nil,                                      // 93: placement.v1.Container.ActuatedRequestsEntry
+	nil,                                      // 94: placement.v1.Node.LabelsEntry
+	nil,                                      // 95: placement.v1.Node.AllocatableEntry
+	nil,                                      // 96: placement.v1.ExactDeviceRequest.CapacityRequestsEntry
+	nil,                                      // 97: placement.v1.DeviceSubRequest.CapacityRequestsEntry
+	nil,                                      // 98: placement.v1.Device.AttributesEntry
+	nil,                                      // 99: placement.v1.Device.CapacityEntry
+	nil,                                      // 100: placement.v1.CounterSet.CountersEntry
+	nil,                                      // 101: placement.v1.DeviceCounterConsumption.CountersEntry
 }
 var file_placement_v1_placement_proto_depIdxs = []int32{
 	3,   // 0: placement.v1.SyncSnapshotRequest.full:type_name -> placement.v1.Snapshot
@@ -7553,134 +7738,138 @@ var file_placement_v1_placement_proto_depIdxs = []int32{
 	63,  // 12: placement.v1.Snapshot.device_classes:type_name -> placement.v1.DeviceClass
 	64,  // 13: placement.v1.Snapshot.resource_claims:type_name -> placement.v1.ResourceClaim
 	72,  // 14: placement.v1.Snapshot.resource_slices:type_name -> placement.v1.ResourceSlice
-	45,  // 15: placement.v1.Snapshot.pod_groups:type_name -> placement.v1.PodGroup
-	78,  // 16: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
-	60,  // 17: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
-	28,  // 18: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
-	4,   // 19: placement.v1.SnapshotDelta.upsert_namespaces:type_name -> placement.v1.Namespace
-	48,  // 20: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
-	31,  // 21: placement.v1.SnapshotDelta.upsert_persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
-	32,  // 22: placement.v1.SnapshotDelta.upsert_persistent_volumes:type_name -> placement.v1.PersistentVolume
-	34,  // 23: placement.v1.SnapshotDelta.upsert_storage_classes:type_name -> placement.v1.StorageClass
-	37,  // 24: placement.v1.SnapshotDelta.upsert_csi_nodes:type_name -> placement.v1.CsiNode
-	39,  // 25: placement.v1.SnapshotDelta.upsert_csi_drivers:type_name -> placement.v1.CsiDriver
-	40,  // 26: placement.v1.SnapshotDelta.upsert_csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
-	63,  // 27: placement.v1.SnapshotDelta.upsert_device_classes:type_name -> placement.v1.DeviceClass
-	64,  // 28: placement.v1.SnapshotDelta.upsert_resource_claims:type_name -> placement.v1.ResourceClaim
-	72,  // 29: placement.v1.SnapshotDelta.upsert_resource_slices:type_name -> placement.v1.ResourceSlice
-	45,  // 30: placement.v1.SnapshotDelta.upsert_pod_groups:type_name -> placement.v1.PodGroup
-	3,   // 31: placement.v1.SnapshotRef.inline:type_name -> placement.v1.Snapshot
-	6,   // 32: placement.v1.RankRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	28,  // 33: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
-	9,   // 34: placement.v1.RankResponse.feasible:type_name -> placement.v1.NodeScore
-	11,  // 35: placement.v1.RankResponse.infeasible:type_name -> placement.v1.InfeasibleNode
-	10,  // 36: placement.v1.NodeScore.plugin_scores:type_name -> placement.v1.PluginScore
-	12,  // 37: placement.v1.InfeasibleNode.device_failures:type_name -> placement.v1.DeviceRequestFailure
-	0,   // 38: placement.v1.DeviceRequestFailure.kind:type_name -> placement.v1.DeviceFailureKind
-	6,   // 39: placement.v1.ScheduleRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	28,  // 40: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
-	16,  // 41: placement.v1.ScheduleResponse.placements:type_name -> placement.v1.Placement
-	15,  // 42: placement.v1.ScheduleResponse.pod_groups:type_name -> placement.v1.PodGroupResult
-	21,  // 43: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
-	20,  // 44: placement.v1.Placement.claim_bindings:type_name -> placement.v1.ClaimBinding
-	17,  // 45: placement.v1.Placement.claim_allocations:type_name -> placement.v1.ClaimAllocation
-	69,  // 46: placement.v1.ClaimAllocation.allocation:type_name -> placement.v1.AllocationResult
-	18,  // 47: placement.v1.ClaimAllocation.extended_resource_claim:type_name -> placement.v1.ExtendedResourceClaim
-	65,  // 48: placement.v1.ExtendedResourceClaim.requests:type_name -> placement.v1.DeviceRequest
-	19,  // 49: placement.v1.ExtendedResourceClaim.request_mappings:type_name -> placement.v1.ContainerExtendedResourceRequest
-	79,  // 50: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
-	24,  // 51: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
-	27,  // 52: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
-	25,  // 53: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
-	26,  // 54: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
-	80,  // 55: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
-	52,  // 56: placement.v1.Pod.containers:type_name -> placement.v1.Container
-	52,  // 57: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
-	81,  // 58: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
-	82,  // 59: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
-	54,  // 60: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
-	59,  // 61: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
-	41,  // 62: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
-	41,  // 63: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
-	51,  // 64: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
-	49,  // 65: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
-	44,  // 66: placement.v1.Pod.gang:type_name -> placement.v1.Gang
-	83,  // 67: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
-	30,  // 68: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
-	84,  // 69: placement.v1.Pod.pod_requests:type_name -> placement.v1.Pod.PodRequestsEntry
-	85,  // 70: placement.v1.Pod.allocated_requests:type_name -> placement.v1.Pod.AllocatedRequestsEntry
-	86,  // 71: placement.v1.Pod.actuated_requests:type_name -> placement.v1.Pod.ActuatedRequestsEntry
-	29,  // 72: placement.v1.Pod.resource_claims:type_name -> placement.v1.PodResourceClaim
-	49,  // 73: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
-	87,  // 74: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
-	55,  // 75: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
-	33,  // 76: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
-	35,  // 77: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
-	36,  // 78: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
-	38,  // 79: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
-	49,  // 80: placement.v1.CsiStorageCapacity.node_topology:type_name -> placement.v1.LabelSelector
-	42,  // 81: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
-	43,  // 82: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
-	49,  // 83: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
-	49,  // 84: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
-	42,  // 85: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
-	46,  // 86: placement.v1.PodGroup.gang:type_name -> placement.v1.GangSchedulingPolicy
-	47,  // 87: placement.v1.PodGroup.workload_ref:type_name -> placement.v1.WorkloadReference
-	49,  // 88: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
-	88,  // 89: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
-	50,  // 90: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
-	49,  // 91: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
-	89,  // 92: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
-	53,  // 93: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
-	90,  // 94: placement.v1.Container.allocated_requests:type_name -> placement.v1.Container.AllocatedRequestsEntry
-	91,  // 95: placement.v1.Container.actuated_requests:type_name -> placement.v1.Container.ActuatedRequestsEntry
-	55,  // 96: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
-	58,  // 97: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
-	56,  // 98: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
-	57,  // 99: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
-	57,  // 100: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
-	56,  // 101: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
-	92,  // 102: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
-	61,  // 103: placement.v1.Node.taints:type_name -> placement.v1.Taint
-	93,  // 104: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
-	62,  // 105: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
-	65,  // 106: placement.v1.ResourceClaim.requests:type_name -> placement.v1.DeviceRequest
-	68,  // 107: placement.v1.ResourceClaim.constraints:type_name -> placement.v1.DeviceConstraint
-	69,  // 108: placement.v1.ResourceClaim.allocation:type_name -> placement.v1.AllocationResult
-	71,  // 109: placement.v1.ResourceClaim.reserved_for:type_name -> placement.v1.ResourceClaimConsumer
-	66,  // 110: placement.v1.DeviceRequest.exactly:type_name -> placement.v1.ExactDeviceRequest
-	67,  // 111: placement.v1.DeviceRequest.first_available:type_name -> placement.v1.DeviceSubRequest
-	59,  // 112: placement.v1.ExactDeviceRequest.tolerations:type_name -> placement.v1.Toleration
-	94,  // 113: placement.v1.ExactDeviceRequest.capacity_requests:type_name -> placement.v1.ExactDeviceRequest.CapacityRequestsEntry
-	59,  // 114: placement.v1.DeviceSubRequest.tolerations:type_name -> placement.v1.Toleration
-	95,  // 115: placement.v1.DeviceSubRequest.capacity_requests:type_name -> placement.v1.DeviceSubRequest.CapacityRequestsEntry
-	70,  // 116: placement.v1.AllocationResult.devices:type_name -> placement.v1.DeviceRequestAllocationResult
-	55,  // 117: placement.v1.AllocationResult.node_selector:type_name -> placement.v1.NodeSelector
-	59,  // 118: placement.v1.DeviceRequestAllocationResult.tolerations:type_name -> placement.v1.Toleration
-	55,  // 119: placement.v1.ResourceSlice.node_selector:type_name -> placement.v1.NodeSelector
-	73,  // 120: placement.v1.ResourceSlice.devices:type_name -> placement.v1.Device
-	76,  // 121: placement.v1.ResourceSlice.shared_counters:type_name -> placement.v1.CounterSet
-	96,  // 122: placement.v1.Device.attributes:type_name -> placement.v1.Device.AttributesEntry
-	97,  // 123: placement.v1.Device.capacity:type_name -> placement.v1.Device.CapacityEntry
-	77,  // 124: placement.v1.Device.consumes_counters:type_name -> placement.v1.DeviceCounterConsumption
-	55,  // 125: placement.v1.Device.node_selector:type_name -> placement.v1.NodeSelector
-	75,  // 126: placement.v1.Device.taints:type_name -> placement.v1.DeviceTaint
-	98,  // 127: placement.v1.CounterSet.counters:type_name -> placement.v1.CounterSet.CountersEntry
-	99,  // 128: placement.v1.DeviceCounterConsumption.counters:type_name -> placement.v1.DeviceCounterConsumption.CountersEntry
-	74,  // 129: placement.v1.Device.AttributesEntry.value:type_name -> placement.v1.DeviceAttribute
-	1,   // 130: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
-	7,   // 131: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
-	13,  // 132: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
-	22,  // 133: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
-	2,   // 134: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
-	8,   // 135: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
-	14,  // 136: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
-	23,  // 137: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
-	134, // [134:138] is the sub-list for method output_type
-	130, // [130:134] is the sub-list for method input_type
-	130, // [130:130] is the sub-list for extension type_name
-	130, // [130:130] is the sub-list for extension extendee
-	0,   // [0:130] is the sub-list for field type_name
+	76,  // 15: placement.v1.Snapshot.device_taint_rules:type_name -> placement.v1.DeviceTaintRule
+	45,  // 16: placement.v1.Snapshot.pod_groups:type_name -> placement.v1.PodGroup
+	80,  // 17: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
+	60,  // 18: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
+	28,  // 19: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
+	4,   // 20: placement.v1.SnapshotDelta.upsert_namespaces:type_name -> placement.v1.Namespace
+	48,  // 21: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	31,  // 22: placement.v1.SnapshotDelta.upsert_persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
+	32,  // 23: placement.v1.SnapshotDelta.upsert_persistent_volumes:type_name -> placement.v1.PersistentVolume
+	34,  // 24: placement.v1.SnapshotDelta.upsert_storage_classes:type_name -> placement.v1.StorageClass
+	37,  // 25: placement.v1.SnapshotDelta.upsert_csi_nodes:type_name -> placement.v1.CsiNode
+	39,  // 26: placement.v1.SnapshotDelta.upsert_csi_drivers:type_name -> placement.v1.CsiDriver
+	40,  // 27: placement.v1.SnapshotDelta.upsert_csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
+	63,  // 28: placement.v1.SnapshotDelta.upsert_device_classes:type_name -> placement.v1.DeviceClass
+	64,  // 29: placement.v1.SnapshotDelta.upsert_resource_claims:type_name -> placement.v1.ResourceClaim
+	72,  // 30: placement.v1.SnapshotDelta.upsert_resource_slices:type_name -> placement.v1.ResourceSlice
+	45,  // 31: placement.v1.SnapshotDelta.upsert_pod_groups:type_name -> placement.v1.PodGroup
+	76,  // 32: placement.v1.SnapshotDelta.upsert_device_taint_rules:type_name -> placement.v1.DeviceTaintRule
+	3,   // 33: placement.v1.SnapshotRef.inline:type_name -> placement.v1.Snapshot
+	6,   // 34: placement.v1.RankRequest.snapshot:type_name -> placement.v1.SnapshotRef
+	28,  // 35: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
+	9,   // 36: placement.v1.RankResponse.feasible:type_name -> placement.v1.NodeScore
+	11,  // 37: placement.v1.RankResponse.infeasible:type_name -> placement.v1.InfeasibleNode
+	10,  // 38: placement.v1.NodeScore.plugin_scores:type_name -> placement.v1.PluginScore
+	12,  // 39: placement.v1.InfeasibleNode.device_failures:type_name -> placement.v1.DeviceRequestFailure
+	0,   // 40: placement.v1.DeviceRequestFailure.kind:type_name -> placement.v1.DeviceFailureKind
+	6,   // 41: placement.v1.ScheduleRequest.snapshot:type_name -> placement.v1.SnapshotRef
+	28,  // 42: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
+	16,  // 43: placement.v1.ScheduleResponse.placements:type_name -> placement.v1.Placement
+	15,  // 44: placement.v1.ScheduleResponse.pod_groups:type_name -> placement.v1.PodGroupResult
+	21,  // 45: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
+	20,  // 46: placement.v1.Placement.claim_bindings:type_name -> placement.v1.ClaimBinding
+	17,  // 47: placement.v1.Placement.claim_allocations:type_name -> placement.v1.ClaimAllocation
+	69,  // 48: placement.v1.ClaimAllocation.allocation:type_name -> placement.v1.AllocationResult
+	18,  // 49: placement.v1.ClaimAllocation.extended_resource_claim:type_name -> placement.v1.ExtendedResourceClaim
+	65,  // 50: placement.v1.ExtendedResourceClaim.requests:type_name -> placement.v1.DeviceRequest
+	19,  // 51: placement.v1.ExtendedResourceClaim.request_mappings:type_name -> placement.v1.ContainerExtendedResourceRequest
+	81,  // 52: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
+	24,  // 53: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
+	27,  // 54: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
+	25,  // 55: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
+	26,  // 56: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
+	82,  // 57: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
+	52,  // 58: placement.v1.Pod.containers:type_name -> placement.v1.Container
+	52,  // 59: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
+	83,  // 60: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
+	84,  // 61: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
+	54,  // 62: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
+	59,  // 63: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
+	41,  // 64: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
+	41,  // 65: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
+	51,  // 66: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
+	49,  // 67: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
+	44,  // 68: placement.v1.Pod.gang:type_name -> placement.v1.Gang
+	85,  // 69: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
+	30,  // 70: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
+	86,  // 71: placement.v1.Pod.pod_requests:type_name -> placement.v1.Pod.PodRequestsEntry
+	87,  // 72: placement.v1.Pod.allocated_requests:type_name -> placement.v1.Pod.AllocatedRequestsEntry
+	88,  // 73: placement.v1.Pod.actuated_requests:type_name -> placement.v1.Pod.ActuatedRequestsEntry
+	29,  // 74: placement.v1.Pod.resource_claims:type_name -> placement.v1.PodResourceClaim
+	49,  // 75: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
+	89,  // 76: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
+	55,  // 77: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
+	33,  // 78: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
+	35,  // 79: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
+	36,  // 80: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
+	38,  // 81: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
+	49,  // 82: placement.v1.CsiStorageCapacity.node_topology:type_name -> placement.v1.LabelSelector
+	42,  // 83: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
+	43,  // 84: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
+	49,  // 85: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
+	49,  // 86: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
+	42,  // 87: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
+	46,  // 88: placement.v1.PodGroup.gang:type_name -> placement.v1.GangSchedulingPolicy
+	47,  // 89: placement.v1.PodGroup.workload_ref:type_name -> placement.v1.WorkloadReference
+	49,  // 90: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
+	90,  // 91: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
+	50,  // 92: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
+	49,  // 93: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
+	91,  // 94: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
+	53,  // 95: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
+	92,  // 96: placement.v1.Container.allocated_requests:type_name -> placement.v1.Container.AllocatedRequestsEntry
+	93,  // 97: placement.v1.Container.actuated_requests:type_name -> placement.v1.Container.ActuatedRequestsEntry
+	55,  // 98: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
+	58,  // 99: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
+	56,  // 100: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
+	57,  // 101: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
+	57,  // 102: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
+	56,  // 103: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
+	94,  // 104: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
+	61,  // 105: placement.v1.Node.taints:type_name -> placement.v1.Taint
+	95,  // 106: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
+	62,  // 107: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
+	65,  // 108: placement.v1.ResourceClaim.requests:type_name -> placement.v1.DeviceRequest
+	68,  // 109: placement.v1.ResourceClaim.constraints:type_name -> placement.v1.DeviceConstraint
+	69,  // 110: placement.v1.ResourceClaim.allocation:type_name -> placement.v1.AllocationResult
+	71,  // 111: placement.v1.ResourceClaim.reserved_for:type_name -> placement.v1.ResourceClaimConsumer
+	66,  // 112: placement.v1.DeviceRequest.exactly:type_name -> placement.v1.ExactDeviceRequest
+	67,  // 113: placement.v1.DeviceRequest.first_available:type_name -> placement.v1.DeviceSubRequest
+	59,  // 114: placement.v1.ExactDeviceRequest.tolerations:type_name -> placement.v1.Toleration
+	96,  // 115: placement.v1.ExactDeviceRequest.capacity_requests:type_name -> placement.v1.ExactDeviceRequest.CapacityRequestsEntry
+	59,  // 116: placement.v1.DeviceSubRequest.tolerations:type_name -> placement.v1.Toleration
+	97,  // 117: placement.v1.DeviceSubRequest.capacity_requests:type_name -> placement.v1.DeviceSubRequest.CapacityRequestsEntry
+	70,  // 118: placement.v1.AllocationResult.devices:type_name -> placement.v1.DeviceRequestAllocationResult
+	55,  // 119: placement.v1.AllocationResult.node_selector:type_name -> placement.v1.NodeSelector
+	59,  // 120: placement.v1.DeviceRequestAllocationResult.tolerations:type_name -> placement.v1.Toleration
+	55,  // 121: placement.v1.ResourceSlice.node_selector:type_name -> placement.v1.NodeSelector
+	73,  // 122: placement.v1.ResourceSlice.devices:type_name -> placement.v1.Device
+	78,  // 123: placement.v1.ResourceSlice.shared_counters:type_name -> placement.v1.CounterSet
+	98,  // 124: placement.v1.Device.attributes:type_name -> placement.v1.Device.AttributesEntry
+	99,  // 125: placement.v1.Device.capacity:type_name -> placement.v1.Device.CapacityEntry
+	79,  // 126: placement.v1.Device.consumes_counters:type_name -> placement.v1.DeviceCounterConsumption
+	55,  // 127: placement.v1.Device.node_selector:type_name -> placement.v1.NodeSelector
+	75,  // 128: placement.v1.Device.taints:type_name -> placement.v1.DeviceTaint
+	77,  // 129: placement.v1.DeviceTaintRule.device_selector:type_name -> placement.v1.DeviceTaintSelector
+	75,  // 130: placement.v1.DeviceTaintRule.taint:type_name -> placement.v1.DeviceTaint
+	100, // 131: placement.v1.CounterSet.counters:type_name -> placement.v1.CounterSet.CountersEntry
+	101, // 132: placement.v1.DeviceCounterConsumption.counters:type_name -> placement.v1.DeviceCounterConsumption.CountersEntry
+	74,  // 133: placement.v1.Device.AttributesEntry.value:type_name -> placement.v1.DeviceAttribute
+	1,   // 134: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
+	7,   // 135: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
+	13,  // 136: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
+	22,  // 137: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
+	2,   // 138: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
+	8,   // 139: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
+	14,  // 140: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
+	23,  // 141: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
+	138, // [138:142] is the sub-list for method output_type
+	134, // [134:138] is the sub-list for method input_type
+	134, // [134:134] is the sub-list for extension type_name
+	134, // [134:134] is the sub-list for extension extendee
+	0,   // [0:134] is the sub-list for field type_name
 }
 
 func init() { file_placement_v1_placement_proto_init() }
@@ -7717,13 +7906,14 @@ func file_placement_v1_placement_proto_init() {
 		(*DeviceAttribute_String_)(nil),
 		(*DeviceAttribute_Version)(nil),
 	}
+	file_placement_v1_placement_proto_msgTypes[76].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_placement_v1_placement_proto_rawDesc), len(file_placement_v1_placement_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   99,
+			NumMessages:   101,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

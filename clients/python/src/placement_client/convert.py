@@ -724,6 +724,36 @@ def _device_attribute(a: Any) -> Optional[pb.DeviceAttribute]:
     return None
 
 
+def _device_taint(t: Any) -> pb.DeviceTaint:
+    """A ``V1DeviceTaint``: key, value, effect and time_added in seconds (0 when unset)."""
+    return pb.DeviceTaint(
+        key=getattr(t, "key", None) or "",
+        value=getattr(t, "value", None) or "",
+        effect=getattr(t, "effect", None) or "",
+        time_added_seconds=_seconds(getattr(t, "time_added", None)),
+    )
+
+
+def device_taint_rule_to_proto(r: Any) -> pb.DeviceTaintRule:
+    """``V1DeviceTaintRule`` (resource.k8s.io/v1) -> ``placement.v1.DeviceTaintRule``:
+    metadata.name, spec.device_selector (driver, pool and device, each when set; unset when the
+    rule has none) and spec.taint."""
+    spec = getattr(r, "spec", None)
+    out = pb.DeviceTaintRule(name=r.metadata.name or "")
+    selector = getattr(spec, "device_selector", None)
+    if selector is not None:
+        s = pb.DeviceTaintSelector()
+        for field in ("driver", "pool", "device"):
+            value = getattr(selector, field, None)
+            if value is not None:
+                setattr(s, field, value)
+        out.device_selector.CopyFrom(s)
+    taint = getattr(spec, "taint", None)
+    if taint is not None:
+        out.taint.CopyFrom(_device_taint(taint))
+    return out
+
+
 def _device(d: Any) -> pb.Device:
     out = pb.Device(
         name=getattr(d, "name", None) or "",
@@ -737,14 +767,7 @@ def _device(d: Any) -> pb.Device:
         ],
         node_name=getattr(d, "node_name", None) or "",
         all_nodes=bool(getattr(d, "all_nodes", None)),
-        taints=[
-            pb.DeviceTaint(
-                key=getattr(t, "key", None) or "",
-                value=getattr(t, "value", None) or "",
-                effect=getattr(t, "effect", None) or "",
-            )
-            for t in _list(getattr(d, "taints", None))
-        ],
+        taints=[_device_taint(t) for t in _list(getattr(d, "taints", None))],
         allow_multiple_allocations=bool(getattr(d, "allow_multiple_allocations", None)),
         binding_conditions=_list(getattr(d, "binding_conditions", None)),
     )
@@ -966,6 +989,7 @@ def snapshot_from(
     resource_claims: Iterable[Any] = (),
     resource_slices: Iterable[Any] = (),
     pod_groups: Iterable[Any] = (),
+    device_taint_rules: Iterable[Any] = (),
 ) -> pb.Snapshot:
     """A full ``placement.v1.Snapshot`` from ``V1Node``, ``V1Pod``, ``V1Namespace`` and
     ``V1PodDisruptionBudget`` objects, as the binder builds it.
@@ -977,9 +1001,9 @@ def snapshot_from(
     (``V1PersistentVolumeClaim``, sorted by namespace and name), volumes (``V1PersistentVolume``),
     storage classes (``V1StorageClass``), CSINodes (``V1CSINode``) and CSIDrivers (``V1CSIDriver``),
     each sorted by name, and CSIStorageCapacities (``V1CSIStorageCapacity``, sorted by namespace and
-    name) feed the volume filters. DeviceClasses (``V1DeviceClass``) and ResourceSlices
-    (``V1ResourceSlice``), each sorted by name, and ResourceClaims (``ResourceV1ResourceClaim``,
-    sorted by "namespace/name") feed DynamicResources. PodGroups (``V1beta1PodGroup``) are sorted by
+    name) feed the volume filters. DeviceClasses (``V1DeviceClass``), ResourceSlices
+    (``V1ResourceSlice``) and DeviceTaintRules (``V1DeviceTaintRule``), each sorted by name, and
+    ResourceClaims (``ResourceV1ResourceClaim``, sorted by "namespace/name") feed DynamicResources. PodGroups (``V1beta1PodGroup``) are sorted by
     "namespace/name".
     """
     bound = [p for p in pods if is_bound(p)]
@@ -1008,6 +1032,9 @@ def snapshot_from(
             (resource_claim_to_proto(c) for c in resource_claims), key=lambda c: f"{c.namespace}/{c.name}".encode()
         ),
         resource_slices=sorted((resource_slice_to_proto(s) for s in resource_slices), key=lambda s: s.name.encode()),
+        device_taint_rules=sorted(
+            (device_taint_rule_to_proto(r) for r in device_taint_rules), key=lambda r: r.name.encode()
+        ),
         pod_groups=sorted(
             (pod_group_to_proto(g) for g in pod_groups), key=lambda g: f"{g.namespace}/{g.name}".encode()
         ),

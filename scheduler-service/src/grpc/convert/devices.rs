@@ -1,23 +1,28 @@
-//! Dynamic Resource Allocation objects (`resource.k8s.io/v1`): DeviceClasses, ResourceClaims and
-//! ResourceSlices, a full snapshot's lists of them, and a pod's `spec.resourceClaims`. Validated
-//! as the API server validates what the engine reads: names and lengths, the API's list limits
-//! (`k8s.io/api/resource/v1/types.go`), exactly one of `exactly` and `firstAvailable`, allocation
-//! modes and counts, attribute values with exactly one field set, and quantities.
+//! Dynamic Resource Allocation objects (`resource.k8s.io/v1`): DeviceClasses, ResourceClaims,
+//! ResourceSlices and DeviceTaintRules, a full snapshot's lists of them, and a pod's
+//! `spec.resourceClaims`. Validated as the API server validates what the engine reads: names and
+//! lengths, the API's list limits (`k8s.io/api/resource/v1/types.go`), exactly one of `exactly`
+//! and `firstAvailable`, allocation modes and counts, attribute values with exactly one field
+//! set, quantities, and DeviceTaintRules' selectors and taints.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::fields::{at_most, field_error, list, shown, FieldError, MAX_NAMESPACE_BYTES, MAX_NAME_BYTES};
+use super::fields::{
+    at_most, field_error, label_key, label_value, list, shown, FieldError, MAX_NAMESPACE_BYTES, MAX_NAME_BYTES,
+};
 use super::node::effect;
 use super::pod::toleration;
 use super::selectors::term;
 use crate::engine::devices::{
     AllocatedDevice, Allocation, AllocationMode, AttributeValue, ConstraintKind, Consumer, CounterConsumption,
     CounterSet, Device, DeviceClass, DeviceConstraint, DeviceId, DeviceParts, DeviceRequest, DeviceTaint,
-    NodeSelection, PodClaimRef, RequestKind, RequestSpec, ResourceClaim, ResourceSlice,
+    DeviceTaintRule, DeviceTaintSelector, NodeSelection, PodClaimRef, RequestKind, RequestSpec, ResourceClaim,
+    ResourceSlice,
 };
 use crate::engine::model::{SelectorTerm, Toleration};
 use crate::engine::quantity::Quantity;
+use crate::engine::resources::is_dns1123_subdomain;
 use crate::proto;
 
 /// `DeviceSelectorsMaxSize`.
@@ -520,6 +525,117 @@ pub fn resource_slice(path: &str, s: &proto::ResourceSlice) -> Result<ResourceSl
     })
 }
 
+/// `PoolNameMaxLength`.
+pub const MAX_POOL_NAME_BYTES: usize = 253;
+
+/// A driver's name as the API server validates it (`ValidateCSIDriverName`): at most 63 bytes, a
+/// DNS subdomain once lowercased.
+fn driver_name(path: String, name: &str) -> Result<(), FieldError> {
+    non_empty(path.clone(), name, MAX_DRIVER_BYTES)?;
+    if !is_dns1123_subdomain(&name.to_ascii_lowercase()) {
+        return Err(field_error(
+            path,
+            format!("invalid driver name {}: must be a DNS subdomain", shown(name)),
+        ));
+    }
+    Ok(())
+}
+
+/// A pool's name as the API server validates it (`validatePoolName`): at most 253 bytes, DNS
+/// subdomains separated by '/'.
+fn pool_name(path: String, name: &str) -> Result<(), FieldError> {
+    non_empty(path.clone(), name, MAX_POOL_NAME_BYTES)?;
+    if !name.split('/').all(is_dns1123_subdomain) {
+        return Err(field_error(
+            path,
+            format!(
+                "invalid pool name {}: must be DNS subdomains separated by '/'",
+                shown(name)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A device's name as the API server validates it (`ValidateDNS1123Label`): at most 63 bytes of
+/// lowercase alphanumerics and '-', alphanumeric at both ends.
+fn device_name(path: String, name: &str) -> Result<(), FieldError> {
+    non_empty(path.clone(), name, 63)?;
+    let b = name.as_bytes();
+    let ok = b
+        .iter()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-';
+    if !ok {
+        return Err(field_error(
+            path,
+            format!(
+                "invalid device name {}: must be a DNS label (lowercase alphanumerics and '-', alphanumeric at both ends)",
+                shown(name)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Validates and converts a DeviceTaintRule as the API server validates one
+/// (`validateDeviceTaintRuleSpec`): a name; the selector's driver, pool and device names when
+/// set; the taint's key a label name, its value a label value, its effect set. The effects are
+/// `NoSchedule`, `NoExecute` and `None`; another (a later Kubernetes' new effect) is read as
+/// `None`, as the API asks of its consumers and kube's allocator does.
+pub fn device_taint_rule(path: &str, r: &proto::DeviceTaintRule) -> Result<DeviceTaintRule, FieldError> {
+    non_empty(format!("{path}.name"), &r.name, MAX_NAME_BYTES)?;
+    let selector = match &r.device_selector {
+        None => None,
+        Some(s) => {
+            let p = format!("{path}.device_selector");
+            if let Some(d) = &s.driver {
+                driver_name(format!("{p}.driver"), d)?;
+            }
+            if let Some(pool) = &s.pool {
+                pool_name(format!("{p}.pool"), pool)?;
+            }
+            if let Some(d) = &s.device {
+                device_name(format!("{p}.device"), d)?;
+            }
+            Some(DeviceTaintSelector {
+                driver: s.driver.as_deref().map(Arc::from),
+                pool: s.pool.as_deref().map(Arc::from),
+                device: s.device.as_deref().map(Arc::from),
+            })
+        }
+    };
+    let p = format!("{path}.taint");
+    let Some(t) = &r.taint else {
+        return Err(field_error(p, "must be set"));
+    };
+    if t.key.is_empty() {
+        return Err(field_error(format!("{p}.key"), "must not be empty"));
+    }
+    label_key(format!("{p}.key"), &t.key)?;
+    label_value(format!("{p}.value"), &t.value)?;
+    let effect = match t.effect.as_str() {
+        "" => {
+            return Err(field_error(
+                format!("{p}.effect"),
+                "must be set (NoSchedule, NoExecute or None)",
+            ))
+        }
+        "NoSchedule" => Some(crate::engine::devices::DeviceTaintEffect::NoSchedule),
+        "NoExecute" => Some(crate::engine::devices::DeviceTaintEffect::NoExecute),
+        _ => None,
+    };
+    Ok(DeviceTaintRule {
+        name: r.name.clone(),
+        selector,
+        key: t.key.clone(),
+        value: t.value.clone(),
+        effect,
+        time_added: t.time_added_seconds,
+    })
+}
+
 /// A pod's `spec.resourceClaims` with the claim names its status gives.
 pub fn pod_claims(path: &str, claims: &[proto::PodResourceClaim]) -> Result<Vec<PodClaimRef>, FieldError> {
     at_most_items(path, claims, MAX_POD_CLAIMS)?;
@@ -577,6 +693,11 @@ pub fn devices(path: &str, s: &proto::Snapshot) -> Result<DeviceParts, FieldErro
         classes: list(&format!("{path}.device_classes"), &s.device_classes, device_class)?,
         claims: list(&format!("{path}.resource_claims"), &s.resource_claims, resource_claim)?,
         slices: list(&format!("{path}.resource_slices"), &s.resource_slices, resource_slice)?,
+        taint_rules: list(
+            &format!("{path}.device_taint_rules"),
+            &s.device_taint_rules,
+            device_taint_rule,
+        )?,
     })
 }
 
@@ -601,6 +722,12 @@ pub fn device_delta(path: &str, d: &proto::SnapshotDelta) -> Result<crate::engin
             resource_slice,
         )?,
         remove_slices: d.remove_resource_slices.clone(),
+        upsert_taint_rules: list(
+            &format!("{path}.upsert_device_taint_rules"),
+            &d.upsert_device_taint_rules,
+            device_taint_rule,
+        )?,
+        remove_taint_rules: d.remove_device_taint_rules.clone(),
     })
 }
 
@@ -717,3 +844,7 @@ pub fn device_failure_out(f: crate::engine::plugins::dynamicresources::RequestFa
         message: f.message,
     }
 }
+
+#[cfg(test)]
+#[path = "devices_tests.rs"]
+mod tests;

@@ -38,3 +38,6 @@ mod allocator_tests;
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod taint_rule_tests;

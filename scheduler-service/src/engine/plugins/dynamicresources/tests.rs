@@ -18,7 +18,7 @@ use crate::engine::policy::Policy;
 use crate::engine::profile::Profile;
 use crate::engine::snapshot::Snapshot;
 
-const DRIVER: &str = "gpu.example.com";
+pub(super) const DRIVER: &str = "gpu.example.com";
 
 fn gpu(name: &str, model: &str) -> Device {
     Device {
@@ -29,7 +29,7 @@ fn gpu(name: &str, model: &str) -> Device {
 }
 
 /// A slice of `node`'s GPUs of one model.
-fn slice(node: &str, model: &str, count: usize) -> ResourceSlice {
+pub(super) fn slice(node: &str, model: &str, count: usize) -> ResourceSlice {
     ResourceSlice {
         name: format!("{node}-gpus"),
         driver: Arc::from(DRIVER),
@@ -42,7 +42,7 @@ fn slice(node: &str, model: &str, count: usize) -> ResourceSlice {
     }
 }
 
-fn class() -> DeviceClass {
+pub(super) fn class() -> DeviceClass {
     DeviceClass {
         name: "gpu".into(),
         selectors: vec![Arc::from(format!("device.driver == \"{DRIVER}\""))],
@@ -51,7 +51,7 @@ fn class() -> DeviceClass {
     }
 }
 
-fn spec(count: i64, selector: Option<&str>) -> RequestSpec {
+pub(super) fn spec(count: i64, selector: Option<&str>) -> RequestSpec {
     RequestSpec {
         class: "gpu".into(),
         selectors: selector.map(Arc::from).into_iter().collect(),
@@ -62,7 +62,7 @@ fn spec(count: i64, selector: Option<&str>) -> RequestSpec {
     }
 }
 
-fn claim(name: &str, kind: RequestKind) -> ResourceClaim {
+pub(super) fn claim(name: &str, kind: RequestKind) -> ResourceClaim {
     ResourceClaim {
         namespace: "default".into(),
         name: name.into(),
@@ -75,11 +75,11 @@ fn claim(name: &str, kind: RequestKind) -> ResourceClaim {
     }
 }
 
-fn gpus(name: &str, count: i64) -> ResourceClaim {
+pub(super) fn gpus(name: &str, count: i64) -> ResourceClaim {
     claim(name, RequestKind::Exactly(spec(count, None)))
 }
 
-fn with_claims(uid: &str, claims: &[&str]) -> PodSpec {
+pub(super) fn with_claims(uid: &str, claims: &[&str]) -> PodSpec {
     let mut p = pod(uid, 100, 100);
     p.namespace = "default".into();
     p.name = uid.into();
@@ -98,20 +98,21 @@ fn nodes() -> Vec<NodeSpec> {
     ["n1", "n2", "n3"].iter().map(|n| node(n, 8000, 32 << 30)).collect()
 }
 
-fn cluster(slices: Vec<ResourceSlice>, claims: Vec<ResourceClaim>) -> Snapshot {
+pub(super) fn cluster(slices: Vec<ResourceSlice>, claims: Vec<ResourceClaim>) -> Snapshot {
     Snapshot::build(nodes(), vec![])
         .and_then(|s| {
             s.with_devices(DeviceParts {
                 classes: vec![class()],
                 claims,
                 slices,
+                ..Default::default()
             })
         })
         .unwrap()
 }
 
 /// Each pod's node (with its claims' devices, `claim=node/device,…`) or message.
-fn schedule(snap: &Snapshot, pods: &[PodSpec]) -> Vec<Result<(String, Vec<String>), String>> {
+pub(super) fn schedule(snap: &Snapshot, pods: &[PodSpec]) -> Vec<Result<(String, Vec<String>), String>> {
     let profile = Profile::new(Policy::kube_default());
     Evaluator::new(&profile, snap)
         .schedule(pods, 0, Deadline::none())
@@ -341,6 +342,7 @@ fn verdicts_by_device_signature_equal_allocations_node_by_node() {
                 classes: vec![class()],
                 claims,
                 slices,
+                ..Default::default()
             })
         })
         .unwrap();
@@ -398,10 +400,10 @@ fn numa_gpu(name: &str, numa: i64) -> Device {
 }
 
 /// One failure as `(claim, request, kind, message)`.
-type Failure = (String, String, FailureKind, String);
+pub(super) type Failure = (String, String, FailureKind, String);
 
 /// What `pod` (its claims in `snap`) is told about each node.
-fn diagnoses(snap: &Snapshot, pod: &PodSpec) -> Vec<(String, Vec<Failure>)> {
+pub(super) fn diagnoses(snap: &Snapshot, pod: &PodSpec) -> Vec<(String, Vec<Failure>)> {
     let devices = PodDevices::pre_filter(
         snap.devices(),
         snap.device_index(),
@@ -424,7 +426,7 @@ fn diagnoses(snap: &Snapshot, pod: &PodSpec) -> Vec<(String, Vec<Failure>)> {
         .collect()
 }
 
-fn failure(claim: &str, request: &str, kind: FailureKind, message: &str) -> Failure {
+pub(super) fn failure(claim: &str, request: &str, kind: FailureKind, message: &str) -> Failure {
     (claim.into(), request.into(), kind, message.into())
 }
 
@@ -723,6 +725,7 @@ fn extended_cluster(nodes: Vec<NodeSpec>, slices: Vec<ResourceSlice>, claims: Ve
                 classes: vec![class],
                 claims,
                 slices,
+                ..Default::default()
             })
         })
         .unwrap()

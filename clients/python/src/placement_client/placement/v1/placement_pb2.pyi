@@ -39,7 +39,7 @@ class SyncSnapshotResponse(_message.Message):
     def __init__(self, snapshot_id: _Optional[str] = ..., node_count: _Optional[int] = ..., pod_count: _Optional[int] = ...) -> None: ...
 
 class Snapshot(_message.Message):
-    __slots__ = ("nodes", "pods", "namespaces", "pod_disruption_budgets", "persistent_volume_claims", "persistent_volumes", "storage_classes", "csi_nodes", "csi_drivers", "csi_storage_capacities", "device_classes", "resource_claims", "resource_slices", "pod_groups")
+    __slots__ = ("nodes", "pods", "namespaces", "pod_disruption_budgets", "persistent_volume_claims", "persistent_volumes", "storage_classes", "csi_nodes", "csi_drivers", "csi_storage_capacities", "device_classes", "resource_claims", "resource_slices", "device_taint_rules", "pod_groups")
     NODES_FIELD_NUMBER: _ClassVar[int]
     PODS_FIELD_NUMBER: _ClassVar[int]
     NAMESPACES_FIELD_NUMBER: _ClassVar[int]
@@ -53,6 +53,7 @@ class Snapshot(_message.Message):
     DEVICE_CLASSES_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_CLAIMS_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_SLICES_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_TAINT_RULES_FIELD_NUMBER: _ClassVar[int]
     POD_GROUPS_FIELD_NUMBER: _ClassVar[int]
     nodes: _containers.RepeatedCompositeFieldContainer[Node]
     pods: _containers.RepeatedCompositeFieldContainer[Pod]
@@ -67,8 +68,9 @@ class Snapshot(_message.Message):
     device_classes: _containers.RepeatedCompositeFieldContainer[DeviceClass]
     resource_claims: _containers.RepeatedCompositeFieldContainer[ResourceClaim]
     resource_slices: _containers.RepeatedCompositeFieldContainer[ResourceSlice]
+    device_taint_rules: _containers.RepeatedCompositeFieldContainer[DeviceTaintRule]
     pod_groups: _containers.RepeatedCompositeFieldContainer[PodGroup]
-    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., pod_disruption_budgets: _Optional[_Iterable[_Union[PodDisruptionBudget, _Mapping]]] = ..., persistent_volume_claims: _Optional[_Iterable[_Union[PersistentVolumeClaim, _Mapping]]] = ..., persistent_volumes: _Optional[_Iterable[_Union[PersistentVolume, _Mapping]]] = ..., storage_classes: _Optional[_Iterable[_Union[StorageClass, _Mapping]]] = ..., csi_nodes: _Optional[_Iterable[_Union[CsiNode, _Mapping]]] = ..., csi_drivers: _Optional[_Iterable[_Union[CsiDriver, _Mapping]]] = ..., csi_storage_capacities: _Optional[_Iterable[_Union[CsiStorageCapacity, _Mapping]]] = ..., device_classes: _Optional[_Iterable[_Union[DeviceClass, _Mapping]]] = ..., resource_claims: _Optional[_Iterable[_Union[ResourceClaim, _Mapping]]] = ..., resource_slices: _Optional[_Iterable[_Union[ResourceSlice, _Mapping]]] = ..., pod_groups: _Optional[_Iterable[_Union[PodGroup, _Mapping]]] = ...) -> None: ...
+    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., pod_disruption_budgets: _Optional[_Iterable[_Union[PodDisruptionBudget, _Mapping]]] = ..., persistent_volume_claims: _Optional[_Iterable[_Union[PersistentVolumeClaim, _Mapping]]] = ..., persistent_volumes: _Optional[_Iterable[_Union[PersistentVolume, _Mapping]]] = ..., storage_classes: _Optional[_Iterable[_Union[StorageClass, _Mapping]]] = ..., csi_nodes: _Optional[_Iterable[_Union[CsiNode, _Mapping]]] = ..., csi_drivers: _Optional[_Iterable[_Union[CsiDriver, _Mapping]]] = ..., csi_storage_capacities: _Optional[_Iterable[_Union[CsiStorageCapacity, _Mapping]]] = ..., device_classes: _Optional[_Iterable[_Union[DeviceClass, _Mapping]]] = ..., resource_claims: _Optional[_Iterable[_Union[ResourceClaim, _Mapping]]] = ..., resource_slices: _Optional[_Iterable[_Union[ResourceSlice, _Mapping]]] = ..., device_taint_rules: _Optional[_Iterable[_Union[DeviceTaintRule, _Mapping]]] = ..., pod_groups: _Optional[_Iterable[_Union[PodGroup, _Mapping]]] = ...) -> None: ...
 
 class Namespace(_message.Message):
     __slots__ = ("name", "labels")
@@ -86,7 +88,7 @@ class Namespace(_message.Message):
     def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class SnapshotDelta(_message.Message):
-    __slots__ = ("base_snapshot_id", "upsert_nodes", "remove_nodes", "upsert_pods", "remove_pod_uids", "upsert_namespaces", "remove_namespaces", "upsert_pod_disruption_budgets", "remove_pod_disruption_budgets", "upsert_persistent_volume_claims", "remove_persistent_volume_claims", "upsert_persistent_volumes", "remove_persistent_volumes", "upsert_storage_classes", "remove_storage_classes", "upsert_csi_nodes", "remove_csi_nodes", "upsert_csi_drivers", "remove_csi_drivers", "upsert_csi_storage_capacities", "remove_csi_storage_capacities", "upsert_device_classes", "remove_device_classes", "upsert_resource_claims", "remove_resource_claims", "upsert_resource_slices", "remove_resource_slices", "upsert_pod_groups", "remove_pod_groups")
+    __slots__ = ("base_snapshot_id", "upsert_nodes", "remove_nodes", "upsert_pods", "remove_pod_uids", "upsert_namespaces", "remove_namespaces", "upsert_pod_disruption_budgets", "remove_pod_disruption_budgets", "upsert_persistent_volume_claims", "remove_persistent_volume_claims", "upsert_persistent_volumes", "remove_persistent_volumes", "upsert_storage_classes", "remove_storage_classes", "upsert_csi_nodes", "remove_csi_nodes", "upsert_csi_drivers", "remove_csi_drivers", "upsert_csi_storage_capacities", "remove_csi_storage_capacities", "upsert_device_classes", "remove_device_classes", "upsert_resource_claims", "remove_resource_claims", "upsert_resource_slices", "remove_resource_slices", "upsert_pod_groups", "remove_pod_groups", "upsert_device_taint_rules", "remove_device_taint_rules")
     BASE_SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
     UPSERT_NODES_FIELD_NUMBER: _ClassVar[int]
     REMOVE_NODES_FIELD_NUMBER: _ClassVar[int]
@@ -116,6 +118,8 @@ class SnapshotDelta(_message.Message):
     REMOVE_RESOURCE_SLICES_FIELD_NUMBER: _ClassVar[int]
     UPSERT_POD_GROUPS_FIELD_NUMBER: _ClassVar[int]
     REMOVE_POD_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    UPSERT_DEVICE_TAINT_RULES_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_DEVICE_TAINT_RULES_FIELD_NUMBER: _ClassVar[int]
     base_snapshot_id: str
     upsert_nodes: _containers.RepeatedCompositeFieldContainer[Node]
     remove_nodes: _containers.RepeatedScalarFieldContainer[str]
@@ -145,7 +149,9 @@ class SnapshotDelta(_message.Message):
     remove_resource_slices: _containers.RepeatedScalarFieldContainer[str]
     upsert_pod_groups: _containers.RepeatedCompositeFieldContainer[PodGroup]
     remove_pod_groups: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, base_snapshot_id: _Optional[str] = ..., upsert_nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., remove_nodes: _Optional[_Iterable[str]] = ..., upsert_pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., remove_pod_uids: _Optional[_Iterable[str]] = ..., upsert_namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., remove_namespaces: _Optional[_Iterable[str]] = ..., upsert_pod_disruption_budgets: _Optional[_Iterable[_Union[PodDisruptionBudget, _Mapping]]] = ..., remove_pod_disruption_budgets: _Optional[_Iterable[str]] = ..., upsert_persistent_volume_claims: _Optional[_Iterable[_Union[PersistentVolumeClaim, _Mapping]]] = ..., remove_persistent_volume_claims: _Optional[_Iterable[str]] = ..., upsert_persistent_volumes: _Optional[_Iterable[_Union[PersistentVolume, _Mapping]]] = ..., remove_persistent_volumes: _Optional[_Iterable[str]] = ..., upsert_storage_classes: _Optional[_Iterable[_Union[StorageClass, _Mapping]]] = ..., remove_storage_classes: _Optional[_Iterable[str]] = ..., upsert_csi_nodes: _Optional[_Iterable[_Union[CsiNode, _Mapping]]] = ..., remove_csi_nodes: _Optional[_Iterable[str]] = ..., upsert_csi_drivers: _Optional[_Iterable[_Union[CsiDriver, _Mapping]]] = ..., remove_csi_drivers: _Optional[_Iterable[str]] = ..., upsert_csi_storage_capacities: _Optional[_Iterable[_Union[CsiStorageCapacity, _Mapping]]] = ..., remove_csi_storage_capacities: _Optional[_Iterable[str]] = ..., upsert_device_classes: _Optional[_Iterable[_Union[DeviceClass, _Mapping]]] = ..., remove_device_classes: _Optional[_Iterable[str]] = ..., upsert_resource_claims: _Optional[_Iterable[_Union[ResourceClaim, _Mapping]]] = ..., remove_resource_claims: _Optional[_Iterable[str]] = ..., upsert_resource_slices: _Optional[_Iterable[_Union[ResourceSlice, _Mapping]]] = ..., remove_resource_slices: _Optional[_Iterable[str]] = ..., upsert_pod_groups: _Optional[_Iterable[_Union[PodGroup, _Mapping]]] = ..., remove_pod_groups: _Optional[_Iterable[str]] = ...) -> None: ...
+    upsert_device_taint_rules: _containers.RepeatedCompositeFieldContainer[DeviceTaintRule]
+    remove_device_taint_rules: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, base_snapshot_id: _Optional[str] = ..., upsert_nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., remove_nodes: _Optional[_Iterable[str]] = ..., upsert_pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., remove_pod_uids: _Optional[_Iterable[str]] = ..., upsert_namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., remove_namespaces: _Optional[_Iterable[str]] = ..., upsert_pod_disruption_budgets: _Optional[_Iterable[_Union[PodDisruptionBudget, _Mapping]]] = ..., remove_pod_disruption_budgets: _Optional[_Iterable[str]] = ..., upsert_persistent_volume_claims: _Optional[_Iterable[_Union[PersistentVolumeClaim, _Mapping]]] = ..., remove_persistent_volume_claims: _Optional[_Iterable[str]] = ..., upsert_persistent_volumes: _Optional[_Iterable[_Union[PersistentVolume, _Mapping]]] = ..., remove_persistent_volumes: _Optional[_Iterable[str]] = ..., upsert_storage_classes: _Optional[_Iterable[_Union[StorageClass, _Mapping]]] = ..., remove_storage_classes: _Optional[_Iterable[str]] = ..., upsert_csi_nodes: _Optional[_Iterable[_Union[CsiNode, _Mapping]]] = ..., remove_csi_nodes: _Optional[_Iterable[str]] = ..., upsert_csi_drivers: _Optional[_Iterable[_Union[CsiDriver, _Mapping]]] = ..., remove_csi_drivers: _Optional[_Iterable[str]] = ..., upsert_csi_storage_capacities: _Optional[_Iterable[_Union[CsiStorageCapacity, _Mapping]]] = ..., remove_csi_storage_capacities: _Optional[_Iterable[str]] = ..., upsert_device_classes: _Optional[_Iterable[_Union[DeviceClass, _Mapping]]] = ..., remove_device_classes: _Optional[_Iterable[str]] = ..., upsert_resource_claims: _Optional[_Iterable[_Union[ResourceClaim, _Mapping]]] = ..., remove_resource_claims: _Optional[_Iterable[str]] = ..., upsert_resource_slices: _Optional[_Iterable[_Union[ResourceSlice, _Mapping]]] = ..., remove_resource_slices: _Optional[_Iterable[str]] = ..., upsert_pod_groups: _Optional[_Iterable[_Union[PodGroup, _Mapping]]] = ..., remove_pod_groups: _Optional[_Iterable[str]] = ..., upsert_device_taint_rules: _Optional[_Iterable[_Union[DeviceTaintRule, _Mapping]]] = ..., remove_device_taint_rules: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SnapshotRef(_message.Message):
     __slots__ = ("snapshot_id", "inline")
@@ -1231,14 +1237,36 @@ class DeviceAttribute(_message.Message):
     def __init__(self, int: _Optional[int] = ..., bool: _Optional[bool] = ..., string: _Optional[str] = ..., version: _Optional[str] = ...) -> None: ...
 
 class DeviceTaint(_message.Message):
-    __slots__ = ("key", "value", "effect")
+    __slots__ = ("key", "value", "effect", "time_added_seconds")
     KEY_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     EFFECT_FIELD_NUMBER: _ClassVar[int]
+    TIME_ADDED_SECONDS_FIELD_NUMBER: _ClassVar[int]
     key: str
     value: str
     effect: str
-    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ...) -> None: ...
+    time_added_seconds: int
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ..., time_added_seconds: _Optional[int] = ...) -> None: ...
+
+class DeviceTaintRule(_message.Message):
+    __slots__ = ("name", "device_selector", "taint")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    TAINT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    device_selector: DeviceTaintSelector
+    taint: DeviceTaint
+    def __init__(self, name: _Optional[str] = ..., device_selector: _Optional[_Union[DeviceTaintSelector, _Mapping]] = ..., taint: _Optional[_Union[DeviceTaint, _Mapping]] = ...) -> None: ...
+
+class DeviceTaintSelector(_message.Message):
+    __slots__ = ("driver", "pool", "device")
+    DRIVER_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    driver: str
+    pool: str
+    device: str
+    def __init__(self, driver: _Optional[str] = ..., pool: _Optional[str] = ..., device: _Optional[str] = ...) -> None: ...
 
 class CounterSet(_message.Message):
     __slots__ = ("name", "counters")
