@@ -109,6 +109,20 @@ if ! python3 -c 'import yaml' 2>/dev/null && ! "$TOOLS/venv/bin/python" -c 'impo
   "$TOOLS/venv/bin/python" -c 'import yaml' || die "PyYAML does not import"
 fi
 
+# --- umoci and runc (Debian's packages) for the images (scripts/images.sh, images-check.py) ---
+# umoci writes OCI image layouts without a daemon; runc starts a container from an image to
+# check it. Installed with apt-get when missing and this user may (root); otherwise
+# scripts/test.sh's image step says what is missing.
+missing=()
+command -v umoci >/dev/null 2>&1 || missing+=(umoci)
+command -v runc >/dev/null 2>&1 || missing+=(runc)
+if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "install-tools: installing ${missing[*]} from Debian's packages"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null ||
+    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null; } ||
+    die "apt-get could not install ${missing[*]}"
+fi
+
 # --- Rust components: rustup's servers are not reachable here, so only check and say so ---
 for c in fmt clippy; do
   cargo "$c" --version >/dev/null 2>&1 || rustup component add "${c/fmt/rustfmt}" ||
@@ -124,3 +138,4 @@ kubectl_bin=$(command -v kubectl || echo "$TOOLS/bin/kubectl")
 echo "install-tools: kubectl $("$kubectl_bin" version --client 2>/dev/null | head -n1) -> $kubectl_bin"
 echo "install-tools: helm $(helm_version) -> $TOOLS/bin/helm"
 echo "install-tools: $(cargo fmt --version), $(cargo clippy --version)"
+echo "install-tools: umoci $(umoci --version 2>/dev/null | awk '{print $3}' || echo missing), $(runc --version 2>/dev/null | head -n1 || echo "runc missing")"

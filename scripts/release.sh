@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Release artifacts of kubectl-placement: a tar.gz per platform (the stripped binary and LICENSE,
+# Release artifacts of kubectl-placement: a tar.gz per platform (the binary, stripped, and LICENSE,
 # byte-for-byte reproducible: sorted names, fixed times and owners), SHA256SUMS, and the krew
 # manifest (deploy/krew/placement.yaml) with this release's version, URIs and checksums filled in:
 #
@@ -41,9 +41,7 @@ case "$(uname -s)/$(uname -m)" in
 esac
 
 if [ -z "$BINARY" ]; then
-  # Stripped: without symbols and line tables the binary is a fraction of the profile's size.
-  CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_STRIP=symbols \
-    cargo build --release --locked -p binder-agent --bin kubectl-placement
+  cargo build --release --locked -p binder-agent --bin kubectl-placement
   BINARY="${CARGO_TARGET_DIR:-$ROOT/target}/release/kubectl-placement"
 fi
 [ -x "$BINARY" ] || die "$BINARY is not an executable"
@@ -52,7 +50,9 @@ fi
 mkdir -p "$OUT/krew"
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
-install -m 0755 "$BINARY" "$STAGE/kubectl-placement"
+# Stripped: without symbols and line tables the binary is a fraction of the profile's size.
+strip --strip-all -o "$STAGE/kubectl-placement" "$BINARY"
+chmod 0755 "$STAGE/kubectl-placement"
 install -m 0644 LICENSE "$STAGE/LICENSE"
 ARCHIVE="kubectl-placement_${TAG}_${PLATFORM}.tar.gz"
 tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$STAGE" -cf - kubectl-placement LICENSE |
