@@ -322,6 +322,7 @@ async fn kube_scheduler_metric_names_labels_and_counts_match() {
             ));
         }
         for (what, got, want) in checks {
+            eprintln!("e2e {test}: {side}: {what} = {got}");
             if got != want {
                 problems.push(format!("{side}: {what} = {got}, want {want} (the pods it bound)"));
             }
@@ -336,6 +337,7 @@ async fn kube_scheduler_metric_names_labels_and_counts_match() {
                 total(samples, "scheduler_preemption_attempts_total", &[]),
             ),
         ] {
+            eprintln!("e2e {test}: {side}: {what} = {got}");
             if got < 1.0 {
                 problems.push(format!("{side}: {what} = {got}, want at least 1 (the pod that fits nowhere)"));
             }
