@@ -114,7 +114,8 @@ fn total(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
         .iter()
         .filter(|s| s.name == name && labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(v)))
         .map(|s| s.value)
-        .sum()
+        .sum::<f64>()
+        + 0.0
 }
 
 /// kube-scheduler's `/metrics`, as the cluster's admin (its client certificate beside the admin
@@ -210,8 +211,7 @@ async fn kube_scheduler_metric_names_labels_and_counts_match() {
         bound == 2 * PODS && unschedulable == 2
     })
     .await;
-    // The binder counts a pod scheduled once its Binding returns, before the watch shows it;
-    // kube-scheduler observes its metrics in the binding goroutine, right after the Binding.
+    // Both record a bound pod right after its Binding returns, possibly after the watch shows it.
     let ours = match eventually_scraped(&binder, PODS).await {
         Some(samples) => samples,
         None => parse(&binder.binder.metrics().encode()),
@@ -222,8 +222,8 @@ async fn kube_scheduler_metric_names_labels_and_counts_match() {
         while started.elapsed() < WAIT {
             let text = scrape_kube_scheduler(&cluster.kubeconfig).expect("kube-scheduler's metrics");
             kube = delta(&kube_before, &parse(&text));
-            let profile = ("profile", "default-scheduler");
-            if total(&kube, "scheduler_schedule_attempts_total", &[("result", "scheduled"), profile]) >= PODS as f64 {
+            // The SLI histogram is the last of kube's per-pod observations after a Binding.
+            if total(&kube, "scheduler_pod_scheduling_sli_duration_seconds_count", &[]) >= PODS as f64 {
                 break;
             }
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
@@ -351,12 +351,13 @@ async fn kube_scheduler_metric_names_labels_and_counts_match() {
     );
 }
 
-/// The binder's metrics once it counted `pods` scheduled attempts (`None` if it never did).
+/// The binder's metrics once it recorded `pods` bound pods (`None` if it never did).
 async fn eventually_scraped(binder: &InProcessBinder, pods: usize) -> Option<Vec<Sample>> {
     let started = std::time::Instant::now();
     while started.elapsed() < WAIT {
         let samples = parse(&binder.binder.metrics().encode());
-        if total(&samples, "scheduler_schedule_attempts_total", &[("result", "scheduled")]) >= pods as f64 {
+        // The SLI histogram is observed last, after the scheduled attempt.
+        if total(&samples, "scheduler_pod_scheduling_sli_duration_seconds_count", &[]) >= pods as f64 {
             return Some(samples);
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
