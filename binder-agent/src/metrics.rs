@@ -755,7 +755,11 @@ mod tests {
         let prefix = format!("{name}_bucket{{");
         let mut seen = Vec::new();
         for line in text.lines().filter(|l| l.starts_with(&prefix)) {
-            let le = line.split("le=\"").nth(1).and_then(|r| r.split('"').next()).unwrap_or_default();
+            let le = line
+                .split("le=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .unwrap_or_default();
             if !seen.iter().any(|s| s == le) {
                 seen.push(le.to_string());
             }
@@ -768,7 +772,10 @@ mod tests {
     }
 
     fn parsed(les: &[String]) -> Vec<f64> {
-        les.iter().filter(|l| *l != "+Inf").map(|l| l.parse().unwrap()).collect()
+        les.iter()
+            .filter(|l| *l != "+Inf")
+            .map(|l| l.parse().unwrap())
+            .collect()
     }
 
     fn assert_buckets(text: &str, name: &str, want: Vec<f64>) {
@@ -821,8 +828,16 @@ mod tests {
         assert!(!text.contains("queue=\"in_flight\""), "{text}");
         assert!(!text.contains("scheduler_e2e_scheduling_duration_seconds"), "{text}");
         // kube 1.37's buckets (pkg/scheduler/metrics/metrics.go).
-        assert_buckets(&text, "scheduler_scheduling_attempt_duration_seconds", kube_buckets(0.001, 2.0, 15));
-        assert_buckets(&text, "scheduler_pod_scheduling_sli_duration_seconds", kube_buckets(0.01, 2.0, 20));
+        assert_buckets(
+            &text,
+            "scheduler_scheduling_attempt_duration_seconds",
+            kube_buckets(0.001, 2.0, 15),
+        );
+        assert_buckets(
+            &text,
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            kube_buckets(0.01, 2.0, 20),
+        );
         assert_buckets(&text, "scheduler_pod_scheduling_attempts", kube_buckets(1.0, 2.0, 5));
         assert_buckets(
             &text,

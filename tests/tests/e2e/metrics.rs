@@ -112,7 +112,12 @@ fn buckets(samples: &[Sample], series: &str) -> BTreeSet<i64> {
 fn total(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
     samples
         .iter()
-        .filter(|s| s.name == name && labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(v)))
+        .filter(|s| {
+            s.name == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(v))
+        })
         .map(|s| s.value)
         .sum::<f64>()
         + 0.0
@@ -178,7 +183,9 @@ async fn kube_scheduler_metric_names_labels_and_counts_match() {
         return;
     };
     if std::env::var("E2E_KUBE_SCHEDULER").as_deref() != Ok("1") {
-        eprintln!("e2e {test}: skipped: set E2E_KUBE_SCHEDULER=1 when the cluster's kube-scheduler serves default-scheduler");
+        eprintln!(
+            "e2e {test}: skipped: set E2E_KUBE_SCHEDULER=1 when the cluster's kube-scheduler serves default-scheduler"
+        );
         return;
     }
     let kube_before = match scrape_kube_scheduler(&cluster.kubeconfig) {
@@ -197,19 +204,35 @@ async fn kube_scheduler_metric_names_labels_and_counts_match() {
     ] {
         for i in 0..PODS {
             scope
-                .create(&pod_for(&scope.ns, &format!("fits-{i}-{who}"), &scheduler, &scope.run, "100m"))
+                .create(&pod_for(
+                    &scope.ns,
+                    &format!("fits-{i}-{who}"),
+                    &scheduler,
+                    &scope.run,
+                    "100m",
+                ))
                 .await;
         }
         scope
-            .create(&pod_for(&scope.ns, &format!("huge-{who}"), &scheduler, &scope.run, "100"))
+            .create(&pod_for(
+                &scope.ns,
+                &format!("huge-{who}"),
+                &scheduler,
+                &scope.run,
+                "100",
+            ))
             .await;
     }
-    eventually(WAIT, "both schedulers bound their pods and reported the huge ones", || async {
-        let pods: Vec<Pod> = list_pods(&scope).await;
-        let bound = pods.iter().filter(|p| node_of(p).is_some()).count();
-        let unschedulable = pods.iter().filter(|p| marked_unschedulable(p)).count();
-        bound == 2 * PODS && unschedulable == 2
-    })
+    eventually(
+        WAIT,
+        "both schedulers bound their pods and reported the huge ones",
+        || async {
+            let pods: Vec<Pod> = list_pods(&scope).await;
+            let bound = pods.iter().filter(|p| node_of(p).is_some()).count();
+            let unschedulable = pods.iter().filter(|p| marked_unschedulable(p)).count();
+            bound == 2 * PODS && unschedulable == 2
+        },
+    )
     .await;
     // Both record a bound pod right after its Binding returns, possibly after the watch shows it.
     let ours = match eventually_scraped(&binder, PODS).await {
@@ -235,7 +258,10 @@ async fn kube_scheduler_metric_names_labels_and_counts_match() {
     let mut problems = Vec::new();
     // Names, label names and buckets.
     for (series, histogram) in SERIES {
-        let (a, b) = (label_names(&ours, series, *histogram), label_names(&kube, series, *histogram));
+        let (a, b) = (
+            label_names(&ours, series, *histogram),
+            label_names(&kube, series, *histogram),
+        );
         if of(&ours, series, *histogram).next().is_none() {
             problems.push(format!("{series}: not exported by placement's binder"));
         }
@@ -243,7 +269,9 @@ async fn kube_scheduler_metric_names_labels_and_counts_match() {
             problems.push(format!("{series}: not exported by kube-scheduler"));
         }
         if a != b {
-            problems.push(format!("{series}: labels {a:?} (placement) against {b:?} (kube-scheduler)"));
+            problems.push(format!(
+                "{series}: labels {a:?} (placement) against {b:?} (kube-scheduler)"
+            ));
         }
         if *histogram {
             let (a, b) = (buckets(&ours, series), buckets(&kube, series));
@@ -268,7 +296,13 @@ async fn kube_scheduler_metric_names_labels_and_counts_match() {
     }
     // Counts the workload makes equal (kube's side: the delta over this test, its profile only;
     // placement's: a binder of this test's own).
-    let profile = |side: &str| if side == "kube" { Some("default-scheduler") } else { None };
+    let profile = |side: &str| {
+        if side == "kube" {
+            Some("default-scheduler")
+        } else {
+            None
+        }
+    };
     for (side, samples) in [("placement", &ours), ("kube", &kube)] {
         let with = |labels: &[(&'static str, &'static str)]| -> Vec<(&str, &str)> {
             let mut l: Vec<(&str, &str)> = labels.to_vec();
@@ -281,7 +315,11 @@ async fn kube_scheduler_metric_names_labels_and_counts_match() {
         let checks: Vec<(String, f64, f64)> = vec![
             (
                 "scheduler_schedule_attempts_total{result=scheduled}".into(),
-                total(samples, "scheduler_schedule_attempts_total", &with(&[("result", "scheduled")])),
+                total(
+                    samples,
+                    "scheduler_schedule_attempts_total",
+                    &with(&[("result", "scheduled")]),
+                ),
                 n,
             ),
             (
@@ -295,7 +333,11 @@ async fn kube_scheduler_metric_names_labels_and_counts_match() {
             ),
             (
                 "scheduler_pod_scheduling_sli_duration_seconds_count{attempts=1}".into(),
-                total(samples, "scheduler_pod_scheduling_sli_duration_seconds_count", &[("attempts", "1")]),
+                total(
+                    samples,
+                    "scheduler_pod_scheduling_sli_duration_seconds_count",
+                    &[("attempts", "1")],
+                ),
                 n,
             ),
             (
@@ -330,7 +372,11 @@ async fn kube_scheduler_metric_names_labels_and_counts_match() {
         for (what, got) in [
             (
                 "scheduler_schedule_attempts_total{result=unschedulable}",
-                total(samples, "scheduler_schedule_attempts_total", &with(&[("result", "unschedulable")])),
+                total(
+                    samples,
+                    "scheduler_schedule_attempts_total",
+                    &with(&[("result", "unschedulable")]),
+                ),
             ),
             (
                 "scheduler_preemption_attempts_total",
@@ -339,7 +385,9 @@ async fn kube_scheduler_metric_names_labels_and_counts_match() {
         ] {
             eprintln!("e2e {test}: {side}: {what} = {got}");
             if got < 1.0 {
-                problems.push(format!("{side}: {what} = {got}, want at least 1 (the pod that fits nowhere)"));
+                problems.push(format!(
+                    "{side}: {what} = {got}, want at least 1 (the pod that fits nowhere)"
+                ));
             }
         }
     }
