@@ -1,7 +1,11 @@
-//! Prometheus metrics of the binder: kube-scheduler's names where the meaning is the same
-//! (`scheduler_schedule_attempts_total`, `scheduler_pending_pods`,
-//! `scheduler_e2e_scheduling_duration_seconds`, `scheduler_pod_scheduling_attempts`,
-//! `scheduler_preemption_victims`), and the binder's own under `binder_`.
+//! Prometheus metrics of the binder: kube-scheduler 1.37's names, labels and buckets where the
+//! meaning is the same (`scheduler_schedule_attempts_total{result,profile}`,
+//! `scheduler_scheduling_attempt_duration_seconds{result,profile}`,
+//! `scheduler_pod_scheduling_sli_duration_seconds{attempts}`, `scheduler_pod_scheduling_attempts`,
+//! `scheduler_pending_pods{queue}`, `scheduler_framework_extension_point_duration_seconds`
+//! for the extension points the binder runs, `scheduler_preemption_attempts_total`,
+//! `scheduler_preemption_victims`, `scheduler_volume_scheduling_stage_error_total`), and the
+//! binder's own under `binder_` for what kube-scheduler has no series for.
 
 use std::time::Duration;
 
@@ -27,8 +31,28 @@ pub struct AttemptLabels {
 /// `{queue}` label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct QueueLabel {
-    /// `active`, `backoff`, `unschedulable` or `in_flight`.
+    /// `active`, `backoff`, `unschedulable` or `gated` (kube-scheduler's queue names; in-flight
+    /// pods, which kube counts in no queue, are `binder_pods_in_flight`).
     pub queue: &'static str,
+}
+
+/// `{attempts}` label of `scheduler_pod_scheduling_sli_duration_seconds`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SliLabel {
+    /// Attempts until bound, `1` to `14`, then `15+` (kube's `getAttemptsLabel`).
+    pub attempts: String,
+}
+
+/// `{extension_point, status, profile}` labels of
+/// `scheduler_framework_extension_point_duration_seconds`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ExtensionPointLabels {
+    /// `PreBind`, `Bind` or `Permit` (the ones the binder runs).
+    pub extension_point: &'static str,
+    /// kube's status code name: `Success`, `Error`, `Unschedulable`, ….
+    pub status: &'static str,
+    /// Policy (kube-scheduler's profile).
+    pub profile: String,
 }
 
 /// `{operation}` label.
@@ -273,8 +297,34 @@ fn latency() -> Histogram {
     Histogram::new(exponential_buckets(0.000_5, 2.0, 18))
 }
 
+/// kube's `scheduler_pod_scheduling_attempts` buckets: `ExponentialBuckets(1, 2, 5)`.
 fn attempts_histogram() -> Histogram {
-    Histogram::new(exponential_buckets(1.0, 2.0, 6))
+    Histogram::new(exponential_buckets(1.0, 2.0, 5))
+}
+
+/// kube's `scheduler_scheduling_attempt_duration_seconds` buckets: `ExponentialBuckets(0.001, 2, 15)`.
+fn attempt_duration_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 15))
+}
+
+/// kube's `scheduler_pod_scheduling_sli_duration_seconds` buckets: `ExponentialBuckets(0.01, 2, 20)`.
+fn sli_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.01, 2.0, 20))
+}
+
+/// kube's `scheduler_framework_extension_point_duration_seconds` buckets:
+/// `ExponentialBuckets(0.0001, 2, 12)`.
+fn extension_point_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_1, 2.0, 12))
+}
+
+/// kube's `getAttemptsLabel`: the attempts, capped at `15+`.
+pub fn attempts_label(attempts: u32) -> String {
+    if attempts >= 15 {
+        "15+".to_string()
+    } else {
+        attempts.to_string()
+    }
 }
 
 /// Every binder metric.
@@ -282,9 +332,12 @@ pub struct BinderMetrics {
     /// The registry.
     pub registry: Registry,
     attempts: Family<AttemptLabels, Counter>,
+    attempt_duration: Hist,
     pending: Family<QueueLabel, Gauge>,
-    e2e: Hist,
+    in_flight: Gauge,
+    sli: Family<SliLabel, Histogram, fn() -> Histogram>,
     pod_attempts: Histogram,
+    extension_points: Family<ExtensionPointLabels, Histogram, fn() -> Histogram>,
     /// `binder_batch_size`: pods per decision call.
     pub batch_size: Histogram,
     /// `binder_decision_duration_seconds`: sync plus Schedule, per batch.
@@ -334,9 +387,12 @@ impl BinderMetrics {
         let mut r = Registry::default();
         let m = Self {
             attempts: Family::default(),
+            attempt_duration: Family::new_with_constructor(attempt_duration_histogram as fn() -> Histogram),
             pending: Family::default(),
-            e2e: Family::new_with_constructor(latency as fn() -> Histogram),
+            in_flight: Gauge::default(),
+            sli: Family::new_with_constructor(sli_histogram as fn() -> Histogram),
             pod_attempts: attempts_histogram(),
+            extension_points: Family::new_with_constructor(extension_point_histogram as fn() -> Histogram),
             batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 14)),
             decision_duration: latency(),
             bind_duration: latency(),
@@ -367,19 +423,38 @@ impl BinderMetrics {
         m.extenders.register(r.sub_registry_with_prefix("binder"));
         r.register(
             "scheduler_schedule_attempts",
-            "Scheduling attempts by result and profile",
+            "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be scheduled, while 'error' means an internal scheduler problem.",
             m.attempts.clone(),
         );
-        r.register("scheduler_pending_pods", "Pending pods by queue", m.pending.clone());
         r.register(
-            "scheduler_e2e_scheduling_duration_seconds",
-            "From first seen to bound, by result and profile",
-            m.e2e.clone(),
+            "scheduler_scheduling_attempt_duration_seconds",
+            "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+            m.attempt_duration.clone(),
+        );
+        r.register(
+            "scheduler_pending_pods",
+            "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulableEntities that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that the scheduler never attempted to schedule because they are gated.",
+            m.pending.clone(),
+        );
+        r.register(
+            "binder_pods_in_flight",
+            "Pods popped and not yet decided or bound (kube-scheduler counts them in no queue of scheduler_pending_pods)",
+            m.in_flight.clone(),
+        );
+        r.register(
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue and might involve multiple scheduling attempts.",
+            m.sli.clone(),
         );
         r.register(
             "scheduler_pod_scheduling_attempts",
-            "Attempts until a pod was bound",
+            "Number of attempts to successfully schedule a pod.",
             m.pod_attempts.clone(),
+        );
+        r.register(
+            "scheduler_framework_extension_point_duration_seconds",
+            "Latency for running all plugins of a specific extension point.",
+            m.extension_points.clone(),
         );
         r.register("binder_batch_size", "Pods per decision call", m.batch_size.clone());
         r.register(
@@ -428,7 +503,7 @@ impl BinderMetrics {
         );
         r.register(
             "scheduler_preemption_victims",
-            "Number of selected preemption victims",
+            "Number of selected preemption victims for preemption initiated by a single pod",
             m.preemption_victims.clone(),
         );
         r.register(
@@ -509,25 +584,43 @@ impl BinderMetrics {
         }
     }
 
-    /// Counts one scheduling attempt.
-    pub fn attempt(&self, profile: &str, result: &str) {
-        self.attempts
-            .get_or_create(&AttemptLabels {
-                result: result.to_string(),
-                profile: profile.to_string(),
-            })
-            .inc();
+    /// Counts one scheduling attempt that ended with `result` (`scheduled`: bound, `unschedulable`
+    /// or `error`) after `took` since the pod was popped, as kube's
+    /// `observeScheduleAttemptAndLatency`: `scheduler_schedule_attempts_total` and
+    /// `scheduler_scheduling_attempt_duration_seconds`.
+    pub fn attempt(&self, profile: &str, result: &str, took: Duration) {
+        let labels = AttemptLabels {
+            result: result.to_string(),
+            profile: profile.to_string(),
+        };
+        self.attempts.get_or_create(&labels).inc();
+        self.attempt_duration.get_or_create(&labels).observe(took.as_secs_f64());
     }
 
-    /// Records a bound pod's end-to-end latency and attempts.
-    pub fn e2e(&self, profile: &str, latency: Duration, attempts: u32) {
-        self.e2e
-            .get_or_create(&AttemptLabels {
-                result: "scheduled".into(),
+    /// Records a bound pod, as kube's `bindingCycle` does after a successful Bind:
+    /// `scheduler_pod_scheduling_attempts` and
+    /// `scheduler_pod_scheduling_sli_duration_seconds{attempts}` (`since_queued`: from the pod's
+    /// first entry in the active queue, after its last scheduling gate went).
+    pub fn pod_bound(&self, since_queued: Duration, attempts: u32) {
+        self.pod_attempts.observe(f64::from(attempts));
+        self.sli
+            .get_or_create(&SliLabel {
+                attempts: attempts_label(attempts),
+            })
+            .observe(since_queued.as_secs_f64());
+    }
+
+    /// Records one run of an extension point the binder runs (`PreBind`, `Bind`, `Permit`) in
+    /// `scheduler_framework_extension_point_duration_seconds`; `status` is kube's status code name
+    /// (`Success`, `Error`).
+    pub fn extension_point(&self, extension_point: &'static str, status: &'static str, profile: &str, took: Duration) {
+        self.extension_points
+            .get_or_create(&ExtensionPointLabels {
+                extension_point,
+                status,
                 profile: profile.to_string(),
             })
-            .observe(latency.as_secs_f64());
-        self.pod_attempts.observe(f64::from(attempts));
+            .observe(took.as_secs_f64());
     }
 
     /// Sets the pending gauges.
@@ -536,11 +629,11 @@ impl BinderMetrics {
             ("active", c.active),
             ("backoff", c.backoff),
             ("unschedulable", c.unschedulable),
-            ("in_flight", c.in_flight),
             ("gated", c.gated),
         ] {
             self.pending.get_or_create(&QueueLabel { queue }).set(n as i64);
         }
+        self.in_flight.set(c.in_flight as i64);
     }
 
     /// Records a Binding request.
@@ -651,5 +744,114 @@ impl BinderMetrics {
         let mut out = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn buckets(text: &str, name: &str) -> Vec<String> {
+        let prefix = format!("{name}_bucket{{");
+        let mut seen = Vec::new();
+        for line in text.lines().filter(|l| l.starts_with(&prefix)) {
+            let le = line
+                .split("le=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .unwrap_or_default();
+            if !seen.iter().any(|s| s == le) {
+                seen.push(le.to_string());
+            }
+        }
+        seen
+    }
+
+    fn kube_buckets(start: f64, factor: f64, count: i32) -> Vec<f64> {
+        (0..count).map(|i| start * factor.powi(i)).collect()
+    }
+
+    fn parsed(les: &[String]) -> Vec<f64> {
+        les.iter()
+            .filter(|l| *l != "+Inf")
+            .map(|l| l.parse().unwrap())
+            .collect()
+    }
+
+    fn assert_buckets(text: &str, name: &str, want: Vec<f64>) {
+        let got = parsed(&buckets(text, name));
+        assert_eq!(got.len(), want.len(), "{name}: {got:?}");
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= w * 1e-9, "{name}: {got:?} != {want:?}");
+        }
+    }
+
+    #[test]
+    fn kube_scheduler_names_labels_and_buckets() {
+        let m = BinderMetrics::new();
+        m.attempt("default", "scheduled", Duration::from_millis(3));
+        m.attempt("default", "unschedulable", Duration::from_millis(1));
+        m.pod_bound(Duration::from_millis(40), 2);
+        m.pod_bound(Duration::from_millis(40), 20);
+        m.extension_point("Bind", "Success", "default", Duration::from_micros(300));
+        m.extension_point("PreBind", "Success", "default", Duration::ZERO);
+        m.extension_point("Permit", "Success", "default", Duration::ZERO);
+        m.preemption_victims.observe(2.0);
+        m.preemption_attempts.inc();
+        m.set_pending(QueueCounts {
+            active: 1,
+            backoff: 2,
+            unschedulable: 3,
+            in_flight: 4,
+            gated: 5,
+        });
+        let text = m.encode();
+        for line in [
+            "scheduler_schedule_attempts_total{result=\"scheduled\",profile=\"default\"} 1",
+            "scheduler_schedule_attempts_total{result=\"unschedulable\",profile=\"default\"} 1",
+            "scheduler_scheduling_attempt_duration_seconds_count{result=\"scheduled\",profile=\"default\"} 1",
+            "scheduler_pod_scheduling_sli_duration_seconds_count{attempts=\"2\"} 1",
+            "scheduler_pod_scheduling_sli_duration_seconds_count{attempts=\"15+\"} 1",
+            "scheduler_pod_scheduling_attempts_count 2",
+            "scheduler_framework_extension_point_duration_seconds_count{extension_point=\"Bind\",status=\"Success\",profile=\"default\"} 1",
+            "scheduler_preemption_attempts_total 1",
+            "scheduler_preemption_victims_count 1",
+            "scheduler_pending_pods{queue=\"active\"} 1",
+            "scheduler_pending_pods{queue=\"backoff\"} 2",
+            "scheduler_pending_pods{queue=\"unschedulable\"} 3",
+            "scheduler_pending_pods{queue=\"gated\"} 5",
+            "binder_pods_in_flight 4",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+        }
+        // kube has no `in_flight` queue and no e2e histogram any more.
+        assert!(!text.contains("queue=\"in_flight\""), "{text}");
+        assert!(!text.contains("scheduler_e2e_scheduling_duration_seconds"), "{text}");
+        // kube 1.37's buckets (pkg/scheduler/metrics/metrics.go).
+        assert_buckets(
+            &text,
+            "scheduler_scheduling_attempt_duration_seconds",
+            kube_buckets(0.001, 2.0, 15),
+        );
+        assert_buckets(
+            &text,
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            kube_buckets(0.01, 2.0, 20),
+        );
+        assert_buckets(&text, "scheduler_pod_scheduling_attempts", kube_buckets(1.0, 2.0, 5));
+        assert_buckets(
+            &text,
+            "scheduler_framework_extension_point_duration_seconds",
+            kube_buckets(0.0001, 2.0, 12),
+        );
+        assert_buckets(&text, "scheduler_preemption_victims", kube_buckets(1.0, 2.0, 7));
+    }
+
+    #[test]
+    fn attempts_label_is_capped_as_kube_does() {
+        assert_eq!(attempts_label(1), "1");
+        assert_eq!(attempts_label(14), "14");
+        assert_eq!(attempts_label(15), "15+");
+        assert_eq!(attempts_label(40), "15+");
     }
 }

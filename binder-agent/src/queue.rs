@@ -62,6 +62,9 @@ pub struct QueuedPod {
     /// When the binder first saw it (for end-to-end latency; reset when its last scheduling gate
     /// goes, as kube-scheduler's scheduling SLI excludes gated time).
     pub first_seen: Instant,
+    /// When its current scheduling attempt began (popped, or taken into a gang's batch): the
+    /// start of kube-scheduler's `scheduler_scheduling_attempt_duration_seconds`.
+    pub popped_at: Instant,
     /// The order it was added to the queue in (kube-scheduler's `QueuedPodInfo.Timestamp`, set
     /// when the pod is added and kept through updates and ungating): a PodGroup's members are
     /// placed in this order (kube's `PodGroupMemberPodsOrderingFunc`).
@@ -211,6 +214,7 @@ impl SchedulingQueue {
                         info,
                         attempts: 0,
                         first_seen: now,
+                        popped_at: now,
                         arrival: self.arrivals,
                         generation: 0,
                         place: Place::InFlight,
@@ -278,6 +282,7 @@ impl SchedulingQueue {
             self.place(&k.uid, Place::InFlight);
             if let Some(p) = self.pods.get_mut(&k.uid) {
                 p.attempts += 1;
+                p.popped_at = now;
                 out.push(p.clone());
             }
         }
@@ -305,6 +310,11 @@ impl SchedulingQueue {
         };
         let until = now + self.backoff_for(attempts);
         self.place(uid, Place::Backoff(until));
+    }
+
+    /// How long the pod's current scheduling attempt has taken (zero for a pod no longer queued).
+    pub fn attempt_duration(&self, uid: &str) -> Duration {
+        self.pods.get(uid).map(|p| p.popped_at.elapsed()).unwrap_or_default()
     }
 
     /// Returns an in-flight pod to the active queue at once (e.g. its batch never reached a replica).
@@ -356,6 +366,7 @@ impl SchedulingQueue {
         self.place(uid, Place::InFlight);
         let p = self.pods.get_mut(uid)?;
         p.attempts += 1;
+        p.popped_at = Instant::now();
         Some(p.clone())
     }
 

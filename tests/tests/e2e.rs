@@ -48,6 +48,10 @@ use tokio::task::JoinHandle;
 #[path = "e2e/dra_taints.rs"]
 mod dra_taints;
 
+// kube-scheduler's metric names, labels, buckets and counts against the binder's (issue 47).
+#[path = "e2e/metrics.rs"]
+mod metrics;
+
 /// The binder's loop and watch in this process, for `scope.scheduler`, stopped by [`stop`].
 struct InProcessBinder {
     stops: Vec<oneshot::Sender<()>>,

@@ -23,9 +23,20 @@ impl<A: ClusterApi> Binder<A> {
             let uid = qp.info.spec.uid.clone();
             let pod = pod_ref(&qp.info.spec);
             let policy = bind.route.policy_label();
+            // Permit: the binder runs no Permit plugin (a gang is held before its decision), so,
+            // as kube-scheduler with none, every placed pod passes it at once.
+            s.metrics.extension_point("Permit", "Success", policy, Duration::ZERO);
+            // PreBind (kube observes it for every pod, with or without PreBind work).
+            let prebind_started = Instant::now();
+            let prebind_failed = |this: &Self| {
+                this.shared
+                    .metrics
+                    .extension_point("PreBind", "Error", policy, prebind_started.elapsed());
+            };
             if !bind.volumes.is_empty() {
                 let span = tracing::info_span!("prebind_volumes", pod = %pod.key(), %node, claims = bind.volumes.len());
                 if this.prebind_volumes(&pod, &node, &bind.volumes, policy).instrument(span).await == PreBind::Stopped {
+                    prebind_failed(&this);
                     return;
                 }
             }
@@ -54,9 +65,12 @@ impl<A: ClusterApi> Binder<A> {
                     .await
                     == PreBind::Stopped
                 {
+                    prebind_failed(&this);
                     return;
                 }
             }
+            s.metrics
+                .extension_point("PreBind", "Success", policy, prebind_started.elapsed());
             let mut retry_in = s.config.bind_retry_backoff;
             for attempt in 1..=s.config.bind_attempts.max(1) {
                 // A pod deleted or bound meanwhile is no longer queued: nothing to bind.
@@ -116,6 +130,8 @@ impl<A: ClusterApi> Binder<A> {
                     None => s.api.bind(&pod, &node, &bind.annotations).await,
                 };
                 s.metrics.bind(&result, started.elapsed());
+                let status = if result.is_ok() { "Success" } else { "Error" };
+                s.metrics.extension_point("Bind", status, policy, started.elapsed());
                 drop(permit);
                 if matches!(result, Err(ApiError::Other(_))) {
                     s.experiments.bind_failed(&bind.route);
@@ -125,8 +141,8 @@ impl<A: ClusterApi> Binder<A> {
                         let bound_at = std::time::SystemTime::now();
                         s.queue.lock().remove(&uid);
                         s.experiments.bound(&bind.route, &uid, &node);
-                        s.metrics.attempt(policy, "scheduled");
-                        s.metrics.e2e(policy, qp.first_seen.elapsed(), qp.attempts);
+                        s.metrics.attempt(policy, "scheduled", qp.popped_at.elapsed());
+                        s.metrics.pod_bound(qp.first_seen.elapsed(), qp.attempts);
                         // The event waits for one of the few event slots (in bind order).
                         let Ok(_event) = Arc::clone(&s.events).acquire_owned().await else {
                             return;
@@ -167,7 +183,7 @@ impl<A: ClusterApi> Binder<A> {
                             st.forget_storage(&uid);
                         }
                         s.queue.lock().backoff(&uid, Instant::now());
-                        s.metrics.attempt(policy, "error");
+                        s.metrics.attempt(policy, "error", qp.popped_at.elapsed());
                         s.wake.notify_one();
                         return;
                     }

@@ -572,7 +572,7 @@ impl<A: ClusterApi> Binder<A> {
             return;
         }
         s.queue.lock().unschedulable(&p.info.spec.uid, now);
-        s.metrics.attempt(route.policy_label(), "error");
+        s.metrics.attempt(route.policy_label(), "error", p.popped_at.elapsed());
         self.spawn_unschedulable(tasks, pod_ref(&p.info.spec), format!("invalid pod: {message}"));
     }
 
@@ -586,7 +586,7 @@ impl<A: ClusterApi> Binder<A> {
                 && !self.is_retrying(&p.info.spec.uid)
             {
                 q.backoff(&p.info.spec.uid, now);
-                s.metrics.attempt(route.policy_label(), "error");
+                s.metrics.attempt(route.policy_label(), "error", p.popped_at.elapsed());
                 failed += 1;
             }
         }
@@ -645,7 +645,7 @@ impl<A: ClusterApi> Binder<A> {
             }
             Some(Outcome::Unschedulable(u)) if retrying => {
                 // Still no room: no new preemption while its victims terminate.
-                s.metrics.attempt(policy, "unschedulable");
+                s.metrics.attempt(policy, "unschedulable", qp.popped_at.elapsed());
                 self.keep_waiting(tasks, &placement.pod_uid, Some(&u.message), now);
             }
             None if returned => {
@@ -659,23 +659,23 @@ impl<A: ClusterApi> Binder<A> {
                 // kube-scheduler, the pod is retried after its backoff, not left for a cluster
                 // event, and its condition's reason is SchedulerError.
                 s.queue.lock().backoff(&qp.info.spec.uid, now);
-                s.metrics.attempt(policy, "error");
+                s.metrics.attempt(policy, "error", qp.popped_at.elapsed());
                 self.spawn_scheduler_error(tasks, pod_ref(&qp.info.spec), u.message);
             }
             Some(Outcome::Unschedulable(u)) if !u.nominated_node_name.is_empty() => {
-                s.metrics.attempt(policy, "unschedulable");
+                s.metrics.attempt(policy, "unschedulable", qp.popped_at.elapsed());
                 s.experiments.unschedulable(route);
                 self.start_preemption(tasks, qp, u, bind(Vec::new(), Vec::new()));
             }
             Some(Outcome::Unschedulable(u)) => {
                 s.queue.lock().unschedulable(&qp.info.spec.uid, now);
-                s.metrics.attempt(policy, "unschedulable");
+                s.metrics.attempt(policy, "unschedulable", qp.popped_at.elapsed());
                 s.experiments.unschedulable(route);
                 self.spawn_unschedulable(tasks, pod_ref(&qp.info.spec), u.message);
             }
             None => {
                 s.queue.lock().backoff(&qp.info.spec.uid, now);
-                s.metrics.attempt(policy, "error");
+                s.metrics.attempt(policy, "error", qp.popped_at.elapsed());
             }
         }
     }

@@ -238,8 +238,12 @@ impl<A: ClusterApi> Binder<A> {
             st.forget(&pod.uid);
             st.forget_storage(&pod.uid);
         }
-        s.queue.lock().backoff(&pod.uid, Instant::now());
-        s.metrics.attempt(policy, "error");
+        let took = {
+            let mut q = s.queue.lock();
+            q.backoff(&pod.uid, Instant::now());
+            q.attempt_duration(&pod.uid)
+        };
+        s.metrics.attempt(policy, "error", took);
         s.metrics.volume_prebind(result, started.elapsed());
         s.wake.notify_one();
         tracing::warn!(pod = %pod.key(), %message, "PreBind failed; deciding again after backoff");

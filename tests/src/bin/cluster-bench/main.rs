@@ -1062,7 +1062,7 @@ struct BinderStats {
     bind_ms: f64,
     full_syncs: f64,
     delta_syncs: f64,
-    /// Mean e2e (first seen → bound) of the pods bound.
+    /// Mean e2e (kube's scheduling SLI: queued → bound) of the pods bound.
     e2e_ms: f64,
 }
 
@@ -1074,8 +1074,8 @@ const BINDER_METRICS: &[&str] = &[
     "binder_bind_duration_seconds_sum",
     "binder_bind_duration_seconds_count",
     "binder_snapshot_syncs_total",
-    "scheduler_e2e_scheduling_duration_seconds_sum",
-    "scheduler_e2e_scheduling_duration_seconds_count",
+    "scheduler_pod_scheduling_sli_duration_seconds_sum",
+    "scheduler_pod_scheduling_sli_duration_seconds_count",
 ];
 
 async fn scrape_binder(addr: Option<SocketAddr>) -> Option<Vec<Sample>> {
@@ -1105,7 +1105,7 @@ fn binder_stats(before: Option<&[Sample]>, after: Option<&[Sample]>) -> Option<B
         bind_ms: mean_ms("binder_bind_duration_seconds"),
         full_syncs: syncs("full") + 0.0,
         delta_syncs: syncs("delta") + 0.0,
-        e2e_ms: mean_ms("scheduler_e2e_scheduling_duration_seconds"),
+        e2e_ms: mean_ms("scheduler_pod_scheduling_sli_duration_seconds"),
     })
 }
 
