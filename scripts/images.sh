@@ -39,9 +39,11 @@ case "$(uname -m)" in
 esac
 
 if [ -z "$BINARIES" ]; then
-  # The release profile as it is (its dependencies are those `cargo bench` builds); the copy
-  # in the image is stripped below.
-  cargo build --release --locked -p scheduler-service --bin scheduler-service -p binder-agent --bin binder-agent
+  # The release profile as it is; the copy in the image is stripped below.
+  # One package per build: each then has the features the README's `cargo run --release -p
+  # binder-agent` and a plain release build of the service give it, so those builds are shared.
+  cargo build --release --locked -p binder-agent --bin binder-agent
+  cargo build --release --locked -p scheduler-service --bin scheduler-service
   BINARIES="${CARGO_TARGET_DIR:-$ROOT/target}/release"
 fi
 

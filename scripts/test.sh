@@ -107,9 +107,11 @@ else
   echo "skipped: needs the control plane of scripts/e2e-cluster.sh (CLUSTER_SH)"
 fi
 
-step "bench smoke (criterion --test: each benchmark runs once; the load tools, tiny)"
+step "bench smoke (criterion in test mode: each benchmark runs once; the load tools, tiny)"
 # Checks that the benchmarks still run; no timing is judged. docs/performance.md has the full runs.
-cargo bench -p scheduler-service --bench engine -- --test
+# `cargo test` runs each criterion benchmark once in test mode, in the test profile whose
+# dependencies the suite above built (`cargo bench -- --test` would build them all again).
+cargo test --workspace --bench engine
 cargo build -q --workspace --bins  # --workspace: reuses cargo test's dependency builds
 BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug"
 "$BIN/placement-load" --replicas 2 --nodes 200 --pods 2000 --batch-size 32 --batches 6 \
@@ -127,14 +129,13 @@ else
 fi
 
 step "the OCI images: built without a daemon, checked and run (scripts/images.sh, scripts/images-check.py)"
-# From the debug binaries built above: a cold release build of both binaries costs about 15 CPU
-# minutes, more than the suite can spend; `scripts/images.sh` alone builds them from the release
-# profile, with the same steps. The copies in the images are stripped either way. The check
-# starts each image with runc where it can, and says why not. Built twice: the same digests.
-bash scripts/images.sh --binaries "$BIN"
+# From the release binaries (the README's `cargo run --release` commands, run last, reuse that
+# build), stripped in the images. The check starts each image with runc where it can, and says
+# why not. Packed twice from the same binaries: the same digests.
+bash scripts/images.sh
 python3 scripts/images-check.py
 again=$(mktemp -d)
-bash scripts/images.sh --binaries "$BIN" --out "$again" >/dev/null
+bash scripts/images.sh --binaries "${CARGO_TARGET_DIR:-$ROOT/target}/release" --out "$again" >/dev/null
 for image in scheduler-service binder-agent; do
   cmp "dist/images/$image/index.json" "$again/$image/index.json" ||
     { echo "images.sh: $image built twice from the same binary has two digests" >&2; exit 1; }
