@@ -136,6 +136,15 @@ pub fn resource_claim_info(c: &resource::ResourceClaim) -> proto::ResourceClaim 
             })
             .collect(),
         deleting: c.metadata.deletion_timestamp.is_some(),
+        controller_uid: Some(
+            c.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.controller == Some(true))
+                .map(|o| o.uid.clone())
+                .unwrap_or_default(),
+        ),
     }
 }
 

@@ -8,6 +8,7 @@ package convert
 import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	placementv1 "github.com/placement/placement/clients/go/placement/v1"
 )
@@ -109,7 +110,7 @@ func AllocationResult(a *resourcev1.AllocationResult) *placementv1.AllocationRes
 
 // ResourceClaim converts a ResourceClaim: namespace, name, uid, spec.devices.requests (exactly or
 // firstAvailable, selectors as CEL expressions, capacity requests as quantities) and constraints,
-// status.allocation and status.reservedFor, and whether it is being deleted.
+// status.allocation and status.reservedFor, whether it is being deleted, and its controller's uid.
 func ResourceClaim(c *resourcev1.ResourceClaim) *placementv1.ResourceClaim {
 	out := &placementv1.ResourceClaim{
 		Namespace: c.Namespace,
@@ -117,6 +118,13 @@ func ResourceClaim(c *resourcev1.ResourceClaim) *placementv1.ResourceClaim {
 		Uid:       string(c.UID),
 		Deleting:  c.DeletionTimestamp != nil,
 	}
+	// The controller's uid ("" for none): the engine refuses a template's claim the pod does not
+	// control, as kube-scheduler does (resourceclaim.IsForPod).
+	controller := ""
+	if ref := metav1.GetControllerOf(c); ref != nil {
+		controller = string(ref.UID)
+	}
+	out.ControllerUid = &controller
 	for _, r := range c.Spec.Devices.Requests {
 		req := &placementv1.DeviceRequest{Name: r.Name}
 		if e := r.Exactly; e != nil {

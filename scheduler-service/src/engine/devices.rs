@@ -322,6 +322,9 @@ pub struct ResourceClaim {
     pub reserved_for: Vec<Consumer>,
     /// metadata.deletionTimestamp is set.
     pub deleting: bool,
+    /// The uid of the controller owner reference (`Some("")`: none); `None` when the caller
+    /// did not say, and nothing is checked against it.
+    pub controller_uid: Option<String>,
 }
 
 impl ResourceClaim {

@@ -5626,7 +5626,13 @@ type ResourceClaim struct {
 	// status.reservedFor.
 	ReservedFor []*ResourceClaimConsumer `protobuf:"bytes,7,rep,name=reserved_for,json=reservedFor,proto3" json:"reserved_for,omitempty"`
 	// metadata.deletionTimestamp is set.
-	Deleting      bool `protobuf:"varint,8,opt,name=deleting,proto3" json:"deleting,omitempty"`
+	Deleting bool `protobuf:"varint,8,opt,name=deleting,proto3" json:"deleting,omitempty"`
+	// The uid of the controller owner reference ("" when the claim has none). A claim
+	// a pod's entry reaches through a template (its status.resourceClaimStatuses) is
+	// refused unless the pod controls it, as kube-scheduler refuses it
+	// (resourceclaim.IsForPod: "ResourceClaim <ns>/<claim> was not created for Pod
+	// <ns>/<pod> (Pod is not owner)"). Unset: not known to the caller, not checked.
+	ControllerUid *string `protobuf:"bytes,9,opt,name=controller_uid,json=controllerUid,proto3,oneof" json:"controller_uid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5715,6 +5721,13 @@ func (x *ResourceClaim) GetDeleting() bool {
 		return x.Deleting
 	}
 	return false
+}
+
+func (x *ResourceClaim) GetControllerUid() string {
+	if x != nil && x.ControllerUid != nil {
+		return *x.ControllerUid
+	}
+	return ""
 }
 
 // DeviceRequest is one request of a claim: exactly one of exactly and first_available.
@@ -7465,7 +7478,7 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tselectors\x18\x02 \x03(\tR\tselectors\x124\n" +
 	"\x16extended_resource_name\x18\x03 \x01(\tR\x14extendedResourceName\x12<\n" +
-	"\x1acreation_timestamp_seconds\x18\x04 \x01(\x03R\x18creationTimestampSeconds\"\xf2\x02\n" +
+	"\x1acreation_timestamp_seconds\x18\x04 \x01(\x03R\x18creationTimestampSeconds\"\xb1\x03\n" +
 	"\rResourceClaim\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
@@ -7476,7 +7489,9 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"allocation\x18\x06 \x01(\v2\x1e.placement.v1.AllocationResultR\n" +
 	"allocation\x12F\n" +
 	"\freserved_for\x18\a \x03(\v2#.placement.v1.ResourceClaimConsumerR\vreservedFor\x12\x1a\n" +
-	"\bdeleting\x18\b \x01(\bR\bdeleting\"\xa8\x01\n" +
+	"\bdeleting\x18\b \x01(\bR\bdeleting\x12*\n" +
+	"\x0econtroller_uid\x18\t \x01(\tH\x00R\rcontrollerUid\x88\x01\x01B\x11\n" +
+	"\x0f_controller_uid\"\xa8\x01\n" +
 	"\rDeviceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12:\n" +
 	"\aexactly\x18\x02 \x01(\v2 .placement.v1.ExactDeviceRequestR\aexactly\x12G\n" +
@@ -7899,6 +7914,7 @@ func file_placement_v1_placement_proto_init() {
 	file_placement_v1_placement_proto_msgTypes[44].OneofWrappers = []any{}
 	file_placement_v1_placement_proto_msgTypes[50].OneofWrappers = []any{}
 	file_placement_v1_placement_proto_msgTypes[58].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[63].OneofWrappers = []any{}
 	file_placement_v1_placement_proto_msgTypes[69].OneofWrappers = []any{}
 	file_placement_v1_placement_proto_msgTypes[73].OneofWrappers = []any{
 		(*DeviceAttribute_Int)(nil),

@@ -707,6 +707,16 @@ def resource_claim_to_proto(c: Any) -> pb.ResourceClaim:
             for r in _list(getattr(status, "reserved_for", None))
         ],
         deleting=getattr(meta, "deletion_timestamp", None) is not None,
+        # The controller's uid ("" for none): the engine refuses a template's claim the pod does
+        # not control, as kube-scheduler does (resourceclaim.IsForPod).
+        controller_uid=next(
+            (
+                getattr(o, "uid", None) or ""
+                for o in _list(getattr(meta, "owner_references", None))
+                if getattr(o, "controller", None)
+            ),
+            "",
+        ),
     )
     allocation = getattr(status, "allocation", None)
     if allocation is not None:

@@ -298,6 +298,9 @@ pub fn resource_claim(path: &str, c: &proto::ResourceClaim) -> Result<ResourceCl
     non_empty(format!("{path}.namespace"), &c.namespace, MAX_NAMESPACE_BYTES)?;
     non_empty(format!("{path}.name"), &c.name, MAX_NAME_BYTES)?;
     at_most(format!("{path}.uid"), &c.uid, MAX_NAME_BYTES)?;
+    if let Some(uid) = &c.controller_uid {
+        at_most(format!("{path}.controller_uid"), uid, MAX_NAME_BYTES)?;
+    }
     at_most_items(&format!("{path}.requests"), &c.requests, MAX_REQUESTS)?;
     at_most_items(&format!("{path}.constraints"), &c.constraints, MAX_CONSTRAINTS)?;
     at_most_items(&format!("{path}.reserved_for"), &c.reserved_for, MAX_RESERVED_FOR)?;
@@ -333,6 +336,7 @@ pub fn resource_claim(path: &str, c: &proto::ResourceClaim) -> Result<ResourceCl
             })
             .collect(),
         deleting: c.deleting,
+        controller_uid: c.controller_uid.clone(),
     })
 }
 

@@ -173,6 +173,23 @@ fn claim_name<'a>(pod: &PodSpec, entry: &'a PodClaimRef) -> Result<Option<&'a st
     }
 }
 
+/// kube's `resourceclaim.IsForPod` (`k8s.io/dynamic-resource-allocation/resourceclaim/
+/// resourceclaim.go`), which `foreachPodResourceClaim` (`dynamicresources.go`) calls on a claim
+/// reached through a template (`resourceclaim.Name`'s `mustCheckOwner`): the pod must be the
+/// claim's controller. Its error becomes PreFilter's `UnschedulableAndUnresolvable` status
+/// (`podResourceClaims`, `statusUnschedulable`). The namespace check cannot fail here (the claim
+/// is looked up in the pod's namespace), nor the PodGroup owner (`DRAWorkloadResourceClaims`, off
+/// in 1.37). A claim whose controller the caller did not send is not checked.
+fn is_for_pod(pod: &PodSpec, claim: &ResourceClaim) -> Result<(), String> {
+    match &claim.controller_uid {
+        Some(uid) if uid.as_str() != &*pod.uid => Err(format!(
+            "ResourceClaim {}/{} was not created for Pod {}/{} (Pod is not owner)",
+            claim.namespace, claim.name, pod.namespace, pod.name
+        )),
+        _ => Ok(()),
+    }
+}
+
 impl PodDevices {
     /// kube's PreFilter: `Ok(None)` when the pod uses no claim (Skip), `Err` with the message of
     /// an `UnschedulableAndUnresolvable` status for every node.
@@ -198,6 +215,9 @@ impl PodDevices {
             };
             if claim.deleting {
                 return Err(format!("resourceclaim \"{name}\" is being deleted"));
+            }
+            if entry.from_template {
+                is_for_pod(pod, claim)?;
             }
             let claim = match batch.claims.get(&key) {
                 // Allocated for an earlier pod of the batch: allocated, for this one.

@@ -40,4 +40,7 @@ mod allocator_tests;
 mod tests;
 
 #[cfg(test)]
+mod lifecycle_tests;
+
+#[cfg(test)]
 mod taint_rule_tests;

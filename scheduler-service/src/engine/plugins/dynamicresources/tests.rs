@@ -430,7 +430,7 @@ pub(super) fn failure(claim: &str, request: &str, kind: FailureKind, message: &s
     (claim.into(), request.into(), kind, message.into())
 }
 
-fn allocated(name: &str, node: &str, devices: &[&str]) -> ResourceClaim {
+pub(super) fn allocated(name: &str, node: &str, devices: &[&str]) -> ResourceClaim {
     let mut c = gpus(name, devices.len() as i64);
     c.allocation = Some(crate::engine::devices::Allocation {
         devices: devices

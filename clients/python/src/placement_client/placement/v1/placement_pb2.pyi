@@ -1035,7 +1035,7 @@ class DeviceClass(_message.Message):
     def __init__(self, name: _Optional[str] = ..., selectors: _Optional[_Iterable[str]] = ..., extended_resource_name: _Optional[str] = ..., creation_timestamp_seconds: _Optional[int] = ...) -> None: ...
 
 class ResourceClaim(_message.Message):
-    __slots__ = ("namespace", "name", "uid", "requests", "constraints", "allocation", "reserved_for", "deleting")
+    __slots__ = ("namespace", "name", "uid", "requests", "constraints", "allocation", "reserved_for", "deleting", "controller_uid")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
@@ -1044,6 +1044,7 @@ class ResourceClaim(_message.Message):
     ALLOCATION_FIELD_NUMBER: _ClassVar[int]
     RESERVED_FOR_FIELD_NUMBER: _ClassVar[int]
     DELETING_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_UID_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     name: str
     uid: str
@@ -1052,7 +1053,8 @@ class ResourceClaim(_message.Message):
     allocation: AllocationResult
     reserved_for: _containers.RepeatedCompositeFieldContainer[ResourceClaimConsumer]
     deleting: bool
-    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., requests: _Optional[_Iterable[_Union[DeviceRequest, _Mapping]]] = ..., constraints: _Optional[_Iterable[_Union[DeviceConstraint, _Mapping]]] = ..., allocation: _Optional[_Union[AllocationResult, _Mapping]] = ..., reserved_for: _Optional[_Iterable[_Union[ResourceClaimConsumer, _Mapping]]] = ..., deleting: _Optional[bool] = ...) -> None: ...
+    controller_uid: str
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., requests: _Optional[_Iterable[_Union[DeviceRequest, _Mapping]]] = ..., constraints: _Optional[_Iterable[_Union[DeviceConstraint, _Mapping]]] = ..., allocation: _Optional[_Union[AllocationResult, _Mapping]] = ..., reserved_for: _Optional[_Iterable[_Union[ResourceClaimConsumer, _Mapping]]] = ..., deleting: _Optional[bool] = ..., controller_uid: _Optional[str] = ...) -> None: ...
 
 class DeviceRequest(_message.Message):
     __slots__ = ("name", "exactly", "first_available")

@@ -1,0 +1,117 @@
+//! The claim's lifecycle as kube-scheduler 1.37's DynamicResources (`dynamicresources.go`) sees
+//! it: a claim shared up to the `reservedFor` limit, a template's claim the pod does not
+//! control, and PostFilter's deallocation of an unused claim pinned to nodes the pod cannot use.
+
+use crate::engine::devices::{Consumer, PodClaimRef, ResourceClaim};
+use crate::engine::model::PodSpec;
+use crate::engine::model::{Requirement, SelectorOp, SelectorTerm};
+
+use super::tests::{allocated, cluster, gpus, schedule, slice, with_claims};
+
+/// kube's message for a pod every node refuses in PreFilter with `m`.
+fn fit(m: &str) -> String {
+    format!("0/3 nodes are available: {m}. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")
+}
+
+/// `claim`, allocated on `node`'s `gpu-0` with a node selector naming `node`, as kube's
+/// allocator writes a node-local allocation.
+fn pinned(name: &str, node: &str) -> ResourceClaim {
+    let mut c = allocated(name, node, &["gpu-0"]);
+    if let Some(a) = c.allocation.as_mut() {
+        a.node_selector = Some(vec![SelectorTerm {
+            match_expressions: vec![],
+            match_fields: vec![Requirement {
+                key: "metadata.name".into(),
+                op: SelectorOp::In(vec![node.into()]),
+            }],
+        }]);
+    }
+    c
+}
+
+fn pod_consumer(uid: &str) -> Consumer {
+    Consumer {
+        api_group: String::new(),
+        resource: "pods".into(),
+        name: uid.into(),
+        uid: uid.into(),
+    }
+}
+
+/// A pod whose entry `gpu` names a template, whose claim the resourceclaim controller created
+/// as `claim`.
+fn from_template(uid: &str, claim: &str) -> PodSpec {
+    let mut p = with_claims(uid, &[]);
+    p.resource_claims = vec![PodClaimRef {
+        name: "gpu".into(),
+        claim_name: Some(claim.into()),
+        from_template: true,
+    }];
+    p
+}
+
+/// kube 1.37.2's PreFilter refuses an allocated claim with "resourceclaim in use" only when
+/// `!resourceclaim.CanBeReserved(claim) && !resourceclaim.IsReservedForPod(pod, claim)`, and
+/// `CanBeReserved` (`k8s.io/dynamic-resource-allocation/resourceclaim/resourceclaim.go`) is
+/// `return true` ("Currently no restrictions on sharing..."): a claim whose `reservedFor` holds
+/// `ResourceClaimReservedForMaxSize` (256) other pods passes PreFilter and Filter, and the pod is
+/// placed on the claim's node. The limit is the API server's (`validateResourceClaimStatusUpdate`
+/// refuses the 257th entry), met by PreBind's write, which kube reports as a SchedulerError
+/// (`test/integration/dra/resourceclaim.go`).
+#[test]
+fn a_claim_reserved_for_the_maximum_of_other_pods_is_not_refused_as_in_use() {
+    let mut full = pinned("shared", "n2");
+    full.reserved_for = (0..256).map(|i| pod_consumer(&format!("other-{i}"))).collect();
+    let snap = cluster(vec![slice("n1", "a100", 1), slice("n2", "a100", 1)], vec![full]);
+    let out = schedule(&snap, &[with_claims("p1", &["shared"])]);
+    assert_eq!(out[0], Ok(("n2".into(), vec![])));
+}
+
+/// `resourceclaim.IsForPod`: a template's claim must be controlled by the pod (kube's
+/// `foreachPodResourceClaim`, `mustCheckOwner`); the error is PreFilter's
+/// UnschedulableAndUnresolvable status on every node.
+#[test]
+fn a_template_claim_the_pod_does_not_control_is_refused_with_kubes_message() {
+    let owned_by = |name: &str, controller: Option<&str>| {
+        let mut c = gpus(name, 1);
+        c.controller_uid = controller.map(String::from);
+        c
+    };
+    let snap = cluster(
+        vec![slice("n1", "a100", 4)],
+        vec![
+            owned_by("p1-gpu-abcde", Some("p1")),
+            owned_by("p2-gpu-abcde", Some("someone-else")),
+            owned_by("p3-gpu-abcde", Some("")),
+            owned_by("p4-gpu-abcde", None),
+            owned_by("by-name", Some("someone-else")),
+        ],
+    );
+    let out = schedule(
+        &snap,
+        &[
+            from_template("p1", "p1-gpu-abcde"),
+            from_template("p2", "p2-gpu-abcde"),
+            from_template("p3", "p3-gpu-abcde"),
+            from_template("p4", "p4-gpu-abcde"),
+            // An entry naming the claim (resourceClaimName): no owner check.
+            with_claims("p5", &["by-name"]),
+        ],
+    );
+    assert_eq!(out[0], Ok(("n1".into(), vec!["p1-gpu-abcde=n1/gpu-0".into()])));
+    assert_eq!(
+        out[1],
+        Err(fit(
+            "ResourceClaim default/p2-gpu-abcde was not created for Pod default/p2 (Pod is not owner)"
+        ))
+    );
+    assert_eq!(
+        out[2],
+        Err(fit(
+            "ResourceClaim default/p3-gpu-abcde was not created for Pod default/p3 (Pod is not owner)"
+        ))
+    );
+    // The caller did not say who controls it: not checked.
+    assert_eq!(out[3], Ok(("n1".into(), vec!["p4-gpu-abcde=n1/gpu-1".into()])));
+    assert_eq!(out[4], Ok(("n1".into(), vec!["by-name=n1/gpu-2".into()])));
+}
