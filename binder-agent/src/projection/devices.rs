@@ -424,3 +424,30 @@ pub fn allocation_configs(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The claim's controller's uid goes to `controller_uid` ("" without one, a non-controller
+    /// owner ignored): the engine refuses a template's claim its pod does not control, as
+    /// kube-scheduler's `resourceclaim.IsForPod`.
+    #[test]
+    fn a_claims_controller_is_projected() {
+        let claim = |owners: serde_json::Value| -> resource::ResourceClaim {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"namespace": "default", "name": "p-gpu-abcde", "uid": "c1", "ownerReferences": owners},
+                "spec": {"devices": {"requests": []}},
+            }))
+            .unwrap()
+        };
+        let owner = |uid: &str, controller: bool| serde_json::json!({"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": uid, "controller": controller});
+        let controlled = claim(serde_json::json!([owner("other", false), owner("pod-uid", true)]));
+        assert_eq!(
+            resource_claim_info(&controlled).controller_uid.as_deref(),
+            Some("pod-uid")
+        );
+        let uncontrolled = claim(serde_json::json!([owner("other", false)]));
+        assert_eq!(resource_claim_info(&uncontrolled).controller_uid.as_deref(), Some(""));
+    }
+}
