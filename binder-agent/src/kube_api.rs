@@ -38,9 +38,11 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use crate::api::{
-    scheduled_message, ApiError, ClaimRef, ClusterApi, PodGroupCondition, PodRef, Preemptor, ANN_BOUND_BY_CONTROLLER,
-    ANN_SELECTED_NODE,
+    scheduled_message, ApiError, ClaimRef, ClaimWrite, ClusterApi, PodGroupCondition, PodRef, Preemptor,
+    ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE,
 };
+
+mod claims;
 
 /// The condition kube-scheduler's PodGroup cycle writes on a PodGroup.
 pub const POD_GROUP_INITIALLY_SCHEDULED: &str = "PodGroupInitiallyScheduled";
@@ -528,133 +530,15 @@ impl ClusterApi for KubeApi {
             .map_err(ApiError::from)
     }
 
-    async fn reserve_claim(
-        &self,
-        claim: &ClaimRef,
-        pod: &PodRef,
-        allocation: Option<&placement_scheduler::proto::AllocationResult>,
-    ) -> Result<(), ApiError> {
-        let key = claim.key();
-        let with_key = |e: ApiError, what: &str| {
-            let (ApiError::Conflict(m) | ApiError::NotFound(m) | ApiError::Other(m)) = &e;
-            let m = format!("{what} claim {key}: {m}");
-            match e {
-                ApiError::Conflict(_) => ApiError::Conflict(m),
-                ApiError::NotFound(_) => ApiError::NotFound(m),
-                ApiError::Other(_) => ApiError::Other(m),
-            }
-        };
-        let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &claim.namespace);
-        // The configuration of the classes the allocation uses (kube's allocator copies it in).
-        let mut classes: HashMap<String, DeviceClass> = HashMap::new();
-        // kube's retry.DefaultRetry: 5 attempts on a conflict, each from a fresh read.
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let mut current = self
-                .fetched(claims.get(&claim.name))
-                .await
-                .map_err(|e| with_key(e, "get updated"))?;
-            if !claim.uid.is_empty() && current.metadata.uid.as_deref() != Some(claim.uid.as_str()) {
-                return Err(ApiError::Conflict(format!("claim {key} got deleted in the meantime")));
-            }
-            if current.metadata.deletion_timestamp.is_some() {
-                return Err(ApiError::Conflict(format!("claim {key} got deleted in the meantime")));
-            }
-            let reserved = current
-                .status
-                .as_ref()
-                .and_then(|s| s.reserved_for.as_ref())
-                .is_some_and(|r| r.iter().any(|c| c.uid == pod.uid));
-            if reserved {
-                return Ok(());
-            }
-            if let Some(a) = allocation {
-                if current.status.as_ref().is_some_and(|s| s.allocation.is_some()) {
-                    return Err(ApiError::Conflict(format!(
-                        "claim {key} got allocated elsewhere in the meantime"
-                    )));
-                }
-                // The finalizer goes in with a normal update (kube: "If we were interrupted in
-                // the past, it might already be set and we simply continue").
-                let finalizers = current.metadata.finalizers.get_or_insert_with(Vec::new);
-                if !finalizers.iter().any(|f| f == RESOURCE_CLAIM_FINALIZER) {
-                    finalizers.push(RESOURCE_CLAIM_FINALIZER.into());
-                    match self
-                        .fetched(claims.replace(&claim.name, &PostParams::default(), &current))
-                        .await
-                    {
-                        Ok(updated) => current = updated,
-                        Err(ApiError::Conflict(_)) if attempt < 5 => continue,
-                        Err(e) => return Err(with_key(e, "add finalizer to")),
-                    }
-                }
-                let used: Vec<String> = current
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.devices.as_ref())
-                    .and_then(|d| d.requests.as_ref())
-                    .into_iter()
-                    .flatten()
-                    .flat_map(|r| {
-                        r.exactly
-                            .iter()
-                            .map(|e| e.device_class_name.clone())
-                            .chain(r.first_available.iter().flatten().map(|s| s.device_class_name.clone()))
-                    })
-                    .collect();
-                let class_api: Api<DeviceClass> = Api::all(self.client.clone());
-                for name in used {
-                    if let std::collections::hash_map::Entry::Vacant(slot) = classes.entry(name) {
-                        let class = self
-                            .fetched(class_api.get(slot.key()))
-                            .await
-                            .map_err(|e| with_key(e, "add allocation and reservation to"))?;
-                        slot.insert(class);
-                    }
-                }
-                let mut out = crate::projection::allocation_out(a, &current, &classes);
-                out.allocation_timestamp = Some(Time(Timestamp::now()));
-                current.status.get_or_insert_with(Default::default).allocation = Some(out);
-            } else {
-                let status = current.status.get_or_insert_with(Default::default);
-                let Some(allocation) = status.allocation.as_mut() else {
-                    return Err(ApiError::Conflict(format!(
-                        "claim {key} got deallocated elsewhere in the meantime"
-                    )));
-                };
-                allocation
-                    .allocation_timestamp
-                    .get_or_insert_with(|| Time(Timestamp::now()));
-            }
-            current
-                .status
-                .get_or_insert_with(Default::default)
-                .reserved_for
-                .get_or_insert_with(Vec::new)
-                .push(ResourceClaimConsumerReference {
-                    api_group: None,
-                    resource: "pods".into(),
-                    name: pod.name.clone(),
-                    uid: pod.uid.clone(),
-                });
-            match self
-                .fetched(claims.replace_status(&claim.name, &PostParams::default(), &current))
-                .await
-            {
-                Ok(_) => return Ok(()),
-                Err(ApiError::Conflict(_)) if attempt < 5 => continue,
-                Err(e) if allocation.is_some() => return Err(with_key(e, "add allocation and reservation to")),
-                Err(e) => return Err(with_key(e, "add reservation to")),
-            }
-        }
+    async fn reserve_claim(&self, write: ClaimWrite<'_>) -> Result<Option<ResourceClaim>, ApiError> {
+        self.write_claim(write).await
     }
 
     async fn create_extended_claim(
         &self,
         pod: &PodRef,
         claim: &placement_scheduler::proto::ExtendedResourceClaim,
-    ) -> Result<ClaimRef, ApiError> {
+    ) -> Result<ResourceClaim, ApiError> {
         use k8s_openapi::api::resource::v1::{DeviceClaim, DeviceRequest, ExactDeviceRequest, ResourceClaimSpec};
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
         let requests = claim
@@ -698,15 +582,9 @@ impl ClusterApi for KubeApi {
             status: None,
         };
         let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &pod.namespace);
-        let created = self
-            .fetched(claims.create(&PostParams::default(), &object))
+        self.fetched(claims.create(&PostParams::default(), &object))
             .await
-            .map_err(|e| prefixed(e, &format!("create claim for extended resources {}/", pod.namespace)))?;
-        Ok(ClaimRef {
-            namespace: pod.namespace.clone(),
-            name: created.metadata.name.unwrap_or_default(),
-            uid: created.metadata.uid.unwrap_or_default(),
-        })
+            .map_err(|e| prefixed(e, &format!("create claim for extended resources {}/", pod.namespace)))
     }
 
     async fn set_extended_resource_claim_status(
@@ -740,40 +618,8 @@ impl ClusterApi for KubeApi {
             })
     }
 
-    async fn delete_claim(&self, claim: &ClaimRef) -> Result<(), ApiError> {
-        let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &claim.namespace);
-        // kube's deleteClaim: the finalizer removed first (retry.DefaultRetry on conflicts, each
-        // from a fresh read), then the delete; a claim gone is no error.
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let mut current = match self.fetched(claims.get(&claim.name)).await {
-                Ok(c) => c,
-                Err(ApiError::NotFound(_)) => return Ok(()),
-                Err(e) => return Err(e),
-            };
-            let finalizers = current.metadata.finalizers.get_or_insert_with(Vec::new);
-            let Some(i) = finalizers.iter().position(|f| f == RESOURCE_CLAIM_FINALIZER) else {
-                break;
-            };
-            finalizers.remove(i);
-            match self
-                .fetched(claims.replace(&claim.name, &PostParams::default(), &current))
-                .await
-            {
-                Ok(_) => break,
-                Err(ApiError::Conflict(_)) if attempt < 5 => continue,
-                Err(ApiError::NotFound(_)) => return Ok(()),
-                Err(e) => return Err(e),
-            }
-        }
-        match self.timed(claims.delete(&claim.name, &DeleteParams::default())).await {
-            Ok(()) => Ok(()),
-            Err(e) => match ApiError::from(e) {
-                ApiError::NotFound(_) => Ok(()),
-                e => Err(e),
-            },
-        }
+    async fn delete_claim(&self, claim: &ClaimRef, cached: Option<&ResourceClaim>) -> Result<(), ApiError> {
+        self.remove_claim(claim, cached).await
     }
 
     async fn unreserve_claim(&self, claim: &ClaimRef, pod: &PodRef) -> Result<(), ApiError> {

@@ -1967,9 +1967,10 @@ async fn the_binder_runs_with_a_service_account_token_under_deploy_rbac() {
         bound && claim_of(&scope, "data").await.status.and_then(|s| s.phase).as_deref() == Some("Bound")
     })
     .await;
-    // A pod with a ResourceClaim: DynamicResources' PreBind reads the claim and its DeviceClass,
-    // adds the claim's finalizer, then writes status.allocation and reservedFor, which kube 1.36+
-    // also authorizes as an update of resourceclaims/binding (DRAResourceClaimGranularStatusAuthorization).
+    // A pod with a ResourceClaim: DynamicResources' PreBind, from the watched claim and
+    // DeviceClass, adds the claim's finalizer, then writes status.allocation and reservedFor
+    // (patches), which kube 1.36+ also authorizes as a patch of resourceclaims/binding
+    // (DRAResourceClaimGranularStatusAuthorization).
     let device_class = format!("{}-sa-gpu", scope.run);
     scope
         .create_storage(
