@@ -175,7 +175,12 @@ impl ClaimCache {
 
     /// Claims assumed and not yet shown by the watch.
     pub fn assumed_count(&self) -> usize {
-        self.objects.lock().claims.values().filter(|e| e.assumed.is_some()).count()
+        self.objects
+            .lock()
+            .claims
+            .values()
+            .filter(|e| e.assumed.is_some())
+            .count()
     }
 
     /// A turn on each of the claims `keys` (`namespace/name`; repeats count once), behind every
@@ -235,9 +240,8 @@ impl ClaimTurns {
 
     /// Ends the turn on the claim `key`: the next pod may write it.
     pub fn release(&mut self, key: &str) {
-        let (ended, kept): (Vec<Turn>, Vec<Turn>) = std::mem::take(&mut self.turns)
-            .into_iter()
-            .partition(|t| t.key == key);
+        let (ended, kept): (Vec<Turn>, Vec<Turn>) =
+            std::mem::take(&mut self.turns).into_iter().partition(|t| t.key == key);
         self.turns = kept;
         self.end(ended);
     }
@@ -319,7 +323,10 @@ mod tests {
         assert_eq!(cache.assumed_count(), 0);
         // An assumption older than what the cache holds is refused.
         assert!(!cache.assume(claim("u1", "11", &[])));
-        assert_eq!(cache.claim("ns/c").unwrap().metadata.resource_version.as_deref(), Some("12"));
+        assert_eq!(
+            cache.claim("ns/c").unwrap().metadata.resource_version.as_deref(),
+            Some("12")
+        );
         // A claim recreated under the same name replaces an assumption of its predecessor.
         assert!(cache.assume(claim("u1", "13", &["p2"])));
         cache.apply(DeviceObject::claim(claim("u2", "5", &[])));
@@ -353,7 +360,10 @@ mod tests {
         assert!(!waiting.is_finished(), "the second pod waits for the first on ns/b");
         first.release("ns/a");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        assert!(!waiting.is_finished(), "releasing another claim does not end the turn on ns/b");
+        assert!(
+            !waiting.is_finished(),
+            "releasing another claim does not end the turn on ns/b"
+        );
         first.release("ns/b");
         let second = tokio::time::timeout(std::time::Duration::from_secs(1), waiting)
             .await

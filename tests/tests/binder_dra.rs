@@ -15,7 +15,7 @@ use placement_binder::metrics::BinderMetrics;
 use placement_binder::replicas::{EndpointSource, ReplicaConfig, ReplicaPool};
 use placement_binder::{Binder, BinderConfig};
 use placement_scheduler::grpc::{serve, Metrics, ServerConfig};
-use placement_tests::fake_apiserver::{matcher, FakeApiServer, Failure, Kind, RequestRecord};
+use placement_tests::fake_apiserver::{matcher, Failure, FakeApiServer, Kind, RequestRecord};
 use placement_tests::fixtures::{self, eventually, node};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
@@ -40,12 +40,18 @@ async fn start(server: &FakeApiServer) -> Running {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     let (stop_decisions, decisions_stopped) = oneshot::channel::<()>();
-    tokio::spawn(serve(listener, ServerConfig::default(), Arc::new(Metrics::new()), async {
-        let _ = decisions_stopped.await;
-    }));
+    tokio::spawn(serve(
+        listener,
+        ServerConfig::default(),
+        Arc::new(Metrics::new()),
+        async {
+            let _ = decisions_stopped.await;
+        },
+    ));
     let client = server.client();
     let metrics = Arc::new(BinderMetrics::new());
-    let replicas = Arc::new(ReplicaPool::new(EndpointSource::Static(vec![endpoint]), ReplicaConfig::default()).unwrap());
+    let replicas =
+        Arc::new(ReplicaPool::new(EndpointSource::Static(vec![endpoint]), ReplicaConfig::default()).unwrap());
     let leadership = Leadership::always(&metrics);
     let api = KubeApi::new(
         client.clone(),
@@ -146,7 +152,12 @@ fn create_pod(server: &FakeApiServer, name: &str, claims: &[&str]) {
 }
 
 fn claim(server: &FakeApiServer, name: &str) -> ResourceClaim {
-    serde_json::from_value(server.get_raw(Kind::ResourceClaim, Some("default"), name).expect("the claim exists")).unwrap()
+    serde_json::from_value(
+        server
+            .get_raw(Kind::ResourceClaim, Some("default"), name)
+            .expect("the claim exists"),
+    )
+    .unwrap()
 }
 
 fn pod_uid(server: &FakeApiServer, name: &str) -> String {
@@ -173,7 +184,14 @@ fn requests_on(server: &FakeApiServer, object: &str) -> Vec<(String, String)> {
         .requests()
         .into_iter()
         .filter(|r: &RequestRecord| !r.watch && r.path.contains(object))
-        .map(|r| (r.method, r.path.rsplit_once("/default/").map_or(r.path.clone(), |(_, p)| p.to_string())))
+        .map(|r| {
+            (
+                r.method,
+                r.path
+                    .rsplit_once("/default/")
+                    .map_or(r.path.clone(), |(_, p)| p.to_string()),
+            )
+        })
         .collect()
 }
 
@@ -267,7 +285,11 @@ async fn a_claim_is_written_from_the_watch_with_no_read() {
     let allocation = c.status.and_then(|s| s.allocation).expect("allocated");
     assert!(allocation.allocation_timestamp.is_some());
     let config = allocation.devices.and_then(|d| d.config).unwrap_or_default();
-    assert_eq!(config.len(), 1, "the class's configuration, from the watched class: {config:?}");
+    assert_eq!(
+        config.len(),
+        1,
+        "the class's configuration, from the watched class: {config:?}"
+    );
     assert_eq!(config[0].source, "FromClass");
     // The claim written is assumed until the watch shows it.
     eventually(WAIT, "the written claim seen by the watch", || async {
@@ -292,8 +314,16 @@ async fn a_conflict_reads_the_claim_once_and_writes_again() {
 
     let on_claim = requests_on(&server, "/resourceclaims/gpu-a");
     assert_eq!(count(&on_claim, "PATCH", "resourceclaims/gpu-a"), 1, "{on_claim:?}");
-    assert_eq!(count(&on_claim, "PATCH", "resourceclaims/gpu-a/status"), 2, "{on_claim:?}");
-    assert_eq!(count(&on_claim, "GET", "resourceclaims/gpu-a"), 1, "one read after the conflict");
+    assert_eq!(
+        count(&on_claim, "PATCH", "resourceclaims/gpu-a/status"),
+        2,
+        "{on_claim:?}"
+    );
+    assert_eq!(
+        count(&on_claim, "GET", "resourceclaims/gpu-a"),
+        1,
+        "one read after the conflict"
+    );
     assert_eq!(on_claim.len(), 4, "{on_claim:?}");
     assert!(failed_scheduling_notes(&server, "train").is_empty());
     assert_eq!(reserved_for(&server, "gpu-a"), [pod_uid(&server, "train")]);
@@ -335,9 +365,16 @@ async fn conflicts_on_every_attempt_fail_the_prebind_and_unreserve() {
         .collect();
     assert_eq!(unreserve.len(), 1, "gpu-a unreserved");
     let on_b = requests_on(&server, "/resourceclaims/gpu-b");
-    assert_eq!(count(&on_b, "GET", "resourceclaims/gpu-b"), 4, "a read after each of 4 conflicts: {on_b:?}");
+    assert_eq!(
+        count(&on_b, "GET", "resourceclaims/gpu-b"),
+        4,
+        "a read after each of 4 conflicts: {on_b:?}"
+    );
 
-    eventually(WAIT, "train bound on its retry", || async { node_of(&server, "train").is_some() }).await;
+    eventually(WAIT, "train bound on its retry", || async {
+        node_of(&server, "train").is_some()
+    })
+    .await;
     assert_eq!(server.bindings_attempted(), 1, "the failed attempt wrote no Binding");
     let uid = pod_uid(&server, "train");
     assert_eq!(reserved_for(&server, "gpu-a"), [uid.clone()]);
@@ -362,7 +399,11 @@ async fn two_pods_of_a_batch_sharing_a_claim_are_both_reserved() {
     create_claim(&server, "shared");
     create_pod(&server, "p1", &["shared"]);
     create_pod(&server, "p2", &["shared"]);
-    server.delay_next(1, matcher("PATCH", "/resourceclaims/shared/status"), Duration::from_millis(500));
+    server.delay_next(
+        1,
+        matcher("PATCH", "/resourceclaims/shared/status"),
+        Duration::from_millis(500),
+    );
     let running = start(&server).await;
     eventually(WAIT, "both pods bound", || async {
         node_of(&server, "p1").is_some() && node_of(&server, "p2").is_some()

@@ -311,9 +311,10 @@ impl<A: ClusterApi> Binder<A> {
                         Some(StorageObject::ResourceClaim(c)) => Some(c),
                         _ => None,
                     };
-                    let cached_reserved = cached.as_ref().and_then(|c| c.status.as_ref()).is_some_and(|st| {
-                        st.reserved_for.iter().flatten().any(|r| r.uid == pod.uid)
-                    });
+                    let cached_reserved = cached
+                        .as_ref()
+                        .and_then(|c| c.status.as_ref())
+                        .is_some_and(|st| st.reserved_for.iter().flatten().any(|r| r.uid == pod.uid));
                     if cached_reserved || watched.is_some_and(|c| c.reserved_for.iter().any(|r| r.uid == pod.uid)) {
                         turns.release(&format!("{}/{}", pod.namespace, name));
                         return None;

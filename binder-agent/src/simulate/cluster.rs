@@ -11,9 +11,7 @@ use prost::Message as _;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::api::{
-    scheduled_message, ApiError, ClaimRef, ClaimWrite, ClusterApi, PodGroupCondition, PodRef, Preemptor,
-};
+use crate::api::{scheduled_message, ApiError, ClaimRef, ClaimWrite, ClusterApi, PodGroupCondition, PodRef, Preemptor};
 use crate::binder::{Binder, ClusterEvent};
 use crate::projection::{Owner, PodInfo, StorageKey, StorageObject};
 
