@@ -377,7 +377,7 @@ async fn conflicts_on_every_attempt_fail_the_prebind_and_unreserve() {
     .await;
     assert_eq!(server.bindings_attempted(), 1, "the failed attempt wrote no Binding");
     let uid = pod_uid(&server, "train");
-    assert_eq!(reserved_for(&server, "gpu-a"), [uid.clone()]);
+    assert_eq!(reserved_for(&server, "gpu-a"), std::slice::from_ref(&uid));
     assert_eq!(reserved_for(&server, "gpu-b"), [uid]);
     let on_b = requests_on(&server, "/resourceclaims/gpu-b");
     assert_eq!(
