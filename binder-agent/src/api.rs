@@ -8,9 +8,12 @@
 //! `status.nominatedNodeName`, and on each victim the `DisruptionTarget` condition, a graceful
 //! delete and the Normal event `Preempted`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
+use std::sync::Arc;
 use std::time::SystemTime;
+
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim};
 
 /// Identity of a pod in API calls.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -104,6 +107,23 @@ impl ClaimRef {
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
+}
+
+/// DynamicResources' PreBind write of one ResourceClaim ([`ClusterApi::reserve_claim`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimWrite<'a> {
+    /// The claim (its uid as the decision saw it: a claim recreated since is not written).
+    pub claim: &'a ClaimRef,
+    /// The pod to add to `status.reservedFor`.
+    pub pod: &'a PodRef,
+    /// The allocation to write, when the pod's placement allocated the claim.
+    pub allocation: Option<&'a placement_scheduler::proto::AllocationResult>,
+    /// The claim as the binder's watch shows it, or as the binder last wrote it: the first
+    /// attempt is written from it, with no read (`None`: read first).
+    pub cached: Option<&'a ResourceClaim>,
+    /// The DeviceClasses the claim's requests name, as the watch shows them (the allocation
+    /// copies their configuration).
+    pub classes: &'a HashMap<String, Arc<DeviceClass>>,
 }
 
 /// The annotation kube's volume binder puts on a volume it binds to a claim (`AnnBoundByController`).
@@ -233,25 +253,27 @@ pub trait ClusterApi: Send + Sync + 'static {
         async move { Err(ApiError::Other(message)) }
     }
 
-    /// DynamicResources' PreBind for one of the pod's ResourceClaims (kube's `bindClaim`): the
-    /// pod added to `status.reservedFor` and, when `allocation` is given, the claim's finalizer
-    /// `resource.kubernetes.io/delete-protection` added (a normal update) and `status.allocation`
-    /// set with its `allocationTimestamp`, through the status subresource; retried on a
-    /// conflict from a fresh read, as `retry.RetryOnConflict` does. Errors carry kube's words:
+    /// DynamicResources' PreBind for one of the pod's ResourceClaims (kube's `bindClaim`), written
+    /// from [`ClaimWrite::cached`] with no read: the pod added to `status.reservedFor` and, when
+    /// an allocation is given, the claim's finalizer `resource.kubernetes.io/delete-protection`
+    /// added (a write of the claim) and `status.allocation` set with its `allocationTimestamp`,
+    /// through the status subresource; each write conditional on the resourceVersion it was made
+    /// from, and on a conflict the claim read again and the write retried, at most 5 attempts, as
+    /// `retry.RetryOnConflict(retry.DefaultRetry, …)` does. A claim reserved for the pod already
+    /// is not written. Returns the claim as the API server answered the last write (`None` when
+    /// nothing was written, or by a writer that has no such object). Errors carry kube's words:
     /// `claim ns/name got deleted in the meantime`, `... got allocated elsewhere in the
-    /// meantime`, `add allocation and reservation to claim ns/name: <error>`.
+    /// meantime`, `add allocation and reservation to claim ns/name: <error>`, `get updated
+    /// claim ns/name after conflict: <error>`.
     fn reserve_claim(
         &self,
-        claim: &ClaimRef,
-        pod: &PodRef,
-        allocation: Option<&placement_scheduler::proto::AllocationResult>,
-    ) -> impl Future<Output = Result<(), ApiError>> + Send {
+        write: ClaimWrite<'_>,
+    ) -> impl Future<Output = Result<Option<ResourceClaim>, ApiError>> + Send {
         let message = format!(
             "cannot reserve claim {} for {}: not supported here",
-            claim.key(),
-            pod.key()
+            write.claim.key(),
+            write.pod.key()
         );
-        let _ = allocation;
         async move { Err(ApiError::Other(message)) }
     }
 
@@ -260,13 +282,14 @@ pub trait ClusterApi: Send + Sync + 'static {
     /// the ResourceClaim in the pod's namespace with `generateName` `<pod name>-extended-resources-`,
     /// the pod as controlling owner (`apiVersion: v1`, `kind: Pod`, `controller: true`), the
     /// annotation `resource.kubernetes.io/extended-resource-claim: "true"` and `claim`'s
-    /// requests; returns the claim created (its generated name and uid). The error carries
-    /// kube's words: `create claim for extended resources <namespace>/: <error>`.
+    /// requests; returns the claim created (its generated name and uid, and whatever else the
+    /// writer answers: its allocation is written from it). The error carries kube's words:
+    /// `create claim for extended resources <namespace>/: <error>`.
     fn create_extended_claim(
         &self,
         pod: &PodRef,
         claim: &placement_scheduler::proto::ExtendedResourceClaim,
-    ) -> impl Future<Output = Result<ClaimRef, ApiError>> + Send {
+    ) -> impl Future<Output = Result<ResourceClaim, ApiError>> + Send {
         let message = format!(
             "create claim for extended resources {}/: not supported here",
             pod.namespace
@@ -294,10 +317,17 @@ pub trait ClusterApi: Send + Sync + 'static {
     }
 
     /// DynamicResources' Unreserve of the special claim a failed PreBind created (kube's
-    /// `deleteClaim`): its finalizer `resource.kubernetes.io/delete-protection` removed (an
-    /// update, retried on conflicts), then the claim deleted; a claim already gone is no error.
-    fn delete_claim(&self, claim: &ClaimRef) -> impl Future<Output = Result<(), ApiError>> + Send {
+    /// `deleteClaim`): its finalizer `resource.kubernetes.io/delete-protection` removed (written
+    /// from `cached`, the claim as PreBind last wrote it, conditional on its resourceVersion;
+    /// read again and retried on conflicts), then the claim deleted; a claim already gone is no
+    /// error.
+    fn delete_claim(
+        &self,
+        claim: &ClaimRef,
+        cached: Option<&ResourceClaim>,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send {
         let message = format!("cannot delete claim {}: not supported here", claim.key());
+        let _ = cached;
         async move { Err(ApiError::Other(message)) }
     }
 

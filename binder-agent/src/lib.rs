@@ -17,6 +17,7 @@
 pub mod api;
 pub mod backends;
 pub mod binder;
+pub mod claim_cache;
 pub mod experiments;
 pub mod explain;
 pub mod http;

@@ -40,6 +40,7 @@ use kube::{Api, Client};
 
 use crate::api::ClusterApi;
 use crate::binder::{Binder, ClusterEvent};
+use crate::claim_cache::DeviceObject;
 use crate::projection::{
     claim_info, csi_driver_info, csi_node_info, device_class_info, device_taint_rule_info,
     dynamic_storage_capacity_info, initially_scheduled_condition, namespace_info, node_info, pdb_info, pdb_key,
@@ -433,14 +434,14 @@ async fn device_watches<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier<
             "deviceclasses",
             classes,
             StorageTracker::default(),
-            StorageTracker::on_event,
+            device_object_events,
             Arc::clone(&barrier),
         ),
         drive(
             "resourceclaims",
             claims,
             StorageTracker::default(),
-            StorageTracker::on_event,
+            device_object_events,
             Arc::clone(&barrier),
         ),
         drive(
@@ -548,6 +549,39 @@ pub fn pod_group_events(t: &mut StorageTracker, event: Event<PodGroup>) -> (Vec<
     };
     let (events, done) = t.on_event(event);
     (condition.into_iter().chain(events).collect(), done)
+}
+
+/// A DRA object the binder keeps whole (a ResourceClaim or a DeviceClass: PreBind writes claims
+/// from them, [`crate::claim_cache`]).
+pub trait WholeDeviceObject: Clone {
+    /// The object as the claim cache keeps it.
+    fn device_object(self) -> DeviceObject;
+}
+
+impl WholeDeviceObject for ResourceClaim {
+    fn device_object(self) -> DeviceObject {
+        DeviceObject::claim(self)
+    }
+}
+
+impl WholeDeviceObject for DeviceClass {
+    fn device_object(self) -> DeviceObject {
+        DeviceObject::class(self)
+    }
+}
+
+/// A ResourceClaim or DeviceClass watch event's cluster events: the object whole
+/// ([`ClusterEvent::DeviceObject`]), then its projection as for any storage kind.
+pub fn device_object_events<K: StorageKind + WholeDeviceObject>(
+    t: &mut StorageTracker,
+    event: Event<K>,
+) -> (Vec<ClusterEvent>, bool) {
+    let whole = match &event {
+        Event::InitApply(o) | Event::Apply(o) => Some(ClusterEvent::DeviceObject(o.clone().device_object())),
+        _ => None,
+    };
+    let (events, done) = t.on_event(event);
+    (whole.into_iter().chain(events).collect(), done)
 }
 
 /// Turns watch events of one storage kind into cluster events.

@@ -669,10 +669,11 @@ const GPU_DRIVER: &str = "gpu.deploy-test.example.com";
 
 /// DynamicResources: a DeviceClass, a ResourceSlice with three GPUs on n1, and two pods of
 /// `scheduler` with claims of that class: `shop/render` (claim `gpu-render`) and `shop/train`
-/// (claims `gpu-train-a` then `gpu-train-b`). The fake server answers the first status update of
+/// (claims `gpu-train-a` then `gpu-train-b`). The fake server answers the first status write of
 /// `gpu-train-b` with an error, so train's first PreBind reserves `gpu-train-a`, fails on
 /// `gpu-train-b` and releases `gpu-train-a` again (Unreserve's status PATCH) before the pod is
-/// decided and bound again.
+/// decided and bound again; it answers the first status write of `gpu-render` with a conflict,
+/// so render's PreBind reads that claim again (the only read of a claim PreBind makes).
 fn device_pods(server: &FakeApiServer, scheduler: &str) {
     use placement_tests::fake_apiserver::{matcher, Kind};
     use serde_json::json;
@@ -717,14 +718,15 @@ fn device_pods(server: &FakeApiServer, scheduler: &str) {
             .collect();
         server.create_pod(serde_json::from_value(p).unwrap());
     }
-    server.fail_next(1, matcher("PUT", "/resourceclaims/gpu-train-b/status"), 500);
+    server.fail_next(1, matcher("PATCH", "/resourceclaims/gpu-train-b/status"), 500);
+    server.fail_next(1, matcher("PATCH", "/resourceclaims/gpu-render/status"), 409);
     // A pod asking for the class's extended resource: its special claim is created; the first
     // one's finalizer update fails, so it is deleted (Unreserve) and the pod tried again.
     let mut p = serde_json::to_value(pod("shop", "infer", scheduler, "0", None)).unwrap();
     p["spec"]["containers"][0]["resources"]["limits"] = json!({"example.com/gpu": "1"});
     p["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = json!("1");
     server.create_pod(serde_json::from_value(p).unwrap());
-    server.fail_next(1, matcher("PUT", "/resourceclaims/infer-extended-resources-"), 500);
+    server.fail_next(1, matcher("PATCH", "/resourceclaims/infer-extended-resources-"), 500);
 }
 
 /// A gang PodGroup `shop/trainers` (minCount 2) and its two pods of `scheduler`: decided in one
@@ -1021,9 +1023,9 @@ async fn binder_rbac_grants_exactly_the_calls_the_binder_makes() {
     // since kube 1.36 (DRAResourceClaimGranularStatusAuthorization) a status update of a
     // ResourceClaim that changes `status.allocation` or `status.reservedFor` must also be allowed
     // as the same verb on the `resourceclaims/binding` subresource, cluster-wide and for every
-    // name (kube's `AuthorizedForBinding`; kube-scheduler's bootstrap role has exactly
-    // update/patch of it). Every status write of the binder changes them: PreBind's PUT adds the
-    // allocation and the pod to `reservedFor`, Unreserve's PATCH removes the pod.
+    // name (kube's `AuthorizedForBinding`; kube-scheduler's bootstrap role has update/patch of
+    // it, for its updates). Every status write of the binder changes them, each a PATCH:
+    // PreBind's adds the allocation and the pod to `reservedFor`, Unreserve's removes the pod.
     let authorization_only: BTreeSet<Access> = requests
         .iter()
         .filter(|r| {
@@ -1077,10 +1079,7 @@ async fn binder_rbac_grants_exactly_the_calls_the_binder_makes() {
             .iter()
             .map(|a| (a.group.as_str(), a.resource.as_str(), a.verb))
             .collect::<BTreeSet<_>>(),
-        BTreeSet::from([
-            ("resource.k8s.io", "resourceclaims/binding", "update"),
-            ("resource.k8s.io", "resourceclaims/binding", "patch"),
-        ]),
+        BTreeSet::from([("resource.k8s.io", "resourceclaims/binding", "patch")]),
         "the claims' status writes are authorized as resourceclaims/binding too"
     );
 
@@ -1120,12 +1119,10 @@ async fn binder_rbac_grants_exactly_the_calls_the_binder_makes() {
         ("resource.k8s.io", "resourceslices", "watch"),
         ("resource.k8s.io", "devicetaintrules", "list"),
         ("resource.k8s.io", "devicetaintrules", "watch"),
-        ("resource.k8s.io", "deviceclasses", "get"),
         ("resource.k8s.io", "resourceclaims", "get"),
-        ("resource.k8s.io", "resourceclaims", "update"),
+        ("resource.k8s.io", "resourceclaims", "patch"),
         ("resource.k8s.io", "resourceclaims", "create"),
         ("resource.k8s.io", "resourceclaims", "delete"),
-        ("resource.k8s.io", "resourceclaims/status", "update"),
         ("resource.k8s.io", "resourceclaims/status", "patch"),
         ("scheduling.k8s.io", "podgroups", "list"),
         ("scheduling.k8s.io", "podgroups", "watch"),

@@ -18,6 +18,13 @@ use crate::queue::QueuedPod;
 impl<A: ClusterApi> Binder<A> {
     pub(super) fn spawn_bind(&self, tasks: &mut JoinSet<()>, qp: QueuedPod, node: String, bind: BindRequest) {
         let this = self.clone();
+        // The pod's turns on its ResourceClaims, taken in placement order: a claim shared with
+        // pods placed before it is written after theirs (the one that allocates it first).
+        let namespace = &qp.info.spec.namespace;
+        let keys: Vec<String> = super::prebind::claim_names(&qp.info.spec.resource_claims)
+            .map(|name| format!("{namespace}/{name}"))
+            .collect();
+        let mut turns = self.shared.claims.take_turns(keys.iter().map(String::as_str));
         tasks.spawn(async move {
             let s = &this.shared;
             let uid = qp.info.spec.uid.clone();
@@ -52,6 +59,8 @@ impl<A: ClusterApi> Binder<A> {
             // A pod with extended resources backed by DRA has a special claim to create.
             let extended = bind.devices.iter().any(|a| a.extended_resource_claim.is_some());
             if !pod_claims.is_empty() || extended {
+                // Waited for before taking a write slot: a pod whose turn has not come holds none.
+                turns.wait().await;
                 let Ok(permit) = Arc::clone(&s.binds).acquire_owned().await else {
                     return;
                 };
@@ -60,7 +69,16 @@ impl<A: ClusterApi> Binder<A> {
                 // The volumes' PreBind set the nomination already, if it had work.
                 let nominate = bind.volumes.is_empty();
                 if this
-                    .prebind_devices(&pod, &node, pod_claims, &bind.devices, nominate, policy, &mut created)
+                    .prebind_devices(
+                        &pod,
+                        &node,
+                        pod_claims,
+                        &bind.devices,
+                        nominate,
+                        policy,
+                        &mut created,
+                        &mut turns,
+                    )
                     .instrument(span)
                     .await
                     == PreBind::Stopped

@@ -111,15 +111,13 @@ impl ClusterApi for RecordingApi {
 
     fn reserve_claim(
         &self,
-        _claim: &crate::api::ClaimRef,
-        pod: &PodRef,
-        _allocation: Option<&proto::AllocationResult>,
-    ) -> impl Future<Output = Result<(), ApiError>> + Send {
-        self.writes.lock().push(("reserve", pod.name.clone()));
+        write: crate::api::ClaimWrite<'_>,
+    ) -> impl Future<Output = Result<Option<k8s_openapi::api::resource::v1::ResourceClaim>, ApiError>> + Send {
+        self.writes.lock().push(("reserve", write.pod.name.clone()));
         async {
             // A write takes a moment: others may queue meanwhile.
             tokio::time::sleep(Duration::from_millis(5)).await;
-            Ok(())
+            Ok(None)
         }
     }
 
@@ -135,12 +133,16 @@ impl ClusterApi for RecordingApi {
         &self,
         pod: &PodRef,
         _claim: &proto::ExtendedResourceClaim,
-    ) -> impl Future<Output = Result<crate::api::ClaimRef, ApiError>> + Send {
+    ) -> impl Future<Output = Result<k8s_openapi::api::resource::v1::ResourceClaim, ApiError>> + Send {
         self.writes.lock().push(("create", pod.name.clone()));
-        let created = crate::api::ClaimRef {
-            namespace: pod.namespace.clone(),
-            name: format!("{}-extended-resources-x7k2p", pod.name),
-            uid: format!("uid-claim-{}", pod.name),
+        let created = k8s_openapi::api::resource::v1::ResourceClaim {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                namespace: Some(pod.namespace.clone()),
+                name: Some(format!("{}-extended-resources-x7k2p", pod.name)),
+                uid: Some(format!("uid-claim-{}", pod.name)),
+                ..Default::default()
+            },
+            ..Default::default()
         };
         async move { Ok(created) }
     }
@@ -168,7 +170,11 @@ impl ClusterApi for RecordingApi {
         }
     }
 
-    fn delete_claim(&self, claim: &crate::api::ClaimRef) -> impl Future<Output = Result<(), ApiError>> + Send {
+    fn delete_claim(
+        &self,
+        claim: &crate::api::ClaimRef,
+        _cached: Option<&k8s_openapi::api::resource::v1::ResourceClaim>,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send {
         self.writes.lock().push(("delete", claim.name.clone()));
         async { Ok(()) }
     }

@@ -138,9 +138,13 @@ impl<A: ClusterApi> Binder<A> {
             ClusterEvent::PodGroupCondition { key, condition } => {
                 s.state.lock().set_pod_group_condition(&key, condition);
             }
+            ClusterEvent::DeviceObject(object) => s.claims.apply(object),
             ClusterEvent::StorageDeleted(key) => {
-                if let StorageKey::PodGroup(k) = &key {
-                    s.state.lock().set_pod_group_condition(k, None);
+                match &key {
+                    StorageKey::PodGroup(k) => s.state.lock().set_pod_group_condition(k, None),
+                    StorageKey::ResourceClaim(k) => s.claims.delete_claim(k),
+                    StorageKey::DeviceClass(name) => s.claims.delete_class(name),
+                    _ => {}
                 }
                 let storage = !matches!(key, StorageKey::PodGroup(_));
                 let changed = s.state.lock().delete_storage(&key);

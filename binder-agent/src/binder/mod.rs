@@ -71,6 +71,7 @@ use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::api::{ClusterApi, PodRef};
 use crate::backends::ReplicaPools;
+use crate::claim_cache::ClaimCache;
 use crate::experiments::{ExperimentSet, Experiments, Route, Routing, RoutingError};
 use crate::metrics::BinderMetrics;
 use crate::partitions::PartitionSlots;
@@ -138,6 +139,10 @@ pub enum ClusterEvent {
     StorageApplied(crate::projection::StorageObject),
     /// A storage object, a DRA object or a PodGroup was deleted.
     StorageDeleted(crate::projection::StorageKey),
+    /// A ResourceClaim or DeviceClass as the watch delivers it (said before its
+    /// [`ClusterEvent::StorageApplied`]): DynamicResources' PreBind writes claims from it
+    /// ([`crate::claim_cache`]).
+    DeviceObject(crate::claim_cache::DeviceObject),
     /// Whether the API server serves scheduling.k8s.io/v1beta1 PodGroups (said once, before the
     /// PodGroup watch's initial list counts as done).
     PodGroupsServed(bool),
@@ -247,6 +252,9 @@ struct Shared<A> {
     /// Set once [`Binder::run`] stops taking work: waiting PreBinds give up (the pod stays
     /// pending for the next leader, which finds the bindings written so far).
     stopping: AtomicBool,
+    /// The ResourceClaims and DeviceClasses PreBind writes from, the claims it wrote, and the
+    /// turns pods take on shared claims.
+    claims: ClaimCache,
     /// The node partitions decisions in flight hold ([`crate::partitions`]).
     slots: Mutex<PartitionSlots>,
     /// Pods a partitioned decision sent back: decided alone on the whole cluster next.
@@ -322,6 +330,7 @@ impl<A: ClusterApi> Binder<A> {
                 nominations: Mutex::new(Nominations::new(timing)),
                 storage_seen: watch::Sender::new(0),
                 stopping: AtomicBool::new(false),
+                claims: ClaimCache::default(),
                 slots: Mutex::new(PartitionSlots::new(partitions)),
                 decide_alone_next: Mutex::new(HashSet::new()),
                 full_syncs: Mutex::new(Vec::new()),
@@ -420,6 +429,11 @@ impl<A: ClusterApi> Binder<A> {
     /// not shown yet.
     pub fn assumed_volume_choices(&self) -> usize {
         self.shared.state.lock().assumed_storage_count()
+    }
+
+    /// ResourceClaims this binder wrote that its watch has not shown yet.
+    pub fn assumed_resource_claims(&self) -> usize {
+        self.shared.claims.assumed_count()
     }
 
     /// Most decisions in flight at once on node partitions so far.

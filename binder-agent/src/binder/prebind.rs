@@ -9,9 +9,12 @@ use std::time::Duration;
 use placement_scheduler::proto;
 use tokio::time::Instant;
 
+use k8s_openapi::api::resource::v1::ResourceClaim;
+
 use super::failures::Failure;
 use super::Binder;
-use crate::api::{ApiError, ClaimRef, ClusterApi, PodRef};
+use crate::api::{ApiError, ClaimRef, ClaimWrite, ClusterApi, PodRef};
+use crate::claim_cache::ClaimTurns;
 use crate::projection::{StorageKey, StorageObject};
 
 /// kube-scheduler's prefix of a PreBind failure of the VolumeBinding plugin.
@@ -261,15 +264,31 @@ impl<A: ClusterApi> Binder<A> {
 /// kube-scheduler's prefix of a PreBind failure of the DynamicResources plugin.
 const DEVICES_PREBIND_FAILED: &str = "running PreBind plugin \"DynamicResources\"";
 
+/// The names of a pod's ResourceClaims (kube's `resourceclaim.Name`): the claim an entry names,
+/// or the one its `status.resourceClaimStatuses` names for a template (none yet: left out).
+pub(super) fn claim_names(pod_claims: &[proto::PodResourceClaim]) -> impl Iterator<Item = String> + '_ {
+    pod_claims.iter().filter_map(|c| {
+        if c.resource_claim_name.is_empty() {
+            c.generated_claim_name.clone().filter(|n| !n.is_empty())
+        } else {
+            Some(c.resource_claim_name.clone())
+        }
+    })
+}
+
 impl<A: ClusterApi> Binder<A> {
     /// DynamicResources' PreBind (kube's `PreBind` and `bindClaim`): for each of the pod's claims
     /// not reserved for it yet, in `spec.resourceClaims` order, the allocation chosen for it (if
-    /// any) and the pod's reservation written; a claim written already (a restart mid-PreBind)
-    /// is skipped by the write itself. On failure the claims this PreBind reserved are released
-    /// as kube's Unreserve releases them (the pod removed from their `reservedFor`), the pod gets
-    /// kube-scheduler's `SchedulerError` condition and `FailedScheduling` event, and it is decided
-    /// again after its backoff. The special claim for extended resources created is left in
-    /// `created`, for the caller to delete should the Binding fail (kube's Unreserve).
+    /// any) and the pod's reservation written from the claim the binder's cache holds (kube
+    /// writes from its informer cache), then kept there as assumed until the watch shows it; a
+    /// claim written already (a restart mid-PreBind) is skipped by the write itself. The caller
+    /// waited for the pod's `turns` on its claims (pods placed before it that share a claim have
+    /// written it); each turn ends once its claim is written. On failure the claims this PreBind
+    /// reserved are released as kube's Unreserve releases them (the pod removed from their
+    /// `reservedFor`), the pod gets kube-scheduler's `SchedulerError` condition and
+    /// `FailedScheduling` event, and it is decided again after its backoff. The special claim for
+    /// extended resources created is left in `created`, for the caller to delete should the
+    /// Binding fail (kube's Unreserve).
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn prebind_devices(
         &self,
@@ -280,27 +299,28 @@ impl<A: ClusterApi> Binder<A> {
         nominate: bool,
         policy: &str,
         created: &mut Option<ClaimRef>,
+        turns: &mut ClaimTurns,
     ) -> PreBind {
         let s = &self.shared;
         let started = Instant::now();
-        // The pod's claims (kube's `resourceclaim.Name`), with the uid the binder knows and the
-        // allocation to write; those the watch shows reserved for the pod need nothing.
+        // The pod's claims, with the uid the binder knows and the allocation to write; those the
+        // watch (or this binder's last write) shows reserved for the pod need nothing.
         let claims: Vec<(ClaimRef, Option<&proto::AllocationResult>)> = {
             let st = s.state.lock();
-            pod_claims
-                .iter()
-                .filter_map(|c| {
-                    let name = if c.resource_claim_name.is_empty() {
-                        c.generated_claim_name.clone().filter(|n| !n.is_empty())?
-                    } else {
-                        c.resource_claim_name.clone()
-                    };
+            claim_names(pod_claims)
+                .filter_map(|name| {
                     let key = format!("{}/{}", pod.namespace, name);
+                    let cached = s.claims.claim(&key);
                     let watched = match st.storage_object(&StorageKey::ResourceClaim(key)) {
                         Some(StorageObject::ResourceClaim(c)) => Some(c),
                         _ => None,
                     };
-                    if watched.is_some_and(|c| c.reserved_for.iter().any(|r| r.uid == pod.uid)) {
+                    let cached_reserved = cached
+                        .as_ref()
+                        .and_then(|c| c.status.as_ref())
+                        .is_some_and(|st| st.reserved_for.iter().flatten().any(|r| r.uid == pod.uid));
+                    if cached_reserved || watched.is_some_and(|c| c.reserved_for.iter().any(|r| r.uid == pod.uid)) {
+                        turns.release(&format!("{}/{}", pod.namespace, name));
                         return None;
                     }
                     let allocation = allocations
@@ -338,7 +358,8 @@ impl<A: ClusterApi> Binder<A> {
             }
             // The caller holds this pod's write slot (see `spawn_bind`).
             self.rate_limit().await;
-            let result = s.api.reserve_claim(claim, pod, *allocation).await;
+            let result = self.write_claim(claim, pod, *allocation, None).await;
+            turns.release(&claim.key());
             match result {
                 Ok(()) => reserved.push(claim),
                 Err(e) => {
@@ -371,11 +392,37 @@ impl<A: ClusterApi> Binder<A> {
         PreBind::Bound
     }
 
+    /// kube's `bindClaim` for one claim: written from the claim the cache holds (`fresh`: the
+    /// claim this PreBind just created, which the watch may not show yet), with the classes the
+    /// watch shows; the claim written is assumed in the cache until the watch shows it.
+    async fn write_claim(
+        &self,
+        claim: &ClaimRef,
+        pod: &PodRef,
+        allocation: Option<&proto::AllocationResult>,
+        fresh: Option<Arc<ResourceClaim>>,
+    ) -> Result<(), ApiError> {
+        let s = &self.shared;
+        let cached = fresh.or_else(|| s.claims.claim(&claim.key()));
+        let classes = s.claims.classes();
+        let write = ClaimWrite {
+            claim,
+            pod,
+            allocation,
+            cached: cached.as_deref(),
+            classes: &classes,
+        };
+        if let Some(written) = s.api.reserve_claim(write).await? {
+            s.claims.assume(written);
+        }
+        Ok(())
+    }
+
     /// kube's `bindClaim` for the special claim of the pod's extended resources backed by DRA
     /// (`createExtendedResourceClaimInAPI`, then the allocation and the reservation as for any
-    /// claim, then `patchPodExtendedResourceClaimStatus`); on a failure after the claim was
-    /// created, the claim is deleted as kube's Unreserve deletes it (`deleteClaim`). Returns the
-    /// claim created, or kube's error message.
+    /// claim, written from the claim created, then `patchPodExtendedResourceClaimStatus`); on a
+    /// failure after the claim was created, the claim is deleted as kube's Unreserve deletes it
+    /// (`deleteClaim`). Returns the claim created, or kube's error message.
     async fn bind_extended_claim(
         &self,
         pod: &PodRef,
@@ -388,10 +435,22 @@ impl<A: ClusterApi> Binder<A> {
             m
         };
         self.rate_limit().await;
-        let created = api.create_extended_claim(pod, claim).await.map_err(message)?;
+        let object = api.create_extended_claim(pod, claim).await.map_err(message)?;
+        let created = ClaimRef {
+            namespace: pod.namespace.clone(),
+            name: object.metadata.name.clone().unwrap_or_default(),
+            uid: object.metadata.uid.clone().unwrap_or_default(),
+        };
         tracing::debug!(pod = %pod.key(), claim = %created.key(), "claim for extended resources created");
+        // Kept as kube's waitForExtendedClaimInAssumeCache keeps it: written from, and deleted
+        // from should this PreBind fail.
+        let object = Arc::new(object);
+        self.shared.claims.assume((*object).clone());
         self.rate_limit().await;
-        let mut result = api.reserve_claim(&created, pod, allocation).await.map_err(message);
+        let mut result = self
+            .write_claim(&created, pod, allocation, Some(object))
+            .await
+            .map_err(message);
         if result.is_ok() {
             if claim.request_mappings.is_empty() {
                 result = Err(format!(
@@ -412,23 +471,31 @@ impl<A: ClusterApi> Binder<A> {
         result.map(|()| created)
     }
 
-    /// kube's Unreserve of the special claim for extended resources (`deleteClaim`); an error is
-    /// logged (the claim is garbage-collected with its pod).
+    /// kube's Unreserve of the special claim for extended resources (`deleteClaim`), from the
+    /// claim as PreBind last wrote it; an error is logged (the claim is garbage-collected with
+    /// its pod).
     pub(super) async fn delete_extended_claim(&self, pod: &PodRef, claim: &ClaimRef) {
+        let s = &self.shared;
         self.rate_limit().await;
-        if let Err(e) = self.shared.api.delete_claim(claim).await {
-            tracing::warn!(pod = %pod.key(), claim = %claim.key(), error = %e, "deleting the claim for extended resources failed");
+        let cached = s.claims.claim(&claim.key());
+        match s.api.delete_claim(claim, cached.as_deref()).await {
+            Ok(()) => s.claims.delete_claim(&claim.key()),
+            Err(e) => {
+                tracing::warn!(pod = %pod.key(), claim = %claim.key(), error = %e, "deleting the claim for extended resources failed");
+            }
         }
     }
 
     /// kube's Unreserve of DynamicResources for the claims a failed PreBind reserved: the pod
-    /// removed from their `reservedFor` (errors are logged: kube retries on the next attempt).
+    /// removed from their `reservedFor` (errors are logged: kube retries on the next attempt),
+    /// and what the cache assumed of them dropped (kube's `AssumedClaimRestore`).
     async fn unreserve_claims(&self, pod: &PodRef, claims: &[&ClaimRef]) {
         for claim in claims {
             self.rate_limit().await;
             if let Err(e) = self.shared.api.unreserve_claim(claim, pod).await {
                 tracing::warn!(pod = %pod.key(), claim = %claim.key(), error = %e, "unreserving a claim failed");
             }
+            self.shared.claims.restore(&claim.key());
         }
     }
 }

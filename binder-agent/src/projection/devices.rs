@@ -322,7 +322,7 @@ fn toleration_out(t: &proto::Toleration) -> resource::DeviceToleration {
 pub fn allocation_out(
     a: &proto::AllocationResult,
     claim: &resource::ResourceClaim,
-    classes: &std::collections::HashMap<String, resource::DeviceClass>,
+    classes: &std::collections::HashMap<String, std::sync::Arc<resource::DeviceClass>>,
 ) -> resource::AllocationResult {
     let results: Vec<resource::DeviceRequestAllocationResult> = a
         .devices
@@ -355,7 +355,7 @@ pub fn allocation_out(
 pub fn allocation_configs(
     claim: &resource::ResourceClaim,
     results: &[resource::DeviceRequestAllocationResult],
-    classes: &std::collections::HashMap<String, resource::DeviceClass>,
+    classes: &std::collections::HashMap<String, std::sync::Arc<resource::DeviceClass>>,
 ) -> Vec<resource::DeviceAllocationConfiguration> {
     let devices = claim.spec.as_ref().and_then(|s| s.devices.as_ref());
     let requests: &[resource::DeviceRequest] = devices.and_then(|d| d.requests.as_deref()).unwrap_or_default();

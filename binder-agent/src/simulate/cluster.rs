@@ -4,13 +4,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use parking_lot::Mutex;
 use placement_scheduler::proto;
 use prost::Message as _;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::api::{scheduled_message, ApiError, ClaimRef, ClusterApi, PodGroupCondition, PodRef, Preemptor};
+use crate::api::{scheduled_message, ApiError, ClaimRef, ClaimWrite, ClusterApi, PodGroupCondition, PodRef, Preemptor};
 use crate::binder::{Binder, ClusterEvent};
 use crate::projection::{Owner, PodInfo, StorageKey, StorageObject};
 
@@ -604,12 +605,10 @@ impl ClusterApi for SimCluster {
     /// (when given) and the pod in `reservedFor`, refused as the API server and kube refuse them
     /// (a claim recreated or being deleted, allocated meanwhile, deallocated meanwhile); the
     /// change goes through the watch.
-    async fn reserve_claim(
-        &self,
-        claim: &ClaimRef,
-        pod: &PodRef,
-        allocation: Option<&proto::AllocationResult>,
-    ) -> Result<(), ApiError> {
+    async fn reserve_claim(&self, write: ClaimWrite<'_>) -> Result<Option<ResourceClaim>, ApiError> {
+        let ClaimWrite {
+            claim, pod, allocation, ..
+        } = write;
         let key = claim.key();
         let mut s = self.store.lock();
         let mut c = Self::resource_claim_of(&s, claim)
@@ -618,7 +617,7 @@ impl ClusterApi for SimCluster {
             return Err(ApiError::Conflict(format!("claim {key} got deleted in the meantime")));
         }
         if c.reserved_for.iter().any(|r| r.uid == pod.uid) {
-            return Ok(());
+            return Ok(None);
         }
         match allocation {
             Some(_) if c.allocation.is_some() => {
@@ -641,7 +640,7 @@ impl ClusterApi for SimCluster {
             uid: pod.uid.clone(),
         });
         self.update_resource_claim(&mut s, c);
-        Ok(())
+        Ok(None)
     }
 
     /// As the API server creates the special claim for a pod's extended resources: the name
@@ -651,7 +650,7 @@ impl ClusterApi for SimCluster {
         &self,
         pod: &PodRef,
         claim: &proto::ExtendedResourceClaim,
-    ) -> Result<ClaimRef, ApiError> {
+    ) -> Result<ResourceClaim, ApiError> {
         let mut s = self.store.lock();
         let mut h = xxhash_rust::xxh3::xxh3_64(format!("{}/{}/extended", pod.key(), pod.uid).as_bytes());
         let alphabet = super::workload::NAME_SUFFIX_ALPHABET;
@@ -682,7 +681,15 @@ impl ClusterApi for SimCluster {
             ..Default::default()
         };
         self.update_resource_claim(&mut s, c);
-        Ok(created)
+        Ok(ResourceClaim {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                namespace: Some(created.namespace),
+                name: Some(created.name),
+                uid: Some(created.uid),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
     }
 
     /// The pod's `status.extendedResourceClaimStatus`, kept on its record.
@@ -706,7 +713,7 @@ impl ClusterApi for SimCluster {
 
     /// The special claim deleted (its finalizer goes with it here). The simulated watch carries
     /// no deletions of claims: the binder is shown it deallocated, its devices free.
-    async fn delete_claim(&self, claim: &ClaimRef) -> Result<(), ApiError> {
+    async fn delete_claim(&self, claim: &ClaimRef, _cached: Option<&ResourceClaim>) -> Result<(), ApiError> {
         let mut s = self.store.lock();
         if let Ok(mut c) = Self::resource_claim_of(&s, claim) {
             c.allocation = None;
