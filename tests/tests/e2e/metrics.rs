@@ -188,11 +188,25 @@ async fn kube_scheduler_metric_names_labels_and_counts_match() {
         );
         return;
     }
-    let kube_before = match scrape_kube_scheduler(&cluster.kubeconfig) {
+    // The baseline once this test holds the cluster (other tests' pods no longer bound by
+    // kube-scheduler while it waited for the lock), and once kube-scheduler has gone quiet:
+    // its scheduled attempts unchanged for 2 s (a pod of an earlier test may still be bound).
+    let _serial = serial().await;
+    let scrape = || match scrape_kube_scheduler(&cluster.kubeconfig) {
         Ok(text) => parse(&text),
         Err(e) => panic!("e2e {test}: kube-scheduler's metrics: {e}"),
     };
-    let _serial = serial().await;
+    let mut kube_before = scrape();
+    let started = std::time::Instant::now();
+    while started.elapsed() < WAIT {
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        let now = scrape();
+        let quiet = total(&delta(&kube_before, &now), "scheduler_schedule_attempts_total", &[]) == 0.0;
+        kube_before = now;
+        if quiet {
+            break;
+        }
+    }
     let mut scope = Scope::new(&cluster, "metrics").await;
     for i in 1..=3 {
         scope.add_node(&format!("n{i}"), "4", &[]).await;
