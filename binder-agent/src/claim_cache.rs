@@ -157,6 +157,16 @@ impl ClaimCache {
         if entry.current().is_some_and(|c| !at_least_as_new(&claim, c)) {
             return false;
         }
+        // The watch may have shown this very version before the write's answer came back: then
+        // there is nothing to wait for (kept assumed, it would wait for a newer event forever).
+        if entry
+            .watched
+            .as_ref()
+            .is_some_and(|w| w.metadata.uid == claim.metadata.uid && at_least_as_new(w, &claim))
+        {
+            entry.assumed = None;
+            return true;
+        }
         entry.assumed = Some(Arc::new(claim));
         true
     }
@@ -307,6 +317,17 @@ mod tests {
             .flatten()
             .map(|r| r.uid.clone())
             .collect()
+    }
+
+    #[test]
+    fn a_write_the_watch_showed_before_its_answer_is_not_kept_assumed() {
+        let cache = ClaimCache::default();
+        cache.apply(DeviceObject::claim(claim("u1", "10", &[])));
+        // The watch delivers the written version before the write's answer is assumed.
+        cache.apply(DeviceObject::claim(claim("u1", "12", &["p1"])));
+        assert!(cache.assume(claim("u1", "12", &["p1"])));
+        assert_eq!(cache.assumed_count(), 0);
+        assert_eq!(reserved(&cache.claim("ns/c").unwrap()), ["p1"]);
     }
 
     #[test]
