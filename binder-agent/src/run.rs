@@ -209,6 +209,14 @@ pub struct RunArgs {
     /// Log format.
     #[arg(long, env = "BINDER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+
+    /// A component-base `TracingConfiguration` file (`apiVersion: apiserver.config.k8s.io/v1`,
+    /// `kind: TracingConfiguration`, `endpoint`, `samplingRatePerMillion`), as kube-apiserver's
+    /// `--tracing-config-file`: scheduling and binding cycles exported over OTLP/gRPC, their trace
+    /// context sent to the decision replicas. Without it, `OTEL_EXPORTER_OTLP_ENDPOINT` (if set)
+    /// says where.
+    #[arg(long, env = "BINDER_TRACING_CONFIG_FILE")]
+    pub tracing_config_file: Option<PathBuf>,
 }
 
 fn hostname() -> String {
@@ -394,8 +402,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 
 /// Runs the agent until `stop_signal` resolves, then shuts down gracefully.
 pub async fn run_until(args: RunArgs, stop_signal: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
-    let _telemetry =
-        placement_scheduler::telemetry::init_once("binder-agent", matches!(args.log_format, LogFormat::Json), "info")?;
+    let export = placement_scheduler::telemetry::TraceExport::from_flag(args.tracing_config_file.as_deref())
+        .context("--tracing-config-file")?;
+    let _telemetry = placement_scheduler::telemetry::init_once(
+        "binder-agent",
+        matches!(args.log_format, LogFormat::Json),
+        "info",
+        &export,
+    )?;
     let client = client(args.kubeconfig.as_ref()).await?;
     let identity = args.identity.clone().unwrap_or_else(default_identity);
     let metrics = Arc::new(BinderMetrics::new());

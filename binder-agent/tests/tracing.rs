@@ -1,5 +1,7 @@
-//! OpenTelemetry across both processes: the binder's batch span travels as W3C trace context in
-//! gRPC metadata, and the decision service's SyncSnapshot and Schedule spans become its children.
+//! OpenTelemetry across both processes, in KEP-5927's shape: the binder's `schedulingCycle` span
+//! (one per batch) travels as W3C trace context in gRPC metadata, the decision service's
+//! SyncSnapshot and Schedule spans become its children, each pod decided gets a `SchedulePod` span
+//! with its phases under Schedule, and each placed pod a `bindingCycle` under the batch's cycle.
 
 use std::time::Duration;
 
@@ -44,7 +46,7 @@ async fn decision_calls_are_children_of_the_binders_batch_span() {
     let _ = provider.force_flush();
 
     let spans = exporter.get_finished_spans().expect("spans were exported");
-    let batches: Vec<_> = spans.iter().filter(|s| s.name == "batch").collect();
+    let batches: Vec<_> = spans.iter().filter(|s| s.name == "schedulingCycle").collect();
     let calls: Vec<_> = spans
         .iter()
         .filter(|s| s.name == "Schedule" || s.name == "SyncSnapshot")
@@ -64,5 +66,50 @@ async fn decision_calls_are_children_of_the_binders_batch_span() {
             call.span_context.trace_id(),
             "one trace"
         );
+    }
+
+    // The replica's per-pod spans: under a Schedule span, with the pod's phases under them.
+    let by_id = |id| spans.iter().find(|s| s.span_context.span_id() == id);
+    let pods: Vec<_> = spans.iter().filter(|s| s.name == "SchedulePod").collect();
+    assert!(pods.len() >= summary.placed, "a SchedulePod span per pod decided");
+    for pod in &pods {
+        let parent = by_id(pod.parent_span_id).expect("SchedulePod's parent was exported");
+        assert_eq!(parent.name, "Schedule");
+        let attr = |k: &str| {
+            pod.attributes
+                .iter()
+                .find(|a| a.key.as_str() == k)
+                .map(|a| a.value.to_string())
+        };
+        assert!(attr("k8s.pod.name").is_some() && attr("k8s.pod.uid").is_some());
+        let result = attr("k8s.scheduler.result").expect("a result");
+        let phases: Vec<_> = spans
+            .iter()
+            .filter(|s| s.parent_span_id == pod.span_context.span_id())
+            .map(|s| s.name.to_string())
+            .collect();
+        assert!(phases.iter().any(|p| p == "filterAndScore"), "{phases:?}");
+        match result.as_str() {
+            "Success" => {
+                assert!(phases.iter().any(|p| p == "reserve") && attr("k8s.scheduler.selected_node").is_some())
+            }
+            "Unschedulable" => assert!(phases.iter().any(|p| p == "postFilter")),
+            other => panic!("result {other}"),
+        }
+    }
+    // The binder's binding cycles: one per pod bound, under a scheduling cycle, each with a bind.
+    let binding: Vec<_> = spans.iter().filter(|s| s.name == "bindingCycle").collect();
+    assert!(
+        binding.len() >= summary.placed,
+        "{} binding cycles, {} placed",
+        binding.len(),
+        summary.placed
+    );
+    for cycle in &binding {
+        let parent = by_id(cycle.parent_span_id).expect("bindingCycle's parent was exported");
+        assert_eq!(parent.name, "schedulingCycle");
+        assert!(spans
+            .iter()
+            .any(|s| s.parent_span_id == cycle.span_context.span_id() && s.name == "bind"));
     }
 }

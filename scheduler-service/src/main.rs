@@ -39,6 +39,12 @@ struct Args {
     /// Log format.
     #[arg(long, env = "PLACEMENT_LOG_FORMAT", value_enum, default_value = "text")]
     log_format: LogFormat,
+    /// A component-base `TracingConfiguration` file (`apiVersion: apiserver.config.k8s.io/v1`,
+    /// `kind: TracingConfiguration`, `endpoint`, `samplingRatePerMillion`), as kube-apiserver's
+    /// `--tracing-config-file`: spans exported over OTLP/gRPC to that collector. Without it,
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` (if set) says where.
+    #[arg(long, env = "PLACEMENT_TRACING_CONFIG_FILE")]
+    tracing_config_file: Option<std::path::PathBuf>,
     /// Largest gRPC message accepted or sent, in bytes (a full snapshot of 5,000 nodes and
     /// 150,000 pods is about 40 MiB).
     #[arg(long, env = "PLACEMENT_MAX_MESSAGE_BYTES", default_value_t = 256 << 20)]
@@ -192,8 +198,14 @@ async fn run() -> anyhow::Result<()> {
         .context("--feature-gates")?;
     placement_scheduler::engine::gates::set_process_default(gates);
     let tls = tls_config(&args)?;
-    let _telemetry =
-        placement_scheduler::telemetry::init("scheduler-service", matches!(args.log_format, LogFormat::Json), "info")?;
+    let export = placement_scheduler::telemetry::TraceExport::from_flag(args.tracing_config_file.as_deref())
+        .context("--tracing-config-file")?;
+    let _telemetry = placement_scheduler::telemetry::init(
+        "scheduler-service",
+        matches!(args.log_format, LogFormat::Json),
+        "info",
+        &export,
+    )?;
     let metrics = Arc::new(Metrics::new());
     let (stop_tx, stop_rx) = watch::channel(false);
 

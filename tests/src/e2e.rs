@@ -523,6 +523,19 @@ impl BinderProcess {
         identity: &str,
         lease: Option<(&str, &str)>,
     ) -> BinderProcess {
+        Self::start_with_args(kubeconfig, scheduler, decision, identity, lease, &[], &[])
+    }
+
+    /// [`BinderProcess::start`] with more arguments for `binder-agent run` and more environment.
+    pub fn start_with_args(
+        kubeconfig: &Path,
+        scheduler: &str,
+        decision: &str,
+        identity: &str,
+        lease: Option<(&str, &str)>,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> BinderProcess {
         let http = free_port();
         let log = std::env::temp_dir().join(format!("placement-e2e-binder-{identity}.log"));
         let file = std::fs::File::create(&log).expect("create the binder's log file");
@@ -535,6 +548,8 @@ impl BinderProcess {
             .args(["--decision-endpoints", decision])
             .args(["--http-listen", &http.to_string()])
             .args(["--identity", identity])
+            .args(extra)
+            .envs(env.iter().copied())
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

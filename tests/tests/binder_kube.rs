@@ -891,6 +891,7 @@ async fn the_agent_runs_from_a_kubeconfig_and_shuts_down_gracefully() {
         reporting_controller: SCHEDULER.into(),
         http_listen: http,
         log_format: LogFormat::Text,
+        tracing_config_file: None,
     };
     let (stop, stopped) = oneshot::channel::<()>();
     let agent = tokio::spawn(placement_binder::run::run_until(args, async {

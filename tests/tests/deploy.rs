@@ -850,6 +850,7 @@ async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -
         reporting_controller: config["BINDER_REPORTING_CONTROLLER"].clone(),
         http_listen: http,
         log_format: LogFormat::Text,
+        tracing_config_file: None,
     };
     let (stop, stopped) = oneshot::channel::<()>();
     let agent = tokio::spawn(placement_binder::run::run_until(args, async {

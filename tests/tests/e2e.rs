@@ -52,6 +52,10 @@ mod dra_taints;
 #[path = "e2e/metrics.rs"]
 mod metrics;
 
+// Traces in KEP-5927's shape, from the binder through a decision replica (issue 47).
+#[path = "e2e/tracing.rs"]
+mod tracing;
+
 /// The binder's loop and watch in this process, for `scope.scheduler`, stopped by [`stop`].
 struct InProcessBinder {
     stops: Vec<oneshot::Sender<()>>,

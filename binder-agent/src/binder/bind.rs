@@ -25,6 +25,20 @@ impl<A: ClusterApi> Binder<A> {
             .map(|name| format!("{namespace}/{name}"))
             .collect();
         let mut turns = self.shared.claims.take_turns(keys.iter().map(String::as_str));
+        // KEP-5927's binding cycle span, a child of the batch's scheduling cycle; the API writes
+        // (kube-client's request spans) are its descendants.
+        let cycle_span = tracing::info_span!(
+            "bindingCycle",
+            k8s.pod.name = %qp.info.spec.name,
+            k8s.pod.namespace = %qp.info.spec.namespace,
+            k8s.pod.uid = %qp.info.spec.uid,
+            k8s.scheduler.profile = bind.route.policy_label(),
+            k8s.scheduler.selected_node = %node,
+            k8s.scheduler.result = tracing::field::Empty,
+        );
+        let outcome = |result: &'static str| {
+            tracing::Span::current().record("k8s.scheduler.result", result);
+        };
         tasks.spawn(async move {
             let s = &this.shared;
             let uid = qp.info.spec.uid.clone();
@@ -35,13 +49,15 @@ impl<A: ClusterApi> Binder<A> {
             s.metrics.extension_point("Permit", "Success", policy, Duration::ZERO);
             // PreBind (kube observes it for every pod, with or without PreBind work).
             let prebind_started = Instant::now();
+            let prebind_span = tracing::info_span!("preBind", k8s.scheduler.phase = "preBind");
             let prebind_failed = |this: &Self| {
+                outcome("Error");
                 this.shared
                     .metrics
                     .extension_point("PreBind", "Error", policy, prebind_started.elapsed());
             };
             if !bind.volumes.is_empty() {
-                let span = tracing::info_span!("prebind_volumes", pod = %pod.key(), %node, claims = bind.volumes.len());
+                let span = tracing::info_span!(parent: &prebind_span, "prebind_volumes", pod = %pod.key(), %node, claims = bind.volumes.len());
                 if this.prebind_volumes(&pod, &node, &bind.volumes, policy).instrument(span).await == PreBind::Stopped {
                     prebind_failed(&this);
                     return;
@@ -65,7 +81,7 @@ impl<A: ClusterApi> Binder<A> {
                     return;
                 };
                 held = Some(permit);
-                let span = tracing::info_span!("prebind_devices", pod = %pod.key(), %node, claims = pod_claims.len());
+                let span = tracing::info_span!(parent: &prebind_span, "prebind_devices", pod = %pod.key(), %node, claims = pod_claims.len());
                 // The volumes' PreBind set the nomination already, if it had work.
                 let nominate = bind.volumes.is_empty();
                 if this
@@ -89,6 +105,7 @@ impl<A: ClusterApi> Binder<A> {
             }
             s.metrics
                 .extension_point("PreBind", "Success", policy, prebind_started.elapsed());
+            drop(prebind_span);
             let mut retry_in = s.config.bind_retry_backoff;
             for attempt in 1..=s.config.bind_attempts.max(1) {
                 // A pod deleted or bound meanwhile is no longer queued: nothing to bind.
@@ -137,7 +154,8 @@ impl<A: ClusterApi> Binder<A> {
                             .flat_map(|c| c.requests.keys().map(String::as_str)),
                     )
                 });
-                let result = match extender {
+                let bind_span = tracing::info_span!("bind", k8s.scheduler.phase = "bind", attempt);
+                let result = async { match extender {
                     // The extender writes the Binding; an error (its own, or no answer) is retried
                     // on the same node like a failed write: the API server refuses a second
                     // Binding, and the watch drops the pod from the queue once it shows it bound.
@@ -146,7 +164,9 @@ impl<A: ClusterApi> Binder<A> {
                         .await
                         .map_err(|err| ApiError::Other(format!("extender {}: {err}", e.config().url_prefix))),
                     None => s.api.bind(&pod, &node, &bind.annotations).await,
-                };
+                } }
+                .instrument(bind_span)
+                .await;
                 s.metrics.bind(&result, started.elapsed());
                 let status = if result.is_ok() { "Success" } else { "Error" };
                 s.metrics.extension_point("Bind", status, policy, started.elapsed());
@@ -156,6 +176,7 @@ impl<A: ClusterApi> Binder<A> {
                 }
                 match result {
                     Ok(()) => {
+                        outcome("Success");
                         let bound_at = std::time::SystemTime::now();
                         s.queue.lock().remove(&uid);
                         s.experiments.bound(&bind.route, &uid, &node);
@@ -177,6 +198,7 @@ impl<A: ClusterApi> Binder<A> {
                         // deletion): never retried. The reservation stays until the watch says
                         // which, so no batch in between can use room the pod may occupy.
                         tracing::debug!(pod = %pod.key(), %node, %msg, attempt, "bind conflict");
+                        outcome("Conflict");
                         s.queue.lock().remove(&uid);
                         return;
                     }
@@ -192,6 +214,7 @@ impl<A: ClusterApi> Binder<A> {
                         // Out of attempts: after this long the watch would have shown a binding
                         // that went through, so the reservation goes and the pod is decided again.
                         tracing::warn!(pod = %pod.key(), %node, %msg, attempt, "bind failed; deciding again after backoff");
+                        outcome("Error");
                         if let Some(claim) = &created {
                             this.delete_extended_claim(&pod, claim).await;
                         }
@@ -207,7 +230,7 @@ impl<A: ClusterApi> Binder<A> {
                     }
                 }
             }
-        });
+        }.instrument(cycle_span));
     }
 
     /// Waits until this binder leads again (true), or until the pod is no longer queued (bound or

@@ -228,7 +228,7 @@ impl<A: ClusterApi> Binder<A> {
         let alone = self.still_in_flight(std::mem::take(&mut lp.held));
         if !alone.is_empty() {
             self.shared.metrics.batch("alone");
-            let span = tracing::info_span!("batch", pods = alone.len());
+            let span = tracing::info_span!("schedulingCycle", pods = alone.len());
             self.schedule_batch(alone, tasks).instrument(span).await;
         }
     }
@@ -310,7 +310,7 @@ impl<A: ClusterApi> Binder<A> {
     ) {
         if limit < 2 {
             self.shared.metrics.batch("alone");
-            let span = tracing::info_span!("batch", pods = batch.len());
+            let span = tracing::info_span!("schedulingCycle", pods = batch.len());
             self.schedule_batch(batch, tasks).instrument(span).await;
             return;
         }
@@ -401,7 +401,7 @@ impl<A: ClusterApi> Binder<A> {
         self.shared.metrics.batches_in_flight.set(self.in_flight() as i64);
         self.shared.metrics.batch("partition");
         let this = self.clone();
-        let span = tracing::info_span!("batch", pods = batch.len(), partition = partition.index);
+        let span = tracing::info_span!("schedulingCycle", pods = batch.len(), partition = partition.index);
         tasks.spawn(
             async move {
                 let mut binds = JoinSet::new();

@@ -337,7 +337,12 @@ impl SimulateArgs {
 
 /// Runs a simulation and prints its summary.
 pub async fn main(args: SimulateArgs) -> anyhow::Result<()> {
-    let _telemetry = placement_scheduler::telemetry::init_once("binder-agent-simulate", false, "error")?;
+    let _telemetry = placement_scheduler::telemetry::init_once(
+        "binder-agent-simulate",
+        false,
+        "error",
+        &placement_scheduler::telemetry::TraceExport::default(),
+    )?;
     placement_scheduler::engine::parallel::set_threads(args.pass_threads).context("--pass-threads")?;
     placement_scheduler::engine::gates::set_process_default(args.gates()?);
     let policies = args.policies()?;

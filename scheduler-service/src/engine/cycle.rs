@@ -55,6 +55,44 @@ fn diagnose_devices(plan: &PodPlan<'_>, nodes: &[Arc<NodeEntry>], rejected: &mut
     }
 }
 
+/// KEP-5927's spans in the decision replica: a `SchedulePod` span per pod with a child per phase
+/// (`preFilter`, `filterAndScore`: the engine filters and scores a node in one pass, `postFilter`,
+/// `reserve`), made only when the call's trace is sampled (checked once per pass), so an
+/// untraced batch pays nothing per pod.
+struct PodTrace {
+    on: bool,
+}
+
+impl PodTrace {
+    fn for_current_call() -> Self {
+        PodTrace {
+            on: crate::telemetry::current_is_sampled(),
+        }
+    }
+
+    fn pod(&self, pod: &PodSpec, profile: &str) -> tracing::Span {
+        if !self.on {
+            return tracing::Span::none();
+        }
+        tracing::info_span!(
+            "SchedulePod",
+            k8s.pod.name = %pod.name,
+            k8s.pod.namespace = %pod.namespace,
+            k8s.pod.uid = %pod.uid,
+            k8s.scheduler.profile = profile,
+            k8s.scheduler.result = tracing::field::Empty,
+            k8s.scheduler.selected_node = tracing::field::Empty,
+        )
+    }
+
+    fn phase(pod: &tracing::Span, name: &'static str) -> tracing::Span {
+        if pod.is_none() {
+            return tracing::Span::none();
+        }
+        tracing::info_span!(parent: pod, "phase", otel.name = name, k8s.scheduler.phase = name)
+    }
+}
+
 impl Evaluator<'_> {
     /// Ranks every node for one pod: the `top_k` best feasible nodes (0 for all) and every rejected node.
     pub fn rank(&mut self, pod: &PodSpec, top_k: usize, seed: u64, deadline: Deadline) -> Result<Ranking, EvalError> {
@@ -241,6 +279,7 @@ impl Evaluator<'_> {
         let policy_seed = seed ^ self.profile.policy.seed;
         // Pods placed so far in this batch, for the topology plugins.
         let mut placed = Placed::default();
+        let trace = PodTrace::for_current_call();
         for (done, pod) in pods.iter().enumerate() {
             let timeout = EvalError::DeadlineExceeded {
                 done,
@@ -256,9 +295,12 @@ impl Evaluator<'_> {
                 out.push(Decision::Unschedulable(Diagnosis::default()));
                 continue;
             }
+            let pod_span = trace.pod(pod, &self.profile.policy.name);
+            let mut filter_span = tracing::Span::none();
             // After `evaluate_best` no candidates are left for a replica to re-score.
             let reused = match plan.as_mut() {
                 Some((p, current)) if self.fast.reuse && reusable && same_constraints(&pods[*p], pod) => {
+                    filter_span = PodTrace::phase(&pod_span, "filterAndScore");
                     current.tie_seed = PodPlan::tie_seed_for(policy_seed, pod);
                     current.pod = pod;
                     let had_topo = current.topo.is_some();
@@ -280,7 +322,10 @@ impl Evaluator<'_> {
             let extended = self.extenders.filter(|h| h.interested(pod));
             let mut quick = None;
             if !reused {
+                let prefilter_span = PodTrace::phase(&pod_span, "preFilter");
                 let fresh = PodPlan::new(self.profile, self.snapshot, pod, seed, &placed, true);
+                drop(prefilter_span);
+                filter_span = PodTrace::phase(&pod_span, "filterAndScore");
                 // A pod the next one will not re-score from needs only the best node: the plain
                 // pass keeps no candidate list for it when it applies.
                 let next_reuses = self.fast.reuse && pods.get(done + 1).is_some_and(|next| same_constraints(pod, next));
@@ -369,9 +414,13 @@ impl Evaluator<'_> {
                 }
                 (reasons, unresolvable) = (rejections.counts, rejections.unresolvable);
             }
+            drop(filter_span);
             let nodes = self.snapshot.nodes();
             match chosen {
                 Some((i, score)) => {
+                    let _reserve = PodTrace::phase(&pod_span, "reserve");
+                    pod_span.record("k8s.scheduler.result", "Success");
+                    pod_span.record("k8s.scheduler.selected_node", nodes[i].spec.name.as_str());
                     let mut volumes = Vec::new();
                     if let Some(v) = &plan.volumes {
                         // The volumes chosen for its WaitForFirstConsumer claims are no one else's.
@@ -396,6 +445,8 @@ impl Evaluator<'_> {
                     changed = Some(i);
                 }
                 None => {
+                    pod_span.record("k8s.scheduler.result", "Unschedulable");
+                    let _postfilter = PodTrace::phase(&pod_span, "postFilter");
                     let mut diagnosis = Diagnosis {
                         node_count,
                         reasons: reasons.into_iter().collect(),
