@@ -1244,3 +1244,127 @@ fn the_decision_service_reads_a_valid_policy_file_from_its_configmap() {
         ["default-scheduler", "placement-scheduler", "minimal-scheduler"]
     );
 }
+
+/// The series a PromQL expression reads: identifiers followed by `{` (every query of the dashboard
+/// selects its series with a label matcher), without Prometheus' histogram and counter suffixes.
+fn series_of(expr: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let bytes = expr.as_bytes();
+    let mut start = None;
+    for (i, &b) in bytes.iter().enumerate() {
+        let ident = b.is_ascii_alphanumeric() || b == b'_' || b == b':';
+        match (start, ident) {
+            (None, true) => start = Some(i),
+            (Some(s), false) => {
+                if b == b'{' {
+                    out.insert(expr[s..i].to_string());
+                }
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The metric families an exposition declares (`# TYPE name kind`), with the sample names each
+/// kind gives (a counter's `_total`, a histogram's `_bucket`, `_sum`, `_count`).
+fn exported(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        if let (Some("#"), Some("TYPE"), Some(name), Some(kind)) =
+            (words.next(), words.next(), words.next(), words.next())
+        {
+            match kind {
+                "counter" => {
+                    out.insert(format!("{name}_total"));
+                }
+                "histogram" => {
+                    for suffix in ["_bucket", "_sum", "_count"] {
+                        out.insert(format!("{name}{suffix}"));
+                    }
+                }
+                _ => {
+                    out.insert(name.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every query of the chart's Grafana dashboard reads series the binder or the decision service
+/// exports (names taken from their registries, so a renamed metric fails here), and the dashboard
+/// is valid JSON with a panel per query.
+#[test]
+fn the_grafana_dashboard_reads_only_series_placement_exports() {
+    let path = repo_root().join("deploy/chart/placement/dashboards/placement.json");
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("read the dashboard"))
+        .expect("the dashboard is JSON");
+    // A family is exported once it has a sample: one observation each, through the calls the
+    // binder and the service make.
+    let binder = placement_binder::metrics::BinderMetrics::new();
+    let took = Duration::from_millis(3);
+    binder.attempt("default", "scheduled", took);
+    binder.pod_bound(took, 1);
+    binder.extension_point("Bind", "Success", "default", took);
+    binder.set_pending(placement_binder::queue::QueueCounts::default());
+    binder.bind(&Ok(()), took);
+    binder.replica_error("replica-0");
+    binder.sync(true, 1024, took);
+    binder.volume_prebind("failed", took);
+    binder.batch("alone");
+    let service = Metrics::new();
+    let rpc = "Schedule";
+    let policy = "default".to_string();
+    service
+        .requests
+        .get_or_create(&placement_scheduler::grpc::metrics::RequestLabels {
+            rpc,
+            policy: policy.clone(),
+            code: "OK".into(),
+        })
+        .inc();
+    service
+        .latency
+        .get_or_create(&placement_scheduler::grpc::metrics::LatencyLabels {
+            rpc,
+            policy: policy.clone(),
+        })
+        .observe(0.001);
+    service
+        .decisions
+        .get_or_create(&placement_scheduler::grpc::metrics::DecisionLabels {
+            policy,
+            result: "placed",
+        })
+        .inc();
+    let mut names = exported(&binder.encode());
+    names.extend(exported(&service.encode()));
+    let panels = dashboard["panels"].as_array().expect("panels");
+    let mut queried = BTreeSet::new();
+    for panel in panels {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"].as_str().expect("a PromQL expression");
+            let series = series_of(expr);
+            assert!(!series.is_empty(), "{}: no series in {expr}", panel["title"]);
+            queried.extend(series);
+        }
+    }
+    let missing: Vec<_> = queried.difference(&names).collect();
+    assert!(
+        missing.is_empty(),
+        "the dashboard reads series nothing exports: {missing:?}"
+    );
+    // kube-scheduler's SLO series are on it.
+    for kube in [
+        "scheduler_schedule_attempts_total",
+        "scheduler_pending_pods",
+        "scheduler_pod_scheduling_sli_duration_seconds_bucket",
+        "scheduler_scheduling_attempt_duration_seconds_bucket",
+        "scheduler_framework_extension_point_duration_seconds_bucket",
+    ] {
+        assert!(queried.contains(kube), "the dashboard shows {kube}");
+    }
+}

@@ -73,3 +73,13 @@ digits with 0 1 3 a e spelled g h k m t.
 {{- $hash := dict "data" $data "kind" "ConfigMap" "name" "" | toJson | sha256sum | trunc 10 -}}
 binder-config-{{ $hash | replace "0" "g" | replace "1" "h" | replace "3" "k" | replace "a" "m" | replace "e" "t" }}
 {{- end }}
+
+{{/* The TracingConfiguration file both components read with --tracing-config-file. */}}
+{{- define "placement.tracingConfig" -}}
+apiVersion: apiserver.config.k8s.io/v1
+kind: TracingConfiguration
+{{- with .Values.tracing.endpoint }}
+endpoint: {{ . | quote }}
+{{- end }}
+samplingRatePerMillion: {{ .Values.tracing.samplingRatePerMillion | int }}
+{{- end }}
