@@ -52,6 +52,10 @@ mod dra_taints;
 #[path = "e2e/metrics.rs"]
 mod metrics;
 
+// The Helm chart's objects applied and its workloads' args, environment and files run (issue 47).
+#[path = "e2e/chart.rs"]
+mod chart_run;
+
 // Traces in KEP-5927's shape, from the binder through a decision replica (issue 47).
 #[path = "e2e/tracing.rs"]
 mod tracing;
@@ -1810,6 +1814,52 @@ fn manifest(file: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// A kubeconfig (written to a temporary file) that authenticates as the ServiceAccount `account`
+/// of the test's namespace, with a token from the TokenRequest API, against the admin
+/// kubeconfig's cluster.
+async fn service_account_kubeconfig(cluster: &Cluster, scope: &Scope, account: &str) -> std::path::PathBuf {
+    let accounts: Api<ServiceAccount> = Api::namespaced(cluster.client.clone(), &scope.ns);
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let token = accounts
+        .create_token_request(account, &PostParams::default(), &request)
+        .await
+        .unwrap_or_else(|e| panic!("a token for {account}: {e}"))
+        .status
+        .expect("a token")
+        .token;
+    let admin = kube::config::Kubeconfig::read_from(&cluster.kubeconfig).expect("the admin kubeconfig");
+    let context = admin.current_context.clone().unwrap_or_default();
+    let cluster_name = admin
+        .contexts
+        .iter()
+        .find(|c| c.name == context)
+        .and_then(|c| c.context.as_ref())
+        .map(|c| c.cluster.clone())
+        .unwrap_or_default();
+    let named_cluster = admin
+        .clusters
+        .iter()
+        .find(|c| c.name == cluster_name)
+        .expect("the admin context's cluster");
+    let config = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [serde_json::to_value(named_cluster).expect("the cluster entry as JSON")],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": account, "context": {"cluster": cluster_name, "user": account, "namespace": scope.ns}}],
+        "current-context": account,
+    });
+    let kubeconfig = std::env::temp_dir().join(format!("placement-e2e-{account}-{}.kubeconfig", scope.run));
+    std::fs::write(&kubeconfig, serde_json::to_string(&config).expect("kubeconfig as JSON")).expect("write it");
+    kubeconfig
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binder_runs_with_a_service_account_token_under_deploy_rbac() {
     let Some(cluster) = cluster("the_binder_runs_with_a_service_account_token_under_deploy_rbac").await else {
@@ -1878,45 +1928,7 @@ async fn the_binder_runs_with_a_service_account_token_under_deploy_rbac() {
         }
     }
     // A token for the binder's ServiceAccount (TokenRequest API), in a kubeconfig of its own.
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &scope.ns);
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            expiration_seconds: Some(3600),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let token = accounts
-        .create_token_request("placement-binder", &PostParams::default(), &request)
-        .await
-        .expect("a token for placement-binder")
-        .status
-        .expect("a token")
-        .token;
-    let admin = kube::config::Kubeconfig::read_from(&cluster.kubeconfig).expect("the admin kubeconfig");
-    let context = admin.current_context.clone().unwrap_or_default();
-    let cluster_name = admin
-        .contexts
-        .iter()
-        .find(|c| c.name == context)
-        .and_then(|c| c.context.as_ref())
-        .map(|c| c.cluster.clone())
-        .unwrap_or_default();
-    let named_cluster = admin
-        .clusters
-        .iter()
-        .find(|c| c.name == cluster_name)
-        .expect("the admin context's cluster");
-    let config = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [serde_json::to_value(named_cluster).expect("the cluster entry as JSON")],
-        "users": [{"name": "binder", "user": {"token": token}}],
-        "contexts": [{"name": "binder", "context": {"cluster": cluster_name, "user": "binder", "namespace": scope.ns}}],
-        "current-context": "binder",
-    });
-    let kubeconfig = std::env::temp_dir().join(format!("placement-e2e-binder-{}.kubeconfig", scope.run));
-    std::fs::write(&kubeconfig, serde_json::to_string(&config).expect("kubeconfig as JSON")).expect("write it");
+    let kubeconfig = service_account_kubeconfig(&cluster, &scope, "placement-binder").await;
 
     // Work that uses every grant: binds (pods/binding, events create), a pod that fits nowhere
     // (pods/status), decided again after a node change (events patch: a series), a preemption

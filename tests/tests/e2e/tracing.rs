@@ -23,13 +23,13 @@ use placement_tests::fixtures::eventually;
 
 /// A span as received, with the `service.name` of the process that sent it.
 #[derive(Debug, Clone)]
-struct Received {
-    service: String,
-    span: Span,
+pub(super) struct Received {
+    pub(super) service: String,
+    pub(super) span: Span,
 }
 
 impl Received {
-    fn attr(&self, key: &str) -> Option<String> {
+    pub(super) fn attr(&self, key: &str) -> Option<String> {
         attr(&self.span.attributes, key)
     }
 }
@@ -53,8 +53,25 @@ fn attr(attributes: &[KeyValue], key: &str) -> Option<String> {
 
 /// The collector's side of OTLP/gRPC: keeps every span it is sent.
 #[derive(Clone, Default)]
-struct Receiver {
-    spans: Arc<Mutex<Vec<Received>>>,
+pub(super) struct Receiver {
+    pub(super) spans: Arc<Mutex<Vec<Received>>>,
+}
+
+impl Receiver {
+    /// A receiver serving OTLP/gRPC on 127.0.0.1 (a free port), and its address.
+    pub(super) async fn start() -> (Receiver, SocketAddr) {
+        let receiver = Receiver::default();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the receiver");
+        let addr = listener.local_addr().expect("the receiver's address");
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(TraceServiceServer::new(receiver.clone()))
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        (receiver, addr)
+    }
 }
 
 #[tonic::async_trait]
@@ -84,7 +101,7 @@ impl TraceService for Receiver {
 }
 
 /// A `scheduler-service` child process, killed when dropped.
-struct ServiceProcess(Child);
+pub(super) struct ServiceProcess(pub(super) Child);
 
 impl Drop for ServiceProcess {
     fn drop(&mut self) {
@@ -112,7 +129,7 @@ fn children<'a>(trace: &'a HashMap<Vec<u8>, Received>, parent: &Received, name: 
 
 /// The binding cycle of the pod `name` and its trace, once the trace holds the replica's pod span
 /// and the Binding's request span.
-fn pod_trace(spans: &[Received], name: &str) -> Option<(Received, HashMap<Vec<u8>, Received>)> {
+pub(super) fn pod_trace(spans: &[Received], name: &str) -> Option<(Received, HashMap<Vec<u8>, Received>)> {
     let cycle = spans
         .iter()
         .find(|s| s.span.name == "bindingCycle" && s.attr("k8s.pod.name").as_deref() == Some(name))?;
