@@ -56,6 +56,10 @@ mod metrics;
 #[path = "e2e/chart.rs"]
 mod chart_run;
 
+// A seeded PodGroup differential against a kube-scheduler of the cluster's version (issue 46).
+#[path = "e2e/podgroup_diff.rs"]
+mod podgroup_diff;
+
 // Traces in KEP-5927's shape, from the binder through a decision replica (issue 47).
 #[path = "e2e/tracing.rs"]
 mod tracing;

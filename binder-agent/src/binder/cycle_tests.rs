@@ -971,6 +971,53 @@ async fn a_pod_groups_condition_is_written_against_the_one_the_watch_shows() {
     h.stop().await;
 }
 
+/// kube's `updatePodGroupCondition`: a group once scheduled is not turned False by a later cycle
+/// for its extra pods, also while the watch has not yet shown the True condition written.
+#[tokio::test]
+async fn a_scheduled_pod_groups_condition_is_not_turned_false_before_the_watch_shows_it() {
+    let replica = ScriptedReplica::default();
+    replica.script("m0", &[Answer::Node("n1")]);
+    replica.script(
+        "m1",
+        &[Answer::Unschedulable("0/1 nodes are available: 1 Insufficient cpu.")],
+    );
+    replica.group_results.lock().push(proto::PodGroupResult {
+        namespace: "ns".into(),
+        name: "g".into(),
+        reason: "Scheduled".into(),
+        ..Default::default()
+    });
+    let h = Harness::start(&replica).await;
+    h.binder.handle(pod_group("g", 1));
+    h.binder.handle(ClusterEvent::PodApplied(member("m0", "g", &[])));
+    h.until("m0 bound and the condition written", |api| {
+        api.of("m0").bound_to.is_some() && !api.group_conditions.lock().is_empty()
+    })
+    .await;
+    // The next cycle, for the extra member, finds no room: the service says Unschedulable.
+    *replica.group_results.lock() = vec![proto::PodGroupResult {
+        namespace: "ns".into(),
+        name: "g".into(),
+        reason: "Unschedulable".into(),
+        message: "pod group is unschedulable, 0/1 placements are available".into(),
+        ..Default::default()
+    }];
+    h.binder.handle(ClusterEvent::PodApplied(member("m1", "g", &[])));
+    h.until("m1 reported unschedulable", |api| {
+        !api.of("m1").unschedulable.is_empty()
+    })
+    .await;
+    let written: Vec<_> = h
+        .api
+        .group_conditions
+        .lock()
+        .iter()
+        .map(|c| (c.scheduled, c.reason.clone()))
+        .collect();
+    assert_eq!(written, [(true, "Scheduled".to_string())], "never regressed to False");
+    h.stop().await;
+}
+
 /// DynamicResources' PreBind for a pod's extended resources backed by DRA (kube's `bindClaim`
 /// for the special claim): the claim created, allocated and reserved, the pod's
 /// `status.extendedResourceClaimStatus` naming the created claim, then the Binding, in that

@@ -239,12 +239,37 @@ impl<A: ClusterApi> Binder<A> {
             s.metrics.pod_group_cycle(&r.reason);
             let scheduled = r.reason == "Scheduled";
             let (generation, current) = {
-                let st = s.state.lock();
-                match st.pod_group(&r.namespace, &r.name) {
-                    None => continue,
-                    Some(g) if g.initially_scheduled && !scheduled => continue,
-                    Some(g) => (g.generation, st.pod_group_condition(&r.namespace, &r.name).cloned()),
+                let mut st = s.state.lock();
+                let Some(g) = st.pod_group(&r.namespace, &r.name) else {
+                    continue;
+                };
+                let (generation, initially) = (g.generation, g.initially_scheduled);
+                let current = st.pod_group_condition(&r.namespace, &r.name).cloned();
+                let true_already = initially || current.as_ref().is_some_and(|c| c.status == "True");
+                if true_already && !scheduled {
+                    continue;
                 }
+                if scheduled {
+                    // Seen True from now on, before the watch shows the write: a cycle for the
+                    // group's extra pods in between must not turn it False (kube reads the
+                    // condition from its cache, where its own write is at once).
+                    let at = current
+                        .as_ref()
+                        .filter(|c| c.status == "True")
+                        .map(|c| c.last_transition_time.clone())
+                        .unwrap_or_else(|| k8s_openapi::jiff::Timestamp::now().to_string());
+                    st.set_pod_group_condition(
+                        &crate::projection::pod_group_key(&r.namespace, &r.name),
+                        Some(crate::api::ObservedCondition {
+                            status: "True".into(),
+                            reason: r.reason.clone(),
+                            message: r.message.clone(),
+                            observed_generation: generation,
+                            last_transition_time: at,
+                        }),
+                    );
+                }
+                (generation, current)
             };
             let condition = crate::api::PodGroupCondition {
                 namespace: r.namespace,
