@@ -127,6 +127,40 @@ fn children<'a>(trace: &'a HashMap<Vec<u8>, Received>, parent: &Received, name: 
         .collect()
 }
 
+/// The trace as an indented tree: per span its process, name, duration and the attributes that
+/// say what it was about (printed by the test, and shown in docs/observability.md).
+fn render(trace: &HashMap<Vec<u8>, Received>) -> String {
+    fn walk(trace: &HashMap<Vec<u8>, Received>, parent: &[u8], depth: usize, out: &mut String) {
+        let mut children: Vec<&Received> = trace.values().filter(|s| s.span.parent_span_id == parent).collect();
+        children.sort_by_key(|s| (s.span.start_time_unix_nano, s.span.name.clone()));
+        for s in children {
+            let micros = s.span.end_time_unix_nano.saturating_sub(s.span.start_time_unix_nano) / 1000;
+            let attrs: Vec<String> = s
+                .span
+                .attributes
+                .iter()
+                .filter(|a| {
+                    a.key.starts_with("k8s.")
+                        || matches!(a.key.as_str(), "pods" | "attempt" | "http.method" | "http.status_code")
+                })
+                .filter_map(|a| Some(format!("{}={}", a.key, s.attr(&a.key)?)))
+                .collect();
+            out.push_str(&format!(
+                "{}{} [{}] {} µs {}\n",
+                "  ".repeat(depth),
+                s.span.name,
+                s.service,
+                micros,
+                attrs.join(" ")
+            ));
+            walk(trace, &s.span.span_id, depth + 1, out);
+        }
+    }
+    let mut out = String::new();
+    walk(trace, &[], 0, &mut out);
+    out
+}
+
 /// The binding cycle of the pod `name` and its trace, once the trace holds the replica's pod span
 /// and the Binding's request span.
 pub(super) fn pod_trace(spans: &[Received], name: &str) -> Option<(Received, HashMap<Vec<u8>, Received>)> {
@@ -215,6 +249,7 @@ async fn one_pods_trace_runs_from_the_binder_through_the_decision_replica() {
     let Some((binding, trace)) = pod_trace(&receiver.spans.lock(), &name) else {
         unreachable!("eventually returned")
     };
+    eprintln!("e2e tracing: the pod's trace:\n{}", render(&trace));
     let log = binder.log_text();
     let context = || {
         let mut names: Vec<_> = trace
