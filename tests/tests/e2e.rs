@@ -566,6 +566,11 @@ async fn events_and_conditions_match_kube_scheduler() {
 
 /// Creates a PriorityClass `<prefix>-<run>` of `value`, owned by the scope.
 async fn priority_class(scope: &mut Scope, prefix: &str, value: i32) -> String {
+    priority_class_with(scope, prefix, value, None).await
+}
+
+/// [`priority_class`] with a `preemptionPolicy` (`Never`, `PreemptLowerPriority`).
+async fn priority_class_with(scope: &mut Scope, prefix: &str, value: i32, preemption_policy: Option<&str>) -> String {
     let name = format!("{prefix}-{}", scope.run);
     let classes: Api<PriorityClass> = Api::all(scope.client.clone());
     let pc = PriorityClass {
@@ -574,6 +579,7 @@ async fn priority_class(scope: &mut Scope, prefix: &str, value: i32) -> String {
             ..Default::default()
         },
         value: Some(value),
+        preemption_policy: preemption_policy.map(str::to_string),
         ..Default::default()
     };
     classes
@@ -3433,6 +3439,14 @@ async fn extended_resources_backed_by_dra_are_allocated_as_kube_scheduler_alloca
     scope.cleanup().await;
 }
 
+/// The rack of a node named `<run>-<side>-<rack>-<i>`, as the PodGroup tests name their nodes.
+fn rack_of(node: &str) -> String {
+    node.rsplit_once('-')
+        .and_then(|(head, _)| head.rsplit_once('-'))
+        .map(|(_, rack)| rack.to_string())
+        .unwrap_or_default()
+}
+
 /// A PodGroup's `PodGroupInitiallyScheduled` condition as both schedulers write it: status,
 /// reason, message and observed generation.
 async fn group_condition(scope: &Scope, name: &str) -> Option<serde_json::Value> {
@@ -3541,12 +3555,6 @@ async fn pod_groups_are_placed_whole_in_one_rack_as_kube_scheduler_places_them()
             }
         }
     }
-    let rack_of = |node: &str| -> String {
-        node.rsplit_once('-')
-            .and_then(|(head, _)| head.rsplit_once('-'))
-            .map(|(_, rack)| rack.to_string())
-            .unwrap_or_default()
-    };
     let binder = InProcessBinder::start(&cluster, &scope).await;
     // A gang PodGroup `<name>-<side>` of `size` pods of `cpu`, minCount `size`, one rack.
     let make_group = |name: &str, size: usize, cpu: &'static str| {
@@ -4196,12 +4204,6 @@ async fn a_higher_priority_pod_group_preempts_in_one_rack_as_kube_scheduler_does
             }
         }
     }
-    let rack_of = |node: &str| -> String {
-        node.rsplit_once('-')
-            .and_then(|(head, _)| head.rsplit_once('-'))
-            .map(|(_, rack)| rack.to_string())
-            .unwrap_or_default()
-    };
     let binder = InProcessBinder::start(&cluster, &scope).await;
     // The high-priority gang of four 1.5-cpu pods, minCount 4, one rack: no rack has room until
     // low pods go.

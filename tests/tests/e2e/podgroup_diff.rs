@@ -21,8 +21,8 @@ use placement_tests::e2e::{node_of, scheduled_condition, Scope, WAIT};
 use placement_tests::fixtures::eventually;
 
 use super::{
-    create_gang, group_condition, list_pods, twin_pods, workload_api_cluster_with_tas, Generator, InProcessBinder,
-    KubeSchedulerProcess, PodGroup,
+    create_gang, group_condition, list_pods, rack_of, twin_pods, workload_api_cluster_with_tas, Generator,
+    InProcessBinder, KubeSchedulerProcess, PodGroup,
 };
 
 /// A rack of each side: its name (the rack label's value), its zone and its nodes' cpu.
@@ -256,25 +256,8 @@ async fn pod_groups_are_decided_as_kube_scheduler_decides_them_on_seeded_scenari
             }
         }
     }
-    let rack_of = |node: &str| -> String {
-        node.rsplit_once('-')
-            .and_then(|(head, _)| head.rsplit_once('-'))
-            .map(|(_, rack)| rack.to_string())
-            .unwrap_or_default()
-    };
     let high = super::priority_class(&mut scope, "pg-diff-high", 1000).await;
-    let never = format!("pg-diff-never-{}", scope.run);
-    Api::<k8s_openapi::api::scheduling::v1::PriorityClass>::all(scope.client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(serde_json::json!({
-                "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                "metadata": {"name": never}, "value": 1000, "preemptionPolicy": "Never"}))
-            .expect("a PriorityClass"),
-        )
-        .await
-        .expect("create the Never class");
-    scope.owns("priorityclasses", &never);
+    let never = super::priority_class_with(&mut scope, "pg-diff-never", 1000, Some("Never")).await;
 
     // kube-scheduler of the cluster's version at -v=10 (its placement scores), this test's own.
     let dir = tempfile::tempdir().expect("a temporary folder");
