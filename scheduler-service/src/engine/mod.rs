@@ -41,6 +41,7 @@ pub mod diagnosis;
 pub mod extender;
 pub mod framework;
 pub mod gang;
+pub mod composite;
 pub mod gates;
 pub mod hot;
 pub mod model;
