@@ -46,6 +46,7 @@ __all__ = [
     "resource_slice_to_proto",
     "allocation_result_to_proto",
     "pod_group_to_proto",
+    "composite_pod_group_to_proto",
     "container_to_proto",
     "snapshot_from",
     "is_bound",
@@ -902,6 +903,38 @@ def pod_group_to_proto(g: Any) -> pb.PodGroup:
                 template_name=getattr(ref, "template_name", None) or "",
             )
         )
+    return out
+
+
+def composite_pod_group_to_proto(g: Any) -> pb.CompositePodGroup:
+    """``V1alpha3CompositePodGroup`` (scheduling.k8s.io/v1alpha3, the CompositePodGroup gate) ->
+    ``placement.v1.CompositePodGroup``, as binder-agent/src/projection/podgroups.rs converts it.
+
+    Reads metadata.{namespace, name, uid}, spec.{parent_composite_pod_group_name,
+    scheduling_policy.gang.min_group_count (unset for the basic policy),
+    scheduling_constraints.topology[].key, priority (unset when the API server resolved none),
+    preemption_policy}. Accepts the client's model objects or plain dicts with the same
+    snake_case attribute names.
+    """
+    meta = g.metadata
+    spec = getattr(g, "spec", None)
+    out = pb.CompositePodGroup(
+        namespace=getattr(meta, "namespace", None) or "",
+        name=getattr(meta, "name", None) or "",
+        uid=getattr(meta, "uid", None) or "",
+        parent_composite_pod_group_name=getattr(spec, "parent_composite_pod_group_name", None) or "",
+        topology_keys=[
+            getattr(t, "key", None) or ""
+            for t in _list(getattr(getattr(spec, "scheduling_constraints", None), "topology", None))
+        ],
+        preemption_policy=getattr(spec, "preemption_policy", None) or "",
+    )
+    gang = getattr(getattr(spec, "scheduling_policy", None), "gang", None)
+    if gang is not None:
+        out.min_group_count = int(getattr(gang, "min_group_count", None) or 0)
+    priority = getattr(spec, "priority", None)
+    if priority is not None:
+        out.priority = int(priority)
     return out
 
 
