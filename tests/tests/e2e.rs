@@ -52,6 +52,9 @@ mod dra_taints;
 #[path = "e2e/metrics.rs"]
 mod metrics;
 
+#[path = "e2e/composite.rs"]
+mod composite;
+
 /// The binder's loop and watch in this process, for `scope.scheduler`, stopped by [`stop`].
 struct InProcessBinder {
     stops: Vec<oneshot::Sender<()>>,
