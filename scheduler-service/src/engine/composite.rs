@@ -713,6 +713,130 @@ fn eval_composite(
     Ok(r)
 }
 
+/// One level of a hierarchy in [`explain_levels`]: a CompositePodGroup on the way from the root to
+/// a PodGroup, and how many of the pods below it fit each of its domains.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LevelFit {
+    /// The CompositePodGroup's name.
+    pub composite: Arc<str>,
+    /// Its topology key (`None`: one placement, the level above's nodes).
+    pub topology_key: Option<Arc<str>>,
+    /// Pending pods below it (of all its PodGroups).
+    pub members: usize,
+    /// Per domain (inside the domain taken, or looked into, one level up), how many of them fit,
+    /// each tried in order taking its room (none stopped early): [`super::podgroup::PlacementFit`]
+    /// with `bound` the pods below already bound.
+    pub domains: Vec<super::podgroup::PlacementFit>,
+    /// The domain the hierarchy took at this level; `None` when it was not placed (the one
+    /// looked into further down is then the one most pods fit, the first by name on a tie).
+    pub chosen: Option<String>,
+}
+
+/// For the PodGroup `key` in a CompositePodGroup hierarchy (the gate on), each level from the
+/// root down to its parent: the domains and how many of the pods below fit each ([`LevelFit`]),
+/// following the domains `taken` (the outcome's levels; empty when the hierarchy was not placed).
+/// Also the nodes of the domain finally looked into, within which the PodGroup's own placements
+/// are explained. `None` when `key` is in no hierarchy.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn explain_levels(
+    ctx: &Ctx<'_>,
+    snapshot: &Snapshot,
+    key: &str,
+    members: &[PodSpec],
+    taken: &[Level],
+) -> Result<Option<(Vec<LevelFit>, Option<Vec<usize>>)>, EvalError> {
+    let Some(Ok(root)) = root_of(snapshot, key) else {
+        return Ok(None);
+    };
+    let Some(cpg) = snapshot.composite_pod_group(&root).map(Arc::clone) else {
+        return Ok(None);
+    };
+    let mut by_leaf: HashMap<Arc<str>, Vec<usize>> = HashMap::new();
+    for (i, p) in members.iter().enumerate() {
+        if let Some(k) = &p.pod_group {
+            by_leaf.entry(Arc::clone(k)).or_default().push(i);
+        }
+    }
+    let Ok(tree) = build(snapshot, &cpg, &by_leaf, 1) else {
+        return Ok(None);
+    };
+    // The composites from the root to the PodGroup's parent.
+    fn path<'n>(node: &'n Node, key: &str, out: &mut Vec<&'n Node>) -> bool {
+        match node {
+            Node::Leaf { key: k, .. } => &**k == key,
+            Node::Composite { children, .. } => {
+                out.push(node);
+                if children.iter().any(|c| path(c, key, out)) {
+                    return true;
+                }
+                out.pop();
+                false
+            }
+        }
+    }
+    let mut on_path = Vec::new();
+    if !path(&tree, key, &mut on_path) {
+        return Ok(None);
+    }
+    let mut within: Option<Vec<usize>> = None;
+    let mut levels = Vec::new();
+    for (depth, node) in on_path.into_iter().enumerate() {
+        let Node::Composite { cpg, .. } = node else {
+            continue;
+        };
+        let mut leaves = Vec::new();
+        node.leaves(&mut leaves);
+        let mut below: Vec<usize> = Vec::new();
+        let mut bound = 0usize;
+        for l in leaves {
+            if let Node::Leaf { key, members: idx, .. } = l {
+                below.extend(idx.iter().copied());
+                bound += snapshot.pod_group_bound(key);
+            }
+        }
+        below.sort_unstable();
+        let pods: Vec<PodSpec> = below.iter().map(|&i| members[i].clone()).collect();
+        let placements = composite_placements(snapshot, within.as_deref(), node, cpg).unwrap_or_default();
+        let mut domains = Vec::with_capacity(placements.len());
+        for p in &placements {
+            let view = snapshot.restrict(&p.nodes);
+            let made = ctx
+                .evaluator(&view)
+                .schedule_group(&pods, ctx.seed, ctx.deadline, &mut |_| false)?;
+            let fit = made.iter().filter(|d| matches!(d, Decision::Node { .. })).count();
+            domains.push(super::podgroup::PlacementFit {
+                domain: p.domain.clone(),
+                nodes: p.nodes.len(),
+                fit,
+                members: pods.len(),
+                bound,
+                feasible: fit > 0,
+            });
+        }
+        let chosen = taken
+            .get(depth)
+            .filter(|l| l.composite == cpg.name)
+            .and_then(|l| l.domain.clone());
+        let into = match &chosen {
+            Some(d) => placements.iter().position(|p| p.domain.as_ref() == Some(d)),
+            None => domains
+                .iter()
+                .enumerate()
+                .max_by(|(ia, a), (ib, b)| a.fit.cmp(&b.fit).then(ib.cmp(ia)))
+                .map(|(i, _)| i),
+        };
+        within = into.and_then(|i| placements.get(i)).map(|p| p.nodes.clone());
+        levels.push(LevelFit {
+            composite: Arc::clone(&cpg.name),
+            topology_key: cpg.topology_key.clone(),
+            members: pods.len(),
+            domains,
+            chosen: if taken.is_empty() { None } else { chosen },
+        });
+    }
+    Ok(Some((levels, within)))
+}
+
 #[cfg(test)]
 #[path = "composite_tests.rs"]
 mod tests;

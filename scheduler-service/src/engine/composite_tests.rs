@@ -431,3 +431,64 @@ fn members_with_another_priority_than_the_root_are_a_scheduler_error() {
         "all pods in a single pod group should have the same priority as the pod group's priority, got 0 and 10"
     );
 }
+
+fn explain_run(
+    nodes: Vec<NodeSpec>,
+    groups: Vec<PodGroup>,
+    composites: Vec<CompositePodGroup>,
+    key: &str,
+    batch: &[PodSpec],
+) -> crate::engine::podgroup::GroupExplanation {
+    let snap = Snapshot::build(nodes, Vec::new())
+        .and_then(|s| s.with_pod_groups(groups))
+        .and_then(|s| s.with_composite_pod_groups(composites))
+        .expect("snapshot");
+    let profile = Profile::new(Policy::kube_default()).with_gates(CPG);
+    crate::engine::podgroup::explain(&profile, &snap, None, key, batch, 7, Deadline::none()).expect("explain")
+}
+
+#[test]
+fn explain_tells_the_block_taken_and_the_racks_inside_it() {
+    let (groups, composites, batch) = two_level(4, 1000);
+    let e = explain_run(
+        blocks([8000, 8000, 8000, 8000, 2000, 2000, 2000, 2000]),
+        groups,
+        composites,
+        "default/rack-a",
+        &batch,
+    );
+    assert_eq!(e.levels.len(), 1);
+    let root = &e.levels[0];
+    assert_eq!((&*root.composite, root.chosen.as_deref(), root.members), ("job", Some("y"), 8));
+    let fits: Vec<(Option<&str>, usize)> = root.domains.iter().map(|d| (d.domain.as_deref(), d.fit)).collect();
+    assert_eq!(fits, vec![(Some("x"), 8), (Some("y"), 8)]);
+    // rack-a's own placements: the racks of block y only, each holding its four pods.
+    let mut racks: Vec<(Option<&str>, usize)> = e.placements.iter().map(|p| (p.domain.as_deref(), p.fit)).collect();
+    racks.sort();
+    assert_eq!(racks, vec![(Some("y1"), 4), (Some("y2"), 4)]);
+}
+
+#[test]
+fn explain_counts_per_block_how_many_pods_fit_a_job_that_fits_nowhere() {
+    let (groups, composites, batch) = two_level(4, 1000);
+    let e = explain_run(
+        blocks([2000, 2000, 1000, 1000, 2000, 2000, 1000, 1000]),
+        groups,
+        composites,
+        "default/rack-b",
+        &batch,
+    );
+    assert!(e.outcome.as_ref().is_some_and(|o| o.reason == GroupReason::Unschedulable));
+    let root = &e.levels[0];
+    assert_eq!(root.chosen, None);
+    let fits: Vec<(Option<&str>, usize, usize)> = root
+        .domains
+        .iter()
+        .map(|d| (d.domain.as_deref(), d.fit, d.members))
+        .collect();
+    assert_eq!(fits, vec![(Some("x"), 6, 8), (Some("y"), 6, 8)]);
+    // Looked into x (a tie: the first by name): rack-b's four pods fit x1, two fit x2.
+    let mut racks: Vec<(Option<&str>, usize)> = e.placements.iter().map(|p| (p.domain.as_deref(), p.fit)).collect();
+    racks.sort();
+    assert_eq!(racks, vec![(Some("x1"), 4), (Some("x2"), 2)]);
+}

@@ -239,9 +239,9 @@ pub fn schedule(
 /// What every evaluation of a call shares.
 pub(super) struct Ctx<'a> {
     pub(super) profile: &'a Profile,
-    extenders: Option<&'a dyn ExtenderHook>,
-    seed: u64,
-    deadline: Deadline,
+    pub(super) extenders: Option<&'a dyn ExtenderHook>,
+    pub(super) seed: u64,
+    pub(super) deadline: Deadline,
 }
 
 impl<'a> Ctx<'a> {
@@ -1014,7 +1014,12 @@ pub struct GroupExplanation {
     pub min_count: u32,
     /// Each placement the cycle would consider, in the order it evaluates them (best bound first);
     /// empty when the PodGroup is missing or its placements cannot be made (a SchedulerError).
+    /// In a CompositePodGroup hierarchy: inside the domain taken (or looked into) at the level
+    /// above, for the group's own pods.
     pub placements: Vec<PlacementFit>,
+    /// In a CompositePodGroup hierarchy (the gate on): each level from the root down to the
+    /// group's parent, with its domains; empty otherwise.
+    pub levels: Vec<super::composite::LevelFit>,
 }
 
 /// The PodGroup cycle of `members` (the pending pods of the group `key`, `namespace/name`, in
@@ -1040,31 +1045,54 @@ pub fn explain(
             outcome,
             min_count: 0,
             placements: Vec::new(),
+            levels: Vec::new(),
         });
     };
     let min_count = group.min_count();
     let topology = topology_of(profile, snapshot, &group);
-    let Ok(placements) = placements(profile, snapshot, &group, topology.as_deref(), members, None) else {
-        return Ok(GroupExplanation {
-            decisions,
-            outcome,
-            min_count,
-            placements: Vec::new(),
-        });
-    };
     let ctx = Ctx {
         profile,
         extenders,
         seed,
         deadline,
     };
+    // In a hierarchy: its levels, and the group's own pods inside the domain looked into.
+    let hierarchy = if profile.gates().composite_pod_group {
+        let taken = outcome.as_ref().map(|o| o.levels.clone()).unwrap_or_default();
+        super::composite::explain_levels(&ctx, snapshot, key, members, &taken)?
+    } else {
+        None
+    };
+    let (levels, within) = hierarchy.unwrap_or_default();
+    let own: Vec<PodSpec>;
+    let members: &[PodSpec] = if levels.is_empty() {
+        members
+    } else {
+        own = members
+            .iter()
+            .filter(|p| p.pod_group.as_deref() == Some(key))
+            .cloned()
+            .collect();
+        &own
+    };
+    let in_tree = !levels.is_empty();
+    let within = within.filter(|_| in_tree);
+    let Ok(placements) = placements(profile, snapshot, &group, topology.as_deref(), members, within.as_deref()) else {
+        return Ok(GroupExplanation {
+            decisions,
+            outcome,
+            min_count,
+            placements: Vec::new(),
+            levels,
+        });
+    };
     let bound = snapshot.pod_group_bound(key);
     let mut fits = Vec::with_capacity(placements.len());
     for p in &placements {
         let view;
         let on: &Snapshot = match p.domain {
-            None => snapshot,
-            Some(_) => {
+            None if !in_tree => snapshot,
+            _ => {
                 view = snapshot.restrict(&p.nodes);
                 &view
             }
@@ -1089,6 +1117,7 @@ pub fn explain(
         outcome,
         min_count,
         placements: fits,
+        levels,
     })
 }
 
