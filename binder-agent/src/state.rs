@@ -402,13 +402,15 @@ impl ClusterState {
         if group.parent_composite_pod_group_name.is_empty() {
             return None;
         }
-        let composite = |n: &str| match self
-            .storage
-            .get(&StorageKey::CompositePodGroup(crate::projection::pod_group_key(namespace, n)))
-        {
-            Some(StorageObject::CompositePodGroup(g)) => Some(g),
-            _ => None,
-        };
+        let composite =
+            |n: &str| match self
+                .storage
+                .get(&StorageKey::CompositePodGroup(crate::projection::pod_group_key(
+                    namespace, n,
+                ))) {
+                Some(StorageObject::CompositePodGroup(g)) => Some(g),
+                _ => None,
+            };
         let mut root = composite(&group.parent_composite_pod_group_name)?;
         let mut seen = std::collections::HashSet::new();
         while !root.parent_composite_pod_group_name.is_empty() {
@@ -423,7 +425,9 @@ impl ClusterState {
         };
         for obj in self.storage.values() {
             match obj {
-                StorageObject::PodGroup(g) if g.namespace == namespace && !g.parent_composite_pod_group_name.is_empty() => {
+                StorageObject::PodGroup(g)
+                    if g.namespace == namespace && !g.parent_composite_pod_group_name.is_empty() =>
+                {
                     tree.groups.push((
                         crate::projection::pod_group_key(namespace, &g.name),
                         g.parent_composite_pod_group_name.clone(),
@@ -1379,11 +1383,23 @@ mod tests {
         groups.sort();
         assert_eq!(groups, ["ml/a", "ml/b"], "ml/c is under another root");
         // block needs both a and b (minGroupCount 2), each two pods; job needs block (basic).
-        let counts = |a: usize, b: usize| move |k: &str| if k == "ml/a" { a } else if k == "ml/b" { b } else { 0 };
+        let counts = |a: usize, b: usize| {
+            move |k: &str| {
+                if k == "ml/a" {
+                    a
+                } else if k == "ml/b" {
+                    b
+                } else {
+                    0
+                }
+            }
+        };
         assert!(tree.ready(&counts(2, 2)));
         assert!(!tree.ready(&counts(2, 1)));
         assert!(!tree.ready(&counts(0, 3)));
-        assert!(s.delta_since(0).is_some_and(|d| d.upsert_composite_pod_groups.len() == 3));
+        assert!(s
+            .delta_since(0)
+            .is_some_and(|d| d.upsert_composite_pod_groups.len() == 3));
         assert_eq!(s.full().composite_pod_groups.len(), 3);
     }
 

@@ -43,9 +43,9 @@ use crate::api::ClusterApi;
 use crate::binder::{Binder, ClusterEvent};
 use crate::claim_cache::DeviceObject;
 use crate::projection::{
-    claim_info, csi_driver_info, csi_node_info, device_class_info, device_taint_rule_info,
+    claim_info, composite_pod_group_info, csi_driver_info, csi_node_info, device_class_info, device_taint_rule_info,
     dynamic_storage_capacity_info, initially_scheduled_condition, namespace_info, node_info, pdb_info, pdb_key,
-    composite_pod_group_info, pod_group_info, pod_group_key, pod_info, resource_claim_info, resource_slice_info, storage_class_info, volume_info,
+    pod_group_info, pod_group_key, pod_info, resource_claim_info, resource_slice_info, storage_class_info, volume_info,
     PodInfo, StorageKey, StorageObject,
 };
 

@@ -173,6 +173,9 @@ fn convert(corpus: &[(String, Object)]) -> (Vec<Converted>, Vec<u8>) {
                     ("placement.v1.DeviceTaintRule", r.encode_to_vec())
                 }
                 Object::Storage(StorageObject::PodGroup(g)) => ("placement.v1.PodGroup", g.encode_to_vec()),
+                Object::Storage(StorageObject::CompositePodGroup(g)) => {
+                    ("placement.v1.CompositePodGroup", g.encode_to_vec())
+                }
             };
             (stem.clone(), type_name, bytes)
         })

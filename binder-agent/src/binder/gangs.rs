@@ -110,7 +110,10 @@ impl<A: ClusterApi> Binder<A> {
             }
             trees
         };
-        let in_tree: HashSet<String> = trees.iter().flat_map(|t| t.groups.iter().map(|(k, ..)| k.clone())).collect();
+        let in_tree: HashSet<String> = trees
+            .iter()
+            .flat_map(|t| t.groups.iter().map(|(k, ..)| k.clone()))
+            .collect();
         keys.retain(|k| !in_tree.contains(k));
         // Members bound or assumed, by gang (the state is read before the queue is locked, the
         // order every other path takes).
@@ -151,9 +154,9 @@ impl<A: ClusterApi> Binder<A> {
                     }
                 }
                 // Members bound or assumed (and not also still queued, as an assumed one is).
-                n += placed
-                    .get(*leaf)
-                    .map_or(0, |uids| uids.iter().filter(|u| !queued_uids.contains(u.as_str())).count());
+                n += placed.get(*leaf).map_or(0, |uids| {
+                    uids.iter().filter(|u| !queued_uids.contains(u.as_str())).count()
+                });
                 present.insert(leaf.to_string(), n);
             }
             if !gated && tree.ready(&|k| present.get(k).copied().unwrap_or(0)) {

@@ -331,7 +331,9 @@ pub async fn read(client: &Client, namespace: &str, name: &str) -> Result<Cluste
                 state.apply_bound_pod(other.spec);
             } else if !other.deleting
                 && group.as_ref().is_some_and(|(ns, names)| {
-                    other.spec.gang.is_none() && other.spec.namespace == *ns && names.contains(&other.spec.scheduling_group)
+                    other.spec.gang.is_none()
+                        && other.spec.namespace == *ns
+                        && names.contains(&other.spec.scheduling_group)
                 })
             {
                 group_pending.push(other);

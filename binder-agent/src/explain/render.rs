@@ -577,7 +577,11 @@ fn pod_group(out: &mut String, style: Style, g: &GroupReport) {
             };
             let taken = if d.chosen { " (taken)" } else { "" };
             let line = format!("{place}: {} of {} fit{taken}", d.fit, d.pending);
-            let line = if d.chosen { style.paint(Paint::Green, &line) } else { line };
+            let line = if d.chosen {
+                style.paint(Paint::Green, &line)
+            } else {
+                line
+            };
             let _ = writeln!(out, "  {line}");
         }
         if l.domains.len() > DOMAINS_SHOWN {

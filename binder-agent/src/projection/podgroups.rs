@@ -149,7 +149,10 @@ mod tests {
         }))
         .expect("a CompositePodGroup");
         let p = composite_pod_group_info(&basic);
-        assert_eq!((p.min_group_count, p.parent_composite_pod_group_name.as_str()), (None, ""));
+        assert_eq!(
+            (p.min_group_count, p.parent_composite_pod_group_name.as_str()),
+            (None, "")
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! CompositePodGroups (`scheduling.k8s.io/v1alpha3`, kube 1.37's alpha `CompositePodGroup` gate
-//! with `TopologyAwareWorkloadScheduling`): PodGroups over several topology levels (block > rack
-//! > host). A CompositePodGroup's children are PodGroups and CompositePodGroups naming it as their
+//! with `TopologyAwareWorkloadScheduling`): PodGroups over several topology levels (a block, its
+//! racks, their hosts). A CompositePodGroup's children are PodGroups and CompositePodGroups naming it as their
 //! parent (`spec.parentCompositePodGroupName`); the whole hierarchy is one entity in kube's queue
 //! and is decided in one cycle, as kube-scheduler's `schedule_one_podgroup.go` does
 //! (`podGroupSchedulingRecursiveAlgorithm`, `compositePodGroupSchedulingPlacementAlgorithm`,
@@ -36,9 +36,8 @@ use std::sync::Arc;
 use super::framework::{Decision, EvalError};
 use super::model::{CompositePodGroup, PodGroup, PodSpec};
 use super::podgroup::{
-    assumed_delta, complete, error_decisions, find_placement, fit_score, fit_scoring, group_diagnosis,
-    nowhere_message, scoring_request, trial_status, validate, CycleError, Ctx, DomainViews, Found, GroupOutcome,
-    GroupReason, Level,
+    assumed_delta, complete, error_decisions, find_placement, fit_score, fit_scoring, group_diagnosis, nowhere_message,
+    scoring_request, trial_status, validate, Ctx, CycleError, DomainViews, Found, GroupOutcome, GroupReason, Level,
 };
 use super::snapshot::{Snapshot, Topology};
 
@@ -155,7 +154,10 @@ fn build(
 enum Status {
     Success,
     /// Unschedulable: its `Message()` and its `AsError()` text.
-    Unschedulable { message: String, as_error: String },
+    Unschedulable {
+        message: String,
+        as_error: String,
+    },
     /// An error (SchedulerError).
     Error(String),
 }
@@ -200,7 +202,8 @@ pub(super) fn tree_cycle(
             .collect()
     };
     let Some(cpg) = snapshot.composite_pod_group(root).map(Arc::clone) else {
-        let message = format!("failed to build hierarchy snapshot: composite pod group object not found in state for {root}");
+        let message =
+            format!("failed to build hierarchy snapshot: composite pod group object not found in state for {root}");
         return Ok((waiting(&message), Vec::new()));
     };
     let mut by_leaf: HashMap<Arc<str>, Vec<usize>> = HashMap::new();
@@ -253,7 +256,11 @@ pub(super) fn tree_cycle(
         let Some(r) = finals.get(&leaf.id()) else {
             continue;
         };
-        let levels = if r.status.ok() { levels_to(&tree, key, &finals) } else { Vec::new() };
+        let levels = if r.status.ok() {
+            levels_to(&tree, key, &finals)
+        } else {
+            Vec::new()
+        };
         let (reason, message, made) = match &r.status {
             Status::Success => (
                 GroupReason::Scheduled,
@@ -397,7 +404,11 @@ fn eval(
     results: &mut Results,
 ) -> Result<NodeResult, EvalError> {
     match node {
-        Node::Leaf { key, group, members: idx } => {
+        Node::Leaf {
+            key,
+            group,
+            members: idx,
+        } => {
             let batch: Vec<PodSpec> = idx.iter().map(|&i| members[i].clone()).collect();
             let all: Vec<usize>;
             let within = match within {
@@ -419,7 +430,10 @@ fn eval(
                     placements,
                     first_failure,
                 }) => {
-                    let first = first_failure.as_ref().map(|t| trial_status(t, true)).unwrap_or_default();
+                    let first = first_failure
+                        .as_ref()
+                        .map(|t| trial_status(t, true))
+                        .unwrap_or_default();
                     let message = nowhere_message(placements, &first);
                     let as_error = if placements == 0 { NO_PLACEMENTS } else { UNSCHEDULABLE };
                     NodeResult {
@@ -448,7 +462,9 @@ fn eval(
             results.insert(node.id(), r.clone());
             Ok(r)
         }
-        Node::Composite { cpg, children } => eval_composite(ctx, snapshot, within, node, cpg, children, members, results),
+        Node::Composite { cpg, children } => {
+            eval_composite(ctx, snapshot, within, node, cpg, children, members, results)
+        }
     }
 }
 
@@ -732,19 +748,21 @@ pub struct LevelFit {
     pub chosen: Option<String>,
 }
 
+/// The levels of [`explain_levels`] and the nodes of the domain looked into last.
+pub(super) type Levels = (Vec<LevelFit>, Option<Vec<usize>>);
+
 /// For the PodGroup `key` in a CompositePodGroup hierarchy (the gate on), each level from the
 /// root down to its parent: the domains and how many of the pods below fit each ([`LevelFit`]),
 /// following the domains `taken` (the outcome's levels; empty when the hierarchy was not placed).
 /// Also the nodes of the domain finally looked into, within which the PodGroup's own placements
 /// are explained. `None` when `key` is in no hierarchy.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn explain_levels(
     ctx: &Ctx<'_>,
     snapshot: &Snapshot,
     key: &str,
     members: &[PodSpec],
     taken: &[Level],
-) -> Result<Option<(Vec<LevelFit>, Option<Vec<usize>>)>, EvalError> {
+) -> Result<Option<Levels>, EvalError> {
     let Some(Ok(root)) = root_of(snapshot, key) else {
         return Ok(None);
     };

@@ -415,7 +415,11 @@ fn a_missing_composite_holds_the_pods_without_an_outcome() {
     let Decision::Unschedulable(diag) = &d[0] else {
         panic!("placed");
     };
-    assert!(diag.message().contains("composite pod group object not found"), "{}", diag.message());
+    assert!(
+        diag.message().contains("composite pod group object not found"),
+        "{}",
+        diag.message()
+    );
 }
 
 #[test]
@@ -459,7 +463,10 @@ fn explain_tells_the_block_taken_and_the_racks_inside_it() {
     );
     assert_eq!(e.levels.len(), 1);
     let root = &e.levels[0];
-    assert_eq!((&*root.composite, root.chosen.as_deref(), root.members), ("job", Some("y"), 8));
+    assert_eq!(
+        (&*root.composite, root.chosen.as_deref(), root.members),
+        ("job", Some("y"), 8)
+    );
     let fits: Vec<(Option<&str>, usize)> = root.domains.iter().map(|d| (d.domain.as_deref(), d.fit)).collect();
     assert_eq!(fits, vec![(Some("x"), 8), (Some("y"), 8)]);
     // rack-a's own placements: the racks of block y only, each holding its four pods.
@@ -478,7 +485,10 @@ fn explain_counts_per_block_how_many_pods_fit_a_job_that_fits_nowhere() {
         "default/rack-b",
         &batch,
     );
-    assert!(e.outcome.as_ref().is_some_and(|o| o.reason == GroupReason::Unschedulable));
+    assert!(e
+        .outcome
+        .as_ref()
+        .is_some_and(|o| o.reason == GroupReason::Unschedulable));
     let root = &e.levels[0];
     assert_eq!(root.chosen, None);
     let fits: Vec<(Option<&str>, usize, usize)> = root

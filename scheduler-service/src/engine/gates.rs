@@ -110,7 +110,10 @@ impl FeatureGates {
         if self.composite_pod_group {
             let off: Vec<&str> = [
                 ("GenericWorkload", self.generic_workload),
-                ("TopologyAwareWorkloadScheduling", self.topology_aware_workload_scheduling),
+                (
+                    "TopologyAwareWorkloadScheduling",
+                    self.topology_aware_workload_scheduling,
+                ),
             ]
             .into_iter()
             .filter(|(_, on)| !on)

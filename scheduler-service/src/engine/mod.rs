@@ -34,6 +34,7 @@
 pub mod accel;
 mod batch_usage;
 pub mod cancel;
+pub mod composite;
 mod cycle;
 pub mod device_taint_rules;
 pub mod devices;
@@ -41,7 +42,6 @@ pub mod diagnosis;
 pub mod extender;
 pub mod framework;
 pub mod gang;
-pub mod composite;
 pub mod gates;
 pub mod hot;
 pub mod model;

@@ -517,30 +517,32 @@ fn group_cycle(
     let preemption = podgroup_preemption::preempt(ctx.profile, snapshot, &group, members, ctx.seed, &mut |freed| {
         // The group's cycle on the cluster without the victims (kube's PodGroupSchedulingFunc).
         let mut views = DomainViews::default();
-        Ok(match find_placement(ctx, freed, &mut views, &group, key, members, None)? {
-            Err(CycleError::Group(message)) => Err(message),
-            Err(CycleError::Member { error, .. }) => {
-                Err(format!("failed to schedule other pod from a pod group: {error}"))
-            }
-            Ok(Found::Placed { made, .. }) => Ok(made
-                .iter()
-                .map(|d| match d {
-                    Decision::Node { node, .. } => Some(node.clone()),
-                    Decision::Unschedulable(_) => None,
-                })
-                .collect()),
-            Ok(Found::Nowhere {
-                placements,
-                first_failure,
-            }) => {
-                let first = first_failure.map(|t| trial_status(&t, tas)).unwrap_or_default();
-                Err(if tas {
-                    nowhere_message(placements, &first)
-                } else {
-                    first
-                })
-            }
-        })
+        Ok(
+            match find_placement(ctx, freed, &mut views, &group, key, members, None)? {
+                Err(CycleError::Group(message)) => Err(message),
+                Err(CycleError::Member { error, .. }) => {
+                    Err(format!("failed to schedule other pod from a pod group: {error}"))
+                }
+                Ok(Found::Placed { made, .. }) => Ok(made
+                    .iter()
+                    .map(|d| match d {
+                        Decision::Node { node, .. } => Some(node.clone()),
+                        Decision::Unschedulable(_) => None,
+                    })
+                    .collect()),
+                Ok(Found::Nowhere {
+                    placements,
+                    first_failure,
+                }) => {
+                    let first = first_failure.map(|t| trial_status(&t, tas)).unwrap_or_default();
+                    Err(if tas {
+                        nowhere_message(placements, &first)
+                    } else {
+                        first
+                    })
+                }
+            },
+        )
     })?;
     let group_message = format!("{cycle_message}, {}", preemption.message());
     // Members the cycle placed before it failed: the group's message; members that failed on
@@ -643,7 +645,16 @@ pub(super) fn find_placement(
         if placement.hopeless && first_failure.is_some() {
             continue;
         }
-        let trial = try_placement(ctx, snapshot, views, group, placement, members, scheduled, within.is_some())?;
+        let trial = try_placement(
+            ctx,
+            snapshot,
+            views,
+            group,
+            placement,
+            members,
+            scheduled,
+            within.is_some(),
+        )?;
         if let Some((at, error)) = member_error(&trial.made) {
             return Ok(Err(CycleError::Member { at, error }));
         }
@@ -741,7 +752,12 @@ pub(super) fn scoring_request(pod: &PodSpec, name: &ResourceName) -> i64 {
 
 /// NodeResourcesFit's placement score (MostAllocated over the placement's nodes) with `requests`
 /// (per fit resource) placed there.
-pub(super) fn fit_score(snapshot: &Snapshot, nodes: &[usize], resources: &[(ResourceName, i64)], requests: &[i64]) -> i64 {
+pub(super) fn fit_score(
+    snapshot: &Snapshot,
+    nodes: &[usize],
+    resources: &[(ResourceName, i64)],
+    requests: &[i64],
+) -> i64 {
     let all = snapshot.nodes();
     let (mut score, mut weights) = (0i64, 0i64);
     for ((name, weight), &request) in resources.iter().zip(requests) {
@@ -1077,7 +1093,14 @@ pub fn explain(
     };
     let in_tree = !levels.is_empty();
     let within = within.filter(|_| in_tree);
-    let Ok(placements) = placements(profile, snapshot, &group, topology.as_deref(), members, within.as_deref()) else {
+    let Ok(placements) = placements(
+        profile,
+        snapshot,
+        &group,
+        topology.as_deref(),
+        members,
+        within.as_deref(),
+    ) else {
         return Ok(GroupExplanation {
             decisions,
             outcome,

@@ -494,8 +494,7 @@ impl PlacementApi {
                     let storage = convert::storage("snapshot.inline", &s).map_err(invalid)?;
                     let devices = convert::devices("snapshot.inline", &s).map_err(invalid)?;
                     let groups = convert::pod_groups("snapshot.inline", &s).map_err(invalid)?;
-                    let composites =
-                        convert::composite_pod_groups("snapshot.inline", &s).map_err(invalid)?;
+                    let composites = convert::composite_pod_groups("snapshot.inline", &s).map_err(invalid)?;
                     Snapshot::build_with_namespaces(nodes, pods, namespaces)
                         .and_then(|s| s.with_pdbs(pdbs))
                         .and_then(|s| s.with_storage(storage))
@@ -552,8 +551,7 @@ impl PlacementApi {
                     let storage = convert::storage("full", &full).map_err(invalid)?;
                     let devices = convert::devices("full", &full).map_err(invalid)?;
                     let groups = convert::pod_groups("full", &full).map_err(invalid)?;
-                    let composites =
-                        convert::composite_pod_groups("full", &full).map_err(invalid)?;
+                    let composites = convert::composite_pod_groups("full", &full).map_err(invalid)?;
                     let s = Snapshot::build_with_namespaces(nodes, pods, namespaces)
                         .and_then(|s| s.with_pdbs(pdbs))
                         .and_then(|s| s.with_storage(storage))

@@ -70,12 +70,7 @@ async fn a_two_level_composite_pod_group_is_placed_as_kube_scheduler_places_it()
     // the 1.5-cpu pods prefer the fuller y2 when first and fit only y2 when second.
     for side in ["ours", "kube"] {
         let (bk, rk) = (block_key(side), rack_key(side));
-        for (block, rack, cpu) in [
-            ("x", "x1", "4"),
-            ("x", "x2", "4"),
-            ("y", "y1", "4"),
-            ("y", "y2", "2"),
-        ] {
+        for (block, rack, cpu) in [("x", "x1", "4"), ("x", "x2", "4"), ("y", "y1", "4"), ("y", "y2", "2")] {
             for i in 0..2 {
                 scope
                     .add_node(
@@ -101,7 +96,10 @@ async fn a_two_level_composite_pod_group_is_placed_as_kube_scheduler_places_it()
             }
         });
         composites
-            .create(&PostParams::default(), &serde_json::from_value(job).expect("a CompositePodGroup"))
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(job).expect("a CompositePodGroup"),
+            )
             .await
             .expect("create a CompositePodGroup");
         for leaf in ["a", "b"] {
@@ -155,8 +153,14 @@ async fn a_two_level_composite_pod_group_is_placed_as_kube_scheduler_places_it()
         eprintln!("e2e {test}: {side} {leaf}: {at:?}");
     }
     for leaf in ["a", "b"] {
-        let ours = placed.get(&("ours".to_string(), leaf.to_string())).cloned().unwrap_or_default();
-        let kube = placed.get(&("kube".to_string(), leaf.to_string())).cloned().unwrap_or_default();
+        let ours = placed
+            .get(&("ours".to_string(), leaf.to_string()))
+            .cloned()
+            .unwrap_or_default();
+        let kube = placed
+            .get(&("kube".to_string(), leaf.to_string()))
+            .cloned()
+            .unwrap_or_default();
         assert_eq!(ours.len(), 2, "gang {leaf}: placement bound both pods");
         assert_eq!(
             ours, kube,
@@ -174,7 +178,10 @@ async fn a_two_level_composite_pod_group_is_placed_as_kube_scheduler_places_it()
         })
         .await;
         let (ours, kube) = (group_condition(&scope, &o).await, group_condition(&scope, &k).await);
-        assert_eq!(ours, kube, "gang {leaf}'s condition: placement (left), kube-scheduler (right)");
+        assert_eq!(
+            ours, kube,
+            "gang {leaf}'s condition: placement (left), kube-scheduler (right)"
+        );
         eprintln!("e2e {test}: gang {leaf}: {}", ours.unwrap_or_default());
     }
     binder.stop().await;

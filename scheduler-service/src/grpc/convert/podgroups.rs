@@ -143,7 +143,11 @@ pub fn composite_pod_group(path: &str, g: &proto::CompositePodGroup) -> Result<C
 
 /// The CompositePodGroups of a full snapshot; `path` names the snapshot.
 pub fn composite_pod_groups(path: &str, s: &proto::Snapshot) -> Result<Vec<CompositePodGroup>, FieldError> {
-    list(&format!("{path}.composite_pod_groups"), &s.composite_pod_groups, composite_pod_group)
+    list(
+        &format!("{path}.composite_pod_groups"),
+        &s.composite_pod_groups,
+        composite_pod_group,
+    )
 }
 
 /// The PodGroups of a full snapshot; `path` names the snapshot.
