@@ -94,6 +94,13 @@ fn corpus() -> Vec<(String, Object)> {
                     let c: DeviceClass = serde_json::from_value(value).map_err(parse_err).unwrap();
                     Object::Storage(StorageObject::DeviceClass(device_class_info(&c)))
                 }
+                "CompositePodGroup" => {
+                    let g: k8s_openapi::api::scheduling::v1alpha3::CompositePodGroup =
+                        serde_json::from_value(value).map_err(parse_err).unwrap();
+                    Object::Storage(StorageObject::CompositePodGroup(
+                        placement_binder::projection::composite_pod_group_info(&g),
+                    ))
+                }
                 "ResourceClaim" => {
                     let c: ResourceClaim = serde_json::from_value(value).map_err(parse_err).unwrap();
                     Object::Storage(StorageObject::ResourceClaim(resource_claim_info(&c)))

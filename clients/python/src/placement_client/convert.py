@@ -1033,6 +1033,7 @@ def snapshot_from(
     resource_slices: Iterable[Any] = (),
     pod_groups: Iterable[Any] = (),
     device_taint_rules: Iterable[Any] = (),
+    composite_pod_groups: Iterable[Any] = (),
 ) -> pb.Snapshot:
     """A full ``placement.v1.Snapshot`` from ``V1Node``, ``V1Pod``, ``V1Namespace`` and
     ``V1PodDisruptionBudget`` objects, as the binder builds it.
@@ -1046,8 +1047,8 @@ def snapshot_from(
     each sorted by name, and CSIStorageCapacities (``V1CSIStorageCapacity``, sorted by namespace and
     name) feed the volume filters. DeviceClasses (``V1DeviceClass``), ResourceSlices
     (``V1ResourceSlice``) and DeviceTaintRules (``V1DeviceTaintRule``), each sorted by name, and
-    ResourceClaims (``ResourceV1ResourceClaim``, sorted by "namespace/name") feed DynamicResources. PodGroups (``V1beta1PodGroup``) are sorted by
-    "namespace/name".
+    ResourceClaims (``ResourceV1ResourceClaim``, sorted by "namespace/name") feed DynamicResources. PodGroups (``V1beta1PodGroup``) and
+    CompositePodGroups (``V1alpha3CompositePodGroup``) are sorted by "namespace/name".
     """
     bound = [p for p in pods if is_bound(p)]
     out_pods = sorted((pod_to_proto(p) for p in bound), key=lambda p: p.uid.encode())
@@ -1080,5 +1081,9 @@ def snapshot_from(
         ),
         pod_groups=sorted(
             (pod_group_to_proto(g) for g in pod_groups), key=lambda g: f"{g.namespace}/{g.name}".encode()
+        ),
+        composite_pod_groups=sorted(
+            (composite_pod_group_to_proto(g) for g in composite_pod_groups),
+            key=lambda g: f"{g.namespace}/{g.name}".encode(),
         ),
     )
