@@ -26,9 +26,16 @@
 //!
 //! kube orders a composite's children and the placements of a level by Go map iteration (at
 //! random) and breaks score ties at random; here children go by name and placements by domain
-//! name, and the first best wins. kube's PodGroup PostFilter (preemption) for a hierarchy is not
-//! run: a hierarchy that does not fit evicts nothing, and its messages carry no
-//! `pod group preemption:` part.
+//! name, and the first best wins.
+//!
+//! kube's PodGroup PostFilter (DefaultPreemption) runs for a hierarchy that does not fit; its
+//! status is appended to each result's status, once per result sharing it (a failed parent's
+//! status object is shared with the children it went down to, so their condition carries it more
+//! than once, as kube writes it). Here its first steps are kube's (`not eligible due to
+//! preemptionPolicy=Never.`, `No preemption victims found for incoming preemptor`, and, with
+//! lower-priority pods, the hierarchy's cycle on the cluster without them: its status when it still
+//! does not fit); a hierarchy that would fit once they are gone evicts nothing here and its
+//! messages carry no `pod group preemption:` part.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -246,7 +253,48 @@ pub(super) fn tree_cycle(
     // completeCompositePodGroupAlgorithmResultMap: a failed parent's status goes down to the
     // children that succeeded and to those never evaluated.
     let mut finals: HashMap<String, NodeResult> = HashMap::new();
-    settle(&tree, &results, None, &mut finals);
+    let mut owners: HashMap<String, String> = HashMap::new();
+    settle(&tree, &results, None, &mut finals, &mut owners);
+    // The PostFilter for a hierarchy that does not fit (see the module documentation).
+    let postfilter = match &finals.get(&tree.id()).map(|r| &r.status) {
+        Some(Status::Unschedulable { .. }) => {
+            match super::podgroup_preemption::hierarchy_without_victims(
+                ctx.profile,
+                snapshot,
+                cpg.priority,
+                cpg.preemption_policy,
+                members,
+            ) {
+                Some(status) => Some(status.to_string()),
+                None => {
+                    let freed = snapshot
+                        .apply(super::snapshot::Delta {
+                            remove_pod_uids: lower_priority_uids(snapshot, cpg.priority),
+                            ..super::snapshot::Delta::default()
+                        })
+                        .map_err(|e| EvalError::Snapshot(e.to_string()))?;
+                    freed_root_message(ctx, &freed, root, members)?
+                }
+            }
+        }
+        _ => None,
+    };
+    // Each status object is appended to once per result sharing it.
+    let mut sharing: HashMap<&str, usize> = HashMap::new();
+    for owner in owners.values() {
+        *sharing.entry(owner.as_str()).or_default() += 1;
+    }
+    let suffix = |leaf: &Node| -> String {
+        let Some(status) = &postfilter else {
+            return String::new();
+        };
+        let n = owners
+            .get(&leaf.id())
+            .and_then(|o| sharing.get(o.as_str()))
+            .copied()
+            .unwrap_or(1);
+        format!(", pod group preemption: {status}").repeat(n)
+    };
     let mut decisions: Vec<Option<Decision>> = (0..members.len()).map(|_| None).collect();
     let mut outcomes = Vec::new();
     for leaf in &leaves {
@@ -267,7 +315,12 @@ pub(super) fn tree_cycle(
                 String::new(),
                 complete(r.made.clone(), idx.len(), UNSCHEDULABLE, key),
             ),
-            Status::Unschedulable { message, .. } => {
+            Status::Unschedulable {
+                message: cycle_message, ..
+            } => {
+                // The condition (and the placed members) carry the PostFilter's status; the
+                // members the cycle did not reach were given the status before it.
+                let message = &format!("{cycle_message}{}", suffix(leaf));
                 // Members the cycle placed: the group's message under errPodGroupUnschedulable;
                 // members that failed on their own: their FitError; the rest: the group's.
                 let mut made: Vec<Decision> = r
@@ -288,7 +341,9 @@ pub(super) fn tree_cycle(
                         }
                     })
                     .collect();
-                made.extend((made.len()..idx.len()).map(|_| Decision::Unschedulable(group_diagnosis(key, message))));
+                made.extend(
+                    (made.len()..idx.len()).map(|_| Decision::Unschedulable(group_diagnosis(key, cycle_message))),
+                );
                 (GroupReason::Unschedulable, message.clone(), made)
             }
             Status::Error(message) => (
@@ -361,9 +416,26 @@ fn levels_to(node: &Node, key: &Arc<str>, finals: &HashMap<String, NodeResult>) 
     path
 }
 
-/// kube's `completeCompositePodGroupAlgorithmResultMap`: each node's final result.
-fn settle(node: &Node, results: &Results, parent: Option<&NodeResult>, out: &mut HashMap<String, NodeResult>) {
+/// kube's `completeCompositePodGroupAlgorithmResultMap`: each node's final result, and whose
+/// status object it holds (`owners`: the node's own, or the parent's it inherited).
+fn settle(
+    node: &Node,
+    results: &Results,
+    parent: Option<(&NodeResult, &str)>,
+    out: &mut HashMap<String, NodeResult>,
+    owners: &mut HashMap<String, String>,
+) {
     let own = results.get(&node.id());
+    let inherits = match (own, parent) {
+        (Some(r), Some((p, _))) => !p.status.ok() && r.status.ok(),
+        (None, Some(_)) => true,
+        (_, None) => false,
+    };
+    let owner = match parent {
+        Some((_, o)) if inherits => o.to_string(),
+        _ => node.id(),
+    };
+    let parent = parent.map(|(p, _)| p);
     let result = match (own, parent) {
         (Some(r), Some(p)) if !p.status.ok() && r.status.ok() => NodeResult {
             status: p.status.clone(),
@@ -387,10 +459,61 @@ fn settle(node: &Node, results: &Results, parent: Option<&NodeResult>, out: &mut
     };
     if let Node::Composite { children, .. } = node {
         for c in children {
-            settle(c, results, Some(&result), out);
+            settle(c, results, Some((&result, &owner)), out, owners);
         }
     }
+    owners.insert(node.id(), owner);
     out.insert(node.id(), result);
+}
+
+/// The uids of the bound pods of lower priority than `priority` (a PodGroup's pod has its group's
+/// priority): the PostFilter's potential victims.
+fn lower_priority_uids(snapshot: &Snapshot, priority: i32) -> Vec<String> {
+    let mut out = Vec::new();
+    for node in snapshot.nodes() {
+        for p in &node.usage.pods {
+            let Some(meta) = &p.meta else { continue };
+            let pod_priority = meta
+                .pod_group
+                .as_ref()
+                .and_then(|k| snapshot.pod_group(k))
+                .map_or(meta.priority, |g| g.priority);
+            if pod_priority < priority {
+                out.push(meta.uid.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The root's status message of the hierarchy's cycle on `freed` (kube's PodGroupSchedulingFunc
+/// status, which the PostFilter returns when the hierarchy still does not fit).
+fn freed_root_message(
+    ctx: &Ctx<'_>,
+    freed: &Snapshot,
+    root: &Arc<str>,
+    members: &[PodSpec],
+) -> Result<Option<String>, EvalError> {
+    let Some(cpg) = freed.composite_pod_group(root).map(Arc::clone) else {
+        return Ok(None);
+    };
+    let mut by_leaf: HashMap<Arc<str>, Vec<usize>> = HashMap::new();
+    for (i, p) in members.iter().enumerate() {
+        if let Some(k) = &p.pod_group {
+            by_leaf.entry(Arc::clone(k)).or_default().push(i);
+        }
+    }
+    let Ok(tree) = build(freed, &cpg, &by_leaf, 1) else {
+        return Ok(None);
+    };
+    let mut results = Results::new();
+    let r = eval(ctx, freed, None, &tree, members, &mut results)?;
+    Ok(match r.status {
+        Status::Unschedulable { message, .. } => Some(message),
+        Status::Error(e) => Some(e),
+        Status::Success if !r.any_placed => Some(UNSCHEDULABLE.to_string()),
+        Status::Success => None,
+    })
 }
 
 /// One node of the hierarchy on `snapshot`, inside the parent's placement `within` (kube's

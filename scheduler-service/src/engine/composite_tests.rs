@@ -230,13 +230,18 @@ fn a_gang_composite_short_of_min_group_count_places_nothing() {
     let (d, outcomes) = run(nodes, groups, vec![cpg("cpg-root", 3, None, None)], &batch);
     assert!(placed(&batch, &d).is_empty());
     let root = "pod group is unschedulable, 0/1 placements are available, first placement status: minCount (3) cannot be satisfied: 2 scheduled, 0 remaining";
-    assert_eq!(outcome(&outcomes, "pg1").message, root);
-    assert_eq!(outcome(&outcomes, "pg2").message, root);
+    // The PostFilter's status (no pod of lower priority anywhere) is appended to the root's status
+    // object once per result holding it: the root's, pg1's and pg2's.
+    let no_victims = ", pod group preemption: No preemption victims found for incoming preemptor";
+    let condition = format!("{root}{}", no_victims.repeat(3));
+    assert_eq!(outcome(&outcomes, "pg1").message, condition);
+    assert_eq!(outcome(&outcomes, "pg2").message, condition);
     // pg3 keeps its own: its one placement could not take a pod.
     assert_eq!(
         outcome(&outcomes, "pg3").message,
-        "pod group is unschedulable, 0/1 placements are available, first placement status: minCount (3) cannot be satisfied: 0 scheduled, 2 remaining"
+        format!("pod group is unschedulable, 0/1 placements are available, first placement status: minCount (3) cannot be satisfied: 0 scheduled, 2 remaining{no_victims}")
     );
+    // pg1's pods were given the status before the PostFilter.
     let Decision::Unschedulable(diag) = &d[0] else {
         panic!("pg1-pod-0 placed");
     };
@@ -353,7 +358,9 @@ fn no_block_holds_the_job_and_nothing_is_placed() {
     assert!(d.iter().all(|d| node_of(d).is_none()));
     // The root's status goes down to the gang that fitted in the first block (x); the other keeps
     // its own (no rack of x left for it).
-    let root = "pod group is unschedulable, 0/2 placements are available, first placement status: minCount (2) cannot be satisfied: 1 scheduled, 0 remaining";
+    // As kube-scheduler 1.37.2 wrote it on the control plane for the same shape (the e2e test's
+    // second job): the PostFilter's status twice, for the root's result and rack-a's.
+    let root = "pod group is unschedulable, 0/2 placements are available, first placement status: minCount (2) cannot be satisfied: 1 scheduled, 0 remaining, pod group preemption: No preemption victims found for incoming preemptor, pod group preemption: No preemption victims found for incoming preemptor";
     assert_eq!(outcome(&outcomes, "rack-a").message, root);
     assert_eq!(outcome(&outcomes, "rack-a").reason, GroupReason::Unschedulable);
     assert!(outcome(&outcomes, "rack-b")
@@ -501,4 +508,44 @@ fn explain_counts_per_block_how_many_pods_fit_a_job_that_fits_nowhere() {
     let mut racks: Vec<(Option<&str>, usize)> = e.placements.iter().map(|p| (p.domain.as_deref(), p.fit)).collect();
     racks.sort();
     assert_eq!(racks, vec![(Some("x1"), 4), (Some("x2"), 2)]);
+}
+
+#[test]
+fn a_hierarchy_that_may_not_preempt_says_so() {
+    let (groups, composites, mut batch) = two_level(4, 1000);
+    for p in &mut batch {
+        p.preemption_policy = PreemptionPolicy::Never;
+    }
+    let (_, outcomes) = run(
+        blocks([2000, 2000, 1000, 1000, 2000, 2000, 1000, 1000]),
+        groups,
+        composites,
+        &batch,
+    );
+    assert!(outcome(&outcomes, "rack-a")
+        .message
+        .ends_with("1 scheduled, 0 remaining, pod group preemption: not eligible due to preemptionPolicy=Never., pod group preemption: not eligible due to preemptionPolicy=Never."));
+}
+
+#[test]
+fn with_lower_priority_pods_a_hierarchy_that_still_fits_nowhere_gives_that_cycles_status() {
+    // A 1-cpu pod of priority -1 on n0: without it block x still holds one gang only.
+    let (groups, composites, batch) = two_level(4, 1000);
+    let mut low = pod("low", 1000, "none");
+    low.pod_group = None;
+    low.priority = -1;
+    low.node_name = Some("n0".into());
+    let (_, outcomes) = run_with(
+        CPG,
+        blocks([3000, 2000, 1000, 1000, 2000, 2000, 1000, 1000]),
+        vec![low],
+        groups,
+        composites,
+        &batch,
+    );
+    let m = &outcome(&outcomes, "rack-a").message;
+    assert!(
+        m.ends_with(", pod group preemption: pod group is unschedulable, 0/2 placements are available, first placement status: minCount (2) cannot be satisfied: 1 scheduled, 0 remaining, pod group preemption: pod group is unschedulable, 0/2 placements are available, first placement status: minCount (2) cannot be satisfied: 1 scheduled, 0 remaining"),
+        "{m}"
+    );
 }

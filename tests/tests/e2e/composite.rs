@@ -184,6 +184,86 @@ async fn a_two_level_composite_pod_group_is_placed_as_kube_scheduler_places_it()
         );
         eprintln!("e2e {test}: gang {leaf}: {}", ours.unwrap_or_default());
     }
+
+    // 2. A second job no block holds: gang c (2 × 3 cpu) fits a rack of block x, gang d
+    //    (3 × 3 cpu, minCount 3) fits no rack (two nodes each), and block y is full. Neither
+    //    scheduler binds a pod of it; both write Unschedulable on each gang. (kube takes the
+    //    placements in map order, so "first placement status" may name either block: the messages
+    //    are printed, the condition's status and reason compared.)
+    let mut second: Vec<String> = Vec::new();
+    for side in ["ours", "kube"] {
+        let job = serde_json::json!({
+            "apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+            "metadata": {"name": format!("job2-{side}")},
+            "spec": {
+                "workloadRef": {"workloadName": "trainer2", "templateName": "job"},
+                "schedulingPolicy": {"gang": {"minGroupCount": 2}},
+                "schedulingConstraints": {"topology": [{"key": block_key(side)}]},
+            }
+        });
+        composites
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(job).expect("a CompositePodGroup"),
+            )
+            .await
+            .expect("create a CompositePodGroup");
+        for (leaf, min) in [("c", 2), ("d", 3)] {
+            let g = serde_json::json!({
+                "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": format!("{leaf}-{side}")},
+                "spec": {
+                    "parentCompositePodGroupName": format!("job2-{side}"),
+                    "workloadRef": {"workloadName": "trainer2", "templateName": leaf},
+                    "schedulingPolicy": {"gang": {"minCount": min}},
+                    "schedulingConstraints": {"topology": [{"key": rack_key(side)}]},
+                }
+            });
+            groups
+                .create(&PostParams::default(), &serde_json::from_value(g).expect("a PodGroup"))
+                .await
+                .expect("create a PodGroup");
+        }
+    }
+    for (leaf, n) in [("c", 2), ("d", 3)] {
+        for i in 0..n {
+            for pod in twin_pods(&scope, &format!("{leaf}-{i}"), "3", &|pod, side| {
+                pod["spec"]["schedulingGroup"] = serde_json::json!({"podGroupName": format!("{leaf}-{side}")});
+            }) {
+                scope.create(&pod).await;
+                second.push(pod.name_any());
+            }
+        }
+    }
+    eventually(WAIT, "both schedulers gave up on the second jobs", || async {
+        let mut all = true;
+        for g in ["c-ours", "c-kube", "d-ours", "d-kube"] {
+            all &= group_condition(&scope, g).await.is_some();
+        }
+        all
+    })
+    .await;
+    for name in &second {
+        let p = scope.pods().get(name).await.expect("a second job's pod");
+        assert_eq!(node_of(&p), None, "{name}: no pod of a job that fits no block is bound");
+    }
+    for leaf in ["c", "d"] {
+        let (ours, kube) = (
+            group_condition(&scope, &format!("{leaf}-ours"))
+                .await
+                .unwrap_or_default(),
+            group_condition(&scope, &format!("{leaf}-kube"))
+                .await
+                .unwrap_or_default(),
+        );
+        eprintln!("e2e {test}: gang {leaf}: placement {ours}");
+        eprintln!("e2e {test}: gang {leaf}: kube-scheduler {kube}");
+        assert_eq!(
+            (&ours["status"], &ours["reason"]),
+            (&kube["status"], &kube["reason"]),
+            "gang {leaf}'s condition: placement (left), kube-scheduler (right)"
+        );
+    }
     binder.stop().await;
     scope.cleanup().await;
 }
