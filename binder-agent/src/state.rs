@@ -394,6 +394,74 @@ impl ClusterState {
         }
     }
 
+    /// The PodGroup `namespace/name`'s CompositePodGroup hierarchy, when it names a parent and
+    /// every CompositePodGroup up to the root is known: the root's key and the hierarchy's
+    /// PodGroups (`namespace/name`) with the CompositePodGroups (kube's workload forest).
+    pub fn pod_group_tree(&self, namespace: &str, name: &str) -> Option<PodGroupTree> {
+        let group = self.pod_group(namespace, name)?;
+        if group.parent_composite_pod_group_name.is_empty() {
+            return None;
+        }
+        let composite =
+            |n: &str| match self
+                .storage
+                .get(&StorageKey::CompositePodGroup(crate::projection::pod_group_key(
+                    namespace, n,
+                ))) {
+                Some(StorageObject::CompositePodGroup(g)) => Some(g),
+                _ => None,
+            };
+        let mut root = composite(&group.parent_composite_pod_group_name)?;
+        let mut seen = std::collections::HashSet::new();
+        while !root.parent_composite_pod_group_name.is_empty() {
+            if !seen.insert(root.name.clone()) {
+                return None;
+            }
+            root = composite(&root.parent_composite_pod_group_name)?;
+        }
+        let mut tree = PodGroupTree {
+            root: crate::projection::pod_group_key(namespace, &root.name),
+            ..PodGroupTree::default()
+        };
+        for obj in self.storage.values() {
+            match obj {
+                StorageObject::PodGroup(g)
+                    if g.namespace == namespace && !g.parent_composite_pod_group_name.is_empty() =>
+                {
+                    tree.groups.push((
+                        crate::projection::pod_group_key(namespace, &g.name),
+                        g.parent_composite_pod_group_name.clone(),
+                        g.gang.as_ref().map_or(1, |g| g.min_count.max(1) as u32),
+                    ));
+                }
+                StorageObject::CompositePodGroup(g) if g.namespace == namespace => {
+                    tree.composites.push((
+                        g.name.clone(),
+                        g.parent_composite_pod_group_name.clone(),
+                        g.min_group_count.map_or(1, |n| n.max(1) as u32),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        // Keep the root's subtree only.
+        let mut inside: std::collections::HashSet<String> = std::collections::HashSet::from([root.name.clone()]);
+        loop {
+            let before = inside.len();
+            for (n, parent, _) in &tree.composites {
+                if inside.contains(parent) {
+                    inside.insert(n.clone());
+                }
+            }
+            if inside.len() == before {
+                break;
+            }
+        }
+        tree.composites.retain(|(n, ..)| inside.contains(n));
+        tree.groups.retain(|(_, parent, _)| inside.contains(parent));
+        Some(tree)
+    }
+
     /// Records the PodGroup `key`'s `PodGroupInitiallyScheduled` condition as the watch shows it
     /// (`None`: the group has none, or is gone).
     pub fn set_pod_group_condition(&mut self, key: &str, condition: Option<crate::api::ObservedCondition>) {
@@ -737,6 +805,8 @@ impl ClusterState {
                     (None, StorageKey::DeviceTaintRule(k)) => delta.remove_device_taint_rules.push(k.clone()),
                     (Some(StorageObject::PodGroup(g)), _) => delta.upsert_pod_groups.push(g),
                     (None, StorageKey::PodGroup(k)) => delta.remove_pod_groups.push(k.clone()),
+                    (Some(StorageObject::CompositePodGroup(g)), _) => delta.upsert_composite_pod_groups.push(g),
+                    (None, StorageKey::CompositePodGroup(k)) => delta.remove_composite_pod_groups.push(k.clone()),
                 },
             }
         }
@@ -834,6 +904,50 @@ fn decode(bytes: &[u8]) -> Option<proto::Pod> {
 /// until the claim PreBind creates is watched (not a valid object name: no real claim has it).
 pub fn assumed_extended_claim(pod_uid: &str) -> String {
     format!("<extended-resources>-{pod_uid}")
+}
+
+/// A CompositePodGroup hierarchy as the binder knows it ([`ClusterState::pod_group_tree`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodGroupTree {
+    /// The root CompositePodGroup, `namespace/name`.
+    pub root: String,
+    /// Its PodGroups: `namespace/name`, the parent's name, minCount (1 for basic).
+    pub groups: Vec<(String, String, u32)>,
+    /// Its CompositePodGroups: name, the parent's name (empty for the root), minGroupCount (1
+    /// for basic).
+    pub composites: Vec<(String, String, u32)>,
+}
+
+impl PodGroupTree {
+    /// kube's GangScheduling `isCPGTreeReady` from the root: each PodGroup is ready when
+    /// `present` (its pods pending and scheduled) reaches its minCount, each composite when
+    /// minGroupCount of its children are.
+    pub fn ready(&self, present: &dyn Fn(&str) -> usize) -> bool {
+        let root = self.root.split_once('/').map_or(self.root.as_str(), |(_, n)| n);
+        self.composite_ready(root, present, 0)
+    }
+
+    fn composite_ready(&self, name: &str, present: &dyn Fn(&str) -> usize, depth: usize) -> bool {
+        if depth > 8 {
+            return false;
+        }
+        let Some((_, _, min)) = self.composites.iter().find(|(n, ..)| n == name) else {
+            return false;
+        };
+        let groups = self
+            .groups
+            .iter()
+            .filter(|(_, parent, _)| parent == name)
+            .filter(|(key, _, min)| present(key) >= *min as usize)
+            .count();
+        let composites = self
+            .composites
+            .iter()
+            .filter(|(_, parent, _)| parent == name)
+            .filter(|(n, ..)| self.composite_ready(n, present, depth + 1))
+            .count();
+        groups + composites >= *min as usize
+    }
 }
 
 #[cfg(test)]
@@ -1229,6 +1343,64 @@ mod tests {
         assert!(s
             .assume_storage("p2", &[binding("a", Target::VolumeName("pv-1".into()))])
             .is_empty());
+    }
+
+    #[test]
+    fn a_hierarchy_is_found_from_any_of_its_pod_groups_and_is_ready_level_by_level() {
+        let mut s = ClusterState::new();
+        let pg = |name: &str, parent: &str, min: i32| {
+            StorageObject::PodGroup(proto::PodGroup {
+                namespace: "ml".into(),
+                name: name.into(),
+                gang: Some(proto::GangSchedulingPolicy { min_count: min }),
+                parent_composite_pod_group_name: parent.into(),
+                ..Default::default()
+            })
+        };
+        let cpg = |name: &str, parent: &str, min: Option<i32>| {
+            StorageObject::CompositePodGroup(proto::CompositePodGroup {
+                namespace: "ml".into(),
+                name: name.into(),
+                parent_composite_pod_group_name: parent.into(),
+                min_group_count: min,
+                ..Default::default()
+            })
+        };
+        s.apply_storage(pg("a", "block", 2));
+        s.apply_storage(pg("b", "block", 2));
+        s.apply_storage(pg("c", "other", 1));
+        s.apply_storage(pg("plain", "", 1));
+        // The parent is not known yet: no hierarchy.
+        assert!(s.pod_group_tree("ml", "a").is_none());
+        s.apply_storage(cpg("block", "job", Some(2)));
+        assert!(s.pod_group_tree("ml", "a").is_none(), "the root is missing");
+        s.apply_storage(cpg("job", "", None));
+        s.apply_storage(cpg("other", "", None));
+        assert!(s.pod_group_tree("ml", "plain").is_none());
+        let tree = s.pod_group_tree("ml", "b").expect("a hierarchy");
+        assert_eq!(tree.root, "ml/job");
+        let mut groups: Vec<&str> = tree.groups.iter().map(|(k, ..)| k.as_str()).collect();
+        groups.sort();
+        assert_eq!(groups, ["ml/a", "ml/b"], "ml/c is under another root");
+        // block needs both a and b (minGroupCount 2), each two pods; job needs block (basic).
+        let counts = |a: usize, b: usize| {
+            move |k: &str| {
+                if k == "ml/a" {
+                    a
+                } else if k == "ml/b" {
+                    b
+                } else {
+                    0
+                }
+            }
+        };
+        assert!(tree.ready(&counts(2, 2)));
+        assert!(!tree.ready(&counts(2, 1)));
+        assert!(!tree.ready(&counts(0, 3)));
+        assert!(s
+            .delta_since(0)
+            .is_some_and(|d| d.upsert_composite_pod_groups.len() == 3));
+        assert_eq!(s.full().composite_pod_groups.len(), 3);
     }
 
     #[test]

@@ -31,6 +31,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::scheduling::v1alpha3::CompositePodGroup;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
 use kube::api::{ApiResource, DynamicObject, ObjectMeta};
@@ -42,7 +43,7 @@ use crate::api::ClusterApi;
 use crate::binder::{Binder, ClusterEvent};
 use crate::claim_cache::DeviceObject;
 use crate::projection::{
-    claim_info, csi_driver_info, csi_node_info, device_class_info, device_taint_rule_info,
+    claim_info, composite_pod_group_info, csi_driver_info, csi_node_info, device_class_info, device_taint_rule_info,
     dynamic_storage_capacity_info, initially_scheduled_condition, namespace_info, node_info, pdb_info, pdb_key,
     pod_group_info, pod_group_key, pod_info, resource_claim_info, resource_slice_info, storage_class_info, volume_info,
     PodInfo, StorageKey, StorageObject,
@@ -360,6 +361,18 @@ impl StorageKind for DeviceTaintRule {
     }
 }
 
+impl StorageKind for CompositePodGroup {
+    fn project(&self) -> StorageObject {
+        StorageObject::CompositePodGroup(composite_pod_group_info(self))
+    }
+    fn deleted_key(&self) -> StorageKey {
+        StorageKey::CompositePodGroup(pod_group_key(
+            self.metadata.namespace.as_deref().unwrap_or_default(),
+            self.metadata.name.as_deref().unwrap_or_default(),
+        ))
+    }
+}
+
 impl StorageKind for PodGroup {
     fn project(&self) -> StorageObject {
         StorageObject::PodGroup(pod_group_info(self))
@@ -482,6 +495,37 @@ async fn pod_group_watch<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier
         groups,
         StorageTracker::default(),
         pod_group_events,
+        barrier,
+    )
+    .await;
+}
+
+/// Whether the API server serves `scheduling.k8s.io/v1alpha3` CompositePodGroups (Kubernetes
+/// 1.37 with the `CompositePodGroup` gate and that API version on), found as
+/// [`serves_pod_groups`] finds PodGroups.
+pub async fn serves_composite_pod_groups(client: &Client) -> bool {
+    let api: Api<CompositePodGroup> = Api::all(client.clone());
+    !matches!(
+        api.list(&kube::api::ListParams::default().limit(1)).await,
+        Err(kube::Error::Api(e)) if e.code == 404
+    )
+}
+
+/// Watches CompositePodGroups; on an API server without them (kube's default: the gate is
+/// alpha) there is nothing to track: a debug line, and the initial list counts as done.
+async fn composite_pod_group_watch<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier<A>>) {
+    if !serves_composite_pod_groups(&client).await {
+        tracing::debug!("the API server serves no scheduling.k8s.io/v1alpha3 CompositePodGroups");
+        barrier.done();
+        return;
+    }
+    tracing::info!("watching scheduling.k8s.io/v1alpha3 CompositePodGroups");
+    let groups = watcher(Api::<CompositePodGroup>::all(client), watcher::Config::default()).default_backoff();
+    drive(
+        "compositepodgroups",
+        groups,
+        StorageTracker::default(),
+        StorageTracker::on_event,
         barrier,
     )
     .await;
@@ -881,7 +925,7 @@ async fn storage_watches<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier
 /// pods and feeds `binder` until `shutdown` resolves.
 pub async fn run<A: ClusterApi>(client: Client, binder: Binder<A>, shutdown: impl Future<Output = ()>) {
     let barrier = Arc::new(SyncBarrier {
-        remaining: AtomicUsize::new(15),
+        remaining: AtomicUsize::new(16),
         binder,
     });
     // Each group of watches is a task of its own: one task polling every watcher would nest
@@ -890,6 +934,7 @@ pub async fn run<A: ClusterApi>(client: Client, binder: Binder<A>, shutdown: imp
     tasks.spawn(storage_watches(client.clone(), Arc::clone(&barrier)));
     tasks.spawn(device_watches(client.clone(), Arc::clone(&barrier)));
     tasks.spawn(pod_group_watch(client.clone(), Arc::clone(&barrier)));
+    tasks.spawn(composite_pod_group_watch(client.clone(), Arc::clone(&barrier)));
     let nodes = watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff();
     let namespaces = watcher(Api::<Namespace>::all(client.clone()), watcher::Config::default()).default_backoff();
     let pdbs = watcher(

@@ -94,6 +94,13 @@ fn corpus() -> Vec<(String, Object)> {
                     let c: DeviceClass = serde_json::from_value(value).map_err(parse_err).unwrap();
                     Object::Storage(StorageObject::DeviceClass(device_class_info(&c)))
                 }
+                "CompositePodGroup" => {
+                    let g: k8s_openapi::api::scheduling::v1alpha3::CompositePodGroup =
+                        serde_json::from_value(value).map_err(parse_err).unwrap();
+                    Object::Storage(StorageObject::CompositePodGroup(
+                        placement_binder::projection::composite_pod_group_info(&g),
+                    ))
+                }
                 "ResourceClaim" => {
                     let c: ResourceClaim = serde_json::from_value(value).map_err(parse_err).unwrap();
                     Object::Storage(StorageObject::ResourceClaim(resource_claim_info(&c)))
@@ -173,6 +180,9 @@ fn convert(corpus: &[(String, Object)]) -> (Vec<Converted>, Vec<u8>) {
                     ("placement.v1.DeviceTaintRule", r.encode_to_vec())
                 }
                 Object::Storage(StorageObject::PodGroup(g)) => ("placement.v1.PodGroup", g.encode_to_vec()),
+                Object::Storage(StorageObject::CompositePodGroup(g)) => {
+                    ("placement.v1.CompositePodGroup", g.encode_to_vec())
+                }
             };
             (stem.clone(), type_name, bytes)
         })

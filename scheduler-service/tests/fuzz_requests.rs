@@ -241,6 +241,16 @@ fn snapshot() -> proto::Snapshot {
             gang: Some(proto::GangSchedulingPolicy { min_count: 2 }),
             topology_keys: vec!["zone".into()],
             priority: Some(1),
+            parent_composite_pod_group_name: "job".into(),
+            ..Default::default()
+        }],
+        composite_pod_groups: vec![proto::CompositePodGroup {
+            namespace: "default".into(),
+            name: "job".into(),
+            uid: "cpg-1".into(),
+            min_group_count: Some(1),
+            topology_keys: vec!["zone".into()],
+            priority: Some(1),
             ..Default::default()
         }],
     }

@@ -64,6 +64,10 @@ mod podgroup_diff;
 #[path = "e2e/tracing.rs"]
 mod tracing;
 
+// CompositePodGroups over two topology levels against the cluster's kube-scheduler (issue 46).
+#[path = "e2e/composite.rs"]
+mod composite;
+
 /// The binder's loop and watch in this process, for `scope.scheduler`, stopped by [`stop`].
 struct InProcessBinder {
     stops: Vec<oneshot::Sender<()>>,

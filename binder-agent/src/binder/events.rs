@@ -122,13 +122,19 @@ impl<A: ClusterApi> Binder<A> {
                 // looked at again.
                 let group = match &obj {
                     StorageObject::PodGroup(g) => Some(format!("{}/{}", g.namespace, g.name)),
+                    // A CompositePodGroup may complete a hierarchy: the held pods of its
+                    // namespace's PodGroups are looked at again.
+                    StorageObject::CompositePodGroup(g) => Some(format!("{}/", g.namespace)),
                     _ => None,
                 };
                 let changed = s.state.lock().apply_storage(obj);
                 self.storage_changed(changed && group.is_none(), now);
                 if let Some(key) = group.filter(|_| changed) {
                     let mut q = s.queue.lock();
-                    q.activate_where(|i| is_member(i, &key));
+                    q.activate_where(|i| match key.strip_suffix('/') {
+                        Some(ns) => i.spec.namespace == ns && !i.spec.scheduling_group.is_empty(),
+                        None => is_member(i, &key),
+                    });
                     self.update_queue_gauges(&q);
                     drop(q);
                     s.wake.notify_one();
@@ -146,7 +152,7 @@ impl<A: ClusterApi> Binder<A> {
                     StorageKey::DeviceClass(name) => s.claims.delete_class(name),
                     _ => {}
                 }
-                let storage = !matches!(key, StorageKey::PodGroup(_));
+                let storage = !matches!(key, StorageKey::PodGroup(_) | StorageKey::CompositePodGroup(_));
                 let changed = s.state.lock().delete_storage(&key);
                 self.storage_changed(changed && storage, now);
                 s.storage_seen.send_modify(|n| *n += 1);

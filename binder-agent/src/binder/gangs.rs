@@ -16,6 +16,13 @@
 //! decision service runs kube's PodGroup cycle for it. A group one of whose queued members still
 //! has scheduling gates is held whole, as kube's queue gates the group's entity
 //! (`backend/queue/scheduling_queue.go`, `runPreEnqueuePlugins`).
+//!
+//! A PodGroup naming a parent CompositePodGroup (`scheduling.k8s.io/v1alpha3`, served with kube's
+//! `CompositePodGroup` gate) is part of a hierarchy that kube's queue keeps as one entity
+//! (`backend/queue/workload_forest.go`): its pods are held until every CompositePodGroup up to
+//! the root is known and the hierarchy is ready as GangScheduling's `isCPGTreeReady` counts it
+//! (a PodGroup when its pods pending and scheduled reach minCount, a CompositePodGroup when
+//! minGroupCount of its children are), then all the hierarchy's pending pods go in one batch.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -67,24 +74,101 @@ impl<A: ClusterApi> Binder<A> {
                 .filter(|p| p.info.spec.gang.is_none() && !p.info.spec.scheduling_group.is_empty())
                 .map(|p| {
                     let spec = &p.info.spec;
-                    let min = st
-                        .pod_group(&spec.namespace, &spec.scheduling_group)
-                        .map(|g| g.gang.as_ref().map_or(1, |g| g.min_count.max(1) as u32));
+                    // A group naming a parent CompositePodGroup not (yet) known waits for its
+                    // hierarchy, as kube's PreEnqueue holds it ("failed to build hierarchy
+                    // snapshot").
+                    let min = st.pod_group(&spec.namespace, &spec.scheduling_group).map(|g| {
+                        if !g.parent_composite_pod_group_name.is_empty()
+                            && st.pod_group_tree(&spec.namespace, &spec.scheduling_group).is_none()
+                        {
+                            u32::MAX
+                        } else {
+                            g.gang.as_ref().map_or(1, |g| g.min_count.max(1) as u32)
+                        }
+                    });
                     (format!("{}/{}", spec.namespace, spec.scheduling_group), min)
                 })
                 .collect()
         };
+        // PodGroups in a CompositePodGroup hierarchy (served only with kube's CompositePodGroup
+        // gate): the hierarchy is one entity in kube's queue, held until it meets its counts
+        // level by level (GangScheduling's `isCPGTreeReady`), then sent whole.
+        let trees: Vec<crate::state::PodGroupTree> = {
+            let st = s.state.lock();
+            let mut trees: Vec<crate::state::PodGroupTree> = Vec::new();
+            for p in batch
+                .iter()
+                .filter(|p| p.info.spec.gang.is_none() && !p.info.spec.scheduling_group.is_empty())
+            {
+                let key = format!("{}/{}", p.info.spec.namespace, p.info.spec.scheduling_group);
+                if trees.iter().any(|t| t.groups.iter().any(|(k, ..)| *k == key)) {
+                    continue;
+                }
+                if let Some(t) = st.pod_group_tree(&p.info.spec.namespace, &p.info.spec.scheduling_group) {
+                    trees.push(t);
+                }
+            }
+            trees
+        };
+        let in_tree: HashSet<String> = trees
+            .iter()
+            .flat_map(|t| t.groups.iter().map(|(k, ..)| k.clone()))
+            .collect();
+        keys.retain(|k| !in_tree.contains(k));
         // Members bound or assumed, by gang (the state is read before the queue is locked, the
         // order every other path takes).
         let mut placed: HashMap<String, Vec<String>> = HashMap::new();
         for p in s.state.lock().pods() {
-            if let Some(k) = gang_key(&p).filter(|k| keys.binary_search(k).is_ok()) {
+            if let Some(k) = gang_key(&p).filter(|k| keys.binary_search(k).is_ok() || in_tree.contains(k)) {
                 placed.entry(k).or_default().push(p.uid.clone());
             }
         }
         let mut q = s.queue.lock();
         for (pod, _) in &report {
             q.unschedulable(&pod.uid, now);
+        }
+        for tree in &trees {
+            let leaves: HashSet<&str> = tree.groups.iter().map(|(k, ..)| k.as_str()).collect();
+            let member = |i: &PodInfo| gang_key(&i.spec).is_some_and(|k| leaves.contains(k.as_str()));
+            let in_batch: HashSet<String> = batch
+                .iter()
+                .filter(|p| member(&p.info))
+                .map(|p| p.info.spec.uid.clone())
+                .collect();
+            let mut present: HashMap<String, usize> = HashMap::new();
+            let mut waiting: Vec<String> = Vec::new();
+            let mut gated = false;
+            for leaf in &leaves {
+                let queued = q.find(|i| gang_key(&i.spec).is_some_and(|k| k == *leaf));
+                let queued_uids: HashSet<&str> = queued.iter().map(|(uid, ..)| uid.as_str()).collect();
+                let mut n = 0usize;
+                for (uid, place, _) in &queued {
+                    match place {
+                        crate::queue::Place::Gated => gated = true,
+                        _ if in_batch.contains(uid) => n += 1,
+                        crate::queue::Place::InFlight => n += 1,
+                        _ => {
+                            n += 1;
+                            waiting.push(uid.clone());
+                        }
+                    }
+                }
+                // Members bound or assumed (and not also still queued, as an assumed one is).
+                n += placed.get(*leaf).map_or(0, |uids| {
+                    uids.iter().filter(|u| !queued_uids.contains(u.as_str())).count()
+                });
+                present.insert(leaf.to_string(), n);
+            }
+            if !gated && tree.ready(&|k| present.get(k).copied().unwrap_or(0)) {
+                s.metrics.gang("sent");
+                batch.extend(waiting.iter().filter_map(|uid| q.take(uid)));
+            } else {
+                s.metrics.gang("held");
+                for uid in &in_batch {
+                    q.hold(uid, now + s.config.gang_timeout);
+                }
+                batch.retain(|p| !in_batch.contains(&p.info.spec.uid));
+            }
         }
         for key in keys {
             let in_batch: HashSet<String> = batch

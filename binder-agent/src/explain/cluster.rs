@@ -283,10 +283,40 @@ pub async fn read(client: &Client, namespace: &str, name: &str) -> Result<Cluste
             Err(e) => return Err(api_error("listing podgroups")(e)),
         }
     }
+    // CompositePodGroups, where served (kube's CompositePodGroup gate): a pod's PodGroup may be
+    // part of a hierarchy, decided whole.
+    if !info.spec.scheduling_group.is_empty() && crate::watch::serves_composite_pod_groups(client).await {
+        if let Err(e) = list_each(
+            &Api::<k8s_openapi::api::scheduling::v1alpha3::CompositePodGroup>::all(client.clone()),
+            all(),
+            |g| {
+                state.apply_storage(StorageObject::CompositePodGroup(
+                    crate::projection::composite_pod_group_info(&g),
+                ));
+            },
+        )
+        .await
+        {
+            notes.push(format!(
+                "compositepodgroups could not be listed ({e}): the pod's PodGroup is explained on its own"
+            ));
+        }
+    }
     // As the binder: a bound pod that has not finished uses its node (even while it is being
-    // deleted); pending pods use nothing. The pending pods of the pod's PodGroup are kept aside.
-    let group = (info.spec.gang.is_none() && !info.spec.scheduling_group.is_empty())
-        .then(|| (info.spec.namespace.clone(), info.spec.scheduling_group.clone()));
+    // deleted); pending pods use nothing. The pending pods of the pod's PodGroup (of every
+    // PodGroup of its hierarchy) are kept aside.
+    let group = (info.spec.gang.is_none() && !info.spec.scheduling_group.is_empty()).then(|| {
+        let names: Vec<String> = state
+            .pod_group_tree(&info.spec.namespace, &info.spec.scheduling_group)
+            .map(|t| {
+                t.groups
+                    .iter()
+                    .filter_map(|(k, ..)| k.split_once('/').map(|(_, n)| n.to_string()))
+                    .collect()
+            })
+            .unwrap_or_else(|| vec![info.spec.scheduling_group.clone()]);
+        (info.spec.namespace.clone(), names)
+    });
     let mut group_pending = Vec::new();
     list_each(
         &Api::<Pod>::all(client.clone()),
@@ -300,8 +330,10 @@ pub async fn read(client: &Client, namespace: &str, name: &str) -> Result<Cluste
             if other.node_name().is_some() {
                 state.apply_bound_pod(other.spec);
             } else if !other.deleting
-                && group.as_ref().is_some_and(|(ns, name)| {
-                    other.spec.gang.is_none() && other.spec.namespace == *ns && other.spec.scheduling_group == *name
+                && group.as_ref().is_some_and(|(ns, names)| {
+                    other.spec.gang.is_none()
+                        && other.spec.namespace == *ns
+                        && names.contains(&other.spec.scheduling_group)
                 })
             {
                 group_pending.push(other);

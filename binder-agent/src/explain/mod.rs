@@ -506,13 +506,16 @@ async fn explain_group(
     members.push((pod.priority, view.pod.created_ms, pod.name.clone(), pod.clone()));
     members.sort_by(|a, b| (b.0, a.1, &a.2).cmp(&(a.0, b.1, &b.2)));
     let members: Vec<proto::Pod> = members.into_iter().map(|m| m.3).collect();
+    // In a hierarchy the members are all its PodGroups' pending pods (decided together); the
+    // group's own are counted here.
+    let own_pending = members.iter().filter(|m| m.scheduling_group == name).count();
     let mut report = GroupReport {
         namespace: namespace.to_string(),
         name: name.to_string(),
         found: group.is_some(),
         min_count: None,
         topology_key: None,
-        pending: members.len(),
+        pending: own_pending,
         bound,
         held: None,
         decided_by: String::new(),
@@ -524,6 +527,7 @@ async fn explain_group(
         pod_message: String::new(),
         domains: Vec::new(),
         domains_note: None,
+        levels: Vec::new(),
     };
     let Some(group) = group else {
         let why = if view.pod_groups_read {
@@ -540,12 +544,12 @@ async fn explain_group(
     let min_count = group.gang.as_ref().map_or(1, |g| g.min_count.max(1) as u32);
     report.min_count = Some(min_count);
     report.topology_key = group.topology_keys.first().cloned();
-    if members.len() + bound < min_count as usize {
+    if own_pending + bound < min_count as usize {
         report.held = Some(format!(
             "{} of the group's minCount {min_count} pods exist ({} pending, {bound} bound): the binder holds them, \
              writing nothing, until minCount do (GangScheduling's PreEnqueue); the cycle below is for the pods there are",
-            members.len() + bound,
-            members.len()
+            own_pending + bound,
+            own_pending
         ));
     }
     // kube-scheduler's queue keeps the group's pending pods as one entity, gated while any of
@@ -603,6 +607,7 @@ async fn explain_group(
                 None => {}
             }
             report.domains = report::domain_fits(&e.placements, report.domain.as_deref(), report.schedulable);
+            report.levels = report::level_reports(&e.levels);
         }
         None => {
             let req = proto::ScheduleRequest {

@@ -552,6 +552,42 @@ fn pod_group(out: &mut String, style: Style, g: &GroupReport) {
     if let Some(n) = &g.domains_note {
         let _ = writeln!(out, "  {} {n}", style.paint(Paint::Yellow, "Note:"));
     }
+    for l in &g.levels {
+        let level_noun = domain_noun(l.topology_key.as_deref());
+        let pending = l.domains.first().map_or(0, |d| d.pending);
+        let verdict = match &l.chosen {
+            Some(d) => format!("takes {level_noun} {}", style.paint(Paint::Cyan, d)),
+            None => format!("no {level_noun} taken"),
+        };
+        let key = l
+            .topology_key
+            .as_deref()
+            .map_or_else(|| ", no topology key".to_string(), |k| format!(", topology key {k}"));
+        let _ = writeln!(
+            out,
+            "\n{} {}{key}: {verdict}; per {level_noun}, its {} tried in order:",
+            style.paint(Paint::Bold, "CompositePodGroup"),
+            l.composite,
+            plural(pending, "pending pod", "pending pods")
+        );
+        for d in l.domains.iter().take(DOMAINS_SHOWN) {
+            let place = match &d.domain {
+                Some(v) => format!("{level_noun} {v}"),
+                None => "the nodes above".to_string(),
+            };
+            let taken = if d.chosen { " (taken)" } else { "" };
+            let line = format!("{place}: {} of {} fit{taken}", d.fit, d.pending);
+            let line = if d.chosen {
+                style.paint(Paint::Green, &line)
+            } else {
+                line
+            };
+            let _ = writeln!(out, "  {line}");
+        }
+        if l.domains.len() > DOMAINS_SHOWN {
+            let _ = writeln!(out, "  … {} more", l.domains.len() - DOMAINS_SHOWN);
+        }
+    }
     if g.domains.is_empty() {
         return;
     }
@@ -977,7 +1013,45 @@ What if: policy bin-packing (in-process engine) beside default:
                 })
                 .collect(),
             domains_note: None,
+            levels: vec![],
         }
+    }
+
+    #[test]
+    fn a_pod_group_of_a_hierarchy_reads_level_by_level() {
+        let mut e = explanation(outcome(
+            "default",
+            vec![scored(1, "n1", &[("NodeResourcesFit", 50, 1)])],
+        ));
+        let mut g = group_report();
+        g.domains.truncate(1);
+        let fit = |d: &str, fit: usize, chosen: bool| DomainFit {
+            domain: Some(d.into()),
+            nodes: 4,
+            fit,
+            pending: 16,
+            bound: 0,
+            feasible: fit > 0,
+            chosen,
+        };
+        g.levels = vec![super::super::report::LevelReport {
+            composite: "job".into(),
+            topology_key: Some("example.com/block".into()),
+            chosen: None,
+            domains: vec![fit("b1", 12, false), fit("b0", 9, false)],
+        }];
+        e.pod_group = Some(g);
+        let text = text(&e, Style::default());
+        assert!(
+            text.contains(
+                "\nCompositePodGroup job, topology key example.com/block: no block taken; per block, its 16 pending pods tried in order:\n\
+                 \x20 block b1: 12 of 16 fit\n\
+                 \x20 block b0: 9 of 16 fit\n\
+                 \n\
+                 Per rack, the group's 8 pending pods tried in order"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

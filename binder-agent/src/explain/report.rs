@@ -736,6 +736,49 @@ pub struct GroupReport {
     /// Why `domains` is empty although a cycle ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub domains_note: Option<String>,
+    /// In a CompositePodGroup hierarchy: each level from the root down to the group's parent
+    /// (then `domains` are inside the domain taken, or looked into, at the last level).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub levels: Vec<LevelReport>,
+}
+
+/// One level of a CompositePodGroup hierarchy: the domain the hierarchy takes there, and per
+/// domain how many of the pending pods below it fit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LevelReport {
+    /// The CompositePodGroup's name.
+    pub composite: String,
+    /// Its topology key (absent: one placement, the level above's nodes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topology_key: Option<String>,
+    /// The domain taken; absent when the hierarchy is not placed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chosen: Option<String>,
+    /// Per domain (inside the one taken or looked into a level up), the pending pods below that
+    /// fit: the one taken first, then by pods fitting, then by name.
+    pub domains: Vec<DomainFit>,
+}
+
+/// A hierarchy's levels as the report lists them.
+pub fn level_reports(levels: &[placement_scheduler::engine::composite::LevelFit]) -> Vec<LevelReport> {
+    levels
+        .iter()
+        .map(|l| {
+            let mut domains = domain_fits(&l.domains, l.chosen.as_deref(), l.chosen.is_some());
+            // A level has no minCount of pods: "feasible" says only that some pod fits.
+            domains.sort_by(|a, b| {
+                (b.chosen, b.fit)
+                    .cmp(&(a.chosen, a.fit))
+                    .then_with(|| a.domain.cmp(&b.domain))
+            });
+            LevelReport {
+                composite: l.composite.to_string(),
+                topology_key: l.topology_key.as_deref().map(str::to_string),
+                chosen: l.chosen.clone(),
+                domains,
+            }
+        })
+        .collect()
 }
 
 /// How many of a group's pods fit one placement: each tried in order, taking its room.

@@ -20,7 +20,10 @@ pub use devices::{
 };
 pub use placement_scheduler::labels::{ANNOTATION_PREFIX, GANG_LABEL, GANG_MIN_MEMBERS_ANNOTATION};
 use placement_scheduler::proto;
-pub use podgroups::{initially_scheduled_condition, pod_group_info, pod_group_key, POD_GROUP_INITIALLY_SCHEDULED};
+pub use podgroups::{
+    composite_pod_group_info, initially_scheduled_condition, pod_group_info, pod_group_key,
+    POD_GROUP_INITIALLY_SCHEDULED,
+};
 use selectors::term;
 
 /// The owner a pod's controller reference names.
@@ -745,6 +748,8 @@ pub enum StorageObject {
     DeviceTaintRule(proto::DeviceTaintRule),
     /// A PodGroup (scheduling.k8s.io/v1beta1).
     PodGroup(proto::PodGroup),
+    /// A CompositePodGroup (scheduling.k8s.io/v1alpha3).
+    CompositePodGroup(proto::CompositePodGroup),
 }
 
 /// The identity of a storage object: a namespaced object (claim, capacity, ResourceClaim,
@@ -773,6 +778,8 @@ pub enum StorageKey {
     DeviceTaintRule(String),
     /// A PodGroup, `namespace/name`.
     PodGroup(String),
+    /// A CompositePodGroup, `namespace/name`.
+    CompositePodGroup(String),
 }
 
 impl StorageObject {
@@ -790,6 +797,7 @@ impl StorageObject {
             Self::ResourceSlice(s) => snapshot.resource_slices.push(s),
             Self::DeviceTaintRule(r) => snapshot.device_taint_rules.push(r),
             Self::PodGroup(g) => snapshot.pod_groups.push(g),
+            Self::CompositePodGroup(g) => snapshot.composite_pod_groups.push(g),
         }
     }
 
@@ -807,6 +815,7 @@ impl StorageObject {
             Self::ResourceSlice(s) => StorageKey::ResourceSlice(s.name.clone()),
             Self::DeviceTaintRule(r) => StorageKey::DeviceTaintRule(r.name.clone()),
             Self::PodGroup(g) => StorageKey::PodGroup(pod_group_key(&g.namespace, &g.name)),
+            Self::CompositePodGroup(g) => StorageKey::CompositePodGroup(pod_group_key(&g.namespace, &g.name)),
         }
     }
 }

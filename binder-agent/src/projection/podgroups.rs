@@ -77,6 +77,31 @@ pub fn initially_scheduled_condition(g: &scheduling::PodGroup) -> Option<crate::
     })
 }
 
+/// Projects a CompositePodGroup (`scheduling.k8s.io/v1alpha3`, kube 1.37's `CompositePodGroup`
+/// gate).
+pub fn composite_pod_group_info(
+    g: &k8s_openapi::api::scheduling::v1alpha3::CompositePodGroup,
+) -> proto::CompositePodGroup {
+    let spec = &g.spec;
+    proto::CompositePodGroup {
+        namespace: g.metadata.namespace.clone().unwrap_or_default(),
+        name: g.metadata.name.clone().unwrap_or_default(),
+        uid: g.metadata.uid.clone().unwrap_or_default(),
+        parent_composite_pod_group_name: spec.parent_composite_pod_group_name.clone().unwrap_or_default(),
+        min_group_count: spec.scheduling_policy.gang.as_ref().map(|g| g.min_group_count),
+        topology_keys: spec
+            .scheduling_constraints
+            .as_ref()
+            .and_then(|c| c.topology.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|t| t.key.clone())
+            .collect(),
+        priority: spec.priority,
+        preemption_policy: spec.preemption_policy.clone().unwrap_or_default(),
+    }
+}
+
 /// The key a PodGroup is stored and removed by: `namespace/name`.
 pub fn pod_group_key(namespace: &str, name: &str) -> String {
     format!("{namespace}/{name}")
@@ -89,6 +114,45 @@ mod tests {
 
     fn group(v: serde_json::Value) -> scheduling::PodGroup {
         serde_json::from_value(v).expect("a PodGroup")
+    }
+
+    #[test]
+    fn a_composite_group_carries_its_parent_policy_and_key() {
+        let g: k8s_openapi::api::scheduling::v1alpha3::CompositePodGroup = serde_json::from_value(json!({
+            "apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+            "metadata": {"namespace": "ml", "name": "block", "uid": "u-2"},
+            "spec": {
+                "parentCompositePodGroupName": "job",
+                "workloadRef": {"workloadName": "w", "templateName": "t"},
+                "schedulingPolicy": {"gang": {"minGroupCount": 2}},
+                "schedulingConstraints": {"topology": [{"key": "example.com/block"}]},
+                "priority": 5
+            }
+        }))
+        .expect("a CompositePodGroup");
+        assert_eq!(
+            composite_pod_group_info(&g),
+            proto::CompositePodGroup {
+                namespace: "ml".into(),
+                name: "block".into(),
+                uid: "u-2".into(),
+                parent_composite_pod_group_name: "job".into(),
+                min_group_count: Some(2),
+                topology_keys: vec!["example.com/block".into()],
+                priority: Some(5),
+                preemption_policy: String::new(),
+            }
+        );
+        let basic: k8s_openapi::api::scheduling::v1alpha3::CompositePodGroup = serde_json::from_value(json!({
+            "metadata": {"namespace": "ml", "name": "root"},
+            "spec": {"schedulingPolicy": {"basic": {}}}
+        }))
+        .expect("a CompositePodGroup");
+        let p = composite_pod_group_info(&basic);
+        assert_eq!(
+            (p.min_group_count, p.parent_composite_pod_group_name.as_str()),
+            (None, "")
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	storagev1 "k8s.io/api/storage/v1"
 
@@ -121,6 +122,10 @@ func loadCorpus(t *testing.T) *corpus {
 			o := &schedulingv1beta1.PodGroup{}
 			obj = o
 			c.storage.PodGroups = append(c.storage.PodGroups, o)
+		case "CompositePodGroup":
+			o := &schedulingv1alpha3.CompositePodGroup{}
+			obj = o
+			c.storage.CompositePodGroups = append(c.storage.CompositePodGroups, o)
 		default:
 			t.Fatalf("%s: kind %q is not part of the contract", f, head.Kind)
 		}
@@ -199,6 +204,8 @@ func TestEachObjectConvertsToTheBindersBytes(t *testing.T) {
 				msg = DeviceTaintRule(obj)
 			case *schedulingv1beta1.PodGroup:
 				msg = PodGroup(obj)
+			case *schedulingv1alpha3.CompositePodGroup:
+				msg = CompositePodGroup(obj)
 			}
 			checkExpected(t, o.name, msg)
 		})

@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -588,6 +589,9 @@ type Storage struct {
 	DeviceTaintRules []*resourcev1.DeviceTaintRule
 	// PodGroups (scheduling.k8s.io/v1beta1), the groups pods name in spec.schedulingGroup.
 	PodGroups []*schedulingv1beta1.PodGroup
+	// CompositePodGroups (scheduling.k8s.io/v1alpha3, the CompositePodGroup gate): hierarchies
+	// of PodGroups.
+	CompositePodGroups []*schedulingv1alpha3.CompositePodGroup
 }
 
 // Node converts a node: name, labels, taints, spec.unschedulable, status.allocatable,
@@ -715,6 +719,13 @@ func SnapshotWithStorage(nodes []*corev1.Node, pods []*corev1.Pod, namespaces []
 	}
 	sort.Slice(out.PodGroups, func(i, j int) bool {
 		a, b := out.PodGroups[i], out.PodGroups[j]
+		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	})
+	for _, g := range s.CompositePodGroups {
+		out.CompositePodGroups = append(out.CompositePodGroups, CompositePodGroup(g))
+	}
+	sort.Slice(out.CompositePodGroups, func(i, j int) bool {
+		a, b := out.CompositePodGroups[i], out.CompositePodGroups[j]
 		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
 	})
 	for _, n := range nodes {

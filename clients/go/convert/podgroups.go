@@ -5,6 +5,7 @@ package convert
 // converts them (binder-agent/src/projection/podgroups.rs).
 
 import (
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -68,6 +69,38 @@ func PodGroup(g *schedulingv1beta1.PodGroup) *placementv1.PodGroup {
 		if c.Type == PodGroupInitiallyScheduled && c.Status == metav1.ConditionTrue {
 			out.InitiallyScheduled = true
 		}
+	}
+	return out
+}
+
+// CompositePodGroup converts a CompositePodGroup (scheduling.k8s.io/v1alpha3, Kubernetes 1.37's
+// CompositePodGroup gate) as the binder does: namespace, name, uid,
+// spec.parentCompositePodGroupName, spec.schedulingPolicy.gang.minGroupCount (unset for the
+// basic policy), the keys of spec.schedulingConstraints.topology, priority (unset when the API
+// server resolved none) and preemptionPolicy.
+func CompositePodGroup(g *schedulingv1alpha3.CompositePodGroup) *placementv1.CompositePodGroup {
+	spec := &g.Spec
+	out := &placementv1.CompositePodGroup{
+		Namespace:                   g.Namespace,
+		Name:                        g.Name,
+		Uid:                         string(g.UID),
+		ParentCompositePodGroupName: strOr(spec.ParentCompositePodGroupName),
+	}
+	if gang := spec.SchedulingPolicy.Gang; gang != nil {
+		n := gang.MinGroupCount
+		out.MinGroupCount = &n
+	}
+	if c := spec.SchedulingConstraints; c != nil {
+		for _, t := range c.Topology {
+			out.TopologyKeys = append(out.TopologyKeys, t.Key)
+		}
+	}
+	if spec.Priority != nil {
+		p := *spec.Priority
+		out.Priority = &p
+	}
+	if spec.PreemptionPolicy != nil {
+		out.PreemptionPolicy = string(*spec.PreemptionPolicy)
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -93,5 +94,37 @@ func TestPodSchedulingGroup(t *testing.T) {
 	p.Spec.SchedulingGroup.PodGroupName = ptr("trainer")
 	if got := Pod(p).SchedulingGroup; got != "trainer" {
 		t.Fatalf("group: %q", got)
+	}
+}
+
+func TestACompositePodGroupCarriesItsParentCountAndKey(t *testing.T) {
+	parent := "job"
+	prio := int32(5)
+	got := CompositePodGroup(&schedulingv1alpha3.CompositePodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "block", Namespace: "ml", UID: "u-2"},
+		Spec: schedulingv1alpha3.CompositePodGroupSpec{
+			ParentCompositePodGroupName: &parent,
+			SchedulingPolicy: schedulingv1alpha3.CompositePodGroupSchedulingPolicy{
+				Gang: &schedulingv1alpha3.CompositeGangSchedulingPolicy{MinGroupCount: 2},
+			},
+			SchedulingConstraints: &schedulingv1alpha3.CompositePodGroupSchedulingConstraints{
+				Topology: []schedulingv1alpha3.TopologyConstraint{{Key: "example.com/block"}},
+			},
+			Priority: &prio,
+		},
+	})
+	if got.Namespace != "ml" || got.Name != "block" || got.Uid != "u-2" || got.ParentCompositePodGroupName != "job" ||
+		got.GetMinGroupCount() != 2 || len(got.TopologyKeys) != 1 || got.TopologyKeys[0] != "example.com/block" ||
+		got.GetPriority() != 5 {
+		t.Fatalf("composite: %v", got)
+	}
+	basic := CompositePodGroup(&schedulingv1alpha3.CompositePodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "root", Namespace: "ml"},
+		Spec: schedulingv1alpha3.CompositePodGroupSpec{
+			SchedulingPolicy: schedulingv1alpha3.CompositePodGroupSchedulingPolicy{Basic: &schedulingv1alpha3.CompositeBasicSchedulingPolicy{}},
+		},
+	})
+	if basic.MinGroupCount != nil || basic.ParentCompositePodGroupName != "" || basic.Priority != nil {
+		t.Fatalf("basic composite: %v", basic)
 	}
 }

@@ -825,6 +825,32 @@ def test_convert_pod_group_priority_zero_is_set():
     assert group.HasField("priority") and group.priority == 0
 
 
+def test_convert_a_composite_pod_group_carries_its_parent_count_and_key():
+    # Plain objects with the client's snake_case names (as the client's models read).
+    from types import SimpleNamespace as O
+
+    g = convert.composite_pod_group_to_proto(
+        O(
+            metadata=O(namespace="ml", name="block", uid="u-2"),
+            spec=O(
+                parent_composite_pod_group_name="job",
+                scheduling_policy=O(gang=O(min_group_count=2)),
+                scheduling_constraints=O(topology=[O(key="example.com/block")]),
+                priority=5,
+                preemption_policy=None,
+            ),
+        )
+    )
+    assert (g.namespace, g.name, g.uid, g.parent_composite_pod_group_name) == ("ml", "block", "u-2", "job")
+    assert g.HasField("min_group_count") and g.min_group_count == 2
+    assert list(g.topology_keys) == ["example.com/block"] and g.priority == 5
+    basic = convert.composite_pod_group_to_proto(
+        O(metadata=O(namespace="ml", name="root", uid=None), spec=O(scheduling_policy=O(gang=None, basic={})))
+    )
+    assert not basic.HasField("min_group_count") and not basic.HasField("priority")
+    assert basic.parent_composite_pod_group_name == ""
+
+
 def test_convert_pod_scheduling_group():
     assert convert.pod_to_proto(_plain_pod()).scheduling_group == ""
     assert convert.pod_to_proto(_plain_pod(scheduling_group=k8s.V1PodSchedulingGroup())).scheduling_group == ""

@@ -40,6 +40,7 @@ MODELS = {
     "ResourceSlice": k8s.V1ResourceSlice,
     "DeviceTaintRule": k8s.V1DeviceTaintRule,
     "PodGroup": k8s.V1beta1PodGroup,
+    "CompositePodGroup": k8s.V1alpha3CompositePodGroup,
 }
 
 
@@ -79,6 +80,7 @@ def _snapshot() -> pb.Snapshot:
         resource_slices=_by_kind("ResourceSlice"),
         pod_groups=_by_kind("PodGroup"),
         device_taint_rules=_by_kind("DeviceTaintRule"),
+        composite_pod_groups=_by_kind("CompositePodGroup"),
     )
 
 
@@ -111,6 +113,8 @@ def _message(kind, obj):
         return convert.device_taint_rule_to_proto(obj)
     if kind == "PodGroup":
         return convert.pod_group_to_proto(obj)
+    if kind == "CompositePodGroup":
+        return convert.composite_pod_group_to_proto(obj)
     # Budgets resolve disruptedPods against the snapshot's (bound) pods, as the binder does.
     return convert.pdb_to_proto(obj, [p for p in _by_kind("Pod") if convert.is_bound(p)])
 

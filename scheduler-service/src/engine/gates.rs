@@ -10,7 +10,7 @@
 //! | `GenericWorkload` (beta) | off | **on** | PodGroup cycles for pods naming a PodGroup; off: they are scheduled one by one as plain pods, as kube does. On by default because the binder sends PodGroups only when the API server serves them, which takes the same gate there |
 //! | `TopologyAwareWorkloadScheduling` (alpha) | off | off | on: a group's placements are the domains of its topology key (TopologyPlacement); off: kube's default PodGroup algorithm on every node, the key ignored |
 //! | `PodGroupPreemptionPolicy` (alpha) | off | off | on: a group's preemption policy is its own field and every member must say the same; off: members must agree with each other and the group is `Never` when they say `Never` |
-//! | `CompositePodGroup` (alpha) | off | off | not supported: `true` is refused |
+//! | `CompositePodGroup` (alpha) | off | off | on (with `TopologyAwareWorkloadScheduling`): a PodGroup naming a parent CompositePodGroup is scheduled with its whole hierarchy, top-down through the levels' topology keys (`composite.rs`); off: the parent is not read |
 
 use std::sync::RwLock;
 
@@ -23,6 +23,8 @@ pub struct FeatureGates {
     pub topology_aware_workload_scheduling: bool,
     /// `PodGroupPreemptionPolicy`.
     pub pod_group_preemption_policy: bool,
+    /// `CompositePodGroup`.
+    pub composite_pod_group: bool,
 }
 
 /// Why a `--feature-gates` value was refused.
@@ -34,9 +36,9 @@ pub enum GateError {
     /// A gate kube 1.37 does not know (kube-scheduler refuses it the same way).
     #[error("unrecognized feature gate: {0}")]
     Unknown(String),
-    /// A gate kube knows but placement does not implement when on.
-    #[error("feature gate {0}=true is not supported by placement")]
-    Unsupported(String),
+    /// A gate on whose dependencies are off (kube's feature-gate validation, same message).
+    #[error("{0} is enabled, but depends on features that are disabled: [{1}]")]
+    Dependency(String, String),
 }
 
 impl Default for FeatureGates {
@@ -78,6 +80,7 @@ impl FeatureGates {
         generic_workload: true,
         topology_aware_workload_scheduling: false,
         pod_group_preemption_policy: false,
+        composite_pod_group: false,
     };
 
     /// `self` with kube's `--feature-gates` value applied (`A=true,B=false`; spaces around the
@@ -97,10 +100,27 @@ impl FeatureGates {
                 "GenericWorkload" => self.generic_workload = on,
                 "TopologyAwareWorkloadScheduling" => self.topology_aware_workload_scheduling = on,
                 "PodGroupPreemptionPolicy" => self.pod_group_preemption_policy = on,
-                "CompositePodGroup" if on => return Err(GateError::Unsupported(name.to_string())),
-                "CompositePodGroup" => {}
+                "CompositePodGroup" => self.composite_pod_group = on,
                 n if ACCEPTED.contains(&n) => {}
                 n => return Err(GateError::Unknown(n.to_string())),
+            }
+        }
+        // kube_features.go: CompositePodGroup depends on GenericWorkload and
+        // TopologyAwareWorkloadScheduling.
+        if self.composite_pod_group {
+            let off: Vec<&str> = [
+                ("GenericWorkload", self.generic_workload),
+                (
+                    "TopologyAwareWorkloadScheduling",
+                    self.topology_aware_workload_scheduling,
+                ),
+            ]
+            .into_iter()
+            .filter(|(_, on)| !on)
+            .map(|(n, _)| n)
+            .collect();
+            if !off.is_empty() {
+                return Err(GateError::Dependency("CompositePodGroup".into(), off.join(" ")));
             }
         }
         Ok(self)
@@ -109,8 +129,11 @@ impl FeatureGates {
     /// The gates as kube's flag value, every gate named.
     pub fn to_flag(self) -> String {
         format!(
-            "GenericWorkload={},TopologyAwareWorkloadScheduling={},PodGroupPreemptionPolicy={}",
-            self.generic_workload, self.topology_aware_workload_scheduling, self.pod_group_preemption_policy
+            "GenericWorkload={},TopologyAwareWorkloadScheduling={},PodGroupPreemptionPolicy={},CompositePodGroup={}",
+            self.generic_workload,
+            self.topology_aware_workload_scheduling,
+            self.pod_group_preemption_policy,
+            self.composite_pod_group
         )
     }
 }
@@ -160,9 +183,13 @@ mod tests {
         );
         assert_eq!(d.with("NoSuchGate=true"), Err(GateError::Unknown("NoSuchGate".into())));
         assert_eq!(
-            d.with("CompositePodGroup=true"),
-            Err(GateError::Unsupported("CompositePodGroup".into()))
+            d.with("CompositePodGroup=true").map_err(|e| e.to_string()),
+            Err("CompositePodGroup is enabled, but depends on features that are disabled: [TopologyAwareWorkloadScheduling]".into())
         );
         assert!(d.with("CompositePodGroup=false").is_ok());
+        let on = d
+            .with("TopologyAwareWorkloadScheduling=true,CompositePodGroup=true")
+            .expect("valid");
+        assert!(on.composite_pod_group);
     }
 }

@@ -34,6 +34,7 @@
 pub mod accel;
 mod batch_usage;
 pub mod cancel;
+pub mod composite;
 mod cycle;
 pub mod device_taint_rules;
 pub mod devices;

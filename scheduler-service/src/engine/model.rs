@@ -441,6 +441,55 @@ pub struct PodGroup {
     pub disruption_all: bool,
     /// The PodGroupInitiallyScheduled condition is True.
     pub initially_scheduled: bool,
+    /// spec.parentCompositePodGroupName: the CompositePodGroup (of the same namespace) the group
+    /// is a child of; read only with the `CompositePodGroup` gate.
+    pub parent: Option<Arc<str>>,
+}
+
+/// A CompositePodGroup (`scheduling.k8s.io/v1alpha3`, kube 1.37's `CompositePodGroup` gate): a
+/// group of PodGroups and CompositePodGroups (its children name it as their parent), placed
+/// together in one domain of its topology key, each child in a domain of its own key inside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompositePodGroup {
+    /// metadata.namespace.
+    pub namespace: Arc<str>,
+    /// metadata.name.
+    pub name: Arc<str>,
+    /// metadata.uid.
+    pub uid: Arc<str>,
+    /// spec.parentCompositePodGroupName; `None` for the root of a hierarchy.
+    pub parent: Option<Arc<str>>,
+    /// spec.schedulingPolicy.gang.minGroupCount; `None` for the basic policy.
+    pub min_group_count: Option<u32>,
+    /// spec.schedulingConstraints.topology[0].key.
+    pub topology_key: Option<Arc<str>>,
+    /// spec.priority (0 when unset).
+    pub priority: i32,
+    /// spec.preemptionPolicy.
+    pub preemption_policy: PreemptionPolicy,
+}
+
+impl CompositePodGroup {
+    /// "namespace/name".
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// How many children must be placed together: minGroupCount, 1 for the basic policy (kube's
+    /// `getMinCount`).
+    pub fn min_group_count(&self) -> u32 {
+        self.min_group_count.unwrap_or(1)
+    }
+
+    /// Approximate bytes held.
+    pub fn approx_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.namespace.len()
+            + self.name.len()
+            + self.uid.len()
+            + self.parent.as_deref().map_or(0, str::len)
+            + self.topology_key.as_deref().map_or(0, str::len)
+    }
 }
 
 impl PodGroup {

@@ -64,6 +64,20 @@ pub struct GroupOutcome {
     pub message: String,
     /// With a topology key: the domain the group took (or would have taken).
     pub domain: Option<String>,
+    /// In a CompositePodGroup hierarchy: the domain chosen at each level above the group, from
+    /// the root down (empty otherwise, and when the hierarchy was not placed).
+    pub levels: Vec<Level>,
+}
+
+/// The domain a CompositePodGroup of a hierarchy was placed in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Level {
+    /// The CompositePodGroup's name (of the group's namespace).
+    pub composite: Arc<str>,
+    /// Its topology key; `None` without one.
+    pub topology_key: Option<Arc<str>>,
+    /// The key's value it was placed in; `None` without a key.
+    pub domain: Option<String>,
 }
 
 /// The reason of a PodGroupInitiallyScheduled condition.
@@ -94,26 +108,51 @@ enum Segment {
     Pods(Vec<usize>),
     /// A PodGroup's key and its members, by position.
     Group(Arc<str>, Vec<usize>),
+    /// A CompositePodGroup hierarchy (with the `CompositePodGroup` gate): its root's key, or why
+    /// it cannot be built (the pods wait), and the members of all its PodGroups, by position.
+    Tree(Result<Arc<str>, String>, Vec<usize>),
 }
 
 /// The batch's segments; without the `GenericWorkload` gate every pod is a plain pod (kube then
 /// reads no PodGroup).
-fn segments(pods: &[PodSpec], generic_workload: bool) -> Vec<Segment> {
+fn segments(pods: &[PodSpec], profile: &Profile, snapshot: &Snapshot) -> Vec<Segment> {
+    let gates = profile.gates();
     let mut out: Vec<Segment> = Vec::new();
     let mut group_at: HashMap<Arc<str>, usize> = HashMap::new();
+    let mut tree_of: HashMap<Arc<str>, Option<Result<Arc<str>, String>>> = HashMap::new();
     for (i, pod) in pods.iter().enumerate() {
-        match pod.pod_group.as_ref().filter(|_| generic_workload) {
-            Some(key) => match group_at.get(key) {
-                Some(&s) => {
-                    if let Segment::Group(_, members) = &mut out[s] {
-                        members.push(i);
+        match pod.pod_group.as_ref().filter(|_| gates.generic_workload) {
+            Some(key) => {
+                // With the CompositePodGroup gate, a group naming a parent is scheduled with its
+                // whole hierarchy: the segment is its root's.
+                let tree = tree_of
+                    .entry(Arc::clone(key))
+                    .or_insert_with(|| {
+                        gates
+                            .composite_pod_group
+                            .then(|| super::composite::root_of(snapshot, key))
+                            .flatten()
+                    })
+                    .clone();
+                let seg_key: Arc<str> = match &tree {
+                    Some(Ok(root)) => Arc::from(format!("cpg:{root}")),
+                    Some(Err(_)) => Arc::from(format!("cpg?{key}")),
+                    None => Arc::clone(key),
+                };
+                match group_at.get(&seg_key) {
+                    Some(&s) => match &mut out[s] {
+                        Segment::Group(_, members) | Segment::Tree(_, members) => members.push(i),
+                        Segment::Pods(_) => {}
+                    },
+                    None => {
+                        group_at.insert(seg_key, out.len());
+                        out.push(match tree {
+                            Some(t) => Segment::Tree(t, vec![i]),
+                            None => Segment::Group(Arc::clone(key), vec![i]),
+                        });
                     }
                 }
-                None => {
-                    group_at.insert(Arc::clone(key), out.len());
-                    out.push(Segment::Group(Arc::clone(key), vec![i]));
-                }
-            },
+            }
             None => match out.last_mut() {
                 Some(Segment::Pods(run)) => run.push(i),
                 _ => out.push(Segment::Pods(vec![i])),
@@ -139,7 +178,7 @@ pub fn schedule(
         seed,
         deadline,
     };
-    let segments = segments(pods, profile.gates().generic_workload);
+    let segments = segments(pods, profile, snapshot);
     let mut decisions: Vec<Option<Decision>> = (0..pods.len()).map(|_| None).collect();
     let mut outcomes = Vec::new();
     let mut derived: Option<Snapshot> = None;
@@ -157,6 +196,23 @@ pub fn schedule(
                 let batch: Vec<PodSpec> = members.iter().map(|&i| pods[i].clone()).collect();
                 let (made, outcome) = group_cycle(&ctx, current, &mut domains, key, &batch)?;
                 outcomes.extend(outcome);
+                (members, made)
+            }
+            Segment::Tree(root, members) => {
+                let batch: Vec<PodSpec> = members.iter().map(|&i| pods[i].clone()).collect();
+                let (made, tree_outcomes) = match root {
+                    Ok(root) => super::composite::tree_cycle(&ctx, current, root, &batch)?,
+                    Err(message) => (
+                        (0..batch.len())
+                            .map(|i| {
+                                let key = batch[i].pod_group.clone().unwrap_or_else(|| Arc::from(""));
+                                Decision::Unschedulable(group_diagnosis(&key, message))
+                            })
+                            .collect(),
+                        Vec::new(),
+                    ),
+                };
+                outcomes.extend(tree_outcomes);
                 (members, made)
             }
         };
@@ -181,15 +237,15 @@ pub fn schedule(
 }
 
 /// What every evaluation of a call shares.
-struct Ctx<'a> {
-    profile: &'a Profile,
-    extenders: Option<&'a dyn ExtenderHook>,
-    seed: u64,
-    deadline: Deadline,
+pub(super) struct Ctx<'a> {
+    pub(super) profile: &'a Profile,
+    pub(super) extenders: Option<&'a dyn ExtenderHook>,
+    pub(super) seed: u64,
+    pub(super) deadline: Deadline,
 }
 
 impl<'a> Ctx<'a> {
-    fn evaluator<'s>(&self, snapshot: &'s Snapshot) -> Evaluator<'s>
+    pub(super) fn evaluator<'s>(&self, snapshot: &'s Snapshot) -> Evaluator<'s>
     where
         'a: 's,
     {
@@ -203,7 +259,7 @@ impl<'a> Ctx<'a> {
 
 /// The delta binding a segment's placed pods, with the volumes and devices chosen for them;
 /// `None` when it placed none.
-fn assumed_delta(snapshot: &Snapshot, pods: &[&PodSpec], made: &[Decision]) -> Option<Delta> {
+pub(super) fn assumed_delta(snapshot: &Snapshot, pods: &[&PodSpec], made: &[Decision]) -> Option<Delta> {
     let mut upsert_pods = Vec::new();
     let mut choices = Vec::new();
     let mut allocated = Vec::new();
@@ -246,7 +302,7 @@ fn assumed_delta(snapshot: &Snapshot, pods: &[&PodSpec], made: &[Decision]) -> O
 /// segment that placed pods while its own nodes are unchanged and it never looked past them (or
 /// nothing else changed either); otherwise it is cut again. Any device allocation drops them all.
 #[derive(Default)]
-struct DomainViews {
+pub(super) struct DomainViews {
     views: HashMap<(Arc<str>, u32), Arc<Snapshot>>,
 }
 
@@ -263,11 +319,11 @@ impl DomainViews {
 }
 
 /// One placement of a group: a domain (or every node) and what it offers.
-struct Placement {
+pub(super) struct Placement {
     /// The domain's value; `None` for the placement of every node.
-    domain: Option<u32>,
+    pub(super) domain: Option<u32>,
     /// Positions of its nodes in the snapshot.
-    nodes: Vec<usize>,
+    pub(super) nodes: Vec<usize>,
     /// Its score were every member placed there: the walk's bound.
     bound: i64,
     /// Its free capacity cannot hold minCount's smallest members.
@@ -275,9 +331,9 @@ struct Placement {
 }
 
 /// How one placement went.
-struct Trial {
+pub(super) struct Trial {
     /// The members' decisions, as far as the cycle got (kube stops once minCount cannot be met).
-    made: Vec<Decision>,
+    pub(super) made: Vec<Decision>,
     /// Members placed.
     placed: usize,
     /// `None` when feasible, else the PlacementFeasible status's reasons.
@@ -290,7 +346,7 @@ struct Trial {
 }
 
 /// Why a group's cycle ended with a SchedulerError.
-enum CycleError {
+pub(super) enum CycleError {
     /// The placements could not be made: the group's message.
     Group(String),
     /// The attempt of the member at `at` (in batch order) ended with an error.
@@ -310,7 +366,7 @@ fn member_error(made: &[Decision]) -> Option<(usize, String)> {
 /// reasons (under `errPodGroupUnschedulable` when it refused before any member), or the bare
 /// error when no member was placed. Inside TopologyPlacement's wrapper kube prints the status's
 /// error, which for a refusal before any member is `errPodGroupUnschedulable` alone.
-fn trial_status(t: &Trial, tas: bool) -> String {
+pub(super) fn trial_status(t: &Trial, tas: bool) -> String {
     let reason = t.failure.clone().unwrap_or_default();
     match (t.upfront, tas) {
         (false, _) => reason,
@@ -331,18 +387,23 @@ fn topology_of(profile: &Profile, snapshot: &Snapshot, group: &PodGroup) -> Opti
 /// kube's `validatePodGroup` for the pending members (`schedule_one_podgroup.go`), pod by pod in
 /// order: the group's priority, then the preemption policy (with the `PodGroupPreemptionPolicy`
 /// gate the group's; without it, the first member's).
-fn validate(profile: &Profile, group: &PodGroup, members: &[PodSpec]) -> Result<(), String> {
+pub(super) fn validate(
+    profile: &Profile,
+    priority: i32,
+    policy: PreemptionPolicy,
+    members: &[PodSpec],
+) -> Result<(), String> {
     let name = |p: PreemptionPolicy| match p {
         PreemptionPolicy::Never => "Never",
         PreemptionPolicy::PreemptLowerPriority => "PreemptLowerPriority",
     };
     let gated = profile.gates().pod_group_preemption_policy;
-    let mut group_policy = gated.then_some(group.preemption_policy);
+    let mut group_policy = gated.then_some(policy);
     for p in members {
-        if p.priority != group.priority {
+        if p.priority != priority {
             return Err(format!(
                 "all pods in a single pod group should have the same priority as the pod group's priority, got {} and {}",
-                p.priority, group.priority
+                p.priority, priority
             ));
         }
         match group_policy {
@@ -401,14 +462,15 @@ fn group_cycle(
         reason,
         message,
         domain,
+        levels: Vec::new(),
     };
-    if let Err(message) = validate(ctx.profile, &group, members) {
+    if let Err(message) = validate(ctx.profile, group.priority, group.preemption_policy, members) {
         return Ok((
             error_decisions(members.len(), &message),
             Some(outcome(GroupReason::SchedulerError, message, None)),
         ));
     }
-    let found = match find_placement(ctx, snapshot, views, &group, key, members)? {
+    let found = match find_placement(ctx, snapshot, views, &group, key, members, None)? {
         Ok(found) => found,
         Err(CycleError::Group(message)) => {
             return Ok((
@@ -455,30 +517,32 @@ fn group_cycle(
     let preemption = podgroup_preemption::preempt(ctx.profile, snapshot, &group, members, ctx.seed, &mut |freed| {
         // The group's cycle on the cluster without the victims (kube's PodGroupSchedulingFunc).
         let mut views = DomainViews::default();
-        Ok(match find_placement(ctx, freed, &mut views, &group, key, members)? {
-            Err(CycleError::Group(message)) => Err(message),
-            Err(CycleError::Member { error, .. }) => {
-                Err(format!("failed to schedule other pod from a pod group: {error}"))
-            }
-            Ok(Found::Placed { made, .. }) => Ok(made
-                .iter()
-                .map(|d| match d {
-                    Decision::Node { node, .. } => Some(node.clone()),
-                    Decision::Unschedulable(_) => None,
-                })
-                .collect()),
-            Ok(Found::Nowhere {
-                placements,
-                first_failure,
-            }) => {
-                let first = first_failure.map(|t| trial_status(&t, tas)).unwrap_or_default();
-                Err(if tas {
-                    nowhere_message(placements, &first)
-                } else {
-                    first
-                })
-            }
-        })
+        Ok(
+            match find_placement(ctx, freed, &mut views, &group, key, members, None)? {
+                Err(CycleError::Group(message)) => Err(message),
+                Err(CycleError::Member { error, .. }) => {
+                    Err(format!("failed to schedule other pod from a pod group: {error}"))
+                }
+                Ok(Found::Placed { made, .. }) => Ok(made
+                    .iter()
+                    .map(|d| match d {
+                        Decision::Node { node, .. } => Some(node.clone()),
+                        Decision::Unschedulable(_) => None,
+                    })
+                    .collect()),
+                Ok(Found::Nowhere {
+                    placements,
+                    first_failure,
+                }) => {
+                    let first = first_failure.map(|t| trial_status(&t, tas)).unwrap_or_default();
+                    Err(if tas {
+                        nowhere_message(placements, &first)
+                    } else {
+                        first
+                    })
+                }
+            },
+        )
     })?;
     let group_message = format!("{cycle_message}, {}", preemption.message());
     // Members the cycle placed before it failed: the group's message; members that failed on
@@ -516,7 +580,7 @@ fn group_cycle(
 }
 
 /// kube's status for a group no placement holds.
-fn nowhere_message(placements: usize, first_status: &str) -> String {
+pub(super) fn nowhere_message(placements: usize, first_status: &str) -> String {
     if placements == 0 {
         // TopologyPlacement generated none (no node carries the key): the framework's status.
         return NO_PLACEMENTS.to_string();
@@ -530,7 +594,7 @@ fn nowhere_message(placements: usize, first_status: &str) -> String {
 }
 
 /// What a group's cycle found, before its PostFilter.
-enum Found {
+pub(super) enum Found {
     /// The best placement: the members' decisions (as far as the cycle got) and its domain.
     Placed {
         made: Vec<Decision>,
@@ -546,17 +610,23 @@ enum Found {
 /// The placements of the group's cycle on `snapshot` and the best one (kube's
 /// `podGroupSchedulingAlgorithm` up to its PostFilter); `Err` with a SchedulerError's message when
 /// the placements cannot be made.
-fn find_placement(
+///
+/// `within`: in a CompositePodGroup hierarchy, the nodes of the parent's placement (kube's
+/// `ListNodesInPlacement`): the group's placements are cut from them, and a group that places no
+/// pod because every member is bound is feasible there (kube requires a placed pod at the root
+/// only).
+pub(super) fn find_placement(
     ctx: &Ctx<'_>,
     snapshot: &Snapshot,
     views: &mut DomainViews,
     group: &PodGroup,
     key: &Arc<str>,
     members: &[PodSpec],
+    within: Option<&[usize]>,
 ) -> Result<Result<Found, CycleError>, EvalError> {
     let scheduled = snapshot.pod_group_bound(key);
     let topology = topology_of(ctx.profile, snapshot, group);
-    let placements = match placements(ctx.profile, snapshot, group, topology.as_deref(), members) {
+    let placements = match placements(ctx.profile, snapshot, group, topology.as_deref(), members, within) {
         Ok(p) => p,
         Err(message) => return Ok(Err(CycleError::Group(message))),
     };
@@ -575,7 +645,16 @@ fn find_placement(
         if placement.hopeless && first_failure.is_some() {
             continue;
         }
-        let trial = try_placement(ctx, snapshot, views, group, placement, members, scheduled)?;
+        let trial = try_placement(
+            ctx,
+            snapshot,
+            views,
+            group,
+            placement,
+            members,
+            scheduled,
+            within.is_some(),
+        )?;
         if let Some((at, error)) = member_error(&trial.made) {
             return Ok(Err(CycleError::Member { at, error }));
         }
@@ -617,13 +696,13 @@ fn find_placement(
 }
 
 /// Fills the decisions the cycle did not reach (a feasible placement reaches every member).
-fn complete(mut made: Vec<Decision>, n: usize, message: &str, key: &Arc<str>) -> Vec<Decision> {
+pub(super) fn complete(mut made: Vec<Decision>, n: usize, message: &str, key: &Arc<str>) -> Vec<Decision> {
     made.extend((made.len()..n).map(|_| Decision::Unschedulable(group_diagnosis(key, message))));
     made
 }
 
 /// A member's diagnosis carrying only its group's message.
-fn group_diagnosis(key: &Arc<str>, message: &str) -> Diagnosis {
+pub(super) fn group_diagnosis(key: &Arc<str>, message: &str) -> Diagnosis {
     Diagnosis {
         gang: Some(GangFailure {
             gang: Arc::clone(key),
@@ -640,7 +719,7 @@ fn group_failure(n: usize, key: &Arc<str>, message: &str) -> Vec<Decision> {
         .collect()
 }
 
-fn error_decisions(n: usize, message: &str) -> Vec<Decision> {
+pub(super) fn error_decisions(n: usize, message: &str) -> Vec<Decision> {
     (0..n)
         .map(|_| {
             Decision::Unschedulable(Diagnosis {
@@ -653,7 +732,7 @@ fn error_decisions(n: usize, message: &str) -> Vec<Decision> {
 
 /// The resources NodeResourcesFit's placement score reads, with their weights, and its weight in
 /// the profile (`None` when the profile does not score with NodeResourcesFit).
-fn fit_scoring(profile: &Profile) -> Option<(i64, &[(ResourceName, i64)])> {
+pub(super) fn fit_scoring(profile: &Profile) -> Option<(i64, &[(ResourceName, i64)])> {
     profile
         .score_plugins
         .iter()
@@ -663,7 +742,7 @@ fn fit_scoring(profile: &Profile) -> Option<(i64, &[(ResourceName, i64)])> {
 
 /// A request of a member as the placement score reads it: cpu and memory with the scoring
 /// defaults for missing requests.
-fn scoring_request(pod: &PodSpec, name: &ResourceName) -> i64 {
+pub(super) fn scoring_request(pod: &PodSpec, name: &ResourceName) -> i64 {
     match name {
         ResourceName::Cpu => pod.non_zero_requests.milli_cpu,
         ResourceName::Memory => pod.non_zero_requests.memory,
@@ -673,7 +752,12 @@ fn scoring_request(pod: &PodSpec, name: &ResourceName) -> i64 {
 
 /// NodeResourcesFit's placement score (MostAllocated over the placement's nodes) with `requests`
 /// (per fit resource) placed there.
-fn fit_score(snapshot: &Snapshot, nodes: &[usize], resources: &[(ResourceName, i64)], requests: &[i64]) -> i64 {
+pub(super) fn fit_score(
+    snapshot: &Snapshot,
+    nodes: &[usize],
+    resources: &[(ResourceName, i64)],
+    requests: &[i64],
+) -> i64 {
     let all = snapshot.nodes();
     let (mut score, mut weights) = (0i64, 0i64);
     for ((name, weight), &request) in resources.iter().zip(requests) {
@@ -715,6 +799,7 @@ fn placements(
     group: &PodGroup,
     topology: Option<&Topology>,
     members: &[PodSpec],
+    within: Option<&[usize]>,
 ) -> Result<Vec<Placement>, String> {
     let fit = fit_scoring(profile);
     let requests: Vec<i64> = fit.map_or_else(Vec::new, |(_, resources)| {
@@ -725,7 +810,7 @@ fn placements(
     });
     let key = group.key();
     let Some(topology) = topology.filter(|_| group.topology_key.is_some()) else {
-        let nodes: Vec<usize> = (0..snapshot.nodes().len()).collect();
+        let nodes: Vec<usize> = within.map_or_else(|| (0..snapshot.nodes().len()).collect(), <[usize]>::to_vec);
         return Ok(vec![Placement {
             domain: None,
             nodes,
@@ -755,9 +840,21 @@ fn placements(
         }
         required = Some(d);
     }
+    let inside: Option<Vec<bool>> = within.map(|w| {
+        let mut mask = vec![false; snapshot.nodes().len()];
+        for &i in w {
+            if let Some(m) = mask.get_mut(i) {
+                *m = true;
+            }
+        }
+        mask
+    });
     let mut by_domain: Vec<Vec<usize>> = vec![Vec::new(); topology.values.len()];
-    for (i, &d) in topology.node_domain.iter().enumerate() {
-        if d != Topology::NONE && required.is_none_or(|r| r == d) {
+    for (i, &d) in topology.node_domain.iter().enumerate().take(snapshot.nodes().len()) {
+        if d != Topology::NONE
+            && required.is_none_or(|r| r == d)
+            && inside.as_ref().is_none_or(|m| m.get(i).copied().unwrap_or(false))
+        {
             by_domain[d as usize].push(i);
         }
     }
@@ -806,6 +903,7 @@ fn placements(
 
 /// Runs the group on one placement (kube's `podGroupSchedulingDefaultAlgorithm` on the assumed
 /// placement).
+#[allow(clippy::too_many_arguments)]
 fn try_placement(
     ctx: &Ctx<'_>,
     snapshot: &Snapshot,
@@ -814,6 +912,7 @@ fn try_placement(
     placement: &Placement,
     members: &[PodSpec],
     scheduled: usize,
+    in_tree: bool,
 ) -> Result<Trial, EvalError> {
     let profile = ctx.profile;
     let min = group.min_count();
@@ -828,6 +927,10 @@ fn try_placement(
     }
     let view: Arc<Snapshot>;
     let on: &Snapshot = match placement.domain {
+        _ if in_tree => {
+            view = Arc::new(snapshot.restrict(&placement.nodes));
+            &view
+        }
         None => snapshot,
         Some(d) => {
             let topology_key: Arc<str> = group.topology_key.clone().unwrap_or_else(|| Arc::from(""));
@@ -865,7 +968,7 @@ fn try_placement(
         let remaining = members.len() - made.len();
         failure = placement_feasible(min, scheduled + placed, remaining).err();
     }
-    if failure.is_none() && placed == 0 {
+    if failure.is_none() && placed == 0 && !in_tree {
         // kube: a cycle must schedule at least one pod to succeed.
         failure = Some(UNSCHEDULABLE.to_string());
     }
@@ -927,7 +1030,12 @@ pub struct GroupExplanation {
     pub min_count: u32,
     /// Each placement the cycle would consider, in the order it evaluates them (best bound first);
     /// empty when the PodGroup is missing or its placements cannot be made (a SchedulerError).
+    /// In a CompositePodGroup hierarchy: inside the domain taken (or looked into) at the level
+    /// above, for the group's own pods.
     pub placements: Vec<PlacementFit>,
+    /// In a CompositePodGroup hierarchy (the gate on): each level from the root down to the
+    /// group's parent, with its domains; empty otherwise.
+    pub levels: Vec<super::composite::LevelFit>,
 }
 
 /// The PodGroup cycle of `members` (the pending pods of the group `key`, `namespace/name`, in
@@ -953,31 +1061,61 @@ pub fn explain(
             outcome,
             min_count: 0,
             placements: Vec::new(),
+            levels: Vec::new(),
         });
     };
     let min_count = group.min_count();
     let topology = topology_of(profile, snapshot, &group);
-    let Ok(placements) = placements(profile, snapshot, &group, topology.as_deref(), members) else {
-        return Ok(GroupExplanation {
-            decisions,
-            outcome,
-            min_count,
-            placements: Vec::new(),
-        });
-    };
     let ctx = Ctx {
         profile,
         extenders,
         seed,
         deadline,
     };
+    // In a hierarchy: its levels, and the group's own pods inside the domain looked into.
+    let hierarchy = if profile.gates().composite_pod_group {
+        let taken = outcome.as_ref().map(|o| o.levels.clone()).unwrap_or_default();
+        super::composite::explain_levels(&ctx, snapshot, key, members, &taken)?
+    } else {
+        None
+    };
+    let (levels, within) = hierarchy.unwrap_or_default();
+    let own: Vec<PodSpec>;
+    let members: &[PodSpec] = if levels.is_empty() {
+        members
+    } else {
+        own = members
+            .iter()
+            .filter(|p| p.pod_group.as_deref() == Some(key))
+            .cloned()
+            .collect();
+        &own
+    };
+    let in_tree = !levels.is_empty();
+    let within = within.filter(|_| in_tree);
+    let Ok(placements) = placements(
+        profile,
+        snapshot,
+        &group,
+        topology.as_deref(),
+        members,
+        within.as_deref(),
+    ) else {
+        return Ok(GroupExplanation {
+            decisions,
+            outcome,
+            min_count,
+            placements: Vec::new(),
+            levels,
+        });
+    };
     let bound = snapshot.pod_group_bound(key);
     let mut fits = Vec::with_capacity(placements.len());
     for p in &placements {
         let view;
         let on: &Snapshot = match p.domain {
-            None => snapshot,
-            Some(_) => {
+            None if !in_tree => snapshot,
+            _ => {
                 view = snapshot.restrict(&p.nodes);
                 &view
             }
@@ -1002,6 +1140,7 @@ pub fn explain(
         outcome,
         min_count,
         placements: fits,
+        levels,
     })
 }
 

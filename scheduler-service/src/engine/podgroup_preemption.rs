@@ -195,6 +195,28 @@ pub(crate) fn resolved_policy(profile: &Profile, group: &PodGroup, members: &[Po
     }
 }
 
+/// The first steps of DefaultPreemption's PodGroupPostFilter for a CompositePodGroup hierarchy
+/// (its root's `priority` and `policy`, the `members` of all its PodGroups): kube's status when
+/// the hierarchy may not preempt or no pod of lower priority exists; `None` when there are
+/// potential victims.
+pub(crate) fn hierarchy_without_victims(
+    profile: &Profile,
+    snapshot: &Snapshot,
+    priority: i32,
+    policy: PreemptionPolicy,
+    members: &[PodSpec],
+) -> Option<&'static str> {
+    let never = if profile.gates().pod_group_preemption_policy {
+        policy == PreemptionPolicy::Never
+    } else {
+        members.iter().any(|p| p.preemption_policy == PreemptionPolicy::Never)
+    };
+    if never {
+        return Some(NOT_ELIGIBLE);
+    }
+    potential_victims(snapshot, priority).is_empty().then_some(NO_VICTIMS)
+}
+
 /// DefaultPreemption's PodGroupPostFilter for `group` (its `members` pending, in batch order) on
 /// `snapshot`, the cluster its cycle found no placement on; `cycle` runs the group's cycle on
 /// another snapshot.

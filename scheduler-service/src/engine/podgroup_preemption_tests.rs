@@ -80,6 +80,7 @@ fn group(name: &str, min_count: u32, priority: i32) -> PodGroup {
         preemption_policy: PreemptionPolicy::PreemptLowerPriority,
         disruption_all: false,
         initially_scheduled: false,
+        parent: None,
     }
 }
 

@@ -69,6 +69,7 @@ fn group(name: &str, min_count: Option<u32>, key: Option<&str>) -> PodGroup {
         preemption_policy: PreemptionPolicy::PreemptLowerPriority,
         disruption_all: false,
         initially_scheduled: false,
+        parent: None,
     }
 }
 
@@ -135,6 +136,7 @@ fn a_group_no_rack_holds_is_unschedulable_with_kubes_messages() {
             reason: GroupReason::Unschedulable,
             message: group_message.to_string(),
             domain: None,
+            levels: Vec::new(),
         }]
     );
     assert_eq!(message(&d[0]), format!("pod group is unschedulable, {group_message}"));
@@ -443,11 +445,11 @@ fn the_walk_picks_what_evaluating_every_rack_picks() {
     };
     let g = snap.pod_group("default/g").expect("group").clone();
     let topology = snap.topology("rack");
-    let all = placements(&profile, &snap, &g, Some(&topology), &batch).expect("placements");
+    let all = placements(&profile, &snap, &g, Some(&topology), &batch, None).expect("placements");
     let mut views = DomainViews::default();
     let mut totals = Vec::new();
     for p in &all {
-        let t = try_placement(&ctx, &snap, &mut views, &g, p, &batch, 0).expect("trial");
+        let t = try_placement(&ctx, &snap, &mut views, &g, p, &batch, 0, false).expect("trial");
         if t.failure.is_none() {
             assert_eq!(t.fit + 100, p.bound, "a placement taking every member scores its bound");
             totals.push((t.fit + 100, topology.values[p.domain.expect("domain") as usize].clone()));

@@ -344,6 +344,14 @@ pub enum SnapshotError {
         /// "namespace/name".
         key: String,
     },
+    /// Two CompositePodGroups with the same namespace and name.
+    #[error("composite_pod_groups[{index}]: duplicate CompositePodGroup {key:?}")]
+    DuplicateCompositePodGroup {
+        /// Position in the list.
+        index: usize,
+        /// "namespace/name".
+        key: String,
+    },
     /// Two PodGroups with the same namespace and name.
     #[error("pod_groups[{index}]: duplicate PodGroup {key:?}")]
     DuplicatePodGroup {
@@ -393,6 +401,10 @@ pub struct Delta {
     pub upsert_pod_groups: Vec<super::model::PodGroup>,
     /// PodGroups removed, as "namespace/name" (unknown ones are ignored).
     pub remove_pod_groups: Vec<String>,
+    /// CompositePodGroups added or replaced by namespace and name.
+    pub upsert_composite_pod_groups: Vec<super::model::CompositePodGroup>,
+    /// CompositePodGroups removed, as "namespace/name" (unknown ones are ignored).
+    pub remove_composite_pod_groups: Vec<String>,
 }
 
 /// The nodes of a snapshot grouped by the value of one label (a topology key).
@@ -554,6 +566,8 @@ pub struct Snapshot {
     gang_members: std::sync::OnceLock<std::collections::HashMap<Arc<str>, u32>>,
     /// PodGroups by "namespace/name".
     pod_groups: imbl::OrdMap<Arc<str>, Arc<super::model::PodGroup>>,
+    /// CompositePodGroups by "namespace/name".
+    composite_pod_groups: imbl::OrdMap<Arc<str>, Arc<super::model::CompositePodGroup>>,
     /// The bound pods of each PodGroup (uid to node), by the group's key; kept as pods come and go.
     pod_group_pods: imbl::HashMap<Arc<str>, imbl::OrdMap<Arc<str>, Arc<str>>>,
     /// Static predicates per node class of the pods evaluated so far, shared by the snapshots
@@ -786,6 +800,7 @@ impl Snapshot {
             },
             gang_members: std::sync::OnceLock::new(),
             pod_groups: self.pod_groups.clone(),
+            composite_pod_groups: self.composite_pod_groups.clone(),
             pod_group_pods: self.pod_group_pods.clone(),
             static_cache: Arc::clone(&self.static_cache),
             kept: Default::default(),
@@ -818,6 +833,12 @@ impl Snapshot {
             }
         }
         next.insert_pod_groups(delta.upsert_pod_groups)?;
+        for key in &delta.remove_composite_pod_groups {
+            if let Some(old) = next.composite_pod_groups.remove(key.as_str()) {
+                next.approx_bytes = next.approx_bytes.saturating_sub(old.approx_bytes());
+            }
+        }
+        next.insert_composite_pod_groups(delta.upsert_composite_pod_groups)?;
         if !delta.storage.is_empty() {
             next.approx_bytes = next.approx_bytes.saturating_sub(next.storage.approx_bytes);
             next.storage.apply(delta.storage, false)?;
@@ -942,6 +963,7 @@ impl Snapshot {
             device_verdicts: Arc::clone(&self.device_verdicts),
             gang_members: std::sync::OnceLock::new(),
             pod_groups: self.pod_groups.clone(),
+            composite_pod_groups: self.composite_pod_groups.clone(),
             pod_group_pods: self.pod_group_pods.clone(),
             static_cache: Arc::clone(&self.static_cache),
             kept: Default::default(),
@@ -1086,6 +1108,47 @@ impl Snapshot {
             }
         }
         Ok(())
+    }
+
+    /// This snapshot with these CompositePodGroups (replacing any with the same namespace and
+    /// name).
+    pub fn with_composite_pod_groups(
+        mut self,
+        groups: Vec<super::model::CompositePodGroup>,
+    ) -> Result<Self, SnapshotError> {
+        self.insert_composite_pod_groups(groups)?;
+        Ok(self)
+    }
+
+    fn insert_composite_pod_groups(
+        &mut self,
+        groups: Vec<super::model::CompositePodGroup>,
+    ) -> Result<(), SnapshotError> {
+        let mut seen = std::collections::HashSet::new();
+        for (index, group) in groups.into_iter().enumerate() {
+            let key: Arc<str> = Arc::from(group.key());
+            if !seen.insert(Arc::clone(&key)) {
+                return Err(SnapshotError::DuplicateCompositePodGroup {
+                    index,
+                    key: key.to_string(),
+                });
+            }
+            self.approx_bytes += group.approx_bytes();
+            if let Some(old) = self.composite_pod_groups.insert(key, Arc::new(group)) {
+                self.approx_bytes = self.approx_bytes.saturating_sub(old.approx_bytes());
+            }
+        }
+        Ok(())
+    }
+
+    /// The CompositePodGroup `key` ("namespace/name").
+    pub fn composite_pod_group(&self, key: &str) -> Option<&Arc<super::model::CompositePodGroup>> {
+        self.composite_pod_groups.get(key)
+    }
+
+    /// The CompositePodGroups, ordered by namespace and name.
+    pub fn composite_pod_groups(&self) -> impl Iterator<Item = &Arc<super::model::CompositePodGroup>> {
+        self.composite_pod_groups.values()
     }
 
     /// The PodGroup `key` ("namespace/name").

@@ -215,6 +215,18 @@ fn snapshot_error(prefix_nodes: &str, prefix_pods: &str, prefix_pdbs: &str, e: S
                 format!("duplicate PodGroup {}", shown(&key)),
             )
         }
+        SnapshotError::DuplicateCompositePodGroup { index, key } => {
+            let root = prefix_nodes.rsplit_once('.').map_or("", |(root, _)| root);
+            let list = if prefix_nodes.ends_with("upsert_nodes") {
+                "upsert_composite_pod_groups"
+            } else {
+                "composite_pod_groups"
+            };
+            invalid_field(
+                format!("{root}.{list}[{index}].name"),
+                format!("duplicate CompositePodGroup {}", shown(&key)),
+            )
+        }
         SnapshotError::DuplicateStorage(d) => {
             let root = prefix_nodes.rsplit_once('.').map_or("", |(root, _)| root);
             invalid_field(
@@ -482,11 +494,13 @@ impl PlacementApi {
                     let storage = convert::storage("snapshot.inline", &s).map_err(invalid)?;
                     let devices = convert::devices("snapshot.inline", &s).map_err(invalid)?;
                     let groups = convert::pod_groups("snapshot.inline", &s).map_err(invalid)?;
+                    let composites = convert::composite_pod_groups("snapshot.inline", &s).map_err(invalid)?;
                     Snapshot::build_with_namespaces(nodes, pods, namespaces)
                         .and_then(|s| s.with_pdbs(pdbs))
                         .and_then(|s| s.with_storage(storage))
                         .and_then(|s| s.with_devices(devices))
                         .and_then(|s| s.with_pod_groups(groups))
+                        .and_then(|s| s.with_composite_pod_groups(composites))
                         .map(Arc::new)
                         .map_err(|e| {
                             snapshot_error(
@@ -537,11 +551,13 @@ impl PlacementApi {
                     let storage = convert::storage("full", &full).map_err(invalid)?;
                     let devices = convert::devices("full", &full).map_err(invalid)?;
                     let groups = convert::pod_groups("full", &full).map_err(invalid)?;
+                    let composites = convert::composite_pod_groups("full", &full).map_err(invalid)?;
                     let s = Snapshot::build_with_namespaces(nodes, pods, namespaces)
                         .and_then(|s| s.with_pdbs(pdbs))
                         .and_then(|s| s.with_storage(storage))
                         .and_then(|s| s.with_devices(devices))
                         .and_then(|s| s.with_pod_groups(groups))
+                        .and_then(|s| s.with_composite_pod_groups(composites))
                         .map_err(|e| snapshot_error("full.nodes", "full.pods", "full.pod_disruption_budgets", e))?;
                     Ok((id, Arc::new(s)))
                 })
@@ -870,6 +886,15 @@ impl PlacementApi {
                     reason: g.reason.as_str().to_string(),
                     message: g.message,
                     domain: g.domain.unwrap_or_default(),
+                    levels: g
+                        .levels
+                        .into_iter()
+                        .map(|l| proto::LevelDomain {
+                            composite_pod_group: l.composite.to_string(),
+                            topology_key: l.topology_key.as_deref().unwrap_or_default().to_string(),
+                            domain: l.domain.unwrap_or_default(),
+                        })
+                        .collect(),
                 })
                 .collect(),
         })

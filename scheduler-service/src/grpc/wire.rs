@@ -239,7 +239,7 @@ fn malformed(reason: &'static str, offset: usize) -> WireError {
 }
 
 /// Fields a message may have for [`scan`] to count its repeated elements per field.
-const MAX_FIELDS: usize = 32;
+const MAX_FIELDS: usize = 40;
 
 /// One message being read.
 struct Frame {

@@ -283,9 +283,14 @@ type Snapshot struct {
 	// PodGroups of every namespace (scheduling.k8s.io/v1beta1): the groups pods
 	// name in scheduling_group, scheduled together as kube-scheduler's PodGroup
 	// cycle schedules them.
-	PodGroups     []*PodGroup `protobuf:"bytes,45,rep,name=pod_groups,json=podGroups,proto3" json:"pod_groups,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	PodGroups []*PodGroup `protobuf:"bytes,45,rep,name=pod_groups,json=podGroups,proto3" json:"pod_groups,omitempty"`
+	// CompositePodGroups of every namespace (scheduling.k8s.io/v1alpha3, kube's
+	// CompositePodGroup gate): groups of PodGroups (PodGroup
+	// parent_composite_pod_group_name names one), placed together level by
+	// level when the decision service runs with that gate.
+	CompositePodGroups []*CompositePodGroup `protobuf:"bytes,46,rep,name=composite_pod_groups,json=compositePodGroups,proto3" json:"composite_pod_groups,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
@@ -423,6 +428,13 @@ func (x *Snapshot) GetPodGroups() []*PodGroup {
 	return nil
 }
 
+func (x *Snapshot) GetCompositePodGroups() []*CompositePodGroup {
+	if x != nil {
+		return x.CompositePodGroups
+	}
+	return nil
+}
+
 // Namespace is the part of a Kubernetes Namespace that placement reads.
 type Namespace struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -543,8 +555,12 @@ type SnapshotDelta struct {
 	UpsertDeviceTaintRules []*DeviceTaintRule `protobuf:"bytes,58,rep,name=upsert_device_taint_rules,json=upsertDeviceTaintRules,proto3" json:"upsert_device_taint_rules,omitempty"`
 	// Names of DeviceTaintRules removed.
 	RemoveDeviceTaintRules []string `protobuf:"bytes,59,rep,name=remove_device_taint_rules,json=removeDeviceTaintRules,proto3" json:"remove_device_taint_rules,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// CompositePodGroups added or replaced, matched by namespace and name.
+	UpsertCompositePodGroups []*CompositePodGroup `protobuf:"bytes,60,rep,name=upsert_composite_pod_groups,json=upsertCompositePodGroups,proto3" json:"upsert_composite_pod_groups,omitempty"`
+	// CompositePodGroups removed, as "namespace/name".
+	RemoveCompositePodGroups []string `protobuf:"bytes,61,rep,name=remove_composite_pod_groups,json=removeCompositePodGroups,proto3" json:"remove_composite_pod_groups,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *SnapshotDelta) Reset() {
@@ -790,6 +806,20 @@ func (x *SnapshotDelta) GetUpsertDeviceTaintRules() []*DeviceTaintRule {
 func (x *SnapshotDelta) GetRemoveDeviceTaintRules() []string {
 	if x != nil {
 		return x.RemoveDeviceTaintRules
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetUpsertCompositePodGroups() []*CompositePodGroup {
+	if x != nil {
+		return x.UpsertCompositePodGroups
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetRemoveCompositePodGroups() []string {
+	if x != nil {
+		return x.RemoveCompositePodGroups
 	}
 	return nil
 }
@@ -1548,7 +1578,10 @@ type PodGroupResult struct {
 	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
 	// With a topology constraint: the domain (value of the constraint's label)
 	// the group was placed in; empty otherwise.
-	Domain        string `protobuf:"bytes,5,opt,name=domain,proto3" json:"domain,omitempty"`
+	Domain string `protobuf:"bytes,5,opt,name=domain,proto3" json:"domain,omitempty"`
+	// For a PodGroup in a CompositePodGroup hierarchy: the domain chosen at each
+	// level above it, from the root down (empty otherwise).
+	Levels        []*LevelDomain `protobuf:"bytes,6,rep,name=levels,proto3" json:"levels,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1618,6 +1651,78 @@ func (x *PodGroupResult) GetDomain() string {
 	return ""
 }
 
+func (x *PodGroupResult) GetLevels() []*LevelDomain {
+	if x != nil {
+		return x.Levels
+	}
+	return nil
+}
+
+// LevelDomain is the domain a CompositePodGroup of a hierarchy was placed in.
+type LevelDomain struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// metadata.name of the CompositePodGroup (of the PodGroup's namespace).
+	CompositePodGroup string `protobuf:"bytes,1,opt,name=composite_pod_group,json=compositePodGroup,proto3" json:"composite_pod_group,omitempty"`
+	// Its topology constraint's key; empty when it has none.
+	TopologyKey string `protobuf:"bytes,2,opt,name=topology_key,json=topologyKey,proto3" json:"topology_key,omitempty"`
+	// The value of that key it was placed in (or would have been); empty
+	// without a key.
+	Domain        string `protobuf:"bytes,3,opt,name=domain,proto3" json:"domain,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LevelDomain) Reset() {
+	*x = LevelDomain{}
+	mi := &file_placement_v1_placement_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LevelDomain) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LevelDomain) ProtoMessage() {}
+
+func (x *LevelDomain) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LevelDomain.ProtoReflect.Descriptor instead.
+func (*LevelDomain) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *LevelDomain) GetCompositePodGroup() string {
+	if x != nil {
+		return x.CompositePodGroup
+	}
+	return ""
+}
+
+func (x *LevelDomain) GetTopologyKey() string {
+	if x != nil {
+		return x.TopologyKey
+	}
+	return ""
+}
+
+func (x *LevelDomain) GetDomain() string {
+	if x != nil {
+		return x.Domain
+	}
+	return ""
+}
+
 // Placement is the verdict for one pod.
 type Placement struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1649,7 +1754,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[15]
+	mi := &file_placement_v1_placement_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1661,7 +1766,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[15]
+	mi := &file_placement_v1_placement_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1674,7 +1779,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{15}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Placement) GetPodUid() string {
@@ -1780,7 +1885,7 @@ type ClaimAllocation struct {
 
 func (x *ClaimAllocation) Reset() {
 	*x = ClaimAllocation{}
-	mi := &file_placement_v1_placement_proto_msgTypes[16]
+	mi := &file_placement_v1_placement_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1792,7 +1897,7 @@ func (x *ClaimAllocation) String() string {
 func (*ClaimAllocation) ProtoMessage() {}
 
 func (x *ClaimAllocation) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[16]
+	mi := &file_placement_v1_placement_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1805,7 +1910,7 @@ func (x *ClaimAllocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimAllocation.ProtoReflect.Descriptor instead.
 func (*ClaimAllocation) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{16}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ClaimAllocation) GetClaimNamespace() string {
@@ -1858,7 +1963,7 @@ type ExtendedResourceClaim struct {
 
 func (x *ExtendedResourceClaim) Reset() {
 	*x = ExtendedResourceClaim{}
-	mi := &file_placement_v1_placement_proto_msgTypes[17]
+	mi := &file_placement_v1_placement_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +1975,7 @@ func (x *ExtendedResourceClaim) String() string {
 func (*ExtendedResourceClaim) ProtoMessage() {}
 
 func (x *ExtendedResourceClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[17]
+	mi := &file_placement_v1_placement_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +1988,7 @@ func (x *ExtendedResourceClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendedResourceClaim.ProtoReflect.Descriptor instead.
 func (*ExtendedResourceClaim) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{17}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ExtendedResourceClaim) GetRequests() []*DeviceRequest {
@@ -1916,7 +2021,7 @@ type ContainerExtendedResourceRequest struct {
 
 func (x *ContainerExtendedResourceRequest) Reset() {
 	*x = ContainerExtendedResourceRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[18]
+	mi := &file_placement_v1_placement_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1928,7 +2033,7 @@ func (x *ContainerExtendedResourceRequest) String() string {
 func (*ContainerExtendedResourceRequest) ProtoMessage() {}
 
 func (x *ContainerExtendedResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[18]
+	mi := &file_placement_v1_placement_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1941,7 +2046,7 @@ func (x *ContainerExtendedResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerExtendedResourceRequest.ProtoReflect.Descriptor instead.
 func (*ContainerExtendedResourceRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{18}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ContainerExtendedResourceRequest) GetContainerName() string {
@@ -1985,7 +2090,7 @@ type ClaimBinding struct {
 
 func (x *ClaimBinding) Reset() {
 	*x = ClaimBinding{}
-	mi := &file_placement_v1_placement_proto_msgTypes[19]
+	mi := &file_placement_v1_placement_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2102,7 @@ func (x *ClaimBinding) String() string {
 func (*ClaimBinding) ProtoMessage() {}
 
 func (x *ClaimBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[19]
+	mi := &file_placement_v1_placement_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2115,7 @@ func (x *ClaimBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimBinding.ProtoReflect.Descriptor instead.
 func (*ClaimBinding) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{19}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ClaimBinding) GetClaimNamespace() string {
@@ -2100,7 +2205,7 @@ type Unschedulable struct {
 
 func (x *Unschedulable) Reset() {
 	*x = Unschedulable{}
-	mi := &file_placement_v1_placement_proto_msgTypes[20]
+	mi := &file_placement_v1_placement_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2112,7 +2217,7 @@ func (x *Unschedulable) String() string {
 func (*Unschedulable) ProtoMessage() {}
 
 func (x *Unschedulable) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[20]
+	mi := &file_placement_v1_placement_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2125,7 +2230,7 @@ func (x *Unschedulable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unschedulable.ProtoReflect.Descriptor instead.
 func (*Unschedulable) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{20}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Unschedulable) GetMessage() string {
@@ -2179,7 +2284,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[21]
+	mi := &file_placement_v1_placement_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2296,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[21]
+	mi := &file_placement_v1_placement_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2309,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{21}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{22}
 }
 
 // ListPoliciesResponse lists the policies of this replica.
@@ -2220,7 +2325,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	mi := &file_placement_v1_placement_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2232,7 +2337,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	mi := &file_placement_v1_placement_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2245,7 +2350,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{22}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*PolicyInfo {
@@ -2290,7 +2395,7 @@ type PolicyInfo struct {
 
 func (x *PolicyInfo) Reset() {
 	*x = PolicyInfo{}
-	mi := &file_placement_v1_placement_proto_msgTypes[23]
+	mi := &file_placement_v1_placement_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2302,7 +2407,7 @@ func (x *PolicyInfo) String() string {
 func (*PolicyInfo) ProtoMessage() {}
 
 func (x *PolicyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[23]
+	mi := &file_placement_v1_placement_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2315,7 +2420,7 @@ func (x *PolicyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyInfo.ProtoReflect.Descriptor instead.
 func (*PolicyInfo) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{23}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PolicyInfo) GetName() string {
@@ -2396,7 +2501,7 @@ type FilterRule struct {
 
 func (x *FilterRule) Reset() {
 	*x = FilterRule{}
-	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	mi := &file_placement_v1_placement_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2408,7 +2513,7 @@ func (x *FilterRule) String() string {
 func (*FilterRule) ProtoMessage() {}
 
 func (x *FilterRule) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	mi := &file_placement_v1_placement_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2421,7 +2526,7 @@ func (x *FilterRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterRule.ProtoReflect.Descriptor instead.
 func (*FilterRule) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{24}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FilterRule) GetName() string {
@@ -2460,7 +2565,7 @@ type ScoreRule struct {
 
 func (x *ScoreRule) Reset() {
 	*x = ScoreRule{}
-	mi := &file_placement_v1_placement_proto_msgTypes[25]
+	mi := &file_placement_v1_placement_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2472,7 +2577,7 @@ func (x *ScoreRule) String() string {
 func (*ScoreRule) ProtoMessage() {}
 
 func (x *ScoreRule) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[25]
+	mi := &file_placement_v1_placement_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2485,7 +2590,7 @@ func (x *ScoreRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScoreRule.ProtoReflect.Descriptor instead.
 func (*ScoreRule) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{25}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ScoreRule) GetName() string {
@@ -2522,7 +2627,7 @@ type PluginWeight struct {
 
 func (x *PluginWeight) Reset() {
 	*x = PluginWeight{}
-	mi := &file_placement_v1_placement_proto_msgTypes[26]
+	mi := &file_placement_v1_placement_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2534,7 +2639,7 @@ func (x *PluginWeight) String() string {
 func (*PluginWeight) ProtoMessage() {}
 
 func (x *PluginWeight) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[26]
+	mi := &file_placement_v1_placement_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2547,7 +2652,7 @@ func (x *PluginWeight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PluginWeight.ProtoReflect.Descriptor instead.
 func (*PluginWeight) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{26}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PluginWeight) GetPlugin() string {
@@ -2653,7 +2758,7 @@ type Pod struct {
 
 func (x *Pod) Reset() {
 	*x = Pod{}
-	mi := &file_placement_v1_placement_proto_msgTypes[27]
+	mi := &file_placement_v1_placement_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2665,7 +2770,7 @@ func (x *Pod) String() string {
 func (*Pod) ProtoMessage() {}
 
 func (x *Pod) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[27]
+	mi := &file_placement_v1_placement_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2678,7 +2783,7 @@ func (x *Pod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pod.ProtoReflect.Descriptor instead.
 func (*Pod) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{27}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Pod) GetUid() string {
@@ -2905,7 +3010,7 @@ type PodResourceClaim struct {
 
 func (x *PodResourceClaim) Reset() {
 	*x = PodResourceClaim{}
-	mi := &file_placement_v1_placement_proto_msgTypes[28]
+	mi := &file_placement_v1_placement_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2917,7 +3022,7 @@ func (x *PodResourceClaim) String() string {
 func (*PodResourceClaim) ProtoMessage() {}
 
 func (x *PodResourceClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[28]
+	mi := &file_placement_v1_placement_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2930,7 +3035,7 @@ func (x *PodResourceClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodResourceClaim.ProtoReflect.Descriptor instead.
 func (*PodResourceClaim) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{28}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PodResourceClaim) GetName() string {
@@ -2995,7 +3100,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_placement_v1_placement_proto_msgTypes[29]
+	mi := &file_placement_v1_placement_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3007,7 +3112,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[29]
+	mi := &file_placement_v1_placement_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3020,7 +3125,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{29}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Volume) GetName() string {
@@ -3150,7 +3255,7 @@ type PersistentVolumeClaim struct {
 
 func (x *PersistentVolumeClaim) Reset() {
 	*x = PersistentVolumeClaim{}
-	mi := &file_placement_v1_placement_proto_msgTypes[30]
+	mi := &file_placement_v1_placement_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3162,7 +3267,7 @@ func (x *PersistentVolumeClaim) String() string {
 func (*PersistentVolumeClaim) ProtoMessage() {}
 
 func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[30]
+	mi := &file_placement_v1_placement_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3175,7 +3280,7 @@ func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeClaim.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaim) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{30}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PersistentVolumeClaim) GetNamespace() string {
@@ -3329,7 +3434,7 @@ type PersistentVolume struct {
 
 func (x *PersistentVolume) Reset() {
 	*x = PersistentVolume{}
-	mi := &file_placement_v1_placement_proto_msgTypes[31]
+	mi := &file_placement_v1_placement_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3341,7 +3446,7 @@ func (x *PersistentVolume) String() string {
 func (*PersistentVolume) ProtoMessage() {}
 
 func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[31]
+	mi := &file_placement_v1_placement_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3354,7 +3459,7 @@ func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolume.ProtoReflect.Descriptor instead.
 func (*PersistentVolume) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{31}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PersistentVolume) GetName() string {
@@ -3463,7 +3568,7 @@ type VolumeClaimRef struct {
 
 func (x *VolumeClaimRef) Reset() {
 	*x = VolumeClaimRef{}
-	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	mi := &file_placement_v1_placement_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3475,7 +3580,7 @@ func (x *VolumeClaimRef) String() string {
 func (*VolumeClaimRef) ProtoMessage() {}
 
 func (x *VolumeClaimRef) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	mi := &file_placement_v1_placement_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3488,7 +3593,7 @@ func (x *VolumeClaimRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeClaimRef.ProtoReflect.Descriptor instead.
 func (*VolumeClaimRef) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{32}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *VolumeClaimRef) GetNamespace() string {
@@ -3532,7 +3637,7 @@ type StorageClass struct {
 
 func (x *StorageClass) Reset() {
 	*x = StorageClass{}
-	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	mi := &file_placement_v1_placement_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3544,7 +3649,7 @@ func (x *StorageClass) String() string {
 func (*StorageClass) ProtoMessage() {}
 
 func (x *StorageClass) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	mi := &file_placement_v1_placement_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3557,7 +3662,7 @@ func (x *StorageClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
 func (*StorageClass) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{33}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StorageClass) GetName() string {
@@ -3600,7 +3705,7 @@ type TopologySelectorTerm struct {
 
 func (x *TopologySelectorTerm) Reset() {
 	*x = TopologySelectorTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[34]
+	mi := &file_placement_v1_placement_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3612,7 +3717,7 @@ func (x *TopologySelectorTerm) String() string {
 func (*TopologySelectorTerm) ProtoMessage() {}
 
 func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[34]
+	mi := &file_placement_v1_placement_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3625,7 +3730,7 @@ func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySelectorTerm.ProtoReflect.Descriptor instead.
 func (*TopologySelectorTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{34}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TopologySelectorTerm) GetMatchLabelExpressions() []*TopologySelectorRequirement {
@@ -3648,7 +3753,7 @@ type TopologySelectorRequirement struct {
 
 func (x *TopologySelectorRequirement) Reset() {
 	*x = TopologySelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[35]
+	mi := &file_placement_v1_placement_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3660,7 +3765,7 @@ func (x *TopologySelectorRequirement) String() string {
 func (*TopologySelectorRequirement) ProtoMessage() {}
 
 func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[35]
+	mi := &file_placement_v1_placement_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3673,7 +3778,7 @@ func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySelectorRequirement.ProtoReflect.Descriptor instead.
 func (*TopologySelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{35}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TopologySelectorRequirement) GetKey() string {
@@ -3703,7 +3808,7 @@ type CsiNode struct {
 
 func (x *CsiNode) Reset() {
 	*x = CsiNode{}
-	mi := &file_placement_v1_placement_proto_msgTypes[36]
+	mi := &file_placement_v1_placement_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3715,7 +3820,7 @@ func (x *CsiNode) String() string {
 func (*CsiNode) ProtoMessage() {}
 
 func (x *CsiNode) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[36]
+	mi := &file_placement_v1_placement_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3728,7 +3833,7 @@ func (x *CsiNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiNode.ProtoReflect.Descriptor instead.
 func (*CsiNode) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{36}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CsiNode) GetName() string {
@@ -3759,7 +3864,7 @@ type CsiNodeDriver struct {
 
 func (x *CsiNodeDriver) Reset() {
 	*x = CsiNodeDriver{}
-	mi := &file_placement_v1_placement_proto_msgTypes[37]
+	mi := &file_placement_v1_placement_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3771,7 +3876,7 @@ func (x *CsiNodeDriver) String() string {
 func (*CsiNodeDriver) ProtoMessage() {}
 
 func (x *CsiNodeDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[37]
+	mi := &file_placement_v1_placement_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3784,7 +3889,7 @@ func (x *CsiNodeDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiNodeDriver.ProtoReflect.Descriptor instead.
 func (*CsiNodeDriver) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{37}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CsiNodeDriver) GetName() string {
@@ -3818,7 +3923,7 @@ type CsiDriver struct {
 
 func (x *CsiDriver) Reset() {
 	*x = CsiDriver{}
-	mi := &file_placement_v1_placement_proto_msgTypes[38]
+	mi := &file_placement_v1_placement_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3830,7 +3935,7 @@ func (x *CsiDriver) String() string {
 func (*CsiDriver) ProtoMessage() {}
 
 func (x *CsiDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[38]
+	mi := &file_placement_v1_placement_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3843,7 +3948,7 @@ func (x *CsiDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiDriver.ProtoReflect.Descriptor instead.
 func (*CsiDriver) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{38}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CsiDriver) GetName() string {
@@ -3890,7 +3995,7 @@ type CsiStorageCapacity struct {
 
 func (x *CsiStorageCapacity) Reset() {
 	*x = CsiStorageCapacity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[39]
+	mi := &file_placement_v1_placement_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3902,7 +4007,7 @@ func (x *CsiStorageCapacity) String() string {
 func (*CsiStorageCapacity) ProtoMessage() {}
 
 func (x *CsiStorageCapacity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[39]
+	mi := &file_placement_v1_placement_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3915,7 +4020,7 @@ func (x *CsiStorageCapacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiStorageCapacity.ProtoReflect.Descriptor instead.
 func (*CsiStorageCapacity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{39}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CsiStorageCapacity) GetNamespace() string {
@@ -3974,7 +4079,7 @@ type PodAffinity struct {
 
 func (x *PodAffinity) Reset() {
 	*x = PodAffinity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[40]
+	mi := &file_placement_v1_placement_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3986,7 +4091,7 @@ func (x *PodAffinity) String() string {
 func (*PodAffinity) ProtoMessage() {}
 
 func (x *PodAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[40]
+	mi := &file_placement_v1_placement_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3999,7 +4104,7 @@ func (x *PodAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodAffinity.ProtoReflect.Descriptor instead.
 func (*PodAffinity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{40}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PodAffinity) GetRequired() []*PodAffinityTerm {
@@ -4034,7 +4139,7 @@ type PodAffinityTerm struct {
 
 func (x *PodAffinityTerm) Reset() {
 	*x = PodAffinityTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[41]
+	mi := &file_placement_v1_placement_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4046,7 +4151,7 @@ func (x *PodAffinityTerm) String() string {
 func (*PodAffinityTerm) ProtoMessage() {}
 
 func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[41]
+	mi := &file_placement_v1_placement_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4059,7 +4164,7 @@ func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodAffinityTerm.ProtoReflect.Descriptor instead.
 func (*PodAffinityTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{41}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PodAffinityTerm) GetLabelSelector() *LabelSelector {
@@ -4103,7 +4208,7 @@ type WeightedPodAffinityTerm struct {
 
 func (x *WeightedPodAffinityTerm) Reset() {
 	*x = WeightedPodAffinityTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[42]
+	mi := &file_placement_v1_placement_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4115,7 +4220,7 @@ func (x *WeightedPodAffinityTerm) String() string {
 func (*WeightedPodAffinityTerm) ProtoMessage() {}
 
 func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[42]
+	mi := &file_placement_v1_placement_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4128,7 +4233,7 @@ func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedPodAffinityTerm.ProtoReflect.Descriptor instead.
 func (*WeightedPodAffinityTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{42}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *WeightedPodAffinityTerm) GetWeight() int32 {
@@ -4161,7 +4266,7 @@ type Gang struct {
 
 func (x *Gang) Reset() {
 	*x = Gang{}
-	mi := &file_placement_v1_placement_proto_msgTypes[43]
+	mi := &file_placement_v1_placement_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4173,7 +4278,7 @@ func (x *Gang) String() string {
 func (*Gang) ProtoMessage() {}
 
 func (x *Gang) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[43]
+	mi := &file_placement_v1_placement_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4186,7 +4291,7 @@ func (x *Gang) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gang.ProtoReflect.Descriptor instead.
 func (*Gang) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{43}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Gang) GetName() string {
@@ -4244,7 +4349,7 @@ type PodGroup struct {
 
 func (x *PodGroup) Reset() {
 	*x = PodGroup{}
-	mi := &file_placement_v1_placement_proto_msgTypes[44]
+	mi := &file_placement_v1_placement_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4256,7 +4361,7 @@ func (x *PodGroup) String() string {
 func (*PodGroup) ProtoMessage() {}
 
 func (x *PodGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[44]
+	mi := &file_placement_v1_placement_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4269,7 +4374,7 @@ func (x *PodGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodGroup.ProtoReflect.Descriptor instead.
 func (*PodGroup) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{44}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PodGroup) GetNamespace() string {
@@ -4363,6 +4468,120 @@ func (x *PodGroup) GetInitiallyScheduled() bool {
 	return false
 }
 
+// CompositePodGroup is the part of a scheduling.k8s.io/v1alpha3
+// CompositePodGroup that kube-scheduler reads: a group of groups whose children
+// (PodGroups and CompositePodGroups naming it as their parent) are placed in
+// one domain of its topology key.
+type CompositePodGroup struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// metadata.namespace.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// metadata.name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// metadata.uid.
+	Uid string `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	// spec.parentCompositePodGroupName; empty for the root of a hierarchy.
+	ParentCompositePodGroupName string `protobuf:"bytes,4,opt,name=parent_composite_pod_group_name,json=parentCompositePodGroupName,proto3" json:"parent_composite_pod_group_name,omitempty"`
+	// spec.schedulingPolicy.gang.minGroupCount (at least 1); unset for the
+	// basic policy.
+	MinGroupCount *int32 `protobuf:"varint,5,opt,name=min_group_count,json=minGroupCount,proto3,oneof" json:"min_group_count,omitempty"`
+	// spec.schedulingConstraints.topology[].key (at most one).
+	TopologyKeys []string `protobuf:"bytes,6,rep,name=topology_keys,json=topologyKeys,proto3" json:"topology_keys,omitempty"`
+	// spec.priority; unset when the API server did not resolve one.
+	Priority *int32 `protobuf:"varint,7,opt,name=priority,proto3,oneof" json:"priority,omitempty"`
+	// spec.preemptionPolicy: "PreemptLowerPriority" (the default when empty) or
+	// "Never".
+	PreemptionPolicy string `protobuf:"bytes,8,opt,name=preemption_policy,json=preemptionPolicy,proto3" json:"preemption_policy,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *CompositePodGroup) Reset() {
+	*x = CompositePodGroup{}
+	mi := &file_placement_v1_placement_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompositePodGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompositePodGroup) ProtoMessage() {}
+
+func (x *CompositePodGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompositePodGroup.ProtoReflect.Descriptor instead.
+func (*CompositePodGroup) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *CompositePodGroup) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *CompositePodGroup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CompositePodGroup) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *CompositePodGroup) GetParentCompositePodGroupName() string {
+	if x != nil {
+		return x.ParentCompositePodGroupName
+	}
+	return ""
+}
+
+func (x *CompositePodGroup) GetMinGroupCount() int32 {
+	if x != nil && x.MinGroupCount != nil {
+		return *x.MinGroupCount
+	}
+	return 0
+}
+
+func (x *CompositePodGroup) GetTopologyKeys() []string {
+	if x != nil {
+		return x.TopologyKeys
+	}
+	return nil
+}
+
+func (x *CompositePodGroup) GetPriority() int32 {
+	if x != nil && x.Priority != nil {
+		return *x.Priority
+	}
+	return 0
+}
+
+func (x *CompositePodGroup) GetPreemptionPolicy() string {
+	if x != nil {
+		return x.PreemptionPolicy
+	}
+	return ""
+}
+
 // GangSchedulingPolicy is a PodGroup's spec.schedulingPolicy.gang.
 type GangSchedulingPolicy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4374,7 +4593,7 @@ type GangSchedulingPolicy struct {
 
 func (x *GangSchedulingPolicy) Reset() {
 	*x = GangSchedulingPolicy{}
-	mi := &file_placement_v1_placement_proto_msgTypes[45]
+	mi := &file_placement_v1_placement_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4386,7 +4605,7 @@ func (x *GangSchedulingPolicy) String() string {
 func (*GangSchedulingPolicy) ProtoMessage() {}
 
 func (x *GangSchedulingPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[45]
+	mi := &file_placement_v1_placement_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4399,7 +4618,7 @@ func (x *GangSchedulingPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GangSchedulingPolicy.ProtoReflect.Descriptor instead.
 func (*GangSchedulingPolicy) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{45}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GangSchedulingPolicy) GetMinCount() int32 {
@@ -4422,7 +4641,7 @@ type WorkloadReference struct {
 
 func (x *WorkloadReference) Reset() {
 	*x = WorkloadReference{}
-	mi := &file_placement_v1_placement_proto_msgTypes[46]
+	mi := &file_placement_v1_placement_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4434,7 +4653,7 @@ func (x *WorkloadReference) String() string {
 func (*WorkloadReference) ProtoMessage() {}
 
 func (x *WorkloadReference) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[46]
+	mi := &file_placement_v1_placement_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4447,7 +4666,7 @@ func (x *WorkloadReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadReference.ProtoReflect.Descriptor instead.
 func (*WorkloadReference) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{46}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *WorkloadReference) GetWorkloadName() string {
@@ -4488,7 +4707,7 @@ type PodDisruptionBudget struct {
 
 func (x *PodDisruptionBudget) Reset() {
 	*x = PodDisruptionBudget{}
-	mi := &file_placement_v1_placement_proto_msgTypes[47]
+	mi := &file_placement_v1_placement_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4500,7 +4719,7 @@ func (x *PodDisruptionBudget) String() string {
 func (*PodDisruptionBudget) ProtoMessage() {}
 
 func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[47]
+	mi := &file_placement_v1_placement_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4513,7 +4732,7 @@ func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodDisruptionBudget.ProtoReflect.Descriptor instead.
 func (*PodDisruptionBudget) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{47}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PodDisruptionBudget) GetNamespace() string {
@@ -4564,7 +4783,7 @@ type LabelSelector struct {
 
 func (x *LabelSelector) Reset() {
 	*x = LabelSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[48]
+	mi := &file_placement_v1_placement_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4576,7 +4795,7 @@ func (x *LabelSelector) String() string {
 func (*LabelSelector) ProtoMessage() {}
 
 func (x *LabelSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[48]
+	mi := &file_placement_v1_placement_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4589,7 +4808,7 @@ func (x *LabelSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelector.ProtoReflect.Descriptor instead.
 func (*LabelSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{48}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *LabelSelector) GetMatchLabels() map[string]string {
@@ -4621,7 +4840,7 @@ type LabelSelectorRequirement struct {
 
 func (x *LabelSelectorRequirement) Reset() {
 	*x = LabelSelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[49]
+	mi := &file_placement_v1_placement_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4633,7 +4852,7 @@ func (x *LabelSelectorRequirement) String() string {
 func (*LabelSelectorRequirement) ProtoMessage() {}
 
 func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[49]
+	mi := &file_placement_v1_placement_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4646,7 +4865,7 @@ func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*LabelSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{49}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *LabelSelectorRequirement) GetKey() string {
@@ -4695,7 +4914,7 @@ type TopologySpreadConstraint struct {
 
 func (x *TopologySpreadConstraint) Reset() {
 	*x = TopologySpreadConstraint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[50]
+	mi := &file_placement_v1_placement_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4707,7 +4926,7 @@ func (x *TopologySpreadConstraint) String() string {
 func (*TopologySpreadConstraint) ProtoMessage() {}
 
 func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[50]
+	mi := &file_placement_v1_placement_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4720,7 +4939,7 @@ func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySpreadConstraint.ProtoReflect.Descriptor instead.
 func (*TopologySpreadConstraint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{50}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *TopologySpreadConstraint) GetMaxSkew() int32 {
@@ -4805,7 +5024,7 @@ type Container struct {
 
 func (x *Container) Reset() {
 	*x = Container{}
-	mi := &file_placement_v1_placement_proto_msgTypes[51]
+	mi := &file_placement_v1_placement_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4817,7 +5036,7 @@ func (x *Container) String() string {
 func (*Container) ProtoMessage() {}
 
 func (x *Container) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[51]
+	mi := &file_placement_v1_placement_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4830,7 +5049,7 @@ func (x *Container) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Container.ProtoReflect.Descriptor instead.
 func (*Container) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{51}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Container) GetName() string {
@@ -4899,7 +5118,7 @@ type ContainerPort struct {
 
 func (x *ContainerPort) Reset() {
 	*x = ContainerPort{}
-	mi := &file_placement_v1_placement_proto_msgTypes[52]
+	mi := &file_placement_v1_placement_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4911,7 +5130,7 @@ func (x *ContainerPort) String() string {
 func (*ContainerPort) ProtoMessage() {}
 
 func (x *ContainerPort) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[52]
+	mi := &file_placement_v1_placement_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4924,7 +5143,7 @@ func (x *ContainerPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerPort.ProtoReflect.Descriptor instead.
 func (*ContainerPort) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{52}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ContainerPort) GetContainerPort() int32 {
@@ -4968,7 +5187,7 @@ type NodeAffinity struct {
 
 func (x *NodeAffinity) Reset() {
 	*x = NodeAffinity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[53]
+	mi := &file_placement_v1_placement_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4980,7 +5199,7 @@ func (x *NodeAffinity) String() string {
 func (*NodeAffinity) ProtoMessage() {}
 
 func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[53]
+	mi := &file_placement_v1_placement_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4993,7 +5212,7 @@ func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAffinity.ProtoReflect.Descriptor instead.
 func (*NodeAffinity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{53}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *NodeAffinity) GetRequired() *NodeSelector {
@@ -5021,7 +5240,7 @@ type NodeSelector struct {
 
 func (x *NodeSelector) Reset() {
 	*x = NodeSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[54]
+	mi := &file_placement_v1_placement_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5033,7 +5252,7 @@ func (x *NodeSelector) String() string {
 func (*NodeSelector) ProtoMessage() {}
 
 func (x *NodeSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[54]
+	mi := &file_placement_v1_placement_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5046,7 +5265,7 @@ func (x *NodeSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelector.ProtoReflect.Descriptor instead.
 func (*NodeSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{54}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *NodeSelector) GetTerms() []*NodeSelectorTerm {
@@ -5069,7 +5288,7 @@ type NodeSelectorTerm struct {
 
 func (x *NodeSelectorTerm) Reset() {
 	*x = NodeSelectorTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[55]
+	mi := &file_placement_v1_placement_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5081,7 +5300,7 @@ func (x *NodeSelectorTerm) String() string {
 func (*NodeSelectorTerm) ProtoMessage() {}
 
 func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[55]
+	mi := &file_placement_v1_placement_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5094,7 +5313,7 @@ func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorTerm.ProtoReflect.Descriptor instead.
 func (*NodeSelectorTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{55}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *NodeSelectorTerm) GetMatchExpressions() []*NodeSelectorRequirement {
@@ -5126,7 +5345,7 @@ type NodeSelectorRequirement struct {
 
 func (x *NodeSelectorRequirement) Reset() {
 	*x = NodeSelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[56]
+	mi := &file_placement_v1_placement_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5138,7 +5357,7 @@ func (x *NodeSelectorRequirement) String() string {
 func (*NodeSelectorRequirement) ProtoMessage() {}
 
 func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[56]
+	mi := &file_placement_v1_placement_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5151,7 +5370,7 @@ func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*NodeSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{56}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *NodeSelectorRequirement) GetKey() string {
@@ -5188,7 +5407,7 @@ type PreferredSchedulingTerm struct {
 
 func (x *PreferredSchedulingTerm) Reset() {
 	*x = PreferredSchedulingTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[57]
+	mi := &file_placement_v1_placement_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5200,7 +5419,7 @@ func (x *PreferredSchedulingTerm) String() string {
 func (*PreferredSchedulingTerm) ProtoMessage() {}
 
 func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[57]
+	mi := &file_placement_v1_placement_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5213,7 +5432,7 @@ func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreferredSchedulingTerm.ProtoReflect.Descriptor instead.
 func (*PreferredSchedulingTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{57}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *PreferredSchedulingTerm) GetWeight() int32 {
@@ -5249,7 +5468,7 @@ type Toleration struct {
 
 func (x *Toleration) Reset() {
 	*x = Toleration{}
-	mi := &file_placement_v1_placement_proto_msgTypes[58]
+	mi := &file_placement_v1_placement_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5261,7 +5480,7 @@ func (x *Toleration) String() string {
 func (*Toleration) ProtoMessage() {}
 
 func (x *Toleration) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[58]
+	mi := &file_placement_v1_placement_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5274,7 +5493,7 @@ func (x *Toleration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Toleration.ProtoReflect.Descriptor instead.
 func (*Toleration) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{58}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Toleration) GetKey() string {
@@ -5336,7 +5555,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_placement_v1_placement_proto_msgTypes[59]
+	mi := &file_placement_v1_placement_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5348,7 +5567,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[59]
+	mi := &file_placement_v1_placement_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5361,7 +5580,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{59}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Node) GetName() string {
@@ -5428,7 +5647,7 @@ type Taint struct {
 
 func (x *Taint) Reset() {
 	*x = Taint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[60]
+	mi := &file_placement_v1_placement_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5440,7 +5659,7 @@ func (x *Taint) String() string {
 func (*Taint) ProtoMessage() {}
 
 func (x *Taint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[60]
+	mi := &file_placement_v1_placement_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5453,7 +5672,7 @@ func (x *Taint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Taint.ProtoReflect.Descriptor instead.
 func (*Taint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{60}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *Taint) GetKey() string {
@@ -5490,7 +5709,7 @@ type ContainerImage struct {
 
 func (x *ContainerImage) Reset() {
 	*x = ContainerImage{}
-	mi := &file_placement_v1_placement_proto_msgTypes[61]
+	mi := &file_placement_v1_placement_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5502,7 +5721,7 @@ func (x *ContainerImage) String() string {
 func (*ContainerImage) ProtoMessage() {}
 
 func (x *ContainerImage) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[61]
+	mi := &file_placement_v1_placement_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5515,7 +5734,7 @@ func (x *ContainerImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerImage.ProtoReflect.Descriptor instead.
 func (*ContainerImage) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{61}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ContainerImage) GetNames() []string {
@@ -5552,7 +5771,7 @@ type DeviceClass struct {
 
 func (x *DeviceClass) Reset() {
 	*x = DeviceClass{}
-	mi := &file_placement_v1_placement_proto_msgTypes[62]
+	mi := &file_placement_v1_placement_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5564,7 +5783,7 @@ func (x *DeviceClass) String() string {
 func (*DeviceClass) ProtoMessage() {}
 
 func (x *DeviceClass) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[62]
+	mi := &file_placement_v1_placement_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5577,7 +5796,7 @@ func (x *DeviceClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceClass.ProtoReflect.Descriptor instead.
 func (*DeviceClass) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{62}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *DeviceClass) GetName() string {
@@ -5639,7 +5858,7 @@ type ResourceClaim struct {
 
 func (x *ResourceClaim) Reset() {
 	*x = ResourceClaim{}
-	mi := &file_placement_v1_placement_proto_msgTypes[63]
+	mi := &file_placement_v1_placement_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5651,7 +5870,7 @@ func (x *ResourceClaim) String() string {
 func (*ResourceClaim) ProtoMessage() {}
 
 func (x *ResourceClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[63]
+	mi := &file_placement_v1_placement_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5664,7 +5883,7 @@ func (x *ResourceClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceClaim.ProtoReflect.Descriptor instead.
 func (*ResourceClaim) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{63}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ResourceClaim) GetNamespace() string {
@@ -5745,7 +5964,7 @@ type DeviceRequest struct {
 
 func (x *DeviceRequest) Reset() {
 	*x = DeviceRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[64]
+	mi := &file_placement_v1_placement_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5757,7 +5976,7 @@ func (x *DeviceRequest) String() string {
 func (*DeviceRequest) ProtoMessage() {}
 
 func (x *DeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[64]
+	mi := &file_placement_v1_placement_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5770,7 +5989,7 @@ func (x *DeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceRequest.ProtoReflect.Descriptor instead.
 func (*DeviceRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{64}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *DeviceRequest) GetName() string {
@@ -5817,7 +6036,7 @@ type ExactDeviceRequest struct {
 
 func (x *ExactDeviceRequest) Reset() {
 	*x = ExactDeviceRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[65]
+	mi := &file_placement_v1_placement_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5829,7 +6048,7 @@ func (x *ExactDeviceRequest) String() string {
 func (*ExactDeviceRequest) ProtoMessage() {}
 
 func (x *ExactDeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[65]
+	mi := &file_placement_v1_placement_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5842,7 +6061,7 @@ func (x *ExactDeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExactDeviceRequest.ProtoReflect.Descriptor instead.
 func (*ExactDeviceRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{65}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ExactDeviceRequest) GetDeviceClassName() string {
@@ -5917,7 +6136,7 @@ type DeviceSubRequest struct {
 
 func (x *DeviceSubRequest) Reset() {
 	*x = DeviceSubRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[66]
+	mi := &file_placement_v1_placement_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5929,7 +6148,7 @@ func (x *DeviceSubRequest) String() string {
 func (*DeviceSubRequest) ProtoMessage() {}
 
 func (x *DeviceSubRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[66]
+	mi := &file_placement_v1_placement_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5942,7 +6161,7 @@ func (x *DeviceSubRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceSubRequest.ProtoReflect.Descriptor instead.
 func (*DeviceSubRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{66}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *DeviceSubRequest) GetName() string {
@@ -6009,7 +6228,7 @@ type DeviceConstraint struct {
 
 func (x *DeviceConstraint) Reset() {
 	*x = DeviceConstraint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[67]
+	mi := &file_placement_v1_placement_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6021,7 +6240,7 @@ func (x *DeviceConstraint) String() string {
 func (*DeviceConstraint) ProtoMessage() {}
 
 func (x *DeviceConstraint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[67]
+	mi := &file_placement_v1_placement_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6034,7 +6253,7 @@ func (x *DeviceConstraint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceConstraint.ProtoReflect.Descriptor instead.
 func (*DeviceConstraint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{67}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *DeviceConstraint) GetRequests() []string {
@@ -6071,7 +6290,7 @@ type AllocationResult struct {
 
 func (x *AllocationResult) Reset() {
 	*x = AllocationResult{}
-	mi := &file_placement_v1_placement_proto_msgTypes[68]
+	mi := &file_placement_v1_placement_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6083,7 +6302,7 @@ func (x *AllocationResult) String() string {
 func (*AllocationResult) ProtoMessage() {}
 
 func (x *AllocationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[68]
+	mi := &file_placement_v1_placement_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6096,7 +6315,7 @@ func (x *AllocationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocationResult.ProtoReflect.Descriptor instead.
 func (*AllocationResult) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{68}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *AllocationResult) GetDevices() []*DeviceRequestAllocationResult {
@@ -6134,7 +6353,7 @@ type DeviceRequestAllocationResult struct {
 
 func (x *DeviceRequestAllocationResult) Reset() {
 	*x = DeviceRequestAllocationResult{}
-	mi := &file_placement_v1_placement_proto_msgTypes[69]
+	mi := &file_placement_v1_placement_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6146,7 +6365,7 @@ func (x *DeviceRequestAllocationResult) String() string {
 func (*DeviceRequestAllocationResult) ProtoMessage() {}
 
 func (x *DeviceRequestAllocationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[69]
+	mi := &file_placement_v1_placement_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6159,7 +6378,7 @@ func (x *DeviceRequestAllocationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceRequestAllocationResult.ProtoReflect.Descriptor instead.
 func (*DeviceRequestAllocationResult) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{69}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *DeviceRequestAllocationResult) GetRequest() string {
@@ -6221,7 +6440,7 @@ type ResourceClaimConsumer struct {
 
 func (x *ResourceClaimConsumer) Reset() {
 	*x = ResourceClaimConsumer{}
-	mi := &file_placement_v1_placement_proto_msgTypes[70]
+	mi := &file_placement_v1_placement_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6233,7 +6452,7 @@ func (x *ResourceClaimConsumer) String() string {
 func (*ResourceClaimConsumer) ProtoMessage() {}
 
 func (x *ResourceClaimConsumer) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[70]
+	mi := &file_placement_v1_placement_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6246,7 +6465,7 @@ func (x *ResourceClaimConsumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceClaimConsumer.ProtoReflect.Descriptor instead.
 func (*ResourceClaimConsumer) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{70}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ResourceClaimConsumer) GetApiGroup() string {
@@ -6308,7 +6527,7 @@ type ResourceSlice struct {
 
 func (x *ResourceSlice) Reset() {
 	*x = ResourceSlice{}
-	mi := &file_placement_v1_placement_proto_msgTypes[71]
+	mi := &file_placement_v1_placement_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6320,7 +6539,7 @@ func (x *ResourceSlice) String() string {
 func (*ResourceSlice) ProtoMessage() {}
 
 func (x *ResourceSlice) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[71]
+	mi := &file_placement_v1_placement_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6333,7 +6552,7 @@ func (x *ResourceSlice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceSlice.ProtoReflect.Descriptor instead.
 func (*ResourceSlice) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{71}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ResourceSlice) GetName() string {
@@ -6442,7 +6661,7 @@ type Device struct {
 
 func (x *Device) Reset() {
 	*x = Device{}
-	mi := &file_placement_v1_placement_proto_msgTypes[72]
+	mi := &file_placement_v1_placement_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6454,7 +6673,7 @@ func (x *Device) String() string {
 func (*Device) ProtoMessage() {}
 
 func (x *Device) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[72]
+	mi := &file_placement_v1_placement_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6467,7 +6686,7 @@ func (x *Device) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Device.ProtoReflect.Descriptor instead.
 func (*Device) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{72}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *Device) GetName() string {
@@ -6558,7 +6777,7 @@ type DeviceAttribute struct {
 
 func (x *DeviceAttribute) Reset() {
 	*x = DeviceAttribute{}
-	mi := &file_placement_v1_placement_proto_msgTypes[73]
+	mi := &file_placement_v1_placement_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6570,7 +6789,7 @@ func (x *DeviceAttribute) String() string {
 func (*DeviceAttribute) ProtoMessage() {}
 
 func (x *DeviceAttribute) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[73]
+	mi := &file_placement_v1_placement_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6583,7 +6802,7 @@ func (x *DeviceAttribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceAttribute.ProtoReflect.Descriptor instead.
 func (*DeviceAttribute) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{73}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *DeviceAttribute) GetValue() isDeviceAttribute_Value {
@@ -6678,7 +6897,7 @@ type DeviceTaint struct {
 
 func (x *DeviceTaint) Reset() {
 	*x = DeviceTaint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[74]
+	mi := &file_placement_v1_placement_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6690,7 +6909,7 @@ func (x *DeviceTaint) String() string {
 func (*DeviceTaint) ProtoMessage() {}
 
 func (x *DeviceTaint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[74]
+	mi := &file_placement_v1_placement_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6703,7 +6922,7 @@ func (x *DeviceTaint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceTaint.ProtoReflect.Descriptor instead.
 func (*DeviceTaint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{74}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *DeviceTaint) GetKey() string {
@@ -6751,7 +6970,7 @@ type DeviceTaintRule struct {
 
 func (x *DeviceTaintRule) Reset() {
 	*x = DeviceTaintRule{}
-	mi := &file_placement_v1_placement_proto_msgTypes[75]
+	mi := &file_placement_v1_placement_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6763,7 +6982,7 @@ func (x *DeviceTaintRule) String() string {
 func (*DeviceTaintRule) ProtoMessage() {}
 
 func (x *DeviceTaintRule) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[75]
+	mi := &file_placement_v1_placement_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6776,7 +6995,7 @@ func (x *DeviceTaintRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceTaintRule.ProtoReflect.Descriptor instead.
 func (*DeviceTaintRule) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{75}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *DeviceTaintRule) GetName() string {
@@ -6816,7 +7035,7 @@ type DeviceTaintSelector struct {
 
 func (x *DeviceTaintSelector) Reset() {
 	*x = DeviceTaintSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[76]
+	mi := &file_placement_v1_placement_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6828,7 +7047,7 @@ func (x *DeviceTaintSelector) String() string {
 func (*DeviceTaintSelector) ProtoMessage() {}
 
 func (x *DeviceTaintSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[76]
+	mi := &file_placement_v1_placement_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6841,7 +7060,7 @@ func (x *DeviceTaintSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceTaintSelector.ProtoReflect.Descriptor instead.
 func (*DeviceTaintSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{76}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *DeviceTaintSelector) GetDriver() string {
@@ -6878,7 +7097,7 @@ type CounterSet struct {
 
 func (x *CounterSet) Reset() {
 	*x = CounterSet{}
-	mi := &file_placement_v1_placement_proto_msgTypes[77]
+	mi := &file_placement_v1_placement_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6890,7 +7109,7 @@ func (x *CounterSet) String() string {
 func (*CounterSet) ProtoMessage() {}
 
 func (x *CounterSet) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[77]
+	mi := &file_placement_v1_placement_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6903,7 +7122,7 @@ func (x *CounterSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterSet.ProtoReflect.Descriptor instead.
 func (*CounterSet) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{77}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *CounterSet) GetName() string {
@@ -6933,7 +7152,7 @@ type DeviceCounterConsumption struct {
 
 func (x *DeviceCounterConsumption) Reset() {
 	*x = DeviceCounterConsumption{}
-	mi := &file_placement_v1_placement_proto_msgTypes[78]
+	mi := &file_placement_v1_placement_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6945,7 +7164,7 @@ func (x *DeviceCounterConsumption) String() string {
 func (*DeviceCounterConsumption) ProtoMessage() {}
 
 func (x *DeviceCounterConsumption) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[78]
+	mi := &file_placement_v1_placement_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6958,7 +7177,7 @@ func (x *DeviceCounterConsumption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceCounterConsumption.ProtoReflect.Descriptor instead.
 func (*DeviceCounterConsumption) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{78}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *DeviceCounterConsumption) GetCounterSet() string {
@@ -6989,7 +7208,7 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"snapshotId\x12\x1d\n" +
 	"\n" +
 	"node_count\x18\x02 \x01(\rR\tnodeCount\x12\x1b\n" +
-	"\tpod_count\x18\x03 \x01(\rR\bpodCount\"\xf8\a\n" +
+	"\tpod_count\x18\x03 \x01(\rR\bpodCount\"\xcb\b\n" +
 	"\bSnapshot\x12(\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x12.placement.v1.NodeR\x05nodes\x12%\n" +
 	"\x04pods\x18\x02 \x03(\v2\x11.placement.v1.PodR\x04pods\x127\n" +
@@ -7010,13 +7229,14 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x0fresource_slices\x18* \x03(\v2\x1b.placement.v1.ResourceSliceR\x0eresourceSlices\x12K\n" +
 	"\x12device_taint_rules\x18+ \x03(\v2\x1d.placement.v1.DeviceTaintRuleR\x10deviceTaintRules\x125\n" +
 	"\n" +
-	"pod_groups\x18- \x03(\v2\x16.placement.v1.PodGroupR\tpodGroups\"\x97\x01\n" +
+	"pod_groups\x18- \x03(\v2\x16.placement.v1.PodGroupR\tpodGroups\x12Q\n" +
+	"\x14composite_pod_groups\x18. \x03(\v2\x1f.placement.v1.CompositePodGroupR\x12compositePodGroups\"\x97\x01\n" +
 	"\tNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12;\n" +
 	"\x06labels\x18\x02 \x03(\v2#.placement.v1.Namespace.LabelsEntryR\x06labels\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x80\x10\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9f\x11\n" +
 	"\rSnapshotDelta\x12(\n" +
 	"\x10base_snapshot_id\x18\x01 \x01(\tR\x0ebaseSnapshotId\x125\n" +
 	"\fupsert_nodes\x18\x02 \x03(\v2\x12.placement.v1.NodeR\vupsertNodes\x12!\n" +
@@ -7050,7 +7270,9 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x11upsert_pod_groups\x188 \x03(\v2\x16.placement.v1.PodGroupR\x0fupsertPodGroups\x12*\n" +
 	"\x11remove_pod_groups\x189 \x03(\tR\x0fremovePodGroups\x12X\n" +
 	"\x19upsert_device_taint_rules\x18: \x03(\v2\x1d.placement.v1.DeviceTaintRuleR\x16upsertDeviceTaintRules\x129\n" +
-	"\x19remove_device_taint_rules\x18; \x03(\tR\x16removeDeviceTaintRules\"l\n" +
+	"\x19remove_device_taint_rules\x18; \x03(\tR\x16removeDeviceTaintRules\x12^\n" +
+	"\x1bupsert_composite_pod_groups\x18< \x03(\v2\x1f.placement.v1.CompositePodGroupR\x18upsertCompositePodGroups\x12=\n" +
+	"\x1bremove_composite_pod_groups\x18= \x03(\tR\x18removeCompositePodGroups\"l\n" +
 	"\vSnapshotRef\x12!\n" +
 	"\vsnapshot_id\x18\x01 \x01(\tH\x00R\n" +
 	"snapshotId\x120\n" +
@@ -7108,13 +7330,18 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"placements\x12.\n" +
 	"\x13assumed_snapshot_id\x18\x03 \x01(\tR\x11assumedSnapshotId\x12;\n" +
 	"\n" +
-	"pod_groups\x18\x04 \x03(\v2\x1c.placement.v1.PodGroupResultR\tpodGroups\"\x8c\x01\n" +
+	"pod_groups\x18\x04 \x03(\v2\x1c.placement.v1.PodGroupResultR\tpodGroups\"\xbf\x01\n" +
 	"\x0ePodGroupResult\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12\x16\n" +
-	"\x06domain\x18\x05 \x01(\tR\x06domain\"\xdf\x02\n" +
+	"\x06domain\x18\x05 \x01(\tR\x06domain\x121\n" +
+	"\x06levels\x18\x06 \x03(\v2\x19.placement.v1.LevelDomainR\x06levels\"x\n" +
+	"\vLevelDomain\x12.\n" +
+	"\x13composite_pod_group\x18\x01 \x01(\tR\x11compositePodGroup\x12!\n" +
+	"\ftopology_key\x18\x02 \x01(\tR\vtopologyKey\x12\x16\n" +
+	"\x06domain\x18\x03 \x01(\tR\x06domain\"\xdf\x02\n" +
 	"\tPlacement\x12\x17\n" +
 	"\apod_uid\x18\x01 \x01(\tR\x06podUid\x12\x1d\n" +
 	"\tnode_name\x18\x02 \x01(\tH\x00R\bnodeName\x12C\n" +
@@ -7372,6 +7599,17 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\fworkload_ref\x18\v \x01(\v2\x1f.placement.v1.WorkloadReferenceR\vworkloadRef\x12D\n" +
 	"\x1fparent_composite_pod_group_name\x18\f \x01(\tR\x1bparentCompositePodGroupName\x12/\n" +
 	"\x13initially_scheduled\x18\r \x01(\bR\x12initiallyScheduledB\v\n" +
+	"\t_priority\"\xde\x02\n" +
+	"\x11CompositePodGroup\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x03 \x01(\tR\x03uid\x12D\n" +
+	"\x1fparent_composite_pod_group_name\x18\x04 \x01(\tR\x1bparentCompositePodGroupName\x12+\n" +
+	"\x0fmin_group_count\x18\x05 \x01(\x05H\x00R\rminGroupCount\x88\x01\x01\x12#\n" +
+	"\rtopology_keys\x18\x06 \x03(\tR\ftopologyKeys\x12\x1f\n" +
+	"\bpriority\x18\a \x01(\x05H\x01R\bpriority\x88\x01\x01\x12+\n" +
+	"\x11preemption_policy\x18\b \x01(\tR\x10preemptionPolicyB\x12\n" +
+	"\x10_min_group_countB\v\n" +
 	"\t_priority\"3\n" +
 	"\x14GangSchedulingPolicy\x12\x1b\n" +
 	"\tmin_count\x18\x01 \x01(\x05R\bminCount\"]\n" +
@@ -7632,7 +7870,7 @@ func file_placement_v1_placement_proto_rawDescGZIP() []byte {
 }
 
 var file_placement_v1_placement_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 101)
+var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
 var file_placement_v1_placement_proto_goTypes = []any{
 	(DeviceFailureKind)(0),                   // 0: placement.v1.DeviceFailureKind
 	(*SyncSnapshotRequest)(nil),              // 1: placement.v1.SyncSnapshotRequest
@@ -7650,241 +7888,246 @@ var file_placement_v1_placement_proto_goTypes = []any{
 	(*ScheduleRequest)(nil),                  // 13: placement.v1.ScheduleRequest
 	(*ScheduleResponse)(nil),                 // 14: placement.v1.ScheduleResponse
 	(*PodGroupResult)(nil),                   // 15: placement.v1.PodGroupResult
-	(*Placement)(nil),                        // 16: placement.v1.Placement
-	(*ClaimAllocation)(nil),                  // 17: placement.v1.ClaimAllocation
-	(*ExtendedResourceClaim)(nil),            // 18: placement.v1.ExtendedResourceClaim
-	(*ContainerExtendedResourceRequest)(nil), // 19: placement.v1.ContainerExtendedResourceRequest
-	(*ClaimBinding)(nil),                     // 20: placement.v1.ClaimBinding
-	(*Unschedulable)(nil),                    // 21: placement.v1.Unschedulable
-	(*ListPoliciesRequest)(nil),              // 22: placement.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),             // 23: placement.v1.ListPoliciesResponse
-	(*PolicyInfo)(nil),                       // 24: placement.v1.PolicyInfo
-	(*FilterRule)(nil),                       // 25: placement.v1.FilterRule
-	(*ScoreRule)(nil),                        // 26: placement.v1.ScoreRule
-	(*PluginWeight)(nil),                     // 27: placement.v1.PluginWeight
-	(*Pod)(nil),                              // 28: placement.v1.Pod
-	(*PodResourceClaim)(nil),                 // 29: placement.v1.PodResourceClaim
-	(*Volume)(nil),                           // 30: placement.v1.Volume
-	(*PersistentVolumeClaim)(nil),            // 31: placement.v1.PersistentVolumeClaim
-	(*PersistentVolume)(nil),                 // 32: placement.v1.PersistentVolume
-	(*VolumeClaimRef)(nil),                   // 33: placement.v1.VolumeClaimRef
-	(*StorageClass)(nil),                     // 34: placement.v1.StorageClass
-	(*TopologySelectorTerm)(nil),             // 35: placement.v1.TopologySelectorTerm
-	(*TopologySelectorRequirement)(nil),      // 36: placement.v1.TopologySelectorRequirement
-	(*CsiNode)(nil),                          // 37: placement.v1.CsiNode
-	(*CsiNodeDriver)(nil),                    // 38: placement.v1.CsiNodeDriver
-	(*CsiDriver)(nil),                        // 39: placement.v1.CsiDriver
-	(*CsiStorageCapacity)(nil),               // 40: placement.v1.CsiStorageCapacity
-	(*PodAffinity)(nil),                      // 41: placement.v1.PodAffinity
-	(*PodAffinityTerm)(nil),                  // 42: placement.v1.PodAffinityTerm
-	(*WeightedPodAffinityTerm)(nil),          // 43: placement.v1.WeightedPodAffinityTerm
-	(*Gang)(nil),                             // 44: placement.v1.Gang
-	(*PodGroup)(nil),                         // 45: placement.v1.PodGroup
-	(*GangSchedulingPolicy)(nil),             // 46: placement.v1.GangSchedulingPolicy
-	(*WorkloadReference)(nil),                // 47: placement.v1.WorkloadReference
-	(*PodDisruptionBudget)(nil),              // 48: placement.v1.PodDisruptionBudget
-	(*LabelSelector)(nil),                    // 49: placement.v1.LabelSelector
-	(*LabelSelectorRequirement)(nil),         // 50: placement.v1.LabelSelectorRequirement
-	(*TopologySpreadConstraint)(nil),         // 51: placement.v1.TopologySpreadConstraint
-	(*Container)(nil),                        // 52: placement.v1.Container
-	(*ContainerPort)(nil),                    // 53: placement.v1.ContainerPort
-	(*NodeAffinity)(nil),                     // 54: placement.v1.NodeAffinity
-	(*NodeSelector)(nil),                     // 55: placement.v1.NodeSelector
-	(*NodeSelectorTerm)(nil),                 // 56: placement.v1.NodeSelectorTerm
-	(*NodeSelectorRequirement)(nil),          // 57: placement.v1.NodeSelectorRequirement
-	(*PreferredSchedulingTerm)(nil),          // 58: placement.v1.PreferredSchedulingTerm
-	(*Toleration)(nil),                       // 59: placement.v1.Toleration
-	(*Node)(nil),                             // 60: placement.v1.Node
-	(*Taint)(nil),                            // 61: placement.v1.Taint
-	(*ContainerImage)(nil),                   // 62: placement.v1.ContainerImage
-	(*DeviceClass)(nil),                      // 63: placement.v1.DeviceClass
-	(*ResourceClaim)(nil),                    // 64: placement.v1.ResourceClaim
-	(*DeviceRequest)(nil),                    // 65: placement.v1.DeviceRequest
-	(*ExactDeviceRequest)(nil),               // 66: placement.v1.ExactDeviceRequest
-	(*DeviceSubRequest)(nil),                 // 67: placement.v1.DeviceSubRequest
-	(*DeviceConstraint)(nil),                 // 68: placement.v1.DeviceConstraint
-	(*AllocationResult)(nil),                 // 69: placement.v1.AllocationResult
-	(*DeviceRequestAllocationResult)(nil),    // 70: placement.v1.DeviceRequestAllocationResult
-	(*ResourceClaimConsumer)(nil),            // 71: placement.v1.ResourceClaimConsumer
-	(*ResourceSlice)(nil),                    // 72: placement.v1.ResourceSlice
-	(*Device)(nil),                           // 73: placement.v1.Device
-	(*DeviceAttribute)(nil),                  // 74: placement.v1.DeviceAttribute
-	(*DeviceTaint)(nil),                      // 75: placement.v1.DeviceTaint
-	(*DeviceTaintRule)(nil),                  // 76: placement.v1.DeviceTaintRule
-	(*DeviceTaintSelector)(nil),              // 77: placement.v1.DeviceTaintSelector
-	(*CounterSet)(nil),                       // 78: placement.v1.CounterSet
-	(*DeviceCounterConsumption)(nil),         // 79: placement.v1.DeviceCounterConsumption
-	nil,                                      // 80: placement.v1.Namespace.LabelsEntry
-	nil,                                      // 81: placement.v1.Unschedulable.ReasonsEntry
-	nil,                                      // 82: placement.v1.Pod.LabelsEntry
-	nil,                                      // 83: placement.v1.Pod.OverheadEntry
-	nil,                                      // 84: placement.v1.Pod.NodeSelectorEntry
-	nil,                                      // 85: placement.v1.Pod.AnnotationsEntry
-	nil,                                      // 86: placement.v1.Pod.PodRequestsEntry
-	nil,                                      // 87: placement.v1.Pod.AllocatedRequestsEntry
-	nil,                                      // 88: placement.v1.Pod.ActuatedRequestsEntry
-	nil,                                      // 89: placement.v1.PersistentVolume.LabelsEntry
-	nil,                                      // 90: placement.v1.LabelSelector.MatchLabelsEntry
-	nil,                                      // 91: placement.v1.Container.RequestsEntry
-	nil,                                      // 92: placement.v1.Container.AllocatedRequestsEntry
-	nil,                                      // 93: placement.v1.Container.ActuatedRequestsEntry
-	nil,                                      // 94: placement.v1.Node.LabelsEntry
-	nil,                                      // 95: placement.v1.Node.AllocatableEntry
-	nil,                                      // 96: placement.v1.ExactDeviceRequest.CapacityRequestsEntry
-	nil,                                      // 97: placement.v1.DeviceSubRequest.CapacityRequestsEntry
-	nil,                                      // 98: placement.v1.Device.AttributesEntry
-	nil,                                      // 99: placement.v1.Device.CapacityEntry
-	nil,                                      // 100: placement.v1.CounterSet.CountersEntry
-	nil,                                      // 101: placement.v1.DeviceCounterConsumption.CountersEntry
+	(*LevelDomain)(nil),                      // 16: placement.v1.LevelDomain
+	(*Placement)(nil),                        // 17: placement.v1.Placement
+	(*ClaimAllocation)(nil),                  // 18: placement.v1.ClaimAllocation
+	(*ExtendedResourceClaim)(nil),            // 19: placement.v1.ExtendedResourceClaim
+	(*ContainerExtendedResourceRequest)(nil), // 20: placement.v1.ContainerExtendedResourceRequest
+	(*ClaimBinding)(nil),                     // 21: placement.v1.ClaimBinding
+	(*Unschedulable)(nil),                    // 22: placement.v1.Unschedulable
+	(*ListPoliciesRequest)(nil),              // 23: placement.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),             // 24: placement.v1.ListPoliciesResponse
+	(*PolicyInfo)(nil),                       // 25: placement.v1.PolicyInfo
+	(*FilterRule)(nil),                       // 26: placement.v1.FilterRule
+	(*ScoreRule)(nil),                        // 27: placement.v1.ScoreRule
+	(*PluginWeight)(nil),                     // 28: placement.v1.PluginWeight
+	(*Pod)(nil),                              // 29: placement.v1.Pod
+	(*PodResourceClaim)(nil),                 // 30: placement.v1.PodResourceClaim
+	(*Volume)(nil),                           // 31: placement.v1.Volume
+	(*PersistentVolumeClaim)(nil),            // 32: placement.v1.PersistentVolumeClaim
+	(*PersistentVolume)(nil),                 // 33: placement.v1.PersistentVolume
+	(*VolumeClaimRef)(nil),                   // 34: placement.v1.VolumeClaimRef
+	(*StorageClass)(nil),                     // 35: placement.v1.StorageClass
+	(*TopologySelectorTerm)(nil),             // 36: placement.v1.TopologySelectorTerm
+	(*TopologySelectorRequirement)(nil),      // 37: placement.v1.TopologySelectorRequirement
+	(*CsiNode)(nil),                          // 38: placement.v1.CsiNode
+	(*CsiNodeDriver)(nil),                    // 39: placement.v1.CsiNodeDriver
+	(*CsiDriver)(nil),                        // 40: placement.v1.CsiDriver
+	(*CsiStorageCapacity)(nil),               // 41: placement.v1.CsiStorageCapacity
+	(*PodAffinity)(nil),                      // 42: placement.v1.PodAffinity
+	(*PodAffinityTerm)(nil),                  // 43: placement.v1.PodAffinityTerm
+	(*WeightedPodAffinityTerm)(nil),          // 44: placement.v1.WeightedPodAffinityTerm
+	(*Gang)(nil),                             // 45: placement.v1.Gang
+	(*PodGroup)(nil),                         // 46: placement.v1.PodGroup
+	(*CompositePodGroup)(nil),                // 47: placement.v1.CompositePodGroup
+	(*GangSchedulingPolicy)(nil),             // 48: placement.v1.GangSchedulingPolicy
+	(*WorkloadReference)(nil),                // 49: placement.v1.WorkloadReference
+	(*PodDisruptionBudget)(nil),              // 50: placement.v1.PodDisruptionBudget
+	(*LabelSelector)(nil),                    // 51: placement.v1.LabelSelector
+	(*LabelSelectorRequirement)(nil),         // 52: placement.v1.LabelSelectorRequirement
+	(*TopologySpreadConstraint)(nil),         // 53: placement.v1.TopologySpreadConstraint
+	(*Container)(nil),                        // 54: placement.v1.Container
+	(*ContainerPort)(nil),                    // 55: placement.v1.ContainerPort
+	(*NodeAffinity)(nil),                     // 56: placement.v1.NodeAffinity
+	(*NodeSelector)(nil),                     // 57: placement.v1.NodeSelector
+	(*NodeSelectorTerm)(nil),                 // 58: placement.v1.NodeSelectorTerm
+	(*NodeSelectorRequirement)(nil),          // 59: placement.v1.NodeSelectorRequirement
+	(*PreferredSchedulingTerm)(nil),          // 60: placement.v1.PreferredSchedulingTerm
+	(*Toleration)(nil),                       // 61: placement.v1.Toleration
+	(*Node)(nil),                             // 62: placement.v1.Node
+	(*Taint)(nil),                            // 63: placement.v1.Taint
+	(*ContainerImage)(nil),                   // 64: placement.v1.ContainerImage
+	(*DeviceClass)(nil),                      // 65: placement.v1.DeviceClass
+	(*ResourceClaim)(nil),                    // 66: placement.v1.ResourceClaim
+	(*DeviceRequest)(nil),                    // 67: placement.v1.DeviceRequest
+	(*ExactDeviceRequest)(nil),               // 68: placement.v1.ExactDeviceRequest
+	(*DeviceSubRequest)(nil),                 // 69: placement.v1.DeviceSubRequest
+	(*DeviceConstraint)(nil),                 // 70: placement.v1.DeviceConstraint
+	(*AllocationResult)(nil),                 // 71: placement.v1.AllocationResult
+	(*DeviceRequestAllocationResult)(nil),    // 72: placement.v1.DeviceRequestAllocationResult
+	(*ResourceClaimConsumer)(nil),            // 73: placement.v1.ResourceClaimConsumer
+	(*ResourceSlice)(nil),                    // 74: placement.v1.ResourceSlice
+	(*Device)(nil),                           // 75: placement.v1.Device
+	(*DeviceAttribute)(nil),                  // 76: placement.v1.DeviceAttribute
+	(*DeviceTaint)(nil),                      // 77: placement.v1.DeviceTaint
+	(*DeviceTaintRule)(nil),                  // 78: placement.v1.DeviceTaintRule
+	(*DeviceTaintSelector)(nil),              // 79: placement.v1.DeviceTaintSelector
+	(*CounterSet)(nil),                       // 80: placement.v1.CounterSet
+	(*DeviceCounterConsumption)(nil),         // 81: placement.v1.DeviceCounterConsumption
+	nil,                                      // 82: placement.v1.Namespace.LabelsEntry
+	nil,                                      // 83: placement.v1.Unschedulable.ReasonsEntry
+	nil,                                      // 84: placement.v1.Pod.LabelsEntry
+	nil,                                      // 85: placement.v1.Pod.OverheadEntry
+	nil,                                      // 86: placement.v1.Pod.NodeSelectorEntry
+	nil,                                      // 87: placement.v1.Pod.AnnotationsEntry
+	nil,                                      // 88: placement.v1.Pod.PodRequestsEntry
+	nil,                                      // 89: placement.v1.Pod.AllocatedRequestsEntry
+	nil,                                      // 90: placement.v1.Pod.ActuatedRequestsEntry
+	nil,                                      // 91: placement.v1.PersistentVolume.LabelsEntry
+	nil,                                      // 92: placement.v1.LabelSelector.MatchLabelsEntry
+	nil,                                      // 93: placement.v1.Container.RequestsEntry
+	nil,                                      // 94: placement.v1.Container.AllocatedRequestsEntry
+	nil,                                      // 95: placement.v1.Container.ActuatedRequestsEntry
+	nil,                                      // 96: placement.v1.Node.LabelsEntry
+	nil,                                      // 97: placement.v1.Node.AllocatableEntry
+	nil,                                      // 98: placement.v1.ExactDeviceRequest.CapacityRequestsEntry
+	nil,                                      // 99: placement.v1.DeviceSubRequest.CapacityRequestsEntry
+	nil,                                      // 100: placement.v1.Device.AttributesEntry
+	nil,                                      // 101: placement.v1.Device.CapacityEntry
+	nil,                                      // 102: placement.v1.CounterSet.CountersEntry
+	nil,                                      // 103: placement.v1.DeviceCounterConsumption.CountersEntry
 }
 var file_placement_v1_placement_proto_depIdxs = []int32{
 	3,   // 0: placement.v1.SyncSnapshotRequest.full:type_name -> placement.v1.Snapshot
 	5,   // 1: placement.v1.SyncSnapshotRequest.delta:type_name -> placement.v1.SnapshotDelta
-	60,  // 2: placement.v1.Snapshot.nodes:type_name -> placement.v1.Node
-	28,  // 3: placement.v1.Snapshot.pods:type_name -> placement.v1.Pod
+	62,  // 2: placement.v1.Snapshot.nodes:type_name -> placement.v1.Node
+	29,  // 3: placement.v1.Snapshot.pods:type_name -> placement.v1.Pod
 	4,   // 4: placement.v1.Snapshot.namespaces:type_name -> placement.v1.Namespace
-	48,  // 5: placement.v1.Snapshot.pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
-	31,  // 6: placement.v1.Snapshot.persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
-	32,  // 7: placement.v1.Snapshot.persistent_volumes:type_name -> placement.v1.PersistentVolume
-	34,  // 8: placement.v1.Snapshot.storage_classes:type_name -> placement.v1.StorageClass
-	37,  // 9: placement.v1.Snapshot.csi_nodes:type_name -> placement.v1.CsiNode
-	39,  // 10: placement.v1.Snapshot.csi_drivers:type_name -> placement.v1.CsiDriver
-	40,  // 11: placement.v1.Snapshot.csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
-	63,  // 12: placement.v1.Snapshot.device_classes:type_name -> placement.v1.DeviceClass
-	64,  // 13: placement.v1.Snapshot.resource_claims:type_name -> placement.v1.ResourceClaim
-	72,  // 14: placement.v1.Snapshot.resource_slices:type_name -> placement.v1.ResourceSlice
-	76,  // 15: placement.v1.Snapshot.device_taint_rules:type_name -> placement.v1.DeviceTaintRule
-	45,  // 16: placement.v1.Snapshot.pod_groups:type_name -> placement.v1.PodGroup
-	80,  // 17: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
-	60,  // 18: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
-	28,  // 19: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
-	4,   // 20: placement.v1.SnapshotDelta.upsert_namespaces:type_name -> placement.v1.Namespace
-	48,  // 21: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
-	31,  // 22: placement.v1.SnapshotDelta.upsert_persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
-	32,  // 23: placement.v1.SnapshotDelta.upsert_persistent_volumes:type_name -> placement.v1.PersistentVolume
-	34,  // 24: placement.v1.SnapshotDelta.upsert_storage_classes:type_name -> placement.v1.StorageClass
-	37,  // 25: placement.v1.SnapshotDelta.upsert_csi_nodes:type_name -> placement.v1.CsiNode
-	39,  // 26: placement.v1.SnapshotDelta.upsert_csi_drivers:type_name -> placement.v1.CsiDriver
-	40,  // 27: placement.v1.SnapshotDelta.upsert_csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
-	63,  // 28: placement.v1.SnapshotDelta.upsert_device_classes:type_name -> placement.v1.DeviceClass
-	64,  // 29: placement.v1.SnapshotDelta.upsert_resource_claims:type_name -> placement.v1.ResourceClaim
-	72,  // 30: placement.v1.SnapshotDelta.upsert_resource_slices:type_name -> placement.v1.ResourceSlice
-	45,  // 31: placement.v1.SnapshotDelta.upsert_pod_groups:type_name -> placement.v1.PodGroup
-	76,  // 32: placement.v1.SnapshotDelta.upsert_device_taint_rules:type_name -> placement.v1.DeviceTaintRule
-	3,   // 33: placement.v1.SnapshotRef.inline:type_name -> placement.v1.Snapshot
-	6,   // 34: placement.v1.RankRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	28,  // 35: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
-	9,   // 36: placement.v1.RankResponse.feasible:type_name -> placement.v1.NodeScore
-	11,  // 37: placement.v1.RankResponse.infeasible:type_name -> placement.v1.InfeasibleNode
-	10,  // 38: placement.v1.NodeScore.plugin_scores:type_name -> placement.v1.PluginScore
-	12,  // 39: placement.v1.InfeasibleNode.device_failures:type_name -> placement.v1.DeviceRequestFailure
-	0,   // 40: placement.v1.DeviceRequestFailure.kind:type_name -> placement.v1.DeviceFailureKind
-	6,   // 41: placement.v1.ScheduleRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	28,  // 42: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
-	16,  // 43: placement.v1.ScheduleResponse.placements:type_name -> placement.v1.Placement
-	15,  // 44: placement.v1.ScheduleResponse.pod_groups:type_name -> placement.v1.PodGroupResult
-	21,  // 45: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
-	20,  // 46: placement.v1.Placement.claim_bindings:type_name -> placement.v1.ClaimBinding
-	17,  // 47: placement.v1.Placement.claim_allocations:type_name -> placement.v1.ClaimAllocation
-	69,  // 48: placement.v1.ClaimAllocation.allocation:type_name -> placement.v1.AllocationResult
-	18,  // 49: placement.v1.ClaimAllocation.extended_resource_claim:type_name -> placement.v1.ExtendedResourceClaim
-	65,  // 50: placement.v1.ExtendedResourceClaim.requests:type_name -> placement.v1.DeviceRequest
-	19,  // 51: placement.v1.ExtendedResourceClaim.request_mappings:type_name -> placement.v1.ContainerExtendedResourceRequest
-	81,  // 52: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
-	24,  // 53: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
-	27,  // 54: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
-	25,  // 55: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
-	26,  // 56: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
-	82,  // 57: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
-	52,  // 58: placement.v1.Pod.containers:type_name -> placement.v1.Container
-	52,  // 59: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
-	83,  // 60: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
-	84,  // 61: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
-	54,  // 62: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
-	59,  // 63: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
-	41,  // 64: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
-	41,  // 65: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
-	51,  // 66: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
-	49,  // 67: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
-	44,  // 68: placement.v1.Pod.gang:type_name -> placement.v1.Gang
-	85,  // 69: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
-	30,  // 70: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
-	86,  // 71: placement.v1.Pod.pod_requests:type_name -> placement.v1.Pod.PodRequestsEntry
-	87,  // 72: placement.v1.Pod.allocated_requests:type_name -> placement.v1.Pod.AllocatedRequestsEntry
-	88,  // 73: placement.v1.Pod.actuated_requests:type_name -> placement.v1.Pod.ActuatedRequestsEntry
-	29,  // 74: placement.v1.Pod.resource_claims:type_name -> placement.v1.PodResourceClaim
-	49,  // 75: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
-	89,  // 76: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
-	55,  // 77: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
-	33,  // 78: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
-	35,  // 79: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
-	36,  // 80: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
-	38,  // 81: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
-	49,  // 82: placement.v1.CsiStorageCapacity.node_topology:type_name -> placement.v1.LabelSelector
-	42,  // 83: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
-	43,  // 84: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
-	49,  // 85: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
-	49,  // 86: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
-	42,  // 87: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
-	46,  // 88: placement.v1.PodGroup.gang:type_name -> placement.v1.GangSchedulingPolicy
-	47,  // 89: placement.v1.PodGroup.workload_ref:type_name -> placement.v1.WorkloadReference
-	49,  // 90: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
-	90,  // 91: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
-	50,  // 92: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
-	49,  // 93: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
-	91,  // 94: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
-	53,  // 95: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
-	92,  // 96: placement.v1.Container.allocated_requests:type_name -> placement.v1.Container.AllocatedRequestsEntry
-	93,  // 97: placement.v1.Container.actuated_requests:type_name -> placement.v1.Container.ActuatedRequestsEntry
-	55,  // 98: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
-	58,  // 99: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
-	56,  // 100: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
-	57,  // 101: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
-	57,  // 102: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
-	56,  // 103: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
-	94,  // 104: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
-	61,  // 105: placement.v1.Node.taints:type_name -> placement.v1.Taint
-	95,  // 106: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
-	62,  // 107: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
-	65,  // 108: placement.v1.ResourceClaim.requests:type_name -> placement.v1.DeviceRequest
-	68,  // 109: placement.v1.ResourceClaim.constraints:type_name -> placement.v1.DeviceConstraint
-	69,  // 110: placement.v1.ResourceClaim.allocation:type_name -> placement.v1.AllocationResult
-	71,  // 111: placement.v1.ResourceClaim.reserved_for:type_name -> placement.v1.ResourceClaimConsumer
-	66,  // 112: placement.v1.DeviceRequest.exactly:type_name -> placement.v1.ExactDeviceRequest
-	67,  // 113: placement.v1.DeviceRequest.first_available:type_name -> placement.v1.DeviceSubRequest
-	59,  // 114: placement.v1.ExactDeviceRequest.tolerations:type_name -> placement.v1.Toleration
-	96,  // 115: placement.v1.ExactDeviceRequest.capacity_requests:type_name -> placement.v1.ExactDeviceRequest.CapacityRequestsEntry
-	59,  // 116: placement.v1.DeviceSubRequest.tolerations:type_name -> placement.v1.Toleration
-	97,  // 117: placement.v1.DeviceSubRequest.capacity_requests:type_name -> placement.v1.DeviceSubRequest.CapacityRequestsEntry
-	70,  // 118: placement.v1.AllocationResult.devices:type_name -> placement.v1.DeviceRequestAllocationResult
-	55,  // 119: placement.v1.AllocationResult.node_selector:type_name -> placement.v1.NodeSelector
-	59,  // 120: placement.v1.DeviceRequestAllocationResult.tolerations:type_name -> placement.v1.Toleration
-	55,  // 121: placement.v1.ResourceSlice.node_selector:type_name -> placement.v1.NodeSelector
-	73,  // 122: placement.v1.ResourceSlice.devices:type_name -> placement.v1.Device
-	78,  // 123: placement.v1.ResourceSlice.shared_counters:type_name -> placement.v1.CounterSet
-	98,  // 124: placement.v1.Device.attributes:type_name -> placement.v1.Device.AttributesEntry
-	99,  // 125: placement.v1.Device.capacity:type_name -> placement.v1.Device.CapacityEntry
-	79,  // 126: placement.v1.Device.consumes_counters:type_name -> placement.v1.DeviceCounterConsumption
-	55,  // 127: placement.v1.Device.node_selector:type_name -> placement.v1.NodeSelector
-	75,  // 128: placement.v1.Device.taints:type_name -> placement.v1.DeviceTaint
-	77,  // 129: placement.v1.DeviceTaintRule.device_selector:type_name -> placement.v1.DeviceTaintSelector
-	75,  // 130: placement.v1.DeviceTaintRule.taint:type_name -> placement.v1.DeviceTaint
-	100, // 131: placement.v1.CounterSet.counters:type_name -> placement.v1.CounterSet.CountersEntry
-	101, // 132: placement.v1.DeviceCounterConsumption.counters:type_name -> placement.v1.DeviceCounterConsumption.CountersEntry
-	74,  // 133: placement.v1.Device.AttributesEntry.value:type_name -> placement.v1.DeviceAttribute
-	1,   // 134: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
-	7,   // 135: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
-	13,  // 136: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
-	22,  // 137: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
-	2,   // 138: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
-	8,   // 139: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
-	14,  // 140: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
-	23,  // 141: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
-	138, // [138:142] is the sub-list for method output_type
-	134, // [134:138] is the sub-list for method input_type
-	134, // [134:134] is the sub-list for extension type_name
-	134, // [134:134] is the sub-list for extension extendee
-	0,   // [0:134] is the sub-list for field type_name
+	50,  // 5: placement.v1.Snapshot.pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	32,  // 6: placement.v1.Snapshot.persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
+	33,  // 7: placement.v1.Snapshot.persistent_volumes:type_name -> placement.v1.PersistentVolume
+	35,  // 8: placement.v1.Snapshot.storage_classes:type_name -> placement.v1.StorageClass
+	38,  // 9: placement.v1.Snapshot.csi_nodes:type_name -> placement.v1.CsiNode
+	40,  // 10: placement.v1.Snapshot.csi_drivers:type_name -> placement.v1.CsiDriver
+	41,  // 11: placement.v1.Snapshot.csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
+	65,  // 12: placement.v1.Snapshot.device_classes:type_name -> placement.v1.DeviceClass
+	66,  // 13: placement.v1.Snapshot.resource_claims:type_name -> placement.v1.ResourceClaim
+	74,  // 14: placement.v1.Snapshot.resource_slices:type_name -> placement.v1.ResourceSlice
+	78,  // 15: placement.v1.Snapshot.device_taint_rules:type_name -> placement.v1.DeviceTaintRule
+	46,  // 16: placement.v1.Snapshot.pod_groups:type_name -> placement.v1.PodGroup
+	47,  // 17: placement.v1.Snapshot.composite_pod_groups:type_name -> placement.v1.CompositePodGroup
+	82,  // 18: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
+	62,  // 19: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
+	29,  // 20: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
+	4,   // 21: placement.v1.SnapshotDelta.upsert_namespaces:type_name -> placement.v1.Namespace
+	50,  // 22: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	32,  // 23: placement.v1.SnapshotDelta.upsert_persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
+	33,  // 24: placement.v1.SnapshotDelta.upsert_persistent_volumes:type_name -> placement.v1.PersistentVolume
+	35,  // 25: placement.v1.SnapshotDelta.upsert_storage_classes:type_name -> placement.v1.StorageClass
+	38,  // 26: placement.v1.SnapshotDelta.upsert_csi_nodes:type_name -> placement.v1.CsiNode
+	40,  // 27: placement.v1.SnapshotDelta.upsert_csi_drivers:type_name -> placement.v1.CsiDriver
+	41,  // 28: placement.v1.SnapshotDelta.upsert_csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
+	65,  // 29: placement.v1.SnapshotDelta.upsert_device_classes:type_name -> placement.v1.DeviceClass
+	66,  // 30: placement.v1.SnapshotDelta.upsert_resource_claims:type_name -> placement.v1.ResourceClaim
+	74,  // 31: placement.v1.SnapshotDelta.upsert_resource_slices:type_name -> placement.v1.ResourceSlice
+	46,  // 32: placement.v1.SnapshotDelta.upsert_pod_groups:type_name -> placement.v1.PodGroup
+	78,  // 33: placement.v1.SnapshotDelta.upsert_device_taint_rules:type_name -> placement.v1.DeviceTaintRule
+	47,  // 34: placement.v1.SnapshotDelta.upsert_composite_pod_groups:type_name -> placement.v1.CompositePodGroup
+	3,   // 35: placement.v1.SnapshotRef.inline:type_name -> placement.v1.Snapshot
+	6,   // 36: placement.v1.RankRequest.snapshot:type_name -> placement.v1.SnapshotRef
+	29,  // 37: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
+	9,   // 38: placement.v1.RankResponse.feasible:type_name -> placement.v1.NodeScore
+	11,  // 39: placement.v1.RankResponse.infeasible:type_name -> placement.v1.InfeasibleNode
+	10,  // 40: placement.v1.NodeScore.plugin_scores:type_name -> placement.v1.PluginScore
+	12,  // 41: placement.v1.InfeasibleNode.device_failures:type_name -> placement.v1.DeviceRequestFailure
+	0,   // 42: placement.v1.DeviceRequestFailure.kind:type_name -> placement.v1.DeviceFailureKind
+	6,   // 43: placement.v1.ScheduleRequest.snapshot:type_name -> placement.v1.SnapshotRef
+	29,  // 44: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
+	17,  // 45: placement.v1.ScheduleResponse.placements:type_name -> placement.v1.Placement
+	15,  // 46: placement.v1.ScheduleResponse.pod_groups:type_name -> placement.v1.PodGroupResult
+	16,  // 47: placement.v1.PodGroupResult.levels:type_name -> placement.v1.LevelDomain
+	22,  // 48: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
+	21,  // 49: placement.v1.Placement.claim_bindings:type_name -> placement.v1.ClaimBinding
+	18,  // 50: placement.v1.Placement.claim_allocations:type_name -> placement.v1.ClaimAllocation
+	71,  // 51: placement.v1.ClaimAllocation.allocation:type_name -> placement.v1.AllocationResult
+	19,  // 52: placement.v1.ClaimAllocation.extended_resource_claim:type_name -> placement.v1.ExtendedResourceClaim
+	67,  // 53: placement.v1.ExtendedResourceClaim.requests:type_name -> placement.v1.DeviceRequest
+	20,  // 54: placement.v1.ExtendedResourceClaim.request_mappings:type_name -> placement.v1.ContainerExtendedResourceRequest
+	83,  // 55: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
+	25,  // 56: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
+	28,  // 57: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
+	26,  // 58: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
+	27,  // 59: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
+	84,  // 60: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
+	54,  // 61: placement.v1.Pod.containers:type_name -> placement.v1.Container
+	54,  // 62: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
+	85,  // 63: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
+	86,  // 64: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
+	56,  // 65: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
+	61,  // 66: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
+	42,  // 67: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
+	42,  // 68: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
+	53,  // 69: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
+	51,  // 70: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
+	45,  // 71: placement.v1.Pod.gang:type_name -> placement.v1.Gang
+	87,  // 72: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
+	31,  // 73: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
+	88,  // 74: placement.v1.Pod.pod_requests:type_name -> placement.v1.Pod.PodRequestsEntry
+	89,  // 75: placement.v1.Pod.allocated_requests:type_name -> placement.v1.Pod.AllocatedRequestsEntry
+	90,  // 76: placement.v1.Pod.actuated_requests:type_name -> placement.v1.Pod.ActuatedRequestsEntry
+	30,  // 77: placement.v1.Pod.resource_claims:type_name -> placement.v1.PodResourceClaim
+	51,  // 78: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
+	91,  // 79: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
+	57,  // 80: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
+	34,  // 81: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
+	36,  // 82: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
+	37,  // 83: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
+	39,  // 84: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
+	51,  // 85: placement.v1.CsiStorageCapacity.node_topology:type_name -> placement.v1.LabelSelector
+	43,  // 86: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
+	44,  // 87: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
+	51,  // 88: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
+	51,  // 89: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
+	43,  // 90: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
+	48,  // 91: placement.v1.PodGroup.gang:type_name -> placement.v1.GangSchedulingPolicy
+	49,  // 92: placement.v1.PodGroup.workload_ref:type_name -> placement.v1.WorkloadReference
+	51,  // 93: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
+	92,  // 94: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
+	52,  // 95: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
+	51,  // 96: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
+	93,  // 97: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
+	55,  // 98: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
+	94,  // 99: placement.v1.Container.allocated_requests:type_name -> placement.v1.Container.AllocatedRequestsEntry
+	95,  // 100: placement.v1.Container.actuated_requests:type_name -> placement.v1.Container.ActuatedRequestsEntry
+	57,  // 101: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
+	60,  // 102: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
+	58,  // 103: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
+	59,  // 104: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
+	59,  // 105: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
+	58,  // 106: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
+	96,  // 107: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
+	63,  // 108: placement.v1.Node.taints:type_name -> placement.v1.Taint
+	97,  // 109: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
+	64,  // 110: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
+	67,  // 111: placement.v1.ResourceClaim.requests:type_name -> placement.v1.DeviceRequest
+	70,  // 112: placement.v1.ResourceClaim.constraints:type_name -> placement.v1.DeviceConstraint
+	71,  // 113: placement.v1.ResourceClaim.allocation:type_name -> placement.v1.AllocationResult
+	73,  // 114: placement.v1.ResourceClaim.reserved_for:type_name -> placement.v1.ResourceClaimConsumer
+	68,  // 115: placement.v1.DeviceRequest.exactly:type_name -> placement.v1.ExactDeviceRequest
+	69,  // 116: placement.v1.DeviceRequest.first_available:type_name -> placement.v1.DeviceSubRequest
+	61,  // 117: placement.v1.ExactDeviceRequest.tolerations:type_name -> placement.v1.Toleration
+	98,  // 118: placement.v1.ExactDeviceRequest.capacity_requests:type_name -> placement.v1.ExactDeviceRequest.CapacityRequestsEntry
+	61,  // 119: placement.v1.DeviceSubRequest.tolerations:type_name -> placement.v1.Toleration
+	99,  // 120: placement.v1.DeviceSubRequest.capacity_requests:type_name -> placement.v1.DeviceSubRequest.CapacityRequestsEntry
+	72,  // 121: placement.v1.AllocationResult.devices:type_name -> placement.v1.DeviceRequestAllocationResult
+	57,  // 122: placement.v1.AllocationResult.node_selector:type_name -> placement.v1.NodeSelector
+	61,  // 123: placement.v1.DeviceRequestAllocationResult.tolerations:type_name -> placement.v1.Toleration
+	57,  // 124: placement.v1.ResourceSlice.node_selector:type_name -> placement.v1.NodeSelector
+	75,  // 125: placement.v1.ResourceSlice.devices:type_name -> placement.v1.Device
+	80,  // 126: placement.v1.ResourceSlice.shared_counters:type_name -> placement.v1.CounterSet
+	100, // 127: placement.v1.Device.attributes:type_name -> placement.v1.Device.AttributesEntry
+	101, // 128: placement.v1.Device.capacity:type_name -> placement.v1.Device.CapacityEntry
+	81,  // 129: placement.v1.Device.consumes_counters:type_name -> placement.v1.DeviceCounterConsumption
+	57,  // 130: placement.v1.Device.node_selector:type_name -> placement.v1.NodeSelector
+	77,  // 131: placement.v1.Device.taints:type_name -> placement.v1.DeviceTaint
+	79,  // 132: placement.v1.DeviceTaintRule.device_selector:type_name -> placement.v1.DeviceTaintSelector
+	77,  // 133: placement.v1.DeviceTaintRule.taint:type_name -> placement.v1.DeviceTaint
+	102, // 134: placement.v1.CounterSet.counters:type_name -> placement.v1.CounterSet.CountersEntry
+	103, // 135: placement.v1.DeviceCounterConsumption.counters:type_name -> placement.v1.DeviceCounterConsumption.CountersEntry
+	76,  // 136: placement.v1.Device.AttributesEntry.value:type_name -> placement.v1.DeviceAttribute
+	1,   // 137: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
+	7,   // 138: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
+	13,  // 139: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
+	23,  // 140: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
+	2,   // 141: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
+	8,   // 142: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
+	14,  // 143: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
+	24,  // 144: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
+	141, // [141:145] is the sub-list for method output_type
+	137, // [137:141] is the sub-list for method input_type
+	137, // [137:137] is the sub-list for extension type_name
+	137, // [137:137] is the sub-list for extension extendee
+	0,   // [0:137] is the sub-list for field type_name
 }
 
 func init() { file_placement_v1_placement_proto_init() }
@@ -7901,35 +8144,36 @@ func file_placement_v1_placement_proto_init() {
 		(*SnapshotRef_Inline)(nil),
 	}
 	file_placement_v1_placement_proto_msgTypes[6].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[15].OneofWrappers = []any{
+	file_placement_v1_placement_proto_msgTypes[16].OneofWrappers = []any{
 		(*Placement_NodeName)(nil),
 		(*Placement_Unschedulable)(nil),
 	}
-	file_placement_v1_placement_proto_msgTypes[19].OneofWrappers = []any{
+	file_placement_v1_placement_proto_msgTypes[20].OneofWrappers = []any{
 		(*ClaimBinding_VolumeName)(nil),
 		(*ClaimBinding_SelectedNode)(nil),
 	}
-	file_placement_v1_placement_proto_msgTypes[28].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[37].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[44].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[50].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[58].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[63].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[69].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[73].OneofWrappers = []any{
+	file_placement_v1_placement_proto_msgTypes[29].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[38].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[45].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[46].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[52].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[60].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[65].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[71].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[75].OneofWrappers = []any{
 		(*DeviceAttribute_Int)(nil),
 		(*DeviceAttribute_Bool)(nil),
 		(*DeviceAttribute_String_)(nil),
 		(*DeviceAttribute_Version)(nil),
 	}
-	file_placement_v1_placement_proto_msgTypes[76].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[78].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_placement_v1_placement_proto_rawDesc), len(file_placement_v1_placement_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   101,
+			NumMessages:   103,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -46,6 +46,7 @@ __all__ = [
     "resource_slice_to_proto",
     "allocation_result_to_proto",
     "pod_group_to_proto",
+    "composite_pod_group_to_proto",
     "container_to_proto",
     "snapshot_from",
     "is_bound",
@@ -905,6 +906,38 @@ def pod_group_to_proto(g: Any) -> pb.PodGroup:
     return out
 
 
+def composite_pod_group_to_proto(g: Any) -> pb.CompositePodGroup:
+    """``V1alpha3CompositePodGroup`` (scheduling.k8s.io/v1alpha3, the CompositePodGroup gate) ->
+    ``placement.v1.CompositePodGroup``, as binder-agent/src/projection/podgroups.rs converts it.
+
+    Reads metadata.{namespace, name, uid}, spec.{parent_composite_pod_group_name,
+    scheduling_policy.gang.min_group_count (unset for the basic policy),
+    scheduling_constraints.topology[].key, priority (unset when the API server resolved none),
+    preemption_policy}. Accepts the client's model objects or plain dicts with the same
+    snake_case attribute names.
+    """
+    meta = g.metadata
+    spec = getattr(g, "spec", None)
+    out = pb.CompositePodGroup(
+        namespace=getattr(meta, "namespace", None) or "",
+        name=getattr(meta, "name", None) or "",
+        uid=getattr(meta, "uid", None) or "",
+        parent_composite_pod_group_name=getattr(spec, "parent_composite_pod_group_name", None) or "",
+        topology_keys=[
+            getattr(t, "key", None) or ""
+            for t in _list(getattr(getattr(spec, "scheduling_constraints", None), "topology", None))
+        ],
+        preemption_policy=getattr(spec, "preemption_policy", None) or "",
+    )
+    gang = getattr(getattr(spec, "scheduling_policy", None), "gang", None)
+    if gang is not None:
+        out.min_group_count = int(getattr(gang, "min_group_count", None) or 0)
+    priority = getattr(spec, "priority", None)
+    if priority is not None:
+        out.priority = int(priority)
+    return out
+
+
 def node_to_proto(node: Any) -> pb.Node:
     """``V1Node`` -> ``placement.v1.Node``.
 
@@ -1000,6 +1033,7 @@ def snapshot_from(
     resource_slices: Iterable[Any] = (),
     pod_groups: Iterable[Any] = (),
     device_taint_rules: Iterable[Any] = (),
+    composite_pod_groups: Iterable[Any] = (),
 ) -> pb.Snapshot:
     """A full ``placement.v1.Snapshot`` from ``V1Node``, ``V1Pod``, ``V1Namespace`` and
     ``V1PodDisruptionBudget`` objects, as the binder builds it.
@@ -1013,8 +1047,8 @@ def snapshot_from(
     each sorted by name, and CSIStorageCapacities (``V1CSIStorageCapacity``, sorted by namespace and
     name) feed the volume filters. DeviceClasses (``V1DeviceClass``), ResourceSlices
     (``V1ResourceSlice``) and DeviceTaintRules (``V1DeviceTaintRule``), each sorted by name, and
-    ResourceClaims (``ResourceV1ResourceClaim``, sorted by "namespace/name") feed DynamicResources. PodGroups (``V1beta1PodGroup``) are sorted by
-    "namespace/name".
+    ResourceClaims (``ResourceV1ResourceClaim``, sorted by "namespace/name") feed DynamicResources. PodGroups (``V1beta1PodGroup``) and
+    CompositePodGroups (``V1alpha3CompositePodGroup``) are sorted by "namespace/name".
     """
     bound = [p for p in pods if is_bound(p)]
     out_pods = sorted((pod_to_proto(p) for p in bound), key=lambda p: p.uid.encode())
@@ -1047,5 +1081,9 @@ def snapshot_from(
         ),
         pod_groups=sorted(
             (pod_group_to_proto(g) for g in pod_groups), key=lambda g: f"{g.namespace}/{g.name}".encode()
+        ),
+        composite_pod_groups=sorted(
+            (composite_pod_group_to_proto(g) for g in composite_pod_groups),
+            key=lambda g: f"{g.namespace}/{g.name}".encode(),
         ),
     )

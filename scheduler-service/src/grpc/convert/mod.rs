@@ -31,6 +31,6 @@ pub use fields::{
 pub use node::node;
 pub use pdb::pdb;
 pub use pod::{pod, pods, PARALLEL_PODS};
-pub use podgroups::{pod_group, pod_groups};
+pub use podgroups::{composite_pod_group, composite_pod_groups, pod_group, pod_groups};
 pub use snapshot::{delta, snapshot, SnapshotParts};
 pub use storage::{claim, csi_driver, csi_node, persistent_volume, storage, storage_capacity, storage_class};

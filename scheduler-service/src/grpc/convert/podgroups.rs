@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::fields::{at_most, field_error, label_key, list, shown, FieldError, MAX_NAMESPACE_BYTES, MAX_NAME_BYTES};
-use crate::engine::model::{PodGroup, PreemptionPolicy};
+use crate::engine::model::{CompositePodGroup, PodGroup, PreemptionPolicy};
 use crate::proto;
 
 /// Validates and converts a PodGroup; `path` prefixes every field name.
@@ -73,7 +73,81 @@ pub fn pod_group(path: &str, g: &proto::PodGroup) -> Result<PodGroup, FieldError
         preemption_policy,
         disruption_all: g.disruption_mode == "All",
         initially_scheduled: g.initially_scheduled,
+        parent: (!g.parent_composite_pod_group_name.is_empty())
+            .then(|| Arc::from(g.parent_composite_pod_group_name.as_str())),
     })
+}
+
+/// Validates and converts a CompositePodGroup; `path` prefixes every field name.
+pub fn composite_pod_group(path: &str, g: &proto::CompositePodGroup) -> Result<CompositePodGroup, FieldError> {
+    if g.namespace.is_empty() {
+        return Err(field_error(format!("{path}.namespace"), "must not be empty"));
+    }
+    if g.name.is_empty() {
+        return Err(field_error(format!("{path}.name"), "must not be empty"));
+    }
+    at_most(format!("{path}.namespace"), &g.namespace, MAX_NAMESPACE_BYTES)?;
+    at_most(format!("{path}.name"), &g.name, MAX_NAME_BYTES)?;
+    at_most(
+        format!("{path}.parent_composite_pod_group_name"),
+        &g.parent_composite_pod_group_name,
+        MAX_NAME_BYTES,
+    )?;
+    let min_group_count = match g.min_group_count {
+        None => None,
+        Some(n) if n < 1 => {
+            return Err(field_error(
+                format!("{path}.min_group_count"),
+                format!("must be greater than or equal to 1, got {n}"),
+            ))
+        }
+        Some(n) => Some(n as u32),
+    };
+    if g.topology_keys.len() > 1 {
+        return Err(field_error(
+            format!("{path}.topology_keys"),
+            format!("must have at most 1 item, got {}", g.topology_keys.len()),
+        ));
+    }
+    for (i, key) in g.topology_keys.iter().enumerate() {
+        if key.is_empty() {
+            return Err(field_error(format!("{path}.topology_keys[{i}]"), "must not be empty"));
+        }
+        label_key(format_args!("{path}.topology_keys[{i}]"), key)?;
+    }
+    let preemption_policy = match g.preemption_policy.as_str() {
+        "" | "PreemptLowerPriority" => PreemptionPolicy::PreemptLowerPriority,
+        "Never" => PreemptionPolicy::Never,
+        other => {
+            return Err(field_error(
+                format!("{path}.preemption_policy"),
+                format!(
+                    "unsupported preemption policy {}: must be PreemptLowerPriority or Never",
+                    shown(other)
+                ),
+            ))
+        }
+    };
+    Ok(CompositePodGroup {
+        namespace: Arc::from(g.namespace.as_str()),
+        name: Arc::from(g.name.as_str()),
+        uid: Arc::from(g.uid.as_str()),
+        parent: (!g.parent_composite_pod_group_name.is_empty())
+            .then(|| Arc::from(g.parent_composite_pod_group_name.as_str())),
+        min_group_count,
+        topology_key: g.topology_keys.first().map(|k| Arc::from(k.as_str())),
+        priority: g.priority.unwrap_or(0),
+        preemption_policy,
+    })
+}
+
+/// The CompositePodGroups of a full snapshot; `path` names the snapshot.
+pub fn composite_pod_groups(path: &str, s: &proto::Snapshot) -> Result<Vec<CompositePodGroup>, FieldError> {
+    list(
+        &format!("{path}.composite_pod_groups"),
+        &s.composite_pod_groups,
+        composite_pod_group,
+    )
 }
 
 /// The PodGroups of a full snapshot; `path` names the snapshot.

@@ -72,6 +72,12 @@ pub fn delta(path: &str, d: &proto::SnapshotDelta) -> Result<Delta, FieldError> 
             super::podgroups::pod_group,
         )?,
         remove_pod_groups: d.remove_pod_groups.clone(),
+        upsert_composite_pod_groups: list(
+            &format!("{path}.upsert_composite_pod_groups"),
+            &d.upsert_composite_pod_groups,
+            super::podgroups::composite_pod_group,
+        )?,
+        remove_composite_pod_groups: d.remove_composite_pod_groups.clone(),
         storage: StorageDelta {
             upsert_claims: list(
                 &format!("{path}.upsert_persistent_volume_claims"),

@@ -39,7 +39,7 @@ class SyncSnapshotResponse(_message.Message):
     def __init__(self, snapshot_id: _Optional[str] = ..., node_count: _Optional[int] = ..., pod_count: _Optional[int] = ...) -> None: ...
 
 class Snapshot(_message.Message):
-    __slots__ = ("nodes", "pods", "namespaces", "pod_disruption_budgets", "persistent_volume_claims", "persistent_volumes", "storage_classes", "csi_nodes", "csi_drivers", "csi_storage_capacities", "device_classes", "resource_claims", "resource_slices", "device_taint_rules", "pod_groups")
+    __slots__ = ("nodes", "pods", "namespaces", "pod_disruption_budgets", "persistent_volume_claims", "persistent_volumes", "storage_classes", "csi_nodes", "csi_drivers", "csi_storage_capacities", "device_classes", "resource_claims", "resource_slices", "device_taint_rules", "pod_groups", "composite_pod_groups")
     NODES_FIELD_NUMBER: _ClassVar[int]
     PODS_FIELD_NUMBER: _ClassVar[int]
     NAMESPACES_FIELD_NUMBER: _ClassVar[int]
@@ -55,6 +55,7 @@ class Snapshot(_message.Message):
     RESOURCE_SLICES_FIELD_NUMBER: _ClassVar[int]
     DEVICE_TAINT_RULES_FIELD_NUMBER: _ClassVar[int]
     POD_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    COMPOSITE_POD_GROUPS_FIELD_NUMBER: _ClassVar[int]
     nodes: _containers.RepeatedCompositeFieldContainer[Node]
     pods: _containers.RepeatedCompositeFieldContainer[Pod]
     namespaces: _containers.RepeatedCompositeFieldContainer[Namespace]
@@ -70,7 +71,8 @@ class Snapshot(_message.Message):
     resource_slices: _containers.RepeatedCompositeFieldContainer[ResourceSlice]
     device_taint_rules: _containers.RepeatedCompositeFieldContainer[DeviceTaintRule]
     pod_groups: _containers.RepeatedCompositeFieldContainer[PodGroup]
-    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., pod_disruption_budgets: _Optional[_Iterable[_Union[PodDisruptionBudget, _Mapping]]] = ..., persistent_volume_claims: _Optional[_Iterable[_Union[PersistentVolumeClaim, _Mapping]]] = ..., persistent_volumes: _Optional[_Iterable[_Union[PersistentVolume, _Mapping]]] = ..., storage_classes: _Optional[_Iterable[_Union[StorageClass, _Mapping]]] = ..., csi_nodes: _Optional[_Iterable[_Union[CsiNode, _Mapping]]] = ..., csi_drivers: _Optional[_Iterable[_Union[CsiDriver, _Mapping]]] = ..., csi_storage_capacities: _Optional[_Iterable[_Union[CsiStorageCapacity, _Mapping]]] = ..., device_classes: _Optional[_Iterable[_Union[DeviceClass, _Mapping]]] = ..., resource_claims: _Optional[_Iterable[_Union[ResourceClaim, _Mapping]]] = ..., resource_slices: _Optional[_Iterable[_Union[ResourceSlice, _Mapping]]] = ..., device_taint_rules: _Optional[_Iterable[_Union[DeviceTaintRule, _Mapping]]] = ..., pod_groups: _Optional[_Iterable[_Union[PodGroup, _Mapping]]] = ...) -> None: ...
+    composite_pod_groups: _containers.RepeatedCompositeFieldContainer[CompositePodGroup]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., pod_disruption_budgets: _Optional[_Iterable[_Union[PodDisruptionBudget, _Mapping]]] = ..., persistent_volume_claims: _Optional[_Iterable[_Union[PersistentVolumeClaim, _Mapping]]] = ..., persistent_volumes: _Optional[_Iterable[_Union[PersistentVolume, _Mapping]]] = ..., storage_classes: _Optional[_Iterable[_Union[StorageClass, _Mapping]]] = ..., csi_nodes: _Optional[_Iterable[_Union[CsiNode, _Mapping]]] = ..., csi_drivers: _Optional[_Iterable[_Union[CsiDriver, _Mapping]]] = ..., csi_storage_capacities: _Optional[_Iterable[_Union[CsiStorageCapacity, _Mapping]]] = ..., device_classes: _Optional[_Iterable[_Union[DeviceClass, _Mapping]]] = ..., resource_claims: _Optional[_Iterable[_Union[ResourceClaim, _Mapping]]] = ..., resource_slices: _Optional[_Iterable[_Union[ResourceSlice, _Mapping]]] = ..., device_taint_rules: _Optional[_Iterable[_Union[DeviceTaintRule, _Mapping]]] = ..., pod_groups: _Optional[_Iterable[_Union[PodGroup, _Mapping]]] = ..., composite_pod_groups: _Optional[_Iterable[_Union[CompositePodGroup, _Mapping]]] = ...) -> None: ...
 
 class Namespace(_message.Message):
     __slots__ = ("name", "labels")
@@ -88,7 +90,7 @@ class Namespace(_message.Message):
     def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class SnapshotDelta(_message.Message):
-    __slots__ = ("base_snapshot_id", "upsert_nodes", "remove_nodes", "upsert_pods", "remove_pod_uids", "upsert_namespaces", "remove_namespaces", "upsert_pod_disruption_budgets", "remove_pod_disruption_budgets", "upsert_persistent_volume_claims", "remove_persistent_volume_claims", "upsert_persistent_volumes", "remove_persistent_volumes", "upsert_storage_classes", "remove_storage_classes", "upsert_csi_nodes", "remove_csi_nodes", "upsert_csi_drivers", "remove_csi_drivers", "upsert_csi_storage_capacities", "remove_csi_storage_capacities", "upsert_device_classes", "remove_device_classes", "upsert_resource_claims", "remove_resource_claims", "upsert_resource_slices", "remove_resource_slices", "upsert_pod_groups", "remove_pod_groups", "upsert_device_taint_rules", "remove_device_taint_rules")
+    __slots__ = ("base_snapshot_id", "upsert_nodes", "remove_nodes", "upsert_pods", "remove_pod_uids", "upsert_namespaces", "remove_namespaces", "upsert_pod_disruption_budgets", "remove_pod_disruption_budgets", "upsert_persistent_volume_claims", "remove_persistent_volume_claims", "upsert_persistent_volumes", "remove_persistent_volumes", "upsert_storage_classes", "remove_storage_classes", "upsert_csi_nodes", "remove_csi_nodes", "upsert_csi_drivers", "remove_csi_drivers", "upsert_csi_storage_capacities", "remove_csi_storage_capacities", "upsert_device_classes", "remove_device_classes", "upsert_resource_claims", "remove_resource_claims", "upsert_resource_slices", "remove_resource_slices", "upsert_pod_groups", "remove_pod_groups", "upsert_device_taint_rules", "remove_device_taint_rules", "upsert_composite_pod_groups", "remove_composite_pod_groups")
     BASE_SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
     UPSERT_NODES_FIELD_NUMBER: _ClassVar[int]
     REMOVE_NODES_FIELD_NUMBER: _ClassVar[int]
@@ -120,6 +122,8 @@ class SnapshotDelta(_message.Message):
     REMOVE_POD_GROUPS_FIELD_NUMBER: _ClassVar[int]
     UPSERT_DEVICE_TAINT_RULES_FIELD_NUMBER: _ClassVar[int]
     REMOVE_DEVICE_TAINT_RULES_FIELD_NUMBER: _ClassVar[int]
+    UPSERT_COMPOSITE_POD_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_COMPOSITE_POD_GROUPS_FIELD_NUMBER: _ClassVar[int]
     base_snapshot_id: str
     upsert_nodes: _containers.RepeatedCompositeFieldContainer[Node]
     remove_nodes: _containers.RepeatedScalarFieldContainer[str]
@@ -151,7 +155,9 @@ class SnapshotDelta(_message.Message):
     remove_pod_groups: _containers.RepeatedScalarFieldContainer[str]
     upsert_device_taint_rules: _containers.RepeatedCompositeFieldContainer[DeviceTaintRule]
     remove_device_taint_rules: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, base_snapshot_id: _Optional[str] = ..., upsert_nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., remove_nodes: _Optional[_Iterable[str]] = ..., upsert_pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., remove_pod_uids: _Optional[_Iterable[str]] = ..., upsert_namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., remove_namespaces: _Optional[_Iterable[str]] = ..., upsert_pod_disruption_budgets: _Optional[_Iterable[_Union[PodDisruptionBudget, _Mapping]]] = ..., remove_pod_disruption_budgets: _Optional[_Iterable[str]] = ..., upsert_persistent_volume_claims: _Optional[_Iterable[_Union[PersistentVolumeClaim, _Mapping]]] = ..., remove_persistent_volume_claims: _Optional[_Iterable[str]] = ..., upsert_persistent_volumes: _Optional[_Iterable[_Union[PersistentVolume, _Mapping]]] = ..., remove_persistent_volumes: _Optional[_Iterable[str]] = ..., upsert_storage_classes: _Optional[_Iterable[_Union[StorageClass, _Mapping]]] = ..., remove_storage_classes: _Optional[_Iterable[str]] = ..., upsert_csi_nodes: _Optional[_Iterable[_Union[CsiNode, _Mapping]]] = ..., remove_csi_nodes: _Optional[_Iterable[str]] = ..., upsert_csi_drivers: _Optional[_Iterable[_Union[CsiDriver, _Mapping]]] = ..., remove_csi_drivers: _Optional[_Iterable[str]] = ..., upsert_csi_storage_capacities: _Optional[_Iterable[_Union[CsiStorageCapacity, _Mapping]]] = ..., remove_csi_storage_capacities: _Optional[_Iterable[str]] = ..., upsert_device_classes: _Optional[_Iterable[_Union[DeviceClass, _Mapping]]] = ..., remove_device_classes: _Optional[_Iterable[str]] = ..., upsert_resource_claims: _Optional[_Iterable[_Union[ResourceClaim, _Mapping]]] = ..., remove_resource_claims: _Optional[_Iterable[str]] = ..., upsert_resource_slices: _Optional[_Iterable[_Union[ResourceSlice, _Mapping]]] = ..., remove_resource_slices: _Optional[_Iterable[str]] = ..., upsert_pod_groups: _Optional[_Iterable[_Union[PodGroup, _Mapping]]] = ..., remove_pod_groups: _Optional[_Iterable[str]] = ..., upsert_device_taint_rules: _Optional[_Iterable[_Union[DeviceTaintRule, _Mapping]]] = ..., remove_device_taint_rules: _Optional[_Iterable[str]] = ...) -> None: ...
+    upsert_composite_pod_groups: _containers.RepeatedCompositeFieldContainer[CompositePodGroup]
+    remove_composite_pod_groups: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, base_snapshot_id: _Optional[str] = ..., upsert_nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., remove_nodes: _Optional[_Iterable[str]] = ..., upsert_pods: _Optional[_Iterable[_Union[Pod, _Mapping]]] = ..., remove_pod_uids: _Optional[_Iterable[str]] = ..., upsert_namespaces: _Optional[_Iterable[_Union[Namespace, _Mapping]]] = ..., remove_namespaces: _Optional[_Iterable[str]] = ..., upsert_pod_disruption_budgets: _Optional[_Iterable[_Union[PodDisruptionBudget, _Mapping]]] = ..., remove_pod_disruption_budgets: _Optional[_Iterable[str]] = ..., upsert_persistent_volume_claims: _Optional[_Iterable[_Union[PersistentVolumeClaim, _Mapping]]] = ..., remove_persistent_volume_claims: _Optional[_Iterable[str]] = ..., upsert_persistent_volumes: _Optional[_Iterable[_Union[PersistentVolume, _Mapping]]] = ..., remove_persistent_volumes: _Optional[_Iterable[str]] = ..., upsert_storage_classes: _Optional[_Iterable[_Union[StorageClass, _Mapping]]] = ..., remove_storage_classes: _Optional[_Iterable[str]] = ..., upsert_csi_nodes: _Optional[_Iterable[_Union[CsiNode, _Mapping]]] = ..., remove_csi_nodes: _Optional[_Iterable[str]] = ..., upsert_csi_drivers: _Optional[_Iterable[_Union[CsiDriver, _Mapping]]] = ..., remove_csi_drivers: _Optional[_Iterable[str]] = ..., upsert_csi_storage_capacities: _Optional[_Iterable[_Union[CsiStorageCapacity, _Mapping]]] = ..., remove_csi_storage_capacities: _Optional[_Iterable[str]] = ..., upsert_device_classes: _Optional[_Iterable[_Union[DeviceClass, _Mapping]]] = ..., remove_device_classes: _Optional[_Iterable[str]] = ..., upsert_resource_claims: _Optional[_Iterable[_Union[ResourceClaim, _Mapping]]] = ..., remove_resource_claims: _Optional[_Iterable[str]] = ..., upsert_resource_slices: _Optional[_Iterable[_Union[ResourceSlice, _Mapping]]] = ..., remove_resource_slices: _Optional[_Iterable[str]] = ..., upsert_pod_groups: _Optional[_Iterable[_Union[PodGroup, _Mapping]]] = ..., remove_pod_groups: _Optional[_Iterable[str]] = ..., upsert_device_taint_rules: _Optional[_Iterable[_Union[DeviceTaintRule, _Mapping]]] = ..., remove_device_taint_rules: _Optional[_Iterable[str]] = ..., upsert_composite_pod_groups: _Optional[_Iterable[_Union[CompositePodGroup, _Mapping]]] = ..., remove_composite_pod_groups: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SnapshotRef(_message.Message):
     __slots__ = ("snapshot_id", "inline")
@@ -268,18 +274,30 @@ class ScheduleResponse(_message.Message):
     def __init__(self, policy: _Optional[str] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., assumed_snapshot_id: _Optional[str] = ..., pod_groups: _Optional[_Iterable[_Union[PodGroupResult, _Mapping]]] = ...) -> None: ...
 
 class PodGroupResult(_message.Message):
-    __slots__ = ("namespace", "name", "reason", "message", "domain")
+    __slots__ = ("namespace", "name", "reason", "message", "domain", "levels")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    LEVELS_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     name: str
     reason: str
     message: str
     domain: str
-    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., domain: _Optional[str] = ...) -> None: ...
+    levels: _containers.RepeatedCompositeFieldContainer[LevelDomain]
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., domain: _Optional[str] = ..., levels: _Optional[_Iterable[_Union[LevelDomain, _Mapping]]] = ...) -> None: ...
+
+class LevelDomain(_message.Message):
+    __slots__ = ("composite_pod_group", "topology_key", "domain")
+    COMPOSITE_POD_GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_KEY_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    composite_pod_group: str
+    topology_key: str
+    domain: str
+    def __init__(self, composite_pod_group: _Optional[str] = ..., topology_key: _Optional[str] = ..., domain: _Optional[str] = ...) -> None: ...
 
 class Placement(_message.Message):
     __slots__ = ("pod_uid", "node_name", "unschedulable", "score", "feasible_nodes", "claim_bindings", "claim_allocations")
@@ -793,6 +811,26 @@ class PodGroup(_message.Message):
     parent_composite_pod_group_name: str
     initially_scheduled: bool
     def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., generation: _Optional[int] = ..., gang: _Optional[_Union[GangSchedulingPolicy, _Mapping]] = ..., topology_keys: _Optional[_Iterable[str]] = ..., priority_class_name: _Optional[str] = ..., priority: _Optional[int] = ..., preemption_policy: _Optional[str] = ..., disruption_mode: _Optional[str] = ..., workload_ref: _Optional[_Union[WorkloadReference, _Mapping]] = ..., parent_composite_pod_group_name: _Optional[str] = ..., initially_scheduled: _Optional[bool] = ...) -> None: ...
+
+class CompositePodGroup(_message.Message):
+    __slots__ = ("namespace", "name", "uid", "parent_composite_pod_group_name", "min_group_count", "topology_keys", "priority", "preemption_policy")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_COMPOSITE_POD_GROUP_NAME_FIELD_NUMBER: _ClassVar[int]
+    MIN_GROUP_COUNT_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_KEYS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTION_POLICY_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    name: str
+    uid: str
+    parent_composite_pod_group_name: str
+    min_group_count: int
+    topology_keys: _containers.RepeatedScalarFieldContainer[str]
+    priority: int
+    preemption_policy: str
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., parent_composite_pod_group_name: _Optional[str] = ..., min_group_count: _Optional[int] = ..., topology_keys: _Optional[_Iterable[str]] = ..., priority: _Optional[int] = ..., preemption_policy: _Optional[str] = ...) -> None: ...
 
 class GangSchedulingPolicy(_message.Message):
     __slots__ = ("min_count",)
