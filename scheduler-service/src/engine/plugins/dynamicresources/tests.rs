@@ -1222,3 +1222,24 @@ fn verdicts_by_device_signature_count_the_capacity_consumed_on_shared_devices() 
     .concat();
     assert_eq!(fits, want);
 }
+
+#[test]
+fn diagnosis_not_enough_capacity_left_on_a_shared_device() {
+    // n1's shared device: 40Gi, 30Gi consumed; a claim asking 15Gi finds it too full.
+    let snap = cluster(
+        vec![shared_gpu_slice("n1")],
+        vec![sharing("in-use", "n1", "30Gi"), memory_claim("big", "15Gi")],
+    );
+    assert_eq!(
+        diagnoses(&snap, &with_claims("p", &["big"]))[0],
+        (
+            "n1".into(),
+            vec![failure(
+                "big",
+                "gpu",
+                FailureKind::DevicesAllocated,
+                "1 requested; 1 device match, 1 without enough capacity left for the request"
+            )]
+        )
+    );
+}
