@@ -660,16 +660,10 @@ impl DeviceObjects {
     }
 
     /// The devices in use: every device of an allocated claim's results, except those allocated
-    /// with admin access (kube's `AllocatedState.AllocatedDevices`, gathered by the plugin's
+    /// with admin access and the shares of devices that allow multiple allocations (kube's `AllocatedState.AllocatedDevices`, gathered by the plugin's
     /// `allocatedDevices` from the claims with an allocation).
     pub fn allocated_devices(&self) -> std::collections::HashSet<DeviceId> {
-        self.claims
-            .values()
-            .filter_map(|c| c.allocation.as_ref())
-            .flat_map(|a| a.devices.iter())
-            .filter(|d| d.admin_access != Some(true) && d.share_id.is_none())
-            .map(|d| d.device.clone())
-            .collect()
+        self.devices_in_use().0
     }
 
     /// The shared devices in use: every device of an allocated claim's results with a share ID
@@ -677,17 +671,32 @@ impl DeviceObjects {
     /// `AllocatedState.AllocatedSharedDeviceIDs` and `AggregatedCapacity`; a device whose shares
     /// consume nothing is here with nothing).
     pub fn shared_devices(&self) -> std::collections::HashMap<DeviceId, Consumed> {
-        let mut out: std::collections::HashMap<DeviceId, Consumed> = std::collections::HashMap::new();
+        self.devices_in_use().1
+    }
+
+    /// [`DeviceObjects::allocated_devices`] and [`DeviceObjects::shared_devices`] in one pass.
+    pub fn devices_in_use(
+        &self,
+    ) -> (
+        std::collections::HashSet<DeviceId>,
+        std::collections::HashMap<DeviceId, Consumed>,
+    ) {
+        let mut dedicated = std::collections::HashSet::new();
+        let mut shared: std::collections::HashMap<DeviceId, Consumed> = std::collections::HashMap::new();
         for d in self
             .claims
             .values()
             .filter_map(|c| c.allocation.as_ref())
             .flat_map(|a| a.devices.iter())
-            .filter(|d| d.admin_access != Some(true) && d.share_id.is_some())
+            .filter(|d| d.admin_access != Some(true))
         {
-            add_consumed(out.entry(d.device.clone()).or_default(), &d.consumed_capacity);
+            if d.share_id.is_some() {
+                add_consumed(shared.entry(d.device.clone()).or_default(), &d.consumed_capacity);
+            } else {
+                dedicated.insert(d.device.clone());
+            }
         }
-        out
+        (dedicated, shared)
     }
 }
 
@@ -1035,13 +1044,12 @@ impl DeviceIndex {
         verdicts: Arc<SharedVerdicts>,
     ) -> Self {
         let slices = SliceIndex::new(slices);
-        let in_use = objects.allocated_devices();
+        let (in_use, shared) = objects.devices_in_use();
         let names: Vec<&str> = nodes.collect();
         let index: std::collections::HashMap<&str, u32, foldhash::fast::RandomState> =
             names.iter().enumerate().map(|(i, n)| (*n, i as u32)).collect();
         let mut busy_nodes = BusyNodes::default();
         slices.in_use_bits(&mut busy_nodes, |n| index.get(n).copied(), &in_use);
-        let shared = objects.shared_devices();
         let mut shared_nodes: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
         for (d, consumed) in &shared {
             if let Some((node, i)) = slices.position(d) {

@@ -364,9 +364,14 @@ impl PodDevices {
             (a, b) => SliceIndex::with_use(base, &[a.unwrap_or_default(), b.unwrap_or_default()]),
         };
         // The capacity consumed on the node's shared devices (snapshot, then batch).
+        // (Most snapshots share no device: no lookup then.)
         let shared = (
-            self.shared_nodes.0.get(&(index as u32)).copied(),
-            self.shared_nodes.1.get(&index).copied(),
+            (!self.shared_nodes.0.is_empty())
+                .then(|| self.shared_nodes.0.get(&(index as u32)).copied())
+                .flatten(),
+            (!self.shared_nodes.1.is_empty())
+                .then(|| self.shared_nodes.1.get(&index).copied())
+                .flatten(),
         );
         Some(match shared {
             (None, None) => sig,
