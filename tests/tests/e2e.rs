@@ -48,6 +48,10 @@ use tokio::task::JoinHandle;
 #[path = "e2e/dra_taints.rs"]
 mod dra_taints;
 
+// Consumable capacity against the cluster's kube-scheduler (issue 45, item 3).
+#[path = "e2e/dra_capacity.rs"]
+mod dra_capacity;
+
 // kube-scheduler's metric names, labels, buckets and counts against the binder's (issue 47).
 #[path = "e2e/metrics.rs"]
 mod metrics;
@@ -2961,8 +2965,16 @@ fn claim_spec(request: serde_json::Value, constraints: serde_json::Value) -> ser
     serde_json::json!({"devices": {"requests": [request], "constraints": constraints}})
 }
 
+/// Whether `s` is a lower-case UUID (`8-4-4-4-12` hex digits), the form of kube's share IDs.
+fn is_uuid(s: &str) -> bool {
+    s.split('-').map(str::len).eq([8, 4, 4, 4, 12])
+        && s.chars()
+            .all(|c| c == '-' || c.is_ascii_digit() || ('a'..='f').contains(&c))
+}
+
 /// What a decision wrote for one pod, the side's name taken out: the node's side-free suffix,
-/// the pod's claim's allocation (request, driver, pool, device, tolerations) and node selector,
+/// the pod's claim's allocation (request, driver, pool, device, tolerations, consumed capacity,
+/// whether a share ID is a UUID) and node selector,
 /// and its `PodScheduled` condition when it is not bound.
 async fn dra_view(scope: &Scope, pod: &Pod, side: &str) -> serde_json::Value {
     let unside = |s: &str| s.replace(side, "SIDE");
@@ -3003,6 +3015,9 @@ async fn dra_view(scope: &Scope, pod: &Pod, side: &str) -> serde_json::Value {
                 "pool": unside(&r.pool),
                 "device": r.device,
                 "tolerations": serde_json::to_value(&r.tolerations).unwrap_or_default(),
+                "consumed_capacity": serde_json::to_value(&r.consumed_capacity).unwrap_or_default(),
+                // kube draws a random UUID: its form is compared, not its value.
+                "share_id": r.share_id.as_deref().map(|id| if is_uuid(id) { "a UUID" } else { id }),
             })
         })
         .collect();

@@ -68,10 +68,60 @@ pub fn allocation_info(a: &resource::AllocationResult) -> proto::AllocationResul
                 device: r.device.clone(),
                 admin_access: r.admin_access,
                 tolerations: tolerations(r.tolerations.as_ref()),
+                consumed_capacity: r
+                    .consumed_capacity
+                    .iter()
+                    .flatten()
+                    .map(|(k, q)| (k.clone(), q.0.clone()))
+                    .collect(),
+                share_id: r.share_id.clone(),
             })
             .collect(),
         node_selector: a.node_selector.as_ref().map(node_selector),
     }
+}
+
+/// A device capacity's `requestPolicy`.
+fn capacity_request_policy(p: &resource::CapacityRequestPolicy) -> proto::CapacityRequestPolicy {
+    proto::CapacityRequestPolicy {
+        default: p.default.as_ref().map(|q| q.0.clone()),
+        valid_values: p.valid_values.iter().flatten().map(|q| q.0.clone()).collect(),
+        valid_range: p.valid_range.as_ref().map(|r| proto::CapacityRequestPolicyRange {
+            min: r.min.0.clone(),
+            max: r.max.as_ref().map(|q| q.0.clone()),
+            step: r.step.as_ref().map(|q| q.0.clone()),
+        }),
+    }
+}
+
+/// A new share ID: a random (version 4) UUID, as kube's allocator draws one for each share of a
+/// device that allows multiple allocations (`uuid.NewUUID`). Drawn from the process's hash
+/// seeds (random per process, from the OS) with a counter and the clock: unique, not secret.
+pub fn new_share_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let seeds = std::collections::hash_map::RandomState::new();
+    let mut h = seeds.build_hasher();
+    h.write_u64(n);
+    h.write_u128(now);
+    let hi = h.finish();
+    let mut h = seeds.build_hasher();
+    h.write_u64(hi);
+    h.write_u64(!n);
+    let lo = h.finish();
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&hi.to_be_bytes());
+    b[8..].copy_from_slice(&lo.to_be_bytes());
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let x: String = b.iter().map(|v| format!("{v:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &x[..8], &x[8..12], &x[12..16], &x[16..20], &x[20..])
 }
 
 /// Projects a ResourceClaim.
@@ -220,6 +270,16 @@ pub fn resource_slice_info(s: &resource::ResourceSlice) -> proto::ResourceSlice 
                     .flatten()
                     .map(|(k, c)| (k.clone(), c.value.0.clone()))
                     .collect(),
+                capacity_request_policies: d
+                    .capacity
+                    .iter()
+                    .flatten()
+                    .filter_map(|(k, c)| {
+                        c.request_policy
+                            .as_ref()
+                            .map(|p| (k.clone(), capacity_request_policy(p)))
+                    })
+                    .collect(),
                 consumes_counters: d
                     .consumes_counters
                     .iter()
@@ -334,6 +394,22 @@ pub fn allocation_out(
             device: d.device.clone(),
             admin_access: d.admin_access,
             tolerations: (!d.tolerations.is_empty()).then(|| d.tolerations.iter().map(toleration_out).collect()),
+            consumed_capacity: (!d.consumed_capacity.is_empty()).then(|| {
+                d.consumed_capacity
+                    .iter()
+                    .map(|(k, v)| {
+                        (
+                            k.clone(),
+                            k8s_openapi::apimachinery::pkg::api::resource::Quantity(v.clone()),
+                        )
+                    })
+                    .collect()
+            }),
+            // A new share gets its ID now, as kube's allocator draws it.
+            share_id: d
+                .share_id
+                .as_ref()
+                .map(|s| if s.is_empty() { new_share_id() } else { s.clone() }),
             ..Default::default()
         })
         .collect();
@@ -449,5 +525,87 @@ mod tests {
         );
         let uncontrolled = claim(serde_json::json!([owner("other", false)]));
         assert_eq!(resource_claim_info(&uncontrolled).controller_uid.as_deref(), Some(""));
+    }
+
+    /// Consumable capacity: a device's request policies and a claim's shares are projected, and
+    /// a new share (empty ID in the answer) is written with a fresh UUID and its consumed
+    /// capacity, as kube's allocator writes it; a known share keeps its ID.
+    #[test]
+    fn consumable_capacity_is_projected_and_written() {
+        let slice: resource::ResourceSlice = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "s"},
+            "spec": {"driver": "gpu.example.com", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+                "nodeName": "n1",
+                "devices": [{"name": "gpu-0", "allowMultipleAllocations": true, "capacity": {
+                    "memory": {"value": "40Gi", "requestPolicy": {"default": "1Gi",
+                        "validRange": {"min": "1Gi", "max": "40Gi", "step": "1Gi"}}},
+                    "cores": {"value": "8"}}}]},
+        }))
+        .unwrap();
+        let d = &resource_slice_info(&slice).devices[0];
+        assert!(d.allow_multiple_allocations);
+        assert_eq!(d.capacity_request_policies.len(), 1);
+        let p = &d.capacity_request_policies["memory"];
+        assert_eq!(p.default.as_deref(), Some("1Gi"));
+        let r = p.valid_range.as_ref().unwrap();
+        assert_eq!(
+            (r.min.as_str(), r.max.as_deref(), r.step.as_deref()),
+            ("1Gi", Some("40Gi"), Some("1Gi"))
+        );
+
+        let allocated: resource::AllocationResult = serde_json::from_value(serde_json::json!({
+            "devices": {"results": [{"request": "gpu", "driver": "gpu.example.com", "pool": "p", "device": "gpu-0",
+                "shareID": "0b7e1f7c-7a57-4c1e-9a57-2f7b8b6b1f00", "consumedCapacity": {"memory": "10Gi"}}]},
+        }))
+        .unwrap();
+        let info = allocation_info(&allocated);
+        assert_eq!(
+            info.devices[0].share_id.as_deref(),
+            Some("0b7e1f7c-7a57-4c1e-9a57-2f7b8b6b1f00")
+        );
+        assert_eq!(info.devices[0].consumed_capacity["memory"], "10Gi");
+
+        let claim: resource::ResourceClaim = serde_json::from_value(serde_json::json!({
+            "metadata": {"namespace": "default", "name": "c"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}},
+        }))
+        .unwrap();
+        let mut answer = info.clone();
+        answer.devices.push(proto::DeviceRequestAllocationResult {
+            share_id: Some(String::new()),
+            consumed_capacity: [("memory".to_string(), "15Gi".to_string())].into(),
+            ..answer.devices[0].clone()
+        });
+        let out = allocation_out(&answer, &claim, &Default::default());
+        let results = out.devices.unwrap().results.unwrap();
+        assert_eq!(
+            results[0].share_id.as_deref(),
+            Some("0b7e1f7c-7a57-4c1e-9a57-2f7b8b6b1f00")
+        );
+        let new = results[1].share_id.clone().unwrap();
+        let uuid = regex_lite_uuid(&new);
+        assert!(uuid, "{new}");
+        assert_ne!(
+            new,
+            allocation_out(&answer, &claim, &Default::default())
+                .devices
+                .unwrap()
+                .results
+                .unwrap()[1]
+                .share_id
+                .clone()
+                .unwrap()
+        );
+        assert_eq!(results[1].consumed_capacity.as_ref().unwrap()["memory"].0, "15Gi");
+    }
+
+    /// A lower-case version 4 UUID (`8-4-4-4-12` hex digits).
+    fn regex_lite_uuid(s: &str) -> bool {
+        let parts: Vec<&str> = s.split('-').collect();
+        parts.iter().map(|p| p.len()).collect::<Vec<_>>() == [8, 4, 4, 4, 12]
+            && s.chars()
+                .all(|c| c == '-' || c.is_ascii_digit() || ('a'..='f').contains(&c))
+            && parts[2].starts_with('4')
+            && matches!(parts[3].chars().next(), Some('8' | '9' | 'a' | 'b'))
     }
 }

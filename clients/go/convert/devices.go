@@ -88,7 +88,8 @@ func DeviceClass(c *resourcev1.DeviceClass) *placementv1.DeviceClass {
 }
 
 // AllocationResult converts a claim's status.allocation: the allocated devices (request, driver,
-// pool, device, adminAccess and tolerations) and the node selector.
+// pool, device, adminAccess, tolerations, and for a share of a device that allows multiple
+// allocations its shareID and consumedCapacity) and the node selector.
 func AllocationResult(a *resourcev1.AllocationResult) *placementv1.AllocationResult {
 	out := &placementv1.AllocationResult{NodeSelector: nodeSelector(a.NodeSelector)}
 	for _, r := range a.Devices.Results {
@@ -102,6 +103,16 @@ func AllocationResult(a *resourcev1.AllocationResult) *placementv1.AllocationRes
 		if r.AdminAccess != nil {
 			v := *r.AdminAccess
 			m.AdminAccess = &v
+		}
+		if r.ShareID != nil {
+			v := string(*r.ShareID)
+			m.ShareId = &v
+		}
+		for k, q := range r.ConsumedCapacity {
+			if m.ConsumedCapacity == nil {
+				m.ConsumedCapacity = map[string]string{}
+			}
+			m.ConsumedCapacity[string(k)] = q.String()
 		}
 		out.Devices = append(out.Devices, m)
 	}
@@ -192,6 +203,36 @@ func deviceAttribute(a *resourcev1.DeviceAttribute) *placementv1.DeviceAttribute
 	return nil
 }
 
+// capacityRequestPolicy converts a device capacity's requestPolicy (nil without one).
+func capacityRequestPolicy(p *resourcev1.CapacityRequestPolicy) *placementv1.CapacityRequestPolicy {
+	if p == nil {
+		return nil
+	}
+	out := &placementv1.CapacityRequestPolicy{}
+	if p.Default != nil {
+		v := p.Default.String()
+		out.Default = &v
+	}
+	for _, v := range p.ValidValues {
+		out.ValidValues = append(out.ValidValues, v.String())
+	}
+	if r := p.ValidRange; r != nil {
+		out.ValidRange = &placementv1.CapacityRequestPolicyRange{}
+		if r.Min != nil {
+			out.ValidRange.Min = r.Min.String()
+		}
+		if r.Max != nil {
+			v := r.Max.String()
+			out.ValidRange.Max = &v
+		}
+		if r.Step != nil {
+			v := r.Step.String()
+			out.ValidRange.Step = &v
+		}
+	}
+	return out
+}
+
 func device(d *resourcev1.Device) *placementv1.Device {
 	out := &placementv1.Device{
 		Name:                     d.Name,
@@ -214,6 +255,12 @@ func device(d *resourcev1.Device) *placementv1.Device {
 			out.Capacity = map[string]string{}
 		}
 		out.Capacity[string(k)] = c.Value.String()
+		if p := capacityRequestPolicy(c.RequestPolicy); p != nil {
+			if out.CapacityRequestPolicies == nil {
+				out.CapacityRequestPolicies = map[string]*placementv1.CapacityRequestPolicy{}
+			}
+			out.CapacityRequestPolicies[string(k)] = p
+		}
 	}
 	for _, c := range d.ConsumesCounters {
 		out.ConsumesCounters = append(out.ConsumesCounters, &placementv1.DeviceCounterConsumption{

@@ -103,11 +103,68 @@ pub struct Device {
     pub node_selection: NodeSelection,
     /// `taints`.
     pub taints: Vec<DeviceTaint>,
-    /// `allowMultipleAllocations` (consumable capacity: not allocated by placement, see
-    /// docs/dra.md).
+    /// `allowMultipleAllocations`: the device is shared by the claims allocated it, each
+    /// consuming some of its capacity (consumable capacity).
     pub allow_multiple_allocations: bool,
+    /// Each capacity's value as written and its `requestPolicy`, by fully qualified name: filled
+    /// for every capacity of a device that allows multiple allocations or has a request policy
+    /// (empty otherwise: [`Device::capacity`] says all).
+    pub capacity_policies: BTreeMap<String, CapacityPolicy>,
     /// `bindingConditions` is not empty (not allocated by placement, see docs/dra.md).
     pub has_binding_conditions: bool,
+}
+
+/// A quantity with the text it was written as (its format, kept as kube keeps a
+/// `resource.Quantity`'s, so that a consumed capacity is written as kube writes it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Amount {
+    /// The value.
+    pub value: Quantity,
+    /// The text.
+    pub text: String,
+}
+
+impl Amount {
+    /// Parses `text` as a Kubernetes quantity.
+    ///
+    /// # Errors
+    ///
+    /// When `text` is not a quantity.
+    pub fn parse(text: &str) -> Result<Self, super::quantity::QuantityError> {
+        Ok(Self {
+            value: Quantity::parse(text)?,
+            text: text.to_string(),
+        })
+    }
+}
+
+/// One capacity of a device with its `requestPolicy` (`DeviceCapacity`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct CapacityPolicy {
+    /// The capacity's name as the slice wrote it (kube matches requests and writes consumed
+    /// capacity by it).
+    pub name: String,
+    /// `value`.
+    pub value: Amount,
+    /// `requestPolicy.default`.
+    pub default: Option<Amount>,
+    /// `requestPolicy.validValues`, ascending.
+    pub valid_values: Vec<Amount>,
+    /// `requestPolicy.validRange`.
+    pub valid_range: Option<CapacityRange>,
+    /// `requestPolicy` is set.
+    pub has_policy: bool,
+}
+
+/// `requestPolicy.validRange`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct CapacityRange {
+    /// `min`.
+    pub min: Option<Amount>,
+    /// `max`.
+    pub max: Option<Amount>,
+    /// `step`.
+    pub step: Option<Amount>,
 }
 
 /// A ResourceSlice (`resource.k8s.io/v1`).
@@ -227,8 +284,8 @@ pub struct RequestSpec {
     pub admin_access: bool,
     /// `tolerations`.
     pub tolerations: Vec<DeviceToleration>,
-    /// `capacity.requests` is set (consumable capacity: not allocated by placement).
-    pub has_capacity_requests: bool,
+    /// `capacity.requests`, by fully qualified capacity name.
+    pub capacity_requests: BTreeMap<String, Amount>,
 }
 
 /// A request of a claim (`DeviceRequest`): exactly one of `exactly` and `firstAvailable`.
@@ -279,6 +336,12 @@ pub struct AllocatedDevice {
     pub admin_access: Option<bool>,
     /// `tolerations`: the request's tolerations, when the device has taints.
     pub tolerations: Vec<DeviceToleration>,
+    /// `consumedCapacity`, for a device that allows multiple allocations (each of its
+    /// capacities).
+    pub consumed_capacity: BTreeMap<String, Amount>,
+    /// `shareID`, for a device that allows multiple allocations. In a new allocation it is
+    /// empty: the writer generates the ID (a random UUID, as kube's allocator does).
+    pub share_id: Option<String>,
 }
 
 /// A claim's `status.allocation`.
@@ -597,16 +660,54 @@ impl DeviceObjects {
     }
 
     /// The devices in use: every device of an allocated claim's results, except those allocated
-    /// with admin access (kube's `AllocatedState.AllocatedDevices`, gathered by the plugin's
+    /// with admin access and the shares of devices that allow multiple allocations (kube's `AllocatedState.AllocatedDevices`, gathered by the plugin's
     /// `allocatedDevices` from the claims with an allocation).
     pub fn allocated_devices(&self) -> std::collections::HashSet<DeviceId> {
-        self.claims
+        self.devices_in_use().0
+    }
+
+    /// The shared devices in use: every device of an allocated claim's results with a share ID
+    /// (admin access excepted), with the capacity its shares consume, summed (kube's
+    /// `AllocatedState.AllocatedSharedDeviceIDs` and `AggregatedCapacity`; a device whose shares
+    /// consume nothing is here with nothing).
+    pub fn shared_devices(&self) -> std::collections::HashMap<DeviceId, Consumed> {
+        self.devices_in_use().1
+    }
+
+    /// [`DeviceObjects::allocated_devices`] and [`DeviceObjects::shared_devices`] in one pass.
+    pub fn devices_in_use(
+        &self,
+    ) -> (
+        std::collections::HashSet<DeviceId>,
+        std::collections::HashMap<DeviceId, Consumed>,
+    ) {
+        let mut dedicated = std::collections::HashSet::new();
+        let mut shared: std::collections::HashMap<DeviceId, Consumed> = std::collections::HashMap::new();
+        for d in self
+            .claims
             .values()
             .filter_map(|c| c.allocation.as_ref())
             .flat_map(|a| a.devices.iter())
             .filter(|d| d.admin_access != Some(true))
-            .map(|d| d.device.clone())
-            .collect()
+        {
+            if d.share_id.is_some() {
+                add_consumed(shared.entry(d.device.clone()).or_default(), &d.consumed_capacity);
+            } else {
+                dedicated.insert(d.device.clone());
+            }
+        }
+        (dedicated, shared)
+    }
+}
+
+/// Capacity consumed on a device, by capacity name (kube's `ConsumedCapacity`).
+pub type Consumed = BTreeMap<String, Quantity>;
+
+/// Adds `amounts` to `to` (kube's `ConsumedCapacity.Add`).
+pub fn add_consumed(to: &mut Consumed, amounts: &BTreeMap<String, Amount>) {
+    for (name, a) in amounts {
+        let v = to.entry(name.clone()).or_default();
+        *v = Quantity::from_nanos(v.nanos().saturating_add(a.value.nanos()));
     }
 }
 
@@ -676,12 +777,38 @@ pub struct InUse {
     pub snapshot: Arc<std::collections::HashSet<DeviceId>>,
     /// The batch's.
     pub batch: imbl::HashSet<DeviceId>,
+    /// The shared devices in use in the snapshot, with the capacity consumed
+    /// ([`DeviceObjects::shared_devices`]).
+    pub shared_snapshot: Arc<std::collections::HashMap<DeviceId, Consumed>>,
+    /// The shared devices the batch took, with the capacity it consumed.
+    pub shared_batch: imbl::HashMap<DeviceId, Consumed>,
 }
 
 impl InUse {
-    /// Whether `device` is in use.
+    /// Whether `device` is in use (allocated to one claim).
     pub fn contains(&self, device: &DeviceId) -> bool {
         self.snapshot.contains(device) || self.batch.contains(device)
+    }
+
+    /// Whether `device` is shared by some claim (kube's `AllocatedSharedDeviceIDs`).
+    pub fn is_shared(&self, device: &DeviceId) -> bool {
+        self.shared_snapshot.contains_key(device) || self.shared_batch.contains_key(device)
+    }
+
+    /// The capacity the shares of `device` consume (kube's `AggregatedCapacity`), if shared.
+    pub fn consumed(&self, device: &DeviceId) -> Option<Consumed> {
+        match (self.shared_snapshot.get(device), self.shared_batch.get(device)) {
+            (None, None) => None,
+            (Some(a), None) | (None, Some(a)) => Some(a.clone()),
+            (Some(a), Some(b)) => {
+                let mut sum = a.clone();
+                for (name, q) in b {
+                    let v = sum.entry(name.clone()).or_default();
+                    *v = Quantity::from_nanos(v.nanos().saturating_add(q.nanos()));
+                }
+                Some(sum)
+            }
+        }
     }
 }
 
@@ -689,9 +816,20 @@ impl From<std::collections::HashSet<DeviceId>> for InUse {
     fn from(snapshot: std::collections::HashSet<DeviceId>) -> Self {
         Self {
             snapshot: Arc::new(snapshot),
-            batch: imbl::HashSet::new(),
+            ..Self::default()
         }
     }
+}
+
+/// A hash of the capacity consumed on shared devices of a node, one term per device: devices
+/// by their position in the node's signature order, summed (wrapping) so that a term can be
+/// added without the others.
+pub fn shared_term(position: usize, consumed: &Consumed) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    position.hash(&mut h);
+    consumed.hash(&mut h);
+    splitmix(h.finish())
 }
 
 /// Hashes what the allocator reads of a device: all but its name.
@@ -703,6 +841,7 @@ fn device_shape(d: &Device, h: &mut impl std::hash::Hasher) {
     d.node_selection.hash(h);
     d.taints.hash(h);
     d.allow_multiple_allocations.hash(h);
+    d.capacity_policies.hash(h);
     d.has_binding_conditions.hash(h);
 }
 
@@ -793,6 +932,12 @@ impl SliceIndex {
         self.shapes.get(&(device as *const Device as usize)).copied()
     }
 
+    /// Where `device` is in the signature order of its node, if its node has a signature
+    /// order (a node-local pool).
+    pub fn position(&self, device: &DeviceId) -> Option<(&str, usize)> {
+        self.positions.get(device).map(|(n, i)| (&**n, *i))
+    }
+
     /// Marks `devices` in use in `busy` (per node, bits in signature order), `index_of` giving
     /// a node's index in the snapshot; devices of no node-local pool, or of a node the snapshot
     /// does not have, are left out (with such pools the signatures are not used).
@@ -852,6 +997,10 @@ pub struct DeviceIndex {
     pub in_use: Arc<std::collections::HashSet<DeviceId>>,
     /// The devices in use by node, as bits in the node's signature order.
     pub busy_nodes: Arc<BusyNodes>,
+    /// The shared devices in use, with the capacity consumed ([`DeviceObjects::shared_devices`]).
+    pub shared: Arc<std::collections::HashMap<DeviceId, Consumed>>,
+    /// Per node (by index) with shared devices in use: the sum of their [`shared_term`]s.
+    pub shared_nodes: Arc<std::collections::HashMap<u32, u64>>,
     /// Each node's base signature ([`SliceIndex::base_signature`]), in snapshot order.
     pub signatures: Arc<[Option<u64>]>,
     /// Allocation verdicts shared by the pods decided on this snapshot and the snapshots derived
@@ -895,17 +1044,28 @@ impl DeviceIndex {
         verdicts: Arc<SharedVerdicts>,
     ) -> Self {
         let slices = SliceIndex::new(slices);
-        let in_use = objects.allocated_devices();
+        let (in_use, shared) = objects.devices_in_use();
         let names: Vec<&str> = nodes.collect();
         let index: std::collections::HashMap<&str, u32, foldhash::fast::RandomState> =
             names.iter().enumerate().map(|(i, n)| (*n, i as u32)).collect();
         let mut busy_nodes = BusyNodes::default();
         slices.in_use_bits(&mut busy_nodes, |n| index.get(n).copied(), &in_use);
+        let mut shared_nodes: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
+        for (d, consumed) in &shared {
+            if let Some((node, i)) = slices.position(d) {
+                if let Some(n) = index.get(node) {
+                    let t = shared_nodes.entry(*n).or_default();
+                    *t = t.wrapping_add(shared_term(i, consumed));
+                }
+            }
+        }
         let signatures = names.iter().map(|n| slices.base_signature(n)).collect();
         Self {
             slices: Arc::new(slices),
             in_use: Arc::new(in_use),
             busy_nodes: Arc::new(busy_nodes),
+            shared: Arc::new(shared),
+            shared_nodes: Arc::new(shared_nodes),
             signatures,
             verdicts,
         }

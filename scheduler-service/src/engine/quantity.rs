@@ -165,6 +165,12 @@ impl Quantity {
     pub fn nanos(&self) -> i128 {
         self.nanos
     }
+
+    /// The quantity of `nanos` nano-units.
+    #[must_use]
+    pub const fn from_nanos(nanos: i128) -> Self {
+        Self { nanos }
+    }
 }
 
 /// `ceil(|nanos| / PER)` with the sign of `nanos`, saturated to `i64`.

@@ -6346,7 +6346,14 @@ type DeviceRequestAllocationResult struct {
 	// adminAccess, when the request asked for it.
 	AdminAccess *bool `protobuf:"varint,5,opt,name=admin_access,json=adminAccess,proto3,oneof" json:"admin_access,omitempty"`
 	// tolerations: the request's tolerations, recorded when the device has taints.
-	Tolerations   []*Toleration `protobuf:"bytes,6,rep,name=tolerations,proto3" json:"tolerations,omitempty"`
+	Tolerations []*Toleration `protobuf:"bytes,6,rep,name=tolerations,proto3" json:"tolerations,omitempty"`
+	// consumedCapacity: for a device that allows multiple allocations, what this
+	// share consumes of each of the device's capacities (quantities by name).
+	ConsumedCapacity map[string]string `protobuf:"bytes,7,rep,name=consumed_capacity,json=consumedCapacity,proto3" json:"consumed_capacity,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// shareID: set for a share of a device that allows multiple allocations. In
+	// a claim's existing allocation, the ID written; in an answer, empty: the
+	// writer draws a new random UUID for it, as kube-scheduler's allocator does.
+	ShareId       *string `protobuf:"bytes,8,opt,name=share_id,json=shareId,proto3,oneof" json:"share_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6421,6 +6428,20 @@ func (x *DeviceRequestAllocationResult) GetTolerations() []*Toleration {
 		return x.Tolerations
 	}
 	return nil
+}
+
+func (x *DeviceRequestAllocationResult) GetConsumedCapacity() map[string]string {
+	if x != nil {
+		return x.ConsumedCapacity
+	}
+	return nil
+}
+
+func (x *DeviceRequestAllocationResult) GetShareId() string {
+	if x != nil && x.ShareId != nil {
+		return *x.ShareId
+	}
+	return ""
 }
 
 // ResourceClaimConsumer is one entry of a claim's status.reservedFor.
@@ -6655,8 +6676,10 @@ type Device struct {
 	AllowMultipleAllocations bool `protobuf:"varint,9,opt,name=allow_multiple_allocations,json=allowMultipleAllocations,proto3" json:"allow_multiple_allocations,omitempty"`
 	// bindingConditions.
 	BindingConditions []string `protobuf:"bytes,10,rep,name=binding_conditions,json=bindingConditions,proto3" json:"binding_conditions,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// capacity[name].requestPolicy, for the capacities that have one.
+	CapacityRequestPolicies map[string]*CapacityRequestPolicy `protobuf:"bytes,11,rep,name=capacity_request_policies,json=capacityRequestPolicies,proto3" json:"capacity_request_policies,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *Device) Reset() {
@@ -6759,6 +6782,142 @@ func (x *Device) GetBindingConditions() []string {
 	return nil
 }
 
+func (x *Device) GetCapacityRequestPolicies() map[string]*CapacityRequestPolicy {
+	if x != nil {
+		return x.CapacityRequestPolicies
+	}
+	return nil
+}
+
+// CapacityRequestPolicy is a device capacity's requestPolicy: how much of it a
+// request may consume, and how a request is rounded up.
+type CapacityRequestPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// default: consumed when a request does not name the capacity.
+	Default *string `protobuf:"bytes,1,opt,name=default,proto3,oneof" json:"default,omitempty"`
+	// validValues, ascending.
+	ValidValues []string `protobuf:"bytes,2,rep,name=valid_values,json=validValues,proto3" json:"valid_values,omitempty"`
+	// validRange.
+	ValidRange    *CapacityRequestPolicyRange `protobuf:"bytes,3,opt,name=valid_range,json=validRange,proto3" json:"valid_range,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CapacityRequestPolicy) Reset() {
+	*x = CapacityRequestPolicy{}
+	mi := &file_placement_v1_placement_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CapacityRequestPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CapacityRequestPolicy) ProtoMessage() {}
+
+func (x *CapacityRequestPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CapacityRequestPolicy.ProtoReflect.Descriptor instead.
+func (*CapacityRequestPolicy) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *CapacityRequestPolicy) GetDefault() string {
+	if x != nil && x.Default != nil {
+		return *x.Default
+	}
+	return ""
+}
+
+func (x *CapacityRequestPolicy) GetValidValues() []string {
+	if x != nil {
+		return x.ValidValues
+	}
+	return nil
+}
+
+func (x *CapacityRequestPolicy) GetValidRange() *CapacityRequestPolicyRange {
+	if x != nil {
+		return x.ValidRange
+	}
+	return nil
+}
+
+// CapacityRequestPolicyRange is a requestPolicy's validRange.
+type CapacityRequestPolicyRange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// min.
+	Min string `protobuf:"bytes,1,opt,name=min,proto3" json:"min,omitempty"`
+	// max.
+	Max *string `protobuf:"bytes,2,opt,name=max,proto3,oneof" json:"max,omitempty"`
+	// step.
+	Step          *string `protobuf:"bytes,3,opt,name=step,proto3,oneof" json:"step,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CapacityRequestPolicyRange) Reset() {
+	*x = CapacityRequestPolicyRange{}
+	mi := &file_placement_v1_placement_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CapacityRequestPolicyRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CapacityRequestPolicyRange) ProtoMessage() {}
+
+func (x *CapacityRequestPolicyRange) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CapacityRequestPolicyRange.ProtoReflect.Descriptor instead.
+func (*CapacityRequestPolicyRange) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *CapacityRequestPolicyRange) GetMin() string {
+	if x != nil {
+		return x.Min
+	}
+	return ""
+}
+
+func (x *CapacityRequestPolicyRange) GetMax() string {
+	if x != nil && x.Max != nil {
+		return *x.Max
+	}
+	return ""
+}
+
+func (x *CapacityRequestPolicyRange) GetStep() string {
+	if x != nil && x.Step != nil {
+		return *x.Step
+	}
+	return ""
+}
+
 // DeviceAttribute is one attribute value: exactly one is set.
 type DeviceAttribute struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -6777,7 +6936,7 @@ type DeviceAttribute struct {
 
 func (x *DeviceAttribute) Reset() {
 	*x = DeviceAttribute{}
-	mi := &file_placement_v1_placement_proto_msgTypes[75]
+	mi := &file_placement_v1_placement_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6789,7 +6948,7 @@ func (x *DeviceAttribute) String() string {
 func (*DeviceAttribute) ProtoMessage() {}
 
 func (x *DeviceAttribute) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[75]
+	mi := &file_placement_v1_placement_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6802,7 +6961,7 @@ func (x *DeviceAttribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceAttribute.ProtoReflect.Descriptor instead.
 func (*DeviceAttribute) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{75}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *DeviceAttribute) GetValue() isDeviceAttribute_Value {
@@ -6897,7 +7056,7 @@ type DeviceTaint struct {
 
 func (x *DeviceTaint) Reset() {
 	*x = DeviceTaint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[76]
+	mi := &file_placement_v1_placement_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6909,7 +7068,7 @@ func (x *DeviceTaint) String() string {
 func (*DeviceTaint) ProtoMessage() {}
 
 func (x *DeviceTaint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[76]
+	mi := &file_placement_v1_placement_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6922,7 +7081,7 @@ func (x *DeviceTaint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceTaint.ProtoReflect.Descriptor instead.
 func (*DeviceTaint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{76}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *DeviceTaint) GetKey() string {
@@ -6970,7 +7129,7 @@ type DeviceTaintRule struct {
 
 func (x *DeviceTaintRule) Reset() {
 	*x = DeviceTaintRule{}
-	mi := &file_placement_v1_placement_proto_msgTypes[77]
+	mi := &file_placement_v1_placement_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6982,7 +7141,7 @@ func (x *DeviceTaintRule) String() string {
 func (*DeviceTaintRule) ProtoMessage() {}
 
 func (x *DeviceTaintRule) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[77]
+	mi := &file_placement_v1_placement_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6995,7 +7154,7 @@ func (x *DeviceTaintRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceTaintRule.ProtoReflect.Descriptor instead.
 func (*DeviceTaintRule) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{77}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *DeviceTaintRule) GetName() string {
@@ -7035,7 +7194,7 @@ type DeviceTaintSelector struct {
 
 func (x *DeviceTaintSelector) Reset() {
 	*x = DeviceTaintSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[78]
+	mi := &file_placement_v1_placement_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7047,7 +7206,7 @@ func (x *DeviceTaintSelector) String() string {
 func (*DeviceTaintSelector) ProtoMessage() {}
 
 func (x *DeviceTaintSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[78]
+	mi := &file_placement_v1_placement_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7060,7 +7219,7 @@ func (x *DeviceTaintSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceTaintSelector.ProtoReflect.Descriptor instead.
 func (*DeviceTaintSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{78}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *DeviceTaintSelector) GetDriver() string {
@@ -7097,7 +7256,7 @@ type CounterSet struct {
 
 func (x *CounterSet) Reset() {
 	*x = CounterSet{}
-	mi := &file_placement_v1_placement_proto_msgTypes[79]
+	mi := &file_placement_v1_placement_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7109,7 +7268,7 @@ func (x *CounterSet) String() string {
 func (*CounterSet) ProtoMessage() {}
 
 func (x *CounterSet) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[79]
+	mi := &file_placement_v1_placement_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7122,7 +7281,7 @@ func (x *CounterSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterSet.ProtoReflect.Descriptor instead.
 func (*CounterSet) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{79}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *CounterSet) GetName() string {
@@ -7152,7 +7311,7 @@ type DeviceCounterConsumption struct {
 
 func (x *DeviceCounterConsumption) Reset() {
 	*x = DeviceCounterConsumption{}
-	mi := &file_placement_v1_placement_proto_msgTypes[80]
+	mi := &file_placement_v1_placement_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7164,7 +7323,7 @@ func (x *DeviceCounterConsumption) String() string {
 func (*DeviceCounterConsumption) ProtoMessage() {}
 
 func (x *DeviceCounterConsumption) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[80]
+	mi := &file_placement_v1_placement_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7177,7 +7336,7 @@ func (x *DeviceCounterConsumption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceCounterConsumption.ProtoReflect.Descriptor instead.
 func (*DeviceCounterConsumption) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{80}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *DeviceCounterConsumption) GetCounterSet() string {
@@ -7762,15 +7921,21 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x12distinct_attribute\x18\x03 \x01(\tR\x11distinctAttribute\"\x9a\x01\n" +
 	"\x10AllocationResult\x12E\n" +
 	"\adevices\x18\x01 \x03(\v2+.placement.v1.DeviceRequestAllocationResultR\adevices\x12?\n" +
-	"\rnode_selector\x18\x02 \x01(\v2\x1a.placement.v1.NodeSelectorR\fnodeSelector\"\xf2\x01\n" +
+	"\rnode_selector\x18\x02 \x01(\v2\x1a.placement.v1.NodeSelectorR\fnodeSelector\"\xd4\x03\n" +
 	"\x1dDeviceRequestAllocationResult\x12\x18\n" +
 	"\arequest\x18\x01 \x01(\tR\arequest\x12\x16\n" +
 	"\x06driver\x18\x02 \x01(\tR\x06driver\x12\x12\n" +
 	"\x04pool\x18\x03 \x01(\tR\x04pool\x12\x16\n" +
 	"\x06device\x18\x04 \x01(\tR\x06device\x12&\n" +
 	"\fadmin_access\x18\x05 \x01(\bH\x00R\vadminAccess\x88\x01\x01\x12:\n" +
-	"\vtolerations\x18\x06 \x03(\v2\x18.placement.v1.TolerationR\vtolerationsB\x0f\n" +
-	"\r_admin_access\"v\n" +
+	"\vtolerations\x18\x06 \x03(\v2\x18.placement.v1.TolerationR\vtolerations\x12n\n" +
+	"\x11consumed_capacity\x18\a \x03(\v2A.placement.v1.DeviceRequestAllocationResult.ConsumedCapacityEntryR\x10consumedCapacity\x12\x1e\n" +
+	"\bshare_id\x18\b \x01(\tH\x01R\ashareId\x88\x01\x01\x1aC\n" +
+	"\x15ConsumedCapacityEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x0f\n" +
+	"\r_admin_accessB\v\n" +
+	"\t_share_id\"v\n" +
 	"\x15ResourceClaimConsumer\x12\x1b\n" +
 	"\tapi_group\x18\x01 \x01(\tR\bapiGroup\x12\x1a\n" +
 	"\bresource\x18\x02 \x01(\tR\bresource\x12\x12\n" +
@@ -7788,7 +7953,7 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x19per_device_node_selection\x18\t \x01(\bR\x16perDeviceNodeSelection\x12.\n" +
 	"\adevices\x18\n" +
 	" \x03(\v2\x14.placement.v1.DeviceR\adevices\x12A\n" +
-	"\x0fshared_counters\x18\v \x03(\v2\x18.placement.v1.CounterSetR\x0esharedCounters\"\xad\x05\n" +
+	"\x0fshared_counters\x18\v \x03(\v2\x18.placement.v1.CounterSetR\x0esharedCounters\"\x8d\a\n" +
 	"\x06Device\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12D\n" +
 	"\n" +
@@ -7802,13 +7967,30 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x06taints\x18\b \x03(\v2\x19.placement.v1.DeviceTaintR\x06taints\x12<\n" +
 	"\x1aallow_multiple_allocations\x18\t \x01(\bR\x18allowMultipleAllocations\x12-\n" +
 	"\x12binding_conditions\x18\n" +
-	" \x03(\tR\x11bindingConditions\x1a\\\n" +
+	" \x03(\tR\x11bindingConditions\x12m\n" +
+	"\x19capacity_request_policies\x18\v \x03(\v21.placement.v1.Device.CapacityRequestPoliciesEntryR\x17capacityRequestPolicies\x1a\\\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x123\n" +
 	"\x05value\x18\x02 \x01(\v2\x1d.placement.v1.DeviceAttributeR\x05value:\x028\x01\x1a;\n" +
 	"\rCapacityEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"z\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1ao\n" +
+	"\x1cCapacityRequestPoliciesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
+	"\x05value\x18\x02 \x01(\v2#.placement.v1.CapacityRequestPolicyR\x05value:\x028\x01\"\xb0\x01\n" +
+	"\x15CapacityRequestPolicy\x12\x1d\n" +
+	"\adefault\x18\x01 \x01(\tH\x00R\adefault\x88\x01\x01\x12!\n" +
+	"\fvalid_values\x18\x02 \x03(\tR\vvalidValues\x12I\n" +
+	"\vvalid_range\x18\x03 \x01(\v2(.placement.v1.CapacityRequestPolicyRangeR\n" +
+	"validRangeB\n" +
+	"\n" +
+	"\b_default\"o\n" +
+	"\x1aCapacityRequestPolicyRange\x12\x10\n" +
+	"\x03min\x18\x01 \x01(\tR\x03min\x12\x15\n" +
+	"\x03max\x18\x02 \x01(\tH\x00R\x03max\x88\x01\x01\x12\x17\n" +
+	"\x04step\x18\x03 \x01(\tH\x01R\x04step\x88\x01\x01B\x06\n" +
+	"\x04_maxB\a\n" +
+	"\x05_step\"z\n" +
 	"\x0fDeviceAttribute\x12\x12\n" +
 	"\x03int\x18\x01 \x01(\x03H\x00R\x03int\x12\x14\n" +
 	"\x04bool\x18\x02 \x01(\bH\x00R\x04bool\x12\x18\n" +
@@ -7870,7 +8052,7 @@ func file_placement_v1_placement_proto_rawDescGZIP() []byte {
 }
 
 var file_placement_v1_placement_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
+var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 107)
 var file_placement_v1_placement_proto_goTypes = []any{
 	(DeviceFailureKind)(0),                   // 0: placement.v1.DeviceFailureKind
 	(*SyncSnapshotRequest)(nil),              // 1: placement.v1.SyncSnapshotRequest
@@ -7948,34 +8130,38 @@ var file_placement_v1_placement_proto_goTypes = []any{
 	(*ResourceClaimConsumer)(nil),            // 73: placement.v1.ResourceClaimConsumer
 	(*ResourceSlice)(nil),                    // 74: placement.v1.ResourceSlice
 	(*Device)(nil),                           // 75: placement.v1.Device
-	(*DeviceAttribute)(nil),                  // 76: placement.v1.DeviceAttribute
-	(*DeviceTaint)(nil),                      // 77: placement.v1.DeviceTaint
-	(*DeviceTaintRule)(nil),                  // 78: placement.v1.DeviceTaintRule
-	(*DeviceTaintSelector)(nil),              // 79: placement.v1.DeviceTaintSelector
-	(*CounterSet)(nil),                       // 80: placement.v1.CounterSet
-	(*DeviceCounterConsumption)(nil),         // 81: placement.v1.DeviceCounterConsumption
-	nil,                                      // 82: placement.v1.Namespace.LabelsEntry
-	nil,                                      // 83: placement.v1.Unschedulable.ReasonsEntry
-	nil,                                      // 84: placement.v1.Pod.LabelsEntry
-	nil,                                      // 85: placement.v1.Pod.OverheadEntry
-	nil,                                      // 86: placement.v1.Pod.NodeSelectorEntry
-	nil,                                      // 87: placement.v1.Pod.AnnotationsEntry
-	nil,                                      // 88: placement.v1.Pod.PodRequestsEntry
-	nil,                                      // 89: placement.v1.Pod.AllocatedRequestsEntry
-	nil,                                      // 90: placement.v1.Pod.ActuatedRequestsEntry
-	nil,                                      // 91: placement.v1.PersistentVolume.LabelsEntry
-	nil,                                      // 92: placement.v1.LabelSelector.MatchLabelsEntry
-	nil,                                      // 93: placement.v1.Container.RequestsEntry
-	nil,                                      // 94: placement.v1.Container.AllocatedRequestsEntry
-	nil,                                      // 95: placement.v1.Container.ActuatedRequestsEntry
-	nil,                                      // 96: placement.v1.Node.LabelsEntry
-	nil,                                      // 97: placement.v1.Node.AllocatableEntry
-	nil,                                      // 98: placement.v1.ExactDeviceRequest.CapacityRequestsEntry
-	nil,                                      // 99: placement.v1.DeviceSubRequest.CapacityRequestsEntry
-	nil,                                      // 100: placement.v1.Device.AttributesEntry
-	nil,                                      // 101: placement.v1.Device.CapacityEntry
-	nil,                                      // 102: placement.v1.CounterSet.CountersEntry
-	nil,                                      // 103: placement.v1.DeviceCounterConsumption.CountersEntry
+	(*CapacityRequestPolicy)(nil),            // 76: placement.v1.CapacityRequestPolicy
+	(*CapacityRequestPolicyRange)(nil),       // 77: placement.v1.CapacityRequestPolicyRange
+	(*DeviceAttribute)(nil),                  // 78: placement.v1.DeviceAttribute
+	(*DeviceTaint)(nil),                      // 79: placement.v1.DeviceTaint
+	(*DeviceTaintRule)(nil),                  // 80: placement.v1.DeviceTaintRule
+	(*DeviceTaintSelector)(nil),              // 81: placement.v1.DeviceTaintSelector
+	(*CounterSet)(nil),                       // 82: placement.v1.CounterSet
+	(*DeviceCounterConsumption)(nil),         // 83: placement.v1.DeviceCounterConsumption
+	nil,                                      // 84: placement.v1.Namespace.LabelsEntry
+	nil,                                      // 85: placement.v1.Unschedulable.ReasonsEntry
+	nil,                                      // 86: placement.v1.Pod.LabelsEntry
+	nil,                                      // 87: placement.v1.Pod.OverheadEntry
+	nil,                                      // 88: placement.v1.Pod.NodeSelectorEntry
+	nil,                                      // 89: placement.v1.Pod.AnnotationsEntry
+	nil,                                      // 90: placement.v1.Pod.PodRequestsEntry
+	nil,                                      // 91: placement.v1.Pod.AllocatedRequestsEntry
+	nil,                                      // 92: placement.v1.Pod.ActuatedRequestsEntry
+	nil,                                      // 93: placement.v1.PersistentVolume.LabelsEntry
+	nil,                                      // 94: placement.v1.LabelSelector.MatchLabelsEntry
+	nil,                                      // 95: placement.v1.Container.RequestsEntry
+	nil,                                      // 96: placement.v1.Container.AllocatedRequestsEntry
+	nil,                                      // 97: placement.v1.Container.ActuatedRequestsEntry
+	nil,                                      // 98: placement.v1.Node.LabelsEntry
+	nil,                                      // 99: placement.v1.Node.AllocatableEntry
+	nil,                                      // 100: placement.v1.ExactDeviceRequest.CapacityRequestsEntry
+	nil,                                      // 101: placement.v1.DeviceSubRequest.CapacityRequestsEntry
+	nil,                                      // 102: placement.v1.DeviceRequestAllocationResult.ConsumedCapacityEntry
+	nil,                                      // 103: placement.v1.Device.AttributesEntry
+	nil,                                      // 104: placement.v1.Device.CapacityEntry
+	nil,                                      // 105: placement.v1.Device.CapacityRequestPoliciesEntry
+	nil,                                      // 106: placement.v1.CounterSet.CountersEntry
+	nil,                                      // 107: placement.v1.DeviceCounterConsumption.CountersEntry
 }
 var file_placement_v1_placement_proto_depIdxs = []int32{
 	3,   // 0: placement.v1.SyncSnapshotRequest.full:type_name -> placement.v1.Snapshot
@@ -7993,10 +8179,10 @@ var file_placement_v1_placement_proto_depIdxs = []int32{
 	65,  // 12: placement.v1.Snapshot.device_classes:type_name -> placement.v1.DeviceClass
 	66,  // 13: placement.v1.Snapshot.resource_claims:type_name -> placement.v1.ResourceClaim
 	74,  // 14: placement.v1.Snapshot.resource_slices:type_name -> placement.v1.ResourceSlice
-	78,  // 15: placement.v1.Snapshot.device_taint_rules:type_name -> placement.v1.DeviceTaintRule
+	80,  // 15: placement.v1.Snapshot.device_taint_rules:type_name -> placement.v1.DeviceTaintRule
 	46,  // 16: placement.v1.Snapshot.pod_groups:type_name -> placement.v1.PodGroup
 	47,  // 17: placement.v1.Snapshot.composite_pod_groups:type_name -> placement.v1.CompositePodGroup
-	82,  // 18: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
+	84,  // 18: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
 	62,  // 19: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
 	29,  // 20: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
 	4,   // 21: placement.v1.SnapshotDelta.upsert_namespaces:type_name -> placement.v1.Namespace
@@ -8011,7 +8197,7 @@ var file_placement_v1_placement_proto_depIdxs = []int32{
 	66,  // 30: placement.v1.SnapshotDelta.upsert_resource_claims:type_name -> placement.v1.ResourceClaim
 	74,  // 31: placement.v1.SnapshotDelta.upsert_resource_slices:type_name -> placement.v1.ResourceSlice
 	46,  // 32: placement.v1.SnapshotDelta.upsert_pod_groups:type_name -> placement.v1.PodGroup
-	78,  // 33: placement.v1.SnapshotDelta.upsert_device_taint_rules:type_name -> placement.v1.DeviceTaintRule
+	80,  // 33: placement.v1.SnapshotDelta.upsert_device_taint_rules:type_name -> placement.v1.DeviceTaintRule
 	47,  // 34: placement.v1.SnapshotDelta.upsert_composite_pod_groups:type_name -> placement.v1.CompositePodGroup
 	3,   // 35: placement.v1.SnapshotRef.inline:type_name -> placement.v1.Snapshot
 	6,   // 36: placement.v1.RankRequest.snapshot:type_name -> placement.v1.SnapshotRef
@@ -8033,16 +8219,16 @@ var file_placement_v1_placement_proto_depIdxs = []int32{
 	19,  // 52: placement.v1.ClaimAllocation.extended_resource_claim:type_name -> placement.v1.ExtendedResourceClaim
 	67,  // 53: placement.v1.ExtendedResourceClaim.requests:type_name -> placement.v1.DeviceRequest
 	20,  // 54: placement.v1.ExtendedResourceClaim.request_mappings:type_name -> placement.v1.ContainerExtendedResourceRequest
-	83,  // 55: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
+	85,  // 55: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
 	25,  // 56: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
 	28,  // 57: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
 	26,  // 58: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
 	27,  // 59: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
-	84,  // 60: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
+	86,  // 60: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
 	54,  // 61: placement.v1.Pod.containers:type_name -> placement.v1.Container
 	54,  // 62: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
-	85,  // 63: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
-	86,  // 64: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
+	87,  // 63: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
+	88,  // 64: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
 	56,  // 65: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
 	61,  // 66: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
 	42,  // 67: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
@@ -8050,14 +8236,14 @@ var file_placement_v1_placement_proto_depIdxs = []int32{
 	53,  // 69: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
 	51,  // 70: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
 	45,  // 71: placement.v1.Pod.gang:type_name -> placement.v1.Gang
-	87,  // 72: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
+	89,  // 72: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
 	31,  // 73: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
-	88,  // 74: placement.v1.Pod.pod_requests:type_name -> placement.v1.Pod.PodRequestsEntry
-	89,  // 75: placement.v1.Pod.allocated_requests:type_name -> placement.v1.Pod.AllocatedRequestsEntry
-	90,  // 76: placement.v1.Pod.actuated_requests:type_name -> placement.v1.Pod.ActuatedRequestsEntry
+	90,  // 74: placement.v1.Pod.pod_requests:type_name -> placement.v1.Pod.PodRequestsEntry
+	91,  // 75: placement.v1.Pod.allocated_requests:type_name -> placement.v1.Pod.AllocatedRequestsEntry
+	92,  // 76: placement.v1.Pod.actuated_requests:type_name -> placement.v1.Pod.ActuatedRequestsEntry
 	30,  // 77: placement.v1.Pod.resource_claims:type_name -> placement.v1.PodResourceClaim
 	51,  // 78: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
-	91,  // 79: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
+	93,  // 79: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
 	57,  // 80: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
 	34,  // 81: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
 	36,  // 82: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
@@ -8072,22 +8258,22 @@ var file_placement_v1_placement_proto_depIdxs = []int32{
 	48,  // 91: placement.v1.PodGroup.gang:type_name -> placement.v1.GangSchedulingPolicy
 	49,  // 92: placement.v1.PodGroup.workload_ref:type_name -> placement.v1.WorkloadReference
 	51,  // 93: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
-	92,  // 94: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
+	94,  // 94: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
 	52,  // 95: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
 	51,  // 96: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
-	93,  // 97: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
+	95,  // 97: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
 	55,  // 98: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
-	94,  // 99: placement.v1.Container.allocated_requests:type_name -> placement.v1.Container.AllocatedRequestsEntry
-	95,  // 100: placement.v1.Container.actuated_requests:type_name -> placement.v1.Container.ActuatedRequestsEntry
+	96,  // 99: placement.v1.Container.allocated_requests:type_name -> placement.v1.Container.AllocatedRequestsEntry
+	97,  // 100: placement.v1.Container.actuated_requests:type_name -> placement.v1.Container.ActuatedRequestsEntry
 	57,  // 101: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
 	60,  // 102: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
 	58,  // 103: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
 	59,  // 104: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
 	59,  // 105: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
 	58,  // 106: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
-	96,  // 107: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
+	98,  // 107: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
 	63,  // 108: placement.v1.Node.taints:type_name -> placement.v1.Taint
-	97,  // 109: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
+	99,  // 109: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
 	64,  // 110: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
 	67,  // 111: placement.v1.ResourceClaim.requests:type_name -> placement.v1.DeviceRequest
 	70,  // 112: placement.v1.ResourceClaim.constraints:type_name -> placement.v1.DeviceConstraint
@@ -8096,38 +8282,42 @@ var file_placement_v1_placement_proto_depIdxs = []int32{
 	68,  // 115: placement.v1.DeviceRequest.exactly:type_name -> placement.v1.ExactDeviceRequest
 	69,  // 116: placement.v1.DeviceRequest.first_available:type_name -> placement.v1.DeviceSubRequest
 	61,  // 117: placement.v1.ExactDeviceRequest.tolerations:type_name -> placement.v1.Toleration
-	98,  // 118: placement.v1.ExactDeviceRequest.capacity_requests:type_name -> placement.v1.ExactDeviceRequest.CapacityRequestsEntry
+	100, // 118: placement.v1.ExactDeviceRequest.capacity_requests:type_name -> placement.v1.ExactDeviceRequest.CapacityRequestsEntry
 	61,  // 119: placement.v1.DeviceSubRequest.tolerations:type_name -> placement.v1.Toleration
-	99,  // 120: placement.v1.DeviceSubRequest.capacity_requests:type_name -> placement.v1.DeviceSubRequest.CapacityRequestsEntry
+	101, // 120: placement.v1.DeviceSubRequest.capacity_requests:type_name -> placement.v1.DeviceSubRequest.CapacityRequestsEntry
 	72,  // 121: placement.v1.AllocationResult.devices:type_name -> placement.v1.DeviceRequestAllocationResult
 	57,  // 122: placement.v1.AllocationResult.node_selector:type_name -> placement.v1.NodeSelector
 	61,  // 123: placement.v1.DeviceRequestAllocationResult.tolerations:type_name -> placement.v1.Toleration
-	57,  // 124: placement.v1.ResourceSlice.node_selector:type_name -> placement.v1.NodeSelector
-	75,  // 125: placement.v1.ResourceSlice.devices:type_name -> placement.v1.Device
-	80,  // 126: placement.v1.ResourceSlice.shared_counters:type_name -> placement.v1.CounterSet
-	100, // 127: placement.v1.Device.attributes:type_name -> placement.v1.Device.AttributesEntry
-	101, // 128: placement.v1.Device.capacity:type_name -> placement.v1.Device.CapacityEntry
-	81,  // 129: placement.v1.Device.consumes_counters:type_name -> placement.v1.DeviceCounterConsumption
-	57,  // 130: placement.v1.Device.node_selector:type_name -> placement.v1.NodeSelector
-	77,  // 131: placement.v1.Device.taints:type_name -> placement.v1.DeviceTaint
-	79,  // 132: placement.v1.DeviceTaintRule.device_selector:type_name -> placement.v1.DeviceTaintSelector
-	77,  // 133: placement.v1.DeviceTaintRule.taint:type_name -> placement.v1.DeviceTaint
-	102, // 134: placement.v1.CounterSet.counters:type_name -> placement.v1.CounterSet.CountersEntry
-	103, // 135: placement.v1.DeviceCounterConsumption.counters:type_name -> placement.v1.DeviceCounterConsumption.CountersEntry
-	76,  // 136: placement.v1.Device.AttributesEntry.value:type_name -> placement.v1.DeviceAttribute
-	1,   // 137: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
-	7,   // 138: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
-	13,  // 139: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
-	23,  // 140: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
-	2,   // 141: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
-	8,   // 142: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
-	14,  // 143: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
-	24,  // 144: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
-	141, // [141:145] is the sub-list for method output_type
-	137, // [137:141] is the sub-list for method input_type
-	137, // [137:137] is the sub-list for extension type_name
-	137, // [137:137] is the sub-list for extension extendee
-	0,   // [0:137] is the sub-list for field type_name
+	102, // 124: placement.v1.DeviceRequestAllocationResult.consumed_capacity:type_name -> placement.v1.DeviceRequestAllocationResult.ConsumedCapacityEntry
+	57,  // 125: placement.v1.ResourceSlice.node_selector:type_name -> placement.v1.NodeSelector
+	75,  // 126: placement.v1.ResourceSlice.devices:type_name -> placement.v1.Device
+	82,  // 127: placement.v1.ResourceSlice.shared_counters:type_name -> placement.v1.CounterSet
+	103, // 128: placement.v1.Device.attributes:type_name -> placement.v1.Device.AttributesEntry
+	104, // 129: placement.v1.Device.capacity:type_name -> placement.v1.Device.CapacityEntry
+	83,  // 130: placement.v1.Device.consumes_counters:type_name -> placement.v1.DeviceCounterConsumption
+	57,  // 131: placement.v1.Device.node_selector:type_name -> placement.v1.NodeSelector
+	79,  // 132: placement.v1.Device.taints:type_name -> placement.v1.DeviceTaint
+	105, // 133: placement.v1.Device.capacity_request_policies:type_name -> placement.v1.Device.CapacityRequestPoliciesEntry
+	77,  // 134: placement.v1.CapacityRequestPolicy.valid_range:type_name -> placement.v1.CapacityRequestPolicyRange
+	81,  // 135: placement.v1.DeviceTaintRule.device_selector:type_name -> placement.v1.DeviceTaintSelector
+	79,  // 136: placement.v1.DeviceTaintRule.taint:type_name -> placement.v1.DeviceTaint
+	106, // 137: placement.v1.CounterSet.counters:type_name -> placement.v1.CounterSet.CountersEntry
+	107, // 138: placement.v1.DeviceCounterConsumption.counters:type_name -> placement.v1.DeviceCounterConsumption.CountersEntry
+	78,  // 139: placement.v1.Device.AttributesEntry.value:type_name -> placement.v1.DeviceAttribute
+	76,  // 140: placement.v1.Device.CapacityRequestPoliciesEntry.value:type_name -> placement.v1.CapacityRequestPolicy
+	1,   // 141: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
+	7,   // 142: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
+	13,  // 143: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
+	23,  // 144: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
+	2,   // 145: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
+	8,   // 146: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
+	14,  // 147: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
+	24,  // 148: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
+	145, // [145:149] is the sub-list for method output_type
+	141, // [141:145] is the sub-list for method input_type
+	141, // [141:141] is the sub-list for extension type_name
+	141, // [141:141] is the sub-list for extension extendee
+	0,   // [0:141] is the sub-list for field type_name
 }
 
 func init() { file_placement_v1_placement_proto_init() }
@@ -8160,20 +8350,22 @@ func file_placement_v1_placement_proto_init() {
 	file_placement_v1_placement_proto_msgTypes[60].OneofWrappers = []any{}
 	file_placement_v1_placement_proto_msgTypes[65].OneofWrappers = []any{}
 	file_placement_v1_placement_proto_msgTypes[71].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[75].OneofWrappers = []any{
+	file_placement_v1_placement_proto_msgTypes[75].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[76].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[77].OneofWrappers = []any{
 		(*DeviceAttribute_Int)(nil),
 		(*DeviceAttribute_Bool)(nil),
 		(*DeviceAttribute_String_)(nil),
 		(*DeviceAttribute_Version)(nil),
 	}
-	file_placement_v1_placement_proto_msgTypes[78].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[80].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_placement_v1_placement_proto_rawDesc), len(file_placement_v1_placement_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   103,
+			NumMessages:   107,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -625,7 +625,8 @@ def device_class_to_proto(c: Any) -> pb.DeviceClass:
 
 def allocation_result_to_proto(a: Any) -> pb.AllocationResult:
     """``V1AllocationResult`` (a claim's status.allocation) -> ``placement.v1.AllocationResult``:
-    devices.results (request, driver, pool, device, admin_access when given, tolerations) and
+    devices.results (request, driver, pool, device, admin_access when given, tolerations, and for
+    a share of a device that allows multiple allocations its share_id and consumed_capacity) and
     node_selector."""
     out = pb.AllocationResult()
     for r in _list(getattr(getattr(a, "devices", None), "results", None)):
@@ -639,6 +640,11 @@ def allocation_result_to_proto(a: Any) -> pb.AllocationResult:
         admin_access = getattr(r, "admin_access", None)
         if admin_access is not None:
             m.admin_access = bool(admin_access)
+        share_id = getattr(r, "share_id", None)
+        if share_id is not None:
+            m.share_id = str(share_id)
+        for k, v in (getattr(r, "consumed_capacity", None) or {}).items():
+            m.consumed_capacity[str(k)] = str(v)
         out.devices.append(m)
     node_selector = getattr(a, "node_selector", None)
     if node_selector is not None:
@@ -765,6 +771,22 @@ def device_taint_rule_to_proto(r: Any) -> pb.DeviceTaintRule:
     return out
 
 
+def _capacity_request_policy(p: Any) -> pb.CapacityRequestPolicy:
+    """``V1CapacityRequestPolicy`` -> ``placement.v1.CapacityRequestPolicy``."""
+    out = pb.CapacityRequestPolicy(valid_values=[str(v) for v in _list(getattr(p, "valid_values", None))])
+    default = getattr(p, "default", None)
+    if default is not None:
+        out.default = str(default)
+    r = getattr(p, "valid_range", None)
+    if r is not None:
+        out.valid_range.min = str(getattr(r, "min", None) or "")
+        for name in ("max", "step"):
+            v = getattr(r, name, None)
+            if v is not None:
+                setattr(out.valid_range, name, str(v))
+    return out
+
+
 def _device(d: Any) -> pb.Device:
     out = pb.Device(
         name=getattr(d, "name", None) or "",
@@ -782,6 +804,10 @@ def _device(d: Any) -> pb.Device:
         allow_multiple_allocations=bool(getattr(d, "allow_multiple_allocations", None)),
         binding_conditions=_list(getattr(d, "binding_conditions", None)),
     )
+    for key, c in (getattr(d, "capacity", None) or {}).items():
+        policy = getattr(c, "request_policy", None)
+        if policy is not None:
+            out.capacity_request_policies[str(key)].CopyFrom(_capacity_request_policy(policy))
     for key, a in (getattr(d, "attributes", None) or {}).items():
         attribute = _device_attribute(a)
         if attribute is not None:

@@ -15,10 +15,10 @@ use super::node::effect;
 use super::pod::toleration;
 use super::selectors::term;
 use crate::engine::devices::{
-    AllocatedDevice, Allocation, AllocationMode, AttributeValue, ConstraintKind, Consumer, CounterConsumption,
-    CounterSet, Device, DeviceClass, DeviceConstraint, DeviceId, DeviceParts, DeviceRequest, DeviceTaint,
-    DeviceTaintRule, DeviceTaintSelector, NodeSelection, PodClaimRef, RequestKind, RequestSpec, ResourceClaim,
-    ResourceSlice,
+    AllocatedDevice, Allocation, AllocationMode, Amount, AttributeValue, CapacityPolicy, CapacityRange, ConstraintKind,
+    Consumer, CounterConsumption, CounterSet, Device, DeviceClass, DeviceConstraint, DeviceId, DeviceParts,
+    DeviceRequest, DeviceTaint, DeviceTaintRule, DeviceTaintSelector, NodeSelection, PodClaimRef, RequestKind,
+    RequestSpec, ResourceClaim, ResourceSlice,
 };
 use crate::engine::model::{SelectorTerm, Toleration};
 use crate::engine::quantity::Quantity;
@@ -77,6 +77,17 @@ fn at_most_items<T>(path: &str, items: &[T], max: usize) -> Result<(), FieldErro
 
 fn quantity(path: String, value: &str) -> Result<Quantity, FieldError> {
     Quantity::parse(value).map_err(|e| field_error(path, format!("invalid quantity {}: {e}", shown(value))))
+}
+
+fn amount(path: String, value: &str) -> Result<Amount, FieldError> {
+    Amount::parse(value).map_err(|e| field_error(path, format!("invalid quantity {}: {e}", shown(value))))
+}
+
+fn amounts(path: &str, values: &BTreeMap<String, String>) -> Result<BTreeMap<String, Amount>, FieldError> {
+    values
+        .iter()
+        .map(|(k, v)| Ok((k.clone(), amount(format!("{path}[{}]", shown(k)), v)?)))
+        .collect()
 }
 
 fn quantities(path: &str, values: &BTreeMap<String, String>) -> Result<BTreeMap<String, Quantity>, FieldError> {
@@ -162,14 +173,14 @@ fn request_spec(path: &str, e: &proto::ExactDeviceRequest) -> Result<RequestSpec
         &e.device_class_name,
         MAX_NAME_BYTES,
     )?;
-    quantities(&format!("{path}.capacity_requests"), &e.capacity_requests)?;
+    let capacity_requests = amounts(&format!("{path}.capacity_requests"), &e.capacity_requests)?;
     Ok(RequestSpec {
         class: e.device_class_name.clone(),
         selectors: selectors(&format!("{path}.selectors"), &e.selectors)?,
         mode: mode(path, &e.allocation_mode, e.count)?,
         admin_access: e.admin_access,
         tolerations: tolerations(&format!("{path}.tolerations"), &e.tolerations)?,
-        has_capacity_requests: !e.capacity_requests.is_empty(),
+        capacity_requests,
     })
 }
 
@@ -283,6 +294,8 @@ fn allocation(path: &str, a: &proto::AllocationResult) -> Result<Allocation, Fie
                 },
                 admin_access: d.admin_access,
                 tolerations: tolerations(&format!("{p}.tolerations"), &d.tolerations)?,
+                consumed_capacity: amounts(&format!("{p}.consumed_capacity"), &d.consumed_capacity)?,
+                share_id: d.share_id.clone(),
             })
         })?,
         node_selector: a
@@ -381,6 +394,56 @@ fn counters(path: &str, values: &BTreeMap<String, String>) -> Result<BTreeMap<St
     quantities(path, values)
 }
 
+/// Most `validValues` of a request policy (Kubernetes' `CapacityRequestPolicyDiscreteMaxOptions`).
+const MAX_VALID_VALUES: usize = 10;
+
+/// A capacity (`name` as written, `value`) with its request policy, if any.
+fn capacity_policy(
+    path: &str,
+    name: &str,
+    value: &str,
+    policy: Option<&proto::CapacityRequestPolicy>,
+) -> Result<CapacityPolicy, FieldError> {
+    let mut out = CapacityPolicy {
+        name: name.to_string(),
+        value: amount(path.to_string(), value)?,
+        ..CapacityPolicy::default()
+    };
+    let Some(p) = policy else { return Ok(out) };
+    out.has_policy = true;
+    out.default = p
+        .default
+        .as_deref()
+        .map(|d| amount(format!("{path}.default"), d))
+        .transpose()?;
+    at_most_items(&format!("{path}.valid_values"), &p.valid_values, MAX_VALID_VALUES)?;
+    out.valid_values = p
+        .valid_values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| amount(format!("{path}.valid_values[{i}]"), v))
+        .collect::<Result<_, _>>()?;
+    if let Some(r) = &p.valid_range {
+        let rp = format!("{path}.valid_range");
+        if !out.valid_values.is_empty() {
+            return Err(field_error(
+                path,
+                "at most one of valid_values and valid_range may be set",
+            ));
+        }
+        let step = r.step.as_deref().map(|s| amount(format!("{rp}.step"), s)).transpose()?;
+        if step.as_ref().is_some_and(|s| s.value <= Quantity::ZERO) {
+            return Err(field_error(format!("{rp}.step"), "must be positive"));
+        }
+        out.valid_range = Some(CapacityRange {
+            min: Some(amount(format!("{rp}.min"), &r.min)?),
+            max: r.max.as_deref().map(|s| amount(format!("{rp}.max"), s)).transpose()?,
+            step,
+        });
+    }
+    Ok(out)
+}
+
 fn device(path: &str, driver: &str, per_device: bool, d: &proto::Device) -> Result<Device, FieldError> {
     non_empty(format!("{path}.name"), &d.name, 63)?;
     if d.attributes.len() + d.capacity.len() > MAX_ATTRIBUTES_AND_CAPACITIES {
@@ -410,10 +473,30 @@ fn device(path: &str, driver: &str, per_device: bool, d: &proto::Device) -> Resu
         }
     }
     let mut capacity = BTreeMap::new();
+    let mut capacity_policies = BTreeMap::new();
+    // Each capacity's value as written and policy, kept when the device is shared or has a
+    // policy (consumable capacity reads them).
+    let keep = d.allow_multiple_allocations || !d.capacity_request_policies.is_empty();
+    for k in d.capacity_request_policies.keys() {
+        if !d.capacity.contains_key(k) {
+            return Err(field_error(
+                format!("{path}.capacity_request_policies[{}]", shown(k)),
+                "names no capacity of the device",
+            ));
+        }
+    }
     for (k, v) in &d.capacity {
         let p = format!("{path}.capacity[{}]", shown(k));
         let q = quantity(p.clone(), v)?;
-        if capacity.insert(device_name_key(&p, driver, k)?, q).is_some() {
+        let key = device_name_key(&p, driver, k)?;
+        if keep {
+            let pp = format!("{path}.capacity_request_policies[{}]", shown(k));
+            capacity_policies.insert(
+                key.clone(),
+                capacity_policy(&pp, k, v, d.capacity_request_policies.get(k))?,
+            );
+        }
+        if capacity.insert(key, q).is_some() {
             return Err(field_error(p, "names the same capacity as another entry"));
         }
     }
@@ -469,6 +552,7 @@ fn device(path: &str, driver: &str, per_device: bool, d: &proto::Device) -> Resu
         node_selection,
         taints,
         allow_multiple_allocations: d.allow_multiple_allocations,
+        capacity_policies,
         has_binding_conditions: !d.binding_conditions.is_empty(),
     })
 }
@@ -786,6 +870,12 @@ pub fn allocation_result(a: &Allocation) -> proto::AllocationResult {
                 device: d.device.device.to_string(),
                 admin_access: d.admin_access,
                 tolerations: d.tolerations.iter().map(toleration_out).collect(),
+                consumed_capacity: d
+                    .consumed_capacity
+                    .iter()
+                    .map(|(k, a)| (k.clone(), a.text.clone()))
+                    .collect(),
+                share_id: d.share_id.clone(),
             })
             .collect(),
         node_selector: a.node_selector.as_ref().map(|terms| proto::NodeSelector {

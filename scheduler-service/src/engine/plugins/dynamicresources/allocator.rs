@@ -15,14 +15,19 @@
 //! - device taints (`NoSchedule` and `NoExecute` keep a device unless the request tolerates them;
 //!   a result records its request's tolerations, as kube records them);
 //! - partitionable devices (shared counters, counters consumed by devices in use);
+//! - consumable capacity (`DRAConsumableCapacity`, `DRAFractionalCapacityRange`): devices with
+//!   `allowMultipleAllocations` shared by several claims, each share consuming capacity by its
+//!   request's `capacity.requests` and the capacity's `requestPolicy` (`capacity.rs`,
+//!   kube's `consumable_capacity.go`), beside what the device's shares in use and being
+//!   allocated consume; a share's result records its `consumedCapacity` and a new `shareID`;
 //! - node selection by slice or per device, and the result's node selector as kube builds it;
 //! - incomplete, obsolete and invalid pools;
 //! - the limit of [`ALLOCATION_RESULTS_MAX_SIZE`] devices per claim.
 //!
-//! Not supported (kube's ConsumableCapacity and DeviceBindingAndStatus parts are left out): a
-//! device with `allowMultipleAllocations` or with binding conditions is never selected, and a
-//! request with capacity requests is refused with kube's error for a disabled
-//! DRAConsumableCapacity feature. Configuration (`config`) is not part of
+//! Not supported (kube's DeviceBindingAndStatus parts are left out): a device with binding
+//! conditions is never selected. A share's `shareID` is left empty in the result: kube's
+//! allocator draws a random UUID for it, which the writer (the binder's PreBind) draws.
+//! Configuration (`config`) is not part of
 //! [`Allocation`], so results carry none; `bindsToNode`, derived attributes and compatibility
 //! groups are not in the engine's model.
 
@@ -31,12 +36,13 @@ use std::sync::Arc;
 
 use super::cel::{CelError, SelectorCache};
 use crate::engine::devices::{
-    AllocatedDevice, Allocation, AllocationMode, AttributeValue, ConstraintKind, CounterSet, Device, DeviceClass,
-    DeviceConstraint, DeviceId, DeviceTaintEffect, InUse, NodeSelection, RequestKind, RequestSpec, ResourceClaim,
-    ResourceSlice, SliceIndex,
+    AllocatedDevice, Allocation, AllocationMode, Amount, AttributeValue, ConstraintKind, CounterSet, Device,
+    DeviceClass, DeviceConstraint, DeviceId, DeviceTaintEffect, InUse, NodeSelection, RequestKind, RequestSpec,
+    ResourceClaim, ResourceSlice, SliceIndex,
 };
 use crate::engine::model::{NodeSpec, Requirement, SelectorOp, SelectorTerm};
 
+pub mod capacity;
 pub mod diagnose;
 
 /// Most devices one claim's allocation may hold (kube's `resourceapi.AllocationResultsMaxSize`).
@@ -63,23 +69,21 @@ pub enum AllocateError {
         /// The class name.
         class: String,
     },
-    /// The request asks for capacity (consumable capacity is not supported by this port).
-    #[error(
-        "claim {claim}, request {request}: has capacity requests, but the DRAConsumableCapacity feature is disabled"
-    )]
-    CapacityRequests {
+    /// A capacity request cannot be computed (not representable in the device's range
+    /// arithmetic, or a negative amount).
+    #[error("claim {claim}, request {request}: {doing} {device}: {reason}")]
+    Capacity {
         /// The claim.
         claim: String,
-        /// The request name.
+        /// The request (or subrequest) name.
         request: String,
-    },
-    /// A subrequest asks for capacity (consumable capacity is not supported by this port).
-    #[error("claim {claim}, subrequest {subrequest}: has capacity requests, but the DRAConsumableCapacity feature is disabled")]
-    SubRequestCapacityRequests {
-        /// The claim.
-        claim: String,
-        /// The subrequest name.
-        subrequest: String,
+        /// kube's context: `checking capacity for device`, `rechecking capacity for device`, or
+        /// `computing consumed capacity for device`.
+        doing: &'static str,
+        /// The device (its name alone for an `All` request, as kube writes it).
+        device: String,
+        /// kube's reason (`capacity "name": ...`).
+        reason: String,
     },
     /// An `All` request meets a pool that is not complete.
     #[error(
@@ -516,6 +520,10 @@ struct Picked<'a> {
     loc: Loc,
     admin_access: Option<bool>,
     spec: &'a RequestSpec,
+    /// `consumedCapacity` (a share of a device with capacity).
+    consumed: BTreeMap<String, Amount>,
+    /// A share of a device that allows multiple allocations.
+    shared: bool,
 }
 
 /// Why the search stopped short: kube's `errAllocationResultMaxSizeExceeded` or a real error.
@@ -535,6 +543,10 @@ impl From<AllocateError> for Stop {
 #[derive(Debug, Clone, Copy, Default)]
 struct Undo {
     counters_reserved: bool,
+    /// A share's capacity was added to `allocating_capacity` (its amounts are the last result's).
+    capacity_inserted: bool,
+    /// The device had an `allocating_capacity` entry before.
+    capacity_existed: bool,
     constraints_added: usize,
     device_marked: bool,
     result_added: bool,
@@ -613,6 +625,8 @@ impl<'a> Allocator<'a> {
                     device: p.id.clone(),
                     admin_access: p.admin_access,
                     tolerations: p.spec.tolerations.clone(),
+                    consumed_capacity: p.consumed.clone(),
+                    share_id: p.shared.then(String::new),
                 })
                 .collect();
             let node_selector = search.node_selector(picked, &claims[ci].name)?;
@@ -648,6 +662,7 @@ impl<'a> Allocator<'a> {
             constraints: Vec::with_capacity(claims.len()),
             matches: HashMap::new(),
             allocating: HashMap::new(),
+            allocating_capacity: HashMap::new(),
             available_counters: HashMap::new(),
             consumed_counters: HashMap::new(),
             result: vec![Vec::new(); claims.len()],
@@ -656,23 +671,6 @@ impl<'a> Allocator<'a> {
             let mut min_per_claim = 0usize;
             let mut claim_data = Vec::with_capacity(claim.requests.len());
             for (ri, request) in claim.requests.iter().enumerate() {
-                match &request.kind {
-                    RequestKind::Exactly(spec) if spec.has_capacity_requests => {
-                        return Err(AllocateError::CapacityRequests {
-                            claim: kobj(claim),
-                            request: request.name.clone(),
-                        })
-                    }
-                    RequestKind::FirstAvailable(subs) => {
-                        if let Some((name, _)) = subs.iter().find(|(_, s)| s.has_capacity_requests) {
-                            return Err(AllocateError::SubRequestCapacityRequests {
-                                claim: kobj(claim),
-                                subrequest: name.clone(),
-                            });
-                        }
-                    }
-                    RequestKind::Exactly(_) => {}
-                }
                 let mut datas = Vec::new();
                 let min_per_request = match &request.kind {
                     RequestKind::Exactly(spec) => {
@@ -733,6 +731,9 @@ struct Search<'s, 'a> {
     matches: HashMap<(Loc, usize, usize, usize), bool>,
     /// Devices being allocated → the claims they are for (kube's `allocatingDevices`).
     allocating: HashMap<DeviceId, Vec<usize>>,
+    /// Shared devices being allocated → the capacity their new shares consume (kube's
+    /// `allocatingCapacity`).
+    allocating_capacity: HashMap<DeviceId, crate::engine::devices::Consumed>,
     /// Per pool: counters available once the devices in use are counted (kube's
     /// `availableCounters`).
     available_counters: HashMap<usize, Counters<'a>>,
@@ -818,8 +819,23 @@ impl<'s, 'a> Search<'s, 'a> {
                                 slice: sl,
                                 device: d,
                             };
-                            if self.is_selectable(ci, ri, si, class, spec, loc)? {
-                                data.all_devices.push(loc);
+                            if !self.is_selectable(ci, ri, si, class, spec, loc)? {
+                                continue;
+                            }
+                            // Static capacity only: what is left is checked when allocating.
+                            let device = &slice.devices[d];
+                            match capacity::fits(None, &spec.capacity_requests, device, None) {
+                                Ok(true) => data.all_devices.push(loc),
+                                Ok(false) => {}
+                                Err(reason) => {
+                                    return Err(AllocateError::Capacity {
+                                        claim: kobj(claim),
+                                        request: name.to_string(),
+                                        doing: "checking capacity for device",
+                                        device: device.name.to_string(),
+                                        reason,
+                                    })
+                                }
                             }
                         }
                     }
@@ -845,7 +861,7 @@ impl<'s, 'a> Search<'s, 'a> {
         let Some((slice, device)) = self.device(loc) else {
             return Ok(false);
         };
-        if device.has_binding_conditions || device.allow_multiple_allocations {
+        if device.has_binding_conditions {
             return Ok(false);
         }
         let key = (loc, ci, ri, si);
@@ -1030,6 +1046,9 @@ impl<'s, 'a> Search<'s, 'a> {
                     if !self.is_selectable(r.claim, r.request, r.sub, class, spec, loc)? {
                         continue;
                     }
+                    if !self.capacity_fits(r, &id, device, "checking capacity for device")? {
+                        continue;
+                    }
                     let Some(undo) = self.allocate_device(r, loc, false)? else {
                         continue;
                     };
@@ -1066,14 +1085,18 @@ impl<'s, 'a> Search<'s, 'a> {
         let id = Self::device_id(slice, device);
         let data = &self.request_data[r.claim][r.request][r.sub];
         let (admin, spec, name, parent) = (data.admin_access, data.spec, data.name, data.parent);
-        if admin && self.allocating_for_claim(&id, r.claim) {
+        let multiple = device.allow_multiple_allocations;
+        if !multiple && admin && self.allocating_for_claim(&id, r.claim) {
             return Ok(None);
         }
         if !admin && self.in_use(&id) {
             return Ok(None);
         }
         let mut undo = Undo::default();
-        if !device.consumes_counters.is_empty() {
+        // A shared device in use has its counters counted already: a further share does not
+        // consume them again.
+        let skip_counters = multiple && self.capacity_in_use(&id);
+        if !skip_counters && !device.consumes_counters.is_empty() {
             if !self.check_available_counters(loc.pool, device) {
                 return Ok(None);
             }
@@ -1102,8 +1125,41 @@ impl<'s, 'a> Search<'s, 'a> {
             }
             undo.constraints_added += 1;
         }
-        self.allocating.entry(id.clone()).or_default().push(r.claim);
-        undo.device_marked = true;
+        if !multiple {
+            self.allocating.entry(id.clone()).or_default().push(r.claim);
+            undo.device_marked = true;
+        }
+        match self.capacity_fits(r, &id, device, "rechecking capacity for device") {
+            Ok(true) => {}
+            Ok(false) => {
+                self.rollback_parts(r, loc, undo, base, sub);
+                return Ok(None);
+            }
+            Err(e) => {
+                self.rollback_parts(r, loc, undo, base, sub);
+                return Err(e);
+            }
+        }
+        let mut consumed = BTreeMap::new();
+        if multiple {
+            consumed = match capacity::consumed_by(&spec.capacity_requests, device) {
+                Ok(c) => c,
+                Err(reason) => {
+                    self.rollback_parts(r, loc, undo, base, sub);
+                    return Err(AllocateError::Capacity {
+                        claim: kobj(self.claims[r.claim]),
+                        request: name.to_string(),
+                        doing: "computing consumed capacity for device",
+                        device: id.to_string(),
+                        reason,
+                    });
+                }
+            };
+            // kube's allocatingCapacity.Insert.
+            undo.capacity_existed = self.allocating_capacity.contains_key(&id);
+            crate::engine::devices::add_consumed(self.allocating_capacity.entry(id.clone()).or_default(), &consumed);
+            undo.capacity_inserted = true;
+        }
         let request = match parent {
             Some(p) => format!("{p}/{name}"),
             None => name.to_string(),
@@ -1114,9 +1170,51 @@ impl<'s, 'a> Search<'s, 'a> {
             loc,
             admin_access: admin.then_some(true),
             spec,
+            consumed,
+            shared: multiple,
         });
         undo.result_added = true;
         Ok(Some(undo))
+    }
+
+    /// kube's `CmpRequestOverCapacity` for request `r` on a device: whether its capacity
+    /// requests fit beside the device's shares in use and being allocated; an error (`doing`
+    /// says where, in kube's words) when a request cannot be computed.
+    fn capacity_fits(
+        &self,
+        r: Indices,
+        id: &DeviceId,
+        device: &Device,
+        doing: &'static str,
+    ) -> Result<bool, AllocateError> {
+        let data = &self.request_data[r.claim][r.request][r.sub];
+        let requests = &data.spec.capacity_requests;
+        // Nothing asked of a device without policy while no device is shared: kube's check
+        // passes (each capacity consumes its own value, and nothing else does).
+        if requests.is_empty()
+            && !device.allow_multiple_allocations
+            && device.capacity_policies.is_empty()
+            && self.allocating_capacity.is_empty()
+            && self.alloc.allocated.shared_snapshot.is_empty()
+            && self.alloc.allocated.shared_batch.is_empty()
+        {
+            return Ok(true);
+        }
+        let current = self.alloc.allocated.consumed(id);
+        capacity::fits(current.as_ref(), requests, device, self.allocating_capacity.get(id)).map_err(|reason| {
+            AllocateError::Capacity {
+                claim: kobj(self.claims[r.claim]),
+                request: data.name.to_string(),
+                doing,
+                device: id.to_string(),
+                reason,
+            }
+        })
+    }
+
+    /// kube's `deviceCapacityInUse`: a share of the device is allocated or being allocated.
+    fn capacity_in_use(&self, id: &DeviceId) -> bool {
+        self.alloc.allocated.is_shared(id) || self.allocating_capacity.contains_key(id)
     }
 
     /// kube's `rollbackDevice` for a device picked for `r`.
@@ -1134,7 +1232,27 @@ impl<'s, 'a> Search<'s, 'a> {
             return;
         };
         if undo.result_added {
-            self.result[r.claim].pop();
+            let picked = self.result[r.claim].pop();
+            if undo.capacity_inserted {
+                // kube's allocatingCapacity.Remove, keeping an entry an earlier share relies on.
+                let id = Self::device_id(slice, device);
+                let mut empty = false;
+                if let (Some(entry), Some(p)) = (self.allocating_capacity.get_mut(&id), &picked) {
+                    for (name, a) in &p.consumed {
+                        if let Some(v) = entry.get_mut(name) {
+                            *v = crate::engine::quantity::Quantity::from_nanos(
+                                v.nanos().saturating_sub(a.value.nanos()),
+                            );
+                        }
+                    }
+                    empty = entry.values().all(|v| v.is_zero());
+                }
+                if empty && !undo.capacity_existed {
+                    self.allocating_capacity.remove(&id);
+                } else if empty {
+                    self.allocating_capacity.insert(id, Default::default());
+                }
+            }
         }
         if undo.device_marked {
             let id = Self::device_id(slice, device);
@@ -1199,7 +1317,9 @@ impl<'s, 'a> Search<'s, 'a> {
             .collect();
         for slice in pool.slices.iter().chain(&pool.slices_not_targeting) {
             for device in &slice.devices {
-                if !self.alloc.allocated.contains(&Self::device_id(slice, device)) {
+                // kube's IsDeviceAllocated: allocated, or shared.
+                let id = Self::device_id(slice, device);
+                if !self.alloc.allocated.contains(&id) && !self.alloc.allocated.is_shared(&id) {
                     continue;
                 }
                 for c in &device.consumes_counters {

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use super::allocator::{AllocateError, Allocator};
 use super::cel::{CelError, SelectorCache};
 use crate::engine::devices::{
-    AllocatedDevice, Allocation, AllocationMode, AttributeValue, ConstraintKind, CounterConsumption, CounterSet,
-    Device, DeviceClass, DeviceConstraint, DeviceId, DeviceRequest, DeviceTaint, DeviceTaintEffect, DeviceToleration,
-    NodeSelection, RequestKind, RequestSpec, ResourceClaim, ResourceSlice,
+    AllocatedDevice, Allocation, AllocationMode, Amount, AttributeValue, CapacityPolicy, CapacityRange, ConstraintKind,
+    CounterConsumption, CounterSet, Device, DeviceClass, DeviceConstraint, DeviceId, DeviceRequest, DeviceTaint,
+    DeviceTaintEffect, DeviceToleration, NodeSelection, RequestKind, RequestSpec, ResourceClaim, ResourceSlice,
 };
 use crate::engine::model::{NodeSpec, Requirement, SelectorOp, SelectorTerm, TolerationOperator};
 use crate::engine::quantity::Quantity;
@@ -68,7 +68,7 @@ fn spec(class: &str, mode: AllocationMode) -> RequestSpec {
         mode,
         admin_access: false,
         tolerations: Vec::new(),
-        has_capacity_requests: false,
+        capacity_requests: Default::default(),
     }
 }
 
@@ -237,6 +237,8 @@ fn result(request: &str, driver: &str, pool: &str, device: &str, admin: bool) ->
         device: id(driver, pool, device),
         admin_access: admin.then_some(true),
         tolerations: Vec::new(),
+        consumed_capacity: BTreeMap::new(),
+        share_id: None,
     }
 }
 
@@ -1781,47 +1783,13 @@ fn tainted_one_device_two_taints_both_tolerated() {
 }
 
 #[test]
-fn unsupported_parts_are_refused_or_skipped() {
+fn devices_with_binding_conditions_are_skipped() {
     let n = node(NODE1, REGION1);
-    // Capacity requests: kube's error for a disabled DRAConsumableCapacity.
-    let mut s = spec(CLASS_A, AllocationMode::ExactCount(1));
-    s.has_capacity_requests = true;
-    let out = run(
-        &[class(CLASS_A, DRIVER_A)],
-        vec![one_device(SLICE1, on(NODE1), POOL1, DRIVER_A)],
-        &[],
-        &n,
-        &[claim(CLAIM0, vec![request_with(REQ0, s.clone())], Vec::new())],
-    );
-    assert_eq!(
-        error_text(out),
-        "claim claim-0, request req-0: has capacity requests, but the DRAConsumableCapacity feature is disabled"
-    );
-    let out = run(
-        &[class(CLASS_A, DRIVER_A)],
-        vec![one_device(SLICE1, on(NODE1), POOL1, DRIVER_A)],
-        &[],
-        &n,
-        &[claim(CLAIM0, vec![prioritized(REQ0, vec![sub(SUB0, s)])], Vec::new())],
-    );
-    assert_eq!(
-        error_text(out),
-        "claim claim-0, subrequest subReq-0: has capacity requests, but the DRAConsumableCapacity feature is disabled"
-    );
-    // Devices allowing multiple allocations or with binding conditions are skipped.
-    let mut shared = device(DEVICE1);
-    shared.allow_multiple_allocations = true;
     let mut bound = device(DEVICE2);
     bound.has_binding_conditions = true;
     let out = run(
         &[class(CLASS_A, DRIVER_A)],
-        vec![slice(
-            SLICE1,
-            on(NODE1),
-            POOL1,
-            DRIVER_A,
-            vec![shared, bound, device(DEVICE3)],
-        )],
+        vec![slice(SLICE1, on(NODE1), POOL1, DRIVER_A, vec![bound, device(DEVICE3)])],
         &[],
         &n,
         &[simple_claim(CLAIM0, REQ0, CLASS_A)],
@@ -1832,6 +1800,655 @@ fn unsupported_parts_are_refused_or_skipped() {
             local(NODE1),
             vec![result(REQ0, DRIVER_A, POOL1, DEVICE3, false)]
         )]))
+    );
+}
+
+// ---- consumable capacity (allocator_testing.go, the `consumable-capacity-*` and
+// `allow-multiple-allocations-*` cases) ----
+
+const CAPACITY0: &str = "capacity-0";
+const CAPACITY1: &str = "capacity-1";
+
+fn amount(s: &str) -> Amount {
+    Amount::parse(s).expect("test quantity")
+}
+
+/// kube's `device(name, capacity, nil)`, with `withAllowMultipleAllocations` when `multiple`:
+/// capacities as the converter keeps them (qualified in `capacity`, as written with the value
+/// in `capacity_policies` for a shared device).
+fn cap_device(name: &str, caps: &[(&str, &str)], multiple: bool) -> Device {
+    let mut d = device(name);
+    d.allow_multiple_allocations = multiple;
+    for (k, v) in caps {
+        d.capacity.insert(format!("{DRIVER_A}/{k}"), q(v));
+        if multiple {
+            d.capacity_policies.insert(
+                format!("{DRIVER_A}/{k}"),
+                CapacityPolicy {
+                    name: k.to_string(),
+                    value: amount(v),
+                    ..CapacityPolicy::default()
+                },
+            );
+        }
+    }
+    d
+}
+
+fn with_policy(mut d: Device, cap: &str, value: &str, policy: CapacityPolicy) -> Device {
+    d.capacity.insert(format!("{DRIVER_A}/{cap}"), q(value));
+    d.capacity_policies.insert(
+        format!("{DRIVER_A}/{cap}"),
+        CapacityPolicy {
+            name: cap.to_string(),
+            value: amount(value),
+            has_policy: true,
+            ..policy
+        },
+    );
+    d
+}
+
+/// kube's `withCapacityRequestPolicyRange`: default 2, min 2, step 2, max 4.
+fn with_range(d: Device, cap: &str, value: &str) -> Device {
+    with_policy(
+        d,
+        cap,
+        value,
+        CapacityPolicy {
+            default: Some(amount("2")),
+            valid_range: Some(CapacityRange {
+                min: Some(amount("2")),
+                max: Some(amount("4")),
+                step: Some(amount("2")),
+            }),
+            ..CapacityPolicy::default()
+        },
+    )
+}
+
+/// kube's `withCapacityRequestPolicyValidValues`: the default first, then `more`.
+fn with_valid_values(d: Device, default: &str, cap: &str, value: &str, more: &[&str]) -> Device {
+    let mut values = vec![amount(default)];
+    values.extend(more.iter().map(|v| amount(v)));
+    with_policy(
+        d,
+        cap,
+        value,
+        CapacityPolicy {
+            default: Some(amount(default)),
+            valid_values: values,
+            ..CapacityPolicy::default()
+        },
+    )
+}
+
+/// kube's `withCapacityRequest`: `capacity-0` asked.
+fn asking(mut s: RequestSpec, value: &str) -> RequestSpec {
+    s.capacity_requests.insert(CAPACITY0.into(), amount(value));
+    s
+}
+
+fn ask(class: &str, value: &str) -> RequestSpec {
+    asking(spec(class, AllocationMode::ExactCount(1)), value)
+}
+
+/// kube's `withConsumedCapacity(&fixedShareID, ...)`: a new share (its ID drawn by the writer).
+fn share(mut r: AllocatedDevice, consumed: &[(&str, &str)]) -> AllocatedDevice {
+    r.share_id = Some(String::new());
+    r.consumed_capacity = consumed.iter().map(|(k, v)| (k.to_string(), amount(v))).collect();
+    r
+}
+
+/// [`run`] with devices shared by allocated claims (kube's `allocatedCapacityDevices`).
+fn run_shared(
+    classes: &[DeviceClass],
+    slices: Vec<ResourceSlice>,
+    allocated: &[DeviceId],
+    shared: &[(DeviceId, &[(&str, &str)])],
+    node: &NodeSpec,
+    claims: &[ResourceClaim],
+) -> Outcome {
+    let slices: Vec<Arc<ResourceSlice>> = slices.into_iter().map(Arc::new).collect();
+    let cel = SelectorCache::new();
+    let lookup = |name: &str| classes.iter().find(|c| c.name == name);
+    let slices = crate::engine::devices::SliceIndex::new(slices.to_vec());
+    let mut in_use = crate::engine::devices::InUse::from(allocated.iter().cloned().collect::<HashSet<_>>());
+    in_use.shared_snapshot = Arc::new(
+        shared
+            .iter()
+            .map(|(id, consumed)| {
+                (
+                    id.clone(),
+                    consumed.iter().map(|(k, v)| (k.to_string(), q(v))).collect(),
+                )
+            })
+            .collect(),
+    );
+    let allocator = Allocator::new(&lookup, &slices, &in_use, &cel);
+    let refs: Vec<&ResourceClaim> = claims.iter().collect();
+    allocator.allocate(node, &refs)
+}
+
+fn one_claim(name: &str, s: RequestSpec) -> ResourceClaim {
+    claim(name, vec![request_with(REQ0, s)], Vec::new())
+}
+
+fn shared_slice(devices: Vec<Device>) -> Vec<ResourceSlice> {
+    vec![slice(SLICE1, on(NODE1), POOL1, DRIVER_A, devices)]
+}
+
+fn alloc1(devices: Vec<AllocatedDevice>) -> Allocation {
+    allocation(local(NODE1), devices)
+}
+
+#[test]
+fn consumable_capacity_missing_capacity_request() {
+    let n = node(NODE1, REGION1);
+    let classes = [class(CLASS_A, DRIVER_A)];
+    // consumable-capacity-multi-allocatable-device-with-missing-capacity-request
+    let devs = || shared_slice(vec![cap_device(DEVICE1, &[(CAPACITY1, "1")], true)]);
+    assert_eq!(
+        run(&classes, devs(), &[], &n, &[one_claim(CLAIM0, ask(CLASS_A, "1"))]),
+        Ok(None)
+    );
+    // ...-allocation-mode-all-with-missing-capacity-request
+    let all = asking(spec(CLASS_A, AllocationMode::All), "1");
+    assert_eq!(run(&classes, devs(), &[], &n, &[one_claim(CLAIM0, all)]), Ok(None));
+}
+
+#[test]
+fn consumable_capacity_shares_without_requests() {
+    let n = node(NODE1, REGION1);
+    let classes = [class(CLASS_A, DRIVER_A)];
+    let two = || vec![simple_claim(CLAIM0, REQ0, CLASS_A), simple_claim(CLAIM1, REQ0, CLASS_A)];
+    // ...-without-capacity-without-capacity-request: both share device-1, nothing consumed.
+    let out = run(
+        &classes,
+        shared_slice(vec![cap_device(DEVICE1, &[], true)]),
+        &[],
+        &n,
+        &two(),
+    );
+    let r = share(result(REQ0, DRIVER_A, POOL1, DEVICE1, false), &[]);
+    assert_eq!(out, Ok(Some(vec![alloc1(vec![r.clone()]), alloc1(vec![r])])));
+    // ...-without-policy-without-capacity-request: each takes a whole device.
+    let out = run(
+        &classes,
+        shared_slice(vec![
+            cap_device(DEVICE1, &[(CAPACITY0, "1")], true),
+            cap_device(DEVICE2, &[(CAPACITY0, "1")], true),
+        ]),
+        &[],
+        &n,
+        &two(),
+    );
+    assert_eq!(
+        out,
+        Ok(Some(vec![
+            alloc1(vec![share(
+                result(REQ0, DRIVER_A, POOL1, DEVICE1, false),
+                &[(CAPACITY0, "1")]
+            )]),
+            alloc1(vec![share(
+                result(REQ0, DRIVER_A, POOL1, DEVICE2, false),
+                &[(CAPACITY0, "1")]
+            )]),
+        ]))
+    );
+    // ...-block: one device, whose whole capacity each wants.
+    let out = run(
+        &classes,
+        shared_slice(vec![cap_device(DEVICE1, &[(CAPACITY0, "2")], true)]),
+        &[],
+        &n,
+        &two(),
+    );
+    assert_eq!(out, Ok(None));
+    // ...-with-policy-without-capacity-request: the default (2) each.
+    let out = run(
+        &classes,
+        shared_slice(vec![with_range(cap_device(DEVICE1, &[], true), CAPACITY0, "4")]),
+        &[],
+        &n,
+        &two(),
+    );
+    let r = share(result(REQ0, DRIVER_A, POOL1, DEVICE1, false), &[(CAPACITY0, "2")]);
+    assert_eq!(out, Ok(Some(vec![alloc1(vec![r.clone()]), alloc1(vec![r])])));
+    // ...-with-zero-request-policy: valid values [0], default 0.
+    let zero = || {
+        shared_slice(vec![with_valid_values(
+            cap_device(DEVICE1, &[], true),
+            "0",
+            CAPACITY0,
+            "1",
+            &[],
+        )])
+    };
+    let out = run(&classes, zero(), &[], &n, &two());
+    let r = share(result(REQ0, DRIVER_A, POOL1, DEVICE1, false), &[(CAPACITY0, "0")]);
+    assert_eq!(out, Ok(Some(vec![alloc1(vec![r.clone()]), alloc1(vec![r])])));
+    // ...-violates-zero-request-policy
+    assert_eq!(
+        run(&classes, zero(), &[], &n, &[one_claim(CLAIM0, ask(CLASS_A, "1"))]),
+        Ok(None)
+    );
+}
+
+#[test]
+fn consumable_capacity_requests_and_policies() {
+    let n = node(NODE1, REGION1);
+    let classes = [class(CLASS_A, DRIVER_A)];
+    let two_asking = |a: &str, b: &str| vec![one_claim(CLAIM0, ask(CLASS_A, a)), one_claim(CLAIM1, ask(CLASS_A, b))];
+    // ...-without-policy-with-capacity-request: 1 and 1 of 2.
+    let out = run(
+        &classes,
+        shared_slice(vec![cap_device(DEVICE1, &[(CAPACITY0, "2")], true)]),
+        &[],
+        &n,
+        &two_asking("1", "1"),
+    );
+    let r = share(result(REQ0, DRIVER_A, POOL1, DEVICE1, false), &[(CAPACITY0, "1")]);
+    assert_eq!(out, Ok(Some(vec![alloc1(vec![r.clone()]), alloc1(vec![r])])));
+    // ...-with-range-policy-with-capacity-request: 1 rounds up to the minimum, 2.
+    let ranged = |value: &str| shared_slice(vec![with_range(cap_device(DEVICE1, &[], true), CAPACITY0, value)]);
+    let out = run(&classes, ranged("4"), &[], &n, &two_asking("1", "1"));
+    let r = share(result(REQ0, DRIVER_A, POOL1, DEVICE1, false), &[(CAPACITY0, "2")]);
+    assert_eq!(out, Ok(Some(vec![alloc1(vec![r.clone()]), alloc1(vec![r])])));
+    // ...-with-range-policy-step: 3 rounds up to 2 + 2.
+    let out = run(&classes, ranged("4"), &[], &n, &[one_claim(CLAIM0, ask(CLASS_A, "3"))]);
+    assert_eq!(
+        out,
+        Ok(Some(vec![alloc1(vec![share(
+            result(REQ0, DRIVER_A, POOL1, DEVICE1, false),
+            &[(CAPACITY0, "4")]
+        )])]))
+    );
+    // ...-with-exceeded-consumable-capacity-request: 1 (→ 2) and 2 of 2.
+    assert_eq!(run(&classes, ranged("2"), &[], &n, &two_asking("1", "2")), Ok(None));
+    // ...-with-request-over-max-sharing-policy: 6 of 10 over the policy's max, 4.
+    assert_eq!(
+        run(&classes, ranged("10"), &[], &n, &[one_claim(CLAIM0, ask(CLASS_A, "6"))]),
+        Ok(None)
+    );
+    // ...-with-valid-values-policy: 2 is valid.
+    let out = run(
+        &classes,
+        shared_slice(vec![with_valid_values(
+            cap_device(DEVICE1, &[], true),
+            "1",
+            CAPACITY0,
+            "4",
+            &["2"],
+        )]),
+        &[],
+        &n,
+        &[one_claim(CLAIM0, ask(CLASS_A, "2"))],
+    );
+    assert_eq!(
+        out,
+        Ok(Some(vec![alloc1(vec![share(
+            result(REQ0, DRIVER_A, POOL1, DEVICE1, false),
+            &[(CAPACITY0, "2")]
+        )])]))
+    );
+    // ...-with-valid-values-policy-round-up: 2 rounds up to 3.
+    let out = run(
+        &classes,
+        shared_slice(vec![with_valid_values(
+            cap_device(DEVICE1, &[], true),
+            "1",
+            CAPACITY0,
+            "3",
+            &["3"],
+        )]),
+        &[],
+        &n,
+        &[one_claim(CLAIM0, ask(CLASS_A, "2"))],
+    );
+    assert_eq!(
+        out,
+        Ok(Some(vec![alloc1(vec![share(
+            result(REQ0, DRIVER_A, POOL1, DEVICE1, false),
+            &[(CAPACITY0, "3")]
+        )])]))
+    );
+}
+
+#[test]
+fn consumable_capacity_unrepresentable_and_negative_requests_abort() {
+    let n = node(NODE1, REGION1);
+    let classes = [class(CLASS_A, DRIVER_A)];
+    // consumable-capacity-range-policy-request-above-int64-rejected
+    let out = run(
+        &classes,
+        shared_slice(vec![with_range(cap_device(DEVICE1, &[], true), CAPACITY0, "4")]),
+        &[],
+        &n,
+        &[one_claim(CLAIM0, ask(CLASS_A, "18446744073709551616"))],
+    );
+    let e = error_text(out);
+    assert!(e.contains("cannot be represented"), "{e}");
+    assert!(
+        e.starts_with("claim claim-0, request req-0: checking capacity for device driver-a/pool-1/device-1: capacity \"capacity-0\": "),
+        "{e}"
+    );
+    // consumable-capacity-negative-request-aborts
+    let out = run(
+        &classes,
+        shared_slice(vec![cap_device(DEVICE1, &[(CAPACITY0, "10")], true)]),
+        &[],
+        &n,
+        &[one_claim(CLAIM0, ask(CLASS_A, "-5"))],
+    );
+    let e = error_text(out);
+    assert!(e.contains("negative"), "{e}");
+}
+
+#[test]
+fn consumable_capacity_in_use() {
+    let n = node(NODE1, REGION1);
+    let classes = [class(CLASS_A, DRIVER_A)];
+    let d1 = id(DRIVER_A, POOL1, DEVICE1);
+    let used: &[(&str, &str)] = &[(CAPACITY0, "2")];
+    // ...-with-allocated-capacity-use-remaining: 2 of 4 in use, 2 more fit.
+    let out = run_shared(
+        &classes,
+        shared_slice(vec![with_range(cap_device(DEVICE1, &[], true), CAPACITY0, "4")]),
+        &[],
+        &[(d1.clone(), used)],
+        &n,
+        &[one_claim(CLAIM0, ask(CLASS_A, "2"))],
+    );
+    assert_eq!(
+        out,
+        Ok(Some(vec![alloc1(vec![share(
+            result(REQ0, DRIVER_A, POOL1, DEVICE1, false),
+            &[(CAPACITY0, "2")]
+        )])]))
+    );
+    // ...-with-allocated-capacity-next-device: device-1 full, device-2 taken.
+    let out = run_shared(
+        &classes,
+        shared_slice(vec![
+            with_range(cap_device(DEVICE1, &[], true), CAPACITY0, "2"),
+            with_range(cap_device(DEVICE2, &[], true), CAPACITY0, "2"),
+        ]),
+        &[],
+        &[(d1.clone(), used)],
+        &n,
+        &[one_claim(CLAIM0, ask(CLASS_A, "2"))],
+    );
+    assert_eq!(
+        out,
+        Ok(Some(vec![alloc1(vec![share(
+            result(REQ0, DRIVER_A, POOL1, DEVICE2, false),
+            &[(CAPACITY0, "2")]
+        )])]))
+    );
+    // ...-with-no-available-consumable-capacity
+    let out = run_shared(
+        &classes,
+        shared_slice(vec![with_range(cap_device(DEVICE1, &[], true), CAPACITY0, "2")]),
+        &[],
+        &[(d1.clone(), used)],
+        &n,
+        &[one_claim(CLAIM0, ask(CLASS_A, "2"))],
+    );
+    assert_eq!(out, Ok(None));
+    // allow-multiple-allocations-not-allocate-multi-allocatable-device-which-already-dedicated
+    let out = run_shared(
+        &classes,
+        shared_slice(vec![with_range(cap_device(DEVICE1, &[], true), CAPACITY0, "2")]),
+        std::slice::from_ref(&d1),
+        &[],
+        &n,
+        &[one_claim(CLAIM0, ask(CLASS_A, "1"))],
+    );
+    assert_eq!(out, Ok(None));
+    // allow-multiple-allocations-not-allocate-dedicated-device-which-change-from-multi-allocatable
+    let out = run_shared(
+        &classes,
+        shared_slice(vec![with_range(cap_device(DEVICE1, &[], false), CAPACITY0, "2")]),
+        &[],
+        &[(d1, &[(CAPACITY0, "1")])],
+        &n,
+        &[one_claim(CLAIM0, ask(CLASS_A, "1"))],
+    );
+    assert_eq!(out, Ok(None));
+}
+
+#[test]
+fn consumable_capacity_backtracks_and_prioritized_lists() {
+    let n = node(NODE1, REGION1);
+    let classes = [class(CLASS_A, DRIVER_A)];
+    let attr = |d: Device, v: &str| with_attrs(d, &[("driver-a/stringAttribute", AttributeValue::String(v.into()))]);
+    // consumable-capacity-with-multi-allocatable-device-backtrack
+    let out = run(
+        &classes,
+        shared_slice(vec![
+            attr(
+                with_range(cap_device(DEVICE2, &[], true), CAPACITY0, "2"),
+                "stringAttributeValue1",
+            ),
+            attr(
+                with_range(cap_device(DEVICE1, &[], true), CAPACITY0, "4"),
+                "stringAttributeValue2",
+            ),
+        ]),
+        &[],
+        &n,
+        &[
+            claim(
+                CLAIM0,
+                vec![
+                    request_with(REQ0, ask(CLASS_A, "2")),
+                    request_with(REQ1, ask(CLASS_A, "2")),
+                ],
+                vec![match_attribute(&[], "driver-a/stringAttribute")],
+            ),
+            one_claim(CLAIM1, ask(CLASS_A, "2")),
+        ],
+    );
+    assert_eq!(
+        out,
+        Ok(Some(vec![
+            alloc1(vec![
+                share(result(REQ0, DRIVER_A, POOL1, DEVICE1, false), &[(CAPACITY0, "2")]),
+                share(result(REQ1, DRIVER_A, POOL1, DEVICE1, false), &[(CAPACITY0, "2")]),
+            ]),
+            alloc1(vec![share(
+                result(REQ0, DRIVER_A, POOL1, DEVICE2, false),
+                &[(CAPACITY0, "2")]
+            )]),
+        ]))
+    );
+    // consumable-capacity-multi-allocatable-device-with-subrequest
+    let out = run(
+        &classes,
+        shared_slice(vec![with_range(cap_device(DEVICE1, &[], true), CAPACITY0, "2")]),
+        &[],
+        &n,
+        &[claim(
+            CLAIM0,
+            vec![prioritized(
+                REQ0,
+                vec![
+                    sub(SUB0, ask(CLASS_A, "4")),
+                    sub(SUB1, ask(CLASS_A, "2")),
+                    sub("subReq-2", spec(CLASS_A, AllocationMode::ExactCount(1))),
+                ],
+            )],
+            Vec::new(),
+        )],
+    );
+    assert_eq!(
+        out,
+        Ok(Some(vec![alloc1(vec![share(
+            result("req-0/subReq-1", DRIVER_A, POOL1, DEVICE1, false),
+            &[(CAPACITY0, "2")]
+        )])]))
+    );
+}
+
+#[test]
+fn consumable_capacity_all_devices() {
+    let n = node(NODE1, REGION1);
+    let classes = [class(CLASS_A, DRIVER_A)];
+    let all = |v: &str| asking(spec(CLASS_A, AllocationMode::All), v);
+    // ...-allocation-mode-all-filter-out-no-capacity / -insufficient-capacity
+    for other in [
+        cap_device(DEVICE2, &[], true),
+        cap_device(DEVICE2, &[(CAPACITY0, "1")], true),
+    ] {
+        let out = run(
+            &classes,
+            shared_slice(vec![cap_device(DEVICE1, &[(CAPACITY0, "2")], true), other]),
+            &[],
+            &n,
+            &[one_claim(CLAIM0, all("2"))],
+        );
+        assert_eq!(
+            out,
+            Ok(Some(vec![alloc1(vec![share(
+                result(REQ0, DRIVER_A, POOL1, DEVICE1, false),
+                &[(CAPACITY0, "2")]
+            )])]))
+        );
+    }
+    let pair = |c1: &str, c2: &str| {
+        shared_slice(vec![
+            cap_device(DEVICE1, &[(CAPACITY0, c1)], true),
+            cap_device(DEVICE2, &[(CAPACITY0, c2)], true),
+        ])
+    };
+    let both = || {
+        claim(
+            CLAIM0,
+            vec![request_with(REQ0, ask(CLASS_A, "1")), request_with(REQ1, all("1"))],
+            Vec::new(),
+        )
+    };
+    // ...-allocation-mode-all-allocating-sufficient
+    let out = run(&classes, pair("2", "1"), &[], &n, &[both()]);
+    assert_eq!(
+        out,
+        Ok(Some(vec![alloc1(vec![
+            share(result(REQ0, DRIVER_A, POOL1, DEVICE1, false), &[(CAPACITY0, "1")]),
+            share(result(REQ1, DRIVER_A, POOL1, DEVICE1, false), &[(CAPACITY0, "1")]),
+            share(result(REQ1, DRIVER_A, POOL1, DEVICE2, false), &[(CAPACITY0, "1")]),
+        ])]))
+    );
+    // ...-allocation-mode-all-allocating-insufficient
+    assert_eq!(run(&classes, pair("1", "1"), &[], &n, &[both()]), Ok(None));
+    let d1 = id(DRIVER_A, POOL1, DEVICE1);
+    // ...-allocation-mode-all-in-use-sufficient
+    let out = run_shared(
+        &classes,
+        pair("2", "1"),
+        &[],
+        &[(d1.clone(), &[(CAPACITY0, "1")])],
+        &n,
+        &[one_claim(CLAIM0, all("1"))],
+    );
+    assert_eq!(
+        out,
+        Ok(Some(vec![alloc1(vec![
+            share(result(REQ0, DRIVER_A, POOL1, DEVICE1, false), &[(CAPACITY0, "1")]),
+            share(result(REQ0, DRIVER_A, POOL1, DEVICE2, false), &[(CAPACITY0, "1")]),
+        ])]))
+    );
+    // ...-allocation-mode-all-in-use-insufficient: device-1 still matches, so All fails.
+    let out = run_shared(
+        &classes,
+        pair("1", "1"),
+        &[],
+        &[(d1, &[(CAPACITY0, "1")])],
+        &n,
+        &[one_claim(CLAIM0, all("1"))],
+    );
+    assert_eq!(out, Ok(None));
+}
+
+#[test]
+fn consumable_capacity_on_dedicated_devices() {
+    let n = node(NODE1, REGION1);
+    let classes = [class(CLASS_A, DRIVER_A)];
+    // consumable-capacity-dedicated-device-with-consumable-capacity-request: no share.
+    let out = run(
+        &classes,
+        shared_slice(vec![cap_device(DEVICE1, &[(CAPACITY0, "1")], false)]),
+        &[],
+        &n,
+        &[one_claim(CLAIM0, ask(CLASS_A, "1"))],
+    );
+    assert_eq!(
+        out,
+        Ok(Some(vec![alloc1(vec![result(REQ0, DRIVER_A, POOL1, DEVICE1, false)])]))
+    );
+    // ...-dedicated-device-with-multiple-consumable-capacity-request: the device is one claim's.
+    let out = run(
+        &classes,
+        shared_slice(vec![with_range(cap_device(DEVICE1, &[], false), CAPACITY0, "2")]),
+        &[],
+        &n,
+        &[
+            one_claim(CLAIM0, ask(CLASS_A, "1")),
+            one_claim(CLAIM1, ask(CLASS_A, "1")),
+        ],
+    );
+    assert_eq!(out, Ok(None));
+}
+
+#[test]
+fn consumable_capacity_with_shared_counters() {
+    // allow-multiple-allocations-with-partitionable-device: device-1 (4Gi) and device-3 (4Gi)
+    // fill the 8Gi counter; device-2 (6Gi) does not fit beside device-1.
+    let n = node(NODE1, REGION1);
+    let mem = |name: &str, m: &str| consuming(cap_device(name, &[("memory", m)], true), COUNTER_SET1, &[("memory", m)]);
+    let slices = vec![
+        slice_count(
+            slice(
+                SLICE1,
+                on(NODE1),
+                POOL1,
+                DRIVER_A,
+                vec![mem(DEVICE1, "4Gi"), mem(DEVICE2, "6Gi"), mem(DEVICE3, "4Gi")],
+            ),
+            2,
+        ),
+        counter_slice(SLICE2, on(NODE1), POOL1, DRIVER_A, COUNTER_SET1, &[("memory", "8Gi")]),
+    ];
+    let at_least = |m: &str| format!(r#"device.capacity["driver-a"].memory.compareTo(quantity("{m}")) >= 0"#);
+    let out = run(
+        &[class(CLASS_A, DRIVER_A)],
+        slices,
+        &[],
+        &n,
+        &[claim(
+            CLAIM0,
+            vec![
+                request(REQ0, CLASS_A, 1),
+                prioritized(
+                    REQ1,
+                    vec![
+                        sub(SUB0, selecting(CLASS_A, 1, &at_least("6Gi"))),
+                        sub(SUB1, selecting(CLASS_A, 1, &at_least("4Gi"))),
+                    ],
+                ),
+            ],
+            Vec::new(),
+        )],
+    );
+    assert_eq!(
+        out,
+        Ok(Some(vec![alloc1(vec![
+            share(result(REQ0, DRIVER_A, POOL1, DEVICE1, false), &[("memory", "4Gi")]),
+            share(
+                result("req-1/subReq-1", DRIVER_A, POOL1, DEVICE3, false),
+                &[("memory", "4Gi")]
+            ),
+        ])]))
     );
 }
 

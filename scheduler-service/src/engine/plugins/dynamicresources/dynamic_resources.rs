@@ -56,6 +56,11 @@ pub struct BatchDevices {
     /// dense vector shared with the pods decided since: a placement copies its pointers, a pod's
     /// view copies nothing).
     busy_nodes: Arc<BatchBusy>,
+    /// The shared devices the batch took, with the capacity its shares consume.
+    shared: imbl::HashMap<DeviceId, crate::engine::devices::Consumed>,
+    /// Per node index with shared devices the batch took: the sum of their
+    /// [`crate::engine::devices::shared_term`]s (batch consumption only).
+    shared_nodes: imbl::HashMap<usize, u64>,
 }
 
 /// The devices a batch took, by node index, as bits in the node's signature order.
@@ -77,7 +82,7 @@ impl BatchDevices {
             allocated
                 .iter()
                 .flat_map(|c| c.allocation.devices.iter())
-                .filter(|d| d.admin_access != Some(true))
+                .filter(|d| d.admin_access != Some(true) && d.share_id.is_none())
                 .map(|d| &d.device),
         );
         for (node, b) in bits {
@@ -97,9 +102,25 @@ impl BatchDevices {
         }
         for c in allocated {
             for d in &c.allocation.devices {
-                if d.admin_access != Some(true) {
-                    self.in_use.insert(d.device.clone());
+                if d.admin_access == Some(true) {
+                    continue;
                 }
+                if d.share_id.is_none() {
+                    self.in_use.insert(d.device.clone());
+                    continue;
+                }
+                // A share: its capacity is counted on the device, and on the node's signature.
+                let old = self.shared.get(&d.device).cloned();
+                let mut consumed = old.clone().unwrap_or_default();
+                crate::engine::devices::add_consumed(&mut consumed, &d.consumed_capacity);
+                if let Some((_, i)) = slices.position(&d.device) {
+                    let t = self.shared_nodes.entry(node).or_default();
+                    if let Some(old) = &old {
+                        *t = t.wrapping_sub(crate::engine::devices::shared_term(i, old));
+                    }
+                    *t = t.wrapping_add(crate::engine::devices::shared_term(i, &consumed));
+                }
+                self.shared.insert(d.device.clone(), consumed);
             }
             // The special claim is the pod's alone: no later pod looks it up.
             if c.extended.is_none() {
@@ -142,6 +163,9 @@ pub struct PodDevices {
     /// The nodes with devices in use (the snapshot's, then the batch's): their signatures take
     /// the devices in use into account.
     busy_nodes: (Arc<crate::engine::devices::BusyNodes>, Arc<BatchBusy>),
+    /// The nodes with shared devices in use (the snapshot's, then the batch's): the sums of
+    /// their [`crate::engine::devices::shared_term`]s, which their signatures take into account.
+    shared_nodes: (Arc<std::collections::HashMap<u32, u64>>, imbl::HashMap<usize, u64>),
     /// Each node's base signature, in snapshot order.
     signatures: Arc<[Option<u64>]>,
     /// Filter's verdict (and Score's raw score) per node device signature
@@ -257,7 +281,10 @@ impl PodDevices {
         let in_use = InUse {
             snapshot: Arc::clone(&index.in_use),
             batch: batch.in_use.clone(),
+            shared_snapshot: Arc::clone(&index.shared),
+            shared_batch: batch.shared.clone(),
         };
+        let shared_nodes = (Arc::clone(&index.shared_nodes), batch.shared_nodes.clone());
         let busy_nodes = (Arc::clone(&index.busy_nodes), Arc::clone(&batch.busy_nodes));
         // Pods whose claims all wait for an allocation share verdicts through the snapshot (not
         // those with a special claim, which differs from node to node).
@@ -273,6 +300,7 @@ impl PodDevices {
             cel: Arc::clone(cel),
             error: Arc::default(),
             busy_nodes,
+            shared_nodes,
             signatures: Arc::clone(&index.signatures),
             verdicts: Arc::default(),
             shared: claims_key.map(|k| (k, Arc::clone(index))),
@@ -330,14 +358,28 @@ impl PodDevices {
             self.busy_nodes.0.get(&(index as u32)).map(Vec::as_slice)
         };
         let batch_use = self.busy_nodes.1.get(index).and_then(Option::as_deref);
-        self.signatures
-            .get(index)
-            .copied()
-            .flatten()
-            .map(|base| match (snapshot_use, batch_use) {
-                (None, None) => base,
-                (a, b) => SliceIndex::with_use(base, &[a.unwrap_or_default(), b.unwrap_or_default()]),
-            })
+        let base = self.signatures.get(index).copied().flatten()?;
+        let sig = match (snapshot_use, batch_use) {
+            (None, None) => base,
+            (a, b) => SliceIndex::with_use(base, &[a.unwrap_or_default(), b.unwrap_or_default()]),
+        };
+        // The capacity consumed on the node's shared devices (snapshot, then batch).
+        // (Most snapshots share no device: no lookup then.)
+        let shared = (
+            (!self.shared_nodes.0.is_empty())
+                .then(|| self.shared_nodes.0.get(&(index as u32)).copied())
+                .flatten(),
+            (!self.shared_nodes.1.is_empty())
+                .then(|| self.shared_nodes.1.get(&index).copied())
+                .flatten(),
+        );
+        Some(match shared {
+            (None, None) => sig,
+            (a, b) => mix(
+                sig,
+                (u128::from(a.unwrap_or(0)) << 64 | u128::from(b.unwrap_or(0))) ^ (1 << 127),
+            ),
+        })
     }
 
     /// [`PodDevices::signature`] for Rank's diagnosis: with the pod's special claim, the

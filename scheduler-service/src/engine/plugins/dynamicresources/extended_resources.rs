@@ -77,7 +77,7 @@ impl ExtendedClaim {
                         mode: AllocationMode::ExactCount(r.count),
                         admin_access: false,
                         tolerations: Vec::new(),
-                        has_capacity_requests: false,
+                        capacity_requests: Default::default(),
                     }),
                 })
                 .collect(),

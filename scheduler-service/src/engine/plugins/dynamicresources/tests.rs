@@ -58,7 +58,7 @@ pub(super) fn spec(count: i64, selector: Option<&str>) -> RequestSpec {
         mode: AllocationMode::ExactCount(count),
         admin_access: false,
         tolerations: vec![],
-        has_capacity_requests: false,
+        capacity_requests: Default::default(),
     }
 }
 
@@ -176,6 +176,8 @@ fn devices_allocated_to_claims_in_the_snapshot_are_not_given_again() {
             },
             admin_access: None,
             tolerations: vec![],
+            consumed_capacity: Default::default(),
+            share_id: None,
         }],
         node_selector: None,
     });
@@ -318,6 +320,8 @@ fn verdicts_by_device_signature_equal_allocations_node_by_node() {
                     },
                     admin_access: None,
                     tolerations: vec![],
+                    consumed_capacity: Default::default(),
+                    share_id: None,
                 }],
                 node_selector: None,
             });
@@ -444,6 +448,8 @@ pub(super) fn allocated(name: &str, node: &str, devices: &[&str]) -> ResourceCla
                 },
                 admin_access: None,
                 tolerations: vec![],
+                consumed_capacity: Default::default(),
+                share_id: None,
             })
             .collect(),
         node_selector: None,
@@ -1041,5 +1047,199 @@ fn rank_diagnoses_the_special_claim_on_each_refused_node() {
                 ]
             ),
         ]
+    );
+}
+
+/// A node's device shared by the claims allocated it: `memory` of 40Gi, requests rounded up
+/// to whole Gi from 1Gi (as the converter keeps such a device).
+fn shared_gpu_slice(node: &str) -> ResourceSlice {
+    let mut s = slice(node, "a100", 1);
+    let d = &mut s.devices[0];
+    d.allow_multiple_allocations = true;
+    let memory = format!("{DRIVER}/memory");
+    d.capacity.insert(
+        memory.clone(),
+        crate::engine::quantity::Quantity::parse("40Gi").unwrap(),
+    );
+    let amount = |s: &str| crate::engine::devices::Amount::parse(s).unwrap();
+    d.capacity_policies.insert(
+        memory,
+        crate::engine::devices::CapacityPolicy {
+            name: "memory".into(),
+            value: amount("40Gi"),
+            default: Some(amount("1Gi")),
+            valid_values: vec![],
+            valid_range: Some(crate::engine::devices::CapacityRange {
+                min: Some(amount("1Gi")),
+                max: None,
+                step: Some(amount("1Gi")),
+            }),
+            has_policy: true,
+        },
+    );
+    s
+}
+
+fn memory_claim(name: &str, memory: &str) -> ResourceClaim {
+    let mut s = spec(1, None);
+    s.capacity_requests
+        .insert("memory".into(), crate::engine::devices::Amount::parse(memory).unwrap());
+    claim(name, RequestKind::Exactly(s))
+}
+
+/// `claim`, allocated a share of `node`'s device consuming `memory`.
+fn sharing(name: &str, node: &str, memory: &str) -> ResourceClaim {
+    let mut c = memory_claim(name, memory);
+    c.allocation = Some(crate::engine::devices::Allocation {
+        devices: vec![crate::engine::devices::AllocatedDevice {
+            request: "gpu".into(),
+            device: crate::engine::devices::DeviceId {
+                driver: Arc::from(DRIVER),
+                pool: Arc::from(node),
+                device: Arc::from("gpu-0"),
+            },
+            admin_access: None,
+            tolerations: vec![],
+            consumed_capacity: BTreeMap::from([(
+                "memory".to_string(),
+                crate::engine::devices::Amount::parse(memory).unwrap(),
+            )]),
+            share_id: Some("0b7e1f7c-7a57-4c1e-9a57-2f7b8b6b1f00".into()),
+        }],
+        node_selector: None,
+    });
+    c
+}
+
+#[test]
+fn a_shared_device_serves_pods_until_its_capacity_is_consumed_by_the_snapshot_and_the_batch() {
+    // n2's device: 40Gi, 10Gi consumed by a claim in the snapshot. Pods asking 15Gi, 14.5Gi
+    // (rounded up to 15Gi) and 1Gi: the first two share it, the third finds 0 left.
+    let snap = cluster(
+        vec![shared_gpu_slice("n2")],
+        vec![
+            sharing("in-use", "n2", "10Gi"),
+            memory_claim("c1", "15Gi"),
+            memory_claim("c2", "14848Mi"),
+            memory_claim("c3", "1Gi"),
+        ],
+    );
+    let pods = [
+        with_claims("p1", &["c1"]),
+        with_claims("p2", &["c2"]),
+        with_claims("p3", &["c3"]),
+    ];
+    let profile = Profile::new(Policy::kube_default());
+    let out = Evaluator::new(&profile, &snap)
+        .schedule(&pods, 0, Deadline::none())
+        .unwrap();
+    for (d, consumed) in out.iter().take(2).zip(["15Gi", "15Gi"]) {
+        let Decision::Node { node, devices, .. } = d else {
+            panic!("{d:?}")
+        };
+        assert_eq!(node, "n2");
+        let r = &devices[0].allocation.devices[0];
+        assert_eq!(&*r.device.device, "gpu-0");
+        assert_eq!(
+            r.share_id.as_deref(),
+            Some(""),
+            "a new share, its ID drawn by the writer"
+        );
+        let memory: Vec<(&str, &str)> = r
+            .consumed_capacity
+            .iter()
+            .map(|(k, a)| (k.as_str(), a.text.as_str()))
+            .collect();
+        assert_eq!(memory, vec![("memory", consumed)]);
+    }
+    assert!(
+        matches!(&out[2], Decision::Unschedulable(_)),
+        "40Gi consumed: {:?}",
+        out[2]
+    );
+}
+
+#[test]
+fn verdicts_by_device_signature_count_the_capacity_consumed_on_shared_devices() {
+    let names: Vec<String> = (0..6).map(|i| format!("n{i}")).collect();
+    let slices = names.iter().map(|n| shared_gpu_slice(n)).collect();
+    let mut claims = vec![
+        sharing("s0", "n0", "30Gi"),
+        sharing("s2", "n2", "10Gi"),
+        memory_claim("earlier", "20Gi"),
+    ];
+    for m in ["5Gi", "15Gi", "25Gi", "35Gi"] {
+        claims.push(memory_claim(&format!("m-{m}"), m));
+    }
+    let snap = Snapshot::build(names.iter().map(|n| node(n, 8000, 32 << 30)).collect(), vec![])
+        .and_then(|s| {
+            s.with_devices(DeviceParts {
+                classes: vec![class()],
+                claims,
+                slices,
+                ..Default::default()
+            })
+        })
+        .unwrap();
+    let index = snap.device_index();
+    let selectors = crate::engine::plugins::dynamicresources::selectors();
+    let mut batch = crate::engine::plugins::dynamicresources::BatchDevices::default();
+    // An earlier pod of the batch took 20Gi of n4's device.
+    let earlier = PodDevices::pre_filter(
+        snap.devices(),
+        index,
+        selectors,
+        &with_claims("e", &["earlier"]),
+        &batch,
+    )
+    .unwrap()
+    .unwrap();
+    let allocated = earlier.reserve(&snap.nodes()[4].spec);
+    assert!(!allocated.is_empty());
+    batch.record(&index.slices, 4, &allocated);
+    let mut fits = Vec::new();
+    for m in ["5Gi", "15Gi", "25Gi", "35Gi"] {
+        let p = with_claims("p", &[&format!("m-{m}")]);
+        let devices = PodDevices::pre_filter(snap.devices(), index, selectors, &p, &batch)
+            .unwrap()
+            .unwrap();
+        for (i, n) in snap.nodes().iter().enumerate() {
+            let alone = devices.allocate(&n.spec).map(|_| ());
+            let shared = devices.verdict(i, &n.spec).map(|_| ());
+            assert_eq!(shared, alone, "{m} on {}", n.spec.name);
+            fits.push(alone.is_ok());
+        }
+    }
+    // 5Gi fits everywhere; 15Gi not on n0 (30Gi used); 25Gi not on n0 nor n4 (20Gi); 35Gi only
+    // where nothing is used.
+    let expect = |ok: [bool; 6]| ok.to_vec();
+    let want: Vec<bool> = [
+        expect([true; 6]),
+        expect([false, true, true, true, true, true]),
+        expect([false, true, true, true, false, true]),
+        expect([false, true, false, true, false, true]),
+    ]
+    .concat();
+    assert_eq!(fits, want);
+}
+
+#[test]
+fn diagnosis_not_enough_capacity_left_on_a_shared_device() {
+    // n1's shared device: 40Gi, 30Gi consumed; a claim asking 15Gi finds it too full.
+    let snap = cluster(
+        vec![shared_gpu_slice("n1")],
+        vec![sharing("in-use", "n1", "30Gi"), memory_claim("big", "15Gi")],
+    );
+    assert_eq!(
+        diagnoses(&snap, &with_claims("p", &["big"]))[0],
+        (
+            "n1".into(),
+            vec![failure(
+                "big",
+                "gpu",
+                FailureKind::DevicesAllocated,
+                "1 requested; 1 device match, 1 without enough capacity left for the request"
+            )]
+        )
     );
 }

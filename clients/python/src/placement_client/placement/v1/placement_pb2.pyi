@@ -1173,20 +1173,31 @@ class AllocationResult(_message.Message):
     def __init__(self, devices: _Optional[_Iterable[_Union[DeviceRequestAllocationResult, _Mapping]]] = ..., node_selector: _Optional[_Union[NodeSelector, _Mapping]] = ...) -> None: ...
 
 class DeviceRequestAllocationResult(_message.Message):
-    __slots__ = ("request", "driver", "pool", "device", "admin_access", "tolerations")
+    __slots__ = ("request", "driver", "pool", "device", "admin_access", "tolerations", "consumed_capacity", "share_id")
+    class ConsumedCapacityEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     REQUEST_FIELD_NUMBER: _ClassVar[int]
     DRIVER_FIELD_NUMBER: _ClassVar[int]
     POOL_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     ADMIN_ACCESS_FIELD_NUMBER: _ClassVar[int]
     TOLERATIONS_FIELD_NUMBER: _ClassVar[int]
+    CONSUMED_CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    SHARE_ID_FIELD_NUMBER: _ClassVar[int]
     request: str
     driver: str
     pool: str
     device: str
     admin_access: bool
     tolerations: _containers.RepeatedCompositeFieldContainer[Toleration]
-    def __init__(self, request: _Optional[str] = ..., driver: _Optional[str] = ..., pool: _Optional[str] = ..., device: _Optional[str] = ..., admin_access: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ...) -> None: ...
+    consumed_capacity: _containers.ScalarMap[str, str]
+    share_id: str
+    def __init__(self, request: _Optional[str] = ..., driver: _Optional[str] = ..., pool: _Optional[str] = ..., device: _Optional[str] = ..., admin_access: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., consumed_capacity: _Optional[_Mapping[str, str]] = ..., share_id: _Optional[str] = ...) -> None: ...
 
 class ResourceClaimConsumer(_message.Message):
     __slots__ = ("api_group", "resource", "name", "uid")
@@ -1227,7 +1238,7 @@ class ResourceSlice(_message.Message):
     def __init__(self, name: _Optional[str] = ..., driver: _Optional[str] = ..., pool_name: _Optional[str] = ..., pool_generation: _Optional[int] = ..., pool_resource_slice_count: _Optional[int] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Union[NodeSelector, _Mapping]] = ..., all_nodes: _Optional[bool] = ..., per_device_node_selection: _Optional[bool] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., shared_counters: _Optional[_Iterable[_Union[CounterSet, _Mapping]]] = ...) -> None: ...
 
 class Device(_message.Message):
-    __slots__ = ("name", "attributes", "capacity", "consumes_counters", "node_name", "node_selector", "all_nodes", "taints", "allow_multiple_allocations", "binding_conditions")
+    __slots__ = ("name", "attributes", "capacity", "consumes_counters", "node_name", "node_selector", "all_nodes", "taints", "allow_multiple_allocations", "binding_conditions", "capacity_request_policies")
     class AttributesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1242,6 +1253,13 @@ class Device(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class CapacityRequestPoliciesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: CapacityRequestPolicy
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[CapacityRequestPolicy, _Mapping]] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
@@ -1252,6 +1270,7 @@ class Device(_message.Message):
     TAINTS_FIELD_NUMBER: _ClassVar[int]
     ALLOW_MULTIPLE_ALLOCATIONS_FIELD_NUMBER: _ClassVar[int]
     BINDING_CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_REQUEST_POLICIES_FIELD_NUMBER: _ClassVar[int]
     name: str
     attributes: _containers.MessageMap[str, DeviceAttribute]
     capacity: _containers.ScalarMap[str, str]
@@ -1262,7 +1281,28 @@ class Device(_message.Message):
     taints: _containers.RepeatedCompositeFieldContainer[DeviceTaint]
     allow_multiple_allocations: bool
     binding_conditions: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., attributes: _Optional[_Mapping[str, DeviceAttribute]] = ..., capacity: _Optional[_Mapping[str, str]] = ..., consumes_counters: _Optional[_Iterable[_Union[DeviceCounterConsumption, _Mapping]]] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Union[NodeSelector, _Mapping]] = ..., all_nodes: _Optional[bool] = ..., taints: _Optional[_Iterable[_Union[DeviceTaint, _Mapping]]] = ..., allow_multiple_allocations: _Optional[bool] = ..., binding_conditions: _Optional[_Iterable[str]] = ...) -> None: ...
+    capacity_request_policies: _containers.MessageMap[str, CapacityRequestPolicy]
+    def __init__(self, name: _Optional[str] = ..., attributes: _Optional[_Mapping[str, DeviceAttribute]] = ..., capacity: _Optional[_Mapping[str, str]] = ..., consumes_counters: _Optional[_Iterable[_Union[DeviceCounterConsumption, _Mapping]]] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Union[NodeSelector, _Mapping]] = ..., all_nodes: _Optional[bool] = ..., taints: _Optional[_Iterable[_Union[DeviceTaint, _Mapping]]] = ..., allow_multiple_allocations: _Optional[bool] = ..., binding_conditions: _Optional[_Iterable[str]] = ..., capacity_request_policies: _Optional[_Mapping[str, CapacityRequestPolicy]] = ...) -> None: ...
+
+class CapacityRequestPolicy(_message.Message):
+    __slots__ = ("default", "valid_values", "valid_range")
+    DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    VALID_VALUES_FIELD_NUMBER: _ClassVar[int]
+    VALID_RANGE_FIELD_NUMBER: _ClassVar[int]
+    default: str
+    valid_values: _containers.RepeatedScalarFieldContainer[str]
+    valid_range: CapacityRequestPolicyRange
+    def __init__(self, default: _Optional[str] = ..., valid_values: _Optional[_Iterable[str]] = ..., valid_range: _Optional[_Union[CapacityRequestPolicyRange, _Mapping]] = ...) -> None: ...
+
+class CapacityRequestPolicyRange(_message.Message):
+    __slots__ = ("min", "max", "step")
+    MIN_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    min: str
+    max: str
+    step: str
+    def __init__(self, min: _Optional[str] = ..., max: _Optional[str] = ..., step: _Optional[str] = ...) -> None: ...
 
 class DeviceAttribute(_message.Message):
     __slots__ = ("int", "bool", "string", "version")

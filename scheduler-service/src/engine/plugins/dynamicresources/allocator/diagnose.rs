@@ -4,7 +4,8 @@
 //!
 //! 1. each request (each subrequest of a prioritized list) on its own: how many of the node's
 //!    devices match its class and its selectors ([`FailureKind::NoMatchingDevice`] when fewer
-//!    than it asks for), how many of those are allocated to claims or lack shared counters
+//!    than it asks for), how many of those are allocated to claims, lack shared counters or lack
+//!    the capacity the request asks for beside what the device's shares consume
 //!    ([`FailureKind::DevicesAllocated`]) or have taints it does not tolerate
 //!    ([`FailureKind::DeviceTainted`]);
 //! 2. when each request can be met alone: the requests together, claim after claim, without
@@ -56,7 +57,7 @@ pub struct RequestFailure {
 struct Tally {
     /// Devices of the node's complete, valid pools.
     devices: usize,
-    /// Of them, devices placement never allocates (binding conditions, multiple allocations).
+    /// Of them, devices placement never allocates (binding conditions).
     unsupported: usize,
     /// Pools for the node that are being updated (incomplete) or invalid: not counted.
     unusable_pools: usize,
@@ -68,6 +69,9 @@ struct Tally {
     in_use: usize,
     /// Matching devices not in use whose shared counters are taken.
     no_counters: usize,
+    /// Matching devices not in use, with their counters, without the capacity the request asks
+    /// for (beside what their shares consume), or whose policy the request violates.
+    no_capacity: usize,
     /// Matching devices with a taint the request does not tolerate.
     tainted: usize,
     /// Matching devices not in use, with their counters, whatever their taints.
@@ -118,6 +122,12 @@ impl Tally {
             if t.no_counters > 0 {
                 parts.push(format!("{} without free shared counters", t.no_counters));
             }
+            if t.no_capacity > 0 {
+                parts.push(format!(
+                    "{} without enough capacity left for the request",
+                    t.no_capacity
+                ));
+            }
             if t.tainted > 0 {
                 parts.push(format!(
                     "{} with taints the request does not tolerate ({})",
@@ -147,7 +157,7 @@ impl Tally {
             };
             if self.unsupported > 0 {
                 m.push_str(&format!(
-                    " ({} with binding conditions or allowMultipleAllocations, which placement does not allocate)",
+                    " ({} with binding conditions, which placement does not allocate)",
                     self.unsupported
                 ));
             }
@@ -209,7 +219,7 @@ impl<'s, 'a> Search<'s, 'a> {
                 let slice = self.pools[pi].slices[sl];
                 for (d, device) in slice.devices.iter().enumerate() {
                     t.devices += 1;
-                    if device.has_binding_conditions || device.allow_multiple_allocations {
+                    if device.has_binding_conditions {
                         t.unsupported += 1;
                         continue;
                     }
@@ -228,7 +238,9 @@ impl<'s, 'a> Search<'s, 'a> {
                     t.matching += 1;
                     let id = Self::device_id(slice, device);
                     let in_use = !admin && self.in_use(&id);
+                    let skip_counters = device.allow_multiple_allocations && self.capacity_in_use(&id);
                     let counters = !in_use
+                        && !skip_counters
                         && !device.consumes_counters.is_empty()
                         && if self.check_available_counters(pi, device) {
                             self.deallocate_counters(pi, device);
@@ -237,8 +249,21 @@ impl<'s, 'a> Search<'s, 'a> {
                             true
                         };
                     let tainted = taint_prevents_allocation(device, spec);
+                    let no_capacity = !in_use && !counters && {
+                        let current = self.alloc.allocated.consumed(&id);
+                        !matches!(
+                            super::capacity::fits(
+                                current.as_ref(),
+                                &spec.capacity_requests,
+                                device,
+                                self.allocating_capacity.get(&id)
+                            ),
+                            Ok(true)
+                        )
+                    };
                     t.in_use += usize::from(in_use);
                     t.no_counters += usize::from(counters);
+                    t.no_capacity += usize::from(no_capacity);
                     if tainted {
                         t.tainted += 1;
                         t.taints.extend(
@@ -254,7 +279,7 @@ impl<'s, 'a> Search<'s, 'a> {
                                 .map(taint_text),
                         );
                     }
-                    if !in_use && !counters {
+                    if !in_use && !counters && !no_capacity {
                         t.available += 1;
                         if !tainted {
                             t.free += 1;
