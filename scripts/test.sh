@@ -96,13 +96,14 @@ cargo test --workspace
 step "PodGroups under kube 1.37's default gates (a second control plane, TopologyAwareWorkloadScheduling off)"
 # The suite above ran against a control plane with topology-aware PodGroup scheduling on; kube
 # 1.37's default leaves it off, and kube decides groups differently then. A second control plane
-# on other ports with WORKLOAD_GATES=GenericWorkload=true runs the test that compares those.
+# on other ports with WORKLOAD_GATES=GenericWorkload=true runs the tests that compare those (and
+# the seeded PodGroup differential again, with the gate off).
 # --workspace (not -p): the same feature unification as the suite above, so nothing is rebuilt.
 if [ -n "${E2E_KUBECONFIG:-}" ] && [ -n "${CLUSTER_SH:-}" ] && [ -f "${CLUSTER_SH:-}" ]; then
   env -u E2E_KUBECONFIG WORKLOAD_GATES=GenericWorkload=true \
     APISERVER_PORT=16643 ETCD_PORT=12479 SCHEDULER_PORT=10359 CONTROLLER_MANAGER_PORT=10357 \
     bash scripts/e2e-cluster.sh cargo test --workspace --test e2e -- --nocapture \
-    pod_groups_without_topology_aware_scheduling
+    pod_groups_without_topology_aware_scheduling podgroup_diff::
 else
   echo "skipped: needs the control plane of scripts/e2e-cluster.sh (CLUSTER_SH)"
 fi
