@@ -7,9 +7,9 @@
 //! `persistentvolumeclaims` and `persistentvolumes` (with the `status` subresource), and
 //! storage.k8s.io/v1 `storageclasses`, `csinodes`, `csidrivers` and `csistoragecapacities`, and
 //! resource.k8s.io/v1 `deviceclasses`, `resourceclaims` (with the `status` subresource),
-//! `resourceslices` and `devicetaintrules`, and scheduling.k8s.io/v1beta1 `podgroups` (with the `status` subresource;
-//! left out with [`FakeApiServerConfig::serve_pod_groups`] off, as on an API server without the
-//! Workload API), with one global, monotonically increasing resourceVersion like etcd.
+//! `resourceslices` and `devicetaintrules`, and scheduling.k8s.io/v1beta1 `podgroups` and v1alpha3
+//! `compositepodgroups` (each with the `status` subresource; left out with
+//! [`FakeApiServerConfig::serve_pod_groups`] off, as on an API server without the Workload API), with one global, monotonically increasing resourceVersion like etcd.
 //!
 //! Supported, with the API server's semantics:
 //! - GET/LIST (label and field selectors; pages with `limit`/`continue`), WATCH (replay from an in-memory history, then live; selector transitions become
@@ -112,6 +112,9 @@ pub enum Kind {
     DeviceTaintRule,
     /// scheduling.k8s.io/v1beta1 `podgroups` (namespaced, with the `status` subresource).
     PodGroup,
+    /// scheduling.k8s.io/v1alpha3 `compositepodgroups` (namespaced, with the `status`
+    /// subresource), served with the PodGroups.
+    CompositePodGroup,
 }
 
 /// Static description of a served resource.
@@ -304,6 +307,16 @@ const RESOURCES: &[ResourceInfo] = &[
         plural: "podgroups",
         singular: "podgroup",
         kind_name: "PodGroup",
+        namespaced: true,
+        subresources: &["status"],
+    },
+    ResourceInfo {
+        kind: Kind::CompositePodGroup,
+        group: "scheduling.k8s.io",
+        version: "v1alpha3",
+        plural: "compositepodgroups",
+        singular: "compositepodgroup",
+        kind_name: "CompositePodGroup",
         namespaced: true,
         subresources: &["status"],
     },
@@ -1383,7 +1396,7 @@ impl Inner {
         meta.remove("deletionGracePeriodSeconds");
         meta.remove("managedFields");
         set_type_meta(kind, &mut obj);
-        if matches!(kind, Kind::ResourceClaim | Kind::PodGroup) && origin == Origin::Http {
+        if matches!(kind, Kind::ResourceClaim | Kind::PodGroup | Kind::CompositePodGroup) && origin == Origin::Http {
             // "Status must not be set by user on create."
             obj.as_object_mut().expect("object").remove("status");
         }
@@ -1492,7 +1505,8 @@ impl Inner {
             | Kind::PersistentVolumeClaim
             | Kind::PersistentVolume
             | Kind::ResourceClaim
-            | Kind::PodGroup => {
+            | Kind::PodGroup
+            | Kind::CompositePodGroup => {
                 let m = new.as_object_mut().expect("object");
                 match old.get("status") {
                     Some(s) => m.insert("status".into(), s.clone()),
@@ -2324,7 +2338,7 @@ impl Inner {
 
     /// Whether the resource is served ([`FakeApiServerConfig::serve_pod_groups`]).
     fn serves(&self, r: &ResourceInfo) -> bool {
-        r.kind != Kind::PodGroup || self.config.serve_pod_groups
+        !matches!(r.kind, Kind::PodGroup | Kind::CompositePodGroup) || self.config.serve_pod_groups
     }
 
     fn route(self: &Arc<Self>, req: &Incoming, q: &Query, is_watch: bool) -> Result<Response, ApiError> {
@@ -2385,8 +2399,13 @@ impl Inner {
                 let mut groups: Vec<Value> = Vec::new();
                 for r in RESOURCES.iter().filter(|r| !r.group.is_empty() && self.serves(r)) {
                     let gv = json!({"groupVersion": format!("{}/{}", r.group, r.version), "version": r.version});
-                    if !groups.iter().any(|g| g["name"] == r.group) {
-                        groups.push(json!({"name": r.group, "versions": [gv.clone()], "preferredVersion": gv}));
+                    match groups.iter_mut().find(|g| g["name"] == r.group) {
+                        None => groups.push(json!({"name": r.group, "versions": [gv.clone()], "preferredVersion": gv})),
+                        Some(g) => {
+                            if let Some(versions) = g["versions"].as_array_mut().filter(|v| !v.contains(&gv)) {
+                                versions.push(gv);
+                            }
+                        }
                     }
                 }
                 ok(

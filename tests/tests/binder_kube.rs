@@ -2879,3 +2879,75 @@ mod prebind {
         let _ = stop_decisions.send(());
     }
 }
+
+/// PodGroups of a CompositePodGroup hierarchy (`scheduling.k8s.io/v1alpha3`): the binder watches
+/// the CompositePodGroups and holds the hierarchy's pods until it is ready as kube's GangScheduling
+/// PreEnqueue counts it (here both gangs of a `minGroupCount: 2` root), then decides them together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_composite_pod_groups_pods_are_held_until_the_hierarchy_is_ready() {
+    use placement_tests::fake_apiserver::Kind;
+    let server = FakeApiServer::start().await;
+    server.create_node(node("n1", "8"));
+    server.create_raw(
+        Kind::CompositePodGroup,
+        serde_json::json!({"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+            "metadata": {"name": "job", "namespace": "default"},
+            "spec": {"workloadRef": {"workloadName": "w", "templateName": "job"},
+                     "schedulingPolicy": {"gang": {"minGroupCount": 2}}}}),
+    );
+    for g in ["a", "b"] {
+        server.create_raw(
+            Kind::PodGroup,
+            serde_json::json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": g, "namespace": "default"},
+                "spec": {"parentCompositePodGroupName": "job",
+                         "workloadRef": {"workloadName": "w", "templateName": g},
+                         "schedulingPolicy": {"gang": {"minCount": 2}}}}),
+        );
+    }
+    let member = |name: &str, group: &str| {
+        let mut p = pod(name, SCHEDULER, "1", None);
+        p.spec.as_mut().unwrap().scheduling_group =
+            Some(serde_json::from_value(serde_json::json!({"podGroupName": group})).unwrap());
+        p
+    };
+    // Gang a is complete, gang b has no pod yet: the hierarchy is not ready.
+    server.create_pod(member("a-0", "a"));
+    server.create_pod(member("a-1", "a"));
+    let (endpoint, stop_decisions) = decision_service().await;
+    let running = start_binder(
+        &server,
+        &endpoint,
+        Options {
+            lease: None,
+            ..Options::default()
+        },
+    );
+    eventually(WAIT, "the CompositePodGroup reaches the binder", || {
+        let b = running.binder.clone();
+        async move { b.is_ready() && b.storage_snapshot().composite_pod_groups.len() == 1 }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    for name in ["a-0", "a-1"] {
+        let p = pods.get(name).await.unwrap();
+        assert_eq!(node_of(&p), None, "{name}: held while its hierarchy is short of gang b");
+    }
+    // Gang b's pods come: the four are decided together and bound.
+    server.create_pod(member("b-0", "b"));
+    server.create_pod(member("b-1", "b"));
+    eventually(WAIT, "the hierarchy's four pods bound", || {
+        let pods = pods.clone();
+        async move {
+            let mut all = true;
+            for name in ["a-0", "a-1", "b-0", "b-1"] {
+                all &= pods.get(name).await.ok().is_some_and(|p| node_of(&p).is_some());
+            }
+            all
+        }
+    })
+    .await;
+    running.stop().await;
+    let _ = stop_decisions.send(());
+}

@@ -1128,6 +1128,8 @@ async fn binder_rbac_grants_exactly_the_calls_the_binder_makes() {
         ("scheduling.k8s.io", "podgroups", "list"),
         ("scheduling.k8s.io", "podgroups", "watch"),
         ("scheduling.k8s.io", "podgroups/status", "patch"),
+        ("scheduling.k8s.io", "compositepodgroups", "list"),
+        ("scheduling.k8s.io", "compositepodgroups", "watch"),
         ("", "pods", "list"),
         ("", "pods", "watch"),
         ("", "pods", "delete"),

@@ -72,7 +72,7 @@ fn list_strategy(kind: Kind, path: &str) -> Option<ListStrategy> {
             "status.reservedFor" => Some(MergeKey("uid")),
             _ => None,
         },
-        Kind::PodGroup => match path {
+        Kind::PodGroup | Kind::CompositePodGroup => match path {
             "status.conditions" => Some(MergeKey("type")),
             "spec.resourceClaims" => Some(MergeKey("name")),
             _ => None,

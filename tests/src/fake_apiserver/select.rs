@@ -227,7 +227,9 @@ fn supported_fields(kind: Kind) -> Option<&'static [&'static str]> {
         Kind::CsiStorageCapacity => Some(&["metadata.name", "metadata.namespace"]),
         Kind::PersistentVolumeClaim => Some(&["metadata.name", "metadata.namespace"]),
         Kind::PersistentVolume | Kind::DeviceClass | Kind::DeviceTaintRule => Some(&["metadata.name"]),
-        Kind::ResourceClaim | Kind::PodGroup => Some(&["metadata.name", "metadata.namespace"]),
+        Kind::ResourceClaim | Kind::PodGroup | Kind::CompositePodGroup => {
+            Some(&["metadata.name", "metadata.namespace"])
+        }
         Kind::ResourceSlice => Some(&["metadata.name", "spec.nodeName", "spec.driver", "spec.pool.name"]),
         Kind::CoreEvent | Kind::Event => None,
     }
