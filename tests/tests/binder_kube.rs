@@ -709,8 +709,8 @@ async fn a_relist_after_a_broken_watch_frees_pods_deleted_meanwhile() {
     server.fail_next(1_000_000, matcher("GET", "/api/v1/pods"), 503);
     server.drop_watches();
     assert!(
-        server.wait_until(WAIT, |s| s.active_watches() == 14).await,
-        "only the node, namespace, PodDisruptionBudget, six storage, four device and the PodGroup watches are back"
+        server.wait_until(WAIT, |s| s.active_watches() == 15).await,
+        "only the node, namespace, PodDisruptionBudget, six storage, four device, the PodGroup and the CompositePodGroup watches are back"
     );
     server.delete_pod("default", "web-0");
     server.compact();
