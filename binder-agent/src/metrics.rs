@@ -630,6 +630,7 @@ impl BinderMetrics {
             ("backoff", c.backoff),
             ("unschedulable", c.unschedulable),
             ("gated", c.gated),
+            ("incomplete", c.incomplete),
         ] {
             self.pending.get_or_create(&QueueLabel { queue }).set(n as i64);
         }
@@ -804,6 +805,7 @@ mod tests {
             unschedulable: 3,
             in_flight: 4,
             gated: 5,
+            incomplete: 6,
         });
         let text = m.encode();
         for line in [
@@ -820,6 +822,7 @@ mod tests {
             "scheduler_pending_pods{queue=\"backoff\"} 2",
             "scheduler_pending_pods{queue=\"unschedulable\"} 3",
             "scheduler_pending_pods{queue=\"gated\"} 5",
+            "scheduler_pending_pods{queue=\"incomplete\"} 6",
             "binder_pods_in_flight 4",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");

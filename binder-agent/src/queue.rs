@@ -71,6 +71,8 @@ pub struct QueuedPod {
     pub arrival: u64,
     generation: u64,
     place: Place,
+    /// Set while a gang's PreEnqueue holds it (its place is then a backoff until the hold ends).
+    held: Option<Held>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -109,8 +111,21 @@ pub struct QueueCounts {
     pub unschedulable: usize,
     /// In flight.
     pub in_flight: usize,
-    /// Gated (kube-scheduler's `gated` queue label).
+    /// Gated (kube-scheduler's `gated` queue label): scheduling gates, and members a gang's
+    /// PreEnqueue holds (kube counts pods its PreEnqueue plugins reject as gated).
     pub gated: usize,
+    /// PodGroup members held because their PodGroup (or its hierarchy's root) is not there yet
+    /// (kube 1.37's `incomplete` queue label, `incompletePodGroupPods`).
+    pub incomplete: usize,
+}
+
+/// Why a gang's PreEnqueue holds a member: the queue it is counted in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// Its gang or PodGroup is short of members, or one of them is gated (`gated`).
+    Gated,
+    /// Its PodGroup is not there yet (`incomplete`).
+    Incomplete,
 }
 
 /// The scheduling queue.
@@ -134,26 +149,35 @@ impl SchedulingQueue {
         }
     }
 
-    fn count(&mut self, place: Place, delta: isize) {
-        let c = match place {
-            Place::Active => &mut self.counts.active,
-            Place::Backoff(_) => &mut self.counts.backoff,
-            Place::Unschedulable(_) => &mut self.counts.unschedulable,
-            Place::InFlight => &mut self.counts.in_flight,
-            Place::Gated => &mut self.counts.gated,
+    fn count(&mut self, place: Place, held: Option<Held>, delta: isize) {
+        let c = match (place, held) {
+            (Place::Backoff(_), Some(Held::Gated)) => &mut self.counts.gated,
+            (Place::Backoff(_), Some(Held::Incomplete)) => &mut self.counts.incomplete,
+            (place, _) => match place {
+                Place::Active => &mut self.counts.active,
+                Place::Backoff(_) => &mut self.counts.backoff,
+                Place::Unschedulable(_) => &mut self.counts.unschedulable,
+                Place::InFlight => &mut self.counts.in_flight,
+                Place::Gated => &mut self.counts.gated,
+            },
         };
         *c = c.saturating_add_signed(delta);
     }
 
     fn place(&mut self, uid: &str, place: Place) {
+        self.place_held(uid, place, None);
+    }
+
+    fn place_held(&mut self, uid: &str, place: Place, held: Option<Held>) {
         self.seq += 1;
         let seq = self.seq;
         let Some(p) = self.pods.get_mut(uid) else {
             return;
         };
-        let old = p.place;
+        let (old, old_held) = (p.place, p.held);
         p.generation = seq;
         p.place = place;
+        p.held = held;
         let key = match place {
             Place::Active => Some(ActiveKey {
                 priority: p.info.spec.priority,
@@ -164,8 +188,8 @@ impl SchedulingQueue {
             }),
             _ => None,
         };
-        self.count(old, -1);
-        self.count(place, 1);
+        self.count(old, old_held, -1);
+        self.count(place, held, 1);
         if let Some(k) = key {
             self.active.push(k);
         }
@@ -218,6 +242,7 @@ impl SchedulingQueue {
                         arrival: self.arrivals,
                         generation: 0,
                         place: Place::InFlight,
+                        held: None,
                     },
                 );
                 self.counts.in_flight += 1;
@@ -230,7 +255,7 @@ impl SchedulingQueue {
     /// Forgets a pod (deleted, bound, or no longer ours). Returns it if it was queued.
     pub fn remove(&mut self, uid: &str) -> Option<QueuedPod> {
         let p = self.pods.remove(uid)?;
-        self.count(p.place, -1);
+        self.count(p.place, p.held, -1);
         Some(p)
     }
 
@@ -327,10 +352,10 @@ impl SchedulingQueue {
 
     /// Holds an in-flight pod, without counting an attempt, until `until` or until
     /// [`SchedulingQueue::activate_where`] releases it (a gang waiting for its members).
-    pub fn hold(&mut self, uid: &str, until: Instant) {
+    pub fn hold(&mut self, uid: &str, until: Instant, why: Held) {
         if let Some(p) = self.pods.get_mut(uid) {
             p.attempts = p.attempts.saturating_sub(1);
-            self.place(uid, Place::Backoff(until));
+            self.place_held(uid, Place::Backoff(until), Some(why));
         }
     }
 

@@ -425,9 +425,15 @@ struct Harness {
     stop: watch::Sender<bool>,
     run: tokio::task::JoinHandle<()>,
     _leader: watch::Sender<bool>,
+    metrics: Arc<BinderMetrics>,
 }
 
 impl Harness {
+    /// The binder's `/metrics` text.
+    fn metrics_text(&self) -> String {
+        self.metrics.encode()
+    }
+
     async fn start(replica: &ScriptedReplica) -> Self {
         Self::start_with(replica, |_| {}).await
     }
@@ -459,7 +465,8 @@ impl Harness {
         tune(&mut config);
         let api = RecordingApi::default();
         let (leader, leader_rx) = watch::channel(true);
-        let binder = Binder::new(config, api.clone(), pool, Arc::new(BinderMetrics::new()), leader_rx);
+        let metrics = Arc::new(BinderMetrics::new());
+        let binder = Binder::new(config, api.clone(), pool, Arc::clone(&metrics), leader_rx);
         binder.handle(ClusterEvent::NodeApplied(node("n1")));
         binder.handle(ClusterEvent::NodeApplied(node("n2")));
         binder.set_synced();
@@ -478,6 +485,7 @@ impl Harness {
             stop,
             run,
             _leader: leader,
+            metrics,
         }
     }
 
@@ -968,6 +976,30 @@ async fn a_pod_groups_condition_is_written_against_the_one_the_watch_shows() {
         Some(seen),
         "the write is made against the condition on the object"
     );
+    h.stop().await;
+}
+
+/// kube 1.37's `scheduler_pending_pods` queues for a PodGroup's held pods: `incomplete` while the
+/// PodGroup is not there, `gated` while GangScheduling's PreEnqueue holds them for minCount.
+#[tokio::test]
+async fn held_pod_group_members_count_as_kubes_incomplete_then_gated() {
+    let replica = ScriptedReplica::default();
+    let h = Harness::start(&replica).await;
+    h.binder.handle(ClusterEvent::PodApplied(member("m0", "g", &[])));
+    h.until("m0 held for its PodGroup", |_| h.binder.queue_counts().incomplete == 1)
+        .await;
+    assert_eq!(h.binder.queue_counts().gated, 0);
+    assert!(
+        h.metrics_text()
+            .contains("scheduler_pending_pods{queue=\"incomplete\"} 1"),
+        "{}",
+        h.metrics_text()
+    );
+    // The PodGroup comes, asking for two: m0 is now short of members.
+    h.binder.handle(pod_group("g", 2));
+    h.until("m0 held for minCount", |_| h.binder.queue_counts().gated == 1)
+        .await;
+    assert_eq!(h.binder.queue_counts().incomplete, 0);
     h.stop().await;
 }
 

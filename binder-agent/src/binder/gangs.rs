@@ -165,7 +165,7 @@ impl<A: ClusterApi> Binder<A> {
             } else {
                 s.metrics.gang("held");
                 for uid in &in_batch {
-                    q.hold(uid, now + s.config.gang_timeout);
+                    q.hold(uid, now + s.config.gang_timeout, crate::queue::Held::Gated);
                 }
                 batch.retain(|p| !in_batch.contains(&p.info.spec.uid));
             }
@@ -243,8 +243,15 @@ impl<A: ClusterApi> Binder<A> {
                 }
                 GangVerdict::Hold(until) => {
                     s.metrics.gang("held");
+                    // kube 1.37's queue keeps a PodGroup's pods whose group (or hierarchy root)
+                    // it has not observed apart, counted as `incomplete`; those its PreEnqueue
+                    // rejects count as `gated`.
+                    let why = match pod_group {
+                        Some(None) | Some(Some(u32::MAX)) => crate::queue::Held::Incomplete,
+                        _ => crate::queue::Held::Gated,
+                    };
                     for uid in &in_batch {
-                        q.hold(uid, until);
+                        q.hold(uid, until, why);
                     }
                     batch.retain(|p| !in_batch.contains(&p.info.spec.uid));
                 }
