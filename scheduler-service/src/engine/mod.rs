@@ -34,7 +34,6 @@
 pub mod accel;
 mod batch_usage;
 pub mod cancel;
-pub mod composite;
 mod cycle;
 pub mod device_taint_rules;
 pub mod devices;

@@ -40,13 +40,13 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::framework::{Decision, EvalError};
-use super::model::{CompositePodGroup, PodGroup, PodSpec};
-use super::podgroup::{
+use super::group_cycle::{
     assumed_delta, complete, error_decisions, find_placement, fit_score, fit_scoring, group_diagnosis, nowhere_message,
     scoring_request, trial_status, validate, Ctx, CycleError, DomainViews, Found, GroupOutcome, GroupReason, Level,
 };
-use super::snapshot::{Snapshot, Topology};
+use crate::engine::framework::{Decision, EvalError};
+use crate::engine::model::{CompositePodGroup, PodGroup, PodSpec};
+use crate::engine::snapshot::{Snapshot, Topology};
 
 /// `errPodGroupUnschedulable`.
 const UNSCHEDULABLE: &str = "pod group is unschedulable";
@@ -258,7 +258,7 @@ pub(super) fn tree_cycle(
     // The PostFilter for a hierarchy that does not fit (see the module documentation).
     let postfilter = match &finals.get(&tree.id()).map(|r| &r.status) {
         Some(Status::Unschedulable { .. }) => {
-            match super::podgroup_preemption::hierarchy_without_victims(
+            match crate::engine::podgroup_preemption::hierarchy_without_victims(
                 ctx.profile,
                 snapshot,
                 cpg.priority,
@@ -268,9 +268,9 @@ pub(super) fn tree_cycle(
                 Some(status) => Some(status.to_string()),
                 None => {
                     let freed = snapshot
-                        .apply(super::snapshot::Delta {
+                        .apply(crate::engine::snapshot::Delta {
                             remove_pod_uids: lower_priority_uids(snapshot, cpg.priority),
-                            ..super::snapshot::Delta::default()
+                            ..crate::engine::snapshot::Delta::default()
                         })
                         .map_err(|e| EvalError::Snapshot(e.to_string()))?;
                     freed_root_message(ctx, &freed, root, members)?
@@ -332,7 +332,7 @@ pub(super) fn tree_cycle(
                             Decision::Unschedulable(group_diagnosis(key, &format!("{UNSCHEDULABLE}, {message}")))
                         }
                         Decision::Unschedulable(mut diag) => {
-                            diag.gang = Some(super::framework::GangFailure {
+                            diag.gang = Some(crate::engine::framework::GangFailure {
                                 gang: Arc::clone(key),
                                 message: message.clone(),
                                 own: true,
@@ -863,9 +863,9 @@ pub struct LevelFit {
     /// Pending pods below it (of all its PodGroups).
     pub members: usize,
     /// Per domain (inside the domain taken, or looked into, one level up), how many of them fit,
-    /// each tried in order taking its room (none stopped early): [`super::podgroup::PlacementFit`]
+    /// each tried in order taking its room (none stopped early): [`super::group_cycle::PlacementFit`]
     /// with `bound` the pods below already bound.
-    pub domains: Vec<super::podgroup::PlacementFit>,
+    pub domains: Vec<super::group_cycle::PlacementFit>,
     /// The domain the hierarchy took at this level; `None` when it was not placed (the one
     /// looked into further down is then the one most pods fit, the first by name on a tie).
     pub chosen: Option<String>,
@@ -945,7 +945,7 @@ pub(super) fn explain_levels(
                 .evaluator(&view)
                 .schedule_group(&pods, ctx.seed, ctx.deadline, &mut |_| false)?;
             let fit = made.iter().filter(|d| matches!(d, Decision::Node { .. })).count();
-            domains.push(super::podgroup::PlacementFit {
+            domains.push(super::group_cycle::PlacementFit {
                 domain: p.domain.clone(),
                 nodes: p.nodes.len(),
                 fit,
