@@ -33,8 +33,8 @@ use serde_json::Value;
 
 use super::extender::{extenders_from_specs, ExtenderConfig, ExtenderSpec};
 use super::policy::{
-    DynamicResourcesArgs, FilterPlugin, InterPodAffinityArgs, PodTopologySpreadArgs, Policy, PolicyError, ResourceWeight, ScorePlugin,
-    ScoringStrategy, ShapePoint, WeightedScore,
+    DynamicResourcesArgs, FilterPlugin, InterPodAffinityArgs, PodTopologySpreadArgs, Policy, PolicyError,
+    ResourceWeight, ScorePlugin, ScoringStrategy, ShapePoint, WeightedScore,
 };
 use super::registry::{self, Runs};
 use super::resources::ResourceName;
@@ -519,7 +519,8 @@ fn placement_file(text: &str) -> Result<PolicyFile, PolicyConfigError> {
                     "not supported: placement does not allocate devices with binding conditions",
                 ));
             }
-            policy.dynamic_resources.filter_timeout = dynamic_resources_filter_timeout(&field, a.filter_timeout.as_deref())?;
+            policy.dynamic_resources.filter_timeout =
+                dynamic_resources_filter_timeout(&field, a.filter_timeout.as_deref())?;
         }
         // Rules are compiled here, so a bad expression names its field in the file.
         p.rules

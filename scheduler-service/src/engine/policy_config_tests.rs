@@ -786,9 +786,18 @@ fn dynamic_resources_filter_timeout_is_read_defaulted_and_validated() {
         format!("{KSC}profiles:\n- schedulerName: a\n  pluginConfig:\n  - name: DynamicResources\n    args:\n{args}")
     };
     let timeout = |text: &str| parse(text).policies[0].dynamic_resources.filter_timeout;
-    assert_eq!(timeout(&format!("{KSC}profiles:\n- schedulerName: a\n")), Duration::from_secs(10));
-    assert_eq!(timeout(&dra("      kind: DynamicResourcesArgs\n")), Duration::from_secs(10));
-    assert_eq!(timeout(&dra("      filterTimeout: 250ms\n")), Duration::from_millis(250));
+    assert_eq!(
+        timeout(&format!("{KSC}profiles:\n- schedulerName: a\n")),
+        Duration::from_secs(10)
+    );
+    assert_eq!(
+        timeout(&dra("      kind: DynamicResourcesArgs\n")),
+        Duration::from_secs(10)
+    );
+    assert_eq!(
+        timeout(&dra("      filterTimeout: 250ms\n")),
+        Duration::from_millis(250)
+    );
     assert_eq!(timeout(&dra("      filterTimeout: 1m30s\n")), Duration::from_secs(90));
     assert_eq!(timeout(&dra("      filterTimeout: 0s\n")), Duration::ZERO);
     // A profile with the timeout at zero applies none.
@@ -815,15 +824,22 @@ fn dynamic_resources_filter_timeout_is_read_defaulted_and_validated() {
     }
     // bindingTimeout (binding conditions) is accepted and noted.
     let file = parse(&dra("      filterTimeout: 5s\n      bindingTimeout: 10m\n"));
-    assert_eq!(file.policies[0].dynamic_resources.filter_timeout, Duration::from_secs(5));
+    assert_eq!(
+        file.policies[0].dynamic_resources.filter_timeout,
+        Duration::from_secs(5)
+    );
     assert!(
-        file.ignored.iter().any(|i| i.starts_with("profiles[0].pluginConfig[0].args.bindingTimeout: ")),
+        file.ignored
+            .iter()
+            .any(|i| i.starts_with("profiles[0].pluginConfig[0].args.bindingTimeout: ")),
         "{:?}",
         file.ignored
     );
     // Placement's format.
     let placement = |args: &str| {
-        format!("apiVersion: placement/v1\nkind: PolicyConfiguration\npolicies:\n- name: p\n  dynamicResources:\n{args}")
+        format!(
+            "apiVersion: placement/v1\nkind: PolicyConfiguration\npolicies:\n- name: p\n  dynamicResources:\n{args}"
+        )
     };
     assert_eq!(timeout(&placement("    filterTimeout: 2s\n")), Duration::from_secs(2));
     assert_eq!(

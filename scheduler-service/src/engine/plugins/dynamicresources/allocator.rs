@@ -965,7 +965,7 @@ impl<'s, 'a> Search<'s, 'a> {
     /// kube's `allocateOne`: picks the device `r` for its request, then the rest, recursively.
     fn allocate_one(&mut self, r: Indices, allocate_sub: bool, start: Loc) -> Result<bool, Stop> {
         if let Some(deadline) = self.deadline {
-            let look = self.steps % DEADLINE_EVERY == 0;
+            let look = self.steps.is_multiple_of(DEADLINE_EVERY);
             self.steps = self.steps.wrapping_add(1);
             if look && std::time::Instant::now() >= deadline {
                 return Err(Stop::Fatal(AllocateError::TimedOut {

@@ -2741,14 +2741,25 @@ fn interrupt() {
     ];
     let claims = [claim(CLAIM0, vec![request(REQ0, CLASS_A, 6)], Vec::new())];
     let classes = [class(CLASS_A, DRIVER_A)];
-    let off = run_until(&classes, vec![slice(SLICE1, on(NODE1), POOL1, DRIVER_A, devices.clone())], &[], &n, &claims, None);
+    let off = run_until(
+        &classes,
+        vec![slice(SLICE1, on(NODE1), POOL1, DRIVER_A, devices.clone())],
+        &[],
+        &n,
+        &claims,
+        None,
+    );
     assert_eq!(off, Ok(None));
     let passed = std::time::Instant::now();
-    let out = run_until(&classes, vec![slice(SLICE1, on(NODE1), POOL1, DRIVER_A, devices)], &[], &n, &claims, Some(passed));
-    assert_eq!(
-        out,
-        Err(AllocateError::TimedOut { node: NODE1.into() })
+    let out = run_until(
+        &classes,
+        vec![slice(SLICE1, on(NODE1), POOL1, DRIVER_A, devices)],
+        &[],
+        &n,
+        &claims,
+        Some(passed),
     );
+    assert_eq!(out, Err(AllocateError::TimedOut { node: NODE1.into() }));
     assert_eq!(error_text(out), "node node-1: timed out trying to allocate devices");
 }
 
@@ -2791,7 +2802,13 @@ fn a_search_that_explodes_stops_at_its_deadline() {
         vec![request(REQ0, CLASS_A, 19)],
         vec![distinct_attribute(&[], "driver-a/numa")],
     )];
-    let free = run(&classes, vec![slice(SLICE1, on(NODE1), POOL1, DRIVER_A, numa_devices())], &[], &n, &fitting);
+    let free = run(
+        &classes,
+        vec![slice(SLICE1, on(NODE1), POOL1, DRIVER_A, numa_devices())],
+        &[],
+        &n,
+        &fitting,
+    );
     let timed = run_until(
         &classes,
         vec![slice(SLICE1, on(NODE1), POOL1, DRIVER_A, numa_devices())],

@@ -506,7 +506,11 @@ impl PodDevices {
     }
 
     /// [`PodDevices::allocate`] with the search stopped at `deadline`.
-    fn allocate_until(&self, node: &NodeSpec, deadline: Option<std::time::Instant>) -> Result<Vec<Allocation>, Rejection> {
+    fn allocate_until(
+        &self,
+        node: &NodeSpec,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<Vec<Allocation>, Rejection> {
         self.delegated(node)?;
         self.allocated_claims_available(node)?;
         let special = self

@@ -320,7 +320,13 @@ fn a_filter_timeout_ends_the_pods_cycle_with_kubes_error() {
         vec![
             distinct("exploding", 20),
             distinct("fitting", 19),
-            claim("h100", RequestKind::Exactly(spec(1, Some("device.attributes[\"gpu.example.com\"].model == \"h100\"")))),
+            claim(
+                "h100",
+                RequestKind::Exactly(spec(
+                    1,
+                    Some("device.attributes[\"gpu.example.com\"].model == \"h100\""),
+                )),
+            ),
         ],
     );
     let short = with_filter_timeout(std::time::Duration::from_millis(20));
