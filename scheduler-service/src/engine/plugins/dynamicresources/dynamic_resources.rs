@@ -445,7 +445,8 @@ impl PodDevices {
     }
 
     /// The verdict of the pods of the snapshot whose claims ask what this pod's ask, on nodes of
-    /// this signature; computed on `node` (and kept) when there is none yet.
+    /// this signature; computed on `node` (and kept) when there is none yet, or when its search
+    /// took at least this pod's filter timeout (kube, searching for this pod, would time out).
     fn shared_verdict(&self, signature: u64, node: &NodeSpec) -> Result<i64, Rejection> {
         let Some((key, index)) = &self.shared else {
             return self.allocate(node).map(|a| self.score(&a));
@@ -456,10 +457,14 @@ impl PodDevices {
             .unwrap_or_else(|e| e.into_inner())
             .get(&(*key, signature))
             .cloned();
-        if let Some(v) = kept {
-            return v.map_err(Rejection::Unschedulable);
+        if let Some((v, took)) = kept {
+            if self.filter_timeout.is_none_or(|t| took < t) {
+                return v.map_err(Rejection::Unschedulable);
+            }
         }
+        let started = std::time::Instant::now();
         let v = self.allocate(node).map(|a| self.score(&a));
+        let took = started.elapsed();
         let keep = match &v {
             Ok(score) => Some(Ok(*score)),
             Err(Rejection::Unschedulable(m)) => Some(Err(m.clone())),
@@ -470,7 +475,7 @@ impl PodDevices {
             if verdicts.len() >= crate::engine::devices::MAX_SHARED_VERDICTS {
                 verdicts.clear();
             }
-            verdicts.insert((*key, signature), keep);
+            verdicts.insert((*key, signature), (keep, took));
         }
         v
     }

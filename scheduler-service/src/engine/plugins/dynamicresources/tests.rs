@@ -362,6 +362,22 @@ fn a_filter_timeout_ends_the_pods_cycle_with_kubes_error() {
     let Err(message) = &none[0] else { panic!("{none:?}") };
     assert!(!message.contains("timed out"), "{message}");
     assert!(message.contains("cannot allocate all claims"), "{message}");
+    // kube's `dynamicresources_test.go` cases "timeout" (1ns: Filter's Error, even for a claim
+    // that fits, the allocator looking at its deadline before the first device) and
+    // "timeout_zero" (0: the claim is allocated).
+    let tiny = schedule_with(
+        with_filter_timeout(std::time::Duration::from_nanos(1)),
+        &snap,
+        &[with_claims("p4", &["fitting"])],
+    );
+    let Err(message) = &tiny[0] else { panic!("{tiny:?}") };
+    assert!(message.ends_with(": timed out trying to allocate devices"), "{message}");
+    let zero = schedule_with(
+        with_filter_timeout(std::time::Duration::ZERO),
+        &snap,
+        &[with_claims("p5", &["fitting"])],
+    );
+    assert!(matches!(&zero[0], Ok((node, _)) if node == "n1"), "{zero:?}");
 }
 
 #[test]
