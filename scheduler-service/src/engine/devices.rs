@@ -1012,9 +1012,12 @@ pub struct DeviceIndex {
 /// allocated and the raw score (`Err`: the rejection's message). Both parts of the key are hashes
 /// of content (a node's signature covers its devices and which are in use), so a verdict holds
 /// in every snapshot with the same DeviceClasses, and is kept across the deltas that change none.
-/// Errors are not kept (their messages name the claim).
-pub type SharedVerdicts =
-    std::sync::Mutex<std::collections::HashMap<(u64, u64), Result<i64, String>, foldhash::fast::RandomState>>;
+/// Errors are not kept (their messages name the claim; a filter timeout's names the node). Each
+/// verdict keeps how long its search took: a pod whose `filterTimeout` that does not exceed
+/// searches again (kube's search would time out for it).
+pub type SharedVerdicts = std::sync::Mutex<
+    std::collections::HashMap<(u64, u64), (Result<i64, String>, std::time::Duration), foldhash::fast::RandomState>,
+>;
 
 /// Most verdicts a snapshot keeps ([`DeviceIndex::verdicts`]); past it, it starts over.
 pub const MAX_SHARED_VERDICTS: usize = 1 << 16;

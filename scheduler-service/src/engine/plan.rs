@@ -224,7 +224,10 @@ impl<'a> PodPlan<'a> {
             } else {
                 let index = snapshot.device_index();
                 match PodDevices::pre_filter(snapshot.devices(), index, selectors(), pod, &placed.devices) {
-                    Ok(d) => (d.map(Box::new), None),
+                    Ok(d) => (
+                        d.map(|d| Box::new(d.with_filter_timeout(profile.dra_filter_timeout))),
+                        None,
+                    ),
                     Err(message) => (None, Some(Arc::from(message))),
                 }
             };

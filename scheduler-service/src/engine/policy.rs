@@ -81,6 +81,34 @@ impl Default for InterPodAffinityArgs {
     }
 }
 
+/// kube-scheduler's `DynamicResourcesArgs` (the field placement uses).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct DynamicResourcesArgs {
+    /// How long Filter's device allocation on one node may search (`filterTimeout`, kube's
+    /// `DRASchedulerFilterTimeout`); zero: no limit. Default 10s (kube's
+    /// `DynamicResourcesFilterTimeoutDefault`).
+    pub filter_timeout: std::time::Duration,
+}
+
+impl DynamicResourcesArgs {
+    /// kube's default `filterTimeout`.
+    pub const DEFAULT_FILTER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+    /// Whether these are kube's defaults.
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+impl Default for DynamicResourcesArgs {
+    fn default() -> Self {
+        Self {
+            filter_timeout: Self::DEFAULT_FILTER_TIMEOUT,
+        }
+    }
+}
+
 /// How PodTopologySpread finds constraints for pods that have none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DefaultingType {
@@ -178,6 +206,9 @@ pub struct Policy {
     /// PodTopologySpread's arguments.
     #[serde(default)]
     pub pod_topology_spread: PodTopologySpreadArgs,
+    /// DynamicResources' arguments.
+    #[serde(default, skip_serializing_if = "DynamicResourcesArgs::is_default")]
+    pub dynamic_resources: DynamicResourcesArgs,
     /// CEL filter and score rules (see [`super::rules`]); none in the built-in policies.
     #[serde(default, skip_serializing_if = "Rules::is_empty")]
     pub rules: Rules,
@@ -272,6 +303,7 @@ impl Policy {
             seed: 0,
             inter_pod_affinity: InterPodAffinityArgs::default(),
             pod_topology_spread: PodTopologySpreadArgs::default(),
+            dynamic_resources: DynamicResourcesArgs::default(),
             rules: Rules::default(),
             extenders: Vec::new(),
         }

@@ -33,8 +33,8 @@ use serde_json::Value;
 
 use super::extender::{extenders_from_specs, ExtenderConfig, ExtenderSpec};
 use super::policy::{
-    FilterPlugin, InterPodAffinityArgs, PodTopologySpreadArgs, Policy, PolicyError, ResourceWeight, ScorePlugin,
-    ScoringStrategy, ShapePoint, WeightedScore,
+    DynamicResourcesArgs, FilterPlugin, InterPodAffinityArgs, PodTopologySpreadArgs, Policy, PolicyError,
+    ResourceWeight, ScorePlugin, ScoringStrategy, ShapePoint, WeightedScore,
 };
 use super::registry::{self, Runs};
 use super::resources::ResourceName;
@@ -424,6 +424,8 @@ struct PlacementPolicySpec {
     inter_pod_affinity: Option<Value>,
     /// PodTopologySpread's args (kube-scheduler's `PodTopologySpreadArgs` fields).
     pod_topology_spread: Option<Value>,
+    /// DynamicResources' args (kube-scheduler's `DynamicResourcesArgs` fields).
+    dynamic_resources: Option<Value>,
     /// CEL filter and score rules.
     #[serde(default)]
     rules: Rules,
@@ -507,6 +509,18 @@ fn placement_file(text: &str) -> Result<PolicyFile, PolicyConfigError> {
         }
         if let Some(args) = p.pod_topology_spread {
             policy.pod_topology_spread = spread_args(&format!("{path}.podTopologySpread"), args)?;
+        }
+        if let Some(args) = p.dynamic_resources {
+            let field = format!("{path}.dynamicResources");
+            let a: DynamicResourcesArgsSpec = typed_args(&field, args)?;
+            if a.binding_timeout.is_some() {
+                return Err(invalid(
+                    format!("{field}.bindingTimeout"),
+                    "not supported: placement does not allocate devices with binding conditions",
+                ));
+            }
+            policy.dynamic_resources.filter_timeout =
+                dynamic_resources_filter_timeout(&field, a.filter_timeout.as_deref())?;
         }
         // Rules are compiled here, so a bad expression names its field in the file.
         p.rules
@@ -630,6 +644,31 @@ struct NodeResourcesBalancedAllocationArgs {
 struct NodeAffinityArgs {
     #[serde(default)]
     added_affinity: Value,
+}
+
+/// kube-scheduler's `DynamicResourcesArgs` (`types_pluginargs.go`).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DynamicResourcesArgsSpec {
+    /// A Go duration (`metav1.Duration`).
+    filter_timeout: Option<String>,
+    /// PreBind's wait for binding conditions: placement does not allocate devices with binding
+    /// conditions, so it is noted and ignored.
+    binding_timeout: Option<Value>,
+}
+
+/// kube's `DynamicResourcesArgs.filterTimeout` with its defaulting (`SetDefaults_DynamicResourcesArgs`:
+/// 10s when unset, `DRASchedulerFilterTimeout` being on) and validation
+/// (`ValidateDynamicResourcesArgs`: zero or positive; zero disables the timeout).
+fn dynamic_resources_filter_timeout(path: &str, value: Option<&str>) -> Result<std::time::Duration, PolicyConfigError> {
+    let Some(text) = value else {
+        return Ok(DynamicResourcesArgs::DEFAULT_FILTER_TIMEOUT);
+    };
+    let field = format!("{path}.filterTimeout");
+    if text.trim().starts_with('-') {
+        return Err(invalid(field, format!("{text:?}: must be zero or positive")));
+    }
+    super::extender::parse_go_duration(text).map_err(|e| invalid(field, e))
 }
 
 /// One enabled plugin after merging: where it came from and whether the operator wrote it.
@@ -996,6 +1035,18 @@ fn kube_profile(
             }
             "PodTopologySpread" => {
                 policy.pod_topology_spread = spread_args(&args_path, args)?;
+            }
+            "DynamicResources" => {
+                let a: DynamicResourcesArgsSpec = typed_args(&args_path, args)?;
+                policy.dynamic_resources.filter_timeout =
+                    dynamic_resources_filter_timeout(&args_path, a.filter_timeout.as_deref())?;
+                if a.binding_timeout.is_some() {
+                    note_ignored(
+                        ignored,
+                        format!("{args_path}.bindingTimeout"),
+                        "placement does not allocate devices with binding conditions",
+                    );
+                }
             }
             "NodeAffinity" => {
                 let a: NodeAffinityArgs = typed_args(&args_path, args)?;

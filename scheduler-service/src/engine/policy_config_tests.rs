@@ -775,3 +775,80 @@ fn extenders_load_from_both_formats_with_kube_defaults() {
     let err = parse_policy_file(bad).unwrap_err().to_string();
     assert!(err.starts_with("extenders[0].tlsConfig.caData: not base64"), "{err}");
 }
+
+/// DynamicResourcesArgs.filterTimeout as kube-scheduler reads it (`defaults.go`: 10s when unset
+/// with DRASchedulerFilterTimeout on; `validation_pluginargs.go`: zero or positive, zero
+/// disabling the timeout), in both file formats.
+#[test]
+fn dynamic_resources_filter_timeout_is_read_defaulted_and_validated() {
+    use std::time::Duration;
+    let dra = |args: &str| {
+        format!("{KSC}profiles:\n- schedulerName: a\n  pluginConfig:\n  - name: DynamicResources\n    args:\n{args}")
+    };
+    let timeout = |text: &str| parse(text).policies[0].dynamic_resources.filter_timeout;
+    assert_eq!(
+        timeout(&format!("{KSC}profiles:\n- schedulerName: a\n")),
+        Duration::from_secs(10)
+    );
+    assert_eq!(
+        timeout(&dra("      kind: DynamicResourcesArgs\n")),
+        Duration::from_secs(10)
+    );
+    assert_eq!(
+        timeout(&dra("      filterTimeout: 250ms\n")),
+        Duration::from_millis(250)
+    );
+    assert_eq!(timeout(&dra("      filterTimeout: 1m30s\n")), Duration::from_secs(90));
+    assert_eq!(timeout(&dra("      filterTimeout: 0s\n")), Duration::ZERO);
+    // A profile with the timeout at zero applies none.
+    let zero = crate::engine::profile::Profile::new(parse(&dra("      filterTimeout: 0s\n")).policies.remove(0));
+    assert_eq!(zero.dra_filter_timeout, None);
+    let ten = crate::engine::profile::Profile::new(Policy::kube_default());
+    assert_eq!(ten.dra_filter_timeout, Some(Duration::from_secs(10)));
+    // Validation, naming the field.
+    for (args, message) in [
+        ("      filterTimeout: -1s\n", "must be zero or positive"),
+        ("      filterTimeout: \"10\"\n", "missing unit"),
+        ("      filterTimeout: 10\n", "expected a string"),
+        ("      filterTimeout: soon\n", "invalid duration"),
+        ("      filterTimout: 1s\n", "unknown field `filterTimout`"),
+    ] {
+        let e = error(&dra(args));
+        let text = e.to_string();
+        let want = if message.starts_with("unknown") || message.starts_with("expected") {
+            "profiles[0].pluginConfig[0].args: "
+        } else {
+            "profiles[0].pluginConfig[0].args.filterTimeout: "
+        };
+        assert!(text.starts_with(want) && text.contains(message), "{args}: {text}");
+    }
+    // bindingTimeout (binding conditions) is accepted and noted.
+    let file = parse(&dra("      filterTimeout: 5s\n      bindingTimeout: 10m\n"));
+    assert_eq!(
+        file.policies[0].dynamic_resources.filter_timeout,
+        Duration::from_secs(5)
+    );
+    assert!(
+        file.ignored
+            .iter()
+            .any(|i| i.starts_with("profiles[0].pluginConfig[0].args.bindingTimeout: ")),
+        "{:?}",
+        file.ignored
+    );
+    // Placement's format.
+    let placement = |args: &str| {
+        format!(
+            "apiVersion: placement/v1\nkind: PolicyConfiguration\npolicies:\n- name: p\n  dynamicResources:\n{args}"
+        )
+    };
+    assert_eq!(timeout(&placement("    filterTimeout: 2s\n")), Duration::from_secs(2));
+    assert_eq!(
+        timeout("apiVersion: placement/v1\nkind: PolicyConfiguration\npolicies:\n- name: p\n"),
+        Duration::from_secs(10)
+    );
+    let e = error(&placement("    filterTimeout: -2s\n")).to_string();
+    assert!(
+        e.starts_with("policies[0].dynamicResources.filterTimeout: ") && e.contains("must be zero or positive"),
+        "{e}"
+    );
+}

@@ -43,6 +43,8 @@ pub struct Profile {
     pub(super) volume_filters: super::volumes::VolumeFilters,
     /// DynamicResources' filter is enabled.
     pub(super) dynamic_resources: bool,
+    /// DynamicResources' `filterTimeout` (`None`: no limit).
+    pub(super) dra_filter_timeout: Option<std::time::Duration>,
     /// The policy's CEL rules, compiled; `None` without rules (the plain pass stays open), or
     /// the compile error (every node is then rejected with it).
     pub(super) rules: Option<Result<Arc<CompiledRules>, Arc<str>>>,
@@ -142,6 +144,7 @@ impl Profile {
                 zone: policy.filters.contains(&FilterPlugin::VolumeZone),
             },
             dynamic_resources: policy.filters.contains(&FilterPlugin::DynamicResources),
+            dra_filter_timeout: Some(policy.dynamic_resources.filter_timeout).filter(|t| !t.is_zero()),
             balanced_cpu_memory,
             score_plugins: policy.scores.iter().map(|s| (s.plugin, s.weight)).collect(),
             fit_resources: policy

@@ -191,6 +191,14 @@ pub enum AllocateError {
     /// `errAllocationResultMaxSizeExceeded`, returned as is).
     #[error("allocation max size exceeded")]
     MaxSizeExceeded,
+    /// The search passed its deadline (kube's `DynamicResourcesArgs.filterTimeout`): kube's
+    /// Filter turns the allocator's `context.DeadlineExceeded` into this error
+    /// (`dynamicresources.go`).
+    #[error("node {node}: timed out trying to allocate devices")]
+    TimedOut {
+        /// The node's name.
+        node: String,
+    },
 }
 
 /// kube's `klog.KObj` of a claim: `namespace/name`, or the name alone without namespace.
@@ -533,6 +541,9 @@ enum Stop {
     Fatal(AllocateError),
 }
 
+/// How many `allocate_one` steps pass between two looks at the clock (the first step looks).
+const DEADLINE_EVERY: u32 = 64;
+
 impl From<AllocateError> for Stop {
     fn from(e: AllocateError) -> Self {
         Self::Fatal(e)
@@ -604,7 +615,20 @@ impl<'a> Allocator<'a> {
         node: &NodeSpec,
         claims: &[&'a ResourceClaim],
     ) -> Result<Option<Vec<Allocation>>, AllocateError> {
+        self.allocate_until(node, claims, None)
+    }
+
+    /// [`Allocator::allocate`] with a deadline: past it the search stops with
+    /// [`AllocateError::TimedOut`] (kube's `allocateOne` checks its context at each step; this
+    /// search looks at the clock at the first step and every [`DEADLINE_EVERY`] steps after).
+    pub fn allocate_until(
+        &self,
+        node: &NodeSpec,
+        claims: &[&'a ResourceClaim],
+        deadline: Option<std::time::Instant>,
+    ) -> Result<Option<Vec<Allocation>>, AllocateError> {
         let mut search = self.prepare(node, claims)?;
+        search.deadline = deadline;
         let done = match search.allocate_one(Indices::default(), false, Loc::default()) {
             Ok(done) => done,
             Err(Stop::MaxSize) => return Err(AllocateError::MaxSizeExceeded),
@@ -666,6 +690,8 @@ impl<'a> Allocator<'a> {
             available_counters: HashMap::new(),
             consumed_counters: HashMap::new(),
             result: vec![Vec::new(); claims.len()],
+            deadline: None,
+            steps: 0,
         };
         for (ci, claim) in claims.iter().enumerate() {
             let mut min_per_claim = 0usize;
@@ -740,6 +766,10 @@ struct Search<'s, 'a> {
     /// Per pool: counters the devices being allocated consume (kube's `consumedCounters`).
     consumed_counters: HashMap<usize, Counters<'a>>,
     result: Vec<Vec<Picked<'a>>>,
+    /// When the search gives up ([`Allocator::allocate_until`]).
+    deadline: Option<std::time::Instant>,
+    /// `allocate_one` calls so far (kube's `numAllocateOneInvocations`).
+    steps: u32,
 }
 
 impl<'s, 'a> Search<'s, 'a> {
@@ -934,6 +964,15 @@ impl<'s, 'a> Search<'s, 'a> {
 
     /// kube's `allocateOne`: picks the device `r` for its request, then the rest, recursively.
     fn allocate_one(&mut self, r: Indices, allocate_sub: bool, start: Loc) -> Result<bool, Stop> {
+        if let Some(deadline) = self.deadline {
+            let look = self.steps.is_multiple_of(DEADLINE_EVERY);
+            self.steps = self.steps.wrapping_add(1);
+            if look && std::time::Instant::now() >= deadline {
+                return Err(Stop::Fatal(AllocateError::TimedOut {
+                    node: self.node.name.clone(),
+                }));
+            }
+        }
         if r.claim >= self.claims.len() {
             return Ok(true);
         }

@@ -271,6 +271,18 @@ fn run(
     node: &NodeSpec,
     claims: &[ResourceClaim],
 ) -> Outcome {
+    run_until(classes, slices, allocated, node, claims, None)
+}
+
+/// [`run`] with the search stopped at `deadline` ([`Allocator::allocate_until`]).
+fn run_until(
+    classes: &[DeviceClass],
+    slices: Vec<ResourceSlice>,
+    allocated: &[DeviceId],
+    node: &NodeSpec,
+    claims: &[ResourceClaim],
+    deadline: Option<std::time::Instant>,
+) -> Outcome {
     let slices: Vec<Arc<ResourceSlice>> = slices.into_iter().map(Arc::new).collect();
     let allocated: HashSet<DeviceId> = allocated.iter().cloned().collect();
     let cel = SelectorCache::new();
@@ -279,7 +291,7 @@ fn run(
     let allocated = crate::engine::devices::InUse::from(allocated.clone());
     let allocator = Allocator::new(&lookup, &slices, &allocated, &cel);
     let refs: Vec<&ResourceClaim> = claims.iter().collect();
-    allocator.allocate(node, &refs)
+    allocator.allocate_until(node, &refs, deadline)
 }
 
 fn error_text(outcome: Outcome) -> String {
@@ -2712,4 +2724,99 @@ fn selector_cache_is_shareable_across_threads() {
             assert_eq!(h.join().ok(), Some(Ok(true)));
         }
     });
+}
+
+/// kube's "interrupt" subtests (`allocator_testing.go`): six devices asked of five, with no
+/// deadline ("off": no error, no allocation) and with one already passed ("deadline": the
+/// search stops at its first step with the deadline's error, kube's Filter wording).
+#[test]
+fn interrupt() {
+    let n = node(NODE1, REGION1);
+    let devices = vec![
+        device(DEVICE1),
+        device(DEVICE2),
+        device(DEVICE3),
+        device("device-4"),
+        device("device-5"),
+    ];
+    let claims = [claim(CLAIM0, vec![request(REQ0, CLASS_A, 6)], Vec::new())];
+    let classes = [class(CLASS_A, DRIVER_A)];
+    let off = run_until(
+        &classes,
+        vec![slice(SLICE1, on(NODE1), POOL1, DRIVER_A, devices.clone())],
+        &[],
+        &n,
+        &claims,
+        None,
+    );
+    assert_eq!(off, Ok(None));
+    let passed = std::time::Instant::now();
+    let out = run_until(
+        &classes,
+        vec![slice(SLICE1, on(NODE1), POOL1, DRIVER_A, devices)],
+        &[],
+        &n,
+        &claims,
+        Some(passed),
+    );
+    assert_eq!(out, Err(AllocateError::TimedOut { node: NODE1.into() }));
+    assert_eq!(error_text(out), "node node-1: timed out trying to allocate devices");
+}
+
+/// Forty devices over 19 NUMA nodes, twenty with distinct NUMA nodes asked: no set exists and
+/// the search would try every set of at most 19 (billions). With a deadline 20ms ahead it stops
+/// with the timeout error soon after; a claim that fits is allocated under a deadline as without.
+#[test]
+fn a_search_that_explodes_stops_at_its_deadline() {
+    let n = node(NODE1, REGION1);
+    let numa_devices = || -> Vec<Device> {
+        (0..40)
+            .map(|i| with_attrs(device(&format!("device-{i}")), &[("numa", AttributeValue::Int(i % 19))]))
+            .collect()
+    };
+    let classes = [class(CLASS_A, DRIVER_A)];
+    let exploding = [claim(
+        CLAIM0,
+        vec![request(REQ0, CLASS_A, 20)],
+        vec![distinct_attribute(&[], "driver-a/numa")],
+    )];
+    let started = std::time::Instant::now();
+    let out = run_until(
+        &classes,
+        vec![slice(SLICE1, on(NODE1), POOL1, DRIVER_A, numa_devices())],
+        &[],
+        &n,
+        &exploding,
+        Some(started + std::time::Duration::from_millis(20)),
+    );
+    assert_eq!(out, Err(AllocateError::TimedOut { node: NODE1.into() }));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "stopped only after {:?}",
+        started.elapsed()
+    );
+
+    // Nineteen distinct NUMA nodes fit: the same answer with a deadline as without.
+    let fitting = [claim(
+        CLAIM0,
+        vec![request(REQ0, CLASS_A, 19)],
+        vec![distinct_attribute(&[], "driver-a/numa")],
+    )];
+    let free = run(
+        &classes,
+        vec![slice(SLICE1, on(NODE1), POOL1, DRIVER_A, numa_devices())],
+        &[],
+        &n,
+        &fitting,
+    );
+    let timed = run_until(
+        &classes,
+        vec![slice(SLICE1, on(NODE1), POOL1, DRIVER_A, numa_devices())],
+        &[],
+        &n,
+        &fitting,
+        Some(std::time::Instant::now() + std::time::Duration::from_secs(60)),
+    );
+    assert!(matches!(&free, Ok(Some(a)) if a[0].devices.len() == 19), "{free:?}");
+    assert_eq!(timed, free);
 }

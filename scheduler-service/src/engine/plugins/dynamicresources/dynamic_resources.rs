@@ -176,6 +176,9 @@ pub struct PodDevices {
     shared: Option<(u64, Arc<DeviceIndex>)>,
     /// The pod's extended resources backed by DRA, when it requests some (its special claim).
     extended: Option<ExtendedResources>,
+    /// How long Filter's allocation on one node may search (kube's
+    /// `DynamicResourcesArgs.filterTimeout`); `None`: no limit.
+    filter_timeout: Option<std::time::Duration>,
 }
 
 /// The process's compiled DRA selectors (kube's scheduler-wide `cel.Cache`).
@@ -305,7 +308,19 @@ impl PodDevices {
             verdicts: Arc::default(),
             shared: claims_key.map(|k| (k, Arc::clone(index))),
             extended,
+            filter_timeout: None,
         }))
+    }
+
+    /// The state with Filter's allocation on one node limited to `timeout` (the profile's
+    /// `DynamicResourcesArgs.filterTimeout`; `None` or zero: no limit, as kube with `0s`). Past
+    /// it, Filter fails on the node with kube's `node <name>: timed out trying to allocate
+    /// devices`, an error that ends the pod's scheduling cycle ([`PodDevices::error`]). A timeout
+    /// is not shared with other pods' verdicts (errors never are): each pod's search is timed
+    /// on its own, as in kube.
+    pub fn with_filter_timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
+        self.filter_timeout = timeout.filter(|t| !t.is_zero());
+        self
     }
 
     /// kube's Filter (and Score) on one node: `Ok` with the node's raw score when the pod's
@@ -314,6 +329,12 @@ impl PodDevices {
     /// node already evaluated for this pod gets that node's verdict, which the allocator, reading
     /// nothing else of either node, would give it.
     pub fn verdict(&self, index: usize, node: &NodeSpec) -> Result<i64, Rejection> {
+        // kube cancels the Filter calls still running at the first error (the parallelizer's
+        // `SendErrorWithCancel`): the pod's cycle ends with it, so no other node is searched
+        // (with a filter timeout, each could take that long).
+        if let Some(e) = self.error.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            return Err(Rejection::Error(e.clone()));
+        }
         let delegated = self.delegated(node)?;
         self.allocated_claims_available(node)?;
         if self.to_allocate.is_empty() && delegated == 0 {
@@ -424,7 +445,8 @@ impl PodDevices {
     }
 
     /// The verdict of the pods of the snapshot whose claims ask what this pod's ask, on nodes of
-    /// this signature; computed on `node` (and kept) when there is none yet.
+    /// this signature; computed on `node` (and kept) when there is none yet, or when its search
+    /// took at least this pod's filter timeout (kube, searching for this pod, would time out).
     fn shared_verdict(&self, signature: u64, node: &NodeSpec) -> Result<i64, Rejection> {
         let Some((key, index)) = &self.shared else {
             return self.allocate(node).map(|a| self.score(&a));
@@ -435,10 +457,14 @@ impl PodDevices {
             .unwrap_or_else(|e| e.into_inner())
             .get(&(*key, signature))
             .cloned();
-        if let Some(v) = kept {
-            return v.map_err(Rejection::Unschedulable);
+        if let Some((v, took)) = kept {
+            if self.filter_timeout.is_none_or(|t| took < t) {
+                return v.map_err(Rejection::Unschedulable);
+            }
         }
+        let started = std::time::Instant::now();
         let v = self.allocate(node).map(|a| self.score(&a));
+        let took = started.elapsed();
         let keep = match &v {
             Ok(score) => Some(Ok(*score)),
             Err(Rejection::Unschedulable(m)) => Some(Err(m.clone())),
@@ -449,7 +475,7 @@ impl PodDevices {
             if verdicts.len() >= crate::engine::devices::MAX_SHARED_VERDICTS {
                 verdicts.clear();
             }
-            verdicts.insert((*key, signature), keep);
+            verdicts.insert((*key, signature), (keep, took));
         }
         v
     }
@@ -477,6 +503,19 @@ impl PodDevices {
     /// claim order, then the special claim for extended resources when the node must provide
     /// some through DRA), or the rejection.
     pub fn allocate(&self, node: &NodeSpec) -> Result<Vec<Allocation>, Rejection> {
+        // kube's `context.WithTimeout` around the allocator's `Allocate` call in Filter.
+        let deadline = self
+            .filter_timeout
+            .and_then(|t| std::time::Instant::now().checked_add(t));
+        self.allocate_until(node, deadline)
+    }
+
+    /// [`PodDevices::allocate`] with the search stopped at `deadline`.
+    fn allocate_until(
+        &self,
+        node: &NodeSpec,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<Vec<Allocation>, Rejection> {
         self.delegated(node)?;
         self.allocated_claims_available(node)?;
         let special = self
@@ -494,7 +533,7 @@ impl PodDevices {
             .map(|&i| &*self.claims[i])
             .chain(special.as_ref())
             .collect();
-        match allocator.allocate(node, &claims) {
+        match allocator.allocate_until(node, &claims, deadline) {
             Ok(Some(results)) if results.len() == claims.len() => Ok(results),
             Ok(_) => Err(Rejection::Unschedulable(CANNOT_ALLOCATE.to_string())),
             Err(e @ AllocateError::InvalidPools) => Err(Rejection::Unschedulable(e.to_string())),
@@ -520,7 +559,8 @@ impl PodDevices {
     /// kube's Reserve on the chosen node: the claims allocated there, for the caller to write
     /// (PreBind) and for the batch to count ([`BatchDevices::record`]).
     pub fn reserve(&self, node: &NodeSpec) -> Vec<ClaimAllocation> {
-        let Ok(results) = self.allocate(node) else {
+        // Filter found these allocations in time (kube's Reserve reuses them): not timed again.
+        let Ok(results) = self.allocate_until(node, None) else {
             return Vec::new();
         };
         let mut results = results.into_iter();

@@ -113,7 +113,12 @@ pub(super) fn cluster(slices: Vec<ResourceSlice>, claims: Vec<ResourceClaim>) ->
 
 /// Each pod's node (with its claims' devices, `claim=node/device,…`) or message.
 pub(super) fn schedule(snap: &Snapshot, pods: &[PodSpec]) -> Vec<Result<(String, Vec<String>), String>> {
-    let profile = Profile::new(Policy::kube_default());
+    schedule_with(Policy::kube_default(), snap, pods)
+}
+
+/// [`schedule`] under `policy`.
+fn schedule_with(policy: Policy, snap: &Snapshot, pods: &[PodSpec]) -> Vec<Result<(String, Vec<String>), String>> {
+    let profile = Profile::new(policy);
     Evaluator::new(&profile, snap)
         .schedule(pods, 0, Deadline::none())
         .unwrap()
@@ -279,6 +284,100 @@ fn a_selector_that_fails_ends_the_pods_cycle_with_the_filter_error() {
         message.starts_with("running \"DynamicResources\" filter plugin: claim default/broken: selector #0 on device gpu.example.com/n1/gpu-0: CEL runtime error:"),
         "{message}"
     );
+}
+
+/// A policy whose DynamicResources `filterTimeout` is `timeout`.
+fn with_filter_timeout(timeout: std::time::Duration) -> Policy {
+    let mut policy = Policy::kube_default();
+    policy.dynamic_resources.filter_timeout = timeout;
+    policy
+}
+
+/// kube's DRASchedulerFilterTimeout (`dynamicresources.go` Filter): a claim whose search on n1
+/// explodes (twenty GPUs on distinct NUMA nodes of 19) ends the pod's cycle with kube's Filter
+/// error once `filterTimeout` passes; a claim that fits is placed under kube's default; with
+/// `0s` no timeout applies (a small search that fails says so, as without a timeout).
+#[test]
+fn a_filter_timeout_ends_the_pods_cycle_with_kubes_error() {
+    let numa_slice = || {
+        let mut s = slice("n1", "a100", 40);
+        for (i, d) in s.devices.iter_mut().enumerate() {
+            d.attributes
+                .insert(format!("{DRIVER}/numa"), AttributeValue::Int(i as i64 % 19));
+        }
+        s
+    };
+    let distinct = |name: &str, count: i64| {
+        let mut c = gpus(name, count);
+        c.constraints.push(DeviceConstraint {
+            requests: vec![],
+            kind: ConstraintKind::DistinctAttribute(format!("{DRIVER}/numa")),
+        });
+        c
+    };
+    let snap = cluster(
+        vec![numa_slice()],
+        vec![
+            distinct("exploding", 20),
+            distinct("fitting", 19),
+            claim(
+                "h100",
+                RequestKind::Exactly(spec(
+                    1,
+                    Some("device.attributes[\"gpu.example.com\"].model == \"h100\""),
+                )),
+            ),
+        ],
+    );
+    let short = with_filter_timeout(std::time::Duration::from_millis(20));
+    let out = schedule_with(short, &snap, &[with_claims("p1", &["exploding"])]);
+    assert_eq!(
+        out,
+        vec![Err(
+            "running \"DynamicResources\" filter plugin: node n1: timed out trying to allocate devices".to_string()
+        )]
+    );
+    // kube's default 10s: a search that fits is unaffected.
+    let out = schedule(&snap, &[with_claims("p2", &["fitting"])]);
+    assert!(matches!(&out[0], Ok((node, _)) if node == "n1"), "{out:?}");
+    // A search no device matches: past a 1ns timeout before its first step; with 0s, no
+    // timeout applies and Filter says the claims cannot be allocated.
+    let tiny = schedule_with(
+        with_filter_timeout(std::time::Duration::from_nanos(1)),
+        &snap,
+        &[with_claims("p3", &["h100"])],
+    );
+    // (Every node times out here: the first to is named, as in kube.)
+    let Err(message) = &tiny[0] else { panic!("{tiny:?}") };
+    assert!(
+        message.starts_with("running \"DynamicResources\" filter plugin: node n")
+            && message.ends_with(": timed out trying to allocate devices"),
+        "{message}"
+    );
+    let none = schedule_with(
+        with_filter_timeout(std::time::Duration::ZERO),
+        &snap,
+        &[with_claims("p3", &["h100"])],
+    );
+    let Err(message) = &none[0] else { panic!("{none:?}") };
+    assert!(!message.contains("timed out"), "{message}");
+    assert!(message.contains("cannot allocate all claims"), "{message}");
+    // kube's `dynamicresources_test.go` cases "timeout" (1ns: Filter's Error, even for a claim
+    // that fits, the allocator looking at its deadline before the first device) and
+    // "timeout_zero" (0: the claim is allocated).
+    let tiny = schedule_with(
+        with_filter_timeout(std::time::Duration::from_nanos(1)),
+        &snap,
+        &[with_claims("p4", &["fitting"])],
+    );
+    let Err(message) = &tiny[0] else { panic!("{tiny:?}") };
+    assert!(message.ends_with(": timed out trying to allocate devices"), "{message}");
+    let zero = schedule_with(
+        with_filter_timeout(std::time::Duration::ZERO),
+        &snap,
+        &[with_claims("p5", &["fitting"])],
+    );
+    assert!(matches!(&zero[0], Ok((node, _)) if node == "n1"), "{zero:?}");
 }
 
 #[test]
