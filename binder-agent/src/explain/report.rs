@@ -760,7 +760,7 @@ pub struct LevelReport {
 }
 
 /// A hierarchy's levels as the report lists them.
-pub fn level_reports(levels: &[placement_scheduler::engine::composite::LevelFit]) -> Vec<LevelReport> {
+pub fn level_reports(levels: &[placement_scheduler::engine::podgroup::LevelFit]) -> Vec<LevelReport> {
     levels
         .iter()
         .map(|l| {

@@ -10,7 +10,7 @@
 //! | `GenericWorkload` (beta) | off | **on** | PodGroup cycles for pods naming a PodGroup; off: they are scheduled one by one as plain pods, as kube does. On by default because the binder sends PodGroups only when the API server serves them, which takes the same gate there |
 //! | `TopologyAwareWorkloadScheduling` (alpha) | off | off | on: a group's placements are the domains of its topology key (TopologyPlacement); off: kube's default PodGroup algorithm on every node, the key ignored |
 //! | `PodGroupPreemptionPolicy` (alpha) | off | off | on: a group's preemption policy is its own field and every member must say the same; off: members must agree with each other and the group is `Never` when they say `Never` |
-//! | `CompositePodGroup` (alpha) | off | off | on (with `TopologyAwareWorkloadScheduling`): a PodGroup naming a parent CompositePodGroup is scheduled with its whole hierarchy, top-down through the levels' topology keys (`composite.rs`); off: the parent is not read |
+//! | `CompositePodGroup` (alpha) | off | off | on (with `TopologyAwareWorkloadScheduling`): a PodGroup naming a parent CompositePodGroup is scheduled with its whole hierarchy, top-down through the levels' topology keys (`podgroup/composite.rs`); off: the parent is not read |
 
 use std::sync::RwLock;
 

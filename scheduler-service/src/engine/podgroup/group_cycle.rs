@@ -1,7 +1,7 @@
 //! One PodGroup's cycle (`schedule_one_podgroup.go`'s `podGroupCycle` for a single group): its
 //! placements, each tried with its members, the best feasible one taken; the module
 //! documentation of [`super`] draws it. The pieces CompositePodGroup hierarchies reuse
-//! ([`crate::engine::composite`]) live here too, so that both read them from one place.
+//! ([`super::composite`]) live here too, so that both read them from one place.
 
 use std::collections::HashMap;
 use std::sync::Arc;
