@@ -363,6 +363,7 @@ pub struct BinderMetrics {
     pod_group_cycles: Family<ResultLabel, Counter>,
     pod_group_condition_updates: Family<ResultLabel, Counter>,
     nominations: Family<ResultLabel, Counter>,
+    claim_deallocations: Family<ResultLabel, Counter>,
     assumed_snapshots: Family<ResultLabel, Counter>,
     volume_prebinds: Family<ResultLabel, Counter>,
     volume_prebind_duration: Histogram,
@@ -410,6 +411,7 @@ impl BinderMetrics {
             pod_group_cycles: Family::default(),
             pod_group_condition_updates: Family::default(),
             nominations: Family::default(),
+            claim_deallocations: Family::default(),
             assumed_snapshots: Family::default(),
             volume_prebinds: Family::default(),
             volume_prebind_duration: Histogram::new(exponential_buckets(0.01, 2.0, 17)),
@@ -528,6 +530,12 @@ impl BinderMetrics {
             "Nominations ended, by how: victims_gone (bound to the nominated node), placed_on_retry (fit \
              when decided again), timed_out and node_gone (reservation given up), preemption_failed, cancelled",
             m.nominations.clone(),
+        );
+        r.register(
+            "binder_claim_deallocations",
+            "ResourceClaims deallocated by DynamicResources' PostFilter (an unused claim whose allocation \
+             pins its pod to nodes it cannot use), by result: deallocated or error",
+            m.claim_deallocations.clone(),
         );
         r.register(
             "binder_volume_prebinds",
@@ -730,6 +738,16 @@ impl BinderMetrics {
         self.nominations.get_or_create(&ResultLabel { result }).inc();
     }
 
+    /// Counts a claim DynamicResources' PostFilter deallocated (`deallocated`) or failed to (`error`).
+    pub fn claim_deallocation(&self, result: &'static str) {
+        self.claim_deallocations.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    /// Claims deallocated by PostFilter so far, by result.
+    pub fn claim_deallocations_total(&self, result: &'static str) -> u64 {
+        self.claim_deallocations.get_or_create(&ResultLabel { result }).get()
+    }
+
     /// Nominations ended a given way so far.
     pub fn nominations_total(&self, result: &'static str) -> u64 {
         self.nominations.get_or_create(&ResultLabel { result }).get()
@@ -806,6 +824,7 @@ mod tests {
             in_flight: 4,
             gated: 5,
             incomplete: 6,
+            held: 6,
         });
         let text = m.encode();
         for line in [

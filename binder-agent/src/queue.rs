@@ -117,6 +117,9 @@ pub struct QueueCounts {
     /// PodGroup members held because their PodGroup (or its hierarchy's root) is not there yet
     /// (kube 1.37's `incomplete` queue label, `incompletePodGroupPods`).
     pub incomplete: usize,
+    /// Of `gated` and `incomplete`: members a gang's PreEnqueue holds until their group is
+    /// complete or its wait times out (they come back to the active queue by themselves).
+    pub held: usize,
 }
 
 /// Why a gang's PreEnqueue holds a member: the queue it is counted in.
@@ -150,6 +153,9 @@ impl SchedulingQueue {
     }
 
     fn count(&mut self, place: Place, held: Option<Held>, delta: isize) {
+        if held.is_some() && matches!(place, Place::Backoff(_)) {
+            self.counts.held = self.counts.held.saturating_add_signed(delta);
+        }
         let c = match (place, held) {
             (Place::Backoff(_), Some(Held::Gated)) => &mut self.counts.gated,
             (Place::Backoff(_), Some(Held::Incomplete)) => &mut self.counts.incomplete,

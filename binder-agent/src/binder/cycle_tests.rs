@@ -989,6 +989,7 @@ async fn held_pod_group_members_count_as_kubes_incomplete_then_gated() {
     h.until("m0 held for its PodGroup", |_| h.binder.queue_counts().incomplete == 1)
         .await;
     assert_eq!(h.binder.queue_counts().gated, 0);
+    assert_eq!(h.binder.queue_counts().held, 1, "held pods are still pending work");
     assert!(
         h.metrics_text()
             .contains("scheduler_pending_pods{queue=\"incomplete\"} 1"),
@@ -1000,6 +1001,7 @@ async fn held_pod_group_members_count_as_kubes_incomplete_then_gated() {
     h.until("m0 held for minCount", |_| h.binder.queue_counts().gated == 1)
         .await;
     assert_eq!(h.binder.queue_counts().incomplete, 0);
+    assert_eq!(h.binder.queue_counts().held, 1);
     h.stop().await;
 }
 

@@ -190,7 +190,7 @@ pub(super) async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, 
             submitted: submitted.load(Ordering::Relaxed),
             bound: binder.api().bound_count(),
             unschedulable: c.unschedulable,
-            pending: c.active + c.backoff + c.in_flight,
+            pending: c.active + c.backoff + c.in_flight + c.held,
         };
         if p.bound > 0 && first_bound.is_none() {
             first_bound = Some(now);
