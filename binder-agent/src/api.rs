@@ -331,6 +331,21 @@ pub trait ClusterApi: Send + Sync + 'static {
         async move { Err(ApiError::Other(message)) }
     }
 
+    /// DynamicResources' PostFilter deallocation (kube's `deallocateOrDeletePodClaims`): the
+    /// claim's `status.allocation`, `status.reservedFor` and `status.devices` cleared in one
+    /// write of the status subresource, made from `cached` (the claim as the watch shows it) and
+    /// conditional on its uid and resourceVersion, as kube's `UpdateStatus` of its informer's
+    /// copy is: a conflict is an error, not retried. Returns the claim as the writer answered it.
+    fn deallocate_claim(
+        &self,
+        claim: &ClaimRef,
+        cached: Option<&ResourceClaim>,
+    ) -> impl Future<Output = Result<Option<ResourceClaim>, ApiError>> + Send {
+        let message = format!("cannot deallocate claim {}: not supported here", claim.key());
+        let _ = cached;
+        async move { Err(ApiError::Other(message)) }
+    }
+
     /// DynamicResources' Unreserve for one claim: the pod removed from `status.reservedFor` (a
     /// strategic-merge patch of the status deleting the entry with the pod's uid).
     fn unreserve_claim(&self, claim: &ClaimRef, pod: &PodRef) -> impl Future<Output = Result<(), ApiError>> + Send {

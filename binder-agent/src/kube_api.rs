@@ -618,6 +618,14 @@ impl ClusterApi for KubeApi {
             })
     }
 
+    async fn deallocate_claim(
+        &self,
+        claim: &ClaimRef,
+        cached: Option<&ResourceClaim>,
+    ) -> Result<Option<ResourceClaim>, ApiError> {
+        self.deallocate(claim, cached).await
+    }
+
     async fn delete_claim(&self, claim: &ClaimRef, cached: Option<&ResourceClaim>) -> Result<(), ApiError> {
         self.remove_claim(claim, cached).await
     }

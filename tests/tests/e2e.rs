@@ -52,6 +52,11 @@ mod dra_taints;
 #[path = "e2e/dra_capacity.rs"]
 mod dra_capacity;
 
+// DynamicResources' PostFilter deallocating a pinned claim, against the cluster's kube-scheduler
+// (issue 45, item 5).
+#[path = "e2e/dra_postfilter.rs"]
+mod dra_postfilter;
+
 // kube-scheduler's metric names, labels, buckets and counts against the binder's (issue 47).
 #[path = "e2e/metrics.rs"]
 mod metrics;

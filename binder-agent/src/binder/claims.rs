@@ -1,13 +1,16 @@
 //! DynamicResources' PreEnqueue in the binder: a pod whose ResourceClaims are not all there is
 //! not sent for a decision (kube-scheduler keeps such a pod out of its active queue, writing
-//! nothing), and is looked at again when a claim or the pod changes.
+//! nothing), and is looked at again when a claim or the pod changes. And its PostFilter's write:
+//! a claim whose allocation pins the pod to nodes it cannot use, deallocated.
 
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use placement_scheduler::proto;
 
+use super::failures::Failure;
 use super::Binder;
-use crate::api::ClusterApi;
+use crate::api::{ApiError, ClaimRef, ClusterApi, PodRef};
 use crate::queue::QueuedPod;
 
 impl<A: ClusterApi> Binder<A> {
@@ -68,4 +71,76 @@ pub(crate) fn missing_claim(pod: &proto::Pod, state: &crate::state::ClusterState
         }
     }
     None
+}
+
+/// DynamicResources' PostFilter message when it deallocated a claim (kube's
+/// `deallocateOrDeletePodClaims`); the decision's message carries it where kube's does.
+const DEALLOCATED: &str = "deallocation of ResourceClaim completed";
+
+impl<A: ClusterApi> Binder<A> {
+    /// A pod no node fits, whose decision names a claim DynamicResources' PostFilter
+    /// deallocates: the claim's allocation cleared (kube writes it in PostFilter, before the
+    /// failure is reported), then the failure reported. The claim's change, once the watch shows
+    /// it, moves the pod back to the active queue, and its next attempt allocates the claim
+    /// anew.
+    pub(super) fn spawn_unschedulable_deallocating(
+        &self,
+        tasks: &mut JoinSet<()>,
+        pod: PodRef,
+        claim: proto::ClaimDeallocation,
+        message: String,
+    ) {
+        let this = self.clone();
+        tasks.spawn(async move {
+            let message = this.deallocate(&pod, &claim, message).await;
+            this.report_failure(&pod, Failure::Unschedulable, &message).await
+        });
+    }
+
+    /// The deallocation alone, for a pod whose preemption goes on (its message is
+    /// DefaultPreemption's, as kube's `RunPostFilterPlugins` returns it).
+    pub(super) fn spawn_deallocation(&self, tasks: &mut JoinSet<()>, pod: PodRef, claim: proto::ClaimDeallocation) {
+        let this = self.clone();
+        tasks.spawn(async move {
+            this.deallocate(&pod, &claim, String::new()).await;
+        });
+    }
+
+    /// Writes the deallocation from the claim the watch shows; returns the pod's message: as
+    /// decided, or, when the write failed, with kube's PostFilter part replaced by the error (kube's
+    /// PostFilter returns the error status, whose message becomes the FitError's `PostFilterMsg`,
+    /// and DefaultPreemption does not run).
+    async fn deallocate(&self, pod: &PodRef, d: &proto::ClaimDeallocation, message: String) -> String {
+        let s = &self.shared;
+        if !*s.leader.borrow() {
+            // A binder that does not lead writes nothing; the failure report waits for the lease.
+            return message;
+        }
+        let claim = ClaimRef {
+            namespace: d.claim_namespace.clone(),
+            name: d.claim_name.clone(),
+            uid: d.claim_uid.clone(),
+        };
+        let cached = s.claims.claim(&claim.key());
+        self.rate_limit().await;
+        match s.api.deallocate_claim(&claim, cached.as_deref()).await {
+            Ok(answered) => {
+                tracing::info!(pod = %pod.key(), claim = %claim.key(), "deallocated ResourceClaim (DynamicResources PostFilter)");
+                if let Some(c) = answered {
+                    s.claims.assume(c);
+                }
+                s.metrics.claim_deallocation("deallocated");
+                message
+            }
+            Err(e) => {
+                let (ApiError::Conflict(m) | ApiError::NotFound(m) | ApiError::Other(m)) = e;
+                tracing::warn!(pod = %pod.key(), claim = %claim.key(), error = %m, "deallocating a ResourceClaim failed");
+                s.metrics.claim_deallocation("error");
+                match message.find(DEALLOCATED) {
+                    Some(at) => format!("{}{m}", &message[..at]),
+                    None => message,
+                }
+            }
+        }
+    }
 }

@@ -662,16 +662,25 @@ impl<A: ClusterApi> Binder<A> {
                 s.metrics.attempt(policy, "error", qp.popped_at.elapsed());
                 self.spawn_scheduler_error(tasks, pod_ref(&qp.info.spec), u.message);
             }
-            Some(Outcome::Unschedulable(u)) if !u.nominated_node_name.is_empty() => {
+            Some(Outcome::Unschedulable(mut u)) if !u.nominated_node_name.is_empty() => {
+                if let Some(claim) = u.deallocate_claim.take() {
+                    // kube's DynamicResources PostFilter wrote it before DefaultPreemption ran.
+                    self.spawn_deallocation(tasks, pod_ref(&qp.info.spec), claim);
+                }
                 s.metrics.attempt(policy, "unschedulable", qp.popped_at.elapsed());
                 s.experiments.unschedulable(route);
                 self.start_preemption(tasks, qp, u, bind(Vec::new(), Vec::new()));
             }
-            Some(Outcome::Unschedulable(u)) => {
+            Some(Outcome::Unschedulable(mut u)) => {
                 s.queue.lock().unschedulable(&qp.info.spec.uid, now);
                 s.metrics.attempt(policy, "unschedulable", qp.popped_at.elapsed());
                 s.experiments.unschedulable(route);
-                self.spawn_unschedulable(tasks, pod_ref(&qp.info.spec), u.message);
+                match u.deallocate_claim.take() {
+                    Some(claim) => {
+                        self.spawn_unschedulable_deallocating(tasks, pod_ref(&qp.info.spec), claim, u.message)
+                    }
+                    None => self.spawn_unschedulable(tasks, pod_ref(&qp.info.spec), u.message),
+                }
             }
             None => {
                 s.queue.lock().backoff(&qp.info.spec.uid, now);

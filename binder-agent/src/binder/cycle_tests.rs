@@ -57,6 +57,8 @@ struct RecordingApi {
     fail_extended_status: Arc<std::sync::atomic::AtomicBool>,
     /// Bindings fail (a server error) while set.
     fail_binds: Arc<std::sync::atomic::AtomicBool>,
+    /// Claim deallocations fail (a conflict) while set.
+    fail_deallocations: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl RecordingApi {
@@ -179,6 +181,31 @@ impl ClusterApi for RecordingApi {
         async { Ok(()) }
     }
 
+    fn deallocate_claim(
+        &self,
+        claim: &crate::api::ClaimRef,
+        _cached: Option<&k8s_openapi::api::resource::v1::ResourceClaim>,
+    ) -> impl Future<Output = Result<Option<k8s_openapi::api::resource::v1::ResourceClaim>, ApiError>> + Send {
+        // With how many failures were reported when it was written.
+        let reported: usize = self.written.lock().values().map(|w| w.unschedulable.len()).sum();
+        self.writes.lock().push((
+            "deallocate",
+            format!("{} {}/{} reported={reported}", claim.uid, claim.namespace, claim.name),
+        ));
+        let fail = self.fail_deallocations.load(std::sync::atomic::Ordering::Relaxed);
+        let message = format!(
+            "Operation cannot be fulfilled on resourceclaims.resource.k8s.io \"{}\": the object has been modified; please apply your changes to the latest version and try again",
+            claim.name
+        );
+        async move {
+            if fail {
+                Err(ApiError::Conflict(message))
+            } else {
+                Ok(None)
+            }
+        }
+    }
+
     fn clear_nomination(&self, pod: &PodRef) -> impl Future<Output = Result<(), ApiError>> + Send {
         self.with(pod, |w| w.nominated = None);
         async { Ok(()) }
@@ -203,6 +230,8 @@ enum Answer {
     /// Placed on the node with a special claim for extended resources backed by DRA.
     NodeExtended(&'static str),
     Unschedulable(&'static str),
+    /// Unschedulable, DynamicResources' PostFilter deallocating the pod's claim of this name.
+    UnschedulableDeallocating(&'static str, &'static str),
     Nominate {
         node: &'static str,
         victims: &'static [&'static str],
@@ -295,6 +324,15 @@ impl PlacementService for ScriptedReplica {
                 }
                 Answer::Unschedulable(message) => Some(Outcome::Unschedulable(proto::Unschedulable {
                     message: message.into(),
+                    ..Default::default()
+                })),
+                Answer::UnschedulableDeallocating(message, claim) => Some(Outcome::Unschedulable(proto::Unschedulable {
+                    message: message.into(),
+                    deallocate_claim: Some(proto::ClaimDeallocation {
+                        claim_namespace: pod.namespace.clone(),
+                        claim_name: claim.into(),
+                        claim_uid: format!("uid-{claim}"),
+                    }),
                     ..Default::default()
                 })),
                 Answer::Nominate { node, victims } => Some(Outcome::Unschedulable(proto::Unschedulable {
@@ -1112,6 +1150,62 @@ async fn a_failed_prebind_of_the_extended_claim_deletes_it_and_reports_kubes_err
         .store(false, std::sync::atomic::Ordering::Relaxed);
     h.until("g bound on a later attempt", |api| api.of("g").bound_to.is_some())
         .await;
+    h.stop().await;
+}
+
+/// DynamicResources' PostFilter: a decision naming a claim to deallocate has it written (the
+/// claim's uid the precondition) before the pod's failure is reported, with the decision's
+/// message; kube's PostFilter writes it inside the scheduling cycle.
+#[tokio::test]
+async fn a_claim_post_filter_deallocates_is_written_before_the_failure_is_reported() {
+    const MESSAGE: &str = "0/2 nodes are available: 1 Insufficient cpu, 1 resourceclaim not available on the node. \
+                           deallocation of ResourceClaim completed, preemption: 0/2 nodes are available: \
+                           2 No preemption victims found for incoming pod.";
+    let replica = ScriptedReplica::default();
+    replica.script("d", &[Answer::UnschedulableDeallocating(MESSAGE, "gpu")]);
+    let h = Harness::start(&replica).await;
+    h.binder.handle(ClusterEvent::PodApplied(pod("d", "")));
+    h.until("d reported", |api| !api.of("d").unschedulable.is_empty()).await;
+    assert_eq!(
+        h.api.writes.lock().clone(),
+        [("deallocate", "uid-gpu ns/gpu reported=0".to_string())]
+    );
+    assert_eq!(h.api.of("d").unschedulable, [MESSAGE]);
+    assert!(h
+        .metrics_text()
+        .contains("binder_claim_deallocations_total{result=\"deallocated\"} 1"));
+    h.stop().await;
+}
+
+/// A deallocation the API server refuses: kube's PostFilter returns the error, which stands as
+/// the message's PostFilter part (DefaultPreemption does not run); the pod is still unschedulable.
+#[tokio::test]
+async fn a_refused_deallocation_puts_the_error_where_kube_puts_it() {
+    let replica = ScriptedReplica::default();
+    replica.script(
+        "d",
+        &[Answer::UnschedulableDeallocating(
+            "0/1 nodes are available: 1 resourceclaim not available on the node. deallocation of ResourceClaim completed, preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+            "gpu",
+        )],
+    );
+    let h = Harness::start(&replica).await;
+    h.api
+        .fail_deallocations
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    h.binder.handle(ClusterEvent::PodApplied(pod("d", "")));
+    h.until("d reported", |api| !api.of("d").unschedulable.is_empty()).await;
+    assert_eq!(
+        h.api.of("d").unschedulable,
+        [
+            "0/1 nodes are available: 1 resourceclaim not available on the node. Operation cannot be fulfilled on \
+          resourceclaims.resource.k8s.io \"gpu\": the object has been modified; please apply your changes to the \
+          latest version and try again"
+        ]
+    );
+    assert!(h
+        .metrics_text()
+        .contains("binder_claim_deallocations_total{result=\"error\"} 1"));
     h.stop().await;
 }
 

@@ -171,6 +171,36 @@ impl KubeApi {
             .map_err(|e| refused(e, &what))
     }
 
+    /// [`crate::api::ClusterApi::deallocate_claim`]: kube's PostFilter `UpdateStatus` of the
+    /// informer's copy with `allocation`, `reservedFor` and `devices` cleared; a merge patch of the
+    /// status conditional on the uid and resourceVersion the watch showed (read once when the
+    /// watch has none). Not retried: kube's PostFilter returns the error.
+    pub(super) async fn deallocate(
+        &self,
+        claim: &ClaimRef,
+        cached: Option<&ResourceClaim>,
+    ) -> Result<Option<ResourceClaim>, ApiError> {
+        let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &claim.namespace);
+        let current = match cached {
+            Some(c) => c.clone(),
+            None => self.fetched(claims.get(&claim.name)).await?,
+        };
+        let mut metadata = json!({"resourceVersion": current.metadata.resource_version});
+        let uid = current.metadata.uid.clone().filter(|_| claim.uid.is_empty());
+        metadata["uid"] = json!(if claim.uid.is_empty() {
+            uid
+        } else {
+            Some(claim.uid.clone())
+        });
+        let patch = json!({
+            "metadata": metadata,
+            "status": {"allocation": Value::Null, "reservedFor": Value::Null, "devices": Value::Null},
+        });
+        self.fetched(claims.patch_status(&claim.name, &PatchParams::default(), &Patch::Merge(patch)))
+            .await
+            .map(Some)
+    }
+
     /// [`crate::api::ClusterApi::delete_claim`]: kube's `deleteClaim`, its finalizer removed from
     /// `cached` (the claim as PreBind last wrote it) with no read.
     pub(super) async fn remove_claim(&self, claim: &ClaimRef, cached: Option<&ResourceClaim>) -> Result<(), ApiError> {

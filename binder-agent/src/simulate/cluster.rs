@@ -724,6 +724,26 @@ impl ClusterApi for SimCluster {
         Ok(())
     }
 
+    /// The claim's allocation and reservations cleared (DynamicResources' PostFilter).
+    async fn deallocate_claim(
+        &self,
+        claim: &ClaimRef,
+        _cached: Option<&ResourceClaim>,
+    ) -> Result<Option<ResourceClaim>, ApiError> {
+        let mut s = self.store.lock();
+        let mut c = Self::resource_claim_of(&s, claim)?;
+        if !claim.uid.is_empty() && c.uid != claim.uid {
+            return Err(ApiError::Conflict(format!(
+                "Precondition failed: UID in precondition: {}, UID in object meta: {}",
+                claim.uid, c.uid
+            )));
+        }
+        c.reserved_for.clear();
+        c.allocation = None;
+        self.update_resource_claim(&mut s, c);
+        Ok(None)
+    }
+
     /// The pod taken out of the claim's `reservedFor` (the binder's Unreserve).
     async fn unreserve_claim(&self, claim: &ClaimRef, pod: &PodRef) -> Result<(), ApiError> {
         let mut s = self.store.lock();

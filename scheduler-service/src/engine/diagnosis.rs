@@ -167,6 +167,9 @@ pub struct Diagnosis {
     pub post_filter: String,
     /// Where preemption would make room, and whom it would evict.
     pub nomination: Option<Nomination>,
+    /// The claim DynamicResources' PostFilter deallocates (an unused claim whose allocation pins
+    /// the pod to nodes it cannot use), which the caller writes.
+    pub deallocate: Option<crate::engine::plugins::dynamicresources::ClaimDeallocation>,
     /// Set when the pod's gang could not be placed whole: why.
     pub gang: Option<GangFailure>,
     /// Set when scheduling failed with an error rather than for want of a node (an extender that

@@ -32,6 +32,7 @@ use super::batch_usage::BatchUsage;
 use super::framework::{filter_node, Diagnosis, Nomination};
 use super::model::PodSpec;
 use super::plan::{PodPlan, TopoState};
+use super::plugins::dynamicresources::{DEALLOCATED, NOT_AVAILABLE};
 use super::profile::Profile;
 use super::snapshot::{BoundPod, Snapshot};
 
@@ -107,6 +108,37 @@ pub(super) fn post_filter(
         diag.post_filter = POST_FILTER_STATE_NOT_FOUND.to_string();
         return;
     }
+    // DynamicResources' PostFilter (`dynamicresources.go`): an unused allocated claim that
+    // Filter found unavailable on some node is deallocated, and the plugin returns Unschedulable
+    // with "deallocation of ResourceClaim completed". `RunPostFilterPlugins` then runs
+    // DefaultPreemption: when it succeeds its status alone is returned (the deallocation is not
+    // in the message); otherwise the statuses' reasons are joined with ", ".
+    let filter_found_unavailable = diag
+        .reasons
+        .keys()
+        .any(|r| matches!(r, super::diagnosis::Reason::DynamicResources(m) if &**m == NOT_AVAILABLE));
+    if profile.dynamic_resources && filter_found_unavailable {
+        diag.deallocate = plan
+            .devices
+            .as_ref()
+            .and_then(|d| d.post_filter(pod, snapshot.nodes().iter().map(|n| &*n.spec)));
+    }
+    default_preemption(profile, snapshot, plan, pod, usage, diag, potential);
+    if diag.deallocate.is_some() && diag.nomination.is_none() {
+        diag.post_filter = format!("{DEALLOCATED}, {}", diag.post_filter);
+    }
+}
+
+/// DefaultPreemption's PostFilter (`defaultpreemption/default_preemption.go`).
+fn default_preemption(
+    profile: &Profile,
+    snapshot: &Snapshot,
+    plan: &PodPlan<'_>,
+    pod: &PodSpec,
+    usage: &BatchUsage<'_>,
+    diag: &mut Diagnosis,
+    potential: Vec<usize>,
+) {
     if pod.preemption_policy == PreemptionPolicy::Never {
         diag.post_filter = "preemption: not eligible due to preemptionPolicy=Never.".to_string();
         return;

@@ -855,6 +855,11 @@ impl PlacementApi {
                                     .unwrap_or_default(),
                                 gang: diag.gang.as_ref().map(|g| g.gang.to_string()).unwrap_or_default(),
                                 error: diag.error.is_some(),
+                                deallocate_claim: diag.deallocate.as_ref().map(|c| proto::ClaimDeallocation {
+                                    claim_namespace: c.namespace.clone(),
+                                    claim_name: c.name.clone(),
+                                    claim_uid: c.uid.clone(),
+                                }),
                             })),
                             score: 0,
                             feasible_nodes: 0,

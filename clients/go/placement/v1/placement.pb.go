@@ -2198,9 +2198,16 @@ type Unschedulable struct {
 	// scheduler extender that is not ignorable failed. The message is
 	// kube-scheduler's error text; kube-scheduler gives the pod the condition reason
 	// "SchedulerError" and retries it with backoff (no nomination, no reasons).
-	Error         bool `protobuf:"varint,6,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Error bool `protobuf:"varint,6,opt,name=error,proto3" json:"error,omitempty"`
+	// Set when kube-scheduler's DynamicResources PostFilter would deallocate one of the
+	// pod's claims: allocated, reserved for no pod (or for this pod alone), and pinned by
+	// its allocation's node selector to nodes the pod cannot use. The caller clears the
+	// claim's status.allocation, status.reservedFor and status.devices in one status
+	// update (kube's UpdateStatus), so that the pod's next attempt allocates it elsewhere;
+	// the message then includes "deallocation of ResourceClaim completed" as kube's does.
+	DeallocateClaim *ClaimDeallocation `protobuf:"bytes,7,opt,name=deallocate_claim,json=deallocateClaim,proto3" json:"deallocate_claim,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Unschedulable) Reset() {
@@ -2275,6 +2282,77 @@ func (x *Unschedulable) GetError() bool {
 	return false
 }
 
+func (x *Unschedulable) GetDeallocateClaim() *ClaimDeallocation {
+	if x != nil {
+		return x.DeallocateClaim
+	}
+	return nil
+}
+
+// ClaimDeallocation names a ResourceClaim whose allocation the caller clears.
+type ClaimDeallocation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The claim's namespace.
+	ClaimNamespace string `protobuf:"bytes,1,opt,name=claim_namespace,json=claimNamespace,proto3" json:"claim_namespace,omitempty"`
+	// The claim's name.
+	ClaimName string `protobuf:"bytes,2,opt,name=claim_name,json=claimName,proto3" json:"claim_name,omitempty"`
+	// The claim's uid, as the snapshot had it (a precondition of the update).
+	ClaimUid      string `protobuf:"bytes,3,opt,name=claim_uid,json=claimUid,proto3" json:"claim_uid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimDeallocation) Reset() {
+	*x = ClaimDeallocation{}
+	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimDeallocation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimDeallocation) ProtoMessage() {}
+
+func (x *ClaimDeallocation) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimDeallocation.ProtoReflect.Descriptor instead.
+func (*ClaimDeallocation) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ClaimDeallocation) GetClaimNamespace() string {
+	if x != nil {
+		return x.ClaimNamespace
+	}
+	return ""
+}
+
+func (x *ClaimDeallocation) GetClaimName() string {
+	if x != nil {
+		return x.ClaimName
+	}
+	return ""
+}
+
+func (x *ClaimDeallocation) GetClaimUid() string {
+	if x != nil {
+		return x.ClaimUid
+	}
+	return ""
+}
+
 // ListPoliciesRequest takes no arguments.
 type ListPoliciesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2284,7 +2362,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	mi := &file_placement_v1_placement_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2296,7 +2374,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[22]
+	mi := &file_placement_v1_placement_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2309,7 +2387,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{22}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{23}
 }
 
 // ListPoliciesResponse lists the policies of this replica.
@@ -2325,7 +2403,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_placement_v1_placement_proto_msgTypes[23]
+	mi := &file_placement_v1_placement_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2337,7 +2415,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[23]
+	mi := &file_placement_v1_placement_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2350,7 +2428,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{23}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*PolicyInfo {
@@ -2395,7 +2473,7 @@ type PolicyInfo struct {
 
 func (x *PolicyInfo) Reset() {
 	*x = PolicyInfo{}
-	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	mi := &file_placement_v1_placement_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2407,7 +2485,7 @@ func (x *PolicyInfo) String() string {
 func (*PolicyInfo) ProtoMessage() {}
 
 func (x *PolicyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[24]
+	mi := &file_placement_v1_placement_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2420,7 +2498,7 @@ func (x *PolicyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyInfo.ProtoReflect.Descriptor instead.
 func (*PolicyInfo) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{24}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PolicyInfo) GetName() string {
@@ -2501,7 +2579,7 @@ type FilterRule struct {
 
 func (x *FilterRule) Reset() {
 	*x = FilterRule{}
-	mi := &file_placement_v1_placement_proto_msgTypes[25]
+	mi := &file_placement_v1_placement_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2513,7 +2591,7 @@ func (x *FilterRule) String() string {
 func (*FilterRule) ProtoMessage() {}
 
 func (x *FilterRule) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[25]
+	mi := &file_placement_v1_placement_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2526,7 +2604,7 @@ func (x *FilterRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterRule.ProtoReflect.Descriptor instead.
 func (*FilterRule) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{25}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FilterRule) GetName() string {
@@ -2565,7 +2643,7 @@ type ScoreRule struct {
 
 func (x *ScoreRule) Reset() {
 	*x = ScoreRule{}
-	mi := &file_placement_v1_placement_proto_msgTypes[26]
+	mi := &file_placement_v1_placement_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2577,7 +2655,7 @@ func (x *ScoreRule) String() string {
 func (*ScoreRule) ProtoMessage() {}
 
 func (x *ScoreRule) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[26]
+	mi := &file_placement_v1_placement_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2590,7 +2668,7 @@ func (x *ScoreRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScoreRule.ProtoReflect.Descriptor instead.
 func (*ScoreRule) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{26}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ScoreRule) GetName() string {
@@ -2627,7 +2705,7 @@ type PluginWeight struct {
 
 func (x *PluginWeight) Reset() {
 	*x = PluginWeight{}
-	mi := &file_placement_v1_placement_proto_msgTypes[27]
+	mi := &file_placement_v1_placement_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2639,7 +2717,7 @@ func (x *PluginWeight) String() string {
 func (*PluginWeight) ProtoMessage() {}
 
 func (x *PluginWeight) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[27]
+	mi := &file_placement_v1_placement_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2652,7 +2730,7 @@ func (x *PluginWeight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PluginWeight.ProtoReflect.Descriptor instead.
 func (*PluginWeight) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{27}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PluginWeight) GetPlugin() string {
@@ -2758,7 +2836,7 @@ type Pod struct {
 
 func (x *Pod) Reset() {
 	*x = Pod{}
-	mi := &file_placement_v1_placement_proto_msgTypes[28]
+	mi := &file_placement_v1_placement_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2770,7 +2848,7 @@ func (x *Pod) String() string {
 func (*Pod) ProtoMessage() {}
 
 func (x *Pod) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[28]
+	mi := &file_placement_v1_placement_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2783,7 +2861,7 @@ func (x *Pod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pod.ProtoReflect.Descriptor instead.
 func (*Pod) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{28}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Pod) GetUid() string {
@@ -3010,7 +3088,7 @@ type PodResourceClaim struct {
 
 func (x *PodResourceClaim) Reset() {
 	*x = PodResourceClaim{}
-	mi := &file_placement_v1_placement_proto_msgTypes[29]
+	mi := &file_placement_v1_placement_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3022,7 +3100,7 @@ func (x *PodResourceClaim) String() string {
 func (*PodResourceClaim) ProtoMessage() {}
 
 func (x *PodResourceClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[29]
+	mi := &file_placement_v1_placement_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3035,7 +3113,7 @@ func (x *PodResourceClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodResourceClaim.ProtoReflect.Descriptor instead.
 func (*PodResourceClaim) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{29}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PodResourceClaim) GetName() string {
@@ -3100,7 +3178,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_placement_v1_placement_proto_msgTypes[30]
+	mi := &file_placement_v1_placement_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3112,7 +3190,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[30]
+	mi := &file_placement_v1_placement_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3125,7 +3203,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{30}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Volume) GetName() string {
@@ -3255,7 +3333,7 @@ type PersistentVolumeClaim struct {
 
 func (x *PersistentVolumeClaim) Reset() {
 	*x = PersistentVolumeClaim{}
-	mi := &file_placement_v1_placement_proto_msgTypes[31]
+	mi := &file_placement_v1_placement_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3267,7 +3345,7 @@ func (x *PersistentVolumeClaim) String() string {
 func (*PersistentVolumeClaim) ProtoMessage() {}
 
 func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[31]
+	mi := &file_placement_v1_placement_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3280,7 +3358,7 @@ func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeClaim.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaim) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{31}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PersistentVolumeClaim) GetNamespace() string {
@@ -3434,7 +3512,7 @@ type PersistentVolume struct {
 
 func (x *PersistentVolume) Reset() {
 	*x = PersistentVolume{}
-	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	mi := &file_placement_v1_placement_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3446,7 +3524,7 @@ func (x *PersistentVolume) String() string {
 func (*PersistentVolume) ProtoMessage() {}
 
 func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[32]
+	mi := &file_placement_v1_placement_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3459,7 +3537,7 @@ func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolume.ProtoReflect.Descriptor instead.
 func (*PersistentVolume) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{32}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PersistentVolume) GetName() string {
@@ -3568,7 +3646,7 @@ type VolumeClaimRef struct {
 
 func (x *VolumeClaimRef) Reset() {
 	*x = VolumeClaimRef{}
-	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	mi := &file_placement_v1_placement_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3580,7 +3658,7 @@ func (x *VolumeClaimRef) String() string {
 func (*VolumeClaimRef) ProtoMessage() {}
 
 func (x *VolumeClaimRef) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[33]
+	mi := &file_placement_v1_placement_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3593,7 +3671,7 @@ func (x *VolumeClaimRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeClaimRef.ProtoReflect.Descriptor instead.
 func (*VolumeClaimRef) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{33}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *VolumeClaimRef) GetNamespace() string {
@@ -3637,7 +3715,7 @@ type StorageClass struct {
 
 func (x *StorageClass) Reset() {
 	*x = StorageClass{}
-	mi := &file_placement_v1_placement_proto_msgTypes[34]
+	mi := &file_placement_v1_placement_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3649,7 +3727,7 @@ func (x *StorageClass) String() string {
 func (*StorageClass) ProtoMessage() {}
 
 func (x *StorageClass) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[34]
+	mi := &file_placement_v1_placement_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3662,7 +3740,7 @@ func (x *StorageClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
 func (*StorageClass) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{34}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StorageClass) GetName() string {
@@ -3705,7 +3783,7 @@ type TopologySelectorTerm struct {
 
 func (x *TopologySelectorTerm) Reset() {
 	*x = TopologySelectorTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[35]
+	mi := &file_placement_v1_placement_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3717,7 +3795,7 @@ func (x *TopologySelectorTerm) String() string {
 func (*TopologySelectorTerm) ProtoMessage() {}
 
 func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[35]
+	mi := &file_placement_v1_placement_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3730,7 +3808,7 @@ func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySelectorTerm.ProtoReflect.Descriptor instead.
 func (*TopologySelectorTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{35}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TopologySelectorTerm) GetMatchLabelExpressions() []*TopologySelectorRequirement {
@@ -3753,7 +3831,7 @@ type TopologySelectorRequirement struct {
 
 func (x *TopologySelectorRequirement) Reset() {
 	*x = TopologySelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[36]
+	mi := &file_placement_v1_placement_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3765,7 +3843,7 @@ func (x *TopologySelectorRequirement) String() string {
 func (*TopologySelectorRequirement) ProtoMessage() {}
 
 func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[36]
+	mi := &file_placement_v1_placement_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3778,7 +3856,7 @@ func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySelectorRequirement.ProtoReflect.Descriptor instead.
 func (*TopologySelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{36}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TopologySelectorRequirement) GetKey() string {
@@ -3808,7 +3886,7 @@ type CsiNode struct {
 
 func (x *CsiNode) Reset() {
 	*x = CsiNode{}
-	mi := &file_placement_v1_placement_proto_msgTypes[37]
+	mi := &file_placement_v1_placement_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3820,7 +3898,7 @@ func (x *CsiNode) String() string {
 func (*CsiNode) ProtoMessage() {}
 
 func (x *CsiNode) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[37]
+	mi := &file_placement_v1_placement_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3833,7 +3911,7 @@ func (x *CsiNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiNode.ProtoReflect.Descriptor instead.
 func (*CsiNode) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{37}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CsiNode) GetName() string {
@@ -3864,7 +3942,7 @@ type CsiNodeDriver struct {
 
 func (x *CsiNodeDriver) Reset() {
 	*x = CsiNodeDriver{}
-	mi := &file_placement_v1_placement_proto_msgTypes[38]
+	mi := &file_placement_v1_placement_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3876,7 +3954,7 @@ func (x *CsiNodeDriver) String() string {
 func (*CsiNodeDriver) ProtoMessage() {}
 
 func (x *CsiNodeDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[38]
+	mi := &file_placement_v1_placement_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3889,7 +3967,7 @@ func (x *CsiNodeDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiNodeDriver.ProtoReflect.Descriptor instead.
 func (*CsiNodeDriver) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{38}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CsiNodeDriver) GetName() string {
@@ -3923,7 +4001,7 @@ type CsiDriver struct {
 
 func (x *CsiDriver) Reset() {
 	*x = CsiDriver{}
-	mi := &file_placement_v1_placement_proto_msgTypes[39]
+	mi := &file_placement_v1_placement_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3935,7 +4013,7 @@ func (x *CsiDriver) String() string {
 func (*CsiDriver) ProtoMessage() {}
 
 func (x *CsiDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[39]
+	mi := &file_placement_v1_placement_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3948,7 +4026,7 @@ func (x *CsiDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiDriver.ProtoReflect.Descriptor instead.
 func (*CsiDriver) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{39}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CsiDriver) GetName() string {
@@ -3995,7 +4073,7 @@ type CsiStorageCapacity struct {
 
 func (x *CsiStorageCapacity) Reset() {
 	*x = CsiStorageCapacity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[40]
+	mi := &file_placement_v1_placement_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4007,7 +4085,7 @@ func (x *CsiStorageCapacity) String() string {
 func (*CsiStorageCapacity) ProtoMessage() {}
 
 func (x *CsiStorageCapacity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[40]
+	mi := &file_placement_v1_placement_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4020,7 +4098,7 @@ func (x *CsiStorageCapacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CsiStorageCapacity.ProtoReflect.Descriptor instead.
 func (*CsiStorageCapacity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{40}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CsiStorageCapacity) GetNamespace() string {
@@ -4079,7 +4157,7 @@ type PodAffinity struct {
 
 func (x *PodAffinity) Reset() {
 	*x = PodAffinity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[41]
+	mi := &file_placement_v1_placement_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4091,7 +4169,7 @@ func (x *PodAffinity) String() string {
 func (*PodAffinity) ProtoMessage() {}
 
 func (x *PodAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[41]
+	mi := &file_placement_v1_placement_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4104,7 +4182,7 @@ func (x *PodAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodAffinity.ProtoReflect.Descriptor instead.
 func (*PodAffinity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{41}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PodAffinity) GetRequired() []*PodAffinityTerm {
@@ -4139,7 +4217,7 @@ type PodAffinityTerm struct {
 
 func (x *PodAffinityTerm) Reset() {
 	*x = PodAffinityTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[42]
+	mi := &file_placement_v1_placement_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4151,7 +4229,7 @@ func (x *PodAffinityTerm) String() string {
 func (*PodAffinityTerm) ProtoMessage() {}
 
 func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[42]
+	mi := &file_placement_v1_placement_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4164,7 +4242,7 @@ func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodAffinityTerm.ProtoReflect.Descriptor instead.
 func (*PodAffinityTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{42}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PodAffinityTerm) GetLabelSelector() *LabelSelector {
@@ -4208,7 +4286,7 @@ type WeightedPodAffinityTerm struct {
 
 func (x *WeightedPodAffinityTerm) Reset() {
 	*x = WeightedPodAffinityTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[43]
+	mi := &file_placement_v1_placement_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4220,7 +4298,7 @@ func (x *WeightedPodAffinityTerm) String() string {
 func (*WeightedPodAffinityTerm) ProtoMessage() {}
 
 func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[43]
+	mi := &file_placement_v1_placement_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4233,7 +4311,7 @@ func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedPodAffinityTerm.ProtoReflect.Descriptor instead.
 func (*WeightedPodAffinityTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{43}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WeightedPodAffinityTerm) GetWeight() int32 {
@@ -4266,7 +4344,7 @@ type Gang struct {
 
 func (x *Gang) Reset() {
 	*x = Gang{}
-	mi := &file_placement_v1_placement_proto_msgTypes[44]
+	mi := &file_placement_v1_placement_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4278,7 +4356,7 @@ func (x *Gang) String() string {
 func (*Gang) ProtoMessage() {}
 
 func (x *Gang) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[44]
+	mi := &file_placement_v1_placement_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4291,7 +4369,7 @@ func (x *Gang) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gang.ProtoReflect.Descriptor instead.
 func (*Gang) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{44}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Gang) GetName() string {
@@ -4349,7 +4427,7 @@ type PodGroup struct {
 
 func (x *PodGroup) Reset() {
 	*x = PodGroup{}
-	mi := &file_placement_v1_placement_proto_msgTypes[45]
+	mi := &file_placement_v1_placement_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4361,7 +4439,7 @@ func (x *PodGroup) String() string {
 func (*PodGroup) ProtoMessage() {}
 
 func (x *PodGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[45]
+	mi := &file_placement_v1_placement_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4374,7 +4452,7 @@ func (x *PodGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodGroup.ProtoReflect.Descriptor instead.
 func (*PodGroup) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{45}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PodGroup) GetNamespace() string {
@@ -4498,7 +4576,7 @@ type CompositePodGroup struct {
 
 func (x *CompositePodGroup) Reset() {
 	*x = CompositePodGroup{}
-	mi := &file_placement_v1_placement_proto_msgTypes[46]
+	mi := &file_placement_v1_placement_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4510,7 +4588,7 @@ func (x *CompositePodGroup) String() string {
 func (*CompositePodGroup) ProtoMessage() {}
 
 func (x *CompositePodGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[46]
+	mi := &file_placement_v1_placement_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4523,7 +4601,7 @@ func (x *CompositePodGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompositePodGroup.ProtoReflect.Descriptor instead.
 func (*CompositePodGroup) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{46}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CompositePodGroup) GetNamespace() string {
@@ -4593,7 +4671,7 @@ type GangSchedulingPolicy struct {
 
 func (x *GangSchedulingPolicy) Reset() {
 	*x = GangSchedulingPolicy{}
-	mi := &file_placement_v1_placement_proto_msgTypes[47]
+	mi := &file_placement_v1_placement_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4605,7 +4683,7 @@ func (x *GangSchedulingPolicy) String() string {
 func (*GangSchedulingPolicy) ProtoMessage() {}
 
 func (x *GangSchedulingPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[47]
+	mi := &file_placement_v1_placement_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4618,7 +4696,7 @@ func (x *GangSchedulingPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GangSchedulingPolicy.ProtoReflect.Descriptor instead.
 func (*GangSchedulingPolicy) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{47}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GangSchedulingPolicy) GetMinCount() int32 {
@@ -4641,7 +4719,7 @@ type WorkloadReference struct {
 
 func (x *WorkloadReference) Reset() {
 	*x = WorkloadReference{}
-	mi := &file_placement_v1_placement_proto_msgTypes[48]
+	mi := &file_placement_v1_placement_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4653,7 +4731,7 @@ func (x *WorkloadReference) String() string {
 func (*WorkloadReference) ProtoMessage() {}
 
 func (x *WorkloadReference) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[48]
+	mi := &file_placement_v1_placement_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4666,7 +4744,7 @@ func (x *WorkloadReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadReference.ProtoReflect.Descriptor instead.
 func (*WorkloadReference) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{48}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *WorkloadReference) GetWorkloadName() string {
@@ -4707,7 +4785,7 @@ type PodDisruptionBudget struct {
 
 func (x *PodDisruptionBudget) Reset() {
 	*x = PodDisruptionBudget{}
-	mi := &file_placement_v1_placement_proto_msgTypes[49]
+	mi := &file_placement_v1_placement_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4719,7 +4797,7 @@ func (x *PodDisruptionBudget) String() string {
 func (*PodDisruptionBudget) ProtoMessage() {}
 
 func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[49]
+	mi := &file_placement_v1_placement_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4732,7 +4810,7 @@ func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodDisruptionBudget.ProtoReflect.Descriptor instead.
 func (*PodDisruptionBudget) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{49}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PodDisruptionBudget) GetNamespace() string {
@@ -4783,7 +4861,7 @@ type LabelSelector struct {
 
 func (x *LabelSelector) Reset() {
 	*x = LabelSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[50]
+	mi := &file_placement_v1_placement_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4795,7 +4873,7 @@ func (x *LabelSelector) String() string {
 func (*LabelSelector) ProtoMessage() {}
 
 func (x *LabelSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[50]
+	mi := &file_placement_v1_placement_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4808,7 +4886,7 @@ func (x *LabelSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelector.ProtoReflect.Descriptor instead.
 func (*LabelSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{50}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *LabelSelector) GetMatchLabels() map[string]string {
@@ -4840,7 +4918,7 @@ type LabelSelectorRequirement struct {
 
 func (x *LabelSelectorRequirement) Reset() {
 	*x = LabelSelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[51]
+	mi := &file_placement_v1_placement_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4852,7 +4930,7 @@ func (x *LabelSelectorRequirement) String() string {
 func (*LabelSelectorRequirement) ProtoMessage() {}
 
 func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[51]
+	mi := &file_placement_v1_placement_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4865,7 +4943,7 @@ func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*LabelSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{51}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *LabelSelectorRequirement) GetKey() string {
@@ -4914,7 +4992,7 @@ type TopologySpreadConstraint struct {
 
 func (x *TopologySpreadConstraint) Reset() {
 	*x = TopologySpreadConstraint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[52]
+	mi := &file_placement_v1_placement_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4926,7 +5004,7 @@ func (x *TopologySpreadConstraint) String() string {
 func (*TopologySpreadConstraint) ProtoMessage() {}
 
 func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[52]
+	mi := &file_placement_v1_placement_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4939,7 +5017,7 @@ func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySpreadConstraint.ProtoReflect.Descriptor instead.
 func (*TopologySpreadConstraint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{52}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *TopologySpreadConstraint) GetMaxSkew() int32 {
@@ -5024,7 +5102,7 @@ type Container struct {
 
 func (x *Container) Reset() {
 	*x = Container{}
-	mi := &file_placement_v1_placement_proto_msgTypes[53]
+	mi := &file_placement_v1_placement_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5036,7 +5114,7 @@ func (x *Container) String() string {
 func (*Container) ProtoMessage() {}
 
 func (x *Container) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[53]
+	mi := &file_placement_v1_placement_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5049,7 +5127,7 @@ func (x *Container) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Container.ProtoReflect.Descriptor instead.
 func (*Container) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{53}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Container) GetName() string {
@@ -5118,7 +5196,7 @@ type ContainerPort struct {
 
 func (x *ContainerPort) Reset() {
 	*x = ContainerPort{}
-	mi := &file_placement_v1_placement_proto_msgTypes[54]
+	mi := &file_placement_v1_placement_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5130,7 +5208,7 @@ func (x *ContainerPort) String() string {
 func (*ContainerPort) ProtoMessage() {}
 
 func (x *ContainerPort) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[54]
+	mi := &file_placement_v1_placement_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5143,7 +5221,7 @@ func (x *ContainerPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerPort.ProtoReflect.Descriptor instead.
 func (*ContainerPort) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{54}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ContainerPort) GetContainerPort() int32 {
@@ -5187,7 +5265,7 @@ type NodeAffinity struct {
 
 func (x *NodeAffinity) Reset() {
 	*x = NodeAffinity{}
-	mi := &file_placement_v1_placement_proto_msgTypes[55]
+	mi := &file_placement_v1_placement_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5199,7 +5277,7 @@ func (x *NodeAffinity) String() string {
 func (*NodeAffinity) ProtoMessage() {}
 
 func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[55]
+	mi := &file_placement_v1_placement_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5212,7 +5290,7 @@ func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAffinity.ProtoReflect.Descriptor instead.
 func (*NodeAffinity) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{55}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *NodeAffinity) GetRequired() *NodeSelector {
@@ -5240,7 +5318,7 @@ type NodeSelector struct {
 
 func (x *NodeSelector) Reset() {
 	*x = NodeSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[56]
+	mi := &file_placement_v1_placement_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5252,7 +5330,7 @@ func (x *NodeSelector) String() string {
 func (*NodeSelector) ProtoMessage() {}
 
 func (x *NodeSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[56]
+	mi := &file_placement_v1_placement_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5265,7 +5343,7 @@ func (x *NodeSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelector.ProtoReflect.Descriptor instead.
 func (*NodeSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{56}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *NodeSelector) GetTerms() []*NodeSelectorTerm {
@@ -5288,7 +5366,7 @@ type NodeSelectorTerm struct {
 
 func (x *NodeSelectorTerm) Reset() {
 	*x = NodeSelectorTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[57]
+	mi := &file_placement_v1_placement_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5300,7 +5378,7 @@ func (x *NodeSelectorTerm) String() string {
 func (*NodeSelectorTerm) ProtoMessage() {}
 
 func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[57]
+	mi := &file_placement_v1_placement_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5313,7 +5391,7 @@ func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorTerm.ProtoReflect.Descriptor instead.
 func (*NodeSelectorTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{57}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *NodeSelectorTerm) GetMatchExpressions() []*NodeSelectorRequirement {
@@ -5345,7 +5423,7 @@ type NodeSelectorRequirement struct {
 
 func (x *NodeSelectorRequirement) Reset() {
 	*x = NodeSelectorRequirement{}
-	mi := &file_placement_v1_placement_proto_msgTypes[58]
+	mi := &file_placement_v1_placement_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5357,7 +5435,7 @@ func (x *NodeSelectorRequirement) String() string {
 func (*NodeSelectorRequirement) ProtoMessage() {}
 
 func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[58]
+	mi := &file_placement_v1_placement_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5370,7 +5448,7 @@ func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*NodeSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{58}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *NodeSelectorRequirement) GetKey() string {
@@ -5407,7 +5485,7 @@ type PreferredSchedulingTerm struct {
 
 func (x *PreferredSchedulingTerm) Reset() {
 	*x = PreferredSchedulingTerm{}
-	mi := &file_placement_v1_placement_proto_msgTypes[59]
+	mi := &file_placement_v1_placement_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5419,7 +5497,7 @@ func (x *PreferredSchedulingTerm) String() string {
 func (*PreferredSchedulingTerm) ProtoMessage() {}
 
 func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[59]
+	mi := &file_placement_v1_placement_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5432,7 +5510,7 @@ func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreferredSchedulingTerm.ProtoReflect.Descriptor instead.
 func (*PreferredSchedulingTerm) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{59}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *PreferredSchedulingTerm) GetWeight() int32 {
@@ -5468,7 +5546,7 @@ type Toleration struct {
 
 func (x *Toleration) Reset() {
 	*x = Toleration{}
-	mi := &file_placement_v1_placement_proto_msgTypes[60]
+	mi := &file_placement_v1_placement_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5480,7 +5558,7 @@ func (x *Toleration) String() string {
 func (*Toleration) ProtoMessage() {}
 
 func (x *Toleration) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[60]
+	mi := &file_placement_v1_placement_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5493,7 +5571,7 @@ func (x *Toleration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Toleration.ProtoReflect.Descriptor instead.
 func (*Toleration) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{60}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Toleration) GetKey() string {
@@ -5555,7 +5633,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_placement_v1_placement_proto_msgTypes[61]
+	mi := &file_placement_v1_placement_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5567,7 +5645,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[61]
+	mi := &file_placement_v1_placement_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5580,7 +5658,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{61}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *Node) GetName() string {
@@ -5647,7 +5725,7 @@ type Taint struct {
 
 func (x *Taint) Reset() {
 	*x = Taint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[62]
+	mi := &file_placement_v1_placement_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5659,7 +5737,7 @@ func (x *Taint) String() string {
 func (*Taint) ProtoMessage() {}
 
 func (x *Taint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[62]
+	mi := &file_placement_v1_placement_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5672,7 +5750,7 @@ func (x *Taint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Taint.ProtoReflect.Descriptor instead.
 func (*Taint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{62}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *Taint) GetKey() string {
@@ -5709,7 +5787,7 @@ type ContainerImage struct {
 
 func (x *ContainerImage) Reset() {
 	*x = ContainerImage{}
-	mi := &file_placement_v1_placement_proto_msgTypes[63]
+	mi := &file_placement_v1_placement_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5721,7 +5799,7 @@ func (x *ContainerImage) String() string {
 func (*ContainerImage) ProtoMessage() {}
 
 func (x *ContainerImage) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[63]
+	mi := &file_placement_v1_placement_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5734,7 +5812,7 @@ func (x *ContainerImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerImage.ProtoReflect.Descriptor instead.
 func (*ContainerImage) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{63}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ContainerImage) GetNames() []string {
@@ -5771,7 +5849,7 @@ type DeviceClass struct {
 
 func (x *DeviceClass) Reset() {
 	*x = DeviceClass{}
-	mi := &file_placement_v1_placement_proto_msgTypes[64]
+	mi := &file_placement_v1_placement_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5783,7 +5861,7 @@ func (x *DeviceClass) String() string {
 func (*DeviceClass) ProtoMessage() {}
 
 func (x *DeviceClass) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[64]
+	mi := &file_placement_v1_placement_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5796,7 +5874,7 @@ func (x *DeviceClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceClass.ProtoReflect.Descriptor instead.
 func (*DeviceClass) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{64}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *DeviceClass) GetName() string {
@@ -5858,7 +5936,7 @@ type ResourceClaim struct {
 
 func (x *ResourceClaim) Reset() {
 	*x = ResourceClaim{}
-	mi := &file_placement_v1_placement_proto_msgTypes[65]
+	mi := &file_placement_v1_placement_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5870,7 +5948,7 @@ func (x *ResourceClaim) String() string {
 func (*ResourceClaim) ProtoMessage() {}
 
 func (x *ResourceClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[65]
+	mi := &file_placement_v1_placement_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5883,7 +5961,7 @@ func (x *ResourceClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceClaim.ProtoReflect.Descriptor instead.
 func (*ResourceClaim) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{65}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ResourceClaim) GetNamespace() string {
@@ -5964,7 +6042,7 @@ type DeviceRequest struct {
 
 func (x *DeviceRequest) Reset() {
 	*x = DeviceRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[66]
+	mi := &file_placement_v1_placement_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5976,7 +6054,7 @@ func (x *DeviceRequest) String() string {
 func (*DeviceRequest) ProtoMessage() {}
 
 func (x *DeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[66]
+	mi := &file_placement_v1_placement_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5989,7 +6067,7 @@ func (x *DeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceRequest.ProtoReflect.Descriptor instead.
 func (*DeviceRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{66}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *DeviceRequest) GetName() string {
@@ -6036,7 +6114,7 @@ type ExactDeviceRequest struct {
 
 func (x *ExactDeviceRequest) Reset() {
 	*x = ExactDeviceRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[67]
+	mi := &file_placement_v1_placement_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6048,7 +6126,7 @@ func (x *ExactDeviceRequest) String() string {
 func (*ExactDeviceRequest) ProtoMessage() {}
 
 func (x *ExactDeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[67]
+	mi := &file_placement_v1_placement_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6061,7 +6139,7 @@ func (x *ExactDeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExactDeviceRequest.ProtoReflect.Descriptor instead.
 func (*ExactDeviceRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{67}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ExactDeviceRequest) GetDeviceClassName() string {
@@ -6136,7 +6214,7 @@ type DeviceSubRequest struct {
 
 func (x *DeviceSubRequest) Reset() {
 	*x = DeviceSubRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[68]
+	mi := &file_placement_v1_placement_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6148,7 +6226,7 @@ func (x *DeviceSubRequest) String() string {
 func (*DeviceSubRequest) ProtoMessage() {}
 
 func (x *DeviceSubRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[68]
+	mi := &file_placement_v1_placement_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6161,7 +6239,7 @@ func (x *DeviceSubRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceSubRequest.ProtoReflect.Descriptor instead.
 func (*DeviceSubRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{68}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *DeviceSubRequest) GetName() string {
@@ -6228,7 +6306,7 @@ type DeviceConstraint struct {
 
 func (x *DeviceConstraint) Reset() {
 	*x = DeviceConstraint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[69]
+	mi := &file_placement_v1_placement_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6240,7 +6318,7 @@ func (x *DeviceConstraint) String() string {
 func (*DeviceConstraint) ProtoMessage() {}
 
 func (x *DeviceConstraint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[69]
+	mi := &file_placement_v1_placement_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6253,7 +6331,7 @@ func (x *DeviceConstraint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceConstraint.ProtoReflect.Descriptor instead.
 func (*DeviceConstraint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{69}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *DeviceConstraint) GetRequests() []string {
@@ -6290,7 +6368,7 @@ type AllocationResult struct {
 
 func (x *AllocationResult) Reset() {
 	*x = AllocationResult{}
-	mi := &file_placement_v1_placement_proto_msgTypes[70]
+	mi := &file_placement_v1_placement_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6302,7 +6380,7 @@ func (x *AllocationResult) String() string {
 func (*AllocationResult) ProtoMessage() {}
 
 func (x *AllocationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[70]
+	mi := &file_placement_v1_placement_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6315,7 +6393,7 @@ func (x *AllocationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocationResult.ProtoReflect.Descriptor instead.
 func (*AllocationResult) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{70}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *AllocationResult) GetDevices() []*DeviceRequestAllocationResult {
@@ -6360,7 +6438,7 @@ type DeviceRequestAllocationResult struct {
 
 func (x *DeviceRequestAllocationResult) Reset() {
 	*x = DeviceRequestAllocationResult{}
-	mi := &file_placement_v1_placement_proto_msgTypes[71]
+	mi := &file_placement_v1_placement_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6372,7 +6450,7 @@ func (x *DeviceRequestAllocationResult) String() string {
 func (*DeviceRequestAllocationResult) ProtoMessage() {}
 
 func (x *DeviceRequestAllocationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[71]
+	mi := &file_placement_v1_placement_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6385,7 +6463,7 @@ func (x *DeviceRequestAllocationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceRequestAllocationResult.ProtoReflect.Descriptor instead.
 func (*DeviceRequestAllocationResult) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{71}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *DeviceRequestAllocationResult) GetRequest() string {
@@ -6461,7 +6539,7 @@ type ResourceClaimConsumer struct {
 
 func (x *ResourceClaimConsumer) Reset() {
 	*x = ResourceClaimConsumer{}
-	mi := &file_placement_v1_placement_proto_msgTypes[72]
+	mi := &file_placement_v1_placement_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6473,7 +6551,7 @@ func (x *ResourceClaimConsumer) String() string {
 func (*ResourceClaimConsumer) ProtoMessage() {}
 
 func (x *ResourceClaimConsumer) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[72]
+	mi := &file_placement_v1_placement_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6486,7 +6564,7 @@ func (x *ResourceClaimConsumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceClaimConsumer.ProtoReflect.Descriptor instead.
 func (*ResourceClaimConsumer) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{72}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ResourceClaimConsumer) GetApiGroup() string {
@@ -6548,7 +6626,7 @@ type ResourceSlice struct {
 
 func (x *ResourceSlice) Reset() {
 	*x = ResourceSlice{}
-	mi := &file_placement_v1_placement_proto_msgTypes[73]
+	mi := &file_placement_v1_placement_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6560,7 +6638,7 @@ func (x *ResourceSlice) String() string {
 func (*ResourceSlice) ProtoMessage() {}
 
 func (x *ResourceSlice) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[73]
+	mi := &file_placement_v1_placement_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6573,7 +6651,7 @@ func (x *ResourceSlice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceSlice.ProtoReflect.Descriptor instead.
 func (*ResourceSlice) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{73}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ResourceSlice) GetName() string {
@@ -6684,7 +6762,7 @@ type Device struct {
 
 func (x *Device) Reset() {
 	*x = Device{}
-	mi := &file_placement_v1_placement_proto_msgTypes[74]
+	mi := &file_placement_v1_placement_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6696,7 +6774,7 @@ func (x *Device) String() string {
 func (*Device) ProtoMessage() {}
 
 func (x *Device) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[74]
+	mi := &file_placement_v1_placement_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6709,7 +6787,7 @@ func (x *Device) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Device.ProtoReflect.Descriptor instead.
 func (*Device) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{74}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *Device) GetName() string {
@@ -6805,7 +6883,7 @@ type CapacityRequestPolicy struct {
 
 func (x *CapacityRequestPolicy) Reset() {
 	*x = CapacityRequestPolicy{}
-	mi := &file_placement_v1_placement_proto_msgTypes[75]
+	mi := &file_placement_v1_placement_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6817,7 +6895,7 @@ func (x *CapacityRequestPolicy) String() string {
 func (*CapacityRequestPolicy) ProtoMessage() {}
 
 func (x *CapacityRequestPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[75]
+	mi := &file_placement_v1_placement_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6830,7 +6908,7 @@ func (x *CapacityRequestPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapacityRequestPolicy.ProtoReflect.Descriptor instead.
 func (*CapacityRequestPolicy) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{75}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *CapacityRequestPolicy) GetDefault() string {
@@ -6869,7 +6947,7 @@ type CapacityRequestPolicyRange struct {
 
 func (x *CapacityRequestPolicyRange) Reset() {
 	*x = CapacityRequestPolicyRange{}
-	mi := &file_placement_v1_placement_proto_msgTypes[76]
+	mi := &file_placement_v1_placement_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6881,7 +6959,7 @@ func (x *CapacityRequestPolicyRange) String() string {
 func (*CapacityRequestPolicyRange) ProtoMessage() {}
 
 func (x *CapacityRequestPolicyRange) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[76]
+	mi := &file_placement_v1_placement_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6894,7 +6972,7 @@ func (x *CapacityRequestPolicyRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapacityRequestPolicyRange.ProtoReflect.Descriptor instead.
 func (*CapacityRequestPolicyRange) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{76}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *CapacityRequestPolicyRange) GetMin() string {
@@ -6936,7 +7014,7 @@ type DeviceAttribute struct {
 
 func (x *DeviceAttribute) Reset() {
 	*x = DeviceAttribute{}
-	mi := &file_placement_v1_placement_proto_msgTypes[77]
+	mi := &file_placement_v1_placement_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6948,7 +7026,7 @@ func (x *DeviceAttribute) String() string {
 func (*DeviceAttribute) ProtoMessage() {}
 
 func (x *DeviceAttribute) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[77]
+	mi := &file_placement_v1_placement_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6961,7 +7039,7 @@ func (x *DeviceAttribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceAttribute.ProtoReflect.Descriptor instead.
 func (*DeviceAttribute) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{77}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *DeviceAttribute) GetValue() isDeviceAttribute_Value {
@@ -7056,7 +7134,7 @@ type DeviceTaint struct {
 
 func (x *DeviceTaint) Reset() {
 	*x = DeviceTaint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[78]
+	mi := &file_placement_v1_placement_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7068,7 +7146,7 @@ func (x *DeviceTaint) String() string {
 func (*DeviceTaint) ProtoMessage() {}
 
 func (x *DeviceTaint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[78]
+	mi := &file_placement_v1_placement_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7081,7 +7159,7 @@ func (x *DeviceTaint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceTaint.ProtoReflect.Descriptor instead.
 func (*DeviceTaint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{78}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *DeviceTaint) GetKey() string {
@@ -7129,7 +7207,7 @@ type DeviceTaintRule struct {
 
 func (x *DeviceTaintRule) Reset() {
 	*x = DeviceTaintRule{}
-	mi := &file_placement_v1_placement_proto_msgTypes[79]
+	mi := &file_placement_v1_placement_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7141,7 +7219,7 @@ func (x *DeviceTaintRule) String() string {
 func (*DeviceTaintRule) ProtoMessage() {}
 
 func (x *DeviceTaintRule) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[79]
+	mi := &file_placement_v1_placement_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7154,7 +7232,7 @@ func (x *DeviceTaintRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceTaintRule.ProtoReflect.Descriptor instead.
 func (*DeviceTaintRule) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{79}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *DeviceTaintRule) GetName() string {
@@ -7194,7 +7272,7 @@ type DeviceTaintSelector struct {
 
 func (x *DeviceTaintSelector) Reset() {
 	*x = DeviceTaintSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[80]
+	mi := &file_placement_v1_placement_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7206,7 +7284,7 @@ func (x *DeviceTaintSelector) String() string {
 func (*DeviceTaintSelector) ProtoMessage() {}
 
 func (x *DeviceTaintSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[80]
+	mi := &file_placement_v1_placement_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7219,7 +7297,7 @@ func (x *DeviceTaintSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceTaintSelector.ProtoReflect.Descriptor instead.
 func (*DeviceTaintSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{80}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *DeviceTaintSelector) GetDriver() string {
@@ -7256,7 +7334,7 @@ type CounterSet struct {
 
 func (x *CounterSet) Reset() {
 	*x = CounterSet{}
-	mi := &file_placement_v1_placement_proto_msgTypes[81]
+	mi := &file_placement_v1_placement_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7268,7 +7346,7 @@ func (x *CounterSet) String() string {
 func (*CounterSet) ProtoMessage() {}
 
 func (x *CounterSet) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[81]
+	mi := &file_placement_v1_placement_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7281,7 +7359,7 @@ func (x *CounterSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterSet.ProtoReflect.Descriptor instead.
 func (*CounterSet) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{81}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *CounterSet) GetName() string {
@@ -7311,7 +7389,7 @@ type DeviceCounterConsumption struct {
 
 func (x *DeviceCounterConsumption) Reset() {
 	*x = DeviceCounterConsumption{}
-	mi := &file_placement_v1_placement_proto_msgTypes[82]
+	mi := &file_placement_v1_placement_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7323,7 +7401,7 @@ func (x *DeviceCounterConsumption) String() string {
 func (*DeviceCounterConsumption) ProtoMessage() {}
 
 func (x *DeviceCounterConsumption) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[82]
+	mi := &file_placement_v1_placement_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7336,7 +7414,7 @@ func (x *DeviceCounterConsumption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceCounterConsumption.ProtoReflect.Descriptor instead.
 func (*DeviceCounterConsumption) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{82}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *DeviceCounterConsumption) GetCounterSet() string {
@@ -7533,7 +7611,7 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\vvolume_name\x18\x03 \x01(\tH\x00R\n" +
 	"volumeName\x12%\n" +
 	"\rselected_node\x18\x04 \x01(\tH\x00R\fselectedNodeB\b\n" +
-	"\x06target\"\xa4\x02\n" +
+	"\x06target\"\xf0\x02\n" +
 	"\rUnschedulable\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12B\n" +
 	"\areasons\x18\x02 \x03(\v2(.placement.v1.Unschedulable.ReasonsEntryR\areasons\x12.\n" +
@@ -7541,10 +7619,16 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\vvictim_uids\x18\x04 \x03(\tR\n" +
 	"victimUids\x12\x12\n" +
 	"\x04gang\x18\x05 \x01(\tR\x04gang\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\bR\x05error\x1a:\n" +
+	"\x05error\x18\x06 \x01(\bR\x05error\x12J\n" +
+	"\x10deallocate_claim\x18\a \x01(\v2\x1f.placement.v1.ClaimDeallocationR\x0fdeallocateClaim\x1a:\n" +
 	"\fReasonsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\x15\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"x\n" +
+	"\x11ClaimDeallocation\x12'\n" +
+	"\x0fclaim_namespace\x18\x01 \x01(\tR\x0eclaimNamespace\x12\x1d\n" +
+	"\n" +
+	"claim_name\x18\x02 \x01(\tR\tclaimName\x12\x1b\n" +
+	"\tclaim_uid\x18\x03 \x01(\tR\bclaimUid\"\x15\n" +
 	"\x13ListPoliciesRequest\"s\n" +
 	"\x14ListPoliciesResponse\x124\n" +
 	"\bpolicies\x18\x01 \x03(\v2\x18.placement.v1.PolicyInfoR\bpolicies\x12%\n" +
@@ -8052,7 +8136,7 @@ func file_placement_v1_placement_proto_rawDescGZIP() []byte {
 }
 
 var file_placement_v1_placement_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 107)
+var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 108)
 var file_placement_v1_placement_proto_goTypes = []any{
 	(DeviceFailureKind)(0),                   // 0: placement.v1.DeviceFailureKind
 	(*SyncSnapshotRequest)(nil),              // 1: placement.v1.SyncSnapshotRequest
@@ -8077,247 +8161,249 @@ var file_placement_v1_placement_proto_goTypes = []any{
 	(*ContainerExtendedResourceRequest)(nil), // 20: placement.v1.ContainerExtendedResourceRequest
 	(*ClaimBinding)(nil),                     // 21: placement.v1.ClaimBinding
 	(*Unschedulable)(nil),                    // 22: placement.v1.Unschedulable
-	(*ListPoliciesRequest)(nil),              // 23: placement.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),             // 24: placement.v1.ListPoliciesResponse
-	(*PolicyInfo)(nil),                       // 25: placement.v1.PolicyInfo
-	(*FilterRule)(nil),                       // 26: placement.v1.FilterRule
-	(*ScoreRule)(nil),                        // 27: placement.v1.ScoreRule
-	(*PluginWeight)(nil),                     // 28: placement.v1.PluginWeight
-	(*Pod)(nil),                              // 29: placement.v1.Pod
-	(*PodResourceClaim)(nil),                 // 30: placement.v1.PodResourceClaim
-	(*Volume)(nil),                           // 31: placement.v1.Volume
-	(*PersistentVolumeClaim)(nil),            // 32: placement.v1.PersistentVolumeClaim
-	(*PersistentVolume)(nil),                 // 33: placement.v1.PersistentVolume
-	(*VolumeClaimRef)(nil),                   // 34: placement.v1.VolumeClaimRef
-	(*StorageClass)(nil),                     // 35: placement.v1.StorageClass
-	(*TopologySelectorTerm)(nil),             // 36: placement.v1.TopologySelectorTerm
-	(*TopologySelectorRequirement)(nil),      // 37: placement.v1.TopologySelectorRequirement
-	(*CsiNode)(nil),                          // 38: placement.v1.CsiNode
-	(*CsiNodeDriver)(nil),                    // 39: placement.v1.CsiNodeDriver
-	(*CsiDriver)(nil),                        // 40: placement.v1.CsiDriver
-	(*CsiStorageCapacity)(nil),               // 41: placement.v1.CsiStorageCapacity
-	(*PodAffinity)(nil),                      // 42: placement.v1.PodAffinity
-	(*PodAffinityTerm)(nil),                  // 43: placement.v1.PodAffinityTerm
-	(*WeightedPodAffinityTerm)(nil),          // 44: placement.v1.WeightedPodAffinityTerm
-	(*Gang)(nil),                             // 45: placement.v1.Gang
-	(*PodGroup)(nil),                         // 46: placement.v1.PodGroup
-	(*CompositePodGroup)(nil),                // 47: placement.v1.CompositePodGroup
-	(*GangSchedulingPolicy)(nil),             // 48: placement.v1.GangSchedulingPolicy
-	(*WorkloadReference)(nil),                // 49: placement.v1.WorkloadReference
-	(*PodDisruptionBudget)(nil),              // 50: placement.v1.PodDisruptionBudget
-	(*LabelSelector)(nil),                    // 51: placement.v1.LabelSelector
-	(*LabelSelectorRequirement)(nil),         // 52: placement.v1.LabelSelectorRequirement
-	(*TopologySpreadConstraint)(nil),         // 53: placement.v1.TopologySpreadConstraint
-	(*Container)(nil),                        // 54: placement.v1.Container
-	(*ContainerPort)(nil),                    // 55: placement.v1.ContainerPort
-	(*NodeAffinity)(nil),                     // 56: placement.v1.NodeAffinity
-	(*NodeSelector)(nil),                     // 57: placement.v1.NodeSelector
-	(*NodeSelectorTerm)(nil),                 // 58: placement.v1.NodeSelectorTerm
-	(*NodeSelectorRequirement)(nil),          // 59: placement.v1.NodeSelectorRequirement
-	(*PreferredSchedulingTerm)(nil),          // 60: placement.v1.PreferredSchedulingTerm
-	(*Toleration)(nil),                       // 61: placement.v1.Toleration
-	(*Node)(nil),                             // 62: placement.v1.Node
-	(*Taint)(nil),                            // 63: placement.v1.Taint
-	(*ContainerImage)(nil),                   // 64: placement.v1.ContainerImage
-	(*DeviceClass)(nil),                      // 65: placement.v1.DeviceClass
-	(*ResourceClaim)(nil),                    // 66: placement.v1.ResourceClaim
-	(*DeviceRequest)(nil),                    // 67: placement.v1.DeviceRequest
-	(*ExactDeviceRequest)(nil),               // 68: placement.v1.ExactDeviceRequest
-	(*DeviceSubRequest)(nil),                 // 69: placement.v1.DeviceSubRequest
-	(*DeviceConstraint)(nil),                 // 70: placement.v1.DeviceConstraint
-	(*AllocationResult)(nil),                 // 71: placement.v1.AllocationResult
-	(*DeviceRequestAllocationResult)(nil),    // 72: placement.v1.DeviceRequestAllocationResult
-	(*ResourceClaimConsumer)(nil),            // 73: placement.v1.ResourceClaimConsumer
-	(*ResourceSlice)(nil),                    // 74: placement.v1.ResourceSlice
-	(*Device)(nil),                           // 75: placement.v1.Device
-	(*CapacityRequestPolicy)(nil),            // 76: placement.v1.CapacityRequestPolicy
-	(*CapacityRequestPolicyRange)(nil),       // 77: placement.v1.CapacityRequestPolicyRange
-	(*DeviceAttribute)(nil),                  // 78: placement.v1.DeviceAttribute
-	(*DeviceTaint)(nil),                      // 79: placement.v1.DeviceTaint
-	(*DeviceTaintRule)(nil),                  // 80: placement.v1.DeviceTaintRule
-	(*DeviceTaintSelector)(nil),              // 81: placement.v1.DeviceTaintSelector
-	(*CounterSet)(nil),                       // 82: placement.v1.CounterSet
-	(*DeviceCounterConsumption)(nil),         // 83: placement.v1.DeviceCounterConsumption
-	nil,                                      // 84: placement.v1.Namespace.LabelsEntry
-	nil,                                      // 85: placement.v1.Unschedulable.ReasonsEntry
-	nil,                                      // 86: placement.v1.Pod.LabelsEntry
-	nil,                                      // 87: placement.v1.Pod.OverheadEntry
-	nil,                                      // 88: placement.v1.Pod.NodeSelectorEntry
-	nil,                                      // 89: placement.v1.Pod.AnnotationsEntry
-	nil,                                      // 90: placement.v1.Pod.PodRequestsEntry
-	nil,                                      // 91: placement.v1.Pod.AllocatedRequestsEntry
-	nil,                                      // 92: placement.v1.Pod.ActuatedRequestsEntry
-	nil,                                      // 93: placement.v1.PersistentVolume.LabelsEntry
-	nil,                                      // 94: placement.v1.LabelSelector.MatchLabelsEntry
-	nil,                                      // 95: placement.v1.Container.RequestsEntry
-	nil,                                      // 96: placement.v1.Container.AllocatedRequestsEntry
-	nil,                                      // 97: placement.v1.Container.ActuatedRequestsEntry
-	nil,                                      // 98: placement.v1.Node.LabelsEntry
-	nil,                                      // 99: placement.v1.Node.AllocatableEntry
-	nil,                                      // 100: placement.v1.ExactDeviceRequest.CapacityRequestsEntry
-	nil,                                      // 101: placement.v1.DeviceSubRequest.CapacityRequestsEntry
-	nil,                                      // 102: placement.v1.DeviceRequestAllocationResult.ConsumedCapacityEntry
-	nil,                                      // 103: placement.v1.Device.AttributesEntry
-	nil,                                      // 104: placement.v1.Device.CapacityEntry
-	nil,                                      // 105: placement.v1.Device.CapacityRequestPoliciesEntry
-	nil,                                      // 106: placement.v1.CounterSet.CountersEntry
-	nil,                                      // 107: placement.v1.DeviceCounterConsumption.CountersEntry
+	(*ClaimDeallocation)(nil),                // 23: placement.v1.ClaimDeallocation
+	(*ListPoliciesRequest)(nil),              // 24: placement.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),             // 25: placement.v1.ListPoliciesResponse
+	(*PolicyInfo)(nil),                       // 26: placement.v1.PolicyInfo
+	(*FilterRule)(nil),                       // 27: placement.v1.FilterRule
+	(*ScoreRule)(nil),                        // 28: placement.v1.ScoreRule
+	(*PluginWeight)(nil),                     // 29: placement.v1.PluginWeight
+	(*Pod)(nil),                              // 30: placement.v1.Pod
+	(*PodResourceClaim)(nil),                 // 31: placement.v1.PodResourceClaim
+	(*Volume)(nil),                           // 32: placement.v1.Volume
+	(*PersistentVolumeClaim)(nil),            // 33: placement.v1.PersistentVolumeClaim
+	(*PersistentVolume)(nil),                 // 34: placement.v1.PersistentVolume
+	(*VolumeClaimRef)(nil),                   // 35: placement.v1.VolumeClaimRef
+	(*StorageClass)(nil),                     // 36: placement.v1.StorageClass
+	(*TopologySelectorTerm)(nil),             // 37: placement.v1.TopologySelectorTerm
+	(*TopologySelectorRequirement)(nil),      // 38: placement.v1.TopologySelectorRequirement
+	(*CsiNode)(nil),                          // 39: placement.v1.CsiNode
+	(*CsiNodeDriver)(nil),                    // 40: placement.v1.CsiNodeDriver
+	(*CsiDriver)(nil),                        // 41: placement.v1.CsiDriver
+	(*CsiStorageCapacity)(nil),               // 42: placement.v1.CsiStorageCapacity
+	(*PodAffinity)(nil),                      // 43: placement.v1.PodAffinity
+	(*PodAffinityTerm)(nil),                  // 44: placement.v1.PodAffinityTerm
+	(*WeightedPodAffinityTerm)(nil),          // 45: placement.v1.WeightedPodAffinityTerm
+	(*Gang)(nil),                             // 46: placement.v1.Gang
+	(*PodGroup)(nil),                         // 47: placement.v1.PodGroup
+	(*CompositePodGroup)(nil),                // 48: placement.v1.CompositePodGroup
+	(*GangSchedulingPolicy)(nil),             // 49: placement.v1.GangSchedulingPolicy
+	(*WorkloadReference)(nil),                // 50: placement.v1.WorkloadReference
+	(*PodDisruptionBudget)(nil),              // 51: placement.v1.PodDisruptionBudget
+	(*LabelSelector)(nil),                    // 52: placement.v1.LabelSelector
+	(*LabelSelectorRequirement)(nil),         // 53: placement.v1.LabelSelectorRequirement
+	(*TopologySpreadConstraint)(nil),         // 54: placement.v1.TopologySpreadConstraint
+	(*Container)(nil),                        // 55: placement.v1.Container
+	(*ContainerPort)(nil),                    // 56: placement.v1.ContainerPort
+	(*NodeAffinity)(nil),                     // 57: placement.v1.NodeAffinity
+	(*NodeSelector)(nil),                     // 58: placement.v1.NodeSelector
+	(*NodeSelectorTerm)(nil),                 // 59: placement.v1.NodeSelectorTerm
+	(*NodeSelectorRequirement)(nil),          // 60: placement.v1.NodeSelectorRequirement
+	(*PreferredSchedulingTerm)(nil),          // 61: placement.v1.PreferredSchedulingTerm
+	(*Toleration)(nil),                       // 62: placement.v1.Toleration
+	(*Node)(nil),                             // 63: placement.v1.Node
+	(*Taint)(nil),                            // 64: placement.v1.Taint
+	(*ContainerImage)(nil),                   // 65: placement.v1.ContainerImage
+	(*DeviceClass)(nil),                      // 66: placement.v1.DeviceClass
+	(*ResourceClaim)(nil),                    // 67: placement.v1.ResourceClaim
+	(*DeviceRequest)(nil),                    // 68: placement.v1.DeviceRequest
+	(*ExactDeviceRequest)(nil),               // 69: placement.v1.ExactDeviceRequest
+	(*DeviceSubRequest)(nil),                 // 70: placement.v1.DeviceSubRequest
+	(*DeviceConstraint)(nil),                 // 71: placement.v1.DeviceConstraint
+	(*AllocationResult)(nil),                 // 72: placement.v1.AllocationResult
+	(*DeviceRequestAllocationResult)(nil),    // 73: placement.v1.DeviceRequestAllocationResult
+	(*ResourceClaimConsumer)(nil),            // 74: placement.v1.ResourceClaimConsumer
+	(*ResourceSlice)(nil),                    // 75: placement.v1.ResourceSlice
+	(*Device)(nil),                           // 76: placement.v1.Device
+	(*CapacityRequestPolicy)(nil),            // 77: placement.v1.CapacityRequestPolicy
+	(*CapacityRequestPolicyRange)(nil),       // 78: placement.v1.CapacityRequestPolicyRange
+	(*DeviceAttribute)(nil),                  // 79: placement.v1.DeviceAttribute
+	(*DeviceTaint)(nil),                      // 80: placement.v1.DeviceTaint
+	(*DeviceTaintRule)(nil),                  // 81: placement.v1.DeviceTaintRule
+	(*DeviceTaintSelector)(nil),              // 82: placement.v1.DeviceTaintSelector
+	(*CounterSet)(nil),                       // 83: placement.v1.CounterSet
+	(*DeviceCounterConsumption)(nil),         // 84: placement.v1.DeviceCounterConsumption
+	nil,                                      // 85: placement.v1.Namespace.LabelsEntry
+	nil,                                      // 86: placement.v1.Unschedulable.ReasonsEntry
+	nil,                                      // 87: placement.v1.Pod.LabelsEntry
+	nil,                                      // 88: placement.v1.Pod.OverheadEntry
+	nil,                                      // 89: placement.v1.Pod.NodeSelectorEntry
+	nil,                                      // 90: placement.v1.Pod.AnnotationsEntry
+	nil,                                      // 91: placement.v1.Pod.PodRequestsEntry
+	nil,                                      // 92: placement.v1.Pod.AllocatedRequestsEntry
+	nil,                                      // 93: placement.v1.Pod.ActuatedRequestsEntry
+	nil,                                      // 94: placement.v1.PersistentVolume.LabelsEntry
+	nil,                                      // 95: placement.v1.LabelSelector.MatchLabelsEntry
+	nil,                                      // 96: placement.v1.Container.RequestsEntry
+	nil,                                      // 97: placement.v1.Container.AllocatedRequestsEntry
+	nil,                                      // 98: placement.v1.Container.ActuatedRequestsEntry
+	nil,                                      // 99: placement.v1.Node.LabelsEntry
+	nil,                                      // 100: placement.v1.Node.AllocatableEntry
+	nil,                                      // 101: placement.v1.ExactDeviceRequest.CapacityRequestsEntry
+	nil,                                      // 102: placement.v1.DeviceSubRequest.CapacityRequestsEntry
+	nil,                                      // 103: placement.v1.DeviceRequestAllocationResult.ConsumedCapacityEntry
+	nil,                                      // 104: placement.v1.Device.AttributesEntry
+	nil,                                      // 105: placement.v1.Device.CapacityEntry
+	nil,                                      // 106: placement.v1.Device.CapacityRequestPoliciesEntry
+	nil,                                      // 107: placement.v1.CounterSet.CountersEntry
+	nil,                                      // 108: placement.v1.DeviceCounterConsumption.CountersEntry
 }
 var file_placement_v1_placement_proto_depIdxs = []int32{
 	3,   // 0: placement.v1.SyncSnapshotRequest.full:type_name -> placement.v1.Snapshot
 	5,   // 1: placement.v1.SyncSnapshotRequest.delta:type_name -> placement.v1.SnapshotDelta
-	62,  // 2: placement.v1.Snapshot.nodes:type_name -> placement.v1.Node
-	29,  // 3: placement.v1.Snapshot.pods:type_name -> placement.v1.Pod
+	63,  // 2: placement.v1.Snapshot.nodes:type_name -> placement.v1.Node
+	30,  // 3: placement.v1.Snapshot.pods:type_name -> placement.v1.Pod
 	4,   // 4: placement.v1.Snapshot.namespaces:type_name -> placement.v1.Namespace
-	50,  // 5: placement.v1.Snapshot.pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
-	32,  // 6: placement.v1.Snapshot.persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
-	33,  // 7: placement.v1.Snapshot.persistent_volumes:type_name -> placement.v1.PersistentVolume
-	35,  // 8: placement.v1.Snapshot.storage_classes:type_name -> placement.v1.StorageClass
-	38,  // 9: placement.v1.Snapshot.csi_nodes:type_name -> placement.v1.CsiNode
-	40,  // 10: placement.v1.Snapshot.csi_drivers:type_name -> placement.v1.CsiDriver
-	41,  // 11: placement.v1.Snapshot.csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
-	65,  // 12: placement.v1.Snapshot.device_classes:type_name -> placement.v1.DeviceClass
-	66,  // 13: placement.v1.Snapshot.resource_claims:type_name -> placement.v1.ResourceClaim
-	74,  // 14: placement.v1.Snapshot.resource_slices:type_name -> placement.v1.ResourceSlice
-	80,  // 15: placement.v1.Snapshot.device_taint_rules:type_name -> placement.v1.DeviceTaintRule
-	46,  // 16: placement.v1.Snapshot.pod_groups:type_name -> placement.v1.PodGroup
-	47,  // 17: placement.v1.Snapshot.composite_pod_groups:type_name -> placement.v1.CompositePodGroup
-	84,  // 18: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
-	62,  // 19: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
-	29,  // 20: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
+	51,  // 5: placement.v1.Snapshot.pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	33,  // 6: placement.v1.Snapshot.persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
+	34,  // 7: placement.v1.Snapshot.persistent_volumes:type_name -> placement.v1.PersistentVolume
+	36,  // 8: placement.v1.Snapshot.storage_classes:type_name -> placement.v1.StorageClass
+	39,  // 9: placement.v1.Snapshot.csi_nodes:type_name -> placement.v1.CsiNode
+	41,  // 10: placement.v1.Snapshot.csi_drivers:type_name -> placement.v1.CsiDriver
+	42,  // 11: placement.v1.Snapshot.csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
+	66,  // 12: placement.v1.Snapshot.device_classes:type_name -> placement.v1.DeviceClass
+	67,  // 13: placement.v1.Snapshot.resource_claims:type_name -> placement.v1.ResourceClaim
+	75,  // 14: placement.v1.Snapshot.resource_slices:type_name -> placement.v1.ResourceSlice
+	81,  // 15: placement.v1.Snapshot.device_taint_rules:type_name -> placement.v1.DeviceTaintRule
+	47,  // 16: placement.v1.Snapshot.pod_groups:type_name -> placement.v1.PodGroup
+	48,  // 17: placement.v1.Snapshot.composite_pod_groups:type_name -> placement.v1.CompositePodGroup
+	85,  // 18: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
+	63,  // 19: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
+	30,  // 20: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
 	4,   // 21: placement.v1.SnapshotDelta.upsert_namespaces:type_name -> placement.v1.Namespace
-	50,  // 22: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
-	32,  // 23: placement.v1.SnapshotDelta.upsert_persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
-	33,  // 24: placement.v1.SnapshotDelta.upsert_persistent_volumes:type_name -> placement.v1.PersistentVolume
-	35,  // 25: placement.v1.SnapshotDelta.upsert_storage_classes:type_name -> placement.v1.StorageClass
-	38,  // 26: placement.v1.SnapshotDelta.upsert_csi_nodes:type_name -> placement.v1.CsiNode
-	40,  // 27: placement.v1.SnapshotDelta.upsert_csi_drivers:type_name -> placement.v1.CsiDriver
-	41,  // 28: placement.v1.SnapshotDelta.upsert_csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
-	65,  // 29: placement.v1.SnapshotDelta.upsert_device_classes:type_name -> placement.v1.DeviceClass
-	66,  // 30: placement.v1.SnapshotDelta.upsert_resource_claims:type_name -> placement.v1.ResourceClaim
-	74,  // 31: placement.v1.SnapshotDelta.upsert_resource_slices:type_name -> placement.v1.ResourceSlice
-	46,  // 32: placement.v1.SnapshotDelta.upsert_pod_groups:type_name -> placement.v1.PodGroup
-	80,  // 33: placement.v1.SnapshotDelta.upsert_device_taint_rules:type_name -> placement.v1.DeviceTaintRule
-	47,  // 34: placement.v1.SnapshotDelta.upsert_composite_pod_groups:type_name -> placement.v1.CompositePodGroup
+	51,  // 22: placement.v1.SnapshotDelta.upsert_pod_disruption_budgets:type_name -> placement.v1.PodDisruptionBudget
+	33,  // 23: placement.v1.SnapshotDelta.upsert_persistent_volume_claims:type_name -> placement.v1.PersistentVolumeClaim
+	34,  // 24: placement.v1.SnapshotDelta.upsert_persistent_volumes:type_name -> placement.v1.PersistentVolume
+	36,  // 25: placement.v1.SnapshotDelta.upsert_storage_classes:type_name -> placement.v1.StorageClass
+	39,  // 26: placement.v1.SnapshotDelta.upsert_csi_nodes:type_name -> placement.v1.CsiNode
+	41,  // 27: placement.v1.SnapshotDelta.upsert_csi_drivers:type_name -> placement.v1.CsiDriver
+	42,  // 28: placement.v1.SnapshotDelta.upsert_csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
+	66,  // 29: placement.v1.SnapshotDelta.upsert_device_classes:type_name -> placement.v1.DeviceClass
+	67,  // 30: placement.v1.SnapshotDelta.upsert_resource_claims:type_name -> placement.v1.ResourceClaim
+	75,  // 31: placement.v1.SnapshotDelta.upsert_resource_slices:type_name -> placement.v1.ResourceSlice
+	47,  // 32: placement.v1.SnapshotDelta.upsert_pod_groups:type_name -> placement.v1.PodGroup
+	81,  // 33: placement.v1.SnapshotDelta.upsert_device_taint_rules:type_name -> placement.v1.DeviceTaintRule
+	48,  // 34: placement.v1.SnapshotDelta.upsert_composite_pod_groups:type_name -> placement.v1.CompositePodGroup
 	3,   // 35: placement.v1.SnapshotRef.inline:type_name -> placement.v1.Snapshot
 	6,   // 36: placement.v1.RankRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	29,  // 37: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
+	30,  // 37: placement.v1.RankRequest.pod:type_name -> placement.v1.Pod
 	9,   // 38: placement.v1.RankResponse.feasible:type_name -> placement.v1.NodeScore
 	11,  // 39: placement.v1.RankResponse.infeasible:type_name -> placement.v1.InfeasibleNode
 	10,  // 40: placement.v1.NodeScore.plugin_scores:type_name -> placement.v1.PluginScore
 	12,  // 41: placement.v1.InfeasibleNode.device_failures:type_name -> placement.v1.DeviceRequestFailure
 	0,   // 42: placement.v1.DeviceRequestFailure.kind:type_name -> placement.v1.DeviceFailureKind
 	6,   // 43: placement.v1.ScheduleRequest.snapshot:type_name -> placement.v1.SnapshotRef
-	29,  // 44: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
+	30,  // 44: placement.v1.ScheduleRequest.pods:type_name -> placement.v1.Pod
 	17,  // 45: placement.v1.ScheduleResponse.placements:type_name -> placement.v1.Placement
 	15,  // 46: placement.v1.ScheduleResponse.pod_groups:type_name -> placement.v1.PodGroupResult
 	16,  // 47: placement.v1.PodGroupResult.levels:type_name -> placement.v1.LevelDomain
 	22,  // 48: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
 	21,  // 49: placement.v1.Placement.claim_bindings:type_name -> placement.v1.ClaimBinding
 	18,  // 50: placement.v1.Placement.claim_allocations:type_name -> placement.v1.ClaimAllocation
-	71,  // 51: placement.v1.ClaimAllocation.allocation:type_name -> placement.v1.AllocationResult
+	72,  // 51: placement.v1.ClaimAllocation.allocation:type_name -> placement.v1.AllocationResult
 	19,  // 52: placement.v1.ClaimAllocation.extended_resource_claim:type_name -> placement.v1.ExtendedResourceClaim
-	67,  // 53: placement.v1.ExtendedResourceClaim.requests:type_name -> placement.v1.DeviceRequest
+	68,  // 53: placement.v1.ExtendedResourceClaim.requests:type_name -> placement.v1.DeviceRequest
 	20,  // 54: placement.v1.ExtendedResourceClaim.request_mappings:type_name -> placement.v1.ContainerExtendedResourceRequest
-	85,  // 55: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
-	25,  // 56: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
-	28,  // 57: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
-	26,  // 58: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
-	27,  // 59: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
-	86,  // 60: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
-	54,  // 61: placement.v1.Pod.containers:type_name -> placement.v1.Container
-	54,  // 62: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
-	87,  // 63: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
-	88,  // 64: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
-	56,  // 65: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
-	61,  // 66: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
-	42,  // 67: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
-	42,  // 68: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
-	53,  // 69: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
-	51,  // 70: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
-	45,  // 71: placement.v1.Pod.gang:type_name -> placement.v1.Gang
-	89,  // 72: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
-	31,  // 73: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
-	90,  // 74: placement.v1.Pod.pod_requests:type_name -> placement.v1.Pod.PodRequestsEntry
-	91,  // 75: placement.v1.Pod.allocated_requests:type_name -> placement.v1.Pod.AllocatedRequestsEntry
-	92,  // 76: placement.v1.Pod.actuated_requests:type_name -> placement.v1.Pod.ActuatedRequestsEntry
-	30,  // 77: placement.v1.Pod.resource_claims:type_name -> placement.v1.PodResourceClaim
-	51,  // 78: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
-	93,  // 79: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
-	57,  // 80: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
-	34,  // 81: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
-	36,  // 82: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
-	37,  // 83: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
-	39,  // 84: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
-	51,  // 85: placement.v1.CsiStorageCapacity.node_topology:type_name -> placement.v1.LabelSelector
-	43,  // 86: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
-	44,  // 87: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
-	51,  // 88: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
-	51,  // 89: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
-	43,  // 90: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
-	48,  // 91: placement.v1.PodGroup.gang:type_name -> placement.v1.GangSchedulingPolicy
-	49,  // 92: placement.v1.PodGroup.workload_ref:type_name -> placement.v1.WorkloadReference
-	51,  // 93: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
-	94,  // 94: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
-	52,  // 95: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
-	51,  // 96: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
-	95,  // 97: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
-	55,  // 98: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
-	96,  // 99: placement.v1.Container.allocated_requests:type_name -> placement.v1.Container.AllocatedRequestsEntry
-	97,  // 100: placement.v1.Container.actuated_requests:type_name -> placement.v1.Container.ActuatedRequestsEntry
-	57,  // 101: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
-	60,  // 102: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
-	58,  // 103: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
-	59,  // 104: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
-	59,  // 105: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
-	58,  // 106: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
-	98,  // 107: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
-	63,  // 108: placement.v1.Node.taints:type_name -> placement.v1.Taint
-	99,  // 109: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
-	64,  // 110: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
-	67,  // 111: placement.v1.ResourceClaim.requests:type_name -> placement.v1.DeviceRequest
-	70,  // 112: placement.v1.ResourceClaim.constraints:type_name -> placement.v1.DeviceConstraint
-	71,  // 113: placement.v1.ResourceClaim.allocation:type_name -> placement.v1.AllocationResult
-	73,  // 114: placement.v1.ResourceClaim.reserved_for:type_name -> placement.v1.ResourceClaimConsumer
-	68,  // 115: placement.v1.DeviceRequest.exactly:type_name -> placement.v1.ExactDeviceRequest
-	69,  // 116: placement.v1.DeviceRequest.first_available:type_name -> placement.v1.DeviceSubRequest
-	61,  // 117: placement.v1.ExactDeviceRequest.tolerations:type_name -> placement.v1.Toleration
-	100, // 118: placement.v1.ExactDeviceRequest.capacity_requests:type_name -> placement.v1.ExactDeviceRequest.CapacityRequestsEntry
-	61,  // 119: placement.v1.DeviceSubRequest.tolerations:type_name -> placement.v1.Toleration
-	101, // 120: placement.v1.DeviceSubRequest.capacity_requests:type_name -> placement.v1.DeviceSubRequest.CapacityRequestsEntry
-	72,  // 121: placement.v1.AllocationResult.devices:type_name -> placement.v1.DeviceRequestAllocationResult
-	57,  // 122: placement.v1.AllocationResult.node_selector:type_name -> placement.v1.NodeSelector
-	61,  // 123: placement.v1.DeviceRequestAllocationResult.tolerations:type_name -> placement.v1.Toleration
-	102, // 124: placement.v1.DeviceRequestAllocationResult.consumed_capacity:type_name -> placement.v1.DeviceRequestAllocationResult.ConsumedCapacityEntry
-	57,  // 125: placement.v1.ResourceSlice.node_selector:type_name -> placement.v1.NodeSelector
-	75,  // 126: placement.v1.ResourceSlice.devices:type_name -> placement.v1.Device
-	82,  // 127: placement.v1.ResourceSlice.shared_counters:type_name -> placement.v1.CounterSet
-	103, // 128: placement.v1.Device.attributes:type_name -> placement.v1.Device.AttributesEntry
-	104, // 129: placement.v1.Device.capacity:type_name -> placement.v1.Device.CapacityEntry
-	83,  // 130: placement.v1.Device.consumes_counters:type_name -> placement.v1.DeviceCounterConsumption
-	57,  // 131: placement.v1.Device.node_selector:type_name -> placement.v1.NodeSelector
-	79,  // 132: placement.v1.Device.taints:type_name -> placement.v1.DeviceTaint
-	105, // 133: placement.v1.Device.capacity_request_policies:type_name -> placement.v1.Device.CapacityRequestPoliciesEntry
-	77,  // 134: placement.v1.CapacityRequestPolicy.valid_range:type_name -> placement.v1.CapacityRequestPolicyRange
-	81,  // 135: placement.v1.DeviceTaintRule.device_selector:type_name -> placement.v1.DeviceTaintSelector
-	79,  // 136: placement.v1.DeviceTaintRule.taint:type_name -> placement.v1.DeviceTaint
-	106, // 137: placement.v1.CounterSet.counters:type_name -> placement.v1.CounterSet.CountersEntry
-	107, // 138: placement.v1.DeviceCounterConsumption.counters:type_name -> placement.v1.DeviceCounterConsumption.CountersEntry
-	78,  // 139: placement.v1.Device.AttributesEntry.value:type_name -> placement.v1.DeviceAttribute
-	76,  // 140: placement.v1.Device.CapacityRequestPoliciesEntry.value:type_name -> placement.v1.CapacityRequestPolicy
-	1,   // 141: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
-	7,   // 142: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
-	13,  // 143: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
-	23,  // 144: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
-	2,   // 145: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
-	8,   // 146: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
-	14,  // 147: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
-	24,  // 148: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
-	145, // [145:149] is the sub-list for method output_type
-	141, // [141:145] is the sub-list for method input_type
-	141, // [141:141] is the sub-list for extension type_name
-	141, // [141:141] is the sub-list for extension extendee
-	0,   // [0:141] is the sub-list for field type_name
+	86,  // 55: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
+	23,  // 56: placement.v1.Unschedulable.deallocate_claim:type_name -> placement.v1.ClaimDeallocation
+	26,  // 57: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
+	29,  // 58: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
+	27,  // 59: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
+	28,  // 60: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
+	87,  // 61: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
+	55,  // 62: placement.v1.Pod.containers:type_name -> placement.v1.Container
+	55,  // 63: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
+	88,  // 64: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
+	89,  // 65: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
+	57,  // 66: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
+	62,  // 67: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
+	43,  // 68: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
+	43,  // 69: placement.v1.Pod.pod_anti_affinity:type_name -> placement.v1.PodAffinity
+	54,  // 70: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
+	52,  // 71: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
+	46,  // 72: placement.v1.Pod.gang:type_name -> placement.v1.Gang
+	90,  // 73: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
+	32,  // 74: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
+	91,  // 75: placement.v1.Pod.pod_requests:type_name -> placement.v1.Pod.PodRequestsEntry
+	92,  // 76: placement.v1.Pod.allocated_requests:type_name -> placement.v1.Pod.AllocatedRequestsEntry
+	93,  // 77: placement.v1.Pod.actuated_requests:type_name -> placement.v1.Pod.ActuatedRequestsEntry
+	31,  // 78: placement.v1.Pod.resource_claims:type_name -> placement.v1.PodResourceClaim
+	52,  // 79: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
+	94,  // 80: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
+	58,  // 81: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
+	35,  // 82: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
+	37,  // 83: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
+	38,  // 84: placement.v1.TopologySelectorTerm.match_label_expressions:type_name -> placement.v1.TopologySelectorRequirement
+	40,  // 85: placement.v1.CsiNode.drivers:type_name -> placement.v1.CsiNodeDriver
+	52,  // 86: placement.v1.CsiStorageCapacity.node_topology:type_name -> placement.v1.LabelSelector
+	44,  // 87: placement.v1.PodAffinity.required:type_name -> placement.v1.PodAffinityTerm
+	45,  // 88: placement.v1.PodAffinity.preferred:type_name -> placement.v1.WeightedPodAffinityTerm
+	52,  // 89: placement.v1.PodAffinityTerm.label_selector:type_name -> placement.v1.LabelSelector
+	52,  // 90: placement.v1.PodAffinityTerm.namespace_selector:type_name -> placement.v1.LabelSelector
+	44,  // 91: placement.v1.WeightedPodAffinityTerm.term:type_name -> placement.v1.PodAffinityTerm
+	49,  // 92: placement.v1.PodGroup.gang:type_name -> placement.v1.GangSchedulingPolicy
+	50,  // 93: placement.v1.PodGroup.workload_ref:type_name -> placement.v1.WorkloadReference
+	52,  // 94: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
+	95,  // 95: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
+	53,  // 96: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
+	52,  // 97: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
+	96,  // 98: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
+	56,  // 99: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
+	97,  // 100: placement.v1.Container.allocated_requests:type_name -> placement.v1.Container.AllocatedRequestsEntry
+	98,  // 101: placement.v1.Container.actuated_requests:type_name -> placement.v1.Container.ActuatedRequestsEntry
+	58,  // 102: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
+	61,  // 103: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
+	59,  // 104: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
+	60,  // 105: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
+	60,  // 106: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
+	59,  // 107: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
+	99,  // 108: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
+	64,  // 109: placement.v1.Node.taints:type_name -> placement.v1.Taint
+	100, // 110: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
+	65,  // 111: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
+	68,  // 112: placement.v1.ResourceClaim.requests:type_name -> placement.v1.DeviceRequest
+	71,  // 113: placement.v1.ResourceClaim.constraints:type_name -> placement.v1.DeviceConstraint
+	72,  // 114: placement.v1.ResourceClaim.allocation:type_name -> placement.v1.AllocationResult
+	74,  // 115: placement.v1.ResourceClaim.reserved_for:type_name -> placement.v1.ResourceClaimConsumer
+	69,  // 116: placement.v1.DeviceRequest.exactly:type_name -> placement.v1.ExactDeviceRequest
+	70,  // 117: placement.v1.DeviceRequest.first_available:type_name -> placement.v1.DeviceSubRequest
+	62,  // 118: placement.v1.ExactDeviceRequest.tolerations:type_name -> placement.v1.Toleration
+	101, // 119: placement.v1.ExactDeviceRequest.capacity_requests:type_name -> placement.v1.ExactDeviceRequest.CapacityRequestsEntry
+	62,  // 120: placement.v1.DeviceSubRequest.tolerations:type_name -> placement.v1.Toleration
+	102, // 121: placement.v1.DeviceSubRequest.capacity_requests:type_name -> placement.v1.DeviceSubRequest.CapacityRequestsEntry
+	73,  // 122: placement.v1.AllocationResult.devices:type_name -> placement.v1.DeviceRequestAllocationResult
+	58,  // 123: placement.v1.AllocationResult.node_selector:type_name -> placement.v1.NodeSelector
+	62,  // 124: placement.v1.DeviceRequestAllocationResult.tolerations:type_name -> placement.v1.Toleration
+	103, // 125: placement.v1.DeviceRequestAllocationResult.consumed_capacity:type_name -> placement.v1.DeviceRequestAllocationResult.ConsumedCapacityEntry
+	58,  // 126: placement.v1.ResourceSlice.node_selector:type_name -> placement.v1.NodeSelector
+	76,  // 127: placement.v1.ResourceSlice.devices:type_name -> placement.v1.Device
+	83,  // 128: placement.v1.ResourceSlice.shared_counters:type_name -> placement.v1.CounterSet
+	104, // 129: placement.v1.Device.attributes:type_name -> placement.v1.Device.AttributesEntry
+	105, // 130: placement.v1.Device.capacity:type_name -> placement.v1.Device.CapacityEntry
+	84,  // 131: placement.v1.Device.consumes_counters:type_name -> placement.v1.DeviceCounterConsumption
+	58,  // 132: placement.v1.Device.node_selector:type_name -> placement.v1.NodeSelector
+	80,  // 133: placement.v1.Device.taints:type_name -> placement.v1.DeviceTaint
+	106, // 134: placement.v1.Device.capacity_request_policies:type_name -> placement.v1.Device.CapacityRequestPoliciesEntry
+	78,  // 135: placement.v1.CapacityRequestPolicy.valid_range:type_name -> placement.v1.CapacityRequestPolicyRange
+	82,  // 136: placement.v1.DeviceTaintRule.device_selector:type_name -> placement.v1.DeviceTaintSelector
+	80,  // 137: placement.v1.DeviceTaintRule.taint:type_name -> placement.v1.DeviceTaint
+	107, // 138: placement.v1.CounterSet.counters:type_name -> placement.v1.CounterSet.CountersEntry
+	108, // 139: placement.v1.DeviceCounterConsumption.counters:type_name -> placement.v1.DeviceCounterConsumption.CountersEntry
+	79,  // 140: placement.v1.Device.AttributesEntry.value:type_name -> placement.v1.DeviceAttribute
+	77,  // 141: placement.v1.Device.CapacityRequestPoliciesEntry.value:type_name -> placement.v1.CapacityRequestPolicy
+	1,   // 142: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
+	7,   // 143: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
+	13,  // 144: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
+	24,  // 145: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
+	2,   // 146: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
+	8,   // 147: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
+	14,  // 148: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
+	25,  // 149: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
+	146, // [146:150] is the sub-list for method output_type
+	142, // [142:146] is the sub-list for method input_type
+	142, // [142:142] is the sub-list for extension type_name
+	142, // [142:142] is the sub-list for extension extendee
+	0,   // [0:142] is the sub-list for field type_name
 }
 
 func init() { file_placement_v1_placement_proto_init() }
@@ -8342,30 +8428,30 @@ func file_placement_v1_placement_proto_init() {
 		(*ClaimBinding_VolumeName)(nil),
 		(*ClaimBinding_SelectedNode)(nil),
 	}
-	file_placement_v1_placement_proto_msgTypes[29].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[38].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[45].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[30].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[39].OneofWrappers = []any{}
 	file_placement_v1_placement_proto_msgTypes[46].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[52].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[60].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[65].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[71].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[75].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[47].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[53].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[61].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[66].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[72].OneofWrappers = []any{}
 	file_placement_v1_placement_proto_msgTypes[76].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[77].OneofWrappers = []any{
+	file_placement_v1_placement_proto_msgTypes[77].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[78].OneofWrappers = []any{
 		(*DeviceAttribute_Int)(nil),
 		(*DeviceAttribute_Bool)(nil),
 		(*DeviceAttribute_String_)(nil),
 		(*DeviceAttribute_Version)(nil),
 	}
-	file_placement_v1_placement_proto_msgTypes[80].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[81].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_placement_v1_placement_proto_rawDesc), len(file_placement_v1_placement_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   107,
+			NumMessages:   108,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

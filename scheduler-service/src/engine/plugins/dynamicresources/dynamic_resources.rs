@@ -29,6 +29,21 @@ const MAX_VERDICTS: usize = 64;
 pub const CANNOT_ALLOCATE: &str = "cannot allocate all claims";
 /// Filter's rejection when an allocated claim's node selector does not match the node.
 pub const NOT_AVAILABLE: &str = "resourceclaim not available on the node";
+/// PostFilter's message when it deallocated a claim (`deallocateOrDeletePodClaims`).
+pub const DEALLOCATED: &str = "deallocation of ResourceClaim completed";
+
+/// A claim kube's PostFilter deallocates (`dynamicresources.go`, `deallocateOrDeletePodClaims`):
+/// the caller clears its `status.allocation`, `status.reservedFor` and `status.devices` in one
+/// status update, so that the pod's next attempt allocates it elsewhere.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimDeallocation {
+    /// The claim's namespace.
+    pub namespace: String,
+    /// The claim's name.
+    pub name: String,
+    /// The claim's uid, as the snapshot had it.
+    pub uid: String,
+}
 
 /// A claim allocated for one pod of a batch: the claim's identity and `status.allocation`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -487,6 +502,42 @@ impl PodDevices {
             None => Ok(0),
             Some(e) => e.delegated(node).map_err(|m| Rejection::Unschedulable(m.to_string())),
         }
+    }
+
+    /// kube's PostFilter (`dynamicresources.go`, `PostFilter` and `deallocateOrDeletePodClaims`),
+    /// for a pod no node fits after Filter rejected some node with [`NOT_AVAILABLE`]: among the
+    /// claims allocated (in the snapshot, not by an earlier pod of the batch) whose node selector
+    /// does not match one of `nodes` (kube's `unavailableClaims`), the first, in the pod's
+    /// order, reserved for no pod or for this pod alone. kube walks a set, in random order; with
+    /// one such claim the choice is kube's. kube's set holds the claims unavailable on the nodes
+    /// that reached DynamicResources' Filter (the last filter); this one also those unavailable
+    /// only on nodes an earlier filter rejected, which matters only when the pod has two such
+    /// claims.
+    pub fn post_filter<'n>(
+        &self,
+        pod: &PodSpec,
+        nodes: impl Iterator<Item = &'n NodeSpec> + Clone,
+    ) -> Option<ClaimDeallocation> {
+        self.claims
+            .iter()
+            .zip(&self.available_on)
+            .find_map(|(claim, selector)| {
+                let selector = selector.as_ref()?;
+                // Allocated by an earlier pod of the batch: in flight, not the snapshot's.
+                let own = self.objects.claims.get(&claim.key())?;
+                own.allocation.as_ref()?;
+                let unused = match own.reserved_for.as_slice() {
+                    [] => true,
+                    [only] => only.uid == *pod.uid,
+                    _ => false,
+                };
+                let unavailable = nodes.clone().any(|n| !selector.iter().any(|t| t.matches(n)));
+                (unused && unavailable).then(|| ClaimDeallocation {
+                    namespace: own.namespace.clone(),
+                    name: own.name.clone(),
+                    uid: own.uid.clone(),
+                })
+            })
     }
 
     /// kube's Filter for the claims allocated already: their node selectors match `node`.

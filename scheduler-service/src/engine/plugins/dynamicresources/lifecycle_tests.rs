@@ -3,8 +3,12 @@
 //! control, and PostFilter's deallocation of an unused claim pinned to nodes the pod cannot use.
 
 use crate::engine::devices::{Consumer, PodClaimRef, ResourceClaim};
-use crate::engine::model::PodSpec;
-use crate::engine::model::{Requirement, SelectorOp, SelectorTerm};
+use crate::engine::framework::{Deadline, Decision, Evaluator};
+use crate::engine::model::{PodSpec, Requirement, SelectorOp, SelectorTerm};
+use crate::engine::plugins::dynamicresources::{ClaimDeallocation, DEALLOCATED, NOT_AVAILABLE};
+use crate::engine::policy::Policy;
+use crate::engine::profile::Profile;
+use crate::engine::snapshot::Snapshot;
 
 use super::tests::{allocated, cluster, gpus, schedule, slice, with_claims};
 
@@ -114,4 +118,113 @@ fn a_template_claim_the_pod_does_not_control_is_refused_with_kubes_message() {
     // The caller did not say who controls it: not checked.
     assert_eq!(out[3], Ok(("n1".into(), vec!["p4-gpu-abcde=n1/gpu-1".into()])));
     assert_eq!(out[4], Ok(("n1".into(), vec!["by-name=n1/gpu-2".into()])));
+}
+
+/// A pod whose required node affinity names `nodes`, with the claim `claim`.
+fn only_on(uid: &str, claim: &str, nodes: &[&str]) -> PodSpec {
+    let mut p = with_claims(uid, &[claim]);
+    p.required_affinity = Some(vec![SelectorTerm {
+        match_expressions: vec![],
+        match_fields: vec![Requirement {
+            key: "metadata.name".into(),
+            op: SelectorOp::In(nodes.iter().map(|n| (*n).into()).collect()),
+        }],
+    }]);
+    p
+}
+
+/// Each pod's decision: `Ok(node)` or its message and the claim PostFilter deallocates.
+fn decide(snap: &Snapshot, pods: &[PodSpec]) -> Vec<Result<String, (String, Option<ClaimDeallocation>)>> {
+    let profile = Profile::new(Policy::kube_default());
+    Evaluator::new(&profile, snap)
+        .schedule(pods, 0, Deadline::none())
+        .unwrap()
+        .into_iter()
+        .map(|d| match d {
+            Decision::Node { node, .. } => Ok(node),
+            Decision::Unschedulable(diag) => Err((diag.message(), diag.deallocate.clone())),
+        })
+        .collect()
+}
+
+fn deallocation(name: &str) -> Option<ClaimDeallocation> {
+    Some(ClaimDeallocation {
+        namespace: "default".into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+    })
+}
+
+/// kube's `PostFilter` and `deallocateOrDeletePodClaims` (`dynamicresources.go`): a pod no node
+/// fits, whose allocated claim Filter found not available on some node and which no other pod
+/// uses, gets the claim deallocated (its allocation, reservations and device statuses cleared),
+/// and the plugin's "deallocation of ResourceClaim completed" precedes DefaultPreemption's
+/// message, joined with ", " (`RunPostFilterPlugins`). A claim another pod uses stays.
+#[test]
+fn post_filter_deallocates_an_unused_claim_pinned_to_nodes_the_pod_cannot_use() {
+    let unused = pinned("unused", "n2");
+    let mut own = pinned("own", "n2");
+    own.reserved_for = vec![pod_consumer("p2")];
+    let mut used = pinned("used", "n2");
+    used.reserved_for = vec![pod_consumer("other")];
+    let mut shared = pinned("shared", "n2");
+    shared.reserved_for = vec![pod_consumer("p4"), pod_consumer("other")];
+    let fits = pinned("fits", "n1");
+    let snap = cluster(
+        vec![slice("n1", "a100", 2), slice("n2", "a100", 4)],
+        vec![unused, own, used, shared, fits],
+    );
+    let out = decide(
+        &snap,
+        &[
+            only_on("p1", "unused", &["n1", "n3"]),
+            only_on("p2", "own", &["n1", "n3"]),
+            only_on("p3", "used", &["n1", "n3"]),
+            only_on("p4", "shared", &["n1", "n3"]),
+            only_on("p5", "fits", &["n1", "n3"]),
+        ],
+    );
+    let message = |post: &str| {
+        format!(
+            "0/3 nodes are available: 1 node(s) didn't satisfy plugin(s) [NodeAffinity], \
+             2 resourceclaim not available on the node. {post}preemption: 0/3 nodes are available: \
+             3 Preemption is not helpful for scheduling."
+        )
+    };
+    let deallocated = message("deallocation of ResourceClaim completed, ");
+    assert_eq!(out[0], Err((deallocated.clone(), deallocation("unused"))));
+    assert_eq!(out[1], Err((deallocated, deallocation("own"))));
+    assert_eq!(out[2], Err((message(""), None)));
+    assert_eq!(out[3], Err((message(""), None)));
+    assert_eq!(out[4], Ok("n1".into()));
+}
+
+/// A claim allocated by an earlier pod of the batch is in flight, not unused: a later pod that
+/// cannot go where it was allocated does not deallocate it. Nor does a pod no node fits for
+/// another reason (Filter never found its claim unavailable).
+#[test]
+fn post_filter_leaves_claims_allocated_in_the_batch_and_claims_filter_never_refused() {
+    let snap = cluster(
+        vec![slice("n1", "a100", 1), slice("n2", "a100", 1)],
+        vec![gpus("fresh", 1), gpus("three", 3)],
+    );
+    let out = decide(
+        &snap,
+        &[
+            only_on("p1", "fresh", &["n2"]),
+            only_on("p2", "fresh", &["n1", "n3"]),
+            with_claims("p3", &["three"]),
+        ],
+    );
+    assert_eq!(out[0], Ok("n2".into()));
+    assert!(
+        matches!(&out[1], Err((m, None)) if m.contains(NOT_AVAILABLE) && !m.contains(DEALLOCATED)),
+        "{:?}",
+        out[1]
+    );
+    assert!(
+        matches!(&out[2], Err((m, None)) if !m.contains(DEALLOCATED)),
+        "{:?}",
+        out[2]
+    );
 }

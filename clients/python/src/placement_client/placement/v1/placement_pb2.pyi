@@ -362,7 +362,7 @@ class ClaimBinding(_message.Message):
     def __init__(self, claim_namespace: _Optional[str] = ..., claim_name: _Optional[str] = ..., volume_name: _Optional[str] = ..., selected_node: _Optional[str] = ...) -> None: ...
 
 class Unschedulable(_message.Message):
-    __slots__ = ("message", "reasons", "nominated_node_name", "victim_uids", "gang", "error")
+    __slots__ = ("message", "reasons", "nominated_node_name", "victim_uids", "gang", "error", "deallocate_claim")
     class ReasonsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -376,13 +376,25 @@ class Unschedulable(_message.Message):
     VICTIM_UIDS_FIELD_NUMBER: _ClassVar[int]
     GANG_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    DEALLOCATE_CLAIM_FIELD_NUMBER: _ClassVar[int]
     message: str
     reasons: _containers.ScalarMap[str, int]
     nominated_node_name: str
     victim_uids: _containers.RepeatedScalarFieldContainer[str]
     gang: str
     error: bool
-    def __init__(self, message: _Optional[str] = ..., reasons: _Optional[_Mapping[str, int]] = ..., nominated_node_name: _Optional[str] = ..., victim_uids: _Optional[_Iterable[str]] = ..., gang: _Optional[str] = ..., error: _Optional[bool] = ...) -> None: ...
+    deallocate_claim: ClaimDeallocation
+    def __init__(self, message: _Optional[str] = ..., reasons: _Optional[_Mapping[str, int]] = ..., nominated_node_name: _Optional[str] = ..., victim_uids: _Optional[_Iterable[str]] = ..., gang: _Optional[str] = ..., error: _Optional[bool] = ..., deallocate_claim: _Optional[_Union[ClaimDeallocation, _Mapping]] = ...) -> None: ...
+
+class ClaimDeallocation(_message.Message):
+    __slots__ = ("claim_namespace", "claim_name", "claim_uid")
+    CLAIM_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_NAME_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_UID_FIELD_NUMBER: _ClassVar[int]
+    claim_namespace: str
+    claim_name: str
+    claim_uid: str
+    def __init__(self, claim_namespace: _Optional[str] = ..., claim_name: _Optional[str] = ..., claim_uid: _Optional[str] = ...) -> None: ...
 
 class ListPoliciesRequest(_message.Message):
     __slots__ = ()
