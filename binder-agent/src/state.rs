@@ -1488,6 +1488,7 @@ mod tests {
                 ..Default::default()
             }],
             node_selector: None,
+            allocation_timestamp_seconds: None,
         };
         let mut s = ClusterState::new();
         let keys = s.assume_devices(

@@ -393,6 +393,7 @@ fn extended_allocation(namespace: &str, node: &str) -> proto::ClaimAllocation {
                 ..Default::default()
             }],
             node_selector: None,
+            allocation_timestamp_seconds: None,
         }),
         extended_resource_claim: Some(proto::ExtendedResourceClaim {
             requests: vec![proto::DeviceRequest {

@@ -75,9 +75,12 @@ pub fn allocation_info(a: &resource::AllocationResult) -> proto::AllocationResul
                     .map(|(k, q)| (k.clone(), q.0.clone()))
                     .collect(),
                 share_id: r.share_id.clone(),
+                binding_conditions: r.binding_conditions.clone().unwrap_or_default(),
+                binding_failure_conditions: r.binding_failure_conditions.clone().unwrap_or_default(),
             })
             .collect(),
         node_selector: a.node_selector.as_ref().map(node_selector),
+        allocation_timestamp_seconds: a.allocation_timestamp.as_ref().map(|t| t.0.as_second()),
     }
 }
 
@@ -195,6 +198,24 @@ pub fn resource_claim_info(c: &resource::ResourceClaim) -> proto::ResourceClaim 
                 .map(|o| o.uid.clone())
                 .unwrap_or_default(),
         ),
+        devices: status
+            .and_then(|s| s.devices.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|d| proto::AllocatedDeviceStatus {
+                driver: d.driver.clone(),
+                pool: d.pool.clone(),
+                device: d.device.clone(),
+                share_id: d.share_id.clone(),
+                true_conditions: d
+                    .conditions
+                    .iter()
+                    .flatten()
+                    .filter(|c| c.status == "True")
+                    .map(|c| c.type_.clone())
+                    .collect(),
+            })
+            .collect(),
     }
 }
 
@@ -295,6 +316,8 @@ pub fn resource_slice_info(s: &resource::ResourceSlice) -> proto::ResourceSlice 
                 taints: d.taints.iter().flatten().map(device_taint).collect(),
                 allow_multiple_allocations: d.allow_multiple_allocations.unwrap_or_default(),
                 binding_conditions: d.binding_conditions.clone().unwrap_or_default(),
+                binding_failure_conditions: d.binding_failure_conditions.clone().unwrap_or_default(),
+                binds_to_node: d.binds_to_node.unwrap_or_default(),
             })
             .collect(),
         shared_counters: spec
@@ -410,6 +433,9 @@ pub fn allocation_out(
                 .share_id
                 .as_ref()
                 .map(|s| if s.is_empty() { new_share_id() } else { s.clone() }),
+            binding_conditions: (!d.binding_conditions.is_empty()).then(|| d.binding_conditions.clone()),
+            binding_failure_conditions: (!d.binding_failure_conditions.is_empty())
+                .then(|| d.binding_failure_conditions.clone()),
             ..Default::default()
         })
         .collect();

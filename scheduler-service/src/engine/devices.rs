@@ -17,7 +17,7 @@ use super::quantity::Quantity;
 use super::volumes::DuplicateStorageObject;
 
 /// A device's identity: driver, pool and device name (kube's `structured.DeviceID`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct DeviceId {
     /// The driver's name (a DNS subdomain, e.g. `gpu.example.com`).
     pub driver: Arc<str>,
@@ -110,8 +110,14 @@ pub struct Device {
     /// for every capacity of a device that allows multiple allocations or has a request policy
     /// (empty otherwise: [`Device::capacity`] says all).
     pub capacity_policies: BTreeMap<String, CapacityPolicy>,
-    /// `bindingConditions` is not empty (not allocated by placement, see docs/dra.md).
+    /// `bindingConditions` is not empty: pools holding such devices are searched last.
     pub has_binding_conditions: bool,
+    /// `bindingConditions`.
+    pub binding_conditions: Vec<String>,
+    /// `bindingFailureConditions`.
+    pub binding_failure_conditions: Vec<String>,
+    /// `bindsToNode`: an allocation of the device is limited to the node it was made for.
+    pub binds_to_node: bool,
 }
 
 /// A quantity with the text it was written as (its format, kept as kube keeps a
@@ -326,7 +332,7 @@ pub enum ConstraintKind {
 }
 
 /// One allocated device of a claim (`DeviceRequestAllocationResult`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AllocatedDevice {
     /// `request`: the request's name, or `request/subrequest` for a prioritized list.
     pub request: String,
@@ -342,6 +348,11 @@ pub struct AllocatedDevice {
     /// `shareID`, for a device that allows multiple allocations. In a new allocation it is
     /// empty: the writer generates the ID (a random UUID, as kube's allocator does).
     pub share_id: Option<String>,
+    /// `bindingConditions`, copied from the device (`DRADeviceBindingConditions`): the pod is
+    /// bound once each is True in the claim's `status.devices` entry for the device.
+    pub binding_conditions: Vec<String>,
+    /// `bindingFailureConditions`, copied from the device: one True fails the binding.
+    pub binding_failure_conditions: Vec<String>,
 }
 
 /// A claim's `status.allocation`.
@@ -351,6 +362,19 @@ pub struct Allocation {
     pub devices: Vec<AllocatedDevice>,
     /// `nodeSelector` (its terms ORed); `None` when the devices are on every node.
     pub node_selector: Option<Vec<SelectorTerm>>,
+    /// `allocationTimestamp`, seconds since the epoch; `None` when not written.
+    pub timestamp: Option<i64>,
+}
+
+/// One entry of a claim's `status.devices`: the conditions a driver reports for a device.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DeviceStatus {
+    /// The device.
+    pub device: DeviceId,
+    /// `shareID`.
+    pub share_id: Option<String>,
+    /// The types of its conditions whose status is True.
+    pub true_conditions: Vec<String>,
 }
 
 /// A consumer a claim is reserved for (`ResourceClaimConsumerReference`, a pod in practice).
@@ -388,6 +412,8 @@ pub struct ResourceClaim {
     /// The uid of the controller owner reference (`Some("")`: none); `None` when the caller
     /// did not say, and nothing is checked against it.
     pub controller_uid: Option<String>,
+    /// status.devices.
+    pub device_statuses: Vec<DeviceStatus>,
 }
 
 impl ResourceClaim {

@@ -225,7 +225,12 @@ impl<'a> PodPlan<'a> {
                 let index = snapshot.device_index();
                 match PodDevices::pre_filter(snapshot.devices(), index, selectors(), pod, &placed.devices) {
                     Ok(d) => (
-                        d.map(|d| Box::new(d.with_filter_timeout(profile.dra_filter_timeout))),
+                        d.map(|d| {
+                            Box::new(
+                                d.with_filter_timeout(profile.dra_filter_timeout)
+                                    .with_binding_timeout(profile.dra_binding_timeout),
+                            )
+                        }),
                         None,
                     ),
                     Err(message) => (None, Some(Arc::from(message))),

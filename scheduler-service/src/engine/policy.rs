@@ -89,11 +89,19 @@ pub struct DynamicResourcesArgs {
     /// `DRASchedulerFilterTimeout`); zero: no limit. Default 10s (kube's
     /// `DynamicResourcesFilterTimeoutDefault`).
     pub filter_timeout: std::time::Duration,
+    /// How long PreBind waits for the binding conditions of allocated devices
+    /// (`bindingTimeout`, kube's `DRADeviceBindingConditions`); a claim still not ready that long
+    /// after its allocation is not available on any node. Default 600s (kube's
+    /// `DynamicResourcesBindingTimeoutDefault`).
+    pub binding_timeout: std::time::Duration,
 }
 
 impl DynamicResourcesArgs {
     /// kube's default `filterTimeout`.
     pub const DEFAULT_FILTER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+    /// kube's default `bindingTimeout`.
+    pub const DEFAULT_BINDING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
     /// Whether these are kube's defaults.
     pub fn is_default(&self) -> bool {
@@ -105,6 +113,7 @@ impl Default for DynamicResourcesArgs {
     fn default() -> Self {
         Self {
             filter_timeout: Self::DEFAULT_FILTER_TIMEOUT,
+            binding_timeout: Self::DEFAULT_BINDING_TIMEOUT,
         }
     }
 }

@@ -513,12 +513,8 @@ fn placement_file(text: &str) -> Result<PolicyFile, PolicyConfigError> {
         if let Some(args) = p.dynamic_resources {
             let field = format!("{path}.dynamicResources");
             let a: DynamicResourcesArgsSpec = typed_args(&field, args)?;
-            if a.binding_timeout.is_some() {
-                return Err(invalid(
-                    format!("{field}.bindingTimeout"),
-                    "not supported: placement does not allocate devices with binding conditions",
-                ));
-            }
+            policy.dynamic_resources.binding_timeout =
+                dynamic_resources_binding_timeout(&field, a.binding_timeout.as_deref())?;
             policy.dynamic_resources.filter_timeout =
                 dynamic_resources_filter_timeout(&field, a.filter_timeout.as_deref())?;
         }
@@ -652,9 +648,8 @@ struct NodeAffinityArgs {
 struct DynamicResourcesArgsSpec {
     /// A Go duration (`metav1.Duration`).
     filter_timeout: Option<String>,
-    /// PreBind's wait for binding conditions: placement does not allocate devices with binding
-    /// conditions, so it is noted and ignored.
-    binding_timeout: Option<Value>,
+    /// PreBind's wait for binding conditions, a Go duration (`metav1.Duration`).
+    binding_timeout: Option<String>,
 }
 
 /// kube's `DynamicResourcesArgs.filterTimeout` with its defaulting (`SetDefaults_DynamicResourcesArgs`:
@@ -669,6 +664,27 @@ fn dynamic_resources_filter_timeout(path: &str, value: Option<&str>) -> Result<s
         return Err(invalid(field, format!("{text:?}: must be zero or positive")));
     }
     super::extender::parse_go_duration(text).map_err(|e| invalid(field, e))
+}
+
+/// kube's `DynamicResourcesArgs.bindingTimeout` with its defaulting (600s when unset) and
+/// validation (`ValidateDynamicResourcesArgs`: at least 1 second).
+fn dynamic_resources_binding_timeout(
+    path: &str,
+    value: Option<&str>,
+) -> Result<std::time::Duration, PolicyConfigError> {
+    let Some(text) = value else {
+        return Ok(DynamicResourcesArgs::DEFAULT_BINDING_TIMEOUT);
+    };
+    let field = format!("{path}.bindingTimeout");
+    let d = if text.trim().starts_with('-') {
+        None
+    } else {
+        Some(super::extender::parse_go_duration(text).map_err(|e| invalid(field.clone(), e))?)
+    };
+    match d {
+        Some(d) if d >= std::time::Duration::from_secs(1) => Ok(d),
+        _ => Err(invalid(field, format!("{text:?}: must be at least 1 second"))),
+    }
 }
 
 /// One enabled plugin after merging: where it came from and whether the operator wrote it.
@@ -1040,13 +1056,8 @@ fn kube_profile(
                 let a: DynamicResourcesArgsSpec = typed_args(&args_path, args)?;
                 policy.dynamic_resources.filter_timeout =
                     dynamic_resources_filter_timeout(&args_path, a.filter_timeout.as_deref())?;
-                if a.binding_timeout.is_some() {
-                    note_ignored(
-                        ignored,
-                        format!("{args_path}.bindingTimeout"),
-                        "placement does not allocate devices with binding conditions",
-                    );
-                }
+                policy.dynamic_resources.binding_timeout =
+                    dynamic_resources_binding_timeout(&args_path, a.binding_timeout.as_deref())?;
             }
             "NodeAffinity" => {
                 let a: NodeAffinityArgs = typed_args(&args_path, args)?;

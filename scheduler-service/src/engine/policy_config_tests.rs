@@ -822,19 +822,34 @@ fn dynamic_resources_filter_timeout_is_read_defaulted_and_validated() {
         };
         assert!(text.starts_with(want) && text.contains(message), "{args}: {text}");
     }
-    // bindingTimeout (binding conditions) is accepted and noted.
+    // bindingTimeout (PreBind's wait for binding conditions): read, 600s by default, at least 1s.
     let file = parse(&dra("      filterTimeout: 5s\n      bindingTimeout: 10m\n"));
     assert_eq!(
         file.policies[0].dynamic_resources.filter_timeout,
         Duration::from_secs(5)
     );
-    assert!(
-        file.ignored
-            .iter()
-            .any(|i| i.starts_with("profiles[0].pluginConfig[0].args.bindingTimeout: ")),
-        "{:?}",
-        file.ignored
+    assert_eq!(
+        file.policies[0].dynamic_resources.binding_timeout,
+        Duration::from_secs(600)
     );
+    let file = parse(&dra("      bindingTimeout: 90s\n"));
+    assert_eq!(
+        file.policies[0].dynamic_resources.binding_timeout,
+        Duration::from_secs(90)
+    );
+    let file = parse(&dra("      filterTimeout: 5s\n"));
+    assert_eq!(
+        file.policies[0].dynamic_resources.binding_timeout,
+        Duration::from_secs(600),
+        "kube's default"
+    );
+    for bad in ["500ms", "0s", "-1m"] {
+        let text = error(&dra(&format!("      bindingTimeout: {bad}\n"))).to_string();
+        assert!(
+            text.starts_with("profiles[0].pluginConfig[0].args.bindingTimeout: ") && text.contains("at least 1 second"),
+            "{bad}: {text}"
+        );
+    }
     // Placement's format.
     let placement = |args: &str| {
         format!(

@@ -45,6 +45,8 @@ pub struct Profile {
     pub(super) dynamic_resources: bool,
     /// DynamicResources' `filterTimeout` (`None`: no limit).
     pub(super) dra_filter_timeout: Option<std::time::Duration>,
+    /// DynamicResources' `bindingTimeout`.
+    pub(super) dra_binding_timeout: std::time::Duration,
     /// The policy's CEL rules, compiled; `None` without rules (the plain pass stays open), or
     /// the compile error (every node is then rejected with it).
     pub(super) rules: Option<Result<Arc<CompiledRules>, Arc<str>>>,
@@ -145,6 +147,7 @@ impl Profile {
             },
             dynamic_resources: policy.filters.contains(&FilterPlugin::DynamicResources),
             dra_filter_timeout: Some(policy.dynamic_resources.filter_timeout).filter(|t| !t.is_zero()),
+            dra_binding_timeout: policy.dynamic_resources.binding_timeout,
             balanced_cpu_memory,
             score_plugins: policy.scores.iter().map(|s| (s.plugin, s.weight)).collect(),
             fit_resources: policy

@@ -17,8 +17,8 @@ use super::selectors::term;
 use crate::engine::devices::{
     AllocatedDevice, Allocation, AllocationMode, Amount, AttributeValue, CapacityPolicy, CapacityRange, ConstraintKind,
     Consumer, CounterConsumption, CounterSet, Device, DeviceClass, DeviceConstraint, DeviceId, DeviceParts,
-    DeviceRequest, DeviceTaint, DeviceTaintRule, DeviceTaintSelector, NodeSelection, PodClaimRef, RequestKind,
-    RequestSpec, ResourceClaim, ResourceSlice,
+    DeviceRequest, DeviceStatus, DeviceTaint, DeviceTaintRule, DeviceTaintSelector, NodeSelection, PodClaimRef,
+    RequestKind, RequestSpec, ResourceClaim, ResourceSlice,
 };
 use crate::engine::model::{SelectorTerm, Toleration};
 use crate::engine::quantity::Quantity;
@@ -296,6 +296,11 @@ fn allocation(path: &str, a: &proto::AllocationResult) -> Result<Allocation, Fie
                 tolerations: tolerations(&format!("{p}.tolerations"), &d.tolerations)?,
                 consumed_capacity: amounts(&format!("{p}.consumed_capacity"), &d.consumed_capacity)?,
                 share_id: d.share_id.clone(),
+                binding_conditions: condition_types(&format!("{p}.binding_conditions"), &d.binding_conditions)?,
+                binding_failure_conditions: condition_types(
+                    &format!("{p}.binding_failure_conditions"),
+                    &d.binding_failure_conditions,
+                )?,
             })
         })?,
         node_selector: a
@@ -303,6 +308,40 @@ fn allocation(path: &str, a: &proto::AllocationResult) -> Result<Allocation, Fie
             .as_ref()
             .map(|s| node_selector(&format!("{path}.node_selector"), s))
             .transpose()?,
+        timestamp: a.allocation_timestamp_seconds,
+    })
+}
+
+/// kube's limit on a device's binding conditions (`BindingConditionsMaxSize`), and on a
+/// condition type's length.
+const MAX_BINDING_CONDITIONS: usize = 4;
+
+/// Binding or binding-failure condition types: at most 4, each a non-empty name.
+fn condition_types(path: &str, types: &[String]) -> Result<Vec<String>, FieldError> {
+    at_most_items(path, types, MAX_BINDING_CONDITIONS)?;
+    for (i, t) in types.iter().enumerate() {
+        non_empty(format!("{path}[{i}]"), t, 316)?;
+    }
+    Ok(types.to_vec())
+}
+
+/// A claim's `status.devices` entries.
+fn device_statuses(path: &str, statuses: &[proto::AllocatedDeviceStatus]) -> Result<Vec<DeviceStatus>, FieldError> {
+    at_most_items(path, statuses, MAX_REQUESTS * 32)?;
+    list(path, statuses, |p, d| {
+        non_empty(format!("{p}.driver"), &d.driver, MAX_DRIVER_BYTES)?;
+        non_empty(format!("{p}.pool"), &d.pool, MAX_NAME_BYTES)?;
+        non_empty(format!("{p}.device"), &d.device, MAX_NAME_BYTES)?;
+        at_most_items(&format!("{p}.true_conditions"), &d.true_conditions, 32)?;
+        Ok(DeviceStatus {
+            device: DeviceId {
+                driver: Arc::from(d.driver.as_str()),
+                pool: Arc::from(d.pool.as_str()),
+                device: Arc::from(d.device.as_str()),
+            },
+            share_id: d.share_id.clone(),
+            true_conditions: d.true_conditions.clone(),
+        })
     })
 }
 
@@ -350,6 +389,7 @@ pub fn resource_claim(path: &str, c: &proto::ResourceClaim) -> Result<ResourceCl
             .collect(),
         deleting: c.deleting,
         controller_uid: c.controller_uid.clone(),
+        device_statuses: device_statuses(&format!("{path}.devices"), &c.devices)?,
     })
 }
 
@@ -554,6 +594,12 @@ fn device(path: &str, driver: &str, per_device: bool, d: &proto::Device) -> Resu
         allow_multiple_allocations: d.allow_multiple_allocations,
         capacity_policies,
         has_binding_conditions: !d.binding_conditions.is_empty(),
+        binding_conditions: condition_types(&format!("{path}.binding_conditions"), &d.binding_conditions)?,
+        binding_failure_conditions: condition_types(
+            &format!("{path}.binding_failure_conditions"),
+            &d.binding_failure_conditions,
+        )?,
+        binds_to_node: d.binds_to_node,
     })
 }
 
@@ -876,8 +922,11 @@ pub fn allocation_result(a: &Allocation) -> proto::AllocationResult {
                     .map(|(k, a)| (k.clone(), a.text.clone()))
                     .collect(),
                 share_id: d.share_id.clone(),
+                binding_conditions: d.binding_conditions.clone(),
+                binding_failure_conditions: d.binding_failure_conditions.clone(),
             })
             .collect(),
+        allocation_timestamp_seconds: a.timestamp,
         node_selector: a.node_selector.as_ref().map(|terms| proto::NodeSelector {
             terms: terms
                 .iter()

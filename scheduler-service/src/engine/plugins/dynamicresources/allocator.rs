@@ -651,10 +651,22 @@ impl<'a> Allocator<'a> {
                     tolerations: p.spec.tolerations.clone(),
                     consumed_capacity: p.consumed.clone(),
                     share_id: p.shared.then(String::new),
+                    binding_conditions: search
+                        .device(p.loc)
+                        .map(|(_, d)| d.binding_conditions.clone())
+                        .unwrap_or_default(),
+                    binding_failure_conditions: search
+                        .device(p.loc)
+                        .map(|(_, d)| d.binding_failure_conditions.clone())
+                        .unwrap_or_default(),
                 })
                 .collect();
             let node_selector = search.node_selector(picked, &claims[ci].name)?;
-            out.push(Allocation { devices, node_selector });
+            out.push(Allocation {
+                devices,
+                node_selector,
+                timestamp: None,
+            });
         }
         Ok(Some(out))
     }
@@ -891,9 +903,6 @@ impl<'s, 'a> Search<'s, 'a> {
         let Some((slice, device)) = self.device(loc) else {
             return Ok(false);
         };
-        if device.has_binding_conditions {
-            return Ok(false);
-        }
         let key = (loc, ci, ri, si);
         if let Some(m) = self.matches.get(&key) {
             return Ok(*m);
@@ -1409,8 +1418,10 @@ impl<'s, 'a> Search<'s, 'a> {
             } else {
                 &slice.node_selection
             };
+            // kube: a device local to one node, or one that binds to the node it is allocated for.
+            let local = matches!(selection, NodeSelection::NodeName(_)) || device.binds_to_node;
             match selection {
-                NodeSelection::NodeName(_) => {
+                _ if local => {
                     return Ok(Some(vec![SelectorTerm {
                         match_expressions: Vec::new(),
                         match_fields: vec![Requirement {
@@ -1432,7 +1443,7 @@ impl<'s, 'a> Search<'s, 'a> {
                         })
                     }
                 },
-                NodeSelection::AllNodes | NodeSelection::FromSlice => {}
+                NodeSelection::AllNodes | NodeSelection::FromSlice | NodeSelection::NodeName(_) => {}
             }
         }
         if term.match_fields.is_empty() && term.match_expressions.is_empty() {

@@ -239,6 +239,7 @@ fn result(request: &str, driver: &str, pool: &str, device: &str, admin: bool) ->
         tolerations: Vec::new(),
         consumed_capacity: BTreeMap::new(),
         share_id: None,
+        ..Default::default()
     }
 }
 
@@ -259,7 +260,11 @@ fn local(node: &str) -> Option<Vec<SelectorTerm>> {
 }
 
 fn allocation(node_selector: Option<Vec<SelectorTerm>>, devices: Vec<AllocatedDevice>) -> Allocation {
-    Allocation { devices, node_selector }
+    Allocation {
+        devices,
+        node_selector,
+        ..Default::default()
+    }
 }
 
 type Outcome = Result<Option<Vec<Allocation>>, AllocateError>;
@@ -1794,14 +1799,37 @@ fn tainted_one_device_two_taints_both_tolerated() {
     );
 }
 
+/// A device with kube's `withBindingConditions`.
+fn binding(mut d: Device, conditions: &[&str], failures: &[&str]) -> Device {
+    d.has_binding_conditions = !conditions.is_empty();
+    d.binding_conditions = conditions.iter().map(|c| c.to_string()).collect();
+    d.binding_failure_conditions = failures.iter().map(|c| c.to_string()).collect();
+    d
+}
+
+/// kube's `deviceRequestAllocationResultWithBindingConditions`.
+fn result_binding(request: &str, pool: &str, device: &str, conditions: &[&str], failures: &[&str]) -> AllocatedDevice {
+    AllocatedDevice {
+        binding_conditions: conditions.iter().map(|c| c.to_string()).collect(),
+        binding_failure_conditions: failures.iter().map(|c| c.to_string()).collect(),
+        ..result(request, DRIVER_A, pool, device, false)
+    }
+}
+
+// kube's `device-binding-conditions`: a device with binding conditions is allocated, its
+// conditions copied into the result.
 #[test]
-fn devices_with_binding_conditions_are_skipped() {
+fn device_binding_conditions() {
     let n = node(NODE1, REGION1);
-    let mut bound = device(DEVICE2);
-    bound.has_binding_conditions = true;
     let out = run(
         &[class(CLASS_A, DRIVER_A)],
-        vec![slice(SLICE1, on(NODE1), POOL1, DRIVER_A, vec![bound, device(DEVICE3)])],
+        vec![slice(
+            SLICE1,
+            on(NODE1),
+            POOL1,
+            DRIVER_A,
+            vec![binding(device(DEVICE1), &["IsPrepare"], &["BindingFailed"])],
+        )],
         &[],
         &n,
         &[simple_claim(CLAIM0, REQ0, CLASS_A)],
@@ -1810,7 +1838,72 @@ fn devices_with_binding_conditions_are_skipped() {
         out,
         Ok(Some(vec![allocation(
             local(NODE1),
-            vec![result(REQ0, DRIVER_A, POOL1, DEVICE3, false)]
+            vec![result_binding(REQ0, POOL1, DEVICE1, &["IsPrepare"], &["BindingFailed"])]
+        )]))
+    );
+}
+
+// kube's `binding-conditions-with-and-without`.
+#[test]
+fn binding_conditions_with_and_without() {
+    let n = node(NODE1, REGION1);
+    let out = run(
+        &[class(CLASS_A, DRIVER_A)],
+        vec![slice(
+            SLICE1,
+            on(NODE1),
+            POOL1,
+            DRIVER_A,
+            vec![
+                device(DEVICE1),
+                binding(device(DEVICE2), &["IsPrepare"], &["BindingFailed"]),
+            ],
+        )],
+        &[],
+        &n,
+        &[claim(
+            CLAIM0,
+            vec![request(REQ0, CLASS_A, 1), request(REQ1, CLASS_A, 1)],
+            vec![],
+        )],
+    );
+    assert_eq!(
+        out,
+        Ok(Some(vec![allocation(
+            local(NODE1),
+            vec![
+                result(REQ0, DRIVER_A, POOL1, DEVICE1, false),
+                result_binding(REQ1, POOL1, DEVICE2, &["IsPrepare"], &["BindingFailed"]),
+            ]
+        )]))
+    );
+}
+
+// kube's `node-restriction`: a device that binds to its node, in a slice for every node of a
+// label, gets the node it was allocated for as its selector.
+#[test]
+fn a_device_that_binds_to_its_node_restricts_the_allocation_to_it() {
+    let n = node(NODE1, REGION1);
+    let mut d = device(DEVICE1);
+    d.binds_to_node = true;
+    let out = run(
+        &[class(CLASS_A, DRIVER_A)],
+        vec![slice(
+            SLICE1,
+            label_selector("region", REGION1),
+            POOL1,
+            DRIVER_A,
+            vec![d],
+        )],
+        &[],
+        &n,
+        &[simple_claim(CLAIM0, REQ0, CLASS_A)],
+    );
+    assert_eq!(
+        out,
+        Ok(Some(vec![allocation(
+            local(NODE1),
+            vec![result(REQ0, DRIVER_A, POOL1, DEVICE1, false)]
         )]))
     );
 }

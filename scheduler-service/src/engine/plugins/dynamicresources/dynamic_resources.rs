@@ -194,6 +194,9 @@ pub struct PodDevices {
     /// How long Filter's allocation on one node may search (kube's
     /// `DynamicResourcesArgs.filterTimeout`); `None`: no limit.
     filter_timeout: Option<std::time::Duration>,
+    /// Per claim (in `claims` order): allocated, and its devices' binding failed or timed out
+    /// ([`PodDevices::with_binding_timeout`]).
+    binding_stuck: Vec<bool>,
 }
 
 /// The process's compiled DRA selectors (kube's scheduler-wide `cel.Cache`).
@@ -324,6 +327,7 @@ impl PodDevices {
             shared: claims_key.map(|k| (k, Arc::clone(index))),
             extended,
             filter_timeout: None,
+            binding_stuck: Vec::new(),
         }))
     }
 
@@ -335,6 +339,18 @@ impl PodDevices {
     /// on its own, as in kube.
     pub fn with_filter_timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
         self.filter_timeout = timeout.filter(|t| !t.is_zero());
+        self
+    }
+
+    /// The state with the claims whose devices' binding failed or timed out marked (kube's
+    /// Filter: `isClaimReadyForBinding` returned an error, or the claim is not ready and
+    /// `isClaimTimeout`, `bindingTimeout` after its `allocationTimestamp`): such a claim is
+    /// not available on any node, so PostFilter may deallocate it and the pod try other devices.
+    pub fn with_binding_timeout(mut self, timeout: std::time::Duration) -> Self {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        self.binding_stuck = self.claims.iter().map(|c| binding_stuck(c, timeout, now)).collect();
         self
     }
 
@@ -521,8 +537,10 @@ impl PodDevices {
         self.claims
             .iter()
             .zip(&self.available_on)
-            .find_map(|(claim, selector)| {
+            .enumerate()
+            .find_map(|(i, (claim, selector))| {
                 let selector = selector.as_ref()?;
+                let stuck = self.binding_stuck.get(i).copied().unwrap_or(false);
                 // Allocated by an earlier pod of the batch: in flight, not the snapshot's.
                 let own = self.objects.claims.get(&claim.key())?;
                 own.allocation.as_ref()?;
@@ -531,7 +549,7 @@ impl PodDevices {
                     [only] => only.uid == *pod.uid,
                     _ => false,
                 };
-                let unavailable = nodes.clone().any(|n| !selector.iter().any(|t| t.matches(n)));
+                let unavailable = stuck || nodes.clone().any(|n| !selector.iter().any(|t| t.matches(n)));
                 (unused && unavailable).then(|| ClaimDeallocation {
                     namespace: own.namespace.clone(),
                     name: own.name.clone(),
@@ -542,6 +560,9 @@ impl PodDevices {
 
     /// kube's Filter for the claims allocated already: their node selectors match `node`.
     fn allocated_claims_available(&self, node: &NodeSpec) -> Result<(), Rejection> {
+        if self.binding_stuck.iter().any(|s| *s) {
+            return Err(Rejection::Unschedulable(NOT_AVAILABLE.to_string()));
+        }
         for selector in self.available_on.iter().flatten() {
             if !selector.iter().any(|t| t.matches(node)) {
                 return Err(Rejection::Unschedulable(NOT_AVAILABLE.to_string()));
@@ -742,5 +763,41 @@ fn validate_class(objects: &DeviceObjects, class: &str, request: &str) -> Result
         Ok(())
     } else {
         Err(format!("request {request}: device class {class} does not exist"))
+    }
+}
+
+/// kube's `isClaimReadyForBinding` and `isClaimTimeout` (`dynamicresources.go`) for an allocated
+/// claim: true when a device's binding failure condition is True, or when a device's binding
+/// conditions are not all True (or it has no status entry) and `timeout` has passed since the
+/// allocation's timestamp (`now`, in seconds). Claims without binding conditions never are.
+fn binding_stuck(claim: &ResourceClaim, timeout: std::time::Duration, now: i64) -> bool {
+    let Some(allocation) = &claim.allocation else {
+        return false;
+    };
+    let mut ready = true;
+    for d in allocation.devices.iter().filter(|d| !d.binding_conditions.is_empty()) {
+        let status = claim.device_statuses.iter().find(|s| {
+            s.device == d.device && (d.share_id.as_deref().unwrap_or("").is_empty() || s.share_id == d.share_id)
+        });
+        let Some(status) = status else {
+            ready = false;
+            break;
+        };
+        let is_true = |t: &String| status.true_conditions.iter().any(|c| c == t);
+        if d.binding_failure_conditions.iter().any(is_true) {
+            return true;
+        }
+        if !d.binding_conditions.iter().all(is_true) {
+            ready = false;
+            break;
+        }
+    }
+    if ready {
+        return false;
+    }
+    let has_conditions = allocation.devices.iter().any(|d| !d.binding_conditions.is_empty());
+    match allocation.timestamp {
+        Some(at) if has_conditions => at.saturating_add(timeout.as_secs() as i64) < now,
+        _ => false,
     }
 }

@@ -228,3 +228,64 @@ fn post_filter_leaves_claims_allocated_in_the_batch_and_claims_filter_never_refu
         out[2]
     );
 }
+
+/// `claim` pinned on `node`'s `gpu-0`, the device's binding conditions `IsReady` (failure
+/// `Failed`) copied into the allocation, allocated `age` seconds ago, its status reporting the
+/// conditions `true_conditions` True.
+fn binding(name: &str, node: &str, age: i64, true_conditions: &[&str]) -> ResourceClaim {
+    let mut c = pinned(name, node);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    if let Some(a) = c.allocation.as_mut() {
+        a.timestamp = Some(now - age);
+        for d in &mut a.devices {
+            d.binding_conditions = vec!["IsReady".into()];
+            d.binding_failure_conditions = vec!["Failed".into()];
+        }
+        c.device_statuses = a
+            .devices
+            .iter()
+            .map(|d| crate::engine::devices::DeviceStatus {
+                device: d.device.clone(),
+                share_id: None,
+                true_conditions: true_conditions.iter().map(|t| t.to_string()).collect(),
+            })
+            .collect();
+    }
+    c
+}
+
+/// kube's Filter for an allocated claim with binding conditions (`isClaimReadyForBinding`,
+/// `isClaimTimeout`, `dynamicresources.go`): a failure condition True, or conditions not met
+/// `bindingTimeout` (600s) after the allocation, make the claim unavailable on every node, and
+/// PostFilter deallocates it so that the pod's next attempt allocates other devices. A claim still
+/// within its timeout, or whose conditions are met, keeps its node.
+#[test]
+fn a_claim_whose_binding_failed_or_timed_out_is_deallocated() {
+    let snap = cluster(
+        vec![slice("n1", "a100", 2), slice("n2", "a100", 2)],
+        vec![
+            binding("failed", "n1", 5, &["Failed"]),
+            binding("timed-out", "n1", 601, &[]),
+            binding("waiting", "n1", 30, &[]),
+            binding("ready", "n1", 601, &["IsReady"]),
+        ],
+    );
+    let out = decide(
+        &snap,
+        &[
+            with_claims("p1", &["failed"]),
+            with_claims("p2", &["timed-out"]),
+            with_claims("p3", &["waiting"]),
+            with_claims("p4", &["ready"]),
+        ],
+    );
+    let stuck = "0/3 nodes are available: 3 resourceclaim not available on the node. deallocation of \
+                 ResourceClaim completed, preemption: 0/3 nodes are available: 3 Preemption is not helpful \
+                 for scheduling.";
+    assert_eq!(out[0], Err((stuck.to_string(), deallocation("failed"))));
+    assert_eq!(out[1], Err((stuck.to_string(), deallocation("timed-out"))));
+    assert_eq!(out[2], Ok("n1".into()));
+    assert_eq!(out[3], Ok("n1".into()));
+}

@@ -183,8 +183,10 @@ fn devices_allocated_to_claims_in_the_snapshot_are_not_given_again() {
             tolerations: vec![],
             consumed_capacity: Default::default(),
             share_id: None,
+            ..Default::default()
         }],
         node_selector: None,
+        ..Default::default()
     });
     let snap = cluster(vec![free], vec![taken, gpus("c1", 1), gpus("c2", 1)]);
     let out = schedule(&snap, &[with_claims("p1", &["c1"]), with_claims("p2", &["c2"])]);
@@ -421,8 +423,10 @@ fn verdicts_by_device_signature_equal_allocations_node_by_node() {
                     tolerations: vec![],
                     consumed_capacity: Default::default(),
                     share_id: None,
+                    ..Default::default()
                 }],
                 node_selector: None,
+                ..Default::default()
             });
             taken.push(c);
         }
@@ -549,9 +553,11 @@ pub(super) fn allocated(name: &str, node: &str, devices: &[&str]) -> ResourceCla
                 tolerations: vec![],
                 consumed_capacity: Default::default(),
                 share_id: None,
+                ..Default::default()
             })
             .collect(),
         node_selector: None,
+        ..Default::default()
     });
     c
 }
@@ -1204,8 +1210,10 @@ fn sharing(name: &str, node: &str, memory: &str) -> ResourceClaim {
                 crate::engine::devices::Amount::parse(memory).unwrap(),
             )]),
             share_id: Some("0b7e1f7c-7a57-4c1e-9a57-2f7b8b6b1f00".into()),
+            ..Default::default()
         }],
         node_selector: None,
+        ..Default::default()
     });
     c
 }
