@@ -346,6 +346,18 @@ pub trait ClusterApi: Send + Sync + 'static {
         async move { Err(ApiError::Other(message)) }
     }
 
+    /// DynamicResources' PreBind, before it waits for devices' binding conditions: the
+    /// `BindingConditionsPending` event (Normal, action `Scheduling`, `waiting for binding
+    /// conditions for device on node <node>`). Writers without events write nothing.
+    fn record_binding_conditions_pending(
+        &self,
+        pod: &PodRef,
+        node: &str,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send {
+        let _ = (pod, node);
+        async { Ok(()) }
+    }
+
     /// DynamicResources' Unreserve for one claim: the pod removed from `status.reservedFor` (a
     /// strategic-merge patch of the status deleting the entry with the pod's uid).
     fn unreserve_claim(&self, claim: &ClaimRef, pod: &PodRef) -> impl Future<Output = Result<(), ApiError>> + Send {

@@ -710,6 +710,12 @@ impl ClusterApi for KubeApi {
         self.create_event(&event).await
     }
 
+    async fn record_binding_conditions_pending(&self, pod: &PodRef, node: &str) -> Result<(), ApiError> {
+        let note = format!("waiting for binding conditions for device on node {node}");
+        let event = self.event(pod, "Normal", "BindingConditionsPending", "Scheduling", &note);
+        self.create_event(&event).await
+    }
+
     async fn record_unschedulable(&self, pod: &PodRef, message: &str) -> Result<(), ApiError> {
         self.record_scheduling_failure(pod, "Unschedulable", message).await
     }

@@ -122,6 +122,13 @@ pub struct RunArgs {
     #[arg(long, env = "BINDER_VOLUME_BIND_TIMEOUT_SECONDS", default_value_t = 600)]
     pub volume_bind_timeout_seconds: u64,
 
+    /// How long a pod's PreBind waits for the binding conditions of the devices allocated to it
+    /// (DRA's `bindingConditions`) before the pod is decided again with backoff, counted from the
+    /// claim's allocation: kube-scheduler's DynamicResources `bindingTimeout`, whose default this
+    /// is. Give the decision replicas' profile the same value.
+    #[arg(long, env = "BINDER_DRA_BINDING_TIMEOUT_SECONDS", default_value_t = 600)]
+    pub dra_binding_timeout_seconds: u64,
+
     /// Bindings in flight at once.
     #[arg(long, env = "BINDER_BIND_CONCURRENCY", default_value_t = 64)]
     pub bind_concurrency: usize,
@@ -466,6 +473,7 @@ pub async fn run_until(args: RunArgs, stop_signal: impl std::future::Future<Outp
         gang_timeout: Duration::from_secs(args.gang_timeout_seconds),
         nomination_timeout: Duration::from_secs(args.nomination_timeout_seconds.max(1)),
         volume_bind_timeout: Duration::from_secs(args.volume_bind_timeout_seconds.max(1)),
+        dra_binding_timeout: Duration::from_secs(args.dra_binding_timeout_seconds.max(1)),
         bind_concurrency: args.bind_concurrency.max(1),
         event_concurrency: args.event_concurrency.max(1),
         api_qps: args.api_qps,

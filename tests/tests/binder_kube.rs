@@ -871,6 +871,7 @@ async fn the_agent_runs_from_a_kubeconfig_and_shuts_down_gracefully() {
         gang_timeout_seconds: 60,
         nomination_timeout_seconds: 90,
         volume_bind_timeout_seconds: 600,
+        dra_binding_timeout_seconds: 600,
         bind_concurrency: 64,
         event_concurrency: 8,
         api_qps: 0,

@@ -830,6 +830,7 @@ async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -
         gang_timeout_seconds: 60,
         nomination_timeout_seconds: num("BINDER_NOMINATION_TIMEOUT_SECONDS"),
         volume_bind_timeout_seconds: 600,
+        dra_binding_timeout_seconds: 600,
         bind_concurrency: 64,
         event_concurrency: 8,
         api_qps: 0,

@@ -57,6 +57,11 @@ mod dra_capacity;
 #[path = "e2e/dra_postfilter.rs"]
 mod dra_postfilter;
 
+// Devices with binding conditions, bound once attached, against the cluster's kube-scheduler
+// (issue 45, item 4).
+#[path = "e2e/dra_binding.rs"]
+mod dra_binding;
+
 // kube-scheduler's metric names, labels, buckets and counts against the binder's (issue 47).
 #[path = "e2e/metrics.rs"]
 mod metrics;

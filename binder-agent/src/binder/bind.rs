@@ -102,6 +102,19 @@ impl<A: ClusterApi> Binder<A> {
                     prebind_failed(&this);
                     return;
                 }
+                // Devices with binding conditions: waited for without a write slot.
+                let keys = super::prebind::claim_keys(&pod, pod_claims, created.as_ref());
+                if this.binding_conditions_pending(&keys) {
+                    drop(held.take());
+                    if this
+                        .prebind_binding_conditions(&pod, &node, pod_claims, created.as_ref(), policy)
+                        .await
+                        == PreBind::Stopped
+                    {
+                        prebind_failed(&this);
+                        return;
+                    }
+                }
             }
             s.metrics
                 .extension_point("PreBind", "Success", policy, prebind_started.elapsed());

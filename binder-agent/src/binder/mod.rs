@@ -47,6 +47,7 @@
 //! experiment. `cycle_tests.rs` drives the cycle alone: a scripted replica, a recording API.
 
 mod bind;
+mod binding_conditions;
 mod claims;
 mod cycle;
 #[cfg(test)]
@@ -194,6 +195,9 @@ pub struct BinderConfig {
     /// How long a pod's PreBind waits for the PV controller to bind the claims it wrote a
     /// binding for before the pod is decided again (kube-scheduler's `bindTimeoutSeconds`).
     pub volume_bind_timeout: Duration,
+    /// How long a pod's PreBind waits for its devices' binding conditions, counted from each
+    /// claim's allocation (kube-scheduler's DynamicResources `bindingTimeout`).
+    pub dra_binding_timeout: Duration,
     /// The extenders of the scheduler configuration, read for their `bindVerb`: a pod one of
     /// them is interested in is bound by asking that extender (kube-scheduler's
     /// `ExtenderBindingArgs`) instead of writing the Binding.
@@ -223,6 +227,7 @@ impl Default for BinderConfig {
             gang_timeout: Duration::from_secs(60),
             nomination_timeout: Duration::from_secs(90),
             volume_bind_timeout: Duration::from_secs(600),
+            dra_binding_timeout: Duration::from_secs(600),
             extenders: None,
             batches_in_flight: 1,
         }

@@ -157,7 +157,7 @@ impl<A: ClusterApi> Binder<A> {
     /// Whether a PreBind may go on: this binder leads and the pod is still queued. Otherwise its
     /// choices and reservation are forgotten (a pod deleted meanwhile is gone; after a lost
     /// lease, the pod waits for whoever leads next) and the PreBind is counted as cancelled.
-    fn may_prebind(&self, pod: &PodRef, started: Instant) -> bool {
+    pub(super) fn may_prebind(&self, pod: &PodRef, started: Instant) -> bool {
         let s = &self.shared;
         let leading = *s.leader.borrow() && !s.stopping.load(Ordering::Relaxed);
         if leading && s.queue.lock().contains(&pod.uid) {
@@ -266,6 +266,19 @@ const DEVICES_PREBIND_FAILED: &str = "running PreBind plugin \"DynamicResources\
 
 /// The names of a pod's ResourceClaims (kube's `resourceclaim.Name`): the claim an entry names,
 /// or the one its `status.resourceClaimStatuses` names for a template (none yet: left out).
+/// The pod's claims (`namespace/name`), with the special claim its PreBind created.
+pub(super) fn claim_keys(
+    pod: &PodRef,
+    pod_claims: &[proto::PodResourceClaim],
+    created: Option<&ClaimRef>,
+) -> Vec<String> {
+    let mut keys: Vec<String> = claim_names(pod_claims)
+        .map(|name| format!("{}/{}", pod.namespace, name))
+        .collect();
+    keys.extend(created.map(ClaimRef::key));
+    keys
+}
+
 pub(super) fn claim_names(pod_claims: &[proto::PodResourceClaim]) -> impl Iterator<Item = String> + '_ {
     pod_claims.iter().filter_map(|c| {
         if c.resource_claim_name.is_empty() {
@@ -390,6 +403,48 @@ impl<A: ClusterApi> Binder<A> {
         }
         tracing::debug!(pod = %pod.key(), claims = claims.len(), took = ?started.elapsed(), "claims reserved");
         PreBind::Bound
+    }
+
+    /// The rest of DynamicResources' PreBind once the claims are written: when a device allocated
+    /// to the pod has binding conditions, the wait for them ([`Binder::wait_for_binding_conditions`]);
+    /// the caller holds no write slot meanwhile (a driver may take minutes). On a failure or a
+    /// timeout the pod's reservations are removed as kube's Unreserve removes them (the
+    /// allocation stays, for the next attempt's PostFilter) and the failure is reported as
+    /// kube's (`SchedulerError`, decided again after its backoff).
+    pub(super) async fn prebind_binding_conditions(
+        &self,
+        pod: &PodRef,
+        node: &str,
+        pod_claims: &[proto::PodResourceClaim],
+        created: Option<&ClaimRef>,
+        policy: &str,
+    ) -> PreBind {
+        let started = Instant::now();
+        let keys = claim_keys(pod, pod_claims, created);
+        let claims: Vec<ClaimRef> = keys
+            .iter()
+            .filter_map(|k| k.split_once('/'))
+            .map(|(namespace, name)| ClaimRef {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                uid: String::new(),
+            })
+            .collect();
+        let all: Vec<&ClaimRef> = claims.iter().collect();
+        match self.wait_for_binding_conditions(pod, node, &keys, started).await {
+            Ok(()) => PreBind::Bound,
+            Err(None) => {
+                self.unreserve_claims(pod, &all).await;
+                PreBind::Stopped
+            }
+            Err(Some(m)) => {
+                tracing::info!(pod = %pod.key(), %node, error = %m, "binding conditions not met");
+                self.unreserve_claims(pod, &all).await;
+                self.fail_prebind(pod, format!("{DEVICES_PREBIND_FAILED}: {m}"), "failed", started, policy)
+                    .await;
+                PreBind::Stopped
+            }
+        }
     }
 
     /// kube's `bindClaim` for one claim: written from the claim the cache holds (`fresh`: the

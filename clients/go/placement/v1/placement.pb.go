@@ -5930,6 +5930,9 @@ type ResourceClaim struct {
 	// (resourceclaim.IsForPod: "ResourceClaim <ns>/<claim> was not created for Pod
 	// <ns>/<pod> (Pod is not owner)"). Unset: not known to the caller, not checked.
 	ControllerUid *string `protobuf:"bytes,9,opt,name=controller_uid,json=controllerUid,proto3,oneof" json:"controller_uid,omitempty"`
+	// status.devices: the conditions drivers report for allocated devices (read for
+	// binding conditions).
+	Devices       []*AllocatedDeviceStatus `protobuf:"bytes,10,rep,name=devices,proto3" json:"devices,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6027,6 +6030,95 @@ func (x *ResourceClaim) GetControllerUid() string {
 	return ""
 }
 
+func (x *ResourceClaim) GetDevices() []*AllocatedDeviceStatus {
+	if x != nil {
+		return x.Devices
+	}
+	return nil
+}
+
+// AllocatedDeviceStatus is one entry of a claim's status.devices.
+type AllocatedDeviceStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// driver.
+	Driver string `protobuf:"bytes,1,opt,name=driver,proto3" json:"driver,omitempty"`
+	// pool.
+	Pool string `protobuf:"bytes,2,opt,name=pool,proto3" json:"pool,omitempty"`
+	// device.
+	Device string `protobuf:"bytes,3,opt,name=device,proto3" json:"device,omitempty"`
+	// shareID.
+	ShareId *string `protobuf:"bytes,4,opt,name=share_id,json=shareId,proto3,oneof" json:"share_id,omitempty"`
+	// conditions whose status is "True", by type.
+	TrueConditions []string `protobuf:"bytes,5,rep,name=true_conditions,json=trueConditions,proto3" json:"true_conditions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *AllocatedDeviceStatus) Reset() {
+	*x = AllocatedDeviceStatus{}
+	mi := &file_placement_v1_placement_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocatedDeviceStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocatedDeviceStatus) ProtoMessage() {}
+
+func (x *AllocatedDeviceStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_v1_placement_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocatedDeviceStatus.ProtoReflect.Descriptor instead.
+func (*AllocatedDeviceStatus) Descriptor() ([]byte, []int) {
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *AllocatedDeviceStatus) GetDriver() string {
+	if x != nil {
+		return x.Driver
+	}
+	return ""
+}
+
+func (x *AllocatedDeviceStatus) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *AllocatedDeviceStatus) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
+func (x *AllocatedDeviceStatus) GetShareId() string {
+	if x != nil && x.ShareId != nil {
+		return *x.ShareId
+	}
+	return ""
+}
+
+func (x *AllocatedDeviceStatus) GetTrueConditions() []string {
+	if x != nil {
+		return x.TrueConditions
+	}
+	return nil
+}
+
 // DeviceRequest is one request of a claim: exactly one of exactly and first_available.
 type DeviceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -6042,7 +6134,7 @@ type DeviceRequest struct {
 
 func (x *DeviceRequest) Reset() {
 	*x = DeviceRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[67]
+	mi := &file_placement_v1_placement_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6054,7 +6146,7 @@ func (x *DeviceRequest) String() string {
 func (*DeviceRequest) ProtoMessage() {}
 
 func (x *DeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[67]
+	mi := &file_placement_v1_placement_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6067,7 +6159,7 @@ func (x *DeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceRequest.ProtoReflect.Descriptor instead.
 func (*DeviceRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{67}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *DeviceRequest) GetName() string {
@@ -6114,7 +6206,7 @@ type ExactDeviceRequest struct {
 
 func (x *ExactDeviceRequest) Reset() {
 	*x = ExactDeviceRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[68]
+	mi := &file_placement_v1_placement_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6126,7 +6218,7 @@ func (x *ExactDeviceRequest) String() string {
 func (*ExactDeviceRequest) ProtoMessage() {}
 
 func (x *ExactDeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[68]
+	mi := &file_placement_v1_placement_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6139,7 +6231,7 @@ func (x *ExactDeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExactDeviceRequest.ProtoReflect.Descriptor instead.
 func (*ExactDeviceRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{68}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ExactDeviceRequest) GetDeviceClassName() string {
@@ -6214,7 +6306,7 @@ type DeviceSubRequest struct {
 
 func (x *DeviceSubRequest) Reset() {
 	*x = DeviceSubRequest{}
-	mi := &file_placement_v1_placement_proto_msgTypes[69]
+	mi := &file_placement_v1_placement_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6226,7 +6318,7 @@ func (x *DeviceSubRequest) String() string {
 func (*DeviceSubRequest) ProtoMessage() {}
 
 func (x *DeviceSubRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[69]
+	mi := &file_placement_v1_placement_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6239,7 +6331,7 @@ func (x *DeviceSubRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceSubRequest.ProtoReflect.Descriptor instead.
 func (*DeviceSubRequest) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{69}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *DeviceSubRequest) GetName() string {
@@ -6306,7 +6398,7 @@ type DeviceConstraint struct {
 
 func (x *DeviceConstraint) Reset() {
 	*x = DeviceConstraint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[70]
+	mi := &file_placement_v1_placement_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6318,7 +6410,7 @@ func (x *DeviceConstraint) String() string {
 func (*DeviceConstraint) ProtoMessage() {}
 
 func (x *DeviceConstraint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[70]
+	mi := &file_placement_v1_placement_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6331,7 +6423,7 @@ func (x *DeviceConstraint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceConstraint.ProtoReflect.Descriptor instead.
 func (*DeviceConstraint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{70}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *DeviceConstraint) GetRequests() []string {
@@ -6361,14 +6453,17 @@ type AllocationResult struct {
 	// devices.results.
 	Devices []*DeviceRequestAllocationResult `protobuf:"bytes,1,rep,name=devices,proto3" json:"devices,omitempty"`
 	// nodeSelector: the nodes the devices are available on; unset for every node.
-	NodeSelector  *NodeSelector `protobuf:"bytes,2,opt,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NodeSelector *NodeSelector `protobuf:"bytes,2,opt,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty"`
+	// allocationTimestamp, in seconds since the epoch; unset when not written. With
+	// devices that have binding conditions, the binding times out this long after it.
+	AllocationTimestampSeconds *int64 `protobuf:"varint,3,opt,name=allocation_timestamp_seconds,json=allocationTimestampSeconds,proto3,oneof" json:"allocation_timestamp_seconds,omitempty"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
 }
 
 func (x *AllocationResult) Reset() {
 	*x = AllocationResult{}
-	mi := &file_placement_v1_placement_proto_msgTypes[71]
+	mi := &file_placement_v1_placement_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6380,7 +6475,7 @@ func (x *AllocationResult) String() string {
 func (*AllocationResult) ProtoMessage() {}
 
 func (x *AllocationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[71]
+	mi := &file_placement_v1_placement_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6393,7 +6488,7 @@ func (x *AllocationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocationResult.ProtoReflect.Descriptor instead.
 func (*AllocationResult) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{71}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *AllocationResult) GetDevices() []*DeviceRequestAllocationResult {
@@ -6408,6 +6503,13 @@ func (x *AllocationResult) GetNodeSelector() *NodeSelector {
 		return x.NodeSelector
 	}
 	return nil
+}
+
+func (x *AllocationResult) GetAllocationTimestampSeconds() int64 {
+	if x != nil && x.AllocationTimestampSeconds != nil {
+		return *x.AllocationTimestampSeconds
+	}
+	return 0
 }
 
 // DeviceRequestAllocationResult is one allocated device.
@@ -6431,14 +6533,19 @@ type DeviceRequestAllocationResult struct {
 	// shareID: set for a share of a device that allows multiple allocations. In
 	// a claim's existing allocation, the ID written; in an answer, empty: the
 	// writer draws a new random UUID for it, as kube-scheduler's allocator does.
-	ShareId       *string `protobuf:"bytes,8,opt,name=share_id,json=shareId,proto3,oneof" json:"share_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ShareId *string `protobuf:"bytes,8,opt,name=share_id,json=shareId,proto3,oneof" json:"share_id,omitempty"`
+	// bindingConditions: copied from the device; the pod is bound once each is True
+	// in the claim's status.devices entry for this device.
+	BindingConditions []string `protobuf:"bytes,9,rep,name=binding_conditions,json=bindingConditions,proto3" json:"binding_conditions,omitempty"`
+	// bindingFailureConditions: copied from the device; one True fails the binding.
+	BindingFailureConditions []string `protobuf:"bytes,10,rep,name=binding_failure_conditions,json=bindingFailureConditions,proto3" json:"binding_failure_conditions,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *DeviceRequestAllocationResult) Reset() {
 	*x = DeviceRequestAllocationResult{}
-	mi := &file_placement_v1_placement_proto_msgTypes[72]
+	mi := &file_placement_v1_placement_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6450,7 +6557,7 @@ func (x *DeviceRequestAllocationResult) String() string {
 func (*DeviceRequestAllocationResult) ProtoMessage() {}
 
 func (x *DeviceRequestAllocationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[72]
+	mi := &file_placement_v1_placement_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6463,7 +6570,7 @@ func (x *DeviceRequestAllocationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceRequestAllocationResult.ProtoReflect.Descriptor instead.
 func (*DeviceRequestAllocationResult) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{72}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *DeviceRequestAllocationResult) GetRequest() string {
@@ -6522,6 +6629,20 @@ func (x *DeviceRequestAllocationResult) GetShareId() string {
 	return ""
 }
 
+func (x *DeviceRequestAllocationResult) GetBindingConditions() []string {
+	if x != nil {
+		return x.BindingConditions
+	}
+	return nil
+}
+
+func (x *DeviceRequestAllocationResult) GetBindingFailureConditions() []string {
+	if x != nil {
+		return x.BindingFailureConditions
+	}
+	return nil
+}
+
 // ResourceClaimConsumer is one entry of a claim's status.reservedFor.
 type ResourceClaimConsumer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -6539,7 +6660,7 @@ type ResourceClaimConsumer struct {
 
 func (x *ResourceClaimConsumer) Reset() {
 	*x = ResourceClaimConsumer{}
-	mi := &file_placement_v1_placement_proto_msgTypes[73]
+	mi := &file_placement_v1_placement_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6551,7 +6672,7 @@ func (x *ResourceClaimConsumer) String() string {
 func (*ResourceClaimConsumer) ProtoMessage() {}
 
 func (x *ResourceClaimConsumer) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[73]
+	mi := &file_placement_v1_placement_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6564,7 +6685,7 @@ func (x *ResourceClaimConsumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceClaimConsumer.ProtoReflect.Descriptor instead.
 func (*ResourceClaimConsumer) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{73}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ResourceClaimConsumer) GetApiGroup() string {
@@ -6626,7 +6747,7 @@ type ResourceSlice struct {
 
 func (x *ResourceSlice) Reset() {
 	*x = ResourceSlice{}
-	mi := &file_placement_v1_placement_proto_msgTypes[74]
+	mi := &file_placement_v1_placement_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6638,7 +6759,7 @@ func (x *ResourceSlice) String() string {
 func (*ResourceSlice) ProtoMessage() {}
 
 func (x *ResourceSlice) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[74]
+	mi := &file_placement_v1_placement_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6651,7 +6772,7 @@ func (x *ResourceSlice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceSlice.ProtoReflect.Descriptor instead.
 func (*ResourceSlice) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{74}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ResourceSlice) GetName() string {
@@ -6756,13 +6877,17 @@ type Device struct {
 	BindingConditions []string `protobuf:"bytes,10,rep,name=binding_conditions,json=bindingConditions,proto3" json:"binding_conditions,omitempty"`
 	// capacity[name].requestPolicy, for the capacities that have one.
 	CapacityRequestPolicies map[string]*CapacityRequestPolicy `protobuf:"bytes,11,rep,name=capacity_request_policies,json=capacityRequestPolicies,proto3" json:"capacity_request_policies,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// bindingFailureConditions.
+	BindingFailureConditions []string `protobuf:"bytes,12,rep,name=binding_failure_conditions,json=bindingFailureConditions,proto3" json:"binding_failure_conditions,omitempty"`
+	// bindsToNode.
+	BindsToNode   bool `protobuf:"varint,13,opt,name=binds_to_node,json=bindsToNode,proto3" json:"binds_to_node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Device) Reset() {
 	*x = Device{}
-	mi := &file_placement_v1_placement_proto_msgTypes[75]
+	mi := &file_placement_v1_placement_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6774,7 +6899,7 @@ func (x *Device) String() string {
 func (*Device) ProtoMessage() {}
 
 func (x *Device) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[75]
+	mi := &file_placement_v1_placement_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6787,7 +6912,7 @@ func (x *Device) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Device.ProtoReflect.Descriptor instead.
 func (*Device) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{75}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *Device) GetName() string {
@@ -6867,6 +6992,20 @@ func (x *Device) GetCapacityRequestPolicies() map[string]*CapacityRequestPolicy 
 	return nil
 }
 
+func (x *Device) GetBindingFailureConditions() []string {
+	if x != nil {
+		return x.BindingFailureConditions
+	}
+	return nil
+}
+
+func (x *Device) GetBindsToNode() bool {
+	if x != nil {
+		return x.BindsToNode
+	}
+	return false
+}
+
 // CapacityRequestPolicy is a device capacity's requestPolicy: how much of it a
 // request may consume, and how a request is rounded up.
 type CapacityRequestPolicy struct {
@@ -6883,7 +7022,7 @@ type CapacityRequestPolicy struct {
 
 func (x *CapacityRequestPolicy) Reset() {
 	*x = CapacityRequestPolicy{}
-	mi := &file_placement_v1_placement_proto_msgTypes[76]
+	mi := &file_placement_v1_placement_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6895,7 +7034,7 @@ func (x *CapacityRequestPolicy) String() string {
 func (*CapacityRequestPolicy) ProtoMessage() {}
 
 func (x *CapacityRequestPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[76]
+	mi := &file_placement_v1_placement_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6908,7 +7047,7 @@ func (x *CapacityRequestPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapacityRequestPolicy.ProtoReflect.Descriptor instead.
 func (*CapacityRequestPolicy) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{76}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *CapacityRequestPolicy) GetDefault() string {
@@ -6947,7 +7086,7 @@ type CapacityRequestPolicyRange struct {
 
 func (x *CapacityRequestPolicyRange) Reset() {
 	*x = CapacityRequestPolicyRange{}
-	mi := &file_placement_v1_placement_proto_msgTypes[77]
+	mi := &file_placement_v1_placement_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6959,7 +7098,7 @@ func (x *CapacityRequestPolicyRange) String() string {
 func (*CapacityRequestPolicyRange) ProtoMessage() {}
 
 func (x *CapacityRequestPolicyRange) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[77]
+	mi := &file_placement_v1_placement_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6972,7 +7111,7 @@ func (x *CapacityRequestPolicyRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapacityRequestPolicyRange.ProtoReflect.Descriptor instead.
 func (*CapacityRequestPolicyRange) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{77}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *CapacityRequestPolicyRange) GetMin() string {
@@ -7014,7 +7153,7 @@ type DeviceAttribute struct {
 
 func (x *DeviceAttribute) Reset() {
 	*x = DeviceAttribute{}
-	mi := &file_placement_v1_placement_proto_msgTypes[78]
+	mi := &file_placement_v1_placement_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7026,7 +7165,7 @@ func (x *DeviceAttribute) String() string {
 func (*DeviceAttribute) ProtoMessage() {}
 
 func (x *DeviceAttribute) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[78]
+	mi := &file_placement_v1_placement_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7039,7 +7178,7 @@ func (x *DeviceAttribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceAttribute.ProtoReflect.Descriptor instead.
 func (*DeviceAttribute) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{78}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *DeviceAttribute) GetValue() isDeviceAttribute_Value {
@@ -7134,7 +7273,7 @@ type DeviceTaint struct {
 
 func (x *DeviceTaint) Reset() {
 	*x = DeviceTaint{}
-	mi := &file_placement_v1_placement_proto_msgTypes[79]
+	mi := &file_placement_v1_placement_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7146,7 +7285,7 @@ func (x *DeviceTaint) String() string {
 func (*DeviceTaint) ProtoMessage() {}
 
 func (x *DeviceTaint) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[79]
+	mi := &file_placement_v1_placement_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7159,7 +7298,7 @@ func (x *DeviceTaint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceTaint.ProtoReflect.Descriptor instead.
 func (*DeviceTaint) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{79}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *DeviceTaint) GetKey() string {
@@ -7207,7 +7346,7 @@ type DeviceTaintRule struct {
 
 func (x *DeviceTaintRule) Reset() {
 	*x = DeviceTaintRule{}
-	mi := &file_placement_v1_placement_proto_msgTypes[80]
+	mi := &file_placement_v1_placement_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7219,7 +7358,7 @@ func (x *DeviceTaintRule) String() string {
 func (*DeviceTaintRule) ProtoMessage() {}
 
 func (x *DeviceTaintRule) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[80]
+	mi := &file_placement_v1_placement_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7232,7 +7371,7 @@ func (x *DeviceTaintRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceTaintRule.ProtoReflect.Descriptor instead.
 func (*DeviceTaintRule) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{80}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *DeviceTaintRule) GetName() string {
@@ -7272,7 +7411,7 @@ type DeviceTaintSelector struct {
 
 func (x *DeviceTaintSelector) Reset() {
 	*x = DeviceTaintSelector{}
-	mi := &file_placement_v1_placement_proto_msgTypes[81]
+	mi := &file_placement_v1_placement_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7284,7 +7423,7 @@ func (x *DeviceTaintSelector) String() string {
 func (*DeviceTaintSelector) ProtoMessage() {}
 
 func (x *DeviceTaintSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[81]
+	mi := &file_placement_v1_placement_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7297,7 +7436,7 @@ func (x *DeviceTaintSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceTaintSelector.ProtoReflect.Descriptor instead.
 func (*DeviceTaintSelector) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{81}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *DeviceTaintSelector) GetDriver() string {
@@ -7334,7 +7473,7 @@ type CounterSet struct {
 
 func (x *CounterSet) Reset() {
 	*x = CounterSet{}
-	mi := &file_placement_v1_placement_proto_msgTypes[82]
+	mi := &file_placement_v1_placement_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7346,7 +7485,7 @@ func (x *CounterSet) String() string {
 func (*CounterSet) ProtoMessage() {}
 
 func (x *CounterSet) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[82]
+	mi := &file_placement_v1_placement_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7359,7 +7498,7 @@ func (x *CounterSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterSet.ProtoReflect.Descriptor instead.
 func (*CounterSet) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{82}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *CounterSet) GetName() string {
@@ -7389,7 +7528,7 @@ type DeviceCounterConsumption struct {
 
 func (x *DeviceCounterConsumption) Reset() {
 	*x = DeviceCounterConsumption{}
-	mi := &file_placement_v1_placement_proto_msgTypes[83]
+	mi := &file_placement_v1_placement_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7401,7 +7540,7 @@ func (x *DeviceCounterConsumption) String() string {
 func (*DeviceCounterConsumption) ProtoMessage() {}
 
 func (x *DeviceCounterConsumption) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_v1_placement_proto_msgTypes[83]
+	mi := &file_placement_v1_placement_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7414,7 +7553,7 @@ func (x *DeviceCounterConsumption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceCounterConsumption.ProtoReflect.Descriptor instead.
 func (*DeviceCounterConsumption) Descriptor() ([]byte, []int) {
-	return file_placement_v1_placement_proto_rawDescGZIP(), []int{83}
+	return file_placement_v1_placement_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *DeviceCounterConsumption) GetCounterSet() string {
@@ -7959,7 +8098,7 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tselectors\x18\x02 \x03(\tR\tselectors\x124\n" +
 	"\x16extended_resource_name\x18\x03 \x01(\tR\x14extendedResourceName\x12<\n" +
-	"\x1acreation_timestamp_seconds\x18\x04 \x01(\x03R\x18creationTimestampSeconds\"\xb1\x03\n" +
+	"\x1acreation_timestamp_seconds\x18\x04 \x01(\x03R\x18creationTimestampSeconds\"\xf0\x03\n" +
 	"\rResourceClaim\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
@@ -7971,8 +8110,17 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"allocation\x12F\n" +
 	"\freserved_for\x18\a \x03(\v2#.placement.v1.ResourceClaimConsumerR\vreservedFor\x12\x1a\n" +
 	"\bdeleting\x18\b \x01(\bR\bdeleting\x12*\n" +
-	"\x0econtroller_uid\x18\t \x01(\tH\x00R\rcontrollerUid\x88\x01\x01B\x11\n" +
-	"\x0f_controller_uid\"\xa8\x01\n" +
+	"\x0econtroller_uid\x18\t \x01(\tH\x00R\rcontrollerUid\x88\x01\x01\x12=\n" +
+	"\adevices\x18\n" +
+	" \x03(\v2#.placement.v1.AllocatedDeviceStatusR\adevicesB\x11\n" +
+	"\x0f_controller_uid\"\xb1\x01\n" +
+	"\x15AllocatedDeviceStatus\x12\x16\n" +
+	"\x06driver\x18\x01 \x01(\tR\x06driver\x12\x12\n" +
+	"\x04pool\x18\x02 \x01(\tR\x04pool\x12\x16\n" +
+	"\x06device\x18\x03 \x01(\tR\x06device\x12\x1e\n" +
+	"\bshare_id\x18\x04 \x01(\tH\x00R\ashareId\x88\x01\x01\x12'\n" +
+	"\x0ftrue_conditions\x18\x05 \x03(\tR\x0etrueConditionsB\v\n" +
+	"\t_share_id\"\xa8\x01\n" +
 	"\rDeviceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12:\n" +
 	"\aexactly\x18\x02 \x01(\v2 .placement.v1.ExactDeviceRequestR\aexactly\x12G\n" +
@@ -8002,10 +8150,12 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x10DeviceConstraint\x12\x1a\n" +
 	"\brequests\x18\x01 \x03(\tR\brequests\x12'\n" +
 	"\x0fmatch_attribute\x18\x02 \x01(\tR\x0ematchAttribute\x12-\n" +
-	"\x12distinct_attribute\x18\x03 \x01(\tR\x11distinctAttribute\"\x9a\x01\n" +
+	"\x12distinct_attribute\x18\x03 \x01(\tR\x11distinctAttribute\"\x82\x02\n" +
 	"\x10AllocationResult\x12E\n" +
 	"\adevices\x18\x01 \x03(\v2+.placement.v1.DeviceRequestAllocationResultR\adevices\x12?\n" +
-	"\rnode_selector\x18\x02 \x01(\v2\x1a.placement.v1.NodeSelectorR\fnodeSelector\"\xd4\x03\n" +
+	"\rnode_selector\x18\x02 \x01(\v2\x1a.placement.v1.NodeSelectorR\fnodeSelector\x12E\n" +
+	"\x1callocation_timestamp_seconds\x18\x03 \x01(\x03H\x00R\x1aallocationTimestampSeconds\x88\x01\x01B\x1f\n" +
+	"\x1d_allocation_timestamp_seconds\"\xc1\x04\n" +
 	"\x1dDeviceRequestAllocationResult\x12\x18\n" +
 	"\arequest\x18\x01 \x01(\tR\arequest\x12\x16\n" +
 	"\x06driver\x18\x02 \x01(\tR\x06driver\x12\x12\n" +
@@ -8014,7 +8164,10 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\fadmin_access\x18\x05 \x01(\bH\x00R\vadminAccess\x88\x01\x01\x12:\n" +
 	"\vtolerations\x18\x06 \x03(\v2\x18.placement.v1.TolerationR\vtolerations\x12n\n" +
 	"\x11consumed_capacity\x18\a \x03(\v2A.placement.v1.DeviceRequestAllocationResult.ConsumedCapacityEntryR\x10consumedCapacity\x12\x1e\n" +
-	"\bshare_id\x18\b \x01(\tH\x01R\ashareId\x88\x01\x01\x1aC\n" +
+	"\bshare_id\x18\b \x01(\tH\x01R\ashareId\x88\x01\x01\x12-\n" +
+	"\x12binding_conditions\x18\t \x03(\tR\x11bindingConditions\x12<\n" +
+	"\x1abinding_failure_conditions\x18\n" +
+	" \x03(\tR\x18bindingFailureConditions\x1aC\n" +
 	"\x15ConsumedCapacityEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x0f\n" +
@@ -8037,7 +8190,7 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x19per_device_node_selection\x18\t \x01(\bR\x16perDeviceNodeSelection\x12.\n" +
 	"\adevices\x18\n" +
 	" \x03(\v2\x14.placement.v1.DeviceR\adevices\x12A\n" +
-	"\x0fshared_counters\x18\v \x03(\v2\x18.placement.v1.CounterSetR\x0esharedCounters\"\x8d\a\n" +
+	"\x0fshared_counters\x18\v \x03(\v2\x18.placement.v1.CounterSetR\x0esharedCounters\"\xef\a\n" +
 	"\x06Device\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12D\n" +
 	"\n" +
@@ -8052,7 +8205,9 @@ const file_placement_v1_placement_proto_rawDesc = "" +
 	"\x1aallow_multiple_allocations\x18\t \x01(\bR\x18allowMultipleAllocations\x12-\n" +
 	"\x12binding_conditions\x18\n" +
 	" \x03(\tR\x11bindingConditions\x12m\n" +
-	"\x19capacity_request_policies\x18\v \x03(\v21.placement.v1.Device.CapacityRequestPoliciesEntryR\x17capacityRequestPolicies\x1a\\\n" +
+	"\x19capacity_request_policies\x18\v \x03(\v21.placement.v1.Device.CapacityRequestPoliciesEntryR\x17capacityRequestPolicies\x12<\n" +
+	"\x1abinding_failure_conditions\x18\f \x03(\tR\x18bindingFailureConditions\x12\"\n" +
+	"\rbinds_to_node\x18\r \x01(\bR\vbindsToNode\x1a\\\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x123\n" +
 	"\x05value\x18\x02 \x01(\v2\x1d.placement.v1.DeviceAttributeR\x05value:\x028\x01\x1a;\n" +
@@ -8136,7 +8291,7 @@ func file_placement_v1_placement_proto_rawDescGZIP() []byte {
 }
 
 var file_placement_v1_placement_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 108)
+var file_placement_v1_placement_proto_msgTypes = make([]protoimpl.MessageInfo, 109)
 var file_placement_v1_placement_proto_goTypes = []any{
 	(DeviceFailureKind)(0),                   // 0: placement.v1.DeviceFailureKind
 	(*SyncSnapshotRequest)(nil),              // 1: placement.v1.SyncSnapshotRequest
@@ -8206,47 +8361,48 @@ var file_placement_v1_placement_proto_goTypes = []any{
 	(*ContainerImage)(nil),                   // 65: placement.v1.ContainerImage
 	(*DeviceClass)(nil),                      // 66: placement.v1.DeviceClass
 	(*ResourceClaim)(nil),                    // 67: placement.v1.ResourceClaim
-	(*DeviceRequest)(nil),                    // 68: placement.v1.DeviceRequest
-	(*ExactDeviceRequest)(nil),               // 69: placement.v1.ExactDeviceRequest
-	(*DeviceSubRequest)(nil),                 // 70: placement.v1.DeviceSubRequest
-	(*DeviceConstraint)(nil),                 // 71: placement.v1.DeviceConstraint
-	(*AllocationResult)(nil),                 // 72: placement.v1.AllocationResult
-	(*DeviceRequestAllocationResult)(nil),    // 73: placement.v1.DeviceRequestAllocationResult
-	(*ResourceClaimConsumer)(nil),            // 74: placement.v1.ResourceClaimConsumer
-	(*ResourceSlice)(nil),                    // 75: placement.v1.ResourceSlice
-	(*Device)(nil),                           // 76: placement.v1.Device
-	(*CapacityRequestPolicy)(nil),            // 77: placement.v1.CapacityRequestPolicy
-	(*CapacityRequestPolicyRange)(nil),       // 78: placement.v1.CapacityRequestPolicyRange
-	(*DeviceAttribute)(nil),                  // 79: placement.v1.DeviceAttribute
-	(*DeviceTaint)(nil),                      // 80: placement.v1.DeviceTaint
-	(*DeviceTaintRule)(nil),                  // 81: placement.v1.DeviceTaintRule
-	(*DeviceTaintSelector)(nil),              // 82: placement.v1.DeviceTaintSelector
-	(*CounterSet)(nil),                       // 83: placement.v1.CounterSet
-	(*DeviceCounterConsumption)(nil),         // 84: placement.v1.DeviceCounterConsumption
-	nil,                                      // 85: placement.v1.Namespace.LabelsEntry
-	nil,                                      // 86: placement.v1.Unschedulable.ReasonsEntry
-	nil,                                      // 87: placement.v1.Pod.LabelsEntry
-	nil,                                      // 88: placement.v1.Pod.OverheadEntry
-	nil,                                      // 89: placement.v1.Pod.NodeSelectorEntry
-	nil,                                      // 90: placement.v1.Pod.AnnotationsEntry
-	nil,                                      // 91: placement.v1.Pod.PodRequestsEntry
-	nil,                                      // 92: placement.v1.Pod.AllocatedRequestsEntry
-	nil,                                      // 93: placement.v1.Pod.ActuatedRequestsEntry
-	nil,                                      // 94: placement.v1.PersistentVolume.LabelsEntry
-	nil,                                      // 95: placement.v1.LabelSelector.MatchLabelsEntry
-	nil,                                      // 96: placement.v1.Container.RequestsEntry
-	nil,                                      // 97: placement.v1.Container.AllocatedRequestsEntry
-	nil,                                      // 98: placement.v1.Container.ActuatedRequestsEntry
-	nil,                                      // 99: placement.v1.Node.LabelsEntry
-	nil,                                      // 100: placement.v1.Node.AllocatableEntry
-	nil,                                      // 101: placement.v1.ExactDeviceRequest.CapacityRequestsEntry
-	nil,                                      // 102: placement.v1.DeviceSubRequest.CapacityRequestsEntry
-	nil,                                      // 103: placement.v1.DeviceRequestAllocationResult.ConsumedCapacityEntry
-	nil,                                      // 104: placement.v1.Device.AttributesEntry
-	nil,                                      // 105: placement.v1.Device.CapacityEntry
-	nil,                                      // 106: placement.v1.Device.CapacityRequestPoliciesEntry
-	nil,                                      // 107: placement.v1.CounterSet.CountersEntry
-	nil,                                      // 108: placement.v1.DeviceCounterConsumption.CountersEntry
+	(*AllocatedDeviceStatus)(nil),            // 68: placement.v1.AllocatedDeviceStatus
+	(*DeviceRequest)(nil),                    // 69: placement.v1.DeviceRequest
+	(*ExactDeviceRequest)(nil),               // 70: placement.v1.ExactDeviceRequest
+	(*DeviceSubRequest)(nil),                 // 71: placement.v1.DeviceSubRequest
+	(*DeviceConstraint)(nil),                 // 72: placement.v1.DeviceConstraint
+	(*AllocationResult)(nil),                 // 73: placement.v1.AllocationResult
+	(*DeviceRequestAllocationResult)(nil),    // 74: placement.v1.DeviceRequestAllocationResult
+	(*ResourceClaimConsumer)(nil),            // 75: placement.v1.ResourceClaimConsumer
+	(*ResourceSlice)(nil),                    // 76: placement.v1.ResourceSlice
+	(*Device)(nil),                           // 77: placement.v1.Device
+	(*CapacityRequestPolicy)(nil),            // 78: placement.v1.CapacityRequestPolicy
+	(*CapacityRequestPolicyRange)(nil),       // 79: placement.v1.CapacityRequestPolicyRange
+	(*DeviceAttribute)(nil),                  // 80: placement.v1.DeviceAttribute
+	(*DeviceTaint)(nil),                      // 81: placement.v1.DeviceTaint
+	(*DeviceTaintRule)(nil),                  // 82: placement.v1.DeviceTaintRule
+	(*DeviceTaintSelector)(nil),              // 83: placement.v1.DeviceTaintSelector
+	(*CounterSet)(nil),                       // 84: placement.v1.CounterSet
+	(*DeviceCounterConsumption)(nil),         // 85: placement.v1.DeviceCounterConsumption
+	nil,                                      // 86: placement.v1.Namespace.LabelsEntry
+	nil,                                      // 87: placement.v1.Unschedulable.ReasonsEntry
+	nil,                                      // 88: placement.v1.Pod.LabelsEntry
+	nil,                                      // 89: placement.v1.Pod.OverheadEntry
+	nil,                                      // 90: placement.v1.Pod.NodeSelectorEntry
+	nil,                                      // 91: placement.v1.Pod.AnnotationsEntry
+	nil,                                      // 92: placement.v1.Pod.PodRequestsEntry
+	nil,                                      // 93: placement.v1.Pod.AllocatedRequestsEntry
+	nil,                                      // 94: placement.v1.Pod.ActuatedRequestsEntry
+	nil,                                      // 95: placement.v1.PersistentVolume.LabelsEntry
+	nil,                                      // 96: placement.v1.LabelSelector.MatchLabelsEntry
+	nil,                                      // 97: placement.v1.Container.RequestsEntry
+	nil,                                      // 98: placement.v1.Container.AllocatedRequestsEntry
+	nil,                                      // 99: placement.v1.Container.ActuatedRequestsEntry
+	nil,                                      // 100: placement.v1.Node.LabelsEntry
+	nil,                                      // 101: placement.v1.Node.AllocatableEntry
+	nil,                                      // 102: placement.v1.ExactDeviceRequest.CapacityRequestsEntry
+	nil,                                      // 103: placement.v1.DeviceSubRequest.CapacityRequestsEntry
+	nil,                                      // 104: placement.v1.DeviceRequestAllocationResult.ConsumedCapacityEntry
+	nil,                                      // 105: placement.v1.Device.AttributesEntry
+	nil,                                      // 106: placement.v1.Device.CapacityEntry
+	nil,                                      // 107: placement.v1.Device.CapacityRequestPoliciesEntry
+	nil,                                      // 108: placement.v1.CounterSet.CountersEntry
+	nil,                                      // 109: placement.v1.DeviceCounterConsumption.CountersEntry
 }
 var file_placement_v1_placement_proto_depIdxs = []int32{
 	3,   // 0: placement.v1.SyncSnapshotRequest.full:type_name -> placement.v1.Snapshot
@@ -8263,11 +8419,11 @@ var file_placement_v1_placement_proto_depIdxs = []int32{
 	42,  // 11: placement.v1.Snapshot.csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
 	66,  // 12: placement.v1.Snapshot.device_classes:type_name -> placement.v1.DeviceClass
 	67,  // 13: placement.v1.Snapshot.resource_claims:type_name -> placement.v1.ResourceClaim
-	75,  // 14: placement.v1.Snapshot.resource_slices:type_name -> placement.v1.ResourceSlice
-	81,  // 15: placement.v1.Snapshot.device_taint_rules:type_name -> placement.v1.DeviceTaintRule
+	76,  // 14: placement.v1.Snapshot.resource_slices:type_name -> placement.v1.ResourceSlice
+	82,  // 15: placement.v1.Snapshot.device_taint_rules:type_name -> placement.v1.DeviceTaintRule
 	47,  // 16: placement.v1.Snapshot.pod_groups:type_name -> placement.v1.PodGroup
 	48,  // 17: placement.v1.Snapshot.composite_pod_groups:type_name -> placement.v1.CompositePodGroup
-	85,  // 18: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
+	86,  // 18: placement.v1.Namespace.labels:type_name -> placement.v1.Namespace.LabelsEntry
 	63,  // 19: placement.v1.SnapshotDelta.upsert_nodes:type_name -> placement.v1.Node
 	30,  // 20: placement.v1.SnapshotDelta.upsert_pods:type_name -> placement.v1.Pod
 	4,   // 21: placement.v1.SnapshotDelta.upsert_namespaces:type_name -> placement.v1.Namespace
@@ -8280,9 +8436,9 @@ var file_placement_v1_placement_proto_depIdxs = []int32{
 	42,  // 28: placement.v1.SnapshotDelta.upsert_csi_storage_capacities:type_name -> placement.v1.CsiStorageCapacity
 	66,  // 29: placement.v1.SnapshotDelta.upsert_device_classes:type_name -> placement.v1.DeviceClass
 	67,  // 30: placement.v1.SnapshotDelta.upsert_resource_claims:type_name -> placement.v1.ResourceClaim
-	75,  // 31: placement.v1.SnapshotDelta.upsert_resource_slices:type_name -> placement.v1.ResourceSlice
+	76,  // 31: placement.v1.SnapshotDelta.upsert_resource_slices:type_name -> placement.v1.ResourceSlice
 	47,  // 32: placement.v1.SnapshotDelta.upsert_pod_groups:type_name -> placement.v1.PodGroup
-	81,  // 33: placement.v1.SnapshotDelta.upsert_device_taint_rules:type_name -> placement.v1.DeviceTaintRule
+	82,  // 33: placement.v1.SnapshotDelta.upsert_device_taint_rules:type_name -> placement.v1.DeviceTaintRule
 	48,  // 34: placement.v1.SnapshotDelta.upsert_composite_pod_groups:type_name -> placement.v1.CompositePodGroup
 	3,   // 35: placement.v1.SnapshotRef.inline:type_name -> placement.v1.Snapshot
 	6,   // 36: placement.v1.RankRequest.snapshot:type_name -> placement.v1.SnapshotRef
@@ -8300,21 +8456,21 @@ var file_placement_v1_placement_proto_depIdxs = []int32{
 	22,  // 48: placement.v1.Placement.unschedulable:type_name -> placement.v1.Unschedulable
 	21,  // 49: placement.v1.Placement.claim_bindings:type_name -> placement.v1.ClaimBinding
 	18,  // 50: placement.v1.Placement.claim_allocations:type_name -> placement.v1.ClaimAllocation
-	72,  // 51: placement.v1.ClaimAllocation.allocation:type_name -> placement.v1.AllocationResult
+	73,  // 51: placement.v1.ClaimAllocation.allocation:type_name -> placement.v1.AllocationResult
 	19,  // 52: placement.v1.ClaimAllocation.extended_resource_claim:type_name -> placement.v1.ExtendedResourceClaim
-	68,  // 53: placement.v1.ExtendedResourceClaim.requests:type_name -> placement.v1.DeviceRequest
+	69,  // 53: placement.v1.ExtendedResourceClaim.requests:type_name -> placement.v1.DeviceRequest
 	20,  // 54: placement.v1.ExtendedResourceClaim.request_mappings:type_name -> placement.v1.ContainerExtendedResourceRequest
-	86,  // 55: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
+	87,  // 55: placement.v1.Unschedulable.reasons:type_name -> placement.v1.Unschedulable.ReasonsEntry
 	23,  // 56: placement.v1.Unschedulable.deallocate_claim:type_name -> placement.v1.ClaimDeallocation
 	26,  // 57: placement.v1.ListPoliciesResponse.policies:type_name -> placement.v1.PolicyInfo
 	29,  // 58: placement.v1.PolicyInfo.scores:type_name -> placement.v1.PluginWeight
 	27,  // 59: placement.v1.PolicyInfo.filter_rules:type_name -> placement.v1.FilterRule
 	28,  // 60: placement.v1.PolicyInfo.score_rules:type_name -> placement.v1.ScoreRule
-	87,  // 61: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
+	88,  // 61: placement.v1.Pod.labels:type_name -> placement.v1.Pod.LabelsEntry
 	55,  // 62: placement.v1.Pod.containers:type_name -> placement.v1.Container
 	55,  // 63: placement.v1.Pod.init_containers:type_name -> placement.v1.Container
-	88,  // 64: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
-	89,  // 65: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
+	89,  // 64: placement.v1.Pod.overhead:type_name -> placement.v1.Pod.OverheadEntry
+	90,  // 65: placement.v1.Pod.node_selector:type_name -> placement.v1.Pod.NodeSelectorEntry
 	57,  // 66: placement.v1.Pod.node_affinity:type_name -> placement.v1.NodeAffinity
 	62,  // 67: placement.v1.Pod.tolerations:type_name -> placement.v1.Toleration
 	43,  // 68: placement.v1.Pod.pod_affinity:type_name -> placement.v1.PodAffinity
@@ -8322,14 +8478,14 @@ var file_placement_v1_placement_proto_depIdxs = []int32{
 	54,  // 70: placement.v1.Pod.topology_spread_constraints:type_name -> placement.v1.TopologySpreadConstraint
 	52,  // 71: placement.v1.Pod.default_spread_selector:type_name -> placement.v1.LabelSelector
 	46,  // 72: placement.v1.Pod.gang:type_name -> placement.v1.Gang
-	90,  // 73: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
+	91,  // 73: placement.v1.Pod.annotations:type_name -> placement.v1.Pod.AnnotationsEntry
 	32,  // 74: placement.v1.Pod.volumes:type_name -> placement.v1.Volume
-	91,  // 75: placement.v1.Pod.pod_requests:type_name -> placement.v1.Pod.PodRequestsEntry
-	92,  // 76: placement.v1.Pod.allocated_requests:type_name -> placement.v1.Pod.AllocatedRequestsEntry
-	93,  // 77: placement.v1.Pod.actuated_requests:type_name -> placement.v1.Pod.ActuatedRequestsEntry
+	92,  // 75: placement.v1.Pod.pod_requests:type_name -> placement.v1.Pod.PodRequestsEntry
+	93,  // 76: placement.v1.Pod.allocated_requests:type_name -> placement.v1.Pod.AllocatedRequestsEntry
+	94,  // 77: placement.v1.Pod.actuated_requests:type_name -> placement.v1.Pod.ActuatedRequestsEntry
 	31,  // 78: placement.v1.Pod.resource_claims:type_name -> placement.v1.PodResourceClaim
 	52,  // 79: placement.v1.PersistentVolumeClaim.selector:type_name -> placement.v1.LabelSelector
-	94,  // 80: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
+	95,  // 80: placement.v1.PersistentVolume.labels:type_name -> placement.v1.PersistentVolume.LabelsEntry
 	58,  // 81: placement.v1.PersistentVolume.node_affinity:type_name -> placement.v1.NodeSelector
 	35,  // 82: placement.v1.PersistentVolume.claim_ref:type_name -> placement.v1.VolumeClaimRef
 	37,  // 83: placement.v1.StorageClass.allowed_topologies:type_name -> placement.v1.TopologySelectorTerm
@@ -8344,66 +8500,67 @@ var file_placement_v1_placement_proto_depIdxs = []int32{
 	49,  // 92: placement.v1.PodGroup.gang:type_name -> placement.v1.GangSchedulingPolicy
 	50,  // 93: placement.v1.PodGroup.workload_ref:type_name -> placement.v1.WorkloadReference
 	52,  // 94: placement.v1.PodDisruptionBudget.selector:type_name -> placement.v1.LabelSelector
-	95,  // 95: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
+	96,  // 95: placement.v1.LabelSelector.match_labels:type_name -> placement.v1.LabelSelector.MatchLabelsEntry
 	53,  // 96: placement.v1.LabelSelector.match_expressions:type_name -> placement.v1.LabelSelectorRequirement
 	52,  // 97: placement.v1.TopologySpreadConstraint.label_selector:type_name -> placement.v1.LabelSelector
-	96,  // 98: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
+	97,  // 98: placement.v1.Container.requests:type_name -> placement.v1.Container.RequestsEntry
 	56,  // 99: placement.v1.Container.ports:type_name -> placement.v1.ContainerPort
-	97,  // 100: placement.v1.Container.allocated_requests:type_name -> placement.v1.Container.AllocatedRequestsEntry
-	98,  // 101: placement.v1.Container.actuated_requests:type_name -> placement.v1.Container.ActuatedRequestsEntry
+	98,  // 100: placement.v1.Container.allocated_requests:type_name -> placement.v1.Container.AllocatedRequestsEntry
+	99,  // 101: placement.v1.Container.actuated_requests:type_name -> placement.v1.Container.ActuatedRequestsEntry
 	58,  // 102: placement.v1.NodeAffinity.required:type_name -> placement.v1.NodeSelector
 	61,  // 103: placement.v1.NodeAffinity.preferred:type_name -> placement.v1.PreferredSchedulingTerm
 	59,  // 104: placement.v1.NodeSelector.terms:type_name -> placement.v1.NodeSelectorTerm
 	60,  // 105: placement.v1.NodeSelectorTerm.match_expressions:type_name -> placement.v1.NodeSelectorRequirement
 	60,  // 106: placement.v1.NodeSelectorTerm.match_fields:type_name -> placement.v1.NodeSelectorRequirement
 	59,  // 107: placement.v1.PreferredSchedulingTerm.preference:type_name -> placement.v1.NodeSelectorTerm
-	99,  // 108: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
+	100, // 108: placement.v1.Node.labels:type_name -> placement.v1.Node.LabelsEntry
 	64,  // 109: placement.v1.Node.taints:type_name -> placement.v1.Taint
-	100, // 110: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
+	101, // 110: placement.v1.Node.allocatable:type_name -> placement.v1.Node.AllocatableEntry
 	65,  // 111: placement.v1.Node.images:type_name -> placement.v1.ContainerImage
-	68,  // 112: placement.v1.ResourceClaim.requests:type_name -> placement.v1.DeviceRequest
-	71,  // 113: placement.v1.ResourceClaim.constraints:type_name -> placement.v1.DeviceConstraint
-	72,  // 114: placement.v1.ResourceClaim.allocation:type_name -> placement.v1.AllocationResult
-	74,  // 115: placement.v1.ResourceClaim.reserved_for:type_name -> placement.v1.ResourceClaimConsumer
-	69,  // 116: placement.v1.DeviceRequest.exactly:type_name -> placement.v1.ExactDeviceRequest
-	70,  // 117: placement.v1.DeviceRequest.first_available:type_name -> placement.v1.DeviceSubRequest
-	62,  // 118: placement.v1.ExactDeviceRequest.tolerations:type_name -> placement.v1.Toleration
-	101, // 119: placement.v1.ExactDeviceRequest.capacity_requests:type_name -> placement.v1.ExactDeviceRequest.CapacityRequestsEntry
-	62,  // 120: placement.v1.DeviceSubRequest.tolerations:type_name -> placement.v1.Toleration
-	102, // 121: placement.v1.DeviceSubRequest.capacity_requests:type_name -> placement.v1.DeviceSubRequest.CapacityRequestsEntry
-	73,  // 122: placement.v1.AllocationResult.devices:type_name -> placement.v1.DeviceRequestAllocationResult
-	58,  // 123: placement.v1.AllocationResult.node_selector:type_name -> placement.v1.NodeSelector
-	62,  // 124: placement.v1.DeviceRequestAllocationResult.tolerations:type_name -> placement.v1.Toleration
-	103, // 125: placement.v1.DeviceRequestAllocationResult.consumed_capacity:type_name -> placement.v1.DeviceRequestAllocationResult.ConsumedCapacityEntry
-	58,  // 126: placement.v1.ResourceSlice.node_selector:type_name -> placement.v1.NodeSelector
-	76,  // 127: placement.v1.ResourceSlice.devices:type_name -> placement.v1.Device
-	83,  // 128: placement.v1.ResourceSlice.shared_counters:type_name -> placement.v1.CounterSet
-	104, // 129: placement.v1.Device.attributes:type_name -> placement.v1.Device.AttributesEntry
-	105, // 130: placement.v1.Device.capacity:type_name -> placement.v1.Device.CapacityEntry
-	84,  // 131: placement.v1.Device.consumes_counters:type_name -> placement.v1.DeviceCounterConsumption
-	58,  // 132: placement.v1.Device.node_selector:type_name -> placement.v1.NodeSelector
-	80,  // 133: placement.v1.Device.taints:type_name -> placement.v1.DeviceTaint
-	106, // 134: placement.v1.Device.capacity_request_policies:type_name -> placement.v1.Device.CapacityRequestPoliciesEntry
-	78,  // 135: placement.v1.CapacityRequestPolicy.valid_range:type_name -> placement.v1.CapacityRequestPolicyRange
-	82,  // 136: placement.v1.DeviceTaintRule.device_selector:type_name -> placement.v1.DeviceTaintSelector
-	80,  // 137: placement.v1.DeviceTaintRule.taint:type_name -> placement.v1.DeviceTaint
-	107, // 138: placement.v1.CounterSet.counters:type_name -> placement.v1.CounterSet.CountersEntry
-	108, // 139: placement.v1.DeviceCounterConsumption.counters:type_name -> placement.v1.DeviceCounterConsumption.CountersEntry
-	79,  // 140: placement.v1.Device.AttributesEntry.value:type_name -> placement.v1.DeviceAttribute
-	77,  // 141: placement.v1.Device.CapacityRequestPoliciesEntry.value:type_name -> placement.v1.CapacityRequestPolicy
-	1,   // 142: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
-	7,   // 143: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
-	13,  // 144: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
-	24,  // 145: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
-	2,   // 146: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
-	8,   // 147: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
-	14,  // 148: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
-	25,  // 149: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
-	146, // [146:150] is the sub-list for method output_type
-	142, // [142:146] is the sub-list for method input_type
-	142, // [142:142] is the sub-list for extension type_name
-	142, // [142:142] is the sub-list for extension extendee
-	0,   // [0:142] is the sub-list for field type_name
+	69,  // 112: placement.v1.ResourceClaim.requests:type_name -> placement.v1.DeviceRequest
+	72,  // 113: placement.v1.ResourceClaim.constraints:type_name -> placement.v1.DeviceConstraint
+	73,  // 114: placement.v1.ResourceClaim.allocation:type_name -> placement.v1.AllocationResult
+	75,  // 115: placement.v1.ResourceClaim.reserved_for:type_name -> placement.v1.ResourceClaimConsumer
+	68,  // 116: placement.v1.ResourceClaim.devices:type_name -> placement.v1.AllocatedDeviceStatus
+	70,  // 117: placement.v1.DeviceRequest.exactly:type_name -> placement.v1.ExactDeviceRequest
+	71,  // 118: placement.v1.DeviceRequest.first_available:type_name -> placement.v1.DeviceSubRequest
+	62,  // 119: placement.v1.ExactDeviceRequest.tolerations:type_name -> placement.v1.Toleration
+	102, // 120: placement.v1.ExactDeviceRequest.capacity_requests:type_name -> placement.v1.ExactDeviceRequest.CapacityRequestsEntry
+	62,  // 121: placement.v1.DeviceSubRequest.tolerations:type_name -> placement.v1.Toleration
+	103, // 122: placement.v1.DeviceSubRequest.capacity_requests:type_name -> placement.v1.DeviceSubRequest.CapacityRequestsEntry
+	74,  // 123: placement.v1.AllocationResult.devices:type_name -> placement.v1.DeviceRequestAllocationResult
+	58,  // 124: placement.v1.AllocationResult.node_selector:type_name -> placement.v1.NodeSelector
+	62,  // 125: placement.v1.DeviceRequestAllocationResult.tolerations:type_name -> placement.v1.Toleration
+	104, // 126: placement.v1.DeviceRequestAllocationResult.consumed_capacity:type_name -> placement.v1.DeviceRequestAllocationResult.ConsumedCapacityEntry
+	58,  // 127: placement.v1.ResourceSlice.node_selector:type_name -> placement.v1.NodeSelector
+	77,  // 128: placement.v1.ResourceSlice.devices:type_name -> placement.v1.Device
+	84,  // 129: placement.v1.ResourceSlice.shared_counters:type_name -> placement.v1.CounterSet
+	105, // 130: placement.v1.Device.attributes:type_name -> placement.v1.Device.AttributesEntry
+	106, // 131: placement.v1.Device.capacity:type_name -> placement.v1.Device.CapacityEntry
+	85,  // 132: placement.v1.Device.consumes_counters:type_name -> placement.v1.DeviceCounterConsumption
+	58,  // 133: placement.v1.Device.node_selector:type_name -> placement.v1.NodeSelector
+	81,  // 134: placement.v1.Device.taints:type_name -> placement.v1.DeviceTaint
+	107, // 135: placement.v1.Device.capacity_request_policies:type_name -> placement.v1.Device.CapacityRequestPoliciesEntry
+	79,  // 136: placement.v1.CapacityRequestPolicy.valid_range:type_name -> placement.v1.CapacityRequestPolicyRange
+	83,  // 137: placement.v1.DeviceTaintRule.device_selector:type_name -> placement.v1.DeviceTaintSelector
+	81,  // 138: placement.v1.DeviceTaintRule.taint:type_name -> placement.v1.DeviceTaint
+	108, // 139: placement.v1.CounterSet.counters:type_name -> placement.v1.CounterSet.CountersEntry
+	109, // 140: placement.v1.DeviceCounterConsumption.counters:type_name -> placement.v1.DeviceCounterConsumption.CountersEntry
+	80,  // 141: placement.v1.Device.AttributesEntry.value:type_name -> placement.v1.DeviceAttribute
+	78,  // 142: placement.v1.Device.CapacityRequestPoliciesEntry.value:type_name -> placement.v1.CapacityRequestPolicy
+	1,   // 143: placement.v1.PlacementService.SyncSnapshot:input_type -> placement.v1.SyncSnapshotRequest
+	7,   // 144: placement.v1.PlacementService.Rank:input_type -> placement.v1.RankRequest
+	13,  // 145: placement.v1.PlacementService.Schedule:input_type -> placement.v1.ScheduleRequest
+	24,  // 146: placement.v1.PlacementService.ListPolicies:input_type -> placement.v1.ListPoliciesRequest
+	2,   // 147: placement.v1.PlacementService.SyncSnapshot:output_type -> placement.v1.SyncSnapshotResponse
+	8,   // 148: placement.v1.PlacementService.Rank:output_type -> placement.v1.RankResponse
+	14,  // 149: placement.v1.PlacementService.Schedule:output_type -> placement.v1.ScheduleResponse
+	25,  // 150: placement.v1.PlacementService.ListPolicies:output_type -> placement.v1.ListPoliciesResponse
+	147, // [147:151] is the sub-list for method output_type
+	143, // [143:147] is the sub-list for method input_type
+	143, // [143:143] is the sub-list for extension type_name
+	143, // [143:143] is the sub-list for extension extendee
+	0,   // [0:143] is the sub-list for field type_name
 }
 
 func init() { file_placement_v1_placement_proto_init() }
@@ -8435,23 +8592,25 @@ func file_placement_v1_placement_proto_init() {
 	file_placement_v1_placement_proto_msgTypes[53].OneofWrappers = []any{}
 	file_placement_v1_placement_proto_msgTypes[61].OneofWrappers = []any{}
 	file_placement_v1_placement_proto_msgTypes[66].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[67].OneofWrappers = []any{}
 	file_placement_v1_placement_proto_msgTypes[72].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[76].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[73].OneofWrappers = []any{}
 	file_placement_v1_placement_proto_msgTypes[77].OneofWrappers = []any{}
-	file_placement_v1_placement_proto_msgTypes[78].OneofWrappers = []any{
+	file_placement_v1_placement_proto_msgTypes[78].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[79].OneofWrappers = []any{
 		(*DeviceAttribute_Int)(nil),
 		(*DeviceAttribute_Bool)(nil),
 		(*DeviceAttribute_String_)(nil),
 		(*DeviceAttribute_Version)(nil),
 	}
-	file_placement_v1_placement_proto_msgTypes[81].OneofWrappers = []any{}
+	file_placement_v1_placement_proto_msgTypes[82].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_placement_v1_placement_proto_rawDesc), len(file_placement_v1_placement_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   108,
+			NumMessages:   109,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

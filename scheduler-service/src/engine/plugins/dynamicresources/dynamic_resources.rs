@@ -776,9 +776,8 @@ fn binding_stuck(claim: &ResourceClaim, timeout: std::time::Duration, now: i64) 
     };
     let mut ready = true;
     for d in allocation.devices.iter().filter(|d| !d.binding_conditions.is_empty()) {
-        let status = claim.device_statuses.iter().find(|s| {
-            s.device == d.device && (d.share_id.as_deref().unwrap_or("").is_empty() || s.share_id == d.share_id)
-        });
+        // kube's `getAllocatedDeviceStatus`: driver, pool and device (not the share ID).
+        let status = claim.device_statuses.iter().find(|s| s.device == d.device);
         let Some(status) = status else {
             ready = false;
             break;

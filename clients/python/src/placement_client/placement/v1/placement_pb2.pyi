@@ -1085,7 +1085,7 @@ class DeviceClass(_message.Message):
     def __init__(self, name: _Optional[str] = ..., selectors: _Optional[_Iterable[str]] = ..., extended_resource_name: _Optional[str] = ..., creation_timestamp_seconds: _Optional[int] = ...) -> None: ...
 
 class ResourceClaim(_message.Message):
-    __slots__ = ("namespace", "name", "uid", "requests", "constraints", "allocation", "reserved_for", "deleting", "controller_uid")
+    __slots__ = ("namespace", "name", "uid", "requests", "constraints", "allocation", "reserved_for", "deleting", "controller_uid", "devices")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
@@ -1095,6 +1095,7 @@ class ResourceClaim(_message.Message):
     RESERVED_FOR_FIELD_NUMBER: _ClassVar[int]
     DELETING_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_UID_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     name: str
     uid: str
@@ -1104,7 +1105,22 @@ class ResourceClaim(_message.Message):
     reserved_for: _containers.RepeatedCompositeFieldContainer[ResourceClaimConsumer]
     deleting: bool
     controller_uid: str
-    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., requests: _Optional[_Iterable[_Union[DeviceRequest, _Mapping]]] = ..., constraints: _Optional[_Iterable[_Union[DeviceConstraint, _Mapping]]] = ..., allocation: _Optional[_Union[AllocationResult, _Mapping]] = ..., reserved_for: _Optional[_Iterable[_Union[ResourceClaimConsumer, _Mapping]]] = ..., deleting: _Optional[bool] = ..., controller_uid: _Optional[str] = ...) -> None: ...
+    devices: _containers.RepeatedCompositeFieldContainer[AllocatedDeviceStatus]
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., requests: _Optional[_Iterable[_Union[DeviceRequest, _Mapping]]] = ..., constraints: _Optional[_Iterable[_Union[DeviceConstraint, _Mapping]]] = ..., allocation: _Optional[_Union[AllocationResult, _Mapping]] = ..., reserved_for: _Optional[_Iterable[_Union[ResourceClaimConsumer, _Mapping]]] = ..., deleting: _Optional[bool] = ..., controller_uid: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[AllocatedDeviceStatus, _Mapping]]] = ...) -> None: ...
+
+class AllocatedDeviceStatus(_message.Message):
+    __slots__ = ("driver", "pool", "device", "share_id", "true_conditions")
+    DRIVER_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    SHARE_ID_FIELD_NUMBER: _ClassVar[int]
+    TRUE_CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    driver: str
+    pool: str
+    device: str
+    share_id: str
+    true_conditions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, driver: _Optional[str] = ..., pool: _Optional[str] = ..., device: _Optional[str] = ..., share_id: _Optional[str] = ..., true_conditions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DeviceRequest(_message.Message):
     __slots__ = ("name", "exactly", "first_available")
@@ -1177,15 +1193,17 @@ class DeviceConstraint(_message.Message):
     def __init__(self, requests: _Optional[_Iterable[str]] = ..., match_attribute: _Optional[str] = ..., distinct_attribute: _Optional[str] = ...) -> None: ...
 
 class AllocationResult(_message.Message):
-    __slots__ = ("devices", "node_selector")
+    __slots__ = ("devices", "node_selector", "allocation_timestamp_seconds")
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     NODE_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_TIMESTAMP_SECONDS_FIELD_NUMBER: _ClassVar[int]
     devices: _containers.RepeatedCompositeFieldContainer[DeviceRequestAllocationResult]
     node_selector: NodeSelector
-    def __init__(self, devices: _Optional[_Iterable[_Union[DeviceRequestAllocationResult, _Mapping]]] = ..., node_selector: _Optional[_Union[NodeSelector, _Mapping]] = ...) -> None: ...
+    allocation_timestamp_seconds: int
+    def __init__(self, devices: _Optional[_Iterable[_Union[DeviceRequestAllocationResult, _Mapping]]] = ..., node_selector: _Optional[_Union[NodeSelector, _Mapping]] = ..., allocation_timestamp_seconds: _Optional[int] = ...) -> None: ...
 
 class DeviceRequestAllocationResult(_message.Message):
-    __slots__ = ("request", "driver", "pool", "device", "admin_access", "tolerations", "consumed_capacity", "share_id")
+    __slots__ = ("request", "driver", "pool", "device", "admin_access", "tolerations", "consumed_capacity", "share_id", "binding_conditions", "binding_failure_conditions")
     class ConsumedCapacityEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1201,6 +1219,8 @@ class DeviceRequestAllocationResult(_message.Message):
     TOLERATIONS_FIELD_NUMBER: _ClassVar[int]
     CONSUMED_CAPACITY_FIELD_NUMBER: _ClassVar[int]
     SHARE_ID_FIELD_NUMBER: _ClassVar[int]
+    BINDING_CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    BINDING_FAILURE_CONDITIONS_FIELD_NUMBER: _ClassVar[int]
     request: str
     driver: str
     pool: str
@@ -1209,7 +1229,9 @@ class DeviceRequestAllocationResult(_message.Message):
     tolerations: _containers.RepeatedCompositeFieldContainer[Toleration]
     consumed_capacity: _containers.ScalarMap[str, str]
     share_id: str
-    def __init__(self, request: _Optional[str] = ..., driver: _Optional[str] = ..., pool: _Optional[str] = ..., device: _Optional[str] = ..., admin_access: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., consumed_capacity: _Optional[_Mapping[str, str]] = ..., share_id: _Optional[str] = ...) -> None: ...
+    binding_conditions: _containers.RepeatedScalarFieldContainer[str]
+    binding_failure_conditions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, request: _Optional[str] = ..., driver: _Optional[str] = ..., pool: _Optional[str] = ..., device: _Optional[str] = ..., admin_access: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., consumed_capacity: _Optional[_Mapping[str, str]] = ..., share_id: _Optional[str] = ..., binding_conditions: _Optional[_Iterable[str]] = ..., binding_failure_conditions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ResourceClaimConsumer(_message.Message):
     __slots__ = ("api_group", "resource", "name", "uid")
@@ -1250,7 +1272,7 @@ class ResourceSlice(_message.Message):
     def __init__(self, name: _Optional[str] = ..., driver: _Optional[str] = ..., pool_name: _Optional[str] = ..., pool_generation: _Optional[int] = ..., pool_resource_slice_count: _Optional[int] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Union[NodeSelector, _Mapping]] = ..., all_nodes: _Optional[bool] = ..., per_device_node_selection: _Optional[bool] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., shared_counters: _Optional[_Iterable[_Union[CounterSet, _Mapping]]] = ...) -> None: ...
 
 class Device(_message.Message):
-    __slots__ = ("name", "attributes", "capacity", "consumes_counters", "node_name", "node_selector", "all_nodes", "taints", "allow_multiple_allocations", "binding_conditions", "capacity_request_policies")
+    __slots__ = ("name", "attributes", "capacity", "consumes_counters", "node_name", "node_selector", "all_nodes", "taints", "allow_multiple_allocations", "binding_conditions", "capacity_request_policies", "binding_failure_conditions", "binds_to_node")
     class AttributesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1283,6 +1305,8 @@ class Device(_message.Message):
     ALLOW_MULTIPLE_ALLOCATIONS_FIELD_NUMBER: _ClassVar[int]
     BINDING_CONDITIONS_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_REQUEST_POLICIES_FIELD_NUMBER: _ClassVar[int]
+    BINDING_FAILURE_CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    BINDS_TO_NODE_FIELD_NUMBER: _ClassVar[int]
     name: str
     attributes: _containers.MessageMap[str, DeviceAttribute]
     capacity: _containers.ScalarMap[str, str]
@@ -1294,7 +1318,9 @@ class Device(_message.Message):
     allow_multiple_allocations: bool
     binding_conditions: _containers.RepeatedScalarFieldContainer[str]
     capacity_request_policies: _containers.MessageMap[str, CapacityRequestPolicy]
-    def __init__(self, name: _Optional[str] = ..., attributes: _Optional[_Mapping[str, DeviceAttribute]] = ..., capacity: _Optional[_Mapping[str, str]] = ..., consumes_counters: _Optional[_Iterable[_Union[DeviceCounterConsumption, _Mapping]]] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Union[NodeSelector, _Mapping]] = ..., all_nodes: _Optional[bool] = ..., taints: _Optional[_Iterable[_Union[DeviceTaint, _Mapping]]] = ..., allow_multiple_allocations: _Optional[bool] = ..., binding_conditions: _Optional[_Iterable[str]] = ..., capacity_request_policies: _Optional[_Mapping[str, CapacityRequestPolicy]] = ...) -> None: ...
+    binding_failure_conditions: _containers.RepeatedScalarFieldContainer[str]
+    binds_to_node: bool
+    def __init__(self, name: _Optional[str] = ..., attributes: _Optional[_Mapping[str, DeviceAttribute]] = ..., capacity: _Optional[_Mapping[str, str]] = ..., consumes_counters: _Optional[_Iterable[_Union[DeviceCounterConsumption, _Mapping]]] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Union[NodeSelector, _Mapping]] = ..., all_nodes: _Optional[bool] = ..., taints: _Optional[_Iterable[_Union[DeviceTaint, _Mapping]]] = ..., allow_multiple_allocations: _Optional[bool] = ..., binding_conditions: _Optional[_Iterable[str]] = ..., capacity_request_policies: _Optional[_Mapping[str, CapacityRequestPolicy]] = ..., binding_failure_conditions: _Optional[_Iterable[str]] = ..., binds_to_node: _Optional[bool] = ...) -> None: ...
 
 class CapacityRequestPolicy(_message.Message):
     __slots__ = ("default", "valid_values", "valid_range")
