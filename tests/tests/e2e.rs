@@ -3028,6 +3028,8 @@ async fn dra_view(scope: &Scope, pod: &Pod, side: &str) -> serde_json::Value {
                 "consumed_capacity": serde_json::to_value(&r.consumed_capacity).unwrap_or_default(),
                 // kube draws a random UUID: its form is compared, not its value.
                 "share_id": r.share_id.as_deref().map(|id| if is_uuid(id) { "a UUID" } else { id }),
+                "binding_conditions": r.binding_conditions,
+                "binding_failure_conditions": r.binding_failure_conditions,
             })
         })
         .collect();

@@ -13,9 +13,20 @@ use placement_tests::fixtures::eventually;
 
 use super::{dra_view, events_for, twin_pods, InProcessBinder};
 
-/// A ResourceSlice with one GPU, `gpu-0`, on `node`, attached once `Attached` is True (its
-/// failure condition `AttachFailed`).
+/// A ResourceSlice with two GPUs, `gpu-0` and `gpu-1`, on `node`, each attached once `Attached`
+/// is True (its failure condition `AttachFailed`).
 fn slice(driver: &str, node: &str) -> serde_json::Value {
+    let devices: Vec<serde_json::Value> = ["gpu-0", "gpu-1"]
+        .iter()
+        .map(|name| {
+            serde_json::json!({
+                "name": name,
+                "attributes": {"model": {"string": "h100"}},
+                "bindingConditions": ["Attached"],
+                "bindingFailureConditions": ["AttachFailed"],
+            })
+        })
+        .collect();
     serde_json::json!({
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
@@ -24,12 +35,7 @@ fn slice(driver: &str, node: &str) -> serde_json::Value {
             "driver": driver,
             "nodeName": node,
             "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": [{
-                "name": "gpu-0",
-                "attributes": {"model": {"string": "h100"}},
-                "bindingConditions": ["Attached"],
-                "bindingFailureConditions": ["AttachFailed"],
-            }],
+            "devices": devices,
         }
     })
 }
@@ -68,7 +74,7 @@ async fn report(claims: &Api<ResourceClaim>, name: &str, type_: &str, status: &s
         .unwrap_or_else(|e| panic!("report {type_}={status} on {name}: {e}"));
 }
 
-/// Issue 45, item 4 on a real control plane. Per side one node with an attachable GPU; twin pods
+/// Issue 45, item 4 on a real control plane. Per side one node with two attachable GPUs; twin pods
 /// with a claim each. Both schedulers must allocate the GPU with its conditions, say they wait
 /// (`BindingConditionsPending`) and not bind until the test, as the driver, reports `Attached`;
 /// then bind. A second pair's claims get `AttachFailed` instead: both fail the PreBind with the
@@ -102,10 +108,9 @@ async fn devices_with_binding_conditions_are_bound_once_attached_as_kube_schedul
         .await;
     let claims: Api<ResourceClaim> = Api::namespaced(cluster.client.clone(), &scope.ns);
     for side in ["ours", "kube"] {
-        for n in ["n1", "n2"] {
-            let node = scope.add_node(&format!("{side}-{n}"), "8", &[("side", side)]).await;
-            scope.create_storage("resourceslices", slice(&driver, &node)).await;
-        }
+        // One node per side: kube breaks ties between equal nodes at random.
+        let node = scope.add_node(&format!("{side}-n1"), "8", &[("side", side)]).await;
+        scope.create_storage("resourceslices", slice(&driver, &node)).await;
         for c in ["attached", "failed"] {
             claims
                 .create(&PostParams::default(), &claim(&format!("{c}-{side}"), &class))
