@@ -92,6 +92,10 @@ func DeviceClass(c *resourcev1.DeviceClass) *placementv1.DeviceClass {
 // allocations its shareID and consumedCapacity) and the node selector.
 func AllocationResult(a *resourcev1.AllocationResult) *placementv1.AllocationResult {
 	out := &placementv1.AllocationResult{NodeSelector: nodeSelector(a.NodeSelector)}
+	if a.AllocationTimestamp != nil {
+		v := a.AllocationTimestamp.Unix()
+		out.AllocationTimestampSeconds = &v
+	}
 	for _, r := range a.Devices.Results {
 		m := &placementv1.DeviceRequestAllocationResult{
 			Request:     r.Request,
@@ -108,6 +112,8 @@ func AllocationResult(a *resourcev1.AllocationResult) *placementv1.AllocationRes
 			v := string(*r.ShareID)
 			m.ShareId = &v
 		}
+		m.BindingConditions = r.BindingConditions
+		m.BindingFailureConditions = r.BindingFailureConditions
 		for k, q := range r.ConsumedCapacity {
 			if m.ConsumedCapacity == nil {
 				m.ConsumedCapacity = map[string]string{}
@@ -183,6 +189,20 @@ func ResourceClaim(c *resourcev1.ResourceClaim) *placementv1.ResourceClaim {
 			Uid:      string(r.UID),
 		})
 	}
+	// status.devices: the conditions drivers report, those True by type (binding conditions).
+	for _, d := range c.Status.Devices {
+		m := &placementv1.AllocatedDeviceStatus{Driver: d.Driver, Pool: d.Pool, Device: d.Device}
+		if d.ShareID != nil {
+			v := *d.ShareID
+			m.ShareId = &v
+		}
+		for _, cond := range d.Conditions {
+			if cond.Status == metav1.ConditionTrue {
+				m.TrueConditions = append(m.TrueConditions, cond.Type)
+			}
+		}
+		out.Devices = append(out.Devices, m)
+	}
 	return out
 }
 
@@ -241,6 +261,8 @@ func device(d *resourcev1.Device) *placementv1.Device {
 		AllNodes:                 d.AllNodes != nil && *d.AllNodes,
 		AllowMultipleAllocations: d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations,
 		BindingConditions:        d.BindingConditions,
+		BindingFailureConditions: d.BindingFailureConditions,
+		BindsToNode:              d.BindsToNode != nil && *d.BindsToNode,
 	}
 	for k, a := range d.Attributes {
 		if m := deviceAttribute(&a); m != nil {

@@ -643,12 +643,17 @@ def allocation_result_to_proto(a: Any) -> pb.AllocationResult:
         share_id = getattr(r, "share_id", None)
         if share_id is not None:
             m.share_id = str(share_id)
+        m.binding_conditions.extend(_list(getattr(r, "binding_conditions", None)))
+        m.binding_failure_conditions.extend(_list(getattr(r, "binding_failure_conditions", None)))
         for k, v in (getattr(r, "consumed_capacity", None) or {}).items():
             m.consumed_capacity[str(k)] = str(v)
         out.devices.append(m)
     node_selector = getattr(a, "node_selector", None)
     if node_selector is not None:
         out.node_selector.CopyFrom(_node_selector(node_selector))
+    timestamp = getattr(a, "allocation_timestamp", None)
+    if timestamp is not None:
+        out.allocation_timestamp_seconds = _seconds(timestamp)
     return out
 
 
@@ -728,6 +733,22 @@ def resource_claim_to_proto(c: Any) -> pb.ResourceClaim:
     allocation = getattr(status, "allocation", None)
     if allocation is not None:
         out.allocation.CopyFrom(allocation_result_to_proto(allocation))
+    # status.devices: the conditions drivers report, those True by type (binding conditions).
+    for d in _list(getattr(status, "devices", None)):
+        m = pb.AllocatedDeviceStatus(
+            driver=getattr(d, "driver", None) or "",
+            pool=getattr(d, "pool", None) or "",
+            device=getattr(d, "device", None) or "",
+            true_conditions=[
+                getattr(c, "type", None) or ""
+                for c in _list(getattr(d, "conditions", None))
+                if getattr(c, "status", None) == "True"
+            ],
+        )
+        share_id = getattr(d, "share_id", None)
+        if share_id is not None:
+            m.share_id = str(share_id)
+        out.devices.append(m)
     return out
 
 
@@ -803,6 +824,8 @@ def _device(d: Any) -> pb.Device:
         taints=[_device_taint(t) for t in _list(getattr(d, "taints", None))],
         allow_multiple_allocations=bool(getattr(d, "allow_multiple_allocations", None)),
         binding_conditions=_list(getattr(d, "binding_conditions", None)),
+        binding_failure_conditions=_list(getattr(d, "binding_failure_conditions", None)),
+        binds_to_node=bool(getattr(d, "binds_to_node", None)),
     )
     for key, c in (getattr(d, "capacity", None) or {}).items():
         policy = getattr(c, "request_policy", None)
