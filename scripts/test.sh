@@ -8,7 +8,9 @@ cd "$ROOT"
 
 STEP="start"
 step() { STEP=$*; printf '\n==> %s\n' "$STEP"; }
-trap 'rc=$?; [ "$rc" -eq 0 ] || echo "placement tests: FAILED at step \"$STEP\" (exit $rc)" >&2' EXIT
+RELEASE_PID=""
+trap 'rc=$?; [ -z "$RELEASE_PID" ] || { pkill -P "$RELEASE_PID" 2>/dev/null; kill "$RELEASE_PID" 2>/dev/null; } || true
+      [ "$rc" -eq 0 ] || echo "placement tests: FAILED at step \"$STEP\" (exit $rc)" >&2' EXIT
 
 step "install tools (scripts/install-tools.sh)"
 bash scripts/install-tools.sh
@@ -91,6 +93,14 @@ if [ -n "$KUEUE_PID" ]; then
   source "$KUEUE_OUT/env"
   echo "e2e: Kueue for tests/tests/kueue.rs: $E2E_KUEUE"
 fi
+cargo test --workspace --no-run
+# The release binaries of the images and of the README's `cargo run --release` commands (the same
+# two builds scripts/images.sh makes, which then find them fresh), built at the lowest CPU
+# priority while the tests run: most of the tests' time is spent waiting on the control plane.
+RELEASE_LOG=$(mktemp)
+( nice -n 19 cargo build --release --locked -p binder-agent --bin binder-agent &&
+  nice -n 19 cargo build --release --locked -p scheduler-service --bin scheduler-service ) >"$RELEASE_LOG" 2>&1 &
+RELEASE_PID=$!
 cargo test --workspace
 
 step "PodGroups under kube 1.37's default gates (a second control plane, TopologyAwareWorkloadScheduling off)"
@@ -143,6 +153,8 @@ else
 fi
 
 step "the OCI images: built without a daemon, checked and run (scripts/images.sh, scripts/images-check.py)"
+wait "$RELEASE_PID" || { cat "$RELEASE_LOG" >&2; echo "the release build (started with cargo test) failed" >&2; exit 1; }
+RELEASE_PID=""
 # From the release binaries (the README's `cargo run --release` commands, run last, reuse that
 # build), stripped in the images. The check starts each image with runc where it can, and says
 # why not. Packed twice from the same binaries: the same digests.
