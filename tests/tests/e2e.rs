@@ -715,11 +715,12 @@ async fn preemption_evicts_unprotected_victims_and_binds_on_the_nominated_node()
         .find(|p| p.name_any() == "important")
         .expect("the preemptor");
     assert!(node_of(important).is_none(), "not bound while its victims terminate");
-    let failed = events_for(&scope, "important", "FailedScheduling").await;
-    assert!(
-        !failed.is_empty(),
-        "the preemptor gets FailedScheduling with the service's message"
-    );
+    // Events are written asynchronously (as kube's broadcaster writes them), possibly after the
+    // nomination and the victims' deletion were seen.
+    eventually(WAIT, "the preemptor gets FailedScheduling with the service's message", || async {
+        !events_for(&scope, "important", "FailedScheduling").await.is_empty()
+    })
+    .await;
 
     // The kubelet's part: the victims' containers stopped, their deletion completes.
     let force = DeleteParams {
