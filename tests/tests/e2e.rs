@@ -717,9 +717,11 @@ async fn preemption_evicts_unprotected_victims_and_binds_on_the_nominated_node()
     assert!(node_of(important).is_none(), "not bound while its victims terminate");
     // Events are written asynchronously (as kube's broadcaster writes them), possibly after the
     // nomination and the victims' deletion were seen.
-    eventually(WAIT, "the preemptor gets FailedScheduling with the service's message", || async {
-        !events_for(&scope, "important", "FailedScheduling").await.is_empty()
-    })
+    eventually(
+        WAIT,
+        "the preemptor gets FailedScheduling with the service's message",
+        || async { !events_for(&scope, "important", "FailedScheduling").await.is_empty() },
+    )
     .await;
 
     // The kubelet's part: the victims' containers stopped, their deletion completes.

@@ -1042,8 +1042,18 @@ pub struct DeviceIndex {
 /// verdict keeps how long its search took: a pod whose `filterTimeout` that does not exceed
 /// searches again (kube's search would time out for it).
 pub type SharedVerdicts = std::sync::Mutex<
-    std::collections::HashMap<(u64, u64), (Result<i64, String>, std::time::Duration), foldhash::fast::RandomState>,
+    std::collections::HashMap<(u64, u64), (Result<Fit, String>, std::time::Duration), foldhash::fast::RandomState>,
 >;
+
+/// What a node's allocation scores: DynamicResources' raw score (kube's prioritized lists) and,
+/// with placement's `DevicePacking` on, the packing score (0 to 100; 0 with it off).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Fit {
+    /// DynamicResources' raw score.
+    pub priority: i64,
+    /// `DevicePacking`'s score.
+    pub packing: i64,
+}
 
 /// Most verdicts a snapshot keeps ([`DeviceIndex::verdicts`]); past it, it starts over.
 pub const MAX_SHARED_VERDICTS: usize = 1 << 16;

@@ -50,7 +50,7 @@ use super::profile::{Profile, MAX_SCORES};
 use super::select::best_candidate;
 
 use super::plugins::contract::{Filter, Score};
-use super::plugins::dynamicresources::DynamicResources;
+use super::plugins::dynamicresources::{DevicePacking, DynamicResources};
 use super::plugins::image_locality::ImageLocality;
 use super::plugins::interpodaffinity::InterPodAffinity;
 use super::plugins::node_affinity::NodeAffinity;
@@ -465,6 +465,7 @@ impl<'a> Evaluator<'a> {
                     &node,
                 ),
                 ScorePlugin::DynamicResources => score::<DynamicResources>(plan.devices.as_deref(), &node),
+                ScorePlugin::DevicePacking => score::<DevicePacking>(plan.devices.as_deref(), &node),
                 // Filled in after filtering: it depends on the feasible nodes.
                 ScorePlugin::PodTopologySpread => 0,
             };
@@ -617,6 +618,9 @@ impl<'a> Evaluator<'a> {
             // kube's `DefaultNormalizeScore` (not reversed).
             ScorePlugin::DynamicResources if self.topo_active.devices => node_affinity::normalize(raw, max),
             ScorePlugin::DynamicResources => 0,
+            // Raw 0 to 100 for a pod with claims; a pod without gives every node 0.
+            ScorePlugin::DevicePacking if self.topo_active.devices => raw,
+            ScorePlugin::DevicePacking => 0,
             // PreScore skipped: the plugin gives every node 0.
             ScorePlugin::PodTopologySpread => 0,
             _ => raw,

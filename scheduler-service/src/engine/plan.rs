@@ -228,7 +228,8 @@ impl<'a> PodPlan<'a> {
                         d.map(|d| {
                             Box::new(
                                 d.with_filter_timeout(profile.dra_filter_timeout)
-                                    .with_binding_timeout(profile.dra_binding_timeout),
+                                    .with_binding_timeout(profile.dra_binding_timeout)
+                                    .with_packing(profile.device_packing.clone()),
                             )
                         }),
                         None,

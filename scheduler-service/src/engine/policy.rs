@@ -81,6 +81,9 @@ impl Default for InterPodAffinityArgs {
     }
 }
 
+/// Placement's `DevicePacking` score plugin's arguments.
+pub use super::plugins::dynamicresources::allocator::packing::Packing as DevicePackingArgs;
+
 /// kube-scheduler's `DynamicResourcesArgs` (the field placement uses).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
@@ -218,6 +221,9 @@ pub struct Policy {
     /// DynamicResources' arguments.
     #[serde(default, skip_serializing_if = "DynamicResourcesArgs::is_default")]
     pub dynamic_resources: DynamicResourcesArgs,
+    /// Placement's `DevicePacking` arguments (used when `scores` names it).
+    #[serde(default, skip_serializing_if = "DevicePackingArgs::is_default")]
+    pub device_packing: DevicePackingArgs,
     /// CEL filter and score rules (see [`super::rules`]); none in the built-in policies.
     #[serde(default, skip_serializing_if = "Rules::is_empty")]
     pub rules: Rules,
@@ -313,6 +319,7 @@ impl Policy {
             inter_pod_affinity: InterPodAffinityArgs::default(),
             pod_topology_spread: PodTopologySpreadArgs::default(),
             dynamic_resources: DynamicResourcesArgs::default(),
+            device_packing: DevicePackingArgs::default(),
             rules: Rules::default(),
             extenders: Vec::new(),
         }

@@ -426,6 +426,8 @@ struct PlacementPolicySpec {
     pod_topology_spread: Option<Value>,
     /// DynamicResources' args (kube-scheduler's `DynamicResourcesArgs` fields).
     dynamic_resources: Option<Value>,
+    /// DevicePacking's args (`matchAttributes`).
+    device_packing: Option<Value>,
     /// CEL filter and score rules.
     #[serde(default)]
     rules: Rules,
@@ -517,6 +519,9 @@ fn placement_file(text: &str) -> Result<PolicyFile, PolicyConfigError> {
                 dynamic_resources_binding_timeout(&field, a.binding_timeout.as_deref())?;
             policy.dynamic_resources.filter_timeout =
                 dynamic_resources_filter_timeout(&field, a.filter_timeout.as_deref())?;
+        }
+        if let Some(args) = p.device_packing {
+            policy.device_packing = device_packing_args(&format!("{path}.devicePacking"), args)?;
         }
         // Rules are compiled here, so a bad expression names its field in the file.
         p.rules
@@ -640,6 +645,14 @@ struct NodeResourcesBalancedAllocationArgs {
 struct NodeAffinityArgs {
     #[serde(default)]
     added_affinity: Value,
+}
+
+/// `DevicePacking`'s args, read strictly and checked.
+fn device_packing_args(path: &str, args: Value) -> Result<super::policy::DevicePackingArgs, PolicyConfigError> {
+    let a: super::policy::DevicePackingArgs = typed_args(path, args)?;
+    a.validate()
+        .map_err(|(i, message)| invalid(format!("{path}.matchAttributes[{i}]"), message))?;
+    Ok(a)
 }
 
 /// kube-scheduler's `DynamicResourcesArgs` (`types_pluginargs.go`).
@@ -1058,6 +1071,9 @@ fn kube_profile(
                     dynamic_resources_filter_timeout(&args_path, a.filter_timeout.as_deref())?;
                 policy.dynamic_resources.binding_timeout =
                     dynamic_resources_binding_timeout(&args_path, a.binding_timeout.as_deref())?;
+            }
+            "DevicePacking" => {
+                policy.device_packing = device_packing_args(&args_path, args)?;
             }
             "NodeAffinity" => {
                 let a: NodeAffinityArgs = typed_args(&args_path, args)?;

@@ -611,13 +611,14 @@ fn plugin_names_resolve_through_the_tables() {
     }
     assert_eq!(FilterPlugin::from_name("ImageLocality"), None);
     assert_eq!(ScorePlugin::from_name("NodePorts"), None);
-    // Every plugin placement implements is one of kube-scheduler's defaults.
+    // Every plugin placement implements is one of kube-scheduler's defaults, but its own
+    // DevicePacking.
     for name in FilterPlugin::ALL
         .iter()
         .map(|f| f.name())
         .chain(ScorePlugin::ALL.iter().map(|s| s.name()))
     {
-        assert!(kube_knows(name), "{name}");
+        assert_eq!(kube_knows(name), name != "DevicePacking", "{name}");
     }
 }
 
@@ -866,4 +867,47 @@ fn dynamic_resources_filter_timeout_is_read_defaulted_and_validated() {
         e.starts_with("policies[0].dynamicResources.filterTimeout: ") && e.contains("must be zero or positive"),
         "{e}"
     );
+}
+
+/// Placement's DevicePacking: off by default, enabled by naming its score in either format, its
+/// `matchAttributes` read strictly and checked.
+#[test]
+fn device_packing_is_enabled_by_name_with_its_args() {
+    use crate::engine::plugins::dynamicresources::allocator::packing::PCIE_ROOT;
+    let packs = |p: &Policy| crate::engine::profile::Profile::new(p.clone()).device_packing.clone();
+    assert!(packs(&Policy::kube_default()).is_none(), "off by default");
+    let ksc = |args: &str| {
+        format!(
+            "{KSC}profiles:\n- schedulerName: a\n  plugins:\n    score:\n      enabled:\n      - name: DevicePacking\n        weight: 10\n{args}"
+        )
+    };
+    let file = parse(&ksc(""));
+    assert_eq!(scores(&file.policies[0])["DevicePacking"], 10);
+    let on = packs(&file.policies[0]).expect("enabled");
+    assert_eq!(on.match_attributes, vec![PCIE_ROOT.to_string()], "the default domain");
+    let file = parse(&ksc(
+        "  pluginConfig:\n  - name: DevicePacking\n    args:\n      kind: DevicePackingArgs\n      matchAttributes: [gpu.example.com/numa]\n",
+    ));
+    let on = packs(&file.policies[0]).expect("enabled");
+    assert_eq!(on.match_attributes, vec!["gpu.example.com/numa".to_string()]);
+    let e = error(&ksc(
+        "  pluginConfig:\n  - name: DevicePacking\n    args:\n      matchAttributes: [numa]\n",
+    ))
+    .to_string();
+    assert!(
+        e.starts_with("profiles[0].pluginConfig[0].args.matchAttributes[0]: ") && e.contains("not a qualified"),
+        "{e}"
+    );
+    let e = error(&ksc(
+        "  pluginConfig:\n  - name: DevicePacking\n    args:\n      matchAttribute: []\n",
+    ))
+    .to_string();
+    assert!(e.contains("unknown field `matchAttribute`"), "{e}");
+    // Placement's format.
+    let placement = "apiVersion: placement/v1\nkind: PolicyConfiguration\npolicies:\n- name: p\n  scores:\n  - name: DevicePacking\n    weight: 5\n  devicePacking:\n    matchAttributes: [resource.kubernetes.io/pcieRoot, gpu.example.com/numa]\n";
+    let file = parse(placement);
+    let on = packs(&file.policies[0]).expect("enabled");
+    assert_eq!(on.match_attributes.len(), 2);
+    let e = error(&placement.replace("gpu.example.com/numa", "/numa")).to_string();
+    assert!(e.starts_with("policies[0].devicePacking.matchAttributes[1]: "), "{e}");
 }

@@ -47,6 +47,8 @@ pub struct Profile {
     pub(super) dra_filter_timeout: Option<std::time::Duration>,
     /// DynamicResources' `bindingTimeout`.
     pub(super) dra_binding_timeout: std::time::Duration,
+    /// `DevicePacking`'s arguments, when the policy scores with it.
+    pub(super) device_packing: Option<Arc<super::policy::DevicePackingArgs>>,
     /// The policy's CEL rules, compiled; `None` without rules (the plain pass stays open), or
     /// the compile error (every node is then rejected with it).
     pub(super) rules: Option<Result<Arc<CompiledRules>, Arc<str>>>,
@@ -148,6 +150,11 @@ impl Profile {
             dynamic_resources: policy.filters.contains(&FilterPlugin::DynamicResources),
             dra_filter_timeout: Some(policy.dynamic_resources.filter_timeout).filter(|t| !t.is_zero()),
             dra_binding_timeout: policy.dynamic_resources.binding_timeout,
+            device_packing: policy
+                .scores
+                .iter()
+                .any(|s| s.plugin == ScorePlugin::DevicePacking)
+                .then(|| Arc::new(policy.device_packing.clone())),
             balanced_cpu_memory,
             score_plugins: policy.scores.iter().map(|s| (s.plugin, s.weight)).collect(),
             fit_resources: policy

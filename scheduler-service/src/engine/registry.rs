@@ -91,6 +91,9 @@ pub enum ScorePlugin {
     InterPodAffinity,
     /// Prefers nodes where the pod's prioritized lists get their earlier choices.
     DynamicResources,
+    /// Placement's own: prefers nodes whose devices the pod's claims fill without breaking
+    /// whole units (`dynamicresources::allocator::packing`); off by default.
+    DevicePacking,
 }
 
 impl ScorePlugin {
@@ -181,6 +184,9 @@ pub struct PluginRow {
     /// The kube-scheduler file it mirrors (under `pkg/scheduler/framework/plugins/`); `None`
     /// for placement's own.
     pub mirrors: Option<&'static str>,
+    /// Whether a configuration may name its filter or score (every kube-scheduler plugin the
+    /// engine runs, and placement's own `DevicePacking`; not the CEL rules).
+    pub configurable: bool,
 }
 
 impl PluginRow {
@@ -213,6 +219,7 @@ const fn engine(
         preemption,
         reads,
         mirrors: Some(mirrors),
+        configurable: true,
     }
 }
 
@@ -228,6 +235,7 @@ const fn elsewhere(name: &'static str, runs: Runs, mirrors: &'static str) -> Plu
         preemption: Preemption::Never,
         reads: Reads::Node,
         mirrors: Some(mirrors),
+        configurable: false,
     }
 }
 
@@ -420,6 +428,21 @@ pub const REGISTRY: &[PluginRow] = &[
         preemption: Never,
         reads: Node,
         mirrors: None,
+        configurable: false,
+    },
+    // Placement's device packing (`dynamicresources::allocator::packing`): off unless a policy
+    // enables it.
+    PluginRow {
+        name: "DevicePacking",
+        filter: None,
+        score: Some(S::DevicePacking),
+        runs: Runs::Engine,
+        default_enabled: false,
+        default_weight: None,
+        preemption: Never,
+        reads: Devices,
+        mirrors: None,
+        configurable: true,
     },
 ];
 
@@ -489,7 +512,7 @@ const fn configurable(filters: bool) -> usize {
     let mut i = 0;
     while i < REGISTRY.len() {
         let r = &REGISTRY[i];
-        if r.mirrors.is_some() && (if filters { r.filter.is_some() } else { r.score.is_some() }) {
+        if r.configurable && (if filters { r.filter.is_some() } else { r.score.is_some() }) {
             n += 1;
         }
         i += 1;
@@ -502,7 +525,7 @@ pub(crate) const FILTERS: [FilterPlugin; configurable(true)] = {
     let mut out = [FilterPlugin::Rules; configurable(true)];
     let (mut i, mut n) = (0, 0);
     while i < REGISTRY.len() {
-        if let (Some(f), Some(_)) = (REGISTRY[i].filter, REGISTRY[i].mirrors) {
+        if let (Some(f), true) = (REGISTRY[i].filter, REGISTRY[i].configurable) {
             out[n] = f;
             n += 1;
         }
@@ -516,7 +539,7 @@ pub(crate) const SCORES: [ScorePlugin; configurable(false)] = {
     let mut out = [ScorePlugin::ImageLocality; configurable(false)];
     let (mut i, mut n) = (0, 0);
     while i < REGISTRY.len() {
-        if let (Some(s), Some(_)) = (REGISTRY[i].score, REGISTRY[i].mirrors) {
+        if let (Some(s), true) = (REGISTRY[i].score, REGISTRY[i].configurable) {
             out[n] = s;
             n += 1;
         }
@@ -610,6 +633,7 @@ mod tests {
             S::PodTopologySpread,
             S::InterPodAffinity,
             S::DynamicResources,
+            S::DevicePacking,
         ];
         for s in all {
             match s {
@@ -621,7 +645,8 @@ mod tests {
                 | S::ImageLocality
                 | S::PodTopologySpread
                 | S::InterPodAffinity
-                | S::DynamicResources => {}
+                | S::DynamicResources
+                | S::DevicePacking => {}
             }
         }
         all.to_vec()
@@ -704,10 +729,11 @@ mod tests {
             ]
         );
         assert_eq!(FilterPlugin::ALL, default_filters().collect::<Vec<_>>().as_slice());
-        assert_eq!(
-            ScorePlugin::ALL,
-            default_scores().map(|(s, _)| s).collect::<Vec<_>>().as_slice()
-        );
+        // Placement's own DevicePacking last, off by default.
+        let mut configurable: Vec<ScorePlugin> = default_scores().map(|(s, _)| s).collect();
+        configurable.push(S::DevicePacking);
+        assert_eq!(ScorePlugin::ALL, configurable.as_slice());
+        assert!(!S::DevicePacking.row().default_enabled);
         for f in FilterPlugin::ALL {
             assert_eq!(f.name(), f.row().name);
         }

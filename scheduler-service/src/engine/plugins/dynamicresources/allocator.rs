@@ -44,6 +44,7 @@ use crate::engine::model::{NodeSpec, Requirement, SelectorOp, SelectorTerm};
 
 pub mod capacity;
 pub mod diagnose;
+pub mod packing;
 
 /// Most devices one claim's allocation may hold (kube's `resourceapi.AllocationResultsMaxSize`).
 pub const ALLOCATION_RESULTS_MAX_SIZE: usize = 32;
@@ -574,6 +575,9 @@ pub struct Allocator<'a> {
     all_slices: &'a [Arc<ResourceSlice>],
     allocated: &'a InUse,
     cel: &'a SelectorCache,
+    /// Placement's `DevicePacking` ([`packing`]): devices walked in packing order, and the node
+    /// scored; `None` walks them in kube's order.
+    packing: Option<&'a packing::Packing>,
 }
 
 impl std::fmt::Debug for Allocator<'_> {
@@ -604,7 +608,14 @@ impl<'a> Allocator<'a> {
             all_slices: &slices.all,
             allocated,
             cel,
+            packing: None,
         }
+    }
+
+    /// The allocator with placement's device packing ([`packing`]) on, or (`None`) kube's order.
+    pub fn with_packing(mut self, packing: Option<&'a packing::Packing>) -> Self {
+        self.packing = packing;
+        self
     }
 
     /// kube's `Allocator.Allocate`: one [`Allocation`] per claim, in order, when all claims can
@@ -627,6 +638,17 @@ impl<'a> Allocator<'a> {
         claims: &[&'a ResourceClaim],
         deadline: Option<std::time::Instant>,
     ) -> Result<Option<Vec<Allocation>>, AllocateError> {
+        Ok(self.allocate_scored(node, claims, deadline)?.map(|(a, _)| a))
+    }
+
+    /// [`Allocator::allocate_until`] with the node's packing score ([`packing`]; 0 without
+    /// packing).
+    pub fn allocate_scored(
+        &self,
+        node: &NodeSpec,
+        claims: &[&'a ResourceClaim],
+        deadline: Option<std::time::Instant>,
+    ) -> Result<Option<(Vec<Allocation>, i64)>, AllocateError> {
         let mut search = self.prepare(node, claims)?;
         search.deadline = deadline;
         let done = match search.allocate_one(Indices::default(), false, Loc::default()) {
@@ -668,7 +690,8 @@ impl<'a> Allocator<'a> {
                 timestamp: None,
             });
         }
-        Ok(Some(out))
+        let score = self.packing.map_or(0, |p| search.packing_score(p));
+        Ok(Some((out, score)))
     }
 
     /// The search for `claims` on `node` before its first pick: the node's pools gathered and
@@ -704,7 +727,11 @@ impl<'a> Allocator<'a> {
             result: vec![Vec::new(); claims.len()],
             deadline: None,
             steps: 0,
+            order: None,
         };
+        if let Some(p) = self.packing {
+            search.order = Some(search.packing_order(p));
+        }
         for (ci, claim) in claims.iter().enumerate() {
             let mut min_per_claim = 0usize;
             let mut claim_data = Vec::with_capacity(claim.requests.len());
@@ -782,6 +809,9 @@ struct Search<'s, 'a> {
     deadline: Option<std::time::Instant>,
     /// `allocate_one` calls so far (kube's `numAllocateOneInvocations`).
     steps: u32,
+    /// The devices in packing order ([`packing`]); `None`: kube's order (pools, slices, devices).
+    /// With an order, a search's start [`Loc`] holds the position in it in `device`.
+    order: Option<Vec<Loc>>,
 }
 
 impl<'s, 'a> Search<'s, 'a> {
@@ -1028,7 +1058,6 @@ impl<'s, 'a> Search<'s, 'a> {
             return Ok(false);
         }
         let num_devices = data.num_devices;
-        let admin = data.admin_access;
         if r.device >= num_devices {
             return self.allocate_one(
                 Indices {
@@ -1060,6 +1089,22 @@ impl<'s, 'a> Search<'s, 'a> {
             }
             return done;
         }
+        if let Some(n) = self.order.as_ref().map(Vec::len) {
+            for pos in start.device..n {
+                let Some(loc) = self.order.as_ref().and_then(|o| o.get(pos)).copied() else {
+                    break;
+                };
+                let next_loc = Loc {
+                    pool: 0,
+                    slice: 0,
+                    device: pos + 1,
+                };
+                if let Some(done) = self.try_device(r, allocate_sub, loc, next_loc)? {
+                    return Ok(done);
+                }
+            }
+            return Ok(false);
+        }
         for pi in start.pool..self.pools.len() {
             let pool = &self.pools[pi];
             if pool.incomplete || pool.invalid {
@@ -1074,53 +1119,68 @@ impl<'s, 'a> Search<'s, 'a> {
                     0
                 };
                 for d in device_start..slice.devices.len() {
-                    let device = &slice.devices[d];
-                    let id = Self::device_id(slice, device);
-                    if admin && self.allocating_for_claim(&id, r.claim) {
-                        continue;
-                    }
-                    if !admin && self.in_use(&id) {
-                        continue;
-                    }
                     let loc = Loc {
                         pool: pi,
                         slice: sl,
                         device: d,
-                    };
-                    let (class, spec) = {
-                        let data = &self.request_data[r.claim][r.request][r.sub];
-                        (data.class, data.spec)
-                    };
-                    if !self.is_selectable(r.claim, r.request, r.sub, class, spec, loc)? {
-                        continue;
-                    }
-                    if !self.capacity_fits(r, &id, device, "checking capacity for device")? {
-                        continue;
-                    }
-                    let Some(undo) = self.allocate_device(r, loc, false)? else {
-                        continue;
-                    };
-                    let next = Indices {
-                        device: r.device + 1,
-                        ..r
                     };
                     let next_loc = Loc {
                         pool: pi,
                         slice: sl,
                         device: d + 1,
                     };
-                    match self.allocate_one(next, allocate_sub, next_loc) {
-                        Ok(true) => return Ok(true),
-                        Ok(false) => self.rollback(r, loc, undo),
-                        Err(e) => {
-                            self.rollback(r, loc, undo);
-                            return Err(e);
-                        }
+                    if let Some(done) = self.try_device(r, allocate_sub, loc, next_loc)? {
+                        return Ok(done);
                     }
                 }
             }
         }
         Ok(false)
+    }
+
+    /// One step of `allocateOne`'s walk: the device at `loc` for `r`, then the rest from
+    /// `next_loc`. `None`: the device does not do, try the next; `Some(true)`: all allocated.
+    #[inline]
+    fn try_device(&mut self, r: Indices, allocate_sub: bool, loc: Loc, next_loc: Loc) -> Result<Option<bool>, Stop> {
+        let Some((slice, device)) = self.device(loc) else {
+            return Ok(None);
+        };
+        let admin = self.request_data[r.claim][r.request][r.sub].admin_access;
+        let id = Self::device_id(slice, device);
+        if admin && self.allocating_for_claim(&id, r.claim) {
+            return Ok(None);
+        }
+        if !admin && self.in_use(&id) {
+            return Ok(None);
+        }
+        let (class, spec) = {
+            let data = &self.request_data[r.claim][r.request][r.sub];
+            (data.class, data.spec)
+        };
+        if !self.is_selectable(r.claim, r.request, r.sub, class, spec, loc)? {
+            return Ok(None);
+        }
+        if !self.capacity_fits(r, &id, device, "checking capacity for device")? {
+            return Ok(None);
+        }
+        let Some(undo) = self.allocate_device(r, loc, false)? else {
+            return Ok(None);
+        };
+        let next = Indices {
+            device: r.device + 1,
+            ..r
+        };
+        match self.allocate_one(next, allocate_sub, next_loc) {
+            Ok(true) => Ok(Some(true)),
+            Ok(false) => {
+                self.rollback(r, loc, undo);
+                Ok(None)
+            }
+            Err(e) => {
+                self.rollback(r, loc, undo);
+                Err(e)
+            }
+        }
     }
 
     /// kube's `allocateDevice`: checks that the device is free, has the counters it consumes,

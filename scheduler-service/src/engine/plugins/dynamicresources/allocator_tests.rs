@@ -2913,3 +2913,6 @@ fn a_search_that_explodes_stops_at_its_deadline() {
     assert!(matches!(&free, Ok(Some(a)) if a[0].devices.len() == 19), "{free:?}");
     assert_eq!(timed, free);
 }
+
+#[path = "packing_tests.rs"]
+mod packing_tests;

@@ -10,11 +10,12 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::allocator::diagnose::RequestFailure;
+use super::allocator::packing::Packing;
 use super::allocator::{AllocateError, Allocator};
 use super::cel::SelectorCache;
 use super::extended_resources::{ExtendedClaim, ExtendedResources};
 use crate::engine::devices::{
-    Allocation, DeviceId, DeviceIndex, DeviceObjects, InUse, PodClaimRef, RequestKind, ResourceClaim, SliceIndex,
+    Allocation, DeviceId, DeviceIndex, DeviceObjects, Fit, InUse, PodClaimRef, RequestKind, ResourceClaim, SliceIndex,
 };
 use crate::engine::model::{NodeSpec, PodSpec, SelectorTerm};
 
@@ -82,7 +83,7 @@ pub struct BatchDevices {
 type BatchBusy = Vec<Option<Arc<[u64]>>>;
 
 /// A node device signature and the verdict of a pod's claims on nodes of that signature.
-type Verdict = (u64, Result<i64, Rejection>);
+type Verdict = (u64, Result<Fit, Rejection>);
 
 impl BatchDevices {
     /// Records a placed pod's allocations on node `node` (its index in the snapshot; kube's
@@ -197,6 +198,8 @@ pub struct PodDevices {
     /// Per claim (in `claims` order): allocated, and its devices' binding failed or timed out
     /// ([`PodDevices::with_binding_timeout`]).
     binding_stuck: Vec<bool>,
+    /// Placement's `DevicePacking`, when the profile enables it ([`PodDevices::with_packing`]).
+    packing: Option<Arc<Packing>>,
 }
 
 /// The process's compiled DRA selectors (kube's scheduler-wide `cel.Cache`).
@@ -328,6 +331,7 @@ impl PodDevices {
             extended,
             filter_timeout: None,
             binding_stuck: Vec::new(),
+            packing: None,
         }))
     }
 
@@ -337,6 +341,26 @@ impl PodDevices {
     /// devices`, an error that ends the pod's scheduling cycle ([`PodDevices::error`]). A timeout
     /// is not shared with other pods' verdicts (errors never are): each pod's search is timed
     /// on its own, as in kube.
+    /// The state with placement's `DevicePacking` on (`Some`): Filter's allocation walks each
+    /// node's devices in packing order and Score reads the node's packing score
+    /// ([`super::allocator::packing`]).
+    pub fn with_packing(mut self, packing: Option<Arc<Packing>>) -> Self {
+        if let Some(p) = &packing {
+            // The verdicts other pods share hold the packing score, and packing may pick other
+            // devices: pods with and without it share none.
+            if let Some((key, _)) = &mut self.shared {
+                *key = mix(*key, packing_key(p));
+            }
+        }
+        self.packing = packing;
+        self
+    }
+
+    /// Whether the profile packs devices ([`PodDevices::with_packing`]).
+    pub fn packs(&self) -> bool {
+        self.packing.is_some()
+    }
+
     pub fn with_filter_timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
         self.filter_timeout = timeout.filter(|t| !t.is_zero());
         self
@@ -359,7 +383,7 @@ impl PodDevices {
     /// device signature ([`SliceIndex::base_signature`], [`SliceIndex::with_use`]): a node whose devices look like those of a
     /// node already evaluated for this pod gets that node's verdict, which the allocator, reading
     /// nothing else of either node, would give it.
-    pub fn verdict(&self, index: usize, node: &NodeSpec) -> Result<i64, Rejection> {
+    pub fn verdict(&self, index: usize, node: &NodeSpec) -> Result<Fit, Rejection> {
         // kube cancels the Filter calls still running at the first error (the parallelizer's
         // `SendErrorWithCancel`): the pod's cycle ends with it, so no other node is searched
         // (with a filter timeout, each could take that long).
@@ -369,16 +393,19 @@ impl PodDevices {
         let delegated = self.delegated(node)?;
         self.allocated_claims_available(node)?;
         if self.to_allocate.is_empty() && delegated == 0 {
-            return Ok(self.score(&[]));
+            return Ok(Fit {
+                priority: self.score(&[]),
+                packing: 0,
+            });
         }
         let Some(mut signature) = self.signature(index) else {
-            return self.allocate(node).map(|a| self.score(&a));
+            return self.fit(node);
         };
         if let Some(e) = &self.extended {
             // The special claim asks for what the node's allocatable lacks: nodes alike in
             // devices but not in that get verdicts of their own.
             if e.too_many() {
-                return self.allocate(node).map(|a| self.score(&a));
+                return self.fit(node);
             }
             signature = mix(signature, delegated);
         }
@@ -478,9 +505,9 @@ impl PodDevices {
     /// The verdict of the pods of the snapshot whose claims ask what this pod's ask, on nodes of
     /// this signature; computed on `node` (and kept) when there is none yet, or when its search
     /// took at least this pod's filter timeout (kube, searching for this pod, would time out).
-    fn shared_verdict(&self, signature: u64, node: &NodeSpec) -> Result<i64, Rejection> {
+    fn shared_verdict(&self, signature: u64, node: &NodeSpec) -> Result<Fit, Rejection> {
         let Some((key, index)) = &self.shared else {
-            return self.allocate(node).map(|a| self.score(&a));
+            return self.fit(node);
         };
         let kept = index
             .verdicts
@@ -494,10 +521,10 @@ impl PodDevices {
             }
         }
         let started = std::time::Instant::now();
-        let v = self.allocate(node).map(|a| self.score(&a));
+        let v = self.fit(node);
         let took = started.elapsed();
         let keep = match &v {
-            Ok(score) => Some(Ok(*score)),
+            Ok(fit) => Some(Ok(*fit)),
             Err(Rejection::Unschedulable(m)) => Some(Err(m.clone())),
             Err(Rejection::Error(_)) => None,
         };
@@ -575,6 +602,19 @@ impl PodDevices {
     /// claim order, then the special claim for extended resources when the node must provide
     /// some through DRA), or the rejection.
     pub fn allocate(&self, node: &NodeSpec) -> Result<Vec<Allocation>, Rejection> {
+        self.allocate_scored(node).map(|(a, _)| a)
+    }
+
+    /// Filter's allocation on `node` and what it scores ([`Fit`]).
+    fn fit(&self, node: &NodeSpec) -> Result<Fit, Rejection> {
+        self.allocate_scored(node).map(|(a, packing)| Fit {
+            priority: self.score(&a),
+            packing,
+        })
+    }
+
+    /// [`PodDevices::allocate`] with `DevicePacking`'s score of the node (0 with it off).
+    fn allocate_scored(&self, node: &NodeSpec) -> Result<(Vec<Allocation>, i64), Rejection> {
         // kube's `context.WithTimeout` around the allocator's `Allocate` call in Filter.
         let deadline = self
             .filter_timeout
@@ -587,7 +627,7 @@ impl PodDevices {
         &self,
         node: &NodeSpec,
         deadline: Option<std::time::Instant>,
-    ) -> Result<Vec<Allocation>, Rejection> {
+    ) -> Result<(Vec<Allocation>, i64), Rejection> {
         self.delegated(node)?;
         self.allocated_claims_available(node)?;
         let special = self
@@ -595,18 +635,19 @@ impl PodDevices {
             .as_ref()
             .and_then(|e| Some(e.claim(node)?.resource_claim(e.namespace())));
         if self.to_allocate.is_empty() && special.is_none() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), 0));
         }
         let classes = |name: &str| self.objects.classes.get(name).map(|c| &**c);
-        let allocator = Allocator::new(&classes, &self.slices, &self.in_use, &self.cel);
+        let allocator =
+            Allocator::new(&classes, &self.slices, &self.in_use, &self.cel).with_packing(self.packing.as_deref());
         let claims: Vec<&ResourceClaim> = self
             .to_allocate
             .iter()
             .map(|&i| &*self.claims[i])
             .chain(special.as_ref())
             .collect();
-        match allocator.allocate_until(node, &claims, deadline) {
-            Ok(Some(results)) if results.len() == claims.len() => Ok(results),
+        match allocator.allocate_scored(node, &claims, deadline) {
+            Ok(Some((results, packing))) if results.len() == claims.len() => Ok((results, packing)),
             Ok(_) => Err(Rejection::Unschedulable(CANNOT_ALLOCATE.to_string())),
             Err(e @ AllocateError::InvalidPools) => Err(Rejection::Unschedulable(e.to_string())),
             Err(e) => {
@@ -632,7 +673,7 @@ impl PodDevices {
     /// (PreBind) and for the batch to count ([`BatchDevices::record`]).
     pub fn reserve(&self, node: &NodeSpec) -> Vec<ClaimAllocation> {
         // Filter found these allocations in time (kube's Reserve reuses them): not timed again.
-        let Ok(results) = self.allocate_until(node, None) else {
+        let Ok((results, _)) = self.allocate_until(node, None) else {
             return Vec::new();
         };
         let mut results = results.into_iter();
@@ -699,13 +740,15 @@ impl PodDevices {
         score
     }
 
-    /// Whether some claim has a prioritized list (only then can scores differ between nodes).
+    /// Whether some claim has a prioritized list, or the profile packs devices (only then can
+    /// scores differ between nodes).
     pub fn scores(&self) -> bool {
-        self.claims.iter().any(|c| {
-            c.requests
-                .iter()
-                .any(|r| matches!(r.kind, RequestKind::FirstAvailable(_)))
-        })
+        self.packing.is_some()
+            || self.claims.iter().any(|c| {
+                c.requests
+                    .iter()
+                    .any(|r| matches!(r.kind, RequestKind::FirstAvailable(_)))
+            })
     }
 }
 
@@ -742,7 +785,30 @@ impl crate::engine::plugins::contract::Score for DynamicResources {
     /// 0 for a pod without prioritized lists.
     fn score(input: Self::In<'_>, node: &crate::engine::snapshot::NodeView<'_>) -> i64 {
         match input {
-            Some(d) if d.scores() => d.verdict(node.index, &node.entry.spec).unwrap_or(0),
+            Some(d) if d.scores() => d.verdict(node.index, &node.entry.spec).map_or(0, |f| f.priority),
+            _ => 0,
+        }
+    }
+}
+
+/// The packing arguments, hashed into the key of shared verdicts.
+fn packing_key(p: &Packing) -> u128 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    p.hash(&mut h);
+    u128::from(h.finish()) | 1 << 100
+}
+
+/// Placement's `DevicePacking` score plugin ([`super::allocator::packing`]): the node's packing score
+/// for the allocation Filter made there; 0 for a pod without claims or with the plugin off.
+pub struct DevicePacking;
+
+impl crate::engine::plugins::contract::Score for DevicePacking {
+    type In<'a> = Option<&'a PodDevices>;
+
+    fn score(input: Self::In<'_>, node: &crate::engine::snapshot::NodeView<'_>) -> i64 {
+        match input {
+            Some(d) if d.packs() => d.verdict(node.index, &node.entry.spec).map_or(0, |f| f.packing),
             _ => 0,
         }
     }

@@ -29,8 +29,8 @@ pub mod extended_resources;
 
 pub use allocator::diagnose::{FailureKind, RequestFailure};
 pub use dynamic_resources::{
-    selectors, BatchDevices, ClaimAllocation, ClaimDeallocation, DynamicResources, PodDevices, Rejection,
-    CANNOT_ALLOCATE, DEALLOCATED, FIRST_AVAILABLE_MAX, NOT_AVAILABLE,
+    selectors, BatchDevices, ClaimAllocation, ClaimDeallocation, DevicePacking, DynamicResources, PodDevices,
+    Rejection, CANNOT_ALLOCATE, DEALLOCATED, FIRST_AVAILABLE_MAX, NOT_AVAILABLE,
 };
 
 #[cfg(test)]
