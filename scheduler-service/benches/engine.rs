@@ -424,6 +424,20 @@ fn bench_dra(c: &mut Criterion) {
     group.bench_function("dra_pods", |b| {
         b.iter(|| black_box(evaluator.schedule(&pods, SEED, Deadline::none()).expect("no deadline")))
     });
+    // The same batches with placement's DevicePacking on (devices walked in packing order, nodes
+    // scored by how full their devices get).
+    let mut packing_policy = Policy::kube_default();
+    packing_policy
+        .scores
+        .push(placement_scheduler::engine::policy::WeightedScore {
+            plugin: placement_scheduler::engine::policy::ScorePlugin::DevicePacking,
+            weight: 10,
+        });
+    let packing = Profile::new(packing_policy);
+    let mut packed = Evaluator::new(&packing, &snapshot);
+    group.bench_function("dra_pods_packing", |b| {
+        b.iter(|| black_box(packed.schedule(&pods, SEED, Deadline::none()).expect("no deadline")))
+    });
     // As a replica runs: each batch on the snapshot the previous one's placements were assumed
     // in (a delta of the bound pods), whose verdicts it inherits.
     let placed: Vec<PodSpec> = Evaluator::new(&profile, &snapshot)

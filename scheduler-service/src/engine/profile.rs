@@ -213,4 +213,4 @@ impl Profile {
 }
 
 /// Maximum number of score plugins (one slot per [`ScorePlugin`]).
-pub(super) const MAX_SCORES: usize = 9;
+pub(super) const MAX_SCORES: usize = super::registry::SCORES.len();

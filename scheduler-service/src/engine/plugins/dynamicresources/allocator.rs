@@ -24,12 +24,16 @@
 //! - incomplete, obsolete and invalid pools;
 //! - the limit of [`ALLOCATION_RESULTS_MAX_SIZE`] devices per claim.
 //!
-//! Not supported (kube's DeviceBindingAndStatus parts are left out): a device with binding
-//! conditions is never selected. A share's `shareID` is left empty in the result: kube's
-//! allocator draws a random UUID for it, which the writer (the binder's PreBind) draws.
-//! Configuration (`config`) is not part of
-//! [`Allocation`], so results carry none; `bindsToNode`, derived attributes and compatibility
-//! groups are not in the engine's model.
+//! - binding conditions (pools with such devices walked last, the conditions copied into the
+//!   result, `bindsToNode` limiting the result to the node).
+//!
+//! With placement's `DevicePacking` ([`packing`]) the walk takes each node's devices in packing
+//! order instead; the search is otherwise the same.
+//!
+//! A share's `shareID` is left empty in the result: kube's allocator draws a random UUID for it,
+//! which the writer (the binder's PreBind) draws. Configuration (`config`) is not part of
+//! [`Allocation`], so results carry none; derived attributes and compatibility groups are not in
+//! the engine's model.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
