@@ -17,6 +17,7 @@ use super::framework::{
 use super::model::PodSpec;
 use super::plan::{same_constraints, PodPlan, TopoState};
 use super::plugins::dynamicresources::{RequestFailure, CANNOT_ALLOCATE};
+use super::plugins::dynamicresources::allocator::packing;
 use super::policy::FilterPlugin;
 use super::profile::MAX_SCORES;
 use super::select::{best_candidate, keep_top_k};
@@ -229,6 +230,21 @@ impl Evaluator<'_> {
         // While another call evaluates too, no pass is split (the cores are taken).
         let _busy = super::parallel::Busy::enter();
         self.fast.image_sums.forget();
+        // With DevicePacking, the batch's larger device claims go first (within a priority).
+        if let Some(order) = self
+            .profile
+            .device_packing
+            .as_ref()
+            .and_then(|_| packing::batch_order(self.snapshot().devices(), pods))
+        {
+            let permuted: Vec<PodSpec> = order.iter().map(|&i| pods[i].clone()).collect();
+            let decided = super::gang::schedule(self, &permuted, seed, deadline)?;
+            let mut out: Vec<Option<Decision>> = vec![None; pods.len()];
+            for (d, &i) in decided.into_iter().zip(&order) {
+                out[i] = Some(d);
+            }
+            return Ok(out.into_iter().flatten().collect());
+        }
         super::gang::schedule(self, pods, seed, deadline)
     }
 

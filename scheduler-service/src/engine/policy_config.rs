@@ -613,6 +613,12 @@ struct PluginsSpec {
     post_bind: PluginSetSpec,
     #[serde(default)]
     multi_point: PluginSetSpec,
+    #[serde(default)]
+    placement_generate: PluginSetSpec,
+    #[serde(default)]
+    placement_score: PluginSetSpec,
+    #[serde(default)]
+    pod_group_post_filter: PluginSetSpec,
 }
 
 #[derive(Debug, Deserialize)]
@@ -886,7 +892,7 @@ fn kube_profile(
 
     // Every plugin the operator enables must be one placement runs (or one whose job the binder
     // does); the other extension points have no counterpart and are noted as ignored.
-    let points: [(&str, &PluginSetSpec); 13] = [
+    let points: [(&str, &PluginSetSpec); 16] = [
         ("multiPoint", &plugins.multi_point),
         ("preEnqueue", &plugins.pre_enqueue),
         ("queueSort", &plugins.queue_sort),
@@ -900,6 +906,9 @@ fn kube_profile(
         ("preBind", &plugins.pre_bind),
         ("bind", &plugins.bind),
         ("postBind", &plugins.post_bind),
+        ("placementGenerate", &plugins.placement_generate),
+        ("placementScore", &plugins.placement_score),
+        ("podGroupPostFilter", &plugins.pod_group_post_filter),
     ];
     for (point, set) in points {
         let ours = |n: &str| FilterPlugin::from_name(n).is_some() || ScorePlugin::from_name(n).is_some();
@@ -920,6 +929,21 @@ fn kube_profile(
                 note_ignored(ignored, format!("{field} ({})", p.name), why);
                 continue;
             }
+            // kube's PodGroup plugins: placement's PodGroup cycle does their job in every profile.
+            if let Some(Runs::PodGroupCycle { points }) = registry::by_name(&p.name).map(|r| r.runs) {
+                if point != "multiPoint" && !points.contains(&point) {
+                    return Err(invalid(
+                        format!("{field}.name"),
+                        format!("plugin {:?} does not extend {point}", p.name),
+                    ));
+                }
+                note_ignored(
+                    ignored,
+                    format!("{field} ({})", p.name),
+                    "placement's PodGroup cycle does its job in every profile, with the service's feature gates",
+                );
+                continue;
+            }
             if !ours(&p.name) {
                 return Err(not_implemented(&name, &p.name, field));
             }
@@ -936,6 +960,17 @@ fn kube_profile(
                         format!("plugin {:?} does not extend {point}", p.name),
                     ))
                 }
+            }
+        }
+        for (j, p) in set.disabled.iter().enumerate() {
+            if let Some(Runs::PodGroupCycle { .. }) = registry::by_name(&p.name).map(|r| r.runs) {
+                return Err(invalid(
+                    format!("{pp}.{point}.disabled[{j}].name"),
+                    format!(
+                        "placement's PodGroup cycle does {:?}'s job in every profile: it cannot be disabled (turn the feature gate off instead)",
+                        p.name
+                    ),
+                ));
             }
         }
         if !matches!(point, "multiPoint" | "filter" | "score") {

@@ -911,3 +911,38 @@ fn device_packing_is_enabled_by_name_with_its_args() {
     let e = error(&placement.replace("gpu.example.com/numa", "/numa")).to_string();
     assert!(e.starts_with("policies[0].devicePacking.matchAttributes[1]: "), "{e}");
 }
+
+/// kube 1.37's PodGroup plugins and extension points in a KubeSchedulerConfiguration: enabled (as a
+/// configuration written for kube with GenericWorkload and TopologyAwareWorkloadScheduling names
+/// them) they are accepted and noted; at a point they do not extend, or disabled by name, refused.
+#[test]
+fn pod_group_plugins_and_points_are_read_as_kube_reads_them() {
+    let with = |plugins: &str| format!("{KSC}profiles:\n- schedulerName: a\n  plugins:\n{plugins}");
+    let file = parse(&with(
+        "    multiPoint:\n      enabled:\n      - name: GangScheduling\n      - name: TopologyPlacementGenerator\n    placementScore:\n      enabled:\n      - name: PodGroupPodsCount\n        weight: 1\n    placementGenerate:\n      enabled:\n      - name: TopologyPlacementGenerator\n",
+    ));
+    // The engine's policy is kube's default: the PodGroup plugins are not filters or scores.
+    assert_eq!(file.policies[0].scores, Policy::kube_default().scores);
+    let ignored = file.ignored.join("\n");
+    for field in [
+        "profiles[0].plugins.multiPoint.enabled[0] (GangScheduling)",
+        "profiles[0].plugins.multiPoint.enabled[1] (TopologyPlacementGenerator)",
+        "profiles[0].plugins.placementScore.enabled[0] (PodGroupPodsCount)",
+        "profiles[0].plugins.placementGenerate.enabled[0] (TopologyPlacementGenerator)",
+    ] {
+        assert!(ignored.contains(field), "{field} not in {ignored}");
+    }
+    let e = error(&with("    placementScore:\n      enabled:\n      - name: GangScheduling\n")).to_string();
+    assert!(
+        e.starts_with("profiles[0].plugins.placementScore.enabled[0].name: ") && e.contains("does not extend placementScore"),
+        "{e}"
+    );
+    let e = error(&with("    multiPoint:\n      disabled:\n      - name: GangScheduling\n")).to_string();
+    assert!(
+        e.starts_with("profiles[0].plugins.multiPoint.disabled[0].name: ") && e.contains("cannot be disabled"),
+        "{e}"
+    );
+    // A plugin placement does not run, at a PodGroup point: not implemented, as before.
+    let e = error(&with("    podGroupPostFilter:\n      enabled:\n      - name: Coscheduling\n")).to_string();
+    assert!(e.contains("is not implemented by placement"), "{e}");
+}

@@ -160,6 +160,14 @@ pub enum Runs {
     /// Nobody placement lets a configuration enable: merely implied by the default set it is
     /// skipped, enabled explicitly it is an error.
     No,
+    /// Placement's PodGroup cycle (`engine::podgroup`), in every profile while the feature gate
+    /// the plugin belongs to is on (the service's `--feature-gates`): a configuration may enable
+    /// it at multiPoint or its `points` (noted: nothing to configure), and may not disable it by
+    /// name (placement cannot leave a profile without it).
+    PodGroupCycle {
+        /// kube-scheduler's extension points of the plugin.
+        points: &'static [&'static str],
+    },
 }
 
 /// One plugin.
@@ -220,6 +228,28 @@ const fn engine(
         reads,
         mirrors: Some(mirrors),
         configurable: true,
+    }
+}
+
+/// A row of one of kube-scheduler's PodGroup plugins (in its default set only with their feature
+/// gates on, so not in the rows' default set: the gates are the service's).
+const fn pod_group(
+    name: &'static str,
+    points: &'static [&'static str],
+    default_weight: Option<i64>,
+    mirrors: &'static str,
+) -> PluginRow {
+    PluginRow {
+        name,
+        filter: None,
+        score: None,
+        runs: Runs::PodGroupCycle { points },
+        default_enabled: false,
+        default_weight,
+        preemption: Never,
+        reads: Node,
+        mirrors: Some(mirrors),
+        configurable: false,
     }
 }
 
@@ -415,6 +445,27 @@ pub const REGISTRY: &[PluginRow] = &[
         Never,
         Node,
         "nodedeclaredfeatures/nodedeclaredfeatures.go",
+    ),
+    // kube 1.37's PodGroup plugins, in kube's default set with their gates on (GenericWorkload:
+    // GangScheduling; TopologyAwareWorkloadScheduling: TopologyPlacementGenerator,
+    // PodGroupPodsCount with weight 1); their job is `engine::podgroup`'s.
+    pod_group(
+        "GangScheduling",
+        &["preEnqueue", "permit"],
+        None,
+        "gangscheduling/gangscheduling.go",
+    ),
+    pod_group(
+        "TopologyPlacementGenerator",
+        &["placementGenerate"],
+        None,
+        "topologyaware/topology_placement.go",
+    ),
+    pod_group(
+        "PodGroupPodsCount",
+        &["placementScore"],
+        Some(1),
+        "podgrouppodscount/podgroup_pods_count.go",
     ),
     // The policy's CEL rules: run after every filter plugin when the policy has rules, never
     // configured by name.

@@ -19,13 +19,15 @@
 //!   spent), less [`BREAK_PENALTY`] per intact unit the allocation breaks; 0 to 100. Busy nodes
 //!   are preferred, so whole nodes stay free for the claims that need them.
 //!
-//! The pods of a batch are decided in order, each against what the ones before took, so a batch
-//! packs as a whole.
+//! A batch packs as a whole ([`batch_order`]): its pods are decided by priority, then by the
+//! devices their claims ask for, most first (first fit decreasing), each against what the ones
+//! before took; pods of equal priority and demand keep their order.
 
 use std::collections::HashMap;
 
 use super::{lookup_attribute, Counters, Loc, Search};
-use crate::engine::devices::AttributeValue;
+use crate::engine::devices::{AllocationMode, AttributeValue, DeviceObjects, RequestKind};
+use crate::engine::model::PodSpec;
 
 /// The standard attribute of the PCIe root a device hangs off
 /// (`k8s.io/dynamic-resource-allocation/deviceattribute`'s `StandardDeviceAttributePCIeRoot`),
@@ -75,6 +77,46 @@ impl Default for Packing {
             match_attributes: vec![PCIE_ROOT.to_string()],
         }
     }
+}
+
+/// The order to decide a batch in with packing on: by priority (highest first, as the queue
+/// orders them), then by the devices their claims ask for (most first; `All` as the most a claim
+/// may hold), then as given. `None` when that is the given order, or when some pod belongs to a
+/// gang or PodGroup (their members are decided together, in their order).
+pub fn batch_order(objects: &DeviceObjects, pods: &[PodSpec]) -> Option<Vec<usize>> {
+    if pods.len() < 2 || pods.iter().any(|p| p.gang.is_some() || p.pod_group.is_some()) {
+        return None;
+    }
+    let demand = |pod: &PodSpec| -> usize {
+        pod.resource_claims
+            .iter()
+            .filter_map(|r| {
+                let name = r.claim_name.as_deref()?;
+                objects.claims.get(&format!("{}/{name}", pod.namespace))
+            })
+            .filter(|c| c.allocation.is_none())
+            .flat_map(|c| c.requests.iter())
+            .map(|r| {
+                let spec = match &r.kind {
+                    RequestKind::Exactly(s) => Some(s),
+                    RequestKind::FirstAvailable(subs) => subs.first().map(|(_, s)| s),
+                };
+                match spec.map(|s| &s.mode) {
+                    Some(AllocationMode::ExactCount(n)) => usize::try_from(*n).unwrap_or(0),
+                    Some(AllocationMode::All) => super::ALLOCATION_RESULTS_MAX_SIZE,
+                    None => 0,
+                }
+            })
+            .sum()
+    };
+    let mut order: Vec<(i32, usize, usize)> = pods
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.priority, demand(p), i))
+        .collect();
+    order.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+    let order: Vec<usize> = order.into_iter().map(|(_, _, i)| i).collect();
+    (!order.iter().enumerate().all(|(k, &i)| k == i)).then_some(order)
 }
 
 /// A domain: the attribute (its index in [`Packing::match_attributes`]), the driver and the value.
