@@ -74,6 +74,10 @@ mod chart_run;
 #[path = "e2e/podgroup_diff.rs"]
 mod podgroup_diff;
 
+// A seeded DRA differential against a kube-scheduler of the cluster's version (issue 45).
+#[path = "e2e/dra_diff.rs"]
+mod dra_diff;
+
 // Traces in KEP-5927's shape, from the binder through a decision replica (issue 47).
 #[path = "e2e/tracing.rs"]
 mod tracing;
@@ -717,9 +721,11 @@ async fn preemption_evicts_unprotected_victims_and_binds_on_the_nominated_node()
     assert!(node_of(important).is_none(), "not bound while its victims terminate");
     // Events are written asynchronously (as kube's broadcaster writes them), possibly after the
     // nomination and the victims' deletion were seen.
-    eventually(WAIT, "the preemptor gets FailedScheduling with the service's message", || async {
-        !events_for(&scope, "important", "FailedScheduling").await.is_empty()
-    })
+    eventually(
+        WAIT,
+        "the preemptor gets FailedScheduling with the service's message",
+        || async { !events_for(&scope, "important", "FailedScheduling").await.is_empty() },
+    )
     .await;
 
     // The kubelet's part: the victims' containers stopped, their deletion completes.
