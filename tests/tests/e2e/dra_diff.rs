@@ -58,6 +58,8 @@ enum StepClaim {
     Shared(usize),
     /// `resources.limits`: (resource name, count).
     Extended(String, u32),
+    /// A claim `<step>-late-<side>` of this spec, created once both pods have waited for it.
+    Late(serde_json::Value),
     /// No pods: the pods of an earlier step deleted (when they are bound), their devices freed.
     Release(usize),
 }
@@ -187,10 +189,21 @@ fn scenario(
                 } else {
                     serde_json::json!([])
                 };
-                StepClaim::Template(claim_spec(
-                    serde_json::json!({"name": "gpu", "exactly": exactly}),
-                    constraints,
-                ))
+                let mut spec = claim_spec(serde_json::json!({"name": "gpu", "exactly": exactly}), constraints);
+                // A second request: a share of a device, or a partition.
+                if g.chance(25) {
+                    let extra = if g.chance(50) {
+                        serde_json::json!({"name": "extra", "exactly": {"deviceClassName": class("shared"),
+                            "capacity": {"requests": {"memory": "2Gi"}}}})
+                    } else {
+                        serde_json::json!({"name": "extra", "exactly": {"deviceClassName": class("part"),
+                            "selectors": [{"cel": {"expression": mem_sel("<", "80Gi")}}]}})
+                    };
+                    if let Some(r) = spec["devices"]["requests"].as_array_mut() {
+                        r.push(extra);
+                    }
+                }
+                StepClaim::Template(spec)
             }
             // Every GPU of a model on the node.
             28..=35 => {
@@ -270,7 +283,15 @@ fn scenario(
                     StepClaim::Extended(format!("deviceclass.resource.kubernetes.io/{}", class("big")), 1)
                 }
             }
-            _ => StepClaim::Shared((g.next() % 2) as usize),
+            88..=97 => StepClaim::Shared((g.next() % 2) as usize),
+            // A claim created only after its pods (both schedulers wait for it, writing nothing).
+            _ => {
+                let (exactly, _) = gpu_request(&mut g);
+                StepClaim::Late(claim_spec(
+                    serde_json::json!({"name": "gpu", "exactly": exactly}),
+                    serde_json::json!([]),
+                ))
+            }
         };
         let pin = match &claim {
             StepClaim::Shared(k) => Some(shared[*k].1),
@@ -399,7 +420,7 @@ async fn resource_claims_are_decided_as_kube_scheduler_decides_them_on_seeded_sc
         return;
     };
     let env = |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
-    let seed = env("E2E_DRA_DIFF_SEED", 1);
+    let seed = env("E2E_DRA_DIFF_SEED", 5);
     let steps_wanted = env("E2E_DRA_DIFF_STEPS", 20) as usize;
     let started = std::time::Instant::now();
     let _serial = super::serial().await;
@@ -643,7 +664,7 @@ async fn resource_claims_are_decided_as_kube_scheduler_decides_them_on_seeded_sc
             "100m",
         ))
         .expect("a pod as JSON");
-        pod["spec"]["nodeSelector"] = serde_json::json!({"side": "canary"});
+        pod["spec"]["nodeSelector"] = serde_json::json!({"side": "canary", placement_tests::e2e::RUN_LABEL: scope.run});
         pod["spec"]["resourceClaims"] = serde_json::json!([{"name": "gpu", "resourceClaimTemplateName": template}]);
         pod["spec"]["containers"][0]["resources"]["claims"] = serde_json::json!([{"name": "gpu"}]);
         serde_json::from_value::<Pod>(pod).expect("a pod")
@@ -683,6 +704,7 @@ async fn resource_claims_are_decided_as_kube_scheduler_decides_them_on_seeded_sc
             continue;
         }
         let pods = twins(&step.name, &|pod, side| {
+            pod["spec"]["nodeSelector"][placement_tests::e2e::RUN_LABEL] = serde_json::json!(run);
             if let Some(i) = step.pin {
                 pod["spec"]["nodeSelector"]["slot"] = serde_json::json!(format!("n{i}"));
             }
@@ -701,6 +723,11 @@ async fn resource_claims_are_decided_as_kube_scheduler_decides_them_on_seeded_sc
                     pod["spec"]["containers"][0]["resources"]["limits"] =
                         serde_json::json!({ resource: count.to_string() });
                 }
+                StepClaim::Late(_) => {
+                    pod["spec"]["resourceClaims"] =
+                        serde_json::json!([{"name": "gpu", "resourceClaimName": format!("{}-late-{side}", step.name)}]);
+                    pod["spec"]["containers"][0]["resources"]["claims"] = serde_json::json!([{"name": "gpu"}]);
+                }
                 StepClaim::Release(_) => {}
             }
         });
@@ -708,6 +735,28 @@ async fn resource_claims_are_decided_as_kube_scheduler_decides_them_on_seeded_sc
             scope.create(p).await;
         }
         let names = pods.map(|p| p.name_any());
+        if let StepClaim::Late(spec) = &step.claim {
+            // kube's DynamicResources PreEnqueue keeps the pod out of the active queue while its
+            // claim is missing, writing nothing; so must placement's binder.
+            tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+            for name in &names {
+                let p = scope.pods().get(name).await.expect("the pod");
+                assert!(
+                    node_of(&p).is_none() && scheduled_condition(&p).is_none(),
+                    "seed {seed}, {}: {name} decided before its claim exists: {:?}",
+                    step.name,
+                    p.status
+                );
+            }
+            for side in ["ours", "kube"] {
+                let c = serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                    "metadata": {"name": format!("{}-late-{side}", step.name)}, "spec": spec});
+                claims
+                    .create(&PostParams::default(), &serde_json::from_value(c).expect("a claim"))
+                    .await
+                    .unwrap_or_else(|e| panic!("create the late ResourceClaim of {} ({spec}): {e}", step.name));
+            }
+        }
         let [ours_pod, kube_pod] = settle(names.clone()).await;
         if let (Some(o), Some(k)) = (node_of(&ours_pod), node_of(&kube_pod)) {
             if o != twin(k) {
@@ -758,6 +807,7 @@ async fn resource_claims_are_decided_as_kube_scheduler_decides_them_on_seeded_sc
             StepClaim::Template(spec) => spec.to_string(),
             StepClaim::Shared(k) => format!("shared claim {k}: {}", shared[*k].0),
             StepClaim::Extended(resource, count) => format!("{resource}: {count}"),
+            StepClaim::Late(spec) => format!("a claim created late: {spec}"),
             StepClaim::Release(_) => String::new(),
         };
         eprintln!("  {} (pin {:?}, {asked}): {ours}", step.name, step.pin);
