@@ -134,13 +134,13 @@ fn scenario(
         let mut exactly = serde_json::json!({"deviceClassName": class(if g.chance(20) { "big" } else { "gpu" })});
         let mut selectors = Vec::new();
         if g.chance(40) {
-            selectors.push(model_sel(*g.pick(&["a100", "h100"])));
+            selectors.push(model_sel(g.pick::<&str>(&["a100", "h100"])));
         }
         if g.chance(20) {
             selectors.push(numa_sel(*g.pick(&[0, 1])));
         }
         if g.chance(25) {
-            selectors.push(mem_sel(*g.pick(&[">=", "<"]), "80Gi"));
+            selectors.push(mem_sel(g.pick::<&str>(&[">=", "<"]), "80Gi"));
         }
         if !selectors.is_empty() {
             exactly["selectors"] = selectors
@@ -208,7 +208,7 @@ fn scenario(
             // Every GPU of a model on the node.
             28..=35 => {
                 let mut exactly = serde_json::json!({"deviceClassName": class("gpu"), "allocationMode": "All",
-                    "selectors": [{"cel": {"expression": model_sel(*g.pick(&["a100", "h100"]))}}]});
+                    "selectors": [{"cel": {"expression": model_sel(g.pick::<&str>(&["a100", "h100"]))}}]});
                 let t = tolerations(&mut g);
                 if !t.is_empty() {
                     exactly["tolerations"] = serde_json::json!(t);
