@@ -74,6 +74,10 @@ mod chart_run;
 #[path = "e2e/podgroup_diff.rs"]
 mod podgroup_diff;
 
+// A seeded DRA differential against a kube-scheduler of the cluster's version (issue 45).
+#[path = "e2e/dra_diff.rs"]
+mod dra_diff;
+
 // Traces in KEP-5927's shape, from the binder through a decision replica (issue 47).
 #[path = "e2e/tracing.rs"]
 mod tracing;

@@ -106,7 +106,13 @@ fn scenario(seed: u64, groups: usize) -> (Vec<Rack>, Vec<Step>) {
 /// (`"Calculated placement's final score for podGroup" podGroup=… placement=… score=…`, or
 /// `"Calculated node's final score for pod" pod=… node=… score=…`): (`item`'s value, score),
 /// a repeated item starting the next attempt; `None` when it logged none.
-fn last_scores(log: &str, message: &str, subject_key: &str, subject: &str, item: &str) -> Option<Vec<(String, i64)>> {
+pub(super) fn last_scores(
+    log: &str,
+    message: &str,
+    subject_key: &str,
+    subject: &str,
+    item: &str,
+) -> Option<Vec<(String, i64)>> {
     let needle = format!(" {subject_key}=\"{subject}\"");
     let mut attempts: Vec<Vec<(String, i64)>> = Vec::new();
     for line in log.lines() {
@@ -146,7 +152,7 @@ fn kube_scores(log: &str, group: &str) -> Option<Vec<(String, i64)>> {
 
 /// Whether kube-scheduler's best node for the pod `pod` (`ns/name`), among `nodes` (those of the
 /// placement it took), was unique in its last attempt; true when it logged no scores.
-fn best_node_is_unique(log: &str, pod: &str, nodes: &dyn Fn(&str) -> bool) -> bool {
+pub(super) fn best_node_is_unique(log: &str, pod: &str, nodes: &dyn Fn(&str) -> bool) -> bool {
     let Some(scores) = last_scores(log, "Calculated node's final score for pod", "pod", pod, "node") else {
         return true;
     };
