@@ -16,8 +16,8 @@ use super::framework::{
 };
 use super::model::PodSpec;
 use super::plan::{same_constraints, PodPlan, TopoState};
-use super::plugins::dynamicresources::{RequestFailure, CANNOT_ALLOCATE};
 use super::plugins::dynamicresources::allocator::packing;
+use super::plugins::dynamicresources::{RequestFailure, CANNOT_ALLOCATE};
 use super::policy::FilterPlugin;
 use super::profile::MAX_SCORES;
 use super::select::{best_candidate, keep_top_k};

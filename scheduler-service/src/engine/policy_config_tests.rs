@@ -932,17 +932,27 @@ fn pod_group_plugins_and_points_are_read_as_kube_reads_them() {
     ] {
         assert!(ignored.contains(field), "{field} not in {ignored}");
     }
-    let e = error(&with("    placementScore:\n      enabled:\n      - name: GangScheduling\n")).to_string();
+    let e = error(&with(
+        "    placementScore:\n      enabled:\n      - name: GangScheduling\n",
+    ))
+    .to_string();
     assert!(
-        e.starts_with("profiles[0].plugins.placementScore.enabled[0].name: ") && e.contains("does not extend placementScore"),
+        e.starts_with("profiles[0].plugins.placementScore.enabled[0].name: ")
+            && e.contains("does not extend placementScore"),
         "{e}"
     );
-    let e = error(&with("    multiPoint:\n      disabled:\n      - name: GangScheduling\n")).to_string();
+    let e = error(&with(
+        "    multiPoint:\n      disabled:\n      - name: GangScheduling\n",
+    ))
+    .to_string();
     assert!(
         e.starts_with("profiles[0].plugins.multiPoint.disabled[0].name: ") && e.contains("cannot be disabled"),
         "{e}"
     );
     // A plugin placement does not run, at a PodGroup point: not implemented, as before.
-    let e = error(&with("    podGroupPostFilter:\n      enabled:\n      - name: Coscheduling\n")).to_string();
+    let e = error(&with(
+        "    podGroupPostFilter:\n      enabled:\n      - name: Coscheduling\n",
+    ))
+    .to_string();
     assert!(e.contains("is not implemented by placement"), "{e}");
 }

@@ -192,3 +192,54 @@ fn arguments_are_checked() {
     assert_eq!(index, 1);
     assert!(message.contains("not a qualified attribute name"), "{message}");
 }
+
+#[test]
+fn a_batch_is_decided_by_priority_then_largest_claims_first() {
+    use super::super::allocator::packing::batch_order;
+    use crate::engine::devices::DeviceObjects;
+    use crate::engine::model::{PodClaimRef, PodSpec};
+    let mut objects = DeviceObjects::default();
+    let mut add = |name: &str, requests: Vec<DeviceRequest>| {
+        let mut c = claim(name, requests, Vec::new());
+        c.namespace = "ns".into();
+        objects.claims.insert(format!("ns/{name}"), Arc::new(c));
+    };
+    add("one", vec![request(REQ0, CLASS_A, 1)]);
+    add("two", vec![request(REQ0, CLASS_A, 2)]);
+    add("all", vec![all_request(REQ0, CLASS_A)]);
+    add(
+        "one-and-two",
+        vec![request(REQ0, CLASS_A, 1), request(REQ1, CLASS_A, 2)],
+    );
+    let pod = |name: &str, claim: Option<&str>, priority: i32| PodSpec {
+        name: name.into(),
+        namespace: "ns".into(),
+        priority,
+        resource_claims: claim
+            .map(|c| PodClaimRef {
+                name: "gpus".into(),
+                claim_name: Some(c.into()),
+                from_template: false,
+            })
+            .into_iter()
+            .collect(),
+        ..PodSpec::default()
+    };
+    let pods = [
+        pod("a", Some("one"), 0),
+        pod("b", None, 0),
+        pod("c", Some("two"), 0),
+        pod("d", Some("all"), 0),
+        pod("e", Some("one-and-two"), 0),
+        pod("f", Some("one"), 10),
+    ];
+    // Priority first (f), then demand: All (d), three devices (e), two (c), one (a), none (b).
+    assert_eq!(batch_order(&objects, &pods), Some(vec![5, 3, 4, 2, 0, 1]));
+    // Already in that order: nothing to change.
+    let sorted = [pods[5].clone(), pods[3].clone(), pods[0].clone()];
+    assert_eq!(batch_order(&objects, &sorted), None);
+    // A gang member in the batch: its order is kept.
+    let mut gang = pods.to_vec();
+    gang[1].pod_group = Some(Arc::from("ns/group"));
+    assert_eq!(batch_order(&objects, &gang), None);
+}
