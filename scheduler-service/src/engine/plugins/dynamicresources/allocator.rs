@@ -30,6 +30,12 @@
 //! With placement's `DevicePacking` ([`packing`]) the walk takes each node's devices in packing
 //! order instead; the search is otherwise the same.
 //!
+//! The search is here; its parts in the submodules, each named after kube's: `pools` (GatherPools),
+//! `select` (which devices a request may take), `constraints` (matchAttribute,
+//! distinctAttribute), `counters` (shared counters), `capacity` (consumable capacity),
+//! `node_selector` (the result's node selector), `diagnose` (why a claim does not fit, for
+//! explanations) and `packing` (placement's DevicePacking).
+//!
 //! A share's `shareID` is left empty in the result: kube's allocator draws a random UUID for it,
 //! which the writer (the binder's PreBind) draws. Configuration (`config`) is not part of
 //! [`Allocation`], so results carry none; derived attributes and compatibility groups are not in
@@ -40,15 +46,23 @@ use std::sync::Arc;
 
 use super::cel::{CelError, SelectorCache};
 use crate::engine::devices::{
-    AllocatedDevice, Allocation, AllocationMode, Amount, AttributeValue, ConstraintKind, CounterSet, Device,
-    DeviceClass, DeviceConstraint, DeviceId, DeviceTaintEffect, InUse, NodeSelection, RequestKind, RequestSpec,
-    ResourceClaim, ResourceSlice, SliceIndex,
+    AllocatedDevice, Allocation, AllocationMode, Amount, Device, DeviceClass, DeviceId, DeviceTaintEffect, InUse,
+    NodeSelection, RequestKind, RequestSpec, ResourceClaim, ResourceSlice, SliceIndex,
 };
 use crate::engine::model::{NodeSpec, Requirement, SelectorOp, SelectorTerm};
 
 pub mod capacity;
+mod constraints;
+mod counters;
 pub mod diagnose;
+mod node_selector;
 pub mod packing;
+mod pools;
+mod select;
+
+use constraints::{lookup_attribute, Constraint};
+use counters::Counters;
+use pools::{gather_pools, Pool};
 
 /// Most devices one claim's allocation may hold (kube's `resourceapi.AllocationResultsMaxSize`).
 pub const ALLOCATION_RESULTS_MAX_SIZE: usize = 32;
@@ -235,192 +249,6 @@ struct Loc {
     device: usize,
 }
 
-/// A resource pool for the node (kube's `Pool`).
-#[derive(Debug)]
-struct Pool<'a> {
-    driver: Arc<str>,
-    name: Arc<str>,
-    incomplete: bool,
-    invalid: bool,
-    /// `DeviceSlicesTargetingNode`, sorted by name.
-    slices: Vec<&'a ResourceSlice>,
-    /// `DeviceSlicesNotTargetingNode`.
-    slices_not_targeting: Vec<&'a ResourceSlice>,
-    /// `CounterSets` by name.
-    counter_sets: HashMap<&'a str, &'a CounterSet>,
-    /// Some device of the pool has binding conditions (such pools go last, as kube orders them).
-    has_binding_conditions: bool,
-}
-
-impl Pool<'_> {
-    fn id(&self) -> String {
-        format!("{}/{}", self.driver, self.name)
-    }
-
-    fn empty(driver: Arc<str>, name: Arc<str>) -> Self {
-        Self {
-            driver,
-            name,
-            incomplete: false,
-            invalid: false,
-            slices: Vec::new(),
-            slices_not_targeting: Vec::new(),
-            counter_sets: HashMap::new(),
-            has_binding_conditions: false,
-        }
-    }
-}
-
-/// kube's `GatherPools`: the pools with devices for `node`, sorted by driver and pool name,
-/// those with binding conditions last.
-fn gather_pools<'a>(
-    slices_for_node: &[&'a ResourceSlice],
-    node: &NodeSpec,
-    all_slices: &'a [Arc<ResourceSlice>],
-) -> Vec<Pool<'a>> {
-    // (driver, pool) → the slices of the newest generation seen; a BTreeMap iterates in kube's
-    // sortPoolsByID order.
-    let mut pools: BTreeMap<(Arc<str>, Arc<str>), Vec<&'a ResourceSlice>> = BTreeMap::new();
-    for slice in slices_for_node {
-        let relevant = match &slice.node_selection {
-            NodeSelection::FromSlice => slice.devices.iter().any(|d| node_matches(node, &d.node_selection)),
-            selection => node_matches(node, selection),
-        };
-        if !relevant {
-            continue;
-        }
-        // kube's addSlice.
-        let entry = pools
-            .entry((Arc::clone(&slice.driver), Arc::clone(&slice.pool)))
-            .or_default();
-        match entry.first().map(|s| s.pool_generation) {
-            None => entry.push(slice),
-            Some(g) if slice.pool_generation < g => {}
-            Some(g) if slice.pool_generation > g => {
-                entry.clear();
-                entry.push(slice);
-            }
-            Some(_) => entry.push(slice),
-        }
-    }
-    let mut result = Vec::with_capacity(pools.len());
-    let mut with_binding_conditions = Vec::new();
-    for ((driver, name), slices) in pools {
-        let Some(first) = slices.first() else { continue };
-        let (count, generation) = (first.pool_slice_count, first.pool_generation);
-        let pool = if slices.len() as i64 == count {
-            build_pool(driver, name, slices, &[])
-        } else {
-            // kube's checkSlicesInPool.
-            let mut obsolete = false;
-            let mut all_for_pool: Vec<&'a ResourceSlice> = Vec::new();
-            for s in all_slices {
-                if s.driver != driver || s.pool != name {
-                    continue;
-                }
-                if s.pool_generation == generation {
-                    all_for_pool.push(s);
-                } else if s.pool_generation > generation {
-                    obsolete = true;
-                    break;
-                }
-            }
-            if obsolete {
-                continue;
-            }
-            if all_for_pool.len() as i64 != count {
-                let mut p = Pool::empty(driver, name);
-                p.incomplete = true;
-                result.push(p);
-                continue;
-            }
-            build_pool(driver, name, slices, &all_for_pool)
-        };
-        if pool.has_binding_conditions {
-            with_binding_conditions.push(pool);
-        } else {
-            result.push(pool);
-        }
-    }
-    result.extend(with_binding_conditions);
-    result
-}
-
-/// kube's `buildPool`: the slices sorted by name, counter sets gathered, and the pool checked
-/// (unique device names, known counter sets and counters).
-fn build_pool<'a>(
-    driver: Arc<str>,
-    name: Arc<str>,
-    mut slices: Vec<&'a ResourceSlice>,
-    all_for_pool: &[&'a ResourceSlice],
-) -> Pool<'a> {
-    slices.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut pool = Pool::empty(driver, name);
-    let mut counter_set_slices = Vec::new();
-    for s in &slices {
-        if s.shared_counters.is_empty() {
-            pool.slices.push(*s);
-        } else {
-            counter_set_slices.push(*s);
-        }
-    }
-    if slices.len() < all_for_pool.len() {
-        let targeting: HashSet<&str> = slices.iter().map(|s| s.name.as_str()).collect();
-        for s in all_for_pool {
-            if targeting.contains(s.name.as_str()) {
-                continue;
-            }
-            if s.shared_counters.is_empty() {
-                pool.slices_not_targeting.push(*s);
-            } else {
-                counter_set_slices.push(*s);
-            }
-        }
-    }
-    pool.has_binding_conditions = pool
-        .slices
-        .iter()
-        .any(|s| s.devices.iter().any(|d| d.has_binding_conditions));
-    let invalid = |mut pool: Pool<'a>| {
-        pool.invalid = true;
-        pool.slices.clear();
-        pool.slices_not_targeting.clear();
-        pool.counter_sets.clear();
-        pool
-    };
-    // validateDeviceNames.
-    let mut names = HashSet::new();
-    for s in &pool.slices {
-        for d in &s.devices {
-            if !names.insert(&*d.name) {
-                return invalid(pool);
-            }
-        }
-    }
-    // getAndValidateCounterSets.
-    for s in &counter_set_slices {
-        for cs in &s.shared_counters {
-            if pool.counter_sets.insert(cs.name.as_str(), cs).is_some() {
-                return invalid(pool);
-            }
-        }
-    }
-    // validateDeviceCounterConsumption, for the slices for the node and the others.
-    let consumption_ok = pool.slices.iter().chain(&pool.slices_not_targeting).all(|s| {
-        s.devices.iter().all(|d| {
-            d.consumes_counters.iter().all(|c| {
-                pool.counter_sets
-                    .get(c.counter_set.as_str())
-                    .is_some_and(|set| c.counters.keys().all(|k| set.counters.contains_key(k)))
-            })
-        })
-    });
-    if !consumption_ok {
-        return invalid(pool);
-    }
-    pool
-}
-
 /// One request or subrequest to allocate (kube's `requestData`).
 #[derive(Debug)]
 struct RequestData<'a> {
@@ -444,85 +272,6 @@ struct Indices {
     request: usize,
     sub: usize,
     device: usize,
-}
-
-/// A claim constraint while devices are being picked (kube's `matchAttributeConstraint` and
-/// `distinctAttributeConstraint`).
-#[derive(Debug)]
-struct Constraint<'a> {
-    requests: &'a [String],
-    attribute: &'a str,
-    distinct: bool,
-    /// matchAttribute: the value of the first device and how many devices are in the set;
-    /// distinctAttribute: every value.
-    values: Vec<&'a AttributeValue>,
-}
-
-/// kube's `lookupAttribute`: by fully qualified name, or by id within the driver's domain.
-fn lookup_attribute<'a>(device: &'a Device, driver: &str, name: &str) -> Option<&'a AttributeValue> {
-    if let Some(v) = device.attributes.get(name) {
-        return Some(v);
-    }
-    let (domain, id) = name.split_once('/')?;
-    if domain != driver {
-        return None;
-    }
-    device.attributes.get(id)
-}
-
-fn same_kind_equal(a: &AttributeValue, b: &AttributeValue) -> bool {
-    a == b
-}
-
-impl<'a> Constraint<'a> {
-    fn new(c: &'a DeviceConstraint) -> Self {
-        let (attribute, distinct) = match &c.kind {
-            ConstraintKind::MatchAttribute(a) => (a.as_str(), false),
-            ConstraintKind::DistinctAttribute(a) => (a.as_str(), true),
-        };
-        Self {
-            requests: &c.requests,
-            attribute,
-            distinct,
-            values: Vec::new(),
-        }
-    }
-
-    /// Whether the constraint names the request (or its subrequest).
-    fn applies(&self, request: &str, sub: Option<&str>) -> bool {
-        if self.requests.is_empty() {
-            return true;
-        }
-        self.requests.iter().any(|r| {
-            r == request || sub.is_some_and(|s| r.strip_prefix(request).and_then(|x| x.strip_prefix('/')) == Some(s))
-        })
-    }
-
-    fn add(&mut self, request: &str, sub: Option<&str>, device: &'a Device, driver: &str) -> bool {
-        if !self.applies(request, sub) {
-            return true;
-        }
-        let Some(value) = lookup_attribute(device, driver, self.attribute) else {
-            return false;
-        };
-        if self.distinct {
-            if self.values.iter().any(|v| same_kind_equal(v, value)) {
-                return false;
-            }
-        } else if let Some(first) = self.values.first() {
-            if !same_kind_equal(first, value) {
-                return false;
-            }
-        }
-        self.values.push(value);
-        true
-    }
-
-    fn remove(&mut self, request: &str, sub: Option<&str>) {
-        if self.applies(request, sub) {
-            self.values.pop();
-        }
-    }
 }
 
 /// One device picked (kube's `internalDeviceResult`).
@@ -567,9 +316,6 @@ struct Undo {
     device_marked: bool,
     result_added: bool,
 }
-
-/// Counter name → amount in nano-units, per counter set.
-type Counters<'a> = HashMap<&'a str, HashMap<&'a str, i128>>;
 
 /// kube's structured allocator (the incubating `Allocator`): the classes, the cluster's slices,
 /// the devices in use and the compiled selectors. Pure: [`Allocator::allocate`] changes nothing.
@@ -830,170 +576,6 @@ impl<'s, 'a> Search<'s, 'a> {
             pool: Arc::clone(&slice.pool),
             device: Arc::clone(&device.name),
         }
-    }
-
-    /// kube's `validateDeviceRequest`.
-    #[allow(clippy::too_many_arguments)]
-    fn validate_request(
-        &mut self,
-        ci: usize,
-        ri: usize,
-        si: usize,
-        spec: &'a RequestSpec,
-        name: &'a str,
-        parent: Option<&'a str>,
-        admin_access: bool,
-    ) -> Result<RequestData<'a>, AllocateError> {
-        let claim = self.claims[ci];
-        if spec.class.is_empty() {
-            return Err(AllocateError::MissingClassName {
-                claim: kobj(claim),
-                request: name.to_string(),
-            });
-        }
-        let class = (self.alloc.classes)(&spec.class).ok_or_else(|| AllocateError::ClassNotFound {
-            claim: kobj(claim),
-            request: name.to_string(),
-            class: spec.class.clone(),
-        })?;
-        let mut data = RequestData {
-            spec,
-            name,
-            parent,
-            admin_access,
-            class,
-            num_devices: 0,
-            all_devices: Vec::new(),
-        };
-        match spec.mode {
-            // A negative count (refused by API validation) asks for no device.
-            AllocationMode::ExactCount(n) => data.num_devices = usize::try_from(n).unwrap_or(0),
-            AllocationMode::All => {
-                for pi in 0..self.pools.len() {
-                    let (incomplete, invalid, slices) = {
-                        let pool = &self.pools[pi];
-                        (pool.incomplete, pool.invalid, pool.slices.clone())
-                    };
-                    if incomplete {
-                        return Err(AllocateError::AllDevicesPoolIncomplete {
-                            claim: kobj(claim),
-                            request: name.to_string(),
-                            pool: self.pools[pi].id(),
-                        });
-                    }
-                    if invalid {
-                        return Err(AllocateError::AllDevicesPoolInvalid {
-                            claim: kobj(claim),
-                            request: name.to_string(),
-                            pool: self.pools[pi].id(),
-                        });
-                    }
-                    for (sl, slice) in slices.iter().enumerate() {
-                        for d in 0..slice.devices.len() {
-                            let loc = Loc {
-                                pool: pi,
-                                slice: sl,
-                                device: d,
-                            };
-                            if !self.is_selectable(ci, ri, si, class, spec, loc)? {
-                                continue;
-                            }
-                            // Static capacity only: what is left is checked when allocating.
-                            let device = &slice.devices[d];
-                            match capacity::fits(None, &spec.capacity_requests, device, None) {
-                                Ok(true) => data.all_devices.push(loc),
-                                Ok(false) => {}
-                                Err(reason) => {
-                                    return Err(AllocateError::Capacity {
-                                        claim: kobj(claim),
-                                        request: name.to_string(),
-                                        doing: "checking capacity for device",
-                                        device: device.name.to_string(),
-                                        reason,
-                                    })
-                                }
-                            }
-                        }
-                    }
-                }
-                data.num_devices = data.all_devices.len();
-            }
-        }
-        Ok(data)
-    }
-
-    /// kube's `isSelectable`: class selectors, request selectors, per-device node selection.
-    /// Devices this port does not allocate (multiple allocations, binding conditions) are not
-    /// selectable.
-    fn is_selectable(
-        &mut self,
-        ci: usize,
-        ri: usize,
-        si: usize,
-        class: &'a DeviceClass,
-        spec: &'a RequestSpec,
-        loc: Loc,
-    ) -> Result<bool, AllocateError> {
-        let Some((slice, device)) = self.device(loc) else {
-            return Ok(false);
-        };
-        let key = (loc, ci, ri, si);
-        if let Some(m) = self.matches.get(&key) {
-            return Ok(*m);
-        }
-        let cel = self.alloc.cel;
-        let driver = &*slice.driver;
-        let shape = self.alloc.slices.shape(device);
-        // Whether the device matches every selector, or the first one that failed (its index).
-        let all_match = |selectors: &[Arc<str>]| -> Result<bool, (usize, CelError)> {
-            for (i, expr) in selectors.iter().enumerate() {
-                if !cel.matches_shaped(expr, driver, device, shape).map_err(|e| (i, e))? {
-                    return Ok(false);
-                }
-            }
-            Ok(true)
-        };
-        let device_id = || Self::device_id(slice, device);
-        let class_match = all_match(&class.selectors).map_err(|(index, source)| match source {
-            CelError::Compile(_) => AllocateError::ClassSelectorCompile {
-                class: class.name.clone(),
-                index,
-                source: Box::new(source),
-            },
-            _ => AllocateError::ClassSelectorRuntime {
-                class: class.name.clone(),
-                index,
-                device: device_id(),
-                source: Box::new(source),
-            },
-        })?;
-        let request_match = class_match
-            && all_match(&spec.selectors).map_err(|(index, source)| {
-                let claim = kobj(self.claims[ci]);
-                match source {
-                    CelError::Compile(_) => AllocateError::ClaimSelectorCompile {
-                        claim,
-                        index,
-                        source: Box::new(source),
-                    },
-                    _ => AllocateError::ClaimSelectorRuntime {
-                        claim,
-                        index,
-                        device: device_id(),
-                        source: Box::new(source),
-                    },
-                }
-            })?;
-        if !request_match {
-            self.matches.insert(key, false);
-            return Ok(false);
-        }
-        if slice.node_selection == NodeSelection::FromSlice && !node_matches(self.node, &device.node_selection) {
-            self.matches.insert(key, false);
-            return Ok(false);
-        }
-        self.matches.insert(key, true);
-        Ok(true)
     }
 
     fn allocating_for_claim(&self, id: &DeviceId, ci: usize) -> bool {
@@ -1384,138 +966,6 @@ impl<'s, 'a> Search<'s, 'a> {
             self.deallocate_counters(loc.pool, device);
         }
     }
-
-    /// kube's `checkAvailableCounters`: adds the device's consumption and checks every counter
-    /// of the pool; takes it back when one is short.
-    fn check_available_counters(&mut self, pi: usize, device: &'a Device) -> bool {
-        if !self.available_counters.contains_key(&pi) {
-            let available = self.compute_available(pi);
-            self.available_counters.insert(pi, available);
-        }
-        let consumed = self.consumed_counters.entry(pi).or_default();
-        for c in &device.consumes_counters {
-            let set = consumed.entry(c.counter_set.as_str()).or_default();
-            for (name, q) in &c.counters {
-                let v = set.entry(name.as_str()).or_insert(0);
-                *v = v.saturating_add(q.nanos());
-            }
-        }
-        let ok = self.available_counters.get(&pi).is_none_or(|available| {
-            available.iter().all(|(set, counters)| {
-                counters.iter().all(|(name, avail)| {
-                    let used = consumed.get(set).and_then(|s| s.get(name)).copied().unwrap_or(0);
-                    *avail >= used
-                })
-            })
-        });
-        if !ok {
-            self.deallocate_counters(pi, device);
-        }
-        ok
-    }
-
-    /// The pool's counters less what the devices in use consume.
-    fn compute_available(&self, pi: usize) -> Counters<'a> {
-        let pool = &self.pools[pi];
-        let mut available: Counters<'a> = pool
-            .counter_sets
-            .iter()
-            .map(|(name, set)| {
-                (
-                    *name,
-                    set.counters.iter().map(|(k, q)| (k.as_str(), q.nanos())).collect(),
-                )
-            })
-            .collect();
-        for slice in pool.slices.iter().chain(&pool.slices_not_targeting) {
-            for device in &slice.devices {
-                // kube's IsDeviceAllocated: allocated, or shared.
-                let id = Self::device_id(slice, device);
-                if !self.alloc.allocated.contains(&id) && !self.alloc.allocated.is_shared(&id) {
-                    continue;
-                }
-                for c in &device.consumes_counters {
-                    let Some(set) = available.get_mut(c.counter_set.as_str()) else {
-                        continue;
-                    };
-                    for (name, q) in &c.counters {
-                        if let Some(v) = set.get_mut(name.as_str()) {
-                            *v = v.saturating_sub(q.nanos());
-                        }
-                    }
-                }
-            }
-        }
-        available
-    }
-
-    /// kube's `deallocateCountersForDevice`.
-    fn deallocate_counters(&mut self, pi: usize, device: &Device) {
-        let Some(consumed) = self.consumed_counters.get_mut(&pi) else {
-            return;
-        };
-        for c in &device.consumes_counters {
-            if let Some(set) = consumed.get_mut(c.counter_set.as_str()) {
-                for (name, q) in &c.counters {
-                    if let Some(v) = set.get_mut(name.as_str()) {
-                        *v = v.saturating_sub(q.nanos());
-                    }
-                }
-            }
-        }
-    }
-
-    /// kube's `createNodeSelector`: the node alone when a device is local to it, the slices'
-    /// (or devices') selectors merged into one term, or `None` for devices on every node.
-    fn node_selector(
-        &self,
-        picked: &[Picked<'a>],
-        claim_name: &str,
-    ) -> Result<Option<Vec<SelectorTerm>>, AllocateError> {
-        let mut term = SelectorTerm::default();
-        for p in picked {
-            let Some((slice, device)) = self.device(p.loc) else {
-                continue;
-            };
-            let selection = if slice.node_selection == NodeSelection::FromSlice {
-                &device.node_selection
-            } else {
-                &slice.node_selection
-            };
-            // kube: a device local to one node, or one that binds to the node it is allocated for.
-            let local = matches!(selection, NodeSelection::NodeName(_)) || device.binds_to_node;
-            match selection {
-                _ if local => {
-                    return Ok(Some(vec![SelectorTerm {
-                        match_expressions: Vec::new(),
-                        match_fields: vec![Requirement {
-                            key: "metadata.name".into(),
-                            op: SelectorOp::In(vec![self.node.name.clone()]),
-                        }],
-                    }]))
-                }
-                NodeSelection::NodeSelector(terms) => match terms.as_slice() {
-                    [] => {}
-                    [only] => {
-                        add_requirements(&only.match_fields, &mut term.match_fields);
-                        add_requirements(&only.match_expressions, &mut term.match_expressions);
-                    }
-                    more => {
-                        return Err(AllocateError::NodeSelector {
-                            claim: claim_name.to_string(),
-                            terms: more.len(),
-                        })
-                    }
-                },
-                NodeSelection::AllNodes | NodeSelection::FromSlice | NodeSelection::NodeName(_) => {}
-            }
-        }
-        if term.match_fields.is_empty() && term.match_expressions.is_empty() {
-            Ok(None)
-        } else {
-            Ok(Some(vec![term]))
-        }
-    }
 }
 
 /// kube's `taintPreventsAllocation`: a `NoSchedule` or `NoExecute` taint the request does not
@@ -1527,32 +977,4 @@ fn taint_prevents_allocation(device: &Device, spec: &RequestSpec) -> bool {
             DeviceTaintEffect::NoSchedule | DeviceTaintEffect::NoExecute
         ) && !spec.tolerations.iter().any(|t| t.tolerates(taint))
     })
-}
-
-/// kube's `addNewNodeSelectorRequirements`: each requirement not already present (same key,
-/// operator and set of values).
-fn add_requirements(from: &[Requirement], to: &mut Vec<Requirement>) {
-    for r in from {
-        if !to.iter().any(|e| same_requirement(e, r)) {
-            to.push(r.clone());
-        }
-    }
-}
-
-fn same_requirement(a: &Requirement, b: &Requirement) -> bool {
-    if a.key != b.key {
-        return false;
-    }
-    match (&a.op, &b.op) {
-        (SelectorOp::In(x), SelectorOp::In(y)) | (SelectorOp::NotIn(x), SelectorOp::NotIn(y)) => {
-            value_set(x) == value_set(y)
-        }
-        (SelectorOp::Exists, SelectorOp::Exists) | (SelectorOp::DoesNotExist, SelectorOp::DoesNotExist) => true,
-        (SelectorOp::Gt(x), SelectorOp::Gt(y)) | (SelectorOp::Lt(x), SelectorOp::Lt(y)) => x == y,
-        _ => false,
-    }
-}
-
-fn value_set(v: &[String]) -> HashSet<&str> {
-    v.iter().map(String::as_str).collect()
 }
