@@ -55,6 +55,18 @@ pub struct ExtensionPointLabels {
     pub profile: String,
 }
 
+/// `{profile, driver, status}` labels of kube's DRA binding-conditions metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BindingConditionsLabels {
+    /// Policy (kube-scheduler's profile).
+    pub profile: String,
+    /// The device's driver.
+    pub driver: String,
+    /// How PreBind's wait ended: `success`, `failure`, `timeout` or `error` (kube's
+    /// `BindingConditionsStatus*`).
+    pub status: &'static str,
+}
+
 /// `{operation}` label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OperationLabel {
@@ -318,6 +330,12 @@ fn extension_point_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.000_1, 2.0, 12))
 }
 
+/// kube's `scheduler_dra_bindingconditions_wait_duration_seconds` buckets:
+/// `ExponentialBuckets(0.1, 2, 14)`.
+fn binding_conditions_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.1, 2.0, 14))
+}
+
 /// kube's `getAttemptsLabel`: the attempts, capped at `15+`.
 pub fn attempts_label(attempts: u32) -> String {
     if attempts >= 15 {
@@ -338,6 +356,8 @@ pub struct BinderMetrics {
     sli: Family<SliLabel, Histogram, fn() -> Histogram>,
     pod_attempts: Histogram,
     extension_points: Family<ExtensionPointLabels, Histogram, fn() -> Histogram>,
+    binding_conditions_allocations: Family<BindingConditionsLabels, Counter>,
+    binding_conditions_wait: Family<BindingConditionsLabels, Histogram, fn() -> Histogram>,
     /// `binder_batch_size`: pods per decision call.
     pub batch_size: Histogram,
     /// `binder_decision_duration_seconds`: sync plus Schedule, per batch.
@@ -394,6 +414,8 @@ impl BinderMetrics {
             sli: Family::new_with_constructor(sli_histogram as fn() -> Histogram),
             pod_attempts: attempts_histogram(),
             extension_points: Family::new_with_constructor(extension_point_histogram as fn() -> Histogram),
+            binding_conditions_allocations: Family::default(),
+            binding_conditions_wait: Family::new_with_constructor(binding_conditions_histogram as fn() -> Histogram),
             batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 14)),
             decision_duration: latency(),
             bind_duration: latency(),
@@ -457,6 +479,16 @@ impl BinderMetrics {
             "scheduler_framework_extension_point_duration_seconds",
             "Latency for running all plugins of a specific extension point.",
             m.extension_points.clone(),
+        );
+        r.register(
+            "scheduler_dra_bindingconditions_allocations",
+            "Number of allocations using devices with BindingConditions, counted per driver per scheduling attempt",
+            m.binding_conditions_allocations.clone(),
+        );
+        r.register(
+            "scheduler_dra_bindingconditions_wait_duration_seconds",
+            "Time in seconds spent waiting for BindingConditions to be satisfied during PreBind.",
+            m.binding_conditions_wait.clone(),
         );
         r.register("binder_batch_size", "Pods per decision call", m.batch_size.clone());
         r.register(
@@ -736,6 +768,44 @@ impl BinderMetrics {
     /// Counts a nomination ended (see `binder_nominations_total`).
     pub fn nomination_ended(&self, result: &'static str) {
         self.nominations.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    /// Records how DynamicResources' PreBind wait for binding conditions ended, as kube's PreBind
+    /// does: the wait's duration once per device result of every allocated claim
+    /// (`scheduler_dra_bindingconditions_wait_duration_seconds`), and one allocation per device
+    /// with binding conditions (`scheduler_dra_bindingconditions_allocations_total`); `devices`
+    /// holds each result's driver and whether it has binding conditions.
+    pub fn binding_conditions_wait(
+        &self,
+        profile: &str,
+        status: &'static str,
+        took: Duration,
+        devices: &[(String, bool)],
+    ) {
+        for (driver, with_conditions) in devices {
+            let labels = BindingConditionsLabels {
+                profile: profile.to_string(),
+                driver: driver.clone(),
+                status,
+            };
+            self.binding_conditions_wait
+                .get_or_create(&labels)
+                .observe(took.as_secs_f64());
+            if *with_conditions {
+                self.binding_conditions_allocations.get_or_create(&labels).inc();
+            }
+        }
+    }
+
+    /// Allocations with binding conditions counted so far for `profile`, `driver` and `status`.
+    pub fn binding_conditions_allocations_total(&self, profile: &str, driver: &str, status: &'static str) -> u64 {
+        self.binding_conditions_allocations
+            .get_or_create(&BindingConditionsLabels {
+                profile: profile.to_string(),
+                driver: driver.to_string(),
+                status,
+            })
+            .get()
     }
 
     /// Counts a claim DynamicResources' PostFilter deallocated (`deallocated`) or failed to (`error`).

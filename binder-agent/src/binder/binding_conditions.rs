@@ -114,21 +114,61 @@ impl<A: ClusterApi> Binder<A> {
     /// `BindingConditionsPending` event, then `Ok` once every claim is ready. `Err(Some(text))`
     /// with kube's error when a binding failed or timed out, `Err(None)` when the PreBind must
     /// stop (the pod gone, the lease lost).
+    ///
+    /// How the wait ended is counted as kube counts it, for `profile`
+    /// (`scheduler_dra_bindingconditions_wait_duration_seconds`,
+    /// `scheduler_dra_bindingconditions_allocations_total`).
     pub(super) async fn wait_for_binding_conditions(
         &self,
         pod: &PodRef,
         node: &str,
         keys: &[String],
         started: Instant,
+        profile: &str,
     ) -> Result<(), Option<String>> {
         let s = &self.shared;
-        let claims = || keys.iter().filter_map(|k| s.claims.claim(k)).collect::<Vec<_>>();
         if !self.binding_conditions_pending(keys) {
             return Ok(());
         }
         if let Err(e) = s.api.record_binding_conditions_pending(pod, node).await {
             tracing::debug!(pod = %pod.key(), error = %e, "recording BindingConditionsPending failed");
         }
+        let waited = Instant::now();
+        let outcome = self.poll_binding_conditions(pod, keys, started).await;
+        let status = match &outcome {
+            Ok(()) => "success",
+            Err(Some(m)) if m.starts_with("device binding timeout") => "timeout",
+            Err(Some(m)) if m.starts_with("device binding failed") => "failure",
+            Err(_) => "error",
+        };
+        let devices: Vec<(String, bool)> = keys
+            .iter()
+            .filter_map(|k| s.claims.claim(k))
+            .flat_map(|c| {
+                results(&c)
+                    .map(|r| {
+                        (
+                            r.driver.clone(),
+                            r.binding_conditions.as_ref().is_some_and(|b| !b.is_empty()),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        s.metrics
+            .binding_conditions_wait(profile, status, waited.elapsed(), &devices);
+        outcome
+    }
+
+    /// The wait of [`Binder::wait_for_binding_conditions`] itself.
+    async fn poll_binding_conditions(
+        &self,
+        pod: &PodRef,
+        keys: &[String],
+        started: Instant,
+    ) -> Result<(), Option<String>> {
+        let s = &self.shared;
+        let claims = || keys.iter().filter_map(|k| s.claims.claim(k)).collect::<Vec<_>>();
         let timeout = s.config.dra_binding_timeout;
         let deadline = Instant::now() + timeout;
         loop {
@@ -147,7 +187,7 @@ impl<A: ClusterApi> Binder<A> {
                 }
             }
             if !waiting {
-                tracing::debug!(pod = %pod.key(), %node, "binding conditions met");
+                tracing::debug!(pod = %pod.key(), "binding conditions met");
                 return Ok(());
             }
             if Instant::now() >= deadline {

@@ -431,7 +431,10 @@ impl<A: ClusterApi> Binder<A> {
             })
             .collect();
         let all: Vec<&ClaimRef> = claims.iter().collect();
-        match self.wait_for_binding_conditions(pod, node, &keys, started).await {
+        match self
+            .wait_for_binding_conditions(pod, node, &keys, started, policy)
+            .await
+        {
             Ok(()) => PreBind::Bound,
             Err(None) => {
                 self.unreserve_claims(pod, &all).await;

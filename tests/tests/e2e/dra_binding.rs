@@ -11,6 +11,7 @@ use kube::ResourceExt;
 use placement_tests::e2e::{cluster, node_of, pod_for, serial, Scope, WAIT};
 use placement_tests::fixtures::eventually;
 
+use super::metrics::{parse, scrape_kube_scheduler, total};
 use super::{dra_view, events_for, twin_pods, InProcessBinder};
 
 /// A ResourceSlice with two GPUs, `gpu-0` and `gpu-1`, on `node`, each attached once `Attached`
@@ -267,6 +268,40 @@ async fn devices_with_binding_conditions_are_bound_once_attached_as_kube_schedul
             );
             eprintln!("e2e {test}: failed: message alike: {}", first[0]);
         }
+        // kube's binding-conditions metrics, per driver and outcome: the same counts on both sides.
+        let status = if step == "attached" { "success" } else { "failure" };
+        let labels = [("driver", driver.as_str()), ("status", status)];
+        let counts = |text: &str| {
+            let samples = parse(text);
+            (
+                total(&samples, "scheduler_dra_bindingconditions_allocations_total", &labels),
+                total(
+                    &samples,
+                    "scheduler_dra_bindingconditions_wait_duration_seconds_count",
+                    &labels,
+                ),
+            )
+        };
+        let mut kube = (0.0, 0.0);
+        let mut ours = (0.0, 0.0);
+        eventually(
+            WAIT,
+            &format!("{step}: both schedulers' binding-conditions metrics"),
+            || {
+                kube = scrape_kube_scheduler(&cluster.kubeconfig)
+                    .map(|t| counts(&t))
+                    .unwrap_or_default();
+                ours = counts(&binder.binder.metrics().encode());
+                let done = kube.0 >= 1.0 && ours.0 >= 1.0;
+                async move { done }
+            },
+        )
+        .await;
+        assert_eq!(
+            ours, kube,
+            "{step}: (allocations, waits) counted by placement (left) and kube-scheduler"
+        );
+        eprintln!("e2e {test}: {step}: binding-conditions metrics alike: {ours:?}");
     }
     binder.stop().await;
     scope.cleanup().await;

@@ -28,14 +28,14 @@ const SERIES: &[(&str, bool)] = &[
 
 /// One sample: its series name (with `_bucket`, `_count`, `_sum`), labels and value.
 #[derive(Debug, Clone)]
-struct Sample {
+pub(super) struct Sample {
     name: String,
     labels: BTreeMap<String, String>,
     value: f64,
 }
 
 /// The samples of a Prometheus (or OpenMetrics) text exposition.
-fn parse(text: &str) -> Vec<Sample> {
+pub(super) fn parse(text: &str) -> Vec<Sample> {
     let mut out = Vec::new();
     for line in text.lines() {
         if line.starts_with('#') || line.trim().is_empty() {
@@ -109,7 +109,7 @@ fn buckets(samples: &[Sample], series: &str) -> BTreeSet<i64> {
 }
 
 /// The sum of `name`'s samples whose labels include every pair of `labels`.
-fn total(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+pub(super) fn total(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
     samples
         .iter()
         .filter(|s| {
@@ -126,7 +126,7 @@ fn total(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
 /// kube-scheduler's `/metrics`, as the cluster's admin (its client certificate beside the admin
 /// kubeconfig, as `../shared/k8s/cluster.sh` writes them; kube-scheduler authenticates it against
 /// the cluster's client CA and authorizes `system:masters` through the API server).
-fn scrape_kube_scheduler(kubeconfig: &Path) -> Result<String, String> {
+pub(super) fn scrape_kube_scheduler(kubeconfig: &Path) -> Result<String, String> {
     let dir = kubeconfig.parent().ok_or("the kubeconfig has no folder")?;
     let (cert, key) = (dir.join("admin.crt"), dir.join("admin.key"));
     if !cert.exists() || !key.exists() {
