@@ -1,0 +1,338 @@
+//! Macros of cel-go's extensions that kube's base environment enables:
+//!
+//! - `cel.bind(name, init, expr)` (cel-go `ext/bindings.go`, `ext.Bindings(BindingsVersion(0))`,
+//!   which kube's DRA compiler adds in `k8s.io/dynamic-resource-allocation/cel/compile.go`):
+//!   `expr` with `name` bound to the value of `init`, expanded as cel-go expands it, into a
+//!   comprehension over an empty list whose accumulator is `name`;
+//! - two-variable comprehensions (cel-go `ext/comprehensions.go`, `ext.TwoVarComprehensions()`,
+//!   kube's base environment from 1.32): `all(i, v, p)`, `exists(i, v, p)`,
+//!   `existsOne(i, v, p)`, `transformList(i, v, [filter,] f)`, `transformMap(k, v, [filter,] f)`
+//!   and `transformMapEntry(k, v, [filter,] f)` over a list (index, element) or a map (key,
+//!   value). The `cel` crate's interpreter binds one variable per iteration, so each expands into a
+//!   one-variable comprehension over the `[i, v]` pairs of its range ([`PAIRS`]), its body under
+//!   `cel.bind`s of `i` and `v`.
+//!
+//! Costs: the comprehensions are metered as the standard macros are
+//! ([`crate::engine::rule_cost`]), each iteration charged its nodes (the bindings' included, so
+//! a two-variable comprehension costs a few units per iteration more than cel-go's).
+
+use cel::common::ast::{operators, CallExpr, ComprehensionExpr, Expr, ListExpr, LiteralValue, MapExpr};
+use cel::common::types::{CelMap, CelMapKey};
+use cel::common::types::{DYN_TYPE, MAP_TYPE};
+use cel::common::value::{CowVal, Val};
+use cel::parser::{Macro, MacroExprHelper};
+use cel::{Env, ExecutionError, IdedExpr, ParseError, Value};
+
+use super::values::{boxed, charge, no_overload, value_arg, value_out};
+
+/// `@@pairs(range)`: the `[index, element]` pairs of a list, the `[key, value]` pairs of a map.
+pub(super) const PAIRS: &str = "@@pairs";
+/// `@@mapInsert(map, key, value)`: `map` with `key` set (cel-go's `cel.@mapInsert`); a key it
+/// has already fails with cel-go's `insert failed: key … already exists`.
+const MAP_INSERT: &str = "@@mapInsert";
+/// `@@mapInsertEntry(map, entry)`: `map` with the one entry of `entry` set
+/// (`transformMapEntry`).
+const MAP_INSERT_ENTRY: &str = "@@mapInsertEntry";
+/// The loop variable holding each pair.
+const PAIR_VAR: &str = "@kv";
+/// The accumulator of the expanded comprehensions, as the standard macros name it.
+const RESULT: &str = "@result";
+
+/// Declares the macros and their helper functions in `env`.
+pub(super) fn register(env: &mut Env) -> Result<(), cel::DeclarationError> {
+    env.add_macro(Macro::receiver("bind", 3, bind))?;
+    env.add_macro(Macro::receiver("all", 3, |h, t, a| two_var(h, t, a, Kind::All)))?;
+    env.add_macro(Macro::receiver("exists", 3, |h, t, a| two_var(h, t, a, Kind::Exists)))?;
+    env.add_macro(Macro::receiver("existsOne", 3, |h, t, a| {
+        two_var(h, t, a, Kind::ExistsOne)
+    }))?;
+    for (name, kind) in [
+        ("transformList", Kind::List),
+        ("transformMap", Kind::Map),
+        ("transformMapEntry", Kind::MapEntry),
+    ] {
+        env.add_macro(Macro::receiver(name, 3, move |h, t, a| two_var(h, t, a, kind)))?;
+        env.add_macro(Macro::receiver(name, 4, move |h, t, a| two_var(h, t, a, kind)))?;
+    }
+    env.add_overload(PAIRS, "pairs_dyn", vec![DYN_TYPE], pairs)?;
+    env.add_overload(
+        MAP_INSERT,
+        "map_insert_map_dyn_dyn",
+        vec![MAP_TYPE, DYN_TYPE, DYN_TYPE],
+        map_insert,
+    )?;
+    env.add_overload(
+        MAP_INSERT_ENTRY,
+        "map_insert_entry_map_dyn",
+        vec![MAP_TYPE, DYN_TYPE],
+        map_insert_entry,
+    )?;
+    Ok(())
+}
+
+fn ident(h: &mut MacroExprHelper<'_>, name: &str) -> IdedExpr {
+    h.next_expr(Expr::Ident(name.to_string()))
+}
+
+fn call(h: &mut MacroExprHelper<'_>, name: &str, args: Vec<IdedExpr>) -> IdedExpr {
+    h.next_expr(Expr::Call(CallExpr {
+        func_name: name.to_string(),
+        target: None,
+        args,
+    }))
+}
+
+fn boolean(h: &mut MacroExprHelper<'_>, b: bool) -> IdedExpr {
+    h.next_expr(Expr::Literal(LiteralValue::Boolean(b.into())))
+}
+
+fn int(h: &mut MacroExprHelper<'_>, i: i64) -> IdedExpr {
+    h.next_expr(Expr::Literal(LiteralValue::Int(i.into())))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn fold(
+    h: &mut MacroExprHelper<'_>,
+    range: IdedExpr,
+    iter_var: &str,
+    accu_var: &str,
+    init: IdedExpr,
+    cond: IdedExpr,
+    step: IdedExpr,
+    result: IdedExpr,
+) -> IdedExpr {
+    h.next_expr(Expr::Comprehension(Box::new(ComprehensionExpr {
+        iter_range: range,
+        iter_var: iter_var.to_string(),
+        iter_var2: None,
+        accu_var: accu_var.to_string(),
+        accu_init: init,
+        loop_cond: cond,
+        loop_step: step,
+        result,
+    })))
+}
+
+/// `expr` with `name` bound to `init`: cel-go's expansion of `cel.bind`.
+fn let_in(h: &mut MacroExprHelper<'_>, name: &str, init: IdedExpr, expr: IdedExpr) -> IdedExpr {
+    let range = h.next_expr(Expr::List(ListExpr::new(Vec::new())));
+    let cond = boolean(h, false);
+    let step = ident(h, name);
+    fold(h, range, "#unused", name, init, cond, step, expr)
+}
+
+fn var_name(h: &MacroExprHelper<'_>, e: &IdedExpr, message: &str) -> Result<String, ParseError> {
+    match &e.expr {
+        Expr::Ident(name) => Ok(name.clone()),
+        _ => Err(h.new_error(e.id, message)),
+    }
+}
+
+/// `cel.bind(name, init, expr)`; a `bind` on anything but `cel` is left as written.
+fn bind(
+    h: &mut MacroExprHelper<'_>,
+    target: &mut Option<IdedExpr>,
+    args: &mut Vec<IdedExpr>,
+) -> Result<Option<IdedExpr>, ParseError> {
+    if !matches!(target.as_ref().map(|t| &t.expr), Some(Expr::Ident(n)) if n == "cel") {
+        return Ok(None);
+    }
+    let [var, init, expr] = std::mem::take(args)
+        .try_into()
+        .map_err(|_| h.new_error(0, "cel.bind needs three arguments"))?;
+    let name = var_name(h, &var, "cel.bind() variable names must be simple identifiers")?;
+    target.take();
+    Ok(Some(let_in(h, &name, init, expr)))
+}
+
+/// A two-variable comprehension.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    All,
+    Exists,
+    ExistsOne,
+    List,
+    Map,
+    MapEntry,
+}
+
+fn two_var(
+    h: &mut MacroExprHelper<'_>,
+    target: &mut Option<IdedExpr>,
+    args: &mut Vec<IdedExpr>,
+    kind: Kind,
+) -> Result<Option<IdedExpr>, ParseError> {
+    let Some(range) = target.take() else {
+        return Ok(None);
+    };
+    let mut taken = std::mem::take(args);
+    let body = taken.pop().ok_or_else(|| h.new_error(range.id, "missing argument"))?;
+    let filter = if taken.len() == 3 { taken.pop() } else { None };
+    let (Some(v2), Some(v1)) = (taken.pop(), taken.pop()) else {
+        return Err(h.new_error(range.id, "missing argument"));
+    };
+    let first = var_name(h, &v1, "argument must be a simple name")?;
+    let second = var_name(h, &v2, "argument must be a simple name")?;
+    if first == RESULT || second == RESULT {
+        return Err(h.new_error(v1.id, "iteration variable overwrites accumulator variable"));
+    }
+    if first == second {
+        return Err(h.new_error(v2.id, "duplicate variable name"));
+    }
+    // `e` with `first` and `second` bound to this iteration's pair.
+    let bound = |h: &mut MacroExprHelper<'_>, e: IdedExpr| {
+        let pair = ident(h, PAIR_VAR);
+        let one = int(h, 1);
+        let second_init = call(h, operators::INDEX, vec![pair, one]);
+        let inner = let_in(h, &second, second_init, e);
+        let pair = ident(h, PAIR_VAR);
+        let zero = int(h, 0);
+        let first_init = call(h, operators::INDEX, vec![pair, zero]);
+        let_in(h, &first, first_init, inner)
+    };
+    let pairs = call(h, PAIRS, vec![range]);
+    let accu = |h: &mut MacroExprHelper<'_>| ident(h, RESULT);
+    let expanded = match kind {
+        Kind::All | Kind::Exists => {
+            let all = matches!(kind, Kind::All);
+            let init = boolean(h, all);
+            let acc = accu(h);
+            let cond_arg = if all {
+                acc
+            } else {
+                call(h, operators::LOGICAL_NOT, vec![acc])
+            };
+            let cond = call(h, operators::NOT_STRICTLY_FALSE, vec![cond_arg]);
+            let body = bound(h, body);
+            let acc = accu(h);
+            let op = if all {
+                operators::LOGICAL_AND
+            } else {
+                operators::LOGICAL_OR
+            };
+            let step = call(h, op, vec![acc, body]);
+            let result = accu(h);
+            fold(h, pairs, PAIR_VAR, RESULT, init, cond, step, result)
+        }
+        Kind::ExistsOne => {
+            let init = int(h, 0);
+            let cond = boolean(h, true);
+            let body = bound(h, body);
+            let acc = accu(h);
+            let one = int(h, 1);
+            let plus = call(h, operators::ADD, vec![acc, one]);
+            let acc = accu(h);
+            let step = call(h, operators::CONDITIONAL, vec![body, plus, acc]);
+            let acc = accu(h);
+            let one = int(h, 1);
+            let result = call(h, operators::EQUALS, vec![acc, one]);
+            fold(h, pairs, PAIR_VAR, RESULT, init, cond, step, result)
+        }
+        Kind::List | Kind::Map | Kind::MapEntry => {
+            let init = match kind {
+                Kind::List => h.next_expr(Expr::List(ListExpr::new(Vec::new()))),
+                _ => h.next_expr(Expr::Map(MapExpr { entries: Vec::new() })),
+            };
+            let cond = boolean(h, true);
+            let acc = accu(h);
+            let add = match kind {
+                Kind::List => {
+                    let item = h.next_expr(Expr::List(ListExpr::new(vec![body])));
+                    call(h, operators::ADD, vec![acc, item])
+                }
+                Kind::Map => {
+                    let key = ident(h, &first);
+                    call(h, MAP_INSERT, vec![acc, key, body])
+                }
+                _ => call(h, MAP_INSERT_ENTRY, vec![acc, body]),
+            };
+            let step = match filter {
+                Some(f) => {
+                    let acc = accu(h);
+                    call(h, operators::CONDITIONAL, vec![f, add, acc])
+                }
+                None => add,
+            };
+            let step = bound(h, step);
+            let result = accu(h);
+            fold(h, pairs, PAIR_VAR, RESULT, init, cond, step, result)
+        }
+    };
+    Ok(Some(expanded))
+}
+
+/// `@@pairs(range)`: charged 1 per pair beyond the comprehension's own iterations.
+fn pairs<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let range = value_arg(&args, 0, "pairs")?;
+    let items: Vec<Value> = match range {
+        Value::List(l) => l
+            .iter()
+            .enumerate()
+            .map(|(i, v)| Value::List(vec![Value::Int(i as i64), v.clone()].into()))
+            .collect(),
+        Value::Map(m) => m
+            .map
+            .iter()
+            .map(|(k, v)| Value::List(vec![Value::from(k), v.clone()].into()))
+            .collect(),
+        _ => return Err(no_overload("comprehension")),
+    };
+    charge(items.len() as u64 + 1)?;
+    value_out(Value::List(items.into()))
+}
+
+fn map_key(k: &dyn Val) -> Result<CelMapKey<'static>, ExecutionError> {
+    CelMapKey::try_from(k.clone_as_boxed()).map(CelMapKey::into_static)
+}
+
+fn insert<'v>(map: &dyn Val, key: &dyn Val, value: &dyn Val) -> Result<CowVal<'static, 'v>, ExecutionError> {
+    let Some(m) = map.downcast_ref::<CelMap>() else {
+        return Err(no_overload("transformMap"));
+    };
+    let key = map_key(key)?;
+    if m.inner().contains_key(&key) {
+        let shown = Value::try_from(key.inner())
+            .map(|v| format!("{v:?}"))
+            .unwrap_or_default();
+        return Err(ExecutionError::function_error(
+            "transformMapEntry",
+            format!("insert failed: key {shown} already exists"),
+        ));
+    }
+    let mut entries = std::collections::HashMap::with_capacity(m.inner().len() + 1);
+    for (k, v) in m.inner() {
+        entries.insert(k.clone().into_static(), boxed(Value::try_from(v.as_ref())?)?);
+    }
+    entries.insert(key, boxed(Value::try_from(value)?)?);
+    // The crate's accumulator is copied on each insert (cel-go's is updated in place): charged
+    // as a read of the map, so that the copying stays within the budget.
+    charge(1 + entries.len() as u64)?;
+    Ok(CowVal::owned(CelMap::from(entries)))
+}
+
+fn map_insert<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let [map, key, value] = args.as_slice() else {
+        return Err(no_overload("transformMap"));
+    };
+    insert(map.as_ref(), key.as_ref(), value.as_ref())
+}
+
+fn map_insert_entry<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let [map, entry] = args.as_slice() else {
+        return Err(no_overload("transformMapEntry"));
+    };
+    let Some(e) = entry.downcast_ref::<CelMap>() else {
+        return Err(no_overload("transformMapEntry"));
+    };
+    let mut it = e.inner().iter();
+    match (it.next(), it.next()) {
+        (Some((k, v)), None) => {
+            let k = boxed(Value::try_from(k.inner())?)?;
+            insert(map.as_ref(), k.as_ref(), v.as_ref())
+        }
+        _ => Err(ExecutionError::function_error(
+            "transformMapEntry",
+            "transformMapEntry() expects a map of one entry",
+        )),
+    }
+}

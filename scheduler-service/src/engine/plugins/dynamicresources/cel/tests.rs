@@ -1,0 +1,461 @@
+//! The libraries of the DRA selector environment, with cases from kube's and cel-go's own
+//! library tests (`k8s.io/apiserver/pkg/cel/library/*_test.go`, cel-go `ext/*_test.go`), and
+//! each costly function's cost against kube's limit.
+
+use std::collections::BTreeMap;
+
+use super::{CelError, SelectorCache};
+use crate::engine::devices::{AttributeValue, Device};
+
+fn device() -> Device {
+    let mut attributes = BTreeMap::new();
+    attributes.insert(
+        "dra.example.com/model".to_string(),
+        AttributeValue::String("A100-SXM4".into()),
+    );
+    attributes.insert(
+        "dra.example.com/endpoint".to_string(),
+        AttributeValue::String("https://gpu.example.com:8443/v1/x?zone=a&zone=b".into()),
+    );
+    attributes.insert(
+        "dra.example.com/ip".to_string(),
+        AttributeValue::String("10.0.3.7".into()),
+    );
+    attributes.insert(
+        "dra.example.com/slot".to_string(),
+        AttributeValue::String("pcie-slot-3".into()),
+    );
+    attributes.insert("dra.example.com/cores".to_string(), AttributeValue::Int(108));
+    Device {
+        name: "gpu-0".into(),
+        attributes,
+        ..Default::default()
+    }
+}
+
+fn eval(expr: &str) -> Result<bool, CelError> {
+    SelectorCache::new().matches(expr, "dra.example.com", &device())
+}
+
+/// Each expression is true.
+fn all_true(exprs: &[&str]) {
+    let failed: Vec<String> = exprs
+        .iter()
+        .filter_map(|e| match eval(e) {
+            Ok(true) => None,
+            other => Some(format!("{e}: {other:?}")),
+        })
+        .collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
+/// The runtime error `expr` fails with.
+fn runtime_error(expr: &str) -> String {
+    match eval(expr) {
+        Err(CelError::Runtime(m)) => m,
+        other => panic!("{expr}: expected a runtime error, got {other:?}"),
+    }
+}
+
+const COST_EXCEEDED: &str = "operation cancelled: actual cost limit exceeded";
+
+#[test]
+fn cel_bind() {
+    // cel-go ext/bindings_test.go and kube's DRA example.
+    all_true(&[
+        "cel.bind(a, 'hello', cel.bind(b, 'world', a + b + b + a)) == 'helloworldworldhello'",
+        "cel.bind(a, [1, 2, 3], a.size() == 3 && a[0] == 1)",
+        "cel.bind(dra, device.attributes['dra.example.com'], dra.model == 'A100-SXM4' && dra.cores > 100)",
+        // A binding shadows an outer one of the same name only within its expression.
+        "cel.bind(x, 1, cel.bind(x, 2, x) + x) == 3",
+    ]);
+    match eval("cel.bind(a.b, 1, true)") {
+        Err(CelError::Compile(m)) => assert!(
+            m.contains("cel.bind() variable names must be simple identifiers"),
+            "{m}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // `bind` on anything but `cel` is no macro.
+    assert!(eval("[1].bind(a, 1, true)").is_err());
+}
+
+#[test]
+fn two_variable_comprehensions() {
+    // cel-go ext/comprehensions_test.go.
+    all_true(&[
+        "[1, 2, 3].all(i, v, i < v)",
+        "!([1, 2, 3].all(i, v, i > 0))",
+        "[3, 1, 1].exists(i, v, i == v)",
+        "!([3, 2, 1].exists(i, v, i == v))",
+        "[1, 2, 1].existsOne(i, v, v == 2)",
+        "!([1, 1].existsOne(i, v, v == 1))",
+        "{'a': 1, 'b': 2}.all(k, v, k.size() == 1 && v > 0)",
+        "{'a': 1, 'b': 2}.exists(k, v, k == 'b' && v == 2)",
+        "[1, 2, 3].transformList(i, v, v * i) == [0, 2, 6]",
+        "[1, 2, 3].transformList(i, v, i > 0, v * 2) == [4, 6]",
+        "{'greeting': 'hello'}.transformList(k, v, k + ' ' + v) == ['greeting hello']",
+        "[1, 2].transformMap(i, v, v * 10) == {0: 10, 1: 20}",
+        "{'a': 1, 'b': 2}.transformMap(k, v, v > 1, k + string(v)) == {'b': 'b2'}",
+        "{'a': 'x', 'b': 'y'}.transformMapEntry(k, v, {v: k}) == {'x': 'a', 'y': 'b'}",
+        "device.attributes['dra.example.com'].exists(k, v, k == 'cores' && v == 108)",
+    ]);
+    let m = runtime_error("{'a': 'x', 'b': 'x'}.transformMapEntry(k, v, {v: k}).size() == 2");
+    assert!(m.contains("insert failed: key") && m.contains("already exists"), "{m}");
+}
+
+#[test]
+fn strings_extension() {
+    // cel-go ext/strings_test.go (version 2).
+    all_true(&[
+        "'tacocat'.charAt(3) == 'o'",
+        "'tacocat'.indexOf('a') == 1",
+        "'tacocat'.lastIndexOf('at') == 5",
+        "'TacoCat'.lowerAscii() == 'tacocat'",
+        "'TacoCat'.upperAscii() == 'TACOCAT'",
+        "'12 days 12 hours'.replace('{0}', '2') == '12 days 12 hours'",
+        "'{0} days {0} hours'.replace('{0}', '2', 1) == '2 days {0} hours'",
+        "'hello world'.split(' ') == ['hello', 'world']",
+        "'a,b,c'.split(',', 2) == ['a', 'b,c']",
+        "'tacocat'.substring(4) == 'cat'",
+        "'tacocat'.substring(0, 4) == 'taco'",
+        "'  \\ttrim\\n   '.trim() == 'trim'",
+        "['x', 'y'].join() == 'xy'",
+        "['x', 'y'].join('-') == 'x-y'",
+        "strings.quote('single-quote with \"double quote\"') == '\"single-quote with \\\\\"double quote\\\\\"\"'",
+        "'%s is %d'.format(['x', 1]) == 'x is 1'",
+        "device.attributes['dra.example.com'].model.lowerAscii().startsWith('a100')",
+        "device.attributes['dra.example.com'].slot.split('-')[2] == '3'",
+    ]);
+    assert!(runtime_error("'tacocat'.charAt(30) == ''").contains("index out of range: 30"));
+}
+
+#[test]
+fn kubernetes_lists_library() {
+    // kube's library/lists.go (version 1), cases of its documentation and tests.
+    all_true(&[
+        "[1, 2, 3].isSorted()",
+        "!(['c', 'b', 'a'].isSorted())",
+        "[].isSorted()",
+        "[1, 2, 3].sum() == 6",
+        "[1.0, 2.5].sum() == 3.5",
+        "[].sum() == 0",
+        "[1, 3, 2].max() == 3",
+        "['b', 'a'].min() == 'a'",
+        "[1, 2, 2, 3].indexOf(2) == 1",
+        "[1, 2, 2, 3].lastIndexOf(2) == 2",
+        "['a'].indexOf('b') == -1",
+        "[1, 2, 3].includes(2)",
+        "!([1, 2, 3].includes(4))",
+        "[1, 2].includes(2.0)",
+    ]);
+    assert!(runtime_error("[].max() == 0").contains("max called on empty list"));
+    assert!(runtime_error("[].min() == 0").contains("min called on empty list"));
+    assert!(runtime_error("[9223372036854775807, 1].sum() == 0").contains("overflow"));
+}
+
+#[test]
+fn lists_extension() {
+    // cel-go ext/lists_test.go (version 3).
+    all_true(&[
+        "[1, 2, 3, 4].slice(1, 3) == [2, 3]",
+        "[1, [2, 3], [4]].flatten() == [1, 2, 3, 4]",
+        "[1, [2, [3, 4]]].flatten() == [1, 2, [3, 4]]",
+        "[1, [2, [3, [4]]]].flatten(2) == [1, 2, 3, [4]]",
+        "[1, 2, 2, 3, 3, 3].distinct() == [1, 2, 3]",
+        "[5, 3, 1, 2].reverse() == [2, 1, 3, 5]",
+        "[3, 2, 1].sort() == [1, 2, 3]",
+        "['b', 'c', 'a'].sort() == ['a', 'b', 'c']",
+        "[{'n': 2}, {'n': 1}].sortBy(e, e.n) == [{'n': 1}, {'n': 2}]",
+        "lists.range(4) == [0, 1, 2, 3]",
+    ]);
+    assert!(runtime_error("[1, [2, [3, [4]]]].flatten(-1) == []").contains("negative"));
+}
+
+#[test]
+fn sets_extension() {
+    // cel-go ext/sets_test.go.
+    all_true(&[
+        "sets.contains([], [])",
+        "sets.contains([1, 2, 3], [3, 1])",
+        "sets.contains([1, 2], [1.0])",
+        "!sets.contains([1, 2], [2, 3])",
+        "sets.equivalent([1, 2, 3], [3, 2, 1, 1])",
+        "!sets.equivalent([1, 2], [1, 2, 3])",
+        "sets.intersects([1, 2], [2, 3])",
+        "!sets.intersects([], [1])",
+        "sets.contains(['A100-SXM4', 'H100'], [device.attributes['dra.example.com'].model])",
+    ]);
+}
+
+#[test]
+fn regex_library() {
+    // kube's library/regex.go documentation.
+    all_true(&[
+        "'abc 123'.find('[0-9]+') == '123'",
+        "'abc 123'.find('xyz') == ''",
+        "'123 abc 456'.findAll('[0-9]+') == ['123', '456']",
+        "'123 abc 456'.findAll('[0-9]+', 1) == ['123']",
+        "'123 abc 456'.findAll('xyz') == []",
+        "'123 abc 456'.findAll('[0-9]+', 0) == []",
+        "device.attributes['dra.example.com'].slot.find('[0-9]+') == '3'",
+    ]);
+    assert!(runtime_error("'abc'.find('(') == ''").starts_with("Illegal regex:"));
+}
+
+#[test]
+fn url_library() {
+    // kube's library/urls.go documentation.
+    all_true(&[
+        "isURL('https://example.com:80/path?query=val#fragment')",
+        "isURL('/absolute-path')",
+        "!isURL('relative/path')",
+        "!isURL('')",
+        "url('/absolute-path').getScheme() == ''",
+        "url('https://example.com/').getScheme() == 'https'",
+        "url('https://example.com:80/').getHost() == 'example.com:80'",
+        "url('https://[::1]:80/').getHost() == '[::1]:80'",
+        "url('https://example.com:80/').getHostname() == 'example.com'",
+        "url('https://[::1]:80/').getHostname() == '::1'",
+        "url('https://example.com:80/').getPort() == '80'",
+        "url('https://example.com/').getPort() == ''",
+        "url('https://example.com/path').getEscapedPath() == '/path'",
+        "url('https://example.com/path with spaces/').getEscapedPath() == '/path%20with%20spaces/'",
+        "url('https://example.com/path?k1=a&k2=b&k2=c').getQuery() == {'k1': ['a'], 'k2': ['b', 'c']}",
+        "url('https://example.com/path').getQuery() == {}",
+        "url(device.attributes['dra.example.com'].endpoint).getQuery()['zone'] == ['a', 'b']",
+        "url(device.attributes['dra.example.com'].endpoint).getPort() == '8443'",
+    ]);
+    let m = runtime_error("url('relative/path').getScheme() == ''");
+    assert_eq!(
+        m,
+        "URL parse error during conversion from string: parse \"relative/path\": invalid URI for request"
+    );
+    assert!(runtime_error("url('https://host:port/').getScheme() == ''").contains("invalid port \":port\" after host"));
+}
+
+#[test]
+fn ip_library() {
+    // kube's library/ip_test.go.
+    all_true(&[
+        "ip('192.168.0.1') == ip('192.168.0.1')",
+        "isIP('192.168.0.1')",
+        "!isIP('192.168.0.1.0')",
+        "ip.isCanonical('127.0.0.1')",
+        "ip('192.168.0.1').family() == 4",
+        "ip('0.0.0.0').isUnspecified()",
+        "!ip('127.0.0.1').isUnspecified()",
+        "ip('127.0.0.1').isLoopback()",
+        "!ip('1.2.3.4').isLoopback()",
+        "ip('224.0.0.1').isLinkLocalMulticast()",
+        "!ip('224.0.1.1').isLinkLocalMulticast()",
+        "ip('169.254.169.254').isLinkLocalUnicast()",
+        "!ip('192.168.0.1').isLinkLocalUnicast()",
+        "ip('192.168.0.1').isGlobalUnicast()",
+        "!ip('255.255.255.255').isGlobalUnicast()",
+        "isIP('2001:db8::68')",
+        "!isIP('2001:db8:::68')",
+        "ip.isCanonical('2001:db8::68')",
+        "!ip.isCanonical('2001:DB8::68')",
+        "ip('2001:db8::68').family() == 6",
+        "ip('::').isUnspecified()",
+        "ip('::1').isLoopback()",
+        "ip('ff02::1').isLinkLocalMulticast()",
+        "!ip('fd00::1').isLinkLocalMulticast()",
+        "ip('fe80::1').isLinkLocalUnicast()",
+        "!ip('fd80::1').isLinkLocalUnicast()",
+        "ip('2001:db8::abcd').isGlobalUnicast()",
+        "!ip('ff00::1').isGlobalUnicast()",
+        "string(ip('192.168.0.1')) == '192.168.0.1'",
+        "type(ip('192.168.0.1')) == net.IP",
+        "ip(device.attributes['dra.example.com'].ip).family() == 4",
+    ]);
+    assert_eq!(
+        runtime_error("ip('192.168.0.1.0').family() == 4"),
+        "IP Address \"192.168.0.1.0\" parse error during conversion from string: ParseAddr(\"192.168.0.1.0\"): IPv4 address too long"
+    );
+    assert_eq!(
+        runtime_error("ip('fe80::1%eth0').family() == 6"),
+        "IP address \"fe80::1%eth0\" with zone value is not allowed"
+    );
+    assert_eq!(
+        runtime_error("ip('::ffff:1.2.3.4').family() == 6"),
+        "IPv4-mapped IPv6 address \"::ffff:1.2.3.4\" is not allowed"
+    );
+}
+
+#[test]
+fn cidr_library() {
+    // kube's library/cidr_test.go.
+    all_true(&[
+        "cidr('192.168.0.0/24').containsIP(ip('192.168.0.1'))",
+        "!cidr('192.168.0.0/24').containsIP(ip('192.168.1.1'))",
+        "cidr('192.168.0.0/24').containsIP('192.168.0.1')",
+        "!cidr('192.168.0.0/24').containsIP('192.168.1.1')",
+        "cidr('192.168.0.0/24').containsCIDR(cidr('192.168.0.0/25'))",
+        "cidr('192.168.0.0/24').containsCIDR(cidr('192.168.0.1/32'))",
+        "!cidr('192.168.0.0/24').containsCIDR(cidr('192.168.0.0/23'))",
+        "!cidr('192.168.0.0/24').containsCIDR(cidr('192.169.0.1/32'))",
+        "cidr('192.168.0.0/24').containsCIDR('192.168.0.0/25')",
+        "!cidr('192.168.0.0/24').containsCIDR('192.168.0.0/23')",
+        "cidr('192.168.0.0/24').ip() == ip('192.168.0.0')",
+        "cidr('192.168.0.1/24').masked() == cidr('192.168.0.0/24')",
+        "cidr('192.168.0.0/24').prefixLength() == 24",
+        "cidr('2001:db8::/32').containsIP(ip('2001:db8::1'))",
+        "!cidr('2001:db8::/32').containsIP(ip('2001:dc8::1'))",
+        "cidr('2001:db8::/32').containsCIDR('2001:db8::/33')",
+        "!cidr('2001:db8::/32').containsCIDR('2001:db8::/31')",
+        "cidr('2001:db8:1::/32').masked() == cidr('2001:db8::/32')",
+        "cidr('2001:db8::/32').prefixLength() == 32",
+        "string(cidr('192.168.0.0/24')) == '192.168.0.0/24'",
+        "type(cidr('192.168.0.0/24')) == net.CIDR",
+        "isCIDR('10.0.0.0/8') && !isCIDR('10.0.0.0/33')",
+        "cidr('10.0.0.0/16').containsIP(device.attributes['dra.example.com'].ip)",
+    ]);
+    assert_eq!(
+        runtime_error("cidr('192.168.0.0/').prefixLength() == 0"),
+        "network address parse error during conversion from string: network address parse error during conversion \
+         from string: netip.ParsePrefix(\"192.168.0.0/\"): bad bits after slash: \"\""
+    );
+}
+
+#[test]
+fn format_library() {
+    // kube's library/format_test.go.
+    all_true(&[
+        "format.dns1123Label().validate('my-label-name') == optional.none()",
+        "format.dns1123Subdomain().validate('apiextensions.k8s.io') == optional.none()",
+        "format.qualifiedName().validate('apiextensions.k8s.io/v1beta1') == optional.none()",
+        "format.dns1123LabelPrefix().validate('my-label-prefix-') == optional.none()",
+        "format.dns1123SubdomainPrefix().validate('mysubdomain.prefix.-') == optional.none()",
+        "format.dns1035LabelPrefix().validate('my-label-prefix-') == optional.none()",
+        "format.uri().validate('http://example.com') == optional.none()",
+        "format.uuid().validate('123e4567-e89b-12d3-a456-426614174000') == optional.none()",
+        "format.byte().validate('aGVsbG8=') == optional.none()",
+        "format.date().validate('2021-01-01') == optional.none()",
+        "format.datetime().validate('2021-01-01T00:00:00Z') == optional.none()",
+        "format.labelValue().validate('') == optional.none()",
+        "format.named('dns1123Label').hasValue()",
+        "!format.named('unknown').hasValue()",
+        "format.named('dns1123Label').value().validate('Bad_Label').hasValue()",
+        "!format.dns1123Label().validate(device.attributes['dra.example.com'].slot).hasValue()",
+        "format.date().validate('2021-02-29').hasValue()",
+    ]);
+    let cases = [
+        (
+            "format.dns1123Label().validate('contains a space')",
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and \
+             end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is \
+             '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+        ),
+        (
+            "format.dns1035Label().validate('contains a space')",
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic \
+             character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for \
+             validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+        ),
+        (
+            "format.qualifiedName().validate('contains a space')",
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an \
+             alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is \
+             '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+        ),
+        (
+            "format.dns1123Subdomain().validate('contains a space')",
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must \
+             start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is \
+             '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+        ),
+    ];
+    for (expr, message) in cases {
+        let e = format!("{expr}.value() == [{message:?}]");
+        assert_eq!(eval(&e), Ok(true), "{expr}");
+    }
+}
+
+#[test]
+fn cross_type_numeric_comparisons_and_optionals() {
+    // kube's base environment: `CrossTypeNumericComparisons(true)`, `OptionalTypes()`.
+    all_true(&[
+        "1 < 1.5",
+        "device.attributes['dra.example.com'].cores > 100.5",
+        "device.attributes['dra.example.com'].?missing.orValue('none') == 'none'",
+    ]);
+}
+
+/// A string of `n` × `chunk`, built within the expression (`lists.range` and `join`).
+fn built(n: usize, chunk: &str) -> String {
+    format!("lists.range({n}).map(i, '{chunk}').join()")
+}
+
+/// Whether the evaluation of `expr` spends the selectors' budget.
+fn over_budget(expr: &str) -> bool {
+    match eval(expr) {
+        Err(CelError::Runtime(m)) if m == COST_EXCEEDED => true,
+        Ok(_) => false,
+        other => panic!("{expr}: {other:?}"),
+    }
+}
+
+#[test]
+fn regex_cost_is_kubes() {
+    // kube: ⌈(1 + 100,000) × 0.1⌉ × ⌈400 × 0.25⌉ = 10,001 × 100 > 1,000,000; with a pattern of 200,
+    // 10,001 × 50.
+    let text = built(10_000, "aaaaaaaaaa");
+    let long = format!("({})+b", "a".repeat(398));
+    let short = format!("({})+b", "a".repeat(198));
+    assert!(over_budget(&format!("cel.bind(s, {text}, s.find('{long}') == '')")));
+    assert!(!over_budget(&format!("cel.bind(s, {text}, s.find('{short}') == '')")));
+    assert!(over_budget(&format!("cel.bind(s, {text}, s.findAll('{long}') == [])")));
+}
+
+#[test]
+fn split_and_join_cost_two_traversals() {
+    // kube: `split` 2 × 10,000 × 0.1 = 2,000 per call: 600 calls are over the budget, 400 not.
+    let text = built(1_000, "aaaaaaaaa,");
+    let calls = |n: usize| format!("cel.bind(s, {text}, lists.range({n}).all(i, s.split(',').size() == 1001))");
+    assert!(over_budget(&calls(600)));
+    assert!(!over_budget(&calls(400)));
+    let replaces = format!("cel.bind(s, {text}, lists.range(600).all(i, s.replace(',', ';').size() == 10000))");
+    assert!(over_budget(&replaces));
+}
+
+#[test]
+fn sort_distinct_and_range_cost_as_cel_go_tracks_them() {
+    // cel-go's `trackListSelfCompare`: 2 × n², 2,000,000 for 1,000 elements, 500,000 for 500.
+    assert!(over_budget("lists.range(1000).sort().size() == 1000"));
+    assert!(!over_budget("lists.range(500).sort().size() == 500"));
+    assert!(over_budget("lists.range(1000).distinct().size() == 1000"));
+    assert!(over_budget("lists.range(1000).sortBy(i, -i).size() == 1000"));
+    // `lists.range(n)` allocates n elements: charged before it does.
+    assert!(over_budget("lists.range(2000000).size() > 0"));
+}
+
+#[test]
+fn sets_cost_is_the_product_of_the_sizes() {
+    // cel-go's `trackSetsCost`: 1 + 1,000 × 1,001; 1 + 700 × 700.
+    assert!(over_budget("sets.contains(lists.range(1000), lists.range(1001))"));
+    assert!(!over_budget("sets.contains(lists.range(700), lists.range(700))"));
+    assert!(over_budget("sets.equivalent(lists.range(710), lists.range(710))"));
+}
+
+#[test]
+fn format_validate_costs_as_a_regex() {
+    // kube: ⌈(1 + 10,000) × 0.1⌉ × ⌈30 × 0.25⌉ = 1,001 × 8 per call: 130 calls are over, 100 not.
+    let text = built(1_000, "aaaaaaaaaa");
+    let calls = |n: usize| {
+        format!("cel.bind(s, {text}, lists.range({n}).all(i, format.dns1123Label().validate(s).hasValue()))")
+    };
+    assert!(over_budget(&calls(130)));
+    assert!(!over_budget(&calls(100)));
+}
+
+#[test]
+fn namespaces_are_not_variables() {
+    // A comprehension variable named as a namespace is a variable.
+    all_true(&["[[1]].all(sets, sets.size() == 1)", "sets.contains([1], [1])"]);
+    match eval("sets == 1") {
+        Err(CelError::Compile(m)) => assert!(m.contains("undeclared reference to 'sets'"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}
