@@ -12,22 +12,54 @@
 //! - `device.allowMultipleAllocations`: the device's flag.
 //!
 //! Attribute values are `int`, `bool`, `string` and, for versions, a semantic version
-//! ([`Semver`]). Besides CEL's standard library, the environment has Kubernetes' quantity library
-//! (`k8s.io/apiserver/pkg/cel/library/quantity.go`: `quantity()`, `isQuantity()`, `compareTo`,
-//! `isGreaterThan`, `isLessThan`, `asInteger`, `asApproximateFloat`, `isInteger`, `add`, `sub`,
-//! `sign`) and semver library (`semverlib.go`: `semver()`, `isSemver()`, with their normalizing
-//! `(string, bool)` forms, `major`, `minor`, `patch`, `compareTo`, `isGreaterThan`,
-//! `isLessThan`). Quantities and versions are [`cel::Value::Opaque`] values.
+//! ([`Semver`]).
+//!
+//! The functions are those of kube's environment for these expressions (`newCompiler` over the
+//! `StoredExpressions` environment of `k8s.io/apiserver/pkg/cel/environment/base.go` at 1.37),
+//! one file each, naming the kube or cel-go file it mirrors:
+//!
+//! - CEL's standard library with optional values (`.?`, `[?…]`, `optional.of`, `orValue`, …,
+//!   kube's `OptionalTypes()`) and numbers compared across types
+//!   (`CrossTypeNumericComparisons`), the `cel` crate's;
+//! - `bind.rs`: `cel.bind` (cel-go `ext.Bindings`, which kube's DRA compiler adds) and the
+//!   two-variable comprehensions (`ext.TwoVarComprehensions`);
+//! - `strings.rs`: cel-go's strings extension at version 2;
+//! - `lists.rs`: Kubernetes' lists library (version 1, with `includes`) and cel-go's lists
+//!   extension at version 3;
+//! - `sets.rs`: cel-go's sets extension;
+//! - `regex.rs`: Kubernetes' `find` and `findAll`;
+//! - `url.rs`: Kubernetes' URL library;
+//! - `net.rs`: Kubernetes' IP and CIDR libraries;
+//! - `format.rs`: Kubernetes' format library (`format.dns1123Label().validate(s)`, …);
+//! - `quantity.rs`, `semver.rs`: Kubernetes' quantity and semver (version 1) libraries.
+//!
+//! Quantities, versions, IPs, CIDRs, URLs and formats are [`cel::Value::Opaque`] values.
 //!
 //! Limits: an expression is at most [`MAX_SELECTOR_BYTES`] long (kube's
 //! `CELSelectorExpressionMaxLength`), and an evaluation spends at most [`SELECTOR_COST_LIMIT`]
-//! units (kube's `CELSelectorExpressionMaxCost`), metered by [`crate::engine::rule_cost`].
+//! units (kube's `CELSelectorExpressionMaxCost`), metered by [`crate::engine::rule_cost`]: each
+//! library function costs what kube's `library/cost.go` (or cel-go's tracker for the function)
+//! charges at run time, the work beyond reading its operands charged by the function itself or,
+//! for the `cel` crate's extension functions, through `prepare.rs`.
 //!
-//! Left out: the `cel` crate has no type checker, so kube's compile-time check that a selector
-//! is of type bool (`must evaluate to bool or the unknown type, not …`) happens when it is
-//! evaluated ([`CelError::NotBool`]); cel-go's `cel.bind` (ext.Bindings) and the other
-//! Kubernetes libraries of the base environment (lists, regex, URLs, IP, CIDR, format) are not
-//! declared.
+//! Left out:
+//! - the `cel` crate has no type checker, so kube's compile-time checks happen when a selector is
+//!   evaluated, or not at all: a selector of another type than bool fails then
+//!   ([`CelError::NotBool`]), an invalid regex literal at its first use, and what kube's checker
+//!   alone refuses (mixed-type list literals, a function on the wrong type) is refused by kube's
+//!   API server before a scheduler sees it;
+//! - durations and timestamps (`duration()`, `timestamp()` and their functions): the crate is
+//!   built without its `chrono` feature, which the scheduler's `Cargo.toml` would have to enable;
+//! - Kubernetes' authorizer libraries (`authz.go`): they act on the `authorizer` variable, which
+//!   DRA selectors do not have;
+//! - list-valued attributes (`DRAListTypeAttributes`, alpha in 1.37, off by default).
+//!
+//! Known differences within what is supported: a two-variable comprehension over a map visits
+//! its entries in the crate's order (cel-go's is the map's insertion order); `transformMap` and
+//! `transformMapEntry` copy their accumulator on each insert and are charged for the copy (cel-go
+//! updates it in place); regular expressions are the `regex` crate's (RE2 syntax, as Go's), and
+//! its error texts follow `Illegal regex:`; `"…".format(…)` is the crate's implementation of
+//! cel-go's formatter.
 
 mod bind;
 mod device;
