@@ -62,6 +62,11 @@ mod dra_postfilter;
 #[path = "e2e/dra_binding.rs"]
 mod dra_binding;
 
+// kube's CEL environment for device selectors, against the cluster's kube-scheduler (issue 45,
+// item 6).
+#[path = "e2e/dra_cel.rs"]
+mod dra_cel;
+
 // kube-scheduler's metric names, labels, buckets and counts against the binder's (issue 47).
 #[path = "e2e/metrics.rs"]
 mod metrics;
@@ -717,9 +722,11 @@ async fn preemption_evicts_unprotected_victims_and_binds_on_the_nominated_node()
     assert!(node_of(important).is_none(), "not bound while its victims terminate");
     // Events are written asynchronously (as kube's broadcaster writes them), possibly after the
     // nomination and the victims' deletion were seen.
-    eventually(WAIT, "the preemptor gets FailedScheduling with the service's message", || async {
-        !events_for(&scope, "important", "FailedScheduling").await.is_empty()
-    })
+    eventually(
+        WAIT,
+        "the preemptor gets FailedScheduling with the service's message",
+        || async { !events_for(&scope, "important", "FailedScheduling").await.is_empty() },
+    )
     .await;
 
     // The kubelet's part: the victims' containers stopped, their deletion completes.
