@@ -23,7 +23,7 @@ use cel::common::value::{CowVal, Val};
 use cel::parser::{Macro, MacroExprHelper};
 use cel::{Env, ExecutionError, IdedExpr, ParseError, Value};
 
-use super::values::{boxed, charge, no_overload, value_arg, value_out};
+use super::values::{boxed, charge, no_overload, value_out};
 
 /// `@@pairs(range)`: the `[index, element]` pairs of a list, the `[key, value]` pairs of a map.
 pub(super) const PAIRS: &str = "@@pairs";
@@ -263,8 +263,32 @@ fn two_var(
 
 /// `@@pairs(range)`: charged 1 per pair beyond the comprehension's own iterations.
 fn pairs<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
-    let range = value_arg(&args, 0, "pairs")?;
-    let items: Vec<Value> = match range {
+    let arg = args.first().ok_or_else(|| no_overload("comprehension"))?;
+    let items: Vec<Value> = match Value::try_from(arg.as_ref()) {
+        Ok(range) => range_pairs(range)?,
+        // A map of the crate's traits only (the outer `device.attributes`): its keys and what
+        // it indexes them to.
+        Err(_) => {
+            let (Some(keys), Some(indexer)) = (arg.as_iterable(), arg.as_indexer()) else {
+                return Err(no_overload("comprehension"));
+            };
+            let mut items = Vec::new();
+            let mut it = keys.iter();
+            while let Some(k) = it.next() {
+                let v = indexer.get(k)?;
+                items.push(Value::List(
+                    vec![Value::try_from(k)?, Value::try_from(v.as_ref())?].into(),
+                ));
+            }
+            items
+        }
+    };
+    charge(items.len() as u64 + 1)?;
+    value_out(Value::List(items.into()))
+}
+
+fn range_pairs(range: Value) -> Result<Vec<Value>, ExecutionError> {
+    Ok(match range {
         Value::List(l) => l
             .iter()
             .enumerate()
@@ -276,9 +300,7 @@ fn pairs<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionE
             .map(|(k, v)| Value::List(vec![Value::from(k), v.clone()].into()))
             .collect(),
         _ => return Err(no_overload("comprehension")),
-    };
-    charge(items.len() as u64 + 1)?;
-    value_out(Value::List(items.into()))
+    })
 }
 
 fn map_key(k: &dyn Val) -> Result<CelMapKey<'static>, ExecutionError> {

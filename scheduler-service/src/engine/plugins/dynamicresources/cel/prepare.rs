@@ -10,13 +10,16 @@
 //!   `replace` (a second traversal of the string, cel-go's `2 × len × 0.1`), `join` (twice the
 //!   text), `sort`, `distinct` and `sortBy` (cel-go's `trackListSelfCompare`: `2 × n²`, `2.1 × n²`
 //!   for strings, plus the list's allocation), `lists.range(n)`, `slice`, `reverse` and `flatten`
-//!   (`trackListOutputSize`: the list allocated, 10 units).
+//!   (`trackListOutputSize`: the list allocated, 10 units);
+//! - `s.indexOf(sub, offset)` and `s.lastIndexOf(sub, offset)` call cel-go's versions
+//!   ([`super::strings`]).
 
 use cel::common::ast::{CallExpr, EntryExpr, Expr, LiteralValue};
 use cel::common::types::{CelInt, DYN_TYPE, INT_TYPE};
 use cel::common::value::CowVal;
 use cel::{Env, ExecutionError, IdedExpr, Value};
 
+use super::strings;
 use super::values::{charge, no_overload};
 use crate::engine::rule_cost::read_cost;
 
@@ -133,6 +136,18 @@ pub(super) fn prepare(e: &IdedExpr, bound: &mut Vec<String>) -> IdedExpr {
             if let Some(name) = qualified {
                 call.func_name = name;
                 call.target = None;
+            }
+            // cel-go's string search from an offset in place of the crate's.
+            let offset_search = match call.func_name.as_str() {
+                "indexOf" => Some(strings::INDEX_OF_OFFSET),
+                "lastIndexOf" => Some(strings::LAST_INDEX_OF_OFFSET),
+                _ => None,
+            };
+            if let (Some(name), 2) = (offset_search, call.args.len()) {
+                if let Some(target) = call.target.take() {
+                    call.func_name = name.to_string();
+                    call.args.insert(0, *target);
+                }
             }
             let kind = match (call.func_name.as_str(), call.target.is_some(), call.args.len()) {
                 ("split" | "replace" | "join", true, _) => Some(Kind::Reread),

@@ -131,6 +131,113 @@ fn strings_extension() {
 }
 
 #[test]
+fn strings_extension_as_cel_go_tests_it() {
+    // cel-go ext/strings_test.go's table (the functions of version 2, `format` and `quote` aside),
+    // as written there.
+    all_true(&[
+        r#"'tacocat'.charAt(3) == 'o'"#,
+        r#"'tacocat'.charAt(7) == ''"#,
+        r#"'©αT'.charAt(0) == '©' && '©αT'.charAt(1) == 'α' && '©αT'.charAt(2) == 'T'"#,
+        r#"'tacocat'.indexOf('') == 0"#,
+        r#"'tacocat'.indexOf('ac') == 1"#,
+        r#"'tacocat'.indexOf('none') == -1"#,
+        r#"'tacocat'.indexOf('', 3) == 3"#,
+        r#"'tacocat'.indexOf('a', 3) == 5"#,
+        r#"'tacocat'.indexOf('at', 3) == 5"#,
+        r#"'ta©o©αT'.indexOf('©') == 2"#,
+        r#"'ta©o©αT'.indexOf('©', 3) == 4"#,
+        r#"'ta©o©αT'.indexOf('©αT', 3) == 4"#,
+        r#"'ta©o©αT'.indexOf('©α', 5) == -1"#,
+        r#"'ijk'.indexOf('k') == 2"#,
+        r#"'hello wello'.indexOf('hello wello') == 0"#,
+        r#"'hello wello'.indexOf('ello', 6) == 7"#,
+        r#"'hello wello'.indexOf('elbo room!!') == -1"#,
+        r#"'hello wello'.indexOf('elbo room!!!') == -1"#,
+        r#"''.lastIndexOf('@@') == -1"#,
+        r#"'tacocat'.lastIndexOf('') == 7"#,
+        r#"'tacocat'.lastIndexOf('at') == 5"#,
+        r#"'tacocat'.lastIndexOf('none') == -1"#,
+        r#"'tacocat'.lastIndexOf('', 3) == 3"#,
+        r#"'tacocat'.lastIndexOf('a', 3) == 1"#,
+        r#"'ta©o©αT'.lastIndexOf('©') == 4"#,
+        r#"'ta©o©αT'.lastIndexOf('©', 3) == 2"#,
+        r#"'ta©o©αT'.lastIndexOf('©α', 4) == 4"#,
+        r#"'hello wello'.lastIndexOf('ello', 6) == 1"#,
+        r#"'hello wello'.lastIndexOf('low') == -1"#,
+        r#"'hello wello'.lastIndexOf('elbo room!!') == -1"#,
+        r#"'hello wello'.lastIndexOf('elbo room!!!') == -1"#,
+        r#"'hello wello'.lastIndexOf('hello wello') == 0"#,
+        r#"'bananananana'.lastIndexOf('nana', 7) == 6"#,
+        r#"'TacoCat'.lowerAscii() == 'tacocat'"#,
+        r#"'TacoCÆt'.lowerAscii() == 'tacocÆt'"#,
+        r#"'TacoCÆt Xii'.lowerAscii() == 'tacocÆt xii'"#,
+        r#""12 days 12 hours".replace("{0}", "2") == "12 days 12 hours""#,
+        r#""{0} days {0} hours".replace("{0}", "2") == "2 days 2 hours""#,
+        r#""{0} days {0} hours".replace("{0}", "2", 1).replace("{0}", "23") == "2 days 23 hours""#,
+        r#""1 ©αT taco".replace("αT", "o©α") == "1 ©o©α taco""#,
+        r#""hello hello".replace("", "_") == "_h_e_l_l_o_ _h_e_l_l_o_""#,
+        r#""hello hello".replace("h", "") == "ello ello""#,
+        r#""hello world".split(" ") == ["hello", "world"]"#,
+        r#""hello world events!".split(" ", 0) == []"#,
+        r#""hello world events!".split(" ", 1) == ["hello world events!"]"#,
+        r#""o©o©o©o".split("©", -1) == ["o", "o", "o", "o"]"#,
+        r#""tacocat".substring(4) == "cat""#,
+        r#""tacocat".substring(7) == """#,
+        r#""tacocat".substring(0, 4) == "taco""#,
+        r#""tacocat".substring(4, 4) == """#,
+        r#"'ta©o©αT'.substring(2, 6) == "©o©α""#,
+        r#"'ta©o©αT'.substring(7, 7) == """#,
+        r#"" \f\n\r\t\vtext  ".trim() == "text""#,
+        r#""\u0085\u00a0\u1680text".trim() == "text""#,
+        r#""text\u2000\u2001\u2002\u2003\u2004\u2004\u2006\u2007\u2008\u2009".trim() == "text""#,
+        r#""\u200atext\u2028\u2029\u202F\u205F\u3000".trim() == "text""#,
+        r#"'tacoCat'.upperAscii() == 'TACOCAT'"#,
+        r#"'tacoCαt'.upperAscii() == 'TACOCαT'"#,
+        r#"['x', 'y'].join() == 'xy'"#,
+        r#"['x', 'y'].join('-') == 'x-y'"#,
+        r#"[].join() == ''"#,
+        r#"[].join('-') == ''"#,
+        r#"'tacocat'.indexOf('a', 30) == -1"#,
+        r#"'tacocat'.indexOf('', 7) == 7"#,
+        r#"'tacocat'.indexOf('', 30) == 7"#,
+        r#"'tacocat'.lastIndexOf('a', 30) == -1"#,
+        r#"'tacocat'.lastIndexOf('', 7) == 7"#,
+        r#"'tacocat'.lastIndexOf('', 30) == 7"#,
+    ]);
+}
+
+#[test]
+fn strings_extension_errors_as_cel_go_words_them() {
+    // cel-go ext/strings_test.go's error cases.
+    for (expr, message) in [
+        ("'tacocat'.charAt(30) == ''", "index out of range: 30"),
+        ("'tacocat'.indexOf('', -1) == 0", "index out of range: -1"),
+        ("'tacocat'.lastIndexOf('a', -1) == -1", "index out of range: -1"),
+        ("'tacocat'.lastIndexOf('', -1) == 0", "index out of range: -1"),
+        ("'tacocat'.substring(40) == 'cat'", "index out of range: 40"),
+        ("'tacocat'.substring(-1) == 'cat'", "index out of range: -1"),
+        ("'tacocat'.substring(1, 50) == 'cat'", "index out of range: 50"),
+        ("'tacocat'.substring(49, 50) == 'cat'", "index out of range: 49"),
+        (
+            "'tacocat'.substring(4, 3) == ''",
+            "invalid substring range. start: 4, end: 3",
+        ),
+    ] {
+        assert_eq!(runtime_error(expr), message, "{expr}");
+    }
+}
+
+#[test]
+fn comprehensions_over_the_attribute_domains() {
+    // The outer `device.attributes` map (its missing domains empty maps) iterates as a map.
+    all_true(&[
+        "device.attributes.exists(d, m, d == 'dra.example.com' && m.model == 'A100-SXM4')",
+        "device.attributes.all(d, m, m.size() > 0)",
+        "device.attributes['dra.example.com'].transformList(k, v, k).sort() == ['cores', 'endpoint', 'ip', 'model', 'slot']",
+    ]);
+}
+
+#[test]
 fn kubernetes_lists_library() {
     // kube's library/lists.go (version 1), cases of its documentation and tests.
     all_true(&[
