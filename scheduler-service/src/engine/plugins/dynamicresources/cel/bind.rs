@@ -43,9 +43,9 @@ pub(super) fn register(env: &mut Env) -> Result<(), cel::DeclarationError> {
     env.add_macro(Macro::receiver("bind", 3, bind))?;
     env.add_macro(Macro::receiver("all", 3, |h, t, a| two_var(h, t, a, Kind::All)))?;
     env.add_macro(Macro::receiver("exists", 3, |h, t, a| two_var(h, t, a, Kind::Exists)))?;
-    env.add_macro(Macro::receiver("existsOne", 3, |h, t, a| {
-        two_var(h, t, a, Kind::ExistsOne)
-    }))?;
+    for name in ["existsOne", "exists_one"] {
+        env.add_macro(Macro::receiver(name, 3, |h, t, a| two_var(h, t, a, Kind::ExistsOne)))?;
+    }
     for (name, kind) in [
         ("transformList", Kind::List),
         ("transformMap", Kind::Map),
@@ -311,11 +311,21 @@ fn insert<'v>(map: &dyn Val, key: &dyn Val, value: &dyn Val) -> Result<CowVal<'s
     let Some(m) = map.downcast_ref::<CelMap>() else {
         return Err(no_overload("transformMap"));
     };
+    let key_value = Value::try_from(key)?;
     let key = map_key(key)?;
-    if m.inner().contains_key(&key) {
-        let shown = Value::try_from(key.inner())
-            .map(|v| format!("{v:?}"))
-            .unwrap_or_default();
+    // Keys equal as CEL compares them (`0` and `0u` are one key), as cel-go's map finds them.
+    let taken = m
+        .inner()
+        .keys()
+        .any(|k| Value::try_from(k.inner()).is_ok_and(|k| k == key_value));
+    if taken {
+        let shown = match &key_value {
+            Value::Int(i) => i.to_string(),
+            Value::UInt(u) => u.to_string(),
+            Value::Bool(b) => b.to_string(),
+            Value::String(s) => s.to_string(),
+            other => format!("{other:?}"),
+        };
         return Err(ExecutionError::function_error(
             "transformMapEntry",
             format!("insert failed: key {shown} already exists"),

@@ -566,3 +566,92 @@ fn namespaces_are_not_variables() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn lists_sets_and_comprehensions_as_cel_go_tests_them() {
+    // cel-go ext/lists_test.go, sets_test.go and comprehensions_test.go: their expressions without
+    // variables, as written there.
+    all_true(&[
+        r#"lists.range(4) == [0,1,2,3]"#,
+        r#"[1,2,3,4].slice(0, 4) == [1,2,3,4]"#,
+        r#"[1,2,[],[],[3,4]].flatten() == [1,2,3,4]"#,
+        r#"["a", "c", "b", "first"].sortBy(e, e == "first" ? "" : e) == ["first", "a", "b", "c"]"#,
+        r#"['c', 'a', 'a', 'b', 'a', 'b', 'c', 'c'].distinct() == ['c', 'a', 'b']"#,
+        r#"lists.range(4) == [0, 1, 2, 3]"#,
+        r#"[[1, 2], 3].flatten(1) == [1, 2, 3]"#,
+        r#"[[1, 2], 3].flatten(3) == [1, 2, 3]"#,
+        r#"[1, 2, 3].distinct() == [1, 2, 3]"#,
+        r#"[1, 2, 3].slice(1, 3) == [2, 3]"#,
+        r#"[2, 3, 1].sort() == [1, 2, 3]"#,
+        r#"sets.contains([], [])"#,
+        r#"sets.contains([1], [1, 1])"#,
+        r#"sets.contains([1, 2, 3, 4], [2, 3])"#,
+        r#"sets.contains([1, 2u], [2, 2.0])"#,
+        r#"!sets.contains([1], [2])"#,
+        r#"!sets.contains([1], [1.1, 1u])"#,
+        r#"sets.equivalent([1], [1])"#,
+        r#"sets.equivalent([1], [1u, 1.0])"#,
+        r#"sets.equivalent([[1.0], [2, 3]], [[1], [2, 3.0]])"#,
+        r#"!sets.equivalent([1, 2], [2u, 2, 2.0])"#,
+        r#"sets.intersects([1], [1, 1])"#,
+        r#"sets.intersects([1], [1, 2])"#,
+        r#"sets.intersects([1, 2], [1u, 2, 2.3])"#,
+        r#"!sets.intersects([1], [])"#,
+        r#"[1, 2, 3, 4].all(i, v, i < 5 && v > 0)"#,
+        r#"cel.bind(l, ['hello', 'world', 'hello!', 'worlds'], l.exists(i, v, v.startsWith('hello') && l[?(i+1)].optMap(next, next.endsWith('world')).orValue(false) ) )"#,
+        r#"['Hello', 'world'].transformList(i, v, "[%d]%s".format([i, v.lowerAscii()])) == ["[0]hello", "[1]world"]"#,
+        r#"['Hello', 'world'].transformMap(i, v, [v.lowerAscii()]) == {0: ['hello'], 1: ['world']}"#,
+        r#"[1, 2, 3].transformMap(indexVar, valueVar, indexVar % 2 == 0, (indexVar * valueVar) + valueVar) == {0: 1, 2: 9}"#,
+        r#"{'hello': 'world', 'hello!': 'world'}.all(k, v, k.startsWith('hello') && v == 'world')"#,
+        r#"{'hello': 'world', 'hello!': 'worlds'}.exists_one(k, v, k.startsWith('hello') && v.endsWith('world'))"#,
+        r#"{'hello': 'world'}.transformList(k, v, k.startsWith('greeting'), "%s=%s".format([k, v])) == []"#,
+        r#"dyn({'hello': 'world', 'goodbye': 'cruel world'}).transformMap(k, v, "%s, %s!".format([k, v])) == {'hello': 'hello, world!', 'goodbye': 'goodbye, cruel world!'}"#,
+        r#"{'hello': 'world', 'greetings': 'tacocat'}.transformMapEntry(k, v, v.reverse() == v, {k.reverse(): v.reverse()}) == {'sgniteerg': 'tacocat'}"#,
+        r#"[].transformList(i, v, v) == []"#,
+        r#"{}.transformMap(k, v, v + 1) == {}"#,
+        r#"cel.bind(m, {"hello": "hello"}, m.transformMap(k, v, v + "world")) == {"hello": "helloworld"}"#,
+        r#"{1: 2}.transformMapEntry(k, v, {v: k}) == {2: 1}"#,
+        r#"[null, null, 'hello', string].all(i, v, i == 0 || type(v) != int)"#,
+    ]);
+    assert!(runtime_error("[0, 0u].transformMapEntry(i, v, {v: i}).size() == 1")
+        .contains("insert failed: key 0 already exists"));
+}
+
+#[test]
+fn string_format_as_cel_go_tests_its_version_1() {
+    // cel-go ext/formatting_test.go (the formatter of strings versions 1 to 3, which kube's
+    // version 2 has), its cases in the default locale without variables; the crate's formatter
+    // differs on infinities (`+Inf` there) and on maps of mixed key types, left out.
+    all_true(&[
+        r####""no substitution".format([]) == "no substitution""####,
+        r####""str is %s and some more".format(["filler"]) == "str is filler and some more""####,
+        r####""%% and also %%".format([]) == "% and also %""####,
+        r####""%%%s%%".format(["text"]) == "%text%""####,
+        r####""%s%%".format(["percent on the right"]) == "percent on the right%""####,
+        r####""%%%s".format(["percent on the left"]) == "%percent on the left""####,
+        r####""%d %d %d, %s %s %s, %d %d %d, %s %s %s".format([1, 2, 3, "A", "B", "C", 4, 5, 6, "D", "E", "F"]) == "1 2 3, A B C, 4 5 6, D E F""####,
+        r####""%%escaped %s%%".format(["percent"]) == "%escaped percent%""####,
+        r####""this is 5 in binary: %b".format([5]) == "this is 5 in binary: 101""####,
+        r####""this is -5 in binary: %b".format([-5]) == "this is -5 in binary: -101""####,
+        r####""unsigned 64 in binary: %b".format([uint(64)]) == "unsigned 64 in binary: 1000000""####,
+        r####""bit set from bool: %b".format([true]) == "bit set from bool: 1""####,
+        r####""%o".format([11]) == "13""####,
+        r####""%o".format([-11]) == "-13""####,
+        r####""this is an unsigned octal: %o".format([uint(65535)]) == "this is an unsigned octal: 177777""####,
+        r####""%x is 30 in hexadecimal".format([30]) == "1e is 30 in hexadecimal""####,
+        r####""%X is 20 in hexadecimal".format([30]) == "1E is 20 in hexadecimal""####,
+        r####""%x is -30 in hexadecimal".format([-30]) == "-1e is -30 in hexadecimal""####,
+        r####""%X is 6000 in hexadecimal".format([uint(6000)]) == "1770 is 6000 in hexadecimal""####,
+        r####""%x".format(["Hello world!"]) == "48656c6c6f20776f726c6421""####,
+        r####""%X".format(["Hello world!"]) == "48656C6C6F20776F726C6421""####,
+        r####""%x".format([b"byte string"]) == "6279746520737472696e67""####,
+        r####""%X".format([b"byte string"]) == "6279746520737472696E67""####,
+        r####""%s".format([double("NaN")]) == "NaN""####,
+        r####""%d".format([uint(64)]) == "64""####,
+        r####""null: %s".format([null]) == "null: null""####,
+        r####""%s".format([999999999999]) == "999999999999""####,
+        r####""some bytes: %s".format([b"xyz"]) == "some bytes: xyz""####,
+        r####""type is %s".format([type("test string")]) == "type is string""####,
+        r####""true bool: %s, false bool: %s".format([true, false]) == "true bool: true, false bool: false""####,
+    ]);
+}
