@@ -30,8 +30,7 @@ pub(super) const PAIRS: &str = "@@pairs";
 /// `@@mapInsert(map, key, value)`: `map` with `key` set (cel-go's `cel.@mapInsert`); a key it
 /// has already fails with cel-go's `insert failed: key … already exists`.
 const MAP_INSERT: &str = "@@mapInsert";
-/// `@@mapInsertEntry(map, entry)`: `map` with the one entry of `entry` set
-/// (`transformMapEntry`).
+/// `@@mapInsertEntry(map, entry)`: `map` with the entries of `entry` set (`transformMapEntry`).
 const MAP_INSERT_ENTRY: &str = "@@mapInsertEntry";
 /// The loop variable holding each pair.
 const PAIR_VAR: &str = "@kv";
@@ -307,15 +306,14 @@ fn map_key(k: &dyn Val) -> Result<CelMapKey<'static>, ExecutionError> {
     CelMapKey::try_from(k.clone_as_boxed()).map(CelMapKey::into_static)
 }
 
-fn insert<'v>(map: &dyn Val, key: &dyn Val, value: &dyn Val) -> Result<CowVal<'static, 'v>, ExecutionError> {
-    let Some(m) = map.downcast_ref::<CelMap>() else {
-        return Err(no_overload("transformMap"));
-    };
+/// A map's entries as the accumulator holds them.
+type Entries<'v> = std::collections::HashMap<CelMapKey<'static>, Box<dyn Val + 'v>>;
+
+/// `key` set to `value` in `entries`; a key it has (as CEL compares keys: `0` and `0u` are one)
+/// fails with cel-go's `insert failed: key … already exists`.
+fn insert(entries: &mut Entries<'_>, key: &dyn Val, value: &dyn Val) -> Result<(), ExecutionError> {
     let key_value = Value::try_from(key)?;
-    let key = map_key(key)?;
-    // Keys equal as CEL compares them (`0` and `0u` are one key), as cel-go's map finds them.
-    let taken = m
-        .inner()
+    let taken = entries
         .keys()
         .any(|k| Value::try_from(k.inner()).is_ok_and(|k| k == key_value));
     if taken {
@@ -331,24 +329,35 @@ fn insert<'v>(map: &dyn Val, key: &dyn Val, value: &dyn Val) -> Result<CowVal<'s
             format!("insert failed: key {shown} already exists"),
         ));
     }
+    entries.insert(map_key(key)?, boxed(Value::try_from(value)?)?);
+    Ok(())
+}
+
+/// The entries of `map`, copied: the crate's accumulator is copied on each insert (cel-go's is
+/// updated in place), charged as a read of the map so that the copying stays within the budget.
+fn map_entries<'v>(map: &dyn Val) -> Result<Entries<'v>, ExecutionError> {
+    let Some(m) = map.downcast_ref::<CelMap>() else {
+        return Err(no_overload("transformMap"));
+    };
+    charge(1 + m.inner().len() as u64)?;
     let mut entries = std::collections::HashMap::with_capacity(m.inner().len() + 1);
     for (k, v) in m.inner() {
         entries.insert(k.clone().into_static(), boxed(Value::try_from(v.as_ref())?)?);
     }
-    entries.insert(key, boxed(Value::try_from(value)?)?);
-    // The crate's accumulator is copied on each insert (cel-go's is updated in place): charged
-    // as a read of the map, so that the copying stays within the budget.
-    charge(1 + entries.len() as u64)?;
-    Ok(CowVal::owned(CelMap::from(entries)))
+    Ok(entries)
 }
 
 fn map_insert<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
     let [map, key, value] = args.as_slice() else {
         return Err(no_overload("transformMap"));
     };
-    insert(map.as_ref(), key.as_ref(), value.as_ref())
+    let mut entries = map_entries(map.as_ref())?;
+    insert(&mut entries, key.as_ref(), value.as_ref())?;
+    Ok(CowVal::owned(CelMap::from(entries)))
 }
 
+/// `@@mapInsertEntry(map, entry)`: every entry of `entry` (cel-go merges them all), each a new
+/// key.
 fn map_insert_entry<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
     let [map, entry] = args.as_slice() else {
         return Err(no_overload("transformMapEntry"));
@@ -356,15 +365,10 @@ fn map_insert_entry<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>,
     let Some(e) = entry.downcast_ref::<CelMap>() else {
         return Err(no_overload("transformMapEntry"));
     };
-    let mut it = e.inner().iter();
-    match (it.next(), it.next()) {
-        (Some((k, v)), None) => {
-            let k = boxed(Value::try_from(k.inner())?)?;
-            insert(map.as_ref(), k.as_ref(), v.as_ref())
-        }
-        _ => Err(ExecutionError::function_error(
-            "transformMapEntry",
-            "transformMapEntry() expects a map of one entry",
-        )),
+    let mut entries = map_entries(map.as_ref())?;
+    for (k, v) in e.inner() {
+        let k = boxed(Value::try_from(k.inner())?)?;
+        insert(&mut entries, k.as_ref(), v.as_ref())?;
     }
+    Ok(CowVal::owned(CelMap::from(entries)))
 }

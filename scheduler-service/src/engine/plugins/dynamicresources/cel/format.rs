@@ -308,10 +308,10 @@ fn label_value(s: &str) -> Vec<String> {
     errs
 }
 
-/// strfmt's `byte`: standard base64 with padding.
+/// strfmt's `byte`: standard base64 with padding, not empty.
 fn is_base64(s: &str) -> bool {
     let b = s.as_bytes();
-    if !b.len().is_multiple_of(4) {
+    if b.is_empty() || !b.len().is_multiple_of(4) {
         return false;
     }
     let body = s.trim_end_matches('=');
@@ -349,11 +349,10 @@ fn is_date(s: &str) -> bool {
     (1..=days).contains(&d)
 }
 
-/// strfmt's `datetime` (RFC 3339, the fraction optional, `T` or `t` or a space, `Z` or an
-/// offset).
+/// strfmt's `datetime` (RFC 3339, the fraction optional, `T` or `t`, `Z` or an offset).
 fn is_datetime(s: &str) -> bool {
     static DATETIME: LazyLock<regex::Regex> =
-        LazyLock::new(|| anchored(r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})"));
+        LazyLock::new(|| anchored(r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})"));
     let Some(c) = DATETIME.captures(s) else {
         return false;
     };

@@ -31,7 +31,8 @@
 //! - `url.rs`: Kubernetes' URL library;
 //! - `net.rs`: Kubernetes' IP and CIDR libraries;
 //! - `format.rs`: Kubernetes' format library (`format.dns1123Label().validate(s)`, …);
-//! - `quantity.rs`, `semver.rs`: Kubernetes' quantity and semver (version 1) libraries.
+//! - `quantity.rs`, `semver.rs`: Kubernetes' quantity and semver (version 1) libraries;
+//! - `convert.rs`: `string(x)` as cel-go converts (a double as Go's `%g`).
 //!
 //! Quantities, versions, IPs, CIDRs, URLs and formats are [`cel::Value::Opaque`] values.
 //!
@@ -65,6 +66,7 @@
 //! `1.052033 × 10⁰³`.
 
 mod bind;
+mod convert;
 mod device;
 mod format;
 mod lists;
@@ -144,6 +146,7 @@ fn selector_env() -> Result<Env, cel::DeclarationError> {
     let mut env = Env::stdlib();
     rule_cost::register(&mut env)?;
     prepare::register(&mut env)?;
+    convert::register(&mut env)?;
     bind::register(&mut env)?;
     quantity::register(&mut env)?;
     semver::register(&mut env)?;

@@ -29,6 +29,13 @@ pub const CIDR_TYPE_NAME: &str = "net.CIDR";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ip(pub IpAddr);
 
+impl Ip {
+    /// `netip.Addr.String`.
+    pub fn text(&self) -> String {
+        addr_string(&self.0)
+    }
+}
+
 impl Opaque for Ip {
     fn runtime_type_name(&self) -> &str {
         IP_TYPE_NAME
@@ -43,6 +50,13 @@ pub struct Cidr {
     pub addr: IpAddr,
     /// The prefix length.
     pub bits: u8,
+}
+
+impl Cidr {
+    /// `netip.Prefix.String`.
+    pub fn text(&self) -> String {
+        format!("{}/{}", addr_string(&self.addr), self.bits)
+    }
 }
 
 impl Opaque for Cidr {

@@ -12,15 +12,15 @@
 //!   for strings, plus the list's allocation), `lists.range(n)`, `slice`, `reverse` and `flatten`
 //!   (`trackListOutputSize`: the list allocated, 10 units);
 //! - `s.indexOf(sub, offset)` and `s.lastIndexOf(sub, offset)` call cel-go's versions
-//!   ([`super::strings`]).
+//!   ([`super::strings`]), `string(x)` cel-go's conversion ([`super::convert`]).
 
 use cel::common::ast::{CallExpr, EntryExpr, Expr, LiteralValue};
 use cel::common::types::{CelInt, DYN_TYPE, INT_TYPE};
 use cel::common::value::CowVal;
 use cel::{Env, ExecutionError, IdedExpr, Value};
 
-use super::strings;
 use super::values::{charge, no_overload};
+use super::{convert, strings};
 use crate::engine::rule_cost::read_cost;
 
 /// The functions called by a qualified name.
@@ -160,6 +160,9 @@ pub(super) fn prepare(e: &IdedExpr, bound: &mut Vec<String>) -> IdedExpr {
             }
             if call.func_name == "@sortByAssociatedKeys" {
                 call.args = call.args.into_iter().map(|a| costed(a, Kind::SelfCompare)).collect();
+            }
+            if call.func_name == "string" && call.target.is_none() && call.args.len() == 1 {
+                call.func_name = convert::STRING.to_string();
             }
             if call.func_name == "lists.range" && call.target.is_none() {
                 call.args = call.args.into_iter().map(|a| costed(a, Kind::Range)).collect();

@@ -655,3 +655,35 @@ fn string_format_as_cel_go_tests_its_version_1() {
         r####""true bool: %s, false bool: %s".format([true, false]) == "true bool: true, false bool: false""####,
     ]);
 }
+
+/// Expressions and what kube 1.37's selector environment makes of them on [`device`]: each
+/// evaluated by `k8s.io/dynamic-resource-allocation/cel` v0.37.2 (`GetCompiler(...)
+/// .CompileCELExpression(expr, Options{}).DeviceMatches`, the program in
+/// `testdata/kube_answers.go.txt`), one per line: the expression, `OK` and the result, or `ERROR`
+/// and kube's run-time error. Only expressions kube compiles are kept; `"…".format(…)` is left
+/// out (see the module's doc).
+const KUBE_ANSWERS: &str = include_str!("testdata/kube_answers.tsv");
+
+#[test]
+fn what_kube_answers() {
+    let mut differ = Vec::new();
+    let mut rows = 0;
+    for line in KUBE_ANSWERS.lines().filter(|l| !l.trim().is_empty()) {
+        let mut cols = line.split('\t');
+        let (Some(expr), Some(kind), detail) = (cols.next(), cols.next(), cols.next().unwrap_or_default()) else {
+            panic!("malformed row {line:?}");
+        };
+        rows += 1;
+        let ours = eval(expr);
+        let alike = match kind {
+            "OK" => ours == Ok(detail == "true"),
+            // kube compiled it and its evaluation failed: so must ours, at run time.
+            _ => matches!(ours, Err(ref e) if !matches!(e, CelError::Compile(_))),
+        };
+        if !alike {
+            differ.push(format!("{expr}: kube {kind} {detail}, ours {ours:?}"));
+        }
+    }
+    assert!(rows > 200, "{rows} rows");
+    assert!(differ.is_empty(), "{differ:#?}");
+}

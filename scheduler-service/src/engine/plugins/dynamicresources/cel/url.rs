@@ -133,6 +133,18 @@ fn check_host(host: &str) -> Result<(), String> {
     if let Some(b) = host.bytes().find(|b| host_char_invalid(*b)) {
         return Err(format!("invalid character {:?} in host name", (b as char).to_string()));
     }
+    // Go's `unescape(host, encodeHost)`: an escape in a host names a byte of a multi-byte
+    // character (`%25` aside), never an ASCII one.
+    let b = host.as_bytes();
+    for (i, _) in host.match_indices('%') {
+        let ascii = b.get(i + 1).and_then(|c| unhex(*c)).is_some_and(|h| h < 8);
+        if ascii && host.get(i..i + 3) != Some("%25") {
+            return Err(format!(
+                "invalid URL escape {:?}",
+                host.get(i..(i + 3).min(host.len())).unwrap_or("%")
+            ));
+        }
+    }
     unescape(host, false).map(|_| ())
 }
 
