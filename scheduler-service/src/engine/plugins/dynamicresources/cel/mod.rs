@@ -32,7 +32,8 @@
 //! - `net.rs`: Kubernetes' IP and CIDR libraries;
 //! - `format.rs`: Kubernetes' format library (`format.dns1123Label().validate(s)`, …);
 //! - `quantity.rs`, `semver.rs`: Kubernetes' quantity and semver (version 1) libraries;
-//! - `convert.rs`: `string(x)` as cel-go converts (a double as Go's `%g`).
+//! - `convert.rs`: `string(x)` as cel-go converts (a double as Go's `%g`);
+//! - `format_string.rs`: `"…".format(args)` with the formatter of kube's strings version.
 //!
 //! Quantities, versions, IPs, CIDRs, URLs and formats are [`cel::Value::Opaque`] values.
 //!
@@ -59,16 +60,14 @@
 //! its entries in the crate's order (cel-go's is the map's insertion order); `transformMap` and
 //! `transformMapEntry` copy their accumulator on each insert and are charged for the copy (cel-go
 //! updates it in place); regular expressions are the `regex` crate's (RE2 syntax, as Go's), and
-//! its error texts follow `Illegal regex:`; `"…".format(…)` is the crate's implementation of
-//! cel-go's newer formatter (strings version 4), which agrees with kube's (version 1, locale
-//! `en_US`) on cel-go's tests in the default locale but for infinite doubles (`%s`: kube writes
-//! `+Inf`) and maps of mixed key types, and writes `%e` as `1.052033e+03` where kube writes
-//! `1.052033 × 10⁰³`.
+//! its error texts follow `Illegal regex:`; `"…".format(…)` writes a type inside a list or a map
+//! as a string.
 
 mod bind;
 mod convert;
 mod device;
 mod format;
+mod format_string;
 mod lists;
 mod net;
 mod prepare;
@@ -147,6 +146,7 @@ fn selector_env() -> Result<Env, cel::DeclarationError> {
     rule_cost::register(&mut env)?;
     prepare::register(&mut env)?;
     convert::register(&mut env)?;
+    format_string::register(&mut env)?;
     bind::register(&mut env)?;
     quantity::register(&mut env)?;
     semver::register(&mut env)?;

@@ -12,7 +12,8 @@
 //!   for strings, plus the list's allocation), `lists.range(n)`, `slice`, `reverse` and `flatten`
 //!   (`trackListOutputSize`: the list allocated, 10 units);
 //! - `s.indexOf(sub, offset)` and `s.lastIndexOf(sub, offset)` call cel-go's versions
-//!   ([`super::strings`]), `string(x)` cel-go's conversion ([`super::convert`]).
+//!   ([`super::strings`]), `string(x)` cel-go's conversion ([`super::convert`]), `s.format(args)` kube's formatter
+//!   ([`super::format_string`]).
 
 use cel::common::ast::{CallExpr, EntryExpr, Expr, LiteralValue};
 use cel::common::types::{CelInt, DYN_TYPE, INT_TYPE};
@@ -20,7 +21,7 @@ use cel::common::value::CowVal;
 use cel::{Env, ExecutionError, IdedExpr, Value};
 
 use super::values::{charge, no_overload};
-use super::{convert, strings};
+use super::{convert, format_string, strings};
 use crate::engine::rule_cost::read_cost;
 
 /// The functions called by a qualified name.
@@ -160,6 +161,12 @@ pub(super) fn prepare(e: &IdedExpr, bound: &mut Vec<String>) -> IdedExpr {
             }
             if call.func_name == "@sortByAssociatedKeys" {
                 call.args = call.args.into_iter().map(|a| costed(a, Kind::SelfCompare)).collect();
+            }
+            if call.func_name == "format" && call.args.len() == 1 {
+                if let Some(target) = call.target.take() {
+                    call.func_name = format_string::FORMAT.to_string();
+                    call.args.insert(0, *target);
+                }
             }
             if call.func_name == "string" && call.target.is_none() && call.args.len() == 1 {
                 call.func_name = convert::STRING.to_string();

@@ -620,8 +620,7 @@ fn lists_sets_and_comprehensions_as_cel_go_tests_them() {
 #[test]
 fn string_format_as_cel_go_tests_its_version_1() {
     // cel-go ext/formatting_test.go (the formatter of strings versions 1 to 3, which kube's
-    // version 2 has), its cases in the default locale without variables; the crate's formatter
-    // differs on infinities (`+Inf` there) and on maps of mixed key types, left out.
+    // version 2 has), its cases in the default locale without variables.
     all_true(&[
         r####""no substitution".format([]) == "no substitution""####,
         r####""str is %s and some more".format(["filler"]) == "str is filler and some more""####,
@@ -660,8 +659,7 @@ fn string_format_as_cel_go_tests_its_version_1() {
 /// evaluated by `k8s.io/dynamic-resource-allocation/cel` v0.37.2 (`GetCompiler(...)
 /// .CompileCELExpression(expr, Options{}).DeviceMatches`, the program in
 /// `testdata/kube_answers.go.txt`), one per line: the expression, `OK` and the result, or `ERROR`
-/// and kube's run-time error. Only expressions kube compiles are kept; `"…".format(…)` is left
-/// out (see the module's doc).
+/// and kube's run-time error. Only expressions kube compiles are kept.
 const KUBE_ANSWERS: &str = include_str!("testdata/kube_answers.tsv");
 
 #[test]
@@ -686,4 +684,84 @@ fn what_kube_answers() {
     }
     assert!(rows > 200, "{rows} rows");
     assert!(differ.is_empty(), "{differ:#?}");
+}
+
+#[test]
+fn string_format_as_kubes_strings_version_writes_it() {
+    // What cel-go v0.29.2's `ext.Strings(ext.StringsVersion(2))` (kube's) writes, each expression
+    // evaluated there: grouped thousands and `∞` for `%f`, `× 10⁰³` for `%e`, CEL's syntax for
+    // lists and maps, Go's `%g` for a double.
+    all_true(&[
+        r#"'%e'.format([1234.5]) == "1.234500\u202f×\u202f10⁰³""#,
+        r#"'%e'.format([0.00012345]) == "1.234500\u202f×\u202f10⁻⁰⁴""#,
+        r#"'%.2e'.format([1234.5]) == "1.234500\u202f×\u202f10⁰³""#,
+        r#"'%e'.format([-1234.5]) == "-1.234500\u202f×\u202f10⁰³""#,
+        r#"'%e'.format([0.0]) == "0.000000\u202f×\u202f10⁰⁰""#,
+        r#"'%e'.format([1e100]) == "1.000000\u202f×\u202f10¹⁰⁰""#,
+        r#"'%e'.format([double('nan')]) == "   NaN""#,
+        r#"'%e'.format([double('inf')]) == "     ∞""#,
+        r#"'%e'.format(['Infinity']) == "     ∞""#,
+        r#"'%f'.format([-1234567.891]) == "-1,234,567.891000""#,
+        r#"'%.0f'.format([2.5]) == "2""#,
+        r#"'%.0f'.format([3.5]) == "4""#,
+        r#"'%f'.format([1e21]) == "1,000,000,000,000,000,000,000.000000""#,
+        r#"'%.3f'.format([double('nan')]) == "NaN""#,
+        r#"'%f'.format([double('-inf')]) == "-∞""#,
+        r#"'%f'.format(['NaN']) == "NaN""#,
+        r#"'%f'.format([0.1]) == "0.100000""#,
+        r#"'%.2f'.format([999.999]) == "1,000.00""#,
+        r#"'%s'.format([1.5]) == "1.5""#,
+        r#"'%s'.format([[1.5, 2]]) == "[1.500000, 2]""#,
+        r#"'%s'.format([{'b': 1, 'a': [1.0], 'c': {'x': b'y'}}]) == "{\"a\":[1.000000], \"b\":1, \"c\":{\"x\":b\"y\"}}""#,
+        r#"'%s'.format([[null, true, 'a"b', b'x\x00']]) == "[null, true, \"a\\\"b\", b\"x\\x00\"]""#,
+        r#"'%s'.format([{1: 'a', 2u: 'b', true: 'c', 'k': 'd'}]) == "{\"k\":\"d\", 1:\"a\", 2:\"b\", true:\"c\"}""#,
+        r#"'%s'.format([[double('inf'), double('nan')]]) == "[\"+Inf\", \"NaN\"]""#,
+        r#"'%s'.format([double('inf')]) == "+Inf""#,
+        r#"'%s'.format([1e100]) == "1e+100""#,
+        r#"'%b'.format([5]) == "101""#,
+        r#"'%b'.format([true]) == "1""#,
+        r#"'%o'.format([-11]) == "-13""#,
+        r#"'%x'.format(['Hello']) == "48656c6c6f""#,
+        r#"'%X'.format([b'\x00\xff']) == "00FF""#,
+        r#"'%x'.format([-30]) == "-1e""#,
+        r#"'%.3s'.format(['abcdef']) == "abcdef""#,
+        r#"'%.3d'.format([5]) == "5""#,
+        r#"'no args'.format([1, 2]) == "no args""#,
+        r#"'%s'.format([{'a': 1}.a]) == "1""#,
+        r#"'%e'.format([123456789.0]) == "1.234568\u202f×\u202f10⁰⁸""#,
+        r#"'%f'.format([123.0]) == "123.000000""#,
+        r#"'%f'.format([-0.0]) == "0.000000""#,
+        r#"'%s'.format([-0.0]) == "-0""#,
+        r#"'%s'.format([[-0.0, 0.000001, 1e21]]) == "[-0.000000, 0.000001, 1000000000000000000000.000000]""#,
+    ]);
+    for (expr, message) in [
+        (
+            r#"'%f'.format([1])"#,
+            r#"error during formatting: fixed-point clause can only be used on doubles, was given int"#,
+        ),
+        (
+            r#"'%d'.format([1.5])"#,
+            r#"error during formatting: decimal clause can only be used on integers, was given double"#,
+        ),
+        (
+            r#"'%x'.format([1.5])"#,
+            r#"error during formatting: only integers, byte buffers, and strings can be formatted as hex, was given double"#,
+        ),
+        (r#"'%s %s'.format(['a'])"#, r#"index 1 out of range"#),
+        (r#"'%'.format(['a'])"#, r#"unexpected end of string"#),
+        (
+            r#"'%.'.format(['a'])"#,
+            r#"could not parse formatting clause: error while parsing precision: could not find end of precision specifier"#,
+        ),
+        (
+            r#"'%.f'.format([1.5])"#,
+            r#"could not parse formatting clause: error while parsing precision: error while converting precision to integer: strconv.Atoi: parsing "": invalid syntax"#,
+        ),
+        (
+            r#"'%z'.format([1])"#,
+            r#"could not parse formatting clause: unrecognized formatting clause "z""#,
+        ),
+    ] {
+        assert_eq!(runtime_error(&format!("{expr} == ''")), message, "{expr}");
+    }
 }
