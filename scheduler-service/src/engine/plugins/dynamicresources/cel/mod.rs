@@ -19,8 +19,9 @@
 //! one file each, naming the kube or cel-go file it mirrors:
 //!
 //! - CEL's standard library with optional values (`.?`, `[?…]`, `optional.of`, `orValue`, …,
-//!   kube's `OptionalTypes()`) and numbers compared across types
-//!   (`CrossTypeNumericComparisons`), the `cel` crate's;
+//!   kube's `OptionalTypes()`; `optional.rs` adds `first`, `last`, `optional.unwrap` and
+//!   `unwrapOpt`) and numbers compared across types (`CrossTypeNumericComparisons`), the `cel`
+//!   crate's;
 //! - `bind.rs`: `cel.bind` (cel-go `ext.Bindings`, which kube's DRA compiler adds) and the
 //!   two-variable comprehensions (`ext.TwoVarComprehensions`);
 //! - `strings.rs`: cel-go's strings extension at version 2;
@@ -70,6 +71,7 @@ mod format;
 mod format_string;
 mod lists;
 mod net;
+mod optional;
 mod prepare;
 mod quantity;
 mod regex;
@@ -147,6 +149,7 @@ fn selector_env() -> Result<Env, cel::DeclarationError> {
     prepare::register(&mut env)?;
     convert::register(&mut env)?;
     format_string::register(&mut env)?;
+    optional::register(&mut env)?;
     bind::register(&mut env)?;
     quantity::register(&mut env)?;
     semver::register(&mut env)?;

@@ -30,6 +30,7 @@ pub(super) const QUALIFIED: &[&str] = &[
     "sets.equivalent",
     "sets.intersects",
     "lists.range",
+    "optional.unwrap",
     "strings.quote",
     "ip.isCanonical",
     "format.named",
