@@ -16,9 +16,9 @@
 //! ([`crate::engine::rule_cost`]), each iteration charged its nodes (the bindings' included, so
 //! a two-variable comprehension costs a few units per iteration more than cel-go's).
 
-use cel::common::ast::{operators, CallExpr, ComprehensionExpr, Expr, ListExpr, LiteralValue, MapExpr};
+use cel::common::ast::{operators, CallExpr, ComprehensionExpr, Expr, ListExpr, LiteralValue};
 use cel::common::types::{CelMap, CelMapKey};
-use cel::common::types::{DYN_TYPE, MAP_TYPE};
+use cel::common::types::{DYN_TYPE, LIST_TYPE};
 use cel::common::value::{CowVal, Val};
 use cel::parser::{Macro, MacroExprHelper};
 use cel::{Env, ExecutionError, IdedExpr, ParseError, Value};
@@ -27,11 +27,11 @@ use super::values::{boxed, charge, no_overload, value_out};
 
 /// `@@pairs(range)`: the `[index, element]` pairs of a list, the `[key, value]` pairs of a map.
 pub(super) const PAIRS: &str = "@@pairs";
-/// `@@mapInsert(map, key, value)`: `map` with `key` set (cel-go's `cel.@mapInsert`); a key it
-/// has already fails with cel-go's `insert failed: key … already exists`.
-const MAP_INSERT: &str = "@@mapInsert";
-/// `@@mapInsertEntry(map, entry)`: `map` with the entries of `entry` set (`transformMapEntry`).
-const MAP_INSERT_ENTRY: &str = "@@mapInsertEntry";
+/// `@@toMap(pairs)`: the map of `[key, value]` pairs (`transformMap`); a key twice fails with
+/// cel-go's `insert failed: key … already exists`.
+const TO_MAP: &str = "@@toMap";
+/// `@@mergeMaps(maps)`: the entries of all `maps` (`transformMapEntry`), each a new key.
+const MERGE_MAPS: &str = "@@mergeMaps";
 /// The loop variable holding each pair.
 const PAIR_VAR: &str = "@kv";
 /// The accumulator of the expanded comprehensions, as the standard macros name it.
@@ -54,18 +54,8 @@ pub(super) fn register(env: &mut Env) -> Result<(), cel::DeclarationError> {
         env.add_macro(Macro::receiver(name, 4, move |h, t, a| two_var(h, t, a, kind)))?;
     }
     env.add_overload(PAIRS, "pairs_dyn", vec![DYN_TYPE], pairs)?;
-    env.add_overload(
-        MAP_INSERT,
-        "map_insert_map_dyn_dyn",
-        vec![MAP_TYPE, DYN_TYPE, DYN_TYPE],
-        map_insert,
-    )?;
-    env.add_overload(
-        MAP_INSERT_ENTRY,
-        "map_insert_entry_map_dyn",
-        vec![MAP_TYPE, DYN_TYPE],
-        map_insert_entry,
-    )?;
+    env.add_overload(TO_MAP, "to_map_list", vec![LIST_TYPE], to_map)?;
+    env.add_overload(MERGE_MAPS, "merge_maps_list", vec![LIST_TYPE], merge_maps)?;
     Ok(())
 }
 
@@ -228,33 +218,37 @@ fn two_var(
             fold(h, pairs, PAIR_VAR, RESULT, init, cond, step, result)
         }
         Kind::List | Kind::Map | Kind::MapEntry => {
-            let init = match kind {
-                Kind::List => h.next_expr(Expr::List(ListExpr::new(Vec::new()))),
-                _ => h.next_expr(Expr::Map(MapExpr { entries: Vec::new() })),
-            };
-            let cond = boolean(h, true);
-            let acc = accu(h);
-            let add = match kind {
-                Kind::List => {
-                    let item = h.next_expr(Expr::List(ListExpr::new(vec![body])));
-                    call(h, operators::ADD, vec![acc, item])
-                }
+            // `@result + [e]` (guarded by the filter), the bindings inside `e`: the shape the
+            // crate's interpreter appends in place (and the meter charges per element); a map
+            // is made of the `[k, f]` pairs (or `f`'s entries) once the list is complete.
+            let element = match kind {
                 Kind::Map => {
                     let key = ident(h, &first);
-                    call(h, MAP_INSERT, vec![acc, key, body])
+                    let pair = h.next_expr(Expr::List(ListExpr::new(vec![key, body])));
+                    bound(h, pair)
                 }
-                _ => call(h, MAP_INSERT_ENTRY, vec![acc, body]),
+                _ => bound(h, body),
             };
+            let init = h.next_expr(Expr::List(ListExpr::new(Vec::new())));
+            let cond = boolean(h, true);
+            let acc = accu(h);
+            let item = h.next_expr(Expr::List(ListExpr::new(vec![element])));
+            let add = call(h, operators::ADD, vec![acc, item]);
             let step = match filter {
                 Some(f) => {
+                    let guard = bound(h, f);
                     let acc = accu(h);
-                    call(h, operators::CONDITIONAL, vec![f, add, acc])
+                    call(h, operators::CONDITIONAL, vec![guard, add, acc])
                 }
                 None => add,
             };
-            let step = bound(h, step);
             let result = accu(h);
-            fold(h, pairs, PAIR_VAR, RESULT, init, cond, step, result)
+            let list = fold(h, pairs, PAIR_VAR, RESULT, init, cond, step, result);
+            match kind {
+                Kind::Map => call(h, TO_MAP, vec![list]),
+                Kind::MapEntry => call(h, MERGE_MAPS, vec![list]),
+                _ => list,
+            }
         }
     };
     Ok(Some(expanded))
@@ -333,42 +327,47 @@ fn insert(entries: &mut Entries<'_>, key: &dyn Val, value: &dyn Val) -> Result<(
     Ok(())
 }
 
-/// The entries of `map`, copied: the crate's accumulator is copied on each insert (cel-go's is
-/// updated in place), charged as a read of the map so that the copying stays within the budget.
-fn map_entries<'v>(map: &dyn Val) -> Result<Entries<'v>, ExecutionError> {
-    let Some(m) = map.downcast_ref::<CelMap>() else {
-        return Err(no_overload("transformMap"));
-    };
-    charge(1 + m.inner().len() as u64)?;
-    let mut entries = std::collections::HashMap::with_capacity(m.inner().len() + 1);
-    for (k, v) in m.inner() {
-        entries.insert(k.clone().into_static(), boxed(Value::try_from(v.as_ref())?)?);
+/// The elements of the list argument.
+fn list_items<'b, 'v>(args: &'b [CowVal<'_, 'v>], function: &str) -> Result<Vec<&'b (dyn Val + 'v)>, ExecutionError> {
+    let list = args.first().ok_or_else(|| no_overload(function))?;
+    let iterable = list.as_iterable().ok_or_else(|| no_overload(function))?;
+    let mut items = Vec::new();
+    let mut it = iterable.iter();
+    while let Some(x) = it.next() {
+        items.push(x);
     }
-    Ok(entries)
+    charge(1 + items.len() as u64)?;
+    Ok(items)
 }
 
-fn map_insert<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
-    let [map, key, value] = args.as_slice() else {
-        return Err(no_overload("transformMap"));
-    };
-    let mut entries = map_entries(map.as_ref())?;
-    insert(&mut entries, key.as_ref(), value.as_ref())?;
+/// `@@toMap(pairs)`.
+fn to_map<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let mut entries = Entries::new();
+    for pair in list_items(&args, "transformMap")? {
+        let (Some(k), Some(v)) = (
+            pair.as_indexer()
+                .and_then(|i| i.get(&cel::common::types::CelInt::from(0)).ok()),
+            pair.as_indexer()
+                .and_then(|i| i.get(&cel::common::types::CelInt::from(1)).ok()),
+        ) else {
+            return Err(no_overload("transformMap"));
+        };
+        insert(&mut entries, k.as_ref(), v.as_ref())?;
+    }
     Ok(CowVal::owned(CelMap::from(entries)))
 }
 
-/// `@@mapInsertEntry(map, entry)`: every entry of `entry` (cel-go merges them all), each a new
-/// key.
-fn map_insert_entry<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
-    let [map, entry] = args.as_slice() else {
-        return Err(no_overload("transformMapEntry"));
-    };
-    let Some(e) = entry.downcast_ref::<CelMap>() else {
-        return Err(no_overload("transformMapEntry"));
-    };
-    let mut entries = map_entries(map.as_ref())?;
-    for (k, v) in e.inner() {
-        let k = boxed(Value::try_from(k.inner())?)?;
-        insert(&mut entries, k.as_ref(), v.as_ref())?;
+/// `@@mergeMaps(maps)`.
+fn merge_maps<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let mut entries = Entries::new();
+    for map in list_items(&args, "transformMapEntry")? {
+        let Some(m) = map.downcast_ref::<CelMap>() else {
+            return Err(no_overload("transformMapEntry"));
+        };
+        for (k, v) in m.inner() {
+            let k = boxed(Value::try_from(k.inner())?)?;
+            insert(&mut entries, k.as_ref(), v.as_ref())?;
+        }
     }
     Ok(CowVal::owned(CelMap::from(entries)))
 }

@@ -7,7 +7,8 @@
 //! apimachinery's messages (`k8s.io/apimachinery/pkg/util/validation`, `…/api/validate/content`).
 //!
 //! Cost (kube's `library/cost.go`): `validate` as a regex of the format's `MaxRegexSize`,
-//! `⌈(1 + len(s)) × 0.1⌉ × ⌈MaxRegexSize × 0.25⌉`; `format.named` 1.
+//! `⌈(1 + len(s)) × 0.1⌉ × ⌈MaxRegexSize × 0.25⌉`, the reading of `s` included (called as
+//! `@@validate`, [`super::prepare`]); `format.named` 1.
 
 use std::sync::LazyLock;
 
@@ -101,6 +102,12 @@ pub(super) fn register(env: &mut Env) -> Result<(), cel::DeclarationError> {
         env.add_overload(&qualified, &qualified, vec![], *f)?;
     }
     env.add_overload("format.named", "format-named", vec![STRING_TYPE], format_named)?;
+    env.add_overload(
+        "@@validate",
+        "dra_format_validate",
+        vec![format_type(), STRING_TYPE],
+        validate,
+    )?;
     env.add_member_overload(
         "validate",
         "format-validate",

@@ -11,6 +11,9 @@
 //!   text), `sort`, `distinct` and `sortBy` (cel-go's `trackListSelfCompare`: `2 × n²`, `2.1 × n²`
 //!   for strings, plus the list's allocation), `lists.range(n)`, `slice`, `reverse` and `flatten`
 //!   (`trackListOutputSize`: the list allocated, 10 units);
+//! - `find`, `findAll`, `<format>.validate` and `sets.*`, which charge kube's whole cost
+//!   (their operands' traversal included), are called by names whose operands the meter does not
+//!   charge for reading ([`SELF_CHARGED`]);
 //! - `s.indexOf(sub, offset)` and `s.lastIndexOf(sub, offset)` call cel-go's versions
 //!   ([`super::strings`]), `string(x)` cel-go's conversion ([`super::convert`]), `s.format(args)` kube's formatter
 //!   ([`super::format_string`]).
@@ -49,6 +52,17 @@ pub(super) const QUALIFIED: &[&str] = &[
     "format.datetime",
 ];
 
+/// Library functions charged kube's whole cost by themselves, and the names they are called by
+/// (which no expression can spell, and whose operands the meter does not charge for reading).
+pub(super) const SELF_CHARGED: &[(&str, &str)] = &[
+    ("find", "@@find"),
+    ("findAll", "@@findAll"),
+    ("validate", "@@validate"),
+    ("sets.contains", "@@sets_contains"),
+    ("sets.equivalent", "@@sets_equivalent"),
+    ("sets.intersects", "@@sets_intersects"),
+];
+
 /// `@@cost(x, kind)`: charges `kind`'s cost of `x` and returns `x`.
 const COST: &str = "@@cost";
 
@@ -65,6 +79,9 @@ enum Kind {
     /// A list allocated as large as `x`.
     Alloc = 3,
 }
+
+/// cel-go's `defaultMaxRangeSize`: the longest `lists.range`.
+const MAX_RANGE_SIZE: i64 = 1_000_000;
 
 /// cel-go's `common.ListCreateBaseCost`.
 const LIST_CREATE_BASE_COST: u64 = 10;
@@ -96,6 +113,13 @@ fn cost<'b, 'v>(mut args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Executi
             _ => 1,
         },
         2 => match Value::try_from(x.as_ref())? {
+            // cel-go's `genRange` refuses more than `defaultMaxRangeSize` elements.
+            Value::Int(n) if n > MAX_RANGE_SIZE => {
+                return Err(ExecutionError::function_error(
+                    "lists.range",
+                    format!("lists.range: size {n} exceeds maximum allowed ({MAX_RANGE_SIZE})"),
+                ))
+            }
             Value::Int(n) => n.max(0).unsigned_abs() + 1 + LIST_CREATE_BASE_COST,
             _ => 1,
         },
@@ -162,6 +186,14 @@ pub(super) fn prepare(e: &IdedExpr, bound: &mut Vec<String>) -> IdedExpr {
             }
             if call.func_name == "@sortByAssociatedKeys" {
                 call.args = call.args.into_iter().map(|a| costed(a, Kind::SelfCompare)).collect();
+            }
+            // Functions charged kube's whole cost (their operands' traversal included) by
+            // themselves: called by names the meter charges no operand for.
+            if let Some((_, internal)) = SELF_CHARGED.iter().find(|(name, _)| *name == call.func_name) {
+                call.func_name = internal.to_string();
+                if let Some(target) = call.target.take() {
+                    call.args.insert(0, *target);
+                }
             }
             if call.func_name == "format" && call.args.len() == 1 {
                 if let Some(target) = call.target.take() {

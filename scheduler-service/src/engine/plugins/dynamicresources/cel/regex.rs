@@ -2,8 +2,8 @@
 //! `findAll` on strings, RE2 syntax (the `regex` crate's, as `matches` uses), the patterns
 //! compiled once in the meter's shared cache ([`rule_cost::compiled`]).
 //!
-//! Cost (kube's `library/cost.go`): `⌈(1 + len(text)) × 0.1⌉ × ⌈len(pattern) × 0.25⌉` beyond
-//! reading the operands.
+//! Cost (kube's `library/cost.go`): `⌈(1 + len(text)) × 0.1⌉ × ⌈len(pattern) × 0.25⌉`, the
+//! reading of the operands included (called as `@@find` and `@@findAll`, [`super::prepare`]).
 
 use cel::common::types::{INT_TYPE, STRING_TYPE};
 use cel::common::value::CowVal;
@@ -14,6 +14,14 @@ use crate::engine::rule_cost::{self, PATTERN_BYTES_PER_UNIT, TEXT_BYTES_PER_UNIT
 
 /// Declares the library in `env`.
 pub(super) fn register(env: &mut Env) -> Result<(), cel::DeclarationError> {
+    env.add_overload("@@find", "dra_find", vec![STRING_TYPE, STRING_TYPE], find)?;
+    env.add_overload("@@findAll", "dra_find_all", vec![STRING_TYPE, STRING_TYPE], find_all)?;
+    env.add_overload(
+        "@@findAll",
+        "dra_find_all_int",
+        vec![STRING_TYPE, STRING_TYPE, INT_TYPE],
+        find_all,
+    )?;
     env.add_member_overload("find", "string_find_string", STRING_TYPE, vec![STRING_TYPE], find)?;
     env.add_member_overload(
         "findAll",

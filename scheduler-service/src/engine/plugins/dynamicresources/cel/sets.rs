@@ -2,7 +2,8 @@
 //! `sets.contains(a, b)`, `sets.equivalent(a, b)`, `sets.intersects(a, b)` on lists, elements
 //! compared by CEL equality (numbers across types).
 //!
-//! Cost (cel-go's `trackSetsCost`): `1 + len(a) × len(b)`, twice that for `equivalent`.
+//! Cost (cel-go's `trackSetsCost`): `1 + len(a) × len(b)`, twice that for `equivalent`, the
+//! reading of the lists included (called as `@@sets_…`, [`super::prepare`]).
 
 use cel::common::types::LIST_TYPE;
 use cel::common::value::CowVal;
@@ -12,6 +13,10 @@ use super::values::{bool_out, charge, list_arg};
 
 /// Declares the library in `env`.
 pub(super) fn register(env: &mut Env) -> Result<(), cel::DeclarationError> {
+    let lists = || vec![LIST_TYPE, LIST_TYPE];
+    env.add_overload("@@sets_contains", "dra_sets_contains", lists(), contains)?;
+    env.add_overload("@@sets_equivalent", "dra_sets_equivalent", lists(), equivalent)?;
+    env.add_overload("@@sets_intersects", "dra_sets_intersects", lists(), intersects)?;
     env.add_overload(
         "sets.contains",
         "list_sets_contains_list",
