@@ -359,7 +359,7 @@ fn is_date(s: &str) -> bool {
 /// strfmt's `datetime` (RFC 3339, the fraction optional, `T` or `t`, `Z` or an offset).
 fn is_datetime(s: &str) -> bool {
     static DATETIME: LazyLock<regex::Regex> =
-        LazyLock::new(|| anchored(r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})"));
+        LazyLock::new(|| anchored(r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}):(\d{2}):(\d{2})([.,]\d+)?([Zz]|[+-]\d{2}:\d{2})"));
     let Some(c) = DATETIME.captures(s) else {
         return false;
     };

@@ -62,7 +62,7 @@
 //! are the `regex` crate's (RE2 syntax, as Go's), their error texts after `Illegal regex:` the
 //! crate's; the standard library's run-time errors are the crate's words (`Overflow from binary
 //! operator 'add'` for cel-go's `integer overflow`); `"…".format(…)` writes a type inside a list
-//! or a map as a string. `tests.rs` holds kube's own answers to 360 expressions
+//! or a map as a string. `tests.rs` holds kube's own answers to 443 expressions
 //! (`testdata/kube_answers.tsv`), costs at the limit included.
 
 mod bind;

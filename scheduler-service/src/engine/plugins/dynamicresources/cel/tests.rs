@@ -691,7 +691,7 @@ fn what_kube_answers() {
             differ.push(format!("{expr}: kube {kind} {detail}, ours {ours:?}"));
         }
     }
-    assert!(rows > 300, "{rows} rows");
+    assert!(rows > 400, "{rows} rows");
     assert!(differ.is_empty(), "{differ:#?}");
 }
 

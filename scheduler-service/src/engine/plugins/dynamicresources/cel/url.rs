@@ -122,7 +122,7 @@ fn check_host(host: &str) -> Result<(), String> {
         if !valid_port(port) {
             return Err(format!("invalid port {port:?} after host"));
         }
-        return Ok(());
+        return host_escapes(host);
     }
     if let Some(i) = host.rfind(':') {
         let port = &host[i..];
@@ -133,8 +133,12 @@ fn check_host(host: &str) -> Result<(), String> {
     if let Some(b) = host.bytes().find(|b| host_char_invalid(*b)) {
         return Err(format!("invalid character {:?} in host name", (b as char).to_string()));
     }
-    // Go's `unescape(host, encodeHost)`: an escape in a host names a byte of a multi-byte
-    // character (`%25` aside), never an ASCII one.
+    host_escapes(host)
+}
+
+/// Go's `unescape(host, encodeHost)`: an escape in a host names a byte of a multi-byte
+/// character (`%25` aside), never an ASCII one, and is two hex digits.
+fn host_escapes(host: &str) -> Result<(), String> {
     let b = host.as_bytes();
     for (i, _) in host.match_indices('%') {
         let ascii = b.get(i + 1).and_then(|c| unhex(*c)).is_some_and(|h| h < 8);
