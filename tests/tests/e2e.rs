@@ -62,6 +62,11 @@ mod dra_postfilter;
 #[path = "e2e/dra_binding.rs"]
 mod dra_binding;
 
+// kube's CEL environment for device selectors, against the cluster's kube-scheduler (issue 45,
+// item 6).
+#[path = "e2e/dra_cel.rs"]
+mod dra_cel;
+
 // kube-scheduler's metric names, labels, buckets and counts against the binder's (issue 47).
 #[path = "e2e/metrics.rs"]
 mod metrics;

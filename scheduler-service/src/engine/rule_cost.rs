@@ -52,6 +52,11 @@ pub const REGEX_SIZE_LIMIT: usize = 1 << 20;
 /// Compiled `matches` patterns kept, the least recently used dropped first.
 pub const REGEX_CACHE_ENTRIES: usize = 64;
 
+/// Functions whose names start with this charge their own work with [`charge`]: the rewrite
+/// charges nothing for reading their operands (the DRA selectors' helper functions, which no
+/// expression can spell either).
+pub const SELF_CHARGED_PREFIX: &str = "@@";
+
 /// Why an evaluation stopped short of a result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum CostError {
@@ -214,8 +219,9 @@ fn exceeded() -> ExecutionError {
     ExecutionError::function_error("cost", CostError::LimitExceeded)
 }
 
-/// Adds `units` to this evaluation's cost: an error once past its budget.
-fn charge(units: u64) -> Result<(), ExecutionError> {
+/// Adds `units` to this evaluation's cost: an error once past its budget. Functions whose work
+/// the rewrite cannot see (the DRA selectors' libraries) charge theirs with it.
+pub fn charge(units: u64) -> Result<(), ExecutionError> {
     let mut m = METER.get();
     m.used = m.used.saturating_add(units);
     METER.set(m);
@@ -618,6 +624,8 @@ fn rewrite_call(c: &CallExpr) -> CallExpr {
                 args: args.iter().map(|a| charged(a, Mode::Read)).collect(),
             }
         }
+        // A function that charges its own work (see [`SELF_CHARGED_PREFIX`]).
+        (name, _, _) if name.starts_with(SELF_CHARGED_PREFIX) => plain(c),
         // Every other operator and function reads its operands at most whole.
         (_, target, args) => CallExpr {
             func_name: c.func_name.clone(),

@@ -6,7 +6,7 @@
 //! - [`allocator`]: kube's structured device allocator (`k8s.io/dynamic-resource-allocation/
 //!   structured`'s incubating implementation, the one kube 1.37's default feature gates select);
 //! - [`cel`]: the CEL environment of device selectors (`k8s.io/dynamic-resource-allocation/cel`),
-//!   with Kubernetes' quantity and semver libraries, compiled once per expression.
+//!   with the libraries of kube's environment for them, compiled once per expression.
 //!
 //! The allocator and the CEL environment are pure: they read the DRA objects of
 //! `engine::devices` and a node, and keep no state between calls beyond compiled selectors.
