@@ -16,7 +16,7 @@ use super::framework::{
 };
 use super::model::PodSpec;
 use super::plan::{same_constraints, PodPlan, TopoState};
-use super::plugins::dynamicresources::allocator::packing;
+use super::plugins::dynamicresources::device_packing as packing;
 use super::plugins::dynamicresources::{RequestFailure, CANNOT_ALLOCATE};
 use super::policy::FilterPlugin;
 use super::profile::MAX_SCORES;

@@ -82,7 +82,7 @@ impl Default for InterPodAffinityArgs {
 }
 
 /// Placement's `DevicePacking` score plugin's arguments.
-pub use super::plugins::dynamicresources::allocator::packing::Packing as DevicePackingArgs;
+pub use super::plugins::dynamicresources::device_packing::Packing as DevicePackingArgs;
 
 /// kube-scheduler's `DynamicResourcesArgs` (the field placement uses).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -873,7 +873,7 @@ fn dynamic_resources_filter_timeout_is_read_defaulted_and_validated() {
 /// `matchAttributes` read strictly and checked.
 #[test]
 fn device_packing_is_enabled_by_name_with_its_args() {
-    use crate::engine::plugins::dynamicresources::allocator::packing::PCIE_ROOT;
+    use crate::engine::plugins::dynamicresources::device_packing::PCIE_ROOT;
     let packs = |p: &Policy| crate::engine::profile::Profile::new(p.clone()).device_packing.clone();
     assert!(packs(&Policy::kube_default()).is_none(), "off by default");
     let ksc = |args: &str| {

@@ -92,7 +92,7 @@ pub enum ScorePlugin {
     /// Prefers nodes where the pod's prioritized lists get their earlier choices.
     DynamicResources,
     /// Placement's own: prefers nodes whose devices the pod's claims fill without breaking
-    /// whole units (`dynamicresources::allocator::packing`); off by default.
+    /// whole units (`dynamicresources::device_packing`); off by default.
     DevicePacking,
 }
 
@@ -481,7 +481,7 @@ pub const REGISTRY: &[PluginRow] = &[
         mirrors: None,
         configurable: false,
     },
-    // Placement's device packing (`dynamicresources::allocator::packing`): off unless a policy
+    // Placement's device packing (`dynamicresources::device_packing`): off unless a policy
     // enables it.
     PluginRow {
         name: "DevicePacking",

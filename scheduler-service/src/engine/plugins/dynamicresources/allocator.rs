@@ -46,8 +46,8 @@ use std::sync::Arc;
 
 use super::cel::{CelError, SelectorCache};
 use crate::engine::devices::{
-    AllocatedDevice, Allocation, AllocationMode, Amount, Device, DeviceClass, DeviceId, DeviceTaintEffect, InUse,
-    NodeSelection, RequestKind, RequestSpec, ResourceClaim, ResourceSlice, SliceIndex,
+    AllocatedDevice, Allocation, AllocationMode, Amount, AttributeValue, CounterSet, Device, DeviceClass, DeviceId,
+    DeviceTaintEffect, InUse, NodeSelection, RequestKind, RequestSpec, ResourceClaim, ResourceSlice, SliceIndex,
 };
 use crate::engine::model::{NodeSpec, Requirement, SelectorOp, SelectorTerm};
 
@@ -59,10 +59,6 @@ mod node_selector;
 pub mod packing;
 mod pools;
 mod select;
-
-use constraints::{lookup_attribute, Constraint};
-use counters::Counters;
-use pools::{gather_pools, Pool};
 
 /// Most devices one claim's allocation may hold (kube's `resourceapi.AllocationResultsMaxSize`).
 pub const ALLOCATION_RESULTS_MAX_SIZE: usize = 32;
@@ -249,6 +245,38 @@ struct Loc {
     device: usize,
 }
 
+/// A resource pool for the node (kube's `Pool`).
+#[derive(Debug)]
+struct Pool<'a> {
+    driver: Arc<str>,
+    name: Arc<str>,
+    incomplete: bool,
+    invalid: bool,
+    /// `DeviceSlicesTargetingNode`, sorted by name.
+    slices: Vec<&'a ResourceSlice>,
+    /// `DeviceSlicesNotTargetingNode`.
+    slices_not_targeting: Vec<&'a ResourceSlice>,
+    /// `CounterSets` by name.
+    counter_sets: HashMap<&'a str, &'a CounterSet>,
+    /// Some device of the pool has binding conditions (such pools go last, as kube orders them).
+    has_binding_conditions: bool,
+}
+
+/// A claim constraint while devices are being picked (kube's `matchAttributeConstraint` and
+/// `distinctAttributeConstraint`).
+#[derive(Debug)]
+struct Constraint<'a> {
+    requests: &'a [String],
+    attribute: &'a str,
+    distinct: bool,
+    /// matchAttribute: the value of the first device and how many devices are in the set;
+    /// distinctAttribute: every value.
+    values: Vec<&'a AttributeValue>,
+}
+
+/// Counter name → amount in nano-units, per counter set.
+type Counters<'a> = HashMap<&'a str, HashMap<&'a str, i128>>;
+
 /// One request or subrequest to allocate (kube's `requestData`).
 #[derive(Debug)]
 struct RequestData<'a> {
@@ -327,7 +355,7 @@ pub struct Allocator<'a> {
     cel: &'a SelectorCache,
     /// Placement's `DevicePacking` ([`packing`]): devices walked in packing order, and the node
     /// scored; `None` walks them in kube's order.
-    packing: Option<&'a packing::Packing>,
+    packing: Option<&'a super::device_packing::Packing>,
 }
 
 impl std::fmt::Debug for Allocator<'_> {
@@ -363,7 +391,7 @@ impl<'a> Allocator<'a> {
     }
 
     /// The allocator with placement's device packing ([`packing`]) on, or (`None`) kube's order.
-    pub fn with_packing(mut self, packing: Option<&'a packing::Packing>) -> Self {
+    pub fn with_packing(mut self, packing: Option<&'a super::device_packing::Packing>) -> Self {
         self.packing = packing;
         self
     }
@@ -460,7 +488,7 @@ impl<'a> Allocator<'a> {
             .chain(&self.slices.shared)
             .map(|s| &**s)
             .collect();
-        let pools = gather_pools(&slices_for_node, node, self.all_slices);
+        let pools = Pool::gather(&slices_for_node, node, self.all_slices);
         let mut search = Search {
             alloc: self,
             node,

@@ -10,9 +10,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::allocator::diagnose::RequestFailure;
-use super::allocator::packing::Packing;
 use super::allocator::{AllocateError, Allocator};
 use super::cel::SelectorCache;
+use super::device_packing::Packing;
 use super::extended_resources::{ExtendedClaim, ExtendedResources};
 use crate::engine::devices::{
     Allocation, DeviceId, DeviceIndex, DeviceObjects, Fit, InUse, PodClaimRef, RequestKind, ResourceClaim, SliceIndex,
@@ -343,7 +343,7 @@ impl PodDevices {
     /// on its own, as in kube.
     /// The state with placement's `DevicePacking` on (`Some`): Filter's allocation walks each
     /// node's devices in packing order and Score reads the node's packing score
-    /// ([`super::allocator::packing`]).
+    /// ([`super::device_packing`]).
     pub fn with_packing(mut self, packing: Option<Arc<Packing>>) -> Self {
         if let Some(p) = &packing {
             // The verdicts other pods share hold the packing score, and packing may pick other
@@ -799,7 +799,7 @@ fn packing_key(p: &Packing) -> u128 {
     u128::from(h.finish()) | 1 << 100
 }
 
-/// Placement's `DevicePacking` score plugin ([`super::allocator::packing`]): the node's packing score
+/// Placement's `DevicePacking` score plugin ([`super::device_packing`]): the node's packing score
 /// for the allocation Filter made there; 0 for a pod without claims or with the plugin off.
 pub struct DevicePacking;
 

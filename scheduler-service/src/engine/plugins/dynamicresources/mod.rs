@@ -24,6 +24,7 @@
 
 pub mod allocator;
 pub mod cel;
+pub mod device_packing;
 mod dynamic_resources;
 pub mod extended_resources;
 

@@ -1,12 +1,12 @@
-//! Tests of placement's `DevicePacking` ([`super::super::allocator::packing`]): the device order,
+//! Tests of placement's `DevicePacking` ([`super::super::device_packing`]): the device order,
 //! the node score, and kube's order left alone without it.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::super::allocator::packing::{Packing, BREAK_PENALTY, PCIE_ROOT};
 use super::super::allocator::Allocator;
 use super::super::cel::SelectorCache;
+use super::super::device_packing::{Packing, BREAK_PENALTY, PCIE_ROOT};
 use super::*;
 
 /// The devices each claim gets on `node`, and the node's packing score, with packing (`Some`) or
@@ -195,7 +195,7 @@ fn arguments_are_checked() {
 
 #[test]
 fn a_batch_is_decided_by_priority_then_largest_claims_first() {
-    use super::super::allocator::packing::batch_order;
+    use super::super::device_packing::batch_order;
     use crate::engine::devices::DeviceObjects;
     use crate::engine::model::{PodClaimRef, PodSpec};
     let mut objects = DeviceObjects::default();

@@ -1,19 +1,8 @@
 //! Claim constraints while devices are picked (kube's `constraint.go`): `matchAttribute` and
 //! `distinctAttribute`.
 
+use super::Constraint;
 use crate::engine::devices::{AttributeValue, ConstraintKind, Device, DeviceConstraint};
-
-/// A claim constraint while devices are being picked (kube's `matchAttributeConstraint` and
-/// `distinctAttributeConstraint`).
-#[derive(Debug)]
-pub(super) struct Constraint<'a> {
-    pub(super) requests: &'a [String],
-    pub(super) attribute: &'a str,
-    pub(super) distinct: bool,
-    /// matchAttribute: the value of the first device and how many devices are in the set;
-    /// distinctAttribute: every value.
-    pub(super) values: Vec<&'a AttributeValue>,
-}
 
 /// kube's `lookupAttribute`: by fully qualified name, or by id within the driver's domain.
 pub(super) fn lookup_attribute<'a>(device: &'a Device, driver: &str, name: &str) -> Option<&'a AttributeValue> {

@@ -3,9 +3,6 @@
 
 use super::*;
 
-/// Counter name → amount in nano-units, per counter set.
-pub(super) type Counters<'a> = HashMap<&'a str, HashMap<&'a str, i128>>;
-
 impl<'s, 'a> Search<'s, 'a> {
     /// kube's `checkAvailableCounters`: adds the device's consumption and checks every counter
     /// of the pool; takes it back when one is short.

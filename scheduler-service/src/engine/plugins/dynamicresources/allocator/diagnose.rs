@@ -19,7 +19,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::{lookup_attribute, taint_prevents_allocation, AllocateError, Allocator, Indices, Loc, Search, Stop};
+use super::constraints::lookup_attribute;
+use super::{taint_prevents_allocation, AllocateError, Allocator, Indices, Loc, Search, Stop};
 use crate::engine::devices::{AllocationMode, AttributeValue, DeviceTaintEffect, ResourceClaim};
 use crate::engine::model::NodeSpec;
 

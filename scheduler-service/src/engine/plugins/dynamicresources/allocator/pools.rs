@@ -4,25 +4,19 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use super::node_matches;
-use crate::engine::devices::{CounterSet, NodeSelection, ResourceSlice};
+use super::{node_matches, Pool};
+use crate::engine::devices::{NodeSelection, ResourceSlice};
 use crate::engine::model::NodeSpec;
 
-/// A resource pool for the node (kube's `Pool`).
-#[derive(Debug)]
-pub(super) struct Pool<'a> {
-    pub(super) driver: Arc<str>,
-    pub(super) name: Arc<str>,
-    pub(super) incomplete: bool,
-    pub(super) invalid: bool,
-    /// `DeviceSlicesTargetingNode`, sorted by name.
-    pub(super) slices: Vec<&'a ResourceSlice>,
-    /// `DeviceSlicesNotTargetingNode`.
-    pub(super) slices_not_targeting: Vec<&'a ResourceSlice>,
-    /// `CounterSets` by name.
-    pub(super) counter_sets: HashMap<&'a str, &'a CounterSet>,
-    /// Some device of the pool has binding conditions (such pools go last, as kube orders them).
-    pub(super) has_binding_conditions: bool,
+impl<'a> Pool<'a> {
+    /// kube's `GatherPools` ([`gather_pools`]).
+    pub(super) fn gather(
+        slices_for_node: &[&'a ResourceSlice],
+        node: &NodeSpec,
+        all_slices: &'a [Arc<ResourceSlice>],
+    ) -> Vec<Pool<'a>> {
+        gather_pools(slices_for_node, node, all_slices)
+    }
 }
 
 impl Pool<'_> {
@@ -46,7 +40,7 @@ impl Pool<'_> {
 
 /// kube's `GatherPools`: the pools with devices for `node`, sorted by driver and pool name,
 /// those with binding conditions last.
-pub(super) fn gather_pools<'a>(
+fn gather_pools<'a>(
     slices_for_node: &[&'a ResourceSlice],
     node: &NodeSpec,
     all_slices: &'a [Arc<ResourceSlice>],
@@ -121,7 +115,7 @@ pub(super) fn gather_pools<'a>(
 
 /// kube's `buildPool`: the slices sorted by name, counter sets gathered, and the pool checked
 /// (unique device names, known counter sets and counters).
-pub(super) fn build_pool<'a>(
+fn build_pool<'a>(
     driver: Arc<str>,
     name: Arc<str>,
     mut slices: Vec<&'a ResourceSlice>,

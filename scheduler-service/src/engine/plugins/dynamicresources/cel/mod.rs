@@ -68,6 +68,7 @@
 mod bind;
 mod convert;
 mod device;
+mod error;
 mod format;
 mod format_string;
 mod lists;
@@ -91,6 +92,7 @@ use cel::common::ast::{EntryExpr, Expr};
 use cel::{Context, Env, ExecutionError, IdedExpr, Value};
 use dashmap::DashMap;
 
+pub use error::CelError;
 pub use quantity::{CelQuantity, QUANTITY_TYPE_NAME};
 pub use semver::{Semver, SEMVER_TYPE_NAME};
 
@@ -102,44 +104,6 @@ use crate::engine::rules::{COMPILE_STACK_BYTES, MAX_NESTING};
 pub const MAX_SELECTOR_BYTES: usize = 10 * 1024;
 /// Cost units one evaluation of a selector may spend (kube's `CELSelectorExpressionMaxCost`).
 pub const SELECTOR_COST_LIMIT: u64 = 1_000_000;
-
-/// Why a selector could not be compiled or evaluated. The messages are kube's: a compile error
-/// is `compilation failed: …` (`CompileCELExpression`), a runtime error is cel-go's text with
-/// kube's hint after a missing key (`EnhanceRuntimeError`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CelError {
-    /// The expression does not compile (or is over the limits).
-    #[error("compilation failed: {0}")]
-    Compile(String),
-    /// The evaluation failed.
-    #[error("{0}")]
-    Runtime(String),
-    /// The expression evaluated to something else than a bool (kube's `DeviceMatches`).
-    #[error("CEL result of type {0} could not be converted to bool: unsupported type conversion from '{0}' to bool")]
-    NotBool(String),
-    /// A version attribute is not a semantic version (kube's `DeviceMatches`).
-    #[error("attribute {name}: parse semantic version: {message}")]
-    Attribute {
-        /// The attribute's qualified name.
-        name: String,
-        /// The parser's complaint.
-        message: String,
-    },
-}
-
-impl CelError {
-    /// kube's `cel.EnhanceRuntimeError`: a missing key gets a hint about optional chaining.
-    fn runtime(message: String) -> Self {
-        if message.contains("no such key:") {
-            Self::Runtime(format!(
-                "{message}. consider using CEL optional chaining (.? followed by orValue()) or guarding the check \
-                 with has() for optional fields"
-            ))
-        } else {
-            Self::Runtime(message)
-        }
-    }
-}
 
 /// The DRA selector environment (kube's `newCompiler` over the base environment of
 /// `k8s.io/apiserver/pkg/cel/environment/base.go`): the standard library, the cost meter's
