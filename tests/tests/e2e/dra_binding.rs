@@ -162,7 +162,28 @@ async fn devices_with_binding_conditions_are_bound_once_attached_as_kube_schedul
     .await;
 
     let binder = InProcessBinder::start(&cluster, &scope).await;
+    // kube's binding-conditions metrics, per driver and outcome (the canary's counted before).
+    let counts = |text: &str, status: &str| {
+        let samples = parse(text);
+        let labels = [("driver", driver.as_str()), ("status", status)];
+        (
+            total(&samples, "scheduler_dra_bindingconditions_allocations_total", &labels),
+            total(
+                &samples,
+                "scheduler_dra_bindingconditions_wait_duration_seconds_count",
+                &labels,
+            ),
+        )
+    };
+    let kube_counts = |status: &str| {
+        scrape_kube_scheduler(&cluster.kubeconfig)
+            .map(|t| counts(&t, status))
+            .unwrap_or_default()
+    };
     for step in ["attached", "failed"] {
+        let status = if step == "attached" { "success" } else { "failure" };
+        let kube_before = kube_counts(status);
+        let ours_before = counts(&binder.binder.metrics().encode(), status);
         let pods = twin_pods(&scope, step, "100m", &|pod, side| {
             pod["spec"]["resourceClaims"] =
                 serde_json::json!([{"name": "gpu", "resourceClaimName": format!("{step}-{side}")}]);
@@ -268,30 +289,16 @@ async fn devices_with_binding_conditions_are_bound_once_attached_as_kube_schedul
             );
             eprintln!("e2e {test}: failed: message alike: {}", first[0]);
         }
-        // kube's binding-conditions metrics, per driver and outcome: the same counts on both sides.
-        let status = if step == "attached" { "success" } else { "failure" };
-        let labels = [("driver", driver.as_str()), ("status", status)];
-        let counts = |text: &str| {
-            let samples = parse(text);
-            (
-                total(&samples, "scheduler_dra_bindingconditions_allocations_total", &labels),
-                total(
-                    &samples,
-                    "scheduler_dra_bindingconditions_wait_duration_seconds_count",
-                    &labels,
-                ),
-            )
-        };
+        // The step's allocations and waits, counted alike on both sides.
         let mut kube = (0.0, 0.0);
         let mut ours = (0.0, 0.0);
         eventually(
             WAIT,
             &format!("{step}: both schedulers' binding-conditions metrics"),
             || {
-                kube = scrape_kube_scheduler(&cluster.kubeconfig)
-                    .map(|t| counts(&t))
-                    .unwrap_or_default();
-                ours = counts(&binder.binder.metrics().encode());
+                let (k, o) = (kube_counts(status), counts(&binder.binder.metrics().encode(), status));
+                kube = (k.0 - kube_before.0, k.1 - kube_before.1);
+                ours = (o.0 - ours_before.0, o.1 - ours_before.1);
                 let done = kube.0 >= 1.0 && ours.0 >= 1.0;
                 async move { done }
             },
