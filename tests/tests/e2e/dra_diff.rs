@@ -28,7 +28,7 @@ use kube::ResourceExt;
 use placement_tests::e2e::{node_of, scheduled_condition, Scope, WAIT};
 use placement_tests::fixtures::eventually;
 
-use super::{claim_spec, dra_view, extended_view, twin_pods, Generator, InProcessBinder, KubeSchedulerProcess};
+use super::{claim_spec, dra_view, extended_view, twin_pods, Generator, InProcessBinder};
 
 /// Nodes per side (`n0`…), their cpu: distinct, so that kube's scores rarely tie.
 const NODE_CPU: [&str; 3] = ["3", "7", "20"];
@@ -584,34 +584,8 @@ async fn resource_claims_are_decided_as_kube_scheduler_decides_them_on_seeded_sc
 
     // kube-scheduler of the cluster's version at -v=10 (its node scores), this test's own,
     // started once every object exists.
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let config = dir.path().join("kube-scheduler.yaml");
-    let api = placement_tests::e2e::kube_scheduler_config_api(&binary).expect("kube-scheduler's version");
-    let kube_name = format!("{}-kube", scope.scheduler);
-    std::fs::write(
-        &config,
-        format!(
-            "apiVersion: {api}\nkind: KubeSchedulerConfiguration\nclientConnection:\n  kubeconfig: {}\nleaderElection:\n  \
-             leaderElect: false\nprofiles:\n  - schedulerName: {kube_name}\n",
-            cluster.kubeconfig.display()
-        ),
-    )
-    .expect("write kube-scheduler's configuration");
-    let log_path = dir.path().join("kube-scheduler.log");
-    let log = std::fs::File::create(&log_path).expect("a log file");
-    let mut kube = std::process::Command::new(&binary);
-    kube.arg("--config").arg(&config).args(["--secure-port", "0", "--v=10"]);
-    if let Ok(gates) = std::env::var("E2E_FEATURE_GATES") {
-        if !gates.is_empty() {
-            kube.arg(format!("--feature-gates={gates}"));
-        }
-    }
-    let _kube = KubeSchedulerProcess(
-        kube.stdout(log.try_clone().expect("the log file"))
-            .stderr(log)
-            .spawn()
-            .expect("kube-scheduler starts"),
-    );
+    let own = super::podgroup_diff::own_kube_scheduler(&binary, &cluster, &scope);
+    let (kube_name, log_path) = (own.name.clone(), own.log_path.clone());
     let binder = InProcessBinder::start(&cluster, &scope).await;
 
     // Twin pods: placement's on the `ours` nodes, the test's kube-scheduler's on the `kube` ones.
@@ -740,7 +714,9 @@ async fn resource_claims_are_decided_as_kube_scheduler_decides_them_on_seeded_sc
         let names = pods.map(|p| p.name_any());
         if let StepClaim::Late(spec) = &step.claim {
             // kube's DynamicResources PreEnqueue keeps the pod out of the active queue while its
-            // claim is missing, writing nothing; so must placement's binder.
+            // claim is missing, writing nothing; so must placement's binder. Nothing can be observed
+            // to wait on (the point is that nothing happens): a decision within these 3 s fails
+            // here, and one made later without the claim would show in the comparison below.
             tokio::time::sleep(std::time::Duration::from_secs(3)).await;
             for name in &names {
                 let p = scope.pods().get(name).await.expect("the pod");

@@ -273,34 +273,8 @@ async fn pod_groups_are_decided_as_kube_scheduler_decides_them_on_seeded_scenari
     let never = super::priority_class_with(&mut scope, "pg-diff-never", 1000, Some("Never")).await;
 
     // kube-scheduler of the cluster's version at -v=10 (its placement scores), this test's own.
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let config = dir.path().join("kube-scheduler.yaml");
-    let api = placement_tests::e2e::kube_scheduler_config_api(&binary).expect("kube-scheduler's version");
-    let kube_name = format!("{}-kube", scope.scheduler);
-    std::fs::write(
-        &config,
-        format!(
-            "apiVersion: {api}\nkind: KubeSchedulerConfiguration\nclientConnection:\n  kubeconfig: {}\nleaderElection:\n  \
-             leaderElect: false\nprofiles:\n  - schedulerName: {kube_name}\n",
-            cluster.kubeconfig.display()
-        ),
-    )
-    .expect("write kube-scheduler's configuration");
-    let log_path = dir.path().join("kube-scheduler.log");
-    let log = std::fs::File::create(&log_path).expect("a log file");
-    let mut kube = std::process::Command::new(&binary);
-    kube.arg("--config").arg(&config).args(["--secure-port", "0", "--v=10"]);
-    if let Ok(gates) = std::env::var("E2E_FEATURE_GATES") {
-        if !gates.is_empty() {
-            kube.arg(format!("--feature-gates={gates}"));
-        }
-    }
-    let _kube = KubeSchedulerProcess(
-        kube.stdout(log.try_clone().expect("the log file"))
-            .stderr(log)
-            .spawn()
-            .expect("kube-scheduler starts"),
-    );
+    let own = own_kube_scheduler(&binary, &cluster, &scope);
+    let (kube_name, log_path) = (own.name.clone(), own.log_path.clone());
     let binder = InProcessBinder::start(&cluster, &scope).await;
     let groups: Api<PodGroup> = Api::namespaced(cluster.client.clone(), &scope.ns);
 
@@ -694,4 +668,58 @@ I1207 06:00:01.1 1 schedule_one_podgroup.go:1210] "Calculated placement's final 
     assert!(best_is_unique(log, "ns/g3-kube"), "no scores: one placement");
     let tie = log.lines().take(2).collect::<Vec<_>>().join("\n");
     assert!(!best_is_unique(&tie, "ns/g1-kube"));
+}
+
+/// A kube-scheduler of the cluster's version at `-v=10` (its scores in its log), a differential
+/// test's own: one profile named `<scope's scheduler>-kube`, no leader election, the gates of
+/// `E2E_FEATURE_GATES`; stopped (and its folder removed) when dropped.
+pub(super) struct OwnKubeScheduler {
+    /// Its profile's `schedulerName`.
+    pub(super) name: String,
+    /// Its log (stdout and stderr).
+    pub(super) log_path: std::path::PathBuf,
+    _process: KubeSchedulerProcess,
+    _dir: tempfile::TempDir,
+}
+
+/// Starts an [`OwnKubeScheduler`] from `binary` against `cluster` for `scope`'s pods.
+pub(super) fn own_kube_scheduler(
+    binary: &std::path::Path,
+    cluster: &placement_tests::e2e::Cluster,
+    scope: &Scope,
+) -> OwnKubeScheduler {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let config = dir.path().join("kube-scheduler.yaml");
+    let api = placement_tests::e2e::kube_scheduler_config_api(binary).expect("kube-scheduler's version");
+    let name = format!("{}-kube", scope.scheduler);
+    std::fs::write(
+        &config,
+        format!(
+            "apiVersion: {api}\nkind: KubeSchedulerConfiguration\nclientConnection:\n  kubeconfig: {}\nleaderElection:\n  \
+             leaderElect: false\nprofiles:\n  - schedulerName: {name}\n",
+            cluster.kubeconfig.display()
+        ),
+    )
+    .expect("write kube-scheduler's configuration");
+    let log_path = dir.path().join("kube-scheduler.log");
+    let log = std::fs::File::create(&log_path).expect("a log file");
+    let mut kube = std::process::Command::new(binary);
+    kube.arg("--config").arg(&config).args(["--secure-port", "0", "--v=10"]);
+    if let Ok(gates) = std::env::var("E2E_FEATURE_GATES") {
+        if !gates.is_empty() {
+            kube.arg(format!("--feature-gates={gates}"));
+        }
+    }
+    let process = KubeSchedulerProcess(
+        kube.stdout(log.try_clone().expect("the log file"))
+            .stderr(log)
+            .spawn()
+            .expect("kube-scheduler starts"),
+    );
+    OwnKubeScheduler {
+        name,
+        log_path,
+        _process: process,
+        _dir: dir,
+    }
 }
