@@ -110,24 +110,6 @@ fn clause(s: &str) -> Result<(usize, char, Option<usize>), String> {
     }
 }
 
-/// CEL's name of `v`'s type, as cel-go's errors write it.
-fn type_name(v: &Value) -> String {
-    match v {
-        Value::Int(_) => "int",
-        Value::UInt(_) => "uint",
-        Value::Float(_) => "double",
-        Value::String(_) => "string",
-        Value::Bytes(_) => "bytes",
-        Value::Bool(_) => "bool",
-        Value::Null => "null_type",
-        Value::List(_) => "list",
-        Value::Map(_) => "map",
-        Value::Opaque(o) => o.runtime_type_name(),
-        _ => "dyn",
-    }
-    .to_string()
-}
-
 fn apply(clause: char, precision: Option<usize>, v: &Value) -> Result<String, String> {
     match clause {
         's' => string_clause(v),
@@ -136,7 +118,7 @@ fn apply(clause: char, precision: Option<usize>, v: &Value) -> Result<String, St
             Value::UInt(u) => Ok(u.to_string()),
             other => Err(format!(
                 "decimal clause can only be used on integers, was given {}",
-                type_name(other)
+                super::values::type_name(other)
             )),
         },
         'f' => double_arg(v, "fixed-point").map(|f| fixed(f, precision.unwrap_or(6))),
@@ -147,7 +129,7 @@ fn apply(clause: char, precision: Option<usize>, v: &Value) -> Result<String, St
             Value::Bool(b) => Ok(if *b { "1" } else { "0" }.to_string()),
             other => Err(format!(
                 "only integers and bools can be formatted as binary, was given {}",
-                type_name(other)
+                super::values::type_name(other)
             )),
         },
         'o' => match v {
@@ -155,7 +137,7 @@ fn apply(clause: char, precision: Option<usize>, v: &Value) -> Result<String, St
             Value::UInt(u) => Ok(format!("{u:o}")),
             other => Err(format!(
                 "octal clause can only be used on integers, was given {}",
-                type_name(other)
+                super::values::type_name(other)
             )),
         },
         _ => {
@@ -173,7 +155,7 @@ fn apply(clause: char, precision: Option<usize>, v: &Value) -> Result<String, St
                 Value::UInt(u) => Ok(if upper { format!("{u:X}") } else { format!("{u:x}") }),
                 other => Err(format!(
                     "only integers, byte buffers, and strings can be formatted as hex, was given {}",
-                    type_name(other)
+                    super::values::type_name(other)
                 )),
             }
         }
@@ -199,7 +181,7 @@ fn double_arg(v: &Value, clause: &str) -> Result<f64, String> {
         Value::String(s) if s.as_str() == "-Infinity" => Ok(f64::NEG_INFINITY),
         other => Err(format!(
             "{clause} clause can only be used on doubles, was given {}",
-            type_name(other)
+            super::values::type_name(other)
         )),
     }
 }
@@ -291,7 +273,7 @@ fn string_clause(v: &Value) -> Result<String, String> {
         Value::Null => Ok("null".into()),
         other => Err(format!(
             "string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, types, durations, and timestamps, was given {}",
-            type_name(other)
+            super::values::type_name(other)
         )),
     }
 }
@@ -322,7 +304,7 @@ fn format_map(m: &Map) -> Result<String, String> {
             other => {
                 return Err(format!(
                     "no formatting function for map key of type {}",
-                    type_name(other)
+                    super::values::type_name(other)
                 ))
             }
         };

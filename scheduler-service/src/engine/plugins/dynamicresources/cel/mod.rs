@@ -294,7 +294,7 @@ impl SelectorCache {
         let (result, _) = program.execute_within(&context, SELECTOR_COST_LIMIT);
         match result {
             Ok(Value::Bool(b)) => Ok(b),
-            Ok(other) => Err(CelError::NotBool(type_name(&other).to_string())),
+            Ok(other) => Err(CelError::NotBool(values::type_name(&other).to_string())),
             Err(RunError::Cost(e)) => Err(CelError::Runtime(e.to_string())),
             Err(RunError::Eval(e)) => Err(CelError::runtime(runtime_message(&e))),
         }
@@ -370,22 +370,5 @@ fn runtime_message(e: &ExecutionError) -> String {
         ExecutionError::NoSuchKey(k) => format!("no such key: {k}"),
         ExecutionError::FunctionError { message, .. } => message.clone(),
         other => other.to_string(),
-    }
-}
-
-/// CEL's name of a value's type.
-fn type_name(v: &Value) -> &str {
-    match v {
-        Value::Int(_) => "int",
-        Value::UInt(_) => "uint",
-        Value::Float(_) => "double",
-        Value::String(_) => "string",
-        Value::Bytes(_) => "bytes",
-        Value::Bool(_) => "bool",
-        Value::Null => "null_type",
-        Value::List(_) => "list",
-        Value::Map(_) => "map",
-        Value::Opaque(o) => o.runtime_type_name(),
-        _ => "dyn",
     }
 }

@@ -129,3 +129,20 @@ pub(super) fn text_units(len: usize) -> u64 {
 pub(super) fn charge(units: u64) -> Result<(), ExecutionError> {
     crate::engine::rule_cost::charge(units)
 }
+
+/// CEL's name of a value's type, as cel-go's errors write it.
+pub(super) fn type_name(v: &Value) -> &str {
+    match v {
+        Value::Int(_) => "int",
+        Value::UInt(_) => "uint",
+        Value::Float(_) => "double",
+        Value::String(_) => "string",
+        Value::Bytes(_) => "bytes",
+        Value::Bool(_) => "bool",
+        Value::Null => "null_type",
+        Value::List(_) => "list",
+        Value::Map(_) => "map",
+        Value::Opaque(o) => o.runtime_type_name(),
+        _ => "dyn",
+    }
+}
