@@ -7,7 +7,14 @@ ROOT=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --show-toplevel)
 cd "$ROOT"
 
 STEP="start"
-step() { STEP=$*; printf '\n==> %s\n' "$STEP"; }
+START_SECS=$SECONDS
+STEP_SECS=$SECONDS
+# Each step's header says how long the one before took and the time since the start, so a slow
+# step shows in any run's log.
+step() {
+  [ "$STEP" = "start" ] || printf '(%s: %ds; %ds in all)\n' "$STEP" $((SECONDS - STEP_SECS)) $((SECONDS - START_SECS))
+  STEP=$*; STEP_SECS=$SECONDS; printf '\n==> %s\n' "$STEP"
+}
 RELEASE_PID=""
 trap 'rc=$?; [ -z "$RELEASE_PID" ] || { pkill -P "$RELEASE_PID" 2>/dev/null; kill "$RELEASE_PID" 2>/dev/null; } || true
       [ "$rc" -eq 0 ] || echo "placement tests: FAILED at step \"$STEP\" (exit $rc)" >&2' EXIT
@@ -142,6 +149,7 @@ BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug"
 "$BIN/placement-load" --replicas 2 --nodes 200 --pods 2000 --batch-size 32 --batches 6 \
   --rank-samples 20 --delta-samples 3 --in-flight 2
 "$BIN/binder-memory" --nodes 100 --pods 1000 --pending 50 --timeout-secs 120
+step "cluster-bench smoke (placement, kube-scheduler and raw Bindings on the control plane, tiny)"
 if [ -n "${E2E_KUBECONFIG:-}" ]; then
   # placement, kube-scheduler (when its binary is found) and raw Bindings on the real cluster, tiny.
   KUBECONFIG="$E2E_KUBECONFIG" bash scripts/cluster-bench.sh --smoke
@@ -154,8 +162,10 @@ else
 fi
 
 step "the OCI images: built without a daemon, checked and run (scripts/images.sh, scripts/images-check.py)"
+WAIT_START=$SECONDS
 wait "$RELEASE_PID" || { cat "$RELEASE_LOG" >&2; echo "the release build (started with cargo test) failed" >&2; exit 1; }
 RELEASE_PID=""
+echo "the release build (started with cargo test) finished $((SECONDS - WAIT_START)) s after this step began"
 # From the release binaries (the README's `cargo run --release` commands, run last, reuse that
 # build), stripped in the images. The check starts each image with runc where it can, and says
 # why not. Packed twice from the same binaries: the same digests.
@@ -182,6 +192,6 @@ step "every command README.md gives a new user (scripts/readme-commands.py)"
 # fails the step. The ones needing a cluster run against $E2E_KUBECONFIG, or are skipped saying so.
 python3 scripts/readme-commands.py
 
-STEP="done"
+step "done"
 echo
 echo "placement tests: all steps passed"
