@@ -12,7 +12,7 @@
 //! anti-affinity, a `DoNotSchedule` topology spread constraint, a claim (or an extended resource
 //! a DeviceClass backs: its special claim), a gang, a waiting
 //! preemptor, and a pod sent back by a partition before is decided alone, with no other batch in
-//! flight, on the whole cluster (see [`alone_reason`]). A pod that fits no node of its partition
+//! flight, on the whole cluster (see [`whole_cluster_reason`]). A pod that fits no node of its partition
 //! is not reported unschedulable: it is decided again alone, where kube-scheduler's verdict,
 //! message and preemption apply.
 
@@ -49,7 +49,7 @@ impl Partition {
 /// when a partition is enough. Each reason is a rule that reads pods on other nodes, or state
 /// that two batches could both take: decided in two partitions at once, two pods could each
 /// satisfy it without seeing the other.
-pub fn alone_reason(pod: &proto::Pod) -> Option<&'static str> {
+pub fn whole_cluster_reason(pod: &proto::Pod) -> Option<&'static str> {
     if pod.gang.is_some() || !pod.scheduling_group.is_empty() {
         return Some("gang");
     }
@@ -190,7 +190,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_pod_asking_for_an_extended_resource_a_class_backs_is_decided_alone() {
+    fn a_pod_asking_for_an_extended_resource_a_class_backs_is_decided_on_the_whole_cluster() {
         let backed = dra_extended_resources(
             [proto::DeviceClass {
                 name: "gpu".into(),
@@ -251,13 +251,13 @@ mod tests {
     }
 
     #[test]
-    fn rules_spanning_nodes_are_decided_alone() {
+    fn rules_spanning_nodes_are_decided_on_the_whole_cluster() {
         let term = proto::PodAffinityTerm {
             topology_key: "zone".into(),
             ..Default::default()
         };
         let plain = proto::Pod::default();
-        assert_eq!(alone_reason(&plain), None);
+        assert_eq!(whole_cluster_reason(&plain), None);
         let cases: Vec<(proto::Pod, Option<&str>)> = vec![
             (
                 proto::Pod {
@@ -333,7 +333,7 @@ mod tests {
             ),
         ];
         for (pod, want) in cases {
-            assert_eq!(alone_reason(&pod), want, "{pod:?}");
+            assert_eq!(whole_cluster_reason(&pod), want, "{pod:?}");
         }
     }
 

@@ -362,7 +362,7 @@ fn read_experiments(path: &std::path::Path) -> anyhow::Result<(String, crate::ex
 /// Re-reads the experiments file every `every`; a changed, valid file goes live.
 async fn reload_experiments(
     experiments: Arc<crate::experiments::Experiments>,
-    pools: Arc<crate::backends::ReplicaPools>,
+    pools: Arc<crate::replica_pools::ReplicaPools>,
     path: PathBuf,
     mut last: String,
     every: Duration,
@@ -717,7 +717,7 @@ mod tests {
             crate::experiments::Routing::build(set).unwrap(),
             Arc::clone(&metrics),
         ));
-        let pools = Arc::new(crate::backends::ReplicaPools::new(pool));
+        let pools = Arc::new(crate::replica_pools::ReplicaPools::new(pool));
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(reload_experiments(
             Arc::clone(&experiments),

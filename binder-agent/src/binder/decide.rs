@@ -1,7 +1,7 @@
-//! A decision: a replica's snapshot brought up to date (a delta, or the whole state in parts), the
-//! batch placed on it, failing over to other replicas, and the placements assumed.
+//! A decision (the gRPC side of kube-scheduler's `SchedulePod`): a replica's snapshot brought up
+//! to date (a delta, or the whole state in parts), the batch placed on it, failing over to other
+//! replicas, a pod the service refuses taken out and the rest asked again.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -13,8 +13,7 @@ use tonic_types::StatusExt;
 
 use super::{Binder, DecideError};
 use crate::api::ClusterApi;
-use crate::partitions::Partition;
-use crate::queue::QueuedPod;
+use crate::experiments::{Route, Routing};
 use crate::replicas::{EncodedPodsDelta, HeldSnapshot, Replica, ReplicaPool};
 use crate::state::FullParts;
 
@@ -26,6 +25,68 @@ pub(super) struct Decided {
     pub(super) replica: Arc<Replica>,
     /// The state version of the snapshot it decided on.
     pub(super) version: u64,
+    /// Whether the snapshot the replica stored with the placements assumed may be kept as the one
+    /// it holds: false once the caller dropped a placement the replica assumed (a partitioned
+    /// decision's node outside its partition), so the replica's view is not the binder's.
+    pub(super) same_view: bool,
+}
+
+/// Why a decision gave no answer.
+#[derive(Debug)]
+pub(super) enum DecideFailure {
+    /// The service refused the request as invalid (INVALID_ARGUMENT): no replica would answer it.
+    Refused(tonic::Status),
+    /// No replica could answer.
+    NoDecision(DecideError),
+}
+
+impl std::fmt::Display for DecideFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Refused(status) => status.fmt(f),
+            Self::NoDecision(e) => e.fmt(f),
+        }
+    }
+}
+
+/// What a group's decision gave.
+pub(super) struct GroupDecision {
+    /// The replica's answer, if any.
+    pub(super) decided: Option<Decided>,
+    /// The indices in the group of the pods it was asked about (all but the refused ones).
+    pub(super) sent: Vec<usize>,
+    /// Pods the service refused as invalid: index in the group, and the service's message.
+    pub(super) refused: Vec<(usize, String)>,
+    /// How long the decision took, refusals included.
+    pub(super) took: std::time::Duration,
+}
+
+/// A replica's sync planned against the state as it is when planned, and sent later.
+pub(super) enum SyncPlan {
+    /// The replica holds the state already: its snapshot id and the version.
+    Held(String, u64),
+    /// A delta on what it holds, and the version it brings it to.
+    Delta(proto::SnapshotDelta, u64),
+    /// It holds nothing usable: the whole state in parts, read when sent.
+    Full,
+}
+
+/// A decision whose replica is picked and whose sync is planned now (the state as the primary
+/// decided on it, before its placements are assumed), made later off the critical path: a
+/// shadow's.
+pub(super) struct PlannedDecision {
+    pool: Arc<ReplicaPool>,
+    replica: Arc<Replica>,
+    plan: SyncPlan,
+}
+
+/// The index of the pod named by an INVALID_ARGUMENT field path like `pods[3].containers…`.
+fn invalid_pod_index(status: &tonic::Status) -> Option<usize> {
+    if status.code() != Code::InvalidArgument {
+        return None;
+    }
+    let rest = status.message().strip_prefix("pods[")?;
+    rest[..rest.find(']')?].parse().ok()
 }
 
 /// A state version a full sync in progress holds in the log; released when dropped.
@@ -58,10 +119,52 @@ fn is_snapshot_not_found(status: &tonic::Status) -> bool {
 }
 
 impl<A: ClusterApi> Binder<A> {
+    /// Asks the route's backend to place the group's pods, `specs[i]` sent for `batch[i]` (the
+    /// pod itself, or as a partition restricts it); a pod the service refuses as invalid is taken
+    /// out and the rest asked again. The replica stores its snapshot with the placements assumed.
+    pub(super) async fn decide_group(&self, routing: &Routing, route: &Route, specs: &[&proto::Pod]) -> GroupDecision {
+        let started = Instant::now();
+        let pool = self.shared.pools.of(routing, route.backend);
+        let fail_fast = !route.backend.is_main();
+        let mut sent: Vec<usize> = (0..specs.len()).collect();
+        let mut refused: Vec<(usize, String)> = Vec::new();
+        let decided = loop {
+            let Some(pool) = &pool else {
+                // A reload replaced the routing and dropped this backend meanwhile: the pods
+                // back off and are routed again.
+                break None;
+            };
+            let pods: Vec<&proto::Pod> = sent.iter().map(|&i| specs[i]).collect();
+            match self.decide(pool, &route.policy, &pods, fail_fast, true).await {
+                Ok(r) => break Some(r),
+                Err(DecideFailure::Refused(status)) => {
+                    // One invalid pod must not block the batch: report it and decide the rest.
+                    if let Some(k) = invalid_pod_index(&status).filter(|k| *k < sent.len()) {
+                        refused.push((sent.remove(k), status.message().to_string()));
+                        if sent.is_empty() {
+                            break None;
+                        }
+                        continue;
+                    }
+                    tracing::warn!(error = %status, experiment = %route.experiment, arm = %route.arm, "decision failed on every replica");
+                    break None;
+                }
+                Err(DecideFailure::NoDecision(e)) => {
+                    tracing::warn!(error = %e, experiment = %route.experiment, arm = %route.arm, "no decision");
+                    break None;
+                }
+            }
+        };
+        GroupDecision {
+            decided,
+            sent,
+            refused,
+            took: started.elapsed(),
+        }
+    }
+
     /// Syncs the snapshot to a replica and asks it to place `pods`, failing over to other replicas;
     /// with `assume`, the replica also stores its snapshot with the placements assumed.
-    /// `Err(Ok(status))` is a request the service refused (INVALID_ARGUMENT); `Err(Err(_))` means no
-    /// replica could answer.
     pub(super) async fn decide(
         &self,
         pool: &Arc<ReplicaPool>,
@@ -69,11 +172,10 @@ impl<A: ClusterApi> Binder<A> {
         pods: &[&proto::Pod],
         fail_fast: bool,
         assume: bool,
-        partition: Option<Partition>,
-    ) -> Result<Decided, Result<tonic::Status, DecideError>> {
+    ) -> Result<Decided, DecideFailure> {
         let s = &self.shared;
         if fail_fast && pool.ready_count() == 0 && !pool.all().is_empty() {
-            return Err(Err(DecideError::BackendOut));
+            return Err(DecideFailure::NoDecision(DecideError::BackendOut));
         }
         let mut tried: Vec<String> = Vec::new();
         let mut last_error = None;
@@ -82,16 +184,17 @@ impl<A: ClusterApi> Binder<A> {
             // Counted as busy from the pick on (its sync included), so a batch decided at the
             // same time picks another replica.
             let (_, _busy) = replica.client();
-            match self.decide_on(pool, &replica, policy, pods, assume, partition).await {
+            match self.decide_on(pool, &replica, policy, pods, assume, None).await {
                 Ok((response, version)) => {
                     replica.succeeded();
                     return Ok(Decided {
                         response,
                         replica,
                         version,
+                        same_view: true,
                     });
                 }
-                Err(status) if status.code() == Code::InvalidArgument => return Err(Ok(status)),
+                Err(status) if status.code() == Code::InvalidArgument => return Err(DecideFailure::Refused(status)),
                 Err(status) => {
                     tracing::warn!(replica = %replica.endpoint, error = %status, "decision replica failed");
                     s.metrics.replica_error(&replica.endpoint);
@@ -100,13 +203,69 @@ impl<A: ClusterApi> Binder<A> {
                 }
             }
         }
-        Err(Err(match last_error {
+        Err(DecideFailure::NoDecision(match last_error {
             Some(e) => DecideError::AllFailed(e),
             None => DecideError::NoReplica,
         }))
     }
 
-    /// One replica's decision, and the state version of the snapshot it was made on.
+    /// Picks a replica of `pool` and plans its sync against the state as it is now, for a
+    /// decision made later ([`Binder::decide_planned`]).
+    pub(super) fn plan_decision(
+        &self,
+        pool: &Arc<ReplicaPool>,
+        fail_fast: bool,
+    ) -> Result<PlannedDecision, DecideFailure> {
+        if fail_fast && pool.ready_count() == 0 && !pool.all().is_empty() {
+            return Err(DecideFailure::NoDecision(DecideError::BackendOut));
+        }
+        let Some(replica) = pool.pick(&[]) else {
+            return Err(DecideFailure::NoDecision(DecideError::NoReplica));
+        };
+        let plan = self.plan_sync(&replica);
+        Ok(PlannedDecision {
+            pool: Arc::clone(pool),
+            replica,
+            plan,
+        })
+    }
+
+    /// A planned decision (no placement assumed): its replica synced as planned and asked; if it
+    /// fails, the other replicas as [`Binder::decide`] asks them, synced to the state then.
+    pub(super) async fn decide_planned(
+        &self,
+        planned: PlannedDecision,
+        policy: &str,
+        pods: &[&proto::Pod],
+        fail_fast: bool,
+    ) -> Result<Decided, DecideFailure> {
+        let PlannedDecision { pool, replica, plan } = planned;
+        let result = {
+            let (_, _busy) = replica.client();
+            self.decide_on(&pool, &replica, policy, pods, false, Some(plan)).await
+        };
+        match result {
+            Ok((response, version)) => {
+                replica.succeeded();
+                Ok(Decided {
+                    response,
+                    replica,
+                    version,
+                    same_view: true,
+                })
+            }
+            Err(status) if status.code() == Code::InvalidArgument => Err(DecideFailure::Refused(status)),
+            Err(status) => {
+                tracing::warn!(replica = %replica.endpoint, error = %status, "decision replica failed");
+                self.shared.metrics.replica_error(&replica.endpoint);
+                replica.failed(&pool.config);
+                self.decide(&pool, policy, pods, fail_fast, false).await
+            }
+        }
+    }
+
+    /// One replica's decision, and the state version of the snapshot it was made on; its first
+    /// sync as `plan` says when given, else planned now.
     async fn decide_on(
         &self,
         pool: &ReplicaPool,
@@ -114,21 +273,19 @@ impl<A: ClusterApi> Binder<A> {
         policy: &str,
         pods: &[&proto::Pod],
         assume: bool,
-        partition: Option<Partition>,
+        mut plan: Option<SyncPlan>,
     ) -> Result<(proto::ScheduleResponse, u64), tonic::Status> {
         let s = &self.shared;
         let timeout = pool.config.call_timeout;
         for _ in 0..2 {
-            let (snapshot_id, version) = self.sync(pool, replica).await?;
+            let plan = plan.take().unwrap_or_else(|| self.plan_sync(replica));
+            let (snapshot_id, version) = self.sync(pool, replica, plan).await?;
             let (mut client, _inflight) = replica.client();
             let mut req = tonic::Request::new(proto::ScheduleRequest {
                 snapshot: Some(proto::SnapshotRef {
                     source: Some(proto::snapshot_ref::Source::SnapshotId(snapshot_id)),
                 }),
-                pods: pods
-                    .iter()
-                    .map(|p| partition.map_or_else(|| (*p).clone(), |part| part.restrict(p)))
-                    .collect(),
+                pods: pods.iter().map(|p| (*p).clone()).collect(),
                 policy: policy.to_string(),
                 seed: s.config.seed,
                 assume,
@@ -148,33 +305,48 @@ impl<A: ClusterApi> Binder<A> {
         Err(tonic::Status::unavailable("snapshot evicted twice in a row"))
     }
 
-    /// Brings a replica's snapshot up to date (a delta on what it holds, or a full snapshot) and
-    /// returns its id and the state version it reflects.
-    async fn sync(&self, pool: &ReplicaPool, replica: &Arc<Replica>) -> Result<(String, u64), tonic::Status> {
+    /// Plans a replica's sync against the state now: nothing to send, a delta on what it holds,
+    /// or the whole state.
+    fn plan_sync(&self, replica: &Arc<Replica>) -> SyncPlan {
         let s = &self.shared;
         let held = replica.synced.lock().clone();
-        let delta = {
-            let st = s.state.lock();
-            let version = st.version();
-            match held {
-                Some(h) if h.version == version && h.assumed_range.is_none() => return Ok((h.id, version)),
-                Some(h) => match st.delta_since_except(h.version, h.assumed_range) {
-                    // It holds the state already (its own assumed placements, nothing else).
-                    Some(d) if d == proto::SnapshotDelta::default() => {
-                        drop(st);
-                        let mut synced = replica.synced.lock();
-                        if synced.as_ref() == Some(&h) {
-                            *synced = Some(HeldSnapshot::at(h.id.clone(), version));
-                        }
-                        return Ok((h.id, version));
+        let st = s.state.lock();
+        let version = st.version();
+        match held {
+            Some(h) if h.version == version && h.assumed_range.is_none() => SyncPlan::Held(h.id, version),
+            Some(h) => match st.delta_since_except(h.version, h.assumed_range) {
+                // It holds the state already (its own assumed placements, nothing else).
+                Some(d) if d == proto::SnapshotDelta::default() => {
+                    drop(st);
+                    let mut synced = replica.synced.lock();
+                    if synced.as_ref() == Some(&h) {
+                        *synced = Some(HeldSnapshot::at(h.id.clone(), version));
                     }
-                    d => d.map(|mut d| {
-                        d.base_snapshot_id = h.id;
-                        (d, version)
-                    }),
-                },
-                None => None,
-            }
+                    SyncPlan::Held(h.id, version)
+                }
+                Some(mut d) => {
+                    d.base_snapshot_id = h.id;
+                    SyncPlan::Delta(d, version)
+                }
+                None => SyncPlan::Full,
+            },
+            None => SyncPlan::Full,
+        }
+    }
+
+    /// Brings a replica's snapshot up to date as `plan` says (a delta on what it holds, or a full
+    /// snapshot) and returns its id and the state version it reflects.
+    async fn sync(
+        &self,
+        pool: &ReplicaPool,
+        replica: &Arc<Replica>,
+        plan: SyncPlan,
+    ) -> Result<(String, u64), tonic::Status> {
+        let s = &self.shared;
+        let delta = match plan {
+            SyncPlan::Held(id, version) => return Ok((id, version)),
+            SyncPlan::Delta(delta, version) => Some((delta, version)),
+            SyncPlan::Full => None,
         };
         if let Some((delta, version)) = delta {
             let started = Instant::now();
@@ -284,67 +456,6 @@ impl<A: ClusterApi> Binder<A> {
         Ok((id, bytes))
     }
 
-    /// Assumes every placed pod of a decision, at once under the state lock. When the replica
-    /// stored its snapshot with the same placements assumed, that snapshot is kept as the one it
-    /// holds: it reflects the state at the version it decided on plus these assumptions, so the
-    /// next sync sends it only what else changed (nothing, when nothing did). `same_view` is
-    /// false when the binder did not act on a placement the replica assumed (a node outside its
-    /// partition): then the replica's snapshot is not the binder's and is not kept.
-    pub(super) fn assume_placed(
-        &self,
-        response: &proto::ScheduleResponse,
-        by_uid: &HashMap<String, QueuedPod>,
-        replica: &Arc<Replica>,
-        version: u64,
-        same_view: bool,
-    ) {
-        let s = &self.shared;
-        let mut placed: HashMap<&str, &str> = HashMap::new();
-        let kept = {
-            let mut st = s.state.lock();
-            let from = st.version();
-            for p in &response.placements {
-                if let Some(proto::placement::Outcome::NodeName(node)) = &p.outcome {
-                    if let Some(qp) = by_uid.get(p.pod_uid.as_str()) {
-                        st.assume(qp.info.spec.clone(), node);
-                        // The volumes chosen for it are no other claim's until the watches
-                        // show them bound or its PreBind gives them up.
-                        st.assume_storage(&p.pod_uid, &p.claim_bindings);
-                        // So are the devices allocated for its claims.
-                        st.assume_devices(&p.pod_uid, &qp.info.spec.name, &p.claim_allocations);
-                    }
-                    placed.insert(&p.pod_uid, node);
-                }
-            }
-            let assumed = &response.assumed_snapshot_id;
-            (!assumed.is_empty() && same_view && st.all_assumed(&placed)).then(|| HeldSnapshot {
-                id: assumed.clone(),
-                version,
-                assumed_range: Some((from, st.version())),
-            })
-        };
-        if response.assumed_snapshot_id.is_empty() {
-            return;
-        }
-        let result = match kept {
-            Some(next) => {
-                let mut held = replica.synced.lock();
-                // Unless another sync moved the replica on meanwhile.
-                if held
-                    .as_ref()
-                    .is_some_and(|h| h.version == version && h.assumed_range.is_none())
-                {
-                    *held = Some(next);
-                    "adopted"
-                } else {
-                    "stale"
-                }
-            }
-            None => "stale",
-        };
-        s.metrics.assumed_snapshot(result);
-    }
-
     /// Drops the change log every synced replica of every backend is past: no delta needs it.
     fn compact_log(&self) {
         let s = &self.shared;
@@ -352,5 +463,21 @@ impl<A: ClusterApi> Binder<A> {
             let pinned = s.full_syncs.lock().iter().copied().min();
             s.state.lock().compact(pinned.map_or(min, |p| p.min(min)));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_pod_index_reads_the_field_path() {
+        let s = tonic::Status::invalid_argument("pods[12].containers[0].requests[\"cpu\"]: invalid quantity");
+        assert_eq!(invalid_pod_index(&s), Some(12));
+        assert_eq!(
+            invalid_pod_index(&tonic::Status::invalid_argument("policy: unknown")),
+            None
+        );
+        assert_eq!(invalid_pod_index(&tonic::Status::internal("pods[1]")), None);
     }
 }

@@ -28,7 +28,7 @@ impl<A: ClusterApi> Binder<A> {
     /// unschedulable pods fit (kube-scheduler's AssignedPodDelete event).
     fn pod_gone(&self, uid: &str, now: Instant) {
         let freed = self.shared.state.lock().delete_pod(uid);
-        self.shared.decide_alone_next.lock().remove(uid);
+        self.shared.whole_cluster_next.lock().remove(uid);
         {
             let mut nominations = self.shared.nominations.lock();
             if nominations.pod_gone(uid) {

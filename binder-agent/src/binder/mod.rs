@@ -42,7 +42,7 @@
 //!
 //! Experiments are not part of the cycle: it routes each batch through the live
 //! [`crate::experiments::Routing`] (one group on the binder's own policy and replicas when none is
-//! configured), decides each group on its backend's pool ([`crate::backends::ReplicaPools`]), and
+//! configured), decides each group on its backend's pool ([`crate::replica_pools::ReplicaPools`]), and
 //! reports outcomes to [`crate::experiments::Experiments`], which records nothing without an
 //! experiment. `cycle_tests.rs` drives the cycle alone: a scripted replica, a recording API.
 
@@ -56,8 +56,10 @@ mod decide;
 mod events;
 mod failures;
 mod gangs;
-mod nominations;
+mod observer;
+mod partitioned;
 mod prebind;
+mod preemption;
 
 use std::collections::HashSet;
 use std::num::NonZeroU32;
@@ -71,14 +73,14 @@ use placement_scheduler::proto;
 use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::api::{ClusterApi, PodRef};
-use crate::backends::ReplicaPools;
 use crate::claim_cache::ClaimCache;
 use crate::experiments::{ExperimentSet, Experiments, Route, Routing, RoutingError};
 use crate::metrics::BinderMetrics;
+use crate::nominations::{NominationTiming, Nominations};
 use crate::partitions::PartitionSlots;
-use crate::preemptions::{NominationTiming, Nominations};
 use crate::projection::PodInfo;
 use crate::queue::{QueueConfig, SchedulingQueue};
+use crate::replica_pools::ReplicaPools;
 use crate::replicas::ReplicaPool;
 use crate::state::ClusterState;
 
@@ -95,6 +97,16 @@ pub enum DecideError {
     /// until one is back in, so a dead backend costs the other arms nothing.
     #[error("every replica of the backend is out after failures")]
     BackendOut,
+}
+
+/// How the loop goes on after a step that may wait.
+enum Flow {
+    /// On with this pass.
+    Go,
+    /// Back to the top of the loop.
+    Again,
+    /// Stop: shutdown, or leadership can never come back.
+    Stop,
 }
 
 /// What a bind task needs besides the pod and its node.
@@ -263,7 +275,7 @@ struct Shared<A> {
     /// The node partitions decisions in flight hold ([`crate::partitions`]).
     slots: Mutex<PartitionSlots>,
     /// Pods a partitioned decision sent back: decided alone on the whole cluster next.
-    decide_alone_next: Mutex<HashSet<String>>,
+    whole_cluster_next: Mutex<HashSet<String>>,
     /// The state versions full syncs in progress started from: the log is not compacted past
     /// them.
     full_syncs: Mutex<Vec<u64>>,
@@ -337,7 +349,7 @@ impl<A: ClusterApi> Binder<A> {
                 stopping: AtomicBool::new(false),
                 claims: ClaimCache::default(),
                 slots: Mutex::new(PartitionSlots::new(partitions)),
-                decide_alone_next: Mutex::new(HashSet::new()),
+                whole_cluster_next: Mutex::new(HashSet::new()),
                 full_syncs: Mutex::new(Vec::new()),
             }),
         }

@@ -369,7 +369,7 @@ impl<A: ClusterApi> Binder<A> {
                 self.unreserve_claims(pod, &reserved).await;
                 return PreBind::Stopped;
             }
-            // The caller holds this pod's write slot (see `spawn_bind`).
+            // The caller holds this pod's write slot (see `spawn_binding_cycle`).
             self.rate_limit().await;
             let result = self.write_claim(claim, pod, *allocation, None).await;
             turns.release(&claim.key());

@@ -4,7 +4,7 @@
 //!
 //! The scheduling cycle does not branch on experiments. It asks the live [`Routing`] who decides
 //! a batch ([`Routing::split`]: a [`Route`] per group, its policy and backend), decides each group
-//! on that backend's replicas (the binder's [`ReplicaPools`](crate::backends::ReplicaPools)), and
+//! on that backend's replicas (the binder's [`ReplicaPools`](crate::replica_pools::ReplicaPools)), and
 //! tells [`Experiments`], an observer, what happened (decided, failed, unschedulable, bound,
 //! shadow verdicts). With no experiment and no shadow configured every route is the binder's own
 //! policy and replicas, and the observer records nothing.

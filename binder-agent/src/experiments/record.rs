@@ -131,7 +131,7 @@ impl Experiments {
         Arc::clone(&self.routing.read())
     }
 
-    /// Makes `routing` live (its backends' pools already set up: [`ReplicaPools::make_live`](crate::backends::ReplicaPools::make_live)).
+    /// Makes `routing` live (its backends' pools already set up: [`ReplicaPools::make_live`](crate::replica_pools::ReplicaPools::make_live)).
     pub fn install(&self, routing: Routing) {
         self.active.store(routing.active(), Ordering::Relaxed);
         *self.routing.write() = Arc::new(routing);

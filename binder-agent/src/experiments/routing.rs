@@ -44,6 +44,21 @@ pub enum RoutingError {
     },
 }
 
+/// A backend of a [`Routing`]: the binder's own replicas (the main pool), or one an experiments
+/// file names (an index in [`Routing::backends`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Backend(pub usize);
+
+impl Backend {
+    /// The binder's own replicas (`--decision-endpoints` or `--decision-dns`).
+    pub const MAIN: Backend = Backend(0);
+
+    /// Whether this is the binder's own pool (an experiment's or shadow's backend fails fast).
+    pub fn is_main(self) -> bool {
+        self == Self::MAIN
+    }
+}
+
 /// Who decides a group of pods.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Route {
@@ -53,8 +68,8 @@ pub struct Route {
     pub arm: String,
     /// Policy sent with the batch (empty: the backend's default).
     pub policy: String,
-    /// Index of the backend in [`Routing::backends`] (0: the binder's replicas).
-    pub backend: usize,
+    /// Its backend ([`Backend::MAIN`]: the binder's replicas).
+    pub backend: Backend,
     /// The backend for the report: `main` or its endpoints.
     pub backend_name: Arc<str>,
     /// Chosen by the pin annotation.
@@ -117,12 +132,12 @@ pub struct ShadowRoute {
     pub name: String,
     /// Policy evaluated.
     pub policy: String,
-    /// Index of its backend.
-    pub backend: usize,
+    /// Its backend.
+    pub backend: Backend,
 }
 
 /// One version of the experiments file made live: who decides each pod. The replica pools of
-/// its backends are the binder's ([`crate::backends::ReplicaPools`]).
+/// its backends are the binder's ([`crate::replica_pools::ReplicaPools`]).
 #[derive(Debug)]
 pub struct Routing {
     /// The validated file.
@@ -134,8 +149,8 @@ pub struct Routing {
     pub fields: Vec<String>,
     /// Each backend for the table: `main` or its endpoints.
     names: Vec<Arc<str>>,
-    /// `arm_backend[experiment][arm]`: index of the arm's backend.
-    arm_backend: Vec<Vec<usize>>,
+    /// `arm_backend[experiment][arm]`: the arm's backend.
+    arm_backend: Vec<Vec<Backend>>,
     /// Shadows.
     pub shadows: Vec<ShadowRoute>,
 }
@@ -156,16 +171,16 @@ impl Routing {
     /// Makes `set` a routing: one backend per distinct backend spec, its TLS files read.
     pub fn build(set: ExperimentSet) -> Result<Self, RoutingError> {
         let mut r = Self::none();
-        let backend_of = |r: &mut Self, field: String, spec: &Option<BackendSpec>| -> Result<usize, RoutingError> {
-            let Some(spec) = spec else { return Ok(0) };
+        let backend_of = |r: &mut Self, field: String, spec: &Option<BackendSpec>| -> Result<Backend, RoutingError> {
+            let Some(spec) = spec else { return Ok(Backend::MAIN) };
             if let Some(i) = r.backends.iter().position(|s| s.as_ref() == Some(spec)) {
-                return Ok(i);
+                return Ok(Backend(i));
             }
             client_tls(&field, spec)?;
             r.backends.push(Some(spec.clone()));
             r.fields.push(field);
             r.names.push(Arc::from(spec.endpoints.join(",")));
-            Ok(r.backends.len() - 1)
+            Ok(Backend(r.backends.len() - 1))
         };
         for (i, e) in set.experiments.iter().enumerate() {
             let mut arms = Vec::new();
@@ -223,8 +238,8 @@ impl Routing {
                 experiment: NONE.into(),
                 arm: NONE.into(),
                 policy: default_policy.to_string(),
-                backend: 0,
-                backend_name: self.backend_name(0),
+                backend: Backend::MAIN,
+                backend_name: self.backend_name(Backend::MAIN),
                 pinned: false,
             },
         }
@@ -264,14 +279,14 @@ impl Routing {
         groups
     }
 
-    /// The index of the backend of arm `arm` of experiment `experiment`.
-    pub fn arm_backend(&self, experiment: usize, arm: usize) -> usize {
+    /// The backend of arm `arm` of experiment `experiment`.
+    pub fn arm_backend(&self, experiment: usize, arm: usize) -> Backend {
         self.arm_backend[experiment][arm]
     }
 
     /// A description of a backend for the table: `main` or its endpoints.
-    pub fn backend_name(&self, i: usize) -> Arc<str> {
-        self.names.get(i).cloned().unwrap_or_else(|| Arc::from("main"))
+    pub fn backend_name(&self, backend: Backend) -> Arc<str> {
+        self.names.get(backend.0).cloned().unwrap_or_else(|| Arc::from("main"))
     }
 }
 
@@ -294,7 +309,7 @@ shadows:
 "#;
         let r1 = Routing::build(ExperimentSet::parse(yaml).unwrap()).unwrap();
         assert_eq!(r1.backends.len(), 2, "the arm and the shadow share one backend");
-        assert_eq!(r1.shadows[0].backend, 1);
+        assert_eq!(r1.shadows[0].backend, Backend(1));
 
         let pods: Vec<QueuedPod> = (0..40)
             .map(|i| {
@@ -317,7 +332,7 @@ shadows:
         assert_eq!(groups[0].1[0].info.spec.uid, "u0", "the first pod's group goes first");
         assert_eq!(groups.iter().map(|g| g.1.len()).sum::<usize>(), 40);
         for (route, pods) in &groups {
-            assert_eq!(route.backend, usize::from(route.arm == "b"));
+            assert_eq!(route.backend, Backend(usize::from(route.arm == "b")));
             for p in pods {
                 assert_eq!(r1.route(&p.info, "").arm, route.arm);
             }

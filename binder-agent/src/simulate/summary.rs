@@ -245,7 +245,7 @@ pub struct Summary {
     /// Batches decided on one node partition while others were in flight.
     pub batches_partitioned: u64,
     /// Batches decided alone on the whole cluster.
-    pub batches_alone: u64,
+    pub batches_whole_cluster: u64,
     /// Pods a partitioned decision sent back to be decided alone (no node of the partition fit).
     pub partition_returns: u64,
     /// CPU time of the whole process over the run (user + system, every thread: the in-memory
@@ -881,7 +881,7 @@ impl fmt::Display for Summary {
             writeln!(
                 o,
                 "  {:<20} up to {} ({} at most seen): {} batches on a node partition, {} alone on the whole cluster; {} pods sent back by a partition",
-                "batches in flight", self.batches_in_flight, self.most_batches_in_flight, self.batches_partitioned, self.batches_alone, self.partition_returns
+                "batches in flight", self.batches_in_flight, self.most_batches_in_flight, self.batches_partitioned, self.batches_whole_cluster, self.partition_returns
             )?;
         }
         if let Some(cpu) = self.cpu_seconds {

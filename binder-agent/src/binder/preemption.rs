@@ -1,6 +1,6 @@
 //! Preemption and nominations: a nominated pod's node reserved, its victims preempted, and the
 //! pod bound once they are gone; a waiting preemptor decided again, kept waiting, or given up
-//! (the bookkeeping is in [`crate::groups`]).
+//! (the bookkeeping is in [`crate::nominations`]).
 
 use placement_scheduler::proto;
 use tokio::task::JoinSet;
@@ -10,11 +10,11 @@ use tracing::Instrument;
 use super::failures::Failure;
 use super::{pod_ref, BindRequest, Binder};
 use crate::api::{ClusterApi, PodRef, Preemptor};
-use crate::preemptions::{Nomination, RetryEnd};
+use crate::nominations::{Nomination, RetryEnd};
 use crate::queue::QueuedPod;
 
 impl<A: ClusterApi> Binder<A> {
-    /// Acts on a nomination (see [`crate::groups`]): reserve the node, nominate, preempt the
+    /// Acts on a nomination (see [`crate::nominations`]): reserve the node, nominate, preempt the
     /// victims, report FailedScheduling; the bind follows once the victims are gone.
     pub(super) fn start_preemption(
         &self,

@@ -1,6 +1,6 @@
 //! Preemptions in progress: nominated pods waiting for their victims to go, with their
 //! reservations, retries and deadlines (a pure table; the binder acts on it in
-//! `binder/nominations.rs`).
+//! `binder/preemption.rs`).
 //!
 //! **Preemption.** When the decision service nominates a node for a pod (it fits once lower-priority
 //! victims are gone), the binder does what kube-scheduler's DefaultPreemption does after choosing:

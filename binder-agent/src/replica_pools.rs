@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use crate::experiments::{client_tls, BackendSpec, ExperimentSet, Experiments, Routing, RoutingError};
+use crate::experiments::{client_tls, Backend, BackendSpec, ExperimentSet, Experiments, Routing, RoutingError};
 use crate::replicas::{EndpointSource, ReplicaConfig, ReplicaPool};
 
 /// The replica pools, by backend.
@@ -27,15 +27,15 @@ impl ReplicaPools {
         }
     }
 
-    /// The binder's own pool (backend 0 of every routing).
+    /// The binder's own pool ([`Backend::MAIN`] of every routing).
     pub fn main(&self) -> &Arc<ReplicaPool> {
         &self.main
     }
 
-    /// The pool of `routing`'s backend `i`; `None` when the routing's backends were never set up
+    /// The pool of `routing`'s `backend`; `None` when the routing's backends were never set up
     /// here (a routing that is not live).
-    pub fn of(&self, routing: &Routing, i: usize) -> Option<Arc<ReplicaPool>> {
-        match routing.backends.get(i)? {
+    pub fn of(&self, routing: &Routing, backend: Backend) -> Option<Arc<ReplicaPool>> {
+        match routing.backends.get(backend.0)? {
             None => Some(Arc::clone(&self.main)),
             Some(spec) => self
                 .named
@@ -135,20 +135,23 @@ experiments:
 "#;
         let pools = ReplicaPools::new(pool());
         let r1 = Routing::build(ExperimentSet::parse(yaml).unwrap()).unwrap();
-        assert!(pools.of(&r1, 1).is_none(), "not set up before adopt");
+        assert!(pools.of(&r1, Backend(1)).is_none(), "not set up before adopt");
         pools.adopt(&r1).unwrap();
-        let first = pools.of(&r1, 1).expect("set up");
+        let first = pools.of(&r1, Backend(1)).expect("set up");
         assert!(
-            Arc::ptr_eq(&pools.of(&r1, 0).unwrap(), pools.main()),
+            Arc::ptr_eq(&pools.of(&r1, Backend::MAIN).unwrap(), pools.main()),
             "backend 0 is the binder's own"
         );
         let r2 = Routing::build(ExperimentSet::parse(yaml).unwrap()).unwrap();
         pools.adopt(&r2).unwrap();
         assert!(
-            Arc::ptr_eq(&first, &pools.of(&r2, 1).unwrap()),
+            Arc::ptr_eq(&first, &pools.of(&r2, Backend(1)).unwrap()),
             "an unchanged backend is reused"
         );
         pools.adopt(&Routing::none()).unwrap();
-        assert!(pools.of(&r2, 1).is_none(), "a backend no longer named is dropped");
+        assert!(
+            pools.of(&r2, Backend(1)).is_none(),
+            "a backend no longer named is dropped"
+        );
     }
 }
