@@ -257,6 +257,8 @@ struct ScriptedReplica {
     calls: Arc<Mutex<Vec<Vec<String>>>>,
     /// PodGroup outcomes added to every answer.
     group_results: Arc<Mutex<Vec<proto::PodGroupResult>>>,
+    /// Every Schedule call hangs (after it is counted in `calls`) while set.
+    hang: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl ScriptedReplica {
@@ -313,6 +315,9 @@ impl PlacementService for ScriptedReplica {
         self.calls
             .lock()
             .push(request.pods.iter().map(|p| p.name.clone()).collect());
+        while self.hang.load(std::sync::atomic::Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let mut placements = Vec::new();
         for (i, pod) in request.pods.iter().enumerate() {
             let mut claim_allocations = Vec::new();
@@ -642,6 +647,60 @@ async fn a_nominated_pod_preempts_its_victims_and_binds_once_they_are_gone() {
         "on its nominated node"
     );
     assert_eq!(h.binder.nominations_waiting(), 0);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_shadow_backend_that_hangs_does_not_delay_the_primarys_binding() {
+    let replica = ScriptedReplica::default();
+    replica.script("placed", &[Answer::Node("n1")]);
+    let shadow = ScriptedReplica::default();
+    shadow.script("placed", &[Answer::Node("n2")]);
+    shadow.hang.store(true, std::sync::atomic::Ordering::Relaxed);
+    let shadow_addr = serve(shadow.clone()).await;
+    let h = Harness::start(&replica).await;
+    let file =
+        format!("shadows:\n  - {{name: slow, policy: default, backend: {{endpoints: [\"http://{shadow_addr}\"]}}}}\n");
+    h.binder
+        .replace_experiments(crate::experiments::ExperimentSet::parse(&file).expect("a valid file"))
+        .expect("the shadow's backend set up");
+    let started = tokio::time::Instant::now();
+    h.binder.handle(ClusterEvent::PodApplied(pod("placed", "")));
+    h.until("the pod bound", |api| api.of("placed").bound_to.is_some())
+        .await;
+    // The shadow's backend answers nothing before its 5 s call timeout: the primary's Binding
+    // did not wait for it.
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "bound after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(h.api.of("placed").bound_to.as_deref(), Some("n1"));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while shadow.calls.lock().is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "the shadow was never asked");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(shadow.calls.lock().clone(), vec![vec!["placed".to_string()]]);
+    // Once it answers, its verdict is compared with the placement acted on.
+    shadow.hang.store(false, std::sync::atomic::Ordering::Relaxed);
+    let compared = || {
+        h.binder
+            .experiment_report()
+            .shadows
+            .iter()
+            .map(|s| s.compared)
+            .sum::<u64>()
+    };
+    while compared() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the shadow's verdict was never compared"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let report = h.binder.experiment_report();
+    assert_eq!((report.shadows[0].compared, report.shadows[0].different_node), (1, 1));
     h.stop().await;
 }
 
