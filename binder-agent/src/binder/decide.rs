@@ -66,7 +66,7 @@ pub(super) enum SyncPlan {
     /// The replica holds the state already: its snapshot id and the version.
     Held(String, u64),
     /// A delta on what it holds, and the version it brings it to.
-    Delta(proto::SnapshotDelta, u64),
+    Delta(Box<proto::SnapshotDelta>, u64),
     /// It holds nothing usable: the whole state in parts, read when sent.
     Full,
 }
@@ -326,7 +326,7 @@ impl<A: ClusterApi> Binder<A> {
                 }
                 Some(mut d) => {
                     d.base_snapshot_id = h.id;
-                    SyncPlan::Delta(d, version)
+                    SyncPlan::Delta(Box::new(d), version)
                 }
                 None => SyncPlan::Full,
             },
@@ -345,7 +345,7 @@ impl<A: ClusterApi> Binder<A> {
         let s = &self.shared;
         let delta = match plan {
             SyncPlan::Held(id, version) => return Ok((id, version)),
-            SyncPlan::Delta(delta, version) => Some((delta, version)),
+            SyncPlan::Delta(delta, version) => Some((*delta, version)),
             SyncPlan::Full => None,
         };
         if let Some((delta, version)) = delta {

@@ -6,45 +6,62 @@
 //! different replicas, each on its own partition of the nodes ([`crate::partitions`]).
 //! The same loop drives a real API server and the simulation; only the [`ClusterApi`] differs.
 //!
-//! One pass, top-down, as kube-scheduler's `ScheduleOne` → `schedulingCycle` → `bindingCycle` →
-//! `handleBindingCycleError`:
+//! One pass, top-down, as kube-scheduler's `pkg/scheduler/schedule_one.go` (`ScheduleOne` →
+//! `schedulingCycle` → `assume` → `runBindingCycle` → `bindingCycle` → `handleBindingCycleError`):
 //!
 //! 1. [`Binder::handle`] applies each watch event to the state and the queue (`events.rs`).
-//! 2. [`Binder::run`] (`cycle.rs`) pops a batch, holds back the pods whose resource claims are not
-//!    there yet (`claims.rs`) and holds back or completes its gangs (`gangs.rs`),
-//!    splits it by route (experiment arm, or one group), and decides each group
-//!    (`schedule_group`: `decide_group`, then `dispatch` per pod).
-//! 3. A decision syncs a replica's snapshot, asks it to place the pods, and assumes the placements
-//!    (`decide.rs`).
-//! 4. Each pod's outcome is dispatched: placed, it is bound in a task of its own (`bind.rs`), its
-//!    volumes and devices first (`prebind.rs`); nominated, its victims are preempted and it waits for them
-//!    (`nominations.rs`); unschedulable or failed with an error, it is reported as kube-scheduler
-//!    reports it (`failures.rs`); with no answer, it is backed off.
+//! 2. [`Binder::run`] (`cycle.rs`, `ScheduleOne`) pops a batch and dispatches it
+//!    (`dispatch_batch`): decided now on the whole cluster, or, with node partitions, on one in a
+//!    task of its own (`partitioned.rs`, off by default). `schedule_batch` holds back the pods
+//!    whose resource claims are not there yet (`claims.rs`) and holds back or completes its gangs
+//!    (`gangs.rs`), splits the batch by route (experiment arm, or one group), and runs each
+//!    group's scheduling cycle (`schedule_group`).
+//! 3. The group is decided (`decide.rs`: a replica's snapshot synced, the pods placed on it,
+//!    failing over to other replicas; a refused pod taken out); the shadow policies start on it
+//!    off the critical path; `handle_decision` assumes every placement (`assume`) and handles
+//!    each pod's outcome (`handle_outcome`).
+//! 4. Placed, a pod's binding cycle runs in a task of its own (`bind.rs`: Permit, PreBind of its
+//!    volumes and devices in `prebind.rs`, wait to lead, bind by extender or Binding, on bound,
+//!    `handle_binding_cycle_error`); nominated, its victims are preempted and it waits for them
+//!    (`preemption.rs`); unschedulable or failed with an error, it is reported as
+//!    kube-scheduler's `handleSchedulingFailure` reports it (`failures.rs`); with no answer, it is
+//!    backed off.
+//!
+//! Every outcome is told once to the `CycleObserver` (`observer.rs`), which feeds the
+//! metrics and the experiments record alike.
 //!
 //! ```text
 //!  watch --> events.rs  handle: the state and the queue
 //!
-//!  cycle.rs  run --> schedule_batch --> claims.rs  gate_claims, gangs.rs  gate_gangs
+//!  cycle.rs  run --> dispatch_batch --+-- partitions on --> partitioned.rs  dispatch_on_partitions
+//!             |                       |                       '--> decide_group, handle_decision
+//!             |                       v
+//!             |     schedule_batch --> claims.rs  gate_claims, gangs.rs  gate_gangs
 //!             |           |
 //!             |           v
-//!             |     schedule_group --> decide_group --> decide.rs  decide (sync, assume_placed)
-//!             |           | dispatch:
-//!             |           +-- placed ---------> bind.rs  spawn_bind
-//!             |           |                       '--> prebind.rs  prebind_volumes, prebind_devices
-//!             |           +-- nominated ------> nominations.rs  start_preemption
+//!             |     schedule_group --> decide.rs  decide_group (sync, Schedule)
+//!             |           +-- shadows (spawned) --> decide.rs  plan_decision, decide_planned
+//!             |           v
+//!             |     handle_decision --> assume
+//!             |           | handle_outcome:
+//!             |           +-- placed ---------> bind.rs  spawn_binding_cycle --> binding_cycle
+//!             |           |                       permit, pre_bind (prebind.rs), wait_to_bind,
+//!             |           |                       bind, on_bound | handle_binding_cycle_error
+//!             |           +-- nominated ------> preemption.rs  start_preemption
 //!             |           +-- unschedulable --> failures.rs  spawn_unschedulable
 //!             |           +-- error ----------> failures.rs  spawn_scheduler_error
 //!             |           +-- no answer ------> backed off in the queue
 //!             |
-//!             +-- waiting preemptors ---------> nominations.rs  retry_waiting_preemptors
-//!             +-- victims gone ---------------> bind.rs  spawn_bind
+//!             +-- waiting preemptors ---------> preemption.rs  retry_waiting_preemptors
+//!             +-- victims gone ---------------> bind.rs  spawn_binding_cycle
 //! ```
 //!
 //! Experiments are not part of the cycle: it routes each batch through the live
 //! [`crate::experiments::Routing`] (one group on the binder's own policy and replicas when none is
-//! configured), decides each group on its backend's pool ([`crate::replica_pools::ReplicaPools`]), and
-//! reports outcomes to [`crate::experiments::Experiments`], which records nothing without an
-//! experiment. `cycle_tests.rs` drives the cycle alone: a scripted replica, a recording API.
+//! configured), decides each group on its backend's pool ([`crate::replica_pools::ReplicaPools`];
+//! the binder's own is [`crate::experiments::Backend::MAIN`]), and tells the outcomes to the
+//! observer, which records nothing in [`crate::experiments::Experiments`] without an experiment.
+//! `cycle_tests.rs` drives the cycle alone: a scripted replica, a recording API.
 
 mod bind;
 mod binding_conditions;
