@@ -16,7 +16,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::decide::{DecideFailure, GroupDecision, PlannedDecision};
+use super::decide::{as_is, Ask, DecideFailure, GroupDecision, PlannedDecision};
 use super::partitioned::WholeClusterHold;
 use super::{pod_ref, BindRequest, Binder, DecideError, Flow};
 use crate::api::ClusterApi;
@@ -231,7 +231,7 @@ impl<A: ClusterApi> Binder<A> {
         tasks: &mut JoinSet<()>,
     ) {
         let specs: Vec<&proto::Pod> = batch.iter().map(|p| &p.info.spec).collect();
-        let decision = self.decide_group(routing, &route, &specs).await;
+        let decision = self.decide_group(routing, &route, &specs, &as_is).await;
         if let Some(decided) = decision.decided.as_ref().filter(|_| !routing.shadows.is_empty()) {
             let pods = decision.sent.iter().map(|&i| batch[i].info.spec.clone()).collect();
             self.spawn_shadows(routing, &route, pods, decided.response.placements.clone(), tasks);
@@ -296,13 +296,13 @@ impl<A: ClusterApi> Binder<A> {
         self.update_queue_gauges(&q);
     }
 
-    /// kube-scheduler's `assume`: every placed pod of a decision assumed on its node, at once under
-    /// the state lock. When the replica
-    /// stored its snapshot with the same placements assumed, that snapshot is kept as the one it
-    /// holds: it reflects the state at the version it decided on plus these assumptions, so the
-    /// next sync sends it only what else changed (nothing, when nothing did). `same_view` is
-    /// false when the binder did not act on a placement the replica assumed (a node outside its
-    /// partition): then the replica's snapshot is not the binder's and is not kept.
+    /// kube-scheduler's `assume`: every placed pod of a decision assumed on its node, at once
+    /// under the state lock. When the replica stored its snapshot with the same placements
+    /// assumed, that snapshot is kept as the one it holds: it reflects the state at the version it
+    /// decided on plus these assumptions, so the next sync sends it only what else changed
+    /// (nothing, when nothing did). `same_view` is false when the binder did not act on a
+    /// placement the replica assumed (a node outside its partition): then the replica's snapshot
+    /// is not the binder's and is not kept.
     fn assume(
         &self,
         response: &proto::ScheduleResponse,
@@ -501,13 +501,18 @@ impl<A: ClusterApi> Binder<A> {
         let route = route.clone();
         tasks.spawn(
             async move {
-                let pods: Vec<&proto::Pod> = pods.iter().collect();
+                let n = pods.len();
                 let verdicts = futures::future::join_all(planned.into_iter().map(|(shadow, planned)| {
                     let (this, pods) = (&this, &pods);
                     async move {
+                        let ask = Ask {
+                            policy: &shadow.policy,
+                            pods: pods.iter().collect(),
+                            as_sent: &as_is,
+                        };
                         let verdict = match planned {
                             Ok(planned) => this
-                                .decide_planned(planned, &shadow.policy, pods, !shadow.backend.is_main())
+                                .decide_planned(planned, &ask, !shadow.backend.is_main())
                                 .await
                                 .map(|d| d.response),
                             Err(e) => Err(e),
@@ -524,7 +529,7 @@ impl<A: ClusterApi> Binder<A> {
                         Ok(r) => observer.shadow_compared(&route, &shadow, &primary, &r.placements),
                         Err(error) => {
                             tracing::debug!(shadow = %shadow.name, %error, "shadow policy failed");
-                            observer.shadow_failed(&route, &shadow, pods.len());
+                            observer.shadow_failed(&route, &shadow, n);
                         }
                     }
                 }

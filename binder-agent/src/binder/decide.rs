@@ -61,6 +61,25 @@ pub(super) struct GroupDecision {
     pub(super) took: std::time::Duration,
 }
 
+/// What a decision asks a replica: the policy, the pods, and how each goes into the request.
+pub(super) struct Ask<'a> {
+    /// Policy sent with the pods (empty: the service's default).
+    pub(super) policy: &'a str,
+    /// The pods to place.
+    pub(super) pods: Vec<&'a proto::Pod>,
+    /// Each pod as the Schedule request carries it: the pod itself ([`as_is`]), or as the caller
+    /// shapes it (a partitioned decision restricts it to its partition's nodes).
+    pub(super) as_sent: AsSent<'a>,
+}
+
+/// How a pod goes into a Schedule request.
+pub(super) type AsSent<'a> = &'a (dyn Fn(&proto::Pod) -> proto::Pod + Sync);
+
+/// A pod sent as it is.
+pub(super) fn as_is(pod: &proto::Pod) -> proto::Pod {
+    pod.clone()
+}
+
 /// A replica's sync planned against the state as it is when planned, and sent later.
 pub(super) enum SyncPlan {
     /// The replica holds the state already: its snapshot id and the version.
@@ -119,10 +138,16 @@ fn is_snapshot_not_found(status: &tonic::Status) -> bool {
 }
 
 impl<A: ClusterApi> Binder<A> {
-    /// Asks the route's backend to place the group's pods, `specs[i]` sent for `batch[i]` (the
-    /// pod itself, or as a partition restricts it); a pod the service refuses as invalid is taken
-    /// out and the rest asked again. The replica stores its snapshot with the placements assumed.
-    pub(super) async fn decide_group(&self, routing: &Routing, route: &Route, specs: &[&proto::Pod]) -> GroupDecision {
+    /// Asks the route's backend to place the group's pods (each sent as `as_sent` makes it); a
+    /// pod the service refuses as invalid is taken out and the rest asked again. The replica
+    /// stores its snapshot with the placements assumed.
+    pub(super) async fn decide_group(
+        &self,
+        routing: &Routing,
+        route: &Route,
+        specs: &[&proto::Pod],
+        as_sent: AsSent<'_>,
+    ) -> GroupDecision {
         let started = Instant::now();
         let pool = self.shared.pools.of(routing, route.backend);
         let fail_fast = !route.backend.is_main();
@@ -134,8 +159,12 @@ impl<A: ClusterApi> Binder<A> {
                 // back off and are routed again.
                 break None;
             };
-            let pods: Vec<&proto::Pod> = sent.iter().map(|&i| specs[i]).collect();
-            match self.decide(pool, &route.policy, &pods, fail_fast, true).await {
+            let ask = Ask {
+                policy: &route.policy,
+                pods: sent.iter().map(|&i| specs[i]).collect(),
+                as_sent,
+            };
+            match self.decide(pool, &ask, fail_fast, true).await {
                 Ok(r) => break Some(r),
                 Err(DecideFailure::Refused(status)) => {
                     // One invalid pod must not block the batch: report it and decide the rest.
@@ -168,8 +197,7 @@ impl<A: ClusterApi> Binder<A> {
     pub(super) async fn decide(
         &self,
         pool: &Arc<ReplicaPool>,
-        policy: &str,
-        pods: &[&proto::Pod],
+        ask: &Ask<'_>,
         fail_fast: bool,
         assume: bool,
     ) -> Result<Decided, DecideFailure> {
@@ -184,7 +212,7 @@ impl<A: ClusterApi> Binder<A> {
             // Counted as busy from the pick on (its sync included), so a batch decided at the
             // same time picks another replica.
             let (_, _busy) = replica.client();
-            match self.decide_on(pool, &replica, policy, pods, assume, None).await {
+            match self.decide_on(pool, &replica, ask, assume, None).await {
                 Ok((response, version)) => {
                     replica.succeeded();
                     return Ok(Decided {
@@ -235,14 +263,13 @@ impl<A: ClusterApi> Binder<A> {
     pub(super) async fn decide_planned(
         &self,
         planned: PlannedDecision,
-        policy: &str,
-        pods: &[&proto::Pod],
+        ask: &Ask<'_>,
         fail_fast: bool,
     ) -> Result<Decided, DecideFailure> {
         let PlannedDecision { pool, replica, plan } = planned;
         let result = {
             let (_, _busy) = replica.client();
-            self.decide_on(&pool, &replica, policy, pods, false, Some(plan)).await
+            self.decide_on(&pool, &replica, ask, false, Some(plan)).await
         };
         match result {
             Ok((response, version)) => {
@@ -259,7 +286,7 @@ impl<A: ClusterApi> Binder<A> {
                 tracing::warn!(replica = %replica.endpoint, error = %status, "decision replica failed");
                 self.shared.metrics.replica_error(&replica.endpoint);
                 replica.failed(&pool.config);
-                self.decide(&pool, policy, pods, fail_fast, false).await
+                self.decide(&pool, ask, fail_fast, false).await
             }
         }
     }
@@ -270,8 +297,7 @@ impl<A: ClusterApi> Binder<A> {
         &self,
         pool: &ReplicaPool,
         replica: &Arc<Replica>,
-        policy: &str,
-        pods: &[&proto::Pod],
+        ask: &Ask<'_>,
         assume: bool,
         mut plan: Option<SyncPlan>,
     ) -> Result<(proto::ScheduleResponse, u64), tonic::Status> {
@@ -285,8 +311,8 @@ impl<A: ClusterApi> Binder<A> {
                 snapshot: Some(proto::SnapshotRef {
                     source: Some(proto::snapshot_ref::Source::SnapshotId(snapshot_id)),
                 }),
-                pods: pods.iter().map(|p| (*p).clone()).collect(),
-                policy: policy.to_string(),
+                pods: ask.pods.iter().map(|p| (ask.as_sent)(p)).collect(),
+                policy: ask.policy.to_string(),
                 seed: s.config.seed,
                 assume,
             });

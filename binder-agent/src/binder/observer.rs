@@ -92,6 +92,12 @@ impl CycleObserver<'_> {
         self.attempt(route, qp, "error");
     }
 
+    /// The pod's PreBind failed after `took` in this attempt: it is decided again after its
+    /// backoff.
+    pub(super) fn prebind_failed(&self, policy: &str, took: Duration) {
+        self.metrics.attempt(policy, "error", took);
+    }
+
     /// A shadow's verdicts on a group, compared with the placements acted on.
     pub(super) fn shadow_compared(
         &self,

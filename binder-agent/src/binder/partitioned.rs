@@ -250,9 +250,9 @@ impl<A: ClusterApi> Binder<A> {
         s.metrics.batch_size.observe(batch.len() as f64);
         let routing = s.experiments.current();
         let route = routing.route(&batch[0].info, &s.config.policy);
-        let restricted: Vec<proto::Pod> = batch.iter().map(|p| partition.restrict(&p.info.spec)).collect();
-        let specs: Vec<&proto::Pod> = restricted.iter().collect();
-        let mut decision = self.decide_group(&routing, &route, &specs).await;
+        let specs: Vec<&proto::Pod> = batch.iter().map(|p| &p.info.spec).collect();
+        let restrict = |pod: &proto::Pod| partition.restrict(pod);
+        let mut decision = self.decide_group(&routing, &route, &specs, &restrict).await;
         self.take_partition_returns(partition, &mut decision);
         self.handle_decision(&route, batch, decision, tasks);
     }

@@ -246,7 +246,7 @@ impl<A: ClusterApi> Binder<A> {
             q.backoff(&pod.uid, Instant::now());
             q.attempt_duration(&pod.uid)
         };
-        s.metrics.attempt(policy, "error", took);
+        self.observer().prebind_failed(policy, took);
         s.metrics.volume_prebind(result, started.elapsed());
         s.wake.notify_one();
         tracing::warn!(pod = %pod.key(), %message, "PreBind failed; deciding again after backoff");
