@@ -22,6 +22,7 @@ pub mod explain;
 pub mod http;
 pub mod kube_api;
 pub mod leader;
+pub mod lean;
 pub mod metrics;
 pub mod nominations;
 pub mod output;

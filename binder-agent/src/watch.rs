@@ -27,7 +27,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
@@ -42,6 +42,7 @@ use kube::{Api, Client};
 use crate::api::ClusterApi;
 use crate::binder::{Binder, ClusterEvent};
 use crate::claim_cache::DeviceObject;
+use crate::lean::{self, Lean};
 use crate::projection::{
     claim_info, composite_pod_group_info, csi_driver_info, csi_node_info, device_class_info, device_taint_rule_info,
     dynamic_storage_capacity_info, initially_scheduled_condition, namespace_info, node_info, pdb_info, pdb_key,
@@ -439,8 +440,19 @@ async fn device_watches<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier<
         return;
     }
     let classes = watcher(Api::<DeviceClass>::all(client.clone()), watcher::Config::default()).default_backoff();
-    let claims = watcher(Api::<ResourceClaim>::all(client.clone()), watcher::Config::default()).default_backoff();
-    let slices = watcher(Api::<ResourceSlice>::all(client.clone()), watcher::Config::default()).default_backoff();
+    // Claims and slices are read without their managed fields (`lean`): most of a claim's bytes.
+    let claims = watcher(
+        Api::<Lean<ResourceClaim>>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .map_ok(lean::event);
+    let slices = watcher(
+        Api::<Lean<ResourceSlice>>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .map_ok(lean::event);
     tokio::join!(
         device_taint_rule_watch(client, Arc::clone(&barrier)),
         drive(
@@ -730,7 +742,8 @@ impl From<Pod> for WatchedPod {
 
 impl<'de> serde::Deserialize<'de> for WatchedPod {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Pod::deserialize(d).map(|pod| Self::new(&pod))
+        // Without its managed fields, which the projection never reads.
+        Lean::<Pod>::deserialize(d).map(|pod| Self::new(&pod.0))
     }
 }
 
@@ -935,7 +948,9 @@ pub async fn run<A: ClusterApi>(client: Client, binder: Binder<A>, shutdown: imp
     tasks.spawn(device_watches(client.clone(), Arc::clone(&barrier)));
     tasks.spawn(pod_group_watch(client.clone(), Arc::clone(&barrier)));
     tasks.spawn(composite_pod_group_watch(client.clone(), Arc::clone(&barrier)));
-    let nodes = watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff();
+    let nodes = watcher(Api::<Lean<Node>>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .map_ok(lean::event);
     let namespaces = watcher(Api::<Namespace>::all(client.clone()), watcher::Config::default()).default_backoff();
     let pdbs = watcher(
         Api::<PodDisruptionBudget>::all(client.clone()),

@@ -16,6 +16,13 @@ use serde_json::{json, Value};
 
 use super::{prefixed, KubeApi, RESOURCE_CLAIM_FINALIZER};
 use crate::api::{ApiError, ClaimRef, ClaimWrite};
+use crate::lean::Lean;
+
+/// The claims of `namespace`, read without their managed fields ([`Lean`]): each write answers
+/// with the whole claim, whose managed fields the binder never reads.
+fn claims_of(client: &kube::Client, namespace: &str) -> Api<Lean<ResourceClaim>> {
+    Api::namespaced(client.clone(), namespace)
+}
 
 /// kube's `retry.DefaultRetry`: attempts in all.
 pub const ATTEMPTS: u32 = 5;
@@ -70,13 +77,15 @@ impl KubeApi {
     /// [`crate::api::ClusterApi::reserve_claim`]: kube's `bindClaim` from the cached claim.
     pub(super) async fn write_claim(&self, w: ClaimWrite<'_>) -> Result<Option<ResourceClaim>, ApiError> {
         let key = w.claim.key();
-        let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &w.claim.namespace);
+        let claims = claims_of(&self.client, &w.claim.namespace);
         let mut current = match w.cached {
             Some(c) => c.clone(),
-            None => self
-                .fetched(claims.get(&w.claim.name))
-                .await
-                .map_err(|e| prefixed(e, &format!("get updated claim {key}")))?,
+            None => {
+                self.fetched(claims.get(&w.claim.name))
+                    .await
+                    .map_err(|e| prefixed(e, &format!("get updated claim {key}")))?
+                    .0
+            }
         };
         let mut attempt = 1;
         loop {
@@ -89,7 +98,8 @@ impl KubeApi {
                     current = self
                         .fetched(claims.get(&w.claim.name))
                         .await
-                        .map_err(|e| prefixed(e, &format!("get updated claim {key} after conflict")))?;
+                        .map_err(|e| prefixed(e, &format!("get updated claim {key} after conflict")))?
+                        .0;
                 }
                 Err(Attempt::Conflict(e) | Attempt::Failed(e)) => return Err(e),
             }
@@ -99,7 +109,7 @@ impl KubeApi {
     /// One attempt of `bindClaim`'s update function on `current`.
     async fn write_claim_once(
         &self,
-        claims: &Api<ResourceClaim>,
+        claims: &Api<Lean<ResourceClaim>>,
         w: &ClaimWrite<'_>,
         key: &str,
         mut current: ResourceClaim,
@@ -139,7 +149,8 @@ impl KubeApi {
                 current = self
                     .fetched(claims.patch(&w.claim.name, &params, &Patch::Merge(patch)))
                     .await
-                    .map_err(|e| refused(e, &format!("add finalizer to claim {key}")))?;
+                    .map_err(|e| refused(e, &format!("add finalizer to claim {key}")))?
+                    .0;
             }
             let mut allocation = crate::projection::allocation_out(a, &current, w.classes);
             allocation.allocation_timestamp = Some(now);
@@ -167,7 +178,7 @@ impl KubeApi {
         };
         self.fetched(claims.patch_status(&w.claim.name, &params, &Patch::Merge(patch)))
             .await
-            .map(Some)
+            .map(|c| Some(c.0))
             .map_err(|e| refused(e, &what))
     }
 
@@ -180,10 +191,10 @@ impl KubeApi {
         claim: &ClaimRef,
         cached: Option<&ResourceClaim>,
     ) -> Result<Option<ResourceClaim>, ApiError> {
-        let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &claim.namespace);
+        let claims = claims_of(&self.client, &claim.namespace);
         let current = match cached {
             Some(c) => c.clone(),
-            None => self.fetched(claims.get(&claim.name)).await?,
+            None => self.fetched(claims.get(&claim.name)).await?.0,
         };
         let mut metadata = json!({"resourceVersion": current.metadata.resource_version});
         let uid = current.metadata.uid.clone().filter(|_| claim.uid.is_empty());
@@ -198,21 +209,21 @@ impl KubeApi {
         });
         self.fetched(claims.patch_status(&claim.name, &PatchParams::default(), &Patch::Merge(patch)))
             .await
-            .map(Some)
+            .map(|c| Some(c.0))
     }
 
     /// [`crate::api::ClusterApi::delete_claim`]: kube's `deleteClaim`, its finalizer removed from
     /// `cached` (the claim as PreBind last wrote it) with no read.
     pub(super) async fn remove_claim(&self, claim: &ClaimRef, cached: Option<&ResourceClaim>) -> Result<(), ApiError> {
         let key = claim.key();
-        let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &claim.namespace);
+        let claims = claims_of(&self.client, &claim.namespace);
         let mut current = cached.cloned();
         let mut attempt = 1;
         loop {
             let c = match current.take() {
                 Some(c) => c,
                 None => match self.fetched(claims.get(&claim.name)).await {
-                    Ok(c) => c,
+                    Ok(c) => c.0,
                     Err(ApiError::NotFound(_)) => return Ok(()),
                     Err(e) => return Err(prefixed(e, &format!("get resourceclaim {key}"))),
                 },
