@@ -742,17 +742,9 @@ impl PlacementApi {
         let (decisions, groups, pods, snapshot) = blocking(move || {
             // Extenders are called from this blocking thread, each call waiting on the runtime.
             let hook = (!extenders.is_empty()).then(|| extenders.hook(runtime, &snapshot));
-            let (d, groups) = if pods.iter().any(|p| p.pod_group.is_some()) {
+            let (d, groups) = {
                 let hook = hook.as_ref().map(|h| h as &dyn crate::engine::extender::ExtenderHook);
-                crate::engine::podgroup::schedule(&profile, &snapshot, hook, &pods, seed, deadline)
-                    .map_err(deadline_status)?
-            } else {
-                let mut ev = Evaluator::new(&profile, &snapshot);
-                if let Some(hook) = &hook {
-                    ev = ev.with_extenders(hook);
-                }
-                let d = ev.schedule(&pods, seed, deadline).map_err(deadline_status)?;
-                (d, Vec::new())
+                crate::engine::schedule(&profile, &snapshot, hook, &pods, seed, deadline).map_err(deadline_status)?
             };
             drop(hook);
             Ok((d, groups, pods, snapshot))

@@ -21,7 +21,6 @@ use crate::engine::plugins::noderesources::{balanced_allocation, fit};
 use crate::engine::policy::{FilterPlugin, ScorePlugin, ScoringStrategy};
 use crate::engine::pool::pooled_buffer;
 use crate::engine::snapshot::{NodeEntry, NodeHot};
-use crate::engine::topology::Placed;
 
 use super::sinks::*;
 use crate::engine::batch_usage::BatchUsage;
@@ -431,21 +430,6 @@ pooled_buffer!(
 );
 
 impl Evaluator<'_> {
-    /// [`Evaluator::evaluate`] without reasons: the plain pass when it applies.
-    pub(in crate::engine) fn evaluate_quiet(
-        &mut self,
-        plan: &PodPlan<'_>,
-        usage: &BatchUsage<'_>,
-        placed: &Placed<'_>,
-        deadline: Deadline,
-    ) -> Result<(), DeadlinePassed> {
-        if self.fast.allow_plain && plan.plain && plan.topo.is_none() {
-            self.evaluate_plain(plan, usage, deadline)
-        } else {
-            self.evaluate(plan, usage, placed, deadline, None)
-        }
-    }
-
     /// [`Evaluator::evaluate`] for the common pod, when no reasons are wanted: no topology state,
     /// no node name, not selecting per node, under a policy
     /// whose resource scores read cpu and memory only. Every filter then reads the node's hot
@@ -547,16 +531,14 @@ impl Evaluator<'_> {
     /// the node with the best per-node part of the total (the class-wide part is the same for all
     /// of a class's nodes, and known only once every node is filtered); the best of those winners
     /// is the node [`best_candidate`] picks from the full list, ties broken alike
-    /// (`plain_pass_equals_the_general_one`). `None` when the plain pass does not apply.
-    pub(in crate::engine) fn evaluate_best(
+    /// (`plain_pass_equals_the_general_one`). Entered from the general path's
+    /// `Evaluator::evaluate_best` (`engine/evaluate.rs`) when the plain pass applies.
+    pub(in crate::engine) fn plain_best(
         &mut self,
         plan: &PodPlan<'_>,
         usage: &BatchUsage<'_>,
         deadline: Deadline,
-    ) -> Option<Result<BestNode, DeadlinePassed>> {
-        if !(self.fast.allow_plain && plan.plain && plan.topo.is_none()) {
-            return None;
-        }
+    ) -> Result<BestNode, DeadlinePassed> {
         // Score rules are normalized over the feasible nodes, and node rules would have to run
         // before the bars: those pods keep each feasible node's total (16 bytes, not a
         // candidate) and the best is picked from them as from the candidates.
@@ -564,11 +546,11 @@ impl Evaluator<'_> {
             if let Some(cols) = self.rule_columns(usage) {
                 let best = self.evaluate_best_ruled(plan, usage, deadline, &cols);
                 self.fast.rule_cols = Some(cols);
-                return Some(best);
+                return best;
             }
             let totals = match self.evaluate_totals(plan, usage, deadline) {
                 Ok(t) => t,
-                Err(DeadlinePassed) => return Some(Err(DeadlinePassed)),
+                Err(DeadlinePassed) => return Err(DeadlinePassed),
             };
             let hot = &*usage.hot;
             let best = best_candidate(
@@ -577,15 +559,15 @@ impl Evaluator<'_> {
                 |s| plan.tie_break(hot[s.index as usize].name_hash),
             )
             .map(|s| (s.index as usize, s.total));
-            return Some(Ok(BestNode {
+            return Ok(BestNode {
                 best,
                 feasible: totals.len(),
-            }));
+            });
         }
-        Some(self.best_of_classes(plan, usage, deadline, None))
+        self.best_of_classes(plan, usage, deadline, None)
     }
 
-    /// [`Evaluator::evaluate_best`]'s pass keeping each node class's best node: with `rules`,
+    /// [`Evaluator::plain_best`]'s pass keeping each node class's best node: with `rules`,
     /// the part includes the score rules' and only the nodes the pod-free node rules keep are
     /// feasible.
     fn best_of_classes(

@@ -11,7 +11,7 @@ use super::fields::{
 use super::node::{effect, features};
 use super::resources::{named_list, resource_list};
 use super::selectors::{label_selector, term};
-use crate::engine::gang::Gang;
+use crate::engine::label_gang::Gang;
 use crate::engine::model::{
     normalized_image_name, Container, ExtendedContainer, HostPort, NodeInclusionPolicy, PodAffinityTerm,
     PodAffinityTerms, PodSpec, PreferredTerm, Protocol, RequestedNames, SpreadConstraint, Toleration,

@@ -1,4 +1,4 @@
-//! Gangs: pods that declare a group (the label `placement.dev/gang` names it, the annotation
+//! Label gangs: pods that declare a group (the label `placement.dev/gang` names it, the annotation
 //! `placement.dev/gang-min-members` gives its minimum size) are placed all together or not at all.
 //!
 //! Within a Schedule batch, a gang is placed only when its members bound in the snapshot plus its
@@ -59,9 +59,6 @@ pub(super) fn schedule(
     seed: u64,
     deadline: Deadline,
 ) -> Result<Vec<Decision>, EvalError> {
-    if pods.iter().all(|p| p.gang.is_none()) {
-        return ev.schedule_pass(pods, seed, deadline, &|_| false);
-    }
     let snapshot = ev.snapshot();
     let mut failed: HashMap<Arc<str>, String> = HashMap::new();
     let mut own: HashMap<Arc<str>, Diagnosis> = HashMap::new();
@@ -136,5 +133,5 @@ pub(super) fn schedule(
 }
 
 #[cfg(test)]
-#[path = "gang_tests.rs"]
+#[path = "label_gang_tests.rs"]
 mod tests;
