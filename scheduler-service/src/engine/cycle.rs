@@ -157,7 +157,7 @@ impl Evaluator<'_> {
         };
         if feasible_count == 0 && !nodes.is_empty() {
             let potential = (0..nodes.len()).filter(|&i| !unresolvable[i]).collect();
-            super::preemption::post_filter(
+            super::plugins::defaultpreemption::post_filter(
                 self.profile,
                 self.snapshot,
                 &plan,
@@ -486,7 +486,7 @@ impl Evaluator<'_> {
                     if node_count > 0 && pod.gang.is_none() && pod.pod_group.is_none() {
                         // Every node was rejected: those with only resolvable reasons may be helped.
                         let potential = (0..node_count).filter(|&i| !unresolvable[i]).collect();
-                        super::preemption::post_filter(
+                        super::plugins::defaultpreemption::post_filter(
                             self.profile,
                             self.snapshot,
                             plan,

@@ -409,7 +409,7 @@ pub const REGISTRY: &[PluginRow] = &[
         Devices,
         "dynamicresources/dynamicresources.go",
     ),
-    // Its job is `engine::preemption`'s, for every profile; not enabled by name.
+    // Its job is `plugins::defaultpreemption`'s, for every profile; not enabled by name.
     elsewhere("DefaultPreemption", Runs::No, "defaultpreemption/default_preemption.go"),
     engine(
         "NodeResourcesBalancedAllocation",

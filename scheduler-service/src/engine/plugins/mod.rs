@@ -7,6 +7,7 @@
 //! them as a [`crate::engine::snapshot::NodeView`].
 
 pub mod contract;
+pub mod defaultpreemption;
 pub mod dynamicresources;
 pub mod image_locality;
 pub mod interpodaffinity;

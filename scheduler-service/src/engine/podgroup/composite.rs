@@ -258,7 +258,7 @@ pub(super) fn tree_cycle(
     // The PostFilter for a hierarchy that does not fit (see the module documentation).
     let postfilter = match &finals.get(&tree.id()).map(|r| &r.status) {
         Some(Status::Unschedulable { .. }) => {
-            match crate::engine::podgroup_preemption::hierarchy_without_victims(
+            match crate::engine::plugins::defaultpreemption::podgroup::hierarchy_without_victims(
                 ctx.profile,
                 snapshot,
                 cpg.priority,

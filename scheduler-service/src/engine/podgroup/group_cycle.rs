@@ -10,7 +10,7 @@ use crate::engine::diagnosis::Nomination;
 use crate::engine::extender::ExtenderHook;
 use crate::engine::framework::{Deadline, Decision, Diagnosis, EvalError, Evaluator, GangFailure};
 use crate::engine::model::{PodGroup, PodSpec, PreemptionPolicy};
-use crate::engine::podgroup_preemption::{self, GroupPreemption};
+use crate::engine::plugins::defaultpreemption::podgroup::{self as podgroup_preemption, GroupPreemption};
 use crate::engine::policy::ScorePlugin;
 use crate::engine::profile::Profile;
 use crate::engine::resources::ResourceName;

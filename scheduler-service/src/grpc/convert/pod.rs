@@ -17,7 +17,7 @@ use crate::engine::model::{
     PodAffinityTerms, PodSpec, PreferredTerm, Protocol, RequestedNames, SpreadConstraint, Toleration,
     TolerationOperator, WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
-use crate::engine::preemption::PreemptionPolicy;
+use crate::engine::plugins::defaultpreemption::PreemptionPolicy;
 use crate::engine::quantity::Quantity;
 use crate::engine::resources::{is_dra_extended_resource_name, pod_requests, ContainerRequests, PodResourceInputs};
 use crate::engine::volumes::{PodVolume, VolumeSource};
