@@ -448,7 +448,8 @@ pub const REGISTRY: &[PluginRow] = &[
     ),
     // kube 1.37's PodGroup plugins, in kube's default set with their gates on (GenericWorkload:
     // GangScheduling; TopologyAwareWorkloadScheduling: TopologyPlacementGenerator,
-    // PodGroupPodsCount with weight 1); their job is `engine::podgroup`'s.
+    // PodGroupPodsCount with weight 1); the PodGroup cycle (`engine::podgroup`) runs them, their
+    // parts in `plugins::{gangscheduling, topologyaware, podgrouppodscount}`.
     pod_group(
         "GangScheduling",
         &["preEnqueue", "permit"],
