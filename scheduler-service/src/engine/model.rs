@@ -514,11 +514,46 @@ impl PodGroup {
     }
 }
 
-/// A pod's gang.
+/// A label gang's key, "namespace/name": the gang the label `placement.dev/gang` names, in the
+/// pod's namespace. A type of its own, so that it is never taken for a PodGroup's key, which is
+/// written the same way ([`PodSpec::pod_group`]); both read the same in the API.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LabelGangKey(Arc<str>);
+
+impl LabelGangKey {
+    /// The key of the gang `name` in `namespace`.
+    pub fn new(namespace: &str, name: &str) -> Self {
+        Self(Arc::from(format!("{namespace}/{name}")))
+    }
+
+    /// "namespace/name".
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// "namespace/name", shared.
+    pub fn as_arc(&self) -> &Arc<str> {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for LabelGangKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl std::fmt::Display for LabelGangKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+/// A pod's label gang.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Gang {
     /// "namespace/name": gangs are namespaced.
-    pub key: Arc<str>,
+    pub key: LabelGangKey,
     /// Members that must be placed together (at least 1).
     pub min_members: u32,
 }

@@ -787,13 +787,13 @@ fn check_batch(pods: &[crate::engine::model::PodSpec]) -> Result<(), Status> {
             ));
         }
         if let Some(g) = &p.gang {
-            let (first, min) = *gangs.entry(&g.key).or_insert((i, g.min_members));
+            let (first, min) = *gangs.entry(g.key.as_str()).or_insert((i, g.min_members));
             if min != g.min_members {
                 return Err(invalid_field(
                     format!("pods[{i}].gang.min_members"),
                     format!(
                         "gang {} needs {min} members in pods[{first}] and {} here: a gang's members must agree",
-                        shown(&g.key),
+                        shown(g.key.as_str()),
                         g.min_members
                     ),
                 ));

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::indexes::{ImagePostings, PodIndex, Topology};
 use super::nodes::NodeEntry;
 use crate::engine::hot::NodeHot;
+use crate::engine::model::LabelGangKey;
 
 /// The lazily built parts of a [`super::Snapshot`]: each is built on first use, and none is part of
 /// what the snapshot stands for (a delta or a view starts with them empty, but for what
@@ -31,7 +32,7 @@ pub(super) struct Caches {
     /// What DynamicResources' PreFilter reads of them for every pod; built on first use.
     pub(super) device_index: std::sync::OnceLock<Arc<crate::engine::devices::DeviceIndex>>,
     /// Bound members per gang key; built on first use.
-    pub(super) gang_members: std::sync::OnceLock<std::collections::HashMap<Arc<str>, u32>>,
+    pub(super) gang_members: std::sync::OnceLock<std::collections::HashMap<LabelGangKey, u32>>,
     /// Values derived from this snapshot for objects of the layers above (the node outcomes of a
     /// policy's rules), found by the object's address: the most recent [`MAX_KEPT`].
     pub(super) kept: std::sync::Mutex<Vec<KeptEntry>>,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::pods::BoundPod;
 use super::{Snapshot, SnapshotError};
+use crate::engine::model::LabelGangKey;
 use crate::engine::pdb::Pdb;
 
 impl Snapshot {
@@ -190,7 +191,7 @@ impl Snapshot {
     }
 
     /// How many pods of the gang `key` ("namespace/name") are bound.
-    pub fn gang_members(&self, key: &str) -> u32 {
+    pub fn gang_members(&self, key: &LabelGangKey) -> u32 {
         let counts = self.caches.gang_members.get_or_init(|| {
             let mut m = std::collections::HashMap::new();
             for (_, pod) in self.pods.iter() {

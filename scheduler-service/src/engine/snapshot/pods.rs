@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::engine::model::{HostPort, Labels, PodAffinityTerms, PodSpec};
+use crate::engine::model::{HostPort, LabelGangKey, Labels, PodAffinityTerms, PodSpec};
 use crate::engine::resources::Resources;
 
 /// The resources that the pods bound to a node use.
@@ -122,8 +122,8 @@ pub struct PodMeta {
     pub priority: i32,
     /// status.startTime in Unix seconds; 0 when unknown.
     pub start_time: i64,
-    /// The gang's key ("namespace/name"), if the pod belongs to one.
-    pub gang: Option<Arc<str>>,
+    /// Its label gang's key, if the pod belongs to one.
+    pub gang: Option<LabelGangKey>,
     /// Its PodGroup's key ("namespace/name"), if it names one.
     pub pod_group: Option<Arc<str>>,
 }
@@ -228,7 +228,7 @@ impl BoundPod {
                     + a.1.approx_bytes()
             })
             + self.meta.as_ref().map_or(0, |m| {
-                std::mem::size_of::<PodMeta>() + 16 + m.gang.as_deref().map_or(0, string_bytes)
+                std::mem::size_of::<PodMeta>() + 16 + m.gang.as_ref().map_or(0, |g| string_bytes(g.as_str()))
             })
             + self.volumes.as_ref().map_or(0, |v| {
                 16 + v

@@ -12,6 +12,7 @@ use super::node::{effect, features};
 use super::resources::{named_list, resource_list};
 use super::selectors::{label_selector, term};
 use crate::engine::label_gang::Gang;
+use crate::engine::model::LabelGangKey;
 use crate::engine::model::{
     normalized_image_name, Container, ExtendedContainer, HostPort, NodeInclusionPolicy, PodAffinityTerm,
     PodAffinityTerms, PodSpec, PreferredTerm, Protocol, RequestedNames, SpreadConstraint, Toleration,
@@ -487,7 +488,7 @@ fn pod_at(path: &dyn fmt::Display, p: &proto::Pod) -> Result<PodSpec, FieldError
                 return Err(field_error(format!("{path}.gang.min_members"), "must be at least 1"));
             }
             Some(Gang {
-                key: Arc::from(format!("{}/{}", p.namespace, g.name)),
+                key: LabelGangKey::new(&p.namespace, &g.name),
                 min_members: g.min_members,
             })
         }
