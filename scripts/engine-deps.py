@@ -18,6 +18,13 @@ it also prints each strongly connected group of modules (modules that reach each
 imports) with a shortest cycle through each of its modules, and exits 1 on any cycle; `--edges`
 prints every edge with the lines it comes from. `--binder` checks the binder's crate
 (binder-agent/src, paths from `crate::`, its binaries left out) the same way.
+
+For the engine it also checks that the fast path sits behind the general one: the general path's
+entries for a pod's pass (`evaluate`, `evaluate_quiet`, `evaluate_best`) and for a batch
+(`schedule`, `schedule_pass`, `schedule_group`, `rank`), as methods of the `Evaluator`, are
+defined outside `accel/` (the general path enters the fast path, which never holds the general
+path's entry), and no module under `accel/` imports the modules that run a cycle (`entry`, `evaluate`, `cycle`, `label_gang`,
+`podgroup`); it exits 1 naming the definition or the import otherwise.
 """
 
 import argparse
@@ -289,6 +296,40 @@ def collect():
     return modules, edges
 
 
+# The fast path (accel/), the general path's entry points that must not be defined in it, and the
+# modules that run a cycle, which it must not import.
+FAST_PATH = ("accel",)
+GENERAL_ENTRIES = ("evaluate", "evaluate_quiet", "evaluate_best", "schedule", "schedule_pass", "schedule_group", "rank")
+CYCLE_MODULES = (("entry",), ("evaluate",), ("cycle",), ("label_gang",), ("podgroup",))
+
+
+def fast_path_problems(edges):
+    """Where the general path is entered through the fast path (see the module documentation)."""
+    problems = []
+    entry = re.compile(r"\bfn\s+(" + "|".join(GENERAL_ENTRIES) + r")\b")
+    for dirpath, _, names in os.walk(os.path.join(ENGINE, *FAST_PATH)):
+        for fname in sorted(names):
+            f = os.path.join(dirpath, fname)
+            if not fname.endswith(".rs") or fname.endswith("_tests.rs"):
+                continue
+            with open(f, encoding="utf-8") as fh:
+                text = strip_cfg_test(strip_comments_and_strings(fh.read()))
+            # Methods of the evaluator (`impl .. Evaluator<..> { .. }`) only: other types may
+            # name a method `evaluate`.
+            blocks = []
+            for m in re.finditer(r"\bimpl\b[^{;]*\bEvaluator\b[^{;]*\{", text):
+                blocks.append((m.start(), item_end(text, m.end() - 1)))
+            for m in entry.finditer(text):
+                if not any(s <= m.start() < e for s, e in blocks):
+                    continue
+                line = text.count("\n", 0, m.start()) + 1
+                problems.append(f"the general path's entry `{m.group(1)}` defined in the fast path: {os.path.relpath(f, ROOT)}:{line}")
+    for (a, b), where in sorted(edges.items()):
+        if a[: len(FAST_PATH)] == FAST_PATH and any(b[: len(c)] == c for c in CYCLE_MODULES):
+            problems.append(f"the fast path imports the general path's cycle: {name(a)} -> {name(b)} ({', '.join(where[:3])})")
+    return problems
+
+
 def name(mod):
     return "::".join(mod) if mod else TOP
 
@@ -377,6 +418,15 @@ def main():
             print(f"    {name(b)} -> {name(a)}: {', '.join(edges[(b, a)][:3])}")
     else:
         print(f"{TOP}: no two modules import each other ({len(modules)} modules, {len(edges)} edges)")
+
+    if not args.binder:
+        problems = fast_path_problems(edges)
+        for p in problems:
+            print(p)
+        if problems:
+            failed = True
+        else:
+            print(f"{TOP}: the fast path ({'/'.join(FAST_PATH)}) defines no entry of the general path and imports none of its cycle's modules")
 
     if args.cycles:
         comps = [c for c in sccs(modules, adj) if len(c) > 1]

@@ -44,6 +44,10 @@ step "engine and binder module dependencies (scripts/engine-deps.py)"
 python3 scripts/engine-deps.py --cycles
 python3 scripts/engine-deps.py --binder --cycles
 
+step "source file sizes (scripts/file-sizes.py)"
+# Fails naming any *.rs file of the workspace over 1,000 lines (test files left out).
+python3 scripts/file-sizes.py
+
 step "buf lint"
 buf lint
 

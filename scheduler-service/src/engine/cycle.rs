@@ -1,7 +1,7 @@
 //! The scheduling cycle, as kube-scheduler's `schedule_one.go` runs it: for one pod (Rank) or a
 //! batch in order (Schedule), make the pod's plan, filter every node, score the feasible ones,
 //! normalize and weigh, pick the best; a pod no node fits goes to PostFilter (preemption), and a
-//! batch's gangs are placed whole or not at all ([`super::gang`]).
+//! batch's label gangs are placed whole or not at all ([`super::label_gang`]).
 //!
 //! The per-node work is the framework's ([`super::framework`]): the plugins' filters and scores,
 //! and the fast paths that give the same answers with less work.
@@ -157,7 +157,7 @@ impl Evaluator<'_> {
         };
         if feasible_count == 0 && !nodes.is_empty() {
             let potential = (0..nodes.len()).filter(|&i| !unresolvable[i]).collect();
-            super::preemption::post_filter(
+            super::plugins::defaultpreemption::post_filter(
                 self.profile,
                 self.snapshot,
                 &plan,
@@ -224,8 +224,9 @@ impl Evaluator<'_> {
 
     /// Places a batch in order; each placement consumes its node's capacity for the pods after it.
     /// A pod that fits nowhere may be nominated to a node where preemption makes room (the
-    /// nomination reserves the pod's room for the pods after it); a gang is placed whole or not at
-    /// all (see [`super::gang`]).
+    /// nomination reserves the pod's room for the pods after it); a label gang is placed whole or
+    /// not at all (see [`super::label_gang`]). PodGroups are not this cycle's: see
+    /// [`super::entry::schedule`], the engine's entry for a batch.
     pub fn schedule(&mut self, pods: &[PodSpec], seed: u64, deadline: Deadline) -> Result<Vec<Decision>, EvalError> {
         // While another call evaluates too, no pass is split (the cores are taken).
         let _busy = super::parallel::Busy::enter();
@@ -238,14 +239,25 @@ impl Evaluator<'_> {
             .and_then(|_| packing::batch_order(self.snapshot().devices(), pods))
         {
             let permuted: Vec<PodSpec> = order.iter().map(|&i| pods[i].clone()).collect();
-            let decided = super::gang::schedule(self, &permuted, seed, deadline)?;
+            let decided = self.place_batch(&permuted, seed, deadline)?;
             let mut out: Vec<Option<Decision>> = vec![None; pods.len()];
             for (d, &i) in decided.into_iter().zip(&order) {
                 out[i] = Some(d);
             }
             return Ok(out.into_iter().flatten().collect());
         }
-        super::gang::schedule(self, pods, seed, deadline)
+        self.place_batch(pods, seed, deadline)
+    }
+
+    /// A batch without PodGroup members placed in its order: label gangs all or nothing
+    /// ([`super::label_gang`]) when some pod belongs to one, plain pods one by one
+    /// ([`Evaluator::schedule_pass`]) otherwise (the choice `engine::entry::BatchKind` names).
+    fn place_batch(&mut self, pods: &[PodSpec], seed: u64, deadline: Deadline) -> Result<Vec<Decision>, EvalError> {
+        if pods.iter().any(|p| p.gang.is_some()) {
+            super::label_gang::schedule(self, pods, seed, deadline)
+        } else {
+            self.schedule_pass(pods, seed, deadline, &|_| false)
+        }
     }
 
     /// A PodGroup's members placed in order, as one pass, ending once `stop` holds for the
@@ -474,7 +486,7 @@ impl Evaluator<'_> {
                     if node_count > 0 && pod.gang.is_none() && pod.pod_group.is_none() {
                         // Every node was rejected: those with only resolvable reasons may be helped.
                         let potential = (0..node_count).filter(|&i| !unresolvable[i]).collect();
-                        super::preemption::post_filter(
+                        super::plugins::defaultpreemption::post_filter(
                             self.profile,
                             self.snapshot,
                             plan,

@@ -23,9 +23,13 @@
 //! - [`accel`]: the fast paths (class cache, label columns, the vector kernel, image sums, rule
 //!   columns), each giving the same answers as the plugin functions it names, their state in
 //!   the evaluator's `accel::state::FastPathState`.
-//! - [`preemption`]: kube-scheduler's DefaultPreemption: victims, PodDisruptionBudgets ([`pdb`]), the node.
-//! - [`gang`]: gangs placed all together or not at all within a batch; [`podgroup`]: PodGroup
-//!   cycles; [`gates`]: the kube feature gates that change a decision.
+//! - `plugins::defaultpreemption`: kube-scheduler's DefaultPreemption (PostFilter): victims,
+//!   PodDisruptionBudgets ([`pdb`]), the node; its `podgroup` part, a whole PodGroup's.
+//! - `entry`: the engine's one entry for a batch, [`schedule`], choosing between [`podgroup`]
+//!   (PodGroup cycles), [`label_gang`] (label gangs placed all together or not at all within a
+//!   batch) and plain pods; `evaluate`: the general path's entries for one pod's pass, which
+//!   choose the fast path ([`accel`]) when it applies; [`gates`]: the kube feature gates that
+//!   change a decision.
 //! - [`volumes`]: claims, volumes, storage classes, CSI nodes, drivers and capacities the volume
 //!   plugins (`plugins::{volumerestrictions, nodevolumelimits, volumebinding, volumezone}`) read.
 //! - [`cancel`]: stopping the work of a call that has ended; [`parallel`]: a pod's pass over a
@@ -38,22 +42,22 @@ mod cycle;
 pub mod device_taint_rules;
 pub mod devices;
 pub mod diagnosis;
+mod entry;
+mod evaluate;
 pub mod extender;
 pub mod framework;
-pub mod gang;
 pub mod gates;
 pub mod hot;
+pub mod label_gang;
 pub mod model;
 pub mod parallel;
 pub mod pdb;
 pub mod plan;
 pub mod plugins;
 pub mod podgroup;
-pub mod podgroup_preemption;
 pub mod policy;
 pub mod policy_config;
 mod pool;
-pub mod preemption;
 pub mod profile;
 pub mod quantity;
 pub mod registry;
@@ -65,6 +69,7 @@ pub mod snapshot;
 pub mod topology;
 pub mod volumes;
 
+pub use entry::{schedule, BatchKind};
 pub use framework::{Deadline, Decision, Diagnosis, EvalError, Evaluator, Ranking, Reason};
 pub use policy::Policy;
 pub use profile::Profile;

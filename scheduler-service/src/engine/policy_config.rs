@@ -27,9 +27,9 @@
 
 use std::collections::HashSet;
 
-use serde::de::IgnoredAny;
-use serde::Deserialize;
 use serde_json::Value;
+
+mod specs;
 
 use super::extender::{extenders_from_specs, ExtenderConfig, ExtenderSpec};
 use super::policy::{
@@ -38,7 +38,11 @@ use super::policy::{
 };
 use super::registry::{self, Runs};
 use super::resources::ResourceName;
-use super::rules::Rules;
+use specs::{
+    DynamicResourcesArgsSpec, KubeSchedulerConfigurationSpec, NodeAffinityArgs, NodeResourcesBalancedAllocationArgs,
+    NodeResourcesFitArgs, PlacementFileSpec, PluginSetSpec, PluginSpec, PluginsSpec, ProfileSpec, ResourceSpec,
+    ScoringStrategySpec, TypeMeta,
+};
 
 /// `apiVersion` of placement's own policy file.
 pub const PLACEMENT_API_VERSION: &str = "placement/v1";
@@ -144,44 +148,6 @@ fn yaml_error(e: impl std::fmt::Display) -> PolicyConfigError {
 // ---------------------------------------------------------------------------------------------
 // Shared pieces: resource specs and the scoring strategy (NodeResourcesFitArgs.scoringStrategy)
 // ---------------------------------------------------------------------------------------------
-
-/// kube-scheduler's `ResourceSpec`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ResourceSpec {
-    name: String,
-    #[serde(default)]
-    weight: i64,
-}
-
-/// kube-scheduler's `UtilizationShapePoint`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ShapePointSpec {
-    #[serde(default)]
-    utilization: i64,
-    #[serde(default)]
-    score: i64,
-}
-
-/// kube-scheduler's `RequestedToCapacityRatioParam`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RequestedToCapacityRatioSpec {
-    #[serde(default)]
-    shape: Vec<ShapePointSpec>,
-}
-
-/// kube-scheduler's `ScoringStrategy`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ScoringStrategySpec {
-    #[serde(default, rename = "type")]
-    type_: String,
-    #[serde(default)]
-    resources: Vec<ResourceSpec>,
-    requested_to_capacity_ratio: Option<RequestedToCapacityRatioSpec>,
-}
 
 fn resource_name(field: &str, name: &str) -> Result<ResourceName, PolicyConfigError> {
     ResourceName::parse(name).map_err(|e| invalid(field, format!("invalid resource name {name:?}: {e}")))
@@ -336,16 +302,6 @@ fn check_policy(field: String, policy: &Policy) -> Result<(), PolicyConfigError>
 // Detection
 // ---------------------------------------------------------------------------------------------
 
-/// The type fields every document has.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct TypeMeta {
-    #[serde(default)]
-    api_version: String,
-    #[serde(default)]
-    kind: String,
-}
-
 /// Parses a policy file (either format), maps and validates every policy.
 pub fn parse_policy_file(text: &str) -> Result<PolicyFile, PolicyConfigError> {
     let meta: Option<TypeMeta> = serde_saphyr::from_str(text).map_err(yaml_error)?;
@@ -384,54 +340,6 @@ pub fn parse_policy_file(text: &str) -> Result<PolicyFile, PolicyConfigError> {
 // ---------------------------------------------------------------------------------------------
 // placement/v1 PolicyConfiguration
 // ---------------------------------------------------------------------------------------------
-
-/// A score plugin with an optional weight (placement's format and kube-scheduler's `Plugin`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct PluginSpec {
-    name: String,
-    weight: Option<i64>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct PlacementFileSpec {
-    #[allow(dead_code)]
-    api_version: String,
-    #[allow(dead_code)]
-    kind: String,
-    #[serde(default)]
-    policies: Vec<PlacementPolicySpec>,
-    /// kube-scheduler extenders (its `Extender` fields), called for every policy's pods.
-    #[serde(default)]
-    extenders: Vec<ExtenderSpec>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct PlacementPolicySpec {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    description: String,
-    filters: Option<Vec<String>>,
-    scores: Option<Vec<PluginSpec>>,
-    scoring_strategy: Option<ScoringStrategySpec>,
-    balanced_resources: Option<Vec<ResourceSpec>>,
-    #[serde(default)]
-    seed: u64,
-    /// InterPodAffinity's args (kube-scheduler's `InterPodAffinityArgs` fields).
-    inter_pod_affinity: Option<Value>,
-    /// PodTopologySpread's args (kube-scheduler's `PodTopologySpreadArgs` fields).
-    pod_topology_spread: Option<Value>,
-    /// DynamicResources' args (kube-scheduler's `DynamicResourcesArgs` fields).
-    dynamic_resources: Option<Value>,
-    /// DevicePacking's args (`matchAttributes`).
-    device_packing: Option<Value>,
-    /// CEL filter and score rules.
-    #[serde(default)]
-    rules: Rules,
-}
 
 fn placement_file(text: &str) -> Result<PolicyFile, PolicyConfigError> {
     let spec: PlacementFileSpec = serde_saphyr::from_str(text).map_err(yaml_error)?;
@@ -543,132 +451,12 @@ fn placement_file(text: &str) -> Result<PolicyFile, PolicyConfigError> {
 // kubescheduler.config.k8s.io/v1 KubeSchedulerConfiguration
 // ---------------------------------------------------------------------------------------------
 
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct KubeSchedulerConfigurationSpec {
-    #[allow(dead_code)]
-    api_version: String,
-    #[allow(dead_code)]
-    kind: String,
-    parallelism: Option<i64>,
-    leader_election: Option<IgnoredAny>,
-    client_connection: Option<IgnoredAny>,
-    enable_profiling: Option<bool>,
-    enable_contention_profiling: Option<bool>,
-    percentage_of_nodes_to_score: Option<i64>,
-    pod_initial_backoff_seconds: Option<i64>,
-    pod_max_backoff_seconds: Option<i64>,
-    #[serde(default)]
-    profiles: Vec<ProfileSpec>,
-    #[serde(default)]
-    extenders: Vec<ExtenderSpec>,
-    delay_cache_until_active: Option<bool>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ProfileSpec {
-    scheduler_name: Option<String>,
-    percentage_of_nodes_to_score: Option<i64>,
-    plugins: Option<PluginsSpec>,
-    #[serde(default)]
-    plugin_config: Vec<PluginConfigSpec>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct PluginSetSpec {
-    #[serde(default)]
-    enabled: Vec<PluginSpec>,
-    #[serde(default)]
-    disabled: Vec<PluginSpec>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct PluginsSpec {
-    #[serde(default)]
-    pre_enqueue: PluginSetSpec,
-    #[serde(default)]
-    queue_sort: PluginSetSpec,
-    #[serde(default)]
-    pre_filter: PluginSetSpec,
-    #[serde(default)]
-    filter: PluginSetSpec,
-    #[serde(default)]
-    post_filter: PluginSetSpec,
-    #[serde(default)]
-    pre_score: PluginSetSpec,
-    #[serde(default)]
-    score: PluginSetSpec,
-    #[serde(default)]
-    reserve: PluginSetSpec,
-    #[serde(default)]
-    permit: PluginSetSpec,
-    #[serde(default)]
-    pre_bind: PluginSetSpec,
-    #[serde(default)]
-    bind: PluginSetSpec,
-    #[serde(default)]
-    post_bind: PluginSetSpec,
-    #[serde(default)]
-    multi_point: PluginSetSpec,
-    #[serde(default)]
-    placement_generate: PluginSetSpec,
-    #[serde(default)]
-    placement_score: PluginSetSpec,
-    #[serde(default)]
-    pod_group_post_filter: PluginSetSpec,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct PluginConfigSpec {
-    name: String,
-    #[serde(default)]
-    args: Value,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct NodeResourcesFitArgs {
-    #[serde(default)]
-    ignored_resources: Vec<String>,
-    #[serde(default)]
-    ignored_resource_groups: Vec<String>,
-    scoring_strategy: Option<ScoringStrategySpec>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct NodeResourcesBalancedAllocationArgs {
-    #[serde(default)]
-    resources: Vec<ResourceSpec>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct NodeAffinityArgs {
-    #[serde(default)]
-    added_affinity: Value,
-}
-
 /// `DevicePacking`'s args, read strictly and checked.
 fn device_packing_args(path: &str, args: Value) -> Result<super::policy::DevicePackingArgs, PolicyConfigError> {
     let a: super::policy::DevicePackingArgs = typed_args(path, args)?;
     a.validate()
         .map_err(|(i, message)| invalid(format!("{path}.matchAttributes[{i}]"), message))?;
     Ok(a)
-}
-
-/// kube-scheduler's `DynamicResourcesArgs` (`types_pluginargs.go`).
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct DynamicResourcesArgsSpec {
-    /// A Go duration (`metav1.Duration`).
-    filter_timeout: Option<String>,
-    /// PreBind's wait for binding conditions, a Go duration (`metav1.Duration`).
-    binding_timeout: Option<String>,
 }
 
 /// kube's `DynamicResourcesArgs.filterTimeout` with its defaulting (`SetDefaults_DynamicResourcesArgs`:

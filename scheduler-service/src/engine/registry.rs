@@ -409,7 +409,7 @@ pub const REGISTRY: &[PluginRow] = &[
         Devices,
         "dynamicresources/dynamicresources.go",
     ),
-    // Its job is `engine::preemption`'s, for every profile; not enabled by name.
+    // Its job is `plugins::defaultpreemption`'s, for every profile; not enabled by name.
     elsewhere("DefaultPreemption", Runs::No, "defaultpreemption/default_preemption.go"),
     engine(
         "NodeResourcesBalancedAllocation",
@@ -448,7 +448,8 @@ pub const REGISTRY: &[PluginRow] = &[
     ),
     // kube 1.37's PodGroup plugins, in kube's default set with their gates on (GenericWorkload:
     // GangScheduling; TopologyAwareWorkloadScheduling: TopologyPlacementGenerator,
-    // PodGroupPodsCount with weight 1); their job is `engine::podgroup`'s.
+    // PodGroupPodsCount with weight 1); the PodGroup cycle (`engine::podgroup`) runs them, their
+    // parts in `plugins::{gangscheduling, topologyaware, podgrouppodscount}`.
     pod_group(
         "GangScheduling",
         &["preEnqueue", "permit"],

@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod policy_file;
 pub mod server;
 pub mod service;
+mod status;
 pub mod wire;
 
 pub use metrics::Metrics;

@@ -3,20 +3,23 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tonic::{Code, Request, Response, Status};
-use tonic_types::{ErrorDetails, StatusExt};
 use tracing::Instrument;
 
 use super::budget;
 use super::cache::SnapshotCache;
-use super::convert::{self, shown, FieldError};
+use super::convert::{self, shown};
 use super::metrics::{DecisionLabels, LatencyLabels, Metrics, RequestLabels};
+use super::status::{
+    content_id, deadline_status, drop_in_background, ended, request_deadline, snapshot_error, snapshot_not_found,
+};
+pub(crate) use super::status::{invalid, invalid_field};
 use crate::engine::cancel;
 use crate::engine::policy_config::FileFormat;
 use crate::engine::volumes::VolumeChoice;
-use crate::engine::{Deadline, Decision, EvalError, Evaluator, Policy, Profile, Snapshot, SnapshotError};
+use crate::engine::{Decision, Evaluator, Policy, Profile, Snapshot};
 use crate::extender::{ExtenderMetrics, ExtenderSet};
 use crate::proto;
 
@@ -152,144 +155,6 @@ struct Inner {
 #[derive(Clone)]
 pub struct PlacementApi {
     inner: Arc<Inner>,
-}
-
-/// `INVALID_ARGUMENT` for an invalid field, with a `google.rpc.BadRequest` naming it.
-pub(crate) fn invalid(e: FieldError) -> Status {
-    let details = ErrorDetails::with_bad_request_violation(e.field.clone(), e.message.clone());
-    Status::with_error_details(Code::InvalidArgument, e.to_string(), details)
-}
-
-/// [`invalid`] of a field and what is wrong with it.
-pub(crate) fn invalid_field(field: impl std::fmt::Display, message: impl Into<String>) -> Status {
-    invalid(convert::field_error(field, message))
-}
-
-fn snapshot_not_found(field: &str, id: &str) -> Status {
-    let details = ErrorDetails::with_error_info(
-        SNAPSHOT_NOT_FOUND,
-        ERROR_DOMAIN,
-        HashMap::from([(
-            "snapshot_id".to_string(),
-            id.chars().take(convert::ECHO_CHARS).collect::<String>(),
-        )]),
-    );
-    Status::with_error_details(
-        Code::NotFound,
-        format!(
-            "{field}: snapshot {} is not in this replica's cache; send a full snapshot",
-            shown(id)
-        ),
-        details,
-    )
-}
-
-/// Maps a snapshot build error to the field path of the request that caused it.
-fn snapshot_error(prefix_nodes: &str, prefix_pods: &str, prefix_pdbs: &str, e: SnapshotError) -> Status {
-    match e {
-        SnapshotError::DuplicatePdb { index, key } => invalid_field(
-            format!("{prefix_pdbs}[{index}].name"),
-            format!("duplicate PodDisruptionBudget {}", shown(&key)),
-        ),
-        SnapshotError::DuplicateNode { index, name } => invalid_field(
-            format!("{prefix_nodes}[{index}].name"),
-            format!("duplicate node name {}", shown(&name)),
-        ),
-        SnapshotError::DuplicatePod { index, uid } => invalid_field(
-            format!("{prefix_pods}[{index}].uid"),
-            format!("duplicate pod uid {}", shown(&uid)),
-        ),
-        SnapshotError::UnboundPod { index } => invalid_field(
-            format!("{prefix_pods}[{index}].node_name"),
-            "a snapshot holds bound pods only; node_name must be set",
-        ),
-        SnapshotError::DuplicatePodGroup { index, key } => {
-            let root = prefix_nodes.rsplit_once('.').map_or("", |(root, _)| root);
-            let list = if prefix_nodes.ends_with("upsert_nodes") {
-                "upsert_pod_groups"
-            } else {
-                "pod_groups"
-            };
-            invalid_field(
-                format!("{root}.{list}[{index}].name"),
-                format!("duplicate PodGroup {}", shown(&key)),
-            )
-        }
-        SnapshotError::DuplicateCompositePodGroup { index, key } => {
-            let root = prefix_nodes.rsplit_once('.').map_or("", |(root, _)| root);
-            let list = if prefix_nodes.ends_with("upsert_nodes") {
-                "upsert_composite_pod_groups"
-            } else {
-                "composite_pod_groups"
-            };
-            invalid_field(
-                format!("{root}.{list}[{index}].name"),
-                format!("duplicate CompositePodGroup {}", shown(&key)),
-            )
-        }
-        SnapshotError::DuplicateStorage(d) => {
-            let root = prefix_nodes.rsplit_once('.').map_or("", |(root, _)| root);
-            invalid_field(
-                format!("{root}.{}[{}].name", d.list, d.index),
-                format!("duplicate {} {}", d.kind, shown(&d.key)),
-            )
-        }
-        SnapshotError::Cancelled => ended(),
-    }
-}
-
-/// The caller's deadline from the `grpc-timeout` header, if any.
-fn request_deadline<T>(req: &Request<T>) -> Deadline {
-    let Some(value) = req.metadata().get("grpc-timeout").and_then(|v| v.to_str().ok()) else {
-        return Deadline::none();
-    };
-    if value.len() < 2 {
-        return Deadline::none();
-    }
-    let (digits, unit) = value.split_at(value.len() - 1);
-    let Ok(n) = digits.parse::<u64>() else {
-        return Deadline::none();
-    };
-    let d = match unit {
-        "H" => Duration::from_secs(n.saturating_mul(3600)),
-        "M" => Duration::from_secs(n.saturating_mul(60)),
-        "S" => Duration::from_secs(n),
-        "m" => Duration::from_millis(n),
-        "u" => Duration::from_micros(n),
-        "n" => Duration::from_nanos(n),
-        _ => return Deadline::none(),
-    };
-    Instant::now().checked_add(d).map_or(Deadline::none(), Deadline::at)
-}
-
-fn deadline_status(e: EvalError) -> Status {
-    match e {
-        EvalError::DeadlineExceeded { .. } => Status::deadline_exceeded(e.to_string()),
-        EvalError::Snapshot(_) => Status::cancelled(e.to_string()),
-    }
-}
-
-/// Hex id of content: the 128-bit xxh3 of the bytes.
-fn content_id(parts: &[&[u8]]) -> String {
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
-    for p in parts {
-        h.update(&(p.len() as u64).to_le_bytes());
-        h.update(p);
-    }
-    format!("{:032x}", h.digest128())
-}
-
-/// Drops `value` on the blocking pool, or here outside a runtime.
-fn drop_in_background<T: Send + 'static>(value: T) {
-    match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => drop(runtime.spawn_blocking(move || drop(value))),
-        Err(_) => drop(value),
-    }
-}
-
-/// The status of a call whose work stopped because the call had ended (no one reads it).
-fn ended() -> Status {
-    Status::cancelled("the call ended (cancelled, past its deadline or disconnected) before its work was done")
 }
 
 /// Runs CPU-bound work on the blocking pool so the async runtime keeps serving. The work belongs
@@ -742,17 +607,9 @@ impl PlacementApi {
         let (decisions, groups, pods, snapshot) = blocking(move || {
             // Extenders are called from this blocking thread, each call waiting on the runtime.
             let hook = (!extenders.is_empty()).then(|| extenders.hook(runtime, &snapshot));
-            let (d, groups) = if pods.iter().any(|p| p.pod_group.is_some()) {
+            let (d, groups) = {
                 let hook = hook.as_ref().map(|h| h as &dyn crate::engine::extender::ExtenderHook);
-                crate::engine::podgroup::schedule(&profile, &snapshot, hook, &pods, seed, deadline)
-                    .map_err(deadline_status)?
-            } else {
-                let mut ev = Evaluator::new(&profile, &snapshot);
-                if let Some(hook) = &hook {
-                    ev = ev.with_extenders(hook);
-                }
-                let d = ev.schedule(&pods, seed, deadline).map_err(deadline_status)?;
-                (d, Vec::new())
+                crate::engine::schedule(&profile, &snapshot, hook, &pods, seed, deadline).map_err(deadline_status)?
             };
             drop(hook);
             Ok((d, groups, pods, snapshot))
@@ -930,13 +787,13 @@ fn check_batch(pods: &[crate::engine::model::PodSpec]) -> Result<(), Status> {
             ));
         }
         if let Some(g) = &p.gang {
-            let (first, min) = *gangs.entry(&g.key).or_insert((i, g.min_members));
+            let (first, min) = *gangs.entry(g.key.as_str()).or_insert((i, g.min_members));
             if min != g.min_members {
                 return Err(invalid_field(
                     format!("pods[{i}].gang.min_members"),
                     format!(
                         "gang {} needs {min} members in pods[{first}] and {} here: a gang's members must agree",
-                        shown(&g.key),
+                        shown(g.key.as_str()),
                         g.min_members
                     ),
                 ));
@@ -1120,55 +977,5 @@ impl proto::placement_service_server::PlacementService for PlacementApi {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn api() -> PlacementApi {
-        PlacementApi::new(ServiceConfig::default(), Arc::new(Metrics::new())).expect("default config")
-    }
-
-    /// Registers `id` as being assumed, as `assume_in_background` does before it builds.
-    fn register(api: &PlacementApi, id: &str) -> tokio::sync::watch::Sender<bool> {
-        let (done, wait) = tokio::sync::watch::channel(false);
-        api.inner.assuming.lock().insert(id.to_string(), wait);
-        done
-    }
-
-    /// A request on snapshot `id`, asked from another task.
-    fn ask(api: &PlacementApi, id: &'static str) -> tokio::task::JoinHandle<Result<Arc<Snapshot>, Status>> {
-        let api = api.clone();
-        tokio::spawn(async move { api.cached("snapshot.snapshot_id", id).await })
-    }
-
-    /// A request on an assumed snapshot still being built waits for it instead of answering
-    /// NOT_FOUND (which would cost the caller a full sync).
-    #[tokio::test]
-    async fn a_snapshot_being_assumed_is_waited_for() {
-        let api = api();
-        let done = register(&api, "assumed");
-        let waiter = ask(&api, "assumed");
-        for _ in 0..10 {
-            tokio::task::yield_now().await;
-        }
-        assert!(!waiter.is_finished(), "answered before the snapshot was stored");
-        api.store("assumed".to_string(), Arc::new(Snapshot::default()));
-        api.inner.assuming.lock().remove("assumed");
-        done.send(true).expect("the waiter listens");
-        let found = waiter.await.expect("no panic");
-        assert!(found.is_ok(), "{found:?}");
-    }
-
-    /// A build that ends without storing (failed, or panicked and dropped its sender) leaves the
-    /// id missing: NOT_FOUND, so the caller re-syncs.
-    #[tokio::test]
-    async fn an_assume_that_stored_nothing_is_not_found() {
-        let api = api();
-        let done = register(&api, "failed");
-        let waiter = ask(&api, "failed");
-        tokio::task::yield_now().await;
-        drop(done);
-        let status = waiter.await.expect("no panic").expect_err("nothing was stored");
-        assert_eq!(status.code(), Code::NotFound, "{status:?}");
-        assert!(status.message().contains("send a full snapshot"), "{status:?}");
-    }
-}
+#[path = "service_tests.rs"]
+mod tests;

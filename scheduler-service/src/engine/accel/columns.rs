@@ -12,7 +12,7 @@
 //! taken node by node as before.
 //!
 //! Mirrors `fit::score_cpu_memory`, `balanced_allocation::score_cpu_memory` and `ImageScale::score`
-//! through `plain_resource_scores` (`accel/plain.rs`); held to them by
+//! through `plain_resource_scores` (`accel/resource_scores.rs`); held to them by
 //! `kernel_filters_and_scores_as_the_scalar_pass`, `kernel_parts_reach_the_bars_as_the_scalar_parts_do`
 //! and `plain_resource_scores_equal_the_node_by_node_functions` (`accel/plain_tests.rs`).
 

@@ -22,6 +22,7 @@ pub(in crate::engine) mod class_replay;
 pub mod columns;
 pub(in crate::engine) mod image_sums;
 pub(in crate::engine) mod plain;
+pub(in crate::engine) mod resource_scores;
 pub(in crate::engine) mod rule_columns;
 pub(in crate::engine) mod sinks;
 pub(in crate::engine) mod state;

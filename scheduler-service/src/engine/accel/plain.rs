@@ -21,7 +21,6 @@ use crate::engine::plugins::noderesources::{balanced_allocation, fit};
 use crate::engine::policy::{FilterPlugin, ScorePlugin, ScoringStrategy};
 use crate::engine::pool::pooled_buffer;
 use crate::engine::snapshot::{NodeEntry, NodeHot};
-use crate::engine::topology::Placed;
 
 use super::sinks::*;
 use crate::engine::batch_usage::BatchUsage;
@@ -30,65 +29,7 @@ use crate::engine::plan::PodPlan;
 use crate::engine::profile::{Profile, MAX_SCORES};
 use crate::engine::select::best_candidate;
 
-/// Capacities at or above this are scored by the integer path in [`plain_resource_scores`].
-pub(in crate::engine) const EXACT_CAPACITY: i64 = 1 << 46;
-
-/// NodeResourcesFit's cpu and memory scores (unweighted) and BalancedAllocation's score on one
-/// node, as [`fit::score_cpu_memory`] and [`balanced_allocation::score_cpu_memory`] compute them, with their
-/// four divisions all in floating point (two of them were integer divisions, several times slower).
-///
-/// Exact: the integer quotient `n · 100 / c` (0 ≤ n ≤ c) is the truncated float quotient, since
-/// both convert exactly (below 2⁵³) and a true quotient that is not an integer lies at least
-/// `1 / (101 · c)` below the next one, more than the rounding error when `c < 2⁴⁶`. `None` (the
-/// caller takes the integer path) for a capacity out of that range or a negative request.
-#[inline(always)]
-pub(in crate::engine) fn plain_resource_scores(
-    h: &NodeHot,
-    fit: [i64; 2],
-    balanced: [i64; 2],
-    most: bool,
-) -> Option<(i64, i64, i64)> {
-    let in_range = |c: i64| c > 0 && c < EXACT_CAPACITY;
-    if !(in_range(h.alloc_cpu) && in_range(h.alloc_memory)) {
-        return None;
-    }
-    let requested = [
-        h.non_zero_cpu.saturating_add(fit[0]),
-        h.non_zero_memory.saturating_add(fit[1]),
-    ];
-    if requested[0] < 0 || requested[1] < 0 {
-        return None;
-    }
-    let alloc = [h.alloc_cpu, h.alloc_memory];
-    let capped = [requested[0].min(alloc[0]), requested[1].min(alloc[1])];
-    let numerator = if most {
-        capped
-    } else {
-        [alloc[0] - capped[0], alloc[1] - capped[1]]
-    };
-    let alloc = [alloc[0] as f64, alloc[1] as f64];
-    let n = [
-        (numerator[0] * MAX_NODE_SCORE) as f64,
-        (numerator[1] * MAX_NODE_SCORE) as f64,
-    ];
-    let q = [n[0] / alloc[0], n[1] / alloc[1]];
-    // BalancedAllocation, operation for operation as `balanced_allocation::score_cpu_memory`:
-    // the balance with the pod against the balance without it.
-    let balance = |cpu: f64, memory: f64| {
-        let f = [(cpu / alloc[0]).min(1.0), (memory / alloc[1]).min(1.0)];
-        balanced_allocation::balance(((f[0] - f[1]) / 2.0).abs())
-    };
-    let with_pod = balance(
-        h.req_cpu.saturating_add(balanced[0]) as f64,
-        h.req_memory.saturating_add(balanced[1]) as f64,
-    );
-    let without_pod = balance(h.req_cpu as f64, h.req_memory as f64);
-    Some((
-        q[0] as i64,
-        q[1] as i64,
-        balanced_allocation::improvement(with_pod, without_pod),
-    ))
-}
+pub(in crate::engine) use super::resource_scores::plain_resource_scores;
 
 /// The node [`Evaluator::evaluate_best`] picked (index and total) and how many were feasible.
 #[derive(Debug, Clone, Copy)]
@@ -431,21 +372,6 @@ pooled_buffer!(
 );
 
 impl Evaluator<'_> {
-    /// [`Evaluator::evaluate`] without reasons: the plain pass when it applies.
-    pub(in crate::engine) fn evaluate_quiet(
-        &mut self,
-        plan: &PodPlan<'_>,
-        usage: &BatchUsage<'_>,
-        placed: &Placed<'_>,
-        deadline: Deadline,
-    ) -> Result<(), DeadlinePassed> {
-        if self.fast.allow_plain && plan.plain && plan.topo.is_none() {
-            self.evaluate_plain(plan, usage, deadline)
-        } else {
-            self.evaluate(plan, usage, placed, deadline, None)
-        }
-    }
-
     /// [`Evaluator::evaluate`] for the common pod, when no reasons are wanted: no topology state,
     /// no node name, not selecting per node, under a policy
     /// whose resource scores read cpu and memory only. Every filter then reads the node's hot
@@ -547,16 +473,14 @@ impl Evaluator<'_> {
     /// the node with the best per-node part of the total (the class-wide part is the same for all
     /// of a class's nodes, and known only once every node is filtered); the best of those winners
     /// is the node [`best_candidate`] picks from the full list, ties broken alike
-    /// (`plain_pass_equals_the_general_one`). `None` when the plain pass does not apply.
-    pub(in crate::engine) fn evaluate_best(
+    /// (`plain_pass_equals_the_general_one`). Entered from the general path's
+    /// `Evaluator::evaluate_best` (`engine/evaluate.rs`) when the plain pass applies.
+    pub(in crate::engine) fn plain_best(
         &mut self,
         plan: &PodPlan<'_>,
         usage: &BatchUsage<'_>,
         deadline: Deadline,
-    ) -> Option<Result<BestNode, DeadlinePassed>> {
-        if !(self.fast.allow_plain && plan.plain && plan.topo.is_none()) {
-            return None;
-        }
+    ) -> Result<BestNode, DeadlinePassed> {
         // Score rules are normalized over the feasible nodes, and node rules would have to run
         // before the bars: those pods keep each feasible node's total (16 bytes, not a
         // candidate) and the best is picked from them as from the candidates.
@@ -564,11 +488,11 @@ impl Evaluator<'_> {
             if let Some(cols) = self.rule_columns(usage) {
                 let best = self.evaluate_best_ruled(plan, usage, deadline, &cols);
                 self.fast.rule_cols = Some(cols);
-                return Some(best);
+                return best;
             }
             let totals = match self.evaluate_totals(plan, usage, deadline) {
                 Ok(t) => t,
-                Err(DeadlinePassed) => return Some(Err(DeadlinePassed)),
+                Err(DeadlinePassed) => return Err(DeadlinePassed),
             };
             let hot = &*usage.hot;
             let best = best_candidate(
@@ -577,15 +501,15 @@ impl Evaluator<'_> {
                 |s| plan.tie_break(hot[s.index as usize].name_hash),
             )
             .map(|s| (s.index as usize, s.total));
-            return Some(Ok(BestNode {
+            return Ok(BestNode {
                 best,
                 feasible: totals.len(),
-            }));
+            });
         }
-        Some(self.best_of_classes(plan, usage, deadline, None))
+        self.best_of_classes(plan, usage, deadline, None)
     }
 
-    /// [`Evaluator::evaluate_best`]'s pass keeping each node class's best node: with `rules`,
+    /// [`Evaluator::plain_best`]'s pass keeping each node class's best node: with `rules`,
     /// the part includes the score rules' and only the nodes the pod-free node rules keep are
     /// feasible.
     fn best_of_classes(

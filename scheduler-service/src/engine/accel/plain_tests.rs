@@ -18,6 +18,7 @@ use crate::engine::plugins::testing::{label_term, node, pod, rank, snapshot};
 use crate::engine::policy::Policy;
 use crate::engine::policy::ScorePlugin as S;
 use crate::engine::snapshot::Snapshot;
+use crate::engine::topology::Placed;
 
 // ---- The plain pass ----
 

@@ -7,7 +7,9 @@
 //! them as a [`crate::engine::snapshot::NodeView`].
 
 pub mod contract;
+pub mod defaultpreemption;
 pub mod dynamicresources;
+pub mod gangscheduling;
 pub mod image_locality;
 pub mod interpodaffinity;
 pub mod node_affinity;
@@ -17,10 +19,12 @@ pub mod node_ports;
 pub mod node_unschedulable;
 pub mod noderesources;
 pub mod nodevolumelimits;
+pub mod podgrouppodscount;
 pub mod podtopologyspread;
 pub mod taint_toleration;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod topologyaware;
 #[cfg(test)]
 pub(crate) mod volume_testing;
 pub mod volumebinding;

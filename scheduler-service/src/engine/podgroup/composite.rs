@@ -46,6 +46,7 @@ use super::group_cycle::{
 };
 use crate::engine::framework::{Decision, EvalError};
 use crate::engine::model::{CompositePodGroup, PodGroup, PodSpec};
+use crate::engine::plugins::podgrouppodscount;
 use crate::engine::snapshot::{Snapshot, Topology};
 
 /// `errPodGroupUnschedulable`.
@@ -258,7 +259,7 @@ pub(super) fn tree_cycle(
     // The PostFilter for a hierarchy that does not fit (see the module documentation).
     let postfilter = match &finals.get(&tree.id()).map(|r| &r.status) {
         Some(Status::Unschedulable { .. }) => {
-            match crate::engine::podgroup_preemption::hierarchy_without_victims(
+            match crate::engine::plugins::defaultpreemption::podgroup::hierarchy_without_victims(
                 ctx.profile,
                 snapshot,
                 cpg.priority,
@@ -823,7 +824,7 @@ fn eval_composite(
     let best = if feasible.len() == 1 {
         0
     } else {
-        let most = feasible.iter().map(|f| bound + f.2.len()).max().unwrap_or(0).max(1) as i64;
+        let most = podgrouppodscount::most(feasible.iter().map(|f| bound + f.2.len()));
         let fit = fit_scoring(ctx.profile);
         let mut best: Option<(usize, i64)> = None;
         for (at, (p, _, placed, _)) in feasible.iter().enumerate() {
@@ -834,7 +835,7 @@ fn eval_composite(
                     .collect();
                 w * fit_score(snapshot, &placements[*p].nodes, resources, &requests)
             });
-            let total = fit_part + (bound + placed.len()) as i64 * 100 / most;
+            let total = fit_part + podgrouppodscount::normalized(bound + placed.len(), most);
             if best.is_none_or(|(_, b)| total > b) {
                 best = Some((at, total));
             }

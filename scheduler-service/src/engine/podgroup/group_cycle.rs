@@ -10,11 +10,14 @@ use crate::engine::diagnosis::Nomination;
 use crate::engine::extender::ExtenderHook;
 use crate::engine::framework::{Deadline, Decision, Diagnosis, EvalError, Evaluator, GangFailure};
 use crate::engine::model::{PodGroup, PodSpec, PreemptionPolicy};
-use crate::engine::podgroup_preemption::{self, GroupPreemption};
-use crate::engine::policy::ScorePlugin;
+use crate::engine::plugins::defaultpreemption::podgroup::{self as podgroup_preemption, GroupPreemption};
+use crate::engine::plugins::podgrouppodscount;
 use crate::engine::profile::Profile;
-use crate::engine::resources::ResourceName;
 use crate::engine::snapshot::{Delta, Snapshot, Topology};
+
+pub(super) use crate::engine::plugins::gangscheduling::placement_feasible;
+pub(super) use crate::engine::plugins::noderesources::placement_score::{fit_score, fit_scoring, scoring_request};
+pub(super) use crate::engine::plugins::topologyaware::{placements, Placement};
 
 /// `errPodGroupUnschedulable`.
 pub(super) const UNSCHEDULABLE: &str = "pod group is unschedulable";
@@ -155,18 +158,6 @@ impl DomainViews {
     }
 }
 
-/// One placement of a group: a domain (or every node) and what it offers.
-pub(super) struct Placement {
-    /// The domain's value; `None` for the placement of every node.
-    pub(super) domain: Option<u32>,
-    /// Positions of its nodes in the snapshot.
-    pub(super) nodes: Vec<usize>,
-    /// Its score were every member placed there: the walk's bound.
-    pub(super) bound: i64,
-    /// Its free capacity cannot hold minCount's smallest members.
-    pub(super) hopeless: bool,
-}
-
 /// How one placement went.
 pub(super) struct Trial {
     /// The members' decisions, as far as the cycle got (kube stops once minCount cannot be met).
@@ -264,18 +255,6 @@ pub(super) fn validate(
         }
     }
     Ok(())
-}
-
-/// kube's `GangScheduling.PlacementFeasible`: `Ok(true)` when minCount is met, `Ok(false)` while
-/// it may still be (Wait), `Err(reason)` when it cannot be any more.
-pub(super) fn placement_feasible(min_count: u32, scheduled: usize, remaining: usize) -> Result<bool, String> {
-    let min = min_count as usize;
-    if remaining + scheduled < min {
-        return Err(format!(
-            "minCount ({min}) cannot be satisfied: {scheduled} scheduled, {remaining} remaining"
-        ));
-    }
-    Ok(scheduled >= min)
 }
 
 /// The cycle of one PodGroup on `snapshot`: its members' decisions (in order) and its outcome
@@ -505,13 +484,8 @@ pub(super) fn find_placement(
     }
     // PodGroupPodsCount: pods scheduled and proposed, normalized by the most of any feasible
     // placement; the best total wins, the first evaluated on a tie.
-    let most = feasible
-        .iter()
-        .map(|(t, _)| scheduled + t.placed)
-        .max()
-        .unwrap_or(0)
-        .max(1) as i64;
-    let total = |t: &Trial| t.fit + (scheduled + t.placed) as i64 * 100 / most;
+    let most = podgrouppodscount::most(feasible.iter().map(|(t, _)| scheduled + t.placed));
+    let total = |t: &Trial| t.fit + podgrouppodscount::normalized(scheduled + t.placed, most);
     let mut best: Option<(Trial, usize)> = None;
     for (t, i) in feasible {
         if best.as_ref().is_none_or(|(b, _)| total(&t) > total(b)) {
@@ -565,177 +539,6 @@ pub(super) fn error_decisions(n: usize, message: &str) -> Vec<Decision> {
             })
         })
         .collect()
-}
-
-/// The resources NodeResourcesFit's placement score reads, with their weights, and its weight in
-/// the profile (`None` when the profile does not score with NodeResourcesFit).
-pub(super) fn fit_scoring(profile: &Profile) -> Option<(i64, &[(ResourceName, i64)])> {
-    profile
-        .score_plugins
-        .iter()
-        .find(|(p, _)| *p == ScorePlugin::NodeResourcesFit)
-        .map(|(_, w)| (*w, profile.fit_resources.as_slice()))
-}
-
-/// A request of a member as the placement score reads it: cpu and memory with the scoring
-/// defaults for missing requests.
-pub(super) fn scoring_request(pod: &PodSpec, name: &ResourceName) -> i64 {
-    match name {
-        ResourceName::Cpu => pod.non_zero_requests.milli_cpu,
-        ResourceName::Memory => pod.non_zero_requests.memory,
-        other => pod.requests.get(other),
-    }
-}
-
-/// NodeResourcesFit's placement score (MostAllocated over the placement's nodes) with `requests`
-/// (per fit resource) placed there.
-pub(super) fn fit_score(
-    snapshot: &Snapshot,
-    nodes: &[usize],
-    resources: &[(ResourceName, i64)],
-    requests: &[i64],
-) -> i64 {
-    let all = snapshot.nodes();
-    let (mut score, mut weights) = (0i64, 0i64);
-    for ((name, weight), &request) in resources.iter().zip(requests) {
-        if request == 0 && matches!(name, ResourceName::Scalar(_)) {
-            continue;
-        }
-        let (mut allocatable, mut allocated) = (0i64, 0i64);
-        for &i in nodes {
-            let n = &all[i];
-            let a = n.spec.allocatable.get(name);
-            if a == 0 {
-                continue;
-            }
-            allocatable = allocatable.saturating_add(a);
-            allocated = allocated.saturating_add(match name {
-                ResourceName::Cpu => n.usage.non_zero_cpu,
-                ResourceName::Memory => n.usage.non_zero_memory,
-                other => n.usage.requested.get(other),
-            });
-        }
-        if allocatable == 0 {
-            continue;
-        }
-        let requested = allocated.saturating_add(request).min(allocatable);
-        score += requested.saturating_mul(100) / allocatable * weight;
-        weights += weight;
-    }
-    if weights == 0 {
-        0
-    } else {
-        score / weights
-    }
-}
-
-/// The group's placements (kube's TopologyPlacement), best bound first.
-pub(super) fn placements(
-    profile: &Profile,
-    snapshot: &Snapshot,
-    group: &PodGroup,
-    topology: Option<&Topology>,
-    members: &[PodSpec],
-    within: Option<&[usize]>,
-) -> Result<Vec<Placement>, String> {
-    let fit = fit_scoring(profile);
-    let requests: Vec<i64> = fit.map_or_else(Vec::new, |(_, resources)| {
-        resources
-            .iter()
-            .map(|(name, _)| members.iter().map(|p| scoring_request(p, name)).sum())
-            .collect()
-    });
-    let key = group.key();
-    let Some(topology) = topology.filter(|_| group.topology_key.is_some()) else {
-        let nodes: Vec<usize> = within.map_or_else(|| (0..snapshot.nodes().len()).collect(), <[usize]>::to_vec);
-        return Ok(vec![Placement {
-            domain: None,
-            nodes,
-            bound: 0,
-            hopeless: false,
-        }]);
-    };
-    // Once a member is bound, the group's domain is its.
-    let mut required: Option<u32> = None;
-    for node in &snapshot.pod_group_nodes(&key) {
-        let Some(i) = snapshot.position_of(node) else {
-            return Err(format!(
-                "cannot determine domain for already scheduled pods: getting node for pod of pod group {key}: node {node:?} not found"
-            ));
-        };
-        let d = topology.node_domain[i];
-        if d == Topology::NONE {
-            return Err(format!(
-                "cannot determine domain for already scheduled pods: no topology domain found for pod of pod group {key} on node {node:?}"
-            ));
-        }
-        if let Some(r) = required.filter(|&r| r != d) {
-            return Err(format!(
-                "cannot determine domain for already scheduled pods: more than 1 domain found for pod group: {}, {}",
-                topology.values[r as usize], topology.values[d as usize]
-            ));
-        }
-        required = Some(d);
-    }
-    let inside: Option<Vec<bool>> = within.map(|w| {
-        let mut mask = vec![false; snapshot.nodes().len()];
-        for &i in w {
-            if let Some(m) = mask.get_mut(i) {
-                *m = true;
-            }
-        }
-        mask
-    });
-    let mut by_domain: Vec<Vec<usize>> = vec![Vec::new(); topology.values.len()];
-    for (i, &d) in topology.node_domain.iter().enumerate().take(snapshot.nodes().len()) {
-        if d != Topology::NONE
-            && required.is_none_or(|r| r == d)
-            && inside.as_ref().is_none_or(|m| m.get(i).copied().unwrap_or(false))
-        {
-            by_domain[d as usize].push(i);
-        }
-    }
-    // The least a placement must hold: minCount's smallest members, less those bound.
-    let need = (group.min_count() as usize).saturating_sub(snapshot.pod_group_bound(&key));
-    let smallest = |f: &dyn Fn(&PodSpec) -> i64| -> i64 {
-        let mut v: Vec<i64> = members.iter().map(f).collect();
-        v.sort_unstable();
-        v.iter().take(need).sum()
-    };
-    let need_cpu = smallest(&|p| p.requests.milli_cpu);
-    let need_memory = smallest(&|p| p.requests.memory);
-    let nodes = snapshot.nodes();
-    let fit_weight = fit.map_or(0, |(w, _)| w);
-    let mut out: Vec<Placement> = by_domain
-        .into_iter()
-        .enumerate()
-        .filter(|(_, n)| !n.is_empty())
-        .map(|(d, domain_nodes)| {
-            let (mut free_cpu, mut free_memory) = (0i64, 0i64);
-            for &i in &domain_nodes {
-                let n = &nodes[i];
-                free_cpu += (n.spec.allocatable.milli_cpu - n.usage.requested.milli_cpu).max(0);
-                free_memory += (n.spec.allocatable.memory - n.usage.requested.memory).max(0);
-            }
-            let bound = 100
-                + fit.map_or(0, |(_, resources)| {
-                    fit_weight * fit_score(snapshot, &domain_nodes, resources, &requests)
-                });
-            Placement {
-                domain: Some(d as u32),
-                hopeless: free_cpu < need_cpu || free_memory < need_memory,
-                nodes: domain_nodes,
-                bound,
-            }
-        })
-        .collect();
-    out.sort_by(|a, b| {
-        b.bound.cmp(&a.bound).then_with(|| {
-            let name = |p: &Placement| p.domain.map(|d| topology.values[d as usize].as_str());
-            name(a).cmp(&name(b))
-        })
-    });
-    Ok(out)
 }
 
 /// Runs the group on one placement (kube's `podGroupSchedulingDefaultAlgorithm` on the assumed

@@ -2,7 +2,7 @@
 
 use super::fields::{at_most, field_error, FieldError, MAX_NAMESPACE_BYTES, MAX_NAME_BYTES};
 use super::selectors::pdb_selector;
-use crate::engine::preemption::Pdb;
+use crate::engine::plugins::defaultpreemption::Pdb;
 use crate::proto;
 
 /// Validates and converts a PodDisruptionBudget; `path` prefixes every field name.

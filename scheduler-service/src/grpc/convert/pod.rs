@@ -11,13 +11,14 @@ use super::fields::{
 use super::node::{effect, features};
 use super::resources::{named_list, resource_list};
 use super::selectors::{label_selector, term};
-use crate::engine::gang::Gang;
+use crate::engine::label_gang::Gang;
+use crate::engine::model::LabelGangKey;
 use crate::engine::model::{
     normalized_image_name, Container, ExtendedContainer, HostPort, NodeInclusionPolicy, PodAffinityTerm,
     PodAffinityTerms, PodSpec, PreferredTerm, Protocol, RequestedNames, SpreadConstraint, Toleration,
     TolerationOperator, WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
-use crate::engine::preemption::PreemptionPolicy;
+use crate::engine::plugins::defaultpreemption::PreemptionPolicy;
 use crate::engine::quantity::Quantity;
 use crate::engine::resources::{is_dra_extended_resource_name, pod_requests, ContainerRequests, PodResourceInputs};
 use crate::engine::volumes::{PodVolume, VolumeSource};
@@ -487,7 +488,7 @@ fn pod_at(path: &dyn fmt::Display, p: &proto::Pod) -> Result<PodSpec, FieldError
                 return Err(field_error(format!("{path}.gang.min_members"), "must be at least 1"));
             }
             Some(Gang {
-                key: Arc::from(format!("{}/{}", p.namespace, g.name)),
+                key: LabelGangKey::new(&p.namespace, &g.name),
                 min_members: g.min_members,
             })
         }

@@ -4,7 +4,7 @@
 
 use super::fields::{field_error, label_key, label_value, shown, FieldError};
 use crate::engine::model::{LabelSelector, Requirement, SelectorOp, SelectorTerm};
-use crate::engine::preemption::LabelSelector as PdbSelector;
+use crate::engine::plugins::defaultpreemption::LabelSelector as PdbSelector;
 use crate::proto;
 
 fn requirement(path: &str, r: &proto::NodeSelectorRequirement, field: bool) -> Result<Requirement, FieldError> {

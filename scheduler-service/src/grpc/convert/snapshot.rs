@@ -7,7 +7,7 @@ use super::pdb::pdb;
 use super::pod::pods;
 use super::storage::{claim, csi_driver, csi_node, persistent_volume, storage_capacity, storage_class};
 use crate::engine::model::{Labels, NodeSpec, PodSpec};
-use crate::engine::preemption::Pdb;
+use crate::engine::plugins::defaultpreemption::Pdb;
 use crate::engine::snapshot::Delta;
 use crate::engine::volumes::StorageDelta;
 use crate::proto;

@@ -6,6 +6,7 @@
 
 pub mod balanced_allocation;
 pub mod fit;
+pub mod placement_score;
 
 use crate::engine::resources::ResourceName;
 use crate::engine::snapshot::NodeView;

@@ -19,8 +19,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use super::allocate::taint_prevents_allocation;
 use super::constraints::lookup_attribute;
-use super::{taint_prevents_allocation, AllocateError, Allocator, Indices, Loc, Search, Stop};
+use super::{AllocateError, Allocator, Indices, Loc, Search, Stop};
 use crate::engine::devices::{AllocationMode, AttributeValue, DeviceTaintEffect, ResourceClaim};
 use crate::engine::model::NodeSpec;
 

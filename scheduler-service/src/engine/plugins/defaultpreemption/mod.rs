@@ -26,18 +26,20 @@
 //!
 //! Only pods bound in the snapshot are victims; pods placed earlier in the same batch are not.
 
+pub mod podgroup;
+
 use std::sync::Arc;
 
-use super::batch_usage::BatchUsage;
-use super::framework::{filter_node, Diagnosis, Nomination};
-use super::model::PodSpec;
-use super::plan::{PodPlan, TopoState};
-use super::plugins::dynamicresources::{DEALLOCATED, NOT_AVAILABLE};
-use super::profile::Profile;
-use super::snapshot::{BoundPod, Snapshot};
+use crate::engine::batch_usage::BatchUsage;
+use crate::engine::framework::{filter_node, Diagnosis, Nomination};
+use crate::engine::model::PodSpec;
+use crate::engine::plan::{PodPlan, TopoState};
+use crate::engine::plugins::dynamicresources::{DEALLOCATED, NOT_AVAILABLE};
+use crate::engine::profile::Profile;
+use crate::engine::snapshot::{BoundPod, Snapshot};
 
-pub use super::model::PreemptionPolicy;
-pub use super::pdb::{LabelSelector, Pdb};
+pub use crate::engine::model::PreemptionPolicy;
+pub use crate::engine::pdb::{LabelSelector, Pdb};
 
 /// kube-scheduler's reason for a node whose pods cannot be preempted.
 const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
@@ -86,8 +88,8 @@ fn importance(a: &BoundPod, b: &BoundPod) -> std::cmp::Ordering {
 ///
 /// `plan` may have been made for an earlier pod of the batch with the same constraints; identity,
 /// priority and preemption policy are read from `pod`. `potential` are the nodes whose every
-/// reason is [`resolvable`](super::diagnosis::resolvable), in node order: the caller knows them from filtering every node.
-pub(super) fn post_filter(
+/// reason is [`resolvable`](crate::engine::diagnosis::resolvable), in node order: the caller knows them from filtering every node.
+pub(in crate::engine) fn post_filter(
     profile: &Profile,
     snapshot: &Snapshot,
     plan: &PodPlan<'_>,
@@ -116,7 +118,7 @@ pub(super) fn post_filter(
     let filter_found_unavailable = diag
         .reasons
         .keys()
-        .any(|r| matches!(r, super::diagnosis::Reason::DynamicResources(m) if &**m == NOT_AVAILABLE));
+        .any(|r| matches!(r, crate::engine::diagnosis::Reason::DynamicResources(m) if &**m == NOT_AVAILABLE));
     if profile.dynamic_resources && filter_found_unavailable {
         diag.deallocate = plan
             .devices
@@ -158,7 +160,7 @@ fn default_preemption(
     for k in 0..potential.len() {
         // Each dry run filters a node again, at the cost of the pod's terms: the call's end is
         // polled between them.
-        if super::cancel::requested() {
+        if crate::engine::cancel::requested() {
             break;
         }
         let i = potential[(offset + k) % potential.len()];
@@ -217,7 +219,7 @@ const MIN_CANDIDATE_NODES_ABSOLUTE: usize = 100;
 
 /// Where the dry run over `potential` nodes starts and how many candidates it looks for
 /// (kube-scheduler's `GetOffsetAndNumCandidates`, the offset drawn from `seed` instead of at random).
-pub(super) fn dry_run_window(potential: usize, seed: u64) -> (usize, usize) {
+pub(in crate::engine) fn dry_run_window(potential: usize, seed: u64) -> (usize, usize) {
     if potential == 0 {
         return (0, 0);
     }
@@ -270,7 +272,7 @@ fn select_victims(
     let (violating, non_violating) = split_by_pdb_violation(&potential, pdbs);
     let mut victims = Vec::new();
     let mut pdb_violations = 0;
-    let mut reprieve = |p: &Arc<BoundPod>, node_usage: &mut super::snapshot::NodeUsage| {
+    let mut reprieve = |p: &Arc<BoundPod>, node_usage: &mut crate::engine::snapshot::NodeUsage| {
         node_usage.add(p);
         if let Some(t) = topo.as_mut() {
             t.update_filters(snapshot, plan.pod, p, i, 1);
@@ -377,5 +379,4 @@ fn pick_one(mut candidates: Vec<Candidate>) -> Option<Candidate> {
 }
 
 #[cfg(test)]
-#[path = "preemption_tests.rs"]
 mod tests;

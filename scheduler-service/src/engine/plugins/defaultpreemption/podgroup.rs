@@ -29,13 +29,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::framework::{filter_node, EvalError};
-use super::model::{PodGroup, PodSpec, PreemptionPolicy};
-use super::pdb::Pdb;
-use super::plan::{PodPlan, TopoState};
-use super::profile::Profile;
-use super::snapshot::{BoundPod, Delta, NodeUsage, Snapshot};
-use super::topology::Placed;
+use crate::engine::framework::{filter_node, EvalError};
+use crate::engine::model::{PodGroup, PodSpec, PreemptionPolicy};
+use crate::engine::pdb::Pdb;
+use crate::engine::plan::{PodPlan, TopoState};
+use crate::engine::profile::Profile;
+use crate::engine::snapshot::{BoundPod, Delta, NodeUsage, Snapshot};
+use crate::engine::topology::Placed;
 
 /// kube's status when no pod of lower priority exists.
 pub const NO_VICTIMS: &str = "No preemption victims found for incoming preemptor";
@@ -403,5 +403,5 @@ impl<'a> Reprieve<'a> {
 }
 
 #[cfg(test)]
-#[path = "podgroup_preemption_tests.rs"]
+#[path = "podgroup_tests.rs"]
 mod tests;

@@ -1,4 +1,4 @@
-//! Gangs: pods that declare a group (the label `placement.dev/gang` names it, the annotation
+//! Label gangs: pods that declare a group (the label `placement.dev/gang` names it, the annotation
 //! `placement.dev/gang-min-members` gives its minimum size) are placed all together or not at all.
 //!
 //! Within a Schedule batch, a gang is placed only when its members bound in the snapshot plus its
@@ -15,7 +15,7 @@ use std::sync::Arc;
 use super::framework::{Deadline, Decision, Diagnosis, EvalError, Evaluator, GangFailure};
 use super::model::PodSpec;
 
-pub use super::model::Gang;
+pub use super::model::{Gang, LabelGangKey};
 
 pub use crate::labels::{GANG_LABEL, GANG_MIN_MEMBERS_ANNOTATION};
 
@@ -34,7 +34,7 @@ struct Tally {
 /// order, so a gang's fate depends only on the pods before its last member, and it is certain
 /// when no other failing gang has a member there. When every failure is entangled, the gang whose
 /// last member comes first is taken, so each pass makes progress.
-fn certain_failures(mut failing: Vec<(Arc<str>, Tally)>) -> Vec<(Arc<str>, Tally)> {
+fn certain_failures(mut failing: Vec<(LabelGangKey, Tally)>) -> Vec<(LabelGangKey, Tally)> {
     failing.sort_by_key(|(_, t)| t.last);
     let certain: Vec<bool> = failing
         .iter()
@@ -59,17 +59,14 @@ pub(super) fn schedule(
     seed: u64,
     deadline: Deadline,
 ) -> Result<Vec<Decision>, EvalError> {
-    if pods.iter().all(|p| p.gang.is_none()) {
-        return ev.schedule_pass(pods, seed, deadline, &|_| false);
-    }
     let snapshot = ev.snapshot();
-    let mut failed: HashMap<Arc<str>, String> = HashMap::new();
+    let mut failed: HashMap<LabelGangKey, String> = HashMap::new();
     let mut own: HashMap<Arc<str>, Diagnosis> = HashMap::new();
     loop {
-        let excluded: HashSet<Arc<str>> = failed.keys().cloned().collect();
+        let excluded: HashSet<LabelGangKey> = failed.keys().cloned().collect();
         let skip = |p: &PodSpec| p.gang.as_ref().is_some_and(|g| excluded.contains(&g.key));
         let mut decisions = ev.schedule_pass(pods, seed, deadline, &skip)?;
-        let mut tallies: HashMap<Arc<str>, Tally> = HashMap::new();
+        let mut tallies: HashMap<LabelGangKey, Tally> = HashMap::new();
         for (i, (pod, d)) in pods.iter().zip(&decisions).enumerate() {
             let Some(g) = pod.gang.as_ref().filter(|g| !excluded.contains(&g.key)) else {
                 continue;
@@ -88,17 +85,18 @@ pub(super) fn schedule(
             t.in_batch += 1;
             t.placed += u32::from(matches!(d, Decision::Node { .. }));
         }
-        let failing: Vec<(Arc<str>, Tally)> = tallies
+        let failing: Vec<(LabelGangKey, Tally)> = tallies
             .into_iter()
             .filter(|(_, t)| t.bound + t.placed < t.min_members)
             .collect();
-        let newly: Vec<(Arc<str>, String)> = certain_failures(failing)
+        let newly: Vec<(LabelGangKey, String)> = certain_failures(failing)
             .into_iter()
             .map(|(key, t)| {
                 let msg = format!(
-                    "gang {key:?} is not placed: it needs {} members placed together, and {} fit \
+                    "gang {:?} is not placed: it needs {} members placed together, and {} fit \
                      ({} already bound, {} of the {} pending in this batch); no member is placed \
                      until the gang fits.",
+                    key.as_str(),
                     t.min_members,
                     t.bound + t.placed,
                     t.bound,
@@ -115,7 +113,7 @@ pub(super) fn schedule(
                 let Some(message) = failed.get(&g.key) else { continue };
                 let mut diag = own.remove(&pod.uid).unwrap_or_default();
                 diag.gang = Some(GangFailure {
-                    gang: g.key.clone(),
+                    gang: Arc::clone(g.key.as_arc()),
                     message: message.clone(),
                     own: false,
                 });
@@ -136,5 +134,5 @@ pub(super) fn schedule(
 }
 
 #[cfg(test)]
-#[path = "gang_tests.rs"]
+#[path = "label_gang_tests.rs"]
 mod tests;

@@ -37,7 +37,7 @@ fn pod(uid: &str, cpu: i64, gang: Option<(&str, u32)>) -> PodSpec {
         non_zero_requests: requests.clone(),
         requests,
         gang: gang.map(|(name, min)| Gang {
-            key: Arc::from(format!("ml/{name}")),
+            key: LabelGangKey::new("ml", name),
             min_members: min,
         }),
         ..Default::default()
@@ -141,7 +141,7 @@ fn gangs_are_namespaced_and_independent() {
     let mut other = pod("x0", 1000, Some(("train", 1)));
     other.namespace = "other".into();
     other.gang = Some(Gang {
-        key: Arc::from("other/train"),
+        key: LabelGangKey::new("other", "train"),
         min_members: 1,
     });
     let batch = [
@@ -193,7 +193,7 @@ proptest! {
         let mut members: HashMap<&str, (u32, u32, u32)> = HashMap::new();
         for (p, d) in batch.iter().zip(&out) {
             if let Some(g) = &p.gang {
-                let e = members.entry(&g.key).or_insert((0, 0, 0));
+                let e = members.entry(g.key.as_str()).or_insert((0, 0, 0));
                 e.0 = e.0.max(g.min_members);
                 e.1 += 1;
                 e.2 += u32::from(placed(d).is_some());
@@ -209,7 +209,7 @@ proptest! {
         // The same batch without the members of the unplaced gangs decides every other pod alike.
         let rest: Vec<PodSpec> = batch
             .iter()
-            .filter(|p| p.gang.as_ref().is_none_or(|g| !failed.iter().any(|f| **f == *g.key)))
+            .filter(|p| p.gang.as_ref().is_none_or(|g| !failed.iter().any(|f| f == g.key.as_str())))
             .cloned()
             .collect();
         let alone = Evaluator::new(&profile, &snap).schedule(&rest, seed, Deadline::none()).unwrap();
