@@ -21,7 +21,6 @@ ALLOWED = {
     "binder-agent/src/state.rs",
     "binder-agent/src/watch.rs",
     # binder-agent is restructured by other work in flight (issue 48); split there.
-    "binder-agent/src/explain/render.rs",
 }
 
 
