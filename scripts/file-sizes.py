@@ -20,7 +20,6 @@ ALLOWED = {
     # The coordinator splits these (issue 48: the watched kinds in one table, the state's parts).
     "binder-agent/src/state.rs",
     "binder-agent/src/watch.rs",
-    # binder-agent is restructured by other work in flight (issue 48); split there.
 }
 
 
