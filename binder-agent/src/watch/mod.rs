@@ -27,18 +27,19 @@ mod served;
 mod tests;
 mod trackers;
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1alpha3::CompositePodGroup;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
-use kube::api::DynamicObject;
+use kube::api::{DynamicObject, ObjectMeta};
 use kube::runtime::watcher::{self, watcher, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
@@ -47,15 +48,157 @@ use parking_lot::Mutex;
 use crate::api::ClusterApi;
 use crate::binder::{Binder, ClusterEvent};
 use crate::lean::{self, Lean};
+use crate::projection::{pod_info, PodInfo};
 
 pub use kinds::{device_object_events, pod_group_events, StorageKind, StorageTracker, WholeDeviceObject};
 pub use served::{
     capacity_resource, serves_composite_pod_groups, serves_device_taint_rules, serves_dra, serves_pod_groups,
 };
-pub use trackers::{KnownKeys, NamespaceTracker, NodeTracker, PdbTracker, PodTracker, WatchedPod};
+pub use trackers::{KnownKeys, NamespaceTracker, NodeTracker, PdbTracker};
 
 /// kube-scheduler's pod field selector: every pod that may still use (or need) a node.
 pub const POD_FIELD_SELECTOR: &str = "status.phase!=Succeeded,status.phase!=Failed";
+
+/// A pod as the pod watch decodes it: projected ([`pod_info`]) as each object of a list page or
+/// watch event is decoded. A page of 500 then holds projections instead of whole k8s-openapi Pods
+/// (about 2 KB each before their heap parts, moved through every layer of the watcher's stream),
+/// and each decoded Pod is dropped while it is still in cache. Its metadata keeps the identity and
+/// the resourceVersion, which the watcher reads.
+#[derive(Debug, Clone)]
+pub struct WatchedPod(Box<WatchedPodParts>);
+
+#[derive(Debug, Clone)]
+struct WatchedPodParts {
+    metadata: ObjectMeta,
+    info: PodInfo,
+}
+
+impl WatchedPod {
+    /// The projection of `pod`.
+    pub fn new(pod: &Pod) -> Self {
+        let m = &pod.metadata;
+        Self(Box::new(WatchedPodParts {
+            metadata: ObjectMeta {
+                name: m.name.clone(),
+                namespace: m.namespace.clone(),
+                uid: m.uid.clone(),
+                resource_version: m.resource_version.clone(),
+                ..ObjectMeta::default()
+            },
+            info: pod_info(pod),
+        }))
+    }
+
+    /// What the binder tracks of the pod.
+    pub fn info(&self) -> &PodInfo {
+        &self.0.info
+    }
+
+    /// The projection, taken.
+    pub fn into_info(self) -> PodInfo {
+        self.0.info
+    }
+}
+
+impl From<Pod> for WatchedPod {
+    fn from(pod: Pod) -> Self {
+        Self::new(&pod)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for WatchedPod {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Without its managed fields, which the projection never reads.
+        Lean::<Pod>::deserialize(d).map(|pod| Self::new(&pod.0))
+    }
+}
+
+/// The core/v1 `pods` resource, as [`Pod`].
+impl kube::Resource for WatchedPod {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        <Pod as kube::Resource>::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        <Pod as kube::Resource>::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        <Pod as kube::Resource>::version(dt)
+    }
+    fn api_version(dt: &()) -> Cow<'_, str> {
+        <Pod as kube::Resource>::api_version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        <Pod as kube::Resource>::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.0.metadata
+    }
+}
+
+/// Turns pod watch events into cluster events.
+#[derive(Debug, Default)]
+pub struct PodTracker {
+    keys: KnownKeys,
+}
+
+impl PodTracker {
+    /// The cluster events for one watch event; `true` with them when an initial list completed.
+    pub fn on_event(&mut self, event: Event<WatchedPod>) -> (Vec<ClusterEvent>, bool) {
+        match event {
+            Event::Init => {
+                self.keys.init();
+                (Vec::new(), false)
+            }
+            Event::InitApply(pod) | Event::Apply(pod) if pod.info().spec.uid.is_empty() => {
+                tracing::debug!(pod = %pod.info().spec.name, "pod without uid ignored");
+                (Vec::new(), false)
+            }
+            Event::InitApply(pod) => {
+                let info = pod.into_info();
+                self.keys.init_apply(&info.spec.uid);
+                (vec![ClusterEvent::PodApplied(info)], false)
+            }
+            Event::Apply(pod) => {
+                let info = pod.into_info();
+                self.keys.apply(&info.spec.uid);
+                (vec![ClusterEvent::PodApplied(info)], false)
+            }
+            Event::Delete(pod) => {
+                let uid = pod.into_info().spec.uid;
+                if uid.is_empty() {
+                    return (Vec::new(), false);
+                }
+                self.keys.delete(&uid);
+                (vec![ClusterEvent::PodDeleted { uid }], false)
+            }
+            Event::InitDone => {
+                let gone = self
+                    .keys
+                    .init_done()
+                    .into_iter()
+                    .map(|uid| ClusterEvent::PodDeleted { uid })
+                    .collect();
+                (gone, true)
+            }
+        }
+    }
+
+    /// Pods known.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether no pod is known.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
 
 /// The task that starts a watch ([`run`] itself for the core ones).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
