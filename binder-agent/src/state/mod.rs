@@ -16,6 +16,12 @@
 //! one pass over the stored pods when a budget names pods it has not resolved yet, and as pods
 //! arrive for names still unresolved). A name whose pod is gone stays unresolved: it covers no
 //! pod, and one recreated under the name later is not taken for the evicted one.
+//!
+//! `ClusterState` is defined here; its methods are grouped by concern: `pods.rs` (nodes,
+//! namespaces, bound and assumed pods), `pdbs.rs` (budgets and their disrupted pods),
+//! `storage.rs` (storage and DRA objects, and the choices assumed on them), `pod_groups.rs`
+//! (PodGroups; their hierarchy is `pod_group_tree.rs`), `log.rs` (the change log and the deltas
+//! built from it), `snapshot.rs` (full snapshots) and `encoding.rs` (bound pods' encoded form).
 
 mod encoding;
 mod log;

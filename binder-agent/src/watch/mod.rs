@@ -20,6 +20,11 @@
 //! relist completes. The binder is marked synced once every initial list is done. Lists use the
 //! default consistent (most recent) semantic, not `resourceVersion=0`: a stale list would make
 //! recently created bound pods look deleted and free their nodes for a moment.
+//!
+//! Here: the pod watch ([`WatchedPod`], [`PodTracker`]), the table of watched resources
+//! (`watched!`) that the sync barrier counts, and the tasks that start the watches. The trackers of
+//! nodes, namespaces and budgets are in `trackers.rs`, the storage and DRA kinds (one table,
+//! `storage_kinds!`) in `kinds.rs`, the checks of which optional APIs are served in `served.rs`.
 
 mod kinds;
 mod served;
