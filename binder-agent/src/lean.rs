@@ -23,13 +23,6 @@ use serde::Deserialize;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Lean<K>(pub K);
 
-impl<K> Lean<K> {
-    /// The object.
-    pub fn into_inner(self) -> K {
-        self.0
-    }
-}
-
 /// A kind whose top-level fields are `metadata`, `spec` and `status` (`apiVersion` and `kind`
 /// are checked by the API path, not the body), put together from them.
 pub trait Parts: Sized {
