@@ -462,6 +462,7 @@ impl KubeApi {
 }
 
 impl ClusterApi for KubeApi {
+    #[tracing::instrument(level = "debug", name = "bind", skip_all)]
     async fn bind(&self, pod: &PodRef, node: &str, annotations: &BTreeMap<String, String>) -> Result<(), ApiError> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
         let body = binding(pod, node, annotations);

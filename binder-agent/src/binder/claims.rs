@@ -19,6 +19,7 @@ impl<A: ClusterApi> Binder<A> {
     /// not yet seen by the watch) is not decided; it waits, with nothing written, as
     /// kube-scheduler leaves it, until the claim or the pod changes.
     pub(super) fn gate_claims(&self, mut batch: Vec<QueuedPod>, now: Instant) -> Vec<QueuedPod> {
+        let _step = tracing::debug_span!("gate_claims").entered();
         let s = &self.shared;
         if batch.iter().all(|p| p.info.spec.resource_claims.is_empty()) {
             return batch;

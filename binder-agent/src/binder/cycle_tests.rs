@@ -1346,3 +1346,4 @@ async fn a_failed_binding_deletes_the_special_claim_its_prebind_created() {
 
 // DeviceTaintRules: in snapshots and deltas, and pods requeued when one changes.
 mod device_taint_rules;
+mod walk;

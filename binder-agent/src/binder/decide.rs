@@ -141,6 +141,7 @@ impl<A: ClusterApi> Binder<A> {
     /// Asks the route's backend to place the group's pods (each sent as `as_sent` makes it); a
     /// pod the service refuses as invalid is taken out and the rest asked again. The replica
     /// stores its snapshot with the placements assumed.
+    #[tracing::instrument(level = "debug", name = "decide_group", skip_all, fields(pods = specs.len()))]
     pub(super) async fn decide_group(
         &self,
         routing: &Routing,

@@ -71,6 +71,7 @@ impl<A: ClusterApi> Binder<A> {
 
     /// Applies one cluster event to the state and the queue.
     pub fn handle(&self, event: ClusterEvent) {
+        let _step = tracing::debug_span!("handle").entered();
         let now = Instant::now();
         let s = &self.shared;
         match event {

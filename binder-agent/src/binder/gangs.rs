@@ -46,6 +46,7 @@ impl<A: ClusterApi> Binder<A> {
         tasks: &mut JoinSet<()>,
         now: Instant,
     ) -> Vec<QueuedPod> {
+        let _step = tracing::debug_span!("gate_gangs").entered();
         let s = &self.shared;
         // A PodGroup's members have no gang label: they are gated too.
         if batch

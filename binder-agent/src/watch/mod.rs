@@ -155,6 +155,7 @@ pub struct PodTracker {
 impl PodTracker {
     /// The cluster events for one watch event; `true` with them when an initial list completed.
     pub fn on_event(&mut self, event: Event<WatchedPod>) -> (Vec<ClusterEvent>, bool) {
+        let _step = tracing::debug_span!("on_event").entered();
         match event {
             Event::Init => {
                 self.keys.init();
