@@ -141,7 +141,6 @@ impl<A: ClusterApi> Binder<A> {
     /// Asks the route's backend to place the group's pods (each sent as `as_sent` makes it); a
     /// pod the service refuses as invalid is taken out and the rest asked again. The replica
     /// stores its snapshot with the placements assumed.
-    #[tracing::instrument(level = "debug", name = "decide_group", skip_all, fields(pods = specs.len()))]
     pub(super) async fn decide_group(
         &self,
         routing: &Routing,
@@ -149,6 +148,10 @@ impl<A: ClusterApi> Binder<A> {
         specs: &[&proto::Pod],
         as_sent: AsSent<'_>,
     ) -> GroupDecision {
+        // The step's span marks where it runs and is left at once: the replicas' SyncSnapshot
+        // and Schedule spans stay children of the batch's `schedulingCycle` (the trace context
+        // sent is the current span's), whether or not debug spans are on.
+        drop(tracing::debug_span!("decide_group", pods = specs.len()).entered());
         let started = Instant::now();
         let pool = self.shared.pools.of(routing, route.backend);
         let fail_fast = !route.backend.is_main();
