@@ -47,8 +47,9 @@ macro_rules! step {
 impl<A: ClusterApi> Binder<A> {
     /// Runs the loop (kube's `ScheduleOne`, over and over) until `shutdown` resolves, then stops
     /// taking work and waits for in-flight binds. Each pass: bind the preemptors whose victims
-    /// are gone; while a follower, wait; decide the waiting preemptors that are due; decide the
-    /// pods held for the whole cluster once due; else wait for work, pop a batch and dispatch it.
+    /// are gone; while a follower, wait; decide the waiting preemptors that are due; with node
+    /// partitions, take their turn (`partitioned.rs`); else wait for work, pop a batch and
+    /// dispatch it.
     pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
         let mut tasks = JoinSet::new();
@@ -61,22 +62,17 @@ impl<A: ClusterApi> Binder<A> {
             while tasks.try_join_next().is_some() {}
             self.bind_preemptors_with_room(&mut tasks);
             step!(self.wait_for_leadership(&mut lp, &mut shutdown).await);
-            if self.shared.synced.load(Ordering::Relaxed) {
-                step!(self.wait_for_partitions_if_a_preemptor_is_due(&mut shutdown).await);
-                if self.retry_waiting_preemptors(&mut tasks).await {
-                    continue;
-                }
-            }
+            step!(self.retry_waiting_preemptors(&mut shutdown, &mut tasks).await);
             let ready = self.shared.queue.lock().ready(Instant::now());
+            let idle = ready == 0 || !self.shared.synced.load(Ordering::Relaxed);
             let limit = self.parallel_limit();
             step!(
-                self.decide_held_pods_if_due(&mut lp.hold, ready, limit, &mut shutdown, &mut tasks)
+                self.wait_for_partitions(&mut lp.hold, idle, ready, limit, &mut shutdown, &mut tasks)
                     .await
             );
-            if ready == 0 || !self.shared.synced.load(Ordering::Relaxed) {
+            if idle {
                 step!(self.wait_for_work(&mut lp, &mut shutdown).await);
             }
-            step!(self.wait_for_a_partition(&lp.hold, limit, &mut shutdown).await);
             step!(self.wait_for_the_batch_to_fill(ready, &mut shutdown).await);
             let batch = self.pop_batch();
             if !batch.is_empty() {

@@ -53,6 +53,7 @@
 //!             |           +-- no answer ------> backed off in the queue
 //!             |
 //!             +-- waiting preemptors ---------> preemption.rs  retry_waiting_preemptors
+//!             +-- before a pop, partitions on -> partitioned.rs  wait_for_partitions
 //!             +-- victims gone ---------------> bind.rs  spawn_binding_cycle
 //! ```
 //!

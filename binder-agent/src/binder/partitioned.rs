@@ -1,9 +1,12 @@
 //! Batches decided on node partitions ([`crate::partitions`]; off by default: with
 //! [`super::BinderConfig::batches_in_flight`] at 1, kube-scheduler's one cycle at a time). The
-//! loop asks this file how many batches may be in flight ([`Binder::parallel_limit`]); with two
-//! or more, [`Binder::dispatch_on_partitions`] sends the pods a partition may decide to a free
-//! one, decided in a task of its own, and holds the pods that must be decided on the whole
-//! cluster until the partitions in flight drain ([`WholeClusterHold`]). A partition's decision
+//! loop asks this file how many batches may be in flight ([`Binder::parallel_limit`]) and, before
+//! each pop, lets it take its turn ([`Binder::wait_for_partitions`]: the held pods decided, a free
+//! partition waited for); a waiting preemptor due waits for the partitions in flight
+//! ([`Binder::wait_for_partitions_if_a_preemptor_is_due`]). With two or more batches in flight,
+//! [`Binder::dispatch_on_partitions`] sends the pods a partition may decide to a free one,
+//! decided in a task of its own, and holds the pods that must be decided on the whole cluster
+//! until the partitions in flight drain ([`WholeClusterHold`]). A partition's decision
 //! is made and acted on as any other ([`Binder::decide_group`], [`Binder::handle_decision`]):
 //! its pods are sent restricted to the partition's nodes, and the pods it sends back are taken
 //! out of its response before the rest is acted on.
@@ -98,10 +101,30 @@ impl<A: ClusterApi> Binder<A> {
         }
     }
 
+    /// The partitions' turn before a pop (`Go` at once when decisions are not partitioned and no
+    /// pod is held): the held pods decided on the whole cluster once due
+    /// ([`Binder::decide_held_pods_if_due`]); then, unless the loop is `idle` (nothing ready, or
+    /// the first lists not done: it waits for work instead), a free partition waited for
+    /// ([`Binder::wait_for_a_partition`]).
+    pub(super) async fn wait_for_partitions(
+        &self,
+        hold: &mut WholeClusterHold,
+        idle: bool,
+        ready: usize,
+        limit: usize,
+        shutdown: &mut (impl std::future::Future<Output = ()> + Unpin),
+        tasks: &mut JoinSet<()>,
+    ) -> Flow {
+        match self.decide_held_pods_if_due(hold, ready, limit, shutdown, tasks).await {
+            Flow::Go if !idle => self.wait_for_a_partition(hold, limit, shutdown).await,
+            flow => flow,
+        }
+    }
+
     /// Decides the held pods on the whole cluster once a batch of them gathered, nothing else is
     /// ready, the oldest waited [`WHOLE_CLUSTER_HOLD`], or decisions are no longer partitioned:
     /// after the partitions in flight drain (`Again` then; `Go` while they are not due).
-    pub(super) async fn decide_held_pods_if_due(
+    async fn decide_held_pods_if_due(
         &self,
         hold: &mut WholeClusterHold,
         ready: usize,
@@ -137,7 +160,7 @@ impl<A: ClusterApi> Binder<A> {
     /// The partition whose turn it is, or as many as replicas are ready, are being decided: waits
     /// for one, or for the held pods' time; then `Again`. `Go` when one is free or decisions are
     /// not partitioned.
-    pub(super) async fn wait_for_a_partition(
+    async fn wait_for_a_partition(
         &self,
         hold: &WholeClusterHold,
         limit: usize,

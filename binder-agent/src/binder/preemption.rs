@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::failures::Failure;
-use super::{pod_ref, BindRequest, Binder};
+use super::{pod_ref, BindRequest, Binder, Flow};
 use crate::api::{ClusterApi, PodRef, Preemptor};
 use crate::nominations::{Nomination, RetryEnd};
 use crate::queue::QueuedPod;
@@ -125,10 +125,23 @@ impl<A: ClusterApi> Binder<A> {
         });
     }
 
-    /// Gives up the nominations past their deadline and decides again, one at a time, the waiting
-    /// preemptors whose retry is due. Returns whether it decided any (the loop then looks again).
-    pub(super) async fn retry_waiting_preemptors(&self, tasks: &mut JoinSet<()>) -> bool {
+    /// Once the first lists are done: gives up the nominations past their deadline and decides
+    /// again, one at a time, the waiting preemptors whose retry is due, on the whole cluster (after
+    /// the decisions in flight on node partitions end). `Again` when it decided any or waited (the
+    /// loop then looks again), `Go` when none was due.
+    pub(super) async fn retry_waiting_preemptors(
+        &self,
+        shutdown: &mut (impl std::future::Future<Output = ()> + Unpin),
+        tasks: &mut JoinSet<()>,
+    ) -> Flow {
         let s = &self.shared;
+        if !s.synced.load(std::sync::atomic::Ordering::Relaxed) {
+            return Flow::Go;
+        }
+        match self.wait_for_partitions_if_a_preemptor_is_due(shutdown).await {
+            Flow::Go => {}
+            flow => return flow,
+        }
         let now = Instant::now();
         let expired = s.nominations.lock().take_expired(now);
         for n in expired {
@@ -136,7 +149,7 @@ impl<A: ClusterApi> Binder<A> {
         }
         let due = s.nominations.lock().take_due(now);
         if due.is_empty() {
-            return false;
+            return Flow::Go;
         }
         for qp in due {
             // Alone in its batch and without its own reservation: it may fit elsewhere now, or on
@@ -159,7 +172,7 @@ impl<A: ClusterApi> Binder<A> {
             // An outcome that did not settle it (no answer at all) keeps it waiting.
             self.keep_waiting(tasks, &uid, None, Instant::now());
         }
-        true
+        Flow::Again
     }
 
     /// A preemptor decided again that fits nowhere else keeps its reservation on its node and its
