@@ -1011,6 +1011,39 @@ async fn a_pod_group_with_a_gated_member_is_held_whole_until_its_last_gate_goes(
 }
 
 #[tokio::test]
+async fn a_label_gang_and_a_pod_group_of_the_same_name_are_two_gangs() {
+    let replica = ScriptedReplica::default();
+    for m in ["l0", "l1", "m0"] {
+        replica.script(m, &[Answer::Node("n1")]);
+    }
+    let h = Harness::start(&replica).await;
+    // The label gang ns/g of two, both pending: complete.
+    for name in ["l0", "l1"] {
+        let mut p = pod(name, "");
+        p.spec.gang = Some(proto::Gang {
+            name: "g".into(),
+            min_members: 2,
+        });
+        h.binder.handle(ClusterEvent::PodApplied(p));
+    }
+    // A member of the PodGroup ns/g, which the watch has not shown yet: it waits for it.
+    h.binder.handle(ClusterEvent::PodApplied(member("m0", "g", &[])));
+    h.until("the label gang bound", |api| {
+        ["l0", "l1"].iter().all(|m| api.of(m).bound_to.is_some())
+    })
+    .await;
+    tokio::time::sleep(MAX_BACKOFF * 2).await;
+    assert_eq!(replica.asked("m0"), 0, "the PodGroup's member waits for its PodGroup");
+    // The PodGroup comes, minCount 1: its member is decided, apart from the label gang.
+    h.binder.handle(pod_group("g", 1));
+    h.until("the PodGroup's member bound", |api| api.of("m0").bound_to.is_some())
+        .await;
+    let calls = replica.calls.lock().clone();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn a_pod_groups_members_are_sent_in_the_order_they_arrived() {
     let replica = ScriptedReplica::default();
     // Names in the reverse of the arrival order: neither name order nor hash order is arrival.

@@ -4,7 +4,7 @@
 use placement_scheduler::proto;
 use tokio::time::Instant;
 
-use super::gangs::{gang_key, is_member};
+use super::gangs::{gang_key, is_member, GangKey};
 use super::{Binder, ClusterEvent};
 use crate::api::ClusterApi;
 use crate::projection::{PodInfo, StorageKey, StorageObject};
@@ -122,19 +122,21 @@ impl<A: ClusterApi> Binder<A> {
                 // (GangScheduling's PreEnqueue: the group added, or its minCount changed) are
                 // looked at again.
                 let group = match &obj {
-                    StorageObject::PodGroup(g) => Some(format!("{}/{}", g.namespace, g.name)),
+                    StorageObject::PodGroup(g) => {
+                        Some((g.namespace.clone(), Some(GangKey::pod_group(&g.namespace, &g.name))))
+                    }
                     // A CompositePodGroup may complete a hierarchy: the held pods of its
                     // namespace's PodGroups are looked at again.
-                    StorageObject::CompositePodGroup(g) => Some(format!("{}/", g.namespace)),
+                    StorageObject::CompositePodGroup(g) => Some((g.namespace.clone(), None)),
                     _ => None,
                 };
                 let changed = s.state.lock().apply_storage(obj);
                 self.storage_changed(changed && group.is_none(), now);
-                if let Some(key) = group.filter(|_| changed) {
+                if let Some((namespace, key)) = group.filter(|_| changed) {
                     let mut q = s.queue.lock();
-                    q.activate_where(|i| match key.strip_suffix('/') {
-                        Some(ns) => i.spec.namespace == ns && !i.spec.scheduling_group.is_empty(),
-                        None => is_member(i, &key),
+                    q.activate_where(|i| match &key {
+                        Some(key) => is_member(i, key),
+                        None => i.spec.namespace == namespace && !i.spec.scheduling_group.is_empty(),
                     });
                     self.update_queue_gauges(&q);
                     drop(q);

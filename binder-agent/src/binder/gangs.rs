@@ -63,12 +63,12 @@ impl<A: ClusterApi> Binder<A> {
             }
             None => true,
         });
-        let mut keys: Vec<String> = batch.iter().filter_map(|p| gang_key(&p.info.spec)).collect();
+        let mut keys: Vec<GangKey> = batch.iter().filter_map(|p| gang_key(&p.info.spec)).collect();
         keys.sort();
         keys.dedup();
         // A PodGroup's minCount, read before the queue is locked: `None` for a group whose
         // PodGroup the watch has not shown (its pods wait for it).
-        let pod_groups: HashMap<String, Option<u32>> = {
+        let pod_groups: HashMap<GangKey, Option<u32>> = {
             let st = s.state.lock();
             batch
                 .iter()
@@ -87,7 +87,7 @@ impl<A: ClusterApi> Binder<A> {
                             g.gang.as_ref().map_or(1, |g| g.min_count.max(1) as u32)
                         }
                     });
-                    (format!("{}/{}", spec.namespace, spec.scheduling_group), min)
+                    (GangKey::pod_group(&spec.namespace, &spec.scheduling_group), min)
                 })
                 .collect()
         };
@@ -115,12 +115,14 @@ impl<A: ClusterApi> Binder<A> {
             .iter()
             .flat_map(|t| t.groups.iter().map(|(k, ..)| k.clone()))
             .collect();
-        keys.retain(|k| !in_tree.contains(k));
+        keys.retain(|k| !k.as_pod_group().is_some_and(|g| in_tree.contains(g)));
         // Members bound or assumed, by gang (the state is read before the queue is locked, the
         // order every other path takes).
-        let mut placed: HashMap<String, Vec<String>> = HashMap::new();
+        let mut placed: HashMap<GangKey, Vec<String>> = HashMap::new();
         for p in s.state.lock().pods() {
-            if let Some(k) = gang_key(&p).filter(|k| keys.binary_search(k).is_ok() || in_tree.contains(k)) {
+            let wanted =
+                |k: &GangKey| keys.binary_search(k).is_ok() || k.as_pod_group().is_some_and(|g| in_tree.contains(g));
+            if let Some(k) = gang_key(&p).filter(wanted) {
                 placed.entry(k).or_default().push(p.uid.clone());
             }
         }
@@ -130,7 +132,8 @@ impl<A: ClusterApi> Binder<A> {
         }
         for tree in &trees {
             let leaves: HashSet<&str> = tree.groups.iter().map(|(k, ..)| k.as_str()).collect();
-            let member = |i: &PodInfo| gang_key(&i.spec).is_some_and(|k| leaves.contains(k.as_str()));
+            let of_leaf = |i: &PodInfo| gang_key(&i.spec).and_then(GangKey::into_pod_group);
+            let member = |i: &PodInfo| of_leaf(i).is_some_and(|k| leaves.contains(k.as_str()));
             let in_batch: HashSet<String> = batch
                 .iter()
                 .filter(|p| member(&p.info))
@@ -140,7 +143,7 @@ impl<A: ClusterApi> Binder<A> {
             let mut waiting: Vec<String> = Vec::new();
             let mut gated = false;
             for leaf in &leaves {
-                let queued = q.find(|i| gang_key(&i.spec).is_some_and(|k| k == *leaf));
+                let queued = q.find(|i| of_leaf(i).is_some_and(|k| k == *leaf));
                 let queued_uids: HashSet<&str> = queued.iter().map(|(uid, ..)| uid.as_str()).collect();
                 let mut n = 0usize;
                 for (uid, place, _) in &queued {
@@ -155,7 +158,7 @@ impl<A: ClusterApi> Binder<A> {
                     }
                 }
                 // Members bound or assumed (and not also still queued, as an assumed one is).
-                n += placed.get(*leaf).map_or(0, |uids| {
+                n += placed.get(&GangKey::PodGroup(leaf.to_string())).map_or(0, |uids| {
                     uids.iter().filter(|u| !queued_uids.contains(u.as_str())).count()
                 });
                 present.insert(leaf.to_string(), n);
@@ -215,7 +218,7 @@ impl<A: ClusterApi> Binder<A> {
                 .min()
                 .unwrap_or(now);
             let verdict = gang_verdict(
-                &key,
+                &key.to_string(),
                 min_members,
                 in_batch.len(),
                 &waiting,
@@ -284,9 +287,9 @@ pub(super) fn in_member_order(batch: Vec<QueuedPod>) -> Vec<QueuedPod> {
     if batch.iter().all(|p| gang_key(&p.info.spec).is_none()) {
         return batch;
     }
-    let mut members: HashMap<String, Vec<QueuedPod>> = HashMap::new();
+    let mut members: HashMap<GangKey, Vec<QueuedPod>> = HashMap::new();
     // Each pod's slot: a pod outside any gang, or the first member of a gang.
-    let mut slots: Vec<Result<QueuedPod, String>> = Vec::with_capacity(batch.len());
+    let mut slots: Vec<Result<QueuedPod, GangKey>> = Vec::with_capacity(batch.len());
     for p in batch {
         match gang_key(&p.info.spec) {
             None => slots.push(Ok(p)),
@@ -390,12 +393,53 @@ impl<A: ClusterApi> Binder<A> {
     }
 }
 
-/// `namespace/name` of the pod's gang, if it declares one: placement's gang label, else the
-/// PodGroup it names.
-pub(super) fn gang_key(pod: &proto::Pod) -> Option<String> {
+/// A gang: placement's gang label or a PodGroup, each `namespace/name` in a kind of its own, so a
+/// label gang is never taken for the PodGroup of the same name (both read `namespace/name`, as
+/// [`std::fmt::Display`] writes them in messages and logs).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) enum GangKey {
+    /// The gang the label `placement.dev/gang` names, in the pod's namespace.
+    Label(String),
+    /// The PodGroup the pod's `spec.schedulingGroup` names, in its namespace.
+    PodGroup(String),
+}
+
+impl GangKey {
+    /// The PodGroup `name` in `namespace`.
+    pub(super) fn pod_group(namespace: &str, name: &str) -> Self {
+        Self::PodGroup(format!("{namespace}/{name}"))
+    }
+
+    /// `namespace/name` of a PodGroup; `None` for a label gang.
+    pub(super) fn as_pod_group(&self) -> Option<&String> {
+        match self {
+            Self::PodGroup(k) => Some(k),
+            Self::Label(_) => None,
+        }
+    }
+
+    /// [`GangKey::as_pod_group`], taken.
+    pub(super) fn into_pod_group(self) -> Option<String> {
+        match self {
+            Self::PodGroup(k) => Some(k),
+            Self::Label(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for GangKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Label(k) | Self::PodGroup(k) => f.write_str(k),
+        }
+    }
+}
+
+/// The pod's gang, if it declares one: placement's gang label, else the PodGroup it names.
+pub(super) fn gang_key(pod: &proto::Pod) -> Option<GangKey> {
     match &pod.gang {
-        Some(g) => Some(format!("{}/{}", pod.namespace, g.name)),
-        None if !pod.scheduling_group.is_empty() => Some(format!("{}/{}", pod.namespace, pod.scheduling_group)),
+        Some(g) => Some(GangKey::Label(format!("{}/{}", pod.namespace, g.name))),
+        None if !pod.scheduling_group.is_empty() => Some(GangKey::pod_group(&pod.namespace, &pod.scheduling_group)),
         None => None,
     }
 }
@@ -443,8 +487,8 @@ pub(super) fn gang_verdict(
 }
 
 /// Whether `info` is a member of the gang `key`.
-pub(super) fn is_member(info: &PodInfo, key: &str) -> bool {
-    gang_key(&info.spec).is_some_and(|k| k == key)
+pub(super) fn is_member(info: &PodInfo, key: &GangKey) -> bool {
+    gang_key(&info.spec).is_some_and(|k| k == *key)
 }
 
 #[cfg(test)]
