@@ -231,6 +231,18 @@ pub struct Policy {
     /// KubeSchedulerConfiguration's `extenders` apply to every profile, as in kube-scheduler.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extenders: Vec<super::extender::ExtenderConfig>,
+    /// DefaultPreemption's PostFilter runs for a pod no node fits (kube-scheduler's default);
+    /// false for a KubeSchedulerConfiguration profile whose postFilter set does not hold it.
+    #[serde(default = "enabled", skip_serializing_if = "is_enabled")]
+    pub default_preemption: bool,
+}
+
+fn enabled() -> bool {
+    true
+}
+
+fn is_enabled(on: &bool) -> bool {
+    *on
 }
 
 /// Why a policy cannot be used.
@@ -322,6 +334,7 @@ impl Policy {
             device_packing: DevicePackingArgs::default(),
             rules: Rules::default(),
             extenders: Vec::new(),
+            default_preemption: true,
         }
     }
 

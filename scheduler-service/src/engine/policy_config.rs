@@ -29,6 +29,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
+mod plugin_sets;
 mod specs;
 
 use super::extender::{extenders_from_specs, ExtenderConfig, ExtenderSpec};
@@ -38,9 +39,10 @@ use super::policy::{
 };
 use super::registry::{self, Runs};
 use super::resources::ResourceName;
+use plugin_sets::{expand, is_post_filter, merge_plugin_set, AlreadyRegistered, Entry};
 use specs::{
     DynamicResourcesArgsSpec, KubeSchedulerConfigurationSpec, NodeAffinityArgs, NodeResourcesBalancedAllocationArgs,
-    NodeResourcesFitArgs, PlacementFileSpec, PluginSetSpec, PluginSpec, PluginsSpec, ProfileSpec, ResourceSpec,
+    NodeResourcesFitArgs, PlacementFileSpec, PluginSetSpec, PluginsSpec, ProfileSpec, ResourceSpec,
     ScoringStrategySpec, TypeMeta,
 };
 
@@ -128,6 +130,12 @@ pub enum PolicyConfigError {
         /// The engine's reason.
         source: PolicyError,
     },
+}
+
+impl From<AlreadyRegistered> for PolicyConfigError {
+    fn from(e: AlreadyRegistered) -> Self {
+        invalid(e.field, e.message)
+    }
 }
 
 fn invalid(field: impl Into<String>, message: impl Into<String>) -> PolicyConfigError {
@@ -494,108 +502,6 @@ fn dynamic_resources_binding_timeout(
     }
 }
 
-/// One enabled plugin after merging: where it came from and whether the operator wrote it.
-#[derive(Debug, Clone)]
-struct Entry {
-    name: String,
-    weight: Option<i64>,
-    /// Written in the file (not merely implied by kube-scheduler's defaults).
-    explicit: bool,
-    /// Path of the entry in the file (empty for implied defaults).
-    field: String,
-}
-
-fn entries(set: &[PluginSpec], path: &str) -> Vec<Entry> {
-    set.iter()
-        .enumerate()
-        .map(|(i, p)| Entry {
-            name: p.name.clone(),
-            weight: p.weight,
-            explicit: true,
-            field: format!("{path}.enabled[{i}]"),
-        })
-        .collect()
-}
-
-fn disabled_names(set: &PluginSetSpec) -> HashSet<&str> {
-    set.disabled.iter().map(|p| p.name.as_str()).collect()
-}
-
-/// kube-scheduler's `mergePluginSet`: defaults minus the disabled ones (all with `"*"`), a default
-/// the operator re-lists replaced in place (keeping its position), the rest of the operator's list
-/// appended in order.
-fn merge_plugin_set(defaults: Vec<Entry>, custom: &PluginSetSpec, path: &str) -> Vec<Entry> {
-    let disabled = disabled_names(custom);
-    let custom = entries(&custom.enabled, path);
-    let mut replaced = HashSet::new();
-    let mut out = Vec::new();
-    if !disabled.contains("*") {
-        for d in defaults {
-            if disabled.contains(d.name.as_str()) {
-                continue;
-            }
-            // The last custom entry of a name wins, as kube-scheduler's map does.
-            match custom.iter().enumerate().rev().find(|(_, c)| c.name == d.name) {
-                Some((i, c)) => {
-                    replaced.insert(i);
-                    out.push(c.clone());
-                }
-                None => out.push(d),
-            }
-        }
-    }
-    out.extend(
-        custom
-            .into_iter()
-            .enumerate()
-            .filter(|(i, _)| !replaced.contains(i))
-            .map(|(_, c)| c),
-    );
-    out
-}
-
-/// kube-scheduler's multiPoint expansion for one extension point: plugins also listed at the point
-/// (overrides, in multiPoint order), then multiPoint plugins that implement the point and are not
-/// disabled there, then the point's other plugins. `"*"` at the point skips the expansion.
-fn expand(
-    multi_point: &[Entry],
-    point: &[Entry],
-    point_set: &PluginSetSpec,
-    implements: impl Fn(&str) -> bool,
-    point_path: &str,
-) -> Result<Vec<Entry>, PolicyConfigError> {
-    let disabled = disabled_names(point_set);
-    if disabled.contains("*") {
-        return Ok(point.to_vec());
-    }
-    let mut overrides: Vec<Entry> = Vec::new();
-    let mut from_multi: Vec<Entry> = Vec::new();
-    for e in multi_point {
-        if !implements(&e.name) || disabled.contains(e.name.as_str()) {
-            continue;
-        }
-        if let Some(o) = point.iter().find(|p| p.name == e.name) {
-            if !overrides.iter().any(|x| x.name == o.name) {
-                overrides.push(o.clone());
-            }
-            continue;
-        }
-        if from_multi.iter().any(|x| x.name == e.name) {
-            return Err(invalid(
-                e.field.clone(),
-                format!("plugin {:?} already registered at {point_path}", e.name),
-            ));
-        }
-        from_multi.push(e.clone());
-    }
-    let rest: Vec<Entry> = point
-        .iter()
-        .filter(|p| !overrides.iter().any(|o| o.name == p.name))
-        .cloned()
-        .collect();
-    Ok(overrides.into_iter().chain(from_multi).chain(rest).collect())
-}
-
 fn note_ignored(ignored: &mut Vec<String>, field: impl std::fmt::Display, why: &str) {
     ignored.push(format!("{field}: {why}"));
 }
@@ -732,6 +638,25 @@ fn kube_profile(
                 );
                 continue;
             }
+            // DefaultPreemption: the engine's PostFilter, on where the profile's postFilter set
+            // holds it (resolved below); its PreEnqueue and PodGroupPostFilter are placement's
+            // in every profile.
+            if let Some(Runs::PostFilter { points }) = registry::by_name(&p.name).map(|r| r.runs) {
+                if point != "multiPoint" && !points.contains(&point) {
+                    return Err(invalid(
+                        format!("{field}.name"),
+                        format!("plugin {:?} does not extend {point}", p.name),
+                    ));
+                }
+                if !matches!(point, "multiPoint" | "postFilter") {
+                    note_ignored(
+                        ignored,
+                        format!("{field} ({})", p.name),
+                        "placement runs its job at this extension point in every profile",
+                    );
+                }
+                continue;
+            }
             if !ours(&p.name) {
                 return Err(not_implemented(&name, &p.name, field));
             }
@@ -763,6 +688,17 @@ fn kube_profile(
         }
         if !matches!(point, "multiPoint" | "filter" | "score") {
             for (j, p) in set.disabled.iter().enumerate() {
+                // DefaultPreemption's PostFilter is off where postFilter disables it (or `*`).
+                if point == "postFilter" && (p.name == "*" || is_post_filter(&p.name)) {
+                    if p.name == "*" {
+                        note_ignored(
+                            ignored,
+                            format!("{pp}.{point}.disabled[{j}] ({})", p.name),
+                            "DefaultPreemption's PostFilter is off; DynamicResources' runs wherever its filter does",
+                        );
+                    }
+                    continue;
+                }
                 note_ignored(
                     ignored,
                     format!("{pp}.{point}.disabled[{j}] ({})", p.name),
@@ -803,6 +739,36 @@ fn kube_profile(
             ));
         }
     }
+    // kube-scheduler's PostFilter set: DefaultPreemption's runs where it holds it. Its
+    // PodGroupPostFilter runs in placement's PodGroup cycle whatever that set says.
+    let post_filter_point = merge_plugin_set(Vec::new(), &plugins.post_filter, &format!("{pp}.postFilter"));
+    let post_filters = expand(
+        &multi_point,
+        &post_filter_point,
+        &plugins.post_filter,
+        is_post_filter,
+        &format!("{pp}.postFilter"),
+    )?;
+    let default_preemption = post_filters.iter().any(|e| is_post_filter(&e.name));
+    let group_post_filter_point = merge_plugin_set(
+        Vec::new(),
+        &plugins.pod_group_post_filter,
+        &format!("{pp}.podGroupPostFilter"),
+    );
+    let group_post_filters = expand(
+        &multi_point,
+        &group_post_filter_point,
+        &plugins.pod_group_post_filter,
+        is_post_filter,
+        &format!("{pp}.podGroupPostFilter"),
+    )?;
+    if !group_post_filters.iter().any(|e| is_post_filter(&e.name)) {
+        note_ignored(
+            ignored,
+            format!("{pp}.podGroupPostFilter (DefaultPreemption)"),
+            "placement's PodGroup cycle runs DefaultPreemption's PodGroupPostFilter in every profile",
+        );
+    }
     let filters = expand(
         &multi_point,
         &filter_point,
@@ -820,6 +786,7 @@ fn kube_profile(
 
     // Args a profile does not set keep kube-scheduler's defaults, which the default policy has.
     let mut policy = Policy::kube_default();
+    policy.default_preemption = default_preemption;
     policy.name = name.clone();
     policy.description = format!("{KUBE_SCHEDULER_KIND} profile {name:?}");
     policy.filters = filters

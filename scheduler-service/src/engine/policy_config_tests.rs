@@ -291,7 +291,7 @@ fn implied_defaults_placement_lacks_are_skipped_but_explicit_ones_are_errors() {
     for (point, plugin) in [
         ("score", "MyCustomScore"),
         ("preFilter", "SomeOutOfTreePlugin"),
-        ("postFilter", "DefaultPreemption"),
+        ("postFilter", "SomeOutOfTreePostFilter"),
         ("multiPoint", "SchedulingGates"),
     ] {
         // NodeName first where it is valid, so the error's index is that of the culprit.
@@ -955,4 +955,68 @@ fn pod_group_plugins_and_points_are_read_as_kube_reads_them() {
     ))
     .to_string();
     assert!(e.contains("is not implemented by placement"), "{e}");
+}
+
+/// The profile `gpu` with `plugins` (YAML under `plugins:`, indented by four), parsed.
+fn gpu_profile(plugins: &str) -> Result<PolicyFile, PolicyConfigError> {
+    parse_policy_file(&format!("{KSC}profiles:\n- schedulerName: gpu\n  plugins:\n{plugins}"))
+}
+
+#[test]
+fn default_preemption_runs_where_the_profiles_post_filter_set_holds_it() {
+    // kube-scheduler's multiPoint expansion (`expandMultiPointPlugins`) of its default set, with
+    // DefaultPreemption a PostFilter, PreEnqueue and PodGroupPostFilter plugin
+    // (`defaultpreemption/default_preemption.go`).
+    let on = |plugins: &str| match gpu_profile(plugins) {
+        Ok(f) => f.policies[0].default_preemption,
+        Err(e) => panic!("{plugins}: {e}"),
+    };
+    assert!(parse(&format!("{KSC}profiles:\n- schedulerName: a\n")).policies[0].default_preemption);
+    for enabled in [
+        "    postFilter:\n      enabled:\n      - name: DefaultPreemption\n",
+        "    multiPoint:\n      enabled:\n      - name: DefaultPreemption\n",
+        "    multiPoint:\n      disabled:\n      - name: '*'\n      enabled:\n      - name: NodeResourcesFit\n      - name: DefaultPreemption\n",
+        // Disabled at multiPoint, enabled at the point: the point's own setting wins.
+        "    multiPoint:\n      disabled:\n      - name: DefaultPreemption\n    postFilter:\n      enabled:\n      - name: DefaultPreemption\n",
+        "    postFilter:\n      disabled:\n      - name: '*'\n      enabled:\n      - name: DefaultPreemption\n",
+    ] {
+        assert!(on(enabled), "{enabled}");
+    }
+    for disabled in [
+        "    postFilter:\n      disabled:\n      - name: DefaultPreemption\n",
+        "    postFilter:\n      disabled:\n      - name: '*'\n",
+        "    multiPoint:\n      disabled:\n      - name: DefaultPreemption\n",
+        "    multiPoint:\n      disabled:\n      - name: '*'\n      enabled:\n      - name: NodeResourcesFit\n",
+    ] {
+        assert!(!on(disabled), "{disabled}");
+    }
+    // Disabling it at postFilter is honoured, not noted as ignored.
+    let f = gpu_profile("    postFilter:\n      disabled:\n      - name: DefaultPreemption\n").unwrap();
+    assert!(f.ignored.iter().all(|i| !i.contains("postFilter")), "{:?}", f.ignored);
+    // Its PreEnqueue and PodGroupPostFilter are placement's in every profile: noted.
+    let f = gpu_profile("    preEnqueue:\n      enabled:\n      - name: DefaultPreemption\n").unwrap();
+    assert!(f.policies[0].default_preemption);
+    assert!(
+        f.ignored
+            .iter()
+            .any(|i| i.starts_with("profiles[0].plugins.preEnqueue.enabled[0] (DefaultPreemption)")),
+        "{:?}",
+        f.ignored
+    );
+    let f = gpu_profile("    multiPoint:\n      disabled:\n      - name: DefaultPreemption\n").unwrap();
+    assert!(
+        f.ignored
+            .iter()
+            .any(|i| i.starts_with("profiles[0].plugins.podGroupPostFilter (DefaultPreemption)")),
+        "{:?}",
+        f.ignored
+    );
+    // It extends no filter: kube's `plugin "DefaultPreemption" does not extend filter plugin`.
+    assert_eq!(
+        gpu_profile("    filter:\n      enabled:\n      - name: DefaultPreemption\n").unwrap_err(),
+        invalid(
+            "profiles[0].plugins.filter.enabled[0].name",
+            "plugin \"DefaultPreemption\" does not extend filter"
+        )
+    );
 }

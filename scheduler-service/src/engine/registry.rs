@@ -168,6 +168,14 @@ pub enum Runs {
         /// kube-scheduler's extension points of the plugin.
         points: &'static [&'static str],
     },
+    /// The engine's PostFilter (`plugins::defaultpreemption`), for a pod no node fits: it runs
+    /// in a profile whose postFilter set holds the plugin once multiPoint is expanded as
+    /// kube-scheduler expands it (on by default; disabled at postFilter or multiPoint, off). A
+    /// configuration may enable it at multiPoint or its `points`.
+    PostFilter {
+        /// kube-scheduler's extension points of the plugin.
+        points: &'static [&'static str],
+    },
 }
 
 /// One plugin.
@@ -409,8 +417,14 @@ pub const REGISTRY: &[PluginRow] = &[
         Devices,
         "dynamicresources/dynamicresources.go",
     ),
-    // Its job is `plugins::defaultpreemption`'s, for every profile; not enabled by name.
-    elsewhere("DefaultPreemption", Runs::No, "defaultpreemption/default_preemption.go"),
+    // `plugins::defaultpreemption`, where the profile's postFilter set holds it.
+    elsewhere(
+        "DefaultPreemption",
+        Runs::PostFilter {
+            points: &["preEnqueue", "postFilter", "podGroupPostFilter"],
+        },
+        "defaultpreemption/default_preemption.go",
+    ),
     engine(
         "NodeResourcesBalancedAllocation",
         None,

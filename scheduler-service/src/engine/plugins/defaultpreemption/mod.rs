@@ -125,6 +125,14 @@ pub(in crate::engine) fn post_filter(
             .as_ref()
             .and_then(|d| d.post_filter(pod, snapshot.nodes().iter().map(|n| &*n.spec)));
     }
+    if !profile.policy().default_preemption {
+        // A profile without DefaultPreemption at postFilter: DynamicResources' PostFilter alone
+        // (`RunPostFilterPlugins`: its reasons, none unless it deallocated a claim).
+        if diag.deallocate.is_some() {
+            diag.post_filter = DEALLOCATED.to_string();
+        }
+        return;
+    }
     default_preemption(profile, snapshot, plan, pod, usage, diag, potential);
     if diag.deallocate.is_some() && diag.nomination.is_none() {
         diag.post_filter = format!("{DEALLOCATED}, {}", diag.post_filter);

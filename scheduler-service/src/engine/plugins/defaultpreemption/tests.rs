@@ -508,6 +508,31 @@ fn message(d: &Decision) -> String {
 }
 
 #[test]
+fn a_profile_without_default_preemption_nominates_nobody() {
+    // kube's `schedulingCycle` with no PostFilter plugin: the FitError alone, no preemption.
+    let snap = Snapshot::build(machines(1), vec![on("machine1", "low", SMALL, LOW, T)]).unwrap();
+    let profile = Profile::new(Policy {
+        default_preemption: false,
+        ..Policy::kube_default()
+    });
+    let d = Evaluator::new(&profile, &snap)
+        .schedule(&[sized("p", VERY_LARGE, HIGH)], 0, Deadline::none())
+        .unwrap();
+    assert_eq!(
+        message(&d[0]),
+        "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory."
+    );
+    // The same pod preempts under kube's default profile.
+    let (node, victims) = nominate(
+        machines(1),
+        vec![on("machine1", "low", SMALL, LOW, T)],
+        vec![],
+        sized("p", VERY_LARGE, HIGH),
+    );
+    assert_eq!((node.as_str(), victims), ("machine1", vec!["low".to_string()]));
+}
+
+#[test]
 fn preemption_policy_never_is_not_eligible() {
     let mut p = sized("p", VERY_LARGE, HIGH);
     p.preemption_policy = PreemptionPolicy::Never;
