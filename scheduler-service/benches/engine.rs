@@ -719,7 +719,7 @@ fn pod_group_throughput(nodes: usize, groups: usize) {
                 Decision::Unschedulable(_) => None,
             };
             by_group
-                .entry(p.pod_group.as_deref().unwrap_or(""))
+                .entry(p.pod_group.as_ref().map_or("", |k| k.as_str()))
                 .or_default()
                 .push(node);
             if let Some(n) = node {

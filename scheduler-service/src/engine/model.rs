@@ -498,6 +498,11 @@ impl PodGroup {
         format!("{}/{}", self.namespace, self.name)
     }
 
+    /// Its key, typed.
+    pub fn group_key(&self) -> PodGroupKey {
+        PodGroupKey::new(&self.namespace, &self.name)
+    }
+
     /// How many pods must be placed together: minCount, 1 for the basic policy (kube's
     /// `getMinCount`).
     pub fn min_count(&self) -> u32 {
@@ -544,6 +549,52 @@ impl std::fmt::Debug for LabelGangKey {
 }
 
 impl std::fmt::Display for LabelGangKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+/// A PodGroup's key, "namespace/name": the group a pod's `spec.schedulingGroup.podGroupName`
+/// names, in its namespace. A type of its own, so that it is never taken for a label gang's
+/// ([`LabelGangKey`]) or a CompositePodGroup's, which are written the same way; all read the same
+/// in the API.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PodGroupKey(Arc<str>);
+
+impl PodGroupKey {
+    /// The key of the PodGroup `name` in `namespace`.
+    pub fn new(namespace: &str, name: &str) -> Self {
+        Self(Arc::from(format!("{namespace}/{name}")))
+    }
+
+    /// The key "namespace/name" as written.
+    pub fn from_key(key: &str) -> Self {
+        Self(Arc::from(key))
+    }
+
+    /// The key "namespace/name" as written, shared.
+    pub fn from_arc(key: &Arc<str>) -> Self {
+        Self(Arc::clone(key))
+    }
+
+    /// "namespace/name".
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// "namespace/name", shared.
+    pub fn as_arc(&self) -> &Arc<str> {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for PodGroupKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl std::fmt::Display for PodGroupKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Display::fmt(&*self.0, f)
     }
@@ -689,8 +740,8 @@ pub struct PodSpec {
     pub start_time: i64,
     /// The gang the pod belongs to, if any.
     pub gang: Option<Gang>,
-    /// spec.schedulingGroup.podGroupName, as the PodGroup's "namespace/name"; `None` for none.
-    pub pod_group: Option<Arc<str>>,
+    /// spec.schedulingGroup.podGroupName, as the PodGroup's key; `None` for none.
+    pub pod_group: Option<PodGroupKey>,
     /// metadata.deletionTimestamp is set: PodTopologySpread does not count the pod.
     pub terminating: bool,
     /// spec.volumes of the kinds the volume filters read.

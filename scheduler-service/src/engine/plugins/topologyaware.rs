@@ -36,7 +36,7 @@ pub(in crate::engine) fn placements(
             .map(|(name, _)| members.iter().map(|p| scoring_request(p, name)).sum())
             .collect()
     });
-    let key = group.key();
+    let key = group.group_key();
     let Some(topology) = topology.filter(|_| group.topology_key.is_some()) else {
         let nodes: Vec<usize> = within.map_or_else(|| (0..snapshot.nodes().len()).collect(), <[usize]>::to_vec);
         return Ok(vec![Placement {

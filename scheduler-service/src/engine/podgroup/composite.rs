@@ -45,7 +45,7 @@ use super::group_cycle::{
     scoring_request, trial_status, validate, Ctx, CycleError, DomainViews, Found, GroupOutcome, GroupReason, Level,
 };
 use crate::engine::framework::{Decision, EvalError};
-use crate::engine::model::{CompositePodGroup, PodGroup, PodSpec};
+use crate::engine::model::{CompositePodGroup, PodGroup, PodGroupKey, PodSpec};
 use crate::engine::plugins::podgrouppodscount;
 use crate::engine::snapshot::{Snapshot, Topology};
 
@@ -60,7 +60,7 @@ const MAX_DEPTH: usize = 4;
 /// when the group names no parent (or is not in the snapshot), `Err` with the message its pods
 /// wait with when a CompositePodGroup on the way is missing or the parents form a cycle (kube's
 /// GangScheduling PreEnqueue keeps them out of the queue then).
-pub fn root_of(snapshot: &Snapshot, key: &str) -> Option<Result<Arc<str>, String>> {
+pub fn root_of(snapshot: &Snapshot, key: &PodGroupKey) -> Option<Result<Arc<str>, String>> {
     let group = snapshot.pod_group(key)?;
     let mut parent = Arc::clone(group.parent.as_ref()?);
     let namespace = &group.namespace;
@@ -204,8 +204,8 @@ pub(super) fn tree_cycle(
         members
             .iter()
             .map(|p| {
-                let key = p.pod_group.clone().unwrap_or_else(|| Arc::from(""));
-                Decision::Unschedulable(group_diagnosis(&key, message))
+                let key = p.pod_group.as_ref().map(PodGroupKey::as_arc);
+                Decision::Unschedulable(group_diagnosis(key.unwrap_or(&Arc::from("")), message))
             })
             .collect()
     };
@@ -217,7 +217,7 @@ pub(super) fn tree_cycle(
     let mut by_leaf: HashMap<Arc<str>, Vec<usize>> = HashMap::new();
     for (i, p) in members.iter().enumerate() {
         if let Some(k) = &p.pod_group {
-            by_leaf.entry(Arc::clone(k)).or_default().push(i);
+            by_leaf.entry(Arc::clone(k.as_arc())).or_default().push(i);
         }
     }
     let tree = match build(snapshot, &cpg, &by_leaf, 1) {
@@ -364,8 +364,8 @@ pub(super) fn tree_cycle(
         .zip(members)
         .map(|(d, p)| {
             d.unwrap_or_else(|| {
-                let key = p.pod_group.clone().unwrap_or_else(|| Arc::from(""));
-                Decision::Unschedulable(group_diagnosis(&key, UNSCHEDULABLE))
+                let key = p.pod_group.as_ref().map(PodGroupKey::as_arc);
+                Decision::Unschedulable(group_diagnosis(key.unwrap_or(&Arc::from("")), UNSCHEDULABLE))
             })
         })
         .collect();
@@ -501,7 +501,7 @@ fn freed_root_message(
     let mut by_leaf: HashMap<Arc<str>, Vec<usize>> = HashMap::new();
     for (i, p) in members.iter().enumerate() {
         if let Some(k) = &p.pod_group {
-            by_leaf.entry(Arc::clone(k)).or_default().push(i);
+            by_leaf.entry(Arc::clone(k.as_arc())).or_default().push(i);
         }
     }
     let Ok(tree) = build(freed, &cpg, &by_leaf, 1) else {
@@ -623,7 +623,7 @@ fn composite_placements(
         let Node::Leaf { key: group, .. } = leaf else {
             continue;
         };
-        for n in snapshot.pod_group_nodes(group) {
+        for n in snapshot.pod_group_nodes(&PodGroupKey::from_arc(group)) {
             let Some(i) = snapshot.position_of(&n) else {
                 return Err(format!(
                     "cannot determine domain for already scheduled pods: getting node for pod of pod group {group}: node {n:?} not found"
@@ -709,7 +709,10 @@ fn eval_composite(
             Node::Composite { .. } => None,
         })
         .collect();
-    let bound: usize = leaf_keys.iter().map(|k| snapshot.pod_group_bound(k)).sum();
+    let bound: usize = leaf_keys
+        .iter()
+        .map(|k| snapshot.pod_group_bound(&PodGroupKey::from_arc(k)))
+        .sum();
     let min = cpg.min_group_count() as usize;
     // Per feasible placement: its results, the pods it placed (positions in `members`).
     let mut feasible: Vec<(usize, Results, Vec<usize>, bool)> = Vec::new();
@@ -883,11 +886,12 @@ pub(super) type Levels = (Vec<LevelFit>, Option<Vec<usize>>);
 pub(super) fn explain_levels(
     ctx: &Ctx<'_>,
     snapshot: &Snapshot,
-    key: &str,
+    group_key: &PodGroupKey,
     members: &[PodSpec],
     taken: &[Level],
 ) -> Result<Option<Levels>, EvalError> {
-    let Some(Ok(root)) = root_of(snapshot, key) else {
+    let key = group_key.as_str();
+    let Some(Ok(root)) = root_of(snapshot, group_key) else {
         return Ok(None);
     };
     let Some(cpg) = snapshot.composite_pod_group(&root).map(Arc::clone) else {
@@ -896,7 +900,7 @@ pub(super) fn explain_levels(
     let mut by_leaf: HashMap<Arc<str>, Vec<usize>> = HashMap::new();
     for (i, p) in members.iter().enumerate() {
         if let Some(k) = &p.pod_group {
-            by_leaf.entry(Arc::clone(k)).or_default().push(i);
+            by_leaf.entry(Arc::clone(k.as_arc())).or_default().push(i);
         }
     }
     let Ok(tree) = build(snapshot, &cpg, &by_leaf, 1) else {
@@ -933,7 +937,7 @@ pub(super) fn explain_levels(
         for l in leaves {
             if let Node::Leaf { key, members: idx, .. } = l {
                 below.extend(idx.iter().copied());
-                bound += snapshot.pod_group_bound(key);
+                bound += snapshot.pod_group_bound(&PodGroupKey::from_arc(key));
             }
         }
         below.sort_unstable();

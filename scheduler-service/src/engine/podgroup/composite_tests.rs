@@ -57,7 +57,7 @@ fn pod(uid: &str, cpu: i64, group: &str) -> PodSpec {
             ..requests.clone()
         },
         requests,
-        pod_group: Some(Arc::from(format!("default/{group}"))),
+        pod_group: Some(crate::engine::model::PodGroupKey::new("default", group)),
         ..Default::default()
     }
 }

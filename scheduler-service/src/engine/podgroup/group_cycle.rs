@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::engine::diagnosis::Nomination;
 use crate::engine::extender::ExtenderHook;
 use crate::engine::framework::{Deadline, Decision, Diagnosis, EvalError, Evaluator, GangFailure};
-use crate::engine::model::{PodGroup, PodSpec, PreemptionPolicy};
+use crate::engine::model::{PodGroup, PodGroupKey, PodSpec, PreemptionPolicy};
 use crate::engine::plugins::defaultpreemption::podgroup::{self as podgroup_preemption, GroupPreemption};
 use crate::engine::plugins::podgrouppodscount;
 use crate::engine::profile::Profile;
@@ -264,10 +264,11 @@ pub(super) fn group_cycle(
     ctx: &Ctx<'_>,
     snapshot: &Snapshot,
     views: &mut DomainViews,
-    key: &Arc<str>,
+    group_key: &PodGroupKey,
     members: &[PodSpec],
 ) -> Result<(Vec<Decision>, Option<GroupOutcome>), EvalError> {
-    let Some(group) = snapshot.pod_group(key).map(Arc::clone) else {
+    let key = group_key.as_arc();
+    let Some(group) = snapshot.pod_group(group_key).map(Arc::clone) else {
         let name = key.split_once('/').map_or(&**key, |(_, n)| n);
         let message = format!("waiting for pods's pod group {name:?} to appear in scheduling queue");
         return Ok((group_failure(members.len(), key, &message), None));
@@ -440,7 +441,7 @@ pub(super) fn find_placement(
     members: &[PodSpec],
     within: Option<&[usize]>,
 ) -> Result<Result<Found, CycleError>, EvalError> {
-    let scheduled = snapshot.pod_group_bound(key);
+    let scheduled = snapshot.pod_group_bound(&PodGroupKey::from_arc(key));
     let topology = topology_of(ctx.profile, snapshot, group);
     let placements = match placements(ctx.profile, snapshot, group, topology.as_deref(), members, within) {
         Ok(p) => p,

@@ -37,7 +37,7 @@ use std::sync::Arc;
 
 use super::extender::ExtenderHook;
 use super::framework::{Deadline, Decision, Diagnosis, EvalError};
-use super::model::PodSpec;
+use super::model::{PodGroupKey, PodSpec};
 use super::profile::Profile;
 use super::snapshot::Snapshot;
 
@@ -53,7 +53,7 @@ enum Segment {
     /// Pods without a PodGroup, by position in the batch.
     Pods(Vec<usize>),
     /// A PodGroup's key and its members, by position.
-    Group(Arc<str>, Vec<usize>),
+    Group(PodGroupKey, Vec<usize>),
     /// A CompositePodGroup hierarchy (with the `CompositePodGroup` gate): its root's key, or why
     /// it cannot be built (the pods wait), and the members of all its PodGroups, by position.
     Tree(Result<Arc<str>, String>, Vec<usize>),
@@ -65,14 +65,14 @@ fn segments(pods: &[PodSpec], profile: &Profile, snapshot: &Snapshot) -> Vec<Seg
     let gates = profile.gates();
     let mut out: Vec<Segment> = Vec::new();
     let mut group_at: HashMap<Arc<str>, usize> = HashMap::new();
-    let mut tree_of: HashMap<Arc<str>, Option<Result<Arc<str>, String>>> = HashMap::new();
+    let mut tree_of: HashMap<PodGroupKey, Option<Result<Arc<str>, String>>> = HashMap::new();
     for (i, pod) in pods.iter().enumerate() {
         match pod.pod_group.as_ref().filter(|_| gates.generic_workload) {
             Some(key) => {
                 // With the CompositePodGroup gate, a group naming a parent is scheduled with its
                 // whole hierarchy: the segment is its root's.
                 let tree = tree_of
-                    .entry(Arc::clone(key))
+                    .entry(key.clone())
                     .or_insert_with(|| {
                         gates
                             .composite_pod_group
@@ -83,7 +83,7 @@ fn segments(pods: &[PodSpec], profile: &Profile, snapshot: &Snapshot) -> Vec<Seg
                 let seg_key: Arc<str> = match &tree {
                     Some(Ok(root)) => Arc::from(format!("cpg:{root}")),
                     Some(Err(_)) => Arc::from(format!("cpg?{key}")),
-                    None => Arc::clone(key),
+                    None => Arc::clone(key.as_arc()),
                 };
                 match group_at.get(&seg_key) {
                     Some(&s) => match &mut out[s] {
@@ -94,7 +94,7 @@ fn segments(pods: &[PodSpec], profile: &Profile, snapshot: &Snapshot) -> Vec<Seg
                         group_at.insert(seg_key, out.len());
                         out.push(match tree {
                             Some(t) => Segment::Tree(t, vec![i]),
-                            None => Segment::Group(Arc::clone(key), vec![i]),
+                            None => Segment::Group(key.clone(), vec![i]),
                         });
                     }
                 }
@@ -151,8 +151,8 @@ pub fn schedule(
                     Err(message) => (
                         (0..batch.len())
                             .map(|i| {
-                                let key = batch[i].pod_group.clone().unwrap_or_else(|| Arc::from(""));
-                                Decision::Unschedulable(group_diagnosis(&key, message))
+                                let key = batch[i].pod_group.as_ref().map(PodGroupKey::as_arc);
+                                Decision::Unschedulable(group_diagnosis(key.unwrap_or(&Arc::from("")), message))
                             })
                             .collect(),
                         Vec::new(),
@@ -219,7 +219,8 @@ pub fn explain(
     let outcome = outcomes
         .into_iter()
         .find(|o| format!("{}/{}", o.namespace, o.name) == key);
-    let Some(group) = snapshot.pod_group(key).map(Arc::clone) else {
+    let key = PodGroupKey::from_key(key);
+    let Some(group) = snapshot.pod_group(&key).map(Arc::clone) else {
         return Ok(GroupExplanation {
             decisions,
             outcome,
@@ -239,7 +240,7 @@ pub fn explain(
     // In a hierarchy: its levels, and the group's own pods inside the domain looked into.
     let hierarchy = if profile.gates().composite_pod_group {
         let taken = outcome.as_ref().map(|o| o.levels.clone()).unwrap_or_default();
-        composite::explain_levels(&ctx, snapshot, key, members, &taken)?
+        composite::explain_levels(&ctx, snapshot, &key, members, &taken)?
     } else {
         None
     };
@@ -250,7 +251,7 @@ pub fn explain(
     } else {
         own = members
             .iter()
-            .filter(|p| p.pod_group.as_deref() == Some(key))
+            .filter(|p| p.pod_group.as_ref() == Some(&key))
             .cloned()
             .collect();
         &own
@@ -273,7 +274,7 @@ pub fn explain(
             levels,
         });
     };
-    let bound = snapshot.pod_group_bound(key);
+    let bound = snapshot.pod_group_bound(&key);
     let mut fits = Vec::with_capacity(placements.len());
     for p in &placements {
         let view;

@@ -45,7 +45,7 @@ fn pod(uid: &str, cpu: i64, group: Option<&str>) -> PodSpec {
             ..requests.clone()
         },
         requests,
-        pod_group: group.map(|g| Arc::from(format!("default/{g}"))),
+        pod_group: group.map(|g| crate::engine::model::PodGroupKey::new("default", g)),
         ..Default::default()
     }
 }
@@ -443,7 +443,10 @@ fn the_walk_picks_what_evaluating_every_rack_picks() {
         seed: 7,
         deadline: Deadline::none(),
     };
-    let g = snap.pod_group("default/g").expect("group").clone();
+    let g = snap
+        .pod_group(&crate::engine::model::PodGroupKey::new("default", "g"))
+        .expect("group")
+        .clone();
     let topology = snap.topology("rack");
     let all = placements(&profile, &snap, &g, Some(&topology), &batch, None).expect("placements");
     let mut views = DomainViews::default();

@@ -97,7 +97,10 @@ impl Snapshot {
         }
         next.insert_pdbs(delta.upsert_pdbs)?;
         for key in &delta.remove_pod_groups {
-            if let Some(old) = next.pod_groups.remove(key.as_str()) {
+            if let Some(old) = next
+                .pod_groups
+                .remove(&crate::engine::model::PodGroupKey::from_key(key))
+            {
                 next.approx_bytes = next.approx_bytes.saturating_sub(old.approx_bytes());
             }
         }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::pods::BoundPod;
 use super::{Snapshot, SnapshotError};
-use crate::engine::model::LabelGangKey;
+use crate::engine::model::{LabelGangKey, PodGroupKey};
 use crate::engine::pdb::Pdb;
 
 impl Snapshot {
@@ -42,8 +42,8 @@ impl Snapshot {
     ) -> Result<(), SnapshotError> {
         let mut seen = std::collections::HashSet::new();
         for (index, group) in groups.into_iter().enumerate() {
-            let key: Arc<str> = Arc::from(group.key());
-            if !seen.insert(Arc::clone(&key)) {
+            let key = group.group_key();
+            if !seen.insert(key.clone()) {
                 return Err(SnapshotError::DuplicatePodGroup {
                     index,
                     key: key.to_string(),
@@ -98,8 +98,8 @@ impl Snapshot {
         self.composite_pod_groups.values()
     }
 
-    /// The PodGroup `key` ("namespace/name").
-    pub fn pod_group(&self, key: &str) -> Option<&Arc<crate::engine::model::PodGroup>> {
+    /// The PodGroup `key`.
+    pub fn pod_group(&self, key: &PodGroupKey) -> Option<&Arc<crate::engine::model::PodGroup>> {
         self.pod_groups.get(key)
     }
 
@@ -110,7 +110,7 @@ impl Snapshot {
 
     /// The nodes of the bound pods of the PodGroup `key` (kube's `ScheduledPods`), one entry per
     /// pod, in uid order.
-    pub fn pod_group_nodes(&self, key: &str) -> Vec<Arc<str>> {
+    pub fn pod_group_nodes(&self, key: &PodGroupKey) -> Vec<Arc<str>> {
         self.pod_group_pods
             .get(key)
             .map(|pods| pods.values().cloned().collect())
@@ -118,7 +118,7 @@ impl Snapshot {
     }
 
     /// How many pods of the PodGroup `key` are bound.
-    pub fn pod_group_bound(&self, key: &str) -> usize {
+    pub fn pod_group_bound(&self, key: &PodGroupKey) -> usize {
         self.pod_group_pods.get(key).map_or(0, imbl::OrdMap::len)
     }
 
@@ -128,7 +128,7 @@ impl Snapshot {
         };
         if add {
             self.pod_group_pods
-                .entry(Arc::clone(group))
+                .entry(group.clone())
                 .or_default()
                 .insert(Arc::clone(uid), Arc::clone(&bound.node_name));
         } else if let Some(pods) = self.pod_group_pods.get_mut(group) {

@@ -65,11 +65,11 @@ pub struct Snapshot {
     /// that change no DeviceClass (see [`crate::engine::devices::SharedVerdicts`]).
     device_verdicts: Arc<crate::engine::devices::SharedVerdicts>,
     /// PodGroups by "namespace/name".
-    pod_groups: imbl::OrdMap<Arc<str>, Arc<crate::engine::model::PodGroup>>,
+    pod_groups: imbl::OrdMap<crate::engine::model::PodGroupKey, Arc<crate::engine::model::PodGroup>>,
     /// CompositePodGroups by "namespace/name".
     composite_pod_groups: imbl::OrdMap<Arc<str>, Arc<crate::engine::model::CompositePodGroup>>,
     /// The bound pods of each PodGroup (uid to node), by the group's key; kept as pods come and go.
-    pod_group_pods: imbl::HashMap<Arc<str>, imbl::OrdMap<Arc<str>, Arc<str>>>,
+    pod_group_pods: imbl::HashMap<crate::engine::model::PodGroupKey, imbl::OrdMap<Arc<str>, Arc<str>>>,
     /// Static predicates per node class of the pods evaluated so far, shared by the snapshots
     /// derived from one full snapshot by deltas (their classes only grow).
     static_cache: Arc<std::sync::Mutex<crate::engine::accel::class_cache::StaticCache>>,

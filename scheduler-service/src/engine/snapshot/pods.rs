@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::engine::model::{HostPort, LabelGangKey, Labels, PodAffinityTerms, PodSpec};
+use crate::engine::model::{HostPort, LabelGangKey, Labels, PodAffinityTerms, PodGroupKey, PodSpec};
 use crate::engine::resources::Resources;
 
 /// The resources that the pods bound to a node use.
@@ -124,8 +124,8 @@ pub struct PodMeta {
     pub start_time: i64,
     /// Its label gang's key, if the pod belongs to one.
     pub gang: Option<LabelGangKey>,
-    /// Its PodGroup's key ("namespace/name"), if it names one.
-    pub pod_group: Option<Arc<str>>,
+    /// Its PodGroup's key, if it names one.
+    pub pod_group: Option<PodGroupKey>,
 }
 
 impl PodMeta {

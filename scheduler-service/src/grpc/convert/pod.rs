@@ -12,12 +12,12 @@ use super::node::{effect, features};
 use super::resources::{named_list, resource_list};
 use super::selectors::{label_selector, term};
 use crate::engine::label_gang::Gang;
-use crate::engine::model::LabelGangKey;
 use crate::engine::model::{
     normalized_image_name, Container, ExtendedContainer, HostPort, NodeInclusionPolicy, PodAffinityTerm,
     PodAffinityTerms, PodSpec, PreferredTerm, Protocol, RequestedNames, SpreadConstraint, Toleration,
     TolerationOperator, WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
+use crate::engine::model::{LabelGangKey, PodGroupKey};
 use crate::engine::plugins::defaultpreemption::PreemptionPolicy;
 use crate::engine::quantity::Quantity;
 use crate::engine::resources::{is_dra_extended_resource_name, pod_requests, ContainerRequests, PodResourceInputs};
@@ -538,8 +538,7 @@ fn pod_at(path: &dyn fmt::Display, p: &proto::Pod) -> Result<PodSpec, FieldError
         preemption_policy,
         start_time: p.start_time_seconds,
         gang,
-        pod_group: (!p.scheduling_group.is_empty())
-            .then(|| Arc::from(format!("{}/{}", p.namespace, p.scheduling_group))),
+        pod_group: (!p.scheduling_group.is_empty()).then(|| PodGroupKey::new(&p.namespace, &p.scheduling_group)),
         terminating: p.terminating,
         volumes,
         resource_claims: super::devices::pod_claims(&format!("{path}.resource_claims"), &p.resource_claims)?,

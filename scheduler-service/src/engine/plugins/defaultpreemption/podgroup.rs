@@ -116,7 +116,7 @@ fn start_time(p: &BoundPod) -> i64 {
 /// `getCrossNodesVictims` with `isPreemptionAllowed`), in node order.
 fn potential_victims(snapshot: &Snapshot, priority: i32) -> Vec<Victim> {
     let mut out: Vec<Victim> = Vec::new();
-    let mut whole_groups: HashMap<Arc<str>, usize> = HashMap::new();
+    let mut whole_groups: HashMap<crate::engine::model::PodGroupKey, usize> = HashMap::new();
     for node in snapshot.nodes() {
         for p in &node.usage.pods {
             let Some(meta) = &p.meta else { continue };
@@ -136,7 +136,7 @@ fn potential_victims(snapshot: &Snapshot, priority: i32) -> Vec<Victim> {
                         v.pods.push(Arc::clone(p));
                         continue;
                     }
-                    whole_groups.insert(Arc::clone(key), out.len());
+                    whole_groups.insert(key.clone(), out.len());
                 }
                 _ => {}
             }

@@ -56,7 +56,7 @@ fn pod(uid: &str, cpu: i64, priority: i32, group: Option<&str>) -> PodSpec {
         },
         requests,
         priority,
-        pod_group: group.map(|g| Arc::from(format!("default/{g}"))),
+        pod_group: group.map(|g| crate::engine::model::PodGroupKey::new("default", g)),
         ..Default::default()
     }
 }

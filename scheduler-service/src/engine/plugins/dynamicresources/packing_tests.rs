@@ -240,6 +240,6 @@ fn a_batch_is_decided_by_priority_then_largest_claims_first() {
     assert_eq!(batch_order(&objects, &sorted), None);
     // A gang member in the batch: its order is kept.
     let mut gang = pods.to_vec();
-    gang[1].pod_group = Some(Arc::from("ns/group"));
+    gang[1].pod_group = Some(crate::engine::model::PodGroupKey::new("ns", "group"));
     assert_eq!(batch_order(&objects, &gang), None);
 }
