@@ -43,6 +43,7 @@ use crate::api::{
 };
 
 mod claims;
+pub mod transport;
 
 /// The condition kube-scheduler's PodGroup cycle writes on a PodGroup.
 pub const POD_GROUP_INITIALLY_SCHEDULED: &str = "PodGroupInitiallyScheduled";

@@ -19,7 +19,7 @@ use kube::Client;
 use tokio::sync::watch;
 
 use crate::binder::{Binder, BinderConfig};
-use crate::kube_api::{KubeApi, KubeApiConfig};
+use crate::kube_api::{transport, KubeApi, KubeApiConfig};
 use crate::leader::{LeaderConfig, Leadership};
 use crate::metrics::BinderMetrics;
 use crate::replicas::{ClientTls, EndpointSource, ReplicaConfig, ReplicaPool};
@@ -149,6 +149,12 @@ pub struct RunArgs {
     /// Deadline of each API request, in milliseconds.
     #[arg(long, env = "BINDER_API_TIMEOUT_MS", default_value_t = 10_000)]
     pub api_timeout_ms: u64,
+
+    /// Offer the API server HTTP/2 (every request and watch on one connection, as client-go);
+    /// HTTP/1.1 otherwise, a connection per request in flight. Off by default: on a small control
+    /// plane HTTP/2 bound fewer pods per second (docs/performance-cluster.md).
+    #[arg(long, env = "BINDER_API_HTTP2")]
+    pub api_http2: bool,
 
     /// Placement policy sent with each batch (empty: the decision service's default).
     #[arg(long, env = "BINDER_POLICY", default_value = "")]
@@ -306,19 +312,19 @@ pub(crate) fn client_tls(
     }))
 }
 
-async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
-    match kubeconfig {
+async fn client(kubeconfig: Option<&PathBuf>, protocols: transport::Protocols) -> anyhow::Result<Client> {
+    let config = match kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
-            let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                 .await
-                .with_context(|| format!("loading {}", path.display()))?;
-            Client::try_from(config).context("building the Kubernetes client")
+                .with_context(|| format!("loading {}", path.display()))?
         }
-        None => Client::try_default()
+        None => kube::Config::infer()
             .await
-            .context("configuring the Kubernetes client (in-cluster or KUBECONFIG)"),
-    }
+            .context("configuring the Kubernetes client (in-cluster or KUBECONFIG)")?,
+    };
+    transport::client(config, protocols).context("building the Kubernetes client")
 }
 
 /// Resolves when SIGTERM or SIGINT arrives.
@@ -417,7 +423,7 @@ pub async fn run_until(args: RunArgs, stop_signal: impl std::future::Future<Outp
         "info",
         &export,
     )?;
-    let client = client(args.kubeconfig.as_ref()).await?;
+    let client = client(args.kubeconfig.as_ref(), transport::Protocols::http2_if(args.api_http2)).await?;
     let identity = args.identity.clone().unwrap_or_else(default_identity);
     let metrics = Arc::new(BinderMetrics::new());
 

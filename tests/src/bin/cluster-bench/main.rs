@@ -240,7 +240,16 @@ async fn client(path: &Path) -> anyhow::Result<Client> {
         .await
         .with_context(|| format!("loading {}", path.display()))?;
     config.read_timeout = Some(Duration::from_secs(300));
-    Client::try_from(config).context("building the Kubernetes client")
+    // The binder's transport, HTTP/2 when BINDER_API_HTTP2 says so (the binders the bench starts
+    // read it too): the raw ceiling goes over the same protocol as placement.
+    let http2 = std::env::var("BINDER_API_HTTP2").is_ok_and(|v| {
+        !matches!(
+            v.to_ascii_lowercase().as_str(),
+            "" | "false" | "no" | "off" | "0" | "n" | "f"
+        )
+    });
+    let protocols = placement_binder::kube_api::transport::Protocols::http2_if(http2);
+    placement_binder::kube_api::transport::client(config, protocols).context("building the Kubernetes client")
 }
 
 fn node_name(prefix: &str, i: usize) -> String {
