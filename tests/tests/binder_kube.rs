@@ -877,6 +877,8 @@ async fn the_agent_runs_from_a_kubeconfig_and_shuts_down_gracefully() {
         api_qps: 0,
         api_burst: 100,
         api_timeout_ms: 5_000,
+        // The HTTP/2 transport against a plain-HTTP API server: HTTP/1.1 (no ALPN to offer h2 in).
+        api_http2: true,
         policy: String::new(),
         policy_file: None,
         seed: 0,

@@ -836,6 +836,7 @@ async fn binder_requests(config: &BTreeMap<String, String>, experiments: &str) -
         api_qps: 0,
         api_burst: 100,
         api_timeout_ms: 5_000,
+        api_http2: false,
         policy: String::new(),
         policy_file: None,
         seed: 0,

@@ -935,12 +935,16 @@ async fn a_binder_restarted_mid_run_loses_no_pod_and_binds_none_twice() {
     })
     .await;
     binder.kill();
-    let _restarted = BinderProcess::start(
+    // The restarted binder speaks HTTP/2 to the API server (`--api-http2`: every watch and write
+    // on one connection), the first one HTTP/1.1: either way every pod is bound once.
+    let _restarted = BinderProcess::start_with_args(
         &cluster.kubeconfig,
         &scope.scheduler,
         &service.endpoint,
         &identity,
         None,
+        &["--api-http2"],
+        &[],
     );
     creating.await.expect("pods created");
     wait_bound(&scope, "p", 120).await;
