@@ -463,8 +463,11 @@ impl KubeApi {
 }
 
 impl ClusterApi for KubeApi {
-    #[tracing::instrument(level = "debug", name = "bind", skip_all)]
     async fn bind(&self, pod: &PodRef, node: &str, annotations: &BTreeMap<String, String>) -> Result<(), ApiError> {
+        // The step's span, left at once: wrapping the request would make it the parent of
+        // kube-client's HTTP span, which the exported traces then lose (a debug span is not
+        // exported, and its child would start a trace of its own).
+        drop(tracing::debug_span!("bind").entered());
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
         let body = binding(pod, node, annotations);
         let params = PostParams::default();
