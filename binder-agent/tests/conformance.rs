@@ -24,7 +24,7 @@ use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, Stor
 use placement_binder::projection::{
     claim_info, csi_driver_info, csi_node_info, device_class_info, device_taint_rule_info, namespace_info, node_info,
     pdb_info, pdb_key, pod_group_info, pod_info, resource_claim_info, resource_slice_info, storage_capacity_info,
-    storage_class_info, volume_info, StorageObject,
+    storage_class_info, volume_info, TrackedObject,
 };
 use placement_binder::state::ClusterState;
 use placement_scheduler::proto;
@@ -42,7 +42,7 @@ enum Object {
     Node(Box<Node>),
     Namespace(Namespace),
     Pdb(PodDisruptionBudget),
-    Storage(StorageObject),
+    Storage(TrackedObject),
 }
 
 /// The corpus: (file stem, object), in file name order.
@@ -68,54 +68,54 @@ fn corpus() -> Vec<(String, Object)> {
                 "PodDisruptionBudget" => Object::Pdb(serde_json::from_value(value).map_err(parse_err).unwrap()),
                 "PersistentVolumeClaim" => {
                     let c: PersistentVolumeClaim = serde_json::from_value(value).map_err(parse_err).unwrap();
-                    Object::Storage(StorageObject::Claim(claim_info(&c)))
+                    Object::Storage(TrackedObject::Claim(claim_info(&c)))
                 }
                 "PersistentVolume" => {
                     let v: PersistentVolume = serde_json::from_value(value).map_err(parse_err).unwrap();
-                    Object::Storage(StorageObject::Volume(volume_info(&v)))
+                    Object::Storage(TrackedObject::Volume(volume_info(&v)))
                 }
                 "StorageClass" => {
                     let c: StorageClass = serde_json::from_value(value).map_err(parse_err).unwrap();
-                    Object::Storage(StorageObject::Class(storage_class_info(&c)))
+                    Object::Storage(TrackedObject::Class(storage_class_info(&c)))
                 }
                 "CSINode" => {
                     let n: CSINode = serde_json::from_value(value).map_err(parse_err).unwrap();
-                    Object::Storage(StorageObject::CsiNode(csi_node_info(&n)))
+                    Object::Storage(TrackedObject::CsiNode(csi_node_info(&n)))
                 }
                 "CSIDriver" => {
                     let d: CSIDriver = serde_json::from_value(value).map_err(parse_err).unwrap();
-                    Object::Storage(StorageObject::CsiDriver(csi_driver_info(&d)))
+                    Object::Storage(TrackedObject::CsiDriver(csi_driver_info(&d)))
                 }
                 "CSIStorageCapacity" => {
                     let c: CSIStorageCapacity = serde_json::from_value(value).map_err(parse_err).unwrap();
-                    Object::Storage(StorageObject::Capacity(storage_capacity_info(&c)))
+                    Object::Storage(TrackedObject::Capacity(storage_capacity_info(&c)))
                 }
                 "DeviceClass" => {
                     let c: DeviceClass = serde_json::from_value(value).map_err(parse_err).unwrap();
-                    Object::Storage(StorageObject::DeviceClass(device_class_info(&c)))
+                    Object::Storage(TrackedObject::DeviceClass(device_class_info(&c)))
                 }
                 "CompositePodGroup" => {
                     let g: k8s_openapi::api::scheduling::v1alpha3::CompositePodGroup =
                         serde_json::from_value(value).map_err(parse_err).unwrap();
-                    Object::Storage(StorageObject::CompositePodGroup(
+                    Object::Storage(TrackedObject::CompositePodGroup(
                         placement_binder::projection::composite_pod_group_info(&g),
                     ))
                 }
                 "ResourceClaim" => {
                     let c: ResourceClaim = serde_json::from_value(value).map_err(parse_err).unwrap();
-                    Object::Storage(StorageObject::ResourceClaim(resource_claim_info(&c)))
+                    Object::Storage(TrackedObject::ResourceClaim(resource_claim_info(&c)))
                 }
                 "ResourceSlice" => {
                     let s: ResourceSlice = serde_json::from_value(value).map_err(parse_err).unwrap();
-                    Object::Storage(StorageObject::ResourceSlice(resource_slice_info(&s)))
+                    Object::Storage(TrackedObject::ResourceSlice(resource_slice_info(&s)))
                 }
                 "DeviceTaintRule" => {
                     let r: DeviceTaintRule = serde_json::from_value(value).map_err(parse_err).unwrap();
-                    Object::Storage(StorageObject::DeviceTaintRule(device_taint_rule_info(&r)))
+                    Object::Storage(TrackedObject::DeviceTaintRule(device_taint_rule_info(&r)))
                 }
                 "PodGroup" => {
                     let g: PodGroup = serde_json::from_value(value).map_err(parse_err).unwrap();
-                    Object::Storage(StorageObject::PodGroup(pod_group_info(&g)))
+                    Object::Storage(TrackedObject::PodGroup(pod_group_info(&g)))
                 }
                 other => panic!("{}: kind {other:?} is not part of the contract", path.display()),
             };
@@ -167,20 +167,20 @@ fn convert(corpus: &[(String, Object)]) -> (Vec<Converted>, Vec<u8>) {
                         .expect("every budget is in the snapshot");
                     ("placement.v1.PodDisruptionBudget", pdb.encode_to_vec())
                 }
-                Object::Storage(StorageObject::Claim(c)) => ("placement.v1.PersistentVolumeClaim", c.encode_to_vec()),
-                Object::Storage(StorageObject::Volume(v)) => ("placement.v1.PersistentVolume", v.encode_to_vec()),
-                Object::Storage(StorageObject::Class(c)) => ("placement.v1.StorageClass", c.encode_to_vec()),
-                Object::Storage(StorageObject::CsiNode(n)) => ("placement.v1.CsiNode", n.encode_to_vec()),
-                Object::Storage(StorageObject::CsiDriver(d)) => ("placement.v1.CsiDriver", d.encode_to_vec()),
-                Object::Storage(StorageObject::Capacity(c)) => ("placement.v1.CsiStorageCapacity", c.encode_to_vec()),
-                Object::Storage(StorageObject::DeviceClass(c)) => ("placement.v1.DeviceClass", c.encode_to_vec()),
-                Object::Storage(StorageObject::ResourceClaim(c)) => ("placement.v1.ResourceClaim", c.encode_to_vec()),
-                Object::Storage(StorageObject::ResourceSlice(s)) => ("placement.v1.ResourceSlice", s.encode_to_vec()),
-                Object::Storage(StorageObject::DeviceTaintRule(r)) => {
+                Object::Storage(TrackedObject::Claim(c)) => ("placement.v1.PersistentVolumeClaim", c.encode_to_vec()),
+                Object::Storage(TrackedObject::Volume(v)) => ("placement.v1.PersistentVolume", v.encode_to_vec()),
+                Object::Storage(TrackedObject::Class(c)) => ("placement.v1.StorageClass", c.encode_to_vec()),
+                Object::Storage(TrackedObject::CsiNode(n)) => ("placement.v1.CsiNode", n.encode_to_vec()),
+                Object::Storage(TrackedObject::CsiDriver(d)) => ("placement.v1.CsiDriver", d.encode_to_vec()),
+                Object::Storage(TrackedObject::Capacity(c)) => ("placement.v1.CsiStorageCapacity", c.encode_to_vec()),
+                Object::Storage(TrackedObject::DeviceClass(c)) => ("placement.v1.DeviceClass", c.encode_to_vec()),
+                Object::Storage(TrackedObject::ResourceClaim(c)) => ("placement.v1.ResourceClaim", c.encode_to_vec()),
+                Object::Storage(TrackedObject::ResourceSlice(s)) => ("placement.v1.ResourceSlice", s.encode_to_vec()),
+                Object::Storage(TrackedObject::DeviceTaintRule(r)) => {
                     ("placement.v1.DeviceTaintRule", r.encode_to_vec())
                 }
-                Object::Storage(StorageObject::PodGroup(g)) => ("placement.v1.PodGroup", g.encode_to_vec()),
-                Object::Storage(StorageObject::CompositePodGroup(g)) => {
+                Object::Storage(TrackedObject::PodGroup(g)) => ("placement.v1.PodGroup", g.encode_to_vec()),
+                Object::Storage(TrackedObject::CompositePodGroup(g)) => {
                     ("placement.v1.CompositePodGroup", g.encode_to_vec())
                 }
             };

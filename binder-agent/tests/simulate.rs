@@ -1251,8 +1251,8 @@ fn rack_node(name: &str, rack: &str, cpu: &str) -> placement_scheduler::proto::N
     n
 }
 
-fn pod_group(name: &str, min_count: i32, key: Option<&str>) -> placement_binder::projection::StorageObject {
-    placement_binder::projection::StorageObject::PodGroup(placement_scheduler::proto::PodGroup {
+fn pod_group(name: &str, min_count: i32, key: Option<&str>) -> placement_binder::projection::TrackedObject {
+    placement_binder::projection::TrackedObject::PodGroup(placement_scheduler::proto::PodGroup {
         namespace: "sim".into(),
         name: name.into(),
         uid: format!("pg-{name}"),
@@ -1381,7 +1381,7 @@ async fn a_recorded_cluster_with_pod_groups_is_simulated() {
     assert!(w.pending.iter().all(|p| p.spec.scheduling_group == "train"));
     assert!(matches!(
         &w.storage[..],
-        [placement_binder::projection::StorageObject::PodGroup(g)]
+        [placement_binder::projection::TrackedObject::PodGroup(g)]
             if g.gang.as_ref().map(|g| g.min_count) == Some(2) && g.topology_keys == ["rack"]
     ));
     let path = write_temp("pod-groups", &file);

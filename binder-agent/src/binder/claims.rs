@@ -48,7 +48,7 @@ impl<A: ClusterApi> Binder<A> {
 
 /// Why a pod's claims are not all there (kube's PreEnqueue message), if they are not.
 pub(crate) fn missing_claim(pod: &proto::Pod, state: &crate::state::ClusterState) -> Option<String> {
-    use crate::projection::{StorageKey, StorageObject};
+    use crate::projection::{TrackedKey, TrackedObject};
     for c in &pod.resource_claims {
         let name = if !c.resource_claim_name.is_empty() {
             c.resource_claim_name.as_str()
@@ -66,8 +66,8 @@ pub(crate) fn missing_claim(pod: &proto::Pod, state: &crate::state::ClusterState
             }
         };
         let key = format!("{}/{}", pod.namespace, name);
-        match state.storage_object(&StorageKey::ResourceClaim(key.clone())) {
-            Some(StorageObject::ResourceClaim(_)) => {}
+        match state.storage_object(&TrackedKey::ResourceClaim(key.clone())) {
+            Some(TrackedObject::ResourceClaim(_)) => {}
             _ => return Some(format!("could not find ResourceClaim \"{key}\"")),
         }
     }

@@ -761,7 +761,7 @@ async fn a_batch_no_replica_answers_is_backed_off_and_decided_again() {
 
 #[tokio::test]
 async fn a_pod_group_change_leaves_pods_parked_on_volumes_while_a_claim_change_moves_them() {
-    use crate::projection::{StorageKey, StorageObject};
+    use crate::projection::{TrackedKey, TrackedObject};
     let replica = ScriptedReplica::default();
     replica.script(
         "with-volume",
@@ -783,13 +783,13 @@ async fn a_pod_group_change_leaves_pods_parked_on_volumes_while_a_claim_change_m
     .await;
     // A PodGroup is no volume or device: added or deleted, it lets no such pod fit.
     h.binder
-        .handle(ClusterEvent::StorageApplied(StorageObject::PodGroup(proto::PodGroup {
+        .handle(ClusterEvent::ObjectApplied(TrackedObject::PodGroup(proto::PodGroup {
             namespace: "ns".into(),
             name: "g".into(),
             ..Default::default()
         })));
     h.binder
-        .handle(ClusterEvent::StorageDeleted(StorageKey::PodGroup("ns/g".into())));
+        .handle(ClusterEvent::ObjectDeleted(TrackedKey::PodGroup("ns/g".into())));
     tokio::time::sleep(MAX_BACKOFF * 2).await;
     assert_eq!(
         replica.asked("with-volume"),
@@ -797,7 +797,7 @@ async fn a_pod_group_change_leaves_pods_parked_on_volumes_while_a_claim_change_m
         "still parked after the PodGroup events"
     );
     // A claim's change may: the pod is decided again.
-    h.binder.handle(ClusterEvent::StorageApplied(StorageObject::Claim(
+    h.binder.handle(ClusterEvent::ObjectApplied(TrackedObject::Claim(
         proto::PersistentVolumeClaim {
             namespace: "ns".into(),
             name: "data".into(),
@@ -811,7 +811,7 @@ async fn a_pod_group_change_leaves_pods_parked_on_volumes_while_a_claim_change_m
 
 #[tokio::test]
 async fn a_pod_group_larger_than_a_batch_is_decided_whole_in_one_call() {
-    use crate::projection::StorageObject;
+    use crate::projection::TrackedObject;
     let replica = ScriptedReplica::default();
     let members: Vec<String> = (0..5).map(|i| format!("member-{i}")).collect();
     for m in &members {
@@ -820,7 +820,7 @@ async fn a_pod_group_larger_than_a_batch_is_decided_whole_in_one_call() {
     // Batches of 2 pods: the group of 5 is pulled whole into the batch of its first members.
     let h = Harness::start_with(&replica, |c| c.batch_size = 2).await;
     h.binder
-        .handle(ClusterEvent::StorageApplied(StorageObject::PodGroup(proto::PodGroup {
+        .handle(ClusterEvent::ObjectApplied(TrackedObject::PodGroup(proto::PodGroup {
             namespace: "ns".into(),
             name: "g".into(),
             gang: Some(proto::GangSchedulingPolicy { min_count: 5 }),
@@ -845,7 +845,7 @@ async fn a_pod_group_larger_than_a_batch_is_decided_whole_in_one_call() {
 
 #[tokio::test]
 async fn a_pod_groups_members_wait_for_its_victims_and_are_decided_again_together() {
-    use crate::projection::StorageObject;
+    use crate::projection::TrackedObject;
     let replica = ScriptedReplica::default();
     let members = ["m0", "m1"];
     for m in members {
@@ -862,7 +862,7 @@ async fn a_pod_groups_members_wait_for_its_victims_and_are_decided_again_togethe
     }
     let h = Harness::start(&replica).await;
     h.binder
-        .handle(ClusterEvent::StorageApplied(StorageObject::PodGroup(proto::PodGroup {
+        .handle(ClusterEvent::ObjectApplied(TrackedObject::PodGroup(proto::PodGroup {
             namespace: "ns".into(),
             name: "g".into(),
             uid: "uid-g".into(),
@@ -907,7 +907,7 @@ async fn a_pod_groups_members_wait_for_its_victims_and_are_decided_again_togethe
 
 #[tokio::test]
 async fn a_pod_with_claims_keeps_its_write_slot_from_its_claims_through_its_binding() {
-    use crate::projection::StorageObject;
+    use crate::projection::TrackedObject;
     let replica = ScriptedReplica::default();
     let names = ["c0", "c1", "c2", "c3"];
     for n in names {
@@ -918,7 +918,7 @@ async fn a_pod_with_claims_keeps_its_write_slot_from_its_claims_through_its_bind
     let h = Harness::start_with(&replica, |c| c.bind_concurrency = 1).await;
     for n in names {
         h.binder
-            .handle(ClusterEvent::StorageApplied(StorageObject::ResourceClaim(
+            .handle(ClusterEvent::ObjectApplied(TrackedObject::ResourceClaim(
                 proto::ResourceClaim {
                     namespace: "ns".into(),
                     name: format!("claim-{n}"),
@@ -954,7 +954,7 @@ async fn a_pod_with_claims_keeps_its_write_slot_from_its_claims_through_its_bind
 
 /// A PodGroup of `min_count` in `ns`, as the watch shows it.
 fn pod_group(name: &str, min_count: i32) -> ClusterEvent {
-    ClusterEvent::StorageApplied(crate::projection::StorageObject::PodGroup(proto::PodGroup {
+    ClusterEvent::ObjectApplied(crate::projection::TrackedObject::PodGroup(proto::PodGroup {
         namespace: "ns".into(),
         name: name.into(),
         uid: format!("uid-{name}"),
@@ -1307,13 +1307,13 @@ async fn a_refused_deallocation_puts_the_error_where_kube_puts_it() {
 /// with claims is; a pod asking for a device plugin's resource stays parked.
 #[tokio::test]
 async fn a_pod_asking_for_a_dra_backed_extended_resource_is_moved_by_a_slice_change() {
-    use crate::projection::StorageObject;
+    use crate::projection::TrackedObject;
     let replica = ScriptedReplica::default();
     let message = "0/2 nodes are available: 2 cannot allocate all claims.";
     replica.script("dra", &[Answer::Unschedulable(message)]);
     replica.script("plugin", &[Answer::Unschedulable(message)]);
     let h = Harness::start(&replica).await;
-    h.binder.handle(ClusterEvent::StorageApplied(StorageObject::DeviceClass(
+    h.binder.handle(ClusterEvent::ObjectApplied(TrackedObject::DeviceClass(
         proto::DeviceClass {
             name: "gpu".into(),
             extended_resource_name: "example.com/gpu".into(),
@@ -1334,7 +1334,7 @@ async fn a_pod_asking_for_a_dra_backed_extended_resource_is_moved_by_a_slice_cha
     })
     .await;
     h.binder
-        .handle(ClusterEvent::StorageApplied(StorageObject::ResourceSlice(
+        .handle(ClusterEvent::ObjectApplied(TrackedObject::ResourceSlice(
             proto::ResourceSlice {
                 name: "n1-gpus".into(),
                 driver: "gpu.example.com".into(),

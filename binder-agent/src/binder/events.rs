@@ -7,7 +7,7 @@ use tokio::time::Instant;
 use super::gangs::{gang_key, is_member, GangKey};
 use super::{Binder, ClusterEvent};
 use crate::api::ClusterApi;
-use crate::projection::{PodInfo, StorageKey, StorageObject};
+use crate::projection::{PodInfo, TrackedKey, TrackedObject};
 
 /// Whether any of the pod's affinity or anti-affinity terms selects namespaces by label.
 fn uses_namespace_selector(p: &proto::Pod) -> bool {
@@ -117,17 +117,17 @@ impl<A: ClusterApi> Binder<A> {
             ClusterEvent::NamespaceDeleted(name) => s.state.lock().delete_namespace(&name),
             ClusterEvent::PdbApplied(pdb) => s.state.lock().apply_pdb(pdb),
             ClusterEvent::PdbDeleted(key) => s.state.lock().delete_pdb(&key),
-            ClusterEvent::StorageApplied(obj) => {
+            ClusterEvent::ObjectApplied(obj) => {
                 // A PodGroup is no volume or device: it lets no such pod fit. Its pods held for it
                 // (GangScheduling's PreEnqueue: the group added, or its minCount changed) are
                 // looked at again.
                 let group = match &obj {
-                    StorageObject::PodGroup(g) => {
+                    TrackedObject::PodGroup(g) => {
                         Some((g.namespace.clone(), Some(GangKey::pod_group(&g.namespace, &g.name))))
                     }
                     // A CompositePodGroup may complete a hierarchy: the held pods of its
                     // namespace's PodGroups are looked at again.
-                    StorageObject::CompositePodGroup(g) => Some((g.namespace.clone(), None)),
+                    TrackedObject::CompositePodGroup(g) => Some((g.namespace.clone(), None)),
                     _ => None,
                 };
                 let changed = s.state.lock().apply_storage(obj);
@@ -148,14 +148,14 @@ impl<A: ClusterApi> Binder<A> {
                 s.state.lock().set_pod_group_condition(&key, condition);
             }
             ClusterEvent::DeviceObject(object) => s.claims.apply(object),
-            ClusterEvent::StorageDeleted(key) => {
+            ClusterEvent::ObjectDeleted(key) => {
                 match &key {
-                    StorageKey::PodGroup(k) => s.state.lock().set_pod_group_condition(k, None),
-                    StorageKey::ResourceClaim(k) => s.claims.delete_claim(k),
-                    StorageKey::DeviceClass(name) => s.claims.delete_class(name),
+                    TrackedKey::PodGroup(k) => s.state.lock().set_pod_group_condition(k, None),
+                    TrackedKey::ResourceClaim(k) => s.claims.delete_claim(k),
+                    TrackedKey::DeviceClass(name) => s.claims.delete_class(name),
                     _ => {}
                 }
-                let storage = !matches!(key, StorageKey::PodGroup(_) | StorageKey::CompositePodGroup(_));
+                let storage = !matches!(key, TrackedKey::PodGroup(_) | TrackedKey::CompositePodGroup(_));
                 let changed = s.state.lock().delete_storage(&key);
                 self.storage_changed(changed && storage, now);
                 s.storage_seen.send_modify(|n| *n += 1);

@@ -167,18 +167,18 @@ pub enum ClusterEvent {
     PdbDeleted(String),
     /// A storage object (PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, ...), a
     /// DRA object or a PodGroup was added or changed.
-    StorageApplied(crate::projection::StorageObject),
+    ObjectApplied(crate::projection::TrackedObject),
     /// A storage object, a DRA object or a PodGroup was deleted.
-    StorageDeleted(crate::projection::StorageKey),
+    ObjectDeleted(crate::projection::TrackedKey),
     /// A ResourceClaim or DeviceClass as the watch delivers it (said before its
-    /// [`ClusterEvent::StorageApplied`]): DynamicResources' PreBind writes claims from it
+    /// [`ClusterEvent::ObjectApplied`]): DynamicResources' PreBind writes claims from it
     /// ([`crate::claim_cache`]).
     DeviceObject(crate::claim_cache::DeviceObject),
     /// Whether the API server serves scheduling.k8s.io/v1beta1 PodGroups (said once, before the
     /// PodGroup watch's initial list counts as done).
     PodGroupsServed(bool),
     /// A PodGroup's `PodGroupInitiallyScheduled` condition as the watch shows it (said before
-    /// the group's [`ClusterEvent::StorageApplied`]); `None` when it has none.
+    /// the group's [`ClusterEvent::ObjectApplied`]); `None` when it has none.
     PodGroupCondition {
         /// `namespace/name`.
         key: String,

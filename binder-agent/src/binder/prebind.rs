@@ -15,7 +15,7 @@ use super::failures::Failure;
 use super::Binder;
 use crate::api::{ApiError, ClaimRef, ClaimWrite, ClusterApi, PodRef};
 use crate::claim_cache::ClaimTurns;
-use crate::projection::{StorageKey, StorageObject};
+use crate::projection::{TrackedKey, TrackedObject};
 
 /// kube-scheduler's prefix of a PreBind failure of the VolumeBinding plugin.
 const PREBIND_FAILED: &str = "running PreBind plugin \"VolumeBinding\"";
@@ -58,8 +58,8 @@ impl<A: ClusterApi> Binder<A> {
                 .iter()
                 .filter_map(|b| {
                     let key = format!("{}/{}", b.claim_namespace, b.claim_name);
-                    let uid = match st.storage_object(&StorageKey::Claim(key)) {
-                        Some(StorageObject::Claim(c)) => c.uid.clone(),
+                    let uid = match st.storage_object(&TrackedKey::Claim(key)) {
+                        Some(TrackedObject::Claim(c)) => c.uid.clone(),
                         _ => String::new(),
                     };
                     let claim = ClaimRef {
@@ -187,7 +187,7 @@ impl<A: ClusterApi> Binder<A> {
         let st = self.shared.state.lock();
         let mut all = true;
         for ((claim, target), seen) in claims.iter().zip(seen.iter_mut()) {
-            let Some(StorageObject::Claim(c)) = st.storage_object(&StorageKey::Claim(claim.key())) else {
+            let Some(TrackedObject::Claim(c)) = st.storage_object(&TrackedKey::Claim(claim.key())) else {
                 return Err(format!(
                     "failed to check binding: could not find v1.PersistentVolumeClaim {:?}",
                     claim.key()
@@ -195,7 +195,7 @@ impl<A: ClusterApi> Binder<A> {
             };
             match target {
                 Target::VolumeName(pv) => {
-                    let Some(StorageObject::Volume(v)) = st.storage_object(&StorageKey::Volume(pv.clone())) else {
+                    let Some(TrackedObject::Volume(v)) = st.storage_object(&TrackedKey::Volume(pv.clone())) else {
                         return Err(format!(
                             "failed to check binding: could not find v1.PersistentVolume {pv:?}"
                         ));
@@ -324,8 +324,8 @@ impl<A: ClusterApi> Binder<A> {
                 .filter_map(|name| {
                     let key = format!("{}/{}", pod.namespace, name);
                     let cached = s.claims.claim(&key);
-                    let watched = match st.storage_object(&StorageKey::ResourceClaim(key)) {
-                        Some(StorageObject::ResourceClaim(c)) => Some(c),
+                    let watched = match st.storage_object(&TrackedKey::ResourceClaim(key)) {
+                        Some(TrackedObject::ResourceClaim(c)) => Some(c),
                         _ => None,
                     };
                     let cached_reserved = cached

@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use crate::projection::{
     claim_info, csi_driver_info, csi_node_info, device_class_info, device_taint_rule_info,
     dynamic_storage_capacity_info, namespace_info, node_info, pdb_info, pod_group_info, pod_info, resource_claim_info,
-    resource_slice_info, storage_class_info, volume_info, PodInfo, StorageObject,
+    resource_slice_info, storage_class_info, volume_info, PodInfo, TrackedObject,
 };
 use crate::state::ClusterState;
 use crate::watch::POD_FIELD_SELECTOR;
@@ -171,35 +171,35 @@ pub async fn read(client: &Client, namespace: &str, name: &str) -> Result<Cluste
     storage_list(
         "persistentvolumeclaims",
         list_each(&Api::<PersistentVolumeClaim>::all(client.clone()), all(), |c| {
-            state.apply_storage(StorageObject::Claim(claim_info(&c)));
+            state.apply_storage(TrackedObject::Claim(claim_info(&c)));
         })
         .await,
     )?;
     storage_list(
         "persistentvolumes",
         list_each(&Api::<PersistentVolume>::all(client.clone()), all(), |v| {
-            state.apply_storage(StorageObject::Volume(volume_info(&v)));
+            state.apply_storage(TrackedObject::Volume(volume_info(&v)));
         })
         .await,
     )?;
     storage_list(
         "storageclasses",
         list_each(&Api::<StorageClass>::all(client.clone()), all(), |c| {
-            state.apply_storage(StorageObject::Class(storage_class_info(&c)));
+            state.apply_storage(TrackedObject::Class(storage_class_info(&c)));
         })
         .await,
     )?;
     storage_list(
         "csinodes",
         list_each(&Api::<CSINode>::all(client.clone()), all(), |n| {
-            state.apply_storage(StorageObject::CsiNode(csi_node_info(&n)));
+            state.apply_storage(TrackedObject::CsiNode(csi_node_info(&n)));
         })
         .await,
     )?;
     storage_list(
         "csidrivers",
         list_each(&Api::<CSIDriver>::all(client.clone()), all(), |d| {
-            state.apply_storage(StorageObject::CsiDriver(csi_driver_info(&d)));
+            state.apply_storage(TrackedObject::CsiDriver(csi_driver_info(&d)));
         })
         .await,
     )?;
@@ -207,7 +207,7 @@ pub async fn read(client: &Client, namespace: &str, name: &str) -> Result<Cluste
         Some(resource) => storage_list(
             "csistoragecapacities",
             list_each(&Api::<DynamicObject>::all_with(client.clone(), &resource), all(), |c| {
-                state.apply_storage(StorageObject::Capacity(dynamic_storage_capacity_info(&c)));
+                state.apply_storage(TrackedObject::Capacity(dynamic_storage_capacity_info(&c)));
             })
             .await,
         )?,
@@ -228,21 +228,21 @@ pub async fn read(client: &Client, namespace: &str, name: &str) -> Result<Cluste
         device_list(
             "deviceclasses",
             list_each(&Api::<DeviceClass>::all(client.clone()), all(), |c| {
-                state.apply_storage(StorageObject::DeviceClass(device_class_info(&c)));
+                state.apply_storage(TrackedObject::DeviceClass(device_class_info(&c)));
             })
             .await,
         )?;
         device_list(
             "resourceclaims",
             list_each(&Api::<ResourceClaim>::all(client.clone()), all(), |c| {
-                state.apply_storage(StorageObject::ResourceClaim(resource_claim_info(&c)));
+                state.apply_storage(TrackedObject::ResourceClaim(resource_claim_info(&c)));
             })
             .await,
         )?;
         device_list(
             "resourceslices",
             list_each(&Api::<ResourceSlice>::all(client.clone()), all(), |s| {
-                state.apply_storage(StorageObject::ResourceSlice(resource_slice_info(&s)));
+                state.apply_storage(TrackedObject::ResourceSlice(resource_slice_info(&s)));
             })
             .await,
         )?;
@@ -251,7 +251,7 @@ pub async fn read(client: &Client, namespace: &str, name: &str) -> Result<Cluste
             device_list(
                 "devicetaintrules",
                 list_each(&Api::<DeviceTaintRule>::all(client.clone()), all(), |r| {
-                    state.apply_storage(StorageObject::DeviceTaintRule(device_taint_rule_info(&r)));
+                    state.apply_storage(TrackedObject::DeviceTaintRule(device_taint_rule_info(&r)));
                 })
                 .await,
             )?;
@@ -267,7 +267,7 @@ pub async fn read(client: &Client, namespace: &str, name: &str) -> Result<Cluste
     let mut pod_groups_read = false;
     if crate::watch::serves_pod_groups(client).await {
         match list_each(&Api::<PodGroup>::all(client.clone()), all(), |g| {
-            state.apply_storage(StorageObject::PodGroup(pod_group_info(&g)));
+            state.apply_storage(TrackedObject::PodGroup(pod_group_info(&g)));
         })
         .await
         {
@@ -290,7 +290,7 @@ pub async fn read(client: &Client, namespace: &str, name: &str) -> Result<Cluste
             &Api::<k8s_openapi::api::scheduling::v1alpha3::CompositePodGroup>::all(client.clone()),
             all(),
             |g| {
-                state.apply_storage(StorageObject::CompositePodGroup(
+                state.apply_storage(TrackedObject::CompositePodGroup(
                     crate::projection::composite_pod_group_info(&g),
                 ));
             },

@@ -27,7 +27,7 @@ pub use podgroups::{
 use selectors::{label_selector, term};
 pub use storage::{
     claim_info, csi_driver_info, csi_node_info, dynamic_storage_capacity_info, storage_capacity_info,
-    storage_class_info, volume_info, StorageKey, StorageObject, ANN_BIND_COMPLETED, ANN_SELECTED_NODE,
+    storage_class_info, volume_info, TrackedKey, TrackedObject, ANN_BIND_COMPLETED, ANN_SELECTED_NODE,
     ANN_STORAGE_CLASS,
 };
 

@@ -181,7 +181,7 @@ pub fn dynamic_storage_capacity_info(o: &kube::api::DynamicObject) -> proto::Csi
 /// A keyed object besides nodes, pods, namespaces and budgets as the binder tracks it: the
 /// storage objects the volume filters read, the DRA objects and PodGroups.
 #[derive(Debug, Clone, PartialEq)]
-pub enum StorageObject {
+pub enum TrackedObject {
     /// A PersistentVolumeClaim.
     Claim(proto::PersistentVolumeClaim),
     /// A PersistentVolume.
@@ -211,7 +211,7 @@ pub enum StorageObject {
 /// The identity of a storage object: a namespaced object (claim, capacity, ResourceClaim,
 /// PodGroup) by `namespace/name`, the others by name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum StorageKey {
+pub enum TrackedKey {
     /// A PersistentVolumeClaim, `namespace/name`.
     Claim(String),
     /// A PersistentVolume.
@@ -238,7 +238,7 @@ pub enum StorageKey {
     CompositePodGroup(String),
 }
 
-impl StorageObject {
+impl TrackedObject {
     /// Adds it to the list of its kind in `snapshot`, as a full snapshot carries it.
     pub fn push_into(self, snapshot: &mut proto::Snapshot) {
         match self {
@@ -258,20 +258,20 @@ impl StorageObject {
     }
 
     /// Its identity.
-    pub fn key(&self) -> StorageKey {
+    pub fn key(&self) -> TrackedKey {
         match self {
-            Self::Claim(c) => StorageKey::Claim(format!("{}/{}", c.namespace, c.name)),
-            Self::Volume(v) => StorageKey::Volume(v.name.clone()),
-            Self::Class(c) => StorageKey::Class(c.name.clone()),
-            Self::CsiNode(n) => StorageKey::CsiNode(n.name.clone()),
-            Self::CsiDriver(d) => StorageKey::CsiDriver(d.name.clone()),
-            Self::Capacity(c) => StorageKey::Capacity(format!("{}/{}", c.namespace, c.name)),
-            Self::DeviceClass(c) => StorageKey::DeviceClass(c.name.clone()),
-            Self::ResourceClaim(c) => StorageKey::ResourceClaim(format!("{}/{}", c.namespace, c.name)),
-            Self::ResourceSlice(s) => StorageKey::ResourceSlice(s.name.clone()),
-            Self::DeviceTaintRule(r) => StorageKey::DeviceTaintRule(r.name.clone()),
-            Self::PodGroup(g) => StorageKey::PodGroup(pod_group_key(&g.namespace, &g.name)),
-            Self::CompositePodGroup(g) => StorageKey::CompositePodGroup(pod_group_key(&g.namespace, &g.name)),
+            Self::Claim(c) => TrackedKey::Claim(format!("{}/{}", c.namespace, c.name)),
+            Self::Volume(v) => TrackedKey::Volume(v.name.clone()),
+            Self::Class(c) => TrackedKey::Class(c.name.clone()),
+            Self::CsiNode(n) => TrackedKey::CsiNode(n.name.clone()),
+            Self::CsiDriver(d) => TrackedKey::CsiDriver(d.name.clone()),
+            Self::Capacity(c) => TrackedKey::Capacity(format!("{}/{}", c.namespace, c.name)),
+            Self::DeviceClass(c) => TrackedKey::DeviceClass(c.name.clone()),
+            Self::ResourceClaim(c) => TrackedKey::ResourceClaim(format!("{}/{}", c.namespace, c.name)),
+            Self::ResourceSlice(s) => TrackedKey::ResourceSlice(s.name.clone()),
+            Self::DeviceTaintRule(r) => TrackedKey::DeviceTaintRule(r.name.clone()),
+            Self::PodGroup(g) => TrackedKey::PodGroup(pod_group_key(&g.namespace, &g.name)),
+            Self::CompositePodGroup(g) => TrackedKey::CompositePodGroup(pod_group_key(&g.namespace, &g.name)),
         }
     }
 }

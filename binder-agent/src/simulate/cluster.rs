@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::api::{scheduled_message, ApiError, ClaimRef, ClaimWrite, ClusterApi, PodGroupCondition, PodRef, Preemptor};
 use crate::binder::{Binder, ClusterEvent};
-use crate::projection::{Owner, PodInfo, StorageKey, StorageObject};
+use crate::projection::{Owner, PodInfo, TrackedKey, TrackedObject};
 
 use super::config::*;
 use super::latency::Recorder;
@@ -155,7 +155,7 @@ pub(super) struct Store {
     /// `namespace/name` → uid.
     by_name: HashMap<(String, String), String>,
     /// Claims, volumes, storage classes and CSINodes.
-    storage: HashMap<StorageKey, StorageObject>,
+    storage: HashMap<TrackedKey, TrackedObject>,
     /// The PodGroupInitiallyScheduled condition last written per PodGroup (`namespace/name`),
     /// and how many times it was written.
     pub(super) group_conditions: HashMap<String, (PodGroupCondition, u32)>,
@@ -183,7 +183,7 @@ impl Store {
     /// Every DeviceClass.
     pub(super) fn device_classes(&self) -> impl Iterator<Item = &proto::DeviceClass> {
         self.storage.values().filter_map(|o| match o {
-            StorageObject::DeviceClass(c) => Some(c),
+            TrackedObject::DeviceClass(c) => Some(c),
             _ => None,
         })
     }
@@ -191,7 +191,7 @@ impl Store {
     /// Every ResourceClaim.
     pub(super) fn resource_claims(&self) -> impl Iterator<Item = &proto::ResourceClaim> {
         self.storage.values().filter_map(|o| match o {
-            StorageObject::ResourceClaim(c) => Some(c),
+            TrackedObject::ResourceClaim(c) => Some(c),
             _ => None,
         })
     }
@@ -200,9 +200,9 @@ impl Store {
     pub(super) fn resource_claim(&self, namespace: &str, name: &str) -> Option<&proto::ResourceClaim> {
         match self
             .storage
-            .get(&StorageKey::ResourceClaim(format!("{namespace}/{name}")))
+            .get(&TrackedKey::ResourceClaim(format!("{namespace}/{name}")))
         {
-            Some(StorageObject::ResourceClaim(c)) => Some(c),
+            Some(TrackedObject::ResourceClaim(c)) => Some(c),
             _ => None,
         }
     }
@@ -210,7 +210,7 @@ impl Store {
     /// Every PodGroup.
     pub(super) fn pod_groups(&self) -> impl Iterator<Item = &proto::PodGroup> {
         self.storage.values().filter_map(|o| match o {
-            StorageObject::PodGroup(g) => Some(g),
+            TrackedObject::PodGroup(g) => Some(g),
             _ => None,
         })
     }
@@ -237,7 +237,7 @@ pub(super) enum Change {
     /// A pod deleted.
     Deleted(PodInfo),
     /// A claim or volume the simulated PV controller changed.
-    Storage(StorageObject),
+    Storage(TrackedObject),
 }
 
 /// The in-memory API server: pods and nodes, Bindings, events and conditions.
@@ -271,7 +271,7 @@ impl SimWatch {
             binder.handle(match ev.change {
                 Change::Deleted(pod) => ClusterEvent::PodDeleted { uid: pod.spec.uid },
                 Change::Pod(pod) => ClusterEvent::PodApplied(pod),
-                Change::Storage(obj) => ClusterEvent::StorageApplied(obj),
+                Change::Storage(obj) => ClusterEvent::ObjectApplied(obj),
             });
         }
     }
@@ -321,12 +321,12 @@ impl SimCluster {
     }
 
     /// Adds or replaces a claim, volume, storage class or CSINode.
-    pub fn add_storage(&self, obj: StorageObject) {
+    pub fn add_storage(&self, obj: TrackedObject) {
         self.store.lock().storage.insert(obj.key(), obj);
     }
 
     /// A claim, volume, storage class or CSINode.
-    pub fn storage_object(&self, key: &StorageKey) -> Option<StorageObject> {
+    pub fn storage_object(&self, key: &TrackedKey) -> Option<TrackedObject> {
         self.store.lock().storage.get(key).cloned()
     }
 
@@ -348,7 +348,7 @@ impl SimCluster {
         claim.volume_name = volume.name.clone();
         claim.bind_completed = true;
         let deliver_at = Instant::now() + self.watch_latency;
-        for obj in [StorageObject::Volume(volume), StorageObject::Claim(claim)] {
+        for obj in [TrackedObject::Volume(volume), TrackedObject::Claim(claim)] {
             s.storage.insert(obj.key(), obj.clone());
             let _ = self.watch_tx.send(WatchEvent {
                 deliver_at,
@@ -358,9 +358,9 @@ impl SimCluster {
     }
 
     fn claim_of(s: &Store, claim: &ClaimRef) -> Result<proto::PersistentVolumeClaim, ApiError> {
-        match s.storage.get(&StorageKey::Claim(claim.key())) {
-            Some(StorageObject::Claim(c)) if claim.uid.is_empty() || c.uid == claim.uid => Ok(c.clone()),
-            Some(StorageObject::Claim(_)) => Err(ApiError::Conflict(format!(
+        match s.storage.get(&TrackedKey::Claim(claim.key())) {
+            Some(TrackedObject::Claim(c)) if claim.uid.is_empty() || c.uid == claim.uid => Ok(c.clone()),
+            Some(TrackedObject::Claim(_)) => Err(ApiError::Conflict(format!(
                 "persistentvolumeclaim {} was recreated",
                 claim.key()
             ))),
@@ -373,8 +373,8 @@ impl SimCluster {
 
     /// A ResourceClaim of the store, as the API server would answer a get of it.
     fn resource_claim_of(s: &Store, claim: &ClaimRef) -> Result<proto::ResourceClaim, ApiError> {
-        match s.storage.get(&StorageKey::ResourceClaim(claim.key())) {
-            Some(StorageObject::ResourceClaim(c)) => Ok(c.clone()),
+        match s.storage.get(&TrackedKey::ResourceClaim(claim.key())) {
+            Some(TrackedObject::ResourceClaim(c)) => Ok(c.clone()),
             _ => Err(ApiError::NotFound(format!(
                 "resourceclaims.resource.k8s.io \"{}\" not found",
                 claim.name
@@ -384,7 +384,7 @@ impl SimCluster {
 
     /// Stores a changed ResourceClaim and sends it through the watch.
     fn update_resource_claim(&self, s: &mut Store, claim: proto::ResourceClaim) {
-        let obj = StorageObject::ResourceClaim(claim);
+        let obj = TrackedObject::ResourceClaim(claim);
         s.storage.insert(obj.key(), obj.clone());
         let _ = self.watch_tx.send(WatchEvent {
             deliver_at: Instant::now() + self.watch_latency,
@@ -399,7 +399,7 @@ impl SimCluster {
             .storage
             .values()
             .filter_map(|o| match o {
-                StorageObject::ResourceClaim(c) if c.reserved_for.iter().any(|r| r.uid == pod_uid) => Some(c.clone()),
+                TrackedObject::ResourceClaim(c) if c.reserved_for.iter().any(|r| r.uid == pod_uid) => Some(c.clone()),
                 _ => None,
             })
             .collect();
@@ -546,7 +546,7 @@ impl ClusterApi for SimCluster {
     async fn bind_volume(&self, volume: &str, claim: &ClaimRef) -> Result<(), ApiError> {
         let mut s = self.store.lock();
         let c = Self::claim_of(&s, claim)?;
-        let Some(StorageObject::Volume(v)) = s.storage.get(&StorageKey::Volume(volume.to_string())).cloned() else {
+        let Some(TrackedObject::Volume(v)) = s.storage.get(&TrackedKey::Volume(volume.to_string())).cloned() else {
             return Err(ApiError::NotFound(format!("persistentvolumes \"{volume}\" not found")));
         };
         if v.claim_ref
@@ -564,8 +564,8 @@ impl ClusterApi for SimCluster {
     async fn select_node(&self, claim: &ClaimRef, node: &str) -> Result<(), ApiError> {
         let mut s = self.store.lock();
         let mut c = Self::claim_of(&s, claim)?;
-        let provisioner = match s.storage.get(&StorageKey::Class(c.storage_class_name.clone())) {
-            Some(StorageObject::Class(class)) => class.provisioner.clone(),
+        let provisioner = match s.storage.get(&TrackedKey::Class(c.storage_class_name.clone())) {
+            Some(TrackedObject::Class(class)) => class.provisioner.clone(),
             _ => String::new(),
         };
         c.selected_node = node.to_string();
@@ -667,7 +667,7 @@ impl ClusterApi for SimCluster {
             uid: format!("simulated-{}-{name}", pod.namespace),
             name,
         };
-        if s.storage.contains_key(&StorageKey::ResourceClaim(created.key())) {
+        if s.storage.contains_key(&TrackedKey::ResourceClaim(created.key())) {
             return Err(ApiError::Conflict(format!(
                 "create claim for extended resources {}/: resourceclaims.resource.k8s.io \"{}\" already exists",
                 pod.namespace, created.name
@@ -720,7 +720,7 @@ impl ClusterApi for SimCluster {
             c.reserved_for.clear();
             self.update_resource_claim(&mut s, c);
         }
-        s.storage.remove(&StorageKey::ResourceClaim(claim.key()));
+        s.storage.remove(&TrackedKey::ResourceClaim(claim.key()));
         Ok(())
     }
 
@@ -821,7 +821,7 @@ impl ClusterApi for SimCluster {
     async fn record_pod_group_condition(&self, condition: &PodGroupCondition) -> Result<(), ApiError> {
         let key = crate::projection::pod_group_key(&condition.namespace, &condition.name);
         let mut s = self.store.lock();
-        let Some(StorageObject::PodGroup(mut group)) = s.storage.get(&StorageKey::PodGroup(key.clone())).cloned()
+        let Some(TrackedObject::PodGroup(mut group)) = s.storage.get(&TrackedKey::PodGroup(key.clone())).cloned()
         else {
             return Err(ApiError::NotFound(format!(
                 "podgroups.scheduling.k8s.io \"{}\" not found",
@@ -833,7 +833,7 @@ impl ClusterApi for SimCluster {
         written.1 += 1;
         if group.initially_scheduled != condition.scheduled {
             group.initially_scheduled = condition.scheduled;
-            let obj = StorageObject::PodGroup(group);
+            let obj = TrackedObject::PodGroup(group);
             s.storage.insert(obj.key(), obj.clone());
             let _ = self.watch_tx.send(WatchEvent {
                 deliver_at: Instant::now() + self.watch_latency,
@@ -937,7 +937,7 @@ mod tests {
     #[tokio::test]
     async fn pod_group_conditions_are_kept_and_the_group_seen_scheduled() {
         let (cluster, mut watch) = SimCluster::new(Faults::default(), Duration::ZERO);
-        cluster.add_storage(StorageObject::PodGroup(proto::PodGroup {
+        cluster.add_storage(TrackedObject::PodGroup(proto::PodGroup {
             namespace: "ml".into(),
             name: "train".into(),
             generation: 2,
@@ -961,7 +961,7 @@ mod tests {
         assert_eq!(cluster.pod_group_condition("ml", "train"), Some((scheduled, 2)));
         let event = watch.rx.recv().await.unwrap();
         assert!(
-            matches!(&event.change, Change::Storage(StorageObject::PodGroup(g)) if g.initially_scheduled),
+            matches!(&event.change, Change::Storage(TrackedObject::PodGroup(g)) if g.initially_scheduled),
             "{event:?}"
         );
         let mut other = condition(true, "Scheduled", "");

@@ -4,7 +4,7 @@
 use crate::binder::BinderConfig;
 use crate::experiments::ExperimentSet;
 use crate::experiments::RoutingError;
-use crate::projection::{self, PodInfo, StorageObject};
+use crate::projection::{self, PodInfo, TrackedObject};
 use crate::replicas::{ReplicaConfig, ReplicaError};
 use placement_scheduler::grpc::ServerConfig;
 use placement_scheduler::proto;
@@ -169,7 +169,7 @@ pub struct Workload {
     /// claims the binder writes for), and DeviceClasses, ResourceClaims (those generated from
     /// templates included) and ResourceSlices (DynamicResources reads them; the in-memory
     /// cluster takes the allocations and reservations the binder writes).
-    pub storage: Vec<StorageObject>,
+    pub storage: Vec<TrackedObject>,
 }
 
 /// Where decisions are made.

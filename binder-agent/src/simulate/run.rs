@@ -144,7 +144,7 @@ pub(super) async fn run(config: SimConfig, keep_pods: bool) -> Result<(Summary, 
         binder.handle(ClusterEvent::PdbApplied(pdb));
     }
     for o in workload.storage {
-        binder.handle(ClusterEvent::StorageApplied(o));
+        binder.handle(ClusterEvent::ObjectApplied(o));
     }
     // Each pod moves into the in-memory cluster once the binder has its copy: the whole list is
     // never held twice.

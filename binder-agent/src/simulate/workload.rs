@@ -10,7 +10,7 @@ use placement_scheduler::proto;
 use placement_scheduler::synth::{self};
 
 use crate::experiments::Owner;
-use crate::projection::{self, PodInfo, StorageObject};
+use crate::projection::{self, PodInfo, TrackedObject};
 
 use super::config::*;
 
@@ -82,7 +82,7 @@ impl Workload {
         let mut storage = Vec::new();
         if let Some(g) = groups {
             let (objects, members) = synthetic_pod_groups(g, config.seed);
-            storage.extend(objects.into_iter().map(StorageObject::PodGroup));
+            storage.extend(objects.into_iter().map(TrackedObject::PodGroup));
             let others = std::mem::take(&mut specs);
             let n = others.len();
             let mut others = others.into_iter();
@@ -175,7 +175,7 @@ impl Workload {
                 })?;
                 let claim = template_claim(template, &namespace, &pod_name, &pod_uid, &entry.name);
                 entry.generated_claim_name = claim.metadata.name.clone();
-                generated.push(StorageObject::ResourceClaim(projection::resource_claim_info(&claim)));
+                generated.push(TrackedObject::ResourceClaim(projection::resource_claim_info(&claim)));
             }
         }
         self.storage.extend(generated);
@@ -209,65 +209,65 @@ impl Workload {
             "PersistentVolumeClaim" => {
                 let pvc: k8s_openapi::api::core::v1::PersistentVolumeClaim = serde_json::from_value(value)
                     .map_err(|e| SimError::Json(format!("a PersistentVolumeClaim: {e}")))?;
-                self.storage.push(StorageObject::Claim(projection::claim_info(&pvc)));
+                self.storage.push(TrackedObject::Claim(projection::claim_info(&pvc)));
             }
             "PersistentVolume" => {
                 let pv: k8s_openapi::api::core::v1::PersistentVolume =
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a PersistentVolume: {e}")))?;
-                self.storage.push(StorageObject::Volume(projection::volume_info(&pv)));
+                self.storage.push(TrackedObject::Volume(projection::volume_info(&pv)));
             }
             "StorageClass" => {
                 let sc: k8s_openapi::api::storage::v1::StorageClass =
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a StorageClass: {e}")))?;
                 self.storage
-                    .push(StorageObject::Class(projection::storage_class_info(&sc)));
+                    .push(TrackedObject::Class(projection::storage_class_info(&sc)));
             }
             "CSINode" => {
                 let n: k8s_openapi::api::storage::v1::CSINode =
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a CSINode: {e}")))?;
-                self.storage.push(StorageObject::CsiNode(projection::csi_node_info(&n)));
+                self.storage.push(TrackedObject::CsiNode(projection::csi_node_info(&n)));
             }
             "CSIDriver" => {
                 let d: k8s_openapi::api::storage::v1::CSIDriver =
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a CSIDriver: {e}")))?;
                 self.storage
-                    .push(StorageObject::CsiDriver(projection::csi_driver_info(&d)));
+                    .push(TrackedObject::CsiDriver(projection::csi_driver_info(&d)));
             }
             "CSIStorageCapacity" => {
                 let c: k8s_openapi::api::storage::v1::CSIStorageCapacity =
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a CSIStorageCapacity: {e}")))?;
                 self.storage
-                    .push(StorageObject::Capacity(projection::storage_capacity_info(&c)));
+                    .push(TrackedObject::Capacity(projection::storage_capacity_info(&c)));
             }
             "DeviceClass" => {
                 let c: k8s_openapi::api::resource::v1::DeviceClass =
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a DeviceClass: {e}")))?;
                 self.storage
-                    .push(StorageObject::DeviceClass(projection::device_class_info(&c)));
+                    .push(TrackedObject::DeviceClass(projection::device_class_info(&c)));
             }
             "ResourceClaim" => {
                 let c: k8s_openapi::api::resource::v1::ResourceClaim =
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a ResourceClaim: {e}")))?;
                 self.storage
-                    .push(StorageObject::ResourceClaim(projection::resource_claim_info(&c)));
+                    .push(TrackedObject::ResourceClaim(projection::resource_claim_info(&c)));
             }
             "ResourceSlice" => {
                 let s: k8s_openapi::api::resource::v1::ResourceSlice =
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a ResourceSlice: {e}")))?;
                 self.storage
-                    .push(StorageObject::ResourceSlice(projection::resource_slice_info(&s)));
+                    .push(TrackedObject::ResourceSlice(projection::resource_slice_info(&s)));
             }
             "DeviceTaintRule" => {
                 let r: k8s_openapi::api::resource::v1::DeviceTaintRule =
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a DeviceTaintRule: {e}")))?;
                 self.storage
-                    .push(StorageObject::DeviceTaintRule(projection::device_taint_rule_info(&r)));
+                    .push(TrackedObject::DeviceTaintRule(projection::device_taint_rule_info(&r)));
             }
             "PodGroup" => {
                 let g: k8s_openapi::api::scheduling::v1beta1::PodGroup =
                     serde_json::from_value(value).map_err(|e| SimError::Json(format!("a PodGroup: {e}")))?;
                 self.storage
-                    .push(StorageObject::PodGroup(projection::pod_group_info(&g)));
+                    .push(TrackedObject::PodGroup(projection::pod_group_info(&g)));
             }
             "ResourceClaimTemplate" => {
                 let t: ResourceClaimTemplate = serde_json::from_value(value)
@@ -481,7 +481,7 @@ impl Workload {
     pub fn take_held_groups(&mut self) -> HeldGroups {
         let mut min_counts: HashMap<String, u32> = HashMap::new();
         for o in &self.storage {
-            if let StorageObject::PodGroup(g) = o {
+            if let TrackedObject::PodGroup(g) = o {
                 let min = g.gang.as_ref().map_or(1, |gang| gang.min_count.max(1) as u32);
                 min_counts.insert(format!("{}/{}", g.namespace, g.name), min);
             }
@@ -696,7 +696,7 @@ mod tests {
     #[test]
     fn groups_the_binder_would_hold_for_ever_are_taken_out() {
         let group = |name: &str, min_count: i32| {
-            StorageObject::PodGroup(proto::PodGroup {
+            TrackedObject::PodGroup(proto::PodGroup {
                 namespace: "ml".into(),
                 name: name.into(),
                 gang: Some(proto::GangSchedulingPolicy { min_count }),

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use placement_scheduler::proto;
 
 use super::{ClusterState, Key};
-use crate::projection::{StorageKey, StorageObject};
+use crate::projection::{TrackedKey, TrackedObject};
 
 /// Most log entries kept; a replica further behind gets a full snapshot.
 const MAX_LOG: usize = 1 << 20;
@@ -60,30 +60,30 @@ impl ClusterState {
                     None => delta.remove_pod_disruption_budgets.push(key.clone()),
                 },
                 Key::Storage(key) => match (self.storage_view(key).cloned(), key) {
-                    (Some(StorageObject::Claim(c)), _) => delta.upsert_persistent_volume_claims.push(c),
-                    (Some(StorageObject::Volume(v)), _) => delta.upsert_persistent_volumes.push(v),
-                    (Some(StorageObject::Class(c)), _) => delta.upsert_storage_classes.push(c),
-                    (Some(StorageObject::CsiNode(n)), _) => delta.upsert_csi_nodes.push(n),
-                    (None, StorageKey::Claim(k)) => delta.remove_persistent_volume_claims.push(k.clone()),
-                    (None, StorageKey::Volume(k)) => delta.remove_persistent_volumes.push(k.clone()),
-                    (None, StorageKey::Class(k)) => delta.remove_storage_classes.push(k.clone()),
-                    (None, StorageKey::CsiNode(k)) => delta.remove_csi_nodes.push(k.clone()),
-                    (Some(StorageObject::CsiDriver(d)), _) => delta.upsert_csi_drivers.push(d),
-                    (Some(StorageObject::Capacity(c)), _) => delta.upsert_csi_storage_capacities.push(c),
-                    (None, StorageKey::CsiDriver(k)) => delta.remove_csi_drivers.push(k.clone()),
-                    (None, StorageKey::Capacity(k)) => delta.remove_csi_storage_capacities.push(k.clone()),
-                    (Some(StorageObject::DeviceClass(c)), _) => delta.upsert_device_classes.push(c),
-                    (Some(StorageObject::ResourceClaim(c)), _) => delta.upsert_resource_claims.push(c),
-                    (Some(StorageObject::ResourceSlice(s)), _) => delta.upsert_resource_slices.push(s),
-                    (None, StorageKey::DeviceClass(k)) => delta.remove_device_classes.push(k.clone()),
-                    (None, StorageKey::ResourceClaim(k)) => delta.remove_resource_claims.push(k.clone()),
-                    (None, StorageKey::ResourceSlice(k)) => delta.remove_resource_slices.push(k.clone()),
-                    (Some(StorageObject::DeviceTaintRule(r)), _) => delta.upsert_device_taint_rules.push(r),
-                    (None, StorageKey::DeviceTaintRule(k)) => delta.remove_device_taint_rules.push(k.clone()),
-                    (Some(StorageObject::PodGroup(g)), _) => delta.upsert_pod_groups.push(g),
-                    (None, StorageKey::PodGroup(k)) => delta.remove_pod_groups.push(k.clone()),
-                    (Some(StorageObject::CompositePodGroup(g)), _) => delta.upsert_composite_pod_groups.push(g),
-                    (None, StorageKey::CompositePodGroup(k)) => delta.remove_composite_pod_groups.push(k.clone()),
+                    (Some(TrackedObject::Claim(c)), _) => delta.upsert_persistent_volume_claims.push(c),
+                    (Some(TrackedObject::Volume(v)), _) => delta.upsert_persistent_volumes.push(v),
+                    (Some(TrackedObject::Class(c)), _) => delta.upsert_storage_classes.push(c),
+                    (Some(TrackedObject::CsiNode(n)), _) => delta.upsert_csi_nodes.push(n),
+                    (None, TrackedKey::Claim(k)) => delta.remove_persistent_volume_claims.push(k.clone()),
+                    (None, TrackedKey::Volume(k)) => delta.remove_persistent_volumes.push(k.clone()),
+                    (None, TrackedKey::Class(k)) => delta.remove_storage_classes.push(k.clone()),
+                    (None, TrackedKey::CsiNode(k)) => delta.remove_csi_nodes.push(k.clone()),
+                    (Some(TrackedObject::CsiDriver(d)), _) => delta.upsert_csi_drivers.push(d),
+                    (Some(TrackedObject::Capacity(c)), _) => delta.upsert_csi_storage_capacities.push(c),
+                    (None, TrackedKey::CsiDriver(k)) => delta.remove_csi_drivers.push(k.clone()),
+                    (None, TrackedKey::Capacity(k)) => delta.remove_csi_storage_capacities.push(k.clone()),
+                    (Some(TrackedObject::DeviceClass(c)), _) => delta.upsert_device_classes.push(c),
+                    (Some(TrackedObject::ResourceClaim(c)), _) => delta.upsert_resource_claims.push(c),
+                    (Some(TrackedObject::ResourceSlice(s)), _) => delta.upsert_resource_slices.push(s),
+                    (None, TrackedKey::DeviceClass(k)) => delta.remove_device_classes.push(k.clone()),
+                    (None, TrackedKey::ResourceClaim(k)) => delta.remove_resource_claims.push(k.clone()),
+                    (None, TrackedKey::ResourceSlice(k)) => delta.remove_resource_slices.push(k.clone()),
+                    (Some(TrackedObject::DeviceTaintRule(r)), _) => delta.upsert_device_taint_rules.push(r),
+                    (None, TrackedKey::DeviceTaintRule(k)) => delta.remove_device_taint_rules.push(k.clone()),
+                    (Some(TrackedObject::PodGroup(g)), _) => delta.upsert_pod_groups.push(g),
+                    (None, TrackedKey::PodGroup(k)) => delta.remove_pod_groups.push(k.clone()),
+                    (Some(TrackedObject::CompositePodGroup(g)), _) => delta.upsert_composite_pod_groups.push(g),
+                    (None, TrackedKey::CompositePodGroup(k)) => delta.remove_composite_pod_groups.push(k.clone()),
                 },
             }
         }

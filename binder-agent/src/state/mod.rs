@@ -39,7 +39,7 @@ use std::sync::Arc;
 
 use placement_scheduler::proto;
 
-use crate::projection::{StorageKey, StorageObject};
+use crate::projection::{TrackedKey, TrackedObject};
 
 pub use encoding::sort_by_uid;
 pub use pod_group_tree::PodGroupTree;
@@ -51,7 +51,7 @@ enum Key {
     Pod(String),
     Namespace(String),
     Pdb(String),
-    Storage(StorageKey),
+    Storage(TrackedKey),
 }
 
 /// A PodDisruptionBudget and how far its disruptedPods names are resolved.
@@ -91,12 +91,12 @@ pub struct ClusterState {
     unresolved_pdbs: usize,
     /// PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers,
     /// CSIStorageCapacities, the DRA objects and PodGroups.
-    storage: HashMap<StorageKey, StorageObject>,
+    storage: HashMap<TrackedKey, TrackedObject>,
     /// Volume choices of decided pods not yet seen through the watches (kube-scheduler's assume
     /// caches): a volume with its claimRef set to the chosen claim, a claim with its selected
     /// node; each with the uid of the pod it was chosen for. Snapshots show these in place of
     /// the watched objects.
-    assumed_storage: HashMap<StorageKey, (StorageObject, String)>,
+    assumed_storage: HashMap<TrackedKey, (TrackedObject, String)>,
     /// Bound pods by uid, protobuf-encoded (shared, so a full snapshot takes them without a copy).
     bound: HashMap<String, Arc<[u8]>>,
     assumed: HashMap<String, proto::Pod>,

@@ -3,16 +3,16 @@
 use placement_scheduler::proto;
 
 use super::{ClusterState, PodGroupTree};
-use crate::projection::{StorageKey, StorageObject};
+use crate::projection::{TrackedKey, TrackedObject};
 
 impl ClusterState {
     /// The PodGroup `namespace/name`, as the watch shows it.
     pub fn pod_group(&self, namespace: &str, name: &str) -> Option<&proto::PodGroup> {
         match self
             .storage
-            .get(&StorageKey::PodGroup(crate::projection::pod_group_key(namespace, name)))
+            .get(&TrackedKey::PodGroup(crate::projection::pod_group_key(namespace, name)))
         {
-            Some(StorageObject::PodGroup(g)) => Some(g),
+            Some(TrackedObject::PodGroup(g)) => Some(g),
             _ => None,
         }
     }
@@ -28,10 +28,10 @@ impl ClusterState {
         let composite =
             |n: &str| match self
                 .storage
-                .get(&StorageKey::CompositePodGroup(crate::projection::pod_group_key(
+                .get(&TrackedKey::CompositePodGroup(crate::projection::pod_group_key(
                     namespace, n,
                 ))) {
-                Some(StorageObject::CompositePodGroup(g)) => Some(g),
+                Some(TrackedObject::CompositePodGroup(g)) => Some(g),
                 _ => None,
             };
         let mut root = composite(&group.parent_composite_pod_group_name)?;
@@ -48,7 +48,7 @@ impl ClusterState {
         };
         for obj in self.storage.values() {
             match obj {
-                StorageObject::PodGroup(g)
+                TrackedObject::PodGroup(g)
                     if g.namespace == namespace && !g.parent_composite_pod_group_name.is_empty() =>
                 {
                     tree.groups.push((
@@ -57,7 +57,7 @@ impl ClusterState {
                         g.gang.as_ref().map_or(1, |g| g.min_count.max(1) as u32),
                     ));
                 }
-                StorageObject::CompositePodGroup(g) if g.namespace == namespace => {
+                TrackedObject::CompositePodGroup(g) if g.namespace == namespace => {
                     tree.composites.push((
                         g.name.clone(),
                         g.parent_composite_pod_group_name.clone(),

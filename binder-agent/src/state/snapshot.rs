@@ -7,7 +7,7 @@ use prost::Message;
 
 use super::encoding::{decode, sort_by_uid};
 use super::{ClusterState, FullParts};
-use crate::projection::{StorageKey, StorageObject};
+use crate::projection::{TrackedKey, TrackedObject};
 
 impl ClusterState {
     /// The whole cluster as a snapshot, with assumed pods counted on their nodes (pods in uid order).
@@ -62,7 +62,7 @@ impl ClusterState {
     fn fill_storage(&self, snapshot: &mut proto::Snapshot) {
         // The watched objects as assumed, and the assumed objects no watch shows yet (a pod's
         // special claim for extended resources before PreBind creates it).
-        let mut storage: Vec<(&StorageKey, &StorageObject)> = self
+        let mut storage: Vec<(&TrackedKey, &TrackedObject)> = self
             .storage
             .keys()
             .filter_map(|k| self.storage_view(k).map(|o| (k, o)))

@@ -4,13 +4,13 @@
 use placement_scheduler::proto;
 
 use super::{assumed_extended_claim, ClusterState, Key};
-use crate::projection::{StorageKey, StorageObject};
+use crate::projection::{TrackedKey, TrackedObject};
 
 impl ClusterState {
     /// Adds or replaces a claim, volume, storage class or CSINode; returns whether it changed.
     /// An assumed volume choice the object now shows (the volume refers to the claim; the claim
     /// selects the node or is bound) is dropped: the watched object takes its place.
-    pub fn apply_storage(&mut self, obj: StorageObject) -> bool {
+    pub fn apply_storage(&mut self, obj: TrackedObject) -> bool {
         let key = obj.key();
         if self.storage.get(&key) == Some(&obj) {
             return false;
@@ -25,11 +25,11 @@ impl ClusterState {
         // A claim allocated and reserved for a pod whose special claim for extended resources
         // is assumed, with the same devices: the claim PreBind created; it takes the assumed
         // one's place.
-        if let StorageObject::ResourceClaim(c) = &obj {
+        if let TrackedObject::ResourceClaim(c) = &obj {
             if let Some(allocation) = &c.allocation {
                 for r in &c.reserved_for {
                     let assumed =
-                        StorageKey::ResourceClaim(format!("{}/{}", c.namespace, assumed_extended_claim(&r.uid)));
+                        TrackedKey::ResourceClaim(format!("{}/{}", c.namespace, assumed_extended_claim(&r.uid)));
                     let devices = |a: &proto::AllocationResult| -> Vec<(String, String, String)> {
                         let mut d: Vec<_> = a
                             .devices
@@ -41,7 +41,7 @@ impl ClusterState {
                     };
                     let same = matches!(
                         self.assumed_storage.get(&assumed),
-                        Some((StorageObject::ResourceClaim(a), _))
+                        Some((TrackedObject::ResourceClaim(a), _))
                             if a.allocation.as_ref().map(devices) == Some(devices(allocation))
                     );
                     if same {
@@ -58,7 +58,7 @@ impl ClusterState {
 
     /// Removes a claim, volume, storage class or CSINode (and any assumption on it); returns
     /// whether it was known.
-    pub fn delete_storage(&mut self, key: &StorageKey) -> bool {
+    pub fn delete_storage(&mut self, key: &TrackedKey) -> bool {
         self.assumed_storage.remove(key);
         if self.storage.remove(key).is_some() {
             self.record(Key::Storage(key.clone()));
@@ -71,20 +71,20 @@ impl ClusterState {
     /// each chosen volume's `claim_ref` set to its claim (uid included), each claim to provision
     /// with its `selected_node`. Returns the keys assumed anew; a choice whose claim or volume is
     /// unknown, or that the object shows already (watched or assumed), assumes nothing.
-    pub fn assume_storage(&mut self, uid: &str, bindings: &[proto::ClaimBinding]) -> Vec<StorageKey> {
+    pub fn assume_storage(&mut self, uid: &str, bindings: &[proto::ClaimBinding]) -> Vec<TrackedKey> {
         use proto::claim_binding::Target;
         let mut keys = Vec::new();
         for b in bindings {
-            let claim_key = StorageKey::Claim(format!("{}/{}", b.claim_namespace, b.claim_name));
+            let claim_key = TrackedKey::Claim(format!("{}/{}", b.claim_namespace, b.claim_name));
             // As the decision service assumes them: on the objects as snapshots show them (an
             // earlier assumption included), so a choice assumed already is not assumed again.
-            let Some(StorageObject::Claim(claim)) = self.storage_view(&claim_key) else {
+            let Some(TrackedObject::Claim(claim)) = self.storage_view(&claim_key) else {
                 continue;
             };
             let (key, assumed) = match &b.target {
                 Some(Target::VolumeName(pv)) => {
-                    let key = StorageKey::Volume(pv.clone());
-                    let Some(StorageObject::Volume(v)) = self.storage_view(&key) else {
+                    let key = TrackedKey::Volume(pv.clone());
+                    let Some(TrackedObject::Volume(v)) = self.storage_view(&key) else {
                         continue;
                     };
                     let claim_ref = proto::VolumeClaimRef {
@@ -97,7 +97,7 @@ impl ClusterState {
                     }
                     let mut v = v.clone();
                     v.claim_ref = Some(claim_ref);
-                    (key, StorageObject::Volume(v))
+                    (key, TrackedObject::Volume(v))
                 }
                 Some(Target::SelectedNode(node)) => {
                     if claim.selected_node == *node {
@@ -105,7 +105,7 @@ impl ClusterState {
                     }
                     let mut c = claim.clone();
                     c.selected_node = node.clone();
-                    (claim_key, StorageObject::Claim(c))
+                    (claim_key, TrackedObject::Claim(c))
                 }
                 None => continue,
             };
@@ -121,14 +121,14 @@ impl ClusterState {
     /// shows the claim allocated or its PreBind gives it up. Returns the keys assumed anew; an
     /// allocation of a claim that is unknown, or allocated already (watched or assumed), assumes
     /// nothing.
-    pub fn assume_devices(&mut self, uid: &str, name: &str, allocations: &[proto::ClaimAllocation]) -> Vec<StorageKey> {
+    pub fn assume_devices(&mut self, uid: &str, name: &str, allocations: &[proto::ClaimAllocation]) -> Vec<TrackedKey> {
         let mut keys = Vec::new();
         for a in allocations {
             if a.extended_resource_claim.is_some() {
                 // The special claim for extended resources does not exist yet: its devices are
                 // assumed under a name no real claim has, until the watch shows the claim PreBind
                 // creates (see `apply_storage`).
-                let key = StorageKey::ResourceClaim(format!("{}/{}", a.claim_namespace, assumed_extended_claim(uid)));
+                let key = TrackedKey::ResourceClaim(format!("{}/{}", a.claim_namespace, assumed_extended_claim(uid)));
                 let c = proto::ResourceClaim {
                     namespace: a.claim_namespace.clone(),
                     name: assumed_extended_claim(uid),
@@ -142,13 +142,13 @@ impl ClusterState {
                     ..Default::default()
                 };
                 self.assumed_storage
-                    .insert(key.clone(), (StorageObject::ResourceClaim(c), uid.to_string()));
+                    .insert(key.clone(), (TrackedObject::ResourceClaim(c), uid.to_string()));
                 self.record(Key::Storage(key.clone()));
                 keys.push(key);
                 continue;
             }
-            let key = StorageKey::ResourceClaim(format!("{}/{}", a.claim_namespace, a.claim_name));
-            let Some(StorageObject::ResourceClaim(claim)) = self.storage_view(&key) else {
+            let key = TrackedKey::ResourceClaim(format!("{}/{}", a.claim_namespace, a.claim_name));
+            let Some(TrackedObject::ResourceClaim(claim)) = self.storage_view(&key) else {
                 continue;
             };
             if claim.allocation.is_some() {
@@ -163,7 +163,7 @@ impl ClusterState {
                 uid: uid.to_string(),
             });
             self.assumed_storage
-                .insert(key.clone(), (StorageObject::ResourceClaim(c), uid.to_string()));
+                .insert(key.clone(), (TrackedObject::ResourceClaim(c), uid.to_string()));
             self.record(Key::Storage(key.clone()));
             keys.push(key);
         }
@@ -172,7 +172,7 @@ impl ClusterState {
 
     /// Drops the volume choices assumed for the pod `uid` (its PreBind failed or was given up).
     pub fn forget_storage(&mut self, uid: &str) {
-        let keys: Vec<StorageKey> = self
+        let keys: Vec<TrackedKey> = self
             .assumed_storage
             .iter()
             .filter(|(_, (_, owner))| owner == uid)
@@ -190,7 +190,7 @@ impl ClusterState {
     }
 
     /// A storage object as snapshots show it: the assumed choice, else the watched object.
-    pub(super) fn storage_view(&self, key: &StorageKey) -> Option<&StorageObject> {
+    pub(super) fn storage_view(&self, key: &TrackedKey) -> Option<&TrackedObject> {
         self.assumed_storage
             .get(key)
             .map(|(o, _)| o)
@@ -202,31 +202,31 @@ impl ClusterState {
         self.storage
             .values()
             .filter_map(|o| match o {
-                StorageObject::DeviceClass(c) => Some(c.clone()),
+                TrackedObject::DeviceClass(c) => Some(c.clone()),
                 _ => None,
             })
             .collect()
     }
 
     /// The storage object with this identity.
-    pub fn storage_object(&self, key: &StorageKey) -> Option<&StorageObject> {
+    pub fn storage_object(&self, key: &TrackedKey) -> Option<&TrackedObject> {
         self.storage.get(key)
     }
 }
 
 /// Whether a watched storage object shows an assumed choice: the volume refers to the same
 /// claim; the claim selects the same node, or is bound.
-fn shows_assumption(watched: &StorageObject, assumed: &StorageObject) -> bool {
+fn shows_assumption(watched: &TrackedObject, assumed: &TrackedObject) -> bool {
     match (watched, assumed) {
-        (StorageObject::Volume(w), StorageObject::Volume(a)) => match (&w.claim_ref, &a.claim_ref) {
+        (TrackedObject::Volume(w), TrackedObject::Volume(a)) => match (&w.claim_ref, &a.claim_ref) {
             (Some(w), Some(a)) => w.namespace == a.namespace && w.name == a.name,
             _ => false,
         },
-        (StorageObject::Claim(w), StorageObject::Claim(a)) => {
+        (TrackedObject::Claim(w), TrackedObject::Claim(a)) => {
             w.selected_node == a.selected_node || !w.volume_name.is_empty()
         }
         // Allocated (by this PreBind, or by whoever won a race: the watched object decides).
-        (StorageObject::ResourceClaim(w), StorageObject::ResourceClaim(_)) => w.allocation.is_some(),
+        (TrackedObject::ResourceClaim(w), TrackedObject::ResourceClaim(_)) => w.allocation.is_some(),
         _ => false,
     }
 }

@@ -273,14 +273,14 @@ fn a_replicas_own_assumed_placements_are_left_out_of_its_next_delta() {
 #[test]
 fn storage_objects_travel_in_full_snapshots_and_deltas() {
     let claim = |volume: &str| {
-        StorageObject::Claim(proto::PersistentVolumeClaim {
+        TrackedObject::Claim(proto::PersistentVolumeClaim {
             namespace: "shop".into(),
             name: "data-db-0".into(),
             volume_name: volume.into(),
             ..Default::default()
         })
     };
-    let class = StorageObject::Class(proto::StorageClass {
+    let class = TrackedObject::Class(proto::StorageClass {
         name: "local".into(),
         provisioner: "kubernetes.io/no-provisioner".into(),
         volume_binding_mode: "WaitForFirstConsumer".into(),
@@ -296,15 +296,15 @@ fn storage_objects_travel_in_full_snapshots_and_deltas() {
     assert_eq!(full.persistent_volume_claims.len(), 1);
     assert_eq!(full.storage_classes[0].name, "local");
     s.apply_storage(claim("pv-1"));
-    s.apply_storage(StorageObject::CsiNode(proto::CsiNode {
+    s.apply_storage(TrackedObject::CsiNode(proto::CsiNode {
         name: "n1".into(),
         drivers: vec![proto::CsiNodeDriver {
             name: "ebs.csi.aws.com".into(),
             allocatable_count: Some(25),
         }],
     }));
-    assert!(s.delete_storage(&StorageKey::Class("local".into())));
-    assert!(!s.delete_storage(&StorageKey::Volume("nowhere".into())));
+    assert!(s.delete_storage(&TrackedKey::Class("local".into())));
+    assert!(!s.delete_storage(&TrackedKey::Volume("nowhere".into())));
     let d = s.delta_since(v).unwrap();
     assert_eq!(d.upsert_persistent_volume_claims[0].volume_name, "pv-1");
     assert_eq!(d.upsert_csi_nodes[0].drivers[0].allocatable_count, Some(25));
@@ -331,9 +331,9 @@ fn volume_choices_are_assumed_until_the_watch_shows_them_or_they_are_forgotten()
         target: Some(target),
     };
     let mut s = ClusterState::new();
-    s.apply_storage(StorageObject::Claim(claim("a")));
-    s.apply_storage(StorageObject::Claim(claim("b")));
-    s.apply_storage(StorageObject::Volume(volume.clone()));
+    s.apply_storage(TrackedObject::Claim(claim("a")));
+    s.apply_storage(TrackedObject::Claim(claim("b")));
+    s.apply_storage(TrackedObject::Volume(volume.clone()));
     let v = s.version();
     let keys = s.assume_storage(
         "p1",
@@ -345,7 +345,7 @@ fn volume_choices_are_assumed_until_the_watch_shows_them_or_they_are_forgotten()
     );
     assert_eq!(
         keys,
-        [StorageKey::Volume("pv-1".into()), StorageKey::Claim("shop/b".into())]
+        [TrackedKey::Volume("pv-1".into()), TrackedKey::Claim("shop/b".into())]
     );
     // Snapshots show the assumptions; the watched objects are kept as they are.
     let want_ref = proto::VolumeClaimRef {
@@ -357,8 +357,8 @@ fn volume_choices_are_assumed_until_the_watch_shows_them_or_they_are_forgotten()
     assert_eq!(d.upsert_persistent_volumes[0].claim_ref.as_ref(), Some(&want_ref));
     assert_eq!(d.upsert_persistent_volume_claims[0].selected_node, "n2");
     assert_eq!(s.full().persistent_volumes[0].claim_ref.as_ref(), Some(&want_ref));
-    assert!(matches!(s.storage_object(&StorageKey::Volume("pv-1".into())),
-        Some(StorageObject::Volume(v)) if v.claim_ref.is_none()));
+    assert!(matches!(s.storage_object(&TrackedKey::Volume("pv-1".into())),
+        Some(TrackedObject::Volume(v)) if v.claim_ref.is_none()));
     // A replica that assumed the same choices needs no delta for them.
     let assumed = s.version();
     assert_eq!(assumed - v, 2, "one change per choice");
@@ -373,12 +373,12 @@ fn volume_choices_are_assumed_until_the_watch_shows_them_or_they_are_forgotten()
     assert_eq!(s.version(), assumed, "nothing logged");
     // A watched volume without the claimRef (an older object) leaves the assumption; the one
     // showing it replaces the assumption.
-    s.apply_storage(StorageObject::Volume(proto::PersistentVolume {
+    s.apply_storage(TrackedObject::Volume(proto::PersistentVolume {
         phase: "Available".into(),
         ..volume.clone()
     }));
     assert_eq!(s.assumed_storage_count(), 2);
-    s.apply_storage(StorageObject::Volume(proto::PersistentVolume {
+    s.apply_storage(TrackedObject::Volume(proto::PersistentVolume {
         claim_ref: Some(want_ref.clone()),
         ..volume.clone()
     }));
@@ -399,7 +399,7 @@ fn volume_choices_are_assumed_until_the_watch_shows_them_or_they_are_forgotten()
 fn a_hierarchy_is_found_from_any_of_its_pod_groups_and_is_ready_level_by_level() {
     let mut s = ClusterState::new();
     let pg = |name: &str, parent: &str, min: i32| {
-        StorageObject::PodGroup(proto::PodGroup {
+        TrackedObject::PodGroup(proto::PodGroup {
             namespace: "ml".into(),
             name: name.into(),
             gang: Some(proto::GangSchedulingPolicy { min_count: min }),
@@ -408,7 +408,7 @@ fn a_hierarchy_is_found_from_any_of_its_pod_groups_and_is_ready_level_by_level()
         })
     };
     let cpg = |name: &str, parent: &str, min: Option<i32>| {
-        StorageObject::CompositePodGroup(proto::CompositePodGroup {
+        TrackedObject::CompositePodGroup(proto::CompositePodGroup {
             namespace: "ml".into(),
             name: name.into(),
             parent_composite_pod_group_name: parent.into(),
@@ -456,7 +456,7 @@ fn a_hierarchy_is_found_from_any_of_its_pod_groups_and_is_ready_level_by_level()
 #[test]
 fn pod_groups_travel_in_full_snapshots_and_deltas_and_are_found_by_namespace_and_name() {
     let group = |ns: &str, name: &str, min: i32| {
-        StorageObject::PodGroup(proto::PodGroup {
+        TrackedObject::PodGroup(proto::PodGroup {
             namespace: ns.into(),
             name: name.into(),
             uid: format!("u-{ns}-{name}"),
@@ -505,7 +505,7 @@ fn pod_groups_travel_in_full_snapshots_and_deltas_and_are_found_by_namespace_and
     // minCount changed, a group deleted: the delta carries both.
     let v = s.version();
     s.apply_storage(group("ml", "a", 3));
-    assert!(s.delete_storage(&StorageKey::PodGroup("ml/b".into())));
+    assert!(s.delete_storage(&TrackedKey::PodGroup("ml/b".into())));
     let d = s.delta_since(v).unwrap();
     assert_eq!(d.upsert_pod_groups.len(), 1);
     assert_eq!(d.upsert_pod_groups[0].gang.as_ref().map(|g| g.min_count), Some(3));
@@ -551,7 +551,7 @@ fn an_extended_resource_claim_is_assumed_until_the_created_claim_is_watched() {
             ..Default::default()
         }],
     );
-    assert_eq!(keys, [StorageKey::ResourceClaim("shop/<extended-resources>-p1".into())]);
+    assert_eq!(keys, [TrackedKey::ResourceClaim("shop/<extended-resources>-p1".into())]);
     let claims = |s: &ClusterState| -> Vec<String> {
         s.storage_snapshot()
             .resource_claims
@@ -574,9 +574,9 @@ fn an_extended_resource_claim_is_assumed_until_the_created_claim_is_watched() {
         ..Default::default()
     };
     // Another pod's claim with those devices (a stale view) does not replace it.
-    s.apply_storage(StorageObject::ResourceClaim(created("other", "p2")));
+    s.apply_storage(TrackedObject::ResourceClaim(created("other", "p2")));
     assert_eq!(s.assumed_storage_count(), 1);
-    s.apply_storage(StorageObject::ResourceClaim(created(
+    s.apply_storage(TrackedObject::ResourceClaim(created(
         "web-extended-resources-x7k2p",
         "p1",
     )));

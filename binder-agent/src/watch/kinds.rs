@@ -1,4 +1,4 @@
-//! The storage kinds the binder watches (volumes, DRA objects, PodGroups), in one table: how each
+//! The kinds the binder tracks beside pods and nodes (volumes, DRA objects, PodGroups), in one table: how each
 //! object is projected and what identifies it once deleted; and the tracker their watches share.
 
 use std::collections::{HashMap, HashSet};
@@ -16,15 +16,15 @@ use crate::claim_cache::DeviceObject;
 use crate::projection::{
     claim_info, composite_pod_group_info, csi_driver_info, csi_node_info, device_class_info, device_taint_rule_info,
     dynamic_storage_capacity_info, initially_scheduled_condition, pod_group_info, pod_group_key, resource_claim_info,
-    resource_slice_info, storage_class_info, volume_info, StorageKey, StorageObject,
+    resource_slice_info, storage_class_info, volume_info, TrackedKey, TrackedObject,
 };
 
 /// A storage kind the binder watches: how an object is projected and identified.
-pub trait StorageKind: Sized {
+pub trait TrackedKind: Sized {
     /// The object as the binder tracks it.
-    fn project(&self) -> StorageObject;
+    fn project(&self) -> TrackedObject;
     /// The identity of a deleted object.
-    fn deleted_key(&self) -> StorageKey;
+    fn deleted_key(&self) -> TrackedKey;
 }
 
 /// The name of a cluster-scoped object.
@@ -37,19 +37,19 @@ fn namespaced_key(meta: &ObjectMeta) -> String {
     format!("{}/{}", meta.namespace.as_deref().unwrap_or_default(), name_of(meta))
 }
 
-/// One [`StorageKind`] implementation per row: the watched type, the [`StorageObject`] and
-/// [`StorageKey`] variant it is tracked under, the projection that makes the object, and whether
+/// One [`TrackedKind`] implementation per row: the watched type, the [`TrackedObject`] and
+/// [`TrackedKey`] variant it is tracked under, the projection that makes the object, and whether
 /// the key of a deleted object is `namespace/name` (`namespaced`) or its name (`cluster`).
-macro_rules! storage_kinds {
+macro_rules! tracked_kinds {
     ($($(#[$doc:meta])* $kind:ty => $variant:ident, $project:path, $scope:ident;)*) => {
         $(
             $(#[$doc])*
-            impl StorageKind for $kind {
-                fn project(&self) -> StorageObject {
-                    StorageObject::$variant($project(self))
+            impl TrackedKind for $kind {
+                fn project(&self) -> TrackedObject {
+                    TrackedObject::$variant($project(self))
                 }
-                fn deleted_key(&self) -> StorageKey {
-                    StorageKey::$variant(storage_kinds!(@key $scope, &self.metadata))
+                fn deleted_key(&self) -> TrackedKey {
+                    TrackedKey::$variant(tracked_kinds!(@key $scope, &self.metadata))
                 }
             }
         )*
@@ -62,7 +62,7 @@ macro_rules! storage_kinds {
     };
 }
 
-storage_kinds! {
+tracked_kinds! {
     PersistentVolumeClaim => Claim, claim_info, namespaced;
     PersistentVolume => Volume, volume_info, cluster;
     StorageClass => Class, storage_class_info, cluster;
@@ -82,7 +82,7 @@ storage_kinds! {
 /// A PodGroup watch event's cluster events: its `PodGroupInitiallyScheduled` condition as the
 /// object shows it (which the binder keeps, as kube-scheduler's informer cache does, to keep
 /// its transition time), then the group itself.
-pub fn pod_group_events(t: &mut StorageTracker, event: Event<PodGroup>) -> (Vec<ClusterEvent>, bool) {
+pub fn pod_group_events(t: &mut ObjectTracker, event: Event<PodGroup>) -> (Vec<ClusterEvent>, bool) {
     let condition = match &event {
         Event::InitApply(g) | Event::Apply(g) => Some(ClusterEvent::PodGroupCondition {
             key: pod_group_key(
@@ -118,8 +118,8 @@ impl WholeDeviceObject for DeviceClass {
 
 /// A ResourceClaim or DeviceClass watch event's cluster events: the object whole
 /// ([`ClusterEvent::DeviceObject`]), then its projection as for any storage kind.
-pub fn device_object_events<K: StorageKind + WholeDeviceObject>(
-    t: &mut StorageTracker,
+pub fn device_object_events<K: TrackedKind + WholeDeviceObject>(
+    t: &mut ObjectTracker,
     event: Event<K>,
 ) -> (Vec<ClusterEvent>, bool) {
     let whole = match &event {
@@ -132,18 +132,18 @@ pub fn device_object_events<K: StorageKind + WholeDeviceObject>(
 
 /// Turns watch events of one storage kind into cluster events.
 #[derive(Debug, Default)]
-pub struct StorageTracker {
-    keys: HashMap<String, StorageKey>,
+pub struct ObjectTracker {
+    keys: HashMap<String, TrackedKey>,
     relisting: Option<HashSet<String>>,
 }
 
-fn key_string(k: &StorageKey) -> String {
+fn key_string(k: &TrackedKey) -> String {
     format!("{k:?}")
 }
 
-impl StorageTracker {
+impl ObjectTracker {
     /// The cluster events for one watch event; `true` with them when an initial list completed.
-    pub fn on_event<K: StorageKind>(&mut self, event: Event<K>) -> (Vec<ClusterEvent>, bool) {
+    pub fn on_event<K: TrackedKind>(&mut self, event: Event<K>) -> (Vec<ClusterEvent>, bool) {
         match event {
             Event::Init => {
                 self.relisting = Some(HashSet::new());
@@ -157,18 +157,18 @@ impl StorageTracker {
                     seen.insert(s.clone());
                 }
                 self.keys.insert(s, key);
-                (vec![ClusterEvent::StorageApplied(projected)], false)
+                (vec![ClusterEvent::ObjectApplied(projected)], false)
             }
             Event::Delete(obj) => {
                 let key = obj.deleted_key();
                 self.keys.remove(&key_string(&key));
-                (vec![ClusterEvent::StorageDeleted(key)], false)
+                (vec![ClusterEvent::ObjectDeleted(key)], false)
             }
             Event::InitDone => {
                 let Some(seen) = self.relisting.take() else {
                     return (Vec::new(), true);
                 };
-                let mut gone: Vec<StorageKey> = Vec::new();
+                let mut gone: Vec<TrackedKey> = Vec::new();
                 self.keys.retain(|s, k| {
                     let keep = seen.contains(s);
                     if !keep {
@@ -177,7 +177,7 @@ impl StorageTracker {
                     keep
                 });
                 gone.sort();
-                (gone.into_iter().map(ClusterEvent::StorageDeleted).collect(), true)
+                (gone.into_iter().map(ClusterEvent::ObjectDeleted).collect(), true)
             }
         }
     }

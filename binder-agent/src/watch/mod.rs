@@ -24,7 +24,7 @@
 //! Here: the pod watch ([`WatchedPod`], [`PodTracker`]), the table of watched resources
 //! (`watched!`) that the sync barrier counts, and the tasks that start the watches. The trackers of
 //! nodes, namespaces and budgets are in `trackers.rs`, the storage and DRA kinds (one table,
-//! `storage_kinds!`) in `kinds.rs`, the checks of which optional APIs are served in `served.rs`.
+//! `tracked_kinds!`) in `kinds.rs`, the checks of which optional APIs are served in `served.rs`.
 
 mod kinds;
 mod served;
@@ -55,7 +55,7 @@ use crate::binder::{Binder, ClusterEvent};
 use crate::lean::{self, Lean};
 use crate::projection::{pod_info, PodInfo};
 
-pub use kinds::{device_object_events, pod_group_events, StorageKind, StorageTracker, WholeDeviceObject};
+pub use kinds::{device_object_events, pod_group_events, ObjectTracker, TrackedKind, WholeDeviceObject};
 pub use served::{
     capacity_resource, serves_composite_pod_groups, serves_device_taint_rules, serves_dra, serves_pod_groups,
 };
@@ -375,8 +375,8 @@ async fn device_taint_rule_watch<A: ClusterApi>(client: Client, barrier: Arc<Syn
     drive(
         Watch::DeviceTaintRules,
         rules,
-        StorageTracker::default(),
-        StorageTracker::on_event,
+        ObjectTracker::default(),
+        ObjectTracker::on_event,
         barrier,
     )
     .await;
@@ -410,22 +410,22 @@ async fn device_watches<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier<
         drive(
             Watch::DeviceClasses,
             classes,
-            StorageTracker::default(),
+            ObjectTracker::default(),
             device_object_events,
             Arc::clone(&barrier),
         ),
         drive(
             Watch::ResourceClaims,
             claims,
-            StorageTracker::default(),
+            ObjectTracker::default(),
             device_object_events,
             Arc::clone(&barrier),
         ),
         drive(
             Watch::ResourceSlices,
             slices,
-            StorageTracker::default(),
-            StorageTracker::on_event,
+            ObjectTracker::default(),
+            ObjectTracker::on_event,
             barrier,
         ),
     );
@@ -446,7 +446,7 @@ async fn pod_group_watch<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier
     drive(
         Watch::PodGroups,
         groups,
-        StorageTracker::default(),
+        ObjectTracker::default(),
         pod_group_events,
         barrier,
     )
@@ -466,8 +466,8 @@ async fn composite_pod_group_watch<A: ClusterApi>(client: Client, barrier: Arc<S
     drive(
         Watch::CompositePodGroups,
         groups,
-        StorageTracker::default(),
-        StorageTracker::on_event,
+        ObjectTracker::default(),
+        ObjectTracker::on_event,
         barrier,
     )
     .await;
@@ -490,8 +490,8 @@ async fn capacity_watch<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier<
     drive(
         Watch::CsiStorageCapacities,
         capacities,
-        StorageTracker::default(),
-        StorageTracker::on_event,
+        ObjectTracker::default(),
+        ObjectTracker::on_event,
         barrier,
     )
     .await;
@@ -512,36 +512,36 @@ async fn storage_watches<A: ClusterApi>(client: Client, barrier: Arc<SyncBarrier
         drive(
             Watch::PersistentVolumeClaims,
             claims,
-            StorageTracker::default(),
-            StorageTracker::on_event,
+            ObjectTracker::default(),
+            ObjectTracker::on_event,
             Arc::clone(&barrier),
         ),
         drive(
             Watch::PersistentVolumes,
             volumes,
-            StorageTracker::default(),
-            StorageTracker::on_event,
+            ObjectTracker::default(),
+            ObjectTracker::on_event,
             Arc::clone(&barrier),
         ),
         drive(
             Watch::StorageClasses,
             classes,
-            StorageTracker::default(),
-            StorageTracker::on_event,
+            ObjectTracker::default(),
+            ObjectTracker::on_event,
             Arc::clone(&barrier),
         ),
         drive(
             Watch::CsiNodes,
             csi_nodes,
-            StorageTracker::default(),
-            StorageTracker::on_event,
+            ObjectTracker::default(),
+            ObjectTracker::on_event,
             Arc::clone(&barrier),
         ),
         drive(
             Watch::CsiDrivers,
             csi_drivers,
-            StorageTracker::default(),
-            StorageTracker::on_event,
+            ObjectTracker::default(),
+            ObjectTracker::on_event,
             Arc::clone(&barrier),
         ),
         capacity_watch(client.clone(), Arc::clone(&barrier)),

@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 
 use super::*;
-use crate::projection::{pod_info, StorageKey, StorageObject};
+use crate::projection::{pod_info, TrackedKey, TrackedObject};
 
 #[test]
 fn each_watch_is_named_once_and_the_binder_syncs_once_every_initial_list_is_done() {
@@ -179,22 +179,22 @@ fn pod_groups_are_applied_deleted_and_relists_report_the_vanished() {
         }))
         .unwrap()
     };
-    let mut t = StorageTracker::default();
+    let mut t = ObjectTracker::default();
     t.on_event::<PodGroup>(Event::Init);
     let (events, _) = t.on_event(Event::InitApply(group("ml", "a", 2)));
     assert!(matches!(&events[..],
-        [ClusterEvent::StorageApplied(StorageObject::PodGroup(g))] if g.name == "a" && g.gang.as_ref().is_some_and(|g| g.min_count == 2)));
+        [ClusterEvent::ObjectApplied(TrackedObject::PodGroup(g))] if g.name == "a" && g.gang.as_ref().is_some_and(|g| g.min_count == 2)));
     t.on_event(Event::InitApply(group("ml", "b", 1)));
     t.on_event(Event::InitApply(group("other", "a", 1)));
     assert!(t.on_event::<PodGroup>(Event::InitDone).1);
     let (events, _) = t.on_event(Event::Delete(group("ml", "b", 1)));
-    assert!(matches!(&events[..], [ClusterEvent::StorageDeleted(StorageKey::PodGroup(k))] if k == "ml/b"));
+    assert!(matches!(&events[..], [ClusterEvent::ObjectDeleted(TrackedKey::PodGroup(k))] if k == "ml/b"));
     // The watch broke; meanwhile other/a was deleted.
     t.on_event::<PodGroup>(Event::Init);
     t.on_event(Event::InitApply(group("ml", "a", 3)));
     let (gone, done) = t.on_event::<PodGroup>(Event::InitDone);
     assert!(done);
-    assert!(matches!(&gone[..], [ClusterEvent::StorageDeleted(StorageKey::PodGroup(k))] if k == "other/a"));
+    assert!(matches!(&gone[..], [ClusterEvent::ObjectDeleted(TrackedKey::PodGroup(k))] if k == "other/a"));
 }
 
 #[test]
@@ -208,13 +208,13 @@ fn a_pod_groups_condition_is_told_before_the_group() {
             "lastTransitionTime": "2026-11-29T00:00:00Z"}]}
     }))
     .unwrap();
-    let mut t = StorageTracker::default();
+    let mut t = ObjectTracker::default();
     let (events, _) = pod_group_events(&mut t, Event::Apply(with_condition));
     match &events[..] {
         [ClusterEvent::PodGroupCondition {
             key,
             condition: Some(c),
-        }, ClusterEvent::StorageApplied(StorageObject::PodGroup(g))] => {
+        }, ClusterEvent::ObjectApplied(TrackedObject::PodGroup(g))] => {
             assert_eq!((key.as_str(), g.name.as_str()), ("ml/a", "a"));
             assert_eq!(
                 c,
@@ -237,7 +237,7 @@ fn a_pod_groups_condition_is_told_before_the_group() {
         &events[..],
         [
             ClusterEvent::PodGroupCondition { condition: None, .. },
-            ClusterEvent::StorageApplied(_)
+            ClusterEvent::ObjectApplied(_)
         ]
     ));
 }

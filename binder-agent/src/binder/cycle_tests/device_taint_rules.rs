@@ -4,7 +4,7 @@
 //! reports when a rule changes a device's taints.
 
 use super::*;
-use crate::projection::{StorageKey, StorageObject};
+use crate::projection::{TrackedKey, TrackedObject};
 use crate::state::ClusterState;
 
 fn rule(name: &str, pool: &str) -> proto::DeviceTaintRule {
@@ -26,17 +26,17 @@ fn rule(name: &str, pool: &str) -> proto::DeviceTaintRule {
 #[test]
 fn snapshots_and_deltas_carry_device_taint_rules() {
     let mut s = ClusterState::new();
-    assert!(s.apply_storage(StorageObject::DeviceTaintRule(rule("b", "n2"))));
-    assert!(s.apply_storage(StorageObject::DeviceTaintRule(rule("a", "n1"))));
+    assert!(s.apply_storage(TrackedObject::DeviceTaintRule(rule("b", "n2"))));
+    assert!(s.apply_storage(TrackedObject::DeviceTaintRule(rule("a", "n1"))));
     assert!(
-        !s.apply_storage(StorageObject::DeviceTaintRule(rule("a", "n1"))),
+        !s.apply_storage(TrackedObject::DeviceTaintRule(rule("a", "n1"))),
         "the same rule again changes nothing"
     );
     let names = |rules: &[proto::DeviceTaintRule]| rules.iter().map(|r| r.name.clone()).collect::<Vec<_>>();
     assert_eq!(names(&s.full().device_taint_rules), ["a", "b"], "by name");
     let v = s.version();
-    assert!(s.apply_storage(StorageObject::DeviceTaintRule(rule("a", "n3"))));
-    assert!(s.delete_storage(&StorageKey::DeviceTaintRule("b".into())));
+    assert!(s.apply_storage(TrackedObject::DeviceTaintRule(rule("a", "n3"))));
+    assert!(s.delete_storage(&TrackedKey::DeviceTaintRule("b".into())));
     let d = s.delta_since(v).expect("a delta");
     assert_eq!(d.upsert_device_taint_rules, [rule("a", "n3")]);
     assert_eq!(d.remove_device_taint_rules, ["b"]);
@@ -60,7 +60,7 @@ async fn a_device_taint_rule_change_moves_pods_parked_with_claims() {
     );
     let h = Harness::start(&replica).await;
     h.binder
-        .handle(ClusterEvent::StorageApplied(StorageObject::ResourceClaim(
+        .handle(ClusterEvent::ObjectApplied(TrackedObject::ResourceClaim(
             proto::ResourceClaim {
                 namespace: "ns".into(),
                 name: "gpu".into(),
@@ -82,7 +82,7 @@ async fn a_device_taint_rule_change_moves_pods_parked_with_claims() {
     .await;
     // A rule added: decided again.
     h.binder
-        .handle(ClusterEvent::StorageApplied(StorageObject::DeviceTaintRule(rule(
+        .handle(ClusterEvent::ObjectApplied(TrackedObject::DeviceTaintRule(rule(
             "drain", "n1",
         ))));
     h.until("decided again after the rule came", |_| replica.asked("claims") >= 2)
@@ -91,9 +91,7 @@ async fn a_device_taint_rule_change_moves_pods_parked_with_claims() {
         .await;
     // The rule removed: decided again, and placed.
     h.binder
-        .handle(ClusterEvent::StorageDeleted(StorageKey::DeviceTaintRule(
-            "drain".into(),
-        )));
+        .handle(ClusterEvent::ObjectDeleted(TrackedKey::DeviceTaintRule("drain".into())));
     h.until("bound after the rule went", |api| api.of("claims").bound_to.is_some())
         .await;
     tokio::time::sleep(MAX_BACKOFF * 2).await;
