@@ -40,10 +40,11 @@ esac
 
 if [ -z "$BINARIES" ]; then
   # The release profile as it is; the copy in the image is stripped below.
-  # One package per build: each then has the features the README's `cargo run --release -p
-  # binder-agent` and a plain release build of the service give it, so those builds are shared.
-  cargo build --release --locked -p binder-agent --bin binder-agent
-  cargo build --release --locked -p scheduler-service --bin scheduler-service
+  # Both in one build: the binder depends on the service's library, so the features are those of
+  # the README's `cargo run --release -p binder-agent` (which shares this build), and every
+  # dependency is compiled once (a build of the service alone unifies fewer features and compiled
+  # tokio, hyper, tonic and the engine a second time).
+  cargo build --release --locked -p binder-agent --bin binder-agent -p scheduler-service --bin scheduler-service
   BINARIES="${CARGO_TARGET_DIR:-$ROOT/target}/release"
 fi
 

@@ -105,13 +105,13 @@ if [ -n "$KUEUE_PID" ]; then
   echo "e2e: Kueue for tests/tests/kueue.rs: $E2E_KUEUE"
 fi
 cargo test --workspace --no-run
-# The release binaries of the images and of the README's release commands (the same two builds
-# scripts/images.sh makes, which then find them fresh, and the README's kubectl-placement), built at the lowest CPU
+# The release binaries of the images and of the README's release commands (the build
+# scripts/images.sh makes, which then finds it fresh, and the README's kubectl-placement: one
+# invocation, so every dependency is compiled once with one feature set), built at the lowest CPU
 # priority while the tests run: most of the tests' time is spent waiting on the control plane.
 RELEASE_LOG=$(mktemp)
-( nice -n 19 cargo build --release --locked -p binder-agent --bin binder-agent &&
-  nice -n 19 cargo build --release --locked -p scheduler-service --bin scheduler-service &&
-  nice -n 19 cargo build --release -p binder-agent --bin kubectl-placement ) >"$RELEASE_LOG" 2>&1 &
+nice -n 19 cargo build --release --locked -p binder-agent --bin binder-agent --bin kubectl-placement \
+  -p scheduler-service --bin scheduler-service >"$RELEASE_LOG" 2>&1 &
 RELEASE_PID=$!
 cargo test --workspace
 
