@@ -514,15 +514,7 @@ impl Harness {
         binder.handle(ClusterEvent::NodeApplied(node("n1")));
         binder.handle(ClusterEvent::NodeApplied(node("n2")));
         binder.set_synced();
-        let (stop, mut stopped) = watch::channel(false);
-        let running = binder.clone();
-        let run = tokio::spawn(async move {
-            running
-                .run(async move {
-                    let _ = stopped.wait_for(|s| *s).await;
-                })
-                .await;
-        });
+        let (stop, run) = spawn_run(&binder);
         Self {
             binder,
             api,
@@ -1378,5 +1370,19 @@ async fn a_failed_binding_deletes_the_special_claim_its_prebind_created() {
 }
 
 // DeviceTaintRules: in snapshots and deltas, and pods requeued when one changes.
+/// Runs `binder`'s loop in a task until `true` is sent on the returned sender.
+fn spawn_run<A: ClusterApi>(binder: &Binder<A>) -> (watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+    let (stop, mut stopped) = watch::channel(false);
+    let running = binder.clone();
+    let run = tokio::spawn(async move {
+        running
+            .run(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await;
+    });
+    (stop, run)
+}
+
 mod device_taint_rules;
 mod walk;

@@ -217,15 +217,7 @@ async fn the_walk_alone() {
     let binder = Binder::new(config, api, pool, Arc::new(BinderMetrics::new()), leader_rx);
     binder.handle(ClusterEvent::NodeApplied(node("n1")));
     binder.set_synced();
-    let (stop, mut stopped) = watch::channel(false);
-    let running = binder.clone();
-    let run = tokio::spawn(async move {
-        running
-            .run(async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            })
-            .await;
-    });
+    let (stop, run) = spawn_run(&binder);
 
     // The batch's other pods come first, unrecorded; from web-1's watch event on, every span this
     // thread's tasks open is recorded (the test's runtime runs every task on this thread, and the
