@@ -122,6 +122,10 @@ struct RunArgs {
     /// Admin kubeconfig of the control plane (may create Nodes, Namespaces, Pods, Bindings).
     #[arg(long, env = "KUBECONFIG")]
     kubeconfig: PathBuf,
+    /// The bench's own client over HTTP/2, as the binders it starts (they read the same variable)
+    /// and the raw contenders (which inherit it).
+    #[arg(long, env = "BINDER_API_HTTP2")]
+    api_http2: bool,
     /// Ready nodes to create.
     #[arg(long, default_value_t = 1000)]
     nodes: usize,
@@ -215,6 +219,9 @@ struct RunArgs {
 struct RawArgs {
     #[arg(long)]
     kubeconfig: PathBuf,
+    /// The binder's transport over HTTP/2, so the raw ceiling goes over placement's protocol.
+    #[arg(long, env = "BINDER_API_HTTP2")]
+    api_http2: bool,
     #[arg(long)]
     namespace: String,
     #[arg(long)]
@@ -234,20 +241,13 @@ struct RawArgs {
     plan: Option<PathBuf>,
 }
 
-async fn client(path: &Path) -> anyhow::Result<Client> {
+async fn client(path: &Path, http2: bool) -> anyhow::Result<Client> {
     let kc = Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
     let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .with_context(|| format!("loading {}", path.display()))?;
     config.read_timeout = Some(Duration::from_secs(300));
-    // The binder's transport, HTTP/2 when BINDER_API_HTTP2 says so (the binders the bench starts
-    // read it too): the raw ceiling goes over the same protocol as placement.
-    let http2 = std::env::var("BINDER_API_HTTP2").is_ok_and(|v| {
-        !matches!(
-            v.to_ascii_lowercase().as_str(),
-            "" | "false" | "no" | "off" | "0" | "n" | "f"
-        )
-    });
+    // The binder's transport: the raw ceiling goes over the same protocol as placement.
     let protocols = placement_binder::kube_api::transport::Protocols::http2_if(http2);
     placement_binder::kube_api::transport::client(config, protocols).context("building the Kubernetes client")
 }
@@ -1473,7 +1473,7 @@ async fn run(mut args: RunArgs) -> anyhow::Result<()> {
         None => std::env::temp_dir().join(format!("cluster-bench-{}", std::process::id())),
     };
     std::fs::create_dir_all(&log_dir).with_context(|| format!("creating {}", log_dir.display()))?;
-    let client = client(&args.kubeconfig).await?;
+    let client = client(&args.kubeconfig, args.api_http2).await?;
     let shape = shape(&args);
     if let Some(missing) = shape.unserved(&client).await? {
         if args.skip_unserved {
@@ -1716,7 +1716,7 @@ fn print_table(args: &RunArgs, idle: Idle, outcomes: &[Outcome]) {
 /// `raw-bind`: binds pod i to node i mod N (or as `--plan` says, after its claim writes),
 /// `--concurrency` at a time; prints its CPU time.
 async fn raw_bind(args: RawArgs) -> anyhow::Result<()> {
-    let client = client(&args.kubeconfig).await?;
+    let client = client(&args.kubeconfig, args.api_http2).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &args.namespace);
     let events: Api<EventV1> = Api::namespaced(client.clone(), &args.namespace);
     let claims: Api<k8s_openapi::api::resource::v1::ResourceClaim> = Api::namespaced(client.clone(), &args.namespace);
